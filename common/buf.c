@@ -1,0 +1,263 @@
+/*
+ * buf.c -- growable byte buffer; see buf.h.
+ */
+#include "buf.h"
+
+#include <stdarg.h>
+
+void
+sm_buf_fini(struct sm_buf *b)
+{
+	sm_free(b->b);
+	sm_buf_init(b);
+}
+
+int
+sm_buf_reserve(struct sm_buf *b, size_t n)
+{
+	size_t need, ncap;
+	char *nb;
+
+	if (b->err != 0)
+		return (b->err);
+	if (n > SIZE_MAX - b->len - 1) {
+		b->err = SM_ETOOBIG;
+		return (b->err);
+	}
+	need = b->len + n + 1;
+	if (b->limit != 0 && need - 1 > b->limit) {
+		b->err = SM_ETOOBIG;
+		return (b->err);
+	}
+	if (need <= b->cap)
+		return (0);
+	ncap = b->cap < 64 ? 64 : b->cap;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+	nb = sm_realloc(b->b, ncap);
+	if (nb == NULL) {
+		b->err = SM_ENOMEM;
+		return (b->err);
+	}
+	b->b = nb;
+	b->cap = ncap;
+	return (0);
+}
+
+void
+sm_buf_append(struct sm_buf *b, const void *p, size_t n)
+{
+	if (sm_buf_reserve(b, n) != 0)
+		return;
+	if (n != 0)
+		memcpy(b->b + b->len, p, n);
+	b->len += n;
+	b->b[b->len] = '\0';
+}
+
+void
+sm_buf_putc(struct sm_buf *b, char c)
+{
+	if (sm_buf_reserve(b, 1) != 0)
+		return;
+	b->b[b->len++] = c;
+	b->b[b->len] = '\0';
+}
+
+void
+sm_buf_puts(struct sm_buf *b, const char *s)
+{
+	sm_buf_append(b, s, strlen(s));
+}
+
+void
+sm_buf_vprintf(struct sm_buf *b, const char *fmt, va_list ap)
+{
+	va_list ap2;
+	int n;
+
+	if (b->err != 0)
+		return;
+	va_copy(ap2, ap);
+	n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (n < 0) {
+		b->err = SM_EINTERNAL;
+		return;
+	}
+	if (sm_buf_reserve(b, (size_t)n) != 0)
+		return;
+	vsnprintf(b->b + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+}
+
+void
+sm_buf_printf(struct sm_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sm_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+void
+sm_buf_put_u64(struct sm_buf *b, uint64_t v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	sm_buf_append(b, tmp + i, sizeof(tmp) - i);
+}
+
+void
+sm_buf_put_i64(struct sm_buf *b, int64_t v)
+{
+	if (v < 0) {
+		sm_buf_putc(b, '-');
+		sm_buf_put_u64(b, (uint64_t)0 - (uint64_t)v);
+	} else {
+		sm_buf_put_u64(b, (uint64_t)v);
+	}
+}
+
+/*
+ * Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not valid
+ * (overlong forms, surrogates and values past U+10FFFF are invalid).
+ */
+static size_t
+utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+
+	if (c < 0x80)
+		return (1);
+	if (c >= 0xC2 && c <= 0xDF)
+		return (n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0);
+	if (c >= 0xE0 && c <= 0xEF) {
+		if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
+			return (0);
+		if (c == 0xE0 && s[1] < 0xA0)
+			return (0);
+		if (c == 0xED && s[1] >= 0xA0)
+			return (0);
+		return (3);
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+		    (s[3] & 0xC0) != 0x80)
+			return (0);
+		if (c == 0xF0 && s[1] < 0x90)
+			return (0);
+		if (c == 0xF4 && s[1] >= 0x90)
+			return (0);
+		return (4);
+	}
+	return (0);
+}
+
+void
+sm_buf_json_str(struct sm_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, run = 0;
+
+	sm_buf_putc(b, '"');
+	while (i < n) {
+		unsigned c = p[i];
+		size_t l;
+
+		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80 &&
+		    c != '<' && c != '>' && c != '&') {
+			i++;
+			run++;
+			continue;
+		}
+		if (run != 0) {
+			sm_buf_append(b, p + i - run, run);
+			run = 0;
+		}
+		if (c >= 0x80) {
+			l = utf8_seq_len(p + i, n - i);
+			if (l == 0) {
+				/* As Go: the escape, not the raw U+FFFD. */
+				sm_buf_puts(b, "\\ufffd");
+				i++;
+			} else if (l == 3 && c == 0xE2 && p[i + 1] == 0x80 &&
+			    (p[i + 2] == 0xA8 || p[i + 2] == 0xA9)) {
+				/* U+2028, U+2029: escaped by Go for JSONP. */
+				sm_buf_puts(b, p[i + 2] == 0xA8 ? "\\u2028" :
+				    "\\u2029");
+				i += 3;
+			} else {
+				sm_buf_append(b, p + i, l);
+				i += l;
+			}
+			continue;
+		}
+		switch (c) {
+		case '"':
+			sm_buf_puts(b, "\\\"");
+			break;
+		case '\\':
+			sm_buf_puts(b, "\\\\");
+			break;
+		case '\n':
+			sm_buf_puts(b, "\\n");
+			break;
+		case '\r':
+			sm_buf_puts(b, "\\r");
+			break;
+		case '\t':
+			sm_buf_puts(b, "\\t");
+			break;
+		default: {
+			/* Control bytes, and <, >, & escaped as Go does. */
+			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4],
+				hex[c & 15] };
+			sm_buf_append(b, e, sizeof(e));
+			break;
+		}
+		}
+		i++;
+	}
+	if (run != 0)
+		sm_buf_append(b, p + i - run, run);
+	sm_buf_putc(b, '"');
+}
+
+void
+sm_buf_truncate(struct sm_buf *b, size_t len)
+{
+	SM_ASSERT(len <= b->len);
+	b->len = len;
+	if (b->b != NULL)
+		b->b[len] = '\0';
+}
+
+void
+sm_buf_reset(struct sm_buf *b)
+{
+	b->len = 0;
+	b->err = 0;
+	if (b->b != NULL)
+		b->b[0] = '\0';
+}
+
+char *
+sm_buf_take(struct sm_buf *b, size_t *lenp)
+{
+	char *p = b->b;
+
+	if (lenp != NULL)
+		*lenp = b->len;
+	b->b = NULL;
+	b->len = b->cap = 0;
+	b->err = 0;
+	return (p);
+}

@@ -1,0 +1,79 @@
+/*
+ * buf.h -- growable byte buffer for building responses, keys and text.
+ *
+ * The buffer has a sticky error flag: once an append fails (out of memory,
+ * or the optional `limit` would be exceeded) every later append is a no-op
+ * and sm_buf_error() reports the first failure.  Builders therefore append
+ * freely and check once at the end.
+ *
+ * Ownership: the buffer owns `b`; sm_buf_fini() frees it, sm_buf_take()
+ * hands it to the caller (who frees it with sm_free).  The content is always
+ * NUL-terminated (not counted in len) so text can be used as a C string.
+ * Locking: none.
+ */
+#ifndef SM_BUF_H
+#define SM_BUF_H
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "sm.h"
+
+struct sm_buf {
+	char *b;
+	size_t len;
+	size_t cap;
+	size_t limit;   /* 0 = unlimited; appends past it fail with ETOOBIG */
+	int err;        /* first error (SM_ENOMEM or SM_ETOOBIG), sticky */
+};
+
+#define SM_BUF_INIT { NULL, 0, 0, 0, 0 }
+
+static inline void sm_buf_init(struct sm_buf *b)
+{
+	b->b = NULL;
+	b->len = b->cap = b->limit = 0;
+	b->err = 0;
+}
+
+void sm_buf_fini(struct sm_buf *b);
+
+/* Ensure room for `n` more bytes (plus the NUL).  Returns 0 or the error. */
+int sm_buf_reserve(struct sm_buf *b, size_t n);
+
+void sm_buf_append(struct sm_buf *b, const void *p, size_t n);
+void sm_buf_putc(struct sm_buf *b, char c);
+void sm_buf_puts(struct sm_buf *b, const char *s);
+void sm_buf_printf(struct sm_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sm_buf_vprintf(struct sm_buf *b, const char *fmt, va_list ap);
+void sm_buf_put_i64(struct sm_buf *b, int64_t v);   /* decimal */
+void sm_buf_put_u64(struct sm_buf *b, uint64_t v);  /* decimal */
+
+/*
+ * Append `s` as a JSON string literal, quotes included.  Escaping matches
+ * Go's encoding/json byte for byte (Pyroscope's responses): invalid UTF-8
+ * becomes \ufffd, and U+2028, U+2029, <, > and & are escaped, so the output
+ * is always valid JSON.
+ */
+void sm_buf_json_str(struct sm_buf *b, const char *s, size_t n);
+
+/* Truncate to `len` bytes (len <= b->len). */
+void sm_buf_truncate(struct sm_buf *b, size_t len);
+
+/* Reset to empty, keeping the allocation and clearing the error. */
+void sm_buf_reset(struct sm_buf *b);
+
+/* First error of the buffer, or 0. */
+static inline int sm_buf_error(const struct sm_buf *b)
+{
+	return (b->err);
+}
+
+/*
+ * Take ownership of the bytes (may be NULL when empty).  The buffer is
+ * left empty and reusable.
+ */
+char *sm_buf_take(struct sm_buf *b, size_t *lenp);
+
+#endif /* SM_BUF_H */

@@ -1,0 +1,145 @@
+/*
+ * http.h -- Smolder's HTTP server: the only file that includes
+ * <microhttpd.h> (STYLE §11).
+ *
+ * One server per process (the `server` module) listens on
+ * -http.listen-address; components register routes on it before it starts.
+ * libmicrohttpd runs an internal epoll thread with a thread pool; handlers
+ * run on pool threads and may block (they do RPC calls).
+ *
+ * Bounds (reliability §3, "MHD has no body cap"): every listener limits
+ * connections (total and per IP), idle time, header memory, and request
+ * bodies.  A body larger than the route's limit is answered 413 as soon as
+ * Content-Length or the running byte count exceeds it, without buffering
+ * the excess.  MHD's PostProcessor is never used.
+ *
+ * Routing is exact on the path (no query string); a route may be bound to
+ * one method or to all (method NULL).  A path that exists under another
+ * method gets 405; an unknown path 404.
+ *
+ * Request lifetime: the sm_http_req and everything it returns (query
+ * values, headers, body) is valid only during the handler call.  A handler
+ * must answer exactly once with one of the sm_http_reply* functions; if it
+ * returns without answering, the server answers 500 and logs a bug.
+ *
+ * Locking: route registration is not thread-safe and must finish before
+ * sm_http_start(); afterwards the route table is read-only.
+ */
+#ifndef SM_HTTP_H
+#define SM_HTTP_H
+
+#include <stdbool.h>
+
+#include "buf.h"
+#include "sm.h"
+
+struct sm_http;
+struct sm_http_req;
+
+struct sm_http_cfg {
+	const char *listen;          /* "host:port", ":port" or "port" */
+	unsigned threads;            /* pool size (>= 1) */
+	unsigned conn_limit;         /* total concurrent connections */
+	unsigned per_ip_limit;       /* 0 = no per-IP limit */
+	unsigned conn_timeout_s;     /* idle timeout, seconds (> 0) */
+	size_t default_body_max;     /* body cap for routes that pass 0 */
+};
+
+/* Defaults: 4 threads, 1024 connections, 0 per IP, 120 s, 1 MiB. */
+void sm_http_cfg_default(struct sm_http_cfg *cfg);
+
+typedef void (*sm_http_fn)(struct sm_http_req *req, void *arg);
+
+/*
+ * Create a server (not listening yet).  Returns 0 and *out, or SM_EINVAL
+ * (bad listen address, in err) or SM_ENOMEM.
+ */
+int sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
+    struct sm_err *err);
+
+/*
+ * Register `fn` for `path` and `method` ("GET", "POST", ... or NULL for
+ * any).  `body_max` caps the request body (0 = the server default).
+ * Returns 0, SM_EEXIST (same path+method twice) or SM_ENOMEM.
+ */
+int sm_http_route(struct sm_http *h, const char *method, const char *path,
+    sm_http_fn fn, void *arg, size_t body_max);
+
+/* Start listening.  Returns 0 or SM_EIO with the reason in err. */
+int sm_http_start(struct sm_http *h, struct sm_err *err);
+
+/* The bound TCP port (useful with port 0).  0 before start. */
+unsigned sm_http_port(const struct sm_http *h);
+
+/*
+ * Stop accepting, wait for running handlers to finish, close connections.
+ * Idempotent.  Blocks.
+ */
+void sm_http_stop(struct sm_http *h);
+
+/* Free the server (stops it first).  NULL is a no-op. */
+void sm_http_destroy(struct sm_http *h);
+
+/* --- inside a handler ---------------------------------------------------- */
+
+const char *sm_http_method(const struct sm_http_req *r);
+const char *sm_http_path(const struct sm_http_req *r);
+
+/*
+ * First value of query argument `key`, URL-decoded ("+" is a space, as Go's
+ * url.ParseQuery has it); NULL when absent.  "?a" gives "".
+ */
+const char *sm_http_query(struct sm_http_req *r, const char *key);
+
+/*
+ * Call fn for every query argument in order (repeated keys included).
+ * Stops early when fn returns non-zero.
+ */
+void sm_http_query_each(struct sm_http_req *r,
+    int (*fn)(void *arg, const char *key, const char *value), void *arg);
+
+/* Header value (case-insensitive name) or NULL. */
+const char *sm_http_header(struct sm_http_req *r, const char *name);
+
+/* The request body (may be empty, never NULL; NUL-terminated, not counted). */
+const unsigned char *sm_http_body(const struct sm_http_req *r, size_t *len);
+
+/* The remote address as text ("127.0.0.1:51234"). */
+const char *sm_http_remote(const struct sm_http_req *r);
+
+/* Add a response header; call before the reply.  Copies both strings. */
+void sm_http_set_header(struct sm_http_req *r, const char *name,
+    const char *value);
+
+/* Answer with a copy of `body`.  `ctype` may be NULL (no Content-Type). */
+void sm_http_reply(struct sm_http_req *r, int status, const char *ctype,
+    const void *body, size_t len);
+
+/* Answer with the bytes of `b`, taking them (the buffer is left empty). */
+void sm_http_reply_buf(struct sm_http_req *r, int status, const char *ctype,
+    struct sm_buf *b);
+
+/* Answer with printf-style text/plain; charset=utf-8 and a trailing \n. */
+void sm_http_reply_text(struct sm_http_req *r, int status, const char *fmt,
+    ...) __attribute__((format(printf, 3, 4)));
+
+/*
+ * Answer with Pyroscope's JSON error body {"code":"<code>","message":"..."}
+ * (spec §2 and §5): `code` is a Connect code such as "invalid_argument".
+ */
+void sm_http_reply_error(struct sm_http_req *r, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* True once a reply has been given. */
+bool sm_http_replied(const struct sm_http_req *r);
+
+/*
+ * Map an SM_E* code to the HTTP status and Connect code Pyroscope uses for
+ * it (SM_EINVAL/EMALFORMED -> 400 invalid_argument, ETOOBIG -> 413,
+ * ELIMIT -> 429 resource_exhausted, EAUTH -> 401 unauthenticated,
+ * ENOTFOUND -> 404 not_found, EUNAVAIL -> 503 unavailable, ETIMEDOUT -> 504
+ * deadline_exceeded, EUNSUPPORTED -> 415 unimplemented, else 500 internal).
+ */
+void sm_http_status_for(int rv, int *status, const char **code);
+
+#endif /* SM_HTTP_H */

@@ -1,0 +1,105 @@
+/*
+ * rpc.h -- internal RPC over nng REQ/REP: the only file that includes
+ * <nng/nng.h> (STYLE §11).
+ *
+ * A server binds a REP socket to a URL (inproc://name in -target=all,
+ * tcp://host:port in a cluster) and runs `workers` threads, each owning an
+ * nng context and looping receive -> handler -> send; a handler may block.
+ * A client dials a REQ socket and issues concurrent calls, one nng context
+ * per call, each with its own deadline.
+ *
+ * Message bodies are opaque bytes here; smolder.v1.Request/Response
+ * (proto/smolder/v1/rpc.proto) are packed and unpacked by the helpers at
+ * the bottom, so the transport never depends on the message set.
+ *
+ * Bounds (reliability §3): every socket sets NNG_OPT_RECVMAXSZ before it
+ * listens or dials, so a peer announcing a 2^60-byte frame is dropped
+ * without the allocation; sends and receives have timeouts; the REQ resend
+ * timer is disabled (NNG_DURATION_INFINITE) so a slow server is never sent
+ * a duplicate write -- a lost reply surfaces as SM_ETIMEDOUT instead, and
+ * idempotency by profile id is the ingester's job.
+ *
+ * Teardown is close -> stop -> fini (STYLE §8): sm_rpc_server_stop() closes
+ * the socket, which wakes every worker with NNG_ECLOSED, then joins them.
+ * Locking: a client may be shared by any number of threads.
+ */
+#ifndef SM_RPC_H
+#define SM_RPC_H
+
+#include "arena.h"
+#include "buf.h"
+#include "sm.h"
+
+#include "smolder/v1/rpc.pb-c.h"
+
+struct sm_rpc_server;
+struct sm_rpc_client;
+
+/*
+ * Handle one request: `req` holds the request bytes; append the response
+ * bytes to `resp`.  The return value is logged when non-zero (the handler
+ * should still have written a Response carrying the error code); when resp
+ * is empty the server answers with an empty message.
+ */
+typedef int (*sm_rpc_handler)(void *arg, const uint8_t *req, size_t len,
+    struct sm_buf *resp);
+
+struct sm_rpc_server_cfg {
+	const char *url;           /* "inproc://x" or "tcp://host:port" */
+	unsigned workers;          /* concurrent handlers (>= 1) */
+	size_t recv_max;           /* largest accepted request, bytes */
+	int send_timeout_ms;       /* replying to a stuck peer gives up */
+};
+
+int sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg,
+    sm_rpc_handler fn, void *arg, struct sm_rpc_server **out,
+    struct sm_err *err);
+
+/* Close the socket, join the workers, free.  NULL is a no-op.  Blocks. */
+void sm_rpc_server_stop(struct sm_rpc_server *s);
+
+struct sm_rpc_client_cfg {
+	const char *url;
+	size_t recv_max;           /* largest accepted response, bytes */
+	int dial_retry_ms;         /* reconnect interval (nng reconnmint) */
+};
+
+/*
+ * Create a client and start dialing in the background (the peer need not be
+ * up yet).  Returns 0, SM_EINVAL (bad URL) or SM_ENOMEM.
+ */
+int sm_rpc_client_create(const struct sm_rpc_client_cfg *cfg,
+    struct sm_rpc_client **out, struct sm_err *err);
+void sm_rpc_client_destroy(struct sm_rpc_client *c);
+
+/*
+ * One call: send `req`, wait up to `timeout_ms` for the reply and append it
+ * to `resp`.  Returns 0, SM_ETIMEDOUT, SM_EUNAVAIL (no connection, or the
+ * peer went away mid-call), SM_ECLOSED or SM_ENOMEM.  Thread-safe.
+ */
+int sm_rpc_call(struct sm_rpc_client *c, const void *req, size_t len,
+    int timeout_ms, struct sm_buf *resp);
+
+/* The URL this client dials. */
+const char *sm_rpc_client_url(const struct sm_rpc_client *c);
+
+/* --- smolder.v1 envelope helpers ----------------------------------------- */
+
+/*
+ * Pack `req`, call, and unpack the Response into `arena` (*out is valid
+ * until the arena is dropped).  A transport failure returns its code; a
+ * Response carrying a non-zero code returns that code with the peer's
+ * message in err.  Returns 0 only for a successful response.
+ */
+int sm_rpc_call_pb(struct sm_rpc_client *c, const Smolder__V1__Request *req,
+    int timeout_ms, struct sm_arena *arena, Smolder__V1__Response **out,
+    struct sm_err *err);
+
+/* Append the packed form of `resp` to `out`. */
+void sm_rpc_pack_response(const Smolder__V1__Response *resp,
+    struct sm_buf *out);
+
+/* Append a Response carrying only an error code and message. */
+void sm_rpc_pack_error(int code, const char *msg, struct sm_buf *out);
+
+#endif /* SM_RPC_H */

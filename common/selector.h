@@ -1,0 +1,108 @@
+/*
+ * selector.h -- label matchers, selectors and the two query syntaxes.
+ *
+ * Matchers (DESIGN §5, PromQL semantics): k="v", k!="v", k=~"re", k!~"re".
+ * Regexes are PCRE2 compiled fully anchored (PCRE2_ANCHORED |
+ * PCRE2_ENDANCHORED, UTF mode, JIT when available), as Prometheus anchors
+ * RE2.  A label the series does not have matches as the empty string, so
+ * k="" selects series without k, k!="" those with it, and k=~".*" all.
+ *
+ * Query syntaxes accepted by sm_query_parse (spec §3):
+ *   - profile-type id form (Pyroscope v1):
+ *       process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="api"}
+ *     5 colon-separated parts (a 6th ":delta" part is accepted and
+ *     ignored); becomes the matcher __profile_type__="<id>".
+ *   - legacy FlameQL (og Pyroscope):  myapp.cpu{env="prod"}
+ *     the suffix after the last '.' is looked up in the legacy type table
+ *     (common/ptype.h) and becomes __name__, __type__ and __unit__
+ *     matchers; the rest becomes service_name="myapp".  With no '.', the
+ *     type is cpu.  An unknown suffix is an error.
+ *   - a bare selector {__profile_type__="...", service_name="..."}.
+ *   Values are double-quoted (Go escapes), single-quoted or backquoted.
+ *   Whitespace is allowed around tokens; matchers are comma-separated and
+ *   a trailing comma is accepted.
+ *
+ * Ownership: a selector owns copies of its names and values and the
+ * compiled regexes; sm_selector_fini frees them.
+ * Locking: a selector is used by one thread at a time (PCRE2 match data is
+ * per selector).
+ */
+#ifndef SM_SELECTOR_H
+#define SM_SELECTOR_H
+
+#include <stdbool.h>
+
+#include "labels.h"
+#include "sm.h"
+
+enum sm_match_type {
+	SM_MATCH_EQ = 0,
+	SM_MATCH_NEQ = 1,
+	SM_MATCH_RE = 2,
+	SM_MATCH_NRE = 3,
+};
+
+struct sm_matcher {
+	enum sm_match_type type;
+	char *name;
+	char *value;
+	void *re;        /* pcre2_code_8 *, for RE/NRE */
+	void *md;        /* pcre2_match_data_8 * */
+};
+
+struct sm_selector {
+	struct sm_matcher *m;
+	uint32_t n, cap;
+};
+
+void sm_selector_init(struct sm_selector *s);
+void sm_selector_fini(struct sm_selector *s);
+
+/*
+ * Append a matcher (copies name and value, compiles the regex).  Returns 0,
+ * SM_EINVAL (bad regex, message in err) or SM_ENOMEM.
+ */
+int sm_selector_add(struct sm_selector *s, enum sm_match_type type,
+    const char *name, const char *value, struct sm_err *err);
+
+/*
+ * Parse "{k="v", ...}" (braces required, may be empty) and append its
+ * matchers to `s`.  Returns 0 or SM_EINVAL with a message naming the
+ * offending position.
+ */
+int sm_selector_parse(struct sm_selector *s, const char *text,
+    struct sm_err *err);
+
+/* Does the label value (NULL = absent = "") match? */
+bool sm_matcher_match(const struct sm_matcher *m, const char *value,
+    size_t len);
+
+/* Do all matchers match the label set (sorted or not)? */
+bool sm_selector_match(const struct sm_selector *s, const struct sm_label *v,
+    uint32_t n);
+
+/* A parsed /render query. */
+struct sm_query {
+	struct sm_selector sel;      /* every matcher, type matchers included */
+	/* The profile type the query names; parts may be "" for a legacy
+	 * query that does not pin the period. */
+	char *type_id;               /* full id, or NULL for legacy queries */
+	char *metric;                /* __name__, e.g. "process_cpu" */
+	char *sample_type;           /* e.g. "cpu" */
+	char *sample_unit;           /* e.g. "nanoseconds" */
+	char *app;                   /* legacy form: the app name, else NULL */
+};
+
+void sm_query_init(struct sm_query *q);
+void sm_query_fini(struct sm_query *q);
+
+/* Parse any of the three forms above.  0 or SM_EINVAL (message in err). */
+int sm_query_parse(struct sm_query *q, const char *text, struct sm_err *err);
+
+/*
+ * Append the selector in canonical text form: {a="b",c=~"d"} with values
+ * escaped as Go's %q would.  Used in logs and RPC debugging.
+ */
+void sm_selector_format(const struct sm_selector *s, struct sm_buf *out);
+
+#endif /* SM_SELECTOR_H */

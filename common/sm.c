@@ -1,0 +1,188 @@
+/*
+ * sm.c -- error strings, the error carrier, allocation wrappers and clocks.
+ * See sm.h for the conventions.
+ */
+
+#include "sm.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const sm_errnames[] = {
+	[SM_ENOMEM - SM_ENOMEM] = "out of memory",
+	[SM_EINVAL - SM_ENOMEM] = "invalid argument",
+	[SM_EMALFORMED - SM_ENOMEM] = "malformed input",
+	[SM_ECORRUPT - SM_ENOMEM] = "corrupt data",
+	[SM_ETOOBIG - SM_ENOMEM] = "too big",
+	[SM_ELIMIT - SM_ENOMEM] = "limit exceeded",
+	[SM_ENOTFOUND - SM_ENOMEM] = "not found",
+	[SM_EEXIST - SM_ENOMEM] = "already exists",
+	[SM_EIO - SM_ENOMEM] = "I/O error",
+	[SM_ECLOSED - SM_ENOMEM] = "closed",
+	[SM_ETIMEDOUT - SM_ENOMEM] = "timed out",
+	[SM_EUNAVAIL - SM_ENOMEM] = "unavailable",
+	[SM_EUNSUPPORTED - SM_ENOMEM] = "unsupported",
+	[SM_EAUTH - SM_ENOMEM] = "unauthenticated",
+	[SM_EPROTO - SM_ENOMEM] = "protocol error",
+	[SM_EINTERNAL - SM_ENOMEM] = "internal error",
+};
+
+const char *
+sm_strerror(int rv)
+{
+	if (rv == 0)
+		return ("ok");
+	if (rv >= SM_ENOMEM && rv < SM_E_LAST_)
+		return (sm_errnames[rv - SM_ENOMEM]);
+	if (rv < 0 && rv > -4096)
+		return (strerror(-rv));
+	return ("unknown error");
+}
+
+int
+sm_err_set(struct sm_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL)
+		return (code);
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return (code);
+}
+
+int
+sm_err_prefix(struct sm_err *err, const char *fmt, ...)
+{
+	char old[SM_ERR_MSG_MAX];
+	va_list ap;
+	int n;
+
+	if (err == NULL)
+		return (SM_EINTERNAL);
+	memcpy(old, err->msg, sizeof(old));
+	va_start(ap, fmt);
+	n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(err->msg))
+		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s",
+		    old);
+	return (err->code);
+}
+
+void
+sm_assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+	fprintf(stderr, "smolder: assertion failed: %s (%s:%d %s)\n", expr,
+	    file, line, func);
+	fflush(stderr);
+	abort();
+}
+
+static atomic_long sm_fault_countdown;
+
+void
+sm_fault_alloc_after(long n)
+{
+	atomic_store(&sm_fault_countdown, n);
+}
+
+/* True when the fault hook says this allocation must fail. */
+static inline int
+sm_fault_hit(void)
+{
+	long v = atomic_load_explicit(&sm_fault_countdown,
+	    memory_order_relaxed);
+
+	if (SM_LIKELY(v == 0))
+		return (0);
+	return (atomic_fetch_sub(&sm_fault_countdown, 1) == 1);
+}
+
+void *
+sm_malloc(size_t n)
+{
+	if (sm_fault_hit())
+		return (NULL);
+	return (malloc(n == 0 ? 1 : n));
+}
+
+void *
+sm_calloc(size_t nmemb, size_t n)
+{
+	if (sm_fault_hit())
+		return (NULL);
+	if (nmemb == 0 || n == 0)
+		return (calloc(1, 1));
+	return (calloc(nmemb, n));
+}
+
+void *
+sm_realloc(void *p, size_t n)
+{
+	if (sm_fault_hit())
+		return (NULL);
+	return (realloc(p, n == 0 ? 1 : n));
+}
+
+void *
+sm_reallocarray(void *p, size_t nmemb, size_t n)
+{
+	if (n != 0 && nmemb > SIZE_MAX / n)
+		return (NULL);
+	return (sm_realloc(p, nmemb * n));
+}
+
+char *
+sm_strndup(const char *s, size_t n)
+{
+	char *d = sm_malloc(n + 1);
+
+	if (d == NULL)
+		return (NULL);
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return (d);
+}
+
+char *
+sm_strdup(const char *s)
+{
+	return (sm_strndup(s, strlen(s)));
+}
+
+void
+sm_free(void *p)
+{
+	free(p);
+}
+
+static int64_t
+sm_clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return ((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+int64_t
+sm_now_ns(void)
+{
+	return (sm_clock_ns(CLOCK_REALTIME));
+}
+
+int64_t
+sm_now_ms(void)
+{
+	return (sm_clock_ns(CLOCK_REALTIME) / 1000000LL);
+}
+
+int64_t
+sm_mono_ns(void)
+{
+	return (sm_clock_ns(CLOCK_MONOTONIC));
+}

@@ -1,0 +1,121 @@
+/*
+ * sm.h -- the few things every Smolder file needs: error codes, the error
+ * detail carrier, assertions and small helpers.
+ *
+ * Errors (STYLE §6, after LMDB): every fallible function returns int, 0 on
+ * success, or one of the SM_E* codes below.  They live in a reserved negative
+ * range so they never clash with -errno values, which a few wrappers pass
+ * through unchanged (sm_strerror handles both).
+ *
+ * A function that can fail for reasons a user must read about (a malformed
+ * profile, a bad selector) also takes a `struct sm_err *` and fills it with
+ * sm_err_set(); the message is what ends up in an HTTP 4xx body or the log.
+ * `err` may be NULL when the caller does not care about the text.
+ *
+ * Invariants use SM_ASSERT, which stays on in release builds: a broken
+ * invariant inside the process is a bug and must stop it.  Bytes from the
+ * network or the disk never reach an SM_ASSERT; they are checked and turned
+ * into SM_EMALFORMED / SM_ECORRUPT with a located message instead.
+ */
+#ifndef SM_H
+#define SM_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SM_OK 0
+
+/* Smolder's own error codes, in the reserved range -31000..-30900. */
+enum {
+	SM_ENOMEM = -31000,   /* allocation failed or arena budget exceeded */
+	SM_EINVAL,            /* invalid argument from a caller or a request */
+	SM_EMALFORMED,        /* malformed input from the network (4xx) */
+	SM_ECORRUPT,          /* corrupt bytes read back from disk */
+	SM_ETOOBIG,           /* a size limit was exceeded (413) */
+	SM_ELIMIT,            /* a per-tenant limit was exceeded (429 / 400) */
+	SM_ENOTFOUND,         /* the thing looked up does not exist */
+	SM_EEXIST,            /* already exists (duplicate) */
+	SM_EIO,               /* an I/O or storage error */
+	SM_ECLOSED,           /* the object is closing or closed */
+	SM_ETIMEDOUT,         /* a deadline passed */
+	SM_EUNAVAIL,          /* a peer or a dependency is unavailable (503) */
+	SM_EUNSUPPORTED,      /* a valid request we do not implement (415/501) */
+	SM_EAUTH,             /* missing or invalid credentials (401) */
+	SM_EPROTO,            /* an internal RPC peer broke the protocol */
+	SM_EINTERNAL,         /* a bug or an unexpected library failure */
+	SM_E_LAST_
+};
+
+/* Human-readable name of an SM_E* code or a negative errno value. */
+const char *sm_strerror(int rv);
+
+/*
+ * Error detail carrier.  `code` repeats the returned code so a caller can
+ * forward the struct as a whole; `msg` is always NUL-terminated.
+ */
+#define SM_ERR_MSG_MAX 512
+struct sm_err {
+	int code;
+	char msg[SM_ERR_MSG_MAX];
+};
+
+/*
+ * Fill `err` (if not NULL) with `code` and a printf-style message and return
+ * `code`, so a failure path reads `return sm_err_set(err, SM_EINVAL, ...)`.
+ * A second call overwrites the first: the innermost, most precise message is
+ * set first and callers only add to it with sm_err_prefix().
+ */
+int sm_err_set(struct sm_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prepend "prefix: " to the message already in `err`; returns err->code. */
+int sm_err_prefix(struct sm_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Reset to "no error". */
+static inline void sm_err_clear(struct sm_err *err)
+{
+	if (err != NULL) {
+		err->code = 0;
+		err->msg[0] = '\0';
+	}
+}
+
+/* Always-on invariant check: prints the location and aborts. */
+void sm_assert_fail(const char *expr, const char *file, int line,
+    const char *func) __attribute__((noreturn));
+#define SM_ASSERT(e)                                                         \
+	((e) ? (void)0 : sm_assert_fail(#e, __FILE__, __LINE__, __func__))
+
+#define SM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SM_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SM_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*
+ * Allocation wrappers.  They return NULL on failure like malloc; the only
+ * thing they add is a fault-injection hook for tests (STYLE §18): when
+ * sm_fault_countdown reaches zero the allocation fails.
+ */
+void *sm_malloc(size_t n);
+void *sm_calloc(size_t nmemb, size_t n);
+void *sm_realloc(void *p, size_t n);
+void *sm_reallocarray(void *p, size_t nmemb, size_t n);
+char *sm_strdup(const char *s);
+char *sm_strndup(const char *s, size_t n);
+void sm_free(void *p);
+
+/* Test hook: fail the Nth allocation from now (0 = never).  Not for use
+ * outside tests; not thread-aware beyond an atomic counter. */
+void sm_fault_alloc_after(long n);
+
+/* Monotonic and wall clocks. */
+int64_t sm_now_ms(void);      /* unix time, milliseconds */
+int64_t sm_now_ns(void);      /* unix time, nanoseconds */
+int64_t sm_mono_ns(void);     /* monotonic, nanoseconds */
+
+#endif /* SM_H */

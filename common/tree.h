@@ -1,0 +1,72 @@
+/*
+ * tree.h -- the stack tree: call-tree nodes interned by (parent, frame).
+ *
+ * This is the core structure of Smolder (DESIGN §2).  Node i is the pair
+ * (parent[i], name[i]) where `name` is a string id from an sm_strtab owned
+ * by the same user (a tenant head, a write request, a query merge).  Node 0
+ * is the root; it has no frame (name 0 = "") and is its own parent.  A node
+ * is only ever created after its parent, so parent[i] < i for every i > 0:
+ *
+ *   - a sample is (leaf node id, value);
+ *   - merging many samples is a dense-array add, values[leaf] += v, over
+ *     node ids, with no hashing and no allocation per sample;
+ *   - subtree totals are one reverse pass: for i = n-1 .. 1,
+ *     total[parent[i]] += total[i].
+ *
+ * Children of a node are distinct frames by construction, so a tree never
+ * needs sibling merging.  The interning index is an open-addressing table
+ * (linear probing, load <= 1/2) of node ids keyed by hash(parent, name).
+ *
+ * Memory: 16 bytes per node (parent, name, two index slots).
+ * Ownership: the tree owns its arrays.  Locking: none; the owner serialises
+ * writers against readers.
+ */
+#ifndef SM_TREE_H
+#define SM_TREE_H
+
+#include "sm.h"
+
+struct sm_tree {
+	uint32_t *parent;
+	uint32_t *name;
+	uint32_t n, cap;
+	uint32_t *slots;    /* node id + 1; 0 = empty */
+	uint32_t nslots;    /* power of two */
+};
+
+/* Initialise with the root node 0.  Returns 0 or SM_ENOMEM. */
+int sm_tree_init(struct sm_tree *t);
+void sm_tree_fini(struct sm_tree *t);
+
+/*
+ * Find or create the child of `parent` whose frame is `name`; its id is
+ * stored in *out.  `parent` must be an existing node.  Fails only with
+ * SM_ENOMEM, or SM_ETOOBIG past 2^31 nodes.
+ */
+int sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint32_t *out);
+
+/* Find without creating: 0 and *out, or SM_ENOTFOUND. */
+int sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint32_t *out);
+
+/* Number of nodes including the root. */
+static inline uint32_t sm_tree_size(const struct sm_tree *t)
+{
+	return (t->n);
+}
+
+/* Depth of node `id` (root = 0). */
+uint32_t sm_tree_depth(const struct sm_tree *t, uint32_t id);
+
+/*
+ * Subtree totals from self values: total[i] = self[i] + sum of the totals
+ * of i's children, for all n nodes.  `total` may alias nothing else.
+ */
+void sm_tree_totals(const struct sm_tree *t, const int64_t *self,
+    int64_t *total);
+
+/* Heap bytes held (memory accounting). */
+size_t sm_tree_mem(const struct sm_tree *t);
+
+#endif /* SM_TREE_H */

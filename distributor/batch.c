@@ -1,0 +1,425 @@
+/*
+ * batch.c -- the write batch; see batch.h.
+ *
+ * Series index: open addressing over (fingerprint, time) -> series index.
+ * Pairs: appended unsorted into arena arrays that double; dist_batch_finish
+ * folds duplicates with a dense scratch accumulator over the request tree's
+ * node ids (O(pairs + nodes) per series when dense, a sort of the touched
+ * nodes when sparse).  Sums saturate at INT64_MAX rather than wrap.
+ */
+#include "batch.h"
+
+#include <string.h>
+
+#include "common/hash.h"
+#include "smolder/v1/rpc.pb-c.h"
+
+void
+dist_limits_default(struct dist_limits *l)
+{
+	l->max_profile_bytes = 4u << 20;
+	l->max_samples = 16000;
+	l->max_sample_labels = 100;
+	l->max_depth = 1000;
+	l->max_symbol_len = 65535;
+	sm_label_limits_default(&l->labels);
+}
+
+int
+dist_batch_init(struct dist_batch *b, struct sm_arena *a,
+    const struct dist_limits *lim)
+{
+	int rv;
+
+	memset(b, 0, sizeof(*b));
+	b->arena = a;
+	b->limits = lim;
+	b->meta.spy_name = "unknown";
+	b->meta.sample_rate = 100;
+	b->meta.units = "samples";
+	b->meta.aggregation = "sum";
+	if ((rv = sm_strtab_init(&b->strings)) != 0)
+		return (rv);
+	if ((rv = sm_tree_init(&b->tree)) != 0) {
+		sm_strtab_fini(&b->strings);
+		return (rv);
+	}
+	return (0);
+}
+
+void
+dist_batch_fini(struct dist_batch *b)
+{
+	sm_strtab_fini(&b->strings);
+	sm_tree_fini(&b->tree);
+	sm_free(b->series);
+	sm_free(b->slots);
+	memset(b, 0, sizeof(*b));
+}
+
+int
+dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
+    uint32_t *name)
+{
+	size_t max = b->limits->max_symbol_len;
+
+	if (max != 0 && n > max) {
+		s += n - max;
+		n = max;
+	}
+	return (sm_strtab_intern(&b->strings, s, n, name));
+}
+
+int
+dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
+    uint32_t *node)
+{
+	return (sm_tree_child(&b->tree, parent, name, node));
+}
+
+static inline uint32_t
+series_slot_hash(uint64_t fp, int64_t t)
+{
+	return ((uint32_t)sm_hash_u64(fp ^ (uint64_t)t * 0x9e3779b97f4a7c15ULL));
+}
+
+static int
+series_rehash(struct dist_batch *b, uint32_t nslots)
+{
+	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
+	uint32_t mask = nslots - 1;
+
+	if (slots == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		uint32_t i = series_slot_hash(b->series[k].fp,
+		    b->series[k].time_ms) & mask;
+
+		while (slots[i] != 0)
+			i = (i + 1) & mask;
+		slots[i] = k + 1;
+	}
+	sm_free(b->slots);
+	b->slots = slots;
+	b->nslots = nslots;
+	return (0);
+}
+
+int
+dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
+    uint32_t n, int64_t time_ms, uint32_t *idx, struct sm_err *err)
+{
+	struct sm_label *copy;
+	struct dist_series *s;
+	uint32_t mask, i, v;
+	uint64_t fp;
+	int rv;
+
+	SM_ASSERT(!b->finished);
+	copy = sm_arena_alloc(b->arena, (size_t)SM_MAX(n, 1) * sizeof(*copy));
+	if (copy == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	memcpy(copy, ls, (size_t)n * sizeof(*copy));
+	sm_labels_sort(copy, n);
+	fp = sm_labels_fingerprint(copy, n);
+
+	if (b->nslots != 0) {
+		mask = b->nslots - 1;
+		for (i = series_slot_hash(fp, time_ms) & mask;
+		    (v = b->slots[i]) != 0; i = (i + 1) & mask) {
+			s = &b->series[v - 1];
+			if (s->fp == fp && s->time_ms == time_ms) {
+				*idx = v - 1;
+				return (0);
+			}
+		}
+	}
+	rv = sm_labels_validate(copy, n, &b->limits->labels, NULL, err);
+	if (rv != 0)
+		return (rv);
+	/* Own the strings: callers may pass transient buffers. */
+	for (uint32_t k = 0; k < n; k++) {
+		copy[k].name = sm_arena_strndup(b->arena, copy[k].name,
+		    strlen(copy[k].name));
+		copy[k].value = sm_arena_strndup(b->arena, copy[k].value,
+		    strlen(copy[k].value));
+		if (copy[k].name == NULL || copy[k].value == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	if (b->nseries == b->series_cap) {
+		uint32_t ncap = b->series_cap ? b->series_cap * 2 : 8;
+		struct dist_series *ns = sm_reallocarray(b->series, ncap,
+		    sizeof(*ns));
+
+		if (ns == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		b->series = ns;
+		b->series_cap = ncap;
+	}
+	if ((uint64_t)(b->nseries + 1) * 2 > b->nslots &&
+	    series_rehash(b, b->nslots ? b->nslots * 2 : 16) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	s = &b->series[b->nseries];
+	memset(s, 0, sizeof(*s));
+	s->labels = copy;
+	s->nlabels = n;
+	s->fp = fp;
+	s->time_ms = time_ms;
+	mask = b->nslots - 1;
+	for (i = series_slot_hash(fp, time_ms) & mask; b->slots[i] != 0;
+	    i = (i + 1) & mask)
+		;
+	b->slots[i] = b->nseries + 1;
+	*idx = b->nseries++;
+	return (0);
+}
+
+int
+dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
+    int64_t value)
+{
+	struct dist_series *s;
+
+	SM_ASSERT(idx < b->nseries && !b->finished);
+	if (value <= 0 || node == 0)
+		return (0);
+	SM_ASSERT(node < b->tree.n);
+	s = &b->series[idx];
+	if (s->n == s->cap) {
+		uint32_t ncap = s->cap ? s->cap * 2 : 16;
+		uint32_t *nn;
+		int64_t *nv;
+
+		if (ncap < s->cap)
+			return (SM_ENOMEM);
+		nn = sm_arena_grow(b->arena, s->node, s->n, ncap,
+		    sizeof(*nn));
+		nv = sm_arena_grow(b->arena, s->value, s->n, ncap,
+		    sizeof(*nv));
+		if (nn == NULL || nv == NULL)
+			return (SM_ENOMEM);
+		s->node = nn;
+		s->value = nv;
+		s->cap = ncap;
+	}
+	s->node[s->n] = node;
+	s->value[s->n] = value;
+	s->n++;
+	b->pairs++;
+	return (0);
+}
+
+static int
+u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+static inline int64_t
+sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return (INT64_MAX);
+	return (r);
+}
+
+int
+dist_batch_finish(struct dist_batch *b)
+{
+	uint32_t nnodes = b->tree.n, keep = 0;
+	int64_t *acc = NULL;
+	uint32_t *touched = NULL;
+	int rv = 0;
+
+	SM_ASSERT(!b->finished);
+	b->finished = 1;
+	acc = sm_calloc(nnodes, sizeof(*acc));
+	touched = sm_malloc((size_t)nnodes * sizeof(*touched));
+	if (acc == NULL || touched == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		struct dist_series *s = &b->series[k];
+		uint32_t nt = 0, out = 0;
+
+		for (uint32_t j = 0; j < s->n; j++) {
+			uint32_t nd = s->node[j];
+
+			if (acc[nd] == 0)
+				touched[nt++] = nd;
+			acc[nd] = sat_add(acc[nd], s->value[j]);
+		}
+		if (nt > nnodes / 8) {
+			/* Dense: one scan in node order. */
+			for (uint32_t nd = 1; nd < nnodes && out < nt; nd++) {
+				if (acc[nd] == 0)
+					continue;
+				s->node[out] = nd;
+				s->value[out++] = acc[nd];
+				acc[nd] = 0;
+			}
+		} else {
+			qsort(touched, nt, sizeof(*touched), u32_cmp);
+			for (uint32_t j = 0; j < nt; j++) {
+				s->node[out] = touched[j];
+				s->value[out++] = acc[touched[j]];
+				acc[touched[j]] = 0;
+			}
+		}
+		SM_ASSERT(out == nt);
+		s->n = nt;
+		if (nt != 0)
+			b->series[keep++] = *s;
+	}
+	b->nseries = keep;
+	/* The fingerprint index refers to old positions; it is not used
+	 * after finish, so drop it. */
+	sm_free(b->slots);
+	b->slots = NULL;
+	b->nslots = 0;
+out:
+	sm_free(acc);
+	sm_free(touched);
+	return (rv);
+}
+
+int64_t
+dist_batch_series_total(const struct dist_batch *b, uint32_t idx)
+{
+	const struct dist_series *s = &b->series[idx];
+	int64_t t = 0;
+
+	for (uint32_t j = 0; j < s->n; j++)
+		t = sat_add(t, s->value[j]);
+	return (t);
+}
+
+int
+dist_batch_encode(const struct dist_batch *b, const char *tenant,
+    const uint8_t profile_id[16], struct sm_buf *out)
+{
+	Smolder__V1__WriteRequest req = SMOLDER__V1__WRITE_REQUEST__INIT;
+	Smolder__V1__StackTree tree = SMOLDER__V1__STACK_TREE__INIT;
+	Smolder__V1__Request env = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__SeriesMeta meta = SMOLDER__V1__SERIES_META__INIT;
+	uint32_t nnodes = b->tree.n, nstr = b->strings.n;
+	uint32_t *node_map = NULL, *str_map = NULL;
+	uint32_t kept = 0, kstr = 0;
+	struct sm_arena *a = b->arena;
+	size_t sz;
+	int rv = SM_ENOMEM;
+
+	SM_ASSERT(b->finished);
+	node_map = sm_calloc(nnodes, sizeof(*node_map));
+	str_map = sm_calloc(nstr, sizeof(*str_map));
+	if (node_map == NULL || str_map == NULL)
+		goto out;
+	/* Mark every node on a path from the root to a stored leaf. */
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		const struct dist_series *s = &b->series[k];
+
+		for (uint32_t j = 0; j < s->n; j++) {
+			for (uint32_t nd = s->node[j]; nd != 0 &&
+			    node_map[nd] == 0; nd = b->tree.parent[nd])
+				node_map[nd] = 1;
+		}
+	}
+	/* Ascending renumbering keeps parents before children. */
+	for (uint32_t nd = 1; nd < nnodes; nd++) {
+		if (node_map[nd] != 0) {
+			node_map[nd] = ++kept;
+			str_map[b->tree.name[nd]] = 1;
+		}
+	}
+	str_map[0] = 1;
+	for (uint32_t i = 0; i < nstr; i++) {
+		if (str_map[i] != 0)
+			str_map[i] = ++kstr;
+	}
+	tree.n_strings = kstr;
+	tree.strings = sm_arena_alloc(a, (size_t)kstr * sizeof(char *));
+	tree.n_parent = tree.n_name = kept;
+	tree.parent = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
+	    sizeof(uint32_t));
+	tree.name = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
+	    sizeof(uint32_t));
+	if (tree.strings == NULL || tree.parent == NULL || tree.name == NULL)
+		goto out;
+	for (uint32_t i = 0; i < nstr; i++) {
+		if (str_map[i] != 0)
+			tree.strings[str_map[i] - 1] = (char *)b->strings.strs[i].p;
+	}
+	for (uint32_t nd = 1; nd < nnodes; nd++) {
+		uint32_t m = node_map[nd];
+
+		if (m == 0)
+			continue;
+		tree.parent[m - 1] = node_map[b->tree.parent[nd]];
+		tree.name[m - 1] = str_map[b->tree.name[nd]] - 1;
+	}
+
+	meta.spy_name = (char *)b->meta.spy_name;
+	meta.sample_rate = b->meta.sample_rate;
+	meta.units = (char *)b->meta.units;
+	meta.aggregation = (char *)b->meta.aggregation;
+
+	req.tenant = (char *)tenant;
+	req.profile_id.data = (uint8_t *)profile_id;
+	req.profile_id.len = 16;
+	req.tree = &tree;
+	req.n_series = b->nseries;
+	req.series = sm_arena_alloc(a, (size_t)SM_MAX(b->nseries, 1) *
+	    sizeof(*req.series));
+	if (req.series == NULL)
+		goto out;
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		const struct dist_series *s = &b->series[k];
+		Smolder__V1__SeriesWrite *w = sm_arena_alloc(a, sizeof(*w));
+		Types__V1__LabelPair *lp, **lpp;
+
+		lp = sm_arena_alloc(a, (size_t)SM_MAX(s->nlabels, 1) *
+		    sizeof(*lp));
+		lpp = sm_arena_alloc(a, (size_t)SM_MAX(s->nlabels, 1) *
+		    sizeof(*lpp));
+		if (w == NULL || lp == NULL || lpp == NULL)
+			goto out;
+		smolder__v1__series_write__init(w);
+		for (uint32_t i = 0; i < s->nlabels; i++) {
+			types__v1__label_pair__init(&lp[i]);
+			lp[i].name = (char *)s->labels[i].name;
+			lp[i].value = (char *)s->labels[i].value;
+			lpp[i] = &lp[i];
+		}
+		w->n_labels = s->nlabels;
+		w->labels = lpp;
+		w->time_ms = s->time_ms;
+		w->n_node = w->n_value = s->n;
+		w->node = sm_arena_alloc(a, (size_t)SM_MAX(s->n, 1) *
+		    sizeof(uint32_t));
+		if (w->node == NULL)
+			goto out;
+		for (uint32_t j = 0; j < s->n; j++)
+			w->node[j] = node_map[s->node[j]];
+		w->value = s->value;
+		w->meta = &meta;
+		req.series[k] = w;
+	}
+	env.method_case = SMOLDER__V1__REQUEST__METHOD_WRITE;
+	env.write = &req;
+	sz = protobuf_c_message_get_packed_size(&env.base);
+	if (sm_buf_reserve(out, sz) != 0)
+		goto out;
+	protobuf_c_message_pack(&env.base, (uint8_t *)out->b + out->len);
+	out->len += sz;
+	out->b[out->len] = '\0';
+	rv = 0;
+out:
+	sm_free(node_map);
+	sm_free(str_map);
+	return (rv);
+}

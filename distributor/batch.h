@@ -1,0 +1,132 @@
+/*
+ * batch.h -- the write batch: what every ingest parser (pprof, folded,
+ * lines, trie) produces and what the distributor sends to ingesters as one
+ * smolder.v1.WriteRequest.
+ *
+ * A batch holds:
+ *   - a string table of frame names (id 0 = "");
+ *   - a request-local stack tree (common/tree.h) whose nodes are
+ *     (parent, frame) pairs, shared by every series of the upload;
+ *   - the series: a sorted, validated label set each, a timestamp, and
+ *     (leaf node, value) pairs.
+ * Parsers walk each sample root-first, calling dist_batch_frame() and
+ * dist_batch_node() per frame, then dist_batch_add() once per (series, leaf)
+ * value.  dist_batch_finish() sorts each series' pairs by node and sums
+ * duplicates, so parsers never deduplicate stacks themselves.  The ingester
+ * maps the request tree onto its tenant tree in one pass (parents first).
+ *
+ * Limits (per tenant overrides later; Pyroscope names, spec §7) live in
+ * struct dist_limits; the batch enforces the ones that are about its own
+ * content: symbol length (truncated, keeping the tail), series label
+ * validation.  Parsers enforce the per-sample ones they see (samples,
+ * depth, sample labels).
+ *
+ * Ownership: label strings and pair arrays come from the caller's arena;
+ * the string table, tree and series index are heap-allocated and freed by
+ * dist_batch_fini().  Locking: none, one request per batch.
+ */
+#ifndef DIST_BATCH_H
+#define DIST_BATCH_H
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/labels.h"
+#include "common/strtab.h"
+#include "common/tree.h"
+
+struct dist_limits {
+	size_t max_profile_bytes;     /* max_profile_size_bytes, 4 MiB (uncompressed) */
+	uint32_t max_samples;         /* max_profile_stacktrace_samples, 16000; 0 = off */
+	uint32_t max_sample_labels;   /* max_profile_stacktrace_sample_labels, 100 */
+	uint32_t max_depth;           /* max_profile_stacktrace_depth, 1000 */
+	uint32_t max_symbol_len;      /* max_profile_symbol_value_length, 65535 */
+	struct sm_label_limits labels;
+};
+
+void dist_limits_default(struct dist_limits *l);
+
+/* Presentation metadata shared by every series of one upload. */
+struct dist_meta {
+	const char *spy_name;      /* "unknown" when the client sent none */
+	uint32_t sample_rate;      /* Hz, 100 by default */
+	const char *units;         /* og units, "samples" by default */
+	const char *aggregation;   /* "sum" or "average" */
+};
+
+struct dist_series {
+	struct sm_label *labels;   /* sorted, unique, validated */
+	uint32_t nlabels;
+	uint64_t fp;               /* sm_labels_fingerprint(labels) */
+	int64_t time_ms;
+	uint32_t *node;            /* after finish: strictly increasing */
+	int64_t *value;            /* after finish: > 0 */
+	uint32_t n, cap;
+};
+
+struct dist_batch {
+	struct sm_arena *arena;
+	const struct dist_limits *limits;
+	struct dist_meta meta;
+	struct sm_strtab strings;
+	struct sm_tree tree;
+	struct dist_series *series;
+	uint32_t nseries, series_cap;
+	uint32_t *slots;           /* series index by (fp, time); idx + 1 */
+	uint32_t nslots;
+	uint64_t pairs;            /* dist_batch_add calls that stored a value */
+	int finished;
+};
+
+/* Returns 0 or SM_ENOMEM.  `a` and `lim` must outlive the batch. */
+int dist_batch_init(struct dist_batch *b, struct sm_arena *a,
+    const struct dist_limits *lim);
+void dist_batch_fini(struct dist_batch *b);
+
+/*
+ * Intern a frame name; names longer than limits->max_symbol_len keep their
+ * last max_symbol_len bytes (Pyroscope keeps the tail).  Returns 0,
+ * SM_ENOMEM or SM_ETOOBIG.
+ */
+int dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
+    uint32_t *name);
+
+/* Child of `parent` (0 = root) for frame `name`; see sm_tree_child. */
+int dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
+    uint32_t *node);
+
+/*
+ * Find or create the series with label set `ls` (any order; copied into the
+ * arena and sorted) at `time_ms`.  The set is validated with
+ * sm_labels_validate(); on failure returns SM_EINVAL with Pyroscope's
+ * message in err.  Returns 0 and *idx, SM_EINVAL or SM_ENOMEM.
+ */
+int dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
+    uint32_t n, int64_t time_ms, uint32_t *idx, struct sm_err *err);
+
+/*
+ * Add `value` to leaf `node` of series `idx`.  Values <= 0 are ignored (as
+ * Pyroscope drops them); node 0 (an empty stack) is ignored too.
+ * Returns 0 or SM_ENOMEM.
+ */
+int dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
+    int64_t value);
+
+/*
+ * Sort and sum each series' pairs and drop series left empty.  Call once,
+ * after the parser is done.  Returns 0 or SM_ENOMEM.
+ */
+int dist_batch_finish(struct dist_batch *b);
+
+/* Total of all values of series `idx` (after finish). */
+int64_t dist_batch_series_total(const struct dist_batch *b, uint32_t idx);
+
+/*
+ * Append the finished batch to `out` as a packed smolder.v1.Request whose
+ * method is a WriteRequest for `tenant` with idempotency key `profile_id`
+ * (16 bytes), ready to send.  Only frames and nodes reachable from a stored
+ * leaf are sent.  Returns 0 or SM_ENOMEM.
+ */
+int dist_batch_encode(const struct dist_batch *b, const char *tenant,
+    const uint8_t profile_id[16], struct sm_buf *out);
+
+#endif /* DIST_BATCH_H */

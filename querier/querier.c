@@ -1,0 +1,2 @@
+#include "querier.h"
+int qry_module_placeholder(void) { return (0); }

@@ -1,0 +1,180 @@
+/*
+ * sm_test.h -- Smolder's unit-test harness (STYLE §17: a table of readable
+ * test names, in the spirit of NNG's NUTS/acutest; written here because
+ * vendoring acutest is not allowed).
+ *
+ * Usage, in foo_test.c beside foo.c:
+ *
+ *   #include "sm_test.h"
+ *   static void test_parse_ok(void) { SM_CHECK(parse("x") == 0); }
+ *   SM_TEST_MAIN(
+ *       { "parse accepts x", test_parse_ok },
+ *   )
+ *
+ * SM_CHECK records a failure and continues; SM_REQUIRE stops the current
+ * test; SM_SKIP ends it as skipped (with the reason printed).  Each test
+ * runs in the same process, in order; `./foo_test name-substring` runs a
+ * subset.  The last line is "N passed, N failed, N skipped" and the exit
+ * status is non-zero when anything failed.
+ */
+#ifndef SM_TEST_H
+#define SM_TEST_H
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sm_test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+struct sm_test_state {
+	jmp_buf jb;
+	int failed;     /* checks failed in the current test */
+	int skipped;
+	char skip_reason[256];
+};
+
+static struct sm_test_state sm_test_st;
+
+#define SM_TEST_FAILF(...)                                                  \
+	do {                                                                \
+		fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);          \
+		fprintf(stderr, __VA_ARGS__);                               \
+		fputc('\n', stderr);                                        \
+		sm_test_st.failed++;                                        \
+	} while (0)
+
+#define SM_CHECK(cond)                                                      \
+	do {                                                                \
+		if (!(cond))                                                \
+			SM_TEST_FAILF("check failed: %s", #cond);           \
+	} while (0)
+
+#define SM_CHECKF(cond, ...)                                                \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			SM_TEST_FAILF("check failed: %s", #cond);           \
+			fprintf(stderr, "      ");                          \
+			fprintf(stderr, __VA_ARGS__);                       \
+			fputc('\n', stderr);                                \
+		}                                                           \
+	} while (0)
+
+#define SM_REQUIRE(cond)                                                    \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			SM_TEST_FAILF("required: %s", #cond);               \
+			longjmp(sm_test_st.jb, 1);                          \
+		}                                                           \
+	} while (0)
+
+/* Integer equality with both values printed. */
+#define SM_CHECK_EQ(a, b)                                                   \
+	do {                                                                \
+		long long sm_a_ = (long long)(a), sm_b_ = (long long)(b);   \
+		if (sm_a_ != sm_b_)                                         \
+			SM_TEST_FAILF("%s == %s: %lld != %lld", #a, #b,     \
+			    sm_a_, sm_b_);                                  \
+	} while (0)
+
+/* String equality (NULL-safe) with both values printed. */
+#define SM_CHECK_STR(a, b)                                                  \
+	do {                                                                \
+		const char *sm_a_ = (a), *sm_b_ = (b);                      \
+		if (sm_a_ == NULL || sm_b_ == NULL ||                       \
+		    strcmp(sm_a_, sm_b_) != 0)                              \
+			SM_TEST_FAILF("%s == %s:\n      got:  %s\n      want: %s", \
+			    #a, #b, sm_a_ ? sm_a_ : "(null)",               \
+			    sm_b_ ? sm_b_ : "(null)");                      \
+	} while (0)
+
+#define SM_SKIP(...)                                                        \
+	do {                                                                \
+		snprintf(sm_test_st.skip_reason,                            \
+		    sizeof(sm_test_st.skip_reason), __VA_ARGS__);           \
+		sm_test_st.skipped = 1;                                     \
+		longjmp(sm_test_st.jb, 1);                                  \
+	} while (0)
+
+/*
+ * Path of a file under the source tree: tests run with the source root as
+ * working directory (CMake sets it), or SM_SOURCE_DIR points there.
+ */
+static inline const char *
+sm_test_path(char *buf, size_t n, const char *rel)
+{
+	const char *root = getenv("SM_SOURCE_DIR");
+
+	snprintf(buf, n, "%s/%s", root != NULL ? root : ".", rel);
+	return (buf);
+}
+
+/* Read a whole file into a malloc'd buffer; NULL if it does not exist. */
+static inline unsigned char *
+sm_test_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *b = NULL;
+	long n;
+
+	if (f == NULL)
+		return (NULL);
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+	    fseek(f, 0, SEEK_SET) == 0) {
+		b = malloc((size_t)n + 1);
+		if (b != NULL && fread(b, 1, (size_t)n, f) != (size_t)n) {
+			free(b);
+			b = NULL;
+		}
+		if (b != NULL) {
+			b[n] = 0;
+			*len = (size_t)n;
+		}
+	}
+	fclose(f);
+	return (b);
+}
+
+static inline int
+sm_test_run(const struct sm_test_case *tc, size_t n, int argc, char **argv)
+{
+	int passed = 0, failed = 0, skipped = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (argc > 1 && strstr(tc[i].name, argv[1]) == NULL)
+			continue;
+		memset(&sm_test_st, 0, sizeof(sm_test_st));
+		if (setjmp(sm_test_st.jb) == 0)
+			tc[i].fn();
+		if (sm_test_st.skipped) {
+			skipped++;
+			printf("SKIP %s: %s\n", tc[i].name,
+			    sm_test_st.skip_reason);
+		} else if (sm_test_st.failed != 0) {
+			failed++;
+			printf("FAIL %s\n", tc[i].name);
+		} else {
+			passed++;
+			printf("ok   %s\n", tc[i].name);
+		}
+		fflush(stdout);
+	}
+	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	return (failed == 0 ? 0 : 1);
+}
+
+#define SM_TEST_MAIN(...)                                                   \
+	int main(int argc, char **argv)                                     \
+	{                                                                   \
+		static const struct sm_test_case sm_cases_[] = {            \
+			__VA_ARGS__                                         \
+		};                                                          \
+		return (sm_test_run(sm_cases_,                              \
+		    sizeof(sm_cases_) / sizeof(sm_cases_[0]), argc, argv)); \
+	}
+
+#endif /* SM_TEST_H */
