@@ -1,2 +1,61 @@
-#include "querier.h"
-int qry_module_placeholder(void) { return (0); }
+/*
+ * querier.c -- the querier module: configuration, flags, lifecycle.
+ */
+#include "qry_int.h"
+
+#include <string.h>
+
+const struct sm_flag *
+qry_flags(struct qry_config *cfg, size_t *n)
+{
+	static struct sm_flag f[4];
+
+	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
+		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
+		"Flamegraph nodes returned when a query does not set maxNodes." };
+	f[1] = (struct sm_flag){ "querier.max-flamegraph-nodes-max",
+		SM_FLAG_INT, &cfg->max_nodes_max, "1048576",
+		"Largest maxNodes a query may ask for (0 = no limit)." };
+	f[2] = (struct sm_flag){ "querier.timeout", SM_FLAG_DURATION,
+		&cfg->timeout_ms, "1m",
+		"Deadline of each internal call a query makes to an ingester." };
+	f[3] = (struct sm_flag){ "querier.max-query-length",
+		SM_FLAG_DURATION, &cfg->max_query_length_ms, "0",
+		"Longest time range a query may cover (0 = no limit); longer "
+		"ranges get 400." };
+	*n = SM_ARRAY_LEN(f);
+	return (f);
+}
+
+int
+qry_create(const struct qry_config *cfg, struct sm_http *http,
+    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
+    struct querier **out, struct sm_err *err)
+{
+	struct querier *q;
+	int rv;
+
+	*out = NULL;
+	if (cfg->timeout_ms <= 0 || cfg->max_nodes_default <= 0)
+		return (sm_err_set(err, SM_EINVAL, "querier: timeout and "
+		    "default max nodes must be > 0"));
+	if ((q = sm_calloc(1, sizeof(*q))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	q->cfg = *cfg;
+	q->http = http;
+	q->ing = ingesters;
+	q->ning = ningesters;
+	if ((rv = qry_render_register(q)) != 0) {
+		sm_free(q);
+		return (sm_err_set(err, rv, "querier: registering routes: %s",
+		    sm_strerror(rv)));
+	}
+	*out = q;
+	return (0);
+}
+
+void
+qry_destroy(struct querier *q)
+{
+	sm_free(q);
+}

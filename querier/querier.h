@@ -1,5 +1,41 @@
-/* querier.h -- placeholder during bring-up; replaced by the real module. */
+/*
+ * querier.h -- the querier component (DESIGN §1): the HTTP query API.
+ *
+ * Routes (spec §3): GET /render and /pyroscope/render (format json, the
+ * flamebearer profile; format collapsed, folded text).
+ *
+ * A query fans out to every ingester over the internal RPC, merges the
+ * partial trees into one (querier/merge.c), truncates once to maxNodes and
+ * renders.  The timeline comes from a second fan-out of per-step totals.
+ *
+ * Ownership: the querier borrows the HTTP server and the ingester clients;
+ * both must outlive it.  Locking: handlers run concurrently on HTTP pool
+ * threads and share nothing mutable.
+ */
 #ifndef QRY_QUERIER_H
 #define QRY_QUERIER_H
-int qry_module_placeholder(void);
-#endif
+
+#include <stdbool.h>
+
+#include "common/flags.h"
+#include "common/http.h"
+#include "common/rpc.h"
+
+struct qry_config {
+	int64_t max_nodes_default;    /* -querier.max-flamegraph-nodes-default */
+	int64_t max_nodes_max;        /* -querier.max-flamegraph-nodes-max */
+	int64_t timeout_ms;           /* -querier.timeout */
+	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
+	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
+};
+
+const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);
+
+struct querier;
+
+int qry_create(const struct qry_config *cfg, struct sm_http *http,
+    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
+    struct querier **out, struct sm_err *err);
+void qry_destroy(struct querier *q);
+
+#endif /* QRY_QUERIER_H */

@@ -1,0 +1,342 @@
+/*
+ * flags.c -- see flags.h.
+ */
+#include "flags.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+void
+sm_flags_init(struct sm_flags *fs)
+{
+	memset(fs, 0, sizeof(*fs));
+}
+
+void
+sm_flags_fini(struct sm_flags *fs)
+{
+	for (uint32_t i = 0; i < fs->nowned; i++)
+		sm_free(fs->owned[i]);
+	sm_free(fs->owned);
+	sm_free(fs->v);
+	sm_free(fs->set);
+	memset(fs, 0, sizeof(*fs));
+}
+
+int
+sm_parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0')
+		return (SM_EINVAL);
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return (SM_EINVAL);
+	*out = v;
+	return (0);
+}
+
+int
+sm_parse_bool(const char *s, bool *out)
+{
+	static const char *const t[] = { "1", "t", "T", "true", "TRUE",
+		"True" };
+	static const char *const f[] = { "0", "f", "F", "false", "FALSE",
+		"False" };
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(t); i++) {
+		if (strcmp(s, t[i]) == 0) {
+			*out = true;
+			return (0);
+		}
+		if (strcmp(s, f[i]) == 0) {
+			*out = false;
+			return (0);
+		}
+	}
+	return (SM_EINVAL);
+}
+
+int
+sm_parse_duration_ms(const char *s, int64_t *out)
+{
+	static const struct {
+		const char *u;
+		double ms;
+	} units[] = {
+		{ "ns", 1e-6 }, { "us", 1e-3 }, { "µs", 1e-3 },
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 }, { "w", 604800000 }, { "y", 31536000000.0 },
+	};
+	double total = 0;
+	const char *p = s;
+	int64_t iv;
+
+	if (s == NULL || *s == '\0')
+		return (SM_EINVAL);
+	if (sm_parse_int(s, &iv) == 0) {
+		/* A bare number is seconds; "0" is zero. */
+		if (iv < 0 || iv > INT64_MAX / 1000)
+			return (SM_EINVAL);
+		*out = iv * 1000;
+		return (0);
+	}
+	while (*p != '\0') {
+		char *end;
+		double v;
+		size_t best = 0, bi = 0;
+
+		if (!isdigit((unsigned char)*p) && *p != '.')
+			return (SM_EINVAL);
+		errno = 0;
+		v = strtod(p, &end);
+		if (errno != 0 || end == p || v < 0)
+			return (SM_EINVAL);
+		p = end;
+		for (size_t i = 0; i < SM_ARRAY_LEN(units); i++) {
+			size_t l = strlen(units[i].u);
+
+			if (strncmp(p, units[i].u, l) == 0 && l > best) {
+				best = l;
+				bi = i;
+			}
+		}
+		if (best == 0)
+			return (SM_EINVAL);
+		total += v * units[bi].ms;
+		p += best;
+	}
+	if (total > 9.2e18)
+		return (SM_EINVAL);
+	*out = (int64_t)total;
+	return (0);
+}
+
+int
+sm_parse_bytes(const char *s, int64_t *out)
+{
+	static const struct {
+		const char *u;
+		int64_t mul;
+	} units[] = {
+		{ "B", 1 }, { "KB", 1000 }, { "MB", 1000000 },
+		{ "GB", 1000000000 }, { "KiB", 1024 }, { "MiB", 1 << 20 },
+		{ "GiB", 1 << 30 }, { "K", 1024 }, { "M", 1 << 20 },
+		{ "G", 1 << 30 },
+	};
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0')
+		return (SM_EINVAL);
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || v < 0)
+		return (SM_EINVAL);
+	if (*end == '\0') {
+		*out = v;
+		return (0);
+	}
+	for (size_t i = 0; i < SM_ARRAY_LEN(units); i++) {
+		if (strcmp(end, units[i].u) == 0) {
+			if (v > INT64_MAX / units[i].mul)
+				return (SM_EINVAL);
+			*out = v * units[i].mul;
+			return (0);
+		}
+	}
+	return (SM_EINVAL);
+}
+
+static int
+flag_owned(struct sm_flags *fs, char *p)
+{
+	if (fs->nowned == fs->owned_cap) {
+		uint32_t ncap = fs->owned_cap ? fs->owned_cap * 2 : 16;
+		char **n = sm_reallocarray(fs->owned, ncap, sizeof(*n));
+
+		if (n == NULL)
+			return (SM_ENOMEM);
+		fs->owned = n;
+		fs->owned_cap = ncap;
+	}
+	fs->owned[fs->nowned++] = p;
+	return (0);
+}
+
+static int
+flag_set(struct sm_flags *fs, const struct sm_flag *f, const char *val)
+{
+	int64_t iv;
+	bool bv;
+	char *sv;
+	int rv;
+
+	switch (f->type) {
+	case SM_FLAG_STRING:
+		if ((sv = sm_strdup(val)) == NULL)
+			return (SM_ENOMEM);
+		if ((rv = flag_owned(fs, sv)) != 0) {
+			sm_free(sv);
+			return (rv);
+		}
+		*(char **)f->ptr = sv;
+		return (0);
+	case SM_FLAG_INT:
+		if ((rv = sm_parse_int(val, &iv)) != 0)
+			return (rv);
+		*(int64_t *)f->ptr = iv;
+		return (0);
+	case SM_FLAG_BOOL:
+		if ((rv = sm_parse_bool(val, &bv)) != 0)
+			return (rv);
+		*(bool *)f->ptr = bv;
+		return (0);
+	case SM_FLAG_DURATION:
+		if ((rv = sm_parse_duration_ms(val, &iv)) != 0)
+			return (rv);
+		*(int64_t *)f->ptr = iv;
+		return (0);
+	case SM_FLAG_BYTES:
+		if ((rv = sm_parse_bytes(val, &iv)) != 0)
+			return (rv);
+		*(int64_t *)f->ptr = iv;
+		return (0);
+	}
+	return (SM_EINVAL);
+}
+
+static int
+flag_find(const struct sm_flags *fs, const char *name, size_t n)
+{
+	for (uint32_t i = 0; i < fs->n; i++) {
+		if (strlen(fs->v[i]->name) == n &&
+		    strncmp(fs->v[i]->name, name, n) == 0)
+			return ((int)i);
+	}
+	return (-1);
+}
+
+int
+sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
+    struct sm_err *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct sm_flag *f = &tab[i];
+
+		if (flag_find(fs, f->name, strlen(f->name)) >= 0)
+			return (sm_err_set(err, SM_EEXIST,
+			    "flag redefined: %s", f->name));
+		if (fs->n == fs->cap) {
+			uint32_t ncap = fs->cap ? fs->cap * 2 : 64;
+			const struct sm_flag **nv = sm_reallocarray(
+			    (void *)fs->v, ncap, sizeof(*nv));
+			bool *ns;
+
+			if (nv == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			fs->v = nv;
+			ns = sm_reallocarray(fs->set, ncap, sizeof(*ns));
+			if (ns == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			fs->set = ns;
+			fs->cap = ncap;
+		}
+		fs->set[fs->n] = false;
+		fs->v[fs->n++] = f;
+		if (flag_set(fs, f, f->def) != 0)
+			return (sm_err_set(err, SM_EINVAL,
+			    "bad default %s for flag -%s", f->def, f->name));
+	}
+	return (0);
+}
+
+int
+sm_flags_parse(struct sm_flags *fs, int argc, char **argv, bool *help,
+    struct sm_err *err)
+{
+	*help = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq, *val;
+		size_t nl;
+		int k;
+
+		if (a[0] != '-' || a[1] == '\0')
+			return (sm_err_set(err, SM_EINVAL,
+			    "unexpected argument: %s", a));
+		a++;
+		if (a[0] == '-')
+			a++;
+		if (strcmp(a, "help") == 0 || strcmp(a, "h") == 0) {
+			*help = true;
+			continue;
+		}
+		eq = strchr(a, '=');
+		nl = eq != NULL ? (size_t)(eq - a) : strlen(a);
+		if ((k = flag_find(fs, a, nl)) < 0)
+			return (sm_err_set(err, SM_EINVAL,
+			    "flag provided but not defined: -%.*s", (int)nl, a));
+		if (eq != NULL) {
+			val = eq + 1;
+		} else if (fs->v[k]->type == SM_FLAG_BOOL) {
+			val = "true";
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			return (sm_err_set(err, SM_EINVAL,
+			    "flag needs an argument: -%s", fs->v[k]->name));
+		}
+		if (flag_set(fs, fs->v[k], val) != 0)
+			return (sm_err_set(err, SM_EINVAL,
+			    "invalid value \"%s\" for flag -%s", val,
+			    fs->v[k]->name));
+		fs->set[k] = true;
+	}
+	return (0);
+}
+
+bool
+sm_flags_was_set(const struct sm_flags *fs, const char *name)
+{
+	int k = flag_find(fs, name, strlen(name));
+
+	return (k >= 0 && fs->set[k]);
+}
+
+static int
+flag_cmp(const void *a, const void *b)
+{
+	const struct sm_flag *x = *(const struct sm_flag *const *)a;
+	const struct sm_flag *y = *(const struct sm_flag *const *)b;
+
+	return (strcmp(x->name, y->name));
+}
+
+void
+sm_flags_usage(const struct sm_flags *fs, FILE *out)
+{
+	static const char *const tn[] = { "string", "int", "", "duration",
+		"bytes" };
+	const struct sm_flag **v = sm_malloc((size_t)SM_MAX(fs->n, 1) *
+	    sizeof(*v));
+
+	if (v == NULL)
+		return;
+	memcpy(v, fs->v, (size_t)fs->n * sizeof(*v));
+	qsort(v, fs->n, sizeof(*v), flag_cmp);
+	for (uint32_t i = 0; i < fs->n; i++) {
+		const struct sm_flag *f = v[i];
+
+		fprintf(out, "  -%s %s\n    \t%s", f->name, tn[f->type],
+		    f->help);
+		if (f->type == SM_FLAG_STRING)
+			fprintf(out, " (default \"%s\")\n", f->def);
+		else
+			fprintf(out, " (default %s)\n", f->def);
+	}
+	sm_free(v);
+}

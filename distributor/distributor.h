@@ -1,0 +1,49 @@
+/*
+ * distributor.h -- the distributor component (DESIGN §1): HTTP ingest.
+ *
+ * Routes: POST /ingest and /pyroscope/ingest (spec §2).  A request is
+ * authenticated to a tenant, bounded (body size at the HTTP layer,
+ * decompressed size, samples, depth, labels), parsed into a write batch
+ * (distributor/batch.h) and sent to the ingesters as one
+ * smolder.v1.WriteRequest; the client gets 200 only after the ingester
+ * acknowledged it.
+ *
+ * Ownership: borrows the HTTP server and the ingester clients.
+ * Locking: handlers run concurrently; the distributor holds no mutable
+ * shared state.
+ */
+#ifndef DIST_DISTRIBUTOR_H
+#define DIST_DISTRIBUTOR_H
+
+#include <stdbool.h>
+
+#include "common/flags.h"
+#include "common/http.h"
+#include "common/rpc.h"
+
+struct dist_config {
+	int64_t body_limit_mb;          /* -distributor.ingestion-body-limit-mb */
+	int64_t push_timeout_ms;        /* -distributor.push.timeout */
+	int64_t max_profile_bytes;      /* -validation.max-profile-size-bytes */
+	int64_t max_samples;            /* -validation.max-profile-stacktrace-samples */
+	int64_t max_sample_labels;      /* -validation.max-profile-stacktrace-sample-labels */
+	int64_t max_depth;              /* -validation.max-profile-stacktrace-depth */
+	int64_t max_symbol_len;         /* -validation.max-profile-symbol-value-length */
+	int64_t max_label_names;        /* -validation.max-label-names-per-series */
+	int64_t max_label_name_len;     /* -validation.max-length-label-name */
+	int64_t max_label_value_len;    /* -validation.max-length-label-value */
+	int64_t reject_older_ms;        /* -validation.reject-older-than, 0 = off */
+	int64_t reject_newer_ms;        /* -validation.reject-newer-than, 0 = off */
+	bool multitenancy;              /* -auth.multitenancy-enabled (main) */
+};
+
+const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);
+
+struct distributor;
+
+int dist_create(const struct dist_config *cfg, struct sm_http *http,
+    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
+    struct distributor **out, struct sm_err *err);
+void dist_destroy(struct distributor *d);
+
+#endif /* DIST_DISTRIBUTOR_H */

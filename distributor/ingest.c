@@ -1,0 +1,531 @@
+/*
+ * ingest.c -- POST /ingest and /pyroscope/ingest (spec §2).
+ *
+ * Request -> tenant -> parameters -> format dispatch -> write batch ->
+ * smolder.v1.WriteRequest -> ingester ack -> 200.
+ *
+ * Status codes (Pyroscope v1, spec §2 "Responses"): a bad `name` is 400; a
+ * body over the limit is 413 (HTTP layer); pprof and multipart errors
+ * (parse, validation, size, an empty metric) are 422, or 429 for a
+ * resource_exhausted limit; errors on the folded/lines/trie path carry the
+ * status of their Connect code (400 invalid_argument).  An ingester that
+ * cannot be reached is 503 (504 on a deadline): the client must retry, and
+ * nothing was acknowledged.  Every error body is Pyroscope's JSON
+ * {"code","message"}.
+ *
+ * Decisions where Pyroscope is silent:
+ *   - a profile is placed at `from` (default now) like og Pyroscope, not at
+ *     the pprof's time_nanos: the agent states the collection window, and
+ *     time_nanos is unreliable in the wild (pyspy writes milliseconds);
+ *   - the ingestion window (-validation.reject-older-than/newer-than)
+ *     applies to that time;
+ *   - format=tree, speedscope and jfr are refused with 415 and a message
+ *     saying so, instead of being misread as folded text.
+ */
+#include <jansson.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "common/attime.h"
+#include "common/gz.h"
+#include "common/log.h"
+#include "common/rpc.h"
+#include "common/tenant.h"
+
+#include "batch.h"
+#include "distributor.h"
+#include "folded.h"
+#include "multipart.h"
+#include "naming.h"
+#include "pprof.h"
+
+struct distributor {
+	struct dist_config cfg;
+	struct dist_limits limits;
+	struct sm_http *http;
+	struct sm_rpc_client *const *ing;
+	uint32_t ning;
+};
+
+/* Per-request memory: the body is already bounded; decoding may take a
+ * multiple of the decompressed size (indexes, label sets, pairs). */
+#define DIST_ARENA_MIN (64u << 20)
+
+enum ingest_format {
+	FMT_FOLDED,
+	FMT_LINES,
+	FMT_TRIE,
+	FMT_PPROF,          /* raw body */
+	FMT_PPROF_FORM,     /* multipart/form-data */
+	FMT_UNSUPPORTED,
+};
+
+const struct sm_flag *
+dist_flags(struct dist_config *cfg, size_t *n)
+{
+	static struct sm_flag f[12];
+
+	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
+		SM_FLAG_INT, &cfg->body_limit_mb, "256",
+		"Largest /ingest request body in MiB before decompression; "
+		"larger bodies get 413." };
+	f[1] = (struct sm_flag){ "distributor.push.timeout",
+		SM_FLAG_DURATION, &cfg->push_timeout_ms, "5s",
+		"Deadline for ingesters to acknowledge a write." };
+	f[2] = (struct sm_flag){ "validation.max-profile-size-bytes",
+		SM_FLAG_BYTES, &cfg->max_profile_bytes, "4MiB",
+		"Largest decompressed profile." };
+	f[3] = (struct sm_flag){ "validation.max-profile-stacktrace-samples",
+		SM_FLAG_INT, &cfg->max_samples, "16000",
+		"Most samples in one profile (0 = no limit)." };
+	f[4] = (struct sm_flag){
+		"validation.max-profile-stacktrace-sample-labels", SM_FLAG_INT,
+		&cfg->max_sample_labels, "100",
+		"Most labels on one sample (0 = no limit)." };
+	f[5] = (struct sm_flag){ "validation.max-profile-stacktrace-depth",
+		SM_FLAG_INT, &cfg->max_depth, "1000",
+		"Deepest stack kept; deeper stacks keep their root frames." };
+	f[6] = (struct sm_flag){ "validation.max-profile-symbol-value-length",
+		SM_FLAG_INT, &cfg->max_symbol_len, "65535",
+		"Longest frame name kept; longer names keep their tail." };
+	f[7] = (struct sm_flag){ "validation.max-label-names-per-series",
+		SM_FLAG_INT, &cfg->max_label_names, "30",
+		"Most labels in a series." };
+	f[8] = (struct sm_flag){ "validation.max-length-label-name",
+		SM_FLAG_INT, &cfg->max_label_name_len, "1024",
+		"Longest label name." };
+	f[9] = (struct sm_flag){ "validation.max-length-label-value",
+		SM_FLAG_INT, &cfg->max_label_value_len, "2048",
+		"Longest label value." };
+	f[10] = (struct sm_flag){ "validation.reject-older-than",
+		SM_FLAG_DURATION, &cfg->reject_older_ms, "1h",
+		"Refuse profiles placed further in the past (0 = accept any)." };
+	f[11] = (struct sm_flag){ "validation.reject-newer-than",
+		SM_FLAG_DURATION, &cfg->reject_newer_ms, "10m",
+		"Refuse profiles placed further in the future (0 = accept any)." };
+	*n = SM_ARRAY_LEN(f);
+	return (f);
+}
+
+static void
+reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
+{
+	const char *code;
+	int status;
+
+	sm_http_status_for(rv, &status, &code);
+	sm_http_reply_error(r, status, code, "%s", err->msg[0] ? err->msg :
+	    sm_strerror(rv));
+}
+
+/* pprof-path errors: 422, or 429 when a limit says resource_exhausted. */
+static void
+reply_pprof_err(struct sm_http_req *r, int rv, const struct sm_err *err)
+{
+	if (rv == SM_EUNAVAIL || rv == SM_ETIMEDOUT || rv == SM_ENOMEM ||
+	    rv == SM_EINTERNAL || rv == SM_EPROTO) {
+		reply_rv(r, rv, err);
+		return;
+	}
+	if (rv == SM_ELIMIT) {
+		sm_http_reply_error(r, 429, "resource_exhausted", "%s",
+		    err->msg);
+		return;
+	}
+	sm_http_reply_error(r, 422, rv == SM_EUNSUPPORTED ? "unimplemented" :
+	    "invalid_argument", "%s", err->msg[0] ? err->msg :
+	    sm_strerror(rv));
+}
+
+static enum ingest_format
+ingest_format(const char *fmt, const char *ctype, const char **what)
+{
+	*what = fmt;
+	if ((fmt != NULL && strcmp(fmt, "trie") == 0) ||
+	    (ctype != NULL && strcmp(ctype, "binary/octet-stream+trie") == 0))
+		return (FMT_TRIE);
+	if ((fmt != NULL && strcmp(fmt, "tree") == 0) ||
+	    (ctype != NULL && strcmp(ctype, "binary/octet-stream+tree") == 0)) {
+		*what = "tree";
+		return (FMT_UNSUPPORTED);
+	}
+	if (fmt != NULL && strcmp(fmt, "lines") == 0)
+		return (FMT_LINES);
+	if (fmt != NULL && (strcmp(fmt, "jfr") == 0 ||
+	    strcmp(fmt, "speedscope") == 0))
+		return (FMT_UNSUPPORTED);
+	if (fmt != NULL && strcmp(fmt, "pprof") == 0)
+		return (FMT_PPROF);
+	if (ctype != NULL && strstr(ctype, "multipart/form-data") != NULL)
+		return (FMT_PPROF_FORM);
+	return (FMT_FOLDED);
+}
+
+/* sample_type_config JSON -> display names (spec §2). */
+static int
+parse_st_config(const struct dist_part *p, struct sm_arena *a,
+    struct dist_st_config **out, uint32_t *n, struct sm_err *err)
+{
+	json_error_t je;
+	json_t *root, *v;
+	const char *key;
+	uint32_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	root = json_loadb((const char *)p->data, p->len, 0, &je);
+	if (root == NULL || !json_is_object(root)) {
+		json_decref(root);
+		return (sm_err_set(err, SM_EMALFORMED, "failed to parse pprof "
+		    "/ingest multipart form: sample_type_config is not a JSON "
+		    "object: %s", root == NULL ? je.text : "wrong type"));
+	}
+	*out = sm_arena_calloc(a, json_object_size(root) + 1, sizeof(**out));
+	if (*out == NULL) {
+		json_decref(root);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	json_object_foreach(root, key, v) {
+		json_t *dn = json_is_object(v) ?
+		    json_object_get(v, "display-name") : NULL;
+
+		(*out)[k].sample_type = sm_arena_strndup(a, key, strlen(key));
+		(*out)[k].display_name = json_is_string(dn) ?
+		    sm_arena_strndup(a, json_string_value(dn),
+		    strlen(json_string_value(dn))) : NULL;
+		if ((*out)[k].sample_type == NULL) {
+			json_decref(root);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		k++;
+	}
+	*n = k;
+	json_decref(root);
+	return (0);
+}
+
+/* Decompress (when gzip) and ingest one pprof. */
+static int
+ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
+    struct dist_pprof_in *in, struct dist_batch *b, struct sm_err *err)
+{
+	uint8_t *raw = (uint8_t *)data;
+	size_t rawlen = len;
+	int rv;
+
+	if (len == 0)
+		return (sm_err_set(err, SM_EMALFORMED, "empty profile"));
+	if (sm_is_gzip(data, len)) {
+		if ((rv = sm_gunzip(data, len, d->limits.max_profile_bytes,
+		    b->arena, &raw, &rawlen, err)) != 0)
+			return (rv);
+	} else if (len > d->limits.max_profile_bytes) {
+		return (sm_err_set(err, SM_ETOOBIG, "uncompressed profile "
+		    "payload size exceeds limit of %zu bytes",
+		    d->limits.max_profile_bytes));
+	}
+	return (dist_pprof_ingest(raw, rawlen, in, b, err));
+}
+
+/* Send the finished batch; 0 once the ingester acknowledged it. */
+static int
+ingest_send(struct distributor *d, const char *tenant, struct dist_batch *b,
+    struct sm_err *err)
+{
+	struct sm_buf req = SM_BUF_INIT, resp = SM_BUF_INIT;
+	Smolder__V1__Response *r = NULL;
+	uint8_t id[16];
+	int rv;
+
+	if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+		/* Not cryptographic: an idempotency key only. */
+		int64_t t = sm_mono_ns() ^ sm_now_ns();
+
+		memcpy(id, &t, 8);
+		memcpy(id + 8, &b, sizeof(void *) < 8 ? sizeof(void *) : 8);
+	}
+	if ((rv = dist_batch_encode(b, tenant, id, &req)) != 0) {
+		sm_err_set(err, rv, "out of memory encoding the write");
+		goto out;
+	}
+	/* One ingester until the ring exists (RF = 1). */
+	rv = sm_rpc_call(d->ing[0], req.b, req.len, (int)d->cfg.push_timeout_ms,
+	    &resp);
+	if (rv != 0) {
+		sm_err_set(err, rv == SM_ETIMEDOUT ? SM_ETIMEDOUT : SM_EUNAVAIL,
+		    "ingester %s did not acknowledge the write: %s",
+		    sm_rpc_client_url(d->ing[0]), sm_strerror(rv));
+		rv = err->code;
+		goto out;
+	}
+	r = smolder__v1__response__unpack(NULL, resp.len,
+	    (const uint8_t *)(resp.b != NULL ? resp.b : ""));
+	if (r == NULL) {
+		rv = sm_err_set(err, SM_EPROTO, "undecodable ingester response");
+		goto out;
+	}
+	if (r->code != 0) {
+		rv = r->code >= SM_ENOMEM && r->code < SM_E_LAST_ ? r->code :
+		    SM_EPROTO;
+		sm_err_set(err, rv, "ingester: %s", r->message != NULL ?
+		    r->message : sm_strerror(rv));
+		/* A write the ingester found malformed is our bug, not the
+		 * client's: report it as internal. */
+		if (rv == SM_EMALFORMED || rv == SM_EINVAL)
+			rv = err->code = SM_EINTERNAL;
+	}
+out:
+	if (r != NULL)
+		smolder__v1__response__free_unpacked(r, NULL);
+	sm_buf_fini(&req);
+	sm_buf_fini(&resp);
+	return (rv);
+}
+
+static void
+ingest_handler(struct sm_http_req *r, void *arg)
+{
+	struct distributor *d = arg;
+	struct sm_arena *a = NULL;
+	struct dist_batch b;
+	struct dist_key key;
+	struct sm_err err;
+	const char *tenant, *name, *v, *fmt_name;
+	const unsigned char *body;
+	enum ingest_format fmt;
+	int64_t now = sm_now_ms(), from, until, sr;
+	size_t len;
+	int rv, have_batch = 0, pprof_path;
+
+	sm_err_clear(&err);
+	if ((rv = sm_tenant_resolve(d->cfg.multitenancy,
+	    sm_http_header(r, "X-Scope-OrgID"), &tenant, &err)) != 0) {
+		reply_rv(r, rv, &err);
+		return;
+	}
+	body = sm_http_body(r, &len);
+	fmt = ingest_format(sm_http_query(r, "format"),
+	    sm_http_header(r, "Content-Type"), &fmt_name);
+	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM;
+	/* Arena budget: a generous multiple of what this request may
+	 * decompress to, never less than DIST_ARENA_MIN. */
+	if ((a = sm_arena_create(SM_MAX(DIST_ARENA_MIN,
+	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL) {
+		sm_http_reply_error(r, 503, "unavailable", "out of memory");
+		return;
+	}
+	name = sm_http_query(r, "name");
+	if ((rv = dist_key_parse(name != NULL ? name : "", a, &key,
+	    &err)) != 0) {
+		sm_http_reply_error(r, 400, "invalid_argument", "%s", err.msg);
+		goto done;
+	}
+	v = sm_http_query(r, "from");
+	if ((rv = sm_attime_parse(v != NULL ? v : "", now, &from, &err)) != 0 ||
+	    (rv = sm_attime_parse((v = sm_http_query(r, "until")) != NULL ?
+	    v : "", now, &until, &err)) != 0) {
+		sm_http_reply_error(r, 400, "invalid_argument", "%s", err.msg);
+		goto done;
+	}
+	if (dist_key_has_profile_id(&key)) {
+		/* Pyroscope drops these silently. */
+		sm_http_reply(r, 200, NULL, NULL, 0);
+		goto done;
+	}
+	if (fmt == FMT_UNSUPPORTED) {
+		sm_http_reply_error(r, 415, "unimplemented", "format %s is not "
+		    "supported by this server yet", fmt_name);
+		goto done;
+	}
+	if ((d->cfg.reject_older_ms > 0 && from < now - d->cfg.reject_older_ms) ||
+	    (d->cfg.reject_newer_ms > 0 && from > now + d->cfg.reject_newer_ms)) {
+		sm_err_set(&err, SM_EINVAL, "profile with labels '%s' is outside "
+		    "of ingestion window (profile timestamp: %lld ms, the window "
+		    "is %lld ms before to %lld ms after now)", key.app,
+		    (long long)from, (long long)d->cfg.reject_older_ms,
+		    (long long)d->cfg.reject_newer_ms);
+		if (pprof_path)
+			reply_pprof_err(r, SM_EINVAL, &err);
+		else
+			sm_http_reply_error(r, 400, "invalid_argument", "%s",
+			    err.msg);
+		goto done;
+	}
+	if ((rv = dist_batch_init(&b, a, &d->limits)) != 0) {
+		sm_http_reply_error(r, 503, "unavailable", "out of memory");
+		goto done;
+	}
+	have_batch = 1;
+	b.meta.spy_name = (v = sm_http_query(r, "spyName")) != NULL && *v ?
+	    v : "unknown";
+	sr = 100;
+	if ((v = sm_http_query(r, "sampleRate")) != NULL && *v &&
+	    (sm_parse_int(v, &sr) != 0 || sr < 0 || sr > UINT32_MAX))
+		sr = 100;   /* as Pyroscope: bad or negative -> default */
+	b.meta.sample_rate = (uint32_t)sr;
+	b.meta.units = (v = sm_http_query(r, "units")) != NULL && *v ? v :
+	    "samples";
+	b.meta.aggregation = (v = sm_http_query(r, "aggregationType")) !=
+	    NULL && *v ? v : "sum";
+
+	if (pprof_path) {
+		struct dist_pprof_in in;
+		const uint8_t *pdata = body;
+		size_t plen = len;
+
+		memset(&in, 0, sizeof(in));
+		in.spy_name = b.meta.spy_name;
+		in.time_ms = from;
+		if ((rv = dist_key_pprof_labels(&key, b.meta.spy_name, a,
+		    (struct sm_label **)&in.base, &in.nbase)) != 0) {
+			sm_err_set(&err, rv, "out of memory");
+			goto fail_pprof;
+		}
+		if (fmt == FMT_PPROF_FORM) {
+			struct dist_part *parts;
+			const struct dist_part *p;
+			uint32_t np;
+
+			if ((rv = dist_multipart_parse(sm_http_header(r,
+			    "Content-Type"), body, len, a, &parts, &np,
+			    &err)) != 0) {
+				sm_err_prefix(&err, "failed to parse pprof "
+				    "/ingest multipart form");
+				goto fail_pprof;
+			}
+			if (dist_multipart_get(parts, np, "prev_profile") !=
+			    NULL) {
+				rv = sm_err_set(&err, SM_EMALFORMED,
+				    "unsupported client version. Please update "
+				    "github.com/grafana/pyroscope-go to the "
+				    "latest version");
+				goto fail_pprof;
+			}
+			if ((p = dist_multipart_get(parts, np,
+			    "sample_type_config")) != NULL &&
+			    (rv = parse_st_config(p, a,
+			    (struct dist_st_config **)&in.st_config,
+			    &in.nst_config, &err)) != 0)
+				goto fail_pprof;
+			if ((p = dist_multipart_get(parts, np, "profile")) ==
+			    NULL) {
+				rv = sm_err_set(&err, SM_EMALFORMED, "failed to "
+				    "parse pprof /ingest multipart form: no "
+				    "\"profile\" field");
+				goto fail_pprof;
+			}
+			pdata = p->data;
+			plen = p->len;
+		}
+		if ((rv = ingest_pprof(d, pdata, plen, &in, &b, &err)) != 0)
+			goto fail_pprof;
+	} else {
+		struct dist_legacy lg;
+		uint32_t series;
+
+		if ((rv = dist_key_legacy(&key, b.meta.sample_rate,
+		    b.meta.spy_name, a, &lg, &err)) != 0 ||
+		    (rv = dist_batch_series(&b, lg.labels, lg.nlabels, from,
+		    &series, &err)) != 0) {
+			reply_rv(r, rv, &err);
+			goto done;
+		}
+		switch (fmt) {
+		case FMT_LINES:
+			rv = dist_lines_parse(body, len, &b, series, lg.scale,
+			    &err);
+			break;
+		case FMT_TRIE:
+			rv = dist_trie_parse(body, len, &b, series, lg.scale,
+			    &err);
+			break;
+		default:
+			rv = dist_folded_parse(body, len, &b, series, lg.scale,
+			    &err);
+			break;
+		}
+		if (rv != 0) {
+			if (rv == SM_EMALFORMED)
+				rv = SM_EINVAL;   /* invalid_argument -> 400 */
+			reply_rv(r, rv, &err);
+			goto done;
+		}
+	}
+	if ((rv = dist_batch_finish(&b)) != 0) {
+		sm_http_reply_error(r, 503, "unavailable", "out of memory");
+		goto done;
+	}
+	if (b.nseries == 0) {
+		/* Nothing but zero values: accepted, nothing to store. */
+		sm_http_reply(r, 200, NULL, NULL, 0);
+		goto done;
+	}
+	if ((rv = ingest_send(d, tenant, &b, &err)) != 0) {
+		sm_warn("distributor", "write failed\ttenant=%s err=\"%s\"",
+		    tenant, err.msg);
+		reply_rv(r, rv, &err);
+		goto done;
+	}
+	sm_http_reply(r, 200, NULL, NULL, 0);
+	goto done;
+fail_pprof:
+	reply_pprof_err(r, rv, &err);
+done:
+	if (have_batch)
+		dist_batch_fini(&b);
+	sm_arena_destroy(a);
+}
+
+int
+dist_create(const struct dist_config *cfg, struct sm_http *http,
+    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
+    struct distributor **out, struct sm_err *err)
+{
+	static const char *const paths[] = { "/ingest", "/pyroscope/ingest" };
+	struct distributor *d;
+	int rv;
+
+	*out = NULL;
+	if (ningesters == 0)
+		return (sm_err_set(err, SM_EINVAL, "distributor: no ingesters "
+		    "to write to"));
+	if (cfg->body_limit_mb <= 0 || cfg->max_profile_bytes <= 0 ||
+	    cfg->push_timeout_ms <= 0)
+		return (sm_err_set(err, SM_EINVAL, "distributor: body limit, "
+		    "profile size limit and push timeout must be > 0"));
+	if ((d = sm_calloc(1, sizeof(*d))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	d->cfg = *cfg;
+	d->http = http;
+	d->ing = ingesters;
+	d->ning = ningesters;
+	dist_limits_default(&d->limits);
+	d->limits.max_profile_bytes = (size_t)cfg->max_profile_bytes;
+	d->limits.max_samples = (uint32_t)SM_MAX(cfg->max_samples, 0);
+	d->limits.max_sample_labels = (uint32_t)SM_MAX(cfg->max_sample_labels,
+	    0);
+	d->limits.max_depth = (uint32_t)SM_MAX(cfg->max_depth, 0);
+	d->limits.max_symbol_len = (uint32_t)SM_MAX(cfg->max_symbol_len, 0);
+	d->limits.labels.max_names = (uint32_t)SM_MAX(cfg->max_label_names, 0);
+	d->limits.labels.max_name_length =
+	    (uint32_t)SM_MAX(cfg->max_label_name_len, 0);
+	d->limits.labels.max_value_length =
+	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
+	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
+		if ((rv = sm_http_route(http, "POST", paths[i], ingest_handler,
+		    d, (size_t)cfg->body_limit_mb << 20)) != 0) {
+			sm_free(d);
+			return (sm_err_set(err, rv, "distributor: route %s: %s",
+			    paths[i], sm_strerror(rv)));
+		}
+	}
+	*out = d;
+	return (0);
+}
+
+void
+dist_destroy(struct distributor *d)
+{
+	sm_free(d);
+}
