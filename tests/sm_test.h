@@ -139,6 +139,16 @@ sm_test_read_file(const char *path, size_t *len)
 	return (b);
 }
 
+/* setjmp lives in its own frame so the caller's counters are never
+ * clobbered by longjmp. */
+static inline void
+sm_test_run_one(void (*fn)(void))
+{
+	memset(&sm_test_st, 0, sizeof(sm_test_st));
+	if (setjmp(sm_test_st.jb) == 0)
+		fn();
+}
+
 static inline int
 sm_test_run(const struct sm_test_case *tc, size_t n, int argc, char **argv)
 {
@@ -147,9 +157,7 @@ sm_test_run(const struct sm_test_case *tc, size_t n, int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		if (argc > 1 && strstr(tc[i].name, argv[1]) == NULL)
 			continue;
-		memset(&sm_test_st, 0, sizeof(sm_test_st));
-		if (setjmp(sm_test_st.jb) == 0)
-			tc[i].fn();
+		sm_test_run_one(tc[i].fn);
 		if (sm_test_st.skipped) {
 			skipped++;
 			printf("SKIP %s: %s\n", tc[i].name,

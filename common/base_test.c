@@ -1,0 +1,421 @@
+/*
+ * base_test.c -- the small base modules: arena, buf, labels, gz, flags,
+ * module, tenant.
+ */
+#include "sm_test.h"
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/flags.h"
+#include "common/gz.h"
+#include "common/labels.h"
+#include "common/module.h"
+#include "common/tenant.h"
+
+/* --- arena ---------------------------------------------------------------- */
+
+static void
+test_arena_alloc(void)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	void *p[1000];
+
+	SM_REQUIRE(a != NULL);
+	for (int i = 0; i < 1000; i++) {
+		p[i] = sm_arena_alloc(a, (size_t)(i % 97) + 1);
+		SM_REQUIRE(p[i] != NULL);
+		SM_CHECK(((uintptr_t)p[i] & 15) == 0);
+		memset(p[i], i & 0xff, (size_t)(i % 97) + 1);
+	}
+	for (int i = 0; i < 1000; i++)
+		SM_CHECK(((unsigned char *)p[i])[0] == (i & 0xff));
+	/* A big allocation gets its own block and small ones continue. */
+	SM_CHECK(sm_arena_alloc(a, 10u << 20) != NULL);
+	SM_CHECK(sm_arena_alloc(a, 8) != NULL);
+	sm_arena_reset(a);
+	SM_CHECK_EQ(sm_arena_used(a), 0);
+	SM_CHECK(sm_arena_alloc(a, 100) != NULL);
+	sm_arena_destroy(a);
+}
+
+static void
+test_arena_budget(void)
+{
+	struct sm_arena *a = sm_arena_create(1000);
+
+	SM_REQUIRE(a != NULL);
+	SM_CHECK(sm_arena_alloc(a, 500) != NULL);
+	SM_CHECK(sm_arena_alloc(a, 500) == NULL);   /* 512 + 512 > 1000 */
+	SM_CHECK(sm_arena_alloc(a, 400) != NULL);
+	SM_CHECK(sm_arena_alloc(a, SIZE_MAX) == NULL);
+	SM_CHECK(sm_arena_calloc(a, SIZE_MAX / 2, 4) == NULL);
+	SM_CHECK(sm_arena_used(a) <= 1000);
+	sm_arena_destroy(a);
+}
+
+static void
+test_arena_grow_strndup(void)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	int *v = NULL;
+	char *s;
+
+	SM_REQUIRE(a != NULL);
+	for (size_t n = 0, cap = 0; n < 10000; n++) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 4;
+
+			v = sm_arena_grow(a, v, cap, ncap, sizeof(*v));
+			SM_REQUIRE(v != NULL);
+			cap = ncap;
+		}
+		v[n] = (int)n;
+	}
+	for (int i = 0; i < 10000; i++)
+		SM_CHECK_EQ(v[i], i);
+	s = sm_arena_strndup(a, "hello world", 5);
+	SM_CHECK_STR(s, "hello");
+	sm_arena_destroy(a);
+}
+
+/* --- buf ------------------------------------------------------------------ */
+
+static void
+test_buf_basic(void)
+{
+	struct sm_buf b = SM_BUF_INIT;
+
+	sm_buf_puts(&b, "a");
+	sm_buf_printf(&b, "%d-%s", 42, "x");
+	sm_buf_put_i64(&b, -9223372036854775807LL - 1);
+	sm_buf_putc(&b, ' ');
+	sm_buf_put_u64(&b, 18446744073709551615ULL);
+	SM_CHECK_STR(b.b, "a42-x-9223372036854775808 18446744073709551615");
+	SM_CHECK_EQ(sm_buf_error(&b), 0);
+	sm_buf_truncate(&b, 1);
+	SM_CHECK_STR(b.b, "a");
+	sm_buf_fini(&b);
+
+	b.limit = 8;
+	sm_buf_puts(&b, "12345678");
+	SM_CHECK_EQ(sm_buf_error(&b), 0);
+	sm_buf_putc(&b, '9');
+	SM_CHECK_EQ(sm_buf_error(&b), SM_ETOOBIG);
+	sm_buf_puts(&b, "more");   /* sticky: no-op */
+	SM_CHECK_EQ(b.len, 8);
+	sm_buf_fini(&b);
+}
+
+static void
+test_buf_json(void)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	/* Expected bytes are what Go's encoding/json writes. */
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *out;
+	} cases[] = {
+		{ "plain", 5, "\"plain\"" },
+		{ "q\"b\\", 4, "\"q\\\"b\\\\\"" },
+		{ "\n\r\t", 3, "\"\\n\\r\\t\"" },
+		{ "\x01\x1f", 2, "\"\\u0001\\u001f\"" },
+		{ "<a>&", 4, "\"\\u003ca\\u003e\\u0026\"" },
+		{ "caf\xc3\xa9", 5, "\"caf\xc3\xa9\"" },
+		{ "x\xffy", 3, "\"x\\ufffdy\"" },
+		{ "\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\"" },
+		{ "\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"" },  /* surrogate */
+		{ "nul\0x", 5, "\"nul\\u0000x\"" },
+	};
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(cases); i++) {
+		sm_buf_reset(&b);
+		sm_buf_json_str(&b, cases[i].in, cases[i].n);
+		SM_CHECK_STR(b.b, cases[i].out);
+	}
+	sm_buf_fini(&b);
+}
+
+/* --- labels --------------------------------------------------------------- */
+
+static void
+test_labels_sort_fp(void)
+{
+	struct sm_label a[] = { { "service_name", "api" }, { "__name__",
+		"process_cpu" }, { "env", "prod" } };
+	struct sm_label b[] = { { "env", "prod" }, { "service_name", "api" },
+		{ "__name__", "process_cpu" } };
+	struct sm_label c[] = { { "env", "prodx" }, { "service_name", "api" },
+		{ "__name__", "process_cpu" } };
+	/* "a"="bc" vs "ab"="c": the separator keeps them apart. */
+	struct sm_label d1[] = { { "a", "bc" } }, d2[] = { { "ab", "c" } };
+
+	sm_labels_sort(a, 3);
+	sm_labels_sort(b, 3);
+	sm_labels_sort(c, 3);
+	SM_CHECK_STR(a[0].name, "__name__");
+	SM_CHECK_STR(a[1].name, "env");
+	SM_CHECK_STR(a[2].name, "service_name");
+	SM_CHECK(sm_labels_fingerprint(a, 3) == sm_labels_fingerprint(b, 3));
+	SM_CHECK(sm_labels_fingerprint(a, 3) != sm_labels_fingerprint(c, 3));
+	SM_CHECK(sm_labels_fingerprint(d1, 1) != sm_labels_fingerprint(d2, 1));
+	/* Fingerprints are persisted: pin one value forever. */
+	SM_CHECKF(sm_labels_fingerprint(a, 3) == 0xc2d8e6216b49908eULL,
+	    "fingerprint %016llx changed: stored keys would break",
+	    (unsigned long long)sm_labels_fingerprint(a, 3));
+	SM_CHECK_STR(sm_labels_get(a, 3, "env"), "prod");
+	SM_CHECK(sm_labels_get(a, 3, "nope") == NULL);
+}
+
+static void
+test_labels_validate(void)
+{
+	struct sm_label_limits lim;
+	struct sm_err err;
+	const char *reason;
+	struct sm_label ok[] = { { "__name__", "process_cpu" },
+		{ "service_name", "api" } };
+	struct sm_label dup[] = { { "__name__", "m" }, { "a", "1" },
+		{ "a", "2" }, { "service_name", "s" } };
+	struct sm_label nosvc[] = { { "__name__", "m" } };
+	struct sm_label badm[] = { { "__name__", "1m" }, { "service_name",
+		"s" } };
+	struct sm_label badutf[] = { { "__name__", "m" }, { "service_name",
+		"s\xff" } };
+	struct sm_label many[40];
+	char names[40][8];
+
+	sm_label_limits_default(&lim);
+	SM_CHECK_EQ(sm_labels_validate(ok, 2, &lim, &reason, &err), 0);
+	SM_CHECK_EQ(sm_labels_validate(dup, 4, &lim, &reason, &err),
+	    SM_EINVAL);
+	SM_CHECK_STR(reason, "duplicate_label_names");
+	SM_CHECK(strstr(err.msg, "duplicate label name") != NULL);
+	SM_CHECK_EQ(sm_labels_validate(nosvc, 1, &lim, &reason, &err),
+	    SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "service name is required") != NULL);
+	SM_CHECK_EQ(sm_labels_validate(badm, 2, &lim, &reason, &err),
+	    SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "invalid metric name") != NULL);
+	SM_CHECK_EQ(sm_labels_validate(badutf, 2, &lim, &reason, &err),
+	    SM_EINVAL);
+	for (int i = 0; i < 40; i++) {
+		snprintf(names[i], sizeof(names[i]), "l%02d", i);
+		many[i].name = names[i];
+		many[i].value = "v";
+	}
+	many[0].name = "__name__";
+	many[39].name = "service_name";
+	SM_CHECK_EQ(sm_labels_validate(many, 40, &lim, &reason, &err),
+	    SM_EINVAL);
+	SM_CHECK_STR(reason, "max_label_names_per_series");
+	SM_CHECK(strstr(err.msg, "has 40 label names; limit 30") != NULL);
+	SM_CHECK(sm_utf8_valid("caf\xc3\xa9", 5));
+	SM_CHECK(!sm_utf8_valid("\xc0\xaf", 2));      /* overlong */
+	SM_CHECK(!sm_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+	SM_CHECK(sm_metric_name_valid("process_cpu", 11));
+	SM_CHECK(sm_metric_name_valid("a:b_c9", 6));
+	SM_CHECK(!sm_metric_name_valid("9a", 2));
+	SM_CHECK(!sm_metric_name_valid("a.b", 3));
+}
+
+/* --- gz ------------------------------------------------------------------- */
+
+static void
+test_gz_roundtrip_and_bounds(void)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	uint8_t *in = malloc(1 << 20), *gz, *out, *two;
+	size_t gzlen, outlen;
+	struct sm_err err;
+
+	SM_REQUIRE(a != NULL && in != NULL);
+	for (int i = 0; i < (1 << 20); i++)
+		in[i] = (uint8_t)(i * 7 + (i >> 9));
+	SM_REQUIRE(sm_gzip(in, 1 << 20, 6, &gz, &gzlen) == 0);
+	SM_CHECK(sm_is_gzip(gz, gzlen));
+	SM_CHECK_EQ(sm_gunzip(gz, gzlen, 1 << 20, a, &out, &outlen, &err), 0);
+	SM_CHECK_EQ(outlen, 1 << 20);
+	SM_CHECK(memcmp(in, out, outlen) == 0);
+	/* One byte under the size: refused, not truncated. */
+	SM_CHECK_EQ(sm_gunzip(gz, gzlen, (1 << 20) - 1, a, &out, &outlen,
+	    &err), SM_ETOOBIG);
+	SM_CHECK(strstr(err.msg, "exceeds limit of 1048575 bytes") != NULL);
+	/* A lying ISIZE trailer (claims 10 bytes) still inflates fully. */
+	gz[gzlen - 4] = 10;
+	gz[gzlen - 3] = gz[gzlen - 2] = gz[gzlen - 1] = 0;
+	SM_CHECK_EQ(sm_gunzip(gz, gzlen, 1 << 20, a, &out, &outlen, &err),
+	    SM_EMALFORMED);   /* libdeflate verifies ISIZE: corrupt */
+	/* Truncated stream. */
+	SM_CHECK_EQ(sm_gunzip(gz, gzlen / 2, 1 << 20, a, &out, &outlen, &err),
+	    SM_EMALFORMED);
+	SM_CHECK_EQ(sm_gunzip(gz, 5, 1 << 20, a, &out, &outlen, &err),
+	    SM_EMALFORMED);
+	free(gz);
+	/* Two members concatenated, as Go's reader accepts. */
+	SM_REQUIRE(sm_gzip(in, 1000, 6, &gz, &gzlen) == 0);
+	two = malloc(gzlen * 2);
+	memcpy(two, gz, gzlen);
+	memcpy(two + gzlen, gz, gzlen);
+	SM_CHECK_EQ(sm_gunzip(two, gzlen * 2, 1 << 20, a, &out, &outlen, &err),
+	    0);
+	SM_CHECK_EQ(outlen, 2000);
+	/* Trailing garbage after a member is an error. */
+	two[gzlen] = 'x';
+	SM_CHECK_EQ(sm_gunzip(two, gzlen * 2, 1 << 20, a, &out, &outlen, &err),
+	    SM_EMALFORMED);
+	free(two);
+	free(gz);
+	free(in);
+	sm_arena_destroy(a);
+}
+
+static void
+test_gz_bomb(void)
+{
+	size_t n = 64u << 20;   /* 64 MiB of zeros, ~64 KiB gzipped */
+	uint8_t *zeros = calloc(1, n), *gz, *out;
+	size_t gzlen, outlen;
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_err err;
+
+	SM_REQUIRE(zeros != NULL && a != NULL);
+	SM_REQUIRE(sm_gzip(zeros, n, 9, &gz, &gzlen) == 0);
+	free(zeros);
+	SM_CHECK(gzlen < n / 100);
+	SM_CHECK_EQ(sm_gunzip(gz, gzlen, 4u << 20, a, &out, &outlen, &err),
+	    SM_ETOOBIG);
+	/* Memory used is bounded by the cap, not by the bomb. */
+	SM_CHECKF(sm_arena_used(a) <= 2 * ((4u << 20) + 32), "used %zu",
+	    sm_arena_used(a));
+	free(gz);
+	sm_arena_destroy(a);
+}
+
+/* --- flags ---------------------------------------------------------------- */
+
+static void
+test_flags(void)
+{
+	struct sm_flags fs;
+	struct sm_err err;
+	char *s = NULL;
+	int64_t i = 0, d = 0, by = 0;
+	bool b = false, help;
+	const struct sm_flag tab[] = {
+		{ "a.str", SM_FLAG_STRING, &s, "def", "h" },
+		{ "a.int", SM_FLAG_INT, &i, "7", "h" },
+		{ "a.bool", SM_FLAG_BOOL, &b, "false", "h" },
+		{ "a.dur", SM_FLAG_DURATION, &d, "1h30m", "h" },
+		{ "a.bytes", SM_FLAG_BYTES, &by, "4MiB", "h" },
+	};
+	char *argv1[] = { "x", "-a.str=v", "--a.int", "-12", "-a.bool",
+		"-a.dur=500ms", "-a.bytes", "2KB" };
+	char *argv2[] = { "x", "-nope=1" };
+	char *argv3[] = { "x", "-a.int=zz" };
+	char *argv4[] = { "x", "-help" };
+
+	sm_flags_init(&fs);
+	SM_REQUIRE(sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err) == 0);
+	SM_CHECK_STR(s, "def");
+	SM_CHECK_EQ(i, 7);
+	SM_CHECK_EQ(d, 5400000);
+	SM_CHECK_EQ(by, 4 << 20);
+	SM_CHECK_EQ(sm_flags_add(&fs, tab, 1, &err), SM_EEXIST);
+	SM_CHECK_EQ(sm_flags_parse(&fs, 8, argv1, &help, &err), 0);
+	SM_CHECK_STR(s, "v");
+	SM_CHECK_EQ(i, -12);
+	SM_CHECK(b);
+	SM_CHECK_EQ(d, 500);
+	SM_CHECK_EQ(by, 2000);
+	SM_CHECK(sm_flags_was_set(&fs, "a.str"));
+	SM_CHECK_EQ(sm_flags_parse(&fs, 2, argv2, &help, &err), SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "not defined: -nope") != NULL);
+	SM_CHECK_EQ(sm_flags_parse(&fs, 2, argv3, &help, &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_flags_parse(&fs, 2, argv4, &help, &err), 0);
+	SM_CHECK(help);
+	SM_CHECK_EQ(sm_parse_duration_ms("10", &d), 0);
+	SM_CHECK_EQ(d, 10000);
+	SM_CHECK_EQ(sm_parse_duration_ms("1.5s", &d), 0);
+	SM_CHECK_EQ(d, 1500);
+	SM_CHECK_EQ(sm_parse_duration_ms("5x", &d), SM_EINVAL);
+	SM_CHECK_EQ(sm_parse_duration_ms("-5s", &d), SM_EINVAL);
+	sm_flags_fini(&fs);
+}
+
+/* --- module --------------------------------------------------------------- */
+
+static void
+test_modules(void)
+{
+	static const struct sm_module tab[] = {
+		{ "server", { NULL }, false, NULL, NULL, NULL },
+		{ "ingester", { "server", NULL }, true, NULL, NULL, NULL },
+		{ "client", { NULL }, false, NULL, NULL, NULL },
+		{ "distributor", { "server", "client", NULL }, true, NULL,
+		    NULL, NULL },
+		{ "querier", { "server", "client", NULL }, true, NULL, NULL,
+		    NULL },
+		{ "all", { "ingester", "distributor", "querier", NULL },
+		    true, NULL, NULL, NULL },
+	};
+	const struct sm_module *order[8];
+	struct sm_err err;
+	size_t n;
+
+	SM_REQUIRE(sm_modules_resolve(tab, SM_ARRAY_LEN(tab), "all", order,
+	    &n, &err) == 0);
+	SM_CHECK_EQ(n, 6);
+	SM_CHECK_STR(order[0]->name, "server");
+	SM_CHECK_STR(order[1]->name, "ingester");
+	SM_CHECK_STR(order[n - 1]->name, "all");
+	SM_REQUIRE(sm_modules_resolve(tab, SM_ARRAY_LEN(tab),
+	    "querier,distributor", order, &n, &err) == 0);
+	SM_CHECK_EQ(n, 4);
+	SM_CHECK(sm_modules_has(order, n, "client"));
+	SM_CHECK(!sm_modules_has(order, n, "ingester"));
+	SM_CHECK_EQ(sm_modules_resolve(tab, SM_ARRAY_LEN(tab), "server",
+	    order, &n, &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_modules_resolve(tab, SM_ARRAY_LEN(tab), "bogus",
+	    order, &n, &err), SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "bogus") != NULL);
+}
+
+/* --- tenant --------------------------------------------------------------- */
+
+static void
+test_tenant(void)
+{
+	struct sm_err err;
+	const char *t;
+	char longid[200];
+
+	SM_CHECK_EQ(sm_tenant_resolve(false, "ignored", &t, &err), 0);
+	SM_CHECK_STR(t, "anonymous");
+	SM_CHECK_EQ(sm_tenant_resolve(true, NULL, &t, &err), SM_EAUTH);
+	SM_CHECK_EQ(sm_tenant_resolve(true, "team-a", &t, &err), 0);
+	SM_CHECK_STR(t, "team-a");
+	SM_CHECK_EQ(sm_tenant_validate("..", &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_tenant_validate("a|b", &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_tenant_validate("a/b", &err), SM_EINVAL);
+	memset(longid, 'x', 151);
+	longid[151] = '\0';
+	SM_CHECK_EQ(sm_tenant_validate(longid, &err), SM_EINVAL);
+	longid[150] = '\0';
+	SM_CHECK_EQ(sm_tenant_validate(longid, &err), 0);
+}
+
+SM_TEST_MAIN(
+	{ "arena: alignment, big blocks, reset", test_arena_alloc },
+	{ "arena: budget refuses over-allocation", test_arena_budget },
+	{ "arena: grow and strndup", test_arena_grow_strndup },
+	{ "buf: append, numbers, sticky limit", test_buf_basic },
+	{ "buf: JSON escaping matches Go", test_buf_json },
+	{ "labels: sort and fingerprint", test_labels_sort_fp },
+	{ "labels: Pyroscope validation rules", test_labels_validate },
+	{ "gz: roundtrip, cap, corrupt, multi-member", test_gz_roundtrip_and_bounds },
+	{ "gz: a 64 MiB bomb is refused within the cap", test_gz_bomb },
+	{ "flags: forms, types, errors", test_flags },
+	{ "module: dependency order and targets", test_modules },
+	{ "tenant: resolution and id rules", test_tenant },
+)
