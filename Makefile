@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libxxhash-dev libjansson-dev libyaml-dev \
 	golang-go python3 curl
 
-SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null && [ "$$(id -u)" != 0 ] && echo sudo)
+SUDO := $(shell if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then echo sudo; fi)
 JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan
