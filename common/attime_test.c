@@ -3,6 +3,8 @@
  */
 #include "common/attime.h"
 
+#include <stdbool.h>
+
 /* sm_test.h's runner keeps counters across setjmp; GCC's -Wclobbered (in
  * -Wextra) fires on it at -O2.  The harness is shared, so silence it here. */
 #pragma GCC diagnostic ignored "-Wclobbered"
@@ -87,6 +89,52 @@ test_digits_yyyymmdd(void)
 	SM_CHECK_EQ(at("20231301"), 20231301000LL);     /* month 13 */
 	SM_CHECK_EQ(at("19000101"), 19000101000LL);     /* year <= 1900 */
 	SM_CHECK_EQ(at("99999999"), 99999999000LL);
+}
+
+/* "1" followed by zeros, for every length 1..20, against the rules. */
+static void
+test_digits_every_length(void)
+{
+	for (int len = 1; len <= 20; len++) {
+		char s[32];
+		int64_t v = 1, want, got = 0;
+		bool ok = true;
+		int rv;
+
+		memset(s, '0', (size_t)len);
+		s[0] = '1';
+		s[len] = '\0';
+		for (int i = 1; i < len && i < 19; i++)
+			v *= 10;
+		switch (len) {
+		case 13:
+			want = v;
+			break;
+		case 16:
+			want = v / 1000;
+			break;
+		case 19:
+			want = v / 1000000;
+			break;
+		case 20:
+			ok = false;          /* 1e19 > INT64_MAX */
+			want = 0;
+			break;
+		default:
+			/* Seconds (8 digits "10000000" is year 1000: not a
+			 * date og takes); 17 and 18 overflow ms. */
+			ok = len <= 16;
+			want = ok ? v * 1000 : 0;
+			break;
+		}
+		rv = sm_attime_parse(s, NOW, &got, NULL);
+		if (ok) {
+			SM_CHECKF(rv == 0 && got == want, "len %d: rv %d got "
+			    "%" PRId64 " want %" PRId64, len, rv, got, want);
+		} else {
+			SM_CHECKF(rv == SM_EINVAL, "len %d: rv %d", len, rv);
+		}
+	}
 }
 
 static void
@@ -185,6 +233,7 @@ SM_TEST_MAIN(
 	{ "digits: 13 ms, 16 us, 19 ns", test_digits_ms_us_ns },
 	{ "digits: 8 = YYYYMMDD, og fallback to seconds",
 	    test_digits_yyyymmdd },
+	{ "digits: every length 1..20", test_digits_every_length },
 	{ "digits: '_', ',' and spaces removed", test_digits_normalized },
 	{ "digits: overflow is EINVAL", test_digits_overflow },
 	{ "relative: now-1h, -1h, now+30m", test_relative },
