@@ -4,7 +4,8 @@
  * Matchers (DESIGN §5, PromQL semantics): k="v", k!="v", k=~"re", k!~"re".
  * Regexes are PCRE2 compiled fully anchored (PCRE2_ANCHORED |
  * PCRE2_ENDANCHORED, UTF mode, DOTALL, JIT when available), as Prometheus
- * anchors RE2 and lets '.' match newlines.  A label the series does not have matches as the empty string, so
+ * anchors RE2 and lets '.' match newlines.  A label the series does not
+ * have matches as the empty string, so
  * k="" selects series without k, k!="" those with it, and k=~".*" all.
  *
  * Query syntaxes accepted by sm_query_parse (spec §3):
