@@ -2,7 +2,10 @@
  * attime.h -- Pyroscope's "attime" time parameters (spec §2), used by
  * /ingest from/until and /render from/until.
  *
- *   digits only: 8 digits = YYYYMMDD (UTC midnight), 13 = unix ms,
+ *   first, as og does, surrounding whitespace is trimmed and every ' ',
+ *   '_' and ',' is removed;
+ *   digits only: 8 digits = YYYYMMDD (UTC midnight; og's rule: a valid
+ *                date with year > 1900, else unix s), 13 = unix ms,
  *                16 = unix us, 19 = unix ns, any other length = unix s;
  *   otherwise:   now[+-]N<unit>, where anything before the sign counts as
  *                "now" (so "-1h" and "now-1h" are equal); units s, m/min,

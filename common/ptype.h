@@ -45,7 +45,7 @@ struct sm_ptype {
 };
 
 /* Parse an id.  0, or SM_EINVAL when it does not have 5 (or 5 + delta)
- * parts or a part is too long. */
+ * parts or a part is too long; `out` is zeroed on failure. */
 int sm_ptype_parse(const char *id, struct sm_ptype *out);
 
 /* Append-free formatting into `dst` (size n); returns 0 or SM_ETOOBIG. */
@@ -66,7 +66,8 @@ const struct sm_legacy_type *sm_legacy_type_lookup(const char *suffix,
 /*
  * The legacy type with the sampleRate rule applied: for `period` types and
  * sample_rate != 0, sample_type becomes "cpu" (or "wall"), unit
- * "nanoseconds", period cpu/nanoseconds with period 1e9 / sample_rate.
+ * "nanoseconds", period cpu/nanoseconds with period 1e9 / sample_rate
+ * (integer division; at least 1, so rates above 1 GHz do not zero values).
  * Fills `out` and *period_ns (0 when there is no period).
  */
 void sm_legacy_type_resolve(const struct sm_legacy_type *lt,

@@ -3,8 +3,9 @@
  *
  * Matchers (DESIGN §5, PromQL semantics): k="v", k!="v", k=~"re", k!~"re".
  * Regexes are PCRE2 compiled fully anchored (PCRE2_ANCHORED |
- * PCRE2_ENDANCHORED, UTF mode, JIT when available), as Prometheus anchors
- * RE2.  A label the series does not have matches as the empty string, so
+ * PCRE2_ENDANCHORED, UTF mode, DOTALL, JIT when available), as Prometheus
+ * anchors RE2 and lets '.' match newlines.  A label the series does not
+ * have matches as the empty string, so
  * k="" selects series without k, k!="" those with it, and k=~".*" all.
  *
  * Query syntaxes accepted by sm_query_parse (spec §3):
@@ -67,8 +68,9 @@ int sm_selector_add(struct sm_selector *s, enum sm_match_type type,
 
 /*
  * Parse "{k="v", ...}" (braces required, may be empty) and append its
- * matchers to `s`.  Returns 0 or SM_EINVAL with a message naming the
- * offending position.
+ * matchers to `s`; label names are [a-zA-Z_][a-zA-Z0-9_.]*.  Returns 0,
+ * SM_ENOMEM, or SM_EINVAL with a message naming the offending position
+ * (byte offset from 0); on failure `s` is unchanged.
  */
 int sm_selector_parse(struct sm_selector *s, const char *text,
     struct sm_err *err);
@@ -96,7 +98,14 @@ struct sm_query {
 void sm_query_init(struct sm_query *q);
 void sm_query_fini(struct sm_query *q);
 
-/* Parse any of the three forms above.  0 or SM_EINVAL (message in err). */
+/*
+ * Parse any of the three forms above into `q`, which the call initializes
+ * (pass an empty query; sm_query_fini it afterwards).  0, SM_EINVAL
+ * (message in err, naming the byte offset) or SM_ENOMEM; on failure `q`
+ * is left empty.  The id form's type_id is the 5-part id (":delta"
+ * dropped); a legacy query names the sampleRate form of its type
+ * (myapp.cpu: process_cpu, cpu, nanoseconds; type_id NULL).
+ */
 int sm_query_parse(struct sm_query *q, const char *text, struct sm_err *err);
 
 /*

@@ -8,18 +8,21 @@
  * [A-Za-z0-9_./-], tag keys [A-Za-z0-9_.]; anything else is an error.  An
  * empty app name is "service name is required".  The key `__name__` is
  * reserved (error).  Tags starting with "__" are dropped, except
- * __session_id__.
+ * __session_id__.  A repeated key: the last value wins (at the first
+ * key's position); an empty value removes the tag.
  *
  * pprof/JFR uploads: series labels are service_name=<app> (unless a tag
- * sets service_name), __service_name__ (a copy), pyroscope_spy=<spyName>,
- * and the tags.  The metric and type labels come from the profile itself.
+ * sets service_name), __service_name__ (a copy), pyroscope_spy=<spyName>
+ * (unless a tag sets it, or spyName is NULL or empty), and the tags.
+ * The metric and type labels come from the profile itself.
  *
  * folded/lines/trie uploads: the app name is split at its last '.': the
  * suffix is the type (common/ptype.h legacy table; no '.' means cpu), the
  * rest becomes service_name -- or app_name when a service_name tag exists.
  * Labels: __name__, service_name (+copy), pyroscope_spy, the tags, and the
  * type labels __type__, __unit__, __period_type__, __period_unit__,
- * __profile_type__.  cpu/wall types with sampleRate != 0 become
+ * __profile_type__ (empty period parts give no label; app_name is not
+ * added when a tag sets it).  cpu/wall types with sampleRate != 0 become
  * <x>:nanoseconds with period cpu/nanoseconds and `scale` = 1e9/sampleRate
  * (values are multiplied by it).  An unknown suffix is
  * "unknown profile type: <suffix>".
