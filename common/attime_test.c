@@ -5,9 +5,6 @@
 
 #include <stdbool.h>
 
-/* sm_test.h's runner keeps counters across setjmp; GCC's -Wclobbered (in
- * -Wextra) fires on it at -O2.  The harness is shared, so silence it here. */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 /* 2023-11-14T22:13:20.123Z */

@@ -3,9 +3,6 @@
  */
 #include "common/ptype.h"
 
-/* sm_test.h's runner keeps counters across setjmp; GCC's -Wclobbered (in
- * -Wextra) fires on it at -O2.  The harness is shared, so silence it here. */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 static void
