@@ -115,6 +115,92 @@ fg_sort_by_name(uint64_t *a, uint64_t *tmp, uint32_t n, uint32_t *cnt)
 }
 
 /*
+ * Step 2: distinct names of the existing nodes, sorted, and each node's
+ * rank (v->rank[i] != FG_NONE marks the existing nodes on entry).  `tmp`
+ * holds m u64 and `cnt` 65536 counters.  Returns 0 or SM_ENOMEM.
+ */
+static int
+fg_view_rank(struct fg_view *v, const struct sm_tree *t,
+    const struct sm_strtab *strs, uint64_t *tmp, uint32_t *cnt)
+{
+	uint64_t *pairs;
+	uint32_t *map, u = 0, j = 0;
+
+	if ((pairs = sm_malloc((size_t)v->m * sizeof(*pairs))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 1; i < v->n; i++) {
+		if (v->rank[i] != FG_NONE)
+			pairs[j++] = (uint64_t)t->name[i] << 32 | i;
+	}
+	fg_sort_by_name(pairs, tmp, v->m, cnt);
+	for (j = 0; j < v->m; j++) {
+		uint32_t name = (uint32_t)(pairs[j] >> 32);
+
+		if (j == 0 || name != (uint32_t)(pairs[j - 1] >> 32)) {
+			v->names[u].p = sm_strtab_str(strs, name,
+			    &v->names[u].len);
+			v->names[u].uid = u;
+			u++;
+		}
+		v->rank[(uint32_t)pairs[j]] = u - 1;    /* uid for now */
+	}
+	sm_free(pairs);
+	v->u = u;
+	qsort(v->names, u, sizeof(*v->names), fg_name_cmp);
+	map = (uint32_t *)tmp;          /* uid -> rank; tmp holds 2m u32 */
+	for (uint32_t r = 0; r < u; r++) {
+		map[v->names[r].uid] = r;
+		if (fg_name_is(&v->names[r], FG_ROOT_NAME))
+			v->rank_total = r;
+		else if (fg_name_is(&v->names[r], FG_OTHER_NAME))
+			v->rank_other = r;
+	}
+	for (uint32_t i = 1; i < v->n; i++) {
+		if (v->rank[i] != FG_NONE)
+			v->rank[i] = map[v->rank[i]];
+	}
+	return (0);
+}
+
+/*
+ * Step 3: child lists.  Existing nodes counting-sorted by rank into
+ * `order` (m entries), then placed stably by parent.  `cnt` holds u + 1
+ * counters.  Returns 0 or SM_ENOMEM.
+ */
+static int
+fg_view_kids(struct fg_view *v, const struct sm_tree *t, uint32_t *order,
+    uint32_t *cnt)
+{
+	uint32_t *cur;
+
+	memset(cnt, 0, ((size_t)v->u + 1) * sizeof(*cnt));
+	for (uint32_t i = 1; i < v->n; i++) {
+		if (v->rank[i] != FG_NONE)
+			cnt[v->rank[i] + 1]++;
+	}
+	for (uint32_t r = 0; r < v->u; r++)
+		cnt[r + 1] += cnt[r];
+	for (uint32_t i = 1; i < v->n; i++) {
+		if (v->rank[i] != FG_NONE)
+			order[cnt[v->rank[i]]++] = i;
+	}
+	for (uint32_t j = 0; j < v->m; j++)
+		v->off[t->parent[order[j]] + 1]++;
+	for (uint32_t i = 0; i < v->n; i++)
+		v->off[i + 1] += v->off[i];
+	if ((cur = sm_malloc((size_t)v->n * sizeof(*cur))) == NULL)
+		return (SM_ENOMEM);
+	memcpy(cur, v->off, (size_t)v->n * sizeof(*cur));
+	for (uint32_t j = 0; j < v->m; j++) {
+		uint32_t c = order[j];
+
+		v->kids[cur[t->parent[c]]++] = c;
+	}
+	sm_free(cur);
+	return (0);
+}
+
+/*
  * Build the view of `t` (see the file comment).  Returns 0 or SM_ENOMEM;
  * on failure the view is empty.
  */
@@ -122,9 +208,9 @@ static int
 fg_view_init(struct fg_view *v, const struct sm_tree *t,
     const struct sm_strtab *strs, const int64_t *self)
 {
-	uint32_t n = t->n, m = 0, u = 0, j;
-	uint64_t *pairs = NULL, *tmp = NULL;
-	uint32_t *cnt = NULL, *order = NULL, *map = NULL;
+	uint32_t n = t->n, m = 0;
+	uint64_t *tmp = NULL;
+	uint32_t *cnt = NULL, *order = NULL;
 	int rv = SM_ENOMEM;
 
 	memset(v, 0, sizeof(*v));
@@ -136,6 +222,7 @@ fg_view_init(struct fg_view *v, const struct sm_tree *t,
 	v->off = sm_calloc((size_t)n + 1, sizeof(*v->off));
 	if (v->total == NULL || v->rank == NULL || v->off == NULL)
 		goto out;
+	/* 1. Totals and existence (parents come first). */
 	sm_tree_totals(t, self, v->total);
 	v->rank[0] = 0;
 	for (uint32_t i = 1; i < n; i++) {
@@ -152,85 +239,19 @@ fg_view_init(struct fg_view *v, const struct sm_tree *t,
 		rv = 0;
 		goto out;
 	}
-
-	/* 2. Distinct names and each node's name rank. */
-	pairs = sm_malloc((size_t)m * sizeof(*pairs));
 	tmp = sm_malloc((size_t)m * sizeof(*tmp));
 	cnt = sm_malloc((size_t)SM_MAX(65536u, (size_t)m + 1) * sizeof(*cnt));
+	order = sm_malloc((size_t)m * sizeof(*order));
 	v->names = sm_malloc((size_t)m * sizeof(*v->names));
 	v->kids = sm_malloc((size_t)m * sizeof(*v->kids));
-	order = sm_malloc((size_t)m * sizeof(*order));
-	if (pairs == NULL || tmp == NULL || cnt == NULL || v->names == NULL ||
-	    v->kids == NULL || order == NULL)
+	if (tmp == NULL || cnt == NULL || order == NULL || v->names == NULL ||
+	    v->kids == NULL)
 		goto out;
-	j = 0;
-	for (uint32_t i = 1; i < n; i++) {
-		if (v->rank[i] != FG_NONE)
-			pairs[j++] = (uint64_t)t->name[i] << 32 | i;
-	}
-	fg_sort_by_name(pairs, tmp, m, cnt);
-	for (j = 0; j < m; j++) {
-		uint32_t name = (uint32_t)(pairs[j] >> 32);
-
-		if (j == 0 || name != (uint32_t)(pairs[j - 1] >> 32)) {
-			v->names[u].p = sm_strtab_str(strs, name,
-			    &v->names[u].len);
-			v->names[u].uid = u;
-			u++;
-		}
-		v->rank[(uint32_t)pairs[j]] = u - 1;
-	}
-	v->u = u;
-	qsort(v->names, u, sizeof(*v->names), fg_name_cmp);
-	map = (uint32_t *)tmp;          /* uid -> rank; tmp holds >= 2m */
-	for (uint32_t r = 0; r < u; r++) {
-		map[v->names[r].uid] = r;
-		if (fg_name_is(&v->names[r], FG_ROOT_NAME))
-			v->rank_total = r;
-		else if (fg_name_is(&v->names[r], FG_OTHER_NAME))
-			v->rank_other = r;
-	}
-	for (uint32_t i = 1; i < n; i++) {
-		if (v->rank[i] != FG_NONE)
-			v->rank[i] = map[v->rank[i]];
-	}
-
-	/* 3. Counting sort by rank, then stably by parent. */
-	memset(cnt, 0, ((size_t)u + 1) * sizeof(*cnt));
-	for (uint32_t i = 1; i < n; i++) {
-		if (v->rank[i] != FG_NONE)
-			cnt[v->rank[i] + 1]++;
-	}
-	for (uint32_t r = 0; r < u; r++)
-		cnt[r + 1] += cnt[r];
-	for (uint32_t i = 1; i < n; i++) {
-		if (v->rank[i] != FG_NONE)
-			order[cnt[v->rank[i]]++] = i;
-	}
-	for (j = 0; j < m; j++)
-		v->off[t->parent[order[j]] + 1]++;
-	for (uint32_t i = 0; i < n; i++)
-		v->off[i + 1] += v->off[i];
-	/* The cursor per parent reuses `pairs` (m >= 1 u64 each). */
-	{
-		uint32_t *cur;
-
-		sm_free(pairs);
-		pairs = NULL;
-		cur = sm_malloc((size_t)n * sizeof(*cur));
-		if (cur == NULL)
-			goto out;
-		memcpy(cur, v->off, (size_t)n * sizeof(*cur));
-		for (j = 0; j < m; j++) {
-			uint32_t c = order[j];
-
-			v->kids[cur[t->parent[c]]++] = c;
-		}
-		sm_free(cur);
-	}
+	if ((rv = fg_view_rank(v, t, strs, tmp, cnt)) != 0 ||
+	    (rv = fg_view_kids(v, t, order, cnt)) != 0)
+		goto out;
 	rv = 0;
 out:
-	sm_free(pairs);
 	sm_free(tmp);
 	sm_free(cnt);
 	sm_free(order);
@@ -339,26 +360,42 @@ sm_fg_fini(struct sm_fg *fg)
 	memset(fg, 0, sizeof(*fg));
 }
 
+/* State of the flamebearer walk. */
+struct fg_walk {
+	const struct fg_view *v;
+	const int64_t *self;
+	int64_t min_total;
+	struct sm_fg *fg;            /* names are assigned as met */
+	uint32_t *by_rank;           /* output name index per rank */
+	uint32_t other_idx;          /* output name index of "other" */
+	struct fg_item *stk;
+	uint32_t nstk, stk_cap;
+	struct fg_rec *rec;          /* emitted nodes, in pop order */
+	uint32_t nrec, rec_cap;
+	uint32_t maxlevel;
+	int64_t max_self;
+};
+
 /* Output name index of a popped item, assigning it on first sight. */
 static uint32_t
-fg_name_index(const struct fg_view *v, struct sm_fg *fg, uint32_t *by_rank,
-    uint32_t *other_idx, uint32_t node)
+fg_name_index(struct fg_walk *w, uint32_t node)
 {
+	struct sm_fg *fg = w->fg;
 	const char *p;
 	uint32_t len, *slot;
 
 	if (node == 0)
 		return (0);             /* "total", assigned up front */
 	if (node == FG_NONE) {
-		slot = other_idx;
+		slot = &w->other_idx;
 		p = FG_OTHER_NAME;
 		len = sizeof(FG_OTHER_NAME) - 1;
 	} else {
-		uint32_t r = v->rank[node];
+		uint32_t r = w->v->rank[node];
 
-		slot = &by_rank[r];
-		p = v->names[r].p;
-		len = v->names[r].len;
+		slot = &w->by_rank[r];
+		p = w->v->names[r].p;
+		len = w->v->names[r].len;
 	}
 	if (*slot == FG_NONE) {
 		/* At most u + 2 names: the arrays were sized for that. */
@@ -369,104 +406,93 @@ fg_name_index(const struct fg_view *v, struct sm_fg *fg, uint32_t *by_rank,
 	return (*slot);
 }
 
-int
-sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
-    const int64_t *self, int64_t max_nodes, struct sm_fg *fg)
+static int
+fg_push(struct fg_walk *w, uint32_t node, uint32_t level, int64_t x,
+    int64_t other)
 {
-	struct fg_view v;
-	struct fg_item *stk = NULL;
-	struct fg_rec *rec = NULL;
-	uint32_t *by_rank = NULL, *fill = NULL;
-	uint32_t nstk = 0, stk_cap = 0, nrec = 0, rec_cap = 0;
-	uint32_t other_idx = FG_NONE, maxlevel = 0;
-	int64_t min_total, max_self = 0;
-	int rv;
+	if (w->nstk == w->stk_cap && fg_grow((void **)&w->stk, &w->stk_cap,
+	    64, sizeof(*w->stk)) != 0)
+		return (SM_ENOMEM);
+	w->stk[w->nstk++] = (struct fg_item){ node, level, x, other };
+	return (0);
+}
 
-	memset(fg, 0, sizeof(*fg));
-	if ((rv = fg_view_init(&v, t, names, self)) != 0)
-		return (rv);
-	if ((rv = fg_min_total(&v, max_nodes, &min_total)) != 0)
-		goto out;
-	rv = SM_ENOMEM;
-	fg->names = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->names));
-	fg->name_len = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->name_len));
-	by_rank = sm_malloc(((size_t)v.u + 1) * sizeof(*by_rank));
-	if (fg->names == NULL || fg->name_len == NULL || by_rank == NULL)
-		goto out;
-	for (uint32_t r = 0; r < v.u; r++)
-		by_rank[r] = FG_NONE;
-	fg->names[0] = FG_ROOT_NAME;
-	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
-	fg->nnames = 1;
-	if (v.rank_total != FG_NONE)
-		by_rank[v.rank_total] = 0;  /* a frame named "total" shares 0 */
+/*
+ * The walk of NewFlameGraph: pop, record, push the kept children left to
+ * right, then one "other" for the rest.  Returns 0 or SM_ENOMEM.
+ */
+static int
+fg_walk_run(struct fg_walk *w)
+{
+	const struct fg_view *v = w->v;
 
-	if (fg_grow((void **)&stk, &stk_cap, 64, sizeof(*stk)) != 0)
-		goto out;
-	stk[nstk++] = (struct fg_item){ 0, 0, 0, 0 };
-	while (nstk > 0) {
-		struct fg_item it = stk[--nstk];
+	if (fg_push(w, 0, 0, 0, 0) != 0)
+		return (SM_ENOMEM);
+	while (w->nstk > 0) {
+		struct fg_item it = w->stk[--w->nstk];
 		struct fg_rec *r;
 		int64_t cur, other = 0;
 
-		if (nrec == rec_cap &&
-		    fg_grow((void **)&rec, &rec_cap, 256, sizeof(*rec)) != 0)
-			goto out;
-		r = &rec[nrec++];
+		if (w->nrec == w->rec_cap && fg_grow((void **)&w->rec,
+		    &w->rec_cap, 256, sizeof(*w->rec)) != 0)
+			return (SM_ENOMEM);
+		r = &w->rec[w->nrec++];
 		r->x = it.x;
 		r->level = it.level;
-		if (it.node == FG_NONE) {
-			r->total = r->self = it.other;
-		} else {
-			r->total = v.total[it.node];
-			r->self = self[it.node];
-		}
-		r->name = fg_name_index(&v, fg, by_rank, &other_idx, it.node);
-		if (r->self > max_self)
-			max_self = r->self;
-		if (it.level > maxlevel)
-			maxlevel = it.level;
+		r->total = it.node == FG_NONE ? it.other : v->total[it.node];
+		r->self = it.node == FG_NONE ? it.other : w->self[it.node];
+		r->name = fg_name_index(w, it.node);
+		w->max_self = SM_MAX(w->max_self, r->self);
+		w->maxlevel = SM_MAX(w->maxlevel, it.level);
 		if (it.node == FG_NONE)
 			continue;
-
 		cur = it.x + r->self;
-		for (uint32_t k = v.off[it.node]; k < v.off[it.node + 1]; k++) {
-			uint32_t c = v.kids[k];
+		for (uint32_t k = v->off[it.node]; k < v->off[it.node + 1];
+		    k++) {
+			uint32_t c = v->kids[k];
 
-			if (v.total[c] < min_total || v.rank[c] == v.rank_other) {
-				other += v.total[c];
+			if (v->total[c] < w->min_total ||
+			    v->rank[c] == v->rank_other) {
+				other += v->total[c];
 				continue;
 			}
-			if (nstk == stk_cap && fg_grow((void **)&stk, &stk_cap,
-			    64, sizeof(*stk)) != 0)
-				goto out;
-			stk[nstk++] = (struct fg_item){ c, it.level + 1, cur, 0 };
-			cur += v.total[c];
+			if (fg_push(w, c, it.level + 1, cur, 0) != 0)
+				return (SM_ENOMEM);
+			cur += v->total[c];
 		}
-		if (other != 0) {
-			if (nstk == stk_cap && fg_grow((void **)&stk, &stk_cap,
-			    64, sizeof(*stk)) != 0)
-				goto out;
-			stk[nstk++] = (struct fg_item){ FG_NONE, it.level + 1,
-			    cur, other };
-		}
+		if (other != 0 &&
+		    fg_push(w, FG_NONE, it.level + 1, cur, other) != 0)
+			return (SM_ENOMEM);
 	}
+	return (0);
+}
 
-	/* Place the records into their levels, last popped first. */
+/*
+ * Lay the records out per level, last popped first (Pyroscope's reversed
+ * per-level stacks), and delta-encode x against the end of the previous
+ * node.  Returns 0 or SM_ENOMEM (fg then holds partial arrays).
+ */
+static int
+fg_place(struct sm_fg *fg, const struct fg_rec *rec, uint32_t nrec,
+    uint32_t maxlevel)
+{
+	uint32_t *fill;
+
 	fg->nlevels = maxlevel + 1;
 	fg->levels = sm_calloc(fg->nlevels, sizeof(*fg->levels));
 	fg->level_len = sm_calloc(fg->nlevels, sizeof(*fg->level_len));
-	fill = sm_calloc(fg->nlevels, sizeof(*fill));
-	if (fg->levels == NULL || fg->level_len == NULL || fill == NULL)
-		goto out;
+	if (fg->levels == NULL || fg->level_len == NULL)
+		return (SM_ENOMEM);
 	for (uint32_t i = 0; i < nrec; i++)
 		fg->level_len[rec[i].level] += 4;
 	for (uint32_t l = 0; l < fg->nlevels; l++) {
 		fg->levels[l] = sm_malloc((size_t)fg->level_len[l] *
 		    sizeof(int64_t));
 		if (fg->levels[l] == NULL)
-			goto out;
+			return (SM_ENOMEM);
 	}
+	if ((fill = sm_calloc(fg->nlevels, sizeof(*fill))) == NULL)
+		return (SM_ENOMEM);
 	for (uint32_t i = nrec; i-- > 0;) {
 		const struct fg_rec *r = &rec[i];
 		int64_t *d = fg->levels[r->level] + fill[r->level];
@@ -477,7 +503,7 @@ sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
 		d[3] = r->name;
 		fill[r->level] += 4;
 	}
-	/* Delta-encode x against the end of the previous node. */
+	sm_free(fill);
 	for (uint32_t l = 0; l < fg->nlevels; l++) {
 		int64_t prev = 0, *d = fg->levels[l];
 
@@ -486,14 +512,49 @@ sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
 			prev += d[i] + d[i + 1];
 		}
 	}
+	return (0);
+}
+
+int
+sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
+    const int64_t *self, int64_t max_nodes, struct sm_fg *fg)
+{
+	struct fg_view v;
+	struct fg_walk w;
+	int rv;
+
+	memset(fg, 0, sizeof(*fg));
+	memset(&w, 0, sizeof(w));
+	if ((rv = fg_view_init(&v, t, names, self)) != 0)
+		return (rv);
+	w.v = &v;
+	w.self = self;
+	w.fg = fg;
+	w.other_idx = FG_NONE;
+	if ((rv = fg_min_total(&v, max_nodes, &w.min_total)) != 0)
+		goto out;
+	rv = SM_ENOMEM;
+	fg->names = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->names));
+	fg->name_len = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->name_len));
+	w.by_rank = sm_malloc(((size_t)v.u + 1) * sizeof(*w.by_rank));
+	if (fg->names == NULL || fg->name_len == NULL || w.by_rank == NULL)
+		goto out;
+	for (uint32_t r = 0; r < v.u; r++)
+		w.by_rank[r] = FG_NONE;
+	fg->names[0] = FG_ROOT_NAME;
+	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
+	fg->nnames = 1;
+	if (v.rank_total != FG_NONE)
+		w.by_rank[v.rank_total] = 0;  /* a frame named "total" */
+	if ((rv = fg_walk_run(&w)) != 0 ||
+	    (rv = fg_place(fg, w.rec, w.nrec, w.maxlevel)) != 0)
+		goto out;
 	fg->total = v.total[0];
-	fg->max_self = max_self;
-	rv = 0;
+	fg->max_self = w.max_self;
 out:
-	sm_free(stk);
-	sm_free(rec);
-	sm_free(by_rank);
-	sm_free(fill);
+	sm_free(w.stk);
+	sm_free(w.rec);
+	sm_free(w.by_rank);
 	fg_view_fini(&v);
 	if (rv != 0)
 		sm_fg_fini(fg);
