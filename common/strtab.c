@@ -77,9 +77,13 @@ int
 sm_strtab_init(struct sm_strtab *t)
 {
 	uint32_t id;
+	int rv;
 
 	memset(t, 0, sizeof(*t));
-	return (sm_strtab_intern(t, "", 0, &id));
+	/* A failed init must not leave the slots or chunks behind. */
+	if ((rv = sm_strtab_intern(t, "", 0, &id)) != 0)
+		sm_strtab_fini(t);
+	return (rv);
 }
 
 void

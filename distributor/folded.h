@@ -10,9 +10,10 @@
  *
  * folded:  "f1;f2;...;leaf <count>" (root first).  The count is the text
  *   after the LAST space; a line with no space, an empty line, and a line
- *   starting with '#' are skipped.  A count that is not a non-negative
- *   decimal integer fails the whole request (SM_EMALFORMED, naming the line
- *   number), as Pyroscope does.  Frames are split at ';'; empty frames are
+ *   starting with '#' are skipped.  A count that strconv.Atoi rejects (an
+ *   optional sign, then decimal digits, within int64) fails the whole
+ *   request (SM_EMALFORMED, naming the line number), as Pyroscope does; a
+ *   count <= 0 is dropped.  Frames are split at ';'; empty frames are
  *   kept as empty names (Pyroscope keeps them).  Repeated stacks are summed
  *   by the batch.
  * lines:   one stack per line ("f1;f2;leaf"), each line counts 1.

@@ -1,0 +1,222 @@
+/*
+ * tree_test.c -- the interned stack tree: child/find, depth, totals,
+ * growth across many rehashes, id stability, allocation failures.
+ */
+#include "common/tree.h"
+
+/* See flamegraph_test.c: -Wclobbered false positive in the runner. */
+#pragma GCC diagnostic ignored "-Wclobbered"
+#include "sm_test.h"
+
+static void
+test_root(void)
+{
+	struct sm_tree t;
+	uint32_t id;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	SM_CHECK_EQ(sm_tree_size(&t), 1);
+	SM_CHECK_EQ(t.parent[0], 0);
+	SM_CHECK_EQ(t.name[0], 0);
+	SM_CHECK_EQ(sm_tree_depth(&t, 0), 0);
+	SM_CHECK_EQ(sm_tree_find(&t, 0, 1, &id), SM_ENOTFOUND);
+	SM_CHECK(sm_tree_mem(&t) > 0);
+	sm_tree_fini(&t);
+	SM_CHECK(t.parent == NULL && t.slots == NULL && t.n == 0);
+}
+
+static void
+test_child_find(void)
+{
+	struct sm_tree t;
+	uint32_t a, b, c, a2, ab, x;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	SM_REQUIRE(sm_tree_child(&t, 0, 7, &a) == 0);
+	SM_REQUIRE(sm_tree_child(&t, 0, 8, &b) == 0);
+	SM_REQUIRE(sm_tree_child(&t, a, 8, &ab) == 0);
+	SM_CHECK_EQ(a, 1);
+	SM_CHECK_EQ(b, 2);
+	SM_CHECK_EQ(ab, 3);
+	/* Same (parent, name): same node, nothing created. */
+	SM_REQUIRE(sm_tree_child(&t, 0, 7, &a2) == 0);
+	SM_CHECK_EQ(a2, a);
+	SM_CHECK_EQ(sm_tree_size(&t), 4);
+	/* Same name under another parent is another node. */
+	SM_CHECK(ab != b);
+	SM_CHECK_EQ(t.parent[ab], a);
+	SM_CHECK_EQ(t.name[ab], 8);
+	/* Name 0 is a valid frame (the empty string). */
+	SM_REQUIRE(sm_tree_child(&t, ab, 0, &c) == 0);
+	SM_CHECK_EQ(c, 4);
+	SM_CHECK_EQ(sm_tree_depth(&t, c), 3);
+	SM_CHECK_EQ(sm_tree_depth(&t, ab), 2);
+	SM_CHECK_EQ(sm_tree_depth(&t, b), 1);
+
+	SM_CHECK(sm_tree_find(&t, a, 8, &x) == 0 && x == ab);
+	SM_CHECK(sm_tree_find(&t, ab, 0, &x) == 0 && x == c);
+	SM_CHECK_EQ(sm_tree_find(&t, b, 7, &x), SM_ENOTFOUND);
+	SM_CHECK_EQ(sm_tree_find(&t, 0, 0, &x), SM_ENOTFOUND);
+	sm_tree_fini(&t);
+}
+
+static void
+test_totals(void)
+{
+	struct sm_tree t;
+	uint32_t a, b, c, d;
+	int64_t self[5] = { 0 }, total[5];
+
+	/* a;b=3 a;c=1 d=2, and a=4 of its own. */
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	SM_REQUIRE(sm_tree_child(&t, 0, 1, &a) == 0);
+	SM_REQUIRE(sm_tree_child(&t, a, 2, &b) == 0);
+	SM_REQUIRE(sm_tree_child(&t, a, 3, &c) == 0);
+	SM_REQUIRE(sm_tree_child(&t, 0, 4, &d) == 0);
+	self[a] = 4;
+	self[b] = 3;
+	self[c] = 1;
+	self[d] = 2;
+	sm_tree_totals(&t, self, total);
+	SM_CHECK_EQ(total[0], 10);
+	SM_CHECK_EQ(total[a], 8);
+	SM_CHECK_EQ(total[b], 3);
+	SM_CHECK_EQ(total[c], 1);
+	SM_CHECK_EQ(total[d], 2);
+	/* The input is not modified. */
+	SM_CHECK_EQ(self[a], 4);
+	SM_CHECK_EQ(self[0], 0);
+	sm_tree_fini(&t);
+}
+
+/*
+ * 1M nodes as a complete 8-ary tree, created in order: node k is child
+ * (k - 1) % 8 + 1 of node (k - 1) / 8.  That crosses every rehash of the
+ * slot table and every doubling of the arrays; ids must come out dense,
+ * stay put, and be found again afterwards.
+ */
+static void
+test_growth_1m(void)
+{
+	enum { N = 1000000 };
+	struct sm_tree t;
+	uint32_t id, slots_seen = 0, last_slots = 0;
+	int64_t *self, *total;
+	int bad = 0;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	for (uint32_t k = 1; k < N; k++) {
+		if (sm_tree_child(&t, (k - 1) / 8, (k - 1) % 8 + 1, &id) != 0 ||
+		    id != k) {
+			bad++;
+			break;
+		}
+		if (t.nslots != last_slots) {
+			last_slots = t.nslots;
+			slots_seen++;
+		}
+		SM_CHECK((uint64_t)t.n * 2 <= t.nslots);
+	}
+	SM_REQUIRE(bad == 0);
+	SM_CHECK_EQ(sm_tree_size(&t), N);
+	SM_CHECK(slots_seen > 10);
+	SM_CHECK(sm_tree_mem(&t) >= (size_t)N * 12);
+	/* Every node is found again, with its id, parent and name. */
+	for (uint32_t k = 1; k < N && !bad; k++) {
+		if (sm_tree_find(&t, (k - 1) / 8, (k - 1) % 8 + 1, &id) != 0 ||
+		    id != k || t.parent[k] != (k - 1) / 8 ||
+		    t.name[k] != (k - 1) % 8 + 1 || t.parent[k] >= k)
+			bad++;
+	}
+	SM_CHECK_EQ(bad, 0);
+	/* Interning again creates nothing. */
+	for (uint32_t k = N - 1; k > N - 1000; k--) {
+		SM_REQUIRE(sm_tree_child(&t, (k - 1) / 8, (k - 1) % 8 + 1,
+		    &id) == 0);
+		SM_CHECK_EQ(id, k);
+	}
+	SM_CHECK_EQ(sm_tree_size(&t), N);
+	SM_CHECK_EQ(sm_tree_depth(&t, N - 1), 7);  /* 8^6 < 1M <= 8^7 */
+	SM_CHECK_EQ(sm_tree_depth(&t, 9), 2);
+
+	self = malloc((size_t)N * sizeof(*self));
+	total = malloc((size_t)N * sizeof(*total));
+	SM_REQUIRE(self != NULL && total != NULL);
+	for (uint32_t k = 0; k < N; k++)
+		self[k] = 1;
+	sm_tree_totals(&t, self, total);
+	SM_CHECK_EQ(total[0], N);
+	SM_CHECK_EQ(total[N - 1], 1);
+	free(self);
+	free(total);
+	sm_tree_fini(&t);
+}
+
+/* A chain deeper than any recursion budget. */
+static void
+test_deep_chain(void)
+{
+	struct sm_tree t;
+	uint32_t nd = 0;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	for (uint32_t d = 0; d < 100000; d++)
+		SM_REQUIRE(sm_tree_child(&t, nd, d % 3, &nd) == 0);
+	SM_CHECK_EQ(sm_tree_depth(&t, nd), 100000);
+	sm_tree_fini(&t);
+}
+
+/* A failed allocation leaves the tree usable and unchanged. */
+static void
+test_alloc_failures(void)
+{
+	struct sm_tree t;
+	uint32_t id, n;
+	int failures = 0;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	for (uint32_t k = 1; k < 5000; k++) {
+		/* Fail the 1st, then the 2nd, ... allocation of this call. */
+		for (long f = 1;; f++) {
+			int rv;
+
+			n = t.n;
+			sm_fault_alloc_after(f);
+			rv = sm_tree_child(&t, k / 2, k, &id);
+			sm_fault_alloc_after(0);
+			if (rv == 0)
+				break;
+			failures++;
+			SM_REQUIRE(rv == SM_ENOMEM);
+			SM_CHECK_EQ(t.n, n);
+			SM_CHECK_EQ(sm_tree_find(&t, k / 2, k, &id),
+			    SM_ENOTFOUND);
+		}
+		SM_CHECK_EQ(id, k);
+	}
+	SM_CHECK(failures > 3);
+	for (uint32_t k = 1; k < 5000; k++)
+		SM_CHECK(sm_tree_find(&t, k / 2, k, &id) == 0 && id == k);
+	sm_tree_fini(&t);
+
+	for (long f = 1; f < 5; f++) {
+		sm_fault_alloc_after(f);
+		if (sm_tree_init(&t) == 0) {
+			sm_fault_alloc_after(0);
+			sm_tree_fini(&t);
+			break;
+		}
+		sm_fault_alloc_after(0);
+		SM_CHECK(t.parent == NULL && t.name == NULL &&
+		    t.slots == NULL);
+	}
+}
+
+SM_TEST_MAIN(
+	{ "root node", test_root },
+	{ "child and find", test_child_find },
+	{ "subtree totals", test_totals },
+	{ "1M nodes: rehash growth and stable ids", test_growth_1m },
+	{ "100k-deep chain", test_deep_chain },
+	{ "allocation failures", test_alloc_failures },
+)
