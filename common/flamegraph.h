@@ -12,8 +12,11 @@
  *   - children are ordered by name (bytewise), as Pyroscope's tree keeps
  *     them; a child's x starts at parent_x + parent_self (self on the left);
  *   - truncation to max_nodes happens once here, after the full merge:
- *     min_total = the max_nodes-th largest node total (0 when max_nodes < 1
- *     or the tree has <= max_nodes nodes); a child with total < min_total,
+ *     min_total = the max_nodes-th largest total among non-root nodes (0
+ *     when max_nodes < 1 or there are <= max_nodes non-root nodes), as
+ *     Pyroscope v1's /pyroscope/render computes it (og's older renderer
+ *     counted the root, so its cuts are one node tighter); a child with
+ *     total < min_total,
  *     or one literally named "other", is folded into a single "other" child
  *     (self = total) placed after the kept children.  Totals never change;
  *   - names are indexed in the order a LIFO depth-first walk first meets

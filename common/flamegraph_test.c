@@ -7,12 +7,6 @@
 
 #include <jansson.h>
 
-/*
- * sm_test.h's runner keeps counters across setjmp(); GCC's -Wclobbered
- * (from -Wextra) flags them at -O2.  They are not modified between
- * setjmp and longjmp, so the warning is a false positive here.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 /* A tree under construction: strings, nodes, self values. */

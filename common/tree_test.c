@@ -4,8 +4,6 @@
  */
 #include "common/tree.h"
 
-/* See flamegraph_test.c: -Wclobbered false positive in the runner. */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 static void

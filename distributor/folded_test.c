@@ -7,8 +7,6 @@
 
 #include <glob.h>
 
-/* See common/flamegraph_test.c: -Wclobbered false positive in the runner. */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 struct fx {
