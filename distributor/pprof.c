@@ -224,7 +224,6 @@ struct pp_loc {
 	uint32_t nlines;
 	uint32_t frame_off;   /* frames[frame_off .. + nframes), root first */
 	uint32_t nframes;     /* max(nlines, 1) */
-	uint32_t resolved;    /* frames filled in */
 };
 
 struct pp_ident {
@@ -316,8 +315,8 @@ struct pp {
 static int
 pp_nomem(struct pp *st)
 {
-	return (sm_err_set(st->err, SM_ENOMEM,
-	    "out of memory decoding pprof (arena budget %zu bytes)",
+	return (sm_err_set(st->err, SM_ENOMEM, "out of memory decoding pprof "
+	    "(%zu arena bytes in use, budget %zu)", sm_arena_used(st->a),
 	    sm_arena_budget(st->a)));
 }
 
@@ -435,14 +434,14 @@ pp_count(struct pp *st)
 		size_t n;
 
 		if (pb_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		if (wt != PB_LEN || f < 1 || (f > 6 && f != 11)) {
 			if (pb_skip(&r, f, wt, 0) != 0)
-				return (pp_wire(st, &r, "profile", PP_NONE));
+				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
 		if (pb_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		switch (f) {
 		case 1: st->ntypes++; break;
 		case 2: st->nsamples++; break;
@@ -685,14 +684,14 @@ pp_index(struct pp *st)
 		size_t n;
 
 		if (pb_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		if (wt != PB_LEN || f < 1 || f > 6 || f == 2) {
 			if (pb_skip(&r, f, wt, 0) != 0)
-				return (pp_wire(st, &r, "profile", PP_NONE));
+				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
 		if (pb_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		rv = 0;
 		switch (f) {
 		case 1: rv = pp_sample_type(st, p, n, ni[f]); break;
@@ -818,6 +817,7 @@ pp_link(struct pp *st)
 		return (rv);
 	for (uint32_t i = 0; i < st->nlocs; i++) {
 		struct pp_loc *L = &st->loc[i];
+
 		L->mapping = pp_idmap_get(&st->mmap, L->mapping_id);
 		for (uint32_t k = 0; k < L->nlines; k++) {
 			uint64_t *fl = &st->lines[L->line_off + k];
@@ -1095,7 +1095,6 @@ pp_loc_frames(struct pp *st, uint32_t li)
 				return (rv);
 		}
 	}
-	L->resolved = 1;
 	st->lf[li] = L->nframes == 1 ? fr[0] : PP_MULTI;
 	return (0);
 }
@@ -1691,14 +1690,14 @@ pp_samples(struct pp *st)
 		size_t n;
 
 		if (pb_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		if (f != 2 || wt != PB_LEN) {
 			if (pb_skip(&r, f, wt, 0) != 0)
-				return (pp_wire(st, &r, "profile", PP_NONE));
+				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
 		if (pb_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "profile", PP_NONE));
+			return (pp_wire(st, &r, "Profile", PP_NONE));
 		if ((rv = pp_sample(st, p, n, si++)) != 0)
 			return (rv);
 	}

@@ -1545,7 +1545,7 @@ test_bad_wire(void)
 	p = tb_pack(&t, &n);
 	run_init(&r);
 	run_go(&r, p, n - 1);
-	CHECK_FAIL(&r, SM_EMALFORMED, "malformed profile: profile: ");
+	CHECK_FAIL(&r, SM_EMALFORMED, "malformed profile: Profile: ");
 	run_fini(&r);
 	/* Corrupt a nested message: a location whose line is cut. */
 	q = malloc(n + 16);
