@@ -28,12 +28,15 @@
  * locations root first.  Three caches keep that cheap:
  *   - per location, the frame name ids in root-to-leaf order (inline
  *     expansion, address naming and the scripting rename happen once per
- *     location, on first use);
+ *     location, on first use), plus a 4-byte view (pp.lf) holding the
+ *     frame itself for the usual one-frame location;
  *   - per function, its interned frame name;
  *   - (parent node, location) -> node for locations that expand to more
- *     than one frame (one probe instead of one per inlined frame), and the
- *     previous sample's root-side path: samples usually share their root
- *     frames, so the walk starts where the two stacks diverge.
+ *     than one frame (one probe instead of one per inlined frame; a
+ *     one-frame location costs one sm_tree_child probe either way), and
+ *     the previous sample's root-side path: samples usually share their
+ *     root frames, so the walk starts where the two stacks diverge.
+ * What remains is dominated by sm_tree_child creating the nodes.
  *
  * Wire format facts used (spec §1): a key is a varint (field << 3 | wire
  * type); wire types 0 varint, 1 fixed64, 2 length-delimited, 3/4 group
