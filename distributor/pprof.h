@@ -17,11 +17,13 @@
  *     Numeric labels are ignored; labels span_id, trace_id and profile_id
  *     are per-sample (exemplars) and never split series.
  *   - The metric (__name__) is one per profile: "wall" if any sample type
- *     is wall; otherwise, applying sample_type_config display names (or
- *     the defaults samples->cpu, goroutine->goroutines,
- *     contentions->mutex_count, delay->mutex_duration): first type
- *     containing "cpu" -> process_cpu; alloc_* / inuse_* / space / objects
- *     -> memory; mutex_* -> mutex; block_* -> block; goroutines ->
+ *     is wall; otherwise, applying sample_type_config display names (a
+ *     non-NULL config replaces the defaults samples->cpu,
+ *     goroutine->goroutines, contentions->mutex_count,
+ *     delay->mutex_duration), the first type, in order, that matches
+ *     decides (Pyroscope's substring tests): containing "cpu" ->
+ *     process_cpu; containing alloc_ or inuse_, or space / objects ->
+ *     memory; containing mutex_ -> mutex; block_ -> block; goroutines ->
  *     goroutines; when nothing matches, the last type's (display) name, as
  *     Pyroscope does.  (in->metric, when set, overrides all this.)
  *   - Stacks: location_id[0] is the leaf; frames are emitted root first.
