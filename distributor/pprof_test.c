@@ -20,12 +20,6 @@
 #include "common/gz.h"
 #include "google/v1/profile.pb-c.h"
 /*
- * sm_test_run() keeps its counters in locals across setjmp; at -O2 GCC's
- * -Wclobbered (from -Wextra) flags them.  They are only written after
- * setjmp returns, so the warning is spurious; silenced here until the
- * harness marks them volatile.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 /* --- profile builder ------------------------------------------------------ */
