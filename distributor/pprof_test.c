@@ -19,7 +19,6 @@
 
 #include "common/gz.h"
 #include "google/v1/profile.pb-c.h"
-/*
 #include "sm_test.h"
 
 /* --- profile builder ------------------------------------------------------ */
