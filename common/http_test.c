@@ -115,11 +115,11 @@ cli_sends(int fd, const char *s)
 	return (cli_send(fd, s, strlen(s)));
 }
 
-/* Value of header `name` in rs->head (copied to a static buffer). */
+/* Value of header `name` in rs->head (copied to a per-thread buffer). */
 static const char *
 resp_header(const struct resp *rs, const char *name)
 {
-	static char val[1024];
+	static _Thread_local char val[1024];
 	size_t nl = strlen(name);
 	const char *p = strstr(rs->head, "\r\n");
 
