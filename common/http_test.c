@@ -743,6 +743,27 @@ test_body_echo(void)
 	SM_CHECK_EQ(rs.len, 0);
 	resp_free(&rs);
 
+	/* Expect: 100-continue (curl sends it for large bodies). */
+	{
+		char interim[64] = { 0 };
+		size_t got = 0;
+		int fd;
+
+		SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+		SM_CHECK(cli_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\n"
+		    "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n") == 0);
+		while (got < 25 && recv(fd, interim + got, 1, 0) == 1)
+			got++;
+		SM_CHECK(strncmp(interim, "HTTP/1.1 100 Continue\r\n\r\n", 25)
+		    == 0);
+		SM_CHECK(cli_sends(fd, "12345") == 0);
+		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_CHECK_EQ(rs.status, 200);
+		SM_CHECK_STR((char *)rs.body, "12345");
+		resp_free(&rs);
+		close(fd);
+	}
+
 	SM_REQUIRE((big = malloc(nbig)) != NULL);
 	for (size_t i = 0; i < nbig; i++)
 		big[i] = (unsigned char)(i * 2654435761u >> 13);
@@ -1263,7 +1284,7 @@ SM_TEST_MAIN(
 	{ "request headers are case-insensitive; response headers", test_headers },
 	{ "error body is Pyroscope's JSON shape", test_error_body_shape },
 	{ "handler without a reply gets 500", test_noreply_500 },
-	{ "body echo: binary with NULs, empty, 1 MiB", test_body_echo },
+	{ "body echo: binary with NULs, empty, 100-continue, 1 MiB", test_body_echo },
 	{ "413 by Content-Length, server healthy after", test_413_content_length },
 	{ "413 by chunked body over the cap, server healthy after", test_413_chunked },
 	{ "oversized headers get 431", test_header_too_large },
