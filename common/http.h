@@ -9,9 +9,12 @@
  *
  * Bounds (reliability §3, "MHD has no body cap"): every listener limits
  * connections (total and per IP), idle time, header memory, and request
- * bodies.  A body larger than the route's limit is answered 413 as soon as
+ * bodies.  A body larger than the route's limit is refused as soon as
  * Content-Length or the running byte count exceeds it, without buffering
- * the excess.  MHD's PostProcessor is never used.
+ * the excess: a too-large Content-Length is answered 413 at once; a chunked
+ * body that outgrows the limit is drained (at most 256 KiB more) and then
+ * answered 413, or the connection is closed.  MHD's PostProcessor is never
+ * used.
  *
  * Routing is exact on the path (no query string); a route may be bound to
  * one method or to all (method NULL).  A path that exists under another
@@ -45,7 +48,7 @@ struct sm_http_cfg {
 	size_t default_body_max;     /* body cap for routes that pass 0 */
 };
 
-/* Defaults: 4 threads, 1024 connections, 0 per IP, 120 s, 1 MiB. */
+/* Defaults: ":4040", 4 threads, 1024 connections, 0 per IP, 120 s, 1 MiB. */
 void sm_http_cfg_default(struct sm_http_cfg *cfg);
 
 typedef void (*sm_http_fn)(struct sm_http_req *req, void *arg);
@@ -65,7 +68,10 @@ int sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 int sm_http_route(struct sm_http *h, const char *method, const char *path,
     sm_http_fn fn, void *arg, size_t body_max);
 
-/* Start listening.  Returns 0 or SM_EIO with the reason in err. */
+/*
+ * Start listening.  Returns 0, SM_EIO with the reason in err, or SM_EINVAL
+ * when the server was started before.
+ */
 int sm_http_start(struct sm_http *h, struct sm_err *err);
 
 /* The bound TCP port (useful with port 0).  0 before start. */
@@ -73,7 +79,7 @@ unsigned sm_http_port(const struct sm_http *h);
 
 /*
  * Stop accepting, wait for running handlers to finish, close connections.
- * Idempotent.  Blocks.
+ * Idempotent.  Blocks; must not be called from a handler.
  */
 void sm_http_stop(struct sm_http *h);
 
@@ -135,7 +141,8 @@ bool sm_http_replied(const struct sm_http_req *r);
 
 /*
  * Map an SM_E* code to the HTTP status and Connect code Pyroscope uses for
- * it (SM_EINVAL/EMALFORMED -> 400 invalid_argument, ETOOBIG -> 413,
+ * it (SM_EINVAL/EMALFORMED -> 400 invalid_argument, ETOOBIG -> 413
+ * invalid_argument (Pyroscope's code for 413),
  * ELIMIT -> 429 resource_exhausted, EAUTH -> 401 unauthenticated,
  * ENOTFOUND -> 404 not_found, EUNAVAIL -> 503 unavailable, ETIMEDOUT -> 504
  * deadline_exceeded, EUNSUPPORTED -> 415 unimplemented, else 500 internal).

@@ -11,9 +11,11 @@
  * an epilogue after the closing boundary are ignored.  Lines end in CRLF;
  * a bare LF is accepted, as Go's mime/multipart does.
  *
- * Errors (SM_EMALFORMED, with a message): no boundary parameter, no first
- * boundary, a part without the closing delimiter, a part header that is
- * malformed or too long, too many parts.
+ * Errors (SM_EMALFORMED, with a message): a Content-Type that is not
+ * multipart/form-data, no boundary parameter or one outside 1..70 bytes,
+ * no first boundary, a part without the closing delimiter, a part header
+ * that is malformed or too long, too many parts.  SM_ENOMEM when the
+ * arena refuses.  On error *parts is NULL and *nparts 0.
  */
 #ifndef DIST_MULTIPART_H
 #define DIST_MULTIPART_H

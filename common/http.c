@@ -1,0 +1,1171 @@
+/*
+ * http.c -- Smolder's HTTP server on libmicrohttpd 0.9.75; see http.h.
+ *
+ * Threads.  MHD runs one epoll loop per pool thread (INTERNAL_POLLING_THREAD
+ * | EPOLL | THREAD_POOL_SIZE); the listen socket is shared and each worker
+ * owns the connections it accepted.  The access handler, and therefore
+ * every route handler, runs on the worker that owns the connection, which
+ * is also the only thread MHD lets queue a response for it.
+ *
+ * Request life cycle.  MHD calls http_access() several times per request:
+ *
+ *   1. headers parsed (*con_cls == NULL): allocate the sm_http_req, route
+ *      it, check Content-Length against the route's body cap;
+ *   2. once per body fragment (*upload_data_size > 0): append to the heap
+ *      body while it fits the cap, otherwise drop the bytes;
+ *   3. body complete (*upload_data_size == 0 again): run the handler.
+ *
+ * The req is freed in http_completed() (MHD_OPTION_NOTIFY_COMPLETED), which
+ * MHD calls for every request that reached step 1, however it ended.
+ *
+ * Rejections (404, 405, 413, 503).  MHD 0.9.75 accepts a response only in
+ * step 1 or step 3, never while body bytes are being delivered
+ * (MHD_queue_response checks the connection state).  So:
+ *
+ *   - a rejection known in step 1 is answered at once when the request
+ *     announced a body (MHD then discards the body and closes the
+ *     connection after the reply), and in step 3 when it did not (no body
+ *     to skip, so the connection stays usable);
+ *   - a chunked body that outgrows the cap in step 2 is freed at once; the
+ *     rest is read and dropped, up to HTTP_DISCARD_MAX more bytes, and the
+ *     413 is sent in step 3.  A client that sends more than that is cut
+ *     off (MHD_NO closes the connection) without an answer: bytes we will
+ *     never use are not worth reading.  This mirrors Go's net/http, which
+ *     drains at most 256 KiB of an unread body before it closes.
+ *
+ * Memory per connection: MHD's pool (HTTP_CONN_MEMORY, headers must fit,
+ * else MHD answers 431) plus the body, which grows geometrically with the
+ * bytes that actually arrived, never past min(Content-Length, cap) + 1, so
+ * a client that announces a large body and stalls holds no large buffer.
+ *
+ * 413 body.  Pyroscope answers an over-limit /ingest body with
+ * httputil.ErrorWithStatus(413), whose code is connectgrpc.HTTPToCode(413)
+ * = "invalid_argument"; we send the same:
+ *   {"code":"invalid_argument","message":"request body too large: limit N bytes"}
+ * Error bodies carry no trailing newline (connect-go's form; Pyroscope's
+ * ErrorWithStatus adds one, which JSON clients ignore).
+ *
+ * Connection limits.  Each pool worker gets its share of CONNECTION_LIMIT
+ * and stops accepting when it is full, so a connection over the limit
+ * waits in the listen backlog until a slot frees (tested).  A connection
+ * over PER_IP_CONNECTION_LIMIT is accepted and closed at once.
+ *
+ * Query strings.  MHD 0.9.75 already decodes them as Go's url.ParseQuery
+ * does for well-formed input: "+" is a space in keys and values (not in
+ * the path), %XX is decoded, pairs split on "&" only.  A key without "="
+ * has a NULL value in MHD, which we report as "".  Malformed escapes
+ * ("%zz") are kept literally, where Go would drop the pair.  Keys are
+ * compared case-sensitively (MHD's own lookup ignores case), so lookups
+ * walk the list instead of calling MHD_lookup_connection_value.
+ *
+ * Idle timeout.  MHD's CONNECTION_TIMEOUT is an inactivity timeout: it
+ * closes connections that send nothing (no request, half a header, half a
+ * body) for that long, and a handler that runs longer than it still gets
+ * its reply out (both tested).  It is not a deadline: a client that
+ * trickles a byte per period keeps its connection.  The total and per-IP
+ * limits bound how many such connections one client can hold.
+ *
+ * Stop.  sm_http_stop() sets `stopping` (new requests on kept-alive
+ * connections get 503 + Connection: close), quiesces the daemon (no more
+ * accepts), waits until no handler runs and until queued replies were sent
+ * (the latter for at most HTTP_STOP_GRACE_MS), then MHD_stop_daemon()
+ * closes whatever is left.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "log.h"
+
+#define HTTP_CONN_MEMORY (64u * 1024u)    /* MHD pool: headers must fit */
+#define HTTP_LISTEN_BACKLOG 1024u
+#define HTTP_DISCARD_MAX (256u * 1024u)   /* body bytes dropped after a 413 */
+#define HTTP_BODY_MIN_CAP (16u * 1024u)
+#define HTTP_STOP_GRACE_MS 2000
+#define HTTP_REJECT_MSG_MAX 256
+
+struct http_route {
+	char *method;             /* NULL = any method */
+	char *path;
+	sm_http_fn fn;
+	void *arg;
+	size_t body_max;
+};
+
+enum http_state {
+	HTTP_NEW,
+	HTTP_RUNNING,
+	HTTP_STOPPED,
+};
+
+struct sm_http {
+	struct sm_http_cfg h_cfg;
+	char *h_listen;               /* copy of cfg.listen */
+	struct sockaddr_in h_addr;
+	struct http_route *h_routes;
+	size_t h_nroutes;
+	size_t h_routes_cap;
+	struct MHD_Daemon *h_daemon;
+	MHD_socket h_lsock;           /* returned by MHD_quiesce_daemon */
+	unsigned h_port;
+
+	pthread_mutex_t h_mu;         /* protects everything below */
+	pthread_cond_t h_cv;
+	enum http_state h_state;
+	bool h_stopping;              /* new requests get 503 */
+	unsigned h_running;           /* handlers executing */
+	unsigned h_sending;           /* replies queued, not yet completed */
+	char h_lasterr[256];          /* last MHD log line, for start errors */
+};
+
+struct http_hdr {
+	struct http_hdr *next;
+	char *name;
+	char *value;
+};
+
+enum req_state {
+	REQ_BODY,                     /* accumulating the body */
+	REQ_REJECT,                   /* answer r_rej_* in step 3; drop body */
+	REQ_DONE,                     /* a reply was queued */
+};
+
+struct sm_http_req {
+	struct sm_http *r_h;
+	struct MHD_Connection *r_conn;
+	const char *r_method;         /* MHD's, valid for the request */
+	const char *r_path;
+	const struct http_route *r_route;
+	enum req_state r_state;
+
+	unsigned char *r_body;
+	size_t r_len;
+	size_t r_cap;
+	size_t r_max;                 /* body cap of the route */
+	size_t r_limit;               /* min(Content-Length, r_max) */
+	size_t r_dropped;             /* body bytes dropped while rejecting */
+
+	int r_rej_status;
+	const char *r_rej_code;
+	char *r_rej_allow;            /* Allow header of a 405 */
+	char r_rej_msg[HTTP_REJECT_MSG_MAX];
+
+	struct http_hdr *r_hdrs;      /* response headers, newest first */
+	bool r_hdr_oom;               /* a set_header allocation failed */
+	bool r_replied;
+	bool r_reply_failed;          /* building/queueing the reply failed */
+	bool r_sending;               /* counted in h_sending */
+	char r_remote[INET6_ADDRSTRLEN + 8];
+};
+
+static const char http_empty[1] = "";
+
+/* --- helpers ------------------------------------------------------------- */
+
+static int64_t
+http_mono_ms(void)
+{
+	return (sm_mono_ns() / 1000000);
+}
+
+static void
+http_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+/* MHD_OPTION_EXTERNAL_LOGGER: one MHD message -> one log line. */
+static void
+http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct sm_http *h = cls;
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	pthread_mutex_lock(&h->h_mu);
+	snprintf(h->h_lasterr, sizeof(h->h_lasterr), "%s", msg);
+	pthread_mutex_unlock(&h->h_mu);
+	sm_warn("http", "libmicrohttpd: %s", msg);
+}
+
+/* MHD_set_panic_func: MHD found its own state broken; log it and die. */
+static void
+http_mhd_panic(void *cls, const char *file, unsigned int line,
+    const char *reason)
+{
+	sm_error("http", "libmicrohttpd panic\tfile=%s line=%u reason=\"%s\"",
+	    file != NULL ? file : "?", line, reason != NULL ? reason : "");
+	abort();
+}
+
+static pthread_once_t http_panic_once = PTHREAD_ONCE_INIT;
+
+static void
+http_panic_init(void)
+{
+	MHD_set_panic_func(http_mhd_panic, NULL);
+}
+
+/*
+ * Parse "host:port", ":port" or "port".  The host is an IPv4 literal or
+ * "localhost"; an empty host means all interfaces.
+ */
+static int
+http_parse_listen(const char *s, struct sockaddr_in *sa, struct sm_err *err)
+{
+	const char *colon, *ps;
+	char host[64];
+	unsigned long port;
+	char *end;
+	size_t hl;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (s == NULL || *s == '\0')
+		return (sm_err_set(err, SM_EINVAL,
+		    "http listen address is empty"));
+	colon = strrchr(s, ':');
+	if (colon == NULL) {
+		hl = 0;
+		ps = s;
+	} else {
+		hl = (size_t)(colon - s);
+		ps = colon + 1;
+	}
+	if (*ps < '0' || *ps > '9')
+		return (sm_err_set(err, SM_EINVAL,
+		    "http listen address \"%s\": missing or bad port", s));
+	errno = 0;
+	port = strtoul(ps, &end, 10);
+	if (errno != 0 || *end != '\0' || port > 65535)
+		return (sm_err_set(err, SM_EINVAL,
+		    "http listen address \"%s\": bad port \"%s\"", s, ps));
+	sa->sin_port = htons((uint16_t)port);
+	if (hl == 0) {
+		sa->sin_addr.s_addr = htonl(INADDR_ANY);
+		return (0);
+	}
+	if (hl >= sizeof(host))
+		return (sm_err_set(err, SM_EINVAL,
+		    "http listen address \"%s\": host too long", s));
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	if (strcmp(host, "localhost") == 0) {
+		sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return (0);
+	}
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return (sm_err_set(err, SM_EINVAL,
+		    "http listen address \"%s\": host \"%s\" is not an IPv4 "
+		    "address or localhost", s, host));
+	return (0);
+}
+
+/* --- server -------------------------------------------------------------- */
+
+void
+sm_http_cfg_default(struct sm_http_cfg *cfg)
+{
+	cfg->listen = ":4040";
+	cfg->threads = 4;
+	cfg->conn_limit = 1024;
+	cfg->per_ip_limit = 0;
+	cfg->conn_timeout_s = 120;
+	cfg->default_body_max = 1u << 20;
+}
+
+int
+sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
+    struct sm_err *err)
+{
+	struct sm_http *h = NULL;
+	pthread_condattr_t ca;
+	struct sockaddr_in sa;
+	int rv;
+
+	*out = NULL;
+	if ((rv = http_parse_listen(cfg->listen, &sa, err)) != 0)
+		return (rv);
+	if (cfg->threads == 0 || cfg->conn_timeout_s == 0 ||
+	    cfg->default_body_max == 0)
+		return (sm_err_set(err, SM_EINVAL, "http: threads, connection "
+		    "timeout and body limit must be > 0"));
+	if (cfg->conn_limit < cfg->threads)
+		return (sm_err_set(err, SM_EINVAL, "http: connection limit %u "
+		    "is smaller than the thread pool (%u)", cfg->conn_limit,
+		    cfg->threads));
+	if ((h = sm_calloc(1, sizeof(*h))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "http: out of memory"));
+	h->h_cfg = *cfg;
+	h->h_addr = sa;
+	h->h_lsock = MHD_INVALID_SOCKET;
+	h->h_state = HTTP_NEW;
+	if ((h->h_listen = sm_strdup(cfg->listen)) == NULL) {
+		sm_free(h);
+		return (sm_err_set(err, SM_ENOMEM, "http: out of memory"));
+	}
+	h->h_cfg.listen = h->h_listen;
+	pthread_mutex_init(&h->h_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->h_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = h;
+	return (0);
+}
+
+int
+sm_http_route(struct sm_http *h, const char *method, const char *path,
+    sm_http_fn fn, void *arg, size_t body_max)
+{
+	struct http_route *rt;
+
+	SM_ASSERT(h->h_state == HTTP_NEW);
+	SM_ASSERT(path != NULL && path[0] == '/' && fn != NULL);
+	for (size_t i = 0; i < h->h_nroutes; i++) {
+		rt = &h->h_routes[i];
+		if (strcmp(rt->path, path) != 0)
+			continue;
+		if ((rt->method == NULL && method == NULL) ||
+		    (rt->method != NULL && method != NULL &&
+		    strcmp(rt->method, method) == 0))
+			return (SM_EEXIST);
+	}
+	if (h->h_nroutes == h->h_routes_cap) {
+		size_t ncap = h->h_routes_cap ? h->h_routes_cap * 2 : 16;
+		struct http_route *nr = sm_reallocarray(h->h_routes, ncap,
+		    sizeof(*nr));
+
+		if (nr == NULL)
+			return (SM_ENOMEM);
+		h->h_routes = nr;
+		h->h_routes_cap = ncap;
+	}
+	rt = &h->h_routes[h->h_nroutes];
+	memset(rt, 0, sizeof(*rt));
+	if ((rt->path = sm_strdup(path)) == NULL)
+		return (SM_ENOMEM);
+	if (method != NULL && (rt->method = sm_strdup(method)) == NULL) {
+		sm_free(rt->path);
+		return (SM_ENOMEM);
+	}
+	rt->fn = fn;
+	rt->arg = arg;
+	rt->body_max = body_max != 0 ? body_max : h->h_cfg.default_body_max;
+	h->h_nroutes++;
+	return (0);
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn,
+    const char *url, const char *method, const char *version,
+    const char *upload_data, size_t *upload_data_size, void **con_cls);
+static void http_completed(void *cls, struct MHD_Connection *conn,
+    void **con_cls, enum MHD_RequestTerminationCode toe);
+
+int
+sm_http_start(struct sm_http *h, struct sm_err *err)
+{
+	const union MHD_DaemonInfo *di;
+	struct MHD_OptionItem opts[16];
+	unsigned flags;
+	int n = 0;
+
+	pthread_mutex_lock(&h->h_mu);
+	if (h->h_state != HTTP_NEW) {
+		pthread_mutex_unlock(&h->h_mu);
+		return (sm_err_set(err, SM_EINVAL, "http: server on %s was "
+		    "already started", h->h_listen));
+	}
+	h->h_lasterr[0] = '\0';
+	pthread_mutex_unlock(&h->h_mu);
+
+	pthread_once(&http_panic_once, http_panic_init);
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+	    MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER,
+	    (intptr_t)http_mhd_log, h };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0,
+	    &h->h_addr };
+	if (h->h_cfg.threads > 1)
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_THREAD_POOL_SIZE, h->h_cfg.threads, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
+	    h->h_cfg.conn_limit, NULL };
+	if (h->h_cfg.per_ip_limit > 0)
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->h_cfg.per_ip_limit,
+		    NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT,
+	    h->h_cfg.conn_timeout_s, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_BACKLOG_SIZE,
+	    HTTP_LISTEN_BACKLOG, NULL };
+	opts[n++] = (struct MHD_OptionItem){
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_CONN_MEMORY, NULL };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED,
+	    (intptr_t)http_completed, h };
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+	SM_ASSERT((size_t)n <= SM_ARRAY_LEN(opts));
+
+	errno = 0;
+	h->h_daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, h,
+	    MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	if (h->h_daemon == NULL) {
+		int e = errno;
+
+		pthread_mutex_lock(&h->h_mu);
+		sm_err_set(err, SM_EIO, "http: cannot listen on %s: %s",
+		    h->h_listen, h->h_lasterr[0] != '\0' ? h->h_lasterr :
+		    e != 0 ? strerror(e) : "libmicrohttpd failed to start");
+		pthread_mutex_unlock(&h->h_mu);
+		return (SM_EIO);
+	}
+	di = MHD_get_daemon_info(h->h_daemon, MHD_DAEMON_INFO_BIND_PORT);
+	pthread_mutex_lock(&h->h_mu);
+	h->h_port = di != NULL ? di->port : ntohs(h->h_addr.sin_port);
+	h->h_state = HTTP_RUNNING;
+	pthread_mutex_unlock(&h->h_mu);
+	sm_info("http", "listening\taddress=%s port=%u threads=%u",
+	    h->h_listen, h->h_port, h->h_cfg.threads);
+	return (0);
+}
+
+unsigned
+sm_http_port(const struct sm_http *h)
+{
+	return (h->h_port);
+}
+
+void
+sm_http_stop(struct sm_http *h)
+{
+	struct timespec ts;
+	int64_t deadline;
+
+	pthread_mutex_lock(&h->h_mu);
+	if (h->h_state != HTTP_RUNNING) {
+		h->h_state = HTTP_STOPPED;
+		pthread_mutex_unlock(&h->h_mu);
+		return;
+	}
+	h->h_stopping = true;
+	pthread_mutex_unlock(&h->h_mu);
+
+	h->h_lsock = MHD_quiesce_daemon(h->h_daemon);
+
+	pthread_mutex_lock(&h->h_mu);
+	deadline = http_mono_ms() + HTTP_STOP_GRACE_MS;
+	while (h->h_running > 0 ||
+	    (h->h_sending > 0 && http_mono_ms() < deadline)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&h->h_cv, &h->h_mu, &ts);
+	}
+	pthread_mutex_unlock(&h->h_mu);
+
+	MHD_stop_daemon(h->h_daemon);
+	h->h_daemon = NULL;
+	if (h->h_lsock != MHD_INVALID_SOCKET) {
+		close(h->h_lsock);
+		h->h_lsock = MHD_INVALID_SOCKET;
+	}
+	pthread_mutex_lock(&h->h_mu);
+	h->h_state = HTTP_STOPPED;
+	pthread_mutex_unlock(&h->h_mu);
+	sm_info("http", "stopped\taddress=%s", h->h_listen);
+}
+
+void
+sm_http_destroy(struct sm_http *h)
+{
+	if (h == NULL)
+		return;
+	sm_http_stop(h);
+	for (size_t i = 0; i < h->h_nroutes; i++) {
+		sm_free(h->h_routes[i].method);
+		sm_free(h->h_routes[i].path);
+	}
+	sm_free(h->h_routes);
+	pthread_cond_destroy(&h->h_cv);
+	pthread_mutex_destroy(&h->h_mu);
+	sm_free(h->h_listen);
+	sm_free(h);
+}
+
+/* --- request plumbing ---------------------------------------------------- */
+
+/* Forget the headers a handler set (before an internal-error reply). */
+static void
+http_drop_hdrs(struct sm_http_req *r)
+{
+	struct http_hdr *hd, *next;
+
+	for (hd = r->r_hdrs; hd != NULL; hd = next) {
+		next = hd->next;
+		sm_free(hd);
+	}
+	r->r_hdrs = NULL;
+	r->r_hdr_oom = false;
+}
+
+static void
+http_req_free(struct sm_http_req *r)
+{
+	http_drop_hdrs(r);
+	sm_free(r->r_rej_allow);
+	sm_free(r->r_body);
+	sm_free(r);
+}
+
+/*
+ * Build and queue the response.  `body` is either copied (take == false)
+ * or owned by the response (take == true; freed with sm_free even when
+ * this fails).  Marks the request replied in every case.
+ */
+static void
+http_queue(struct sm_http_req *r, int status, const char *ctype,
+    const void *body, size_t len, bool take, bool close)
+{
+	struct MHD_Response *resp;
+	struct http_hdr *hd;
+	bool ok = true;
+
+	SM_ASSERT(!r->r_replied);
+	r->r_replied = true;
+	r->r_state = REQ_DONE;
+	if (len == 0) {
+		if (take)
+			sm_free((void *)body);
+		resp = MHD_create_response_from_buffer(0, (void *)http_empty,
+		    MHD_RESPMEM_PERSISTENT);
+	} else if (take) {
+		resp = MHD_create_response_from_buffer_with_free_callback(len,
+		    (void *)body, sm_free);
+		if (resp == NULL)
+			sm_free((void *)body);
+	} else {
+		resp = MHD_create_response_from_buffer(len, (void *)body,
+		    MHD_RESPMEM_MUST_COPY);
+	}
+	if (resp == NULL) {
+		sm_error("http", "cannot create response\tpath=%s status=%d",
+		    r->r_path, status);
+		r->r_reply_failed = true;
+		return;
+	}
+	if (ctype != NULL && MHD_add_response_header(resp,
+	    MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES)
+		ok = false;
+	for (hd = r->r_hdrs; hd != NULL && ok; hd = hd->next) {
+		if (MHD_add_response_header(resp, hd->name, hd->value) !=
+		    MHD_YES)
+			ok = false;
+	}
+	if (close && ok && MHD_add_response_header(resp,
+	    MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+		ok = false;
+	if (ok && MHD_queue_response(r->r_conn, (unsigned)status, resp) !=
+	    MHD_YES)
+		ok = false;
+	MHD_destroy_response(resp);
+	if (!ok) {
+		sm_error("http", "cannot queue response\tpath=%s status=%d",
+		    r->r_path, status);
+		r->r_reply_failed = true;
+		return;
+	}
+	pthread_mutex_lock(&r->r_h->h_mu);
+	r->r_h->h_sending++;
+	r->r_sending = true;
+	pthread_mutex_unlock(&r->r_h->h_mu);
+}
+
+/* {"code":"<code>","message":"<msg>"} as a Pyroscope/Connect error. */
+static void
+http_queue_error(struct sm_http_req *r, int status, const char *code,
+    const char *msg, bool close)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	size_t len;
+	char *p;
+
+	sm_buf_puts(&b, "{\"code\":");
+	sm_buf_json_str(&b, code, strlen(code));
+	sm_buf_puts(&b, ",\"message\":");
+	sm_buf_json_str(&b, msg, strlen(msg));
+	sm_buf_putc(&b, '}');
+	if (sm_buf_error(&b) != 0) {
+		sm_buf_fini(&b);
+		sm_error("http", "out of memory building an error reply"
+		    "\tpath=%s status=%d", r->r_path, status);
+		r->r_replied = true;
+		r->r_state = REQ_DONE;
+		r->r_reply_failed = true;
+		return;
+	}
+	p = sm_buf_take(&b, &len);
+	http_queue(r, status, "application/json", p, len, true, close);
+}
+
+/* Remember a rejection to answer in step 3 (or now; see the caller). */
+static void
+http_reject(struct sm_http_req *r, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+http_reject(struct sm_http_req *r, int status, const char *code,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	r->r_state = REQ_REJECT;
+	r->r_rej_status = status;
+	r->r_rej_code = code;
+	va_start(ap, fmt);
+	vsnprintf(r->r_rej_msg, sizeof(r->r_rej_msg), fmt, ap);
+	va_end(ap);
+	sm_free(r->r_body);
+	r->r_body = NULL;
+	r->r_len = r->r_cap = 0;
+}
+
+static void
+http_send_reject(struct sm_http_req *r)
+{
+	if (r->r_rej_allow != NULL) {
+		struct http_hdr *hd = sm_malloc(sizeof(*hd));
+
+		if (hd != NULL) {
+			hd->next = r->r_hdrs;
+			hd->name = (char *)MHD_HTTP_HEADER_ALLOW;
+			hd->value = r->r_rej_allow;
+			r->r_hdrs = hd;
+		}
+	}
+	http_queue_error(r, r->r_rej_status, r->r_rej_code, r->r_rej_msg,
+	    false);
+}
+
+/* Find the route; on failure record 404/405 in r. */
+static void
+http_route_req(struct sm_http *h, struct sm_http_req *r)
+{
+	const struct http_route *any = NULL, *exact = NULL;
+	struct sm_buf allow = SM_BUF_INIT;
+	bool path_found = false;
+
+	for (size_t i = 0; i < h->h_nroutes; i++) {
+		const struct http_route *rt = &h->h_routes[i];
+
+		if (strcmp(rt->path, r->r_path) != 0)
+			continue;
+		path_found = true;
+		if (rt->method == NULL)
+			any = rt;
+		else if (strcmp(rt->method, r->r_method) == 0)
+			exact = rt;
+		else {
+			if (allow.len != 0)
+				sm_buf_puts(&allow, ", ");
+			sm_buf_puts(&allow, rt->method);
+		}
+	}
+	r->r_route = exact != NULL ? exact : any;
+	if (r->r_route != NULL) {
+		sm_buf_fini(&allow);
+		r->r_max = r->r_route->body_max;
+		return;
+	}
+	if (!path_found) {
+		sm_buf_fini(&allow);
+		http_reject(r, MHD_HTTP_NOT_FOUND, "not_found",
+		    "path not found: %s", r->r_path);
+		return;
+	}
+	if (sm_buf_error(&allow) == 0)
+		r->r_rej_allow = sm_buf_take(&allow, NULL);
+	sm_buf_fini(&allow);
+	http_reject(r, MHD_HTTP_METHOD_NOT_ALLOWED, "unimplemented",
+	    "method %s not allowed for %s", r->r_method, r->r_path);
+}
+
+static enum MHD_Result
+http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
+    const char *method, void **con_cls)
+{
+	struct sm_http_req *r;
+	const char *cl, *te;
+	unsigned long long n = 0;
+	bool has_body, cl_ok = false;
+	char *end;
+
+	if ((r = sm_calloc(1, sizeof(*r))) == NULL) {
+		sm_error("http", "out of memory for a request; closing");
+		return (MHD_NO);
+	}
+	r->r_h = h;
+	r->r_conn = conn;
+	r->r_method = method;
+	r->r_path = url;
+	r->r_state = REQ_BODY;
+	*con_cls = r;
+
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_CONTENT_LENGTH);
+	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	if (cl != NULL) {
+		errno = 0;
+		n = strtoull(cl, &end, 10);
+		/* MHD already answered 400 to a malformed Content-Length. */
+		cl_ok = errno == 0 && end != cl && *end == '\0';
+		if (errno == ERANGE)
+			n = ULLONG_MAX;
+	}
+	has_body = te != NULL || (cl != NULL && n != 0);
+
+	http_route_req(h, r);
+	if (r->r_state == REQ_BODY) {
+		r->r_limit = r->r_max;
+		if (te == NULL && cl != NULL && n > r->r_max)
+			http_reject(r, MHD_HTTP_CONTENT_TOO_LARGE,
+			    "invalid_argument", "request body too large: "
+			    "limit %zu bytes", r->r_max);
+		else if (te == NULL && cl_ok)
+			r->r_limit = (size_t)n;
+	}
+	if (r->r_state == REQ_REJECT && has_body) {
+		/* Answer now; MHD skips the body and closes afterwards. */
+		sm_debug("http", "rejected before the body\tpath=%s status=%d",
+		    r->r_path, r->r_rej_status);
+		http_send_reject(r);
+		return (r->r_reply_failed ? MHD_NO : MHD_YES);
+	}
+	return (MHD_YES);
+}
+
+static int
+http_body_append(struct sm_http_req *r, const char *p, size_t n)
+{
+	size_t need, ncap, lim;
+	unsigned char *nb;
+
+	if (n > r->r_max - r->r_len)
+		return (SM_ETOOBIG);
+	need = r->r_len + n + 1;
+	if (need > r->r_cap) {
+		lim = SM_MIN(r->r_limit, r->r_max) + 1;
+		ncap = r->r_cap != 0 ? r->r_cap : HTTP_BODY_MIN_CAP;
+		while (ncap < need)
+			ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+		if (ncap > lim)
+			ncap = SM_MAX(lim, need);
+		if ((nb = sm_realloc(r->r_body, ncap)) == NULL)
+			return (SM_ENOMEM);
+		r->r_body = nb;
+		r->r_cap = ncap;
+	}
+	memcpy(r->r_body + r->r_len, p, n);
+	r->r_len += n;
+	r->r_body[r->r_len] = '\0';
+	return (0);
+}
+
+/* Step 2: one fragment of the body. */
+static enum MHD_Result
+http_upload(struct sm_http_req *r, const char *data, size_t *size)
+{
+	size_t n = *size;
+	int rv;
+
+	*size = 0;
+	if (r->r_state == REQ_BODY) {
+		if ((rv = http_body_append(r, data, n)) == 0)
+			return (MHD_YES);
+		if (rv == SM_ETOOBIG)
+			http_reject(r, MHD_HTTP_CONTENT_TOO_LARGE,
+			    "invalid_argument", "request body too large: "
+			    "limit %zu bytes", r->r_max);
+		else
+			http_reject(r, MHD_HTTP_INTERNAL_SERVER_ERROR,
+			    "internal", "out of memory reading the request "
+			    "body");
+		return (MHD_YES);
+	}
+	/* Rejected: drop the bytes, up to a point. */
+	r->r_dropped += n;
+	if (r->r_dropped > HTTP_DISCARD_MAX) {
+		sm_debug("http", "closing: body far over the limit\tpath=%s",
+		    r->r_path);
+		return (MHD_NO);
+	}
+	return (MHD_YES);
+}
+
+/* Step 3: the whole request is here. */
+static enum MHD_Result
+http_finish(struct sm_http *h, struct sm_http_req *r)
+{
+	const struct http_route *rt = r->r_route;
+
+	if (r->r_state == REQ_REJECT) {
+		http_send_reject(r);
+		return (r->r_reply_failed ? MHD_NO : MHD_YES);
+	}
+	SM_ASSERT(r->r_state == REQ_BODY && rt != NULL);
+	pthread_mutex_lock(&h->h_mu);
+	if (h->h_stopping) {
+		pthread_mutex_unlock(&h->h_mu);
+		http_queue_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
+		    "server is shutting down", true);
+		return (r->r_reply_failed ? MHD_NO : MHD_YES);
+	}
+	h->h_running++;
+	pthread_mutex_unlock(&h->h_mu);
+
+	rt->fn(r, rt->arg);
+
+	pthread_mutex_lock(&h->h_mu);
+	if (--h->h_running == 0)
+		pthread_cond_broadcast(&h->h_cv);
+	pthread_mutex_unlock(&h->h_mu);
+
+	if (!r->r_replied) {
+		sm_error("http", "bug: handler returned without a reply"
+		    "\tmethod=%s path=%s", r->r_method, r->r_path);
+		http_drop_hdrs(r);
+		http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+		    "internal error: the handler did not reply", false);
+	}
+	return (r->r_reply_failed ? MHD_NO : MHD_YES);
+}
+
+static enum MHD_Result
+http_access(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **con_cls)
+{
+	struct sm_http *h = cls;
+	struct sm_http_req *r = *con_cls;
+
+	if (r == NULL)
+		return (http_begin(h, conn, url, method, con_cls));
+	if (r->r_state == REQ_DONE) {
+		/* Replied already; MHD does not call us after that. */
+		*upload_data_size = 0;
+		return (MHD_YES);
+	}
+	if (*upload_data_size != 0)
+		return (http_upload(r, upload_data, upload_data_size));
+	return (http_finish(h, r));
+}
+
+static void
+http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct sm_http *h = cls;
+	struct sm_http_req *r = *con_cls;
+
+	if (r == NULL)
+		return;
+	*con_cls = NULL;
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		sm_debug("http", "request ended early\tpath=%s reason=%d",
+		    r->r_path, (int)toe);
+	if (r->r_sending) {
+		pthread_mutex_lock(&h->h_mu);
+		if (--h->h_sending == 0)
+			pthread_cond_broadcast(&h->h_cv);
+		pthread_mutex_unlock(&h->h_mu);
+	}
+	http_req_free(r);
+}
+
+/* --- inside a handler ---------------------------------------------------- */
+
+const char *
+sm_http_method(const struct sm_http_req *r)
+{
+	return (r->r_method);
+}
+
+const char *
+sm_http_path(const struct sm_http_req *r)
+{
+	return (r->r_path);
+}
+
+struct http_query_find {
+	const char *key;
+	const char *value;
+};
+
+static enum MHD_Result
+http_query_find_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct http_query_find *f = cls;
+
+	if (key == NULL || strcmp(key, f->key) != 0)
+		return (MHD_YES);
+	f->value = value != NULL ? value : http_empty;
+	return (MHD_NO);
+}
+
+const char *
+sm_http_query(struct sm_http_req *r, const char *key)
+{
+	struct http_query_find f = { key, NULL };
+
+	MHD_get_connection_values(r->r_conn, MHD_GET_ARGUMENT_KIND,
+	    http_query_find_cb, &f);
+	return (f.value);
+}
+
+struct http_query_iter {
+	int (*fn)(void *arg, const char *key, const char *value);
+	void *arg;
+};
+
+static enum MHD_Result
+http_query_each_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct http_query_iter *it = cls;
+
+	if (key == NULL)
+		return (MHD_YES);
+	return (it->fn(it->arg, key, value != NULL ? value : http_empty) == 0 ?
+	    MHD_YES : MHD_NO);
+}
+
+void
+sm_http_query_each(struct sm_http_req *r,
+    int (*fn)(void *arg, const char *key, const char *value), void *arg)
+{
+	struct http_query_iter it = { fn, arg };
+
+	MHD_get_connection_values(r->r_conn, MHD_GET_ARGUMENT_KIND,
+	    http_query_each_cb, &it);
+}
+
+const char *
+sm_http_header(struct sm_http_req *r, const char *name)
+{
+	return (MHD_lookup_connection_value(r->r_conn, MHD_HEADER_KIND,
+	    name));
+}
+
+const unsigned char *
+sm_http_body(const struct sm_http_req *r, size_t *len)
+{
+	*len = r->r_len;
+	return (r->r_body != NULL ? r->r_body :
+	    (const unsigned char *)http_empty);
+}
+
+const char *
+sm_http_remote(const struct sm_http_req *r)
+{
+	struct sm_http_req *w = (struct sm_http_req *)r;
+	const union MHD_ConnectionInfo *ci;
+	char host[INET6_ADDRSTRLEN];
+
+	if (w->r_remote[0] != '\0')
+		return (w->r_remote);
+	ci = MHD_get_connection_info(w->r_conn,
+	    MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci == NULL || ci->client_addr == NULL) {
+		snprintf(w->r_remote, sizeof(w->r_remote), "unknown");
+	} else if (ci->client_addr->sa_family == AF_INET) {
+		const struct sockaddr_in *a =
+		    (const struct sockaddr_in *)(const void *)ci->client_addr;
+
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		snprintf(w->r_remote, sizeof(w->r_remote), "%s:%u", host,
+		    ntohs(a->sin_port));
+	} else if (ci->client_addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a =
+		    (const struct sockaddr_in6 *)(const void *)ci->client_addr;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		snprintf(w->r_remote, sizeof(w->r_remote), "[%s]:%u", host,
+		    ntohs(a->sin6_port));
+	} else {
+		snprintf(w->r_remote, sizeof(w->r_remote), "unknown");
+	}
+	return (w->r_remote);
+}
+
+void
+sm_http_set_header(struct sm_http_req *r, const char *name,
+    const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value);
+	struct http_hdr *hd;
+
+	SM_ASSERT(!r->r_replied);
+	if ((hd = sm_malloc(sizeof(*hd) + nl + vl + 2)) == NULL) {
+		r->r_hdr_oom = true;
+		return;
+	}
+	hd->name = (char *)(hd + 1);
+	hd->value = hd->name + nl + 1;
+	memcpy(hd->name, name, nl + 1);
+	memcpy(hd->value, value, vl + 1);
+	hd->next = r->r_hdrs;
+	r->r_hdrs = hd;
+}
+
+/* A header could not be stored: the reply would be wrong, send 500. */
+static bool
+http_hdr_failed(struct sm_http_req *r)
+{
+	if (!r->r_hdr_oom)
+		return (false);
+	sm_error("http", "out of memory for a response header\tpath=%s",
+	    r->r_path);
+	http_drop_hdrs(r);
+	http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+	    "out of memory building the response", false);
+	return (true);
+}
+
+void
+sm_http_reply(struct sm_http_req *r, int status, const char *ctype,
+    const void *body, size_t len)
+{
+	if (http_hdr_failed(r))
+		return;
+	http_queue(r, status, ctype, body, len, false, false);
+}
+
+void
+sm_http_reply_buf(struct sm_http_req *r, int status, const char *ctype,
+    struct sm_buf *b)
+{
+	size_t len = 0;
+	char *p;
+
+	if (http_hdr_failed(r)) {
+		sm_buf_reset(b);
+		return;
+	}
+	if (sm_buf_error(b) != 0) {
+		sm_error("http", "response buffer failed: %s\tpath=%s",
+		    sm_strerror(sm_buf_error(b)), r->r_path);
+		sm_buf_reset(b);
+		http_drop_hdrs(r);
+		http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+		    "out of memory building the response", false);
+		return;
+	}
+	p = sm_buf_take(b, &len);
+	http_queue(r, status, ctype, p, len, true, false);
+}
+
+void
+sm_http_reply_text(struct sm_http_req *r, int status, const char *fmt, ...)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sm_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	sm_buf_putc(&b, '\n');
+	sm_http_reply_buf(r, status, "text/plain; charset=utf-8", &b);
+	sm_buf_fini(&b);
+}
+
+void
+sm_http_reply_error(struct sm_http_req *r, int status, const char *code,
+    const char *fmt, ...)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	va_list ap;
+
+	if (http_hdr_failed(r))
+		return;
+	va_start(ap, fmt);
+	sm_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (sm_buf_error(&b) != 0) {
+		sm_buf_fini(&b);
+		http_drop_hdrs(r);
+		http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+		    "out of memory building the response", false);
+		return;
+	}
+	http_queue_error(r, status, code, b.b != NULL ? b.b : "", false);
+	sm_buf_fini(&b);
+}
+
+bool
+sm_http_replied(const struct sm_http_req *r)
+{
+	return (r->r_replied);
+}
+
+void
+sm_http_status_for(int rv, int *status, const char **code)
+{
+	switch (rv) {
+	case SM_EINVAL:
+	case SM_EMALFORMED:
+		*status = 400;
+		*code = "invalid_argument";
+		break;
+	case SM_ETOOBIG:
+		/* Pyroscope: connectgrpc.HTTPToCode(413). */
+		*status = 413;
+		*code = "invalid_argument";
+		break;
+	case SM_ELIMIT:
+		*status = 429;
+		*code = "resource_exhausted";
+		break;
+	case SM_EAUTH:
+		*status = 401;
+		*code = "unauthenticated";
+		break;
+	case SM_ENOTFOUND:
+		*status = 404;
+		*code = "not_found";
+		break;
+	case SM_EUNAVAIL:
+		*status = 503;
+		*code = "unavailable";
+		break;
+	case SM_ETIMEDOUT:
+		*status = 504;
+		*code = "deadline_exceeded";
+		break;
+	case SM_EUNSUPPORTED:
+		*status = 415;
+		*code = "unimplemented";
+		break;
+	default:
+		*status = 500;
+		*code = "internal";
+		break;
+	}
+}
