@@ -5,12 +5,6 @@
  * raw HTTP/1.1 to it, so what is checked is what goes over the wire:
  * status lines, headers, JSON error bodies, when connections are closed.
  */
-/*
- * sm_test.h's sm_test_run() keeps counters across setjmp(), which GCC's
- * -Wclobbered (part of -Wextra) flags at -O2; the harness is not ours to
- * edit, so silence it here.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 #include <arpa/inet.h>

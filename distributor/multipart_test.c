@@ -6,12 +6,6 @@
  * multipart.Reader while writing these tests (Go is not needed to run
  * them); where Go is lenient and we are not, the test says so.
  */
-/*
- * sm_test.h's sm_test_run() keeps counters across setjmp(), which GCC's
- * -Wclobbered (part of -Wextra) flags at -O2; the harness is not ours to
- * edit, so silence it here.
- */
-#pragma GCC diagnostic ignored "-Wclobbered"
 #include "sm_test.h"
 
 #include "common/buf.h"
