@@ -109,13 +109,8 @@ static int
 mod_server_start(void *p, struct sm_err *err)
 {
 	struct app *app = p;
-	int rv;
 
-	if ((rv = sm_http_start(app->http, err)) != 0)
-		return (rv);
-	sm_info("server", "listening\taddress=%s port=%u", app->http_listen,
-	    sm_http_port(app->http));
-	return (0);
+	return (sm_http_start(app->http, err));
 }
 
 static void
