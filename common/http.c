@@ -197,7 +197,8 @@ http_mhd_log(void *cls, const char *fmt, va_list ap)
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
 	pthread_mutex_lock(&h->h_mu);
-	snprintf(h->h_lasterr, sizeof(h->h_lasterr), "%s", msg);
+	snprintf(h->h_lasterr, sizeof(h->h_lasterr), "%.*s",
+	    (int)sizeof(h->h_lasterr) - 1, msg);
 	pthread_mutex_unlock(&h->h_mu);
 	sm_warn("http", "libmicrohttpd: %s", msg);
 }

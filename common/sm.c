@@ -68,8 +68,8 @@ sm_err_prefix(struct sm_err *err, const char *fmt, ...)
 	n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
 	if (n >= 0 && (size_t)n < sizeof(err->msg))
-		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s",
-		    old);
+		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %.*s",
+		    (int)(sizeof(err->msg) - (size_t)n - 1), old);
 	return (err->code);
 }
 
