@@ -74,6 +74,30 @@ def smolder_bin():
     return os.path.abspath(b)
 
 
+_flags_cache = None
+
+
+def supported_flags():
+    """Flag names the binary lists in its -help output (a set; empty when
+    -help cannot be run).  Lets a test raise a limit only where the server
+    has the flag, since unknown flags are refused at start."""
+    global _flags_cache
+    if _flags_cache is None:
+        names = set()
+        try:
+            p = subprocess.run([smolder_bin(), "-help"], capture_output=True,
+                               timeout=30)
+            text = (p.stdout + p.stderr).decode("utf-8", "replace")
+            for ln in text.split("\n"):
+                ln = ln.strip()
+                if ln.startswith("-"):
+                    names.add(ln[1:].split()[0].split("=")[0])
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _flags_cache = names
+    return _flags_cache
+
+
 # --------------------------------------------------------------------------
 # Results: counting checks, the final line, the exit status.
 # --------------------------------------------------------------------------

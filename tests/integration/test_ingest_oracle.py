@@ -28,8 +28,10 @@ the expected __profile_type__ is computed with Pyroscope's metric rule and
 
 The server runs with Pyroscope's limits raised where the corpus needs it
 (pprof__large.cpu has 20430 samples > max_profile_stacktrace_samples 16000
-and 2.3 MiB > the 2 MiB ingestion burst).  SMOLDER_ORACLE_FLAGS overrides
-those flags (space-separated).
+and 2.3 MiB > the 2 MiB ingestion burst), using those of the flags the
+binary lists in -help.  SMOLDER_ORACLE_FLAGS overrides them
+(space-separated).  SM_INGEST_FORM=raw or multipart forces one upload form
+(cases with a sample_type_config always use multipart).
 """
 
 import json
@@ -46,7 +48,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from smolder import (Results, Server, ServerError, data_dir,  # noqa: E402
-                     install_timeout, shared_profiles_dir, source_dir)
+                     install_timeout, shared_profiles_dir, source_dir,
+                     supported_flags)
 
 BUDGET_S = 175
 
@@ -142,8 +145,10 @@ def post(srv, case, app, idx):
     if case.spy:
         q["spyName"] = case.spy
     path = "/pyroscope/ingest" if idx % 3 == 2 else "/ingest"
-    multipart = case.form == "multipart" or (
-        case.form is None and (case.st_bytes is not None or idx % 2 == 1))
+    form = case.form or os.environ.get("SM_INGEST_FORM") or None
+    if case.st_bytes is not None:
+        form = "multipart"
+    multipart = form == "multipart" or (form is None and idx % 2 == 1)
     if multipart:
         now_ns = time.time_ns()
         q["from"] = str(now_ns)
@@ -257,7 +262,18 @@ def genprof_dir(r, tmp):
 
 def start_server(r):
     flags = os.environ.get("SMOLDER_ORACLE_FLAGS")
-    flags = flags.split() if flags is not None else LIMIT_FLAGS
+    if flags is not None:
+        flags = flags.split()
+    else:
+        # Only the limits this binary has (unknown flags stop it).
+        have = supported_flags()
+        flags = []
+        for f in LIMIT_FLAGS:
+            name = f.lstrip("-").split("=")[0]
+            if name in have:
+                flags.append(f)
+            else:
+                print("# note: the server has no -%s flag; not raised" % name)
     try:
         return Server(extra_flags=flags, name="smolder").start()
     except ServerError as e:
@@ -326,6 +342,14 @@ def main():
                             if st else None)
                 check_round_trip(r, srv, case, idx, tmp)
                 idx += 1
+            # The dotnet fix without a sample_type_config, as a raw body.
+            case = Case(os.path.join(shared, "pyroscope__dotnet-pprof-3.pb.gz"),
+                        spy="dotnetspy", form="raw",
+                        upstream_ids=["process_cpu:cpu:nanoseconds::"
+                                      "nanoseconds"],
+                        label="pyroscope__dotnet-pprof-3.pb.gz (raw)")
+            check_round_trip(r, srv, case, idx, tmp)
+            idx += 1
             cpu = os.path.join(shared, "pyroscope__cpu.pb.gz")
             check_reject(r, srv, "pyroscope__cpu.pb.gz as profile + "
                          "prev_profile", cpu,
