@@ -277,8 +277,8 @@ def main():
         exp = oracle.expected_for(os.path.join(data_dir(), "pprof__sample.cpu")) \
             if oracle.have_go() else None
         resp = srv.ingest_multipart({"name": "notgz-multipart"}, raw)
-        r.check(resp.status == 200, "raw pprof in multipart named "
-                "profile.pb.gz-style -> 200 (magic-byte detection)",
+        r.check(resp.status == 200, "raw (not gzipped) pprof as the "
+                "multipart profile part -> 200 (magic-byte detection)",
                 resp.describe())
         body, ctype = encode_multipart([("profile", "cpu.pb.gz", raw,
                                          "application/gzip")])
