@@ -29,8 +29,9 @@ Server A (default limits):
     closing delimiter, with invalid sample_type_config JSON -> 4xx;
   - /render with a broken selector, negative maxNodes, from > until,
     unknown type -> 4xx; a non-numeric maxNodes -> no 5xx.
-Server B (-distributor.ingestion-body-limit-mb=1): 2 MiB bodies with a
-Content-Length and chunked -> 413, read off a raw socket.
+Server B (-distributor.ingestion-body-limit-mb=1): a 2 MiB body with a
+Content-Length, and chunked bodies of 1.125 and 2 MiB -> 413, read off a
+raw socket.
 
 After each: the process is alive; at the end /ready is 200, and SIGTERM
 gives exit status 0 with no sanitizer report in stderr.
@@ -214,17 +215,20 @@ def body_limit_tests(r):
                 "limit -> 413", "status %r %s\n%r" % (st, note, data[:300]))
         alive(r, srv, "after the 2 MiB body")
 
-        def chunked():
-            for i in range(0, len(big), 65536):
-                c = big[i:i + 65536]
+        def chunked(body):
+            for i in range(0, len(body), 65536):
+                c = body[i:i + 65536]
                 yield b"%x\r\n" % len(c) + c + b"\r\n"
             yield b"0\r\n\r\n"
-        st, data, note = raw_http(srv.port, "POST", path, {
-            "Content-Type": "application/octet-stream",
-            "Transfer-Encoding": "chunked"}, chunked())
-        r.check(st == 413, "2 MiB chunked body over a 1 MiB limit -> 413",
-                "status %r %s\n%r" % (st, note, data[:300]))
-        alive(r, srv, "after the chunked body")
+        # Just over the limit (within any drain window), then far over it.
+        for size in (MiB + 128 * 1024, 2 * MiB):
+            st, data, note = raw_http(srv.port, "POST", path, {
+                "Content-Type": "application/octet-stream",
+                "Transfer-Encoding": "chunked"}, chunked(big[:size]))
+            r.check(st == 413, "%d KiB chunked body over a 1 MiB limit -> "
+                    "413" % (size // 1024), "status %r %s\n%r" % (
+                        st, note, data[:300]))
+            alive(r, srv, "after the chunked body")
 
         small = gzip.compress(base())
         resp = pprof_raw(srv, "bodylimit-small", small)
