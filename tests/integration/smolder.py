@@ -1,0 +1,525 @@
+"""
+smolder.py -- the integration-test harness: start the real `smolder`
+binary on a free loopback port with a throw-away data dir, talk HTTP to it,
+stop it, and judge how it ended.
+
+    from smolder import Server, Results
+    r = Results("test_x")
+    with Server() as s:
+        resp = s.ingest({"name": "app.cpu"}, b"a;b 1\\n")
+        r.check(resp.status == 200, "ingest folded", resp.text())
+    r.finish()        # prints "N passed, N failed, N skipped", exits
+
+Environment:
+  SMOLDER_BIN     the binary (ctest sets it; default ./build/smolder)
+  SM_SOURCE_DIR   the source tree (default: two levels above this file)
+  SM_SHARED_DIR   the shared tree (default: <source>/../shared)
+  SM_SANITIZE     ON when the binary is built with ASan/UBSan (reports in
+                  stderr fail the test either way)
+  SM_KEEP_DATA    1 keeps the server's data dir and logs for inspection
+
+Every server is stopped (SIGTERM, then SIGKILL after a timeout) when its
+`with` block ends, at interpreter exit, on SIGTERM/SIGINT of the test, and
+by the kernel if the test process dies (PR_SET_PDEATHSIG).  A server that
+died on its own, did not exit 0 on SIGTERM, or printed a sanitizer report
+is a failure.  Only 127.0.0.1 is used.  Stdlib only.
+"""
+
+import atexit
+import ctypes
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("SM_SOURCE_DIR") or os.path.normpath(
+    os.path.join(HERE, "..", ".."))
+
+SANITIZER_MARKERS = (
+    "ERROR: AddressSanitizer",
+    "ERROR: LeakSanitizer",
+    "runtime error:",
+    "WARNING: ThreadSanitizer",
+)
+
+
+def source_dir():
+    return SOURCE_DIR
+
+
+def data_dir():
+    return os.path.join(SOURCE_DIR, "tests", "data")
+
+
+def shared_profiles_dir():
+    """../shared/testdata/profiles, or None when absent."""
+    base = os.environ.get("SM_SHARED_DIR") or os.path.join(SOURCE_DIR, "..",
+                                                           "shared")
+    d = os.path.normpath(os.path.join(base, "testdata", "profiles"))
+    return d if os.path.isdir(d) else None
+
+
+def smolder_bin():
+    b = os.environ.get("SMOLDER_BIN") or os.path.join(SOURCE_DIR, "build",
+                                                      "smolder")
+    return os.path.abspath(b)
+
+
+_flags_cache = None
+
+
+def supported_flags():
+    """Flag names the binary lists in its -help output (a set; empty when
+    -help cannot be run).  Lets a test raise a limit only where the server
+    has the flag, since unknown flags are refused at start."""
+    global _flags_cache
+    if _flags_cache is None:
+        names = set()
+        try:
+            p = subprocess.run([smolder_bin(), "-help"], capture_output=True,
+                               timeout=30)
+            text = (p.stdout + p.stderr).decode("utf-8", "replace")
+            for ln in text.split("\n"):
+                ln = ln.strip()
+                if ln.startswith("-"):
+                    names.add(ln[1:].split()[0].split("=")[0])
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _flags_cache = names
+    return _flags_cache
+
+
+# --------------------------------------------------------------------------
+# Results: counting checks, the final line, the exit status.
+# --------------------------------------------------------------------------
+
+class Results:
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+        self.skipped = 0
+        self.failures = []
+        self.t0 = time.monotonic()
+
+    def ok(self, what):
+        self.passed += 1
+        print("ok    %s" % what, flush=True)
+
+    def fail(self, what, detail=""):
+        self.failed += 1
+        self.failures.append(what)
+        print("FAIL  %s" % what, flush=True)
+        if detail:
+            for ln in str(detail).rstrip("\n").split("\n"):
+                print("      " + ln, flush=True)
+
+    def skip(self, what, why):
+        self.skipped += 1
+        print("skip  %s: %s" % (what, why), flush=True)
+
+    def check(self, cond, what, detail=""):
+        if cond:
+            self.ok(what)
+        else:
+            self.fail(what, detail)
+        return bool(cond)
+
+    def eq(self, got, want, what):
+        return self.check(got == want, what,
+                          "want %r\ngot  %r" % (want, got))
+
+    def finish(self):
+        """Print the summary line and exit (non-zero on any failure)."""
+        dt = time.monotonic() - self.t0
+        if self.failures:
+            print("failed checks:", flush=True)
+            for f in self.failures:
+                print("  - " + f, flush=True)
+        print("%s: %d passed, %d failed, %d skipped (%.1fs)" % (
+            self.name, self.passed, self.failed, self.skipped, dt),
+            flush=True)
+        sys.exit(1 if self.failed else 0)
+
+    def skip_all(self, why):
+        """The whole script cannot run here: say so and exit 0."""
+        print("skipped: %s" % why, flush=True)
+        print("%s: 0 passed, 0 failed, 1 skipped" % self.name, flush=True)
+        sys.exit(0)
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def install_timeout(seconds):
+    """Bound the whole script: SIGALRM raises TestTimeout in the main
+    thread, so `with Server()` blocks still stop their servers.  SIGTERM and
+    SIGINT exit through the same cleanup."""
+    def on_alarm(signum, frame):
+        raise TestTimeout("test exceeded its %ds budget" % seconds)
+
+    def on_term(signum, frame):
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.alarm(int(seconds))
+
+
+# --------------------------------------------------------------------------
+# HTTP.
+# --------------------------------------------------------------------------
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers          # {lower-case name: value}
+        self.body = body
+
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8"))
+
+    def error_message(self):
+        """The "message" of a JSON error body, else the body text."""
+        try:
+            j = self.json()
+            if isinstance(j, dict) and "message" in j:
+                return str(j["message"])
+        except (ValueError, UnicodeDecodeError):
+            pass
+        return self.text()
+
+    def error_code(self):
+        try:
+            j = self.json()
+            if isinstance(j, dict):
+                return j.get("code")
+        except (ValueError, UnicodeDecodeError):
+            pass
+        return None
+
+    def describe(self):
+        t = self.text()
+        if len(t) > 400:
+            t = t[:400] + "..."
+        return "HTTP %d %s" % (self.status, t)
+
+
+def encode_multipart(parts):
+    """parts: [(field, filename, bytes, content_type or None)] ->
+    (body, content_type).  The boundary is random and checked against the
+    contents."""
+    while True:
+        boundary = "smolder" + secrets.token_hex(16)
+        b = boundary.encode()
+        if not any(b in p[2] for p in parts):
+            break
+    out = bytearray()
+    for field, filename, content, ctype in parts:
+        out += b"--" + b + b"\r\n"
+        disp = 'Content-Disposition: form-data; name="%s"' % field
+        if filename is not None:
+            disp += '; filename="%s"' % filename
+        out += disp.encode() + b"\r\n"
+        out += ("Content-Type: %s\r\n" % (ctype or "application/octet-stream")
+                ).encode()
+        out += b"\r\n" + content + b"\r\n"
+    out += b"--" + b + b"--\r\n"
+    return bytes(out), "multipart/form-data; boundary=%s" % boundary
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+# --------------------------------------------------------------------------
+# The server process.
+# --------------------------------------------------------------------------
+
+_live = set()
+
+
+def _cleanup_all():
+    for s in list(_live):
+        try:
+            s.stop()
+        except Exception:
+            pass
+
+
+atexit.register(_cleanup_all)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:
+        pass
+
+
+class ServerError(Exception):
+    pass
+
+
+class Server:
+    """One smolder process.  Use as a context manager, or start()/stop()."""
+
+    def __init__(self, extra_flags=(), name="smolder", ready_timeout=60,
+                 stop_timeout=30, log_level="info"):
+        self.extra_flags = list(extra_flags)
+        self.name = name
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.log_level = log_level
+        self.proc = None
+        self.port = None
+        self.tmp = None
+        self.data = None
+        self.problems = []     # filled by stop()
+        self.stopped = False
+        self.exit_code = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.stop()
+        return False
+
+    def argv(self):
+        return [smolder_bin(), "-target=all",
+                "-http.listen-address=127.0.0.1:%d" % self.port,
+                "-data.dir=%s" % self.data,
+                "-log.level=%s" % self.log_level] + self.extra_flags
+
+    def start(self):
+        b = smolder_bin()
+        if not os.access(b, os.X_OK):
+            raise ServerError("no smolder binary at %s (set SMOLDER_BIN)" % b)
+        self.tmp = tempfile.mkdtemp(prefix="smolder-it-")
+        self.data = os.path.join(self.tmp, "data")
+        os.mkdir(self.data)
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        last = None
+        for attempt in range(3):
+            self.port = free_port()
+            self._out = open(os.path.join(self.tmp, "stdout.log"), "wb")
+            self._err = open(os.path.join(self.tmp, "stderr.log"), "wb")
+            self.proc = subprocess.Popen(
+                self.argv(), stdin=subprocess.DEVNULL, stdout=self._out,
+                stderr=self._err, cwd=self.tmp, env=env,
+                preexec_fn=_die_with_parent)
+            _live.add(self)
+            try:
+                self._wait_ready()
+                print("# %s started: pid %d, port %d, data %s" % (
+                    self.name, self.proc.pid, self.port, self.data),
+                    flush=True)
+                return self
+            except ServerError as e:
+                last = e
+                err = self.stderr_text()
+                self._kill()
+                if "in use" in err.lower() and attempt < 2:
+                    continue   # lost the port race; try another one
+                break
+        self._remove_tmp(force=True)
+        raise last
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise ServerError("%s exited with %d before it was ready:\n%s"
+                                  % (self.name, rc, self.stderr_tail()))
+            if self.request("GET", "/ready", timeout=2).status == 200:
+                return
+            time.sleep(0.05)
+        raise ServerError("%s not ready after %ds:\n%s" % (
+            self.name, self.ready_timeout, self.stderr_tail()))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        _live.discard(self)
+        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
+            if f:
+                f.close()
+
+    def stop(self):
+        """SIGTERM, wait, SIGKILL if needed.  Returns the list of problems:
+        died early, no clean exit 0, sanitizer reports.  Idempotent."""
+        if self.stopped or self.proc is None:
+            return self.problems
+        self.stopped = True
+        rc = self.proc.poll()
+        if rc is not None:
+            self.problems.append("%s died unexpectedly (exit status %d)" % (
+                self.name, rc))
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(self.stop_timeout)
+                if rc != 0:
+                    self.problems.append(
+                        "%s exited with status %d on SIGTERM (want 0)" % (
+                            self.name, rc))
+            except subprocess.TimeoutExpired:
+                self.problems.append("%s did not exit within %ds of SIGTERM;"
+                                     " killed" % (self.name, self.stop_timeout))
+                self.proc.kill()
+                rc = self.proc.wait(10)
+        self.exit_code = rc
+        _live.discard(self)
+        for f in (self._out, self._err):
+            f.close()
+        err = self.stderr_text()
+        for m in SANITIZER_MARKERS:
+            if m in err:
+                self.problems.append("%s stderr has a sanitizer report (%r)"
+                                     % (self.name, m))
+                break
+        if self.problems:
+            self.problems.append("stderr tail:\n" + self.stderr_tail(60))
+        self._remove_tmp()
+        return self.problems
+
+    def _remove_tmp(self, force=False):
+        if self.tmp and os.environ.get("SM_KEEP_DATA") != "1":
+            if force or not self.problems:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            else:
+                print("# %s logs kept in %s" % (self.name, self.tmp))
+
+    def stderr_text(self):
+        try:
+            with open(os.path.join(self.tmp, "stderr.log"), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stderr_tail(self, n=30):
+        lines = self.stderr_text().rstrip("\n").split("\n")
+        return "\n".join(lines[-n:])
+
+    def check_stopped(self, results, what=None):
+        """stop() and record one check for the way it ended."""
+        probs = self.stop()
+        results.check(not probs, what or ("%s exits 0 on SIGTERM with no "
+                                          "sanitizer report" % self.name),
+                      "\n".join(probs))
+
+    # -- HTTP ----------------------------------------------------------------
+
+    def request(self, method, path, query=None, body=None, headers=None,
+                timeout=60):
+        """One HTTP request.  A connection failure (refused, reset, closed
+        without a response, timeout) is returned as status 0 with the
+        error in the body, so a check fails instead of the script."""
+        if query:
+            path = path + "?" + urllib.parse.urlencode(query, doseq=True)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                          timeout=timeout)
+        try:
+            hdrs = dict(headers or {})
+            if body is not None and "Content-Length" not in hdrs:
+                hdrs["Content-Length"] = str(len(body))
+            conn.request(method, path, body=body, headers=hdrs)
+            r = conn.getresponse()
+            data = r.read()
+            return Response(r.status, {k.lower(): v for k, v in
+                                       r.getheaders()}, data)
+        except (OSError, http.client.HTTPException) as e:
+            return Response(0, {}, ("connection error: %s: %s" % (
+                type(e).__name__, e)).encode())
+        finally:
+            conn.close()
+
+    def ready(self):
+        return self.request("GET", "/ready", timeout=5).status == 200
+
+    def ingest(self, query, body, content_type=None, path="/ingest",
+               retry_429=20):
+        """POST /ingest with `query` (dict; from/until default to now, in
+        unix seconds).  A 429 (rate limit) is retried after a short wait."""
+        q = dict(query)
+        now = int(time.time())
+        q.setdefault("from", str(now))
+        q.setdefault("until", str(now))
+        hdrs = {}
+        if content_type:
+            hdrs["Content-Type"] = content_type
+        for _ in range(retry_429 + 1):
+            r = self.request("POST", path, q, body, hdrs)
+            if r.status != 429:
+                return r
+            time.sleep(0.5)
+        return r
+
+    def ingest_multipart(self, query, profile, sample_type_config=None,
+                         prev_profile=None, path="/ingest"):
+        parts = [("profile", "profile.pprof", profile, None)]
+        if sample_type_config is not None:
+            parts.append(("sample_type_config", "sample_type_config.json",
+                          sample_type_config, "application/json"))
+        if prev_profile is not None:
+            parts.append(("prev_profile", "profile.pprof", prev_profile, None))
+        body, ctype = encode_multipart(parts)
+        return self.ingest(query, body, ctype, path=path)
+
+    def render(self, query, frm=None, until=None, fmt=None, max_nodes=None,
+               path="/render", extra=None):
+        now = int(time.time())
+        q = {"query": query,
+             "from": str(frm if frm is not None else now - 3600),
+             "until": str(until if until is not None else now + 3600)}
+        if fmt:
+            q["format"] = fmt
+        if max_nodes is not None:
+            q["maxNodes"] = str(max_nodes)
+        if extra:
+            q.update(extra)
+        return self.request("GET", path, q)
+
+    def render_collapsed(self, type_id, app, **kw):
+        """(Response, {stack: value} or None)."""
+        from oracle import parse_collapsed
+        r = self.render('%s{service_name="%s"}' % (type_id, app),
+                        fmt="collapsed", **kw)
+        if r.status != 200:
+            return r, None
+        return r, parse_collapsed(r.text())

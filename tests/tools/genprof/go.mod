@@ -1,0 +1,3 @@
+module smolder/genprof
+
+go 1.19
