@@ -27,11 +27,13 @@
  *     connection after the reply), and in step 3 when it did not (no body
  *     to skip, so the connection stays usable);
  *   - a chunked body that outgrows the cap in step 2 is freed at once; the
- *     rest is read and dropped, up to HTTP_DISCARD_MAX more bytes, and the
- *     413 is sent in step 3.  A client that sends more than that is cut
- *     off (MHD_NO closes the connection) without an answer: bytes we will
- *     never use are not worth reading.  This mirrors Go's net/http, which
- *     drains at most 256 KiB of an unread body before it closes.
+ *     rest is read and dropped without being stored, up to max(256 KiB,
+ *     the cap) more bytes, and the 413 is sent in step 3.  So a client
+ *     that sends up to twice the limit always gets its 413 with a message
+ *     (Go's net/http drains only 256 KiB, but answers first, which MHD
+ *     cannot); one that sends more is cut off (MHD_NO closes the
+ *     connection): dropping bytes costs bandwidth, never memory, and the
+ *     bound stops an endless body from holding a connection forever.
  *
  * Memory per connection: MHD's pool (HTTP_CONN_MEMORY, headers must fit,
  * else MHD answers 431) plus the body, which grows geometrically with the
@@ -810,11 +812,36 @@ http_upload(struct sm_http_req *r, const char *data, size_t *size)
 			    "body");
 		return (MHD_YES);
 	}
-	/* Rejected: drop the bytes, up to a point. */
+	/* Rejected: drop the bytes, up to a point (see the header). */
 	r->r_dropped += n;
-	if (r->r_dropped > HTTP_DISCARD_MAX) {
+	if (r->r_dropped > SM_MAX(HTTP_DISCARD_MAX, r->r_max)) {
 		sm_debug("http", "closing: body far over the limit\tpath=%s",
 		    r->r_path);
+		return (MHD_NO);
+	}
+	return (MHD_YES);
+}
+
+/*
+ * Query arguments reach handlers as C strings; one with a NUL byte inside
+ * (%00) would be silently cut there, so such requests are refused.
+ */
+struct http_nul_check {
+	const char *key;
+	int found;
+};
+
+static enum MHD_Result
+http_nul_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+    size_t key_size, const char *value, size_t value_size)
+{
+	struct http_nul_check *c = cls;
+
+	(void)kind;
+	if ((key != NULL && strlen(key) != key_size) ||
+	    (value != NULL && strlen(value) != value_size)) {
+		c->key = key;
+		c->found = 1;
 		return (MHD_NO);
 	}
 	return (MHD_YES);
@@ -825,12 +852,24 @@ static enum MHD_Result
 http_finish(struct sm_http *h, struct sm_http_req *r)
 {
 	const struct http_route *rt = r->r_route;
+	struct http_nul_check nc = { NULL, 0 };
 
 	if (r->r_state == REQ_REJECT) {
 		http_send_reject(r);
 		return (r->r_reply_failed ? MHD_NO : MHD_YES);
 	}
 	SM_ASSERT(r->r_state == REQ_BODY && rt != NULL);
+	MHD_get_connection_values_n(r->r_conn, MHD_GET_ARGUMENT_KIND,
+	    http_nul_arg, &nc);
+	if (nc.found) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "query argument \"%.64s\" contains "
+		    "a NUL byte", nc.key != NULL ? nc.key : "");
+		http_queue_error(r, MHD_HTTP_BAD_REQUEST, "invalid_argument",
+		    msg, false);
+		return (r->r_reply_failed ? MHD_NO : MHD_YES);
+	}
 	pthread_mutex_lock(&h->h_mu);
 	if (h->h_stopping) {
 		pthread_mutex_unlock(&h->h_mu);

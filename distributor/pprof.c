@@ -41,10 +41,11 @@
  * Wire format facts used (spec §1): a key is a varint (field << 3 | wire
  * type); wire types 0 varint, 1 fixed64, 2 length-delimited, 3/4 group
  * start/end, 5 fixed32.  Repeated scalars may arrive packed (one wire type
- * 2 field) or unpacked (one field per value), mixed freely.  A field with
- * an unexpected wire type is skipped like an unknown field (as Go's
- * decoder does).  A non-repeated message field given twice is merged
- * (period_type).
+ * 2 field) or unpacked (one field per value), mixed freely.  A known field
+ * with a wire type other than its declared one is malformed, as in
+ * Pyroscope's decoder (vtprotobuf: "proto: wrong wireType"); unknown
+ * field numbers are skipped whatever their wire type.  A non-repeated
+ * message field given twice is merged (period_type).
  *
  * Ownership: everything is allocated from b->arena; nothing is freed here.
  * Strings handed to the batch are copied by it.
@@ -67,8 +68,30 @@
 
 struct pb {
 	const uint8_t *p, *end;
-	const char *why;   /* set on failure */
+	const char *why;        /* set on failure */
+	const uint8_t *schema;  /* schema[f]: allowed wire types of field f */
+	uint32_t nschema;
 };
+
+/*
+ * Declared wire types of the fields of each message (bit 1 << wt), so a
+ * known field arriving with another wire type is refused as Pyroscope's
+ * vtprotobuf decoder refuses it ("proto: wrong wireType").  0 = unknown
+ * field number, skipped whatever its wire type.
+ */
+#define WV (1u << 0)   /* varint */
+#define WL (1u << 2)   /* length-delimited */
+static const uint8_t pb_s_profile[16] = { 0, WL, WL, WL, WL, WL, WL, WV, WV,
+	WV, WV, WL, WV, WV | WL, WV, WV };
+static const uint8_t pb_s_valuetype[3] = { 0, WV, WV };
+static const uint8_t pb_s_sample[4] = { 0, WV | WL, WV | WL, WL };
+static const uint8_t pb_s_label[5] = { 0, WV, WV, WV, WV };
+static const uint8_t pb_s_mapping[11] = { 0, WV, WV, WV, WV, WV, WV, WV, WV,
+	WV, WV };
+static const uint8_t pb_s_location[6] = { 0, WV, WV, WV, WL, WV };
+static const uint8_t pb_s_line[4] = { 0, WV, WV, WV };
+static const uint8_t pb_s_function[6] = { 0, WV, WV, WV, WV, WV };
+#define PB_SCHEMA(s) (s), (uint32_t)sizeof(s)
 
 enum {
 	PB_VARINT = 0,
@@ -127,6 +150,11 @@ pb_key(struct pb *r, uint32_t *field, uint32_t *wt)
 	}
 	*field = (uint32_t)(k >> 3);
 	*wt = (uint32_t)(k & 7);
+	if (r->schema != NULL && *field < r->nschema &&
+	    r->schema[*field] != 0 && (r->schema[*field] & (1u << *wt)) == 0) {
+		r->why = "wrong wire type for a known field";
+		return (-1);
+	}
 	return (0);
 }
 
@@ -148,17 +176,31 @@ pb_bytes(struct pb *r, const uint8_t **p, size_t *n)
 }
 
 static int pb_skip(struct pb *r, uint32_t field, uint32_t wt, int depth);
+static int pb_skip_group_body(struct pb *r, uint32_t field, int depth);
 
 /* Skip to the end-group key matching `field`. */
 static int
 pb_skip_group(struct pb *r, uint32_t field, int depth)
 {
-	uint32_t f, wt;
+	const uint8_t *schema = r->schema;
+	int rv;
 
 	if (depth >= PP_GROUP_DEPTH) {
 		r->why = "groups nested too deeply";
 		return (-1);
 	}
+	/* The group's own fields are not the enclosing message's. */
+	r->schema = NULL;
+	rv = pb_skip_group_body(r, field, depth);
+	r->schema = schema;
+	return (rv);
+}
+
+static int
+pb_skip_group_body(struct pb *r, uint32_t field, int depth)
+{
+	uint32_t f, wt;
+
 	for (;;) {
 		if (r->p == r->end) {
 			r->why = "unterminated group";
@@ -429,7 +471,7 @@ pp_count_lines(struct pb *r, uint32_t *nlines)
 static int
 pp_count(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL };
+	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	uint32_t f, wt;
 
 	while (r.p < r.end) {
@@ -452,7 +494,7 @@ pp_count(struct pp *st)
 		case 5: st->nfuncs++; break;
 		case 6: st->nstr++; break;
 		case 4: {
-			struct pb s = { p, p + n, NULL };
+			struct pb s = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
 
 			if (pp_count_lines(&s, &st->nlines) != 0)
 				return (pp_wire(st, &s, "location",
@@ -461,7 +503,7 @@ pp_count(struct pp *st)
 			break;
 		}
 		case 11: {
-			struct pb s = { p, p + n, NULL };
+			struct pb s = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
 
 			if (pp_value_type(&s, &st->ptype, &st->punit) != 0)
 				return (pp_wire(st, &s, "period_type",
@@ -499,7 +541,7 @@ pp_string(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_sample_type(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
 	uint64_t type = 0, unit = 0;
 	int rv;
 
@@ -515,7 +557,7 @@ pp_sample_type(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_mapping) };
 	uint64_t id = 0, file = 0, build = 0, v;
 	uint32_t f, wt, tmp;
 	int rv;
@@ -546,7 +588,7 @@ pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_function(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_function) };
 	uint64_t id = 0, v, s[3] = { 0, 0, 0 };
 	static const char *const names[3] = { "name", "system_name",
 	    "filename" };
@@ -584,7 +626,7 @@ static int
 pp_line(struct pp *st, const uint8_t *p, size_t n, uint32_t li,
     uint32_t k, uint64_t *fid)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_line) };
 	uint32_t f, wt;
 
 	*fid = 0;
@@ -608,7 +650,7 @@ static int
 pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
     uint32_t *line_next)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
 	struct pp_loc *L = &st->loc[i];
 	uint64_t id = 0, mapping = 0, v;
 	uint32_t f, wt;
@@ -675,7 +717,7 @@ pp_index_alloc(struct pp *st)
 static int
 pp_index(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL };
+	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	uint32_t f, wt, ni[7] = { 0 }, line_next = 0;
 	int rv;
 
@@ -1504,7 +1546,7 @@ pp_label_is_exemplar(const struct pp *st, uint32_t key)
 static int
 pp_sample_label(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_label) };
 	uint64_t key = 0, str = 0, v;
 	uint32_t f, wt, lim = st->lim->max_sample_labels;
 	uint32_t li = st->nlabels++;
@@ -1584,7 +1626,7 @@ pp_push_val(struct pp *st, uint64_t v)
 static int
 pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 {
-	struct pb r = { p, p + n, NULL };
+	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_sample) };
 	uint32_t f, wt;
 	uint64_t v;
 	int rv;
@@ -1600,7 +1642,7 @@ pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 
 			if (pb_bytes(&r, &q, &qn) != 0)
 				goto bad;
-			s = (struct pb){ q, q + qn, NULL };
+			s = (struct pb){ q, q + qn, NULL, NULL, 0 };
 			while (s.p < s.end) {
 				if (pb_varint(&s, &v) != 0) {
 					r = s;
@@ -1678,7 +1720,7 @@ pp_sample(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 static int
 pp_samples(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL };
+	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	uint32_t f, wt, si = 0, g0;
 	int rv;
 

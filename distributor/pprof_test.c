@@ -943,16 +943,22 @@ test_unknown_fields_skipped(void)
 	uf_all(&t, &t.loc[0]->line[0]->base);
 	uf_all(&t, &t.fn[1]->base);
 	/* doc_url (15) and Line.column (3): known upstream, not in
-	 * Pyroscope's copy; and a known field with a foreign wire type. */
+	 * Pyroscope's copy. */
 	t.p.doc_url = tb_str(&t, "https://example.com");
 	t.loc[1]->line[0]->column = 7;
-	uf_add(&t, &t.fn[0]->base, 2, 5, (const uint8_t *)"abcd", 4);
 	run_init(&r);
 	SM_REQUIRE(run_tb(&r, &t) == 0);
 	SM_CHECK_EQ(r.b.nseries, 4);
 	CHECK_COLLAPSED(&r.b, "cpu", "main;a;b 10\nmain;c 20\n");
 	SM_CHECK(find_series(&r.b, CPU_LABELS(", k=\"v\", "
 	    "service_name=\"app\"")) >= 0);
+	run_fini(&r);
+	/* A known field with a foreign wire type (Function.name as fixed32)
+	 * is refused, as Pyroscope's decoder refuses it. */
+	uf_add(&t, &t.fn[0]->base, 2, 5, (const uint8_t *)"abcd", 4);
+	run_init(&r);
+	SM_CHECK(run_tb(&r, &t) == SM_EMALFORMED);
+	SM_CHECK(strstr(r.err.msg, "wrong wire type") != NULL);
 	run_fini(&r);
 	tb_fini(&t);
 }
@@ -1516,10 +1522,15 @@ test_bad_wire(void)
 		{ { 0x48, 0x80 }, 2, "truncated varint" },
 		{ { 0x48, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 		    0x7f }, 11, "overflows 64 bits" },
-		{ { 0x4d, 0x01, 0x02 }, 3, "truncated fixed-width" },
-		{ { 0x4b, 0x08, 0x01 }, 3, "unterminated group" },
-		{ { 0x4b, 0x54 }, 2, "mismatched end group" },
-		{ { 0x4c }, 1, "unexpected end group" },
+		/* field 16 is unknown, so any wire type is skipped... */
+		{ { 0x85, 0x01, 0x01, 0x02 }, 4, "truncated fixed-width" },
+		{ { 0x83, 0x01, 0x08, 0x01 }, 4, "unterminated group" },
+		{ { 0x83, 0x01, 0x54 }, 3, "mismatched end group" },
+		{ { 0x84, 0x01 }, 2, "unexpected end group" },
+		/* ...but a known one must have its declared wire type:
+		 * Sample (2) as a varint, time_nanos (9) as fixed32. */
+		{ { 0x10, 0x05 }, 2, "wrong wire type" },
+		{ { 0x4d, 0x01, 0x02, 0x03, 0x04 }, 5, "wrong wire type" },
 		/* sample_type whose ValueType is cut in a varint */
 		{ { 0x0a, 0x02, 0x08, 0x80, 0x32, 0x00 }, 6,
 		    "sample_type[0]: truncated" },
