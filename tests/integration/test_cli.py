@@ -1,0 +1,85 @@
+"""
+test_cli.py -- the command line is an interface too (STYLE §15, after
+Pyroscope's help-all.txt.tmpl golden test):
+
+  - `smolder -help` prints exactly tests/integration/golden/help.txt (update
+    the golden file deliberately when a flag changes);
+  - README.md's configuration table lists exactly the flags -help lists;
+  - bad invocations fail at once with a message: unknown flag, bad value,
+    unknown or internal target, a component that has no ingester to use,
+    a second process on the same data directory.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from smolder import Results, Server, install_timeout, smolder_bin, source_dir  # noqa: E402
+
+
+def run(args, timeout=20):
+    p = subprocess.run([smolder_bin()] + args, capture_output=True,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    install_timeout(120)
+    r = Results("test_cli")
+    golden_path = os.path.join(source_dir(), "tests", "integration",
+                               "golden", "help.txt")
+
+    code, out, err = run(["-help"])
+    r.eq(code, 0, "-help exits 0")
+    with open(golden_path) as f:
+        golden = f.read()
+    r.check(out == golden, "-help matches golden/help.txt",
+            "regenerate with: smolder -help > %s\n--- got ---\n%s" %
+            (golden_path, out))
+
+    help_flags = set(re.findall(r"^  -(\S+)", out, re.M))
+    with open(os.path.join(source_dir(), "README.md")) as f:
+        readme = f.read()
+    readme_flags = set(re.findall(r"^\| `-([^`]+)` \|", readme, re.M))
+    r.check(help_flags == readme_flags, "README flag table == -help flags",
+            "only in -help: %s; only in README: %s" % (
+                sorted(help_flags - readme_flags),
+                sorted(readme_flags - help_flags)))
+
+    cases = [
+        (["-no.such-flag=1"], "flag provided but not defined"),
+        (["-server.http-threads=many"], "invalid value"),
+        (["-target=bogus"], "unrecognised target"),
+        (["-target=server"], "unrecognised target"),
+        (["-log.level=loud"], "invalid -log.level"),
+    ]
+    for args, want in cases:
+        code, out, err = run(args)
+        r.check(code != 0 and want in err, "%s fails with '%s'" %
+                (" ".join(args), want), "exit %d, stderr: %s" % (code, err))
+
+    # A querier alone has no ingester to talk to yet: it must say so and
+    # exit, not serve errors.
+    with Server() as s:
+        data = s.data
+        code, out, err = run(["-target=querier",
+                              "-http.listen-address=127.0.0.1:0",
+                              "-data.dir=%s" % (data + "-q")])
+        r.check(code != 0 and "no ingester to talk to" in err,
+                "-target=querier without an ingester fails at start",
+                "exit %d, stderr: %s" % (code, err))
+        # The data directory is locked by the running server.
+        code, out, err = run(["-http.listen-address=127.0.0.1:0",
+                              "-data.dir=%s" % data])
+        r.check(code != 0 and "in use by another process" in err,
+                "a second process on the same -data.dir is refused",
+                "exit %d, stderr: %s" % (code, err))
+        r.check(s.ready(), "the first server still serves")
+    s.check_stopped(r)
+    r.finish()
+
+
+if __name__ == "__main__":
+    main()
