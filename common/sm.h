@@ -113,6 +113,25 @@ void sm_free(void *p);
  * outside tests; not thread-aware beyond an atomic counter. */
 void sm_fault_alloc_after(long n);
 
+/*
+ * Sum of two non-negative sample values, saturating at INT64_MAX instead of
+ * wrapping: profile totals that overflow stay visibly huge, never negative.
+ */
+static inline int64_t sm_add_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return (__builtin_add_overflow(a, b, &r) ? INT64_MAX : r);
+}
+
+/* Round t down to a multiple of step (> 0), correctly for negative t. */
+static inline int64_t sm_floor_to(int64_t t, int64_t step)
+{
+	int64_t r = t % step;
+
+	return (r < 0 ? t - r - step : t - r);
+}
+
 /* Monotonic and wall clocks. */
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
 int64_t sm_now_ns(void);      /* unix time, nanoseconds */

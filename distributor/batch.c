@@ -217,16 +217,6 @@ u32_cmp(const void *a, const void *b)
 	return (x < y ? -1 : x > y);
 }
 
-static inline int64_t
-sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return (INT64_MAX);
-	return (r);
-}
-
 int
 dist_batch_finish(struct dist_batch *b)
 {
@@ -252,7 +242,7 @@ dist_batch_finish(struct dist_batch *b)
 
 			if (acc[nd] == 0)
 				touched[nt++] = nd;
-			acc[nd] = sat_add(acc[nd], s->value[j]);
+			acc[nd] = sm_add_sat(acc[nd], s->value[j]);
 		}
 		if (nt > nnodes / 8) {
 			/* Dense: one scan in node order. */
@@ -295,7 +285,7 @@ dist_batch_series_total(const struct dist_batch *b, uint32_t idx)
 	int64_t t = 0;
 
 	for (uint32_t j = 0; j < s->n; j++)
-		t = sat_add(t, s->value[j]);
+		t = sm_add_sat(t, s->value[j]);
 	return (t);
 }
 

@@ -348,14 +348,6 @@ pair_cmp(const void *a, const void *b)
 	return (x->node < y->node ? -1 : x->node > y->node);
 }
 
-static inline int64_t
-sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	return (__builtin_add_overflow(a, b, &r) ? INT64_MAX : r);
-}
-
 /*
  * Add sorted, unique pairs p[0..n) to the bucket at time t of series s.
  * Caller holds the tenant lock exclusively.
@@ -403,7 +395,7 @@ bucket_add(struct ing_tenant *t, struct ing_series *s, int64_t bt,
 		for (k = 0; k < n; k++) {
 			nn[k] = p[k].node;
 			nv[k] = p[k].value;
-			sum = sat_add(sum, p[k].value);
+			sum = sm_add_sat(sum, p[k].value);
 		}
 		memmove(&s->b[lo + 1], &s->b[lo],
 		    (size_t)(s->nb - lo) * sizeof(*s->b));
@@ -435,11 +427,11 @@ bucket_add(struct ing_tenant *t, struct ing_series *s, int64_t bt,
 		} else if (i == b->n || p[j].node < b->node[i]) {
 			nn[k] = p[j].node;
 			nv[k] = p[j].value;
-			sum = sat_add(sum, p[j++].value);
+			sum = sm_add_sat(sum, p[j++].value);
 		} else {
 			nn[k] = b->node[i];
-			nv[k] = sat_add(b->value[i++], p[j].value);
-			sum = sat_add(sum, p[j++].value);
+			nv[k] = sm_add_sat(b->value[i++], p[j].value);
+			sum = sm_add_sat(sum, p[j++].value);
 		}
 	}
 	t->pair_bytes += (uint64_t)(k - b->n) * 12;
@@ -449,19 +441,11 @@ bucket_add(struct ing_tenant *t, struct ing_series *s, int64_t bt,
 	b->value = nv;
 	b->n = k;
 	b->profiles++;
-	b->total = sat_add(b->total, sum);
+	b->total = sm_add_sat(b->total, sum);
 	return (0);
 }
 
 /* --- write ---------------------------------------------------------------- */
-
-static int64_t
-bucket_floor(int64_t t, int64_t w)
-{
-	int64_t r = t % w;
-
-	return (r < 0 ? t - r - w : t - r);
-}
 
 int
 ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
@@ -560,7 +544,7 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 				sm_err_set(err, rv, "out of memory");
 			goto out;
 		}
-		if ((rv = bucket_add(t, s, bucket_floor(w->time_ms,
+		if ((rv = bucket_add(t, s, sm_floor_to(w->time_ms,
 		    h->bucket_ms), pairs, n)) != 0) {
 			sm_err_set(err, rv, "out of memory");
 			goto out;
@@ -677,7 +661,7 @@ ing_head_merge(struct ing_head *h, const Smolder__V1__Select *sel,
 			    sel->end_ms))
 				break;
 			for (uint32_t j = 0; j < b->n; j++)
-				acc[b->node[j]] = sat_add(acc[b->node[j]],
+				acc[b->node[j]] = sm_add_sat(acc[b->node[j]],
 				    b->value[j]);
 			profiles += b->profiles;
 			any = true;
@@ -795,7 +779,7 @@ ing_head_series(struct ing_head *h, const Smolder__V1__SeriesRequest *req,
 	smolder__v1__series_response__init(out);
 	if (sel == NULL || step <= 0 || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "series: bad range or step"));
-	first = bucket_floor(sel->start_ms, step);
+	first = sm_floor_to(sel->start_ms, step);
 	nsteps = (sel->end_ms - first + step - 1) / step;
 	if (nsteps > SERIES_MAX_STEPS)
 		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
@@ -875,7 +859,7 @@ ing_head_series(struct ing_head *h, const Smolder__V1__SeriesRequest *req,
 			if (!bucket_overlaps(b, h->bucket_ms, sel->start_ms,
 			    sel->end_ms))
 				break;
-			slot = (bucket_floor(b->t, step) - first) / step;
+			slot = (sm_floor_to(b->t, step) - first) / step;
 			if (slot < 0)
 				slot = 0;
 			if (slot >= nsteps)

@@ -124,10 +124,9 @@ qry_merge_add(struct qry_merge *m, const Smolder__V1__MergeResponse *r,
 			sm_err_set(err, rv, "out of memory");
 			goto out;
 		}
-		if (r->self[i] > 0 &&
-		    __builtin_add_overflow(m->self[nmap[i + 1]], r->self[i],
-		    &m->self[nmap[i + 1]]))
-			m->self[nmap[i + 1]] = INT64_MAX;
+		if (r->self[i] > 0)
+			m->self[nmap[i + 1]] = sm_add_sat(m->self[nmap[i + 1]],
+			    r->self[i]);
 	}
 out:
 	sm_free(smap);

@@ -210,14 +210,6 @@ render_merge(struct querier *qr, const Smolder__V1__Select *sel,
 	return (0);
 }
 
-static int64_t
-floor_step(int64_t t, int64_t step)
-{
-	int64_t r = t % step;
-
-	return (r < 0 ? t - r - step : t - r);
-}
-
 /* Append "timeline":{...} built from a per-step series fan-out. */
 static int
 render_timeline(struct querier *qr, const Smolder__V1__Select *sel,
@@ -227,7 +219,7 @@ render_timeline(struct querier *qr, const Smolder__V1__Select *sel,
 	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
 	struct qry_call *calls = NULL;
 	int64_t step = qry_calc_step_ms(sel->start_ms, sel->end_ms);
-	int64_t first = floor_step(sel->start_ms, step);
+	int64_t first = sm_floor_to(sel->start_ms, step);
 	int64_t n = sel->end_ms > first ? (sel->end_ms - first + step - 1) /
 	    step : 0;
 	uint64_t *samples = NULL;
