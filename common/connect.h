@@ -1,0 +1,68 @@
+/*
+ * connect.h -- Connect unary RPC over HTTP/1.1 (spec §5), the protocol of
+ * Pyroscope's push.v1 and querier.v1 services, served on the same HTTP
+ * server as the legacy API.
+ *
+ * Request: POST /<package>.<Service>/<Method>; Content-Type
+ * application/proto (binary protobuf) or application/json (canonical proto3
+ * JSON, common/pbjson.h), optionally with "; charset=utf-8"; any other
+ * codec -> 415.  The body is the bare message; an empty body is the empty
+ * message.  Content-Encoding: identity or gzip (inflated with the same
+ * size cap as the body limit, sm_gunzip); any other encoding -> error code
+ * unimplemented.  Connect-Protocol-Version is accepted but not required
+ * (connect-go's default; Pyroscope's UI omits it).  Connect-Timeout-Ms,
+ * when present, is parsed and handed to the handler as a deadline (at most
+ * 10 digits, else invalid_argument).  GET -> 405.
+ *
+ * Response: 200 with the request's codec and the bare message, or a Connect
+ * error: application/json {"code":"...","message":"..."} with the HTTP
+ * status of spec §5's table (invalid_argument 400, unauthenticated 401,
+ * permission_denied 403, not_found 404, resource_exhausted 429, internal /
+ * unknown / data_loss 500, unimplemented 501, unavailable 503,
+ * deadline_exceeded 504, ...).  SM_E* codes from a handler map to Connect
+ * codes with sm_connect_code_for().  Response compression: gzip when the
+ * client sent Accept-Encoding with gzip and the body is larger than 1 KiB.
+ *
+ * Ownership: the request message and the response message live in the
+ * per-call arena the framework creates and destroys.
+ */
+#ifndef SM_CONNECT_H
+#define SM_CONNECT_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "arena.h"
+#include "http.h"
+#include "sm.h"
+
+struct sm_connect_call {
+	struct sm_http_req *http;      /* headers (tenant, auth) */
+	struct sm_arena *arena;        /* allocate the response here */
+	int64_t deadline_ns;           /* sm_mono_ns() deadline, 0 = none */
+};
+
+/*
+ * A method handler: read `req` (a message of the registered input type),
+ * set *resp to a message of the output type allocated in call->arena, and
+ * return 0; or return an SM_E* code with the message in err.
+ */
+typedef int (*sm_connect_fn)(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp,
+    struct sm_err *err);
+
+/*
+ * Register `fn` for POST `path` (e.g. "/querier.v1.QuerierService/
+ * SelectSeries").  `in` is the request descriptor; `body_max` caps the
+ * request body and its decompressed size (0 = server default).
+ */
+int sm_connect_route(struct sm_http *h, const char *path,
+    const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
+    size_t body_max);
+
+/* The Connect code and HTTP status for an SM_E* code. */
+const char *sm_connect_code_for(int rv, int *status);
+
+/* Map a Connect code name to its HTTP status (spec §5). */
+int sm_connect_status(const char *code);
+
+#endif /* SM_CONNECT_H */

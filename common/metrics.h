@@ -1,0 +1,82 @@
+/*
+ * metrics.h -- Prometheus metrics: a process-wide registry of counters,
+ * gauges and histograms, exposed as text format 0.0.4 on GET /metrics by
+ * every component.
+ *
+ * Families are registered once, at startup, with a name, help text and at
+ * most SM_METRIC_MAX_LABELS label names.  A child (one label-value
+ * combination) is found or created with sm_metric_child(); callers on hot
+ * paths look children up once and keep the pointer.  Updates are lock-free
+ * atomics; lookup/creation of children and exposition take a mutex.
+ * Children are never freed while the process runs.
+ *
+ * Gauge functions are evaluated at scrape time (head bytes, series count).
+ *
+ * Cardinality is bounded: a family refuses to create more than
+ * SM_METRIC_MAX_CHILDREN children and returns a shared "overflow" child
+ * whose labels are all "__overflow__", so a hostile label value (a tenant
+ * id, a reason) can never grow memory without bound.
+ *
+ * Names follow Prometheus conventions: smolder_<component>_<what>_<unit>,
+ * counters end in _total.
+ */
+#ifndef SM_METRICS_H
+#define SM_METRICS_H
+
+#include "buf.h"
+#include "sm.h"
+
+#define SM_METRIC_MAX_LABELS 3
+#define SM_METRIC_MAX_CHILDREN 1000
+
+enum sm_metric_kind {
+	SM_METRIC_COUNTER,
+	SM_METRIC_GAUGE,
+	SM_METRIC_HISTOGRAM,
+};
+
+struct sm_metric;         /* a family */
+struct sm_metric_child;   /* one label combination */
+
+/*
+ * Register a family in the process registry.  `labels` is a NULL-terminated
+ * array of label names (NULL for none).  For histograms, `buckets` are the
+ * upper bounds (ascending, +Inf implied), `nbuckets` of them; NULL selects
+ * the default latency buckets (0.001 .. 30 s).  Registering the same name
+ * twice returns the existing family (the kinds must agree).  Never fails
+ * except on out-of-memory at startup (then NULL, and updates to a NULL
+ * family are ignored).
+ */
+struct sm_metric *sm_metric_register(enum sm_metric_kind kind,
+    const char *name, const char *help, const char *const *labels,
+    const double *buckets, uint32_t nbuckets);
+
+/* The child for these label values (as many as the family has labels). */
+struct sm_metric_child *sm_metric_child(struct sm_metric *m, ...);
+
+/* The unlabelled child of a family without labels. */
+struct sm_metric_child *sm_metric_child0(struct sm_metric *m);
+
+void sm_counter_add(struct sm_metric_child *c, uint64_t v);
+static inline void sm_counter_inc(struct sm_metric_child *c)
+{
+	sm_counter_add(c, 1);
+}
+void sm_gauge_set(struct sm_metric_child *c, double v);
+void sm_gauge_add(struct sm_metric_child *c, double v);
+void sm_histogram_observe(struct sm_metric_child *c, double v);
+
+/* Current value (tests): counter total or gauge value. */
+double sm_metric_value(struct sm_metric_child *c);
+
+/* A gauge computed at scrape time; `fn` may be called from any thread. */
+void sm_metric_gauge_fn(const char *name, const char *help,
+    double (*fn)(void *arg), void *arg);
+
+/* Forget gauge functions bound to `arg` (before `arg` is freed). */
+void sm_metric_gauge_fn_remove(void *arg);
+
+/* Append the exposition of every family, sorted by name. */
+void sm_metrics_write(struct sm_buf *out);
+
+#endif /* SM_METRICS_H */
