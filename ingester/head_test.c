@@ -10,7 +10,7 @@
 #include "common/flamegraph.h"
 #include "distributor/batch.h"
 #include "ingester/head.h"
-#include "querier/qry_int.h"
+#include "common/mtree.h"
 
 #define SEC 1000
 
@@ -84,7 +84,7 @@ merge_collapsed(struct ing_head *h, const char *tenant, const char *lname,
 	Smolder__V1__Matcher *mp = &m;
 	Smolder__V1__MergeResponse mr;
 	struct sm_arena *a = sm_arena_create(0);
-	struct qry_merge qm;
+	struct sm_mtree qm;
 	struct sm_buf out = SM_BUF_INIT;
 	struct sm_err err;
 	char *text;
@@ -98,13 +98,13 @@ merge_collapsed(struct ing_head *h, const char *tenant, const char *lname,
 	sel.start_ms = start;
 	sel.end_ms = end;
 	if (ing_head_merge(h, &sel, a, &mr, &err) != 0 ||
-	    qry_merge_init(&qm) != 0 || qry_merge_add(&qm, &mr, &err) != 0)
+	    sm_mtree_init(&qm) != 0 || sm_mtree_add_pb(&qm, &mr, &err) != 0)
 		abort();
 	if (profiles != NULL)
 		*profiles = mr.profiles;
 	sm_fg_write_collapsed(&qm.tree, &qm.names, qm.self, &out);
 	text = strdup(out.b != NULL ? out.b : "");
-	qry_merge_fini(&qm);
+	sm_mtree_fini(&qm);
 	sm_buf_fini(&out);
 	sm_arena_destroy(a);
 	return (text);

@@ -8,6 +8,7 @@
 
 #include "common/arena.h"
 #include "common/strtab.h"
+#include "common/mtree.h"
 #include "common/tree.h"
 
 #include "querier.h"
@@ -41,31 +42,6 @@ struct qry_call {
 int qry_fanout(struct querier *q, const Smolder__V1__Request *req,
     struct qry_call **calls, struct sm_err *err);
 void qry_calls_free(struct qry_call *calls, uint32_t n);
-
-/* --- merging partial trees (merge.c) -------------------------------------- */
-
-#define QRY_META_MAX 16
-
-struct qry_merge {
-	struct sm_strtab names;
-	struct sm_tree tree;
-	int64_t *self;          /* per node of `tree` */
-	uint32_t self_cap;
-	uint64_t profiles;
-	Smolder__V1__SeriesMeta meta[QRY_META_MAX];   /* strings borrowed */
-	uint32_t nmeta;
-};
-
-int qry_merge_init(struct qry_merge *m);
-void qry_merge_fini(struct qry_merge *m);
-
-/*
- * Add one ingester's partial tree.  Validates the message (parents before
- * children, indices in range, one self per node): SM_EPROTO on violation.
- * Metadata strings are borrowed from `r` (keep its arena alive).
- */
-int qry_merge_add(struct qry_merge *m, const Smolder__V1__MergeResponse *r,
-    struct sm_err *err);
 
 /* --- HTTP (render.c) ------------------------------------------------------ */
 

@@ -186,7 +186,7 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 /* Fan out a merge and fold the answers into m. */
 static int
 render_merge(struct querier *qr, const Smolder__V1__Select *sel,
-    struct qry_merge *m, struct qry_call **calls, struct sm_err *err)
+    struct sm_mtree *m, struct qry_call **calls, struct sm_err *err)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__MergeRequest mr = SMOLDER__V1__MERGE_REQUEST__INIT;
@@ -204,7 +204,7 @@ render_merge(struct querier *qr, const Smolder__V1__Select *sel,
 			return (sm_err_set(err, SM_EPROTO, "ingester %s "
 			    "answered without a merge result",
 			    sm_rpc_client_url(qr->ing[i])));
-		if ((rv = qry_merge_add(m, resp->merge, err)) != 0)
+		if ((rv = sm_mtree_add_pb(m, resp->merge, err)) != 0)
 			return (rv);
 	}
 	return (0);
@@ -284,7 +284,7 @@ render_handler(struct sm_http_req *r, void *arg)
 {
 	struct querier *qr = arg;
 	struct render_params p;
-	struct qry_merge m;
+	struct sm_mtree m;
 	struct qry_call *calls = NULL;
 	struct sm_fg fg;
 	struct sm_buf out = SM_BUF_INIT;
@@ -306,7 +306,7 @@ render_handler(struct sm_http_req *r, void *arg)
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((rv = qry_merge_init(&m)) != 0) {
+	if ((rv = sm_mtree_init(&m)) != 0) {
 		sm_err_set(&err, rv, "out of memory");
 		goto fail;
 	}
@@ -361,7 +361,7 @@ done:
 	if (have_fg)
 		sm_fg_fini(&fg);
 	if (have_merge)
-		qry_merge_fini(&m);
+		sm_mtree_fini(&m);
 	qry_calls_free(calls, qr->ning);
 	sm_arena_destroy(a);
 	sm_query_fini(&p.q);
