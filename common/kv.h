@@ -64,12 +64,14 @@ struct sm_kv_iter;
 /*
  * Open (creating if missing) the database in directory `path` with the
  * three column families.  RocksDB's own LOCK makes a second opener fail
- * with SM_EIO.  Returns 0, SM_EIO or SM_ECORRUPT (message in err).
+ * with SM_EIO.  Returns 0, SM_EIO, SM_ECORRUPT or SM_ENOMEM (message in
+ * err).
  */
 int sm_kv_open(const char *path, const struct sm_kv_opts *o,
     struct sm_kv **out, struct sm_err *err);
 
-/* Close: waits for background work; NULL is a no-op. */
+/* Close: waits for background work; NULL is a no-op.  Every iterator
+ * must have been destroyed (asserted). */
 void sm_kv_close(struct sm_kv *kv);
 
 /* Point read.  0 with the value appended to `val`, SM_ENOTFOUND, or an
@@ -91,7 +93,8 @@ void sm_kv_batch_put(struct sm_kv_batch *b, enum sm_kv_cf cf,
     const void *key, size_t klen, const void *val, size_t vlen);
 void sm_kv_batch_delete(struct sm_kv_batch *b, enum sm_kv_cf cf,
     const void *key, size_t klen);
-/* Delete every key in [begin, end). */
+/* Delete every key in [begin, end); a range with end <= begin is empty and
+ * is not recorded. */
 void sm_kv_batch_delete_range(struct sm_kv_batch *b, enum sm_kv_cf cf,
     const void *begin, size_t blen, const void *end, size_t elen);
 /* Bytes of the batch's representation. */
@@ -101,6 +104,8 @@ uint32_t sm_kv_batch_count(const struct sm_kv_batch *b);
 /*
  * Apply the batch atomically (all or nothing, also across a crash), with
  * the WAL; `force_sync` syncs even when opts.sync is off (block commits).
+ * If building the batch ran out of memory, nothing is written and this
+ * returns SM_ENOMEM (sm_kv_batch_clear resets that).
  */
 int sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
     struct sm_err *err);
