@@ -21,14 +21,16 @@
  * Decoding accepts:
  *   - lowerCamelCase or the original proto field name;
  *   - numbers or strings for every integer type (with range checks), numbers
- *     or "NaN"/"Infinity"/"-Infinity" for floating point;
+ *     or strings (numeric, "NaN", "Infinity", "-Infinity") for floating
+ *     point;
  *   - enum names or numbers; base64 in standard or URL alphabet, padded or
  *     not;
  *   - null for any field (= default); unknown fields are ignored (as
  *     connect-go's protojson options do).
  *   Errors (SM_EINVAL with a message naming the field path): wrong JSON
  *   type for a field, out-of-range integer, bad base64, unknown enum name,
- *   nesting deeper than 64, not an object at top level.
+ *   nesting deeper than 64, not an object at top level.  SM_ENOMEM when
+ *   the arena runs out.
  *
  * Memory: decoded messages are allocated from the arena and must not be
  * freed with protobuf_c_message_free_unpacked.
