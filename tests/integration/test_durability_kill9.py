@@ -202,7 +202,8 @@ class Ingestors:
         try:
             while not self.stop_ev.is_set():
                 st = self.one(rng)
-                if st == 0 and self.killed_at is not None:
+                if st == 0 and (self.killed_at is not None or
+                                not self.srv.alive()):
                     break
         except Exception as e:      # report, never hang the main thread
             import traceback
