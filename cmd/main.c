@@ -33,6 +33,7 @@
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/module.h"
 #include "common/rpc.h"
 #include "distributor/distributor.h"
@@ -75,10 +76,27 @@ ready_handler(struct sm_http_req *r, void *arg)
 	struct app *app = arg;
 
 	if (app->ing != NULL && !ing_ready(app->ing)) {
-		sm_http_reply_text(r, 503, "Ingester not ready");
+		sm_http_reply_text(r, 503, "Ingester not ready: replaying its "
+		    "head log");
 		return;
 	}
 	sm_http_reply_text(r, 200, "ready");
+}
+
+static void
+metrics_handler(struct sm_http_req *r, void *arg)
+{
+	struct sm_buf out = SM_BUF_INIT;
+
+	(void)arg;
+	sm_metrics_write(&out);
+	if (sm_buf_error(&out) != 0) {
+		sm_buf_fini(&out);
+		sm_http_reply_error(r, 500, "internal", "out of memory");
+		return;
+	}
+	sm_http_reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+	    &out);
 }
 
 static int
@@ -100,6 +118,9 @@ mod_server_init(void *p, struct sm_err *err)
 		return (sm_err_set(err, SM_EINVAL, "server: http threads and "
 		    "connection limit must be >= 1, idle timeout >= 1s"));
 	if ((rv = sm_http_create(&cfg, &app->http, err)) != 0)
+		return (rv);
+	if ((rv = sm_http_route(app->http, "GET", "/metrics", metrics_handler,
+	    app, 0)) != 0)
 		return (rv);
 	return (sm_http_route(app->http, "GET", "/ready", ready_handler, app,
 	    0));
@@ -129,7 +150,8 @@ mod_ingester_init(void *p, struct sm_err *err)
 	struct app *app = p;
 
 	app->ing_cfg.rpc_url = app->rpc_listen;
-	return (ing_create(&app->ing_cfg, &app->ing, err));
+	app->ing_cfg.data_dir = app->data_dir;
+	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 
 static int
@@ -378,7 +400,7 @@ main(int argc, char **argv)
 	sigwait(&set, &sig);
 	sm_info("main", "shutting down\tsignal=%s", sig == SIGINT ? "SIGINT" :
 	    "SIGTERM");
-	rc = 0;
+	rc = app.ing != NULL && ing_failed(app.ing) ? 1 : 0;
 	/* Drain first: no HTTP request may be in flight when the components
 	 * behind it stop.  sm_http_stop() is idempotent. */
 	if (app.http != NULL)

@@ -58,8 +58,9 @@ int sm_mtree_add_tree(struct sm_mtree *m, const uint32_t *parent,
 void sm_mtree_add_meta(struct sm_mtree *m, const Smolder__V1__SeriesMeta *x);
 
 /*
- * The whole tree as a MergeResponse allocated from `a` (strings point into
- * the merge tree, which must outlive the response).
+ * The whole tree as a MergeResponse allocated from `a`.  Its strings and
+ * its meta entries point into the merge tree, which must outlive the
+ * response (or the caller copies them).
  */
 int sm_mtree_to_pb(const struct sm_mtree *m, struct sm_arena *a,
     Smolder__V1__MergeResponse *out);

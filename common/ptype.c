@@ -156,6 +156,25 @@ sm_legacy_type_resolve(const struct sm_legacy_type *lt, uint32_t sample_rate,
 		*period_ns = 1;
 }
 
+const char *
+sm_legacy_suffix_for(const char *metric, const char *sample_type,
+    const char *sample_unit)
+{
+	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_types); i++) {
+		const struct sm_legacy_type *lt = &legacy_types[i];
+		const char *t = lt->sample_type, *u = lt->sample_unit;
+
+		if (lt->period) {
+			t = strcmp(lt->metric, "wall") == 0 ? "wall" : "cpu";
+			u = "nanoseconds";
+		}
+		if (strcmp(lt->metric, metric) == 0 &&
+		    strcmp(t, sample_type) == 0 && strcmp(u, sample_unit) == 0)
+			return (lt->suffix);
+	}
+	return (NULL);
+}
+
 void
 sm_ptype_render_units(const char *sample_type, const char *sample_unit,
     const char **units, uint32_t *sample_rate)

@@ -74,6 +74,16 @@ void sm_legacy_type_resolve(const struct sm_legacy_type *lt,
     uint32_t sample_rate, struct sm_ptype *out, int64_t *period_ns);
 
 /*
+ * The og app-name suffix for a series of (metric, sample_type, unit): the
+ * first legacy entry whose query form (the matchers sm_query_parse makes
+ * for "app.<suffix>": for cpu/wall entries the sampleRate form
+ * <x>:nanoseconds) is exactly this triple, so "<service>.<suffix>" queries
+ * back the same series.  NULL when no suffix names it.
+ */
+const char *sm_legacy_suffix_for(const char *metric, const char *sample_type,
+    const char *sample_unit);
+
+/*
  * Render metadata of the v1 shim (spec §3): units "objects" for
  * inuse_objects, alloc_objects, goroutine, samples; "samples" with
  * sampleRate 1e9 for cpu; otherwise the sample unit with sampleRate 100.

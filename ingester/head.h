@@ -1,84 +1,71 @@
 /*
- * head.h -- the ingester's in-memory head (DESIGN §2), private to ingester/.
+ * head.h -- one tenant's head: the mutable, in-memory data that new writes
+ * go to until it is cut into a block (DESIGN §2, §3).
  *
- * Structure, per tenant (the tenant id is the first key of everything; no
- * call can touch two tenants):
+ *   ing_head
+ *     set        ing_set: label strings, series, buckets with pairs, index
+ *     frames     sm_strtab: frame names
+ *     tree       sm_tree: (parent, frame) call-tree nodes
+ *     gen        generation: the head log keys of its writes carry it, and
+ *                the block it becomes is named by it
  *
- *   ing_tenant
- *     frames   sm_strtab       frame names, interned
- *     lstr     sm_strtab       label names and values, interned
- *     tree     sm_tree         (parent, frame) call-tree nodes
- *     series[] ing_series      one per distinct sorted label set
- *       labels                 pointers into lstr
- *       buckets[]              sorted by start time t (bucket_ms wide)
- *         node[], value[]      sorted by node id, values > 0
- *         total, profiles      sum of values; uploads merged
- *
- * A write maps the request's stack tree onto the tenant tree in one pass
+ * A write maps the request's stack tree onto the head's tree in one pass
  * (parents before children), then adds each series' (node, value) pairs to
- * the bucket holding its timestamp with a sorted merge.  A merge query is a
- * dense-array add over node ids for every matching series and overlapping
- * bucket, followed by one pass that keeps the nodes with a non-zero
- * subtree; the result is a partial tree (MergeResponse) the querier merges
- * with other ingesters' answers.
+ * the bucket holding its timestamp with a sorted merge.
  *
- * Time: bucket b holds [b.t, b.t + bucket_ms); a query [start, end) reads
- * the buckets that overlap it.
+ * Lifetime and locking: `lock` (rwlock) guards the contents: writes hold it
+ * exclusively, queries and the block encoder shared.  `writers` counts
+ * writes that were logged with this head's generation but not yet applied;
+ * a cut waits for it to reach 0 before encoding (see db.c).  `refs` keeps
+ * the head alive while a query or a cut uses it after the tenant lock was
+ * released.  Both are atomics.
  *
- * Locking: the tenant table has a rwlock (read to find, write to add a
- * tenant).  Each tenant has a rwlock: writes hold it exclusively, queries
- * shared.  String pointers returned from a tenant's tables stay valid for
- * the tenant's lifetime (chunks never move), so responses can be packed
- * after the lock is released.  Tenants are never removed while the head
- * lives.
- *
- * Errors: SM_EMALFORMED for a request that breaks the RPC contract (a
- * parent after its child, a string index out of range, a value <= 0,
- * unsorted nodes), SM_EINVAL for bad selectors, SM_ENOMEM.
+ * Errors: SM_EMALFORMED for a write that breaks the RPC contract (a parent
+ * after its child, a string index out of range, a value <= 0, unsorted
+ * nodes or labels), SM_ENOMEM.
  */
 #ifndef ING_HEAD_H
 #define ING_HEAD_H
 
-#include "common/arena.h"
-#include "common/selector.h"
+#include <pthread.h>
+#include <stdatomic.h>
 
+#include "common/strtab.h"
+#include "common/tree.h"
+
+#include "set.h"
 #include "smolder/v1/rpc.pb-c.h"
 
-struct ing_head;
-
-/* bucket_ms > 0.  Returns 0 or SM_ENOMEM. */
-int ing_head_create(int64_t bucket_ms, struct ing_head **out);
-void ing_head_destroy(struct ing_head *h);
-
-/* Apply one write; the numbers of series and pairs written are returned. */
-int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
-    uint32_t *series, uint32_t *pairs, struct sm_err *err);
-
-/*
- * Merge every series of `sel` over its time range into `out`, allocated
- * from `a` (strings may point into the tenant's tables).  An unknown tenant
- * gives an empty result.
- */
-int ing_head_merge(struct ing_head *h, const Smolder__V1__Select *sel,
-    struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err);
-
-/*
- * Per-step totals of the selected series, grouped by the `group_by` label
- * values (no grouping: one series with no labels).  Points are at
- * multiples of step_ms (unix epoch aligned), ascending, zero points
- * omitted.  At most 1,000,000 steps per query (SM_EINVAL beyond).
- */
-int ing_head_series(struct ing_head *h, const Smolder__V1__SeriesRequest *req,
-    struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err);
-
-/* Build a selector from RPC matchers.  0 or SM_EINVAL / SM_ENOMEM. */
-int ing_selector_from_pb(const Smolder__V1__Select *sel,
-    struct sm_selector *out, struct sm_err *err);
-
-struct ing_head_stats {
-	uint64_t tenants, series, nodes, buckets, bytes;
+struct ing_head {
+	pthread_rwlock_t lock;
+	uint64_t gen;
+	int64_t bucket_ms;
+	int64_t created_ms;            /* wall clock, for -ingester.block-duration */
+	atomic_int writers;
+	atomic_int refs;
+	struct ing_set set;
+	struct sm_strtab frames;
+	struct sm_tree tree;
+	uint64_t pair_bytes;           /* bytes of bucket pair arrays */
+	uint64_t writes;               /* uploads applied */
 };
 
-void ing_head_stats(struct ing_head *h, struct ing_head_stats *st);
+/* A new, empty head with one reference.  0 or SM_ENOMEM. */
+int ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out);
+
+/* Take / drop a reference; the last drop frees the head. */
+void ing_head_ref(struct ing_head *h);
+void ing_head_unref(struct ing_head *h);
+
+/*
+ * Apply one write (takes the write lock).  The numbers of series and pairs
+ * written are returned.  On SM_ENOMEM part of the write may have been
+ * applied (the caller fails the request; the head stays consistent).
+ */
+int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
+    uint32_t *nseries, uint32_t *npairs, struct sm_err *err);
+
+/* Approximate heap bytes (call with the lock held, or racy is fine). */
+uint64_t ing_head_bytes(const struct ing_head *h);
 
 #endif /* ING_HEAD_H */

@@ -1,31 +1,46 @@
 /*
- * ingester.c -- the ingester module: RPC service and lifecycle.
+ * ingester.c -- the ingester module: storage lifecycle, replay, the cutter
+ * thread, the RPC service and /ingester/flush.  See ingester.h.
  */
 #include "ingester.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/arena.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/rpc.h"
 
-#include "head.h"
+#include "db.h"
+#include "store.h"
 
 struct ingester {
 	struct ing_config cfg;
-	struct ing_head *head;
+	struct sm_http *http;
+	struct ing_store *store;
+	struct ing_db *db;              /* set when the replay is done */
 	struct sm_rpc_server *rpc;
-	atomic_bool ready;
+	pthread_t replay_thr, cutter_thr;
+	int replay_started, cutter_started;
+	atomic_bool ready, failed, stopping;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;              /* wakes the cutter to stop */
 };
 
 /* Per-request memory budget for decoding and building responses. */
 #define ING_REQ_BUDGET (1024u << 20)
 
+static struct sm_metric *m_writes, *m_write_fail;
+
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[3];
+	static struct sm_flag f[8];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -37,30 +52,208 @@ ing_flags(struct ing_config *cfg, size_t *n)
 	f[2] = (struct sm_flag){ "ingester.bucket-duration",
 		SM_FLAG_DURATION, &cfg->bucket_ms, "10s",
 		"Width of the time buckets samples are summed into." };
+	f[3] = (struct sm_flag){ "ingester.wal-sync", SM_FLAG_BOOL,
+		&cfg->wal_sync, "false",
+		"fsync the write-ahead log on every write: survives power loss "
+		"(off: survives a process crash)." };
+	f[4] = (struct sm_flag){ "ingester.block-duration", SM_FLAG_DURATION,
+		&cfg->block_ms, "1h",
+		"Cut a tenant's head into an immutable block this long after "
+		"its first write." };
+	f[5] = (struct sm_flag){ "ingester.head-max-bytes", SM_FLAG_BYTES,
+		&cfg->head_max_bytes, "1GiB",
+		"Cut every head into blocks when the heads together use more "
+		"memory than this (0 = no limit)." };
+	f[6] = (struct sm_flag){ "ingester.block-cache-bytes", SM_FLAG_BYTES,
+		&cfg->block_cache, "256MiB",
+		"Memory for decoded block indexes and symbol tables." };
+	f[7] = (struct sm_flag){ "ingester.rocksdb-cache-bytes", SM_FLAG_BYTES,
+		&cfg->rocksdb_cache, "64MiB",
+		"RocksDB's block cache (compressed and raw SST blocks)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
 
+/* --- metrics -------------------------------------------------------------- */
+
+static double
+g_series(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_stats st;
+
+	if (!atomic_load(&ing->ready))
+		return (0);
+	ing_db_stats(ing->db, &st);
+	return ((double)st.series);
+}
+
+static double
+g_head_bytes(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_stats st;
+
+	if (!atomic_load(&ing->ready))
+		return (0);
+	ing_db_stats(ing->db, &st);
+	return ((double)st.head_bytes);
+}
+
+static double
+g_blocks(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_stats st;
+
+	if (!atomic_load(&ing->ready))
+		return (0);
+	ing_db_stats(ing->db, &st);
+	return ((double)st.blocks);
+}
+
+static double
+g_disk(void *arg)
+{
+	struct ingester *ing = arg;
+
+	return (ing->store != NULL ? (double)ing_store_disk_bytes(ing->store) :
+	    0);
+}
+
+static double
+g_ready(void *arg)
+{
+	struct ingester *ing = arg;
+
+	return (atomic_load(&ing->ready) ? 1 : 0);
+}
+
+static void
+ing_metrics_init(struct ingester *ing)
+{
+	m_writes = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_writes_total",
+	    "Writes (uploads) made durable and applied.", NULL, NULL, 0);
+	m_write_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_write_failures_total",
+	    "Writes refused or failed (not acknowledged).", NULL, NULL, 0);
+	sm_metric_gauge_fn("smolder_ingester_head_series",
+	    "Series in the ingester's heads.", g_series, ing);
+	sm_metric_gauge_fn("smolder_ingester_head_bytes",
+	    "Approximate memory of the ingester's heads.", g_head_bytes, ing);
+	sm_metric_gauge_fn("smolder_ingester_blocks",
+	    "Blocks the ingester serves.", g_blocks, ing);
+	sm_metric_gauge_fn("smolder_ingester_disk_bytes",
+	    "Bytes of the ingester's RocksDB files on disk.", g_disk, ing);
+	sm_metric_gauge_fn("smolder_ingester_ready",
+	    "1 once the head log is replayed and writes are accepted.",
+	    g_ready, ing);
+}
+
+/* --- HTTP ----------------------------------------------------------------- */
+
+static void
+flush_handler(struct sm_http_req *r, void *arg)
+{
+	struct ingester *ing = arg;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (!atomic_load(&ing->ready)) {
+		sm_http_reply_error(r, 503, "unavailable", "ingester not "
+		    "ready: replaying its head log");
+		return;
+	}
+	if (ing_db_flush(ing->db, &err) != 0) {
+		sm_http_reply_error(r, 500, "internal", "flush failed: %s",
+		    err.msg);
+		return;
+	}
+	sm_http_reply_text(r, 200, "flushed");
+}
+
+/* --- lifecycle ------------------------------------------------------------ */
+
 int
-ing_create(const struct ing_config *cfg, struct ingester **out,
-    struct sm_err *err)
+ing_create(const struct ing_config *cfg, struct sm_http *http,
+    struct ingester **out, struct sm_err *err)
 {
 	struct ingester *ing;
+	int rv;
 
 	*out = NULL;
 	if (cfg->bucket_ms <= 0 || cfg->rpc_workers <= 0 ||
-	    cfg->rpc_recv_max <= 0)
-		return (sm_err_set(err, SM_EINVAL, "ingester: bucket duration, "
-		    "rpc workers and rpc max message size must be > 0"));
+	    cfg->rpc_recv_max <= 0 || cfg->block_ms <= 0 ||
+	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
+	    cfg->rocksdb_cache < 0)
+		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
+		    "workers and message size must be > 0, sizes >= 0"));
 	if ((ing = sm_calloc(1, sizeof(*ing))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing->cfg = *cfg;
-	if (ing_head_create(cfg->bucket_ms, &ing->head) != 0) {
-		sm_free(ing);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	ing->http = http;
+	pthread_mutex_init(&ing->mu, NULL);
+	pthread_cond_init(&ing->cv, NULL);
+	if (http != NULL && (rv = sm_http_route(http, "POST",
+	    "/ingester/flush", flush_handler, ing, 0)) != 0) {
+		ing_destroy(ing);
+		return (sm_err_set(err, rv, "ingester: route: %s",
+		    sm_strerror(rv)));
 	}
+	ing_metrics_init(ing);
 	*out = ing;
 	return (0);
+}
+
+static void *
+cutter_main(void *arg)
+{
+	struct ingester *ing = arg;
+
+	pthread_mutex_lock(&ing->mu);
+	while (!atomic_load(&ing->stopping)) {
+		struct timespec ts;
+
+		pthread_mutex_unlock(&ing->mu);
+		ing_db_tick(ing->db, sm_now_ms());
+		pthread_mutex_lock(&ing->mu);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!atomic_load(&ing->stopping))
+			pthread_cond_timedwait(&ing->cv, &ing->mu, &ts);
+	}
+	pthread_mutex_unlock(&ing->mu);
+	return (NULL);
+}
+
+static void *
+replay_main(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_cfg dc = {
+		.bucket_ms = ing->cfg.bucket_ms,
+		.block_ms = ing->cfg.block_ms,
+		.head_max_bytes = (uint64_t)ing->cfg.head_max_bytes,
+		.zstd_level = 3,
+	};
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (ing_db_open(&dc, ing->store, &ing->db, &err) != 0) {
+		sm_error("ingester", "cannot load storage: %s", err.msg);
+		atomic_store(&ing->failed, true);
+		kill(getpid(), SIGTERM);
+		return (NULL);
+	}
+	pthread_mutex_lock(&ing->mu);
+	if (!atomic_load(&ing->stopping) &&
+	    pthread_create(&ing->cutter_thr, NULL, cutter_main, ing) == 0)
+		ing->cutter_started = 1;
+	pthread_mutex_unlock(&ing->mu);
+	atomic_store(&ing->ready, true);
+	sm_info("ingester", "ready");
+	return (NULL);
 }
 
 int
@@ -72,13 +265,27 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		.recv_max = (size_t)ing->cfg.rpc_recv_max,
 		.send_timeout_ms = 10000,
 	};
+	struct sm_kv_opts kvo;
+	char path[4096];
 	int rv;
 
+	sm_kv_opts_default(&kvo);
+	kvo.sync = ing->cfg.wal_sync;
+	kvo.block_cache_bytes = (size_t)ing->cfg.rocksdb_cache;
+	snprintf(path, sizeof(path), "%s/rocksdb", ing->cfg.data_dir);
+	if ((rv = ing_store_open(path, &kvo, (size_t)ing->cfg.block_cache,
+	    &ing->store, err)) != 0)
+		return (rv);
+	/* Serve RPC at once: until the replay finishes every call gets
+	 * "unavailable", so clients fail fast instead of waiting. */
 	if ((rv = sm_rpc_server_start(&rc, ing_serve, ing, &ing->rpc,
 	    err)) != 0)
 		return (rv);
-	atomic_store(&ing->ready, true);
-	sm_info("ingester", "serving rpc\turl=%s", ing->cfg.rpc_url);
+	if (pthread_create(&ing->replay_thr, NULL, replay_main, ing) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "ingester: thread"));
+	ing->replay_started = 1;
+	sm_info("ingester", "serving rpc; replaying the head log\turl=%s "
+	    "data=%s", ing->cfg.rpc_url, path);
 	return (0);
 }
 
@@ -88,12 +295,31 @@ ing_ready(const struct ingester *ing)
 	return (atomic_load(&ing->ready));
 }
 
+bool
+ing_failed(const struct ingester *ing)
+{
+	return (atomic_load(&ing->failed));
+}
+
 void
 ing_stop(struct ingester *ing)
 {
 	atomic_store(&ing->ready, false);
+	pthread_mutex_lock(&ing->mu);
+	atomic_store(&ing->stopping, true);
+	pthread_cond_broadcast(&ing->cv);
+	pthread_mutex_unlock(&ing->mu);
+	/* No RPC in flight after this, so no write races the shutdown. */
 	sm_rpc_server_stop(ing->rpc);
 	ing->rpc = NULL;
+	if (ing->replay_started) {
+		pthread_join(ing->replay_thr, NULL);
+		ing->replay_started = 0;
+	}
+	if (ing->cutter_started) {
+		pthread_join(ing->cutter_thr, NULL);
+		ing->cutter_started = 0;
+	}
 }
 
 void
@@ -101,11 +327,17 @@ ing_destroy(struct ingester *ing)
 {
 	if (ing == NULL)
 		return;
-	if (ing->rpc != NULL)
+	if (ing->rpc != NULL || ing->replay_started || ing->cutter_started)
 		ing_stop(ing);
-	ing_head_destroy(ing->head);
+	sm_metric_gauge_fn_remove(ing);
+	ing_db_close(ing->db);
+	ing_store_close(ing->store);
+	pthread_mutex_destroy(&ing->mu);
+	pthread_cond_destroy(&ing->cv);
 	sm_free(ing);
 }
+
+/* --- RPC ------------------------------------------------------------------ */
 
 int
 ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
@@ -115,6 +347,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	Smolder__V1__WriteResponse wr = SMOLDER__V1__WRITE_RESPONSE__INIT;
 	Smolder__V1__MergeResponse mr;
 	Smolder__V1__SeriesResponse sr;
+	Smolder__V1__LabelsResponse lr;
 	Smolder__V1__Request *req;
 	struct sm_arena *a;
 	ProtobufCAllocator al;
@@ -122,6 +355,11 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	int rv;
 
 	sm_err_clear(&err);
+	if (!atomic_load(&ing->ready)) {
+		sm_rpc_pack_error(SM_EUNAVAIL, "ingester not ready: replaying "
+		    "its head log", resp);
+		return (SM_EUNAVAIL);
+	}
 	if ((a = sm_arena_create(ING_REQ_BUDGET)) == NULL) {
 		sm_rpc_pack_error(SM_ENOMEM, "out of memory", resp);
 		return (SM_ENOMEM);
@@ -137,12 +375,16 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
 		uint32_t ns, np;
 
-		rv = ing_head_write(ing->head, req->write, &ns, &np, &err);
+		rv = ing_db_write(ing->db, data, len, req->write, &ns, &np,
+		    &err);
 		if (rv == 0) {
 			wr.series = ns;
 			wr.samples = np;
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_WRITE;
 			r.write = &wr;
+			sm_counter_inc(sm_metric_child0(m_writes));
+		} else {
+			sm_counter_inc(sm_metric_child0(m_write_fail));
 		}
 		break;
 	}
@@ -151,18 +393,24 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 			rv = sm_err_set(&err, SM_EMALFORMED, "merge: no select");
 			break;
 		}
-		rv = ing_head_merge(ing->head, req->merge->select, a, &mr,
-		    &err);
+		rv = ing_db_merge(ing->db, req->merge->select, a, &mr, &err);
 		if (rv == 0) {
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_MERGE;
 			r.merge = &mr;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SERIES:
-		rv = ing_head_series(ing->head, req->series, a, &sr, &err);
+		rv = ing_db_series(ing->db, req->series, a, &sr, &err);
 		if (rv == 0) {
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_SERIES;
 			r.series = &sr;
+		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		rv = ing_db_labels(ing->db, req->labels, a, &lr, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_LABELS;
+			r.labels = &lr;
 		}
 		break;
 	default:

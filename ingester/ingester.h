@@ -1,16 +1,23 @@
 /*
- * ingester.h -- the ingester component (DESIGN §1): owns a head of
- * per-tenant stack trees and series, serves smolder.v1 RPCs (write, merge,
- * series) on its RPC URL.
+ * ingester.h -- the ingester component (DESIGN §1): owns the durable
+ * database of its tenants (ingester/db.h) and serves smolder.v1 RPCs
+ * (write, merge, series, labels) on its RPC URL.
  *
- * Lifecycle: ing_create (allocate) -> ing_start (serve RPC; ready) ->
- * ing_stop (stop serving; joins workers) -> ing_destroy.
+ * Lifecycle: ing_create (configure, register HTTP routes) -> ing_start
+ * (open the store, serve RPC, replay the head log in the background) ->
+ * ready (ing_ready) -> ing_stop (stop serving, finish the replay or the cut
+ * in progress, close the store) -> ing_destroy.
  *
- * Durability: none yet -- this version keeps the head in memory only.
- * (Write-ahead durability in RocksDB is the next step; until then a
- * restart loses data and /ready is true as soon as the RPC server runs.)
+ * Until the replay is done every RPC answers SM_EUNAVAIL ("replaying"), so
+ * the distributor answers 503 and no write is accepted before the head log
+ * is back in memory; /ready is 503 meanwhile.  A replay that fails (the
+ * store cannot be read) is fatal: the ingester logs it, marks itself failed
+ * and raises SIGTERM so the process exits non-zero.
  *
- * Locking: RPC workers call into the head concurrently; see head.h.
+ * HTTP: POST /ingester/flush cuts every head into a block now (as
+ * Pyroscope's /ingester/flush does); 200 when done.
+ *
+ * Locking: RPC workers call into the db concurrently; see db.h.
  */
 #ifndef ING_INGESTER_H
 #define ING_INGESTER_H
@@ -19,24 +26,32 @@
 
 #include "common/buf.h"
 #include "common/flags.h"
+#include "common/http.h"
 #include "common/sm.h"
 
 struct ing_config {
 	char *rpc_url;            /* -rpc.listen-address (set by main) */
+	char *data_dir;           /* -data.dir (set by main) */
 	int64_t rpc_workers;      /* -ingester.rpc-workers */
 	int64_t rpc_recv_max;     /* -ingester.rpc-max-message-bytes */
 	int64_t bucket_ms;        /* -ingester.bucket-duration */
+	bool wal_sync;            /* -ingester.wal-sync */
+	int64_t block_ms;         /* -ingester.block-duration */
+	int64_t head_max_bytes;   /* -ingester.head-max-bytes */
+	int64_t block_cache;      /* -ingester.block-cache-bytes */
+	int64_t rocksdb_cache;    /* -ingester.rocksdb-cache-bytes */
 };
 
 /* The flag table for this config (bound to `cfg`). */
-extern const struct sm_flag *ing_flags(struct ing_config *cfg, size_t *n);
+const struct sm_flag *ing_flags(struct ing_config *cfg, size_t *n);
 
 struct ingester;
 
-int ing_create(const struct ing_config *cfg, struct ingester **out,
-    struct sm_err *err);
+int ing_create(const struct ing_config *cfg, struct sm_http *http,
+    struct ingester **out, struct sm_err *err);
 int ing_start(struct ingester *ing, struct sm_err *err);
 bool ing_ready(const struct ingester *ing);
+bool ing_failed(const struct ingester *ing);
 void ing_stop(struct ingester *ing);
 void ing_destroy(struct ingester *ing);
 

@@ -5,6 +5,9 @@
 #define QRY_INT_H
 
 #include <pthread.h>
+#include <stdbool.h>
+
+#include "common/labels.h"
 
 #include "common/arena.h"
 #include "common/strtab.h"
@@ -43,8 +46,34 @@ int qry_fanout(struct querier *q, const Smolder__V1__Request *req,
     struct qry_call **calls, struct sm_err *err);
 void qry_calls_free(struct qry_call *calls, uint32_t n);
 
-/* --- HTTP (render.c) ------------------------------------------------------ */
+/* --- labels (labels.c) ---------------------------------------------------- */
+
+/* One distinct (restricted) label set with its upload metadata. */
+struct qry_labelset {
+	struct sm_label *v;
+	uint32_t n;
+	char *spy;
+	uint32_t sample_rate;
+};
+
+struct qry_labels_result {
+	char **names;             /* sorted, unique (names or values) */
+	uint32_t nnames;
+	struct qry_labelset *sets;
+	uint32_t nsets, sets_cap;
+};
+
+/* Fan a labels request out and merge the answers (arena-owned). */
+int qry_labels(struct querier *q, const Smolder__V1__LabelsRequest *lr,
+    struct sm_arena *a, struct qry_labels_result *out, struct sm_err *err);
+
+/* "service.suffix" for a set holding service_name, __name__, __type__ and
+ * __unit__, when the type has an og suffix. */
+bool qry_app_name(const struct qry_labelset *ls, char *dst, size_t n);
+
+/* --- HTTP (render.c, labels.c) --------------------------------------------- */
 
 int qry_render_register(struct querier *q);
+int qry_labels_register(struct querier *q);
 
 #endif /* QRY_INT_H */

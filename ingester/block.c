@@ -1,0 +1,710 @@
+/*
+ * block.c -- the block format; see block.h for the layout.
+ */
+#include "block.h"
+
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/kv.h"
+#include "common/labels.h"
+#include "common/zst.h"
+
+/* --- varints -------------------------------------------------------------- */
+
+static void
+put_uv(struct sm_buf *b, uint64_t v)
+{
+	uint8_t tmp[10];
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		tmp[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	tmp[n++] = (uint8_t)v;
+	sm_buf_append(b, tmp, n);
+}
+
+static void
+put_zz(struct sm_buf *b, int64_t v)
+{
+	put_uv(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+/* A bounded reader over decompressed bytes; `what` names the part. */
+struct rd {
+	const uint8_t *p, *end, *start;
+	const char *what;
+	struct sm_err *err;
+	int bad;
+};
+
+static int
+rd_fail(struct rd *r, const char *why)
+{
+	if (!r->bad)
+		sm_err_set(r->err, SM_ECORRUPT, "block %s: %s at byte %zu",
+		    r->what, why, (size_t)(r->p - r->start));
+	r->bad = 1;
+	return (SM_ECORRUPT);
+}
+
+static uint64_t
+get_uv(struct rd *r)
+{
+	uint64_t v = 0;
+
+	for (int s = 0; s < 64; s += 7) {
+		uint8_t c;
+
+		if (r->p >= r->end) {
+			rd_fail(r, "truncated varint");
+			return (0);
+		}
+		c = *r->p++;
+		if (s == 63 && c > 1) {
+			rd_fail(r, "varint overflows 64 bits");
+			return (0);
+		}
+		v |= (uint64_t)(c & 0x7f) << s;
+		if (c < 0x80)
+			return (v);
+	}
+	rd_fail(r, "varint too long");
+	return (0);
+}
+
+static int64_t
+get_zz(struct rd *r)
+{
+	uint64_t v = get_uv(r);
+
+	return ((int64_t)(v >> 1) ^ -(int64_t)(v & 1));
+}
+
+/* A count that must fit the remaining bytes at `min` bytes per item. */
+static uint32_t
+get_count(struct rd *r, size_t min)
+{
+	uint64_t v = get_uv(r);
+
+	if (v > UINT32_MAX || (min != 0 &&
+	    v > (uint64_t)(r->end - r->p) / min)) {
+		rd_fail(r, "count larger than the data");
+		return (0);
+	}
+	return ((uint32_t)v);
+}
+
+/* --- envelope ------------------------------------------------------------- */
+
+static uint32_t
+block_sum(const uint8_t *p, size_t n)
+{
+	return ((uint32_t)sm_hash(p, n));
+}
+
+/* Append header + zstd(raw) (or raw for 'M') to out. */
+static int
+block_wrap(char kind, const struct sm_buf *raw, int level, struct sm_buf *out)
+{
+	size_t hdr = out->len;
+	uint8_t h[ING_BLOCK_HDR] = { 'S', 'M', ING_BLOCK_VERSION,
+		(uint8_t)kind };
+	int rv;
+
+	sm_put_be32(h + 4, (uint32_t)raw->len);
+	sm_buf_append(out, h, sizeof(h));
+	if (kind == 'M')
+		sm_buf_append(out, raw->b, raw->len);
+	else if ((rv = sm_zst_compress(raw->b != NULL ? raw->b : "", raw->len,
+	    level, out)) != 0)
+		return (rv);
+	if (sm_buf_error(out) != 0)
+		return (sm_buf_error(out));
+	sm_put_be32((uint8_t *)out->b + hdr + 8, block_sum((uint8_t *)out->b +
+	    hdr + ING_BLOCK_HDR, out->len - hdr - ING_BLOCK_HDR));
+	return (0);
+}
+
+int
+ing_block_open(const uint8_t *v, size_t n, char kind,
+    const uint8_t **payload, size_t *plen, uint32_t *raw_len,
+    struct sm_err *err)
+{
+	if (n < ING_BLOCK_HDR || v[0] != 'S' || v[1] != 'M')
+		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': bad "
+		    "header (%zu bytes)", kind, n));
+	if (v[2] != ING_BLOCK_VERSION)
+		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': "
+		    "unsupported format version %u", kind, v[2]));
+	if (v[3] != (uint8_t)kind)
+		return (sm_err_set(err, SM_ECORRUPT, "block part: expected "
+		    "kind '%c', found 0x%02x", kind, v[3]));
+	if (sm_get_be32(v + 8) != block_sum(v + ING_BLOCK_HDR,
+	    n - ING_BLOCK_HDR))
+		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': "
+		    "checksum mismatch", kind));
+	*payload = v + ING_BLOCK_HDR;
+	*plen = n - ING_BLOCK_HDR;
+	*raw_len = sm_get_be32(v + 4);
+	return (0);
+}
+
+/* Open and decompress a part into a malloc'd buffer. */
+static int
+block_unwrap(const uint8_t *v, size_t n, char kind, uint8_t **out,
+    size_t *outlen, struct sm_err *err)
+{
+	const uint8_t *p;
+	size_t pl;
+	uint32_t raw;
+	uint8_t *buf;
+	int rv;
+
+	if ((rv = ing_block_open(v, n, kind, &p, &pl, &raw, err)) != 0)
+		return (rv);
+	/* The raw length is ours, and checksummed; still bound it. */
+	if (raw > (1u << 31))
+		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': raw "
+		    "length %u too large", kind, raw));
+	if ((buf = sm_malloc((size_t)raw + 1)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if (sm_zst_decompress(p, pl, buf, raw) != 0) {
+		sm_free(buf);
+		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': zstd "
+		    "payload does not decompress to %u bytes", kind, raw));
+	}
+	*out = buf;
+	*outlen = raw;
+	return (0);
+}
+
+/* --- encode --------------------------------------------------------------- */
+
+static void
+put_strings(struct sm_buf *b, const struct sm_strtab *t)
+{
+	put_uv(b, t->n);
+	for (uint32_t i = 0; i < t->n; i++) {
+		put_uv(b, t->strs[i].len);
+		sm_buf_append(b, t->strs[i].p, t->strs[i].len);
+	}
+}
+
+void
+ing_block_enc_fini(struct ing_block_enc *e)
+{
+	sm_buf_fini(&e->m);
+	sm_buf_fini(&e->index);
+	sm_buf_fini(&e->symbols);
+	sm_buf_fini(&e->tree);
+	for (uint32_t i = 0; i < e->ndata; i++)
+		sm_buf_fini(&e->data[i]);
+	sm_free(e->data);
+	memset(e, 0, sizeof(*e));
+}
+
+int
+ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
+    struct sm_err *err)
+{
+	const struct ing_set *s = &h->set;
+	struct sm_buf raw = SM_BUF_INIT;
+	uint8_t mb[60];
+	int rv = SM_ENOMEM;
+
+	memset(e, 0, sizeof(*e));
+	if (s->nseries == 0)
+		return (sm_err_set(err, SM_EINVAL, "empty head"));
+	e->meta.gen = h->gen;
+	e->meta.min_t = s->min_t;
+	e->meta.max_t = s->max_t + h->bucket_ms;
+	e->meta.bucket_ms = h->bucket_ms;
+	e->meta.nseries = s->nseries;
+	e->meta.nnodes = h->tree.n;
+	e->meta.nframes = h->frames.n;
+
+	/* symbols */
+	put_strings(&raw, &h->frames);
+	if (sm_buf_error(&raw) != 0 ||
+	    (rv = block_wrap('S', &raw, level, &e->symbols)) != 0)
+		goto fail;
+	/* tree */
+	sm_buf_reset(&raw);
+	put_uv(&raw, h->tree.n);
+	for (uint32_t i = 1; i < h->tree.n; i++) {
+		put_uv(&raw, i - h->tree.parent[i]);
+		put_uv(&raw, h->tree.name[i]);
+	}
+	if (sm_buf_error(&raw) != 0 ||
+	    (rv = block_wrap('T', &raw, level, &e->tree)) != 0)
+		goto fail;
+	/* index */
+	sm_buf_reset(&raw);
+	put_strings(&raw, &s->lstr);
+	put_uv(&raw, s->nseries);
+	for (uint32_t k = 0; k < s->nseries; k++) {
+		const struct ing_series *sr = s->series[k];
+		int64_t pt = 0;
+
+		put_uv(&raw, sr->nlabels);
+		for (uint32_t i = 0; i < 2 * sr->nlabels; i++)
+			put_uv(&raw, sr->lid[i]);
+		put_uv(&raw, sr->meta.spy);
+		put_uv(&raw, sr->meta.units);
+		put_uv(&raw, sr->meta.aggregation);
+		put_uv(&raw, sr->meta.sample_rate);
+		put_uv(&raw, sr->nb);
+		for (uint32_t b = 0; b < sr->nb; b++) {
+			put_zz(&raw, sr->b[b].t - pt);
+			pt = sr->b[b].t;
+			put_uv(&raw, sr->b[b].profiles);
+			put_uv(&raw, (uint64_t)sr->b[b].total);
+			put_uv(&raw, sr->b[b].n);
+		}
+	}
+	if (sm_buf_error(&raw) != 0 ||
+	    (rv = block_wrap('I', &raw, level, &e->index)) != 0)
+		goto fail;
+	/* data, one value per series */
+	if ((e->data = sm_calloc(s->nseries, sizeof(*e->data))) == NULL)
+		goto fail;
+	e->ndata = s->nseries;
+	for (uint32_t k = 0; k < s->nseries; k++) {
+		const struct ing_series *sr = s->series[k];
+
+		sm_buf_reset(&raw);
+		for (uint32_t b = 0; b < sr->nb; b++) {
+			const struct ing_bucket *bk = &sr->b[b];
+
+			for (uint32_t j = 0; j < bk->n; j++)
+				put_uv(&raw, j == 0 ? bk->node[0] :
+				    bk->node[j] - bk->node[j - 1]);
+			for (uint32_t j = 0; j < bk->n; j++)
+				put_uv(&raw, (uint64_t)bk->value[j]);
+		}
+		if (sm_buf_error(&raw) != 0 ||
+		    (rv = block_wrap('D', &raw, level, &e->data[k])) != 0)
+			goto fail;
+		e->meta.bytes += e->data[k].len;
+	}
+	e->meta.bytes += e->symbols.len + e->tree.len + e->index.len +
+	    ING_BLOCK_HDR + 60;
+	/* meta, last: it carries the total size */
+	sm_put_be64(mb, e->meta.gen);
+	sm_put_be64(mb + 8, (uint64_t)e->meta.min_t);
+	sm_put_be64(mb + 16, (uint64_t)e->meta.max_t);
+	sm_put_be64(mb + 24, (uint64_t)e->meta.bucket_ms);
+	sm_put_be32(mb + 32, e->meta.nseries);
+	sm_put_be32(mb + 36, e->meta.nnodes);
+	sm_put_be32(mb + 40, e->meta.nframes);
+	sm_put_be64(mb + 44, e->meta.bytes);
+	memset(mb + 52, 0, 8);   /* reserved */
+	sm_buf_reset(&raw);
+	sm_buf_append(&raw, mb, sizeof(mb));
+	if (sm_buf_error(&raw) != 0 ||
+	    (rv = block_wrap('M', &raw, level, &e->m)) != 0)
+		goto fail;
+	sm_buf_fini(&raw);
+	return (0);
+fail:
+	sm_buf_fini(&raw);
+	ing_block_enc_fini(e);
+	return (sm_err_set(err, rv == 0 ? SM_ENOMEM : rv, "encoding block: %s",
+	    sm_strerror(rv == 0 ? SM_ENOMEM : rv)));
+}
+
+/* --- decode --------------------------------------------------------------- */
+
+int
+ing_block_meta_decode(const uint8_t *v, size_t n, struct ing_block_meta *m,
+    struct sm_err *err)
+{
+	const uint8_t *p;
+	size_t pl;
+	uint32_t raw;
+	int rv;
+
+	if ((rv = ing_block_open(v, n, 'M', &p, &pl, &raw, err)) != 0)
+		return (rv);
+	if (pl != 60 || raw != 60)
+		return (sm_err_set(err, SM_ECORRUPT, "block meta: %zu bytes, "
+		    "expected 60", pl));
+	m->gen = sm_get_be64(p);
+	m->min_t = (int64_t)sm_get_be64(p + 8);
+	m->max_t = (int64_t)sm_get_be64(p + 16);
+	m->bucket_ms = (int64_t)sm_get_be64(p + 24);
+	m->nseries = sm_get_be32(p + 32);
+	m->nnodes = sm_get_be32(p + 36);
+	m->nframes = sm_get_be32(p + 40);
+	m->bytes = sm_get_be64(p + 44);
+	if (m->bucket_ms <= 0 || m->min_t >= m->max_t || m->nnodes == 0 ||
+	    m->nframes == 0 || m->nseries == 0)
+		return (sm_err_set(err, SM_ECORRUPT, "block meta: "
+		    "inconsistent fields"));
+	return (0);
+}
+
+/* Decode a string table into entries pointing into `buf` (NUL-terminated
+ * copies are made in place by shifting: we copy into a fresh area). */
+static int
+get_strings(struct rd *r, uint32_t expect, struct sm_str **out,
+    uint32_t *nout, char **strbuf)
+{
+	uint32_t n = get_count(r, 1);
+	size_t total = 0;
+	const uint8_t *save = r->p;
+	struct sm_str *v;
+	char *sb, *w;
+
+	if (r->bad)
+		return (SM_ECORRUPT);
+	if (n == 0 || (expect != 0 && n != expect))
+		return (rd_fail(r, "string count does not match the meta"));
+	/* First pass: lengths, to size one buffer. */
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t l = get_uv(r);
+
+		if (r->bad || l > (uint64_t)(r->end - r->p))
+			return (rd_fail(r, "string runs past the data"));
+		r->p += l;
+		total += l + 1;
+	}
+	r->p = save;
+	v = sm_calloc(n, sizeof(*v));
+	sb = sm_malloc(total + 1);
+	if (v == NULL || sb == NULL) {
+		sm_free(v);
+		sm_free(sb);
+		sm_err_set(r->err, SM_ENOMEM, "out of memory");
+		return (SM_ENOMEM);
+	}
+	w = sb;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t l = get_uv(r);
+
+		memcpy(w, r->p, l);
+		w[l] = '\0';
+		v[i].p = w;
+		v[i].len = (uint32_t)l;
+		v[i].h = 0;
+		w += l + 1;
+		r->p += l;
+	}
+	if (v[0].len != 0) {
+		sm_free(v);
+		sm_free(sb);
+		return (rd_fail(r, "string 0 is not empty"));
+	}
+	*out = v;
+	*nout = n;
+	*strbuf = sb;
+	return (0);
+}
+
+void
+ing_block_tree_free(struct ing_block_tree *t)
+{
+	if (t == NULL)
+		return;
+	sm_free(t->parent);
+	sm_free(t->name);
+	sm_free(t->frames);
+	sm_free(t->strbuf);
+	sm_free(t);
+}
+
+int
+ing_block_tree_decode(const uint8_t *sym, size_t nsym, const uint8_t *tree,
+    size_t ntree, const struct ing_block_meta *m, struct ing_block_tree **out,
+    struct sm_err *err)
+{
+	struct ing_block_tree *t;
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	struct rd r;
+	uint32_t n;
+	int rv;
+
+	*out = NULL;
+	if ((t = sm_calloc(1, sizeof(*t))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = block_unwrap(sym, nsym, 'S', &raw, &rawlen, err)) != 0)
+		goto fail;
+	r = (struct rd){ raw, raw + rawlen, raw, "symbols", err, 0 };
+	if ((rv = get_strings(&r, m->nframes, &t->frames, &t->nframes,
+	    &t->strbuf)) != 0)
+		goto fail;
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto fail;
+	}
+	sm_free(raw);
+	raw = NULL;
+
+	if ((rv = block_unwrap(tree, ntree, 'T', &raw, &rawlen, err)) != 0)
+		goto fail;
+	r = (struct rd){ raw, raw + rawlen, raw, "tree", err, 0 };
+	n = get_count(&r, 0);
+	if (r.bad || n != m->nnodes || n > rawlen / 2 + 1) {
+		rv = rd_fail(&r, "node count does not match the meta");
+		goto fail;
+	}
+	t->parent = sm_malloc((size_t)n * sizeof(*t->parent));
+	t->name = sm_malloc((size_t)n * sizeof(*t->name));
+	if (t->parent == NULL || t->name == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	t->n = n;
+	t->parent[0] = t->name[0] = 0;
+	for (uint32_t i = 1; i < n; i++) {
+		uint64_t d = get_uv(&r), nm = get_uv(&r);
+
+		if (r.bad || d == 0 || d > i || nm >= t->nframes) {
+			rv = rd_fail(&r, "node parent or name out of range");
+			goto fail;
+		}
+		t->parent[i] = i - (uint32_t)d;
+		t->name[i] = (uint32_t)nm;
+	}
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto fail;
+	}
+	sm_free(raw);
+	t->bytes = sizeof(*t) + (size_t)n * 8 + (size_t)t->nframes *
+	    sizeof(struct sm_str) + rawlen;
+	*out = t;
+	return (0);
+fail:
+	sm_free(raw);
+	ing_block_tree_free(t);
+	return (rv);
+}
+
+int
+ing_block_index_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_set **out, size_t *bytes,
+    struct sm_err *err)
+{
+	struct ing_set *s = NULL;
+	struct sm_str *strs = NULL;
+	char *strbuf = NULL;
+	uint32_t nstrs = 0, nseries;
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	struct rd r;
+	int rv;
+
+	*out = NULL;
+	if ((rv = block_unwrap(v, n, 'I', &raw, &rawlen, err)) != 0)
+		return (rv);
+	r = (struct rd){ raw, raw + rawlen, raw, "index", err, 0 };
+	if ((rv = get_strings(&r, 0, &strs, &nstrs, &strbuf)) != 0)
+		goto out;
+	if ((s = sm_malloc(sizeof(*s))) == NULL || ing_set_init(s) != 0) {
+		sm_free(s);
+		s = NULL;
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Intern in order so string ids stay the stored ids. */
+	for (uint32_t i = 0; i < nstrs; i++) {
+		uint32_t id;
+
+		if (sm_strtab_intern(&s->lstr, strs[i].p, strs[i].len,
+		    &id) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		if (id != i) {
+			rv = rd_fail(&r, "duplicate label string");
+			goto out;
+		}
+	}
+	nseries = get_count(&r, 2);
+	if (r.bad || nseries != m->nseries) {
+		rv = rd_fail(&r, "series count does not match the meta");
+		goto out;
+	}
+	for (uint32_t k = 0; k < nseries; k++) {
+		struct ing_series *sr = sm_calloc(1, sizeof(*sr));
+		uint32_t nl = get_count(&r, 2);
+		int64_t t = 0;
+
+		if (sr == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		sr->nlabels = nl;
+		sr->labels = sm_calloc(SM_MAX(nl, 1), sizeof(*sr->labels));
+		sr->lid = sm_calloc(SM_MAX(2 * (size_t)nl, 1),
+		    sizeof(*sr->lid));
+		if (sr->labels == NULL || sr->lid == NULL) {
+			sm_free(sr->labels);
+			sm_free(sr->lid);
+			sm_free(sr);
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (uint32_t i = 0; i < 2 * nl && !r.bad; i++) {
+			uint64_t id = get_uv(&r);
+
+			if (id >= nstrs)
+				rd_fail(&r, "label string id out of range");
+			sr->lid[i] = (uint32_t)id;
+		}
+		for (uint32_t i = 0; i < nl && !r.bad; i++) {
+			sr->labels[i].name = sm_strtab_str(&s->lstr,
+			    sr->lid[2 * i], NULL);
+			sr->labels[i].value = sm_strtab_str(&s->lstr,
+			    sr->lid[2 * i + 1], NULL);
+			if (i > 0 && strcmp(sr->labels[i - 1].name,
+			    sr->labels[i].name) >= 0)
+				rd_fail(&r, "series labels not sorted");
+		}
+		sr->meta.spy = (uint32_t)get_uv(&r);
+		sr->meta.units = (uint32_t)get_uv(&r);
+		sr->meta.aggregation = (uint32_t)get_uv(&r);
+		sr->meta.sample_rate = (uint32_t)get_uv(&r);
+		if (!r.bad && (sr->meta.spy >= nstrs || sr->meta.units >=
+		    nstrs || sr->meta.aggregation >= nstrs))
+			rd_fail(&r, "metadata string id out of range");
+		sr->nb = sr->cap = get_count(&r, 4);
+		if (!r.bad && sr->nb == 0)
+			rd_fail(&r, "series without buckets");
+		if (!r.bad && (sr->b = sm_calloc(sr->nb, sizeof(*sr->b))) ==
+		    NULL) {
+			sm_free(sr->labels);
+			sm_free(sr->lid);
+			sm_free(sr);
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (uint32_t b = 0; b < sr->nb && !r.bad; b++) {
+			int64_t d = get_zz(&r);
+
+			if (b > 0 && d <= 0)
+				rd_fail(&r, "bucket times not increasing");
+			t += d;
+			sr->b[b].t = t;
+			sr->b[b].profiles = (uint32_t)get_uv(&r);
+			sr->b[b].total = (int64_t)get_uv(&r);
+			sr->b[b].n = get_count(&r, 0);
+			if (!r.bad && (sr->b[b].n == 0 || sr->b[b].total <= 0 ||
+			    t < m->min_t || t >= m->max_t ||
+			    sr->b[b].n > m->nnodes))
+				rd_fail(&r, "bucket summary out of range");
+		}
+		if (r.bad) {
+			sm_free(sr->b);
+			sm_free(sr->labels);
+			sm_free(sr->lid);
+			sm_free(sr);
+			rv = SM_ECORRUPT;
+			goto out;
+		}
+		sr->fp = sm_labels_fingerprint(sr->labels, nl);
+		if ((rv = ing_set_append(s, sr)) != 0) {
+			sm_free(sr->b);
+			sm_free(sr->labels);
+			sm_free(sr->lid);
+			sm_free(sr);
+			sm_err_set(err, rv, "out of memory");
+			goto out;
+		}
+	}
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto out;
+	}
+	*bytes = rawlen * 3 + sm_strtab_mem(&s->lstr) +
+	    (size_t)nseries * 128;
+	*out = s;
+	s = NULL;
+	rv = 0;
+out:
+	if (s != NULL) {
+		ing_set_fini(s);
+		sm_free(s);
+	}
+	sm_free(strs);
+	sm_free(strbuf);
+	sm_free(raw);
+	return (rv);
+}
+
+int
+ing_block_data_decode(const uint8_t *v, size_t n,
+    const struct ing_series *sr, uint32_t nnodes, struct sm_arena *a,
+    struct ing_bucket **out, struct sm_err *err)
+{
+	struct ing_bucket *bk;
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	struct rd r;
+	int rv;
+
+	*out = NULL;
+	if ((rv = block_unwrap(v, n, 'D', &raw, &rawlen, err)) != 0)
+		return (rv);
+	r = (struct rd){ raw, raw + rawlen, raw, "data", err, 0 };
+	if ((bk = sm_arena_alloc(a, (size_t)sr->nb * sizeof(*bk))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t b = 0; b < sr->nb; b++) {
+		uint32_t cnt = sr->b[b].n;
+		int64_t sum = 0;
+
+		bk[b] = sr->b[b];
+		if (cnt > rawlen) {
+			rv = rd_fail(&r, "pair count larger than the data");
+			goto out;
+		}
+		bk[b].node = sm_arena_alloc(a, (size_t)cnt * sizeof(uint32_t));
+		bk[b].value = sm_arena_alloc(a, (size_t)cnt * sizeof(int64_t));
+		if (bk[b].node == NULL || bk[b].value == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (uint32_t j = 0; j < cnt; j++) {
+			uint64_t d = get_uv(&r);
+			uint64_t node = j == 0 ? d : bk[b].node[j - 1] + d;
+
+			if (r.bad || (j > 0 && d == 0) || node >= nnodes ||
+			    node == 0) {
+				rv = rd_fail(&r, "node out of order or range");
+				goto out;
+			}
+			bk[b].node[j] = (uint32_t)node;
+		}
+		for (uint32_t j = 0; j < cnt; j++) {
+			uint64_t x = get_uv(&r);
+
+			if (r.bad || x == 0 || x > INT64_MAX) {
+				rv = rd_fail(&r, "value out of range");
+				goto out;
+			}
+			bk[b].value[j] = (int64_t)x;
+			sum = sm_add_sat(sum, (int64_t)x);
+		}
+		if (sum != sr->b[b].total) {
+			rv = rd_fail(&r, "values do not add up to the bucket "
+			    "total");
+			goto out;
+		}
+	}
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto out;
+	}
+	*out = bk;
+	rv = 0;
+out:
+	sm_free(raw);
+	return (rv);
+}

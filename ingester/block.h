@@ -1,0 +1,130 @@
+/*
+ * block.h -- the on-disk format of a block: an immutable copy of one
+ * tenant's head, cut when the head spans -ingester.block-duration or grows
+ * past -ingester.head-max-bytes (DESIGN §3).  This file owns the format;
+ * ingester/store.c owns where the parts live (keys, column families).
+ *
+ * A block has five kinds of parts, each stored as one value:
+ *
+ *   kind  part      content (after decompression)
+ *   'M'   meta      fixed fields, NOT compressed (readable cheaply at start)
+ *   'I'   index     label strings; per series: labels, metadata, and the
+ *                   summary of every bucket (time, profiles, total, pairs)
+ *   'S'   symbols   frame names
+ *   'T'   tree      the stack tree: per node, parent and frame name
+ *   'D'   data      one per series: the (node, value) pairs of its buckets
+ *
+ * Every value starts with a 12-byte header:
+ *
+ *   offset  size  field
+ *   0       2     magic "SM"
+ *   2       1     format version (1)
+ *   3       1     kind ('M', 'I', 'S', 'T', 'D')
+ *   4       4     raw length: the payload's length after decompression
+ *                 (for 'M', the payload's length)
+ *   8       4     checksum: low 32 bits of XXH3-64 over the stored payload
+ *   12      ...   payload: zstd frame ('I', 'S', 'T', 'D') or raw ('M')
+ *
+ * Payload encodings (uv = unsigned LEB128 varint, zz = zigzag varint):
+ *   meta     be64 gen, be64 min_t, be64 max_t (exclusive: last bucket start
+ *            + bucket width), be64 bucket_ms, be32 nseries, be32 nnodes,
+ *            be32 nframes, be64 stored bytes (sum of all part values)
+ *   symbols  uv count, then count x (uv len, bytes); entry 0 is ""
+ *   tree     uv nnodes (root included), then for node i = 1..nnodes-1:
+ *            uv (i - parent[i]) (>= 1), uv name[i] (< nframes)
+ *   index    uv nstrings, strings as in symbols (entry 0 is "");
+ *            uv nseries; per series: uv nlabels, nlabels x (uv name id,
+ *            uv value id), uv spy, uv units, uv aggregation (string ids),
+ *            uv sample_rate, uv nbuckets, per bucket: zz (t - previous t,
+ *            the first from 0), uv profiles, uv total, uv npairs
+ *   data     per bucket of the series (counts from the index): uv first
+ *            node, then uv (node - previous node) (>= 1) for the rest,
+ *            then npairs x uv value (> 0)
+ *
+ * Decoding checks everything a damaged or hostile value could break:
+ * header, checksum, exact decompressed size (common/zst.h), every count
+ * against the bytes left, every id against its table, parents before
+ * children, sorted unique labels and nodes, positive values whose sum
+ * equals the bucket's total.  Any failure is SM_ECORRUPT with a message
+ * saying what and where; nothing is ever asserted on disk bytes.
+ */
+#ifndef ING_BLOCK_H
+#define ING_BLOCK_H
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/strtab.h"
+
+#include "head.h"
+#include "set.h"
+
+#define ING_BLOCK_HDR 12
+#define ING_BLOCK_VERSION 1
+
+struct ing_block_meta {
+	uint64_t gen;
+	int64_t min_t, max_t;          /* [min_t, max_t) */
+	int64_t bucket_ms;
+	uint32_t nseries, nnodes, nframes;
+	uint64_t bytes;
+};
+
+/* Every part of one block, encoded and ready to store. */
+struct ing_block_enc {
+	struct ing_block_meta meta;
+	struct sm_buf m, index, symbols, tree;
+	struct sm_buf *data;           /* nseries values, in series order */
+	uint32_t ndata;
+};
+
+/*
+ * Encode a head (the caller holds its lock, shared is enough, and no write
+ * may be in flight).  zstd `level`.  0, SM_ENOMEM, or SM_EINVAL for an
+ * empty head.
+ */
+int ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
+    struct sm_err *err);
+void ing_block_enc_fini(struct ing_block_enc *e);
+
+/* Check a value's header and checksum; returns the payload. */
+int ing_block_open(const uint8_t *v, size_t n, char kind,
+    const uint8_t **payload, size_t *plen, uint32_t *raw_len,
+    struct sm_err *err);
+
+int ing_block_meta_decode(const uint8_t *v, size_t n,
+    struct ing_block_meta *m, struct sm_err *err);
+
+/* A decoded tree with its frame names (read-only, shared via the cache). */
+struct ing_block_tree {
+	uint32_t n;
+	uint32_t *parent;
+	uint32_t *name;
+	struct sm_str *frames;         /* nframes entries into `strbuf` */
+	uint32_t nframes;
+	char *strbuf;
+	size_t bytes;                  /* memory held, for the cache budget */
+};
+
+int ing_block_tree_decode(const uint8_t *sym, size_t nsym,
+    const uint8_t *tree, size_t ntree, const struct ing_block_meta *m,
+    struct ing_block_tree **out, struct sm_err *err);
+void ing_block_tree_free(struct ing_block_tree *t);
+
+/*
+ * Decode an index into a fresh set: series with labels, metadata and
+ * bucket summaries (node/value left NULL), plus postings.  *bytes gets the
+ * memory held.  The set is heap-allocated; free with ing_set_fini + free.
+ */
+int ing_block_index_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_set **out, size_t *bytes,
+    struct sm_err *err);
+
+/*
+ * Decode one series' data against its summary `sr` (from the index): fills
+ * a copy of its buckets with node/value arrays allocated from `a`.
+ */
+int ing_block_data_decode(const uint8_t *v, size_t n,
+    const struct ing_series *sr, uint32_t nnodes, struct sm_arena *a,
+    struct ing_bucket **out, struct sm_err *err);
+
+#endif /* ING_BLOCK_H */

@@ -1,0 +1,1406 @@
+/*
+ * db.c -- tenants, durable writes, cuts, replay and queries; see db.h.
+ */
+#include "db.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/mtree.h"
+
+struct ing_tenant {
+	char *id;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;                /* a head's writers reached 0 */
+	struct ing_head *head;
+	int64_t first_write_ms;           /* of the current head, 0 = none */
+	struct ing_head **cutting;
+	uint32_t ncutting, cutting_cap;
+	struct ing_block_meta *blocks;    /* sorted by gen */
+	uint32_t nblocks, blocks_cap;
+};
+
+struct ing_db {
+	struct ing_db_cfg cfg;
+	struct ing_store *store;
+	pthread_rwlock_t lock;            /* the tenant table */
+	struct ing_tenant **t;            /* sorted by id */
+	uint32_t n, cap;
+	atomic_uint_fast64_t next_gen;
+	atomic_uint_fast64_t next_seq;
+	pthread_mutex_t cut_mu;           /* one cut at a time */
+};
+
+static struct sm_metric *m_cuts, *m_cut_fail;
+
+static void
+db_metrics_init(void)
+{
+	if (m_cuts != NULL)
+		return;
+	m_cuts = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_block_cuts_total",
+	    "Heads cut into blocks.", NULL, NULL, 0);
+	m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_block_cut_failures_total",
+	    "Block cuts that failed and will be retried.", NULL, NULL, 0);
+}
+
+/* --- tenants -------------------------------------------------------------- */
+
+static void
+tenant_free(struct ing_tenant *t)
+{
+	ing_head_unref(t->head);
+	for (uint32_t i = 0; i < t->ncutting; i++)
+		ing_head_unref(t->cutting[i]);
+	sm_free(t->cutting);
+	sm_free(t->blocks);
+	pthread_mutex_destroy(&t->mu);
+	pthread_cond_destroy(&t->cv);
+	sm_free(t->id);
+	sm_free(t);
+}
+
+static uint32_t
+tenant_pos(const struct ing_db *db, const char *id, int *found)
+{
+	uint32_t lo = 0, hi = db->n;
+
+	*found = 0;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		int c = strcmp(db->t[mid]->id, id);
+
+		if (c == 0) {
+			*found = 1;
+			return (mid);
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}
+
+static struct ing_tenant *
+tenant_find(struct ing_db *db, const char *id)
+{
+	struct ing_tenant *t = NULL;
+	uint32_t i;
+	int found;
+
+	pthread_rwlock_rdlock(&db->lock);
+	i = tenant_pos(db, id, &found);
+	if (found)
+		t = db->t[i];
+	pthread_rwlock_unlock(&db->lock);
+	return (t);
+}
+
+static int
+tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
+{
+	struct ing_tenant *t;
+	uint32_t i;
+	int found, rv = 0;
+
+	if ((*out = tenant_find(db, id)) != NULL)
+		return (0);
+	pthread_rwlock_wrlock(&db->lock);
+	i = tenant_pos(db, id, &found);
+	if (found) {
+		*out = db->t[i];
+		goto out;
+	}
+	if (db->n == db->cap) {
+		uint32_t ncap = db->cap ? db->cap * 2 : 8;
+		struct ing_tenant **nt = sm_reallocarray(db->t, ncap,
+		    sizeof(*nt));
+
+		if (nt == NULL) {
+			rv = SM_ENOMEM;
+			goto out;
+		}
+		db->t = nt;
+		db->cap = ncap;
+	}
+	if ((t = sm_calloc(1, sizeof(*t))) == NULL ||
+	    (t->id = sm_strdup(id)) == NULL) {
+		sm_free(t);
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	if (ing_head_create(atomic_fetch_add(&db->next_gen, 1),
+	    db->cfg.bucket_ms, &t->head) != 0) {
+		t->head = NULL;
+		tenant_free(t);
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	memmove(&db->t[i + 1], &db->t[i], (size_t)(db->n - i) * sizeof(*db->t));
+	db->t[i] = t;
+	db->n++;
+	*out = t;
+out:
+	pthread_rwlock_unlock(&db->lock);
+	return (rv);
+}
+
+static int
+tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
+{
+	uint32_t i;
+
+	if (t->nblocks == t->blocks_cap) {
+		uint32_t ncap = t->blocks_cap ? t->blocks_cap * 2 : 8;
+		struct ing_block_meta *nb = sm_reallocarray(t->blocks, ncap,
+		    sizeof(*nb));
+
+		if (nb == NULL)
+			return (SM_ENOMEM);
+		t->blocks = nb;
+		t->blocks_cap = ncap;
+	}
+	for (i = t->nblocks; i > 0 && t->blocks[i - 1].gen > m->gen; i--)
+		t->blocks[i] = t->blocks[i - 1];
+	t->blocks[i] = *m;
+	t->nblocks++;
+	return (0);
+}
+
+/* --- validation ----------------------------------------------------------- */
+
+/* Everything ing_head_write relies on, checked before anything is logged. */
+static int
+write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
+{
+	const Smolder__V1__StackTree *rt = req->tree;
+
+	if (req->tenant == NULL || req->tenant[0] == '\0')
+		return (sm_err_set(err, SM_EMALFORMED, "write: no tenant"));
+	if (rt == NULL || rt->n_parent != rt->n_name || rt->n_strings == 0)
+		return (sm_err_set(err, SM_EMALFORMED, "write: bad stack tree"));
+	for (size_t i = 0; i < rt->n_parent; i++) {
+		if (rt->parent[i] > i || rt->name[i] >= rt->n_strings)
+			return (sm_err_set(err, SM_EMALFORMED, "write: stack "
+			    "tree node %zu has parent %u / name %u out of "
+			    "range", i + 1, rt->parent[i], rt->name[i]));
+	}
+	for (size_t k = 0; k < req->n_series; k++) {
+		const Smolder__V1__SeriesWrite *w = req->series[k];
+
+		if (w->n_node != w->n_value)
+			return (sm_err_set(err, SM_EMALFORMED, "write: series "
+			    "%zu has %zu nodes and %zu values", k, w->n_node,
+			    w->n_value));
+		for (size_t j = 0; j < w->n_node; j++) {
+			if (w->node[j] == 0 || w->node[j] > rt->n_parent ||
+			    w->value[j] <= 0 ||
+			    (j > 0 && w->node[j] <= w->node[j - 1]))
+				return (sm_err_set(err, SM_EMALFORMED, "write: "
+				    "series %zu pair %zu is invalid", k, j));
+		}
+		for (size_t i = 0; i < w->n_labels; i++) {
+			const Types__V1__LabelPair *lp = w->labels[i];
+
+			if (lp->name == NULL || lp->value == NULL ||
+			    (i > 0 && strcmp(w->labels[i - 1]->name,
+			    lp->name) >= 0))
+				return (sm_err_set(err, SM_EMALFORMED, "write: "
+				    "series %zu labels not sorted and unique",
+				    k));
+		}
+	}
+	return (0);
+}
+
+/* --- open, replay --------------------------------------------------------- */
+
+static int
+db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
+{
+	struct ing_db *db = arg;
+	struct ing_tenant *t;
+
+	if (tenant_get(db, tenant, &t) != 0 || tenant_add_block(t, m) != 0)
+		return (SM_ENOMEM);
+	return (0);
+}
+
+static int
+db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
+    const uint8_t *rec, size_t n)
+{
+	struct ing_db *db = arg;
+	struct sm_arena *a = sm_arena_create(0);
+	ProtobufCAllocator al;
+	Smolder__V1__Request *req;
+	struct ing_tenant *t;
+	struct sm_err err;
+	uint32_t ns, np;
+	int rv = 0;
+
+	(void)gen;
+	if (a == NULL)
+		return (SM_ENOMEM);
+	al = sm_arena_pbc(a);
+	req = smolder__v1__request__unpack(&al, n, rec);
+	sm_err_clear(&err);
+	if (req == NULL || req->method_case !=
+	    SMOLDER__V1__REQUEST__METHOD_WRITE ||
+	    write_validate(req->write, &err) != 0 ||
+	    strcmp(req->write->tenant, tenant) != 0) {
+		sm_error("ingester", "head log: undecodable record skipped\t"
+		    "tenant=%s seq=%llu err=\"%s\"", tenant,
+		    (unsigned long long)seq, err.msg);
+		goto out;
+	}
+	if ((rv = tenant_get(db, tenant, &t)) != 0)
+		goto out;
+	rv = ing_head_write(t->head, req->write, &ns, &np, &err);
+	if (rv == 0 && t->first_write_ms == 0)
+		t->first_write_ms = sm_now_ms();
+out:
+	sm_arena_destroy(a);
+	return (rv);
+}
+
+int
+ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
+    struct ing_db **out, struct sm_err *err)
+{
+	struct ing_db *db;
+	uint64_t max_gen = 0, max_seq = 0, corrupt = 0, blocks = 0;
+	int64_t t0 = sm_mono_ns();
+	int rv;
+
+	db_metrics_init();
+	*out = NULL;
+	if ((db = sm_calloc(1, sizeof(*db))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	db->cfg = *cfg;
+	db->store = store;
+	pthread_rwlock_init(&db->lock, NULL);
+	pthread_mutex_init(&db->cut_mu, NULL);
+	atomic_init(&db->next_gen, 1);
+	atomic_init(&db->next_seq, 1);
+	if (store != NULL) {
+		if ((rv = ing_store_blocks_scan(store, db_scan_block, db,
+		    err)) != 0)
+			goto fail;
+		for (uint32_t i = 0; i < db->n; i++) {
+			struct ing_tenant *t = db->t[i];
+
+			for (uint32_t b = 0; b < t->nblocks; b++)
+				max_gen = SM_MAX(max_gen, t->blocks[b].gen);
+			blocks += t->nblocks;
+		}
+		if ((rv = ing_store_log_replay(store, db_replay_one, db,
+		    &max_gen, &max_seq, &corrupt, err)) != 0) {
+			sm_err_prefix(err, "head log replay");
+			goto fail;
+		}
+		/* Generations above everything on disk for every head, so
+		 * their next cut drops all replayed records too. */
+		for (uint32_t b = 0; b < db->n; b++) {
+			struct ing_tenant *t = db->t[b];
+
+			for (uint32_t k = 0; k < t->nblocks; k++)
+				max_gen = SM_MAX(max_gen, t->blocks[k].gen);
+		}
+		atomic_store(&db->next_gen, max_gen + 1);
+		atomic_store(&db->next_seq, max_seq + 1);
+		for (uint32_t i = 0; i < db->n; i++)
+			db->t[i]->head->gen = atomic_fetch_add(&db->next_gen, 1);
+		sm_info("ingester", "storage opened\ttenants=%u blocks=%llu "
+		    "replayed_head_records_max_seq=%llu corrupt_records=%llu "
+		    "ms=%lld", db->n, (unsigned long long)blocks,
+		    (unsigned long long)max_seq, (unsigned long long)corrupt,
+		    (long long)((sm_mono_ns() - t0) / 1000000));
+	}
+	*out = db;
+	return (0);
+fail:
+	ing_db_close(db);
+	return (rv);
+}
+
+void
+ing_db_close(struct ing_db *db)
+{
+	if (db == NULL)
+		return;
+	for (uint32_t i = 0; i < db->n; i++)
+		tenant_free(db->t[i]);
+	sm_free(db->t);
+	pthread_rwlock_destroy(&db->lock);
+	pthread_mutex_destroy(&db->cut_mu);
+	sm_free(db);
+}
+
+/* --- writes --------------------------------------------------------------- */
+
+static void
+writer_done(struct ing_tenant *t, struct ing_head *h, int ok)
+{
+	pthread_mutex_lock(&t->mu);
+	if (ok && h == t->head && t->first_write_ms == 0)
+		t->first_write_ms = sm_now_ms();
+	if (atomic_fetch_sub(&h->writers, 1) == 1)
+		pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+int
+ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
+    const Smolder__V1__WriteRequest *req, uint32_t *nseries,
+    uint32_t *npairs, struct sm_err *err)
+{
+	struct ing_tenant *t;
+	struct ing_head *h;
+	uint64_t gen, seq;
+	int rv;
+
+	*nseries = *npairs = 0;
+	if ((rv = write_validate(req, err)) != 0)
+		return (rv);
+	if ((rv = tenant_get(db, req->tenant, &t)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	pthread_mutex_lock(&t->mu);
+	h = t->head;
+	atomic_fetch_add(&h->writers, 1);
+	gen = h->gen;
+	pthread_mutex_unlock(&t->mu);
+	seq = atomic_fetch_add(&db->next_seq, 1);
+	if (db->store != NULL && (rv = ing_store_log_append(db->store,
+	    req->tenant, gen, seq, raw, rawlen, err)) != 0) {
+		writer_done(t, h, 0);
+		return (rv);
+	}
+	if ((rv = ing_head_write(h, req, nseries, npairs, err)) != 0 &&
+	    db->store != NULL) {
+		struct sm_err e2;
+
+		/* Not applied, so not acknowledged: unlog it too. */
+		if (ing_store_log_delete(db->store, req->tenant, gen, seq,
+		    &e2) != 0)
+			sm_error("ingester", "could not unlog a failed write\t"
+			    "tenant=%s seq=%llu err=\"%s\"", req->tenant,
+			    (unsigned long long)seq, e2.msg);
+	}
+	writer_done(t, h, rv == 0);
+	return (rv);
+}
+
+/* --- cuts ----------------------------------------------------------------- */
+
+/* Remove `h` from t->cutting (caller holds t->mu). */
+static void
+cutting_remove(struct ing_tenant *t, struct ing_head *h)
+{
+	for (uint32_t i = 0; i < t->ncutting; i++) {
+		if (t->cutting[i] == h) {
+			memmove(&t->cutting[i], &t->cutting[i + 1],
+			    (size_t)(t->ncutting - i - 1) *
+			    sizeof(*t->cutting));
+			t->ncutting--;
+			return;
+		}
+	}
+}
+
+/*
+ * Turn one head that is already in t->cutting (and has no writers) into a
+ * block.  On failure it stays in `cutting` (still queried) and the next
+ * tick retries.  Caller holds db->cut_mu.
+ */
+static int
+cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
+    struct sm_err *err)
+{
+	struct ing_block_enc e;
+	int rv;
+
+	pthread_rwlock_rdlock(&h->lock);
+	if (h->set.nseries == 0) {
+		pthread_rwlock_unlock(&h->lock);
+		/* Nothing to keep; its log records (if any) still go. */
+		memset(&e, 0, sizeof(e));
+		e.meta.gen = h->gen;
+		rv = 0;
+		goto drop;
+	}
+	rv = ing_block_encode(h, db->cfg.zstd_level, &e, err);
+	pthread_rwlock_unlock(&h->lock);
+	if (rv != 0)
+		return (rv);
+	if ((rv = ing_store_block_commit(db->store, t->id, &e, err)) != 0) {
+		ing_block_enc_fini(&e);
+		return (rv);
+	}
+	pthread_mutex_lock(&t->mu);
+	rv = tenant_add_block(t, &e.meta);
+	cutting_remove(t, h);
+	pthread_mutex_unlock(&t->mu);
+	sm_info("ingester", "block cut\ttenant=%s block=%llu series=%u "
+	    "nodes=%u bytes=%llu", t->id, (unsigned long long)e.meta.gen,
+	    e.meta.nseries, e.meta.nnodes, (unsigned long long)e.meta.bytes);
+	ing_block_enc_fini(&e);
+	ing_head_unref(h);
+	sm_counter_inc(sm_metric_child0(m_cuts));
+	return (rv == 0 ? 0 : sm_err_set(err, rv, "out of memory"));
+drop:
+	pthread_mutex_lock(&t->mu);
+	cutting_remove(t, h);
+	pthread_mutex_unlock(&t->mu);
+	ing_head_unref(h);
+	return (rv);
+}
+
+/* Swap in a fresh head and cut the old one.  Caller holds db->cut_mu. */
+static int
+tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
+{
+	struct ing_head *h, *nh;
+	int rv;
+
+	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
+	    db->cfg.bucket_ms, &nh)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	pthread_mutex_lock(&t->mu);
+	if (t->cutting_cap == t->ncutting) {
+		uint32_t ncap = t->cutting_cap ? t->cutting_cap * 2 : 4;
+		struct ing_head **nc = sm_reallocarray(t->cutting, ncap,
+		    sizeof(*nc));
+
+		if (nc == NULL) {
+			pthread_mutex_unlock(&t->mu);
+			ing_head_unref(nh);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		t->cutting = nc;
+		t->cutting_cap = ncap;
+	}
+	h = t->head;
+	t->cutting[t->ncutting++] = h;
+	t->head = nh;
+	t->first_write_ms = 0;
+	/* Every write logged with h's generation must be in h. */
+	while (atomic_load(&h->writers) > 0)
+		pthread_cond_wait(&t->cv, &t->mu);
+	pthread_mutex_unlock(&t->mu);
+	return (cut_commit(db, t, h, err));
+}
+
+static uint64_t
+heads_bytes(struct ing_db *db)
+{
+	uint64_t total = 0;
+
+	pthread_rwlock_rdlock(&db->lock);
+	for (uint32_t i = 0; i < db->n; i++)
+		total += ing_head_bytes(db->t[i]->head);
+	pthread_rwlock_unlock(&db->lock);
+	return (total);
+}
+
+/* Cut heads that are due (all with force).  Caller holds db->cut_mu. */
+static int
+db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
+{
+	int over = !force && db->cfg.head_max_bytes != 0 &&
+	    heads_bytes(db) > db->cfg.head_max_bytes;
+	int first_rv = 0;
+
+	for (uint32_t i = 0;; i++) {
+		struct ing_tenant *t;
+		struct ing_head *retry = NULL;
+		int due, rv = 0;
+
+		pthread_rwlock_rdlock(&db->lock);
+		t = i < db->n ? db->t[i] : NULL;
+		pthread_rwlock_unlock(&db->lock);
+		if (t == NULL)
+			break;
+		pthread_mutex_lock(&t->mu);
+		if (t->ncutting > 0) {
+			retry = t->cutting[0];   /* a failed earlier cut */
+			ing_head_ref(retry);
+		}
+		due = t->first_write_ms != 0 && (force || over ||
+		    now_ms - t->first_write_ms >= db->cfg.block_ms);
+		pthread_mutex_unlock(&t->mu);
+		if (retry != NULL) {
+			rv = cut_commit(db, t, retry, err);
+			ing_head_unref(retry);
+		}
+		if (rv == 0 && due)
+			rv = tenant_cut(db, t, err);
+		if (rv != 0) {
+			sm_counter_inc(sm_metric_child0(m_cut_fail));
+			sm_error("ingester", "block cut failed; will retry\t"
+			    "tenant=%s err=\"%s\"", t->id, err->msg);
+			if (first_rv == 0)
+				first_rv = rv;
+		}
+	}
+	return (first_rv);
+}
+
+void
+ing_db_tick(struct ing_db *db, int64_t now_ms)
+{
+	struct sm_err err;
+
+	if (db->store == NULL)
+		return;
+	sm_err_clear(&err);
+	pthread_mutex_lock(&db->cut_mu);
+	(void)db_cut(db, now_ms, 0, &err);
+	pthread_mutex_unlock(&db->cut_mu);
+}
+
+int
+ing_db_flush(struct ing_db *db, struct sm_err *err)
+{
+	int rv;
+
+	if (db->store == NULL)
+		return (0);
+	pthread_mutex_lock(&db->cut_mu);
+	rv = db_cut(db, sm_now_ms(), 1, err);
+	pthread_mutex_unlock(&db->cut_mu);
+	return (rv);
+}
+
+/* --- sources -------------------------------------------------------------- */
+
+/* What a query reads for one tenant, taken under the tenant mutex. */
+struct sources {
+	struct ing_head *heads[16];
+	uint32_t nheads;
+	struct ing_block_meta *blocks;
+	uint32_t nblocks;
+};
+
+static int
+sources_get(struct ing_db *db, const char *tenant, int64_t start, int64_t end,
+    int all_time, struct sources *src, struct sm_err *err)
+{
+	struct ing_tenant *t;
+
+	memset(src, 0, sizeof(*src));
+	if (tenant == NULL || (t = tenant_find(db, tenant)) == NULL)
+		return (0);
+	pthread_mutex_lock(&t->mu);
+	src->heads[src->nheads++] = t->head;
+	ing_head_ref(t->head);
+	for (uint32_t i = 0; i < t->ncutting && src->nheads <
+	    SM_ARRAY_LEN(src->heads); i++) {
+		src->heads[src->nheads++] = t->cutting[i];
+		ing_head_ref(t->cutting[i]);
+	}
+	if (t->nblocks > 0 && (src->blocks = sm_malloc((size_t)t->nblocks *
+	    sizeof(*src->blocks))) == NULL) {
+		pthread_mutex_unlock(&t->mu);
+		for (uint32_t i = 0; i < src->nheads; i++)
+			ing_head_unref(src->heads[i]);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	for (uint32_t i = 0; i < t->nblocks; i++) {
+		const struct ing_block_meta *m = &t->blocks[i];
+
+		if (all_time || (m->min_t < end && m->max_t > start))
+			src->blocks[src->nblocks++] = *m;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return (0);
+}
+
+static void
+sources_put(struct sources *src)
+{
+	for (uint32_t i = 0; i < src->nheads; i++)
+		ing_head_unref(src->heads[i]);
+	sm_free(src->blocks);
+}
+
+/* --- merge ---------------------------------------------------------------- */
+
+static void
+meta_of(const struct ing_set *s, const struct ing_series *sr,
+    Smolder__V1__SeriesMeta *m)
+{
+	smolder__v1__series_meta__init(m);
+	m->spy_name = (char *)ing_set_str(s, sr->meta.spy);
+	m->units = (char *)ing_set_str(s, sr->meta.units);
+	m->aggregation = (char *)ing_set_str(s, sr->meta.aggregation);
+	m->sample_rate = sr->meta.sample_rate;
+}
+
+/* Add the values of series `sr` (buckets b) in range to acc. */
+static uint64_t
+acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
+    int64_t start, int64_t end, int64_t *acc)
+{
+	uint64_t profiles = 0;
+	uint32_t lo = 0, hi = nb;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (b[mid].t + bucket_ms <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t k = lo; k < nb && ing_bucket_overlaps(&b[k], bucket_ms,
+	    start, end); k++) {
+		for (uint32_t j = 0; j < b[k].n; j++)
+			acc[b[k].node[j]] = sm_add_sat(acc[b[k].node[j]],
+			    b[k].value[j]);
+		profiles += b[k].profiles;
+	}
+	return (profiles);
+}
+
+/*
+ * Metadata strings of a block index live in the cache; the merge tree
+ * borrows meta strings, so copy them into the arena first.
+ */
+static void
+add_meta_copy(struct sm_mtree *mt, struct sm_arena *a,
+    const Smolder__V1__SeriesMeta *x)
+{
+	Smolder__V1__SeriesMeta c = *x;
+
+	c.spy_name = sm_arena_strndup(a, x->spy_name, strlen(x->spy_name));
+	c.units = sm_arena_strndup(a, x->units, strlen(x->units));
+	c.aggregation = sm_arena_strndup(a, x->aggregation,
+	    strlen(x->aggregation));
+	if (c.spy_name != NULL && c.units != NULL && c.aggregation != NULL)
+		sm_mtree_add_meta(mt, &c);
+}
+
+static int
+merge_head(struct ing_head *h, const struct sm_selector *ss,
+    const Smolder__V1__Select *sel, struct sm_mtree *mt, struct sm_arena *a,
+    struct sm_err *err)
+{
+	uint32_t *ids = NULL, n = 0;
+	int64_t *acc = NULL;
+	int rv;
+
+	pthread_rwlock_rdlock(&h->lock);
+	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
+	    h->bucket_ms, &ids, &n)) != 0 || n == 0)
+		goto out;
+	if ((acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_series *sr = h->set.series[ids[i]];
+		Smolder__V1__SeriesMeta m;
+
+		mt->profiles += acc_buckets(sr->b, sr->nb, h->bucket_ms,
+		    sel->start_ms, sel->end_ms, acc);
+		meta_of(&h->set, sr, &m);
+		add_meta_copy(mt, a, &m);
+	}
+	rv = sm_mtree_add_tree(mt, h->tree.parent, h->tree.name, h->tree.n,
+	    acc, h->frames.strs, h->frames.n, err);
+out:
+	pthread_rwlock_unlock(&h->lock);
+	sm_free(ids);
+	sm_free(acc);
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	return (rv);
+}
+
+static int
+merge_block(struct ing_db *db, const char *tenant,
+    const struct ing_block_meta *m, const struct sm_selector *ss,
+    const Smolder__V1__Select *sel, struct sm_mtree *mt, struct sm_arena *a,
+    struct sm_err *err)
+{
+	const struct ing_set *idx;
+	const struct ing_block_tree *tree = NULL;
+	struct ing_cache_ent *ie = NULL, *te = NULL;
+	struct sm_arena *scratch = NULL;
+	uint32_t *ids = NULL, n = 0;
+	int64_t *acc = NULL;
+	int rv;
+
+	if ((rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
+	    err)) != 0)
+		return (rv);
+	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
+	    m->bucket_ms, &ids, &n)) != 0 || n == 0)
+		goto out;
+	if ((rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
+	    err)) != 0)
+		goto out;
+	acc = sm_calloc(tree->n, sizeof(*acc));
+	scratch = sm_arena_create(0);
+	if (acc == NULL || scratch == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_series *sr = idx->series[ids[i]];
+		struct ing_bucket *b;
+		Smolder__V1__SeriesMeta sm;
+
+		sm_arena_reset(scratch);
+		if ((rv = ing_store_block_data(db->store, tenant, m, ids[i],
+		    sr, scratch, &b, err)) != 0)
+			goto out;
+		mt->profiles += acc_buckets(b, sr->nb, m->bucket_ms,
+		    sel->start_ms, sel->end_ms, acc);
+		meta_of(idx, sr, &sm);
+		add_meta_copy(mt, a, &sm);
+	}
+	rv = sm_mtree_add_tree(mt, tree->parent, tree->name, tree->n, acc,
+	    tree->frames, tree->nframes, err);
+	if (rv == SM_ECORRUPT)
+		sm_err_prefix(err, "block %s/%llu", tenant,
+		    (unsigned long long)m->gen);
+out:
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	sm_free(ids);
+	sm_free(acc);
+	sm_arena_destroy(scratch);
+	if (te != NULL)
+		ing_store_release(db->store, te);
+	ing_store_release(db->store, ie);
+	return (rv);
+}
+
+/* Selector from RPC matchers (defined in ingester.c's old home). */
+static int
+selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
+    struct sm_err *err)
+{
+	int rv;
+
+	sm_selector_init(out);
+	for (size_t i = 0; i < sel->n_matchers; i++) {
+		const Smolder__V1__Matcher *m = sel->matchers[i];
+
+		if ((int)m->type < 0 ||
+		    m->type > SMOLDER__V1__MATCH_TYPE__MATCH_NRE ||
+		    m->name == NULL || m->value == NULL) {
+			sm_selector_fini(out);
+			return (sm_err_set(err, SM_EINVAL, "bad matcher %zu", i));
+		}
+		if ((rv = sm_selector_add(out, (enum sm_match_type)m->type,
+		    m->name, m->value, err)) != 0) {
+			sm_selector_fini(out);
+			return (rv);
+		}
+	}
+	return (0);
+}
+
+int
+ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
+    struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err)
+{
+	struct sm_selector ss;
+	struct sources src;
+	struct sm_mtree mt;
+	int rv;
+
+	smolder__v1__merge_response__init(out);
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		return (rv);
+	if (sm_mtree_init(&mt) != 0) {
+		sm_selector_fini(&ss);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	    &src, err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
+		rv = merge_head(src.heads[i], &ss, sel, &mt, a, err);
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
+		rv = merge_block(db, sel->tenant, &src.blocks[i], &ss, sel, &mt,
+		    a, err);
+	sources_put(&src);
+	if (rv != 0)
+		goto out;
+	/* The response outlives the merge tree: copy its names and the
+	 * metadata entries (their strings are already in the arena). */
+	if ((rv = sm_mtree_to_pb(&mt, a, out)) == 0) {
+		for (size_t i = 0; i < out->tree->n_strings && rv == 0; i++) {
+			const struct sm_str *x = &mt.names.strs[i];
+
+			if ((out->tree->strings[i] = sm_arena_strndup(a, x->p,
+			    x->len)) == NULL)
+				rv = SM_ENOMEM;
+		}
+		for (size_t i = 0; i < out->n_meta && rv == 0; i++) {
+			Smolder__V1__SeriesMeta *c = sm_arena_alloc(a,
+			    sizeof(*c));
+
+			if (c == NULL)
+				rv = SM_ENOMEM;
+			else {
+				*c = *out->meta[i];
+				out->meta[i] = c;
+			}
+		}
+	}
+	if (rv != 0)
+		sm_err_set(err, rv, "out of memory");
+out:
+	sm_mtree_fini(&mt);
+	sm_selector_fini(&ss);
+	return (rv);
+}
+
+/* --- series (time series of totals) --------------------------------------- */
+
+#define SERIES_MAX_STEPS 1000000
+#define SERIES_MAX_GROUPS 10000
+
+struct series_group {
+	char **values;          /* one per group_by label ("" if absent) */
+	double *points;         /* per step */
+};
+
+struct series_acc {
+	const Smolder__V1__SeriesRequest *req;
+	struct sm_arena *a;
+	int64_t first, step, nsteps;
+	struct series_group *g;
+	uint32_t ng, gcap;
+};
+
+static struct series_group *
+series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
+{
+	uint32_t ngb = (uint32_t)x->req->n_group_by;
+	struct series_group *gr;
+
+	*rv = 0;
+	for (uint32_t gi = 0; gi < x->ng; gi++) {
+		uint32_t j;
+
+		for (j = 0; j < ngb; j++) {
+			const char *v = sm_labels_get(sr->labels, sr->nlabels,
+			    x->req->group_by[j]);
+
+			if (strcmp(v != NULL ? v : "", x->g[gi].values[j]) != 0)
+				break;
+		}
+		if (j == ngb)
+			return (&x->g[gi]);
+	}
+	if (x->ng == SERIES_MAX_GROUPS) {
+		*rv = SM_ELIMIT;
+		return (NULL);
+	}
+	if (x->ng == x->gcap) {
+		uint32_t ncap = x->gcap ? x->gcap * 2 : 8;
+		struct series_group *ng = sm_arena_grow(x->a, x->g, x->ng, ncap,
+		    sizeof(*ng));
+
+		if (ng == NULL) {
+			*rv = SM_ENOMEM;
+			return (NULL);
+		}
+		x->g = ng;
+		x->gcap = ncap;
+	}
+	gr = &x->g[x->ng];
+	gr->values = sm_arena_alloc(x->a, (size_t)SM_MAX(ngb, 1) *
+	    sizeof(char *));
+	gr->points = sm_arena_calloc(x->a, (size_t)x->nsteps, sizeof(double));
+	if (gr->values == NULL || gr->points == NULL) {
+		*rv = SM_ENOMEM;
+		return (NULL);
+	}
+	for (uint32_t j = 0; j < ngb; j++) {
+		const char *v = sm_labels_get(sr->labels, sr->nlabels,
+		    x->req->group_by[j]);
+
+		if (v == NULL)
+			v = "";
+		if ((gr->values[j] = sm_arena_strndup(x->a, v, strlen(v))) ==
+		    NULL) {
+			*rv = SM_ENOMEM;
+			return (NULL);
+		}
+	}
+	x->ng++;
+	return (gr);
+}
+
+/* Add the bucket totals of the selected series of set s. */
+static int
+series_set(struct series_acc *x, const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss)
+{
+	const Smolder__V1__Select *sel = x->req->select;
+	uint32_t *ids = NULL, n = 0;
+	int rv;
+
+	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
+	    &ids, &n)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		const struct ing_series *sr = s->series[ids[i]];
+		struct series_group *gr = series_group_of(x, sr, &rv);
+
+		if (gr == NULL)
+			break;
+		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
+		    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
+		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+			int64_t slot = (sm_floor_to(sr->b[k].t, x->step) -
+			    x->first) / x->step;
+
+			slot = SM_MAX(slot, 0);
+			slot = SM_MIN(slot, x->nsteps - 1);
+			gr->points[slot] += (double)sr->b[k].total;
+		}
+	}
+	sm_free(ids);
+	return (rv);
+}
+
+int
+ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
+    struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = req->select;
+	struct series_acc x;
+	struct sm_selector ss;
+	struct sources src;
+	uint32_t ngb;
+	int rv = 0;
+
+	smolder__v1__series_response__init(out);
+	if (sel == NULL || req->step_ms <= 0 || sel->end_ms <= sel->start_ms)
+		return (sm_err_set(err, SM_EINVAL, "series: bad range or step"));
+	memset(&x, 0, sizeof(x));
+	x.req = req;
+	x.a = a;
+	x.step = req->step_ms;
+	x.first = sm_floor_to(sel->start_ms, x.step);
+	x.nsteps = (sel->end_ms - x.first + x.step - 1) / x.step;
+	if (x.nsteps > SERIES_MAX_STEPS)
+		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
+		    "the limit of %d", (long long)x.nsteps, SERIES_MAX_STEPS));
+	ngb = (uint32_t)req->n_group_by;
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		return (rv);
+	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	    &src, err)) != 0)
+		goto out_sel;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
+		struct ing_head *h = src.heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = series_set(&x, &h->set, h->bucket_ms, &ss);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+
+		if ((rv = ing_store_block_index(db->store, sel->tenant,
+		    &src.blocks[i], &idx, &ie, err)) != 0)
+			break;
+		rv = series_set(&x, idx, src.blocks[i].bucket_ms, &ss);
+		ing_store_release(db->store, ie);
+	}
+	sources_put(&src);
+	if (rv != 0) {
+		if (rv == SM_ELIMIT)
+			sm_err_set(err, rv, "series: more than %d groups",
+			    SERIES_MAX_GROUPS);
+		else if (rv == SM_ENOMEM)
+			sm_err_set(err, rv, "out of memory");
+		goto out_sel;
+	}
+	out->n_series = x.ng;
+	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x.ng, 1) *
+	    sizeof(*out->series));
+	if (out->series == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out_sel;
+	}
+	for (uint32_t gi = 0; gi < x.ng; gi++) {
+		Types__V1__Series *se = sm_arena_alloc(a, sizeof(*se));
+		size_t np = 0;
+
+		if (se == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out_sel;
+		}
+		types__v1__series__init(se);
+		for (int64_t i = 0; i < x.nsteps; i++)
+			np += x.g[gi].points[i] != 0;
+		se->n_labels = ngb;
+		se->labels = sm_arena_alloc(a, (size_t)SM_MAX(ngb, 1) *
+		    sizeof(*se->labels));
+		se->n_points = np;
+		se->points = sm_arena_alloc(a, SM_MAX(np, 1) *
+		    sizeof(*se->points));
+		if (se->labels == NULL || se->points == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out_sel;
+		}
+		for (uint32_t j = 0; j < ngb; j++) {
+			Types__V1__LabelPair *lp = sm_arena_alloc(a,
+			    sizeof(*lp));
+
+			if (lp == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out_sel;
+			}
+			types__v1__label_pair__init(lp);
+			lp->name = req->group_by[j];
+			lp->value = x.g[gi].values[j];
+			se->labels[j] = lp;
+		}
+		np = 0;
+		for (int64_t i = 0; i < x.nsteps; i++) {
+			Types__V1__Point *pt;
+
+			if (x.g[gi].points[i] == 0)
+				continue;
+			if ((pt = sm_arena_alloc(a, sizeof(*pt))) == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out_sel;
+			}
+			types__v1__point__init(pt);
+			pt->timestamp = x.first + i * x.step;
+			pt->value = x.g[gi].points[i];
+			se->points[np++] = pt;
+		}
+		out->series[gi] = se;
+	}
+out_sel:
+	sm_selector_fini(&ss);
+	return (rv);
+}
+
+/* --- labels --------------------------------------------------------------- */
+
+/*
+ * Distinct strings (names or values) or distinct restricted label sets,
+ * collected across sources.  Strings are interned in `names`; label sets
+ * are kept as arrays of interned ids keyed by their fingerprint.
+ */
+struct labels_acc {
+	const Smolder__V1__LabelsRequest *req;
+	struct sm_strtab names;          /* collected strings */
+	struct lset {
+		uint64_t fp;
+		uint32_t *ids;               /* 2 * n interned ids */
+		uint32_t n;
+		uint32_t meta[3];            /* spy, units, aggregation ids */
+		uint32_t rate;
+	} *sets;
+	uint32_t nsets, sets_cap;
+};
+
+static bool
+label_wanted(const Smolder__V1__LabelsRequest *req, const char *name)
+{
+	if (req->n_label_names == 0)
+		return (true);
+	for (size_t i = 0; i < req->n_label_names; i++) {
+		if (strcmp(req->label_names[i], name) == 0)
+			return (true);
+	}
+	return (false);
+}
+
+static int
+labels_series(struct labels_acc *x, const struct ing_set *s,
+    const struct ing_series *sr)
+{
+	const Smolder__V1__LabelsRequest *req = x->req;
+	struct lset ls;
+	uint32_t k = 0, tmp[2 * 64];
+	int rv;
+
+	switch (req->kind) {
+	case SMOLDER__V1__LABELS_KIND__LABEL_NAMES:
+		for (uint32_t i = 0; i < sr->nlabels; i++) {
+			if ((rv = sm_strtab_intern(&x->names,
+			    sr->labels[i].name, strlen(sr->labels[i].name),
+			    &k)) != 0)
+				return (rv);
+		}
+		return (0);
+	case SMOLDER__V1__LABELS_KIND__LABEL_VALUES: {
+		const char *v = sm_labels_get(sr->labels, sr->nlabels,
+		    req->name != NULL ? req->name : "");
+
+		if (v == NULL)
+			return (0);
+		return (sm_strtab_intern(&x->names, v, strlen(v), &k));
+	}
+	default:
+		break;
+	}
+	/* A restricted label set. */
+	memset(&ls, 0, sizeof(ls));
+	for (uint32_t i = 0; i < sr->nlabels && ls.n < 64; i++) {
+		if (!label_wanted(req, sr->labels[i].name))
+			continue;
+		if ((rv = sm_strtab_intern(&x->names, sr->labels[i].name,
+		    strlen(sr->labels[i].name), &tmp[2 * ls.n])) != 0 ||
+		    (rv = sm_strtab_intern(&x->names, sr->labels[i].value,
+		    strlen(sr->labels[i].value), &tmp[2 * ls.n + 1])) != 0)
+			return (rv);
+		ls.n++;
+	}
+	ls.fp = sm_hash(tmp, (size_t)ls.n * 2 * sizeof(uint32_t));
+	for (uint32_t i = 0; i < x->nsets; i++) {
+		if (x->sets[i].fp == ls.fp && x->sets[i].n == ls.n &&
+		    memcmp(x->sets[i].ids, tmp, (size_t)ls.n * 8) == 0)
+			return (0);
+	}
+	{
+		const char *m[3] = { ing_set_str(s, sr->meta.spy),
+			ing_set_str(s, sr->meta.units),
+			ing_set_str(s, sr->meta.aggregation) };
+
+		for (int j = 0; j < 3; j++) {
+			if ((rv = sm_strtab_intern(&x->names, m[j],
+			    strlen(m[j]), &ls.meta[j])) != 0)
+				return (rv);
+		}
+	}
+	ls.rate = sr->meta.sample_rate;
+	if (x->nsets == x->sets_cap) {
+		uint32_t ncap = x->sets_cap ? x->sets_cap * 2 : 16;
+		struct lset *ns = sm_reallocarray(x->sets, ncap, sizeof(*ns));
+
+		if (ns == NULL)
+			return (SM_ENOMEM);
+		x->sets = ns;
+		x->sets_cap = ncap;
+	}
+	if ((ls.ids = sm_malloc((size_t)SM_MAX(ls.n, 1) * 8)) == NULL)
+		return (SM_ENOMEM);
+	memcpy(ls.ids, tmp, (size_t)ls.n * 8);
+	x->sets[x->nsets++] = ls;
+	return (0);
+}
+
+static int
+labels_set(struct labels_acc *x, const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss)
+{
+	const Smolder__V1__Select *sel = x->req->select;
+	int64_t start = x->req->all_time ? 1 : sel->start_ms;
+	int64_t end = x->req->all_time ? 0 : sel->end_ms;
+	uint32_t *ids = NULL, n = 0;
+	int rv;
+
+	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < n && rv == 0; i++)
+		rv = labels_series(x, s, s->series[ids[i]]);
+	sm_free(ids);
+	return (rv);
+}
+
+static int
+str_cmp(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+static int
+lset_cmp(const void *a, const void *b, void *arg)
+{
+	const struct lset *x = a, *y = b;
+	const struct sm_strtab *t = arg;
+
+	for (uint32_t i = 0; i < 2 * x->n && i < 2 * y->n; i++) {
+		int c = strcmp(sm_strtab_str(t, x->ids[i], NULL),
+		    sm_strtab_str(t, y->ids[i], NULL));
+
+		if (c != 0)
+			return (c);
+	}
+	return (x->n < y->n ? -1 : x->n > y->n);
+}
+
+static int
+labels_output(struct labels_acc *x, struct sm_arena *a,
+    Smolder__V1__LabelsResponse *out)
+{
+	const struct sm_strtab *t = &x->names;
+
+	if (x->req->kind != SMOLDER__V1__LABELS_KIND__SERIES_LABELS) {
+		/* Every interned string but "" (id 0) is an answer. */
+		uint32_t n = t->n > 0 ? t->n - 1 : 0;
+
+		out->names = sm_arena_alloc(a, (size_t)SM_MAX(n, 1) *
+		    sizeof(char *));
+		if (out->names == NULL)
+			return (SM_ENOMEM);
+		for (uint32_t i = 0; i < n; i++) {
+			if ((out->names[i] = sm_arena_strndup(a,
+			    t->strs[i + 1].p, t->strs[i + 1].len)) == NULL)
+				return (SM_ENOMEM);
+		}
+		/* An empty value is a real answer for LABEL_VALUES only if
+		 * some series carries it, which labels cannot: drop it. */
+		if (n > 0)
+			qsort(out->names, n, sizeof(char *), str_cmp);
+		out->n_names = n;
+		return (0);
+	}
+	if (x->nsets > 0)
+		qsort_r(x->sets, x->nsets, sizeof(*x->sets), lset_cmp,
+		    (void *)&x->names);
+	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x->nsets, 1) *
+	    sizeof(*out->series));
+	out->meta = sm_arena_alloc(a, (size_t)SM_MAX(x->nsets, 1) *
+	    sizeof(*out->meta));
+	if (out->series == NULL || out->meta == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < x->nsets; i++) {
+		const struct lset *ls = &x->sets[i];
+		Types__V1__Labels *l = sm_arena_alloc(a, sizeof(*l));
+		Smolder__V1__SeriesMeta *m = sm_arena_alloc(a, sizeof(*m));
+
+		if (l == NULL || m == NULL)
+			return (SM_ENOMEM);
+		types__v1__labels__init(l);
+		smolder__v1__series_meta__init(m);
+		l->n_labels = ls->n;
+		l->labels = sm_arena_alloc(a, (size_t)SM_MAX(ls->n, 1) *
+		    sizeof(*l->labels));
+		if (l->labels == NULL)
+			return (SM_ENOMEM);
+		for (uint32_t j = 0; j < ls->n; j++) {
+			Types__V1__LabelPair *lp = sm_arena_alloc(a,
+			    sizeof(*lp));
+			uint32_t nl, vl;
+			const char *nm = sm_strtab_str(t, ls->ids[2 * j], &nl);
+			const char *vv = sm_strtab_str(t, ls->ids[2 * j + 1],
+			    &vl);
+
+			if (lp == NULL)
+				return (SM_ENOMEM);
+			types__v1__label_pair__init(lp);
+			lp->name = sm_arena_strndup(a, nm, nl);
+			lp->value = sm_arena_strndup(a, vv, vl);
+			if (lp->name == NULL || lp->value == NULL)
+				return (SM_ENOMEM);
+			l->labels[j] = lp;
+		}
+		m->spy_name = sm_arena_strndup(a, sm_strtab_str(t,
+		    ls->meta[0], NULL), strlen(sm_strtab_str(t, ls->meta[0],
+		    NULL)));
+		m->units = sm_arena_strndup(a, sm_strtab_str(t, ls->meta[1],
+		    NULL), strlen(sm_strtab_str(t, ls->meta[1], NULL)));
+		m->aggregation = sm_arena_strndup(a, sm_strtab_str(t,
+		    ls->meta[2], NULL), strlen(sm_strtab_str(t, ls->meta[2],
+		    NULL)));
+		m->sample_rate = ls->rate;
+		if (m->spy_name == NULL || m->units == NULL ||
+		    m->aggregation == NULL)
+			return (SM_ENOMEM);
+		out->series[i] = l;
+		out->meta[i] = m;
+	}
+	out->n_series = out->n_meta = x->nsets;
+	return (0);
+}
+
+int
+ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
+    struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = req->select;
+	struct labels_acc x;
+	struct sm_selector ss;
+	struct sources src;
+	int rv;
+
+	smolder__v1__labels_response__init(out);
+	if (sel == NULL)
+		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
+	memset(&x, 0, sizeof(x));
+	x.req = req;
+	if (sm_strtab_init(&x.names) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		goto out_names;
+	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
+	    req->all_time, &src, err)) != 0)
+		goto out_sel;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
+		struct ing_head *h = src.heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = labels_set(&x, &h->set, h->bucket_ms, &ss);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+
+		if ((rv = ing_store_block_index(db->store, sel->tenant,
+		    &src.blocks[i], &idx, &ie, err)) != 0)
+			break;
+		rv = labels_set(&x, idx, src.blocks[i].bucket_ms, &ss);
+		ing_store_release(db->store, ie);
+	}
+	sources_put(&src);
+	if (rv == 0)
+		rv = labels_output(&x, a, out);
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+out_sel:
+	sm_selector_fini(&ss);
+out_names:
+	for (uint32_t i = 0; i < x.nsets; i++)
+		sm_free(x.sets[i].ids);
+	sm_free(x.sets);
+	sm_strtab_fini(&x.names);
+	return (rv);
+}
+
+void
+ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_rwlock_rdlock(&db->lock);
+	st->tenants = db->n;
+	for (uint32_t i = 0; i < db->n; i++) {
+		struct ing_tenant *t = db->t[i];
+
+		pthread_mutex_lock(&t->mu);
+		st->series += t->head->set.nseries;
+		st->head_bytes += ing_head_bytes(t->head);
+		st->cutting += t->ncutting;
+		st->blocks += t->nblocks;
+		for (uint32_t b = 0; b < t->nblocks; b++)
+			st->block_bytes += t->blocks[b].bytes;
+		pthread_mutex_unlock(&t->mu);
+	}
+	pthread_rwlock_unlock(&db->lock);
+}

@@ -1,0 +1,97 @@
+/*
+ * db.h -- the ingester's database: every tenant's head, the heads being
+ * cut, and the blocks, over the durable store (DESIGN §2, §3).
+ *
+ *   ing_db
+ *     tenants[]  (sorted by id; the tenant is the first key of everything)
+ *       head       the current ing_head, taking writes
+ *       cutting[]  heads being turned into blocks (still queried)
+ *       blocks[]   metas of committed blocks, sorted by id
+ *
+ * Write path (acknowledged only when durable):
+ *   1. validate the request (nothing malformed reaches the log);
+ *   2. under the tenant mutex take the current head h, count the write in
+ *      h->writers and note h->gen;
+ *   3. append the request to the head log under (tenant, h->gen, seq) --
+ *      outside any lock, so RocksDB groups concurrent commits;
+ *   4. apply it to h (h's write lock), drop h->writers;
+ *   5. return: the distributor acknowledges the client.
+ * If step 4 fails (out of memory) the log record is deleted again and the
+ * write fails, so a client retry is not counted twice.
+ *
+ * Cut (a block): under the tenant mutex the current head moves to
+ * `cutting` and a fresh head with a new generation takes its place; the
+ * cutter waits until the old head's writers reach 0, so every write logged
+ * with the old generation is in the old head; it encodes the head and
+ * commits the block and the deletion of the log range [.., gen] in one
+ * synced batch; then the block replaces the head in queries.  A head is cut
+ * when its first write is -ingester.block-duration old, when all heads
+ * together exceed -ingester.head-max-bytes, or on ing_db_flush().
+ *
+ * Replay (startup, before serving): every log record is applied, in key
+ * order, to one head per tenant; the heads then get generations above every
+ * generation seen, so their next cut deletes all replayed records.
+ *
+ * Queries take references to the sources under the tenant mutex, release
+ * it, and read each source: heads under their read lock, blocks through
+ * the store's cache.  A damaged block part fails the query with
+ * SM_ECORRUPT naming the block; queries that do not touch it are unaffected.
+ *
+ * Memory-only mode (store == NULL, used by unit tests): writes are not
+ * logged and heads are never cut.
+ */
+#ifndef ING_DB_H
+#define ING_DB_H
+
+#include "common/arena.h"
+
+#include "head.h"
+#include "store.h"
+
+struct ing_db_cfg {
+	int64_t bucket_ms;
+	int64_t block_ms;             /* cut heads whose first write is older */
+	uint64_t head_max_bytes;      /* cut all heads above this total */
+	int zstd_level;
+};
+
+struct ing_db;
+
+/* Open over `store` (may be NULL): scans blocks and replays the log. */
+int ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
+    struct ing_db **out, struct sm_err *err);
+void ing_db_close(struct ing_db *db);
+
+/*
+ * Apply one write durably.  `raw` is the packed smolder.v1.Request that
+ * carried `req` (logged as is).  Returns 0, SM_EMALFORMED (bad request,
+ * nothing logged), SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
+ */
+int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
+    const Smolder__V1__WriteRequest *req, uint32_t *nseries,
+    uint32_t *npairs, struct sm_err *err);
+
+/* Cut what is due (called by the cutter thread every second). */
+void ing_db_tick(struct ing_db *db, int64_t now_ms);
+
+/* Cut every non-empty head now (POST /ingester/flush). */
+int ing_db_flush(struct ing_db *db, struct sm_err *err);
+
+/* --- queries -------------------------------------------------------------- */
+
+int ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
+    struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err);
+
+int ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
+    struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err);
+
+int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
+    struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
+
+struct ing_db_stats {
+	uint64_t tenants, series, head_bytes, blocks, block_bytes, cutting;
+};
+
+void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);
+
+#endif /* ING_DB_H */

@@ -1,0 +1,532 @@
+/*
+ * set.c -- series sets and their postings index; see set.h.
+ */
+#include "set.h"
+
+#include <string.h>
+
+#include "common/hash.h"
+
+/* --- index ---------------------------------------------------------------- */
+
+int
+ing_index_init(struct ing_index *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->nslots = 64;
+	x->keys = sm_calloc(x->nslots, sizeof(*x->keys));
+	x->vals = sm_calloc(x->nslots, sizeof(*x->vals));
+	if (x->keys == NULL || x->vals == NULL) {
+		ing_index_fini(x);
+		return (SM_ENOMEM);
+	}
+	return (0);
+}
+
+void
+ing_index_fini(struct ing_index *x)
+{
+	for (uint32_t i = 0; i < x->nlists; i++)
+		sm_free(x->lists[i].ids);
+	for (uint32_t i = 0; i < x->nnames; i++)
+		sm_free(x->values[i].ids);
+	sm_free(x->lists);
+	sm_free(x->values);
+	sm_free(x->names);
+	sm_free(x->keys);
+	sm_free(x->vals);
+	memset(x, 0, sizeof(*x));
+}
+
+static int
+posting_push(struct ing_posting *p, uint32_t id)
+{
+	if (p->n == p->cap) {
+		uint32_t ncap = p->cap ? p->cap * 2 : 4;
+		uint32_t *n = sm_reallocarray(p->ids, ncap, sizeof(*n));
+
+		if (n == NULL)
+			return (SM_ENOMEM);
+		p->ids = n;
+		p->cap = ncap;
+	}
+	p->ids[p->n++] = id;
+	return (0);
+}
+
+static inline uint64_t
+index_key(uint32_t name, uint32_t value)
+{
+	return (((uint64_t)name << 32 | value) + 1);
+}
+
+/* Slot of key k: where it is, or the empty slot where it would go. */
+static uint32_t
+index_slot(const struct ing_index *x, uint64_t k)
+{
+	uint32_t mask = x->nslots - 1, i = (uint32_t)sm_hash_u64(k) & mask;
+
+	while (x->keys[i] != 0 && x->keys[i] != k)
+		i = (i + 1) & mask;
+	return (i);
+}
+
+static int
+index_grow(struct ing_index *x)
+{
+	uint32_t ns = x->nslots * 2, mask = ns - 1;
+	uint64_t *keys = sm_calloc(ns, sizeof(*keys));
+	uint32_t *vals = sm_calloc(ns, sizeof(*vals));
+
+	if (keys == NULL || vals == NULL) {
+		sm_free(keys);
+		sm_free(vals);
+		return (SM_ENOMEM);
+	}
+	for (uint32_t j = 0; j < x->nslots; j++) {
+		uint32_t i;
+
+		if (x->keys[j] == 0)
+			continue;
+		i = (uint32_t)sm_hash_u64(x->keys[j]) & mask;
+		while (keys[i] != 0)
+			i = (i + 1) & mask;
+		keys[i] = x->keys[j];
+		vals[i] = x->vals[j];
+	}
+	sm_free(x->keys);
+	sm_free(x->vals);
+	x->keys = keys;
+	x->vals = vals;
+	x->nslots = ns;
+	return (0);
+}
+
+static struct ing_posting *
+index_name_values(struct ing_index *x, uint32_t name, int create)
+{
+	for (uint32_t i = 0; i < x->nnames; i++) {
+		if (x->names[i] == name)
+			return (&x->values[i]);
+	}
+	if (!create)
+		return (NULL);
+	if (x->nnames == x->names_cap) {
+		uint32_t ncap = x->names_cap ? x->names_cap * 2 : 16;
+		uint32_t *nn = sm_reallocarray(x->names, ncap, sizeof(*nn));
+		struct ing_posting *nv;
+
+		if (nn == NULL)
+			return (NULL);
+		x->names = nn;
+		nv = sm_reallocarray(x->values, ncap, sizeof(*nv));
+		if (nv == NULL)
+			return (NULL);
+		x->values = nv;
+		x->names_cap = ncap;
+	}
+	x->names[x->nnames] = name;
+	memset(&x->values[x->nnames], 0, sizeof(x->values[0]));
+	return (&x->values[x->nnames++]);
+}
+
+int
+ing_index_add(struct ing_index *x, uint32_t id, const uint32_t *lid,
+    uint32_t n)
+{
+	int rv;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t key = index_key(lid[2 * k], lid[2 * k + 1]);
+		uint32_t i;
+
+		if ((uint64_t)(x->nlists + 1) * 2 > x->nslots &&
+		    (rv = index_grow(x)) != 0)
+			return (rv);
+		i = index_slot(x, key);
+		if (x->keys[i] == 0) {
+			struct ing_posting *vals;
+
+			if (x->nlists == x->lists_cap) {
+				uint32_t ncap = x->lists_cap ? x->lists_cap * 2 :
+				    32;
+				struct ing_posting *nl = sm_reallocarray(
+				    x->lists, ncap, sizeof(*nl));
+
+				if (nl == NULL)
+					return (SM_ENOMEM);
+				x->lists = nl;
+				x->lists_cap = ncap;
+			}
+			if ((vals = index_name_values(x, lid[2 * k], 1)) ==
+			    NULL || posting_push(vals, lid[2 * k + 1]) != 0)
+				return (SM_ENOMEM);
+			memset(&x->lists[x->nlists], 0, sizeof(x->lists[0]));
+			x->keys[i] = key;
+			x->vals[i] = x->nlists++;
+		}
+		if ((rv = posting_push(&x->lists[x->vals[i]], id)) != 0)
+			return (rv);
+	}
+	return (0);
+}
+
+const struct ing_posting *
+ing_index_get(const struct ing_index *x, uint32_t name, uint32_t value)
+{
+	uint32_t i;
+
+	if (x->nslots == 0)
+		return (NULL);
+	i = index_slot(x, index_key(name, value));
+	return (x->keys[i] == 0 ? NULL : &x->lists[x->vals[i]]);
+}
+
+const struct ing_posting *
+ing_index_values(const struct ing_index *x, uint32_t name)
+{
+	return (index_name_values((struct ing_index *)x, name, 0));
+}
+
+/* --- sets ----------------------------------------------------------------- */
+
+int
+ing_set_init(struct ing_set *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->min_t = INT64_MAX;
+	s->max_t = INT64_MIN;
+	if (sm_strtab_init(&s->lstr) != 0)
+		return (SM_ENOMEM);
+	if (ing_index_init(&s->index) != 0) {
+		sm_strtab_fini(&s->lstr);
+		return (SM_ENOMEM);
+	}
+	return (0);
+}
+
+void
+ing_set_fini(struct ing_set *s)
+{
+	for (uint32_t i = 0; i < s->nseries; i++) {
+		struct ing_series *sr = s->series[i];
+
+		for (uint32_t k = 0; k < sr->nb; k++) {
+			sm_free(sr->b[k].node);
+			sm_free(sr->b[k].value);
+		}
+		sm_free(sr->b);
+		sm_free(sr->labels);
+		sm_free(sr->lid);
+		sm_free(sr);
+	}
+	sm_free(s->series);
+	sm_free(s->slots);
+	ing_index_fini(&s->index);
+	sm_strtab_fini(&s->lstr);
+	memset(s, 0, sizeof(*s));
+}
+
+static int
+set_rehash(struct ing_set *s, uint32_t nslots)
+{
+	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
+	uint32_t mask = nslots - 1;
+
+	if (slots == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = 0; k < s->nseries; k++) {
+		uint32_t i = (uint32_t)s->series[k]->fp & mask;
+
+		while (slots[i] != 0)
+			i = (i + 1) & mask;
+		slots[i] = k + 1;
+	}
+	sm_free(s->slots);
+	s->slots = slots;
+	s->nslots = nslots;
+	return (0);
+}
+
+int
+ing_set_append(struct ing_set *s, struct ing_series *sr)
+{
+	uint32_t mask, i;
+	int rv;
+
+	if (s->nseries == s->series_cap) {
+		uint32_t ncap = s->series_cap ? s->series_cap * 2 : 16;
+		struct ing_series **ns = sm_reallocarray(s->series, ncap,
+		    sizeof(*ns));
+
+		if (ns == NULL)
+			return (SM_ENOMEM);
+		s->series = ns;
+		s->series_cap = ncap;
+	}
+	if ((uint64_t)(s->nseries + 1) * 2 > s->nslots &&
+	    (rv = set_rehash(s, s->nslots ? s->nslots * 2 : 64)) != 0)
+		return (rv);
+	if ((rv = ing_index_add(&s->index, s->nseries, sr->lid,
+	    sr->nlabels)) != 0)
+		return (rv);
+	mask = s->nslots - 1;
+	for (i = (uint32_t)sr->fp & mask; s->slots[i] != 0; i = (i + 1) & mask)
+		;
+	s->slots[i] = s->nseries + 1;
+	s->series[s->nseries++] = sr;
+	for (uint32_t k = 0; k < sr->nb; k++) {
+		s->min_t = SM_MIN(s->min_t, sr->b[k].t);
+		s->max_t = SM_MAX(s->max_t, sr->b[k].t);
+	}
+	return (0);
+}
+
+static bool
+labels_equal(const struct ing_series *sr, const struct sm_label *ls,
+    uint32_t n)
+{
+	if (sr->nlabels != n)
+		return (false);
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(sr->labels[i].name, ls[i].name) != 0 ||
+		    strcmp(sr->labels[i].value, ls[i].value) != 0)
+			return (false);
+	}
+	return (true);
+}
+
+static int
+intern(struct ing_set *s, const char *str, uint32_t *id)
+{
+	if (str == NULL)
+		str = "";
+	return (sm_strtab_intern(&s->lstr, str, strlen(str), id));
+}
+
+int
+ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
+    const char *spy, const char *units, const char *aggregation,
+    uint32_t sample_rate, struct ing_series **out)
+{
+	uint64_t fp = sm_labels_fingerprint(ls, n);
+	struct ing_series *sr;
+	uint32_t mask, i, v;
+	int rv = SM_ENOMEM;
+
+	if (s->nslots != 0) {
+		mask = s->nslots - 1;
+		for (i = (uint32_t)fp & mask; (v = s->slots[i]) != 0;
+		    i = (i + 1) & mask) {
+			sr = s->series[v - 1];
+			if (sr->fp == fp && labels_equal(sr, ls, n)) {
+				*out = sr;
+				return (0);
+			}
+		}
+	}
+	if ((sr = sm_calloc(1, sizeof(*sr))) == NULL)
+		return (SM_ENOMEM);
+	sr->fp = fp;
+	sr->nlabels = n;
+	sr->labels = sm_calloc(SM_MAX(n, 1), sizeof(*sr->labels));
+	sr->lid = sm_calloc(SM_MAX(2 * n, 1), sizeof(*sr->lid));
+	if (sr->labels == NULL || sr->lid == NULL)
+		goto fail;
+	for (uint32_t k = 0; k < n; k++) {
+		if ((rv = intern(s, ls[k].name, &sr->lid[2 * k])) != 0 ||
+		    (rv = intern(s, ls[k].value, &sr->lid[2 * k + 1])) != 0)
+			goto fail;
+	}
+	/* Pointers only after all interning: the table may have grown. */
+	for (uint32_t k = 0; k < n; k++) {
+		sr->labels[k].name = ing_set_str(s, sr->lid[2 * k]);
+		sr->labels[k].value = ing_set_str(s, sr->lid[2 * k + 1]);
+	}
+	if ((rv = intern(s, spy, &sr->meta.spy)) != 0 ||
+	    (rv = intern(s, units, &sr->meta.units)) != 0 ||
+	    (rv = intern(s, aggregation, &sr->meta.aggregation)) != 0)
+		goto fail;
+	sr->meta.sample_rate = sample_rate;
+	if ((rv = ing_set_append(s, sr)) != 0)
+		goto fail;
+	*out = sr;
+	return (0);
+fail:
+	sm_free(sr->labels);
+	sm_free(sr->lid);
+	sm_free(sr);
+	return (rv);
+}
+
+uint32_t
+ing_series_first_bucket(const struct ing_series *sr, int64_t bucket_ms,
+    int64_t start)
+{
+	uint32_t lo = 0, hi = sr->nb;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (sr->b[mid].t + bucket_ms <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}
+
+static int
+u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* Union of the postings of the values of `name` that match m. */
+static int
+select_union(const struct ing_set *s, const struct sm_matcher *m,
+    uint32_t name, uint32_t **out, uint32_t *n)
+{
+	const struct ing_posting *vals = ing_index_values(&s->index, name);
+	uint32_t total = 0, k = 0, w = 0;
+	uint32_t *u;
+
+	*out = NULL;
+	*n = 0;
+	if (vals == NULL)
+		return (0);
+	for (uint32_t i = 0; i < vals->n; i++) {
+		uint32_t len;
+		const char *v = sm_strtab_str(&s->lstr, vals->ids[i], &len);
+
+		if (sm_matcher_match(m, v, len))
+			total += ing_index_get(&s->index, name,
+			    vals->ids[i])->n;
+	}
+	if (total == 0)
+		return (0);
+	if ((u = sm_malloc((size_t)total * sizeof(*u))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < vals->n; i++) {
+		uint32_t len;
+		const char *v = sm_strtab_str(&s->lstr, vals->ids[i], &len);
+		const struct ing_posting *p;
+
+		if (!sm_matcher_match(m, v, len))
+			continue;
+		p = ing_index_get(&s->index, name, vals->ids[i]);
+		memcpy(u + k, p->ids, (size_t)p->n * sizeof(*u));
+		k += p->n;
+	}
+	/* A series has one value per name, so the lists are disjoint. */
+	qsort(u, k, sizeof(*u), u32_cmp);
+	for (uint32_t i = 0; i < k; i++) {
+		if (w == 0 || u[w - 1] != u[i])
+			u[w++] = u[i];
+	}
+	*out = u;
+	*n = w;
+	return (0);
+}
+
+/* a := a ∩ b (both sorted). */
+static uint32_t
+intersect(uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb)
+{
+	uint32_t i = 0, j = 0, w = 0;
+
+	while (i < na && j < nb) {
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else {
+			a[w++] = a[i];
+			i++;
+			j++;
+		}
+	}
+	return (w);
+}
+
+static bool
+series_in_range(const struct ing_series *sr, int64_t start, int64_t end,
+    int64_t bucket_ms)
+{
+	uint32_t k;
+
+	if (start > end)
+		return (true);
+	k = ing_series_first_bucket(sr, bucket_ms, start);
+	return (k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms, start,
+	    end));
+}
+
+int
+ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
+    int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
+    uint32_t *n)
+{
+	uint32_t *cand = NULL, ncand = 0, w = 0;
+	bool restricted = false;
+	int rv;
+
+	*out = NULL;
+	*n = 0;
+	for (uint32_t i = 0; i < sel->n; i++) {
+		const struct sm_matcher *m = &sel->m[i];
+		uint32_t name, *u, nu;
+
+		/* Only matchers that exclude the empty value narrow. */
+		if ((m->type != SM_MATCH_EQ && m->type != SM_MATCH_RE) ||
+		    sm_matcher_match(m, "", 0))
+			continue;
+		if (sm_strtab_find(&s->lstr, m->name, strlen(m->name),
+		    &name) != 0) {
+			sm_free(cand);
+			return (0);   /* nobody has this label */
+		}
+		if ((rv = select_union(s, m, name, &u, &nu)) != 0) {
+			sm_free(cand);
+			return (rv);
+		}
+		if (!restricted) {
+			cand = u;
+			ncand = nu;
+			restricted = true;
+		} else {
+			ncand = intersect(cand, ncand, u, nu);
+			sm_free(u);
+		}
+		if (ncand == 0) {
+			sm_free(cand);
+			return (0);
+		}
+	}
+	if (!restricted) {
+		if (s->nseries == 0)
+			return (0);
+		if ((cand = sm_malloc((size_t)s->nseries * sizeof(*cand))) ==
+		    NULL)
+			return (SM_ENOMEM);
+		for (uint32_t i = 0; i < s->nseries; i++)
+			cand[i] = i;
+		ncand = s->nseries;
+	}
+	for (uint32_t i = 0; i < ncand; i++) {
+		const struct ing_series *sr = s->series[cand[i]];
+
+		if (sm_selector_match(sel, sr->labels, sr->nlabels) &&
+		    series_in_range(sr, start, end, bucket_ms))
+			cand[w++] = cand[i];
+	}
+	if (w == 0) {
+		sm_free(cand);
+		return (0);
+	}
+	*out = cand;
+	*n = w;
+	return (0);
+}

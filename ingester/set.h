@@ -1,0 +1,153 @@
+/*
+ * set.h -- a queryable set of series: the data model shared by the head
+ * (mutable, in memory) and by decoded blocks (immutable, from disk).
+ *
+ *   ing_set
+ *     lstr       sm_strtab    label names and values (and metadata strings)
+ *     series[]   ing_series   one per distinct sorted label set
+ *       labels                 (name, value) pointers into lstr, sorted
+ *       lid[]                  the same as lstr ids: name0,value0,name1,...
+ *       meta                   spy, units, aggregation (lstr ids), rate
+ *       b[]                    buckets sorted by start time t
+ *         t, profiles, total   always present
+ *         node[], value[]      the (stack node, value) pairs, sorted by
+ *                              node -- present in the head; for a block
+ *                              they stay on disk until a merge reads them
+ *     index      postings per (name id, value id) -> sorted series ids
+ *
+ * Selecting series (DESIGN §5): every matcher that requires a value
+ * (k="v" with v non-empty, k=~re where re does not match "") narrows the
+ * candidates to the union of the postings of the matching values; the
+ * candidate lists of all such matchers are intersected; the survivors are
+ * then checked against the whole selector (which covers !=, !~ and the
+ * empty-value rules of Prometheus), and against the time range using the
+ * bucket times.
+ *
+ * Locking: none here.  The head's owner holds its rwlock around every call;
+ * a decoded block is immutable and shared read-only.
+ */
+#ifndef ING_SET_H
+#define ING_SET_H
+
+#include <stdbool.h>
+
+#include "common/labels.h"
+#include "common/selector.h"
+#include "common/strtab.h"
+
+struct ing_bucket {
+	int64_t t;               /* start (ms), a multiple of the bucket width */
+	uint32_t n;              /* pairs */
+	uint32_t profiles;       /* uploads merged into this bucket */
+	int64_t total;           /* sum of values */
+	uint32_t *node;          /* n node ids, strictly increasing (or NULL) */
+	int64_t *value;          /* n values > 0 (or NULL) */
+};
+
+struct ing_meta {
+	uint32_t spy, units, aggregation;   /* lstr ids */
+	uint32_t sample_rate;
+};
+
+struct ing_series {
+	uint64_t fp;
+	struct sm_label *labels;
+	uint32_t *lid;                      /* 2 * nlabels lstr ids */
+	uint32_t nlabels;
+	struct ing_meta meta;
+	struct ing_bucket *b;
+	uint32_t nb, cap;
+};
+
+struct ing_posting {
+	uint32_t *ids;
+	uint32_t n, cap;
+};
+
+struct ing_index {
+	uint64_t *keys;                     /* (name << 32 | value) + 1; 0 empty */
+	uint32_t *vals;                     /* posting list index */
+	uint32_t nslots;
+	struct ing_posting *lists;
+	uint32_t nlists, lists_cap;
+	/* name id -> its value ids, for regexes and label-values */
+	uint32_t *names;                    /* distinct name ids, in order seen */
+	struct ing_posting *values;         /* values[i]: value ids of names[i] */
+	uint32_t nnames, names_cap;
+};
+
+struct ing_set {
+	struct sm_strtab lstr;
+	struct ing_series **series;
+	uint32_t nseries, series_cap;
+	uint32_t *slots;                    /* series idx + 1 by fingerprint */
+	uint32_t nslots;
+	struct ing_index index;
+	int64_t min_t, max_t;               /* bucket starts seen; max < min if empty */
+};
+
+/* --- index ---------------------------------------------------------------- */
+
+int ing_index_init(struct ing_index *x);
+void ing_index_fini(struct ing_index *x);
+
+/* Record series `id` (ids must be added in increasing order) with its
+ * label ids (2 * n: name, value, ...).  0 or SM_ENOMEM. */
+int ing_index_add(struct ing_index *x, uint32_t id, const uint32_t *lid,
+    uint32_t n);
+
+/* The postings of (name, value), or NULL. */
+const struct ing_posting *ing_index_get(const struct ing_index *x,
+    uint32_t name, uint32_t value);
+
+/* The value ids of `name`, or NULL when no series has it. */
+const struct ing_posting *ing_index_values(const struct ing_index *x,
+    uint32_t name);
+
+/* --- sets ----------------------------------------------------------------- */
+
+int ing_set_init(struct ing_set *s);
+
+/* Frees the series, their label arrays and their buckets' pair arrays. */
+void ing_set_fini(struct ing_set *s);
+
+/*
+ * Find the series with these sorted labels, or create it (interning the
+ * strings into s->lstr and indexing it).  meta strings may be NULL.
+ * 0 or SM_ENOMEM.
+ */
+int ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
+    const char *spy, const char *units, const char *aggregation,
+    uint32_t sample_rate, struct ing_series **out);
+
+/* Append a fully built series (blocks decode through this); it takes
+ * ownership of `sr` and indexes it.  0 or SM_ENOMEM. */
+int ing_set_append(struct ing_set *s, struct ing_series *sr);
+
+/*
+ * The sorted ids of the series matching `sel` that have a bucket
+ * overlapping [start, end) (start > end: no time filter), in a malloc'd
+ * array (*out may be NULL when *n == 0).  `bucket_ms` is the bucket width.
+ * 0 or SM_ENOMEM.
+ */
+int ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
+    int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
+    uint32_t *n);
+
+/* Index of the first bucket of `sr` that may overlap [start, ...). */
+uint32_t ing_series_first_bucket(const struct ing_series *sr,
+    int64_t bucket_ms, int64_t start);
+
+static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
+    int64_t bucket_ms, int64_t start, int64_t end)
+{
+	return (b->t < end && b->t + bucket_ms > start);
+}
+
+/* The metadata string of a series (lstr id -> string). */
+static inline const char *ing_set_str(const struct ing_set *s, uint32_t id)
+{
+	return (sm_strtab_str(&s->lstr, id, NULL));
+}
+
+#endif /* ING_SET_H */

@@ -1,0 +1,459 @@
+/*
+ * store.c -- the ingester's durable storage; see store.h.
+ */
+#include "store.h"
+
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/metrics.h"
+
+struct ing_store {
+	struct sm_kv *kv;
+	struct ing_cache *cache;
+};
+
+static struct sm_metric *corruptions;
+
+static void
+store_metrics_init(void)
+{
+	static const char *const lbl[] = { "part", NULL };
+
+	if (corruptions == NULL)
+		corruptions = sm_metric_register(SM_METRIC_COUNTER,
+		    "smolder_ingester_corruptions_total",
+		    "Stored values found damaged (checksum, decode or RocksDB "
+		    "corruption), by part.", lbl, NULL, 0);
+}
+
+static const char *
+part_name(char kind)
+{
+	switch (kind) {
+	case 'M': return ("meta");
+	case 'I': return ("index");
+	case 'S': return ("symbols");
+	case 'T': return ("tree");
+	case 'D': return ("data");
+	case 'H': return ("head_log");
+	default: return ("unknown");
+	}
+}
+
+/* Report a damaged value and turn the error into a located one. */
+static int
+store_corrupt(const char *tenant, uint64_t id, char kind, uint32_t series,
+    struct sm_err *err)
+{
+	char msg[SM_ERR_MSG_MAX];
+
+	snprintf(msg, sizeof(msg), "%s", err != NULL ? err->msg : "");
+	sm_counter_inc(sm_metric_child(corruptions, part_name(kind)));
+	if (kind == 'D')
+		sm_error("store", "corrupt block part\ttenant=%s block=%llu "
+		    "part=%s series=%u err=\"%s\"", tenant,
+		    (unsigned long long)id, part_name(kind), series, msg);
+	else
+		sm_error("store", "corrupt block part\ttenant=%s block=%llu "
+		    "part=%s err=\"%s\"", tenant, (unsigned long long)id,
+		    part_name(kind), msg);
+	return (sm_err_set(err, SM_ECORRUPT, "corrupt block %s/%llu, part "
+	    "%s: %s", tenant, (unsigned long long)id, part_name(kind), msg));
+}
+
+void
+ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
+    uint64_t seq)
+{
+	sm_key_reset(k);
+	sm_key_str(k, tenant, strlen(tenant));
+	sm_key_u64(k, gen);
+	sm_key_u64(k, seq);
+}
+
+void
+ing_key_part(struct sm_key *k, const char *tenant, uint64_t id, char kind,
+    uint32_t series)
+{
+	sm_key_reset(k);
+	sm_key_str(k, tenant, strlen(tenant));
+	sm_key_u64(k, id);
+	sm_key_u8(k, (uint8_t)kind);
+	if (kind == 'D')
+		sm_key_u32(k, series);
+}
+
+static enum sm_kv_cf
+part_cf(char kind)
+{
+	return (kind == 'M' || kind == 'I' ? SM_KV_INDEX : SM_KV_BLOCKS);
+}
+
+int
+ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
+    size_t cache_bytes, struct ing_store **out, struct sm_err *err)
+{
+	struct ing_store *s;
+	int rv;
+
+	store_metrics_init();
+	*out = NULL;
+	if ((s = sm_calloc(1, sizeof(*s))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = ing_cache_create(cache_bytes, &s->cache)) != 0) {
+		sm_free(s);
+		return (sm_err_set(err, rv, "out of memory"));
+	}
+	if ((rv = sm_kv_open(dir, kvo, &s->kv, err)) != 0) {
+		ing_cache_destroy(s->cache);
+		sm_free(s);
+		return (rv);
+	}
+	*out = s;
+	return (0);
+}
+
+void
+ing_store_close(struct ing_store *s)
+{
+	if (s == NULL)
+		return;
+	sm_kv_close(s->kv);
+	ing_cache_destroy(s->cache);
+	sm_free(s);
+}
+
+struct sm_kv *
+ing_store_kv(struct ing_store *s)
+{
+	return (s->kv);
+}
+
+/* --- head log ------------------------------------------------------------- */
+
+#define LOG_HDR 6
+
+int
+ing_store_log_append(struct ing_store *s, const char *tenant, uint64_t gen,
+    uint64_t seq, const void *rec, size_t n, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	uint8_t h[LOG_HDR] = { 'H', 1 };
+	int rv;
+
+	ing_key_head(&k, tenant, gen, seq);
+	sm_put_be32(h + 2, (uint32_t)sm_hash(rec, n));
+	sm_buf_append(&v, h, sizeof(h));
+	sm_buf_append(&v, rec, n);
+	if (sm_buf_error(&v) != 0) {
+		sm_buf_fini(&v);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	rv = sm_kv_put(s->kv, SM_KV_HEAD, k.b, k.n, v.b, v.len, err);
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_log_delete(struct ing_store *s, const char *tenant, uint64_t gen,
+    uint64_t seq, struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key k;
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	ing_key_head(&k, tenant, gen, seq);
+	sm_kv_batch_delete(b, SM_KV_HEAD, k.b, k.n);
+	rv = sm_kv_write(s->kv, b, false, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+int
+ing_store_log_replay(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
+    const uint8_t *rec, size_t n), void *arg, uint64_t *max_gen,
+    uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_HEAD);
+	char tenant[SM_KEY_MAX];
+	int rv = 0;
+
+	*max_gen = *max_seq = *corrupt = 0;
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		const char *t;
+		size_t kn, vn, off = 0, tl;
+		uint64_t gen, seq;
+
+		k = sm_kv_iter_key(it, &kn);
+		v = sm_kv_iter_value(it, &vn);
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 ||
+		    sm_key_get_u64(k, kn, &off, &gen) != 0 ||
+		    sm_key_get_u64(k, kn, &off, &seq) != 0 || off != kn ||
+		    tl == 0) {
+			sm_counter_inc(sm_metric_child(corruptions,
+			    "head_log"));
+			sm_error("store", "head log: malformed key of %zu "
+			    "bytes skipped", kn);
+			(*corrupt)++;
+			continue;
+		}
+		memcpy(tenant, t, tl);
+		tenant[tl] = '\0';
+		*max_gen = SM_MAX(*max_gen, gen);
+		*max_seq = SM_MAX(*max_seq, seq);
+		if (vn < LOG_HDR || v[0] != 'H' || v[1] != 1 ||
+		    sm_get_be32(v + 2) != (uint32_t)sm_hash(v + LOG_HDR,
+		    vn - LOG_HDR)) {
+			sm_counter_inc(sm_metric_child(corruptions,
+			    "head_log"));
+			sm_error("store", "head log: corrupt record skipped\t"
+			    "tenant=%s gen=%llu seq=%llu bytes=%zu", tenant,
+			    (unsigned long long)gen, (unsigned long long)seq,
+			    vn);
+			(*corrupt)++;
+			continue;
+		}
+		if ((rv = fn(arg, tenant, gen, seq, v + LOG_HDR,
+		    vn - LOG_HDR)) != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
+/* --- blocks --------------------------------------------------------------- */
+
+int
+ing_store_blocks_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
+    void *arg, struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
+	char tenant[SM_KEY_MAX];
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		const char *t;
+		size_t kn, vn, off = 0, tl;
+		uint64_t id;
+		uint8_t kind;
+		struct ing_block_meta m;
+		struct sm_err e2;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || tl == 0 ||
+		    sm_key_get_u64(k, kn, &off, &id) != 0 ||
+		    sm_key_get_u8(k, kn, &off, &kind) != 0 || off != kn)
+			continue;   /* not a block key */
+		if (kind != 'M')
+			continue;
+		memcpy(tenant, t, tl);
+		tenant[tl] = '\0';
+		v = sm_kv_iter_value(it, &vn);
+		sm_err_clear(&e2);
+		if (ing_block_meta_decode(v, vn, &m, &e2) != 0 || m.gen != id) {
+			if (e2.msg[0] == '\0')
+				sm_err_set(&e2, SM_ECORRUPT, "meta names block "
+				    "%llu", (unsigned long long)m.gen);
+			store_corrupt(tenant, id, 'M', 0, &e2);
+			sm_error("store", "block skipped: its time range is "
+			    "unknown\ttenant=%s block=%llu", tenant,
+			    (unsigned long long)id);
+			continue;
+		}
+		if ((rv = fn(arg, tenant, &m)) != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
+int
+ing_store_block_commit(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key k, k2;
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	ing_key_part(&k, tenant, e->meta.gen, 'M', 0);
+	sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, e->m.b, e->m.len);
+	ing_key_part(&k, tenant, e->meta.gen, 'I', 0);
+	sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, e->index.b, e->index.len);
+	ing_key_part(&k, tenant, e->meta.gen, 'S', 0);
+	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->symbols.b,
+	    e->symbols.len);
+	ing_key_part(&k, tenant, e->meta.gen, 'T', 0);
+	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->tree.b, e->tree.len);
+	for (uint32_t i = 0; i < e->ndata; i++) {
+		ing_key_part(&k, tenant, e->meta.gen, 'D', i);
+		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
+		    e->data[i].len);
+	}
+	/* The head log of this tenant up to and including this generation. */
+	ing_key_head(&k, tenant, 0, 0);
+	ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
+	sm_kv_batch_delete_range(b, SM_KV_HEAD, k.b, k.n, k2.b, k2.n);
+	rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+/* Read one part's value; a RocksDB corruption is reported as the part's. */
+static int
+part_get(struct ing_store *s, const char *tenant, uint64_t id, char kind,
+    uint32_t series, struct sm_buf *v, struct sm_err *err)
+{
+	struct sm_key k;
+	int rv;
+
+	ing_key_part(&k, tenant, id, kind, series);
+	rv = sm_kv_get(s->kv, part_cf(kind), k.b, k.n, v, err);
+	if (rv == SM_ENOTFOUND) {
+		sm_err_set(err, SM_ECORRUPT, "part missing");
+		return (store_corrupt(tenant, id, kind, series, err));
+	}
+	if (rv == SM_ECORRUPT)
+		return (store_corrupt(tenant, id, kind, series, err));
+	return (rv);
+}
+
+static void
+set_free(void *p)
+{
+	ing_set_fini(p);
+	sm_free(p);
+}
+
+static void
+tree_free(void *p)
+{
+	ing_block_tree_free(p);
+}
+
+int
+ing_store_block_index(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_set **out,
+    struct ing_cache_ent **ent, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct ing_set *set;
+	size_t bytes;
+	int rv;
+
+	if ((*out = ing_cache_get(s->cache, tenant, m->gen, 'I', ent)) !=
+	    NULL)
+		return (0);
+	if ((rv = part_get(s, tenant, m->gen, 'I', 0, &v, err)) != 0)
+		goto out;
+	if ((rv = ing_block_index_decode((uint8_t *)v.b, v.len, m, &set,
+	    &bytes, err)) != 0) {
+		if (rv == SM_ECORRUPT)
+			store_corrupt(tenant, m->gen, 'I', 0, err);
+		goto out;
+	}
+	if ((*out = ing_cache_put(s->cache, tenant, m->gen, 'I', set, bytes,
+	    set_free, ent)) == NULL)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_block_tree(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_block_tree **out,
+    struct ing_cache_ent **ent, struct sm_err *err)
+{
+	struct sm_buf vs = SM_BUF_INIT, vt = SM_BUF_INIT;
+	struct ing_block_tree *t;
+	int rv;
+
+	if ((*out = ing_cache_get(s->cache, tenant, m->gen, 'T', ent)) !=
+	    NULL)
+		return (0);
+	if ((rv = part_get(s, tenant, m->gen, 'S', 0, &vs, err)) != 0 ||
+	    (rv = part_get(s, tenant, m->gen, 'T', 0, &vt, err)) != 0)
+		goto out;
+	if ((rv = ing_block_tree_decode((uint8_t *)vs.b, vs.len,
+	    (uint8_t *)vt.b, vt.len, m, &t, err)) != 0) {
+		if (rv == SM_ECORRUPT)
+			store_corrupt(tenant, m->gen, strstr(err->msg,
+			    "symbols") != NULL || strstr(err->msg, "'S'") !=
+			    NULL ? 'S' : 'T', 0, err);
+		goto out;
+	}
+	if ((*out = ing_cache_put(s->cache, tenant, m->gen, 'T', t, t->bytes,
+	    tree_free, ent)) == NULL)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	sm_buf_fini(&vs);
+	sm_buf_fini(&vt);
+	return (rv);
+}
+
+void
+ing_store_release(struct ing_store *s, struct ing_cache_ent *ent)
+{
+	ing_cache_release(s->cache, ent);
+}
+
+int
+ing_store_block_data(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, uint32_t series,
+    const struct ing_series *sr, struct sm_arena *a,
+    struct ing_bucket **out, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	int rv;
+
+	if ((rv = part_get(s, tenant, m->gen, 'D', series, &v, err)) != 0)
+		goto out;
+	if ((rv = ing_block_data_decode((uint8_t *)v.b, v.len, sr, m->nnodes,
+	    a, out, err)) == SM_ECORRUPT)
+		store_corrupt(tenant, m->gen, 'D', series, err);
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+uint64_t
+ing_store_disk_bytes(struct ing_store *s)
+{
+	return (sm_kv_disk_bytes(s->kv));
+}
+
+int
+ing_store_compact(struct ing_store *s, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = sm_kv_flush(s->kv, err)) != 0)
+		return (rv);
+	for (int cf = 0; cf < SM_KV_NCF; cf++) {
+		if ((rv = sm_kv_compact(s->kv, (enum sm_kv_cf)cf, NULL, 0,
+		    NULL, 0, err)) != 0)
+			return (rv);
+	}
+	return (0);
+}

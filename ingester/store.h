@@ -1,0 +1,120 @@
+/*
+ * store.h -- where an ingester's data lives on disk: one RocksDB
+ * (common/kv.h) under <data.dir>/rocksdb, holding the head log and the
+ * blocks.  ingester/block.h owns the block format; this file owns keys.
+ *
+ * Keys (big-endian, length-prefixed tenant first, so byte order is logical
+ * order and one tenant's keys never interleave with another's):
+ *
+ *   column family  key                                      value
+ *   head           str(tenant) u64 gen  u64 seq             log record
+ *   index          str(tenant) u64 id   u8 'M'              block meta
+ *   index          str(tenant) u64 id   u8 'I'              block index
+ *   blocks         str(tenant) u64 id   u8 'S'              block symbols
+ *   blocks         str(tenant) u64 id   u8 'T'              block tree
+ *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
+ *
+ * str() is a u16 length and the bytes.  `gen` is the generation of the
+ * head a write went to; a block's id is the generation of the head it was
+ * cut from.  `seq` orders writes within the ingester.
+ *
+ * Log record: u8 'H', u8 version (1), be32 checksum (low 32 bits of XXH3
+ * of the rest), then the packed smolder.v1.Request exactly as the
+ * distributor sent it.
+ *
+ * A block is committed in ONE synced batch that writes all its parts and
+ * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
+ * either the block exists and the log range is gone, or neither changed.
+ *
+ * Corruption: a failed checksum, a RocksDB "Corruption" status or an
+ * undecodable part is logged with its key, counted in
+ * smolder_ingester_corruptions_total{part}, and returned as SM_ECORRUPT
+ * naming the tenant, block and part; it never stops other blocks from
+ * being read.  A corrupt log record is skipped at replay with the same
+ * reporting (its write is lost; RocksDB's own WAL checksums make this a
+ * disk fault, not a crash effect).
+ *
+ * Locking: thread-safe (RocksDB and the cache lock themselves).
+ */
+#ifndef ING_STORE_H
+#define ING_STORE_H
+
+#include "common/kv.h"
+
+#include "block.h"
+#include "cache.h"
+
+struct ing_store;
+
+int ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
+    size_t cache_bytes, struct ing_store **out, struct sm_err *err);
+void ing_store_close(struct ing_store *s);
+
+/* Append one log record durably (WAL, synced per -ingester.wal-sync). */
+int ing_store_log_append(struct ing_store *s, const char *tenant,
+    uint64_t gen, uint64_t seq, const void *rec, size_t n,
+    struct sm_err *err);
+
+/* Delete one log record (a write whose apply failed after logging). */
+int ing_store_log_delete(struct ing_store *s, const char *tenant,
+    uint64_t gen, uint64_t seq, struct sm_err *err);
+
+/*
+ * Replay the head log in key order: fn(arg, tenant, gen, seq, rec, n) for
+ * every valid record (rec is the packed Request).  *max_gen / *max_seq get
+ * the largest values seen.  Corrupt records are reported and skipped
+ * (*corrupt counts them).  fn's non-zero return stops the replay with that
+ * code.
+ */
+int ing_store_log_replay(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
+    const uint8_t *rec, size_t n), void *arg, uint64_t *max_gen,
+    uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err);
+
+/*
+ * Every stored block's meta: fn(arg, tenant, meta).  A block whose meta is
+ * corrupt is reported and skipped (its time range is unknown).
+ */
+int ing_store_blocks_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
+    void *arg, struct sm_err *err);
+
+/* Commit an encoded block for `tenant` and drop the head log range up to
+ * and including its generation. */
+int ing_store_block_commit(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Decoded parts, through the cache.  The returned object is valid until
+ * ing_store_release(ent).  SM_ECORRUPT (reported) when the part is damaged.
+ */
+int ing_store_block_index(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_set **out,
+    struct ing_cache_ent **ent, struct sm_err *err);
+int ing_store_block_tree(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_block_tree **out,
+    struct ing_cache_ent **ent, struct sm_err *err);
+void ing_store_release(struct ing_store *s, struct ing_cache_ent *ent);
+
+/* One series' buckets with their pairs, decoded into the arena. */
+int ing_store_block_data(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, uint32_t series,
+    const struct ing_series *sr, struct sm_arena *a,
+    struct ing_bucket **out, struct sm_err *err);
+
+/* Bytes on disk (every RocksDB file). */
+uint64_t ing_store_disk_bytes(struct ing_store *s);
+
+/* Flush memtables and compact everything (tests, benchmarks, admin). */
+int ing_store_compact(struct ing_store *s, struct sm_err *err);
+
+/* The underlying database (smolder-admin). */
+struct sm_kv *ing_store_kv(struct ing_store *s);
+
+/* Key builders, shared with smolder-admin. */
+void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
+    uint64_t seq);
+void ing_key_part(struct sm_key *k, const char *tenant, uint64_t id,
+    char kind, uint32_t series);
+
+#endif /* ING_STORE_H */
