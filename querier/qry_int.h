@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "common/labels.h"
+#include "common/selector.h"
 
 #include "common/arena.h"
 #include "common/strtab.h"
@@ -46,6 +47,23 @@ int qry_fanout(struct querier *q, const Smolder__V1__Request *req,
     struct qry_call **calls, struct sm_err *err);
 void qry_calls_free(struct qry_call *calls, uint32_t n);
 
+/* --- merge (render.c) ---------------------------------------------------- */
+
+/* The selector as RPC matchers, allocated in `a`.  0 or SM_ENOMEM. */
+int qry_select_pb(const struct sm_selector *s, const char *tenant,
+    int64_t start, int64_t end, struct sm_arena *a, Smolder__V1__Select *sel);
+
+/*
+ * Fan a merge of `sel` out to every ingester and fold the answers into
+ * `m`.  *calls holds the responses (their strings back m's metadata) until
+ * the caller frees them with qry_calls_free().
+ */
+int qry_merge(struct querier *q, const Smolder__V1__Select *sel,
+    struct sm_mtree *m, struct qry_call **calls, struct sm_err *err);
+
+/* Pyroscope's timeline step for a range (ms in, ms out). */
+int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
+
 /* --- labels (labels.c) ---------------------------------------------------- */
 
 /* One distinct (restricted) label set with its upload metadata. */
@@ -75,5 +93,6 @@ bool qry_app_name(const struct qry_labelset *ls, char *dst, size_t n);
 
 int qry_render_register(struct querier *q);
 int qry_labels_register(struct querier *q);
+int qry_connect_register(struct querier *q);
 
 #endif /* QRY_INT_H */

@@ -37,7 +37,6 @@
 
 /* Pyroscope's CalcPointInterval: (until - from) / 1500, minimum 15 s,
  * rounded to a "nice" interval.  Milliseconds in and out. */
-int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
 
 int64_t
 qry_calc_step_ms(int64_t from_ms, int64_t until_ms)
@@ -82,11 +81,10 @@ reply_err(struct sm_http_req *r, int rv, const char *msg)
 }
 
 /* The selector as RPC matchers, allocated in `a`. */
-static int
-select_from_query(const struct sm_query *qq, const char *tenant,
+int
+qry_select_pb(const struct sm_selector *s, const char *tenant,
     int64_t start, int64_t end, struct sm_arena *a, Smolder__V1__Select *sel)
 {
-	const struct sm_selector *s = &qq->sel;
 
 	smolder__v1__select__init(sel);
 	sel->tenant = (char *)tenant;
@@ -183,9 +181,9 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	return (0);
 }
 
-/* Fan out a merge and fold the answers into m. */
-static int
-render_merge(struct querier *qr, const Smolder__V1__Select *sel,
+/* Fan out a merge and fold the answers into m (see qry_int.h). */
+int
+qry_merge(struct querier *qr, const Smolder__V1__Select *sel,
     struct sm_mtree *m, struct qry_call **calls, struct sm_err *err)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
@@ -302,7 +300,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	if ((rv = render_parse(qr, r, &p, &err)) != 0)
 		goto fail;
 	if ((a = sm_arena_create(0)) == NULL ||
-	    select_from_query(&p.q, p.tenant, p.start, p.end, a, &sel) != 0) {
+	    qry_select_pb(&p.q.sel, p.tenant, p.start, p.end, a, &sel) != 0) {
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -311,7 +309,7 @@ render_handler(struct sm_http_req *r, void *arg)
 		goto fail;
 	}
 	have_merge = 1;
-	if ((rv = render_merge(qr, &sel, &m, &calls, &err)) != 0)
+	if ((rv = qry_merge(qr, &sel, &m, &calls, &err)) != 0)
 		goto fail;
 	if (p.collapsed) {
 		if ((rv = sm_fg_write_collapsed(&m.tree, &m.names, m.self,
