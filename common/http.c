@@ -1203,6 +1203,10 @@ sm_http_status_for(int rv, int *status, const char **code)
 		*status = 415;
 		*code = "unimplemented";
 		break;
+	case SM_ECORRUPT:
+		*status = 500;
+		*code = "data_loss";
+		break;
 	default:
 		*status = 500;
 		*code = "internal";

@@ -145,7 +145,8 @@ bool sm_http_replied(const struct sm_http_req *r);
  * invalid_argument (Pyroscope's code for 413),
  * ELIMIT -> 429 resource_exhausted, EAUTH -> 401 unauthenticated,
  * ENOTFOUND -> 404 not_found, EUNAVAIL -> 503 unavailable, ETIMEDOUT -> 504
- * deadline_exceeded, EUNSUPPORTED -> 415 unimplemented, else 500 internal).
+ * deadline_exceeded, EUNSUPPORTED -> 415 unimplemented, ECORRUPT -> 500
+ * data_loss, else 500 internal).
  */
 void sm_http_status_for(int rv, int *status, const char **code);
 

@@ -980,6 +980,21 @@ series_set(struct series_acc *x, const struct ing_set *s, int64_t bucket_ms,
 	return (rv);
 }
 
+static int
+group_cmp(const void *a, const void *b, void *arg)
+{
+	const struct series_group *x = a, *y = b;
+	uint32_t n = *(const uint32_t *)arg;
+
+	for (uint32_t j = 0; j < n; j++) {
+		int c = strcmp(x->values[j], y->values[j]);
+
+		if (c != 0)
+			return (c);
+	}
+	return (0);
+}
+
 int
 ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err)
@@ -1035,6 +1050,10 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 			sm_err_set(err, rv, "out of memory");
 		goto out_sel;
 	}
+	/* Groups in a stable order (by their label values), whatever the
+	 * order the sources were read in. */
+	if (x.ng > 1)
+		qsort_r(x.g, x.ng, sizeof(*x.g), group_cmp, &ngb);
 	out->n_series = x.ng;
 	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x.ng, 1) *
 	    sizeof(*out->series));
