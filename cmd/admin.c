@@ -14,7 +14,8 @@
  *       middle of its payload, or truncates it to half) -- for testing
  *       that corruption is detected and contained
  *   smolder-admin disk    -data.dir=DIR [-compact]
- *       bytes on disk (optionally after flushing and compacting)
+ *       bytes on disk: every file, and the SST (data) files alone
+ *       (optionally after flushing and compacting)
  */
 #include <stdbool.h>
 #include <string.h>
@@ -295,8 +296,17 @@ main(int argc, char **argv)
 			fprintf(stderr, "smolder-admin: %s\n", err.msg);
 			rc = 1;
 		} else {
-			printf("disk_bytes=%llu\n", (unsigned long long)
-			    ing_store_disk_bytes(ad.store));
+			uint64_t sst = 0, v;
+
+			for (int cf = 0; cf < SM_KV_NCF; cf++) {
+				if (sm_kv_property(ing_store_kv(ad.store),
+				    (enum sm_kv_cf)cf,
+				    "rocksdb.total-sst-files-size", &v) == 0)
+					sst += v;
+			}
+			printf("disk_bytes=%llu sst_bytes=%llu\n",
+			    (unsigned long long)ing_store_disk_bytes(ad.store),
+			    (unsigned long long)sst);
 			rc = 0;
 		}
 	} else {

@@ -229,6 +229,9 @@ kv_db_options(const struct sm_kv_opts *o)
 	rocksdb_options_set_max_total_wal_size(dbo,
 	    4 * (uint64_t)o->write_buffer_bytes);
 	rocksdb_options_set_keep_log_file_num(dbo, KV_LOG_FILES_KEPT);
+	/* RocksDB's own LOG: warnings and errors only (2 = WARN_LEVEL);
+	 * Smolder logs what operators need. */
+	rocksdb_options_set_info_log_level(dbo, 2);
 	rocksdb_options_set_max_log_file_size(dbo, KV_LOG_FILE_BYTES);
 	return (dbo);
 }
