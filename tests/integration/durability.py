@@ -239,6 +239,13 @@ BLOCK_LINE = re.compile(
     r"nodes=(\d+) bytes=(\d+)$")
 
 
+def names_block(text, block_id):
+    """True when `text` names block `block_id` ("block=7", "block 7",
+    "anonymous/7")."""
+    return re.search(r"(block\D{0,3}|/)%s\b" % re.escape(str(block_id)),
+                     text) is not None
+
+
 def parse_blocks(text):
     """`smolder-admin blocks` output -> ([block dict], [lines that do not
     parse])."""

@@ -22,7 +22,8 @@ absolute from/until:
      LabelValues, Series; a few are also checked for content (collapsed
      stacks, numTicks of the pprof totals) so identical-but-empty answers
      cannot pass;
-  5. SIGTERM (exit 0); smolder-admin blocks lists the blocks (format,
+  5. smolder-admin refuses the data dir while the server runs (lock);
+     SIGTERM (exit 0); smolder-admin blocks lists the blocks (format,
      tenant, ranges inside the ingested data and covering every profile
      flushed before the stop) and smolder-admin verify exits 0;
   6. restart on the same data dir: every captured query gives the same
@@ -289,6 +290,9 @@ def main():
             print("# smolder-admin blocks while the server runs: exit %s "
                   "(%s)" % (a.rc, (a.err or a.out).strip()[:200]),
                   flush=True)
+            r.check(a.rc not in (0, None), "smolder-admin refuses a data "
+                    "dir a running server holds (RocksDB lock)",
+                    a.describe())
             r.check(srv.alive() and srv.ready(), "server unaffected by "
                     "smolder-admin run against its data dir")
         srv.check_stopped(r, "first server exits 0 on SIGTERM")

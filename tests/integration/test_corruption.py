@@ -12,7 +12,8 @@ Setup (server with -validation.reject-older-than=0, fixed windows):
     0; a control restart on a copy gives the same answers.
 
 Then for each (part, mode) in symbols/flip, tree/flip, index/flip,
-data/flip, tree/truncate, on a fresh copy of the pristine data dir:
+data/flip, tree/truncate, data/truncate with -series=2, on a fresh copy of
+the pristine data dir:
   - smolder-admin corrupt -tenant=anonymous -block=<block 1> -part=P
     -mode=M exits 0; smolder-admin verify exits 1 and names the block;
   - the server starts (/ready 200) on the damaged copy;
@@ -22,11 +23,14 @@ data/flip, tree/truncate, on a fresh copy of the pristine data dir:
     to the baseline (a query that does not need the damaged part) --
     anything else (another status, a different 200 answer, a dropped
     connection) fails: no crash, no silently wrong numbers;
+  - for data (one series' data), exactly one of the three per-series
+    queries over W1 fails and the other two are unaffected;
   - for symbols, tree and data, the whole-app flamegraph queries over W1
     (render JSON, collapsed, SelectMergeStacktraces, and a range covering
     W1 and W2) must be data_loss; for index, whatever the server does must
     still be one of the two outcomes above;
-  - when a query reported data_loss, /metrics has
+  - when a query reported a corruption (always for symbols, tree, data),
+    /metrics has
     smolder_ingester_corruptions_total > 0, also for the label part=P;
   - /ready is still 200 and SIGTERM gives exit 0 with no sanitizer report.
 Finally smolder-admin verify is run again on the pristine copy (exit 0).
@@ -41,7 +45,8 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
                         copy_tree, flush, have_admin, limit_flags,
-                        metric_value, metrics, parse_blocks)
+                        metric_value, metrics, names_block,
+                        parse_blocks)
 from smolder import Results, ServerError, install_timeout  # noqa: E402
 
 BUDGET_S = 175
@@ -49,8 +54,9 @@ T0 = 1700000000
 W1 = (T0, T0 + 60)
 W2 = (T0 + 7200, T0 + 7260)
 TYPE = "memory:alloc_objects:count::"
-RUNS = [("symbols", "flip"), ("tree", "flip"), ("index", "flip"),
-        ("data", "flip"), ("tree", "truncate")]
+RUNS = [("symbols", "flip", None), ("tree", "flip", None),
+        ("index", "flip", None), ("data", "flip", None),
+        ("tree", "truncate", None), ("data", "truncate", 2)]
 
 W1_DATA = [
     ("cor.alloc_objects{env=a}", 0, b"main;a;x 5\nmain;a;y 3\nmain 1\n"),
@@ -160,7 +166,7 @@ def is_data_loss(resp, block_id):
     msg = str(j.get("message", ""))
     if "corrupt" not in msg.lower():
         return False, "message does not say corrupt: %r" % msg
-    if block_id not in msg:
+    if not names_block(msg, block_id):
         return False, "message does not name block %s: %r" % (block_id, msg)
     return True, ""
 
@@ -236,21 +242,28 @@ def main():
             r.fail("control server starts", str(e))
         srv = None
 
-        for part, mode in RUNS:
+        for part, mode, series in RUNS:
             what = "%s/%s" % (part, mode)
-            d = ws.path("damaged-%s-%s" % (part, mode))
+            extra = []
+            if series is not None:
+                what += "/series=%d" % series
+                extra = ["-series=%d" % series]
+            d = ws.path("damaged-%s-%s-%s" % (part, mode, series))
             copy_tree(pristine, d)
             a = admin("corrupt", "-data.dir=%s" % d, "-tenant=anonymous",
                       "-block=%s" % blk["block"], "-part=%s" % part,
-                      "-mode=%s" % mode)
+                      "-mode=%s" % mode, *extra)
             if not r.check(a.rc == 0, "%s: smolder-admin corrupt exits 0" %
                            what, a.describe()):
                 continue
             a = admin("verify", "-data.dir=%s" % d)
             r.check(a.rc == 1, "%s: smolder-admin verify exits 1" % what,
                     a.describe())
-            r.check(blk["block"] in a.out + a.err, "%s: verify names block "
-                    "%s" % (what, blk["block"]), a.describe())
+            badl = [ln for ln in (a.out + "\n" + a.err).split("\n")
+                    if names_block(ln, blk["block"]) and
+                    "checked" not in ln]
+            r.check(badl, "%s: verify reports a problem naming block %s" % (
+                what, blk["block"]), a.describe())
             try:
                 srv = DataServer(d, ws.log_dir(what), extra_flags=flags,
                                  name="smolder(%s)" % what).start()
@@ -259,7 +272,8 @@ def main():
                 srv = None
                 continue
             r.ok("%s: server starts on the damaged data" % what)
-            lost = 0
+            lost = detected = 0
+            per_env_lost = []
             for label, win, must_fail, kind, args in queries():
                 resp = run_query(srv, kind, args)
                 b = base[label]
@@ -271,6 +285,10 @@ def main():
                     continue
                 dl, why = is_data_loss(resp, blk["block"])
                 lost += dl
+                detected += (resp.status == 500 and
+                             "corrupt" in resp.text().lower())
+                if label.startswith("render cor env=") and resp.status != 200:
+                    per_env_lost.append(label)
                 if must_fail and part != "index":
                     r.check(dl, "%s: %s -> 500 data_loss naming the block" %
                             (what, label), "%s\n%s" % (why, resp.describe()))
@@ -281,13 +299,20 @@ def main():
                                 why, b.describe(), resp.describe()))
                 if resp.status == 0:
                     break       # the server is gone; reported below
-            print("# %s: %d quer%s over W1 reported data_loss" % (
-                what, lost, "y" if lost == 1 else "ies"), flush=True)
+            print("# %s: %d quer%s over W1 reported data_loss, %d a "
+                  "corruption" % (what, lost, "y" if lost == 1 else "ies",
+                                  detected), flush=True)
+            if part == "data":
+                # one series' data is damaged: exactly one of the three
+                # per-series queries needs it, the other two are unaffected
+                r.check(len(per_env_lost) == 1, "%s: exactly one of the "
+                        "per-series queries over W1 fails" % what,
+                        repr(per_env_lost))
             _, m = metrics(srv)
             tot = metric_value(m, "smolder_ingester_corruptions_total")
             mine = metric_value(m, "smolder_ingester_corruptions_total",
                                 part=part)
-            if lost or part != "index":
+            if detected or part != "index":
                 r.check(tot is not None and tot > 0, "%s: smolder_ingester_"
                         "corruptions_total > 0" % what, repr(m and m.get(
                             "smolder_ingester_corruptions_total")))

@@ -26,9 +26,9 @@ nothing else.  Once observed, an in-flight request is settled: later
 cycles expect it present or absent as it was.  A request in flight whose
 sample types ended up partly present is reported as a note (torn write).
 
-Cycle 2 runs with a small -ingester.head-max-bytes so heads are cut into
-blocks while the threads write (a kill may land in a cut); cycle 3 with
--ingester.wal-sync=true.  At the end: more writes, a clean SIGTERM (exit 0),
+Cycle 2 runs with -ingester.block-duration=1s and a small
+-ingester.head-max-bytes so heads are cut into blocks while the threads
+write (a kill may land in a cut); cycle 3 with -ingester.wal-sync=true.  At the end: more writes, a clean SIGTERM (exit 0),
 a restart, the full check again, and SIGTERM.
 """
 
@@ -43,7 +43,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, limit_flags,  # noqa: E402
-                        stacks_add, supported_flags_have)
+                        metric_value, metrics, stacks_add,
+                        supported_flags_have)
 from smolder import Results, ServerError, data_dir, install_timeout  # noqa
 
 BUDGET_S = 170
@@ -421,11 +422,15 @@ def main():
     t_start = int(time.time())
     frm, until = t_start - 3600, t_start + 3600
     base = limit_flags()
-    cycle_flags = [[], [], []]
+    # extra flags of the process that runs during cycle N (4: the final
+    # writes before the clean SIGTERM)
+    cycle_flags = {1: [], 2: [], 3: [], 4: []}
+    if supported_flags_have("ingester.block-duration"):
+        cycle_flags[2].append("-ingester.block-duration=1s")
     if supported_flags_have("ingester.head-max-bytes"):
-        cycle_flags[1] = ["-ingester.head-max-bytes=256KiB"]
+        cycle_flags[2].append("-ingester.head-max-bytes=256KiB")
     if supported_flags_have("ingester.wal-sync"):
-        cycle_flags[2] = ["-ingester.wal-sync=true"]
+        cycle_flags[3] = ["-ingester.wal-sync=true"]
     srv = None
     try:
         try:
@@ -439,7 +444,10 @@ def main():
             ing = Ingestors(srv, ledger, pprofs, cycle, seed + cycle)
             kill_after = rng.uniform(1.5, INGEST_S - 0.5)
             ing.start()
-            time.sleep(kill_after)
+            time.sleep(kill_after - 0.3)
+            _, m = metrics(srv)
+            cuts = metric_value(m, "smolder_ingester_block_cuts_total")
+            time.sleep(0.3)
             n_before = ledger.n["ok"]
             ing.killed_at = time.monotonic()
             probs = srv.kill9()
@@ -449,11 +457,13 @@ def main():
             joined = ing.join()
             r.check(joined and not ing.errors, "%s: ingest threads finished"
                     % what, "\n".join(ing.errors))
-            print("# %s: killed after %.1fs; %d writes acknowledged so far; "
+            print("# %s (flags %s): killed after %.1fs; %d block cuts in "
+                  "this process just before; %d writes acknowledged so far; "
                   "%d in flight at the kill; counts %s" % (
-                      what, kill_after, n_before, len(ledger.maybe),
+                      what, " ".join(srv.extra_flags[len(base):]) or "-",
+                      kill_after, cuts or 0, n_before, len(ledger.maybe),
                       ledger.n), flush=True)
-            flags = base + cycle_flags[cycle - 1]
+            flags = base + cycle_flags[cycle + 1]
             srv = early_writes(r, ws, data, flags, ledger, what + " restart")
             if srv is None:
                 break

@@ -188,12 +188,16 @@ def main():
             "zone"])
         gj("window B", "/labels", rq(B),
            ["__name__", "pyroscope_spy", "service_name"])
+        # /ingest without spyName labels the series pyroscope_spy=unknown
+        # (og's default), so every series here has pyroscope_spy
         gj("query=lapp.alloc_objects{}", "/labels",
            {"query": "lapp.alloc_objects{}"},
-           ["__name__", "env", "service_name"])
+           ["__name__", "env", "pyroscope_spy", "service_name"])
         gj("query={service_name=\"other\"}", "/labels",
            {"query": '{service_name="other"}'},
-           ["__name__", "service_name", "zone"])
+           ["__name__", "pyroscope_spy", "service_name", "zone"])
+        gj("label=pyroscope_spy", "/label-values", {"label": "pyroscope_spy"},
+           ["gospy", "unknown"])
         gj("query=<type id>{service_name=\"lapp\"}", "/labels",
            {"query": 'process_cpu:cpu:nanoseconds:cpu:nanoseconds'
                      '{service_name="lapp"}'},
