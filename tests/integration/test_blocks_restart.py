@@ -20,8 +20,9 @@ absolute from/until:
      (groupBy, steps), /labels, /label-values (env, __name__),
      /pyroscope/label-values, /api/apps, ProfileTypes, LabelNames,
      LabelValues, Series; a few are also checked for content (collapsed
-     stacks, numTicks of the pprof totals) so identical-but-empty answers
-     cannot pass;
+     stacks, numTicks of the pprof totals, SelectMergeStacktraces' flamegraph
+     equal to /render's flamebearer node for node, int64s as JSON strings)
+     so identical-but-empty answers cannot pass;
   5. smolder-admin refuses the data dir while the server runs (lock);
      SIGTERM (exit 0); smolder-admin blocks lists the blocks (format,
      tenant, ranges inside the ingested data and covering every profile
@@ -223,6 +224,31 @@ def content_checks(r, cap, fib_total, heap_space, what):
         fb = jl(body).get("flamebearer") or {}
         r.eq(fb.get("numTicks"), 5 + 3 + 2 + 1 + 4 + 1 + 2 + 101,
              "%s: br env=prod in W1 numTicks" % what)
+    # SelectMergeStacktraces and /render build the same flamegraph
+    for rl, cl in (("render br alloc maxNodes=3",
+                    "SelectMergeStacktraces br maxNodes=3"),
+                   ("render brgo cpu", "SelectMergeStacktraces brgo cpu")):
+        fb = jl(cap[rl][1]).get("flamebearer") or {}
+        fg = jl(cap[cl][1]).get("flamegraph") or {}
+        try:
+            conv = {"names": fg.get("names"),
+                    "levels": [[int(v) for v in lv.get("values") or []]
+                               for lv in fg.get("levels") or []],
+                    "numTicks": int(fg.get("total", 0)),
+                    "maxSelf": int(fg.get("maxSelf", 0))}
+        except (TypeError, ValueError) as e:
+            conv = "not convertible: %s" % e
+        want = {k: fb.get(k) for k in ("names", "levels", "numTicks",
+                                        "maxSelf")}
+        r.check(conv == want and fb.get("numTicks"), "%s: %s flamegraph = "
+                "%s flamebearer" % (what, cl, rl),
+                "render:  %r\nconnect: %r" % (want, conv))
+        raw = [v for lv in fg.get("levels") or []
+               for v in lv.get("values") or []]
+        r.check(raw and all(isinstance(v, str) for v in raw) and
+                isinstance(fg.get("total"), str),
+                "%s: %s int64 values are JSON strings" % (what, cl),
+                repr(fg)[:300])
     for label in cap:
         if cap[label][0] != 200:
             r.fail("%s: %s -> 200" % (what, label), "HTTP %s %s" % (

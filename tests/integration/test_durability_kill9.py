@@ -28,8 +28,13 @@ sample types ended up partly present is reported as a note (torn write).
 
 Cycle 2 runs with -ingester.block-duration=1s and a small
 -ingester.head-max-bytes so heads are cut into blocks while the threads
-write (a kill may land in a cut); cycle 3 with -ingester.wal-sync=true.  At the end: more writes, a clean SIGTERM (exit 0),
-a restart, the full check again, and SIGTERM.
+write (a kill may land in a cut); cycle 3 with -ingester.wal-sync=true.
+After cycle 3's kill, one process is killed again while it replays the
+head log (as soon as /ready answers 503; noted when the replay is too fast
+to catch).  At the end: more writes and a SIGTERM while they are in flight
+(exit 0; writes answered 200 must be there, writes cut off by the shutdown
+may or may not be, 503s must not), a restart, the full check again, and
+SIGTERM.
 """
 
 import os
@@ -397,6 +402,37 @@ def early_writes(r, ws, data, flags, ledger, what):
     return None
 
 
+def kill_during_replay(r, ws, data, flags, what):
+    """Start on the data dir and SIGKILL the process as soon as /ready
+    answers (503 while it replays the head log, if that is slow enough to
+    see).  The next start must still have every acknowledged write."""
+    for attempt in range(3):
+        srv = DataServer(data, ws.log_dir(what + " replay-kill"),
+                         extra_flags=flags, name="smolder(%s, killed in "
+                         "replay)" % what)
+        srv.start(wait=False)
+        seen = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and srv.proc.poll() is None:
+            st = srv.request("GET", "/ready", timeout=5).status
+            if st in (200, 503):
+                seen = st
+                break
+            time.sleep(0.002)
+        if seen is None and srv.port_lost() and attempt < 2:
+            srv.stop()
+            continue
+        probs = srv.kill9()
+        r.check(not probs, "%s: server alive until killed during its replay"
+                % what, "\n".join(probs))
+        if seen == 503:
+            r.ok("%s: SIGKILL while /ready was 503 (replaying)" % what)
+        else:
+            print("# NOTE %s: replay too fast to kill it in the middle "
+                  "(/ready %s)" % (what, seen), flush=True)
+        return
+
+
 def compress(seq):
     """[0,0,503,503,200] -> '0x2 503x2 200x1'."""
     out = []
@@ -464,6 +500,8 @@ def main():
                       kill_after, cuts or 0, n_before, len(ledger.maybe),
                       ledger.n), flush=True)
             flags = base + cycle_flags[cycle + 1]
+            if cycle == 3:
+                kill_during_replay(r, ws, data, flags, what)
             srv = early_writes(r, ws, data, flags, ledger, what + " restart")
             if srv is None:
                 break
@@ -481,14 +519,18 @@ def main():
                     stacks_add(ledger.acked.setdefault(key, {}),
                                {"after;restart": 7})
         if srv is not None:
-            # more writes, clean shutdown, restart, full check
+            # more writes, a clean shutdown while they are in flight, a
+            # restart and the full check
             ing = Ingestors(srv, ledger, pprofs, 4, seed + 4)
             ing.start()
             time.sleep(2.0)
-            ing.join()
-            r.check(not ing.errors, "final ingest threads finished",
-                    "\n".join(ing.errors))
-            srv.check_stopped(r, "SIGTERM after the kill cycles: exit 0")
+            ing.killed_at = time.monotonic()
+            srv.check_stopped(r, "SIGTERM under write load: exit 0")
+            ing.reaped_at = time.monotonic()
+            r.check(ing.join() and not ing.errors, "final ingest threads "
+                    "finished", "\n".join(ing.errors))
+            print("# SIGTERM under load: %d in flight; counts %s" % (
+                len(ledger.maybe), ledger.n), flush=True)
             try:
                 srv = DataServer(data, ws.log_dir("final"), extra_flags=base,
                                  name="smolder(final)").start()
