@@ -24,6 +24,30 @@ echo(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 	return (0);
 }
 
+/* A free loopback TCP port (racy in theory, fine for tests). */
+static int
+free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return (port);
+}
+
+static const char *
+tcp_url(char *buf, size_t n, int port)
+{
+	snprintf(buf, n, "tcp://127.0.0.1:%d", port);
+	return (buf);
+}
+
 static struct sm_rpc_server *
 start(const char *url, size_t recv_max)
 {
@@ -80,7 +104,9 @@ test_inproc(void)
 static void
 test_tcp(void)
 {
-	roundtrip("tcp://127.0.0.1:39517");
+	char url[64];
+
+	roundtrip(tcp_url(url, sizeof(url), free_port()));
 }
 
 struct conc {
@@ -132,6 +158,7 @@ test_concurrent_calls_share_a_client(void)
 static void
 test_deadline(void)
 {
+	char url[64];
 	struct sm_rpc_server *s = start("inproc://rpc-test-slow", 1 << 20);
 	struct sm_rpc_client *c = client("inproc://rpc-test-slow");
 	struct sm_buf resp = SM_BUF_INIT;
@@ -143,7 +170,7 @@ test_deadline(void)
 	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1200);
 	/* No server at all: the call times out, it does not hang. */
 	sm_rpc_client_destroy(c);
-	c = client("tcp://127.0.0.1:39599");
+	c = client(tcp_url(url, sizeof(url), free_port()));
 	SM_REQUIRE(c != NULL);
 	SM_CHECK_EQ(sm_rpc_call(c, "x", 1, 200, &resp), SM_ETIMEDOUT);
 	sm_buf_fini(&resp);
@@ -154,12 +181,18 @@ test_deadline(void)
 static void
 test_oversize_message_is_dropped(void)
 {
-	struct sm_rpc_server *s = start("tcp://127.0.0.1:39518", 1000);
-	struct sm_rpc_client *c = client("tcp://127.0.0.1:39518");
+	char url[64];
+	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url), free_port()),
+	    1000);
+	struct sm_rpc_client *c = s != NULL ? client(url) : NULL;
 	struct sm_buf resp = SM_BUF_INIT;
 	uint8_t big[2000] = { 0 };
 
-	SM_REQUIRE(s != NULL && c != NULL);
+	if (s == NULL || c == NULL) {
+		sm_rpc_client_destroy(c);
+		sm_rpc_server_stop(s);
+		SM_REQUIRE(s != NULL && c != NULL);
+	}
 	SM_CHECK(sm_rpc_call(c, big, sizeof(big), 500, &resp) != 0);
 	/* The server still serves normal requests afterwards. */
 	sm_buf_reset(&resp);
@@ -177,10 +210,13 @@ test_oversize_message_is_dropped(void)
 static void
 test_2p60_frame_dropped_without_allocation(void)
 {
-	struct sm_rpc_server *s = start("tcp://127.0.0.1:39519", 1 << 20);
+	int port = free_port();
+	char url[64];
+	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url), port),
+	    1 << 20);
 	struct sm_rpc_client *c;
 	struct sockaddr_in sa = { .sin_family = AF_INET,
-		.sin_port = htons(39519) };
+		.sin_port = htons((uint16_t)port) };
 	/* SP header: 0 'S' 'P' 0, protocol REQ0 = 0x30, reserved. */
 	uint8_t hello[8] = { 0, 'S', 'P', 0, 0, 0x30, 0, 0 };
 	uint8_t frame[8] = { 0x10, 0, 0, 0, 0, 0, 0, 0 };   /* 2^60 */
@@ -214,7 +250,7 @@ test_2p60_frame_dropped_without_allocation(void)
 	}
 	SM_CHECK(got);
 	close(fd);
-	c = client("tcp://127.0.0.1:39519");
+	c = client(url);
 	SM_REQUIRE(c != NULL);
 	SM_CHECK_EQ(sm_rpc_call(c, "still", 5, 3000, &resp), 0);
 	sm_buf_fini(&resp);

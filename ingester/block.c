@@ -181,6 +181,41 @@ block_unwrap(const uint8_t *v, size_t n, char kind, uint8_t **out,
 	return (0);
 }
 
+/* --- meta fields ---------------------------------------------------------- */
+
+static void
+meta_put(const struct ing_block_meta *m, uint8_t *mb)
+{
+	sm_put_be64(mb, m->gen);
+	sm_put_be64(mb + 8, (uint64_t)m->min_t);
+	sm_put_be64(mb + 16, (uint64_t)m->max_t);
+	sm_put_be64(mb + 24, (uint64_t)m->bucket_ms);
+	sm_put_be32(mb + 32, m->nseries);
+	sm_put_be32(mb + 36, m->nnodes);
+	sm_put_be32(mb + 40, m->nframes);
+	sm_put_be64(mb + 44, m->bytes);
+	memset(mb + 52, 0, 8);   /* reserved */
+}
+
+static int
+meta_get(const uint8_t *p, struct ing_block_meta *m, struct sm_err *err)
+{
+	memset(m, 0, sizeof(*m));
+	m->gen = sm_get_be64(p);
+	m->min_t = (int64_t)sm_get_be64(p + 8);
+	m->max_t = (int64_t)sm_get_be64(p + 16);
+	m->bucket_ms = (int64_t)sm_get_be64(p + 24);
+	m->nseries = sm_get_be32(p + 32);
+	m->nnodes = sm_get_be32(p + 36);
+	m->nframes = sm_get_be32(p + 40);
+	m->bytes = sm_get_be64(p + 44);
+	if (m->bucket_ms <= 0 || m->min_t >= m->max_t || m->nnodes == 0 ||
+	    m->nframes == 0 || m->nseries == 0)
+		return (sm_err_set(err, SM_ECORRUPT, "block meta: "
+		    "inconsistent fields"));
+	return (0);
+}
+
 /* --- encode --------------------------------------------------------------- */
 
 static void
@@ -212,7 +247,7 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 {
 	const struct ing_set *s = &h->set;
 	struct sm_buf raw = SM_BUF_INIT;
-	uint8_t mb[60];
+	uint8_t mb[ING_BLOCK_META_LEN];
 	int rv = SM_ENOMEM;
 
 	memset(e, 0, sizeof(*e));
@@ -241,8 +276,11 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 	if (sm_buf_error(&raw) != 0 ||
 	    (rv = block_wrap('T', &raw, level, &e->tree)) != 0)
 		goto fail;
-	/* index */
+	/* index: a copy of the meta first (its `bytes` left 0: not known
+	 * yet), so a damaged meta value can be rebuilt from the index */
 	sm_buf_reset(&raw);
+	meta_put(&e->meta, mb);
+	sm_buf_append(&raw, mb, sizeof(mb));
 	put_strings(&raw, &s->lstr);
 	put_uv(&raw, s->nseries);
 	for (uint32_t k = 0; k < s->nseries; k++) {
@@ -291,17 +329,9 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 		e->meta.bytes += e->data[k].len;
 	}
 	e->meta.bytes += e->symbols.len + e->tree.len + e->index.len +
-	    ING_BLOCK_HDR + 60;
+	    ING_BLOCK_HDR + ING_BLOCK_META_LEN;
 	/* meta, last: it carries the total size */
-	sm_put_be64(mb, e->meta.gen);
-	sm_put_be64(mb + 8, (uint64_t)e->meta.min_t);
-	sm_put_be64(mb + 16, (uint64_t)e->meta.max_t);
-	sm_put_be64(mb + 24, (uint64_t)e->meta.bucket_ms);
-	sm_put_be32(mb + 32, e->meta.nseries);
-	sm_put_be32(mb + 36, e->meta.nnodes);
-	sm_put_be32(mb + 40, e->meta.nframes);
-	sm_put_be64(mb + 44, e->meta.bytes);
-	memset(mb + 52, 0, 8);   /* reserved */
+	meta_put(&e->meta, mb);
 	sm_buf_reset(&raw);
 	sm_buf_append(&raw, mb, sizeof(mb));
 	if (sm_buf_error(&raw) != 0 ||
@@ -329,22 +359,29 @@ ing_block_meta_decode(const uint8_t *v, size_t n, struct ing_block_meta *m,
 
 	if ((rv = ing_block_open(v, n, 'M', &p, &pl, &raw, err)) != 0)
 		return (rv);
-	if (pl != 60 || raw != 60)
+	if (pl != ING_BLOCK_META_LEN || raw != ING_BLOCK_META_LEN)
 		return (sm_err_set(err, SM_ECORRUPT, "block meta: %zu bytes, "
-		    "expected 60", pl));
-	m->gen = sm_get_be64(p);
-	m->min_t = (int64_t)sm_get_be64(p + 8);
-	m->max_t = (int64_t)sm_get_be64(p + 16);
-	m->bucket_ms = (int64_t)sm_get_be64(p + 24);
-	m->nseries = sm_get_be32(p + 32);
-	m->nnodes = sm_get_be32(p + 36);
-	m->nframes = sm_get_be32(p + 40);
-	m->bytes = sm_get_be64(p + 44);
-	if (m->bucket_ms <= 0 || m->min_t >= m->max_t || m->nnodes == 0 ||
-	    m->nframes == 0 || m->nseries == 0)
-		return (sm_err_set(err, SM_ECORRUPT, "block meta: "
-		    "inconsistent fields"));
-	return (0);
+		    "expected %d", pl, ING_BLOCK_META_LEN));
+	return (meta_get(p, m, err));
+}
+
+int
+ing_block_meta_from_index(const uint8_t *v, size_t n,
+    struct ing_block_meta *m, struct sm_err *err)
+{
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	int rv;
+
+	if ((rv = block_unwrap(v, n, 'I', &raw, &rawlen, err)) != 0)
+		return (rv);
+	if (rawlen < ING_BLOCK_META_LEN)
+		rv = sm_err_set(err, SM_ECORRUPT, "block index: too short "
+		    "for its meta copy");
+	else
+		rv = meta_get(raw, m, err);
+	sm_free(raw);
+	return (rv);
 }
 
 /* Decode a string table into entries pointing into `buf` (NUL-terminated
@@ -503,6 +540,18 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 	if ((rv = block_unwrap(v, n, 'I', &raw, &rawlen, err)) != 0)
 		return (rv);
 	r = (struct rd){ raw, raw + rawlen, raw, "index", err, 0 };
+	{
+		struct ing_block_meta copy;
+
+		if (rawlen < ING_BLOCK_META_LEN ||
+		    meta_get(raw, &copy, err) != 0 || copy.gen != m->gen ||
+		    copy.min_t != m->min_t || copy.max_t != m->max_t ||
+		    copy.nseries != m->nseries) {
+			rv = rd_fail(&r, "meta copy does not match the meta");
+			goto out;
+		}
+		r.p += ING_BLOCK_META_LEN;
+	}
 	if ((rv = get_strings(&r, 0, &strs, &nstrs, &strbuf)) != 0)
 		goto out;
 	if ((s = sm_malloc(sizeof(*s))) == NULL || ing_set_init(s) != 0) {

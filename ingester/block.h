@@ -28,11 +28,17 @@
  * Payload encodings (uv = unsigned LEB128 varint, zz = zigzag varint):
  *   meta     be64 gen, be64 min_t, be64 max_t (exclusive: last bucket start
  *            + bucket width), be64 bucket_ms, be32 nseries, be32 nnodes,
- *            be32 nframes, be64 stored bytes (sum of all part values)
+ *            be32 nframes, be64 stored bytes (sum of all part values),
+ *            8 reserved bytes (0): 60 bytes
+ *
+ * The meta is stored twice -- alone, for a cheap scan at startup, and at
+ * the head of the index -- so a damaged meta value costs nothing: the
+ * block's time range is read back from the index (see store.c).
  *   symbols  uv count, then count x (uv len, bytes); entry 0 is ""
  *   tree     uv nnodes (root included), then for node i = 1..nnodes-1:
  *            uv (i - parent[i]) (>= 1), uv name[i] (< nframes)
- *   index    uv nstrings, strings as in symbols (entry 0 is "");
+ *   index    a copy of the meta payload (60 bytes; its `bytes` is 0),
+ *            then uv nstrings, strings as in symbols (entry 0 is "");
  *            uv nseries; per series: uv nlabels, nlabels x (uv name id,
  *            uv value id), uv spy, uv units, uv aggregation (string ids),
  *            uv sample_rate, uv nbuckets, per bucket: zz (t - previous t,
@@ -60,10 +66,13 @@
 
 #define ING_BLOCK_HDR 12
 #define ING_BLOCK_VERSION 1
+#define ING_BLOCK_META_LEN 60
 
 struct ing_block_meta {
 	uint64_t gen;
 	int64_t min_t, max_t;          /* [min_t, max_t) */
+	int broken;                    /* meta and index both damaged: the
+					  range is unknown (store.c) */
 	int64_t bucket_ms;
 	uint32_t nseries, nnodes, nframes;
 	uint64_t bytes;
@@ -92,6 +101,10 @@ int ing_block_open(const uint8_t *v, size_t n, char kind,
     struct sm_err *err);
 
 int ing_block_meta_decode(const uint8_t *v, size_t n,
+    struct ing_block_meta *m, struct sm_err *err);
+
+/* The meta copy at the head of an index value ('I'); its bytes is 0. */
+int ing_block_meta_from_index(const uint8_t *v, size_t n,
     struct ing_block_meta *m, struct sm_err *err);
 
 /* A decoded tree with its frame names (read-only, shared via the cache). */

@@ -632,6 +632,19 @@ sources_put(struct sources *src)
 	sm_free(src->blocks);
 }
 
+/* A block whose meta and index are both damaged answers nothing. */
+static int
+block_usable(const char *tenant, const struct ing_block_meta *m,
+    struct sm_err *err)
+{
+	if (!m->broken)
+		return (0);
+	return (sm_err_set(err, SM_ECORRUPT, "corrupt block %s/%llu: its meta "
+	    "and index are damaged, so its time range is unknown and no "
+	    "answer for this tenant can be complete", tenant,
+	    (unsigned long long)m->gen));
+}
+
 /* --- merge ---------------------------------------------------------------- */
 
 static void
@@ -740,7 +753,8 @@ merge_block(struct ing_db *db, const char *tenant,
 	int64_t *acc = NULL;
 	int rv;
 
-	if ((rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
+	if ((rv = block_usable(tenant, m, err)) != 0 ||
+	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
 	    err)) != 0)
 		return (rv);
 	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
@@ -786,7 +800,7 @@ out:
 	return (rv);
 }
 
-/* Selector from RPC matchers (defined in ingester.c's old home). */
+/* Selector from RPC matchers. */
 static int
 selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
     struct sm_err *err)
@@ -1035,7 +1049,8 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 		const struct ing_set *idx;
 		struct ing_cache_ent *ie;
 
-		if ((rv = ing_store_block_index(db->store, sel->tenant,
+		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, sel->tenant,
 		    &src.blocks[i], &idx, &ie, err)) != 0)
 			break;
 		rv = series_set(&x, idx, src.blocks[i].bucket_ms, &ss);
@@ -1382,7 +1397,8 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 		const struct ing_set *idx;
 		struct ing_cache_ent *ie;
 
-		if ((rv = ing_store_block_index(db->store, sel->tenant,
+		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, sel->tenant,
 		    &src.blocks[i], &idx, &ie, err)) != 0)
 			break;
 		rv = labels_set(&x, idx, src.blocks[i].bucket_ms, &ss);

@@ -235,6 +235,45 @@ ing_store_log_replay(struct ing_store *s,
 
 /* --- blocks --------------------------------------------------------------- */
 
+/*
+ * The meta of block (tenant, id) when its own value is damaged or missing:
+ * the copy at the head of the index, else a "broken" meta whose range is
+ * unknown (every query of the tenant then fails with SM_ECORRUPT naming the
+ * block: no answer can be known to be complete).  Both are reported.
+ */
+static void
+meta_recover(struct ing_store *s, const char *tenant, uint64_t id,
+    struct ing_block_meta *m)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	struct sm_err e;
+
+	sm_err_clear(&e);
+	ing_key_part(&k, tenant, id, 'I', 0);
+	if (sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, &e) == 0 &&
+	    ing_block_meta_from_index((uint8_t *)v.b, v.len, m, &e) == 0 &&
+	    m->gen == id) {
+		sm_warn("store", "block meta rebuilt from its index	tenant=%s "
+		    "block=%llu", tenant, (unsigned long long)id);
+		sm_buf_fini(&v);
+		return;
+	}
+	sm_buf_fini(&v);
+	if (e.msg[0] == '\0')
+		sm_err_set(&e, SM_ECORRUPT, "index missing or for another block");
+	store_corrupt(tenant, id, 'I', 0, &e);
+	sm_error("store", "block time range unknown: every query of the tenant "
+	    "will fail until it is repaired or removed\ttenant=%s block=%llu",
+	    tenant, (unsigned long long)id);
+	memset(m, 0, sizeof(*m));
+	m->gen = id;
+	m->min_t = INT64_MIN;
+	m->max_t = INT64_MAX;
+	m->bucket_ms = 1;
+	m->broken = 1;
+}
+
 int
 ing_store_blocks_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
@@ -246,6 +285,7 @@ ing_store_blocks_scan(struct ing_store *s,
 
 	if (it == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	/* Keys sort (tenant, id, kind): a block's 'I' comes before its 'M'. */
 	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
 	    sm_kv_iter_next(it)) {
 		const uint8_t *k, *v;
@@ -261,20 +301,35 @@ ing_store_blocks_scan(struct ing_store *s,
 		    sm_key_get_u64(k, kn, &off, &id) != 0 ||
 		    sm_key_get_u8(k, kn, &off, &kind) != 0 || off != kn)
 			continue;   /* not a block key */
-		if (kind != 'M')
-			continue;
 		memcpy(tenant, t, tl);
 		tenant[tl] = '\0';
-		v = sm_kv_iter_value(it, &vn);
 		sm_err_clear(&e2);
-		if (ing_block_meta_decode(v, vn, &m, &e2) != 0 || m.gen != id) {
-			if (e2.msg[0] == '\0')
-				sm_err_set(&e2, SM_ECORRUPT, "meta names block "
-				    "%llu", (unsigned long long)m.gen);
+		if (kind == 'I') {
+			struct sm_buf mv = SM_BUF_INIT;
+			struct sm_key mk;
+			int g;
+
+			/* Only an index without a meta needs work here. */
+			ing_key_part(&mk, tenant, id, 'M', 0);
+			g = sm_kv_get(s->kv, SM_KV_INDEX, mk.b, mk.n, &mv, &e2);
+			sm_buf_fini(&mv);
+			if (g != SM_ENOTFOUND)
+				continue;
+			sm_err_set(&e2, SM_ECORRUPT, "meta missing");
 			store_corrupt(tenant, id, 'M', 0, &e2);
-			sm_error("store", "block skipped: its time range is "
-			    "unknown\ttenant=%s block=%llu", tenant,
-			    (unsigned long long)id);
+			meta_recover(s, tenant, id, &m);
+		} else if (kind == 'M') {
+			v = sm_kv_iter_value(it, &vn);
+			if (ing_block_meta_decode(v, vn, &m, &e2) != 0 ||
+			    m.gen != id) {
+				if (e2.msg[0] == '\0')
+					sm_err_set(&e2, SM_ECORRUPT, "meta names "
+					    "block %llu", (unsigned long long)
+					    m.gen);
+				store_corrupt(tenant, id, 'M', 0, &e2);
+				meta_recover(s, tenant, id, &m);
+			}
+		} else {
 			continue;
 		}
 		if ((rv = fn(arg, tenant, &m)) != 0)

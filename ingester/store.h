@@ -72,8 +72,11 @@ int ing_store_log_replay(struct ing_store *s,
     uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err);
 
 /*
- * Every stored block's meta: fn(arg, tenant, meta).  A block whose meta is
- * corrupt is reported and skipped (its time range is unknown).
+ * Every stored block's meta: fn(arg, tenant, meta).  A damaged or missing
+ * meta is reported and rebuilt from the copy in the block's index; when
+ * the index is damaged too, the block is handed over with `broken` set and
+ * an unknown range (INT64_MIN..INT64_MAX), so every query of its tenant
+ * fails with SM_ECORRUPT naming it rather than silently missing its data.
  */
 int ing_store_blocks_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
