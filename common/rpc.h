@@ -19,12 +19,31 @@
  * a duplicate write -- a lost reply surfaces as SM_ETIMEDOUT instead, and
  * idempotency by profile id is the ingester's job.
  *
+ * Connections: nng has no connection limit, so the server counts its pipes
+ * (nng_pipe_notify) and closes any pipe beyond `max_conns` before it is
+ * added; TCP keepalive is on so a vanished peer's pipe is reaped.  A client
+ * tracks whether it has a connected pipe (sm_rpc_client_connected), and a
+ * call made with SM_RPC_FAILFAST on a client without one fails at once
+ * with SM_EUNAVAIL instead of queueing until its deadline: the ring only
+ * routes to members it has just heard from, so a missing pipe means the
+ * peer is gone.
+ *
+ * Concurrent calls (sm_rpc_multi) are nng aio state machines -- send, then
+ * receive on the call's own context -- with no thread per call: the
+ * querier's fan-out and the distributor's replication both start every
+ * call, then wait on one condition variable until all answered or until
+ * their own predicate (a write quorum) is satisfied.  Calls still in
+ * flight when the waiter leaves finish in the background; the multi is
+ * reference-counted by the waiter and by each pending call.
+ *
  * Teardown is close -> stop -> fini (STYLE §8): sm_rpc_server_stop() closes
  * the socket, which wakes every worker with NNG_ECLOSED, then joins them.
  * Locking: a client may be shared by any number of threads.
  */
 #ifndef SM_RPC_H
 #define SM_RPC_H
+
+#include <stdbool.h>
 
 #include "arena.h"
 #include "buf.h"
@@ -49,6 +68,7 @@ struct sm_rpc_server_cfg {
 	unsigned workers;          /* concurrent handlers (>= 1) */
 	size_t recv_max;           /* largest accepted request, bytes */
 	int send_timeout_ms;       /* replying to a stuck peer gives up */
+	unsigned max_conns;        /* pipes beyond this are closed (0 = 1024) */
 };
 
 int sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg,
@@ -82,6 +102,65 @@ int sm_rpc_call(struct sm_rpc_client *c, const void *req, size_t len,
 
 /* The URL this client dials. */
 const char *sm_rpc_client_url(const struct sm_rpc_client *c);
+
+/* True when the client has at least one connected pipe.  Lock-free. */
+bool sm_rpc_client_connected(const struct sm_rpc_client *c);
+
+/* --- concurrent calls ------------------------------------------------------ */
+
+#define SM_RPC_FAILFAST 1   /* no connected pipe: fail now with SM_EUNAVAIL */
+#define SM_RPC_PENDING 1    /* sm_rpc_multi_status(): not answered yet */
+
+struct sm_rpc_multi;
+
+/*
+ * A set of up to `n` calls waited for together.  `method` (a static
+ * string) labels the client latency metric.  Returns 0 or SM_ENOMEM.
+ */
+int sm_rpc_multi_create(uint32_t n, const char *method,
+    struct sm_rpc_multi **out);
+
+/*
+ * Start call `i` (each i at most once): `req` is copied, the call gets
+ * `timeout_ms` for send and reply together.  Never blocks.  A call that
+ * cannot start completes at once with its error.
+ */
+void sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
+    struct sm_rpc_client *c, const void *req, size_t len, int timeout_ms,
+    int flags);
+
+/*
+ * Block until every started call completed, or until enough(arg, m) is
+ * true.  `enough` (may be NULL) runs with the multi's lock held, after
+ * each completion and once before waiting; it may only call
+ * sm_rpc_multi_status().
+ */
+void sm_rpc_multi_wait(struct sm_rpc_multi *m,
+    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg);
+
+/*
+ * Call i's status: SM_RPC_PENDING, a transport error (SM_ETIMEDOUT,
+ * SM_EUNAVAIL, ...), the error code of the peer's smolder.v1.Response, or
+ * 0 for a successful response.  Call from `enough` or after the wait.
+ */
+int sm_rpc_multi_status(const struct sm_rpc_multi *m, uint32_t i);
+
+/*
+ * Call i's response bytes (status 0 or a peer error code), valid until
+ * sm_rpc_multi_destroy().  Returns 0 or the transport error/PENDING.
+ */
+int sm_rpc_multi_reply(const struct sm_rpc_multi *m, uint32_t i,
+    const uint8_t **data, size_t *len);
+
+/*
+ * Unpack call i's smolder.v1.Response into `arena` (see sm_rpc_call_pb for
+ * the return values and err).
+ */
+int sm_rpc_multi_response(const struct sm_rpc_multi *m, uint32_t i,
+    struct sm_arena *arena, Smolder__V1__Response **out, struct sm_err *err);
+
+/* Drop the waiter's reference; calls in flight finish in the background. */
+void sm_rpc_multi_destroy(struct sm_rpc_multi *m);
 
 /* --- smolder.v1 envelope helpers ----------------------------------------- */
 

@@ -51,7 +51,7 @@ tcp_url(char *buf, size_t n, int port)
 static struct sm_rpc_server *
 start(const char *url, size_t recv_max)
 {
-	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000 };
+	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000, 0 };
 	struct sm_rpc_server *s = NULL;
 	struct sm_err err;
 
@@ -258,6 +258,180 @@ test_2p60_frame_dropped_without_allocation(void)
 	sm_rpc_server_stop(s);
 }
 
+/* Wait (bounded) until the client has a pipe. */
+static int
+wait_connected(struct sm_rpc_client *c)
+{
+	for (int i = 0; i < 300 && !sm_rpc_client_connected(c); i++)
+		usleep(10000);
+	return (sm_rpc_client_connected(c));
+}
+
+struct quorum {
+	uint32_t n, need;
+};
+
+static bool
+quorum_enough(void *arg, const struct sm_rpc_multi *m)
+{
+	struct quorum *q = arg;
+	uint32_t ok = 0;
+
+	for (uint32_t i = 0; i < q->n; i++)
+		ok += sm_rpc_multi_status(m, i) == 0;
+	return (ok >= q->need);
+}
+
+/*
+ * Three servers, one of them slow: a multi waiting for 2 of 3 returns as
+ * soon as the fast two answered; the slow call completes in the background
+ * after the multi was destroyed (ASan checks nothing leaks or is used
+ * after free).
+ */
+static void
+test_multi_quorum_returns_early(void)
+{
+	const char *urls[3] = { "inproc://m-a", "inproc://m-b", "inproc://m-c" };
+	struct sm_rpc_server *s[3];
+	struct sm_rpc_client *c[3];
+	struct sm_rpc_multi *m;
+	struct quorum q = { 3, 2 };
+	const uint8_t *d;
+	size_t len;
+	int64_t t0;
+
+	for (int i = 0; i < 3; i++) {
+		s[i] = start(urls[i], 1 << 20);
+		c[i] = client(urls[i]);
+		SM_REQUIRE(s[i] != NULL && c[i] != NULL);
+		SM_REQUIRE(wait_connected(c[i]));
+	}
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(m, 2, c[2], "yo", 2, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_wait(m, quorum_enough, &q);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_RPC_PENDING);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 2), 0);
+	SM_CHECK_EQ(sm_rpc_multi_reply(m, 2, &d, &len), 0);
+	SM_CHECK(len == 2 && memcmp(d, "yo", 2) == 0);
+	sm_rpc_multi_destroy(m);
+	/* Waiting for everything takes the slow one's time. */
+	SM_REQUIRE(sm_rpc_multi_create(2, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c[1], "sleep", 5, 5000, 0);
+	sm_rpc_multi_start(m, 1, c[0], "x", 1, 5000, 0);
+	sm_rpc_multi_wait(m, NULL, NULL);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
+	SM_CHECK_EQ(sm_rpc_multi_reply(m, 0, &d, &len), 0);
+	SM_CHECK(len == 5 && memcmp(d, "sleep", 5) == 0);
+	sm_rpc_multi_destroy(m);
+	for (int i = 0; i < 3; i++) {
+		sm_rpc_client_destroy(c[i]);
+		sm_rpc_server_stop(s[i]);
+	}
+}
+
+/* A client without a connection fails a FAILFAST call at once. */
+static void
+test_failfast_without_a_connection(void)
+{
+	char url[64];
+	struct sm_rpc_client *c = client(tcp_url(url, sizeof(url),
+	    free_port()));
+	struct sm_rpc_multi *m;
+	int64_t t0;
+
+	SM_REQUIRE(c != NULL);
+	SM_CHECK(!sm_rpc_client_connected(c));
+	SM_REQUIRE(sm_rpc_multi_create(2, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c, "x", 1, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(m, 1, c, "x", 1, 300, 0);
+	sm_rpc_multi_wait(m, NULL, NULL);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_EUNAVAIL);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_ETIMEDOUT);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 2000);
+	sm_rpc_multi_destroy(m);
+	sm_rpc_client_destroy(c);
+}
+
+/* An error Response's code is the call's status. */
+static int
+err_handler(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
+{
+	(void)arg;
+	(void)req;
+	(void)len;
+	sm_rpc_pack_error(SM_ELIMIT, "over the limit", resp);
+	return (SM_ELIMIT);
+}
+
+static void
+test_multi_status_is_the_envelope_code(void)
+{
+	struct sm_rpc_server_cfg cfg = { "inproc://m-err", 1, 1 << 20, 1000,
+		0 };
+	struct sm_rpc_server *s = NULL;
+	struct sm_rpc_client *c;
+	struct sm_rpc_multi *m;
+	struct sm_arena *a = sm_arena_create(0);
+	Smolder__V1__Response *r;
+	struct sm_err err;
+
+	SM_REQUIRE(sm_rpc_server_start(&cfg, err_handler, NULL, &s, &err) ==
+	    0);
+	c = client("inproc://m-err");
+	SM_REQUIRE(c != NULL && a != NULL);
+	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c, "x", 1, 3000, 0);
+	sm_rpc_multi_wait(m, NULL, NULL);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_ELIMIT);
+	SM_CHECK_EQ(sm_rpc_multi_response(m, 0, a, &r, &err), SM_ELIMIT);
+	SM_CHECK(strstr(err.msg, "over the limit") != NULL);
+	sm_rpc_multi_destroy(m);
+	sm_arena_destroy(a);
+	sm_rpc_client_destroy(c);
+	sm_rpc_server_stop(s);
+}
+
+/* Connections beyond max_conns are closed before they are added. */
+static void
+test_connection_cap(void)
+{
+	char url[64];
+	struct sm_rpc_server_cfg cfg = { tcp_url(url, sizeof(url),
+	    free_port()), 2, 1 << 20, 1000, 2 };
+	struct sm_rpc_server *s = NULL;
+	struct sm_rpc_client *c[3];
+	struct sm_buf resp = SM_BUF_INIT;
+	struct sm_err err;
+	int connected = 0;
+
+	SM_REQUIRE(sm_rpc_server_start(&cfg, echo, NULL, &s, &err) == 0);
+	for (int i = 0; i < 3; i++) {
+		c[i] = client(url);
+		SM_REQUIRE(c[i] != NULL);
+		if (i < 2)
+			SM_CHECK(wait_connected(c[i]));
+	}
+	usleep(300000);
+	for (int i = 0; i < 3; i++)
+		connected += sm_rpc_client_connected(c[i]);
+	SM_CHECK_EQ(connected, 2);
+	SM_CHECK(!sm_rpc_client_connected(c[2]));
+	/* Freeing a slot lets the third in (it keeps redialing). */
+	sm_rpc_client_destroy(c[0]);
+	SM_CHECK(wait_connected(c[2]));
+	SM_CHECK_EQ(sm_rpc_call(c[2], "in", 2, 3000, &resp), 0);
+	sm_buf_fini(&resp);
+	sm_rpc_client_destroy(c[1]);
+	sm_rpc_client_destroy(c[2]);
+	sm_rpc_server_stop(s);
+}
+
 static void
 test_pb_envelope_errors(void)
 {
@@ -281,4 +455,8 @@ SM_TEST_MAIN(
 	{ "a message over recv-size-max is dropped", test_oversize_message_is_dropped },
 	{ "a 2^60-byte frame is dropped without allocating", test_2p60_frame_dropped_without_allocation },
 	{ "response envelope carries error codes", test_pb_envelope_errors },
+	{ "a multi returns at quorum; late calls finish alone", test_multi_quorum_returns_early },
+	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
+	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
+	{ "connections beyond the cap are refused", test_connection_cap },
 )

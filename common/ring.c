@@ -1,0 +1,1117 @@
+/*
+ * ring.c -- ring membership, health probes, snapshots and placement; see
+ * ring.h for the model.
+ *
+ * The prober owns `struct probe` entries (one per member: identity as the
+ * prober knows it, last answer) and is the only thread that changes them.
+ * Snapshots copy what readers need (ids, states, health, tokens), so a
+ * reader never touches prober state.
+ */
+#include "ring.h"
+
+#include <netdb.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include "hash.h"
+#include "log.h"
+#include "metrics.h"
+
+struct probe {
+	struct sm_ring_member *m;
+	char *id;                    /* declared (static) or learnt (DNS) */
+	bool declared;
+	enum sm_member_state reported;   /* last answer's state */
+	int64_t last_ok_ms;          /* wall clock, 0 = never */
+	char *conflict_id;           /* static member answering as another */
+	bool replace;                /* DNS address now answers as another id */
+};
+
+struct sm_ring {
+	struct sm_ring_cfg cfg;
+	char *members_spec, *dns_spec, *self_id, *self_url;
+	char *dns_host, *dns_port;
+	struct probe *p;
+	uint32_t np, pcap;
+	struct sm_ring_snap *cur;    /* RCU-protected */
+	pthread_t thr;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stopping;
+	int64_t next_dns_ms;
+	bool dns_warned;
+};
+
+static struct sm_metric *m_members, *m_probe_fail;
+static pthread_once_t ring_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+ring_metrics_register(void)
+{
+	static const char *const st[] = { "state", NULL };
+	static const char *const mem[] = { "member", NULL };
+
+	m_members = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_ring_members", "Ring members by state, as this process "
+	    "sees them.", st, NULL, 0);
+	m_probe_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ring_probe_failures_total", "Health probes that got no "
+	    "good answer, by member address.", mem, NULL, 0);
+}
+
+const char *
+sm_member_state_name(enum sm_member_state s)
+{
+	switch (s) {
+	case SM_MEMBER_PENDING:
+		return ("PENDING");
+	case SM_MEMBER_ACTIVE:
+		return ("ACTIVE");
+	case SM_MEMBER_JOINING:
+		return ("JOINING");
+	case SM_MEMBER_LEAVING:
+		return ("LEAVING");
+	case SM_MEMBER_UNHEALTHY:
+		return ("UNHEALTHY");
+	case SM_MEMBER_CONFLICT:
+		return ("CONFLICT");
+	}
+	return ("?");
+}
+
+/* --- members -------------------------------------------------------------- */
+
+static int
+member_create(const char *url, size_t recv_max, struct sm_ring_member **out,
+    struct sm_err *err)
+{
+	struct sm_rpc_client_cfg cc = {
+		.url = url,
+		.recv_max = recv_max,
+		.dial_retry_ms = 100,
+	};
+	struct sm_ring_member *m;
+	int rv;
+
+	*out = NULL;
+	if ((m = sm_calloc(1, sizeof(*m))) == NULL ||
+	    (m->url = sm_strdup(url)) == NULL) {
+		sm_free(m);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	if ((rv = sm_rpc_client_create(&cc, &m->client, err)) != 0) {
+		sm_free(m->url);
+		sm_free(m);
+		return (rv);
+	}
+	atomic_init(&m->refs, 1);
+	*out = m;
+	return (0);
+}
+
+static void
+member_ref(struct sm_ring_member *m)
+{
+	atomic_fetch_add(&m->refs, 1);
+}
+
+static void
+member_unref(struct sm_ring_member *m)
+{
+	if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
+		return;
+	sm_rpc_client_destroy(m->client);
+	sm_free(m->url);
+	sm_free(m);
+}
+
+/* --- tokens and snapshots ------------------------------------------------- */
+
+static uint32_t
+token_of(const char *id, uint32_t i)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "%s#%u", id, i);
+
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		n = (int)sizeof(buf) - 1;
+	return ((uint32_t)(sm_hash(buf, (size_t)n) >> 32));
+}
+
+static void
+snap_free(struct sm_ring_snap *s)
+{
+	if (s == NULL)
+		return;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (s->m != NULL && s->m[i] != NULL)
+			member_unref(s->m[i]);
+		if (s->id != NULL)
+			sm_free(s->id[i]);
+	}
+	sm_free(s->m);
+	sm_free(s->id);
+	sm_free(s->state);
+	sm_free(s->healthy);
+	sm_free(s->tok);
+	sm_free(s->owner);
+	sm_free(s);
+}
+
+void
+sm_ring_release(struct sm_ring_snap *s)
+{
+	if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
+		snap_free(s);
+}
+
+struct tok_ent {
+	uint32_t tok, member;
+};
+
+static int
+tok_cmp(const void *a, const void *b)
+{
+	const struct tok_ent *x = a, *y = b;
+
+	if (x->tok != y->tok)
+		return (x->tok < y->tok ? -1 : 1);
+	return (x->member < y->member ? -1 : x->member > y->member);
+}
+
+/*
+ * Fill the token table of `s` from ids[] (members with a NULL id own no
+ * tokens).  Members must already be in their final order.
+ */
+static int
+snap_tokens(struct sm_ring_snap *s, char *const *ids)
+{
+	struct tok_ent *e;
+	uint32_t n = 0, t = s->tokens_per_member;
+
+	for (uint32_t i = 0; i < s->n; i++)
+		n += ids[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT ? t : 0;
+	s->tok = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*s->tok));
+	s->owner = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*s->owner));
+	e = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*e));
+	if (s->tok == NULL || s->owner == NULL || e == NULL) {
+		sm_free(e);
+		return (SM_ENOMEM);
+	}
+	n = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (ids[i] == NULL || s->state[i] == SM_MEMBER_CONFLICT)
+			continue;
+		for (uint32_t k = 0; k < t; k++)
+			e[n++] = (struct tok_ent){ token_of(ids[i], k), i };
+	}
+	qsort(e, n, sizeof(*e), tok_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		s->tok[i] = e[i].tok;
+		s->owner[i] = e[i].member;
+	}
+	s->ntok = n;
+	sm_free(e);
+	return (0);
+}
+
+static struct sm_ring_snap *
+snap_alloc(uint32_t n, uint32_t tokens, uint32_t rf)
+{
+	struct sm_ring_snap *s = sm_calloc(1, sizeof(*s));
+
+	if (s == NULL)
+		return (NULL);
+	atomic_init(&s->refs, 1);
+	s->n = n;
+	s->tokens_per_member = tokens;
+	s->rf = rf;
+	s->quorum = rf / 2 + 1;
+	s->m = sm_calloc(SM_MAX(n, 1), sizeof(*s->m));
+	s->id = sm_calloc(SM_MAX(n, 1), sizeof(*s->id));
+	s->state = sm_calloc(SM_MAX(n, 1), sizeof(*s->state));
+	s->healthy = sm_calloc(SM_MAX(n, 1), 1);
+	if (s->m == NULL || s->id == NULL || s->state == NULL ||
+	    s->healthy == NULL) {
+		snap_free(s);
+		return (NULL);
+	}
+	return (s);
+}
+
+int
+sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
+    uint32_t rf, const uint8_t *healthy, struct sm_ring_snap **out)
+{
+	struct sm_ring_snap *s = snap_alloc(n, tokens, rf);
+
+	*out = NULL;
+	if (s == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < n; i++) {
+		if ((s->id[i] = sm_strdup(ids[i])) == NULL) {
+			snap_free(s);
+			return (SM_ENOMEM);
+		}
+		s->healthy[i] = healthy == NULL || healthy[i];
+		s->state[i] = s->healthy[i] ? SM_MEMBER_ACTIVE :
+		    SM_MEMBER_UNHEALTHY;
+		s->nhealthy += s->healthy[i];
+	}
+	if (snap_tokens(s, s->id) != 0) {
+		snap_free(s);
+		return (SM_ENOMEM);
+	}
+	*out = s;
+	return (0);
+}
+
+uint32_t
+sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+{
+	uint32_t lo = 0, hi = s->ntok, k = 0;
+
+	if (s->ntok == 0)
+		return (0);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->tok[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t walked = 0; walked < s->ntok && k < s->rf; walked++) {
+		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
+
+		if (!s->healthy[m])
+			continue;
+		for (j = 0; j < k && out[j] != m; j++)
+			;
+		if (j == k)
+			out[k++] = m;
+	}
+	return (k);
+}
+
+static bool
+per_type_label(const char *name)
+{
+	static const char *const skip[] = {
+		SM_LABEL_PROFILE_TYPE, SM_LABEL_TYPE, SM_LABEL_UNIT,
+		SM_LABEL_PERIOD_TYPE, SM_LABEL_PERIOD_UNIT,
+	};
+
+	if (name[0] != '_' || name[1] != '_')
+		return (false);
+	for (size_t i = 0; i < SM_ARRAY_LEN(skip); i++) {
+		if (strcmp(name, skip[i]) == 0)
+			return (true);
+	}
+	return (false);
+}
+
+uint32_t
+sm_ring_key(const char *tenant, const struct sm_label *ls, uint32_t n)
+{
+	XXH3_state_t st;
+
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, tenant, strlen(tenant) + 1);
+	for (uint32_t i = 0; i < n; i++) {
+		if (per_type_label(ls[i].name))
+			continue;
+		XXH3_64bits_update(&st, ls[i].name, strlen(ls[i].name) + 1);
+		XXH3_64bits_update(&st, ls[i].value, strlen(ls[i].value) + 1);
+	}
+	return ((uint32_t)(XXH3_64bits_digest(&st) >> 32));
+}
+
+/* --- member lists ---------------------------------------------------------- */
+
+void
+sm_ring_members_free(char **ids, char **urls, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		sm_free(ids != NULL ? ids[i] : NULL);
+		sm_free(urls != NULL ? urls[i] : NULL);
+	}
+	sm_free(ids);
+	sm_free(urls);
+}
+
+int
+sm_ring_members_parse(const char *spec, char ***ids_out, char ***urls_out,
+    uint32_t *n_out, struct sm_err *err)
+{
+	char **ids = NULL, **urls = NULL;
+	uint32_t n = 0, cap = 0;
+	const char *p = spec;
+	int rv = 0;
+
+	*ids_out = *urls_out = NULL;
+	*n_out = 0;
+	while (*p != '\0') {
+		const char *end = strchr(p, ','), *eq;
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+
+		while (len > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+			goto next;
+		eq = memchr(p, '=', len);
+		if (eq == NULL || eq == p || eq == p + len - 1) {
+			rv = sm_err_set(err, SM_EINVAL, "ring member \"%.*s\" "
+			    "is not id=url", (int)len, p);
+			goto fail;
+		}
+		if (strncmp(eq + 1, "tcp://", 6) != 0 &&
+		    strncmp(eq + 1, "inproc://", 9) != 0 &&
+		    strncmp(eq + 1, "ipc://", 6) != 0) {
+			rv = sm_err_set(err, SM_EINVAL, "ring member \"%.*s\": "
+			    "the address must be tcp://host:port (or "
+			    "inproc://, ipc://)", (int)len, p);
+			goto fail;
+		}
+		if (n == cap) {
+			uint32_t ncap = cap ? cap * 2 : 8;
+			char **ni = sm_realloc(ids, ncap * sizeof(*ni));
+
+			if (ni == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto fail;
+			}
+			ids = ni;
+			ni = sm_realloc(urls, ncap * sizeof(*ni));
+			if (ni == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto fail;
+			}
+			urls = ni;
+			cap = ncap;
+		}
+		ids[n] = sm_strndup(p, (size_t)(eq - p));
+		urls[n] = sm_strndup(eq + 1, len - (size_t)(eq - p) - 1);
+		n++;
+		if (ids[n - 1] == NULL || urls[n - 1] == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto fail;
+		}
+		for (uint32_t i = 0; i + 1 < n; i++) {
+			if (strcmp(ids[i], ids[n - 1]) == 0) {
+				rv = sm_err_set(err, SM_EINVAL, "ring member id "
+				    "\"%s\" appears twice", ids[i]);
+				goto fail;
+			}
+		}
+next:
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	*ids_out = ids;
+	*urls_out = urls;
+	*n_out = n;
+	return (0);
+fail:
+	sm_ring_members_free(ids, urls, n);
+	return (rv);
+}
+
+/* --- the ring -------------------------------------------------------------- */
+
+static int
+probe_add(struct sm_ring *r, const char *id, const char *url,
+    struct sm_err *err)
+{
+	struct probe *p;
+	int rv;
+
+	if (r->np == r->pcap) {
+		uint32_t ncap = r->pcap ? r->pcap * 2 : 8;
+		struct probe *np = sm_realloc(r->p, ncap * sizeof(*np));
+
+		if (np == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		r->p = np;
+		r->pcap = ncap;
+	}
+	p = &r->p[r->np];
+	memset(p, 0, sizeof(*p));
+	if ((rv = member_create(url, r->cfg.recv_max, &p->m, err)) != 0)
+		return (rv);
+	if (id != NULL) {
+		if ((p->id = sm_strdup(id)) == NULL) {
+			member_unref(p->m);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		p->declared = true;
+	}
+	r->np++;
+	return (0);
+}
+
+static void
+probe_remove(struct sm_ring *r, uint32_t i)
+{
+	member_unref(r->p[i].m);
+	sm_free(r->p[i].id);
+	sm_free(r->p[i].conflict_id);
+	r->p[i] = r->p[--r->np];
+}
+
+static int
+dns_split(struct sm_ring *r, struct sm_err *err)
+{
+	const char *spec = r->dns_spec, *colon;
+
+	if (strncmp(spec, "dns+", 4) == 0)
+		spec += 4;
+	colon = strrchr(spec, ':');
+	if (colon == NULL || colon == spec || colon[1] == '\0')
+		return (sm_err_set(err, SM_EINVAL, "-ring.dns \"%s\" must be "
+		    "host:port (the ingesters' RPC port)", r->dns_spec));
+	if (spec[0] == '[' && colon[-1] == ']')
+		r->dns_host = sm_strndup(spec + 1, (size_t)(colon - spec - 2));
+	else
+		r->dns_host = sm_strndup(spec, (size_t)(colon - spec));
+	r->dns_port = sm_strdup(colon + 1);
+	if (r->dns_host == NULL || r->dns_port == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
+/* Resolve -ring.dns and add/remove members to match.  Prober only. */
+static void
+dns_refresh(struct sm_ring *r)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char (*urls)[128] = NULL;
+	uint32_t nurls = 0, cap = 0;
+	struct sm_err err;
+	int grv;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if ((grv = getaddrinfo(r->dns_host, r->dns_port, &hints, &res)) != 0) {
+		if (!r->dns_warned)
+			sm_warn("ring", "cannot resolve -ring.dns\tname=%s "
+			    "err=\"%s\"", r->dns_host, gai_strerror(grv));
+		r->dns_warned = true;
+		return;
+	}
+	r->dns_warned = false;
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		char host[NI_MAXHOST], url[128];
+		uint32_t j;
+
+		if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host),
+		    NULL, 0, NI_NUMERICHOST) != 0)
+			continue;
+		snprintf(url, sizeof(url), ai->ai_family == AF_INET6 ?
+		    "tcp://[%s]:%s" : "tcp://%s:%s", host, r->dns_port);
+		for (j = 0; j < nurls && strcmp(urls[j], url) != 0; j++)
+			;
+		if (j < nurls)
+			continue;
+		if (nurls == cap) {
+			uint32_t ncap = cap ? cap * 2 : 16;
+			char (*nu)[128] = sm_realloc(urls, ncap * sizeof(*nu));
+
+			if (nu == NULL)
+				break;
+			urls = nu;
+			cap = ncap;
+		}
+		memcpy(urls[nurls++], url, sizeof(url));
+	}
+	freeaddrinfo(res);
+	for (uint32_t i = 0; i < r->np;) {
+		uint32_t j;
+
+		for (j = 0; j < nurls && strcmp(urls[j], r->p[i].m->url) != 0;
+		    j++)
+			;
+		if (j == nurls) {
+			sm_info("ring", "member left DNS\turl=%s",
+			    r->p[i].m->url);
+			probe_remove(r, i);
+		} else {
+			i++;
+		}
+	}
+	for (uint32_t j = 0; j < nurls; j++) {
+		uint32_t i;
+
+		for (i = 0; i < r->np && strcmp(urls[j], r->p[i].m->url) != 0;
+		    i++)
+			;
+		if (i < r->np)
+			continue;
+		sm_err_clear(&err);
+		if (probe_add(r, NULL, urls[j], &err) != 0)
+			sm_warn("ring", "cannot add member\turl=%s err=\"%s\"",
+			    urls[j], err.msg);
+		else
+			sm_info("ring", "member found in DNS\turl=%s", urls[j]);
+	}
+	sm_free(urls);
+}
+
+int
+sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_ring **out,
+    struct sm_err *err)
+{
+	struct sm_ring *r;
+	char **ids = NULL, **urls = NULL;
+	uint32_t n = 0;
+	int rv = 0;
+
+	*out = NULL;
+	if (cfg->tokens < 1 || cfg->tokens > 4096)
+		return (sm_err_set(err, SM_EINVAL, "-ring.tokens must be in "
+		    "1..4096"));
+	if (cfg->rf < 1 || cfg->rf > 16)
+		return (sm_err_set(err, SM_EINVAL, "-distributor.replication-"
+		    "factor must be in 1..16"));
+	if (cfg->heartbeat_ms < 10 || cfg->heartbeat_timeout_ms <
+	    cfg->heartbeat_ms)
+		return (sm_err_set(err, SM_EINVAL, "-ring.heartbeat-period must "
+		    "be >= 10ms and -ring.heartbeat-timeout >= the period"));
+	if (*cfg->members != '\0' && *cfg->dns != '\0')
+		return (sm_err_set(err, SM_EINVAL, "set -ring.members or "
+		    "-ring.dns, not both"));
+	if ((r = sm_calloc(1, sizeof(*r))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	pthread_once(&ring_metrics_once, ring_metrics_register);
+	r->cfg = *cfg;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->members_spec = sm_strdup(cfg->members);
+	r->dns_spec = sm_strdup(cfg->dns);
+	r->self_id = sm_strdup(cfg->self_id != NULL ? cfg->self_id : "");
+	r->self_url = sm_strdup(cfg->self_url != NULL ? cfg->self_url : "");
+	if (r->members_spec == NULL || r->dns_spec == NULL ||
+	    r->self_id == NULL || r->self_url == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	r->cfg.members = r->members_spec;
+	r->cfg.dns = r->dns_spec;
+	r->cfg.self_id = r->self_id;
+	r->cfg.self_url = r->self_url;
+	if (*r->dns_spec != '\0') {
+		if ((rv = dns_split(r, err)) != 0)
+			goto fail;
+	} else if (*r->members_spec != '\0') {
+		if ((rv = sm_ring_members_parse(r->members_spec, &ids, &urls,
+		    &n, err)) != 0)
+			goto fail;
+		if (n == 0) {
+			rv = sm_err_set(err, SM_EINVAL, "-ring.members is empty");
+			goto fail;
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			if ((rv = probe_add(r, ids[i], urls[i], err)) != 0)
+				goto fail;
+		}
+	} else {
+		if (*r->self_id == '\0' || *r->self_url == '\0') {
+			rv = sm_err_set(err, SM_EINVAL, "no ingesters: set "
+			    "-ring.members or -ring.dns, or run an ingester "
+			    "in this process");
+			goto fail;
+		}
+		if ((rv = probe_add(r, r->self_id, r->self_url, err)) != 0)
+			goto fail;
+	}
+	sm_ring_members_free(ids, urls, n);
+	*out = r;
+	return (0);
+fail:
+	sm_ring_members_free(ids, urls, n);
+	sm_ring_destroy(r);
+	return (rv);
+}
+
+/* --- probing -------------------------------------------------------------- */
+
+static int
+snap_member_cmp(const void *a, const void *b, void *arg)
+{
+	const struct probe *p = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	const char *x = p[i].id, *y = p[j].id;
+
+	if ((x == NULL) != (y == NULL))
+		return (x == NULL ? 1 : -1);
+	if (x != NULL && strcmp(x, y) != 0)
+		return (strcmp(x, y));
+	return (strcmp(p[i].m->url, p[j].m->url));
+}
+
+static enum sm_member_state
+probe_state(const struct sm_ring *r, const struct probe *p, int64_t now)
+{
+	if (p->conflict_id != NULL)
+		return (SM_MEMBER_CONFLICT);
+	if (p->last_ok_ms == 0)
+		return (SM_MEMBER_PENDING);
+	if (now - p->last_ok_ms > r->cfg.heartbeat_timeout_ms)
+		return (SM_MEMBER_UNHEALTHY);
+	return (p->reported);
+}
+
+/* Build the snapshot the prober's state describes now. */
+static struct sm_ring_snap *
+snap_from_probes(struct sm_ring *r, int64_t now)
+{
+	struct sm_ring_snap *s = snap_alloc(r->np, (uint32_t)r->cfg.tokens,
+	    (uint32_t)r->cfg.rf);
+	uint32_t *order = sm_malloc((size_t)SM_MAX(r->np, 1) *
+	    sizeof(*order));
+
+	if (s == NULL || order == NULL)
+		goto fail;
+	for (uint32_t i = 0; i < r->np; i++)
+		order[i] = i;
+	qsort_r(order, r->np, sizeof(*order), snap_member_cmp, r->p);
+	for (uint32_t k = 0; k < r->np; k++) {
+		struct probe *p = &r->p[order[k]];
+
+		if (p->id != NULL && (s->id[k] = sm_strdup(p->id)) == NULL)
+			goto fail;
+		/* Two members claiming one id: the later one conflicts. */
+		if (p->id != NULL && k > 0 && s->id[k - 1] != NULL &&
+		    strcmp(s->id[k - 1], p->id) == 0)
+			s->state[k] = SM_MEMBER_CONFLICT;
+		else
+			s->state[k] = probe_state(r, p, now);
+		s->m[k] = p->m;
+		member_ref(p->m);
+		s->healthy[k] = s->state[k] == SM_MEMBER_ACTIVE;
+		s->nhealthy += s->healthy[k];
+	}
+	if (snap_tokens(s, s->id) != 0)
+		goto fail;
+	sm_free(order);
+	return (s);
+fail:
+	sm_free(order);
+	snap_free(s);
+	return (NULL);
+}
+
+static bool
+snap_same(const struct sm_ring_snap *a, const struct sm_ring_snap *b)
+{
+	if (a == NULL || b == NULL || a->n != b->n || a->ntok != b->ntok)
+		return (false);
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->m[i] != b->m[i] || a->state[i] != b->state[i] ||
+		    (a->id[i] == NULL) != (b->id[i] == NULL) ||
+		    (a->id[i] != NULL && strcmp(a->id[i], b->id[i]) != 0))
+			return (false);
+	}
+	return (memcmp(a->tok, b->tok, a->ntok * sizeof(*a->tok)) == 0 &&
+	    memcmp(a->owner, b->owner, a->ntok * sizeof(*a->owner)) == 0);
+}
+
+static void
+publish(struct sm_ring *r, struct sm_ring_snap *s)
+{
+	struct sm_ring_snap *old = r->cur;
+	uint32_t counts[SM_MEMBER_CONFLICT + 1] = { 0 };
+
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (old == NULL || i >= old->n || old->m[i] != s->m[i] ||
+		    old->state[i] != s->state[i])
+			sm_info("ring", "member state\tid=%s url=%s state=%s",
+			    s->id[i] != NULL ? s->id[i] : "?",
+			    s->m[i]->url, sm_member_state_name(s->state[i]));
+		counts[s->state[i]]++;
+	}
+	for (int k = 0; k <= SM_MEMBER_CONFLICT; k++)
+		sm_gauge_set(sm_metric_child(m_members,
+		    sm_member_state_name((enum sm_member_state)k)),
+		    (double)counts[k]);
+	rcu_assign_pointer(r->cur, s);
+	if (old != NULL) {
+		synchronize_rcu();
+		sm_ring_release(old);
+	}
+}
+
+/* One probe round: ask every member for its health, wait, record. */
+static void
+probe_round(struct sm_ring *r)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__HealthRequest hr = SMOLDER__V1__HEALTH_REQUEST__INIT;
+	struct sm_rpc_multi *mc = NULL;
+	struct sm_ring_snap *s;
+	uint8_t buf[16];
+	size_t len;
+	int timeout = (int)SM_MIN(r->cfg.heartbeat_ms, 5000);
+	int64_t now;
+
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_HEALTH;
+	req.health = &hr;
+	len = smolder__v1__request__pack(&req, buf);
+	if (r->np > 0 && sm_rpc_multi_create(r->np, "health", &mc) == 0) {
+		for (uint32_t i = 0; i < r->np; i++)
+			sm_rpc_multi_start(mc, i, r->p[i].m->client, buf, len,
+			    timeout, 0);
+		sm_rpc_multi_wait(mc, NULL, NULL);
+	}
+	now = sm_now_ms();
+	for (uint32_t i = 0; mc != NULL && i < r->np; i++) {
+		struct probe *p = &r->p[i];
+		Smolder__V1__Response *resp = NULL;
+		const uint8_t *d;
+		size_t dl;
+
+		if (sm_rpc_multi_reply(mc, i, &d, &dl) == 0)
+			resp = smolder__v1__response__unpack(NULL, dl, d);
+		if (resp == NULL || resp->code != 0 || resp->result_case !=
+		    SMOLDER__V1__RESPONSE__RESULT_HEALTH ||
+		    resp->health->instance_id == NULL ||
+		    resp->health->instance_id[0] == '\0') {
+			sm_counter_inc(sm_metric_child(m_probe_fail,
+			    p->m->url));
+			if (resp != NULL)
+				smolder__v1__response__free_unpacked(resp,
+				    NULL);
+			continue;
+		}
+		if (p->declared) {
+			if (strcmp(p->id, resp->health->instance_id) != 0) {
+				if (p->conflict_id == NULL)
+					sm_error("ring", "member answers with "
+					    "another id\turl=%s expected=%s "
+					    "got=%s", p->m->url, p->id,
+					    resp->health->instance_id);
+				sm_free(p->conflict_id);
+				p->conflict_id = sm_strdup(
+				    resp->health->instance_id);
+			} else {
+				sm_free(p->conflict_id);
+				p->conflict_id = NULL;
+			}
+		} else if (p->id == NULL) {
+			p->id = sm_strdup(resp->health->instance_id);
+		} else if (strcmp(p->id, resp->health->instance_id) != 0) {
+			/* The address now belongs to another member: start
+			 * over with a fresh member (and connection) below. */
+			p->replace = true;
+			smolder__v1__response__free_unpacked(resp, NULL);
+			continue;
+		}
+		switch (resp->health->state) {
+		case SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE:
+			p->reported = SM_MEMBER_ACTIVE;
+			break;
+		case SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING:
+			p->reported = SM_MEMBER_JOINING;
+			break;
+		default:
+			p->reported = SM_MEMBER_LEAVING;
+			break;
+		}
+		p->last_ok_ms = now;
+		atomic_store(&p->m->last_heartbeat_ms, now);
+		atomic_store(&p->m->series, resp->health->series);
+		atomic_store(&p->m->head_bytes, resp->health->head_bytes);
+		smolder__v1__response__free_unpacked(resp, NULL);
+	}
+	sm_rpc_multi_destroy(mc);
+	for (uint32_t i = 0; i < r->np;) {
+		char *url;
+		struct sm_err e;
+
+		if (!r->p[i].replace) {
+			i++;
+			continue;
+		}
+		url = sm_strdup(r->p[i].m->url);
+		probe_remove(r, i);   /* moves the last entry into slot i */
+		sm_err_clear(&e);
+		if (url != NULL && probe_add(r, NULL, url, &e) != 0)
+			sm_warn("ring", "cannot re-add member\turl=%s err=\"%s\"",
+			    url, e.msg);
+		sm_free(url);
+	}
+	if ((s = snap_from_probes(r, now)) == NULL)
+		return;
+	if (snap_same(s, r->cur)) {
+		snap_free(s);
+		return;
+	}
+	publish(r, s);
+}
+
+static void
+ring_tick(struct sm_ring *r)
+{
+	if (r->dns_host != NULL && sm_now_ms() >= r->next_dns_ms) {
+		dns_refresh(r);
+		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+	}
+	probe_round(r);
+}
+
+static void *
+ring_main(void *arg)
+{
+	struct sm_ring *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	while (!r->stopping) {
+		struct timespec ts;
+		int64_t ns;
+
+		pthread_mutex_unlock(&r->mu);
+		ring_tick(r);
+		pthread_mutex_lock(&r->mu);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ns = ts.tv_nsec + (r->cfg.heartbeat_ms % 1000) * 1000000;
+		ts.tv_sec += r->cfg.heartbeat_ms / 1000 + ns / 1000000000;
+		ts.tv_nsec = ns % 1000000000;
+		if (!r->stopping)
+			pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return (NULL);
+}
+
+/* --- /ring ------------------------------------------------------------------ */
+
+static void
+html_escape(struct sm_buf *b, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		switch (*s) {
+		case '<':
+			sm_buf_puts(b, "&lt;");
+			break;
+		case '>':
+			sm_buf_puts(b, "&gt;");
+			break;
+		case '&':
+			sm_buf_puts(b, "&amp;");
+			break;
+		case '"':
+			sm_buf_puts(b, "&quot;");
+			break;
+		default:
+			sm_buf_putc(b, *s);
+			break;
+		}
+	}
+}
+
+/* Fraction of the key space for which member i is the first owner. */
+static void
+ownership(const struct sm_ring_snap *s, double *own, uint32_t *ntok)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		own[i] = 0;
+		ntok[i] = 0;
+	}
+	for (uint32_t k = 0; k < s->ntok; k++) {
+		uint32_t prev = k == 0 ? s->tok[s->ntok - 1] : s->tok[k - 1];
+		uint32_t span = s->tok[k] - prev;   /* wraps for k == 0 */
+
+		if (s->ntok == 1)
+			span = UINT32_MAX;
+		own[s->owner[k]] += (double)span / 4294967296.0;
+		ntok[s->owner[k]]++;
+	}
+}
+
+static void
+ring_handler(struct sm_http_req *req, void *arg)
+{
+	struct sm_ring *r = arg;
+	struct sm_ring_snap *s = sm_ring_acquire(r);
+	const char *fmt = sm_http_query(req, "format");
+	const char *accept = sm_http_header(req, "Accept");
+	bool html = fmt != NULL ? strcmp(fmt, "html") == 0 :
+	    accept != NULL && strstr(accept, "text/html") != NULL;
+	struct sm_buf out = SM_BUF_INIT;
+	double *own = sm_calloc(SM_MAX(s->n, 1), sizeof(*own));
+	uint32_t *ntok = sm_calloc(SM_MAX(s->n, 1), sizeof(*ntok));
+	int64_t now = sm_now_ms();
+
+	if (own == NULL || ntok == NULL) {
+		sm_http_reply_error(req, 500, "internal", "out of memory");
+		goto out;
+	}
+	ownership(s, own, ntok);
+	if (html) {
+		sm_buf_printf(&out, "<!DOCTYPE html>\n<html><head><meta "
+		    "charset=\"utf-8\"><title>Smolder ring</title></head><body>"
+		    "<h1>Ingester ring</h1><p>replication factor %u, write "
+		    "quorum %u, %u of %u members healthy, %u tokens per "
+		    "member</p>\n<table border=\"1\" cellpadding=\"4\"><tr>"
+		    "<th>ID</th><th>Address</th><th>State</th><th>Healthy</th>"
+		    "<th>Tokens</th><th>Ownership</th><th>Last heartbeat"
+		    "</th><th>Head series</th><th>Head bytes</th></tr>\n",
+		    s->rf, s->quorum, s->nhealthy, s->n, s->tokens_per_member);
+	} else {
+		sm_buf_printf(&out, "{\"replication_factor\":%u,\"quorum\":%u,"
+		    "\"tokens_per_member\":%u,\"healthy\":%u,\"members\":[",
+		    s->rf, s->quorum, s->tokens_per_member, s->nhealthy);
+	}
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct sm_ring_member *m = s->m[i];
+		int64_t hb = atomic_load(&((struct sm_ring_member *)m)->
+		    last_heartbeat_ms);
+		const char *id = s->id[i] != NULL ? s->id[i] : "";
+		char ago[48];
+
+		if (hb != 0)
+			snprintf(ago, sizeof(ago), "%lld ms ago",
+			    (long long)(now - hb));
+		else
+			snprintf(ago, sizeof(ago), "never");
+		if (html) {
+			sm_buf_puts(&out, "<tr><td>");
+			html_escape(&out, id);
+			sm_buf_puts(&out, "</td><td>");
+			html_escape(&out, m->url);
+			sm_buf_printf(&out, "</td><td>%s</td><td>%s</td><td>%u"
+			    "</td><td>%.1f%%</td><td>%s</td><td>%llu</td><td>"
+			    "%llu</td></tr>\n", sm_member_state_name(
+			    s->state[i]), s->healthy[i] ? "yes" : "no",
+			    ntok[i], own[i] * 100, ago, (unsigned long long)
+			    atomic_load(&((struct sm_ring_member *)m)->series),
+			    (unsigned long long)atomic_load(
+			    &((struct sm_ring_member *)m)->head_bytes));
+			continue;
+		}
+		sm_buf_puts(&out, i > 0 ? ",{\"id\":" : "{\"id\":");
+		sm_buf_json_str(&out, id, strlen(id));
+		sm_buf_puts(&out, ",\"address\":");
+		sm_buf_json_str(&out, m->url, strlen(m->url));
+		sm_buf_printf(&out, ",\"state\":\"%s\",\"healthy\":%s,"
+		    "\"tokens\":%u,\"ownership\":%.6f,\"last_heartbeat_ms\":%lld,"
+		    "\"last_heartbeat_ago_ms\":%lld,\"head_series\":%llu,"
+		    "\"head_bytes\":%llu}", sm_member_state_name(s->state[i]),
+		    s->healthy[i] ? "true" : "false", ntok[i], own[i],
+		    (long long)hb, hb != 0 ? (long long)(now - hb) : -1LL,
+		    (unsigned long long)atomic_load(
+		    &((struct sm_ring_member *)m)->series), (unsigned long long)
+		    atomic_load(&((struct sm_ring_member *)m)->head_bytes));
+	}
+	sm_buf_puts(&out, html ? "</table></body></html>\n" : "]}\n");
+	if (sm_buf_error(&out) != 0)
+		sm_http_reply_error(req, 500, "internal", "out of memory");
+	else
+		sm_http_reply_buf(req, 200, html ? "text/html; charset=utf-8" :
+		    "application/json", &out);
+out:
+	sm_buf_fini(&out);
+	sm_free(own);
+	sm_free(ntok);
+	sm_ring_release(s);
+}
+
+/* --- lifecycle -------------------------------------------------------------- */
+
+int
+sm_ring_start(struct sm_ring *r, struct sm_http *http, struct sm_err *err)
+{
+	int rv;
+
+	/* A first snapshot before anyone asks: probe once, synchronously.
+	 * Give fresh connections a moment to come up (inproc is instant,
+	 * tcp to a live peer takes a round trip). */
+	if (r->dns_host != NULL) {
+		dns_refresh(r);
+		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+	}
+	for (int i = 0; i < 20; i++) {
+		uint32_t up = 0;
+
+		for (uint32_t k = 0; k < r->np; k++)
+			up += sm_rpc_client_connected(r->p[k].m->client);
+		if (up == r->np)
+			break;
+		usleep(10000);
+	}
+	probe_round(r);
+	if (r->cur == NULL) {
+		struct sm_ring_snap *s = snap_from_probes(r, sm_now_ms());
+
+		if (s == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		publish(r, s);
+	}
+	if (http != NULL && (rv = sm_http_route(http, "GET", "/ring",
+	    ring_handler, r, 0)) != 0)
+		return (sm_err_set(err, rv, "ring: route /ring: %s",
+		    sm_strerror(rv)));
+	if (pthread_create(&r->thr, NULL, ring_main, r) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "ring: thread"));
+	r->started = 1;
+	return (0);
+}
+
+void
+sm_ring_stop(struct sm_ring *r)
+{
+	if (r == NULL || !r->started)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->thr, NULL);
+	r->started = 0;
+}
+
+void
+sm_ring_destroy(struct sm_ring *r)
+{
+	if (r == NULL)
+		return;
+	sm_ring_stop(r);
+	if (r->cur != NULL) {
+		synchronize_rcu();
+		sm_ring_release(r->cur);
+	}
+	while (r->np > 0)
+		probe_remove(r, r->np - 1);
+	sm_free(r->p);
+	sm_free(r->members_spec);
+	sm_free(r->dns_spec);
+	sm_free(r->self_id);
+	sm_free(r->self_url);
+	sm_free(r->dns_host);
+	sm_free(r->dns_port);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+	sm_free(r);
+}
+
+struct sm_ring_snap *
+sm_ring_acquire(struct sm_ring *r)
+{
+	struct sm_ring_snap *s;
+
+	rcu_read_lock();
+	s = rcu_dereference(r->cur);
+	atomic_fetch_add(&s->refs, 1);
+	rcu_read_unlock();
+	return (s);
+}

@@ -1,0 +1,171 @@
+/*
+ * ring.h -- the ingester ring: membership, tokens, health and replica
+ * placement (DESIGN §4).  Distributors, queriers and the compactor each
+ * keep one; ingesters are its members and need none.
+ *
+ * Members come from -ring.members ("id=tcp://host:port,...") or from
+ * -ring.dns ("host:port": every address the name resolves to, as a
+ * Kubernetes headless service gives; re-resolved periodically).  With
+ * neither, the ring is the process's own ingester (-instance.id at
+ * -rpc.listen-address), which is how -target=all works: the same code
+ * path over inproc://.
+ *
+ * Tokens: member `id` owns T tokens, token i = upper 32 bits of
+ * XXH3("<id>#<i>") (common/hash.h; never change it).  Every process
+ * computes the same ring from the same member ids without coordination.
+ * A DNS-discovered member's id is learnt from its health answer, so a pod
+ * that comes back with a new IP keeps its tokens.
+ *
+ * Health: a prober thread sends every member a Health RPC each
+ * -ring.heartbeat-period (concurrently, nng aio).  A member is healthy
+ * when its last good answer is at most -ring.heartbeat-timeout old and
+ * said ACTIVE (not replaying, not shutting down).  A static member that
+ * answers with another id is in CONFLICT and never healthy.
+ *
+ * Placement: key = sm_ring_key(tenant, series labels without the
+ * per-sample-type labels), so every sample type of one upload lands on the
+ * same replicas.  The replicas are the first RF distinct *healthy* members
+ * met walking the tokens clockwise from the key: an unhealthy member is
+ * skipped and the next token owner fills the set.  Writes need quorum =
+ * floor(RF/2)+1 acknowledgements.
+ *
+ * Snapshots: everything a reader needs -- members, their health, the
+ * sorted token table -- is one immutable sm_ring_snap.  The prober builds a
+ * new one when membership or health changes and swaps the pointer with
+ * rcu_assign_pointer (liburcu-bp: readers need no registration); readers
+ * take a reference inside rcu_read_lock, so they never block the prober
+ * and a snapshot lives until its last reader releases it.  The old
+ * snapshot's ring reference is dropped after synchronize_rcu().
+ *
+ * HTTP: GET /ring shows members, state, tokens, ownership and last
+ * heartbeat as JSON, or as an HTML table when the client accepts text/html
+ * (or ?format=html).
+ *
+ * Ownership: the ring owns the members and their RPC clients.  Locking:
+ * readers are lock-free; the prober is the only writer.  Errors: SM_EINVAL
+ * for a bad member list or DNS name, SM_ENOMEM.
+ */
+#ifndef SM_RING_H
+#define SM_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "http.h"
+#include "labels.h"
+#include "rpc.h"
+#include "sm.h"
+
+struct sm_ring_cfg {
+	const char *members;          /* -ring.members, "" = none */
+	const char *dns;              /* -ring.dns, "" = none */
+	const char *self_id;          /* the local ingester, when no list */
+	const char *self_url;
+	int64_t tokens;               /* -ring.tokens */
+	int64_t heartbeat_ms;         /* -ring.heartbeat-period */
+	int64_t heartbeat_timeout_ms; /* -ring.heartbeat-timeout */
+	int64_t dns_refresh_ms;       /* -ring.dns-refresh-period */
+	int64_t rf;                   /* -distributor.replication-factor */
+	size_t recv_max;              /* largest reply accepted from a member */
+};
+
+enum sm_member_state {
+	SM_MEMBER_PENDING,            /* never answered */
+	SM_MEMBER_ACTIVE,
+	SM_MEMBER_JOINING,            /* replaying its head log */
+	SM_MEMBER_LEAVING,            /* shutting down */
+	SM_MEMBER_UNHEALTHY,          /* missed its heartbeat deadline */
+	SM_MEMBER_CONFLICT,           /* answered with another member's id */
+};
+
+const char *sm_member_state_name(enum sm_member_state s);
+
+struct sm_ring_member {
+	char *url;
+	struct sm_rpc_client *client;
+	atomic_int refs;
+	/* Written by the prober, read by /ring. */
+	_Atomic int64_t last_heartbeat_ms;   /* wall clock; 0 = never */
+	_Atomic uint64_t series, head_bytes;
+};
+
+struct sm_ring_snap {
+	atomic_int refs;
+	uint32_t n;                        /* members */
+	struct sm_ring_member **m;         /* sorted by id; unknown ids last */
+	char **id;                         /* per member; NULL = not known */
+	enum sm_member_state *state;       /* per member */
+	uint8_t *healthy;                  /* per member: takes reads/writes */
+	uint32_t nhealthy;
+	uint32_t ntok;
+	uint32_t *tok;                     /* sorted */
+	uint32_t *owner;                   /* member index of tok[i] */
+	uint32_t rf, quorum;
+	uint32_t tokens_per_member;
+};
+
+struct sm_ring;
+
+int sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_ring **out,
+    struct sm_err *err);
+
+/*
+ * Probe every member once (waiting up to the heartbeat period), publish
+ * the first snapshot and start the prober thread.  Register GET /ring on
+ * `http` (may be NULL).
+ */
+int sm_ring_start(struct sm_ring *r, struct sm_http *http,
+    struct sm_err *err);
+
+/* Stop the prober (close -> stop).  Blocks for at most one probe. */
+void sm_ring_stop(struct sm_ring *r);
+void sm_ring_destroy(struct sm_ring *r);
+
+/*
+ * The current snapshot with a reference taken; never NULL after
+ * sm_ring_start().  Lock-free.  Release it with sm_ring_release().
+ */
+struct sm_ring_snap *sm_ring_acquire(struct sm_ring *r);
+void sm_ring_release(struct sm_ring_snap *s);
+
+/* The ring key of a series (tenant + labels minus per-sample-type ones). */
+uint32_t sm_ring_key(const char *tenant, const struct sm_label *ls,
+    uint32_t n);
+
+/*
+ * The replica set of `key`: up to s->rf healthy, distinct member indexes
+ * in ring order, written to out[] (room for s->rf).  Returns how many.
+ */
+uint32_t sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
+    uint32_t *out);
+
+/*
+ * Read failures the ring tolerates: a query fails when more members than
+ * this are unhealthy or failed (RF - quorum; 0 for RF = 1).
+ */
+static inline uint32_t sm_ring_max_read_errors(const struct sm_ring_snap *s)
+{
+	return (s->rf - s->quorum);
+}
+
+/* True when the snapshot can take writes (>= quorum healthy members). */
+static inline bool sm_ring_writable(const struct sm_ring_snap *s)
+{
+	return (s->nhealthy >= s->quorum);
+}
+
+/*
+ * Build a snapshot from ids alone (no clients, all healthy unless
+ * healthy[] says otherwise): the ring balance simulation and unit tests.
+ */
+int sm_ring_snap_build_ids(const char *const *ids, uint32_t n,
+    uint32_t tokens, uint32_t rf, const uint8_t *healthy,
+    struct sm_ring_snap **out);
+
+/* Parse "-ring.members": fills ids/urls (heap strings, caller frees with
+ * sm_ring_members_free).  SM_EINVAL with a message for a bad list. */
+int sm_ring_members_parse(const char *spec, char ***ids, char ***urls,
+    uint32_t *n, struct sm_err *err);
+void sm_ring_members_free(char **ids, char **urls, uint32_t n);
+
+#endif /* SM_RING_H */
