@@ -4,18 +4,23 @@
  * module's init/start/stop below only calls its component's API.
  *
  * Modules (dependencies first):
- *   server        HTTP listener, /ready                     (internal)
+ *   server        HTTP listener, /ready, /metrics           (internal)
  *   ingester      head + RPC server                         (target)
- *   ingester-client  RPC clients of the ingesters           (internal)
- *   distributor   /ingest                                   (target)
- *   querier       /render                                   (target)
+ *   ring          the ingester ring, /ring                  (internal)
+ *   distributor   /ingest, replication                      (target)
+ *   querier       /render, labels, Connect queries          (target)
  *   all           every component in one process            (target)
  *
- * In -target=all the distributor and querier reach the ingester over nng
- * inproc:// -- the same RPC path a cluster uses over tcp://.  Running a
- * component alone needs ingester addresses, which the ring (a later
- * change) provides; until then -target=distributor or querier without a
- * local ingester fails at start with a message saying so.
+ * The ring's members come from -ring.members or -ring.dns; with neither,
+ * the ring is this process's own ingester (-instance.id at
+ * -rpc.listen-address), which is single-binary mode: the distributor and
+ * querier reach it over nng inproc:// -- the same RPC path a cluster uses
+ * over tcp://.  -distributor.replication-factor defaults to 3, and to 1
+ * with -target=all unless given.
+ *
+ * /ready is 200 when every component of this process can serve: the
+ * ingester has replayed its head log, the distributor's ring has a write
+ * quorum of healthy ingesters, the querier's ring has a healthy one.
  *
  * Shutdown: SIGINT or SIGTERM stops modules in reverse start order and
  * exits 0.  Signals are blocked in every thread and taken by sigwait() in
@@ -35,7 +40,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/module.h"
-#include "common/rpc.h"
+#include "common/ring.h"
 #include "distributor/distributor.h"
 #include "ingester/ingester.h"
 #include "querier/querier.h"
@@ -47,6 +52,15 @@ struct app {
 	char *data_dir;
 	char *log_level;
 	char *rpc_listen;
+	char *instance_id;
+	int64_t rpc_max_conns;
+	char *ring_members;
+	char *ring_dns;
+	int64_t ring_tokens;
+	int64_t ring_heartbeat_ms;
+	int64_t ring_heartbeat_timeout_ms;
+	int64_t ring_dns_refresh_ms;
+	int64_t replication_factor;
 	int64_t http_threads;
 	int64_t http_conn_limit;
 	int64_t http_per_ip_limit;
@@ -62,8 +76,7 @@ struct app {
 	int data_lock_fd;
 	struct sm_http *http;
 	struct ingester *ing;
-	struct sm_rpc_client *ing_clients[1];
-	uint32_t ning_clients;
+	struct sm_ring *ring;
 	struct distributor *dist;
 	struct querier *qry;
 };
@@ -79,6 +92,20 @@ ready_handler(struct sm_http_req *r, void *arg)
 		sm_http_reply_text(r, 503, "Ingester not ready: replaying its "
 		    "head log");
 		return;
+	}
+	if (app->ring != NULL) {
+		struct sm_ring_snap *s = sm_ring_acquire(app->ring);
+		bool ok = (app->dist == NULL || sm_ring_writable(s)) &&
+		    s->nhealthy > 0;
+
+		if (!ok) {
+			sm_http_reply_text(r, 503, "Ring not ready: %u of %u "
+			    "ingesters healthy, %u needed for writes", s->nhealthy,
+			    s->n, app->dist != NULL ? s->quorum : 1);
+			sm_ring_release(s);
+			return;
+		}
+		sm_ring_release(s);
 	}
 	sm_http_reply_text(r, 200, "ready");
 }
@@ -151,6 +178,8 @@ mod_ingester_init(void *p, struct sm_err *err)
 
 	app->ing_cfg.rpc_url = app->rpc_listen;
 	app->ing_cfg.data_dir = app->data_dir;
+	app->ing_cfg.instance_id = app->instance_id;
+	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 
@@ -170,27 +199,43 @@ mod_ingester_stop(void *p)
 	ing_stop(app->ing);
 }
 
-/* --- ingester clients ----------------------------------------------------- */
+/* --- ring ------------------------------------------------------------------ */
 
 static int
-mod_ingclient_init(void *p, struct sm_err *err)
+mod_ring_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
-	struct sm_rpc_client_cfg cfg = {
-		.url = app->rpc_listen,
+	bool local = sm_modules_has(app->order, app->norder, "ingester");
+	struct sm_ring_cfg cfg = {
+		.members = app->ring_members,
+		.dns = app->ring_dns,
+		.self_id = local ? app->instance_id : NULL,
+		.self_url = local ? app->rpc_listen : NULL,
+		.tokens = app->ring_tokens,
+		.heartbeat_ms = app->ring_heartbeat_ms,
+		.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms,
+		.dns_refresh_ms = app->ring_dns_refresh_ms,
+		.rf = app->replication_factor,
 		.recv_max = (size_t)1 << 30,
-		.dial_retry_ms = 100,
 	};
-	int rv;
 
-	if (!sm_modules_has(app->order, app->norder, "ingester"))
-		return (sm_err_set(err, SM_EINVAL, "no ingester to talk to: "
-		    "run -target=all, or include ingester in -target (cluster "
-		    "membership arrives with the ring)"));
-	if ((rv = sm_rpc_client_create(&cfg, &app->ing_clients[0], err)) != 0)
-		return (rv);
-	app->ning_clients = 1;
-	return (0);
+	return (sm_ring_create(&cfg, app->http, &app->ring, err));
+}
+
+static int
+mod_ring_start(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (sm_ring_start(app->ring, err));
+}
+
+static void
+mod_ring_stop(void *p)
+{
+	struct app *app = p;
+
+	sm_ring_stop(app->ring);
 }
 
 static int
@@ -215,8 +260,8 @@ mod_distributor_init(void *p, struct sm_err *err)
 	struct app *app = p;
 
 	app->dist_cfg.multitenancy = app->multitenancy;
-	return (dist_create(&app->dist_cfg, app->http, app->ing_clients,
-	    app->ning_clients, &app->dist, err));
+	return (dist_create(&app->dist_cfg, app->http, app->ring, &app->dist,
+	    err));
 }
 
 static int
@@ -225,8 +270,8 @@ mod_querier_init(void *p, struct sm_err *err)
 	struct app *app = p;
 
 	app->qry_cfg.multitenancy = app->multitenancy;
-	return (qry_create(&app->qry_cfg, app->http, app->ing_clients,
-	    app->ning_clients, &app->qry, err));
+	return (qry_create(&app->qry_cfg, app->http, app->ring, &app->qry,
+	    err));
 }
 
 static int
@@ -242,11 +287,11 @@ static const struct sm_module modules[] = {
 	    mod_server_stop },
 	{ "ingester", { "server", NULL }, true, mod_ingester_init,
 	    mod_ingester_start, mod_ingester_stop },
-	{ "ingester-client", { NULL }, false, mod_ingclient_init,
-	    mod_noop_start, mod_noop_stop },
-	{ "distributor", { "server", "ingester-client", NULL }, true,
+	{ "ring", { "server", NULL }, false, mod_ring_init, mod_ring_start,
+	    mod_ring_stop },
+	{ "distributor", { "server", "ring", NULL }, true,
 	    mod_distributor_init, mod_noop_start, mod_noop_stop },
-	{ "querier", { "server", "ingester-client", NULL }, true,
+	{ "querier", { "server", "ring", NULL }, true,
 	    mod_querier_init, mod_noop_start, mod_noop_stop },
 	{ "all", { "ingester", "distributor", "querier", NULL }, true,
 	    mod_all_init, mod_noop_start, mod_noop_stop },
@@ -257,7 +302,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[10];
+	static struct sm_flag f[19];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -293,6 +338,41 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		&app->multitenancy, "false",
 		"Require X-Scope-OrgID on every request (else the tenant is "
 		"\"anonymous\")." };
+	f[10] = (struct sm_flag){ "instance.id", SM_FLAG_STRING,
+		&app->instance_id, "",
+		"This instance's stable id: an ingester's ring identity (its "
+		"tokens derive from it), e.g. the StatefulSet pod name. "
+		"Empty: the host name." };
+	f[11] = (struct sm_flag){ "rpc.max-connections", SM_FLAG_INT,
+		&app->rpc_max_conns, "1024",
+		"Most concurrent internal RPC connections the ingester "
+		"accepts; more are closed." };
+	f[12] = (struct sm_flag){ "ring.members", SM_FLAG_STRING,
+		&app->ring_members, "",
+		"The ingesters, as id=tcp://host:port,... (ids as their "
+		"-instance.id). Empty: -ring.dns, or this process's own "
+		"ingester." };
+	f[13] = (struct sm_flag){ "ring.dns", SM_FLAG_STRING, &app->ring_dns,
+		"", "host:port of a DNS name resolving to every ingester (a "
+		"Kubernetes headless service); ids are learnt by probing." };
+	f[14] = (struct sm_flag){ "ring.tokens", SM_FLAG_INT,
+		&app->ring_tokens, "128",
+		"Tokens per ingester on the hash ring; every process of a "
+		"cluster must agree." };
+	f[15] = (struct sm_flag){ "ring.heartbeat-period", SM_FLAG_DURATION,
+		&app->ring_heartbeat_ms, "2s",
+		"How often every ingester is probed for health." };
+	f[16] = (struct sm_flag){ "ring.heartbeat-timeout", SM_FLAG_DURATION,
+		&app->ring_heartbeat_timeout_ms, "10s",
+		"An ingester not heard from for this long is unhealthy and "
+		"skipped: the next token owner takes its place." };
+	f[17] = (struct sm_flag){ "ring.dns-refresh-period", SM_FLAG_DURATION,
+		&app->ring_dns_refresh_ms, "15s",
+		"How often -ring.dns is resolved again." };
+	f[18] = (struct sm_flag){ "distributor.replication-factor",
+		SM_FLAG_INT, &app->replication_factor, "3",
+		"Ingesters each series is written to; a write needs "
+		"floor(RF/2)+1 of them. 1 with -target=all unless set." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);
@@ -364,6 +444,17 @@ main(int argc, char **argv)
 		goto out_flags;
 	}
 	sm_log_set_level(lvl);
+	if (app.instance_id[0] == '\0') {
+		/* The flag set owns the parsed string; point elsewhere. */
+		static char host[256];
+
+		if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+			snprintf(host, sizeof(host), "smolder");
+		app.instance_id = host;
+	}
+	if (!sm_flags_was_set(&fs, "distributor.replication-factor") &&
+	    strcmp(app.target, "all") == 0)
+		app.replication_factor = 1;
 	if (sm_modules_resolve(modules, SM_ARRAY_LEN(modules), app.target,
 	    app.order, &app.norder, &err) != 0) {
 		fprintf(stderr, "smolder: -target: %s\n", err.msg);
@@ -414,8 +505,7 @@ out:
 	/* Free in reverse dependency order. */
 	qry_destroy(app.qry);
 	dist_destroy(app.dist);
-	for (uint32_t i = 0; i < app.ning_clients; i++)
-		sm_rpc_client_destroy(app.ing_clients[i]);
+	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);
 	sm_http_destroy(app.http);
 	if (app.data_lock_fd >= 0)

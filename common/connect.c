@@ -149,6 +149,7 @@ sm_connect_code_for(int rv, int *status)
 		code = "already_exists";
 		break;
 	case SM_EUNAVAIL:
+	case SM_EAGAIN:
 	case SM_ECLOSED:
 		code = "unavailable";
 		break;

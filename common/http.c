@@ -1192,6 +1192,7 @@ sm_http_status_for(int rv, int *status, const char **code)
 		*code = "not_found";
 		break;
 	case SM_EUNAVAIL:
+	case SM_EAGAIN:
 		*status = 503;
 		*code = "unavailable";
 		break;

@@ -567,11 +567,16 @@ dns_refresh(struct sm_ring *r)
 	sm_free(urls);
 }
 
+static void ring_handler(struct sm_http_req *req, void *arg);
+static struct sm_ring_snap *snap_from_probes(struct sm_ring *r, int64_t now);
+static void publish(struct sm_ring *r, struct sm_ring_snap *s);
+
 int
-sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_ring **out,
-    struct sm_err *err)
+sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
+    struct sm_ring **out, struct sm_err *err)
 {
 	struct sm_ring *r;
+	struct sm_ring_snap *s0;
 	char **ids = NULL, **urls = NULL;
 	uint32_t n = 0;
 	int rv = 0;
@@ -635,6 +640,21 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_ring **out,
 			goto fail;
 	}
 	sm_ring_members_free(ids, urls, n);
+	ids = urls = NULL;
+	n = 0;
+	/* A snapshot from the start (every member PENDING), so readers
+	 * never see none. */
+	if ((s0 = snap_from_probes(r, sm_now_ms())) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	publish(r, s0);
+	if (http != NULL && (rv = sm_http_route(http, "GET", "/ring",
+	    ring_handler, r, 0)) != 0) {
+		sm_err_set(err, rv, "ring: route /ring: %s", sm_strerror(rv));
+		sm_ring_destroy(r);
+		return (rv);
+	}
 	*out = r;
 	return (0);
 fail:
@@ -768,9 +788,11 @@ probe_round(struct sm_ring *r)
 	req.health = &hr;
 	len = smolder__v1__request__pack(&req, buf);
 	if (r->np > 0 && sm_rpc_multi_create(r->np, "health", &mc) == 0) {
+		/* Fail fast on a member without a connection: a dead member
+		 * must not hold up the round for the others. */
 		for (uint32_t i = 0; i < r->np; i++)
 			sm_rpc_multi_start(mc, i, r->p[i].m->client, buf, len,
-			    timeout, 0);
+			    timeout, SM_RPC_FAILFAST);
 		sm_rpc_multi_wait(mc, NULL, NULL);
 	}
 	now = sm_now_ms();
@@ -869,6 +891,22 @@ ring_tick(struct sm_ring *r)
 	probe_round(r);
 }
 
+/*
+ * While a member is starting (never answered, or replaying), probe every
+ * 100 ms so it takes traffic as soon as it is ready; otherwise once per
+ * heartbeat period.
+ */
+static int64_t
+ring_interval(const struct sm_ring *r)
+{
+	for (uint32_t i = 0; i < r->np; i++) {
+		if (r->p[i].conflict_id == NULL && (r->p[i].last_ok_ms == 0 ||
+		    r->p[i].reported == SM_MEMBER_JOINING))
+			return (SM_MIN(r->cfg.heartbeat_ms, 100));
+	}
+	return (r->cfg.heartbeat_ms);
+}
+
 static void *
 ring_main(void *arg)
 {
@@ -877,14 +915,15 @@ ring_main(void *arg)
 	pthread_mutex_lock(&r->mu);
 	while (!r->stopping) {
 		struct timespec ts;
-		int64_t ns;
+		int64_t ns, iv;
 
 		pthread_mutex_unlock(&r->mu);
 		ring_tick(r);
+		iv = ring_interval(r);
 		pthread_mutex_lock(&r->mu);
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ns = ts.tv_nsec + (r->cfg.heartbeat_ms % 1000) * 1000000;
-		ts.tv_sec += r->cfg.heartbeat_ms / 1000 + ns / 1000000000;
+		ns = ts.tv_nsec + (iv % 1000) * 1000000;
+		ts.tv_sec += iv / 1000 + ns / 1000000000;
 		ts.tv_nsec = ns % 1000000000;
 		if (!r->stopping)
 			pthread_cond_timedwait(&r->cv, &r->mu, &ts);
@@ -1029,10 +1068,8 @@ out:
 /* --- lifecycle -------------------------------------------------------------- */
 
 int
-sm_ring_start(struct sm_ring *r, struct sm_http *http, struct sm_err *err)
+sm_ring_start(struct sm_ring *r, struct sm_err *err)
 {
-	int rv;
-
 	/* A first snapshot before anyone asks: probe once, synchronously.
 	 * Give fresh connections a moment to come up (inproc is instant,
 	 * tcp to a live peer takes a round trip). */
@@ -1050,17 +1087,6 @@ sm_ring_start(struct sm_ring *r, struct sm_http *http, struct sm_err *err)
 		usleep(10000);
 	}
 	probe_round(r);
-	if (r->cur == NULL) {
-		struct sm_ring_snap *s = snap_from_probes(r, sm_now_ms());
-
-		if (s == NULL)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		publish(r, s);
-	}
-	if (http != NULL && (rv = sm_http_route(http, "GET", "/ring",
-	    ring_handler, r, 0)) != 0)
-		return (sm_err_set(err, rv, "ring: route /ring: %s",
-		    sm_strerror(rv)));
 	if (pthread_create(&r->thr, NULL, ring_main, r) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "ring: thread"));
 	r->started = 1;

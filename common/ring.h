@@ -106,16 +106,15 @@ struct sm_ring_snap {
 
 struct sm_ring;
 
-int sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_ring **out,
-    struct sm_err *err);
+/* Create the ring and register GET /ring on `http` (may be NULL). */
+int sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
+    struct sm_ring **out, struct sm_err *err);
 
 /*
- * Probe every member once (waiting up to the heartbeat period), publish
- * the first snapshot and start the prober thread.  Register GET /ring on
- * `http` (may be NULL).
+ * Probe every member once, publish the first snapshot and start the
+ * prober thread.
  */
-int sm_ring_start(struct sm_ring *r, struct sm_http *http,
-    struct sm_err *err);
+int sm_ring_start(struct sm_ring *r, struct sm_err *err);
 
 /* Stop the prober (close -> stop).  Blocks for at most one probe. */
 void sm_ring_stop(struct sm_ring *r);

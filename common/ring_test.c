@@ -316,8 +316,8 @@ test_live_probes(void)
 	/* ing-c is registered as "ing-x": it answers with another id. */
 	ring_cfg(&cfg, "ing-b=inproc://ring-b,ing-a=inproc://ring-a,"
 	    "ing-x=inproc://ring-c", "");
-	SM_REQUIRE(sm_ring_create(&cfg, &r, &err) == 0);
-	SM_REQUIRE(sm_ring_start(r, NULL, &err) == 0);
+	SM_REQUIRE(sm_ring_create(&cfg, NULL, &r, &err) == 0);
+	SM_REQUIRE(sm_ring_start(r, &err) == 0);
 	s = sm_ring_acquire(r);
 	SM_CHECK_EQ(s->n, 3);
 	SM_CHECK_STR(s->id[0], "ing-a");    /* sorted by id */
@@ -382,16 +382,16 @@ test_dns_discovery(void)
 	snprintf(dns, sizeof(dns), "127.0.0.1:%d", port);
 	SM_REQUIRE(fake_start(&f, url) == 0);
 	ring_cfg(&cfg, "", dns);
-	SM_REQUIRE(sm_ring_create(&cfg, &r, &err) == 0);
-	SM_REQUIRE(sm_ring_start(r, NULL, &err) == 0);
+	SM_REQUIRE(sm_ring_create(&cfg, NULL, &r, &err) == 0);
+	SM_REQUIRE(sm_ring_start(r, &err) == 0);
 	SM_CHECK(wait_state(r, "ing-dns", SM_MEMBER_ACTIVE));
 	sm_ring_destroy(r);
 	sm_rpc_server_stop(f.srv);
 
 	ring_cfg(&cfg, "", "no-port-here");
-	SM_CHECK_EQ(sm_ring_create(&cfg, &r, &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_ring_create(&cfg, NULL, &r, &err), SM_EINVAL);
 	ring_cfg(&cfg, "a=tcp://x:1", "x:1");
-	SM_CHECK_EQ(sm_ring_create(&cfg, &r, &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_ring_create(&cfg, NULL, &r, &err), SM_EINVAL);
 }
 
 SM_TEST_MAIN(

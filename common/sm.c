@@ -26,6 +26,7 @@ static const char *const sm_errnames[] = {
 	[SM_EAUTH - SM_ENOMEM] = "unauthenticated",
 	[SM_EPROTO - SM_ENOMEM] = "protocol error",
 	[SM_EINTERNAL - SM_ENOMEM] = "internal error",
+	[SM_EAGAIN - SM_ENOMEM] = "try again",
 };
 
 const char *

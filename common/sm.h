@@ -46,6 +46,7 @@ enum {
 	SM_EAUTH,             /* missing or invalid credentials (401) */
 	SM_EPROTO,            /* an internal RPC peer broke the protocol */
 	SM_EINTERNAL,         /* a bug or an unexpected library failure */
+	SM_EAGAIN,            /* transient: the caller should retry (503) */
 	SM_E_LAST_
 };
 

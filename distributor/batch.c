@@ -291,7 +291,8 @@ dist_batch_series_total(const struct dist_batch *b, uint32_t idx)
 
 int
 dist_batch_encode(const struct dist_batch *b, const char *tenant,
-    const uint8_t profile_id[16], struct sm_buf *out)
+    const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
+    struct sm_buf *out)
 {
 	Smolder__V1__WriteRequest req = SMOLDER__V1__WRITE_REQUEST__INIT;
 	Smolder__V1__StackTree tree = SMOLDER__V1__STACK_TREE__INIT;
@@ -309,9 +310,12 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
 	str_map = sm_calloc(nstr, sizeof(*str_map));
 	if (node_map == NULL || str_map == NULL)
 		goto out;
+	if (which == NULL)
+		nwhich = b->nseries;
 	/* Mark every node on a path from the root to a stored leaf. */
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
+	for (uint32_t w = 0; w < nwhich; w++) {
+		const struct dist_series *s = &b->series[which != NULL ?
+		    which[w] : w];
 
 		for (uint32_t j = 0; j < s->n; j++) {
 			for (uint32_t nd = s->node[j]; nd != 0 &&
@@ -362,13 +366,14 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
 	req.profile_id.data = (uint8_t *)profile_id;
 	req.profile_id.len = 16;
 	req.tree = &tree;
-	req.n_series = b->nseries;
-	req.series = sm_arena_alloc(a, (size_t)SM_MAX(b->nseries, 1) *
+	req.n_series = nwhich;
+	req.series = sm_arena_alloc(a, (size_t)SM_MAX(nwhich, 1) *
 	    sizeof(*req.series));
 	if (req.series == NULL)
 		goto out;
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
+	for (uint32_t k = 0; k < nwhich; k++) {
+		const struct dist_series *s = &b->series[which != NULL ?
+		    which[k] : k];
 		Smolder__V1__SeriesWrite *w = sm_arena_alloc(a, sizeof(*w));
 		Types__V1__LabelPair *lp, **lpp;
 

@@ -123,10 +123,13 @@ int64_t dist_batch_series_total(const struct dist_batch *b, uint32_t idx);
 /*
  * Append the finished batch to `out` as a packed smolder.v1.Request whose
  * method is a WriteRequest for `tenant` with idempotency key `profile_id`
- * (16 bytes), ready to send.  Only frames and nodes reachable from a stored
- * leaf are sent.  Returns 0 or SM_ENOMEM.
+ * (16 bytes), ready to send.  `which` (nwhich sorted series indexes)
+ * restricts it to those series, NULL means all: the replicas of one
+ * upload may differ per series.  Only frames and nodes reachable from a
+ * sent leaf are sent.  Returns 0 or SM_ENOMEM.
  */
 int dist_batch_encode(const struct dist_batch *b, const char *tenant,
-    const uint8_t profile_id[16], struct sm_buf *out);
+    const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
+    struct sm_buf *out);
 
 #endif /* DIST_BATCH_H */

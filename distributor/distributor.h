@@ -4,11 +4,11 @@
  * Routes: POST /ingest and /pyroscope/ingest (spec §2).  A request is
  * authenticated to a tenant, bounded (body size at the HTTP layer,
  * decompressed size, samples, depth, labels), parsed into a write batch
- * (distributor/batch.h) and sent to the ingesters as one
- * smolder.v1.WriteRequest; the client gets 200 only after the ingester
- * acknowledged it.
+ * (distributor/batch.h) and replicated to RF ingesters of the ring
+ * (distributor/push.c); the client gets 200 only after every series of
+ * the upload was acknowledged by a write quorum of its replicas.
  *
- * Ownership: borrows the HTTP server and the ingester clients.
+ * Ownership: borrows the HTTP server and the ring.
  * Locking: handlers run concurrently; the distributor holds no mutable
  * shared state.
  */
@@ -19,7 +19,7 @@
 
 #include "common/flags.h"
 #include "common/http.h"
-#include "common/rpc.h"
+#include "common/ring.h"
 
 struct dist_config {
 	int64_t body_limit_mb;          /* -distributor.ingestion-body-limit-mb */
@@ -42,8 +42,7 @@ const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);
 struct distributor;
 
 int dist_create(const struct dist_config *cfg, struct sm_http *http,
-    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
-    struct distributor **out, struct sm_err *err);
+    struct sm_ring *ring, struct distributor **out, struct sm_err *err);
 void dist_destroy(struct distributor *d);
 
 #endif /* DIST_DISTRIBUTOR_H */

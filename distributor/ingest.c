@@ -24,7 +24,6 @@
  */
 #include <jansson.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "common/attime.h"
@@ -34,19 +33,12 @@
 #include "common/tenant.h"
 
 #include "batch.h"
-#include "distributor.h"
+#include "dist_int.h"
 #include "folded.h"
 #include "multipart.h"
 #include "naming.h"
 #include "pprof.h"
 
-struct distributor {
-	struct dist_config cfg;
-	struct dist_limits limits;
-	struct sm_http *http;
-	struct sm_rpc_client *const *ing;
-	uint32_t ning;
-};
 
 /* Per-request memory: the body is already bounded; decoding may take a
  * multiple of the decompressed size (indexes, label sets, pairs). */
@@ -228,61 +220,6 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
 
-/* Send the finished batch; 0 once the ingester acknowledged it. */
-static int
-ingest_send(struct distributor *d, const char *tenant, struct dist_batch *b,
-    struct sm_err *err)
-{
-	struct sm_buf req = SM_BUF_INIT, resp = SM_BUF_INIT;
-	Smolder__V1__Response *r = NULL;
-	uint8_t id[16];
-	int rv;
-
-	if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
-		/* Not cryptographic: an idempotency key only. */
-		int64_t t = sm_mono_ns() ^ sm_now_ns();
-
-		memcpy(id, &t, 8);
-		memcpy(id + 8, &b, sizeof(void *) < 8 ? sizeof(void *) : 8);
-	}
-	if ((rv = dist_batch_encode(b, tenant, id, &req)) != 0) {
-		sm_err_set(err, rv, "out of memory encoding the write");
-		goto out;
-	}
-	/* One ingester until the ring exists (RF = 1). */
-	rv = sm_rpc_call(d->ing[0], req.b, req.len, (int)d->cfg.push_timeout_ms,
-	    &resp);
-	if (rv != 0) {
-		sm_err_set(err, rv == SM_ETIMEDOUT ? SM_ETIMEDOUT : SM_EUNAVAIL,
-		    "ingester %s did not acknowledge the write: %s",
-		    sm_rpc_client_url(d->ing[0]), sm_strerror(rv));
-		rv = err->code;
-		goto out;
-	}
-	r = smolder__v1__response__unpack(NULL, resp.len,
-	    (const uint8_t *)(resp.b != NULL ? resp.b : ""));
-	if (r == NULL) {
-		rv = sm_err_set(err, SM_EPROTO, "undecodable ingester response");
-		goto out;
-	}
-	if (r->code != 0) {
-		rv = r->code >= SM_ENOMEM && r->code < SM_E_LAST_ ? r->code :
-		    SM_EPROTO;
-		sm_err_set(err, rv, "ingester: %s", r->message != NULL ?
-		    r->message : sm_strerror(rv));
-		/* A write the ingester found malformed is our bug, not the
-		 * client's: report it as internal. */
-		if (rv == SM_EMALFORMED || rv == SM_EINVAL)
-			rv = err->code = SM_EINTERNAL;
-	}
-out:
-	if (r != NULL)
-		smolder__v1__response__free_unpacked(r, NULL);
-	sm_buf_fini(&req);
-	sm_buf_fini(&resp);
-	return (rv);
-}
-
 static void
 ingest_handler(struct sm_http_req *r, void *arg)
 {
@@ -461,7 +398,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		sm_http_reply(r, 200, NULL, NULL, 0);
 		goto done;
 	}
-	if ((rv = ingest_send(d, tenant, &b, &err)) != 0) {
+	if ((rv = dist_push(d, tenant, &b, &err)) != 0) {
 		sm_warn("distributor", "write failed\ttenant=%s err=\"%s\"",
 		    tenant, err.msg);
 		reply_rv(r, rv, &err);
@@ -479,17 +416,13 @@ done:
 
 int
 dist_create(const struct dist_config *cfg, struct sm_http *http,
-    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
-    struct distributor **out, struct sm_err *err)
+    struct sm_ring *ring, struct distributor **out, struct sm_err *err)
 {
 	static const char *const paths[] = { "/ingest", "/pyroscope/ingest" };
 	struct distributor *d;
 	int rv;
 
 	*out = NULL;
-	if (ningesters == 0)
-		return (sm_err_set(err, SM_EINVAL, "distributor: no ingesters "
-		    "to write to"));
 	if (cfg->body_limit_mb <= 0 || cfg->max_profile_bytes <= 0 ||
 	    cfg->push_timeout_ms <= 0)
 		return (sm_err_set(err, SM_EINVAL, "distributor: body limit, "
@@ -498,8 +431,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	d->cfg = *cfg;
 	d->http = http;
-	d->ing = ingesters;
-	d->ning = ningesters;
+	d->ring = ring;
 	dist_limits_default(&d->limits);
 	d->limits.max_profile_bytes = (size_t)cfg->max_profile_bytes;
 	d->limits.max_samples = (uint32_t)SM_MAX(cfg->max_samples, 0);

@@ -11,6 +11,8 @@
 #include "common/metrics.h"
 #include "common/mtree.h"
 
+#include "ids.h"
+
 struct ing_tenant {
 	char *id;
 	pthread_mutex_t mu;
@@ -21,6 +23,7 @@ struct ing_tenant {
 	uint32_t ncutting, cutting_cap;
 	struct ing_block_meta *blocks;    /* sorted by gen */
 	uint32_t nblocks, blocks_cap;
+	struct ing_ids ids;               /* recent profile ids (mu) */
 };
 
 struct ing_db {
@@ -59,6 +62,7 @@ tenant_free(struct ing_tenant *t)
 		ing_head_unref(t->cutting[i]);
 	sm_free(t->cutting);
 	sm_free(t->blocks);
+	ing_ids_fini(&t->ids);
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 	sm_free(t->id);
@@ -137,6 +141,9 @@ tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	ing_ids_init(&t->ids, db->cfg.idempotency_window_ms > 0 ?
+	    db->cfg.idempotency_window_ms : 60000,
+	    db->cfg.idempotency_max > 0 ? db->cfg.idempotency_max : 1000000);
 	if (ing_head_create(atomic_fetch_add(&db->next_gen, 1),
 	    db->cfg.bucket_ms, &t->head) != 0) {
 		t->head = NULL;
@@ -221,6 +228,14 @@ write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
 	return (0);
 }
 
+/* The write's idempotency key, or NULL when it carries none. */
+static const uint8_t *
+write_id(const Smolder__V1__WriteRequest *req)
+{
+	return (req->profile_id.len == ING_ID_LEN ? req->profile_id.data :
+	    NULL);
+}
+
 /* --- open, replay --------------------------------------------------------- */
 
 static int
@@ -244,6 +259,7 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 	Smolder__V1__Request *req;
 	struct ing_tenant *t;
 	struct sm_err err;
+	const uint8_t *id;
 	uint32_t ns, np;
 	int rv = 0;
 
@@ -264,7 +280,15 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 	}
 	if ((rv = tenant_get(db, tenant, &t)) != 0)
 		goto out;
+	id = write_id(req->write);
+	if (id != NULL && ing_ids_get(&t->ids, id) == ING_ID_DONE) {
+		sm_warn("ingester", "head log: duplicate profile id skipped\t"
+		    "tenant=%s seq=%llu", tenant, (unsigned long long)seq);
+		goto out;
+	}
 	rv = ing_head_write(t->head, req->write, &ns, &np, &err);
+	if (rv == 0 && id != NULL)
+		rv = ing_ids_set(&t->ids, id, ING_ID_DONE, sm_now_ms());
 	if (rv == 0 && t->first_write_ms == 0)
 		t->first_write_ms = sm_now_ms();
 out:
@@ -348,32 +372,55 @@ ing_db_close(struct ing_db *db)
 /* --- writes --------------------------------------------------------------- */
 
 static void
-writer_done(struct ing_tenant *t, struct ing_head *h, int ok)
+writer_done(struct ing_tenant *t, struct ing_head *h, const uint8_t *id,
+    int ok)
 {
 	pthread_mutex_lock(&t->mu);
 	if (ok && h == t->head && t->first_write_ms == 0)
 		t->first_write_ms = sm_now_ms();
-	if (atomic_fetch_sub(&h->writers, 1) == 1)
-		pthread_cond_broadcast(&t->cv);
+	/* Remembered as done, or forgotten so a retry is applied.  Setting
+	 * an existing id cannot fail (no allocation). */
+	if (id != NULL)
+		(void)ing_ids_set(&t->ids, id, ok ? ING_ID_DONE :
+		    ING_ID_ABSENT, sm_now_ms());
+	atomic_fetch_sub(&h->writers, 1);
+	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 }
 
 int
 ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
-    const Smolder__V1__WriteRequest *req, uint32_t *nseries,
-    uint32_t *npairs, struct sm_err *err)
+    const Smolder__V1__WriteRequest *req, struct ing_write_result *res,
+    struct sm_err *err)
 {
+	const uint8_t *id = write_id(req);
 	struct ing_tenant *t;
 	struct ing_head *h;
 	uint64_t gen, seq;
 	int rv;
 
-	*nseries = *npairs = 0;
+	memset(res, 0, sizeof(*res));
 	if ((rv = write_validate(req, err)) != 0)
 		return (rv);
 	if ((rv = tenant_get(db, req->tenant, &t)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
 	pthread_mutex_lock(&t->mu);
+	if (id != NULL) {
+		enum ing_id_state st;
+
+		/* A duplicate in flight: wait for its outcome. */
+		while ((st = ing_ids_get(&t->ids, id)) == ING_ID_PENDING)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (st == ING_ID_DONE) {
+			pthread_mutex_unlock(&t->mu);
+			res->duplicate = true;
+			return (0);
+		}
+		if (ing_ids_set(&t->ids, id, ING_ID_PENDING, sm_now_ms()) != 0) {
+			pthread_mutex_unlock(&t->mu);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+	}
 	h = t->head;
 	atomic_fetch_add(&h->writers, 1);
 	gen = h->gen;
@@ -381,10 +428,10 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 	seq = atomic_fetch_add(&db->next_seq, 1);
 	if (db->store != NULL && (rv = ing_store_log_append(db->store,
 	    req->tenant, gen, seq, raw, rawlen, err)) != 0) {
-		writer_done(t, h, 0);
+		writer_done(t, h, id, 0);
 		return (rv);
 	}
-	if ((rv = ing_head_write(h, req, nseries, npairs, err)) != 0 &&
+	if ((rv = ing_head_write(h, req, &res->series, &res->pairs, err)) != 0 &&
 	    db->store != NULL) {
 		struct sm_err e2;
 
@@ -395,7 +442,7 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 			    "tenant=%s seq=%llu err=\"%s\"", req->tenant,
 			    (unsigned long long)seq, e2.msg);
 	}
-	writer_done(t, h, rv == 0);
+	writer_done(t, h, id, rv == 0);
 	return (rv);
 }
 
@@ -645,6 +692,63 @@ block_usable(const char *tenant, const struct ing_block_meta *m,
 	    (unsigned long long)m->gen));
 }
 
+/* --- picks (replica de-duplication, querier/plan.c) ------------------------ */
+
+/*
+ * The pick of series `fp` when the select is picked: NULL means the series
+ * is not wanted here.  Picks are validated sorted (select_validate).
+ */
+static const Smolder__V1__Pick *
+pick_find(const Smolder__V1__Select *sel, uint64_t fp)
+{
+	size_t lo = 0, hi = sel->n_picks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (sel->picks[mid]->fp < fp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < sel->n_picks && sel->picks[lo]->fp == fp ?
+	    sel->picks[lo] : NULL);
+}
+
+/* Does the series' pick (NULL: not picked, so every bucket) take t? */
+static bool
+pick_bucket(const Smolder__V1__Pick *pk, int64_t t)
+{
+	size_t lo = 0, hi;
+
+	if (pk == NULL || pk->n_t == 0)
+		return (true);
+	hi = pk->n_t;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pk->t[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < pk->n_t && pk->t[lo] == t);
+}
+
+/*
+ * Whether series `sr` takes part at all, and its pick: false when the
+ * select is picked and the series is not among the picks.
+ */
+static bool
+series_picked(const Smolder__V1__Select *sel, uint64_t fp,
+    const Smolder__V1__Pick **pk)
+{
+	*pk = NULL;
+	if (!sel->picked)
+		return (true);
+	return ((*pk = pick_find(sel, fp)) != NULL);
+}
+
 /* --- merge ---------------------------------------------------------------- */
 
 static void
@@ -658,10 +762,10 @@ meta_of(const struct ing_set *s, const struct ing_series *sr,
 	m->sample_rate = sr->meta.sample_rate;
 }
 
-/* Add the values of series `sr` (buckets b) in range to acc. */
+/* Add the values of series `sr` (buckets b) in range, and picked, to acc. */
 static uint64_t
 acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
-    int64_t start, int64_t end, int64_t *acc)
+    int64_t start, int64_t end, const Smolder__V1__Pick *pk, int64_t *acc)
 {
 	uint64_t profiles = 0;
 	uint32_t lo = 0, hi = nb;
@@ -676,6 +780,8 @@ acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
 	}
 	for (uint32_t k = lo; k < nb && ing_bucket_overlaps(&b[k], bucket_ms,
 	    start, end); k++) {
+		if (!pick_bucket(pk, b[k].t))
+			continue;
 		for (uint32_t j = 0; j < b[k].n; j++)
 			acc[b[k].node[j]] = sm_add_sat(acc[b[k].node[j]],
 			    b[k].value[j]);
@@ -721,10 +827,13 @@ merge_head(struct ing_head *h, const struct sm_selector *ss,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ing_series *sr = h->set.series[ids[i]];
+		const Smolder__V1__Pick *pk;
 		Smolder__V1__SeriesMeta m;
 
+		if (!series_picked(sel, sr->fp, &pk))
+			continue;
 		mt->profiles += acc_buckets(sr->b, sr->nb, h->bucket_ms,
-		    sel->start_ms, sel->end_ms, acc);
+		    sel->start_ms, sel->end_ms, pk, acc);
 		meta_of(&h->set, sr, &m);
 		add_meta_copy(mt, a, &m);
 	}
@@ -771,15 +880,18 @@ merge_block(struct ing_db *db, const char *tenant,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ing_series *sr = idx->series[ids[i]];
+		const Smolder__V1__Pick *pk;
 		struct ing_bucket *b;
 		Smolder__V1__SeriesMeta sm;
 
+		if (!series_picked(sel, sr->fp, &pk))
+			continue;
 		sm_arena_reset(scratch);
 		if ((rv = ing_store_block_data(db->store, tenant, m, ids[i],
 		    sr, scratch, &b, err)) != 0)
 			goto out;
 		mt->profiles += acc_buckets(b, sr->nb, m->bucket_ms,
-		    sel->start_ms, sel->end_ms, acc);
+		    sel->start_ms, sel->end_ms, pk, acc);
 		meta_of(idx, sr, &sm);
 		add_meta_copy(mt, a, &sm);
 	}
@@ -807,6 +919,18 @@ selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
 {
 	int rv;
 
+	for (size_t i = 0; i < sel->n_picks; i++) {
+		const Smolder__V1__Pick *pk = sel->picks[i];
+
+		if (i > 0 && sel->picks[i - 1]->fp >= pk->fp)
+			return (sm_err_set(err, SM_EINVAL, "picks not sorted "
+			    "by fingerprint"));
+		for (size_t k = 1; k < pk->n_t; k++) {
+			if (pk->t[k - 1] >= pk->t[k])
+				return (sm_err_set(err, SM_EINVAL, "pick %zu: "
+				    "bucket times not sorted", i));
+		}
+	}
 	sm_selector_init(out);
 	for (size_t i = 0; i < sel->n_matchers; i++) {
 		const Smolder__V1__Matcher *m = sel->matchers[i];
@@ -975,16 +1099,22 @@ series_set(struct series_acc *x, const struct ing_set *s, int64_t bucket_ms,
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
 		const struct ing_series *sr = s->series[ids[i]];
-		struct series_group *gr = series_group_of(x, sr, &rv);
+		const Smolder__V1__Pick *pk;
+		struct series_group *gr;
 
-		if (gr == NULL)
+		if (!series_picked(sel, sr->fp, &pk))
+			continue;
+		if ((gr = series_group_of(x, sr, &rv)) == NULL)
 			break;
 		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
 		    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
 		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-			int64_t slot = (sm_floor_to(sr->b[k].t, x->step) -
-			    x->first) / x->step;
+			int64_t slot;
 
+			if (!pick_bucket(pk, sr->b[k].t))
+				continue;
+			slot = (sm_floor_to(sr->b[k].t, x->step) -
+			    x->first) / x->step;
 			slot = SM_MAX(slot, 0);
 			slot = SM_MIN(slot, x->nsteps - 1);
 			gr->points[slot] += (double)sr->b[k].total;
@@ -1128,6 +1258,277 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 		out->series[gi] = se;
 	}
 out_sel:
+	sm_selector_fini(&ss);
+	return (rv);
+}
+
+/* --- stats (replica de-duplication) ------------------------------------- */
+
+struct stat_tc {
+	int64_t t;
+	uint32_t count;
+};
+
+struct stat_acc {
+	uint64_t fp, profiles, digest;
+	bool detail;
+	struct stat_tc *b;          /* detail: buckets, unsorted */
+	uint32_t n, cap;
+};
+
+struct stats_acc {
+	const Smolder__V1__StatsRequest *req;
+	struct sm_arena *a;
+	struct stat_acc *v;
+	uint32_t n, cap;
+	uint32_t *slots;            /* index + 1 by fp */
+	uint32_t nslots;
+};
+
+#define STATS_MAX_SERIES 10000000u
+
+/* Linear in the counts: a bucket split between sources sums the same. */
+static inline uint64_t
+bucket_mix(int64_t t)
+{
+	return (sm_hash_u64((uint64_t)t) | 1);
+}
+
+static bool
+fp_in(const uint64_t *v, size_t n, uint64_t fp)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < fp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && v[lo] == fp);
+}
+
+static struct stat_acc *
+stats_get(struct stats_acc *x, uint64_t fp)
+{
+	uint32_t mask, i;
+
+	if ((x->n + 1) * 2 > x->nslots) {
+		uint32_t ns = x->nslots ? x->nslots * 2 : 64;
+		uint32_t *nsl;
+
+		if (x->n >= STATS_MAX_SERIES ||
+		    (nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
+			return (NULL);
+		for (uint32_t k = 0; k < x->n; k++) {
+			for (i = (uint32_t)sm_hash_u64(x->v[k].fp) & (ns - 1);
+			    nsl[i] != 0; i = (i + 1) & (ns - 1))
+				;
+			nsl[i] = k + 1;
+		}
+		sm_free(x->slots);
+		x->slots = nsl;
+		x->nslots = ns;
+	}
+	mask = x->nslots - 1;
+	for (i = (uint32_t)sm_hash_u64(fp) & mask; x->slots[i] != 0;
+	    i = (i + 1) & mask) {
+		if (x->v[x->slots[i] - 1].fp == fp)
+			return (&x->v[x->slots[i] - 1]);
+	}
+	if (x->n == x->cap) {
+		uint32_t ncap = x->cap ? x->cap * 2 : 64;
+		struct stat_acc *nv = sm_reallocarray(x->v, ncap, sizeof(*nv));
+
+		if (nv == NULL)
+			return (NULL);
+		x->v = nv;
+		x->cap = ncap;
+	}
+	memset(&x->v[x->n], 0, sizeof(x->v[x->n]));
+	x->v[x->n].fp = fp;
+	x->v[x->n].detail = fp_in(x->req->detail, x->req->n_detail, fp);
+	x->slots[i] = ++x->n;
+	return (&x->v[x->n - 1]);
+}
+
+/* Count the in-range buckets of the selected series of set s. */
+static int
+stats_set(struct stats_acc *x, const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss)
+{
+	const Smolder__V1__Select *sel = x->req->select;
+	uint32_t *ids = NULL, n = 0;
+	int rv;
+
+	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
+	    &ids, &n)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		const struct ing_series *sr = s->series[ids[i]];
+		const Smolder__V1__Pick *pk;
+		struct stat_acc *st;
+
+		/* Picks restrict the series here; bucket lists are ignored
+		 * (stats are what the querier picks buckets from). */
+		if (!series_picked(sel, sr->fp, &pk))
+			continue;
+		if ((st = stats_get(x, sr->fp)) == NULL) {
+			rv = SM_ENOMEM;
+			break;
+		}
+		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
+		    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
+		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+			const struct ing_bucket *b = &sr->b[k];
+
+			st->profiles += b->profiles;
+			st->digest += (uint64_t)b->profiles * bucket_mix(b->t);
+			if (!st->detail)
+				continue;
+			if (st->n == st->cap) {
+				uint32_t ncap = st->cap ? st->cap * 2 : 64;
+				struct stat_tc *nb = sm_arena_grow(x->a, st->b,
+				    st->n, ncap, sizeof(*nb));
+
+				if (nb == NULL) {
+					rv = SM_ENOMEM;
+					break;
+				}
+				st->b = nb;
+				st->cap = ncap;
+			}
+			st->b[st->n++] = (struct stat_tc){ b->t, b->profiles };
+		}
+	}
+	sm_free(ids);
+	return (rv);
+}
+
+static int
+stat_cmp(const void *a, const void *b)
+{
+	const struct stat_acc *x = a, *y = b;
+
+	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+}
+
+static int
+tc_cmp(const void *a, const void *b)
+{
+	const struct stat_tc *x = a, *y = b;
+
+	return (x->t < y->t ? -1 : x->t > y->t);
+}
+
+/* A detail's buckets sorted by time, equal times (split buckets) summed,
+ * as the response's arrays.  0 or SM_ENOMEM. */
+static int
+detail_output(struct stat_acc *st, struct sm_arena *a,
+    Smolder__V1__SeriesStat *out)
+{
+	uint32_t k = 0;
+
+	qsort(st->b, st->n, sizeof(*st->b), tc_cmp);
+	out->t = sm_arena_alloc(a, (size_t)SM_MAX(st->n, 1) * sizeof(int64_t));
+	out->count = sm_arena_alloc(a, (size_t)SM_MAX(st->n, 1) *
+	    sizeof(uint32_t));
+	if (out->t == NULL || out->count == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < st->n; i++) {
+		if (k > 0 && out->t[k - 1] == st->b[i].t) {
+			out->count[k - 1] += st->b[i].count;
+			continue;
+		}
+		out->t[k] = st->b[i].t;
+		out->count[k++] = st->b[i].count;
+	}
+	out->n_t = out->n_count = k;
+	return (0);
+}
+
+int
+ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
+    struct sm_arena *a, Smolder__V1__StatsResponse *out, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = req->select;
+	struct stats_acc x;
+	struct sm_selector ss;
+	struct sources src;
+	int rv = 0;
+
+	smolder__v1__stats_response__init(out);
+	if (sel == NULL || sel->end_ms <= sel->start_ms)
+		return (sm_err_set(err, SM_EINVAL, "stats: bad range"));
+	for (size_t i = 1; i < req->n_detail; i++) {
+		if (req->detail[i - 1] >= req->detail[i])
+			return (sm_err_set(err, SM_EINVAL, "stats: detail not "
+			    "sorted"));
+	}
+	memset(&x, 0, sizeof(x));
+	x.req = req;
+	x.a = a;
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		return (rv);
+	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	    &src, err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
+		struct ing_head *h = src.heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = stats_set(&x, &h->set, h->bucket_ms, &ss);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+
+		/* Bucket times and counts live in the index: no data part
+		 * is read. */
+		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, sel->tenant,
+		    &src.blocks[i], &idx, &ie, err)) != 0)
+			break;
+		rv = stats_set(&x, idx, src.blocks[i].bucket_ms, &ss);
+		ing_store_release(db->store, ie);
+	}
+	sources_put(&src);
+	if (rv != 0) {
+		if (rv == SM_ENOMEM)
+			sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	qsort(x.v, x.n, sizeof(*x.v), stat_cmp);
+	out->n_series = x.n;
+	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x.n, 1) *
+	    sizeof(*out->series));
+	if (out->series == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < x.n; i++) {
+		Smolder__V1__SeriesStat *st = sm_arena_alloc(a, sizeof(*st));
+
+		if (st == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		smolder__v1__series_stat__init(st);
+		st->fp = x.v[i].fp;
+		st->profiles = x.v[i].profiles;
+		st->digest = x.v[i].digest;
+		if (x.v[i].detail && detail_output(&x.v[i], a, st) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		out->series[i] = st;
+	}
+out:
+	sm_free(x.v);
+	sm_free(x.slots);
 	sm_selector_fini(&ss);
 	return (rv);
 }

@@ -10,8 +10,9 @@
  *
  * Write path (acknowledged only when durable):
  *   1. validate the request (nothing malformed reaches the log);
- *   2. under the tenant mutex take the current head h, count the write in
- *      h->writers and note h->gen;
+ *   2. under the tenant mutex: a profile id already written makes the
+ *      write a no-op (idempotency, ids.h); else mark it pending, take the
+ *      current head h, count the write in h->writers and note h->gen;
  *   3. append the request to the head log under (tenant, h->gen, seq) --
  *      outside any lock, so RocksDB groups concurrent commits;
  *   4. apply it to h (h's write lock), drop h->writers;
@@ -43,6 +44,8 @@
 #ifndef ING_DB_H
 #define ING_DB_H
 
+#include <stdbool.h>
+
 #include "common/arena.h"
 
 #include "head.h"
@@ -53,6 +56,8 @@ struct ing_db_cfg {
 	int64_t block_ms;             /* cut heads whose first write is older */
 	uint64_t head_max_bytes;      /* cut all heads above this total */
 	int zstd_level;
+	int64_t idempotency_window_ms;   /* 0 = 1 minute (ids.h) */
+	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
 };
 
 struct ing_db;
@@ -62,14 +67,22 @@ int ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
     struct ing_db **out, struct sm_err *err);
 void ing_db_close(struct ing_db *db);
 
+struct ing_write_result {
+	uint32_t series, pairs;       /* written */
+	bool duplicate;               /* profile id already written: no-op */
+};
+
 /*
  * Apply one write durably.  `raw` is the packed smolder.v1.Request that
- * carried `req` (logged as is).  Returns 0, SM_EMALFORMED (bad request,
- * nothing logged), SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
+ * carried `req` (logged as is).  A write whose 16-byte profile_id this
+ * tenant already wrote (within the idempotency window, ids.h) is not
+ * applied again and succeeds with res->duplicate; a concurrent duplicate
+ * waits for the first one's outcome.  Returns 0, SM_EMALFORMED (bad
+ * request, nothing logged), SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
  */
 int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
-    const Smolder__V1__WriteRequest *req, uint32_t *nseries,
-    uint32_t *npairs, struct sm_err *err);
+    const Smolder__V1__WriteRequest *req, struct ing_write_result *res,
+    struct sm_err *err);
 
 /* Cut what is due (called by the cutter thread every second). */
 void ing_db_tick(struct ing_db *db, int64_t now_ms);
@@ -84,6 +97,16 @@ int ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 
 int ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err);
+
+/*
+ * Per-series profile counts of a selection (smolder.v1.StatsRequest): for
+ * every selected series its profiles in range and a digest linear in the
+ * per-bucket counts; per-bucket counts for the series in req->detail.
+ * Reads heads and block indexes only.
+ */
+int ing_db_series_stats(struct ing_db *db,
+    const Smolder__V1__StatsRequest *req, struct sm_arena *a,
+    Smolder__V1__StatsResponse *out, struct sm_err *err);
 
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);

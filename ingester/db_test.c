@@ -7,6 +7,7 @@
 #include "sm_test.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +20,13 @@
 
 #define SEC 1000
 
-/* Encode one upload with the given stacks ("a;b=3,a;c=1") for a series. */
+static _Atomic uint64_t next_id = 1;
+static uint64_t use_id;      /* non-zero: the next mkwrite's profile id */
+
+/*
+ * Encode one upload with the given stacks ("a;b=3,a;c=1") for a series.
+ * Every upload gets a fresh profile id unless use_id is set.
+ */
 static void
 mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
     const char *stacks, struct sm_buf *out)
@@ -33,7 +40,9 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 	uint8_t id[16] = { 0 };
 	char buf[1024], *save = NULL, *item;
 	uint32_t s;
+	uint64_t idv = use_id != 0 ? use_id : atomic_fetch_add(&next_id, 1);
 
+	memcpy(id, &idv, sizeof(idv));
 	dist_limits_default(&lim);
 	if (dist_batch_init(&b, a, &lim) != 0 ||
 	    dist_batch_series(&b, ls, env ? 3 : 2, t, &s, &err) != 0)
@@ -54,7 +63,7 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 		dist_batch_add(&b, s, node, atoll(eq + 1));
 	}
 	if (dist_batch_finish(&b) != 0 ||
-	    dist_batch_encode(&b, tenant, id, out) != 0)
+	    dist_batch_encode(&b, tenant, id, NULL, 0, out) != 0)
 		abort();
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
@@ -67,13 +76,15 @@ write_one(struct ing_db *db, const char *tenant, const char *service,
 	struct sm_buf raw = SM_BUF_INIT;
 	Smolder__V1__Request *req;
 	struct sm_err err;
-	uint32_t ns, np;
+	struct ing_write_result res;
 	int rv;
 
 	mkwrite(tenant, service, env, t, stacks, &raw);
 	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &ns, &np,
+	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
 	    &err);
+	if (rv == 0 && res.duplicate)
+		rv = 1;   /* tests see duplicates as 1 */
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&raw);
 	return (rv);
@@ -134,7 +145,7 @@ check_collapsed(char *got, const char *want)
 static struct ing_db *
 mem_db(void)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0 };
 	struct ing_db *db = NULL;
 	struct sm_err err;
 
@@ -313,14 +324,15 @@ test_malformed_writes(void)
 	struct sm_buf raw = SM_BUF_INIT;
 	Smolder__V1__Request *req;
 	struct sm_err err;
-	uint32_t ns, np, saved;
+	struct ing_write_result res;
+	uint32_t saved;
 	Smolder__V1__WriteRequest *w;
 
 	mkwrite("t", "app", NULL, 0, "a;b=3,c=1", &raw);
 	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
 	w = req->write;
 #define BAD() SM_CHECK_EQ(ing_db_write(db, (uint8_t *)raw.b, raw.len, w, \
-	&ns, &np, &err), SM_EMALFORMED)
+	&res, &err), SM_EMALFORMED)
 	saved = w->tree->parent[0];
 	w->tree->parent[0] = 2;          /* parent after child */
 	BAD();
@@ -416,7 +428,7 @@ struct disk {
 static void
 disk_open(struct disk *d, int64_t block_ms)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3 };
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0 };
 	struct sm_kv_opts o;
 	struct sm_err err;
 
@@ -608,6 +620,206 @@ test_damaged_meta(void)
 	disk_fini(&d);
 }
 
+/* --- idempotency, picks, stats ---------------------------------------------- */
+
+static void
+test_duplicate_profile_ids(void)
+{
+	struct ing_db *db = mem_db();
+
+	use_id = 77;
+	SM_CHECK_EQ(write_one(db, "t", "app", NULL, 0, "a;b=3"), 0);
+	SM_CHECK_EQ(write_one(db, "t", "app", NULL, 0, "a;b=3"), 1);
+	/* Another tenant's id space is its own. */
+	SM_CHECK_EQ(write_one(db, "u", "app", NULL, 0, "a;b=3"), 0);
+	use_id = 0;
+	SM_CHECK_EQ(write_one(db, "t", "app", NULL, 0, "a;b=3"), 0);
+	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "a;b 6\n");
+	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "a;b 3\n");
+	ing_db_close(db);
+}
+
+/* A resend after a crash: the id comes back with the head log. */
+static void
+test_duplicate_after_replay(void)
+{
+	struct disk d;
+
+	disk_init(&d, 3600 * SEC);
+	use_id = 4242;
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "x=5"), 0);
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "x=5"), 1);
+	use_id = 0;
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "x 5\n");
+	disk_fini(&d);
+}
+
+/* Merge with picks: only the picked series, and buckets when listed. */
+static char *
+merge_picked(struct ing_db *db, Smolder__V1__Pick **picks, size_t n,
+    int64_t end)
+{
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__MergeResponse mr;
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_mtree qm;
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_err err;
+	char *text;
+
+	sel.tenant = "t";
+	sel.start_ms = 0;
+	sel.end_ms = end;
+	sel.picked = 1;
+	sel.picks = picks;
+	sel.n_picks = n;
+	if (ing_db_merge(db, &sel, a, &mr, &err) != 0) {
+		sm_arena_destroy(a);
+		return (strdup("ERR"));
+	}
+	if (sm_mtree_init(&qm) != 0 || sm_mtree_add_pb(&qm, &mr, &err) != 0)
+		abort();
+	sm_fg_write_collapsed(&qm.tree, &qm.names, qm.self, &out);
+	text = strdup(out.b != NULL ? out.b : "");
+	sm_mtree_fini(&qm);
+	sm_buf_fini(&out);
+	sm_arena_destroy(a);
+	return (text);
+}
+
+/* Fingerprint of the test series {__name__=process_cpu, service_name=s}. */
+static uint64_t
+fp_of(const char *service)
+{
+	struct sm_label ls[2] = { { "__name__", "process_cpu" },
+		{ "service_name", service } };
+
+	return (sm_labels_fingerprint(ls, 2));
+}
+
+static void
+test_picks(void)
+{
+	struct ing_db *db = mem_db();
+	Smolder__V1__Pick pa = SMOLDER__V1__PICK__INIT;
+	Smolder__V1__Pick pb = SMOLDER__V1__PICK__INIT;
+	Smolder__V1__Pick *v[2];
+	int64_t tb[1] = { 10 * SEC };
+	uint64_t fa = fp_of("a"), fb = fp_of("b");
+
+	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 0, "x=1"), 0);
+	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 10 * SEC, "x=2"), 0);
+	SM_CHECK_EQ(write_one(db, "t", "b", NULL, 0, "y=4"), 0);
+	SM_CHECK_EQ(write_one(db, "t", "b", NULL, 10 * SEC, "y=8"), 0);
+	pa.fp = fa;
+	pb.fp = fb;
+	v[0] = fa < fb ? &pa : &pb;
+	v[1] = fa < fb ? &pb : &pa;
+	check_collapsed(merge_picked(db, v, 2, 60 * SEC), "x 3\ny 12\n");
+	/* Only a. */
+	v[0] = &pa;
+	check_collapsed(merge_picked(db, v, 1, 60 * SEC), "x 3\n");
+	/* Nothing picked: nothing. */
+	check_collapsed(merge_picked(db, v, 0, 60 * SEC), "");
+	/* b's second bucket only. */
+	pb.t = tb;
+	pb.n_t = 1;
+	v[0] = &pb;
+	check_collapsed(merge_picked(db, v, 1, 60 * SEC), "y 8\n");
+	/* Unsorted picks are refused. */
+	v[0] = fa < fb ? &pb : &pa;
+	v[1] = fa < fb ? &pa : &pb;
+	check_collapsed(merge_picked(db, v, 2, 60 * SEC), "ERR");
+	ing_db_close(db);
+}
+
+static Smolder__V1__StatsResponse *
+stats_of(struct ing_db *db, const uint64_t *detail, size_t nd,
+    struct sm_arena *a)
+{
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__StatsRequest req = SMOLDER__V1__STATS_REQUEST__INIT;
+	Smolder__V1__StatsResponse *out = sm_arena_alloc(a, sizeof(*out));
+	struct sm_err err;
+
+	sel.tenant = "t";
+	sel.start_ms = 0;
+	sel.end_ms = 3600 * SEC;
+	req.select = &sel;
+	req.detail = (uint64_t *)detail;
+	req.n_detail = nd;
+	SM_REQUIRE(ing_db_series_stats(db, &req, a, out, &err) == 0);
+	return (out);
+}
+
+/*
+ * Two "replicas" with the same uploads, one of them cut into a block in
+ * the middle of a bucket: same counts and digest.  A replica missing an
+ * upload differs, and the detail says in which bucket.
+ */
+static void
+test_stats_digest(void)
+{
+	struct disk d;
+	struct ing_db *mem = mem_db();
+	struct sm_arena *a = sm_arena_create(0);
+	Smolder__V1__StatsResponse *x, *y;
+	struct sm_err err;
+	uint64_t fa = fp_of("a");
+
+	disk_init(&d, 3600 * SEC);
+	for (int i = 0; i < 6; i++) {
+		int64_t t = (int64_t)i * 4 * SEC;
+
+		use_id = 1000 + (uint64_t)i;
+		SM_CHECK_EQ(write_one(d.db, "t", "a", NULL, t, "x=1"), 0);
+		SM_CHECK_EQ(write_one(mem, "t", "a", NULL, t, "x=1"), 0);
+		if (i == 1)   /* cut inside the first bucket */
+			SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
+	}
+	use_id = 0;
+	SM_CHECK_EQ(write_one(mem, "t", "b", NULL, 0, "y=1"), 0);
+	x = stats_of(d.db, NULL, 0, a);
+	y = stats_of(mem, NULL, 0, a);
+	SM_REQUIRE(x->n_series == 1 && y->n_series == 2);
+	SM_CHECK_EQ(x->series[0]->fp, fa);
+	SM_CHECK(y->series[0]->fp == fa || y->series[1]->fp == fa);
+	if (y->series[0]->fp != fa) {
+		Smolder__V1__SeriesStat *t = y->series[0];
+
+		y->series[0] = y->series[1];
+		y->series[1] = t;
+	}
+	SM_CHECK_EQ(x->series[0]->profiles, 6);
+	SM_CHECK_EQ(y->series[0]->profiles, 6);
+	SM_CHECK_EQ(x->series[0]->digest, y->series[0]->digest);
+	/* One more upload in the second bucket on one replica only. */
+	use_id = 2000;
+	SM_CHECK_EQ(write_one(mem, "t", "a", NULL, 15 * SEC, "x=1"), 0);
+	use_id = 0;
+	y = stats_of(mem, &fa, 1, a);
+	x = stats_of(d.db, &fa, 1, a);
+	if (y->series[0]->fp != fa)
+		y->series[0] = y->series[1];
+	SM_CHECK(x->series[0]->digest != y->series[0]->digest);
+	/* Buckets 0 s (uploads at 0, 4, 8), 10 s (12, 16), 20 s (20). */
+	SM_REQUIRE(x->series[0]->n_t == 3 && y->series[0]->n_t == 3);
+	SM_CHECK_EQ(x->series[0]->t[0], 0);          /* split bucket summed */
+	SM_CHECK_EQ(x->series[0]->count[0], 3);
+	SM_CHECK_EQ(x->series[0]->t[1], 10 * SEC);
+	SM_CHECK_EQ(x->series[0]->count[1], 2);
+	SM_CHECK_EQ(x->series[0]->count[2], 1);
+	SM_CHECK_EQ(y->series[0]->count[1], 3);
+	sm_arena_destroy(a);
+	ing_db_close(mem);
+	disk_fini(&d);
+}
+
 SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },
@@ -620,4 +832,8 @@ SM_TEST_MAIN(
 	{ "blocks are cut, queried and reopened", test_cut_blocks_and_reopen },
 	{ "a damaged part fails only its block's queries", test_corruption_stays_in_its_block },
 	{ "a damaged meta is rebuilt; meta+index fails the tenant", test_damaged_meta },
+	{ "a profile id is written once per tenant", test_duplicate_profile_ids },
+	{ "a duplicate is recognised after a restart", test_duplicate_after_replay },
+	{ "picks restrict series and buckets", test_picks },
+	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
 )

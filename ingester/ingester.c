@@ -35,12 +35,12 @@ struct ingester {
 /* Per-request memory budget for decoding and building responses. */
 #define ING_REQ_BUDGET (1024u << 20)
 
-static struct sm_metric *m_writes, *m_write_fail;
+static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
 
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[8];
+	static struct sm_flag f[9];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -70,6 +70,11 @@ ing_flags(struct ing_config *cfg, size_t *n)
 	f[7] = (struct sm_flag){ "ingester.rocksdb-cache-bytes", SM_FLAG_BYTES,
 		&cfg->rocksdb_cache, "64MiB",
 		"RocksDB's block cache (compressed and raw SST blocks)." };
+	f[8] = (struct sm_flag){ "ingester.idempotency-window",
+		SM_FLAG_DURATION, &cfg->idempotency_ms, "1m",
+		"Remember written profile ids at least this long, so a resent "
+		"or retried write is not counted twice (must exceed "
+		"-distributor.push.timeout)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -138,6 +143,14 @@ ing_metrics_init(struct ingester *ing)
 	m_write_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_write_failures_total",
 	    "Writes refused or failed (not acknowledged).", NULL, NULL, 0);
+	m_write_dup = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_duplicate_writes_total",
+	    "Writes whose profile id was already written (resends, "
+	    "retries): acknowledged, not applied again.", NULL, NULL, 0);
+	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
+	    "smolder_ingester_rpc_duration_seconds",
+	    "Internal RPCs served by the ingester, by method and outcome.",
+	    (const char *const[]){ "method", "status", NULL }, NULL, 0);
 	sm_metric_gauge_fn("smolder_ingester_head_series",
 	    "Series in the ingester's heads.", g_series, ing);
 	sm_metric_gauge_fn("smolder_ingester_head_bytes",
@@ -186,9 +199,11 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	if (cfg->bucket_ms <= 0 || cfg->rpc_workers <= 0 ||
 	    cfg->rpc_recv_max <= 0 || cfg->block_ms <= 0 ||
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
-	    cfg->rocksdb_cache < 0)
+	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
+	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
-		    "workers and message size must be > 0, sizes >= 0"));
+		    "workers and message size must be > 0, sizes >= 0, and "
+		    "-instance.id set"));
 	if ((ing = sm_calloc(1, sizeof(*ing))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing->cfg = *cfg;
@@ -236,6 +251,7 @@ replay_main(void *arg)
 		.block_ms = ing->cfg.block_ms,
 		.head_max_bytes = (uint64_t)ing->cfg.head_max_bytes,
 		.zstd_level = 3,
+		.idempotency_window_ms = ing->cfg.idempotency_ms,
 	};
 	struct sm_err err;
 
@@ -264,6 +280,7 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		.workers = (unsigned)ing->cfg.rpc_workers,
 		.recv_max = (size_t)ing->cfg.rpc_recv_max,
 		.send_timeout_ms = 10000,
+		.max_conns = (unsigned)ing->cfg.rpc_max_conns,
 	};
 	struct sm_kv_opts kvo;
 	char path[4096];
@@ -339,27 +356,71 @@ ing_destroy(struct ingester *ing)
 
 /* --- RPC ------------------------------------------------------------------ */
 
+static const char *
+method_name(Smolder__V1__Request__MethodCase c)
+{
+	switch (c) {
+	case SMOLDER__V1__REQUEST__METHOD_WRITE:
+		return ("write");
+	case SMOLDER__V1__REQUEST__METHOD_MERGE:
+		return ("merge");
+	case SMOLDER__V1__REQUEST__METHOD_SERIES:
+		return ("series");
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		return ("labels");
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		return ("stats");
+	case SMOLDER__V1__REQUEST__METHOD_HEALTH:
+		return ("health");
+	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
+		return ("retention");
+	default:
+		return ("unknown");
+	}
+}
+
+/* Health: answered even while replaying, so the ring sees JOINING. */
+static void
+serve_health(struct ingester *ing, Smolder__V1__Response *r,
+    Smolder__V1__HealthResponse *h)
+{
+	struct ing_db_stats st;
+
+	h->instance_id = ing->cfg.instance_id;
+	if (atomic_load(&ing->stopping))
+		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_LEAVING;
+	else if (!atomic_load(&ing->ready))
+		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING;
+	else {
+		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE;
+		ing_db_stats(ing->db, &st);
+		h->series = st.series;
+		h->head_bytes = st.head_bytes;
+	}
+	r->result_case = SMOLDER__V1__RESPONSE__RESULT_HEALTH;
+	r->health = h;
+}
+
 int
 ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 {
 	struct ingester *ing = arg;
 	Smolder__V1__Response r = SMOLDER__V1__RESPONSE__INIT;
 	Smolder__V1__WriteResponse wr = SMOLDER__V1__WRITE_RESPONSE__INIT;
+	Smolder__V1__HealthResponse hr = SMOLDER__V1__HEALTH_RESPONSE__INIT;
 	Smolder__V1__MergeResponse mr;
 	Smolder__V1__SeriesResponse sr;
 	Smolder__V1__LabelsResponse lr;
+	Smolder__V1__StatsResponse str;
 	Smolder__V1__Request *req;
 	struct sm_arena *a;
 	ProtobufCAllocator al;
 	struct sm_err err;
+	const char *method = "unknown";
+	int64_t t0 = sm_mono_ns();
 	int rv;
 
 	sm_err_clear(&err);
-	if (!atomic_load(&ing->ready)) {
-		sm_rpc_pack_error(SM_EUNAVAIL, "ingester not ready: replaying "
-		    "its head log", resp);
-		return (SM_EUNAVAIL);
-	}
 	if ((a = sm_arena_create(ING_REQ_BUDGET)) == NULL) {
 		sm_rpc_pack_error(SM_ENOMEM, "out of memory", resp);
 		return (SM_ENOMEM);
@@ -371,18 +432,30 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		    "%zu bytes", len);
 		goto out;
 	}
+	method = method_name(req->method_case);
+	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_HEALTH) {
+		serve_health(ing, &r, &hr);
+		rv = 0;
+		goto out;
+	}
+	if (!atomic_load(&ing->ready)) {
+		rv = sm_err_set(&err, SM_EUNAVAIL, "ingester not ready: "
+		    "replaying its head log");
+		goto out;
+	}
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
-		uint32_t ns, np;
+		struct ing_write_result res;
 
-		rv = ing_db_write(ing->db, data, len, req->write, &ns, &np,
-		    &err);
+		rv = ing_db_write(ing->db, data, len, req->write, &res, &err);
 		if (rv == 0) {
-			wr.series = ns;
-			wr.samples = np;
+			wr.series = res.series;
+			wr.samples = res.pairs;
+			wr.duplicate = res.duplicate;
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_WRITE;
 			r.write = &wr;
-			sm_counter_inc(sm_metric_child0(m_writes));
+			sm_counter_inc(sm_metric_child0(res.duplicate ?
+			    m_write_dup : m_writes));
 		} else {
 			sm_counter_inc(sm_metric_child0(m_write_fail));
 		}
@@ -413,6 +486,13 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 			r.labels = &lr;
 		}
 		break;
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		rv = ing_db_series_stats(ing->db, req->stats, a, &str, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
+			r.stats = &str;
+		}
+		break;
 	default:
 		rv = sm_err_set(&err, SM_EUNSUPPORTED, "unsupported method %d",
 		    (int)req->method_case);
@@ -427,5 +507,7 @@ out:
 		sm_rpc_pack_response(&r, resp);
 	}
 	sm_arena_destroy(a);
+	sm_histogram_observe(sm_metric_child(m_rpc_dur, method, rv == 0 ? "ok" :
+	    sm_strerror(rv)), (double)(sm_mono_ns() - t0) / 1e9);
 	return (rv);
 }

@@ -8,9 +8,11 @@
  * ready (ing_ready) -> ing_stop (stop serving, finish the replay or the cut
  * in progress, close the store) -> ing_destroy.
  *
- * Until the replay is done every RPC answers SM_EUNAVAIL ("replaying"), so
- * the distributor answers 503 and no write is accepted before the head log
- * is back in memory; /ready is 503 meanwhile.  A replay that fails (the
+ * Until the replay is done every RPC but Health answers SM_EUNAVAIL
+ * ("replaying"), so no write is accepted before the head log is back in
+ * memory; /ready is 503 meanwhile.  Health answers JOINING then, ACTIVE
+ * once ready, LEAVING while stopping, always with -instance.id, which is
+ * how the rings of distributors and queriers track this ingester.  A replay that fails (the
  * store cannot be read) is fatal: the ingester logs it, marks itself failed
  * and raises SIGTERM so the process exits non-zero.
  *
@@ -32,6 +34,8 @@
 struct ing_config {
 	char *rpc_url;            /* -rpc.listen-address (set by main) */
 	char *data_dir;           /* -data.dir (set by main) */
+	char *instance_id;        /* -instance.id (set by main) */
+	int64_t rpc_max_conns;    /* -rpc.max-connections (set by main) */
 	int64_t rpc_workers;      /* -ingester.rpc-workers */
 	int64_t rpc_recv_max;     /* -ingester.rpc-max-message-bytes */
 	int64_t bucket_ms;        /* -ingester.bucket-duration */
@@ -40,6 +44,7 @@ struct ing_config {
 	int64_t head_max_bytes;   /* -ingester.head-max-bytes */
 	int64_t block_cache;      /* -ingester.block-cache-bytes */
 	int64_t rocksdb_cache;    /* -ingester.rocksdb-cache-bytes */
+	int64_t idempotency_ms;   /* -ingester.idempotency-window */
 };
 
 /* The flag table for this config (bound to `cfg`). */

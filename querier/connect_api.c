@@ -161,6 +161,8 @@ labels_or(struct querier *q, const char *tenant, char **matchers,
 			res->sets_cap = res->nsets;
 		}
 	}
+	if (rv == 0)
+		qry_labelsets_dedupe(res);
 	return (rv);
 }
 
@@ -366,7 +368,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	Querier__V1__SelectMergeStacktracesResponse *out;
 	Querier__V1__FlameGraph *fgm;
 	Smolder__V1__Select sel;
-	struct qry_call *calls = NULL;
+	struct qry_fan f;
 	struct sm_selector s;
 	struct sm_mtree m;
 	struct sm_fg fg;
@@ -374,6 +376,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	int64_t mn = in->max_nodes;
 	int rv, have_m = 0, have_fg = 0;
 
+	qry_fan_init(&f);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_range(in->start, in->end, err)) != 0)
@@ -406,7 +409,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
-	if ((rv = qry_merge(q, &sel, &m, &calls, err)) != 0)
+	if ((rv = qry_merge(q, &sel, &m, &f, err)) != 0)
 		goto out;
 	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
 		sm_err_set(err, rv, "out of memory");
@@ -459,7 +462,7 @@ out:
 		sm_fg_fini(&fg);
 	if (have_m)
 		sm_mtree_fini(&m);
-	qry_calls_free(calls, q->ning);
+	qry_fan_close(&f, true);
 	sm_selector_fini(&s);
 	return (rv);
 }
@@ -473,16 +476,17 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	struct querier *q = arg;
 	const Querier__V1__SelectSeriesRequest *in = (const void *)req;
 	Querier__V1__SelectSeriesResponse *out;
-	Smolder__V1__Request rq = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
 	Smolder__V1__Select sel;
-	struct qry_call *calls = NULL;
+	struct qry_fan f;
+	struct qry_series *gs;
 	struct sm_selector s;
 	const char *tenant;
 	int64_t step_ms;
-	size_t nseries = 0;
+	uint32_t ng;
 	int rv;
 
+	qry_fan_init(&f);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_range(in->start, in->end, err)) != 0)
@@ -513,86 +517,71 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	sr.step_ms = step_ms;
 	sr.group_by = in->group_by;
 	sr.n_group_by = in->n_group_by;
-	rq.method_case = SMOLDER__V1__REQUEST__METHOD_SERIES;
-	rq.series = &sr;
-	if ((rv = qry_fanout(q, &rq, &calls, err)) != 0)
+	if ((rv = qry_series_select(q, &f, &sr, call->arena, &gs, &ng,
+	    err)) != 0)
 		goto out;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	querier__v1__select_series_response__init(out);
-	for (uint32_t i = 0; i < q->ning; i++)
-		nseries += calls[i].resp->series != NULL ?
-		    calls[i].resp->series->n_series : 0;
-	out->series = sm_arena_alloc(call->arena, (nseries + 1) *
+	out->series = sm_arena_alloc(call->arena, (ng + 1) *
 	    sizeof(*out->series));
 	if (out->series == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	/*
-	 * One ingester today: its series go out as they are (already
-	 * grouped and step-aligned).  Several ingesters' answers for the
-	 * same group are summed point by point when the ring arrives.
-	 */
-	for (uint32_t i = 0; i < q->ning; i++) {
-		const Smolder__V1__SeriesResponse *x = calls[i].resp->series;
+	/* Copy: the group labels live in the fan's answers. */
+	for (uint32_t g = 0; g < ng; g++) {
+		Types__V1__Series *c = sm_arena_alloc(call->arena, sizeof(*c));
 
-		for (size_t k = 0; x != NULL && k < x->n_series; k++) {
-			Types__V1__Series *se = x->series[k];
-			Types__V1__Series *c = sm_arena_alloc(call->arena,
-			    sizeof(*c));
-
-			if (c == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			/* Deep-copy pointers stay valid: copy into arena. */
-			*c = *se;
-			c->labels = sm_arena_alloc(call->arena,
-			    (se->n_labels + 1) * sizeof(*c->labels));
-			c->points = sm_arena_alloc(call->arena,
-			    (se->n_points + 1) * sizeof(*c->points));
-			if (c->labels == NULL || c->points == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			for (size_t j = 0; j < se->n_labels; j++) {
-				Types__V1__LabelPair *lp = sm_arena_alloc(
-				    call->arena, sizeof(*lp));
-
-				if (lp == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM, "oom");
-					goto out;
-				}
-				types__v1__label_pair__init(lp);
-				lp->name = dupstr(call->arena,
-				    se->labels[j]->name);
-				lp->value = dupstr(call->arena,
-				    se->labels[j]->value);
-				c->labels[j] = lp;
-			}
-			for (size_t j = 0; j < se->n_points; j++) {
-				Types__V1__Point *pt = sm_arena_alloc(
-				    call->arena, sizeof(*pt));
-
-				if (pt == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM, "oom");
-					goto out;
-				}
-				types__v1__point__init(pt);
-				pt->value = se->points[j]->value;
-				pt->timestamp = se->points[j]->timestamp;
-				c->points[j] = pt;
-			}
-			out->series[out->n_series++] = c;
+		if (c == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "oom");
+			goto out;
 		}
+		types__v1__series__init(c);
+		c->n_labels = gs[g].nlabels;
+		c->n_points = gs[g].n;
+		c->labels = sm_arena_alloc(call->arena, (c->n_labels + 1) *
+		    sizeof(*c->labels));
+		c->points = sm_arena_alloc(call->arena, (c->n_points + 1) *
+		    sizeof(*c->points));
+		if (c->labels == NULL || c->points == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "oom");
+			goto out;
+		}
+		for (size_t j = 0; j < c->n_labels; j++) {
+			Types__V1__LabelPair *lp = sm_arena_alloc(call->arena,
+			    sizeof(*lp));
+
+			if (lp == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "oom");
+				goto out;
+			}
+			types__v1__label_pair__init(lp);
+			lp->name = dupstr(call->arena, gs[g].labels[j]->name);
+			lp->value = dupstr(call->arena, gs[g].labels[j]->value);
+			c->labels[j] = lp;
+		}
+		for (size_t j = 0; j < c->n_points; j++) {
+			Types__V1__Point *pt = sm_arena_alloc(call->arena,
+			    sizeof(*pt));
+
+			if (pt == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "oom");
+				goto out;
+			}
+			types__v1__point__init(pt);
+			pt->value = gs[g].v[j];
+			pt->timestamp = gs[g].ts[j];
+			c->points[j] = pt;
+		}
+		out->series[out->n_series++] = c;
 	}
 	*resp = &out->base;
 	rv = 0;
 out:
-	qry_calls_free(calls, q->ning);
+	qry_fan_close(&f, true);
 	sm_selector_fini(&s);
 	return (rv);
 }

@@ -1,82 +1,208 @@
 /*
- * fanout.c -- send one request to every ingester at once.
- *
- * One thread per ingester per query: ingesters are few (the ring size) and
- * each call blocks in nng for at most the query timeout.  A single
- * ingester (-target=all) is called inline.
+ * fanout.c -- ask the ring's healthy ingesters, concurrently (nng aio via
+ * sm_rpc_multi: no thread per call), and collect their answers; see
+ * qry_int.h for the error budget and retries.
  */
 #include "qry_int.h"
 
 #include <string.h>
 
+#include "common/log.h"
+
+/* Memory one ingester's answer may take once decoded. */
 #define QRY_CALL_BUDGET (1024u << 20)
 
-static void *
-qry_call_main(void *p)
+void
+qry_fan_init(struct qry_fan *f)
 {
-	struct qry_call *c = p;
+	memset(f, 0, sizeof(*f));
+}
 
-	c->rv = sm_rpc_call_pb(c->client, c->req, c->timeout_ms, c->arena,
-	    &c->resp, &c->err);
-	return (NULL);
+static void
+calls_free(struct qry_fan *f)
+{
+	if (f->calls == NULL)
+		return;
+	for (uint32_t i = 0; i < f->n; i++)
+		sm_arena_destroy(f->calls[i].arena);
+	sm_free(f->calls);
+	f->calls = NULL;
 }
 
 void
-qry_calls_free(struct qry_call *calls, uint32_t n)
+qry_fan_close(struct qry_fan *f, bool all)
 {
-	if (calls == NULL)
-		return;
-	for (uint32_t i = 0; i < n; i++)
-		sm_arena_destroy(calls[i].arena);
-	sm_free(calls);
+	calls_free(f);
+	sm_arena_destroy(f->arena);
+	f->arena = NULL;
+	f->sel = NULL;
+	sm_free(f->target);
+	f->target = NULL;
+	f->n = 0;
+	if (all) {
+		sm_free(f->excluded);
+		f->excluded = NULL;
+	}
+	if (f->snap != NULL)
+		sm_ring_release(f->snap);
+	f->snap = NULL;
 }
 
 int
-qry_fanout(struct querier *q, const Smolder__V1__Request *req,
-    struct qry_call **out, struct sm_err *err)
+qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
 {
-	struct qry_call *calls;
-	int rv = 0;
+	struct sm_ring_snap *s;
+	uint8_t *ex = f->excluded;
 
-	*out = NULL;
-	if (q->ning == 0)
-		return (sm_err_set(err, SM_EUNAVAIL, "no ingesters"));
-	if ((calls = sm_calloc(q->ning, sizeof(*calls))) == NULL)
+	f->excluded = NULL;
+	qry_fan_close(f, true);
+	f->excluded = ex;
+	f->snap = s = sm_ring_acquire(q->ring);
+	if (f->excluded == NULL && (f->excluded = sm_calloc(SM_MAX(s->n, 1),
+	    1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	for (uint32_t i = 0; i < q->ning; i++) {
-		struct qry_call *c = &calls[i];
+	if ((f->target = sm_malloc((size_t)SM_MAX(s->n, 1) *
+	    sizeof(*f->target))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	f->down = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (s->healthy[i] && !f->excluded[i])
+			f->target[f->n++] = i;
+		else if (s->id[i] != NULL || s->healthy[i])
+			f->down++;   /* a member we know should answer */
+	}
+	if (f->n == 0)
+		return (sm_err_set(err, SM_EUNAVAIL, "no healthy ingester to "
+		    "query (%u members)", s->n));
+	if (f->down > sm_ring_max_read_errors(s))
+		return (sm_err_set(err, SM_EUNAVAIL, "too many ingesters "
+		    "unavailable: %u of %u, at most %u may be with replication "
+		    "factor %u", f->down, s->n, sm_ring_max_read_errors(s),
+		    s->rf));
+	return (0);
+}
 
-		c->client = q->ing[i];
-		c->req = req;
-		c->timeout_ms = (int)q->cfg.timeout_ms;
+/* Errors about the request itself rather than the member answering. */
+static bool
+request_error(int rv)
+{
+	return (rv == SM_EINVAL || rv == SM_EMALFORMED || rv == SM_ELIMIT ||
+	    rv == SM_ETOOBIG || rv == SM_EUNSUPPORTED || rv == SM_EAUTH);
+}
+
+int
+qry_fan_round(struct querier *q, struct qry_fan *f,
+    Smolder__V1__Request *const *reqs, uint32_t nreqs, const char *method,
+    const uint8_t *must, struct sm_err *err)
+{
+	struct sm_rpc_multi *mc = NULL;
+	struct sm_buf *bufs = NULL;
+	uint32_t failed = 0, mustfail = 0, nb = nreqs == 1 ? 1 : f->n;
+	int rv = 0, first = 0;
+
+	calls_free(f);
+	if ((f->calls = sm_calloc(SM_MAX(f->n, 1), sizeof(*f->calls))) == NULL ||
+	    (bufs = sm_calloc(nb, sizeof(*bufs))) == NULL ||
+	    sm_rpc_multi_create(f->n, method, &mc) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		const Smolder__V1__Request *r = reqs[i];
+		size_t sz;
+
+		if (r == NULL)
+			continue;
+		sz = protobuf_c_message_get_packed_size(&r->base);
+		if (sm_buf_reserve(&bufs[i], sz) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		protobuf_c_message_pack(&r->base, (uint8_t *)bufs[i].b);
+		bufs[i].len = sz;
+	}
+	for (uint32_t i = 0; i < f->n; i++) {
+		struct qry_call *c = &f->calls[i];
+		const struct sm_buf *b = &bufs[nreqs == 1 ? 0 : i];
+
+		c->member = f->target[i];
+		c->rv = SM_RPC_PENDING;
+		if (reqs[nreqs == 1 ? 0 : i] == NULL)
+			continue;
+		sm_rpc_multi_start(mc, i, f->snap->m[c->member]->client, b->b,
+		    b->len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+	}
+	sm_rpc_multi_wait(mc, NULL, NULL);
+	for (uint32_t i = 0; i < f->n; i++) {
+		struct qry_call *c = &f->calls[i];
+
+		if (reqs[nreqs == 1 ? 0 : i] == NULL)
+			continue;
 		if ((c->arena = sm_arena_create(QRY_CALL_BUDGET)) == NULL) {
-			qry_calls_free(calls, q->ning);
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
 		}
+		sm_err_clear(&c->err);
+		c->rv = sm_rpc_multi_response(mc, i, c->arena, &c->resp,
+		    &c->err);
+		if (c->rv == 0)
+			continue;
+		sm_warn("querier", "ingester call failed\tmethod=%s "
+		    "member=%s err=\"%s\"", method,
+		    f->snap->id[c->member] != NULL ? f->snap->id[c->member] :
+		    f->snap->m[c->member]->url, c->err.msg);
+		/* The request's own fault: every replica would say so. */
+		if (request_error(c->rv)) {
+			*err = c->err;
+			rv = c->rv;
+			goto out;
+		}
+		failed++;
+		if (first == 0)
+			first = (int)i + 1;
+		if (must != NULL && must[i])
+			mustfail++;
 	}
-	if (q->ning == 1) {
-		qry_call_main(&calls[0]);
-	} else {
-		for (uint32_t i = 0; i < q->ning; i++) {
-			if (pthread_create(&calls[i].thr, NULL, qry_call_main,
-			    &calls[i]) != 0)
-				qry_call_main(&calls[i]);   /* degrade */
-			else
-				calls[i].thr = calls[i].thr;
-		}
-		for (uint32_t i = 0; i < q->ning; i++) {
-			if (calls[i].thr != 0)
-				pthread_join(calls[i].thr, NULL);
-		}
+	if (failed == 0)
+		goto out;
+	if (f->down + failed > sm_ring_max_read_errors(f->snap)) {
+		const struct qry_call *c = &f->calls[first - 1];
+
+		/* Too many members lost: their own error (a corrupt block is
+		 * data_loss), transport trouble as 503. */
+		rv = c->rv == SM_ETIMEDOUT || c->rv == SM_EUNAVAIL ||
+		    c->rv == SM_ECLOSED || c->rv == SM_EPROTO ? SM_EUNAVAIL :
+		    c->rv;
+		sm_err_set(err, rv, "%s", c->err.msg);
+		goto out;
 	}
-	for (uint32_t i = 0; i < q->ning; i++) {
-		if (calls[i].rv != 0) {
-			rv = calls[i].rv;
-			if (err != NULL)
-				*err = calls[i].err;
-			break;
+	if (mustfail > 0) {
+		/* A member the plan counted on is gone (or its copy is
+		 * damaged): start over without it; replicas cover it. */
+		for (uint32_t i = 0; i < f->n; i++) {
+			if (f->calls[i].rv != 0 && f->calls[i].rv !=
+			    SM_RPC_PENDING && must[i])
+				f->excluded[f->calls[i].member] = 1;
 		}
+		*err = f->calls[first - 1].err;
+		rv = SM_EAGAIN;
 	}
-	*out = calls;
+out:
+	sm_rpc_multi_destroy(mc);
+	for (uint32_t i = 0; bufs != NULL && i < nb; i++)
+		sm_buf_fini(&bufs[i]);
+	sm_free(bufs);
 	return (rv);
+}
+
+int
+qry_fanout_same(struct querier *q, struct qry_fan *f,
+    const Smolder__V1__Request *req, const char *method, struct sm_err *err)
+{
+	Smolder__V1__Request *one = (Smolder__V1__Request *)req;
+	int rv;
+
+	if ((rv = qry_fan_open(q, f, err)) != 0)
+		return (rv);
+	return (qry_fan_round(q, f, &one, 1, method, NULL, err));
 }

@@ -162,24 +162,61 @@ label_select(struct querier *q, struct sm_http_req *r, struct sm_query *qq,
 	return (0);
 }
 
+/* Label sets in the ingesters' order (pairwise by name, then value;
+ * shorter first). */
+static int
+labelset_cmp(const void *a, const void *b)
+{
+	const struct qry_labelset *x = a, *y = b;
+
+	for (uint32_t i = 0; i < x->n && i < y->n; i++) {
+		int c = strcmp(x->v[i].name, y->v[i].name);
+
+		if (c == 0)
+			c = strcmp(x->v[i].value, y->v[i].value);
+		if (c != 0)
+			return (c);
+	}
+	return (x->n < y->n ? -1 : x->n > y->n);
+}
+
+void
+qry_labelsets_dedupe(struct qry_labels_result *r)
+{
+	uint32_t k = 0;
+
+	if (r->nsets < 2)
+		return;
+	qsort(r->sets, r->nsets, sizeof(*r->sets), labelset_cmp);
+	for (uint32_t i = 0; i < r->nsets; i++) {
+		if (k > 0 && labelset_cmp(&r->sets[k - 1], &r->sets[i]) == 0)
+			continue;   /* a replica's copy */
+		r->sets[k++] = r->sets[i];
+	}
+	r->nsets = k;
+}
+
 int
 qry_labels(struct querier *q, const Smolder__V1__LabelsRequest *lr,
     struct sm_arena *a, struct qry_labels_result *out, struct sm_err *err)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
-	struct qry_call *calls = NULL;
+	struct qry_fan f;
 	struct strset names = { NULL, 0, 0 };
 	int rv;
 
 	memset(out, 0, sizeof(*out));
+	qry_fan_init(&f);
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_LABELS;
 	req.labels = (Smolder__V1__LabelsRequest *)lr;
-	if ((rv = qry_fanout(q, &req, &calls, err)) != 0)
+	if ((rv = qry_fanout_same(q, &f, &req, "labels", err)) != 0)
 		goto out;
-	for (uint32_t i = 0; i < q->ning; i++) {
-		const Smolder__V1__Response *resp = calls[i].resp;
+	for (uint32_t i = 0; i < f.n; i++) {
+		const Smolder__V1__Response *resp = f.calls[i].resp;
 		const Smolder__V1__LabelsResponse *l;
 
+		if (f.calls[i].rv != 0)
+			continue;
 		if (resp->result_case != SMOLDER__V1__RESPONSE__RESULT_LABELS) {
 			rv = sm_err_set(err, SM_EPROTO, "ingester answered "
 			    "without a labels result");
@@ -238,12 +275,13 @@ qry_labels(struct querier *q, const Smolder__V1__LabelsRequest *lr,
 	strset_finish(&names);
 	out->names = names.v;
 	out->nnames = names.n;
+	qry_labelsets_dedupe(out);
 	rv = 0;
 	goto out;
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
-	qry_calls_free(calls, q->ning);
+	qry_fan_close(&f, true);
 	return (rv);
 }
 

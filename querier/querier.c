@@ -29,8 +29,7 @@ qry_flags(struct qry_config *cfg, size_t *n)
 
 int
 qry_create(const struct qry_config *cfg, struct sm_http *http,
-    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
-    struct querier **out, struct sm_err *err)
+    struct sm_ring *ring, struct querier **out, struct sm_err *err)
 {
 	struct querier *q;
 	int rv;
@@ -43,8 +42,7 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	q->cfg = *cfg;
 	q->http = http;
-	q->ing = ingesters;
-	q->ning = ningesters;
+	q->ring = ring;
 	if ((rv = qry_render_register(q)) != 0 ||
 	    (rv = qry_labels_register(q)) != 0 ||
 	    (rv = qry_connect_register(q)) != 0) {

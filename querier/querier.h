@@ -4,12 +4,14 @@
  * Routes (spec §3): GET /render and /pyroscope/render (format json, the
  * flamebearer profile; format collapsed, folded text).
  *
- * A query fans out to every ingester over the internal RPC, merges the
- * partial trees into one (querier/merge.c), truncates once to maxNodes and
- * renders.  The timeline comes from a second fan-out of per-step totals.
+ * A query fans out to every healthy ingester of the ring over the internal
+ * RPC (querier/fanout.c), with replicas de-duplicated per (series, bucket)
+ * by a plan (querier/plan.c), merges the partial trees into one, truncates
+ * once to maxNodes and renders.  The timeline comes from a second fan-out
+ * of per-step totals under the same plan.
  *
- * Ownership: the querier borrows the HTTP server and the ingester clients;
- * both must outlive it.  Locking: handlers run concurrently on HTTP pool
+ * Ownership: the querier borrows the HTTP server and the ring; both must
+ * outlive it.  Locking: handlers run concurrently on HTTP pool
  * threads and share nothing mutable.
  */
 #ifndef QRY_QUERIER_H
@@ -19,7 +21,7 @@
 
 #include "common/flags.h"
 #include "common/http.h"
-#include "common/rpc.h"
+#include "common/ring.h"
 
 struct qry_config {
 	int64_t max_nodes_default;    /* -querier.max-flamegraph-nodes-default */
@@ -34,8 +36,7 @@ const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);
 struct querier;
 
 int qry_create(const struct qry_config *cfg, struct sm_http *http,
-    struct sm_rpc_client *const *ingesters, uint32_t ningesters,
-    struct querier **out, struct sm_err *err);
+    struct sm_ring *ring, struct querier **out, struct sm_err *err);
 void qry_destroy(struct querier *q);
 
 #endif /* QRY_QUERIER_H */

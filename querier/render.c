@@ -181,81 +181,299 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	return (0);
 }
 
-/* Fan out a merge and fold the answers into m (see qry_int.h). */
-int
-qry_merge(struct querier *qr, const Smolder__V1__Select *sel,
-    struct sm_mtree *m, struct qry_call **calls, struct sm_err *err)
+/* Per-target requests for the plan in f, built in f->arena. */
+static Smolder__V1__Request **
+planned_requests(struct qry_fan *f, Smolder__V1__Request__MethodCase mc,
+    const Smolder__V1__SeriesRequest *tmpl)
 {
-	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
-	Smolder__V1__MergeRequest mr = SMOLDER__V1__MERGE_REQUEST__INIT;
-	int rv;
+	Smolder__V1__Request **reqs;
 
-	mr.select = (Smolder__V1__Select *)sel;
-	req.method_case = SMOLDER__V1__REQUEST__METHOD_MERGE;
-	req.merge = &mr;
-	if ((rv = qry_fanout(qr, &req, calls, err)) != 0)
-		return (rv);
-	for (uint32_t i = 0; i < qr->ning; i++) {
-		const Smolder__V1__Response *resp = (*calls)[i].resp;
+	if (f->arena == NULL && (f->arena = sm_arena_create(0)) == NULL)
+		return (NULL);
+	if ((reqs = sm_arena_calloc(f->arena, f->n, sizeof(*reqs))) == NULL)
+		return (NULL);
+	for (uint32_t i = 0; i < f->n; i++) {
+		const Smolder__V1__Select *sel = f->sel == NULL ? f->base :
+		    f->sel[i];
+		Smolder__V1__Request *r;
 
-		if (resp->result_case != SMOLDER__V1__RESPONSE__RESULT_MERGE)
-			return (sm_err_set(err, SM_EPROTO, "ingester %s "
-			    "answered without a merge result",
-			    sm_rpc_client_url(qr->ing[i])));
-		if ((rv = sm_mtree_add_pb(m, resp->merge, err)) != 0)
-			return (rv);
+		if (sel == NULL)
+			continue;
+		if ((r = sm_arena_alloc(f->arena, sizeof(*r))) == NULL)
+			return (NULL);
+		smolder__v1__request__init(r);
+		r->method_case = mc;
+		if (mc == SMOLDER__V1__REQUEST__METHOD_MERGE) {
+			Smolder__V1__MergeRequest *m = sm_arena_alloc(f->arena,
+			    sizeof(*m));
+
+			if (m == NULL)
+				return (NULL);
+			smolder__v1__merge_request__init(m);
+			m->select = (Smolder__V1__Select *)sel;
+			r->merge = m;
+		} else {
+			Smolder__V1__SeriesRequest *x = sm_arena_alloc(
+			    f->arena, sizeof(*x));
+
+			if (x == NULL)
+				return (NULL);
+			*x = *tmpl;
+			x->select = (Smolder__V1__Select *)sel;
+			r->series = x;
+		}
+		reqs[i] = r;
 	}
-	return (0);
+	return (reqs);
 }
 
-/* Append "timeline":{...} built from a per-step series fan-out. */
-static int
-render_timeline(struct querier *qr, const Smolder__V1__Select *sel,
-    struct sm_buf *out, struct sm_err *err)
+int
+qry_merge(struct querier *qr, const Smolder__V1__Select *sel,
+    struct sm_mtree *m, struct qry_fan *f, struct sm_err *err)
 {
-	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	for (int attempt = 1;; attempt++) {
+		Smolder__V1__Request **reqs;
+		uint8_t *must;
+		int rv;
+
+		if ((rv = qry_fan_open(qr, f, err)) != 0)
+			return (rv);
+		if ((rv = qry_plan(qr, f, sel, err)) == 0) {
+			if ((reqs = planned_requests(f,
+			    SMOLDER__V1__REQUEST__METHOD_MERGE, NULL)) == NULL ||
+			    (must = sm_arena_alloc(f->arena, SM_MAX(f->n, 1))) ==
+			    NULL)
+				return (sm_err_set(err, SM_ENOMEM,
+				    "out of memory"));
+			rv = qry_fan_round(qr, f, reqs, f->n, "merge",
+			    qry_plan_must(f, must), err);
+		}
+		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS)
+			continue;
+		if (rv == SM_EAGAIN)
+			return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept "
+			    "failing during the query: %s", err->msg));
+		if (rv != 0)
+			return (rv);
+		for (uint32_t i = 0; i < f->n; i++) {
+			const struct qry_call *c = &f->calls[i];
+
+			if (c->rv != 0)
+				continue;
+			if (c->resp->result_case !=
+			    SMOLDER__V1__RESPONSE__RESULT_MERGE)
+				return (sm_err_set(err, SM_EPROTO, "ingester "
+				    "answered without a merge result"));
+			if ((rv = sm_mtree_add_pb(m, c->resp->merge, err)) != 0)
+				return (rv);
+		}
+		return (0);
+	}
+}
+
+/* A merged (group, timestamp, value) point. */
+struct series_pt {
+	uint32_t group;
+	int64_t ts;
+	double v;
+};
+
+static int
+pt_cmp(const void *a, const void *b)
+{
+	const struct series_pt *x = a, *y = b;
+
+	if (x->group != y->group)
+		return (x->group < y->group ? -1 : 1);
+	return (x->ts < y->ts ? -1 : x->ts > y->ts);
+}
+
+static int
+labels_cmp(const Types__V1__Series *x, const Types__V1__Series *y)
+{
+	size_t n = SM_MIN(x->n_labels, y->n_labels);
+
+	for (size_t i = 0; i < n; i++) {
+		int c = strcmp(x->labels[i]->name, y->labels[i]->name);
+
+		if (c == 0)
+			c = strcmp(x->labels[i]->value, y->labels[i]->value);
+		if (c != 0)
+			return (c);
+	}
+	return (x->n_labels < y->n_labels ? -1 : x->n_labels > y->n_labels);
+}
+
+static int
+group_ptr_cmp(const void *a, const void *b)
+{
+	return (labels_cmp(*(Types__V1__Series *const *)a,
+	    *(Types__V1__Series *const *)b));
+}
+
+int
+qry_series(struct querier *q, struct qry_fan *f,
+    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
+    struct qry_series **out, uint32_t *nout, struct sm_err *err)
+{
+	Smolder__V1__Request **reqs;
+	Types__V1__Series **groups = NULL;
+	struct series_pt *pts = NULL;
+	struct qry_series *res;
+	uint8_t *must;
+	size_t ng = 0, np = 0, k = 0;
+	uint32_t nres = 0;
+	int rv;
+
+	*out = NULL;
+	*nout = 0;
+	if ((reqs = planned_requests(f, SMOLDER__V1__REQUEST__METHOD_SERIES,
+	    sr)) == NULL || (must = sm_arena_alloc(f->arena,
+	    SM_MAX(f->n, 1))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = qry_fan_round(q, f, reqs, f->n, "series",
+	    qry_plan_must(f, must), err)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < f->n; i++) {
+		const struct qry_call *c = &f->calls[i];
+
+		if (c->rv != 0)
+			continue;
+		if (c->resp->result_case != SMOLDER__V1__RESPONSE__RESULT_SERIES)
+			return (sm_err_set(err, SM_EPROTO, "ingester answered "
+			    "without a series result"));
+		ng += c->resp->series->n_series;
+		for (size_t j = 0; j < c->resp->series->n_series; j++)
+			np += c->resp->series->series[j]->n_points;
+	}
+	groups = sm_malloc(SM_MAX(ng, 1) * sizeof(*groups));
+	pts = sm_malloc(SM_MAX(np, 1) * sizeof(*pts));
+	if (groups == NULL || pts == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	ng = 0;
+	for (uint32_t i = 0; i < f->n; i++) {
+		const struct qry_call *c = &f->calls[i];
+
+		if (c->rv != 0)
+			continue;
+		for (size_t j = 0; j < c->resp->series->n_series; j++)
+			groups[ng++] = c->resp->series->series[j];
+	}
+	/* Distinct groups by label values; points tagged with theirs. */
+	qsort(groups, ng, sizeof(*groups), group_ptr_cmp);
+	if ((res = sm_arena_calloc(a, SM_MAX(ng, 1), sizeof(*res))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t g = 0; g < ng; g++) {
+		const Types__V1__Series *se = groups[g];
+
+		if (nres == 0 || labels_cmp(groups[g - 1], se) != 0) {
+			res[nres].labels = se->labels;   /* call arenas */
+			res[nres].nlabels = (uint32_t)se->n_labels;
+			nres++;
+		}
+		for (size_t j = 0; j < se->n_points; j++)
+			pts[k++] = (struct series_pt){ nres - 1,
+			    se->points[j]->timestamp, se->points[j]->value };
+	}
+	qsort(pts, k, sizeof(*pts), pt_cmp);
+	for (size_t i = 0; i < k;) {
+		struct qry_series *g = &res[pts[i].group];
+		size_t j = i, n = 0;
+
+		while (j < k && pts[j].group == pts[i].group) {
+			if (j == i || pts[j].ts != pts[j - 1].ts)
+				n++;
+			j++;
+		}
+		g->ts = sm_arena_alloc(a, SM_MAX(n, 1) * sizeof(*g->ts));
+		g->v = sm_arena_alloc(a, SM_MAX(n, 1) * sizeof(*g->v));
+		if (g->ts == NULL || g->v == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (size_t x = i; x < j; x++) {
+			if (x == i || pts[x].ts != pts[x - 1].ts) {
+				g->ts[g->n] = pts[x].ts;
+				g->v[g->n++] = pts[x].v;
+			} else {
+				g->v[g->n - 1] += pts[x].v;
+			}
+		}
+		i = j;
+	}
+	*out = res;
+	*nout = nres;
+	rv = 0;
+out:
+	sm_free(groups);
+	sm_free(pts);
+	return (rv);
+}
+
+int
+qry_series_select(struct querier *q, struct qry_fan *f,
+    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
+    struct qry_series **out, uint32_t *nout, struct sm_err *err)
+{
+	for (int attempt = 1;; attempt++) {
+		int rv;
+
+		if ((rv = qry_fan_open(q, f, err)) != 0)
+			return (rv);
+		if ((rv = qry_plan(q, f, sr->select, err)) == 0)
+			rv = qry_series(q, f, sr, a, out, nout, err);
+		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS)
+			continue;
+		if (rv == SM_EAGAIN)
+			return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept "
+			    "failing during the query: %s", err->msg));
+		return (rv);
+	}
+}
+
+/* Append "timeline":{...} built from a per-step series fan-out that uses
+ * the merge's plan in f. */
+static int
+render_timeline(struct querier *qr, struct qry_fan *f,
+    const Smolder__V1__Select *sel, struct sm_buf *out, struct sm_err *err)
+{
 	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
-	struct qry_call *calls = NULL;
 	int64_t step = qry_calc_step_ms(sel->start_ms, sel->end_ms);
 	int64_t first = sm_floor_to(sel->start_ms, step);
 	int64_t n = sel->end_ms > first ? (sel->end_ms - first + step - 1) /
 	    step : 0;
 	uint64_t *samples = NULL;
-	int rv;
+	struct sm_arena *a = NULL;
+	struct qry_series *gs;
+	uint32_t ng;
+	int rv = 0;
 
 	if (n > 1000000)
 		return (sm_err_set(err, SM_EINVAL, "timeline too long"));
 	if ((samples = sm_calloc((size_t)SM_MAX(n, 1), sizeof(*samples))) ==
-	    NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	    NULL || (a = sm_arena_create(0)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
 	if (n > 0) {
 		sr.select = (Smolder__V1__Select *)sel;
 		sr.step_ms = step;
-		req.method_case = SMOLDER__V1__REQUEST__METHOD_SERIES;
-		req.series = &sr;
-		if ((rv = qry_fanout(qr, &req, &calls, err)) != 0)
+		if ((rv = qry_series(qr, f, &sr, a, &gs, &ng, err)) != 0) {
+			if (rv == SM_EAGAIN)
+				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
+				    "failed during the query: %s", err->msg);
 			goto out;
-		for (uint32_t i = 0; i < qr->ning; i++) {
-			const Smolder__V1__Response *resp = calls[i].resp;
+		}
+		for (uint32_t g = 0; g < ng; g++) {
+			for (uint32_t k = 0; k < gs[g].n; k++) {
+				int64_t idx = (gs[g].ts[k] - first) / step;
 
-			if (resp->result_case !=
-			    SMOLDER__V1__RESPONSE__RESULT_SERIES) {
-				rv = sm_err_set(err, SM_EPROTO, "ingester "
-				    "answered without a series result");
-				goto out;
-			}
-			for (size_t s = 0; s < resp->series->n_series; s++) {
-				const Types__V1__Series *se =
-				    resp->series->series[s];
-
-				for (size_t k = 0; k < se->n_points; k++) {
-					int64_t idx = (se->points[k]->timestamp -
-					    first) / step;
-
-					if (idx >= 0 && idx < n)
-						samples[idx] += (uint64_t)
-						    se->points[k]->value;
-				}
+				if (idx >= 0 && idx < n)
+					samples[idx] += (uint64_t)gs[g].v[k];
 			}
 		}
 	}
@@ -272,7 +490,7 @@ render_timeline(struct querier *qr, const Smolder__V1__Select *sel,
 	sm_buf_puts(out, ",\"watermarks\":null}");
 	rv = 0;
 out:
-	qry_calls_free(calls, qr->ning);
+	sm_arena_destroy(a);
 	sm_free(samples);
 	return (rv);
 }
@@ -283,7 +501,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	struct querier *qr = arg;
 	struct render_params p;
 	struct sm_mtree m;
-	struct qry_call *calls = NULL;
+	struct qry_fan f;
 	struct sm_fg fg;
 	struct sm_buf out = SM_BUF_INIT;
 	Smolder__V1__Select sel;
@@ -294,6 +512,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	int rv, have_merge = 0, have_fg = 0;
 
 	sm_err_clear(&err);
+	qry_fan_init(&f);
 	memset(&p, 0, sizeof(p));
 	memset(&fg, 0, sizeof(fg));
 	sm_query_init(&p.q);
@@ -309,7 +528,7 @@ render_handler(struct sm_http_req *r, void *arg)
 		goto fail;
 	}
 	have_merge = 1;
-	if ((rv = qry_merge(qr, &sel, &m, &calls, &err)) != 0)
+	if ((rv = qry_merge(qr, &sel, &m, &f, &err)) != 0)
 		goto fail;
 	if (p.collapsed) {
 		if ((rv = sm_fg_write_collapsed(&m.tree, &m.names, m.self,
@@ -342,7 +561,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	sm_buf_json_str(&out, p.q.sample_type != NULL ? p.q.sample_type : "",
 	    p.q.sample_type != NULL ? strlen(p.q.sample_type) : 0);
 	sm_buf_puts(&out, "},");
-	if ((rv = render_timeline(qr, &sel, &out, &err)) != 0)
+	if ((rv = render_timeline(qr, &f, &sel, &out, &err)) != 0)
 		goto fail;
 	sm_buf_puts(&out, ",\"groups\":null,\"heatmap\":null}\n");
 	if ((rv = sm_buf_error(&out)) != 0) {
@@ -360,7 +579,7 @@ done:
 		sm_fg_fini(&fg);
 	if (have_merge)
 		sm_mtree_fini(&m);
-	qry_calls_free(calls, qr->ning);
+	qry_fan_close(&f, true);
 	sm_arena_destroy(a);
 	sm_query_fini(&p.q);
 	sm_buf_fini(&out);

@@ -67,7 +67,7 @@ def main():
         code, out, err = run(["-target=querier",
                               "-http.listen-address=127.0.0.1:0",
                               "-data.dir=%s" % (data + "-q")])
-        r.check(code != 0 and "no ingester to talk to" in err,
+        r.check(code != 0 and "no ingesters: set -ring.members" in err,
                 "-target=querier without an ingester fails at start",
                 "exit %d, stderr: %s" % (code, err))
         # The data directory is locked by the running server.

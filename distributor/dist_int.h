@@ -1,0 +1,33 @@
+/*
+ * dist_int.h -- distributor internals shared by its files.
+ */
+#ifndef DIST_INT_H
+#define DIST_INT_H
+
+#include "common/metrics.h"
+#include "common/ring.h"
+
+#include "batch.h"
+#include "distributor.h"
+
+struct distributor {
+	struct dist_config cfg;
+	struct dist_limits limits;
+	struct sm_http *http;
+	struct sm_ring *ring;
+};
+
+/*
+ * Replicate the finished batch `b` of `tenant` to its ingesters (push.c):
+ * every series goes to the RF healthy replicas its ring key maps to, as
+ * one WriteRequest per ingester carrying the series it holds, all under
+ * one profile id.  Returns 0 once every series is acknowledged by a quorum
+ * of its replicas; the remaining replicas finish in the background.
+ * SM_EUNAVAIL when too few ingesters are healthy or answered (nothing may
+ * be reported as written), SM_ETIMEDOUT, SM_EINTERNAL (an ingester found
+ * the write malformed: our bug), SM_ENOMEM.
+ */
+int dist_push(struct distributor *d, const char *tenant,
+    struct dist_batch *b, struct sm_err *err);
+
+#endif /* DIST_INT_H */

@@ -1,0 +1,263 @@
+/*
+ * push.c -- replication of one upload to its ingesters (DESIGN §4).
+ *
+ *   1. Take a ring snapshot.  For each series of the batch, the replica
+ *      set of sm_ring_key(tenant, labels minus per-sample-type labels):
+ *      RF healthy members.  A series with fewer than quorum replicas fails
+ *      the write at once (503): it could never be acknowledged.
+ *   2. Group series by ingester; encode one WriteRequest per distinct
+ *      series subset (usually one: every sample type of an upload shares
+ *      its key) with the upload's profile id, so a replica that receives a
+ *      resend or retry applies it once (ingester/ids.h).
+ *   3. Start every call (sm_rpc_multi, fail-fast on a lost connection) and
+ *      wait until every series has quorum acknowledgements, or some series
+ *      can no longer reach quorum, or the push timeout passes.
+ *   4. Success only when every series reached quorum.  Calls still in
+ *      flight complete in the background, so the slower replicas get the
+ *      write too (their outcome is counted in the metrics).
+ *
+ * Below quorum nothing is acknowledged: a 5xx tells the client to retry,
+ * and the replicas that did apply the write recognise nothing -- a client
+ * retry carries a new profile id (the /ingest protocol has none), which
+ * is the trade-off Pyroscope makes too: an upload that failed may be
+ * counted on the replicas that had applied it before the retry.
+ */
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/log.h"
+#include "common/rpc.h"
+
+#include "dist_int.h"
+
+#define PUSH_MAX_RF 16
+
+struct push_wait {
+	uint32_t nseries;
+	uint32_t quorum;
+	const uint8_t *nrep;          /* per series */
+	const uint32_t *slot;         /* nseries x PUSH_MAX_RF call slots */
+};
+
+/* Done when every series has quorum, or one can no longer get it. */
+static bool
+push_enough(void *arg, const struct sm_rpc_multi *mc)
+{
+	const struct push_wait *w = arg;
+	bool pending = false;
+
+	for (uint32_t k = 0; k < w->nseries; k++) {
+		uint32_t ok = 0, failed = 0;
+
+		for (uint32_t j = 0; j < w->nrep[k]; j++) {
+			int st = sm_rpc_multi_status(mc,
+			    w->slot[k * PUSH_MAX_RF + j]);
+
+			if (st == 0)
+				ok++;
+			else if (st != SM_RPC_PENDING)
+				failed++;
+		}
+		if (ok >= w->quorum)
+			continue;
+		if (w->nrep[k] - failed < w->quorum)
+			return (true);   /* doomed: stop waiting */
+		pending = true;
+	}
+	return (!pending);
+}
+
+/* The message of a failed push: counts, the ingester, its own words. */
+static void
+push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
+    const struct sm_ring_snap *snap, const uint32_t *slot_member,
+    uint32_t ok, uint32_t nrep, uint32_t q, int rv, struct sm_err *err)
+{
+	struct sm_arena *a = sm_arena_create(1 << 20);
+	Smolder__V1__Response *resp;
+	struct sm_err e;
+
+	sm_err_clear(&e);
+	if (worst == SM_RPC_PENDING)
+		sm_err_set(&e, SM_ETIMEDOUT, "no answer within "
+		    "-distributor.push.timeout");
+	else if (a == NULL || wslot < 0 ||
+	    sm_rpc_multi_response(mc, (uint32_t)wslot, a, &resp, &e) == 0)
+		sm_err_set(&e, worst, "%s", sm_strerror(worst));
+	sm_err_set(err, rv, "write acknowledged by %u of %u replicas, quorum "
+	    "%u; ingester %s: %s", ok, nrep, q, wslot >= 0 ?
+	    snap->m[slot_member[wslot]]->url : "?", e.msg);
+	sm_arena_destroy(a);
+}
+
+int
+dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
+    struct sm_err *err)
+{
+	struct sm_ring_snap *snap = sm_ring_acquire(d->ring);
+	uint32_t ns = b->nseries, rf = snap->rf, q = snap->quorum;
+	uint32_t *slot = NULL, *member_slot = NULL, *slot_member = NULL;
+	uint32_t *series_of = NULL, *nser = NULL, *off = NULL, nslots = 0;
+	uint8_t *nrep = NULL, id[16];
+	struct sm_buf *enc = NULL;
+	uint32_t *enc_of = NULL, nenc = 0;
+	struct sm_rpc_multi *mc = NULL;
+	struct push_wait w;
+	int rv = 0;
+
+	if (rf > PUSH_MAX_RF)
+		rf = PUSH_MAX_RF;
+	if (!sm_ring_writable(snap)) {
+		rv = sm_err_set(err, SM_EUNAVAIL, "too few healthy ingesters "
+		    "for a write: %u of %u, quorum %u of replication factor %u",
+		    snap->nhealthy, snap->n, q, snap->rf);
+		goto out;
+	}
+	slot = sm_malloc((size_t)SM_MAX(ns, 1) * PUSH_MAX_RF * sizeof(*slot));
+	nrep = sm_calloc(SM_MAX(ns, 1), 1);
+	member_slot = sm_malloc((size_t)SM_MAX(snap->n, 1) *
+	    sizeof(*member_slot));
+	slot_member = sm_malloc((size_t)SM_MAX(snap->n, 1) *
+	    sizeof(*slot_member));
+	nser = sm_calloc(SM_MAX(snap->n, 1), sizeof(*nser));
+	off = sm_calloc((size_t)SM_MAX(snap->n, 1) + 1, sizeof(*off));
+	series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf * sizeof(*series_of));
+	enc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*enc));
+	enc_of = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*enc_of));
+	if (slot == NULL || nrep == NULL || member_slot == NULL ||
+	    slot_member == NULL || nser == NULL || off == NULL ||
+	    series_of == NULL ||
+	    enc == NULL || enc_of == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < snap->n; i++)
+		member_slot[i] = UINT32_MAX;
+	/* 1. Replica sets; a call slot per ingester used. */
+	for (uint32_t k = 0; k < ns; k++) {
+		const struct dist_series *s = &b->series[k];
+		uint32_t rep[PUSH_MAX_RF], n;
+
+		n = sm_ring_replicas(snap, sm_ring_key(tenant, s->labels,
+		    s->nlabels), rep);
+		if (n > rf)
+			n = rf;
+		if (n < q) {
+			rv = sm_err_set(err, SM_EUNAVAIL, "too few healthy "
+			    "replicas for a series: %u, quorum %u", n, q);
+			goto out;
+		}
+		nrep[k] = (uint8_t)n;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t m = rep[j];
+
+			if (member_slot[m] == UINT32_MAX) {
+				member_slot[m] = nslots;
+				slot_member[nslots++] = m;
+			}
+			slot[k * PUSH_MAX_RF + j] = member_slot[m];
+			nser[member_slot[m]]++;
+		}
+	}
+	/* Each slot's series, in order (one array, offsets per slot). */
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		off[sl + 1] = off[sl] + nser[sl];
+		nser[sl] = 0;
+	}
+	for (uint32_t k = 0; k < ns; k++) {
+		for (uint32_t j = 0; j < nrep[k]; j++) {
+			uint32_t sl = slot[k * PUSH_MAX_RF + j];
+
+			series_of[off[sl] + nser[sl]++] = k;
+		}
+	}
+	/* 2. One encoding per distinct series subset. */
+	if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+		int64_t t = sm_mono_ns() ^ sm_now_ns();
+
+		memcpy(id, &t, 8);
+		t = (int64_t)(uintptr_t)b ^ sm_now_ns() * 31;
+		memcpy(id + 8, &t, 8);
+	}
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		const uint32_t *mine = &series_of[off[sl]];
+		uint32_t e;
+
+		for (e = 0; e < sl; e++) {
+			if (nser[e] == nser[sl] && memcmp(&series_of[off[e]],
+			    mine, nser[sl] * sizeof(*mine)) == 0)
+				break;
+		}
+		if (e < sl) {
+			enc_of[sl] = enc_of[e];
+			continue;
+		}
+		enc_of[sl] = nenc;
+		if (dist_batch_encode(b, tenant, id, nser[sl] == ns ? NULL :
+		    mine, nser[sl], &enc[nenc]) != 0 ||
+		    sm_buf_error(&enc[nenc]) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory encoding "
+			    "the write");
+			goto out;
+		}
+		nenc++;
+	}
+	/* 3. Send and wait for quorum. */
+	if (sm_rpc_multi_create(nslots, "write", &mc) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		const struct sm_buf *x = &enc[enc_of[sl]];
+
+		sm_rpc_multi_start(mc, sl, snap->m[slot_member[sl]]->client,
+		    x->b, x->len, (int)d->cfg.push_timeout_ms, SM_RPC_FAILFAST);
+	}
+	w = (struct push_wait){ ns, q, nrep, slot };
+	sm_rpc_multi_wait(mc, push_enough, &w);
+	/* 4. Verdict. */
+	for (uint32_t k = 0; k < ns && rv == 0; k++) {
+		uint32_t ok = 0;
+		int worst = 0, wslot = -1;
+
+		for (uint32_t j = 0; j < nrep[k]; j++) {
+			uint32_t sl = slot[k * PUSH_MAX_RF + j];
+			int st = sm_rpc_multi_status(mc, sl);
+
+			if (st == 0) {
+				ok++;
+			} else if (worst == 0 || worst == SM_RPC_PENDING) {
+				worst = st;
+				wslot = (int)sl;
+			}
+		}
+		if (ok >= q)
+			continue;
+		if (worst == SM_RPC_PENDING || worst == SM_ETIMEDOUT)
+			rv = SM_ETIMEDOUT;
+		else if (worst == SM_EMALFORMED || worst == SM_EINVAL ||
+		    worst == SM_EPROTO)
+			rv = SM_EINTERNAL;   /* a write we built badly */
+		else if (worst == SM_ENOMEM || worst == SM_ELIMIT)
+			rv = worst;
+		else
+			rv = SM_EUNAVAIL;
+		push_failure(mc, wslot, worst, snap, slot_member, ok, nrep[k],
+		    q, rv, err);
+	}
+out:
+	sm_rpc_multi_destroy(mc);
+	for (uint32_t e = 0; enc != NULL && e < nenc; e++)
+		sm_buf_fini(&enc[e]);
+	sm_free(enc);
+	sm_free(enc_of);
+	sm_free(slot);
+	sm_free(nrep);
+	sm_free(member_slot);
+	sm_free(slot_member);
+	sm_free(nser);
+	sm_free(off);
+	sm_free(series_of);
+	sm_ring_release(snap);
+	return (rv);
+}

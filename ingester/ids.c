@@ -1,0 +1,130 @@
+/*
+ * ids.c -- recently written profile ids; see ids.h.
+ */
+#include "ids.h"
+
+#include <string.h>
+
+#include "common/hash.h"
+
+#define SLOT_EMPTY 0xff
+
+void
+ing_ids_init(struct ing_ids *x, int64_t window_ms, uint32_t max)
+{
+	memset(x, 0, sizeof(*x));
+	x->window_ms = window_ms;
+	x->max = max > 0 ? max : 1;
+}
+
+static void
+set_fini(struct ing_idset *s)
+{
+	sm_free(s->key);
+	sm_free(s->state);
+	memset(s, 0, sizeof(*s));
+}
+
+void
+ing_ids_fini(struct ing_ids *x)
+{
+	set_fini(&x->gen[0]);
+	set_fini(&x->gen[1]);
+}
+
+/* The slot holding `id`, or the empty slot where it would go. */
+static uint32_t
+set_slot(const struct ing_idset *s, const uint8_t *id)
+{
+	uint32_t mask = s->nslots - 1;
+	uint32_t i = (uint32_t)sm_hash(id, ING_ID_LEN) & mask;
+
+	while (s->state[i] != SLOT_EMPTY &&
+	    memcmp(s->key[i], id, ING_ID_LEN) != 0)
+		i = (i + 1) & mask;
+	return (i);
+}
+
+static int
+set_grow(struct ing_idset *s)
+{
+	struct ing_idset n;
+
+	n.nslots = s->nslots ? s->nslots * 2 : 64;
+	n.n = 0;
+	n.key = sm_malloc((size_t)n.nslots * ING_ID_LEN);
+	n.state = sm_malloc(n.nslots);
+	if (n.key == NULL || n.state == NULL) {
+		sm_free(n.key);
+		sm_free(n.state);
+		return (SM_ENOMEM);
+	}
+	memset(n.state, SLOT_EMPTY, n.nslots);
+	for (uint32_t i = 0; i < s->nslots; i++) {
+		uint32_t j;
+
+		if (s->state[i] == SLOT_EMPTY)
+			continue;
+		j = set_slot(&n, s->key[i]);
+		memcpy(n.key[j], s->key[i], ING_ID_LEN);
+		n.state[j] = s->state[i];
+		n.n++;
+	}
+	set_fini(s);
+	*s = n;
+	return (0);
+}
+
+static enum ing_id_state
+set_get(const struct ing_idset *s, const uint8_t *id)
+{
+	uint32_t i;
+
+	if (s->nslots == 0)
+		return (ING_ID_ABSENT);
+	i = set_slot(s, id);
+	return (s->state[i] == SLOT_EMPTY ? ING_ID_ABSENT :
+	    (enum ing_id_state)s->state[i]);
+}
+
+enum ing_id_state
+ing_ids_get(const struct ing_ids *x, const uint8_t *id)
+{
+	enum ing_id_state st = set_get(&x->gen[0], id);
+
+	return (st != ING_ID_ABSENT ? st : set_get(&x->gen[1], id));
+}
+
+int
+ing_ids_set(struct ing_ids *x, const uint8_t *id, enum ing_id_state st,
+    int64_t now_ms)
+{
+	struct ing_idset *s;
+	uint32_t i;
+
+	if (x->since_ms == 0)
+		x->since_ms = now_ms;
+	if (now_ms - x->since_ms >= x->window_ms || x->gen[0].n >= x->max) {
+		/* An id in flight must survive the rotation. */
+		set_fini(&x->gen[1]);
+		x->gen[1] = x->gen[0];
+		memset(&x->gen[0], 0, sizeof(x->gen[0]));
+		x->since_ms = now_ms;
+	}
+	/* Update in place where it lives; new ids go to the current set. */
+	s = &x->gen[1];
+	if (s->nslots != 0 && s->state[i = set_slot(s, id)] != SLOT_EMPTY) {
+		s->state[i] = (uint8_t)st;
+		return (0);
+	}
+	s = &x->gen[0];
+	if ((s->n + 1) * 4 > s->nslots * 3 && set_grow(s) != 0)
+		return (SM_ENOMEM);
+	i = set_slot(s, id);
+	if (s->state[i] == SLOT_EMPTY) {
+		memcpy(s->key[i], id, ING_ID_LEN);
+		s->n++;
+	}
+	s->state[i] = (uint8_t)st;
+	return (0);
+}

@@ -1,0 +1,59 @@
+/*
+ * ids.h -- the profile ids a tenant wrote recently: idempotency of writes
+ * (DESIGN §4).  A write carries a 16-byte profile id shared by all its
+ * replicas; an nng resend after a lost reply, a distributor retry, or the
+ * same request replayed from the head log must not be counted twice.
+ *
+ * Two generations of open-addressing sets: new ids go to `cur`; when
+ * `cur` is older than the window (or holds `max` ids) it becomes `prev`
+ * and the old `prev` is dropped.  An id is remembered for between one and
+ * two windows (-ingester.idempotency-window), which only has to outlast a
+ * push timeout; memory is bounded by 2 x max ids per tenant.  Ids in the
+ * head log are re-added on replay, so a resend that arrives after a crash
+ * and restart is still recognised.
+ *
+ * States: PENDING while the write is in flight (a concurrent duplicate
+ * waits for the outcome), DONE once acknowledged; a failed write's id is
+ * reset to ABSENT so a retry is applied.
+ *
+ * Locking: none; the tenant mutex guards it.  Errors: SM_ENOMEM.
+ */
+#ifndef ING_IDS_H
+#define ING_IDS_H
+
+#include <stdint.h>
+
+#include "common/sm.h"
+
+#define ING_ID_LEN 16
+
+enum ing_id_state {
+	ING_ID_ABSENT = 0,
+	ING_ID_PENDING = 1,
+	ING_ID_DONE = 2,
+};
+
+struct ing_idset {
+	uint8_t (*key)[ING_ID_LEN];
+	uint8_t *state;             /* 0xff = empty slot */
+	uint32_t nslots, n;
+};
+
+struct ing_ids {
+	struct ing_idset gen[2];    /* [0] current, [1] previous */
+	int64_t since_ms;           /* when gen[0] started */
+	int64_t window_ms;
+	uint32_t max;
+};
+
+void ing_ids_init(struct ing_ids *x, int64_t window_ms, uint32_t max);
+void ing_ids_fini(struct ing_ids *x);
+
+/* The state of `id` (ABSENT when not remembered). */
+enum ing_id_state ing_ids_get(const struct ing_ids *x, const uint8_t *id);
+
+/* Set the state of `id` (rotating generations first when due). */
+int ing_ids_set(struct ing_ids *x, const uint8_t *id, enum ing_id_state st,
+    int64_t now_ms);
+
+#endif /* ING_IDS_H */
