@@ -468,7 +468,8 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if (data_dir_lock(&app, &err) != 0) {
+	if (sm_modules_has(app.order, app.norder, "ingester") &&
+	    data_dir_lock(&app, &err) != 0) {
 		sm_error("main", "%s", err.msg);
 		goto out;
 	}

@@ -31,9 +31,27 @@
  */
 #include "qry_int.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/log.h"
+#include "common/metrics.h"
+
+static struct sm_metric *m_plans, *m_divergent;
+static pthread_once_t plan_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+plan_metrics_register(void)
+{
+	m_plans = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_dedup_plans_total", "Queries whose replicas were "
+	    "de-duplicated with a stats plan.", NULL, NULL, 0);
+	m_divergent = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_divergent_series_total", "Series on which "
+	    "replicas disagreed (one missed writes) and were picked bucket by "
+	    "bucket.", NULL, NULL, 0);
+}
 
 /* One target's stat of one series. */
 struct plan_ent {
@@ -232,6 +250,7 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 	f->sel = NULL;
 	if (f->snap->rf <= 1 || f->n <= 1)
 		return (0);
+	pthread_once(&plan_metrics_once, plan_metrics_register);
 	if (f->arena == NULL && (f->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	a = f->arena;
@@ -323,6 +342,10 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		for (uint32_t t = 0; t < f->n; t++)
 			qsort(tg[t].v, tg[t].n, sizeof(*tg[t].v), pick_cmp);
 	}
+	sm_debug("querier", "plan\ttargets=%u stats=%zu divergent=%zu", f->n,
+	    ne, ndiv);
+	sm_counter_inc(sm_metric_child0(m_plans));
+	sm_counter_add(sm_metric_child0(m_divergent), ndiv);
 	/* 4. Per-target selects. */
 	if ((f->sel = sm_arena_calloc(a, f->n, sizeof(*f->sel))) == NULL)
 		goto oom;

@@ -101,10 +101,12 @@ class DataServer(Server):
     data dir."""
 
     def __init__(self, data, logdir, extra_flags=(), name="smolder",
-                 ready_timeout=90, stop_timeout=60, log_level="info"):
+                 ready_timeout=90, stop_timeout=60, log_level="info",
+                 target="all"):
         super().__init__(extra_flags=extra_flags, name=name,
                          ready_timeout=ready_timeout,
-                         stop_timeout=stop_timeout, log_level=log_level)
+                         stop_timeout=stop_timeout, log_level=log_level,
+                         target=target)
         self.data = data
         self.tmp = logdir
         self.spawned_at = None

@@ -286,8 +286,9 @@ class Server:
     """One smolder process.  Use as a context manager, or start()/stop()."""
 
     def __init__(self, extra_flags=(), name="smolder", ready_timeout=60,
-                 stop_timeout=30, log_level="info"):
+                 stop_timeout=30, log_level="info", target="all"):
         self.extra_flags = list(extra_flags)
+        self.target = target
         self.name = name
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
@@ -311,7 +312,7 @@ class Server:
         return False
 
     def argv(self):
-        return [smolder_bin(), "-target=all",
+        return [smolder_bin(), "-target=%s" % self.target,
                 "-http.listen-address=127.0.0.1:%d" % self.port,
                 "-data.dir=%s" % self.data,
                 "-log.level=%s" % self.log_level] + self.extra_flags

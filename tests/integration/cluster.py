@@ -1,0 +1,149 @@
+"""
+cluster.py -- a Smolder cluster on loopback for integration tests: N
+ingesters (each its own process serving RPC on tcp://127.0.0.1:<port>), D
+distributors and Q queriers, every one a real `smolder -target=...`
+process (durability.DataServer) with its own data and log dirs in one
+Workspace.  Not a test.
+
+    from cluster import Cluster
+    c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3)
+    c.start()
+    c.distributors[0].ingest({"name": "app.cpu"}, b"a;b 1\\n")
+    c.queriers[0].render("app.cpu")
+    c.kill9_ingester(1); c.restart_ingester(1); c.wait_ring(active=3)
+    c.check_stopped(results)
+
+Ingesters keep their id (-instance.id=ingester-<i>), RPC port and data dir
+across restarts; HTTP ports are picked afresh.  Heartbeats are fast
+(100 ms period, 1 s timeout) so membership settles within a test's
+patience.  Stopping judges every process (smolder.Server.stop: unclean
+exits and sanitizer reports are problems).
+"""
+
+import time
+
+from durability import DataServer
+from smolder import free_port
+
+HEARTBEAT = "100ms"
+HEARTBEAT_TIMEOUT = "1s"
+
+
+class Cluster:
+    def __init__(self, ws, ingesters=3, distributors=2, queriers=1, rf=3,
+                 extra=(), ingester_extra=(), log_level="info", name="c"):
+        self.ws = ws
+        self.name = name        # prefixes data dirs: one Workspace, many
+        self.rf = rf
+        self.extra = list(extra)
+        self.ingester_extra = list(ingester_extra)
+        self.log_level = log_level
+        self.counts = (ingesters, distributors, queriers)
+        self.ingesters = []
+        self.distributors = []
+        self.queriers = []
+        self.rpc_ports = [free_port() for _ in range(ingesters)]
+        self.members = ",".join("ingester-%d=tcp://127.0.0.1:%d" % (i, p)
+                                for i, p in enumerate(self.rpc_ports))
+        self.problems = {}
+
+    def ring_flags(self):
+        return ["-ring.members=%s" % self.members,
+                "-ring.heartbeat-period=%s" % HEARTBEAT,
+                "-ring.heartbeat-timeout=%s" % HEARTBEAT_TIMEOUT,
+                "-distributor.replication-factor=%d" % self.rf]
+
+    def all(self):
+        return self.ingesters + self.distributors + self.queriers
+
+    # -- processes ---------------------------------------------------------------
+
+    def _ingester(self, i):
+        return DataServer(
+            self.ws.data_dir("%s-ingester-%d" % (self.name, i)),
+            self.ws.log_dir("%s-ingester-%d" % (self.name, i)),
+            name="ingester-%d" % i,
+            target="ingester", log_level=self.log_level, extra_flags=[
+                "-instance.id=ingester-%d" % i,
+                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i]]
+            + self.extra + self.ingester_extra)
+
+    def _stateless(self, kind, i):
+        return DataServer(
+            self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
+            self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
+            name="%s-%d" % (kind, i),
+            target=kind, log_level=self.log_level,
+            extra_flags=self.ring_flags() + self.extra)
+
+    def start(self):
+        ni, nd, nq = self.counts
+        for i in range(ni):
+            self.ingesters.append(self._ingester(i).start())
+        for i in range(nd):
+            self.distributors.append(self._stateless("distributor", i).start())
+        for i in range(nq):
+            self.queriers.append(self._stateless("querier", i).start())
+        if not self.wait_ring(active=ni):
+            raise RuntimeError("the ring did not see %d active ingesters" %
+                               ni)
+        return self
+
+    def kill9_ingester(self, i):
+        probs = self.ingesters[i].kill9()
+        if probs:
+            self.problems[self.ingesters[i].name + " (killed)"] = probs
+
+    def stop_ingester(self, i):
+        probs = self.ingesters[i].stop()
+        if probs:
+            self.problems[self.ingesters[i].name + " (stopped)"] = probs
+
+    def restart_ingester(self, i, wait=True):
+        self.ingesters[i] = self._ingester(i).start(wait=wait)
+        return self.ingesters[i]
+
+    def stop(self):
+        """Stop everything; {name: problems} of those that ended badly
+        (including any earlier kill or stop)."""
+        bad = dict(self.problems)
+        for s in reversed(self.all()):
+            if s.stopped:
+                continue
+            probs = s.stop()
+            if probs:
+                bad[s.name] = probs
+        return bad
+
+    def check_stopped(self, results):
+        bad = self.stop()
+        results.check(not bad, "every cluster process exits 0 on SIGTERM "
+                      "with no sanitizer report",
+                      "\n".join("%s: %s" % (k, "\n".join(v))
+                                for k, v in bad.items()))
+
+    # -- the ring ------------------------------------------------------------------
+
+    def ring(self, server=None):
+        """The /ring JSON of a distributor (or `server`), or None."""
+        s = server or (self.distributors + self.queriers)[0]
+        r = s.request("GET", "/ring", timeout=10)
+        try:
+            return r.json() if r.status == 200 else None
+        except ValueError:
+            return None
+
+    def states(self, server=None):
+        j = self.ring(server)
+        return {m["id"]: m["state"] for m in j["members"]} if j else {}
+
+    def wait_ring(self, active, timeout=30):
+        """Wait until every distributor and querier sees exactly `active`
+        ACTIVE ingesters.  True on success."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(list(self.states(s).values()).count("ACTIVE") == active
+                   for s in self.distributors + self.queriers):
+                return True
+            time.sleep(0.05)
+        return False
