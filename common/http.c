@@ -90,6 +90,7 @@
 #include <microhttpd.h>
 
 #include "log.h"
+#include "metrics.h"
 
 #define HTTP_CONN_MEMORY (64u * 1024u)    /* MHD pool: headers must fit */
 #define HTTP_LISTEN_BACKLOG 1024u
@@ -170,9 +171,15 @@ struct sm_http_req {
 	bool r_reply_failed;          /* building/queueing the reply failed */
 	bool r_sending;               /* counted in h_sending */
 	char r_remote[INET6_ADDRSTRLEN + 8];
+	int r_status;                 /* the status queued, 0 = none */
+	int64_t r_start_ns;
 };
 
 static const char http_empty[1] = "";
+
+static pthread_once_t http_metrics_once;
+static void http_metrics_register(void);
+static void http_observe(const struct sm_http_req *r);
 
 /* --- helpers ------------------------------------------------------------- */
 
@@ -301,6 +308,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	int rv;
 
 	*out = NULL;
+	pthread_once(&http_metrics_once, http_metrics_register);
 	if ((rv = http_parse_listen(cfg->listen, &sa, err)) != 0)
 		return (rv);
 	if (cfg->threads == 0 || cfg->conn_timeout_s == 0 ||
@@ -553,6 +561,7 @@ http_queue(struct sm_http_req *r, int status, const char *ctype,
 	SM_ASSERT(!r->r_replied);
 	r->r_replied = true;
 	r->r_state = REQ_DONE;
+	r->r_status = status;
 	if (len == 0) {
 		if (take)
 			sm_free((void *)body);
@@ -728,6 +737,7 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	r->r_method = method;
 	r->r_path = url;
 	r->r_state = REQ_BODY;
+	r->r_start_ns = sm_mono_ns();
 	*con_cls = r;
 
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -930,6 +940,7 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		sm_debug("http", "request ended early\tpath=%s reason=%d",
 		    r->r_path, (int)toe);
+	http_observe(r);
 	if (r->r_sending) {
 		pthread_mutex_lock(&h->h_mu);
 		if (--h->h_sending == 0)
@@ -937,6 +948,38 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		pthread_mutex_unlock(&h->h_mu);
 	}
 	http_req_free(r);
+}
+
+/* --- metrics --------------------------------------------------------------- */
+
+static struct sm_metric *m_http_req, *m_http_dur;
+static pthread_once_t http_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+http_metrics_register(void)
+{
+	m_http_req = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_http_requests_total", "HTTP requests by route and status "
+	    "(route \"unmatched\" for unknown paths).",
+	    (const char *const[]){ "route", "status", NULL }, NULL, 0);
+	m_http_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
+	    "smolder_http_request_duration_seconds", "HTTP request latency "
+	    "from headers to the last byte sent, by route.",
+	    (const char *const[]){ "route", NULL }, NULL, 0);
+}
+
+/* Count a finished request (labels are bounded: routes are ours). */
+static void
+http_observe(const struct sm_http_req *r)
+{
+	const char *route = r->r_route != NULL ? r->r_route->path :
+	    "unmatched";
+	char st[8];
+
+	snprintf(st, sizeof(st), "%d", r->r_status);
+	sm_counter_inc(sm_metric_child(m_http_req, route, st));
+	sm_histogram_observe(sm_metric_child(m_http_dur, route),
+	    (double)(sm_mono_ns() - r->r_start_ns) / 1e9);
 }
 
 /* --- inside a handler ---------------------------------------------------- */
@@ -1157,6 +1200,12 @@ sm_http_reply_error(struct sm_http_req *r, int status, const char *code,
 	}
 	http_queue_error(r, status, code, b.b != NULL ? b.b : "", false);
 	sm_buf_fini(&b);
+}
+
+int
+sm_http_status(const struct sm_http_req *r)
+{
+	return (r->r_status);
 }
 
 bool

@@ -139,6 +139,9 @@ void sm_http_reply_error(struct sm_http_req *r, int status, const char *code,
 /* True once a reply has been given. */
 bool sm_http_replied(const struct sm_http_req *r);
 
+/* The status of the reply queued so far (0 = none yet). */
+int sm_http_status(const struct sm_http_req *r);
+
 /*
  * Map an SM_E* code to the HTTP status and Connect code Pyroscope uses for
  * it (SM_EINVAL/EMALFORMED -> 400 invalid_argument, ETOOBIG -> 413

@@ -23,6 +23,7 @@
  *     saying so, instead of being misread as folded text.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -109,6 +110,76 @@ reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
 	sm_http_status_for(rv, &status, &code);
 	sm_http_reply_error(r, status, code, "%s", err->msg[0] ? err->msg :
 	    sm_strerror(rv));
+}
+
+/* --- metrics ----------------------------------------------------------------- */
+
+static struct sm_metric *m_bytes, *m_profiles, *m_series, *m_discarded;
+static pthread_once_t dist_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+dist_metrics_register(void)
+{
+	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_received_bytes_total", "Request body bytes "
+	    "of accepted uploads, as received (compressed), by tenant.",
+	    (const char *const[]){ "tenant", NULL }, NULL, 0);
+	m_profiles = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_profiles_total", "Uploads acknowledged "
+	    "(written to a quorum of replicas), by tenant.",
+	    (const char *const[]){ "tenant", NULL }, NULL, 0);
+	m_series = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_series_written_total", "Series written by "
+	    "acknowledged uploads (one per sample type and label set), by "
+	    "tenant.", (const char *const[]){ "tenant", NULL }, NULL, 0);
+	m_discarded = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_discarded_profiles_total", "Uploads refused "
+	    "or failed, by reason and tenant.",
+	    (const char *const[]){ "reason", "tenant", NULL }, NULL, 0);
+}
+
+/* The reason label of a refused upload, from its status. */
+static const char *
+discard_reason(int status)
+{
+	switch (status) {
+	case 400:
+		return ("invalid_request");
+	case 401:
+		return ("unauthenticated");
+	case 413:
+		return ("too_large");
+	case 415:
+		return ("unsupported_format");
+	case 422:
+		return ("invalid_profile");
+	case 429:
+		return ("rate_limited");
+	case 503:
+		return ("ingesters_unavailable");
+	case 504:
+		return ("ingesters_timeout");
+	default:
+		return (status >= 500 ? "internal" : "other");
+	}
+}
+
+static void
+ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
+    uint32_t nseries)
+{
+	int st = sm_http_status(r);
+
+	if (tenant == NULL)
+		tenant = "";
+	if (st == 200) {
+		sm_counter_add(sm_metric_child(m_bytes, tenant), len);
+		sm_counter_inc(sm_metric_child(m_profiles, tenant));
+		sm_counter_add(sm_metric_child(m_series, tenant), nseries);
+	} else {
+		sm_counter_inc(sm_metric_child(m_discarded,
+		    discard_reason(st), tenant));
+	}
 }
 
 /* pprof-path errors: 422, or 429 when a limit says resource_exhausted. */
@@ -228,7 +299,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	struct dist_batch b;
 	struct dist_key key;
 	struct sm_err err;
-	const char *tenant, *name, *v, *fmt_name;
+	const char *tenant = NULL, *name, *v, *fmt_name;
 	const unsigned char *body;
 	enum ingest_format fmt;
 	int64_t now = sm_now_ms(), from, until, sr;
@@ -236,12 +307,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	int rv, have_batch = 0, pprof_path;
 
 	sm_err_clear(&err);
+	body = sm_http_body(r, &len);
 	if ((rv = sm_tenant_resolve(d->cfg.multitenancy,
 	    sm_http_header(r, "X-Scope-OrgID"), &tenant, &err)) != 0) {
 		reply_rv(r, rv, &err);
+		ingest_observe(r, "", len, 0);
 		return;
 	}
-	body = sm_http_body(r, &len);
 	fmt = ingest_format(sm_http_query(r, "format"),
 	    sm_http_header(r, "Content-Type"), &fmt_name);
 	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM;
@@ -250,7 +322,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	if ((a = sm_arena_create(SM_MAX(DIST_ARENA_MIN,
 	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
-		return;
+		goto done;
 	}
 	name = sm_http_query(r, "name");
 	if ((rv = dist_key_parse(name != NULL ? name : "", a, &key,
@@ -409,6 +481,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 fail_pprof:
 	reply_pprof_err(r, rv, &err);
 done:
+	ingest_observe(r, tenant, len, have_batch ? b.nseries : 0);
 	if (have_batch)
 		dist_batch_fini(&b);
 	sm_arena_destroy(a);
@@ -429,6 +502,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		    "profile size limit and push timeout must be > 0"));
 	if ((d = sm_calloc(1, sizeof(*d))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	pthread_once(&dist_metrics_once, dist_metrics_register);
 	d->cfg = *cfg;
 	d->http = http;
 	d->ring = ring;
