@@ -1431,7 +1431,8 @@ detail_output(struct stat_acc *st, struct sm_arena *a,
 {
 	uint32_t k = 0;
 
-	qsort(st->b, st->n, sizeof(*st->b), tc_cmp);
+	if (st->n > 1)
+		qsort(st->b, st->n, sizeof(*st->b), tc_cmp);
 	out->t = sm_arena_alloc(a, (size_t)SM_MAX(st->n, 1) * sizeof(int64_t));
 	out->count = sm_arena_alloc(a, (size_t)SM_MAX(st->n, 1) *
 	    sizeof(uint32_t));
@@ -1501,7 +1502,8 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 			sm_err_set(err, rv, "out of memory");
 		goto out;
 	}
-	qsort(x.v, x.n, sizeof(*x.v), stat_cmp);
+	if (x.n > 1)
+		qsort(x.v, x.n, sizeof(*x.v), stat_cmp);
 	out->n_series = x.n;
 	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x.n, 1) *
 	    sizeof(*out->series));

@@ -142,7 +142,8 @@ plan_entries(struct qry_fan *f, struct plan_ent **out, size_t *nout)
 			    st->digest, st };
 		}
 	}
-	qsort(e, k, sizeof(*e), ent_cmp);
+	if (k > 1)
+		qsort(e, k, sizeof(*e), ent_cmp);
 	*out = e;
 	*nout = k;
 	return (0);
@@ -340,7 +341,9 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		/* Picks must be sorted by fp per target: the agreeing ones
 		 * were added in fp order, the divergent ones after them. */
 		for (uint32_t t = 0; t < f->n; t++)
-			qsort(tg[t].v, tg[t].n, sizeof(*tg[t].v), pick_cmp);
+			if (tg[t].n > 1)
+				qsort(tg[t].v, tg[t].n,
+				    sizeof(*tg[t].v), pick_cmp);
 	}
 	sm_debug("querier", "plan\ttargets=%u stats=%zu divergent=%zu", f->n,
 	    ne, ndiv);

@@ -362,7 +362,8 @@ qry_series(struct querier *q, struct qry_fan *f,
 			groups[ng++] = c->resp->series->series[j];
 	}
 	/* Distinct groups by label values; points tagged with theirs. */
-	qsort(groups, ng, sizeof(*groups), group_ptr_cmp);
+	if (ng > 1)
+		qsort(groups, ng, sizeof(*groups), group_ptr_cmp);
 	if ((res = sm_arena_calloc(a, SM_MAX(ng, 1), sizeof(*res))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -379,7 +380,8 @@ qry_series(struct querier *q, struct qry_fan *f,
 			pts[k++] = (struct series_pt){ nres - 1,
 			    se->points[j]->timestamp, se->points[j]->value };
 	}
-	qsort(pts, k, sizeof(*pts), pt_cmp);
+	if (k > 1)
+		qsort(pts, k, sizeof(*pts), pt_cmp);
 	for (size_t i = 0; i < k;) {
 		struct qry_series *g = &res[pts[i].group];
 		size_t j = i, n = 0;
