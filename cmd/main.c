@@ -9,6 +9,7 @@
  *   ring          the ingester ring, /ring                  (internal)
  *   distributor   /ingest, replication                      (target)
  *   querier       /render, labels, Connect queries          (target)
+ *   compactor     retention passes over the ring            (target)
  *   all           every component in one process            (target)
  *
  * The ring's members come from -ring.members or -ring.dns; with neither,
@@ -41,6 +42,7 @@
 #include "common/metrics.h"
 #include "common/module.h"
 #include "common/ring.h"
+#include "compactor/compactor.h"
 #include "distributor/distributor.h"
 #include "ingester/ingester.h"
 #include "querier/querier.h"
@@ -69,6 +71,7 @@ struct app {
 	struct ing_config ing_cfg;
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
+	struct cpt_config cpt_cfg;
 
 	/* state */
 	const struct sm_module *order[16];
@@ -79,6 +82,7 @@ struct app {
 	struct sm_ring *ring;
 	struct distributor *dist;
 	struct querier *qry;
+	struct compactor *cpt;
 };
 
 /* --- server --------------------------------------------------------------- */
@@ -275,6 +279,31 @@ mod_querier_init(void *p, struct sm_err *err)
 }
 
 static int
+mod_compactor_init(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
+	    err));
+}
+
+static int
+mod_compactor_start(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (cpt_start(app->cpt, err));
+}
+
+static void
+mod_compactor_stop(void *p)
+{
+	struct app *app = p;
+
+	cpt_stop(app->cpt);
+}
+
+static int
 mod_all_init(void *p, struct sm_err *err)
 {
 	(void)p;
@@ -293,8 +322,10 @@ static const struct sm_module modules[] = {
 	    mod_distributor_init, mod_noop_start, mod_noop_stop },
 	{ "querier", { "server", "ring", NULL }, true,
 	    mod_querier_init, mod_noop_start, mod_noop_stop },
-	{ "all", { "ingester", "distributor", "querier", NULL }, true,
-	    mod_all_init, mod_noop_start, mod_noop_stop },
+	{ "compactor", { "server", "ring", NULL }, true,
+	    mod_compactor_init, mod_compactor_start, mod_compactor_stop },
+	{ "all", { "ingester", "distributor", "querier", "compactor", NULL },
+	    true, mod_all_init, mod_noop_start, mod_noop_stop },
 };
 
 /* --- flags ---------------------------------------------------------------- */
@@ -309,7 +340,8 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 
 	f[0] = (struct sm_flag){ "target", SM_FLAG_STRING, &app->target,
 		"all", "Comma-separated components to run: all, ingester, "
-		"distributor, querier. \"all\" is single-binary mode." };
+		"distributor, querier, compactor. \"all\" is single-binary "
+		"mode." };
 	f[1] = (struct sm_flag){ "http.listen-address", SM_FLAG_STRING,
 		&app->http_listen, ":4040",
 		"HTTP API address, host:port or :port." };
@@ -382,6 +414,9 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
 		return (rv);
 	t = qry_flags(&app->qry_cfg, &n);
+	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
+		return (rv);
+	t = cpt_flags(&app->cpt_cfg, &n);
 	return (sm_flags_add(fs, t, n, err));
 }
 
@@ -504,6 +539,7 @@ stop:
 	}
 out:
 	/* Free in reverse dependency order. */
+	cpt_destroy(app.cpt);
 	qry_destroy(app.qry);
 	dist_destroy(app.dist);
 	sm_ring_destroy(app.ring);

@@ -35,7 +35,22 @@ struct ing_db {
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	pthread_mutex_t cut_mu;           /* one cut at a time */
+	/* Retention: nothing before the floor is served; retired blocks
+	 * are deleted from disk after a grace period (queries that copied
+	 * their meta before the retirement may still be reading them). */
+	_Atomic int64_t floor_ms;
+	pthread_mutex_t retire_mu;
+	struct db_retired *retired;
+	uint32_t nretired, retired_cap;
 };
+
+struct db_retired {
+	char *tenant;
+	uint64_t gen;
+	int64_t at_ms;
+};
+
+#define DB_RETIRE_GRACE_MS 60000
 
 static struct sm_metric *m_cuts, *m_cut_fail;
 
@@ -236,6 +251,131 @@ write_id(const Smolder__V1__WriteRequest *req)
 	    NULL);
 }
 
+/* --- retention ------------------------------------------------------------ */
+
+/* Queue a block for deletion from disk (at_ms: when it was retired). */
+static int
+retire_add(struct ing_db *db, const char *tenant, uint64_t gen, int64_t at_ms)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&db->retire_mu);
+	if (db->nretired == db->retired_cap) {
+		uint32_t ncap = db->retired_cap ? db->retired_cap * 2 : 16;
+		struct db_retired *nr = sm_reallocarray(db->retired, ncap,
+		    sizeof(*nr));
+
+		if (nr == NULL) {
+			rv = SM_ENOMEM;
+			goto out;
+		}
+		db->retired = nr;
+		db->retired_cap = ncap;
+	}
+	if ((db->retired[db->nretired].tenant = sm_strdup(tenant)) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	db->retired[db->nretired].gen = gen;
+	db->retired[db->nretired].at_ms = at_ms;
+	db->nretired++;
+out:
+	pthread_mutex_unlock(&db->retire_mu);
+	return (rv);
+}
+
+/* Delete the retired blocks whose grace period is over (cutter thread). */
+static void
+retire_purge(struct ing_db *db, int64_t now_ms)
+{
+	uint32_t i = 0;
+
+	pthread_mutex_lock(&db->retire_mu);
+	while (i < db->nretired) {
+		struct db_retired r = db->retired[i];
+		struct sm_err err;
+
+		if (r.at_ms != INT64_MIN && now_ms - r.at_ms <
+		    DB_RETIRE_GRACE_MS) {
+			i++;
+			continue;
+		}
+		sm_err_clear(&err);
+		if (ing_store_block_delete(db->store, r.tenant, r.gen,
+		    &err) != 0) {
+			sm_warn("ingester", "retention: block delete failed, "
+			    "will retry\ttenant=%s block=%llu err=\"%s\"",
+			    r.tenant, (unsigned long long)r.gen, err.msg);
+			i++;
+			continue;
+		}
+		sm_info("ingester", "retention: block deleted\ttenant=%s "
+		    "block=%llu", r.tenant, (unsigned long long)r.gen);
+		sm_free(r.tenant);
+		db->retired[i] = db->retired[--db->nretired];
+	}
+	pthread_mutex_unlock(&db->retire_mu);
+}
+
+int
+ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
+    struct sm_err *err)
+{
+	int64_t now = sm_now_ms();
+	int rv;
+
+	*nblocks = 0;
+	if (before_ms <= atomic_load(&db->floor_ms))
+		return (0);
+	/* Persist first: after a crash the floor still hides the data. */
+	if (db->store != NULL && (rv = ing_store_floor_set(db->store,
+	    before_ms, err)) != 0)
+		return (rv);
+	atomic_store(&db->floor_ms, before_ms);
+	pthread_rwlock_rdlock(&db->lock);
+	for (uint32_t i = 0; i < db->n; i++) {
+		struct ing_tenant *t = db->t[i];
+		uint32_t k = 0;
+
+		pthread_mutex_lock(&t->mu);
+		for (uint32_t b = 0; b < t->nblocks; b++) {
+			const struct ing_block_meta *m = &t->blocks[b];
+
+			if (!m->broken && m->max_t <= before_ms && db->store !=
+			    NULL && retire_add(db, t->id, m->gen, now) == 0) {
+				(*nblocks)++;
+				continue;
+			}
+			t->blocks[k++] = *m;
+		}
+		t->nblocks = k;
+		pthread_mutex_unlock(&t->mu);
+	}
+	pthread_rwlock_unlock(&db->lock);
+	sm_info("ingester", "retention floor raised\tbefore_ms=%lld "
+	    "blocks_retired=%u", (long long)before_ms, *nblocks);
+	return (0);
+}
+
+/*
+ * The select with its start raised to the retention floor (a copy in
+ * *tmp when it changes).
+ */
+static const Smolder__V1__Select *
+select_floor(struct ing_db *db, const Smolder__V1__Select *sel,
+    Smolder__V1__Select *tmp)
+{
+	int64_t fl = atomic_load(&db->floor_ms);
+
+	if (sel == NULL || sel->start_ms >= fl)
+		return (sel);
+	*tmp = *sel;
+	tmp->start_ms = fl;
+	if (tmp->end_ms < fl)
+		tmp->end_ms = fl;    /* empty range */
+	return (tmp);
+}
+
 /* --- open, replay --------------------------------------------------------- */
 
 static int
@@ -244,6 +384,9 @@ db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	struct ing_db *db = arg;
 	struct ing_tenant *t;
 
+	/* Retention reached it before the process stopped: delete now. */
+	if (!m->broken && m->max_t <= atomic_load(&db->floor_ms))
+		return (retire_add(db, tenant, m->gen, INT64_MIN));
 	if (tenant_get(db, tenant, &t) != 0 || tenant_add_block(t, m) != 0)
 		return (SM_ENOMEM);
 	return (0);
@@ -313,9 +456,16 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	db->store = store;
 	pthread_rwlock_init(&db->lock, NULL);
 	pthread_mutex_init(&db->cut_mu, NULL);
+	pthread_mutex_init(&db->retire_mu, NULL);
 	atomic_init(&db->next_gen, 1);
 	atomic_init(&db->next_seq, 1);
+	atomic_init(&db->floor_ms, INT64_MIN);
 	if (store != NULL) {
+		int64_t fl;
+
+		if ((rv = ing_store_floor_get(store, &fl, err)) != 0)
+			goto fail;
+		atomic_store(&db->floor_ms, fl);
 		if ((rv = ing_store_blocks_scan(store, db_scan_block, db,
 		    err)) != 0)
 			goto fail;
@@ -364,8 +514,12 @@ ing_db_close(struct ing_db *db)
 	for (uint32_t i = 0; i < db->n; i++)
 		tenant_free(db->t[i]);
 	sm_free(db->t);
+	for (uint32_t i = 0; i < db->nretired; i++)
+		sm_free(db->retired[i].tenant);
+	sm_free(db->retired);
 	pthread_rwlock_destroy(&db->lock);
 	pthread_mutex_destroy(&db->cut_mu);
+	pthread_mutex_destroy(&db->retire_mu);
 	sm_free(db);
 }
 
@@ -612,6 +766,7 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	pthread_mutex_lock(&db->cut_mu);
 	(void)db_cut(db, now_ms, 0, &err);
 	pthread_mutex_unlock(&db->cut_mu);
+	retire_purge(db, now_ms);
 }
 
 int
@@ -954,12 +1109,14 @@ int
 ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
     struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err)
 {
+	Smolder__V1__Select fsel;
 	struct sm_selector ss;
 	struct sources src;
 	struct sm_mtree mt;
 	int rv;
 
 	smolder__v1__merge_response__init(out);
+	sel = select_floor(db, sel, &fsel);
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
 	if (sm_mtree_init(&mt) != 0) {
@@ -1144,6 +1301,8 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err)
 {
 	const Smolder__V1__Select *sel = req->select;
+	Smolder__V1__SeriesRequest freq;
+	Smolder__V1__Select fsel;
 	struct series_acc x;
 	struct sm_selector ss;
 	struct sources src;
@@ -1153,6 +1312,13 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	smolder__v1__series_response__init(out);
 	if (sel == NULL || req->step_ms <= 0 || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "series: bad range or step"));
+	if ((sel = select_floor(db, sel, &fsel)) != req->select) {
+		if (sel->end_ms <= sel->start_ms)
+			return (0);   /* all of it is past retention */
+		freq = *req;
+		freq.select = (Smolder__V1__Select *)sel;
+		req = &freq;
+	}
 	memset(&x, 0, sizeof(x));
 	x.req = req;
 	x.a = a;
@@ -1455,6 +1621,8 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
     struct sm_arena *a, Smolder__V1__StatsResponse *out, struct sm_err *err)
 {
 	const Smolder__V1__Select *sel = req->select;
+	Smolder__V1__StatsRequest freq;
+	Smolder__V1__Select fsel;
 	struct stats_acc x;
 	struct sm_selector ss;
 	struct sources src;
@@ -1463,6 +1631,13 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	smolder__v1__stats_response__init(out);
 	if (sel == NULL || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "stats: bad range"));
+	if ((sel = select_floor(db, sel, &fsel)) != req->select) {
+		if (sel->end_ms <= sel->start_ms)
+			return (0);   /* all of it is past retention */
+		freq = *req;
+		freq.select = (Smolder__V1__Select *)sel;
+		req = &freq;
+	}
 	for (size_t i = 1; i < req->n_detail; i++) {
 		if (req->detail[i - 1] >= req->detail[i])
 			return (sm_err_set(err, SM_EINVAL, "stats: detail not "
@@ -1772,6 +1947,8 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err)
 {
 	const Smolder__V1__Select *sel = req->select;
+	Smolder__V1__LabelsRequest freq;
+	Smolder__V1__Select fsel;
 	struct labels_acc x;
 	struct sm_selector ss;
 	struct sources src;
@@ -1780,6 +1957,12 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	smolder__v1__labels_response__init(out);
 	if (sel == NULL)
 		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
+	if (!req->all_time &&
+	    (sel = select_floor(db, sel, &fsel)) != req->select) {
+		freq = *req;
+		freq.select = (Smolder__V1__Select *)sel;
+		req = &freq;
+	}
 	memset(&x, 0, sizeof(x));
 	x.req = req;
 	if (sm_strtab_init(&x.names) != 0)

@@ -111,6 +111,18 @@ int ing_db_series_stats(struct ing_db *db,
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
 
+/*
+ * Retention (smolder.v1.RetentionRequest, from the compactor): raise the
+ * floor to before_ms -- persisted, so it holds across restarts -- after
+ * which no query returns data before it; blocks that end before it leave
+ * the query path at once and are deleted from disk after a grace period
+ * (the cutter thread), or at the next open.  Head data before the floor
+ * is hidden and goes when its head is cut.  A lower floor is a no-op.
+ * *nblocks gets the blocks retired.  0, SM_EIO.
+ */
+int ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
+    struct sm_err *err);
+
 struct ing_db_stats {
 	uint64_t tenants, series, head_bytes, blocks, block_bytes, cutting;
 };

@@ -408,6 +408,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	Smolder__V1__Response r = SMOLDER__V1__RESPONSE__INIT;
 	Smolder__V1__WriteResponse wr = SMOLDER__V1__WRITE_RESPONSE__INIT;
 	Smolder__V1__HealthResponse hr = SMOLDER__V1__HEALTH_RESPONSE__INIT;
+	Smolder__V1__RetentionResponse ret = SMOLDER__V1__RETENTION_RESPONSE__INIT;
 	Smolder__V1__MergeResponse mr;
 	Smolder__V1__SeriesResponse sr;
 	Smolder__V1__LabelsResponse lr;
@@ -491,6 +492,14 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		if (rv == 0) {
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
 			r.stats = &str;
+		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
+		rv = ing_db_retention(ing->db, req->retention->before_ms,
+		    &ret.blocks_deleted, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_RETENTION;
+			r.retention = &ret;
 		}
 		break;
 	default:

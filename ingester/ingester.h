@@ -19,6 +19,9 @@
  * HTTP: POST /ingester/flush cuts every head into a block now (as
  * Pyroscope's /ingester/flush does); 200 when done.
  *
+ * RPC methods: Write, Merge, Series, Labels, Stats (replica
+ * de-duplication), Health (the ring), Retention (the compactor).
+ *
  * Locking: RPC workers call into the db concurrently; see db.h.
  */
 #ifndef ING_INGESTER_H

@@ -512,3 +512,88 @@ ing_store_compact(struct ing_store *s, struct sm_err *err)
 	}
 	return (0);
 }
+
+/* --- retention ---------------------------------------------------------------- */
+
+/* The system key of the retention floor: an empty tenant (never valid). */
+static void
+floor_key(struct sm_key *k)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'R');
+}
+
+int
+ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
+    struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	int rv;
+
+	*floor_ms = INT64_MIN;
+	floor_key(&k);
+	rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err);
+	if (rv == SM_ENOTFOUND) {
+		rv = 0;
+	} else if (rv == 0) {
+		uint64_t u = 0;
+
+		if (v.len != 8) {
+			rv = sm_err_set(err, SM_ECORRUPT, "retention floor: "
+			    "%zu bytes, want 8", v.len);
+		} else {
+			for (int i = 0; i < 8; i++)
+				u = u << 8 | (uint8_t)v.b[i];
+			*floor_ms = (int64_t)u;
+		}
+	}
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_floor_set(struct ing_store *s, int64_t floor_ms, struct sm_err *err)
+{
+	struct sm_key k;
+	uint8_t v[8];
+	uint64_t u = (uint64_t)floor_ms;
+
+	for (int i = 7; i >= 0; i--, u >>= 8)
+		v[i] = (uint8_t)u;
+	floor_key(&k);
+	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, v, sizeof(v), err));
+}
+
+int
+ing_store_block_delete(struct ing_store *s, const char *tenant, uint64_t id,
+    struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key lo, hi;
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_key_reset(&lo);
+	sm_key_str(&lo, tenant, strlen(tenant));
+	sm_key_u64(&lo, id);
+	sm_key_reset(&hi);
+	sm_key_str(&hi, tenant, strlen(tenant));
+	sm_key_u64(&hi, id + 1);
+	sm_kv_batch_delete_range(b, SM_KV_INDEX, lo.b, lo.n, hi.b, hi.n);
+	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
+	if ((rv = sm_kv_write(s->kv, b, true, err)) == 0) {
+		/* Reclaim the space now rather than at some later compaction;
+		 * a failure here only delays it. */
+		struct sm_err e2;
+
+		(void)sm_kv_compact(s->kv, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n,
+		    &e2);
+		(void)sm_kv_compact(s->kv, SM_KV_INDEX, lo.b, lo.n, hi.b, hi.n,
+		    &e2);
+	}
+	sm_kv_batch_destroy(b);
+	return (rv);
+}

@@ -13,6 +13,7 @@
  *   blocks         str(tenant) u64 id   u8 'S'              block symbols
  *   blocks         str(tenant) u64 id   u8 'T'              block tree
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
+ *   index          str("") u8 'R'                           retention floor
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -104,6 +105,20 @@ int ing_store_block_data(struct ing_store *s, const char *tenant,
     const struct ing_block_meta *m, uint32_t series,
     const struct ing_series *sr, struct sm_arena *a,
     struct ing_bucket **out, struct sm_err *err);
+
+/*
+ * Retention (compactor): the floor before which nothing is served, kept
+ * under a system key (an empty tenant, never a valid one) in the index
+ * family; INT64_MIN when never set.  Deleting a block removes all its
+ * parts in one synced batch (range deletes over tenant|id) and compacts
+ * that range.
+ */
+int ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
+    struct sm_err *err);
+int ing_store_floor_set(struct ing_store *s, int64_t floor_ms,
+    struct sm_err *err);
+int ing_store_block_delete(struct ing_store *s, const char *tenant,
+    uint64_t id, struct sm_err *err);
 
 /* Bytes on disk (every RocksDB file). */
 uint64_t ing_store_disk_bytes(struct ing_store *s);

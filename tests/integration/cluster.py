@@ -31,17 +31,20 @@ HEARTBEAT_TIMEOUT = "1s"
 
 class Cluster:
     def __init__(self, ws, ingesters=3, distributors=2, queriers=1, rf=3,
-                 extra=(), ingester_extra=(), log_level="info", name="c"):
+                 extra=(), ingester_extra=(), log_level="info", name="c",
+                 compactors=0, compactor_extra=()):
         self.ws = ws
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
         self.extra = list(extra)
         self.ingester_extra = list(ingester_extra)
         self.log_level = log_level
-        self.counts = (ingesters, distributors, queriers)
+        self.counts = (ingesters, distributors, queriers, compactors)
+        self.compactor_extra = list(compactor_extra)
         self.ingesters = []
         self.distributors = []
         self.queriers = []
+        self.compactors = []
         self.rpc_ports = [free_port() for _ in range(ingesters)]
         self.members = ",".join("ingester-%d=tcp://127.0.0.1:%d" % (i, p)
                                 for i, p in enumerate(self.rpc_ports))
@@ -54,7 +57,8 @@ class Cluster:
                 "-distributor.replication-factor=%d" % self.rf]
 
     def all(self):
-        return self.ingesters + self.distributors + self.queriers
+        return (self.ingesters + self.distributors + self.queriers +
+                self.compactors)
 
     # -- processes ---------------------------------------------------------------
 
@@ -74,16 +78,19 @@ class Cluster:
             self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
             name="%s-%d" % (kind, i),
             target=kind, log_level=self.log_level,
-            extra_flags=self.ring_flags() + self.extra)
+            extra_flags=self.ring_flags() + self.extra +
+            (self.compactor_extra if kind == "compactor" else []))
 
     def start(self):
-        ni, nd, nq = self.counts
+        ni, nd, nq, nc = self.counts
         for i in range(ni):
             self.ingesters.append(self._ingester(i).start())
         for i in range(nd):
             self.distributors.append(self._stateless("distributor", i).start())
         for i in range(nq):
             self.queriers.append(self._stateless("querier", i).start())
+        for i in range(nc):
+            self.compactors.append(self._stateless("compactor", i).start())
         if not self.wait_ring(active=ni):
             raise RuntimeError("the ring did not see %d active ingesters" %
                                ni)

@@ -1,0 +1,49 @@
+/*
+ * compactor.h -- the compactor component (DESIGN §1): the policy over time.
+ *
+ * The work runs where the data is, inside each ingester on its own
+ * RocksDB; the compactor plans and schedules it over the ring and exposes
+ * it.  What it does today is retention: every
+ * -compactor.compaction-interval it sends every healthy ingester a
+ * smolder.v1.RetentionRequest with before = now - retention period.  The
+ * ingester raises its retention floor (persisted), after which no query
+ * returns data before it, and deletes the blocks that end before it
+ * (ingester/db.h, ing_db_retention).  The floor is monotonic, so passes are
+ * idempotent: a pass cut short by a crash or an unhealthy ingester is
+ * simply completed by the next one.
+ *
+ * Not yet: downsampling old buckets and merging small blocks (the block
+ * format allows both: one symbol table and bucket width per block).
+ *
+ * HTTP: POST /compactor/run runs a pass now and answers what it did as
+ * JSON ({"before_ms":...,"ingesters":n,"failed":n,"blocks_retired":n}).
+ * Metrics: smolder_compactor_runs_total{status}, ..._blocks_retired_total,
+ * ..._last_success_timestamp_seconds.
+ *
+ * Ownership: borrows the HTTP server and the ring.  Locking: one pass at a
+ * time (a mutex); the scheduler thread and /compactor/run share it.
+ */
+#ifndef CPT_COMPACTOR_H
+#define CPT_COMPACTOR_H
+
+#include "common/flags.h"
+#include "common/http.h"
+#include "common/ring.h"
+
+struct cpt_config {
+	int64_t retention_ms;     /* -compactor.blocks-retention-period, 0 = keep */
+	int64_t interval_ms;      /* -compactor.compaction-interval */
+	int64_t timeout_ms;       /* -compactor.rpc-timeout */
+};
+
+const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);
+
+struct compactor;
+
+int cpt_create(const struct cpt_config *cfg, struct sm_http *http,
+    struct sm_ring *ring, struct compactor **out, struct sm_err *err);
+int cpt_start(struct compactor *c, struct sm_err *err);
+void cpt_stop(struct compactor *c);
+void cpt_destroy(struct compactor *c);
+
+#endif /* CPT_COMPACTOR_H */
