@@ -172,21 +172,25 @@ cpt_main(void *arg)
 {
 	struct compactor *c = arg;
 
+	/* The first pass comes one interval after the start: ingesters keep
+	 * their floor across restarts, so nothing is owed at start-up, and
+	 * a restarting cluster is not hit by every compactor at once. */
 	pthread_mutex_lock(&c->mu);
 	while (!c->stopping) {
 		struct timespec ts;
 		int64_t ns;
 		struct cpt_pass p;
 
-		pthread_mutex_unlock(&c->mu);
-		cpt_pass(c, &p);
-		pthread_mutex_lock(&c->mu);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ns = ts.tv_nsec + (c->cfg.interval_ms % 1000) * 1000000;
 		ts.tv_sec += c->cfg.interval_ms / 1000 + ns / 1000000000;
 		ts.tv_nsec = ns % 1000000000;
-		if (!c->stopping)
-			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		if (c->stopping)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		cpt_pass(c, &p);
+		pthread_mutex_lock(&c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return (NULL);
