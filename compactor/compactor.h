@@ -4,7 +4,8 @@
  * The work runs where the data is, inside each ingester on its own
  * RocksDB; the compactor plans and schedules it over the ring and exposes
  * it.  What it does today is retention: every
- * -compactor.compaction-interval it sends every healthy ingester a
+ * -compactor.compaction-interval (the first pass one interval after the
+ * start) it sends every healthy ingester a
  * smolder.v1.RetentionRequest with before = now - retention period.  The
  * ingester raises its retention floor (persisted), after which no query
  * returns data before it, and deletes the blocks that end before it
