@@ -351,22 +351,6 @@ test_live_probes(void)
 		sm_rpc_server_stop(f[i].srv);
 }
 
-static int
-free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return (port);
-}
-
 /* -ring.dns: members are the addresses; ids are learnt by probing. */
 static void
 test_dns_discovery(void)
@@ -376,7 +360,7 @@ test_dns_discovery(void)
 	struct sm_ring *r = NULL;
 	char url[64], dns[64];
 	struct sm_err err;
-	int port = free_port();
+	int port = sm_test_free_port();
 
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	snprintf(dns, sizeof(dns), "127.0.0.1:%d", port);

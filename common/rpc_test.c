@@ -24,23 +24,6 @@ echo(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 	return (0);
 }
 
-/* A free loopback TCP port (racy in theory, fine for tests). */
-static int
-free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return (port);
-}
-
 static const char *
 tcp_url(char *buf, size_t n, int port)
 {
@@ -106,7 +89,7 @@ test_tcp(void)
 {
 	char url[64];
 
-	roundtrip(tcp_url(url, sizeof(url), free_port()));
+	roundtrip(tcp_url(url, sizeof(url), sm_test_free_port()));
 }
 
 struct conc {
@@ -170,7 +153,7 @@ test_deadline(void)
 	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1200);
 	/* No server at all: the call times out, it does not hang. */
 	sm_rpc_client_destroy(c);
-	c = client(tcp_url(url, sizeof(url), free_port()));
+	c = client(tcp_url(url, sizeof(url), sm_test_free_port()));
 	SM_REQUIRE(c != NULL);
 	SM_CHECK_EQ(sm_rpc_call(c, "x", 1, 200, &resp), SM_ETIMEDOUT);
 	sm_buf_fini(&resp);
@@ -182,7 +165,7 @@ static void
 test_oversize_message_is_dropped(void)
 {
 	char url[64];
-	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url), free_port()),
+	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url), sm_test_free_port()),
 	    1000);
 	struct sm_rpc_client *c = s != NULL ? client(url) : NULL;
 	struct sm_buf resp = SM_BUF_INIT;
@@ -210,7 +193,7 @@ test_oversize_message_is_dropped(void)
 static void
 test_2p60_frame_dropped_without_allocation(void)
 {
-	int port = free_port();
+	int port = sm_test_free_port();
 	char url[64];
 	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url), port),
 	    1 << 20);
@@ -340,7 +323,7 @@ test_failfast_without_a_connection(void)
 {
 	char url[64];
 	struct sm_rpc_client *c = client(tcp_url(url, sizeof(url),
-	    free_port()));
+	    sm_test_free_port()));
 	struct sm_rpc_multi *m;
 	int64_t t0;
 
@@ -407,7 +390,7 @@ test_connection_cap(void)
 {
 	char url[64];
 	struct sm_rpc_server_cfg cfg = { tcp_url(url, sizeof(url),
-	    free_port()), 2, 1 << 20, 1000, 2 };
+	    sm_test_free_port()), 2, 1 << 20, 1000, 2 };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c[3];
 	struct sm_buf resp = SM_BUF_INIT;

@@ -847,6 +847,40 @@ block_usable(const char *tenant, const struct ing_block_meta *m,
 	    (unsigned long long)m->gen));
 }
 
+/*
+ * Call fn(arg, set, bucket_ms, ss) for every source's index: the heads'
+ * sets under their read locks, the blocks' indexes through the cache (no
+ * data part is read).  Stops at the first non-zero return.
+ */
+static int
+sources_each_index(struct ing_db *db, const char *tenant,
+    const struct sources *src, const struct sm_selector *ss,
+    int (*fn)(void *arg, const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss), void *arg, struct sm_err *err)
+{
+	int rv = 0;
+
+	for (uint32_t i = 0; i < src->nheads && rv == 0; i++) {
+		struct ing_head *h = src->heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = fn(arg, &h->set, h->bucket_ms, ss);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+
+		if ((rv = block_usable(tenant, &src->blocks[i], err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, tenant,
+		    &src->blocks[i], &idx, &ie, err)) != 0)
+			break;
+		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss);
+		ing_store_release(db->store, ie);
+	}
+	return (rv);
+}
+
 /* --- picks (replica de-duplication, querier/plan.c) ------------------------ */
 
 /*
@@ -1244,9 +1278,10 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 
 /* Add the bucket totals of the selected series of set s. */
 static int
-series_set(struct series_acc *x, const struct ing_set *s, int64_t bucket_ms,
+series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
     const struct sm_selector *ss)
 {
+	struct series_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
 	uint32_t *ids = NULL, n = 0;
 	int rv;
@@ -1334,24 +1369,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
 	    &src, err)) != 0)
 		goto out_sel;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
-		struct ing_head *h = src.heads[i];
-
-		pthread_rwlock_rdlock(&h->lock);
-		rv = series_set(&x, &h->set, h->bucket_ms, &ss);
-		pthread_rwlock_unlock(&h->lock);
-	}
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-
-		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, sel->tenant,
-		    &src.blocks[i], &idx, &ie, err)) != 0)
-			break;
-		rv = series_set(&x, idx, src.blocks[i].bucket_ms, &ss);
-		ing_store_release(db->store, ie);
-	}
+	rv = sources_each_index(db, sel->tenant, &src, &ss, series_set, &x, err);
 	sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ELIMIT)
@@ -1522,9 +1540,10 @@ stats_get(struct stats_acc *x, uint64_t fp)
 
 /* Count the in-range buckets of the selected series of set s. */
 static int
-stats_set(struct stats_acc *x, const struct ing_set *s, int64_t bucket_ms,
+stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
     const struct sm_selector *ss)
 {
+	struct stats_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
 	uint32_t *ids = NULL, n = 0;
 	int rv;
@@ -1651,26 +1670,7 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
 	    &src, err)) != 0)
 		goto out;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
-		struct ing_head *h = src.heads[i];
-
-		pthread_rwlock_rdlock(&h->lock);
-		rv = stats_set(&x, &h->set, h->bucket_ms, &ss);
-		pthread_rwlock_unlock(&h->lock);
-	}
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-
-		/* Bucket times and counts live in the index: no data part
-		 * is read. */
-		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, sel->tenant,
-		    &src.blocks[i], &idx, &ie, err)) != 0)
-			break;
-		rv = stats_set(&x, idx, src.blocks[i].bucket_ms, &ss);
-		ing_store_release(db->store, ie);
-	}
+	rv = sources_each_index(db, sel->tenant, &src, &ss, stats_set, &x, err);
 	sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ENOMEM)
@@ -1818,9 +1818,10 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 }
 
 static int
-labels_set(struct labels_acc *x, const struct ing_set *s, int64_t bucket_ms,
+labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
     const struct sm_selector *ss)
 {
+	struct labels_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
 	int64_t start = x->req->all_time ? 1 : sel->start_ms;
 	int64_t end = x->req->all_time ? 0 : sel->end_ms;
@@ -1972,24 +1973,7 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
 	    req->all_time, &src, err)) != 0)
 		goto out_sel;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
-		struct ing_head *h = src.heads[i];
-
-		pthread_rwlock_rdlock(&h->lock);
-		rv = labels_set(&x, &h->set, h->bucket_ms, &ss);
-		pthread_rwlock_unlock(&h->lock);
-	}
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-
-		if ((rv = block_usable(sel->tenant, &src.blocks[i], err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, sel->tenant,
-		    &src.blocks[i], &idx, &ie, err)) != 0)
-			break;
-		rv = labels_set(&x, idx, src.blocks[i].bucket_ms, &ss);
-		ing_store_release(db->store, ie);
-	}
+	rv = sources_each_index(db, sel->tenant, &src, &ss, labels_set, &x, err);
 	sources_put(&src);
 	if (rv == 0)
 		rv = labels_output(&x, a, out);

@@ -90,16 +90,11 @@ write_one(struct ing_db *db, const char *tenant, const char *service,
 	return (rv);
 }
 
-/* Merge {lname op lvalue} over [start, end) into collapsed text, or
- * "ERR <code>" when the merge fails. */
+/* Merge `sel` into collapsed text, or "ERR <code>" when the merge fails. */
 static char *
-merge_collapsed(struct ing_db *db, const char *tenant, const char *lname,
-    Smolder__V1__MatchType op, const char *lvalue, int64_t start,
-    int64_t end, uint64_t *profiles)
+collapse_select(struct ing_db *db, const Smolder__V1__Select *sel,
+    uint64_t *profiles)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Matcher m = SMOLDER__V1__MATCHER__INIT;
-	Smolder__V1__Matcher *mp = &m;
 	Smolder__V1__MergeResponse mr;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_mtree qm;
@@ -108,15 +103,7 @@ merge_collapsed(struct ing_db *db, const char *tenant, const char *lname,
 	char *text;
 	int rv;
 
-	m.type = op;
-	m.name = (char *)lname;
-	m.value = (char *)lvalue;
-	sel.tenant = (char *)tenant;
-	sel.n_matchers = lname != NULL ? 1 : 0;
-	sel.matchers = &mp;
-	sel.start_ms = start;
-	sel.end_ms = end;
-	if ((rv = ing_db_merge(db, &sel, a, &mr, &err)) != 0) {
+	if ((rv = ing_db_merge(db, sel, a, &mr, &err)) != 0) {
 		char e[32];
 
 		snprintf(e, sizeof(e), "ERR %d", rv);
@@ -133,6 +120,27 @@ merge_collapsed(struct ing_db *db, const char *tenant, const char *lname,
 	sm_buf_fini(&out);
 	sm_arena_destroy(a);
 	return (text);
+}
+
+/* Merge {lname op lvalue} over [start, end) (see collapse_select). */
+static char *
+merge_collapsed(struct ing_db *db, const char *tenant, const char *lname,
+    Smolder__V1__MatchType op, const char *lvalue, int64_t start,
+    int64_t end, uint64_t *profiles)
+{
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__Matcher m = SMOLDER__V1__MATCHER__INIT;
+	Smolder__V1__Matcher *mp = &m;
+
+	m.type = op;
+	m.name = (char *)lname;
+	m.value = (char *)lvalue;
+	sel.tenant = (char *)tenant;
+	sel.n_matchers = lname != NULL ? 1 : 0;
+	sel.matchers = &mp;
+	sel.start_ms = start;
+	sel.end_ms = end;
+	return (collapse_select(db, &sel, profiles));
 }
 
 static void
@@ -665,11 +673,6 @@ merge_picked(struct ing_db *db, Smolder__V1__Pick **picks, size_t n,
     int64_t end)
 {
 	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__MergeResponse mr;
-	struct sm_arena *a = sm_arena_create(0);
-	struct sm_mtree qm;
-	struct sm_buf out = SM_BUF_INIT;
-	struct sm_err err;
 	char *text;
 
 	sel.tenant = "t";
@@ -678,17 +681,9 @@ merge_picked(struct ing_db *db, Smolder__V1__Pick **picks, size_t n,
 	sel.picked = 1;
 	sel.picks = picks;
 	sel.n_picks = n;
-	if (ing_db_merge(db, &sel, a, &mr, &err) != 0) {
-		sm_arena_destroy(a);
-		return (strdup("ERR"));
-	}
-	if (sm_mtree_init(&qm) != 0 || sm_mtree_add_pb(&qm, &mr, &err) != 0)
-		abort();
-	sm_fg_write_collapsed(&qm.tree, &qm.names, qm.self, &out);
-	text = strdup(out.b != NULL ? out.b : "");
-	sm_mtree_fini(&qm);
-	sm_buf_fini(&out);
-	sm_arena_destroy(a);
+	text = collapse_select(db, &sel, NULL);
+	if (strncmp(text, "ERR", 3) == 0)
+		text[3] = '\0';
 	return (text);
 }
 

@@ -20,11 +20,15 @@
 #ifndef SM_TEST_H
 #define SM_TEST_H
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 struct sm_test_case {
 	const char *name;
@@ -137,6 +141,23 @@ sm_test_read_file(const char *path, size_t *len)
 	}
 	fclose(f);
 	return (b);
+}
+
+/* A free loopback TCP port (racy in theory, fine for tests). */
+static inline int
+sm_test_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return (port);
 }
 
 /* setjmp lives in its own frame so the caller's counters are never
