@@ -676,6 +676,10 @@ snap_member_cmp(const void *a, const void *b, void *arg)
 		return (x == NULL ? 1 : -1);
 	if (x != NULL && strcmp(x, y) != 0)
 		return (strcmp(x, y));
+	/* One id at several addresses (a dual-stack name, a pod that
+	 * moved): the one heard from last comes first and keeps the id. */
+	if (p[i].last_ok_ms != p[j].last_ok_ms)
+		return (p[i].last_ok_ms > p[j].last_ok_ms ? -1 : 1);
 	return (strcmp(p[i].m->url, p[j].m->url));
 }
 
@@ -710,7 +714,8 @@ snap_from_probes(struct sm_ring *r, int64_t now)
 
 		if (p->id != NULL && (s->id[k] = sm_strdup(p->id)) == NULL)
 			goto fail;
-		/* Two members claiming one id: the later one conflicts. */
+		/* Two addresses claiming one id: all but the freshest
+		 * conflict (and own no tokens). */
 		if (p->id != NULL && k > 0 && s->id[k - 1] != NULL &&
 		    strcmp(s->id[k - 1], p->id) == 0)
 			s->state[k] = SM_MEMBER_CONFLICT;

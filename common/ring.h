@@ -20,7 +20,9 @@
  * -ring.heartbeat-period (concurrently, nng aio).  A member is healthy
  * when its last good answer is at most -ring.heartbeat-timeout old and
  * said ACTIVE (not replaying, not shutting down).  A static member that
- * answers with another id is in CONFLICT and never healthy.
+ * answers with another id is in CONFLICT and never healthy; so is every
+ * address but the most recently heard one when several answer with one id
+ * (a dual-stack DNS name, a pod whose old address is still resolved).
  *
  * Placement: key = sm_ring_key(tenant, series labels without the
  * per-sample-type labels), so every sample type of one upload lands on the

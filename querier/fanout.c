@@ -68,8 +68,8 @@ qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->healthy[i] && !f->excluded[i])
 			f->target[f->n++] = i;
-		else if (s->id[i] != NULL || s->healthy[i])
-			f->down++;   /* a member we know should answer */
+		else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
+			f->down++;   /* a member that owns tokens is missing */
 	}
 	if (f->n == 0)
 		return (sm_err_set(err, SM_EUNAVAIL, "no healthy ingester to "
