@@ -366,7 +366,7 @@ sm_rpc_client_create(const struct sm_rpc_client_cfg *cfg,
 	    NNG_DURATION_INFINITE)) != 0 ||
 	    (nrv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, retry)) != 0 ||
 	    (nrv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT,
-	    retry * 20)) != 0 ||
+	    retry * 5)) != 0 ||
 	    (nrv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipes_cb,
 	    &c->pipes)) != 0 ||
 	    (nrv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipes_cb,

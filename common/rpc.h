@@ -81,7 +81,9 @@ void sm_rpc_server_stop(struct sm_rpc_server *s);
 struct sm_rpc_client_cfg {
 	const char *url;
 	size_t recv_max;           /* largest accepted response, bytes */
-	int dial_retry_ms;         /* reconnect interval (nng reconnmint) */
+	int dial_retry_ms;         /* reconnect interval (nng reconnmint);
+				    * backoff stops at 5x, so a restarted
+				    * peer is reconnected within that */
 };
 
 /*
