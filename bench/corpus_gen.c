@@ -13,7 +13,10 @@
  * let one series cycle through consecutive real profiles).  Each variant:
  *   - keeps every sample with probability KEEP (default 0.7; at least one);
  *   - multiplies each kept sample's values by one factor drawn from
- *     U(0.5, 1.5) (rounded; a non-zero value stays >= 1);
+ *     U(0.5, 1.5), in units of the greatest common divisor of that sample
+ *     type's values in the seed, so counts stay integers and CPU time
+ *     stays a whole number of sampling periods (count x period) as a
+ *     profiler writes it; a non-zero value stays >= one unit;
  *   - drops the locations, functions and mappings no kept sample uses and
  *     compacts the string table, as a profiler would have written a
  *     profile with only those samples;
@@ -216,8 +219,11 @@ compact_strings(Profile *p)
 	(count) = j_;							\
 } while (0)
 
+#define MAX_VALUES 16
+
 struct variant_ctx {
 	struct bench_map loc, fn, map;
+	int64_t unit[MAX_VALUES];	/* per value index: gcd in the seed */
 	unsigned char *flags;
 	size_t flags_cap;
 	struct libdeflate_compressor *gz;
@@ -241,6 +247,29 @@ flags_for(struct variant_ctx *c, size_t n)
  * One variant of the seed (see the file comment).  On success returns the
  * gzipped length (the bytes are in c->out) and sets *rawlen.
  */
+static int64_t
+gcd64(int64_t a, int64_t b)
+{
+	while (b != 0) {
+		int64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return (a < 0 ? -a : a);
+}
+
+/* c->unit[k] = gcd of value k over the seed's samples (0: all zero). */
+static void
+seed_units(struct variant_ctx *c, const Profile *p)
+{
+	memset(c->unit, 0, sizeof(c->unit));
+	for (size_t i = 0; i < p->n_sample; i++)
+		for (size_t k = 0; k < p->sample[i]->n_value &&
+		    k < MAX_VALUES; k++)
+			c->unit[k] = gcd64(c->unit[k], p->sample[i]->value[k]);
+}
+
 static long
 make_variant(struct variant_ctx *c, const unsigned char *seed,
     size_t seedlen, uint64_t key, uint64_t idx, int64_t t_ns, int64_t dur_ns,
@@ -267,12 +296,14 @@ make_variant(struct variant_ctx *c, const unsigned char *seed,
 		keep[i] = 1;
 		nkept++;
 		for (size_t k = 0; k < p->sample[i]->n_value; k++) {
+			int64_t g = k < MAX_VALUES && c->unit[k] > 0 ?
+			    c->unit[k] : 1;
 			int64_t v0 = p->sample[i]->value[k];
-			int64_t v1 = (int64_t)llround((double)v0 * f);
+			int64_t u1 = (int64_t)llround((double)(v0 / g) * f);
 
-			if (v0 > 0 && v1 < 1)
-				v1 = 1;
-			p->sample[i]->value[k] = v1;
+			if (v0 > 0 && u1 < 1)
+				u1 = 1;
+			p->sample[i]->value[k] = u1 * g;
 		}
 	}
 	if (nkept == 0 && p->n_sample > 0)
@@ -345,6 +376,7 @@ cmd_variants(int argc, char **argv)
 	int64_t t0 = 1700000000, step = 10;
 	struct variant_ctx c;
 	unsigned char **seeds;
+	int64_t (*units)[MAX_VALUES];
 	size_t *seedlens, nseeds = 0, total_gz = 0, total_raw = 0;
 	char path[4096];
 	int i;
@@ -380,6 +412,7 @@ cmd_variants(int argc, char **argv)
 		usage();
 	seeds = bench_xmalloc((size_t)(argc - i) * sizeof(*seeds));
 	seedlens = bench_xmalloc((size_t)(argc - i) * sizeof(*seedlens));
+	units = bench_xmalloc((size_t)(argc - i) * sizeof(*units));
 	for (; i < argc; i++) {
 		Profile *p;
 
@@ -391,6 +424,8 @@ cmd_variants(int argc, char **argv)
 			    argv[i]);
 			return (1);
 		}
+		seed_units(&c, p);
+		memcpy(units[nseeds], c.unit, sizeof(c.unit));
 		FREE_MSG(p);
 		nseeds++;
 	}
@@ -398,7 +433,10 @@ cmd_variants(int argc, char **argv)
 		return (1);
 	for (long s = first; s < first + steps; s++) {
 		size_t k = (size_t)s % nseeds, rawlen = 0;
-		long n = make_variant(&c, seeds[k], seedlens[k], key,
+		long n;
+
+		memcpy(c.unit, units[k], sizeof(c.unit));
+		n = make_variant(&c, seeds[k], seedlens[k], key,
 		    (uint64_t)s, (t0 + s * step) * 1000000000ll,
 		    step * 1000000000ll, &rawlen);
 		FILE *f;
@@ -431,6 +469,7 @@ cmd_variants(int argc, char **argv)
 		free(seeds[k]);
 	free(seeds);
 	free(seedlens);
+	free(units);
 	return (0);
 }
 
