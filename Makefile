@@ -52,5 +52,12 @@ test-asan: build-asan
 
 test: test-plain test-asan
 
+# make bench: run bench/run (B1..B5 next to their same-run baselines; one
+# table, JSON in bench/results/latest.json).  Full sizes take hours (see
+# bench/README.md); BENCH_FLAGS=--quick runs the CI smoke sizes (< 5 min).
+BENCH_FLAGS ?=
+bench: build
+	./bench/run --build $(BUILD) $(BENCH_FLAGS)
+
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

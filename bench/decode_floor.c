@@ -3,10 +3,12 @@
  * libdeflate gunzip + protobuf-c unpack + free, one thread (spec
  * performance.md §7 "decode floor").  A measuring stick, not product code.
  *
- *   decode_floor [-n iterations] [-t seconds] file...
+ *   decode_floor [-n iterations] [-t seconds] [-l listfile]... [file...]
  *
  * Prints: profiles/s and MB/s (gz in) for the set, decoding every file once
  * per iteration, until -t seconds passed (default 3) or -n iterations.
+ * The files are read into memory first (not timed).  -l adds the paths
+ * listed one per line in listfile.
  */
 #include <libdeflate.h>
 #include <stdio.h>
@@ -14,16 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "google/v1/profile.pb-c.h"
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + ts.tv_nsec / 1e9);
-}
 
 static unsigned char *
 slurp(const char *p, size_t *n)
@@ -53,7 +47,8 @@ main(int argc, char **argv)
 {
 	struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
 	unsigned char **files, *out = malloc(64u << 20);
-	size_t *lens, nfiles = 0, bytes = 0, profiles = 0;
+	char **paths = NULL;
+	size_t *lens, nfiles = 0, npaths = 0, bytes = 0, profiles = 0;
 	long iters = 0, max_iters = -1;
 	double secs = 3, t0, t;
 	int i = 1;
@@ -65,19 +60,28 @@ main(int argc, char **argv)
 			max_iters = atol(argv[i + 1]);
 		else if (strcmp(argv[i], "-t") == 0)
 			secs = atof(argv[i + 1]);
+		else if (strcmp(argv[i], "-l") == 0 &&
+		    bench_read_list(argv[i + 1], &paths, &npaths) != 0) {
+			fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+			return (1);
+		}
 	}
-	files = calloc((size_t)argc, sizeof(*files));
-	lens = calloc((size_t)argc, sizeof(*lens));
 	for (; i < argc; i++) {
-		if ((files[nfiles] = slurp(argv[i], &lens[nfiles])) == NULL) {
-			fprintf(stderr, "cannot read %s\n", argv[i]);
+		paths = bench_xrealloc(paths, (npaths + 1) * sizeof(*paths));
+		paths[npaths++] = argv[i];
+	}
+	files = calloc(npaths + 1, sizeof(*files));
+	lens = calloc(npaths + 1, sizeof(*lens));
+	for (size_t k = 0; k < npaths; k++) {
+		if ((files[nfiles] = slurp(paths[k], &lens[nfiles])) == NULL) {
+			fprintf(stderr, "cannot read %s\n", paths[k]);
 			return (1);
 		}
 		nfiles++;
 	}
 	if (nfiles == 0 || d == NULL || out == NULL)
 		return (2);
-	t0 = now_s();
+	t0 = bench_now_s();
 	do {
 		for (size_t k = 0; k < nfiles; k++) {
 			const unsigned char *raw = files[k];
@@ -103,7 +107,7 @@ main(int argc, char **argv)
 			profiles++;
 		}
 		iters++;
-		t = now_s() - t0;
+		t = bench_now_s() - t0;
 	} while ((max_iters < 0 && t < secs) ||
 	    (max_iters >= 0 && iters < max_iters));
 	printf("decode_floor profiles=%zu seconds=%.3f profiles_per_s=%.1f "

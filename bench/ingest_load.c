@@ -1,28 +1,43 @@
 /*
  * ingest_load.c -- load generator: POSTs pprof files to /ingest over
- * keep-alive HTTP/1.1 connections as fast as the server answers.
+ * keep-alive HTTP/1.1 connections as fast as the server answers.  A
+ * measuring stick for benchmarks, not product code.
  *
  *   ingest_load [-c connections] [-t seconds] [-a host:port] [-q query]
- *               file...
+ *               [-l listfile]... [file...]
+ *   ingest_load -m manifest [-c connections] [-a host:port]
  *
- * Each request sends one file (round robin) as a raw pprof body
- * (format=pprof) to /ingest?name=bench.app{conn=N}&<query>.  Prints
- * profiles/s, errors, and the status of the first error seen.  A
- * measuring stick for benchmarks, not product code.
+ * Round-robin mode (files): for -t seconds, each request sends one file
+ * (round robin; the files are read into memory first) as a raw pprof body
+ * to /ingest?name=bench.app{conn=N}&format=pprof&spyName=gospy&<query>.
+ *
+ * Manifest mode (-m): every line "path<TAB>query" is sent exactly once, in
+ * order across the connections, to /ingest?<query> (the query carries the
+ * name, from, until and format); files are read when sent.  Used to
+ * replay a corpus at its own timestamps.
+ *
+ * Prints profiles (2xx answers), errors, the status and body head of the
+ * first error, seconds, profiles/s and bytes sent.  Exits 1 when nothing
+ * succeeded.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_util.h"
 
 static unsigned char **files;
 static size_t *lens, nfiles;
+static char **mpaths, **mqueries;	/* manifest mode */
+static size_t nmanifest;
+static atomic_size_t next_line;
 static const char *host = "127.0.0.1";
 static int port = 4040;
 static double secs = 5;
@@ -32,17 +47,10 @@ struct worker {
 	int id;
 	pthread_t thr;
 	long ok, errors;
+	size_t bytes;
 	int first_status;
+	char first_body[256];
 };
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + ts.tv_nsec / 1e9);
-}
 
 static int
 dial(void)
@@ -76,12 +84,15 @@ write_all(int fd, const void *p, size_t n)
 	return (0);
 }
 
-/* Read one response; returns the status or -1.  Handles Content-Length. */
+/*
+ * Read one response; returns the status or -1.  Handles Content-Length
+ * bodies; the first bytes of the body are copied to `head` (NUL-ended).
+ */
 static int
-read_response(int fd)
+read_response(int fd, char *head, size_t headsz)
 {
 	char buf[65536];
-	size_t have = 0;
+	size_t have = 0, hl = 0;
 	char *hdr_end, *cl;
 	long body = 0;
 	int status;
@@ -102,7 +113,14 @@ read_response(int fd)
 	if ((cl = strcasestr(buf, "content-length:")) != NULL &&
 	    cl < hdr_end)
 		body = atol(cl + 15);
-	body -= (long)(have - (size_t)(hdr_end + 4 - buf));
+	hl = have - (size_t)(hdr_end + 4 - buf);
+	if (headsz > 0) {
+		size_t c = hl < headsz - 1 ? hl : headsz - 1;
+
+		memcpy(head, hdr_end + 4, c);
+		head[c] = '\0';
+	}
+	body -= (long)hl;
 	while (body > 0) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 
@@ -113,43 +131,122 @@ read_response(int fd)
 	return (status);
 }
 
+/* POST one body; returns the status, or -1 (and reconnects) on I/O error. */
+static int
+post(int *fd, const char *query, const void *body, size_t len, char *head,
+    size_t headsz)
+{
+	char hdr[8192];
+	int n, status;
+
+	n = snprintf(hdr, sizeof(hdr), "POST /ingest?%s HTTP/1.1\r\n"
+	    "Host: %s\r\nContent-Type: application/octet-stream\r\n"
+	    "Content-Length: %zu\r\n\r\n", query, host, len);
+	if (n < 0 || (size_t)n >= sizeof(hdr))
+		return (-1);
+	if (*fd < 0 || write_all(*fd, hdr, (size_t)n) != 0 ||
+	    write_all(*fd, body, len) != 0 ||
+	    (status = read_response(*fd, head, headsz)) < 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = dial();
+		return (-1);
+	}
+	return (status);
+}
+
+static void
+count(struct worker *w, int status, const char *head, size_t len)
+{
+	if (status >= 200 && status < 300) {
+		w->ok++;
+		w->bytes += len;
+		return;
+	}
+	if (w->first_status == 0) {
+		w->first_status = status;
+		snprintf(w->first_body, sizeof(w->first_body), "%s", head);
+	}
+	w->errors++;
+}
+
 static void *
-worker_main(void *p)
+worker_rr(void *p)
 {
 	struct worker *w = p;
-	double end = now_s() + secs;
+	double end = bench_now_s() + secs;
 	int fd = dial();
 	size_t k = (size_t)w->id;
-	char hdr[1024];
+	char q[4096], head[256];
 
-	while (fd >= 0 && now_s() < end) {
-		int n, status;
-
+	snprintf(q, sizeof(q), "name=bench.app%%7Bconn%%3D%d%%7D&format=pprof"
+	    "&spyName=gospy%s%s", w->id, *extra ? "&" : "", extra);
+	while (fd >= 0 && bench_now_s() < end) {
 		k = (k + 1) % nfiles;
-		n = snprintf(hdr, sizeof(hdr), "POST /ingest?name=bench.app"
-		    "%%7Bconn%%3D%d%%7D&format=pprof&spyName=gospy%s%s HTTP/1.1\r\n"
-		    "Host: %s\r\nContent-Type: application/octet-stream\r\n"
-		    "Content-Length: %zu\r\n\r\n", w->id, *extra ? "&" : "",
-		    extra, host, lens[k]);
-		if (write_all(fd, hdr, (size_t)n) != 0 ||
-		    write_all(fd, files[k], lens[k]) != 0 ||
-		    (status = read_response(fd)) < 0) {
-			close(fd);
-			fd = dial();
-			w->errors++;
-			continue;
-		}
-		if (status == 200) {
-			w->ok++;
-		} else {
-			if (w->first_status == 0)
-				w->first_status = status;
-			w->errors++;
-		}
+		head[0] = '\0';
+		count(w, post(&fd, q, files[k], lens[k], head, sizeof(head)),
+		    head, lens[k]);
 	}
 	if (fd >= 0)
 		close(fd);
 	return (NULL);
+}
+
+static void *
+worker_manifest(void *p)
+{
+	struct worker *w = p;
+	int fd = dial();
+	unsigned char *buf = NULL;
+	size_t cap = 0, i;
+	char head[256];
+
+	while ((i = atomic_fetch_add(&next_line, 1)) < nmanifest) {
+		long n = bench_read_file(mpaths[i], &buf, &cap);
+		int status;
+
+		if (n < 0) {
+			fprintf(stderr, "cannot read %s\n", mpaths[i]);
+			w->errors++;
+			continue;
+		}
+		head[0] = '\0';
+		status = post(&fd, mqueries[i], buf, (size_t)n, head,
+		    sizeof(head));
+		count(w, status, head, (size_t)n);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return (NULL);
+}
+
+static int
+read_manifest(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192];
+	size_t cap = 0;
+
+	if (f == NULL)
+		return (-1);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *tab = strchr(line, '\t');
+
+		line[strcspn(line, "\r\n")] = '\0';
+		if (tab == NULL)
+			continue;
+		*tab = '\0';
+		if (nmanifest == cap) {
+			cap = cap ? cap * 2 : 4096;
+			mpaths = bench_xrealloc(mpaths, cap * sizeof(char *));
+			mqueries = bench_xrealloc(mqueries, cap * sizeof(char *));
+		}
+		mpaths[nmanifest] = strdup(line);
+		mqueries[nmanifest++] = strdup(tab + 1);
+	}
+	fclose(f);
+	return (0);
 }
 
 int
@@ -158,7 +255,10 @@ main(int argc, char **argv)
 	struct worker *ws;
 	int conns = 1, i = 1;
 	long ok = 0, errs = 0;
-	int first = 0;
+	size_t bytes = 0, npaths = 0;
+	char **paths = NULL;
+	const char *manifest = NULL;
+	struct worker *first = NULL;
 	double t0, t;
 
 	for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -170,6 +270,13 @@ main(int argc, char **argv)
 			secs = atof(argv[i + 1]);
 		} else if (strcmp(argv[i], "-q") == 0) {
 			extra = argv[i + 1];
+		} else if (strcmp(argv[i], "-m") == 0) {
+			manifest = argv[i + 1];
+		} else if (strcmp(argv[i], "-l") == 0) {
+			if (bench_read_list(argv[i + 1], &paths, &npaths)) {
+				fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+				return (1);
+			}
 		} else if (strcmp(argv[i], "-a") == 0) {
 			static char h[256];
 			char *c;
@@ -180,44 +287,59 @@ main(int argc, char **argv)
 				port = atoi(c + 1);
 				host = h;
 			}
+		} else {
+			return (2);
 		}
 	}
-	files = calloc((size_t)argc, sizeof(*files));
-	lens = calloc((size_t)argc, sizeof(*lens));
-	for (; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-		long l;
-
-		if (f == NULL) {
-			fprintf(stderr, "cannot read %s\n", argv[i]);
-			return (1);
-		}
-		fseek(f, 0, SEEK_END);
-		l = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		files[nfiles] = malloc((size_t)l);
-		if (fread(files[nfiles], 1, (size_t)l, f) != (size_t)l)
-			return (1);
-		lens[nfiles++] = (size_t)l;
-		fclose(f);
-	}
-	if (nfiles == 0 || conns < 1)
+	if (conns < 1)
 		return (2);
+	if (manifest != NULL) {
+		if (read_manifest(manifest) != 0 || nmanifest == 0) {
+			fprintf(stderr, "cannot read manifest %s\n", manifest);
+			return (1);
+		}
+	} else {
+		for (; i < argc; i++) {
+			paths = bench_xrealloc(paths,
+			    (npaths + 1) * sizeof(*paths));
+			paths[npaths++] = argv[i];
+		}
+		files = calloc(npaths + 1, sizeof(*files));
+		lens = calloc(npaths + 1, sizeof(*lens));
+		for (size_t k = 0; k < npaths; k++) {
+			size_t cap = 0;
+			long n = bench_read_file(paths[k], &files[k], &cap);
+
+			if (n < 0) {
+				fprintf(stderr, "cannot read %s\n", paths[k]);
+				return (1);
+			}
+			lens[k] = (size_t)n;
+		}
+		nfiles = npaths;
+		if (nfiles == 0)
+			return (2);
+	}
 	ws = calloc((size_t)conns, sizeof(*ws));
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (int c = 0; c < conns; c++) {
 		ws[c].id = c;
-		pthread_create(&ws[c].thr, NULL, worker_main, &ws[c]);
+		pthread_create(&ws[c].thr, NULL,
+		    manifest ? worker_manifest : worker_rr, &ws[c]);
 	}
 	for (int c = 0; c < conns; c++) {
 		pthread_join(ws[c].thr, NULL);
 		ok += ws[c].ok;
 		errs += ws[c].errors;
-		if (first == 0)
-			first = ws[c].first_status;
+		bytes += ws[c].bytes;
+		if (first == NULL && ws[c].first_status != 0)
+			first = &ws[c];
 	}
-	t = now_s() - t0;
+	t = bench_now_s() - t0;
 	printf("ingest_load profiles=%ld errors=%ld first_error_status=%d "
-	    "seconds=%.3f profiles_per_s=%.1f\n", ok, errs, first, t, ok / t);
+	    "seconds=%.3f profiles_per_s=%.1f bytes=%zu\n", ok, errs,
+	    first ? first->first_status : 0, t, ok / t, bytes);
+	if (first != NULL)
+		printf("first_error_body: %s\n", first->first_body);
 	return (errs != 0 && ok == 0 ? 1 : 0);
 }

@@ -1,0 +1,3 @@
+module smolder/bench/workload
+
+go 1.19
