@@ -45,7 +45,20 @@ struct sm_rpc_server {
 	unsigned nw;
 	char *url;
 	struct rpc_pipes pipes;
+	atomic_bool stopping;
 };
+
+/*
+ * Stopping a server.  nng 1.5 can crash (a destroyed mutex in
+ * nng_ctx_send) when the socket is closed while a worker is inside its
+ * handler and then sends the reply on a context that closing tore down.
+ * So the socket is closed only after every worker has returned: stop sets
+ * `stopping` and cancels the workers' receives; a worker finishes the
+ * request in hand (its reply is sent), sees the flag and returns.  A
+ * receive started just after the cancel cannot hang the stop: receives
+ * wait at most RPC_POLL_MS and then look at the flag again.
+ */
+#define RPC_POLL_MS 200
 
 struct sm_rpc_client {
 	nng_socket sock;
@@ -188,10 +201,15 @@ rpc_worker_main(void *p)
 		nng_msg *msg, *rep;
 		int nrv, rv;
 
+		if (atomic_load(&s->stopping))
+			break;
+		nng_aio_set_timeout(w->aio, RPC_POLL_MS);
 		nng_ctx_recv(w->ctx, w->aio);
 		nng_aio_wait(w->aio);
 		nrv = nng_aio_result(w->aio);
-		if (nrv == NNG_ECLOSED || nrv == NNG_ECANCELED)
+		if (nrv == NNG_ETIMEDOUT || nrv == NNG_ECANCELED)
+			continue;       /* look at `stopping` again */
+		if (nrv == NNG_ECLOSED)
 			break;
 		if (nrv != 0) {
 			sm_warn("rpc", "receive failed\turl=%s err=\"%s\"",
@@ -221,7 +239,6 @@ rpc_worker_main(void *p)
 		nng_ctx_send(w->ctx, w->aio);
 		nng_aio_wait(w->aio);
 		nrv = nng_aio_result(w->aio);
-		nng_aio_set_timeout(w->aio, NNG_DURATION_INFINITE);
 		if (nrv != 0) {
 			nng_msg_free(nng_aio_get_msg(w->aio));
 			if (nrv == NNG_ECLOSED)
@@ -316,15 +333,18 @@ sm_rpc_server_stop(struct sm_rpc_server *s)
 {
 	if (s == NULL)
 		return;
-	/* close: wakes every worker with NNG_ECLOSED */
-	nng_close(s->sock);
-	/* stop: wait for them */
+	/* stop the workers (see "Stopping a server"), then close */
+	atomic_store(&s->stopping, true);
+	for (unsigned i = 0; i < s->nw; i++)
+		if (s->w[i].aio != NULL)
+			nng_aio_cancel(s->w[i].aio);
 	for (unsigned i = 0; i < s->nw; i++) {
 		struct rpc_worker *w = &s->w[i];
 
 		if (w->started)
 			pthread_join(w->thr, NULL);
 	}
+	nng_close(s->sock);
 	/* fini */
 	for (unsigned i = 0; i < s->nw; i++) {
 		struct rpc_worker *w = &s->w[i];

@@ -437,11 +437,63 @@ test_pb_envelope_errors(void)
 	sm_buf_fini(&b);
 }
 
+struct slow_call {
+	struct sm_rpc_client *c;
+	int rv;
+	struct sm_buf resp;
+};
+
+static void *
+slow_call_main(void *p)
+{
+	struct slow_call *x = p;
+
+	x->rv = sm_rpc_call(x->c, "sleep-tcp", 9, 5000, &x->resp);
+	return (NULL);
+}
+
+/*
+ * Stopping a TCP server while a worker is inside its handler: the stop
+ * waits for the handler, the reply goes out (or fails cleanly), and
+ * nothing touches a closed context (nng 1.5 panicked in nng_ctx_send when
+ * the socket was closed first; ASan would see the use after free).
+ */
+static void
+test_stop_during_handler_tcp(void)
+{
+	char url[64];
+	struct sm_rpc_server *s;
+	struct sm_rpc_client *c;
+	struct slow_call x = { NULL, -1, SM_BUF_INIT };
+	pthread_t t;
+	int64_t t0;
+
+	tcp_url(url, sizeof(url), sm_test_free_port());
+	s = start(url, 1 << 20);
+	c = client(url);
+	SM_REQUIRE(s != NULL && c != NULL && wait_connected(c));
+	x.c = c;
+	pthread_create(&t, NULL, slow_call_main, &x);
+	usleep(300 * 1000);             /* the worker is in its 1.5 s sleep */
+	t0 = sm_mono_ns();
+	sm_rpc_server_stop(s);
+	/* it waited for the handler, and not for a whole send timeout */
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 >= 900);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 4000);
+	pthread_join(t, NULL);
+	SM_CHECK(x.rv == 0 || x.rv == SM_ETIMEDOUT || x.rv == SM_EUNAVAIL);
+	if (x.rv == 0)
+		SM_CHECK(x.resp.len == 9 && memcmp(x.resp.b, "sleep-tcp", 9) == 0);
+	sm_buf_fini(&x.resp);
+	sm_rpc_client_destroy(c);
+}
+
 SM_TEST_MAIN(
 	{ "round trip over inproc", test_inproc },
 	{ "round trip over tcp loopback", test_tcp },
 	{ "8 threads x 200 calls on one client", test_concurrent_calls_share_a_client },
 	{ "deadlines: slow handler, absent server", test_deadline },
+	{ "stop while a tcp handler runs", test_stop_during_handler_tcp },
 	{ "a message over recv-size-max is dropped", test_oversize_message_is_dropped },
 	{ "a 2^60-byte frame is dropped without allocating", test_2p60_frame_dropped_without_allocation },
 	{ "response envelope carries error codes", test_pb_envelope_errors },
