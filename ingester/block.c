@@ -316,12 +316,18 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 		sm_buf_reset(&raw);
 		for (uint32_t b = 0; b < sr->nb; b++) {
 			const struct ing_bucket *bk = &sr->b[b];
+			struct ing_pair_cur c;
+			uint32_t node, prev = 0;
+			int64_t v;
 
-			for (uint32_t j = 0; j < bk->n; j++)
-				put_uv(&raw, j == 0 ? bk->node[0] :
-				    bk->node[j] - bk->node[j - 1]);
-			for (uint32_t j = 0; j < bk->n; j++)
-				put_uv(&raw, (uint64_t)bk->value[j]);
+			ing_pairs_begin(bk, &c);
+			while (ing_pairs_next(&c, &node, &v)) {
+				put_uv(&raw, node - prev);
+				prev = node;
+			}
+			ing_pairs_begin(bk, &c);
+			while (ing_pairs_next(&c, &node, &v))
+				put_uv(&raw, (uint64_t)v);
 		}
 		if (sm_buf_error(&raw) != 0 ||
 		    (rv = block_wrap('D', &raw, level, &e->data[k])) != 0)

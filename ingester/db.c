@@ -971,9 +971,19 @@ acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
 	    start, end); k++) {
 		if (!pick_bucket(pk, b[k].t))
 			continue;
-		for (uint32_t j = 0; j < b[k].n; j++)
-			acc[b[k].node[j]] = sm_add_sat(acc[b[k].node[j]],
-			    b[k].value[j]);
+		if (b[k].packed != NULL) {
+			struct ing_pair_cur c;
+			uint32_t node;
+			int64_t v;
+
+			ing_pairs_begin(&b[k], &c);
+			while (ing_pairs_next(&c, &node, &v))
+				acc[node] = sm_add_sat(acc[node], v);
+		} else {
+			for (uint32_t j = 0; j < b[k].n; j++)
+				acc[b[k].node[j]] = sm_add_sat(
+				    acc[b[k].node[j]], b[k].value[j]);
+		}
 		profiles += b[k].profiles;
 	}
 	return (profiles);

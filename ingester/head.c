@@ -76,6 +76,34 @@ pair_cmp(const void *a, const void *b)
 	return (x->node < y->node ? -1 : x->node > y->node);
 }
 
+/* Pack bucket i of s (set.h, "Packed buckets"); a failure to pack only
+ * costs memory. */
+static void
+pack(struct ing_head *h, struct ing_bucket *b)
+{
+	uint64_t was;
+
+	if (b->packed != NULL)
+		return;
+	was = ing_bucket_pair_bytes(b);
+	if (ing_bucket_pack(b) == 0)
+		h->pair_bytes = h->pair_bytes - was + ing_bucket_pair_bytes(b);
+}
+
+/*
+ * After a write into bucket i: every bucket but the newest is sealed.  So
+ * bucket i is packed unless it is the newest, and when it is the newest,
+ * the one before it (until now the newest) is packed.
+ */
+static void
+seal(struct ing_head *h, struct ing_series *s, uint32_t i)
+{
+	if (i + 1 < s->nb)
+		pack(h, &s->b[i]);
+	else if (i > 0)
+		pack(h, &s->b[i - 1]);
+}
+
 /* Add sorted, unique pairs p[0..n) to the bucket starting at bt. */
 static int
 bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
@@ -131,14 +159,24 @@ bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
 		b->total = sum;
 		b->node = nn;
 		b->value = nv;
+		b->packed = NULL;
+		b->packed_len = 0;
 		s->nb++;
 		h->pair_bytes += (uint64_t)n * 12 + sizeof(*b);
 		h->set.min_t = SM_MIN(h->set.min_t, bt);
 		h->set.max_t = SM_MAX(h->set.max_t, bt);
+		seal(h, s, lo);
 		return (0);
 	}
 	/* Sorted merge into fresh arrays. */
 	b = &s->b[lo];
+	if (b->packed != NULL) {
+		uint64_t was = ing_bucket_pair_bytes(b);
+
+		if (ing_bucket_unpack(b) != 0)
+			return (SM_ENOMEM);
+		h->pair_bytes = h->pair_bytes - was + ing_bucket_pair_bytes(b);
+	}
 	nn = sm_malloc((size_t)(b->n + n) * sizeof(*nn));
 	nv = sm_malloc((size_t)(b->n + n) * sizeof(*nv));
 	if (nn == NULL || nv == NULL) {
@@ -168,6 +206,7 @@ bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
 	b->n = k;
 	b->profiles++;
 	b->total = sm_add_sat(b->total, sum);
+	seal(h, s, lo);
 	return (0);
 }
 

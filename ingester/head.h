@@ -11,7 +11,9 @@
  *
  * A write maps the request's stack tree onto the head's tree in one pass
  * (parents before children), then adds each series' (node, value) pairs to
- * the bucket holding its timestamp with a sorted merge.
+ * the bucket holding its timestamp with a sorted merge.  Every bucket but a
+ * series' newest is kept packed (set.h, "Packed buckets"): a write into an
+ * older bucket unpacks, merges and packs it again.
  *
  * Lifetime and locking: `lock` (rwlock) guards the contents: writes hold it
  * exclusively, queries and the block encoder shared.  `writers` counts

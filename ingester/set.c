@@ -214,6 +214,7 @@ ing_set_fini(struct ing_set *s)
 		for (uint32_t k = 0; k < sr->nb; k++) {
 			sm_free(sr->b[k].node);
 			sm_free(sr->b[k].value);
+			sm_free(sr->b[k].packed);
 		}
 		sm_free(sr->b);
 		sm_free(sr->labels);
@@ -528,5 +529,90 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 	}
 	*out = cand;
 	*n = w;
+	return (0);
+}
+
+/* --- packed buckets ------------------------------------------------------- */
+
+static uint64_t
+gcd64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return (a);
+}
+
+static uint8_t *
+put_packed_uv(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return (p);
+}
+
+int
+ing_bucket_pack(struct ing_bucket *b)
+{
+	uint64_t g = 0;
+	uint8_t *buf, *p, *z;
+	uint32_t prev = 0;
+
+	if (b->packed != NULL)
+		return (0);
+	for (uint32_t j = 0; j < b->n && g != 1; j++)
+		g = gcd64((uint64_t)b->value[j], g);
+	if (g == 0)
+		g = 1;
+	/* worst case: 10 bytes for g, 5 per node delta, 10 per value */
+	if ((buf = sm_malloc(10 + (size_t)b->n * 15)) == NULL)
+		return (SM_ENOMEM);
+	p = put_packed_uv(buf, g);
+	for (uint32_t j = 0; j < b->n; j++) {
+		p = put_packed_uv(p, b->node[j] - prev);
+		prev = b->node[j];
+		p = put_packed_uv(p, (uint64_t)b->value[j] / g);
+	}
+	if ((z = sm_realloc(buf, (size_t)(p - buf))) == NULL)
+		z = buf;        /* shrinking failed: keep the bigger buffer */
+	sm_free(b->node);
+	sm_free(b->value);
+	b->node = NULL;
+	b->value = NULL;
+	b->packed = z;
+	b->packed_len = (uint32_t)(p - buf);
+	return (0);
+}
+
+int
+ing_bucket_unpack(struct ing_bucket *b)
+{
+	struct ing_pair_cur c;
+	uint32_t *nn, k = 0;
+	int64_t *nv;
+
+	if (b->packed == NULL)
+		return (0);
+	nn = sm_malloc((size_t)SM_MAX(b->n, 1) * sizeof(*nn));
+	nv = sm_malloc((size_t)SM_MAX(b->n, 1) * sizeof(*nv));
+	if (nn == NULL || nv == NULL) {
+		sm_free(nn);
+		sm_free(nv);
+		return (SM_ENOMEM);
+	}
+	ing_pairs_begin(b, &c);
+	while (ing_pairs_next(&c, &nn[k], &nv[k]))
+		k++;
+	sm_free(b->packed);
+	b->packed = NULL;
+	b->packed_len = 0;
+	b->node = nn;
+	b->value = nv;
 	return (0);
 }

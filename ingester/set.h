@@ -11,8 +11,10 @@
  *       b[]                    buckets sorted by start time t
  *         t, profiles, total   always present
  *         node[], value[]      the (stack node, value) pairs, sorted by
- *                              node -- present in the head; for a block
+ *                              node -- the head's open bucket; for a block
  *                              they stay on disk until a merge reads them
+ *         packed               or the same pairs packed (the head's sealed
+ *                              buckets, see "Packed buckets" below)
  *     index      postings per (name id, value id) -> sorted series ids
  *
  * Selecting series (DESIGN §5): every matcher that requires a value
@@ -42,6 +44,8 @@ struct ing_bucket {
 	int64_t total;           /* sum of values */
 	uint32_t *node;          /* n node ids, strictly increasing (or NULL) */
 	int64_t *value;          /* n values > 0 (or NULL) */
+	uint8_t *packed;         /* or the pairs packed (node, value NULL) */
+	uint32_t packed_len;     /* bytes at packed */
 };
 
 struct ing_meta {
@@ -142,6 +146,80 @@ static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
     int64_t bucket_ms, int64_t start, int64_t end)
 {
 	return (b->t < end && b->t + bucket_ms > start);
+}
+
+/*
+ * Packed buckets.  A head series gets a profile every 10 s or so, and each
+ * lands in a new bucket; once a newer bucket exists the older one is
+ * sealed in practice, and the head keeps it packed: uvarint g (the gcd of
+ * its values), then per pair uvarint(node - previous node) and
+ * uvarint(value / g).  CPU values are count x period, so value / g is the
+ * sample count: a pair takes 2-3 bytes instead of 12 (node[] + value[]),
+ * which is most of the head's memory (bench B5).  A write into a packed
+ * bucket (late data) unpacks it, merges and packs it again.
+ *
+ * pack/unpack: 0 or SM_ENOMEM (the bucket is then unchanged).  Readers go
+ * through the cursor, which reads either form.
+ */
+int ing_bucket_pack(struct ing_bucket *b);
+int ing_bucket_unpack(struct ing_bucket *b);
+
+/* Memory a bucket's pairs hold (bytes), in either form. */
+static inline uint64_t ing_bucket_pair_bytes(const struct ing_bucket *b)
+{
+	return (b->packed != NULL ? b->packed_len : (uint64_t)b->n * 12);
+}
+
+struct ing_pair_cur {
+	const struct ing_bucket *b;
+	const uint8_t *p;
+	uint64_t g;
+	uint32_t i, node;
+};
+
+static inline uint64_t ing_packed_uv(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+	unsigned s = 0;
+
+	while (*p & 0x80) {
+		v |= (uint64_t)(*p++ & 0x7f) << s;
+		s += 7;
+	}
+	v |= (uint64_t)*p++ << s;
+	*pp = p;
+	return (v);
+}
+
+static inline void ing_pairs_begin(const struct ing_bucket *b,
+    struct ing_pair_cur *c)
+{
+	c->b = b;
+	c->i = 0;
+	c->node = 0;
+	c->p = b->packed;
+	c->g = 1;
+	if (b->packed != NULL)
+		c->g = ing_packed_uv(&c->p);
+}
+
+/* The next pair; false after the last. */
+static inline bool ing_pairs_next(struct ing_pair_cur *c, uint32_t *node,
+    int64_t *value)
+{
+	if (c->i == c->b->n)
+		return (false);
+	if (c->p != NULL) {
+		c->node += (uint32_t)ing_packed_uv(&c->p);
+		*node = c->node;
+		*value = (int64_t)(ing_packed_uv(&c->p) * c->g);
+	} else {
+		*node = c->b->node[c->i];
+		*value = c->b->value[c->i];
+	}
+	c->i++;
+	return (true);
 }
 
 /* The metadata string of a series (lstr id -> string). */
