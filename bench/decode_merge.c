@@ -8,7 +8,8 @@
  * sample type ("type:unit", up to 8 distinct types).  This is what a
  * straightforward "merge the raw profiles at query time" server would do,
  * written tightly: no per-sample malloc, tables reused.  A measuring
- * stick, not product code.
+ * stick, not product code.  Samples with no locations are dropped, as
+ * Pyroscope drops them, so the totals are comparable with Smolder's.
  *
  *   decode_merge [-T type:unit] [-o collapsed.txt] [-l listfile]... [file...]
  *
@@ -290,6 +291,10 @@ merge_profile(const Google__V1__Profile *p)
 		size_t len = 0;
 		uint32_t id;
 
+		/* As Pyroscope (and Smolder) do: a sample with no stack is
+		 * dropped (Go CPU profiles carry a few). */
+		if (s->n_location_id == 0)
+			continue;
 		for (size_t k = 0; k < s->n_location_id; k++) {
 			uint32_t li;
 
