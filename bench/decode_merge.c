@@ -34,11 +34,17 @@
 
 #define MAX_TYPES 8
 
+/* Open addressing: a nonzero hash per slot (0 = empty) and its id. */
+struct slots {
+	uint64_t *hash;
+	uint32_t *id;
+	size_t cap;
+};
+
 /* Interned function names: open addressing over (hash, offset, length). */
 struct names {
-	uint64_t *hash;		/* 0 = empty slot */
-	uint32_t *id;		/* slot -> name id */
-	size_t cap, n;
+	struct slots t;		/* name hash -> name id */
+	size_t n;
 	char *chars;		/* all names, NUL-separated */
 	size_t nchars, capchars;
 	uint32_t *off;		/* name id -> offset in chars */
@@ -47,9 +53,8 @@ struct names {
 
 /* Merged stacks: (hash, frames) -> stack id; values[id * MAX_TYPES + t]. */
 struct stacks {
-	uint64_t *hash;
-	uint32_t *id;
-	size_t cap, n;
+	struct slots t;		/* stack hash -> stack id */
+	size_t n;
 	uint32_t *frames;	/* all stacks' name ids, leaf first */
 	size_t nframes, capframes;
 	uint32_t *off, *len;	/* stack id -> frames */
@@ -68,28 +73,29 @@ nz(uint64_t h)
 	return (h ? h : 1);
 }
 
+/* Double the slot table (4096 slots at first), re-placing every entry. */
 static void
-names_grow(void)
+slots_grow(struct slots *t)
 {
-	size_t ocap = names.cap;
-	uint64_t *oh = names.hash;
-	uint32_t *oid = names.id;
+	size_t ocap = t->cap;
+	uint64_t *oh = t->hash;
+	uint32_t *oid = t->id;
 
-	names.cap = ocap ? ocap * 2 : 4096;
-	names.hash = calloc(names.cap, sizeof(*names.hash));
-	names.id = bench_xmalloc(names.cap * sizeof(*names.id));
-	if (names.hash == NULL)
+	t->cap = ocap ? ocap * 2 : 4096;
+	t->hash = calloc(t->cap, sizeof(*t->hash));
+	t->id = bench_xmalloc(t->cap * sizeof(*t->id));
+	if (t->hash == NULL)
 		exit(3);
 	for (size_t i = 0; i < ocap; i++) {
 		size_t j;
 
 		if (oh[i] == 0)
 			continue;
-		for (j = oh[i] & (names.cap - 1); names.hash[j] != 0;
-		    j = (j + 1) & (names.cap - 1))
+		for (j = oh[i] & (t->cap - 1); t->hash[j] != 0;
+		    j = (j + 1) & (t->cap - 1))
 			;
-		names.hash[j] = oh[i];
-		names.id[j] = oid[i];
+		t->hash[j] = oh[i];
+		t->id[j] = oid[i];
 	}
 	free(oh);
 	free(oid);
@@ -101,17 +107,17 @@ name_intern(const char *s, size_t len)
 	uint64_t h = nz(XXH3_64bits(s, len));
 	size_t j;
 
-	if ((names.n + 1) * 2 > names.cap)
-		names_grow();
-	for (j = h & (names.cap - 1); names.hash[j] != 0;
-	    j = (j + 1) & (names.cap - 1)) {
+	if ((names.n + 1) * 2 > names.t.cap)
+		slots_grow(&names.t);
+	for (j = h & (names.t.cap - 1); names.t.hash[j] != 0;
+	    j = (j + 1) & (names.t.cap - 1)) {
 		const char *c;
 
-		if (names.hash[j] != h)
+		if (names.t.hash[j] != h)
 			continue;
-		c = names.chars + names.off[names.id[j]];
+		c = names.chars + names.off[names.t.id[j]];
 		if (strncmp(c, s, len) == 0 && c[len] == '\0')
-			return (names.id[j]);
+			return (names.t.id[j]);
 	}
 	if (names.nchars + len + 1 > names.capchars) {
 		names.capchars = (names.capchars + len + 1) * 2;
@@ -126,36 +132,9 @@ name_intern(const char *s, size_t len)
 	names.chars[names.nchars + len] = '\0';
 	names.off[names.n] = (uint32_t)names.nchars;
 	names.nchars += len + 1;
-	names.hash[j] = h;
-	names.id[j] = (uint32_t)names.n;
+	names.t.hash[j] = h;
+	names.t.id[j] = (uint32_t)names.n;
 	return ((uint32_t)names.n++);
-}
-
-static void
-stacks_grow(void)
-{
-	size_t ocap = stacks.cap;
-	uint64_t *oh = stacks.hash;
-	uint32_t *oid = stacks.id;
-
-	stacks.cap = ocap ? ocap * 2 : 4096;
-	stacks.hash = calloc(stacks.cap, sizeof(*stacks.hash));
-	stacks.id = bench_xmalloc(stacks.cap * sizeof(*stacks.id));
-	if (stacks.hash == NULL)
-		exit(3);
-	for (size_t i = 0; i < ocap; i++) {
-		size_t j;
-
-		if (oh[i] == 0)
-			continue;
-		for (j = oh[i] & (stacks.cap - 1); stacks.hash[j] != 0;
-		    j = (j + 1) & (stacks.cap - 1))
-			;
-		stacks.hash[j] = oh[i];
-		stacks.id[j] = oid[i];
-	}
-	free(oh);
-	free(oid);
 }
 
 /* The stack id of frames[0..len) (name ids, leaf first), added if new. */
@@ -166,12 +145,12 @@ stack_intern(const uint32_t *fr, size_t len)
 	size_t j;
 	uint32_t id;
 
-	if ((stacks.n + 1) * 2 > stacks.cap)
-		stacks_grow();
-	for (j = h & (stacks.cap - 1); stacks.hash[j] != 0;
-	    j = (j + 1) & (stacks.cap - 1)) {
-		id = stacks.id[j];
-		if (stacks.hash[j] == h && stacks.len[id] == len &&
+	if ((stacks.n + 1) * 2 > stacks.t.cap)
+		slots_grow(&stacks.t);
+	for (j = h & (stacks.t.cap - 1); stacks.t.hash[j] != 0;
+	    j = (j + 1) & (stacks.t.cap - 1)) {
+		id = stacks.t.id[j];
+		if (stacks.t.hash[j] == h && stacks.len[id] == len &&
 		    memcmp(stacks.frames + stacks.off[id], fr,
 		    len * sizeof(*fr)) == 0)
 			return (id);
@@ -197,8 +176,8 @@ stack_intern(const uint32_t *fr, size_t len)
 	memset(stacks.values + (size_t)id * MAX_TYPES, 0,
 	    MAX_TYPES * sizeof(*stacks.values));
 	stacks.nframes += len;
-	stacks.hash[j] = h;
-	stacks.id[j] = id;
+	stacks.t.hash[j] = h;
+	stacks.t.id[j] = id;
 	return (id);
 }
 
