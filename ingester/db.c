@@ -957,17 +957,8 @@ acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
     int64_t start, int64_t end, const Smolder__V1__Pick *pk, int64_t *acc)
 {
 	uint64_t profiles = 0;
-	uint32_t lo = 0, hi = nb;
 
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-
-		if (b[mid].t + bucket_ms <= start)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (uint32_t k = lo; k < nb && ing_bucket_overlaps(&b[k], bucket_ms,
+	for (uint32_t k = ing_buckets_first(b, nb, bucket_ms, start); k < nb && ing_bucket_overlaps(&b[k], bucket_ms,
 	    start, end); k++) {
 		if (!pick_bucket(pk, b[k].t))
 			continue;

@@ -361,15 +361,15 @@ fail:
 }
 
 uint32_t
-ing_series_first_bucket(const struct ing_series *sr, int64_t bucket_ms,
+ing_buckets_first(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
     int64_t start)
 {
-	uint32_t lo = 0, hi = sr->nb;
+	uint32_t lo = 0, hi = nb;
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
 
-		if (sr->b[mid].t + bucket_ms <= start)
+		if (b[mid].t + bucket_ms <= start)
 			lo = mid + 1;
 		else
 			hi = mid;

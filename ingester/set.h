@@ -138,9 +138,17 @@ int ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
     int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
     uint32_t *n);
 
-/* Index of the first bucket of `sr` that may overlap [start, ...). */
-uint32_t ing_series_first_bucket(const struct ing_series *sr,
+/* Index of the first of b[0..nb) (sorted by t) that may overlap
+ * [start, ...). */
+uint32_t ing_buckets_first(const struct ing_bucket *b, uint32_t nb,
     int64_t bucket_ms, int64_t start);
+
+/* Index of the first bucket of `sr` that may overlap [start, ...). */
+static inline uint32_t ing_series_first_bucket(const struct ing_series *sr,
+    int64_t bucket_ms, int64_t start)
+{
+	return (ing_buckets_first(sr->b, sr->nb, bucket_ms, start));
+}
 
 static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
     int64_t bucket_ms, int64_t start, int64_t end)
