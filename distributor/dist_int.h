@@ -21,13 +21,28 @@ struct distributor {
  * Replicate the finished batch `b` of `tenant` to its ingesters (push.c):
  * every series goes to the RF healthy replicas its ring key maps to, as
  * one WriteRequest per ingester carrying the series it holds, all under
- * one profile id.  Returns 0 once every series is acknowledged by a quorum
+ * one profile id: `profile_id` (16 bytes) when not NULL -- a client's
+ * idempotency key, so a retry is applied once -- else a random one.
+ * Returns 0 once every series is acknowledged by a quorum
  * of its replicas; the remaining replicas finish in the background.
  * SM_EUNAVAIL when too few ingesters are healthy or answered (nothing may
  * be reported as written), SM_ETIMEDOUT, SM_EINTERNAL (an ingester found
  * the write malformed: our bug), SM_ENOMEM.
  */
 int dist_push(struct distributor *d, const char *tenant,
-    struct dist_batch *b, struct sm_err *err);
+    struct dist_batch *b, const uint8_t *profile_id, struct sm_err *err);
+
+/* Count an upload's outcome in the distributor metrics (by HTTP status). */
+void dist_observe(const char *tenant, int status, size_t len,
+    uint32_t nseries);
+
+/*
+ * Parse a UUID in the forms Go's uuid.Parse accepts (xxxxxxxx-xxxx-...,
+ * 32 hex digits, {...}, urn:uuid:...).  0 or SM_EINVAL.
+ */
+int dist_parse_uuid(const char *s, uint8_t out[16]);
+
+/* Register push.v1.PusherService/Push (connect_push.c). */
+int dist_connect_register(struct distributor *d, struct sm_err *err);
 
 #endif /* DIST_INT_H */

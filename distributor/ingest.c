@@ -164,12 +164,10 @@ discard_reason(int status)
 	}
 }
 
-static void
-ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
-    uint32_t nseries)
+void
+dist_observe(const char *tenant, int st, size_t len, uint32_t nseries)
 {
-	int st = sm_http_status(r);
-
+	pthread_once(&dist_metrics_once, dist_metrics_register);
 	if (tenant == NULL)
 		tenant = "";
 	if (st == 200) {
@@ -180,6 +178,13 @@ ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
 		sm_counter_inc(sm_metric_child(m_discarded,
 		    discard_reason(st), tenant));
 	}
+}
+
+static void
+ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
+    uint32_t nseries)
+{
+	dist_observe(tenant, sm_http_status(r), len, nseries);
 }
 
 /* pprof-path errors: 422, or 429 when a limit says resource_exhausted. */
@@ -470,7 +475,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		sm_http_reply(r, 200, NULL, NULL, 0);
 		goto done;
 	}
-	if ((rv = dist_push(d, tenant, &b, &err)) != 0) {
+	if ((rv = dist_push(d, tenant, &b, NULL, &err)) != 0) {
 		sm_warn("distributor", "write failed\ttenant=%s err=\"%s\"",
 		    tenant, err.msg);
 		reply_rv(r, rv, &err);
@@ -525,6 +530,10 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 			return (sm_err_set(err, rv, "distributor: route %s: %s",
 			    paths[i], sm_strerror(rv)));
 		}
+	}
+	if ((rv = dist_connect_register(d, err)) != 0) {
+		sm_free(d);
+		return (rv);
 	}
 	*out = d;
 	return (0);

@@ -21,6 +21,8 @@
  * retry carries a new profile id (the /ingest protocol has none), which
  * is the trade-off Pyroscope makes too: an upload that failed may be
  * counted on the replicas that had applied it before the retry.
+ * push.v1 Push (connect_push.c) does carry one: each RawSample's ID, so
+ * its retries are recognised by every replica that applied the first try.
  */
 #include <string.h>
 #include <sys/random.h>
@@ -92,7 +94,7 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
 
 int
 dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
-    struct sm_err *err)
+    const uint8_t *profile_id, struct sm_err *err)
 {
 	struct sm_ring_snap *snap = sm_ring_acquire(d->ring);
 	uint32_t ns = b->nseries, rf = snap->rf, q = snap->quorum;
@@ -172,7 +174,9 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		}
 	}
 	/* 2. One encoding per distinct series subset. */
-	if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+	if (profile_id != NULL) {
+		memcpy(id, profile_id, sizeof(id));
+	} else if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
 		int64_t t = sm_mono_ns() ^ sm_now_ns();
 
 		memcpy(id, &t, 8);

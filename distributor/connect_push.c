@@ -1,0 +1,389 @@
+/*
+ * connect_push.c -- push.v1.PusherService/Push (spec §4), what Grafana
+ * Alloy's pyroscope.write, Pyroscope remote-write and some SDKs send.
+ *
+ * Transport is common/connect.c: proto and JSON codecs, a gzip request
+ * body (Content-Encoding: gzip), Connect errors.  The body cap is
+ * -distributor.ingestion-body-limit-mb, as for /ingest (Pyroscope applies
+ * ingestion_body_limit_mb to Push's read limit too).
+ *
+ * One PushRequest holds series, each a label set and raw pprof samples.
+ * Every RawSample goes through the same path as a pprof /ingest upload:
+ * gunzip when gzipped (capped at -validation.max-profile-size-bytes),
+ * dist_pprof_ingest() into its own write batch (same naming, label
+ * validation, limits), dist_push() to its replicas with write quorum.
+ *
+ * Labels of a series (Pyroscope's Push path, spec §6):
+ *   - __name__ is the metric; "godeltaprof_X" becomes "X" (Pyroscope's
+ *     default relabeling).  A series without __name__ gets the metric
+ *     /ingest derives from the sample types (Pyroscope would refuse it as
+ *     invalid labels; a hand-made client is better served by the same
+ *     answer as /ingest);
+ *   - other "__" labels are control labels (__delta__, __otel__, ...)
+ *     and are dropped, except __session_id__ (which the write batch then
+ *     drops, max_sessions_per_series = 0, distributor/batch.h);
+ *   - service_name defaults to "unknown_service" (Pyroscope); the
+ *     __service_name__ copy is added as /ingest does, so a profile pushed
+ *     either way lands in the same series;
+ *   - pyroscope_spy, when present, also selects the spy-specific name
+ *     fixes of the pprof decoder.
+ *
+ * Time: the pprof's time_nanos, or now when it is 0 (Pyroscope); the
+ * ingestion window (-validation.reject-older-than/newer-than) applies only
+ * to a non-zero time_nanos, as Pyroscope's.
+ *
+ * Idempotency: RawSample.ID, a UUID (Go's uuid.Parse forms: 36 chars with
+ * dashes, 32 hex, {…}, urn:uuid:…), is the write's 16-byte profile id, so
+ * the ingesters apply a retried Push once (ingester/ids.h).  An ID that is
+ * not a UUID is invalid_argument, as Pyroscope.  An empty ID (hand-made
+ * JSON clients) gets a random id: accepted, but not retry-safe.
+ *
+ * Errors: every sample is decoded and validated before anything is sent,
+ * so a request with one bad sample writes nothing; the message names the
+ * series and sample.  Validation -> invalid_argument (400); the samples
+ * limit and memory budgets -> resource_exhausted (429); ingesters below
+ * quorum -> unavailable (503) or deadline_exceeded (504), after which the
+ * client retries the whole request and the samples already written are
+ * recognised by their IDs.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "common/connect.h"
+#include "common/gz.h"
+#include "common/log.h"
+#include "common/tenant.h"
+#include "push/v1/push.pb-c.h"
+
+#include "dist_int.h"
+#include "pprof.h"
+
+/* Per-sample decode budget, as /ingest's (ingest.c DIST_ARENA_MIN). */
+#define PUSH_ARENA_MIN (64u << 20)
+
+struct push_item {
+	struct sm_arena *a;
+	struct dist_batch b;
+	uint8_t id[16];
+	bool has_id;
+	bool inited;
+};
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return (c - '0');
+	if (c >= 'a' && c <= 'f')
+		return (c - 'a' + 10);
+	if (c >= 'A' && c <= 'F')
+		return (c - 'A' + 10);
+	return (-1);
+}
+
+int
+dist_parse_uuid(const char *s, uint8_t out[16])
+{
+	size_t n = strlen(s), k = 0;
+	bool dashes;
+
+	if (n == 45 && strncasecmp(s, "urn:uuid:", 9) == 0) {
+		s += 9;
+		n = 36;
+	} else if (n == 38 && s[0] == '{' && s[37] == '}') {
+		s++;
+		n = 36;
+	}
+	if (n == 36)
+		dashes = true;
+	else if (n == 32)
+		dashes = false;
+	else
+		return (SM_EINVAL);
+	if (dashes && (s[8] != '-' || s[13] != '-' || s[18] != '-' ||
+	    s[23] != '-'))
+		return (SM_EINVAL);
+	for (size_t i = 0; i < n && k < 16;) {
+		int hi, lo;
+
+		if (dashes && (i == 8 || i == 13 || i == 18 || i == 23)) {
+			i++;
+			continue;
+		}
+		if ((hi = hexval((unsigned char)s[i])) < 0 ||
+		    (lo = hexval((unsigned char)s[i + 1])) < 0)
+			return (SM_EINVAL);
+		out[k++] = (uint8_t)(hi << 4 | lo);
+		i += 2;
+	}
+	return (k == 16 ? 0 : SM_EINVAL);
+}
+
+static bool
+read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int sh = 0; sh < 64 && *p < end; sh += 7) {
+		uint8_t c = *(*p)++;
+
+		*v |= (uint64_t)(c & 0x7f) << sh;
+		if ((c & 0x80) == 0)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * time_nanos (field 9) of a pprof, 0 when absent.  Undecodable wire data
+ * also gives 0: the decoder that runs next reports it precisely.
+ */
+static int64_t
+pprof_time_nanos(const uint8_t *p, size_t len)
+{
+	const uint8_t *end = p + len;
+	int64_t t = 0;
+	uint64_t k, v;
+
+	while (p < end) {
+		if (!read_varint(&p, end, &k))
+			return (0);
+		switch (k & 7) {
+		case 0:
+			if (!read_varint(&p, end, &v))
+				return (0);
+			if ((k >> 3) == 9)
+				t = (int64_t)v;
+			break;
+		case 1:
+			if (end - p < 8)
+				return (0);
+			p += 8;
+			break;
+		case 2:
+			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
+				return (0);
+			p += v;
+			break;
+		case 5:
+			if (end - p < 4)
+				return (0);
+			p += 4;
+			break;
+		default:
+			return (0);
+		}
+	}
+	return (t);
+}
+
+/*
+ * The base labels and metric of one RawProfileSeries (header comment).
+ * 0 or SM_ENOMEM.
+ */
+static int
+push_series_labels(const Push__V1__RawProfileSeries *s, struct sm_arena *a,
+    struct sm_label **out, uint32_t *n, const char **metric,
+    const char **spy)
+{
+	struct sm_label *v;
+	const char *svc = NULL;
+	uint32_t k = 0;
+
+	*metric = NULL;
+	*spy = NULL;
+	if ((v = sm_arena_calloc(a, s->n_labels + 2, sizeof(*v))) == NULL)
+		return (SM_ENOMEM);
+	for (size_t i = 0; i < s->n_labels; i++) {
+		const Types__V1__LabelPair *lp = s->labels[i];
+		const char *name = lp->name != NULL ? lp->name : "";
+		const char *value = lp->value != NULL ? lp->value : "";
+
+		if (strcmp(name, SM_LABEL_NAME) == 0) {
+			if (strncmp(value, "godeltaprof_", 12) == 0)
+				value += 12;
+			*metric = value[0] != '\0' ? value : NULL;
+			continue;
+		}
+		if (strncmp(name, "__", 2) == 0 &&
+		    strcmp(name, SM_LABEL_SESSION_ID) != 0)
+			continue;
+		if (strcmp(name, SM_LABEL_SERVICE_NAME) == 0)
+			svc = value;
+		if (strcmp(name, SM_LABEL_SPY) == 0)
+			*spy = value;
+		v[k++] = (struct sm_label){ name, value };
+	}
+	if (svc == NULL) {
+		svc = "unknown_service";
+		v[k++] = (struct sm_label){ SM_LABEL_SERVICE_NAME, svc };
+	}
+	v[k++] = (struct sm_label){ SM_LABEL_SERVICE_NAME_COPY, svc };
+	*out = v;
+	*n = k;
+	return (0);
+}
+
+/* Decode one sample into it->b.  0 or SM_E* with the message in err. */
+static int
+push_decode(struct distributor *d, const Push__V1__RawSample *rs,
+    const struct sm_label *base, uint32_t nbase, const char *metric,
+    const char *spy, int64_t now, struct push_item *it, struct sm_err *err)
+{
+	const uint8_t *data = rs->raw_profile.data;
+	uint8_t *raw = (uint8_t *)data;
+	size_t len = rs->raw_profile.len, rawlen = len;
+	struct dist_pprof_in in;
+	int64_t tn, from;
+	int rv;
+
+	if (rs->id != NULL && rs->id[0] != '\0') {
+		if (dist_parse_uuid(rs->id, it->id) != 0)
+			return (sm_err_set(err, SM_EINVAL, "invalid sample ID "
+			    "\"%.64s\": not a UUID", rs->id));
+		it->has_id = true;
+	}
+	if ((it->a = sm_arena_create(SM_MAX(PUSH_ARENA_MIN,
+	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL ||
+	    dist_batch_init(&it->b, it->a, &d->limits) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	it->inited = true;
+	if (len == 0)
+		return (sm_err_set(err, SM_EMALFORMED, "empty profile"));
+	if (sm_is_gzip(data, len)) {
+		if ((rv = sm_gunzip(data, len, d->limits.max_profile_bytes,
+		    it->a, &raw, &rawlen, err)) != 0)
+			return (rv);
+	} else if (len > d->limits.max_profile_bytes) {
+		return (sm_err_set(err, SM_ETOOBIG, "uncompressed profile "
+		    "payload size exceeds limit of %zu bytes",
+		    d->limits.max_profile_bytes));
+	}
+	tn = pprof_time_nanos(raw, rawlen);
+	from = tn > 0 ? tn / 1000000 : now;
+	if (tn > 0 && ((d->cfg.reject_older_ms > 0 &&
+	    from < now - d->cfg.reject_older_ms) ||
+	    (d->cfg.reject_newer_ms > 0 && from > now + d->cfg.reject_newer_ms)))
+		return (sm_err_set(err, SM_EINVAL, "profile is outside of "
+		    "ingestion window (profile timestamp: %lld ms, the window "
+		    "is %lld ms before to %lld ms after now)", (long long)from,
+		    (long long)d->cfg.reject_older_ms,
+		    (long long)d->cfg.reject_newer_ms));
+	it->b.meta.spy_name = spy != NULL && spy[0] != '\0' ? spy : "unknown";
+	it->b.meta.sample_rate = 100;
+	it->b.meta.units = "samples";
+	it->b.meta.aggregation = "sum";
+	memset(&in, 0, sizeof(in));
+	in.base = base;
+	in.nbase = nbase;
+	in.spy_name = spy;
+	in.metric = metric;
+	in.time_ms = from;
+	if ((rv = dist_pprof_ingest(raw, rawlen, &in, &it->b, err)) != 0)
+		return (rv);
+	if (dist_batch_finish(&it->b) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
+static int
+m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
+    ProtobufCMessage **resp, struct sm_err *err)
+{
+	const Push__V1__PushRequest *req = (const Push__V1__PushRequest *)msg;
+	struct distributor *d = arg;
+	Push__V1__PushResponse *out;
+	struct push_item *items = NULL;
+	const char *tenant = NULL;
+	size_t nitems = 0, k = 0, bytes = 0;
+	uint32_t nseries = 0;
+	int64_t now = sm_now_ms();
+	int rv, status;
+
+	if ((rv = sm_tenant_resolve(d->cfg.multitenancy,
+	    sm_http_header(call->http, "X-Scope-OrgID"), &tenant, err)) != 0)
+		goto out;
+	for (size_t i = 0; i < req->n_series; i++)
+		nitems += req->series[i]->n_samples;
+	if (nitems > 0 && (items = sm_arena_calloc(call->arena, nitems,
+	    sizeof(*items))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* 1. Decode and validate everything. */
+	for (size_t i = 0; i < req->n_series; i++) {
+		const Push__V1__RawProfileSeries *s = req->series[i];
+		const char *metric, *spy;
+		struct sm_label *base;
+		uint32_t nbase;
+
+		if (s->n_labels == 0) {
+			rv = sm_err_set(err, SM_EINVAL, "series %zu: error at "
+			    "least one label pair is required per profile", i);
+			goto out;
+		}
+		if ((rv = push_series_labels(s, call->arena, &base, &nbase,
+		    &metric, &spy)) != 0) {
+			sm_err_set(err, rv, "out of memory");
+			goto out;
+		}
+		for (size_t j = 0; j < s->n_samples; j++, k++) {
+			bytes += s->samples[j]->raw_profile.len;
+			if ((rv = push_decode(d, s->samples[j], base, nbase,
+			    metric, spy, now, &items[k], err)) != 0) {
+				if (rv == SM_EMALFORMED || rv == SM_ETOOBIG)
+					rv = SM_EINVAL;
+				sm_err_prefix(err, "series %zu sample %zu", i, j);
+				k++;
+				goto out;
+			}
+		}
+	}
+	/* 2. Write each sample under its ID. */
+	for (size_t i = 0; i < k; i++) {
+		if (items[i].b.nseries == 0)
+			continue;      /* only zero values: nothing to store */
+		if ((rv = dist_push(d, tenant, &items[i].b, items[i].has_id ?
+		    items[i].id : NULL, err)) != 0) {
+			sm_warn("distributor", "push failed\ttenant=%s err=\"%s\"",
+			    tenant, err->msg);
+			goto out;
+		}
+		nseries += items[i].b.nseries;
+	}
+	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	push__v1__push_response__init(out);
+	*resp = &out->base;
+out:
+	if (rv == 0)
+		status = 200;
+	else
+		sm_connect_code_for(rv, &status);
+	dist_observe(tenant, status, bytes, nseries);
+	for (size_t i = 0; i < k; i++) {
+		if (items[i].inited)
+			dist_batch_fini(&items[i].b);
+		sm_arena_destroy(items[i].a);
+	}
+	return (rv);
+}
+
+int
+dist_connect_register(struct distributor *d, struct sm_err *err)
+{
+	static const char *const paths[] = {
+		"/push.v1.PusherService/Push",
+	};
+	int rv;
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
+		if ((rv = sm_connect_route(d->http, paths[i],
+		    &push__v1__push_request__descriptor, m_push, d,
+		    (size_t)d->cfg.body_limit_mb << 20)) != 0)
+			return (sm_err_set(err, rv, "distributor: route %s: %s",
+			    paths[i], sm_strerror(rv)));
+	}
+	return (0);
+}
