@@ -17,6 +17,7 @@
 #include "common/rpc.h"
 
 #include "db.h"
+#include "settings.h"
 #include "store.h"
 
 struct ingester {
@@ -374,6 +375,8 @@ method_name(Smolder__V1__Request__MethodCase c)
 		return ("health");
 	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
 		return ("retention");
+	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
+		return ("settings");
 	default:
 		return ("unknown");
 	}
@@ -413,6 +416,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	Smolder__V1__SeriesResponse sr;
 	Smolder__V1__LabelsResponse lr;
 	Smolder__V1__StatsResponse str;
+	Smolder__V1__SettingsResponse setr;
 	Smolder__V1__Request *req;
 	struct sm_arena *a;
 	ProtobufCAllocator al;
@@ -500,6 +504,14 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		if (rv == 0) {
 			r.result_case = SMOLDER__V1__RESPONSE__RESULT_RETENTION;
 			r.retention = &ret;
+		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
+		rv = ing_settings_serve(ing_store_kv(ing->store), req->settings,
+		    a, &setr, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_SETTINGS;
+			r.settings = &setr;
 		}
 		break;
 	default:

@@ -140,6 +140,9 @@ int qry_select_pb(const struct sm_selector *s, const char *tenant,
 int qry_merge(struct querier *q, const Smolder__V1__Select *sel,
     struct sm_mtree *m, struct qry_fan *f, struct sm_err *err);
 
+/* settings.v1, capabilities.v1, version.v1 routes (settings.c). */
+int qry_settings_register(struct querier *q);
+
 /* Pyroscope's timeline step for a range (ms in, ms out). */
 int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
 
