@@ -22,6 +22,13 @@
  * step 1 or step 3, never while body bytes are being delivered
  * (MHD_queue_response checks the connection state).  So:
  *
+ *   - an unknown path or method (404, 405) with a body of at most
+ *     HTTP_DRAIN_MAX (1 MiB; chunked bodies too) is read and dropped, and
+ *     answered in step 3: a client that writes its whole body before
+ *     reading (connect-node, curl) gets the 404 instead of EPIPE from a
+ *     connection closed under it, and the connection stays usable.  A
+ *     chunked body that goes past the bound is cut off (MHD_NO), as for
+ *     413; an announced larger one is answered at once as below;
  *   - a rejection known in step 1 is answered at once when the request
  *     announced a body (MHD then discards the body and closes the
  *     connection after the reply), and in step 3 when it did not (no body
@@ -95,6 +102,7 @@
 #define HTTP_CONN_MEMORY (64u * 1024u)    /* MHD pool: headers must fit */
 #define HTTP_LISTEN_BACKLOG 1024u
 #define HTTP_DISCARD_MAX (256u * 1024u)   /* body bytes dropped after a 413 */
+#define HTTP_DRAIN_MAX (1u << 20)          /* body read before a 404/405 */
 #define HTTP_BODY_MIN_CAP (16u * 1024u)
 #define HTTP_STOP_GRACE_MS 2000
 #define HTTP_REJECT_MSG_MAX 256
@@ -763,6 +771,16 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 			    "limit %zu bytes", r->r_max);
 		else if (te == NULL && cl_ok)
 			r->r_limit = (size_t)n;
+	}
+	if (r->r_state == REQ_REJECT && has_body &&
+	    (r->r_rej_status == MHD_HTTP_NOT_FOUND ||
+	    r->r_rej_status == MHD_HTTP_METHOD_NOT_ALLOWED) &&
+	    (te != NULL || (cl_ok && n <= HTTP_DRAIN_MAX))) {
+		/* Unknown path or method: read and drop the body, answer in
+		 * step 3 (see the header), so the client that is still
+		 * writing its body reads the 404 instead of EPIPE. */
+		r->r_max = HTTP_DRAIN_MAX;
+		return (MHD_YES);
 	}
 	if (r->r_state == REQ_REJECT && has_body) {
 		/* Answer now; MHD skips the body and closes afterwards. */
