@@ -119,7 +119,13 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 	copy = sm_arena_alloc(b->arena, (size_t)SM_MAX(n, 1) * sizeof(*copy));
 	if (copy == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	memcpy(copy, ls, (size_t)n * sizeof(*copy));
+	/* __session_id__ never makes a series: Pyroscope's default
+	 * max_sessions_per_series = 0 (see batch.h). */
+	for (i = 0, v = 0; i < n; i++) {
+		if (strcmp(ls[i].name, SM_LABEL_SESSION_ID) != 0)
+			copy[v++] = ls[i];
+	}
+	n = v;
 	sm_labels_sort(copy, n);
 	fp = sm_labels_fingerprint(copy, n);
 

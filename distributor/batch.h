@@ -96,7 +96,11 @@ int dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
 
 /*
  * Find or create the series with label set `ls` (any order; copied into the
- * arena and sorted) at `time_ms`.  The set is validated with
+ * arena and sorted) at `time_ms`.  A __session_id__ label is dropped, as
+ * Pyroscope does with its default max_sessions_per_series = 0: an SDK
+ * (pyroscope-go sends one per process start) restarting must not start
+ * new series.  (Pyroscope's non-zero setting, which keeps a bounded
+ * number of sessions per series, is not offered.)  The set is validated with
  * sm_labels_validate(); on failure returns SM_EINVAL with Pyroscope's
  * message in err.  Returns 0 and *idx, SM_EINVAL or SM_ENOMEM.
  */

@@ -53,6 +53,33 @@ test_series_identity(void)
 	sm_arena_destroy(a);
 }
 
+/* __session_id__ never splits a series (max_sessions_per_series = 0). */
+static void
+test_session_id_dropped(void)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	struct dist_limits lim;
+	struct dist_batch b;
+	struct sm_err err;
+	struct sm_label s1[] = { base[0], base[1], { "__session_id__", "1" } };
+	struct sm_label s2[] = { { "__session_id__", "2" }, base[1], base[0] };
+	uint32_t i0, i1, i2;
+
+	dist_limits_default(&lim);
+	SM_REQUIRE(dist_batch_init(&b, a, &lim) == 0);
+	SM_CHECK_EQ(dist_batch_series(&b, base, 2, 0, &i0, &err), 0);
+	SM_CHECK_EQ(dist_batch_series(&b, s1, 3, 0, &i1, &err), 0);
+	SM_CHECK_EQ(dist_batch_series(&b, s2, 3, 0, &i2, &err), 0);
+	SM_CHECK_EQ(i0, i1);
+	SM_CHECK_EQ(i0, i2);
+	SM_CHECK_EQ(b.nseries, 1);
+	SM_CHECK_EQ(b.series[0].nlabels, 2);
+	SM_CHECK(sm_labels_get(b.series[0].labels, b.series[0].nlabels,
+	    "__session_id__") == NULL);
+	dist_batch_fini(&b);
+	sm_arena_destroy(a);
+}
+
 static void
 test_finish_folds_and_drops(void)
 {
@@ -175,6 +202,7 @@ test_budget_failure_is_clean(void)
 
 SM_TEST_MAIN(
 	{ "series identity: labels in any order, time, validation", test_series_identity },
+	{ "__session_id__ is dropped: one series across sessions", test_session_id_dropped },
 	{ "finish sums repeats and drops zero/negative/empty", test_finish_folds_and_drops },
 	{ "long symbols keep their tail", test_symbol_truncation_keeps_tail },
 	{ "encode prunes unreachable nodes and round-trips", test_encode_prunes_and_roundtrips },

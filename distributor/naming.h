@@ -8,7 +8,8 @@
  * [A-Za-z0-9_./-], tag keys [A-Za-z0-9_.]; anything else is an error.  An
  * empty app name is "service name is required".  The key `__name__` is
  * reserved (error).  Tags starting with "__" are dropped, except
- * __session_id__.  A repeated key: the last value wins (at the first
+ * __session_id__ (which the write batch then drops, batch.h).  A repeated
+ * key: the last value wins (at the first
  * key's position); an empty value removes the tag.
  *
  * pprof/JFR uploads: series labels are service_name=<app> (unless a tag
