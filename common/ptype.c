@@ -106,6 +106,29 @@ static const struct sm_legacy_type legacy_types[] = {
 	{ "bytes", "memory", "samples", "bytes", false },
 };
 
+/*
+ * Types that profilers name differently from the legacy table but that a
+ * legacy app name must also find: Go's goroutine profile arrives as
+ * goroutines:goroutine:count (pprof.h's metric rule), while an og
+ * `<app>.goroutines` upload is goroutine:goroutines:count.  Pyroscope
+ * shows both as `<app>.goroutines`.
+ */
+static const struct sm_legacy_type legacy_aliases[] = {
+	{ "goroutines", "goroutines", "goroutine", "count", false },
+};
+
+const struct sm_legacy_type *
+sm_legacy_alias_lookup(const char *suffix, size_t n)
+{
+	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_aliases); i++) {
+		const struct sm_legacy_type *lt = &legacy_aliases[i];
+
+		if (strlen(lt->suffix) == n && memcmp(lt->suffix, suffix, n) == 0)
+			return (lt);
+	}
+	return (NULL);
+}
+
 const struct sm_legacy_type *
 sm_legacy_type_lookup(const char *suffix, size_t n)
 {
@@ -170,6 +193,14 @@ sm_legacy_suffix_for(const char *metric, const char *sample_type,
 		}
 		if (strcmp(lt->metric, metric) == 0 &&
 		    strcmp(t, sample_type) == 0 && strcmp(u, sample_unit) == 0)
+			return (lt->suffix);
+	}
+	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_aliases); i++) {
+		const struct sm_legacy_type *lt = &legacy_aliases[i];
+
+		if (strcmp(lt->metric, metric) == 0 &&
+		    strcmp(lt->sample_type, sample_type) == 0 &&
+		    strcmp(lt->sample_unit, sample_unit) == 0)
 			return (lt->suffix);
 	}
 	return (NULL);

@@ -64,6 +64,15 @@ const struct sm_legacy_type *sm_legacy_type_lookup(const char *suffix,
     size_t n);
 
 /*
+ * The second type a legacy suffix names, or NULL: "goroutines" also
+ * names Go's pprof goroutine profile, goroutines:goroutine:count, so
+ * `<app>.goroutines` lists (sm_legacy_suffix_for) and selects
+ * (sm_query_parse) both forms.
+ */
+const struct sm_legacy_type *sm_legacy_alias_lookup(const char *suffix,
+    size_t n);
+
+/*
  * The legacy type with the sampleRate rule applied: for `period` types and
  * sample_rate != 0, sample_type becomes "cpu" (or "wall"), unit
  * "nanoseconds", period cpu/nanoseconds with period 1e9 / sample_rate
@@ -77,8 +86,9 @@ void sm_legacy_type_resolve(const struct sm_legacy_type *lt,
  * The og app-name suffix for a series of (metric, sample_type, unit): the
  * first legacy entry whose query form (the matchers sm_query_parse makes
  * for "app.<suffix>": for cpu/wall entries the sampleRate form
- * <x>:nanoseconds) is exactly this triple, so "<service>.<suffix>" queries
- * back the same series.  NULL when no suffix names it.
+ * <x>:nanoseconds) is exactly this triple, or else the alias entry
+ * (sm_legacy_alias_lookup) that is, so "<service>.<suffix>" queries back
+ * the same series.  NULL when no suffix names it.
  */
 const char *sm_legacy_suffix_for(const char *metric, const char *sample_type,
     const char *sample_unit);

@@ -242,7 +242,21 @@ test_render_units(void)
 	SM_CHECK_STR(units, "count");
 }
 
+static void
+test_goroutines_alias(void)
+{
+	SM_CHECK_STR(sm_legacy_suffix_for("goroutine", "goroutines", "count"),
+	    "goroutines");
+	SM_CHECK_STR(sm_legacy_suffix_for("goroutines", "goroutine", "count"),
+	    "goroutines");
+	SM_CHECK(sm_legacy_alias_lookup("goroutines", 10) != NULL);
+	SM_CHECK(sm_legacy_alias_lookup("cpu", 3) == NULL);
+	SM_CHECK(sm_legacy_suffix_for("goroutines", "goroutine", "bytes") ==
+	    NULL);
+}
+
 SM_TEST_MAIN(
+	{ "legacy: goroutines names Go's goroutine profile too", test_goroutines_alias },
 	{ "parse: five parts", test_parse_five_parts },
 	{ "parse: empty parts", test_parse_empty_parts },
 	{ "parse: sixth part must be delta", test_parse_delta },

@@ -732,7 +732,7 @@ static int
 query_legacy_form(struct sm_query *q, const char *t, size_t b, size_t e,
     struct sm_err *err)
 {
-	const struct sm_legacy_type *lt;
+	const struct sm_legacy_type *lt, *alias;
 	const char *suffix = "cpu";
 	size_t dot = e, slen = 3;
 	struct sm_ptype pt;
@@ -765,6 +765,21 @@ query_legacy_form(struct sm_query *q, const char *t, size_t b, size_t e,
 	sm_legacy_type_resolve(lt, 100, &pt, &period);
 	if ((q->app = sm_strndup(t + b, dot - b)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((alias = sm_legacy_alias_lookup(suffix, slen)) != NULL) {
+		char re[5 * SM_PTYPE_PART_MAX];
+
+		/* Either form: one anchored regex on the type id. */
+		snprintf(re, sizeof(re), "%s:%s:%s:.*|%s:%s:%s:.*", pt.name,
+		    pt.sample_type, pt.sample_unit, alias->metric,
+		    alias->sample_type, alias->sample_unit);
+		if ((rv = query_set_type(q, &pt, false, err)) != 0 ||
+		    (rv = sm_selector_add(&q->sel, SM_MATCH_EQ,
+		    SM_LABEL_SERVICE_NAME, q->app, err)) != 0 ||
+		    (rv = sm_selector_add(&q->sel, SM_MATCH_RE,
+		    SM_LABEL_PROFILE_TYPE, re, err)) != 0)
+			return (rv);
+		return (0);
+	}
 	if ((rv = query_set_type(q, &pt, false, err)) != 0 ||
 	    (rv = sm_selector_add(&q->sel, SM_MATCH_EQ, SM_LABEL_SERVICE_NAME,
 	    q->app, err)) != 0 ||

@@ -620,7 +620,43 @@ test_query_alloc_failures(void)
 	}
 }
 
+/* app.goroutines selects the og form and Go's pprof form, nothing else. */
+static void
+test_legacy_goroutines_both_forms(void)
+{
+	static const struct sm_label og[] = {
+		{ "__name__", "goroutine" },
+		{ "__profile_type__", "goroutine:goroutines:count::" },
+		{ "__type__", "goroutines" }, { "__unit__", "count" },
+		{ "service_name", "app" } };
+	static const struct sm_label go[] = {
+		{ "__name__", "goroutines" },
+		{ "__profile_type__", "goroutines:goroutine:count:goroutine:count" },
+		{ "__type__", "goroutine" }, { "__unit__", "count" },
+		{ "service_name", "app" } };
+	static const struct sm_label cpu[] = {
+		{ "__name__", "process_cpu" },
+		{ "__profile_type__", "process_cpu:cpu:nanoseconds:cpu:nanoseconds" },
+		{ "__type__", "cpu" }, { "__unit__", "nanoseconds" },
+		{ "service_name", "app" } };
+	static const struct sm_label other[] = {
+		{ "__name__", "goroutines" },
+		{ "__profile_type__", "goroutines:goroutine:count:goroutine:count" },
+		{ "__type__", "goroutine" }, { "__unit__", "count" },
+		{ "service_name", "other" } };
+	struct sm_query q;
+	struct sm_err err;
+
+	SM_REQUIRE(sm_query_parse(&q, "app.goroutines", &err) == 0);
+	SM_CHECK(sm_selector_match(&q.sel, og, SM_ARRAY_LEN(og)));
+	SM_CHECK(sm_selector_match(&q.sel, go, SM_ARRAY_LEN(go)));
+	SM_CHECK(!sm_selector_match(&q.sel, cpu, SM_ARRAY_LEN(cpu)));
+	SM_CHECK(!sm_selector_match(&q.sel, other, SM_ARRAY_LEN(other)));
+	sm_query_fini(&q);
+}
+
 SM_TEST_MAIN(
+	{ "query: app.goroutines selects both goroutine forms", test_legacy_goroutines_both_forms },
 	{ "matcher: = != =~ !~", test_operators },
 	{ "matcher: regexes are fully anchored", test_anchoring },
 	{ "matcher: missing label matches as empty",
