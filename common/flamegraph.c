@@ -3,8 +3,9 @@
  *
  * Both renderers need the same view of the tree (struct fg_view): which
  * nodes exist, and every node's children ordered by name.  A node exists
- * when its subtree total is > 0 and its parent exists (the root always
- * does).  The view is built without comparing strings per node:
+ * when its subtree holds a non-zero self value (values are signed; for
+ * non-negative ones: its total is > 0) and its parent exists (the root
+ * always does).  The view is built without comparing strings per node:
  *
  *   1. totals by sm_tree_totals(), then the existence mark (parent[i] < i,
  *      so one forward pass settles it);
@@ -222,12 +223,24 @@ fg_view_init(struct fg_view *v, const struct sm_tree *t,
 	v->off = sm_calloc((size_t)n + 1, sizeof(*v->off));
 	if (v->total == NULL || v->rank == NULL || v->off == NULL)
 		goto out;
-	/* 1. Totals and existence (parents come first). */
+	/* 1. Totals and existence.  Values are signed (delta profiles), so
+	 * a node exists when a non-zero self value lies in its subtree: a
+	 * backward pass marks those (in v->rank, as 1), then a forward pass
+	 * (parents come first) keeps the marked nodes whose parent exists.
+	 * For non-negative values this is exactly "total > 0". */
 	sm_tree_totals(t, self, v->total);
+	for (uint32_t i = 0; i < n; i++)
+		v->rank[i] = 0;
+	for (uint32_t i = n; i-- > 1;) {
+		SM_ASSERT(t->parent[i] < i);
+		if (self[i] != 0 || v->rank[i] != 0) {
+			v->rank[i] = 1;
+			v->rank[t->parent[i]] = 1;
+		}
+	}
 	v->rank[0] = 0;
 	for (uint32_t i = 1; i < n; i++) {
-		SM_ASSERT(t->parent[i] < i);
-		if (v->total[i] > 0 && v->rank[t->parent[i]] != FG_NONE) {
+		if (v->rank[i] != 0 && v->rank[t->parent[i]] != FG_NONE) {
 			v->rank[i] = 0;
 			m++;
 		} else {
@@ -621,7 +634,7 @@ sm_fg_write_collapsed(const struct sm_tree *t,
 		uint32_t nd = stk[--nstk], d = depth[nstk];
 
 		path[d - 1] = nd;
-		if (self[nd] > 0) {
+		if (self[nd] != 0) {
 			for (uint32_t i = 0; i < d; i++) {
 				const char *s;
 				uint32_t len;

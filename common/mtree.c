@@ -84,7 +84,7 @@ mtree_node(struct sm_mtree *m, uint32_t parent, uint32_t name, int64_t v,
 	if ((rv = sm_tree_child(&m->tree, parent, name, out)) != 0 ||
 	    (rv = mtree_grow_self(m, m->tree.n)) != 0)
 		return (rv);
-	if (v > 0)
+	if (v != 0)      /* signed: delta profiles carry negatives */
 		m->self[*out] = sm_add_sat(m->self[*out], v);
 	return (0);
 }
@@ -167,7 +167,7 @@ sm_mtree_add_tree(struct sm_mtree *m, const uint32_t *parent,
 			    name[i]);
 			goto out;
 		}
-		if (self[i] > 0 || keep[i] != 0) {
+		if (self[i] != 0 || keep[i] != 0) {
 			keep[i] = 1;
 			keep[parent[i]] = 1;
 		}

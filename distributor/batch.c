@@ -187,7 +187,7 @@ dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
 	struct dist_series *s;
 
 	SM_ASSERT(idx < b->nseries && !b->finished);
-	if (value <= 0 || node == 0)
+	if (value == 0 || node == 0)
 		return (0);
 	SM_ASSERT(node < b->tree.n);
 	s = &b->series[idx];
@@ -229,13 +229,15 @@ dist_batch_finish(struct dist_batch *b)
 	uint32_t nnodes = b->tree.n, keep = 0;
 	int64_t *acc = NULL;
 	uint32_t *touched = NULL;
+	uint8_t *seen = NULL;
 	int rv = 0;
 
 	SM_ASSERT(!b->finished);
 	b->finished = 1;
 	acc = sm_calloc(nnodes, sizeof(*acc));
 	touched = sm_malloc((size_t)nnodes * sizeof(*touched));
-	if (acc == NULL || touched == NULL) {
+	seen = sm_calloc(nnodes, 1);
+	if (acc == NULL || touched == NULL || seen == NULL) {
 		rv = SM_ENOMEM;
 		goto out;
 	}
@@ -243,33 +245,47 @@ dist_batch_finish(struct dist_batch *b)
 		struct dist_series *s = &b->series[k];
 		uint32_t nt = 0, out = 0;
 
+		/* Values are signed, so a sum may pass through 0: `seen`,
+		 * not acc, tells which nodes were touched. */
 		for (uint32_t j = 0; j < s->n; j++) {
 			uint32_t nd = s->node[j];
 
-			if (acc[nd] == 0)
+			if (!seen[nd]) {
+				seen[nd] = 1;
 				touched[nt++] = nd;
+			}
 			acc[nd] = sm_add_sat(acc[nd], s->value[j]);
 		}
 		if (nt > nnodes / 8) {
 			/* Dense: one scan in node order. */
-			for (uint32_t nd = 1; nd < nnodes && out < nt; nd++) {
-				if (acc[nd] == 0)
+			for (uint32_t nd = 1, left = nt; nd < nnodes && left > 0;
+			    nd++) {
+				if (!seen[nd])
 					continue;
-				s->node[out] = nd;
-				s->value[out++] = acc[nd];
+				left--;
+				if (acc[nd] != 0) {
+					s->node[out] = nd;
+					s->value[out++] = acc[nd];
+				}
 				acc[nd] = 0;
+				seen[nd] = 0;
 			}
 		} else {
 			qsort(touched, nt, sizeof(*touched), u32_cmp);
 			for (uint32_t j = 0; j < nt; j++) {
-				s->node[out] = touched[j];
-				s->value[out++] = acc[touched[j]];
-				acc[touched[j]] = 0;
+				uint32_t nd = touched[j];
+
+				if (acc[nd] != 0) {
+					s->node[out] = nd;
+					s->value[out++] = acc[nd];
+				}
+				acc[nd] = 0;
+				seen[nd] = 0;
 			}
 		}
-		SM_ASSERT(out == nt);
-		s->n = nt;
-		if (nt != 0)
+		/* Stacks whose values cancel out leave no pair. */
+		s->n = out;
+		if (out != 0)
 			b->series[keep++] = *s;
 	}
 	b->nseries = keep;
@@ -281,6 +297,7 @@ dist_batch_finish(struct dist_batch *b)
 out:
 	sm_free(acc);
 	sm_free(touched);
+	sm_free(seen);
 	return (rv);
 }
 

@@ -59,7 +59,7 @@ struct dist_series {
 	uint64_t fp;               /* sm_labels_fingerprint(labels) */
 	int64_t time_ms;
 	uint32_t *node;            /* after finish: strictly increasing */
-	int64_t *value;            /* after finish: > 0 */
+	int64_t *value;            /* after finish: != 0, signed */
 	uint32_t n, cap;
 };
 
@@ -108,8 +108,9 @@ int dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
     uint32_t n, int64_t time_ms, uint32_t *idx, struct sm_err *err);
 
 /*
- * Add `value` to leaf `node` of series `idx`.  Values <= 0 are ignored (as
- * Pyroscope drops them); node 0 (an empty stack) is ignored too.
+ * Add `value` (signed) to leaf `node` of series `idx`.  Zero values are
+ * ignored, negative ones kept (delta profiles); node 0 (an empty stack)
+ * is ignored too.
  * Returns 0 or SM_ENOMEM.
  */
 int dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,

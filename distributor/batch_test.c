@@ -99,14 +99,18 @@ test_finish_folds_and_drops(void)
 	add_stack(&b, s0, "a;c", 1);
 	add_stack(&b, s0, "a;b", 2);     /* repeated stack: summed */
 	add_stack(&b, s0, "d", 0);       /* zero: ignored */
-	add_stack(&b, s0, "e", -5);      /* negative: ignored */
+	add_stack(&b, s0, "e", -5);      /* negative: kept (signed) */
+	add_stack(&b, s0, "f", 4);       /* cancels out: no pair */
+	add_stack(&b, s0, "f", -4);
 	add_stack(&b, s1, "x", 0);       /* series left empty: dropped */
 	SM_REQUIRE(dist_batch_finish(&b) == 0);
 	SM_CHECK_EQ(b.nseries, 1);
-	SM_CHECK_EQ(b.series[0].n, 2);
+	SM_CHECK_EQ(b.series[0].n, 3);
 	SM_CHECK(b.series[0].node[0] < b.series[0].node[1]);
-	SM_CHECK_EQ(dist_batch_series_total(&b, 0), 6);
+	SM_CHECK(b.series[0].node[1] < b.series[0].node[2]);
+	SM_CHECK_EQ(dist_batch_series_total(&b, 0), 1);
 	SM_CHECK_EQ(b.series[0].value[0] + b.series[0].value[1], 6);
+	SM_CHECK_EQ(b.series[0].value[2], -5);
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
 }
@@ -203,7 +207,7 @@ test_budget_failure_is_clean(void)
 SM_TEST_MAIN(
 	{ "series identity: labels in any order, time, validation", test_series_identity },
 	{ "__session_id__ is dropped: one series across sessions", test_session_id_dropped },
-	{ "finish sums repeats and drops zero/negative/empty", test_finish_folds_and_drops },
+	{ "finish sums repeats, keeps negatives, drops zero/empty", test_finish_folds_and_drops },
 	{ "long symbols keep their tail", test_symbol_truncation_keeps_tail },
 	{ "encode prunes unreachable nodes and round-trips", test_encode_prunes_and_roundtrips },
 	{ "arena budget exhaustion fails cleanly", test_budget_failure_is_clean },

@@ -1696,7 +1696,7 @@ pp_sample(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 		    " (max_profile_stacktrace_sample_labels)", si,
 		    st->nlabels, lim));
 	for (t = 0; t < st->ntypes && !any; t++)
-		any = st->sval[t] > 0;
+		any = st->sval[t] != 0;
 	if (st->nsloc == 0 || !any)
 		return (0);
 	pp_labels_canon(st);
@@ -1707,7 +1707,7 @@ pp_sample(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 	for (t = 0; t < st->ntypes; t++) {
 		uint32_t *sidx = &st->groups[gi].series[t];
 
-		if (st->sval[t] <= 0)
+		if (st->sval[t] == 0)
 			continue;
 		if (*sidx == PP_NONE && (rv = pp_series(st, gi, t, sidx)) != 0)
 			return (rv);

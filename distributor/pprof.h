@@ -39,8 +39,10 @@
  *   - Spy dotnetspy: if every function id is 0 and functions and
  *     locations are equally many, function i gets location i's id
  *     (FixFunctionIDForBrokenDotnet); '-' in sample type names becomes '_'.
- *   - Sample values <= 0 are dropped per type; samples with no locations
- *     are dropped.
+ *   - Sample values are signed: a zero value is dropped per type, a
+ *     negative one is kept (delta heap profiles carry them, and
+ *     per-stack sums must equal go tool pprof's); samples with no
+ *     locations are dropped.
  *
  * Validation (spec §7 malformed_profile; each answered 422 by /ingest):
  * no sample types ("empty profile"); a location or function id of 0; a

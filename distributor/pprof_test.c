@@ -810,9 +810,10 @@ test_values_dropped(void)
 	tb_sample_ids(&t, NULL, 0, v, 2);   /* empty stack */
 	run_init(&r);
 	SM_REQUIRE(run_tb(&r, &t) == 0);
-	CHECK_COLLAPSED(&r.b, "samples", "main;ok 1\n");
+	/* Zero values are dropped per type; negative ones are kept. */
+	CHECK_COLLAPSED(&r.b, "samples", "main;neg -3\nmain;ok 1\n");
 	CHECK_COLLAPSED(&r.b, "cpu",
-	    "main;neg 10\nmain;ok 10\nmain;zero 10\n");
+	    "main;neg 10\nmain;none -10\nmain;ok 10\nmain;zero 10\n");
 	run_fini(&r);
 	tb_fini(&t);
 }
@@ -989,13 +990,14 @@ test_packed_unpacked(void)
 	uf_varint(&t, &s->base, 1, ids[1]);
 	uf_varint(&t, &s->base, 1, ids[2]);
 	uf_varint(&t, &s->base, 2, 40);
-	/* Negative values are 10-byte varints, unpacked too (dropped). */
+	/* Negative values are 10-byte varints, unpacked too (kept:
+	 * values are signed). */
 	s = tb_sample_ids(&t, ids, 3, NULL, 0);
 	uf_varint(&t, &s->base, 2, (uint64_t)(int64_t)-5);
 	uf_varint(&t, &s->base, 2, 80);
 	run_init(&r);
 	SM_REQUIRE(run_tb(&r, &t) == 0);
-	CHECK_COLLAPSED(&r.b, "samples", "root;mid;leaf 7\n");
+	CHECK_COLLAPSED(&r.b, "samples", "root;mid;leaf 2\n");
 	CHECK_COLLAPSED(&r.b, "cpu", "root;mid;leaf 150\n");
 	run_fini(&r);
 	tb_fini(&t);
@@ -2215,7 +2217,7 @@ SM_TEST_MAIN(
 	{ "string labels split series, base wins", test_label_split },
 	{ "span_id/trace_id/profile_id and numeric labels do not split",
 	    test_exemplar_labels },
-	{ "values <= 0 and empty stacks are dropped", test_values_dropped },
+	{ "zero values and empty stacks are dropped, negatives kept", test_values_dropped },
 	{ "depth cap keeps root frames", test_depth_cap },
 	{ "symbols are truncated keeping the tail", test_symbol_truncation },
 	{ "type and period labels", test_period_and_type_labels },

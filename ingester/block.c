@@ -136,7 +136,7 @@ ing_block_open(const uint8_t *v, size_t n, char kind,
 	if (n < ING_BLOCK_HDR || v[0] != 'S' || v[1] != 'M')
 		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': bad "
 		    "header (%zu bytes)", kind, n));
-	if (v[2] != ING_BLOCK_VERSION)
+	if (v[2] < ING_BLOCK_VERSION_MIN || v[2] > ING_BLOCK_VERSION)
 		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': "
 		    "unsupported format version %u", kind, v[2]));
 	if (v[3] != (uint8_t)kind)
@@ -299,7 +299,7 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 			put_zz(&raw, sr->b[b].t - pt);
 			pt = sr->b[b].t;
 			put_uv(&raw, sr->b[b].profiles);
-			put_uv(&raw, (uint64_t)sr->b[b].total);
+			put_zz(&raw, sr->b[b].total);
 			put_uv(&raw, sr->b[b].n);
 		}
 	}
@@ -327,7 +327,7 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 			}
 			ing_pairs_begin(bk, &c);
 			while (ing_pairs_next(&c, &node, &v))
-				put_uv(&raw, (uint64_t)v);
+				put_zz(&raw, v);
 		}
 		if (sm_buf_error(&raw) != 0 ||
 		    (rv = block_wrap('D', &raw, level, &e->data[k])) != 0)
@@ -537,6 +537,7 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 	struct sm_str *strs = NULL;
 	char *strbuf = NULL;
 	uint32_t nstrs = 0, nseries;
+	bool signed_v;
 	uint8_t *raw = NULL;
 	size_t rawlen;
 	struct rd r;
@@ -545,6 +546,7 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 	*out = NULL;
 	if ((rv = block_unwrap(v, n, 'I', &raw, &rawlen, err)) != 0)
 		return (rv);
+	signed_v = v[2] >= 2;
 	r = (struct rd){ raw, raw + rawlen, raw, "index", err, 0 };
 	{
 		struct ing_block_meta copy;
@@ -647,9 +649,11 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 			t += d;
 			sr->b[b].t = t;
 			sr->b[b].profiles = (uint32_t)get_uv(&r);
-			sr->b[b].total = (int64_t)get_uv(&r);
+			sr->b[b].total = signed_v ? get_zz(&r) :
+			    (int64_t)get_uv(&r);
 			sr->b[b].n = get_count(&r, 0);
-			if (!r.bad && (sr->b[b].n == 0 || sr->b[b].total <= 0 ||
+			if (!r.bad && (sr->b[b].n == 0 ||
+			    (!signed_v && sr->b[b].total <= 0) ||
 			    t < m->min_t || t >= m->max_t ||
 			    sr->b[b].n > m->nnodes))
 				rd_fail(&r, "bucket summary out of range");
@@ -700,6 +704,7 @@ ing_block_data_decode(const uint8_t *v, size_t n,
 	struct ing_bucket *bk;
 	uint8_t *raw = NULL;
 	size_t rawlen;
+	bool signed_v;
 	struct rd r;
 	int rv;
 
@@ -707,6 +712,7 @@ ing_block_data_decode(const uint8_t *v, size_t n,
 	if ((rv = block_unwrap(v, n, 'D', &raw, &rawlen, err)) != 0)
 		return (rv);
 	r = (struct rd){ raw, raw + rawlen, raw, "data", err, 0 };
+	signed_v = v[2] >= 2;
 	if ((bk = sm_arena_alloc(a, (size_t)sr->nb * sizeof(*bk))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -738,14 +744,25 @@ ing_block_data_decode(const uint8_t *v, size_t n,
 			bk[b].node[j] = (uint32_t)node;
 		}
 		for (uint32_t j = 0; j < cnt; j++) {
-			uint64_t x = get_uv(&r);
+			int64_t x;
 
-			if (r.bad || x == 0 || x > INT64_MAX) {
+			if (signed_v) {
+				x = get_zz(&r);
+			} else {
+				uint64_t u = get_uv(&r);
+
+				if (!r.bad && (u == 0 || u > INT64_MAX)) {
+					rv = rd_fail(&r, "value out of range");
+					goto out;
+				}
+				x = (int64_t)u;
+			}
+			if (r.bad) {
 				rv = rd_fail(&r, "value out of range");
 				goto out;
 			}
-			bk[b].value[j] = (int64_t)x;
-			sum = sm_add_sat(sum, (int64_t)x);
+			bk[b].value[j] = x;
+			sum = sm_add_sat(sum, x);
 		}
 		if (sum != sr->b[b].total) {
 			rv = rd_fail(&r, "values do not add up to the bucket "

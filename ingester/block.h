@@ -18,7 +18,7 @@
  *
  *   offset  size  field
  *   0       2     magic "SM"
- *   2       1     format version (1)
+ *   2       1     format version (2; version 1 is still read)
  *   3       1     kind ('M', 'I', 'S', 'T', 'D')
  *   4       4     raw length: the payload's length after decompression
  *                 (for 'M', the payload's length)
@@ -42,16 +42,22 @@
  *            uv nseries; per series: uv nlabels, nlabels x (uv name id,
  *            uv value id), uv spy, uv units, uv aggregation (string ids),
  *            uv sample_rate, uv nbuckets, per bucket: zz (t - previous t,
- *            the first from 0), uv profiles, uv total, uv npairs
+ *            the first from 0), uv profiles, zz total, uv npairs
  *   data     per bucket of the series (counts from the index): uv first
  *            node, then uv (node - previous node) (>= 1) for the rest,
- *            then npairs x uv value (> 0)
+ *            then npairs x zz value (signed: delta profiles carry
+ *            negatives; a pair whose writes cancelled out may be 0)
+ *
+ * Version 1 (blocks written before values were signed) differs only in
+ * `uv total` (> 0) and `uv value` (> 0); it is read as such, and a block
+ * is all of one version (every part carries the version it was written
+ * with).
  *
  * Decoding checks everything a damaged or hostile value could break:
  * header, checksum, exact decompressed size (common/zst.h), every count
  * against the bytes left, every id against its table, parents before
- * children, sorted unique labels and nodes, positive values whose sum
- * equals the bucket's total.  Any failure is SM_ECORRUPT with a message
+ * children, sorted unique labels and nodes, values whose sum equals the
+ * bucket's total (and positive ones in version 1).  Any failure is SM_ECORRUPT with a message
  * saying what and where; nothing is ever asserted on disk bytes.
  */
 #ifndef ING_BLOCK_H
@@ -65,7 +71,8 @@
 #include "set.h"
 
 #define ING_BLOCK_HDR 12
-#define ING_BLOCK_VERSION 1
+#define ING_BLOCK_VERSION 2
+#define ING_BLOCK_VERSION_MIN 1     /* oldest version still read */
 #define ING_BLOCK_META_LEN 60
 
 struct ing_block_meta {

@@ -224,7 +224,7 @@ write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
 			    w->n_value));
 		for (size_t j = 0; j < w->n_node; j++) {
 			if (w->node[j] == 0 || w->node[j] > rt->n_parent ||
-			    w->value[j] <= 0 ||
+			    w->value[j] == 0 ||
 			    (j > 0 && w->node[j] <= w->node[j - 1]))
 				return (sm_err_set(err, SM_EMALFORMED, "write: "
 				    "series %zu pair %zu is invalid", k, j));

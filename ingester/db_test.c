@@ -924,9 +924,19 @@ test_bucket_pack(void)
 	uint32_t n2[] = { 1, 4000000000u, UINT32_MAX };
 	int64_t v2[] = { 3, INT64_MAX, 1 };
 
-	/* g = 10^7 in 4 bytes, then 2 bytes a pair (3 for the delta 188) */
-	pack_roundtrip(n1, v1, 7, 4 + 7 * 2 + 1);
+	/* signed values (delta profiles), the extremes of int64 */
+	uint32_t n3[] = { 1, 2, 3, 4 };
+	int64_t v3[] = { -20, 30, INT64_MIN, -1 };
+	int64_t v4[] = { INT64_MIN };
+	int64_t v5[] = { -30000000, 10000000 };
+
+	/* g = 10^7 in 4 bytes, then 2 bytes a pair; one more each for the
+	 * node delta 188 and the value 127 (zigzag 254) */
+	pack_roundtrip(n1, v1, 7, 4 + 7 * 2 + 2);
 	pack_roundtrip(n2, v2, 3, 64);
+	pack_roundtrip(n3, v3, 4, 64);
+	pack_roundtrip(n3, v4, 1, 16);
+	pack_roundtrip(n3, v5, 2, 4 + 2 * 2);
 	pack_roundtrip(NULL, NULL, 0, 1);
 }
 

@@ -304,7 +304,7 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 		}
 		for (uint32_t j = 0; j < n; j++) {
 			if (w->node[j] == 0 || w->node[j] > nnodes ||
-			    w->value[j] <= 0 ||
+			    w->value[j] == 0 ||
 			    (j > 0 && w->node[j] <= w->node[j - 1])) {
 				rv = sm_err_set(err, SM_EMALFORMED, "write: "
 				    "series %zu pair %u is invalid", k, j);

@@ -566,8 +566,15 @@ ing_bucket_pack(struct ing_bucket *b)
 
 	if (b->packed != NULL)
 		return (0);
-	for (uint32_t j = 0; j < b->n && g != 1; j++)
-		g = gcd64((uint64_t)b->value[j], g);
+	for (uint32_t j = 0; j < b->n && g != 1; j++) {
+		int64_t v = b->value[j];
+
+		g = gcd64(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, g);
+	}
+	/* INT64_MIN / g must stay representable as int64 * g: keep g an
+	 * int64. */
+	if (g > INT64_MAX)
+		g = 1;
 	if (g == 0)
 		g = 1;
 	/* worst case: 10 bytes for g, 5 per node delta, 10 per value */
@@ -577,7 +584,9 @@ ing_bucket_pack(struct ing_bucket *b)
 	for (uint32_t j = 0; j < b->n; j++) {
 		p = put_packed_uv(p, b->node[j] - prev);
 		prev = b->node[j];
-		p = put_packed_uv(p, (uint64_t)b->value[j] / g);
+		int64_t q = b->value[j] / (int64_t)g;
+
+		p = put_packed_uv(p, ((uint64_t)q << 1) ^ (uint64_t)(q >> 63));
 	}
 	if ((z = sm_realloc(buf, (size_t)(p - buf))) == NULL)
 		z = buf;        /* shrinking failed: keep the bigger buffer */

@@ -160,8 +160,9 @@ static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
  * Packed buckets.  A head series gets a profile every 10 s or so, and each
  * lands in a new bucket; once a newer bucket exists the older one is
  * sealed in practice, and the head keeps it packed: uvarint g (the gcd of
- * its values), then per pair uvarint(node - previous node) and
- * uvarint(value / g).  CPU values are count x period, so value / g is the
+ * its values' magnitudes), then per pair uvarint(node - previous node)
+ * and the zigzag uvarint of value / g (values are signed: delta profiles
+ * carry negatives).  CPU values are count x period, so value / g is the
  * sample count: a pair takes 2-3 bytes instead of 12 (node[] + value[]),
  * which is most of the head's memory (bench B5).  A write into a packed
  * bucket (late data) unpacks it, merges and packs it again.
@@ -219,9 +220,12 @@ static inline bool ing_pairs_next(struct ing_pair_cur *c, uint32_t *node,
 	if (c->i == c->b->n)
 		return (false);
 	if (c->p != NULL) {
+		uint64_t z;
+
 		c->node += (uint32_t)ing_packed_uv(&c->p);
 		*node = c->node;
-		*value = (int64_t)(ing_packed_uv(&c->p) * c->g);
+		z = ing_packed_uv(&c->p);
+		*value = (int64_t)((z >> 1) ^ (0 - (z & 1))) * (int64_t)c->g;
 	} else {
 		*node = c->b->node[c->i];
 		*value = c->b->value[c->i];

@@ -15,7 +15,8 @@ rules Smolder documents (distributor/pprof.h, spec §1/§2):
   - a frame is the function name; a location without lines is
     "0x<lowercase hex address>", or "0x<hex> [<basename of mapping file>]"
     when its mapping has a file name;
-  - per sample type, values <= 0 are dropped, and samples without locations
+  - per sample type, zero values are dropped (negative ones are kept:
+    values are signed), and samples without locations
     are dropped; identical stacks are summed;
   - spies pyspy / rbspy / scripting rename every function to
     "<function filename>:-1 - <name>";
@@ -625,9 +626,9 @@ def collapse_raw(rp, spy=None):
             frames.extend(frames_of[lid])
         key = ";".join(frames)
         for ti, v in enumerate(vals[:len(out)]):
-            if v > 0:
+            if v != 0:
                 out[ti][key] += v
-    return [dict(d) for d in out]
+    return [{k: v for k, v in d.items() if v != 0} for d in out]
 
 
 def collapse_pb(p, spy=None):
@@ -660,9 +661,9 @@ def collapse_pb(p, spy=None):
             frames.extend(frames_of[lid])
         key = ";".join(frames)
         for ti, v in enumerate(vals[:len(out)]):
-            if v > 0:
+            if v != 0:
                 out[ti][key] += v
-    return [dict(d) for d in out]
+    return [{k: v for k, v in d.items() if v != 0} for d in out]
 
 
 # --------------------------------------------------------------------------

@@ -23,11 +23,14 @@ through the real binary:
 import os
 import socket
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from oracle import build_profile, parse_collapsed  # noqa: E402
+from durability import DataServer, Workspace, flush  # noqa: E402
+from oracle import (build_profile, collapse_raw, have_go,  # noqa: E402
+                    parse_collapsed, parse_raw, run_pprof_raw)
 from smolder import Results, Server, install_timeout  # noqa: E402
 
 
@@ -158,9 +161,78 @@ def check_goroutines(r, s):
          "tags still filter")
 
 
+def delta_heap_pprof():
+    """A Go-style heap profile whose delta samples are partly negative
+    (frees outweighing allocations since the previous profile)."""
+    strings = ["", "alloc_objects", "count", "alloc_space", "bytes",
+               "space", "main", "alloc", "free", "grow", "shrink"]
+    # functions 1..5 = main, alloc, free, grow, shrink (names 6..10)
+    funcs = [(i, 5 + i, 5 + i, 0) for i in range(1, 6)]
+    locs = [(i, 0, 0, [(i, 1)]) for i in range(1, 6)]
+    samples = [
+        ([2, 1], [3, 3072]),          # main;alloc  +3 / +3072
+        ([3, 1], [-2, -2048]),        # main;free   -2 / -2048
+        ([4, 2, 1], [5, 640]),        # main;alloc;grow
+        ([5, 2, 1], [-7, -896]),      # main;alloc;shrink: negative
+        ([3, 1], [-1, -1024]),        # main;free again: summed
+        ([4, 1], [4, -512]),          # mixed signs per type
+        ([5, 1], [0, 100]),           # zero in one type only
+    ]
+    return build_profile(strings, [(1, 2), (3, 4)], samples, locs, funcs,
+                         period_type=(5, 4), period=524288)
+
+
+def check_signed(r, ws):
+    if not have_go():
+        r.skip("signed values vs go tool pprof -raw", "go is not installed")
+        return
+    raw = delta_heap_pprof()
+    path = os.path.join(tempfile.mkdtemp(prefix="smolder-neg-"), "heap.pb")
+    with open(path, "wb") as f:
+        f.write(raw)
+    want = collapse_raw(parse_raw(run_pprof_raw(path)))
+    r.check(any(v < 0 for v in want[0].values()),
+            "the oracle (go tool pprof -raw) has negative stacks",
+            str(want))
+    types = ["memory:alloc_objects:count:space:bytes",
+             "memory:alloc_space:bytes:space:bytes"]
+    data = ws.data_dir("signed")
+    s = DataServer(data, ws.log_dir("signed"), name="signed", extra_flags=[
+        "-validation.reject-older-than=0",
+        "-validation.reject-newer-than=0"]).start()
+    p = s.ingest({"name": "delta", "format": "pprof", "spyName": "gospy"},
+                 raw)
+    r.check(p.status == 200, "delta heap pprof accepted", p.describe())
+
+    def compare(srv, when):
+        for ti, t in enumerate(types):
+            got = collapsed(srv, '%s{service_name="delta"}' % t)
+            r.eq(got, want[ti], "%s: per-stack sums equal go tool pprof "
+                 "-raw's (%s)" % (t, when))
+        now = int(time.time())
+        fb = srv.request("GET", "/render", {
+            "query": '%s{service_name="delta"}' % types[0],
+            "from": str(now - 3600), "until": str(now + 3600)})
+        ticks = fb.json().get("flamebearer", {}).get("numTicks") \
+            if fb.status == 200 else None
+        r.eq(ticks, sum(want[0].values()), "flamebearer numTicks is the "
+             "signed total (%s)" % when)
+
+    compare(s, "head")
+    fl = flush(s)
+    r.check(fl.status == 200, "flush the head into a block", fl.describe())
+    compare(s, "block")
+    probs = s.stop()
+    r.check(not probs, "signed server exits 0", "\n".join(probs))
+    s = DataServer(data, ws.log_dir("signed2"), name="signed2").start()
+    compare(s, "block, after a restart")
+    s.check_stopped(r)
+
+
 def main():
     install_timeout(240)
     r = Results("ingest_behaviours")
+    ws = Workspace("behaviours")
     with Server(["-validation.reject-older-than=0",
                  "-validation.reject-newer-than=0"],
                 name="behaviours") as s:
@@ -168,6 +240,8 @@ def main():
         check_session_id(r, s)
         check_goroutines(r, s)
         s.check_stopped(r)
+    check_signed(r, ws)
+    ws.cleanup(r)
     r.finish()
 
 
