@@ -43,7 +43,7 @@ struct ing_bucket {
 	uint32_t profiles;       /* uploads merged into this bucket */
 	int64_t total;           /* sum of values */
 	uint32_t *node;          /* n node ids, strictly increasing (or NULL) */
-	int64_t *value;          /* n values > 0 (or NULL) */
+	int64_t *value;          /* n values, signed (or NULL) */
 	uint8_t *packed;         /* or the pairs packed (node, value NULL) */
 	uint32_t packed_len;     /* bytes at packed */
 };
