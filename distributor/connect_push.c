@@ -28,6 +28,12 @@
  *   - pyroscope_spy, when present, also selects the spy-specific name
  *     fixes of the pprof decoder.
  *
+ * RawProfileSeries.annotations are accepted and ignored (Pyroscope
+ * ignores them on this path too).  The route is registered by
+ * dist_create() next to /ingest, with sm_connect_route() like the
+ * querier's Connect methods, so any target running a distributor
+ * (-target=all, distributor) serves it.
+ *
  * Time: the pprof's time_nanos, or now when it is 0 (Pyroscope); the
  * ingestion window (-validation.reject-older-than/newer-than) applies only
  * to a non-zero time_nanos, as Pyroscope's.
