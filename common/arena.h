@@ -1,5 +1,5 @@
 /*
- * arena.h -- per-request bump allocator with a byte budget (STYLE §9,
+ * arena.h -- per-request bump allocator with a byte budget (docs/style.md §9,
  * after RocksDB's memtable Arena).
  *
  * Everything a request decodes or builds (a parsed profile, a write request,

@@ -13,7 +13,8 @@
  * length is not 13, 16 or 19.
  *
  * All arithmetic is overflow-checked: a value that does not fit int64
- * milliseconds is SM_EINVAL, never a wrapped time.
+ * milliseconds is SM_EINVAL, never a wrapped time; so is a result outside
+ * the time window of attime.h (sm_time_valid).
  */
 #include "attime.h"
 
@@ -134,7 +135,22 @@ parse_offset(const char *s, int64_t *out_ms)
 }
 
 int
-sm_attime_parse(const char *s, int64_t now_ms, int64_t *out_ms,
+sm_time_check_range(int64_t start, const char *start_name, int64_t end,
+    const char *end_name, struct sm_err *err)
+{
+	if (!sm_time_valid(start))
+		return (sm_err_set(err, SM_EINVAL, "%s time %lld ms out of "
+		    "range (valid: %lld .. %lld unix ms)", start_name,
+		    (long long)start, SM_TIME_MIN_MS, SM_TIME_MAX_MS));
+	if (!sm_time_valid(end))
+		return (sm_err_set(err, SM_EINVAL, "%s time %lld ms out of "
+		    "range (valid: %lld .. %lld unix ms)", end_name,
+		    (long long)end, SM_TIME_MIN_MS, SM_TIME_MAX_MS));
+	return (0);
+}
+
+static int
+attime_parse(const char *s, int64_t now_ms, int64_t *out_ms,
     struct sm_err *err)
 {
 	char t[ATTIME_MAX + 1];
@@ -201,5 +217,20 @@ sm_attime_parse(const char *s, int64_t now_ms, int64_t *out_ms,
 			return (attime_bad(err, s));
 		*out_ms = now_ms - off;
 	}
+	return (0);
+}
+
+int
+sm_attime_parse(const char *s, int64_t now_ms, int64_t *out_ms,
+    struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = attime_parse(s, now_ms, out_ms, err)) != 0)
+		return (rv);
+	if (!sm_time_valid(*out_ms))
+		return (sm_err_set(err, SM_EINVAL, "invalid time '%.100s': out "
+		    "of range (valid: %lld .. %lld unix ms)", s, SM_TIME_MIN_MS,
+		    SM_TIME_MAX_MS));
 	return (0);
 }

@@ -55,9 +55,11 @@ test_digits_seconds(void)
 	SM_CHECK_EQ(at("1"), 1000);
 	SM_CHECK_EQ(at("1700000000"), 1700000000000LL);        /* 10 */
 	SM_CHECK_EQ(at("170000000"), 170000000000LL);          /* 9 */
-	SM_CHECK_EQ(at("17000000000"), 17000000000000LL);      /* 11 */
-	SM_CHECK_EQ(at("170000000000"), 170000000000000LL);    /* 12 */
-	SM_CHECK_EQ(at("17000000000000"), 17000000000000000LL);/* 14 */
+	SM_CHECK_EQ(at("9000000000"), 9000000000000LL);        /* 2255 */
+	/* 11, 12, 14 digits of seconds: past 2262, outside the window. */
+	SM_CHECK_EQ(at_err("17000000000"), SM_EINVAL);
+	SM_CHECK_EQ(at_err("170000000000"), SM_EINVAL);
+	SM_CHECK_EQ(at_err("17000000000000"), SM_EINVAL);
 	SM_CHECK_EQ(at("0000000000000001"), 0);                /* 16 = us */
 	SM_CHECK_EQ(at("1234567"), 1234567000LL);              /* 7 */
 }
@@ -119,8 +121,9 @@ test_digits_every_length(void)
 			break;
 		default:
 			/* Seconds (8 digits "10000000" is year 1000: not a
-			 * date og takes); 17 and 18 overflow ms. */
-			ok = len <= 16;
+			 * date og takes); from 11 digits (1e10 s, year
+			 * 2286) past the window of attime.h. */
+			ok = len <= 10;
 			want = ok ? v * 1000 : 0;
 			break;
 		}
@@ -220,8 +223,36 @@ test_overflow_near_limits(void)
 	    SM_EINVAL);
 	SM_CHECK_EQ(sm_attime_parse("-1s", INT64_MIN + 10, &v, NULL),
 	    SM_EINVAL);
-	SM_CHECK_EQ(sm_attime_parse("-1s", INT64_MAX, &v, NULL), 0);
-	SM_CHECK_EQ(v, INT64_MAX - 1000);
+	/* Inside int64 but outside the window: refused, not clamped. */
+	SM_CHECK_EQ(sm_attime_parse("-1s", INT64_MAX, &v, NULL), SM_EINVAL);
+	SM_CHECK_EQ(sm_attime_parse("-1s", SM_TIME_MAX_MS, &v, NULL), 0);
+	SM_CHECK_EQ(v, SM_TIME_MAX_MS - 1000);
+	SM_CHECK_EQ(sm_attime_parse("+1s", SM_TIME_MAX_MS - 999, &v, NULL),
+	    SM_EINVAL);
+	SM_CHECK_EQ(sm_attime_parse("+1s", SM_TIME_MIN_MS, &v, NULL), 0);
+	SM_CHECK_EQ(v, SM_TIME_MIN_MS + 1000);
+	SM_CHECK_EQ(at_err("now-100000000y"), SM_EINVAL);
+	SM_CHECK_EQ(at_err("now+100000000y"), SM_EINVAL);
+	SM_CHECK_EQ(at("now-200y"), NOW - 200 * 365 * 86400000LL);
+}
+
+static void
+test_time_check_range(void)
+{
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	SM_CHECK_EQ(sm_time_check_range(0, "start", 0, "end", NULL), 0);
+	SM_CHECK_EQ(sm_time_check_range(SM_TIME_MIN_MS, "start",
+	    SM_TIME_MAX_MS, "end", NULL), 0);
+	SM_CHECK_EQ(sm_time_check_range(INT64_MIN, "start", 0, "end", &err),
+	    SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "start time") != NULL);
+	SM_CHECK_EQ(sm_time_check_range(0, "start", SM_TIME_MAX_MS + 1, "end",
+	    &err), SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "end time") != NULL);
+	SM_CHECK_EQ(sm_time_check_range(SM_TIME_MIN_MS - 1, "from", 0,
+	    "until", NULL), SM_EINVAL);
 }
 
 SM_TEST_MAIN(
@@ -237,4 +268,5 @@ SM_TEST_MAIN(
 	{ "relative: every unit", test_units },
 	{ "garbage is EINVAL with message", test_garbage },
 	{ "relative: overflow near int64 limits", test_overflow_near_limits },
+	{ "time window: sm_time_check_range", test_time_check_range },
 )

@@ -405,7 +405,49 @@ test_tenant(void)
 	SM_CHECK_EQ(sm_tenant_validate(longid, &err), 0);
 }
 
+/* --- issue 16: saturating sums, UTF-8 repair ----------------------------- */
+
+static void
+test_add_sat(void)
+{
+	uint64_t n0 = sm_sat_count();
+
+	SM_CHECK_EQ(sm_add_sat(1, 2), 3);
+	SM_CHECK_EQ(sm_add_sat(-5, 3), -2);
+	SM_CHECK_EQ(sm_add_sat(INT64_MAX, -1), INT64_MAX - 1);
+	SM_CHECK_EQ(sm_add_sat(INT64_MIN, INT64_MAX), -1);
+	SM_CHECK_EQ(sm_sat_count(), n0);          /* no saturation yet */
+	SM_CHECK_EQ(sm_add_sat(INT64_MAX, 1), INT64_MAX);
+	SM_CHECK_EQ(sm_add_sat(INT64_MAX, INT64_MAX), INT64_MAX);
+	SM_CHECK_EQ(sm_add_sat(INT64_MIN, -1), INT64_MIN);   /* not MAX */
+	SM_CHECK_EQ(sm_add_sat(-2, INT64_MIN), INT64_MIN);
+	SM_CHECK_EQ(sm_sat_count(), n0 + 4);
+}
+
+static void
+test_utf8_repair(void)
+{
+	char out[64];
+	size_t n;
+
+	n = sm_utf8_repair("caf\xc3\xa9", 5, out);
+	SM_CHECK(n == 5 && memcmp(out, "caf\xc3\xa9", 5) == 0);
+	n = sm_utf8_repair("x\xff\xfey", 4, out);
+	SM_CHECK(n == 8 && memcmp(out, "x\xef\xbf\xbd\xef\xbf\xbdy", 8) == 0);
+	/* A sequence cut at the end: each of its bytes is replaced. */
+	n = sm_utf8_repair("a\xe2\x82", 3, out);
+	SM_CHECK(n == 7 && memcmp(out, "a\xef\xbf\xbd\xef\xbf\xbd", 7) == 0);
+	/* Overlong and surrogate encodings are invalid too. */
+	n = sm_utf8_repair("\xc0\xaf", 2, out);
+	SM_CHECK(n == 6 && sm_utf8_valid(out, n));
+	n = sm_utf8_repair("\xed\xa0\x80", 3, out);
+	SM_CHECK(n == 9 && sm_utf8_valid(out, n));
+	SM_CHECK_EQ(sm_utf8_repair("", 0, out), 0);
+}
+
 SM_TEST_MAIN(
+	{ "sums saturate toward their sign and are counted", test_add_sat },
+	{ "UTF-8 repair: U+FFFD per invalid byte", test_utf8_repair },
 	{ "arena: alignment, big blocks, reset", test_arena_alloc },
 	{ "arena: budget refuses over-allocation", test_arena_budget },
 	{ "arena: grow and strndup", test_arena_grow_strndup },

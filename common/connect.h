@@ -1,5 +1,5 @@
 /*
- * connect.h -- Connect unary RPC over HTTP/1.1 (spec §5), the protocol of
+ * connect.h -- Connect unary RPC over HTTP/1.1 (docs/wire-formats.md §5), the protocol of
  * Pyroscope's push.v1 and querier.v1 services, served on the same HTTP
  * server as the legacy API.
  *
@@ -16,7 +16,7 @@
  *
  * Response: 200 with the request's codec and the bare message, or a Connect
  * error: application/json {"code":"...","message":"..."} with the HTTP
- * status of spec §5's table (invalid_argument 400, unauthenticated 401,
+ * status of docs/wire-formats.md §5's table (invalid_argument 400, unauthenticated 401,
  * permission_denied 403, not_found 404, resource_exhausted 429, internal /
  * unknown / data_loss 500, unimplemented 501, unavailable 503,
  * deadline_exceeded 504, ...).  SM_E* codes from a handler map to Connect
@@ -59,10 +59,18 @@ int sm_connect_route(struct sm_http *h, const char *path,
     const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
     size_t body_max);
 
+/*
+ * sm_connect_route() needing `scope` (auth.h); sm_connect_route() itself
+ * declares SM_SCOPE_ADMIN, so a service that forgets to say is locked.
+ */
+int sm_connect_route_as(struct sm_http *h, unsigned scope, const char *path,
+    const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
+    size_t body_max);
+
 /* The Connect code and HTTP status for an SM_E* code. */
 const char *sm_connect_code_for(int rv, int *status);
 
-/* Map a Connect code name to its HTTP status (spec §5). */
+/* Map a Connect code name to its HTTP status (docs/wire-formats.md §5). */
 int sm_connect_status(const char *code);
 
 #endif /* SM_CONNECT_H */

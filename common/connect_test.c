@@ -393,6 +393,21 @@ check_error(const struct resp *rs, int status, const char *code,
 	snprintf(want, sizeof(want), "{\"code\":\"%s\",\"message\":\"", code);
 	SM_CHECKF(strncmp((const char *)rs->body, want, strlen(want)) == 0,
 	    "body %s, want %s...", rs->body, want);
+	SM_CHECK(resp_header(rs, "X-Request-Id") != NULL);
+	if (strcmp(code, "internal") == 0) {
+		/* Internal errors reach the client generic (http.c). */
+		char gen[128];
+
+		snprintf(gen, sizeof(gen), "internal error (request id %s)\"}",
+		    resp_header(rs, "X-Request-Id") != NULL ?
+		    resp_header(rs, "X-Request-Id") : "?");
+		SM_CHECKF(strstr((const char *)rs->body, gen) != NULL,
+		    "body %s, want ...%s", rs->body, gen);
+		SM_CHECKF(msg[0] == '\0' ||
+		    strstr((const char *)rs->body, msg) == NULL,
+		    "body %s shows the internal message", rs->body);
+		return;
+	}
 	SM_CHECKF(strstr((const char *)rs->body, msg) != NULL,
 	    "body %s, want ...%s...", rs->body, msg);
 }

@@ -1,5 +1,5 @@
 /*
- * flags.h -- command-line flags in Go/Pyroscope style (STYLE §15).
+ * flags.h -- command-line flags in Go/Pyroscope style (docs/style.md §15).
  *
  *   -name=value   -name value   --name=value   -bool-flag   -bool-flag=false
  *

@@ -343,6 +343,10 @@ struct fg_rec {
 	uint32_t name, level;
 };
 
+struct fg_union;
+static void fg_union_fini(struct fg_union *u);
+static void fg_union_free(struct fg_union *u);
+
 /* Double *cap (from `init`) and grow *p to it.  0 or SM_ENOMEM. */
 static int
 fg_grow(void **p, uint32_t *cap, uint32_t init, size_t elem)
@@ -370,6 +374,8 @@ sm_fg_fini(struct sm_fg *fg)
 	sm_free(fg->level_len);
 	sm_free(fg->names);
 	sm_free(fg->name_len);
+	if (fg->own != NULL)
+		fg_union_free(fg->own);
 	memset(fg, 0, sizeof(*fg));
 }
 
@@ -459,19 +465,19 @@ fg_walk_run(struct fg_walk *w)
 		w->maxlevel = SM_MAX(w->maxlevel, it.level);
 		if (it.node == FG_NONE)
 			continue;
-		cur = it.x + r->self;
+		cur = sm_add_sat(it.x, r->self);
 		for (uint32_t k = v->off[it.node]; k < v->off[it.node + 1];
 		    k++) {
 			uint32_t c = v->kids[k];
 
 			if (v->total[c] < w->min_total ||
 			    v->rank[c] == v->rank_other) {
-				other += v->total[c];
+				other = sm_add_sat(other, v->total[c]);
 				continue;
 			}
 			if (fg_push(w, c, it.level + 1, cur, 0) != 0)
 				return (SM_ENOMEM);
-			cur += v->total[c];
+			cur = sm_add_sat(cur, v->total[c]);
 		}
 		if (other != 0 &&
 		    fg_push(w, FG_NONE, it.level + 1, cur, other) != 0)
@@ -521,8 +527,13 @@ fg_place(struct sm_fg *fg, const struct fg_rec *rec, uint32_t nrec,
 		int64_t prev = 0, *d = fg->levels[l];
 
 		for (uint32_t i = 0; i < fg->level_len[l]; i += 4) {
-			d[i] -= prev;
-			prev += d[i] + d[i + 1];
+			int64_t x = d[i];
+
+			/* Offsets and totals saturate (sm_add_sat), so the
+			 * delta and the end may too; never wrap. */
+			if (__builtin_sub_overflow(x, prev, &d[i]))
+				d[i] = x < 0 ? INT64_MIN : INT64_MAX;
+			prev = sm_add_sat(x, d[i + 1]);
 		}
 	}
 	return (0);
@@ -662,5 +673,388 @@ out:
 	sm_free(depth);
 	sm_free(path);
 	fg_view_fini(&v);
+	return (rv);
+}
+
+/* --- diff ------------------------------------------------------------------ */
+
+/*
+ * The union of two trees: one node per frame path present on either side,
+ * names interned in an own string table, and each side's self values.
+ */
+struct fg_union {
+	struct sm_tree t;
+	struct sm_strtab s;
+	int64_t *self[2];
+	int64_t *sum;
+};
+
+static void
+fg_union_fini(struct fg_union *u)
+{
+	sm_tree_fini(&u->t);
+	sm_free(u->self[0]);
+	sm_free(u->self[1]);
+	sm_free(u->sum);
+}
+
+static void
+fg_union_free(struct fg_union *u)
+{
+	fg_union_fini(u);
+	sm_strtab_fini(&u->s);
+	sm_free(u);
+}
+
+/* Map side tree `t` into the union; map[i] = union node or FG_NONE. */
+static int
+fg_union_add(struct fg_union *u, const struct sm_tree *t,
+    const struct sm_strtab *names, const int64_t *self, uint32_t *map)
+{
+	int64_t *tot;
+	uint32_t *smap;
+	int rv = SM_ENOMEM;
+
+	tot = sm_malloc((size_t)t->n * sizeof(*tot));
+	smap = sm_calloc(SM_MAX(sm_strtab_count(names), 1), sizeof(*smap));
+	if (tot == NULL || smap == NULL)
+		goto out;
+	sm_tree_totals(t, self, tot);
+	map[0] = 0;
+	for (uint32_t i = 1; i < t->n; i++) {
+		uint32_t nm = t->name[i], p = map[t->parent[i]];
+
+		map[i] = FG_NONE;
+		if (tot[i] <= 0 || p == FG_NONE)
+			continue;
+		if (smap[nm] == 0) {
+			const char *s;
+			uint32_t len, id;
+
+			s = sm_strtab_str(names, nm, &len);
+			if ((rv = sm_strtab_intern(&u->s, s, len, &id)) != 0)
+				goto out;
+			smap[nm] = id + 1;
+		}
+		if ((rv = sm_tree_child(&u->t, p, smap[nm] - 1, &map[i])) != 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	sm_free(tot);
+	sm_free(smap);
+	return (rv);
+}
+
+static int
+fg_union_init(struct fg_union *u, const struct sm_tree *const t[2],
+    const struct sm_strtab *const names[2], const int64_t *const self[2])
+{
+	uint32_t *map[2] = { NULL, NULL };
+	int rv = SM_ENOMEM;
+
+	memset(u, 0, sizeof(*u));
+	if ((rv = sm_tree_init(&u->t)) != 0)
+		return (rv);
+	if ((rv = sm_strtab_init(&u->s)) != 0) {
+		sm_tree_fini(&u->t);
+		return (rv);
+	}
+	rv = SM_ENOMEM;
+	for (int k = 0; k < 2; k++) {
+		if ((map[k] = sm_malloc((size_t)t[k]->n * sizeof(**map))) ==
+		    NULL)
+			goto out;
+		if ((rv = fg_union_add(u, t[k], names[k], self[k], map[k])) !=
+		    0)
+			goto out;
+		rv = SM_ENOMEM;
+	}
+	for (int k = 0; k < 2; k++) {
+		if ((u->self[k] = sm_calloc(u->t.n, sizeof(int64_t))) == NULL)
+			goto out;
+		for (uint32_t i = 1; i < t[k]->n; i++) {
+			if (map[k][i] != FG_NONE && self[k][i] > 0)
+				u->self[k][map[k][i]] += self[k][i];
+		}
+	}
+	if ((u->sum = sm_malloc((size_t)u->t.n * sizeof(int64_t))) == NULL)
+		goto out;
+	for (uint32_t i = 0; i < u->t.n; i++)
+		u->sum[i] = sm_add_sat(u->self[0][i], u->self[1][i]);
+	rv = 0;
+out:
+	sm_free(map[0]);
+	sm_free(map[1]);
+	if (rv != 0) {
+		fg_union_fini(u);
+		sm_strtab_fini(&u->s);
+	}
+	return (rv);
+}
+
+/* A pending node of the diff walk; node == FG_NONE is "other". */
+struct fg_ditem {
+	uint32_t node, level;
+	int64_t x[2];
+	int64_t other[2];
+};
+
+/* An emitted diff node, in pop order. */
+struct fg_drec {
+	int64_t x[2], total[2], self[2];
+	uint32_t name, level;
+};
+
+struct fg_dwalk {
+	const struct fg_view *v;
+	const int64_t *self[2], *total[2];
+	int64_t min_total;
+	struct sm_fg *fg;
+	uint32_t *by_rank, other_idx;
+	struct fg_ditem *stk;
+	uint32_t nstk, stk_cap;
+	struct fg_drec *rec;
+	uint32_t nrec, rec_cap, maxlevel;
+	int64_t max_self;
+};
+
+static uint32_t
+fg_dname(struct fg_dwalk *w, uint32_t node)
+{
+	struct sm_fg *fg = w->fg;
+	uint32_t *slot, r = 0;
+	const char *p = FG_OTHER_NAME;
+	uint32_t len = sizeof(FG_OTHER_NAME) - 1;
+
+	if (node == 0)
+		return (0);
+	/* Pyroscope keys names by string: a real "other" frame shares
+	 * its index with the synthetic one. */
+	if (node != FG_NONE && (r = w->v->rank[node]) != w->v->rank_other) {
+		slot = &w->by_rank[r];
+		p = w->v->names[r].p;
+		len = w->v->names[r].len;
+	} else {
+		slot = &w->other_idx;
+	}
+	if (*slot == FG_NONE) {
+		*slot = fg->nnames++;
+		fg->names[*slot] = p;
+		fg->name_len[*slot] = len;
+	}
+	return (*slot);
+}
+
+static int
+fg_dpush(struct fg_dwalk *w, const struct fg_ditem *it)
+{
+	if (w->nstk == w->stk_cap && fg_grow((void **)&w->stk, &w->stk_cap,
+	    64, sizeof(*w->stk)) != 0)
+		return (SM_ENOMEM);
+	w->stk[w->nstk++] = *it;
+	return (0);
+}
+
+/* NewFlamegraphDiff's walk: as fg_walk_run, on both sides at once; a
+ * child is kept when either side's total reaches min_total. */
+static int
+fg_dwalk_run(struct fg_dwalk *w)
+{
+	const struct fg_view *v = w->v;
+	struct fg_ditem root = { 0, 0, { 0, 0 }, { 0, 0 } };
+
+	if (fg_dpush(w, &root) != 0)
+		return (SM_ENOMEM);
+	while (w->nstk > 0) {
+		struct fg_ditem it = w->stk[--w->nstk], ch;
+		struct fg_drec *r;
+		int64_t cur[2], other[2] = { 0, 0 };
+
+		if (w->nrec == w->rec_cap && fg_grow((void **)&w->rec,
+		    &w->rec_cap, 256, sizeof(*w->rec)) != 0)
+			return (SM_ENOMEM);
+		r = &w->rec[w->nrec++];
+		r->level = it.level;
+		for (int k = 0; k < 2; k++) {
+			r->x[k] = it.x[k];
+			r->total[k] = it.node == FG_NONE ? it.other[k] :
+			    w->total[k][it.node];
+			r->self[k] = it.node == FG_NONE ? it.other[k] :
+			    w->self[k][it.node];
+			w->max_self = SM_MAX(w->max_self, r->self[k]);
+			cur[k] = it.x[k] + r->self[k];
+		}
+		r->name = fg_dname(w, it.node);
+		w->maxlevel = SM_MAX(w->maxlevel, it.level);
+		if (it.node == FG_NONE)
+			continue;
+		for (uint32_t k = v->off[it.node]; k < v->off[it.node + 1];
+		    k++) {
+			uint32_t c = v->kids[k];
+
+			if (w->total[0][c] < w->min_total &&
+			    w->total[1][c] < w->min_total) {
+				other[0] += w->total[0][c];
+				other[1] += w->total[1][c];
+				continue;
+			}
+			ch = (struct fg_ditem){ c, it.level + 1,
+			    { cur[0], cur[1] }, { 0, 0 } };
+			if (fg_dpush(w, &ch) != 0)
+				return (SM_ENOMEM);
+			cur[0] += w->total[0][c];
+			cur[1] += w->total[1][c];
+		}
+		if (other[0] != 0 || other[1] != 0) {
+			ch = (struct fg_ditem){ FG_NONE, it.level + 1,
+			    { cur[0], cur[1] }, { other[0], other[1] } };
+			if (fg_dpush(w, &ch) != 0)
+				return (SM_ENOMEM);
+		}
+	}
+	return (0);
+}
+
+static int
+fg_dplace(struct sm_fg *fg, const struct fg_drec *rec, uint32_t nrec,
+    uint32_t maxlevel)
+{
+	uint32_t *fill;
+
+	fg->nlevels = maxlevel + 1;
+	fg->levels = sm_calloc(fg->nlevels, sizeof(*fg->levels));
+	fg->level_len = sm_calloc(fg->nlevels, sizeof(*fg->level_len));
+	if (fg->levels == NULL || fg->level_len == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < nrec; i++)
+		fg->level_len[rec[i].level] += 7;
+	for (uint32_t l = 0; l < fg->nlevels; l++) {
+		fg->levels[l] = sm_malloc((size_t)SM_MAX(fg->level_len[l], 1) *
+		    sizeof(int64_t));
+		if (fg->levels[l] == NULL)
+			return (SM_ENOMEM);
+	}
+	if ((fill = sm_calloc(fg->nlevels, sizeof(*fill))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = nrec; i-- > 0;) {
+		const struct fg_drec *r = &rec[i];
+		int64_t *d = fg->levels[r->level] + fill[r->level];
+
+		d[0] = r->x[0];
+		d[1] = r->total[0];
+		d[2] = r->self[0];
+		d[3] = r->x[1];
+		d[4] = r->total[1];
+		d[5] = r->self[1];
+		d[6] = r->name;
+		fill[r->level] += 7;
+	}
+	sm_free(fill);
+	for (uint32_t l = 0; l < fg->nlevels; l++) {
+		for (int off = 0; off <= 3; off += 3) {
+			int64_t prev = 0, *d = fg->levels[l];
+
+			for (uint32_t i = (uint32_t)off; i < fg->level_len[l];
+			    i += 7) {
+				d[i] -= prev;
+				prev += d[i] + d[i + 1];
+			}
+		}
+	}
+	return (0);
+}
+
+int
+sm_fg_build_diff(const struct sm_tree *lt, const struct sm_strtab *ln,
+    const int64_t *lself, const struct sm_tree *rt,
+    const struct sm_strtab *rn, const int64_t *rself, int64_t max_nodes,
+    struct sm_fg *fg)
+{
+	const struct sm_tree *t[2] = { lt, rt };
+	const struct sm_strtab *nm[2] = { ln, rn };
+	const int64_t *sf[2] = { lself, rself };
+	struct fg_union *u;
+	struct fg_view v;
+	struct fg_dwalk w;
+	int64_t *tot[2] = { NULL, NULL }, *mx = NULL, *vt;
+	int have_view = 0, rv;
+
+	memset(fg, 0, sizeof(*fg));
+	memset(&w, 0, sizeof(w));
+	if ((u = sm_calloc(1, sizeof(*u))) == NULL)
+		return (SM_ENOMEM);
+	if ((rv = fg_union_init(u, t, nm, sf)) != 0) {
+		sm_free(u);
+		return (rv);
+	}
+	fg->own = u;             /* the names point into u->s */
+	if ((rv = fg_view_init(&v, &u->t, &u->s, u->sum)) != 0)
+		goto out;
+	have_view = 1;
+	rv = SM_ENOMEM;
+	for (int k = 0; k < 2; k++) {
+		if ((tot[k] = sm_malloc((size_t)u->t.n * sizeof(int64_t))) ==
+		    NULL)
+			goto out;
+		sm_tree_totals(&u->t, u->self[k], tot[k]);
+	}
+	/* combineMinValues: the max_nodes-th largest max(left, right)
+	 * over the union's nodes, the root included. */
+	if ((mx = sm_malloc((size_t)u->t.n * sizeof(int64_t))) == NULL)
+		goto out;
+	for (uint32_t i = 0; i < u->t.n; i++)
+		mx[i] = SM_MAX(tot[0][i], tot[1][i]);
+	w.min_total = 0;
+	if (max_nodes >= 1 && (uint64_t)v.m + 1 > (uint64_t)max_nodes) {
+		if (max_nodes == 1) {
+			w.min_total = mx[0];
+		} else {
+			vt = v.total;
+			v.total = mx;
+			rv = fg_min_total(&v, max_nodes - 1, &w.min_total);
+			v.total = vt;
+			if (rv != 0)
+				goto out;
+			rv = SM_ENOMEM;
+		}
+	}
+	w.v = &v;
+	w.fg = fg;
+	w.self[0] = u->self[0];
+	w.self[1] = u->self[1];
+	w.total[0] = tot[0];
+	w.total[1] = tot[1];
+	w.other_idx = FG_NONE;
+	fg->names = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->names));
+	fg->name_len = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->name_len));
+	w.by_rank = sm_malloc(((size_t)v.u + 1) * sizeof(*w.by_rank));
+	if (fg->names == NULL || fg->name_len == NULL || w.by_rank == NULL)
+		goto out;
+	for (uint32_t r = 0; r < v.u; r++)
+		w.by_rank[r] = FG_NONE;
+	fg->names[0] = FG_ROOT_NAME;
+	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
+	fg->nnames = 1;
+	if ((rv = fg_dwalk_run(&w)) != 0 ||
+	    (rv = fg_dplace(fg, w.rec, w.nrec, w.maxlevel)) != 0)
+		goto out;
+	fg->left_ticks = tot[0][0];
+	fg->right_ticks = tot[1][0];
+	fg->total = sm_add_sat(tot[0][0], tot[1][0]);
+	fg->max_self = w.max_self;
+	fg->diff = 1;
+	rv = 0;
+out:
+	sm_free(w.stk);
+	sm_free(w.rec);
+	sm_free(w.by_rank);
+	sm_free(tot[0]);
+	sm_free(tot[1]);
+	sm_free(mx);
+	if (have_view)
+		fg_view_fini(&v);
+	if (rv != 0)
+		sm_fg_fini(fg);
 	return (rv);
 }

@@ -8,7 +8,7 @@
  * subtree total is 0 do not exist for rendering.
  *
  * Flamebearer, byte-compatible with Pyroscope (pkg/model/flamegraph.go,
- * tree.go; spec §3):
+ * tree.go; docs/wire-formats.md §3):
  *   - children are ordered by name (bytewise), as Pyroscope's tree keeps
  *     them; a child's x starts at parent_x + parent_self (self on the left);
  *   - truncation to max_nodes happens once here, after the full merge:
@@ -27,7 +27,7 @@
  *     in the level;
  *   - numTicks is the root total; maxSelf is the largest self of any
  *     emitted node ("other" nodes included).
- *   Worked example (spec §3): a;b=3, a;c=1, d=2 gives
+ *   Worked example (docs/wire-formats.md §3): a;b=3, a;c=1, d=2 gives
  *     names  ["total","d","a","c","b"]
  *     levels [[0,6,0,0],[0,4,0,2,0,2,2,1],[0,3,3,4,0,1,1,3]]
  *
@@ -55,6 +55,10 @@ struct sm_fg {
 	uint32_t nlevels;
 	int64_t total;           /* numTicks */
 	int64_t max_self;
+	int diff;                /* 1: levels hold 7-tuples (a diff) */
+	int64_t left_ticks;      /* diff only */
+	int64_t right_ticks;
+	void *own;               /* diff: the union the names point into */
 };
 
 /*
@@ -67,6 +71,30 @@ int sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
     const int64_t *self, int64_t max_nodes, struct sm_fg *fg);
 
 void sm_fg_fini(struct sm_fg *fg);
+
+/*
+ * Build the diff flamebearer (querier.v1.FlameGraphDiff) of a left and a
+ * right tree, as Pyroscope's NewFlamegraphDiff does:
+ *   - the two trees are aligned on their union (a frame path present on
+ *     one side only is a node with 0 on the other), children by name;
+ *   - each node is [xL, totalL, selfL, xR, totalR, selfR, nameIdx], the
+ *     two x columns delta-encoded independently per level;
+ *   - min_total = the max_nodes-th largest max(totalL, totalR) over the
+ *     union's nodes, root included (0 when there are no more nodes than
+ *     max_nodes, or max_nodes < 1); a child is kept when either side
+ *     reaches it, the rest fold into one "other" node per parent (both
+ *     sides, self = total), emitted when either side is non-zero;
+ *   - names are keyed by string, so a real "other" frame shares the
+ *     synthetic one's index while a real "total" frame gets its own;
+ *   - total = leftTicks + rightTicks (the two root totals); maxSelf is
+ *     the largest self of either side among emitted nodes.
+ * Unlike sm_fg_build, the names point into a union table the sm_fg owns,
+ * so the input tables may go away first.  0 or SM_ENOMEM.
+ */
+int sm_fg_build_diff(const struct sm_tree *lt, const struct sm_strtab *ln,
+    const int64_t *lself, const struct sm_tree *rt,
+    const struct sm_strtab *rn, const int64_t *rself, int64_t max_nodes,
+    struct sm_fg *fg);
 
 /*
  * Append the `flamebearer` JSON object:

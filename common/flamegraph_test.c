@@ -109,7 +109,7 @@ check_level(const struct sm_fg *fg, uint32_t l, const int64_t *want,
 		    (long long)fg->levels[l][i], (long long)want[i]);
 }
 
-/* spec §3 / flamegraph.h: a;b=3, a;c=1, d=2. */
+/* docs/wire-formats.md §3 / flamegraph.h: a;b=3, a;c=1, d=2. */
 static void
 test_worked_example(void)
 {
@@ -820,7 +820,7 @@ test_flamebearer_fixture(void)
 	    "../shared/testdata/profiles/pyroscope__flamebearer_profile.json");
 	root = json_load_file(path, 0, &jerr);
 	if (root == NULL)
-		SM_SKIP("shared test data absent: %.160s (%.60s)", path,
+		SM_SKIP_CORPUS("shared test data absent: %.160s (%.60s)", path,
 		    jerr.text);
 	fb = json_object_get(root, "flamebearer");
 	if (!json_is_object(fb)) {
@@ -867,6 +867,70 @@ test_flamebearer_fixture(void)
 	json_decref(root);
 }
 
+/* Diff of two hand-built trees (computed by hand from Pyroscope's
+ * NewFlamegraphDiff), then a cut by max_nodes and a range against
+ * itself. */
+static void
+test_diff(void)
+{
+	struct fx l, r;
+	struct sm_fg fg;
+	static const int64_t l0[] = { 0, 4, 0, 0, 3, 0, 0 };
+	static const int64_t l1[] = { 0, 4, 0, 0, 1, 0, 2, 0, 0, 0, 0, 2, 2,
+	    1 };
+	static const int64_t l2[] = { 0, 3, 3, 0, 1, 1, 4, 0, 1, 1, 0, 0, 0,
+	    3 };
+	static const char *names[] = { "total", "d", "a", "c", "b" };
+
+	fx_init(&l);
+	fx_init(&r);
+	fx_add(&l, "a;b", 3);
+	fx_add(&l, "a;c", 1);
+	fx_add(&r, "a;b", 1);
+	fx_add(&r, "d", 2);
+	SM_REQUIRE(sm_fg_build_diff(&l.t, &l.s, l.self, &r.t, &r.s, r.self, 0,
+	    &fg) == 0);
+	SM_CHECK_EQ(fg.left_ticks, 4);
+	SM_CHECK_EQ(fg.right_ticks, 3);
+	SM_CHECK_EQ(fg.total, 7);
+	SM_CHECK_EQ(fg.max_self, 3);
+	SM_REQUIRE(fg.nnames == 5 && fg.nlevels == 3);
+	for (uint32_t i = 0; i < 5; i++)
+		SM_CHECK(strcmp(fg.names[i], names[i]) == 0);
+	SM_REQUIRE(fg.level_len[0] == 7 && fg.level_len[1] == 14 &&
+	    fg.level_len[2] == 14);
+	SM_CHECK(memcmp(fg.levels[0], l0, sizeof(l0)) == 0);
+	SM_CHECK(memcmp(fg.levels[1], l1, sizeof(l1)) == 0);
+	SM_CHECK(memcmp(fg.levels[2], l2, sizeof(l2)) == 0);
+	sm_fg_fini(&fg);
+
+	/* 5 nodes, max_nodes 3: min = 3rd largest of max(L, R) over
+	 * {root 4, a 4, d 2, b 3, c 1} = 3: d (0/2) and c (1/0) fold. */
+	SM_REQUIRE(sm_fg_build_diff(&l.t, &l.s, l.self, &r.t, &r.s, r.self, 3,
+	    &fg) == 0);
+	SM_CHECK_EQ(fg.total, 7);
+	SM_REQUIRE(fg.nlevels == 3);
+	SM_CHECK_EQ(fg.level_len[1], 14);    /* a, other(0/2) */
+	SM_CHECK_EQ(fg.levels[1][7 + 1], 0);
+	SM_CHECK_EQ(fg.levels[1][7 + 4], 2);
+	SM_CHECK(strcmp(fg.names[fg.levels[1][7 + 6]], "other") == 0);
+	sm_fg_fini(&fg);
+
+	/* Against itself: both sides equal, node by node. */
+	SM_REQUIRE(sm_fg_build_diff(&l.t, &l.s, l.self, &l.t, &l.s, l.self, 0,
+	    &fg) == 0);
+	SM_CHECK_EQ(fg.left_ticks, fg.right_ticks);
+	for (uint32_t d = 0; d < fg.nlevels; d++)
+		for (uint32_t i = 0; i < fg.level_len[d]; i += 7) {
+			SM_CHECK_EQ(fg.levels[d][i], fg.levels[d][i + 3]);
+			SM_CHECK_EQ(fg.levels[d][i + 1], fg.levels[d][i + 4]);
+			SM_CHECK_EQ(fg.levels[d][i + 2], fg.levels[d][i + 5]);
+		}
+	sm_fg_fini(&fg);
+	fx_fini(&l);
+	fx_fini(&r);
+}
+
 SM_TEST_MAIN(
 	{ "worked example (spec 3) node by node", test_worked_example },
 	{ "empty tree is one total root", test_empty_tree },
@@ -879,4 +943,5 @@ SM_TEST_MAIN(
 	{ "random trees: round trip and invariants", test_random_property },
 	{ "pyroscope flamebearer fixture, max_nodes 1",
 	    test_flamebearer_fixture },
+	{ "diff: 7-tuples, union, max_nodes, against itself", test_diff },
 )

@@ -10,7 +10,8 @@
  * Request life cycle.  MHD calls http_access() several times per request:
  *
  *   1. headers parsed (*con_cls == NULL): allocate the sm_http_req, route
- *      it, check Content-Length against the route's body cap;
+ *      it, check Content-Length against the route's body cap (two
+ *      different Content-Length headers are 400 and close the connection);
  *   2. once per body fragment (*upload_data_size > 0): append to the heap
  *      body while it fits the cap, otherwise drop the bytes;
  *   3. body complete (*upload_data_size == 0 again): run the handler.
@@ -79,6 +80,29 @@
  * accepts), waits until no handler runs and until queued replies were sent
  * (the latter for at most HTTP_STOP_GRACE_MS), then MHD_stop_daemon()
  * closes whatever is left.
+ *
+ * Authentication (auth.h) runs in step 1, right after routing: each route
+ * declares the scope it needs (sm_http_route_as; undeclared = admin), and
+ * a refused request is rejected like a 404, before its body is read.
+ * The resolved tenant is kept in the request for sm_http_tenant().
+ *
+ * Request ids and 5xx bodies (issue 10: "errors without internal paths").
+ * Every request gets an id in step 1 (the client's X-Request-Id if it is
+ * short and plain, else splitmix64 of a random seed plus a counter: unique
+ * within the process, not guessable across restarts) and every response
+ * carries it.  Every 5xx error reply goes through http_queue_error(),
+ * which logs the handler's message with the id and sends the client a
+ * generic one for codes internal/unknown (programming and library errors
+ * with no cause a client can act on).  Otherwise paths and addresses are
+ * cut out (a word that is a file-system path becomes "[path]", so RocksDB's
+ * "IO error: No space left on device: While appending to file: [path]"
+ * keeps its cause; a fan-out's "tcp://10.0.0.5:9095: " prefix is dropped,
+ * other URLs and IPv4 addresses become "[address]") and the rest is kept, so
+ * data_loss still names the corrupt block an operator must repair
+ * ("corrupt block t/12, part tree: checksum mismatch").  The id goes into
+ * every generic or cleaned message too, so a Connect client that only
+ * shows the error
+ * JSON still has something to quote to the operator.
  */
 #include "http.h"
 
@@ -90,14 +114,21 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <stdatomic.h>
+#include <strings.h>
+#include <sys/random.h>
+
 #include <microhttpd.h>
 
+#include "auth.h"
 #include "log.h"
 #include "metrics.h"
+#include "tenant.h"
 
 #define HTTP_CONN_MEMORY (64u * 1024u)    /* MHD pool: headers must fit */
 #define HTTP_LISTEN_BACKLOG 1024u
@@ -113,6 +144,7 @@ struct http_route {
 	sm_http_fn fn;
 	void *arg;
 	size_t body_max;
+	unsigned scope;           /* SM_SCOPE_* the caller needs */
 };
 
 enum http_state {
@@ -128,6 +160,7 @@ struct sm_http {
 	struct http_route *h_routes;
 	size_t h_nroutes;
 	size_t h_routes_cap;
+	struct sm_auth *h_auth;       /* borrowed; NULL = no checks */
 	struct MHD_Daemon *h_daemon;
 	MHD_socket h_lsock;           /* returned by MHD_quiesce_daemon */
 	unsigned h_port;
@@ -181,6 +214,10 @@ struct sm_http_req {
 	char r_remote[INET6_ADDRSTRLEN + 8];
 	int r_status;                 /* the status queued, 0 = none */
 	int64_t r_start_ns;
+	bool r_rej_www;               /* 401 in keys mode: WWW-Authenticate */
+	bool r_authed;                /* r_id is valid */
+	struct sm_auth_id r_id;
+	char r_reqid[72];
 };
 
 static const char http_empty[1] = "";
@@ -301,7 +338,7 @@ sm_http_cfg_default(struct sm_http_cfg *cfg)
 	cfg->listen = ":4040";
 	cfg->threads = 4;
 	cfg->conn_limit = 1024;
-	cfg->per_ip_limit = 0;
+	cfg->per_ip_limit = 256;
 	cfg->conn_timeout_s = 120;
 	cfg->default_body_max = 1u << 20;
 }
@@ -347,14 +384,31 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	return (0);
 }
 
+void
+sm_http_set_auth(struct sm_http *h, struct sm_auth *a)
+{
+	SM_ASSERT(h->h_state == HTTP_NEW);
+	h->h_auth = a;
+}
+
 int
 sm_http_route(struct sm_http *h, const char *method, const char *path,
     sm_http_fn fn, void *arg, size_t body_max)
+{
+	return (sm_http_route_as(h, SM_SCOPE_ADMIN, method, path, fn, arg,
+	    body_max));
+}
+
+int
+sm_http_route_as(struct sm_http *h, unsigned scope, const char *method,
+    const char *path, sm_http_fn fn, void *arg, size_t body_max)
 {
 	struct http_route *rt;
 
 	SM_ASSERT(h->h_state == HTTP_NEW);
 	SM_ASSERT(path != NULL && path[0] == '/' && fn != NULL);
+	SM_ASSERT(scope == SM_SCOPE_PUBLIC || scope == SM_SCOPE_READ ||
+	    scope == SM_SCOPE_WRITE || scope == SM_SCOPE_ADMIN);
 	for (size_t i = 0; i < h->h_nroutes; i++) {
 		rt = &h->h_routes[i];
 		if (strcmp(rt->path, path) != 0)
@@ -385,6 +439,7 @@ sm_http_route(struct sm_http *h, const char *method, const char *path,
 	rt->fn = fn;
 	rt->arg = arg;
 	rt->body_max = body_max != 0 ? body_max : h->h_cfg.default_body_max;
+	rt->scope = scope;
 	h->h_nroutes++;
 	return (0);
 }
@@ -593,6 +648,9 @@ http_queue(struct sm_http_req *r, int status, const char *ctype,
 	if (ctype != NULL && MHD_add_response_header(resp,
 	    MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES)
 		ok = false;
+	if (ok && r->r_reqid[0] != '\0' && MHD_add_response_header(resp,
+	    "X-Request-Id", r->r_reqid) != MHD_YES)
+		ok = false;
 	for (hd = r->r_hdrs; hd != NULL && ok; hd = hd->next) {
 		if (MHD_add_response_header(resp, hd->name, hd->value) !=
 		    MHD_YES)
@@ -617,15 +675,146 @@ http_queue(struct sm_http_req *r, int status, const char *ctype,
 	pthread_mutex_unlock(&r->r_h->h_mu);
 }
 
+/* Does `t` (n bytes) contain d+.d+.d+.d+ (an IPv4 address)? */
+static bool
+http_has_ipv4(const char *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+		int dots = 0;
+
+		if (t[i] < '0' || t[i] > '9' || (i > 0 && t[i - 1] >= '0' &&
+		    t[i - 1] <= '9'))
+			continue;
+		for (;;) {
+			while (j < n && t[j] >= '0' && t[j] <= '9')
+				j++;
+			if (j + 1 >= n || t[j] != '.' || t[j + 1] < '0' ||
+			    t[j + 1] > '9')
+				break;
+			dots++;
+			j++;
+		}
+		if (dots >= 3)
+			return (true);
+	}
+	return (false);
+}
+
+/*
+ * The client's copy of a 5xx message (see the header).  Token by token:
+ * an address prefix ("tcp://10.0.0.5:9095:", "inproc://x:") is dropped,
+ * another URL or an IPv4 address becomes "[address]", a file-system path
+ * (starts with '/', "./", "~/" or holds a '\') becomes "[path]": the
+ * cause around it ("No space left on device") is what the client and the
+ * operator's dashboards need, the path is what must not leak.  Returns
+ * false when the message must be replaced by the generic one (codes
+ * internal and unknown, or too long to clean), else true with the cleaned
+ * text in `out` and *changed set when something was removed.
+ */
+static bool
+http_msg_clean(const char *code, const char *msg, char *out, size_t outsz,
+    bool *changed)
+{
+	size_t o = 0;
+	const char *p = msg;
+
+	*changed = false;
+	if (strcmp(code, "internal") == 0 || strcmp(code, "unknown") == 0)
+		return (false);
+	out[0] = '\0';
+	while (*p != '\0') {
+		const char *t = p, *c;
+		size_t n, lead;
+		bool url;
+
+		while (*p != '\0' && *p != ' ')
+			p++;
+		n = (size_t)(p - t);
+		for (lead = 0; lead < n && strchr("\"'(=<[", t[lead]) != NULL;
+		    lead++)
+			;
+		c = t + lead;
+		url = memmem(t, n, "://", 3) != NULL;
+		if (!url && n > lead && (c[0] == '/' || (c[0] == '.' &&
+		    n > lead + 1 && c[1] == '/') || (c[0] == '~' &&
+		    n > lead + 1 && c[1] == '/') || memchr(t, '\\', n) != NULL)) {
+			size_t tail = 0;
+
+			while (tail < n - lead &&
+			    strchr("\"')>],:", t[n - 1 - tail]) != NULL)
+				tail++;
+			*changed = true;
+			o += (size_t)snprintf(o < outsz ? out + o : NULL,
+			    o < outsz ? outsz - o : 0, "%.*s[path]%.*s",
+			    (int)lead, t, (int)tail, t + n - tail);
+		} else if (url && t[n - 1] == ':') {
+			*changed = true;
+			while (*p == ' ')
+				p++;
+			continue;
+		} else if (url || http_has_ipv4(t, n)) {
+			*changed = true;
+			o += (size_t)snprintf(o < outsz ? out + o : NULL,
+			    o < outsz ? outsz - o : 0, "%.*s[address]%s",
+			    (int)lead, t,
+			    t[n - 1] == ':' ? ":" : t[n - 1] == ',' ? "," : "");
+		} else {
+			o += (size_t)snprintf(o < outsz ? out + o : NULL,
+			    o < outsz ? outsz - o : 0, "%.*s", (int)n, t);
+		}
+		while (*p == ' ') {
+			o += (size_t)snprintf(o < outsz ? out + o : NULL,
+			    o < outsz ? outsz - o : 0, " ");
+			p++;
+		}
+	}
+	if (o >= outsz)
+		return (false);       /* too long to clean: generic */
+	return (true);
+}
+
+static const char *
+http_generic_msg(int status)
+{
+	switch (status) {
+	case 502:
+		return ("bad gateway");
+	case 503:
+		return ("service unavailable");
+	case 504:
+		return ("deadline exceeded");
+	default:
+		return ("internal error");
+	}
+}
+
 /* {"code":"<code>","message":"<msg>"} as a Pyroscope/Connect error. */
 static void
 http_queue_error(struct sm_http_req *r, int status, const char *code,
     const char *msg, bool close)
 {
 	struct sm_buf b = SM_BUF_INIT;
+	char clean[SM_ERR_MSG_MAX], safe[SM_ERR_MSG_MAX + 96];
+	bool changed;
 	size_t len;
 	char *p;
 
+	if (status >= 500) {
+		sm_error("http", "request failed\trequest_id=%s method=%s "
+		    "path=%s status=%d code=%s message=\"%s\"", r->r_reqid,
+		    r->r_method, r->r_path, status, code, msg);
+		if (!http_msg_clean(code, msg, clean, sizeof(clean),
+		    &changed)) {
+			snprintf(safe, sizeof(safe), "%s (request id %s)",
+			    http_generic_msg(status), r->r_reqid);
+			msg = safe;
+		} else if (changed) {
+			snprintf(safe, sizeof(safe), "%s (request id %s)",
+			    clean, r->r_reqid);
+			msg = safe;
+		}
+	}
 	sm_buf_puts(&b, "{\"code\":");
 	sm_buf_json_str(&b, code, strlen(code));
 	sm_buf_puts(&b, ",\"message\":");
@@ -679,6 +868,9 @@ http_send_reject(struct sm_http_req *r)
 			r->r_hdrs = hd;
 		}
 	}
+	if (r->r_rej_www)
+		sm_http_set_header(r, "WWW-Authenticate",
+		    "Bearer realm=\"smolder\"");
 	http_queue_error(r, r->r_rej_status, r->r_rej_code, r->r_rej_msg,
 	    false);
 }
@@ -726,6 +918,142 @@ http_route_req(struct sm_http *h, struct sm_http_req *r)
 	    "method %s not allowed for %s", r->r_method, r->r_path);
 }
 
+/* --- request ids and authentication ---------------------------------------- */
+
+static _Atomic uint64_t http_reqid_next;
+static uint64_t http_reqid_seed;
+static pthread_once_t http_reqid_once = PTHREAD_ONCE_INIT;
+
+static void
+http_reqid_init(void)
+{
+	uint64_t s = 0;
+
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s))
+		s = (uint64_t)sm_mono_ns() ^ ((uint64_t)getpid() << 32);
+	http_reqid_seed = s;
+}
+
+static bool
+http_reqid_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 64)
+		return (false);
+	for (size_t i = 0; i < n; i++) {
+		char c = v[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == ':'))
+			return (false);
+	}
+	return (true);
+}
+
+/* The client's X-Request-Id if plain, else a new one (see the header). */
+static void
+http_reqid(struct MHD_Connection *conn, char *out, size_t outsz)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    "X-Request-Id");
+	uint64_t z;
+
+	if (v != NULL && http_reqid_ok(v)) {
+		snprintf(out, outsz, "%s", v);
+		return;
+	}
+	pthread_once(&http_reqid_once, http_reqid_init);
+	/* splitmix64: a bijection, so distinct counters give distinct ids. */
+	z = http_reqid_seed + atomic_fetch_add(&http_reqid_next, 1) *
+	    0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	snprintf(out, outsz, "%016" PRIx64, z);
+}
+
+struct http_org_count {
+	const char *first;
+	unsigned n;
+};
+
+static enum MHD_Result
+http_org_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct http_org_count *c = cls;
+
+	(void)kind;
+	if (key != NULL && strcasecmp(key, "X-Scope-OrgID") == 0) {
+		if (c->n++ == 0)
+			c->first = value;
+	}
+	return (MHD_YES);
+}
+
+static void
+http_org_headers(struct MHD_Connection *conn, struct http_org_count *c)
+{
+	c->first = NULL;
+	c->n = 0;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_org_cb, c);
+}
+
+/* Step 1, after routing: check the route's scope; reject on failure. */
+static void
+http_authenticate(struct sm_http *h, struct sm_http_req *r)
+{
+	const struct http_route *rt = r->r_route;
+	struct http_org_count oc;
+	struct sm_err err;
+	const char *code;
+	int rv, status;
+
+	if (h->h_auth == NULL || rt->scope == SM_SCOPE_PUBLIC)
+		return;
+	http_org_headers(r->r_conn, &oc);
+	sm_err_clear(&err);
+	rv = sm_auth_check(h->h_auth, rt->scope,
+	    MHD_lookup_connection_value(r->r_conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_AUTHORIZATION), oc.first, oc.n, &r->r_id, &err);
+	if (rv == 0) {
+		r->r_authed = true;
+		return;
+	}
+	sm_http_status_for(rv, &status, &code);
+	sm_debug("http", "refused\trequest_id=%s path=%s remote=%s status=%d "
+	    "reason=\"%s\"", r->r_reqid, r->r_path, sm_http_remote(r), status,
+	    err.msg);
+	r->r_rej_www = rv == SM_EAUTH && sm_auth_keys_enabled(h->h_auth);
+	http_reject(r, status, code, "%s", err.msg);
+}
+
+
+/* Content-Length headers seen (http_cl_scan). */
+struct http_cl_scan {
+	const char *first;
+	bool conflict;
+};
+
+static enum MHD_Result
+http_cl_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct http_cl_scan *c = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 ||
+	    value == NULL)
+		return (MHD_YES);
+	if (c->first == NULL)
+		c->first = value;
+	else if (strcmp(c->first, value) != 0)
+		c->conflict = true;
+	return (MHD_YES);
+}
+
 static enum MHD_Result
 http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
     const char *method, void **con_cls)
@@ -747,6 +1075,7 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	r->r_state = REQ_BODY;
 	r->r_start_ns = sm_mono_ns();
 	*con_cls = r;
+	http_reqid(conn, r->r_reqid, sizeof(r->r_reqid));
 
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -763,6 +1092,22 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	has_body = te != NULL || (cl != NULL && n != 0);
 
 	http_route_req(h, r);
+	if (cl != NULL && r->r_state == REQ_BODY) {
+		/* Two different Content-Length headers: the body's framing is
+		 * ambiguous (request smuggling), so 400 and close.  Repeats of
+		 * the same value are accepted (RFC 9112, section 6.3). */
+		struct http_cl_scan cs = { NULL, false };
+
+		MHD_get_connection_values(conn, MHD_HEADER_KIND, http_cl_iter,
+		    &cs);
+		if (cs.conflict) {
+			http_reject(r, MHD_HTTP_BAD_REQUEST, "invalid_argument",
+			    "conflicting Content-Length headers");
+			has_body = true;
+		}
+	}
+	if (r->r_state == REQ_BODY)
+		http_authenticate(h, r);
 	if (r->r_state == REQ_BODY) {
 		r->r_limit = r->r_max;
 		if (te == NULL && cl != NULL && n > r->r_max)
@@ -1083,6 +1428,32 @@ sm_http_body(const struct sm_http_req *r, size_t *len)
 	    (const unsigned char *)http_empty);
 }
 
+int
+sm_http_tenant(struct sm_http_req *r, bool multitenancy, const char **out,
+    struct sm_err *err)
+{
+	struct http_org_count oc;
+
+	*out = NULL;
+	if (r->r_h->h_auth != NULL) {
+		if (!r->r_authed || r->r_id.tenant[0] == '\0')
+			return (sm_err_set(err, SM_EAUTH, "no org id"));
+		*out = r->r_id.tenant;
+		return (0);
+	}
+	http_org_headers(r->r_conn, &oc);
+	if (oc.n > 1)
+		return (sm_err_set(err, SM_EINVAL, "more than one "
+		    "X-Scope-OrgID header"));
+	return (sm_tenant_resolve(multitenancy, oc.first, out, err));
+}
+
+const char *
+sm_http_request_id(const struct sm_http_req *r)
+{
+	return (r->r_reqid);
+}
+
 const char *
 sm_http_remote(const struct sm_http_req *r)
 {
@@ -1253,6 +1624,10 @@ sm_http_status_for(int rv, int *status, const char **code)
 	case SM_EAUTH:
 		*status = 401;
 		*code = "unauthenticated";
+		break;
+	case SM_EFORBIDDEN:
+		*status = 403;
+		*code = "permission_denied";
 		break;
 	case SM_ENOTFOUND:
 		*status = 404;

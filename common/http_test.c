@@ -337,6 +337,41 @@ h_status(struct sm_http_req *r, void *arg)
 	sm_http_reply_error(r, status, code, "slow down");
 }
 
+/* 5xx messages as storage and fan-out errors look (?m=N picks one). */
+static const struct {
+	const char *code;
+	const char *msg;
+	const char *client;       /* NULL: generic */
+} err5xx[] = {
+	{ "unavailable", "ingester tcp://10.1.2.3:9095: IO error: No space "
+	    "left on device: While appending to file: /var/lib/x/000004.log",
+	    "ingester IO error: No space left on device: While appending to "
+	    "file: [path] (request id " },
+	{ "internal", "out of memory", NULL },
+	{ "unknown", "x", NULL },
+	{ "data_loss", "tcp://10.1.2.3:9095: corrupt block t/12, part tree: "
+	    "checksum mismatch", "corrupt block t/12, part tree: checksum "
+	    "mismatch (request id " },
+	{ "unavailable", "ingester 10.1.2.3:9095 is down, quorum 2",
+	    "ingester [address] is down, quorum 2 (request id " },
+	{ "unavailable", "open \"./data/x\" failed",
+	    "open \\\"[path]\\\" failed (request id " },
+	{ "unavailable", "C:\\data failed", "[path] failed (request id " },
+	{ "unavailable", "write quorum not reached", "write quorum not "
+	    "reached\"}" },
+};
+
+static void
+h_5xx(struct sm_http_req *r, void *arg)
+{
+	const char *m = sm_http_query(r, "m");
+	size_t i = m != NULL ? (size_t)atoi(m) : 0;
+
+	(void)arg;
+	sm_http_reply_error(r, i == 1 || i == 2 || i == 3 ? 500 : 503,
+	    err5xx[i].code, "%s", err5xx[i].msg);
+}
+
 static struct sm_http *
 srv_start_cfg(struct sm_http_cfg *cfg)
 {
@@ -361,6 +396,7 @@ srv_start_cfg(struct sm_http_cfg *cfg)
 	SM_CHECK(sm_http_route(h, "GET", "/noreply", h_noreply, NULL, 0) ==
 	    0);
 	SM_CHECK(sm_http_route(h, "GET", "/error", h_error, NULL, 0) == 0);
+	SM_CHECK(sm_http_route(h, "GET", "/5xx", h_5xx, NULL, 0) == 0);
 	SM_CHECK(sm_http_route(h, "GET", "/slow", h_slow, (void *)400, 0) ==
 	    0);
 	SM_CHECK(sm_http_route(h, "GET", "/slower", h_slow, (void *)1600,
@@ -741,8 +777,45 @@ test_error_body_shape(void)
 }
 
 static void
+test_5xx_messages(void)
+{
+	struct sm_http *h;
+	struct resp rs;
+	char path[32], want[160];
+
+	SM_REQUIRE((h = srv_start()) != NULL);
+	for (size_t i = 0; i < SM_ARRAY_LEN(err5xx); i++) {
+		const char *rid;
+
+		snprintf(path, sizeof(path), "/5xx?m=%zu", i);
+		SM_REQUIRE(cli_get(sm_http_port(h), path, &rs) == 0);
+		rid = resp_header(&rs, "X-Request-Id");
+		SM_CHECK(rid != NULL && rid[0] != '\0');
+		if (err5xx[i].client == NULL) {
+			snprintf(want, sizeof(want), " (request id %s)\"}",
+			    rid != NULL ? rid : "?");
+			SM_CHECKF(strstr((char *)rs.body, want) != NULL &&
+			    (strstr((char *)rs.body, "internal error") != NULL ||
+			    strstr((char *)rs.body, "service unavailable") !=
+			    NULL), "case %zu: body %s", i, rs.body);
+		} else {
+			SM_CHECKF(strstr((char *)rs.body, err5xx[i].client) !=
+			    NULL, "case %zu: body %s, want ...%s", i, rs.body,
+			    err5xx[i].client);
+		}
+		SM_CHECKF(strstr((char *)rs.body, "10.1.2.3") == NULL &&
+		    strstr((char *)rs.body, "tcp:") == NULL &&
+		    strstr((char *)rs.body, "000004") == NULL,
+		    "case %zu: body %s", i, rs.body);
+		resp_free(&rs);
+	}
+	sm_http_destroy(h);
+}
+
+static void
 test_noreply_500(void)
 {
+	char want[160];
 	struct sm_http *h;
 	struct resp rs;
 
@@ -750,8 +823,12 @@ test_noreply_500(void)
 	SM_REQUIRE(cli_get(sm_http_port(h), "/noreply", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 500);
 	SM_CHECK(resp_header(&rs, "X-Lost") == NULL);
-	SM_CHECK_STR((char *)rs.body, "{\"code\":\"internal\",\"message\":"
-	    "\"internal error: the handler did not reply\"}");
+	/* Generic for the client, with the request id (http.c). */
+	SM_REQUIRE(resp_header(&rs, "X-Request-Id") != NULL);
+	snprintf(want, sizeof(want), "{\"code\":\"internal\",\"message\":"
+	    "\"internal error (request id %s)\"}",
+	    resp_header(&rs, "X-Request-Id"));
+	SM_CHECK_STR((char *)rs.body, want);
 	resp_free(&rs);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/hello", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
@@ -1346,6 +1423,8 @@ SM_TEST_MAIN(
 	{ "request headers are case-insensitive; response headers", test_headers },
 	{ "error body is Pyroscope's JSON shape", test_error_body_shape },
 	{ "handler without a reply gets 500", test_noreply_500 },
+	{ "5xx bodies: no paths or addresses, request id",
+	    test_5xx_messages },
 	{ "body echo: binary with NULs, empty, 100-continue, 1 MiB", test_body_echo },
 	{ "413 by Content-Length, server healthy after", test_413_content_length },
 	{ "413 by chunked body over the cap, server healthy after", test_413_chunked },

@@ -1,9 +1,9 @@
 /*
  * kv.h -- Smolder's storage engine interface.  RocksDB is behind it;
  * common/kv_rocks.c is the only file that includes <rocksdb/c.h>
- * (STYLE §11).  One sm_kv per ingester, under -data.dir.
+ * (docs/style.md §11).  One sm_kv per ingester, under -data.dir.
  *
- * Column families (DESIGN §3), so each can be tuned and dropped on its own:
+ * Column families (docs/architecture.md §3), so each can be tuned and dropped on its own:
  *   SM_KV_HEAD    the head log: every acknowledged write, until a block
  *                 holding it is committed (LZ4-compressed by RocksDB);
  *   SM_KV_BLOCKS  immutable block parts, already zstd-compressed by the
@@ -109,6 +109,19 @@ uint32_t sm_kv_batch_count(const struct sm_kv_batch *b);
  */
 int sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
     struct sm_err *err);
+
+/*
+ * Write health (issue 16).  A write (put or batch) that fails with an I/O
+ * error -- no space left, a failing disk -- marks the store unwritable;
+ * RocksDB then refuses every write until it has recovered by itself
+ * (its SstFileManager retries every 5 s once the free space reaches the
+ * memtable size; see README "Storage failures").  While marked, this
+ * probes (at most every 200 ms) with a one-key write to the otherwise
+ * unused default column family, so readiness comes back without any
+ * client write.  True when writable; else false with the last write
+ * error in why (may be NULL).  Any successful write clears the mark.
+ */
+bool sm_kv_writable(struct sm_kv *kv, char *why, size_t whylen);
 
 /* --- iteration ------------------------------------------------------------ */
 

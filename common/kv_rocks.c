@@ -1,6 +1,6 @@
 /*
  * kv_rocks.c -- sm_kv on RocksDB 7.8 through its C API; see kv.h for the
- * contract.  This is the only file that includes <rocksdb/c.h> (STYLE §11):
+ * contract.  This is the only file that includes <rocksdb/c.h> (docs/style.md §11):
  * every errptr string is turned into an SM_E* code here and freed with
  * rocksdb_free, and no RocksDB type escapes.
  *
@@ -27,7 +27,7 @@
  *   - manual_wal_flush is left off and disableWAL is never set: kv.h
  *     promises that every write is in the WAL when it returns.
  *   - wal_bytes_per_sync stays 0: it can sync WAL ranges out of order
- *     (reliability.md §3).  bytes_per_sync = 1 MiB smooths SST writeback.
+ *     (docs/reliability.md §3).  bytes_per_sync = 1 MiB smooths SST writeback.
  *   - atomic_flush is not needed: with the WAL on for every column family,
  *     a batch that spans families is atomic across a crash anyway.
  *   - max_open_files stays -1 (every SST open, index and filter blocks in
@@ -73,6 +73,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,7 +104,19 @@ struct sm_kv {
 	rocksdb_writeoptions_t *wopts_sync;  /* sync = 1 (force_sync) */
 	char *path;
 	int niters;                          /* live iterators (atomic) */
+	/* Write health (sm_kv_writable): set by a write failing with an I/O
+	 * error, cleared by any write that succeeds, the probe included. */
+	pthread_mutex_t wmu;
+	bool wfailed;                        /* atomic reads outside wmu */
+	int64_t wprobe_ns;                   /* last probe (wmu) */
+	char wwhy[512];                      /* last write error (wmu) */
 };
+
+/* The key the write probe puts into the default column family, which
+ * holds nothing else. */
+#define KV_PROBE_KEY "smolder-write-probe"
+/* Probe at most this often while writes fail. */
+#define KV_PROBE_EVERY_NS (200LL * 1000000)
 
 struct sm_kv_iter {
 	struct sm_kv *kv;
@@ -290,6 +303,7 @@ sm_kv_open(const char *path, const struct sm_kv_opts *o, struct sm_kv **out,
 		    path);
 		goto out;
 	}
+	pthread_mutex_init(&kv->wmu, NULL);
 	cache = rocksdb_cache_create_lru(o->block_cache_bytes);
 	dbo = kv_db_options(o);
 	cfo[0] = kv_cf_options(dbo, o, cache, rocksdb_no_compression, false);
@@ -326,6 +340,8 @@ out:
 	if (kv != NULL) {
 		/* The DB failed to open, so there are no handles to drop. */
 		SM_ASSERT(kv->db == NULL);
+		if (kv->path != NULL)
+			pthread_mutex_destroy(&kv->wmu);
 		sm_free(kv->path);
 		sm_free(kv);
 	}
@@ -352,8 +368,70 @@ sm_kv_close(struct sm_kv *kv)
 	rocksdb_readoptions_destroy(kv->ropts);
 	rocksdb_writeoptions_destroy(kv->wopts);
 	rocksdb_writeoptions_destroy(kv->wopts_sync);
+	pthread_mutex_destroy(&kv->wmu);
 	sm_free(kv->path);
 	sm_free(kv);
+}
+
+/* --- write health --------------------------------------------------------- */
+
+/* Record the outcome of a write: an I/O error (no space included) marks
+ * the store unwritable, any success marks it writable again. */
+static void
+kv_note_write(struct sm_kv *kv, int rv, const struct sm_err *err)
+{
+	if (rv == 0) {
+		if (SM_UNLIKELY(__atomic_load_n(&kv->wfailed,
+		    __ATOMIC_ACQUIRE))) {
+			pthread_mutex_lock(&kv->wmu);
+			if (kv->wfailed)
+				sm_info("kv", "writes succeed again\tpath=%s",
+				    kv->path);
+			__atomic_store_n(&kv->wfailed, false, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&kv->wmu);
+		}
+		return;
+	}
+	if (rv != SM_EIO)
+		return;
+	pthread_mutex_lock(&kv->wmu);
+	if (!kv->wfailed)
+		sm_error("kv", "writes fail; not ready until they succeed "
+		    "again\tpath=%s err=\"%s\"", kv->path,
+		    err != NULL ? err->msg : "I/O error");
+	snprintf(kv->wwhy, sizeof(kv->wwhy), "%s",
+	    err != NULL ? err->msg : "I/O error");
+	__atomic_store_n(&kv->wfailed, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&kv->wmu);
+}
+
+bool
+sm_kv_writable(struct sm_kv *kv, char *why, size_t whylen)
+{
+	struct sm_err e;
+	char *re = NULL;
+	int64_t now;
+	bool ok;
+
+	if (SM_LIKELY(!__atomic_load_n(&kv->wfailed, __ATOMIC_ACQUIRE)))
+		return (true);
+	now = sm_mono_ns();
+	pthread_mutex_lock(&kv->wmu);
+	if (kv->wfailed && now - kv->wprobe_ns >= KV_PROBE_EVERY_NS) {
+		kv->wprobe_ns = now;
+		pthread_mutex_unlock(&kv->wmu);
+		rocksdb_put_cf(kv->db, kv->wopts, kv->cf[0], KV_PROBE_KEY,
+		    sizeof(KV_PROBE_KEY) - 1, "", 0, &re);
+		sm_err_clear(&e);
+		kv_note_write(kv, re == NULL ? 0 : kv_fail(&e, re, "kv: write "
+		    "probe"), &e);
+		pthread_mutex_lock(&kv->wmu);
+	}
+	ok = !kv->wfailed;
+	if (!ok && why != NULL && whylen > 0)
+		snprintf(why, whylen, "%s", kv->wwhy);
+	pthread_mutex_unlock(&kv->wmu);
+	return (ok);
 }
 
 /* --- point operations ----------------------------------------------------- */
@@ -394,9 +472,17 @@ sm_kv_put(struct sm_kv *kv, enum sm_kv_cf cf, const void *key, size_t klen,
 
 	rocksdb_put_cf(kv->db, kv->wopts, kv_cf(kv, cf), key, klen, val, vlen,
 	    &e);
-	if (e != NULL)
-		return (kv_fail(err, e, "kv: put %zu-byte key into %s", klen,
-		    kv_cf_name(cf)));
+	if (e != NULL) {
+		struct sm_err le;
+		int rv;
+
+		sm_err_clear(&le);
+		rv = kv_fail(&le, e, "kv: put %zu-byte key into %s", klen,
+		    kv_cf_name(cf));
+		kv_note_write(kv, rv, &le);
+		return (sm_err_set(err, rv, "%s", le.msg));
+	}
+	kv_note_write(kv, 0, NULL);
 	return (0);
 }
 
@@ -550,9 +636,16 @@ sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
 	kv_batch_fill(kv, b, wb);
 	rocksdb_write(kv->db, force_sync ? kv->wopts_sync : kv->wopts, wb, &e);
 	rocksdb_writebatch_destroy(wb);
-	if (e != NULL)
-		return (kv_fail(err, e, "kv: write batch of %" PRIu32 " ops "
-		    "(%zu bytes)", b->count, b->ops.len));
+	if (e != NULL) {
+		struct sm_err le;
+
+		sm_err_clear(&le);
+		rv = kv_fail(&le, e, "kv: write batch of %" PRIu32 " ops "
+		    "(%zu bytes)", b->count, b->ops.len);
+		kv_note_write(kv, rv, &le);
+		return (sm_err_set(err, rv, "%s", le.msg));
+	}
+	kv_note_write(kv, 0, NULL);
 	return (0);
 }
 

@@ -69,43 +69,71 @@ sm_labels_fingerprint(const struct sm_label *v, uint32_t n)
 	return (XXH3_64bits_digest(&st));
 }
 
+/* Length of the valid UTF-8 sequence at p[i] (i < n), 0 when invalid. */
+static size_t
+utf8_seq_len(const unsigned char *p, size_t i, size_t n)
+{
+	unsigned c = p[i];
+
+	if (c < 0x80)
+		return (1);
+	if (c >= 0xC2 && c <= 0xDF)
+		return (i + 1 < n && (p[i + 1] & 0xC0) == 0x80 ? 2 : 0);
+	if (c >= 0xE0 && c <= 0xEF) {
+		if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 ||
+		    (p[i + 2] & 0xC0) != 0x80)
+			return (0);
+		if ((c == 0xE0 && p[i + 1] < 0xA0) ||
+		    (c == 0xED && p[i + 1] >= 0xA0))
+			return (0);
+		return (3);
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 ||
+		    (p[i + 2] & 0xC0) != 0x80 ||
+		    (p[i + 3] & 0xC0) != 0x80)
+			return (0);
+		if ((c == 0xF0 && p[i + 1] < 0x90) ||
+		    (c == 0xF4 && p[i + 1] >= 0x90))
+			return (0);
+		return (4);
+	}
+	return (0);
+}
+
 bool
 sm_utf8_valid(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
+	size_t i = 0, k;
 
 	while (i < n) {
-		unsigned c = p[i];
-
-		if (c < 0x80) {
-			i++;
-		} else if (c >= 0xC2 && c <= 0xDF) {
-			if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80)
-				return (false);
-			i += 2;
-		} else if (c >= 0xE0 && c <= 0xEF) {
-			if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 ||
-			    (p[i + 2] & 0xC0) != 0x80)
-				return (false);
-			if ((c == 0xE0 && p[i + 1] < 0xA0) ||
-			    (c == 0xED && p[i + 1] >= 0xA0))
-				return (false);
-			i += 3;
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 ||
-			    (p[i + 2] & 0xC0) != 0x80 ||
-			    (p[i + 3] & 0xC0) != 0x80)
-				return (false);
-			if ((c == 0xF0 && p[i + 1] < 0x90) ||
-			    (c == 0xF4 && p[i + 1] >= 0x90))
-				return (false);
-			i += 4;
-		} else {
+		if ((k = utf8_seq_len(p, i, n)) == 0)
 			return (false);
-		}
+		i += k;
 	}
 	return (true);
+}
+
+size_t
+sm_utf8_repair(const char *s, size_t n, char *out)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, o = 0, k;
+
+	while (i < n) {
+		if ((k = utf8_seq_len(p, i, n)) != 0) {
+			memcpy(out + o, s + i, k);
+			o += k;
+			i += k;
+			continue;
+		}
+		out[o++] = (char)0xEF;   /* U+FFFD */
+		out[o++] = (char)0xBF;
+		out[o++] = (char)0xBD;
+		i++;
+	}
+	return (o);
 }
 
 bool

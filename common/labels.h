@@ -1,12 +1,12 @@
 /*
- * labels.h -- label sets: the identity of a series (DESIGN §2).
+ * labels.h -- label sets: the identity of a series (docs/architecture.md §2).
  *
  * A label set is an array of (name, value) pairs of NUL-terminated strings
  * that someone else owns (an arena, a string table, a protobuf message).
  * The canonical form is sorted by name (bytewise) with unique names; the
  * fingerprint and every storage key use the canonical form.
  *
- * Reserved labels (spec §6): __name__ (metric), __profile_type__,
+ * Reserved labels (docs/wire-formats.md §6): __name__ (metric), __profile_type__,
  * __type__, __unit__, __period_type__, __period_unit__, __service_name__,
  * __delta__ (control, stripped before storage), __session_id__.
  */
@@ -35,7 +35,7 @@ struct sm_label {
 #define SM_LABEL_SESSION_ID "__session_id__"
 #define SM_LABEL_SPY "pyroscope_spy"
 
-/* Limits applied by sm_labels_validate (Pyroscope names, spec §7). */
+/* Limits applied by sm_labels_validate (Pyroscope names, docs/wire-formats.md §7). */
 struct sm_label_limits {
 	uint32_t max_name_length;     /* max_label_name_length = 1024 */
 	uint32_t max_value_length;    /* max_label_value_length = 2048 */
@@ -58,7 +58,7 @@ const char *sm_labels_get(const struct sm_label *v, uint32_t n,
 uint64_t sm_labels_fingerprint(const struct sm_label *v, uint32_t n);
 
 /*
- * Validate a sorted label set as Pyroscope's distributor does (spec §6/§7),
+ * Validate a sorted label set as Pyroscope's distributor does (docs/wire-formats.md §6/§7),
  * in this order, returning SM_EINVAL with Pyroscope's message in err:
  *   - more than max_names labels:
  *       "profile series '<ls>' has <n> label names; limit <max>"
@@ -82,6 +82,13 @@ void sm_labels_format(const struct sm_label *v, uint32_t n,
 
 /* True if s[0..n) is valid UTF-8 (no overlongs, surrogates, > U+10FFFF). */
 bool sm_utf8_valid(const char *s, size_t n);
+
+/*
+ * Copy s[0..n) to `out` (room for 3 * n bytes) with every byte that does
+ * not start a valid sequence replaced by U+FFFD, one replacement per byte
+ * as Go's encoding/json does.  Returns the bytes written.
+ */
+size_t sm_utf8_repair(const char *s, size_t n, char *out);
 
 /* True if s is a valid Prometheus metric name [a-zA-Z_:][a-zA-Z0-9_:]*. */
 bool sm_metric_name_valid(const char *s, size_t n);

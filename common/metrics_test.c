@@ -596,7 +596,7 @@ test_null_noops(void)
 }
 
 /*
- * Fail each allocation in turn (STYLE §18): registration and lookup end in
+ * Fail each allocation in turn (docs/style.md §18): registration and lookup end in
  * a working metric or NULL, never in half a family, and a later attempt
  * with memory available works.  ASan checks nothing leaks.
  */

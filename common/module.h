@@ -1,5 +1,5 @@
 /*
- * module.h -- the module manager behind -target (STYLE §1, after
+ * module.h -- the module manager behind -target (docs/style.md §1, after
  * Pyroscope's pkg/pyroscope/modules.go).
  *
  * A module is {name, deps, init, start, stop}.  -target names one or more

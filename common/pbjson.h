@@ -2,7 +2,7 @@
  * pbjson.h -- canonical proto3 JSON for protobuf-c messages, driven by the
  * generated descriptors (so every message, present and future, gets JSON
  * for free).  Used by the Connect API (common/connect.h), which must accept
- * and produce application/json as well as application/proto (spec §5).
+ * and produce application/json as well as application/proto (docs/wire-formats.md §5).
  *
  * Encoding (what Go's protojson writes, which connect-go uses):
  *   - field names in lowerCamelCase computed as protoc computes json_name

@@ -1143,7 +1143,7 @@ test_encode_buffer_limit(void)
 }
 
 /*
- * Fault injection (STYLE §18): fail the Nth allocation for every N until a
+ * Fault injection (docs/style.md §18): fail the Nth allocation for every N until a
  * run needs no failure; each run ends in the right result or SM_ENOMEM.
  */
 static void

@@ -1,6 +1,6 @@
 /*
  * ptype.h -- profile types: the 5-part ids, the legacy name table, and the
- * display units of /render (spec §2, §3, §6).
+ * display units of /render (docs/wire-formats.md §2, §3, §6).
  *
  * A profile type id is name:sample_type:sample_unit:period_type:period_unit
  * e.g. process_cpu:cpu:nanoseconds:cpu:nanoseconds; parts may be empty
@@ -94,7 +94,7 @@ const char *sm_legacy_suffix_for(const char *metric, const char *sample_type,
     const char *sample_unit);
 
 /*
- * Render metadata of the v1 shim (spec §3): units "objects" for
+ * Render metadata of the v1 shim (docs/wire-formats.md §3): units "objects" for
  * inuse_objects, alloc_objects, goroutine, samples; "samples" with
  * sampleRate 1e9 for cpu; otherwise the sample unit with sampleRate 100.
  */

@@ -81,58 +81,65 @@ test_format(void)
 	SM_CHECK_STR(buf, "memory:alloc_space:bytes::");
 }
 
-/* Every suffix ptype.h lists, with its (metric, type, unit, period). */
+/*
+ * What a user sees for each legacy /ingest name: the profile type id that
+ * Pyroscope's ProfileTypes/`/api/apps` answers for `<app>.<suffix>` sent
+ * with sampleRate=100 (convertMetadata in ingest_adapter.go), not a copy
+ * of ptype.c's table.  And the way back: the legacy name the querier
+ * builds for that type (sm_legacy_suffix_for) must resolve to the same
+ * type, or `/render?query=<app>.<suffix>` would not find the data.
+ */
 static const struct {
-	const char *suffix, *metric, *type, *unit;
-	bool period;
-} legacy_want[] = {
-	{ "cpu", "process_cpu", "samples", "count", true },
-	{ "itimer", "process_cpu", "samples", "count", true },
-	{ "wall", "wall", "samples", "count", true },
-	{ "seconds", "wall", "samples", "count", true },
-	{ "nanoseconds", "wall", "samples", "count", true },
-	{ "microseconds", "wall", "samples", "count", true },
-	{ "milliseconds", "wall", "samples", "count", true },
-	{ "inuse_objects", "memory", "inuse_objects", "count", false },
-	{ "alloc_objects", "memory", "alloc_objects", "count", false },
-	{ "inuse_space", "memory", "inuse_space", "bytes", false },
-	{ "alloc_space", "memory", "alloc_space", "bytes", false },
-	{ "goroutines", "goroutine", "goroutines", "count", false },
-	{ "mutex_count", "mutex", "contentions", "count", false },
-	{ "mutex_duration", "mutex", "delay", "nanoseconds", false },
-	{ "block_count", "block", "contentions", "count", false },
-	{ "lock_count", "block", "contentions", "count", false },
-	{ "block_duration", "block", "delay", "nanoseconds", false },
-	{ "lock_duration", "block", "delay", "nanoseconds", false },
-	{ "alloc_in_new_tlab_objects", "memory", "alloc_in_new_tlab_objects",
-	    "count", false },
-	{ "alloc_outside_tlab_objects", "memory", "alloc_outside_tlab_objects",
-	    "count", false },
-	{ "alloc_in_new_tlab_bytes", "memory", "alloc_in_new_tlab_bytes",
-	    "bytes", false },
-	{ "alloc_outside_tlab_bytes", "memory", "alloc_outside_tlab_bytes",
-	    "bytes", false },
-	{ "live", "memory", "live", "count", false },
-	{ "exceptions", "exceptions", "samples", "count", false },
-	{ "bytes", "memory", "samples", "bytes", false },
+	const char *suffix, *id;
+} legacy_ids[] = {
+	{ "cpu", "process_cpu:cpu:nanoseconds:cpu:nanoseconds" },
+	{ "itimer", "process_cpu:cpu:nanoseconds:cpu:nanoseconds" },
+	{ "wall", "wall:wall:nanoseconds:cpu:nanoseconds" },
+	{ "seconds", "wall:wall:nanoseconds:cpu:nanoseconds" },
+	{ "milliseconds", "wall:wall:nanoseconds:cpu:nanoseconds" },
+	{ "inuse_space", "memory:inuse_space:bytes::" },
+	{ "alloc_objects", "memory:alloc_objects:count::" },
+	{ "goroutines", "goroutine:goroutines:count::" },
+	{ "mutex_duration", "mutex:delay:nanoseconds::" },
+	{ "lock_count", "block:contentions:count::" },
+	{ "alloc_in_new_tlab_bytes", "memory:alloc_in_new_tlab_bytes:bytes::" },
+	{ "live", "memory:live:count::" },
+	{ "exceptions", "exceptions:samples:count::" },
 };
 
 static void
-test_legacy_table(void)
+test_legacy_ids(void)
 {
-	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_want); i++) {
-		const char *s = legacy_want[i].suffix;
-		const struct sm_legacy_type *lt;
+	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_ids); i++) {
+		const char *s = legacy_ids[i].suffix, *back;
+		const struct sm_legacy_type *lt, *lt2;
+		struct sm_ptype p, p2;
+		int64_t period, period2;
+		char id[256], id2[256];
 
 		lt = sm_legacy_type_lookup(s, strlen(s));
 		SM_CHECKF(lt != NULL, "suffix %s", s);
 		if (lt == NULL)
 			continue;
-		SM_CHECK_STR(lt->suffix, s);
-		SM_CHECK_STR(lt->metric, legacy_want[i].metric);
-		SM_CHECK_STR(lt->sample_type, legacy_want[i].type);
-		SM_CHECK_STR(lt->sample_unit, legacy_want[i].unit);
-		SM_CHECKF(lt->period == legacy_want[i].period, "suffix %s", s);
+		sm_legacy_type_resolve(lt, 100, &p, &period);
+		SM_REQUIRE(sm_ptype_format(&p, id, sizeof(id)) == 0);
+		SM_CHECK_STR(id, legacy_ids[i].id);
+		SM_CHECKF(period == (lt->period ? 10000000 : 0), "suffix %s", s);
+		/* the name the querier gives this type finds it again */
+		back = sm_legacy_suffix_for(p.name, p.sample_type,
+		    p.sample_unit);
+		SM_CHECKF(back != NULL, "no legacy name for %s", id);
+		if (back == NULL)
+			continue;
+		lt2 = sm_legacy_type_lookup(back, strlen(back));
+		if (lt2 == NULL)
+			lt2 = sm_legacy_alias_lookup(back, strlen(back));
+		SM_CHECKF(lt2 != NULL, "%s -> %s resolves", id, back);
+		if (lt2 == NULL)
+			continue;
+		sm_legacy_type_resolve(lt2, 100, &p2, &period2);
+		SM_REQUIRE(sm_ptype_format(&p2, id2, sizeof(id2)) == 0);
+		SM_CHECK_STR(id2, id);
 	}
 }
 
@@ -262,7 +269,7 @@ SM_TEST_MAIN(
 	{ "parse: sixth part must be delta", test_parse_delta },
 	{ "parse: wrong part count and long parts", test_parse_bad },
 	{ "format: round trip and ETOOBIG", test_format },
-	{ "legacy: every suffix of ptype.h", test_legacy_table },
+	{ "legacy: the type ids users see, and back to the name", test_legacy_ids },
 	{ "legacy: unknown suffixes", test_legacy_lookup_unknown },
 	{ "resolve: cpu with and without sampleRate", test_resolve_cpu },
 	{ "resolve: wall, itimer and non-period types",

@@ -1,6 +1,6 @@
 /*
  * ring.h -- the ingester ring: membership, tokens, health and replica
- * placement (DESIGN §4).  Distributors, queriers and the compactor each
+ * placement (docs/architecture.md §4).  Distributors, queriers and the compactor each
  * keep one; ingesters are its members and need none.
  *
  * Members come from -ring.members ("id=tcp://host:port,...") or from

@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "varint.h"
 
 struct rpc_worker {
 	struct sm_rpc_server *srv;
@@ -611,22 +612,18 @@ rpc_metrics_init(void)
 static int
 envelope_code(const uint8_t *p, size_t n)
 {
-	uint64_t v = 0;
-	unsigned shift = 0;
+	const uint8_t *q = p + 1;
+	uint64_t v;
+	int64_t code;
 
 	if (n == 0 || p[0] != 0x08)
 		return (0);
-	for (size_t i = 1; i < n && shift < 64; i++, shift += 7) {
-		v |= (uint64_t)(p[i] & 0x7f) << shift;
-		if ((p[i] & 0x80) == 0) {
-			int64_t code = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-
-			if (code < SM_ENOMEM || code >= SM_E_LAST_)
-				return (SM_EPROTO);
-			return ((int)code);
-		}
-	}
-	return (SM_EPROTO);
+	if (sm_uvarint_get(&q, p + n, &v) != 0)
+		return (SM_EPROTO);
+	code = sm_zigzag_dec(v);
+	if (code < SM_ENOMEM || code >= SM_E_LAST_)
+		return (SM_EPROTO);
+	return ((int)code);
 }
 
 static const char *

@@ -1,6 +1,6 @@
 /*
  * rpc.h -- internal RPC over nng REQ/REP: the only file that includes
- * <nng/nng.h> (STYLE §11).
+ * <nng/nng.h> (docs/style.md §11).
  *
  * A server binds a REP socket to a URL (inproc://name in -target=all,
  * tcp://host:port in a cluster) and runs `workers` threads, each owning an
@@ -12,7 +12,7 @@
  * (proto/smolder/v1/rpc.proto) are packed and unpacked by the helpers at
  * the bottom, so the transport never depends on the message set.
  *
- * Bounds (reliability §3): every socket sets NNG_OPT_RECVMAXSZ before it
+ * Bounds (docs/reliability.md §3): every socket sets NNG_OPT_RECVMAXSZ before it
  * listens or dials, so a peer announcing a 2^60-byte frame is dropped
  * without the allocation; sends and receives have timeouts; the REQ resend
  * timer is disabled (NNG_DURATION_INFINITE) so a slow server is never sent
@@ -36,7 +36,7 @@
  * flight when the waiter leaves finish in the background; the multi is
  * reference-counted by the waiter and by each pending call.
  *
- * Teardown is close -> stop -> fini (STYLE §8): sm_rpc_server_stop() closes
+ * Teardown is close -> stop -> fini (docs/style.md §8): sm_rpc_server_stop() closes
  * the socket, which wakes every worker with NNG_ECLOSED, then joins them.
  * Locking: a client may be shared by any number of threads.
  */

@@ -11,6 +11,19 @@
  * own one-pair match data, which is why a selector is single-threaded.
  * A subject PCRE2 refuses (invalid UTF-8) counts as "no match".
  *
+ * Regex cost.  PCRE2 backtracks, so a pattern such as (a+)+ is exponential
+ * in the value's length; with PCRE2's default limits (10^7 steps) one
+ * query over 2,000 series held an ingester for 29 s.  Each matcher has a
+ * match context with SM_RE_MATCH_LIMIT / SM_RE_DEPTH_LIMIT /
+ * SM_RE_HEAP_LIMIT_KIB (selector.h): about a millisecond of work per value
+ * at most, far above what a sane pattern needs on a label value (a
+ * pattern like .*foo.* takes a few steps per byte).  A value that hits a
+ * limit makes sm_matcher_eval fail with SM_EINVAL (400, naming the limit)
+ * rather than guess: the query is refused, as Pyroscope refuses a pattern
+ * RE2 cannot compile, and the ingester (ingester/set.c) matches each
+ * distinct label value once per query, so the bound is per value, not
+ * per series.
+ *
  * Parsing.  A hand-written scanner over the whole text, so every error can
  * name the byte offset (from 0) where it went wrong, relative to the text
  * the caller passed (sm_query_parse passes the whole query).  Strings:
@@ -63,6 +76,8 @@ matcher_fini(struct sm_matcher *m)
 		pcre2_match_data_free(m->md);
 	if (m->re != NULL)
 		pcre2_code_free(m->re);
+	if (m->mc != NULL)
+		pcre2_match_context_free(m->mc);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -100,8 +115,12 @@ matcher_compile(struct sm_matcher *m, struct sm_err *err)
 	(void)pcre2_jit_compile(m->re, PCRE2_JIT_COMPLETE);
 	/* One pair is enough: we only ask "did it match". */
 	m->md = pcre2_match_data_create(1, NULL);
-	if (m->md == NULL)
+	m->mc = pcre2_match_context_create(NULL);
+	if (m->md == NULL || m->mc == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	(void)pcre2_set_match_limit(m->mc, SM_RE_MATCH_LIMIT);
+	(void)pcre2_set_depth_limit(m->mc, SM_RE_DEPTH_LIMIT);
+	(void)pcre2_set_heap_limit(m->mc, SM_RE_HEAP_LIMIT_KIB);
 	return (0);
 }
 
@@ -146,9 +165,11 @@ out:
 	return (rv);
 }
 
-bool
-sm_matcher_match(const struct sm_matcher *m, const char *value, size_t len)
+int
+sm_matcher_eval(const struct sm_matcher *m, const char *value, size_t len,
+    struct sm_err *err)
 {
+	char what[64];
 	int rc;
 
 	if (value == NULL) {
@@ -165,11 +186,54 @@ sm_matcher_match(const struct sm_matcher *m, const char *value, size_t len)
 	case SM_MATCH_NRE:
 		SM_ASSERT(m->re != NULL && m->md != NULL);
 		rc = pcre2_match(m->re, (PCRE2_SPTR)value, len, 0, 0, m->md,
-		    NULL);
-		return (m->type == SM_MATCH_RE ? rc >= 0 : rc < 0);
+		    m->mc);
+		/* JIT code runs on a 32 KiB machine stack: past it, the
+		 * interpreter (heap frames, SM_RE_HEAP_LIMIT_KIB) decides. */
+		if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+			rc = pcre2_match(m->re, (PCRE2_SPTR)value, len, 0,
+			    PCRE2_NO_JIT, m->md, m->mc);
+		if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH)
+			return ((m->type == SM_MATCH_RE) == (rc >= 0));
+		switch (rc) {
+		case PCRE2_ERROR_MATCHLIMIT:
+			snprintf(what, sizeof(what), "match limit of %u "
+			    "backtracking steps", SM_RE_MATCH_LIMIT);
+			break;
+		case PCRE2_ERROR_DEPTHLIMIT:
+			snprintf(what, sizeof(what), "depth limit of %u "
+			    "nested backtracking points", SM_RE_DEPTH_LIMIT);
+			break;
+		case PCRE2_ERROR_HEAPLIMIT:
+			snprintf(what, sizeof(what), "heap limit of %u KiB",
+			    SM_RE_HEAP_LIMIT_KIB);
+			break;
+		case PCRE2_ERROR_NOMEMORY:
+			return (sm_err_set(err, SM_ENOMEM, "out of memory "
+			    "matching a regular expression"));
+		default:
+			/* Invalid UTF-8 in the value and the like: PCRE2
+			 * cannot match it, which is "no match". */
+			return (m->type == SM_MATCH_NRE);
+		}
+		return (sm_err_set(err, SM_EINVAL, "regular expression for "
+		    "label %s exceeded the %s on a %zu-byte value: \"%.200s\" "
+		    "backtracks too much, simplify it (avoid nested "
+		    "quantifiers such as (a+)+)", m->name, what, len,
+		    m->value));
 	}
 	SM_ASSERT(!"invalid match type");
-	return (false);
+	return (0);
+}
+
+bool
+sm_matcher_match(const struct sm_matcher *m, const char *value, size_t len)
+{
+	struct sm_err err;
+	int rc = sm_matcher_eval(m, value, len, &err);
+
+	if (rc < 0)
+		return (m->type == SM_MATCH_NRE);
+	return (rc != 0);
 }
 
 bool
@@ -607,7 +671,11 @@ go_quote(struct sm_buf *out, const char *s)
 		}
 		if (cp == '"') {
 			sm_buf_puts(out, "\\\"");
-		} else if (cp != 0 && (e = strchr(esc_to, (int)cp)) != NULL) {
+		} else if (cp != 0 && cp < 0x80 &&
+		    (e = strchr(esc_to, (int)cp)) != NULL) {
+			/* cp < 0x80: strchr converts its argument to char,
+			 * so U+0E00 would match the terminator and U+010A
+			 * '\n' (found by fuzz_selector). */
 			sm_buf_putc(out, '\\');
 			sm_buf_putc(out, esc_from[e - esc_to]);
 		} else if (go_isprint(cp)) {

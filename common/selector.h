@@ -1,14 +1,14 @@
 /*
  * selector.h -- label matchers, selectors and the two query syntaxes.
  *
- * Matchers (DESIGN §5, PromQL semantics): k="v", k!="v", k=~"re", k!~"re".
+ * Matchers (docs/architecture.md §5, PromQL semantics): k="v", k!="v", k=~"re", k!~"re".
  * Regexes are PCRE2 compiled fully anchored (PCRE2_ANCHORED |
  * PCRE2_ENDANCHORED, UTF mode, DOTALL, JIT when available), as Prometheus
  * anchors RE2 and lets '.' match newlines.  A label the series does not
  * have matches as the empty string, so
  * k="" selects series without k, k!="" those with it, and k=~".*" all.
  *
- * Query syntaxes accepted by sm_query_parse (spec §3):
+ * Query syntaxes accepted by sm_query_parse (docs/wire-formats.md §3):
  *   - profile-type id form (Pyroscope v1):
  *       process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="api"}
  *     5 colon-separated parts (a 6th ":delta" part is accepted and
@@ -49,7 +49,19 @@ struct sm_matcher {
 	char *value;
 	void *re;        /* pcre2_code_8 *, for RE/NRE */
 	void *md;        /* pcre2_match_data_8 * */
+	void *mc;        /* pcre2_match_context_8 *: the limits below */
 };
+
+/*
+ * Regex cost limits (selector.c): PCRE2 gives up on one value after
+ * SM_RE_MATCH_LIMIT backtracking steps, SM_RE_DEPTH_LIMIT nested
+ * backtracking points or SM_RE_HEAP_LIMIT_KIB of backtracking memory, so
+ * a catastrophic pattern such as (a+)+ costs at most about a millisecond
+ * per value; sm_matcher_eval turns that into SM_EINVAL naming the limit.
+ */
+#define SM_RE_MATCH_LIMIT 100000u
+#define SM_RE_DEPTH_LIMIT 10000u
+#define SM_RE_HEAP_LIMIT_KIB 8192u
 
 struct sm_selector {
 	struct sm_matcher *m;
@@ -75,7 +87,18 @@ int sm_selector_add(struct sm_selector *s, enum sm_match_type type,
 int sm_selector_parse(struct sm_selector *s, const char *text,
     struct sm_err *err);
 
-/* Does the label value (NULL = absent = "") match? */
+/*
+ * Does the label value (NULL = absent = "") match?  1 or 0, or SM_EINVAL
+ * when the regex hit one of the SM_RE_* limits on this value (the message
+ * names the limit, the label and the pattern) and SM_ENOMEM.  Queries use
+ * this, so a pattern too costly to decide fails instead of answering wrong.
+ */
+int sm_matcher_eval(const struct sm_matcher *m, const char *value,
+    size_t len, struct sm_err *err);
+
+/* sm_matcher_eval as a bool, for callers that cannot fail: a value the
+ * regex cannot decide within the limits counts as "no match" for =~ and
+ * as "match" for !~ (what PCRE2's failure code gave before the limits). */
 bool sm_matcher_match(const struct sm_matcher *m, const char *value,
     size_t len);
 

@@ -27,6 +27,7 @@ static const char *const sm_errnames[] = {
 	[SM_EPROTO - SM_ENOMEM] = "protocol error",
 	[SM_EINTERNAL - SM_ENOMEM] = "internal error",
 	[SM_EAGAIN - SM_ENOMEM] = "try again",
+	[SM_EFORBIDDEN - SM_ENOMEM] = "permission denied",
 };
 
 const char *
@@ -84,6 +85,21 @@ sm_assert_fail(const char *expr, const char *file, int line, const char *func)
 }
 
 static atomic_long sm_fault_countdown;
+
+/* Saturated sums (sm_add_sat), process-wide. */
+static _Atomic uint64_t sm_sat_events;
+
+void
+sm_sat_note(void)
+{
+	atomic_fetch_add_explicit(&sm_sat_events, 1, memory_order_relaxed);
+}
+
+uint64_t
+sm_sat_count(void)
+{
+	return (atomic_load_explicit(&sm_sat_events, memory_order_relaxed));
+}
 
 void
 sm_fault_alloc_after(long n)

@@ -2,7 +2,7 @@
  * sm.h -- the few things every Smolder file needs: error codes, the error
  * detail carrier, assertions and small helpers.
  *
- * Errors (STYLE §6, after LMDB): every fallible function returns int, 0 on
+ * Errors (docs/style.md §6, after LMDB): every fallible function returns int, 0 on
  * success, or one of the SM_E* codes below.  They live in a reserved negative
  * range so they never clash with -errno values, which a few wrappers pass
  * through unchanged (sm_strerror handles both).
@@ -47,6 +47,7 @@ enum {
 	SM_EPROTO,            /* an internal RPC peer broke the protocol */
 	SM_EINTERNAL,         /* a bug or an unexpected library failure */
 	SM_EAGAIN,            /* transient: the caller should retry (503) */
+	SM_EFORBIDDEN,        /* authenticated, but not allowed (403) */
 	SM_E_LAST_
 };
 
@@ -99,7 +100,7 @@ void sm_assert_fail(const char *expr, const char *file, int line,
 
 /*
  * Allocation wrappers.  They return NULL on failure like malloc; the only
- * thing they add is a fault-injection hook for tests (STYLE §18): when
+ * thing they add is a fault-injection hook for tests (docs/style.md §18): when
  * sm_fault_countdown reaches zero the allocation fails.
  */
 void *sm_malloc(size_t n);
@@ -115,14 +116,25 @@ void sm_free(void *p);
 void sm_fault_alloc_after(long n);
 
 /*
- * Sum of two non-negative sample values, saturating at INT64_MAX instead of
- * wrapping: profile totals that overflow stay visibly huge, never negative.
+ * Sum of two sample values, saturating instead of wrapping: at INT64_MAX
+ * when both are positive, at INT64_MIN when both are negative (values are
+ * signed since block format v2).  Decision (issue 16): a sum that leaves
+ * int64 is kept at the bound -- visibly huge, never of the wrong sign --
+ * and every such event is counted (sm_sat_count(), exposed as
+ * smolder_value_saturations_total on /metrics), so it is never silent.
+ * Stored values are never changed: saturation applies to sums only.
  */
+void sm_sat_note(void);
+uint64_t sm_sat_count(void);
+
 static inline int64_t sm_add_sat(int64_t a, int64_t b)
 {
 	int64_t r;
 
-	return (__builtin_add_overflow(a, b, &r) ? INT64_MAX : r);
+	if (SM_LIKELY(!__builtin_add_overflow(a, b, &r)))
+		return (r);
+	sm_sat_note();
+	return (b > 0 ? INT64_MAX : INT64_MIN);
 }
 
 /* Round t down to a multiple of step (> 0), correctly for negative t. */

@@ -1,5 +1,5 @@
 /*
- * tenant.h -- which tenant a request belongs to (DESIGN §6).
+ * tenant.h -- which tenant a request belongs to (docs/architecture.md §6).
  *
  * With multi-tenancy off (the default, as in Pyroscope) every request is
  * tenant "anonymous".  With it on, X-Scope-OrgID is required (set by an

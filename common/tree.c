@@ -141,7 +141,8 @@ sm_tree_totals(const struct sm_tree *t, const int64_t *self, int64_t *total)
 {
 	memcpy(total, self, (size_t)t->n * sizeof(*total));
 	for (uint32_t i = t->n; i-- > 1;)
-		total[t->parent[i]] += total[i];
+		total[t->parent[i]] = sm_add_sat(total[t->parent[i]],
+		    total[i]);
 }
 
 size_t

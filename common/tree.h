@@ -1,7 +1,7 @@
 /*
  * tree.h -- the stack tree: call-tree nodes interned by (parent, frame).
  *
- * This is the core structure of Smolder (DESIGN §2).  Node i is the pair
+ * This is the core structure of Smolder (docs/architecture.md §2).  Node i is the pair
  * (parent[i], name[i]) where `name` is a string id from an sm_strtab owned
  * by the same user (a tenant head, a write request, a query merge).  Node 0
  * is the root; it has no frame (name 0 = "") and is its own parent.  A node

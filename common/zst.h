@@ -1,6 +1,6 @@
 /*
  * zst.h -- zstd compression for block parts: the only file that includes
- * <zstd.h> (STYLE §11).
+ * <zstd.h> (docs/style.md §11).
  *
  * Decompression is bounded: the caller passes the exact decompressed size
  * recorded next to the payload, and anything else (a different frame
