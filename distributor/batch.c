@@ -9,9 +9,11 @@
  */
 #include "batch.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/labels.h"
 #include "smolder/v1/rpc.pb-c.h"
 
 void
@@ -63,9 +65,20 @@ dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
 {
 	size_t max = b->limits->max_symbol_len;
 
+	char *fixed;
+
 	if (max != 0 && n > max) {
 		s += n - max;
 		n = max;
+	}
+	if (memchr(s, '\0', n) != NULL)
+		return (SM_EMALFORMED);
+	if (!sm_utf8_valid(s, n)) {
+		if (n > SIZE_MAX / 3 || (fixed = sm_arena_alloc(b->arena,
+		    3 * n)) == NULL)
+			return (SM_ENOMEM);
+		n = sm_utf8_repair(s, n, fixed);
+		s = fixed;
 	}
 	return (sm_strtab_intern(&b->strings, s, n, name));
 }
@@ -215,6 +228,96 @@ dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
 	return (0);
 }
 
+int
+dist_batch_span(struct dist_batch *b, uint32_t idx, uint32_t node,
+    int64_t value, uint64_t span)
+{
+	struct dist_series *s;
+
+	SM_ASSERT(idx < b->nseries && !b->finished);
+	if (value <= 0 || node == 0)
+		return (0);
+	SM_ASSERT(node < b->tree.n);
+	s = &b->series[idx];
+	if (s->ns == s->scap) {
+		uint32_t ncap = s->scap ? s->scap * 2 : 16;
+		uint64_t *nsp;
+		uint32_t *nn;
+		int64_t *nv;
+
+		if (ncap < s->scap)
+			return (SM_ENOMEM);
+		nsp = sm_arena_grow(b->arena, s->span, s->ns, ncap,
+		    sizeof(*nsp));
+		nn = sm_arena_grow(b->arena, s->snode, s->ns, ncap,
+		    sizeof(*nn));
+		nv = sm_arena_grow(b->arena, s->svalue, s->ns, ncap,
+		    sizeof(*nv));
+		if (nsp == NULL || nn == NULL || nv == NULL)
+			return (SM_ENOMEM);
+		s->span = nsp;
+		s->snode = nn;
+		s->svalue = nv;
+		s->scap = ncap;
+	}
+	s->span[s->ns] = span;
+	s->snode[s->ns] = node;
+	s->svalue[s->ns] = value;
+	s->ns++;
+	return (0);
+}
+
+struct span_trip {
+	uint64_t span;
+	uint32_t node;
+	int64_t value;
+};
+
+static int
+span_trip_cmp(const void *a, const void *b)
+{
+	const struct span_trip *x = a, *y = b;
+
+	if (x->span != y->span)
+		return (x->span < y->span ? -1 : 1);
+	return (x->node < y->node ? -1 : x->node > y->node);
+}
+
+/* Sort a series' span samples by (span, node) and sum duplicates. */
+static int
+spans_finish(struct dist_series *s)
+{
+	struct span_trip *t;
+	uint32_t w = 0;
+
+	if (s->ns == 0)
+		return (0);
+	if ((t = sm_malloc((size_t)s->ns * sizeof(*t))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t j = 0; j < s->ns; j++)
+		t[j] = (struct span_trip){ s->span[j], s->snode[j],
+		    s->svalue[j] };
+	qsort(t, s->ns, sizeof(*t), span_trip_cmp);
+	for (uint32_t j = 0; j < s->ns; j++) {
+		if (w > 0 && s->span[w - 1] == t[j].span &&
+		    s->snode[w - 1] == t[j].node) {
+			s->svalue[w - 1] = sm_add_sat(s->svalue[w - 1],
+			    t[j].value);
+			continue;
+		}
+		if (w > 0 && s->svalue[w - 1] == 0)
+			w--;            /* signed samples that cancelled out */
+		s->span[w] = t[j].span;
+		s->snode[w] = t[j].node;
+		s->svalue[w++] = t[j].value;
+	}
+	if (w > 0 && s->svalue[w - 1] == 0)
+		w--;
+	s->ns = w;
+	sm_free(t);
+	return (0);
+}
+
 static int
 u32_cmp(const void *a, const void *b)
 {
@@ -283,8 +386,11 @@ dist_batch_finish(struct dist_batch *b)
 				seen[nd] = 0;
 			}
 		}
-		/* Stacks whose values cancel out leave no pair. */
+		/* Stacks whose values cancel out leave no pair (their span
+		 * samples, if any, stay: spans.h). */
 		s->n = out;
+		if ((rv = spans_finish(s)) != 0)
+			goto out;
 		if (out != 0)
 			b->series[keep++] = *s;
 	}
@@ -424,6 +530,18 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
 		for (uint32_t j = 0; j < s->n; j++)
 			w->node[j] = node_map[s->node[j]];
 		w->value = s->value;
+		if (s->ns != 0) {
+			w->n_span_id = w->n_span_node = w->n_span_value =
+			    s->ns;
+			w->span_id = s->span;
+			w->span_value = s->svalue;
+			w->span_node = sm_arena_alloc(a, (size_t)s->ns *
+			    sizeof(uint32_t));
+			if (w->span_node == NULL)
+				goto out;
+			for (uint32_t j = 0; j < s->ns; j++)
+				w->span_node[j] = node_map[s->snode[j]];
+		}
 		w->meta = &meta;
 		req.series[k] = w;
 	}

@@ -15,7 +15,7 @@
  * duplicates, so parsers never deduplicate stacks themselves.  The ingester
  * maps the request tree onto its tenant tree in one pass (parents first).
  *
- * Limits (per tenant overrides later; Pyroscope names, spec §7) live in
+ * Limits (per tenant overrides later; Pyroscope names, docs/wire-formats.md §7) live in
  * struct dist_limits; the batch enforces the ones that are about its own
  * content: symbol length (truncated, keeping the tail), series label
  * validation.  Parsers enforce the per-sample ones they see (samples,
@@ -61,6 +61,12 @@ struct dist_series {
 	uint32_t *node;            /* after finish: strictly increasing */
 	int64_t *value;            /* after finish: != 0, signed */
 	uint32_t n, cap;
+	/* Span samples (values also in node/value): after finish sorted by
+	 * (span, node), unique, values > 0. */
+	uint64_t *span;
+	uint32_t *snode;
+	int64_t *svalue;
+	uint32_t ns, scap;
 };
 
 struct dist_batch {
@@ -84,8 +90,18 @@ void dist_batch_fini(struct dist_batch *b);
 
 /*
  * Intern a frame name; names longer than limits->max_symbol_len keep their
- * last max_symbol_len bytes (Pyroscope keeps the tail).  Returns 0,
- * SM_ENOMEM or SM_ETOOBIG.
+ * last max_symbol_len bytes (Pyroscope keeps the tail).  Frame names are
+ * made consistent for every ingest format and every output here, at the
+ * one place all of them pass (issue 16):
+ *   - a NUL byte anywhere in the name is SM_EMALFORMED (400): C strings
+ *     downstream would cut the name there and merge it with another
+ *     frame, and no profiler emits NUL in a symbol, so it is refused
+ *     rather than escaped;
+ *   - bytes that are not valid UTF-8 (also a sequence cut by the tail
+ *     truncation) are replaced by U+FFFD, one per byte (as Go's
+ *     encoding/json), so collapsed, JSON and protobuf outputs are all
+ *     valid UTF-8 and agree with each other.
+ * Returns 0, SM_ENOMEM, SM_EMALFORMED or SM_ETOOBIG.
  */
 int dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
     uint32_t *name);
@@ -115,6 +131,15 @@ int dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
  */
 int dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
     int64_t value);
+
+/*
+ * Record that `value` of leaf `node` of series `idx` (also given to
+ * dist_batch_add) came from a sample carrying span id `span` (the
+ * span_id pprof label, ingester/spans.h).  Values <= 0 and node 0 are
+ * ignored as in dist_batch_add.  Returns 0 or SM_ENOMEM.
+ */
+int dist_batch_span(struct dist_batch *b, uint32_t idx, uint32_t node,
+    int64_t value, uint64_t span);
 
 /*
  * Sort and sum each series' pairs and drop series left empty.  Call once,

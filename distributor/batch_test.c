@@ -204,7 +204,36 @@ test_budget_failure_is_clean(void)
 	sm_arena_destroy(a);
 }
 
+/* Frame names: NUL refused, invalid UTF-8 repaired, after truncation. */
+static void
+test_frame_names(void)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	struct dist_limits lim;
+	struct dist_batch b;
+	uint32_t id, id2, len;
+	const char *s;
+
+	dist_limits_default(&lim);
+	lim.max_symbol_len = 4;
+	SM_REQUIRE(dist_batch_init(&b, a, &lim) == 0);
+	SM_CHECK_EQ(dist_batch_frame(&b, "a\0b", 3, &id), SM_EMALFORMED);
+	SM_CHECK_EQ(dist_batch_frame(&b, "x\xffy", 3, &id), 0);
+	s = sm_strtab_str(&b.strings, id, &len);
+	SM_CHECK(len == 5 && memcmp(s, "x\xef\xbf\xbdy", 5) == 0);
+	/* The tail truncation cuts "\xc3\xa9" in two: the orphan
+	 * continuation byte is replaced, so the name stays valid UTF-8. */
+	SM_CHECK_EQ(dist_batch_frame(&b, "zz\xc3\xa9" "abc", 7, &id2), 0);
+	s = sm_strtab_str(&b.strings, id2, &len);
+	SM_CHECK(len == 6 && memcmp(s, "\xef\xbf\xbd" "abc", 6) == 0);
+	/* A NUL cut off by the truncation does not matter. */
+	SM_CHECK_EQ(dist_batch_frame(&b, "\0xabcd", 6, &id), 0);
+	dist_batch_fini(&b);
+	sm_arena_destroy(a);
+}
+
 SM_TEST_MAIN(
+	{ "frame names: NUL refused, invalid UTF-8 replaced", test_frame_names },
 	{ "series identity: labels in any order, time, validation", test_series_identity },
 	{ "__session_id__ is dropped: one series across sessions", test_session_id_dropped },
 	{ "finish sums repeats, keeps negatives, drops zero/empty", test_finish_folds_and_drops },

@@ -1,5 +1,5 @@
 /*
- * connect_push.c -- push.v1.PusherService/Push (spec §4), what Grafana
+ * connect_push.c -- push.v1.PusherService/Push (docs/wire-formats.md §4), what Grafana
  * Alloy's pyroscope.write, Pyroscope remote-write and some SDKs send.
  *
  * Transport is common/connect.c: proto and JSON codecs, a gzip request
@@ -13,7 +13,7 @@
  * dist_pprof_ingest() into its own write batch (same naming, label
  * validation, limits), dist_push() to its replicas with write quorum.
  *
- * Labels of a series (Pyroscope's Push path, spec §6):
+ * Labels of a series (Pyroscope's Push path, docs/wire-formats.md §6):
  *   - __name__ is the metric; "godeltaprof_X" becomes "X" (Pyroscope's
  *     default relabeling).  A series without __name__ gets the metric
  *     /ingest derives from the sample types (Pyroscope would refuse it as
@@ -56,9 +56,11 @@
 #include <strings.h>
 
 #include "common/connect.h"
+#include "common/auth.h"
 #include "common/gz.h"
 #include "common/log.h"
 #include "common/tenant.h"
+#include "common/varint.h"
 #include "push/v1/push.pb-c.h"
 
 #include "dist_int.h"
@@ -128,15 +130,7 @@ dist_parse_uuid(const char *s, uint8_t out[16])
 static bool
 read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-	*v = 0;
-	for (int sh = 0; sh < 64 && *p < end; sh += 7) {
-		uint8_t c = *(*p)++;
-
-		*v |= (uint64_t)(c & 0x7f) << sh;
-		if ((c & 0x80) == 0)
-			return (true);
-	}
-	return (false);
+	return (sm_uvarint_get(p, end, v) == 0);
 }
 
 /*
@@ -305,8 +299,8 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	int64_t now = sm_now_ms();
 	int rv, status;
 
-	if ((rv = sm_tenant_resolve(d->cfg.multitenancy,
-	    sm_http_header(call->http, "X-Scope-OrgID"), &tenant, err)) != 0)
+	if ((rv = sm_http_tenant(call->http, d->cfg.multitenancy, &tenant,
+	    err)) != 0)
 		goto out;
 	for (size_t i = 0; i < req->n_series; i++)
 		nitems += req->series[i]->n_samples;
@@ -385,8 +379,8 @@ dist_connect_register(struct distributor *d, struct sm_err *err)
 	int rv;
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
-		if ((rv = sm_connect_route(d->http, paths[i],
-		    &push__v1__push_request__descriptor, m_push, d,
+		if ((rv = sm_connect_route_as(d->http, SM_SCOPE_WRITE,
+		    paths[i], &push__v1__push_request__descriptor, m_push, d,
 		    (size_t)d->cfg.body_limit_mb << 20)) != 0)
 			return (sm_err_set(err, rv, "distributor: route %s: %s",
 			    paths[i], sm_strerror(rv)));

@@ -15,6 +15,7 @@ struct distributor {
 	struct dist_limits limits;
 	struct sm_http *http;
 	struct sm_ring *ring;
+	struct remote_write *rw;        /* NULL: no -remote-write.url */
 };
 
 /*

@@ -1,7 +1,7 @@
 /*
- * distributor.h -- the distributor component (DESIGN §1): HTTP ingest.
+ * distributor.h -- the distributor component (docs/architecture.md §1): HTTP ingest.
  *
- * Routes: POST /ingest and /pyroscope/ingest (spec §2).  A request is
+ * Routes: POST /ingest and /pyroscope/ingest (docs/wire-formats.md §2).  A request is
  * authenticated to a tenant, bounded (body size at the HTTP layer,
  * decompressed size, samples, depth, labels), parsed into a write batch
  * (distributor/batch.h) and replicated to RF ingesters of the ring
@@ -20,6 +20,7 @@
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/ring.h"
+#include "remote_write.h"
 
 struct dist_config {
 	int64_t body_limit_mb;          /* -distributor.ingestion-body-limit-mb */
@@ -35,6 +36,7 @@ struct dist_config {
 	int64_t reject_older_ms;        /* -validation.reject-older-than, 0 = off */
 	int64_t reject_newer_ms;        /* -validation.reject-newer-than, 0 = off */
 	bool multitenancy;              /* -auth.multitenancy-enabled (main) */
+	struct rw_config rw;            /* -remote-write.* (remote_write.h) */
 };
 
 const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);

@@ -29,12 +29,16 @@
 
 #include <string.h>
 
+#include "common/varint.h"
+
 /* Turn a batch failure into a message. */
 static int
 folded_batch_err(int rv, struct sm_err *err)
 {
 	if (rv == SM_ENOMEM)
 		return (sm_err_set(err, rv, "out of memory"));
+	if (rv == SM_EMALFORMED)
+		return (sm_err_set(err, rv, "a frame name contains a NUL byte"));
 	return (sm_err_set(err, rv, "profile too large: stack tree limit"));
 }
 
@@ -265,23 +269,13 @@ dist_lines_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 static int
 trie_uvarint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
 {
-	uint64_t x = 0;
+	const uint8_t *q = p + *off;
+	int st = sm_uvarint_get(&q, p + len, v);
 
-	for (unsigned i = 0; i < 10; i++) {
-		uint8_t c;
-
-		if (*off >= len)
-			return (-1);
-		c = p[(*off)++];
-		if (i == 9 && c > 1)
-			return (-2);
-		x |= (uint64_t)(c & 0x7F) << (7 * i);
-		if (c < 0x80) {
-			*v = x;
-			return (0);
-		}
-	}
-	return (-2);
+	if (st != 0)
+		return (st == SM_UVARINT_SHORT ? -1 : -2);
+	*off = (size_t)(q - p);
+	return (0);
 }
 
 /* An open trie node: children still to read, key length before it. */

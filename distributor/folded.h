@@ -1,6 +1,6 @@
 /*
  * folded.h -- the text ingest formats of /ingest: folded (collapsed), lines
- * and trie (spec §2).  Each parser adds values to ONE series of a batch
+ * and trie (docs/wire-formats.md §2).  Each parser adds values to ONE series of a batch
  * (the series is created by the caller from the /ingest name).
  *
  * Text decoding, shared by folded and lines: a UTF-8 BOM is skipped; a

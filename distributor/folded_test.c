@@ -166,7 +166,8 @@ fx_fixture(struct fx *f, const char *name)
 
 	body = read_fixture(name, &len);
 	if (body == NULL)
-		SM_SKIP("%s absent (tests/data and ../shared)", name);
+		SM_SKIP_CORPUS("%s absent (tests/data and ../shared/testdata/profiles)",
+		    name);
 	fx_init(f);
 	SM_CHECKF(dist_folded_parse(body, len, &f->b, f->series, 1,
 	    &f->err) == 0, "%s: %s", name, f->err.msg);
@@ -332,8 +333,8 @@ test_flamegraph_collapsed(void)
 		globfree(&g);
 	}
 	if (done == 0)
-		SM_SKIP("no flamegraph__*-collapsed-*.txt (tests/data, "
-		    "../shared)");
+		SM_SKIP_CORPUS("no flamegraph__*-collapsed-*.txt (tests/data, "
+		    "../shared/testdata/profiles)");
 	SM_CHECK(done >= 8);
 }
 

@@ -1,10 +1,10 @@
 /*
- * ingest.c -- POST /ingest and /pyroscope/ingest (spec §2).
+ * ingest.c -- POST /ingest and /pyroscope/ingest (docs/wire-formats.md §2).
  *
  * Request -> tenant -> parameters -> format dispatch -> write batch ->
  * smolder.v1.WriteRequest -> ingester ack -> 200.
  *
- * Status codes (Pyroscope v1, spec §2 "Responses"): a bad `name` is 400; a
+ * Status codes (Pyroscope v1, docs/wire-formats.md §2 "Responses"): a bad `name` is 400; a
  * body over the limit is 413 (HTTP layer); pprof and multipart errors
  * (parse, validation, size, an empty metric) are 422, or 429 for a
  * resource_exhausted limit; errors on the folded/lines/trie path carry the
@@ -19,9 +19,14 @@
  *     time_nanos is unreliable in the wild (pyspy writes milliseconds);
  *   - the ingestion window (-validation.reject-older-than/newer-than)
  *     applies to that time;
- *   - format=tree, speedscope and jfr are refused with 415 and a message
- *     saying so, instead of being misread as folded text.
+ *   - format=tree and speedscope are refused with 415 and a message
+ *     saying so, instead of being misread as folded text;
+ *   - format=jfr (jfr.h): the decompressed recording may be as large as
+ *     the request body limit (Pyroscope applies max_profile_size_bytes to
+ *     each converted profile, not to the recording); its labels part is
+ *     held to max_profile_size_bytes.
  */
+#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
@@ -31,11 +36,13 @@
 #include "common/gz.h"
 #include "common/log.h"
 #include "common/rpc.h"
+#include "common/auth.h"
 #include "common/tenant.h"
 
 #include "batch.h"
 #include "dist_int.h"
 #include "folded.h"
+#include "jfr.h"
 #include "multipart.h"
 #include "naming.h"
 #include "pprof.h"
@@ -51,13 +58,14 @@ enum ingest_format {
 	FMT_TRIE,
 	FMT_PPROF,          /* raw body */
 	FMT_PPROF_FORM,     /* multipart/form-data */
+	FMT_JFR,            /* raw or multipart (jfr.h) */
 	FMT_UNSUPPORTED,
 };
 
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[12];
+	static struct sm_flag f[18];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -97,6 +105,27 @@ dist_flags(struct dist_config *cfg, size_t *n)
 	f[11] = (struct sm_flag){ "validation.reject-newer-than",
 		SM_FLAG_DURATION, &cfg->reject_newer_ms, "10m",
 		"Refuse profiles placed further in the future (0 = accept any)." };
+	f[12] = (struct sm_flag){ "remote-write.url", SM_FLAG_STRING,
+		&cfg->rw.url, "",
+		"Forward every accepted upload to this Pyroscope-compatible "
+		"base URL (POST <url>/ingest); empty = off." };
+	f[13] = (struct sm_flag){ "remote-write.key", SM_FLAG_STRING,
+		&cfg->rw.key, "",
+		"API key sent to -remote-write.url as Authorization: Bearer." };
+	f[14] = (struct sm_flag){ "remote-write.queue-size", SM_FLAG_INT,
+		&cfg->rw.queue_size, "10000",
+		"Most uploads waiting to be forwarded; more are dropped "
+		"(counted)." };
+	f[15] = (struct sm_flag){ "remote-write.queue-max-bytes",
+		SM_FLAG_BYTES, &cfg->rw.queue_max_bytes, "256MiB",
+		"Most body bytes waiting to be forwarded." };
+	f[16] = (struct sm_flag){ "remote-write.timeout", SM_FLAG_DURATION,
+		&cfg->rw.timeout_ms, "10s",
+		"Deadline of one forwarded request." };
+	f[17] = (struct sm_flag){ "remote-write.max-backoff",
+		SM_FLAG_DURATION, &cfg->rw.max_backoff_ms, "30s",
+		"Longest wait between retries while the receiver is down "
+		"(from 100ms, doubling)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -220,8 +249,9 @@ ingest_format(const char *fmt, const char *ctype, const char **what)
 	}
 	if (fmt != NULL && strcmp(fmt, "lines") == 0)
 		return (FMT_LINES);
-	if (fmt != NULL && (strcmp(fmt, "jfr") == 0 ||
-	    strcmp(fmt, "speedscope") == 0))
+	if (fmt != NULL && strcmp(fmt, "jfr") == 0)
+		return (FMT_JFR);
+	if (fmt != NULL && strcmp(fmt, "speedscope") == 0)
 		return (FMT_UNSUPPORTED);
 	if (fmt != NULL && strcmp(fmt, "pprof") == 0)
 		return (FMT_PPROF);
@@ -230,7 +260,7 @@ ingest_format(const char *fmt, const char *ctype, const char **what)
 	return (FMT_FOLDED);
 }
 
-/* sample_type_config JSON -> display names (spec §2). */
+/* sample_type_config JSON -> display names (docs/wire-formats.md §2). */
 static int
 parse_st_config(const struct dist_part *p, struct sm_arena *a,
     struct dist_st_config **out, uint32_t *n, struct sm_err *err)
@@ -296,6 +326,69 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
 
+/* Percent-encode for a query string (RFC 3986 unreserved kept). */
+static void
+qs_escape(struct sm_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == '~') {
+			sm_buf_putc(b, (char)c);
+		} else {
+			sm_buf_putc(b, '%');
+			sm_buf_putc(b, hex[c >> 4]);
+			sm_buf_putc(b, hex[c & 15]);
+		}
+	}
+}
+
+static int
+qs_add(void *arg, const char *key, const char *value)
+{
+	struct sm_buf *b = arg;
+
+	/* Replaced by the resolved times (ingest_forward). */
+	if (strcmp(key, "from") == 0 || strcmp(key, "until") == 0)
+		return (0);
+	if (b->len != 0)
+		sm_buf_putc(b, '&');
+	qs_escape(b, key);
+	sm_buf_putc(b, '=');
+	qs_escape(b, value != NULL ? value : "");
+	return (0);
+}
+
+/*
+ * Queue an acknowledged upload for remote-write (remote_write.h).  The
+ * query string is the client's, except from/until: they are sent resolved
+ * (unix ms, 13 digits), so "now-10s" or an absent time still means the
+ * moment this distributor accepted it when the forward happens later.
+ */
+static void
+ingest_forward(struct distributor *d, struct sm_http_req *r,
+    const char *tenant, int64_t from_ms, int64_t until_ms,
+    const unsigned char *body, size_t len)
+{
+	struct sm_buf q = SM_BUF_INIT;
+
+	sm_http_query_each(r, qs_add, &q);
+	sm_buf_printf(&q, "%sfrom=%" PRId64 "&until=%" PRId64,
+	    q.len != 0 ? "&" : "", from_ms, until_ms);
+	sm_buf_putc(&q, '\0');
+	if (sm_buf_error(&q) == 0)
+		(void)rw_enqueue(d->rw, sm_http_path(r), (const char *)q.b,
+		    sm_http_header(r, "Content-Type"),
+		    d->cfg.multitenancy ? tenant : NULL, body, len);
+	else
+		sm_warn("remote-write", "out of memory, upload not forwarded");
+	sm_buf_fini(&q);
+}
+
 static void
 ingest_handler(struct sm_http_req *r, void *arg)
 {
@@ -313,15 +406,16 @@ ingest_handler(struct sm_http_req *r, void *arg)
 
 	sm_err_clear(&err);
 	body = sm_http_body(r, &len);
-	if ((rv = sm_tenant_resolve(d->cfg.multitenancy,
-	    sm_http_header(r, "X-Scope-OrgID"), &tenant, &err)) != 0) {
+	if ((rv = sm_http_tenant(r, d->cfg.multitenancy, &tenant,
+	    &err)) != 0) {
 		reply_rv(r, rv, &err);
 		ingest_observe(r, "", len, 0);
 		return;
 	}
 	fmt = ingest_format(sm_http_query(r, "format"),
 	    sm_http_header(r, "Content-Type"), &fmt_name);
-	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM;
+	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM ||
+	    fmt == FMT_JFR;
 	/* Arena budget: a generous multiple of what this request may
 	 * decompress to, never less than DIST_ARENA_MIN. */
 	if ((a = sm_arena_create(SM_MAX(DIST_ARENA_MIN,
@@ -383,7 +477,23 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	b.meta.aggregation = (v = sm_http_query(r, "aggregationType")) !=
 	    NULL && *v ? v : "sum";
 
-	if (pprof_path) {
+	if (fmt == FMT_JFR) {
+		struct dist_jfr_in jin;
+
+		memset(&jin, 0, sizeof(jin));
+		jin.sample_rate = b.meta.sample_rate;
+		jin.time_ms = from;
+		jin.max_bytes = (size_t)d->cfg.body_limit_mb << 20;
+		if ((rv = dist_key_pprof_labels(&key, b.meta.spy_name, a,
+		    (struct sm_label **)&jin.base, &jin.nbase)) != 0) {
+			sm_err_set(&err, rv, "out of memory");
+			goto fail_pprof;
+		}
+		if ((rv = dist_jfr_upload(sm_http_header(r, "Content-Type"),
+		    body, len, &jin, d->limits.max_profile_bytes, &b,
+		    &err)) != 0)
+			goto fail_pprof;
+	} else if (pprof_path) {
 		struct dist_pprof_in in;
 		const uint8_t *pdata = body;
 		size_t plen = len;
@@ -481,6 +591,8 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		reply_rv(r, rv, &err);
 		goto done;
 	}
+	if (d->rw != NULL)
+		ingest_forward(d, r, tenant, from, until, body, len);
 	sm_http_reply(r, 200, NULL, NULL, 0);
 	goto done;
 fail_pprof:
@@ -523,9 +635,15 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	    (uint32_t)SM_MAX(cfg->max_label_name_len, 0);
 	d->limits.labels.max_value_length =
 	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
+	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0) {
+		sm_free(d);
+		return (rv);
+	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
-		if ((rv = sm_http_route(http, "POST", paths[i], ingest_handler,
+		if ((rv = sm_http_route_as(http, SM_SCOPE_WRITE, "POST",
+		    paths[i], ingest_handler,
 		    d, (size_t)cfg->body_limit_mb << 20)) != 0) {
+			rw_destroy(d->rw);
 			sm_free(d);
 			return (sm_err_set(err, rv, "distributor: route %s: %s",
 			    paths[i], sm_strerror(rv)));
@@ -542,5 +660,8 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 void
 dist_destroy(struct distributor *d)
 {
+	if (d == NULL)
+		return;
+	rw_destroy(d->rw);
 	sm_free(d);
 }

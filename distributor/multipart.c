@@ -285,6 +285,8 @@ mp_first(struct mp_scan *s, size_t *pos, bool *done, struct sm_err *err)
 {
 	size_t i = 0, j, k;
 
+	*done = false;          /* out-parameters are set on every path */
+	*pos = 0;
 	while (i < s->len) {
 		const uint8_t *nl = memchr(s->b + i, '\n', s->len - i);
 		size_t eol = nl != NULL ? (size_t)(nl - s->b) : s->len;

@@ -2,7 +2,7 @@
  * multipart.h -- a strict, allocation-bounded multipart/form-data parser
  * (RFC 7578 / RFC 2046) for the pprof and JFR forms of /ingest.  Written
  * here because libmicrohttpd's PostProcessor has had CVEs and is not used
- * (reliability §3).
+ * (docs/reliability.md §3).
  *
  * The boundary comes from the Content-Type parameter (quoted or not, at
  * most 70 bytes).  Parts reference the body bytes; nothing is copied except

@@ -1,6 +1,6 @@
 /*
  * naming.h -- the /ingest `name` parameter and the labels it produces
- * (spec §2, §6; Pyroscope's segment key / labelset parser).
+ * (docs/wire-formats.md §2, §6; Pyroscope's segment key / labelset parser).
  *
  * `name` is "app.name{k=v,k2=v2}": the part before '{' is the app name;
  * tags are comma-separated key=value pairs whose values end at ',' or '}'

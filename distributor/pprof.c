@@ -38,7 +38,7 @@
  *     root frames, so the walk starts where the two stacks diverge.
  * What remains is dominated by sm_tree_child creating the nodes.
  *
- * Wire format facts used (spec §1): a key is a varint (field << 3 | wire
+ * Wire format facts used (docs/wire-formats.md §1): a key is a varint (field << 3 | wire
  * type); wire types 0 varint, 1 fixed64, 2 length-delimited, 3/4 group
  * start/end, 5 fixed32.  Repeated scalars may arrive packed (one wire type
  * 2 field) or unpacked (one field per value), mixed freely.  A known field
@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/varint.h"
 
 #define PP_NONE UINT32_MAX
 #define PP_MULTI (UINT32_MAX - 1)   /* pp.lf: location has several frames */
@@ -105,35 +106,13 @@ enum {
 static inline int
 pb_varint(struct pb *r, uint64_t *v)
 {
-	const uint8_t *p = r->p;
-	uint64_t x = 0;
+	int st = sm_uvarint_get(&r->p, r->end, v);
 
-	if (SM_LIKELY(p < r->end && *p < 0x80)) {
-		*v = *p;
-		r->p = p + 1;
-		return (0);
+	if (SM_UNLIKELY(st != 0)) {
+		r->why = sm_uvarint_why(st);
+		return (-1);
 	}
-	for (unsigned s = 0; s < 64; s += 7) {
-		uint8_t c;
-
-		if (p == r->end) {
-			r->why = "truncated varint";
-			return (-1);
-		}
-		c = *p++;
-		if (s == 63 && c > 1) {
-			r->why = "varint overflows 64 bits";
-			return (-1);
-		}
-		x |= (uint64_t)(c & 0x7f) << s;
-		if (c < 0x80) {
-			*v = x;
-			r->p = p;
-			return (0);
-		}
-	}
-	r->why = "varint longer than 10 bytes";
-	return (-1);
+	return (0);
 }
 
 static inline int
@@ -348,6 +327,10 @@ struct pp {
 	struct pp_lab *slab;  /* string labels kept for the series */
 	uint32_t *spair;      /* the same as (key, str) pairs */
 	uint32_t nslab, slab_cap, nlabels;
+	/* The sample's span id (span_id label, else profile_id): 0 none,
+	 * 1 from profile_id, 2 from span_id. */
+	uint64_t span;
+	int span_from;
 	/* The previous sample's stack, root first, complete locations only. */
 	uint32_t *ploc, *pnode, *pdepth;
 	uint32_t npath, path_cap;
@@ -416,6 +399,7 @@ static int
 pp_stridx(struct pp *st, uint64_t v, const char *what, uint32_t idx,
     const char *field, uint32_t *out)
 {
+	*out = 0;               /* out-parameters are nulled on failure */
 	if (v >= st->nstr) {
 		return (pp_malformed(st, "%s[%" PRIu32 "].%s: string index "
 		    "%" PRId64 " out of range (string_table has %" PRIu32
@@ -1046,6 +1030,9 @@ pp_intern(struct pp *st, const char *s, size_t n, uint32_t *id)
 
 	if (rv == SM_ENOMEM)
 		return (pp_nomem(st));
+	if (rv == SM_EMALFORMED)
+		return (sm_err_set(st->err, rv, "a frame name contains a NUL "
+		    "byte"));
 	if (rv != 0)
 		return (sm_err_set(st->err, rv, "cannot intern a frame name "
 		    "of %zu bytes", n));
@@ -1543,6 +1530,52 @@ pp_label_is_exemplar(const struct pp *st, uint32_t key)
 	}
 }
 
+/*
+ * A span id label value: exactly 16 hex digits, the 8 bytes of an
+ * OpenTelemetry span id (pyroscope-go's otelpyroscope writes them so), read
+ * big-endian.  Anything else is not a span id and is not stored as one.
+ */
+static bool
+pp_span_parse(const char *s, uint32_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (n != 16)
+		return (false);
+	for (uint32_t i = 0; i < 16; i++) {
+		char c = s[i];
+		unsigned d;
+
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			return (false);
+		v = v << 4 | d;
+	}
+	*out = v;
+	return (true);
+}
+
+/* Note the span id of the sample from an exemplar label `key` = `str`. */
+static void
+pp_sample_span(struct pp *st, uint32_t key, uint32_t str)
+{
+	uint32_t kn, vn;
+	const char *k = pp_s(st, key, &kn), *v = pp_s(st, str, &vn);
+	int from = kn == 7 && memcmp(k, "span_id", 7) == 0 ? 2 :
+	    kn == 10 && memcmp(k, "profile_id", 10) == 0 ? 1 : 0;
+	uint64_t id;
+
+	if (from > st->span_from && pp_span_parse(v, vn, &id)) {
+		st->span = id;
+		st->span_from = from;
+	}
+}
+
 static int
 pp_sample_label(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 {
@@ -1571,6 +1604,10 @@ pp_sample_label(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 		    "(string_table has %" PRIu32 " entries)", si, li,
 		    key >= st->nstr ? "key" : "str",
 		    (int64_t)(key >= st->nstr ? key : str), st->nstr));
+	if (str != 0 && pp_label_is_exemplar(st, (uint32_t)key)) {
+		pp_sample_span(st, (uint32_t)key, (uint32_t)str);
+		return (0);
+	}
 	if (str == 0 || (lim != 0 && st->nlabels > lim) ||
 	    pp_label_is_exemplar(st, (uint32_t)key))
 		return (0);   /* numeric, over the limit, or exemplar */
@@ -1632,6 +1669,7 @@ pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 	int rv;
 
 	st->nsloc = st->nsval = st->nslab = st->nlabels = 0;
+	st->span_from = 0;
 	while (r.p < r.end) {
 		if (pb_key(&r, &f, &wt) != 0)
 			goto bad;
@@ -1711,7 +1749,9 @@ pp_sample(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 			continue;
 		if (*sidx == PP_NONE && (rv = pp_series(st, gi, t, sidx)) != 0)
 			return (rv);
-		if (dist_batch_add(st->b, *sidx, leaf, st->sval[t]) != 0)
+		if (dist_batch_add(st->b, *sidx, leaf, st->sval[t]) != 0 ||
+		    (st->span_from != 0 && dist_batch_span(st->b, *sidx, leaf,
+		    st->sval[t], st->span) != 0))
 			return (pp_nomem(st));
 	}
 	return (0);

@@ -8,7 +8,7 @@
  * Unknown fields are skipped (Pyroscope's copy of the proto lacks doc_url
  * and column; newer producers may add more).
  *
- * Conversion (Pyroscope v1 /ingest, spec §1/§2/§6 and pkg/og/convert/pprof):
+ * Conversion (Pyroscope v1 /ingest, docs/wire-formats.md §1/§2/§6 and pkg/og/convert/pprof):
  *   - One series per (sample type, distinct set of string sample labels).
  *     Series labels = in->base (from the /ingest name and query) plus the
  *     sample's string labels (the base wins on a name conflict) plus, per
@@ -44,7 +44,7 @@
  *     per-stack sums must equal go tool pprof's); samples with no
  *     locations are dropped.
  *
- * Validation (spec §7 malformed_profile; each answered 422 by /ingest):
+ * Validation (docs/wire-formats.md §7 malformed_profile; each answered 422 by /ingest):
  * no sample types ("empty profile"); a location or function id of 0; a
  * sample whose value count differs from the sample type count; a
  * string_table[0] that is not ""; any string index out of range (sample

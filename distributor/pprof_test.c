@@ -1625,7 +1625,7 @@ load_profile(struct sm_arena *a, const char *name, size_t *n)
 		(p) = load_profile((a), (name), (np));                      \
 		if ((p) == NULL) {                                          \
 			sm_arena_destroy(a);                                \
-			SM_SKIP("test data %s not found in tests/data/ or " \
+			SM_SKIP_CORPUS("test data %s not found in tests/data/ or " \
 			    "../shared/testdata/profiles/", (name));        \
 		}                                                           \
 	} while (0)
@@ -2135,7 +2135,7 @@ test_fuzz_files(void)
 		sm_arena_destroy(fa);
 	}
 	if (found == 0)
-		SM_SKIP("no test profiles found in tests/data/ or "
+		SM_SKIP_CORPUS("no test profiles found in tests/data/ or "
 		    "../shared/testdata/profiles/");
 }
 

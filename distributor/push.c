@@ -1,5 +1,5 @@
 /*
- * push.c -- replication of one upload to its ingesters (DESIGN §4).
+ * push.c -- replication of one upload to its ingesters (docs/architecture.md §4).
  *
  *   1. Take a ring snapshot.  For each series of the batch, the replica
  *      set of sm_ring_key(tenant, labels minus per-sample-type labels):
