@@ -9,27 +9,22 @@
 #include "common/kv.h"
 #include "common/labels.h"
 #include "common/zst.h"
+#include "common/varint.h"
 
 /* --- varints -------------------------------------------------------------- */
 
 static void
 put_uv(struct sm_buf *b, uint64_t v)
 {
-	uint8_t tmp[10];
-	size_t n = 0;
+	uint8_t tmp[SM_UVARINT_MAX];
 
-	while (v >= 0x80) {
-		tmp[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	tmp[n++] = (uint8_t)v;
-	sm_buf_append(b, tmp, n);
+	sm_buf_append(b, tmp, sm_uvarint_put(tmp, v));
 }
 
 static void
 put_zz(struct sm_buf *b, int64_t v)
 {
-	put_uv(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+	put_uv(b, sm_zigzag_enc(v));
 }
 
 /* A bounded reader over decompressed bytes; `what` names the part. */
@@ -53,34 +48,20 @@ rd_fail(struct rd *r, const char *why)
 static uint64_t
 get_uv(struct rd *r)
 {
-	uint64_t v = 0;
+	uint64_t v;
+	int st = sm_uvarint_get(&r->p, r->end, &v);
 
-	for (int s = 0; s < 64; s += 7) {
-		uint8_t c;
-
-		if (r->p >= r->end) {
-			rd_fail(r, "truncated varint");
-			return (0);
-		}
-		c = *r->p++;
-		if (s == 63 && c > 1) {
-			rd_fail(r, "varint overflows 64 bits");
-			return (0);
-		}
-		v |= (uint64_t)(c & 0x7f) << s;
-		if (c < 0x80)
-			return (v);
+	if (st != 0) {
+		rd_fail(r, sm_uvarint_why(st));
+		return (0);
 	}
-	rd_fail(r, "varint too long");
-	return (0);
+	return (v);
 }
 
 static int64_t
 get_zz(struct rd *r)
 {
-	uint64_t v = get_uv(r);
-
-	return ((int64_t)(v >> 1) ^ -(int64_t)(v & 1));
+	return (sm_zigzag_dec(get_uv(r)));
 }
 
 /* A count that must fit the remaining bytes at `min` bytes per item. */
@@ -133,6 +114,10 @@ ing_block_open(const uint8_t *v, size_t n, char kind,
     const uint8_t **payload, size_t *plen, uint32_t *raw_len,
     struct sm_err *err)
 {
+	/* Out-parameters are nulled on every failure path. */
+	*payload = NULL;
+	*plen = 0;
+	*raw_len = 0;
 	if (n < ING_BLOCK_HDR || v[0] != 'S' || v[1] != 'M')
 		return (sm_err_set(err, SM_ECORRUPT, "block part '%c': bad "
 		    "header (%zu bytes)", kind, n));
@@ -163,6 +148,8 @@ block_unwrap(const uint8_t *v, size_t n, char kind, uint8_t **out,
 	uint8_t *buf;
 	int rv;
 
+	*out = NULL;
+	*outlen = 0;
 	if ((rv = ing_block_open(v, n, kind, &p, &pl, &raw, err)) != 0)
 		return (rv);
 	/* The raw length is ours, and checksummed; still bound it. */
@@ -194,7 +181,8 @@ meta_put(const struct ing_block_meta *m, uint8_t *mb)
 	sm_put_be32(mb + 36, m->nnodes);
 	sm_put_be32(mb + 40, m->nframes);
 	sm_put_be64(mb + 44, m->bytes);
-	memset(mb + 52, 0, 8);   /* reserved */
+	sm_put_be32(mb + 52, m->nspans);
+	sm_put_be32(mb + 56, m->nprofiles);
 }
 
 static int
@@ -209,6 +197,8 @@ meta_get(const uint8_t *p, struct ing_block_meta *m, struct sm_err *err)
 	m->nnodes = sm_get_be32(p + 36);
 	m->nframes = sm_get_be32(p + 40);
 	m->bytes = sm_get_be64(p + 44);
+	m->nspans = sm_get_be32(p + 52);
+	m->nprofiles = sm_get_be32(p + 56);
 	if (m->bucket_ms <= 0 || m->min_t >= m->max_t || m->nnodes == 0 ||
 	    m->nframes == 0 || m->nseries == 0)
 		return (sm_err_set(err, SM_ECORRUPT, "block meta: "
@@ -235,6 +225,8 @@ ing_block_enc_fini(struct ing_block_enc *e)
 	sm_buf_fini(&e->index);
 	sm_buf_fini(&e->symbols);
 	sm_buf_fini(&e->tree);
+	sm_buf_fini(&e->spans);
+	sm_buf_fini(&e->profiles);
 	for (uint32_t i = 0; i < e->ndata; i++)
 		sm_buf_fini(&e->data[i]);
 	sm_free(e->data);
@@ -248,11 +240,19 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 	const struct ing_set *s = &h->set;
 	struct sm_buf raw = SM_BUF_INIT;
 	uint8_t mb[ING_BLOCK_META_LEN];
+	struct ing_span_rec *sp = NULL;
+	struct ing_prof_rec *pr = NULL;
+	uint32_t nsp = 0, npr = 0;
 	int rv = SM_ENOMEM;
 
 	memset(e, 0, sizeof(*e));
 	if (s->nseries == 0)
 		return (sm_err_set(err, SM_EINVAL, "empty head"));
+	if (ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
+	    ing_profs_sorted(&h->profs, &pr, &npr) != 0)
+		goto fail;
+	e->meta.nspans = nsp;
+	e->meta.nprofiles = npr;
 	e->meta.gen = h->gen;
 	e->meta.min_t = s->min_t;
 	e->meta.max_t = s->max_t + h->bucket_ms;
@@ -334,6 +334,48 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 			goto fail;
 		e->meta.bytes += e->data[k].len;
 	}
+	/* spans */
+	if (nsp > 0) {
+		uint64_t pspan = 0;
+		int64_t pt = 0;
+		uint8_t fb[8];
+
+		sm_buf_reset(&raw);
+		for (uint32_t i = 0; i < nsp; i++) {
+			put_uv(&raw, sp[i].span - pspan);
+			pspan = sp[i].span;
+			sm_put_be64(fb, sp[i].fp);
+			sm_buf_append(&raw, fb, sizeof(fb));
+			put_zz(&raw, (int64_t)((uint64_t)sp[i].t - (uint64_t)pt));
+			pt = sp[i].t;
+			put_uv(&raw, sp[i].node);
+			put_zz(&raw, sp[i].value);
+		}
+		if (sm_buf_error(&raw) != 0 ||
+		    (rv = block_wrap('P', &raw, level, &e->spans)) != 0)
+			goto fail;
+		e->meta.bytes += e->spans.len;
+	}
+	/* profiles */
+	if (npr > 0) {
+		int64_t pt = 0;
+		uint8_t fb[8];
+
+		sm_buf_reset(&raw);
+		for (uint32_t i = 0; i < npr; i++) {
+			sm_put_be64(fb, pr[i].fp);
+			sm_buf_append(&raw, fb, sizeof(fb));
+			put_zz(&raw, (int64_t)((uint64_t)pr[i].t -
+			    (uint64_t)pt));
+			pt = pr[i].t;
+			sm_buf_append(&raw, pr[i].id, 16);
+			put_uv(&raw, (uint64_t)pr[i].total);
+		}
+		if (sm_buf_error(&raw) != 0 ||
+		    (rv = block_wrap('X', &raw, level, &e->profiles)) != 0)
+			goto fail;
+		e->meta.bytes += e->profiles.len;
+	}
 	e->meta.bytes += e->symbols.len + e->tree.len + e->index.len +
 	    ING_BLOCK_HDR + ING_BLOCK_META_LEN;
 	/* meta, last: it carries the total size */
@@ -344,9 +386,13 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 	    (rv = block_wrap('M', &raw, level, &e->m)) != 0)
 		goto fail;
 	sm_buf_fini(&raw);
+	sm_free(sp);
+	sm_free(pr);
 	return (0);
 fail:
 	sm_buf_fini(&raw);
+	sm_free(sp);
+	sm_free(pr);
 	ing_block_enc_fini(e);
 	return (sm_err_set(err, rv == 0 ? SM_ENOMEM : rv, "encoding block: %s",
 	    sm_strerror(rv == 0 ? SM_ENOMEM : rv)));
@@ -777,6 +823,147 @@ ing_block_data_decode(const uint8_t *v, size_t n,
 	*out = bk;
 	rv = 0;
 out:
+	sm_free(raw);
+	return (rv);
+}
+
+int
+ing_block_spans_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_span_rec **out,
+    struct sm_err *err)
+{
+	struct ing_span_rec *sp = NULL;
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	uint64_t span = 0;
+	int64_t t = 0;
+	struct rd r;
+	int rv;
+
+	*out = NULL;
+	if ((rv = block_unwrap(v, n, 'P', &raw, &rawlen, err)) != 0)
+		return (rv);
+	r = (struct rd){ raw, raw + rawlen, raw, "spans", err, 0 };
+	/* Every record takes at least 12 bytes. */
+	if (m->nspans == 0 || m->nspans > rawlen / 12) {
+		rv = rd_fail(&r, "record count does not fit the data");
+		goto out;
+	}
+	if ((sp = sm_malloc((size_t)m->nspans * sizeof(*sp))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < m->nspans; i++) {
+		uint64_t d = get_uv(&r), node;
+		int64_t x;
+		struct ing_span_rec *c = &sp[i];
+
+		if (r.bad || (i > 0 && span + d < span)) {
+			rv = rd_fail(&r, "span id out of range");
+			goto out;
+		}
+		span += d;
+		if (r.end - r.p < 8) {
+			rv = rd_fail(&r, "truncated fingerprint");
+			goto out;
+		}
+		c->span = span;
+		c->fp = sm_get_be64(r.p);
+		r.p += 8;
+		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
+		node = get_uv(&r);
+		x = get_zz(&r);
+		if (r.bad || node == 0 || node >= m->nnodes || x == 0) {
+			rv = rd_fail(&r, "node or value out of range");
+			goto out;
+		}
+		c->t = t;
+		c->node = (uint32_t)node;
+		c->value = x;
+		if (i > 0 && (c->span < sp[i - 1].span ||
+		    (c->span == sp[i - 1].span && (c->fp < sp[i - 1].fp ||
+		    (c->fp == sp[i - 1].fp && (c->t < sp[i - 1].t ||
+		    (c->t == sp[i - 1].t && c->node <= sp[i - 1].node))))))) {
+			rv = rd_fail(&r, "records out of order");
+			goto out;
+		}
+	}
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto out;
+	}
+	*out = sp;
+	sp = NULL;
+	rv = 0;
+out:
+	sm_free(sp);
+	sm_free(raw);
+	return (rv);
+}
+
+int
+ing_block_profiles_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_prof_rec **out,
+    struct sm_err *err)
+{
+	struct ing_prof_rec *pr = NULL;
+	uint8_t *raw = NULL;
+	size_t rawlen;
+	int64_t t = 0;
+	struct rd r;
+	int rv;
+
+	*out = NULL;
+	if ((rv = block_unwrap(v, n, 'X', &raw, &rawlen, err)) != 0)
+		return (rv);
+	r = (struct rd){ raw, raw + rawlen, raw, "profiles", err, 0 };
+	/* Every record takes at least 26 bytes. */
+	if (m->nprofiles == 0 || m->nprofiles > rawlen / 26) {
+		rv = rd_fail(&r, "record count does not fit the data");
+		goto out;
+	}
+	if ((pr = sm_malloc((size_t)m->nprofiles * sizeof(*pr))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < m->nprofiles; i++) {
+		struct ing_prof_rec *c = &pr[i];
+		uint64_t x;
+
+		if (r.end - r.p < 8) {
+			rv = rd_fail(&r, "truncated fingerprint");
+			goto out;
+		}
+		c->fp = sm_get_be64(r.p);
+		r.p += 8;
+		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
+		if (r.bad || r.end - r.p < 16) {
+			rv = rd_fail(&r, "truncated record");
+			goto out;
+		}
+		c->t = t;
+		memcpy(c->id, r.p, 16);
+		r.p += 16;
+		x = get_uv(&r);
+		if (r.bad || x == 0 || x > INT64_MAX) {
+			rv = rd_fail(&r, "total out of range");
+			goto out;
+		}
+		c->total = (int64_t)x;
+		if (i > 0 && ing_prof_cmp(&pr[i - 1], c) >= 0) {
+			rv = rd_fail(&r, "records out of order");
+			goto out;
+		}
+	}
+	if (r.p != r.end) {
+		rv = rd_fail(&r, "trailing bytes");
+		goto out;
+	}
+	*out = pr;
+	pr = NULL;
+	rv = 0;
+out:
+	sm_free(pr);
 	sm_free(raw);
 	return (rv);
 }

@@ -1,7 +1,7 @@
 /*
  * block.h -- the on-disk format of a block: an immutable copy of one
  * tenant's head, cut when the head spans -ingester.block-duration or grows
- * past -ingester.head-max-bytes (DESIGN §3).  This file owns the format;
+ * past -ingester.head-max-bytes (docs/architecture.md §3).  This file owns the format;
  * ingester/store.c owns where the parts live (keys, column families).
  *
  * A block has five kinds of parts, each stored as one value:
@@ -13,6 +13,9 @@
  *   'S'   symbols   frame names
  *   'T'   tree      the stack tree: per node, parent and frame name
  *   'D'   data      one per series: the (node, value) pairs of its buckets
+ *   'P'   spans     span samples (spans.h), only when meta nspans > 0
+ *   'X'   profiles  individual-profile records (profiles.h), only when
+ *                   meta nprofiles > 0
  *
  * Every value starts with a 12-byte header:
  *
@@ -29,7 +32,9 @@
  *   meta     be64 gen, be64 min_t, be64 max_t (exclusive: last bucket start
  *            + bucket width), be64 bucket_ms, be32 nseries, be32 nnodes,
  *            be32 nframes, be64 stored bytes (sum of all part values),
- *            8 reserved bytes (0): 60 bytes
+ *            be32 nspans (span records in the 'P' part), be32 nprofiles
+ *            (records in the 'X' part); 0 = no such part, as in blocks
+ *            written before they existed: 60 bytes
  *
  * The meta is stored twice -- alone, for a cheap scan at startup, and at
  * the head of the index -- so a damaged meta value costs nothing: the
@@ -43,6 +48,10 @@
  *            uv value id), uv spy, uv units, uv aggregation (string ids),
  *            uv sample_rate, uv nbuckets, per bucket: zz (t - previous t,
  *            the first from 0), uv profiles, zz total, uv npairs
+ *   spans    nspans records sorted by (span, fp, t, node), unique, each
+ *            uv (span - previous span), be64 fp, zz (t - previous t),
+ *            uv node (< nnodes), zz value (!= 0, signed like the pairs);
+ *            see spans.h
  *   data     per bucket of the series (counts from the index): uv first
  *            node, then uv (node - previous node) (>= 1) for the rest,
  *            then npairs x zz value (signed: delta profiles carry
@@ -83,12 +92,16 @@ struct ing_block_meta {
 	int64_t bucket_ms;
 	uint32_t nseries, nnodes, nframes;
 	uint64_t bytes;
+	uint32_t nspans;               /* records in the 'P' part */
+	uint32_t nprofiles;            /* records in the 'X' part */
 };
 
 /* Every part of one block, encoded and ready to store. */
 struct ing_block_enc {
 	struct ing_block_meta meta;
 	struct sm_buf m, index, symbols, tree;
+	struct sm_buf spans;           /* empty when meta.nspans == 0 */
+	struct sm_buf profiles;        /* empty when meta.nprofiles == 0 */
 	struct sm_buf *data;           /* nseries values, in series order */
 	uint32_t ndata;
 };
@@ -146,5 +159,18 @@ int ing_block_index_decode(const uint8_t *v, size_t n,
 int ing_block_data_decode(const uint8_t *v, size_t n,
     const struct ing_series *sr, uint32_t nnodes, struct sm_arena *a,
     struct ing_bucket **out, struct sm_err *err);
+
+/*
+ * Decode a spans part ('P', m->nspans records) into a heap array sorted by
+ * span (free with sm_free).  0, SM_ECORRUPT, SM_ENOMEM.
+ */
+int ing_block_spans_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_span_rec **out,
+    struct sm_err *err);
+
+/* Decode a profiles part ('X', m->nprofiles records, sorted). */
+int ing_block_profiles_decode(const uint8_t *v, size_t n,
+    const struct ing_block_meta *m, struct ing_prof_rec **out,
+    struct sm_err *err);
 
 #endif /* ING_BLOCK_H */

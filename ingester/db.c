@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "common/attime.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -229,6 +230,8 @@ write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
 				return (sm_err_set(err, SM_EMALFORMED, "write: "
 				    "series %zu pair %zu is invalid", k, j));
 		}
+		if (ing_head_spans_check(w, k, (uint32_t)rt->n_parent, err) != 0)
+			return (SM_EMALFORMED);
 		for (size_t i = 0; i < w->n_labels; i++) {
 			const Types__V1__LabelPair *lp = w->labels[i];
 
@@ -856,7 +859,8 @@ static int
 sources_each_index(struct ing_db *db, const char *tenant,
     const struct sources *src, const struct sm_selector *ss,
     int (*fn)(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss), void *arg, struct sm_err *err)
+    const struct sm_selector *ss, struct sm_err *err), void *arg,
+    struct sm_err *err)
 {
 	int rv = 0;
 
@@ -864,7 +868,7 @@ sources_each_index(struct ing_db *db, const char *tenant,
 		struct ing_head *h = src->heads[i];
 
 		pthread_rwlock_rdlock(&h->lock);
-		rv = fn(arg, &h->set, h->bucket_ms, ss);
+		rv = fn(arg, &h->set, h->bucket_ms, ss, err);
 		pthread_rwlock_unlock(&h->lock);
 	}
 	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
@@ -875,7 +879,7 @@ sources_each_index(struct ing_db *db, const char *tenant,
 		    (rv = ing_store_block_index(db->store, tenant,
 		    &src->blocks[i], &idx, &ie, err)) != 0)
 			break;
-		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss);
+		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss, err);
 		ing_store_release(db->store, ie);
 	}
 	return (rv);
@@ -1009,7 +1013,7 @@ merge_head(struct ing_head *h, const struct sm_selector *ss,
 
 	pthread_rwlock_rdlock(&h->lock);
 	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
-	    h->bucket_ms, &ids, &n)) != 0 || n == 0)
+	    h->bucket_ms, &ids, &n, err)) != 0 || n == 0)
 		goto out;
 	if ((acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL) {
 		rv = SM_ENOMEM;
@@ -1057,7 +1061,7 @@ merge_block(struct ing_db *db, const char *tenant,
 	    err)) != 0)
 		return (rv);
 	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
-	    m->bucket_ms, &ids, &n)) != 0 || n == 0)
+	    m->bucket_ms, &ids, &n, err)) != 0 || n == 0)
 		goto out;
 	if ((rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
 	    err)) != 0)
@@ -1203,43 +1207,127 @@ out:
 
 #define SERIES_MAX_STEPS 1000000
 #define SERIES_MAX_GROUPS 10000
+/*
+ * Groups x steps: every group holds one double per step, so without this a
+ * request with 750k steps grouped by a label with 170 values zeroed 1 GiB
+ * (the request budget) before failing with "out of memory", for seconds
+ * (fuzz_rpc: regressions/rpc/series-steps-x-groups).  10^7 points is 80
+ * MB, e.g. 7 days at a 1-minute step for 990 groups.
+ */
+#define SERIES_MAX_POINTS 10000000
 
 struct series_group {
 	char **values;          /* one per group_by label ("" if absent) */
 	double *points;         /* per step */
+	uint32_t *profiles;     /* per step: uploads behind points[] */
+	uint64_t h;             /* of values, for the group table */
 };
 
+/*
+ * Groups are found through an open-addressing table on the hash of their
+ * label values, so a request over many series and groups stays linear
+ * (a scan of the groups per series was quadratic).
+ */
 struct series_acc {
 	const Smolder__V1__SeriesRequest *req;
 	struct sm_arena *a;
 	int64_t first, step, nsteps;
 	struct series_group *g;
 	uint32_t ng, gcap;
+	uint32_t *slots;        /* group index + 1 by h; 0 empty (malloc'd) */
+	uint32_t nslots;        /* power of two, > 2 * ng */
 };
 
+/* Hash of a group's label values (each with its length, so ("ab", "c")
+ * and ("a", "bc") differ). */
+static uint64_t
+series_group_hash(const char *const *v, uint32_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+
+	for (uint32_t j = 0; j < n; j++) {
+		size_t len = strlen(v[j]);
+
+		h = sm_hash_seed(v[j], len, h ^ len);
+	}
+	return (h);
+}
+
+/* Room for one more group in the hash table: 0 or SM_ENOMEM. */
+static int
+series_slots_reserve(struct series_acc *x)
+{
+	uint32_t ns, *nsl;
+
+	if ((x->ng + 1) * 2 <= x->nslots)
+		return (0);
+	ns = x->nslots ? x->nslots * 2 : 64;
+	if ((nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = 0; k < x->ng; k++) {
+		uint32_t i;
+
+		for (i = (uint32_t)sm_hash_u64(x->g[k].h) & (ns - 1);
+		    nsl[i] != 0; i = (i + 1) & (ns - 1))
+			;
+		nsl[i] = k + 1;
+	}
+	sm_free(x->slots);
+	x->slots = nsl;
+	x->nslots = ns;
+	return (0);
+}
+
+/*
+ * The group of series sr (found through a hash table of the groups' label
+ * values, so a query is linear in the series it reads however many groups
+ * there are), created on first use.  NULL with *rv set on a limit or
+ * SM_ENOMEM.
+ */
 static struct series_group *
 series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 {
 	uint32_t ngb = (uint32_t)x->req->n_group_by;
-	struct series_group *gr;
+	const char *vals[64];
+	const char **v = vals;
+	struct series_group *gr = NULL;
+	uint32_t i, mask;
+	uint64_t h;
 
 	*rv = 0;
-	for (uint32_t gi = 0; gi < x->ng; gi++) {
+	if (ngb > SM_ARRAY_LEN(vals) &&
+	    (v = sm_calloc(ngb, sizeof(*v))) == NULL) {
+		*rv = SM_ENOMEM;
+		return (NULL);
+	}
+	for (uint32_t j = 0; j < ngb; j++) {
+		v[j] = sm_labels_get(sr->labels, sr->nlabels,
+		    x->req->group_by[j]);
+		if (v[j] == NULL)
+			v[j] = "";
+	}
+	h = series_group_hash(v, ngb);
+	if ((*rv = series_slots_reserve(x)) != 0)
+		goto out;
+	mask = x->nslots - 1;
+	for (i = (uint32_t)sm_hash_u64(h) & mask; x->slots[i] != 0;
+	    i = (i + 1) & mask) {
+		struct series_group *o = &x->g[x->slots[i] - 1];
 		uint32_t j;
 
-		for (j = 0; j < ngb; j++) {
-			const char *v = sm_labels_get(sr->labels, sr->nlabels,
-			    x->req->group_by[j]);
-
-			if (strcmp(v != NULL ? v : "", x->g[gi].values[j]) != 0)
-				break;
+		if (o->h != h)
+			continue;
+		for (j = 0; j < ngb && strcmp(o->values[j], v[j]) == 0; j++)
+			;
+		if (j == ngb) {
+			gr = o;
+			goto out;
 		}
-		if (j == ngb)
-			return (&x->g[gi]);
 	}
-	if (x->ng == SERIES_MAX_GROUPS) {
+	if (x->ng == SERIES_MAX_GROUPS ||
+	    (int64_t)(x->ng + 1) * x->nsteps > SERIES_MAX_POINTS) {
 		*rv = SM_ELIMIT;
-		return (NULL);
+		goto out;
 	}
 	if (x->ng == x->gcap) {
 		uint32_t ncap = x->gcap ? x->gcap * 2 : 8;
@@ -1248,39 +1336,42 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 
 		if (ng == NULL) {
 			*rv = SM_ENOMEM;
-			return (NULL);
+			goto out;
 		}
 		x->g = ng;
 		x->gcap = ncap;
 	}
 	gr = &x->g[x->ng];
+	gr->h = h;
 	gr->values = sm_arena_alloc(x->a, (size_t)SM_MAX(ngb, 1) *
 	    sizeof(char *));
 	gr->points = sm_arena_calloc(x->a, (size_t)x->nsteps, sizeof(double));
-	if (gr->values == NULL || gr->points == NULL) {
+	gr->profiles = sm_arena_calloc(x->a, (size_t)x->nsteps,
+	    sizeof(uint32_t));
+	if (gr->values == NULL || gr->points == NULL || gr->profiles == NULL) {
 		*rv = SM_ENOMEM;
-		return (NULL);
+		gr = NULL;
+		goto out;
 	}
 	for (uint32_t j = 0; j < ngb; j++) {
-		const char *v = sm_labels_get(sr->labels, sr->nlabels,
-		    x->req->group_by[j]);
-
-		if (v == NULL)
-			v = "";
-		if ((gr->values[j] = sm_arena_strndup(x->a, v, strlen(v))) ==
-		    NULL) {
+		if ((gr->values[j] = sm_arena_strndup(x->a, v[j],
+		    strlen(v[j]))) == NULL) {
 			*rv = SM_ENOMEM;
-			return (NULL);
+			gr = NULL;
+			goto out;
 		}
 	}
-	x->ng++;
+	x->slots[i] = ++x->ng;
+out:
+	if (v != vals)
+		sm_free(v);
 	return (gr);
 }
 
 /* Add the bucket totals of the selected series of set s. */
 static int
 series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss)
+    const struct sm_selector *ss, struct sm_err *err)
 {
 	struct series_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1288,7 +1379,7 @@ series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	int rv;
 
 	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    &ids, &n)) != 0)
+	    &ids, &n, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
 		const struct ing_series *sr = s->series[ids[i]];
@@ -1311,6 +1402,7 @@ series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 			slot = SM_MAX(slot, 0);
 			slot = SM_MIN(slot, x->nsteps - 1);
 			gr->points[slot] += (double)sr->b[k].total;
+			gr->profiles[slot] += sr->b[k].profiles;
 		}
 	}
 	sm_free(ids);
@@ -1348,6 +1440,11 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	smolder__v1__series_response__init(out);
 	if (sel == NULL || req->step_ms <= 0 || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "series: bad range or step"));
+	/* The step arithmetic below is exact only inside the time window
+	 * (attime.h); the querier checks it too, this guards the RPC. */
+	if ((rv = sm_time_check_range(sel->start_ms, "series: start",
+	    sel->end_ms, "end", err)) != 0)
+		return (rv);
 	if ((sel = select_floor(db, sel, &fsel)) != req->select) {
 		if (sel->end_ms <= sel->start_ms)
 			return (0);   /* all of it is past retention */
@@ -1373,9 +1470,14 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	rv = sources_each_index(db, sel->tenant, &src, &ss, series_set, &x, err);
 	sources_put(&src);
 	if (rv != 0) {
-		if (rv == SM_ELIMIT)
+		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
 			sm_err_set(err, rv, "series: more than %d groups",
 			    SERIES_MAX_GROUPS);
+		else if (rv == SM_ELIMIT)
+			sm_err_set(err, rv, "series: more than %d points "
+			    "(%u groups of %lld steps); use a longer step or "
+			    "fewer group-by labels", SERIES_MAX_POINTS,
+			    x.ng + 1, (long long)x.nsteps);
 		else if (rv == SM_ENOMEM)
 			sm_err_set(err, rv, "out of memory");
 		goto out_sel;
@@ -1385,30 +1487,40 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	if (x.ng > 1)
 		qsort_r(x.g, x.ng, sizeof(*x.g), group_cmp, &ngb);
 	out->n_series = x.ng;
+	out->n_counts = x.ng;
 	out->series = sm_arena_alloc(a, (size_t)SM_MAX(x.ng, 1) *
 	    sizeof(*out->series));
-	if (out->series == NULL) {
+	out->counts = sm_arena_alloc(a, (size_t)SM_MAX(x.ng, 1) *
+	    sizeof(*out->counts));
+	if (out->series == NULL || out->counts == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out_sel;
 	}
 	for (uint32_t gi = 0; gi < x.ng; gi++) {
 		Types__V1__Series *se = sm_arena_alloc(a, sizeof(*se));
+		Smolder__V1__SeriesCounts *sc = sm_arena_alloc(a, sizeof(*sc));
 		size_t np = 0;
 
-		if (se == NULL) {
+		if (se == NULL || sc == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out_sel;
 		}
 		types__v1__series__init(se);
+		smolder__v1__series_counts__init(sc);
+		/* A step with profiles is a point even if its values cancel
+		 * out (signed samples): AVERAGE needs it. */
 		for (int64_t i = 0; i < x.nsteps; i++)
-			np += x.g[gi].points[i] != 0;
+			np += x.g[gi].points[i] != 0 || x.g[gi].profiles[i] != 0;
 		se->n_labels = ngb;
 		se->labels = sm_arena_alloc(a, (size_t)SM_MAX(ngb, 1) *
 		    sizeof(*se->labels));
 		se->n_points = np;
 		se->points = sm_arena_alloc(a, SM_MAX(np, 1) *
 		    sizeof(*se->points));
-		if (se->labels == NULL || se->points == NULL) {
+		sc->profiles = sm_arena_alloc(a, SM_MAX(np, 1) *
+		    sizeof(*sc->profiles));
+		if (se->labels == NULL || se->points == NULL ||
+		    sc->profiles == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out_sel;
 		}
@@ -1429,7 +1541,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 		for (int64_t i = 0; i < x.nsteps; i++) {
 			Types__V1__Point *pt;
 
-			if (x.g[gi].points[i] == 0)
+			if (x.g[gi].points[i] == 0 && x.g[gi].profiles[i] == 0)
 				continue;
 			if ((pt = sm_arena_alloc(a, sizeof(*pt))) == NULL) {
 				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -1438,11 +1550,15 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 			types__v1__point__init(pt);
 			pt->timestamp = x.first + i * x.step;
 			pt->value = x.g[gi].points[i];
+			sc->profiles[np] = x.g[gi].profiles[i];
 			se->points[np++] = pt;
 		}
+		sc->n_profiles = np;
 		out->series[gi] = se;
+		out->counts[gi] = sc;
 	}
 out_sel:
+	sm_free(x.slots);
 	sm_selector_fini(&ss);
 	return (rv);
 }
@@ -1542,7 +1658,7 @@ stats_get(struct stats_acc *x, uint64_t fp)
 /* Count the in-range buckets of the selected series of set s. */
 static int
 stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss)
+    const struct sm_selector *ss, struct sm_err *err)
 {
 	struct stats_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1550,7 +1666,7 @@ stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	int rv;
 
 	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    &ids, &n)) != 0)
+	    &ids, &n, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
 		const struct ing_series *sr = s->series[ids[i]];
@@ -1729,7 +1845,54 @@ struct labels_acc {
 		uint32_t rate;
 	} *sets;
 	uint32_t nsets, sets_cap;
+	uint32_t *slots;                 /* set index + 1 by fp; 0 empty */
+	uint32_t nslots;                 /* power of two, > 2 * nsets */
 };
+
+/* The slot of label set (fp, ids, n): where it is or where it would go.
+ * A hash table, so SERIES_LABELS is linear in the series it reads (a
+ * scan of every set collected so far made 40k series take 48 s). */
+static uint32_t
+lset_slot(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
+    uint32_t n)
+{
+	uint32_t mask = x->nslots - 1, i;
+
+	for (i = (uint32_t)sm_hash_u64(fp) & mask; x->slots[i] != 0;
+	    i = (i + 1) & mask) {
+		const struct lset *o = &x->sets[x->slots[i] - 1];
+
+		if (o->fp == fp && o->n == n &&
+		    memcmp(o->ids, ids, (size_t)n * 8) == 0)
+			break;
+	}
+	return (i);
+}
+
+/* Make room for one more set in the hash table. */
+static int
+lset_reserve(struct labels_acc *x)
+{
+	uint32_t ns, *nsl;
+
+	if ((x->nsets + 1) * 2 <= x->nslots)
+		return (0);
+	ns = x->nslots ? x->nslots * 2 : 64;
+	if ((nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = 0; k < x->nsets; k++) {
+		uint32_t i;
+
+		for (i = (uint32_t)sm_hash_u64(x->sets[k].fp) & (ns - 1);
+		    nsl[i] != 0; i = (i + 1) & (ns - 1))
+			;
+		nsl[i] = k + 1;
+	}
+	sm_free(x->slots);
+	x->slots = nsl;
+	x->nslots = ns;
+	return (0);
+}
 
 static bool
 label_wanted(const Smolder__V1__LabelsRequest *req, const char *name)
@@ -1749,7 +1912,7 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 {
 	const Smolder__V1__LabelsRequest *req = x->req;
 	struct lset ls;
-	uint32_t k = 0, tmp[2 * 64];
+	uint32_t k = 0, tmp[2 * 64], slot;
 	int rv;
 
 	switch (req->kind) {
@@ -1785,11 +1948,11 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 		ls.n++;
 	}
 	ls.fp = sm_hash(tmp, (size_t)ls.n * 2 * sizeof(uint32_t));
-	for (uint32_t i = 0; i < x->nsets; i++) {
-		if (x->sets[i].fp == ls.fp && x->sets[i].n == ls.n &&
-		    memcmp(x->sets[i].ids, tmp, (size_t)ls.n * 8) == 0)
-			return (0);
-	}
+	if ((rv = lset_reserve(x)) != 0)
+		return (rv);
+	slot = lset_slot(x, ls.fp, tmp, ls.n);
+	if (x->slots[slot] != 0)
+		return (0);
 	{
 		const char *m[3] = { ing_set_str(s, sr->meta.spy),
 			ing_set_str(s, sr->meta.units),
@@ -1815,12 +1978,13 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 		return (SM_ENOMEM);
 	memcpy(ls.ids, tmp, (size_t)ls.n * 8);
 	x->sets[x->nsets++] = ls;
+	x->slots[slot] = x->nsets;
 	return (0);
 }
 
 static int
 labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss)
+    const struct sm_selector *ss, struct sm_err *err)
 {
 	struct labels_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1829,7 +1993,8 @@ labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	uint32_t *ids = NULL, n = 0;
 	int rv;
 
-	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n)) != 0)
+	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n,
+	    err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++)
 		rv = labels_series(x, s, s->series[ids[i]]);
@@ -1986,6 +2151,7 @@ out_names:
 	for (uint32_t i = 0; i < x.nsets; i++)
 		sm_free(x.sets[i].ids);
 	sm_free(x.sets);
+	sm_free(x.slots);
 	sm_strtab_fini(&x.names);
 	return (rv);
 }
@@ -2009,4 +2175,690 @@ ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 		pthread_mutex_unlock(&t->mu);
 	}
 	pthread_rwlock_unlock(&db->lock);
+}
+
+/* --- analyze (querier AnalyzeQuery, GetProfileStats) ---------------------- */
+
+/*
+ * Per-source index statistics of a selection: every head and block is
+ * read through its index only (bucket summaries: profiles and pair
+ * counts), never its data.  Series are accumulated per kind of source
+ * (heads, blocks) by fingerprint; a series split over several heads or
+ * blocks is summed.
+ */
+struct an_ser {
+	uint64_t fp, profiles, samples;
+};
+
+struct an_acc {
+	struct an_ser *v;
+	uint32_t n, cap;
+};
+
+static int
+an_add(struct an_acc *x, uint64_t fp, uint64_t profiles, uint64_t samples)
+{
+	if (x->n == x->cap) {
+		uint32_t ncap = x->cap ? x->cap * 2 : 64;
+		struct an_ser *nv = sm_realloc(x->v, (size_t)ncap *
+		    sizeof(*nv));
+
+		if (nv == NULL)
+			return (SM_ENOMEM);
+		x->v = nv;
+		x->cap = ncap;
+	}
+	x->v[x->n++] = (struct an_ser){ fp, profiles, samples };
+	return (0);
+}
+
+static int
+an_cmp(const void *a, const void *b)
+{
+	const struct an_ser *x = a, *y = b;
+
+	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+}
+
+/* Sorted by fp, equal fps summed, as response entries in `a`. */
+static int
+an_output(struct an_acc *x, struct sm_arena *a,
+    Smolder__V1__AnalyzeSeries ***out, size_t *nout)
+{
+	uint32_t k = 0;
+
+	if (x->n > 1)
+		qsort(x->v, x->n, sizeof(*x->v), an_cmp);
+	for (uint32_t i = 0; i < x->n; i++) {
+		if (k > 0 && x->v[k - 1].fp == x->v[i].fp) {
+			x->v[k - 1].profiles += x->v[i].profiles;
+			x->v[k - 1].samples += x->v[i].samples;
+		} else {
+			x->v[k++] = x->v[i];
+		}
+	}
+	if ((*out = sm_arena_alloc(a, (size_t)SM_MAX(k, 1) *
+	    sizeof(**out))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < k; i++) {
+		Smolder__V1__AnalyzeSeries *s = sm_arena_alloc(a, sizeof(*s));
+
+		if (s == NULL)
+			return (SM_ENOMEM);
+		smolder__v1__analyze_series__init(s);
+		s->fp = x->v[i].fp;
+		s->profiles = x->v[i].profiles;
+		s->samples = x->v[i].samples;
+		(*out)[i] = s;
+	}
+	*nout = k;
+	return (0);
+}
+
+/*
+ * The selected series of one set into `acc`; *matched tells whether any
+ * was; *pair_bytes (may be NULL) gets the pair memory of their buckets in
+ * range; out->min_t / max_t are widened.
+ */
+static int
+an_set(const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss, int64_t start, int64_t end,
+    struct an_acc *acc, bool *matched, uint64_t *pair_bytes,
+    Smolder__V1__AnalyzeResponse *out, struct sm_err *err)
+{
+	uint32_t *ids = NULL, n = 0;
+	int rv;
+
+	*matched = false;
+	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n,
+	    err)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		const struct ing_series *sr = s->series[ids[i]];
+		uint64_t profiles = 0, samples = 0;
+
+		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms, start);
+		    k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms,
+		    start, end); k++) {
+			const struct ing_bucket *b = &sr->b[k];
+
+			profiles += b->profiles;
+			samples += b->n;
+			if (pair_bytes != NULL)
+				*pair_bytes += ing_bucket_pair_bytes(b);
+			if (!out->any || b->t < out->min_t)
+				out->min_t = b->t;
+			if (!out->any || b->t > out->max_t)
+				out->max_t = b->t;
+			out->any = true;
+		}
+		if (profiles == 0)
+			continue;
+		*matched = true;
+		rv = an_add(acc, sr->fp, profiles, samples);
+	}
+	sm_free(ids);
+	return (rv);
+}
+
+int
+ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
+    struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = req->select;
+	Smolder__V1__Select fsel;
+	struct an_acc heads = { 0 }, blocks = { 0 };
+	struct sm_selector ss;
+	struct sources src;
+	int64_t start, end;
+	bool matched;
+	int rv;
+
+	smolder__v1__analyze_response__init(out);
+	out->bucket_ms = db->cfg.bucket_ms;
+	if (sel == NULL)
+		return (sm_err_set(err, SM_EINVAL, "analyze: no select"));
+	if (!req->all_time && sel->end_ms <= sel->start_ms)
+		return (sm_err_set(err, SM_EINVAL, "analyze: bad range"));
+	if (req->all_time) {
+		/* Everything above the retention floor (halved bounds keep
+		 * bucket arithmetic from overflowing). */
+		start = SM_MAX(atomic_load(&db->floor_ms), INT64_MIN / 2);
+		end = INT64_MAX / 2;
+	} else {
+		sel = select_floor(db, sel, &fsel);
+		start = sel->start_ms;
+		end = sel->end_ms;
+		if (end <= start)
+			return (0);   /* all of it is past retention */
+	}
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		return (rv);
+	if ((rv = sources_get(db, sel->tenant, start, end, req->all_time, &src,
+	    err)) != 0)
+		goto out_sel;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
+		struct ing_head *h = src.heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = an_set(&h->set, h->bucket_ms, &ss, start, end, &heads,
+		    &matched, &out->head_bytes, out, err);
+		pthread_rwlock_unlock(&h->lock);
+		if (rv == 0 && matched)
+			out->heads++;
+	}
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
+		const struct ing_block_meta *m = &src.blocks[i];
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+
+		if ((rv = block_usable(sel->tenant, m, err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, sel->tenant, m,
+		    &idx, &ie, err)) != 0)
+			break;
+		rv = an_set(idx, m->bucket_ms, &ss, start, end, &blocks,
+		    &matched, NULL, out, err);
+		ing_store_release(db->store, ie);
+		if (rv == 0 && matched) {
+			out->blocks++;
+			out->block_bytes += m->bytes;
+		}
+	}
+	sources_put(&src);
+	if (rv == 0 && ((rv = an_output(&heads, a, &out->head_series,
+	    &out->n_head_series)) != 0 || (rv = an_output(&blocks, a,
+	    &out->block_series, &out->n_block_series)) != 0))
+		rv = SM_ENOMEM;
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+out_sel:
+	sm_selector_fini(&ss);
+	sm_free(heads.v);
+	sm_free(blocks.v);
+	return (rv);
+}
+
+/* --- span merge (spans.h) ------------------------------------------------- */
+
+/* The selected series of one source, sorted by fp, with their picks. */
+struct span_sel {
+	uint64_t *fp;
+	const Smolder__V1__Pick **pk;
+	uint32_t n;
+	int64_t start, end, bucket_ms;
+};
+
+static int
+span_fp_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* Build x from the series ids of set s (ing_set_select's answer). */
+static int
+span_sel_build(struct span_sel *x, const struct ing_set *s,
+    const uint32_t *ids, uint32_t n, const Smolder__V1__Select *sel)
+{
+	x->fp = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*x->fp));
+	x->pk = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*x->pk));
+	x->n = 0;
+	if (x->fp == NULL || x->pk == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < n; i++) {
+		const Smolder__V1__Pick *pk;
+
+		if (series_picked(sel, s->series[ids[i]]->fp, &pk))
+			x->fp[x->n++] = s->series[ids[i]]->fp;
+	}
+	qsort(x->fp, x->n, sizeof(*x->fp), span_fp_cmp);
+	for (uint32_t i = 0; i < x->n; i++) {
+		const Smolder__V1__Pick *pk;
+
+		series_picked(sel, x->fp[i], &pk);
+		x->pk[i] = pk;
+	}
+	return (0);
+}
+
+static void
+span_sel_fini(struct span_sel *x)
+{
+	sm_free(x->fp);
+	sm_free(x->pk);
+}
+
+static bool
+span_want(void *arg, uint64_t fp, int64_t t)
+{
+	const struct span_sel *x = arg;
+	uint32_t lo = 0, hi = x->n;
+
+	if (!(t < x->end && t + x->bucket_ms > x->start))
+		return (false);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (x->fp[mid] < fp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < x->n && x->fp[lo] == fp && pick_bucket(x->pk[lo], t));
+}
+
+static int
+span_merge_head(struct ing_head *h, const struct sm_selector *ss,
+    const Smolder__V1__SpanMergeRequest *req, const Smolder__V1__Select *sel,
+    struct sm_mtree *mt, struct sm_err *err)
+{
+	struct span_sel x = { 0 };
+	uint32_t *ids = NULL, n = 0;
+	int64_t *acc = NULL;
+	int rv;
+
+	pthread_rwlock_rdlock(&h->lock);
+	if (h->spans.n == 0) {
+		rv = 0;
+		goto out;
+	}
+	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
+	    h->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+		goto out;
+	x.start = sel->start_ms;
+	x.end = sel->end_ms;
+	x.bucket_ms = h->bucket_ms;
+	if ((rv = span_sel_build(&x, &h->set, ids, n, sel)) != 0 ||
+	    (acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	mt->profiles += ing_spans_sum(h->spans.v, h->spans.n, false,
+	    req->span_ids, req->n_span_ids, span_want, &x, acc);
+	rv = sm_mtree_add_tree(mt, h->tree.parent, h->tree.name, h->tree.n,
+	    acc, h->frames.strs, h->frames.n, err);
+out:
+	pthread_rwlock_unlock(&h->lock);
+	span_sel_fini(&x);
+	sm_free(ids);
+	sm_free(acc);
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	return (rv);
+}
+
+static int
+span_merge_block(struct ing_db *db, const char *tenant,
+    const struct ing_block_meta *m, const struct sm_selector *ss,
+    const Smolder__V1__SpanMergeRequest *req, const Smolder__V1__Select *sel,
+    struct sm_mtree *mt, struct sm_err *err)
+{
+	const struct ing_set *idx;
+	const struct ing_block_tree *tree = NULL;
+	struct ing_cache_ent *ie = NULL, *te = NULL;
+	struct ing_span_rec *sp = NULL;
+	struct span_sel x = { 0 };
+	uint32_t *ids = NULL, n = 0, nsp = 0;
+	int64_t *acc = NULL;
+	int rv;
+
+	if (m->nspans == 0)
+		return (0);
+	if ((rv = block_usable(tenant, m, err)) != 0 ||
+	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
+	    err)) != 0)
+		return (rv);
+	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
+	    m->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+		goto out;
+	x.start = sel->start_ms;
+	x.end = sel->end_ms;
+	x.bucket_ms = m->bucket_ms;
+	if ((rv = span_sel_build(&x, idx, ids, n, sel)) != 0)
+		goto out;
+	if (x.n == 0)
+		goto out;
+	if ((rv = ing_store_block_spans(db->store, tenant, m, &sp, &nsp,
+	    err)) != 0 ||
+	    (rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
+	    err)) != 0)
+		goto out;
+	if ((acc = sm_calloc(tree->n, sizeof(*acc))) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	mt->profiles += ing_spans_sum(sp, nsp, true, req->span_ids,
+	    req->n_span_ids, span_want, &x, acc);
+	rv = sm_mtree_add_tree(mt, tree->parent, tree->name, tree->n, acc,
+	    tree->frames, tree->nframes, err);
+	if (rv == SM_ECORRUPT)
+		sm_err_prefix(err, "block %s/%llu", tenant,
+		    (unsigned long long)m->gen);
+out:
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	span_sel_fini(&x);
+	sm_free(ids);
+	sm_free(acc);
+	sm_free(sp);
+	if (te != NULL)
+		ing_store_release(db->store, te);
+	ing_store_release(db->store, ie);
+	return (rv);
+}
+
+int
+ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
+    struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel;
+	Smolder__V1__Select fsel;
+	struct sm_selector ss;
+	struct sources src;
+	struct sm_mtree mt;
+	int rv;
+
+	smolder__v1__merge_response__init(out);
+	if (req == NULL || req->select == NULL)
+		return (sm_err_set(err, SM_EMALFORMED, "span merge: no select"));
+	for (size_t i = 1; i < req->n_span_ids; i++) {
+		if (req->span_ids[i - 1] >= req->span_ids[i])
+			return (sm_err_set(err, SM_EMALFORMED, "span merge: "
+			    "span ids not sorted and unique"));
+	}
+	sel = select_floor(db, req->select, &fsel);
+	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+		return (rv);
+	if (sm_mtree_init(&mt) != 0) {
+		sm_selector_fini(&ss);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	if (req->n_span_ids == 0 || (rv = sources_get(db, sel->tenant,
+	    sel->start_ms, sel->end_ms, 0, &src, err)) != 0)
+		goto done;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
+		rv = span_merge_head(src.heads[i], &ss, req, sel, &mt, err);
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
+		rv = span_merge_block(db, sel->tenant, &src.blocks[i], &ss, req,
+		    sel, &mt, err);
+	sources_put(&src);
+done:
+	if (rv == 0 && (rv = sm_mtree_to_pb(&mt, a, out)) == 0) {
+		for (size_t i = 0; i < out->tree->n_strings && rv == 0; i++) {
+			const struct sm_str *s = &mt.names.strs[i];
+
+			if ((out->tree->strings[i] = sm_arena_strndup(a, s->p,
+			    s->len)) == NULL)
+				rv = SM_ENOMEM;
+		}
+		out->n_meta = 0;
+		if (rv != 0)
+			sm_err_set(err, rv, "out of memory");
+	}
+	sm_mtree_fini(&mt);
+	sm_selector_fini(&ss);
+	return (rv);
+}
+
+/* --- individual profiles (profiles.h) ------------------------------------ */
+
+#define PROFILES_MAX_DEFAULT 1000000u
+
+struct prof_out {
+	struct ing_prof_rec r;
+	int64_t bt;                    /* bucket start */
+};
+
+static int
+prof_out_cmp(const void *a, const void *b)
+{
+	return (ing_prof_cmp(&((const struct prof_out *)a)->r,
+	    &((const struct prof_out *)b)->r));
+}
+
+struct prof_acc {
+	const Smolder__V1__ProfilesRequest *req;
+	const Smolder__V1__Select *sel;
+	struct sm_arena *a;
+	uint32_t max;
+	struct prof_out *v;
+	uint32_t n, cap;
+	Smolder__V1__SeriesGroup **g;
+	uint32_t ng, gcap;
+	uint64_t *fp;                  /* scratch: this source's series */
+};
+
+static int
+prof_push(struct prof_acc *x, const struct ing_prof_rec *r, int64_t bucket_ms,
+    struct sm_err *err)
+{
+	if (x->n >= x->max)
+		return (sm_err_set(err, SM_ELIMIT, "the query selects more "
+		    "than %u individual profiles; narrow the range or the "
+		    "selector", x->max));
+	if (x->n == x->cap) {
+		uint32_t ncap = x->cap ? x->cap * 2 : 256;
+		struct prof_out *nv = sm_reallocarray(x->v, ncap,
+		    sizeof(*nv));
+
+		if (nv == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		x->v = nv;
+		x->cap = ncap;
+	}
+	x->v[x->n].r = *r;
+	x->v[x->n++].bt = sm_floor_to(r->t, bucket_ms);
+	return (0);
+}
+
+/* The group_by labels of series sr, copied into the arena. */
+static int
+prof_group(struct prof_acc *x, const struct ing_series *sr, struct sm_err *err)
+{
+	Smolder__V1__SeriesGroup *g;
+
+	if (x->ng == x->gcap) {
+		uint32_t ncap = x->gcap ? x->gcap * 2 : 64;
+		Smolder__V1__SeriesGroup **ng = sm_reallocarray(x->g, ncap,
+		    sizeof(*ng));
+
+		if (ng == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		x->g = ng;
+		x->gcap = ncap;
+	}
+	if ((g = sm_arena_alloc(x->a, sizeof(*g))) == NULL ||
+	    (g->labels = NULL, smolder__v1__series_group__init(g),
+	    (g->labels = sm_arena_alloc(x->a, (x->req->n_group_by + 1) *
+	    sizeof(*g->labels))) == NULL))
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	g->fp = sr->fp;
+	for (size_t k = 0; k < x->req->n_group_by; k++) {
+		for (uint32_t i = 0; i < sr->nlabels; i++) {
+			Types__V1__LabelPair *lp;
+
+			if (strcmp(sr->labels[i].name, x->req->group_by[k]) != 0)
+				continue;
+			if ((lp = sm_arena_alloc(x->a, sizeof(*lp))) == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			types__v1__label_pair__init(lp);
+			lp->name = sm_arena_strndup(x->a, sr->labels[i].name,
+			    strlen(sr->labels[i].name));
+			lp->value = sm_arena_strndup(x->a, sr->labels[i].value,
+			    strlen(sr->labels[i].value));
+			if (lp->name == NULL || lp->value == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			g->labels[g->n_labels++] = lp;
+			break;
+		}
+	}
+	x->g[x->ng++] = g;
+	return (0);
+}
+
+static bool
+fp_sorted_has(const uint64_t *v, uint32_t n, uint64_t fp)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < fp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && v[lo] == fp);
+}
+
+/* Add the records of one source (its set s and records v). */
+static int
+prof_source(struct prof_acc *x, const struct ing_set *s, int64_t bucket_ms,
+    const struct sm_selector *ss, const struct ing_prof_rec *v, uint32_t nv,
+    struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = x->sel;
+	uint32_t *ids = NULL, n = 0, nf = 0;
+	int rv;
+
+	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
+	    &ids, &n, err)) != 0)
+		goto out;
+	if (n == 0)
+		goto out;
+	sm_free(x->fp);
+	if ((x->fp = sm_malloc((size_t)n * sizeof(*x->fp))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		x->fp[nf++] = s->series[ids[i]]->fp;
+		rv = prof_group(x, s->series[ids[i]], err);
+	}
+	if (rv != 0)
+		goto out;
+	qsort(x->fp, nf, sizeof(*x->fp), span_fp_cmp);
+	for (uint32_t i = 0; i < nv && rv == 0; i++) {
+		if (v[i].t < sel->start_ms || v[i].t >= sel->end_ms ||
+		    !fp_sorted_has(x->fp, nf, v[i].fp))
+			continue;
+		rv = prof_push(x, &v[i], bucket_ms, err);
+	}
+out:
+	sm_free(ids);
+	return (rv);
+}
+
+static int
+group_fp_cmp(const void *a, const void *b)
+{
+	const Smolder__V1__SeriesGroup *x = *(Smolder__V1__SeriesGroup *const *)a;
+	const Smolder__V1__SeriesGroup *y = *(Smolder__V1__SeriesGroup *const *)b;
+
+	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+}
+
+int
+ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
+    struct sm_arena *a, Smolder__V1__ProfilesResponse *out,
+    struct sm_err *err)
+{
+	struct prof_acc x;
+	Smolder__V1__Select fsel;
+	struct sm_selector ss;
+	struct sources src;
+	uint32_t w = 0;
+	int rv;
+
+	smolder__v1__profiles_response__init(out);
+	if (req == NULL || req->select == NULL)
+		return (sm_err_set(err, SM_EMALFORMED, "profiles: no select"));
+	memset(&x, 0, sizeof(x));
+	x.req = req;
+	x.a = a;
+	x.max = req->max != 0 ? req->max : PROFILES_MAX_DEFAULT;
+	x.sel = select_floor(db, req->select, &fsel);
+	if ((rv = selector_from_pb(x.sel, &ss, err)) != 0)
+		return (rv);
+	if ((rv = sources_get(db, x.sel->tenant, x.sel->start_ms,
+	    x.sel->end_ms, 0, &src, err)) != 0)
+		goto done;
+	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
+		struct ing_head *h = src.heads[i];
+
+		pthread_rwlock_rdlock(&h->lock);
+		rv = prof_source(&x, &h->set, h->bucket_ms, &ss, h->profs.v,
+		    h->profs.n, err);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
+		const struct ing_block_meta *m = &src.blocks[i];
+		const struct ing_set *idx;
+		struct ing_cache_ent *ie;
+		struct ing_prof_rec *pr = NULL;
+		uint32_t npr = 0;
+
+		if ((rv = block_usable(x.sel->tenant, m, err)) != 0 ||
+		    (rv = ing_store_block_index(db->store, x.sel->tenant, m,
+		    &idx, &ie, err)) != 0)
+			break;
+		if ((rv = ing_store_block_profiles(db->store, x.sel->tenant, m,
+		    &pr, &npr, err)) == 0)
+			rv = prof_source(&x, idx, m->bucket_ms, &ss, pr, npr,
+			    err);
+		sm_free(pr);
+		ing_store_release(db->store, ie);
+	}
+	sources_put(&src);
+	if (rv != 0)
+		goto done;
+	if (x.n > 0)    /* qsort(NULL, 0) is undefined */
+		qsort(x.v, x.n, sizeof(*x.v), prof_out_cmp);
+	out->profiles = sm_arena_alloc(a, ((size_t)x.n + 1) *
+	    sizeof(*out->profiles));
+	if (out->profiles == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (uint32_t i = 0; i < x.n; i++) {
+		Smolder__V1__ProfileRef *r;
+
+		if (i > 0 && prof_out_cmp(&x.v[i - 1], &x.v[i]) == 0)
+			continue;
+		if ((r = sm_arena_alloc(a, sizeof(*r))) == NULL ||
+		    (r->id.data = NULL, smolder__v1__profile_ref__init(r),
+		    (r->id.data = sm_arena_alloc(a, 16)) == NULL)) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto done;
+		}
+		r->fp = x.v[i].r.fp;
+		r->time_ms = x.v[i].r.t;
+		r->total = x.v[i].r.total;
+		r->bucket_t = x.v[i].bt;
+		memcpy(r->id.data, x.v[i].r.id, 16);
+		r->id.len = 16;
+		out->profiles[out->n_profiles++] = r;
+	}
+	if (x.ng > 0) {
+		qsort(x.g, x.ng, sizeof(*x.g), group_fp_cmp);
+		for (uint32_t i = 0; i < x.ng; i++) {
+			if (w == 0 || x.g[w - 1]->fp != x.g[i]->fp)
+				x.g[w++] = x.g[i];
+		}
+		out->groups = sm_arena_alloc(a, (size_t)w * sizeof(*x.g));
+		if (out->groups == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto done;
+		}
+		memcpy(out->groups, x.g, (size_t)w * sizeof(*x.g));
+		out->n_groups = w;
+	}
+done:
+	sm_free(x.v);
+	sm_free(x.g);
+	sm_free(x.fp);
+	sm_selector_fini(&ss);
+	return (rv);
 }

@@ -1,6 +1,6 @@
 /*
  * db.h -- the ingester's database: every tenant's head, the heads being
- * cut, and the blocks, over the durable store (DESIGN §2, §3).
+ * cut, and the blocks, over the durable store (docs/architecture.md §2, §3).
  *
  *   ing_db
  *     tenants[]  (sorted by id; the tenant is the first key of everything)
@@ -37,6 +37,13 @@
  * it, and read each source: heads under their read lock, blocks through
  * the store's cache.  A damaged block part fails the query with
  * SM_ECORRUPT naming the block; queries that do not touch it are unaffected.
+ *
+ * Besides the bucketed pairs, a head keeps span samples (spans.h: the
+ * values of samples that carried a span_id, per span, for
+ * ing_db_span_merge) and one individual-profile record per upload and
+ * series (profiles.h: id, time, total, for ing_db_profiles); both are
+ * applied by ing_head_write (so replay rebuilds them), counted in the
+ * head's bytes, and cut into the block as its 'P' and 'X' parts.
  *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
@@ -95,6 +102,27 @@ int ing_db_flush(struct ing_db *db, struct sm_err *err);
 int ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
     struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err);
 
+/*
+ * The merge of the span samples (spans.h) of req->span_ids (sorted,
+ * unique) in the selected series and buckets (picks as for merges), from
+ * heads and blocks.  out->profiles is the number of span records merged.
+ * 0, SM_EMALFORMED (no select, unsorted ids), SM_ECORRUPT, SM_ENOMEM.
+ */
+int ing_db_span_merge(struct ing_db *db,
+    const Smolder__V1__SpanMergeRequest *req, struct sm_arena *a,
+    Smolder__V1__MergeResponse *out, struct sm_err *err);
+
+/*
+ * The individual-profile records (profiles.h) of the selected series with
+ * a time in [start_ms, end_ms), from heads and blocks, sorted by (fp, t,
+ * id), and the group_by labels of every selected series.  Picks are
+ * ignored.  More than req->max (0 = 1,000,000) records is SM_ELIMIT.
+ * 0, SM_EMALFORMED, SM_ELIMIT, SM_ECORRUPT, SM_ENOMEM.
+ */
+int ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
+    struct sm_arena *a, Smolder__V1__ProfilesResponse *out,
+    struct sm_err *err);
+
 int ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err);
 
@@ -107,6 +135,17 @@ int ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 int ing_db_series_stats(struct ing_db *db,
     const Smolder__V1__StatsRequest *req, struct sm_arena *a,
     Smolder__V1__StatsResponse *out, struct sm_err *err);
+
+/*
+ * Index statistics of a selection (smolder.v1.AnalyzeRequest): per matched
+ * series its profiles and pairs in range, separately for heads and blocks;
+ * the heads and blocks holding a matched series, the pair bytes of the
+ * matched head buckets, the stored bytes of those blocks, and the first
+ * and last matched bucket start.  Reads heads and block indexes only.
+ * all_time: everything above the retention floor.
+ */
+int ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
+    struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err);
 
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);

@@ -51,6 +51,8 @@ ing_head_unref(struct ing_head *h)
 	ing_set_fini(&h->set);
 	sm_strtab_fini(&h->frames);
 	sm_tree_fini(&h->tree);
+	ing_spans_fini(&h->spans);
+	ing_profs_fini(&h->profs);
 	pthread_rwlock_destroy(&h->lock);
 	sm_free(h);
 }
@@ -58,7 +60,9 @@ ing_head_unref(struct ing_head *h)
 uint64_t
 ing_head_bytes(const struct ing_head *h)
 {
-	return (h->pair_bytes + sm_tree_mem(&h->tree) +
+	return (h->pair_bytes + ing_spans_bytes(&h->spans) +
+	    ing_profs_bytes(&h->profs) +
+	    sm_tree_mem(&h->tree) +
 	    sm_strtab_mem(&h->frames) + sm_strtab_mem(&h->set.lstr) +
 	    (uint64_t)h->set.nseries * 160);
 }
@@ -210,6 +214,36 @@ bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
 	return (0);
 }
 
+/*
+ * Check series w's span triples (spans.h): equal counts, sorted by (span,
+ * node) and unique, every node one of the write's tree nodes (1..nnodes)
+ * and every value non-zero.  Values are signed like the pairs, so a span's
+ * part of a pair may exceed it or have the other sign, and a pair whose
+ * samples cancelled out is gone while its span samples stay.
+ */
+int
+ing_head_spans_check(const Smolder__V1__SeriesWrite *w, size_t k,
+    uint32_t nnodes, struct sm_err *err)
+{
+	if (w->n_span_id != w->n_span_node || w->n_span_id != w->n_span_value)
+		return (sm_err_set(err, SM_EMALFORMED, "write: series %zu "
+		    "span arrays differ in length", k));
+	for (size_t i = 0; i < w->n_span_id; i++) {
+		uint32_t nd = w->span_node[i];
+
+		if (i > 0 && (w->span_id[i] < w->span_id[i - 1] ||
+		    (w->span_id[i] == w->span_id[i - 1] &&
+		    nd <= w->span_node[i - 1])))
+			return (sm_err_set(err, SM_EMALFORMED, "write: series "
+			    "%zu span %zu out of order", k, i));
+		if (nd == 0 || nd > nnodes || w->span_value[i] == 0)
+			return (sm_err_set(err, SM_EMALFORMED, "write: series "
+			    "%zu span %zu has a bad node or a zero value", k,
+			    i));
+	}
+	return (0);
+}
+
 /* Labels of a write, checked sorted and unique, as sm_label pointers. */
 static int
 write_labels(const Smolder__V1__SeriesWrite *w, struct sm_label *ls,
@@ -313,9 +347,30 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 			pairs[j].node = nmap[w->node[j]];
 			pairs[j].value = w->value[j];
 		}
+		if ((rv = ing_head_spans_check(w, k, nnodes, err)) != 0)
+			goto out;
 		if (n == 0)
 			continue;
 		qsort(pairs, n, sizeof(*pairs), pair_cmp);
+		/* Two nodes of the write's tree can be the same head node (a
+		 * tree that repeats a child: same parent, same name): sum
+		 * them, since a bucket's nodes are strictly increasing.  Kept
+		 * apart, they were cut into a block its reader rejects as
+		 * corrupt ("node out of order", found by fuzz_rpc). */
+		{
+			uint32_t w2 = 0;
+
+			for (uint32_t j = 0; j < n; j++) {
+				if (w2 > 0 && pairs[w2 - 1].node ==
+				    pairs[j].node)
+					pairs[w2 - 1].value = sm_add_sat(
+					    pairs[w2 - 1].value,
+					    pairs[j].value);
+				else
+					pairs[w2++] = pairs[j];
+			}
+			n = w2;
+		}
 		if (w->n_labels > ls_cap) {
 			struct sm_label *nl = sm_reallocarray(ls, w->n_labels,
 			    sizeof(*nl));
@@ -337,6 +392,25 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 		    h->bucket_ms), pairs, n)) != 0) {
 			sm_err_set(err, rv, "out of memory");
 			goto out;
+		}
+		for (size_t i = 0; i < w->n_span_id; i++) {
+			if ((rv = ing_spans_add(&h->spans, w->span_id[i], s->fp,
+			    sm_floor_to(w->time_ms, h->bucket_ms),
+			    nmap[w->span_node[i]], w->span_value[i])) != 0) {
+				sm_err_set(err, rv, "out of memory");
+				goto out;
+			}
+		}
+		if (req->profile_id.len == 16) {
+			int64_t total = 0;
+
+			for (uint32_t j = 0; j < n; j++)
+				total = sm_add_sat(total, pairs[j].value);
+			if ((rv = ing_profs_add(&h->profs, s->fp, w->time_ms,
+			    req->profile_id.data, total)) != 0) {
+				sm_err_set(err, rv, "out of memory");
+				goto out;
+			}
 		}
 		(*nseries)++;
 		*npairs += n;

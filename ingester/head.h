@@ -1,11 +1,13 @@
 /*
  * head.h -- one tenant's head: the mutable, in-memory data that new writes
- * go to until it is cut into a block (DESIGN §2, §3).
+ * go to until it is cut into a block (docs/architecture.md §2, §3).
  *
  *   ing_head
  *     set        ing_set: label strings, series, buckets with pairs, index
  *     frames     sm_strtab: frame names
  *     tree       sm_tree: (parent, frame) call-tree nodes
+ *     spans      ing_spans: span samples (spans.h), counted in the bytes
+ *     profs      ing_profs: one record per (upload, series) (profiles.h)
  *     gen        generation: the head log keys of its writes carry it, and
  *                the block it becomes is named by it
  *
@@ -24,7 +26,8 @@
  *
  * Errors: SM_EMALFORMED for a write that breaks the RPC contract (a parent
  * after its child, a string index out of range, a value <= 0, unsorted
- * nodes or labels), SM_ENOMEM.
+ * nodes or labels, span triples that are not sorted by (span, node) and
+ * unique, or whose node has no pair), SM_ENOMEM.
  */
 #ifndef ING_HEAD_H
 #define ING_HEAD_H
@@ -36,6 +39,8 @@
 #include "common/tree.h"
 
 #include "set.h"
+#include "profiles.h"
+#include "spans.h"
 #include "smolder/v1/rpc.pb-c.h"
 
 struct ing_head {
@@ -48,6 +53,8 @@ struct ing_head {
 	struct ing_set set;
 	struct sm_strtab frames;
 	struct sm_tree tree;
+	struct ing_spans spans;        /* span samples (spans.h) */
+	struct ing_profs profs;        /* individual profiles (profiles.h) */
 	uint64_t pair_bytes;           /* bytes of bucket pair arrays */
 	uint64_t writes;               /* uploads applied */
 };
@@ -66,6 +73,15 @@ void ing_head_unref(struct ing_head *h);
  */
 int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
     uint32_t *nseries, uint32_t *npairs, struct sm_err *err);
+
+/*
+ * Check series k's span triples (write validation; ing_head_write checks
+ * them too): equal array lengths, sorted by (span, node) and unique, each
+ * node a node of the write's tree (1..nnodes), each value non-zero (signed
+ * like the pairs).  0 or SM_EMALFORMED.
+ */
+int ing_head_spans_check(const Smolder__V1__SeriesWrite *w, size_t k,
+    uint32_t nnodes, struct sm_err *err);
 
 /* Approximate heap bytes (call with the lock held, or racy is fine). */
 uint64_t ing_head_bytes(const struct ing_head *h);

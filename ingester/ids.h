@@ -1,6 +1,6 @@
 /*
  * ids.h -- the profile ids a tenant wrote recently: idempotency of writes
- * (DESIGN §4).  A write carries a 16-byte profile id shared by all its
+ * (docs/architecture.md §4).  A write carries a 16-byte profile id shared by all its
  * replicas; an nng resend after a lost reply, a distributor retry, or the
  * same request replayed from the head log must not be counted twice.
  *

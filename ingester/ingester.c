@@ -1,6 +1,18 @@
 /*
  * ingester.c -- the ingester module: storage lifecycle, replay, the cutter
  * thread, the RPC service and /ingester/flush.  See ingester.h.
+ *
+ * Queries cannot take every RPC worker.  Each of the -ingester.rpc-workers
+ * handlers serves one request at a time, and writes and health checks
+ * share them with queries; four slow queries once held all four for a
+ * minute, so health probes timed out and every write got 503.  At most
+ * rpc-workers - 1 queries (merge, series, labels, stats; at least 1) run at
+ * once; one more is refused at once with SM_ELIMIT ("too many concurrent
+ * queries", 429 to the client, not a replica failure for the querier)
+ * rather than queued, since a queued query would hold its worker while it
+ * waits.  Writes and health always find a free worker.  Regex cost is
+ * bounded per value (common/selector.c) and matched once per distinct
+ * value (ingester/set.c), so a query's own duration is bounded too.
  */
 #include "ingester.h"
 
@@ -29,6 +41,7 @@ struct ingester {
 	pthread_t replay_thr, cutter_thr;
 	int replay_started, cutter_started;
 	atomic_bool ready, failed, stopping;
+	atomic_uint queries;            /* query RPCs being served */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;              /* wakes the cutter to stop */
 };
@@ -314,6 +327,14 @@ ing_ready(const struct ingester *ing)
 }
 
 bool
+ing_writable(struct ingester *ing, char *why, size_t whylen)
+{
+	if (ing->store == NULL)
+		return (true);
+	return (sm_kv_writable(ing_store_kv(ing->store), why, whylen));
+}
+
+bool
 ing_failed(const struct ingester *ing)
 {
 	return (atomic_load(&ing->failed));
@@ -377,6 +398,12 @@ method_name(Smolder__V1__Request__MethodCase c)
 		return ("retention");
 	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
 		return ("settings");
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		return ("analyze");
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		return ("span_merge");
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		return ("profiles");
 	default:
 		return ("unknown");
 	}
@@ -417,12 +444,15 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	Smolder__V1__LabelsResponse lr;
 	Smolder__V1__StatsResponse str;
 	Smolder__V1__SettingsResponse setr;
+	Smolder__V1__AnalyzeResponse anr;
+	Smolder__V1__ProfilesResponse pfr;
 	Smolder__V1__Request *req;
 	struct sm_arena *a;
 	ProtobufCAllocator al;
 	struct sm_err err;
 	const char *method = "unknown";
 	int64_t t0 = sm_mono_ns();
+	bool query = false;
 	int rv;
 
 	sm_err_clear(&err);
@@ -447,6 +477,22 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		rv = sm_err_set(&err, SM_EUNAVAIL, "ingester not ready: "
 		    "replaying its head log");
 		goto out;
+	}
+	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_MERGE ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_SERIES ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_LABELS ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_STATS) {
+		unsigned max = ing->cfg.rpc_workers > 1 ?
+		    (unsigned)ing->cfg.rpc_workers - 1 : 1;
+
+		if (atomic_fetch_add(&ing->queries, 1) >= max) {
+			atomic_fetch_sub(&ing->queries, 1);
+			rv = sm_err_set(&err, SM_ELIMIT, "too many concurrent "
+			    "queries on this ingester (%u, one worker is kept "
+			    "for writes); retry shortly", max);
+			goto out;
+		}
+		query = true;
 	}
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
@@ -498,6 +544,28 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 			r.stats = &str;
 		}
 		break;
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		rv = ing_db_analyze(ing->db, req->analyze, a, &anr, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_ANALYZE;
+			r.analyze = &anr;
+		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		rv = ing_db_span_merge(ing->db, req->span_merge, a, &mr, &err);
+		if (rv == 0) {
+			r.result_case =
+			    SMOLDER__V1__RESPONSE__RESULT_SPAN_MERGE;
+			r.span_merge = &mr;
+		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		rv = ing_db_profiles(ing->db, req->profiles, a, &pfr, &err);
+		if (rv == 0) {
+			r.result_case = SMOLDER__V1__RESPONSE__RESULT_PROFILES;
+			r.profiles = &pfr;
+		}
+		break;
 	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
 		rv = ing_db_retention(ing->db, req->retention->before_ms,
 		    &ret.blocks_deleted, &err);
@@ -520,6 +588,8 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		break;
 	}
 out:
+	if (query)
+		atomic_fetch_sub(&ing->queries, 1);
 	if (rv != 0) {
 		if (err.msg[0] == '\0')
 			sm_err_set(&err, rv, "%s", sm_strerror(rv));

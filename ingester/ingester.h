@@ -1,5 +1,5 @@
 /*
- * ingester.h -- the ingester component (DESIGN §1): owns the durable
+ * ingester.h -- the ingester component (docs/architecture.md §1): owns the durable
  * database of its tenants (ingester/db.h) and serves smolder.v1 RPCs
  * (write, merge, series, labels) on its RPC URL.
  *
@@ -20,7 +20,8 @@
  * Pyroscope's /ingester/flush does); 200 when done.
  *
  * RPC methods: Write, Merge, Series, Labels, Stats (replica
- * de-duplication), Health (the ring), Retention (the compactor).
+ * de-duplication), Analyze (index statistics for AnalyzeQuery and
+ * GetProfileStats), Health (the ring), Retention (the compactor).
  *
  * Locking: RPC workers call into the db concurrently; see db.h.
  */
@@ -59,6 +60,10 @@ int ing_create(const struct ing_config *cfg, struct sm_http *http,
     struct ingester **out, struct sm_err *err);
 int ing_start(struct ingester *ing, struct sm_err *err);
 bool ing_ready(const struct ingester *ing);
+/* False, with the reason in why, while the storage refuses writes (a full
+ * disk, an I/O error; see sm_kv_writable): /ready is then 503, and it
+ * turns true again by itself once RocksDB has recovered. */
+bool ing_writable(struct ingester *ing, char *why, size_t whylen);
 bool ing_failed(const struct ingester *ing);
 void ing_stop(struct ingester *ing);
 void ing_destroy(struct ingester *ing);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/varint.h"
 
 /* --- index ---------------------------------------------------------------- */
 
@@ -385,39 +386,69 @@ u32_cmp(const void *a, const void *b)
 	return (x < y ? -1 : x > y);
 }
 
-/* Union of the postings of the values of `name` that match m. */
+/*
+ * One matcher's verdicts over one set's strings, for one query: v[id] is 0
+ * (not asked yet), 1 (no) or 2 (yes) for the value with lstr id `id`, so
+ * each distinct label value is matched once however many series carry it
+ * (a regex costs up to SM_RE_MATCH_LIMIT steps per value).  `empty` is
+ * the verdict for series without the label (value "").
+ */
+struct sel_eval {
+	const struct sm_matcher *m;
+	uint32_t name;          /* lstr id of the label name */
+	bool has_name;          /* false: no series here has the label */
+	bool empty;
+	uint8_t *v;
+};
+
+/* 1 or 0 for value id `id` of e's label, or an error (err set). */
 static int
-select_union(const struct ing_set *s, const struct sm_matcher *m,
-    uint32_t name, uint32_t **out, uint32_t *n)
+eval_value(const struct ing_set *s, struct sel_eval *e, uint32_t id,
+    struct sm_err *err)
 {
-	const struct ing_posting *vals = ing_index_values(&s->index, name);
+	if (e->v[id] == 0) {
+		uint32_t len;
+		const char *str = sm_strtab_str(&s->lstr, id, &len);
+		int rv = sm_matcher_eval(e->m, str, len, err);
+
+		if (rv < 0)
+			return (rv);
+		e->v[id] = rv ? 2 : 1;
+	}
+	return (e->v[id] - 1);
+}
+
+/* Union of the postings of the values of e's label that match. */
+static int
+select_union(const struct ing_set *s, struct sel_eval *e, uint32_t **out,
+    uint32_t *n, struct sm_err *err)
+{
+	const struct ing_posting *vals = ing_index_values(&s->index, e->name);
 	uint32_t total = 0, k = 0, w = 0;
 	uint32_t *u;
+	int rv;
 
 	*out = NULL;
 	*n = 0;
 	if (vals == NULL)
 		return (0);
 	for (uint32_t i = 0; i < vals->n; i++) {
-		uint32_t len;
-		const char *v = sm_strtab_str(&s->lstr, vals->ids[i], &len);
-
-		if (sm_matcher_match(m, v, len))
-			total += ing_index_get(&s->index, name,
+		if ((rv = eval_value(s, e, vals->ids[i], err)) < 0)
+			return (rv);
+		if (rv)
+			total += ing_index_get(&s->index, e->name,
 			    vals->ids[i])->n;
 	}
 	if (total == 0)
 		return (0);
 	if ((u = sm_malloc((size_t)total * sizeof(*u))) == NULL)
-		return (SM_ENOMEM);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < vals->n; i++) {
-		uint32_t len;
-		const char *v = sm_strtab_str(&s->lstr, vals->ids[i], &len);
 		const struct ing_posting *p;
 
-		if (!sm_matcher_match(m, v, len))
+		if (e->v[vals->ids[i]] != 2)
 			continue;
-		p = ing_index_get(&s->index, name, vals->ids[i]);
+		p = ing_index_get(&s->index, e->name, vals->ids[i]);
 		memcpy(u + k, p->ids, (size_t)p->n * sizeof(*u));
 		k += p->n;
 	}
@@ -465,34 +496,82 @@ series_in_range(const struct ing_series *sr, int64_t start, int64_t end,
 	    end));
 }
 
+/* Does series sr pass every matcher (verdicts cached in ev)? */
+static int
+series_passes(const struct ing_set *s, const struct ing_series *sr,
+    struct sel_eval *ev, uint32_t nev, struct sm_err *err)
+{
+	for (uint32_t i = 0; i < nev; i++) {
+		struct sel_eval *e = &ev[i];
+		int rv = -1;
+
+		if (e->has_name) {
+			for (uint32_t j = 0; j < sr->nlabels; j++) {
+				if (sr->lid[2 * j] == e->name) {
+					rv = eval_value(s, e, sr->lid[2 * j + 1],
+					    err);
+					break;
+				}
+			}
+		}
+		if (rv == -1)
+			rv = e->empty;       /* the label is absent: "" */
+		if (rv <= 0)
+			return (rv);
+	}
+	return (1);
+}
+
+static void
+evals_free(struct sel_eval *ev, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		sm_free(ev[i].v);
+	sm_free(ev);
+}
+
 int
 ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
     int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
-    uint32_t *n)
+    uint32_t *n, struct sm_err *err)
 {
+	struct sel_eval *ev;
 	uint32_t *cand = NULL, ncand = 0, w = 0;
 	bool restricted = false;
 	int rv;
 
 	*out = NULL;
 	*n = 0;
+	if (s->nseries == 0)
+		return (0);
+	if ((ev = sm_calloc(SM_MAX(sel->n, 1), sizeof(*ev))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < sel->n; i++) {
-		const struct sm_matcher *m = &sel->m[i];
-		uint32_t name, *u, nu;
+		struct sel_eval *e = &ev[i];
+
+		e->m = &sel->m[i];
+		e->has_name = sm_strtab_find(&s->lstr, e->m->name,
+		    strlen(e->m->name), &e->name) == 0;
+		if ((rv = sm_matcher_eval(e->m, "", 0, err)) < 0)
+			goto fail;
+		e->empty = rv != 0;
+		if (!e->has_name && !e->empty)
+			goto none;   /* nobody has this label */
+		if (e->has_name && (e->v = sm_calloc(SM_MAX(s->lstr.n, 1),
+		    1)) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	for (uint32_t i = 0; i < sel->n; i++) {
+		struct sel_eval *e = &ev[i];
+		uint32_t *u, nu;
 
 		/* Only matchers that exclude the empty value narrow. */
-		if ((m->type != SM_MATCH_EQ && m->type != SM_MATCH_RE) ||
-		    sm_matcher_match(m, "", 0))
+		if (e->empty)
 			continue;
-		if (sm_strtab_find(&s->lstr, m->name, strlen(m->name),
-		    &name) != 0) {
-			sm_free(cand);
-			return (0);   /* nobody has this label */
-		}
-		if ((rv = select_union(s, m, name, &u, &nu)) != 0) {
-			sm_free(cand);
-			return (rv);
-		}
+		if ((rv = select_union(s, e, &u, &nu, err)) != 0)
+			goto fail;
 		if (!restricted) {
 			cand = u;
 			ncand = nu;
@@ -501,17 +580,15 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 			ncand = intersect(cand, ncand, u, nu);
 			sm_free(u);
 		}
-		if (ncand == 0) {
-			sm_free(cand);
-			return (0);
-		}
+		if (ncand == 0)
+			goto none;
 	}
 	if (!restricted) {
-		if (s->nseries == 0)
-			return (0);
 		if ((cand = sm_malloc((size_t)s->nseries * sizeof(*cand))) ==
-		    NULL)
-			return (SM_ENOMEM);
+		    NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto fail;
+		}
 		for (uint32_t i = 0; i < s->nseries; i++)
 			cand[i] = i;
 		ncand = s->nseries;
@@ -519,10 +596,12 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 	for (uint32_t i = 0; i < ncand; i++) {
 		const struct ing_series *sr = s->series[cand[i]];
 
-		if (sm_selector_match(sel, sr->labels, sr->nlabels) &&
-		    series_in_range(sr, start, end, bucket_ms))
+		if ((rv = series_passes(s, sr, ev, sel->n, err)) < 0)
+			goto fail;
+		if (rv && series_in_range(sr, start, end, bucket_ms))
 			cand[w++] = cand[i];
 	}
+	evals_free(ev, sel->n);
 	if (w == 0) {
 		sm_free(cand);
 		return (0);
@@ -530,6 +609,14 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 	*out = cand;
 	*n = w;
 	return (0);
+none:
+	evals_free(ev, sel->n);
+	sm_free(cand);
+	return (0);
+fail:
+	evals_free(ev, sel->n);
+	sm_free(cand);
+	return (rv);
 }
 
 /* --- packed buckets ------------------------------------------------------- */
@@ -549,12 +636,7 @@ gcd64(uint64_t a, uint64_t b)
 static uint8_t *
 put_packed_uv(uint8_t *p, uint64_t v)
 {
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return (p);
+	return (p + sm_uvarint_put(p, v));
 }
 
 int

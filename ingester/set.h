@@ -17,13 +17,15 @@
  *                              buckets, see "Packed buckets" below)
  *     index      postings per (name id, value id) -> sorted series ids
  *
- * Selecting series (DESIGN §5): every matcher that requires a value
+ * Selecting series (docs/architecture.md §5): every matcher that requires a value
  * (k="v" with v non-empty, k=~re where re does not match "") narrows the
  * candidates to the union of the postings of the matching values; the
  * candidate lists of all such matchers are intersected; the survivors are
  * then checked against the whole selector (which covers !=, !~ and the
  * empty-value rules of Prometheus), and against the time range using the
- * bucket times.
+ * bucket times.  Every matcher's verdict is cached per distinct value (by
+ * lstr id) for the call, so a regex runs once per distinct value, not once
+ * per series (hostile patterns: common/selector.c "Regex cost").
  *
  * Locking: none here.  The head's owner holds its rwlock around every call;
  * a decoded block is immutable and shared read-only.
@@ -132,11 +134,13 @@ int ing_set_append(struct ing_set *s, struct ing_series *sr);
  * The sorted ids of the series matching `sel` that have a bucket
  * overlapping [start, end) (start > end: no time filter), in a malloc'd
  * array (*out may be NULL when *n == 0).  `bucket_ms` is the bucket width.
- * 0 or SM_ENOMEM.
+ * Each distinct label value is matched once per call.  0, SM_ENOMEM, or
+ * SM_EINVAL when a regex hit its cost limits (sm_matcher_eval); err says
+ * why.
  */
 int ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
     int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
-    uint32_t *n);
+    uint32_t *n, struct sm_err *err);
 
 /* Index of the first of b[0..nb) (sorted by t) that may overlap
  * [start, ...). */

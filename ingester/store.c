@@ -37,6 +37,8 @@ part_name(char kind)
 	case 'S': return ("symbols");
 	case 'T': return ("tree");
 	case 'D': return ("data");
+	case 'P': return ("spans");
+	case 'X': return ("profiles");
 	case 'H': return ("head_log");
 	default: return ("unknown");
 	}
@@ -360,6 +362,16 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 	    e->symbols.len);
 	ing_key_part(&k, tenant, e->meta.gen, 'T', 0);
 	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->tree.b, e->tree.len);
+	if (e->meta.nspans > 0) {
+		ing_key_part(&k, tenant, e->meta.gen, 'P', 0);
+		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->spans.b,
+		    e->spans.len);
+	}
+	if (e->meta.nprofiles > 0) {
+		ing_key_part(&k, tenant, e->meta.gen, 'X', 0);
+		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->profiles.b,
+		    e->profiles.len);
+	}
 	for (uint32_t i = 0; i < e->ndata; i++) {
 		ing_key_part(&k, tenant, e->meta.gen, 'D', i);
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
@@ -371,6 +383,21 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 	sm_kv_batch_delete_range(b, SM_KV_HEAD, k.b, k.n, k2.b, k2.n);
 	rv = sm_kv_write(s->kv, b, true, err);
 	sm_kv_batch_destroy(b);
+	if (rv == 0) {
+		/* Reclaim the head log's space now (issue 16): a range
+		 * tombstone alone leaves the data in memtables, WAL files and
+		 * SSTs until RocksDB happens to compact them.  CompactRange
+		 * flushes the memtable and rewrites only the SSTs overlapping
+		 * the cut range; flushing every column family first lets
+		 * RocksDB delete the WAL files that held the head records
+		 * (a WAL goes only once no memtable needs it).  A failure
+		 * here only delays the reclaim. */
+		struct sm_err e2;
+
+		if (sm_kv_flush(s->kv, &e2) == 0)
+			(void)sm_kv_compact(s->kv, SM_KV_HEAD, k.b, k.n, k2.b,
+			    k2.n, &e2);
+	}
 	return (rv);
 }
 
@@ -487,6 +514,54 @@ ing_store_block_data(struct ing_store *s, const char *tenant,
 	if ((rv = ing_block_data_decode((uint8_t *)v.b, v.len, sr, m->nnodes,
 	    a, out, err)) == SM_ECORRUPT)
 		store_corrupt(tenant, m->gen, 'D', series, err);
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_block_spans(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, struct ing_span_rec **out, uint32_t *n,
+    struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	int rv;
+
+	*out = NULL;
+	*n = 0;
+	if (m->nspans == 0)
+		return (0);
+	if ((rv = part_get(s, tenant, m->gen, 'P', 0, &v, err)) != 0)
+		goto out;
+	if ((rv = ing_block_spans_decode((uint8_t *)v.b, v.len, m, out,
+	    err)) == SM_ECORRUPT)
+		store_corrupt(tenant, m->gen, 'P', 0, err);
+	if (rv == 0)
+		*n = m->nspans;
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_block_profiles(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, struct ing_prof_rec **out, uint32_t *n,
+    struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	int rv;
+
+	*out = NULL;
+	*n = 0;
+	if (m->nprofiles == 0)
+		return (0);
+	if ((rv = part_get(s, tenant, m->gen, 'X', 0, &v, err)) != 0)
+		goto out;
+	if ((rv = ing_block_profiles_decode((uint8_t *)v.b, v.len, m, out,
+	    err)) == SM_ECORRUPT)
+		store_corrupt(tenant, m->gen, 'X', 0, err);
+	if (rv == 0)
+		*n = m->nprofiles;
 out:
 	sm_buf_fini(&v);
 	return (rv);

@@ -13,6 +13,8 @@
  *   blocks         str(tenant) u64 id   u8 'S'              block symbols
  *   blocks         str(tenant) u64 id   u8 'T'              block tree
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
+ *   blocks         str(tenant) u64 id   u8 'P'              block spans
+ *   blocks         str(tenant) u64 id   u8 'X'              block profiles
  *   index          str("") u8 'R'                           retention floor
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
@@ -105,6 +107,20 @@ int ing_store_block_data(struct ing_store *s, const char *tenant,
     const struct ing_block_meta *m, uint32_t series,
     const struct ing_series *sr, struct sm_arena *a,
     struct ing_bucket **out, struct sm_err *err);
+
+/*
+ * A block's span records (spans.h), decoded into a heap array (sm_free);
+ * none (*out NULL) when its meta counts none.  Not cached.
+ */
+int ing_store_block_spans(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, struct ing_span_rec **out, uint32_t *n,
+    struct sm_err *err);
+
+/* A block's individual-profile records (profiles.h), sorted; like
+ * ing_store_block_spans. */
+int ing_store_block_profiles(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, struct ing_prof_rec **out, uint32_t *n,
+    struct sm_err *err);
 
 /*
  * Retention (compactor): the floor before which nothing is served, kept

@@ -1,0 +1,82 @@
+/*
+ * profiles.c -- individual-profile records of a head; see profiles.h.
+ */
+#include "profiles.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int
+ing_profs_add(struct ing_profs *p, uint64_t fp, int64_t t,
+    const uint8_t id[16], int64_t total)
+{
+	struct ing_prof_rec *r;
+
+	if (p->n == p->cap) {
+		uint32_t ncap = p->cap ? p->cap * 2 : 64;
+		struct ing_prof_rec *nv;
+
+		if (ncap < p->cap)
+			return (SM_ENOMEM);
+		if ((nv = sm_reallocarray(p->v, ncap, sizeof(*nv))) == NULL)
+			return (SM_ENOMEM);
+		p->v = nv;
+		p->cap = ncap;
+	}
+	r = &p->v[p->n++];
+	r->fp = fp;
+	r->t = t;
+	r->total = total;
+	memcpy(r->id, id, 16);
+	return (0);
+}
+
+void
+ing_profs_fini(struct ing_profs *p)
+{
+	sm_free(p->v);
+	memset(p, 0, sizeof(*p));
+}
+
+uint64_t
+ing_profs_bytes(const struct ing_profs *p)
+{
+	return ((uint64_t)p->cap * sizeof(*p->v));
+}
+
+int
+ing_prof_cmp(const void *a, const void *b)
+{
+	const struct ing_prof_rec *x = a, *y = b;
+
+	if (x->fp != y->fp)
+		return (x->fp < y->fp ? -1 : 1);
+	if (x->t != y->t)
+		return (x->t < y->t ? -1 : 1);
+	return (memcmp(x->id, y->id, 16));
+}
+
+int
+ing_profs_sorted(const struct ing_profs *p, struct ing_prof_rec **out,
+    uint32_t *n)
+{
+	struct ing_prof_rec *v;
+	uint32_t w = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (p->n == 0)
+		return (0);
+	if ((v = sm_malloc((size_t)p->n * sizeof(*v))) == NULL)
+		return (SM_ENOMEM);
+	memcpy(v, p->v, (size_t)p->n * sizeof(*v));
+	qsort(v, p->n, sizeof(*v), ing_prof_cmp);
+	for (uint32_t i = 0; i < p->n; i++) {
+		if (w > 0 && ing_prof_cmp(&v[w - 1], &v[i]) == 0)
+			continue;
+		v[w++] = v[i];
+	}
+	*out = v;
+	*n = w;
+	return (0);
+}

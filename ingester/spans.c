@@ -1,0 +1,138 @@
+/*
+ * spans.c -- span samples of a head and the span merge; see spans.h.
+ */
+#include "spans.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int
+ing_spans_add(struct ing_spans *s, uint64_t span, uint64_t fp, int64_t t,
+    uint32_t node, int64_t value)
+{
+	if (s->n == s->cap) {
+		uint32_t ncap = s->cap ? s->cap * 2 : 64;
+		struct ing_span_rec *nv;
+
+		if (ncap < s->cap)
+			return (SM_ENOMEM);
+		if ((nv = sm_reallocarray(s->v, ncap, sizeof(*nv))) == NULL)
+			return (SM_ENOMEM);
+		s->v = nv;
+		s->cap = ncap;
+	}
+	s->v[s->n++] = (struct ing_span_rec){ span, fp, t, value, node };
+	return (0);
+}
+
+void
+ing_spans_fini(struct ing_spans *s)
+{
+	sm_free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+uint64_t
+ing_spans_bytes(const struct ing_spans *s)
+{
+	return ((uint64_t)s->cap * sizeof(*s->v));
+}
+
+static int
+rec_cmp(const void *a, const void *b)
+{
+	const struct ing_span_rec *x = a, *y = b;
+
+	if (x->span != y->span)
+		return (x->span < y->span ? -1 : 1);
+	if (x->fp != y->fp)
+		return (x->fp < y->fp ? -1 : 1);
+	if (x->t != y->t)
+		return (x->t < y->t ? -1 : 1);
+	return (x->node < y->node ? -1 : x->node > y->node);
+}
+
+int
+ing_spans_sorted(const struct ing_spans *s, struct ing_span_rec **out,
+    uint32_t *n)
+{
+	struct ing_span_rec *v;
+	uint32_t w = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (s->n == 0)
+		return (0);
+	if ((v = sm_malloc((size_t)s->n * sizeof(*v))) == NULL)
+		return (SM_ENOMEM);
+	memcpy(v, s->v, (size_t)s->n * sizeof(*v));
+	qsort(v, s->n, sizeof(*v), rec_cmp);
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (w > 0 && rec_cmp(&v[w - 1], &v[i]) == 0) {
+			v[w - 1].value = sm_add_sat(v[w - 1].value, v[i].value);
+			continue;
+		}
+		if (w > 0 && v[w - 1].value == 0)
+			w--;            /* signed values that cancelled out */
+		v[w++] = v[i];
+	}
+	if (w > 0 && v[w - 1].value == 0)
+		w--;
+	*out = v;
+	*n = w;
+	return (0);
+}
+
+static bool
+id_in(const uint64_t *ids, size_t n, uint64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && ids[lo] == id);
+}
+
+uint64_t
+ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
+    const uint64_t *ids, size_t nids, ing_span_want_fn want, void *arg,
+    int64_t *acc)
+{
+	uint64_t added = 0;
+
+	if (!sorted) {
+		for (uint32_t i = 0; i < n; i++) {
+			if (!id_in(ids, nids, v[i].span) ||
+			    !want(arg, v[i].fp, v[i].t))
+				continue;
+			acc[v[i].node] = sm_add_sat(acc[v[i].node], v[i].value);
+			added++;
+		}
+		return (added);
+	}
+	for (size_t k = 0; k < nids; k++) {
+		uint32_t lo = 0, hi = n;
+
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (v[mid].span < ids[k])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (uint32_t i = lo; i < n && v[i].span == ids[k]; i++) {
+			if (!want(arg, v[i].fp, v[i].t))
+				continue;
+			acc[v[i].node] = sm_add_sat(acc[v[i].node], v[i].value);
+			added++;
+		}
+	}
+	return (added);
+}
