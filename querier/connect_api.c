@@ -1,18 +1,22 @@
 /*
  * connect_api.c -- Pyroscope's querier.v1.QuerierService over Connect
- * (spec §4, §5), the API Grafana's Pyroscope data source and Pyroscope's
+ * (docs/wire-formats.md §4, §5), the API Grafana's Pyroscope data source and Pyroscope's
  * own UI call, in both the proto and the JSON codec (common/connect.h).
  *
  * Served: ProfileTypes, LabelNames, LabelValues, Series,
- * SelectMergeStacktraces (format flamegraph), SelectSeries.
- * Not yet served (no route, so 404 -> Connect "unimplemented" for
- * clients): SelectMergeProfile (pprof export), Diff, SelectMergeSpanProfile,
- * SelectHeatmap, GetProfileStats, AnalyzeQuery.
+ * SelectMergeStacktraces (formats flamegraph and tree;
+ * stack_trace_selector),
+ * SelectSeries (limit, aggregation SUM/AVERAGE), Diff, SelectMergeProfile
+ * (google.v1.Profile).  GetProfileStats and AnalyzeQuery: stats_api.c;
+ * SelectMergeSpanProfile: span_api.c; SelectHeatmap: heatmap_api.c.
+ * The query work is the engine's (engine.h); handlers here only decode,
+ * validate and shape answers.
  *
  * Semantics (Pyroscope v1's querier where it defines them):
  *   - times are unix milliseconds; a merge or series request with start or
  *     end 0 is "missing time range in the query", start > end is
- *     "invalid time range" (both invalid_argument);
+ *     "invalid time range" (both invalid_argument); a time outside
+ *     attime.h's window (e.g. start = -2^63) is invalid_argument too;
  *   - ProfileTypes with start = end = 0 lists every stored type;
  *   - LabelNames / LabelValues / Series take a list of selector strings
  *     that are OR'ed; none means every series; the answer is sorted and
@@ -20,20 +24,37 @@
  *   - SelectMergeStacktraces' max_nodes: 0 means the default (8192),
  *     above the maximum is invalid_argument, as in Pyroscope;
  *   - SelectSeries' step is in seconds (a double); points sit at multiples
- *     of the step; the value is the sum of the profiles' totals in the step.
- *     aggregation AVERAGE is not implemented yet and is refused with
- *     unimplemented rather than silently summed.
+ *     of the step; the value is the sum of the profiles' totals in the step;
+ *     limit N keeps the N series with the largest totals, largest first
+ *     (Pyroscope's TopSeries); a group-by label a series lacks is left out
+ *     of its labels; aggregation AVERAGE makes each point the mean over
+ *     the profiles of its step (Pyroscope's avg aggregator: sum of the
+ *     profiles' totals / their number), counted by the ingesters per
+ *     bucket, so replicas and ingesters combine exactly; the limit then
+ *     ranks the averaged series; the group lookups are hashed and the
+ *     merge sorts, so all of it is n log n in the series count; a
+ *     non-empty stack_trace_selector is unimplemented (501): the series
+ *     come from per-bucket totals, which cannot be cut by stack, and
+ *     answering unfiltered totals would be wrong;
+ *   - SelectMergeStacktraces format TREE answers Pyroscope's tree bytes
+ *     (treebytes.c) in `tree` with no flamegraph, max_nodes as for the
+ *     flamegraph; other formats (DOT, PPROF; and anything but FLAMEGRAPH
+ *     for Diff) are unimplemented (501): clients fall back on that;
+ *   - Diff takes max_nodes from the left request (else the right, else the
+ *     default) and applies it once to the union of both trees.
  */
 #include "qry_int.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "common/attime.h"
 #include "common/connect.h"
 #include "common/flamegraph.h"
 #include "common/labels.h"
 #include "common/ptype.h"
 #include "common/selector.h"
+#include "common/auth.h"
 #include "common/tenant.h"
 
 #include "querier/v1/querier.pb-c.h"
@@ -42,25 +63,27 @@ static int
 call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err)
 {
-	return (sm_tenant_resolve(q->cfg.multitenancy,
-	    sm_http_header(call->http, "X-Scope-OrgID"), tenant, err));
+	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
 }
 
-static int
-check_range(int64_t start, int64_t end, struct sm_err *err)
+int
+qry_check_range(int64_t start, int64_t end, struct sm_err *err)
 {
+	int rv;
+
 	if (start == 0 || end == 0)
 		return (sm_err_set(err, SM_EINVAL, "missing time range in the "
 		    "query"));
+	if ((rv = sm_time_check_range(start, "start", end, "end", err)) != 0)
+		return (rv);
 	if (start > end)
 		return (sm_err_set(err, SM_EINVAL, "invalid time range: start "
 		    "is after end"));
 	return (0);
 }
 
-/* A selector from a profile type id and a label selector text. */
-static int
-build_selector(const char *type_id, const char *label_selector,
+int
+qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err)
 {
 	int rv;
@@ -105,6 +128,8 @@ labels_or(struct querier *q, const char *tenant, char **matchers,
 	int rv = 0;
 
 	memset(res, 0, sizeof(*res));
+	if ((rv = sm_time_check_range(start, "start", end, "end", err)) != 0)
+		return (rv);
 	for (size_t i = 0; i < rounds && rv == 0; i++) {
 		Smolder__V1__LabelsRequest lr = SMOLDER__V1__LABELS_REQUEST__INIT;
 		Smolder__V1__Select sel;
@@ -313,23 +338,11 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	for (uint32_t i = 0; i < res.nsets; i++) {
 		const struct qry_labelset *ls = &res.sets[i];
 		Types__V1__Labels *l = sm_arena_alloc(call->arena, sizeof(*l));
-		int dup = 0;
 
-		/* Sets from several matchers may repeat. */
-		for (size_t j = 0; j < w && !dup; j++) {
-			const Types__V1__Labels *o = out->labels_set[j];
-
-			if (o->n_labels != ls->n)
-				continue;
-			dup = 1;
-			for (uint32_t k = 0; k < ls->n && dup; k++)
-				dup = strcmp(o->labels[k]->name,
-				    ls->v[k].name) == 0 &&
-				    strcmp(o->labels[k]->value,
-				    ls->v[k].value) == 0;
-		}
-		if (dup)
-			continue;
+		/* Sets from several matchers may repeat, but labels_or
+		 * sorted and de-duplicated them (qry_labelsets_dedupe): no
+		 * pairwise scan here, which made Series quadratic (40k
+		 * series: 48 s). */
 		if (l == NULL)
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		types__v1__labels__init(l);
@@ -356,7 +369,90 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	return (0);
 }
 
-/* --- SelectMergeStacktraces ----------------------------------------------- */
+/* --- SelectMergeStacktraces, Diff, SelectMergeProfile ------------------- */
+
+/* Validate max_nodes (0 = the default) into *out. */
+static int
+max_nodes_of(struct querier *q, int64_t mn, int64_t *out, struct sm_err *err)
+{
+	if (mn < 0)
+		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
+		    "must be set"));
+	if (mn == 0)
+		mn = q->cfg.max_nodes_default;
+	if (q->cfg.max_nodes_max > 0 && mn > q->cfg.max_nodes_max)
+		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
+		    "%lld is greater than allowed %lld", (long long)mn,
+		    (long long)q->cfg.max_nodes_max));
+	*out = mn;
+	return (0);
+}
+
+/* The select of a merge request's type id, selector and range, in the
+ * call's arena.  `s` must be initialised (the caller finalises it). */
+static int
+merge_select(const char *tenant, const char *type_id, const char *label_sel,
+    int64_t start, int64_t end, struct sm_arena *a, struct sm_selector *s,
+    Smolder__V1__Select *sel, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = qry_check_range(start, end, err)) != 0)
+		return (rv);
+	sm_selector_fini(s);
+	if ((rv = qry_build_selector(type_id, label_sel, s, err)) != 0)
+		return (rv);
+	if (qry_select_pb(s, tenant, start, end, a, sel) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
+/* The format values SelectMergeStacktraces serves. */
+#define FMT_TREE QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE
+
+static int
+check_format(Querier__V1__ProfileFormat f, struct sm_err *err)
+{
+	if (f == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED ||
+	    f == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH)
+		return (0);
+	/* unimplemented (501): clients fall back to the flamegraph. */
+	return (sm_err_set(err, SM_EUNSUPPORTED, "profile format %d is not "
+	    "supported (flamegraph only)", (int)f));
+}
+
+/* Copy a rendered flamegraph's names and levels into the arena. */
+int
+qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
+    size_t *nnames, Querier__V1__Level ***levels, size_t *nlevels)
+{
+	*names = sm_arena_alloc(a, (fg->nnames + 1) * sizeof(char *));
+	*levels = sm_arena_alloc(a, (fg->nlevels + 1) * sizeof(**levels));
+	if (*names == NULL || *levels == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < fg->nnames; i++) {
+		if (((*names)[i] = sm_arena_strndup(a, fg->names[i],
+		    fg->name_len[i])) == NULL)
+			return (SM_ENOMEM);
+	}
+	for (uint32_t i = 0; i < fg->nlevels; i++) {
+		Querier__V1__Level *l = sm_arena_alloc(a, sizeof(*l));
+
+		if (l == NULL)
+			return (SM_ENOMEM);
+		querier__v1__level__init(l);
+		l->n_values = fg->level_len[i];
+		l->values = sm_arena_alloc(a, ((size_t)l->n_values + 1) *
+		    sizeof(int64_t));
+		if (l->values == NULL)
+			return (SM_ENOMEM);
+		memcpy(l->values, fg->levels[i], l->n_values * sizeof(int64_t));
+		(*levels)[i] = l;
+	}
+	*nnames = fg->nnames;
+	*nlevels = fg->nlevels;
+	return (0);
+}
 
 static int
 m_merge_stacktraces(void *arg, struct sm_connect_call *call,
@@ -368,49 +464,45 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	Querier__V1__SelectMergeStacktracesResponse *out;
 	Querier__V1__FlameGraph *fgm;
 	Smolder__V1__Select sel;
-	struct qry_fan f;
+	struct qry_query x;
 	struct sm_selector s;
 	struct sm_mtree m;
 	struct sm_fg fg;
 	const char *tenant;
-	int64_t mn = in->max_nodes;
+	int64_t mn;
 	int rv, have_m = 0, have_fg = 0;
 
-	qry_fan_init(&f);
+	qry_query_init(&x, q);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = check_range(in->start, in->end, err)) != 0)
+	    (in->format != FMT_TREE &&
+	    (rv = check_format(in->format, err)) != 0) ||
+	    (rv = max_nodes_of(q, in->max_nodes, &mn, err)) != 0 ||
+	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
+	    in->start, in->end, call->arena, &s, &sel, err)) != 0)
 		goto out;
-	if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
-	    in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
-		rv = sm_err_set(err, SM_EUNSUPPORTED, "only the flamegraph "
-		    "format is supported");
-		goto out;
-	}
-	if (mn < 0) {
-		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
-		    "must be set");
-		goto out;
-	}
-	if (mn == 0)
-		mn = q->cfg.max_nodes_default;
-	if (q->cfg.max_nodes_max > 0 && mn > q->cfg.max_nodes_max) {
-		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
-		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)q->cfg.max_nodes_max);
-		goto out;
-	}
-	if ((rv = build_selector(in->profile_typeid, in->label_selector, &s,
-	    err)) != 0)
-		goto out;
-	if ((rv = qry_select_pb(&s, tenant, in->start, in->end, call->arena,
-	    &sel)) != 0 || (rv = sm_mtree_init(&m)) != 0) {
+	if ((rv = sm_mtree_init(&m)) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	have_m = 1;
-	if ((rv = qry_merge(q, &sel, &m, &f, err)) != 0)
+	if ((rv = qry_merge(&x, &sel, &m, err)) != 0 ||
+	    (rv = qry_tree_select(&m, in->stack_trace_selector, err)) != 0)
 		goto out;
+	if (in->format == FMT_TREE) {
+		/* Pyroscope's tree bytes alone, no flamegraph. */
+		if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
+			goto oom;
+		querier__v1__select_merge_stacktraces_response__init(out);
+		if ((rv = qry_tree_bytes(&m, mn, call->arena, &out->tree.data,
+		    &out->tree.len)) != 0) {
+			sm_err_set(err, rv, rv == SM_ENOMEM ? "out of memory" :
+			    "merged tree too large");
+			goto out;
+		}
+		*resp = &out->base;
+		goto out;
+	}
 	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
 		sm_err_set(err, rv, "out of memory");
 		goto out;
@@ -425,33 +517,9 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	out->flamegraph = fgm;
 	fgm->total = fg.total;
 	fgm->max_self = fg.max_self;
-	fgm->n_names = fg.nnames;
-	fgm->names = sm_arena_alloc(call->arena, (fg.nnames + 1) *
-	    sizeof(char *));
-	fgm->n_levels = fg.nlevels;
-	fgm->levels = sm_arena_alloc(call->arena, (fg.nlevels + 1) *
-	    sizeof(*fgm->levels));
-	if (fgm->names == NULL || fgm->levels == NULL)
+	if (qry_fg_levels(call->arena, &fg, &fgm->names, &fgm->n_names,
+	    &fgm->levels, &fgm->n_levels) != 0)
 		goto oom;
-	for (uint32_t i = 0; i < fg.nnames; i++) {
-		if ((fgm->names[i] = sm_arena_strndup(call->arena,
-		    fg.names[i], fg.name_len[i])) == NULL)
-			goto oom;
-	}
-	for (uint32_t i = 0; i < fg.nlevels; i++) {
-		Querier__V1__Level *l = sm_arena_alloc(call->arena, sizeof(*l));
-
-		if (l == NULL)
-			goto oom;
-		querier__v1__level__init(l);
-		l->n_values = fg.level_len[i];
-		l->values = sm_arena_alloc(call->arena, ((size_t)l->n_values +
-		    1) * sizeof(int64_t));
-		if (l->values == NULL)
-			goto oom;
-		memcpy(l->values, fg.levels[i], l->n_values * sizeof(int64_t));
-		fgm->levels[i] = l;
-	}
 	*resp = &out->base;
 	rv = 0;
 	goto out;
@@ -462,12 +530,190 @@ out:
 		sm_fg_fini(&fg);
 	if (have_m)
 		sm_mtree_fini(&m);
-	qry_fan_close(&f, true);
+	qry_query_fini(&x);
+	sm_selector_fini(&s);
+	return (rv);
+}
+
+/*
+ * Diff: both sides merged in one fan-out (two lanes), then the diff
+ * flamebearer.  max_nodes: the left request's, else the right's, else the
+ * default (Pyroscope always uses its default; honouring the caller's
+ * value is what the field promises), applied once to the union.
+ */
+static int
+m_diff(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
+    ProtobufCMessage **resp, struct sm_err *err)
+{
+	struct querier *q = arg;
+	const Querier__V1__DiffRequest *in = (const void *)req;
+	const Querier__V1__SelectMergeStacktracesRequest *side[2];
+	Querier__V1__DiffResponse *out;
+	Querier__V1__FlameGraphDiff *d;
+	Smolder__V1__Select sel[2];
+	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
+	struct sm_mtree m[2];
+	struct sm_mtree *mp[2] = { &m[0], &m[1] };
+	struct sm_selector s[2];
+	struct qry_query x;
+	struct sm_fg fg;
+	const char *tenant;
+	int64_t mn = 0;
+	int rv, have_m = 0, have_fg = 0;
+
+	qry_query_init(&x, q);
+	sm_selector_init(&s[0]);
+	sm_selector_init(&s[1]);
+	side[0] = in->left;
+	side[1] = in->right;
+	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+		goto out;
+	if (side[0] == NULL || side[1] == NULL) {
+		rv = sm_err_set(err, SM_EINVAL, "left and right are required");
+		goto out;
+	}
+	for (int k = 0; k < 2; k++) {
+		if ((rv = check_format(side[k]->format, err)) != 0 ||
+		    (rv = merge_select(tenant, side[k]->profile_typeid,
+		    side[k]->label_selector, side[k]->start, side[k]->end,
+		    call->arena, &s[k], &sel[k], err)) != 0)
+			goto out;
+		if (mn == 0 && side[k]->max_nodes != 0)
+			mn = side[k]->max_nodes;
+	}
+	if ((rv = max_nodes_of(q, mn, &mn, err)) != 0)
+		goto out;
+	if (sm_mtree_init(&m[0]) != 0 || sm_mtree_init(&m[1]) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	have_m = 1;
+	if ((rv = qry_merge_lanes(&x, selp, mp, 2, err)) != 0)
+		goto out;
+	for (int k = 0; k < 2; k++) {
+		if ((rv = qry_tree_select(&m[k], side[k]->stack_trace_selector,
+		    err)) != 0)
+			goto out;
+	}
+	if ((rv = sm_fg_build_diff(&m[0].tree, &m[0].names, m[0].self,
+	    &m[1].tree, &m[1].names, m[1].self, mn, &fg)) != 0) {
+		sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	have_fg = 1;
+	out = sm_arena_alloc(call->arena, sizeof(*out));
+	d = sm_arena_alloc(call->arena, sizeof(*d));
+	if (out == NULL || d == NULL)
+		goto oom;
+	querier__v1__diff_response__init(out);
+	querier__v1__flame_graph_diff__init(d);
+	out->flamegraph = d;
+	d->total = fg.total;
+	d->max_self = fg.max_self;
+	d->leftticks = fg.left_ticks;
+	d->rightticks = fg.right_ticks;
+	if (qry_fg_levels(call->arena, &fg, &d->names, &d->n_names, &d->levels,
+	    &d->n_levels) != 0)
+		goto oom;
+	*resp = &out->base;
+	rv = 0;
+	goto out;
+oom:
+	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	if (have_fg)
+		sm_fg_fini(&fg);
+	if (have_m) {
+		sm_mtree_fini(&m[0]);
+		sm_mtree_fini(&m[1]);
+	}
+	qry_query_fini(&x);
+	sm_selector_fini(&s[0]);
+	sm_selector_fini(&s[1]);
+	return (rv);
+}
+
+static int
+m_merge_profile(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
+{
+	struct querier *q = arg;
+	const Querier__V1__SelectMergeProfileRequest *in = (const void *)req;
+	Google__V1__Profile *out;
+	Smolder__V1__Select sel;
+	struct qry_query x;
+	struct sm_selector s;
+	struct sm_mtree m;
+	struct sm_ptype pt;
+	const char *tenant;
+	int rv, have_m = 0;
+
+	qry_query_init(&x, q);
+	sm_selector_init(&s);
+	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+		goto out;
+	if (in->max_nodes < 0) {
+		rv = sm_err_set(err, SM_EINVAL, "max_nodes must not be "
+		    "negative");
+		goto out;
+	}
+	if (in->profile_typeid == NULL || sm_ptype_parse(in->profile_typeid,
+	    &pt) != 0) {
+		rv = sm_err_set(err, SM_EINVAL, "invalid profile type id "
+		    "\"%s\"", in->profile_typeid != NULL ?
+		    in->profile_typeid : "");
+		goto out;
+	}
+	if ((rv = merge_select(tenant, in->profile_typeid, in->label_selector,
+	    in->start, in->end, call->arena, &s, &sel, err)) != 0)
+		goto out;
+	if ((rv = sm_mtree_init(&m)) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	have_m = 1;
+	if ((rv = qry_merge(&x, &sel, &m, err)) != 0 ||
+	    (rv = qry_tree_select(&m, in->stack_trace_selector, err)) != 0 ||
+	    (rv = qry_pprof_build(&m, &pt, in->start, in->end, in->max_nodes,
+	    call->arena, &out, err)) != 0)
+		goto out;
+	*resp = &out->base;
+	rv = 0;
+out:
+	if (have_m)
+		sm_mtree_fini(&m);
+	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);
 }
 
 /* --- SelectSeries --------------------------------------------------------- */
+
+#define AGG_SUM \
+	TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_SUM
+#define AGG_AVERAGE \
+	TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE
+
+/* Largest total first; ties keep the label order (qsort is not stable,
+ * so compare the labels too). */
+static int
+series_sum_desc(const void *a, const void *b)
+{
+	const struct qry_series *x = a, *y = b;
+	uint32_t n = SM_MIN(x->nlabels, y->nlabels);
+
+	if (x->sum != y->sum)
+		return (x->sum > y->sum ? -1 : 1);
+	for (uint32_t i = 0; i < n; i++) {
+		int c = strcmp(x->labels[i]->name, y->labels[i]->name);
+
+		if (c == 0)
+			c = strcmp(x->labels[i]->value, y->labels[i]->value);
+		if (c != 0)
+			return (c);
+	}
+	return (x->nlabels < y->nlabels ? -1 : x->nlabels > y->nlabels);
+}
 
 static int
 m_select_series(void *arg, struct sm_connect_call *call,
@@ -478,7 +724,7 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	Querier__V1__SelectSeriesResponse *out;
 	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
 	Smolder__V1__Select sel;
-	struct qry_fan f;
+	struct qry_query x;
 	struct qry_series *gs;
 	struct sm_selector s;
 	const char *tenant;
@@ -486,15 +732,27 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	uint32_t ng;
 	int rv;
 
-	qry_fan_init(&f);
+	qry_query_init(&x, q);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = check_range(in->start, in->end, err)) != 0)
+	    (rv = qry_check_range(in->start, in->end, err)) != 0)
 		goto out;
-	if (in->aggregation ==
-	    TYPES__V1__TIME_SERIES_AGGREGATION_TYPE__TIME_SERIES_AGGREGATION_TYPE_AVERAGE) {
-		rv = sm_err_set(err, SM_EUNSUPPORTED, "aggregation AVERAGE is "
-		    "not supported yet");
+	if (in->aggregation != AGG_SUM && in->aggregation != AGG_AVERAGE) {
+		rv = sm_err_set(err, SM_EINVAL, "unknown aggregation %d",
+		    (int)in->aggregation);
+		goto out;
+	}
+	if (in->limit < 0) {
+		rv = sm_err_set(err, SM_EINVAL, "limit must not be negative");
+		goto out;
+	}
+	/* Series are summed from per-bucket totals, which cannot be cut by
+	 * stack: refuse rather than answer as if unfiltered. */
+	if (in->stack_trace_selector != NULL &&
+	    (in->stack_trace_selector->n_call_site > 0 ||
+	    in->stack_trace_selector->go_pgo != NULL)) {
+		rv = sm_err_set(err, SM_EUNSUPPORTED, "stack_trace_selector is "
+		    "not supported by SelectSeries");
 		goto out;
 	}
 	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9) {
@@ -505,7 +763,7 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	step_ms = (int64_t)llround(in->step * 1000);
 	if (step_ms < 1)
 		step_ms = 1;
-	if ((rv = build_selector(in->profile_typeid, in->label_selector, &s,
+	if ((rv = qry_build_selector(in->profile_typeid, in->label_selector, &s,
 	    err)) != 0)
 		goto out;
 	if ((rv = qry_select_pb(&s, tenant, in->start, in->end, call->arena,
@@ -517,7 +775,7 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	sr.step_ms = step_ms;
 	sr.group_by = in->group_by;
 	sr.n_group_by = in->n_group_by;
-	if ((rv = qry_series_select(q, &f, &sr, call->arena, &gs, &ng,
+	if ((rv = qry_series_select(&x, &sr, call->arena, &gs, &ng,
 	    err)) != 0)
 		goto out;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
@@ -525,6 +783,31 @@ m_select_series(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	querier__v1__select_series_response__init(out);
+	/* AVERAGE: each point is the mean over the profiles of its step
+	 * (the group's summed values over the number of uploads behind
+	 * them); totals for the limit are then of the averaged points. */
+	if (in->aggregation == AGG_AVERAGE) {
+		for (uint32_t g = 0; g < ng; g++) {
+			if (gs[g].n > 0 && gs[g].cnt == NULL) {
+				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
+				    "answered without profile counts "
+				    "(older version): AVERAGE unavailable");
+				goto out;
+			}
+			gs[g].sum = 0;
+			for (uint32_t j = 0; j < gs[g].n; j++) {
+				if (gs[g].cnt[j] > 0)
+					gs[g].v[j] /= (double)gs[g].cnt[j];
+				gs[g].sum += gs[g].v[j];
+			}
+		}
+	}
+	/* limit: the top N series by total, largest first, as Pyroscope's
+	 * query frontend (TopSeries); the rest are dropped. */
+	if (in->limit > 0 && ng > (uint64_t)in->limit) {
+		qsort(gs, ng, sizeof(*gs), series_sum_desc);
+		ng = (uint32_t)in->limit;
+	}
 	out->series = sm_arena_alloc(call->arena, (ng + 1) *
 	    sizeof(*out->series));
 	if (out->series == NULL) {
@@ -550,18 +833,24 @@ m_select_series(void *arg, struct sm_connect_call *call,
 			rv = sm_err_set(err, SM_ENOMEM, "oom");
 			goto out;
 		}
-		for (size_t j = 0; j < c->n_labels; j++) {
-			Types__V1__LabelPair *lp = sm_arena_alloc(call->arena,
-			    sizeof(*lp));
+		/* A group-by label the series lacks is left out, not given
+		 * an empty value (Pyroscope's group key has no such pair). */
+		c->n_labels = 0;
+		for (size_t j = 0; j < gs[g].nlabels; j++) {
+			Types__V1__LabelPair *lp;
 
-			if (lp == NULL) {
+			if (gs[g].labels[j]->value == NULL ||
+			    gs[g].labels[j]->value[0] == '\0')
+				continue;
+			if ((lp = sm_arena_alloc(call->arena,
+			    sizeof(*lp))) == NULL) {
 				rv = sm_err_set(err, SM_ENOMEM, "oom");
 				goto out;
 			}
 			types__v1__label_pair__init(lp);
 			lp->name = dupstr(call->arena, gs[g].labels[j]->name);
 			lp->value = dupstr(call->arena, gs[g].labels[j]->value);
-			c->labels[j] = lp;
+			c->labels[c->n_labels++] = lp;
 		}
 		for (size_t j = 0; j < c->n_points; j++) {
 			Types__V1__Point *pt = sm_arena_alloc(call->arena,
@@ -578,10 +867,13 @@ m_select_series(void *arg, struct sm_connect_call *call,
 		}
 		out->series[out->n_series++] = c;
 	}
+	if ((rv = qry_series_exemplars(q, &sr, (int)in->exemplar_type, out,
+	    call->arena, err)) != 0)
+		goto out;
 	*resp = &out->base;
 	rv = 0;
 out:
-	qry_fan_close(&f, true);
+	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);
 }
@@ -607,6 +899,10 @@ qry_connect_register(struct querier *q)
 		{ "SelectSeries",
 		    &querier__v1__select_series_request__descriptor,
 		    m_select_series },
+		{ "Diff", &querier__v1__diff_request__descriptor, m_diff },
+		{ "SelectMergeProfile",
+		    &querier__v1__select_merge_profile_request__descriptor,
+		    m_merge_profile },
 	};
 	char path[128];
 	int rv;
@@ -614,9 +910,12 @@ qry_connect_register(struct querier *q)
 	for (size_t i = 0; i < SM_ARRAY_LEN(methods); i++) {
 		snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s",
 		    methods[i].method);
-		if ((rv = sm_connect_route(q->http, path, methods[i].in,
-		    methods[i].fn, q, 0)) != 0)
+		if ((rv = sm_connect_route_as(q->http, SM_SCOPE_READ, path,
+		    methods[i].in, methods[i].fn, q, 0)) != 0)
 			return (rv);
 	}
-	return (0);
+	if ((rv = qry_span_register(q)) != 0 ||
+	    (rv = qry_heatmap_register(q)) != 0)
+		return (rv);
+	return (qry_stats_register(q));
 }

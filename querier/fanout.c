@@ -23,19 +23,17 @@ calls_free(struct qry_fan *f)
 {
 	if (f->calls == NULL)
 		return;
-	for (uint32_t i = 0; i < f->n; i++)
+	for (uint32_t i = 0; i < f->n * f->nlanes; i++)
 		sm_arena_destroy(f->calls[i].arena);
 	sm_free(f->calls);
 	f->calls = NULL;
+	f->nlanes = 0;
 }
 
 void
 qry_fan_close(struct qry_fan *f, bool all)
 {
 	calls_free(f);
-	sm_arena_destroy(f->arena);
-	f->arena = NULL;
-	f->sel = NULL;
 	sm_free(f->target);
 	f->target = NULL;
 	f->n = 0;
@@ -92,18 +90,25 @@ request_error(int rv)
 
 int
 qry_fan_round(struct querier *q, struct qry_fan *f,
-    Smolder__V1__Request *const *reqs, uint32_t nreqs, const char *method,
-    const uint8_t *must, struct sm_err *err)
+    Smolder__V1__Request *const *reqs, uint32_t nreqs, uint32_t nlanes,
+    const char *method, const uint8_t *must, struct sm_err *err)
 {
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_buf *bufs = NULL;
-	uint32_t failed = 0, mustfail = 0, nb = nreqs == 1 ? 1 : f->n;
+	uint8_t *tfail = NULL;
+	uint32_t failed = 0, mustfail = 0, nc, nb;
 	int rv = 0, first = 0;
 
 	calls_free(f);
-	if ((f->calls = sm_calloc(SM_MAX(f->n, 1), sizeof(*f->calls))) == NULL ||
+	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
+	SM_ASSERT(nreqs == 1 ? nlanes == 1 : nreqs == nlanes * f->n);
+	nc = nlanes * f->n;
+	nb = nreqs == 1 ? 1 : nc;
+	f->nlanes = nlanes;
+	if ((f->calls = sm_calloc(SM_MAX(nc, 1), sizeof(*f->calls))) == NULL ||
 	    (bufs = sm_calloc(nb, sizeof(*bufs))) == NULL ||
-	    sm_rpc_multi_create(f->n, method, &mc) != 0) {
+	    (tfail = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
+	    sm_rpc_multi_create(nc, method, &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -121,11 +126,11 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		protobuf_c_message_pack(&r->base, (uint8_t *)bufs[i].b);
 		bufs[i].len = sz;
 	}
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
 		const struct sm_buf *b = &bufs[nreqs == 1 ? 0 : i];
 
-		c->member = f->target[i];
+		c->member = f->target[i % f->n];
 		c->rv = SM_RPC_PENDING;
 		if (reqs[nreqs == 1 ? 0 : i] == NULL)
 			continue;
@@ -133,7 +138,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    b->len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
 	}
 	sm_rpc_multi_wait(mc, NULL, NULL);
-	for (uint32_t i = 0; i < f->n; i++) {
+	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
 
 		if (reqs[nreqs == 1 ? 0 : i] == NULL)
@@ -157,7 +162,10 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			rv = c->rv;
 			goto out;
 		}
-		failed++;
+		if (!tfail[i % f->n]) {
+			tfail[i % f->n] = 1;
+			failed++;
+		}
 		if (first == 0)
 			first = (int)i + 1;
 		if (must != NULL && must[i])
@@ -179,7 +187,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	if (mustfail > 0) {
 		/* A member the plan counted on is gone (or its copy is
 		 * damaged): start over without it; replicas cover it. */
-		for (uint32_t i = 0; i < f->n; i++) {
+		for (uint32_t i = 0; i < nc; i++) {
 			if (f->calls[i].rv != 0 && f->calls[i].rv !=
 			    SM_RPC_PENDING && must[i])
 				f->excluded[f->calls[i].member] = 1;
@@ -192,6 +200,7 @@ out:
 	for (uint32_t i = 0; bufs != NULL && i < nb; i++)
 		sm_buf_fini(&bufs[i]);
 	sm_free(bufs);
+	sm_free(tfail);
 	return (rv);
 }
 
@@ -204,5 +213,5 @@ qry_fanout_same(struct querier *q, struct qry_fan *f,
 
 	if ((rv = qry_fan_open(q, f, err)) != 0)
 		return (rv);
-	return (qry_fan_round(q, f, &one, 1, method, NULL, err));
+	return (qry_fan_round(q, f, &one, 1, 1, method, NULL, err));
 }

@@ -1,5 +1,5 @@
 /*
- * labels.c -- label and app listing endpoints (spec §3):
+ * labels.c -- label and app listing endpoints (docs/wire-formats.md §3):
  *
  *   GET /labels[?query=&from=&until=]           og: label names
  *   GET /label-values?label=X[&query=...]       og: values; __name__ gives
@@ -30,6 +30,7 @@
 #include "common/labels.h"
 #include "common/ptype.h"
 #include "common/selector.h"
+#include "common/auth.h"
 #include "common/tenant.h"
 
 static int
@@ -121,8 +122,8 @@ label_select(struct querier *q, struct sm_http_req *r, struct sm_query *qq,
 	int rv;
 
 	smolder__v1__select__init(sel);
-	if ((rv = sm_tenant_resolve(q->cfg.multitenancy,
-	    sm_http_header(r, "X-Scope-OrgID"), &tenant, err)) != 0)
+	if ((rv = sm_http_tenant(r, q->cfg.multitenancy, &tenant,
+	    err)) != 0)
 		return (rv);
 	sel->tenant = (char *)tenant;
 	query = sm_http_query(r, "query");
@@ -429,8 +430,8 @@ apps_handler(struct sm_http_req *r, void *arg)
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
 		return;
 	}
-	if ((rv = sm_tenant_resolve(q->cfg.multitenancy,
-	    sm_http_header(r, "X-Scope-OrgID"), &tenant, &err)) != 0) {
+	if ((rv = sm_http_tenant(r, q->cfg.multitenancy, &tenant,
+	    &err)) != 0) {
 		reply_err(r, rv, &err);
 		goto out;
 	}
@@ -520,7 +521,8 @@ qry_labels_register(struct querier *q)
 	int rv;
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(routes); i++) {
-		if ((rv = sm_http_route(q->http, "GET", routes[i].path,
+		if ((rv = sm_http_route_as(q->http, SM_SCOPE_READ, "GET",
+		    routes[i].path,
 		    routes[i].fn, q, 0)) != 0)
 			return (rv);
 	}

@@ -1,5 +1,5 @@
 /*
- * plan.c -- replica de-duplication (DESIGN §4): which ingester contributes
+ * plan.c -- replica de-duplication (docs/architecture.md §4): which ingester contributes
  * which series and buckets, so a series counts once although RF ingesters
  * hold it, and stays complete when a replica is down or missed writes.
  *
@@ -24,10 +24,15 @@
  * write acknowledged by a quorum of RF is on a majority, and a replica
  * that missed a write while down has a smaller count.  Not repaired: two
  * replicas each missing a different upload of one bucket while the third
- * is down (there is no read repair; reliability §4.4).
+ * is down (there is no read repair; docs/reliability.md §4.4).
  *
  * RF 1 (every write on one ingester) and single-target fans need no plan:
  * summing all answers is exact.
+ *
+ * The plan is its own state (struct qry_plan, qry_int.h) and reaches the
+ * ingesters only through a qry_plan_io round function: the engine wires
+ * it to a fan (engine.c), plan_test.c to a fake ingester set, so lost
+ * replicas, divergent replicas and RF 1 are tested without processes.
  */
 #include "qry_int.h"
 
@@ -112,31 +117,28 @@ pick_add(struct sm_arena *a, struct plan_tgt *t, uint64_t fp,
 	return (0);
 }
 
-/* Gather the last round's stats as entries sorted by (fp, target). */
+/* Gather a round's stats answers as entries sorted by (fp, target). */
 static int
-plan_entries(struct qry_fan *f, struct plan_ent **out, size_t *nout)
+plan_entries(const Smolder__V1__Response **ans, uint32_t n,
+    struct plan_ent **out, size_t *nout)
 {
 	struct plan_ent *e;
-	size_t n = 0, k = 0;
+	size_t cnt = 0, k = 0;
 
-	for (uint32_t i = 0; i < f->n; i++) {
-		const struct qry_call *c = &f->calls[i];
-
-		if (c->rv == 0 && c->resp->result_case ==
+	for (uint32_t i = 0; i < n; i++) {
+		if (ans[i] != NULL && ans[i]->result_case ==
 		    SMOLDER__V1__RESPONSE__RESULT_STATS)
-			n += c->resp->stats->n_series;
+			cnt += ans[i]->stats->n_series;
 	}
-	if ((e = sm_malloc(SM_MAX(n, 1) * sizeof(*e))) == NULL)
+	if ((e = sm_malloc(SM_MAX(cnt, 1) * sizeof(*e))) == NULL)
 		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < f->n; i++) {
-		const struct qry_call *c = &f->calls[i];
-
-		if (c->rv != 0 || c->resp->result_case !=
+	for (uint32_t i = 0; i < n; i++) {
+		if (ans[i] == NULL || ans[i]->result_case !=
 		    SMOLDER__V1__RESPONSE__RESULT_STATS)
 			continue;
-		for (size_t j = 0; j < c->resp->stats->n_series; j++) {
+		for (size_t j = 0; j < ans[i]->stats->n_series; j++) {
 			const Smolder__V1__SeriesStat *st =
-			    c->resp->stats->series[j];
+			    ans[i]->stats->series[j];
 
 			e[k++] = (struct plan_ent){ st->fp, i, st->profiles,
 			    st->digest, st };
@@ -221,22 +223,43 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 	return (0);
 }
 
-const uint8_t *
-qry_plan_must(const struct qry_fan *f, uint8_t *buf)
+void
+qry_plan_init(struct qry_plan *p)
 {
-	for (uint32_t i = 0; i < f->n; i++)
-		buf[i] = f->sel == NULL || (f->sel[i] != NULL &&
-		    f->sel[i]->n_picks > 0);
+	memset(p, 0, sizeof(*p));
+}
+
+void
+qry_plan_fini(struct qry_plan *p)
+{
+	sm_arena_destroy(p->arena);
+	memset(p, 0, sizeof(*p));
+}
+
+const Smolder__V1__Select *
+qry_plan_select(const struct qry_plan *p, uint32_t i)
+{
+	SM_ASSERT(i < p->n);
+	return (p->sel == NULL ? p->base : p->sel[i]);
+}
+
+const uint8_t *
+qry_plan_must(const struct qry_plan *p, uint8_t *buf)
+{
+	for (uint32_t i = 0; i < p->n; i++)
+		buf[i] = p->sel == NULL || (p->sel[i] != NULL &&
+		    p->sel[i]->n_picks > 0);
 	return (buf);
 }
 
 int
-qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
-    struct sm_err *err)
+qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
+    const Smolder__V1__Select *sel, struct sm_err *err)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__StatsRequest sr = SMOLDER__V1__STATS_REQUEST__INIT;
 	Smolder__V1__Request **reqs = NULL;
+	const Smolder__V1__Response **ans;
 	Smolder__V1__Select dsel;
 	struct plan_ent *e = NULL;
 	struct plan_tgt *tg = NULL;
@@ -247,29 +270,32 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 	struct sm_arena *a;
 	int rv;
 
-	f->base = sel;
-	f->sel = NULL;
-	if (f->snap->rf <= 1 || f->n <= 1)
+	qry_plan_fini(p);
+	p->base = sel;
+	p->n = io->n;
+	if (io->rf <= 1 || io->n <= 1)
 		return (0);
 	pthread_once(&plan_metrics_once, plan_metrics_register);
-	if (f->arena == NULL && (f->arena = sm_arena_create(0)) == NULL)
+	if ((p->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	a = f->arena;
+	a = p->arena;
+	if ((ans = sm_arena_calloc(a, io->n, sizeof(*ans))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	sr.select = (Smolder__V1__Select *)sel;
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_STATS;
 	req.stats = &sr;
 	{
 		Smolder__V1__Request *one = &req;
 
-		if ((rv = qry_fan_round(q, f, &one, 1, "stats", NULL,
-		    err)) != 0)
+		if ((rv = io->round(io->arg, &one, 1, NULL, ans, err)) != 0)
 			return (rv);
 	}
-	tg = sm_arena_calloc(a, f->n, sizeof(*tg));
-	if (tg == NULL || (rv = plan_entries(f, &e, &ne)) != 0) {
+	tg = sm_arena_calloc(a, io->n, sizeof(*tg));
+	if (tg == NULL || (rv = plan_entries(ans, io->n, &e, &ne)) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
+	p->nseries = 0;
 	/* 2. Agreeing series go whole to one target. */
 	for (size_t i = 0; i < ne;) {
 		size_t j = i + 1;
@@ -278,6 +304,7 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		for (; j < ne && e[j].fp == e[i].fp; j++)
 			same &= e[j].profiles == e[i].profiles &&
 			    e[j].digest == e[i].digest;
+		p->nseries++;
 		if (same) {
 			const struct plan_ent *w = &e[i + (e[i].fp >> 17) %
 			    (j - i)];
@@ -294,8 +321,8 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 	}
 	/* 3. Divergent series: per-bucket counts, largest count wins. */
 	if (ndiv > 0) {
-		ask = sm_arena_calloc(a, f->n, 1);
-		reqs = sm_arena_calloc(a, f->n, sizeof(*reqs));
+		ask = sm_arena_calloc(a, io->n, 1);
+		reqs = sm_arena_calloc(a, io->n, sizeof(*reqs));
 		dpicks = sm_arena_alloc(a, ndiv * sizeof(*dpicks));
 		if (ask == NULL || reqs == NULL || dpicks == NULL)
 			goto oom;
@@ -319,15 +346,14 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		sr.select = &dsel;
 		sr.detail = div;
 		sr.n_detail = ndiv;
-		for (uint32_t i = 0; i < f->n; i++)
+		for (uint32_t i = 0; i < io->n; i++)
 			reqs[i] = ask[i] ? &req : NULL;
 		sm_free(e);
 		e = NULL;
 		/* The first round's answers are freed by this one. */
-		if ((rv = qry_fan_round(q, f, reqs, f->n, "stats", ask,
-		    err)) != 0)
+		if ((rv = io->round(io->arg, reqs, io->n, ask, ans, err)) != 0)
 			goto out;
-		if ((rv = plan_entries(f, &e, &ne)) != 0)
+		if ((rv = plan_entries(ans, io->n, &e, &ne)) != 0)
 			goto oom;
 		for (size_t i = 0; i < ne;) {
 			size_t j = i + 1;
@@ -340,19 +366,20 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		}
 		/* Picks must be sorted by fp per target: the agreeing ones
 		 * were added in fp order, the divergent ones after them. */
-		for (uint32_t t = 0; t < f->n; t++)
+		for (uint32_t t = 0; t < io->n; t++)
 			if (tg[t].n > 1)
 				qsort(tg[t].v, tg[t].n,
 				    sizeof(*tg[t].v), pick_cmp);
 	}
-	sm_debug("querier", "plan\ttargets=%u stats=%zu divergent=%zu", f->n,
-	    ne, ndiv);
+	p->ndivergent = ndiv;
+	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu",
+	    io->n, p->nseries, ndiv);
 	sm_counter_inc(sm_metric_child0(m_plans));
 	sm_counter_add(sm_metric_child0(m_divergent), ndiv);
 	/* 4. Per-target selects. */
-	if ((f->sel = sm_arena_calloc(a, f->n, sizeof(*f->sel))) == NULL)
+	if ((p->sel = sm_arena_calloc(a, io->n, sizeof(*p->sel))) == NULL)
 		goto oom;
-	for (uint32_t t = 0; t < f->n; t++) {
+	for (uint32_t t = 0; t < io->n; t++) {
 		Smolder__V1__Select *s;
 
 		if (tg[t].n == 0)
@@ -363,13 +390,13 @@ qry_plan(struct querier *q, struct qry_fan *f, const Smolder__V1__Select *sel,
 		s->picked = 1;
 		s->picks = tg[t].v;
 		s->n_picks = tg[t].n;
-		f->sel[t] = s;
+		p->sel[t] = s;
 	}
 	rv = 0;
 	goto out;
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-	f->sel = NULL;
+	p->sel = NULL;
 out:
 	sm_free(e);
 	return (rv);

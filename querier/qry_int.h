@@ -25,7 +25,7 @@ struct querier {
 	struct sm_ring *ring;
 };
 
-/* --- fan-out (fanout.c) and replica de-duplication (plan.c) ---------------- */
+/* --- fan-out (fanout.c) ------------------------------------------------ */
 
 /* One ingester's answer in a fan-out round. */
 struct qry_call {
@@ -37,6 +37,7 @@ struct qry_call {
 };
 
 #define QRY_MAX_ATTEMPTS 3
+#define QRY_MAX_LANES 2
 
 /*
  * A query's view of the ring: the healthy members it asks (targets), and
@@ -44,8 +45,16 @@ struct qry_call {
  * as failed + unhealthy members stay within the ring's read error budget
  * (sm_ring_max_read_errors: RF - quorum).  A target that fails after the
  * plan gave it data to contribute makes the round return SM_EAGAIN; the
- * query then starts over without it (qry_merge), at most
+ * query then starts over without it (engine.c), at most
  * QRY_MAX_ATTEMPTS times.
+ *
+ * A round may carry several lanes (a Diff's left and right merges): lane
+ * l's request to target i is reqs[l * n + i] and its answer
+ * calls[l * n + i]; all go out at once.  A target counts once against the
+ * error budget however many of its lanes failed.
+ *
+ * The fan is transport only: which series each target contributes is the
+ * plan's business (struct qry_plan).
  */
 struct qry_fan {
 	struct sm_ring_snap *snap;
@@ -53,12 +62,8 @@ struct qry_fan {
 	uint32_t n;
 	uint32_t down;                   /* unhealthy or excluded members */
 	uint8_t *excluded;               /* per member (snap->n): failed */
-	struct qry_call *calls;          /* last round: n entries */
-	struct sm_arena *arena;          /* the plan's picks */
-	Smolder__V1__Select **sel;       /* plan: per target, NULL = skip;
-					  * NULL array = the query's own select
-					  * for every target */
-	const Smolder__V1__Select *base; /* the query's select */
+	struct qry_call *calls;          /* last round: nlanes * n entries */
+	uint32_t nlanes;
 };
 
 void qry_fan_init(struct qry_fan *f);
@@ -70,81 +75,76 @@ int qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err);
 void qry_fan_close(struct qry_fan *f, bool all);
 
 /*
- * One round: send reqs[i] to target i (nreqs == 1: the same request to
- * every target; a NULL entry skips the target) and wait for all.  Frees
- * the previous round's answers.  Returns 0 when enough answered (failed
- * targets have calls[i].rv != 0), SM_EAGAIN when a target in `must`
- * (per target, may be NULL) failed -- it is marked excluded --, or the
- * first error when failures exceed the read error budget.
+ * One round of `nlanes` lanes: send reqs[l * n + i] to target i (nreqs ==
+ * 1: the same request to every target, one lane; a NULL entry skips) and
+ * wait for all.  Frees the previous round's answers.  Returns 0 when
+ * enough answered (failed calls have rv != 0), SM_EAGAIN when a call in
+ * `must` (same indexing as reqs, may be NULL) failed -- its target is
+ * marked excluded --, or the first error when failures exceed the read
+ * error budget.
  */
 int qry_fan_round(struct querier *q, struct qry_fan *f,
-    Smolder__V1__Request *const *reqs, uint32_t nreqs, const char *method,
-    const uint8_t *must, struct sm_err *err);
-
-/*
- * Plan `sel` (plan.c): fill f->sel so every (series, bucket) is counted
- * once across replicas.  Leaves f->sel NULL when no de-duplication is
- * needed (RF 1, or a single target).  May run Stats rounds.
- */
-int qry_plan(struct querier *q, struct qry_fan *f,
-    const Smolder__V1__Select *sel, struct sm_err *err);
-
-/* Which targets the plan gives something to contribute (n entries). */
-const uint8_t *qry_plan_must(const struct qry_fan *f, uint8_t *buf);
+    Smolder__V1__Request *const *reqs, uint32_t nreqs, uint32_t nlanes,
+    const char *method, const uint8_t *must, struct sm_err *err);
 
 /* Send a labels request to every target (no plan: labels are sets). */
 int qry_fanout_same(struct querier *q, struct qry_fan *f,
     const Smolder__V1__Request *req, const char *method,
     struct sm_err *err);
 
-/* One merged time series (group_by label values, points by time). */
-struct qry_series {
-	Types__V1__LabelPair **labels;
-	uint32_t nlabels;
-	int64_t *ts;
-	double *v;
-	uint32_t n;
+/* --- replica plan (plan.c) ------------------------------------------------ */
+
+/*
+ * How the plan talks to the targets, so it can be driven by a fan
+ * (engine.c) or by a fake ingester set (plan_test.c).  round() sends
+ * reqs[i] to target i (nreqs == 1: the same to all; NULL skips), fills
+ * ans[i] with each answer (NULL for a failed or skipped target; valid
+ * until the next round) and returns like qry_fan_round.
+ */
+struct qry_plan_io {
+	uint32_t n;                      /* targets */
+	uint32_t rf;                     /* replication factor */
+	int (*round)(void *arg, Smolder__V1__Request *const *reqs,
+	    uint32_t nreqs, const uint8_t *must,
+	    const Smolder__V1__Response **ans, struct sm_err *err);
+	void *arg;
 };
 
 /*
- * Fan a planned series request out (f must hold a plan for sr->select)
- * and sum the answers per (group, timestamp).  Output in `a`, groups
- * sorted by label values.
+ * A replica plan: which target contributes which series (and buckets) of
+ * one select, so every (series, bucket) counts once.  Owns its arena.
  */
-int qry_series(struct querier *q, struct qry_fan *f,
-    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
-    struct qry_series **out, uint32_t *nout, struct sm_err *err);
+struct qry_plan {
+	struct sm_arena *arena;          /* picks and per-target selects */
+	const Smolder__V1__Select *base; /* the query's select (borrowed) */
+	Smolder__V1__Select **sel;       /* per target, NULL = skip; NULL
+					  * array = base for every target */
+	uint32_t n;                      /* targets */
+	size_t nseries, ndivergent;      /* for logs and tests */
+};
+
+void qry_plan_init(struct qry_plan *p);
+void qry_plan_fini(struct qry_plan *p);
 
 /*
- * Open `f`, plan sr->select and run qry_series, retrying without failed
- * ingesters.  Group labels point into f's answers: copy them before
- * qry_fan_close(f, true).
+ * Plan `sel` over io's targets.  Leaves p->sel NULL when no
+ * de-duplication is needed (RF 1, or a single target).  Runs one or two
+ * Stats rounds through io.  SM_EAGAIN from a round is passed up.
  */
-int qry_series_select(struct querier *q, struct qry_fan *f,
-    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
-    struct qry_series **out, uint32_t *nout, struct sm_err *err);
+int qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
+    const Smolder__V1__Select *sel, struct sm_err *err);
 
-/* --- merge (render.c) ---------------------------------------------------- */
+/* Target i's select under the plan: NULL when it has nothing to give. */
+const Smolder__V1__Select *qry_plan_select(const struct qry_plan *p,
+    uint32_t i);
 
-/* The selector as RPC matchers, allocated in `a`.  0 or SM_ENOMEM. */
-int qry_select_pb(const struct sm_selector *s, const char *tenant,
-    int64_t start, int64_t end, struct sm_arena *a, Smolder__V1__Select *sel);
-
-/*
- * Plan and fan a merge of `sel` out and fold the answers into `m` (fresh
- * from sm_mtree_init).  `f` (initialised) keeps the ring snapshot, the
- * plan and the responses -- their strings back m's metadata -- until the
- * caller's qry_fan_close(f, true); the plan can serve a following
- * qry_series() of the same select.
- */
-int qry_merge(struct querier *q, const Smolder__V1__Select *sel,
-    struct sm_mtree *m, struct qry_fan *f, struct sm_err *err);
+/* Which targets the plan gives something to contribute (p->n entries). */
+const uint8_t *qry_plan_must(const struct qry_plan *p, uint8_t *buf);
 
 /* settings.v1, capabilities.v1, version.v1 routes (settings.c). */
 int qry_settings_register(struct querier *q);
 
-/* Pyroscope's timeline step for a range (ms in, ms out). */
-int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
+#include "engine.h"
 
 /* --- labels (labels.c) ---------------------------------------------------- */
 
@@ -174,10 +174,47 @@ int qry_labels(struct querier *q, const Smolder__V1__LabelsRequest *lr,
  * __unit__, when the type has an og suffix. */
 bool qry_app_name(const struct qry_labelset *ls, char *dst, size_t n);
 
-/* --- HTTP (render.c, labels.c) --------------------------------------------- */
+/* --- HTTP (render.c, labels.c, connect_api.c) --------------------------------------------- */
 
 int qry_render_register(struct querier *q);
 int qry_labels_register(struct querier *q);
 int qry_connect_register(struct querier *q);
+int qry_webui_register(struct querier *q);
+/* GetProfileStats, AnalyzeQuery (stats_api.c). */
+int qry_stats_register(struct querier *q);
+/* SelectMergeSpanProfile (span_api.c). */
+int qry_span_register(struct querier *q);
+/* SelectHeatmap (heatmap_api.c). */
+int qry_heatmap_register(struct querier *q);
+
+/*
+ * Shared by the Connect handlers (defined in connect_api.c):
+ * qry_check_range  start and end (ms) present, inside attime.h's window,
+ *                  start <= end; else SM_EINVAL with Pyroscope's words;
+ * qry_build_selector  `s` (initialised here) from a label selector text and
+ *                  a profile type id (either may be NULL or empty);
+ * qry_fg_levels    a flamegraph's names and levels as querier.v1 messages
+ *                  in arena `a` (0 or SM_ENOMEM).
+ */
+struct Querier__V1__Level;
+struct sm_fg;
+int qry_check_range(int64_t start, int64_t end, struct sm_err *err);
+int qry_build_selector(const char *type_id, const char *label_selector,
+    struct sm_selector *s, struct sm_err *err);
+int qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
+    size_t *nnames, struct Querier__V1__Level ***levels, size_t *nlevels);
+
+struct Querier__V1__SelectSeriesResponse;
+
+/*
+ * SelectSeries exemplars (heatmap_api.c): for exemplar_type INDIVIDUAL,
+ * give every point of `out` (answered for sr) one exemplar -- the largest
+ * individual profile behind it (profile id, time, total); SPAN is
+ * SM_EUNSUPPORTED; other types leave `out` as is.
+ */
+int qry_series_exemplars(struct querier *q,
+    const Smolder__V1__SeriesRequest *sr, int exemplar_type,
+    struct Querier__V1__SelectSeriesResponse *out, struct sm_arena *a,
+    struct sm_err *err);
 
 #endif /* QRY_INT_H */

@@ -46,7 +46,8 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	if ((rv = qry_render_register(q)) != 0 ||
 	    (rv = qry_labels_register(q)) != 0 ||
 	    (rv = qry_connect_register(q)) != 0 ||
-	    (rv = qry_settings_register(q)) != 0) {
+	    (rv = qry_settings_register(q)) != 0 ||
+	    (rv = qry_webui_register(q)) != 0) {
 		sm_free(q);
 		return (sm_err_set(err, rv, "querier: registering routes: %s",
 		    sm_strerror(rv)));

@@ -1,7 +1,7 @@
 /*
- * querier.h -- the querier component (DESIGN §1): the HTTP query API.
+ * querier.h -- the querier component (docs/architecture.md §1): the HTTP query API.
  *
- * Routes (spec §3): GET /render and /pyroscope/render (format json, the
+ * Routes (docs/wire-formats.md §3): GET /render and /pyroscope/render (format json, the
  * flamebearer profile; format collapsed, folded text).
  *
  * A query fans out to every healthy ingester of the ring over the internal

@@ -1,6 +1,6 @@
 /*
  * settings.c -- the tenant metadata services Grafana's Profiles Drilldown
- * and Pyroscope clients ask for at start-up (spec §4 neighbours):
+ * and Pyroscope clients ask for at start-up (docs/wire-formats.md §4 neighbours):
  *
  *   POST /settings.v1.SettingsService/Get     {} -> {settings: [...]}
  *   POST /settings.v1.SettingsService/Set     {setting} -> {setting}
@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "common/connect.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/rpc.h"
 #include "common/tenant.h"
@@ -282,8 +283,7 @@ static int
 call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err)
 {
-	return (sm_tenant_resolve(q->cfg.multitenancy,
-	    sm_http_header(call->http, "X-Scope-OrgID"), tenant, err));
+	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
 }
 
 static Settings__V1__Setting *
@@ -488,25 +488,30 @@ qry_settings_register(struct querier *q)
 		const char *path;
 		const ProtobufCMessageDescriptor *in;
 		sm_connect_fn fn;
+		unsigned scope;          /* auth.h: who may call it */
 	} routes[] = {
 		{ "/settings.v1.SettingsService/Get",
-		    &settings__v1__get_settings_request__descriptor, m_get },
+		    &settings__v1__get_settings_request__descriptor, m_get,
+		    SM_SCOPE_READ },
 		{ "/settings.v1.SettingsService/Set",
-		    &settings__v1__set_settings_request__descriptor, m_set },
+		    &settings__v1__set_settings_request__descriptor, m_set,
+		    SM_SCOPE_ADMIN },
 		{ "/settings.v1.SettingsService/Delete",
 		    &settings__v1__delete_settings_request__descriptor,
-		    m_delete },
+		    m_delete, SM_SCOPE_ADMIN },
 		{ "/capabilities.v1.FeatureFlagsService/GetFeatureFlags",
 		    &capabilities__v1__get_feature_flags_request__descriptor,
-		    m_feature_flags },
+		    m_feature_flags, SM_SCOPE_READ },
 		{ "/version.v1.Version/Version",
-		    &version__v1__version_request__descriptor, m_version },
+		    &version__v1__version_request__descriptor, m_version,
+		    SM_SCOPE_READ },
 	};
 	int rv;
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(routes); i++) {
-		if ((rv = sm_connect_route(q->http, routes[i].path,
-		    routes[i].in, routes[i].fn, q, 1u << 20)) != 0)
+		if ((rv = sm_connect_route_as(q->http, routes[i].scope,
+		    routes[i].path, routes[i].in, routes[i].fn, q,
+		    1u << 20)) != 0)
 			return (rv);
 	}
 	return (0);

@@ -1,0 +1,148 @@
+/*
+ * engine.h -- the querier's query engine: select, plan, fan out, merge.
+ *
+ * The HTTP handlers (render.c for the legacy /render and /render-diff,
+ * connect_api.c for querier.v1) only parse their wire format into a
+ * smolder.v1.Select and shape what the engine returns; everything that
+ * touches ingesters is here:
+ *
+ *   qry_query      one query's state: the ring view (a fan, transport
+ *                  only) and one replica plan per lane (a Diff has two
+ *                  lanes, left and right);
+ *   qry_merge*     plan each lane, then one fan-out round carrying every
+ *                  lane's merge requests, folded into merge trees; a
+ *                  target lost mid-query restarts the query without it
+ *                  (at most QRY_MAX_ATTEMPTS times);
+ *   qry_series*    per-step totals under a lane's plan (after a merge, the
+ *                  same plan serves the timeline without new Stats rounds);
+ *   qry_tree_select the stack-trace selector (call_site, go_pgo) applied to
+ *                  a merged tree.
+ *
+ * Ownership: a qry_query owns its fan, plans and answers; strings of the
+ * merge trees' metadata and of series labels point into the answers, so
+ * keep the query until the result is written, then qry_query_fini().
+ * Locking: none; one query, one thread.
+ */
+#ifndef QRY_ENGINE_H
+#define QRY_ENGINE_H
+
+#include "common/mtree.h"
+#include "common/selector.h"
+
+#include "google/v1/profile.pb-c.h"
+#include "types/v1/types.pb-c.h"
+
+struct querier;
+
+struct qry_query {
+	struct querier *q;
+	struct qry_fan fan;
+	struct qry_plan plan[QRY_MAX_LANES];
+	uint32_t nlanes;
+	struct sm_arena *arena;          /* per-round requests */
+};
+
+void qry_query_init(struct qry_query *x, struct querier *q);
+void qry_query_fini(struct qry_query *x);
+
+/* The selector as RPC matchers, allocated in `a`.  0 or SM_ENOMEM. */
+int qry_select_pb(const struct sm_selector *s, const char *tenant,
+    int64_t start, int64_t end, struct sm_arena *a, Smolder__V1__Select *sel);
+
+/* Pyroscope's timeline step for a range (ms in, ms out). */
+int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
+
+/*
+ * Merge `sel` into `m` (fresh from sm_mtree_init) through the fan-out and
+ * the replica plan.  Returns 0 or an error code with `err` set.
+ */
+int qry_merge(struct qry_query *x, const Smolder__V1__Select *sel,
+    struct sm_mtree *m, struct sm_err *err);
+
+/* The same for nlanes (<= QRY_MAX_LANES) selects at once: one plan per
+ * lane, one fan-out round for all merges. */
+int qry_merge_lanes(struct qry_query *x, const Smolder__V1__Select *const *sel,
+    struct sm_mtree *const *m, uint32_t nlanes, struct sm_err *err);
+
+/*
+ * A planned round of another per-select RPC (SpanMerge, ...): plan `sel`
+ * as qry_merge does, send each target build(arg, its planned select,
+ * arena) (NULL: out of memory), and hand every answer to fold().  A
+ * target lost mid-query restarts the query without it, after reset()
+ * dropped what fold() gathered, at most QRY_MAX_ATTEMPTS times.
+ */
+struct qry_custom {
+	const char *method;              /* for logs and metrics */
+	Smolder__V1__Response__ResultCase result;   /* expected answer */
+	Smolder__V1__Request *(*build)(void *arg,
+	    const Smolder__V1__Select *ts, struct sm_arena *a);
+	int (*fold)(void *arg, const Smolder__V1__Response *resp,
+	    struct sm_err *err);
+	int (*reset)(void *arg);         /* 0 or SM_ENOMEM */
+	void *arg;
+};
+
+int qry_planned(struct qry_query *x, const Smolder__V1__Select *sel,
+    const struct qry_custom *c, struct sm_err *err);
+
+/* One merged time series (group_by label values, points by time). */
+struct qry_series {
+	Types__V1__LabelPair **labels;
+	uint32_t nlabels;
+	int64_t *ts;
+	double *v;
+	uint32_t n;
+	double sum;                      /* of v, for top-N limits */
+	uint64_t *cnt;                   /* profiles behind v[i], or NULL if
+	                                  * an ingester did not count them */
+};
+
+/*
+ * Fan a series request out under lane `lane`'s plan (which must be for
+ * sr->select: a qry_merge of it ran just before) and sum the answers per
+ * (group, timestamp).  Output in `a`, groups sorted by label values.
+ * SM_EAGAIN when a target the plan counted on failed.
+ */
+int qry_series(struct qry_query *x, uint32_t lane,
+    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
+    struct qry_series **out, uint32_t *nout, struct sm_err *err);
+
+/*
+ * Plan sr->select and run qry_series, retrying without failed ingesters.
+ * Group labels point into the query's answers: copy them before
+ * qry_query_fini.
+ */
+int qry_series_select(struct qry_query *x,
+    const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
+    struct qry_series **out, uint32_t *nout, struct sm_err *err);
+
+/*
+ * Apply a stack-trace selector to a merged tree: call_site keeps only the
+ * stacks whose root-first frames start with the call site's names (the
+ * prefix frames stay in the stacks); go_pgo.keep_locations > 0 then keeps
+ * only the leaf-most keep_locations frames of every stack (Smolder keeps
+ * no line numbers, so aggregate_callees changes nothing).  `m` is
+ * replaced in place; NULL or an empty selector leaves it as is.
+ */
+int qry_tree_select(struct sm_mtree *m,
+    const Types__V1__StackTraceSelector *sts, struct sm_err *err);
+
+/*
+ * The merged tree `m` as a google.v1.Profile of the type `pt` (pprof.c),
+ * allocated in `a`; max_nodes > 0 truncates as Pyroscope does (cut
+ * subtrees summed into an "other" frame).  0 or SM_ENOMEM.
+ */
+/*
+ * The merged tree `m` as Pyroscope's tree bytes (treebytes.c), allocated
+ * in `a` (*len 0 for an empty tree); max_nodes > 0 truncates into "other"
+ * nodes as Pyroscope does.  0, SM_ENOMEM or SM_ETOOBIG.
+ */
+int qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
+    struct sm_arena *a, uint8_t **out, size_t *len);
+
+struct sm_ptype;
+int qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
+    int64_t start_ms, int64_t end_ms, int64_t max_nodes, struct sm_arena *a,
+    Google__V1__Profile **out, struct sm_err *err);
+
+#endif /* QRY_ENGINE_H */

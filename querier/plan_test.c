@@ -1,0 +1,388 @@
+/*
+ * plan_test.c -- the replica plan (plan.c) driven by a fake ingester set:
+ * in-memory series with per-bucket upload counts and values, answering
+ * the plan's Stats rounds as ingester/db.c does, and a merge that honours
+ * the plan's picks.  Every case checks that each (series, bucket) is
+ * counted exactly once and that the merged total equals the truth (the
+ * value of a replica that saw every upload): RF 1, agreeing replicas, a
+ * lost replica, divergent replicas, both at once, and a replica that
+ * fails in the detail round (SM_EAGAIN).
+ */
+#include "sm_test.h"
+
+#include "common/hash.h"
+#include "querier/qry_int.h"
+
+#define FK_MAX_ING 3
+#define FK_MAX_SERIES 8
+#define FK_MAX_BUCKETS 8
+
+struct fk_bucket {
+	int64_t t;
+	uint32_t count;     /* uploads merged into the bucket */
+	int64_t value;      /* their total */
+};
+
+struct fk_series {
+	uint64_t fp;
+	struct fk_bucket b[FK_MAX_BUCKETS];
+	uint32_t nb;
+};
+
+struct fk_ing {
+	struct fk_series s[FK_MAX_SERIES];   /* sorted by fp */
+	uint32_t ns;
+	int lost;                            /* 1: never answers */
+	int fail_detail;                     /* 1: fails a detail round */
+};
+
+struct fk_set {
+	struct fk_ing ing[FK_MAX_ING];
+	uint32_t n;
+	struct sm_arena *a;                  /* answers */
+	uint32_t rounds, detail_rounds;
+};
+
+/* The digest is any function linear in the per-bucket counts. */
+static uint64_t
+fk_mix(int64_t t)
+{
+	return (sm_hash_u64((uint64_t)t) | 1);
+}
+
+static const Smolder__V1__Pick *
+fk_pick(const Smolder__V1__Select *sel, uint64_t fp)
+{
+	for (size_t i = 0; i < sel->n_picks; i++)
+		if (sel->picks[i]->fp == fp)
+			return (sel->picks[i]);
+	return (NULL);
+}
+
+static int
+fk_in(const uint64_t *v, size_t n, uint64_t fp)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == fp)
+			return (1);
+	return (0);
+}
+
+static int
+fk_round(void *arg, Smolder__V1__Request *const *reqs, uint32_t nreqs,
+    const uint8_t *must, const Smolder__V1__Response **ans,
+    struct sm_err *err)
+{
+	struct fk_set *fs = arg;
+	int again = 0;
+
+	fs->rounds++;
+	for (uint32_t i = 0; i < fs->n; i++) {
+		const Smolder__V1__Request *r = reqs[nreqs == 1 ? 0 : i];
+		const Smolder__V1__StatsRequest *sr;
+		Smolder__V1__Response *resp;
+		Smolder__V1__StatsResponse *st;
+		struct fk_ing *ing = &fs->ing[i];
+
+		ans[i] = NULL;
+		if (r == NULL)
+			continue;
+		SM_REQUIRE(r->method_case == SMOLDER__V1__REQUEST__METHOD_STATS);
+		sr = r->stats;
+		if (sr->n_detail > 0 && i == 0)
+			fs->detail_rounds++;
+		if (ing->lost || (sr->n_detail > 0 && ing->fail_detail)) {
+			if (must != NULL && must[i])
+				again = 1;
+			continue;
+		}
+		resp = sm_arena_alloc(fs->a, sizeof(*resp));
+		st = sm_arena_alloc(fs->a, sizeof(*st));
+		SM_REQUIRE(resp != NULL && st != NULL);
+		smolder__v1__response__init(resp);
+		smolder__v1__stats_response__init(st);
+		resp->result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
+		resp->stats = st;
+		st->series = sm_arena_calloc(fs->a, FK_MAX_SERIES,
+		    sizeof(*st->series));
+		for (uint32_t k = 0; k < ing->ns; k++) {
+			const struct fk_series *s = &ing->s[k];
+			Smolder__V1__SeriesStat *ss;
+			int detail = fk_in(sr->detail, sr->n_detail, s->fp);
+
+			if (sr->select->picked && fk_pick(sr->select, s->fp) ==
+			    NULL)
+				continue;
+			ss = sm_arena_alloc(fs->a, sizeof(*ss));
+			smolder__v1__series_stat__init(ss);
+			ss->fp = s->fp;
+			if (detail) {
+				ss->t = sm_arena_calloc(fs->a, s->nb + 1, 8);
+				ss->count = sm_arena_calloc(fs->a, s->nb + 1, 4);
+			}
+			for (uint32_t b = 0; b < s->nb; b++) {
+				ss->profiles += s->b[b].count;
+				ss->digest += s->b[b].count * fk_mix(s->b[b].t);
+				if (detail) {
+					ss->t[ss->n_t++] = s->b[b].t;
+					ss->count[ss->n_count++] = s->b[b].count;
+				}
+			}
+			st->series[st->n_series++] = ss;
+		}
+		ans[i] = resp;
+	}
+	if (again)
+		return (sm_err_set(err, SM_EAGAIN, "a planned target failed"));
+	return (0);
+}
+
+/* A merge of the whole set under plan p: each target sums what its
+ * select picks.  *dup counts (series, bucket) pairs taken twice. */
+static int64_t
+fk_merge(const struct fk_set *fs, const struct qry_plan *p, int *dup)
+{
+	struct { uint64_t fp; int64_t t; } seen[FK_MAX_ING * FK_MAX_SERIES *
+	    FK_MAX_BUCKETS];
+	uint32_t nseen = 0;
+	int64_t total = 0;
+
+	*dup = 0;
+	for (uint32_t i = 0; i < fs->n; i++) {
+		const Smolder__V1__Select *sel = qry_plan_select(p, i);
+		const struct fk_ing *ing = &fs->ing[i];
+
+		if (sel == NULL || ing->lost)
+			continue;
+		for (uint32_t k = 0; k < ing->ns; k++) {
+			const struct fk_series *s = &ing->s[k];
+			const Smolder__V1__Pick *pk = NULL;
+
+			if (sel->picked && (pk = fk_pick(sel, s->fp)) == NULL)
+				continue;
+			for (uint32_t b = 0; b < s->nb; b++) {
+				int want = pk == NULL || pk->n_t == 0;
+
+				for (size_t j = 0; !want && j < pk->n_t; j++)
+					want = pk->t[j] == s->b[b].t;
+				if (!want)
+					continue;
+				for (uint32_t z = 0; z < nseen; z++)
+					if (seen[z].fp == s->fp &&
+					    seen[z].t == s->b[b].t)
+						(*dup)++;
+				seen[nseen].fp = s->fp;
+				seen[nseen++].t = s->b[b].t;
+				total += s->b[b].value;
+			}
+		}
+	}
+	return (total);
+}
+
+/* Series fp with buckets at 10, 20, 30 holding 2 uploads of 50 each. */
+static void
+fk_add_series(struct fk_ing *ing, uint64_t fp)
+{
+	struct fk_series *s = &ing->s[ing->ns++];
+
+	memset(s, 0, sizeof(*s));
+	s->fp = fp;
+	for (int b = 0; b < 3; b++) {
+		s->b[s->nb].t = 10 * (b + 1);
+		s->b[s->nb].count = 2;
+		s->b[s->nb].value = 100;
+		s->nb++;
+	}
+}
+
+/* Replica `ing` missed one upload of bucket t of series fp. */
+static void
+fk_miss(struct fk_ing *ing, uint64_t fp, int64_t t)
+{
+	for (uint32_t k = 0; k < ing->ns; k++) {
+		if (ing->s[k].fp != fp)
+			continue;
+		for (uint32_t b = 0; b < ing->s[k].nb; b++) {
+			if (ing->s[k].b[b].t == t) {
+				ing->s[k].b[b].count--;
+				ing->s[k].b[b].value -= 50;
+			}
+		}
+	}
+}
+
+/* n ingesters all holding series 1..nseries (RF = n). */
+static void
+fk_init(struct fk_set *fs, uint32_t n, uint32_t nseries)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->n = n;
+	fs->a = sm_arena_create(0);
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t s = 1; s <= nseries; s++)
+			fk_add_series(&fs->ing[i], s * 0x100000001ULL);
+}
+
+static int
+fk_plan(struct fk_set *fs, uint32_t rf, struct qry_plan *p,
+    Smolder__V1__Select *sel)
+{
+	struct qry_plan_io io = { .n = fs->n, .rf = rf, .round = fk_round,
+	    .arg = fs };
+	struct sm_err err;
+
+	smolder__v1__select__init(sel);
+	sel->tenant = "t";
+	sel->start_ms = 0;
+	sel->end_ms = 100;
+	qry_plan_init(p);
+	return (qry_plan_make(p, &io, sel, &err));
+}
+
+static void
+test_rf1_no_plan(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	int dup;
+
+	/* RF 1: each ingester holds different series; no Stats round. */
+	memset(&fs, 0, sizeof(fs));
+	fs.n = 3;
+	fs.a = sm_arena_create(0);
+	for (uint32_t i = 0; i < 3; i++)
+		fk_add_series(&fs.ing[i], 100 + i);
+	SM_REQUIRE(fk_plan(&fs, 1, &p, &sel) == 0);
+	SM_CHECK(p.sel == NULL);
+	SM_CHECK_EQ(fs.rounds, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		SM_CHECK(qry_plan_select(&p, i) == &sel);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 900);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_agreeing_replicas(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint8_t must[FK_MAX_ING];
+	uint32_t asked = 0;
+	int dup;
+
+	fk_init(&fs, 3, 6);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(fs.rounds, 1);          /* no detail round */
+	SM_CHECK_EQ(p.nseries, 6);
+	SM_CHECK_EQ(p.ndivergent, 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 6 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_must(&p, must);
+	for (uint32_t i = 0; i < 3; i++)
+		asked += must[i];
+	SM_CHECK(asked >= 2);               /* work is spread */
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_lost_replica(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	int dup;
+
+	fk_init(&fs, 3, 5);
+	fs.ing[1].lost = 1;
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK(qry_plan_select(&p, 1) == NULL);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 5 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_divergent_replicas(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 2 * 0x100000001ULL;
+	int dup;
+
+	/* Each of two replicas missed a different upload of one series;
+	 * the third missed one in the same bucket as the first. */
+	fk_init(&fs, 3, 4);
+	fk_miss(&fs.ing[0], fp, 10);
+	fk_miss(&fs.ing[1], fp, 30);
+	fk_miss(&fs.ing[2], fp, 10);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(fs.detail_rounds, 1);
+	SM_CHECK_EQ(p.ndivergent, 1);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 4 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_lost_and_divergent(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 3 * 0x100000001ULL;
+	int dup;
+
+	/* One replica down, one of the two left missed an upload: the
+	 * other one has the bucket whole. */
+	fk_init(&fs, 3, 4);
+	fs.ing[2].lost = 1;
+	fk_miss(&fs.ing[0], fp, 20);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ndivergent, 1);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 4 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_detail_failure_again(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 1 * 0x100000001ULL;
+	int dup;
+
+	/* A target the detail round counts on fails: SM_EAGAIN, and the
+	 * plan made without it (the engine's retry) is complete. */
+	fk_init(&fs, 3, 3);
+	fk_miss(&fs.ing[1], fp, 10);
+	fs.ing[0].fail_detail = 1;
+	SM_CHECK_EQ(fk_plan(&fs, 3, &p, &sel), SM_EAGAIN);
+	qry_plan_fini(&p);
+	fs.ing[0].lost = 1;
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+SM_TEST_MAIN(
+	{ "RF 1: no plan, every target sums its own series", test_rf1_no_plan },
+	{ "RF 3, agreeing replicas: each series once, one Stats round", test_agreeing_replicas },
+	{ "RF 3, a lost replica: complete without it", test_lost_replica },
+	{ "RF 3, divergent replicas: bucket by bucket, largest count", test_divergent_replicas },
+	{ "RF 3, lost and divergent at once", test_lost_and_divergent },
+	{ "a failure in the detail round asks for a retry", test_detail_failure_again },
+)

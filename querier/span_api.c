@@ -1,0 +1,269 @@
+/*
+ * span_api.c -- querier.v1.QuerierService/SelectMergeSpanProfile (traces to
+ * profiles; Pyroscope's shape, docs/wire-formats.md §4), in the proto and JSON codecs: the
+ * merge of the samples that carried the given span ids (the `span_id`
+ * pprof label, or `profile_id`, which Pyroscope renames to span_id) in the
+ * series of `profile_typeID` + `label_selector` over [start, end].
+ *
+ * Storage: ingester/spans.h (span samples stay out of the series labels;
+ * heads and a block part; smolder.v1.SpanMerge RPC).
+ *
+ * Fan-out and replicas: the same plan as every merge (plan.c): a series'
+ * buckets are taken from one replica, so RF=3 answers equal a single
+ * binary's; a span merge request carries the planned Select and the
+ * sorted span ids to every target.
+ *
+ * Decisions:
+ *   - span_selector entries are 16 hex digits (an OpenTelemetry span id,
+ *     as Grafana sends it from a trace view); anything else is
+ *     invalid_argument naming the entry.  Duplicates are merged once.  No
+ *     entries means no span: an empty flamegraph (total 0), not the whole
+ *     selection.
+ *   - start/end are unix ms and both required (as SelectMergeStacktraces);
+ *     the range selects buckets (-ingester.bucket-duration), like every
+ *     merge.
+ *   - max_nodes: 0 = -querier.max-flamegraph-nodes-default, above
+ *     -querier.max-flamegraph-nodes-max is invalid_argument.
+ *   - format FLAMEGRAPH (or unset) answers the flamegraph; TREE and the
+ *     others answer 501 unimplemented (clients fall back on that), never
+ *     400.
+ */
+#include "qry_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/connect.h"
+#include "common/auth.h"
+#include "common/flamegraph.h"
+#include "common/ptype.h"
+#include "common/selector.h"
+#include "common/tenant.h"
+
+#include "querier/v1/querier.pb-c.h"
+
+/* 16 hex digits -> the u64 the distributor stores (pprof.c). */
+static bool
+span_parse(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (s == NULL || strlen(s) != 16)
+		return (false);
+	for (int i = 0; i < 16; i++) {
+		char c = s[i];
+		unsigned d;
+
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			return (false);
+		v = v << 4 | d;
+	}
+	*out = v;
+	return (true);
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* SpanMerge(planned select, ids) per target, folded into one tree. */
+struct span_round {
+	const uint64_t *ids;
+	size_t nids;
+	struct sm_mtree *m;
+};
+
+static Smolder__V1__Request *
+span_build(void *arg, const Smolder__V1__Select *ts, struct sm_arena *a)
+{
+	const struct span_round *sr = arg;
+	Smolder__V1__Request *r = sm_arena_alloc(a, sizeof(*r));
+	Smolder__V1__SpanMergeRequest *m = sm_arena_alloc(a, sizeof(*m));
+
+	if (r == NULL || m == NULL)
+		return (NULL);
+	smolder__v1__request__init(r);
+	smolder__v1__span_merge_request__init(m);
+	m->select = (Smolder__V1__Select *)ts;
+	m->span_ids = (uint64_t *)sr->ids;
+	m->n_span_ids = sr->nids;
+	r->method_case = SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE;
+	r->span_merge = m;
+	return (r);
+}
+
+static int
+span_fold(void *arg, const Smolder__V1__Response *resp, struct sm_err *err)
+{
+	return (sm_mtree_add_pb(((struct span_round *)arg)->m,
+	    resp->span_merge, err));
+}
+
+static int
+span_reset(void *arg)
+{
+	struct span_round *sr = arg;
+
+	sm_mtree_fini(sr->m);
+	return (sm_mtree_init(sr->m) != 0 ? SM_ENOMEM : 0);
+}
+
+static int
+span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
+    uint64_t *ids, size_t nids, struct sm_mtree *m, struct sm_err *err)
+{
+	struct span_round sr = { ids, nids, m };
+	const struct qry_custom c = {
+		.method = "span_merge",
+		.result = SMOLDER__V1__RESPONSE__RESULT_SPAN_MERGE,
+		.build = span_build,
+		.fold = span_fold,
+		.reset = span_reset,
+		.arg = &sr,
+	};
+
+	return (qry_planned(x, sel, &c, err));
+}
+
+/* The Connect flamegraph of fg, in arena a. */
+static Querier__V1__FlameGraph *
+fg_pb(const struct sm_fg *fg, struct sm_arena *a)
+{
+	Querier__V1__FlameGraph *g = sm_arena_alloc(a, sizeof(*g));
+
+	if (g == NULL)
+		return (NULL);
+	querier__v1__flame_graph__init(g);
+	g->total = fg->total;
+	g->max_self = fg->max_self;
+	if (qry_fg_levels(a, fg, &g->names, &g->n_names, &g->levels,
+	    &g->n_levels) != 0)
+		return (NULL);
+	return (g);
+}
+
+static int
+m_merge_span_profile(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
+{
+	struct querier *q = arg;
+	const Querier__V1__SelectMergeSpanProfileRequest *in =
+	    (const void *)req;
+	Querier__V1__SelectMergeSpanProfileResponse *out;
+	Smolder__V1__Select sel;
+	struct qry_query x;
+	struct sm_selector s;
+	struct sm_mtree m;
+	struct sm_fg fg;
+	const char *tenant;
+	int64_t mn = in->max_nodes;
+	uint64_t *ids = NULL;
+	size_t nids = 0;
+	int rv, have_m = 0, have_fg = 0;
+
+	qry_query_init(&x, q);
+	sm_selector_init(&s);
+	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
+	    err)) != 0)
+		goto out;
+	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
+		goto out;
+	if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
+	    in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
+		rv = sm_err_set(err, SM_EUNSUPPORTED, "SelectMergeSpanProfile "
+		    "serves only the flamegraph format");
+		goto out;
+	}
+	if (mn < 0) {
+		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
+		    "must be set");
+		goto out;
+	}
+	if (mn == 0)
+		mn = q->cfg.max_nodes_default;
+	if (q->cfg.max_nodes_max > 0 && mn > q->cfg.max_nodes_max) {
+		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
+		    "%lld is greater than allowed %lld", (long long)mn,
+		    (long long)q->cfg.max_nodes_max);
+		goto out;
+	}
+	ids = sm_arena_alloc(call->arena, (in->n_span_selector + 1) *
+	    sizeof(*ids));
+	if (ids == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < in->n_span_selector; i++) {
+		if (!span_parse(in->span_selector[i], &ids[nids])) {
+			rv = sm_err_set(err, SM_EINVAL, "invalid span id "
+			    "\"%.64s\": expected 16 hex digits",
+			    in->span_selector[i]);
+			goto out;
+		}
+		nids++;
+	}
+	if (nids > 1) {
+		size_t w = 1;
+
+		qsort(ids, nids, sizeof(*ids), u64_cmp);
+		for (size_t i = 1; i < nids; i++) {
+			if (ids[i] != ids[w - 1])
+				ids[w++] = ids[i];
+		}
+		nids = w;
+	}
+	if ((rv = qry_build_selector(in->profile_typeid, in->label_selector,
+	    &s, err)) != 0)
+		goto out;
+	if (qry_select_pb(&s, tenant, in->start, in->end, call->arena,
+	    &sel) != 0 || sm_mtree_init(&m) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	have_m = 1;
+	if (nids > 0 && (rv = span_merge(&x, &sel, ids, nids, &m, err)) != 0)
+		goto out;
+	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
+		sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	have_fg = 1;
+	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	querier__v1__select_merge_span_profile_response__init(out);
+	if ((out->flamegraph = fg_pb(&fg, call->arena)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	*resp = &out->base;
+	rv = 0;
+out:
+	if (have_fg)
+		sm_fg_fini(&fg);
+	if (have_m)
+		sm_mtree_fini(&m);
+	qry_query_fini(&x);
+	sm_selector_fini(&s);
+	return (rv);
+}
+
+int
+qry_span_register(struct querier *q)
+{
+	return (sm_connect_route_as(q->http, SM_SCOPE_READ,
+	    "/querier.v1.QuerierService/SelectMergeSpanProfile",
+	    &querier__v1__select_merge_span_profile_request__descriptor,
+	    m_merge_span_profile, q, 0));
+}
