@@ -16,9 +16,18 @@
  *   smolder-admin disk    -data.dir=DIR [-compact]
  *       bytes on disk: every file, and the SST (data) files alone
  *       (optionally after flushing and compacting)
+ *   smolder-admin hash-key [-generate]
+ *       reads an API key from the first line of stdin (not argv, so it
+ *       stays out of `ps` and shell history) and prints its keys-file
+ *       hash (common/auth.h); -generate makes a new random key (192 bits
+ *       from getrandom) and prints the key, then the hash.  Needs no
+ *       data directory.
  */
 #include <stdbool.h>
 #include <string.h>
+#include <sys/random.h>
+
+#include "common/auth.h"
 
 #include "common/flags.h"
 #include "common/kv.h"
@@ -33,6 +42,7 @@ struct admin {
 	int64_t block;
 	int64_t series;
 	bool compact;
+	bool generate;
 	struct ing_store *store;
 	int problems;
 };
@@ -96,6 +106,27 @@ verify_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 				ad->problems++;
 			}
 		}
+	}
+	/* The span and individual-profile parts, when the meta has them. */
+	{
+		struct ing_span_rec *sp = NULL;
+		struct ing_prof_rec *pr = NULL;
+		uint32_t n;
+
+		sm_err_clear(&err);
+		if (ing_store_block_spans(ad->store, tenant, m, &sp, &n,
+		    &err) != 0) {
+			printf("BAD %s\n", err.msg);
+			ad->problems++;
+		}
+		sm_free(sp);
+		sm_err_clear(&err);
+		if (ing_store_block_profiles(ad->store, tenant, m, &pr, &n,
+		    &err) != 0) {
+			printf("BAD %s\n", err.msg);
+			ad->problems++;
+		}
+		sm_free(pr);
 	}
 	if (te != NULL)
 		ing_store_release(ad->store, te);
@@ -191,7 +222,8 @@ cmd_corrupt(struct admin *ad)
 		char kind;
 	} parts[] = {
 		{ "meta", 'M' }, { "index", 'I' }, { "symbols", 'S' },
-		{ "tree", 'T' }, { "data", 'D' },
+		{ "tree", 'T' }, { "data", 'D' }, { "spans", 'P' },
+		{ "profiles", 'X' },
 	};
 	struct sm_kv *kv = ing_store_kv(ad->store);
 	struct sm_buf v = SM_BUF_INIT;
@@ -207,7 +239,7 @@ cmd_corrupt(struct admin *ad)
 	}
 	if (kind == 0 || ad->tenant[0] == '\0' || ad->block <= 0) {
 		fprintf(stderr, "smolder-admin corrupt: need -tenant, -block "
-		    "and -part=meta|index|symbols|tree|data\n");
+		    "and -part=meta|index|symbols|tree|data|spans|profiles\n");
 		return (2);
 	}
 	cf = kind == 'M' || kind == 'I' ? SM_KV_INDEX : SM_KV_BLOCKS;
@@ -239,6 +271,50 @@ cmd_corrupt(struct admin *ad)
 	return (0);
 }
 
+static int
+cmd_hash_key(struct admin *ad)
+{
+	char key[SM_AUTH_KEY_MAX + 2], hash[SM_AUTH_HASH_TEXT];
+	unsigned char rnd[24];
+	struct sm_err err;
+	size_t n;
+
+	if (ad->generate) {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			fprintf(stderr, "smolder-admin hash-key: getrandom "
+			    "failed\n");
+			return (1);
+		}
+		n = (size_t)snprintf(key, sizeof(key), "smk_");
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			n += (size_t)snprintf(key + n, sizeof(key) - n,
+			    "%02x", rnd[i]);
+	} else {
+		if (fgets(key, sizeof(key), stdin) == NULL) {
+			fprintf(stderr, "smolder-admin hash-key: no key on "
+			    "stdin\n");
+			return (2);
+		}
+		n = strlen(key);
+		while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r'))
+			key[--n] = '\0';
+		if (n < SM_AUTH_KEY_MIN) {
+			fprintf(stderr, "smolder-admin hash-key: keys must be "
+			    "at least %d bytes (use -generate)\n",
+			    SM_AUTH_KEY_MIN);
+			return (2);
+		}
+	}
+	if (sm_auth_hash_key(key, n, hash, &err) != 0) {
+		fprintf(stderr, "smolder-admin hash-key: %s\n", err.msg);
+		return (2);
+	}
+	if (ad->generate)
+		printf("%s\n", key);
+	printf("%s\n", hash);
+	return (0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -251,13 +327,15 @@ main(int argc, char **argv)
 		{ "tenant", SM_FLAG_STRING, &ad.tenant, "", "corrupt: tenant" },
 		{ "block", SM_FLAG_INT, &ad.block, "0", "corrupt: block id" },
 		{ "part", SM_FLAG_STRING, &ad.part, "",
-		    "corrupt: meta|index|symbols|tree|data" },
+		    "corrupt: meta|index|symbols|tree|data|spans|profiles" },
 		{ "series", SM_FLAG_INT, &ad.series, "0",
 		    "corrupt: series index of a data part" },
 		{ "mode", SM_FLAG_STRING, &ad.mode, "flip",
 		    "corrupt: flip|truncate" },
 		{ "compact", SM_FLAG_BOOL, &ad.compact, "false",
 		    "disk: flush and compact first" },
+		{ "generate", SM_FLAG_BOOL, &ad.generate, "false",
+		    "hash-key: generate a new random key" },
 	};
 	const char *cmd;
 	bool help;
@@ -267,8 +345,8 @@ main(int argc, char **argv)
 	sm_flags_init(&fs);
 	sm_log_set_level(SM_LOG_WARN);
 	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: smolder-admin blocks|verify|corrupt|disk "
-		    "[flags]\n");
+		fprintf(stderr, "usage: smolder-admin blocks|verify|corrupt|disk|"
+		    "hash-key [flags]\n");
 		sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err);
 		sm_flags_usage(&fs, stderr);
 		sm_flags_fini(&fs);
@@ -278,6 +356,10 @@ main(int argc, char **argv)
 	if (sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err) != 0 ||
 	    sm_flags_parse(&fs, argc - 1, argv + 1, &help, &err) != 0) {
 		fprintf(stderr, "smolder-admin: %s\n", err.msg);
+		goto out;
+	}
+	if (strcmp(cmd, "hash-key") == 0) {
+		rc = cmd_hash_key(&ad);
 		goto out;
 	}
 	if (open_store(&ad) != 0) {

@@ -1,6 +1,6 @@
 /*
  * main.c -- the `smolder` binary: flags, the module table behind -target,
- * signals.  Thin on purpose (STYLE §1, after Pyroscope's modules.go): each
+ * signals.  Thin on purpose (docs/style.md §1, after Pyroscope's modules.go): each
  * module's init/start/stop below only calls its component's API.
  *
  * Modules (dependencies first):
@@ -20,7 +20,9 @@
  * with -target=all unless given.
  *
  * /ready is 200 when every component of this process can serve: the
- * ingester has replayed its head log, the distributor's ring has a write
+ * ingester has replayed its head log and its storage accepts writes (503
+ * with RocksDB's error while a full disk or an I/O error refuses them,
+ * 200 again by itself once writes succeed), the distributor's ring has a write
  * quorum of healthy ingesters, the querier's ring has a healthy one.
  *
  * Shutdown: SIGINT or SIGTERM stops modules in reverse start order and
@@ -29,6 +31,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "common/flags.h"
+#include "common/auth.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -68,6 +72,8 @@ struct app {
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
 	bool multitenancy;
+	char *keys_file;
+	int64_t keys_reload_ms;
 	struct ing_config ing_cfg;
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
@@ -77,6 +83,7 @@ struct app {
 	const struct sm_module *order[16];
 	size_t norder;
 	int data_lock_fd;
+	struct sm_auth *auth;
 	struct sm_http *http;
 	struct ingester *ing;
 	struct sm_ring *ring;
@@ -97,6 +104,15 @@ ready_handler(struct sm_http_req *r, void *arg)
 		    "head log");
 		return;
 	}
+	if (app->ing != NULL) {
+		char why[512];
+
+		if (!ing_writable(app->ing, why, sizeof(why))) {
+			sm_http_reply_text(r, 503, "Ingester not ready: storage "
+			    "refuses writes: %s", why);
+			return;
+		}
+	}
 	if (app->ring != NULL) {
 		struct sm_ring_snap *s = sm_ring_acquire(app->ring);
 		bool ok = (app->dist == NULL || sm_ring_writable(s)) &&
@@ -114,12 +130,35 @@ ready_handler(struct sm_http_req *r, void *arg)
 	sm_http_reply_text(r, 200, "ready");
 }
 
+/* Carry sm_sat_count() (sums that saturated, common/sm.h) into a counter. */
+static void
+metrics_sync_saturations(void)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static struct sm_metric *m;
+	static uint64_t seen;
+	uint64_t now = sm_sat_count();
+
+	pthread_mutex_lock(&mu);
+	if (m == NULL)
+		m = sm_metric_register(SM_METRIC_COUNTER,
+		    "smolder_value_saturations_total", "Sums of sample values "
+		    "that left int64 and were kept at INT64_MAX or INT64_MIN "
+		    "instead of wrapping.", NULL, NULL, 0);
+	if (now > seen) {
+		sm_counter_add(sm_metric_child0(m), now - seen);
+		seen = now;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 static void
 metrics_handler(struct sm_http_req *r, void *arg)
 {
 	struct sm_buf out = SM_BUF_INIT;
 
 	(void)arg;
+	metrics_sync_saturations();
 	sm_metrics_write(&out);
 	if (sm_buf_error(&out) != 0) {
 		sm_buf_fini(&out);
@@ -148,13 +187,17 @@ mod_server_init(void *p, struct sm_err *err)
 	    app->http_idle_timeout_ms < 1000)
 		return (sm_err_set(err, SM_EINVAL, "server: http threads and "
 		    "connection limit must be >= 1, idle timeout >= 1s"));
+	if ((rv = sm_auth_create(app->multitenancy, app->keys_file,
+	    app->keys_reload_ms, &app->auth, err)) != 0)
+		return (rv);
 	if ((rv = sm_http_create(&cfg, &app->http, err)) != 0)
 		return (rv);
-	if ((rv = sm_http_route(app->http, "GET", "/metrics", metrics_handler,
-	    app, 0)) != 0)
+	sm_http_set_auth(app->http, app->auth);
+	if ((rv = sm_http_route_as(app->http, SM_SCOPE_PUBLIC, "GET",
+	    "/metrics", metrics_handler, app, 0)) != 0)
 		return (rv);
-	return (sm_http_route(app->http, "GET", "/ready", ready_handler, app,
-	    0));
+	return (sm_http_route_as(app->http, SM_SCOPE_PUBLIC, "GET", "/ready",
+	    ready_handler, app, 0));
 }
 
 static int
@@ -333,7 +376,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[19];
+	static struct sm_flag f[21];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -361,15 +404,28 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		&app->http_conn_limit, "1024",
 		"Most concurrent HTTP connections." };
 	f[7] = (struct sm_flag){ "server.http-per-ip-conn-limit", SM_FLAG_INT,
-		&app->http_per_ip_limit, "0",
-		"Most concurrent HTTP connections from one IP (0 = no limit)." };
+		&app->http_per_ip_limit, "256",
+		"Most concurrent HTTP connections from one IP, so one client "
+		"cannot take the whole -server.http-conn-limit (0 = no limit; "
+		"raise it behind a proxy that funnels every client through "
+		"one address)." };
 	f[8] = (struct sm_flag){ "server.http-idle-timeout", SM_FLAG_DURATION,
 		&app->http_idle_timeout_ms, "2m",
-		"Close HTTP connections idle this long." };
+		"Close HTTP connections with no traffic this long: idle "
+		"keep-alives, and requests whose headers or body stall." };
 	f[9] = (struct sm_flag){ "auth.multitenancy-enabled", SM_FLAG_BOOL,
 		&app->multitenancy, "false",
 		"Require X-Scope-OrgID on every request (else the tenant is "
-		"\"anonymous\")." };
+		"\"anonymous\"), or with -auth.keys-file an API key." };
+	f[19] = (struct sm_flag){ "auth.keys-file", SM_FLAG_STRING,
+		&app->keys_file, "",
+		"File of hashed API keys (sha256:<hex> tenant scopes per "
+		"line; smolder-admin hash-key). Set: every API route needs "
+		"a key with its scope, and the key names the tenant." };
+	f[20] = (struct sm_flag){ "auth.keys-reload-period", SM_FLAG_DURATION,
+		&app->keys_reload_ms, "5s",
+		"How often -auth.keys-file is checked for changes; a changed "
+		"file is reloaded without a restart." };
 	f[10] = (struct sm_flag){ "instance.id", SM_FLAG_STRING,
 		&app->instance_id, "",
 		"This instance's stable id: an ingester's ring identity (its "
@@ -545,6 +601,7 @@ out:
 	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);
 	sm_http_destroy(app.http);
+	sm_auth_destroy(app.auth);
 	if (app.data_lock_fd >= 0)
 		close(app.data_lock_fd);
 	if (rc == 0)

@@ -1,5 +1,5 @@
 /*
- * compactor.h -- the compactor component (DESIGN §1): the policy over time.
+ * compactor.h -- the compactor component (docs/architecture.md §1): the policy over time.
  *
  * The work runs where the data is, inside each ingester on its own
  * RocksDB; the compactor plans and schedules it over the ring and exposes
