@@ -1,5 +1,5 @@
 /*
- * sm_test.h -- Smolder's unit-test harness (STYLE §17: a table of readable
+ * sm_test.h -- Smolder's unit-test harness (docs/style.md §17: a table of readable
  * test names, in the spirit of NNG's NUTS/acutest; written here because
  * vendoring acutest is not allowed).
  *
@@ -12,7 +12,9 @@
  *   )
  *
  * SM_CHECK records a failure and continues; SM_REQUIRE stops the current
- * test; SM_SKIP ends it as skipped (with the reason printed).  Each test
+ * test; SM_SKIP ends it as skipped (with the reason printed), and
+ * SM_SKIP_CORPUS does the same for a missing test corpus except under
+ * CI=true, where it fails (a CI run must not pass silently).  Each test
  * runs in the same process, in order; `./foo_test name-substring` runs a
  * subset.  The last line is "N passed, N failed, N skipped" and the exit
  * status is non-zero when anything failed.
@@ -102,6 +104,33 @@ static struct sm_test_state sm_test_st;
 		    sizeof(sm_test_st.skip_reason), __VA_ARGS__);           \
 		sm_test_st.skipped = 1;                                     \
 		longjmp(sm_test_st.jb, 1);                                  \
+	} while (0)
+
+/*
+ * A test corpus is missing (the shared tree ../shared, or SM_SHARED_DIR):
+ * under CI=true the test FAILS with the message, so a CI run cannot pass
+ * without the corpus it was meant to check; elsewhere (a fresh clone) it
+ * is skipped with the message, as SM_SKIP.
+ */
+static inline int
+sm_test_ci(void)
+{
+	const char *ci = getenv("CI");
+
+	return (ci != NULL && (strcmp(ci, "true") == 0 ||
+	    strcmp(ci, "1") == 0));
+}
+
+#define SM_SKIP_CORPUS(...)                                                 \
+	do {                                                                \
+		if (sm_test_ci()) {                                         \
+			snprintf(sm_test_st.skip_reason,                    \
+			    sizeof(sm_test_st.skip_reason), __VA_ARGS__);   \
+			SM_TEST_FAILF("test corpus missing under CI=true: %s", \
+			    sm_test_st.skip_reason);                        \
+			longjmp(sm_test_st.jb, 1);                          \
+		}                                                           \
+		SM_SKIP(__VA_ARGS__);                                       \
 	} while (0)
 
 /*

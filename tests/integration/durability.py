@@ -102,54 +102,23 @@ class DataServer(Server):
 
     def __init__(self, data, logdir, extra_flags=(), name="smolder",
                  ready_timeout=90, stop_timeout=60, log_level="info",
-                 target="all"):
+                 target="all", port=None):
         super().__init__(extra_flags=extra_flags, name=name,
                          ready_timeout=ready_timeout,
                          stop_timeout=stop_timeout, log_level=log_level,
-                         target=target)
+                         target=target, port=port)
         self.data = data
         self.tmp = logdir
         self.spawned_at = None
         self.killed = False
 
-    def _spawn(self):
-        env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
-        self.port = free_port()
-        self._out = open(os.path.join(self.tmp, "stdout.log"), "ab")
-        self._err = open(os.path.join(self.tmp, "stderr.log"), "ab")
-        self.proc = subprocess.Popen(
-            self.argv(), stdin=subprocess.DEVNULL, stdout=self._out,
-            stderr=self._err, cwd=self.tmp, env=env,
-            preexec_fn=smolder._die_with_parent)
-        self.spawned_at = time.monotonic()
-        smolder._live.add(self)
+    _log_mode = "ab"
 
-    def start(self, wait=True):
-        b = smolder_bin()
-        if not os.access(b, os.X_OK):
-            raise ServerError("no smolder binary at %s (set SMOLDER_BIN)" % b)
-        last = None
-        for attempt in range(3):
-            self._spawn()
-            if not wait:
-                return self
-            try:
-                self._wait_ready()
-                print("# %s started: pid %d, port %d, data %s" % (
-                    self.name, self.proc.pid, self.port, self.data),
-                    flush=True)
-                return self
-            except ServerError as e:
-                last = e
-                err = self.stderr_text()
-                self._kill()
-                if "in use" in err.lower() and attempt < 2:
-                    continue
-                break
+    def _prepare(self):
+        pass                 # data and logdir belong to the caller
+
+    def _start_failed(self):
         self.stopped = True
-        raise last
 
     def wait_ready(self):
         """After start(wait=False): poll /ready until 200 (ServerError when

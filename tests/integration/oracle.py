@@ -7,7 +7,7 @@ The integration tests compare what Smolder renders (/render?format=collapsed)
 with an oracle that does not share a line of code with the server: the
 profile is decoded by `go tool pprof -symbolize=none -raw` (Debian's Go), and
 this module only turns pprof's text dump into collapsed stacks with the frame
-rules Smolder documents (distributor/pprof.h, spec §1/§2):
+rules Smolder documents (distributor/pprof.h, docs/wire-formats.md §1/§2):
 
   - root first, frames joined with ';'; a sample's location ids are leaf
     first; a location's lines are printed innermost (inlined callee) first

@@ -14,6 +14,8 @@ Environment:
   SMOLDER_BIN     the binary (ctest sets it; default ./build/smolder)
   SM_SOURCE_DIR   the source tree (default: two levels above this file)
   SM_SHARED_DIR   the shared tree (default: <source>/../shared)
+  CI              true: a missing shared corpus fails the test
+                  (Results.skip_corpus) instead of skipping it
   SM_SANITIZE     ON when the binary is built with ASan/UBSan (reports in
                   stderr fail the test either way)
   SM_KEEP_DATA    1 keeps the server's data dir and logs for inspection
@@ -68,6 +70,11 @@ def shared_profiles_dir():
     return d if os.path.isdir(d) else None
 
 
+def in_ci():
+    """CI=true (or 1) in the environment: missing corpora fail, not skip."""
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
 def smolder_bin():
     b = os.environ.get("SMOLDER_BIN") or os.path.join(SOURCE_DIR, "build",
                                                       "smolder")
@@ -110,6 +117,12 @@ class Results:
         self.skipped = 0
         self.failures = []
         self.t0 = time.monotonic()
+        self.cleanups = []     # run by run_script after the servers stop
+
+    def at_end(self, fn):
+        """Run fn() when the script ends (run_script), after every server
+        it started has stopped: workspaces outlive their processes."""
+        self.cleanups.append(fn)
 
     def ok(self, what):
         self.passed += 1
@@ -126,6 +139,16 @@ class Results:
     def skip(self, what, why):
         self.skipped += 1
         print("skip  %s: %s" % (what, why), flush=True)
+
+    def skip_corpus(self, what, why):
+        """A test corpus (the shared tree, SM_SHARED_DIR) is missing: under
+        CI=true this is a failure naming the missing corpus, so a CI run
+        cannot pass without checking what it was meant to check; elsewhere
+        (a fresh clone) the part is skipped with the message."""
+        if in_ci():
+            self.fail("%s: test corpus missing under CI=true" % what, why)
+        else:
+            self.skip(what, why)
 
     def check(self, cond, what, detail=""):
         if cond:
@@ -162,18 +185,55 @@ class TestTimeout(Exception):
 
 
 def install_timeout(seconds):
-    """Bound the whole script: SIGALRM raises TestTimeout in the main
-    thread, so `with Server()` blocks still stop their servers.  SIGTERM and
-    SIGINT exit through the same cleanup."""
+    """Bound the whole script against a hang: SIGALRM raises TestTimeout in
+    the main thread, so `with Server()` blocks still stop their servers.
+    SIGTERM and SIGINT exit through the same cleanup.
+
+    `seconds` is what the script needs on an idle machine.  It is not a
+    speed check (benchmarks in bench/ are): the waits inside are on
+    conditions, and the suite runs two tests at a time beside other work,
+    so the alarm fires at three times that, at least 240 s, and always
+    before ctest's own 600 s limit for integration tests."""
+    limit = min(590, max(3 * int(seconds), 240))
+
     def on_alarm(signum, frame):
-        raise TestTimeout("test exceeded its %ds budget" % seconds)
+        raise TestTimeout("test exceeded its %ds bound (expected %ds)" %
+                          (limit, seconds))
 
     def on_term(signum, frame):
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGTERM, on_term)
-    signal.alarm(int(seconds))
+    signal.alarm(limit)
+
+
+def run_script(name, budget, body):
+    """The main() of an integration script, written once: a Results, the
+    hang bound (install_timeout), then body(r).  Whatever ends the body --
+    its last line, an early return, an exception (TestTimeout included,
+    recorded as a failure with its traceback) -- every server it started
+    and did not stop is stopped and checked (exit 0 on SIGTERM, no
+    sanitizer report), the r.at_end() cleanups run, and the summary line is
+    printed with the exit status.  r.skip_all() still exits at once."""
+    import traceback
+    r = Results(name)
+    install_timeout(budget)
+    try:
+        body(r)
+    except Exception as e:  # includes TestTimeout
+        r.fail("test ran to completion", "%s: %s\n%s" % (
+            type(e).__name__, e, traceback.format_exc()))
+    finally:
+        signal.alarm(0)
+        for srv in list(_live):
+            srv.check_stopped(r)
+        for fn in reversed(r.cleanups):
+            try:
+                fn()
+            except Exception as e:
+                r.fail("cleanup", "%s: %s" % (type(e).__name__, e))
+    r.finish()
 
 
 # --------------------------------------------------------------------------
@@ -286,8 +346,10 @@ class Server:
     """One smolder process.  Use as a context manager, or start()/stop()."""
 
     def __init__(self, extra_flags=(), name="smolder", ready_timeout=60,
-                 stop_timeout=30, log_level="info", target="all"):
+                 stop_timeout=30, log_level="info", target="all",
+                 port=None):
         self.extra_flags = list(extra_flags)
+        self.fixed_port = port   # None: a free one, retried on a race
         self.target = target
         self.name = name
         self.ready_timeout = ready_timeout
@@ -317,26 +379,44 @@ class Server:
                 "-data.dir=%s" % self.data,
                 "-log.level=%s" % self.log_level] + self.extra_flags
 
-    def start(self):
-        b = smolder_bin()
-        if not os.access(b, os.X_OK):
-            raise ServerError("no smolder binary at %s (set SMOLDER_BIN)" % b)
+    _log_mode = "wb"       # DataServer appends: one log across restarts
+
+    def _prepare(self):
+        """Where the process runs: a fresh temp dir with data/ inside."""
         self.tmp = tempfile.mkdtemp(prefix="smolder-it-")
         self.data = os.path.join(self.tmp, "data")
         os.mkdir(self.data)
+
+    def _start_failed(self):
+        self._remove_tmp(force=True)
+
+    def _spawn(self):
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        self.port = self.fixed_port or free_port()
+        self._out = open(os.path.join(self.tmp, "stdout.log"), self._log_mode)
+        self._err = open(os.path.join(self.tmp, "stderr.log"), self._log_mode)
+        self.proc = subprocess.Popen(
+            self.argv(), stdin=subprocess.DEVNULL, stdout=self._out,
+            stderr=self._err, cwd=self.tmp, env=env,
+            preexec_fn=_die_with_parent)
+        self.spawned_at = time.monotonic()
+        _live.add(self)
+
+    def start(self, wait=True):
+        """Spawn and (unless wait=False) poll /ready until 200; a process
+        that lost the race for its port is retried on another one, up to
+        three times.  ServerError when it exits or is not ready in time."""
+        b = smolder_bin()
+        if not os.access(b, os.X_OK):
+            raise ServerError("no smolder binary at %s (set SMOLDER_BIN)" % b)
+        self._prepare()
         last = None
         for attempt in range(3):
-            self.port = free_port()
-            self._out = open(os.path.join(self.tmp, "stdout.log"), "wb")
-            self._err = open(os.path.join(self.tmp, "stderr.log"), "wb")
-            self.proc = subprocess.Popen(
-                self.argv(), stdin=subprocess.DEVNULL, stdout=self._out,
-                stderr=self._err, cwd=self.tmp, env=env,
-                preexec_fn=_die_with_parent)
-            _live.add(self)
+            self._spawn()
+            if not wait:
+                return self
             try:
                 self._wait_ready()
                 print("# %s started: pid %d, port %d, data %s" % (
@@ -347,10 +427,11 @@ class Server:
                 last = e
                 err = self.stderr_text()
                 self._kill()
-                if "in use" in err.lower() and attempt < 2:
+                if ("in use" in err.lower() and attempt < 2 and
+                        self.fixed_port is None):
                     continue   # lost the port race; try another one
                 break
-        self._remove_tmp(force=True)
+        self._start_failed()
         raise last
 
     def _wait_ready(self):

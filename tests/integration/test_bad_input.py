@@ -4,7 +4,7 @@ test_bad_input.py -- hostile and broken uploads get a precise 4xx and never
 hurt the process.
 
 Server A (default limits):
-  - malformed pprof, built field by field (spec §7 malformed_profile: no
+  - malformed pprof, built field by field (docs/wire-formats.md §7 malformed_profile: no
     sample types, location/function id 0, value count mismatch, string
     index out of range, string_table[0] != "", unknown location/function,
     '-' in a sample type, invalid UTF-8, wrong wire type, truncated
@@ -24,7 +24,7 @@ Server A (default limits):
     NUL byte), reserved __name__; an unclosed tag list only must not 5xx
     (Pyroscope accepts it);
   - folded: unknown type suffix -> 400 (invalid_argument on the folded
-    push path, spec §2); bad count -> 400 or 422; binary garbage -> no 5xx;
+    push path, docs/wire-formats.md §2); bad count -> 400 or 422; binary garbage -> no 5xx;
   - multipart without a profile part, without a boundary, with a broken
     closing delimiter, with invalid sample_type_config JSON -> 4xx;
   - /render with a broken selector, negative maxNodes, from > until,

@@ -51,7 +51,7 @@ import oracle  # noqa: E402
 from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
                         flush, have_admin, limit_flags, metric_value,
                         metrics, missing_flags, parse_blocks, wait_metric)
-from smolder import Results, ServerError, data_dir, install_timeout  # noqa
+from smolder import run_script, ServerError, data_dir  # noqa
 
 BUDGET_S = 170
 
@@ -330,10 +330,9 @@ def cut_consistency(r, srv, seconds=6.0):
             "exactly once (%d queries)" % n, "\n".join(bad[:10]))
 
 
-def main():
-    r = Results("test_blocks_restart")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("blocks")
+    r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
     flags = limit_flags() + ["-ingester.block-duration=2s",
                              "-validation.reject-older-than=0"]
@@ -462,16 +461,10 @@ def main():
             a = admin("verify", "-data.dir=%s" % data)
             r.check(a.rc == 0, "smolder-admin verify exits 0 after the "
                     "second run", a.describe())
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_blocks_restart", BUDGET_S, main)

@@ -1,5 +1,5 @@
 """
-test_cli.py -- the command line is an interface too (STYLE §15, after
+test_cli.py -- the command line is an interface too (docs/style.md §15, after
 Pyroscope's help-all.txt.tmpl golden test):
 
   - `smolder -help` prints exactly tests/integration/golden/help.txt (update

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (DataServer, Workspace, connect, flush,  # noqa: E402
                         limit_flags, metric_value, metrics)
-from smolder import Results, data_dir, install_timeout  # noqa: E402
+from smolder import data_dir, run_script  # noqa: E402
 
 BASE = (int(time.time()) // 3600) * 3600 - 3600   # an hour-aligned past
 START, END = BASE - 60, BASE + 3600
@@ -154,10 +154,9 @@ def ingest_all(r, srvs, ups, tag):
             "\n".join(bad[:5]))
 
 
-def main():
-    r = Results("test_cluster_equivalence")
-    install_timeout(420)
+def main(r):
     ws = Workspace("cluster-eq")
+    r.at_end(lambda: ws.cleanup(r))
     ups = corpus()
     half = len(ups) // 2
     ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
@@ -218,9 +217,7 @@ def main():
             c.check_stopped(r)
     finally:
         ref.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_cluster_equivalence", 420, main)

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
                         metrics)
-from smolder import Results, install_timeout  # noqa: E402
+from smolder import run_script  # noqa: E402
 
 SCALE = 10000000          # a folded sample of a .cpu app is 10 ms in ns
 COMMON = ["-validation.reject-older-than=0",
@@ -102,6 +102,22 @@ class Load:
     def resume(self):
         self.pause_ev.clear()
 
+    def wait_writes(self, more, timeout=60):
+        """Wait until `more` further writes were answered (acked or failed)
+        and at least one further query ran: the phase under test saw real
+        traffic, however slow the machine.  True on success."""
+        with self.lock:
+            want = len(self.acked) + len(self.failed) + more
+            q = self.queries_ok + len(self.queries_bad) + 1
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if (len(self.acked) + len(self.failed) >= want and
+                        self.queries_ok + len(self.queries_bad) >= q):
+                    return True
+            time.sleep(0.02)
+        return False
+
 
 def seen(c, base):
     """{id: value} from the querier's collapsed flamegraph, or None."""
@@ -137,10 +153,9 @@ def check_set(r, c, load, base, what):
             "extra ids %s" % extra[:20])
 
 
-def main():
-    r = Results("test_cluster_kill9")
-    install_timeout(300)
+def main(r):
     ws = Workspace("cluster-kill9")
+    r.at_end(lambda: ws.cleanup(r))
     base = int(time.time()) - 900
     c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
                 extra=COMMON)
@@ -154,19 +169,19 @@ def main():
         threads.append(threading.Thread(target=load.reader))
         for t in threads:
             t.start()
-        time.sleep(3)                                   # A
+        r.check(load.wait_writes(60), "load runs before the kill")  # A
         c.kill9_ingester(1)                             # B
         r.check(c.wait_ring(active=2, timeout=15),
                 "the ring marks the killed ingester unhealthy",
                 str(c.states()))
-        time.sleep(4)
+        r.check(load.wait_writes(80), "load runs with ingester-1 down")
         load.pause()
         check_set(r, c, load, base, "ingester-1 down")
         load.resume()
         c.restart_ingester(1)                           # C
         r.check(c.wait_ring(active=3, timeout=30),
                 "the restarted ingester rejoins the ring", str(c.states()))
-        time.sleep(3)
+        r.check(load.wait_writes(60), "load runs after the rejoin")
         load.stop_ev.set()
         for t in threads:
             t.join(30)
@@ -191,9 +206,7 @@ def main():
         for t in threads:
             t.join(30)
         c.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_cluster_kill9", 300, main)

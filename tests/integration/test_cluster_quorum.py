@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
                         metrics)
-from smolder import Results, install_timeout  # noqa: E402
+from smolder import run_script  # noqa: E402
 
 COMMON = ["-validation.reject-older-than=0",
           "-validation.reject-newer-than=0"] + limit_flags()
@@ -127,10 +127,9 @@ def frame_2p60(r, c):
     r.check(c.ingesters[0].alive(), "the ingester survives it")
 
 
-def main():
-    r = Results("test_cluster_quorum")
-    install_timeout(240)
+def main(r):
     ws = Workspace("cluster-quorum")
+    r.at_end(lambda: ws.cleanup(r))
     base = int(time.time()) - 900
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 extra=COMMON)
@@ -183,9 +182,7 @@ def main():
                     missing[:10], q.describe()))
     finally:
         c.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_cluster_quorum", 240, main)

@@ -48,7 +48,7 @@ from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
                         copy_tree, flush, have_admin, limit_flags,
                         metric_value, metrics, names_block,
                         parse_blocks)
-from smolder import Results, ServerError, install_timeout  # noqa: E402
+from smolder import run_script, ServerError  # noqa: E402
 
 BUDGET_S = 175
 T0 = 1700000000
@@ -177,10 +177,9 @@ def is_data_loss(resp, block_id):
     return True, ""
 
 
-def main():
-    r = Results("test_corruption")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("corrupt")
+    r.at_end(lambda: ws.cleanup(r))
     pristine = ws.data_dir("pristine")
     flags = limit_flags() + ["-validation.reject-older-than=0"]
     srv = None
@@ -336,16 +335,10 @@ def main():
         a = admin("verify", "-data.dir=%s" % pristine)
         r.check(a.rc == 0, "smolder-admin verify exits 0 on the pristine "
                 "copy at the end", a.describe())
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_corruption", BUDGET_S, main)

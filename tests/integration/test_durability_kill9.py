@@ -50,7 +50,7 @@ import oracle  # noqa: E402
 from durability import (DataServer, Workspace, limit_flags,  # noqa: E402
                         metric_value, metrics, stacks_add,
                         supported_flags_have)
-from smolder import Results, ServerError, data_dir, install_timeout  # noqa
+from smolder import run_script, ServerError, data_dir  # noqa
 
 BUDGET_S = 170
 INGEST_S = 6.0
@@ -444,10 +444,9 @@ def compress(seq):
     return " ".join("%sx%d" % (a, b) for a, b in out)
 
 
-def main():
-    r = Results("test_durability_kill9")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("kill9")
+    r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
     seed = int(os.environ.get("SM_SEED") or random.randrange(1 << 30))
     print("# seed %d (SM_SEED=%d repeats the kill moments)" % (seed, seed),
@@ -544,16 +543,10 @@ def main():
                 "\n".join(ledger.unexpected[:20]))
         print("# totals: %s over %d series" % (ledger.n, len(ledger.keys)),
               flush=True)
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_durability_kill9", BUDGET_S, main)

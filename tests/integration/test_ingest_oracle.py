@@ -47,8 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from smolder import (Results, Server, ServerError, data_dir,  # noqa: E402
-                     install_timeout, shared_profiles_dir, source_dir,
+from smolder import (Server, ServerError, data_dir,  # noqa: E402
+                     run_script, shared_profiles_dir, source_dir,
                      supported_flags)
 
 BUDGET_S = 175
@@ -285,20 +285,19 @@ def start_server(r):
         return Server(name="smolder").start()
 
 
-def main():
-    r = Results("test_ingest_oracle")
-    install_timeout(BUDGET_S)
+def main(r):
     if not oracle.have_go():
         r.skip_all("go is not installed: go tool pprof is the oracle")
     shared = shared_profiles_dir()
     tmp = tempfile.mkdtemp(prefix="smolder-oracle-")
+    r.at_end(lambda: shutil.rmtree(tmp, ignore_errors=True))
     srv = None
     try:
         try:
             srv = start_server(r)
         except ServerError as e:
             r.fail("server starts", str(e))
-            r.finish()
+            return
         idx = 0
 
         # -- tests/data ------------------------------------------------------
@@ -329,8 +328,8 @@ def main():
 
         # -- ../shared TestIngest list ---------------------------------------
         if shared is None:
-            r.skip("../shared TestIngest profiles",
-                   "../shared/testdata/profiles is absent")
+            r.skip_corpus("../shared TestIngest profiles",
+                          "../shared/testdata/profiles is absent")
         else:
             for fname, spy, st, ids in SHARED_ROUND_TRIP:
                 path = os.path.join(shared, fname)
@@ -395,16 +394,10 @@ def main():
                 idx += 1
 
         r.check(srv.ready(), "server still ready after all uploads")
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        shutil.rmtree(tmp, ignore_errors=True)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_ingest_oracle", BUDGET_S, main)

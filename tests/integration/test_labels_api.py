@@ -47,7 +47,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, connect,  # noqa: E402
                         connect_proto, get_json, json_or_none, limit_flags)
-from smolder import Results, ServerError, data_dir, install_timeout  # noqa
+from smolder import run_script, ServerError, data_dir  # noqa
 
 BUDGET_S = 150
 TB = 1600000000          # window B (unix s)
@@ -124,10 +124,9 @@ def decode_profile_types(body):
     return out
 
 
-def main():
-    r = Results("test_labels_api")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("labels")
+    r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
     flags = limit_flags() + ["-validation.reject-older-than=0"]
     now = int(time.time())
@@ -374,16 +373,10 @@ def main():
         r.check(resp.status == 415, "Content-Type text/plain -> 415",
                 resp.describe())
         r.check(srv.ready(), "server still ready")
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_labels_api", BUDGET_S, main)

@@ -33,7 +33,8 @@ def main():
     if shared:
         dirs.append(shared)
     else:
-        r.skip("../shared corpus", "../shared/testdata/profiles is absent")
+        r.skip_corpus("../shared corpus",
+                      "../shared/testdata/profiles is absent")
     for d in dirs:
         buf = io.StringIO()
         with redirect_stdout(buf):

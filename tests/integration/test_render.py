@@ -2,7 +2,7 @@
 """
 test_render.py -- folded/lines ingest and /render output, node by node.
 
-  - The spec §3 worked example (a;b 3, a;c 1, d 2 as ex.alloc_objects, so
+  - The docs/wire-formats.md §3 worked example (a;b 3, a;c 1, d 2 as ex.alloc_objects, so
     values are not scaled) renders exactly: names
     ["total","d","a","c","b"], levels [[0,6,0,0],[0,4,0,2,0,2,2,1],
     [0,3,3,4,0,1,1,3]], numTicks 6, maxSelf 3; metadata format "single",
@@ -35,15 +35,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from oracle import parse_collapsed  # noqa: E402
-from smolder import (Results, Server, ServerError, data_dir,  # noqa: E402
-                     install_timeout)
+from smolder import (Server, ServerError, data_dir,  # noqa: E402
+                     run_script)
 
 BUDGET_S = 150
 
 # ---------------------------------------------------------------------------
 # Hand-computed expectations.
 #
-# Worked example (spec §3): a;b 3, a;c 1, d 2.  Tree: total 6 -> a(4) ->
+# Worked example (docs/wire-formats.md §3): a;b 3, a;c 1, d 2.  Tree: total 6 -> a(4) ->
 # {b(3), c(1)}, d(2).  DFS pops d before a (LIFO), c before b: names
 # total, d, a, c, b.
 EX_BODY = b"a;b 3\na;c 1\nd 2\n"
@@ -137,14 +137,12 @@ def check_fb(r, resp, want, what):
     return j
 
 
-def main():
-    r = Results("test_render")
-    install_timeout(BUDGET_S)
+def main(r):
     try:
         srv = Server(name="smolder").start()
     except ServerError as e:
         r.fail("server starts", str(e))
-        r.finish()
+        return
     try:
         now = int(time.time())
 
@@ -353,14 +351,9 @@ def main():
                      "tall: one 26-frame stack a..z")
 
         r.check(srv.ready(), "server still ready")
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         srv.check_stopped(r)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_render", BUDGET_S, main)

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (DataServer, Workspace, flush, limit_flags,  # noqa
                         metric_value, metrics)
-from smolder import Results, install_timeout  # noqa: E402
+from smolder import run_script  # noqa: E402
 
 NOW = int(time.time())
 OLD, NEW = NOW - 3 * 3600, NOW - 600
@@ -48,10 +48,9 @@ def run(s):
         return r.status, None
 
 
-def main():
-    r = Results("test_retention")
-    install_timeout(240)
+def main(r):
     ws = Workspace("retention")
+    r.at_end(lambda: ws.cleanup(r))
 
     # Single binary: a block and a head both older than the period.
     data = ws.data_dir("single")
@@ -112,9 +111,7 @@ def main():
              "cluster: only data within the period is served")
     finally:
         c.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_retention", 240, main)

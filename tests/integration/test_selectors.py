@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, connect, fg_total,  # noqa
                         flush, limit_flags)
-from smolder import Results, ServerError, install_timeout  # noqa: E402
+from smolder import run_script, ServerError  # noqa: E402
 
 BUDGET_S = 170
 TYPE = "memory:alloc_objects:count::"
@@ -221,10 +221,9 @@ def check_all(r, srv, phases, frm, until, what):
                 "invalid_argument" % (what, bad), resp.describe())
 
 
-def main():
-    r = Results("test_selectors")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("selectors")
+    r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
     flags = limit_flags()
     now = int(time.time())
@@ -258,16 +257,10 @@ def main():
             r.fail("server restarts", str(e))
             return
         check_all(r, srv, "AB", frm, until, "after restart")
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_selectors", BUDGET_S, main)

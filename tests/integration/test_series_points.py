@@ -36,7 +36,7 @@ import oracle  # noqa: E402
 from durability import (DataServer, Workspace, connect, fg_total,  # noqa
                         flush, json_or_none, limit_flags,
                         series_points)
-from smolder import Results, ServerError, data_dir, install_timeout  # noqa
+from smolder import run_script, ServerError, data_dir  # noqa
 
 BUDGET_S = 170
 SEL = '{service_name="memory",job="default"}'
@@ -149,16 +149,15 @@ def same(r, a, b, what):
                 "before: %s\nafter:  %s" % (a[k].describe(), b[k].describe()))
 
 
-def main():
-    r = Results("test_series_points")
-    install_timeout(BUDGET_S)
+def main(r):
     ws = Workspace("series")
+    r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
     files = load_files()
     if len(files) != 10:
         r.fail("10 parca__many__*.pb.gz files in tests/data",
                "found %d" % len(files))
-        r.finish()
+        return
     r.eq([f["totals"][ALLOC] for f in files],
          [83487] * 8 + [112767] * 2,
          "alloc_objects totals of the files (as SOURCES.md lists them)")
@@ -198,16 +197,10 @@ def main():
             return
         again = answers(srv, files, start, end)
         same(r, head, again, "head vs after restart")
-    except Exception as e:  # includes TestTimeout
-        import traceback
-        r.fail("test ran to completion", "%s: %s\n%s" % (
-            type(e).__name__, e, traceback.format_exc()))
     finally:
         if srv is not None:
             srv.check_stopped(r)
-        ws.cleanup(r)
-        r.finish()
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_series_points", BUDGET_S, main)

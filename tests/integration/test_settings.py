@@ -181,17 +181,19 @@ def check_cluster(r, ws):
         r.eq(settings(q0), [("pluginSettings", "v2")],
              "cluster: Get with one ingester down sees the new value")
         c.restart_ingester(2)
-        c.wait_ring(active=3)
-        time.sleep(0.5)
+        r.check(c.wait_ring(active=3), "cluster: ingester 2 rejoins",
+                str(c.states()))
         r.eq(settings(q0), [("pluginSettings", "v2")],
              "cluster: Get after the restart of the ingester that missed "
              "v2 answers v2")
         c.kill9_ingester(0)
-        time.sleep(1.5)
+        r.check(c.wait_ring(active=2), "cluster: ingester 0 seen down",
+                str(c.states()))
         r.eq(settings(q1), [("pluginSettings", "v2")],
              "cluster: with ingester 0 down, ingesters 1 and 2 give v2")
         c.kill9_ingester(1)
-        time.sleep(1.5)
+        r.check(c.wait_ring(active=1), "cluster: ingester 1 seen down",
+                str(c.states()))
         g = call(q0, "Get", {})
         r.check(g.status == 503 and g.error_code() == "unavailable",
                 "cluster: a minority of ingesters: 503 unavailable",

@@ -1,0 +1,130 @@
+/*
+ * cluster_churn_test.c -- writes under replica churn on the in-process
+ * cluster tier (smc_test.h): four writer threads push uploads while
+ * ingesters (RF 3) are stopped and started again on their data dirs, one
+ * at a time.  With at most one replica down a write quorum always exists,
+ * so every write must be acknowledged, including those in flight when an
+ * ingester stops (its replica fails, the other two acknowledge) or while
+ * it replays.
+ *
+ * One ingester restarted under load: the acknowledged samples are read
+ * back exactly once, with all three up and with any one down.
+ *
+ * Not here: a rolling restart of all three under load (churn(3) below).
+ * Each replica then lacks the uploads of its own down window, no replica
+ * of a bucket has them all, and the querier, which picks one replica per
+ * (series, bucket) (querier/plan.c: "no read repair"), answers 69-88% of
+ * what was acknowledged; under parallel ASan load it also saw a 503 (a
+ * restarted ingester still believed ACTIVE while replaying, another one
+ * falsely unhealthy) and, once in several runs, LeakSanitizer reported
+ * one nng aio of a distributor call left behind at exit.  Those are
+ * findings for the components (tests/cluster/README.md), not guarantees
+ * to test yet.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "smc_test.h"
+
+#define CHURN_WRITERS 4
+
+struct writer {
+	struct smc *c;
+	int64_t t;
+	unsigned id;
+	atomic_bool *stop;
+	/* Results, read by the main thread after the join. */
+	int64_t acked;          /* samples in acknowledged writes */
+	unsigned writes, failed;
+	int last_bad;           /* status of the last failed write */
+};
+
+static void *
+writer_main(void *arg)
+{
+	struct writer *w = arg;
+	char app[64], leaf[32];
+
+	snprintf(app, sizeof(app), "ch.cpu{writer=w%u}", w->id);
+	while (!atomic_load(w->stop)) {
+		int n = 1 + (int)(w->writes % 7), st;
+
+		snprintf(leaf, sizeof(leaf), "f%u", w->writes % 3);
+		st = smc_put(w->c, app, w->t + (int64_t)(w->writes % 5) * 15,
+		    leaf, n);
+		w->writes++;
+		if (st == 200) {
+			w->acked += n;
+		} else {
+			w->failed++;
+			w->last_bad = st;
+		}
+	}
+	return (NULL);
+}
+
+/* Run the writers while `nchurn` ingesters are restarted in turn. */
+static void
+churn(unsigned nchurn)
+{
+	struct smc *c;
+	struct writer w[CHURN_WRITERS];
+	pthread_t th[CHURN_WRITERS];
+	atomic_bool stop = false;
+	int64_t t = smc_now_s() - 900, acked = 0;
+	unsigned started = 0;
+
+	SM_REQUIRE((c = smc_test_cluster(3, 3, NULL)) != NULL);
+	for (unsigned i = 0; i < CHURN_WRITERS; i++) {
+		w[i] = (struct writer){ .c = c, .t = t, .id = i,
+		    .stop = &stop };
+		if (pthread_create(&th[i], NULL, writer_main, &w[i]) != 0)
+			break;
+		started++;
+	}
+	SM_CHECK_EQ(started, CHURN_WRITERS);
+	for (unsigned i = 0; i < nchurn && started == CHURN_WRITERS; i++) {
+		smc_ingester_stop(c, i);
+		if (!smc_wait_ring(c, SMC_TIMEOUT_MS) ||
+		    !smc_test_ingester_start(c, i) ||
+		    !smc_wait_ring(c, SMC_TIMEOUT_MS)) {
+			SM_TEST_FAILF("churn of ingester %u", i);
+			break;
+		}
+	}
+	atomic_store(&stop, true);
+	for (unsigned i = 0; i < started; i++) {
+		pthread_join(th[i], NULL);
+		SM_CHECKF(w[i].failed == 0 && w[i].writes > 0,
+		    "writer %u: %u of %u writes failed (last status %d)", i,
+		    w[i].failed, w[i].writes, w[i].last_bad);
+		acked += w[i].acked;
+	}
+	SM_REQUIRE(started == CHURN_WRITERS);
+	SMC_CHECK_TOTAL(c, "ch.cpu{}", t - 60, t + 600, SMC_CPU_UNIT * acked);
+	SMC_CHECK_TOTAL(c, "ch.cpu{writer=\"w2\"}", t - 60, t + 600,
+	    SMC_CPU_UNIT * w[2].acked);
+	for (unsigned i = 0; i < 3; i++) {
+		smc_ingester_stop(c, i);
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SMC_CHECK_TOTAL(c, "ch.cpu{}", t - 60, t + 600,
+		    SMC_CPU_UNIT * acked);
+		SM_REQUIRE(smc_test_ingester_start(c, i));
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	}
+	fprintf(stderr, "    %u writes, %lld samples acknowledged\n",
+	    w[0].writes + w[1].writes + w[2].writes + w[3].writes,
+	    (long long)acked);
+	smc_destroy(c);
+}
+
+static void
+test_one_restart(void)
+{
+	churn(1);
+}
+
+SM_TEST_MAIN(
+	{ "one ingester restarted under load: all acknowledged, each "
+	    "counted once", test_one_restart },
+)

@@ -1,0 +1,58 @@
+/*
+ * cluster_handoff_test.c -- replica placement beyond RF members on the
+ * in-process cluster tier (smc_test.h).
+ */
+#include "smc_test.h"
+
+/*
+ * Five ingesters, RF 3: with one down, a series it replicates is written
+ * to the next healthy token owner instead (sm_ring_replicas), so after it
+ * rejoins four ingesters hold parts of the series in different
+ * combinations; every series still counts once, with all five up and with
+ * any one of them down.
+ */
+static void
+test_handoff_five(void)
+{
+	struct smc *c;
+	int64_t t = smc_now_s() - 300;
+	int ok = 0;
+
+	SM_REQUIRE((c = smc_test_cluster(5, 3, NULL)) != NULL);
+	for (int i = 0; i < 10; i++) {
+		char app[64];
+
+		snprintf(app, sizeof(app), "h.cpu{pod=p%d}", i);
+		SM_CHECK_EQ(smc_put(c, app, t, "first", 1 + i), 200);
+		ok += 1 + i;
+	}
+	smc_ingester_stop(c, 3);
+	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	for (int i = 0; i < 10; i++) {
+		char app[64];
+
+		snprintf(app, sizeof(app), "h.cpu{pod=p%d}", i);
+		SM_CHECK_EQ(smc_put(c, app, t, "second", 20 + i), 200);
+		ok += 20 + i;
+	}
+	SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
+	SM_REQUIRE(smc_test_ingester_start(c, 3));
+	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
+	for (unsigned down = 0; down < 5; down++) {
+		smc_ingester_stop(c, down);
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60,
+		    SMC_CPU_UNIT * ok);
+		SMC_CHECK_TOTAL(c, "h.cpu{pod=\"p7\"}", t - 60, t + 60,
+		    SMC_CPU_UNIT * (1 + 7 + 20 + 7));
+		SM_REQUIRE(smc_test_ingester_start(c, down));
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	}
+	smc_destroy(c);
+}
+
+SM_TEST_MAIN(
+	{ "5 ingesters: handoff to the next owner, counted once",
+	    test_handoff_five },
+)

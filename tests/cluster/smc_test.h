@@ -1,0 +1,114 @@
+/*
+ * smc_test.h -- checks shared by the in-process cluster tests
+ * (tests/cluster/cluster_*_test.c): the harness is sm_cluster.h, the
+ * test runner tests/sm_test.h.
+ *
+ * Every total the tests compare is exact: the sum of the folded values
+ * written, scaled as /render reports cpu samples (SMC_CPU_UNIT per
+ * sample), so a replica counted twice or a write lost shows as a wrong
+ * number.  Writes that got a 5xx are sent under their own service name
+ * and never counted in the exact totals (a write refused after reaching
+ * one replica may legitimately surface later; nothing promises it does
+ * not).
+ */
+#ifndef SMC_TEST_H
+#define SMC_TEST_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sm_cluster.h"
+#include "sm_test.h"
+
+#include "common/metrics.h"
+
+/* Longest wait for the ring to see a stop or a (re)start. */
+#define SMC_TIMEOUT_MS 20000
+
+/*
+ * What /render reports for one folded sample of a legacy ".cpu" app at
+ * the default sampleRate: 100 Hz, so 10 ms, in nanoseconds (the type is
+ * process_cpu:cpu:nanoseconds; docs/wire-formats.md §6).
+ * cluster_dedup_test.c checks it against a single RF 1 ingester.
+ */
+#define SMC_CPU_UNIT 10000000LL
+
+static inline int64_t
+smc_now_s(void)
+{
+	return (sm_now_ms() / 1000);
+}
+
+/* Start a cluster; on failure record it and return NULL. */
+static inline struct smc *
+smc_test_cluster(unsigned n, unsigned rf, const char *const *flags)
+{
+	struct smc_cfg cfg = { .ningesters = n, .rf = rf, .flags = flags };
+	struct smc *c = NULL;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (smc_start(&cfg, &c, &err) != 0) {
+		SM_TEST_FAILF("cluster of %u (RF %u): %s", n, rf, err.msg);
+		return (NULL);
+	}
+	return (c);
+}
+
+/* Start ingester i again; on failure record why and return false. */
+static inline bool
+smc_test_ingester_start(struct smc *c, unsigned i)
+{
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (smc_ingester_start(c, i, &err) != 0) {
+		SM_TEST_FAILF("start ingester %u: %s", i, err.msg);
+		return (false);
+	}
+	return (true);
+}
+
+/* Write `count` samples of main;work;<leaf> at t; returns the status. */
+static inline int
+smc_put(struct smc *c, const char *app, int64_t t, const char *leaf,
+    int count)
+{
+	char body[128];
+
+	snprintf(body, sizeof(body), "main;work;%s %d\n", leaf, count);
+	return (smc_ingest(c, app, t, body));
+}
+
+/* The /render total (-1 unless 200), the status in *status. */
+static inline int64_t
+smc_total(struct smc *c, const char *query, int64_t from, int64_t until,
+    int *status)
+{
+	int64_t v = -1;
+
+	*status = smc_render_total(c, query, from, until, &v);
+	return (*status == 200 ? v : -1);
+}
+
+/* Status and total in one check, with both printed on failure. */
+#define SMC_CHECK_TOTAL(c, q, from, until, want)                            \
+	do {                                                                \
+		int st_;                                                    \
+		int64_t got_ = smc_total((c), (q), (from), (until), &st_); \
+		SM_CHECKF(st_ == 200 && got_ == (int64_t)(want),            \
+		    "%s: status %d total %lld, want 200 and %lld", (q), st_, \
+		    (long long)got_, (long long)(want));                    \
+	} while (0)
+
+/* A process-wide counter's value (the tier shares the registry). */
+static inline double
+smc_counter(const char *name)
+{
+	struct sm_metric *m = sm_metric_register(SM_METRIC_COUNTER, name,
+	    "", NULL, NULL, 0);
+
+	return (sm_metric_value(sm_metric_child0(m)));
+}
+
+#endif /* SMC_TEST_H */

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""make_seeds.py -- (re)write tests/fuzz/seeds/ from tests/data and hand-made
+inputs.  The output is committed (small: real profiles up to 16 KiB); run
+this again after changing the input layout of a target.
+
+Layouts (see each fuzz_<t>.c): folded's byte 0 picks folded/lines/trie;
+multipart's first line is the Content-Type; pbjson's byte 0 picks the
+message type (index into fuzz_pbjson.c's table); rpc seeds are packed
+smolder.v1.Request messages, encoded here by hand (field numbers from
+proto/smolder/v1/rpc.proto).
+"""
+import gzip
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(ROOT, "tests", "data")
+SEEDS = os.path.join(HERE, "seeds")
+MAX_PROFILE = 16 * 1024
+
+
+def put(target, name, data):
+    d = os.path.join(SEEDS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- protobuf wire helpers ----------------------------------------------
+def varint(v):
+    if v < 0:
+        v += 1 << 64
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def f_varint(n, v):
+    return varint(n << 3) + varint(v)
+
+
+def f_bytes(n, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint((n << 3) | 2) + varint(len(b)) + b
+
+
+def f_zigzag(n, v):
+    return f_varint(n, (v << 1) ^ (v >> 63))
+
+
+def f_fixed64(n, v):
+    return varint((n << 3) | 1) + struct.pack("<Q", v)
+
+
+def packed(vals):
+    return b"".join(varint(v) for v in vals)
+
+
+def label(k, v):
+    return f_bytes(1, k) + f_bytes(2, v)
+
+
+def select(tenant, matchers, start, end):
+    s = f_bytes(1, tenant)
+    for t, k, v in matchers:
+        s += f_bytes(2, f_varint(1, t) + f_bytes(2, k) + f_bytes(3, v))
+    return s + f_varint(3, start) + f_varint(4, end)
+
+
+def rpc_seeds():
+    tree = (f_bytes(1, "") + f_bytes(1, "main") + f_bytes(1, "work") +
+            f_bytes(2, packed([0, 0, 1])) + f_bytes(3, packed([0, 1, 2])))
+    series = (f_bytes(1, label("__name__", "process_cpu")) +
+              f_bytes(1, label("service_name", "fuzz")) +
+              f_varint(2, 1700000000000) + f_bytes(3, packed([1, 2])) +
+              f_bytes(4, packed([5, 7])) +
+              f_bytes(5, f_bytes(1, "gospy") + f_varint(2, 100) +
+                      f_bytes(3, "samples") + f_bytes(4, "sum")))
+    write = (f_bytes(1, "t1") + f_bytes(2, bytes(range(16))) +
+             f_bytes(3, tree) + f_bytes(4, series))
+    put("rpc", "write", f_bytes(1, write))
+    sel = select("t1", [(0, "service_name", "fuzz"), (2, "__name__", "p.*")],
+                 1699990000000, 1700010000000)
+    put("rpc", "merge", f_bytes(2, f_bytes(1, sel)))
+    put("rpc", "merge-no-select", f_bytes(2, b""))
+    put("rpc", "series", f_bytes(3, f_bytes(1, sel) + f_varint(2, 10000) +
+                                 f_bytes(3, "service_name")))
+    put("rpc", "labels-names", f_bytes(4, f_bytes(1, sel)))
+    put("rpc", "labels-values", f_bytes(4, f_bytes(1, sel) + f_varint(2, 1) +
+                                        f_bytes(3, "service_name")))
+    put("rpc", "labels-series", f_bytes(4, f_bytes(1, sel) + f_varint(2, 2) +
+                                        f_bytes(4, "service_name") +
+                                        f_varint(5, 1)))
+    put("rpc", "stats", f_bytes(5, f_bytes(1, sel) +
+                                f_fixed64(2, 0x1234567890abcdef)))
+    put("rpc", "health", f_bytes(6, b""))
+    put("rpc", "retention", f_bytes(7, f_varint(1, 1000)))
+    put("rpc", "empty", b"")
+    _ = f_zigzag
+
+
+def pprof_seeds():
+    for name in sorted(os.listdir(DATA)):
+        path = os.path.join(DATA, name)
+        if name.endswith(".pb.gz"):
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+        elif name.startswith("pprof__") and not name.endswith(".string"):
+            with open(path, "rb") as f:
+                raw = f.read()
+            if raw[:2] == b"\x1f\x8b":
+                raw = gzip.decompress(raw)
+        else:
+            continue
+        if len(raw) <= MAX_PROFILE:
+            put("pprof", name.replace(".gz", ""), raw)
+
+
+def folded_seeds():
+    for name in sorted(os.listdir(DATA)):
+        if not name.startswith("speedscope__") or name.endswith(".jfr"):
+            continue
+        with open(os.path.join(DATA, name), "rb") as f:
+            raw = f.read()
+        put("folded", "folded-" + name, b"\x00" + raw)
+        put("folded", "folded-scaled-" + name, b"\x81" + raw)
+    put("folded", "lines-1", b"\x01a;b;c\na;b\r\n\xef\xbb\xbfa;b;d\n")
+    put("folded", "folded-bad-count", b"\x00a;b 12x\n")
+    put("folded", "folded-big", b"\x80a;b 9223372036854775807\n")
+
+    def node(name, value, children):
+        return (varint(len(name)) + name + varint(value) +
+                varint(len(children)) + b"".join(children))
+    trie = node(b"", 0, [node(b"a;b", 3, [node(b";c", 2, [])]),
+                         node(b"x", 1, [])])
+    put("folded", "trie-1", b"\x02" + trie)
+    put("folded", "trie-truncated", b"\x02" + trie[:-3])
+
+
+def multipart_seeds():
+    with open(os.path.join(DATA, "pprof__sample.cpu"), "rb") as f:
+        prof = f.read()
+    ct = b"multipart/form-data; boundary=XbOuNd\n"
+    body = (b"preamble\r\n--XbOuNd\r\n"
+            b"Content-Disposition: form-data; name=\"profile\"; "
+            b"filename=\"profile.pprof\"\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n" + prof +
+            b"\r\n--XbOuNd\r\n"
+            b"Content-Disposition: form-data; name=\"sample_type_config\"; "
+            b"filename=\"sample_type_config.json\"\r\n\r\n"
+            b"{\"alloc_space\":{\"display-name\":\"x\"}}"
+            b"\r\n--XbOuNd--\r\nepilogue")
+    put("multipart", "pprof-form", ct + body)
+    put("multipart", "quoted-boundary",
+        b"multipart/form-data; boundary=\"a b\"\n--a b\nContent-Disposition:"
+        b" form-data; name=x\n\nhello\n--a b--\n")
+    put("multipart", "no-close", ct + b"--XbOuNd\r\n\r\nabc")
+    put("multipart", "default-ct", b"--X\r\nContent-Disposition: form-data;"
+        b" name=\"jfr\"\r\n\r\nJFR\r\n--X--\r\n")
+
+
+def text_seeds():
+    for i, q in enumerate([
+            "process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name=\"api\"}",
+            "memory:alloc_space:bytes:space:bytes:delta{}",
+            "myapp.cpu{env=\"prod\",region!=\"eu\"}",
+            "myapp.alloc_objects",
+            "{__profile_type__=\"a:b:c:d:e\", x=~\"(a+)+\", y!~'q', z=`r`,}",
+            "{a=\"\\u00e9\\x41\\101\\n\"}",
+            "{a=~\"[\"}",
+            "app",
+            "{}",
+            "{env=~\"(a+)+\"}",
+    ]):
+        put("selector", "q%d" % i, q)
+    for i, t in enumerate([
+            "now", "now-1h", "-30m", "now-2d", "-1mon", "now-1y", "-1w",
+            "20230115", "1700000000", "1700000000123",
+            "1700000000123456", "1700000000123456789", " 1_700,000 000 ",
+            "now+5min", "19000101", "now-", "garbage", "",
+    ]):
+        put("attime", "t%02d" % i, t)
+
+
+def pbjson_seeds():
+    seeds = [
+        (0, '{"series":[{"labels":[{"name":"service_name","value":"a"}],'
+            '"samples":[{"rawProfile":"AAEC","ID":"x"}]}]}'),
+        (1, '{"start":"1700000000000","end":1700000001000}'),
+        (2, '{"matchers":["{a=\\"b\\"}"],"start":"1","end":"2"}'),
+        (3, '{"name":"service_name","matchers":[],"start":"-5"}'),
+        (4, '{"matchers":["{}"],"labelNames":["a","b"],"start":"0"}'),
+        (5, '{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds",'
+            '"labelSelector":"{}","start":"1","end":"2","maxNodes":"1024",'
+            '"format":"PROFILE_FORMAT_TREE"}'),
+        (6, '{"profile_typeID":"a:b:c:d:e","label_selector":"{}",'
+            '"groupBy":["x"],"step":1.5,"aggregation":1,"limit":"3"}'),
+        (7, '{"profileTypeID":"x","stackTraceSelector":null}'),
+        (8, '{"left":{"start":"1"},"right":{"end":"2"}}'),
+        (9, '{"flamegraph":{"names":["total"],"levels":[{"values":["0","1",'
+            '"1","0"]}],"total":"1","maxSelf":"1"}}'),
+        (10, '{"labelsSet":[{"labels":[{"name":"a","value":"b"}]}]}'),
+        (11, '{"series":[{"points":[{"value":"NaN","timestamp":"1"},'
+             '{"value":-Infinity},{"value":1e308}]}]}'),
+        (12, '{"flamegraph":{"names":["a"],"total":"-1"}}'),
+        (13, '{"sampleType":[{"type":"1","unit":"2"}],"stringTable":["",'
+             '"cpu","ns"],"timeNanos":"1","period":"10"}'),
+    ]
+    for i, (t, j) in enumerate(seeds):
+        put("pbjson", "j%02d" % i, bytes([t]) + j.encode())
+
+
+def main():
+    if os.path.isdir(SEEDS):
+        shutil.rmtree(SEEDS)
+    pprof_seeds()
+    folded_seeds()
+    multipart_seeds()
+    text_seeds()
+    pbjson_seeds()
+    rpc_seeds()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+
+
+
+
+
+
+
+
+
+
+
+
+pool-2-thread-7thread_namepool-2-thread-1pool-2-thread-5pool-2-thread-3

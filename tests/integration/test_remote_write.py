@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""
+test_remote_write.py -- -remote-write.url forwarding (distributor/
+remote_write.h) between two Smolder processes.
+
+Receiver B runs with API keys (-auth.keys-file): key `fwd` writes tenant
+`central`, key `rd` reads it.  Sender A (multi-tenant by header) forwards
+to B with -remote-write.key=<fwd>.
+  1. tenants t1 and t2 write folded profiles to A (several apps, random
+     stacks, a query string with from/until/spyName/sampleRate and a label
+     value that needs escaping); B's tenant `central` ends up with exactly
+     the sum of both (the key's tenant wins over the forwarded
+     X-Scope-OrgID), checked per app with /render collapsed;
+     smolder_remote_write_sent_total on A = uploads, nothing dropped;
+  2. B is stopped; A keeps accepting (every upload 200, these without
+     from/until); A's queue length grows and retries are counted; B
+     restarts on the same port and data dir 3 s later; the queue drains
+     and B has every upload exactly once (no duplicate from the retries),
+     placed at the time A accepted it (SelectSeries step 1 s on B: no
+     point after the last write), not at the later forward time;
+  3. a receiver that refuses the key (403: a read-only key) -> uploads
+     are dropped as "rejected", not retried forever, and A stays healthy;
+  4. a bad -remote-write.url is refused at startup.
+"""
+
+import hashlib
+import json
+import os
+import random
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from durability import DataServer, Workspace, limit_flags  # noqa: E402
+from oracle import parse_collapsed  # noqa: E402
+from smolder import Results, ServerError, install_timeout  # noqa: E402
+
+BUDGET_S = 300
+TYPE = "memory:alloc_objects:count::"
+FWD = "smk_forwarder_key_0123456789abcdef"
+RD = "smk_reader_key_0123456789abcdefgh"
+
+
+def sha(k):
+    return "sha256:" + hashlib.sha256(k.encode()).hexdigest()
+
+
+def metric(srv, name, labels=""):
+    resp = srv.request("GET", "/metrics")
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)),
+                  resp.text(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def wait_for(fn, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.1)
+    return fn()
+
+
+def start_on_port(data, logdir, port, flags, name):
+    """A DataServer on a fixed port (the sender's URL names it)."""
+    return DataServer(data, logdir, name=name, extra_flags=flags,
+                      port=port).start()
+
+
+class Writer:
+    def __init__(self, rng):
+        self.rng = rng
+        self.want = {}         # app -> {stack: total}
+        self.n = 0
+
+    def write(self, r, srv, what, omit_time=False):
+        app = self.rng.choice(["fa", "fb", "fc"])
+        tenant = self.rng.choice(["t1", "t2"])
+        stacks = {}
+        for _ in range(self.rng.randrange(1, 5)):
+            st = "main;f%d;g%d" % (self.rng.randrange(5),
+                                   self.rng.randrange(3))
+            stacks[st] = stacks.get(st, 0) + self.rng.randrange(1, 20)
+        body = "".join("%s %d\n" % kv for kv in stacks.items()).encode()
+        now = int(time.time())
+        q = {"name": "%s.alloc_objects{env=a b&c}" % app,
+             "spyName": "gospy", "sampleRate": "100"}
+        if not omit_time:
+            q.update({"from": str(now), "until": str(now)})
+        resp = srv.request("POST", "/ingest", q, body,
+                           {"X-Scope-OrgID": tenant})
+        if resp.status != 200:
+            r.fail("%s: upload accepted by the sender" % what,
+                   resp.describe())
+            return False
+        cur = self.want.setdefault(app, {})
+        for st, v in stacks.items():
+            cur[st] = cur.get(st, 0) + v
+        self.n += 1
+        return True
+
+    def matches(self, srv):
+        for app, want in self.want.items():
+            resp = srv.request("GET", "/render", {
+                "query": '%s{service_name="%s",env="a b&c"}' % (TYPE, app),
+                "from": str(int(time.time()) - 3600),
+                "until": str(int(time.time()) + 3600),
+                "format": "collapsed"},
+                headers={"Authorization": "Bearer " + RD})
+            if resp.status != 200 or parse_collapsed(resp.text()) != want:
+                return False
+        return True
+
+    def diff(self, srv):
+        out = []
+        for app, want in self.want.items():
+            resp = srv.request("GET", "/render", {
+                "query": '%s{service_name="%s"}' % (TYPE, app),
+                "from": str(int(time.time()) - 3600),
+                "until": str(int(time.time()) + 3600),
+                "format": "collapsed"},
+                headers={"Authorization": "Bearer " + RD})
+            out.append("%s: want %r got %s %r" % (
+                app, want, resp.status, resp.text()[:300]))
+        return "\n".join(out)
+
+
+def main():
+    r = Results("test_remote_write")
+    install_timeout(BUDGET_S)
+    ws = Workspace("rw")
+    seed = int(os.environ.get("SM_SEED", str(int(time.time()))))
+    print("# seed %d" % seed, flush=True)
+    rng = random.Random(seed)
+    keys = ws.path("keys.txt")
+    with open(keys, "w") as f:
+        f.write("%s central write\n%s central read\n" % (sha(FWD), sha(RD)))
+    bflags = ["-auth.multitenancy-enabled", "-auth.keys-file=%s" % keys,
+              ] + limit_flags()
+    b = a = a2 = None
+    bdata = ws.data_dir("b")
+    try:
+        b = DataServer(bdata, ws.log_dir("b"), name="receiver",
+                       extra_flags=bflags).start()
+        bport = b.port
+        aflags = ["-auth.multitenancy-enabled",
+                  "-remote-write.url=http://127.0.0.1:%d/" % bport,
+                  "-remote-write.key=%s" % FWD,
+                  "-remote-write.max-backoff=400ms"] + limit_flags()
+        a = DataServer(ws.data_dir("a"), ws.log_dir("a"), name="sender",
+                       extra_flags=aflags).start()
+        w = Writer(rng)
+
+        # 1. forwarding while both are up.
+        ok = all(w.write(r, a, "up") for _ in range(20))
+        r.check(ok, "up: 20 uploads accepted by the sender")
+        r.check(wait_for(lambda: w.matches(b), 20),
+                "up: the receiver's tenant has exactly what the sender "
+                "accepted (every app, collapsed)", w.diff(b))
+        r.eq(metric(a, "smolder_remote_write_sent_total"), float(w.n),
+             "up: sent_total = uploads")
+
+        # 2. receiver down, then back on the same port.
+        r.check(not b.stop(), "down: the receiver stops cleanly")
+        b = None
+        sent_before = metric(a, "smolder_remote_write_sent_total")
+        ok = all(w.write(r, a, "down", omit_time=True) for _ in range(15))
+        t_last = time.time()
+        r.check(ok, "down: the sender accepts every upload while the "
+                "receiver is down (these without from/until)")
+        time.sleep(3.0)
+        qlen = metric(a, "smolder_remote_write_queue_length")
+        retries = metric(a, "smolder_remote_write_retries_total")
+        r.check(qlen >= 1 and retries >= 1, "down: uploads wait in the "
+                "queue and retries are counted",
+                "queue_length=%s retries=%s" % (qlen, retries))
+        r.eq(metric(a, "smolder_remote_write_sent_total"), sent_before,
+             "down: nothing counted as sent")
+        b = start_on_port(bdata, ws.log_dir("b2"), bport, bflags,
+                          "receiver2")
+        r.check(wait_for(lambda: metric(
+            a, "smolder_remote_write_queue_length") == 0, 20),
+            "back: the queue drains")
+        r.check(wait_for(lambda: w.matches(b), 20),
+                "back: the receiver has every upload exactly once "
+                "(no duplicate from retries)", w.diff(b))
+        r.eq(metric(a, "smolder_remote_write_sent_total"), float(w.n),
+             "back: sent_total = uploads")
+        # The late forwards keep the time the sender accepted them at.
+        latest = 0
+        for app in w.want:
+            resp = b.request("POST", "/querier.v1.QuerierService/"
+                             "SelectSeries", body=json.dumps({
+                                 "profileTypeID": TYPE,
+                                 "labelSelector": '{service_name="%s"}' %
+                                 app,
+                                 "start": int(t_last - 600) * 1000,
+                                 "end": int(time.time() + 60) * 1000,
+                                 "step": 1}).encode(),
+                             headers={"Content-Type": "application/json",
+                                      "Authorization": "Bearer " + RD})
+            if resp.status == 200:
+                for se in resp.json().get("series") or []:
+                    for p in se.get("points") or []:
+                        latest = max(latest, int(p.get("timestamp", 0)))
+        r.check(0 < latest <= (t_last + 1.5) * 1000, "back: uploads sent "
+                "without from/until keep the time the sender accepted "
+                "them (not the later forward time)",
+                "latest point %d ms, last write %d ms" % (
+                    latest, t_last * 1000))
+        dropped = sum(metric(a, "smolder_remote_write_dropped_total",
+                             '{reason="%s"}' % x)
+                      for x in ("queue_full", "rejected", "ambiguous",
+                                "shutdown"))
+        r.eq(dropped, 0.0, "nothing dropped")
+        a.check_stopped(r, "sender exits 0 on SIGTERM")
+        a = None
+
+        # 3. a key the receiver refuses: dropped, not retried forever.
+        a2 = DataServer(ws.data_dir("a2"), ws.log_dir("a2"), name="sender2",
+                        extra_flags=[
+                            "-auth.multitenancy-enabled",
+                            "-remote-write.url=http://127.0.0.1:%d" % b.port,
+                            "-remote-write.key=%s" % RD] +
+                        limit_flags()).start()
+        w2 = Writer(rng)
+        ok = all(w2.write(r, a2, "rejected") for _ in range(3))
+        r.check(ok and wait_for(lambda: metric(
+            a2, "smolder_remote_write_dropped_total",
+            '{reason="rejected"}') == 3, 10),
+            "rejected: a 403 from the receiver drops the upload (counted)",
+            a2.stderr_tail(5))
+        r.eq(metric(a2, "smolder_remote_write_queue_length"), 0.0,
+             "rejected: the queue is empty")
+        a2.check_stopped(r, "sender2 exits 0 on SIGTERM")
+        a2 = None
+
+        # 4. bad URL.
+        try:
+            bad = DataServer(ws.data_dir("bad"), ws.log_dir("bad"),
+                             name="bad", ready_timeout=10,
+                             extra_flags=["-remote-write.url=ftp://x"])
+            bad.start()
+            r.fail("bad url: refused at startup", "it started")
+            bad.stop()
+        except ServerError as e:
+            r.check("http://" in str(e), "bad url: refused at startup "
+                    "with a reason", str(e)[-300:])
+        if b is not None:
+            b.check_stopped(r, "receiver exits 0 on SIGTERM")
+            b = None
+    finally:
+        for s in (a, a2, b):
+            if s is not None:
+                s.stop()
+    ws.cleanup(r)
+    r.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""
+test_storage_recovery.py -- storage that recovers by itself (issue 16).
+
+Disk full (needs a tmpfs mount: root; skipped with a message otherwise):
+  the server's data dir is on an 80 MiB tmpfs; a 40 MiB file is parked
+  there, the rest is filled by ingesting (one series label value per
+  request) until a write is refused.  Then:
+  - the refusal is a 503 whose message names the cause (no space);
+  - /ready is 503 and names the storage error;
+  - the parked file is removed (no restart): /ready turns 200 and an
+    ingest succeeds within 8 s (RocksDB's SstFileManager retries every
+    5 s; measured time printed);
+  - every acknowledged request is present: its label value is listed and
+    the merged total equals the sum of the acknowledged values.
+Head-log reclaim (any data dir): 600 writes of the same 300 stacks make a
+head log of some MB; after /ingester/flush (a block cut) the ingester's
+disk bytes drop below a third of what they were and below 1 MiB.
+"""
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from smolder import Results, Server, install_timeout  # noqa: E402
+
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+MiB = 1 << 20
+
+
+def metric(srv, name):
+    r = srv.request("GET", "/metrics")
+    for line in r.text().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class DirServer(Server):
+    """A Server whose data dir is `path` (on the tmpfs)."""
+
+    def __init__(self, path, **kw):
+        Server.__init__(self, **kw)
+        self.dir = path
+
+    def argv(self):
+        return [a if not a.startswith("-data.dir=") else
+                "-data.dir=" + self.dir for a in Server.argv(self)]
+
+
+def mount_tmpfs(path, size):
+    if os.geteuid() != 0:
+        return "not root"
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size,
+                        "tmpfs", path], capture_output=True, text=True)
+    return None if p.returncode == 0 else (p.stderr.strip() or "mount "
+                                           "failed")
+
+
+def total_of(srv, app):
+    resp = srv.render('%s{service_name="%s"}' % (CPU, app), max_nodes=1)
+    if resp.status != 200:
+        return None
+    return resp.json()["flamebearer"]["numTicks"]
+
+
+def disk_full(r):
+    mnt = tempfile.mkdtemp(prefix="sm-full-")
+    why = mount_tmpfs(mnt, 80 * MiB)
+    if why is not None:
+        os.rmdir(mnt)
+        r.skip("disk full on a tmpfs", "cannot mount a tmpfs: %s" % why)
+        return
+    try:
+        with DirServer(os.path.join(mnt, "d")) as s:
+            park = os.path.join(mnt, "park")
+            with open(park, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, 40 * MiB)
+            acked, total, refused = [], 0, None
+            rnd = random.Random(16)
+            for i in range(2000):
+                lines = ["r%d;f%d;g%d %d" % (i, rnd.randrange(10 ** 9), j,
+                                             j + 1) for j in range(1500)]
+                resp = s.ingest({"name": 'full.cpu{req=%d}' % i},
+                                "\n".join(lines).encode())
+                if resp.status == 200:
+                    acked.append(i)
+                    total += sum(range(1, 1501)) * 10000000
+                    continue
+                refused = resp
+                break
+            r.check(refused is not None and refused.status == 503 and
+                    "space" in refused.text(),
+                    "a write on a full disk is 503 naming the cause "
+                    "(%d acknowledged before)" % len(acked),
+                    refused.describe() if refused else "never refused")
+            resp = s.request("GET", "/ready")
+            r.check(resp.status == 503 and "storage" in resp.text() and
+                    "space" in resp.text(),
+                    "/ready is 503 naming the storage error", resp.describe())
+            resp = s.ingest({"name": "after.cpu"}, b"a;b 1\n")
+            r.eq(resp.status, 503, "writes keep refusing while full")
+
+            os.unlink(park)
+            t0 = time.monotonic()
+            ready_at = ok_at = None
+            while time.monotonic() - t0 < 15 and ok_at is None:
+                if ready_at is None and s.ready():
+                    ready_at = time.monotonic() - t0
+                resp = s.ingest({"name": "after.cpu"}, b"a;b 1\n")
+                if resp.status == 200:
+                    ok_at = time.monotonic() - t0
+                    break
+                time.sleep(0.2)
+            print("recovery after freeing space: ready %s s, first write "
+                  "%s s" % (ready_at, ok_at))
+            r.check(ok_at is not None and ok_at <= 8,
+                    "writes succeed again without restart within 8 s "
+                    "(%s s)" % ok_at)
+            r.check(s.ready(), "/ready is 200 again")
+            resp = s.request("GET", "/label-values",
+                             {"label": "req", "from": "now-1h",
+                              "until": "now+1h"})
+            got = set(resp.json()) if resp.status == 200 else set()
+            missing = [i for i in acked if str(i) not in got]
+            r.check(not missing, "every acknowledged request's series is "
+                    "listed (%d)" % len(acked), "missing %r" % missing[:20])
+            r.eq(total_of(s, "full"), total,
+                 "the merged total is the sum of every acknowledged value")
+            s.check_stopped(r)
+    finally:
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
+        try:
+            os.rmdir(mnt)
+        except OSError:
+            pass
+
+
+def head_reclaim(r):
+    with Server() as s:
+        body = "".join("main;fn%d;leaf%d %d\n" % (j % 50, j, j + 1)
+                       for j in range(300)).encode()
+        for i in range(600):
+            resp = s.ingest({"name": 'rec.cpu{i=%d}' % (i % 20)}, body)
+            if resp.status != 200:
+                r.fail("ingest %d" % i, resp.describe())
+                break
+        before = metric(s, "smolder_ingester_disk_bytes")
+        resp = s.request("POST", "/ingester/flush", body=b"")
+        r.eq(resp.status, 200, "/ingester/flush cuts the head")
+        after = None
+        for _ in range(20):
+            after = metric(s, "smolder_ingester_disk_bytes")
+            if before and after is not None and after < before / 3:
+                break
+            time.sleep(0.25)
+        print("disk bytes: %s before the cut, %s after" % (before, after))
+        r.check(before is not None and after is not None and
+                after < before / 3 and after < MiB,
+                "head-log space is reclaimed after the cut",
+                "%s -> %s" % (before, after))
+        r.eq(total_of(s, "rec"), 600 * sum(range(1, 301)) * 10000000,
+             "every write is still in the merged total")
+        s.check_stopped(r)
+
+
+def main():
+    install_timeout(170)
+    r = Results("test_storage_recovery")
+    head_reclaim(r)
+    disk_full(r)
+    r.finish()
+
+
+if __name__ == "__main__":
+    main()
