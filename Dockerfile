@@ -9,8 +9,9 @@
 # The default command is the single binary (-target=all) on :4040 with its
 # data in /data; a cluster passes its own flags (-target=ingester, ...).
 # The build stage installs the Makefile's DEBIAN_PACKAGES minus golang-go,
-# python3 and curl (tests only) and configures exactly as `make build`
-# does; tests/integration/test_deploy.py checks both stay in step.
+# python3, python3-yaml, curl, chromium, nodejs, clang, libclang-rt-14-dev and llvm
+# (tests only) and configures exactly as `make build` does;
+# tests/integration/test_deploy.py checks both stay in step.
 
 FROM debian:12 AS build
 RUN apt-get update \
@@ -18,7 +19,8 @@ RUN apt-get update \
       build-essential cmake pkg-config \
       protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
       libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
-      libxxhash-dev libjansson-dev libyaml-dev \
+      libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
+      libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -34,7 +36,8 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libnng1 librocksdb7.8 libzstd1 libmicrohttpd12 liburcu8 libdeflate0 \
-      libpcre2-8-0 libxxhash0 libjansson4 libprotobuf-c1 libyaml-0-2 \
+      libpcre2-8-0 libxxhash0 libjansson4 libprotobuf-c1 libyaml-0-2 zlib1g \
+      libssl3 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 smolder \
  && useradd --system --uid 10001 --gid smolder --home-dir /data \

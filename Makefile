@@ -1,26 +1,36 @@
-# Smolder -- thin wrapper over CMake (DESIGN §8): deps, build, run, test.
+# Smolder -- thin wrapper over CMake (docs/architecture.md §8): deps, build, run, test.
 #
 #   make run     install Debian dependencies, build, run on :4040 (data in ./data)
 #   make test    install dependencies, build, run every test, then again
-#                under AddressSanitizer + UBSan
+#                under AddressSanitizer + UBSan, then a short timed run of
+#                every fuzz target (test-fuzz, clang + libFuzzer)
 #
-# Dependencies are Debian 12 packages only (DESIGN §9).  `make deps` skips
-# apt-get when everything is already installed.
+# Dependencies are Debian 12 packages only (docs/architecture.md §9).  `make deps` skips
+# apt-get when everything is already installed.  chromium and nodejs/npm are
+# for the web UI's browser test (tests/integration/test_webui.py, which runs
+# `npm ci` in tests/webui); npm is installed from Debian only when no npm is
+# on the PATH, since a nodejs that bundles npm conflicts with Debian's npm.
 
 DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
 	libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
-	libxxhash-dev libjansson-dev libyaml-dev \
-	golang-go python3 curl
+	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
+	libcurl4-openssl-dev \
+	golang-go python3 python3-yaml curl protobuf-compiler \
+	chromium nodejs \
+	clang libclang-rt-14-dev llvm
 
 SUDO := $(shell if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then echo sudo; fi)
 JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 12
 HTTP_ADDR ?= :4040
 DATA_DIR ?= ./data
 
-.PHONY: deps build build-asan run test test-plain test-asan bench clean
+.PHONY: deps build build-asan build-fuzz run test test-plain test-asan \
+	test-fuzz bench clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
@@ -31,6 +41,8 @@ deps:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@command -v npm >/dev/null 2>&1 || { echo "installing: npm"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; }
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -40,17 +52,31 @@ build-asan: deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DSM_SANITIZE=ON
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 
+# libFuzzer targets of tests/fuzz (clang; ASan + UBSan + fuzzer coverage).
+build-fuzz: deps
+	cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_C_COMPILER=clang -DSM_FUZZ=ON
+	cmake --build $(BUILD_FUZZ) -j$(JOBS) --target fuzz-all
+
 run: build
 	./$(BUILD)/smolder -target=all -http.listen-address=$(HTTP_ADDR) -data.dir=$(DATA_DIR)
 
+# Two tests at a time (JOBS): the machines have two cores, and every test
+# waits on conditions, not on wall-clock budgets, so the suite also passes
+# at -j1 and -j4 (`cd build && ctest -jN`).
 test-plain: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
 
 test-asan: build-asan
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j$(JOBS) --output-on-failure
 
-test: test-plain test-asan
+# Each fuzz target for FUZZ_SECONDS (7 targets: ~2 min); fails on a
+# crash, leak, timeout or OOM and prints the input (tests/fuzz/README.md).
+test-fuzz: build-fuzz
+	./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+test: test-plain test-asan test-fuzz
 
 # make bench: run bench/run (B1..B5 next to their same-run baselines; one
 # table, JSON in bench/results/latest.json).  Full sizes take hours (see
@@ -60,4 +86,4 @@ bench: build
 	./bench/run --build $(BUILD) $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

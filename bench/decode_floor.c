@@ -1,7 +1,7 @@
 /*
  * decode_floor.c -- baseline: the cost of merely decoding pprof files,
- * libdeflate gunzip + protobuf-c unpack + free, one thread (spec
- * performance.md §7 "decode floor").  A measuring stick, not product code.
+ * libdeflate gunzip + protobuf-c unpack + free, one thread (see
+ * docs/benchmarks.md §3 "decode floor").  A measuring stick, not product code.
  *
  *   decode_floor [-n iterations] [-t seconds] [-l listfile]... [file...]
  *
