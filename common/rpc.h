@@ -141,6 +141,18 @@ void sm_rpc_multi_wait(struct sm_rpc_multi *m,
     bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg);
 
 /*
+ * sm_rpc_multi_wait() that also returns once the monotonic clock
+ * (sm_mono_ns()) reaches *deadline_ns (INT64_MAX: no deadline).  `enough`
+ * may lower *deadline_ns (it runs under the same lock, after each
+ * completion): the querier starts a hedge's grace period when the answers
+ * in hand can already complete the query.  Calls still pending keep
+ * SM_RPC_PENDING and finish in the background.
+ */
+void sm_rpc_multi_wait_deadline(struct sm_rpc_multi *m,
+    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg,
+    int64_t *deadline_ns);
+
+/*
  * Call i's status: SM_RPC_PENDING, a transport error (SM_ETIMEDOUT,
  * SM_EUNAVAIL, ...), the error code of the peer's smolder.v1.Response, or
  * 0 for a successful response.  Call from `enough` or after the wait.

@@ -317,6 +317,74 @@ test_multi_quorum_returns_early(void)
 	}
 }
 
+/* Once two of three answered, give the third 100 ms more. */
+struct grace {
+	int64_t *deadline;
+};
+
+static bool
+grace_start(void *arg, const struct sm_rpc_multi *m)
+{
+	struct grace *g = arg;
+	uint32_t ok = 0;
+
+	for (uint32_t i = 0; i < 3; i++)
+		ok += sm_rpc_multi_status(m, i) == 0;
+	if (ok >= 2 && *g->deadline == INT64_MAX)
+		*g->deadline = sm_mono_ns() + 100 * 1000000;
+	return (false);
+}
+
+/*
+ * sm_rpc_multi_wait_deadline: a predicate that sets the deadline once two
+ * fast servers answered returns about 100 ms later with the slow call
+ * (1.5 s) still pending; without the deadline being set it waits for all.
+ */
+static void
+test_multi_wait_deadline(void)
+{
+	const char *urls[2] = { "inproc://d-a", "inproc://d-b" };
+	struct sm_rpc_server *s[2];
+	struct sm_rpc_client *c[2];
+	struct sm_rpc_multi *m;
+	int64_t deadline = INT64_MAX, t0, ms;
+	struct grace g = { &deadline };
+
+	for (int i = 0; i < 2; i++) {
+		s[i] = start(urls[i], 1 << 20);
+		c[i] = client(urls[i]);
+		SM_REQUIRE(s[i] != NULL && c[i] != NULL);
+		SM_REQUIRE(wait_connected(c[i]));
+	}
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(m, 2, c[0], "yo", 2, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_wait_deadline(m, grace_start, &g, &deadline);
+	ms = (sm_mono_ns() - t0) / 1000000;
+	SM_CHECK(deadline != INT64_MAX);
+	SM_CHECK(sm_mono_ns() >= deadline);
+	SM_CHECK(ms >= 100 && ms < 1400);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_RPC_PENDING);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 2), 0);
+	sm_rpc_multi_destroy(m);
+	/* No deadline set: every call. */
+	deadline = INT64_MAX;
+	SM_REQUIRE(sm_rpc_multi_create(2, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c[1], "sleep", 5, 5000, 0);
+	sm_rpc_multi_start(m, 1, c[0], "x", 1, 5000, 0);
+	sm_rpc_multi_wait_deadline(m, NULL, NULL, &deadline);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), 0);
+	sm_rpc_multi_destroy(m);
+	for (int i = 0; i < 2; i++) {
+		sm_rpc_client_destroy(c[i]);
+		sm_rpc_server_stop(s[i]);
+	}
+}
+
 /* A client without a connection fails a FAILFAST call at once. */
 static void
 test_failfast_without_a_connection(void)
@@ -498,6 +566,7 @@ SM_TEST_MAIN(
 	{ "a 2^60-byte frame is dropped without allocating", test_2p60_frame_dropped_without_allocation },
 	{ "response envelope carries error codes", test_pb_envelope_errors },
 	{ "a multi returns at quorum; late calls finish alone", test_multi_quorum_returns_early },
+	{ "a multi's deadline leaves a straggler pending", test_multi_wait_deadline },
 	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
 	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
 	{ "connections beyond the cap are refused", test_connection_cap },

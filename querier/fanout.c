@@ -5,9 +5,23 @@
  */
 #include "qry_int.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
+
+static struct sm_metric *m_stragglers;
+static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+fan_metrics_register(void)
+{
+	m_stragglers = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
+	    "answered without an ingester still silent after "
+	    "-querier.straggler-wait.", NULL, NULL, 0);
+}
 
 /* Memory one ingester's answer may take once decoded. */
 #define QRY_CALL_BUDGET (1024u << 20)
@@ -80,6 +94,63 @@ qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
 	return (0);
 }
 
+/*
+ * Hedged waiting (issue: a frozen replica must not stall reads).  A round
+ * waits for every call, except that once the targets still silent, plus
+ * those that failed, plus the members already down, fit in the ring's
+ * read-failure budget (sm_ring_max_read_errors: any RF - budget replicas
+ * of a series hold every acknowledged write), the silent ones get a grace
+ * period -- -querier.straggler-wait, or as long as the round has taken so
+ * far if that is longer, so a slow but working replica of a heavy query is
+ * not cut off early -- and then count as failed (SM_ETIMEDOUT).  The
+ * callers treat them as any lost member: the plan's stats round gives them
+ * no picks, a data round that needed one retries without it
+ * (SM_EAGAIN), a set union (labels) simply lacks their copy.  Their calls
+ * finish in the background.
+ */
+struct fan_hedge {
+	const struct qry_fan *f;
+	Smolder__V1__Request *const *reqs;
+	uint32_t nreqs, nc;
+	uint32_t slack;                /* failures the budget still allows */
+	int64_t grace_ns, start_ns;
+	int64_t *deadline_ns;
+};
+
+static bool
+fan_hedge_check(void *arg, const struct sm_rpc_multi *mc)
+{
+	struct fan_hedge *h = arg;
+	const struct qry_fan *f = h->f;
+	uint32_t silent = 0, failed = 0;
+
+	if (*h->deadline_ns != INT64_MAX)
+		return (false);          /* grace already running */
+	for (uint32_t t = 0; t < f->n; t++) {
+		bool pend = false, bad = false;
+
+		for (uint32_t i = t; i < h->nc; i += f->n) {
+			int st;
+
+			if (h->reqs[h->nreqs == 1 ? 0 : i] == NULL)
+				continue;
+			st = sm_rpc_multi_status(mc, i);
+			if (st == SM_RPC_PENDING)
+				pend = true;
+			else if (st != 0)
+				bad = true;
+		}
+		silent += pend && !bad;
+		failed += bad;
+	}
+	if (silent > 0 && silent + failed <= h->slack) {
+		int64_t now = sm_mono_ns();
+
+		*h->deadline_ns = now + SM_MAX(h->grace_ns, now - h->start_ns);
+	}
+	return (false);
+}
+
 /* Errors about the request itself rather than the member answering. */
 static bool
 request_error(int rv)
@@ -99,6 +170,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	uint32_t failed = 0, mustfail = 0, nc, nb;
 	int rv = 0, first = 0;
 
+	pthread_once(&fan_metrics_once, fan_metrics_register);
 	calls_free(f);
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	SM_ASSERT(nreqs == 1 ? nlanes == 1 : nreqs == nlanes * f->n);
@@ -137,7 +209,21 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		sm_rpc_multi_start(mc, i, f->snap->m[c->member]->client, b->b,
 		    b->len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
 	}
-	sm_rpc_multi_wait(mc, NULL, NULL);
+	{
+		uint32_t budget = sm_ring_max_read_errors(f->snap);
+		int64_t deadline = INT64_MAX;
+		struct fan_hedge h = { f, reqs, nreqs, nc,
+		    budget > f->down ? budget - f->down : 0,
+		    q->cfg.straggler_ms * 1000000, sm_mono_ns(), &deadline };
+
+		if (q->cfg.straggler_ms > 0 && h.slack > 0)
+			sm_rpc_multi_wait_deadline(mc, fan_hedge_check, &h,
+			    &deadline);
+		else
+			sm_rpc_multi_wait(mc, NULL, NULL);
+		if (deadline != INT64_MAX && sm_mono_ns() >= deadline)
+			sm_counter_inc(sm_metric_child0(m_stragglers));
+	}
 	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
 

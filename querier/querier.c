@@ -8,7 +8,7 @@
 const struct sm_flag *
 qry_flags(struct qry_config *cfg, size_t *n)
 {
-	static struct sm_flag f[4];
+	static struct sm_flag f[5];
 
 	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
 		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
@@ -23,6 +23,14 @@ qry_flags(struct qry_config *cfg, size_t *n)
 		SM_FLAG_DURATION, &cfg->max_query_length_ms, "0",
 		"Longest time range a query may cover (0 = no limit); longer "
 		"ranges get 400." };
+	f[4] = (struct sm_flag){ "querier.straggler-wait",
+		SM_FLAG_DURATION, &cfg->straggler_ms, "250ms",
+		"Once the ingesters that answered can complete a query (the "
+		"others are within the replication factor's read-failure "
+		"budget), wait at most this long -- or as long as the query "
+		"has taken, if longer -- for the rest, then answer without "
+		"them (a frozen or overloaded replica). 0 = wait for every "
+		"ingester, up to -querier.timeout." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -35,9 +43,10 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	int rv;
 
 	*out = NULL;
-	if (cfg->timeout_ms <= 0 || cfg->max_nodes_default <= 0)
+	if (cfg->timeout_ms <= 0 || cfg->max_nodes_default <= 0 ||
+	    cfg->straggler_ms < 0)
 		return (sm_err_set(err, SM_EINVAL, "querier: timeout and "
-		    "default max nodes must be > 0"));
+		    "default max nodes must be > 0, straggler wait >= 0"));
 	if ((q = sm_calloc(1, sizeof(*q))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	q->cfg = *cfg;

@@ -28,6 +28,7 @@ struct qry_config {
 	int64_t max_nodes_max;        /* -querier.max-flamegraph-nodes-max */
 	int64_t timeout_ms;           /* -querier.timeout */
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
+	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 };
 
