@@ -5,7 +5,8 @@ test_frozen_replica.py -- a frozen ingester does not stall reads or writes
 
 3 ingesters (RF=3), 1 distributor, 1 querier.  A writer pushes a profile
 with its own stack every ~50 ms and a reader runs /render (collapsed),
-/pyroscope/label-values and Connect SelectSeries in turn, for 3 s, then
+/pyroscope/label-values, Connect SelectSeries and settings.v1 Get
+in turn, for 3 s, then
 ingester 1 is SIGSTOPped for FREEZE_S seconds (what a GC pause, a stuck
 disk or a partition looks like: its connections stay open and nothing
 answers), then SIGCONTed, and the load runs 3 s more.  Checks:
@@ -77,7 +78,7 @@ class Load:
         while not self.stop.is_set():
             now = int(time.time())
             ph = self.phase
-            kind = ("render", "labels", "series")[k % 3]
+            kind = ("render", "labels", "series", "settings")[k % 4]
             s = time.monotonic()
             if kind == "render":
                 r = self.q.render(APP + "{}", frm=self.t0 - 60,
@@ -86,6 +87,10 @@ class Load:
                 r = self.q.request("GET", "/pyroscope/label-values", {
                     "label": "service_name", "start": str(self.t0 - 60),
                     "end": str(now + 60)})
+            elif kind == "settings":
+                r = self.q.request(
+                    "POST", "/settings.v1.SettingsService/Get", body=b"{}",
+                    headers={"Content-Type": "application/json"})
             else:
                 body = json.dumps({
                     "profileTypeID": "process_cpu:cpu:nanoseconds:cpu:"
