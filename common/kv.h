@@ -115,13 +115,27 @@ int sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
  * error -- no space left, a failing disk -- marks the store unwritable;
  * RocksDB then refuses every write until it has recovered by itself
  * (its SstFileManager retries every 5 s once the free space reaches the
- * memtable size; see README "Storage failures").  While marked, this
+ * memtable size; see README "Storage failures"), or the file system is
+ * below the free-space reserve (sm_kv_set_reserve).  While marked, this
  * probes (at most every 200 ms) with a one-key write to the otherwise
  * unused default column family, so readiness comes back without any
  * client write.  True when writable; else false with the last write
  * error in why (may be NULL).  Any successful write clears the mark.
  */
 bool sm_kv_writable(struct sm_kv *kv, char *why, size_t whylen);
+
+/*
+ * Free-space reserve (0 = none, the default).  With a reserve set,
+ * sm_kv_writable() is also false while the file system holding the store
+ * has fewer than `bytes` available (statvfs, read at most every 200 ms),
+ * with "no space left on device: ... below the reserve" in why.  Callers
+ * gate their own writes on it (the ingester refuses head-log writes,
+ * never cuts or deletes, which give space back): refusing before RocksDB
+ * itself runs out keeps it out of its background-error state, whose
+ * recovery polls every 5 s, so writes come back within 200 ms of space
+ * being freed.  RocksDB's own ENOSPC handling stays the second line.
+ */
+void sm_kv_set_reserve(struct sm_kv *kv, uint64_t bytes);
 
 /* --- iteration ------------------------------------------------------------ */
 

@@ -77,6 +77,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <rocksdb/c.h>
 
@@ -110,6 +111,11 @@ struct sm_kv {
 	bool wfailed;                        /* atomic reads outside wmu */
 	int64_t wprobe_ns;                   /* last probe (wmu) */
 	char wwhy[512];                      /* last write error (wmu) */
+	/* Free-space reserve (sm_kv_set_reserve): all under wmu. */
+	uint64_t reserve;                    /* bytes, 0 = none */
+	int64_t fs_probe_ns;                 /* last statvfs */
+	uint64_t fs_free;                    /* bytes available then */
+	bool fs_low;                         /* fs_free < reserve */
 };
 
 /* The key the write probe puts into the default column family, which
@@ -405,6 +411,60 @@ kv_note_write(struct sm_kv *kv, int rv, const struct sm_err *err)
 	pthread_mutex_unlock(&kv->wmu);
 }
 
+void
+sm_kv_set_reserve(struct sm_kv *kv, uint64_t bytes)
+{
+	pthread_mutex_lock(&kv->wmu);
+	kv->reserve = bytes;
+	kv->fs_probe_ns = 0;
+	kv->fs_low = false;
+	pthread_mutex_unlock(&kv->wmu);
+}
+
+/* False while the store's file system is below the reserve (why set). */
+static bool
+kv_space_ok(struct sm_kv *kv, char *why, size_t whylen)
+{
+	int64_t now = sm_mono_ns();
+	bool ok;
+
+	pthread_mutex_lock(&kv->wmu);
+	if (kv->reserve == 0) {
+		pthread_mutex_unlock(&kv->wmu);
+		return (true);
+	}
+	if (kv->fs_probe_ns == 0 || now - kv->fs_probe_ns >=
+	    KV_PROBE_EVERY_NS) {
+		struct statvfs vf;
+		bool low;
+
+		kv->fs_probe_ns = now;
+		if (statvfs(kv->path, &vf) == 0) {
+			kv->fs_free = (uint64_t)vf.f_bavail *
+			    (uint64_t)vf.f_frsize;
+			low = kv->fs_free < kv->reserve;
+			if (low && !kv->fs_low)
+				sm_error("kv", "free space below the reserve; "
+				    "writes refused until it is back\tpath=%s "
+				    "free=%" PRIu64 " reserve=%" PRIu64,
+				    kv->path, kv->fs_free, kv->reserve);
+			else if (!low && kv->fs_low)
+				sm_info("kv", "free space above the reserve "
+				    "again\tpath=%s free=%" PRIu64, kv->path,
+				    kv->fs_free);
+			kv->fs_low = low;
+		}
+	}
+	ok = !kv->fs_low;
+	if (!ok && why != NULL && whylen > 0)
+		snprintf(why, whylen, "no space left on device: %.1f MiB "
+		    "available to the data dir, below the %.1f MiB reserve "
+		    "(-ingester.min-free-disk)", (double)kv->fs_free /
+		    (1 << 20), (double)kv->reserve / (1 << 20));
+	pthread_mutex_unlock(&kv->wmu);
+	return (ok);
+}
+
 bool
 sm_kv_writable(struct sm_kv *kv, char *why, size_t whylen)
 {
@@ -413,6 +473,8 @@ sm_kv_writable(struct sm_kv *kv, char *why, size_t whylen)
 	int64_t now;
 	bool ok;
 
+	if (!kv_space_ok(kv, why, whylen))
+		return (false);
 	if (SM_LIKELY(!__atomic_load_n(&kv->wfailed, __ATOMIC_ACQUIRE)))
 		return (true);
 	now = sm_mono_ns();

@@ -1227,8 +1227,34 @@ test_key_overflow_asserts(void)
 	    st);
 }
 
+/* The free-space reserve: a reserve above any disk refuses with "no
+ * space" in why; back to 0 and the store is writable again. */
+static void
+test_free_space_reserve(void)
+{
+	struct tdir d;
+	struct sm_kv *kv;
+	char why[512];
+
+	tdir_make(&d);
+	kv = kv_open_ok(d.path);
+	why[0] = '\0';
+	SM_CHECK(sm_kv_writable(kv, why, sizeof(why)));
+	sm_kv_set_reserve(kv, UINT64_MAX / 2);
+	SM_CHECK(!sm_kv_writable(kv, why, sizeof(why)));
+	SM_CHECKF(strstr(why, "no space left on device") != NULL &&
+	    strstr(why, "reserve") != NULL, "why: %s", why);
+	sm_kv_set_reserve(kv, 1);
+	SM_CHECK(sm_kv_writable(kv, why, sizeof(why)));
+	sm_kv_set_reserve(kv, 0);
+	SM_CHECK(sm_kv_writable(kv, NULL, 0));
+	sm_kv_close(kv);
+	tdir_remove(&d);
+}
+
 SM_TEST_MAIN(
 	{ "put, get, not-found in each family", test_put_get },
+	{ "a free-space reserve refuses writes", test_free_space_reserve },
 	{ "column families are isolated", test_cf_isolation },
 	{ "batch: put+delete+delete_range atomic", test_batch_atomic },
 	{ "a batch that ran out of memory writes nothing", test_batch_enomem },

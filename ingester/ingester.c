@@ -54,7 +54,7 @@ static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[9];
+	static struct sm_flag f[10];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -89,6 +89,12 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"Remember written profile ids at least this long, so a resent "
 		"or retried write is not counted twice (must exceed "
 		"-distributor.push.timeout)." };
+	f[9] = (struct sm_flag){ "ingester.min-free-disk", SM_FLAG_BYTES,
+		&cfg->min_free_disk, "64MiB",
+		"Refuse writes (503, not ready) while the data dir's file "
+		"system has less free space than this, so storage never runs "
+		"out mid-write and writes resume within 200 ms of space being "
+		"freed; cuts and deletes go on (0 = no reserve)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -214,6 +220,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	    cfg->rpc_recv_max <= 0 || cfg->block_ms <= 0 ||
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
 	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
+	    cfg->min_free_disk < 0 ||
 	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0, and "
@@ -307,6 +314,8 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	if ((rv = ing_store_open(path, &kvo, (size_t)ing->cfg.block_cache,
 	    &ing->store, err)) != 0)
 		return (rv);
+	sm_kv_set_reserve(ing_store_kv(ing->store),
+	    (uint64_t)ing->cfg.min_free_disk);
 	/* Serve RPC at once: until the replay finishes every call gets
 	 * "unavailable", so clients fail fast instead of waiting. */
 	if ((rv = sm_rpc_server_start(&rc, ing_serve, ing, &ing->rpc,
@@ -497,7 +506,17 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
 		struct ing_write_result res;
+		char why[512];
 
+		/* A full disk (the reserve, or RocksDB's own error) refuses
+		 * here, before the head log is touched. */
+		if (ing->store != NULL && !sm_kv_writable(
+		    ing_store_kv(ing->store), why, sizeof(why))) {
+			rv = sm_err_set(&err, SM_EIO, "storage refuses writes: "
+			    "%s", why);
+			sm_counter_inc(sm_metric_child0(m_write_fail));
+			break;
+		}
 		rv = ing_db_write(ing->db, data, len, req->write, &res, &err);
 		if (rv == 0) {
 			wr.series = res.series;

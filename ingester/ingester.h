@@ -49,6 +49,7 @@ struct ing_config {
 	int64_t block_cache;      /* -ingester.block-cache-bytes */
 	int64_t rocksdb_cache;    /* -ingester.rocksdb-cache-bytes */
 	int64_t idempotency_ms;   /* -ingester.idempotency-window */
+	int64_t min_free_disk;    /* -ingester.min-free-disk, 0 = off */
 };
 
 /* The flag table for this config (bound to `cfg`). */
