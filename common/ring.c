@@ -270,8 +270,10 @@ sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
 	return (0);
 }
 
-uint32_t
-sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+/* The token owners of key from its successor on, healthy only or all. */
+static uint32_t
+ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
+    uint32_t *out)
 {
 	uint32_t lo = 0, hi = s->ntok, k = 0;
 
@@ -288,7 +290,7 @@ sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
 	for (uint32_t walked = 0; walked < s->ntok && k < s->rf; walked++) {
 		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
 
-		if (!s->healthy[m])
+		if (healthy_only && !s->healthy[m])
 			continue;
 		for (j = 0; j < k && out[j] != m; j++)
 			;
@@ -296,6 +298,18 @@ sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
 			out[k++] = m;
 	}
 	return (k);
+}
+
+uint32_t
+sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+{
+	return (ring_walk(s, key, true, out));
+}
+
+uint32_t
+sm_ring_owners(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+{
+	return (ring_walk(s, key, false, out));
 }
 
 static bool

@@ -141,6 +141,14 @@ uint32_t sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
     uint32_t *out);
 
 /*
+ * The RF distinct token owners of `key` whatever their health: who would
+ * hold it with every member up (the distributor's hints, hints.h, go to
+ * the unhealthy ones).  Fills out[] (>= rf entries); returns the count.
+ */
+uint32_t sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
+    uint32_t *out);
+
+/*
  * Read failures the ring tolerates: a query fails when more members than
  * this are unhealthy or failed (RF - quorum; 0 for RF = 1).
  */

@@ -898,6 +898,14 @@ sm_rpc_multi_response(const struct sm_rpc_multi *m, uint32_t i,
 }
 
 void
+sm_rpc_multi_hold(struct sm_rpc_multi *m)
+{
+	pthread_mutex_lock(&m->mu);
+	m->refs++;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void
 sm_rpc_multi_destroy(struct sm_rpc_multi *m)
 {
 	if (m == NULL)

@@ -176,6 +176,13 @@ int sm_rpc_multi_response(const struct sm_rpc_multi *m, uint32_t i,
 /* Drop the waiter's reference; calls in flight finish in the background. */
 void sm_rpc_multi_destroy(struct sm_rpc_multi *m);
 
+/*
+ * One more reference to m, released by its own sm_rpc_multi_destroy():
+ * another owner (the distributor's hints) keeps watching calls still in
+ * flight after the waiter is done.
+ */
+void sm_rpc_multi_hold(struct sm_rpc_multi *m);
+
 /* --- smolder.v1 envelope helpers ----------------------------------------- */
 
 /*

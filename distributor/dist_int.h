@@ -9,6 +9,7 @@
 
 #include "batch.h"
 #include "distributor.h"
+#include "hints.h"
 
 struct distributor {
 	struct dist_config cfg;
@@ -16,6 +17,7 @@ struct distributor {
 	struct sm_http *http;
 	struct sm_ring *ring;
 	struct remote_write *rw;        /* NULL: no -remote-write.url */
+	struct dist_hints *hints;       /* NULL: hinted handoff off */
 };
 
 /*

@@ -37,6 +37,8 @@ struct dist_config {
 	int64_t reject_newer_ms;        /* -validation.reject-newer-than, 0 = off */
 	bool multitenancy;              /* -auth.multitenancy-enabled (main) */
 	struct rw_config rw;            /* -remote-write.* (remote_write.h) */
+	int64_t hints_max_bytes;        /* -distributor.hints-max-bytes */
+	int64_t hints_max_age_ms;       /* -distributor.hints-max-age */
 };
 
 const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);

@@ -65,7 +65,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[18];
+	static struct sm_flag f[20];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -126,6 +126,16 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		SM_FLAG_DURATION, &cfg->rw.max_backoff_ms, "30s",
 		"Longest wait between retries while the receiver is down "
 		"(from 100ms, doubling)." };
+	f[18] = (struct sm_flag){ "distributor.hints-max-bytes",
+		SM_FLAG_BYTES, &cfg->hints_max_bytes, "64MiB",
+		"Memory for hinted handoff: acknowledged writes a replica "
+		"missed (down, restarting, slow), delivered to it once it is "
+		"healthy again (0 = off)." };
+	f[19] = (struct sm_flag){ "distributor.hints-max-age",
+		SM_FLAG_DURATION, &cfg->hints_max_age_ms, "10m",
+		"Give up a hint this long after its write (at most 45s when "
+		"the replica may have applied it: the ingester's "
+		"-ingester.idempotency-window must cover a redelivery)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -639,10 +649,21 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		sm_free(d);
 		return (rv);
 	}
+	{
+		struct dist_hints_cfg hc = { cfg->hints_max_bytes,
+		    cfg->hints_max_age_ms, cfg->push_timeout_ms };
+
+		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0) {
+			rw_destroy(d->rw);
+			sm_free(d);
+			return (rv);
+		}
+	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
 		if ((rv = sm_http_route_as(http, SM_SCOPE_WRITE, "POST",
 		    paths[i], ingest_handler,
 		    d, (size_t)cfg->body_limit_mb << 20)) != 0) {
+			dist_hints_destroy(d->hints);
 			rw_destroy(d->rw);
 			sm_free(d);
 			return (sm_err_set(err, rv, "distributor: route %s: %s",
@@ -650,6 +671,8 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		}
 	}
 	if ((rv = dist_connect_register(d, err)) != 0) {
+		dist_hints_destroy(d->hints);
+		rw_destroy(d->rw);
 		sm_free(d);
 		return (rv);
 	}
@@ -662,6 +685,7 @@ dist_destroy(struct distributor *d)
 {
 	if (d == NULL)
 		return;
+	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
 	sm_free(d);
 }

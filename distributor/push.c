@@ -92,6 +92,65 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
 	sm_arena_destroy(a);
 }
 
+/*
+ * Hints (hints.h) after an acknowledged push: every call slot that did not
+ * answer success (failed, or still in flight: the hint watches it), and
+ * every unhealthy token owner the ring skipped, with the series it owns.
+ */
+static void
+push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
+    const uint8_t *id, const struct sm_ring_snap *snap,
+    struct sm_rpc_multi *mc, uint32_t nslots, const uint32_t *slot_member,
+    const struct sm_buf *enc, const uint32_t *enc_of)
+{
+	uint32_t *sub = NULL, nsub;
+
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		const struct sm_buf *x = &enc[enc_of[sl]];
+		int st = sm_rpc_multi_status(mc, sl);
+
+		if (st == 0 || st == SM_EMALFORMED || st == SM_EINVAL)
+			continue;
+		dist_hints_add(d->hints, snap->m[slot_member[sl]]->url, x->b,
+		    x->len, st == SM_RPC_PENDING ? mc : NULL, sl,
+		    st == SM_RPC_PENDING || st == SM_ETIMEDOUT ||
+		    st == SM_ECLOSED || st == SM_EPROTO);
+	}
+	if (snap->nhealthy == snap->n)
+		return;
+	if ((sub = sm_malloc((size_t)SM_MAX(b->nseries, 1) *
+	    sizeof(*sub))) == NULL)
+		return;
+	for (uint32_t m = 0; m < snap->n; m++) {
+		struct sm_buf e = SM_BUF_INIT;
+
+		if (snap->healthy[m] || snap->id[m] == NULL)
+			continue;
+		nsub = 0;
+		for (uint32_t k = 0; k < b->nseries; k++) {
+			const struct dist_series *s = &b->series[k];
+			uint32_t own[PUSH_MAX_RF], n;
+
+			n = sm_ring_owners(snap, sm_ring_key(tenant, s->labels,
+			    s->nlabels), own);
+			for (uint32_t j = 0; j < n && j < PUSH_MAX_RF; j++) {
+				if (own[j] == m) {
+					sub[nsub++] = k;
+					break;
+				}
+			}
+		}
+		if (nsub == 0)
+			continue;
+		if (dist_batch_encode(b, tenant, id, nsub == b->nseries ? NULL :
+		    sub, nsub, &e) == 0 && sm_buf_error(&e) == 0)
+			dist_hints_add(d->hints, snap->m[m]->url, e.b, e.len,
+			    NULL, 0, false);
+		sm_buf_fini(&e);
+	}
+	sm_free(sub);
+}
+
 int
 dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *profile_id, struct sm_err *err)
@@ -249,6 +308,10 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		push_failure(mc, wslot, worst, snap, slot_member, ok, nrep[k],
 		    q, rv, err);
 	}
+	/* 5. Acknowledged: hints for the replicas that did not take it. */
+	if (rv == 0 && d->hints != NULL)
+		push_hints(d, tenant, b, id, snap, mc, nslots, slot_member,
+		    enc, enc_of);
 out:
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t e = 0; enc != NULL && e < nenc; e++)

@@ -53,17 +53,19 @@ test_dedup_equals_single(void)
 	smc_destroy(one);
 }
 
-static void
-test_divergent_replicas(void)
+/*
+ * All three get A; ing-0 misses B (down); ing-1 misses C (down); ing-2
+ * has all.  One series, one bucket: without hints the replicas' counts
+ * for it are 2, 2 and 3 and the plan takes the divergent path; with hints
+ * (distributor/hints.h) each replica gets what it missed once it is back.
+ */
+static struct smc *
+divergent_history(const char *const *flags, int64_t t)
 {
 	struct smc *c;
-	int64_t t = smc_now_s() - 300;
-	double div0 = smc_counter("smolder_querier_divergent_series_total");
 
-	SM_REQUIRE((c = smc_test_cluster(3, 3, NULL)) != NULL);
-	/* All three get A; ing-0 misses B; ing-1 misses C; ing-2 has
-	 * all.  One series, one bucket: the replicas' counts for it are
-	 * 2, 2 and 3. */
+	if ((c = smc_test_cluster(3, 3, flags)) == NULL)
+		return (NULL);
 	SM_CHECK_EQ(smc_put(c, "dv.cpu", t, "a", 1000), 200);
 	smc_ingester_stop(c, 0);
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
@@ -75,13 +77,26 @@ test_divergent_replicas(void)
 	SM_CHECK_EQ(smc_put(c, "dv.cpu", t, "c", 30), 200);
 	SM_REQUIRE(smc_test_ingester_start(c, 1));
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	return (c);
+}
 
+/* Hints off: the plan reads around the divergence. */
+static void
+test_divergent_replicas(void)
+{
+	static const char *const flags[] = {
+		"-distributor.hints-max-bytes=0", NULL };
+	struct smc *c;
+	int64_t t = smc_now_s() - 300;
+	double div0 = smc_counter("smolder_querier_divergent_series_total");
+
+	SM_REQUIRE((c = divergent_history(flags, t)) != NULL);
 	SMC_CHECK_TOTAL(c, "dv.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * 1230);
 	SM_CHECKF(smc_counter("smolder_querier_divergent_series_total") > div0,
 	    "the query took the divergent path (per-bucket picks)");
 	/* With ing-2 (the only complete replica) down the bucket is
-	 * answered by a replica with 2 of 3 uploads: the documented limit
-	 * (querier/plan.c: no read repair).  Only its bound is checked. */
+	 * answered by a replica with 2 of 3 uploads: what hints repair
+	 * (below).  Only its bound is checked. */
 	smc_ingester_stop(c, 2);
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
 	{
@@ -96,8 +111,35 @@ test_divergent_replicas(void)
 	smc_destroy(c);
 }
 
+/* Hints on (the default): every replica whole again, any two exact. */
+static void
+test_hints_repair_replicas(void)
+{
+	struct smc *c;
+	int64_t t = smc_now_s() - 300;
+	double del0 = smc_counter("smolder_distributor_hints_delivered_total");
+
+	SM_REQUIRE((c = divergent_history(NULL, t)) != NULL);
+	SM_CHECK(smc_hints_drained());
+	SM_CHECKF(smc_counter("smolder_distributor_hints_delivered_total") >=
+	    del0 + 2, "both missed uploads were handed over");
+	SMC_CHECK_TOTAL(c, "dv.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * 1230);
+	for (unsigned i = 0; i < 3; i++) {
+		smc_ingester_stop(c, i);
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SMC_CHECK_TOTAL(c, "dv.cpu{}", t - 60, t + 60,
+		    SMC_CPU_UNIT * 1230);
+		SM_REQUIRE(smc_test_ingester_start(c, i));
+		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	}
+	smc_destroy(c);
+}
+
 SM_TEST_MAIN(
 	{ "RF 3 over 3 ingesters answers what RF 1 over 1 does",
 	    test_dedup_equals_single },
-	{ "divergent replicas: each upload once", test_divergent_replicas },
+	{ "divergent replicas (hints off): each upload once",
+	    test_divergent_replicas },
+	{ "hints make divergent replicas whole: any two exact",
+	    test_hints_repair_replicas },
 )

@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sm_cluster.h"
 #include "sm_test.h"
@@ -109,6 +110,33 @@ smc_counter(const char *name)
 	    "", NULL, NULL, 0);
 
 	return (sm_metric_value(sm_metric_child0(m)));
+}
+
+/* The distributor's smolder_distributor_hints gauge (distributor/hints.h):
+ * writes waiting for a replica that missed them. */
+static inline double
+smc_hints_waiting(void)
+{
+	struct sm_metric *m = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_distributor_hints", "", NULL, NULL, 0);
+
+	return (m != NULL ? sm_metric_value(sm_metric_child0(m)) : -1);
+}
+
+/* Wait until no hint waits (delivered or given up); false on timeout. */
+static inline bool
+smc_hints_drained(void)
+{
+	int64_t end = sm_mono_ns() + (int64_t)SMC_TIMEOUT_MS * 1000000;
+	double v = -1;
+
+	while (sm_mono_ns() < end) {
+		if ((v = smc_hints_waiting()) == 0)
+			return (true);
+		usleep(20 * 1000);
+	}
+	fprintf(stderr, "    smolder_distributor_hints: %g\n", v);
+	return (false);
 }
 
 #endif /* SMC_TEST_H */

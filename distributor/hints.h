@@ -1,0 +1,84 @@
+/*
+ * hints.h -- hinted handoff: the writes a replica missed, delivered to it
+ * once it answers again (docs/reliability.md §4.4, §4.10).
+ *
+ * Why.  A write is acknowledged once a quorum of its replicas took it; the
+ * others miss it: an ingester that is down, restarting, replaying or too
+ * slow.  The querier reads around one divergent replica (querier/plan.c
+ * takes, per series and bucket, the replica that merged the most uploads),
+ * but a rolling restart makes each replica miss the uploads of its own
+ * down window, so no replica of a bucket has them all: reads returned
+ * 69-88% of what was acknowledged (tests/cluster/README.md).  Hints make
+ * the replicas whole again, so the plan has a complete one to pick.
+ *
+ * What is a hint.  After dist_push acknowledged an upload (never for a
+ * refused one: the client retries that itself), every replica that did
+ * not take it gets a hint holding the exact WriteRequest bytes it was, or
+ * would have been, sent, under the upload's profile id:
+ *   - a replica whose call failed or is still in flight at the verdict
+ *     (an in-flight call is watched: if it ends well the hint is dropped);
+ *   - a token owner the ring skipped because it was unhealthy (its series
+ *     went to the next healthy owner instead; after delivery the series
+ *     has RF + 1 copies, which the plan de-duplicates like any replica).
+ * The ingester applies a profile id once (ingester/ids.h), so a hint that
+ * arrives after the original did after all counts once -- as long as it
+ * arrives within the ingester's -ingester.idempotency-window (1 m).  So
+ * hints whose original call may have been applied (a timeout, a
+ * connection lost after sending) are kept at most HINT_AMBIGUOUS_MS
+ * (45 s); hints for calls that certainly were not applied (no connection,
+ * the ring skipped the member, the ingester answered an error) are kept up
+ * to -distributor.hints-max-age.
+ *
+ * Delivery.  One thread, in arrival order per member, each call bounded by
+ * -distributor.push.timeout, only to members the ring sees healthy;
+ * failures back off from 200 ms, doubling to 5 s.  Memory is bounded by
+ * -distributor.hints-max-bytes; a hint that does not fit is dropped
+ * (counted).  Hints live in memory only: a distributor restart forgets
+ * them (the data is still on a quorum; only the repair is lost).
+ *
+ * Metrics: smolder_distributor_hints{,_bytes} (gauges),
+ * smolder_distributor_hints_delivered_total,
+ * smolder_distributor_hints_dropped_total{reason=expired|full|rejected|
+ * shutdown}.
+ *
+ * Locking: dist_hints_add/_pending may be called from any thread.
+ */
+#ifndef DIST_HINTS_H
+#define DIST_HINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ring.h"
+#include "common/rpc.h"
+#include "common/sm.h"
+
+struct dist_hints_cfg {
+	int64_t max_bytes;        /* -distributor.hints-max-bytes, 0 = off */
+	int64_t max_age_ms;       /* -distributor.hints-max-age */
+	int64_t timeout_ms;       /* -distributor.push.timeout */
+};
+
+struct dist_hints;
+
+/* Start the delivery thread (none when max_bytes is 0: *out = NULL). */
+int dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
+    struct dist_hints **out, struct sm_err *err);
+
+/* Stop the thread and drop what is left (reason "shutdown").  NULL ok. */
+void dist_hints_destroy(struct dist_hints *h);
+
+/*
+ * Queue a hint for the member with RPC URL `url`: the request bytes
+ * (copied).  `mc`/`slot`: the call that carried it, when it may still be
+ * in flight (its outcome decides; the hint takes its own reference to mc)
+ * -- else NULL.  `ambiguous`: the original may have been applied.
+ * No-op on a NULL h.
+ */
+void dist_hints_add(struct dist_hints *h, const char *url, const void *req,
+    size_t len, struct sm_rpc_multi *mc, uint32_t slot, bool ambiguous);
+
+/* Hints waiting (for tests and the gauge). */
+uint64_t dist_hints_pending(struct dist_hints *h);
+
+#endif /* DIST_HINTS_H */
