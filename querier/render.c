@@ -232,6 +232,7 @@ collapsed_reply(struct sm_http_req *r, struct sm_mtree *m,
 		return (sm_err_set(err, rv, "out of memory"));
 	}
 	cs->m = m;
+	m->nmeta = 0;	/* unused; its strings die with the query's arena */
 	sm_http_reply_stream(r, 200, "text/plain; charset=utf-8",
 	    collapsed_piece, collapsed_done, cs);
 	return (0);

@@ -51,7 +51,7 @@ from smolder import Server, run_script  # noqa: E402
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 STACKS = int(os.environ.get("SM_RENDER_MEM_STACKS", "16384"))
 UPLOADS = 8
-CONC = 4
+CONC = int(os.environ.get("SM_RENDER_MEM_CONC", "4"))
 # Folded uploads of a CPU profile count samples at 100 Hz: each one is
 # stored as 10 ms in nanoseconds.
 NS = 10000000
