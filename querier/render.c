@@ -22,7 +22,11 @@
  *     ceil((until - start) / step) points, so the last partial step is
  *     not dropped;
  *   - a range longer than -querier.max-query-length is 400 with
- *     Pyroscope's query_limit message.
+ *     Pyroscope's query_limit message;
+ *   - format=collapsed is streamed (collapsed_reply below): a failure
+ *     after the 200 line can only cut the body short;
+ *   - after a large query the freed heap is given back (sm_mem_release,
+ *     common/sm.h), from the handler or, for a stream, when it ends.
  */
 #include "qry_int.h"
 
