@@ -32,7 +32,7 @@ the first round's "before" (no ratchet).  Why 96 MiB: the stored block is
 small (~0.8 MiB, zstd) and a query's working set is proportional to the
 merged tree's nodes, not to it: ~17-25 MiB per query here (185k nodes:
 the ingester's merge and its encoded answer, the querier's tree and its
-sorted view), so four at once measured +33..+75 MiB on a 2-core machine
+sorted view), so four at once measured +27..+75 MiB on a 2-core machine
 (docs/reliability.md 4.12).  Before streaming and the malloc policy,
 collapsed alone measured +115..+127 MiB, and RSS ratcheted 54 -> 145 MiB
 over the six rounds.
