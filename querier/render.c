@@ -187,10 +187,11 @@ out:
 /*
  * format=collapsed is streamed (issue 16): the text repeats every path
  * prefix, so for a 16k-stack series it is ~20 MiB, several times the
- * merged tree; built whole, four concurrent renders held four copies.  The stream owns the
- * merged tree and the sorted view (O(nodes)) and writes 64 KiB pieces as
- * the client reads.  A failure after the 200 line aborts the connection
- * (the client sees a truncated chunked body, never a wrong complete one).
+ * merged tree; built whole, four concurrent renders held four copies.
+ * The stream owns the merged tree and the sorted view (O(nodes)) and
+ * writes 64 KiB pieces as the client reads.  A failure after the 200
+ * line aborts the connection (the client sees a truncated chunked body,
+ * never a wrong complete one).
  */
 #define COLLAPSED_PIECE (64u * 1024u)
 
