@@ -514,6 +514,7 @@ main(int argc, char **argv)
 	bool help;
 	int sig = 0, rc = 1;
 
+	sm_mem_init();	/* before any thread: malloc policy (common/sm.h) */
 	memset(&app, 0, sizeof(app));
 	app.data_lock_fd = -1;
 	sm_err_clear(&err);

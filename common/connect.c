@@ -515,13 +515,13 @@ static void
 connect_serve(struct sm_http_req *r, void *arg)
 {
 	const struct connect_route *cr = arg;
-	struct sm_connect_call call = { r, NULL, 0 };
+	struct sm_connect_call call = { r, NULL, 0, 0 };
 	struct sm_arena *ra = NULL;
 	ProtobufCMessage *req, *resp = NULL;
 	enum connect_codec codec;
 	const uint8_t *body;
 	uint8_t *inflated;
-	size_t len, cap = connect_body_cap(cr);
+	size_t len, cap = connect_body_cap(cr), used;
 	bool gzipped;
 	struct sm_err err;
 	int rv;
@@ -568,8 +568,13 @@ connect_serve(struct sm_http_req *r, void *arg)
 	    PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
 	connect_reply(r, resp, codec);
 out:
+	/* Issue 16: after a large call, give the freed heap back (sm.h). */
+	used = call.heap_used + (call.arena != NULL ?
+	    sm_arena_used(call.arena) : 0) + (ra != NULL ? sm_arena_used(ra) :
+	    0);
 	sm_arena_destroy(call.arena);
 	sm_arena_destroy(ra);
+	sm_mem_release(used);
 }
 
 /* --- registration --------------------------------------------------------- */

@@ -39,6 +39,9 @@ struct sm_connect_call {
 	struct sm_http_req *http;      /* headers (tenant, auth) */
 	struct sm_arena *arena;        /* allocate the response here */
 	int64_t deadline_ns;           /* sm_mono_ns() deadline, 0 = none */
+	size_t heap_used;              /* heap the handler used and freed
+					  (a merge tree), for
+					  sm_mem_release(); 0 if unknown */
 };
 
 /*

@@ -617,63 +617,114 @@ sm_fg_write_json(const struct sm_fg *fg, struct sm_buf *out)
  * Pre-order depth-first walk, children by name.  The root has no frame, so
  * its own self (0 in every merged tree) has no line to go on and is not
  * printed.  Each existing node is pushed once: the stack never exceeds m,
- * nor the path the deepest existing node.
+ * nor the path the deepest existing node.  The walk's state lives in
+ * struct sm_fg_collapsed so that it can stop after any line and resume:
+ * a streamed answer holds one piece of text at a time, never the whole
+ * (which repeats every path prefix and is many times the tree's size).
  */
+struct sm_fg_collapsed {
+	const struct sm_tree *t;
+	const struct sm_strtab *names;
+	const int64_t *self;
+	struct fg_view v;
+	uint32_t *stk, *depth, *path, nstk;
+};
+
+void
+sm_fg_collapsed_close(struct sm_fg_collapsed *c)
+{
+	if (c == NULL)
+		return;
+	sm_free(c->stk);
+	sm_free(c->depth);
+	sm_free(c->path);
+	fg_view_fini(&c->v);
+	sm_free(c);
+}
+
+int
+sm_fg_collapsed_open(const struct sm_tree *t, const struct sm_strtab *names,
+    const int64_t *self, struct sm_fg_collapsed **out)
+{
+	struct sm_fg_collapsed *c;
+	int rv;
+
+	*out = NULL;
+	if ((c = sm_calloc(1, sizeof(*c))) == NULL)
+		return (SM_ENOMEM);
+	c->t = t;
+	c->names = names;
+	c->self = self;
+	if ((rv = fg_view_init(&c->v, t, names, self)) != 0) {
+		sm_free(c);
+		return (rv);
+	}
+	if (c->v.m > 0) {
+		c->stk = sm_malloc((size_t)c->v.m * sizeof(*c->stk));
+		c->depth = sm_malloc((size_t)c->v.m * sizeof(*c->depth));
+		c->path = sm_malloc((size_t)c->v.m * sizeof(*c->path));
+		if (c->stk == NULL || c->depth == NULL || c->path == NULL) {
+			sm_fg_collapsed_close(c);
+			return (SM_ENOMEM);
+		}
+		for (uint32_t k = c->v.off[1]; k-- > c->v.off[0];) {
+			c->stk[c->nstk] = c->v.kids[k];
+			c->depth[c->nstk++] = 1;
+		}
+	}
+	*out = c;
+	return (0);
+}
+
+int
+sm_fg_collapsed_next(struct sm_fg_collapsed *c, struct sm_buf *out,
+    size_t want)
+{
+	const struct fg_view *v = &c->v;
+
+	while (c->nstk > 0) {
+		uint32_t nd = c->stk[--c->nstk], d = c->depth[c->nstk];
+
+		c->path[d - 1] = nd;
+		for (uint32_t k = v->off[nd + 1]; k-- > v->off[nd];) {
+			c->stk[c->nstk] = v->kids[k];
+			c->depth[c->nstk++] = d + 1;
+		}
+		if (c->self[nd] == 0)
+			continue;
+		for (uint32_t i = 0; i < d; i++) {
+			const char *s;
+			uint32_t len;
+
+			if (i != 0)
+				sm_buf_putc(out, ';');
+			s = sm_strtab_str(c->names, c->t->name[c->path[i]],
+			    &len);
+			sm_buf_append(out, s, len);
+		}
+		sm_buf_putc(out, ' ');
+		sm_buf_put_i64(out, c->self[nd]);
+		sm_buf_putc(out, '\n');
+		if (sm_buf_error(out) != 0)
+			return (sm_buf_error(out));
+		if (out->len >= want)
+			return (c->nstk > 0 ? 0 : 1);
+	}
+	return (1);
+}
+
 int
 sm_fg_write_collapsed(const struct sm_tree *t,
     const struct sm_strtab *names, const int64_t *self, struct sm_buf *out)
 {
-	struct fg_view v;
-	uint32_t *stk = NULL, *depth = NULL, *path = NULL, nstk = 0;
+	struct sm_fg_collapsed *c;
 	int rv;
 
-	if ((rv = fg_view_init(&v, t, names, self)) != 0)
+	if ((rv = sm_fg_collapsed_open(t, names, self, &c)) != 0)
 		return (rv);
-	if (v.m == 0)
-		goto out;
-	rv = SM_ENOMEM;
-	stk = sm_malloc((size_t)v.m * sizeof(*stk));
-	depth = sm_malloc((size_t)v.m * sizeof(*depth));
-	path = sm_malloc((size_t)v.m * sizeof(*path));
-	if (stk == NULL || depth == NULL || path == NULL)
-		goto out;
-	for (uint32_t k = v.off[1]; k-- > v.off[0];) {
-		stk[nstk] = v.kids[k];
-		depth[nstk++] = 1;
-	}
-	while (nstk > 0) {
-		uint32_t nd = stk[--nstk], d = depth[nstk];
-
-		path[d - 1] = nd;
-		if (self[nd] != 0) {
-			for (uint32_t i = 0; i < d; i++) {
-				const char *s;
-				uint32_t len;
-
-				if (i != 0)
-					sm_buf_putc(out, ';');
-				s = sm_strtab_str(names, t->name[path[i]],
-				    &len);
-				sm_buf_append(out, s, len);
-			}
-			sm_buf_putc(out, ' ');
-			sm_buf_put_i64(out, self[nd]);
-			sm_buf_putc(out, '\n');
-			if (sm_buf_error(out) != 0)
-				break;
-		}
-		for (uint32_t k = v.off[nd + 1]; k-- > v.off[nd];) {
-			stk[nstk] = v.kids[k];
-			depth[nstk++] = d + 1;
-		}
-	}
-	rv = sm_buf_error(out);
-out:
-	sm_free(stk);
-	sm_free(depth);
-	sm_free(path);
-	fg_view_fini(&v);
-	return (rv);
+	rv = sm_fg_collapsed_next(c, out, SIZE_MAX);
+	sm_fg_collapsed_close(c);
+	return (rv == 1 ? 0 : rv);
 }
 
 /* --- diff ------------------------------------------------------------------ */

@@ -110,4 +110,21 @@ void sm_fg_write_json(const struct sm_fg *fg, struct sm_buf *out);
 int sm_fg_write_collapsed(const struct sm_tree *t,
     const struct sm_strtab *names, const int64_t *self, struct sm_buf *out);
 
+/*
+ * The same text in pieces, for a streamed answer (issue 16): open walks
+ * nothing yet (it builds the sorted view, O(nodes) memory); each next()
+ * appends whole lines to `out` until it holds at least `want` bytes or
+ * the walk ends, and returns 0 (more to come), 1 (done) or SM_ENOMEM /
+ * the buffer's error.  t, names and self are borrowed and must stay
+ * unchanged until close.  Concatenated pieces equal
+ * sm_fg_write_collapsed()'s text.  close(NULL) is a no-op.
+ */
+struct sm_fg_collapsed;
+int sm_fg_collapsed_open(const struct sm_tree *t,
+    const struct sm_strtab *names, const int64_t *self,
+    struct sm_fg_collapsed **out);
+int sm_fg_collapsed_next(struct sm_fg_collapsed *c, struct sm_buf *out,
+    size_t want);
+void sm_fg_collapsed_close(struct sm_fg_collapsed *c);
+
 #endif /* SM_FLAMEGRAPH_H */

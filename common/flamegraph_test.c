@@ -302,6 +302,32 @@ test_collapsed(void)
 	SM_CHECK_EQ(sm_fg_write_collapsed(&f.t, &f.s, f.self, &b),
 	    SM_ETOOBIG);
 	sm_buf_fini(&b);
+
+	/* In pieces (a streamed answer): whole lines, at least `want`
+	 * bytes per piece but the last, the same text once joined. */
+	for (size_t want = 1; want <= 40; want++) {
+		struct sm_fg_collapsed *c;
+		struct sm_buf all = SM_BUF_INIT;
+		int rv, pieces = 0;
+
+		SM_REQUIRE(sm_fg_collapsed_open(&f.t, &f.s, f.self, &c) == 0);
+		do {
+			sm_buf_init(&b);
+			rv = sm_fg_collapsed_next(c, &b, want);
+			SM_CHECK(rv == 0 || rv == 1);
+			SM_CHECK(b.len == 0 || b.b[b.len - 1] == '\n');
+			if (rv == 0)
+				SM_CHECK(b.len >= want);
+			sm_buf_append(&all, b.b, b.len);
+			sm_buf_fini(&b);
+			pieces++;
+		} while (rv == 0 && pieces < 100);
+		sm_buf_putc(&all, '\0');
+		SM_CHECK_STR(all.b, "a 4\na;b 3\na;b;x;y 7\na;c 1\nd 2\n");
+		sm_buf_fini(&all);
+		sm_fg_collapsed_close(c);
+	}
+	sm_fg_collapsed_close(NULL);
 	fx_fini(&f);
 }
 

@@ -131,6 +131,8 @@
 #include "tenant.h"
 
 #define HTTP_CONN_MEMORY (64u * 1024u)    /* MHD pool: headers must fit */
+#define HTTP_STREAM_BLOCK (64u * 1024u)   /* MHD's copy-out buffer per
+					     streamed response */
 #define HTTP_LISTEN_BACKLOG 1024u
 #define HTTP_DISCARD_MAX (256u * 1024u)   /* body bytes dropped after a 413 */
 #define HTTP_DRAIN_MAX (1u << 20)          /* body read before a 404/405 */
@@ -613,13 +615,14 @@ http_req_free(struct sm_http_req *r)
  * or owned by the response (take == true; freed with sm_free even when
  * this fails).  Marks the request replied in every case.
  */
+static void http_queue_resp(struct sm_http_req *, int, const char *,
+    struct MHD_Response *, bool);
+
 static void
 http_queue(struct sm_http_req *r, int status, const char *ctype,
     const void *body, size_t len, bool take, bool close)
 {
 	struct MHD_Response *resp;
-	struct http_hdr *hd;
-	bool ok = true;
 
 	SM_ASSERT(!r->r_replied);
 	r->r_replied = true;
@@ -639,6 +642,20 @@ http_queue(struct sm_http_req *r, int status, const char *ctype,
 		resp = MHD_create_response_from_buffer(len, (void *)body,
 		    MHD_RESPMEM_MUST_COPY);
 	}
+	http_queue_resp(r, status, ctype, resp, close);
+}
+
+/*
+ * Queue `resp` (NULL: creating it failed) with the common headers, and
+ * drop our reference.  The request must be marked replied already.
+ */
+static void
+http_queue_resp(struct sm_http_req *r, int status, const char *ctype,
+    struct MHD_Response *resp, bool close)
+{
+	struct http_hdr *hd;
+	bool ok = true;
+
 	if (resp == NULL) {
 		sm_error("http", "cannot create response\tpath=%s status=%d",
 		    r->r_path, status);
@@ -1552,6 +1569,93 @@ sm_http_reply_buf(struct sm_http_req *r, int status, const char *ctype,
 	}
 	p = sm_buf_take(b, &len);
 	http_queue(r, status, ctype, p, len, true, false);
+}
+
+/* A streamed body: pieces from the producer, copied out as MHD asks. */
+struct http_stream {
+	sm_http_stream_fn fn;
+	void (*done)(void *);
+	void *arg;
+	struct sm_buf piece;   /* the current piece */
+	size_t off;            /* bytes of it already sent */
+	bool ended;            /* fn said it was the last piece */
+};
+
+/* MHD_ContentReaderCallback: runs on the connection's MHD thread. */
+static ssize_t
+http_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct http_stream *st = cls;
+	size_t n;
+	int rv;
+
+	(void)pos;
+	while (st->piece.len == st->off) {
+		if (st->ended)
+			return (MHD_CONTENT_READER_END_OF_STREAM);
+		sm_buf_reset(&st->piece);
+		st->off = 0;
+		rv = st->fn(st->arg, &st->piece);
+		if (rv == 0 && sm_buf_error(&st->piece) != 0)
+			rv = sm_buf_error(&st->piece);
+		if (rv < 0 || rv > 1) {
+			sm_error("http", "streamed response failed: %s",
+			    sm_strerror(rv));
+			return (MHD_CONTENT_READER_END_WITH_ERROR);
+		}
+		if (rv == 1)
+			st->ended = true;
+	}
+	n = SM_MIN(max, st->piece.len - st->off);
+	memcpy(buf, st->piece.b + st->off, n);
+	st->off += n;
+	return ((ssize_t)n);
+}
+
+static void
+http_stream_free(void *cls)
+{
+	struct http_stream *st = cls;
+
+	if (st->done != NULL)
+		st->done(st->arg);
+	sm_buf_fini(&st->piece);
+	sm_free(st);
+}
+
+void
+sm_http_reply_stream(struct sm_http_req *r, int status, const char *ctype,
+    sm_http_stream_fn fn, void (*done)(void *), void *arg)
+{
+	struct MHD_Response *resp = NULL;
+	struct http_stream *st;
+
+	if (http_hdr_failed(r)) {
+		if (done != NULL)
+			done(arg);
+		return;
+	}
+	if ((st = sm_calloc(1, sizeof(*st))) == NULL) {
+		if (done != NULL)
+			done(arg);
+		http_drop_hdrs(r);
+		http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+		    "out of memory building the response", false);
+		return;
+	}
+	st->fn = fn;
+	st->done = done;
+	st->arg = arg;
+	sm_buf_init(&st->piece);
+	SM_ASSERT(!r->r_replied);
+	r->r_replied = true;
+	r->r_state = REQ_DONE;
+	r->r_status = status;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
+	    HTTP_STREAM_BLOCK, http_stream_read, st, http_stream_free);
+	if (resp == NULL)
+		http_stream_free(st);
+	http_queue_resp(r, status, ctype, resp, false);
 }
 
 void

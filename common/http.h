@@ -169,6 +169,26 @@ void sm_http_reply(struct sm_http_req *r, int status, const char *ctype,
 void sm_http_reply_buf(struct sm_http_req *r, int status, const char *ctype,
     struct sm_buf *b);
 
+/*
+ * Answer with a body produced piece by piece while it is sent, so a large
+ * answer never exists whole in memory (issue 16: four concurrent
+ * collapsed renders of a big series held four copies of a 20+ MiB text).
+ * The body goes out with chunked transfer encoding (HTTP/1.0 clients: until
+ * the connection closes).  fn(arg, out) appends the next piece to `out`
+ * (empty at each call; aim for tens of KiB) and returns 0 (more follows),
+ * 1 (that was the last piece) or an SM_E* error: the status line is gone
+ * by then, so an error (or an `out` error) aborts the connection, which
+ * the client sees as a truncated body.  done(arg) (may be NULL) is called
+ * exactly once when the response is released -- sent, aborted, or never
+ * queued -- and frees what fn needs.  fn and done run on an HTTP thread
+ * after the handler returned, so `arg` must not point into the handler's
+ * stack or the request.
+ */
+typedef int (*sm_http_stream_fn)(void *arg, struct sm_buf *out);
+void sm_http_reply_stream(struct sm_http_req *r, int status,
+    const char *ctype, sm_http_stream_fn fn, void (*done)(void *arg),
+    void *arg);
+
 /* Answer with printf-style text/plain; charset=utf-8 and a trailing \n. */
 void sm_http_reply_text(struct sm_http_req *r, int status, const char *fmt,
     ...) __attribute__((format(printf, 3, 4)));

@@ -338,6 +338,39 @@ h_status(struct sm_http_req *r, void *arg)
 }
 
 /* 5xx messages as storage and fan-out errors look (?m=N picks one). */
+/* /stream: 1000 pieces "line <i>\n", then done() counts itself. */
+static atomic_int stream_done;
+
+struct stream_st {
+	int i;
+};
+
+static int
+stream_piece(void *arg, struct sm_buf *out)
+{
+	struct stream_st *st = arg;
+
+	sm_buf_printf(out, "line %d\n", st->i++);
+	return (st->i == 1000 ? 1 : 0);
+}
+
+static void
+stream_free(void *arg)
+{
+	free(arg);
+	atomic_fetch_add(&stream_done, 1);
+}
+
+static void
+h_stream(struct sm_http_req *r, void *arg)
+{
+	struct stream_st *st = calloc(1, sizeof(*st));
+
+	(void)arg;
+	sm_http_reply_stream(r, 200, "text/plain", stream_piece, stream_free,
+	    st);
+}
+
 static const struct {
 	const char *code;
 	const char *msg;
@@ -403,6 +436,7 @@ srv_start_cfg(struct sm_http_cfg *cfg)
 	    0) == 0);
 	SM_CHECK(sm_http_route(h, "GET", "/remote", h_remote, NULL, 0) == 0);
 	SM_CHECK(sm_http_route(h, "GET", "/status", h_status, NULL, 0) == 0);
+	SM_CHECK(sm_http_route(h, "GET", "/stream", h_stream, NULL, 0) == 0);
 	if (sm_http_start(h, &err) != 0) {
 		fprintf(stderr, "start: %s\n", err.msg);
 		sm_http_destroy(h);
@@ -1411,7 +1445,74 @@ test_status_for(void)
 	}
 }
 
+/* Read everything until the peer closes; malloc'd, NUL-terminated. */
+static char *
+cli_read_all(int fd, size_t *lenp)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *b = malloc(cap);
+
+	for (;;) {
+		ssize_t k;
+
+		if (len + 1 == cap)
+			b = realloc(b, cap *= 2);
+		if ((k = recv(fd, b + len, cap - len - 1, 0)) <= 0)
+			break;
+		len += (size_t)k;
+	}
+	b[len] = '\0';
+	*lenp = len;
+	return (b);
+}
+
+static void
+test_stream(void)
+{
+	static const char *req10 = "GET /stream HTTP/1.0\r\nHost: t\r\n\r\n";
+	static const char *req11 = "GET /stream HTTP/1.1\r\nHost: t\r\n"
+	    "Connection: close\r\n\r\n";
+	struct sm_buf want = SM_BUF_INIT;
+	struct sm_http *h;
+	unsigned port;
+	size_t len;
+	char *all, *body;
+	int fd;
+
+	for (int i = 0; i < 1000; i++)
+		sm_buf_printf(&want, "line %d\n", i);
+	sm_buf_putc(&want, '\0');
+	atomic_store(&stream_done, 0);
+	SM_REQUIRE((h = srv_start()) != NULL);
+	port = sm_http_port(h);
+
+	/* HTTP/1.0: the body until close, exactly the pieces joined. */
+	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE(cli_sends(fd, req10) == 0);
+	all = cli_read_all(fd, &len);
+	close(fd);
+	SM_CHECK(strncmp(all, "HTTP/1.", 7) == 0 && strstr(all, " 200 ") !=
+	    NULL);
+	SM_REQUIRE((body = strstr(all, "\r\n\r\n")) != NULL);
+	SM_CHECK_STR(body + 4, want.b);
+	free(all);
+
+	/* HTTP/1.1: chunked. */
+	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE(cli_sends(fd, req11) == 0);
+	all = cli_read_all(fd, &len);
+	close(fd);
+	SM_CHECK(strcasestr(all, "Transfer-Encoding: chunked") != NULL);
+	SM_CHECK(strstr(all, "line 999\n") != NULL);
+	free(all);
+
+	sm_http_destroy(h);
+	SM_CHECK_EQ(atomic_load(&stream_done), 2);
+	sm_buf_fini(&want);
+}
+
 SM_TEST_MAIN(
+	{ "streamed reply: pieces joined, chunked on 1.1, done once", test_stream },
 	{ "listen addresses: host:port, :port, port, localhost", test_listen_addresses },
 	{ "listen on localhost:0", test_localhost_listen },
 	{ "start: address in use is SM_EIO, second start SM_EINVAL", test_start_errors },

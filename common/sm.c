@@ -6,8 +6,12 @@
 #include "sm.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static const char *const sm_errnames[] = {
 	[SM_ENOMEM - SM_ENOMEM] = "out of memory",
@@ -117,6 +121,24 @@ sm_fault_hit(void)
 	if (SM_LIKELY(v == 0))
 		return (0);
 	return (atomic_fetch_sub(&sm_fault_countdown, 1) == 1);
+}
+
+void
+sm_mem_init(void)
+{
+#ifdef __GLIBC__
+	(void)mallopt(M_MMAP_THRESHOLD, (int)SM_MEM_MMAP_MIN);
+#endif
+}
+
+void
+sm_mem_release(size_t bytes)
+{
+	if (bytes < SM_MEM_TRIM_MIN)
+		return;
+#ifdef __GLIBC__
+	(void)malloc_trim(0);
+#endif
 }
 
 void *

@@ -111,6 +111,32 @@ char *sm_strdup(const char *s);
 char *sm_strndup(const char *s, size_t n);
 void sm_free(void *p);
 
+/*
+ * Memory returned to the OS (issue 16: after four concurrent collapsed
+ * renders of a large series 1.7 GB stayed resident).  Decisions, for
+ * glibc malloc (elsewhere both are no-ops):
+ *   - sm_mem_init(), once at startup, fixes M_MMAP_THRESHOLD at
+ *     SM_MEM_MMAP_MIN (256 KiB).  glibc's default threshold is dynamic: every
+ *     freed mmapped block raises it (up to 32 MiB), after which a query's
+ *     large arrays and response buffers come from the heaps and stay
+ *     there when freed.  Fixed, every block >= 256 KiB is its own mapping
+ *     and is unmapped by free().  Cost: one mmap/munmap (and its page
+ *     faults) per large block, noise next to a query that needs one.
+ *     M_ARENA_MAX is left alone: fewer arenas would serialise the HTTP
+ *     threads' allocations, and the trim below handles what they keep.
+ *   - sm_mem_release(bytes) after a request that used `bytes` of heap (a
+ *     merge tree, an arena, a response) calls malloc_trim(0) when bytes
+ *     >= SM_MEM_TRIM_MIN (4 MiB): freed small blocks (tree nodes, strings)
+ *     sit in every thread's arena below the top and malloc_trim is the
+ *     only call that gives their pages back.  It walks every arena, a few
+ *     ms at most for a heap of hundreds of MiB; below 4 MiB it is not
+ *     worth it.
+ */
+#define SM_MEM_MMAP_MIN (256u * 1024u)
+#define SM_MEM_TRIM_MIN ((size_t)4 << 20)
+void sm_mem_init(void);
+void sm_mem_release(size_t bytes);
+
 /* Test hook: fail the Nth allocation from now (0 = never).  Not for use
  * outside tests; not thread-aware beyond an atomic counter. */
 void sm_fault_alloc_after(long n);

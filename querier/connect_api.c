@@ -528,8 +528,10 @@ oom:
 out:
 	if (have_fg)
 		sm_fg_fini(&fg);
-	if (have_m)
+	if (have_m) {
+		call->heap_used += qry_mtree_bytes(&m);
 		sm_mtree_fini(&m);
+	}
 	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);
@@ -624,6 +626,8 @@ out:
 	if (have_fg)
 		sm_fg_fini(&fg);
 	if (have_m) {
+		call->heap_used += qry_mtree_bytes(&m[0]) +
+		    qry_mtree_bytes(&m[1]);
 		sm_mtree_fini(&m[0]);
 		sm_mtree_fini(&m[1]);
 	}
@@ -680,8 +684,10 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 	*resp = &out->base;
 	rv = 0;
 out:
-	if (have_m)
+	if (have_m) {
+		call->heap_used += qry_mtree_bytes(&m);
 		sm_mtree_fini(&m);
+	}
 	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);

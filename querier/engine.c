@@ -18,7 +18,10 @@
  *   - go_pgo.keep_locations cuts every stack to its leaf-most frames and
  *     merges the stacks that become equal, as Pyroscope's PGO export does;
  *     aggregate_callees only drops line numbers, which Smolder does not
- *     keep, so it changes nothing here.
+ *     keep, so it changes nothing here;
+ *   - a merge answer is freed as soon as it is summed into the tree, so
+ *     a query holds one decoded answer at a time, not all of them while
+ *     it renders (issue 16: query memory).
  */
 #include "qry_int.h"
 
@@ -203,6 +206,25 @@ planned_requests(struct qry_query *x, const struct qry_plan *p,
 	return (0);
 }
 
+/* Point m's metadata strings at copies in `a` (mtree.h: they borrow). */
+static int
+meta_own(struct sm_mtree *m, struct sm_arena *a)
+{
+	for (uint32_t k = 0; k < m->nmeta; k++) {
+		Smolder__V1__SeriesMeta *e = &m->meta[k];
+		char **f[3] = { &e->spy_name, &e->units, &e->aggregation };
+
+		for (int j = 0; j < 3; j++) {
+			const char *v = *f[j] != NULL ? *f[j] : "";
+
+			if ((*f[j] = sm_arena_strndup(a, v, strlen(v))) ==
+			    NULL)
+				return (SM_ENOMEM);
+		}
+	}
+	return (0);
+}
+
 /* One attempt of a multi-lane merge; SM_EAGAIN to start over. */
 static int
 merge_attempt(struct qry_query *x, const Smolder__V1__Select *const *sel,
@@ -236,7 +258,7 @@ merge_attempt(struct qry_query *x, const Smolder__V1__Select *const *sel,
 	    must, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < nlanes * n; i++) {
-		const struct qry_call *c = &f->calls[i];
+		struct qry_call *c = &f->calls[i];
 
 		if (reqs[i] == NULL || c->rv != 0)
 			continue;
@@ -245,6 +267,15 @@ merge_attempt(struct qry_query *x, const Smolder__V1__Select *const *sel,
 			    "answered without a merge result"));
 		if ((rv = sm_mtree_add_pb(m[i / n], c->resp->merge, err)) != 0)
 			return (rv);
+		/* Summed: drop the decoded answer now rather than at the
+		 * end of the query, while the tree is rendered (issue 16).
+		 * The metadata borrows its strings from it: copy them to
+		 * the query's arena first. */
+		if (meta_own(m[i / n], x->arena) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		sm_arena_destroy(c->arena);
+		c->arena = NULL;
+		c->resp = NULL;
 	}
 	return (0);
 }

@@ -54,7 +54,10 @@ int64_t qry_calc_step_ms(int64_t from_ms, int64_t until_ms);
 
 /*
  * Merge `sel` into `m` (fresh from sm_mtree_init) through the fan-out and
- * the replica plan.  Returns 0 or an error code with `err` set.
+ * the replica plan.  Returns 0 or an error code with `err` set.  Each
+ * answer is freed once summed; m->meta's strings are copied to the
+ * query's arena and stay valid until the query's next fan-out
+ * (qry_series, ...) or qry_query_fini().
  */
 int qry_merge(struct qry_query *x, const Smolder__V1__Select *sel,
     struct sm_mtree *m, struct sm_err *err);

@@ -176,6 +176,17 @@ bool qry_app_name(const struct qry_labelset *ls, char *dst, size_t n);
 
 /* --- HTTP (render.c, labels.c, connect_api.c) --------------------------------------------- */
 
+/*
+ * Rough heap bytes of a merged tree (per node: parent, name, self, hash
+ * slot, plus the names), for sm_mem_release() after a query: a large
+ * merge leaves its freed blocks in the thread's malloc arena.
+ */
+static inline size_t
+qry_mtree_bytes(const struct sm_mtree *m)
+{
+	return ((size_t)m->tree.n * 32 + (size_t)m->names.n * 96);
+}
+
 int qry_render_register(struct querier *q);
 int qry_labels_register(struct querier *q);
 int qry_connect_register(struct querier *q);

@@ -22,7 +22,11 @@
  *     ceil((until - start) / step) points, so the last partial step is
  *     not dropped;
  *   - a range longer than -querier.max-query-length is 400 with
- *     Pyroscope's query_limit message.
+ *     Pyroscope's query_limit message;
+ *   - format=collapsed is streamed (collapsed_reply below): a failure
+ *     after the 200 line can only cut the body short;
+ *   - after a large query the freed heap is given back (sm_mem_release,
+ *     common/sm.h), from the handler or, for a stream, when it ends.
  */
 #include "qry_int.h"
 
@@ -180,12 +184,71 @@ out:
 	return (rv);
 }
 
+/*
+ * format=collapsed is streamed (issue 16): the text repeats every path
+ * prefix, so for a 16k-stack series it is ~20 MiB, several times the
+ * merged tree; built whole, four concurrent renders held four copies.
+ * The stream owns the merged tree and the sorted view (O(nodes)) and
+ * writes 64 KiB pieces as the client reads.  A failure after the 200
+ * line aborts the connection (the client sees a truncated chunked body,
+ * never a wrong complete one).
+ */
+#define COLLAPSED_PIECE (64u * 1024u)
+
+struct collapsed_stream {
+	struct sm_mtree *m;
+	struct sm_fg_collapsed *c;
+};
+
+static int
+collapsed_piece(void *arg, struct sm_buf *out)
+{
+	struct collapsed_stream *cs = arg;
+
+	return (sm_fg_collapsed_next(cs->c, out, COLLAPSED_PIECE));
+}
+
+static void
+collapsed_done(void *arg)
+{
+	struct collapsed_stream *cs = arg;
+	size_t used = qry_mtree_bytes(cs->m);
+
+	sm_fg_collapsed_close(cs->c);
+	sm_mtree_fini(cs->m);
+	sm_free(cs->m);
+	sm_free(cs);
+	sm_mem_release(used);
+}
+
+/* Queue the streamed answer; takes m on success (0), else leaves it. */
+static int
+collapsed_reply(struct sm_http_req *r, struct sm_mtree *m,
+    struct sm_err *err)
+{
+	struct collapsed_stream *cs;
+	int rv;
+
+	if ((cs = sm_calloc(1, sizeof(*cs))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = sm_fg_collapsed_open(&m->tree, &m->names, m->self,
+	    &cs->c)) != 0) {
+		sm_free(cs);
+		return (sm_err_set(err, rv, "out of memory"));
+	}
+	cs->m = m;
+	m->nmeta = 0;	/* unused; its strings die with the query's arena */
+	sm_http_reply_stream(r, 200, "text/plain; charset=utf-8",
+	    collapsed_piece, collapsed_done, cs);
+	return (0);
+}
+
 static void
 render_handler(struct sm_http_req *r, void *arg)
 {
 	struct querier *qr = arg;
 	struct render_params p;
-	struct sm_mtree m;
+	struct sm_mtree *m = NULL;
 	struct qry_query x;
 	struct sm_fg fg;
 	struct sm_buf out = SM_BUF_INIT;
@@ -194,6 +257,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	struct sm_err err;
 	const char *units, *spy = "";
 	uint32_t rate;
+	size_t used = 0;
 	int rv, have_merge = 0, have_fg = 0;
 
 	sm_err_clear(&err);
@@ -209,23 +273,27 @@ render_handler(struct sm_http_req *r, void *arg)
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((rv = sm_mtree_init(&m)) != 0) {
+	if ((m = sm_malloc(sizeof(*m))) == NULL) {
+		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((rv = sm_mtree_init(m)) != 0) {
+		sm_free(m);
+		m = NULL;
 		sm_err_set(&err, rv, "out of memory");
 		goto fail;
 	}
 	have_merge = 1;
-	if ((rv = qry_merge(&x, &sel, &m, &err)) != 0)
+	if ((rv = qry_merge(&x, &sel, m, &err)) != 0)
 		goto fail;
 	if (p.collapsed) {
-		if ((rv = sm_fg_write_collapsed(&m.tree, &m.names, m.self,
-		    &out)) != 0 || (rv = sm_buf_error(&out)) != 0) {
-			sm_err_set(&err, rv, "out of memory");
+		if ((rv = collapsed_reply(r, m, &err)) != 0)
 			goto fail;
-		}
-		sm_http_reply_buf(r, 200, "text/plain; charset=utf-8", &out);
+		m = NULL;	/* the stream owns it */
+		have_merge = 0;
 		goto done;
 	}
-	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, p.max_nodes,
+	if ((rv = sm_fg_build(&m->tree, &m->names, m->self, p.max_nodes,
 	    &fg)) != 0) {
 		sm_err_set(&err, rv, "out of memory");
 		goto fail;
@@ -233,8 +301,8 @@ render_handler(struct sm_http_req *r, void *arg)
 	have_fg = 1;
 	sm_ptype_render_units(p.q.sample_type != NULL ? p.q.sample_type : "",
 	    p.q.sample_unit != NULL ? p.q.sample_unit : "", &units, &rate);
-	if (m.nmeta == 1)
-		spy = m.meta[0].spy_name;
+	if (m->nmeta == 1)
+		spy = m->meta[0].spy_name;
 	sm_buf_puts(&out, "{\"version\":1,\"flamebearer\":");
 	sm_fg_write_json(&fg, &out);
 	sm_buf_puts(&out, ",\"metadata\":{\"format\":\"single\",\"spyName\":");
@@ -263,12 +331,17 @@ fail:
 done:
 	if (have_fg)
 		sm_fg_fini(&fg);
-	if (have_merge)
-		sm_mtree_fini(&m);
+	if (have_merge) {
+		used = qry_mtree_bytes(m);
+		sm_mtree_fini(m);
+		sm_free(m);
+	}
 	qry_query_fini(&x);
 	sm_arena_destroy(a);
 	sm_query_fini(&p.q);
+	used += out.cap;
 	sm_buf_fini(&out);
+	sm_mem_release(used);
 }
 
 /* metadata for a type: {"format":..,"spyName":..,"sampleRate":..,
