@@ -22,9 +22,11 @@
  * Complete when, for every bucket, some answering replica saw every
  * acknowledged upload of that bucket: true with one replica down, since a
  * write acknowledged by a quorum of RF is on a majority, and a replica
- * that missed a write while down has a smaller count.  Not repaired: two
- * replicas each missing a different upload of one bucket while the third
- * is down (there is no read repair; docs/reliability.md §4.4).
+ * that missed a write while down has a smaller count.  Two replicas each
+ * missing a different upload of one bucket (a rolling restart) are made
+ * whole by the distributors' hints (distributor/hints.h); until those are
+ * delivered, with the third replica down, such a bucket is short
+ * (docs/reliability.md §4.4).
  *
  * RF 1 (every write on one ingester) and single-target fans need no plan:
  * summing all answers is exact.

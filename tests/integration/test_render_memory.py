@@ -25,15 +25,16 @@ any, is excluded).  It is the smallest honest figure for "the series'
 stored size": the head holds the same data uncompressed.
 
 Acceptance (issue 16): for every round
-  peak - before  <  4 x stored size + BUDGET     (BUDGET = 96 MiB)
+  peak - before  <  4 x stored size + BUDGET     (BUDGET = 128 MiB)
   after          <= before + BUDGET / 2
 and over the whole test the last round's "after" is within BUDGET / 2 of
-the first round's "before" (no ratchet).  Why 96 MiB: the stored block is
+the first round's "before" (no ratchet).  Why 128 MiB: the stored block is
 small (~0.8 MiB, zstd) and a query's working set is proportional to the
 merged tree's nodes, not to it: ~17-25 MiB per query here (185k nodes:
 the ingester's merge and its encoded answer, the querier's tree and its
-sorted view), so four at once measured +27..+75 MiB on a 2-core machine
-(docs/reliability.md 4.12).  Before streaming and the malloc policy,
+sorted view), so four at once measured +27..+84 MiB on a 2-core machine
+(docs/reliability.md 4.12); 128 MiB leaves room for a loaded CI
+machine.  Before streaming and the malloc policy,
 collapsed alone measured +115..+127 MiB, and RSS ratcheted 54 -> 145 MiB
 over the six rounds.
 and every answer is correct: the collapsed output is exactly the ingested
@@ -65,7 +66,7 @@ CONC = int(os.environ.get("SM_RENDER_MEM_CONC", "4"))
 # stored as 10 ms in nanoseconds.
 NS = 10000000
 MIB = 1 << 20
-BUDGET = 96 * MIB
+BUDGET = 128 * MIB
 SANITIZE = os.environ.get("SM_SANITIZE", "").upper() in ("ON", "1", "TRUE")
 
 
