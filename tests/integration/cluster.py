@@ -33,13 +33,15 @@ class Cluster:
     def __init__(self, ws, ingesters=3, distributors=2, queriers=1, rf=3,
                  extra=(), ingester_extra=(), log_level="info", name="c",
                  compactors=0, compactor_extra=(),
-                 heartbeat_timeout=HEARTBEAT_TIMEOUT):
+                 heartbeat_timeout=None):
         self.ws = ws
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
         self.extra = list(extra)
         self.ingester_extra = list(ingester_extra)
         self.log_level = log_level
+        # None: the module's HEARTBEAT_TIMEOUT when the ring flags are
+        # built (bench/run sets the module's values).
         self.heartbeat_timeout = heartbeat_timeout
         self.counts = (ingesters, distributors, queriers, compactors)
         self.compactor_extra = list(compactor_extra)
@@ -55,7 +57,8 @@ class Cluster:
     def ring_flags(self):
         return ["-ring.members=%s" % self.members,
                 "-ring.heartbeat-period=%s" % HEARTBEAT,
-                "-ring.heartbeat-timeout=%s" % self.heartbeat_timeout,
+                "-ring.heartbeat-timeout=%s" % (self.heartbeat_timeout or
+                                                HEARTBEAT_TIMEOUT),
                 "-distributor.replication-factor=%d" % self.rf]
 
     def all(self):

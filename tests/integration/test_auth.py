@@ -561,8 +561,11 @@ def part_errors(r, ws):
         return
     srv = None
     try:
+        # No free-space reserve: this part wants RocksDB's own ENOSPC
+        # error (and its path) in the log.
         srv = DataServer(data, ws.log_dir("full"), name="full",
-                         extra_flags=limit_flags()).start()
+                         extra_flags=limit_flags() +
+                         ["-ingester.min-free-disk=0"]).start()
         rng = random.Random(7)
         bad = None
         for i in range(400):
