@@ -47,7 +47,9 @@
  * Errors: every sample is decoded and validated before anything is sent,
  * so a request with one bad sample writes nothing; the message names the
  * series and sample.  Validation -> invalid_argument (400); the samples
- * limit and memory budgets -> resource_exhausted (429); ingesters below
+ * limit, memory budgets and the tenant's ingestion rate (charged the sum
+ * of the raw_profile bytes before any decoding, ratelimit.h) ->
+ * resource_exhausted (429); ingesters below
  * quorum -> unavailable (503) or deadline_exceeded (504), after which the
  * client retries the whole request and the samples already written are
  * recognised by their IDs.
@@ -302,8 +304,13 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	if ((rv = sm_http_tenant(call->http, d->cfg.multitenancy, &tenant,
 	    err)) != 0)
 		goto out;
-	for (size_t i = 0; i < req->n_series; i++)
+	for (size_t i = 0; i < req->n_series; i++) {
 		nitems += req->series[i]->n_samples;
+		for (size_t j = 0; j < req->series[i]->n_samples; j++)
+			bytes += req->series[i]->samples[j]->raw_profile.len;
+	}
+	if ((rv = dist_rate_check(d, tenant, bytes, err)) != 0)
+		goto out;
 	if (nitems > 0 && (items = sm_arena_calloc(call->arena, nitems,
 	    sizeof(*items))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -327,7 +334,6 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 			goto out;
 		}
 		for (size_t j = 0; j < s->n_samples; j++, k++) {
-			bytes += s->samples[j]->raw_profile.len;
 			if ((rv = push_decode(d, s->samples[j], base, nbase,
 			    metric, spy, now, &items[k], err)) != 0) {
 				if (rv == SM_EMALFORMED || rv == SM_ETOOBIG)

@@ -5,11 +5,13 @@
 #define DIST_INT_H
 
 #include "common/metrics.h"
+#include "common/overrides.h"
 #include "common/ring.h"
 
 #include "batch.h"
 #include "distributor.h"
 #include "hints.h"
+#include "ratelimit.h"
 
 struct distributor {
 	struct dist_config cfg;
@@ -18,7 +20,17 @@ struct distributor {
 	struct sm_ring *ring;
 	struct remote_write *rw;        /* NULL: no -remote-write.url */
 	struct dist_hints *hints;       /* NULL: hinted handoff off */
+	struct sm_overrides *overrides; /* per-tenant limits, owned */
+	struct dist_ratelim *ratelim;   /* per-tenant buckets, owned */
 };
+
+/*
+ * Charge `n` request bytes to `tenant`'s ingestion rate (ratelimit.h).
+ * 0, or SM_ELIMIT with Pyroscope's message in err (the caller replies 429
+ * resource_exhausted), or SM_ENOMEM.
+ */
+int dist_rate_check(struct distributor *d, const char *tenant, size_t n,
+    struct sm_err *err);
 
 /*
  * Replicate the finished batch `b` of `tenant` to its ingesters (push.c):

@@ -26,9 +26,12 @@
  *     each converted profile, not to the recording); its labels part is
  *     held to max_profile_size_bytes.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,7 +68,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[20];
+	static struct sm_flag f[24];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -136,6 +139,25 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Give up a hint this long after its write (at most 45s when "
 		"the replica may have applied it: the ingester's "
 		"-ingester.idempotency-window must cover a redelivery)." };
+	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
+		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "4",
+		"Per-tenant ingestion rate in MiB/s of request bodies, "
+		"enforced by each distributor (0 = no limit); over it is "
+		"429. Per tenant: ingestion_rate_mb in -runtime-config.file." };
+	f[21] = (struct sm_flag){ "distributor.ingestion-burst-size-mb",
+		SM_FLAG_STRING, &cfg->ingestion_burst_mb, "2",
+		"Per-tenant ingestion burst in MiB: the most a tenant may send "
+		"at once (larger uploads are always 429). Per tenant: "
+		"ingestion_burst_size_mb." };
+	f[22] = (struct sm_flag){ "runtime-config.file", SM_FLAG_STRING,
+		&cfg->runtime_config_file, "",
+		"YAML file of per-tenant limit overrides (Pyroscope's "
+		"`overrides:` runtime config), reloaded without a restart; "
+		"empty = the flags apply to every tenant." };
+	f[23] = (struct sm_flag){ "runtime-config.reload-period",
+		SM_FLAG_DURATION, &cfg->runtime_config_reload_ms, "10s",
+		"How often -runtime-config.file is checked for changes; a "
+		"file that does not parse keeps the previous overrides." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -422,6 +444,11 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		ingest_observe(r, "", len, 0);
 		return;
 	}
+	if ((rv = dist_rate_check(d, tenant, len, &err)) != 0) {
+		reply_rv(r, rv, &err);
+		ingest_observe(r, tenant, len, 0);
+		return;
+	}
 	fmt = ingest_format(sm_http_query(r, "format"),
 	    sm_http_header(r, "Content-Type"), &fmt_name);
 	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM ||
@@ -614,12 +641,54 @@ done:
 	sm_arena_destroy(a);
 }
 
+/* A -distributor.ingestion-*-mb flag: a decimal number >= 0. */
+static int
+dist_mb_flag(const char *name, const char *v, double *out, struct sm_err *err)
+{
+	char *end;
+
+	errno = 0;
+	*out = v != NULL ? strtod(v, &end) : 0;
+	if (v == NULL || *v == '\0' || *end != '\0' || errno != 0 ||
+	    !isfinite(*out) || *out < 0)
+		return (sm_err_set(err, SM_EINVAL, "-%s: want a number of MiB "
+		    ">= 0, got \"%s\"", name, v != NULL ? v : ""));
+	return (0);
+}
+
+/* The flag defaults of the per-tenant limits (overrides.h). */
+static int
+dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
+    struct sm_err *err)
+{
+	int rv;
+
+	memset(def, 0, sizeof(*def));
+	if ((rv = dist_mb_flag("distributor.ingestion-rate-limit-mb",
+	    cfg->ingestion_rate_mb, &def->ingestion_rate_mb, err)) != 0)
+		return (rv);
+	return (dist_mb_flag("distributor.ingestion-burst-size-mb",
+	    cfg->ingestion_burst_mb, &def->ingestion_burst_size_mb, err));
+}
+
+int
+dist_rate_check(struct distributor *d, const char *tenant, size_t n,
+    struct sm_err *err)
+{
+	struct sm_limits l;
+
+	sm_overrides_get(d->overrides, tenant, &l);
+	return (dist_ratelim_take(d->ratelim, tenant, l.ingestion_rate_mb,
+	    l.ingestion_burst_size_mb, n, err));
+}
+
 int
 dist_create(const struct dist_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct distributor **out, struct sm_err *err)
 {
 	static const char *const paths[] = { "/ingest", "/pyroscope/ingest" };
 	struct distributor *d;
+	struct sm_limits def;
 	int rv;
 
 	*out = NULL;
@@ -645,39 +714,39 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	    (uint32_t)SM_MAX(cfg->max_label_name_len, 0);
 	d->limits.labels.max_value_length =
 	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
-	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0) {
-		sm_free(d);
-		return (rv);
+	if ((rv = dist_limits_flags(cfg, &def, err)) != 0 ||
+	    (rv = sm_overrides_create(&def, cfg->runtime_config_file,
+	    cfg->runtime_config_reload_ms, &d->overrides, err)) != 0)
+		goto fail;
+	if ((rv = dist_ratelim_create(&d->ratelim)) != 0) {
+		sm_err_set(err, rv, "out of memory");
+		goto fail;
 	}
+	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0)
+		goto fail;
 	{
 		struct dist_hints_cfg hc = { cfg->hints_max_bytes,
 		    cfg->hints_max_age_ms, cfg->push_timeout_ms };
 
-		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0) {
-			rw_destroy(d->rw);
-			sm_free(d);
-			return (rv);
-		}
+		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0)
+			goto fail;
 	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
 		if ((rv = sm_http_route_as(http, SM_SCOPE_WRITE, "POST",
 		    paths[i], ingest_handler,
 		    d, (size_t)cfg->body_limit_mb << 20)) != 0) {
-			dist_hints_destroy(d->hints);
-			rw_destroy(d->rw);
-			sm_free(d);
-			return (sm_err_set(err, rv, "distributor: route %s: %s",
-			    paths[i], sm_strerror(rv)));
+			sm_err_set(err, rv, "distributor: route %s: %s",
+			    paths[i], sm_strerror(rv));
+			goto fail;
 		}
 	}
-	if ((rv = dist_connect_register(d, err)) != 0) {
-		dist_hints_destroy(d->hints);
-		rw_destroy(d->rw);
-		sm_free(d);
-		return (rv);
-	}
+	if ((rv = dist_connect_register(d, err)) != 0)
+		goto fail;
 	*out = d;
 	return (0);
+fail:
+	dist_destroy(d);
+	return (rv);
 }
 
 void
@@ -687,5 +756,7 @@ dist_destroy(struct distributor *d)
 		return;
 	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
+	dist_ratelim_destroy(d->ratelim);
+	sm_overrides_destroy(d->overrides);
 	sm_free(d);
 }

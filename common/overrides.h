@@ -1,0 +1,98 @@
+/*
+ * overrides.h -- per-tenant limits: defaults from flags, overridden per
+ * tenant by a runtime configuration file reloaded without a restart
+ * (issue 10).
+ *
+ * The file is Pyroscope's (Cortex's) runtime config, -runtime-config.file,
+ * YAML, with the limit names of Pyroscope's limits.yaml:
+ *
+ *   overrides:
+ *     tenant-a:
+ *       ingestion_rate_mb: 4
+ *       ingestion_burst_size_mb: 2
+ *
+ * A tenant not listed, or a limit not set for a listed tenant, has the
+ * default (the flag's value).  Limits supported, with Pyroscope's defaults:
+ *
+ *   ingestion_rate_mb         4   MiB/s an upload may add (token bucket
+ *                                 refill rate; distributor/ratelimit.h)
+ *   ingestion_burst_size_mb   2   MiB the bucket holds (the largest upload
+ *                                 that can ever pass)
+ *
+ * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576).  Values are
+ * decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).
+ *
+ * Decisions where Pyroscope is silent or where we differ:
+ *   - keys Smolder does not implement (other Pyroscope limits, other
+ *     top-level sections such as multi_kv_config) are ignored and logged
+ *     at load, so a Pyroscope runtime config can be used as is; Pyroscope
+ *     itself parses strictly because it knows every key;
+ *   - a known key with a value that is not a number >= 0, a tenant id that
+ *     is not valid (tenant.h), a duplicate tenant, or YAML that does not
+ *     parse makes the whole file invalid;
+ *   - an empty file, or one without `overrides`, means no overrides.
+ *
+ * Reload: as the keys file (auth.h): a thread stats the file every reload
+ * period (-runtime-config.reload-period, 10s as Pyroscope) and reloads it
+ * when its inode, size or mtime changed and then stayed the same for one
+ * more period (rename a new file over the old one to change it
+ * atomically; a change takes effect within two periods).  The new table is
+ * built aside and swapped in under a write lock: a lookup sees the whole
+ * old table or the whole new one.  A file that does not parse (or cannot
+ * be read) keeps the previous overrides, is logged with the reason
+ * (file:line:column from libyaml) and counted in
+ * smolder_runtime_config_reload_failures_total; it is tried again when it
+ * changes once more.  The file must be valid at startup.  /ready is not
+ * affected by a bad file.
+ *
+ * Ownership: the distributor creates the only instance today (it is the
+ * only consumer of these limits); the module knows nothing of the
+ * distributor, so query limits can move here and the instance to main.
+ * Locking: every function is thread-safe.
+ */
+#ifndef SM_OVERRIDES_H
+#define SM_OVERRIDES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sm.h"
+
+/* The limits of one tenant. */
+struct sm_limits {
+	double ingestion_rate_mb;        /* MiB/s; 0 = no rate limit */
+	double ingestion_burst_size_mb;  /* MiB */
+};
+
+struct sm_overrides;
+
+/*
+ * Create with the flag defaults `def` (copied).  `path` NULL or "" means
+ * no file: every tenant has the defaults.  With a file, it is loaded now
+ * (an invalid file fails here) and a thread polls it every `reload_ms`
+ * (> 0).  Returns 0 and *out, SM_EINVAL (bad file or arguments, reason in
+ * err), SM_EIO (unreadable) or SM_ENOMEM.
+ */
+int sm_overrides_create(const struct sm_limits *def, const char *path,
+    int64_t reload_ms, struct sm_overrides **out, struct sm_err *err);
+
+/* Stop the reload thread and free.  NULL is a no-op. */
+void sm_overrides_destroy(struct sm_overrides *o);
+
+/*
+ * The limits of `tenant`: its overrides over the defaults, copied into
+ * *out.  Takes the table's read lock; O(log tenants).
+ */
+void sm_overrides_get(struct sm_overrides *o, const char *tenant,
+    struct sm_limits *out);
+
+/*
+ * Re-read the file now if it changed, without waiting for it to settle.
+ * Returns 0 (reloaded or unchanged) or the load error (old table kept).
+ */
+int sm_overrides_reload(struct sm_overrides *o, struct sm_err *err);
+
+/* Number of tenants with overrides (tests, log). */
+size_t sm_overrides_ntenants(struct sm_overrides *o);
+
+#endif /* SM_OVERRIDES_H */
