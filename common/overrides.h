@@ -12,12 +12,23 @@
  *       ingestion_burst_size_mb: 2
  *
  * A tenant not listed, or a limit not set for a listed tenant, has the
- * default (the flag's value).  Limits supported, with Pyroscope's defaults:
+ * default (the flag's value).  Limits supported (flag, default):
  *
- *   ingestion_rate_mb         4   MiB/s an upload may add (token bucket
- *                                 refill rate; distributor/ratelimit.h)
- *   ingestion_burst_size_mb   2   MiB the bucket holds (the largest upload
- *                                 that can ever pass)
+ *   ingestion_rate_mb         -distributor.ingestion-rate-limit-mb, 0
+ *                             MiB/s of request bodies a tenant may send
+ *                             (token bucket refill rate,
+ *                             distributor/ratelimit.h); 0 = no limit
+ *   ingestion_burst_size_mb   -distributor.ingestion-burst-size-mb, 2
+ *                             MiB the bucket holds (the largest upload
+ *                             that can ever pass)
+ *
+ * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
+ * received (ratelimit.h) and a bucket refuses any upload larger than its
+ * burst, so Pyroscope's 4/2 would start refusing, on upgrade, every
+ * upload over 2 MiB that Smolder accepts today (valid profiles up to
+ * max_profile_size_bytes = 4 MiB, JFR recordings up to the 256 MiB body
+ * limit).  The limit is opt-in: -distributor.ingestion-rate-limit-mb=4
+ * gives Pyroscope's behaviour for every tenant.
  *
  * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576).  Values are
  * decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).

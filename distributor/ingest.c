@@ -140,10 +140,11 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"the replica may have applied it: the ingester's "
 		"-ingester.idempotency-window must cover a redelivery)." };
 	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
-		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "4",
+		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "0",
 		"Per-tenant ingestion rate in MiB/s of request bodies, "
-		"enforced by each distributor (0 = no limit); over it is "
-		"429. Per tenant: ingestion_rate_mb in -runtime-config.file." };
+		"enforced by each distributor; over it is 429 (0 = no limit; "
+		"Pyroscope's default is 4). Per tenant: ingestion_rate_mb in "
+		"-runtime-config.file." };
 	f[21] = (struct sm_flag){ "distributor.ingestion-burst-size-mb",
 		SM_FLAG_STRING, &cfg->ingestion_burst_mb, "2",
 		"Per-tenant ingestion burst in MiB: the most a tenant may send "
