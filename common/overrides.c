@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,36 +96,67 @@ ov_scalar(yaml_node_t *n)
 	    (const char *)n->data.scalar.value : NULL);
 }
 
+/* The keys known, where they go, and how they parse. */
+static const struct ov_key {
+	const char *k_name;
+	size_t k_off;
+	enum { OV_MB, OV_INT, OV_INT_POS } k_kind;
+} ov_keys[] = {
+#define OV_K(name, kind) { #name, offsetof(struct sm_limits, name), kind }
+	OV_K(ingestion_rate_mb, OV_MB),
+	OV_K(ingestion_burst_size_mb, OV_MB),
+	OV_K(max_label_name_length, OV_INT),
+	OV_K(max_label_value_length, OV_INT),
+	OV_K(max_label_names_per_series, OV_INT),
+	OV_K(max_profile_size_bytes, OV_INT_POS),
+	OV_K(max_profile_stacktrace_samples, OV_INT),
+	OV_K(max_profile_stacktrace_sample_labels, OV_INT),
+	OV_K(max_profile_stacktrace_depth, OV_INT),
+	OV_K(max_profile_symbol_value_length, OV_INT),
+#undef OV_K
+};
+
 /* Set one limit from `key: value`; unknown keys are logged, not fatal. */
 static int
 ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
     struct sm_limits *l, struct sm_err *err)
 {
 	const char *key = ov_scalar(k), *s = ov_scalar(v);
-	double *dst, x;
-	char *end;
+	const struct ov_key *d = NULL;
+	char *end = NULL;
+	long long i;
+	double x;
 
 	if (key == NULL)
 		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: a "
 		    "limit name must be a string", path, k->start_mark.line + 1,
 		    tenant));
-	if (strcmp(key, "ingestion_rate_mb") == 0)
-		dst = &l->ingestion_rate_mb;
-	else if (strcmp(key, "ingestion_burst_size_mb") == 0)
-		dst = &l->ingestion_burst_size_mb;
-	else {
+	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++)
+		if (strcmp(key, ov_keys[j].k_name) == 0)
+			d = &ov_keys[j];
+	if (d == NULL) {
 		sm_warn("overrides", "ignoring a limit Smolder does not "
 		    "implement\tpath=%s tenant=%s limit=%s", path, tenant, key);
 		return (0);
 	}
 	errno = 0;
-	x = s != NULL ? strtod(s, &end) : NAN;
-	if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 ||
-	    !isfinite(x) || x < 0)
-		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: %s "
-		    "must be a number >= 0", path, v->start_mark.line + 1,
-		    tenant, key));
-	*dst = x;
+	if (d->k_kind == OV_MB) {
+		x = s != NULL ? strtod(s, &end) : NAN;
+		if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 ||
+		    !isfinite(x) || x < 0)
+			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
+			    "%s must be a number >= 0", path,
+			    v->start_mark.line + 1, tenant, key));
+		*(double *)(void *)((char *)l + d->k_off) = x;
+		return (0);
+	}
+	i = s != NULL ? strtoll(s, &end, 10) : -1;
+	if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || i < 0 ||
+	    (d->k_kind == OV_INT_POS && i == 0) || i > UINT32_MAX)
+		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: %s must "
+		    "be an integer %s", path, v->start_mark.line + 1, tenant,
+		    key, d->k_kind == OV_INT_POS ? "> 0" : ">= 0"));
+	*(int64_t *)(void *)((char *)l + d->k_off) = i;
 	return (0);
 }
 

@@ -22,6 +22,18 @@
  *                             MiB the bucket holds (the largest upload
  *                             that can ever pass)
  *
+ * and the validation limits, each overriding its -validation.* flag for
+ * the tenant (integers >= 0, max_profile_size_bytes > 0; meanings as the
+ * flags, README "Configuration"):
+ *
+ *   max_label_name_length, max_label_value_length,
+ *   max_label_names_per_series, max_profile_size_bytes,
+ *   max_profile_stacktrace_samples, max_profile_stacktrace_sample_labels,
+ *   max_profile_stacktrace_depth, max_profile_symbol_value_length
+ *
+ * Query limits (max_query_length, max_flamegraph_nodes_*) are not
+ * overridable yet: they are ignored like any unknown key.
+ *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
  * burst, so Pyroscope's 4/2 would start refusing, on upgrade, every
@@ -69,10 +81,19 @@
 
 #include "sm.h"
 
-/* The limits of one tenant. */
+/* The limits of one tenant (names: the YAML keys). */
 struct sm_limits {
 	double ingestion_rate_mb;        /* MiB/s; 0 = no rate limit */
 	double ingestion_burst_size_mb;  /* MiB */
+	/* Validation (distributor/batch.h, struct dist_limits), integers. */
+	int64_t max_label_name_length;
+	int64_t max_label_value_length;
+	int64_t max_label_names_per_series;
+	int64_t max_profile_size_bytes;               /* > 0 */
+	int64_t max_profile_stacktrace_samples;       /* 0 = no limit */
+	int64_t max_profile_stacktrace_sample_labels; /* 0 = no limit */
+	int64_t max_profile_stacktrace_depth;
+	int64_t max_profile_symbol_value_length;
 };
 
 struct sm_overrides;

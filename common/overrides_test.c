@@ -14,7 +14,18 @@
 #include "sm_test.h"
 
 static char ov_path[] = "/tmp/smolder-overrides-test-XXXXXX";
-static const struct sm_limits def = { 4, 2 };
+static const struct sm_limits def = {
+	.ingestion_rate_mb = 4,
+	.ingestion_burst_size_mb = 2,
+	.max_label_name_length = 1024,
+	.max_label_value_length = 2048,
+	.max_label_names_per_series = 30,
+	.max_profile_size_bytes = 4 << 20,
+	.max_profile_stacktrace_samples = 16000,
+	.max_profile_stacktrace_sample_labels = 100,
+	.max_profile_stacktrace_depth = 1000,
+	.max_profile_symbol_value_length = 65535,
+};
 
 /* Write `body` to the file (a fresh inode: rename over it). */
 static void
@@ -71,6 +82,9 @@ test_good_file(void)
 	    "    max_query_lookback: 1d\n"
 	    "  b:\n"
 	    "    ingestion_burst_size_mb: 8\n"
+	    "    max_label_names_per_series: 3\n"
+	    "    max_profile_size_bytes: 1000\n"
+	    "    max_profile_stacktrace_samples: 0\n"
 	    "  c:\n");
 	SM_CHECK_EQ(sm_overrides_create(&def, ov_path, 1000, &o, &err), 0);
 	if (o == NULL) {
@@ -82,6 +96,10 @@ test_good_file(void)
 	SM_CHECK(l.ingestion_rate_mb == 0.5 && l.ingestion_burst_size_mb == 1);
 	sm_overrides_get(o, "b", &l);
 	SM_CHECK(l.ingestion_rate_mb == 4 && l.ingestion_burst_size_mb == 8);
+	SM_CHECK_EQ(l.max_label_names_per_series, 3);
+	SM_CHECK_EQ(l.max_profile_size_bytes, 1000);
+	SM_CHECK_EQ(l.max_profile_stacktrace_samples, 0);
+	SM_CHECK_EQ(l.max_profile_stacktrace_depth, 1000);
 	sm_overrides_get(o, "c", &l);
 	SM_CHECK(l.ingestion_rate_mb == 4 && l.ingestion_burst_size_mb == 2);
 	sm_overrides_get(o, "tenant", &l);
@@ -111,6 +129,12 @@ test_bad_files(void)
 		{ "overrides:\n  a:\n    ingestion_rate_mb: -1\n",
 		    "must be a number" },
 		{ "overrides:\n  a: 3\n", "must be a mapping" },
+		{ "overrides:\n  a:\n    max_profile_size_bytes: 0\n",
+		    "must be an integer > 0" },
+		{ "overrides:\n  a:\n    max_label_names_per_series: 2.5\n",
+		    "must be an integer >= 0" },
+		{ "overrides:\n  a:\n    max_profile_stacktrace_depth: -1\n",
+		    "must be an integer >= 0" },
 		{ "overrides: [a]\n", "must be a mapping" },
 		{ "- a\n", "must be a mapping" },
 		{ "overrides:\n  a:\n    ingestion_rate_mb: 1\n"

@@ -9,8 +9,10 @@
  * the upload was acknowledged by a write quorum of its replicas.
  *
  * Per-tenant limits: the distributor owns the runtime overrides
- * (common/overrides.h, -runtime-config.file) and checks each upload
- * against its tenant's ingestion rate (ratelimit.h) before parsing it:
+ * (common/overrides.h, -runtime-config.file).  A request reads its
+ * tenant's limits once (dist_tenant_limits): the validation limits
+ * (-validation.* unless overridden) bound its parsing, and its bytes are
+ * charged to the tenant's ingestion rate (ratelimit.h) before parsing:
  * over the rate is 429 resource_exhausted (Connect too), counted as
  * smolder_distributor_discarded_profiles_total{reason="rate_limited"}.
  *

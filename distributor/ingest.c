@@ -348,13 +348,13 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	if (len == 0)
 		return (sm_err_set(err, SM_EMALFORMED, "empty profile"));
 	if (sm_is_gzip(data, len)) {
-		if ((rv = sm_gunzip(data, len, d->limits.max_profile_bytes,
+		if ((rv = sm_gunzip(data, len, b->limits->max_profile_bytes,
 		    b->arena, &raw, &rawlen, err)) != 0)
 			return (rv);
-	} else if (len > d->limits.max_profile_bytes) {
+	} else if (len > b->limits->max_profile_bytes) {
 		return (sm_err_set(err, SM_ETOOBIG, "uncompressed profile "
 		    "payload size exceeds limit of %zu bytes",
-		    d->limits.max_profile_bytes));
+		    b->limits->max_profile_bytes));
 	}
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
@@ -429,6 +429,8 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	struct sm_arena *a = NULL;
 	struct dist_batch b;
 	struct dist_key key;
+	struct dist_limits lim;
+	struct sm_limits sl;
 	struct sm_err err;
 	const char *tenant = NULL, *name, *v, *fmt_name;
 	const unsigned char *body;
@@ -445,7 +447,8 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		ingest_observe(r, "", len, 0);
 		return;
 	}
-	if ((rv = dist_rate_check(d, tenant, len, &err)) != 0) {
+	dist_tenant_limits(d, tenant, &sl, &lim);
+	if ((rv = dist_rate_check(d, tenant, &sl, len, &err)) != 0) {
 		reply_rv(r, rv, &err);
 		ingest_observe(r, tenant, len, 0);
 		return;
@@ -457,7 +460,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	/* Arena budget: a generous multiple of what this request may
 	 * decompress to, never less than DIST_ARENA_MIN. */
 	if ((a = sm_arena_create(SM_MAX(DIST_ARENA_MIN,
-	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL) {
+	    16 * SM_MAX(len, lim.max_profile_bytes)))) == NULL) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
 		goto done;
 	}
@@ -498,7 +501,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 			    err.msg);
 		goto done;
 	}
-	if ((rv = dist_batch_init(&b, a, &d->limits)) != 0) {
+	if ((rv = dist_batch_init(&b, a, &lim)) != 0) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
 		goto done;
 	}
@@ -528,7 +531,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 			goto fail_pprof;
 		}
 		if ((rv = dist_jfr_upload(sm_http_header(r, "Content-Type"),
-		    body, len, &jin, d->limits.max_profile_bytes, &b,
+		    body, len, &jin, lim.max_profile_bytes, &b,
 		    &err)) != 0)
 			goto fail_pprof;
 	} else if (pprof_path) {
@@ -665,6 +668,14 @@ dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
 	int rv;
 
 	memset(def, 0, sizeof(*def));
+	def->max_label_name_length = cfg->max_label_name_len;
+	def->max_label_value_length = cfg->max_label_value_len;
+	def->max_label_names_per_series = cfg->max_label_names;
+	def->max_profile_size_bytes = cfg->max_profile_bytes;
+	def->max_profile_stacktrace_samples = cfg->max_samples;
+	def->max_profile_stacktrace_sample_labels = cfg->max_sample_labels;
+	def->max_profile_stacktrace_depth = cfg->max_depth;
+	def->max_profile_symbol_value_length = cfg->max_symbol_len;
 	if ((rv = dist_mb_flag("distributor.ingestion-rate-limit-mb",
 	    cfg->ingestion_rate_mb, &def->ingestion_rate_mb, err)) != 0)
 		return (rv);
@@ -672,15 +683,35 @@ dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
 	    cfg->ingestion_burst_mb, &def->ingestion_burst_size_mb, err));
 }
 
-int
-dist_rate_check(struct distributor *d, const char *tenant, size_t n,
-    struct sm_err *err)
+static uint32_t
+lim_u32(int64_t v)
 {
-	struct sm_limits l;
+	return ((uint32_t)SM_MIN(SM_MAX(v, 0), (int64_t)UINT32_MAX));
+}
 
-	sm_overrides_get(d->overrides, tenant, &l);
-	return (dist_ratelim_take(d->ratelim, tenant, l.ingestion_rate_mb,
-	    l.ingestion_burst_size_mb, n, err));
+void
+dist_tenant_limits(struct distributor *d, const char *tenant,
+    struct sm_limits *sl, struct dist_limits *dl)
+{
+	sm_overrides_get(d->overrides, tenant, sl);
+	*dl = d->limits;
+	dl->max_profile_bytes = (size_t)SM_MAX(sl->max_profile_size_bytes, 1);
+	dl->max_samples = lim_u32(sl->max_profile_stacktrace_samples);
+	dl->max_sample_labels = lim_u32(
+	    sl->max_profile_stacktrace_sample_labels);
+	dl->max_depth = lim_u32(sl->max_profile_stacktrace_depth);
+	dl->max_symbol_len = lim_u32(sl->max_profile_symbol_value_length);
+	dl->labels.max_names = lim_u32(sl->max_label_names_per_series);
+	dl->labels.max_name_length = lim_u32(sl->max_label_name_length);
+	dl->labels.max_value_length = lim_u32(sl->max_label_value_length);
+}
+
+int
+dist_rate_check(struct distributor *d, const char *tenant,
+    const struct sm_limits *sl, size_t n, struct sm_err *err)
+{
+	return (dist_ratelim_take(d->ratelim, tenant, sl->ingestion_rate_mb,
+	    sl->ingestion_burst_size_mb, n, err));
 }
 
 int

@@ -17,6 +17,11 @@ burst, reloaded every 200 ms.
      "rate_limited",tenant="slow"} exactly, and none for `fast`.
   2. Push (Connect) over the rate: a 80 KiB raw_profile from `slow`
      (larger than its burst) -> 429 resource_exhausted before decoding.
+  2b. A validation limit per tenant: tenant `few` has
+     max_label_names_per_series: 10; its legacy upload with 3 extra labels
+     (12 label names with the ones /ingest adds) is 400 naming the limit,
+     `fast`'s same upload is 200 (flag: 30), `few`'s upload without extra
+     labels (9) is 200.
   3. Reload while traffic flows: the file is replaced (mv over) giving
      `slow` 100 MiB/s; while both threads keep uploading, `slow` gets only
      200s within 1.5 s (two reload periods plus slack), with no restart.
@@ -41,11 +46,13 @@ from smolder import Server, run_script  # noqa: E402
 
 BUDGET_S = 120
 PERIOD_MS = 200
-LOW = ("overrides:\n"
+FEW = ("  few:\n"
+       "    max_label_names_per_series: 10\n")
+LOW = ("overrides:\n" + FEW +
        "  slow:\n"
        "    ingestion_rate_mb: 0.05\n"
        "    ingestion_burst_size_mb: 0.05\n")
-HIGH = ("overrides:\n"
+HIGH = ("overrides:\n" + FEW +
         "  slow:\n"
         "    ingestion_rate_mb: 100\n"
         "    ingestion_burst_size_mb: 10\n")
@@ -177,6 +184,25 @@ def main(r):
                              "X-Scope-OrgID": "slow"})
     r.check(p.status == 429 and "push rate limit" in p.text(),
             "Push over the rate -> 429 resource_exhausted", p.describe())
+
+    # 2b. A per-tenant validation limit.
+    def up(tenant, name):
+        now = int(time.time())
+        return srv.request("POST", "/ingest", {
+            "name": name, "from": str(now), "until": str(now)},
+            b"main;work 1\n", {"X-Scope-OrgID": tenant})
+    wide = "wide{a=1,b=2,c=3}"
+    p5 = up("few", wide)
+    print("few, 12 label names: %d %s" % (p5.status, p5.text()[:200]))
+    r.check(p5.status == 400 and "limit 10" in p5.text(),
+            "max_label_names_per_series override: 400 for few",
+            p5.describe())
+    p5 = up("fast", wide)
+    r.check(p5.status == 200, "the same upload is 200 for fast (flag: 30)",
+            p5.describe())
+    p5 = up("few", "narrow")
+    r.check(p5.status == 200, "few's upload under its limit is 200",
+            p5.describe())
 
     # Metrics: exact per-tenant count (the uploaders' 429s and the Push).
     time.sleep(0.1)
