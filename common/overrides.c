@@ -18,6 +18,7 @@
 #include <time.h>
 #include <yaml.h>
 
+#include "flags.h"
 #include "log.h"
 #include "metrics.h"
 #include "overrides.h"
@@ -26,6 +27,7 @@
 struct ov_tenant {
 	char t_id[SM_TENANT_MAX_LEN + 1];
 	struct sm_limits t_lim;
+	uint32_t t_set;               /* bit i: ov_keys[i] is set */
 };
 
 /* One loaded file; immutable once built. */
@@ -42,7 +44,6 @@ struct ov_stamp {
 };
 
 struct sm_overrides {
-	struct sm_limits o_def;
 	char *o_path;                 /* NULL: no file */
 	int64_t o_reload_ms;
 
@@ -100,7 +101,7 @@ ov_scalar(yaml_node_t *n)
 static const struct ov_key {
 	const char *k_name;
 	size_t k_off;
-	enum { OV_MB, OV_INT, OV_INT_POS } k_kind;
+	enum { OV_MB, OV_INT, OV_INT_POS, OV_DURATION } k_kind;
 } ov_keys[] = {
 #define OV_K(name, kind) { #name, offsetof(struct sm_limits, name), kind }
 	OV_K(ingestion_rate_mb, OV_MB),
@@ -113,13 +114,17 @@ static const struct ov_key {
 	OV_K(max_profile_stacktrace_sample_labels, OV_INT),
 	OV_K(max_profile_stacktrace_depth, OV_INT),
 	OV_K(max_profile_symbol_value_length, OV_INT),
+	{ "max_query_length", offsetof(struct sm_limits, max_query_length_ms),
+	    OV_DURATION },
+	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
+	OV_K(max_flamegraph_nodes_max, OV_INT),
 #undef OV_K
 };
 
 /* Set one limit from `key: value`; unknown keys are logged, not fatal. */
 static int
 ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
-    struct sm_limits *l, struct sm_err *err)
+    struct sm_limits *l, uint32_t *set, struct sm_err *err)
 {
 	const char *key = ov_scalar(k), *s = ov_scalar(v);
 	const struct ov_key *d = NULL;
@@ -132,14 +137,30 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 		    "limit name must be a string", path, k->start_mark.line + 1,
 		    tenant));
 	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++)
-		if (strcmp(key, ov_keys[j].k_name) == 0)
+		if (strcmp(key, ov_keys[j].k_name) == 0) {
 			d = &ov_keys[j];
+			*set |= 1u << j;
+		}
 	if (d == NULL) {
 		sm_warn("overrides", "ignoring a limit Smolder does not "
 		    "implement\tpath=%s tenant=%s limit=%s", path, tenant, key);
 		return (0);
 	}
 	errno = 0;
+	if (d->k_kind == OV_DURATION) {
+		int64_t ms;
+
+		/* Go durations ("24h", "30m"); 0 = no limit. */
+		if (s == NULL || (strcmp(s, "0") != 0 &&
+		    sm_parse_duration_ms(s, &ms) != 0) ||
+		    (strcmp(s, "0") != 0 && ms < 0))
+			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
+			    "%s must be a duration such as 24h (0 = no limit)",
+			    path, v->start_mark.line + 1, tenant, key));
+		*(int64_t *)(void *)((char *)l + d->k_off) =
+		    strcmp(s, "0") == 0 ? 0 : ms;
+		return (0);
+	}
 	if (d->k_kind == OV_MB) {
 		x = s != NULL ? strtod(s, &end) : NAN;
 		if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 ||
@@ -162,8 +183,8 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 
 /* The document's root -> a new table. */
 static int
-ov_build(const char *path, yaml_document_t *doc, const struct sm_limits *def,
-    struct ov_tab **out, struct sm_err *err)
+ov_build(const char *path, yaml_document_t *doc, struct ov_tab **out,
+    struct sm_err *err)
 {
 	yaml_node_t *root, *ovs = NULL;
 	yaml_node_pair_t *p, *q;
@@ -230,7 +251,6 @@ ov_build(const char *path, yaml_document_t *doc, const struct sm_limits *def,
 			goto fail;
 		}
 		snprintf(e->t_id, sizeof(e->t_id), "%s", id);
-		e->t_lim = *def;
 		if (vn->type == YAML_SCALAR_NODE &&
 		    vn->data.scalar.length == 0)
 			continue;       /* `tenant:` alone: the defaults */
@@ -244,7 +264,7 @@ ov_build(const char *path, yaml_document_t *doc, const struct sm_limits *def,
 		    q < vn->data.mapping.pairs.top; q++)
 			if ((rv = ov_set(path, id, yaml_document_get_node(doc,
 			    q->key), yaml_document_get_node(doc, q->value),
-			    &e->t_lim, err)) != 0)
+			    &e->t_lim, &e->t_set, err)) != 0)
 				goto fail;
 	}
 	if (t->t_n > 1)
@@ -265,8 +285,7 @@ fail:
 
 /* Read and parse the whole file into a new table. */
 static int
-ov_load(const char *path, const struct sm_limits *def, struct ov_tab **out,
-    struct sm_err *err)
+ov_load(const char *path, struct ov_tab **out, struct sm_err *err)
 {
 	yaml_parser_t ps;
 	yaml_document_t doc;
@@ -292,7 +311,7 @@ ov_load(const char *path, const struct sm_limits *def, struct ov_tab **out,
 		fclose(fp);
 		return (rv);
 	}
-	rv = ov_build(path, &doc, def, out, err);
+	rv = ov_build(path, &doc, out, err);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&ps);
 	fclose(fp);
@@ -348,7 +367,7 @@ ov_reload(struct sm_overrides *o, bool settle, struct sm_err *err)
 	/* Tried once per change, whatever the outcome. */
 	o->o_stamp = st;
 	pthread_mutex_unlock(&o->o_mu);
-	if ((rv = ov_load(o->o_path, &o->o_def, &t, err)) != 0)
+	if ((rv = ov_load(o->o_path, &t, err)) != 0)
 		goto fail;
 	pthread_rwlock_wrlock(&o->o_lock);
 	old = o->o_tab;
@@ -408,8 +427,8 @@ ov_reload_main(void *arg)
 }
 
 int
-sm_overrides_create(const struct sm_limits *def, const char *path,
-    int64_t reload_ms, struct sm_overrides **out, struct sm_err *err)
+sm_overrides_create(const char *path, int64_t reload_ms,
+    struct sm_overrides **out, struct sm_err *err)
 {
 	struct sm_overrides *o;
 	pthread_condattr_t ca;
@@ -419,15 +438,11 @@ sm_overrides_create(const struct sm_limits *def, const char *path,
 	pthread_once(&ov_metrics_once, ov_metrics_register);
 	if (path != NULL && path[0] == '\0')
 		path = NULL;
-	if (def->ingestion_rate_mb < 0 || def->ingestion_burst_size_mb < 0)
-		return (sm_err_set(err, SM_EINVAL, "ingestion rate and burst "
-		    "must be >= 0"));
 	if (path != NULL && reload_ms <= 0)
 		return (sm_err_set(err, SM_EINVAL, "-runtime-config.reload-"
 		    "period must be > 0"));
 	if ((o = sm_calloc(1, sizeof(*o))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
-	o->o_def = *def;
 	o->o_reload_ms = reload_ms;
 	pthread_rwlock_init(&o->o_lock, NULL);
 	pthread_mutex_init(&o->o_mu, NULL);
@@ -480,21 +495,34 @@ sm_overrides_destroy(struct sm_overrides *o)
 
 void
 sm_overrides_get(struct sm_overrides *o, const char *tenant,
-    struct sm_limits *out)
+    const struct sm_limits *def, struct sm_limits *out)
 {
-	const struct ov_tenant *e = NULL;
+	const struct ov_tenant *e;
 	struct ov_tenant key;
 
-	*out = o->o_def;
-	if (tenant == NULL)
+	*out = *def;
+	if (o == NULL || tenant == NULL)
 		return;
 	snprintf(key.t_id, sizeof(key.t_id), "%s", tenant);
 	pthread_rwlock_rdlock(&o->o_lock);
-	if (o->o_tab != NULL && o->o_tab->t_n > 0)
-		e = bsearch(&key, o->o_tab->t_v, o->o_tab->t_n,
-		    sizeof(key), ov_cmp);
-	if (e != NULL)
-		*out = e->t_lim;
+	if (o->o_tab != NULL && o->o_tab->t_n > 0 &&
+	    (e = bsearch(&key, o->o_tab->t_v, o->o_tab->t_n, sizeof(key),
+	    ov_cmp)) != NULL) {
+		for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++) {
+			const struct ov_key *d = &ov_keys[j];
+
+			if ((e->t_set & (1u << j)) == 0)
+				continue;
+			if (d->k_kind == OV_MB)
+				*(double *)(void *)((char *)out + d->k_off) =
+				    *(const double *)(const void *)(
+				    (const char *)&e->t_lim + d->k_off);
+			else
+				*(int64_t *)(void *)((char *)out + d->k_off) =
+				    *(const int64_t *)(const void *)(
+				    (const char *)&e->t_lim + d->k_off);
+		}
+	}
 	pthread_rwlock_unlock(&o->o_lock);
 }
 

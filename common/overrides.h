@@ -31,8 +31,11 @@
  *   max_profile_stacktrace_samples, max_profile_stacktrace_sample_labels,
  *   max_profile_stacktrace_depth, max_profile_symbol_value_length
  *
- * Query limits (max_query_length, max_flamegraph_nodes_*) are not
- * overridable yet: they are ignored like any unknown key.
+ * and the query limits, overriding the -querier.* flags:
+ *
+ *   max_query_length              a Go duration ("24h"; 0 = no limit)
+ *   max_flamegraph_nodes_default  integer > 0
+ *   max_flamegraph_nodes_max      integer >= 0 (0 = no limit)
  *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
@@ -68,9 +71,13 @@
  * changes once more.  The file must be valid at startup.  /ready is not
  * affected by a bad file.
  *
- * Ownership: the distributor creates the only instance today (it is the
- * only consumer of these limits); the module knows nothing of the
- * distributor, so query limits can move here and the instance to main.
+ * Defaults: the table holds only what the file sets; each consumer passes
+ * its own defaults (its flags) to sm_overrides_get(), so the distributor
+ * and the querier each keep their flags and one instance serves both.
+ *
+ * Ownership: main creates the one instance (-runtime-config.* flags) and
+ * lends it to the distributor and the querier (dist_config.overrides,
+ * qry_config.overrides; NULL = flags only), destroying it after them.
  * Locking: every function is thread-safe.
  */
 #ifndef SM_OVERRIDES_H
@@ -94,29 +101,35 @@ struct sm_limits {
 	int64_t max_profile_stacktrace_sample_labels; /* 0 = no limit */
 	int64_t max_profile_stacktrace_depth;
 	int64_t max_profile_symbol_value_length;
+	/* Query (querier/querier.h, struct qry_config). */
+	int64_t max_query_length_ms;                  /* 0 = no limit */
+	int64_t max_flamegraph_nodes_default;         /* > 0 */
+	int64_t max_flamegraph_nodes_max;             /* 0 = no limit */
 };
 
 struct sm_overrides;
 
 /*
- * Create with the flag defaults `def` (copied).  `path` NULL or "" means
- * no file: every tenant has the defaults.  With a file, it is loaded now
+ * Create.  `path` NULL or "" means no file: every tenant has the
+ * defaults.  With a file, it is loaded now
  * (an invalid file fails here) and a thread polls it every `reload_ms`
  * (> 0).  Returns 0 and *out, SM_EINVAL (bad file or arguments, reason in
  * err), SM_EIO (unreadable) or SM_ENOMEM.
  */
-int sm_overrides_create(const struct sm_limits *def, const char *path,
-    int64_t reload_ms, struct sm_overrides **out, struct sm_err *err);
+int sm_overrides_create(const char *path, int64_t reload_ms,
+    struct sm_overrides **out, struct sm_err *err);
 
 /* Stop the reload thread and free.  NULL is a no-op. */
 void sm_overrides_destroy(struct sm_overrides *o);
 
 /*
- * The limits of `tenant`: its overrides over the defaults, copied into
- * *out.  Takes the table's read lock; O(log tenants).
+ * The limits of `tenant`: the caller's defaults `def` with the fields the
+ * file sets for that tenant replaced, into *out (fields the caller does
+ * not use are simply ignored).  `o` NULL: *out = *def.  Takes the table's
+ * read lock; O(log tenants).
  */
 void sm_overrides_get(struct sm_overrides *o, const char *tenant,
-    struct sm_limits *out);
+    const struct sm_limits *def, struct sm_limits *out);
 
 /*
  * Re-read the file now if it changed, without waiting for it to settle.

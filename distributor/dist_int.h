@@ -21,7 +21,7 @@ struct distributor {
 	struct sm_ring *ring;
 	struct remote_write *rw;        /* NULL: no -remote-write.url */
 	struct dist_hints *hints;       /* NULL: hinted handoff off */
-	struct sm_overrides *overrides; /* per-tenant limits, owned */
+	struct sm_limits deflim;        /* the flags, as overrides take them */
 	struct dist_ratelim *ratelim;   /* per-tenant buckets, owned */
 };
 

@@ -8,7 +8,7 @@
  * (distributor/push.c); the client gets 200 only after every series of
  * the upload was acknowledged by a write quorum of its replicas.
  *
- * Per-tenant limits: the distributor owns the runtime overrides
+ * Per-tenant limits: the distributor borrows main's runtime overrides
  * (common/overrides.h, -runtime-config.file).  A request reads its
  * tenant's limits once (dist_tenant_limits): the validation limits
  * (-validation.* unless overridden) bound its parsing, and its bytes are
@@ -28,6 +28,7 @@
 
 #include "common/flags.h"
 #include "common/http.h"
+#include "common/overrides.h"
 #include "common/ring.h"
 #include "remote_write.h"
 
@@ -50,8 +51,7 @@ struct dist_config {
 	int64_t hints_max_age_ms;       /* -distributor.hints-max-age */
 	char *ingestion_rate_mb;        /* -distributor.ingestion-rate-limit-mb */
 	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
-	char *runtime_config_file;      /* -runtime-config.file; "" = none */
-	int64_t runtime_config_reload_ms; /* -runtime-config.reload-period */
+	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 
 const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);

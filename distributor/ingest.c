@@ -68,7 +68,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[24];
+	static struct sm_flag f[22];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -150,15 +150,6 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Per-tenant ingestion burst in MiB: the most a tenant may send "
 		"at once (larger uploads are always 429). Per tenant: "
 		"ingestion_burst_size_mb." };
-	f[22] = (struct sm_flag){ "runtime-config.file", SM_FLAG_STRING,
-		&cfg->runtime_config_file, "",
-		"YAML file of per-tenant limit overrides (Pyroscope's "
-		"`overrides:` runtime config), reloaded without a restart; "
-		"empty = the flags apply to every tenant." };
-	f[23] = (struct sm_flag){ "runtime-config.reload-period",
-		SM_FLAG_DURATION, &cfg->runtime_config_reload_ms, "10s",
-		"How often -runtime-config.file is checked for changes; a "
-		"file that does not parse keeps the previous overrides." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -693,7 +684,7 @@ void
 dist_tenant_limits(struct distributor *d, const char *tenant,
     struct sm_limits *sl, struct dist_limits *dl)
 {
-	sm_overrides_get(d->overrides, tenant, sl);
+	sm_overrides_get(d->cfg.overrides, tenant, &d->deflim, sl);
 	*dl = d->limits;
 	dl->max_profile_bytes = (size_t)SM_MAX(sl->max_profile_size_bytes, 1);
 	dl->max_samples = lim_u32(sl->max_profile_stacktrace_samples);
@@ -720,7 +711,6 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 {
 	static const char *const paths[] = { "/ingest", "/pyroscope/ingest" };
 	struct distributor *d;
-	struct sm_limits def;
 	int rv;
 
 	*out = NULL;
@@ -746,9 +736,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	    (uint32_t)SM_MAX(cfg->max_label_name_len, 0);
 	d->limits.labels.max_value_length =
 	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
-	if ((rv = dist_limits_flags(cfg, &def, err)) != 0 ||
-	    (rv = sm_overrides_create(&def, cfg->runtime_config_file,
-	    cfg->runtime_config_reload_ms, &d->overrides, err)) != 0)
+	if ((rv = dist_limits_flags(cfg, &d->deflim, err)) != 0)
 		goto fail;
 	if ((rv = dist_ratelim_create(&d->ratelim)) != 0) {
 		sm_err_set(err, rv, "out of memory");
@@ -789,6 +777,5 @@ dist_destroy(struct distributor *d)
 	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
 	dist_ratelim_destroy(d->ratelim);
-	sm_overrides_destroy(d->overrides);
 	sm_free(d);
 }

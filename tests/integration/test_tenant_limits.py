@@ -21,7 +21,10 @@ burst, reloaded every 200 ms.
      max_label_names_per_series: 10; its legacy upload with 3 extra labels
      (12 label names with the ones /ingest adds) is 400 naming the limit,
      `fast`'s same upload is 200 (flag: 30), `few`'s upload without extra
-     labels (9) is 200.
+     labels (9) is 200.  Query limits per tenant: `few` has
+     max_query_length 1h and max_flamegraph_nodes_max 100: /render over
+     2h or with maxNodes=200 is 400 naming the limit for `few`, 200 for
+     `fast` (flags: no length limit, 1048576 nodes).
   3. Reload while traffic flows: the file is replaced (mv over) giving
      `slow` 100 MiB/s; while both threads keep uploading, `slow` gets only
      200s within 1.5 s (two reload periods plus slack), with no restart.
@@ -47,7 +50,9 @@ from smolder import Server, run_script  # noqa: E402
 BUDGET_S = 120
 PERIOD_MS = 200
 FEW = ("  few:\n"
-       "    max_label_names_per_series: 10\n")
+       "    max_label_names_per_series: 10\n"
+       "    max_query_length: 1h\n"
+       "    max_flamegraph_nodes_max: 100\n")
 LOW = ("overrides:\n" + FEW +
        "  slow:\n"
        "    ingestion_rate_mb: 0.05\n"
@@ -203,6 +208,28 @@ def main(r):
     p5 = up("few", "narrow")
     r.check(p5.status == 200, "few's upload under its limit is 200",
             p5.describe())
+
+    def render(tenant, **q):
+        now = int(time.time())
+        qs = {"query": 'process_cpu:cpu:nanoseconds:cpu:nanoseconds'
+              '{service_name="narrow"}', "from": str(now - 1800),
+              "until": str(now)}
+        qs.update(q)
+        return srv.request("GET", "/render", qs,
+                           headers={"X-Scope-OrgID": tenant})
+    now = int(time.time())
+    for tenant, want in (("few", 400), ("fast", 200)):
+        g = render(tenant, **{"from": str(now - 7200)})
+        r.check(g.status == want and (want == 200 or "max_query_length"
+                                      in g.text()),
+                "2h query for %s -> %d" % (tenant, want), g.describe())
+        g = render(tenant, maxNodes="200")
+        r.check(g.status == want and (want == 200 or "allowed 100"
+                                      in g.text()),
+                "maxNodes=200 for %s -> %d" % (tenant, want), g.describe())
+    g = render("few", maxNodes="50")
+    r.check(g.status == 200, "few's query within its limits -> 200",
+            g.describe())
 
     # Metrics: exact per-tenant count (the uploaders' 429s and the Push).
     time.sleep(0.1)
