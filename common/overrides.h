@@ -45,15 +45,15 @@
  * limit).  The limit is opt-in: -distributor.ingestion-rate-limit-mb=4
  * gives Pyroscope's behaviour for every tenant.
  *
- * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576).  Values are
- * decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).
+ * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576); the two
+ * _mb values are decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).
  *
  * Decisions where Pyroscope is silent or where we differ:
  *   - keys Smolder does not implement (other Pyroscope limits, other
  *     top-level sections such as multi_kv_config) are ignored and logged
  *     at load, so a Pyroscope runtime config can be used as is; Pyroscope
  *     itself parses strictly because it knows every key;
- *   - a known key with a value that is not a number >= 0, a tenant id that
+ *   - a known key with a value not valid for it (above), a tenant id that
  *     is not valid (tenant.h), a duplicate tenant, or YAML that does not
  *     parse makes the whole file invalid;
  *   - an empty file, or one without `overrides`, means no overrides.
