@@ -41,6 +41,7 @@
 
 #include "common/flags.h"
 #include "common/auth.h"
+#include "common/overrides.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -74,6 +75,8 @@ struct app {
 	bool multitenancy;
 	char *keys_file;
 	int64_t keys_reload_ms;
+	char *runtime_config_file;
+	int64_t runtime_config_reload_ms;
 	struct ing_config ing_cfg;
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
@@ -84,6 +87,7 @@ struct app {
 	size_t norder;
 	int data_lock_fd;
 	struct sm_auth *auth;
+	struct sm_overrides *overrides; /* -runtime-config.file; NULL = none */
 	struct sm_http *http;
 	struct ingester *ing;
 	struct sm_ring *ring;
@@ -189,6 +193,9 @@ mod_server_init(void *p, struct sm_err *err)
 		    "connection limit must be >= 1, idle timeout >= 1s"));
 	if ((rv = sm_auth_create(app->multitenancy, app->keys_file,
 	    app->keys_reload_ms, &app->auth, err)) != 0)
+		return (rv);
+	if ((rv = sm_overrides_create(app->runtime_config_file,
+	    app->runtime_config_reload_ms, &app->overrides, err)) != 0)
 		return (rv);
 	if ((rv = sm_http_create(&cfg, &app->http, err)) != 0)
 		return (rv);
@@ -307,6 +314,7 @@ mod_distributor_init(void *p, struct sm_err *err)
 	struct app *app = p;
 
 	app->dist_cfg.multitenancy = app->multitenancy;
+	app->dist_cfg.overrides = app->overrides;
 	return (dist_create(&app->dist_cfg, app->http, app->ring, &app->dist,
 	    err));
 }
@@ -317,6 +325,7 @@ mod_querier_init(void *p, struct sm_err *err)
 	struct app *app = p;
 
 	app->qry_cfg.multitenancy = app->multitenancy;
+	app->qry_cfg.overrides = app->overrides;
 	return (qry_create(&app->qry_cfg, app->http, app->ring, &app->qry,
 	    err));
 }
@@ -376,7 +385,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[21];
+	static struct sm_flag f[23];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -426,6 +435,15 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		&app->keys_reload_ms, "5s",
 		"How often -auth.keys-file is checked for changes; a changed "
 		"file is reloaded without a restart." };
+	f[21] = (struct sm_flag){ "runtime-config.file", SM_FLAG_STRING,
+		&app->runtime_config_file, "",
+		"YAML file of per-tenant limit overrides (Pyroscope's "
+		"`overrides:` runtime config), reloaded without a restart; "
+		"empty = the flags apply to every tenant." };
+	f[22] = (struct sm_flag){ "runtime-config.reload-period",
+		SM_FLAG_DURATION, &app->runtime_config_reload_ms, "10s",
+		"How often -runtime-config.file is checked for changes; a "
+		"file that does not parse keeps the previous overrides." };
 	f[10] = (struct sm_flag){ "instance.id", SM_FLAG_STRING,
 		&app->instance_id, "",
 		"This instance's stable id: an ingester's ring identity (its "
@@ -602,6 +620,7 @@ out:
 	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);
 	sm_http_destroy(app.http);
+	sm_overrides_destroy(app.overrides);
 	sm_auth_destroy(app.auth);
 	if (app.data_lock_fd >= 0)
 		close(app.data_lock_fd);

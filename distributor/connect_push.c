@@ -47,7 +47,9 @@
  * Errors: every sample is decoded and validated before anything is sent,
  * so a request with one bad sample writes nothing; the message names the
  * series and sample.  Validation -> invalid_argument (400); the samples
- * limit and memory budgets -> resource_exhausted (429); ingesters below
+ * limit, memory budgets and the tenant's ingestion rate (charged the sum
+ * of the raw_profile bytes before any decoding, ratelimit.h) ->
+ * resource_exhausted (429); ingesters below
  * quorum -> unavailable (503) or deadline_exceeded (504), after which the
  * client retries the whole request and the samples already written are
  * recognised by their IDs.
@@ -225,7 +227,8 @@ push_series_labels(const Push__V1__RawProfileSeries *s, struct sm_arena *a,
 
 /* Decode one sample into it->b.  0 or SM_E* with the message in err. */
 static int
-push_decode(struct distributor *d, const Push__V1__RawSample *rs,
+push_decode(struct distributor *d, const struct dist_limits *lim,
+    const Push__V1__RawSample *rs,
     const struct sm_label *base, uint32_t nbase, const char *metric,
     const char *spy, int64_t now, struct push_item *it, struct sm_err *err)
 {
@@ -243,20 +246,20 @@ push_decode(struct distributor *d, const Push__V1__RawSample *rs,
 		it->has_id = true;
 	}
 	if ((it->a = sm_arena_create(SM_MAX(PUSH_ARENA_MIN,
-	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL ||
-	    dist_batch_init(&it->b, it->a, &d->limits) != 0)
+	    16 * SM_MAX(len, lim->max_profile_bytes)))) == NULL ||
+	    dist_batch_init(&it->b, it->a, lim) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	it->inited = true;
 	if (len == 0)
 		return (sm_err_set(err, SM_EMALFORMED, "empty profile"));
 	if (sm_is_gzip(data, len)) {
-		if ((rv = sm_gunzip(data, len, d->limits.max_profile_bytes,
+		if ((rv = sm_gunzip(data, len, lim->max_profile_bytes,
 		    it->a, &raw, &rawlen, err)) != 0)
 			return (rv);
-	} else if (len > d->limits.max_profile_bytes) {
+	} else if (len > lim->max_profile_bytes) {
 		return (sm_err_set(err, SM_ETOOBIG, "uncompressed profile "
 		    "payload size exceeds limit of %zu bytes",
-		    d->limits.max_profile_bytes));
+		    lim->max_profile_bytes));
 	}
 	tn = pprof_time_nanos(raw, rawlen);
 	from = tn > 0 ? tn / 1000000 : now;
@@ -293,6 +296,8 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	struct distributor *d = arg;
 	Push__V1__PushResponse *out;
 	struct push_item *items = NULL;
+	struct dist_limits limv, *lim = &limv;   /* the batches borrow it */
+	struct sm_limits sl;
 	const char *tenant = NULL;
 	size_t nitems = 0, k = 0, bytes = 0;
 	uint32_t nseries = 0;
@@ -302,8 +307,14 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	if ((rv = sm_http_tenant(call->http, d->cfg.multitenancy, &tenant,
 	    err)) != 0)
 		goto out;
-	for (size_t i = 0; i < req->n_series; i++)
+	for (size_t i = 0; i < req->n_series; i++) {
 		nitems += req->series[i]->n_samples;
+		for (size_t j = 0; j < req->series[i]->n_samples; j++)
+			bytes += req->series[i]->samples[j]->raw_profile.len;
+	}
+	dist_tenant_limits(d, tenant, &sl, lim);
+	if ((rv = dist_rate_check(d, tenant, &sl, bytes, err)) != 0)
+		goto out;
 	if (nitems > 0 && (items = sm_arena_calloc(call->arena, nitems,
 	    sizeof(*items))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -327,9 +338,8 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 			goto out;
 		}
 		for (size_t j = 0; j < s->n_samples; j++, k++) {
-			bytes += s->samples[j]->raw_profile.len;
-			if ((rv = push_decode(d, s->samples[j], base, nbase,
-			    metric, spy, now, &items[k], err)) != 0) {
+			if ((rv = push_decode(d, lim, s->samples[j], base,
+			    nbase, metric, spy, now, &items[k], err)) != 0) {
 				if (rv == SM_EMALFORMED || rv == SM_ETOOBIG)
 					rv = SM_EINVAL;
 				sm_err_prefix(err, "series %zu sample %zu", i, j);

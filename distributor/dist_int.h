@@ -5,20 +5,42 @@
 #define DIST_INT_H
 
 #include "common/metrics.h"
+#include "common/overrides.h"
 #include "common/ring.h"
 
 #include "batch.h"
 #include "distributor.h"
 #include "hints.h"
+#include "ratelimit.h"
 
 struct distributor {
 	struct dist_config cfg;
-	struct dist_limits limits;
+	struct dist_limits limits;      /* from the flags; per tenant:
+					 * dist_tenant_limits() */
 	struct sm_http *http;
 	struct sm_ring *ring;
 	struct remote_write *rw;        /* NULL: no -remote-write.url */
 	struct dist_hints *hints;       /* NULL: hinted handoff off */
+	struct sm_limits deflim;        /* the flags, as overrides take them */
+	struct dist_ratelim *ratelim;   /* per-tenant buckets, owned */
 };
+
+/*
+ * The limits of `tenant` now: its runtime overrides over the flags, as
+ * read (*sl) and as the batch takes them (*dl, valid while the caller
+ * keeps it: a batch borrows it).  A request takes them once, so a reload
+ * in the middle of it does not mix two sets.
+ */
+void dist_tenant_limits(struct distributor *d, const char *tenant,
+    struct sm_limits *sl, struct dist_limits *dl);
+
+/*
+ * Charge `n` request bytes to `tenant`'s ingestion rate (ratelimit.h)
+ * under its limits `sl`.  0, or SM_ELIMIT with Pyroscope's message in err
+ * (the caller replies 429 resource_exhausted), or SM_ENOMEM.
+ */
+int dist_rate_check(struct distributor *d, const char *tenant,
+    const struct sm_limits *sl, size_t n, struct sm_err *err);
 
 /*
  * Replicate the finished batch `b` of `tenant` to its ingesters (push.c):

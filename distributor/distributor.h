@@ -8,9 +8,18 @@
  * (distributor/push.c); the client gets 200 only after every series of
  * the upload was acknowledged by a write quorum of its replicas.
  *
+ * Per-tenant limits: the distributor borrows main's runtime overrides
+ * (common/overrides.h, -runtime-config.file).  A request reads its
+ * tenant's limits once (dist_tenant_limits): the validation limits
+ * (-validation.* unless overridden) bound its parsing, and its bytes are
+ * charged to the tenant's ingestion rate (ratelimit.h) before parsing:
+ * over the rate is 429 resource_exhausted (Connect too), counted as
+ * smolder_distributor_discarded_profiles_total{reason="rate_limited"}.
+ *
  * Ownership: borrows the HTTP server and the ring.
- * Locking: handlers run concurrently; the distributor holds no mutable
- * shared state.
+ * Locking: handlers run concurrently; the only mutable shared state is
+ * the rate limiter's buckets and the overrides table, each behind its own
+ * lock.
  */
 #ifndef DIST_DISTRIBUTOR_H
 #define DIST_DISTRIBUTOR_H
@@ -19,6 +28,7 @@
 
 #include "common/flags.h"
 #include "common/http.h"
+#include "common/overrides.h"
 #include "common/ring.h"
 #include "remote_write.h"
 
@@ -39,6 +49,9 @@ struct dist_config {
 	struct rw_config rw;            /* -remote-write.* (remote_write.h) */
 	int64_t hints_max_bytes;        /* -distributor.hints-max-bytes */
 	int64_t hints_max_age_ms;       /* -distributor.hints-max-age */
+	char *ingestion_rate_mb;        /* -distributor.ingestion-rate-limit-mb */
+	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
+	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 
 const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);

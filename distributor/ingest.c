@@ -26,9 +26,12 @@
  *     each converted profile, not to the recording); its labels part is
  *     held to max_profile_size_bytes.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,7 +68,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[20];
+	static struct sm_flag f[22];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -136,6 +139,17 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Give up a hint this long after its write (at most 45s when "
 		"the replica may have applied it: the ingester's "
 		"-ingester.idempotency-window must cover a redelivery)." };
+	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
+		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "0",
+		"Per-tenant ingestion rate in MiB/s of request bodies, "
+		"enforced by each distributor; over it is 429 (0 = no limit; "
+		"Pyroscope's default is 4). Per tenant: ingestion_rate_mb in "
+		"-runtime-config.file." };
+	f[21] = (struct sm_flag){ "distributor.ingestion-burst-size-mb",
+		SM_FLAG_STRING, &cfg->ingestion_burst_mb, "2",
+		"Per-tenant ingestion burst in MiB: the most a tenant may send "
+		"at once (larger uploads are always 429). Per tenant: "
+		"ingestion_burst_size_mb." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -325,13 +339,13 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	if (len == 0)
 		return (sm_err_set(err, SM_EMALFORMED, "empty profile"));
 	if (sm_is_gzip(data, len)) {
-		if ((rv = sm_gunzip(data, len, d->limits.max_profile_bytes,
+		if ((rv = sm_gunzip(data, len, b->limits->max_profile_bytes,
 		    b->arena, &raw, &rawlen, err)) != 0)
 			return (rv);
-	} else if (len > d->limits.max_profile_bytes) {
+	} else if (len > b->limits->max_profile_bytes) {
 		return (sm_err_set(err, SM_ETOOBIG, "uncompressed profile "
 		    "payload size exceeds limit of %zu bytes",
-		    d->limits.max_profile_bytes));
+		    b->limits->max_profile_bytes));
 	}
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
@@ -406,6 +420,8 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	struct sm_arena *a = NULL;
 	struct dist_batch b;
 	struct dist_key key;
+	struct dist_limits lim;
+	struct sm_limits sl;
 	struct sm_err err;
 	const char *tenant = NULL, *name, *v, *fmt_name;
 	const unsigned char *body;
@@ -422,6 +438,12 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		ingest_observe(r, "", len, 0);
 		return;
 	}
+	dist_tenant_limits(d, tenant, &sl, &lim);
+	if ((rv = dist_rate_check(d, tenant, &sl, len, &err)) != 0) {
+		reply_rv(r, rv, &err);
+		ingest_observe(r, tenant, len, 0);
+		return;
+	}
 	fmt = ingest_format(sm_http_query(r, "format"),
 	    sm_http_header(r, "Content-Type"), &fmt_name);
 	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM ||
@@ -429,7 +451,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	/* Arena budget: a generous multiple of what this request may
 	 * decompress to, never less than DIST_ARENA_MIN. */
 	if ((a = sm_arena_create(SM_MAX(DIST_ARENA_MIN,
-	    16 * SM_MAX(len, d->limits.max_profile_bytes)))) == NULL) {
+	    16 * SM_MAX(len, lim.max_profile_bytes)))) == NULL) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
 		goto done;
 	}
@@ -470,7 +492,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 			    err.msg);
 		goto done;
 	}
-	if ((rv = dist_batch_init(&b, a, &d->limits)) != 0) {
+	if ((rv = dist_batch_init(&b, a, &lim)) != 0) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
 		goto done;
 	}
@@ -500,7 +522,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 			goto fail_pprof;
 		}
 		if ((rv = dist_jfr_upload(sm_http_header(r, "Content-Type"),
-		    body, len, &jin, d->limits.max_profile_bytes, &b,
+		    body, len, &jin, lim.max_profile_bytes, &b,
 		    &err)) != 0)
 			goto fail_pprof;
 	} else if (pprof_path) {
@@ -614,6 +636,75 @@ done:
 	sm_arena_destroy(a);
 }
 
+/* A -distributor.ingestion-*-mb flag: a decimal number >= 0. */
+static int
+dist_mb_flag(const char *name, const char *v, double *out, struct sm_err *err)
+{
+	char *end;
+
+	errno = 0;
+	*out = v != NULL ? strtod(v, &end) : 0;
+	if (v == NULL || *v == '\0' || *end != '\0' || errno != 0 ||
+	    !isfinite(*out) || *out < 0)
+		return (sm_err_set(err, SM_EINVAL, "-%s: want a number of MiB "
+		    ">= 0, got \"%s\"", name, v != NULL ? v : ""));
+	return (0);
+}
+
+/* The flag defaults of the per-tenant limits (overrides.h). */
+static int
+dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
+    struct sm_err *err)
+{
+	int rv;
+
+	memset(def, 0, sizeof(*def));
+	def->max_label_name_length = cfg->max_label_name_len;
+	def->max_label_value_length = cfg->max_label_value_len;
+	def->max_label_names_per_series = cfg->max_label_names;
+	def->max_profile_size_bytes = cfg->max_profile_bytes;
+	def->max_profile_stacktrace_samples = cfg->max_samples;
+	def->max_profile_stacktrace_sample_labels = cfg->max_sample_labels;
+	def->max_profile_stacktrace_depth = cfg->max_depth;
+	def->max_profile_symbol_value_length = cfg->max_symbol_len;
+	if ((rv = dist_mb_flag("distributor.ingestion-rate-limit-mb",
+	    cfg->ingestion_rate_mb, &def->ingestion_rate_mb, err)) != 0)
+		return (rv);
+	return (dist_mb_flag("distributor.ingestion-burst-size-mb",
+	    cfg->ingestion_burst_mb, &def->ingestion_burst_size_mb, err));
+}
+
+static uint32_t
+lim_u32(int64_t v)
+{
+	return ((uint32_t)SM_MIN(SM_MAX(v, 0), (int64_t)UINT32_MAX));
+}
+
+void
+dist_tenant_limits(struct distributor *d, const char *tenant,
+    struct sm_limits *sl, struct dist_limits *dl)
+{
+	sm_overrides_get(d->cfg.overrides, tenant, &d->deflim, sl);
+	*dl = d->limits;
+	dl->max_profile_bytes = (size_t)SM_MAX(sl->max_profile_size_bytes, 1);
+	dl->max_samples = lim_u32(sl->max_profile_stacktrace_samples);
+	dl->max_sample_labels = lim_u32(
+	    sl->max_profile_stacktrace_sample_labels);
+	dl->max_depth = lim_u32(sl->max_profile_stacktrace_depth);
+	dl->max_symbol_len = lim_u32(sl->max_profile_symbol_value_length);
+	dl->labels.max_names = lim_u32(sl->max_label_names_per_series);
+	dl->labels.max_name_length = lim_u32(sl->max_label_name_length);
+	dl->labels.max_value_length = lim_u32(sl->max_label_value_length);
+}
+
+int
+dist_rate_check(struct distributor *d, const char *tenant,
+    const struct sm_limits *sl, size_t n, struct sm_err *err)
+{
+	return (dist_ratelim_take(d->ratelim, tenant, sl->ingestion_rate_mb,
+	    sl->ingestion_burst_size_mb, n, err));
+}
+
 int
 dist_create(const struct dist_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct distributor **out, struct sm_err *err)
@@ -645,39 +736,37 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	    (uint32_t)SM_MAX(cfg->max_label_name_len, 0);
 	d->limits.labels.max_value_length =
 	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
-	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0) {
-		sm_free(d);
-		return (rv);
+	if ((rv = dist_limits_flags(cfg, &d->deflim, err)) != 0)
+		goto fail;
+	if ((rv = dist_ratelim_create(&d->ratelim)) != 0) {
+		sm_err_set(err, rv, "out of memory");
+		goto fail;
 	}
+	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0)
+		goto fail;
 	{
 		struct dist_hints_cfg hc = { cfg->hints_max_bytes,
 		    cfg->hints_max_age_ms, cfg->push_timeout_ms };
 
-		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0) {
-			rw_destroy(d->rw);
-			sm_free(d);
-			return (rv);
-		}
+		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0)
+			goto fail;
 	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
 		if ((rv = sm_http_route_as(http, SM_SCOPE_WRITE, "POST",
 		    paths[i], ingest_handler,
 		    d, (size_t)cfg->body_limit_mb << 20)) != 0) {
-			dist_hints_destroy(d->hints);
-			rw_destroy(d->rw);
-			sm_free(d);
-			return (sm_err_set(err, rv, "distributor: route %s: %s",
-			    paths[i], sm_strerror(rv)));
+			sm_err_set(err, rv, "distributor: route %s: %s",
+			    paths[i], sm_strerror(rv));
+			goto fail;
 		}
 	}
-	if ((rv = dist_connect_register(d, err)) != 0) {
-		dist_hints_destroy(d->hints);
-		rw_destroy(d->rw);
-		sm_free(d);
-		return (rv);
-	}
+	if ((rv = dist_connect_register(d, err)) != 0)
+		goto fail;
 	*out = d;
 	return (0);
+fail:
+	dist_destroy(d);
+	return (rv);
 }
 
 void
@@ -687,5 +776,6 @@ dist_destroy(struct distributor *d)
 		return;
 	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
+	dist_ratelim_destroy(d->ratelim);
 	sm_free(d);
 }

@@ -373,17 +373,22 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 
 /* Validate max_nodes (0 = the default) into *out. */
 static int
-max_nodes_of(struct querier *q, int64_t mn, int64_t *out, struct sm_err *err)
+max_nodes_of(struct querier *q, const char *tenant, int64_t mn, int64_t *out,
+    struct sm_err *err)
 {
+	struct sm_limits lim;
+
 	if (mn < 0)
 		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
 		    "must be set"));
+	qry_tenant_limits(q, tenant, &lim);
 	if (mn == 0)
-		mn = q->cfg.max_nodes_default;
-	if (q->cfg.max_nodes_max > 0 && mn > q->cfg.max_nodes_max)
+		mn = lim.max_flamegraph_nodes_default;
+	if (lim.max_flamegraph_nodes_max > 0 &&
+	    mn > lim.max_flamegraph_nodes_max)
 		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
 		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)q->cfg.max_nodes_max));
+		    (long long)lim.max_flamegraph_nodes_max));
 	*out = mn;
 	return (0);
 }
@@ -477,7 +482,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
 	    (in->format != FMT_TREE &&
 	    (rv = check_format(in->format, err)) != 0) ||
-	    (rv = max_nodes_of(q, in->max_nodes, &mn, err)) != 0 ||
+	    (rv = max_nodes_of(q, tenant, in->max_nodes, &mn, err)) != 0 ||
 	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
 	    in->start, in->end, call->arena, &s, &sel, err)) != 0)
 		goto out;
@@ -583,7 +588,7 @@ m_diff(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 		if (mn == 0 && side[k]->max_nodes != 0)
 			mn = side[k]->max_nodes;
 	}
-	if ((rv = max_nodes_of(q, mn, &mn, err)) != 0)
+	if ((rv = max_nodes_of(q, tenant, mn, &mn, err)) != 0)
 		goto out;
 	if (sm_mtree_init(&m[0]) != 0 || sm_mtree_init(&m[1]) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");

@@ -25,6 +25,15 @@ struct querier {
 	struct sm_ring *ring;
 };
 
+/*
+ * The query limits of `tenant` (max_query_length_ms,
+ * max_flamegraph_nodes_default/_max of *out): its runtime overrides
+ * (common/overrides.h) over the -querier.* flags.  Other fields of *out
+ * are not meaningful.  Thread-safe.
+ */
+void qry_tenant_limits(struct querier *q, const char *tenant,
+    struct sm_limits *out);
+
 /* --- fan-out (fanout.c) ------------------------------------------------ */
 
 /* One ingester's answer in a fan-out round. */

@@ -35,6 +35,19 @@ qry_flags(struct qry_config *cfg, size_t *n)
 	return (f);
 }
 
+void
+qry_tenant_limits(struct querier *q, const char *tenant,
+    struct sm_limits *out)
+{
+	struct sm_limits def;
+
+	memset(&def, 0, sizeof(def));
+	def.max_query_length_ms = q->cfg.max_query_length_ms;
+	def.max_flamegraph_nodes_default = q->cfg.max_nodes_default;
+	def.max_flamegraph_nodes_max = q->cfg.max_nodes_max;
+	sm_overrides_get(q->cfg.overrides, tenant, &def, out);
+}
+
 int
 qry_create(const struct qry_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct querier **out, struct sm_err *err)

@@ -10,8 +10,12 @@
  * once to maxNodes and renders.  The timeline comes from a second fan-out
  * of per-step totals under the same plan.
  *
- * Ownership: the querier borrows the HTTP server and the ring; both must
- * outlive it.  Locking: handlers run concurrently on HTTP pool
+ * Limits: max_query_length and max_flamegraph_nodes_default/_max are the
+ * -querier.* flags, replaced per tenant by the runtime overrides
+ * (common/overrides.h) when cfg.overrides is set (qry_tenant_limits).
+ *
+ * Ownership: the querier borrows the HTTP server, the ring and the
+ * overrides; all must outlive it.  Locking: handlers run concurrently on HTTP pool
  * threads and share nothing mutable.
  */
 #ifndef QRY_QUERIER_H
@@ -21,6 +25,7 @@
 
 #include "common/flags.h"
 #include "common/http.h"
+#include "common/overrides.h"
 #include "common/ring.h"
 
 struct qry_config {
@@ -30,6 +35,7 @@ struct qry_config {
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
+	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 
 const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);

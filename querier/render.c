@@ -66,6 +66,7 @@ render_parse(struct querier *qr, struct sm_http_req *r,
     struct sm_err *err)
 {
 	const char *query, *fmt, *v;
+	struct sm_limits lim;
 	int64_t now = sm_now_ms(), mn = 0, x;
 	int rv;
 
@@ -90,12 +91,13 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	if (p->start > p->end)
 		return (sm_err_set(err, SM_EINVAL, "invalid time range: from "
 		    "is after until"));
-	if (qr->cfg.max_query_length_ms > 0 &&
-	    p->end - p->start > qr->cfg.max_query_length_ms)
+	qry_tenant_limits(qr, p->tenant, &lim);
+	if (lim.max_query_length_ms > 0 &&
+	    p->end - p->start > lim.max_query_length_ms)
 		return (sm_err_set(err, SM_EINVAL, "the query time range "
 		    "exceeds the limit (max_query_length, actual: %llds, "
 		    "limit: %llds)", (long long)(p->end - p->start) / 1000,
-		    (long long)qr->cfg.max_query_length_ms / 1000));
+		    (long long)lim.max_query_length_ms / 1000));
 	/* As Pyroscope: max-nodes, then maxNodes; unparsable or 0 ignored. */
 	if ((v = sm_http_query(r, "max-nodes")) != NULL &&
 	    sm_parse_int(v, &x) == 0 && x != 0)
@@ -107,11 +109,12 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes "
 		    "limit must be set"));
 	if (mn == 0)
-		mn = qr->cfg.max_nodes_default;
-	if (qr->cfg.max_nodes_max > 0 && mn > qr->cfg.max_nodes_max)
+		mn = lim.max_flamegraph_nodes_default;
+	if (lim.max_flamegraph_nodes_max > 0 &&
+	    mn > lim.max_flamegraph_nodes_max)
 		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
 		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)qr->cfg.max_nodes_max));
+		    (long long)lim.max_flamegraph_nodes_max));
 	p->max_nodes = mn;
 	fmt = sm_http_query(r, "format");
 	if (fmt == NULL || fmt[0] == '\0' || strcmp(fmt, "json") == 0)

@@ -167,6 +167,7 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 	struct sm_fg fg;
 	const char *tenant;
 	int64_t mn = in->max_nodes;
+	struct sm_limits lim;
 	uint64_t *ids = NULL;
 	size_t nids = 0;
 	int rv, have_m = 0, have_fg = 0;
@@ -189,12 +190,14 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		    "must be set");
 		goto out;
 	}
+	qry_tenant_limits(q, tenant, &lim);
 	if (mn == 0)
-		mn = q->cfg.max_nodes_default;
-	if (q->cfg.max_nodes_max > 0 && mn > q->cfg.max_nodes_max) {
+		mn = lim.max_flamegraph_nodes_default;
+	if (lim.max_flamegraph_nodes_max > 0 &&
+	    mn > lim.max_flamegraph_nodes_max) {
 		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
 		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)q->cfg.max_nodes_max);
+		    (long long)lim.max_flamegraph_nodes_max);
 		goto out;
 	}
 	ids = sm_arena_alloc(call->arena, (in->n_span_selector + 1) *

@@ -1,0 +1,538 @@
+/*
+ * overrides.c -- per-tenant limits from -runtime-config.file (overrides.h).
+ *
+ * The file is read with libyaml's document API (the whole file is a few
+ * KiB at most) and turned into a sorted array of {tenant, limits}; lookups
+ * bsearch it under a read lock.  The reload thread is the keys file's
+ * (auth.c) with the names changed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <yaml.h>
+
+#include "flags.h"
+#include "log.h"
+#include "metrics.h"
+#include "overrides.h"
+#include "tenant.h"
+
+struct ov_tenant {
+	char t_id[SM_TENANT_MAX_LEN + 1];
+	struct sm_limits t_lim;
+	uint32_t t_set;               /* bit i: ov_keys[i] is set */
+};
+
+/* One loaded file; immutable once built. */
+struct ov_tab {
+	struct ov_tenant *t_v;        /* sorted by t_id */
+	size_t t_n;
+};
+
+struct ov_stamp {
+	dev_t s_dev;
+	ino_t s_ino;
+	off_t s_size;
+	struct timespec s_mtime;
+};
+
+struct sm_overrides {
+	char *o_path;                 /* NULL: no file */
+	int64_t o_reload_ms;
+
+	pthread_rwlock_t o_lock;      /* protects o_tab */
+	struct ov_tab *o_tab;
+
+	pthread_mutex_t o_mu;         /* protects the fields below */
+	pthread_cond_t o_cv;
+	struct ov_stamp o_stamp;      /* of the last file tried */
+	struct ov_stamp o_pending;    /* changed, not yet settled */
+	bool o_stop;
+	bool o_thread_started;
+	pthread_t o_thread;
+};
+
+static struct sm_metric *m_fail, *m_ok;
+static pthread_once_t ov_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+ov_metrics_register(void)
+{
+	m_ok = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_runtime_config_reloads_total", "Runtime config "
+	    "(-runtime-config.file) loads that succeeded.", NULL, NULL, 0);
+	m_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_runtime_config_reload_failures_total", "Runtime config "
+	    "loads that failed (the previous overrides were kept).", NULL,
+	    NULL, 0);
+}
+
+static void
+ov_tab_free(struct ov_tab *t)
+{
+	if (t == NULL)
+		return;
+	sm_free(t->t_v);
+	sm_free(t);
+}
+
+static int
+ov_cmp(const void *a, const void *b)
+{
+	return (strcmp(((const struct ov_tenant *)a)->t_id,
+	    ((const struct ov_tenant *)b)->t_id));
+}
+
+static const char *
+ov_scalar(yaml_node_t *n)
+{
+	return (n != NULL && n->type == YAML_SCALAR_NODE ?
+	    (const char *)n->data.scalar.value : NULL);
+}
+
+/* The keys known, where they go, and how they parse. */
+static const struct ov_key {
+	const char *k_name;
+	size_t k_off;
+	enum { OV_MB, OV_INT, OV_INT_POS, OV_DURATION } k_kind;
+} ov_keys[] = {
+#define OV_K(name, kind) { #name, offsetof(struct sm_limits, name), kind }
+	OV_K(ingestion_rate_mb, OV_MB),
+	OV_K(ingestion_burst_size_mb, OV_MB),
+	OV_K(max_label_name_length, OV_INT),
+	OV_K(max_label_value_length, OV_INT),
+	OV_K(max_label_names_per_series, OV_INT),
+	OV_K(max_profile_size_bytes, OV_INT_POS),
+	OV_K(max_profile_stacktrace_samples, OV_INT),
+	OV_K(max_profile_stacktrace_sample_labels, OV_INT),
+	OV_K(max_profile_stacktrace_depth, OV_INT),
+	OV_K(max_profile_symbol_value_length, OV_INT),
+	{ "max_query_length", offsetof(struct sm_limits, max_query_length_ms),
+	    OV_DURATION },
+	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
+	OV_K(max_flamegraph_nodes_max, OV_INT),
+#undef OV_K
+};
+
+/* Set one limit from `key: value`; unknown keys are logged, not fatal. */
+static int
+ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
+    struct sm_limits *l, uint32_t *set, struct sm_err *err)
+{
+	const char *key = ov_scalar(k), *s = ov_scalar(v);
+	const struct ov_key *d = NULL;
+	char *end = NULL;
+	long long i;
+	double x;
+
+	if (key == NULL)
+		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: a "
+		    "limit name must be a string", path, k->start_mark.line + 1,
+		    tenant));
+	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++)
+		if (strcmp(key, ov_keys[j].k_name) == 0) {
+			d = &ov_keys[j];
+			*set |= 1u << j;
+		}
+	if (d == NULL) {
+		sm_warn("overrides", "ignoring a limit Smolder does not "
+		    "implement\tpath=%s tenant=%s limit=%s", path, tenant, key);
+		return (0);
+	}
+	errno = 0;
+	if (d->k_kind == OV_DURATION) {
+		int64_t ms;
+
+		/* Go durations ("24h", "30m"); 0 = no limit. */
+		if (s == NULL || (strcmp(s, "0") != 0 &&
+		    sm_parse_duration_ms(s, &ms) != 0) ||
+		    (strcmp(s, "0") != 0 && ms < 0))
+			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
+			    "%s must be a duration such as 24h (0 = no limit)",
+			    path, v->start_mark.line + 1, tenant, key));
+		*(int64_t *)(void *)((char *)l + d->k_off) =
+		    strcmp(s, "0") == 0 ? 0 : ms;
+		return (0);
+	}
+	if (d->k_kind == OV_MB) {
+		x = s != NULL ? strtod(s, &end) : NAN;
+		if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 ||
+		    !isfinite(x) || x < 0)
+			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
+			    "%s must be a number >= 0", path,
+			    v->start_mark.line + 1, tenant, key));
+		*(double *)(void *)((char *)l + d->k_off) = x;
+		return (0);
+	}
+	i = s != NULL ? strtoll(s, &end, 10) : -1;
+	if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || i < 0 ||
+	    (d->k_kind == OV_INT_POS && i == 0) || i > UINT32_MAX)
+		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: %s must "
+		    "be an integer %s", path, v->start_mark.line + 1, tenant,
+		    key, d->k_kind == OV_INT_POS ? "> 0" : ">= 0"));
+	*(int64_t *)(void *)((char *)l + d->k_off) = i;
+	return (0);
+}
+
+/* The document's root -> a new table. */
+static int
+ov_build(const char *path, yaml_document_t *doc, struct ov_tab **out,
+    struct sm_err *err)
+{
+	yaml_node_t *root, *ovs = NULL;
+	yaml_node_pair_t *p, *q;
+	struct ov_tab *t;
+	int rv;
+
+	*out = NULL;
+	if ((t = sm_calloc(1, sizeof(*t))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
+	root = yaml_document_get_root_node(doc);
+	if (root != NULL && root->type == YAML_SCALAR_NODE &&
+	    root->data.scalar.length == 0)
+		root = NULL;    /* an empty document: no overrides */
+	if (root != NULL && root->type != YAML_MAPPING_NODE) {
+		rv = sm_err_set(err, SM_EINVAL, "%s: the runtime config must "
+		    "be a mapping", path);
+		goto fail;
+	}
+	for (p = root != NULL ? root->data.mapping.pairs.start : NULL;
+	    p != NULL && p < root->data.mapping.pairs.top; p++) {
+		const char *k = ov_scalar(yaml_document_get_node(doc, p->key));
+
+		if (k != NULL && strcmp(k, "overrides") == 0)
+			ovs = yaml_document_get_node(doc, p->value);
+		else
+			sm_warn("overrides", "ignoring a section Smolder does "
+			    "not implement\tpath=%s section=%s", path,
+			    k != NULL ? k : "?");
+	}
+	if (ovs != NULL && ovs->type == YAML_SCALAR_NODE &&
+	    (ovs->data.scalar.length == 0 ||
+	    strcmp((const char *)ovs->data.scalar.value, "null") == 0))
+		ovs = NULL;     /* `overrides:` with nothing under it */
+	if (ovs == NULL)
+		goto done;
+	if (ovs->type != YAML_MAPPING_NODE) {
+		rv = sm_err_set(err, SM_EINVAL, "%s:%zu: overrides must be a "
+		    "mapping of tenant ids", path, ovs->start_mark.line + 1);
+		goto fail;
+	}
+	t->t_n = (size_t)(ovs->data.mapping.pairs.top -
+	    ovs->data.mapping.pairs.start);
+	if (t->t_n > 0 && (t->t_v = sm_calloc(t->t_n,
+	    sizeof(*t->t_v))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "overrides: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < t->t_n; i++) {
+		yaml_node_t *kn, *vn;
+		struct ov_tenant *e = &t->t_v[i];
+		const char *id;
+
+		p = &ovs->data.mapping.pairs.start[i];
+		kn = yaml_document_get_node(doc, p->key);
+		vn = yaml_document_get_node(doc, p->value);
+		if ((id = ov_scalar(kn)) == NULL) {
+			rv = sm_err_set(err, SM_EINVAL, "%s:%zu: a tenant id "
+			    "must be a string", path, kn->start_mark.line + 1);
+			goto fail;
+		}
+		if ((rv = sm_tenant_validate(id, err)) != 0) {
+			sm_err_prefix(err, "%s:%zu", path,
+			    kn->start_mark.line + 1);
+			goto fail;
+		}
+		snprintf(e->t_id, sizeof(e->t_id), "%s", id);
+		if (vn->type == YAML_SCALAR_NODE &&
+		    vn->data.scalar.length == 0)
+			continue;       /* `tenant:` alone: the defaults */
+		if (vn->type != YAML_MAPPING_NODE) {
+			rv = sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
+			    "limits must be a mapping", path,
+			    vn->start_mark.line + 1, id);
+			goto fail;
+		}
+		for (q = vn->data.mapping.pairs.start;
+		    q < vn->data.mapping.pairs.top; q++)
+			if ((rv = ov_set(path, id, yaml_document_get_node(doc,
+			    q->key), yaml_document_get_node(doc, q->value),
+			    &e->t_lim, &e->t_set, err)) != 0)
+				goto fail;
+	}
+	if (t->t_n > 1)
+		qsort(t->t_v, t->t_n, sizeof(*t->t_v), ov_cmp);
+	for (size_t i = 1; i < t->t_n; i++)
+		if (strcmp(t->t_v[i - 1].t_id, t->t_v[i].t_id) == 0) {
+			rv = sm_err_set(err, SM_EINVAL, "%s: tenant %s is "
+			    "listed twice", path, t->t_v[i].t_id);
+			goto fail;
+		}
+done:
+	*out = t;
+	return (0);
+fail:
+	ov_tab_free(t);
+	return (rv);
+}
+
+/* Read and parse the whole file into a new table. */
+static int
+ov_load(const char *path, struct ov_tab **out, struct sm_err *err)
+{
+	yaml_parser_t ps;
+	yaml_document_t doc;
+	FILE *fp;
+	int rv;
+
+	*out = NULL;
+	if ((fp = fopen(path, "re")) == NULL)
+		return (sm_err_set(err, SM_EIO, "runtime config %s: %s", path,
+		    strerror(errno)));
+	if (!yaml_parser_initialize(&ps)) {
+		fclose(fp);
+		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
+	}
+	yaml_parser_set_input_file(&ps, fp);
+	if (!yaml_parser_load(&ps, &doc)) {
+		rv = sm_err_set(err, SM_EINVAL, "%s:%zu:%zu: %s%s%s", path,
+		    ps.problem_mark.line + 1, ps.problem_mark.column + 1,
+		    ps.problem != NULL ? ps.problem : "invalid YAML",
+		    ps.context != NULL ? " " : "",
+		    ps.context != NULL ? ps.context : "");
+		yaml_parser_delete(&ps);
+		fclose(fp);
+		return (rv);
+	}
+	rv = ov_build(path, &doc, out, err);
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&ps);
+	fclose(fp);
+	return (rv);
+}
+
+static int
+ov_stat(const char *path, struct ov_stamp *s, struct sm_err *err)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return (sm_err_set(err, SM_EIO, "runtime config %s: %s", path,
+		    strerror(errno)));
+	memset(s, 0, sizeof(*s));
+	s->s_dev = st.st_dev;
+	s->s_ino = st.st_ino;
+	s->s_size = st.st_size;
+	s->s_mtime = st.st_mtim;
+	return (0);
+}
+
+static bool
+ov_stamp_eq(const struct ov_stamp *a, const struct ov_stamp *b)
+{
+	return (a->s_dev == b->s_dev && a->s_ino == b->s_ino &&
+	    a->s_size == b->s_size && a->s_mtime.tv_sec == b->s_mtime.tv_sec &&
+	    a->s_mtime.tv_nsec == b->s_mtime.tv_nsec);
+}
+
+/* Reload if the file changed; `settle` as auth.c's auth_reload. */
+static int
+ov_reload(struct sm_overrides *o, bool settle, struct sm_err *err)
+{
+	struct ov_stamp st;
+	struct ov_tab *t, *old;
+	int rv;
+
+	if (o->o_path == NULL)
+		return (0);
+	if ((rv = ov_stat(o->o_path, &st, err)) != 0)
+		goto fail;
+	pthread_mutex_lock(&o->o_mu);
+	if (ov_stamp_eq(&st, &o->o_stamp)) {
+		pthread_mutex_unlock(&o->o_mu);
+		return (0);
+	}
+	if (settle && !ov_stamp_eq(&st, &o->o_pending)) {
+		o->o_pending = st;
+		pthread_mutex_unlock(&o->o_mu);
+		return (0);
+	}
+	/* Tried once per change, whatever the outcome. */
+	o->o_stamp = st;
+	pthread_mutex_unlock(&o->o_mu);
+	if ((rv = ov_load(o->o_path, &t, err)) != 0)
+		goto fail;
+	pthread_rwlock_wrlock(&o->o_lock);
+	old = o->o_tab;
+	o->o_tab = t;
+	pthread_rwlock_unlock(&o->o_lock);
+	ov_tab_free(old);
+	sm_counter_inc(sm_metric_child0(m_ok));
+	sm_info("overrides", "runtime config loaded\tpath=%s tenants=%zu",
+	    o->o_path, t->t_n);
+	return (0);
+fail:
+	sm_counter_inc(sm_metric_child0(m_fail));
+	return (rv);
+}
+
+int
+sm_overrides_reload(struct sm_overrides *o, struct sm_err *err)
+{
+	return (ov_reload(o, false, err));
+}
+
+static void *
+ov_reload_main(void *arg)
+{
+	struct sm_overrides *o = arg;
+	struct timespec ts;
+	struct sm_err err;
+	char last[SM_ERR_MSG_MAX] = "";
+
+	pthread_mutex_lock(&o->o_mu);
+	while (!o->o_stop) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += o->o_reload_ms / 1000;
+		ts.tv_nsec += (o->o_reload_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&o->o_cv, &o->o_mu, &ts);
+		if (o->o_stop)
+			break;
+		pthread_mutex_unlock(&o->o_mu);
+		sm_err_clear(&err);
+		if (ov_reload(o, true, &err) != 0) {
+			/* Log each distinct problem once, not every poll. */
+			if (strcmp(last, err.msg) != 0)
+				sm_error("overrides", "keeping the previous "
+				    "overrides: %s", err.msg);
+			snprintf(last, sizeof(last), "%s", err.msg);
+		} else {
+			last[0] = '\0';
+		}
+		pthread_mutex_lock(&o->o_mu);
+	}
+	pthread_mutex_unlock(&o->o_mu);
+	return (NULL);
+}
+
+int
+sm_overrides_create(const char *path, int64_t reload_ms,
+    struct sm_overrides **out, struct sm_err *err)
+{
+	struct sm_overrides *o;
+	pthread_condattr_t ca;
+	int rv;
+
+	*out = NULL;
+	pthread_once(&ov_metrics_once, ov_metrics_register);
+	if (path != NULL && path[0] == '\0')
+		path = NULL;
+	if (path != NULL && reload_ms <= 0)
+		return (sm_err_set(err, SM_EINVAL, "-runtime-config.reload-"
+		    "period must be > 0"));
+	if ((o = sm_calloc(1, sizeof(*o))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
+	o->o_reload_ms = reload_ms;
+	pthread_rwlock_init(&o->o_lock, NULL);
+	pthread_mutex_init(&o->o_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&o->o_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (path == NULL) {
+		*out = o;
+		return (0);
+	}
+	if ((o->o_path = sm_strdup(path)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "overrides: out of memory");
+		goto fail;
+	}
+	if ((rv = sm_overrides_reload(o, err)) != 0)
+		goto fail;
+	if (pthread_create(&o->o_thread, NULL, ov_reload_main, o) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "overrides: cannot start the "
+		    "reload thread");
+		goto fail;
+	}
+	o->o_thread_started = true;
+	*out = o;
+	return (0);
+fail:
+	sm_overrides_destroy(o);
+	return (rv);
+}
+
+void
+sm_overrides_destroy(struct sm_overrides *o)
+{
+	if (o == NULL)
+		return;
+	if (o->o_thread_started) {
+		pthread_mutex_lock(&o->o_mu);
+		o->o_stop = true;
+		pthread_cond_signal(&o->o_cv);
+		pthread_mutex_unlock(&o->o_mu);
+		pthread_join(o->o_thread, NULL);
+	}
+	ov_tab_free(o->o_tab);
+	pthread_cond_destroy(&o->o_cv);
+	pthread_mutex_destroy(&o->o_mu);
+	pthread_rwlock_destroy(&o->o_lock);
+	sm_free(o->o_path);
+	sm_free(o);
+}
+
+void
+sm_overrides_get(struct sm_overrides *o, const char *tenant,
+    const struct sm_limits *def, struct sm_limits *out)
+{
+	const struct ov_tenant *e;
+	struct ov_tenant key;
+
+	*out = *def;
+	if (o == NULL || tenant == NULL)
+		return;
+	snprintf(key.t_id, sizeof(key.t_id), "%s", tenant);
+	pthread_rwlock_rdlock(&o->o_lock);
+	if (o->o_tab != NULL && o->o_tab->t_n > 0 &&
+	    (e = bsearch(&key, o->o_tab->t_v, o->o_tab->t_n, sizeof(key),
+	    ov_cmp)) != NULL) {
+		for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++) {
+			const struct ov_key *d = &ov_keys[j];
+
+			if ((e->t_set & (1u << j)) == 0)
+				continue;
+			if (d->k_kind == OV_MB)
+				*(double *)(void *)((char *)out + d->k_off) =
+				    *(const double *)(const void *)(
+				    (const char *)&e->t_lim + d->k_off);
+			else
+				*(int64_t *)(void *)((char *)out + d->k_off) =
+				    *(const int64_t *)(const void *)(
+				    (const char *)&e->t_lim + d->k_off);
+		}
+	}
+	pthread_rwlock_unlock(&o->o_lock);
+}
+
+size_t
+sm_overrides_ntenants(struct sm_overrides *o)
+{
+	size_t n;
+
+	pthread_rwlock_rdlock(&o->o_lock);
+	n = o->o_tab != NULL ? o->o_tab->t_n : 0;
+	pthread_rwlock_unlock(&o->o_lock);
+	return (n);
+}

@@ -1,0 +1,83 @@
+/*
+ * ratelimit_test.c -- the token bucket and the per-tenant table of
+ * ratelimit.h, and Pyroscope's byte formatting in the 429 message.
+ */
+#include "distributor/ratelimit.h"
+
+#include <string.h>
+
+#include "sm_test.h"
+
+#define SEC 1000000000LL
+
+static void
+test_bucket(void)
+{
+	struct dist_bucket b;
+
+	memset(&b, 0, sizeof(b));
+	/* 100 B/s, burst 50: starts full. */
+	SM_CHECK(dist_bucket_take(&b, 100, 50, 1 * SEC, 30));
+	SM_CHECK(dist_bucket_take(&b, 100, 50, 1 * SEC, 20));
+	SM_CHECK(!dist_bucket_take(&b, 100, 50, 1 * SEC, 1));
+	/* A refusal takes nothing: 0.1 s later 10 tokens are there. */
+	SM_CHECK(!dist_bucket_take(&b, 100, 50, 1 * SEC + SEC / 10, 11));
+	SM_CHECK(dist_bucket_take(&b, 100, 50, 1 * SEC + SEC / 10, 10));
+	/* Refill caps at the burst. */
+	SM_CHECK(!dist_bucket_take(&b, 100, 50, 10 * SEC, 51));
+	SM_CHECK(dist_bucket_take(&b, 100, 50, 10 * SEC, 50));
+	/* Larger than the burst: never. */
+	SM_CHECK(!dist_bucket_take(&b, 100, 50, 100 * SEC, 60));
+	/* A lower burst caps the tokens at once; a raised one fills later. */
+	SM_CHECK(!dist_bucket_take(&b, 100, 10, 100 * SEC, 11));
+	SM_CHECK(dist_bucket_take(&b, 100, 1000, 100 * SEC, 10));
+	SM_CHECK(!dist_bucket_take(&b, 100, 1000, 100 * SEC, 1));
+	SM_CHECK(dist_bucket_take(&b, 100, 1000, 110 * SEC, 1000));
+	/* Rate 0: no limit. */
+	SM_CHECK(dist_bucket_take(&b, 0, 0, 110 * SEC, 1e12));
+}
+
+static void
+test_table(void)
+{
+	struct dist_ratelim *rl;
+	struct sm_err err;
+
+	SM_CHECK_EQ(dist_ratelim_create(&rl), 0);
+	/* 1 MiB burst: a 1 MiB upload passes, the next is refused with
+	 * Pyroscope's message; another tenant is untouched. */
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 1 << 20, &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 4096, &err),
+	    SM_ELIMIT);
+	SM_CHECK_STR(err.msg, "push rate limit (1.0 KiB) exceeded while "
+	    "adding 4.0 KiB");
+	SM_CHECK_EQ(dist_ratelim_take(rl, "b", 0.001, 1, 1 << 20, &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0, 1, 1 << 30, &err), 0);
+	dist_ratelim_destroy(rl);
+}
+
+static void
+test_ibytes(void)
+{
+	static const struct {
+		uint64_t n;
+		const char *s;
+	} cases[] = {
+		{ 0, "0 B" }, { 9, "9 B" }, { 512, "512 B" },
+		{ 1536, "1.5 KiB" }, { 4u << 20, "4.0 MiB" },
+		{ 12u << 20, "12 MiB" }, { 1000, "1000 B" },
+	};
+	char buf[32];
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(cases); i++) {
+		dist_ibytes(cases[i].n, buf, sizeof(buf));
+		SM_CHECK_STR(buf, cases[i].s);
+	}
+}
+
+SM_TEST_MAIN(
+	{ "token bucket: burst, refill, refusal takes nothing, changes",
+	    test_bucket },
+	{ "per-tenant table and the 429 message", test_table },
+	{ "humanize.IBytes", test_ibytes },
+)
