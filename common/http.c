@@ -75,11 +75,15 @@
  * trickles a byte per period keeps its connection.  The total and per-IP
  * limits bound how many such connections one client can hold.
  *
- * Stop.  sm_http_stop() sets `stopping` (new requests on kept-alive
- * connections get 503 + Connection: close), quiesces the daemon (no more
- * accepts), waits until no handler runs and until queued replies were sent
- * (the latter for at most HTTP_STOP_GRACE_MS), then MHD_stop_daemon()
- * closes whatever is left.
+ * Stop.  sm_http_stop() sets `stopping` (new requests, on kept-alive or
+ * new connections, get 503 + Connection: close), waits until no handler
+ * runs and until queued replies were sent (the latter for at most
+ * HTTP_STOP_GRACE_MS), then MHD_stop_daemon() closes the listen socket and
+ * whatever is left.  It does not call MHD_quiesce_daemon(): with a thread
+ * pool and epoll, MHD 0.9.75 removes the listen FD from a worker's epoll
+ * set itself while that worker is at its connection limit, and quiesce
+ * then fails to remove it again and panics ("Failed to remove listen FD
+ * from epoll set", seen in http_test under ASan load).
  *
  * Authentication (auth.h) runs in step 1, right after routing: each route
  * declares the scope it needs (sm_http_route_as; undeclared = admin), and
@@ -164,7 +168,6 @@ struct sm_http {
 	size_t h_routes_cap;
 	struct sm_auth *h_auth;       /* borrowed; NULL = no checks */
 	struct MHD_Daemon *h_daemon;
-	MHD_socket h_lsock;           /* returned by MHD_quiesce_daemon */
 	unsigned h_port;
 
 	pthread_mutex_t h_mu;         /* protects everything below */
@@ -370,7 +373,6 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 		return (sm_err_set(err, SM_ENOMEM, "http: out of memory"));
 	h->h_cfg = *cfg;
 	h->h_addr = sa;
-	h->h_lsock = MHD_INVALID_SOCKET;
 	h->h_state = HTTP_NEW;
 	if ((h->h_listen = sm_strdup(cfg->listen)) == NULL) {
 		sm_free(h);
@@ -540,8 +542,6 @@ sm_http_stop(struct sm_http *h)
 	h->h_stopping = true;
 	pthread_mutex_unlock(&h->h_mu);
 
-	h->h_lsock = MHD_quiesce_daemon(h->h_daemon);
-
 	pthread_mutex_lock(&h->h_mu);
 	deadline = http_mono_ms() + HTTP_STOP_GRACE_MS;
 	while (h->h_running > 0 ||
@@ -558,10 +558,6 @@ sm_http_stop(struct sm_http *h)
 
 	MHD_stop_daemon(h->h_daemon);
 	h->h_daemon = NULL;
-	if (h->h_lsock != MHD_INVALID_SOCKET) {
-		close(h->h_lsock);
-		h->h_lsock = MHD_INVALID_SOCKET;
-	}
 	pthread_mutex_lock(&h->h_mu);
 	h->h_state = HTTP_STOPPED;
 	pthread_mutex_unlock(&h->h_mu);

@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
-#include <pthread.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,8 +16,6 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <nng/nng.h>
 
 #include "common/flags.h"
 #include "common/http.h"
@@ -161,27 +158,9 @@ smc_ingester_stop(struct smc *c, unsigned i)
 	g->ing = NULL;
 }
 
-/*
- * At exit, before LeakSanitizer looks: nng_fini() drains nng's reaper.
- * Calls still in flight when a cluster is destroyed (a distributor's
- * replica write, a hint) are aborted by the socket close and their aios
- * queued for nng's reaper thread; a process that exits right after can
- * end before the reaper freed them, which LeakSanitizer reported as a
- * leaked aio in parallel ASan runs of the rolling restart
- * (tests/cluster/README.md).  nng documents nng_fini for exactly this
- * (memory checkers, at exit); it runs after main returned, when every
- * cluster has been destroyed.
- */
-static void
-smc_atexit_register(void)
-{
-	atexit(nng_fini);
-}
-
 int
 smc_start(const struct smc_cfg *cfg, struct smc **out, struct sm_err *err)
 {
-	static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
 	struct smc *c;
 	struct sm_http_cfg hc;
 	struct sm_ring_cfg rc;
@@ -191,7 +170,6 @@ smc_start(const struct smc_cfg *cfg, struct smc **out, struct sm_err *err)
 	int rv;
 
 	*out = NULL;
-	pthread_once(&atexit_once, smc_atexit_register);
 	/* Quiet unless asked: the tier's logs are for a failing run. */
 	{
 		const char *lv = getenv("SMC_LOG_LEVEL");
