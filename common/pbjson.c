@@ -40,7 +40,8 @@
  *     values above INT64_MAX must come as strings.
  *   - Floating point fields also accept numbers in strings ("1.5"), as Go
  *     does.  The JSON number -0 reads as +0 (jansson parses it as the
- *     integer 0); the string "-0" keeps the sign.
+ *     integer 0); -0.0 and the string "-0" keep the sign, and the encoder
+ *     writes negative zero as -0.0 so its own output round-trips.
  *   - Enum values: a number (any int32, named or not) or a value name; a
  *     number inside a string is not a name and is refused.
  *   - null inside a repeated field is an error (Go: "invalid value null").
@@ -336,6 +337,13 @@ pbjson_put_float(struct sm_buf *b, double v, int bits)
 	}
 	if (isinf(v)) {
 		sm_buf_puts(b, v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+		return;
+	}
+	if (v == 0 && signbit(v)) {
+		/* Not Go's "-0": jansson reads the number -0 as the integer
+		 * 0 and loses the sign; -0.0 is a real and keeps it, so our
+		 * output decodes to what was encoded (found by fuzz_pbjson). */
+		sm_buf_puts(b, "-0.0");
 		return;
 	}
 	if (a != 0)
