@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "log.h"
+#include "watch.h"
 
 #define AUTH_HASH_LEN 32
 #define AUTH_LINE_MAX 4096
@@ -33,28 +34,14 @@ struct auth_tab {
 	size_t t_n;
 };
 
-struct auth_stamp {
-	dev_t s_dev;
-	ino_t s_ino;
-	off_t s_size;
-	struct timespec s_mtime;
-};
-
 struct sm_auth {
 	bool a_multitenancy;
 	char *a_path;                 /* NULL: no keys */
-	int64_t a_reload_ms;
 
 	pthread_rwlock_t a_lock;      /* protects a_tab */
 	struct auth_tab *a_tab;
 
-	pthread_mutex_t a_mu;         /* protects the fields below */
-	pthread_cond_t a_cv;
-	struct auth_stamp a_stamp;    /* of the last file tried */
-	struct auth_stamp a_pending;  /* changed, not yet settled */
-	bool a_stop;
-	bool a_thread_started;
-	pthread_t a_thread;
+	struct sm_watch *a_watch;     /* reloads a_path (watch.h) */
 };
 
 static void
@@ -179,30 +166,6 @@ auth_parse_line(char *line, struct auth_key *k, struct sm_err *err)
 	return (sm_auth_parse_scopes(f[2], &k->k_scopes, err));
 }
 
-static int
-auth_stat(const char *path, struct auth_stamp *s, struct sm_err *err)
-{
-	struct stat st;
-
-	if (stat(path, &st) != 0)
-		return (sm_err_set(err, SM_EIO, "keys file %s: %s", path,
-		    strerror(errno)));
-	memset(s, 0, sizeof(*s));
-	s->s_dev = st.st_dev;
-	s->s_ino = st.st_ino;
-	s->s_size = st.st_size;
-	s->s_mtime = st.st_mtim;
-	return (0);
-}
-
-static bool
-auth_stamp_eq(const struct auth_stamp *a, const struct auth_stamp *b)
-{
-	return (a->s_dev == b->s_dev && a->s_ino == b->s_ino &&
-	    a->s_size == b->s_size && a->s_mtime.tv_sec == b->s_mtime.tv_sec &&
-	    a->s_mtime.tv_nsec == b->s_mtime.tv_nsec);
-}
-
 /* Read and parse the whole file into a new table. */
 static int
 auth_load(const char *path, struct auth_tab **out, struct sm_err *err)
@@ -280,87 +243,31 @@ out:
 	return (rv);
 }
 
-/*
- * Reload if the file changed.  `settle`: load only a change that was seen
- * unchanged at the previous poll too (the reload thread), so a file being
- * rewritten in place is not read half-written; otherwise load at once.
- */
+/* The watch's load function: read the file, swap the table in. */
 static int
-auth_reload(struct sm_auth *a, bool settle, struct sm_err *err)
+auth_load_cb(void *arg, const char *path, struct sm_err *err)
 {
-	struct auth_stamp st;
+	struct sm_auth *a = arg;
 	struct auth_tab *t, *old;
 	int rv;
 
-	if (a->a_path == NULL)
-		return (0);
-	if ((rv = auth_stat(a->a_path, &st, err)) != 0)
-		return (rv);
-	pthread_mutex_lock(&a->a_mu);
-	if (auth_stamp_eq(&st, &a->a_stamp)) {
-		pthread_mutex_unlock(&a->a_mu);
-		return (0);
-	}
-	if (settle && !auth_stamp_eq(&st, &a->a_pending)) {
-		a->a_pending = st;
-		pthread_mutex_unlock(&a->a_mu);
-		return (0);
-	}
-	/* Tried once per change, whatever the outcome. */
-	a->a_stamp = st;
-	pthread_mutex_unlock(&a->a_mu);
-	if ((rv = auth_load(a->a_path, &t, err)) != 0)
+	if ((rv = auth_load(path, &t, err)) != 0)
 		return (rv);
 	pthread_rwlock_wrlock(&a->a_lock);
 	old = a->a_tab;
 	a->a_tab = t;
 	pthread_rwlock_unlock(&a->a_lock);
 	auth_tab_free(old);
-	sm_info("auth", "keys file loaded\tpath=%s keys=%zu", a->a_path, t->t_n);
+	sm_info("auth", "keys file loaded\tpath=%s keys=%zu", path, t->t_n);
 	return (0);
 }
 
 int
 sm_auth_reload(struct sm_auth *a, struct sm_err *err)
 {
-	return (auth_reload(a, false, err));
-}
-
-static void *
-auth_reload_main(void *arg)
-{
-	struct sm_auth *a = arg;
-	struct timespec ts;
-	struct sm_err err;
-	char last[SM_ERR_MSG_MAX] = "";
-
-	pthread_mutex_lock(&a->a_mu);
-	while (!a->a_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += a->a_reload_ms / 1000;
-		ts.tv_nsec += (a->a_reload_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&a->a_cv, &a->a_mu, &ts);
-		if (a->a_stop)
-			break;
-		pthread_mutex_unlock(&a->a_mu);
-		sm_err_clear(&err);
-		if (auth_reload(a, true, &err) != 0) {
-			/* Log each distinct problem once, not every poll. */
-			if (strcmp(last, err.msg) != 0)
-				sm_error("auth", "keeping the previous keys: "
-				    "%s", err.msg);
-			snprintf(last, sizeof(last), "%s", err.msg);
-		} else {
-			last[0] = '\0';
-		}
-		pthread_mutex_lock(&a->a_mu);
-	}
-	pthread_mutex_unlock(&a->a_mu);
-	return (NULL);
+	if (a->a_watch == NULL)
+		return (0);
+	return (sm_watch_check(a->a_watch, err));
 }
 
 int
@@ -368,7 +275,6 @@ sm_auth_create(bool multitenancy, const char *keys_file, int64_t reload_ms,
     struct sm_auth **out, struct sm_err *err)
 {
 	struct sm_auth *a;
-	pthread_condattr_t ca;
 	int rv;
 
 	*out = NULL;
@@ -383,13 +289,7 @@ sm_auth_create(bool multitenancy, const char *keys_file, int64_t reload_ms,
 	if ((a = sm_calloc(1, sizeof(*a))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "auth: out of memory"));
 	a->a_multitenancy = multitenancy;
-	a->a_reload_ms = reload_ms;
 	pthread_rwlock_init(&a->a_lock, NULL);
-	pthread_mutex_init(&a->a_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&a->a_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	if (keys_file == NULL) {
 		*out = a;
 		return (0);
@@ -398,14 +298,20 @@ sm_auth_create(bool multitenancy, const char *keys_file, int64_t reload_ms,
 		rv = sm_err_set(err, SM_ENOMEM, "auth: out of memory");
 		goto fail;
 	}
-	if ((rv = sm_auth_reload(a, err)) != 0)
-		goto fail;
-	if (pthread_create(&a->a_thread, NULL, auth_reload_main, a) != 0) {
-		rv = sm_err_set(err, SM_ENOMEM, "auth: cannot start the "
-		    "reload thread");
-		goto fail;
+	{
+		struct sm_watch_conf wc = {
+			.path = keys_file,
+			.period_ms = reload_ms,
+			.component = "auth",
+			.what = "keys file",
+			.keeping = "keeping the previous keys",
+			.load = auth_load_cb,
+			.arg = a,
+		};
+
+		if ((rv = sm_watch_create(&wc, &a->a_watch, err)) != 0)
+			goto fail;
 	}
-	a->a_thread_started = true;
 	*out = a;
 	return (0);
 fail:
@@ -418,17 +324,9 @@ sm_auth_destroy(struct sm_auth *a)
 {
 	if (a == NULL)
 		return;
-	if (a->a_thread_started) {
-		pthread_mutex_lock(&a->a_mu);
-		a->a_stop = true;
-		pthread_cond_broadcast(&a->a_cv);
-		pthread_mutex_unlock(&a->a_mu);
-		pthread_join(a->a_thread, NULL);
-	}
+	sm_watch_destroy(a->a_watch);
 	auth_tab_free(a->a_tab);
 	pthread_rwlock_destroy(&a->a_lock);
-	pthread_cond_destroy(&a->a_cv);
-	pthread_mutex_destroy(&a->a_mu);
 	sm_free(a->a_path);
 	sm_free(a);
 }

@@ -67,9 +67,9 @@
  * entry with CRYPTO_memcmp, without stopping at a match, so the time taken
  * does not depend on which entry matched or how many bytes agree.
  *
- * Reload.  A thread stats the file every reload period (-auth.keys-reload-
- * period) and reloads it when its inode, size or mtime changed and then
- * stayed the same for one more period (so an editor rewriting the file in
+ * Reload (common/watch.h).  A thread stats the file every reload period
+ * (-auth.keys-reload-period) and reloads it when its inode, size or mtime
+ * changed and then stayed the same for one more period (so an editor rewriting the file in
  * place is not caught half-way; renaming a new file over the old one is
  * the atomic way, and takes effect within two periods).  The new
  * table is built aside and swapped in under a write lock, so a request

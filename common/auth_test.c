@@ -25,21 +25,11 @@ hash_of(const char *key, char *out)
 	SM_CHECK_EQ(sm_auth_hash_key(key, strlen(key), out, &err), 0);
 }
 
-/* Write `body` to the keys file (a fresh inode: rename over it). */
+/* Write `body` to the file (a fresh inode: rename over it). */
 static void
 write_keys(const char *body)
 {
-	char tmp[sizeof(keys_path) + 8];
-	FILE *fp;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", keys_path);
-	fp = fopen(tmp, "w");
-	SM_CHECK(fp != NULL);
-	if (fp == NULL)
-		return;
-	fputs(body, fp);
-	fclose(fp);
-	SM_CHECK_EQ(rename(tmp, keys_path), 0);
+	SM_CHECK_EQ(sm_test_replace_file(keys_path, body), 0);
 }
 
 static void

@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "overrides.h"
 #include "tenant.h"
+#include "watch.h"
 
 struct ov_tenant {
 	char t_id[SM_TENANT_MAX_LEN + 1];
@@ -36,27 +37,13 @@ struct ov_tab {
 	size_t t_n;
 };
 
-struct ov_stamp {
-	dev_t s_dev;
-	ino_t s_ino;
-	off_t s_size;
-	struct timespec s_mtime;
-};
-
 struct sm_overrides {
 	char *o_path;                 /* NULL: no file */
-	int64_t o_reload_ms;
 
 	pthread_rwlock_t o_lock;      /* protects o_tab */
 	struct ov_tab *o_tab;
 
-	pthread_mutex_t o_mu;         /* protects the fields below */
-	pthread_cond_t o_cv;
-	struct ov_stamp o_stamp;      /* of the last file tried */
-	struct ov_stamp o_pending;    /* changed, not yet settled */
-	bool o_stop;
-	bool o_thread_started;
-	pthread_t o_thread;
+	struct sm_watch *o_watch;     /* reloads o_path (watch.h) */
 };
 
 static struct sm_metric *m_fail, *m_ok;
@@ -318,112 +305,40 @@ ov_load(const char *path, struct ov_tab **out, struct sm_err *err)
 	return (rv);
 }
 
+/* The watch's load function: read the file, swap the table in. */
 static int
-ov_stat(const char *path, struct ov_stamp *s, struct sm_err *err)
+ov_load_cb(void *arg, const char *path, struct sm_err *err)
 {
-	struct stat st;
-
-	if (stat(path, &st) != 0)
-		return (sm_err_set(err, SM_EIO, "runtime config %s: %s", path,
-		    strerror(errno)));
-	memset(s, 0, sizeof(*s));
-	s->s_dev = st.st_dev;
-	s->s_ino = st.st_ino;
-	s->s_size = st.st_size;
-	s->s_mtime = st.st_mtim;
-	return (0);
-}
-
-static bool
-ov_stamp_eq(const struct ov_stamp *a, const struct ov_stamp *b)
-{
-	return (a->s_dev == b->s_dev && a->s_ino == b->s_ino &&
-	    a->s_size == b->s_size && a->s_mtime.tv_sec == b->s_mtime.tv_sec &&
-	    a->s_mtime.tv_nsec == b->s_mtime.tv_nsec);
-}
-
-/* Reload if the file changed; `settle` as auth.c's auth_reload. */
-static int
-ov_reload(struct sm_overrides *o, bool settle, struct sm_err *err)
-{
-	struct ov_stamp st;
+	struct sm_overrides *o = arg;
 	struct ov_tab *t, *old;
 	int rv;
 
-	if (o->o_path == NULL)
-		return (0);
-	if ((rv = ov_stat(o->o_path, &st, err)) != 0)
-		goto fail;
-	pthread_mutex_lock(&o->o_mu);
-	if (ov_stamp_eq(&st, &o->o_stamp)) {
-		pthread_mutex_unlock(&o->o_mu);
-		return (0);
-	}
-	if (settle && !ov_stamp_eq(&st, &o->o_pending)) {
-		o->o_pending = st;
-		pthread_mutex_unlock(&o->o_mu);
-		return (0);
-	}
-	/* Tried once per change, whatever the outcome. */
-	o->o_stamp = st;
-	pthread_mutex_unlock(&o->o_mu);
-	if ((rv = ov_load(o->o_path, &t, err)) != 0)
-		goto fail;
+	if ((rv = ov_load(path, &t, err)) != 0)
+		return (rv);
 	pthread_rwlock_wrlock(&o->o_lock);
 	old = o->o_tab;
 	o->o_tab = t;
 	pthread_rwlock_unlock(&o->o_lock);
 	ov_tab_free(old);
-	sm_counter_inc(sm_metric_child0(m_ok));
 	sm_info("overrides", "runtime config loaded\tpath=%s tenants=%zu",
-	    o->o_path, t->t_n);
+	    path, t->t_n);
 	return (0);
-fail:
-	sm_counter_inc(sm_metric_child0(m_fail));
-	return (rv);
+}
+
+/* The watch's result function: every attempt, for the metrics. */
+static void
+ov_result_cb(void *arg, int rv)
+{
+	(void)arg;
+	sm_counter_inc(sm_metric_child0(rv == 0 ? m_ok : m_fail));
 }
 
 int
 sm_overrides_reload(struct sm_overrides *o, struct sm_err *err)
 {
-	return (ov_reload(o, false, err));
-}
-
-static void *
-ov_reload_main(void *arg)
-{
-	struct sm_overrides *o = arg;
-	struct timespec ts;
-	struct sm_err err;
-	char last[SM_ERR_MSG_MAX] = "";
-
-	pthread_mutex_lock(&o->o_mu);
-	while (!o->o_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += o->o_reload_ms / 1000;
-		ts.tv_nsec += (o->o_reload_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&o->o_cv, &o->o_mu, &ts);
-		if (o->o_stop)
-			break;
-		pthread_mutex_unlock(&o->o_mu);
-		sm_err_clear(&err);
-		if (ov_reload(o, true, &err) != 0) {
-			/* Log each distinct problem once, not every poll. */
-			if (strcmp(last, err.msg) != 0)
-				sm_error("overrides", "keeping the previous "
-				    "overrides: %s", err.msg);
-			snprintf(last, sizeof(last), "%s", err.msg);
-		} else {
-			last[0] = '\0';
-		}
-		pthread_mutex_lock(&o->o_mu);
-	}
-	pthread_mutex_unlock(&o->o_mu);
-	return (NULL);
+	if (o->o_watch == NULL)
+		return (0);
+	return (sm_watch_check(o->o_watch, err));
 }
 
 int
@@ -431,7 +346,13 @@ sm_overrides_create(const char *path, int64_t reload_ms,
     struct sm_overrides **out, struct sm_err *err)
 {
 	struct sm_overrides *o;
-	pthread_condattr_t ca;
+	struct sm_watch_conf wc = {
+		.component = "overrides",
+		.what = "runtime config",
+		.keeping = "keeping the previous overrides",
+		.load = ov_load_cb,
+		.result = ov_result_cb,
+	};
 	int rv;
 
 	*out = NULL;
@@ -443,13 +364,7 @@ sm_overrides_create(const char *path, int64_t reload_ms,
 		    "period must be > 0"));
 	if ((o = sm_calloc(1, sizeof(*o))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
-	o->o_reload_ms = reload_ms;
 	pthread_rwlock_init(&o->o_lock, NULL);
-	pthread_mutex_init(&o->o_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&o->o_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	if (path == NULL) {
 		*out = o;
 		return (0);
@@ -458,14 +373,11 @@ sm_overrides_create(const char *path, int64_t reload_ms,
 		rv = sm_err_set(err, SM_ENOMEM, "overrides: out of memory");
 		goto fail;
 	}
-	if ((rv = sm_overrides_reload(o, err)) != 0)
+	wc.path = path;
+	wc.period_ms = reload_ms;
+	wc.arg = o;
+	if ((rv = sm_watch_create(&wc, &o->o_watch, err)) != 0)
 		goto fail;
-	if (pthread_create(&o->o_thread, NULL, ov_reload_main, o) != 0) {
-		rv = sm_err_set(err, SM_ENOMEM, "overrides: cannot start the "
-		    "reload thread");
-		goto fail;
-	}
-	o->o_thread_started = true;
 	*out = o;
 	return (0);
 fail:
@@ -478,16 +390,8 @@ sm_overrides_destroy(struct sm_overrides *o)
 {
 	if (o == NULL)
 		return;
-	if (o->o_thread_started) {
-		pthread_mutex_lock(&o->o_mu);
-		o->o_stop = true;
-		pthread_cond_signal(&o->o_cv);
-		pthread_mutex_unlock(&o->o_mu);
-		pthread_join(o->o_thread, NULL);
-	}
+	sm_watch_destroy(o->o_watch);
 	ov_tab_free(o->o_tab);
-	pthread_cond_destroy(&o->o_cv);
-	pthread_mutex_destroy(&o->o_mu);
 	pthread_rwlock_destroy(&o->o_lock);
 	sm_free(o->o_path);
 	sm_free(o);

@@ -58,9 +58,9 @@
  *     parse makes the whole file invalid;
  *   - an empty file, or one without `overrides`, means no overrides.
  *
- * Reload: as the keys file (auth.h): a thread stats the file every reload
- * period (-runtime-config.reload-period, 10s as Pyroscope) and reloads it
- * when its inode, size or mtime changed and then stayed the same for one
+ * Reload (common/watch.h, as the keys file): a thread stats the file every
+ * reload period (-runtime-config.reload-period, 10s as Pyroscope) and
+ * reloads it when its inode, size or mtime changed and then stayed the same for one
  * more period (rename a new file over the old one to change it
  * atomically; a change takes effect within two periods).  The new table is
  * built aside and swapped in under a write lock: a lookup sees the whole

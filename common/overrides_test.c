@@ -34,17 +34,7 @@ static const struct sm_limits def = {
 static void
 write_file(const char *body)
 {
-	char tmp[sizeof(ov_path) + 8];
-	FILE *fp;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", ov_path);
-	fp = fopen(tmp, "w");
-	SM_CHECK(fp != NULL);
-	if (fp == NULL)
-		return;
-	fputs(body, fp);
-	fclose(fp);
-	SM_CHECK_EQ(rename(tmp, ov_path), 0);
+	SM_CHECK_EQ(sm_test_replace_file(ov_path, body), 0);
 }
 
 static void

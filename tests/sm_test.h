@@ -172,6 +172,30 @@ sm_test_read_file(const char *path, size_t *len)
 	return (b);
 }
 
+/*
+ * Replace the file at `path` with `body` as an operator should: write
+ * path.new and rename it over (a fresh inode, never a half-written file).
+ * Returns 0 or -1 (errno set).
+ */
+static inline int
+sm_test_replace_file(const char *path, const char *body)
+{
+	char tmp[4096];
+	FILE *fp;
+	int ok;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	if ((fp = fopen(tmp, "w")) == NULL)
+		return (-1);
+	ok = fputs(body, fp) >= 0;
+	ok = fclose(fp) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return (-1);
+	}
+	return (0);
+}
+
 /* A free loopback TCP port (racy in theory, fine for tests). */
 static inline int
 sm_test_free_port(void)
