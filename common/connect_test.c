@@ -10,6 +10,7 @@
  * by profileTypeID.
  */
 #include "sm_test.h"
+#include "sm_test_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,129 +38,13 @@
 
 /* --- the client ----------------------------------------------------------- */
 
-struct resp {
-	int status;
-	char head[8192];
-	unsigned char *body;    /* malloc'd, NUL-terminated */
-	size_t len;
-};
-
-static void
-resp_free(struct resp *rs)
-{
-	free(rs->body);
-	rs->body = NULL;
-}
-
-static int
-cli_connect(unsigned port)
-{
-	struct timeval tv = { 5, 0 };
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return (-1);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		close(fd);
-		return (-1);
-	}
-	return (fd);
-}
-
-static int
-cli_send(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return (-1);
-		c += k;
-		n -= (size_t)k;
-	}
-	return (0);
-}
-
-/* Value of response header `name` (per-thread copy), or NULL. */
-static const char *
-resp_header(const struct resp *rs, const char *name)
-{
-	static _Thread_local char val[512];
-	size_t nl = strlen(name);
-	const char *p = strstr(rs->head, "\r\n");
-
-	while (p != NULL && p[2] != '\0') {
-		const char *line = p + 2, *eol = strstr(line, "\r\n");
-
-		if (eol == NULL)
-			break;
-		if ((size_t)(eol - line) > nl && line[nl] == ':' &&
-		    strncasecmp(line, name, nl) == 0) {
-			const char *v = line + nl + 1;
-
-			while (*v == ' ')
-				v++;
-			snprintf(val, sizeof(val), "%.*s", (int)(eol - v), v);
-			return (val);
-		}
-		p = eol;
-	}
-	return (NULL);
-}
-
-static int
-cli_read(int fd, struct resp *rs)
-{
-	size_t have = 0, need;
-	const char *cl;
-
-	memset(rs, 0, sizeof(rs->head));
-	rs->body = NULL;
-	rs->len = 0;
-	while (have < 4 || memcmp(rs->head + have - 4, "\r\n\r\n", 4) != 0) {
-		if (have == sizeof(rs->head) - 1 ||
-		    recv(fd, rs->head + have, 1, 0) != 1)
-			return (-1);
-		have++;
-	}
-	rs->head[have] = '\0';
-	if (sscanf(rs->head, "HTTP/1.%*d %d", &rs->status) != 1)
-		return (-1);
-	cl = resp_header(rs, "Content-Length");
-	need = cl != NULL ? (size_t)strtoull(cl, NULL, 10) : 0;
-	if ((rs->body = malloc(need + 1)) == NULL)
-		return (-1);
-	while (rs->len < need) {
-		ssize_t k = recv(fd, rs->body + rs->len, need - rs->len, 0);
-
-		if (k <= 0) {
-			resp_free(rs);
-			return (-1);
-		}
-		rs->len += (size_t)k;
-	}
-	rs->body[rs->len] = '\0';
-	return (0);
-}
-
 /*
  * POST `body` to `path` with extra header lines `hdrs` (each ending in
  * \r\n) on a fresh connection.
  */
 static int
 cli_post(unsigned port, const char *path, const char *hdrs,
-    const void *body, size_t len, struct resp *rs)
+    const void *body, size_t len, struct sm_test_resp *rs)
 {
 	char head[2048];
 	int fd, rv, n;
@@ -168,17 +53,17 @@ cli_post(unsigned port, const char *path, const char *hdrs,
 	    "Connection: close\r\nContent-Length: %zu\r\n%s\r\n", path, len,
 	    hdrs);
 	if (n < 0 || (size_t)n >= sizeof(head) ||
-	    (fd = cli_connect(port)) < 0)
+	    (fd = sm_test_connect(port, 5000)) < 0)
 		return (-1);
-	rv = cli_send(fd, head, (size_t)n) == 0 &&
-	    cli_send(fd, body, len) == 0 ? cli_read(fd, rs) : -1;
+	rv = sm_test_send(fd, head, (size_t)n) == 0 &&
+	    sm_test_send(fd, body, len) == 0 ? sm_test_read_resp(fd, rs) : -1;
 	close(fd);
 	return (rv);
 }
 
 static int
 cli_post_str(unsigned port, const char *path, const char *hdrs,
-    const char *body, struct resp *rs)
+    const char *body, struct sm_test_resp *rs)
 {
 	return (cli_post(port, path, hdrs, body, strlen(body), rs));
 }
@@ -358,7 +243,7 @@ pack(const ProtobufCMessage *m, size_t *len)
 }
 
 static Querier__V1__SelectSeriesResponse *
-unpack_resp(const struct resp *rs)
+unpack_resp(const struct sm_test_resp *rs)
 {
 	Querier__V1__SelectSeriesResponse *r;
 
@@ -382,25 +267,25 @@ label(const Querier__V1__SelectSeriesResponse *r, const char *name)
 
 /* A Connect error: status, JSON content type, code, message substring. */
 static void
-check_error(const struct resp *rs, int status, const char *code,
+check_error(const struct sm_test_resp *rs, int status, const char *code,
     const char *msg)
 {
 	char want[128];
 
 	SM_CHECK_EQ(rs->status, status);
-	SM_CHECK_STR(resp_header(rs, "Content-Type"), "application/json");
-	SM_CHECK(resp_header(rs, "Content-Encoding") == NULL);
+	SM_CHECK_STR(sm_test_resp_header(rs, "Content-Type"), "application/json");
+	SM_CHECK(sm_test_resp_header(rs, "Content-Encoding") == NULL);
 	snprintf(want, sizeof(want), "{\"code\":\"%s\",\"message\":\"", code);
 	SM_CHECKF(strncmp((const char *)rs->body, want, strlen(want)) == 0,
 	    "body %s, want %s...", rs->body, want);
-	SM_CHECK(resp_header(rs, "X-Request-Id") != NULL);
+	SM_CHECK(sm_test_resp_header(rs, "X-Request-Id") != NULL);
 	if (strcmp(code, "internal") == 0) {
 		/* Internal errors reach the client generic (http.c). */
 		char gen[128];
 
-		snprintf(gen, sizeof(gen), "internal error (request id %s)\"}",
-		    resp_header(rs, "X-Request-Id") != NULL ?
-		    resp_header(rs, "X-Request-Id") : "?");
+		snprintf(gen, sizeof(gen), "internal error (request id %.64s)\"}",
+		    sm_test_resp_header(rs, "X-Request-Id") != NULL ?
+		    sm_test_resp_header(rs, "X-Request-Id") : "?");
 		SM_CHECKF(strstr((const char *)rs->body, gen) != NULL,
 		    "body %s, want ...%s", rs->body, gen);
 		SM_CHECKF(msg[0] == '\0' ||
@@ -453,7 +338,7 @@ test_proto_call(void)
 	Querier__V1__SelectSeriesResponse *out;
 	char *gb[] = { "pod", "node" };
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	uint8_t *body;
 	size_t len;
 
@@ -471,8 +356,8 @@ test_proto_call(void)
 	    "Connect-Protocol-Version: 1\r\nX-Scope-OrgID: t1\r\n", body, len,
 	    &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/proto");
-	SM_CHECK(resp_header(&rs, "Content-Encoding") == NULL);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/proto");
+	SM_CHECK(sm_test_resp_header(&rs, "Content-Encoding") == NULL);
 	out = unpack_resp(&rs);
 	SM_CHECK_STR(label(out, "profile_type"),
 	    "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
@@ -485,7 +370,7 @@ test_proto_call(void)
 	SM_CHECK(out->series[0]->points[2]->value == 15);
 	SM_CHECK_EQ(out->series[0]->points[2]->timestamp, 3000);
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	free(body);
 	sm_http_destroy(h);
 }
@@ -511,25 +396,25 @@ test_json_call(void)
 		"Content-Type: application/json; charset=\"utf-8\"\r\n",
 	};
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	for (size_t i = 0; i < SM_ARRAY_LEN(cts); i++) {
 		SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, cts[i],
 		    req, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
-		SM_CHECK_STR(resp_header(&rs, "Content-Type"),
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
 		    "application/json");
 		SM_CHECK_STR((const char *)rs.body, want);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	/* The proto codec also takes the charset parameter. */
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES,
 	    "Content-Type: application/proto; charset=utf-8\r\n", "", 0,
 	    &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/proto");
-	resp_free(&rs);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/proto");
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -549,7 +434,7 @@ test_content_types(void)
 		"Content-Type: application/jsonx\r\n",
 	};
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
@@ -557,16 +442,16 @@ test_content_types(void)
 		    "{}", &rs) == 0);
 		check_error(&rs, 415, "unimplemented", "unsupported content "
 		    "type");
-		SM_CHECK_STR(resp_header(&rs, "Accept-Post"),
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Accept-Post"),
 		    "application/json, application/proto");
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES,
 	    "Content-Type: text/plain\r\n", "{}", &rs) == 0);
 	SM_CHECK_STR((const char *)rs.body, "{\"code\":\"unimplemented\","
 	    "\"message\":\"unsupported content type \\\"text/plain\\\": use "
 	    "application/proto or application/json\"}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -576,17 +461,17 @@ test_get_405(void)
 	static const char req[] = "GET " PATH_SERIES " HTTP/1.1\r\nHost: t\r\n"
 	    "Connection: close\r\n\r\n";
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	int fd;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
-	SM_REQUIRE(cli_send(fd, req, strlen(req)) == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
+	SM_REQUIRE(sm_test_send(fd, req, strlen(req)) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	close(fd);
 	SM_CHECK_EQ(rs.status, 405);
-	SM_CHECK_STR(resp_header(&rs, "Allow"), "POST");
-	resp_free(&rs);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Allow"), "POST");
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -595,7 +480,7 @@ test_empty_body(void)
 {
 	Querier__V1__SelectSeriesResponse *out;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, "", 0,
@@ -605,7 +490,7 @@ test_empty_body(void)
 	SM_CHECK_STR(label(out, "profile_type"), "");
 	SM_CHECK_EQ(out->series[0]->n_points, 0);
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_JSON, "", 0,
 	    &rs) == 0);
@@ -614,19 +499,19 @@ test_empty_body(void)
 	    "{\"name\":\"profile_type\"},{\"name\":\"selector\"},"
 	    "{\"name\":\"tenant\",\"value\":\"-\"},"
 	    "{\"name\":\"deadline\",\"value\":\"none\"}]}]}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* An empty gzip-encoded body is not inflated. */
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_JSON
 	    "Content-Encoding: gzip\r\n", "", 0, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* A handler that "succeeds" without a response is a bug: 500. */
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_NOTHING, CT_PROTO, "", 0,
 	    &rs) == 0);
 	check_error(&rs, 500, "internal", "the handler returned no response");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -640,7 +525,7 @@ test_gzip_request(void)
 	uint8_t *gz, *body, *zeros;
 	size_t gzlen, len;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	/* proto, gzipped */
@@ -653,7 +538,7 @@ test_gzip_request(void)
 	out = unpack_resp(&rs);
 	SM_CHECK_STR(label(out, "profile_type"), "gz-proto");
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_free(gz);
 	free(body);
 
@@ -664,23 +549,23 @@ test_gzip_request(void)
 	    "Content-Encoding: GZIP\r\n", gz, gzlen, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK(strstr((const char *)rs.body, "\"value\":\"gz\"") != NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* identity is no encoding */
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON
 	    "Content-Encoding: identity\r\n", json, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* not gzip at all, or truncated */
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON
 	    "Content-Encoding: gzip\r\n", json, &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "gzip");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_JSON
 	    "Content-Encoding: gzip\r\n", gz, gzlen - 5, &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "gzip");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_free(gz);
 
 	/* A small body that inflates past the route's 1 KiB cap. */
@@ -691,7 +576,7 @@ test_gzip_request(void)
 	    "Content-Encoding: gzip\r\n", gz, gzlen, &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "exceeds limit of 1024 "
 	    "bytes");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_free(gz);
 	/* Exactly at the cap is fine: 1024 bytes of an unknown field. */
 	zeros[0] = 0x7a;                        /* field 15, bytes */
@@ -701,7 +586,7 @@ test_gzip_request(void)
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SMALL, CT_PROTO
 	    "Content-Encoding: gzip\r\n", gz, gzlen, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_free(gz);
 	free(zeros);
 
@@ -710,12 +595,12 @@ test_gzip_request(void)
 	    "Content-Encoding: br\r\n", json, &rs) == 0);
 	check_error(&rs, 501, "unimplemented", "unknown compression \\\"br\\\": "
 	    "supported encodings are gzip");
-	SM_CHECK_STR(resp_header(&rs, "Accept-Encoding"), "gzip");
-	resp_free(&rs);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Accept-Encoding"), "gzip");
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_PROTO
 	    "Content-Encoding: zstd\r\n", "", &rs) == 0);
 	check_error(&rs, 501, "unimplemented", "zstd");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -742,7 +627,7 @@ test_gzip_response(void)
 	};
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_http *h;
-	struct resp plain, rs;
+	struct sm_test_resp plain, rs;
 	char hdrs[256];
 	uint8_t *in;
 	size_t inlen;
@@ -758,33 +643,33 @@ test_gzip_response(void)
 		SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, hdrs,
 		    big, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
-		SM_CHECK_STR(resp_header(&rs, "Content-Type"),
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
 		    "application/json");
 		if (!aes[i].gz) {
-			SM_CHECKF(resp_header(&rs, "Content-Encoding") == NULL,
+			SM_CHECKF(sm_test_resp_header(&rs, "Content-Encoding") == NULL,
 			    "%s", aes[i].ae);
 			SM_CHECK(rs.len == plain.len &&
 			    memcmp(rs.body, plain.body, rs.len) == 0);
-			resp_free(&rs);
+			sm_test_resp_free(&rs);
 			continue;
 		}
-		SM_CHECK_STR(resp_header(&rs, "Content-Encoding"), "gzip");
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Encoding"), "gzip");
 		SM_CHECK(rs.len < plain.len);
 		SM_REQUIRE(sm_gunzip(rs.body, rs.len, 1u << 20, a, &in, &inlen,
 		    &err) == 0);
 		SM_CHECK(inlen == plain.len &&
 		    memcmp(in, plain.body, inlen) == 0);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
-	resp_free(&plain);
+	sm_test_resp_free(&plain);
 
 	/* Small responses stay plain even when gzip is accepted. */
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON
 	    "Accept-Encoding: gzip\r\n", small, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK(rs.len <= 1024);
-	SM_CHECK(resp_header(&rs, "Content-Encoding") == NULL);
-	resp_free(&rs);
+	SM_CHECK(sm_test_resp_header(&rs, "Content-Encoding") == NULL);
+	sm_test_resp_free(&rs);
 
 	/* The proto codec is compressed the same way. */
 	{
@@ -800,7 +685,7 @@ test_gzip_response(void)
 		SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
 		    "Accept-Encoding: gzip\r\n", body, len, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
-		SM_CHECK_STR(resp_header(&rs, "Content-Encoding"), "gzip");
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Encoding"), "gzip");
 		SM_REQUIRE(sm_gunzip(rs.body, rs.len, 1u << 20, a, &in, &inlen,
 		    &err) == 0);
 		out = querier__v1__select_series_response__unpack(NULL, inlen,
@@ -808,7 +693,7 @@ test_gzip_response(void)
 		SM_REQUIRE(out != NULL);
 		SM_CHECK_EQ(out->series[0]->n_points, 200);
 		querier__v1__select_series_response__free_unpacked(out, NULL);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 		free(body);
 	}
 	sm_http_destroy(h);
@@ -819,7 +704,7 @@ static void
 test_errors(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	char body[256];
 
 	SM_REQUIRE((h = srv_start()) != NULL);
@@ -830,7 +715,7 @@ test_errors(void)
 		    "Accept-Encoding: gzip\r\n", body, &rs) == 0);
 		check_error(&rs, fail_cases[i].status, fail_cases[i].code,
 		    "failing with");
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	/* Exact body, escaped like Go; errors are JSON for proto calls. */
 	{
@@ -845,12 +730,12 @@ test_errors(void)
 		SM_REQUIRE(cli_post(sm_http_port(h), PATH_FAIL, CT_PROTO, pb,
 		    len, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 429);
-		SM_CHECK_STR(resp_header(&rs, "Content-Type"),
+		SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
 		    "application/json");
 		SM_CHECK_STR((const char *)rs.body, "{\"code\":"
 		    "\"resource_exhausted\",\"message\":\"failing with ELIMIT: "
 		    "\\\"{a=\\\"\\u003cb\\u003e\\\"}\\\"\"}");
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 		free(pb);
 	}
 	/* No message from the handler: the code's name is used. */
@@ -858,7 +743,7 @@ test_errors(void)
 	    "{\"labelSelector\":\"nomsg\"}", &rs) == 0);
 	check_error(&rs, 503, "unavailable", "");
 	SM_CHECKF(strlen((const char *)rs.body) > 40, "%s", rs.body);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -869,46 +754,46 @@ test_malformed(void)
 	static const uint8_t badwire[] = { 0x0f, 0x01 };           /* type 7 */
 	static const uint8_t cut[] = { 0x18, 0x01, 0x0a, 0x01 };   /* no data */
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, junk,
 	    sizeof(junk), &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "unmarshal into "
 	    "querier.v1.SelectSeriesRequest: malformed protobuf data");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, badwire,
 	    sizeof(badwire), &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, cut,
 	    sizeof(cut), &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON, "{",
 	    &rs) == 0);
 	check_error(&rs, 400, "invalid_argument",
 	    "invalid querier.v1.SelectSeriesRequest JSON: ");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON, "[]",
 	    &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "not an object");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON,
 	    "{\"start\":\"soon\"}", &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "field \\\"start\\\": "
 	    "invalid int64 \\\"soon\\\"");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	/* Proto bytes under the JSON content type, and the reverse. */
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_JSON, junk,
 	    sizeof(junk), &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "JSON");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_PROTO,
 	    "{\"start\":1}", &rs) == 0);
 	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -921,7 +806,7 @@ test_headers(void)
 	};
 	Querier__V1__SelectSeriesResponse *out;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	char hdrs[128];
 	long long left;
 
@@ -934,7 +819,7 @@ test_headers(void)
 	left = atoll(label(out, "deadline"));
 	SM_CHECKF(left > 3000 && left <= 5000, "%lld ms left", left);
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* 10 digits is the most Connect allows. */
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
@@ -943,14 +828,14 @@ test_headers(void)
 	out = unpack_resp(&rs);
 	SM_CHECK(atoll(label(out, "deadline")) > 9999990000LL);
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
 	    "Connect-Timeout-Ms: 0\r\n", "", 0, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	out = unpack_resp(&rs);
 	SM_CHECK(atoll(label(out, "deadline")) <= 0);
 	querier__v1__select_series_response__free_unpacked(out, NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(bad_tmo); i++) {
 		snprintf(hdrs, sizeof(hdrs), CT_PROTO
@@ -959,7 +844,7 @@ test_headers(void)
 		    &rs) == 0);
 		check_error(&rs, 400, "invalid_argument",
 		    "invalid Connect-Timeout-Ms");
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 
 	/* Connect-Protocol-Version: optional, but "1" when given. */
@@ -967,7 +852,7 @@ test_headers(void)
 	    "Connect-Protocol-Version: 2\r\n", "", 0, &rs) == 0);
 	check_error(&rs, 400, "invalid_argument",
 	    "Connect-Protocol-Version must be \\\"1\\\": got \\\"2\\\"");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -1008,22 +893,22 @@ test_keepalive(void)
 {
 	static const char body[] = "{\"profileTypeID\":\"k\"}";
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	char req[512];
 	int fd, n;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	n = snprintf(req, sizeof(req), "POST %s HTTP/1.1\r\nHost: t\r\n%s"
 	    "Content-Length: %zu\r\n\r\n%s", PATH_SERIES, CT_JSON,
 	    strlen(body), body);
 	for (int i = 0; i < 5; i++) {
-		SM_REQUIRE(cli_send(fd, req, (size_t)n) == 0);
-		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_REQUIRE(sm_test_send(fd, req, (size_t)n) == 0);
+		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
 		SM_CHECK(strstr((const char *)rs.body, "\"value\":\"k\"") !=
 		    NULL);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	close(fd);
 	sm_http_destroy(h);

@@ -6,6 +6,7 @@
  * status lines, headers, JSON error bodies, when connections are closed.
  */
 #include "sm_test.h"
+#include "sm_test_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,20 +26,6 @@
 
 /* --- the client ---------------------------------------------------------- */
 
-struct resp {
-	int status;
-	char head[16384];        /* status line + headers, NUL-terminated */
-	unsigned char *body;     /* malloc'd, NUL-terminated */
-	size_t len;
-};
-
-static void
-resp_free(struct resp *rs)
-{
-	free(rs->body);
-	rs->body = NULL;
-}
-
 static int64_t
 now_ms(void)
 {
@@ -56,155 +43,27 @@ sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-static void
-cli_timeout(int fd, int ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-static int
-cli_connect(unsigned port)
-{
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return (-1);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cli_timeout(fd, 5000);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		close(fd);
-		return (-1);
-	}
-	return (fd);
-}
-
-static int
-cli_send(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return (-1);
-		c += k;
-		n -= (size_t)k;
-	}
-	return (0);
-}
-
 static int
 cli_sends(int fd, const char *s)
 {
-	return (cli_send(fd, s, strlen(s)));
-}
-
-/* Value of header `name` in rs->head (copied to a per-thread buffer). */
-static const char *
-resp_header(const struct resp *rs, const char *name)
-{
-	static _Thread_local char val[1024];
-	size_t nl = strlen(name);
-	const char *p = strstr(rs->head, "\r\n");
-
-	while (p != NULL && p[2] != '\0') {
-		const char *line = p + 2, *eol = strstr(line, "\r\n");
-
-		if (eol == NULL)
-			break;
-		if ((size_t)(eol - line) > nl && line[nl] == ':' &&
-		    strncasecmp(line, name, nl) == 0) {
-			const char *v = line + nl + 1;
-
-			while (*v == ' ')
-				v++;
-			snprintf(val, sizeof(val), "%.*s", (int)(eol - v), v);
-			return (val);
-		}
-		p = eol;
-	}
-	return (NULL);
-}
-
-/*
- * Read one response.  Returns 0, or -1 when the connection ended or timed
- * out before a complete response (errno is then 0 for EOF).
- */
-static int
-cli_read(int fd, struct resp *rs)
-{
-	char buf[65536];
-	size_t have = 0, hlen, need;
-	const char *cl, *eoh;
-
-	memset(rs, 0, sizeof(*rs));
-	for (;;) {
-		ssize_t k;
-
-		buf[have] = '\0';
-		if ((eoh = strstr(buf, "\r\n\r\n")) != NULL)
-			break;
-		if (have == sizeof(buf) - 1)
-			return (-1);
-		k = recv(fd, buf + have, 1, 0);
-		if (k == 0)
-			errno = 0;
-		if (k <= 0)
-			return (-1);
-		have += (size_t)k;
-	}
-	hlen = (size_t)(eoh - buf) + 4;
-	if (hlen >= sizeof(rs->head))
-		return (-1);
-	memcpy(rs->head, buf, hlen);
-	rs->head[hlen] = '\0';
-	if (sscanf(rs->head, "HTTP/1.%*d %d", &rs->status) != 1)
-		return (-1);
-	if (rs->status == 100)
-		return (cli_read(fd, rs));
-	cl = resp_header(rs, "Content-Length");
-	need = cl != NULL ? (size_t)strtoull(cl, NULL, 10) : 0;
-	rs->body = malloc(need + 1);
-	while (rs->len < need) {
-		ssize_t k = recv(fd, rs->body + rs->len, need - rs->len, 0);
-
-		if (k == 0)
-			errno = 0;
-		if (k <= 0) {
-			resp_free(rs);
-			return (-1);
-		}
-		rs->len += (size_t)k;
-	}
-	rs->body[rs->len] = '\0';
-	return (0);
+	return (sm_test_send(fd, s, strlen(s)));
 }
 
 /* One request on a fresh connection. */
 static int
-cli_do(unsigned port, const void *req, size_t n, struct resp *rs)
+cli_do(unsigned port, const void *req, size_t n, struct sm_test_resp *rs)
 {
-	int fd = cli_connect(port), rv;
+	int fd = sm_test_connect(port, 5000), rv;
 
 	if (fd < 0)
 		return (-1);
-	rv = cli_send(fd, req, n) == 0 ? cli_read(fd, rs) : -1;
+	rv = sm_test_send(fd, req, n) == 0 ? sm_test_read_resp(fd, rs) : -1;
 	close(fd);
 	return (rv);
 }
 
 static int
-cli_get(unsigned port, const char *target, struct resp *rs)
+cli_get(unsigned port, const char *target, struct sm_test_resp *rs)
 {
 	char req[2048];
 
@@ -220,7 +79,7 @@ cli_wait_closed(int fd, int max_ms)
 	int64_t t0 = now_ms();
 	char c;
 
-	cli_timeout(fd, max_ms);
+	sm_test_sock_timeout(fd, max_ms);
 	for (;;) {
 		ssize_t k = recv(fd, &c, 1, 0);
 
@@ -507,7 +366,7 @@ test_localhost_listen(void)
 {
 	struct sm_http_cfg cfg;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	srv_cfg(&cfg);
 	cfg.listen = "localhost:0";
@@ -515,7 +374,7 @@ test_localhost_listen(void)
 	SM_CHECK(sm_http_port(h) != 0);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/hello", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -544,7 +403,7 @@ static void
 test_routing(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	const char *post = "POST /any HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: 0\r\nConnection: close\r\n\r\n";
@@ -557,39 +416,39 @@ test_routing(void)
 	SM_REQUIRE(cli_get(port, "/hello", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_STR((char *)rs.body, "hello world\n");
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"),
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
 	    "text/plain; charset=utf-8");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	SM_REQUIRE(cli_get(port, "/any?x=1", &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "GET /any\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_do(port, post, strlen(post), &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "POST /any\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Same path, per-method handlers. */
 	SM_REQUIRE(cli_get(port, "/multi", &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "GET /multi\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Paths are exact: no prefix match, no trailing-slash folding. */
 	SM_REQUIRE(cli_get(port, "/hello/", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_get(port, "/hell", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* 405, with Allow and a body sent along. */
 	SM_REQUIRE(cli_do(port, put, strlen(put), &rs) == 0);
 	SM_CHECK_EQ(rs.status, 405);
-	SM_CHECK_STR(resp_header(&rs, "Allow"), "GET, POST");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Allow"), "GET, POST");
 	SM_CHECK_STR((char *)rs.body, "{\"code\":\"unimplemented\","
 	    "\"message\":\"method PUT not allowed for /multi\"}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_do(port, post, strlen(post), &rs) == 0);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -615,7 +474,7 @@ static void
 test_not_found(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	int fd;
 	const char *post = "POST /nope HTTP/1.1\r\nHost: t\r\n"
@@ -625,36 +484,36 @@ test_not_found(void)
 	port = sm_http_port(h);
 	SM_REQUIRE(cli_get(port, "/nope?a=b", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/json");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/json");
 	SM_CHECK_STR((char *)rs.body,
 	    "{\"code\":\"not_found\",\"message\":\"path not found: /nope\"}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Without a body, a 404 keeps the connection usable. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") ==
 	    0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 
 	/* With one, the body is read and dropped first, so the connection
 	 * stays usable. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, post) == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") ==
 	    0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 	sm_http_destroy(h);
 }
@@ -669,7 +528,7 @@ test_not_found_drains_body(void)
 {
 	static const size_t n = 900u << 10;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	char *body, hdr[256], chunk[64];
 	int fd;
@@ -681,37 +540,37 @@ test_not_found_drains_body(void)
 	for (int k = 0; k < 2; k++) {
 		const char *path = k == 0 ? "/nope" : "/hello";
 
-		SM_REQUIRE((fd = cli_connect(port)) >= 0);
+		SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 		snprintf(hdr, sizeof(hdr), "%s %s HTTP/1.1\r\nHost: t\r\n"
 		    "Content-Length: %zu\r\n\r\n", k == 0 ? "POST" : "PUT",
 		    path, n);
 		SM_CHECK(cli_sends(fd, hdr) == 0);
-		SM_CHECK(cli_send(fd, body, n) == 0);
-		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_CHECK(sm_test_send(fd, body, n) == 0);
+		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 		SM_CHECK_EQ(rs.status, k == 0 ? 404 : 405);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 		/* Still usable. */
 		SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n"
 		    "\r\n") == 0);
-		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 		close(fd);
 	}
 	/* Chunked. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /nope HTTP/1.1\r\nHost: t\r\n"
 	    "Transfer-Encoding: chunked\r\n\r\n") == 0);
 	for (int i = 0; i < 9; i++) {
 		snprintf(chunk, sizeof(chunk), "%zx\r\n", n / 9);
 		SM_CHECK(cli_sends(fd, chunk) == 0);
-		SM_CHECK(cli_send(fd, body, n / 9) == 0);
+		SM_CHECK(sm_test_send(fd, body, n / 9) == 0);
 		SM_CHECK(cli_sends(fd, "\r\n") == 0);
 	}
 	SM_CHECK(cli_sends(fd, "0\r\n\r\n") == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 	free(body);
 	sm_http_destroy(h);
@@ -721,7 +580,7 @@ static void
 test_query_decoding(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/query?a=hello%20world&b=1+2"
@@ -741,7 +600,7 @@ test_query_decoding(void)
 	    "[caf\xc3\xa9]=[\xc3\xa9t\xc3\xa9]\n"
 	    "[bad]=[%zz]\n"
 	    "[Case]=[1]\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Lookups are case-sensitive, "+" in a path is not a space, early
 	 * stop of query_each. */
@@ -749,17 +608,17 @@ test_query_decoding(void)
 	    &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "x=(null) nope=(null)\n[X]=[upper]\n"
 	    "[stop]=[1]\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/query", &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "x=(null) nope=(null)\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/hel+lo", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 404);
 	SM_CHECK(strstr((char *)rs.body, "/hel+lo") != NULL);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/hel%6Co", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -767,29 +626,29 @@ static void
 test_headers(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	const char *req = "GET /headers HTTP/1.1\r\nHost: t\r\n"
 	    "X-TEST-header: some value\r\nConnection: close\r\n\r\n";
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_do(sm_http_port(h), req, strlen(req), &rs) == 0);
 	SM_CHECK_STR((char *)rs.body, "some value|(null)\n");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Response headers: only what the handler set, plus Content-Type. */
 	SM_REQUIRE(cli_get(sm_http_port(h), "/status", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 429);
-	SM_CHECK_STR(resp_header(&rs, "X-A"), "1");
-	SM_CHECK_STR(resp_header(&rs, "X-B"), "two words");
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/json");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "X-A"), "1");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "X-B"), "two words");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/json");
 	SM_CHECK_STR((char *)rs.body, "{\"code\":\"resource_exhausted\","
 	    "\"message\":\"slow down\"}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	SM_REQUIRE(cli_get(sm_http_port(h), "/remote", &rs) == 0);
 	SM_CHECK(strncmp((char *)rs.body, "127.0.0.1:", 10) == 0);
 	SM_CHECK(atoi((char *)rs.body + 10) > 0);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -797,16 +656,16 @@ static void
 test_error_body_shape(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/error", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 400);
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/json");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/json");
 	/* Go's encoding/json escaping: quotes, <, > and the newline. */
 	SM_CHECK_STR((char *)rs.body, "{\"code\":\"invalid_argument\","
 	    "\"message\":\"bad \\\"name\\\": \\u003ca\\u003e\\n\"}");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
@@ -814,7 +673,7 @@ static void
 test_5xx_messages(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	char path[32], want[160];
 
 	SM_REQUIRE((h = srv_start()) != NULL);
@@ -823,10 +682,10 @@ test_5xx_messages(void)
 
 		snprintf(path, sizeof(path), "/5xx?m=%zu", i);
 		SM_REQUIRE(cli_get(sm_http_port(h), path, &rs) == 0);
-		rid = resp_header(&rs, "X-Request-Id");
+		rid = sm_test_resp_header(&rs, "X-Request-Id");
 		SM_CHECK(rid != NULL && rid[0] != '\0');
 		if (err5xx[i].client == NULL) {
-			snprintf(want, sizeof(want), " (request id %s)\"}",
+			snprintf(want, sizeof(want), " (request id %.64s)\"}",
 			    rid != NULL ? rid : "?");
 			SM_CHECKF(strstr((char *)rs.body, want) != NULL &&
 			    (strstr((char *)rs.body, "internal error") != NULL ||
@@ -841,7 +700,7 @@ test_5xx_messages(void)
 		    strstr((char *)rs.body, "tcp:") == NULL &&
 		    strstr((char *)rs.body, "000004") == NULL,
 		    "case %zu: body %s", i, rs.body);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	sm_http_destroy(h);
 }
@@ -851,28 +710,28 @@ test_noreply_500(void)
 {
 	char want[160];
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/noreply", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 500);
-	SM_CHECK(resp_header(&rs, "X-Lost") == NULL);
+	SM_CHECK(sm_test_resp_header(&rs, "X-Lost") == NULL);
 	/* Generic for the client, with the request id (http.c). */
-	SM_REQUIRE(resp_header(&rs, "X-Request-Id") != NULL);
+	SM_REQUIRE(sm_test_resp_header(&rs, "X-Request-Id") != NULL);
 	snprintf(want, sizeof(want), "{\"code\":\"internal\",\"message\":"
-	    "\"internal error (request id %s)\"}",
-	    resp_header(&rs, "X-Request-Id"));
+	    "\"internal error (request id %.64s)\"}",
+	    sm_test_resp_header(&rs, "X-Request-Id"));
 	SM_CHECK_STR((char *)rs.body, want);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_REQUIRE(cli_get(sm_http_port(h), "/hello", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
 static int
 post_body(unsigned port, const char *path, const void *body, size_t n,
-    struct resp *rs)
+    struct sm_test_resp *rs)
 {
 	char head[256];
 	int fd, rv = -1;
@@ -880,10 +739,10 @@ post_body(unsigned port, const char *path, const void *body, size_t n,
 	snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: %zu\r\nContent-Type: application/octet-stream"
 	    "\r\n\r\n", path, n);
-	if ((fd = cli_connect(port)) < 0)
+	if ((fd = sm_test_connect(port, 5000)) < 0)
 		return (-1);
-	if (cli_sends(fd, head) == 0 && cli_send(fd, body, n) == 0)
-		rv = cli_read(fd, rs);
+	if (cli_sends(fd, head) == 0 && sm_test_send(fd, body, n) == 0)
+		rv = sm_test_read_resp(fd, rs);
 	close(fd);
 	return (rv);
 }
@@ -894,7 +753,7 @@ test_body_echo(void)
 	static const unsigned char bin[] = { 0, 1, 2, '\r', '\n', 0, 0, 0xff,
 	    '-', '-', 0 };
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned char *big;
 	size_t nbig = 1u << 20;
 
@@ -904,16 +763,16 @@ test_body_echo(void)
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_EQ(rs.len, sizeof(bin));
 	SM_CHECK(memcmp(rs.body, bin, sizeof(bin)) == 0);
-	SM_CHECK_STR(resp_header(&rs, "X-Body-Len"), "11");
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"),
+	SM_CHECK_STR(sm_test_resp_header(&rs, "X-Body-Len"), "11");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
 	    "application/octet-stream");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Empty body: never NULL, NUL-terminated. */
 	SM_REQUIRE(post_body(sm_http_port(h), "/echo", "", 0, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_EQ(rs.len, 0);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* Expect: 100-continue (curl sends it for large bodies). */
 	{
@@ -921,7 +780,7 @@ test_body_echo(void)
 		size_t got = 0;
 		int fd;
 
-		SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+		SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 		SM_CHECK(cli_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\n"
 		    "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n") == 0);
 		while (got < 25 && recv(fd, interim + got, 1, 0) == 1)
@@ -929,10 +788,10 @@ test_body_echo(void)
 		SM_CHECK(strncmp(interim, "HTTP/1.1 100 Continue\r\n\r\n", 25)
 		    == 0);
 		SM_CHECK(cli_sends(fd, "12345") == 0);
-		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
 		SM_CHECK_STR((char *)rs.body, "12345");
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 		close(fd);
 	}
 
@@ -943,7 +802,7 @@ test_body_echo(void)
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_EQ(rs.len, nbig);
 	SM_CHECK(rs.len == nbig && memcmp(rs.body, big, nbig) == 0);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	free(big);
 	sm_http_destroy(h);
 }
@@ -954,18 +813,18 @@ static const char too_big_1024[] = "{\"code\":\"invalid_argument\","
 static void
 check_healthy(unsigned port)
 {
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	SM_REQUIRE(cli_get(port, "/hello", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 }
 
 static void
 test_413_content_length(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	char body[1024];
 	int fd;
@@ -978,38 +837,38 @@ test_413_content_length(void)
 	SM_REQUIRE(post_body(port, "/small", body, sizeof(body), &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_EQ(rs.len, 1024);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 
 	/* One byte over: answered from the headers, body never sent. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /small HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: 1025\r\n\r\n") == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 413);
-	SM_CHECK_STR(resp_header(&rs, "Content-Type"), "application/json");
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"), "application/json");
 	SM_CHECK_STR((char *)rs.body, too_big_1024);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	SM_CHECK(cli_wait_closed(fd, 2000) >= 0);
 	close(fd);
 
 	/* A huge announced body with Expect: 100-continue gets no 100. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /small HTTP/1.1\r\nHost: t\r\n"
 	    "Expect: 100-continue\r\n"
 	    "Content-Length: 99999999999999\r\n\r\n") == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 413);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 
 	/* Over the limit while part of the body is already on its way. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /small HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: 100000\r\n\r\n") == 0);
-	SM_CHECK(cli_send(fd, body, sizeof(body)) == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_CHECK(sm_test_send(fd, body, sizeof(body)) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 413);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 
 	check_healthy(port);
@@ -1034,7 +893,7 @@ send_chunked(int fd, const char *path, size_t total, size_t chunk)
 		snprintf(line, sizeof(line), "%zx\r\n", n);
 		rv = cli_sends(fd, line);
 		if (rv == 0)
-			rv = cli_send(fd, buf, n);
+			rv = sm_test_send(fd, buf, n);
 		if (rv == 0)
 			rv = cli_sends(fd, "\r\n");
 		total -= n;
@@ -1049,7 +908,7 @@ static void
 test_413_chunked(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	int fd;
 
@@ -1057,28 +916,28 @@ test_413_chunked(void)
 	port = sm_http_port(h);
 
 	/* Within the limit. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(send_chunked(fd, "/small", 1000, 100) == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_EQ(rs.len, 1000);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 
 	/* Over it: the rest is drained and the client gets its 413. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_CHECK(send_chunked(fd, "/small", 8192, 512) == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 413);
 	SM_CHECK_STR((char *)rs.body, too_big_1024);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(fd);
 	check_healthy(port);
 
 	/* Far over it: the server hangs up instead of draining forever. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	(void)send_chunked(fd, "/small", 8u << 20, 64u << 10);
-	SM_CHECK(cli_read(fd, &rs) != 0);
+	SM_CHECK(sm_test_read_resp(fd, &rs) != 0);
 	close(fd);
 	check_healthy(port);
 	sm_http_destroy(h);
@@ -1088,7 +947,7 @@ static void
 test_header_too_large(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	struct sm_buf b = SM_BUF_INIT;
 	int fd;
 
@@ -1097,10 +956,10 @@ test_header_too_large(void)
 	for (int i = 0; i < 100000; i++)
 		sm_buf_putc(&b, 'a');
 	sm_buf_puts(&b, "\r\n\r\n");
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
-	if (cli_send(fd, b.b, b.len) == 0 && cli_read(fd, &rs) == 0) {
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
+	if (sm_test_send(fd, b.b, b.len) == 0 && sm_test_read_resp(fd, &rs) == 0) {
 		SM_CHECK_EQ(rs.status, 431);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	close(fd);
 	sm_buf_fini(&b);
@@ -1112,13 +971,13 @@ static void
 test_keepalive_many(void)
 {
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	unsigned port;
 	int fd;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
 	port = sm_http_port(h);
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	for (int i = 0; i < 300; i++) {
 		char req[256];
 
@@ -1126,17 +985,17 @@ test_keepalive_many(void)
 		    "Content-Length: %d\r\n\r\n%.*s", i % 7 + 1, i % 7 + 1,
 		    "abcdefg");
 		SM_REQUIRE(cli_sends(fd, req) == 0);
-		SM_REQUIRE(cli_read(fd, &rs) == 0);
+		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
 		SM_CHECK_EQ(rs.len, (size_t)(i % 7 + 1));
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	close(fd);
 	for (int i = 0; i < 200; i++) {
 		SM_REQUIRE(cli_get(port, i % 3 == 0 ? "/nope" : "/hello",
 		    &rs) == 0);
 		SM_CHECK_EQ(rs.status, i % 3 == 0 ? 404 : 200);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	sm_http_destroy(h);
 }
@@ -1151,14 +1010,14 @@ conc_client(void *p)
 {
 	struct conc_arg *a = p;
 	char body[3000];
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	memset(body, 'q', sizeof(body));
 	for (int i = 0; i < 40; i++) {
 		if (post_body(a->port, "/echo", body, sizeof(body), &rs) != 0 ||
 		    rs.status != 200 || rs.len != sizeof(body))
 			a->failures++;
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	return (NULL);
 }
@@ -1189,7 +1048,7 @@ test_connection_limit(void)
 {
 	struct sm_http_cfg cfg;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	int fds[4], extra, rv;
 	unsigned port;
 
@@ -1199,36 +1058,36 @@ test_connection_limit(void)
 	port = sm_http_port(h);
 	/* Four kept-alive connections, each answered once. */
 	for (int i = 0; i < 4; i++) {
-		SM_REQUIRE((fds[i] = cli_connect(port)) >= 0);
+		SM_REQUIRE((fds[i] = sm_test_connect(port, 5000)) >= 0);
 		SM_CHECK(cli_sends(fds[i],
 		    "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
-		SM_REQUIRE(cli_read(fds[i], &rs) == 0);
+		SM_REQUIRE(sm_test_read_resp(fds[i], &rs) == 0);
 		SM_CHECK_EQ(rs.status, 200);
-		resp_free(&rs);
+		sm_test_resp_free(&rs);
 	}
 	/*
 	 * The fifth is not served: each worker stops accepting at its share
 	 * of the limit, so the connection waits in the kernel's backlog.
 	 */
-	SM_REQUIRE((extra = cli_connect(port)) >= 0);
-	cli_timeout(extra, 700);
+	SM_REQUIRE((extra = sm_test_connect(port, 5000)) >= 0);
+	sm_test_sock_timeout(extra, 700);
 	SM_CHECK(cli_sends(extra, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
 	    == 0);
-	rv = cli_read(extra, &rs);
+	rv = sm_test_read_resp(extra, &rs);
 	SM_CHECKF(rv != 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
 	    "rv %d errno %d", rv, errno);
 	/* The others keep working. */
 	SM_CHECK(cli_sends(fds[0], "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") ==
 	    0);
-	SM_REQUIRE(cli_read(fds[0], &rs) == 0);
+	SM_REQUIRE(sm_test_read_resp(fds[0], &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	/* A freed slot lets the waiting one in. */
 	close(fds[1]);
-	cli_timeout(extra, 3000);
-	SM_REQUIRE(cli_read(extra, &rs) == 0);
+	sm_test_sock_timeout(extra, 3000);
+	SM_REQUIRE(sm_test_read_resp(extra, &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	close(extra);
 	close(fds[0]);
 	close(fds[2]);
@@ -1241,23 +1100,23 @@ test_per_ip_limit(void)
 {
 	struct sm_http_cfg cfg;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	int fds[2], extra;
 
 	srv_cfg(&cfg);
 	cfg.per_ip_limit = 2;
 	SM_REQUIRE((h = srv_start_cfg(&cfg)) != NULL);
 	for (int i = 0; i < 2; i++) {
-		SM_REQUIRE((fds[i] = cli_connect(sm_http_port(h))) >= 0);
+		SM_REQUIRE((fds[i] = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 		SM_CHECK(cli_sends(fds[i],
 		    "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
-		SM_REQUIRE(cli_read(fds[i], &rs) == 0);
-		resp_free(&rs);
+		SM_REQUIRE(sm_test_read_resp(fds[i], &rs) == 0);
+		sm_test_resp_free(&rs);
 	}
 	/* The third from the same address is accepted and closed at once. */
-	SM_REQUIRE((extra = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((extra = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	(void)cli_sends(extra, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
-	SM_CHECK(cli_read(extra, &rs) != 0);
+	SM_CHECK(sm_test_read_resp(extra, &rs) != 0);
 	close(extra);
 	close(fds[0]);
 	close(fds[1]);
@@ -1271,7 +1130,7 @@ test_idle_timeout(void)
 {
 	struct sm_http_cfg cfg;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 	int64_t waited;
 	int fd;
 
@@ -1280,24 +1139,24 @@ test_idle_timeout(void)
 	SM_REQUIRE((h = srv_start_cfg(&cfg)) != NULL);
 
 	/* A connection that never sends anything. */
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	waited = cli_wait_closed(fd, 4000);
 	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
 	    (long long)waited);
 	close(fd);
 
 	/* A kept-alive connection after one request. */
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
-	SM_REQUIRE(cli_read(fd, &rs) == 0);
-	resp_free(&rs);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
+	sm_test_resp_free(&rs);
 	waited = cli_wait_closed(fd, 4000);
 	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
 	    (long long)waited);
 	close(fd);
 
 	/* Slowloris: headers started, never finished. */
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\nX-A: b")
 	    == 0);
 	sleep_ms(300);
@@ -1308,7 +1167,7 @@ test_idle_timeout(void)
 	close(fd);
 
 	/* Body started, never finished. */
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: 100\r\n\r\nabc") == 0);
 	waited = cli_wait_closed(fd, 4000);
@@ -1324,7 +1183,7 @@ test_slow_handler_beats_timeout(void)
 {
 	struct sm_http_cfg cfg;
 	struct sm_http *h;
-	struct resp rs;
+	struct sm_test_resp rs;
 
 	/* The handler runs longer than the idle timeout: reply still sent. */
 	srv_cfg(&cfg);
@@ -1333,14 +1192,14 @@ test_slow_handler_beats_timeout(void)
 	SM_REQUIRE(cli_get(sm_http_port(h), "/slower", &rs) == 0);
 	SM_CHECK_EQ(rs.status, 200);
 	SM_CHECK_STR((char *)rs.body, "slow");
-	resp_free(&rs);
+	sm_test_resp_free(&rs);
 	sm_http_destroy(h);
 }
 
 struct inflight {
 	unsigned port;
 	int rv;
-	struct resp rs;
+	struct sm_test_resp rs;
 };
 
 static void *
@@ -1376,11 +1235,11 @@ test_stop_in_flight(void)
 	SM_CHECK_EQ(f.rv, 0);
 	SM_CHECK_EQ(f.rs.status, 200);
 	SM_CHECK_STR((char *)f.rs.body, "slow");
-	resp_free(&f.rs);
+	sm_test_resp_free(&f.rs);
 	SM_CHECKF(took >= 200 && took < 2000, "stop took %lld ms",
 	    (long long)took);
 	/* No longer listening; stop is idempotent. */
-	fd = cli_connect(f.port);
+	fd = sm_test_connect(f.port, 5000);
 	SM_CHECK(fd < 0);
 	if (fd >= 0)
 		close(fd);
@@ -1398,7 +1257,7 @@ test_stop_idle_and_unstarted(void)
 
 	/* An idle kept-alive connection does not hold stop up. */
 	SM_REQUIRE((h = srv_start()) != NULL);
-	SM_REQUIRE((fd = cli_connect(sm_http_port(h))) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	sleep_ms(50);
 	sm_http_stop(h);
 	SM_CHECK(cli_wait_closed(fd, 2000) >= 0);
@@ -1487,7 +1346,7 @@ test_stream(void)
 	port = sm_http_port(h);
 
 	/* HTTP/1.0: the body until close, exactly the pieces joined. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_REQUIRE(cli_sends(fd, req10) == 0);
 	all = cli_read_all(fd, &len);
 	close(fd);
@@ -1498,7 +1357,7 @@ test_stream(void)
 	free(all);
 
 	/* HTTP/1.1: chunked. */
-	SM_REQUIRE((fd = cli_connect(port)) >= 0);
+	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
 	SM_REQUIRE(cli_sends(fd, req11) == 0);
 	all = cli_read_all(fd, &len);
 	close(fd);

@@ -25,6 +25,7 @@
 #include "distributor/distributor.h"
 #include "ingester/ingester.h"
 #include "querier/querier.h"
+#include "sm_test_http.h"
 
 /* Defaults of this tier before the test's own flags: old and future
  * timestamps are how tests place data in time; caches small because
@@ -370,131 +371,33 @@ smc_port(const struct smc *c)
 
 /* --- HTTP client ---------------------------------------------------- */
 
-static int
-smc_connect(unsigned port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	struct timeval tv = { .tv_sec = 60 };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return (-1);
-	sa.sin_port = htons((uint16_t)port);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		close(fd);
-		return (-1);
-	}
-	return (fd);
-}
-
-static int
-smc_send_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n > 0) {
-		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return (-1);
-		b += k;
-		n -= (size_t)k;
-	}
-	return (0);
-}
-
-/* Decode a chunked body in place; returns its length or -1. */
-static long
-smc_dechunk(char *b, size_t n)
-{
-	size_t r = 0, w = 0;
-
-	for (;;) {
-		char *end;
-		unsigned long sz;
-
-		if (r >= n)
-			return (-1);
-		sz = strtoul(b + r, &end, 16);
-		if (end == b + r)
-			return (-1);
-		if ((end = strstr(end, "\r\n")) == NULL)
-			return (-1);
-		r = (size_t)(end - b) + 2;
-		if (sz == 0)
-			return ((long)w);
-		if (sz > n - r)
-			return (-1);
-		memmove(b + w, b + r, sz);
-		w += sz;
-		r += sz + 2;
-	}
-}
-
 int
 smc_http(struct smc *c, const char *method, const char *target,
     const void *req, size_t len, struct sm_buf *body)
 {
-	struct sm_buf raw = SM_BUF_INIT;
-	char *hend, *p;
-	int fd, status = -1;
+	struct sm_test_resp rs;
+	char head[4096];
+	int fd, n, status = -1;
 
-	if ((fd = smc_connect(smc_port(c))) < 0)
+	if ((fd = sm_test_connect(smc_port(c), 60000)) < 0)
 		return (-1);
-	sm_buf_printf(&raw, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-	    "Connection: close\r\nContent-Length: %zu\r\n\r\n", method, target,
-	    len);
-	if (len > 0)
-		sm_buf_append(&raw, req, len);
-	if (sm_buf_error(&raw) != 0 || smc_send_all(fd, raw.b, raw.len) != 0)
+	n = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: 127.0.0.1"
+	    "\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", method,
+	    target, len);
+	if (n < 0 || (size_t)n >= sizeof(head) ||
+	    sm_test_send(fd, head, (size_t)n) != 0 ||
+	    (len > 0 && sm_test_send(fd, req, len) != 0) ||
+	    sm_test_read_resp(fd, &rs) != 0)
 		goto out;
-	sm_buf_reset(&raw);
-	for (;;) {
-		ssize_t k;
-
-		if (sm_buf_reserve(&raw, 65536) != 0)
-			goto out;
-		k = recv(fd, raw.b + raw.len, raw.cap - raw.len - 1, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			goto out;
-		if (k == 0)
-			break;
-		raw.len += (size_t)k;
-		raw.b[raw.len] = '\0';
-	}
-	if (raw.len < 12 || strncmp(raw.b, "HTTP/1.", 7) != 0 ||
-	    (hend = strstr(raw.b, "\r\n\r\n")) == NULL)
-		goto out;
-	status = atoi(raw.b + 9);
-	*hend = '\0';
-	p = hend + 4;
+	status = rs.status;
 	if (body != NULL) {
-		size_t blen = raw.len - (size_t)(p - raw.b);
-
-		if (strcasestr(raw.b, "\r\ntransfer-encoding: chunked") !=
-		    NULL) {
-			long l = smc_dechunk(p, blen);
-
-			if (l < 0) {
-				status = -1;
-				goto out;
-			}
-			blen = (size_t)l;
-		}
-		sm_buf_append(body, p, blen);
+		sm_buf_append(body, rs.body, rs.len);
 		if (sm_buf_error(body) != 0)
 			status = -1;
 	}
+	sm_test_resp_free(&rs);
 out:
 	close(fd);
-	sm_buf_fini(&raw);
 	return (status);
 }
 
