@@ -4,6 +4,9 @@
  */
 #include "sm_test.h"
 
+#include <errno.h>
+
+
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/flags.h"
@@ -445,7 +448,59 @@ test_utf8_repair(void)
 	SM_CHECK_EQ(sm_utf8_repair("", 0, out), 0);
 }
 
+/*
+ * The one SM_E* mapping (sm_err_wire): every code has both APIs' answers,
+ * a client error is a 4xx and a server error a 5xx, and the plain HTTP
+ * and Connect APIs give the same code except where sm.c says why not.
+ */
+static void
+test_err_wire(void)
+{
+	static const struct {
+		int rv, status;
+		const char *code;
+	} want[] = {
+		{ SM_EINVAL, 400, "invalid_argument" },
+		{ SM_ETOOBIG, 413, "invalid_argument" },
+		{ SM_ELIMIT, 429, "resource_exhausted" },
+		{ SM_EAUTH, 401, "unauthenticated" },
+		{ SM_EFORBIDDEN, 403, "permission_denied" },
+		{ SM_ENOTFOUND, 404, "not_found" },
+		{ SM_EEXIST, 409, "already_exists" },
+		{ SM_EUNAVAIL, 503, "unavailable" },
+		{ SM_ECLOSED, 503, "unavailable" },
+		{ SM_ETIMEDOUT, 504, "deadline_exceeded" },
+		{ SM_EUNSUPPORTED, 415, "unimplemented" },
+		{ SM_ECORRUPT, 500, "data_loss" },
+		{ SM_EINTERNAL, 500, "internal" },
+		{ -ENOENT, 500, "internal" },
+		{ 12345, 500, "internal" },
+	};
+
+	for (int rv = SM_ENOMEM; rv < SM_E_LAST_; rv++) {
+		const struct sm_err_wire *w = sm_err_wire(rv);
+
+		SM_REQUIRE(w != NULL && w->http_code != NULL &&
+		    w->connect_code != NULL);
+		SM_CHECKF(w->http_status >= 400 && w->http_status < 600,
+		    "%s: %d", sm_strerror(rv), w->http_status);
+		if (rv != SM_ENOMEM)
+			SM_CHECKF(strcmp(w->http_code, w->connect_code) == 0,
+			    "%s: %s vs %s", sm_strerror(rv), w->http_code,
+			    w->connect_code);
+		SM_CHECK(strcmp(sm_strerror(rv), "unknown error") != 0);
+	}
+	SM_CHECK_STR(sm_err_wire(SM_ENOMEM)->connect_code,
+	    "resource_exhausted");
+	for (size_t i = 0; i < SM_ARRAY_LEN(want); i++) {
+		SM_CHECK_EQ(sm_err_wire(want[i].rv)->http_status,
+		    want[i].status);
+		SM_CHECK_STR(sm_err_wire(want[i].rv)->http_code, want[i].code);
+	}
+}
+
 SM_TEST_MAIN(
+	{ "error codes: one mapping to HTTP and Connect", test_err_wire },
 	{ "sums saturate toward their sign and are counted", test_add_sat },
 	{ "UTF-8 repair: U+FFFD per invalid byte", test_utf8_repair },
 	{ "arena: alignment, big blocks, reset", test_arena_alloc },

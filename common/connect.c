@@ -142,59 +142,15 @@ sm_connect_status(const char *code)
 	return (500);           /* an unknown code reads as "unknown" */
 }
 
-/*
- * SM_E* -> Connect code.  Where this differs from sm_http_status_for(),
- * the Connect table wins: ETOOBIG is invalid_argument with 400 (not 413;
- * the code is Pyroscope's for an oversized body, and a permanent refusal
- * must not be a retryable 429), EUNSUPPORTED is unimplemented with 501
- * (not 415), ENOMEM is resource_exhausted (gRPC's code for exhausted
- * memory; arena budgets are how per-request memory limits surface).
- */
+/* SM_E* -> Connect code: sm_err_wire() (common/sm.c has the table). */
 const char *
 sm_connect_code_for(int rv, int *status)
 {
-	enum connect_code c;
+	const char *code = sm_err_wire(rv)->connect_code;
 
-	switch (rv) {
-	case SM_EINVAL:
-	case SM_EMALFORMED:
-	case SM_ETOOBIG:
-		c = CC_INVALID_ARGUMENT;
-		break;
-	case SM_ELIMIT:
-	case SM_ENOMEM:
-		c = CC_RESOURCE_EXHAUSTED;
-		break;
-	case SM_EAUTH:
-		c = CC_UNAUTHENTICATED;
-		break;
-	case SM_ENOTFOUND:
-		c = CC_NOT_FOUND;
-		break;
-	case SM_EEXIST:
-		c = CC_ALREADY_EXISTS;
-		break;
-	case SM_EUNAVAIL:
-	case SM_EAGAIN:
-	case SM_ECLOSED:
-		c = CC_UNAVAILABLE;
-		break;
-	case SM_ETIMEDOUT:
-		c = CC_DEADLINE_EXCEEDED;
-		break;
-	case SM_EUNSUPPORTED:
-		c = CC_UNIMPLEMENTED;
-		break;
-	case SM_ECORRUPT:
-		c = CC_DATA_LOSS;
-		break;
-	default:                /* EIO, EPROTO, EINTERNAL, -errno, ... */
-		c = CC_INTERNAL;
-		break;
-	}
 	if (status != NULL)
-		*status = connect_codes[c].status;
-	return (connect_codes[c].code);
+		*status = sm_connect_status(code);
+	return (code);
 }
 
 /* --- header parsing ------------------------------------------------------- */

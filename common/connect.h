@@ -70,7 +70,7 @@ int sm_connect_route_as(struct sm_http *h, unsigned scope, const char *path,
     const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
     size_t body_max);
 
-/* The Connect code and HTTP status for an SM_E* code. */
+/* The Connect code and HTTP status for an SM_E* code (sm_err_wire()). */
 const char *sm_connect_code_for(int rv, int *status);
 
 /* Map a Connect code name to its HTTP status (docs/wire-formats.md §5). */

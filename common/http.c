@@ -1706,53 +1706,8 @@ sm_http_replied(const struct sm_http_req *r)
 void
 sm_http_status_for(int rv, int *status, const char **code)
 {
-	switch (rv) {
-	case SM_EINVAL:
-	case SM_EMALFORMED:
-		*status = 400;
-		*code = "invalid_argument";
-		break;
-	case SM_ETOOBIG:
-		/* Pyroscope: connectgrpc.HTTPToCode(413). */
-		*status = 413;
-		*code = "invalid_argument";
-		break;
-	case SM_ELIMIT:
-		*status = 429;
-		*code = "resource_exhausted";
-		break;
-	case SM_EAUTH:
-		*status = 401;
-		*code = "unauthenticated";
-		break;
-	case SM_EFORBIDDEN:
-		*status = 403;
-		*code = "permission_denied";
-		break;
-	case SM_ENOTFOUND:
-		*status = 404;
-		*code = "not_found";
-		break;
-	case SM_EUNAVAIL:
-	case SM_EAGAIN:
-		*status = 503;
-		*code = "unavailable";
-		break;
-	case SM_ETIMEDOUT:
-		*status = 504;
-		*code = "deadline_exceeded";
-		break;
-	case SM_EUNSUPPORTED:
-		*status = 415;
-		*code = "unimplemented";
-		break;
-	case SM_ECORRUPT:
-		*status = 500;
-		*code = "data_loss";
-		break;
-	default:
-		*status = 500;
-		*code = "internal";
-		break;
-	}
+	const struct sm_err_wire *w = sm_err_wire(rv);
+
+	*status = w->http_status;
+	*code = w->http_code;
 }

@@ -214,14 +214,8 @@ bool sm_http_replied(const struct sm_http_req *r);
 int sm_http_status(const struct sm_http_req *r);
 
 /*
- * Map an SM_E* code to the HTTP status and Connect code Pyroscope uses for
- * it (SM_EINVAL/EMALFORMED -> 400 invalid_argument, ETOOBIG -> 413
- * invalid_argument (Pyroscope's code for 413),
- * ELIMIT -> 429 resource_exhausted, EAUTH -> 401 unauthenticated,
- * EFORBIDDEN -> 403 permission_denied, ENOTFOUND -> 404 not_found,
- * EUNAVAIL -> 503 unavailable, ETIMEDOUT -> 504 deadline_exceeded,
- * EUNSUPPORTED -> 415 unimplemented, ECORRUPT -> 500 data_loss, else 500
- * internal).
+ * The plain HTTP API's status and error code for an SM_E* code:
+ * sm_err_wire() (sm.h; the one table, in common/sm.c).
  */
 void sm_http_status_for(int rv, int *status, const char **code);
 

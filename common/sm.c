@@ -13,26 +13,55 @@
 #include <malloc.h>
 #endif
 
-static const char *const sm_errnames[] = {
-	[SM_ENOMEM - SM_ENOMEM] = "out of memory",
-	[SM_EINVAL - SM_ENOMEM] = "invalid argument",
-	[SM_EMALFORMED - SM_ENOMEM] = "malformed input",
-	[SM_ECORRUPT - SM_ENOMEM] = "corrupt data",
-	[SM_ETOOBIG - SM_ENOMEM] = "too big",
-	[SM_ELIMIT - SM_ENOMEM] = "limit exceeded",
-	[SM_ENOTFOUND - SM_ENOMEM] = "not found",
-	[SM_EEXIST - SM_ENOMEM] = "already exists",
-	[SM_EIO - SM_ENOMEM] = "I/O error",
-	[SM_ECLOSED - SM_ENOMEM] = "closed",
-	[SM_ETIMEDOUT - SM_ENOMEM] = "timed out",
-	[SM_EUNAVAIL - SM_ENOMEM] = "unavailable",
-	[SM_EUNSUPPORTED - SM_ENOMEM] = "unsupported",
-	[SM_EAUTH - SM_ENOMEM] = "unauthenticated",
-	[SM_EPROTO - SM_ENOMEM] = "protocol error",
-	[SM_EINTERNAL - SM_ENOMEM] = "internal error",
-	[SM_EAGAIN - SM_ENOMEM] = "try again",
-	[SM_EFORBIDDEN - SM_ENOMEM] = "permission denied",
+/*
+ * Every SM_E* code: its text, and how it leaves the process (sm.h,
+ * sm_err_wire()): the status and error code of the plain HTTP API, and
+ * the Connect code (whose HTTP status the Connect protocol fixes:
+ * connect.c).  The two APIs differ on purpose in three places: ETOOBIG
+ * is 413 over plain HTTP (Pyroscope's status for an oversized body) but
+ * invalid_argument's 400 over Connect (a permanent refusal must not read
+ * as a retryable 429); EUNSUPPORTED is 415 over plain HTTP and
+ * unimplemented's 501 over Connect; ENOMEM is resource_exhausted over
+ * Connect (gRPC's code for exhausted memory, how per-request arena
+ * budgets surface) and a plain 500 over HTTP.
+ */
+static const struct {
+	const char *name;
+	struct sm_err_wire wire;
+} sm_errs[] = {
+#define E(c, name, http, hcode, ccode) \
+	[(c) - SM_ENOMEM] = { name, { http, hcode, ccode } }
+	E(SM_ENOMEM, "out of memory", 500, "internal", "resource_exhausted"),
+	E(SM_EINVAL, "invalid argument", 400, "invalid_argument",
+	    "invalid_argument"),
+	E(SM_EMALFORMED, "malformed input", 400, "invalid_argument",
+	    "invalid_argument"),
+	E(SM_ECORRUPT, "corrupt data", 500, "data_loss", "data_loss"),
+	E(SM_ETOOBIG, "too big", 413, "invalid_argument", "invalid_argument"),
+	E(SM_ELIMIT, "limit exceeded", 429, "resource_exhausted",
+	    "resource_exhausted"),
+	E(SM_ENOTFOUND, "not found", 404, "not_found", "not_found"),
+	E(SM_EEXIST, "already exists", 409, "already_exists",
+	    "already_exists"),
+	E(SM_EIO, "I/O error", 500, "internal", "internal"),
+	E(SM_ECLOSED, "closed", 503, "unavailable", "unavailable"),
+	E(SM_ETIMEDOUT, "timed out", 504, "deadline_exceeded",
+	    "deadline_exceeded"),
+	E(SM_EUNAVAIL, "unavailable", 503, "unavailable", "unavailable"),
+	E(SM_EUNSUPPORTED, "unsupported", 415, "unimplemented",
+	    "unimplemented"),
+	E(SM_EAUTH, "unauthenticated", 401, "unauthenticated",
+	    "unauthenticated"),
+	E(SM_EPROTO, "protocol error", 500, "internal", "internal"),
+	E(SM_EINTERNAL, "internal error", 500, "internal", "internal"),
+	E(SM_EAGAIN, "try again", 503, "unavailable", "unavailable"),
+	E(SM_EFORBIDDEN, "permission denied", 403, "permission_denied",
+	    "permission_denied"),
+#undef E
 };
+
+_Static_assert(sizeof(sm_errs) / sizeof(sm_errs[0]) ==
+    (size_t)(SM_E_LAST_ - SM_ENOMEM), "an SM_E* code without its entry");
 
 const char *
 sm_strerror(int rv)
@@ -40,10 +69,21 @@ sm_strerror(int rv)
 	if (rv == 0)
 		return ("ok");
 	if (rv >= SM_ENOMEM && rv < SM_E_LAST_)
-		return (sm_errnames[rv - SM_ENOMEM]);
+		return (sm_errs[rv - SM_ENOMEM].name);
 	if (rv < 0 && rv > -4096)
 		return (strerror(-rv));
 	return ("unknown error");
+}
+
+const struct sm_err_wire *
+sm_err_wire(int rv)
+{
+	static const struct sm_err_wire other = { 500, "internal",
+	    "internal" };
+
+	if (rv >= SM_ENOMEM && rv < SM_E_LAST_)
+		return (&sm_errs[rv - SM_ENOMEM].wire);
+	return (&other);        /* -errno and anything unknown */
 }
 
 int

@@ -55,6 +55,22 @@ enum {
 const char *sm_strerror(int rv);
 
 /*
+ * How an error code leaves the process: the one mapping for every API
+ * (common/sm.c has the table and the reasons where the APIs differ).
+ * http_status and http_code are the plain HTTP API's (/ingest, /render,
+ * the JSON error body); connect_code is the Connect API's, whose HTTP
+ * status follows from the code (connect.h).  Anything that is not an
+ * SM_E* code (-errno, unknown) is 500 "internal".  Never NULL.
+ */
+struct sm_err_wire {
+	int http_status;
+	const char *http_code;
+	const char *connect_code;
+};
+
+const struct sm_err_wire *sm_err_wire(int rv);
+
+/*
  * Error detail carrier.  `code` repeats the returned code so a caller can
  * forward the struct as a whole; `msg` is always NUL-terminated.
  */
