@@ -216,18 +216,10 @@ auth_load(const char *path, struct auth_tab **out, struct sm_err *err)
 				goto out;
 			}
 		}
-		if (t->t_n == cap) {
-			size_t ncap = cap != 0 ? cap * 2 : 16;
-			struct auth_key *nk = sm_reallocarray(t->t_keys, ncap,
-			    sizeof(*nk));
-
-			if (nk == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "keys file: "
-				    "out of memory");
-				goto out;
-			}
-			t->t_keys = nk;
-			cap = ncap;
+		if (SM_GROW(t->t_keys, cap, t->t_n + 1, 16) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "keys file: "
+			    "out of memory");
+			goto out;
 		}
 		t->t_keys[t->t_n++] = k;
 	}

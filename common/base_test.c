@@ -1,6 +1,6 @@
 /*
- * base_test.c -- the small base modules: arena, buf, labels, gz, flags,
- * module, tenant.
+ * base_test.c -- the small base modules: array growth (sm_grow), arena,
+ * buf, labels, gz, flags, module, tenant.
  */
 #include "sm_test.h"
 
@@ -14,6 +14,102 @@
 #include "common/labels.h"
 #include "common/module.h"
 #include "common/tenant.h"
+
+/* --- sm_grow -------------------------------------------------------------- */
+
+static void
+test_grow_policy(void)
+{
+	uint64_t *v = NULL;
+	size_t cap = 0;
+	uint32_t *w = NULL, wcap = 0;
+	char *c = NULL;
+	size_t ccap = 0;
+
+	/* need <= cap: nothing happens, not even an allocation. */
+	SM_CHECK_EQ(SM_GROW(v, cap, 0, 16), 0);
+	SM_CHECK(v == NULL && cap == 0);
+	/* Appending one at a time: mincap first, then doubling. */
+	for (size_t n = 0; n < 1000; n++) {
+		size_t old = cap;
+
+		SM_REQUIRE(SM_GROW(v, cap, n + 1, 16) == 0);
+		if (n == 0)
+			SM_CHECK_EQ(cap, 16);
+		else if (n == old)
+			SM_CHECK_EQ(cap, 2 * old);
+		else
+			SM_CHECK_EQ(cap, old);
+		v[n] = n;
+	}
+	SM_CHECK_EQ(cap, 1024);
+	for (size_t n = 0; n < 1000; n++)
+		SM_CHECK_EQ(v[n], n);
+	/* A jump: doubling until need is reached. */
+	SM_REQUIRE(SM_GROW(v, cap, 5000, 16) == 0);
+	SM_CHECK_EQ(cap, 8192);
+	SM_CHECK_EQ(v[999], 999);
+	sm_free(v);
+
+	/* uint32_t capacities pick sm_grow32; mincap 0 starts at 1. */
+	SM_REQUIRE(SM_GROW(w, wcap, 3, 0) == 0);
+	SM_CHECK_EQ(wcap, 4);
+	SM_REQUIRE(SM_GROW(w, wcap, 4, 0) == 0);
+	SM_CHECK_EQ(wcap, 4);
+	SM_REQUIRE(SM_GROW(w, wcap, 5, 8) == 0);
+	SM_CHECK_EQ(wcap, 8);
+	w[7] = 7;
+	sm_free(w);
+
+	/* mincap above need is honoured. */
+	SM_REQUIRE(SM_GROW(c, ccap, 1, 64) == 0);
+	SM_CHECK_EQ(ccap, 64);
+	sm_free(c);
+}
+
+static void
+test_grow_failure(void)
+{
+	uint64_t *v = NULL, *keep;
+	size_t cap = 0;
+	uint32_t *w = NULL, wcap;
+
+	SM_REQUIRE(SM_GROW(v, cap, 8, 8) == 0);
+	for (int i = 0; i < 8; i++)
+		v[i] = (uint64_t)i;
+	keep = v;
+	/* The realloc fails (fault injection): array and cap untouched. */
+	sm_fault_alloc_after(1);
+	SM_CHECK_EQ(SM_GROW(v, cap, 9, 8), SM_ENOMEM);
+	sm_fault_alloc_after(0);
+	SM_CHECK(v == keep);
+	SM_CHECK_EQ(cap, 8);
+	SM_CHECK_EQ(v[7], 7);
+	/* The same call goes through once the fault is gone. */
+	SM_REQUIRE(SM_GROW(v, cap, 9, 8) == 0);
+	SM_CHECK_EQ(cap, 16);
+	SM_CHECK_EQ(v[7], 7);
+	/* Overflow of the size in bytes: refused without allocating. */
+	keep = v;
+	SM_CHECK_EQ(SM_GROW(v, cap, SIZE_MAX / 4, 8), SM_ENOMEM);
+	SM_CHECK_EQ(SM_GROW(v, cap, SIZE_MAX, 8), SM_ENOMEM);
+	SM_CHECK(v == keep && cap == 16);
+	sm_free(v);
+
+	/* uint32_t capacities: need beyond UINT32_MAX, or doubling past it. */
+	wcap = 0;
+	SM_CHECK_EQ(SM_GROW(w, wcap, (size_t)UINT32_MAX + 1, 8), SM_ENOMEM);
+	SM_CHECK(w == NULL && wcap == 0);
+	wcap = 1u << 31;   /* pretend; the array is never touched */
+	SM_CHECK_EQ(SM_GROW(w, wcap, ((size_t)1 << 31) + 1, 8), SM_ENOMEM);
+	SM_CHECK(w == NULL && wcap == 1u << 31);
+	/* The failure of the first allocation leaves NULL and 0. */
+	wcap = 0;
+	sm_fault_alloc_after(1);
+	SM_CHECK_EQ(SM_GROW(w, wcap, 1, 8), SM_ENOMEM);
+	sm_fault_alloc_after(0);
+	SM_CHECK(w == NULL && wcap == 0);
+}
 
 /* --- arena ---------------------------------------------------------------- */
 
@@ -501,6 +597,8 @@ test_err_wire(void)
 
 SM_TEST_MAIN(
 	{ "error codes: one mapping to HTTP and Connect", test_err_wire },
+	{ "grow: mincap, doubling, uint32_t and size_t capacities", test_grow_policy },
+	{ "grow: failure and overflow leave the array untouched", test_grow_failure },
 	{ "sums saturate toward their sign and are counted", test_add_sat },
 	{ "UTF-8 repair: U+FFFD per invalid byte", test_utf8_repair },
 	{ "arena: alignment, big blocks, reset", test_arena_alloc },

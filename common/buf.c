@@ -15,8 +15,8 @@ sm_buf_fini(struct sm_buf *b)
 int
 sm_buf_reserve(struct sm_buf *b, size_t n)
 {
-	size_t need, ncap;
-	char *nb;
+	size_t need;
+	int rv;
 
 	if (b->err != 0)
 		return (b->err);
@@ -29,18 +29,11 @@ sm_buf_reserve(struct sm_buf *b, size_t n)
 		b->err = SM_ETOOBIG;
 		return (b->err);
 	}
-	if (need <= b->cap)
-		return (0);
-	ncap = b->cap < 64 ? 64 : b->cap;
-	while (ncap < need)
-		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
-	nb = sm_realloc(b->b, ncap);
-	if (nb == NULL) {
-		b->err = SM_ENOMEM;
+	/* cap is 0 or >= 64: only this function sets it. */
+	if ((rv = SM_GROW(b->b, b->cap, need, 64)) != 0) {
+		b->err = rv;
 		return (b->err);
 	}
-	b->b = nb;
-	b->cap = ncap;
 	return (0);
 }
 

@@ -155,15 +155,8 @@ sm_parse_bytes(const char *s, int64_t *out)
 static int
 flag_owned(struct sm_flags *fs, char *p)
 {
-	if (fs->nowned == fs->owned_cap) {
-		uint32_t ncap = fs->owned_cap ? fs->owned_cap * 2 : 16;
-		char **n = sm_reallocarray(fs->owned, ncap, sizeof(*n));
-
-		if (n == NULL)
-			return (SM_ENOMEM);
-		fs->owned = n;
-		fs->owned_cap = ncap;
-	}
+	if (SM_GROW(fs->owned, fs->owned_cap, fs->nowned + 1, 16) != 0)
+		return (SM_ENOMEM);
 	fs->owned[fs->nowned++] = p;
 	return (0);
 }

@@ -347,22 +347,6 @@ struct fg_union;
 static void fg_union_fini(struct fg_union *u);
 static void fg_union_free(struct fg_union *u);
 
-/* Double *cap (from `init`) and grow *p to it.  0 or SM_ENOMEM. */
-static int
-fg_grow(void **p, uint32_t *cap, uint32_t init, size_t elem)
-{
-	uint32_t ncap = *cap != 0 ? *cap * 2 : init;
-	void *np;
-
-	if (ncap < *cap)
-		return (SM_ENOMEM);
-	if ((np = sm_reallocarray(*p, ncap, elem)) == NULL)
-		return (SM_ENOMEM);
-	*p = np;
-	*cap = ncap;
-	return (0);
-}
-
 void
 sm_fg_fini(struct sm_fg *fg)
 {
@@ -429,8 +413,7 @@ static int
 fg_push(struct fg_walk *w, uint32_t node, uint32_t level, int64_t x,
     int64_t other)
 {
-	if (w->nstk == w->stk_cap && fg_grow((void **)&w->stk, &w->stk_cap,
-	    64, sizeof(*w->stk)) != 0)
+	if (SM_GROW(w->stk, w->stk_cap, w->nstk + 1, 64) != 0)
 		return (SM_ENOMEM);
 	w->stk[w->nstk++] = (struct fg_item){ node, level, x, other };
 	return (0);
@@ -452,8 +435,7 @@ fg_walk_run(struct fg_walk *w)
 		struct fg_rec *r;
 		int64_t cur, other = 0;
 
-		if (w->nrec == w->rec_cap && fg_grow((void **)&w->rec,
-		    &w->rec_cap, 256, sizeof(*w->rec)) != 0)
+		if (SM_GROW(w->rec, w->rec_cap, w->nrec + 1, 256) != 0)
 			return (SM_ENOMEM);
 		r = &w->rec[w->nrec++];
 		r->x = it.x;
@@ -900,8 +882,7 @@ fg_dname(struct fg_dwalk *w, uint32_t node)
 static int
 fg_dpush(struct fg_dwalk *w, const struct fg_ditem *it)
 {
-	if (w->nstk == w->stk_cap && fg_grow((void **)&w->stk, &w->stk_cap,
-	    64, sizeof(*w->stk)) != 0)
+	if (SM_GROW(w->stk, w->stk_cap, w->nstk + 1, 64) != 0)
 		return (SM_ENOMEM);
 	w->stk[w->nstk++] = *it;
 	return (0);
@@ -922,8 +903,7 @@ fg_dwalk_run(struct fg_dwalk *w)
 		struct fg_drec *r;
 		int64_t cur[2], other[2] = { 0, 0 };
 
-		if (w->nrec == w->rec_cap && fg_grow((void **)&w->rec,
-		    &w->rec_cap, 256, sizeof(*w->rec)) != 0)
+		if (SM_GROW(w->rec, w->rec_cap, w->nrec + 1, 256) != 0)
 			return (SM_ENOMEM);
 		r = &w->rec[w->nrec++];
 		r->level = it.level;

@@ -422,16 +422,8 @@ sm_http_route_as(struct sm_http *h, unsigned scope, const char *method,
 		    strcmp(rt->method, method) == 0))
 			return (SM_EEXIST);
 	}
-	if (h->h_nroutes == h->h_routes_cap) {
-		size_t ncap = h->h_routes_cap ? h->h_routes_cap * 2 : 16;
-		struct http_route *nr = sm_reallocarray(h->h_routes, ncap,
-		    sizeof(*nr));
-
-		if (nr == NULL)
-			return (SM_ENOMEM);
-		h->h_routes = nr;
-		h->h_routes_cap = ncap;
-	}
+	if (SM_GROW(h->h_routes, h->h_routes_cap, h->h_nroutes + 1, 16) != 0)
+		return (SM_ENOMEM);
 	rt = &h->h_routes[h->h_nroutes];
 	memset(rt, 0, sizeof(*rt));
 	if ((rt->path = sm_strdup(path)) == NULL)

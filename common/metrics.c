@@ -213,16 +213,12 @@ metrics_find(const char *name, uint32_t *posp)
 static int
 metrics_insert_family(struct sm_metric *f, uint32_t pos)
 {
-	struct sm_metric **fams = metrics_reg.r_fams;
+	struct sm_metric **fams;
 
-	if (metrics_reg.r_nfams == metrics_reg.r_cap) {
-		uint32_t ncap = metrics_reg.r_cap ? metrics_reg.r_cap * 2 : 32;
-
-		if ((fams = sm_reallocarray(fams, ncap, sizeof(*fams))) == NULL)
-			return (SM_ENOMEM);
-		metrics_reg.r_fams = fams;
-		metrics_reg.r_cap = ncap;
-	}
+	if (SM_GROW(metrics_reg.r_fams, metrics_reg.r_cap,
+	    metrics_reg.r_nfams + 1, 32) != 0)
+		return (SM_ENOMEM);
+	fams = metrics_reg.r_fams;
 	memmove(&fams[pos + 1], &fams[pos],
 	    (metrics_reg.r_nfams - pos) * sizeof(*fams));
 	fams[pos] = f;
@@ -655,16 +651,9 @@ sm_metric_gauge_fn(const char *name, const char *help,
 		if (b->b_fam == f && b->b_fn == fn && b->b_arg == arg)
 			goto out;
 	}
-	if (metrics_reg.r_nfns == metrics_reg.r_fns_cap) {
-		uint32_t ncap = metrics_reg.r_fns_cap ?
-		    metrics_reg.r_fns_cap * 2 : 16;
-
-		if ((b = sm_reallocarray(metrics_reg.r_fns, ncap,
-		    sizeof(*b))) == NULL)
-			goto out;
-		metrics_reg.r_fns = b;
-		metrics_reg.r_fns_cap = ncap;
-	}
+	if (SM_GROW(metrics_reg.r_fns, metrics_reg.r_fns_cap,
+	    metrics_reg.r_nfns + 1, 16) != 0)
+		goto out;
 	b = &metrics_reg.r_fns[metrics_reg.r_nfns++];
 	b->b_fam = f;
 	b->b_fn = fn;

@@ -36,19 +36,13 @@ sm_mtree_fini(struct sm_mtree *m)
 static int
 mtree_grow_self(struct sm_mtree *m, uint32_t need)
 {
-	uint32_t ncap = m->self_cap;
-	int64_t *ns;
+	uint32_t old = m->self_cap;
 
-	if (need <= m->self_cap)
-		return (0);
-	while (ncap < need)
-		ncap *= 2;
-	if ((ns = sm_reallocarray(m->self, ncap, sizeof(*ns))) == NULL)
+	/* self_cap starts at 1024 (sm_mtree_init), so the minimum is moot. */
+	if (SM_GROW(m->self, m->self_cap, need, 1024) != 0)
 		return (SM_ENOMEM);
-	memset(ns + m->self_cap, 0, (size_t)(ncap - m->self_cap) *
-	    sizeof(*ns));
-	m->self = ns;
-	m->self_cap = ncap;
+	memset(m->self + old, 0, (size_t)(m->self_cap - old) *
+	    sizeof(*m->self));
 	return (0);
 }
 

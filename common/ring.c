@@ -449,15 +449,8 @@ probe_add(struct sm_ring *r, const char *id, const char *url,
 	struct probe *p;
 	int rv;
 
-	if (r->np == r->pcap) {
-		uint32_t ncap = r->pcap ? r->pcap * 2 : 8;
-		struct probe *np = sm_realloc(r->p, ncap * sizeof(*np));
-
-		if (np == NULL)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		r->p = np;
-		r->pcap = ncap;
-	}
+	if (SM_GROW(r->p, r->pcap, r->np + 1, 8) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	p = &r->p[r->np];
 	memset(p, 0, sizeof(*p));
 	if ((rv = member_create(url, r->cfg.recv_max, &p->m, err)) != 0)
@@ -537,15 +530,8 @@ dns_refresh(struct sm_ring *r)
 			;
 		if (j < nurls)
 			continue;
-		if (nurls == cap) {
-			uint32_t ncap = cap ? cap * 2 : 16;
-			char (*nu)[128] = sm_realloc(urls, ncap * sizeof(*nu));
-
-			if (nu == NULL)
-				break;
-			urls = nu;
-			cap = ncap;
-		}
+		if (SM_GROW(urls, cap, nurls + 1, 16) != 0)
+			break;
 		memcpy(urls[nurls++], url, sizeof(url));
 	}
 	freeaddrinfo(res);

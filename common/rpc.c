@@ -141,17 +141,10 @@ pipes_cb(nng_pipe np, nng_pipe_ev ev, void *arg)
 		nng_pipe_close(np);
 		return;
 	} else {
-		if (p->n == p->cap) {
-			unsigned ncap = p->cap ? p->cap * 2 : 16;
-			uint32_t *nid = sm_realloc(p->id, ncap * sizeof(*nid));
-
-			if (nid == NULL) {
-				pthread_mutex_unlock(&p->mu);
-				nng_pipe_close(np);
-				return;
-			}
-			p->id = nid;
-			p->cap = ncap;
+		if (SM_GROW(p->id, p->cap, p->n + 1, 16) != 0) {
+			pthread_mutex_unlock(&p->mu);
+			nng_pipe_close(np);
+			return;
 		}
 		p->id[p->n++] = id;
 		atomic_store(&p->count, p->n);

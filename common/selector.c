@@ -137,17 +137,9 @@ sm_selector_add(struct sm_selector *s, enum sm_match_type type,
 		    (int)type));
 	memset(&m, 0, sizeof(m));
 	m.type = type;
-	if (s->n == s->cap) {
-		uint32_t ncap = s->cap != 0 ? s->cap * 2 : 8;
-		struct sm_matcher *nm = sm_reallocarray(s->m, ncap,
-		    sizeof(*nm));
-
-		if (nm == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		s->m = nm;
-		s->cap = ncap;
+	if (SM_GROW(s->m, s->cap, s->n + 1, 8) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
 	}
 	if ((m.name = sm_strdup(name)) == NULL ||
 	    (m.value = sm_strdup(value)) == NULL) {

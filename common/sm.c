@@ -239,6 +239,73 @@ sm_free(void *p)
 	free(p);
 }
 
+/*
+ * The growth policy of sm_grow/sm_grow32: the new capacity for `need`
+ * elements, at most `max`, starting from cap (or mincap, or 1) and
+ * doubling.  0 when need cannot be reached without passing `max`.
+ */
+static size_t
+sm_grow_cap(size_t cap, size_t need, size_t mincap, size_t max)
+{
+	size_t ncap = cap != 0 ? cap : (mincap != 0 ? mincap : 1);
+
+	if (need > max)
+		return (0);
+	while (ncap < need) {
+		if (ncap > max / 2)
+			return (0);
+		ncap *= 2;
+	}
+	return (ncap);
+}
+
+/* Realloc *(void **)arrp to ncap elements; *arrp is untouched on failure. */
+static int
+sm_grow_to(void *arrp, size_t ncap, size_t elsize)
+{
+	void *p, *np;
+
+	if (ncap == 0 || (elsize != 0 && ncap > SIZE_MAX / elsize))
+		return (SM_ENOMEM);
+	/* memcpy: arrp points to a T *, not to a void *. */
+	memcpy(&p, arrp, sizeof(p));
+	if ((np = sm_realloc(p, ncap * elsize)) == NULL)
+		return (SM_ENOMEM);
+	memcpy(arrp, &np, sizeof(np));
+	return (0);
+}
+
+int
+sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
+{
+	size_t ncap;
+	int rv;
+
+	if (need <= *cap)
+		return (0);
+	ncap = sm_grow_cap(*cap, need, mincap, SIZE_MAX);
+	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
+		return (rv);
+	*cap = ncap;
+	return (0);
+}
+
+int
+sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
+    uint32_t mincap)
+{
+	size_t ncap;
+	int rv;
+
+	if (need <= *cap)
+		return (0);
+	ncap = sm_grow_cap(*cap, need, mincap, UINT32_MAX);
+	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
+		return (rv);
+	*cap = (uint32_t)ncap;
+	return (0);
+}
+
 static int64_t
 sm_clock_ns(clockid_t id)
 {

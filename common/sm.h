@@ -128,6 +128,40 @@ char *sm_strndup(const char *s, size_t n);
 void sm_free(void *p);
 
 /*
+ * Array growth, the one copy of "if (n == cap) { double cap; realloc; }".
+ *
+ * sm_grow(&arr, &cap, need, elsize, mincap): make the array `arr` (any
+ * T *, passed by address) hold at least `need` elements of `elsize` bytes.
+ *   - Nothing happens and 0 is returned when need <= *cap.
+ *   - Otherwise the new capacity is *cap (or `mincap` when *cap is 0,
+ *     1 when both are 0) doubled until it reaches `need`, so a caller that
+ *     appends one at a time (need = n + 1) grows exactly as the
+ *     hand-written "cap ? cap * 2 : mincap" did.
+ *   - The new block comes from sm_realloc (fault injection reaches it) and
+ *     is not zeroed beyond the old contents.
+ * Returns: 0, or SM_ENOMEM when the capacity or its size in bytes would
+ * overflow (size_t; uint32_t for sm_grow32) or sm_realloc fails.  On
+ * failure the array and *cap are untouched (the old block stays valid and
+ * owned by the caller).
+ * sm_grow32 is the same for the many uint32_t capacities (element counts
+ * kept 32-bit in structs and on the wire).
+ *
+ * SM_GROW(arr, cap, need, mincap) picks the variant from the type of `cap`
+ * (size_t or uint32_t lvalue) and passes &arr, &cap and sizeof(*arr):
+ *
+ *     if ((rv = SM_GROW(x->v, x->cap, x->n + 1, 64)) != 0)
+ *             return (rv);
+ *     x->v[x->n++] = e;
+ */
+int sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize,
+    size_t mincap);
+int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
+    uint32_t mincap);
+#define SM_GROW(arr, cap, need, mincap)                                       \
+	_Generic(&(cap), uint32_t *: sm_grow32, size_t *: sm_grow)(&(arr),   \
+	    &(cap), (need), sizeof(*(arr)), (mincap))
+
+/*
  * Memory returned to the OS (issue 16: after four concurrent collapsed
  * renders of a large series 1.7 GB stayed resident).  Decisions, for
  * glibc malloc (elsewhere both are no-ops):

@@ -359,18 +359,10 @@ dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 				    (unsigned long long)f[2], len - off);
 				goto out;
 			}
-			if (top == cap) {
-				uint32_t ncap = cap != 0 ? cap * 2 : 64;
-				struct trie_open *ns = sm_reallocarray(stk, ncap,
-				    sizeof(*ns));
-
-				if (ns == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM,
-					    "out of memory");
-					goto out;
-				}
-				stk = ns;
-				cap = ncap;
+			if (SM_GROW(stk, cap, top + 1, 64) != 0) {
+				rv = sm_err_set(err, SM_ENOMEM,
+				    "out of memory");
+				goto out;
 			}
 			stk[top].left = f[2];
 			stk[top++].base = base;

@@ -342,27 +342,6 @@ jbad(struct jr *R, size_t pos, const char *fmt, ...)
 	return (SM_EMALFORMED);
 }
 
-static int
-grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
-{
-	uint32_t nc;
-	void *np;
-
-	if (need <= *cap)
-		return (0);
-	nc = *cap == 0 ? 16 : *cap;
-	while (nc < need) {
-		if (nc > UINT32_MAX / 2)
-			return (SM_ENOMEM);
-		nc *= 2;
-	}
-	if ((np = sm_reallocarray(*p, nc, elem)) == NULL)
-		return (SM_ENOMEM);
-	*p = np;
-	*cap = nc;
-	return (0);
-}
-
 /* --- primitive reads ------------------------------------------------------ */
 
 static int
@@ -850,8 +829,7 @@ meta_elem(struct jr *R, struct jcur *c, const struct jmeta *m, int depth,
 		if (a_id == NULL || a_name == NULL || parse_u64(a_id, &id) != 0)
 			return (jbad(R, at, "class element without a valid id "
 			    "and name"));
-		if (grow((void **)&R->cls, &R->cls_cap, R->ncls + 1,
-		    sizeof(*R->cls)) != 0)
+		if (SM_GROW(R->cls, R->cls_cap, R->ncls + 1, 16) != 0)
 			return (jnomem(R));
 		me = &R->cls[R->ncls++];
 		memset(me, 0, sizeof(*me));
@@ -1097,8 +1075,8 @@ pools_read(struct jr *R, uint64_t off)
 
 				if ((rv = rd_long(R, &c, &key)) != 0)
 					return (rv);
-				if (grow((void **)&R->pe, &R->pe_cap,
-				    R->npe + 1, sizeof(*R->pe)) != 0)
+				if (SM_GROW(R->pe, R->pe_cap, R->npe + 1,
+				    16) != 0)
 					return (jnomem(R));
 				R->pe[R->npe++] = (struct jpe){ ci,
 				    (uint32_t)c.pos, key };
@@ -1302,9 +1280,8 @@ method_name(struct jr *R, uint64_t key, struct jmethod **out)
 		mm.name = o;
 		mm.n = cs.n + ms.n + 1;
 	}
-	if (grow((void **)&R->meths, &R->meths_cap, R->nmeths + 1,
-	    sizeof(*R->meths)) != 0 || jmap_put(&R->mcache, key,
-	    R->nmeths) != 0)
+	if (SM_GROW(R->meths, R->meths_cap, R->nmeths + 1, 16) != 0 ||
+	    jmap_put(&R->mcache, key, R->nmeths) != 0)
 		return (jnomem(R));
 	R->meths[R->nmeths] = mm;
 	*out = &R->meths[R->nmeths++];
@@ -1334,8 +1311,7 @@ stack_frames(struct jr *R, uint32_t off, uint32_t *nfr)
 		fk = &R->cls[f->cls];
 		if ((rv = rd_count(R, &c, "frame count", &n)) != 0)
 			return (rv);
-		if (grow((void **)&R->fr, &R->fr_cap, *nfr + (uint32_t)n,
-		    sizeof(*R->fr)) != 0)
+		if (SM_GROW(R->fr, R->fr_cap, *nfr + (uint32_t)n, 16) != 0)
 			return (jnomem(R));
 		for (uint64_t j = 0; j < n; j++) {
 			struct jframe fr = { 0, 0 };
@@ -1384,8 +1360,7 @@ stack_node(struct jr *R, uint64_t key, uint32_t *node, bool *found)
 	if (R->c_stack != J_NONE && pool_find(R, R->c_stack, key, &off) == 0) {
 		if ((rv = stack_frames(R, off, &nfr)) != 0)
 			return (rv);
-		if (grow((void **)&R->ids, &R->ids_cap, nfr + 1,
-		    sizeof(*R->ids)) != 0)
+		if (SM_GROW(R->ids, R->ids_cap, nfr + 1, 16) != 0)
 			return (jnomem(R));
 		for (uint32_t i = 0; i < nfr; i++) {
 			struct jmethod *m = NULL;
@@ -1606,17 +1581,15 @@ labels_read(struct jr *R)
 						    wt == 0)
 							kv[f - 1] = (int64_t)v;
 					}
-					if (grow((void **)&R->lpairs,
-					    &pairs_cap, R->nlpairs + 2,
-					    sizeof(*R->lpairs)) != 0)
+					if (SM_GROW(R->lpairs, pairs_cap,
+					    R->nlpairs + 2, 16) != 0)
 						return (jnomem(R));
 					R->lpairs[R->nlpairs++] = kv[0];
 					R->lpairs[R->nlpairs++] = kv[1];
 					cx.n++;
 				}
 			}
-			if (grow((void **)&R->ctxs, &ctx_cap, R->nctxs + 1,
-			    sizeof(*R->ctxs)) != 0)
+			if (SM_GROW(R->ctxs, ctx_cap, R->nctxs + 1, 16) != 0)
 				return (jnomem(R));
 			R->ctxs[R->nctxs++] = cx;
 		} else {
@@ -1633,8 +1606,7 @@ labels_read(struct jr *R)
 					s.n = le.end - le.pos;
 				}
 			}
-			if (grow((void **)&R->lstrs, &strs_cap, R->nlstrs + 1,
-			    sizeof(*R->lstrs)) != 0)
+			if (SM_GROW(R->lstrs, strs_cap, R->nlstrs + 1, 16) != 0)
 				return (jnomem(R));
 			R->lstrs[R->nlstrs++] = s;
 		}
@@ -1717,8 +1689,7 @@ group_for(struct jr *R, enum jt t, uint32_t ctx, uint32_t span,
 
 	if (jmap_get(&R->gmap, key, gi))
 		return (0);
-	if (grow((void **)&R->groups, &R->groups_cap, R->ngroups + 1,
-	    sizeof(*R->groups)) != 0 ||
+	if (SM_GROW(R->groups, R->groups_cap, R->ngroups + 1, 16) != 0 ||
 	    (rv = jmap_put(&R->gmap, key, R->ngroups)) != 0)
 		return (jnomem(R));
 	R->groups[R->ngroups] = (struct jgroup){ (uint8_t)t, ctx, span,
@@ -1752,8 +1723,8 @@ add_sample(struct jr *R, enum jt t, uint64_t stack, uint64_t ctxid,
 		uint32_t cap = R->samp_cap;
 
 		/* vals has 2 per sample; sgroup/snode follow samp_cap */
-		if (grow((void **)&R->vals, &R->samp_cap, R->nsamp + 1,
-		    2 * sizeof(*R->vals)) != 0)
+		if (sm_grow32(&R->vals, &R->samp_cap, R->nsamp + 1,
+		    2 * sizeof(*R->vals), 16) != 0)
 			return (jnomem(R));
 		if (R->samp_cap != cap) {
 			uint32_t *ng = sm_reallocarray(R->sgroup, R->samp_cap,

@@ -137,18 +137,8 @@ tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 		*out = db->t[i];
 		goto out;
 	}
-	if (db->n == db->cap) {
-		uint32_t ncap = db->cap ? db->cap * 2 : 8;
-		struct ing_tenant **nt = sm_reallocarray(db->t, ncap,
-		    sizeof(*nt));
-
-		if (nt == NULL) {
-			rv = SM_ENOMEM;
-			goto out;
-		}
-		db->t = nt;
-		db->cap = ncap;
-	}
+	if ((rv = SM_GROW(db->t, db->cap, db->n + 1, 8)) != 0)
+		goto out;
 	if ((t = sm_calloc(1, sizeof(*t))) == NULL ||
 	    (t->id = sm_strdup(id)) == NULL) {
 		sm_free(t);
@@ -181,16 +171,8 @@ tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
 {
 	uint32_t i;
 
-	if (t->nblocks == t->blocks_cap) {
-		uint32_t ncap = t->blocks_cap ? t->blocks_cap * 2 : 8;
-		struct ing_block_meta *nb = sm_reallocarray(t->blocks, ncap,
-		    sizeof(*nb));
-
-		if (nb == NULL)
-			return (SM_ENOMEM);
-		t->blocks = nb;
-		t->blocks_cap = ncap;
-	}
+	if (SM_GROW(t->blocks, t->blocks_cap, t->nblocks + 1, 8) != 0)
+		return (SM_ENOMEM);
 	for (i = t->nblocks; i > 0 && t->blocks[i - 1].gen > m->gen; i--)
 		t->blocks[i] = t->blocks[i - 1];
 	t->blocks[i] = *m;
@@ -263,18 +245,9 @@ retire_add(struct ing_db *db, const char *tenant, uint64_t gen, int64_t at_ms)
 	int rv = 0;
 
 	pthread_mutex_lock(&db->retire_mu);
-	if (db->nretired == db->retired_cap) {
-		uint32_t ncap = db->retired_cap ? db->retired_cap * 2 : 16;
-		struct db_retired *nr = sm_reallocarray(db->retired, ncap,
-		    sizeof(*nr));
-
-		if (nr == NULL) {
-			rv = SM_ENOMEM;
-			goto out;
-		}
-		db->retired = nr;
-		db->retired_cap = ncap;
-	}
+	if ((rv = SM_GROW(db->retired, db->retired_cap, db->nretired + 1,
+	    16)) != 0)
+		goto out;
 	if ((db->retired[db->nretired].tenant = sm_strdup(tenant)) == NULL) {
 		rv = SM_ENOMEM;
 		goto out;
@@ -679,18 +652,10 @@ tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
 	    db->cfg.bucket_ms, &nh)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
 	pthread_mutex_lock(&t->mu);
-	if (t->cutting_cap == t->ncutting) {
-		uint32_t ncap = t->cutting_cap ? t->cutting_cap * 2 : 4;
-		struct ing_head **nc = sm_reallocarray(t->cutting, ncap,
-		    sizeof(*nc));
-
-		if (nc == NULL) {
-			pthread_mutex_unlock(&t->mu);
-			ing_head_unref(nh);
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		}
-		t->cutting = nc;
-		t->cutting_cap = ncap;
+	if (SM_GROW(t->cutting, t->cutting_cap, t->ncutting + 1, 4) != 0) {
+		pthread_mutex_unlock(&t->mu);
+		ing_head_unref(nh);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	h = t->head;
 	t->cutting[t->ncutting++] = h;
@@ -1965,15 +1930,8 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 		}
 	}
 	ls.rate = sr->meta.sample_rate;
-	if (x->nsets == x->sets_cap) {
-		uint32_t ncap = x->sets_cap ? x->sets_cap * 2 : 16;
-		struct lset *ns = sm_reallocarray(x->sets, ncap, sizeof(*ns));
-
-		if (ns == NULL)
-			return (SM_ENOMEM);
-		x->sets = ns;
-		x->sets_cap = ncap;
-	}
+	if (SM_GROW(x->sets, x->sets_cap, x->nsets + 1, 16) != 0)
+		return (SM_ENOMEM);
 	if ((ls.ids = sm_malloc((size_t)SM_MAX(ls.n, 1) * 8)) == NULL)
 		return (SM_ENOMEM);
 	memcpy(ls.ids, tmp, (size_t)ls.n * 8);
@@ -2198,16 +2156,8 @@ struct an_acc {
 static int
 an_add(struct an_acc *x, uint64_t fp, uint64_t profiles, uint64_t samples)
 {
-	if (x->n == x->cap) {
-		uint32_t ncap = x->cap ? x->cap * 2 : 64;
-		struct an_ser *nv = sm_realloc(x->v, (size_t)ncap *
-		    sizeof(*nv));
-
-		if (nv == NULL)
-			return (SM_ENOMEM);
-		x->v = nv;
-		x->cap = ncap;
-	}
+	if (SM_GROW(x->v, x->cap, x->n + 1, 64) != 0)
+		return (SM_ENOMEM);
 	x->v[x->n++] = (struct an_ser){ fp, profiles, samples };
 	return (0);
 }
@@ -2637,16 +2587,8 @@ prof_push(struct prof_acc *x, const struct ing_prof_rec *r, int64_t bucket_ms,
 		return (sm_err_set(err, SM_ELIMIT, "the query selects more "
 		    "than %u individual profiles; narrow the range or the "
 		    "selector", x->max));
-	if (x->n == x->cap) {
-		uint32_t ncap = x->cap ? x->cap * 2 : 256;
-		struct prof_out *nv = sm_reallocarray(x->v, ncap,
-		    sizeof(*nv));
-
-		if (nv == NULL)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		x->v = nv;
-		x->cap = ncap;
-	}
+	if (SM_GROW(x->v, x->cap, x->n + 1, 256) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	x->v[x->n].r = *r;
 	x->v[x->n++].bt = sm_floor_to(r->t, bucket_ms);
 	return (0);
@@ -2658,16 +2600,8 @@ prof_group(struct prof_acc *x, const struct ing_series *sr, struct sm_err *err)
 {
 	Smolder__V1__SeriesGroup *g;
 
-	if (x->ng == x->gcap) {
-		uint32_t ncap = x->gcap ? x->gcap * 2 : 64;
-		Smolder__V1__SeriesGroup **ng = sm_reallocarray(x->g, ncap,
-		    sizeof(*ng));
-
-		if (ng == NULL)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		x->g = ng;
-		x->gcap = ncap;
-	}
+	if (SM_GROW(x->g, x->gcap, x->ng + 1, 64) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((g = sm_arena_alloc(x->a, sizeof(*g))) == NULL ||
 	    (g->labels = NULL, smolder__v1__series_group__init(g),
 	    (g->labels = sm_arena_alloc(x->a, (x->req->n_group_by + 1) *

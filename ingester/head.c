@@ -132,16 +132,8 @@ bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
 		}
 	}
 	if (lo == s->nb || s->b[lo].t != bt) {
-		if (s->nb == s->cap) {
-			uint32_t ncap = s->cap ? s->cap * 2 : 8;
-			struct ing_bucket *nb = sm_reallocarray(s->b, ncap,
-			    sizeof(*nb));
-
-			if (nb == NULL)
-				return (SM_ENOMEM);
-			s->b = nb;
-			s->cap = ncap;
-		}
+		if (SM_GROW(s->b, s->cap, s->nb + 1, 8) != 0)
+			return (SM_ENOMEM);
 		nn = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*nn));
 		nv = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*nv));
 		if (nn == NULL || nv == NULL) {

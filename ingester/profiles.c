@@ -12,17 +12,8 @@ ing_profs_add(struct ing_profs *p, uint64_t fp, int64_t t,
 {
 	struct ing_prof_rec *r;
 
-	if (p->n == p->cap) {
-		uint32_t ncap = p->cap ? p->cap * 2 : 64;
-		struct ing_prof_rec *nv;
-
-		if (ncap < p->cap)
-			return (SM_ENOMEM);
-		if ((nv = sm_reallocarray(p->v, ncap, sizeof(*nv))) == NULL)
-			return (SM_ENOMEM);
-		p->v = nv;
-		p->cap = ncap;
-	}
+	if (SM_GROW(p->v, p->cap, p->n + 1, 64) != 0)
+		return (SM_ENOMEM);
 	r = &p->v[p->n++];
 	r->fp = fp;
 	r->t = t;

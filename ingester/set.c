@@ -42,15 +42,8 @@ ing_index_fini(struct ing_index *x)
 static int
 posting_push(struct ing_posting *p, uint32_t id)
 {
-	if (p->n == p->cap) {
-		uint32_t ncap = p->cap ? p->cap * 2 : 4;
-		uint32_t *n = sm_reallocarray(p->ids, ncap, sizeof(*n));
-
-		if (n == NULL)
-			return (SM_ENOMEM);
-		p->ids = n;
-		p->cap = ncap;
-	}
+	if (SM_GROW(p->ids, p->cap, p->n + 1, 4) != 0)
+		return (SM_ENOMEM);
 	p->ids[p->n++] = id;
 	return (0);
 }

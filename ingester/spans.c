@@ -10,17 +10,8 @@ int
 ing_spans_add(struct ing_spans *s, uint64_t span, uint64_t fp, int64_t t,
     uint32_t node, int64_t value)
 {
-	if (s->n == s->cap) {
-		uint32_t ncap = s->cap ? s->cap * 2 : 64;
-		struct ing_span_rec *nv;
-
-		if (ncap < s->cap)
-			return (SM_ENOMEM);
-		if ((nv = sm_reallocarray(s->v, ncap, sizeof(*nv))) == NULL)
-			return (SM_ENOMEM);
-		s->v = nv;
-		s->cap = ncap;
-	}
+	if (SM_GROW(s->v, s->cap, s->n + 1, 64) != 0)
+		return (SM_ENOMEM);
 	s->v[s->n++] = (struct ing_span_rec){ span, fp, t, value, node };
 	return (0);
 }
