@@ -347,6 +347,7 @@ jbad(struct jr *R, size_t pos, const char *fmt, ...)
 static int
 rd_u8(struct jr *R, struct jcur *c, uint8_t *v)
 {
+	*v = 0;                 /* set on every path (GCC -O3 checks) */
 	if (c->pos >= c->end)
 		return (jbad(R, c->pos, "truncated (byte)"));
 	*v = c->p[c->pos++];
@@ -358,6 +359,7 @@ rd_fixed(struct jr *R, struct jcur *c, unsigned w, uint64_t *v)
 {
 	uint64_t x = 0;
 
+	*v = 0;                 /* set on every path (GCC -O3 checks) */
 	if (c->end - c->pos < w)
 		return (jbad(R, c->pos, "truncated (%u-byte value)", w));
 	for (unsigned i = 0; i < w; i++)
@@ -373,6 +375,7 @@ rd_var(struct jr *R, struct jcur *c, uint64_t *v)
 {
 	uint64_t x = 0;
 
+	*v = 0;                 /* set on every path (GCC -O3 checks) */
 	if (c->pos < c->end && c->p[c->pos] < 0x80) {    /* most values */
 		*v = c->p[c->pos++];
 		return (0);

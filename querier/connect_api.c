@@ -474,7 +474,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	struct sm_mtree m;
 	struct sm_fg fg;
 	const char *tenant;
-	int64_t mn;
+	int64_t mn = 0;
 	int rv, have_m = 0, have_fg = 0;
 
 	qry_query_init(&x, q);
