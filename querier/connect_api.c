@@ -128,7 +128,8 @@ labels_or(struct querier *q, const char *tenant, char **matchers,
 	int rv = 0;
 
 	memset(res, 0, sizeof(*res));
-	if ((rv = sm_time_check_range(start, "start", end, "end", err)) != 0)
+	if ((rv = sm_time_check_range(start, "start", end, "end", err)) != 0 ||
+	    (rv = qry_check_length(q, tenant, start, end, err)) != 0)
 		return (rv);
 	for (size_t i = 0; i < rounds && rv == 0; i++) {
 		Smolder__V1__LabelsRequest lr = SMOLDER__V1__LABELS_REQUEST__INIT;

@@ -160,7 +160,11 @@ query_plan(struct qry_query *x, uint32_t lane, const Smolder__V1__Select *sel,
 		.round = fan_plan_round,
 		.arg = x,
 	};
+	int rv;
 
+	if ((rv = qry_check_length(x->q, sel->tenant, sel->start_ms,
+	    sel->end_ms, err)) != 0)
+		return (rv);
 	return (qry_plan_make(&x->plan[lane], &io, sel, err));
 }
 

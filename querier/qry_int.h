@@ -34,6 +34,16 @@ struct querier {
 void qry_tenant_limits(struct querier *q, const char *tenant,
     struct sm_limits *out);
 
+/*
+ * max_query_length of `tenant` over [start, end] (ms): 0, or SM_EINVAL
+ * with Pyroscope's message.  Checked where every query that reads
+ * profiles is planned (engine.c query_plan: merges, diffs, series,
+ * heatmaps, spans, stats, /render) and by label queries (connect_api.c),
+ * so no API reads more than the limit.
+ */
+int qry_check_length(struct querier *q, const char *tenant, int64_t start,
+    int64_t end, struct sm_err *err);
+
 /* --- fan-out (fanout.c) ------------------------------------------------ */
 
 /* One ingester's answer in a fan-out round. */

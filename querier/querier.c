@@ -49,6 +49,22 @@ qry_tenant_limits(struct querier *q, const char *tenant,
 }
 
 int
+qry_check_length(struct querier *q, const char *tenant, int64_t start,
+    int64_t end, struct sm_err *err)
+{
+	struct sm_limits lim;
+
+	qry_tenant_limits(q, tenant, &lim);
+	if (lim.max_query_length_ms > 0 && end - start >
+	    lim.max_query_length_ms)
+		return (sm_err_set(err, SM_EINVAL, "the query time range "
+		    "exceeds the limit (max_query_length, actual: %llds, "
+		    "limit: %llds)", (long long)(end - start) / 1000,
+		    (long long)lim.max_query_length_ms / 1000));
+	return (0);
+}
+
+int
 qry_create(const struct qry_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct querier **out, struct sm_err *err)
 {

@@ -12,7 +12,8 @@
  *
  * Limits: max_query_length and max_flamegraph_nodes_default/_max are the
  * -querier.* flags, replaced per tenant by the runtime overrides
- * (common/overrides.h) when cfg.overrides is set (qry_tenant_limits).
+ * (common/overrides.h) when cfg.overrides is set (qry_tenant_limits);
+ * max_query_length is checked for every query API (qry_check_length).
  *
  * Ownership: the querier borrows the HTTP server, the ring and the
  * overrides; all must outlive it.  Locking: handlers run concurrently on HTTP pool

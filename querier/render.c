@@ -91,13 +91,10 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	if (p->start > p->end)
 		return (sm_err_set(err, SM_EINVAL, "invalid time range: from "
 		    "is after until"));
+	/* Before any work; query_plan checks it again for every API. */
+	if ((rv = qry_check_length(qr, p->tenant, p->start, p->end, err)) != 0)
+		return (rv);
 	qry_tenant_limits(qr, p->tenant, &lim);
-	if (lim.max_query_length_ms > 0 &&
-	    p->end - p->start > lim.max_query_length_ms)
-		return (sm_err_set(err, SM_EINVAL, "the query time range "
-		    "exceeds the limit (max_query_length, actual: %llds, "
-		    "limit: %llds)", (long long)(p->end - p->start) / 1000,
-		    (long long)lim.max_query_length_ms / 1000));
 	/* As Pyroscope: max-nodes, then maxNodes; unparsable or 0 ignored. */
 	if ((v = sm_http_query(r, "max-nodes")) != NULL &&
 	    sm_parse_int(v, &x) == 0 && x != 0)

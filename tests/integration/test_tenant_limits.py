@@ -231,6 +231,42 @@ def main(r):
     r.check(g.status == 200, "few's query within its limits -> 200",
             g.describe())
 
+    # max_query_length holds for every API that reads profiles or labels,
+    # not only /render (querier/engine.c query_plan, connect_api.c).
+    def connect(tenant, method, msg):
+        return srv.request(
+            "POST", "/querier.v1.QuerierService/" + method,
+            body=json.dumps(msg).encode(),
+            headers={"Content-Type": "application/json",
+                     "X-Scope-OrgID": tenant})
+    ptype = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+    sel = '{service_name="narrow"}'
+    now_ms = int(time.time() * 1000)
+    calls = (
+        ("SelectMergeStacktraces", {"profileTypeID": ptype,
+                                    "labelSelector": sel, "maxNodes": 50}),
+        ("SelectSeries", {"profileTypeID": ptype, "labelSelector": sel,
+                          "step": 15}),
+        ("Diff", None),
+        ("LabelNames", {"matchers": [sel]}),
+        ("Series", {"matchers": [sel]}),
+    )
+    for span_h, tenant, want in ((2, "few", 400), (2, "fast", 200),
+                                 (0.5, "few", 200)):
+        start, end = now_ms - int(span_h * 3600000), now_ms
+        for method, msg in calls:
+            if msg is None:
+                one = {"profileTypeID": ptype, "labelSelector": sel,
+                       "start": start, "end": end, "maxNodes": 50}
+                msg = {"left": one, "right": one}
+            else:
+                msg = dict(msg, start=start, end=end)
+            g = connect(tenant, method, msg)
+            r.check(g.status == want and
+                    (want == 200 or "max_query_length" in g.text()),
+                    "%s over %gh for %s -> %d" % (method, span_h, tenant,
+                                                  want), g.describe())
+
     # Metrics: exact per-tenant count (the uploaders' 429s and the Push).
     time.sleep(0.1)
     slow.stop_flag.set()
