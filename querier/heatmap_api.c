@@ -304,7 +304,8 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
 	    err)) != 0)
 		goto out;
-	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
+	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
+	    (rv = qry_check_length(q, tenant, in->start, in->end, err)) != 0)
 		goto out;
 	if (in->query_type ==
 	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||

@@ -36,10 +36,10 @@ void qry_tenant_limits(struct querier *q, const char *tenant,
 
 /*
  * max_query_length of `tenant` over [start, end] (ms): 0, or SM_EINVAL
- * with Pyroscope's message.  Checked where every query that reads
- * profiles is planned (engine.c query_plan: merges, diffs, series,
- * heatmaps, spans, stats, /render) and by label queries (connect_api.c),
- * so no API reads more than the limit.
+ * with Pyroscope's message.  Checked where every planned query starts
+ * (engine.c query_plan: merges, diffs, series, spans, /render), by the
+ * heatmap and stats APIs (which fan out without a plan) and by label
+ * queries (connect_api.c), so no API reads more than the limit.
  */
 int qry_check_length(struct querier *q, const char *tenant, int64_t start,
     int64_t end, struct sm_err *err);

@@ -201,7 +201,8 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 	sm_query_init(&qq);
 	if ((rv = st_tenant(q, call, &tenant, err)) != 0)
 		goto out;
-	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
+	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
+	    (rv = qry_check_length(q, tenant, in->start, in->end, err)) != 0)
 		goto out;
 	if (in->query == NULL || in->query[0] == '\0') {
 		rv = sm_err_set(err, SM_EINVAL, "query is required");

@@ -248,6 +248,10 @@ def main(r):
         ("SelectSeries", {"profileTypeID": ptype, "labelSelector": sel,
                           "step": 15}),
         ("Diff", None),
+        ("SelectHeatmap", {"profileTypeID": ptype, "labelSelector": sel,
+                           "step": 15,
+                           "queryType": "HEATMAP_QUERY_TYPE_INDIVIDUAL"}),
+        ("AnalyzeQuery", {"query": ptype + sel}),
         ("LabelNames", {"matchers": [sel]}),
         ("Series", {"matchers": [sel]}),
     )
