@@ -105,6 +105,7 @@ static const struct ov_key {
 	    OV_DURATION },
 	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
 	OV_K(max_flamegraph_nodes_max, OV_INT),
+	OV_K(max_concurrent_queries, OV_INT),
 #undef OV_K
 };
 

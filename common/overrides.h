@@ -36,6 +36,8 @@
  *   max_query_length              a Go duration ("24h"; 0 = no limit)
  *   max_flamegraph_nodes_default  integer > 0
  *   max_flamegraph_nodes_max      integer >= 0 (0 = no limit)
+ *   max_concurrent_queries        integer >= 0 (0 = no limit; Smolder's,
+ *                                 querier/gate.h)
  *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
@@ -105,6 +107,7 @@ struct sm_limits {
 	int64_t max_query_length_ms;                  /* 0 = no limit */
 	int64_t max_flamegraph_nodes_default;         /* > 0 */
 	int64_t max_flamegraph_nodes_max;             /* 0 = no limit */
+	int64_t max_concurrent_queries;               /* 0 = no limit */
 };
 
 struct sm_overrides;

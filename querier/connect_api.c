@@ -922,7 +922,7 @@ qry_connect_register(struct querier *q)
 	for (size_t i = 0; i < SM_ARRAY_LEN(methods); i++) {
 		snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s",
 		    methods[i].method);
-		if ((rv = sm_connect_route_as(q->http, SM_SCOPE_READ, path,
+		if ((rv = qry_route_connect(q, path,
 		    methods[i].in, methods[i].fn, q, 0)) != 0)
 			return (rv);
 	}

@@ -512,7 +512,7 @@ out:
 int
 qry_heatmap_register(struct querier *q)
 {
-	return (sm_connect_route_as(q->http, SM_SCOPE_READ,
+	return (qry_route_connect(q,
 	    "/querier.v1.QuerierService/SelectHeatmap",
 	    &querier__v1__select_heatmap_request__descriptor,
 	    m_select_heatmap, q, 0));

@@ -521,7 +521,7 @@ qry_labels_register(struct querier *q)
 	int rv;
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(routes); i++) {
-		if ((rv = sm_http_route_as(q->http, SM_SCOPE_READ, "GET",
+		if ((rv = qry_route_http(q, "GET",
 		    routes[i].path,
 		    routes[i].fn, q, 0)) != 0)
 			return (rv);

@@ -15,15 +15,35 @@
 #include "common/mtree.h"
 #include "common/tree.h"
 
+#include "common/auth.h"
+#include "common/connect.h"
+#include "common/http.h"
 #include "common/ring.h"
 
+#include "gate.h"
 #include "querier.h"
+
+struct qry_route;
 
 struct querier {
 	struct qry_config cfg;
 	struct sm_http *http;
 	struct sm_ring *ring;
+	struct qry_gate gate;         /* queries in flight per tenant */
+	struct qry_route *routes;     /* what the gate wraps (querier.c) */
 };
+
+/*
+ * Register a query route (SM_SCOPE_READ) behind the gate (gate.h): the
+ * request's tenant is admitted before `fn` runs, or refused with 429
+ * resource_exhausted when it already runs max_concurrent_queries.  Every
+ * route that reads profiles, labels or series registers this way.
+ */
+int qry_route_connect(struct querier *q, const char *path,
+    const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
+    size_t body_max);
+int qry_route_http(struct querier *q, const char *method, const char *path,
+    sm_http_fn fn, void *arg, size_t body_max);
 
 /*
  * The query limits of `tenant` (max_query_length_ms,

@@ -8,7 +8,7 @@
 const struct sm_flag *
 qry_flags(struct qry_config *cfg, size_t *n)
 {
-	static struct sm_flag f[5];
+	static struct sm_flag f[6];
 
 	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
 		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
@@ -31,6 +31,11 @@ qry_flags(struct qry_config *cfg, size_t *n)
 		"has taken, if longer -- for the rest, then answer without "
 		"them (a frozen or overloaded replica). 0 = wait for every "
 		"ingester, up to -querier.timeout." };
+	f[5] = (struct sm_flag){ "querier.max-concurrent-queries-per-tenant",
+		SM_FLAG_INT, &cfg->max_concurrent, "0",
+		"Queries one tenant may have running at once in this querier; "
+		"more get 429 at once, other tenants are unaffected (0 = no "
+		"limit; per tenant: max_concurrent_queries)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -45,6 +50,7 @@ qry_tenant_limits(struct querier *q, const char *tenant,
 	def.max_query_length_ms = q->cfg.max_query_length_ms;
 	def.max_flamegraph_nodes_default = q->cfg.max_nodes_default;
 	def.max_flamegraph_nodes_max = q->cfg.max_nodes_max;
+	def.max_concurrent_queries = q->cfg.max_concurrent;
 	sm_overrides_get(q->cfg.overrides, tenant, &def, out);
 }
 
@@ -64,6 +70,128 @@ qry_check_length(struct querier *q, const char *tenant, int64_t start,
 	return (0);
 }
 
+/* --- the gate at every query route (gate.h) ---------------------------- */
+
+/* One query route: the handler it guards. */
+struct qry_route {
+	struct querier *q;
+	sm_connect_fn cfn;      /* one of the two */
+	sm_http_fn hfn;
+	void *arg;
+	struct qry_route *next;
+};
+
+static struct qry_route *
+route_new(struct querier *q, sm_connect_fn cfn, sm_http_fn hfn, void *arg)
+{
+	struct qry_route *rt;
+
+	if ((rt = sm_calloc(1, sizeof(*rt))) == NULL)
+		return (NULL);
+	rt->q = q;
+	rt->cfn = cfn;
+	rt->hfn = hfn;
+	rt->arg = arg;
+	rt->next = q->routes;
+	q->routes = rt;
+	return (rt);
+}
+
+/* Admit a query of the request's tenant; *tenant NULL if not counted. */
+static int
+route_enter(struct querier *q, struct sm_http_req *r, const char **tenant,
+    struct sm_err *err)
+{
+	struct sm_limits lim;
+	int rv;
+
+	*tenant = NULL;
+	/* A request without a valid tenant is refused by its handler. */
+	if (sm_http_tenant(r, q->cfg.multitenancy, tenant, err) != 0) {
+		sm_err_clear(err);
+		*tenant = NULL;
+		return (0);
+	}
+	qry_tenant_limits(q, *tenant, &lim);
+	if ((rv = qry_gate_enter(&q->gate, *tenant,
+	    lim.max_concurrent_queries, err)) != 0)
+		*tenant = NULL;
+	return (rv);
+}
+
+static int
+route_connect(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
+{
+	struct qry_route *rt = arg;
+	const char *tenant;
+	int rv;
+
+	if ((rv = route_enter(rt->q, call->http, &tenant, err)) != 0)
+		return (rv);
+	rv = rt->cfn(rt->arg, call, req, resp, err);
+	if (tenant != NULL)
+		qry_gate_leave(&rt->q->gate, tenant);
+	return (rv);
+}
+
+static void
+route_http(struct sm_http_req *r, void *arg)
+{
+	struct qry_route *rt = arg;
+	const char *tenant;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (route_enter(rt->q, r, &tenant, &err) != 0) {
+		int status;
+		const char *code;
+
+		sm_http_status_for(err.code, &status, &code);
+		sm_http_reply_error(r, status, code, "%s", err.msg);
+		return;
+	}
+	rt->hfn(r, rt->arg);
+	if (tenant != NULL)
+		qry_gate_leave(&rt->q->gate, tenant);
+}
+
+int
+qry_route_connect(struct querier *q, const char *path,
+    const ProtobufCMessageDescriptor *in, sm_connect_fn fn, void *arg,
+    size_t body_max)
+{
+	struct qry_route *rt;
+
+	if ((rt = route_new(q, fn, NULL, arg)) == NULL)
+		return (SM_ENOMEM);
+	return (sm_connect_route_as(q->http, SM_SCOPE_READ, path, in,
+	    route_connect, rt, body_max));
+}
+
+int
+qry_route_http(struct querier *q, const char *method, const char *path,
+    sm_http_fn fn, void *arg, size_t body_max)
+{
+	struct qry_route *rt;
+
+	if ((rt = route_new(q, NULL, fn, arg)) == NULL)
+		return (SM_ENOMEM);
+	return (sm_http_route_as(q->http, SM_SCOPE_READ, method, path,
+	    route_http, rt, body_max));
+}
+
+static void
+routes_free(struct querier *q)
+{
+	while (q->routes != NULL) {
+		struct qry_route *rt = q->routes;
+
+		q->routes = rt->next;
+		sm_free(rt);
+	}
+}
+
 int
 qry_create(const struct qry_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct querier **out, struct sm_err *err)
@@ -81,11 +209,14 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	q->cfg = *cfg;
 	q->http = http;
 	q->ring = ring;
+	qry_gate_init(&q->gate);
 	if ((rv = qry_render_register(q)) != 0 ||
 	    (rv = qry_labels_register(q)) != 0 ||
 	    (rv = qry_connect_register(q)) != 0 ||
 	    (rv = qry_settings_register(q)) != 0 ||
 	    (rv = qry_webui_register(q)) != 0) {
+		routes_free(q);
+		qry_gate_fini(&q->gate);
 		sm_free(q);
 		return (sm_err_set(err, rv, "querier: registering routes: %s",
 		    sm_strerror(rv)));
@@ -97,5 +228,9 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 void
 qry_destroy(struct querier *q)
 {
+	if (q == NULL)
+		return;
+	routes_free(q);
+	qry_gate_fini(&q->gate);
 	sm_free(q);
 }

@@ -13,7 +13,9 @@
  * Limits: max_query_length and max_flamegraph_nodes_default/_max are the
  * -querier.* flags, replaced per tenant by the runtime overrides
  * (common/overrides.h) when cfg.overrides is set (qry_tenant_limits);
- * max_query_length is checked for every query API (qry_check_length).
+ * max_query_length is checked for every query API (qry_check_length);
+ * max_concurrent_queries bounds each tenant's queries in flight at every
+ * query route (gate.h).
  *
  * Ownership: the querier borrows the HTTP server, the ring and the
  * overrides; all must outlive it.  Locking: handlers run concurrently on HTTP pool
@@ -35,6 +37,8 @@ struct qry_config {
 	int64_t timeout_ms;           /* -querier.timeout */
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
+	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
+	                               * per-tenant, 0 = off (gate.h) */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };

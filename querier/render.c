@@ -494,13 +494,13 @@ qry_render_register(struct querier *q)
 	static const char *const dpaths[] = { "/render-diff",
 	    "/pyroscope/render-diff" };
 	for (size_t i = 0; i < SM_ARRAY_LEN(paths); i++) {
-		if ((rv = sm_http_route_as(q->http, SM_SCOPE_READ, "GET",
+		if ((rv = qry_route_http(q, "GET",
 		    paths[i],
 		    render_handler, q, 0)) != 0)
 			return (rv);
 	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(dpaths); i++) {
-		if ((rv = sm_http_route_as(q->http, SM_SCOPE_READ, "GET",
+		if ((rv = qry_route_http(q, "GET",
 		    dpaths[i], render_diff_handler, q, 0)) != 0)
 			return (rv);
 	}

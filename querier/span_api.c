@@ -265,7 +265,7 @@ out:
 int
 qry_span_register(struct querier *q)
 {
-	return (sm_connect_route_as(q->http, SM_SCOPE_READ,
+	return (qry_route_connect(q,
 	    "/querier.v1.QuerierService/SelectMergeSpanProfile",
 	    &querier__v1__select_merge_span_profile_request__descriptor,
 	    m_merge_span_profile, q, 0));
