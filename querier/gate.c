@@ -105,3 +105,15 @@ qry_gate_inflight(struct qry_gate *g, const char *tenant)
 	pthread_mutex_unlock(&g->mu);
 	return (n);
 }
+
+uint32_t
+qry_gate_total(struct qry_gate *g)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&g->mu);
+	for (size_t i = 0; i < g->n; i++)
+		n += g->v[i].n;
+	pthread_mutex_unlock(&g->mu);
+	return (n);
+}

@@ -52,4 +52,7 @@ void qry_gate_leave(struct qry_gate *g, const char *tenant);
 /* Queries of `tenant` in flight (tests, metrics). */
 uint32_t qry_gate_inflight(struct qry_gate *g, const char *tenant);
 
+/* Queries in flight, all tenants (smolder_querier_queries_inflight). */
+uint32_t qry_gate_total(struct qry_gate *g);
+
 #endif /* QRY_GATE_H */

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "common/metrics.h"
+
 const struct sm_flag *
 qry_flags(struct qry_config *cfg, size_t *n)
 {
@@ -97,6 +99,14 @@ route_new(struct querier *q, sm_connect_fn cfn, sm_http_fn hfn, void *arg)
 	return (rt);
 }
 
+static struct sm_metric *m_refused;
+
+static double
+gate_inflight(void *arg)
+{
+	return ((double)qry_gate_total(&((struct querier *)arg)->gate));
+}
+
 /* Admit a query of the request's tenant; *tenant NULL if not counted. */
 static int
 route_enter(struct querier *q, struct sm_http_req *r, const char **tenant,
@@ -114,8 +124,11 @@ route_enter(struct querier *q, struct sm_http_req *r, const char **tenant,
 	}
 	qry_tenant_limits(q, *tenant, &lim);
 	if ((rv = qry_gate_enter(&q->gate, *tenant,
-	    lim.max_concurrent_queries, err)) != 0)
+	    lim.max_concurrent_queries, err)) != 0) {
+		if (rv == SM_ELIMIT)
+			sm_counter_inc(sm_metric_child(m_refused, *tenant));
 		*tenant = NULL;
+	}
 	return (rv);
 }
 
@@ -210,11 +223,19 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	q->http = http;
 	q->ring = ring;
 	qry_gate_init(&q->gate);
+	if (m_refused == NULL)
+		m_refused = sm_metric_register(SM_METRIC_COUNTER,
+		    "smolder_querier_queries_refused_total", "Queries refused "
+		    "because their tenant already ran max_concurrent_queries.",
+		    (const char *const[]){ "tenant", NULL }, NULL, 0);
+	sm_metric_gauge_fn("smolder_querier_queries_inflight", "Queries "
+	    "running in this querier (all tenants).", gate_inflight, q);
 	if ((rv = qry_render_register(q)) != 0 ||
 	    (rv = qry_labels_register(q)) != 0 ||
 	    (rv = qry_connect_register(q)) != 0 ||
 	    (rv = qry_settings_register(q)) != 0 ||
 	    (rv = qry_webui_register(q)) != 0) {
+		sm_metric_gauge_fn_remove(q);
 		routes_free(q);
 		qry_gate_fini(&q->gate);
 		sm_free(q);
@@ -230,6 +251,7 @@ qry_destroy(struct querier *q)
 {
 	if (q == NULL)
 		return;
+	sm_metric_gauge_fn_remove(q);
 	routes_free(q);
 	qry_gate_fini(&q->gate);
 	sm_free(q);

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""
+test_query_gate.py -- concurrent queries per tenant (issue 10; querier/gate.h).
+
+A cluster of 1 ingester, 1 distributor and 1 querier with
+-querier.max-concurrent-queries-per-tenant=1, -querier.timeout=6s and no
+straggler wait.  The ingester is SIGSTOPped, so a query holds its slot
+until the timeout, deterministically.  Then:
+  - tenant a's first query is in flight (smolder_querier_queries_inflight
+    reads 1: a wait on that condition, no fixed sleep);
+  - a's second query, over Connect and over /render, is refused at once
+    with 429 resource_exhausted "too many concurrent queries", counted in
+    smolder_querier_queries_refused_total{tenant="a"};
+  - tenant b's query is admitted (in flight 2) although a is at its limit;
+  - after SIGCONT every slot is released (in flight 0) and a's next query
+    answers 200 with the data pushed before.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cluster import Cluster  # noqa: E402
+from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
+                        metrics, wait_metric)
+from smolder import run_script  # noqa: E402
+
+PTYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+SEL = '{service_name="gate"}'
+
+
+def connect(srv, tenant, method, msg, timeout=30):
+    return srv.request("POST", "/querier.v1.QuerierService/" + method,
+                       body=json.dumps(msg).encode(),
+                       headers={"Content-Type": "application/json",
+                                "X-Scope-OrgID": tenant}, timeout=timeout)
+
+
+def merge(srv, tenant, now_ms):
+    return connect(srv, tenant, "SelectMergeStacktraces",
+                   {"profileTypeID": PTYPE, "labelSelector": SEL,
+                    "start": now_ms - 3600000, "end": now_ms + 60000})
+
+
+def main(r):
+    ws = Workspace("query-gate")
+    r.at_end(lambda: ws.cleanup(r))
+    c = Cluster(ws, ingesters=1, distributors=1, queriers=1, rf=1,
+                extra=["-validation.reject-older-than=0",
+                       "-validation.reject-newer-than=0",
+                       "-auth.multitenancy-enabled=true",
+                       "-querier.max-concurrent-queries-per-tenant=1",
+                       "-querier.timeout=6s",
+                       "-querier.straggler-wait=0"] + limit_flags())
+    frozen = None
+    try:
+        c.start()
+        d, q = c.distributors[0], c.queriers[0]
+        now = int(time.time())
+        for tenant in ("a", "b"):
+            p = d.request("POST", "/ingest",
+                          {"name": "gate.cpu{}", "from": str(now - 10),
+                           "until": str(now), "format": "folded",
+                           "spyName": "gospy"},
+                          body=b"main;work 7\n",
+                          headers={"X-Scope-OrgID": tenant})
+            r.check(p.status == 200, "push for %s" % tenant, p.describe())
+        now_ms = int(time.time() * 1000)
+        g = merge(q, "a", now_ms)
+        r.check(g.status == 200, "a's query before the freeze -> 200",
+                g.describe())
+
+        frozen = c.ingesters[0].proc
+        os.kill(frozen.pid, signal.SIGSTOP)
+        held = {}
+
+        def hold(tenant):
+            held[tenant] = merge(q, tenant, now_ms)
+        ta = threading.Thread(target=hold, args=("a",))
+        ta.start()
+        v = wait_metric(q, "smolder_querier_queries_inflight",
+                        lambda x: x >= 1, timeout=10)
+        r.check(v == 1, "a's first query is in flight", "in flight %r" % v)
+
+        t0 = time.monotonic()
+        g = merge(q, "a", now_ms)
+        took = time.monotonic() - t0
+        r.check(g.status == 429 and "too many concurrent queries" in
+                g.text() and "resource_exhausted" in g.text(),
+                "a's second Connect query -> 429 resource_exhausted",
+                g.describe())
+        r.check(took < 2.0, "refused at once, not after the timeout",
+                "%.2f s" % took)
+        g = q.request("GET", "/render",
+                      {"query": PTYPE + SEL, "from": "now-1h",
+                       "until": "now", "format": "json"},
+                      headers={"X-Scope-OrgID": "a"})
+        r.check(g.status == 429 and "too many concurrent queries" in
+                g.text(), "a's /render -> 429", g.describe())
+
+        tb = threading.Thread(target=hold, args=("b",))
+        tb.start()
+        v = wait_metric(q, "smolder_querier_queries_inflight",
+                        lambda x: x >= 2, timeout=10)
+        r.check(v == 2, "b's query is admitted while a is at its limit",
+                "in flight %r" % v)
+        _, m = metrics(q)
+        r.eq(metric_value(m, "smolder_querier_queries_refused_total",
+                          tenant="a"), 2.0, "a's two refusals counted")
+        r.check(metric_value(m, "smolder_querier_queries_refused_total",
+                             tenant="b") in (None, 0.0),
+                "no refusal for b")
+
+        os.kill(frozen.pid, signal.SIGCONT)
+        frozen = None
+        ta.join(30)
+        tb.join(30)
+        r.check(not ta.is_alive() and not tb.is_alive(),
+                "the held queries ended")
+        v = wait_metric(q, "smolder_querier_queries_inflight",
+                        lambda x: x == 0, timeout=10)
+        r.check(v == 0, "every slot released", "in flight %r" % v)
+        g = merge(q, "a", now_ms)
+        ok = g.status == 200
+        total = 0
+        if ok:
+            fg = g.json().get("flamegraph") or {}
+            total = int(fg.get("total") or 0)
+        r.check(ok and total == 7 * 10000000,
+                "a's next query -> 200 with its data (7 samples of 10 ms)",
+                "%s total %d" % (g.describe(), total))
+    finally:
+        if frozen is not None:
+            os.kill(frozen.pid, signal.SIGCONT)
+        c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_query_gate", 120, main)
