@@ -332,3 +332,17 @@ sm_mono_ns(void)
 {
 	return (sm_clock_ns(CLOCK_MONOTONIC));
 }
+
+static _Thread_local int64_t sm_deadline_ms;
+
+void
+sm_deadline_set(int64_t unix_ms)
+{
+	sm_deadline_ms = unix_ms;
+}
+
+bool
+sm_deadline_passed(void)
+{
+	return (sm_deadline_ms != 0 && sm_now_ms() > sm_deadline_ms);
+}

@@ -22,6 +22,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,5 +226,15 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
 int64_t sm_now_ns(void);      /* unix time, nanoseconds */
 int64_t sm_mono_ns(void);     /* monotonic, nanoseconds */
+
+/*
+ * The deadline of the request the calling thread serves (unix ms, 0 =
+ * none).  A server sets it around one request (the ingester, from the
+ * deadline its caller sent: ingester.c) and clears it after; long loops
+ * poll sm_deadline_passed() and give up with SM_ETIMEDOUT, so work nobody
+ * waits for any more stops.  Thread-local: no locking, nothing to free.
+ */
+void sm_deadline_set(int64_t unix_ms);
+bool sm_deadline_passed(void);
 
 #endif /* SM_H */

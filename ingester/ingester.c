@@ -50,6 +50,10 @@ struct ingester {
 #define ING_REQ_BUDGET (1024u << 20)
 
 static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
+static struct sm_metric *m_expired;
+
+/* Clock skew allowed between a caller's deadline and this host. */
+#define ING_DEADLINE_SKEW_MS 1000
 
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
@@ -167,6 +171,11 @@ ing_metrics_init(struct ingester *ing)
 	    "smolder_ingester_duplicate_writes_total",
 	    "Writes whose profile id was already written (resends, "
 	    "retries): acknowledged, not applied again.", NULL, NULL, 0);
+	m_expired = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_requests_expired_total",
+	    "Queries dropped or stopped because their caller's deadline "
+	    "had passed, by method.",
+	    (const char *const[]){ "method", NULL }, NULL, 0);
 	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
 	    "smolder_ingester_rpc_duration_seconds",
 	    "Internal RPCs served by the ingester, by method and outcome.",
@@ -455,7 +464,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	Smolder__V1__SettingsResponse setr;
 	Smolder__V1__AnalyzeResponse anr;
 	Smolder__V1__ProfilesResponse pfr;
-	Smolder__V1__Request *req;
+	Smolder__V1__Request *req = NULL;
 	struct sm_arena *a;
 	ProtobufCAllocator al;
 	struct sm_err err;
@@ -502,6 +511,27 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 			goto out;
 		}
 		query = true;
+	}
+	/*
+	 * The caller's deadline (querier/fanout.c): a query that waited past
+	 * it (a queue, a stopped process) is not started, and one that runs
+	 * past it stops at the next sm_deadline_passed() poll (ing_set_select
+	 * per head and block) -- nobody waits for the answer any more.
+	 * Writes always run: they are acknowledged work.
+	 */
+	if (req->deadline_unix_ms > 0 && req->method_case !=
+	    SMOLDER__V1__REQUEST__METHOD_WRITE) {
+		int64_t late = sm_now_ms() - (req->deadline_unix_ms +
+		    ING_DEADLINE_SKEW_MS);
+
+		if (late > 0) {
+			sm_counter_inc(sm_metric_child(m_expired, method));
+			rv = sm_err_set(&err, SM_ETIMEDOUT, "the caller's "
+			    "deadline passed %lld ms before the ingester "
+			    "started the %s", (long long)late, method);
+			goto out;
+		}
+		sm_deadline_set(req->deadline_unix_ms + ING_DEADLINE_SKEW_MS);
 	}
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
@@ -607,6 +637,10 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		break;
 	}
 out:
+	/* Stopped on the way (the deadline is still set): counted. */
+	if (rv == SM_ETIMEDOUT && sm_deadline_passed())
+		sm_counter_inc(sm_metric_child(m_expired, method));
+	sm_deadline_set(0);
 	if (query)
 		atomic_fetch_sub(&ing->queries, 1);
 	if (rv != 0) {

@@ -537,6 +537,10 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 	*n = 0;
 	if (s->nseries == 0)
 		return (0);
+	/* Once per head or block a query visits (sm.h). */
+	if (sm_deadline_passed())
+		return (sm_err_set(err, SM_ETIMEDOUT, "the query's deadline "
+		    "passed on the ingester"));
 	if ((ev = sm_calloc(SM_MAX(sel->n, 1), sizeof(*ev))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < sel->n; i++) {
@@ -589,6 +593,12 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 	for (uint32_t i = 0; i < ncand; i++) {
 		const struct ing_series *sr = s->series[cand[i]];
 
+		/* Regular expressions over many series: poll the deadline. */
+		if ((i & 4095) == 4095 && sm_deadline_passed()) {
+			rv = sm_err_set(err, SM_ETIMEDOUT, "the query's "
+			    "deadline passed on the ingester");
+			goto fail;
+		}
 		if ((rv = series_passes(s, sr, ev, sel->n, err)) < 0)
 			goto fail;
 		if (rv && series_in_range(sr, start, end, bucket_ms))

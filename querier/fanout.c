@@ -186,16 +186,20 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	}
 	for (uint32_t i = 0; i < nb; i++) {
 		const Smolder__V1__Request *r = reqs[i];
+		Smolder__V1__Request rd;
 		size_t sz;
 
 		if (r == NULL)
 			continue;
-		sz = protobuf_c_message_get_packed_size(&r->base);
+		/* The ingester stops when this call's timeout has passed. */
+		rd = *r;
+		rd.deadline_unix_ms = sm_now_ms() + q->cfg.timeout_ms;
+		sz = protobuf_c_message_get_packed_size(&rd.base);
 		if (sm_buf_reserve(&bufs[i], sz) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
-		protobuf_c_message_pack(&r->base, (uint8_t *)bufs[i].b);
+		protobuf_c_message_pack(&rd.base, (uint8_t *)bufs[i].b);
 		bufs[i].len = sz;
 	}
 	for (uint32_t i = 0; i < nc; i++) {
