@@ -77,12 +77,10 @@ oatab_size_for(const struct sm_oatab *t, uint64_t n, uint32_t *nslots)
 }
 
 int
-sm_oatab_reserve(struct sm_oatab *t, uint32_t n)
+sm_oatab_grow_to(struct sm_oatab *t, uint32_t n)
 {
 	uint32_t ns;
 
-	if ((uint64_t)n * 2 <= t->nslots)
-		return (0);
 	if (oatab_size_for(t, n, &ns) != 0)
 		return (SM_ENOMEM);
 	return (oatab_rehash(t, ns));

@@ -77,11 +77,20 @@ void sm_oatab_fini(struct sm_oatab *t);
 /* Forget every index, keeping the slot array. */
 void sm_oatab_clear(struct sm_oatab *t);
 
+int sm_oatab_grow_to(struct sm_oatab *t, uint32_t n);
+
 /*
- * Make room so that `n` indices fit without growing (load <= 1/2).
+ * Make room so that `n` indices fit without growing (load <= 1/2): after
+ * it, inserting up to n - t->n indices cannot fail.
  * Returns 0 or SM_ENOMEM (table unchanged).
  */
-int sm_oatab_reserve(struct sm_oatab *t, uint32_t n);
+static inline int
+sm_oatab_reserve(struct sm_oatab *t, uint32_t n)
+{
+	if ((uint64_t)n * 2 <= t->nslots)
+		return (0);
+	return (sm_oatab_grow_to(t, n));
+}
 
 /* Bytes of the slot array (memory accounting). */
 static inline size_t
