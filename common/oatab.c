@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "arena.h"
+
 const uint64_t sm_oatab_empty_slot = 0;
 
 void
@@ -15,12 +17,22 @@ sm_oatab_init(struct sm_oatab *t, uint32_t min_slots)
 }
 
 void
+sm_oatab_init_arena(struct sm_oatab *t, uint32_t min_slots,
+    struct sm_arena *a)
+{
+	sm_oatab_init(t, min_slots);
+	t->arena = a;
+}
+
+void
 sm_oatab_fini(struct sm_oatab *t)
 {
 	uint32_t min_slots = t->min_slots;
+	struct sm_arena *a = t->arena;
 
-	sm_free(t->slots);
-	sm_oatab_init(t, min_slots);
+	if (a == NULL)
+		sm_free(t->slots);
+	sm_oatab_init_arena(t, min_slots, a);
 }
 
 void
@@ -35,7 +47,9 @@ sm_oatab_clear(struct sm_oatab *t)
 static int
 oatab_rehash(struct sm_oatab *t, uint32_t nslots)
 {
-	uint64_t *slots = sm_calloc(nslots, sizeof(*slots));
+	uint64_t *slots = t->arena != NULL ?
+	    sm_arena_calloc(t->arena, nslots, sizeof(*slots)) :
+	    sm_calloc(nslots, sizeof(*slots));
 	uint32_t mask = nslots - 1;
 
 	if (slots == NULL)
@@ -51,7 +65,8 @@ oatab_rehash(struct sm_oatab *t, uint32_t nslots)
 			;
 		slots[i] = s;
 	}
-	sm_free(t->slots);
+	if (t->arena == NULL)
+		sm_free(t->slots);
 	t->slots = slots;
 	t->nslots = nslots;
 	t->mask = mask;

@@ -32,7 +32,11 @@
  * this replaced; hashes come from hash.h.
  *
  * Ownership: the table owns its slot array (sm_calloc/sm_free, so the
- * fault injection of sm.h applies); the entries are the caller's.
+ * fault injection of sm.h applies); the entries are the caller's.  A table
+ * made with sm_oatab_init_arena() takes its slot arrays from an arena
+ * instead (counted against its budget, never freed one by one: growth
+ * leaves the old array in the arena), for tables that live and die with a
+ * per-request arena.
  * Locking: none; the owner serialises writers against readers.  Finding
  * does not write the table, so concurrent finds are safe.
  * Errors: sm_oatab_insert() and sm_oatab_reserve() return 0 or SM_ENOMEM;
@@ -43,6 +47,8 @@
 
 #include "sm.h"
 
+struct sm_arena;
+
 #define SM_OATAB_NONE UINT32_MAX
 
 struct sm_oatab {
@@ -51,6 +57,7 @@ struct sm_oatab {
 	uint32_t nslots;     /* 0 or a power of two */
 	uint32_t n;          /* indices stored */
 	uint32_t min_slots;  /* slots the first insert allocates (0: 64) */
+	struct sm_arena *arena; /* slots from here, or NULL: the heap */
 };
 
 /* Where a probe is; only for sm_oatab_next() and sm_oatab_insert(). */
@@ -70,6 +77,10 @@ extern const uint64_t sm_oatab_empty_slot;
  * A zeroed struct is the same as sm_oatab_init(t, 0).
  */
 void sm_oatab_init(struct sm_oatab *t, uint32_t min_slots);
+
+/* The same, with slot arrays from arena `a`, which must outlive the table. */
+void sm_oatab_init_arena(struct sm_oatab *t, uint32_t min_slots,
+    struct sm_arena *a);
 
 /* Free the slots; the table is empty (and may be used) again. */
 void sm_oatab_fini(struct sm_oatab *t);

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "common/arena.h"
 #include "common/hash.h"
 #include "sm_test.h"
 
@@ -43,6 +44,8 @@ intern(struct sm_oatab *t, struct ents *e, uint64_t key, uint64_t h)
 	e->keys[e->n] = key;
 	return (e->n++);
 }
+
+static struct sm_oatab t_arena_tab;
 
 static void
 test_empty(void)
@@ -203,7 +206,37 @@ test_alloc_failures(void)
 	sm_oatab_fini(&t);
 }
 
+/* Slots from an arena: growth within its budget, ENOMEM past it. */
+static void
+test_arena(void)
+{
+	struct sm_arena *a = sm_arena_create(64 * 1024);
+	uint64_t keys[4000];
+	struct ents e = { keys, 0 };
+	struct sm_oatab_it it;
+	uint32_t k, bad = 0;
+
+	SM_REQUIRE(a != NULL);
+	sm_oatab_init_arena(&t_arena_tab, 16, a);
+	for (k = 0; k < 4000; k++)
+		if (intern(&t_arena_tab, &e, k, sm_hash_u64(k)) != k)
+			break;
+	/* Growth stops at the budget (old arrays stay in the arena), with
+	 * the table as it was. */
+	SM_CHECK(k < 4000 && k >= 512);
+	SM_CHECK_EQ(t_arena_tab.n, k);
+	SM_CHECK_EQ((uint64_t)k * 2, t_arena_tab.nslots);
+	for (uint32_t j = 0; j < k; j++)
+		if (find(&t_arena_tab, &e, j, sm_hash_u64(j), &it) != j)
+			bad++;
+	SM_CHECK_EQ(bad, 0);
+	sm_oatab_fini(&t_arena_tab);   /* frees nothing: the arena does */
+	SM_CHECK(t_arena_tab.slots == NULL && t_arena_tab.arena == a);
+	sm_arena_destroy(a);
+}
+
 SM_TEST_MAIN(
+	{ "slots from an arena", test_arena },
 	{ "empty and zeroed tables", test_empty },
 	{ "insert and find, growth, clear", test_insert_find },
 	{ "colliding hashes", test_collisions },
