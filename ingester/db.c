@@ -1810,53 +1810,27 @@ struct labels_acc {
 		uint32_t rate;
 	} *sets;
 	uint32_t nsets, sets_cap;
-	uint32_t *slots;                 /* set index + 1 by fp; 0 empty */
-	uint32_t nslots;                 /* power of two, > 2 * nsets */
+	struct sm_oatab tab;             /* set index by sm_hash_u64(fp) */
 };
 
-/* The slot of label set (fp, ids, n): where it is or where it would go.
- * A hash table, so SERIES_LABELS is linear in the series it reads (a
- * scan of every set collected so far made 40k series take 48 s). */
+/* The index of label set (fp, ids, n), or SM_OATAB_NONE with `it` where
+ * it would go.  A hash table, so SERIES_LABELS is linear in the series it
+ * reads (a scan of every set collected so far made 40k series take 48 s). */
 static uint32_t
-lset_slot(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
-    uint32_t n)
+lset_find(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
+    uint32_t n, struct sm_oatab_it *it)
 {
-	uint32_t mask = x->nslots - 1, i;
+	uint32_t k;
 
-	for (i = (uint32_t)sm_hash_u64(fp) & mask; x->slots[i] != 0;
-	    i = (i + 1) & mask) {
-		const struct lset *o = &x->sets[x->slots[i] - 1];
+	for (sm_oatab_probe(&x->tab, sm_hash_u64(fp), it);
+	    (k = sm_oatab_next(&x->tab, it)) != SM_OATAB_NONE;) {
+		const struct lset *o = &x->sets[k];
 
 		if (o->fp == fp && o->n == n &&
 		    memcmp(o->ids, ids, (size_t)n * 8) == 0)
-			break;
+			return (k);
 	}
-	return (i);
-}
-
-/* Make room for one more set in the hash table. */
-static int
-lset_reserve(struct labels_acc *x)
-{
-	uint32_t ns, *nsl;
-
-	if ((x->nsets + 1) * 2 <= x->nslots)
-		return (0);
-	ns = x->nslots ? x->nslots * 2 : 64;
-	if ((nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t k = 0; k < x->nsets; k++) {
-		uint32_t i;
-
-		for (i = (uint32_t)sm_hash_u64(x->sets[k].fp) & (ns - 1);
-		    nsl[i] != 0; i = (i + 1) & (ns - 1))
-			;
-		nsl[i] = k + 1;
-	}
-	sm_free(x->slots);
-	x->slots = nsl;
-	x->nslots = ns;
-	return (0);
+	return (SM_OATAB_NONE);
 }
 
 static bool
@@ -1876,8 +1850,9 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
     const struct ing_series *sr)
 {
 	const Smolder__V1__LabelsRequest *req = x->req;
+	struct sm_oatab_it it;
 	struct lset ls;
-	uint32_t k = 0, tmp[2 * 64], slot;
+	uint32_t k = 0, tmp[2 * 64];
 	int rv;
 
 	switch (req->kind) {
@@ -1913,10 +1888,10 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 		ls.n++;
 	}
 	ls.fp = sm_hash(tmp, (size_t)ls.n * 2 * sizeof(uint32_t));
-	if ((rv = lset_reserve(x)) != 0)
+	/* Room first: the probe below then ends where the insert goes. */
+	if ((rv = sm_oatab_reserve(&x->tab, x->nsets + 1)) != 0)
 		return (rv);
-	slot = lset_slot(x, ls.fp, tmp, ls.n);
-	if (x->slots[slot] != 0)
+	if (lset_find(x, ls.fp, tmp, ls.n, &it) != SM_OATAB_NONE)
 		return (0);
 	{
 		const char *m[3] = { ing_set_str(s, sr->meta.spy),
@@ -1942,8 +1917,9 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 	if ((ls.ids = sm_malloc((size_t)SM_MAX(ls.n, 1) * 8)) == NULL)
 		return (SM_ENOMEM);
 	memcpy(ls.ids, tmp, (size_t)ls.n * 8);
+	rv = sm_oatab_insert(&x->tab, &it, x->nsets);   /* reserved: 0 */
+	SM_ASSERT(rv == 0);
 	x->sets[x->nsets++] = ls;
-	x->slots[slot] = x->nsets;
 	return (0);
 }
 
@@ -2116,7 +2092,7 @@ out_names:
 	for (uint32_t i = 0; i < x.nsets; i++)
 		sm_free(x.sets[i].ids);
 	sm_free(x.sets);
-	sm_free(x.slots);
+	sm_oatab_fini(&x.tab);
 	sm_strtab_fini(&x.names);
 	return (rv);
 }
