@@ -31,6 +31,14 @@
  * Only a hash's low 32 bits take part (tag and position), as in the tables
  * this replaced; hashes come from hash.h.
  *
+ * Order of a miss: the iterator stays valid until the table changes, so a
+ * caller whose own steps after the probe can fail either inserts last
+ * (insert may grow and fail: nothing changed) or calls sm_oatab_reserve()
+ * for one more index *before* probing, after which the insert cannot fail.
+ *
+ * Memory: 8 bytes a slot, 2 to 4 slots an index (twice the uint32_t slot
+ * arrays this replaced; the tag is what saves the entry reads).
+ *
  * Ownership: the table owns its slot array (sm_calloc/sm_free, so the
  * fault injection of sm.h applies); the entries are the caller's.  A table
  * made with sm_oatab_init_arena() takes its slot arrays from an arena
