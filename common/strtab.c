@@ -9,27 +9,6 @@
 
 #define STRTAB_CHUNK (64u * 1024u)
 
-static int
-strtab_rehash(struct sm_strtab *t, uint32_t nslots)
-{
-	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
-	uint32_t mask = nslots - 1;
-
-	if (slots == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t id = 0; id < t->n; id++) {
-		uint32_t i = t->strs[id].h & mask;
-
-		while (slots[i] != 0)
-			i = (i + 1) & mask;
-		slots[i] = id + 1;
-	}
-	sm_free(t->slots);
-	t->slots = slots;
-	t->nslots = nslots;
-	return (0);
-}
-
 /* Copy bytes into chunk storage; returns the NUL-terminated copy. */
 static char *
 strtab_store(struct sm_strtab *t, const char *s, size_t n)
@@ -80,6 +59,7 @@ sm_strtab_init(struct sm_strtab *t)
 	int rv;
 
 	memset(t, 0, sizeof(*t));
+	sm_oatab_init(&t->tab, 64);
 	/* A failed init must not leave the slots or chunks behind. */
 	if ((rv = sm_strtab_intern(t, "", 0, &id)) != 0)
 		sm_strtab_fini(t);
@@ -92,54 +72,60 @@ sm_strtab_fini(struct sm_strtab *t)
 	for (uint32_t i = 0; i < t->nchunks; i++)
 		sm_free(t->chunks[i]);
 	sm_free(t->chunks);
-	sm_free(t->slots);
+	sm_oatab_fini(&t->tab);
 	sm_free(t->strs);
 	memset(t, 0, sizeof(*t));
+}
+
+/* The id of s[0..n) under hash h, or SM_OATAB_NONE with `it` at its slot. */
+static inline uint32_t
+strtab_lookup(const struct sm_strtab *t, const char *s, size_t n, uint64_t h,
+    struct sm_oatab_it *it)
+{
+	uint32_t v;
+
+	for (sm_oatab_probe(&t->tab, h, it);
+	    (v = sm_oatab_next(&t->tab, it)) != SM_OATAB_NONE;) {
+		const struct sm_str *e = &t->strs[v];
+
+		if (e->len == n && memcmp(e->p, s, n) == 0)
+			return (v);
+	}
+	return (SM_OATAB_NONE);
 }
 
 int
 sm_strtab_find(const struct sm_strtab *t, const char *s, size_t n,
     uint32_t *id)
 {
-	uint32_t h, mask, i, v;
+	struct sm_oatab_it it;
+	uint32_t v;
 
-	if (t->nslots == 0 || n > UINT32_MAX)
+	if (t->tab.n == 0 || n > UINT32_MAX)
 		return (SM_ENOTFOUND);
-	h = (uint32_t)sm_hash(s, n);
-	mask = t->nslots - 1;
-	for (i = h & mask; (v = t->slots[i]) != 0; i = (i + 1) & mask) {
-		const struct sm_str *e = &t->strs[v - 1];
-
-		if (e->h == h && e->len == n && memcmp(e->p, s, n) == 0) {
-			*id = v - 1;
-			return (0);
-		}
-	}
-	return (SM_ENOTFOUND);
+	if ((v = strtab_lookup(t, s, n, sm_hash(s, n), &it)) == SM_OATAB_NONE)
+		return (SM_ENOTFOUND);
+	*id = v;
+	return (0);
 }
 
 int
 sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n, uint32_t *id)
 {
-	uint32_t h, mask, i, v;
+	struct sm_oatab_it it;
+	uint64_t h;
+	uint32_t v;
 	char *p;
-	int rv;
 
 	if (n > (1u << 31))
 		return (SM_ETOOBIG);
-	if ((uint64_t)(t->n + 1) * 2 > t->nslots) {
-		if ((rv = strtab_rehash(t, t->nslots ? t->nslots * 2 : 64)) != 0)
-			return (rv);
-	}
-	h = (uint32_t)sm_hash(s, n);
-	mask = t->nslots - 1;
-	for (i = h & mask; (v = t->slots[i]) != 0; i = (i + 1) & mask) {
-		const struct sm_str *e = &t->strs[v - 1];
-
-		if (e->h == h && e->len == n && memcmp(e->p, s, n) == 0) {
-			*id = v - 1;
-			return (0);
-		}
+	/* Room first: once the string is stored, inserting cannot fail. */
+	if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
+		return (SM_ENOMEM);
+	h = sm_hash(s, n);
+	if ((v = strtab_lookup(t, s, n, h, &it)) != SM_OATAB_NONE) {
+		*id = v;
+		return (0);
 	}
 	if (t->n == t->cap) {
 		uint32_t ncap = t->cap ? t->cap * 2 : 64;
@@ -151,12 +137,11 @@ sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n, uint32_t *id)
 		t->strs = ns;
 		t->cap = ncap;
 	}
-	if ((p = strtab_store(t, s, n)) == NULL)
+	if ((p = strtab_store(t, s, n)) == NULL ||
+	    sm_oatab_insert(&t->tab, &it, t->n) != 0)
 		return (SM_ENOMEM);
 	t->strs[t->n].p = p;
 	t->strs[t->n].len = (uint32_t)n;
-	t->strs[t->n].h = h;
-	t->slots[i] = t->n + 1;
 	*id = t->n++;
 	return (0);
 }
@@ -165,5 +150,5 @@ size_t
 sm_strtab_mem(const struct sm_strtab *t)
 {
 	return (t->bytes + (size_t)t->cap * sizeof(struct sm_str) +
-	    (size_t)t->nslots * sizeof(uint32_t));
+	    sm_oatab_mem(&t->tab));
 }

@@ -7,8 +7,8 @@
  *
  * Layout: `strs[id]` points into append-only chunks of bytes, so a pointer
  * returned by sm_strtab_str() stays valid until sm_strtab_fini().  Lookup is
- * an open-addressing table of ids keyed by XXH3 of the bytes (linear
- * probing, load factor <= 1/2).
+ * an sm_oatab (oatab.h) of ids keyed by XXH3 of the bytes (linear probing,
+ * load factor <= 1/2).
  *
  * Ownership: the table owns copies of every interned string.
  * Locking: none; the owner serialises writers against readers (the ingester
@@ -17,19 +17,18 @@
 #ifndef SM_STRTAB_H
 #define SM_STRTAB_H
 
+#include "oatab.h"
 #include "sm.h"
 
 struct sm_str {
 	const char *p;   /* NUL-terminated copy */
 	uint32_t len;
-	uint32_t h;      /* low 32 bits of the hash, for cheap rehash/compare */
 };
 
 struct sm_strtab {
 	struct sm_str *strs;
 	uint32_t n, cap;
-	uint32_t *slots;       /* id + 1; 0 = empty */
-	uint32_t nslots;       /* power of two */
+	struct sm_oatab tab;   /* ids by hash */
 	char **chunks;
 	uint32_t nchunks, chunks_cap;
 	char *fill;            /* chunk small strings are appended to */

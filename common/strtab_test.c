@@ -25,7 +25,7 @@ test_empty_is_zero(void)
 	SM_CHECK_EQ(sm_strtab_count(&t), 1);
 	SM_CHECK(sm_strtab_str(&t, 0, NULL)[0] == '\0');
 	sm_strtab_fini(&t);
-	SM_CHECK(t.strs == NULL && t.slots == NULL && t.n == 0);
+	SM_CHECK(t.strs == NULL && t.tab.slots == NULL && t.n == 0);
 }
 
 static void
@@ -152,7 +152,7 @@ test_growth_and_stability(void)
 			break;
 		}
 		ptr[i] = sm_strtab_str(&t, id, NULL);
-		SM_CHECK((uint64_t)t.n * 2 <= t.nslots);
+		SM_CHECK((uint64_t)t.n * 2 <= t.tab.nslots);
 	}
 	SM_REQUIRE(bad == 0);
 	SM_CHECK_EQ(sm_strtab_count(&t), N);
@@ -220,7 +220,7 @@ test_alloc_failures(void)
 		}
 		sm_fault_alloc_after(0);
 		/* A failed init holds nothing (LeakSanitizer checks). */
-		SM_CHECK(t.strs == NULL && t.slots == NULL &&
+		SM_CHECK(t.strs == NULL && t.tab.slots == NULL &&
 		    t.chunks == NULL);
 	}
 }

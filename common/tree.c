@@ -7,31 +7,24 @@
 
 #include "hash.h"
 
-static inline uint32_t
+static inline uint64_t
 tree_hash(uint32_t parent, uint32_t name)
 {
-	return ((uint32_t)sm_hash_u64(((uint64_t)parent << 32) | name));
+	return (sm_hash_u64(((uint64_t)parent << 32) | name));
 }
 
-static int
-tree_rehash(struct sm_tree *t, uint32_t nslots)
+/* The node (parent, name), or SM_OATAB_NONE with `it` at its empty slot. */
+static inline uint32_t
+tree_lookup(const struct sm_tree *t, uint32_t parent, uint32_t name,
+    struct sm_oatab_it *it)
 {
-	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
-	uint32_t mask = nslots - 1;
+	uint32_t v;
 
-	if (slots == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t id = 1; id < t->n; id++) {
-		uint32_t i = tree_hash(t->parent[id], t->name[id]) & mask;
-
-		while (slots[i] != 0)
-			i = (i + 1) & mask;
-		slots[i] = id + 1;
-	}
-	sm_free(t->slots);
-	t->slots = slots;
-	t->nslots = nslots;
-	return (0);
+	for (sm_oatab_probe(&t->tab, tree_hash(parent, name), it);
+	    (v = sm_oatab_next(&t->tab, it)) != SM_OATAB_NONE;)
+		if (t->parent[v] == parent && t->name[v] == name)
+			return (v);
+	return (SM_OATAB_NONE);
 }
 
 int
@@ -41,7 +34,9 @@ sm_tree_init(struct sm_tree *t)
 	t->cap = 64;
 	t->parent = sm_malloc(t->cap * sizeof(uint32_t));
 	t->name = sm_malloc(t->cap * sizeof(uint32_t));
-	if (t->parent == NULL || t->name == NULL || tree_rehash(t, 128) != 0) {
+	sm_oatab_init(&t->tab, 128);
+	if (t->parent == NULL || t->name == NULL ||
+	    sm_oatab_reserve(&t->tab, 1) != 0) {
 		sm_tree_fini(t);
 		return (SM_ENOMEM);
 	}
@@ -56,7 +51,7 @@ sm_tree_fini(struct sm_tree *t)
 {
 	sm_free(t->parent);
 	sm_free(t->name);
-	sm_free(t->slots);
+	sm_oatab_fini(&t->tab);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -64,33 +59,26 @@ int
 sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out)
 {
-	uint32_t mask = t->nslots - 1, i, v;
+	struct sm_oatab_it it;
+	uint32_t v;
 
-	for (i = tree_hash(parent, name) & mask; (v = t->slots[i]) != 0;
-	    i = (i + 1) & mask) {
-		if (t->parent[v - 1] == parent && t->name[v - 1] == name) {
-			*out = v - 1;
-			return (0);
-		}
-	}
-	return (SM_ENOTFOUND);
+	if ((v = tree_lookup(t, parent, name, &it)) == SM_OATAB_NONE)
+		return (SM_ENOTFOUND);
+	*out = v;
+	return (0);
 }
 
 int
 sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out)
 {
-	uint32_t mask, i, v;
-	int rv;
+	struct sm_oatab_it it;
+	uint32_t v;
 
 	SM_ASSERT(parent < t->n);
-	mask = t->nslots - 1;
-	for (i = tree_hash(parent, name) & mask; (v = t->slots[i]) != 0;
-	    i = (i + 1) & mask) {
-		if (t->parent[v - 1] == parent && t->name[v - 1] == name) {
-			*out = v - 1;
-			return (0);
-		}
+	if ((v = tree_lookup(t, parent, name, &it)) != SM_OATAB_NONE) {
+		*out = v;
+		return (0);
 	}
 	if (t->n >= (1u << 31))
 		return (SM_ETOOBIG);
@@ -107,19 +95,17 @@ sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
 		t->name = np;
 		t->cap = ncap;
 	}
+	/* The root is not in the index but counts toward its load (node
+	 * count * 2 <= slots, as before the index was an sm_oatab). */
+	if ((uint64_t)(t->n + 1) * 2 > t->tab.nslots) {
+		if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
+			return (SM_ENOMEM);
+		tree_lookup(t, parent, name, &it);   /* slots moved: probe again */
+	}
+	if (sm_oatab_insert(&t->tab, &it, t->n) != 0)
+		return (SM_ENOMEM);
 	t->parent[t->n] = parent;
 	t->name[t->n] = name;
-	if ((uint64_t)(t->n + 1) * 2 > t->nslots) {
-		t->n++;
-		rv = tree_rehash(t, t->nslots * 2);
-		if (rv != 0) {
-			t->n--;
-			return (rv);
-		}
-		*out = t->n - 1;
-		return (0);
-	}
-	t->slots[i] = t->n + 1;
 	*out = t->n++;
 	return (0);
 }
@@ -149,5 +135,5 @@ size_t
 sm_tree_mem(const struct sm_tree *t)
 {
 	return ((size_t)t->cap * 2 * sizeof(uint32_t) +
-	    (size_t)t->nslots * sizeof(uint32_t));
+	    sm_oatab_mem(&t->tab));
 }

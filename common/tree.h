@@ -14,24 +14,26 @@
  *     total[parent[i]] += total[i].
  *
  * Children of a node are distinct frames by construction, so a tree never
- * needs sibling merging.  The interning index is an open-addressing table
- * (linear probing, load <= 1/2) of node ids keyed by hash(parent, name).
+ * needs sibling merging.  The interning index is an sm_oatab (oatab.h;
+ * linear probing, load <= 1/2) of node ids keyed by hash(parent, name); the
+ * root is not in it.
  *
- * Memory: 16 bytes per node (parent, name, two index slots).
+ * Memory: 8 bytes per node (parent, name) plus the index's 2 to 4 slots of
+ * 8 bytes (id and hash tag, so a probe rarely reads parent[] and name[]).
  * Ownership: the tree owns its arrays.  Locking: none; the owner serialises
  * writers against readers.
  */
 #ifndef SM_TREE_H
 #define SM_TREE_H
 
+#include "oatab.h"
 #include "sm.h"
 
 struct sm_tree {
 	uint32_t *parent;
 	uint32_t *name;
 	uint32_t n, cap;
-	uint32_t *slots;    /* node id + 1; 0 = empty */
-	uint32_t nslots;    /* power of two */
+	struct sm_oatab tab; /* node ids 1.. by hash(parent, name) */
 };
 
 /* Initialise with the root node 0.  Returns 0 or SM_ENOMEM. */

@@ -20,7 +20,7 @@ test_root(void)
 	SM_CHECK_EQ(sm_tree_find(&t, 0, 1, &id), SM_ENOTFOUND);
 	SM_CHECK(sm_tree_mem(&t) > 0);
 	sm_tree_fini(&t);
-	SM_CHECK(t.parent == NULL && t.slots == NULL && t.n == 0);
+	SM_CHECK(t.parent == NULL && t.tab.slots == NULL && t.n == 0);
 }
 
 static void
@@ -109,11 +109,11 @@ test_growth_1m(void)
 			bad++;
 			break;
 		}
-		if (t.nslots != last_slots) {
-			last_slots = t.nslots;
+		if (t.tab.nslots != last_slots) {
+			last_slots = t.tab.nslots;
 			slots_seen++;
 		}
-		SM_CHECK((uint64_t)t.n * 2 <= t.nslots);
+		SM_CHECK((uint64_t)t.n * 2 <= t.tab.nslots);
 	}
 	SM_REQUIRE(bad == 0);
 	SM_CHECK_EQ(sm_tree_size(&t), N);
@@ -206,7 +206,7 @@ test_alloc_failures(void)
 		}
 		sm_fault_alloc_after(0);
 		SM_CHECK(t.parent == NULL && t.name == NULL &&
-		    t.slots == NULL);
+		    t.tab.slots == NULL);
 	}
 }
 

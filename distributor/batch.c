@@ -40,6 +40,7 @@ dist_batch_init(struct dist_batch *b, struct sm_arena *a,
 	b->meta.sample_rate = 100;
 	b->meta.units = "samples";
 	b->meta.aggregation = "sum";
+	sm_oatab_init(&b->tab, 16);
 	if ((rv = sm_strtab_init(&b->strings)) != 0)
 		return (rv);
 	if ((rv = sm_tree_init(&b->tree)) != 0) {
@@ -55,7 +56,7 @@ dist_batch_fini(struct dist_batch *b)
 	sm_strtab_fini(&b->strings);
 	sm_tree_fini(&b->tree);
 	sm_free(b->series);
-	sm_free(b->slots);
+	sm_oatab_fini(&b->tab);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -90,32 +91,10 @@ dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
 	return (sm_tree_child(&b->tree, parent, name, node));
 }
 
-static inline uint32_t
+static inline uint64_t
 series_slot_hash(uint64_t fp, int64_t t)
 {
-	return ((uint32_t)sm_hash_u64(fp ^ (uint64_t)t * 0x9e3779b97f4a7c15ULL));
-}
-
-static int
-series_rehash(struct dist_batch *b, uint32_t nslots)
-{
-	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
-	uint32_t mask = nslots - 1;
-
-	if (slots == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		uint32_t i = series_slot_hash(b->series[k].fp,
-		    b->series[k].time_ms) & mask;
-
-		while (slots[i] != 0)
-			i = (i + 1) & mask;
-		slots[i] = k + 1;
-	}
-	sm_free(b->slots);
-	b->slots = slots;
-	b->nslots = nslots;
-	return (0);
+	return (sm_hash_u64(fp ^ (uint64_t)t * 0x9e3779b97f4a7c15ULL));
 }
 
 int
@@ -124,7 +103,8 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 {
 	struct sm_label *copy;
 	struct dist_series *s;
-	uint32_t mask, i, v;
+	struct sm_oatab_it it;
+	uint32_t i, v;
 	uint64_t fp;
 	int rv;
 
@@ -142,15 +122,12 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 	sm_labels_sort(copy, n);
 	fp = sm_labels_fingerprint(copy, n);
 
-	if (b->nslots != 0) {
-		mask = b->nslots - 1;
-		for (i = series_slot_hash(fp, time_ms) & mask;
-		    (v = b->slots[i]) != 0; i = (i + 1) & mask) {
-			s = &b->series[v - 1];
-			if (s->fp == fp && s->time_ms == time_ms) {
-				*idx = v - 1;
-				return (0);
-			}
+	for (sm_oatab_probe(&b->tab, series_slot_hash(fp, time_ms), &it);
+	    (v = sm_oatab_next(&b->tab, &it)) != SM_OATAB_NONE;) {
+		s = &b->series[v];
+		if (s->fp == fp && s->time_ms == time_ms) {
+			*idx = v;
+			return (0);
 		}
 	}
 	rv = sm_labels_validate(copy, n, &b->limits->labels, NULL, err);
@@ -175,8 +152,7 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 		b->series = ns;
 		b->series_cap = ncap;
 	}
-	if ((uint64_t)(b->nseries + 1) * 2 > b->nslots &&
-	    series_rehash(b, b->nslots ? b->nslots * 2 : 16) != 0)
+	if (sm_oatab_insert(&b->tab, &it, b->nseries) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	s = &b->series[b->nseries];
 	memset(s, 0, sizeof(*s));
@@ -184,11 +160,6 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 	s->nlabels = n;
 	s->fp = fp;
 	s->time_ms = time_ms;
-	mask = b->nslots - 1;
-	for (i = series_slot_hash(fp, time_ms) & mask; b->slots[i] != 0;
-	    i = (i + 1) & mask)
-		;
-	b->slots[i] = b->nseries + 1;
 	*idx = b->nseries++;
 	return (0);
 }
@@ -397,9 +368,7 @@ dist_batch_finish(struct dist_batch *b)
 	b->nseries = keep;
 	/* The fingerprint index refers to old positions; it is not used
 	 * after finish, so drop it. */
-	sm_free(b->slots);
-	b->slots = NULL;
-	b->nslots = 0;
+	sm_oatab_fini(&b->tab);
 out:
 	sm_free(acc);
 	sm_free(touched);

@@ -31,6 +31,7 @@
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/labels.h"
+#include "common/oatab.h"
 #include "common/strtab.h"
 #include "common/tree.h"
 
@@ -77,8 +78,7 @@ struct dist_batch {
 	struct sm_tree tree;
 	struct dist_series *series;
 	uint32_t nseries, series_cap;
-	uint32_t *slots;           /* series index by (fp, time); idx + 1 */
-	uint32_t nslots;
+	struct sm_oatab tab;       /* series index by (fp, time) */
 	uint64_t pairs;            /* dist_batch_add calls that stored a value */
 	int finished;
 };

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/oatab.h"
 #include "common/varint.h"
 
 #define PP_NONE UINT32_MAX
@@ -310,7 +311,7 @@ struct pp {
 	/* Label groups. */
 	struct pp_group *groups;
 	uint32_t ngroups, groups_cap;
-	uint32_t *gslots, ngslots;
+	struct sm_oatab gtab;     /* groups by hash (slots in the arena) */
 	uint32_t *gpairs;
 	uint32_t ngpairs, gpairs_cap;
 
@@ -1363,31 +1364,10 @@ pp_labels_canon(struct pp *st)
 }
 
 static int
-pp_group_rehash(struct pp *st, uint32_t nslots)
-{
-	uint32_t *slots = sm_arena_calloc(st->a, nslots, sizeof(*slots));
-	uint32_t mask = nslots - 1;
-
-	if (slots == NULL)
-		return (pp_nomem(st));
-	for (uint32_t g = 0; g < st->ngroups; g++) {
-		uint32_t i = (uint32_t)st->groups[g].h & mask;
-
-		while (slots[i] != 0)
-			i = (i + 1) & mask;
-		slots[i] = g + 1;
-	}
-	st->gslots = slots;
-	st->ngslots = nslots;
-	return (0);
-}
-
-static int
 pp_group_add(struct pp *st, const uint32_t *pairs, uint32_t n, uint64_t h,
-    uint32_t *gi)
+    struct sm_oatab_it *it, uint32_t *gi)
 {
 	struct pp_group *g;
-	uint32_t mask, i;
 
 	if (st->ngroups == st->groups_cap) {
 		uint32_t cap = st->groups_cap ? st->groups_cap * 2 : 16;
@@ -1407,6 +1387,8 @@ pp_group_add(struct pp *st, const uint32_t *pairs, uint32_t n, uint64_t h,
 			return (pp_nomem(st));
 		st->gpairs_cap = cap;
 	}
+	if (sm_oatab_insert(&st->gtab, it, st->ngroups) != 0)
+		return (pp_nomem(st));
 	g = &st->groups[st->ngroups];
 	g->h = h;
 	g->off = st->ngpairs;
@@ -1420,12 +1402,6 @@ pp_group_add(struct pp *st, const uint32_t *pairs, uint32_t n, uint64_t h,
 		    2 * (size_t)n * sizeof(uint32_t));
 	st->ngpairs += n;
 	*gi = st->ngroups++;
-	if ((uint64_t)st->ngroups * 2 > st->ngslots)
-		return (pp_group_rehash(st, st->ngslots * 2));
-	mask = st->ngslots - 1;
-	for (i = (uint32_t)h & mask; st->gslots[i] != 0; i = (i + 1) & mask)
-		;
-	st->gslots[i] = *gi + 1;
 	return (0);
 }
 
@@ -1433,7 +1409,8 @@ pp_group_add(struct pp *st, const uint32_t *pairs, uint32_t n, uint64_t h,
 static int
 pp_group(struct pp *st, uint32_t *gi)
 {
-	uint32_t n = st->nslab, mask, i, v;
+	uint32_t n = st->nslab, i, v;
+	struct sm_oatab_it it;
 	uint32_t *pairs;
 	uint64_t h;
 
@@ -1447,19 +1424,18 @@ pp_group(struct pp *st, uint32_t *gi)
 		pairs[2 * i + 1] = st->slab[i].str;
 	}
 	h = sm_hash(pairs, 2 * (size_t)n * sizeof(uint32_t));
-	mask = st->ngslots - 1;
-	for (i = (uint32_t)h & mask; (v = st->gslots[i]) != 0;
-	    i = (i + 1) & mask) {
-		const struct pp_group *g = &st->groups[v - 1];
+	for (sm_oatab_probe(&st->gtab, h, &it);
+	    (v = sm_oatab_next(&st->gtab, &it)) != SM_OATAB_NONE;) {
+		const struct pp_group *g = &st->groups[v];
 
 		if (g->h == h && g->n == n && memcmp(&st->gpairs[2 *
 		    (size_t)g->off], pairs, 2 * (size_t)n *
 		    sizeof(uint32_t)) == 0) {
-			*gi = v - 1;
+			*gi = v;
 			return (0);
 		}
 	}
-	return (pp_group_add(st, pairs, n, h, gi));
+	return (pp_group_add(st, pairs, n, h, &it, gi));
 }
 
 static bool
@@ -1761,14 +1737,18 @@ static int
 pp_samples(struct pp *st)
 {
 	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
+	struct sm_oatab_it it;
 	uint32_t f, wt, si = 0, g0;
 	int rv;
 
 	st->sval = pp_alloc(st, st->ntypes, sizeof(*st->sval));
-	if (st->sval == NULL || pp_group_rehash(st, 16) != 0)
+	sm_oatab_init_arena(&st->gtab, 16, st->a);
+	if (st->sval == NULL || sm_oatab_reserve(&st->gtab, 1) != 0)
 		return (pp_nomem(st));
 	/* Group 0: no string labels. */
-	if ((rv = pp_group_add(st, NULL, 0, 0, &g0)) != 0)
+	sm_oatab_probe(&st->gtab, 0, &it);
+	(void)sm_oatab_next(&st->gtab, &it);
+	if ((rv = pp_group_add(st, NULL, 0, 0, &it, &g0)) != 0)
 		return (rv);
 	while (r.p < r.end) {
 		const uint8_t *p;

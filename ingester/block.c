@@ -478,7 +478,6 @@ get_strings(struct rd *r, uint32_t expect, struct sm_str **out,
 		w[l] = '\0';
 		v[i].p = w;
 		v[i].len = (uint32_t)l;
-		v[i].h = 0;
 		w += l + 1;
 		r->p += l;
 	}

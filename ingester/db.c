@@ -1199,8 +1199,7 @@ struct series_acc {
 	int64_t first, step, nsteps;
 	struct series_group *g;
 	uint32_t ng, gcap;
-	uint32_t *slots;        /* group index + 1 by h; 0 empty (malloc'd) */
-	uint32_t nslots;        /* power of two, > 2 * ng */
+	struct sm_oatab tab;    /* group index by sm_hash_u64(h) */
 };
 
 /* Hash of a group's label values (each with its length, so ("ab", "c")
@@ -1218,31 +1217,6 @@ series_group_hash(const char *const *v, uint32_t n)
 	return (h);
 }
 
-/* Room for one more group in the hash table: 0 or SM_ENOMEM. */
-static int
-series_slots_reserve(struct series_acc *x)
-{
-	uint32_t ns, *nsl;
-
-	if ((x->ng + 1) * 2 <= x->nslots)
-		return (0);
-	ns = x->nslots ? x->nslots * 2 : 64;
-	if ((nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t k = 0; k < x->ng; k++) {
-		uint32_t i;
-
-		for (i = (uint32_t)sm_hash_u64(x->g[k].h) & (ns - 1);
-		    nsl[i] != 0; i = (i + 1) & (ns - 1))
-			;
-		nsl[i] = k + 1;
-	}
-	sm_free(x->slots);
-	x->slots = nsl;
-	x->nslots = ns;
-	return (0);
-}
-
 /*
  * The group of series sr (found through a hash table of the groups' label
  * values, so a query is linear in the series it reads however many groups
@@ -1256,7 +1230,8 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 	const char *vals[64];
 	const char **v = vals;
 	struct series_group *gr = NULL;
-	uint32_t i, mask;
+	struct sm_oatab_it it;
+	uint32_t k;
 	uint64_t h;
 
 	*rv = 0;
@@ -1272,12 +1247,12 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 			v[j] = "";
 	}
 	h = series_group_hash(v, ngb);
-	if ((*rv = series_slots_reserve(x)) != 0)
+	/* Room first: the probe below then ends where the insert goes. */
+	if ((*rv = sm_oatab_reserve(&x->tab, x->ng + 1)) != 0)
 		goto out;
-	mask = x->nslots - 1;
-	for (i = (uint32_t)sm_hash_u64(h) & mask; x->slots[i] != 0;
-	    i = (i + 1) & mask) {
-		struct series_group *o = &x->g[x->slots[i] - 1];
+	for (sm_oatab_probe(&x->tab, sm_hash_u64(h), &it);
+	    (k = sm_oatab_next(&x->tab, &it)) != SM_OATAB_NONE;) {
+		struct series_group *o = &x->g[k];
 		uint32_t j;
 
 		if (o->h != h)
@@ -1326,7 +1301,9 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 			goto out;
 		}
 	}
-	x->slots[i] = ++x->ng;
+	*rv = sm_oatab_insert(&x->tab, &it, x->ng);   /* reserved: 0 */
+	SM_ASSERT(*rv == 0);
+	x->ng++;
 out:
 	if (v != vals)
 		sm_free(v);
@@ -1523,7 +1500,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 		out->counts[gi] = sc;
 	}
 out_sel:
-	sm_free(x.slots);
+	sm_oatab_fini(&x.tab);
 	sm_selector_fini(&ss);
 	return (rv);
 }
@@ -1547,8 +1524,7 @@ struct stats_acc {
 	struct sm_arena *a;
 	struct stat_acc *v;
 	uint32_t n, cap;
-	uint32_t *slots;            /* index + 1 by fp */
-	uint32_t nslots;
+	struct sm_oatab tab;        /* index by sm_hash_u64(fp) */
 };
 
 #define STATS_MAX_SERIES 10000000u
@@ -1579,30 +1555,17 @@ fp_in(const uint64_t *v, size_t n, uint64_t fp)
 static struct stat_acc *
 stats_get(struct stats_acc *x, uint64_t fp)
 {
-	uint32_t mask, i;
+	struct sm_oatab_it it;
+	uint32_t k;
 
-	if ((x->n + 1) * 2 > x->nslots) {
-		uint32_t ns = x->nslots ? x->nslots * 2 : 64;
-		uint32_t *nsl;
-
-		if (x->n >= STATS_MAX_SERIES ||
-		    (nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
-			return (NULL);
-		for (uint32_t k = 0; k < x->n; k++) {
-			for (i = (uint32_t)sm_hash_u64(x->v[k].fp) & (ns - 1);
-			    nsl[i] != 0; i = (i + 1) & (ns - 1))
-				;
-			nsl[i] = k + 1;
-		}
-		sm_free(x->slots);
-		x->slots = nsl;
-		x->nslots = ns;
-	}
-	mask = x->nslots - 1;
-	for (i = (uint32_t)sm_hash_u64(fp) & mask; x->slots[i] != 0;
-	    i = (i + 1) & mask) {
-		if (x->v[x->slots[i] - 1].fp == fp)
-			return (&x->v[x->slots[i] - 1]);
+	if ((x->n + 1) * 2 > x->tab.nslots &&
+	    (x->n >= STATS_MAX_SERIES ||
+	    sm_oatab_reserve(&x->tab, x->n + 1) != 0))
+		return (NULL);
+	for (sm_oatab_probe(&x->tab, sm_hash_u64(fp), &it);
+	    (k = sm_oatab_next(&x->tab, &it)) != SM_OATAB_NONE;) {
+		if (x->v[k].fp == fp)
+			return (&x->v[k]);
 	}
 	if (x->n == x->cap) {
 		uint32_t ncap = x->cap ? x->cap * 2 : 64;
@@ -1616,7 +1579,9 @@ stats_get(struct stats_acc *x, uint64_t fp)
 	memset(&x->v[x->n], 0, sizeof(x->v[x->n]));
 	x->v[x->n].fp = fp;
 	x->v[x->n].detail = fp_in(x->req->detail, x->req->n_detail, fp);
-	x->slots[i] = ++x->n;
+	k = (uint32_t)sm_oatab_insert(&x->tab, &it, x->n);   /* reserved: 0 */
+	SM_ASSERT(k == 0);
+	x->n++;
 	return (&x->v[x->n - 1]);
 }
 
@@ -1787,7 +1752,7 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	}
 out:
 	sm_free(x.v);
-	sm_free(x.slots);
+	sm_oatab_fini(&x.tab);
 	sm_selector_fini(&ss);
 	return (rv);
 }
@@ -1810,53 +1775,27 @@ struct labels_acc {
 		uint32_t rate;
 	} *sets;
 	uint32_t nsets, sets_cap;
-	uint32_t *slots;                 /* set index + 1 by fp; 0 empty */
-	uint32_t nslots;                 /* power of two, > 2 * nsets */
+	struct sm_oatab tab;             /* set index by sm_hash_u64(fp) */
 };
 
-/* The slot of label set (fp, ids, n): where it is or where it would go.
- * A hash table, so SERIES_LABELS is linear in the series it reads (a
- * scan of every set collected so far made 40k series take 48 s). */
+/* The index of label set (fp, ids, n), or SM_OATAB_NONE with `it` where
+ * it would go.  A hash table, so SERIES_LABELS is linear in the series it
+ * reads (a scan of every set collected so far made 40k series take 48 s). */
 static uint32_t
-lset_slot(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
-    uint32_t n)
+lset_find(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
+    uint32_t n, struct sm_oatab_it *it)
 {
-	uint32_t mask = x->nslots - 1, i;
+	uint32_t k;
 
-	for (i = (uint32_t)sm_hash_u64(fp) & mask; x->slots[i] != 0;
-	    i = (i + 1) & mask) {
-		const struct lset *o = &x->sets[x->slots[i] - 1];
+	for (sm_oatab_probe(&x->tab, sm_hash_u64(fp), it);
+	    (k = sm_oatab_next(&x->tab, it)) != SM_OATAB_NONE;) {
+		const struct lset *o = &x->sets[k];
 
 		if (o->fp == fp && o->n == n &&
 		    memcmp(o->ids, ids, (size_t)n * 8) == 0)
-			break;
+			return (k);
 	}
-	return (i);
-}
-
-/* Make room for one more set in the hash table. */
-static int
-lset_reserve(struct labels_acc *x)
-{
-	uint32_t ns, *nsl;
-
-	if ((x->nsets + 1) * 2 <= x->nslots)
-		return (0);
-	ns = x->nslots ? x->nslots * 2 : 64;
-	if ((nsl = sm_calloc(ns, sizeof(*nsl))) == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t k = 0; k < x->nsets; k++) {
-		uint32_t i;
-
-		for (i = (uint32_t)sm_hash_u64(x->sets[k].fp) & (ns - 1);
-		    nsl[i] != 0; i = (i + 1) & (ns - 1))
-			;
-		nsl[i] = k + 1;
-	}
-	sm_free(x->slots);
-	x->slots = nsl;
-	x->nslots = ns;
-	return (0);
+	return (SM_OATAB_NONE);
 }
 
 static bool
@@ -1876,8 +1815,9 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
     const struct ing_series *sr)
 {
 	const Smolder__V1__LabelsRequest *req = x->req;
+	struct sm_oatab_it it;
 	struct lset ls;
-	uint32_t k = 0, tmp[2 * 64], slot;
+	uint32_t k = 0, tmp[2 * 64];
 	int rv;
 
 	switch (req->kind) {
@@ -1913,10 +1853,10 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 		ls.n++;
 	}
 	ls.fp = sm_hash(tmp, (size_t)ls.n * 2 * sizeof(uint32_t));
-	if ((rv = lset_reserve(x)) != 0)
+	/* Room first: the probe below then ends where the insert goes. */
+	if ((rv = sm_oatab_reserve(&x->tab, x->nsets + 1)) != 0)
 		return (rv);
-	slot = lset_slot(x, ls.fp, tmp, ls.n);
-	if (x->slots[slot] != 0)
+	if (lset_find(x, ls.fp, tmp, ls.n, &it) != SM_OATAB_NONE)
 		return (0);
 	{
 		const char *m[3] = { ing_set_str(s, sr->meta.spy),
@@ -1935,8 +1875,9 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 	if ((ls.ids = sm_malloc((size_t)SM_MAX(ls.n, 1) * 8)) == NULL)
 		return (SM_ENOMEM);
 	memcpy(ls.ids, tmp, (size_t)ls.n * 8);
+	rv = sm_oatab_insert(&x->tab, &it, x->nsets);   /* reserved: 0 */
+	SM_ASSERT(rv == 0);
 	x->sets[x->nsets++] = ls;
-	x->slots[slot] = x->nsets;
 	return (0);
 }
 
@@ -2109,7 +2050,7 @@ out_names:
 	for (uint32_t i = 0; i < x.nsets; i++)
 		sm_free(x.sets[i].ids);
 	sm_free(x.sets);
-	sm_free(x.slots);
+	sm_oatab_fini(&x.tab);
 	sm_strtab_fini(&x.names);
 	return (rv);
 }

@@ -190,6 +190,7 @@ ing_set_init(struct ing_set *s)
 	memset(s, 0, sizeof(*s));
 	s->min_t = INT64_MAX;
 	s->max_t = INT64_MIN;
+	sm_oatab_init(&s->tab, 64);
 	if (sm_strtab_init(&s->lstr) != 0)
 		return (SM_ENOMEM);
 	if (ing_index_init(&s->index) != 0) {
@@ -216,37 +217,16 @@ ing_set_fini(struct ing_set *s)
 		sm_free(sr);
 	}
 	sm_free(s->series);
-	sm_free(s->slots);
+	sm_oatab_fini(&s->tab);
 	ing_index_fini(&s->index);
 	sm_strtab_fini(&s->lstr);
 	memset(s, 0, sizeof(*s));
 }
 
-static int
-set_rehash(struct ing_set *s, uint32_t nslots)
-{
-	uint32_t *slots = sm_calloc(nslots, sizeof(*slots));
-	uint32_t mask = nslots - 1;
-
-	if (slots == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t k = 0; k < s->nseries; k++) {
-		uint32_t i = (uint32_t)s->series[k]->fp & mask;
-
-		while (slots[i] != 0)
-			i = (i + 1) & mask;
-		slots[i] = k + 1;
-	}
-	sm_free(s->slots);
-	s->slots = slots;
-	s->nslots = nslots;
-	return (0);
-}
-
 int
 ing_set_append(struct ing_set *s, struct ing_series *sr)
 {
-	uint32_t mask, i;
+	struct sm_oatab_it it;
 	int rv;
 
 	if (s->nseries == s->series_cap) {
@@ -259,16 +239,17 @@ ing_set_append(struct ing_set *s, struct ing_series *sr)
 		s->series = ns;
 		s->series_cap = ncap;
 	}
-	if ((uint64_t)(s->nseries + 1) * 2 > s->nslots &&
-	    (rv = set_rehash(s, s->nslots ? s->nslots * 2 : 64)) != 0)
+	/* Room first: once the index has the series, inserting cannot fail. */
+	if ((rv = sm_oatab_reserve(&s->tab, s->nseries + 1)) != 0)
 		return (rv);
 	if ((rv = ing_index_add(&s->index, s->nseries, sr->lid,
 	    sr->nlabels)) != 0)
 		return (rv);
-	mask = s->nslots - 1;
-	for (i = (uint32_t)sr->fp & mask; s->slots[i] != 0; i = (i + 1) & mask)
+	for (sm_oatab_probe(&s->tab, sr->fp, &it);
+	    sm_oatab_next(&s->tab, &it) != SM_OATAB_NONE;)
 		;
-	s->slots[i] = s->nseries + 1;
+	rv = sm_oatab_insert(&s->tab, &it, s->nseries);
+	SM_ASSERT(rv == 0);
 	s->series[s->nseries++] = sr;
 	for (uint32_t k = 0; k < sr->nb; k++) {
 		s->min_t = SM_MIN(s->min_t, sr->b[k].t);
@@ -306,18 +287,16 @@ ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
 {
 	uint64_t fp = sm_labels_fingerprint(ls, n);
 	struct ing_series *sr;
-	uint32_t mask, i, v;
+	struct sm_oatab_it it;
+	uint32_t v;
 	int rv = SM_ENOMEM;
 
-	if (s->nslots != 0) {
-		mask = s->nslots - 1;
-		for (i = (uint32_t)fp & mask; (v = s->slots[i]) != 0;
-		    i = (i + 1) & mask) {
-			sr = s->series[v - 1];
-			if (sr->fp == fp && labels_equal(sr, ls, n)) {
-				*out = sr;
-				return (0);
-			}
+	for (sm_oatab_probe(&s->tab, fp, &it);
+	    (v = sm_oatab_next(&s->tab, &it)) != SM_OATAB_NONE;) {
+		sr = s->series[v];
+		if (sr->fp == fp && labels_equal(sr, ls, n)) {
+			*out = sr;
+			return (0);
 		}
 	}
 	if ((sr = sm_calloc(1, sizeof(*sr))) == NULL)

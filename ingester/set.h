@@ -36,6 +36,7 @@
 #include <stdbool.h>
 
 #include "common/labels.h"
+#include "common/oatab.h"
 #include "common/selector.h"
 #include "common/strtab.h"
 
@@ -86,8 +87,7 @@ struct ing_set {
 	struct sm_strtab lstr;
 	struct ing_series **series;
 	uint32_t nseries, series_cap;
-	uint32_t *slots;                    /* series idx + 1 by fingerprint */
-	uint32_t nslots;
+	struct sm_oatab tab;                /* series idx by fingerprint */
 	struct ing_index index;
 	int64_t min_t, max_t;               /* bucket starts seen; max < min if empty */
 };
