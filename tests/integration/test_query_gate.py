@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
-                        metrics, wait_metric)
+                        parse_metrics, wait_metric)
 from smolder import run_script  # noqa: E402
 
 PTYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
@@ -45,10 +45,44 @@ def connect(srv, tenant, method, msg, timeout=30):
                                 "X-Scope-OrgID": tenant}, timeout=timeout)
 
 
-def merge(srv, tenant, now_ms):
+def quick(fn, tries=8):
+    """fn(timeout) on a fresh connection until one answers within 1 s.
+    MHD runs handlers on its event threads: a connection that one of them
+    accepted just before it started the held query waits behind it (the
+    reason a query gate matters, and an open issue for /metrics and /ready
+    under query load).  Returns (response, seconds of the answered try)."""
+    g, took = None, 0.0
+    for _ in range(tries):
+        t0 = time.monotonic()
+        g = fn(1.0)
+        took = time.monotonic() - t0
+        if g.status != 0:
+            break
+    return g, took
+
+
+def inflight(srv):
+    g, _ = quick(lambda t: srv.request("GET", "/metrics", timeout=t))
+    for line in g.text().splitlines() if g.status == 200 else ():
+        if line.startswith("smolder_querier_queries_inflight "):
+            return float(line.split()[1])
+    return None
+
+
+def wait_inflight(srv, pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = inflight(srv)
+        if (v is not None and pred(v)) or time.monotonic() >= deadline:
+            return v
+        time.sleep(0.1)
+
+
+def merge(srv, tenant, now_ms, timeout=30):
     return connect(srv, tenant, "SelectMergeStacktraces",
                    {"profileTypeID": PTYPE, "labelSelector": SEL,
-                    "start": now_ms - 3600000, "end": now_ms + 60000})
+                    "start": now_ms - 3600000, "end": now_ms + 60000},
+                   timeout=timeout)
 
 
 def main(r):
@@ -90,33 +124,35 @@ def main(r):
             held[tenant] = merge(q, tenant, now_ms)
         ta = threading.Thread(target=hold, args=("a",))
         ta.start()
-        v = wait_metric(q, "smolder_querier_queries_inflight",
-                        lambda x: x >= 1, timeout=10)
+        v = wait_inflight(q, lambda x: x >= 1)
         r.check(v == 1, "a's first query is in flight", "in flight %r" % v)
 
-        t0 = time.monotonic()
-        g = merge(q, "a", now_ms)
-        took = time.monotonic() - t0
+        g, took = quick(lambda t: merge(q, "a", now_ms, timeout=t))
         r.check(g.status == 429 and "too many concurrent queries" in
                 g.text() and "resource_exhausted" in g.text(),
                 "a's second Connect query -> 429 resource_exhausted",
                 g.describe())
-        r.check(took < 2.0, "refused at once, not after the timeout",
+        r.check(took < 1.0, "refused at once, not after the timeout",
                 "%.2f s" % took)
-        g = q.request("GET", "/render",
-                      {"query": PTYPE + SEL, "from": "now-1h",
-                       "until": "now", "format": "json"},
-                      headers={"X-Scope-OrgID": "a"})
+        g, _ = quick(lambda t: q.request(
+            "GET", "/render", {"query": PTYPE + SEL, "from": "now-1h",
+                               "until": "now", "format": "json"},
+            headers={"X-Scope-OrgID": "a"}, timeout=t))
         r.check(g.status == 429 and "too many concurrent queries" in
                 g.text(), "a's /render -> 429", g.describe())
 
-        _, m = metrics(q)
+        mr, _ = quick(lambda t: q.request("GET", "/metrics", timeout=t))
+        m = parse_metrics(mr.text())
         # (Not /metrics while b runs: the HTTP pool may have no thread
         # left for it; b's own answer shows it was admitted.)
         tb = threading.Thread(target=hold, args=("b",))
         tb.start()
-        r.eq(metric_value(m, "smolder_querier_queries_refused_total",
-                          tenant="a"), 2.0, "a's two refusals counted")
+        # At least two: a try abandoned behind the held query may also
+        # have been refused when its turn came.
+        v = metric_value(m, "smolder_querier_queries_refused_total",
+                         tenant="a")
+        r.check(v is not None and v >= 2, "a's refusals counted",
+                "refused %r" % v)
         r.check(metric_value(m, "smolder_querier_queries_refused_total",
                              tenant="b") in (None, 0.0),
                 "no refusal for b")
@@ -131,8 +167,7 @@ def main(r):
         r.check(gb is not None and gb.status != 429,
                 "b's query was admitted while a was at its limit",
                 gb.describe() if gb is not None else "no answer")
-        v = wait_metric(q, "smolder_querier_queries_inflight",
-                        lambda x: x == 0, timeout=10)
+        v = wait_inflight(q, lambda x: x == 0)
         r.check(v == 0, "every slot released", "in flight %r" % v)
         g = merge(q, "a", now_ms)
         ok = g.status == 200
