@@ -595,7 +595,57 @@ test_err_wire(void)
 	}
 }
 
+/*
+ * Monotonic timed waits: a deadline already passed returns at once with
+ * false; a short wait nobody signals ends after its time with false; a
+ * signal ends the wait early with true.
+ */
+struct cond_pair {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool go;
+};
+
+static void *
+cond_signal_main(void *arg)
+{
+	struct cond_pair *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	p->go = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return (NULL);
+}
+
+static void
+test_cond_wait(void)
+{
+	struct cond_pair p = { .go = false };
+	pthread_t th;
+	int64_t t0;
+	bool woke = true;
+
+	pthread_mutex_init(&p.mu, NULL);
+	sm_cond_init(&p.cv);
+	pthread_mutex_lock(&p.mu);
+	SM_CHECK(!sm_cond_wait_until(&p.cv, &p.mu, sm_mono_ns() - 1));
+	t0 = sm_mono_ns();
+	while (sm_cond_wait_ms(&p.cv, &p.mu, 30))
+		;   /* spurious wake-ups only */
+	SM_CHECK(sm_mono_ns() - t0 >= 30 * 1000000LL);
+	SM_REQUIRE(pthread_create(&th, NULL, cond_signal_main, &p) == 0);
+	while (!p.go && (woke = sm_cond_wait_until(&p.cv, &p.mu, INT64_MAX)))
+		;
+	SM_CHECK(p.go && woke);
+	pthread_mutex_unlock(&p.mu);
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
+}
+
 SM_TEST_MAIN(
+	{ "monotonic timed waits", test_cond_wait },
 	{ "error codes: one mapping to HTTP and Connect", test_err_wire },
 	{ "grow: mincap, doubling, uint32_t and size_t capacities", test_grow_policy },
 	{ "grow: failure and overflow leave the array untouched", test_grow_failure },

@@ -353,7 +353,6 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
     struct sm_err *err)
 {
 	struct sm_http *h = NULL;
-	pthread_condattr_t ca;
 	struct sockaddr_in sa;
 	int rv;
 
@@ -380,10 +379,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	}
 	h->h_cfg.listen = h->h_listen;
 	pthread_mutex_init(&h->h_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->h_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sm_cond_init(&h->h_cv);
 	*out = h;
 	return (0);
 }
@@ -522,7 +518,6 @@ sm_http_port(const struct sm_http *h)
 void
 sm_http_stop(struct sm_http *h)
 {
-	struct timespec ts;
 	int64_t deadline;
 
 	pthread_mutex_lock(&h->h_mu);
@@ -538,13 +533,7 @@ sm_http_stop(struct sm_http *h)
 	deadline = http_mono_ms() + HTTP_STOP_GRACE_MS;
 	while (h->h_running > 0 ||
 	    (h->h_sending > 0 && http_mono_ms() < deadline)) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += 50 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&h->h_cv, &h->h_mu, &ts);
+		sm_cond_wait_ms(&h->h_cv, &h->h_mu, 50);
 	}
 	pthread_mutex_unlock(&h->h_mu);
 

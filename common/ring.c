@@ -600,7 +600,7 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 	pthread_once(&ring_metrics_once, ring_metrics_register);
 	r->cfg = *cfg;
 	pthread_mutex_init(&r->mu, NULL);
-	pthread_cond_init(&r->cv, NULL);
+	sm_cond_init(&r->cv);
 	r->members_spec = sm_strdup(cfg->members);
 	r->dns_spec = sm_strdup(cfg->dns);
 	r->self_id = sm_strdup(cfg->self_id != NULL ? cfg->self_id : "");
@@ -919,19 +919,14 @@ ring_main(void *arg)
 
 	pthread_mutex_lock(&r->mu);
 	while (!r->stopping) {
-		struct timespec ts;
-		int64_t ns, iv;
+		int64_t iv;
 
 		pthread_mutex_unlock(&r->mu);
 		ring_tick(r);
 		iv = ring_interval(r);
 		pthread_mutex_lock(&r->mu);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ns = ts.tv_nsec + (iv % 1000) * 1000000;
-		ts.tv_sec += iv / 1000 + ns / 1000000000;
-		ts.tv_nsec = ns % 1000000000;
 		if (!r->stopping)
-			pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+			sm_cond_wait_ms(&r->cv, &r->mu, iv);
 	}
 	pthread_mutex_unlock(&r->mu);
 	return (NULL);

@@ -721,15 +721,7 @@ sm_rpc_multi_create(uint32_t n, const char *method, struct sm_rpc_multi **out)
 		return (SM_ENOMEM);
 	}
 	pthread_mutex_init(&m->mu, NULL);
-	{
-		pthread_condattr_t ca;
-
-		/* Monotonic: sm_rpc_multi_wait_deadline()'s clock. */
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&m->cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	sm_cond_init(&m->cv);
 	m->n = n;
 	m->refs = 1;
 	m->method = method;
@@ -836,20 +828,9 @@ sm_rpc_multi_wait_deadline(struct sm_rpc_multi *m,
     int64_t *deadline_ns)
 {
 	pthread_mutex_lock(&m->mu);
-	while (m->done < m->started && (enough == NULL || !enough(arg, m))) {
-		int64_t d = *deadline_ns;
-		struct timespec ts;
-
-		if (d == INT64_MAX) {
-			pthread_cond_wait(&m->cv, &m->mu);
-			continue;
-		}
-		if (sm_mono_ns() >= d)
-			break;
-		ts.tv_sec = (time_t)(d / 1000000000);
-		ts.tv_nsec = (long)(d % 1000000000);
-		pthread_cond_timedwait(&m->cv, &m->mu, &ts);
-	}
+	while (m->done < m->started && (enough == NULL || !enough(arg, m)) &&
+	    sm_cond_wait_until(&m->cv, &m->mu, *deadline_ns))
+		;
 	pthread_mutex_unlock(&m->mu);
 }
 

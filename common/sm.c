@@ -333,6 +333,41 @@ sm_mono_ns(void)
 	return (sm_clock_ns(CLOCK_MONOTONIC));
 }
 
+void
+sm_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+bool
+sm_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+    int64_t deadline_ns)
+{
+	struct timespec ts;
+
+	if (deadline_ns == INT64_MAX) {
+		pthread_cond_wait(cv, mu);
+		return (true);
+	}
+	if (sm_mono_ns() >= deadline_ns)
+		return (false);
+	ts.tv_sec = (time_t)(deadline_ns / 1000000000);
+	ts.tv_nsec = (long)(deadline_ns % 1000000000);
+	return (pthread_cond_timedwait(cv, mu, &ts) == 0);
+}
+
+bool
+sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+	return (sm_cond_wait_until(cv, mu, sm_mono_ns() +
+	    SM_MAX(ms, 0) * 1000000));
+}
+
 static _Thread_local int64_t sm_deadline_ms;
 
 void

@@ -20,6 +20,7 @@
 #ifndef SM_H
 #define SM_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -226,6 +227,20 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
 int64_t sm_now_ns(void);      /* unix time, nanoseconds */
 int64_t sm_mono_ns(void);     /* monotonic, nanoseconds */
+
+/*
+ * Condition variables timed on the monotonic clock, so a wall-clock step
+ * neither stretches nor skips a wait.  sm_cond_init() makes cv use
+ * CLOCK_MONOTONIC (every cv that is waited on with a timeout is made so);
+ * sm_cond_wait_until() waits, mu held, until signalled or until
+ * sm_mono_ns() reaches deadline_ns (INT64_MAX: no deadline) and returns
+ * false once the deadline has passed; sm_cond_wait_ms() waits at most ms.
+ * Spurious wake-ups return true: callers loop on their own predicate.
+ */
+void sm_cond_init(pthread_cond_t *cv);
+bool sm_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+    int64_t deadline_ns);
+bool sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 
 /*
  * The deadline of the request the calling thread serves (unix ms, 0 =

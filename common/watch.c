@@ -103,21 +103,13 @@ static void *
 watch_main(void *arg)
 {
 	struct sm_watch *w = arg;
-	struct timespec ts;
 	struct sm_err err;
 	char last[SM_ERR_MSG_MAX] = "";
 	int64_t ms = w->w_conf.period_ms;
 
 	pthread_mutex_lock(&w->w_mu);
 	while (!w->w_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&w->w_cv, &w->w_mu, &ts);
+		sm_cond_wait_ms(&w->w_cv, &w->w_mu, ms);
 		if (w->w_stop)
 			break;
 		pthread_mutex_unlock(&w->w_mu);
@@ -142,7 +134,6 @@ sm_watch_create(const struct sm_watch_conf *conf, struct sm_watch **out,
     struct sm_err *err)
 {
 	struct sm_watch *w;
-	pthread_condattr_t ca;
 	int rv;
 
 	*out = NULL;
@@ -154,10 +145,7 @@ sm_watch_create(const struct sm_watch_conf *conf, struct sm_watch **out,
 		return (sm_err_set(err, SM_ENOMEM, "watch: out of memory"));
 	pthread_mutex_init(&w->w_load_mu, NULL);
 	pthread_mutex_init(&w->w_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->w_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sm_cond_init(&w->w_cv);
 	w->w_conf = *conf;
 	if (w->w_conf.component == NULL)
 		w->w_conf.component = "watch";

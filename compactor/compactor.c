@@ -177,15 +177,9 @@ cpt_main(void *arg)
 	 * a restarting cluster is not hit by every compactor at once. */
 	pthread_mutex_lock(&c->mu);
 	while (!c->stopping) {
-		struct timespec ts;
-		int64_t ns;
 		struct cpt_pass p;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ns = ts.tv_nsec + (c->cfg.interval_ms % 1000) * 1000000;
-		ts.tv_sec += c->cfg.interval_ms / 1000 + ns / 1000000000;
-		ts.tv_nsec = ns % 1000000000;
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		sm_cond_wait_ms(&c->cv, &c->mu, c->cfg.interval_ms);
 		if (c->stopping)
 			break;
 		pthread_mutex_unlock(&c->mu);
@@ -216,7 +210,7 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 	c->ring = ring;
 	pthread_mutex_init(&c->pass_mu, NULL);
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	sm_cond_init(&c->cv);
 	if (http != NULL && (rv = sm_http_route(http, "POST", "/compactor/run",
 	    run_handler, c, 0)) != 0) {
 		cpt_destroy(c);

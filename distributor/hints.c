@@ -300,18 +300,12 @@ hints_main(void *arg)
 
 	pthread_mutex_lock(&h->mu);
 	while (!h->stop) {
-		struct timespec ts;
-		int64_t d;
-
 		pthread_mutex_unlock(&h->mu);
 		walk(h);
 		pthread_mutex_lock(&h->mu);
 		if (h->stop)
 			break;
-		d = sm_mono_ns() + (int64_t)HINT_TICK_MS * 1000000;
-		ts.tv_sec = (time_t)(d / 1000000000);
-		ts.tv_nsec = (long)(d % 1000000000);
-		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+		sm_cond_wait_ms(&h->cv, &h->mu, HINT_TICK_MS);
 	}
 	pthread_mutex_unlock(&h->mu);
 	return (NULL);
@@ -322,7 +316,6 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
     struct dist_hints **out, struct sm_err *err)
 {
 	struct dist_hints *h;
-	pthread_condattr_t ca;
 
 	*out = NULL;
 	pthread_once(&hints_once, hints_metrics);
@@ -337,10 +330,7 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 	h->ring = ring;
 	h->tail = &h->head;
 	pthread_mutex_init(&h->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sm_cond_init(&h->cv);
 	if (pthread_create(&h->thr, NULL, hints_main, h) != 0) {
 		pthread_cond_destroy(&h->cv);
 		pthread_mutex_destroy(&h->mu);

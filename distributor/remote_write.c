@@ -242,16 +242,9 @@ rw_send(struct remote_write *rw, CURL *c, const struct rw_entry *e,
 static bool
 rw_sleep(struct remote_write *rw, int64_t ms)
 {
-	struct timespec ts;
+	int64_t deadline = sm_mono_ns() + ms * 1000000;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	while (!rw->stop && pthread_cond_timedwait(&rw->cv, &rw->mu, &ts) == 0)
+	while (!rw->stop && sm_cond_wait_until(&rw->cv, &rw->mu, deadline))
 		;
 	return (rw->stop);
 }
@@ -355,7 +348,6 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
     struct sm_err *err)
 {
 	struct remote_write *rw;
-	pthread_condattr_t ca;
 	size_t n;
 
 	*out = NULL;
@@ -408,10 +400,7 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 	rw->cfg.url = NULL;
 	rw->cfg.key = NULL;
 	pthread_mutex_init(&rw->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&rw->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sm_cond_init(&rw->cv);
 	rw_gauges(rw);
 	if (pthread_create(&rw->thread, NULL, rw_main, rw) != 0) {
 		rw_destroy(rw);

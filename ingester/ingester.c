@@ -239,7 +239,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	ing->cfg = *cfg;
 	ing->http = http;
 	pthread_mutex_init(&ing->mu, NULL);
-	pthread_cond_init(&ing->cv, NULL);
+	sm_cond_init(&ing->cv);
 	if (http != NULL && (rv = sm_http_route(http, "POST",
 	    "/ingester/flush", flush_handler, ing, 0)) != 0) {
 		ing_destroy(ing);
@@ -258,15 +258,11 @@ cutter_main(void *arg)
 
 	pthread_mutex_lock(&ing->mu);
 	while (!atomic_load(&ing->stopping)) {
-		struct timespec ts;
-
 		pthread_mutex_unlock(&ing->mu);
 		ing_db_tick(ing->db, sm_now_ms());
 		pthread_mutex_lock(&ing->mu);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
 		if (!atomic_load(&ing->stopping))
-			pthread_cond_timedwait(&ing->cv, &ing->mu, &ts);
+			sm_cond_wait_ms(&ing->cv, &ing->mu, 1000);
 	}
 	pthread_mutex_unlock(&ing->mu);
 	return (NULL);
