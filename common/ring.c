@@ -776,6 +776,22 @@ publish(struct sm_ring *r, struct sm_ring_snap *s)
 	}
 }
 
+uint32_t
+sm_ring_start_healthy(const struct sm_ring_snap *s, struct sm_rpc_multi *m,
+    const void *req, size_t len, int timeout_ms)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (!s->healthy[i])
+			continue;
+		sm_rpc_multi_start(m, i, s->m[i]->client, req, len, timeout_ms,
+		    SM_RPC_FAILFAST);
+		n++;
+	}
+	return (n);
+}
+
 /* One probe round: ask every member for its health, wait, record. */
 static void
 probe_round(struct sm_ring *r)
@@ -798,7 +814,7 @@ probe_round(struct sm_ring *r)
 		for (uint32_t i = 0; i < r->np; i++)
 			sm_rpc_multi_start(mc, i, r->p[i].m->client, buf, len,
 			    timeout, SM_RPC_FAILFAST);
-		sm_rpc_multi_wait(mc, NULL, NULL);
+		sm_rpc_multi_wait(mc);
 	}
 	now = sm_now_ms();
 	for (uint32_t i = 0; mc != NULL && i < r->np; i++) {

@@ -164,6 +164,15 @@ static inline bool sm_ring_writable(const struct sm_ring_snap *s)
 }
 
 /*
+ * Start `req` on every healthy member of the snapshot as call i = member
+ * index i of `m` (created with >= s->n calls; the others stay unstarted,
+ * absent to sm_rpc_multi_wait_quorum), fail-fast, `timeout_ms` each.
+ * Returns how many calls started.
+ */
+uint32_t sm_ring_start_healthy(const struct sm_ring_snap *s,
+    struct sm_rpc_multi *m, const void *req, size_t len, int timeout_ms);
+
+/*
  * Build a snapshot from ids alone (no clients, all healthy unless
  * healthy[] says otherwise): the ring balance simulation and unit tests.
  */

@@ -813,25 +813,101 @@ sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
 }
 
 void
-sm_rpc_multi_wait(struct sm_rpc_multi *m,
-    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg)
+sm_rpc_multi_wait(struct sm_rpc_multi *m)
 {
 	pthread_mutex_lock(&m->mu);
-	while (m->done < m->started && (enough == NULL || !enough(arg, m)))
+	while (m->done < m->started)
 		pthread_cond_wait(&m->cv, &m->mu);
 	pthread_mutex_unlock(&m->mu);
 }
 
-void
-sm_rpc_multi_wait_deadline(struct sm_rpc_multi *m,
-    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg,
-    int64_t *deadline_ns)
+int
+sm_quorum_voter(const struct sm_rpc_multi *m, const struct sm_quorum *q,
+    uint32_t v)
 {
+	uint32_t step = q->stride != 0 ? q->stride : m->n;
+	int st = SM_RPC_ABSENT;
+
+	SM_ASSERT(v < m->n);
+	for (uint32_t i = v; i < m->n; i += step) {
+		int c;
+
+		if (m->r[i].client == NULL)
+			continue;          /* not started */
+		c = atomic_load(&((struct sm_rpc_multi *)m)->r[i].status);
+		if (c != 0 && c != SM_RPC_PENDING)
+			return (c);        /* failed */
+		if (c == SM_RPC_PENDING || st == SM_RPC_ABSENT)
+			st = c;
+	}
+	return (st);
+}
+
+/* Every group met (1), one doomed (-1), or neither yet (0).  Lock held. */
+static int
+quorum_eval(const struct sm_rpc_multi *m, const struct sm_quorum *q)
+{
+	uint32_t ng = q->ngroups != 0 ? q->ngroups : 1;
+	int all = 1;
+
+	for (uint32_t g = 0; g < ng; g++) {
+		uint32_t lo = q->ngroups != 0 ? q->group_off[g] : 0;
+		uint32_t hi = q->ngroups != 0 ? q->group_off[g + 1] :
+		    q->nvoters;
+		uint32_t ok = 0, silent = 0;
+
+		for (uint32_t k = lo; k < hi; k++) {
+			int st = sm_quorum_voter(m, q, q->ngroups != 0 ?
+			    q->group_voter[k] : k);
+
+			ok += st == 0;
+			silent += st == SM_RPC_PENDING;
+		}
+		if (ok >= q->need)
+			continue;
+		if (ok + silent < q->need)
+			return (-1);
+		all = 0;
+	}
+	return (all);
+}
+
+enum sm_quorum_end
+sm_rpc_multi_wait_quorum(struct sm_rpc_multi *m, const struct sm_quorum *q)
+{
+	int64_t start = sm_mono_ns(), deadline = INT64_MAX;
+	enum sm_quorum_end end;
+
+	SM_ASSERT(q->nvoters <= m->n);
 	pthread_mutex_lock(&m->mu);
-	while (m->done < m->started && (enough == NULL || !enough(arg, m)) &&
-	    sm_cond_wait_until(&m->cv, &m->mu, *deadline_ns))
-		;
+	for (;;) {
+		int e;
+
+		if (m->done == m->started) {
+			end = SM_QUORUM_DONE;
+			break;
+		}
+		if ((e = quorum_eval(m, q)) < 0) {
+			end = SM_QUORUM_DOOMED;
+			break;
+		}
+		if (e > 0 && q->grace_ns == SM_QUORUM_NOW) {
+			end = SM_QUORUM_MET;
+			break;
+		}
+		if (e > 0 && q->grace_ns > 0 && deadline == INT64_MAX) {
+			int64_t now = sm_mono_ns();
+
+			deadline = now + SM_MAX(q->grace_ns, now - start);
+		}
+		if (!sm_cond_wait_until(&m->cv, &m->mu, deadline)) {
+			end = m->done == m->started ? SM_QUORUM_DONE :
+			    SM_QUORUM_MET;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&m->mu);
+	return (end);
 }
 
 int

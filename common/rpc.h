@@ -131,26 +131,67 @@ void sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
     struct sm_rpc_client *c, const void *req, size_t len, int timeout_ms,
     int flags);
 
-/*
- * Block until every started call completed, or until enough(arg, m) is
- * true.  `enough` (may be NULL) runs with the multi's lock held, after
- * each completion and once before waiting; it may only call
- * sm_rpc_multi_status().
- */
-void sm_rpc_multi_wait(struct sm_rpc_multi *m,
-    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg);
+/* Block until every started call completed. */
+void sm_rpc_multi_wait(struct sm_rpc_multi *m);
 
 /*
- * sm_rpc_multi_wait() that also returns once the monotonic clock
- * (sm_mono_ns()) reaches *deadline_ns (INT64_MAX: no deadline).  `enough`
- * may lower *deadline_ns (it runs under the same lock, after each
- * completion): the querier starts a hedge's grace period when the answers
- * in hand can already complete the query.  Calls still pending keep
- * SM_RPC_PENDING and finish in the background.
+ * Quorum: the one rule by which every fan-out over the ring (distributor
+ * push, querier rounds, settings, compactor passes) decides when it has
+ * heard enough.
+ *
+ * Calls are grouped into voters: voter v's calls are v, v + stride,
+ * v + 2 stride, ... below the multi's n (stride 0: call v alone), so the
+ * querier's several calls (lanes) to one ingester make one voter.  A voter
+ * has succeeded when every started call of it answered success, failed
+ * when one of them failed, and is silent while none failed and one is
+ * pending; a voter none of whose calls was started (an unhealthy member,
+ * a member the plan does not ask) is absent and never counts.
+ *
+ * Voters are grouped (ngroups 0: one group of every voter; otherwise
+ * group g holds group_voter[group_off[g] .. group_off[g + 1]), e.g. the
+ * replicas of one series).  A group is met once `need` of its voters
+ * succeeded, and doomed once its successful and silent voters together
+ * are fewer than `need`: it can never be met.
+ *
+ * sm_rpc_multi_wait_quorum() returns when every started call answered
+ * (SM_QUORUM_DONE), at once when a group is doomed (SM_QUORUM_DOOMED:
+ * fail fast), or, once every group is met, after `grace_ns`:
+ *   SM_QUORUM_NOW    (0) at once -- the writes' rule: quorum acknowledged;
+ *   > 0              a hedge: the silent voters get max(grace_ns, the time
+ *                    the wait has taken so far) more, so a slow but
+ *                    working replica of a heavy query is not cut off early
+ *                    while a frozen one cannot stall the caller;
+ *   SM_QUORUM_ALL    (< 0) not at all: wait for every call (or doom).
+ * Returning SM_QUORUM_MET means calls are still pending (stragglers); they
+ * keep SM_RPC_PENDING and finish in the background.
  */
-void sm_rpc_multi_wait_deadline(struct sm_rpc_multi *m,
-    bool (*enough)(void *arg, const struct sm_rpc_multi *m), void *arg,
-    int64_t *deadline_ns);
+struct sm_quorum {
+	uint32_t nvoters;
+	uint32_t stride;
+	uint32_t ngroups;
+	const uint32_t *group_off;      /* ngroups + 1 offsets */
+	const uint32_t *group_voter;
+	uint32_t need;
+	int64_t grace_ns;
+};
+
+#define SM_QUORUM_NOW 0
+#define SM_QUORUM_ALL (-1)
+
+enum sm_quorum_end {
+	SM_QUORUM_DONE,
+	SM_QUORUM_MET,
+	SM_QUORUM_DOOMED
+};
+
+enum sm_quorum_end sm_rpc_multi_wait_quorum(struct sm_rpc_multi *m,
+    const struct sm_quorum *q);
+
+/* Voter v's state now: 0 (succeeded), SM_RPC_PENDING (silent), the first
+ * failed call's status, or SM_RPC_ABSENT. */
+#define SM_RPC_ABSENT 2
+int sm_quorum_voter(const struct sm_rpc_multi *m, const struct sm_quorum *q,
+    uint32_t v);
 
 /*
  * Call i's status: SM_RPC_PENDING, a transport error (SM_ETIMEDOUT,

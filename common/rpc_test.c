@@ -13,11 +13,16 @@
 
 #include "common/rpc.h"
 
-/* Echo handler; a request starting with "sleep" waits 1.5 s first. */
+/* Echo handler; a request starting with "sleep" waits 1.5 s first, one
+ * starting with "fail" answers an SM_ELIMIT Response. */
 static int
 echo(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 {
 	(void)arg;
+	if (len >= 4 && memcmp(req, "fail", 4) == 0) {
+		sm_rpc_pack_error(SM_ELIMIT, "over the limit", resp);
+		return (SM_ELIMIT);
+	}
 	if (len >= 5 && memcmp(req, "sleep", 5) == 0)
 		usleep(1500 * 1000);
 	sm_buf_append(resp, req, len);
@@ -250,26 +255,11 @@ wait_connected(struct sm_rpc_client *c)
 	return (sm_rpc_client_connected(c));
 }
 
-struct quorum {
-	uint32_t n, need;
-};
-
-static bool
-quorum_enough(void *arg, const struct sm_rpc_multi *m)
-{
-	struct quorum *q = arg;
-	uint32_t ok = 0;
-
-	for (uint32_t i = 0; i < q->n; i++)
-		ok += sm_rpc_multi_status(m, i) == 0;
-	return (ok >= q->need);
-}
-
 /*
- * Three servers, one of them slow: a multi waiting for 2 of 3 returns as
- * soon as the fast two answered; the slow call completes in the background
- * after the multi was destroyed (ASan checks nothing leaks or is used
- * after free).
+ * Three servers, one of them slow: a quorum of 2 of 3 returns as soon as
+ * the fast two answered; the slow call completes in the background after
+ * the multi was destroyed (ASan checks nothing leaks or is used after
+ * free).  A plain wait takes the slow one's time.
  */
 static void
 test_multi_quorum_returns_early(void)
@@ -278,7 +268,8 @@ test_multi_quorum_returns_early(void)
 	struct sm_rpc_server *s[3];
 	struct sm_rpc_client *c[3];
 	struct sm_rpc_multi *m;
-	struct quorum q = { 3, 2 };
+	struct sm_quorum q = { .nvoters = 3, .need = 2,
+	    .grace_ns = SM_QUORUM_NOW };
 	const uint8_t *d;
 	size_t len;
 	int64_t t0;
@@ -294,7 +285,7 @@ test_multi_quorum_returns_early(void)
 	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
 	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
 	sm_rpc_multi_start(m, 2, c[2], "yo", 2, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_wait(m, quorum_enough, &q);
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_MET);
 	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_RPC_PENDING);
@@ -306,7 +297,7 @@ test_multi_quorum_returns_early(void)
 	SM_REQUIRE(sm_rpc_multi_create(2, "test", &m) == 0);
 	sm_rpc_multi_start(m, 0, c[1], "sleep", 5, 5000, 0);
 	sm_rpc_multi_start(m, 1, c[0], "x", 1, 5000, 0);
-	sm_rpc_multi_wait(m, NULL, NULL);
+	sm_rpc_multi_wait(m);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
 	SM_CHECK_EQ(sm_rpc_multi_reply(m, 0, &d, &len), 0);
 	SM_CHECK(len == 5 && memcmp(d, "sleep", 5) == 0);
@@ -317,38 +308,21 @@ test_multi_quorum_returns_early(void)
 	}
 }
 
-/* Once two of three answered, give the third 100 ms more. */
-struct grace {
-	int64_t *deadline;
-};
-
-static bool
-grace_start(void *arg, const struct sm_rpc_multi *m)
-{
-	struct grace *g = arg;
-	uint32_t ok = 0;
-
-	for (uint32_t i = 0; i < 3; i++)
-		ok += sm_rpc_multi_status(m, i) == 0;
-	if (ok >= 2 && *g->deadline == INT64_MAX)
-		*g->deadline = sm_mono_ns() + 100 * 1000000;
-	return (false);
-}
-
 /*
- * sm_rpc_multi_wait_deadline: a predicate that sets the deadline once two
- * fast servers answered returns about 100 ms later with the slow call
- * (1.5 s) still pending; without the deadline being set it waits for all.
+ * A hedged quorum: once two fast calls answered, the slow one (1.5 s)
+ * gets the grace (100 ms, longer than the round so far) and is left
+ * pending; SM_QUORUM_ALL waits for it.
  */
 static void
-test_multi_wait_deadline(void)
+test_multi_quorum_grace(void)
 {
 	const char *urls[2] = { "inproc://d-a", "inproc://d-b" };
 	struct sm_rpc_server *s[2];
 	struct sm_rpc_client *c[2];
 	struct sm_rpc_multi *m;
-	int64_t deadline = INT64_MAX, t0, ms;
-	struct grace g = { &deadline };
+	struct sm_quorum q = { .nvoters = 3, .need = 2,
+	    .grace_ns = 100 * 1000000 };
+	int64_t t0, ms;
 
 	for (int i = 0; i < 2; i++) {
 		s[i] = start(urls[i], 1 << 20);
@@ -361,21 +335,20 @@ test_multi_wait_deadline(void)
 	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
 	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
 	sm_rpc_multi_start(m, 2, c[0], "yo", 2, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_wait_deadline(m, grace_start, &g, &deadline);
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_MET);
 	ms = (sm_mono_ns() - t0) / 1000000;
-	SM_CHECK(deadline != INT64_MAX);
-	SM_CHECK(sm_mono_ns() >= deadline);
 	SM_CHECK(ms >= 100 && ms < 1400);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_RPC_PENDING);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 2), 0);
 	sm_rpc_multi_destroy(m);
-	/* No deadline set: every call. */
-	deadline = INT64_MAX;
+	/* SM_QUORUM_ALL: every call. */
+	q.grace_ns = SM_QUORUM_ALL;
+	q.nvoters = 2;
 	SM_REQUIRE(sm_rpc_multi_create(2, "test", &m) == 0);
 	sm_rpc_multi_start(m, 0, c[1], "sleep", 5, 5000, 0);
 	sm_rpc_multi_start(m, 1, c[0], "x", 1, 5000, 0);
-	sm_rpc_multi_wait_deadline(m, NULL, NULL, &deadline);
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_DONE);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), 0);
 	sm_rpc_multi_destroy(m);
@@ -383,6 +356,78 @@ test_multi_wait_deadline(void)
 		sm_rpc_client_destroy(c[i]);
 		sm_rpc_server_stop(s[i]);
 	}
+}
+
+/*
+ * Voters and groups: a doomed quorum returns at once with a slow call
+ * pending; lanes of one voter (stride) fail together; an unstarted call
+ * is absent and dooms a quorum that needed it; each group counts only
+ * its own voters.
+ */
+static void
+test_multi_quorum_voters_groups(void)
+{
+	/* Eight workers: four "sleep" calls are still running at the end. */
+	struct sm_rpc_server_cfg cfg = { "inproc://q-a", 8, 1 << 20, 2000, 0 };
+	struct sm_rpc_server *s = NULL;
+	struct sm_rpc_client *c = client("inproc://q-a");
+	struct sm_err err;
+	struct sm_rpc_multi *m;
+	struct sm_quorum q = { .nvoters = 3, .need = 2,
+	    .grace_ns = SM_QUORUM_ALL };
+	static const uint32_t off[3] = { 0, 2, 3 }, vot[3] = { 0, 1, 2 };
+	int64_t t0;
+
+	SM_REQUIRE(sm_rpc_server_start(&cfg, echo, NULL, &s, &err) == 0);
+	SM_REQUIRE(c != NULL && wait_connected(c));
+	/* Two failures of three, need 2: doomed without waiting 1.5 s. */
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c, "fail", 4, 5000, 0);
+	sm_rpc_multi_start(m, 1, c, "sleep", 5, 5000, 0);
+	sm_rpc_multi_start(m, 2, c, "fail", 4, 5000, 0);
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_DOOMED);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
+	SM_CHECK_EQ(sm_quorum_voter(m, &q, 0), SM_ELIMIT);
+	SM_CHECK_EQ(sm_quorum_voter(m, &q, 1), SM_RPC_PENDING);
+	sm_rpc_multi_destroy(m);
+	/* Stride 2: voter 0 = calls 0 and 2, voter 1 = calls 1 and 3. */
+	SM_REQUIRE(sm_rpc_multi_create(4, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c, "hi", 2, 5000, 0);
+	sm_rpc_multi_start(m, 1, c, "x", 1, 5000, 0);
+	sm_rpc_multi_start(m, 2, c, "fail", 4, 5000, 0);
+	sm_rpc_multi_start(m, 3, c, "y", 1, 5000, 0);
+	q = (struct sm_quorum){ .nvoters = 2, .stride = 2, .need = 1,
+	    .grace_ns = SM_QUORUM_ALL };
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_DONE);
+	SM_CHECK_EQ(sm_quorum_voter(m, &q, 0), SM_ELIMIT);
+	SM_CHECK_EQ(sm_quorum_voter(m, &q, 1), 0);
+	sm_rpc_multi_destroy(m);
+	/* Call 1 never started: absent; needing all three is hopeless. */
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c, "sleep", 5, 5000, 0);
+	sm_rpc_multi_start(m, 2, c, "sleep", 5, 5000, 0);
+	q = (struct sm_quorum){ .nvoters = 3, .need = 3,
+	    .grace_ns = SM_QUORUM_NOW };
+	SM_CHECK_EQ(sm_quorum_voter(m, &q, 1), SM_RPC_ABSENT);
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_DOOMED);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
+	sm_rpc_multi_destroy(m);
+	/* Groups {0, 1} and {2}, one success each: met with call 0 slow. */
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	sm_rpc_multi_start(m, 0, c, "sleep", 5, 5000, 0);
+	sm_rpc_multi_start(m, 1, c, "hi", 2, 5000, 0);
+	sm_rpc_multi_start(m, 2, c, "yo", 2, 5000, 0);
+	q = (struct sm_quorum){ .nvoters = 3, .ngroups = 2, .group_off = off,
+	    .group_voter = vot, .need = 1, .grace_ns = SM_QUORUM_NOW };
+	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_MET);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_RPC_PENDING);
+	sm_rpc_multi_destroy(m);
+	sm_rpc_client_destroy(c);
+	sm_rpc_server_stop(s);
 }
 
 /* A client without a connection fails a FAILFAST call at once. */
@@ -401,7 +446,7 @@ test_failfast_without_a_connection(void)
 	t0 = sm_mono_ns();
 	sm_rpc_multi_start(m, 0, c, "x", 1, 5000, SM_RPC_FAILFAST);
 	sm_rpc_multi_start(m, 1, c, "x", 1, 300, 0);
-	sm_rpc_multi_wait(m, NULL, NULL);
+	sm_rpc_multi_wait(m);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_EUNAVAIL);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), SM_ETIMEDOUT);
 	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 2000);
@@ -438,7 +483,7 @@ test_multi_status_is_the_envelope_code(void)
 	SM_REQUIRE(c != NULL && a != NULL);
 	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
 	sm_rpc_multi_start(m, 0, c, "x", 1, 3000, 0);
-	sm_rpc_multi_wait(m, NULL, NULL);
+	sm_rpc_multi_wait(m);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_ELIMIT);
 	SM_CHECK_EQ(sm_rpc_multi_response(m, 0, a, &r, &err), SM_ELIMIT);
 	SM_CHECK(strstr(err.msg, "over the limit") != NULL);
@@ -566,7 +611,8 @@ SM_TEST_MAIN(
 	{ "a 2^60-byte frame is dropped without allocating", test_2p60_frame_dropped_without_allocation },
 	{ "response envelope carries error codes", test_pb_envelope_errors },
 	{ "a multi returns at quorum; late calls finish alone", test_multi_quorum_returns_early },
-	{ "a multi's deadline leaves a straggler pending", test_multi_wait_deadline },
+	{ "a hedged quorum leaves a straggler pending", test_multi_quorum_grace },
+	{ "quorum: doom, voters over lanes, absent calls, groups", test_multi_quorum_voters_groups },
 	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
 	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
 	{ "connections beyond the cap are refused", test_connection_cap },

@@ -75,7 +75,6 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 	Smolder__V1__RetentionRequest rr = SMOLDER__V1__RETENTION_REQUEST__INIT;
 	struct sm_ring_snap *s;
 	struct sm_rpc_multi *mc = NULL;
-	uint32_t *slot_member = NULL, nslots = 0;
 	uint8_t buf[32];
 	size_t len;
 	const char *status;
@@ -90,26 +89,21 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 	req.retention = &rr;
 	len = smolder__v1__request__pack(&req, buf);
 	s = sm_ring_acquire(c->ring);
-	if ((slot_member = sm_calloc(SM_MAX(s->n, 1), sizeof(*slot_member))) ==
-	    NULL || sm_rpc_multi_create(s->n, "retention", &mc) != 0) {
+	if (sm_rpc_multi_create(SM_MAX(s->n, 1), "retention", &mc) != 0) {
 		p->failed = s->n;
 		goto out;
 	}
-	for (uint32_t i = 0; i < s->n; i++) {
-		if (!s->healthy[i]) {
-			p->skipped++;
-			continue;
-		}
-		slot_member[nslots] = i;
-		sm_rpc_multi_start(mc, nslots++, s->m[i]->client, buf, len,
-		    (int)c->cfg.timeout_ms, SM_RPC_FAILFAST);
-	}
-	sm_rpc_multi_wait(mc, NULL, NULL);
-	for (uint32_t k = 0; k < nslots; k++) {
-		struct sm_arena *a = sm_arena_create(1 << 20);
+	p->skipped = s->n - sm_ring_start_healthy(s, mc, buf, len,
+	    (int)c->cfg.timeout_ms);
+	sm_rpc_multi_wait(mc);
+	for (uint32_t k = 0; k < s->n; k++) {
+		struct sm_arena *a;
 		Smolder__V1__Response *resp;
 		struct sm_err err;
 
+		if (!s->healthy[k])
+			continue;
+		a = sm_arena_create(1 << 20);
 		sm_err_clear(&err);
 		p->ingesters++;
 		if (a != NULL && sm_rpc_multi_response(mc, k, a, &resp,
@@ -119,14 +113,13 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 		} else {
 			p->failed++;
 			sm_warn("compactor", "retention failed on an ingester\t"
-			    "member=%s err=\"%s\"", s->m[slot_member[k]]->url,
+			    "member=%s err=\"%s\"", s->m[k]->url,
 			    err.msg);
 		}
 		sm_arena_destroy(a);
 	}
 out:
 	sm_rpc_multi_destroy(mc);
-	sm_free(slot_member);
 	sm_ring_release(s);
 	status = p->failed == 0 && p->skipped == 0 ? "ok" :
 	    p->failed + p->skipped < p->ingesters + p->skipped ? "partial" :

@@ -10,8 +10,10 @@
  *      its key) with the upload's profile id, so a replica that receives a
  *      resend or retry applies it once (ingester/ids.h).
  *   3. Start every call (sm_rpc_multi, fail-fast on a lost connection) and
- *      wait until every series has quorum acknowledgements, or some series
- *      can no longer reach quorum, or the push timeout passes.
+ *      wait (sm_rpc_multi_wait_quorum: a group per series, its replicas'
+ *      call slots the voters) until every series has quorum
+ *      acknowledgements, or some series can no longer reach quorum, or the
+ *      push timeout passes.
  *   4. Success only when every series reached quorum.  Calls still in
  *      flight complete in the background, so the slower replicas get the
  *      write too (their outcome is counted in the metrics).
@@ -33,41 +35,6 @@
 #include "dist_int.h"
 
 #define PUSH_MAX_RF 16
-
-struct push_wait {
-	uint32_t nseries;
-	uint32_t quorum;
-	const uint8_t *nrep;          /* per series */
-	const uint32_t *slot;         /* nseries x PUSH_MAX_RF call slots */
-};
-
-/* Done when every series has quorum, or one can no longer get it. */
-static bool
-push_enough(void *arg, const struct sm_rpc_multi *mc)
-{
-	const struct push_wait *w = arg;
-	bool pending = false;
-
-	for (uint32_t k = 0; k < w->nseries; k++) {
-		uint32_t ok = 0, failed = 0;
-
-		for (uint32_t j = 0; j < w->nrep[k]; j++) {
-			int st = sm_rpc_multi_status(mc,
-			    w->slot[k * PUSH_MAX_RF + j]);
-
-			if (st == 0)
-				ok++;
-			else if (st != SM_RPC_PENDING)
-				failed++;
-		}
-		if (ok >= w->quorum)
-			continue;
-		if (w->nrep[k] - failed < w->quorum)
-			return (true);   /* doomed: stop waiting */
-		pending = true;
-	}
-	return (!pending);
-}
 
 /* The message of a failed push: counts, the ingester, its own words. */
 static void
@@ -157,13 +124,14 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 {
 	struct sm_ring_snap *snap = sm_ring_acquire(d->ring);
 	uint32_t ns = b->nseries, rf = snap->rf, q = snap->quorum;
-	uint32_t *slot = NULL, *member_slot = NULL, *slot_member = NULL;
-	uint32_t *series_of = NULL, *nser = NULL, *off = NULL, nslots = 0;
-	uint8_t *nrep = NULL, id[16];
+	uint32_t *slot = NULL, *goff = NULL, *member_slot = NULL;
+	uint32_t *slot_member = NULL, nslots = 0;
+	uint32_t *series_of = NULL, *nser = NULL, *off = NULL;
+	uint8_t id[16];
 	struct sm_buf *enc = NULL;
 	uint32_t *enc_of = NULL, nenc = 0;
 	struct sm_rpc_multi *mc = NULL;
-	struct push_wait w;
+	struct sm_quorum qw;
 	int rv = 0;
 
 	if (rf > PUSH_MAX_RF)
@@ -174,8 +142,8 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		    snap->nhealthy, snap->n, q, snap->rf);
 		goto out;
 	}
-	slot = sm_malloc((size_t)SM_MAX(ns, 1) * PUSH_MAX_RF * sizeof(*slot));
-	nrep = sm_calloc(SM_MAX(ns, 1), 1);
+	slot = sm_malloc((size_t)SM_MAX(ns, 1) * SM_MAX(rf, 1) * sizeof(*slot));
+	goff = sm_calloc((size_t)ns + 1, sizeof(*goff));
 	member_slot = sm_malloc((size_t)SM_MAX(snap->n, 1) *
 	    sizeof(*member_slot));
 	slot_member = sm_malloc((size_t)SM_MAX(snap->n, 1) *
@@ -185,7 +153,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf * sizeof(*series_of));
 	enc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*enc));
 	enc_of = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*enc_of));
-	if (slot == NULL || nrep == NULL || member_slot == NULL ||
+	if (slot == NULL || goff == NULL || member_slot == NULL ||
 	    slot_member == NULL || nser == NULL || off == NULL ||
 	    series_of == NULL ||
 	    enc == NULL || enc_of == NULL) {
@@ -194,7 +162,8 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	}
 	for (uint32_t i = 0; i < snap->n; i++)
 		member_slot[i] = UINT32_MAX;
-	/* 1. Replica sets; a call slot per ingester used. */
+	/* 1. Replica sets (series k's call slots: slot[goff[k] ..
+	 * goff[k + 1])); a call slot per ingester used. */
 	for (uint32_t k = 0; k < ns; k++) {
 		const struct dist_series *s = &b->series[k];
 		uint32_t rep[PUSH_MAX_RF], n;
@@ -208,7 +177,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 			    "replicas for a series: %u, quorum %u", n, q);
 			goto out;
 		}
-		nrep[k] = (uint8_t)n;
+		goff[k + 1] = goff[k] + n;
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t m = rep[j];
 
@@ -216,7 +185,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 				member_slot[m] = nslots;
 				slot_member[nslots++] = m;
 			}
-			slot[k * PUSH_MAX_RF + j] = member_slot[m];
+			slot[goff[k] + j] = member_slot[m];
 			nser[member_slot[m]]++;
 		}
 	}
@@ -226,8 +195,8 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		nser[sl] = 0;
 	}
 	for (uint32_t k = 0; k < ns; k++) {
-		for (uint32_t j = 0; j < nrep[k]; j++) {
-			uint32_t sl = slot[k * PUSH_MAX_RF + j];
+		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
+			uint32_t sl = slot[j];
 
 			series_of[off[sl] + nser[sl]++] = k;
 		}
@@ -276,15 +245,17 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		sm_rpc_multi_start(mc, sl, snap->m[slot_member[sl]]->client,
 		    x->b, x->len, (int)d->cfg.push_timeout_ms, SM_RPC_FAILFAST);
 	}
-	w = (struct push_wait){ ns, q, nrep, slot };
-	sm_rpc_multi_wait(mc, push_enough, &w);
+	qw = (struct sm_quorum){ .nvoters = nslots, .ngroups = ns,
+	    .group_off = goff, .group_voter = slot, .need = q,
+	    .grace_ns = SM_QUORUM_NOW };
+	(void)sm_rpc_multi_wait_quorum(mc, &qw);
 	/* 4. Verdict. */
 	for (uint32_t k = 0; k < ns && rv == 0; k++) {
 		uint32_t ok = 0;
 		int worst = 0, wslot = -1;
 
-		for (uint32_t j = 0; j < nrep[k]; j++) {
-			uint32_t sl = slot[k * PUSH_MAX_RF + j];
+		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
+			uint32_t sl = slot[j];
 			int st = sm_rpc_multi_status(mc, sl);
 
 			if (st == 0) {
@@ -305,8 +276,8 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 			rv = worst;
 		else
 			rv = SM_EUNAVAIL;
-		push_failure(mc, wslot, worst, snap, slot_member, ok, nrep[k],
-		    q, rv, err);
+		push_failure(mc, wslot, worst, snap, slot_member, ok,
+		    goff[k + 1] - goff[k], q, rv, err);
 	}
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
@@ -319,7 +290,7 @@ out:
 	sm_free(enc);
 	sm_free(enc_of);
 	sm_free(slot);
-	sm_free(nrep);
+	sm_free(goff);
 	sm_free(member_slot);
 	sm_free(slot_member);
 	sm_free(nser);

@@ -101,56 +101,14 @@ qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
  * read-failure budget (sm_ring_max_read_errors: any RF - budget replicas
  * of a series hold every acknowledged write), the silent ones get a grace
  * period -- -querier.straggler-wait, or as long as the round has taken so
- * far if that is longer, so a slow but working replica of a heavy query is
- * not cut off early -- and then count as failed (SM_ETIMEDOUT).  The
- * callers treat them as any lost member: the plan's stats round gives them
- * no picks, a data round that needed one retries without it
- * (SM_EAGAIN), a set union (labels) simply lacks their copy.  Their calls
- * finish in the background.
+ * far if that is longer -- and then count as failed (SM_ETIMEDOUT).  In
+ * sm_quorum's terms (rpc.h): each target is a voter (its lanes' calls), one
+ * group of every target asked, which needs all but the budget's slack; a
+ * round that can no longer meet it ends at once.  The callers treat the
+ * silent as any lost member: the plan's stats round gives them no picks, a
+ * data round that needed one retries without it (SM_EAGAIN), a set union
+ * (labels) simply lacks their copy.  Their calls finish in the background.
  */
-struct fan_hedge {
-	const struct qry_fan *f;
-	Smolder__V1__Request *const *reqs;
-	uint32_t nreqs, nc;
-	uint32_t slack;                /* failures the budget still allows */
-	int64_t grace_ns, start_ns;
-	int64_t *deadline_ns;
-};
-
-static bool
-fan_hedge_check(void *arg, const struct sm_rpc_multi *mc)
-{
-	struct fan_hedge *h = arg;
-	const struct qry_fan *f = h->f;
-	uint32_t silent = 0, failed = 0;
-
-	if (*h->deadline_ns != INT64_MAX)
-		return (false);          /* grace already running */
-	for (uint32_t t = 0; t < f->n; t++) {
-		bool pend = false, bad = false;
-
-		for (uint32_t i = t; i < h->nc; i += f->n) {
-			int st;
-
-			if (h->reqs[h->nreqs == 1 ? 0 : i] == NULL)
-				continue;
-			st = sm_rpc_multi_status(mc, i);
-			if (st == SM_RPC_PENDING)
-				pend = true;
-			else if (st != 0)
-				bad = true;
-		}
-		silent += pend && !bad;
-		failed += bad;
-	}
-	if (silent > 0 && silent + failed <= h->slack) {
-		int64_t now = sm_mono_ns();
-
-		*h->deadline_ns = now + SM_MAX(h->grace_ns, now - h->start_ns);
-	}
-	return (false);
-}
-
 /* Errors about the request itself rather than the member answering. */
 static bool
 request_error(int rv)
@@ -166,9 +124,9 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 {
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_buf *bufs = NULL;
-	uint8_t *tfail = NULL;
-	uint32_t failed = 0, mustfail = 0, nc, nb;
-	int rv = 0, first = 0;
+	uint8_t *tfail = NULL, *asked = NULL;
+	uint32_t failed = 0, mustfail = 0, nc, nb, nasked = 0;
+	int rv = 0, first = 0, first_answer = 0;
 
 	pthread_once(&fan_metrics_once, fan_metrics_register);
 	calls_free(f);
@@ -180,6 +138,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	if ((f->calls = sm_calloc(SM_MAX(nc, 1), sizeof(*f->calls))) == NULL ||
 	    (bufs = sm_calloc(nb, sizeof(*bufs))) == NULL ||
 	    (tfail = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
+	    (asked = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    sm_rpc_multi_create(nc, method, &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -212,20 +171,18 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			continue;
 		sm_rpc_multi_start(mc, i, f->snap->m[c->member]->client, b->b,
 		    b->len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+		nasked += !asked[i % f->n];
+		asked[i % f->n] = 1;
 	}
 	{
 		uint32_t budget = sm_ring_max_read_errors(f->snap);
-		int64_t deadline = INT64_MAX;
-		struct fan_hedge h = { f, reqs, nreqs, nc,
-		    budget > f->down ? budget - f->down : 0,
-		    q->cfg.straggler_ms * 1000000, sm_mono_ns(), &deadline };
+		uint32_t slack = budget > f->down ? budget - f->down : 0;
+		struct sm_quorum qw = { .nvoters = f->n, .stride = f->n,
+		    .need = nasked > slack ? nasked - slack : 0,
+		    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
+		    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
 
-		if (q->cfg.straggler_ms > 0 && h.slack > 0)
-			sm_rpc_multi_wait_deadline(mc, fan_hedge_check, &h,
-			    &deadline);
-		else
-			sm_rpc_multi_wait(mc, NULL, NULL);
-		if (deadline != INT64_MAX && sm_mono_ns() >= deadline)
+		if (sm_rpc_multi_wait_quorum(mc, &qw) == SM_QUORUM_MET)
 			sm_counter_inc(sm_metric_child0(m_stragglers));
 	}
 	for (uint32_t i = 0; i < nc; i++) {
@@ -256,13 +213,20 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			tfail[i % f->n] = 1;
 			failed++;
 		}
+		/* The first answer's words, rather than a call cut short
+		 * ("timed out") because the round had already failed. */
 		if (first == 0)
 			first = (int)i + 1;
+		if (first_answer == 0 && sm_rpc_multi_status(mc, i) !=
+		    SM_RPC_PENDING)
+			first_answer = (int)i + 1;
 		if (must != NULL && must[i])
 			mustfail++;
 	}
 	if (failed == 0)
 		goto out;
+	if (first_answer != 0)
+		first = first_answer;
 	if (f->down + failed > sm_ring_max_read_errors(f->snap)) {
 		const struct qry_call *c = &f->calls[first - 1];
 
@@ -291,6 +255,7 @@ out:
 		sm_buf_fini(&bufs[i]);
 	sm_free(bufs);
 	sm_free(tfail);
+	sm_free(asked);
 	return (rv);
 }
 

@@ -88,33 +88,6 @@ round_fini(struct set_round *r)
 	r->snap = NULL;
 }
 
-/* Once a majority answered, the rest get -querier.straggler-wait (or as
- * long as the round took) -- a frozen ingester does not stall settings
- * (see fanout.c's hedged rounds). */
-struct set_hedge {
-	uint32_t n, need;
-	int64_t grace_ns, start_ns;
-	int64_t *deadline_ns;
-};
-
-static bool
-set_hedge_check(void *arg, const struct sm_rpc_multi *mc)
-{
-	struct set_hedge *h = arg;
-	uint32_t ok = 0;
-
-	if (*h->deadline_ns != INT64_MAX)
-		return (false);
-	for (uint32_t i = 0; i < h->n; i++)
-		ok += sm_rpc_multi_status(mc, i) == 0;
-	if (ok >= h->need) {
-		int64_t now = sm_mono_ns();
-
-		*h->deadline_ns = now + SM_MAX(h->grace_ns, now - h->start_ns);
-	}
-	return (false);
-}
-
 static int
 round_run(struct querier *q, const Smolder__V1__SettingsRequest *sreq,
     struct sm_arena *a, struct set_round *r, struct sm_err *err)
@@ -143,19 +116,16 @@ round_run(struct querier *q, const Smolder__V1__SettingsRequest *sreq,
 		goto out;
 	}
 	protobuf_c_message_pack(&req.base, buf);
-	for (uint32_t i = 0; i < r->n; i++) {
-		if (r->snap->healthy[i])
-			sm_rpc_multi_start(mc, i, r->snap->m[i]->client, buf, sz,
-			    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
-	}
-	if (q->cfg.straggler_ms > 0) {
-		int64_t deadline = INT64_MAX;
-		struct set_hedge h = { r->n, need, q->cfg.straggler_ms *
-		    1000000, sm_mono_ns(), &deadline };
+	sm_ring_start_healthy(r->snap, mc, buf, sz, (int)q->cfg.timeout_ms);
+	{
+		/* Once a majority answered, the rest get
+		 * -querier.straggler-wait (or as long as the round took): a
+		 * frozen ingester does not stall settings (fanout.c). */
+		struct sm_quorum qw = { .nvoters = r->n, .need = need,
+		    .grace_ns = q->cfg.straggler_ms > 0 ?
+		    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
 
-		sm_rpc_multi_wait_deadline(mc, set_hedge_check, &h, &deadline);
-	} else {
-		sm_rpc_multi_wait(mc, NULL, NULL);
+		(void)sm_rpc_multi_wait_quorum(mc, &qw);
 	}
 	for (uint32_t i = 0; i < r->n; i++) {
 		Smolder__V1__Response *resp;
