@@ -69,6 +69,7 @@ struct app {
 	int64_t ring_dns_refresh_ms;
 	int64_t replication_factor;
 	int64_t http_threads;
+	int64_t http_write_workers, http_query_workers;
 	int64_t http_conn_limit;
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
@@ -183,14 +184,19 @@ mod_server_init(void *p, struct sm_err *err)
 	sm_http_cfg_default(&cfg);
 	cfg.listen = app->http_listen;
 	cfg.threads = (unsigned)app->http_threads;
+	cfg.write_workers = (unsigned)app->http_write_workers;
+	cfg.query_workers = (unsigned)app->http_query_workers;
 	cfg.conn_limit = (unsigned)app->http_conn_limit;
 	cfg.per_ip_limit = (unsigned)app->http_per_ip_limit;
 	cfg.conn_timeout_s = (unsigned)((app->http_idle_timeout_ms + 999) /
 	    1000);
 	if (app->http_threads < 1 || app->http_conn_limit < 1 ||
-	    app->http_idle_timeout_ms < 1000)
+	    app->http_idle_timeout_ms < 1000 || app->http_write_workers < 0 ||
+	    app->http_write_workers > 1024 || app->http_query_workers < 0 ||
+	    app->http_query_workers > 1024)
 		return (sm_err_set(err, SM_EINVAL, "server: http threads and "
-		    "connection limit must be >= 1, idle timeout >= 1s"));
+		    "connection limit must be >= 1, idle timeout >= 1s, "
+		    "worker pools 0 to 1024"));
 	if ((rv = sm_auth_create(app->multitenancy, app->keys_file,
 	    app->keys_reload_ms, &app->auth, err)) != 0)
 		return (rv);
@@ -385,7 +391,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[23];
+	static struct sm_flag f[25];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -408,7 +414,19 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"(inproc:// in single-binary mode, tcp://host:port in a "
 		"cluster)." };
 	f[5] = (struct sm_flag){ "server.http-threads", SM_FLAG_INT,
-		&app->http_threads, "4", "HTTP handler threads." };
+		&app->http_threads, "4", "HTTP event threads: they read "
+		"requests, send replies and answer /ready, /metrics and the "
+		"web UI's files; other handlers run on the worker pools." };
+	f[23] = (struct sm_flag){ "server.http-write-workers", SM_FLAG_INT,
+		&app->http_write_workers, "8",
+		"Threads that run write handlers (/ingest, push.v1): writes "
+		"never wait behind a query (0 = on the event threads)." };
+	f[24] = (struct sm_flag){ "server.http-query-workers", SM_FLAG_INT,
+		&app->http_query_workers, "4",
+		"Threads that run query and admin handlers: at most this "
+		"many run at once, the rest wait in order, and health "
+		"probes and writes never wait behind them (0 = on the event "
+		"threads)." };
 	f[6] = (struct sm_flag){ "server.http-conn-limit", SM_FLAG_INT,
 		&app->http_conn_limit, "1024",
 		"Most concurrent HTTP connections." };

@@ -7,6 +7,27 @@
  * every route handler, runs on the worker that owns the connection, which
  * is also the only thread MHD lets queue a response for it.
  *
+ * Worker pools (http.h says which routes use them).  In step 3 (below) a
+ * pooled request's connection is suspended (MHD_ALLOW_SUSPEND_RESUME) and
+ * the request queued for its pool.  The worker runs the handler; the
+ * reply functions then build the MHD response but do not queue it: they
+ * park it in the request (r_resp), and the worker resumes the connection.
+ * MHD then calls http_access() again on the connection's event thread,
+ * which queues the parked response.  So MHD_queue_response always runs on
+ * the connection's own thread, as in the inline case, and nothing of the
+ * connection is touched by two threads at once (MHD 0.9.75 would accept a
+ * queue from a worker while the connection is suspended, but the event
+ * thread may still be reading connection->response just after the
+ * suspend).  Once the worker has resumed the connection it never touches
+ * the request again: MHD may complete and free it at once.
+ *
+ * Fair share.  A free worker takes the oldest waiting request of the
+ * tenant with the fewest requests running in that pool (tenant: the key's,
+ * else the X-Scope-OrgID header), so one tenant's burst of slow queries
+ * cannot hold every worker while another tenant's query waits; within a
+ * tenant the order is FIFO.  The scan is over at most the connection
+ * limit's requests times the pool's workers, under the server lock.
+ *
  * Request life cycle.  MHD calls http_access() several times per request:
  *
  *   1. headers parsed (*con_cls == NULL): allocate the sm_http_req, route
@@ -130,6 +151,7 @@
 #include <microhttpd.h>
 
 #include "auth.h"
+#include "hash.h"
 #include "log.h"
 #include "metrics.h"
 #include "tenant.h"
@@ -159,6 +181,23 @@ enum http_state {
 	HTTP_STOPPED,
 };
 
+struct sm_http_req;
+
+/* A worker pool; its queue and cv are under the server's h_mu. */
+struct http_pool {
+	struct sm_http *p_h;
+	const char *p_name;           /* "write", "query": metrics label */
+	unsigned p_n;                 /* workers configured */
+	unsigned p_started;
+	pthread_t *p_th;
+	struct sm_http_req *p_head;   /* requests waiting, oldest first */
+	struct sm_http_req **p_tail;
+	unsigned p_queued;
+	pthread_cond_t p_cv;
+	uint64_t *p_run_tenant;       /* [p_n] tenants of running requests */
+	unsigned p_nrun;
+};
+
 struct sm_http {
 	struct sm_http_cfg h_cfg;
 	char *h_listen;               /* copy of cfg.listen */
@@ -176,6 +215,9 @@ struct sm_http {
 	bool h_stopping;              /* new requests get 503 */
 	unsigned h_running;           /* handlers executing */
 	unsigned h_sending;           /* replies queued, not yet completed */
+	bool h_pool_exit;             /* workers return once queues drain */
+	struct http_pool h_write;     /* SM_SCOPE_WRITE routes */
+	struct http_pool h_query;     /* SM_SCOPE_READ and _ADMIN routes */
 	char h_lasterr[256];          /* last MHD log line, for start errors */
 };
 
@@ -188,7 +230,7 @@ struct http_hdr {
 enum req_state {
 	REQ_BODY,                     /* accumulating the body */
 	REQ_REJECT,                   /* answer r_rej_* in step 3; drop body */
-	REQ_DONE,                     /* a reply was queued */
+	REQ_DONE,                     /* a reply was queued (or parked) */
 };
 
 struct sm_http_req {
@@ -216,6 +258,10 @@ struct sm_http_req {
 	bool r_replied;
 	bool r_reply_failed;          /* building/queueing the reply failed */
 	bool r_sending;               /* counted in h_sending */
+	bool r_pooled;                /* the handler runs on a worker */
+	struct MHD_Response *r_resp;  /* a worker's reply, not queued yet */
+	struct sm_http_req *r_next;   /* pool queue */
+	uint64_t r_tenant_key;        /* fair share key (hash of the tenant) */
 	char r_remote[INET6_ADDRSTRLEN + 8];
 	int r_status;                 /* the status queued, 0 = none */
 	int64_t r_start_ns;
@@ -229,6 +275,7 @@ static const char http_empty[1] = "";
 
 static pthread_once_t http_metrics_once;
 static void http_metrics_register(void);
+static struct sm_metric *m_http_waiting;
 static void http_observe(const struct sm_http_req *r);
 
 /* --- helpers ------------------------------------------------------------- */
@@ -337,11 +384,176 @@ http_parse_listen(const char *s, struct sockaddr_in *sa, struct sm_err *err)
 
 /* --- server -------------------------------------------------------------- */
 
+/* --- worker pools ------------------------------------------------------- */
+
+static void http_run(struct sm_http *h, struct sm_http_req *r);
+
+static void
+http_pool_init(struct http_pool *p, struct sm_http *h, const char *name,
+    unsigned n)
+{
+	p->p_h = h;
+	p->p_name = name;
+	p->p_n = n;
+	p->p_tail = &p->p_head;
+	pthread_cond_init(&p->p_cv, NULL);
+}
+
+static unsigned
+http_pool_running(const struct http_pool *p, uint64_t key)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < p->p_nrun; i++)
+		n += p->p_run_tenant[i] == key;
+	return (n);
+}
+
+/* Take the request to run next (fair share, see the top).  h_mu held. */
+static struct sm_http_req *
+http_pool_pick(struct http_pool *p)
+{
+	struct sm_http_req **best = NULL, **pp;
+	unsigned best_n = UINT_MAX;
+	struct sm_http_req *r;
+
+	for (pp = &p->p_head; *pp != NULL && best_n > 0; pp = &(*pp)->r_next) {
+		unsigned n = http_pool_running(p, (*pp)->r_tenant_key);
+
+		if (n < best_n) {
+			best_n = n;
+			best = pp;
+		}
+	}
+	if (best == NULL)
+		return (NULL);
+	r = *best;
+	if ((*best = r->r_next) == NULL)
+		p->p_tail = best;
+	r->r_next = NULL;
+	p->p_queued--;
+	sm_gauge_set(sm_metric_child(m_http_waiting, p->p_name), p->p_queued);
+	SM_ASSERT(p->p_nrun < p->p_n);
+	p->p_run_tenant[p->p_nrun++] = r->r_tenant_key;
+	return (r);
+}
+
+/* A request of tenant `key` finished running.  h_mu held. */
+static void
+http_pool_done(struct http_pool *p, uint64_t key)
+{
+	for (unsigned i = 0; i < p->p_nrun; i++) {
+		if (p->p_run_tenant[i] == key) {
+			p->p_run_tenant[i] = p->p_run_tenant[--p->p_nrun];
+			return;
+		}
+	}
+	SM_ASSERT(0);
+}
+
+/* The fair-share key of a request: its tenant, hashed.  Event thread. */
+static uint64_t
+http_tenant_key(struct sm_http_req *r)
+{
+	const char *t = NULL;
+
+	if (r->r_authed && r->r_id.tenant[0] != '\0')
+		t = r->r_id.tenant;
+	else
+		t = MHD_lookup_connection_value(r->r_conn, MHD_HEADER_KIND,
+		    "X-Scope-OrgID");
+	return (sm_hash(t != NULL ? t : "", t != NULL ? strlen(t) : 0));
+}
+
+static void *
+http_pool_main(void *arg)
+{
+	struct http_pool *p = arg;
+	struct sm_http *h = p->p_h;
+	struct sm_http_req *r;
+	uint64_t key;
+
+	pthread_mutex_lock(&h->h_mu);
+	for (;;) {
+		while (p->p_head == NULL && !h->h_pool_exit)
+			pthread_cond_wait(&p->p_cv, &h->h_mu);
+		if ((r = http_pool_pick(p)) == NULL)
+			break;
+		key = r->r_tenant_key;
+		pthread_mutex_unlock(&h->h_mu);
+		http_run(h, r);
+		/* From here on MHD may complete and free r. */
+		MHD_resume_connection(r->r_conn);
+		pthread_mutex_lock(&h->h_mu);
+		http_pool_done(p, key);
+		if (--h->h_running == 0)
+			pthread_cond_broadcast(&h->h_cv);
+	}
+	pthread_mutex_unlock(&h->h_mu);
+	return (NULL);
+}
+
+static int
+http_pool_start(struct http_pool *p, struct sm_err *err)
+{
+	if (p->p_n == 0)
+		return (0);
+	if ((p->p_th = sm_calloc(p->p_n, sizeof(*p->p_th))) == NULL ||
+	    (p->p_run_tenant = sm_calloc(p->p_n,
+	    sizeof(*p->p_run_tenant))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "http: out of memory"));
+	for (; p->p_started < p->p_n; p->p_started++) {
+		if (pthread_create(&p->p_th[p->p_started], NULL,
+		    http_pool_main, p) != 0)
+			return (sm_err_set(err, SM_EIO, "http: cannot start "
+			    "the %s pool's threads", p->p_name));
+	}
+	return (0);
+}
+
+/* After MHD stopped: wake the workers (queues are empty) and join them. */
+static void
+http_pools_stop(struct sm_http *h)
+{
+	pthread_mutex_lock(&h->h_mu);
+	h->h_pool_exit = true;
+	pthread_cond_broadcast(&h->h_write.p_cv);
+	pthread_cond_broadcast(&h->h_query.p_cv);
+	pthread_mutex_unlock(&h->h_mu);
+	for (unsigned i = 0; i < h->h_write.p_started; i++)
+		pthread_join(h->h_write.p_th[i], NULL);
+	for (unsigned i = 0; i < h->h_query.p_started; i++)
+		pthread_join(h->h_query.p_th[i], NULL);
+	h->h_write.p_started = h->h_query.p_started = 0;
+}
+
+/* The pool a route's handler runs on, NULL = inline (http.h). */
+static struct http_pool *
+http_route_pool(struct sm_http *h, const struct http_route *rt)
+{
+	struct http_pool *p;
+
+	switch (rt->scope) {
+	case SM_SCOPE_WRITE:
+		p = &h->h_write;
+		break;
+	case SM_SCOPE_READ:
+	case SM_SCOPE_ADMIN:
+		p = &h->h_query;
+		break;
+	default:
+		return (NULL);
+	}
+	return (p->p_started > 0 ? p : NULL);
+}
+
 void
 sm_http_cfg_default(struct sm_http_cfg *cfg)
 {
 	cfg->listen = ":4040";
 	cfg->threads = 4;
+	cfg->write_workers = 8;
+	cfg->query_workers = 4;
 	cfg->conn_limit = 1024;
 	cfg->per_ip_limit = 256;
 	cfg->conn_timeout_s = 120;
@@ -380,6 +592,8 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	h->h_cfg.listen = h->h_listen;
 	pthread_mutex_init(&h->h_mu, NULL);
 	sm_cond_init(&h->h_cv);
+	http_pool_init(&h->h_write, h, "write", cfg->write_workers);
+	http_pool_init(&h->h_query, h, "query", cfg->query_workers);
 	*out = h;
 	return (0);
 }
@@ -461,7 +675,13 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 
 	pthread_once(&http_panic_once, http_panic_init);
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	    MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	    MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+	/* Workers first: a request may be routed to them at once. */
+	if (http_pool_start(&h->h_write, err) != 0 ||
+	    http_pool_start(&h->h_query, err) != 0) {
+		http_pools_stop(h);
+		return (SM_EIO);
+	}
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER,
 	    (intptr_t)http_mhd_log, h };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0,
@@ -497,6 +717,7 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 		    h->h_listen, h->h_lasterr[0] != '\0' ? h->h_lasterr :
 		    e != 0 ? strerror(e) : "libmicrohttpd failed to start");
 		pthread_mutex_unlock(&h->h_mu);
+		http_pools_stop(h);
 		return (SM_EIO);
 	}
 	di = MHD_get_daemon_info(h->h_daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -504,9 +725,21 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	h->h_port = di != NULL ? di->port : ntohs(h->h_addr.sin_port);
 	h->h_state = HTTP_RUNNING;
 	pthread_mutex_unlock(&h->h_mu);
-	sm_info("http", "listening\taddress=%s port=%u threads=%u",
-	    h->h_listen, h->h_port, h->h_cfg.threads);
+	sm_info("http", "listening\taddress=%s port=%u threads=%u "
+	    "write_workers=%u query_workers=%u", h->h_listen, h->h_port,
+	    h->h_cfg.threads, h->h_write.p_n, h->h_query.p_n);
 	return (0);
+}
+
+unsigned
+sm_http_waiting(struct sm_http *h)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&h->h_mu);
+	n = h->h_write.p_queued + h->h_query.p_queued;
+	pthread_mutex_unlock(&h->h_mu);
+	return (n);
 }
 
 unsigned
@@ -539,6 +772,7 @@ sm_http_stop(struct sm_http *h)
 
 	MHD_stop_daemon(h->h_daemon);
 	h->h_daemon = NULL;
+	http_pools_stop(h);
 	pthread_mutex_lock(&h->h_mu);
 	h->h_state = HTTP_STOPPED;
 	pthread_mutex_unlock(&h->h_mu);
@@ -556,6 +790,12 @@ sm_http_destroy(struct sm_http *h)
 		sm_free(h->h_routes[i].path);
 	}
 	sm_free(h->h_routes);
+	sm_free(h->h_write.p_th);
+	sm_free(h->h_query.p_th);
+	sm_free(h->h_write.p_run_tenant);
+	sm_free(h->h_query.p_run_tenant);
+	pthread_cond_destroy(&h->h_write.p_cv);
+	pthread_cond_destroy(&h->h_query.p_cv);
 	pthread_cond_destroy(&h->h_cv);
 	pthread_mutex_destroy(&h->h_mu);
 	sm_free(h->h_listen);
@@ -582,6 +822,8 @@ static void
 http_req_free(struct sm_http_req *r)
 {
 	http_drop_hdrs(r);
+	if (r->r_resp != NULL)
+		MHD_destroy_response(r->r_resp);
 	sm_free(r->r_rej_allow);
 	sm_free(r->r_body);
 	sm_free(r);
@@ -653,10 +895,16 @@ http_queue_resp(struct sm_http_req *r, int status, const char *ctype,
 	if (close && ok && MHD_add_response_header(resp,
 	    MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
 		ok = false;
-	if (ok && MHD_queue_response(r->r_conn, (unsigned)status, resp) !=
-	    MHD_YES)
+	if (ok && r->r_pooled) {
+		/* On a worker: parked for the event thread (see the top). */
+		r->r_resp = resp;
+		resp = NULL;
+	} else if (ok && MHD_queue_response(r->r_conn, (unsigned)status,
+	    resp) != MHD_YES) {
 		ok = false;
-	MHD_destroy_response(resp);
+	}
+	if (resp != NULL)
+		MHD_destroy_response(resp);
 	if (!ok) {
 		sm_error("http", "cannot queue response\tpath=%s status=%d",
 		    r->r_path, status);
@@ -1220,6 +1468,7 @@ http_finish(struct sm_http *h, struct sm_http_req *r)
 {
 	const struct http_route *rt = r->r_route;
 	struct http_nul_check nc = { NULL, 0 };
+	struct http_pool *pool;
 
 	if (r->r_state == REQ_REJECT) {
 		http_send_reject(r);
@@ -1237,6 +1486,7 @@ http_finish(struct sm_http *h, struct sm_http_req *r)
 		    msg, false);
 		return (r->r_reply_failed ? MHD_NO : MHD_YES);
 	}
+	pool = http_route_pool(h, rt);
 	pthread_mutex_lock(&h->h_mu);
 	if (h->h_stopping) {
 		pthread_mutex_unlock(&h->h_mu);
@@ -1247,13 +1497,38 @@ http_finish(struct sm_http *h, struct sm_http_req *r)
 	h->h_running++;
 	pthread_mutex_unlock(&h->h_mu);
 
-	rt->fn(r, rt->arg);
-
+	if (pool != NULL) {
+		/* Suspend before queueing: the worker may resume at once. */
+		r->r_pooled = true;
+		r->r_tenant_key = http_tenant_key(r);
+		MHD_suspend_connection(r->r_conn);
+		pthread_mutex_lock(&h->h_mu);
+		r->r_next = NULL;
+		*pool->p_tail = r;
+		pool->p_tail = &r->r_next;
+		pool->p_queued++;
+		sm_gauge_set(sm_metric_child(m_http_waiting, pool->p_name),
+		    pool->p_queued);
+		pthread_cond_signal(&pool->p_cv);
+		pthread_mutex_unlock(&h->h_mu);
+		return (MHD_YES);
+	}
+	http_run(h, r);
 	pthread_mutex_lock(&h->h_mu);
 	if (--h->h_running == 0)
 		pthread_cond_broadcast(&h->h_cv);
 	pthread_mutex_unlock(&h->h_mu);
+	return (r->r_reply_failed ? MHD_NO : MHD_YES);
+}
 
+/* Run the route's handler; a handler that forgot to reply gets a 500. */
+static void
+http_run(struct sm_http *h, struct sm_http_req *r)
+{
+	const struct http_route *rt = r->r_route;
+
+	(void)h;
+	rt->fn(r, rt->arg);
 	if (!r->r_replied) {
 		sm_error("http", "bug: handler returned without a reply"
 		    "\tmethod=%s path=%s", r->r_method, r->r_path);
@@ -1261,7 +1536,25 @@ http_finish(struct sm_http *h, struct sm_http_req *r)
 		http_queue_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
 		    "internal error: the handler did not reply", false);
 	}
-	return (r->r_reply_failed ? MHD_NO : MHD_YES);
+}
+
+/* Back on the event thread after a worker: queue its parked reply. */
+static enum MHD_Result
+http_queue_parked(struct sm_http_req *r)
+{
+	enum MHD_Result ok;
+
+	if (r->r_resp == NULL)
+		return (MHD_NO);      /* building the reply failed */
+	ok = MHD_queue_response(r->r_conn, (unsigned)r->r_status, r->r_resp);
+	MHD_destroy_response(r->r_resp);
+	r->r_resp = NULL;
+	if (ok != MHD_YES) {
+		sm_error("http", "cannot queue response\tpath=%s status=%d",
+		    r->r_path, r->r_status);
+		r->r_reply_failed = true;
+	}
+	return (ok);
 }
 
 static enum MHD_Result
@@ -1275,9 +1568,12 @@ http_access(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r == NULL)
 		return (http_begin(h, conn, url, method, con_cls));
 	if (r->r_state == REQ_DONE) {
-		/* Replied already; MHD does not call us after that. */
+		/* A worker's reply (MHD calls us again after the resume);
+		 * otherwise replied already, and MHD does not call us. */
 		*upload_data_size = 0;
-		return (MHD_YES);
+		if (r->r_pooled)
+			return (http_queue_parked(r));
+		return (r->r_reply_failed ? MHD_NO : MHD_YES);
 	}
 	if (*upload_data_size != 0)
 		return (http_upload(r, upload_data, upload_data_size));
@@ -1323,6 +1619,10 @@ http_metrics_register(void)
 	    "smolder_http_request_duration_seconds", "HTTP request latency "
 	    "from headers to the last byte sent, by route.",
 	    (const char *const[]){ "route", NULL }, NULL, 0);
+	m_http_waiting = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_http_requests_waiting", "Requests waiting for a worker "
+	    "of the write or query pool (-server.http-*-workers).",
+	    (const char *const[]){ "pool", NULL }, NULL, 0);
 }
 
 /* Count a finished request (labels are bounded: routes are ours). */

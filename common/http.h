@@ -4,8 +4,18 @@
  *
  * One server per process (the `server` module) listens on
  * -http.listen-address; components register routes on it before it starts.
- * libmicrohttpd runs an internal epoll thread with a thread pool; handlers
- * run on pool threads and may block (they do RPC calls).
+ * libmicrohttpd runs `threads` event threads (internal epoll) that read
+ * requests and send replies.  Handlers that may block run elsewhere, so a
+ * slow query never holds up a health probe or a write (issue 10): a
+ * route's scope picks where its handler runs --
+ *   SM_SCOPE_WRITE            the write pool (`write_workers` threads);
+ *   SM_SCOPE_READ, _ADMIN     the query pool (`query_workers` threads):
+ *                             queries, flushes, compactor runs;
+ *   SM_SCOPE_PUBLIC           inline on the event thread: /ready,
+ *                             /metrics and the web UI's static files,
+ *                             which never block.
+ * A pool of 0 workers runs its routes inline too.  Requests wait for a
+ * worker in FIFO order; there are at most as many as connections.
  *
  * Bounds (docs/reliability.md §3, "MHD has no body cap"): every listener limits
  * connections (total and per IP), idle time, header memory, and request
@@ -41,7 +51,9 @@ struct sm_http_req;
 
 struct sm_http_cfg {
 	const char *listen;          /* "host:port", ":port" or "port" */
-	unsigned threads;            /* pool size (>= 1) */
+	unsigned threads;            /* event threads (>= 1) */
+	unsigned write_workers;      /* write pool (0 = inline) */
+	unsigned query_workers;      /* query pool (0 = inline) */
 	unsigned conn_limit;         /* total concurrent connections */
 	unsigned per_ip_limit;       /* 0 = no per-IP limit */
 	unsigned conn_timeout_s;     /* idle timeout, seconds (> 0) */
@@ -49,7 +61,8 @@ struct sm_http_cfg {
 };
 
 /*
- * Defaults: ":4040", 4 threads, 1024 connections, 256 per IP, 120 s, 1 MiB.
+ * Defaults: ":4040", 4 threads, 8 write and 4 query workers, 1024
+ * connections, 256 per IP, 120 s, 1 MiB.
  * Flood defaults (issue 16): one address can hold at most a quarter of
  * the connections, so an idle flood from it (1,100 keep-alives) leaves
  * room for everyone else.  The inactivity timeout closes idle keep-alives
@@ -100,6 +113,9 @@ void sm_http_set_auth(struct sm_http *h, struct sm_auth *a);
  * when the server was started before.
  */
 int sm_http_start(struct sm_http *h, struct sm_err *err);
+
+/* Requests waiting for a pool worker now (also a gauge in /metrics). */
+unsigned sm_http_waiting(struct sm_http *h);
 
 /* The bound TCP port (useful with port 0).  0 before start. */
 unsigned sm_http_port(const struct sm_http *h);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/buf.h"
 #include "common/http.h"
 #include "common/log.h"
@@ -325,6 +326,136 @@ srv_start(void)
 }
 
 /* --- tests --------------------------------------------------------------- */
+
+/* /block: runs until the test releases it. */
+static atomic_int block_started, block_release;
+
+static void
+h_block(struct sm_http_req *r, void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&block_started, 1);
+	while (!atomic_load(&block_release))
+		sleep_ms(5);
+	sm_http_reply(r, 200, NULL, "done", 4);
+}
+
+/* /fair: records its tenant in start order, runs until released. */
+static char fair_order[8];
+static atomic_int fair_started, fair_release;
+
+static void
+h_fair(struct sm_http_req *r, void *arg)
+{
+	const char *t = sm_http_header(r, "X-Scope-OrgID");
+	int i = atomic_fetch_add(&fair_started, 1);
+
+	(void)arg;
+	if (i < (int)sizeof(fair_order))
+		fair_order[i] = t != NULL ? t[0] : '?';
+	while (atomic_load(&fair_release) <= i)
+		sleep_ms(5);
+	sm_http_reply(r, 200, NULL, "ok", 2);
+}
+
+static struct sm_http *
+pool_srv(unsigned write_workers, unsigned query_workers)
+{
+	struct sm_http_cfg cfg;
+	struct sm_http *h = NULL;
+	struct sm_err err;
+
+	srv_cfg(&cfg);
+	cfg.threads = 1;                   /* one event thread */
+	cfg.write_workers = write_workers;
+	cfg.query_workers = query_workers;
+	SM_REQUIRE(sm_http_create(&cfg, &h, &err) == 0);
+	SM_CHECK(sm_http_route_as(h, SM_SCOPE_READ, "GET", "/block", h_block,
+	    NULL, 0) == 0);
+	SM_CHECK(sm_http_route_as(h, SM_SCOPE_READ, "GET", "/fair", h_fair,
+	    NULL, 0) == 0);
+	SM_CHECK(sm_http_route_as(h, SM_SCOPE_PUBLIC, "GET", "/ready",
+	    h_hello, "ready", 0) == 0);
+	SM_CHECK(sm_http_route_as(h, SM_SCOPE_WRITE, "POST", "/write",
+	    h_echo, NULL, 0) == 0);
+	SM_REQUIRE(sm_http_start(h, &err) == 0);
+	return (h);
+}
+
+/* Start GET /block on its own connection; returns the fd. */
+static int
+block_begin(unsigned port, int want_started)
+{
+	static const char rq[] = "GET /block HTTP/1.1\r\nHost: t\r\n\r\n";
+	int fd = sm_test_connect(port, 10000);
+
+	SM_REQUIRE(fd >= 0 && sm_test_send(fd, rq, sizeof(rq) - 1) == 0);
+	for (int i = 0; i < 1000 && atomic_load(&block_started) <
+	    want_started; i++)
+		sleep_ms(5);
+	return (fd);
+}
+
+/*
+ * Issue 10, "queries cannot hurt writes": with one event thread, a query
+ * handler that never returns (until released) holds up neither /ready nor
+ * a write, and a second query waits for the query worker rather than
+ * failing.  With the pools off (0 workers) the same /ready cannot be
+ * answered while the handler runs -- the behaviour the pools remove.
+ */
+static void
+test_pools_keep_probes_and_writes_apart(void)
+{
+	static const char wr[] = "POST /write HTTP/1.1\r\nHost: t\r\n"
+	    "Connection: close\r\nContent-Length: 3\r\n\r\nabc";
+	struct sm_http *h;
+	struct sm_test_resp rs = { .body = NULL };
+	int fd1, fd2, fd;
+
+	atomic_store(&block_started, 0);
+	atomic_store(&block_release, 0);
+	SM_REQUIRE((h = pool_srv(1, 1)) != NULL);
+	fd1 = block_begin(sm_http_port(h), 1);
+	SM_REQUIRE(atomic_load(&block_started) == 1);
+	SM_CHECK(cli_get(sm_http_port(h), "/ready", &rs) == 0 &&
+	    rs.status == 200 && strcmp((char *)rs.body, "hello ready\n") == 0);
+	sm_test_resp_free(&rs);
+	SM_CHECK(cli_do(sm_http_port(h), wr, sizeof(wr) - 1, &rs) == 0 &&
+	    rs.status == 200 && strcmp((char *)rs.body, "abc") == 0);
+	sm_test_resp_free(&rs);
+	/* A second query queues behind the first (one query worker). */
+	fd2 = block_begin(sm_http_port(h), 2);
+	SM_CHECK_EQ(atomic_load(&block_started), 1);
+	SM_CHECK_EQ(atomic_load(&block_release), 0);
+	atomic_store(&block_release, 1);
+	SM_CHECK(sm_test_read_resp(fd1, &rs) == 0 && rs.status == 200);
+	sm_test_resp_free(&rs);
+	SM_CHECK(sm_test_read_resp(fd2, &rs) == 0 && rs.status == 200);
+	sm_test_resp_free(&rs);
+	SM_CHECK_EQ(atomic_load(&block_started), 2);
+	close(fd1);
+	close(fd2);
+	sm_http_destroy(h);
+
+	/* Pools off: /ready waits behind the handler on the one thread. */
+	atomic_store(&block_started, 0);
+	atomic_store(&block_release, 0);
+	SM_REQUIRE((h = pool_srv(0, 0)) != NULL);
+	fd1 = block_begin(sm_http_port(h), 1);
+	SM_REQUIRE(atomic_load(&block_started) == 1);
+	fd = sm_test_connect(sm_http_port(h), 300);
+	SM_REQUIRE(fd >= 0);
+	SM_CHECK(cli_sends(fd, "GET /ready HTTP/1.1\r\nHost: t\r\n"
+	    "Connection: close\r\n\r\n") == 0);
+	SM_CHECK(sm_test_read_resp(fd, &rs) != 0);    /* timed out */
+	sm_test_resp_free(&rs);
+	close(fd);
+	atomic_store(&block_release, 1);
+	SM_CHECK(sm_test_read_resp(fd1, &rs) == 0 && rs.status == 200);
+	sm_test_resp_free(&rs);
+	close(fd1);
+	sm_http_destroy(h);
+}
 
 static void
 test_listen_addresses(void)
@@ -1370,7 +1501,63 @@ test_stream(void)
 	sm_buf_fini(&want);
 }
 
+/* Send GET /fair as tenant `t` on a new connection; returns the fd. */
+static int
+fair_send(unsigned port, const char *t)
+{
+	char rq[128];
+	int fd = sm_test_connect(port, 10000);
+
+	snprintf(rq, sizeof(rq), "GET /fair HTTP/1.1\r\nHost: t\r\n"
+	    "X-Scope-OrgID: %s\r\n\r\n", t);
+	SM_REQUIRE(fd >= 0 && cli_sends(fd, rq) == 0);
+	return (fd);
+}
+
+/*
+ * Fair share: two query workers, both running tenant a's queries; a queues
+ * a third, then b queues one.  When one of a's finishes, b's runs before
+ * a's third, which a plain FIFO would have run first.
+ */
+static void
+test_pool_fair_share(void)
+{
+	struct sm_http *h;
+	struct sm_test_resp rs = { .body = NULL };
+	int fd[4];
+
+	memset(fair_order, 0, sizeof(fair_order));
+	atomic_store(&fair_started, 0);
+	atomic_store(&fair_release, 0);
+	SM_REQUIRE((h = pool_srv(1, 2)) != NULL);
+	fd[0] = fair_send(sm_http_port(h), "a");
+	fd[1] = fair_send(sm_http_port(h), "a");
+	for (int i = 0; i < 1000 && atomic_load(&fair_started) < 2; i++)
+		sleep_ms(5);
+	fd[2] = fair_send(sm_http_port(h), "a");
+	for (int i = 0; i < 1000 && sm_http_waiting(h) < 1; i++)
+		sleep_ms(5);
+	fd[3] = fair_send(sm_http_port(h), "b");
+	for (int i = 0; i < 1000 && sm_http_waiting(h) < 2; i++)
+		sleep_ms(5);
+	SM_CHECK_EQ(sm_http_waiting(h), 2);
+	atomic_store(&fair_release, 1);       /* a's first query ends */
+	for (int i = 0; i < 1000 && atomic_load(&fair_started) < 3; i++)
+		sleep_ms(5);
+	atomic_store(&fair_release, 4);
+	for (int i = 0; i < 4; i++) {
+		SM_CHECK(sm_test_read_resp(fd[i], &rs) == 0 &&
+		    rs.status == 200);
+		sm_test_resp_free(&rs);
+		close(fd[i]);
+	}
+	SM_CHECK(memcmp(fair_order, "aaba", 4) == 0);
+	sm_http_destroy(h);
+}
+
 SM_TEST_MAIN(
+	{ "worker pools: fair share between tenants", test_pool_fair_share },
+	{ "worker pools: a blocked query holds up neither /ready nor writes", test_pools_keep_probes_and_writes_apart },
 	{ "streamed reply: pieces joined, chunked on 1.1, done once", test_stream },
 	{ "listen addresses: host:port, :port, port, localhost", test_listen_addresses },
 	{ "listen on localhost:0", test_localhost_listen },
