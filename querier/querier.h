@@ -38,7 +38,7 @@ struct qry_config {
 	int64_t max_nodes_max;        /* -querier.max-flamegraph-nodes-max */
 	int64_t timeout_ms;           /* -querier.timeout */
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
-	int64_t max_query_lookback_ms; /* -querier.max-query-lookback, 0 = off */
+	int64_t max_query_lookback_ms; /* -querier.max-query-lookback, 0 off */
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */
