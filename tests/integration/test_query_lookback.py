@@ -35,6 +35,11 @@ main;new, label era=new, a different total).
      Pyroscope): tenant `both` (lookback 1h, length 2h) may ask [now-30d,
      now] (200, recent data only), while [now-30d, now] for `len` (length
      2h, no lookback) is 400 naming max_query_length.
+  6. The same rule in a cluster (3 ingesters, RF 3, a separate querier:
+     replica plans over several targets): SelectMergeStacktraces and
+     SelectSeries before the lookback are empty for `lim`, across it the
+     recent write alone (counted once), a Diff with its left side before
+     the lookback has leftTicks 0; `free` sees both writes.
 """
 
 import json
@@ -46,6 +51,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from cluster import Cluster  # noqa: E402
+from durability import Workspace  # noqa: E402
 from smolder import Server, run_script  # noqa: E402
 
 BUDGET_S = 120
@@ -356,6 +363,82 @@ def main(r):
                 "%s over 30 days for `len` (no lookback): 400 "
                 "max_query_length" % api, "%s %s" % (st, d))
     srv.check_stopped(r)
+    cluster_phase(r, path)
+
+
+def cluster_phase(r, path):
+    ws = Workspace("lookback")
+    r.at_end(lambda: ws.cleanup(r))
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                extra=["-auth.multitenancy-enabled=true",
+                       "-validation.reject-older-than=0",
+                       "-runtime-config.file=%s" % path], name="lookback")
+    try:
+        c.start()
+        dist, qry = c.distributors[0], c.queriers[0]
+        now = int(time.time())
+        for tenant in ("lim", "free"):
+            for t, name, body in ((now - 3 * 3600, "lbapp{era=old}",
+                                   b"main;old 30\n"),
+                                  (now - 600, "lbapp{era=new}",
+                                   b"main;new 7\n")):
+                g = dist.request("POST", "/ingest", {
+                    "name": name, "from": str(t), "until": str(t)}, body,
+                    {"X-Scope-OrgID": tenant})
+                r.check(g.status == 200, "cluster: ingest %s for %s" % (
+                    name, tenant), g.describe())
+
+        def call(tenant, method, msg):
+            g = qry.request(
+                "POST", "/querier.v1.QuerierService/" + method,
+                body=json.dumps(msg).encode(),
+                headers={"Content-Type": "application/json",
+                         "X-Scope-OrgID": tenant})
+            return g.status, (g.json() if g.status == 200 else {}), \
+                g.describe()
+
+        def msg(a, b, **kw):
+            return dict({"profileTypeID": PTYPE, "labelSelector": SEL,
+                         "start": a * 1000, "end": b * 1000}, **kw)
+
+        def totals(tenant, a, b):
+            st1, j1, d1 = call(tenant, "SelectMergeStacktraces", msg(a, b))
+            st2, j2, d2 = call(tenant, "SelectSeries", msg(a, b, step=15))
+            if st1 != 200 or st2 != 200:
+                return None, d1 + d2
+            fg = int((j1.get("flamegraph") or {}).get("total", 0))
+            se = sum(float(p.get("value", 0)) for x in j2.get("series") or []
+                     for p in x.get("points") or [])
+            return (fg, se), ""
+
+        old, wide, new = ((now - 4 * 3600, now - 2 * 3600),
+                          (now - 4 * 3600, now), (now - 3000, now))
+        lo, d = totals("lim", *old)
+        r.check(lo == (0, 0), "cluster: before the lookback, lim's merge "
+                "and series are 200 and empty", "%r %s" % (lo, d))
+        fo, d = totals("free", *old)
+        r.check(fo is not None and fo[0] > 0, "cluster: free sees the old "
+                "write", "%r %s" % (fo, d))
+        lw, d1 = totals("lim", *wide)
+        fn, d2 = totals("free", *new)
+        fw, d3 = totals("free", *wide)
+        r.check(lw is not None and fn is not None and lw == fn and
+                fn[0] > 0, "cluster: across the lookback, lim = the recent "
+                "write alone (replicas counted once)", "%r %r %s%s" % (
+                    lw, fn, d1, d2))
+        r.check(fw is not None and fo is not None and fn is not None and
+                fw[0] == fo[0] + fn[0], "cluster: free over [now-4h, now] "
+                "= old + new", "%r %r %r %s" % (fw, fo, fn, d3))
+        st, j, d = call("lim", "Diff", {"left": msg(*old),
+                                        "right": msg(*wide)})
+        f = j.get("flamegraph") or {}
+        r.check(st == 200 and int(f.get("leftTicks", 0)) == 0 and
+                fn is not None and int(f.get("rightTicks", 0)) == fn[0],
+                "cluster: Diff with the left side before the lookback: "
+                "leftTicks 0, rightTicks the recent write", "%s %r %s" % (
+                    st, f, d))
+    finally:
+        c.check_stopped(r)
 
 
 if __name__ == "__main__":
