@@ -6,10 +6,11 @@ query API (querier/qry_int.h qry_limit_range; Pyroscope's
 
 One server, -auth.multitenancy-enabled, -validation.reject-older-than=0
 (so profiles 3 h old are accepted), a runtime config giving tenant `lim`
-max_query_lookback: 1h; tenant `free` has no override (flag: 0, no
-limit).  Both tenants get the same two uploads of app `lbapp`: one at
-now-3h (stack main;old, label era=old) and one at now-10min (stack
-main;new, label era=new, a different total).
+max_query_lookback: 1h; tenant `free` is not limited (flag 0; its
+override max_query_lookback: 0 matters in part 7).  Both tenants get the
+same two uploads of app `lbapp`: one at now-3h (stack main;old, label
+era=old) and one at now-10min (stack main;new, label era=new, a
+different total).
 
   1. Range [now-4h, now-2h] (wholly before the lookback): for `lim`, every
      API answers 200 / OK with its empty shape -- /render (no ticks, zero
@@ -40,6 +41,9 @@ main;new, label era=new, a different total).
      SelectSeries before the lookback are empty for `lim`, across it the
      recent write alone (counted once), a Diff with its left side before
      the lookback has leftTicks 0; `free` sees both writes.
+  7. The flag: with -querier.max-query-lookback=1h a tenant without an
+     override is limited by it; `free`'s override max_query_lookback: 0
+     lifts it.
 """
 
 import json
@@ -65,7 +69,9 @@ OVERRIDES = ("overrides:\n"
              "    max_query_lookback: 1h\n"
              "    max_query_length: 2h\n"
              "  len:\n"
-             "    max_query_length: 2h\n")
+             "    max_query_length: 2h\n"
+             "  free:\n"
+             "    max_query_lookback: 0\n")
 TENANTS = ("lim", "free", "both", "len")
 
 
@@ -364,6 +370,45 @@ def main(r):
                 "max_query_length" % api, "%s %s" % (st, d))
     srv.check_stopped(r)
     cluster_phase(r, path)
+    flag_phase(r, path)
+
+
+def flag_phase(r, path):
+    """-querier.max-query-lookback=1h for every tenant; `free`'s override
+    0 lifts it."""
+    srv = Server(extra_flags=[
+        "-auth.multitenancy-enabled=true",
+        "-validation.reject-older-than=0",
+        "-querier.max-query-lookback=1h",
+        "-runtime-config.file=%s" % path]).start()
+    now = int(time.time())
+    for tenant in ("other", "free"):
+        for t, body in ((now - 3 * 3600, b"main;old 30\n"),
+                        (now - 600, b"main;new 7\n")):
+            g = srv.request("POST", "/ingest", {
+                "name": "lbapp", "from": str(t), "until": str(t)}, body,
+                {"X-Scope-OrgID": tenant})
+            r.check(g.status == 200, "flag: ingest for %s" % tenant,
+                    g.describe())
+
+    def ticks(tenant, a, b):
+        g = srv.request("GET", "/render", {
+            "query": PTYPE + SEL, "from": str(a), "until": str(b)},
+            headers={"X-Scope-OrgID": tenant})
+        return (g.json().get("flamebearer") or {}).get("numTicks", 0) \
+            if g.status == 200 else g.describe()
+
+    old, wide = (now - 4 * 3600, now - 2 * 3600), (now - 4 * 3600, now)
+    r.eq(ticks("other", *old), 0, "flag: a tenant without an override "
+         "gets the flag's lookback (empty before it)")
+    r.check(0 < ticks("other", *wide) < ticks("free", *wide),
+            "flag: across it, the recent write alone for that tenant; "
+            "`free` (max_query_lookback: 0) reads both",
+            "%r %r" % (ticks("other", *wide), ticks("free", *wide)))
+    fo = ticks("free", *old)
+    r.check(isinstance(fo, int) and fo > 0,
+            "flag: override 0 lifts the limit for `free`", "%r" % (fo,))
+    srv.check_stopped(r)
 
 
 def cluster_phase(r, path):
