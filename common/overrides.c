@@ -103,6 +103,8 @@ static const struct ov_key {
 	OV_K(max_profile_symbol_value_length, OV_INT),
 	{ "max_query_length", offsetof(struct sm_limits, max_query_length_ms),
 	    OV_DURATION },
+	{ "max_query_lookback", offsetof(struct sm_limits,
+	    max_query_lookback_ms), OV_DURATION },
 	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
 	OV_K(max_flamegraph_nodes_max, OV_INT),
 	OV_K(max_concurrent_queries, OV_INT),

@@ -34,6 +34,9 @@
  * and the query limits, overriding the -querier.* flags:
  *
  *   max_query_length              a Go duration ("24h"; 0 = no limit)
+ *   max_query_lookback            a Go duration ("720h"; 0 = no limit):
+ *                                 how far back from now a query may read
+ *                                 (querier/qry_int.h qry_limit_range)
  *   max_flamegraph_nodes_default  integer > 0
  *   max_flamegraph_nodes_max      integer >= 0 (0 = no limit)
  *   max_concurrent_queries        integer >= 0 (0 = no limit; Smolder's,
@@ -105,6 +108,7 @@ struct sm_limits {
 	int64_t max_profile_symbol_value_length;
 	/* Query (querier/querier.h, struct qry_config). */
 	int64_t max_query_length_ms;                  /* 0 = no limit */
+	int64_t max_query_lookback_ms;                /* 0 = no limit */
 	int64_t max_flamegraph_nodes_default;         /* > 0 */
 	int64_t max_flamegraph_nodes_max;             /* 0 = no limit */
 	int64_t max_concurrent_queries;               /* 0 = no limit */

@@ -92,6 +92,7 @@ test_good_file(void)
 	sm_overrides_get(o, "tenant-a", &def, &l);
 	SM_CHECK(l.ingestion_rate_mb == 0.5 && l.ingestion_burst_size_mb == 1);
 	SM_CHECK_EQ(l.max_query_length_ms, 24 * 3600 * 1000);
+	SM_CHECK_EQ(l.max_query_lookback_ms, 24 * 3600 * 1000);
 	SM_CHECK_EQ(l.max_flamegraph_nodes_max, 100);
 	SM_CHECK_EQ(l.max_flamegraph_nodes_default, 8192);
 	sm_overrides_get(o, "b", &def, &l);
@@ -100,6 +101,7 @@ test_good_file(void)
 	SM_CHECK_EQ(l.max_profile_size_bytes, 1000);
 	SM_CHECK_EQ(l.max_profile_stacktrace_samples, 0);
 	SM_CHECK_EQ(l.max_profile_stacktrace_depth, 1000);
+	SM_CHECK_EQ(l.max_query_lookback_ms, 0);    /* not set: the default */
 	sm_overrides_get(o, "c", &def, &l);
 	SM_CHECK(l.ingestion_rate_mb == 4 && l.ingestion_burst_size_mb == 2);
 	sm_overrides_get(o, "tenant", &def, &l);
@@ -131,6 +133,8 @@ test_bad_files(void)
 		{ "overrides:\n  a: 3\n", "must be a mapping" },
 		{ "overrides:\n  a:\n    max_query_length: soon\n",
 		    "must be a duration" },
+		{ "overrides:\n  a:\n    max_query_lookback: -1h\n",
+		    "max_query_lookback must be a duration" },
 		{ "overrides:\n  a:\n    max_profile_size_bytes: 0\n",
 		    "must be an integer > 0" },
 		{ "overrides:\n  a:\n    max_label_names_per_series: 2.5\n",

@@ -18,6 +18,13 @@
  *     "invalid time range" (both invalid_argument); a time outside
  *     attime.h's window (e.g. start = -2^63) is invalid_argument too;
  *   - ProfileTypes with start = end = 0 lists every stored type;
+ *   - the tenant's max_query_lookback and max_query_length apply to every
+ *     method here, label methods and ProfileTypes included (qry_int.h
+ *     qry_limit_range): a range that ended before the lookback answers
+ *     the method's empty message with OK (no names, no series, an empty
+ *     flamegraph or pprof, an empty diff side), an earlier start reads
+ *     from the lookback on; start = end = 0 (all time) is the lookback
+ *     window;
  *   - LabelNames / LabelValues / Series take a list of selector strings
  *     that are OR'ed; none means every series; the answer is sorted and
  *     LabelNames includes the internal "__*" names (Grafana filters them);
@@ -125,12 +132,16 @@ labels_or(struct querier *q, const char *tenant, char **matchers,
     struct sm_err *err)
 {
 	size_t rounds = nmatchers == 0 ? 1 : nmatchers;
+	bool all_time = start == 0 && end == 0, empty;
 	int rv = 0;
 
 	memset(res, 0, sizeof(*res));
 	if ((rv = sm_time_check_range(start, "start", end, "end", err)) != 0 ||
-	    (rv = qry_check_length(q, tenant, start, end, err)) != 0)
+	    (rv = qry_limit_range(q, tenant, &start, &end, &all_time, &empty,
+	    err)) != 0)
 		return (rv);
+	if (empty)
+		return (0);     /* before max_query_lookback: nothing */
 	for (size_t i = 0; i < rounds && rv == 0; i++) {
 		Smolder__V1__LabelsRequest lr = SMOLDER__V1__LABELS_REQUEST__INIT;
 		Smolder__V1__Select sel;
@@ -149,7 +160,7 @@ labels_or(struct querier *q, const char *tenant, char **matchers,
 			break;
 		}
 		lr.select = &sel;
-		lr.all_time = start == 0 && end == 0;
+		lr.all_time = all_time;
 		lr.kind = kind;
 		lr.name = (char *)name;
 		lr.label_names = label_names;

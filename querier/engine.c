@@ -149,23 +149,52 @@ query_open(struct qry_query *x, struct sm_err *err)
 	return (0);
 }
 
-/* Plan `sel` for lane `lane` over the open fan. */
+/*
+ * The tenant's range limits on each lane's select (qry_limit_range), once
+ * per query, into x->lim and x->empty; *all_empty when no lane has
+ * anything to read (then no fan is opened at all).
+ */
 static int
-query_plan(struct qry_query *x, uint32_t lane, const Smolder__V1__Select *sel,
-    struct sm_err *err)
+query_limits(struct qry_query *x, const Smolder__V1__Select *const *sel,
+    uint32_t nlanes, bool *all_empty, struct sm_err *err)
 {
+	int rv;
+
+	*all_empty = true;
+	for (uint32_t l = 0; l < nlanes; l++) {
+		x->lim[l] = *sel[l];
+		if ((rv = qry_limit_range(x->q, sel[l]->tenant,
+		    &x->lim[l].start_ms, &x->lim[l].end_ms, NULL, &x->empty[l],
+		    err)) != 0)
+			return (rv);
+		*all_empty = *all_empty && x->empty[l];
+	}
+	return (0);
+}
+
+/* Plan lane `lane` (x->lim, after query_limits) over the open fan; an
+ * empty lane gets a plan that asks no target. */
+static int
+query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
+{
+	struct qry_plan *p = &x->plan[lane];
 	struct qry_plan_io io = {
 		.n = x->fan.n,
 		.rf = x->fan.snap->rf,
 		.round = fan_plan_round,
 		.arg = x,
 	};
-	int rv;
 
-	if ((rv = qry_check_length(x->q, sel->tenant, sel->start_ms,
-	    sel->end_ms, err)) != 0)
-		return (rv);
-	return (qry_plan_make(&x->plan[lane], &io, sel, err));
+	if (x->empty[lane]) {
+		qry_plan_fini(p);
+		p->base = &x->lim[lane];
+		p->n = x->fan.n;
+		if ((p->sel = sm_arena_calloc(x->arena, SM_MAX(p->n, 1),
+		    sizeof(*p->sel))) == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		return (0);
+	}
+	return (qry_plan_make(p, &io, &x->lim[lane], err));
 }
 
 /* Per-target requests of one lane under plan p, in x->arena, into reqs
@@ -231,8 +260,8 @@ meta_own(struct sm_mtree *m, struct sm_arena *a)
 
 /* One attempt of a multi-lane merge; SM_EAGAIN to start over. */
 static int
-merge_attempt(struct qry_query *x, const Smolder__V1__Select *const *sel,
-    struct sm_mtree *const *m, uint32_t nlanes, struct sm_err *err)
+merge_attempt(struct qry_query *x, struct sm_mtree *const *m, uint32_t nlanes,
+    struct sm_err *err)
 {
 	struct qry_fan *f = &x->fan;
 	Smolder__V1__Request **reqs;
@@ -243,7 +272,7 @@ merge_attempt(struct qry_query *x, const Smolder__V1__Select *const *sel,
 	if ((rv = query_open(x, err)) != 0)
 		return (rv);
 	for (uint32_t l = 0; l < nlanes; l++) {
-		if ((rv = query_plan(x, l, sel[l], err)) != 0)
+		if ((rv = query_plan(x, l, err)) != 0)
 			return (rv);
 	}
 	n = f->n;
@@ -288,10 +317,16 @@ int
 qry_merge_lanes(struct qry_query *x, const Smolder__V1__Select *const *sel,
     struct sm_mtree *const *m, uint32_t nlanes, struct sm_err *err)
 {
+	bool all_empty;
+	int rv;
+
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	x->nlanes = nlanes;
+	if ((rv = query_limits(x, sel, nlanes, &all_empty, err)) != 0 ||
+	    all_empty)
+		return (rv);
 	for (int attempt = 1;; attempt++) {
-		int rv = merge_attempt(x, sel, m, nlanes, err);
+		rv = merge_attempt(x, m, nlanes, err);
 
 		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS) {
 			/* Partial sums of this attempt are thrown away. */
@@ -312,8 +347,8 @@ qry_merge_lanes(struct qry_query *x, const Smolder__V1__Select *const *sel,
 
 /* One attempt of qry_planned; SM_EAGAIN to start over. */
 static int
-custom_attempt(struct qry_query *x, const Smolder__V1__Select *sel,
-    const struct qry_custom *c, struct sm_err *err)
+custom_attempt(struct qry_query *x, const struct qry_custom *c,
+    struct sm_err *err)
 {
 	struct qry_fan *f = &x->fan;
 	Smolder__V1__Request **reqs;
@@ -321,7 +356,7 @@ custom_attempt(struct qry_query *x, const Smolder__V1__Select *sel,
 	int rv;
 
 	if ((rv = query_open(x, err)) != 0 ||
-	    (rv = query_plan(x, 0, sel, err)) != 0)
+	    (rv = query_plan(x, 0, err)) != 0)
 		return (rv);
 	reqs = sm_arena_calloc(x->arena, SM_MAX(f->n, 1), sizeof(*reqs));
 	must = sm_arena_alloc(x->arena, SM_MAX(f->n, 1));
@@ -355,9 +390,14 @@ int
 qry_planned(struct qry_query *x, const Smolder__V1__Select *sel,
     const struct qry_custom *c, struct sm_err *err)
 {
+	bool empty;
+	int rv;
+
 	x->nlanes = 1;
+	if ((rv = query_limits(x, &sel, 1, &empty, err)) != 0 || empty)
+		return (rv);
 	for (int attempt = 1;; attempt++) {
-		int rv = custom_attempt(x, sel, c, err);
+		rv = custom_attempt(x, c, err);
 
 		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS) {
 			if (c->reset(c->arg) != 0)
@@ -445,6 +485,8 @@ qry_series(struct qry_query *x, uint32_t lane,
 	*out = NULL;
 	*nout = 0;
 	SM_ASSERT(lane < QRY_MAX_LANES);
+	if (x->empty[lane])
+		return (0);     /* before the lookback: no series */
 	SM_ASSERT(x->plan[lane].n == f->n);
 	if ((reqs = sm_arena_calloc(x->arena, SM_MAX(f->n, 1),
 	    sizeof(*reqs))) == NULL || (must = sm_arena_alloc(x->arena,
@@ -558,12 +600,18 @@ qry_series_select(struct qry_query *x,
     const Smolder__V1__SeriesRequest *sr, struct sm_arena *a,
     struct qry_series **out, uint32_t *nout, struct sm_err *err)
 {
-	x->nlanes = 1;
-	for (int attempt = 1;; attempt++) {
-		int rv;
+	const Smolder__V1__Select *sel = sr->select;
+	bool empty;
+	int rv;
 
+	*out = NULL;
+	*nout = 0;
+	x->nlanes = 1;
+	if ((rv = query_limits(x, &sel, 1, &empty, err)) != 0 || empty)
+		return (rv);
+	for (int attempt = 1;; attempt++) {
 		if ((rv = query_open(x, err)) == 0 &&
-		    (rv = query_plan(x, 0, sr->select, err)) == 0)
+		    (rv = query_plan(x, 0, err)) == 0)
 			rv = qry_series(x, 0, sr, a, out, nout, err);
 		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS)
 			continue;

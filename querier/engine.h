@@ -18,6 +18,14 @@
  *   qry_tree_select the stack-trace selector (call_site, go_pgo) applied to
  *                  a merged tree.
  *
+ * The tenant's range limits (max_query_lookback, then max_query_length:
+ * qry_limit_range, qry_int.h) are applied here, once per query, to every
+ * lane's select before anything is asked: the plans and the ingesters see
+ * the start moved up to the lookback; a lane whose range ended before it
+ * asks no ingester and merges to an empty tree / no series (a Diff's
+ * other side still runs); callers shape that as they shape "nothing
+ * matched", which is Pyroscope's empty answer with success.
+ *
  * Ownership: a qry_query owns its fan, plans and answers; strings of the
  * merge trees' metadata and of series labels point into the answers, so
  * keep the query until the result is written, then qry_query_fini().
@@ -40,6 +48,10 @@ struct qry_query {
 	struct qry_plan plan[QRY_MAX_LANES];
 	uint32_t nlanes;
 	struct sm_arena *arena;          /* per-round requests */
+	/* Each lane's select with the tenant's range limits applied
+	 * (qry_limit_range, engine.c query_limits): what the plans see. */
+	Smolder__V1__Select lim[QRY_MAX_LANES];
+	bool empty[QRY_MAX_LANES];       /* ended before max_query_lookback */
 };
 
 void qry_query_init(struct qry_query *x, struct querier *q);

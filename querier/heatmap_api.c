@@ -14,7 +14,11 @@
  *     series lacking a group_by label leaves it out); no group_by: one
  *     series with no labels.  Sorted by labels.  `limit` > 0 keeps the
  *     `limit` series holding the most profiles (ties by labels).
- *   - profiles whose time (ms) is in [start, end) count.
+ *   - profiles whose time (ms) is in [start, end) count, after the
+ *     tenant's range limits (qry_int.h qry_limit_range): a range that
+ *     ended before max_query_lookback asks nobody and answers no series;
+ *     an earlier start is moved up to the lookback.  SelectSeries
+ *     exemplars are looked up under the same limits.
  *   - x: slots at multiples of `step` (seconds, as SelectSeries); a
  *     profile at t ms falls in the slot floor(t / step) * step.  Only
  *     slots holding profiles are sent, sorted by timestamp.
@@ -295,8 +299,8 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	struct qry_fan f;
 	struct sm_selector s;
 	const char *tenant;
-	int64_t step_ms;
-	bool exemplars;
+	int64_t step_ms, start_ms, end_ms;
+	bool exemplars, empty;
 	int rv;
 
 	qry_fan_init(&f);
@@ -304,8 +308,11 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
 	    err)) != 0)
 		goto out;
+	start_ms = in->start;
+	end_ms = in->end;
 	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
-	    (rv = qry_check_length(q, tenant, in->start, in->end, err)) != 0)
+	    (rv = qry_limit_range(q, tenant, &start_ms, &end_ms, NULL, &empty,
+	    err)) != 0)
 		goto out;
 	if (in->query_type ==
 	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
@@ -337,7 +344,7 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 		goto out;
 	/* Individual profiles are selected by their exact time in
 	 * [start, end). */
-	if (qry_select_pb(&s, tenant, in->start, in->end, call->arena,
+	if (qry_select_pb(&s, tenant, start_ms, end_ms, call->arena,
 	    &sel) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -347,7 +354,10 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	pr.n_group_by = in->n_group_by;
 	rq.method_case = SMOLDER__V1__REQUEST__METHOD_PROFILES;
 	rq.profiles = &pr;
-	if ((rv = qry_fanout_same(q, &f, &rq, "profiles", err)) != 0)
+	/* Before max_query_lookback: no ingester is asked (f.n stays 0),
+	 * the answer is the one for no matching profile. */
+	if (!empty && (rv = qry_fanout_same(q, &f, &rq, "profiles",
+	    err)) != 0)
 		goto out;
 	/* Union of the answers; groups by label set. */
 	for (uint32_t i = 0; i < f.n; i++) {
@@ -559,10 +569,12 @@ qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
 {
 	Smolder__V1__Request rq = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__ProfilesRequest pr = SMOLDER__V1__PROFILES_REQUEST__INIT;
+	Smolder__V1__Select lsel;
 	struct qry_fan f;
 	char **keys = NULL;
 	Types__V1__Series *last_s = NULL;
 	size_t last_gi = SIZE_MAX;
+	bool empty;
 	int rv = 0;
 
 	if (exemplar_type == TYPES__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN)
@@ -572,7 +584,12 @@ qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
 	    out->n_series == 0)
 		return (0);
 	qry_fan_init(&f);
-	pr.select = sr->select;
+	/* The series' own range limits (they were answered under them). */
+	lsel = *sr->select;
+	if ((rv = qry_limit_range(q, lsel.tenant, &lsel.start_ms,
+	    &lsel.end_ms, NULL, &empty, err)) != 0 || empty)
+		return (rv);
+	pr.select = &lsel;
 	pr.group_by = sr->group_by;
 	pr.n_group_by = sr->n_group_by;
 	rq.method_case = SMOLDER__V1__REQUEST__METHOD_PROFILES;

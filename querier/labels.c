@@ -11,6 +11,10 @@
  * `query` is optional and takes any /render query form; `from`/`until` are
  * optional attime values -- when both are absent the whole stored history
  * is searched (og Pyroscope listed every app regardless of time).
+ * The tenant's range limits apply (qry_int.h qry_limit_range): with
+ * max_query_lookback "the whole history" is the lookback window, a range
+ * that ended before it lists nothing (200, empty list), and an explicit
+ * range is held to max_query_length.
  *
  * Decisions: /labels lists the names users tag with -- internal names
  * starting with "__" are left out, except __name__ (og listed it); the
@@ -110,13 +114,16 @@ reply_err(struct sm_http_req *r, int rv, const struct sm_err *err)
 
 /*
  * The selection of a label request: tenant, optional query, optional
- * range.  Fills `sel` (matchers in `a`) and *all_time.
+ * range.  Fills `sel` (matchers in `a`) and *all_time, with the tenant's
+ * range limits applied (qry_limit_range); *empty when the range ended
+ * before max_query_lookback (nothing to list).
  */
 static int
 label_select(struct querier *q, struct sm_http_req *r, struct sm_query *qq,
-    struct sm_arena *a, Smolder__V1__Select *sel, int *all_time,
+    struct sm_arena *a, Smolder__V1__Select *sel, int *all_time, bool *empty,
     struct sm_err *err)
 {
+	bool at;
 	const char *tenant, *query, *from, *until;
 	int64_t now = sm_now_ms();
 	int rv;
@@ -144,6 +151,11 @@ label_select(struct querier *q, struct sm_http_req *r, struct sm_query *qq,
 			return (sm_err_set(err, SM_EINVAL, "invalid time "
 			    "range: from is after until"));
 	}
+	at = *all_time;
+	if ((rv = qry_limit_range(q, tenant, &sel->start_ms, &sel->end_ms,
+	    &at, empty, err)) != 0)
+		return (rv);
+	*all_time = at;
 	sel->n_matchers = qq->sel.n;
 	sel->matchers = sm_arena_alloc(a, (size_t)SM_MAX(qq->sel.n, 1) *
 	    sizeof(*sel->matchers));
@@ -302,6 +314,7 @@ label_handler(struct sm_http_req *r, struct querier *q, int names_only,
 	char *names[] = { SM_LABEL_SERVICE_NAME, SM_LABEL_NAME, SM_LABEL_TYPE,
 		SM_LABEL_UNIT };
 	int all_time, rv, apps = 0;
+	bool empty;
 
 	sm_err_clear(&err);
 	sm_query_init(&qq);
@@ -320,7 +333,8 @@ label_handler(struct sm_http_req *r, struct querier *q, int names_only,
 			goto done;
 		}
 	}
-	if ((rv = label_select(q, r, &qq, a, &sel, &all_time, &err)) != 0) {
+	if ((rv = label_select(q, r, &qq, a, &sel, &all_time, &empty,
+	    &err)) != 0) {
 		reply_err(r, rv, &err);
 		goto done;
 	}
@@ -339,7 +353,8 @@ label_handler(struct sm_http_req *r, struct querier *q, int names_only,
 		lr.name = (char *)(v1 && strcmp(label, SM_LABEL_NAME) == 0 ?
 		    SM_LABEL_PROFILE_TYPE : label);
 	}
-	if ((rv = qry_labels(q, &lr, a, &res, &err)) != 0) {
+	memset(&res, 0, sizeof(res));
+	if (!empty && (rv = qry_labels(q, &lr, a, &res, &err)) != 0) {
 		reply_err(r, rv, &err);
 		goto done;
 	}
@@ -423,6 +438,7 @@ apps_handler(struct sm_http_req *r, void *arg)
 		const struct qry_labelset *ls;
 	} *apps = NULL;
 	uint32_t napps = 0;
+	bool all_time = true, empty;
 	int rv;
 
 	sm_err_clear(&err);
@@ -436,8 +452,14 @@ apps_handler(struct sm_http_req *r, void *arg)
 		goto out;
 	}
 	sel.tenant = (char *)tenant;
+	/* All time, which max_query_lookback narrows (qry_limit_range). */
+	if ((rv = qry_limit_range(q, tenant, &sel.start_ms, &sel.end_ms,
+	    &all_time, &empty, &err)) != 0) {
+		reply_err(r, rv, &err);
+		goto out;
+	}
 	lr.select = &sel;
-	lr.all_time = 1;
+	lr.all_time = all_time;
 	lr.kind = SMOLDER__V1__LABELS_KIND__SERIES_LABELS;
 	lr.n_label_names = SM_ARRAY_LEN(names);
 	lr.label_names = names;

@@ -47,7 +47,8 @@ int qry_route_http(struct querier *q, const char *method, const char *path,
 
 /*
  * The query limits of `tenant` (max_query_length_ms,
- * max_flamegraph_nodes_default/_max of *out): its runtime overrides
+ * max_query_lookback_ms, max_flamegraph_nodes_default/_max and
+ * max_concurrent_queries of *out): its runtime overrides
  * (common/overrides.h) over the -querier.* flags.  Other fields of *out
  * are not meaningful.  Thread-safe.
  */
@@ -55,14 +56,43 @@ void qry_tenant_limits(struct querier *q, const char *tenant,
     struct sm_limits *out);
 
 /*
- * max_query_length of `tenant` over [start, end] (ms): 0, or SM_EINVAL
- * with Pyroscope's message.  Checked where every planned query starts
- * (engine.c query_plan: merges, diffs, series, spans, /render), by the
- * heatmap and stats APIs (which fan out without a plan) and by label
- * queries (connect_api.c), so no API reads more than the limit.
+ * The range limits of `tenant` on a query over [*start, *end] (ms), as
+ * Pyroscope's ValidateRangeRequest, in its order:
+ *
+ *   max_query_lookback  with now - lookback = min: a range that ends
+ *                       before min reads nothing -- *empty = true and 0,
+ *                       not an error: the API answers its empty shape
+ *                       with success, as when no series matches; a start
+ *                       before min is moved up to min (*start changed);
+ *   max_query_length    then, on the range left: longer is SM_EINVAL
+ *                       with Pyroscope's message.
+ *
+ * `all_time` (label queries, NULL elsewhere): in, the request has no
+ * range (start = end = 0, every stored series); with a lookback it
+ * becomes [min, now] and *all_time false; all time is not checked
+ * against max_query_length (it never was).
+ *
+ * Where it is applied -- every API that reads profiles, series or labels,
+ * so no API reads more than the limits:
+ *   - the engine (engine.c query_limits), once per query before any
+ *     fan-out, for every lane: /render, /render-diff (and /pyroscope/
+ *     ones), SelectMergeStacktraces, SelectMergeProfile, Diff (each side
+ *     on its own), SelectSeries, SelectMergeSpanProfile; an empty lane
+ *     asks no ingester and its merge tree / series stay empty;
+ *   - render_parse, for a 400 before any work (the engine applies it
+ *     again; the rule is idempotent);
+ *   - label queries: /labels, /label-values, /pyroscope/label-values,
+ *     /api/apps (labels.c) and LabelNames, LabelValues, Series and
+ *     ProfileTypes (connect_api.c labels_or): "series and metadata" in
+ *     Pyroscope's words, so a profile type or label seen only before the
+ *     lookback is not listed;
+ *   - the fan-outs without a plan: SelectHeatmap, SelectSeries exemplars
+ *     (heatmap_api.c) and AnalyzeQuery (stats_api.c);
+ *   - not GetProfileStats: it has no range (it tells whether the tenant
+ *     has any data at all, for Drilldown's onboarding page).
  */
-int qry_check_length(struct querier *q, const char *tenant, int64_t start,
-    int64_t end, struct sm_err *err);
+int qry_limit_range(struct querier *q, const char *tenant, int64_t *start,
+    int64_t *end, bool *all_time, bool *empty, struct sm_err *err);
 
 /* --- fan-out (fanout.c) ------------------------------------------------ */
 

@@ -10,7 +10,7 @@
 const struct sm_flag *
 qry_flags(struct qry_config *cfg, size_t *n)
 {
-	static struct sm_flag f[6];
+	static struct sm_flag f[7];
 
 	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
 		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
@@ -38,6 +38,12 @@ qry_flags(struct qry_config *cfg, size_t *n)
 		"Queries one tenant may have running at once in this querier; "
 		"more get 429 at once, other tenants are unaffected (0 = no "
 		"limit; per tenant: max_concurrent_queries)." };
+	f[6] = (struct sm_flag){ "querier.max-query-lookback",
+		SM_FLAG_DURATION, &cfg->max_query_lookback_ms, "0",
+		"How far back from now queries may read (0 = no limit); a "
+		"query's start is moved up to now minus this, a query that "
+		"ends before it answers empty (per tenant: "
+		"max_query_lookback)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -50,6 +56,7 @@ qry_tenant_limits(struct querier *q, const char *tenant,
 
 	memset(&def, 0, sizeof(def));
 	def.max_query_length_ms = q->cfg.max_query_length_ms;
+	def.max_query_lookback_ms = q->cfg.max_query_lookback_ms;
 	def.max_flamegraph_nodes_default = q->cfg.max_nodes_default;
 	def.max_flamegraph_nodes_max = q->cfg.max_nodes_max;
 	def.max_concurrent_queries = q->cfg.max_concurrent;
@@ -57,17 +64,38 @@ qry_tenant_limits(struct querier *q, const char *tenant,
 }
 
 int
-qry_check_length(struct querier *q, const char *tenant, int64_t start,
-    int64_t end, struct sm_err *err)
+qry_limit_range(struct querier *q, const char *tenant, int64_t *start,
+    int64_t *end, bool *all_time, bool *empty, struct sm_err *err)
 {
 	struct sm_limits lim;
 
+	*empty = false;
 	qry_tenant_limits(q, tenant, &lim);
-	if (lim.max_query_length_ms > 0 && end - start >
+	if (lim.max_query_lookback_ms > 0) {
+		int64_t now = sm_now_ms();
+		int64_t min = now - lim.max_query_lookback_ms;
+
+		if (all_time != NULL && *all_time) {
+			/* All time is the lookback window. */
+			*all_time = false;
+			*start = min;
+			*end = now;
+			return (0);
+		}
+		if (*end < min) {
+			*empty = true;
+			return (0);
+		}
+		if (*start < min)
+			*start = min;
+	}
+	if (all_time != NULL && *all_time)
+		return (0);
+	if (lim.max_query_length_ms > 0 && *end - *start >
 	    lim.max_query_length_ms)
 		return (sm_err_set(err, SM_EINVAL, "the query time range "
 		    "exceeds the limit (max_query_length, actual: %llds, "
-		    "limit: %llds)", (long long)(end - start) / 1000,
+		    "limit: %llds)", (long long)(*end - *start) / 1000,
 		    (long long)lim.max_query_length_ms / 1000));
 	return (0);
 }

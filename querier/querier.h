@@ -10,10 +10,12 @@
  * once to maxNodes and renders.  The timeline comes from a second fan-out
  * of per-step totals under the same plan.
  *
- * Limits: max_query_length and max_flamegraph_nodes_default/_max are the
- * -querier.* flags, replaced per tenant by the runtime overrides
- * (common/overrides.h) when cfg.overrides is set (qry_tenant_limits);
- * max_query_length is checked for every query API (qry_check_length);
+ * Limits: max_query_length, max_query_lookback and
+ * max_flamegraph_nodes_default/_max are the -querier.* flags, replaced per
+ * tenant by the runtime overrides (common/overrides.h) when cfg.overrides
+ * is set (qry_tenant_limits); max_query_lookback and max_query_length are
+ * applied to every query API's range by one rule (qry_limit_range,
+ * qry_int.h);
  * max_concurrent_queries bounds each tenant's queries in flight at every
  * query route (gate.h).
  *
@@ -36,6 +38,7 @@ struct qry_config {
 	int64_t max_nodes_max;        /* -querier.max-flamegraph-nodes-max */
 	int64_t timeout_ms;           /* -querier.timeout */
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
+	int64_t max_query_lookback_ms; /* -querier.max-query-lookback, 0 off */
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */

@@ -22,7 +22,13 @@
  *     ceil((until - start) / step) points, so the last partial step is
  *     not dropped;
  *   - a range longer than -querier.max-query-length is 400 with
- *     Pyroscope's query_limit message;
+ *     Pyroscope's query_limit message (measured after
+ *     max_query_lookback moved its start, as Pyroscope);
+ *   - a range that ends before max_query_lookback is an empty profile
+ *     (no flamebearer nodes, zero timeline) with 200; one that starts
+ *     before it reads from the lookback on, and its timeline still
+ *     covers from..until, 0 before the lookback, as Pyroscope's
+ *     backfilled timeline;
  *   - format=collapsed is streamed (collapsed_reply below): a failure
  *     after the 200 line can only cut the body short;
  *   - after a large query the freed heap is given back (sm_mem_release,
@@ -91,9 +97,17 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	if (p->start > p->end)
 		return (sm_err_set(err, SM_EINVAL, "invalid time range: from "
 		    "is after until"));
-	/* Before any work; query_plan checks it again for every API. */
-	if ((rv = qry_check_length(qr, p->tenant, p->start, p->end, err)) != 0)
-		return (rv);
+	/* The range limits before any work, for their 400; the engine
+	 * applies them to the query itself (the timeline keeps the asked
+	 * range: steps before the lookback are 0). */
+	{
+		int64_t s = p->start, e = p->end;
+		bool empty;
+
+		if ((rv = qry_limit_range(qr, p->tenant, &s, &e, NULL, &empty,
+		    err)) != 0)
+			return (rv);
+	}
 	qry_tenant_limits(qr, p->tenant, &lim);
 	/* As Pyroscope: max-nodes, then maxNodes; unparsable or 0 ignored. */
 	if ((v = sm_http_query(r, "max-nodes")) != NULL &&

@@ -36,7 +36,10 @@
  * total_bytes_in_time_range = the two scopes' profile_bytes,
  * total_queried_series = distinct series across both scopes,
  * deduplication_needed = more than one ingester answered and the ring
- * replicates (RF > 1).
+ * replicates (RF > 1).  The range limits apply (qry_int.h
+ * qry_limit_range): a range before max_query_lookback asks nobody and
+ * answers both scopes with zeros (component_count 0); GetProfileStats has
+ * no range and is not limited.
  */
 #include "qry_int.h"
 
@@ -195,14 +198,19 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 	struct qry_fan f;
 	struct sm_query qq;
 	const char *tenant;
+	int64_t start, end;
+	bool empty;
 	int rv;
 
 	qry_fan_init(&f);
 	sm_query_init(&qq);
 	if ((rv = st_tenant(q, call, &tenant, err)) != 0)
 		goto out;
+	start = in->start;
+	end = in->end;
 	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
-	    (rv = qry_check_length(q, tenant, in->start, in->end, err)) != 0)
+	    (rv = qry_limit_range(q, tenant, &start, &end, NULL, &empty,
+	    err)) != 0)
 		goto out;
 	if (in->query == NULL || in->query[0] == '\0') {
 		rv = sm_err_set(err, SM_EINVAL, "query is required");
@@ -210,7 +218,7 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 	}
 	if ((rv = sm_query_parse(&qq, in->query, err)) != 0)
 		goto out;
-	if ((rv = qry_select_pb(&qq.sel, tenant, in->start, in->end,
+	if ((rv = qry_select_pb(&qq.sel, tenant, start, end,
 	    call->arena, &sel)) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -225,7 +233,9 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 	}
 	querier__v1__analyze_query_response__init(out);
 	querier__v1__query_impact__init(imp);
-	if ((rv = analyze_fan(q, &f, &sel, false, err)) != 0)
+	/* Before max_query_lookback nothing is read: no ingester is asked
+	 * (f.n stays 0), both scopes are zero. */
+	if (!empty && (rv = analyze_fan(q, &f, &sel, false, err)) != 0)
 		goto out;
 	for (uint32_t i = 0; i < f.n; i++) {
 		const Smolder__V1__AnalyzeResponse *a;

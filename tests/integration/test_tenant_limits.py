@@ -232,7 +232,7 @@ def main(r):
             g.describe())
 
     # max_query_length holds for every API that reads profiles or labels,
-    # not only /render (querier/engine.c query_plan, connect_api.c).
+    # not only /render (querier/qry_int.h qry_limit_range).
     def connect(tenant, method, msg):
         return srv.request(
             "POST", "/querier.v1.QuerierService/" + method,
