@@ -39,6 +39,17 @@
  *   max_concurrent_queries        integer >= 0 (0 = no limit; Smolder's,
  *                                 querier/gate.h)
  *
+ * and the active-series limits, overriding the -ingester.* flags (read by
+ * the distributor, which sends each ingester its local limit:
+ * distributor/push.c; integers >= 0, 0 = no limit):
+ *
+ *   max_global_series_per_tenant  -ingester.max-global-series-per-tenant,
+ *                                 0: series of the tenant across the
+ *                                 cluster, enforced per ingester as
+ *                                 global / healthy ingesters * RF
+ *   max_local_series_per_tenant   -ingester.max-local-series-per-tenant,
+ *                                 0: series of the tenant per ingester
+ *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
  * burst, so Pyroscope's 4/2 would start refusing, on upgrade, every
@@ -108,6 +119,9 @@ struct sm_limits {
 	int64_t max_flamegraph_nodes_default;         /* > 0 */
 	int64_t max_flamegraph_nodes_max;             /* 0 = no limit */
 	int64_t max_concurrent_queries;               /* 0 = no limit */
+	/* Active series (distributor/push.c, ingester/db.h). */
+	int64_t max_global_series_per_tenant;         /* 0 = no limit */
+	int64_t max_local_series_per_tenant;          /* 0 = no limit */
 };
 
 struct sm_overrides;
