@@ -152,9 +152,10 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"ingestion_burst_size_mb." };
 	f[22] = (struct sm_flag){ "ingester.max-global-series-per-tenant",
 		SM_FLAG_INT, &cfg->max_global_series, "0",
-		"Most active series (in ingester heads) per tenant across the "
-		"cluster; each ingester enforces global / healthy ingesters * "
-		"replication factor, sent by the distributor, so set it on "
+		"Most active series (series in ingester heads) per tenant "
+		"across the cluster, enforced by each ingester as its share: "
+		"global * min(RF, healthy ingesters) / healthy ingesters, "
+		"computed and sent by the distributor, so set it on "
 		"distributors. A write adding series past it is 429 (0 = no "
 		"limit; Pyroscope's default is 5000). Per tenant: "
 		"max_global_series_per_tenant." };
