@@ -128,9 +128,17 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
 	else if (a == NULL || wslot < 0 ||
 	    sm_rpc_multi_response(mc, (uint32_t)wslot, a, &resp, &e) == 0)
 		sm_err_set(&e, worst, "%s", sm_strerror(worst));
-	if (rv == SM_ELIMIT && worst == SM_ELIMIT)
-		sm_err_set(err, rv, "%s", e.msg);   /* the limit's own words */
-	else
+	if (rv == SM_ELIMIT && worst == SM_ELIMIT) {
+		const char *url = snap->m[slot_member[wslot]]->url;
+		const char *m = e.msg;
+		size_t ul = strlen(url);
+
+		/* The limit's own words, without the ingester's address
+		 * (sm_rpc_multi_response puts it first). */
+		if (strncmp(m, url, ul) == 0 && strncmp(m + ul, ": ", 2) == 0)
+			m += ul + 2;
+		sm_err_set(err, rv, "%s", m);
+	} else
 		sm_err_set(err, rv, "write acknowledged by %u of %u replicas, "
 		    "quorum %u; ingester %s: %s", ok, nrep, q, wslot >= 0 ?
 		    snap->m[slot_member[wslot]]->url : "?", e.msg);
