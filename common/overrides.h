@@ -58,6 +58,12 @@
  * limit).  The limit is opt-in: -distributor.ingestion-rate-limit-mb=4
  * gives Pyroscope's behaviour for every tenant.
  *
+ * Default series limits 0, not Pyroscope's 5000 global: Smolder had no
+ * series limit, and a head holds a tenant's series for up to
+ * -ingester.block-duration (1h), so 5000 would start refusing, on
+ * upgrade, the uploads of every tenant with more series than that, which
+ * work today.  Opt in per tenant, or with the flags for all.
+ *
  * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576); the two
  * _mb values are decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).
  *

@@ -57,8 +57,8 @@ struct dist_config {
 	int64_t hints_max_age_ms;       /* -distributor.hints-max-age */
 	char *ingestion_rate_mb;        /* -distributor.ingestion-rate-limit-mb */
 	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
-	int64_t max_global_series;      /* -ingester.max-global-series-per-tenant */
-	int64_t max_local_series;       /* -ingester.max-local-series-per-tenant */
+	int64_t max_global_series;      /* -ingester.max-global-series-... */
+	int64_t max_local_series;       /* -ingester.max-local-series-... */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 

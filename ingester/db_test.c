@@ -65,7 +65,8 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 		dist_batch_add(&b, s, node, atoll(eq + 1));
 	}
 	if (dist_batch_finish(&b) != 0 ||
-	    dist_batch_encode(&b, tenant, id, NULL, 0, use_max_series, out) != 0)
+	    dist_batch_encode(&b, tenant, id, NULL, 0, use_max_series,
+	    out) != 0)
 		abort();
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
@@ -1259,5 +1260,5 @@ SM_TEST_MAIN(
 	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
 	{ "analyze: index statistics per heads and blocks", test_analyze },
-	{ "the active-series limit refuses new series whole", test_series_limit },
+	{ "the series limit refuses new series whole", test_series_limit },
 )

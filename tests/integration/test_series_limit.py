@@ -18,7 +18,9 @@ tenant `b` nothing (the flag's default: no limit).
      smolder_ingester_active_series is 50 for `a`, 80 for `b`;
      smolder_ingester_series_limit_refusals_total{tenant="a"} counts them.
   5. Every acknowledged write is queryable with exact totals (per stack,
-     for both tenants), and nothing of a refused one is.
+     for both tenants), and nothing of a refused one is.  Then 2000
+     uploads of new series of `a` (all 429) leave the ingester's head
+     bytes exactly as they were: a refused series keeps no memory.
   6. After /ingester/flush (the head is cut: its series stop being
      active) `a` can add new series again, up to the limit: 50 fresh ones
      pass, the next is 429; totals stay exact across the cut.
@@ -42,6 +44,7 @@ from smolder import Server, run_script  # noqa: E402
 
 BUDGET_S = 150
 LIMIT = 50
+FLOOD = 2000
 OVERRIDES = ("overrides:\n"
              "  a:\n"
              "    max_global_series_per_tenant: %d\n" % LIMIT)
@@ -209,6 +212,32 @@ def main(r):
                 resp.describe() if got is None else
                 "missing/extra: %s" % sorted(set(got.items()) ^
                                              set(w.acked.items()))[:6])
+
+    # 5b. A flood of new series past the limit allocates nothing that
+    # lasts: the head's bytes do not move (RSS printed for the record).
+    def rss_kib():
+        try:
+            with open("/proc/%d/status" % srv.proc.pid) as f:
+                for ln in f:
+                    if ln.startswith("VmRSS:"):
+                        return int(ln.split()[1])
+        except (OSError, AttributeError, ValueError):
+            return -1
+        return -1
+    hb0, rss0 = metric(srv, "smolder_ingester_head_bytes"), rss_kib()
+    t5 = time.monotonic()
+    n0 = len(a.refused)
+    for k in range(FLOOD):
+        a.up("flood%d" % k, "main;flood;f%d" % k, 1)
+    took = time.monotonic() - t5
+    hb1, rss1 = metric(srv, "smolder_ingester_head_bytes"), rss_kib()
+    print("flood: %d refused uploads of new series in %.2f s (%.0f/s); "
+          "head bytes %d -> %d; RSS %d -> %d KiB" % (
+              FLOOD, took, FLOOD / took, hb0, hb1, rss0, rss1))
+    r.eq(len(a.refused) - n0, FLOOD, "every flood upload is 429")
+    r.eq(hb1, hb0, "head bytes unchanged by %d refused series" % FLOOD)
+    r.eq(metric(srv, "smolder_ingester_active_series", tenant="a"), LIMIT,
+         "a's active series still 50")
 
     # 6. A cut: the head's series stop being active.
     fl = srv.request("POST", "/ingester/flush")
