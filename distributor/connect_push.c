@@ -356,8 +356,9 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 		if ((rv = dist_push(d, tenant, &items[i].b, items[i].has_id ?
 		    items[i].id : NULL, err)) != 0) {
 			pushed = true;    /* an ingester's answer: its limit */
-			sm_warn("distributor", "push failed\ttenant=%s err=\"%s\"",
-			    tenant, err->msg);
+			if (rv != SM_ELIMIT)    /* counted, not logged */
+				sm_warn("distributor", "push failed\ttenant=%s "
+				    "err=\"%s\"", tenant, err->msg);
 			goto out;
 		}
 		nseries += items[i].b.nseries;

@@ -634,10 +634,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		goto done;
 	}
 	if ((rv = dist_push(d, tenant, &b, NULL, &err)) != 0) {
-		sm_warn("distributor", "write failed\ttenant=%s err=\"%s\"",
-		    tenant, err.msg);
+		/* A tenant over its series limit is counted, not logged
+		 * (one line per upload of a flood); like the rate limit. */
 		if (rv == SM_ELIMIT)
 			why = "series_limit";
+		else
+			sm_warn("distributor", "write failed\ttenant=%s "
+			    "err=\"%s\"", tenant, err.msg);
 		reply_rv(r, rv, &err);
 		goto done;
 	}
