@@ -108,6 +108,8 @@ static const struct ov_key {
 	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
 	OV_K(max_flamegraph_nodes_max, OV_INT),
 	OV_K(max_concurrent_queries, OV_INT),
+	OV_K(max_global_series_per_tenant, OV_INT),
+	OV_K(max_local_series_per_tenant, OV_INT),
 #undef OV_K
 };
 

@@ -42,6 +42,17 @@
  *   max_concurrent_queries        integer >= 0 (0 = no limit; Smolder's,
  *                                 querier/gate.h)
  *
+ * and the active-series limits, overriding the -ingester.* flags (read by
+ * the distributor, which sends each ingester its local limit:
+ * distributor/push.c; integers >= 0, 0 = no limit):
+ *
+ *   max_global_series_per_tenant  -ingester.max-global-series-per-tenant,
+ *                                 0: series of the tenant across the
+ *                                 cluster, enforced per ingester as
+ *                                 global / healthy ingesters * RF
+ *   max_local_series_per_tenant   -ingester.max-local-series-per-tenant,
+ *                                 0: series of the tenant per ingester
+ *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
  * burst, so Pyroscope's 4/2 would start refusing, on upgrade, every
@@ -49,6 +60,12 @@
  * max_profile_size_bytes = 4 MiB, JFR recordings up to the 256 MiB body
  * limit).  The limit is opt-in: -distributor.ingestion-rate-limit-mb=4
  * gives Pyroscope's behaviour for every tenant.
+ *
+ * Default series limits 0, not Pyroscope's 5000 global: Smolder had no
+ * series limit, and a head holds a tenant's series for up to
+ * -ingester.block-duration (1h), so 5000 would start refusing, on
+ * upgrade, the uploads of every tenant with more series than that, which
+ * work today.  Opt in per tenant, or with the flags for all.
  *
  * A "MB" is 2^20 bytes, as in Pyroscope (bytesInMB = 1048576); the two
  * _mb values are decimal numbers >= 0 (fractions allowed: 0.5 is 512 KiB).
@@ -112,6 +129,9 @@ struct sm_limits {
 	int64_t max_flamegraph_nodes_default;         /* > 0 */
 	int64_t max_flamegraph_nodes_max;             /* 0 = no limit */
 	int64_t max_concurrent_queries;               /* 0 = no limit */
+	/* Active series (distributor/push.c, ingester/db.h). */
+	int64_t max_global_series_per_tenant;         /* 0 = no limit */
+	int64_t max_local_series_per_tenant;          /* 0 = no limit */
 };
 
 struct sm_overrides;

@@ -77,7 +77,9 @@ test_good_file(void)
 	    "    max_query_lookback: 1d\n"
 	    "    max_query_length: 24h\n"
 	    "    max_flamegraph_nodes_max: 100\n"
+	    "    max_global_series_per_tenant: 50\n"
 	    "  b:\n"
+	    "    max_local_series_per_tenant: 7\n"
 	    "    ingestion_burst_size_mb: 8\n"
 	    "    max_label_names_per_series: 3\n"
 	    "    max_profile_size_bytes: 1000\n"
@@ -95,7 +97,11 @@ test_good_file(void)
 	SM_CHECK_EQ(l.max_query_lookback_ms, 24 * 3600 * 1000);
 	SM_CHECK_EQ(l.max_flamegraph_nodes_max, 100);
 	SM_CHECK_EQ(l.max_flamegraph_nodes_default, 8192);
+	SM_CHECK_EQ(l.max_global_series_per_tenant, 50);
+	SM_CHECK_EQ(l.max_local_series_per_tenant, 0);
 	sm_overrides_get(o, "b", &def, &l);
+	SM_CHECK_EQ(l.max_global_series_per_tenant, 0);
+	SM_CHECK_EQ(l.max_local_series_per_tenant, 7);
 	SM_CHECK(l.ingestion_rate_mb == 4 && l.ingestion_burst_size_mb == 8);
 	SM_CHECK_EQ(l.max_label_names_per_series, 3);
 	SM_CHECK_EQ(l.max_profile_size_bytes, 1000);
@@ -140,6 +146,8 @@ test_bad_files(void)
 		{ "overrides:\n  a:\n    max_label_names_per_series: 2.5\n",
 		    "must be an integer >= 0" },
 		{ "overrides:\n  a:\n    max_profile_stacktrace_depth: -1\n",
+		    "must be an integer >= 0" },
+		{ "overrides:\n  a:\n    max_global_series_per_tenant: -5\n",
 		    "must be an integer >= 0" },
 		{ "overrides: [a]\n", "must be a mapping" },
 		{ "- a\n", "must be a mapping" },

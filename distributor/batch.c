@@ -25,6 +25,8 @@ dist_limits_default(struct dist_limits *l)
 	l->max_depth = 1000;
 	l->max_symbol_len = 65535;
 	sm_label_limits_default(&l->labels);
+	l->max_global_series = 0;
+	l->max_local_series = 0;
 }
 
 int
@@ -390,7 +392,7 @@ dist_batch_series_total(const struct dist_batch *b, uint32_t idx)
 int
 dist_batch_encode(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
-    struct sm_buf *out)
+    uint32_t max_series, struct sm_buf *out)
 {
 	Smolder__V1__WriteRequest req = SMOLDER__V1__WRITE_REQUEST__INIT;
 	Smolder__V1__StackTree tree = SMOLDER__V1__STACK_TREE__INIT;
@@ -463,6 +465,7 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
 	req.tenant = (char *)tenant;
 	req.profile_id.data = (uint8_t *)profile_id;
 	req.profile_id.len = 16;
+	req.max_series = max_series;
 	req.tree = &tree;
 	req.n_series = nwhich;
 	req.series = sm_arena_alloc(a, (size_t)SM_MAX(nwhich, 1) *

@@ -42,6 +42,9 @@ struct dist_limits {
 	uint32_t max_depth;           /* max_profile_stacktrace_depth, 1000 */
 	uint32_t max_symbol_len;      /* max_profile_symbol_value_length, 65535 */
 	struct sm_label_limits labels;
+	/* Active series, enforced by the ingesters (push.c); 0 = none. */
+	uint32_t max_global_series;   /* max_global_series_per_tenant */
+	uint32_t max_local_series;    /* max_local_series_per_tenant */
 };
 
 void dist_limits_default(struct dist_limits *l);
@@ -156,10 +159,12 @@ int64_t dist_batch_series_total(const struct dist_batch *b, uint32_t idx);
  * (16 bytes), ready to send.  `which` (nwhich sorted series indexes)
  * restricts it to those series, NULL means all: the replicas of one
  * upload may differ per series.  Only frames and nodes reachable from a
- * sent leaf are sent.  Returns 0 or SM_ENOMEM.
+ * sent leaf are sent.  `max_series` is the receiving ingester's
+ * active-series limit for the tenant (WriteRequest.max_series, push.c;
+ * 0 = none).  Returns 0 or SM_ENOMEM.
  */
 int dist_batch_encode(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
-    struct sm_buf *out);
+    uint32_t max_series, struct sm_buf *out);
 
 #endif /* DIST_BATCH_H */

@@ -154,7 +154,8 @@ test_encode_prunes_and_roundtrips(void)
 	SM_REQUIRE(dist_batch_frame(&b, "orphan", 6, &name) == 0);
 	SM_REQUIRE(dist_batch_node(&b, 0, name, &unused) == 0);
 	SM_REQUIRE(dist_batch_finish(&b) == 0);
-	SM_REQUIRE(dist_batch_encode(&b, "tenant-x", id, NULL, 0, &out) == 0);
+	SM_REQUIRE(dist_batch_encode(&b, "tenant-x", id, NULL, 0, 0,
+	    &out) == 0);
 	req = smolder__v1__request__unpack(NULL, out.len, (uint8_t *)out.b);
 	SM_REQUIRE(req != NULL);
 	SM_REQUIRE(req->method_case == SMOLDER__V1__REQUEST__METHOD_WRITE);

@@ -301,6 +301,7 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	const char *tenant = NULL;
 	size_t nitems = 0, k = 0, bytes = 0;
 	uint32_t nseries = 0;
+	bool pushed = false;              /* rv is dist_push's */
 	int64_t now = sm_now_ms();
 	int rv, status;
 
@@ -354,8 +355,10 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 			continue;      /* only zero values: nothing to store */
 		if ((rv = dist_push(d, tenant, &items[i].b, items[i].has_id ?
 		    items[i].id : NULL, err)) != 0) {
-			sm_warn("distributor", "push failed\ttenant=%s err=\"%s\"",
-			    tenant, err->msg);
+			pushed = true;    /* an ingester's answer: its limit */
+			if (rv != SM_ELIMIT)    /* counted, not logged */
+				sm_warn("distributor", "push failed\ttenant=%s "
+				    "err=\"%s\"", tenant, err->msg);
 			goto out;
 		}
 		nseries += items[i].b.nseries;
@@ -371,7 +374,8 @@ out:
 		status = 200;
 	else
 		sm_connect_code_for(rv, &status);
-	dist_observe(tenant, status, bytes, nseries);
+	dist_observe(tenant, status, bytes, nseries, rv == SM_ELIMIT &&
+	    pushed ? "series_limit" : NULL);
 	for (size_t i = 0; i < k; i++) {
 		if (items[i].inited)
 			dist_batch_fini(&items[i].b);

@@ -57,9 +57,23 @@ int dist_rate_check(struct distributor *d, const char *tenant,
 int dist_push(struct distributor *d, const char *tenant,
     struct dist_batch *b, const uint8_t *profile_id, struct sm_err *err);
 
-/* Count an upload's outcome in the distributor metrics (by HTTP status). */
+/*
+ * The active-series limit an ingester enforces for a tenant whose limits
+ * are `global` (max_global_series_per_tenant) and `local`
+ * (max_local_series_per_tenant), with `nhealthy` healthy ring members and
+ * replication factor `rf` (push.c explains the formula).  0 = no limit.
+ */
+uint32_t dist_series_limit(uint32_t global, uint32_t local, uint32_t nhealthy,
+    uint32_t rf);
+
+/*
+ * Count an upload's outcome in the distributor metrics: a refusal under
+ * `reason` (discarded_profiles_total's label), or NULL for the reason its
+ * HTTP status implies (429 = rate_limited, ...).  dist_push's SM_ELIMIT
+ * is "series_limit" (an ingester's active-series limit, push.c).
+ */
 void dist_observe(const char *tenant, int status, size_t len,
-    uint32_t nseries);
+    uint32_t nseries, const char *reason);
 
 /*
  * Parse a UUID in the forms Go's uuid.Parse accepts (xxxxxxxx-xxxx-...,

@@ -15,6 +15,12 @@
  * charged to the tenant's ingestion rate (ratelimit.h) before parsing:
  * over the rate is 429 resource_exhausted (Connect too), counted as
  * smolder_distributor_discarded_profiles_total{reason="rate_limited"}.
+ * The active-series limits (max_global_series_per_tenant,
+ * max_local_series_per_tenant; -ingester.max-*-series-per-tenant flags,
+ * read here since the ingesters have neither the ring nor the overrides)
+ * are converted per write into the ingester's share and sent with it
+ * (push.c); an ingester's refusal is 429 resource_exhausted, counted as
+ * reason="series_limit".
  *
  * Ownership: borrows the HTTP server and the ring.
  * Locking: handlers run concurrently; the only mutable shared state is
@@ -51,6 +57,8 @@ struct dist_config {
 	int64_t hints_max_age_ms;       /* -distributor.hints-max-age */
 	char *ingestion_rate_mb;        /* -distributor.ingestion-rate-limit-mb */
 	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
+	int64_t max_global_series;      /* -ingester.max-global-series-... */
+	int64_t max_local_series;       /* -ingester.max-local-series-... */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 

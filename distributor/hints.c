@@ -208,7 +208,7 @@ static bool
 rejected(int rv)
 {
 	return (rv == SM_EMALFORMED || rv == SM_EINVAL || rv == SM_EPROTO ||
-	    rv == SM_ETOOBIG);
+	    rv == SM_ETOOBIG || rv == SM_ELIMIT);
 }
 
 /* One walk over the queue.  Returns after the stop flag too. */

@@ -16,7 +16,9 @@
  * not take it gets a hint holding the exact WriteRequest bytes it was, or
  * would have been, sent, under the upload's profile id:
  *   - a replica whose call failed or is still in flight at the verdict
- *     (an in-flight call is watched: if it ends well the hint is dropped);
+ *     (an in-flight call is watched: if it ends well the hint is dropped),
+ *     unless it refused the write for good: malformed, or over the
+ *     tenant's active-series limit (SM_ELIMIT, push.c);
  *   - a token owner the ring skipped because it was unhealthy (its series
  *     went to the next healthy owner instead; after delivery the series
  *     has RF + 1 copies, which the plan de-duplicates like any replica).
@@ -31,7 +33,9 @@
  *
  * Delivery.  One thread, in arrival order per member, each call bounded by
  * -distributor.push.timeout, only to members the ring sees healthy;
- * failures back off from 200 ms, doubling to 5 s.  Memory is bounded by
+ * failures back off from 200 ms, doubling to 5 s; a refusal for good
+ * (malformed, or SM_ELIMIT: the member is at the tenant's active-series
+ * limit) drops the hint as "rejected".  Memory is bounded by
  * -distributor.hints-max-bytes; a hint that does not fit is dropped
  * (counted).  Hints live in memory only: a distributor restart forgets
  * them (the data is still on a quorum; only the repair is lost).

@@ -68,7 +68,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[22];
+	static struct sm_flag f[24];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -150,6 +150,20 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Per-tenant ingestion burst in MiB: the most a tenant may send "
 		"at once (larger uploads are always 429). Per tenant: "
 		"ingestion_burst_size_mb." };
+	f[22] = (struct sm_flag){ "ingester.max-global-series-per-tenant",
+		SM_FLAG_INT, &cfg->max_global_series, "0",
+		"Most active series (series in ingester heads) per tenant "
+		"across the cluster, enforced by each ingester as its share: "
+		"global * min(RF, healthy ingesters) / healthy ingesters, "
+		"computed and sent by the distributor, so set it on "
+		"distributors. A write adding series past it is 429 (0 = no "
+		"limit; Pyroscope's default is 5000). Per tenant: "
+		"max_global_series_per_tenant." };
+	f[23] = (struct sm_flag){ "ingester.max-local-series-per-tenant",
+		SM_FLAG_INT, &cfg->max_local_series, "0",
+		"Most active series per tenant on each ingester (0 = no "
+		"limit); with a global limit too, the lower one applies. Per "
+		"tenant: max_local_series_per_tenant." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -218,7 +232,8 @@ discard_reason(int status)
 }
 
 void
-dist_observe(const char *tenant, int st, size_t len, uint32_t nseries)
+dist_observe(const char *tenant, int st, size_t len, uint32_t nseries,
+    const char *reason)
 {
 	pthread_once(&dist_metrics_once, dist_metrics_register);
 	if (tenant == NULL)
@@ -229,15 +244,15 @@ dist_observe(const char *tenant, int st, size_t len, uint32_t nseries)
 		sm_counter_add(sm_metric_child(m_series, tenant), nseries);
 	} else {
 		sm_counter_inc(sm_metric_child(m_discarded,
-		    discard_reason(st), tenant));
+		    reason != NULL ? reason : discard_reason(st), tenant));
 	}
 }
 
 static void
 ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
-    uint32_t nseries)
+    uint32_t nseries, const char *reason)
 {
-	dist_observe(tenant, sm_http_status(r), len, nseries);
+	dist_observe(tenant, sm_http_status(r), len, nseries, reason);
 }
 
 /* pprof-path errors: 422, or 429 when a limit says resource_exhausted. */
@@ -428,6 +443,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	enum ingest_format fmt;
 	int64_t now = sm_now_ms(), from, until, sr;
 	size_t len;
+	const char *why = NULL;         /* discard reason, when not by status */
 	int rv, have_batch = 0, pprof_path;
 
 	sm_err_clear(&err);
@@ -435,13 +451,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	if ((rv = sm_http_tenant(r, d->cfg.multitenancy, &tenant,
 	    &err)) != 0) {
 		reply_rv(r, rv, &err);
-		ingest_observe(r, "", len, 0);
+		ingest_observe(r, "", len, 0, NULL);
 		return;
 	}
 	dist_tenant_limits(d, tenant, &sl, &lim);
 	if ((rv = dist_rate_check(d, tenant, &sl, len, &err)) != 0) {
 		reply_rv(r, rv, &err);
-		ingest_observe(r, tenant, len, 0);
+		ingest_observe(r, tenant, len, 0, NULL);
 		return;
 	}
 	fmt = ingest_format(sm_http_query(r, "format"),
@@ -618,8 +634,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		goto done;
 	}
 	if ((rv = dist_push(d, tenant, &b, NULL, &err)) != 0) {
-		sm_warn("distributor", "write failed\ttenant=%s err=\"%s\"",
-		    tenant, err.msg);
+		/* A tenant over its series limit is counted, not logged
+		 * (one line per upload of a flood); like the rate limit. */
+		if (rv == SM_ELIMIT)
+			why = "series_limit";
+		else
+			sm_warn("distributor", "write failed\ttenant=%s "
+			    "err=\"%s\"", tenant, err.msg);
 		reply_rv(r, rv, &err);
 		goto done;
 	}
@@ -630,7 +651,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 fail_pprof:
 	reply_pprof_err(r, rv, &err);
 done:
-	ingest_observe(r, tenant, len, have_batch ? b.nseries : 0);
+	ingest_observe(r, tenant, len, have_batch ? b.nseries : 0, why);
 	if (have_batch)
 		dist_batch_fini(&b);
 	sm_arena_destroy(a);
@@ -667,6 +688,12 @@ dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
 	def->max_profile_stacktrace_sample_labels = cfg->max_sample_labels;
 	def->max_profile_stacktrace_depth = cfg->max_depth;
 	def->max_profile_symbol_value_length = cfg->max_symbol_len;
+	def->max_global_series_per_tenant = cfg->max_global_series;
+	def->max_local_series_per_tenant = cfg->max_local_series;
+	if (cfg->max_global_series < 0 || cfg->max_local_series < 0)
+		return (sm_err_set(err, SM_EINVAL, "-ingester.max-global-series"
+		    "-per-tenant and -ingester.max-local-series-per-tenant "
+		    "must be >= 0"));
 	if ((rv = dist_mb_flag("distributor.ingestion-rate-limit-mb",
 	    cfg->ingestion_rate_mb, &def->ingestion_rate_mb, err)) != 0)
 		return (rv);
@@ -695,6 +722,8 @@ dist_tenant_limits(struct distributor *d, const char *tenant,
 	dl->labels.max_names = lim_u32(sl->max_label_names_per_series);
 	dl->labels.max_name_length = lim_u32(sl->max_label_name_length);
 	dl->labels.max_value_length = lim_u32(sl->max_label_value_length);
+	dl->max_global_series = lim_u32(sl->max_global_series_per_tenant);
+	dl->max_local_series = lim_u32(sl->max_local_series_per_tenant);
 }
 
 int

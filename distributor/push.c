@@ -25,6 +25,21 @@
  * counted on the replicas that had applied it before the retry.
  * push.v1 Push (connect_push.c) does carry one: each RawSample's ID, so
  * its retries are recognised by every replica that applied the first try.
+ *
+ * Active-series limit (Pyroscope's max_global_series_per_tenant).  The
+ * ingesters are ring members without a ring view of their own (ring.h)
+ * and, in a cluster, without the distributor's flags and runtime config,
+ * so the distributor converts the tenant's limits into the one number an
+ * ingester enforces and sends it in every WriteRequest (max_series;
+ * dist_series_limit() below).  The ingester refuses a write that would
+ * take its head past it, whole, with SM_ELIMIT (ingester/db.h); that
+ * answer becomes 429 resource_exhausted with the ingester's message (the
+ * Pyroscope wording, no internal address), is counted as
+ * discarded{reason="series_limit"} (ingest.c), and gets no hint (it
+ * would be refused again; hints.c drops one that is).  The limit comes
+ * from this snapshot, so it follows ring changes write by write.  A
+ * refusal by some replicas only is a partial failure like any other
+ * below quorum (above): the replicas that took the write keep it.
  */
 #include <string.h>
 #include <sys/random.h>
@@ -35,6 +50,33 @@
 #include "dist_int.h"
 
 #define PUSH_MAX_RF 16
+
+/*
+ * Cortex's "global limit converted to local": series spread evenly over
+ * the n healthy members and each is stored on min(RF, n) of them, so one
+ * member holds global * min(RF, n) / n (Pyroscope computes global / n * RF,
+ * which exceeds the global limit itself when n < RF: then every member
+ * holds every series, and global is the right figure).  Rounded down, but
+ * at least 1: a positive limit never becomes "no limit".  With a local
+ * limit too the lower one applies (Pyroscope's minNonZero).  n = 0 (no
+ * healthy member; the write fails anyway) ignores the global limit, as
+ * Pyroscope does.
+ */
+uint32_t
+dist_series_limit(uint32_t global, uint32_t local, uint32_t nhealthy,
+    uint32_t rf)
+{
+	uint64_t g;
+
+	if (global == 0 || nhealthy == 0)
+		return (local);
+	g = (uint64_t)global * SM_MIN(SM_MAX(rf, 1), nhealthy) / nhealthy;
+	if (g == 0)
+		g = 1;
+	if (local != 0 && local < g)
+		return (local);
+	return ((uint32_t)g);
+}
 
 /* The message of a failed push: counts, the ingester, its own words. */
 static void
@@ -53,9 +95,20 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
 	else if (a == NULL || wslot < 0 ||
 	    sm_rpc_multi_response(mc, (uint32_t)wslot, a, &resp, &e) == 0)
 		sm_err_set(&e, worst, "%s", sm_strerror(worst));
-	sm_err_set(err, rv, "write acknowledged by %u of %u replicas, quorum "
-	    "%u; ingester %s: %s", ok, nrep, q, wslot >= 0 ?
-	    snap->m[slot_member[wslot]]->url : "?", e.msg);
+	if (rv == SM_ELIMIT && worst == SM_ELIMIT) {
+		const char *url = snap->m[slot_member[wslot]]->url;
+		const char *m = e.msg;
+		size_t ul = strlen(url);
+
+		/* The limit's own words, without the ingester's address
+		 * (sm_rpc_multi_response puts it first). */
+		if (strncmp(m, url, ul) == 0 && strncmp(m + ul, ": ", 2) == 0)
+			m += ul + 2;
+		sm_err_set(err, rv, "%s", m);
+	} else
+		sm_err_set(err, rv, "write acknowledged by %u of %u replicas, "
+		    "quorum %u; ingester %s: %s", ok, nrep, q, wslot >= 0 ?
+		    snap->m[slot_member[wslot]]->url : "?", e.msg);
 	sm_arena_destroy(a);
 }
 
@@ -68,7 +121,7 @@ static void
 push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *id, const struct sm_ring_snap *snap,
     struct sm_rpc_multi *mc, uint32_t nslots, const uint32_t *slot_member,
-    const struct sm_buf *enc, const uint32_t *enc_of)
+    const struct sm_buf *enc, const uint32_t *enc_of, uint32_t max_series)
 {
 	uint32_t *sub = NULL, nsub;
 
@@ -76,7 +129,8 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		const struct sm_buf *x = &enc[enc_of[sl]];
 		int st = sm_rpc_multi_status(mc, sl);
 
-		if (st == 0 || st == SM_EMALFORMED || st == SM_EINVAL)
+		if (st == 0 || st == SM_EMALFORMED || st == SM_EINVAL ||
+		    st == SM_ELIMIT)
 			continue;
 		dist_hints_add(d->hints, snap->m[slot_member[sl]]->url, x->b,
 		    x->len, st == SM_RPC_PENDING ? mc : NULL, sl,
@@ -110,7 +164,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		if (nsub == 0)
 			continue;
 		if (dist_batch_encode(b, tenant, id, nsub == b->nseries ? NULL :
-		    sub, nsub, &e) == 0 && sm_buf_error(&e) == 0)
+		    sub, nsub, max_series, &e) == 0 && sm_buf_error(&e) == 0)
 			dist_hints_add(d->hints, snap->m[m]->url, e.b, e.len,
 			    NULL, 0, false);
 		sm_buf_fini(&e);
@@ -132,8 +186,11 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	uint32_t *enc_of = NULL, nenc = 0;
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_quorum qw;
+	uint32_t max_series;
 	int rv = 0;
 
+	max_series = dist_series_limit(b->limits->max_global_series,
+	    b->limits->max_local_series, snap->nhealthy, snap->rf);
 	if (rf > PUSH_MAX_RF)
 		rf = PUSH_MAX_RF;
 	if (!sm_ring_writable(snap)) {
@@ -226,7 +283,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		}
 		enc_of[sl] = nenc;
 		if (dist_batch_encode(b, tenant, id, nser[sl] == ns ? NULL :
-		    mine, nser[sl], &enc[nenc]) != 0 ||
+		    mine, nser[sl], max_series, &enc[nenc]) != 0 ||
 		    sm_buf_error(&enc[nenc]) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory encoding "
 			    "the write");
@@ -282,7 +339,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
 		push_hints(d, tenant, b, id, snap, mc, nslots, slot_member,
-		    enc, enc_of);
+		    enc, enc_of, max_series);
 out:
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t e = 0; enc != NULL && e < nenc; e++)

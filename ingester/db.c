@@ -25,6 +25,8 @@ struct ing_tenant {
 	struct ing_block_meta *blocks;    /* sorted by gen */
 	uint32_t nblocks, blocks_cap;
 	struct ing_ids ids;               /* recent profile ids (mu) */
+	struct sm_metric_child *m_active; /* active series gauge */
+	struct sm_metric_child *m_refused;
 };
 
 struct ing_db {
@@ -53,7 +55,7 @@ struct db_retired {
 
 #define DB_RETIRE_GRACE_MS 60000
 
-static struct sm_metric *m_cuts, *m_cut_fail;
+static struct sm_metric *m_cuts, *m_cut_fail, *m_active, *m_refused;
 
 static void
 db_metrics_init(void)
@@ -66,6 +68,15 @@ db_metrics_init(void)
 	m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_block_cut_failures_total",
 	    "Block cuts that failed and will be retried.", NULL, NULL, 0);
+	m_active = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_ingester_active_series", "Series in the tenant's head "
+	    "(what the active-series limit counts), by tenant.",
+	    (const char *const[]){ "tenant", NULL }, NULL, 0);
+	m_refused = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_series_limit_refusals_total", "Writes refused "
+	    "because they would take the tenant's head past its "
+	    "active-series limit, by tenant.",
+	    (const char *const[]){ "tenant", NULL }, NULL, 0);
 }
 
 /* --- tenants -------------------------------------------------------------- */
@@ -147,6 +158,8 @@ tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	t->m_active = sm_metric_child(m_active, t->id);
+	t->m_refused = sm_metric_child(m_refused, t->id);
 	ing_ids_init(&t->ids, db->cfg.idempotency_window_ms > 0 ?
 	    db->cfg.idempotency_window_ms : 60000,
 	    db->cfg.idempotency_max > 0 ? db->cfg.idempotency_max : 1000000);
@@ -405,7 +418,7 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 		    "tenant=%s seq=%llu", tenant, (unsigned long long)seq);
 		goto out;
 	}
-	rv = ing_head_write(t->head, req->write, &ns, &np, &err);
+	rv = ing_head_write(t->head, req->write, 0, &ns, &np, &err);
 	if (rv == 0 && id != NULL)
 		rv = ing_ids_set(&t->ids, id, ING_ID_DONE, sm_now_ms());
 	if (rv == 0 && t->first_write_ms == 0)
@@ -467,8 +480,11 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 		}
 		atomic_store(&db->next_gen, max_gen + 1);
 		atomic_store(&db->next_seq, max_seq + 1);
-		for (uint32_t i = 0; i < db->n; i++)
+		for (uint32_t i = 0; i < db->n; i++) {
 			db->t[i]->head->gen = atomic_fetch_add(&db->next_gen, 1);
+			sm_gauge_set(db->t[i]->m_active, (double)atomic_load(
+			    &db->t[i]->head->nseries));
+		}
 		sm_info("ingester", "storage opened\ttenants=%u blocks=%llu "
 		    "replayed_head_records_max_seq=%llu corrupt_records=%llu "
 		    "ms=%lld", db->n, (unsigned long long)blocks,
@@ -508,6 +524,9 @@ writer_done(struct ing_tenant *t, struct ing_head *h, const uint8_t *id,
 	pthread_mutex_lock(&t->mu);
 	if (ok && h == t->head && t->first_write_ms == 0)
 		t->first_write_ms = sm_now_ms();
+	/* A head's series only grow; a cut head no longer counts. */
+	if (h == t->head)
+		sm_gauge_set(t->m_active, (double)atomic_load(&h->nseries));
 	/* Remembered as done, or forgotten so a retry is applied.  Setting
 	 * an existing id cannot fail (no allocation). */
 	if (id != NULL)
@@ -555,14 +574,24 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 	atomic_fetch_add(&h->writers, 1);
 	gen = h->gen;
 	pthread_mutex_unlock(&t->mu);
+	/* Over the active-series limit: refused before the log. */
+	if ((rv = ing_head_series_check(h, req, req->max_series, err)) != 0) {
+		if (rv == SM_ELIMIT)
+			sm_counter_inc(t->m_refused);
+		writer_done(t, h, id, 0);
+		return (rv);
+	}
 	seq = atomic_fetch_add(&db->next_seq, 1);
 	if (db->store != NULL && (rv = ing_store_log_append(db->store,
 	    req->tenant, gen, seq, raw, rawlen, err)) != 0) {
 		writer_done(t, h, id, 0);
 		return (rv);
 	}
-	if ((rv = ing_head_write(h, req, &res->series, &res->pairs, err)) != 0 &&
-	    db->store != NULL) {
+	rv = ing_head_write(h, req, req->max_series, &res->series,
+	    &res->pairs, err);
+	if (rv == SM_ELIMIT)
+		sm_counter_inc(t->m_refused);
+	if (rv != 0 && db->store != NULL) {
 		struct sm_err e2;
 
 		/* Not applied, so not acknowledged: unlog it too. */
@@ -661,6 +690,7 @@ tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
 	t->cutting[t->ncutting++] = h;
 	t->head = nh;
 	t->first_write_ms = 0;
+	sm_gauge_set(t->m_active, 0);    /* h's series leave the head */
 	/* Every write logged with h's generation must be in h. */
 	while (atomic_load(&h->writers) > 0)
 		pthread_cond_wait(&t->cv, &t->mu);

@@ -45,6 +45,32 @@
  * applied by ing_head_write (so replay rebuilds them), counted in the
  * head's bytes, and cut into the block as its 'P' and 'X' parts.
  *
+ * Active-series limit (Pyroscope's max_global_series_per_tenant).  A
+ * tenant's active series on this ingester are the series of its current
+ * head: a series becomes active when a write creates it in the head and
+ * stops being active when the head is cut into a block (the block still
+ * serves it; a later write to it makes it active again in the new head).
+ * Every WriteRequest carries the limit this ingester enforces for the
+ * tenant (max_series, 0 = none).  The ingester has no ring view and, in a
+ * cluster, not the distributor's flags or runtime config, so the
+ * distributor converts the tenant's global limit into this local one from
+ * its ring snapshot (global / healthy ingesters * RF, distributor/push.c)
+ * and sends it; the ingester only counts and compares.  A write is
+ * all-or-nothing: if its new series (distinct, not yet in the head) would
+ * take the head past the limit, the whole write is refused with
+ * SM_ELIMIT -- the distributor answers 429 resource_exhausted with
+ * Pyroscope's message -- and nothing of it is applied, even its series
+ * that exist (a partial apply would make a retry double count them).
+ * Writes that only touch existing series always pass.  The check runs
+ * before the write is logged (no log I/O for a refused write) and again
+ * under the head's write lock before anything is applied (concurrent
+ * writes may have added series in between; a refusal there deletes the
+ * log record, as for SM_ENOMEM).  Replay applies every logged record
+ * without a limit: what was acknowledged is kept.  A refused series
+ * allocates nothing that lasts, so the head stays bounded by the limit.
+ * Metrics: smolder_ingester_active_series{tenant} (gauge, 0 after a cut)
+ * and smolder_ingester_series_limit_refusals_total{tenant}.
+ *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
  */
@@ -85,7 +111,9 @@ struct ing_write_result {
  * tenant already wrote (within the idempotency window, ids.h) is not
  * applied again and succeeds with res->duplicate; a concurrent duplicate
  * waits for the first one's outcome.  Returns 0, SM_EMALFORMED (bad
- * request, nothing logged), SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
+ * request, nothing logged), SM_ELIMIT (over req->max_series, the
+ * active-series limit above: nothing applied, nothing kept in the log),
+ * SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
  */
 int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
     const Smolder__V1__WriteRequest *req, struct ing_write_result *res,

@@ -23,6 +23,7 @@
 
 static _Atomic uint64_t next_id = 1;
 static uint64_t use_id;      /* non-zero: the next mkwrite's profile id */
+static uint32_t use_max_series;  /* mkwrite's WriteRequest.max_series */
 
 /*
  * Encode one upload with the given stacks ("a;b=3,a;c=1") for a series.
@@ -64,7 +65,8 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 		dist_batch_add(&b, s, node, atoll(eq + 1));
 	}
 	if (dist_batch_finish(&b) != 0 ||
-	    dist_batch_encode(&b, tenant, id, NULL, 0, out) != 0)
+	    dist_batch_encode(&b, tenant, id, NULL, 0, use_max_series,
+	    out) != 0)
 		abort();
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
@@ -1101,6 +1103,199 @@ test_analyze(void)
 	sm_arena_destroy(a);
 }
 
+/*
+ * One upload with a series per service in `svcs` (comma-separated), each
+ * with the single stack "<frame>" = 1, at time 0 -- or 20 s for "name+",
+ * the same series again as a second SeriesWrite -- under use_max_series.
+ */
+static int
+write_services(struct ing_db *db, const char *tenant, const char *svcs,
+    const char *frame)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_buf raw = SM_BUF_INIT;
+	struct ing_write_result res;
+	struct dist_limits lim;
+	struct dist_batch b;
+	Smolder__V1__Request *req;
+	struct sm_err err;
+	uint8_t id[16] = { 0 };
+	uint64_t idv = atomic_fetch_add(&next_id, 1);
+	char buf[256], *save = NULL, *svc;
+	uint32_t name, node, s;
+	int rv;
+
+	memcpy(id, &idv, sizeof(idv));
+	dist_limits_default(&lim);
+	if (dist_batch_init(&b, a, &lim) != 0)
+		abort();
+	b.meta.spy_name = "gospy";
+	dist_batch_frame(&b, frame, strlen(frame), &name);
+	dist_batch_node(&b, 0, name, &node);
+	snprintf(buf, sizeof(buf), "%s", svcs);
+	for (svc = strtok_r(buf, ",", &save); svc != NULL;
+	    svc = strtok_r(NULL, ",", &save)) {
+		struct sm_label ls[2] = { { "__name__", "process_cpu" },
+			{ "service_name", svc } };
+		size_t n = strlen(svc);
+		int64_t t = 0;
+
+		if (n > 0 && svc[n - 1] == '+') {
+			svc[n - 1] = '\0';
+			t = 20 * SEC;
+		}
+		if (dist_batch_series(&b, ls, 2, t, &s, &err) != 0)
+			abort();
+		dist_batch_add(&b, s, node, 1);
+	}
+	if (dist_batch_finish(&b) != 0 || dist_batch_encode(&b, tenant, id,
+	    NULL, 0, use_max_series, &raw) != 0)
+		abort();
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
+	    &err);
+	if (rv == SM_ELIMIT && strstr(err.msg, "Maximum active series limit "
+	    "exceeded (") == NULL)
+		rv = -1;        /* not Pyroscope's message: fails the caller */
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+	dist_batch_fini(&b);
+	sm_arena_destroy(a);
+	return (rv);
+}
+
+static uint64_t
+head_series(struct ing_db *db, uint64_t *head_bytes)
+{
+	struct ing_db_stats st;
+
+	ing_db_stats(db, &st);
+	if (head_bytes != NULL)
+		*head_bytes = st.head_bytes;
+	return (st.series);
+}
+
+/*
+ * The active-series limit (db.h): with a limit of 3, three series pass;
+ * a write adding a 4th is refused whole -- its existing series too --
+ * with nothing applied (no series, frame or byte; not replayed after a
+ * restart); existing series keep taking writes; another tenant is not
+ * affected; and once the head is cut its series are no longer active, so
+ * new series fit again.
+ */
+static void
+test_series_limit(void)
+{
+	struct disk d;
+	struct sm_err err;
+	uint64_t bytes, bytes2;
+	char svc[32];
+
+	disk_init(&d, 3600 * SEC);
+	use_max_series = 3;
+	SM_CHECK_EQ(write_services(d.db, "t", "s0", "old"), 0);
+	SM_CHECK_EQ(write_services(d.db, "t", "s1,s2", "old"), 0);
+	SM_CHECK_EQ(head_series(d.db, &bytes), 3);
+	/* A 4th series, alone or mixed with existing ones: refused. */
+	SM_CHECK_EQ(write_services(d.db, "t", "s3", "fresh"), SM_ELIMIT);
+	SM_CHECK_EQ(write_services(d.db, "t", "s0,s3", "fresh"), SM_ELIMIT);
+	for (int i = 0; i < 500; i++) {
+		snprintf(svc, sizeof(svc), "flood%d", i);
+		SM_CHECK_EQ(write_services(d.db, "t", svc, svc), SM_ELIMIT);
+	}
+	SM_CHECK_EQ(head_series(d.db, &bytes2), 3);
+	SM_CHECK_EQ(bytes2, bytes);     /* nothing allocated that lasts */
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "old 3\n");
+	/* Existing series keep taking writes, together or alone. */
+	SM_CHECK_EQ(write_services(d.db, "t", "s0,s1,s2", "old"), 0);
+	SM_CHECK_EQ(write_services(d.db, "t", "s2", "more"), 0);
+	/* A write carrying one new series twice counts it once. */
+	SM_CHECK_EQ(write_services(d.db, "u", "a,b", "u"), 0);
+	SM_CHECK_EQ(write_services(d.db, "u", "c,c+", "u"), 0);
+	SM_CHECK_EQ(write_services(d.db, "u", "d", "u"), SM_ELIMIT);
+	/* No limit (0): anything goes, for the other tenant too. */
+	use_max_series = 0;
+	SM_CHECK_EQ(write_services(d.db, "v", "a,b,c,d,e", "v"), 0);
+	use_max_series = 3;
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "more 1\nold 6\n");
+	/* Replay: the refused writes were not kept in the log. */
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "more 1\nold 6\n");
+	SM_CHECK_EQ(write_services(d.db, "t", "s3", "fresh"), SM_ELIMIT);
+	/* A cut: the head is empty, its series no longer active. */
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
+	SM_CHECK_EQ(head_series(d.db, NULL), 0);
+	SM_CHECK_EQ(write_services(d.db, "t", "s3,s4", "fresh"), 0);
+	SM_CHECK_EQ(write_services(d.db, "t", "s0", "old"), 0);
+	SM_CHECK_EQ(write_services(d.db, "t", "s5", "fresh"), SM_ELIMIT);
+	SM_CHECK_EQ(write_services(d.db, "t", "s4", "fresh"), 0);
+	/* The block and the new head together serve everything taken. */
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "fresh 3\nmore 1\nold 7\n");
+	use_max_series = 0;
+	disk_fini(&d);
+}
+
+struct limit_worker {
+	struct ing_db *db;
+	int id;
+	atomic_int *ok, *refused;
+};
+
+static void *
+limit_writer(void *p)
+{
+	struct limit_worker *w = p;
+
+	for (int i = 0; i < 100; i++) {
+		char svc[32];
+		int rv;
+
+		snprintf(svc, sizeof(svc), "w%d-%d", w->id, i);
+		rv = write_services(w->db, "t", svc, "x");
+		if (rv == 0)
+			atomic_fetch_add(w->ok, 1);
+		else if (rv == SM_ELIMIT)
+			atomic_fetch_add(w->refused, 1);
+		else
+			abort();
+	}
+	return (NULL);
+}
+
+/*
+ * Four writers racing to add 400 new series under a limit of 50: exactly
+ * 50 are accepted and the head holds exactly 50 (the check under the
+ * head's write lock, not just the one before the log, decides).
+ */
+static void
+test_series_limit_concurrent(void)
+{
+	struct ing_db *db = mem_db();
+	struct limit_worker w[4];
+	atomic_int ok = 0, refused = 0;
+	pthread_t t[4];
+
+	use_max_series = 50;
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct limit_worker){ db, i, &ok, &refused };
+		pthread_create(&t[i], NULL, limit_writer, &w[i]);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	use_max_series = 0;
+	SM_CHECK_EQ(atomic_load(&ok), 50);
+	SM_CHECK_EQ(atomic_load(&refused), 350);
+	SM_CHECK_EQ(head_series(db, NULL), 50);
+	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    NULL), "x 50\n");
+	ing_db_close(db);
+}
+
 SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
@@ -1121,4 +1316,7 @@ SM_TEST_MAIN(
 	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
 	{ "analyze: index statistics per heads and blocks", test_analyze },
+	{ "the series limit refuses new series whole", test_series_limit },
+	{ "the series limit holds under racing writers",
+	    test_series_limit_concurrent },
 )

@@ -25,6 +25,7 @@ ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
 	h->created_ms = sm_now_ms();
 	atomic_init(&h->writers, 0);
 	atomic_init(&h->refs, 1);
+	atomic_init(&h->nseries, 0);
 	*out = h;
 	return (0);
 fail_tree:
@@ -254,9 +255,91 @@ write_labels(const Smolder__V1__SeriesWrite *w, struct sm_label *ls,
 	return (0);
 }
 
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/*
+ * The active-series limit (head.h): would `req` take h past `max` series?
+ * Counts the distinct series of the write that h does not hold yet and
+ * that it would create (those with pairs: a series without any is
+ * skipped by the write), by fingerprint -- two new label sets with one
+ * 64-bit fingerprint would count once, a 2^-64 leniency.  Caller holds
+ * h->lock (either mode).  Allocates only a scratch array, freed here.
+ * 0, SM_ELIMIT (nothing may be applied), SM_EMALFORMED, SM_ENOMEM.
+ */
+static int
+series_limit_check(const struct ing_head *h,
+    const Smolder__V1__WriteRequest *req, uint32_t max, struct sm_err *err)
+{
+	struct sm_label *ls = NULL;
+	uint64_t *fps = NULL;
+	size_t nls = 0;
+	uint32_t nnew = 0, distinct = 0;
+	int rv = 0;
+
+	if (max == 0 || (uint64_t)h->set.nseries + req->n_series <= max)
+		return (0);     /* cannot be over: no lookups */
+	for (size_t k = 0; k < req->n_series; k++)
+		nls = SM_MAX(nls, req->series[k]->n_labels);
+	ls = sm_malloc(SM_MAX(nls, 1) * sizeof(*ls));
+	fps = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*fps));
+	if (ls == NULL || fps == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < req->n_series; k++) {
+		const Smolder__V1__SeriesWrite *w = req->series[k];
+		uint32_t n = (uint32_t)w->n_labels;
+		uint64_t fp;
+
+		if (w->n_node == 0)
+			continue;
+		if ((rv = write_labels(w, ls, err)) != 0)
+			goto out;
+		fp = sm_labels_fingerprint(ls, n);
+		if (ing_set_series_find(&h->set, ls, n, fp) == NULL)
+			fps[nnew++] = fp;
+	}
+	if (nnew > 1)
+		qsort(fps, nnew, sizeof(*fps), u64_cmp);
+	for (uint32_t i = 0; i < nnew; i++)
+		distinct += i == 0 || fps[i] != fps[i - 1];
+	if ((uint64_t)h->set.nseries + distinct > max)
+		rv = sm_err_set(err, SM_ELIMIT, "Maximum active series limit "
+		    "exceeded (%llu/%u), reduce the number of active streams "
+		    "(reduce labels or reduce label values), or contact your "
+		    "administrator to see if the limit can be increased",
+		    (unsigned long long)h->set.nseries + distinct, max);
+out:
+	sm_free(ls);
+	sm_free(fps);
+	return (rv);
+}
+
+int
+ing_head_series_check(struct ing_head *h,
+    const Smolder__V1__WriteRequest *req, uint32_t max_series,
+    struct sm_err *err)
+{
+	int rv;
+
+	if (max_series == 0)
+		return (0);
+	pthread_rwlock_rdlock(&h->lock);
+	rv = series_limit_check(h, req, max_series, err);
+	pthread_rwlock_unlock(&h->lock);
+	return (rv);
+}
+
 int
 ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
-    uint32_t *nseries, uint32_t *npairs, struct sm_err *err)
+    uint32_t max_series, uint32_t *nseries, uint32_t *npairs,
+    struct sm_err *err)
 {
 	const Smolder__V1__StackTree *rt = req->tree;
 	uint32_t *smap = NULL, *nmap = NULL, nnodes, nstr;
@@ -279,6 +362,9 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 	}
 
 	pthread_rwlock_wrlock(&h->lock);
+	/* Before anything is applied: a refused write leaves no trace. */
+	if ((rv = series_limit_check(h, req, max_series, err)) != 0)
+		goto out;
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
 
@@ -410,6 +496,7 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 	h->writes++;
 	rv = 0;
 out:
+	atomic_store(&h->nseries, h->set.nseries);
 	pthread_rwlock_unlock(&h->lock);
 	sm_free(smap);
 	sm_free(nmap);

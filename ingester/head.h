@@ -24,6 +24,17 @@
  * the head alive while a query or a cut uses it after the tenant lock was
  * released.  Both are atomics.
  *
+ * Active-series limit: a write carries the tenant's limit for this
+ * ingester (WriteRequest.max_series, from the distributor; db.h).  Its
+ * series are the head's series, so they stop counting when the head is
+ * cut.  Before applying anything, under the write lock, ing_head_write
+ * counts the write's distinct series the head lacks; if the head would
+ * then hold more than the limit, the whole write is refused (SM_ELIMIT,
+ * Pyroscope's message) and nothing of it -- not a frame, a tree node or a
+ * label string -- is added: a refused series costs no lasting memory.
+ * Writes to series the head holds are never refused, even when the head
+ * is over the limit (a lowered limit, or a replayed log).
+ *
  * Errors: SM_EMALFORMED for a write that breaks the RPC contract (a parent
  * after its child, a string index out of range, a value <= 0, unsorted
  * nodes or labels, span triples that are not sorted by (span, node) and
@@ -57,6 +68,8 @@ struct ing_head {
 	struct ing_profs profs;        /* individual profiles (profiles.h) */
 	uint64_t pair_bytes;           /* bytes of bucket pair arrays */
 	uint64_t writes;               /* uploads applied */
+	_Atomic uint32_t nseries;      /* set.nseries after the last write,
+					* readable without the lock */
 };
 
 /* A new, empty head with one reference.  0 or SM_ENOMEM. */
@@ -68,11 +81,25 @@ void ing_head_unref(struct ing_head *h);
 
 /*
  * Apply one write (takes the write lock).  The numbers of series and pairs
- * written are returned.  On SM_ENOMEM part of the write may have been
- * applied (the caller fails the request; the head stays consistent).
+ * written are returned.  `max_series` > 0: refuse the write whole with
+ * SM_ELIMIT, nothing applied, when it would take the head past that many
+ * series (above); 0 = no limit (replay).  On SM_ENOMEM part of the write
+ * may have been applied (the caller fails the request; the head stays
+ * consistent).
  */
 int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
-    uint32_t *nseries, uint32_t *npairs, struct sm_err *err);
+    uint32_t max_series, uint32_t *nseries, uint32_t *npairs,
+    struct sm_err *err);
+
+/*
+ * The same limit check alone, under the read lock (db.c runs it before
+ * logging a write, so a refused write costs no log I/O; ing_head_write
+ * checks again, since other writes may add series in between).
+ * 0, SM_ELIMIT, SM_EMALFORMED, SM_ENOMEM.
+ */
+int ing_head_series_check(struct ing_head *h,
+    const Smolder__V1__WriteRequest *req, uint32_t max_series,
+    struct sm_err *err);
 
 /*
  * Check series k's span triples (write validation; ing_head_write checks

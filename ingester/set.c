@@ -280,6 +280,23 @@ intern(struct ing_set *s, const char *str, uint32_t *id)
 	return (sm_strtab_intern(&s->lstr, str, strlen(str), id));
 }
 
+struct ing_series *
+ing_set_series_find(const struct ing_set *s, const struct sm_label *ls,
+    uint32_t n, uint64_t fp)
+{
+	struct sm_oatab_it it;
+	uint32_t v;
+
+	for (sm_oatab_probe(&s->tab, fp, &it);
+	    (v = sm_oatab_next(&s->tab, &it)) != SM_OATAB_NONE;) {
+		struct ing_series *sr = s->series[v];
+
+		if (sr->fp == fp && labels_equal(sr, ls, n))
+			return (sr);
+	}
+	return (NULL);
+}
+
 int
 ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
     const char *spy, const char *units, const char *aggregation,
@@ -287,17 +304,11 @@ ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
 {
 	uint64_t fp = sm_labels_fingerprint(ls, n);
 	struct ing_series *sr;
-	struct sm_oatab_it it;
-	uint32_t v;
 	int rv = SM_ENOMEM;
 
-	for (sm_oatab_probe(&s->tab, fp, &it);
-	    (v = sm_oatab_next(&s->tab, &it)) != SM_OATAB_NONE;) {
-		sr = s->series[v];
-		if (sr->fp == fp && labels_equal(sr, ls, n)) {
-			*out = sr;
-			return (0);
-		}
+	if ((sr = ing_set_series_find(s, ls, n, fp)) != NULL) {
+		*out = sr;
+		return (0);
 	}
 	if ((sr = sm_calloc(1, sizeof(*sr))) == NULL)
 		return (SM_ENOMEM);

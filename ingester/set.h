@@ -126,6 +126,11 @@ int ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
     const char *spy, const char *units, const char *aggregation,
     uint32_t sample_rate, struct ing_series **out);
 
+/* The series with these sorted labels and their fingerprint `fp`
+ * (sm_labels_fingerprint), or NULL.  Allocates nothing. */
+struct ing_series *ing_set_series_find(const struct ing_set *s,
+    const struct sm_label *ls, uint32_t n, uint64_t fp);
+
 /* Append a fully built series (blocks decode through this); it takes
  * ownership of `sr` and indexes it.  0 or SM_ENOMEM. */
 int ing_set_append(struct ing_set *s, struct ing_series *sr);

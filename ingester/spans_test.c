@@ -69,7 +69,7 @@ mkwrite(const char *env, int64_t t, const char *stacks, struct sm_buf *out)
 			    strtoull(at + 1, NULL, 10));
 	}
 	if (dist_batch_finish(&b) != 0 ||
-	    dist_batch_encode(&b, "t", id, NULL, 0, out) != 0)
+	    dist_batch_encode(&b, "t", id, NULL, 0, 0, out) != 0)
 		abort();
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
