@@ -4,7 +4,7 @@
  * measuring stick for benchmarks, not product code.
  *
  *   ingest_load [-c connections] [-t seconds] [-a host:port] [-q query]
- *               [-l listfile]... [file...]
+ *               [-p pace_ms] [-l listfile]... [file...]
  *   ingest_load -m manifest [-c connections] [-a host:port]
  *
  * Round-robin mode (files): for -t seconds, each request sends one file
@@ -16,9 +16,13 @@
  * name, from, until and format); files are read when sent.  Used to
  * replay a corpus at its own timestamps.
  *
+ * -p paces each connection to one request per pace_ms (a steady writer
+ * whose latency is measured, B8), instead of as fast as the server answers.
+ *
  * Prints profiles (2xx answers), errors, the status and body head of the
- * first error, seconds, profiles/s and bytes sent.  Exits 1 when nothing
- * succeeded.
+ * first error, seconds, profiles/s, bytes sent, and the latency of every
+ * request (send to last byte of the answer): p50_ms, p99_ms, max_ms.
+ * Exits 1 when nothing succeeded.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -42,6 +46,7 @@ static const char *host = "127.0.0.1";
 static int port = 4040;
 static double secs = 5;
 static const char *extra = "";
+static double pace_s;
 
 struct worker {
 	int id;
@@ -50,7 +55,27 @@ struct worker {
 	size_t bytes;
 	int first_status;
 	char first_body[256];
+	double *lat;                   /* seconds, one per request */
+	size_t nlat, caplat;
 };
+
+static void
+lat_add(struct worker *w, double s)
+{
+	if (w->nlat == w->caplat) {
+		w->caplat = w->caplat ? w->caplat * 2 : 1024;
+		w->lat = bench_xrealloc(w->lat, w->caplat * sizeof(double));
+	}
+	w->lat[w->nlat++] = s;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return ((x > y) - (x < y));
+}
 
 static int
 dial(void)
@@ -181,11 +206,24 @@ worker_rr(void *p)
 
 	snprintf(q, sizeof(q), "name=bench.app%%7Bconn%%3D%d%%7D&format=pprof"
 	    "&spyName=gospy%s%s", w->id, *extra ? "&" : "", extra);
+	double next = bench_now_s();
+
 	while (fd >= 0 && bench_now_s() < end) {
+		double t0;
+
+		if (pace_s > 0) {
+			double now = bench_now_s();
+
+			if (now < next)
+				usleep((useconds_t)((next - now) * 1e6));
+			next += pace_s;
+		}
 		k = (k + 1) % nfiles;
 		head[0] = '\0';
+		t0 = bench_now_s();
 		count(w, post(&fd, q, files[k], lens[k], head, sizeof(head)),
 		    head, lens[k]);
+		lat_add(w, bench_now_s() - t0);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -210,10 +248,13 @@ worker_manifest(void *p)
 			w->errors++;
 			continue;
 		}
+		double t0 = bench_now_s();
+
 		head[0] = '\0';
 		status = post(&fd, mqueries[i], buf, (size_t)n, head,
 		    sizeof(head));
 		count(w, status, head, (size_t)n);
+		lat_add(w, bench_now_s() - t0);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -259,7 +300,8 @@ main(int argc, char **argv)
 	char **paths = NULL;
 	const char *manifest = NULL;
 	struct worker *first = NULL;
-	double t0, t;
+	double t0, t, *lat = NULL;
+	size_t nlat = 0;
 
 	for (; i < argc && argv[i][0] == '-'; i += 2) {
 		if (i + 1 >= argc)
@@ -270,6 +312,8 @@ main(int argc, char **argv)
 			secs = atof(argv[i + 1]);
 		} else if (strcmp(argv[i], "-q") == 0) {
 			extra = argv[i + 1];
+		} else if (strcmp(argv[i], "-p") == 0) {
+			pace_s = atof(argv[i + 1]) / 1000;
 		} else if (strcmp(argv[i], "-m") == 0) {
 			manifest = argv[i + 1];
 		} else if (strcmp(argv[i], "-l") == 0) {
@@ -334,11 +378,22 @@ main(int argc, char **argv)
 		bytes += ws[c].bytes;
 		if (first == NULL && ws[c].first_status != 0)
 			first = &ws[c];
+		lat = bench_xrealloc(lat, (nlat + ws[c].nlat + 1) *
+		    sizeof(double));
+		memcpy(lat + nlat, ws[c].lat, ws[c].nlat * sizeof(double));
+		nlat += ws[c].nlat;
+		free(ws[c].lat);
 	}
 	t = bench_now_s() - t0;
+	qsort(lat, nlat, sizeof(double), cmp_double);
 	printf("ingest_load profiles=%ld errors=%ld first_error_status=%d "
-	    "seconds=%.3f profiles_per_s=%.1f bytes=%zu\n", ok, errs,
-	    first ? first->first_status : 0, t, ok / t, bytes);
+	    "seconds=%.3f profiles_per_s=%.1f bytes=%zu p50_ms=%.3f "
+	    "p99_ms=%.3f max_ms=%.3f\n", ok, errs,
+	    first ? first->first_status : 0, t, ok / t, bytes,
+	    nlat ? lat[nlat / 2] * 1e3 : 0.0,
+	    nlat ? lat[(size_t)((double)(nlat - 1) * 0.99)] * 1e3 : 0.0,
+	    nlat ? lat[nlat - 1] * 1e3 : 0.0);
+	free(lat);
 	if (first != NULL)
 		printf("first_error_body: %s\n", first->first_body);
 	return (errs != 0 && ok == 0 ? 1 : 0);
