@@ -375,7 +375,7 @@ out:
 	else
 		sm_connect_code_for(rv, &status);
 	dist_observe(tenant, status, bytes, nseries, rv == SM_ELIMIT &&
-	    pushed ? "series_limit" : NULL);
+	    pushed ? "series_limit" : NULL, rv != 0 ? err->msg : NULL);
 	for (size_t i = 0; i < k; i++) {
 		if (items[i].inited)
 			dist_batch_fini(&items[i].b);

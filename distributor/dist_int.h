@@ -68,12 +68,15 @@ uint32_t dist_series_limit(uint32_t global, uint32_t local, uint32_t nhealthy,
 
 /*
  * Count an upload's outcome in the distributor metrics: a refusal under
- * `reason` (discarded_profiles_total's label), or NULL for the reason its
- * HTTP status implies (429 = rate_limited, ...).  dist_push's SM_ELIMIT
- * is "series_limit" (an ingester's active-series limit, push.c).
+ * `reason` (discarded_profiles_total's label), or NULL for Pyroscope's
+ * discard reason that the error message `msg` names (samples_limit,
+ * label_name_too_long, not_in_ingestion_window, ...; ingest.c has the
+ * table), else the one its HTTP status implies (429 = rate_limited, 422 =
+ * malformed_profile, ...).  dist_push's SM_ELIMIT is "series_limit" (an
+ * ingester's active-series limit, push.c).
  */
 void dist_observe(const char *tenant, int status, size_t len,
-    uint32_t nseries, const char *reason);
+    uint32_t nseries, const char *reason, const char *msg);
 
 /*
  * Parse a UUID in the forms Go's uuid.Parse accepts (xxxxxxxx-xxxx-...,

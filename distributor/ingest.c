@@ -205,10 +205,43 @@ dist_metrics_register(void)
 	    (const char *const[]){ "reason", "tenant", NULL }, NULL, 0);
 }
 
-/* The reason label of a refused upload, from its status. */
+/*
+ * The reason label of a refused upload: Pyroscope's discard reason
+ * (pkg/validation) when the message is one of its limits' own words --
+ * the messages follow Pyroscope's, so the words identify the limit --
+ * else a reason by status.
+ */
+static const struct {
+	int status;                 /* 0: any */
+	const char *words;
+	const char *reason;
+} discard_words[] = {
+	{ 429, "max_profile_stacktrace_samples", "samples_limit" },
+	{ 429, "Maximum active series limit", "series_limit" },
+	{ 429, "rate limit", "rate_limited" },
+	{ 0, "max_profile_stacktrace_sample_labels", "sample_labels_limit" },
+	{ 0, "uncompressed profile payload size", "profile_size_limit" },
+	{ 0, "max_profile_size", "profile_size_limit" },
+	{ 0, "request body too large", "body_size_limit_exceeded" },
+	{ 0, "outside of ingestion window", "not_in_ingestion_window" },
+	{ 0, "at least one label pair", "missing_labels" },
+	{ 0, "label names; limit", "max_label_names_per_series" },
+	{ 0, "label name too long", "label_name_too_long" },
+	{ 0, "label value too long", "label_value_too_long" },
+	{ 0, "duplicate label name", "duplicate_label_names" },
+	{ 0, "invalid labels", "invalid_labels" },
+};
+
 static const char *
-discard_reason(int status)
+discard_reason(int status, const char *msg)
 {
+	for (size_t i = 0; msg != NULL && i < SM_ARRAY_LEN(discard_words);
+	    i++) {
+		if ((discard_words[i].status == 0 ||
+		    discard_words[i].status == status) &&
+		    strstr(msg, discard_words[i].words) != NULL)
+			return (discard_words[i].reason);
+	}
 	switch (status) {
 	case 400:
 		return ("invalid_request");
@@ -219,7 +252,7 @@ discard_reason(int status)
 	case 415:
 		return ("unsupported_format");
 	case 422:
-		return ("invalid_profile");
+		return ("malformed_profile");
 	case 429:
 		return ("rate_limited");
 	case 503:
@@ -233,7 +266,7 @@ discard_reason(int status)
 
 void
 dist_observe(const char *tenant, int st, size_t len, uint32_t nseries,
-    const char *reason)
+    const char *reason, const char *msg)
 {
 	pthread_once(&dist_metrics_once, dist_metrics_register);
 	if (tenant == NULL)
@@ -244,15 +277,17 @@ dist_observe(const char *tenant, int st, size_t len, uint32_t nseries,
 		sm_counter_add(sm_metric_child(m_series, tenant), nseries);
 	} else {
 		sm_counter_inc(sm_metric_child(m_discarded,
-		    reason != NULL ? reason : discard_reason(st), tenant));
+		    reason != NULL ? reason : discard_reason(st, msg),
+		    tenant));
 	}
 }
 
 static void
 ingest_observe(struct sm_http_req *r, const char *tenant, size_t len,
-    uint32_t nseries, const char *reason)
+    uint32_t nseries, const char *reason, const struct sm_err *err)
 {
-	dist_observe(tenant, sm_http_status(r), len, nseries, reason);
+	dist_observe(tenant, sm_http_status(r), len, nseries, reason,
+	    err != NULL ? err->msg : NULL);
 }
 
 /* pprof-path errors: 422, or 429 when a limit says resource_exhausted. */
@@ -451,13 +486,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	if ((rv = sm_http_tenant(r, d->cfg.multitenancy, &tenant,
 	    &err)) != 0) {
 		reply_rv(r, rv, &err);
-		ingest_observe(r, "", len, 0, NULL);
+		ingest_observe(r, "", len, 0, NULL, &err);
 		return;
 	}
 	dist_tenant_limits(d, tenant, &sl, &lim);
 	if ((rv = dist_rate_check(d, tenant, &sl, len, &err)) != 0) {
 		reply_rv(r, rv, &err);
-		ingest_observe(r, tenant, len, 0, NULL);
+		ingest_observe(r, tenant, len, 0, NULL, &err);
 		return;
 	}
 	fmt = ingest_format(sm_http_query(r, "format"),
@@ -651,7 +686,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 fail_pprof:
 	reply_pprof_err(r, rv, &err);
 done:
-	ingest_observe(r, tenant, len, have_batch ? b.nseries : 0, why);
+	ingest_observe(r, tenant, len, have_batch ? b.nseries : 0, why, &err);
 	if (have_batch)
 		dist_batch_fini(&b);
 	sm_arena_destroy(a);

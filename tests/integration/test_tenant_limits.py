@@ -202,6 +202,18 @@ def main(r):
     r.check(p5.status == 400 and "limit 10" in p5.text(),
             "max_label_names_per_series override: 400 for few",
             p5.describe())
+    r.eq(metric(srv, "smolder_distributor_discarded_profiles_total",
+                reason="max_label_names_per_series", tenant="few"), 1.0,
+         "the refusal is counted under Pyroscope's reason "
+         "max_label_names_per_series")
+    p5 = srv.request("POST", "/ingest", {
+        "name": "old", "from": "1000000000", "until": "1000000000"},
+        b"main;work 1\n", {"X-Scope-OrgID": "few"})
+    r.check(p5.status // 100 == 4, "an upload from 2001 is refused",
+            p5.describe())
+    r.eq(metric(srv, "smolder_distributor_discarded_profiles_total",
+                reason="not_in_ingestion_window", tenant="few"), 1.0,
+         "... counted under not_in_ingestion_window")
     p5 = up("fast", wide)
     r.check(p5.status == 200, "the same upload is 200 for fast (flag: 30)",
             p5.describe())
