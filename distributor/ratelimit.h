@@ -29,11 +29,16 @@
  * Decisions:
  *   - no -distributor.peers: N = 1, each distributor enforces the whole
  *     rate (the single binary, and the behaviour before peers existed);
- *   - a peer that does not answer its probe is not counted: the others
- *     each take a bigger share, as in Pyroscope, so a dead distributor
- *     does not shrink the tenant's rate; the price is that for up to a
- *     probe period after a peer comes back (or before its first answer),
- *     the cluster admits up to (N / N') times the rate;
+ *   - a peer whose last probe failed (down, unreachable, not ready) is
+ *     not counted: the others each take a bigger share, as in Pyroscope,
+ *     so a dead distributor does not shrink the tenant's rate.  The
+ *     price is a window of about one probe period on each change: a
+ *     peer that died is still counted until its next failed probe (the
+ *     cluster admits less than the rate), and one that comes back admits
+ *     the whole rate until its first round counts the others, while they
+ *     do not count it yet (the cluster admits more, at most N x rate);
+ *   - the error message names the tenant's whole rate, not the share
+ *     (what the operator configured);
  *   - a change of N takes effect on the next check of each bucket: the
  *     bucket keeps its tokens (capped at the burst, as for a reload), and
  *     the time since its last check refills at the old share;
