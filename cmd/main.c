@@ -23,7 +23,10 @@
  * ingester has replayed its head log and its storage accepts writes (503
  * with RocksDB's error while a full disk or an I/O error refuses them,
  * 200 again by itself once writes succeed), the distributor's ring has a write
- * quorum of healthy ingesters, the querier's ring has a healthy one.
+ * quorum of healthy ingesters, the querier's ring has a healthy one.  In
+ * a process with a distributor every answer carries the distributor's
+ * random id in X-Smolder-Distributor, by which the distributors of
+ * -distributor.peers count each other (distributor/peers.h).
  *
  * Shutdown: SIGINT or SIGTERM stops modules in reverse start order and
  * exits 0.  Signals are blocked in every thread and taken by sigwait() in
@@ -104,6 +107,11 @@ ready_handler(struct sm_http_req *r, void *arg)
 {
 	struct app *app = arg;
 
+	/* Who answers: peer distributors count the healthy ones by it
+	 * (distributor/peers.h). */
+	if (app->dist != NULL)
+		sm_http_set_header(r, "X-Smolder-Distributor",
+		    dist_peer_id(app->dist));
 	if (app->ing != NULL && !ing_ready(app->ing)) {
 		sm_http_reply_text(r, 503, "Ingester not ready: replaying its "
 		    "head log");
@@ -326,6 +334,22 @@ mod_distributor_init(void *p, struct sm_err *err)
 }
 
 static int
+mod_distributor_start(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (dist_start(app->dist, err));
+}
+
+static void
+mod_distributor_stop(void *p)
+{
+	struct app *app = p;
+
+	dist_stop(app->dist);
+}
+
+static int
 mod_querier_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
@@ -377,7 +401,8 @@ static const struct sm_module modules[] = {
 	{ "ring", { "server", NULL }, false, mod_ring_init, mod_ring_start,
 	    mod_ring_stop },
 	{ "distributor", { "server", "ring", NULL }, true,
-	    mod_distributor_init, mod_noop_start, mod_noop_stop },
+	    mod_distributor_init, mod_distributor_start,
+	    mod_distributor_stop },
 	{ "querier", { "server", "ring", NULL }, true,
 	    mod_querier_init, mod_noop_start, mod_noop_stop },
 	{ "compactor", { "server", "ring", NULL }, true,

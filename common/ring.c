@@ -475,57 +475,56 @@ probe_remove(struct sm_ring *r, uint32_t i)
 	r->p[i] = r->p[--r->np];
 }
 
-static int
-dns_split(struct sm_ring *r, struct sm_err *err)
+int
+sm_dns_split(const char *spec, char **host, char **port)
 {
-	const char *spec = r->dns_spec, *colon;
+	const char *colon;
 
+	*host = *port = NULL;
 	if (strncmp(spec, "dns+", 4) == 0)
 		spec += 4;
 	colon = strrchr(spec, ':');
 	if (colon == NULL || colon == spec || colon[1] == '\0')
-		return (sm_err_set(err, SM_EINVAL, "-ring.dns \"%s\" must be "
-		    "host:port (the ingesters' RPC port)", r->dns_spec));
+		return (SM_EINVAL);
 	if (spec[0] == '[' && colon[-1] == ']')
-		r->dns_host = sm_strndup(spec + 1, (size_t)(colon - spec - 2));
+		*host = sm_strndup(spec + 1, (size_t)(colon - spec - 2));
 	else
-		r->dns_host = sm_strndup(spec, (size_t)(colon - spec));
-	r->dns_port = sm_strdup(colon + 1);
-	if (r->dns_host == NULL || r->dns_port == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		*host = sm_strndup(spec, (size_t)(colon - spec));
+	*port = sm_strdup(colon + 1);
+	if (*host == NULL || *port == NULL) {
+		sm_free(*host);
+		sm_free(*port);
+		*host = *port = NULL;
+		return (SM_ENOMEM);
+	}
 	return (0);
 }
 
-/* Resolve -ring.dns and add/remove members to match.  Prober only. */
-static void
-dns_refresh(struct sm_ring *r)
+int
+sm_dns_resolve(const char *host, const char *port, const char *scheme,
+    char (**urls_out)[SM_DNS_URL_MAX], uint32_t *n_out, struct sm_err *err)
 {
 	struct addrinfo hints, *res = NULL, *ai;
-	char (*urls)[128] = NULL;
+	char (*urls)[SM_DNS_URL_MAX] = NULL;
 	uint32_t nurls = 0, cap = 0;
-	struct sm_err err;
 	int grv;
 
+	*urls_out = NULL;
+	*n_out = 0;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	if ((grv = getaddrinfo(r->dns_host, r->dns_port, &hints, &res)) != 0) {
-		if (!r->dns_warned)
-			sm_warn("ring", "cannot resolve -ring.dns\tname=%s "
-			    "err=\"%s\"", r->dns_host, gai_strerror(grv));
-		r->dns_warned = true;
-		return;
-	}
-	r->dns_warned = false;
+	if ((grv = getaddrinfo(host, port, &hints, &res)) != 0)
+		return (sm_err_set(err, SM_EUNAVAIL, "%s", gai_strerror(grv)));
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		char host[NI_MAXHOST], url[128];
+		char h[NI_MAXHOST], url[SM_DNS_URL_MAX];
 		uint32_t j;
 
-		if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host),
+		if (getnameinfo(ai->ai_addr, ai->ai_addrlen, h, sizeof(h),
 		    NULL, 0, NI_NUMERICHOST) != 0)
 			continue;
 		snprintf(url, sizeof(url), ai->ai_family == AF_INET6 ?
-		    "tcp://[%s]:%s" : "tcp://%s:%s", host, r->dns_port);
+		    "%s://[%s]:%s" : "%s://%s:%s", scheme, h, port);
 		for (j = 0; j < nurls && strcmp(urls[j], url) != 0; j++)
 			;
 		if (j < nurls)
@@ -535,6 +534,43 @@ dns_refresh(struct sm_ring *r)
 		memcpy(urls[nurls++], url, sizeof(url));
 	}
 	freeaddrinfo(res);
+	*urls_out = urls;
+	*n_out = nurls;
+	return (0);
+}
+
+static int
+dns_split(struct sm_ring *r, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = sm_dns_split(r->dns_spec, &r->dns_host, &r->dns_port)) ==
+	    SM_EINVAL)
+		return (sm_err_set(err, SM_EINVAL, "-ring.dns \"%s\" must be "
+		    "host:port (the ingesters' RPC port)", r->dns_spec));
+	if (rv != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	return (0);
+}
+
+/* Resolve -ring.dns and add/remove members to match.  Prober only. */
+static void
+dns_refresh(struct sm_ring *r)
+{
+	char (*urls)[SM_DNS_URL_MAX] = NULL;
+	uint32_t nurls = 0;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (sm_dns_resolve(r->dns_host, r->dns_port, "tcp", &urls, &nurls,
+	    &err) != 0) {
+		if (!r->dns_warned)
+			sm_warn("ring", "cannot resolve -ring.dns\tname=%s "
+			    "err=\"%s\"", r->dns_host, err.msg);
+		r->dns_warned = true;
+		return;
+	}
+	r->dns_warned = false;
 	for (uint32_t i = 0; i < r->np;) {
 		uint32_t j;
 

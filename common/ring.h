@@ -186,4 +186,17 @@ int sm_ring_members_parse(const char *spec, char ***ids, char ***urls,
     uint32_t *n, struct sm_err *err);
 void sm_ring_members_free(char **ids, char **urls, uint32_t n);
 
+/*
+ * DNS discovery, shared by -ring.dns and -distributor.peers (dns+...).
+ * sm_dns_split: "[dns+]host:port" (an IPv6 host as [addr]:port) -> heap
+ * host and port; SM_EINVAL for another form, SM_ENOMEM.
+ * sm_dns_resolve: every distinct address `host` resolves to, as
+ * "<scheme>://addr:port" ([addr] for IPv6) in a heap array the caller
+ * frees with sm_free; SM_EUNAVAIL with the resolver's message.
+ */
+#define SM_DNS_URL_MAX 128
+int sm_dns_split(const char *spec, char **host, char **port);
+int sm_dns_resolve(const char *host, const char *port, const char *scheme,
+    char (**urls)[SM_DNS_URL_MAX], uint32_t *n, struct sm_err *err);
+
 #endif /* SM_RING_H */

@@ -11,6 +11,7 @@
 #include "batch.h"
 #include "distributor.h"
 #include "hints.h"
+#include "peers.h"
 #include "ratelimit.h"
 
 struct distributor {
@@ -23,6 +24,8 @@ struct distributor {
 	struct dist_hints *hints;       /* NULL: hinted handoff off */
 	struct sm_limits deflim;        /* the flags, as overrides take them */
 	struct dist_ratelim *ratelim;   /* per-tenant buckets, owned */
+	struct dist_peers *peers;       /* NULL: no -distributor.peers */
+	char peer_id[DIST_PEER_ID_LEN + 1];     /* random, per process */
 };
 
 /*

@@ -22,10 +22,14 @@
  * (push.c); an ingester's refusal is 429 resource_exhausted, counted as
  * reason="series_limit".
  *
+ * Several distributors share each tenant's ingestion rate: each takes
+ * rate / N, N = the healthy distributors of -distributor.peers (peers.h,
+ * ratelimit.h); without peers N = 1.
+ *
  * Ownership: borrows the HTTP server and the ring.
  * Locking: handlers run concurrently; the only mutable shared state is
  * the rate limiter's buckets and the overrides table, each behind its own
- * lock.
+ * lock, and the peers' healthy count (an atomic written by their prober).
  */
 #ifndef DIST_DISTRIBUTOR_H
 #define DIST_DISTRIBUTOR_H
@@ -59,6 +63,9 @@ struct dist_config {
 	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
 	int64_t max_global_series;      /* -ingester.max-global-series-... */
 	int64_t max_local_series;       /* -ingester.max-local-series-... */
+	char *peers;                    /* -distributor.peers (peers.h) */
+	int64_t peers_period_ms;        /* -distributor.peers-probe-period */
+	int64_t peers_timeout_ms;       /* -distributor.peers-probe-timeout */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 
@@ -68,6 +75,17 @@ struct distributor;
 
 int dist_create(const struct dist_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct distributor **out, struct sm_err *err);
+
+/* Start / stop the peer prober (peers.h); no-ops without peers. */
+int dist_start(struct distributor *d, struct sm_err *err);
+void dist_stop(struct distributor *d);
 void dist_destroy(struct distributor *d);
+
+/*
+ * This distributor's random id: /ready answers it in the
+ * X-Smolder-Distributor header so peers (and this process) can tell who
+ * answered a probe (peers.h).
+ */
+const char *dist_peer_id(const struct distributor *d);
 
 #endif /* DIST_DISTRIBUTOR_H */

@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "common/attime.h"
@@ -68,7 +69,7 @@ enum ingest_format {
 const struct sm_flag *
 dist_flags(struct dist_config *cfg, size_t *n)
 {
-	static struct sm_flag f[24];
+	static struct sm_flag f[27];
 
 	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
 		SM_FLAG_INT, &cfg->body_limit_mb, "256",
@@ -141,10 +142,11 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"-ingester.idempotency-window must cover a redelivery)." };
 	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
 		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "0",
-		"Per-tenant ingestion rate in MiB/s of request bodies, "
-		"enforced by each distributor; over it is 429 (0 = no limit; "
-		"Pyroscope's default is 4). Per tenant: ingestion_rate_mb in "
-		"-runtime-config.file." };
+		"Per-tenant ingestion rate in MiB/s of request bodies, shared "
+		"by the healthy distributors of -distributor.peers (each "
+		"takes rate / N; without peers each enforces all of it); over "
+		"it is 429 (0 = no limit; Pyroscope's default is 4). Per "
+		"tenant: ingestion_rate_mb in -runtime-config.file." };
 	f[21] = (struct sm_flag){ "distributor.ingestion-burst-size-mb",
 		SM_FLAG_STRING, &cfg->ingestion_burst_mb, "2",
 		"Per-tenant ingestion burst in MiB: the most a tenant may send "
@@ -164,6 +166,22 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Most active series per tenant on each ingester (0 = no "
 		"limit); with a global limit too, the lower one applies. Per "
 		"tenant: max_local_series_per_tenant." };
+	f[24] = (struct sm_flag){ "distributor.peers", SM_FLAG_STRING,
+		&cfg->peers, "",
+		"Every distributor, this one included, as comma-separated "
+		"http://host:port base URLs and/or dns+host:port names "
+		"(resolved each probe, e.g. a headless service). Each tenant's "
+		"ingestion rate is divided by the healthy ones (their /ready "
+		"answers). Empty: this distributor alone (N = 1)." };
+	f[25] = (struct sm_flag){ "distributor.peers-probe-period",
+		SM_FLAG_DURATION, &cfg->peers_period_ms, "5s",
+		"How often every -distributor.peers entry is probed "
+		"(GET /ready); a change of the healthy count applies to the "
+		"rate at once." };
+	f[26] = (struct sm_flag){ "distributor.peers-probe-timeout",
+		SM_FLAG_DURATION, &cfg->peers_timeout_ms, "1s",
+		"Deadline of one peer probe; a peer whose last probe failed "
+		"is not counted (at most the period)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -766,7 +784,8 @@ dist_rate_check(struct distributor *d, const char *tenant,
     const struct sm_limits *sl, size_t n, struct sm_err *err)
 {
 	return (dist_ratelim_take(d->ratelim, tenant, sl->ingestion_rate_mb,
-	    sl->ingestion_burst_size_mb, n, err));
+	    sl->ingestion_burst_size_mb, dist_peers_healthy(d->peers), n,
+	    err));
 }
 
 int
@@ -809,6 +828,25 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0)
 		goto fail;
 	{
+		uint8_t rnd[DIST_PEER_ID_LEN / 2];
+		struct dist_peers_cfg pc = { cfg->peers != NULL ? cfg->peers :
+		    "", d->peer_id, cfg->peers_period_ms,
+		    cfg->peers_timeout_ms };
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			/* Unique enough: the time and our address. */
+			uint64_t t = (uint64_t)sm_mono_ns() ^
+			    (uint64_t)(uintptr_t)d;
+
+			memset(rnd, 0, sizeof(rnd));
+			memcpy(rnd, &t, sizeof(t));
+		}
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			snprintf(d->peer_id + 2 * i, 3, "%02x", rnd[i]);
+		if ((rv = dist_peers_create(&pc, &d->peers, err)) != 0)
+			goto fail;
+	}
+	{
 		struct dist_hints_cfg hc = { cfg->hints_max_bytes,
 		    cfg->hints_max_age_ms, cfg->push_timeout_ms };
 
@@ -833,11 +871,31 @@ fail:
 	return (rv);
 }
 
+int
+dist_start(struct distributor *d, struct sm_err *err)
+{
+	return (dist_peers_start(d->peers, err));
+}
+
+void
+dist_stop(struct distributor *d)
+{
+	if (d != NULL)
+		dist_peers_stop(d->peers);
+}
+
+const char *
+dist_peer_id(const struct distributor *d)
+{
+	return (d->peer_id);
+}
+
 void
 dist_destroy(struct distributor *d)
 {
 	if (d == NULL)
 		return;
+	dist_peers_destroy(d->peers);
 	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
 	dist_ratelim_destroy(d->ratelim);

@@ -101,7 +101,17 @@ dist_ibytes(uint64_t n, char *out, size_t outlen)
 
 int
 dist_ratelim_take(struct dist_ratelim *rl, const char *tenant,
-    double rate_mb, double burst_mb, size_t n, struct sm_err *err)
+    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
+    struct sm_err *err)
+{
+	return (dist_ratelim_take_at(rl, tenant, rate_mb, burst_mb, ndist, n,
+	    sm_mono_ns(), err));
+}
+
+int
+dist_ratelim_take_at(struct dist_ratelim *rl, const char *tenant,
+    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
+    int64_t now_ns, struct sm_err *err)
 {
 	struct rl_entry *e;
 	uint64_t h;
@@ -123,8 +133,9 @@ dist_ratelim_take(struct dist_ratelim *rl, const char *tenant,
 		e->e_next = rl->rl_tab[h];
 		rl->rl_tab[h] = e;
 	}
-	ok = dist_bucket_take(&e->e_b, rate_mb * RL_MB, burst_mb * RL_MB,
-	    sm_mono_ns(), (double)n);
+	/* The share: rate / healthy distributors; the burst stays whole. */
+	ok = dist_bucket_take(&e->e_b, rate_mb * RL_MB / SM_MAX(ndist, 1u),
+	    burst_mb * RL_MB, now_ns, (double)n);
 	pthread_mutex_unlock(&rl->rl_mu);
 	if (!ok) {
 		char lim[32], add[32];

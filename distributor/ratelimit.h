@@ -19,12 +19,33 @@
  * gzip bodies a tenant therefore gets several times more profile data
  * per MB than in Pyroscope; set the limits with that in mind.
  *
- * Local, not shared: Pyroscope divides the tenant's rate among the
- * healthy distributors of its distributor ring.  Smolder has no
- * distributor ring (the ring holds ingesters, ring.h), so each
- * distributor enforces the whole rate for the uploads it receives: with
- * N distributors behind a balancer a tenant may reach N times the rate.
- * Set the overrides to rate/N for a global figure.
+ * Shared among the healthy distributors (Pyroscope's and Cortex's
+ * "global" strategy): each distributor's bucket refills at the tenant's
+ * rate / N, N = the healthy distributors it knows of (peers.h), itself
+ * included, so N distributors behind a balancer together admit about the
+ * tenant's rate.  The burst is not divided (Cortex keeps it per
+ * distributor): a tenant may send up to N x burst at once across the
+ * cluster, and an upload up to the burst always fits one bucket.
+ * Decisions:
+ *   - no -distributor.peers: N = 1, each distributor enforces the whole
+ *     rate (the single binary, and the behaviour before peers existed);
+ *   - a peer whose last probe failed (down, unreachable, not ready) is
+ *     not counted: the others each take a bigger share, as in Pyroscope,
+ *     so a dead distributor does not shrink the tenant's rate.  The
+ *     price is a window of about one probe period on each change: a
+ *     peer that died is still counted until its next failed probe (the
+ *     cluster admits less than the rate), and one that comes back admits
+ *     the whole rate until its first round counts the others, while they
+ *     do not count it yet (the cluster admits more, at most N x rate);
+ *   - the error message names the tenant's whole rate, not the share
+ *     (what the operator configured);
+ *   - a change of N takes effect on the next check of each bucket: the
+ *     bucket keeps its tokens (capped at the burst, as for a reload), and
+ *     the time since its last check refills at the old share;
+ *   - the balancer is assumed to spread a tenant's uploads evenly; with
+ *     one tenant pinned to one distributor (keep-alive connections) that
+ *     tenant gets only rate / N.  This is the global strategy's known
+ *     trade, not a bug.
  *
  * Memory: one small bucket per tenant seen, kept for the life of the
  * process (tenants are bounded by the keys file or the gateway).
@@ -61,13 +82,21 @@ void dist_ratelim_destroy(struct dist_ratelim *rl);
 
 /*
  * Take n bytes from `tenant`'s bucket (created full on first use) with
- * rate `rate_mb` MiB/s and burst `burst_mb` MiB.  Returns 0, or SM_ELIMIT
- * with Pyroscope's message (`push rate limit (4.0 MiB) exceeded while
- * adding 12 KiB`) in err, or SM_ENOMEM (no memory for a new tenant's
- * bucket: the upload is refused, 503).  Thread-safe.
+ * the tenant's rate `rate_mb` MiB/s shared by `ndist` healthy
+ * distributors (the bucket refills at rate_mb / ndist; 0 counts as 1)
+ * and burst `burst_mb` MiB.  Returns 0, or SM_ELIMIT with Pyroscope's
+ * message (`push rate limit (4.0 MiB) exceeded while adding 12 KiB`, the
+ * tenant's whole rate) in err, or SM_ENOMEM (no memory for a new
+ * tenant's bucket: the upload is refused, 503).  Thread-safe.
  */
 int dist_ratelim_take(struct dist_ratelim *rl, const char *tenant,
-    double rate_mb, double burst_mb, size_t n, struct sm_err *err);
+    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
+    struct sm_err *err);
+
+/* The same at monotonic time `now_ns` (> 0): the unit tests' clock. */
+int dist_ratelim_take_at(struct dist_ratelim *rl, const char *tenant,
+    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
+    int64_t now_ns, struct sm_err *err);
 
 /* Pyroscope's humanize.IBytes: "512 B", "1.5 KiB", "4.0 MiB", "12 MiB". */
 void dist_ibytes(uint64_t n, char *out, size_t outlen);

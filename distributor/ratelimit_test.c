@@ -46,13 +46,78 @@ test_table(void)
 	SM_CHECK_EQ(dist_ratelim_create(&rl), 0);
 	/* 1 MiB burst: a 1 MiB upload passes, the next is refused with
 	 * Pyroscope's message; another tenant is untouched. */
-	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 1 << 20, &err), 0);
-	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 4096, &err),
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 1, 1 << 20, &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0.001, 1, 1, 4096, &err),
 	    SM_ELIMIT);
 	SM_CHECK_STR(err.msg, "push rate limit (1.0 KiB) exceeded while "
 	    "adding 4.0 KiB");
-	SM_CHECK_EQ(dist_ratelim_take(rl, "b", 0.001, 1, 1 << 20, &err), 0);
-	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0, 1, 1 << 30, &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take(rl, "b", 0.001, 1, 1, 1 << 20, &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take(rl, "a", 0, 1, 1, 1 << 30, &err), 0);
+	dist_ratelim_destroy(rl);
+}
+
+/*
+ * Shared among N healthy distributors: the bucket refills at rate / N,
+ * the burst stays whole; a change of N keeps the tokens (capped at the
+ * burst) and applies from the next check on.
+ */
+static void
+test_shared(void)
+{
+	struct dist_ratelim *rl;
+	struct sm_err err;
+	const size_t mib = 1u << 20, half = mib / 2, quarter = mib / 4;
+
+	SM_CHECK_EQ(dist_ratelim_create(&rl), 0);
+	/* Rate 1 MiB/s, burst 1 MiB, 2 distributors: starts full (the
+	 * whole burst), then refills at 0.5 MiB/s. */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 2, mib, 1 * SEC,
+	    &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 2, half + 1,
+	    2 * SEC, &err), SM_ELIMIT);
+	/* The message names the tenant's whole rate, not the share. */
+	SM_CHECK_STR(err.msg, "push rate limit (1.0 MiB) exceeded while "
+	    "adding 512 KiB");
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 2, half, 2 * SEC,
+	    &err), 0);
+	/* N 2 -> 1: no tokens appear at the change... */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 1, 1, 2 * SEC, &err),
+	    SM_ELIMIT);
+	/* ...the refill after it is the whole rate: 0.5 s = 0.5 MiB. */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 1, half + 1,
+	    2 * SEC + SEC / 2, &err), SM_ELIMIT);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 1, half,
+	    2 * SEC + SEC / 2, &err), 0);
+	/* N 1 -> 4 at 3 s: the half second before the change refilled at
+	 * the old share (1 MiB/s), the next second at 0.25 MiB/s. */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 4, half, 3 * SEC,
+	    &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 4, quarter + 1,
+	    4 * SEC, &err), SM_ELIMIT);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 4, quarter, 4 * SEC,
+	    &err), 0);
+	/* Kept tokens are capped at the burst, whatever N: after a long
+	 * pause a full burst passes, and not a byte more. */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 4, mib, 100 * SEC,
+	    &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "t", 1, 1, 4, 1, 100 * SEC,
+	    &err), SM_ELIMIT);
+	/* N = 0 counts as 1 (never a division by zero). */
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "u", 1, 1, 0, mib, 1 * SEC,
+	    &err), 0);
+	SM_CHECK_EQ(dist_ratelim_take_at(rl, "u", 1, 1, 0, mib, 2 * SEC,
+	    &err), 0);
+	/* Over 10 s at N = 2 a distributor admits burst + rate x 10 / 2. */
+	{
+		size_t got = 0;
+
+		for (int64_t t = 1; t <= 1000; t++)
+			if (dist_ratelim_take_at(rl, "v", 1, 1, 2, 64 << 10,
+			    SEC + t * SEC / 100, &err) == 0)
+				got += 64 << 10;
+		SM_CHECK(got >= mib + 5 * mib - (64 << 10));
+		SM_CHECK(got <= mib + 5 * mib);
+	}
 	dist_ratelim_destroy(rl);
 }
 
@@ -79,5 +144,7 @@ SM_TEST_MAIN(
 	{ "token bucket: burst, refill, refusal takes nothing, changes",
 	    test_bucket },
 	{ "per-tenant table and the 429 message", test_table },
+	{ "shared bucket: rate / healthy distributors, N changes keep "
+	    "tokens", test_shared },
 	{ "humanize.IBytes", test_ibytes },
 )

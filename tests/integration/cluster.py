@@ -14,7 +14,10 @@ Workspace.  Not a test.
     c.check_stopped(results)
 
 Ingesters keep their id (-instance.id=ingester-<i>), RPC port and data dir
-across restarts; HTTP ports are picked afresh.  Heartbeats are fast
+across restarts; HTTP ports are picked afresh, except the distributors'
+with distributor_peers=True: their ports are picked up front and every
+distributor gets -distributor.peers listing all of them (itself
+included), so they share each tenant's ingestion rate.  Heartbeats are fast
 (100 ms period, 1 s timeout) so membership settles within a test's
 patience.  Stopping judges every process (smolder.Server.stop: unclean
 exits and sanitizer reports are problems).
@@ -33,7 +36,8 @@ class Cluster:
     def __init__(self, ws, ingesters=3, distributors=2, queriers=1, rf=3,
                  extra=(), ingester_extra=(), log_level="info", name="c",
                  compactors=0, compactor_extra=(),
-                 heartbeat_timeout=None):
+                 heartbeat_timeout=None, distributor_peers=False,
+                 distributor_extra=()):
         self.ws = ws
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
@@ -45,6 +49,10 @@ class Cluster:
         self.heartbeat_timeout = heartbeat_timeout
         self.counts = (ingesters, distributors, queriers, compactors)
         self.compactor_extra = list(compactor_extra)
+        self.distributor_extra = list(distributor_extra)
+        # Fixed HTTP ports for the distributors when they know each other.
+        self.distributor_ports = ([free_port() for _ in range(distributors)]
+                                  if distributor_peers else None)
         self.ingesters = []
         self.distributors = []
         self.queriers = []
@@ -77,14 +85,28 @@ class Cluster:
                 "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i]]
             + self.extra + self.ingester_extra)
 
+    def peers_flag(self):
+        """-distributor.peers listing every distributor, or None."""
+        if self.distributor_ports is None:
+            return None
+        return "-distributor.peers=" + ",".join(
+            "http://127.0.0.1:%d" % p for p in self.distributor_ports)
+
     def _stateless(self, kind, i):
+        port, extra = None, []
+        if kind == "compactor":
+            extra = self.compactor_extra
+        elif kind == "distributor":
+            extra = list(self.distributor_extra)
+            if self.distributor_ports is not None:
+                port = self.distributor_ports[i]
+                extra.append(self.peers_flag())
         return DataServer(
             self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
             self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
             name="%s-%d" % (kind, i),
             target=kind, log_level=self.log_level,
-            extra_flags=self.ring_flags() + self.extra +
-            (self.compactor_extra if kind == "compactor" else []))
+            extra_flags=self.ring_flags() + self.extra + extra, port=port)
 
     def start(self):
         ni, nd, nq, nc = self.counts
@@ -110,6 +132,11 @@ class Cluster:
         probs = self.ingesters[i].stop()
         if probs:
             self.problems[self.ingesters[i].name + " (stopped)"] = probs
+
+    def stop_distributor(self, i):
+        probs = self.distributors[i].stop()
+        if probs:
+            self.problems[self.distributors[i].name + " (stopped)"] = probs
 
     def restart_ingester(self, i, wait=True):
         self.ingesters[i] = self._ingester(i).start(wait=wait)

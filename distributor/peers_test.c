@@ -1,0 +1,190 @@
+/*
+ * peers_test.c -- the distributors' peer view (peers.h): counting
+ * answers, parsing -distributor.peers, and the prober against live HTTP
+ * servers (a peer, a non-distributor, a dead port, this process itself).
+ */
+#include "distributor/peers.h"
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/auth.h"
+#include "common/http.h"
+#include "common/log.h"
+
+#include "sm_test.h"
+
+static void
+test_count(void)
+{
+	const char *none[] = { NULL };
+	const char *ids[] = { "self", "a", NULL, "", "a", "b", "self" };
+
+	SM_CHECK_EQ(dist_peers_count("self", none, 0), 1u);
+	SM_CHECK_EQ(dist_peers_count("self", none, 1), 1u);
+	/* self counts once whether listed or not; a twice, b once. */
+	SM_CHECK_EQ(dist_peers_count("self", ids, SM_ARRAY_LEN(ids)), 3u);
+	SM_CHECK_EQ(dist_peers_count("other", ids, SM_ARRAY_LEN(ids)), 4u);
+}
+
+static int
+create(const char *spec, int64_t period, int64_t timeout,
+    struct dist_peers **p)
+{
+	struct dist_peers_cfg c = { spec, "self", period, timeout };
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	return (dist_peers_create(&c, p, &err));
+}
+
+static void
+test_parse(void)
+{
+	static const char *const bad[] = { "foo", "http://", "ftp://a:1",
+	    "dns+nocolon", "dns+:1", "http://a b:1", "http://a:1,bogus" };
+	struct dist_peers *p;
+
+	SM_CHECK_EQ(create("", 5000, 1000, &p), 0);
+	SM_CHECK(p == NULL);
+	SM_CHECK_EQ(dist_peers_healthy(NULL), 1u);
+	SM_CHECK_EQ(create(" , ,", 5000, 1000, &p), 0);
+	SM_CHECK(p == NULL);
+	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
+		SM_CHECKF(create(bad[i], 5000, 1000, &p) == SM_EINVAL,
+		    "%s", bad[i]);
+		SM_CHECK(p == NULL);
+	}
+	SM_CHECK_EQ(create("http://a:1", 5000, 6000, &p), SM_EINVAL);
+	SM_CHECK_EQ(create("http://a:1", 5, 1, &p), SM_EINVAL);
+	SM_CHECK_EQ(create(" http://a:1/ , dns+b.example:4040,"
+	    "https://[::1]:2,http://a:1", 5000, 1000, &p), 0);
+	SM_REQUIRE(p != NULL);
+	SM_CHECK_EQ(dist_peers_healthy(p), 1u);     /* before any probe */
+	dist_peers_destroy(p);
+}
+
+/* A fake /ready: answers `status` with `id` in X-Smolder-Distributor. */
+struct fake {
+	const char *id;                 /* NULL: no header */
+	atomic_int status;
+	struct sm_http *h;
+};
+
+static void
+fake_ready(struct sm_http_req *r, void *arg)
+{
+	struct fake *f = arg;
+
+	if (f->id != NULL)
+		sm_http_set_header(r, DIST_PEER_HEADER, f->id);
+	sm_http_reply_text(r, atomic_load(&f->status), "ready");
+}
+
+static bool
+fake_start(struct fake *f, const char *id)
+{
+	struct sm_http_cfg cfg;
+	struct sm_err err;
+
+	f->id = id;
+	atomic_init(&f->status, 200);
+	sm_http_cfg_default(&cfg);
+	cfg.listen = "127.0.0.1:0";
+	cfg.threads = 1;
+	cfg.conn_limit = 64;
+	cfg.conn_timeout_s = 5;
+	sm_err_clear(&err);
+	if (sm_http_create(&cfg, &f->h, &err) != 0)
+		return (false);
+	if (sm_http_route_as(f->h, SM_SCOPE_PUBLIC, "GET", "/ready",
+	    fake_ready, f, 0) != 0 || sm_http_start(f->h, &err) != 0) {
+		sm_http_destroy(f->h);
+		f->h = NULL;
+		return (false);
+	}
+	return (true);
+}
+
+/* A loopback port nobody listens on (bound, then closed). */
+static unsigned
+dead_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned port = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return (port);
+}
+
+/* Wait up to 5 s for dist_peers_healthy(p) == want. */
+static bool
+wait_healthy(struct dist_peers *p, uint32_t want)
+{
+	for (int i = 0; i < 500; i++) {
+		if (dist_peers_healthy(p) == want)
+			return (true);
+		usleep(10000);
+	}
+	return (false);
+}
+
+static void
+test_live(void)
+{
+	struct fake self, a, notdist;
+	struct dist_peers *p = NULL;
+	char spec[512];
+	struct sm_err err;
+
+	sm_log_set_level(SM_LOG_ERROR);
+	SM_REQUIRE(fake_start(&self, "self"));
+	SM_REQUIRE(fake_start(&a, "peer-a"));
+	SM_REQUIRE(fake_start(&notdist, NULL));
+	/* Self listed, a listed twice (by address and by name), a
+	 * non-distributor, a dead port. */
+	snprintf(spec, sizeof(spec), "http://127.0.0.1:%u,"
+	    "http://127.0.0.1:%u,http://localhost:%u/,http://127.0.0.1:%u,"
+	    "http://127.0.0.1:%u", sm_http_port(self.h), sm_http_port(a.h),
+	    sm_http_port(a.h), sm_http_port(notdist.h), dead_port());
+	SM_REQUIRE(create(spec, 50, 40, &p) == 0 && p != NULL);
+	sm_err_clear(&err);
+	SM_REQUIRE(dist_peers_start(p, &err) == 0);
+	SM_CHECK(wait_healthy(p, 2));
+	/* a not ready (503): only this one is left, at the next round. */
+	atomic_store(&a.status, 503);
+	SM_CHECK(wait_healthy(p, 1));
+	/* Back, and counted again. */
+	atomic_store(&a.status, 200);
+	SM_CHECK(wait_healthy(p, 2));
+	/* a gone: its connection is refused. */
+	sm_http_destroy(a.h);
+	SM_CHECK(wait_healthy(p, 1));
+	/* Never more than 1 + the distinct ids: stays 1. */
+	usleep(200000);
+	SM_CHECK_EQ(dist_peers_healthy(p), 1u);
+	dist_peers_destroy(p);
+	sm_http_destroy(notdist.h);
+	sm_http_destroy(self.h);
+}
+
+SM_TEST_MAIN(
+	{ "count: self once, distinct ids, failed probes not counted",
+	    test_count },
+	{ "parse -distributor.peers: URLs, dns+, errors, empty = none",
+	    test_parse },
+	{ "live probes: peer, duplicate, not a distributor, dead, "
+	    "not ready, back, gone", test_live },
+)
