@@ -21,6 +21,14 @@
  * suspend).  Once the worker has resumed the connection it never touches
  * the request again: MHD may complete and free it at once.
  *
+ * Priority.  Query workers run at nice +HTTP_QUERY_NICE (set once per
+ * thread; Linux nice values are per thread): on a saturated machine the
+ * scheduler gives the event threads and the write workers about ten times
+ * their CPU share, so a burst of heavy queries slows down queries, not
+ * writes or probes (bench B8).  Queries are never starved (CFS weights,
+ * not strict priority).  A failure to renice (a seccomp profile) is
+ * ignored.
+ *
  * Fair share.  A free worker takes the oldest waiting request of the
  * tenant with the fewest requests running in that pool (tenant: the key's,
  * else the X-Scope-OrgID header), so one tenant's burst of slow queries
@@ -140,7 +148,9 @@
 #include <stdarg.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,6 +175,7 @@
 #define HTTP_BODY_MIN_CAP (16u * 1024u)
 #define HTTP_STOP_GRACE_MS 2000
 #define HTTP_REJECT_MSG_MAX 256
+#define HTTP_QUERY_NICE 10
 
 struct http_route {
 	char *method;             /* NULL = any method */
@@ -473,6 +484,9 @@ http_pool_main(void *arg)
 	struct sm_http_req *r;
 	uint64_t key;
 
+	if (p == &h->h_query)
+		(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+		    HTTP_QUERY_NICE);
 	pthread_mutex_lock(&h->h_mu);
 	for (;;) {
 		while (p->p_head == NULL && !h->h_pool_exit)
