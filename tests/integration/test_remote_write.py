@@ -29,6 +29,10 @@ to B with -remote-write.key=<fwd>.
      half-written record is appended to A's newest queue segment; A
      restarts (log line, corrupt-bytes counter), B comes back: the M good
      uploads arrive exactly once;
+  F. in flight at a SIGKILL (a receiver that reads the request and never
+     answers): after the restart the /ingest upload is dropped as
+     "ambiguous" (logged) and never reaches the real receiver; a Push in
+     the same place is sent again and arrives once;
   3. a receiver that refuses the key (403: a read-only key) -> uploads
      are dropped as "rejected", not retried forever, and A stays healthy;
   4. a bad -remote-write.url is refused at startup.
@@ -39,8 +43,10 @@ import json
 import os
 import random
 import re
+import socket
 import struct
 import sys
+import threading
 import time
 import uuid
 
@@ -86,13 +92,14 @@ def start_on_port(data, logdir, port, flags, name):
 
 
 class Writer:
-    def __init__(self, rng):
+    def __init__(self, rng, apps=("fa", "fb", "fc")):
         self.rng = rng
+        self.apps = list(apps)
         self.want = {}         # app -> {stack: total}
         self.n = 0
 
     def write(self, r, srv, what, omit_time=False):
-        app = self.rng.choice(["fa", "fb", "fc"])
+        app = self.rng.choice(self.apps)
         tenant = self.rng.choice(["t1", "t2"])
         stacks = {}
         for _ in range(self.rng.randrange(1, 5)):
@@ -126,6 +133,19 @@ class Writer:
                 "format": "collapsed"},
                 headers={"Authorization": "Bearer " + RD})
             if resp.status != 200 or parse_collapsed(resp.text()) != want:
+                return False
+        return True
+
+    def nothing(self, srv):
+        """The receiver has none of this writer's apps."""
+        for app in self.want:
+            resp = srv.request("GET", "/render", {
+                "query": '%s{service_name="%s"}' % (TYPE, app),
+                "from": str(int(time.time()) - 3600),
+                "until": str(int(time.time()) + 3600),
+                "format": "collapsed"},
+                headers={"Authorization": "Bearer " + RD})
+            if resp.status != 200 or parse_collapsed(resp.text()):
                 return False
         return True
 
@@ -201,6 +221,45 @@ class Pusher:
 
     def matches(self, srv):
         return self.got(srv) == self.want
+
+
+class Blackhole:
+    """A receiver that takes the connection and the request, and never
+    answers: the sender's request stays in flight."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.received = 0
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            threading.Thread(target=self._read, args=(c,),
+                             daemon=True).start()
+
+    def _read(self, c):
+        while True:
+            try:
+                d = c.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            self.received += len(d)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
 
 
 def queue_segments(data):
@@ -385,6 +444,54 @@ def main():
         r.eq(dropped, 0.0, "torn: nothing dropped")
         a.check_stopped(r, "sender exits 0 on SIGTERM")
         a = None
+
+        # F. in flight at a SIGKILL: an /ingest upload is dropped as
+        # ambiguous, a Push (idempotent) is sent again.
+        hole = Blackhole()
+        f_data = ws.data_dir("a3")
+        hflags = ["-auth.multitenancy-enabled",
+                  "-remote-write.url=http://127.0.0.1:%d" % hole.port,
+                  "-remote-write.key=%s" % FWD, "-remote-write.timeout=60s",
+                  "-remote-write.max-backoff=400ms"] + limit_flags()
+        rflags = ["-auth.multitenancy-enabled",
+                  "-remote-write.url=http://127.0.0.1:%d" % b.port,
+                  "-remote-write.key=%s" % FWD,
+                  "-remote-write.max-backoff=400ms"] + limit_flags()
+        a = start_on_port(f_data, ws.log_dir("a3"), 0, hflags, "sender3")
+        w3 = Writer(random.Random(seed + 3), apps=["fz"])
+        r.check(w3.write(r, a, "in flight") and wait_for(
+            lambda: hole.received > 200, 10),
+            "in flight: an upload reaches a receiver that never answers")
+        r.check(not a.kill9(), "in flight: SIGKILL the sender")
+        a = start_on_port(f_data, ws.log_dir("a3b"), 0, rflags, "sender3b")
+        r.check(wait_for(lambda: metric(
+            a, "smolder_remote_write_dropped_total",
+            '{reason="ambiguous"}') == 1 and drained(a), 10),
+            "in flight: after the restart the /ingest upload that was in "
+            "flight is dropped as ambiguous, not sent again",
+            a.stderr_tail(10))
+        r.check(re.search(r"in flight when the process stopped",
+                          a.stderr_text()) is not None,
+                "in flight: the drop is logged with its reason")
+        r.check(w3.nothing(b), "in flight: the receiver never got it "
+                "from the restarted sender", w3.diff(b))
+        r.check(not a.kill9(), "in flight: SIGKILL the sender again")
+        hole.received = 0
+        a = start_on_port(f_data, ws.log_dir("a3c"), 0, hflags, "sender3c")
+        r.check(pu.push(r, a, "in flight push") is not None and wait_for(
+            lambda: hole.received > 200, 10),
+            "in flight: a Push reaches the receiver that never answers")
+        r.check(not a.kill9(), "in flight: SIGKILL the sender (Push)")
+        a = start_on_port(f_data, ws.log_dir("a3d"), 0, rflags, "sender3d")
+        r.check(wait_for(lambda: drained(a) and pu.matches(b), 20),
+                "in flight: the Push is sent again after the restart and "
+                "arrives once", "want %r got %r" % (pu.want, pu.got(b)))
+        r.eq(metric(a, "smolder_remote_write_dropped_total",
+                    '{reason="ambiguous"}'), 0.0,
+             "in flight: the Push is not dropped")
+        a.check_stopped(r, "sender3 exits 0 on SIGTERM")
+        a = None
+        hole.close()
 
         # 3. a key the receiver refuses: dropped, not retried forever.
         a2 = DataServer(ws.data_dir("a2"), ws.log_dir("a2"), name="sender2",
