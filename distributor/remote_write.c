@@ -450,14 +450,11 @@ rw_main(void *arg)
 		}
 		rw->marked = false;
 		if (!rw_decode(rw, rec, n, &e)) {
-			o = RW_REJECTED;
-			status = 0;
-			snprintf(why, sizeof(why), "undecodable queue record");
 			rw_entry_free(&e);
 			(void)rwq_commit(rw->q);
 			rw_drop("corrupt");
-			sm_warn("remote-write", "queue record dropped\t"
-			    "reason=corrupt bytes=%zu", n);
+			sm_warn("remote-write", "undecodable queue record "
+			    "dropped\treason=corrupt bytes=%zu", n);
 			pthread_mutex_lock(&rw->mu);
 			rw_gauges(rw);
 			first = false;
