@@ -329,6 +329,7 @@ mod_distributor_init(void *p, struct sm_err *err)
 
 	app->dist_cfg.multitenancy = app->multitenancy;
 	app->dist_cfg.overrides = app->overrides;
+	app->dist_cfg.rw.data_dir = app->data_dir;
 	return (dist_create(&app->dist_cfg, app->http, app->ring, &app->dist,
 	    err));
 }

@@ -44,6 +44,10 @@
  * not a UUID is invalid_argument, as Pyroscope.  An empty ID (hand-made
  * JSON clients) gets a random id: accepted, but not retry-safe.
  *
+ * Remote-write: an accepted Push is queued for -remote-write.url as a
+ * push.v1 Push (remote_write.h), every sample with its ID (the random one
+ * for a sample that came without), so the forward is idempotent.
+ *
  * Errors: every sample is decoded and validated before anything is sent,
  * so a request with one bad sample writes nothing; the message names the
  * series and sample.  Validation -> invalid_argument (400); the samples
@@ -54,8 +58,10 @@
  * client retries the whole request and the samples already written are
  * recognised by their IDs.
  */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "common/connect.h"
 #include "common/auth.h"
@@ -288,6 +294,81 @@ push_decode(struct distributor *d, const struct dist_limits *lim,
 	return (0);
 }
 
+static void
+uuid_format(const uint8_t id[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[k++] = '-';
+		out[k++] = hex[id[i] >> 4];
+		out[k++] = hex[id[i] & 15];
+	}
+	out[k] = '\0';
+}
+
+/*
+ * Queue the accepted request for remote-write (remote_write.h): packed
+ * again as protobuf, every sample with its ID -- the one the client sent,
+ * or the random one its local write used -- so a re-send is idempotent.
+ * The copies are shallow, in the call's arena.
+ */
+static void
+push_forward(struct distributor *d, struct sm_connect_call *call,
+    const Push__V1__PushRequest *req, const struct push_item *items,
+    const char *tenant)
+{
+	Push__V1__PushRequest fr;
+	Push__V1__RawProfileSeries **ss = NULL;
+	uint8_t *buf;
+	size_t k = 0, len;
+
+	push__v1__push_request__init(&fr);
+	if (req->n_series > 0 && (ss = sm_arena_calloc(call->arena,
+	    req->n_series, sizeof(*ss))) == NULL)
+		goto nomem;
+	for (size_t i = 0; i < req->n_series; i++) {
+		const Push__V1__RawProfileSeries *s = req->series[i];
+		Push__V1__RawProfileSeries *c;
+		Push__V1__RawSample **sv = NULL;
+
+		if ((c = sm_arena_alloc(call->arena, sizeof(*c))) == NULL ||
+		    (s->n_samples > 0 && (sv = sm_arena_calloc(call->arena,
+		    s->n_samples, sizeof(*sv))) == NULL))
+			goto nomem;
+		*c = *s;
+		c->samples = sv;
+		for (size_t j = 0; j < s->n_samples; j++, k++) {
+			Push__V1__RawSample *rs;
+			char *id;
+
+			if ((rs = sm_arena_alloc(call->arena,
+			    sizeof(*rs))) == NULL ||
+			    (id = sm_arena_alloc(call->arena, 37)) == NULL)
+				goto nomem;
+			*rs = *s->samples[j];
+			uuid_format(items[k].id, id);
+			rs->id = id;
+			sv[j] = rs;
+		}
+		ss[i] = c;
+	}
+	fr.n_series = req->n_series;
+	fr.series = ss;
+	len = push__v1__push_request__get_packed_size(&fr);
+	if ((buf = sm_arena_alloc(call->arena, len != 0 ? len : 1)) == NULL)
+		goto nomem;
+	push__v1__push_request__pack(&fr, buf);
+	(void)rw_enqueue(d->rw, "/push.v1.PusherService/Push", "",
+	    "application/proto", d->cfg.multitenancy ? tenant : NULL,
+	    RW_IDEMPOTENT, buf, len);
+	return;
+nomem:
+	sm_warn("remote-write", "out of memory, push not forwarded");
+}
+
 static int
 m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
     ProtobufCMessage **resp, struct sm_err *err)
@@ -349,7 +430,22 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 			}
 		}
 	}
-	/* 2. Write each sample under its ID. */
+	/*
+	 * 2. Write each sample under its ID.  A sample without one gets a
+	 * random UUID (v4) here rather than in dist_push, so a remote-write
+	 * forward carries the same id.
+	 */
+	for (size_t i = 0; i < k; i++) {
+		if (items[i].has_id)
+			continue;
+		if (getrandom(items[i].id, 16, 0) != 16) {
+			rv = sm_err_set(err, SM_EINTERNAL, "getrandom failed");
+			goto out;
+		}
+		items[i].id[6] = (uint8_t)((items[i].id[6] & 0x0f) | 0x40);
+		items[i].id[8] = (uint8_t)((items[i].id[8] & 0x3f) | 0x80);
+		items[i].has_id = true;
+	}
 	for (size_t i = 0; i < k; i++) {
 		if (items[i].b.nseries == 0)
 			continue;      /* only zero values: nothing to store */
@@ -369,6 +465,8 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	}
 	push__v1__push_response__init(out);
 	*resp = &out->base;
+	if (d->rw != NULL && k > 0)
+		push_forward(d, call, req, items, tenant);
 out:
 	if (rv == 0)
 		status = 200;

@@ -111,18 +111,21 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"Refuse profiles placed further in the future (0 = accept any)." };
 	f[12] = (struct sm_flag){ "remote-write.url", SM_FLAG_STRING,
 		&cfg->rw.url, "",
-		"Forward every accepted upload to this Pyroscope-compatible "
-		"base URL (POST <url>/ingest); empty = off." };
+		"Forward every accepted write to this Pyroscope-compatible "
+		"base URL (POST <url>/ingest, <url>/push.v1.PusherService/Push)"
+		" through a queue on disk in <data.dir>/remote-write; empty = "
+		"off." };
 	f[13] = (struct sm_flag){ "remote-write.key", SM_FLAG_STRING,
 		&cfg->rw.key, "",
 		"API key sent to -remote-write.url as Authorization: Bearer." };
 	f[14] = (struct sm_flag){ "remote-write.queue-size", SM_FLAG_INT,
 		&cfg->rw.queue_size, "10000",
-		"Most uploads waiting to be forwarded; more are dropped "
-		"(counted)." };
+		"Most writes waiting in the remote-write queue; more are "
+		"dropped (counted)." };
 	f[15] = (struct sm_flag){ "remote-write.queue-max-bytes",
 		SM_FLAG_BYTES, &cfg->rw.queue_max_bytes, "256MiB",
-		"Most body bytes waiting to be forwarded." };
+		"Most bytes the remote-write queue holds on disk (records not "
+		"yet sent); more are dropped (counted)." };
 	f[16] = (struct sm_flag){ "remote-write.timeout", SM_FLAG_DURATION,
 		&cfg->rw.timeout_ms, "10s",
 		"Deadline of one forwarded request." };
@@ -475,7 +478,7 @@ ingest_forward(struct distributor *d, struct sm_http_req *r,
 	if (sm_buf_error(&q) == 0)
 		(void)rw_enqueue(d->rw, sm_http_path(r), (const char *)q.b,
 		    sm_http_header(r, "Content-Type"),
-		    d->cfg.multitenancy ? tenant : NULL, body, len);
+		    d->cfg.multitenancy ? tenant : NULL, 0, body, len);
 	else
 		sm_warn("remote-write", "out of memory, upload not forwarded");
 	sm_buf_fini(&q);

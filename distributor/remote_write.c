@@ -3,47 +3,69 @@
  */
 #include "remote_write.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <curl/curl.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/metrics.h"
+
+#include "rwqueue.h"
 
 #define RW_MIN_BACKOFF_MS 100
 #define RW_DRAIN_MS 5000
 #define RW_URL_MAX 8192
+#define RW_SEGMENT_BYTES (16ull << 20)
+
+/*
+ * A queued entry, as one queue record:
+ *   u8 version (1) | u8 flags (RW_IDEMPOTENT) | u16 0 |
+ *   u32 n | path and query ("/ingest?name=..."), n bytes |
+ *   u32 n | Content-Type, n bytes (RW_NONE: none) |
+ *   u32 n | tenant, n bytes (RW_NONE: none) |
+ *   body (the rest)
+ * Decoded in place: the strings point into the record.
+ */
+#define RW_REC_VERSION 1
+#define RW_NONE 0xffffffffu
 
 struct rw_entry {
-	struct rw_entry *next;
-	char *url;                /* full URL: base + path + ?query */
+	void *rec;                /* owns everything below */
+	char *url;                /* base + path + ?query (allocated) */
 	char *ctype;              /* NULL: none */
 	char *tenant;             /* NULL: none */
-	void *body;
+	const void *body;
 	size_t len;
+	unsigned flags;
 };
 
 struct remote_write {
 	struct rw_config cfg;
 	char *base;               /* url without a trailing '/' */
 	char *auth_hdr;           /* "Authorization: Bearer ..." or NULL */
+	struct rwq *q;
 
 	pthread_mutex_t mu;       /* protects the fields below */
-	pthread_cond_t cv;
-	struct rw_entry *head, *tail;
-	size_t n, bytes;
+	pthread_cond_t cv;        /* an append, or stop */
 	bool stop;
 	pthread_t thread;
 	bool started;
+	bool head_in_flight;      /* from rwq_open, for the first entry */
+	bool marked;              /* this attempt marked the entry in flight */
 };
 
 static pthread_once_t rw_once = PTHREAD_ONCE_INIT;
-static struct sm_metric *m_qlen, *m_qbytes, *m_sent, *m_retries, *m_dropped;
+static struct sm_metric *m_qlen, *m_qbytes, *m_sent, *m_retries, *m_dropped,
+    *m_corrupt;
 static bool rw_curl_ok;
 
 static void
@@ -51,42 +73,48 @@ rw_init_once(void)
 {
 	rw_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 	m_qlen = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_remote_write_queue_length", "Accepted uploads waiting "
-	    "to be forwarded by remote-write.", NULL, NULL, 0);
+	    "smolder_remote_write_queue_length", "Accepted writes waiting "
+	    "in the remote-write queue (on disk).", NULL, NULL, 0);
 	m_qbytes = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_remote_write_queue_bytes", "Body bytes waiting to be "
-	    "forwarded by remote-write.", NULL, NULL, 0);
+	    "smolder_remote_write_queue_bytes", "Bytes of the remote-write "
+	    "queue records waiting to be forwarded (on disk).", NULL, NULL,
+	    0);
 	m_sent = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_sent_total", "Uploads the remote-write "
+	    "smolder_remote_write_sent_total", "Writes the remote-write "
 	    "receiver acknowledged (2xx).", NULL, NULL, 0);
 	m_retries = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_remote_write_retries_total", "Remote-write attempts "
-	    "that failed and will be retried (no connection, 429, 5xx).",
-	    NULL, NULL, 0);
+	    "that failed and will be retried (no connection, 429, 5xx; "
+	    "and timeouts of push.v1 entries).", NULL, NULL, 0);
 	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_dropped_total", "Uploads not forwarded, by "
-	    "reason: queue_full, rejected (4xx), ambiguous (timeout after "
-	    "sending), shutdown.", (const char *const[]){ "reason", NULL },
-	    NULL, 0);
+	    "smolder_remote_write_dropped_total", "Writes not forwarded, by "
+	    "reason: queue_full, rejected (4xx), ambiguous (an /ingest "
+	    "upload that may have reached the receiver: timeout after "
+	    "sending, or in flight when the process stopped), corrupt "
+	    "(unreadable queue record).",
+	    (const char *const[]){ "reason", NULL }, NULL, 0);
+	m_corrupt = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_remote_write_queue_corrupt_bytes_total", "Bytes of torn "
+	    "or corrupt remote-write queue records cut off (crash in the "
+	    "middle of an append, disk damage).", NULL, NULL, 0);
 }
 
 static void
 rw_entry_free(struct rw_entry *e)
 {
-	if (e == NULL)
-		return;
 	sm_free(e->url);
-	sm_free(e->ctype);
-	sm_free(e->tenant);
-	sm_free(e->body);
-	sm_free(e);
+	sm_free(e->rec);
+	memset(e, 0, sizeof(*e));
 }
 
 static void
 rw_gauges(struct remote_write *rw)
 {
-	sm_gauge_set(sm_metric_child0(m_qlen), (double)rw->n);
-	sm_gauge_set(sm_metric_child0(m_qbytes), (double)rw->bytes);
+	uint64_t n, bytes;
+
+	rwq_stats(rw->q, &n, &bytes);
+	sm_gauge_set(sm_metric_child0(m_qlen), (double)n);
+	sm_gauge_set(sm_metric_child0(m_qbytes), (double)bytes);
 }
 
 static void
@@ -95,63 +123,142 @@ rw_drop(const char *reason)
 	sm_counter_inc(sm_metric_child(m_dropped, reason));
 }
 
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	    (uint32_t)p[3] << 24);
+}
+
 int
 rw_enqueue(struct remote_write *rw, const char *path, const char *query,
-    const char *ctype, const char *tenant, const void *body, size_t len)
+    const char *ctype, const char *tenant, unsigned flags, const void *body,
+    size_t len)
 {
-	struct rw_entry *e;
-	size_t ul;
+	struct sm_buf h = SM_BUF_INIT;
+	uint8_t w[4];
+	struct iovec iov[2];
+	size_t pl = strlen(path), ql = strlen(query);
+	int rv;
 
-	pthread_mutex_lock(&rw->mu);
-	if (rw->stop || rw->n + 1 > (size_t)rw->cfg.queue_size ||
-	    rw->bytes + len > (size_t)rw->cfg.queue_max_bytes) {
-		size_t n = rw->n;
-
-		pthread_mutex_unlock(&rw->mu);
-		rw_drop("queue_full");
-		sm_warn("remote-write", "queue full, upload not forwarded"
-		    "\tqueued=%zu bytes=%zu tenant=%s", n, len,
-		    tenant != NULL ? tenant : "");
-		return (SM_ELIMIT);
+	sm_buf_putc(&h, RW_REC_VERSION);
+	sm_buf_putc(&h, (int)(flags & RW_IDEMPOTENT));
+	sm_buf_putc(&h, 0);
+	sm_buf_putc(&h, 0);
+	put_u32(w, (uint32_t)(pl + (ql != 0 ? ql + 1 : 0)));
+	sm_buf_append(&h, w, 4);
+	sm_buf_append(&h, path, pl);
+	if (ql != 0) {
+		sm_buf_putc(&h, '?');
+		sm_buf_append(&h, query, ql);
 	}
+	put_u32(w, ctype != NULL ? (uint32_t)strlen(ctype) : RW_NONE);
+	sm_buf_append(&h, w, 4);
+	if (ctype != NULL)
+		sm_buf_append(&h, ctype, strlen(ctype));
+	put_u32(w, tenant != NULL ? (uint32_t)strlen(tenant) : RW_NONE);
+	sm_buf_append(&h, w, 4);
+	if (tenant != NULL)
+		sm_buf_append(&h, tenant, strlen(tenant));
+	if (sm_buf_error(&h) != 0) {
+		sm_buf_fini(&h);
+		return (SM_ENOMEM);
+	}
+	iov[0] = (struct iovec){ h.b, h.len };
+	iov[1] = (struct iovec){ (void *)(uintptr_t)body, len };
+	pthread_mutex_lock(&rw->mu);
+	rv = rw->stop ? SM_ELIMIT : 0;
 	pthread_mutex_unlock(&rw->mu);
-	if ((e = sm_calloc(1, sizeof(*e))) == NULL)
-		return (SM_ENOMEM);
-	ul = strlen(rw->base) + strlen(path) + strlen(query) + 2;
-	e->url = sm_malloc(ul);
-	e->body = sm_malloc(len != 0 ? len : 1);
-	e->ctype = ctype != NULL ? sm_strdup(ctype) : NULL;
-	e->tenant = tenant != NULL ? sm_strdup(tenant) : NULL;
-	if (e->url == NULL || e->body == NULL ||
-	    (ctype != NULL && e->ctype == NULL) ||
-	    (tenant != NULL && e->tenant == NULL)) {
-		rw_entry_free(e);
-		return (SM_ENOMEM);
-	}
-	snprintf(e->url, ul, "%s%s%s%s", rw->base, path,
-	    query[0] != '\0' ? "?" : "", query);
-	memcpy(e->body, body, len);
-	e->len = len;
-	pthread_mutex_lock(&rw->mu);
-	/* Checked again: the lock was dropped for the copies. */
-	if (rw->stop || rw->n + 1 > (size_t)rw->cfg.queue_size ||
-	    rw->bytes + len > (size_t)rw->cfg.queue_max_bytes) {
-		pthread_mutex_unlock(&rw->mu);
-		rw_entry_free(e);
+	if (rv == 0)
+		rv = rwq_append(rw->q, iov, 2);
+	sm_buf_fini(&h);
+	if (rv == SM_ELIMIT) {
+		uint64_t n, b;
+
+		rwq_stats(rw->q, &n, &b);
 		rw_drop("queue_full");
+		sm_warn("remote-write", "queue full, write not forwarded"
+		    "\tqueued=%" PRIu64 " queued_bytes=%" PRIu64 " bytes=%zu "
+		    "tenant=%s", n, b, len, tenant != NULL ? tenant : "");
 		return (SM_ELIMIT);
 	}
-	if (rw->tail != NULL)
-		rw->tail->next = e;
-	else
-		rw->head = e;
-	rw->tail = e;
-	rw->n++;
-	rw->bytes += len;
+	if (rv != 0) {
+		rw_drop("queue_full");
+		sm_warn("remote-write", "queue append failed, write not "
+		    "forwarded\tbytes=%zu tenant=%s", len,
+		    tenant != NULL ? tenant : "");
+		return (rv);
+	}
+	pthread_mutex_lock(&rw->mu);
 	rw_gauges(rw);
 	pthread_cond_signal(&rw->cv);
 	pthread_mutex_unlock(&rw->mu);
 	return (0);
+}
+
+/* Decode a queue record (taking it); false when it is not one. */
+static bool
+rw_decode(struct remote_write *rw, void *rec, size_t n, struct rw_entry *e)
+{
+	const uint8_t *p = rec, *end = p + n;
+	char *s[3] = { NULL, NULL, NULL };
+
+	memset(e, 0, sizeof(*e));
+	e->rec = rec;
+	if (n < 4 || p[0] != RW_REC_VERSION)
+		return (false);
+	e->flags = p[1];
+	p += 4;
+	for (int i = 0; i < 3; i++) {
+		uint32_t l;
+
+		if (end - p < 4)
+			return (false);
+		l = get_u32(p);
+		p += 4;
+		if (l == RW_NONE && i > 0)
+			continue;
+		if (l > (size_t)(end - p))
+			return (false);
+		if ((s[i] = sm_strndup((const char *)p, l)) == NULL) {
+			sm_free(s[0]);
+			sm_free(s[1]);
+			return (false);
+		}
+		p += l;
+	}
+	e->body = p;
+	e->len = (size_t)(end - p);
+	/* The url owns one allocation; ctype and tenant ride in it. */
+	{
+		size_t bl = strlen(rw->base), ul = strlen(s[0]);
+		size_t cl = s[1] != NULL ? strlen(s[1]) + 1 : 0;
+		size_t tl = s[2] != NULL ? strlen(s[2]) + 1 : 0;
+
+		e->url = sm_malloc(bl + ul + 1 + cl + tl);
+		if (e->url != NULL) {
+			memcpy(e->url, rw->base, bl);
+			memcpy(e->url + bl, s[0], ul + 1);
+			if (s[1] != NULL) {
+				e->ctype = e->url + bl + ul + 1;
+				memcpy(e->ctype, s[1], cl);
+			}
+			if (s[2] != NULL) {
+				e->tenant = e->url + bl + ul + 1 + cl;
+				memcpy(e->tenant, s[2], tl);
+			}
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		sm_free(s[i]);
+	return (e->url != NULL);
 }
 
 static size_t
@@ -160,6 +267,26 @@ rw_discard(char *p, size_t size, size_t n, void *arg)
 	(void)p;
 	(void)arg;
 	return (size * n);
+}
+
+/*
+ * libcurl calls this once the connection is up, right before the request
+ * goes out: from here on an /ingest entry may reach the receiver, so the
+ * queue remembers it (rwq_mark) in case the process dies mid-request.
+ */
+static int
+rw_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip,
+    int conn_primary_port, int conn_local_port)
+{
+	struct remote_write *rw = arg;
+
+	(void)conn_primary_ip;
+	(void)conn_local_ip;
+	(void)conn_primary_port;
+	(void)conn_local_port;
+	if (!rw->marked && rwq_mark(rw->q, true) == 0)
+		rw->marked = true;
+	return (CURL_PREREQFUNC_OK);
 }
 
 enum rw_outcome { RW_SENT, RW_RETRY, RW_REJECTED, RW_AMBIGUOUS };
@@ -211,6 +338,10 @@ rw_send(struct remote_write *rw, CURL *c, const struct rw_entry *e,
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, e->body);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)e->len);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	/* Idempotent entries are re-sent anyway: no need to mark them. */
+	curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, (e->flags & RW_IDEMPOTENT)
+	    ? NULL : rw_prereq);
+	curl_easy_setopt(c, CURLOPT_PREREQDATA, rw);
 	cc = curl_easy_perform(c);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(h);
@@ -227,7 +358,8 @@ rw_send(struct remote_write *rw, CURL *c, const struct rw_entry *e,
 		return (RW_RETRY);
 	default:
 		snprintf(why, whysz, "%s", curl_easy_strerror(cc));
-		return (RW_AMBIGUOUS);
+		/* A push.v1 entry carries its IDs: a re-send is harmless. */
+		return ((e->flags & RW_IDEMPOTENT) ? RW_RETRY : RW_AMBIGUOUS);
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 	if (*status >= 200 && *status < 300)
@@ -249,6 +381,15 @@ rw_sleep(struct remote_write *rw, int64_t ms)
 	return (rw->stop);
 }
 
+static bool
+rw_empty(struct remote_write *rw)
+{
+	uint64_t n, b;
+
+	rwq_stats(rw->q, &n, &b);
+	return (n == 0);
+}
+
 static void *
 rw_main(void *arg)
 {
@@ -256,6 +397,7 @@ rw_main(void *arg)
 	int64_t backoff = RW_MIN_BACKOFF_MS, drain_until = 0;
 	char why[CURL_ERROR_SIZE + 64];
 	CURL *c = curl_easy_init();
+	bool first = true;
 
 	if (c != NULL) {
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rw->cfg.timeout_ms);
@@ -268,75 +410,122 @@ rw_main(void *arg)
 	}
 	pthread_mutex_lock(&rw->mu);
 	for (;;) {
-		struct rw_entry *e;
+		struct rw_entry e;
 		enum rw_outcome o;
+		uint64_t skipped = 0;
+		void *rec;
+		size_t n;
 		long status;
+		int rv;
 
-		while (rw->head == NULL && !rw->stop)
+		while (!rw->stop && rw_empty(rw))
 			pthread_cond_wait(&rw->cv, &rw->mu);
 		if (rw->stop && drain_until == 0)
 			drain_until = sm_mono_ns() / 1000000 + RW_DRAIN_MS;
-		if (rw->head == NULL ||
-		    (drain_until != 0 && sm_mono_ns() / 1000000 > drain_until))
+		if (drain_until != 0 && sm_mono_ns() / 1000000 > drain_until)
 			break;
-		e = rw->head;
 		pthread_mutex_unlock(&rw->mu);
-		if (c == NULL) {
+		rv = rwq_peek(rw->q, &rec, &n, &skipped);
+		if (skipped != 0) {
+			sm_counter_add(sm_metric_child0(m_corrupt),
+			    skipped);
+			rw_drop("corrupt");
+		}
+		if (rv == SM_ENOTFOUND) {
+			pthread_mutex_lock(&rw->mu);
+			rw_gauges(rw);
+			if (rw->stop)
+				break;
+			continue;
+		}
+		if (rv != 0) {
+			sm_error("remote-write", "cannot read the queue, will "
+			    "retry\terr=%s", sm_strerror(rv));
+			pthread_mutex_lock(&rw->mu);
+			rw_sleep(rw, backoff);
+			backoff = SM_MIN(backoff * 2, rw->cfg.max_backoff_ms);
+			if (rw->stop)
+				break;
+			continue;
+		}
+		rw->marked = false;
+		if (!rw_decode(rw, rec, n, &e)) {
+			rw_entry_free(&e);
+			(void)rwq_commit(rw->q);
+			rw_drop("corrupt");
+			sm_warn("remote-write", "undecodable queue record "
+			    "dropped\treason=corrupt bytes=%zu", n);
+			pthread_mutex_lock(&rw->mu);
+			rw_gauges(rw);
+			first = false;
+			continue;
+		}
+		if (first && rw->head_in_flight &&
+		    !(e.flags & RW_IDEMPOTENT)) {
+			/* Being sent when the last process stopped. */
+			o = RW_AMBIGUOUS;
+			status = 0;
+			snprintf(why, sizeof(why), "in flight when the process "
+			    "stopped");
+		} else if (c == NULL) {
 			o = RW_RETRY;
 			status = 0;
 			snprintf(why, sizeof(why), "curl_easy_init failed");
 		} else {
-			o = rw_send(rw, c, e, &status, why, sizeof(why));
+			o = rw_send(rw, c, &e, &status, why, sizeof(why));
 		}
+		first = false;
 		pthread_mutex_lock(&rw->mu);
-		if (o == RW_RETRY && !rw->stop) {
+		if (o == RW_RETRY) {
+			pthread_mutex_unlock(&rw->mu);
+			/* Nothing reached the receiver: forget the mark. */
+			if (rw->marked)
+				(void)rwq_mark(rw->q, false);
+			rw_entry_free(&e);
+			pthread_mutex_lock(&rw->mu);
+			if (rw->stop)
+				break;    /* stays queued for the next start */
 			sm_counter_inc(sm_metric_child0(m_retries));
 			if (backoff == RW_MIN_BACKOFF_MS)
 				sm_warn("remote-write", "send failed, will retry"
-				    "\turl=%s err=\"%s\" queued=%zu", rw->base,
-				    why, rw->n);
+				    "\turl=%s err=\"%s\"", rw->base, why);
 			rw_sleep(rw, backoff);
 			backoff = SM_MIN(backoff * 2, rw->cfg.max_backoff_ms);
 			continue;
 		}
 		if (o == RW_SENT && backoff != RW_MIN_BACKOFF_MS)
-			sm_info("remote-write", "sending again\turl=%s "
-			    "queued=%zu", rw->base, rw->n);
+			sm_info("remote-write", "sending again\turl=%s",
+			    rw->base);
 		backoff = RW_MIN_BACKOFF_MS;
-		rw->head = e->next;
-		if (rw->head == NULL)
-			rw->tail = NULL;
-		rw->n--;
-		rw->bytes -= e->len;
-		rw_gauges(rw);
+		pthread_mutex_unlock(&rw->mu);
+		if ((rv = rwq_commit(rw->q)) != 0)
+			sm_error("remote-write", "queue commit failed: the "
+			    "entry may be sent again after a restart\terr=%s",
+			    sm_strerror(rv));
 		if (o == RW_SENT) {
 			sm_counter_inc(sm_metric_child0(m_sent));
 		} else {
 			const char *reason = o == RW_REJECTED ? "rejected" :
-			    o == RW_AMBIGUOUS ? "ambiguous" : "shutdown";
+			    "ambiguous";
 
 			rw_drop(reason);
-			sm_warn("remote-write", "upload dropped\treason=%s "
-			    "err=\"%s\" tenant=%s bytes=%zu", reason, why,
-			    e->tenant != NULL ? e->tenant : "", e->len);
+			sm_warn("remote-write", "write dropped\treason=%s "
+			    "err=\"%s\" path=%.64s tenant=%s bytes=%zu", reason,
+			    why, e.url + strlen(rw->base),
+			    e.tenant != NULL ? e.tenant : "", e.len);
 		}
-		pthread_mutex_unlock(&rw->mu);
-		rw_entry_free(e);
+		rw_entry_free(&e);
 		pthread_mutex_lock(&rw->mu);
+		rw_gauges(rw);
 	}
-	if (rw->n != 0)
-		sm_warn("remote-write", "shutting down, queued uploads "
-		    "dropped\tqueued=%zu bytes=%zu", rw->n, rw->bytes);
-	while (rw->head != NULL) {
-		struct rw_entry *e = rw->head;
+	if (!rw_empty(rw)) {
+		uint64_t n, b;
 
-		rw->head = e->next;
-		rw_drop("shutdown");
-		rw_entry_free(e);
+		rwq_stats(rw->q, &n, &b);
+		sm_info("remote-write", "stopping; queued writes stay on disk "
+		    "for the next start\tqueued=%" PRIu64 " bytes=%" PRIu64, n,
+		    b);
 	}
-	rw->tail = NULL;
-	rw->n = rw->bytes = 0;
-	rw_gauges(rw);
 	pthread_mutex_unlock(&rw->mu);
 	if (c != NULL)
 		curl_easy_cleanup(c);
@@ -348,7 +537,11 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
     struct sm_err *err)
 {
 	struct remote_write *rw;
+	struct rwq_config qc;
+	struct rwq_open_info qi;
+	char dir[4096];
 	size_t n;
+	int rv;
 
 	*out = NULL;
 	if (cfg->url == NULL || cfg->url[0] == '\0')
@@ -370,6 +563,10 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 	    strchr(cfg->key, '\n') != NULL || strlen(cfg->key) > 1024))
 		return (sm_err_set(err, SM_EINVAL, "-remote-write.key: bad "
 		    "characters or too long"));
+	if (cfg->data_dir == NULL || cfg->data_dir[0] == '\0' ||
+	    strlen(cfg->data_dir) > 3000)
+		return (sm_err_set(err, SM_EINVAL, "remote-write: its queue "
+		    "needs -data.dir"));
 	pthread_once(&rw_once, rw_init_once);
 	if (!rw_curl_ok)
 		return (sm_err_set(err, SM_EINTERNAL, "remote-write: libcurl "
@@ -399,8 +596,30 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 	/* The config strings belong to the flags; keep no pointers to them. */
 	rw->cfg.url = NULL;
 	rw->cfg.key = NULL;
+	rw->cfg.data_dir = NULL;
 	pthread_mutex_init(&rw->mu, NULL);
 	sm_cond_init(&rw->cv);
+	/* The data dir may not exist yet (a distributor-only target). */
+	if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST) {
+		rv = sm_err_set(err, SM_EIO, "remote-write: mkdir %s: %s",
+		    cfg->data_dir, strerror(errno));
+		rw_destroy(rw);
+		return (rv);
+	}
+	snprintf(dir, sizeof(dir), "%s/remote-write", cfg->data_dir);
+	qc.dir = dir;
+	qc.max_bytes = (uint64_t)cfg->queue_max_bytes;
+	qc.max_entries = (uint64_t)cfg->queue_size;
+	qc.seg_bytes = SM_MIN(RW_SEGMENT_BYTES, SM_MAX((uint64_t)
+	    cfg->queue_max_bytes / 8, 1u << 20));
+	if ((rv = rwq_open(&qc, &rw->q, &qi, err)) != 0) {
+		rw_destroy(rw);
+		return (rv);
+	}
+	rw->head_in_flight = qi.head_in_flight;
+	if (qi.corrupt_bytes != 0)
+		sm_counter_add(sm_metric_child0(m_corrupt),
+		    qi.corrupt_bytes);
 	rw_gauges(rw);
 	if (pthread_create(&rw->thread, NULL, rw_main, rw) != 0) {
 		rw_destroy(rw);
@@ -408,8 +627,15 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 		    "start its thread"));
 	}
 	rw->started = true;
-	sm_info("remote-write", "forwarding accepted uploads\turl=%s "
-	    "auth=%s", rw->base, rw->auth_hdr != NULL ? "bearer" : "none");
+	{
+		uint64_t qn, qb;
+
+		rwq_stats(rw->q, &qn, &qb);
+		sm_info("remote-write", "forwarding accepted writes\turl=%s "
+		    "auth=%s queue=%s queued=%" PRIu64 " queued_bytes=%" PRIu64
+		    " corrupt_bytes=%" PRIu64, rw->base, rw->auth_hdr != NULL ?
+		    "bearer" : "none", dir, qn, qb, qi.corrupt_bytes);
+	}
 	*out = rw;
 	return (0);
 }
@@ -425,12 +651,7 @@ rw_destroy(struct remote_write *rw)
 	pthread_mutex_unlock(&rw->mu);
 	if (rw->started)
 		pthread_join(rw->thread, NULL);
-	while (rw->head != NULL) {
-		struct rw_entry *e = rw->head;
-
-		rw->head = e->next;
-		rw_entry_free(e);
-	}
+	rwq_close(rw->q);
 	pthread_cond_destroy(&rw->cv);
 	pthread_mutex_destroy(&rw->mu);
 	if (rw->auth_hdr != NULL) {
