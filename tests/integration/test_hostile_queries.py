@@ -16,9 +16,17 @@ Checks (single binary):
     prober keeps calling /ready: every write succeeds, the writes' p99
     latency stays under WRITE_P99_S, every probe answers 200, and each
     hostile query answers within QUERY_MAX_S;
-  - Connect Series is linear: the best of 3 timed calls over 20,000
-    series is under SERIES_RATIO x the best over 10,000 (it was
-    quadratic: 2.7 s -> 11 s); the counts are exact.
+  - Connect Series is linear: the server's CPU time (utime + stime from
+    /proc, not wall time, so other tests running beside this one do not
+    count) for the best of 3 calls over 20,000 series is under
+    SERIES_RATIO x the best over 10,000 (it was quadratic: 2.7 s -> 11
+    s); the counts are exact.
+
+Timing bounds are generous (a loaded 2-core machine running the suite at
+-j4, the ASan build included): the deterministic checks are the 400s
+naming the regex match limit and the exact counts; the bounds only catch
+a query that runs unbounded again (it took 29 s alone before the
+limits).
 """
 
 import json
@@ -37,7 +45,7 @@ from smolder import Results, ServerError, install_timeout  # noqa: E402
 
 BUDGET_S = 280
 HOSTILE_S = 10
-QUERY_MAX_S = 5.0
+QUERY_MAX_S = 15.0
 WRITE_P99_S = 2.0        # loaded 2-core CI, ASan build included
 SERIES_RATIO = 3.2       # linear: ~2; quadratic: ~4
 PER_UPLOAD = 5000
@@ -201,10 +209,17 @@ def main():
         r.eq(stats["pbad"][:3], [], "every /ready probe answers 200")
 
         # -- Series is linear in the series it returns --------------------
+        def cpu_s():
+            with open("/proc/%d/stat" % srv.proc.pid) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+            return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
         def timed_series(want):
             best, got = None, None
             for _ in range(3):
-                resp, dt = series_call(srv, sel_all, now)
+                c0 = cpu_s()
+                resp, _ = series_call(srv, sel_all, now)
+                dt = cpu_s() - c0
                 j = json_or_none(resp) or {}
                 got = len(j.get("labelsSet") or [])
                 best = dt if best is None else min(best, dt)
@@ -220,10 +235,10 @@ def main():
             r.eq(upload(srv, first, PER_UPLOAD, now).status, 200,
                  "upload of series %d..%d" % (first, first + PER_UPLOAD - 1))
         t20 = timed_series(20000)
-        print("# Series: 10k series %.3f s, 20k series %.3f s (ratio %.2f)"
-              % (t10, t20, t20 / max(t10, 1e-6)), flush=True)
+        print("# Series: server CPU 10k series %.3f s, 20k series %.3f s "
+              "(ratio %.2f)" % (t10, t20, t20 / max(t10, 1e-6)), flush=True)
         r.check(t20 < SERIES_RATIO * t10 + 0.05, "Series over 20k series "
-                "takes < %.1f x the time over 10k" % SERIES_RATIO,
+                "takes < %.1f x the server CPU time over 10k" % SERIES_RATIO,
                 "10k %.3f s, 20k %.3f s" % (t10, t20))
         srv.check_stopped(r)
         srv = None
