@@ -14,21 +14,17 @@
  * bounded per value (common/selector.c) and matched once per distinct
  * value (ingester/set.c), so a query's own duration is bounded too.
  *
- * Queries yield the CPU to writes.  A query's work runs on a thread of its
- * own at nice +ING_QUERY_NICE (created per query, joined by the RPC worker,
- * which sleeps meanwhile): on a saturated machine writes and health checks
- * get about ten times a query's CPU share (bench B8).  A thread per query
- * because Linux lets an unprivileged thread lower its priority but never
- * raise it again, so the shared RPC workers cannot be reniced per request;
- * the creation (tens of microseconds) is small next to a query.  When the
- * thread cannot be created the query runs on the worker as before.
+ * Queries run at normal priority here, on purpose: they hold a head's
+ * read lock while they select, and a write waits for that lock, so a
+ * query at lower priority (tried: its own thread at nice +10) held writes
+ * up longer on a saturated machine (bench B8: write p99 206 ms against
+ * 119-150 ms).  The querier's query workers are niced instead
+ * (common/http.c): they hold no lock a write needs.
  */
 #include "ingester.h"
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,7 +61,6 @@ static struct sm_metric *m_expired;
 
 /* Clock skew allowed between a caller's deadline and this host. */
 #define ING_DEADLINE_SKEW_MS 1000
-#define ING_QUERY_NICE 10
 
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
@@ -466,8 +461,6 @@ struct ing_call {
 	struct sm_arena *a;
 	Smolder__V1__Response *r;
 	struct sm_err *err;
-	int64_t deadline_ms;            /* sm_deadline_set() of the caller */
-	int rv;
 	Smolder__V1__WriteResponse wr;
 	Smolder__V1__RetentionResponse ret;
 	Smolder__V1__MergeResponse mr;
@@ -598,32 +591,6 @@ ing_dispatch(struct ing_call *c)
 	return (rv);
 }
 
-static void *
-ing_niced_main(void *arg)
-{
-	struct ing_call *c = arg;
-
-	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
-	    ING_QUERY_NICE);
-	sm_deadline_set(c->deadline_ms);
-	c->rv = ing_dispatch(c);
-	sm_deadline_set(0);
-	return (NULL);
-}
-
-/* Run c's query on a thread at lower priority (see the top); 0, or -1
- * when no thread could be made (the caller runs it itself). */
-static int
-ing_run_niced(struct ing_call *c)
-{
-	pthread_t th;
-
-	if (pthread_create(&th, NULL, ing_niced_main, c) != 0)
-		return (-1);
-	pthread_join(th, NULL);
-	return (0);
-}
-
 int
 ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 {
@@ -702,7 +669,6 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 			goto out;
 		}
 		sm_deadline_set(req->deadline_unix_ms + ING_DEADLINE_SKEW_MS);
-		c.deadline_ms = req->deadline_unix_ms + ING_DEADLINE_SKEW_MS;
 	}
 	c.ing = ing;
 	c.req = req;
@@ -711,13 +677,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	c.a = a;
 	c.r = &r;
 	c.err = &err;
-	if ((query || req->method_case ==
-	    SMOLDER__V1__REQUEST__METHOD_ANALYZE || req->method_case ==
-	    SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE || req->method_case ==
-	    SMOLDER__V1__REQUEST__METHOD_PROFILES) && ing_run_niced(&c) == 0)
-		rv = c.rv;
-	else
-		rv = ing_dispatch(&c);
+	rv = ing_dispatch(&c);
 out:
 	/* Stopped on the way (the deadline is still set): counted. */
 	if (rv == SM_ETIMEDOUT && sm_deadline_passed())
