@@ -846,24 +846,27 @@ block_usable(const char *tenant, const struct ing_block_meta *m,
 }
 
 /*
- * Call fn(arg, set, bucket_ms, ss) for every source's index: the heads'
- * sets under their read locks, the blocks' indexes through the cache (no
- * data part is read).  Stops at the first non-zero return.
+ * Call fn(arg, set, bucket_ms, ss, y) for every source's index: the heads'
+ * sets under their read locks, with their yields (set.h, Yielding), the
+ * blocks' indexes through the cache (no data part is read; y NULL).  Stops
+ * at the first non-zero return.
  */
 static int
 sources_each_index(struct ing_db *db, const char *tenant,
     const struct sources *src, const struct sm_selector *ss,
     int (*fn)(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, struct sm_err *err), void *arg,
+    const struct sm_selector *ss, const struct ing_yield *y,
+    struct sm_err *err), void *arg,
     struct sm_err *err)
 {
 	int rv = 0;
 
 	for (uint32_t i = 0; i < src->nheads && rv == 0; i++) {
 		struct ing_head *h = src->heads[i];
+		struct ing_yield y = ing_head_yield(h);
 
 		pthread_rwlock_rdlock(&h->lock);
-		rv = fn(arg, &h->set, h->bucket_ms, ss, err);
+		rv = fn(arg, &h->set, h->bucket_ms, ss, &y, err);
 		pthread_rwlock_unlock(&h->lock);
 	}
 	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
@@ -874,7 +877,7 @@ sources_each_index(struct ing_db *db, const char *tenant,
 		    (rv = ing_store_block_index(db->store, tenant,
 		    &src->blocks[i], &idx, &ie, err)) != 0)
 			break;
-		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss, err);
+		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss, NULL, err);
 		ing_store_release(db->store, ie);
 	}
 	return (rv);
@@ -997,28 +1000,49 @@ add_meta_copy(struct sm_mtree *mt, struct sm_arena *a,
 		sm_mtree_add_meta(mt, &c);
 }
 
+/*
+ * Make acc (*nacc counters) cover the head's tree, which writes grow while
+ * a query yields.  0 or SM_ENOMEM.
+ */
+static int
+acc_cover(int64_t **acc, uint32_t *nacc, uint32_t n)
+{
+	int64_t *na;
+
+	if (n <= *nacc)
+		return (0);
+	if ((na = sm_realloc(*acc, (size_t)n * sizeof(*na))) == NULL)
+		return (SM_ENOMEM);
+	memset(na + *nacc, 0, (size_t)(n - *nacc) * sizeof(*na));
+	*acc = na;
+	*nacc = n;
+	return (0);
+}
+
 static int
 merge_head(struct ing_head *h, const struct sm_selector *ss,
     const Smolder__V1__Select *sel, struct sm_mtree *mt, struct sm_arena *a,
     struct sm_err *err)
 {
-	uint32_t *ids = NULL, n = 0;
+	struct ing_yield y = ing_head_yield(h);
+	uint32_t *ids = NULL, n = 0, nacc = 0;
 	int64_t *acc = NULL;
 	int rv;
 
 	pthread_rwlock_rdlock(&h->lock);
 	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
-	    h->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+	    h->bucket_ms, &y, &ids, &n, err)) != 0 || n == 0)
 		goto out;
-	if ((acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL) {
-		rv = SM_ENOMEM;
-		goto out;
-	}
 	for (uint32_t i = 0; i < n; i++) {
-		const struct ing_series *sr = h->set.series[ids[i]];
+		const struct ing_series *sr;
 		const Smolder__V1__Pick *pk;
 		Smolder__V1__SeriesMeta m;
 
+		/* The tree may have grown during a yield. */
+		ing_yield(&y);
+		if ((rv = acc_cover(&acc, &nacc, h->tree.n)) != 0)
+			goto out;
+		sr = h->set.series[ids[i]];
 		if (!series_picked(sel, sr->fp, &pk))
 			continue;
 		mt->profiles += acc_buckets(sr->b, sr->nb, h->bucket_ms,
@@ -1026,6 +1050,8 @@ merge_head(struct ing_head *h, const struct sm_selector *ss,
 		meta_of(&h->set, sr, &m);
 		add_meta_copy(mt, a, &m);
 	}
+	if ((rv = acc_cover(&acc, &nacc, h->tree.n)) != 0)
+		goto out;
 	rv = sm_mtree_add_tree(mt, h->tree.parent, h->tree.name, h->tree.n,
 	    acc, h->frames.strs, h->frames.n, err);
 out:
@@ -1056,7 +1082,7 @@ merge_block(struct ing_db *db, const char *tenant,
 	    err)) != 0)
 		return (rv);
 	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
-	    m->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+	    m->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
 		goto out;
 	if ((rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
 	    err)) != 0)
@@ -1343,7 +1369,8 @@ out:
 /* Add the bucket totals of the selected series of set s. */
 static int
 series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, struct sm_err *err)
+    const struct sm_selector *ss, const struct ing_yield *y,
+    struct sm_err *err)
 {
 	struct series_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1351,13 +1378,15 @@ series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	int rv;
 
 	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    &ids, &n, err)) != 0)
+	    y, &ids, &n, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr = s->series[ids[i]];
+		const struct ing_series *sr;
 		const Smolder__V1__Pick *pk;
 		struct series_group *gr;
 
+		ing_yield(y);
+		sr = s->series[ids[i]];
 		if (!series_picked(sel, sr->fp, &pk))
 			continue;
 		if ((gr = series_group_of(x, sr, &rv)) == NULL)
@@ -1618,7 +1647,8 @@ stats_get(struct stats_acc *x, uint64_t fp)
 /* Count the in-range buckets of the selected series of set s. */
 static int
 stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, struct sm_err *err)
+    const struct sm_selector *ss, const struct ing_yield *y,
+    struct sm_err *err)
 {
 	struct stats_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1626,13 +1656,15 @@ stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	int rv;
 
 	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    &ids, &n, err)) != 0)
+	    y, &ids, &n, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr = s->series[ids[i]];
+		const struct ing_series *sr;
 		const Smolder__V1__Pick *pk;
 		struct stat_acc *st;
 
+		ing_yield(y);
+		sr = s->series[ids[i]];
 		/* Picks restrict the series here; bucket lists are ignored
 		 * (stats are what the querier picks buckets from). */
 		if (!series_picked(sel, sr->fp, &pk))
@@ -1913,7 +1945,8 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 
 static int
 labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, struct sm_err *err)
+    const struct sm_selector *ss, const struct ing_yield *y,
+    struct sm_err *err)
 {
 	struct labels_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
@@ -1922,11 +1955,13 @@ labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
 	uint32_t *ids = NULL, n = 0;
 	int rv;
 
-	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n,
+	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, y, &ids, &n,
 	    err)) != 0)
 		return (rv);
-	for (uint32_t i = 0; i < n && rv == 0; i++)
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		ing_yield(y);
 		rv = labels_series(x, s, s->series[ids[i]]);
+	}
 	sm_free(ids);
 	return (rv);
 }
@@ -2182,7 +2217,7 @@ an_output(struct an_acc *x, struct sm_arena *a,
  * range; out->min_t / max_t are widened.
  */
 static int
-an_set(const struct ing_set *s, int64_t bucket_ms,
+an_set(const struct ing_set *s, int64_t bucket_ms, const struct ing_yield *y,
     const struct sm_selector *ss, int64_t start, int64_t end,
     struct an_acc *acc, bool *matched, uint64_t *pair_bytes,
     Smolder__V1__AnalyzeResponse *out, struct sm_err *err)
@@ -2191,13 +2226,15 @@ an_set(const struct ing_set *s, int64_t bucket_ms,
 	int rv;
 
 	*matched = false;
-	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, &ids, &n,
+	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, y, &ids, &n,
 	    err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr = s->series[ids[i]];
+		const struct ing_series *sr;
 		uint64_t profiles = 0, samples = 0;
 
+		ing_yield(y);
+		sr = s->series[ids[i]];
 		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms, start);
 		    k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms,
 		    start, end); k++) {
@@ -2262,7 +2299,9 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 		struct ing_head *h = src.heads[i];
 
 		pthread_rwlock_rdlock(&h->lock);
-		rv = an_set(&h->set, h->bucket_ms, &ss, start, end, &heads,
+		struct ing_yield y = ing_head_yield(h);
+
+		rv = an_set(&h->set, h->bucket_ms, &y, &ss, start, end, &heads,
 		    &matched, &out->head_bytes, out, err);
 		pthread_rwlock_unlock(&h->lock);
 		if (rv == 0 && matched)
@@ -2277,7 +2316,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 		    (rv = ing_store_block_index(db->store, sel->tenant, m,
 		    &idx, &ie, err)) != 0)
 			break;
-		rv = an_set(idx, m->bucket_ms, &ss, start, end, &blocks,
+		rv = an_set(idx, m->bucket_ms, NULL, &ss, start, end, &blocks,
 		    &matched, NULL, out, err);
 		ing_store_release(db->store, ie);
 		if (rv == 0 && matched) {
@@ -2385,7 +2424,7 @@ span_merge_head(struct ing_head *h, const struct sm_selector *ss,
 		goto out;
 	}
 	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
-	    h->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+	    h->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
 		goto out;
 	x.start = sel->start_ms;
 	x.end = sel->end_ms;
@@ -2431,7 +2470,7 @@ span_merge_block(struct ing_db *db, const char *tenant,
 	    err)) != 0)
 		return (rv);
 	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
-	    m->bucket_ms, &ids, &n, err)) != 0 || n == 0)
+	    m->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
 		goto out;
 	x.start = sel->start_ms;
 	x.end = sel->end_ms;
@@ -2628,8 +2667,9 @@ prof_source(struct prof_acc *x, const struct ing_set *s, int64_t bucket_ms,
 	uint32_t *ids = NULL, n = 0, nf = 0;
 	int rv;
 
+	/* No yield: v may be the head's records, which a write moves. */
 	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    &ids, &n, err)) != 0)
+	    NULL, &ids, &n, err)) != 0)
 		goto out;
 	if (n == 0)
 		goto out;

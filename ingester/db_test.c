@@ -6,6 +6,7 @@
  */
 #include "sm_test.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "common/flamegraph.h"
 #include "distributor/batch.h"
 #include "ingester/db.h"
+#include "ingester/head.h"
 #include "ingester/set.h"
 #include "ingester/store.h"
 
@@ -443,6 +445,153 @@ test_concurrent_writers_and_readers(void)
 	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
 	    &profiles), concurrent_want);
 	SM_CHECK_EQ(profiles, 1200);
+	ing_db_close(db);
+}
+
+/*
+ * Yielding (set.h): a query holding a head's read lock lets a waiting write
+ * in at its next yield, and the write's series are there afterwards.
+ * Without the yield the loop below never ends (the write waits for the
+ * lock this thread holds); the bound turns that into a failure.
+ */
+struct head_writer {
+	struct ing_head *h;
+	const Smolder__V1__WriteRequest *w;
+	int rv;
+};
+
+static void *
+head_writer_main(void *p)
+{
+	struct head_writer *hw = p;
+	uint32_t ns, np;
+	struct sm_err err;
+
+	hw->rv = ing_head_write(hw->h, hw->w, 0, &ns, &np, &err);
+	return (NULL);
+}
+
+static void
+test_query_yields_to_write(void)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_head *h;
+	struct ing_yield y;
+	struct head_writer hw;
+	pthread_t t;
+	int64_t until = sm_mono_ns() + 10 * (int64_t)1000000000;
+
+	SM_CHECK_EQ(ing_head_create(1, 10 * SEC, &h), 0);
+	y = ing_head_yield(h);
+	mkwrite("t", "app", "e1", 0, "root;f=1", &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_CHECK(req != NULL && req->write != NULL);
+	hw = (struct head_writer){ h, req->write, -1 };
+	pthread_rwlock_rdlock(&h->lock);          /* a query's hold */
+	pthread_create(&t, NULL, head_writer_main, &hw);
+	while (h->set.nseries == 0 && sm_mono_ns() < until)
+		ing_yield(&y);
+	SM_CHECK_EQ(h->set.nseries, 1);
+	pthread_rwlock_unlock(&h->lock);
+	pthread_join(t, NULL);
+	SM_CHECK_EQ(hw.rv, 0);
+	SM_CHECK_EQ(atomic_load(&h->lock_waiting), 0);
+	/* Nothing waits: a yield keeps the lock and returns at once. */
+	pthread_rwlock_rdlock(&h->lock);
+	ing_yield(&y);
+	SM_CHECK_EQ(pthread_rwlock_trywrlock(&h->lock), EBUSY);
+	pthread_rwlock_unlock(&h->lock);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+	ing_head_unref(h);
+}
+
+/*
+ * Queries over many series while writes add series, frames and tree nodes
+ * under them: every query yields often, so it reads a tree that grew and
+ * series arrays that moved (ASan checks the reads).  What each query sees
+ * is bounded by the writes before it started and after it ended, and every
+ * series' total is whole.
+ */
+enum { YW_SERIES = 400, YW_WRITES = 300 };
+
+static _Atomic int yw_done;
+
+static void *
+yield_writer_main(void *p)
+{
+	struct ing_db *db = p;
+
+	for (int i = 0; i < YW_WRITES; i++) {
+		char env[32], stacks[96];
+
+		/* New series and new frames: the tree and arrays grow. */
+		snprintf(env, sizeof(env), "w%d", i);
+		snprintf(stacks, sizeof(stacks), "root;new%d;leaf%d=1", i, i);
+		if (write_one(db, "t", "app", env, 0, stacks) != 0)
+			abort();
+		/* And an existing series' bucket. */
+		snprintf(env, sizeof(env), "e%d", i % YW_SERIES);
+		if (write_one(db, "t", "app", env, 0, "root;old=1") != 0)
+			abort();
+	}
+	atomic_store(&yw_done, 1);
+	return (NULL);
+}
+
+static int64_t
+collapsed_total(const char *text)
+{
+	int64_t sum = 0;
+
+	for (const char *l = text; *l != '\0'; ) {
+		const char *sp = strchr(l, ' '), *nl = strchr(l, '\n');
+
+		if (sp == NULL || nl == NULL)
+			break;
+		sum += atoll(sp + 1);
+		l = nl + 1;
+	}
+	return (sum);
+}
+
+static void
+test_queries_while_writes_grow_the_head(void)
+{
+	struct ing_db *db = mem_db();
+	pthread_t t;
+	int64_t last = 0;
+	int queries = 0;
+
+	for (int i = 0; i < YW_SERIES; i++) {
+		char env[32];
+
+		snprintf(env, sizeof(env), "e%d", i);
+		SM_CHECK_EQ(write_one(db, "t", "app", env, 0, "root;old=1"), 0);
+	}
+	atomic_store(&yw_done, 0);
+	pthread_create(&t, NULL, yield_writer_main, db);
+	while (!atomic_load(&yw_done) || queries < 3) {
+		char *got = merge_collapsed(db, "t", NULL, 0, NULL, 0,
+		    60 * SEC, NULL);
+		int64_t tot = collapsed_total(got);
+
+		/* Writes only add; every write adds 1 or 2 in full. */
+		SM_CHECK(tot >= last);
+		SM_CHECK(tot >= YW_SERIES && tot <= YW_SERIES + 2 * YW_WRITES);
+		last = tot;
+		free(got);
+		queries++;
+	}
+	pthread_join(t, NULL);
+	{
+		char *got = merge_collapsed(db, "t", NULL, 0, NULL, 0,
+		    60 * SEC, NULL);
+
+		SM_CHECK_EQ(collapsed_total(got), YW_SERIES + 2 * YW_WRITES);
+		free(got);
+	}
 	ing_db_close(db);
 }
 
@@ -1305,6 +1454,8 @@ SM_TEST_MAIN(
 	{ "label names, values and series sets", test_labels_query },
 	{ "malformed writes are refused before the log", test_malformed_writes },
 	{ "4 writers and 2 readers concurrently", test_concurrent_writers_and_readers },
+	{ "a query yields the head lock to a waiting write", test_query_yields_to_write },
+	{ "queries stay whole while writes grow the head", test_queries_while_writes_grow_the_head },
 	{ "reopen replays the head log", test_replay_after_reopen },
 	{ "blocks are cut, queried and reopened", test_cut_blocks_and_reopen },
 	{ "a damaged part fails only its block's queries", test_corruption_stays_in_its_block },

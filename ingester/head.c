@@ -37,6 +37,7 @@ ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
 	h->created_ms = sm_now_ms();
 	atomic_init(&h->writers, 0);
 	atomic_init(&h->refs, 1);
+	atomic_init(&h->lock_waiting, 0);
 	atomic_init(&h->nseries, 0);
 	*out = h;
 	return (0);
@@ -373,7 +374,11 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 
+	/* Queries reading many series give the lock up while we wait
+	 * (set.h, Yielding). */
+	atomic_fetch_add(&h->lock_waiting, 1);
 	pthread_rwlock_wrlock(&h->lock);
+	atomic_fetch_sub(&h->lock_waiting, 1);
 	/* Before anything is applied: a refused write leaves no trace. */
 	if ((rv = series_limit_check(h, req, max_series, err)) != 0)
 		goto out;

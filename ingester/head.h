@@ -22,7 +22,10 @@
  * writes that were logged with this head's generation but not yet applied;
  * a cut waits for it to reach 0 before encoding (see db.c).  `refs` keeps
  * the head alive while a query or a cut uses it after the tenant lock was
- * released.  Both are atomics.
+ * released.  Both are atomics.  A query that reads many series gives its
+ * read lock up between them while a write waits for it (`lock_waiting`,
+ * ing_head_yield; set.h, "Yielding"), so a write waits for a slice of a
+ * query, not for the whole of it.
  *
  * Active-series limit: a write carries the tenant's limit for this
  * ingester (WriteRequest.max_series, from the distributor; db.h).  Its
@@ -61,6 +64,8 @@ struct ing_head {
 	int64_t created_ms;            /* wall clock, for -ingester.block-duration */
 	atomic_int writers;
 	atomic_int refs;
+	atomic_int lock_waiting;       /* writes blocked on `lock` (set.h,
+					* Yielding) */
 	struct ing_set set;
 	struct sm_strtab frames;
 	struct sm_tree tree;
@@ -109,6 +114,12 @@ int ing_head_series_check(struct ing_head *h,
  */
 int ing_head_spans_check(const Smolder__V1__SeriesWrite *w, size_t k,
     uint32_t nnodes, struct sm_err *err);
+
+/* The yield of a query holding h's read lock (set.h, Yielding). */
+static inline struct ing_yield ing_head_yield(struct ing_head *h)
+{
+	return ((struct ing_yield){ &h->lock, &h->lock_waiting });
+}
 
 /* Approximate heap bytes (call with the lock held, or racy is fine). */
 uint64_t ing_head_bytes(const struct ing_head *h);

@@ -515,8 +515,8 @@ evals_free(struct sel_eval *ev, uint32_t n)
 
 int
 ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
-    int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
-    uint32_t *n, struct sm_err *err)
+    int64_t start, int64_t end, int64_t bucket_ms, const struct ing_yield *y,
+    uint32_t **out, uint32_t *n, struct sm_err *err)
 {
 	struct sel_eval *ev;
 	uint32_t *cand = NULL, ncand = 0, w = 0;
@@ -581,8 +581,13 @@ ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
 		ncand = s->nseries;
 	}
 	for (uint32_t i = 0; i < ncand; i++) {
-		const struct ing_series *sr = s->series[cand[i]];
+		const struct ing_series *sr;
 
+		/* The candidates existed before any yield, so their label
+		 * ids are below the lstr.n the verdict caches were sized by
+		 * (set.h, Yielding). */
+		ing_yield(y);
+		sr = s->series[cand[i]];
 		/* Regular expressions over many series: poll the deadline. */
 		if ((i & 4095) == 4095 && sm_deadline_passed()) {
 			rv = sm_err_set(err, SM_ETIMEDOUT, "the query's "

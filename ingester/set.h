@@ -29,10 +29,30 @@
  *
  * Locking: none here.  The head's owner holds its rwlock around every call;
  * a decoded block is immutable and shared read-only.
+ *
+ * Yielding: a query over a head holds its read lock, and a write waits for
+ * every query holding it.  So a long query gives the lock up between
+ * series whenever a write is waiting (ing_yield below; ing_set_select does
+ * it between candidates, db.c's visitors between series) and takes it back
+ * after the write.  What a yield may change, and what stays valid:
+ *   - series ids and ing_series pointers stay (series are only appended;
+ *     an id list selected before a yield names the same series after it);
+ *   - strings stay (sm_strtab keeps them in chunks that never move);
+ *   - arrays may move: s->series, a series' b[] and its pairs, the
+ *     index's postings, the head's tree -- read them again after a yield,
+ *     never keep a pointer into them across one;
+ *   - new series, strings and tree nodes may appear.
+ * A query therefore sees each series as it was at some moment while the
+ * query ran (never half a bucket: a write holds the lock for all of its
+ * series), and may see part of a write that landed while it ran -- as if
+ * that write's series had been written one by one.  The series set is the
+ * one selected at the start.
  */
 #ifndef ING_SET_H
 #define ING_SET_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "common/labels.h"
@@ -136,16 +156,37 @@ struct ing_series *ing_set_series_find(const struct ing_set *s,
 int ing_set_append(struct ing_set *s, struct ing_series *sr);
 
 /*
+ * A read lock that is given up while a write waits (Yielding, above):
+ * `waiting` counts the writers blocked on `lock`.  NULL where nothing is
+ * locked (a block).  Call it only where no pointer into a moving array is
+ * held.
+ */
+struct ing_yield {
+	pthread_rwlock_t *lock;
+	atomic_int *waiting;
+};
+
+static inline void ing_yield(const struct ing_yield *y)
+{
+	if (y != NULL && atomic_load_explicit(y->waiting,
+	    memory_order_relaxed) > 0) {
+		pthread_rwlock_unlock(y->lock);
+		/* The lock prefers writers (head.c): this waits for them. */
+		pthread_rwlock_rdlock(y->lock);
+	}
+}
+
+/*
  * The sorted ids of the series matching `sel` that have a bucket
  * overlapping [start, end) (start > end: no time filter), in a malloc'd
  * array (*out may be NULL when *n == 0).  `bucket_ms` is the bucket width.
  * Each distinct label value is matched once per call.  0, SM_ENOMEM, or
  * SM_EINVAL when a regex hit its cost limits (sm_matcher_eval); err says
- * why.
+ * why.  `y` (may be NULL) is yielded between candidates.
  */
 int ing_set_select(const struct ing_set *s, const struct sm_selector *sel,
-    int64_t start, int64_t end, int64_t bucket_ms, uint32_t **out,
-    uint32_t *n, struct sm_err *err);
+    int64_t start, int64_t end, int64_t bucket_ms, const struct ing_yield *y,
+    uint32_t **out, uint32_t *n, struct sm_err *err);
 
 /* Index of the first of b[0..nb) (sorted by t) that may overlap
  * [start, ...). */
