@@ -33,7 +33,8 @@ import time
 import urllib.parse
 
 import smolder
-from smolder import Server, ServerError, free_port, smolder_bin
+from smolder import (Server, ServerError, free_port, metric_value,  # noqa: F401
+                     parse_metrics, smolder_bin)
 
 QUERIER = "/querier.v1.QuerierService/"
 
@@ -244,50 +245,12 @@ def flush(srv, timeout=120):
     return srv.request("POST", "/ingester/flush", body=b"", timeout=timeout)
 
 
-_METRIC_LINE = re.compile(
-    r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
-_LABEL_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
-
-
-def parse_metrics(text):
-    """Prometheus text format -> {name: [({label: value}, float)]}."""
-    out = {}
-    for ln in text.split("\n"):
-        if not ln or ln.startswith("#"):
-            continue
-        m = _METRIC_LINE.match(ln.strip())
-        if not m:
-            continue
-        labels = {}
-        if m.group(3):
-            for lm in _LABEL_PAIR.finditer(m.group(3)):
-                labels[lm.group(1)] = (lm.group(2).replace('\\"', '"')
-                                       .replace("\\n", "\n")
-                                       .replace("\\\\", "\\"))
-        try:
-            v = float(m.group(4))
-        except ValueError:
-            continue
-        out.setdefault(m.group(1), []).append((labels, v))
-    return out
-
-
 def metrics(srv):
     """(Response, parsed or None)."""
     r = srv.request("GET", "/metrics", timeout=30)
     if r.status != 200:
         return r, None
     return r, parse_metrics(r.text())
-
-
-def metric_value(parsed, name, **labels):
-    """Sum of the samples of `name` whose labels include `labels`; None
-    when the family has no such sample."""
-    if parsed is None or name not in parsed:
-        return None
-    vals = [v for lab, v in parsed[name]
-            if all(lab.get(k) == want for k, want in labels.items())]
-    return sum(vals) if vals else None
 
 
 def wait_metric(srv, name, pred, timeout, interval=0.2):

@@ -32,6 +32,7 @@ import ctypes
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -336,6 +337,54 @@ def _die_with_parent():
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except Exception:
         pass
+
+
+# --- /metrics ----------------------------------------------------------------
+
+_METRIC_LINE = re.compile(
+    r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
+_LABEL_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_metrics(text):
+    """Prometheus text format -> {name: [({label: value}, float)]}."""
+    out = {}
+    for ln in text.split("\n"):
+        if not ln or ln.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(ln.strip())
+        if not m:
+            continue
+        labels = {}
+        if m.group(3):
+            for lm in _LABEL_PAIR.finditer(m.group(3)):
+                labels[lm.group(1)] = (lm.group(2).replace('\\"', '"')
+                                       .replace("\\n", "\n")
+                                       .replace("\\\\", "\\"))
+        try:
+            v = float(m.group(4))
+        except ValueError:
+            continue
+        out.setdefault(m.group(1), []).append((labels, v))
+    return out
+
+
+def metric_value(parsed, name, **labels):
+    """Sum of the samples of `name` whose labels include `labels`; None
+    when the family has no such sample."""
+    if parsed is None or name not in parsed:
+        return None
+    vals = [v for lab, v in parsed[name]
+            if all(lab.get(k) == want for k, want in labels.items())]
+    return sum(vals) if vals else None
+
+
+def metric(srv, name, default=0.0, **labels):
+    """The sum of `name`'s samples on srv's /metrics whose labels include
+    `labels` (metric_value), or `default` when none does."""
+    v = metric_value(parse_metrics(srv.request("GET", "/metrics").text()),
+                     name, **labels)
+    return default if v is None else v
 
 
 class ServerError(Exception):

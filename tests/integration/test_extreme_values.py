@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from durability import connect  # noqa: E402
-from smolder import Results, Server, install_timeout  # noqa: E402
+from smolder import Results, Server, install_timeout, metric  # noqa: E402
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
@@ -59,14 +59,6 @@ def raw_http(port, head, body):
         return int(data.split(b" ", 2)[1])
     except (IndexError, ValueError):
         return 0
-
-
-def metric(srv, name):
-    r = srv.request("GET", "/metrics")
-    for line in r.text().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def main():
@@ -151,7 +143,7 @@ def main():
                 resp.describe())
 
         # --- saturating sums -----------------------------------------
-        before = metric(s, "smolder_value_saturations_total") or 0
+        before = metric(s, "smolder_value_saturations_total", None) or 0
         body = ("a;b %d\na;c %d\nz 5\n" % (INT64_MAX, INT64_MAX)).encode()
         resp = s.ingest({"name": "big.alloc_objects"}, body)
         r.eq(resp.status, 200, "ingest two stacks of 2^63-1")
@@ -166,7 +158,7 @@ def main():
         r.check(all(v >= 0 for lv in fb.get("levels", []) for v in lv),
                 "no negative (wrapped) value in the flamebearer levels",
                 repr(fb.get("levels")))
-        after = metric(s, "smolder_value_saturations_total")
+        after = metric(s, "smolder_value_saturations_total", None)
         r.check(after is not None and after > before,
                 "smolder_value_saturations_total counts the saturation",
                 "%r -> %r" % (before, after))

@@ -55,7 +55,7 @@ sys.path.insert(0, HERE)
 
 from durability import DataServer, Workspace, limit_flags  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
-from smolder import Results, ServerError, install_timeout  # noqa: E402
+from smolder import Results, ServerError, install_timeout, metric  # noqa: E402
 from test_push import PATH as PUSH_PATH, pprof, push_proto  # noqa: E402
 
 BUDGET_S = 420
@@ -67,13 +67,6 @@ RD = "smk_reader_key_0123456789abcdefgh"
 
 def sha(k):
     return "sha256:" + hashlib.sha256(k.encode()).hexdigest()
-
-
-def metric(srv, name, labels=""):
-    resp = srv.request("GET", "/metrics")
-    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)),
-                  resp.text(), re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 def wait_for(fn, timeout):
@@ -374,7 +367,7 @@ def main():
                 "latest point %d ms, last write %d ms" % (
                     latest, t_last * 1000))
         dropped = sum(metric(a, "smolder_remote_write_dropped_total",
-                             '{reason="%s"}' % x)
+                             reason=x)
                       for x in ("queue_full", "rejected", "ambiguous",
                                 "shutdown"))
         r.eq(dropped, 0.0, "nothing dropped")
@@ -438,7 +431,7 @@ def main():
         r.check(wait_for(lambda: w.matches(b) and pu.matches(b), 20),
                 "torn: the 6 good uploads arrive exactly once", w.diff(b))
         dropped = sum(metric(a, "smolder_remote_write_dropped_total",
-                             '{reason="%s"}' % x)
+                             reason=x)
                       for x in ("queue_full", "rejected", "ambiguous",
                                 "corrupt"))
         r.eq(dropped, 0.0, "torn: nothing dropped")
@@ -466,7 +459,7 @@ def main():
         a = start_on_port(f_data, ws.log_dir("a3b"), 0, rflags, "sender3b")
         r.check(wait_for(lambda: metric(
             a, "smolder_remote_write_dropped_total",
-            '{reason="ambiguous"}') == 1 and drained(a), 10),
+            reason="ambiguous") == 1 and drained(a), 10),
             "in flight: after the restart the /ingest upload that was in "
             "flight is dropped as ambiguous, not sent again",
             a.stderr_tail(10))
@@ -487,7 +480,7 @@ def main():
                 "in flight: the Push is sent again after the restart and "
                 "arrives once", "want %r got %r" % (pu.want, pu.got(b)))
         r.eq(metric(a, "smolder_remote_write_dropped_total",
-                    '{reason="ambiguous"}'), 0.0,
+                    reason="ambiguous"), 0.0,
              "in flight: the Push is not dropped")
         a.check_stopped(r, "sender3 exits 0 on SIGTERM")
         a = None
@@ -504,7 +497,7 @@ def main():
         ok = all(w2.write(r, a2, "rejected") for _ in range(3))
         r.check(ok and wait_for(lambda: metric(
             a2, "smolder_remote_write_dropped_total",
-            '{reason="rejected"}') == 3, 10),
+            reason="rejected") == 3, 10),
             "rejected: a 403 from the receiver drops the upload (counted)",
             a2.stderr_tail(5))
         r.eq(metric(a2, "smolder_remote_write_queue_length"), 0.0,

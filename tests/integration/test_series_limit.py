@@ -31,7 +31,6 @@ tenant `b` nothing (the flag's default: no limit).
 import gzip
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from oracle import parse_collapsed  # noqa: E402
-from smolder import Server, run_script  # noqa: E402
+from smolder import Server, metric, run_script  # noqa: E402
 
 BUDGET_S = 150
 LIMIT = 50
@@ -49,21 +48,6 @@ OVERRIDES = ("overrides:\n"
              "  a:\n"
              "    max_global_series_per_tenant: %d\n" % LIMIT)
 PREFIX = "Maximum active series limit exceeded"
-
-
-def metric(srv, name, **labels):
-    text = srv.request("GET", "/metrics").text()
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name):
-            continue
-        m = re.match(r'^(\w+)(\{[^}]*\})?\s+(\S+)$', line)
-        if not m or m.group(1) != name:
-            continue
-        ls = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(ls.get(k) == v for k, v in labels.items()):
-            total += float(m.group(3))
-    return total
 
 
 # A folded upload's value is samples; stored as nanoseconds of CPU at the

@@ -32,18 +32,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from smolder import Results, Server, install_timeout  # noqa: E402
+from smolder import Results, Server, install_timeout, metric  # noqa: E402
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 MiB = 1 << 20
-
-
-def metric(srv, name):
-    r = srv.request("GET", "/metrics")
-    for line in r.text().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 class DirServer(Server):
@@ -159,12 +151,12 @@ def head_reclaim(r):
             if resp.status != 200:
                 r.fail("ingest %d" % i, resp.describe())
                 break
-        before = metric(s, "smolder_ingester_disk_bytes")
+        before = metric(s, "smolder_ingester_disk_bytes", None)
         resp = s.request("POST", "/ingester/flush", body=b"")
         r.eq(resp.status, 200, "/ingester/flush cuts the head")
         after = None
         for _ in range(20):
-            after = metric(s, "smolder_ingester_disk_bytes")
+            after = metric(s, "smolder_ingester_disk_bytes", None)
             if before and after is not None and after < before / 3:
                 break
             time.sleep(0.25)

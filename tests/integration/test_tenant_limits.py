@@ -36,7 +36,6 @@ burst, reloaded every 200 ms.
 import base64
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -45,7 +44,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from smolder import Server, run_script  # noqa: E402
+from smolder import Server, metric, run_script  # noqa: E402
 
 BUDGET_S = 120
 PERIOD_MS = 200
@@ -113,21 +112,6 @@ class Uploader(threading.Thread):
     def since(self, t0, t1=None):
         return [st for t, st in self.log if t >= t0 and
                 (t1 is None or t < t1)]
-
-
-def metric(srv, name, **labels):
-    text = srv.request("GET", "/metrics").text()
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name):
-            continue
-        m = re.match(r'^(\w+)(\{[^}]*\})?\s+(\S+)$', line)
-        if not m or m.group(1) != name:
-            continue
-        ls = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(ls.get(k) == v for k, v in labels.items()):
-            total += float(m.group(3))
-    return total
 
 
 def main(r):
