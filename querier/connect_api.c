@@ -225,26 +225,48 @@ uniq(char **v, size_t n)
 	return (w);
 }
 
+/*
+ * The sorted, unique label names (kind LABEL_NAMES) or values of `name`
+ * (LABEL_VALUES) of the caller's tenant over the OR of `matchers`: what
+ * LabelNames and LabelValues answer.
+ */
+static int
+label_list(struct querier *q, struct sm_connect_call *call, char **matchers,
+    size_t nmatchers, int64_t start, int64_t end, Smolder__V1__LabelsKind kind,
+    const char *name, char ***names, size_t *n, struct sm_err *err)
+{
+	struct qry_labels_result res;
+	const char *tenant;
+	int rv;
+
+	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	    (rv = labels_or(q, tenant, matchers, nmatchers, start, end, kind,
+	    name, NULL, 0, call->arena, &res, err)) != 0)
+		return (rv);
+	*names = res.names;
+	*n = uniq(res.names, res.nnames);
+	return (0);
+}
+
 static int
 m_label_names(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	const Types__V1__LabelNamesRequest *in = (const void *)req;
 	Types__V1__LabelNamesResponse *out;
-	struct qry_labels_result res;
-	const char *tenant;
+	char **names;
+	size_t n;
 	int rv;
 
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
-	    (rv = labels_or(arg, tenant, in->matchers, in->n_matchers,
+	if ((rv = label_list(arg, call, in->matchers, in->n_matchers,
 	    in->start, in->end, SMOLDER__V1__LABELS_KIND__LABEL_NAMES, NULL,
-	    NULL, 0, call->arena, &res, err)) != 0)
+	    &names, &n, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	types__v1__label_names_response__init(out);
-	out->names = res.names;
-	out->n_names = uniq(res.names, res.nnames);
+	out->names = names;
+	out->n_names = n;
 	*resp = &out->base;
 	return (0);
 }
@@ -255,22 +277,21 @@ m_label_values(void *arg, struct sm_connect_call *call,
 {
 	const Types__V1__LabelValuesRequest *in = (const void *)req;
 	Types__V1__LabelValuesResponse *out;
-	struct qry_labels_result res;
-	const char *tenant;
+	char **names;
+	size_t n;
 	int rv;
 
 	if (in->name == NULL || in->name[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "name is required"));
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
-	    (rv = labels_or(arg, tenant, in->matchers, in->n_matchers,
+	if ((rv = label_list(arg, call, in->matchers, in->n_matchers,
 	    in->start, in->end, SMOLDER__V1__LABELS_KIND__LABEL_VALUES,
-	    in->name, NULL, 0, call->arena, &res, err)) != 0)
+	    in->name, &names, &n, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	types__v1__label_values_response__init(out);
-	out->names = res.names;
-	out->n_names = uniq(res.names, res.nnames);
+	out->names = names;
+	out->n_names = n;
 	*resp = &out->base;
 	return (0);
 }
