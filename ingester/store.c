@@ -14,7 +14,7 @@ struct ing_store {
 	struct ing_cache *cache;
 };
 
-static struct sm_metric *corruptions;
+static struct sm_metric *corruptions, *bytes_read;
 
 static void
 store_metrics_init(void)
@@ -26,6 +26,11 @@ store_metrics_init(void)
 		    "smolder_ingester_corruptions_total",
 		    "Stored values found damaged (checksum, decode or RocksDB "
 		    "corruption), by part.", lbl, NULL, 0);
+	if (bytes_read == NULL)
+		bytes_read = sm_metric_register(SM_METRIC_COUNTER,
+		    "smolder_ingester_block_bytes_read_total",
+		    "Bytes of block parts read from RocksDB (cache misses: "
+		    "what a query costs in I/O), by part.", lbl, NULL, 0);
 }
 
 static const char *
@@ -417,6 +422,9 @@ part_get(struct ing_store *s, const char *tenant, uint64_t id, char kind,
 	}
 	if (rv == SM_ECORRUPT)
 		return (store_corrupt(tenant, id, kind, series, err));
+	if (rv == 0)
+		sm_counter_add(sm_metric_child(bytes_read, part_name(kind)),
+		    v->len);
 	return (rv);
 }
 
