@@ -60,9 +60,11 @@ def mount_tmpfs(path, size):
 
 
 def total_of(srv, app):
+    """The merged total, or the failed answer's description (so a check
+    that compares it says why)."""
     resp = srv.render('%s{service_name="%s"}' % (CPU, app), max_nodes=1)
     if resp.status != 200:
-        return None
+        return "no total: " + resp.describe()
     return resp.json()["flamebearer"]["numTicks"]
 
 
