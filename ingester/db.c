@@ -1,71 +1,26 @@
 /*
- * db.c -- tenants, durable writes, cuts, replay and queries; see db.h.
+ * db.c -- the tenant table, open and close, sources,
+ * writes and cuts, queries.
+ * See db.h (the design) and db_int.h (rooms, ownership, locking).
  */
-#include "db.h"
-
-#include <stdatomic.h>
-#include <string.h>
+#include "db_int.h"
 
 #include "common/attime.h"
 #include "common/hash.h"
-#include "common/log.h"
-#include "common/metrics.h"
 #include "common/mtree.h"
 
-#include "ids.h"
-
-struct ing_tenant {
-	char *id;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;                /* a head's writers reached 0 */
-	struct ing_head *head;
-	int64_t first_write_ms;           /* of the current head, 0 = none */
-	struct ing_head **cutting;
-	uint32_t ncutting, cutting_cap;
-	struct ing_block_meta *blocks;    /* sorted by gen */
-	uint32_t nblocks, blocks_cap;
-	struct ing_ids ids;               /* recent profile ids (mu) */
-	struct sm_metric_child *m_active; /* active series gauge */
-	struct sm_metric_child *m_refused;
-};
-
-struct ing_db {
-	struct ing_db_cfg cfg;
-	struct ing_store *store;
-	pthread_rwlock_t lock;            /* the tenant table */
-	struct ing_tenant **t;            /* sorted by id */
-	uint32_t n, cap;
-	atomic_uint_fast64_t next_gen;
-	atomic_uint_fast64_t next_seq;
-	pthread_mutex_t cut_mu;           /* one cut at a time */
-	/* Retention: nothing before the floor is served; retired blocks
-	 * are deleted from disk after a grace period (queries that copied
-	 * their meta before the retirement may still be reading them). */
-	_Atomic int64_t floor_ms;
-	pthread_mutex_t retire_mu;
-	struct db_retired *retired;
-	uint32_t nretired, retired_cap;
-};
-
-struct db_retired {
-	char *tenant;
-	uint64_t gen;
-	int64_t at_ms;
-};
-
-#define DB_RETIRE_GRACE_MS 60000
-
-static struct sm_metric *m_cuts, *m_cut_fail, *m_active, *m_refused;
+struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+static struct sm_metric *m_active, *m_refused;
 
 static void
 db_metrics_init(void)
 {
-	if (m_cuts != NULL)
+	if (ing_m_cuts != NULL)
 		return;
-	m_cuts = sm_metric_register(SM_METRIC_COUNTER,
+	ing_m_cuts = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_block_cuts_total",
 	    "Heads cut into blocks.", NULL, NULL, 0);
-	m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
+	ing_m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_block_cut_failures_total",
 	    "Block cuts that failed and will be retried.", NULL, NULL, 0);
 	m_active = sm_metric_register(SM_METRIC_GAUGE,
@@ -118,8 +73,8 @@ tenant_pos(const struct ing_db *db, const char *id, int *found)
 	return (lo);
 }
 
-static struct ing_tenant *
-tenant_find(struct ing_db *db, const char *id)
+struct ing_tenant *
+ing_tenant_find(struct ing_db *db, const char *id)
 {
 	struct ing_tenant *t = NULL;
 	uint32_t i;
@@ -133,14 +88,14 @@ tenant_find(struct ing_db *db, const char *id)
 	return (t);
 }
 
-static int
-tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
+int
+ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 {
 	struct ing_tenant *t;
 	uint32_t i;
 	int found, rv = 0;
 
-	if ((*out = tenant_find(db, id)) != NULL)
+	if ((*out = ing_tenant_find(db, id)) != NULL)
 		return (0);
 	pthread_rwlock_wrlock(&db->lock);
 	i = tenant_pos(db, id, &found);
@@ -179,8 +134,8 @@ out:
 	return (rv);
 }
 
-static int
-tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
+int
+ing_tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
 {
 	uint32_t i;
 
@@ -196,8 +151,8 @@ tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
 /* --- validation ----------------------------------------------------------- */
 
 /* Everything ing_head_write relies on, checked before anything is logged. */
-static int
-write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
+int
+ing_write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
 {
 	const Smolder__V1__StackTree *rt = req->tree;
 
@@ -242,8 +197,8 @@ write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
 }
 
 /* The write's idempotency key, or NULL when it carries none. */
-static const uint8_t *
-write_id(const Smolder__V1__WriteRequest *req)
+const uint8_t *
+ing_write_id(const Smolder__V1__WriteRequest *req)
 {
 	return (req->profile_id.len == ING_ID_LEN ? req->profile_id.data :
 	    NULL);
@@ -252,8 +207,8 @@ write_id(const Smolder__V1__WriteRequest *req)
 /* --- retention ------------------------------------------------------------ */
 
 /* Queue a block for deletion from disk (at_ms: when it was retired). */
-static int
-retire_add(struct ing_db *db, const char *tenant, uint64_t gen, int64_t at_ms)
+int
+ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen, int64_t at_ms)
 {
 	int rv = 0;
 
@@ -274,8 +229,8 @@ out:
 }
 
 /* Delete the retired blocks whose grace period is over (cutter thread). */
-static void
-retire_purge(struct ing_db *db, int64_t now_ms)
+void
+ing_retire_purge(struct ing_db *db, int64_t now_ms)
 {
 	uint32_t i = 0;
 
@@ -331,7 +286,7 @@ ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
 			const struct ing_block_meta *m = &t->blocks[b];
 
 			if (!m->broken && m->max_t <= before_ms && db->store !=
-			    NULL && retire_add(db, t->id, m->gen, now) == 0) {
+			    NULL && ing_retire_add(db, t->id, m->gen, now) == 0) {
 				(*nblocks)++;
 				continue;
 			}
@@ -350,8 +305,8 @@ ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
  * The select with its start raised to the retention floor (a copy in
  * *tmp when it changes).
  */
-static const Smolder__V1__Select *
-select_floor(struct ing_db *db, const Smolder__V1__Select *sel,
+const Smolder__V1__Select *
+ing_select_floor(struct ing_db *db, const Smolder__V1__Select *sel,
     Smolder__V1__Select *tmp)
 {
 	int64_t fl = atomic_load(&db->floor_ms);
@@ -375,8 +330,8 @@ db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 
 	/* Retention reached it before the process stopped: delete now. */
 	if (!m->broken && m->max_t <= atomic_load(&db->floor_ms))
-		return (retire_add(db, tenant, m->gen, INT64_MIN));
-	if (tenant_get(db, tenant, &t) != 0 || tenant_add_block(t, m) != 0)
+		return (ing_retire_add(db, tenant, m->gen, INT64_MIN));
+	if (ing_tenant_get(db, tenant, &t) != 0 || ing_tenant_add_block(t, m) != 0)
 		return (SM_ENOMEM);
 	return (0);
 }
@@ -403,16 +358,16 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 	sm_err_clear(&err);
 	if (req == NULL || req->method_case !=
 	    SMOLDER__V1__REQUEST__METHOD_WRITE ||
-	    write_validate(req->write, &err) != 0 ||
+	    ing_write_validate(req->write, &err) != 0 ||
 	    strcmp(req->write->tenant, tenant) != 0) {
 		sm_error("ingester", "head log: undecodable record skipped\t"
 		    "tenant=%s seq=%llu err=\"%s\"", tenant,
 		    (unsigned long long)seq, err.msg);
 		goto out;
 	}
-	if ((rv = tenant_get(db, tenant, &t)) != 0)
+	if ((rv = ing_tenant_get(db, tenant, &t)) != 0)
 		goto out;
-	id = write_id(req->write);
+	id = ing_write_id(req->write);
 	if (id != NULL && ing_ids_get(&t->ids, id) == ING_ID_DONE) {
 		sm_warn("ingester", "head log: duplicate profile id skipped\t"
 		    "tenant=%s seq=%llu", tenant, (unsigned long long)seq);
@@ -542,16 +497,16 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
     const Smolder__V1__WriteRequest *req, struct ing_write_result *res,
     struct sm_err *err)
 {
-	const uint8_t *id = write_id(req);
+	const uint8_t *id = ing_write_id(req);
 	struct ing_tenant *t;
 	struct ing_head *h;
 	uint64_t gen, seq;
 	int rv;
 
 	memset(res, 0, sizeof(*res));
-	if ((rv = write_validate(req, err)) != 0)
+	if ((rv = ing_write_validate(req, err)) != 0)
 		return (rv);
-	if ((rv = tenant_get(db, req->tenant, &t)) != 0)
+	if ((rv = ing_tenant_get(db, req->tenant, &t)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
 	pthread_mutex_lock(&t->mu);
 	if (id != NULL) {
@@ -652,7 +607,7 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 		return (rv);
 	}
 	pthread_mutex_lock(&t->mu);
-	rv = tenant_add_block(t, &e.meta);
+	rv = ing_tenant_add_block(t, &e.meta);
 	cutting_remove(t, h);
 	pthread_mutex_unlock(&t->mu);
 	sm_info("ingester", "block cut\ttenant=%s block=%llu series=%u "
@@ -660,7 +615,7 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	    e.meta.nseries, e.meta.nnodes, (unsigned long long)e.meta.bytes);
 	ing_block_enc_fini(&e);
 	ing_head_unref(h);
-	sm_counter_inc(sm_metric_child0(m_cuts));
+	sm_counter_inc(sm_metric_child0(ing_m_cuts));
 	return (rv == 0 ? 0 : sm_err_set(err, rv, "out of memory"));
 drop:
 	pthread_mutex_lock(&t->mu);
@@ -743,7 +698,7 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
 		if (rv == 0 && due)
 			rv = tenant_cut(db, t, err);
 		if (rv != 0) {
-			sm_counter_inc(sm_metric_child0(m_cut_fail));
+			sm_counter_inc(sm_metric_child0(ing_m_cut_fail));
 			sm_error("ingester", "block cut failed; will retry\t"
 			    "tenant=%s err=\"%s\"", t->id, err->msg);
 			if (first_rv == 0)
@@ -764,7 +719,7 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	pthread_mutex_lock(&db->cut_mu);
 	(void)db_cut(db, now_ms, 0, &err);
 	pthread_mutex_unlock(&db->cut_mu);
-	retire_purge(db, now_ms);
+	ing_retire_purge(db, now_ms);
 }
 
 int
@@ -780,24 +735,14 @@ ing_db_flush(struct ing_db *db, struct sm_err *err)
 	return (rv);
 }
 
-/* --- sources -------------------------------------------------------------- */
-
-/* What a query reads for one tenant, taken under the tenant mutex. */
-struct sources {
-	struct ing_head *heads[16];
-	uint32_t nheads;
-	struct ing_block_meta *blocks;
-	uint32_t nblocks;
-};
-
-static int
-sources_get(struct ing_db *db, const char *tenant, int64_t start, int64_t end,
-    int all_time, struct sources *src, struct sm_err *err)
+int
+ing_sources_get(struct ing_db *db, const char *tenant, int64_t start, int64_t end,
+    int all_time, struct ing_sources *src, struct sm_err *err)
 {
 	struct ing_tenant *t;
 
 	memset(src, 0, sizeof(*src));
-	if (tenant == NULL || (t = tenant_find(db, tenant)) == NULL)
+	if (tenant == NULL || (t = ing_tenant_find(db, tenant)) == NULL)
 		return (0);
 	pthread_mutex_lock(&t->mu);
 	src->heads[src->nheads++] = t->head;
@@ -824,8 +769,8 @@ sources_get(struct ing_db *db, const char *tenant, int64_t start, int64_t end,
 	return (0);
 }
 
-static void
-sources_put(struct sources *src)
+void
+ing_sources_put(struct ing_sources *src)
 {
 	for (uint32_t i = 0; i < src->nheads; i++)
 		ing_head_unref(src->heads[i]);
@@ -833,8 +778,8 @@ sources_put(struct sources *src)
 }
 
 /* A block whose meta and index are both damaged answers nothing. */
-static int
-block_usable(const char *tenant, const struct ing_block_meta *m,
+int
+ing_sources_usable(const char *tenant, const struct ing_block_meta *m,
     struct sm_err *err)
 {
 	if (!m->broken)
@@ -853,7 +798,7 @@ block_usable(const char *tenant, const struct ing_block_meta *m,
  */
 static int
 sources_each_index(struct ing_db *db, const char *tenant,
-    const struct sources *src, const struct sm_selector *ss,
+    const struct ing_sources *src, const struct sm_selector *ss,
     int (*fn)(void *arg, const struct ing_set *s, int64_t bucket_ms,
     const struct sm_selector *ss, const struct ing_yield *y,
     struct sm_err *err), void *arg,
@@ -873,7 +818,7 @@ sources_each_index(struct ing_db *db, const char *tenant,
 		const struct ing_set *idx;
 		struct ing_cache_ent *ie;
 
-		if ((rv = block_usable(tenant, &src->blocks[i], err)) != 0 ||
+		if ((rv = ing_sources_usable(tenant, &src->blocks[i], err)) != 0 ||
 		    (rv = ing_store_block_index(db->store, tenant,
 		    &src->blocks[i], &idx, &ie, err)) != 0)
 			break;
@@ -1077,7 +1022,7 @@ merge_block(struct ing_db *db, const char *tenant,
 	int64_t *acc = NULL;
 	int rv;
 
-	if ((rv = block_usable(tenant, m, err)) != 0 ||
+	if ((rv = ing_sources_usable(tenant, m, err)) != 0 ||
 	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
 	    err)) != 0)
 		return (rv);
@@ -1171,19 +1116,19 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 {
 	Smolder__V1__Select fsel;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	struct sm_mtree mt;
 	int rv;
 
 	smolder__v1__merge_response__init(out);
-	sel = select_floor(db, sel, &fsel);
+	sel = ing_select_floor(db, sel, &fsel);
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
 	if (sm_mtree_init(&mt) != 0) {
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
 	    &src, err)) != 0)
 		goto out;
 	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
@@ -1191,7 +1136,7 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
 		rv = merge_block(db, sel->tenant, &src.blocks[i], &ss, sel, &mt,
 		    a, err);
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv != 0)
 		goto out;
 	/* The response outlives the merge tree: copy its names and the
@@ -1434,7 +1379,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	Smolder__V1__Select fsel;
 	struct series_acc x;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	uint32_t ngb;
 	int rv = 0;
 
@@ -1446,7 +1391,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	if ((rv = sm_time_check_range(sel->start_ms, "series: start",
 	    sel->end_ms, "end", err)) != 0)
 		return (rv);
-	if ((sel = select_floor(db, sel, &fsel)) != req->select) {
+	if ((sel = ing_select_floor(db, sel, &fsel)) != req->select) {
 		if (sel->end_ms <= sel->start_ms)
 			return (0);   /* all of it is past retention */
 		freq = *req;
@@ -1465,11 +1410,11 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	ngb = (uint32_t)req->n_group_by;
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
 	    &src, err)) != 0)
 		goto out_sel;
 	rv = sources_each_index(db, sel->tenant, &src, &ss, series_set, &x, err);
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
 			sm_err_set(err, rv, "series: more than %d groups",
@@ -1753,13 +1698,13 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	Smolder__V1__Select fsel;
 	struct stats_acc x;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	int rv = 0;
 
 	smolder__v1__stats_response__init(out);
 	if (sel == NULL || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "stats: bad range"));
-	if ((sel = select_floor(db, sel, &fsel)) != req->select) {
+	if ((sel = ing_select_floor(db, sel, &fsel)) != req->select) {
 		if (sel->end_ms <= sel->start_ms)
 			return (0);   /* all of it is past retention */
 		freq = *req;
@@ -1776,11 +1721,11 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	x.a = a;
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
 	    &src, err)) != 0)
 		goto out;
 	rv = sources_each_index(db, sel->tenant, &src, &ss, stats_set, &x, err);
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ENOMEM)
 			sm_err_set(err, rv, "out of memory");
@@ -2082,14 +2027,14 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	Smolder__V1__Select fsel;
 	struct labels_acc x;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	int rv;
 
 	smolder__v1__labels_response__init(out);
 	if (sel == NULL)
 		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
 	if (!req->all_time &&
-	    (sel = select_floor(db, sel, &fsel)) != req->select) {
+	    (sel = ing_select_floor(db, sel, &fsel)) != req->select) {
 		freq = *req;
 		freq.select = (Smolder__V1__Select *)sel;
 		req = &freq;
@@ -2100,11 +2045,11 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		goto out_names;
-	if ((rv = sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
 	    req->all_time, &src, err)) != 0)
 		goto out_sel;
 	rv = sources_each_index(db, sel->tenant, &src, &ss, labels_set, &x, err);
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv == 0)
 		rv = labels_output(&x, a, out);
 	if (rv == SM_ENOMEM)
@@ -2267,7 +2212,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	Smolder__V1__Select fsel;
 	struct an_acc heads = { 0 }, blocks = { 0 };
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	int64_t start, end;
 	bool matched;
 	int rv;
@@ -2284,7 +2229,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 		start = SM_MAX(atomic_load(&db->floor_ms), INT64_MIN / 2);
 		end = INT64_MAX / 2;
 	} else {
-		sel = select_floor(db, sel, &fsel);
+		sel = ing_select_floor(db, sel, &fsel);
 		start = sel->start_ms;
 		end = sel->end_ms;
 		if (end <= start)
@@ -2292,7 +2237,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	}
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = sources_get(db, sel->tenant, start, end, req->all_time, &src,
+	if ((rv = ing_sources_get(db, sel->tenant, start, end, req->all_time, &src,
 	    err)) != 0)
 		goto out_sel;
 	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
@@ -2312,7 +2257,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 		const struct ing_set *idx;
 		struct ing_cache_ent *ie;
 
-		if ((rv = block_usable(sel->tenant, m, err)) != 0 ||
+		if ((rv = ing_sources_usable(sel->tenant, m, err)) != 0 ||
 		    (rv = ing_store_block_index(db->store, sel->tenant, m,
 		    &idx, &ie, err)) != 0)
 			break;
@@ -2324,7 +2269,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 			out->block_bytes += m->bytes;
 		}
 	}
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv == 0 && ((rv = an_output(&heads, a, &out->head_series,
 	    &out->n_head_series)) != 0 || (rv = an_output(&blocks, a,
 	    &out->block_series, &out->n_block_series)) != 0))
@@ -2465,7 +2410,7 @@ span_merge_block(struct ing_db *db, const char *tenant,
 
 	if (m->nspans == 0)
 		return (0);
-	if ((rv = block_usable(tenant, m, err)) != 0 ||
+	if ((rv = ing_sources_usable(tenant, m, err)) != 0 ||
 	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
 	    err)) != 0)
 		return (rv);
@@ -2515,7 +2460,7 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 	const Smolder__V1__Select *sel;
 	Smolder__V1__Select fsel;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	struct sm_mtree mt;
 	int rv;
 
@@ -2527,14 +2472,14 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 			return (sm_err_set(err, SM_EMALFORMED, "span merge: "
 			    "span ids not sorted and unique"));
 	}
-	sel = select_floor(db, req->select, &fsel);
+	sel = ing_select_floor(db, req->select, &fsel);
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
 	if (sm_mtree_init(&mt) != 0) {
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if (req->n_span_ids == 0 || (rv = sources_get(db, sel->tenant,
+	if (req->n_span_ids == 0 || (rv = ing_sources_get(db, sel->tenant,
 	    sel->start_ms, sel->end_ms, 0, &src, err)) != 0)
 		goto done;
 	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
@@ -2542,7 +2487,7 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
 		rv = span_merge_block(db, sel->tenant, &src.blocks[i], &ss, req,
 		    sel, &mt, err);
-	sources_put(&src);
+	ing_sources_put(&src);
 done:
 	if (rv == 0 && (rv = sm_mtree_to_pb(&mt, a, out)) == 0) {
 		for (size_t i = 0; i < out->tree->n_strings && rv == 0; i++) {
@@ -2713,7 +2658,7 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 	struct prof_acc x;
 	Smolder__V1__Select fsel;
 	struct sm_selector ss;
-	struct sources src;
+	struct ing_sources src;
 	uint32_t w = 0;
 	int rv;
 
@@ -2724,10 +2669,10 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 	x.req = req;
 	x.a = a;
 	x.max = req->max != 0 ? req->max : PROFILES_MAX_DEFAULT;
-	x.sel = select_floor(db, req->select, &fsel);
+	x.sel = ing_select_floor(db, req->select, &fsel);
 	if ((rv = selector_from_pb(x.sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = sources_get(db, x.sel->tenant, x.sel->start_ms,
+	if ((rv = ing_sources_get(db, x.sel->tenant, x.sel->start_ms,
 	    x.sel->end_ms, 0, &src, err)) != 0)
 		goto done;
 	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
@@ -2745,7 +2690,7 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 		struct ing_prof_rec *pr = NULL;
 		uint32_t npr = 0;
 
-		if ((rv = block_usable(x.sel->tenant, m, err)) != 0 ||
+		if ((rv = ing_sources_usable(x.sel->tenant, m, err)) != 0 ||
 		    (rv = ing_store_block_index(db->store, x.sel->tenant, m,
 		    &idx, &ie, err)) != 0)
 			break;
@@ -2756,7 +2701,7 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 		sm_free(pr);
 		ing_store_release(db->store, ie);
 	}
-	sources_put(&src);
+	ing_sources_put(&src);
 	if (rv != 0)
 		goto done;
 	if (x.n > 0)    /* qsort(NULL, 0) is undefined */
