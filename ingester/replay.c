@@ -15,7 +15,8 @@ db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	/* Retention reached it before the process stopped: delete now. */
 	if (!m->broken && m->max_t <= atomic_load(&db->floor_ms))
 		return (ing_retire_add(db, tenant, m->gen, INT64_MIN));
-	if (ing_tenant_get(db, tenant, &t) != 0 || ing_tenant_add_block(t, m) != 0)
+	if (ing_tenant_get(db, tenant, &t) != 0 ||
+	    ing_tenant_add_block(t, m) != 0)
 		return (SM_ENOMEM);
 	return (0);
 }

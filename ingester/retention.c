@@ -8,7 +8,8 @@
 
 /* Queue a block for deletion from disk (at_ms: when it was retired). */
 int
-ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen, int64_t at_ms)
+ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen,
+    int64_t at_ms)
 {
 	int rv = 0;
 
