@@ -9,44 +9,6 @@
 #include "common/hash.h"
 #include "common/mtree.h"
 
-/*
- * Call fn(arg, set, bucket_ms, ss, y) for every source's index: the heads'
- * sets under their read locks, with their yields (set.h, Yielding), the
- * blocks' indexes through the cache (no data part is read; y NULL).  Stops
- * at the first non-zero return.
- */
-static int
-sources_each_index(struct ing_db *db, const char *tenant,
-    const struct ing_sources *src, const struct sm_selector *ss,
-    int (*fn)(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, const struct ing_yield *y,
-    struct sm_err *err), void *arg,
-    struct sm_err *err)
-{
-	int rv = 0;
-
-	for (uint32_t i = 0; i < src->nheads && rv == 0; i++) {
-		struct ing_head *h = src->heads[i];
-		struct ing_yield y = ing_head_yield(h);
-
-		pthread_rwlock_rdlock(&h->lock);
-		rv = fn(arg, &h->set, h->bucket_ms, ss, &y, err);
-		pthread_rwlock_unlock(&h->lock);
-	}
-	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-
-		if ((rv = ing_sources_usable(tenant, &src->blocks[i], err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, tenant,
-		    &src->blocks[i], &idx, &ie, err)) != 0)
-			break;
-		rv = fn(arg, idx, src->blocks[i].bucket_ms, ss, NULL, err);
-		ing_store_release(db->store, ie);
-	}
-	return (rv);
-}
-
 /* --- picks (replica de-duplication, querier/plan.c) ------------------------ */
 
 /*
@@ -102,6 +64,129 @@ series_picked(const Smolder__V1__Select *sel, uint64_t fp,
 	if (!sel->picked)
 		return (true);
 	return ((*pk = pick_find(sel, fp)) != NULL);
+}
+
+/* --- the series visitor -------------------------------------------------- */
+
+/*
+ * Every query reads its sources through one series visitor (visit()).
+ * For each source -- a head under its read lock, with its yield (set.h,
+ * Yielding), or a block's index through the store's cache -- it runs
+ * ing_set_select over [start, end), then for each selected id it yields,
+ * fetches the series (after the yield: s->series may have moved), applies
+ * the pick (series_picked, when the visitor has `picks`) and calls the
+ * query's `each`.  A query's hooks around that (NULL: none):
+ *   skip    before anything (a head's under its read lock): true passes
+ *           the source over (the span merge: no span samples in it);
+ *   begin   after the select, with the number of series selected: what
+ *           the source needs before its series (a block's tree, its
+ *           records); VISIT_SKIP passes over the series.  Without a
+ *           begin, a source that selected nothing is passed over;
+ *   finish  after the series of every source whose select succeeded,
+ *           whatever happened (rv: 0, VISIT_SKIP or an error): adds the
+ *           source's result and releases what begin took; it returns
+ *           the source's result (VISIT_SKIP counts as 0).
+ * The visit stops at the first error.
+ *
+ * The exception: a visitor with no_yield never yields.  The profiles
+ * query (prof_*) and the span merge (span_*) hold pointers into the
+ * head's records (h->profs.v, h->spans.v, arrays a write may move) from
+ * begin to finish, so they keep the read lock for the whole source.
+ */
+#define VISIT_SKIP 1
+
+struct visit_src {
+	struct ing_head *h;                /* a head, or NULL */
+	const struct ing_block_meta *m;    /* or a block (h NULL) */
+	const struct ing_set *s;           /* its series */
+	int64_t bucket_ms;
+};
+
+struct visitor {
+	struct ing_db *db;
+	const char *tenant;
+	const struct sm_selector *ss;
+	const Smolder__V1__Select *picks;  /* applied; NULL: ignored */
+	int64_t start, end;                /* as ing_set_select */
+	bool no_yield;
+	bool (*skip)(void *arg, const struct visit_src *src);
+	int (*begin)(void *arg, const struct visit_src *src, uint32_t n,
+	    struct sm_err *err);
+	int (*each)(void *arg, const struct visit_src *src, uint32_t id,
+	    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+	    struct sm_err *err);
+	int (*finish)(void *arg, const struct visit_src *src, int rv,
+	    struct sm_err *err);
+	void *arg;
+};
+
+/* One source's series (a head's: the caller holds its read lock). */
+static int
+visit_set(const struct visitor *v, const struct visit_src *src,
+    const struct ing_yield *y, struct sm_err *err)
+{
+	uint32_t *ids = NULL, n = 0;
+	int rv;
+
+	if ((rv = ing_set_select(src->s, v->ss, v->start, v->end,
+	    src->bucket_ms, y, &ids, &n, err)) != 0) {
+		sm_free(ids);
+		return (rv);
+	}
+	if (v->begin != NULL)
+		rv = v->begin(v->arg, src, n, err);
+	else if (n == 0)
+		rv = VISIT_SKIP;
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		const struct ing_series *sr;
+		const Smolder__V1__Pick *pk = NULL;
+
+		/* Nothing from before the yield is used after it but ids. */
+		ing_yield(y);
+		sr = src->s->series[ids[i]];
+		if (v->picks != NULL && !series_picked(v->picks, sr->fp, &pk))
+			continue;
+		rv = v->each(v->arg, src, ids[i], sr, pk, err);
+	}
+	if (v->finish != NULL)
+		rv = v->finish(v->arg, src, rv, err);
+	sm_free(ids);
+	return (rv == VISIT_SKIP ? 0 : rv);
+}
+
+/* Visit every source of `src`: heads first, then blocks. */
+static int
+visit(const struct visitor *v, const struct ing_sources *src,
+    struct sm_err *err)
+{
+	int rv = 0;
+
+	for (uint32_t i = 0; i < src->nheads && rv == 0; i++) {
+		struct ing_head *h = src->heads[i];
+		struct ing_yield y = ing_head_yield(h);
+		struct visit_src vs = { .h = h, .s = &h->set,
+			.bucket_ms = h->bucket_ms };
+
+		pthread_rwlock_rdlock(&h->lock);
+		if (v->skip == NULL || !v->skip(v->arg, &vs))
+			rv = visit_set(v, &vs, v->no_yield ? NULL : &y, err);
+		pthread_rwlock_unlock(&h->lock);
+	}
+	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
+		const struct ing_block_meta *m = &src->blocks[i];
+		struct visit_src vs = { .m = m, .bucket_ms = m->bucket_ms };
+		struct ing_cache_ent *ie;
+
+		if (v->skip != NULL && v->skip(v->arg, &vs))
+			continue;
+		if ((rv = ing_sources_usable(v->tenant, m, err)) != 0 ||
+		    (rv = ing_store_block_index(v->db->store, v->tenant, m,
+		    &vs.s, &ie, err)) != 0)
+			break;
+		rv = visit_set(v, &vs, NULL, err);
+		ing_store_release(v->db->store, ie);
+	}
+	return (rv);
 }
 
 /* --- merge ---------------------------------------------------------------- */
@@ -183,111 +268,98 @@ acc_cover(int64_t **acc, uint32_t *nacc, uint32_t n)
 	return (0);
 }
 
+/* The merge of one query: the counters of the source being visited. */
+struct merge_acc {
+	struct ing_db *db;
+	const char *tenant;
+	const Smolder__V1__Select *sel;
+	struct sm_mtree *mt;
+	struct sm_arena *a;
+	int64_t *acc;                      /* per node of the source's tree */
+	uint32_t nacc;
+	const struct ing_block_tree *tree; /* a block's, while visited */
+	struct ing_cache_ent *te;
+	struct sm_arena *scratch;          /* a block series' buckets */
+};
+
 static int
-merge_head(struct ing_head *h, const struct sm_selector *ss,
-    const Smolder__V1__Select *sel, struct sm_mtree *mt, struct sm_arena *a,
+merge_begin(void *arg, const struct visit_src *src, uint32_t n,
     struct sm_err *err)
 {
-	struct ing_yield y = ing_head_yield(h);
-	uint32_t *ids = NULL, n = 0, nacc = 0;
-	int64_t *acc = NULL;
+	struct merge_acc *x = arg;
 	int rv;
 
-	pthread_rwlock_rdlock(&h->lock);
-	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
-	    h->bucket_ms, &y, &ids, &n, err)) != 0 || n == 0)
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ing_series *sr;
-		const Smolder__V1__Pick *pk;
-		Smolder__V1__SeriesMeta m;
-
-		/* The tree may have grown during a yield. */
-		ing_yield(&y);
-		if ((rv = acc_cover(&acc, &nacc, h->tree.n)) != 0)
-			goto out;
-		sr = h->set.series[ids[i]];
-		if (!series_picked(sel, sr->fp, &pk))
-			continue;
-		mt->profiles += acc_buckets(sr->b, sr->nb, h->bucket_ms,
-		    sel->start_ms, sel->end_ms, pk, acc);
-		meta_of(&h->set, sr, &m);
-		add_meta_copy(mt, a, &m);
+	if (n == 0)
+		return (VISIT_SKIP);
+	if (src->m != NULL) {
+		if ((rv = ing_store_block_tree(x->db->store, x->tenant, src->m,
+		    &x->tree, &x->te, err)) != 0)
+			return (rv);
+		if ((rv = acc_cover(&x->acc, &x->nacc, x->tree->n)) != 0)
+			return (rv);
+		if (x->scratch == NULL &&
+		    (x->scratch = sm_arena_create(0)) == NULL)
+			return (SM_ENOMEM);
 	}
-	if ((rv = acc_cover(&acc, &nacc, h->tree.n)) != 0)
-		goto out;
-	rv = sm_mtree_add_tree(mt, h->tree.parent, h->tree.name, h->tree.n,
-	    acc, h->frames.strs, h->frames.n, err);
-out:
-	pthread_rwlock_unlock(&h->lock);
-	sm_free(ids);
-	sm_free(acc);
-	if (rv == SM_ENOMEM)
-		sm_err_set(err, rv, "out of memory");
-	return (rv);
+	if (x->nacc > 0)
+		memset(x->acc, 0, (size_t)x->nacc * sizeof(*x->acc));
+	return (0);
 }
 
 static int
-merge_block(struct ing_db *db, const char *tenant,
-    const struct ing_block_meta *m, const struct sm_selector *ss,
-    const Smolder__V1__Select *sel, struct sm_mtree *mt, struct sm_arena *a,
+merge_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
     struct sm_err *err)
 {
-	const struct ing_set *idx;
-	const struct ing_block_tree *tree = NULL;
-	struct ing_cache_ent *ie = NULL, *te = NULL;
-	struct sm_arena *scratch = NULL;
-	uint32_t *ids = NULL, n = 0;
-	int64_t *acc = NULL;
+	struct merge_acc *x = arg;
+	const struct ing_bucket *b = sr->b;
+	Smolder__V1__SeriesMeta m;
 	int rv;
 
-	if ((rv = ing_sources_usable(tenant, m, err)) != 0 ||
-	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
-	    err)) != 0)
-		return (rv);
-	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
-	    m->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
-		goto out;
-	if ((rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
-	    err)) != 0)
-		goto out;
-	acc = sm_calloc(tree->n, sizeof(*acc));
-	scratch = sm_arena_create(0);
-	if (acc == NULL || scratch == NULL) {
-		rv = SM_ENOMEM;
-		goto out;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ing_series *sr = idx->series[ids[i]];
-		const Smolder__V1__Pick *pk;
-		struct ing_bucket *b;
-		Smolder__V1__SeriesMeta sm;
+	if (src->h != NULL) {
+		/* The tree may have grown during a yield. */
+		if ((rv = acc_cover(&x->acc, &x->nacc, src->h->tree.n)) != 0)
+			return (rv);
+	} else {
+		struct ing_bucket *bb;
 
-		if (!series_picked(sel, sr->fp, &pk))
-			continue;
-		sm_arena_reset(scratch);
-		if ((rv = ing_store_block_data(db->store, tenant, m, ids[i],
-		    sr, scratch, &b, err)) != 0)
-			goto out;
-		mt->profiles += acc_buckets(b, sr->nb, m->bucket_ms,
-		    sel->start_ms, sel->end_ms, pk, acc);
-		meta_of(idx, sr, &sm);
-		add_meta_copy(mt, a, &sm);
+		sm_arena_reset(x->scratch);
+		if ((rv = ing_store_block_data(x->db->store, x->tenant, src->m,
+		    id, sr, x->scratch, &bb, err)) != 0)
+			return (rv);
+		b = bb;
 	}
-	rv = sm_mtree_add_tree(mt, tree->parent, tree->name, tree->n, acc,
-	    tree->frames, tree->nframes, err);
-	if (rv == SM_ECORRUPT)
-		sm_err_prefix(err, "block %s/%llu", tenant,
-		    (unsigned long long)m->gen);
-out:
-	if (rv == SM_ENOMEM)
-		sm_err_set(err, rv, "out of memory");
-	sm_free(ids);
-	sm_free(acc);
-	sm_arena_destroy(scratch);
-	if (te != NULL)
-		ing_store_release(db->store, te);
-	ing_store_release(db->store, ie);
+	x->mt->profiles += acc_buckets(b, sr->nb, src->bucket_ms,
+	    x->sel->start_ms, x->sel->end_ms, pk, x->acc);
+	meta_of(src->s, sr, &m);
+	add_meta_copy(x->mt, x->a, &m);
+	return (0);
+}
+
+static int
+merge_finish(void *arg, const struct visit_src *src, int rv,
+    struct sm_err *err)
+{
+	struct merge_acc *x = arg;
+	struct ing_head *h = src->h;
+
+	if (rv == 0 && h != NULL) {
+		if ((rv = acc_cover(&x->acc, &x->nacc, h->tree.n)) == 0)
+			rv = sm_mtree_add_tree(x->mt, h->tree.parent,
+			    h->tree.name, h->tree.n, x->acc, h->frames.strs,
+			    h->frames.n, err);
+	} else if (rv == 0) {
+		rv = sm_mtree_add_tree(x->mt, x->tree->parent, x->tree->name,
+		    x->tree->n, x->acc, x->tree->frames, x->tree->nframes,
+		    err);
+		if (rv == SM_ECORRUPT)
+			sm_err_prefix(err, "block %s/%llu", x->tenant,
+			    (unsigned long long)src->m->gen);
+	}
+	if (x->te != NULL)
+		ing_store_release(x->db->store, x->te);
+	x->te = NULL;
+	x->tree = NULL;
 	return (rv);
 }
 
@@ -337,6 +409,8 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 	struct sm_selector ss;
 	struct ing_sources src;
 	struct sm_mtree mt;
+	struct merge_acc x;
+	struct visitor v;
 	int rv;
 
 	smolder__v1__merge_response__init(out);
@@ -347,25 +421,32 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
-	    &src, err)) != 0)
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
+	    sel->end_ms, 0, &src, err)) != 0)
 		goto out;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
-		rv = merge_head(src.heads[i], &ss, sel, &mt, a, err);
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
-		rv = merge_block(db, sel->tenant, &src.blocks[i], &ss, sel, &mt,
-		    a, err);
+	x = (struct merge_acc){ .db = db, .tenant = sel->tenant, .sel = sel,
+		.mt = &mt, .a = a };
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.begin = merge_begin, .each = merge_each,
+		.finish = merge_finish, .arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
-	if (rv != 0)
+	sm_free(x.acc);
+	sm_arena_destroy(x.scratch);
+	if (rv != 0) {
+		if (rv == SM_ENOMEM)
+			sm_err_set(err, rv, "out of memory");
 		goto out;
+	}
 	/* The response outlives the merge tree: copy its names and the
 	 * metadata entries (their strings are already in the arena). */
 	if ((rv = sm_mtree_to_pb(&mt, a, out)) == 0) {
 		for (size_t i = 0; i < out->tree->n_strings && rv == 0; i++) {
-			const struct sm_str *x = &mt.names.strs[i];
+			const struct sm_str *ns = &mt.names.strs[i];
 
-			if ((out->tree->strings[i] = sm_arena_strndup(a, x->p,
-			    x->len)) == NULL)
+			if ((out->tree->strings[i] = sm_arena_strndup(a, ns->p,
+			    ns->len)) == NULL)
 				rv = SM_ENOMEM;
 		}
 		for (size_t i = 0; i < out->n_meta && rv == 0; i++) {
@@ -530,48 +611,34 @@ out:
 	return (gr);
 }
 
-/* Add the bucket totals of the selected series of set s. */
+/* Add the bucket totals of one selected series to its group. */
 static int
-series_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, const struct ing_yield *y,
+series_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
     struct sm_err *err)
 {
 	struct series_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
-	uint32_t *ids = NULL, n = 0;
+	int64_t bucket_ms = src->bucket_ms;
+	struct series_group *gr;
 	int rv;
 
-	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    y, &ids, &n, err)) != 0)
+	if ((gr = series_group_of(x, sr, &rv)) == NULL)
 		return (rv);
-	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr;
-		const Smolder__V1__Pick *pk;
-		struct series_group *gr;
+	for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
+	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
+	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+		int64_t slot;
 
-		ing_yield(y);
-		sr = s->series[ids[i]];
-		if (!series_picked(sel, sr->fp, &pk))
+		if (!pick_bucket(pk, sr->b[k].t))
 			continue;
-		if ((gr = series_group_of(x, sr, &rv)) == NULL)
-			break;
-		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
-		    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
-		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-			int64_t slot;
-
-			if (!pick_bucket(pk, sr->b[k].t))
-				continue;
-			slot = (sm_floor_to(sr->b[k].t, x->step) -
-			    x->first) / x->step;
-			slot = SM_MAX(slot, 0);
-			slot = SM_MIN(slot, x->nsteps - 1);
-			gr->points[slot] += (double)sr->b[k].total;
-			gr->profiles[slot] += sr->b[k].profiles;
-		}
+		slot = (sm_floor_to(sr->b[k].t, x->step) - x->first) / x->step;
+		slot = SM_MAX(slot, 0);
+		slot = SM_MIN(slot, x->nsteps - 1);
+		gr->points[slot] += (double)sr->b[k].total;
+		gr->profiles[slot] += sr->b[k].profiles;
 	}
-	sm_free(ids);
-	return (rv);
+	return (0);
 }
 
 static int
@@ -598,6 +665,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	Smolder__V1__Select fsel;
 	struct series_acc x;
 	struct sm_selector ss;
+	struct visitor v;
 	struct ing_sources src;
 	uint32_t ngb;
 	int rv = 0;
@@ -629,10 +697,13 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	ngb = (uint32_t)req->n_group_by;
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
-	    &src, err)) != 0)
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
+	    sel->end_ms, 0, &src, err)) != 0)
 		goto out_sel;
-	rv = sources_each_index(db, sel->tenant, &src, &ss, series_set, &x, err);
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.each = series_each, .arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
@@ -808,61 +879,43 @@ stats_get(struct stats_acc *x, uint64_t fp)
 	return (&x->v[x->n - 1]);
 }
 
-/* Count the in-range buckets of the selected series of set s. */
+/* Count the in-range buckets of one selected series.  Picks restrict
+ * the series (the visitor); bucket lists are ignored (stats are what the
+ * querier picks buckets from). */
 static int
-stats_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, const struct ing_yield *y,
+stats_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
     struct sm_err *err)
 {
 	struct stats_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
-	uint32_t *ids = NULL, n = 0;
-	int rv;
+	int64_t bucket_ms = src->bucket_ms;
+	struct stat_acc *st;
 
-	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    y, &ids, &n, err)) != 0)
-		return (rv);
-	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr;
-		const Smolder__V1__Pick *pk;
-		struct stat_acc *st;
+	if ((st = stats_get(x, sr->fp)) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
+	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
+	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+		const struct ing_bucket *b = &sr->b[k];
 
-		ing_yield(y);
-		sr = s->series[ids[i]];
-		/* Picks restrict the series here; bucket lists are ignored
-		 * (stats are what the querier picks buckets from). */
-		if (!series_picked(sel, sr->fp, &pk))
+		st->profiles += b->profiles;
+		st->digest += (uint64_t)b->profiles * bucket_mix(b->t);
+		if (!st->detail)
 			continue;
-		if ((st = stats_get(x, sr->fp)) == NULL) {
-			rv = SM_ENOMEM;
-			break;
-		}
-		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
-		    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
-		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-			const struct ing_bucket *b = &sr->b[k];
+		if (st->n == st->cap) {
+			uint32_t ncap = st->cap ? st->cap * 2 : 64;
+			struct stat_tc *nb = sm_arena_grow(x->a, st->b, st->n,
+			    ncap, sizeof(*nb));
 
-			st->profiles += b->profiles;
-			st->digest += (uint64_t)b->profiles * bucket_mix(b->t);
-			if (!st->detail)
-				continue;
-			if (st->n == st->cap) {
-				uint32_t ncap = st->cap ? st->cap * 2 : 64;
-				struct stat_tc *nb = sm_arena_grow(x->a, st->b,
-				    st->n, ncap, sizeof(*nb));
-
-				if (nb == NULL) {
-					rv = SM_ENOMEM;
-					break;
-				}
-				st->b = nb;
-				st->cap = ncap;
-			}
-			st->b[st->n++] = (struct stat_tc){ b->t, b->profiles };
+			if (nb == NULL)
+				return (SM_ENOMEM);
+			st->b = nb;
+			st->cap = ncap;
 		}
+		st->b[st->n++] = (struct stat_tc){ b->t, b->profiles };
 	}
-	sm_free(ids);
-	return (rv);
+	return (0);
 }
 
 static int
@@ -917,6 +970,7 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	Smolder__V1__Select fsel;
 	struct stats_acc x;
 	struct sm_selector ss;
+	struct visitor v;
 	struct ing_sources src;
 	int rv = 0;
 
@@ -940,10 +994,13 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	x.a = a;
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms, 0,
-	    &src, err)) != 0)
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
+	    sel->end_ms, 0, &src, err)) != 0)
 		goto out;
-	rv = sources_each_index(db, sel->tenant, &src, &ss, stats_set, &x, err);
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.each = stats_each, .arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ENOMEM)
@@ -1108,26 +1165,11 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 }
 
 static int
-labels_set(void *arg, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, const struct ing_yield *y,
+labels_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
     struct sm_err *err)
 {
-	struct labels_acc *x = arg;
-	const Smolder__V1__Select *sel = x->req->select;
-	int64_t start = x->req->all_time ? 1 : sel->start_ms;
-	int64_t end = x->req->all_time ? 0 : sel->end_ms;
-	uint32_t *ids = NULL, n = 0;
-	int rv;
-
-	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, y, &ids, &n,
-	    err)) != 0)
-		return (rv);
-	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		ing_yield(y);
-		rv = labels_series(x, s, s->series[ids[i]]);
-	}
-	sm_free(ids);
-	return (rv);
+	return (labels_series(arg, src->s, sr));
 }
 
 static int
@@ -1246,6 +1288,7 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	Smolder__V1__Select fsel;
 	struct labels_acc x;
 	struct sm_selector ss;
+	struct visitor v;
 	struct ing_sources src;
 	int rv;
 
@@ -1267,7 +1310,12 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
 	    req->all_time, &src, err)) != 0)
 		goto out_sel;
-	rv = sources_each_index(db, sel->tenant, &src, &ss, labels_set, &x, err);
+	/* Picks are ignored; all_time: no time filter (start > end). */
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.start = req->all_time ? 1 : sel->start_ms,
+		.end = req->all_time ? 0 : sel->end_ms,
+		.each = labels_each, .arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
 	if (rv == 0)
 		rv = labels_output(&x, a, out);
@@ -1354,51 +1402,65 @@ an_output(struct an_acc *x, struct sm_arena *a,
 	return (0);
 }
 
+/* One analyze: per kind of source, its series; the source's match. */
+struct an_ctx {
+	struct an_acc heads, blocks;
+	int64_t start, end;
+	bool matched;                    /* the source has a series in range */
+	Smolder__V1__AnalyzeResponse *out;
+};
+
 /*
- * The selected series of one set into `acc`; *matched tells whether any
- * was; *pair_bytes (may be NULL) gets the pair memory of their buckets in
- * range; out->min_t / max_t are widened.
+ * One selected series into its kind's accumulator; a head's pair memory
+ * of its buckets in range into out->head_bytes; out->min_t / max_t are
+ * widened.
  */
 static int
-an_set(const struct ing_set *s, int64_t bucket_ms, const struct ing_yield *y,
-    const struct sm_selector *ss, int64_t start, int64_t end,
-    struct an_acc *acc, bool *matched, uint64_t *pair_bytes,
-    Smolder__V1__AnalyzeResponse *out, struct sm_err *err)
+an_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    struct sm_err *err)
 {
-	uint32_t *ids = NULL, n = 0;
-	int rv;
+	struct an_ctx *x = arg;
+	Smolder__V1__AnalyzeResponse *out = x->out;
+	uint64_t profiles = 0, samples = 0;
 
-	*matched = false;
-	if ((rv = ing_set_select(s, ss, start, end, bucket_ms, y, &ids, &n,
-	    err)) != 0)
-		return (rv);
-	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		const struct ing_series *sr;
-		uint64_t profiles = 0, samples = 0;
+	for (uint32_t k = ing_series_first_bucket(sr, src->bucket_ms,
+	    x->start); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
+	    src->bucket_ms, x->start, x->end); k++) {
+		const struct ing_bucket *b = &sr->b[k];
 
-		ing_yield(y);
-		sr = s->series[ids[i]];
-		for (uint32_t k = ing_series_first_bucket(sr, bucket_ms, start);
-		    k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms,
-		    start, end); k++) {
-			const struct ing_bucket *b = &sr->b[k];
-
-			profiles += b->profiles;
-			samples += b->n;
-			if (pair_bytes != NULL)
-				*pair_bytes += ing_bucket_pair_bytes(b);
-			if (!out->any || b->t < out->min_t)
-				out->min_t = b->t;
-			if (!out->any || b->t > out->max_t)
-				out->max_t = b->t;
-			out->any = true;
-		}
-		if (profiles == 0)
-			continue;
-		*matched = true;
-		rv = an_add(acc, sr->fp, profiles, samples);
+		profiles += b->profiles;
+		samples += b->n;
+		if (src->h != NULL)
+			out->head_bytes += ing_bucket_pair_bytes(b);
+		if (!out->any || b->t < out->min_t)
+			out->min_t = b->t;
+		if (!out->any || b->t > out->max_t)
+			out->max_t = b->t;
+		out->any = true;
 	}
-	sm_free(ids);
+	if (profiles == 0)
+		return (0);
+	x->matched = true;
+	return (an_add(src->h != NULL ? &x->heads : &x->blocks, sr->fp,
+	    profiles, samples));
+}
+
+/* A source with a matched series counts as a head or block that has it. */
+static int
+an_finish(void *arg, const struct visit_src *src, int rv, struct sm_err *err)
+{
+	struct an_ctx *x = arg;
+
+	if (rv == 0 && x->matched) {
+		if (src->h != NULL) {
+			x->out->heads++;
+		} else {
+			x->out->blocks++;
+			x->out->block_bytes += src->m->bytes;
+		}
+	}
+	x->matched = false;
 	return (rv);
 }
 
@@ -1408,11 +1470,11 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 {
 	const Smolder__V1__Select *sel = req->select;
 	Smolder__V1__Select fsel;
-	struct an_acc heads = { 0 }, blocks = { 0 };
+	struct an_ctx x = { 0 };
+	struct visitor v;
 	struct sm_selector ss;
 	struct ing_sources src;
 	int64_t start, end;
-	bool matched;
 	int rv;
 
 	smolder__v1__analyze_response__init(out);
@@ -1435,60 +1497,46 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	}
 	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, sel->tenant, start, end, req->all_time, &src,
-	    err)) != 0)
+	if ((rv = ing_sources_get(db, sel->tenant, start, end,
+	    req->all_time, &src, err)) != 0)
 		goto out_sel;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
-		struct ing_head *h = src.heads[i];
-
-		pthread_rwlock_rdlock(&h->lock);
-		struct ing_yield y = ing_head_yield(h);
-
-		rv = an_set(&h->set, h->bucket_ms, &y, &ss, start, end, &heads,
-		    &matched, &out->head_bytes, out, err);
-		pthread_rwlock_unlock(&h->lock);
-		if (rv == 0 && matched)
-			out->heads++;
-	}
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
-		const struct ing_block_meta *m = &src.blocks[i];
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-
-		if ((rv = ing_sources_usable(sel->tenant, m, err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, sel->tenant, m,
-		    &idx, &ie, err)) != 0)
-			break;
-		rv = an_set(idx, m->bucket_ms, NULL, &ss, start, end, &blocks,
-		    &matched, NULL, out, err);
-		ing_store_release(db->store, ie);
-		if (rv == 0 && matched) {
-			out->blocks++;
-			out->block_bytes += m->bytes;
-		}
-	}
+	x.start = start;
+	x.end = end;
+	x.out = out;
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.start = start, .end = end, .each = an_each,
+		.finish = an_finish, .arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
-	if (rv == 0 && ((rv = an_output(&heads, a, &out->head_series,
-	    &out->n_head_series)) != 0 || (rv = an_output(&blocks, a,
+	if (rv == 0 && ((rv = an_output(&x.heads, a, &out->head_series,
+	    &out->n_head_series)) != 0 || (rv = an_output(&x.blocks, a,
 	    &out->block_series, &out->n_block_series)) != 0))
 		rv = SM_ENOMEM;
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");
 out_sel:
 	sm_selector_fini(&ss);
-	sm_free(heads.v);
-	sm_free(blocks.v);
+	sm_free(x.heads.v);
+	sm_free(x.blocks.v);
 	return (rv);
 }
 
 /* --- span merge (spans.h) ------------------------------------------------- */
 
-/* The selected series of one source, sorted by fp, with their picks. */
+/*
+ * The selected (and picked) series of the source being visited, sorted by
+ * fp, with their picks; and the span merge they are for.
+ */
 struct span_sel {
 	uint64_t *fp;
 	const Smolder__V1__Pick **pk;
 	uint32_t n;
 	int64_t start, end, bucket_ms;
+	struct ing_db *db;
+	const char *tenant;
+	const Smolder__V1__SpanMergeRequest *req;
+	const Smolder__V1__Select *sel;
+	struct sm_mtree *mt;
 };
 
 static int
@@ -1497,32 +1545,6 @@ span_fp_cmp(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return (x < y ? -1 : x > y);
-}
-
-/* Build x from the series ids of set s (ing_set_select's answer). */
-static int
-span_sel_build(struct span_sel *x, const struct ing_set *s,
-    const uint32_t *ids, uint32_t n, const Smolder__V1__Select *sel)
-{
-	x->fp = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*x->fp));
-	x->pk = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*x->pk));
-	x->n = 0;
-	if (x->fp == NULL || x->pk == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < n; i++) {
-		const Smolder__V1__Pick *pk;
-
-		if (series_picked(sel, s->series[ids[i]]->fp, &pk))
-			x->fp[x->n++] = s->series[ids[i]]->fp;
-	}
-	qsort(x->fp, x->n, sizeof(*x->fp), span_fp_cmp);
-	for (uint32_t i = 0; i < x->n; i++) {
-		const Smolder__V1__Pick *pk;
-
-		series_picked(sel, x->fp[i], &pk);
-		x->pk[i] = pk;
-	}
-	return (0);
 }
 
 static void
@@ -1551,103 +1573,96 @@ span_want(void *arg, uint64_t fp, int64_t t)
 	return (lo < x->n && x->fp[lo] == fp && pick_bucket(x->pk[lo], t));
 }
 
-static int
-span_merge_head(struct ing_head *h, const struct sm_selector *ss,
-    const Smolder__V1__SpanMergeRequest *req, const Smolder__V1__Select *sel,
-    struct sm_mtree *mt, struct sm_err *err)
+/* A source without span samples is passed over before its select. */
+static bool
+span_skip(void *arg, const struct visit_src *src)
 {
-	struct span_sel x = { 0 };
-	uint32_t *ids = NULL, n = 0;
-	int64_t *acc = NULL;
-	int rv;
-
-	pthread_rwlock_rdlock(&h->lock);
-	if (h->spans.n == 0) {
-		rv = 0;
-		goto out;
-	}
-	if ((rv = ing_set_select(&h->set, ss, sel->start_ms, sel->end_ms,
-	    h->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
-		goto out;
-	x.start = sel->start_ms;
-	x.end = sel->end_ms;
-	x.bucket_ms = h->bucket_ms;
-	if ((rv = span_sel_build(&x, &h->set, ids, n, sel)) != 0 ||
-	    (acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL) {
-		rv = SM_ENOMEM;
-		goto out;
-	}
-	mt->profiles += ing_spans_sum(h->spans.v, h->spans.n, false,
-	    req->span_ids, req->n_span_ids, span_want, &x, acc);
-	rv = sm_mtree_add_tree(mt, h->tree.parent, h->tree.name, h->tree.n,
-	    acc, h->frames.strs, h->frames.n, err);
-out:
-	pthread_rwlock_unlock(&h->lock);
-	span_sel_fini(&x);
-	sm_free(ids);
-	sm_free(acc);
-	if (rv == SM_ENOMEM)
-		sm_err_set(err, rv, "out of memory");
-	return (rv);
+	return (src->h != NULL ? src->h->spans.n == 0 : src->m->nspans == 0);
 }
 
 static int
-span_merge_block(struct ing_db *db, const char *tenant,
-    const struct ing_block_meta *m, const struct sm_selector *ss,
-    const Smolder__V1__SpanMergeRequest *req, const Smolder__V1__Select *sel,
-    struct sm_mtree *mt, struct sm_err *err)
+span_begin(void *arg, const struct visit_src *src, uint32_t n,
+    struct sm_err *err)
 {
-	const struct ing_set *idx;
-	const struct ing_block_tree *tree = NULL;
-	struct ing_cache_ent *ie = NULL, *te = NULL;
-	struct ing_span_rec *sp = NULL;
-	struct span_sel x = { 0 };
-	uint32_t *ids = NULL, n = 0, nsp = 0;
-	int64_t *acc = NULL;
-	int rv;
+	struct span_sel *x = arg;
 
-	if (m->nspans == 0)
-		return (0);
-	if ((rv = ing_sources_usable(tenant, m, err)) != 0 ||
-	    (rv = ing_store_block_index(db->store, tenant, m, &idx, &ie,
-	    err)) != 0)
+	if (n == 0)
+		return (VISIT_SKIP);
+	span_sel_fini(x);
+	x->bucket_ms = src->bucket_ms;
+	x->fp = sm_malloc((size_t)n * sizeof(*x->fp));
+	x->pk = sm_malloc((size_t)n * sizeof(*x->pk));
+	x->n = 0;
+	return (x->fp == NULL || x->pk == NULL ? SM_ENOMEM : 0);
+}
+
+/* A picked series (the visitor applied the picks). */
+static int
+span_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    struct sm_err *err)
+{
+	struct span_sel *x = arg;
+
+	x->fp[x->n++] = sr->fp;
+	return (0);
+}
+
+/* Sum the source's span samples of the selected series and buckets. */
+static int
+span_finish(void *arg, const struct visit_src *src, int rv,
+    struct sm_err *err)
+{
+	struct span_sel *x = arg;
+	const struct ing_block_tree *tree = NULL;
+	struct ing_cache_ent *te = NULL;
+	struct ing_span_rec *sp = NULL;
+	struct ing_head *h = src->h;
+	int64_t *acc = NULL;
+	uint32_t nsp = 0;
+
+	if (rv != 0)
 		return (rv);
-	if ((rv = ing_set_select(idx, ss, sel->start_ms, sel->end_ms,
-	    m->bucket_ms, NULL, &ids, &n, err)) != 0 || n == 0)
-		goto out;
-	x.start = sel->start_ms;
-	x.end = sel->end_ms;
-	x.bucket_ms = m->bucket_ms;
-	if ((rv = span_sel_build(&x, idx, ids, n, sel)) != 0)
-		goto out;
-	if (x.n == 0)
-		goto out;
-	if ((rv = ing_store_block_spans(db->store, tenant, m, &sp, &nsp,
-	    err)) != 0 ||
-	    (rv = ing_store_block_tree(db->store, tenant, m, &tree, &te,
-	    err)) != 0)
+	qsort(x->fp, x->n, sizeof(*x->fp), span_fp_cmp);
+	for (uint32_t i = 0; i < x->n; i++) {
+		const Smolder__V1__Pick *pk;
+
+		series_picked(x->sel, x->fp[i], &pk);
+		x->pk[i] = pk;
+	}
+	if (h != NULL) {
+		if ((acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL)
+			return (SM_ENOMEM);
+		x->mt->profiles += ing_spans_sum(h->spans.v, h->spans.n, false,
+		    x->req->span_ids, x->req->n_span_ids, span_want, x, acc);
+		rv = sm_mtree_add_tree(x->mt, h->tree.parent, h->tree.name,
+		    h->tree.n, acc, h->frames.strs, h->frames.n, err);
+		sm_free(acc);
+		return (rv);
+	}
+	if (x->n == 0)
+		return (0);
+	if ((rv = ing_store_block_spans(x->db->store, x->tenant, src->m, &sp,
+	    &nsp, err)) != 0 ||
+	    (rv = ing_store_block_tree(x->db->store, x->tenant, src->m, &tree,
+	    &te, err)) != 0)
 		goto out;
 	if ((acc = sm_calloc(tree->n, sizeof(*acc))) == NULL) {
 		rv = SM_ENOMEM;
 		goto out;
 	}
-	mt->profiles += ing_spans_sum(sp, nsp, true, req->span_ids,
-	    req->n_span_ids, span_want, &x, acc);
-	rv = sm_mtree_add_tree(mt, tree->parent, tree->name, tree->n, acc,
+	x->mt->profiles += ing_spans_sum(sp, nsp, true, x->req->span_ids,
+	    x->req->n_span_ids, span_want, x, acc);
+	rv = sm_mtree_add_tree(x->mt, tree->parent, tree->name, tree->n, acc,
 	    tree->frames, tree->nframes, err);
 	if (rv == SM_ECORRUPT)
-		sm_err_prefix(err, "block %s/%llu", tenant,
-		    (unsigned long long)m->gen);
+		sm_err_prefix(err, "block %s/%llu", x->tenant,
+		    (unsigned long long)src->m->gen);
 out:
-	if (rv == SM_ENOMEM)
-		sm_err_set(err, rv, "out of memory");
-	span_sel_fini(&x);
-	sm_free(ids);
 	sm_free(acc);
 	sm_free(sp);
 	if (te != NULL)
-		ing_store_release(db->store, te);
-	ing_store_release(db->store, ie);
+		ing_store_release(x->db->store, te);
 	return (rv);
 }
 
@@ -1660,6 +1675,8 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 	struct sm_selector ss;
 	struct ing_sources src;
 	struct sm_mtree mt;
+	struct span_sel x;
+	struct visitor v;
 	int rv;
 
 	smolder__v1__merge_response__init(out);
@@ -1680,12 +1697,19 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 	if (req->n_span_ids == 0 || (rv = ing_sources_get(db, sel->tenant,
 	    sel->start_ms, sel->end_ms, 0, &src, err)) != 0)
 		goto done;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++)
-		rv = span_merge_head(src.heads[i], &ss, req, sel, &mt, err);
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++)
-		rv = span_merge_block(db, sel->tenant, &src.blocks[i], &ss, req,
-		    sel, &mt, err);
+	x = (struct span_sel){ .start = sel->start_ms, .end = sel->end_ms,
+		.db = db, .tenant = sel->tenant, .req = req, .sel = sel,
+		.mt = &mt };
+	/* No yield: span_finish reads h->spans.v (the visitor's comment). */
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.no_yield = true, .skip = span_skip, .begin = span_begin,
+		.each = span_each, .finish = span_finish, .arg = &x };
+	rv = visit(&v, &src, err);
+	span_sel_fini(&x);
 	ing_sources_put(&src);
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
 done:
 	if (rv == 0 && (rv = sm_mtree_to_pb(&mt, a, out)) == 0) {
 		for (size_t i = 0; i < out->tree->n_strings && rv == 0; i++) {
@@ -1730,6 +1754,11 @@ struct prof_acc {
 	Smolder__V1__SeriesGroup **g;
 	uint32_t ng, gcap;
 	uint64_t *fp;                  /* scratch: this source's series */
+	uint32_t nf;
+	struct ing_db *db;
+	const struct ing_prof_rec *rec;  /* the source's records */
+	uint32_t nrec;
+	struct ing_prof_rec *brec;     /* a block's (owned) */
 };
 
 static int
@@ -1800,42 +1829,66 @@ fp_sorted_has(const uint64_t *v, uint32_t n, uint64_t fp)
 	return (lo < n && v[lo] == fp);
 }
 
-/* Add the records of one source (its set s and records v). */
+/* The source's records: a head's (read under its lock: no yield), or a
+ * block's, read from its part. */
 static int
-prof_source(struct prof_acc *x, const struct ing_set *s, int64_t bucket_ms,
-    const struct sm_selector *ss, const struct ing_prof_rec *v, uint32_t nv,
+prof_begin(void *arg, const struct visit_src *src, uint32_t n,
     struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = x->sel;
-	uint32_t *ids = NULL, n = 0, nf = 0;
+	struct prof_acc *x = arg;
 	int rv;
 
-	/* No yield: v may be the head's records, which a write moves. */
-	if ((rv = ing_set_select(s, ss, sel->start_ms, sel->end_ms, bucket_ms,
-	    NULL, &ids, &n, err)) != 0)
-		goto out;
+	x->nf = 0;
+	if (src->h != NULL) {
+		x->rec = src->h->profs.v;
+		x->nrec = src->h->profs.n;
+	} else {
+		if ((rv = ing_store_block_profiles(x->db->store, x->sel->tenant,
+		    src->m, &x->brec, &x->nrec, err)) != 0)
+			return (rv);
+		x->rec = x->brec;
+	}
 	if (n == 0)
-		goto out;
+		return (VISIT_SKIP);
 	sm_free(x->fp);
-	if ((x->fp = sm_malloc((size_t)n * sizeof(*x->fp))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
+	if ((x->fp = sm_malloc((size_t)n * sizeof(*x->fp))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
+static int
+prof_each(void *arg, const struct visit_src *src, uint32_t id,
+    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    struct sm_err *err)
+{
+	struct prof_acc *x = arg;
+
+	x->fp[x->nf++] = sr->fp;
+	return (prof_group(x, sr, err));
+}
+
+/* Add the source's records of the selected series in range. */
+static int
+prof_finish(void *arg, const struct visit_src *src, int rv,
+    struct sm_err *err)
+{
+	struct prof_acc *x = arg;
+	const Smolder__V1__Select *sel = x->sel;
+
+	if (rv == 0) {
+		qsort(x->fp, x->nf, sizeof(*x->fp), span_fp_cmp);
+		for (uint32_t i = 0; i < x->nrec && rv == 0; i++) {
+			if (x->rec[i].t < sel->start_ms ||
+			    x->rec[i].t >= sel->end_ms ||
+			    !fp_sorted_has(x->fp, x->nf, x->rec[i].fp))
+				continue;
+			rv = prof_push(x, &x->rec[i], src->bucket_ms, err);
+		}
 	}
-	for (uint32_t i = 0; i < n && rv == 0; i++) {
-		x->fp[nf++] = s->series[ids[i]]->fp;
-		rv = prof_group(x, s->series[ids[i]], err);
-	}
-	if (rv != 0)
-		goto out;
-	qsort(x->fp, nf, sizeof(*x->fp), span_fp_cmp);
-	for (uint32_t i = 0; i < nv && rv == 0; i++) {
-		if (v[i].t < sel->start_ms || v[i].t >= sel->end_ms ||
-		    !fp_sorted_has(x->fp, nf, v[i].fp))
-			continue;
-		rv = prof_push(x, &v[i], bucket_ms, err);
-	}
-out:
-	sm_free(ids);
+	sm_free(x->brec);
+	x->brec = NULL;
+	x->rec = NULL;
+	x->nrec = 0;
 	return (rv);
 }
 
@@ -1854,6 +1907,7 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
     struct sm_err *err)
 {
 	struct prof_acc x;
+	struct visitor v;
 	Smolder__V1__Select fsel;
 	struct sm_selector ss;
 	struct ing_sources src;
@@ -1867,38 +1921,21 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 	x.req = req;
 	x.a = a;
 	x.max = req->max != 0 ? req->max : PROFILES_MAX_DEFAULT;
+	x.db = db;
 	x.sel = ing_select_floor(db, req->select, &fsel);
 	if ((rv = selector_from_pb(x.sel, &ss, err)) != 0)
 		return (rv);
 	if ((rv = ing_sources_get(db, x.sel->tenant, x.sel->start_ms,
 	    x.sel->end_ms, 0, &src, err)) != 0)
 		goto done;
-	for (uint32_t i = 0; i < src.nheads && rv == 0; i++) {
-		struct ing_head *h = src.heads[i];
-
-		pthread_rwlock_rdlock(&h->lock);
-		rv = prof_source(&x, &h->set, h->bucket_ms, &ss, h->profs.v,
-		    h->profs.n, err);
-		pthread_rwlock_unlock(&h->lock);
-	}
-	for (uint32_t i = 0; i < src.nblocks && rv == 0; i++) {
-		const struct ing_block_meta *m = &src.blocks[i];
-		const struct ing_set *idx;
-		struct ing_cache_ent *ie;
-		struct ing_prof_rec *pr = NULL;
-		uint32_t npr = 0;
-
-		if ((rv = ing_sources_usable(x.sel->tenant, m, err)) != 0 ||
-		    (rv = ing_store_block_index(db->store, x.sel->tenant, m,
-		    &idx, &ie, err)) != 0)
-			break;
-		if ((rv = ing_store_block_profiles(db->store, x.sel->tenant, m,
-		    &pr, &npr, err)) == 0)
-			rv = prof_source(&x, idx, m->bucket_ms, &ss, pr, npr,
-			    err);
-		sm_free(pr);
-		ing_store_release(db->store, ie);
-	}
+	/* Picks are ignored.  No yield: prof_finish reads h->profs.v (the
+	 * visitor's comment). */
+	v = (struct visitor){ .db = db, .tenant = x.sel->tenant, .ss = &ss,
+		.start = x.sel->start_ms, .end = x.sel->end_ms,
+		.no_yield = true,
+		.begin = prof_begin, .each = prof_each, .finish = prof_finish,
+		.arg = &x };
+	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
 	if (rv != 0)
 		goto done;
