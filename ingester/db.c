@@ -29,6 +29,43 @@ db_metrics_init(void)
 	    (const char *const[]){ "tenant", NULL }, NULL, 0);
 }
 
+/* --- lock assertions (db_int.h) ------------------------------------------ */
+
+#ifndef NDEBUG
+/* The locks this thread took through ING_LOCK & co and holds. */
+static _Thread_local const void *held[8];
+static _Thread_local uint32_t nheld;
+
+void
+ing_lock_note(const void *l)
+{
+	SM_ASSERT(nheld < SM_ARRAY_LEN(held));
+	held[nheld++] = l;
+}
+
+void
+ing_lock_forget(const void *l)
+{
+	for (uint32_t i = nheld; i > 0; i--) {
+		if (held[i - 1] == l) {
+			held[i - 1] = held[--nheld];
+			return;
+		}
+	}
+	SM_ASSERT(!"unlocking a lock this thread does not hold");
+}
+
+bool
+ing_lock_held(const void *l)
+{
+	for (uint32_t i = 0; i < nheld; i++) {
+		if (held[i] == l)
+			return (true);
+	}
+	return (false);
+}
+#endif
+
 /* --- tenants -------------------------------------------------------------- */
 
 static void
@@ -51,6 +88,7 @@ tenant_pos(const struct ing_db *db, const char *id, int *found)
 {
 	uint32_t lo = 0, hi = db->n;
 
+	ING_ASSERT_HELD(&db->lock);
 	*found = 0;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -75,11 +113,11 @@ ing_tenant_find(struct ing_db *db, const char *id)
 	uint32_t i;
 	int found;
 
-	pthread_rwlock_rdlock(&db->lock);
+	ING_RDLOCK(&db->lock);
 	i = tenant_pos(db, id, &found);
 	if (found)
 		t = db->t[i];
-	pthread_rwlock_unlock(&db->lock);
+	ING_RWUNLOCK(&db->lock);
 	return (t);
 }
 
@@ -92,7 +130,7 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 
 	if ((*out = ing_tenant_find(db, id)) != NULL)
 		return (0);
-	pthread_rwlock_wrlock(&db->lock);
+	ING_WRLOCK(&db->lock);
 	i = tenant_pos(db, id, &found);
 	if (found) {
 		*out = db->t[i];
@@ -125,7 +163,7 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	db->n++;
 	*out = t;
 out:
-	pthread_rwlock_unlock(&db->lock);
+	ING_RWUNLOCK(&db->lock);
 	return (rv);
 }
 
@@ -197,7 +235,7 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 	memset(src, 0, sizeof(*src));
 	if (tenant == NULL || (t = ing_tenant_find(db, tenant)) == NULL)
 		return (0);
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	src->heads[src->nheads++] = t->head;
 	ing_head_ref(t->head);
 	for (uint32_t i = 0; i < t->ncutting && src->nheads <
@@ -207,7 +245,7 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 	}
 	if (t->nblocks > 0 && (src->blocks = sm_malloc((size_t)t->nblocks *
 	    sizeof(*src->blocks))) == NULL) {
-		pthread_mutex_unlock(&t->mu);
+		ING_UNLOCK(&t->mu);
 		for (uint32_t i = 0; i < src->nheads; i++)
 			ing_head_unref(src->heads[i]);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -218,7 +256,7 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 		if (all_time || (m->min_t < end && m->max_t > start))
 			src->blocks[src->nblocks++] = *m;
 	}
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 	return (0);
 }
 
@@ -247,19 +285,19 @@ void
 ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	pthread_rwlock_rdlock(&db->lock);
+	ING_RDLOCK(&db->lock);
 	st->tenants = db->n;
 	for (uint32_t i = 0; i < db->n; i++) {
 		struct ing_tenant *t = db->t[i];
 
-		pthread_mutex_lock(&t->mu);
+		ING_LOCK(&t->mu);
 		st->series += t->head->set.nseries;
 		st->head_bytes += ing_head_bytes(t->head);
 		st->cutting += t->ncutting;
 		st->blocks += t->nblocks;
 		for (uint32_t b = 0; b < t->nblocks; b++)
 			st->block_bytes += t->blocks[b].bytes;
-		pthread_mutex_unlock(&t->mu);
+		ING_UNLOCK(&t->mu);
 	}
-	pthread_rwlock_unlock(&db->lock);
+	ING_RWUNLOCK(&db->lock);
 }

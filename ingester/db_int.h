@@ -40,6 +40,16 @@
  *                 t->mu: a cut releases it before taking t->mu, a query
  *                 takes it after releasing t->mu.
  *
+ * Lock assertions: pthread cannot say whether the calling thread holds a
+ * mutex or rwlock, so builds without NDEBUG (the Debug / ASan build) keep
+ * a per-thread list of the locks this thread took through ING_LOCK /
+ * ING_RDLOCK / ING_WRLOCK and dropped through ING_UNLOCK (eight slots; a
+ * thread here holds at most three at once), and ING_ASSERT_HELD(l)
+ * aborts when l is not on it.  Release builds compile the list and the
+ * check away (the macros are the plain pthread calls).  Only this
+ * component's rooms use them; head.c's own write lock and the yield in
+ * set.h (which gives a read lock up and takes it back before returning)
+ * do not change what the thread holds when they return.
  */
 #ifndef ING_DB_INT_H
 #define ING_DB_INT_H
@@ -98,6 +108,27 @@ struct db_retired {
 
 /* Block cut metrics (registered by ing_db_open, counted by write.c). */
 extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+
+/* --- lock assertions (above) ------------------------------------------- */
+
+#ifndef NDEBUG
+void ing_lock_note(const void *l);
+void ing_lock_forget(const void *l);
+bool ing_lock_held(const void *l);
+#define ING_LOCK(m)	(pthread_mutex_lock(m), ing_lock_note(m))
+#define ING_RDLOCK(l)	(pthread_rwlock_rdlock(l), ing_lock_note(l))
+#define ING_WRLOCK(l)	(pthread_rwlock_wrlock(l), ing_lock_note(l))
+#define ING_UNLOCK(m)	(ing_lock_forget(m), pthread_mutex_unlock(m))
+#define ING_RWUNLOCK(l)	(ing_lock_forget(l), pthread_rwlock_unlock(l))
+#define ING_ASSERT_HELD(l) SM_ASSERT(ing_lock_held(l))
+#else
+#define ING_LOCK(m)	((void)pthread_mutex_lock(m))
+#define ING_RDLOCK(l)	((void)pthread_rwlock_rdlock(l))
+#define ING_WRLOCK(l)	((void)pthread_rwlock_wrlock(l))
+#define ING_UNLOCK(m)	((void)pthread_mutex_unlock(m))
+#define ING_RWUNLOCK(l)	((void)pthread_rwlock_unlock(l))
+#define ING_ASSERT_HELD(l) ((void)0)
+#endif
 
 /* --- tenants (db.c) ------------------------------------------------------ */
 

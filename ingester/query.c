@@ -128,6 +128,8 @@ visit_set(const struct visitor *v, const struct visit_src *src,
 	uint32_t *ids = NULL, n = 0;
 	int rv;
 
+	if (src->h != NULL)
+		ING_ASSERT_HELD(&src->h->lock);
 	if ((rv = ing_set_select(src->s, v->ss, v->start, v->end,
 	    src->bucket_ms, y, &ids, &n, err)) != 0) {
 		sm_free(ids);
@@ -167,10 +169,10 @@ visit(const struct visitor *v, const struct ing_sources *src,
 		struct visit_src vs = { .h = h, .s = &h->set,
 			.bucket_ms = h->bucket_ms };
 
-		pthread_rwlock_rdlock(&h->lock);
+		ING_RDLOCK(&h->lock);
 		if (v->skip == NULL || !v->skip(v->arg, &vs))
 			rv = visit_set(v, &vs, v->no_yield ? NULL : &y, err);
-		pthread_rwlock_unlock(&h->lock);
+		ING_RWUNLOCK(&h->lock);
 	}
 	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
 		const struct ing_block_meta *m = &src->blocks[i];

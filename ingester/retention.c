@@ -13,7 +13,7 @@ ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen,
 {
 	int rv = 0;
 
-	pthread_mutex_lock(&db->retire_mu);
+	ING_LOCK(&db->retire_mu);
 	if ((rv = SM_GROW(db->retired, db->retired_cap, db->nretired + 1,
 	    16)) != 0)
 		goto out;
@@ -25,7 +25,7 @@ ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen,
 	db->retired[db->nretired].at_ms = at_ms;
 	db->nretired++;
 out:
-	pthread_mutex_unlock(&db->retire_mu);
+	ING_UNLOCK(&db->retire_mu);
 	return (rv);
 }
 
@@ -35,7 +35,7 @@ ing_retire_purge(struct ing_db *db, int64_t now_ms)
 {
 	uint32_t i = 0;
 
-	pthread_mutex_lock(&db->retire_mu);
+	ING_LOCK(&db->retire_mu);
 	while (i < db->nretired) {
 		struct db_retired r = db->retired[i];
 		struct sm_err err;
@@ -59,7 +59,7 @@ ing_retire_purge(struct ing_db *db, int64_t now_ms)
 		sm_free(r.tenant);
 		db->retired[i] = db->retired[--db->nretired];
 	}
-	pthread_mutex_unlock(&db->retire_mu);
+	ING_UNLOCK(&db->retire_mu);
 }
 
 int
@@ -77,12 +77,12 @@ ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
 	    before_ms, err)) != 0)
 		return (rv);
 	atomic_store(&db->floor_ms, before_ms);
-	pthread_rwlock_rdlock(&db->lock);
+	ING_RDLOCK(&db->lock);
 	for (uint32_t i = 0; i < db->n; i++) {
 		struct ing_tenant *t = db->t[i];
 		uint32_t k = 0;
 
-		pthread_mutex_lock(&t->mu);
+		ING_LOCK(&t->mu);
 		for (uint32_t b = 0; b < t->nblocks; b++) {
 			const struct ing_block_meta *m = &t->blocks[b];
 
@@ -94,9 +94,9 @@ ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
 			t->blocks[k++] = *m;
 		}
 		t->nblocks = k;
-		pthread_mutex_unlock(&t->mu);
+		ING_UNLOCK(&t->mu);
 	}
-	pthread_rwlock_unlock(&db->lock);
+	ING_RWUNLOCK(&db->lock);
 	sm_info("ingester", "retention floor raised\tbefore_ms=%lld "
 	    "blocks_retired=%u", (long long)before_ms, *nblocks);
 	return (0);

@@ -67,7 +67,7 @@ static void
 writer_done(struct ing_tenant *t, struct ing_head *h, const uint8_t *id,
     int ok)
 {
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	if (ok && h == t->head && t->first_write_ms == 0)
 		t->first_write_ms = sm_now_ms();
 	/* A head's series only grow; a cut head no longer counts. */
@@ -80,7 +80,7 @@ writer_done(struct ing_tenant *t, struct ing_head *h, const uint8_t *id,
 		    ING_ID_ABSENT, sm_now_ms());
 	atomic_fetch_sub(&h->writers, 1);
 	pthread_cond_broadcast(&t->cv);
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 }
 
 int
@@ -99,7 +99,7 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 		return (rv);
 	if ((rv = ing_tenant_get(db, req->tenant, &t)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	if (id != NULL) {
 		enum ing_id_state st;
 
@@ -107,19 +107,19 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 		while ((st = ing_ids_get(&t->ids, id)) == ING_ID_PENDING)
 			pthread_cond_wait(&t->cv, &t->mu);
 		if (st == ING_ID_DONE) {
-			pthread_mutex_unlock(&t->mu);
+			ING_UNLOCK(&t->mu);
 			res->duplicate = true;
 			return (0);
 		}
 		if (ing_ids_set(&t->ids, id, ING_ID_PENDING, sm_now_ms()) != 0) {
-			pthread_mutex_unlock(&t->mu);
+			ING_UNLOCK(&t->mu);
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		}
 	}
 	h = t->head;
 	atomic_fetch_add(&h->writers, 1);
 	gen = h->gen;
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 	/* Over the active-series limit: refused before the log. */
 	if ((rv = ing_head_series_check(h, req, req->max_series, err)) != 0) {
 		if (rv == SM_ELIMIT)
@@ -157,6 +157,7 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 static void
 cutting_remove(struct ing_tenant *t, struct ing_head *h)
 {
+	ING_ASSERT_HELD(&t->mu);
 	for (uint32_t i = 0; i < t->ncutting; i++) {
 		if (t->cutting[i] == h) {
 			memmove(&t->cutting[i], &t->cutting[i + 1],
@@ -180,9 +181,10 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	struct ing_block_enc e;
 	int rv;
 
-	pthread_rwlock_rdlock(&h->lock);
+	ING_ASSERT_HELD(&db->cut_mu);
+	ING_RDLOCK(&h->lock);
 	if (h->set.nseries == 0) {
-		pthread_rwlock_unlock(&h->lock);
+		ING_RWUNLOCK(&h->lock);
 		/* Nothing to keep; its log records (if any) still go. */
 		memset(&e, 0, sizeof(e));
 		e.meta.gen = h->gen;
@@ -190,17 +192,17 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 		goto drop;
 	}
 	rv = ing_block_encode(h, db->cfg.zstd_level, &e, err);
-	pthread_rwlock_unlock(&h->lock);
+	ING_RWUNLOCK(&h->lock);
 	if (rv != 0)
 		return (rv);
 	if ((rv = ing_store_block_commit(db->store, t->id, &e, err)) != 0) {
 		ing_block_enc_fini(&e);
 		return (rv);
 	}
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	rv = ing_tenant_add_block(t, &e.meta);
 	cutting_remove(t, h);
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 	sm_info("ingester", "block cut\ttenant=%s block=%llu series=%u "
 	    "nodes=%u bytes=%llu", t->id, (unsigned long long)e.meta.gen,
 	    e.meta.nseries, e.meta.nnodes, (unsigned long long)e.meta.bytes);
@@ -209,9 +211,9 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	sm_counter_inc(sm_metric_child0(ing_m_cuts));
 	return (rv == 0 ? 0 : sm_err_set(err, rv, "out of memory"));
 drop:
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	cutting_remove(t, h);
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 	ing_head_unref(h);
 	return (rv);
 }
@@ -223,12 +225,13 @@ tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
 	struct ing_head *h, *nh;
 	int rv;
 
+	ING_ASSERT_HELD(&db->cut_mu);
 	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
 	    db->cfg.bucket_ms, &nh)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
-	pthread_mutex_lock(&t->mu);
+	ING_LOCK(&t->mu);
 	if (SM_GROW(t->cutting, t->cutting_cap, t->ncutting + 1, 4) != 0) {
-		pthread_mutex_unlock(&t->mu);
+		ING_UNLOCK(&t->mu);
 		ing_head_unref(nh);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
@@ -240,7 +243,7 @@ tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
 	/* Every write logged with h's generation must be in h. */
 	while (atomic_load(&h->writers) > 0)
 		pthread_cond_wait(&t->cv, &t->mu);
-	pthread_mutex_unlock(&t->mu);
+	ING_UNLOCK(&t->mu);
 	return (cut_commit(db, t, h, err));
 }
 
@@ -249,10 +252,10 @@ heads_bytes(struct ing_db *db)
 {
 	uint64_t total = 0;
 
-	pthread_rwlock_rdlock(&db->lock);
+	ING_RDLOCK(&db->lock);
 	for (uint32_t i = 0; i < db->n; i++)
 		total += ing_head_bytes(db->t[i]->head);
-	pthread_rwlock_unlock(&db->lock);
+	ING_RWUNLOCK(&db->lock);
 	return (total);
 }
 
@@ -264,24 +267,25 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
 	    heads_bytes(db) > db->cfg.head_max_bytes;
 	int first_rv = 0;
 
+	ING_ASSERT_HELD(&db->cut_mu);
 	for (uint32_t i = 0;; i++) {
 		struct ing_tenant *t;
 		struct ing_head *retry = NULL;
 		int due, rv = 0;
 
-		pthread_rwlock_rdlock(&db->lock);
+		ING_RDLOCK(&db->lock);
 		t = i < db->n ? db->t[i] : NULL;
-		pthread_rwlock_unlock(&db->lock);
+		ING_RWUNLOCK(&db->lock);
 		if (t == NULL)
 			break;
-		pthread_mutex_lock(&t->mu);
+		ING_LOCK(&t->mu);
 		if (t->ncutting > 0) {
 			retry = t->cutting[0];   /* a failed earlier cut */
 			ing_head_ref(retry);
 		}
 		due = t->first_write_ms != 0 && (force || over ||
 		    now_ms - t->first_write_ms >= db->cfg.block_ms);
-		pthread_mutex_unlock(&t->mu);
+		ING_UNLOCK(&t->mu);
 		if (retry != NULL) {
 			rv = cut_commit(db, t, retry, err);
 			ing_head_unref(retry);
@@ -307,9 +311,9 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	if (db->store == NULL)
 		return;
 	sm_err_clear(&err);
-	pthread_mutex_lock(&db->cut_mu);
+	ING_LOCK(&db->cut_mu);
 	(void)db_cut(db, now_ms, 0, &err);
-	pthread_mutex_unlock(&db->cut_mu);
+	ING_UNLOCK(&db->cut_mu);
 	ing_retire_purge(db, now_ms);
 }
 
@@ -320,8 +324,8 @@ ing_db_flush(struct ing_db *db, struct sm_err *err)
 
 	if (db->store == NULL)
 		return (0);
-	pthread_mutex_lock(&db->cut_mu);
+	ING_LOCK(&db->cut_mu);
 	rv = db_cut(db, sm_now_ms(), 1, err);
-	pthread_mutex_unlock(&db->cut_mu);
+	ING_UNLOCK(&db->cut_mu);
 	return (rv);
 }
