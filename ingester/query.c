@@ -1,6 +1,10 @@
 /*
  * query.c -- merge, span merge, series, stats, labels, analyze and
- * profiles.
+ * profiles, all on one series visitor (visit(), "the series visitor"
+ * below): a query is its per-series function plus, where a source needs
+ * more (a block's tree, records, span samples), begin/finish hooks.
+ * The span merge and profiles visit without yielding (they hold pointers
+ * into the head's records); every other query yields between series.
  * See db.h (the design) and db_int.h (rooms, ownership, locking).
  */
 #include "db_int.h"
