@@ -73,6 +73,11 @@
  *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
+ *
+ * Where it lives: db_int.h (private) lists the rooms -- db.c (open, close,
+ * tenants, sources), write.c (writes and cuts), replay.c, retention.c and
+ * query.c (every query, on one series visitor) -- and states ownership,
+ * lock order and the lock assertions.
  */
 #ifndef ING_DB_H
 #define ING_DB_H

@@ -8,15 +8,18 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/mtree.h"
 #include "common/flamegraph.h"
 #include "distributor/batch.h"
 #include "ingester/db.h"
+#include "ingester/db_int.h"
 #include "ingester/head.h"
 #include "ingester/set.h"
 #include "ingester/store.h"
@@ -1445,6 +1448,56 @@ test_series_limit_concurrent(void)
 	ing_db_close(db);
 }
 
+/*
+ * The lock assertions (db_int.h): a lock taken through ING_LOCK & co is
+ * held until it is dropped, by this thread only, and asserting a lock
+ * that is not held aborts (in a child process).
+ */
+#ifndef NDEBUG
+static void *
+held_elsewhere(void *arg)
+{
+	return ((void *)(intptr_t)ing_lock_held(arg));
+}
+#endif
+
+static void
+test_lock_assertions(void)
+{
+#ifdef NDEBUG
+	SM_SKIP("lock assertions are compiled only without NDEBUG");
+#else
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	pthread_t th;
+	void *other;
+	pid_t pid;
+	int st;
+
+	SM_CHECK(!ing_lock_held(&mu));
+	ING_LOCK(&mu);
+	ING_RDLOCK(&rw);
+	SM_CHECK(ing_lock_held(&mu));
+	SM_CHECK(ing_lock_held(&rw));
+	SM_REQUIRE(pthread_create(&th, NULL, held_elsewhere, &mu) == 0);
+	SM_REQUIRE(pthread_join(th, &other) == 0);
+	SM_CHECK(other == NULL);
+	ING_UNLOCK(&mu);
+	SM_CHECK(!ing_lock_held(&mu));
+	SM_CHECK(ing_lock_held(&rw));
+	ING_RWUNLOCK(&rw);
+	SM_CHECK(!ing_lock_held(&rw));
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		ING_ASSERT_HELD(&mu);
+		_exit(0);
+	}
+	SM_REQUIRE(pid > 0);
+	SM_REQUIRE(waitpid(pid, &st, 0) == pid);
+	SM_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+#endif
+}
+
 SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
@@ -1470,4 +1523,6 @@ SM_TEST_MAIN(
 	{ "the series limit refuses new series whole", test_series_limit },
 	{ "the series limit holds under racing writers",
 	    test_series_limit_concurrent },
+	{ "lock assertions know the locks this thread holds",
+	    test_lock_assertions },
 )

@@ -20,7 +20,7 @@
  * Lifetime and locking: `lock` (rwlock) guards the contents: writes hold it
  * exclusively, queries and the block encoder shared.  `writers` counts
  * writes that were logged with this head's generation but not yet applied;
- * a cut waits for it to reach 0 before encoding (see db.c).  `refs` keeps
+ * a cut waits for it to reach 0 before encoding (see write.c).  `refs` keeps
  * the head alive while a query or a cut uses it after the tenant lock was
  * released.  Both are atomics.  A query that reads many series gives its
  * read lock up between them while a write waits for it (`lock_waiting`,
@@ -97,7 +97,7 @@ int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
     struct sm_err *err);
 
 /*
- * The same limit check alone, under the read lock (db.c runs it before
+ * The same limit check alone, under the read lock (write.c runs it before
  * logging a write, so a refused write costs no log I/O; ing_head_write
  * checks again, since other writes may add series in between).
  * 0, SM_ELIMIT, SM_EMALFORMED, SM_ENOMEM.

@@ -33,8 +33,8 @@
  * Yielding: a query over a head holds its read lock, and a write waits for
  * every query holding it.  So a long query gives the lock up between
  * series whenever a write is waiting (ing_yield below; ing_set_select does
- * it between candidates, db.c's visitors between series) and takes it back
- * after the write.  What a yield may change, and what stays valid:
+ * it between candidates, query.c's series visitor between series) and
+ * takes it back after the write.  What a yield may change, and what stays valid:
  *   - series ids and ing_series pointers stay (series are only appended;
  *     an id list selected before a yield names the same series after it);
  *   - strings stay (sm_strtab keeps them in chunks that never move);

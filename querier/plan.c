@@ -10,7 +10,7 @@
  *
  *   1. Stats round: every target reports, per selected series, its
  *      profile count in range and a digest linear in the per-bucket counts
- *      (ingester/db.c), cheap: block indexes and heads only, no stacks.
+ *      (ingester/query.c), cheap: block indexes and heads only, no stacks.
  *   2. Series on which all reporting targets agree (same count and digest)
  *      are given whole to one of them, spread by fingerprint.
  *   3. Series on which they disagree get a second Stats round for their

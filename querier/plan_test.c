@@ -1,7 +1,7 @@
 /*
  * plan_test.c -- the replica plan (plan.c) driven by a fake ingester set:
  * in-memory series with per-bucket upload counts and values, answering
- * the plan's Stats rounds as ingester/db.c does, and a merge that honours
+ * the plan's Stats rounds as ingester/query.c does, and a merge that honours
  * the plan's picks.  Every case checks that each (series, bucket) is
  * counted exactly once and that the merged total equals the truth (the
  * value of a replica that saw every upload): RF 1, agreeing replicas, a

@@ -1,0 +1,199 @@
+/*
+ * db_int.h -- what the files of the ingester's database share (private:
+ * include it only from ingester/db*.c, write.c, replay.c, retention.c and
+ * query.c; everyone else uses db.h; docs/style.md §3).
+ *
+ * The rooms (db.h tells the design; these say where it lives):
+ *   db.c         open and close, the tenant table, the sources of a query
+ *                (which heads and blocks it reads), ing_db_stats
+ *   write.c      writes (validation, head log, apply) and cuts (block
+ *                encode and commit, retries), ing_db_tick / ing_db_flush
+ *   replay.c     the store at open: retention floor, block scan, head-log
+ *                replay, generations
+ *   retention.c  the retention floor, retiring and deleting blocks
+ *   query.c      merge, span merge, series, stats, labels, analyze and
+ *                profiles, on one series visitor (its header comment)
+ *
+ * Ownership:
+ *   - db owns the tenants (db->t, sorted by id; a tenant is never freed
+ *     before ing_db_close, so a struct ing_tenant pointer found under
+ *     db->lock stays valid after it is released).
+ *   - a tenant owns one reference to its head and to each head in
+ *     `cutting`; a query or a cut that uses a head after releasing t->mu
+ *     takes its own (ing_head_ref; `refs` in head.h).
+ *   - t->blocks holds metas by value; a query copies the ones it reads
+ *     (struct ing_sources), so retention may drop them meanwhile (the
+ *     files stay for DB_RETIRE_GRACE_MS, retention.c).
+ *
+ * Locking, in the order they may nest (never the other way round):
+ *   db->cut_mu    one cut (or flush) at a time: cut_commit, tenant_cut,
+ *                 db_cut run with it held.
+ *   db->lock      rwlock over the tenant table (t, n, cap): readers find
+ *                 a tenant, ing_tenant_get adds one under the write lock.
+ *   t->mu         the tenant's head pointer, first_write_ms, cutting[],
+ *                 blocks[], ids, and the `writers` handshake: a write
+ *                 counts itself in h->writers under t->mu, a cut waits on
+ *                 t->cv until they reach 0.
+ *   db->retire_mu the retired-block list (taken inside t->mu by
+ *                 ing_db_retention).
+ *   head->lock    the head's contents (head.h); never held together with
+ *                 t->mu: a cut releases it before taking t->mu, a query
+ *                 takes it after releasing t->mu.
+ *
+ * Lock assertions: pthread cannot say whether the calling thread holds a
+ * mutex or rwlock, so builds without NDEBUG (the Debug / ASan build) keep
+ * a per-thread list of the locks this thread took through ING_LOCK /
+ * ING_RDLOCK / ING_WRLOCK and dropped through ING_UNLOCK (eight slots; a
+ * thread here holds at most three at once), and ING_ASSERT_HELD(l)
+ * aborts when l is not on it.  Release builds compile the list and the
+ * check away (the macros are the plain pthread calls).  Only this
+ * component's rooms use them; head.c's own write lock and the yield in
+ * set.h (which gives a read lock up and takes it back before returning)
+ * do not change what the thread holds when they return.
+ */
+#ifndef ING_DB_INT_H
+#define ING_DB_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+
+#include "db.h"
+#include "ids.h"
+
+struct ing_tenant {
+	char *id;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;                /* a head's writers reached 0 */
+	struct ing_head *head;
+	int64_t first_write_ms;           /* of the current head, 0 = none */
+	struct ing_head **cutting;
+	uint32_t ncutting, cutting_cap;
+	struct ing_block_meta *blocks;    /* sorted by gen */
+	uint32_t nblocks, blocks_cap;
+	struct ing_ids ids;               /* recent profile ids (mu) */
+	struct sm_metric_child *m_active; /* active series gauge */
+	struct sm_metric_child *m_refused;
+};
+
+struct ing_db {
+	struct ing_db_cfg cfg;
+	struct ing_store *store;
+	pthread_rwlock_t lock;            /* the tenant table */
+	struct ing_tenant **t;            /* sorted by id */
+	uint32_t n, cap;
+	atomic_uint_fast64_t next_gen;
+	atomic_uint_fast64_t next_seq;
+	pthread_mutex_t cut_mu;           /* one cut at a time */
+	/* Retention: nothing before the floor is served; retired blocks
+	 * are deleted from disk after a grace period (queries that copied
+	 * their meta before the retirement may still be reading them). */
+	_Atomic int64_t floor_ms;
+	pthread_mutex_t retire_mu;
+	struct db_retired *retired;
+	uint32_t nretired, retired_cap;
+};
+
+struct db_retired {
+	char *tenant;
+	uint64_t gen;
+	int64_t at_ms;
+};
+
+#define DB_RETIRE_GRACE_MS 60000
+
+/* Block cut metrics (registered by ing_db_open, counted by write.c). */
+extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+
+/* --- lock assertions (above) ------------------------------------------- */
+
+#ifndef NDEBUG
+void ing_lock_note(const void *l);
+void ing_lock_forget(const void *l);
+bool ing_lock_held(const void *l);
+#define ING_LOCK(m)	(pthread_mutex_lock(m), ing_lock_note(m))
+#define ING_RDLOCK(l)	(pthread_rwlock_rdlock(l), ing_lock_note(l))
+#define ING_WRLOCK(l)	(pthread_rwlock_wrlock(l), ing_lock_note(l))
+#define ING_UNLOCK(m)	(ing_lock_forget(m), pthread_mutex_unlock(m))
+#define ING_RWUNLOCK(l)	(ing_lock_forget(l), pthread_rwlock_unlock(l))
+#define ING_ASSERT_HELD(l) SM_ASSERT(ing_lock_held(l))
+#else
+#define ING_LOCK(m)	((void)pthread_mutex_lock(m))
+#define ING_RDLOCK(l)	((void)pthread_rwlock_rdlock(l))
+#define ING_WRLOCK(l)	((void)pthread_rwlock_wrlock(l))
+#define ING_UNLOCK(m)	((void)pthread_mutex_unlock(m))
+#define ING_RWUNLOCK(l)	((void)pthread_rwlock_unlock(l))
+#define ING_ASSERT_HELD(l) ((void)0)
+#endif
+
+/* --- tenants (db.c) ------------------------------------------------------ */
+
+/* The tenant `id`, or NULL (takes db->lock shared). */
+struct ing_tenant *ing_tenant_find(struct ing_db *db, const char *id);
+
+/* The tenant `id`, created with an empty head when new.  0 or SM_ENOMEM. */
+int ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out);
+
+/* Insert a block meta in gen order (caller holds t->mu, or is alone:
+ * open).  0 or SM_ENOMEM. */
+int ing_tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m);
+
+/* --- writes (write.c) ---------------------------------------------------- */
+
+/* Everything ing_head_write relies on.  0 or SM_EMALFORMED. */
+int ing_write_validate(const Smolder__V1__WriteRequest *req,
+    struct sm_err *err);
+
+/* The write's idempotency key, or NULL when it carries none. */
+const uint8_t *ing_write_id(const Smolder__V1__WriteRequest *req);
+
+/* --- replay (replay.c) --------------------------------------------------- */
+
+/* Read the store into a new db (ing_db_open, db->store != NULL): the
+ * floor, the blocks, the head log; 0 or the store's error. */
+int ing_db_replay(struct ing_db *db, struct sm_err *err);
+
+/* --- retention (retention.c) --------------------------------------------- */
+
+/* Queue a block for deletion from disk (at_ms: when it was retired;
+ * INT64_MIN: at once).  0 or SM_ENOMEM. */
+int ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen,
+    int64_t at_ms);
+
+/* Delete the retired blocks whose grace period is over (cutter thread). */
+void ing_retire_purge(struct ing_db *db, int64_t now_ms);
+
+/* The select with its start raised to the retention floor (a copy in
+ * *tmp when it changes). */
+const Smolder__V1__Select *ing_select_floor(struct ing_db *db,
+    const Smolder__V1__Select *sel, Smolder__V1__Select *tmp);
+
+/* --- sources (db.c) ------------------------------------------------------ */
+
+/* What a query reads for one tenant, taken under the tenant mutex. */
+struct ing_sources {
+	struct ing_head *heads[16];
+	uint32_t nheads;
+	struct ing_block_meta *blocks;
+	uint32_t nblocks;
+};
+
+/* Take references to what a query of `tenant` over [start, end) reads
+ * (all_time: every block): its heads and the metas of the overlapping
+ * blocks.  An unknown tenant has none.  0 or SM_ENOMEM. */
+int ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
+    int64_t end, int all_time, struct ing_sources *src, struct sm_err *err);
+
+/* Drop what ing_sources_get took. */
+void ing_sources_put(struct ing_sources *src);
+
+/* 0, or SM_ECORRUPT naming the block when its meta and index are both
+ * damaged (it answers nothing). */
+int ing_sources_usable(const char *tenant, const struct ing_block_meta *m,
+    struct sm_err *err);
+
+#endif /* ING_DB_INT_H */

@@ -1,0 +1,331 @@
+/*
+ * write.c -- writes (validation, head log, apply) and cuts (block encode
+ * and commit, retries).
+ * See db.h (the design) and db_int.h (rooms, ownership, locking).
+ */
+#include "db_int.h"
+
+/* --- validation ----------------------------------------------------------- */
+
+/* Everything ing_head_write relies on, checked before anything is logged. */
+int
+ing_write_validate(const Smolder__V1__WriteRequest *req, struct sm_err *err)
+{
+	const Smolder__V1__StackTree *rt = req->tree;
+
+	if (req->tenant == NULL || req->tenant[0] == '\0')
+		return (sm_err_set(err, SM_EMALFORMED, "write: no tenant"));
+	if (rt == NULL || rt->n_parent != rt->n_name || rt->n_strings == 0)
+		return (sm_err_set(err, SM_EMALFORMED, "write: bad stack tree"));
+	for (size_t i = 0; i < rt->n_parent; i++) {
+		if (rt->parent[i] > i || rt->name[i] >= rt->n_strings)
+			return (sm_err_set(err, SM_EMALFORMED, "write: stack "
+			    "tree node %zu has parent %u / name %u out of "
+			    "range", i + 1, rt->parent[i], rt->name[i]));
+	}
+	for (size_t k = 0; k < req->n_series; k++) {
+		const Smolder__V1__SeriesWrite *w = req->series[k];
+
+		if (w->n_node != w->n_value)
+			return (sm_err_set(err, SM_EMALFORMED, "write: series "
+			    "%zu has %zu nodes and %zu values", k, w->n_node,
+			    w->n_value));
+		for (size_t j = 0; j < w->n_node; j++) {
+			if (w->node[j] == 0 || w->node[j] > rt->n_parent ||
+			    w->value[j] == 0 ||
+			    (j > 0 && w->node[j] <= w->node[j - 1]))
+				return (sm_err_set(err, SM_EMALFORMED, "write: "
+				    "series %zu pair %zu is invalid", k, j));
+		}
+		if (ing_head_spans_check(w, k, (uint32_t)rt->n_parent, err) != 0)
+			return (SM_EMALFORMED);
+		for (size_t i = 0; i < w->n_labels; i++) {
+			const Types__V1__LabelPair *lp = w->labels[i];
+
+			if (lp->name == NULL || lp->value == NULL ||
+			    (i > 0 && strcmp(w->labels[i - 1]->name,
+			    lp->name) >= 0))
+				return (sm_err_set(err, SM_EMALFORMED, "write: "
+				    "series %zu labels not sorted and unique",
+				    k));
+		}
+	}
+	return (0);
+}
+
+/* The write's idempotency key, or NULL when it carries none. */
+const uint8_t *
+ing_write_id(const Smolder__V1__WriteRequest *req)
+{
+	return (req->profile_id.len == ING_ID_LEN ? req->profile_id.data :
+	    NULL);
+}
+
+/* --- writes --------------------------------------------------------------- */
+
+static void
+writer_done(struct ing_tenant *t, struct ing_head *h, const uint8_t *id,
+    int ok)
+{
+	ING_LOCK(&t->mu);
+	if (ok && h == t->head && t->first_write_ms == 0)
+		t->first_write_ms = sm_now_ms();
+	/* A head's series only grow; a cut head no longer counts. */
+	if (h == t->head)
+		sm_gauge_set(t->m_active, (double)atomic_load(&h->nseries));
+	/* Remembered as done, or forgotten so a retry is applied.  Setting
+	 * an existing id cannot fail (no allocation). */
+	if (id != NULL)
+		(void)ing_ids_set(&t->ids, id, ok ? ING_ID_DONE :
+		    ING_ID_ABSENT, sm_now_ms());
+	atomic_fetch_sub(&h->writers, 1);
+	pthread_cond_broadcast(&t->cv);
+	ING_UNLOCK(&t->mu);
+}
+
+int
+ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
+    const Smolder__V1__WriteRequest *req, struct ing_write_result *res,
+    struct sm_err *err)
+{
+	const uint8_t *id = ing_write_id(req);
+	struct ing_tenant *t;
+	struct ing_head *h;
+	uint64_t gen, seq;
+	int rv;
+
+	memset(res, 0, sizeof(*res));
+	if ((rv = ing_write_validate(req, err)) != 0)
+		return (rv);
+	if ((rv = ing_tenant_get(db, req->tenant, &t)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	ING_LOCK(&t->mu);
+	if (id != NULL) {
+		enum ing_id_state st;
+
+		/* A duplicate in flight: wait for its outcome. */
+		while ((st = ing_ids_get(&t->ids, id)) == ING_ID_PENDING)
+			pthread_cond_wait(&t->cv, &t->mu);
+		if (st == ING_ID_DONE) {
+			ING_UNLOCK(&t->mu);
+			res->duplicate = true;
+			return (0);
+		}
+		if (ing_ids_set(&t->ids, id, ING_ID_PENDING, sm_now_ms()) != 0) {
+			ING_UNLOCK(&t->mu);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+	}
+	h = t->head;
+	atomic_fetch_add(&h->writers, 1);
+	gen = h->gen;
+	ING_UNLOCK(&t->mu);
+	/* Over the active-series limit: refused before the log. */
+	if ((rv = ing_head_series_check(h, req, req->max_series, err)) != 0) {
+		if (rv == SM_ELIMIT)
+			sm_counter_inc(t->m_refused);
+		writer_done(t, h, id, 0);
+		return (rv);
+	}
+	seq = atomic_fetch_add(&db->next_seq, 1);
+	if (db->store != NULL && (rv = ing_store_log_append(db->store,
+	    req->tenant, gen, seq, raw, rawlen, err)) != 0) {
+		writer_done(t, h, id, 0);
+		return (rv);
+	}
+	rv = ing_head_write(h, req, req->max_series, &res->series,
+	    &res->pairs, err);
+	if (rv == SM_ELIMIT)
+		sm_counter_inc(t->m_refused);
+	if (rv != 0 && db->store != NULL) {
+		struct sm_err e2;
+
+		/* Not applied, so not acknowledged: unlog it too. */
+		if (ing_store_log_delete(db->store, req->tenant, gen, seq,
+		    &e2) != 0)
+			sm_error("ingester", "could not unlog a failed write\t"
+			    "tenant=%s seq=%llu err=\"%s\"", req->tenant,
+			    (unsigned long long)seq, e2.msg);
+	}
+	writer_done(t, h, id, rv == 0);
+	return (rv);
+}
+
+/* --- cuts ----------------------------------------------------------------- */
+
+/* Remove `h` from t->cutting (caller holds t->mu). */
+static void
+cutting_remove(struct ing_tenant *t, struct ing_head *h)
+{
+	ING_ASSERT_HELD(&t->mu);
+	for (uint32_t i = 0; i < t->ncutting; i++) {
+		if (t->cutting[i] == h) {
+			memmove(&t->cutting[i], &t->cutting[i + 1],
+			    (size_t)(t->ncutting - i - 1) *
+			    sizeof(*t->cutting));
+			t->ncutting--;
+			return;
+		}
+	}
+}
+
+/*
+ * Turn one head that is already in t->cutting (and has no writers) into a
+ * block.  On failure it stays in `cutting` (still queried) and the next
+ * tick retries.  Caller holds db->cut_mu.
+ */
+static int
+cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
+    struct sm_err *err)
+{
+	struct ing_block_enc e;
+	int rv;
+
+	ING_ASSERT_HELD(&db->cut_mu);
+	ING_RDLOCK(&h->lock);
+	if (h->set.nseries == 0) {
+		ING_RWUNLOCK(&h->lock);
+		/* Nothing to keep; its log records (if any) still go. */
+		memset(&e, 0, sizeof(e));
+		e.meta.gen = h->gen;
+		rv = 0;
+		goto drop;
+	}
+	rv = ing_block_encode(h, db->cfg.zstd_level, &e, err);
+	ING_RWUNLOCK(&h->lock);
+	if (rv != 0)
+		return (rv);
+	if ((rv = ing_store_block_commit(db->store, t->id, &e, err)) != 0) {
+		ing_block_enc_fini(&e);
+		return (rv);
+	}
+	ING_LOCK(&t->mu);
+	rv = ing_tenant_add_block(t, &e.meta);
+	cutting_remove(t, h);
+	ING_UNLOCK(&t->mu);
+	sm_info("ingester", "block cut\ttenant=%s block=%llu series=%u "
+	    "nodes=%u bytes=%llu", t->id, (unsigned long long)e.meta.gen,
+	    e.meta.nseries, e.meta.nnodes, (unsigned long long)e.meta.bytes);
+	ing_block_enc_fini(&e);
+	ing_head_unref(h);
+	sm_counter_inc(sm_metric_child0(ing_m_cuts));
+	return (rv == 0 ? 0 : sm_err_set(err, rv, "out of memory"));
+drop:
+	ING_LOCK(&t->mu);
+	cutting_remove(t, h);
+	ING_UNLOCK(&t->mu);
+	ing_head_unref(h);
+	return (rv);
+}
+
+/* Swap in a fresh head and cut the old one.  Caller holds db->cut_mu. */
+static int
+tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
+{
+	struct ing_head *h, *nh;
+	int rv;
+
+	ING_ASSERT_HELD(&db->cut_mu);
+	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
+	    db->cfg.bucket_ms, &nh)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	ING_LOCK(&t->mu);
+	if (SM_GROW(t->cutting, t->cutting_cap, t->ncutting + 1, 4) != 0) {
+		ING_UNLOCK(&t->mu);
+		ing_head_unref(nh);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	h = t->head;
+	t->cutting[t->ncutting++] = h;
+	t->head = nh;
+	t->first_write_ms = 0;
+	sm_gauge_set(t->m_active, 0);    /* h's series leave the head */
+	/* Every write logged with h's generation must be in h. */
+	while (atomic_load(&h->writers) > 0)
+		pthread_cond_wait(&t->cv, &t->mu);
+	ING_UNLOCK(&t->mu);
+	return (cut_commit(db, t, h, err));
+}
+
+static uint64_t
+heads_bytes(struct ing_db *db)
+{
+	uint64_t total = 0;
+
+	ING_RDLOCK(&db->lock);
+	for (uint32_t i = 0; i < db->n; i++)
+		total += ing_head_bytes(db->t[i]->head);
+	ING_RWUNLOCK(&db->lock);
+	return (total);
+}
+
+/* Cut heads that are due (all with force).  Caller holds db->cut_mu. */
+static int
+db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
+{
+	int over = !force && db->cfg.head_max_bytes != 0 &&
+	    heads_bytes(db) > db->cfg.head_max_bytes;
+	int first_rv = 0;
+
+	ING_ASSERT_HELD(&db->cut_mu);
+	for (uint32_t i = 0;; i++) {
+		struct ing_tenant *t;
+		struct ing_head *retry = NULL;
+		int due, rv = 0;
+
+		ING_RDLOCK(&db->lock);
+		t = i < db->n ? db->t[i] : NULL;
+		ING_RWUNLOCK(&db->lock);
+		if (t == NULL)
+			break;
+		ING_LOCK(&t->mu);
+		if (t->ncutting > 0) {
+			retry = t->cutting[0];   /* a failed earlier cut */
+			ing_head_ref(retry);
+		}
+		due = t->first_write_ms != 0 && (force || over ||
+		    now_ms - t->first_write_ms >= db->cfg.block_ms);
+		ING_UNLOCK(&t->mu);
+		if (retry != NULL) {
+			rv = cut_commit(db, t, retry, err);
+			ing_head_unref(retry);
+		}
+		if (rv == 0 && due)
+			rv = tenant_cut(db, t, err);
+		if (rv != 0) {
+			sm_counter_inc(sm_metric_child0(ing_m_cut_fail));
+			sm_error("ingester", "block cut failed; will retry\t"
+			    "tenant=%s err=\"%s\"", t->id, err->msg);
+			if (first_rv == 0)
+				first_rv = rv;
+		}
+	}
+	return (first_rv);
+}
+
+void
+ing_db_tick(struct ing_db *db, int64_t now_ms)
+{
+	struct sm_err err;
+
+	if (db->store == NULL)
+		return;
+	sm_err_clear(&err);
+	ING_LOCK(&db->cut_mu);
+	(void)db_cut(db, now_ms, 0, &err);
+	ING_UNLOCK(&db->cut_mu);
+	ing_retire_purge(db, now_ms);
+}
+
+int
+ing_db_flush(struct ing_db *db, struct sm_err *err)
+{
+	int rv;
+
+	if (db->store == NULL)
+		return (0);
+	ING_LOCK(&db->cut_mu);
+	rv = db_cut(db, sm_now_ms(), 1, err);
+	ING_UNLOCK(&db->cut_mu);
+	return (rv);
+}
