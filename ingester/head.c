@@ -144,6 +144,14 @@ pairs_merge(const struct ing_bucket *b, const struct pair *p, uint32_t n,
 		sm_free(nv);
 		return (SM_ENOMEM);
 	}
+	if (b->n == 0) {                /* a new bucket: a copy */
+		for (; k < n; k++) {
+			nn[k] = p[k].node;
+			nv[k] = p[k].value;
+			*sum = sm_add_sat(*sum, p[k].value);
+		}
+		goto done;
+	}
 	ing_pairs_begin(b, &c);
 	more = ing_pairs_next(&c, &on, &ov);
 	while (more || j < n) {
@@ -162,6 +170,7 @@ pairs_merge(const struct ing_bucket *b, const struct pair *p, uint32_t n,
 			more = ing_pairs_next(&c, &on, &ov);
 		}
 	}
+done:
 	*nnp = nn;
 	*nvp = nv;
 	*outn = k;
