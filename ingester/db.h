@@ -17,8 +17,11 @@
  *      outside any lock, so RocksDB groups concurrent commits;
  *   4. apply it to h (h's write lock), drop h->writers;
  *   5. return: the distributor acknowledges the client.
- * If step 4 fails (out of memory) the log record is deleted again and the
- * write fails, so a client retry is not counted twice.
+ * If step 4 fails (out of memory) nothing of the write is in the head (it
+ * is all or nothing: head.h), the log record is deleted again and the
+ * write fails, so a client retry is not counted twice.  Should that
+ * delete fail too, the record is replayed whole at the next open (write.c,
+ * ing_db_write).
  *
  * Cut (a block): under the tenant mutex the current head moves to
  * `cutting` and a fresh head with a new generation takes its place; the

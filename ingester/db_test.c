@@ -1465,7 +1465,25 @@ static void
 test_lock_assertions(void)
 {
 #ifdef NDEBUG
-	SM_SKIP("lock assertions are compiled only without NDEBUG");
+	/* Release build: the macros are the plain pthread calls and the
+	 * assertion is compiled away (db_int.h). */
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+
+	ING_ASSERT_HELD(&mu);          /* not held: no abort */
+	ING_LOCK(&mu);
+	SM_CHECK_EQ(pthread_mutex_trylock(&mu), EBUSY);
+	ING_UNLOCK(&mu);
+	SM_CHECK_EQ(pthread_mutex_trylock(&mu), 0);
+	pthread_mutex_unlock(&mu);
+	ING_WRLOCK(&rw);
+	SM_CHECK_EQ(pthread_rwlock_tryrdlock(&rw), EBUSY);
+	ING_RWUNLOCK(&rw);
+	ING_RDLOCK(&rw);
+	SM_CHECK_EQ(pthread_rwlock_trywrlock(&rw), EBUSY);
+	ING_RWUNLOCK(&rw);
+	SM_CHECK_EQ(pthread_rwlock_trywrlock(&rw), 0);
+	pthread_rwlock_unlock(&rw);
 #else
 	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
@@ -1498,6 +1516,483 @@ test_lock_assertions(void)
 #endif
 }
 
+/* --- all-or-nothing writes (head.h, "All or nothing") --------------------- */
+
+/* One series of a multi-series write: {service_name, [lname=lvalue]} at t. */
+struct wspec {
+	const char *service, *lname, *lvalue;
+	int64_t t;
+	const char *stacks;     /* "a;b=3,c=1" */
+	uint64_t span;          /* non-zero: every sample carries this span */
+};
+
+static void
+mkmulti(const struct wspec *sp, size_t nsp, uint64_t idv, struct sm_buf *out)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	struct dist_limits lim;
+	struct dist_batch b;
+	struct sm_err err;
+	uint8_t id[16] = { 0 };
+
+	memcpy(id, &idv, sizeof(idv));
+	dist_limits_default(&lim);
+	if (dist_batch_init(&b, a, &lim) != 0)
+		abort();
+	b.meta.spy_name = "gospy";
+	for (size_t k = 0; k < nsp; k++) {
+		struct sm_label ls[3] = { { "__name__", "process_cpu" },
+			{ "service_name", sp[k].service },
+			{ sp[k].lname, sp[k].lvalue } };
+		char buf[256], *save = NULL, *item;
+		uint32_t s;
+
+		if (dist_batch_series(&b, ls, sp[k].lname ? 3 : 2, sp[k].t, &s,
+		    &err) != 0)
+			abort();
+		snprintf(buf, sizeof(buf), "%s", sp[k].stacks);
+		for (item = strtok_r(buf, ",", &save); item != NULL;
+		    item = strtok_r(NULL, ",", &save)) {
+			char *eq = strrchr(item, '='), *save2 = NULL, *f;
+			uint32_t node = 0, name;
+
+			*eq = '\0';
+			for (f = strtok_r(item, ";", &save2); f != NULL;
+			    f = strtok_r(NULL, ";", &save2)) {
+				dist_batch_frame(&b, f, strlen(f), &name);
+				dist_batch_node(&b, node, name, &node);
+			}
+			dist_batch_add(&b, s, node, atoll(eq + 1));
+			if (sp[k].span != 0)
+				dist_batch_span(&b, s, node, atoll(eq + 1),
+				    sp[k].span);
+		}
+	}
+	if (dist_batch_finish(&b) != 0 ||
+	    dist_batch_encode(&b, "t", id, NULL, 0, 0, out) != 0)
+		abort();
+	dist_batch_fini(&b);
+	sm_arena_destroy(a);
+}
+
+/*
+ * The write the fault loops inject into: several series, existing and
+ * new (one with a label name the head lacks), new frames, one series
+ * twice in one (packed) bucket, one in its open bucket, one in a new
+ * bucket, span samples.  The base: a at 0 s and 10 s (0 s is packed), b
+ * at 10 s (open), e at 0 s.
+ */
+static const struct wspec aon_write[] = {
+	{ "a", NULL, NULL, 2 * SEC, "main;work=5,main;fresh=2", 0 },
+	{ "a", NULL, NULL, 5 * SEC, "main;work=1", 0 },
+	{ "a", NULL, NULL, 25 * SEC, "main;late=3", 0 },
+	{ "b", NULL, NULL, 15 * SEC, "main;work=4", 0 },
+	{ "c", "env", "new", 15 * SEC, "main;cnew=7,main;work=1", 0xabcdef },
+	{ "d", "region", "eu", 15 * SEC, "x;y=1", 0x1234 },
+	{ "e", NULL, NULL, 30 * SEC, "main;work=9", 0 },
+};
+
+static const struct wspec aon_base[] = {
+	{ "a", NULL, NULL, 0, "main;work=1", 0 },
+	{ "a", NULL, NULL, 10 * SEC, "main;work=2", 0 },
+	{ "b", NULL, NULL, 10 * SEC, "main;work=3,other=1", 0 },
+	{ "e", NULL, NULL, 0, "main;work=1", 0x1234 },
+};
+
+static void
+head_path(const struct ing_head *h, uint32_t node, struct sm_buf *b)
+{
+	uint32_t st[64], n = 0;
+
+	while (node != 0 && n < 64) {
+		st[n++] = node;
+		node = h->tree.parent[node];
+	}
+	while (n-- > 0)
+		sm_buf_printf(b, "%s%s", sm_strtab_str(&h->frames,
+		    h->tree.name[st[n]], NULL), n > 0 ? ";" : "");
+}
+
+/*
+ * Everything a head answers from, as text: series (labels, metadata,
+ * buckets with their pairs by stack path), the index's names, values and
+ * postings, span and profile records and the counters; `bytes` adds the
+ * pair-bytes accounting.  Node ids are written as paths, so an unused
+ * node a failed write left in the tree changes nothing here.
+ */
+static char *
+head_dump(const struct ing_head *h, bool bytes)
+{
+	const struct ing_set *set = &h->set;
+	const struct ing_index *x = &set->index;
+	struct sm_buf b = SM_BUF_INIT;
+	char *out;
+
+	sm_buf_printf(&b, "series=%u writes=%llu t=[%lld,%lld]\n",
+	    set->nseries, (unsigned long long)h->writes,
+	    (long long)set->min_t, (long long)set->max_t);
+	if (bytes)
+		sm_buf_printf(&b, "pair_bytes=%llu\n",
+		    (unsigned long long)h->pair_bytes);
+	for (uint32_t i = 0; i < set->nseries; i++) {
+		const struct ing_series *sr = set->series[i];
+
+		sm_buf_printf(&b, "s%u fp=%016llx", i,
+		    (unsigned long long)sr->fp);
+		for (uint32_t k = 0; k < sr->nlabels; k++)
+			sm_buf_printf(&b, " %s=%s", sr->labels[k].name,
+			    sr->labels[k].value);
+		sm_buf_printf(&b, " spy=%s rate=%u\n", ing_set_str(set,
+		    sr->meta.spy), sr->meta.sample_rate);
+		for (uint32_t k = 0; k < sr->nb; k++) {
+			const struct ing_bucket *bk = &sr->b[k];
+			struct ing_pair_cur c;
+			uint32_t node;
+			int64_t v;
+
+			sm_buf_printf(&b, "  t=%lld profiles=%u total=%lld "
+			    "packed=%d:", (long long)bk->t, bk->profiles,
+			    (long long)bk->total, bk->packed != NULL);
+			ing_pairs_begin(bk, &c);
+			while (ing_pairs_next(&c, &node, &v)) {
+				sm_buf_putc(&b, ' ');
+				head_path(h, node, &b);
+				sm_buf_printf(&b, "=%lld", (long long)v);
+			}
+			sm_buf_putc(&b, '\n');
+		}
+	}
+	for (uint32_t i = 0; i < x->nnames; i++) {
+		sm_buf_printf(&b, "name %s:", ing_set_str(set, x->names[i]));
+		for (uint32_t j = 0; j < x->values[i].n; j++) {
+			uint32_t v = x->values[i].ids[j];
+			const struct ing_posting *p = ing_index_get(x,
+			    x->names[i], v);
+
+			sm_buf_printf(&b, " %s[", ing_set_str(set, v));
+			for (uint32_t q = 0; p != NULL && q < p->n; q++)
+				sm_buf_printf(&b, "%s%u", q ? "," : "",
+				    p->ids[q]);
+			sm_buf_putc(&b, ']');
+		}
+		sm_buf_putc(&b, '\n');
+	}
+	sm_buf_printf(&b, "postings=%u\n", x->nlists);
+	for (uint32_t i = 0; i < h->spans.n; i++) {
+		const struct ing_span_rec *r = &h->spans.v[i];
+
+		sm_buf_printf(&b, "span %llx fp=%016llx t=%lld ",
+		    (unsigned long long)r->span, (unsigned long long)r->fp,
+		    (long long)r->t);
+		head_path(h, r->node, &b);
+		sm_buf_printf(&b, "=%lld\n", (long long)r->value);
+	}
+	for (uint32_t i = 0; i < h->profs.n; i++) {
+		const struct ing_prof_rec *r = &h->profs.v[i];
+		uint64_t idv;
+
+		memcpy(&idv, r->id, sizeof(idv));
+		sm_buf_printf(&b, "prof fp=%016llx t=%lld id=%llu total=%lld\n",
+		    (unsigned long long)r->fp, (long long)r->t,
+		    (unsigned long long)idv, (long long)r->total);
+	}
+	out = strdup(b.b != NULL ? b.b : "");
+	sm_buf_fini(&b);
+	return (out);
+}
+
+/* Apply spec sp[0..n) to h as one write with profile id idv. */
+static int
+head_write_spec(struct ing_head *h, const struct wspec *sp, size_t n,
+    uint64_t idv, long fault)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct sm_err err;
+	uint32_t ns, np;
+	int rv;
+
+	mkmulti(sp, n, idv, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	sm_fault_alloc_after(fault);
+	rv = ing_head_write(h, req->write, 0, &ns, &np, &err);
+	sm_fault_alloc_after(0);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+	return (rv);
+}
+
+static struct ing_head *
+aon_base_head(void)
+{
+	struct ing_head *h;
+
+	SM_REQUIRE(ing_head_create(1, 10 * SEC, &h) == 0);
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++)
+		SM_REQUIRE(head_write_spec(h, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	return (h);
+}
+
+/*
+ * Fail the n-th allocation of one write, for n = 1, 2, ... until the
+ * write succeeds: after every failure the head is exactly as before it
+ * (series, buckets, pairs, index, spans, profiles, counters, pair bytes);
+ * after the success exactly as a head that took the write once without
+ * faults.  Then a write of only new series, to cover reserving the index
+ * for a head that lacks the names.
+ */
+static void
+test_head_write_all_or_nothing(void)
+{
+	struct ing_head *h = aon_base_head(), *ref = aon_base_head();
+	char *before = head_dump(h, true), *want, *got;
+	long n;
+	int rv = -1, failures = 0;
+
+	SM_REQUIRE(head_write_spec(ref, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	want = head_dump(ref, false);
+	for (n = 1; n < 10000; n++) {
+		rv = head_write_spec(h, aon_write, SM_ARRAY_LEN(aon_write), 7,
+		    n);
+		if (rv == 0)
+			break;
+		SM_CHECK_EQ(rv, SM_ENOMEM);
+		failures++;
+		got = head_dump(h, true);
+		if (strcmp(got, before) != 0) {
+			fprintf(stderr, "after failure %ld:\n%s\nwant:\n%s\n",
+			    n, got, before);
+			SM_CHECK(0);
+			free(got);
+			break;
+		}
+		free(got);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(failures >= 20);   /* the write allocates that often */
+	got = head_dump(h, false);
+	SM_CHECK_STR(got, want);
+	free(got);
+	/* Every bucket but a series' newest is packed again. */
+	for (uint32_t i = 0; i < h->set.nseries; i++) {
+		for (uint32_t k = 0; k + 1 < h->set.series[i]->nb; k++)
+			SM_CHECK(h->set.series[i]->b[k].packed != NULL);
+	}
+	free(before);
+	free(want);
+	ing_head_unref(h);
+	ing_head_unref(ref);
+
+	/* New series only, into an empty head: new names, values, lists. */
+	h = NULL;
+	SM_REQUIRE(ing_head_create(1, 10 * SEC, &h) == 0);
+	SM_REQUIRE(ing_head_create(1, 10 * SEC, &ref) == 0);
+	SM_REQUIRE(head_write_spec(ref, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	want = head_dump(ref, false);
+	before = head_dump(h, true);
+	failures = 0;
+	for (n = 1; n < 10000; n++) {
+		if ((rv = head_write_spec(h, aon_write,
+		    SM_ARRAY_LEN(aon_write), 7, n)) == 0)
+			break;
+		failures++;
+		got = head_dump(h, true);
+		SM_CHECK_STR(got, before);
+		free(got);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(failures >= 20);
+	got = head_dump(h, false);
+	SM_CHECK_STR(got, want);
+	free(got);
+	free(before);
+	free(want);
+	ing_head_unref(h);
+	ing_head_unref(ref);
+}
+
+/* Write spec sp as one upload with profile id idv through the db. */
+static int
+db_write_spec(struct ing_db *db, const struct wspec *sp, size_t n,
+    uint64_t idv, long fault)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_write_result res;
+	struct sm_err err;
+	int rv;
+
+	mkmulti(sp, n, idv, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	sm_fault_alloc_after(fault);
+	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
+	    &err);
+	sm_fault_alloc_after(0);
+	if (rv == 0 && res.duplicate)
+		rv = 1;
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+	return (rv);
+}
+
+/* What a tenant's queries answer: merge, series per service, stats. */
+static char *
+db_answers(struct ing_db *db)
+{
+	Smolder__V1__SeriesRequest req = SMOLDER__V1__SERIES_REQUEST__INIT;
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__SeriesResponse out;
+	Smolder__V1__StatsResponse *st;
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_buf b = SM_BUF_INIT;
+	struct sm_err err;
+	char *gb[] = { "service_name" }, *m, *text;
+	uint64_t profiles;
+
+	m = merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC, &profiles);
+	sm_buf_printf(&b, "merge profiles=%llu\n%s",
+	    (unsigned long long)profiles, m);
+	free(m);
+	sel.tenant = "t";
+	sel.start_ms = 0;
+	sel.end_ms = 60 * SEC;
+	req.select = &sel;
+	req.step_ms = 10 * SEC;
+	req.n_group_by = 1;
+	req.group_by = gb;
+	SM_REQUIRE(ing_db_series(db, &req, a, &out, &err) == 0);
+	for (size_t i = 0; i < out.n_series; i++) {
+		sm_buf_printf(&b, "series");
+		for (size_t k = 0; k < out.series[i]->n_labels; k++)
+			sm_buf_printf(&b, " %s=%s",
+			    out.series[i]->labels[k]->name,
+			    out.series[i]->labels[k]->value);
+		for (size_t k = 0; k < out.series[i]->n_points; k++)
+			sm_buf_printf(&b, " %lld:%g",
+			    (long long)out.series[i]->points[k]->timestamp,
+			    out.series[i]->points[k]->value);
+		sm_buf_putc(&b, '\n');
+	}
+	st = stats_of(db, NULL, 0, a);
+	for (size_t i = 0; i < st->n_series; i++)
+		sm_buf_printf(&b, "stat %016llx profiles=%llu digest=%016llx\n",
+		    (unsigned long long)st->series[i]->fp,
+		    (unsigned long long)st->series[i]->profiles,
+		    (unsigned long long)st->series[i]->digest);
+	sm_buf_printf(&b, "head series=%llu\n",
+	    (unsigned long long)head_series(db, NULL));
+	text = strdup(b.b);
+	sm_buf_fini(&b);
+	sm_arena_destroy(a);
+	return (text);
+}
+
+/*
+ * The same over a RocksDB store: a write whose n-th allocation fails is
+ * not acknowledged, its log record is deleted, and the answers -- before
+ * and after close/reopen (replay) -- are exactly the acknowledged
+ * writes'; the final success is there once, also after replay, and its
+ * retry is a duplicate.  A record whose unlogging failed stays and is
+ * replayed whole (head.h): written to the log without applying it, it
+ * comes back as exactly that write.
+ */
+static void
+test_db_write_all_or_nothing_replay(void)
+{
+	struct ing_db *mem = mem_db();
+	struct disk d;
+	char *before, *want, *got;
+	long n;
+	int rv = -1, failures = 0;
+
+	disk_init(&d, 3600 * SEC);
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
+		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	}
+	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	want = db_answers(mem);
+	before = db_answers(d.db);
+	SM_CHECK(strcmp(want, before) != 0);
+	for (n = 1; n < 10000; n++) {
+		rv = db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
+		    n);
+		if (rv == 0)
+			break;
+		failures++;
+		got = db_answers(d.db);
+		SM_CHECK_STR(got, before);
+		free(got);
+		/* Replay brings back only what was acknowledged. */
+		disk_close(&d);
+		disk_open(&d, 3600 * SEC);
+		got = db_answers(d.db);
+		SM_CHECK_STR(got, before);
+		free(got);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(failures >= 20);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0), 1);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	free(before);
+	free(want);
+	disk_fini(&d);
+	ing_db_close(mem);
+
+	/* A logged record that was never applied (its unlog failed) is
+	 * replayed whole. */
+	mem = mem_db();
+	disk_init(&d, 3600 * SEC);
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
+		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	}
+	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	want = db_answers(mem);
+	{
+		struct sm_buf raw = SM_BUF_INIT;
+		struct sm_err err;
+
+		mkmulti(aon_write, SM_ARRAY_LEN(aon_write), 7, &raw);
+		SM_REQUIRE(ing_store_log_append(d.store, "t", 1, 1000,
+		    (uint8_t *)raw.b, raw.len, &err) == 0);
+		sm_buf_fini(&raw);
+	}
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	/* The client's retry with the same profile id is a duplicate. */
+	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0), 1);
+	free(want);
+	disk_fini(&d);
+	ing_db_close(mem);
+}
+
 SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
@@ -1525,4 +2020,8 @@ SM_TEST_MAIN(
 	    test_series_limit_concurrent },
 	{ "lock assertions know the locks this thread holds",
 	    test_lock_assertions },
+	{ "a head write is all or nothing under allocation faults",
+	    test_head_write_all_or_nothing },
+	{ "a failed write is not replayed; a logged one replays whole",
+	    test_db_write_all_or_nothing_replay },
 )

@@ -122,101 +122,58 @@ seal(struct ing_head *h, struct ing_series *s, uint32_t i)
 		pack(h, &s->b[i - 1]);
 }
 
-/* Add sorted, unique pairs p[0..n) to the bucket starting at bt. */
+/*
+ * Merge the sorted, unique pairs p[0..n) into the pairs of `b` (either
+ * form, read through the cursor; b is not changed) into new arrays
+ * (*nn, *nv, *outn pairs); *sum gets the added values.  0 or SM_ENOMEM
+ * (nothing allocated).
+ */
 static int
-bucket_add(struct ing_head *h, struct ing_series *s, int64_t bt,
-    const struct pair *p, uint32_t n)
+pairs_merge(const struct ing_bucket *b, const struct pair *p, uint32_t n,
+    uint32_t **nnp, int64_t **nvp, uint32_t *outn, int64_t *sum)
 {
-	struct ing_bucket *b;
-	uint32_t lo = 0, hi = s->nb, i, j, k;
-	uint32_t *nn;
-	int64_t *nv, sum = 0;
+	struct ing_pair_cur c;
+	uint32_t *nn, j = 0, k = 0, on = 0;
+	int64_t *nv, ov = 0;
+	bool more;
 
-	/* Most writes go to the newest bucket. */
-	if (s->nb != 0 && s->b[s->nb - 1].t <= bt) {
-		lo = s->b[s->nb - 1].t == bt ? s->nb - 1 : s->nb;
-	} else {
-		while (lo < hi) {
-			uint32_t mid = (lo + hi) / 2;
-
-			if (s->b[mid].t < bt)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-	}
-	if (lo == s->nb || s->b[lo].t != bt) {
-		if (SM_GROW(s->b, s->cap, s->nb + 1, 8) != 0)
-			return (SM_ENOMEM);
-		nn = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*nn));
-		nv = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*nv));
-		if (nn == NULL || nv == NULL) {
-			sm_free(nn);
-			sm_free(nv);
-			return (SM_ENOMEM);
-		}
-		for (k = 0; k < n; k++) {
-			nn[k] = p[k].node;
-			nv[k] = p[k].value;
-			sum = sm_add_sat(sum, p[k].value);
-		}
-		memmove(&s->b[lo + 1], &s->b[lo],
-		    (size_t)(s->nb - lo) * sizeof(*s->b));
-		b = &s->b[lo];
-		b->t = bt;
-		b->n = n;
-		b->profiles = 1;
-		b->total = sum;
-		b->node = nn;
-		b->value = nv;
-		b->packed = NULL;
-		b->packed_len = 0;
-		s->nb++;
-		h->pair_bytes += (uint64_t)n * 12 + sizeof(*b);
-		h->set.min_t = SM_MIN(h->set.min_t, bt);
-		h->set.max_t = SM_MAX(h->set.max_t, bt);
-		seal(h, s, lo);
-		return (0);
-	}
-	/* Sorted merge into fresh arrays. */
-	b = &s->b[lo];
-	if (b->packed != NULL) {
-		uint64_t was = ing_bucket_pair_bytes(b);
-
-		if (ing_bucket_unpack(b) != 0)
-			return (SM_ENOMEM);
-		h->pair_bytes = h->pair_bytes - was + ing_bucket_pair_bytes(b);
-	}
-	nn = sm_malloc((size_t)(b->n + n) * sizeof(*nn));
-	nv = sm_malloc((size_t)(b->n + n) * sizeof(*nv));
+	nn = sm_malloc((size_t)SM_MAX(b->n + n, 1) * sizeof(*nn));
+	nv = sm_malloc((size_t)SM_MAX(b->n + n, 1) * sizeof(*nv));
 	if (nn == NULL || nv == NULL) {
 		sm_free(nn);
 		sm_free(nv);
 		return (SM_ENOMEM);
 	}
-	for (i = j = k = 0; i < b->n || j < n; k++) {
-		if (j == n || (i < b->n && b->node[i] < p[j].node)) {
-			nn[k] = b->node[i];
-			nv[k] = b->value[i++];
-		} else if (i == b->n || p[j].node < b->node[i]) {
+	if (b->n == 0) {                /* a new bucket: a copy */
+		for (; k < n; k++) {
+			nn[k] = p[k].node;
+			nv[k] = p[k].value;
+			*sum = sm_add_sat(*sum, p[k].value);
+		}
+		goto done;
+	}
+	ing_pairs_begin(b, &c);
+	more = ing_pairs_next(&c, &on, &ov);
+	while (more || j < n) {
+		if (j == n || (more && on < p[j].node)) {
+			nn[k] = on;
+			nv[k++] = ov;
+			more = ing_pairs_next(&c, &on, &ov);
+		} else if (!more || p[j].node < on) {
 			nn[k] = p[j].node;
-			nv[k] = p[j].value;
-			sum = sm_add_sat(sum, p[j++].value);
+			nv[k++] = p[j].value;
+			*sum = sm_add_sat(*sum, p[j++].value);
 		} else {
-			nn[k] = b->node[i];
-			nv[k] = sm_add_sat(b->value[i++], p[j].value);
-			sum = sm_add_sat(sum, p[j++].value);
+			nn[k] = on;
+			nv[k++] = sm_add_sat(ov, p[j].value);
+			*sum = sm_add_sat(*sum, p[j++].value);
+			more = ing_pairs_next(&c, &on, &ov);
 		}
 	}
-	h->pair_bytes += (uint64_t)(k - b->n) * 12;
-	sm_free(b->node);
-	sm_free(b->value);
-	b->node = nn;
-	b->value = nv;
-	b->n = k;
-	b->profiles++;
-	b->total = sm_add_sat(b->total, sum);
-	seal(h, s, lo);
+done:
+	*nnp = nn;
+	*nvp = nv;
+	*outn = k;
 	return (0);
 }
 
@@ -349,26 +306,285 @@ ing_head_series_check(struct ing_head *h,
 	return (rv);
 }
 
+/* Where bucket time bt is or would go in s->b (most writes: the newest). */
+static uint32_t
+bucket_pos(const struct ing_series *s, int64_t bt)
+{
+	uint32_t lo = 0, hi = s->nb;
+
+	if (s->nb != 0 && s->b[s->nb - 1].t <= bt)
+		return (s->b[s->nb - 1].t == bt ? s->nb - 1 : s->nb);
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (s->b[mid].t < bt)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}
+
+static bool
+labels_equal(const struct ing_series *sr, const struct sm_label *ls,
+    uint32_t n)
+{
+	if (sr->nlabels != n)
+		return (false);
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(sr->labels[i].name, ls[i].name) != 0 ||
+		    strcmp(sr->labels[i].value, ls[i].value) != 0)
+			return (false);
+	}
+	return (true);
+}
+
+/* One series of a write, reserved (head.h, "All or nothing"). */
+struct went {
+	const Smolder__V1__SeriesWrite *w;
+	struct ing_series *s;   /* the head's series, or a staged new one */
+	uint64_t fp;
+	int64_t bt;             /* bucket start */
+	uint32_t k;             /* index in req->series */
+	uint32_t off, n;        /* its pairs: pairs[off .. off + n), head
+				 * nodes, sorted, repeated nodes summed */
+};
+
+/* One (series, bucket) a write changes: its merged pairs, new arrays. */
+struct wbkt {
+	struct ing_series *s;
+	int64_t bt;
+	uint32_t *node;
+	int64_t *value;
+	uint32_t n;
+	uint32_t profiles;      /* uploads of the write merged into it */
+	int64_t sum;            /* the write's values */
+	bool fresh;             /* s has no bucket at bt yet */
+};
+
+/* Everything a write reserved and has not published. */
+struct wstage {
+	struct went *e;         /* series with pairs, in write order */
+	uint32_t ne;
+	struct went **ord;      /* e by (series, bt, k): buckets group */
+	struct ing_series **nsr; /* new series, in order of first use */
+	uint32_t nnew, nsr_cap;
+	struct sm_oatab ntab;   /* nsr indices by fingerprint */
+	struct wbkt *bk;
+	uint32_t nbk;
+	struct pair *pairs;
+	struct sm_label *ls;
+};
+
+static int
+went_cmp(const void *a, const void *b)
+{
+	const struct went *x = *(struct went *const *)a;
+	const struct went *y = *(struct went *const *)b;
+
+	if (x->s != y->s)
+		return ((uintptr_t)x->s < (uintptr_t)y->s ? -1 : 1);
+	if (x->bt != y->bt)
+		return (x->bt < y->bt ? -1 : 1);
+	return (x->k < y->k ? -1 : x->k > y->k);
+}
+
+static void
+wstage_fini(struct wstage *st)
+{
+	for (uint32_t i = 0; i < st->nbk; i++) {
+		sm_free(st->bk[i].node);
+		sm_free(st->bk[i].value);
+	}
+	for (uint32_t i = 0; i < st->nnew; i++)
+		ing_series_free(st->nsr[i]);
+	sm_free(st->nsr);
+	sm_oatab_fini(&st->ntab);
+	sm_free(st->e);
+	sm_free(st->ord);
+	sm_free(st->bk);
+	sm_free(st->pairs);
+	sm_free(st->ls);
+}
+
+/*
+ * The series of labels ls[0..n) (fingerprint fp): the head's, one this
+ * write staged already, or a new staged one (strings interned, nothing
+ * published).  0 or SM_ENOMEM.
+ */
+static int
+stage_series(struct ing_head *h, struct wstage *st,
+    const Smolder__V1__SeriesMeta *m, uint32_t n, uint64_t fp,
+    struct ing_series **out)
+{
+	struct sm_oatab_it it;
+	struct ing_series *sr;
+	uint32_t v;
+	int rv;
+
+	if ((*out = ing_set_series_find(&h->set, st->ls, n, fp)) != NULL)
+		return (0);
+	for (sm_oatab_probe(&st->ntab, fp, &it);
+	    (v = sm_oatab_next(&st->ntab, &it)) != SM_OATAB_NONE;) {
+		if (st->nsr[v]->fp == fp && labels_equal(st->nsr[v], st->ls,
+		    n)) {
+			*out = st->nsr[v];
+			return (0);
+		}
+	}
+	if ((rv = SM_GROW(st->nsr, st->nsr_cap, st->nnew + 1, 8)) != 0)
+		return (rv);
+	if ((rv = ing_series_create(&h->set, st->ls, n, fp,
+	    m ? m->spy_name : NULL, m ? m->units : NULL,
+	    m ? m->aggregation : NULL, m ? m->sample_rate : 0, &sr)) != 0)
+		return (rv);
+	st->nsr[st->nnew++] = sr;       /* wstage_fini frees it from here */
+	if ((rv = sm_oatab_insert(&st->ntab, &it, st->nnew - 1)) != 0)
+		return (rv);
+	*out = sr;
+	return (0);
+}
+
+/*
+ * Merge the write's pairs of each (series, bucket) with the bucket's
+ * pairs into new arrays (st->bk), and make room in every series' bucket
+ * array for its new buckets.  0 or SM_ENOMEM (capacities may have grown;
+ * nothing else changed).
+ */
+static int
+stage_buckets(struct wstage *st)
+{
+	uint32_t i, j;
+	int rv;
+
+	for (i = 0; i < st->ne; i++)
+		st->ord[i] = &st->e[i];
+	if (st->ne > 1)
+		qsort(st->ord, st->ne, sizeof(*st->ord), went_cmp);
+	for (i = 0; i < st->ne; i = j) {
+		struct went *e0 = st->ord[i];
+		struct ing_series *sr = e0->s;
+		struct wbkt *bk = &st->bk[st->nbk++];
+		uint32_t pos = bucket_pos(sr, e0->bt);
+		struct ing_bucket cur;
+
+		memset(bk, 0, sizeof(*bk));
+		bk->s = sr;
+		bk->bt = e0->bt;
+		bk->fresh = pos == sr->nb || sr->b[pos].t != e0->bt;
+		if (bk->fresh)
+			memset(&cur, 0, sizeof(cur));
+		else
+			cur = sr->b[pos];       /* read only */
+		for (j = i; j < st->ne && st->ord[j]->s == sr &&
+		    st->ord[j]->bt == e0->bt; j++) {
+			const struct went *e = st->ord[j];
+			uint32_t *nn, nout;
+			int64_t *nv;
+
+			if ((rv = pairs_merge(&cur, st->pairs + e->off, e->n,
+			    &nn, &nv, &nout, &bk->sum)) != 0)
+				return (rv);
+			sm_free(bk->node);      /* an earlier group member's */
+			sm_free(bk->value);
+			bk->node = nn;
+			bk->value = nv;
+			bk->n = nout;
+			bk->profiles++;
+			memset(&cur, 0, sizeof(cur));
+			cur.n = nout;
+			cur.node = nn;
+			cur.value = nv;
+		}
+	}
+	/* A series' buckets are adjacent in bk[]. */
+	for (i = 0; i < st->nbk; i = j) {
+		struct ing_series *sr = st->bk[i].s;
+		uint32_t nfresh = 0;
+
+		for (j = i; j < st->nbk && st->bk[j].s == sr; j++)
+			nfresh += st->bk[j].fresh;
+		if (nfresh > 0 && (rv = SM_GROW(sr->b, sr->cap,
+		    (size_t)sr->nb + nfresh, 8)) != 0)
+			return (rv);
+	}
+	return (0);
+}
+
+/* Publish one staged bucket; cannot fail (its room is reserved). */
+static void
+bucket_publish(struct ing_head *h, struct wbkt *bk)
+{
+	struct ing_series *s = bk->s;
+	uint32_t lo = bucket_pos(s, bk->bt);
+	struct ing_bucket *b;
+
+	if (bk->fresh) {
+		SM_ASSERT(s->nb < s->cap);
+		memmove(&s->b[lo + 1], &s->b[lo],
+		    (size_t)(s->nb - lo) * sizeof(*s->b));
+		b = &s->b[lo];
+		memset(b, 0, sizeof(*b));
+		b->t = bk->bt;
+		s->nb++;
+		h->pair_bytes += sizeof(*b);
+		h->set.min_t = SM_MIN(h->set.min_t, bk->bt);
+		h->set.max_t = SM_MAX(h->set.max_t, bk->bt);
+	} else {
+		b = &s->b[lo];
+		SM_ASSERT(b->t == bk->bt);
+		h->pair_bytes -= ing_bucket_pair_bytes(b);
+		sm_free(b->node);
+		sm_free(b->value);
+		sm_free(b->packed);
+		b->packed = NULL;
+		b->packed_len = 0;
+	}
+	b->node = bk->node;
+	b->value = bk->value;
+	b->n = bk->n;
+	b->profiles += bk->profiles;
+	b->total = sm_add_sat(b->total, bk->sum);
+	h->pair_bytes += (uint64_t)bk->n * 12;
+	bk->node = NULL;
+	bk->value = NULL;
+	seal(h, s, lo);
+}
+
 int
 ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
     uint32_t max_series, uint32_t *nseries, uint32_t *npairs,
     struct sm_err *err)
 {
 	const Smolder__V1__StackTree *rt = req->tree;
-	uint32_t *smap = NULL, *nmap = NULL, nnodes, nstr;
-	struct pair *pairs = NULL;
-	struct sm_label *ls = NULL;
-	size_t pairs_cap = 0, ls_cap = 0;
+	const bool with_id = req->profile_id.len == 16;
+	uint32_t *smap = NULL, *nmap = NULL, nnodes, nstr, off = 0;
+	size_t npairs_all = 0, nls = 0, nspans = 0;
+	struct wstage st;
 	int rv;
 
 	*nseries = *npairs = 0;
+	memset(&st, 0, sizeof(st));
+	sm_oatab_init(&st.ntab, 16);
 	if (rt == NULL || rt->n_parent != rt->n_name || rt->n_strings == 0)
 		return (sm_err_set(err, SM_EMALFORMED, "write: bad stack tree"));
 	nnodes = (uint32_t)rt->n_parent;
 	nstr = (uint32_t)rt->n_strings;
+	for (size_t k = 0; k < req->n_series; k++) {
+		npairs_all += req->series[k]->n_node;
+		nls = SM_MAX(nls, req->series[k]->n_labels);
+	}
+	/* Scratch, before the lock. */
 	smap = sm_malloc((size_t)nstr * sizeof(*smap));
 	nmap = sm_malloc(((size_t)nnodes + 1) * sizeof(*nmap));
-	if (smap == NULL || nmap == NULL) {
+	st.e = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.e));
+	st.ord = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.ord));
+	st.bk = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.bk));
+	st.pairs = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st.pairs));
+	st.ls = sm_malloc(SM_MAX(nls, 1) * sizeof(*st.ls));
+	if (smap == NULL || nmap == NULL || st.e == NULL || st.ord == NULL ||
+	    st.bk == NULL || st.pairs == NULL || st.ls == NULL) {
+		wstage_fini(&st);
 		sm_free(smap);
 		sm_free(nmap);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -382,6 +598,8 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 	/* Before anything is applied: a refused write leaves no trace. */
 	if ((rv = series_limit_check(h, req, max_series, err)) != 0)
 		goto out;
+
+	/* Reserve (head.h, "All or nothing"): frames and tree nodes. */
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
 
@@ -407,10 +625,11 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 			goto out;
 		}
 	}
+	/* Each series' pairs on head nodes, and its series. */
 	for (size_t k = 0; k < req->n_series; k++) {
 		const Smolder__V1__SeriesWrite *w = req->series[k];
-		const Smolder__V1__SeriesMeta *m = w->meta;
-		struct ing_series *s = NULL;
+		struct pair *pairs = st.pairs + off;
+		struct went *e;
 		uint32_t n;
 
 		if (w->n_node != w->n_value) {
@@ -420,17 +639,6 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 			goto out;
 		}
 		n = (uint32_t)w->n_node;
-		if (n > pairs_cap) {
-			struct pair *np = sm_reallocarray(pairs, n,
-			    sizeof(*np));
-
-			if (np == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			pairs = np;
-			pairs_cap = n;
-		}
 		for (uint32_t j = 0; j < n; j++) {
 			if (w->node[j] == 0 || w->node[j] > nnodes ||
 			    w->value[j] == 0 ||
@@ -466,58 +674,71 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 			}
 			n = w2;
 		}
-		if (w->n_labels > ls_cap) {
-			struct sm_label *nl = sm_reallocarray(ls, w->n_labels,
-			    sizeof(*nl));
-
-			if (nl == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			ls = nl;
-			ls_cap = w->n_labels;
-		}
-		if ((rv = write_labels(w, ls, err)) != 0)
+		if ((rv = write_labels(w, st.ls, err)) != 0)
 			goto out;
-		if ((rv = ing_set_series(&h->set, ls, (uint32_t)w->n_labels,
-		    m ? m->spy_name : NULL, m ? m->units : NULL,
-		    m ? m->aggregation : NULL, m ? m->sample_rate : 0,
-		    &s)) != 0 ||
-		    (rv = bucket_add(h, s, sm_floor_to(w->time_ms,
-		    h->bucket_ms), pairs, n)) != 0) {
+		e = &st.e[st.ne++];
+		e->w = w;
+		e->fp = sm_labels_fingerprint(st.ls, (uint32_t)w->n_labels);
+		e->bt = sm_floor_to(w->time_ms, h->bucket_ms);
+		e->k = (uint32_t)k;
+		e->off = off;
+		e->n = n;
+		off += (uint32_t)w->n_node;
+		nspans += w->n_span_id;
+		if ((rv = stage_series(h, &st, w->meta, (uint32_t)w->n_labels,
+		    e->fp, &e->s)) != 0) {
 			sm_err_set(err, rv, "out of memory");
 			goto out;
 		}
-		for (size_t i = 0; i < w->n_span_id; i++) {
-			if ((rv = ing_spans_add(&h->spans, w->span_id[i], s->fp,
-			    sm_floor_to(w->time_ms, h->bucket_ms),
-			    nmap[w->span_node[i]], w->span_value[i])) != 0) {
-				sm_err_set(err, rv, "out of memory");
-				goto out;
-			}
+	}
+	/* Buckets' merged pairs, and room for every record. */
+	if ((rv = stage_buckets(&st)) != 0 ||
+	    (nspans > 0 && (rv = SM_GROW(h->spans.v, h->spans.cap,
+	    (size_t)h->spans.n + nspans, 64)) != 0) ||
+	    (with_id && st.ne > 0 && (rv = SM_GROW(h->profs.v, h->profs.cap,
+	    (size_t)h->profs.n + st.ne, 64)) != 0) ||
+	    (rv = ing_set_reserve(&h->set, st.nsr, st.nnew)) != 0) {
+		sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+
+	/* Publish: nothing below can fail. */
+	for (uint32_t i = 0; i < st.nnew; i++) {
+		rv = ing_set_append(&h->set, st.nsr[i]);
+		SM_ASSERT(rv == 0);
+	}
+	st.nnew = 0;                    /* the set owns them */
+	for (uint32_t i = 0; i < st.nbk; i++)
+		bucket_publish(h, &st.bk[i]);
+	for (uint32_t i = 0; i < st.ne; i++) {
+		const struct went *e = &st.e[i];
+		const Smolder__V1__SeriesWrite *w = e->w;
+
+		for (size_t x = 0; x < w->n_span_id; x++) {
+			rv = ing_spans_add(&h->spans, w->span_id[x], e->fp,
+			    e->bt, nmap[w->span_node[x]], w->span_value[x]);
+			SM_ASSERT(rv == 0);
 		}
-		if (req->profile_id.len == 16) {
+		if (with_id) {
 			int64_t total = 0;
 
-			for (uint32_t j = 0; j < n; j++)
-				total = sm_add_sat(total, pairs[j].value);
-			if ((rv = ing_profs_add(&h->profs, s->fp, w->time_ms,
-			    req->profile_id.data, total)) != 0) {
-				sm_err_set(err, rv, "out of memory");
-				goto out;
-			}
+			for (uint32_t j = 0; j < e->n; j++)
+				total = sm_add_sat(total,
+				    st.pairs[e->off + j].value);
+			rv = ing_profs_add(&h->profs, e->fp, w->time_ms,
+			    req->profile_id.data, total);
+			SM_ASSERT(rv == 0);
 		}
 		(*nseries)++;
-		*npairs += n;
+		*npairs += e->n;
 	}
 	h->writes++;
 	rv = 0;
 out:
 	atomic_store(&h->nseries, h->set.nseries);
 	pthread_rwlock_unlock(&h->lock);
+	wstage_fini(&st);
 	sm_free(smap);
 	sm_free(nmap);
-	sm_free(pairs);
-	sm_free(ls);
 	return (rv);
 }

@@ -38,6 +38,36 @@
  * Writes to series the head holds are never refused, even when the head
  * is over the limit (a lowered limit, or a replayed log).
  *
+ * All or nothing: a write changes the head whole or not at all.  Under the
+ * write lock it first reserves -- makes every allocation it can need --
+ * then publishes with steps that cannot fail:
+ *   reserve   frames interned and tree nodes created; each series' pairs
+ *             mapped to head nodes (the one pass over the samples) and
+ *             its series found, or staged (ing_series_create: strings
+ *             interned, not in the set); each (series, bucket) the write
+ *             touches merged with the bucket's pairs into new arrays (a
+ *             packed bucket is read through the cursor, not unpacked in
+ *             place; one series twice in a bucket is merged twice);
+ *             room for new buckets in each series' array, for the span
+ *             and profile records, and ing_set_reserve for the new
+ *             series (series array, fingerprint table, every posting
+ *             list the index pushes onto);
+ *   publish   append the staged series, swap each bucket's arrays in (or
+ *             insert the new bucket), append the records.  Re-packing a
+ *             sealed bucket may fail; it then stays unpacked (same pairs,
+ *             more memory), as before.
+ * A failure while reserving (SM_ENOMEM, or SM_EMALFORMED found on the
+ * way) frees what was staged: series, buckets, pairs, totals, profile
+ * counts, postings, span and profile records are exactly as before the
+ * write.  What may stay is capacity (grown arrays, spare posting lists),
+ * and frame strings, label strings and tree nodes it interned: none of
+ * them is ever counted -- a tree node without pairs adds 0 to every
+ * merge and is not listed, a string no series refers to is in no
+ * posting, so no label name or value query lists it.  They cost memory
+ * (ing_head_bytes counts them) until the head is cut.  The reservation
+ * adds no pass over the samples and copies nothing but the buckets the
+ * write merges into, which the sorted merge copied before too.
+ *
  * Errors: SM_EMALFORMED for a write that breaks the RPC contract (a parent
  * after its child, a string index out of range, a value <= 0, unsorted
  * nodes or labels, span triples that are not sorted by (span, node) and
@@ -88,9 +118,11 @@ void ing_head_unref(struct ing_head *h);
  * Apply one write (takes the write lock).  The numbers of series and pairs
  * written are returned.  `max_series` > 0: refuse the write whole with
  * SM_ELIMIT, nothing applied, when it would take the head past that many
- * series (above); 0 = no limit (replay).  On SM_ENOMEM part of the write
- * may have been applied (the caller fails the request; the head stays
- * consistent).
+ * series (above); 0 = no limit (replay).  All or nothing (above): on any
+ * error nothing of the write is applied -- no series, pair, total,
+ * profile count, span or profile record -- so the caller can fail the
+ * request and a retry counts once.  0, SM_ELIMIT, SM_EMALFORMED,
+ * SM_ENOMEM.
  */
 int ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
     uint32_t max_series, uint32_t *nseries, uint32_t *npairs,

@@ -58,6 +58,8 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 		    "tenant=%s seq=%llu", tenant, (unsigned long long)seq);
 		goto out;
 	}
+	/* All or nothing (head.h): a failure here fails the open with
+	 * nothing of this record applied. */
 	rv = ing_head_write(t->head, req->write, 0, &ns, &np, &err);
 	if (rv == 0 && id != NULL)
 		rv = ing_ids_set(&t->ids, id, ING_ID_DONE, sm_now_ms());

@@ -27,9 +27,11 @@ ing_index_init(struct ing_index *x)
 void
 ing_index_fini(struct ing_index *x)
 {
-	for (uint32_t i = 0; i < x->nlists; i++)
+	/* Up to the capacities: the spares past nlists / nnames may hold
+	 * reserved arrays (ing_set_reserve). */
+	for (uint32_t i = 0; i < x->lists_cap; i++)
 		sm_free(x->lists[i].ids);
-	for (uint32_t i = 0; i < x->nnames; i++)
+	for (uint32_t i = 0; i < x->names_cap; i++)
 		sm_free(x->values[i].ids);
 	sm_free(x->lists);
 	sm_free(x->values);
@@ -96,6 +98,44 @@ index_grow(struct ing_index *x)
 	return (0);
 }
 
+/* Room for ncap names; the new values[] entries are zeroed (empty). */
+static int
+index_names_grow(struct ing_index *x, uint32_t ncap)
+{
+	uint32_t *nn;
+	struct ing_posting *nv;
+
+	if (ncap <= x->names_cap)
+		return (0);
+	if ((nn = sm_reallocarray(x->names, ncap, sizeof(*nn))) == NULL)
+		return (SM_ENOMEM);
+	x->names = nn;
+	if ((nv = sm_reallocarray(x->values, ncap, sizeof(*nv))) == NULL)
+		return (SM_ENOMEM);
+	memset(&nv[x->names_cap], 0, (size_t)(ncap - x->names_cap) *
+	    sizeof(*nv));
+	x->values = nv;
+	x->names_cap = ncap;
+	return (0);
+}
+
+/* Room for ncap posting lists; the new entries are zeroed (empty). */
+static int
+index_lists_grow(struct ing_index *x, uint32_t ncap)
+{
+	struct ing_posting *nl;
+
+	if (ncap <= x->lists_cap)
+		return (0);
+	if ((nl = sm_reallocarray(x->lists, ncap, sizeof(*nl))) == NULL)
+		return (SM_ENOMEM);
+	memset(&nl[x->lists_cap], 0, (size_t)(ncap - x->lists_cap) *
+	    sizeof(*nl));
+	x->lists = nl;
+	x->lists_cap = ncap;
+	return (0);
+}
+
 static struct ing_posting *
 index_name_values(struct ing_index *x, uint32_t name, int create)
 {
@@ -105,22 +145,12 @@ index_name_values(struct ing_index *x, uint32_t name, int create)
 	}
 	if (!create)
 		return (NULL);
-	if (x->nnames == x->names_cap) {
-		uint32_t ncap = x->names_cap ? x->names_cap * 2 : 16;
-		uint32_t *nn = sm_reallocarray(x->names, ncap, sizeof(*nn));
-		struct ing_posting *nv;
-
-		if (nn == NULL)
-			return (NULL);
-		x->names = nn;
-		nv = sm_reallocarray(x->values, ncap, sizeof(*nv));
-		if (nv == NULL)
-			return (NULL);
-		x->values = nv;
-		x->names_cap = ncap;
-	}
+	if (x->nnames == x->names_cap && index_names_grow(x,
+	    x->names_cap ? x->names_cap * 2 : 16) != 0)
+		return (NULL);
+	/* values[nnames] is empty: zeroed, or a spare with room reserved
+	 * by ing_set_reserve (n == 0). */
 	x->names[x->nnames] = name;
-	memset(&x->values[x->nnames], 0, sizeof(x->values[0]));
 	return (&x->values[x->nnames++]);
 }
 
@@ -141,21 +171,14 @@ ing_index_add(struct ing_index *x, uint32_t id, const uint32_t *lid,
 		if (x->keys[i] == 0) {
 			struct ing_posting *vals;
 
-			if (x->nlists == x->lists_cap) {
-				uint32_t ncap = x->lists_cap ? x->lists_cap * 2 :
-				    32;
-				struct ing_posting *nl = sm_reallocarray(
-				    x->lists, ncap, sizeof(*nl));
-
-				if (nl == NULL)
-					return (SM_ENOMEM);
-				x->lists = nl;
-				x->lists_cap = ncap;
-			}
+			if (x->nlists == x->lists_cap && index_lists_grow(x,
+			    x->lists_cap ? x->lists_cap * 2 : 32) != 0)
+				return (SM_ENOMEM);
 			if ((vals = index_name_values(x, lid[2 * k], 1)) ==
 			    NULL || posting_push(vals, lid[2 * k + 1]) != 0)
 				return (SM_ENOMEM);
-			memset(&x->lists[x->nlists], 0, sizeof(x->lists[0]));
+			/* lists[nlists] is empty: zeroed, or a spare with
+			 * room reserved by ing_set_reserve. */
 			x->keys[i] = key;
 			x->vals[i] = x->nlists++;
 		}
@@ -203,19 +226,8 @@ ing_set_init(struct ing_set *s)
 void
 ing_set_fini(struct ing_set *s)
 {
-	for (uint32_t i = 0; i < s->nseries; i++) {
-		struct ing_series *sr = s->series[i];
-
-		for (uint32_t k = 0; k < sr->nb; k++) {
-			sm_free(sr->b[k].node);
-			sm_free(sr->b[k].value);
-			sm_free(sr->b[k].packed);
-		}
-		sm_free(sr->b);
-		sm_free(sr->labels);
-		sm_free(sr->lid);
-		sm_free(sr);
-	}
+	for (uint32_t i = 0; i < s->nseries; i++)
+		ing_series_free(s->series[i]);
 	sm_free(s->series);
 	sm_oatab_fini(&s->tab);
 	ing_index_fini(&s->index);
@@ -297,19 +309,31 @@ ing_set_series_find(const struct ing_set *s, const struct sm_label *ls,
 	return (NULL);
 }
 
+void
+ing_series_free(struct ing_series *sr)
+{
+	if (sr == NULL)
+		return;
+	for (uint32_t k = 0; k < sr->nb; k++) {
+		sm_free(sr->b[k].node);
+		sm_free(sr->b[k].value);
+		sm_free(sr->b[k].packed);
+	}
+	sm_free(sr->b);
+	sm_free(sr->labels);
+	sm_free(sr->lid);
+	sm_free(sr);
+}
+
 int
-ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
-    const char *spy, const char *units, const char *aggregation,
+ing_series_create(struct ing_set *s, const struct sm_label *ls, uint32_t n,
+    uint64_t fp, const char *spy, const char *units, const char *aggregation,
     uint32_t sample_rate, struct ing_series **out)
 {
-	uint64_t fp = sm_labels_fingerprint(ls, n);
 	struct ing_series *sr;
 	int rv = SM_ENOMEM;
 
-	if ((sr = ing_set_series_find(s, ls, n, fp)) != NULL) {
-		*out = sr;
-		return (0);
-	}
+	*out = NULL;
 	if ((sr = sm_calloc(1, sizeof(*sr))) == NULL)
 		return (SM_ENOMEM);
 	sr->fp = fp;
@@ -333,15 +357,200 @@ ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
 	    (rv = intern(s, aggregation, &sr->meta.aggregation)) != 0)
 		goto fail;
 	sr->meta.sample_rate = sample_rate;
-	if ((rv = ing_set_append(s, sr)) != 0)
-		goto fail;
 	*out = sr;
 	return (0);
 fail:
-	sm_free(sr->labels);
-	sm_free(sr->lid);
-	sm_free(sr);
+	ing_series_free(sr);
 	return (rv);
+}
+
+int
+ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
+    const char *spy, const char *units, const char *aggregation,
+    uint32_t sample_rate, struct ing_series **out)
+{
+	uint64_t fp = sm_labels_fingerprint(ls, n);
+	struct ing_series *sr;
+	int rv;
+
+	if ((sr = ing_set_series_find(s, ls, n, fp)) != NULL) {
+		*out = sr;
+		return (0);
+	}
+	if ((rv = ing_series_create(s, ls, n, fp, spy, units, aggregation,
+	    sample_rate, &sr)) != 0)
+		return (rv);
+	if ((rv = ing_set_append(s, sr)) != 0) {
+		ing_series_free(sr);
+		return (rv);
+	}
+	*out = sr;
+	return (0);
+}
+
+/* One label (name, value) of a series ing_set_reserve makes room for. */
+struct rsv_key {
+	uint64_t key;           /* index_key */
+	uint32_t pos;           /* order of appearance */
+	uint32_t count;         /* series of the reservation with this key
+				 * (on the key's first appearance) */
+};
+
+static int
+rsv_key_cmp(const void *a, const void *b)
+{
+	const struct rsv_key *x = a, *y = b;
+
+	if (x->key != y->key)
+		return (x->key < y->key ? -1 : 1);
+	return (x->pos < y->pos ? -1 : x->pos > y->pos);
+}
+
+static int
+rsv_pos_cmp(const void *a, const void *b)
+{
+	const struct rsv_key *x = a, *y = b;
+
+	return (x->pos < y->pos ? -1 : x->pos > y->pos);
+}
+
+/* A label name that gets new values in a reservation. */
+struct rsv_name {
+	uint32_t name;
+	uint32_t vi;            /* its values[] entry (existing or spare);
+				 * an index: values[] may move */
+	uint32_t nnew;          /* new values so far */
+};
+
+/*
+ * How ing_index_add will run over these series, replayed without
+ * publishing: every posting list it pushes onto gets the room for its
+ * pushes; a (name, value) the index lacks will take the next spare list
+ * (lists[nlists + j], in order of first appearance) and a name it lacks
+ * the next spare values[nnames + q]; the spares get room for exactly
+ * their pushes.  Spares stay empty (n == 0) and unpublished, so a
+ * reservation that is not followed by the appends changes capacities
+ * only.
+ */
+static int
+index_reserve(struct ing_index *x, struct ing_series *const *sr, uint32_t m)
+{
+	struct rsv_key *keys = NULL;
+	struct rsv_name *names = NULL;
+	uint32_t nk = 0, nnames = 0, newkeys = 0, newnames = 0;
+	int rv = SM_ENOMEM;
+
+	for (uint32_t i = 0; i < m; i++)
+		nk += sr[i]->nlabels;
+	if (nk == 0)
+		return (0);
+	keys = sm_malloc((size_t)nk * sizeof(*keys));
+	names = sm_malloc((size_t)nk * sizeof(*names));
+	if (keys == NULL || names == NULL)
+		goto out;
+	nk = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		for (uint32_t k = 0; k < sr[i]->nlabels; k++) {
+			keys[nk].key = index_key(sr[i]->lid[2 * k],
+			    sr[i]->lid[2 * k + 1]);
+			keys[nk].pos = nk;
+			keys[nk].count = 0;
+			nk++;
+		}
+	}
+	/* Count each key on its first appearance. */
+	qsort(keys, nk, sizeof(*keys), rsv_key_cmp);
+	for (uint32_t i = 0, j; i < nk; i = j) {
+		for (j = i + 1; j < nk && keys[j].key == keys[i].key; j++)
+			;
+		keys[i].count = j - i;
+	}
+	qsort(keys, nk, sizeof(*keys), rsv_pos_cmp);
+	for (uint32_t i = 0; i < nk; i++) {
+		uint32_t name = (uint32_t)((keys[i].key - 1) >> 32);
+		const struct ing_posting *have;
+		struct ing_posting *p;
+		struct rsv_name *nm = NULL;
+
+		if (keys[i].count == 0)
+			continue;       /* not the key's first appearance */
+		if ((have = ing_index_get(x, name,
+		    (uint32_t)(keys[i].key - 1))) != NULL) {
+			p = &x->lists[have - x->lists];
+			if (SM_GROW(p->ids, p->cap, (size_t)p->n +
+			    keys[i].count, 4) != 0)
+				goto out;
+			continue;
+		}
+		/* A new key: the next spare list, and a push onto its
+		 * name's values. */
+		if (index_lists_grow(x, SM_MAX(x->lists_cap,
+		    x->nlists + newkeys + 1)) != 0)
+			goto out;
+		p = &x->lists[x->nlists + newkeys++];
+		if (SM_GROW(p->ids, p->cap, keys[i].count, 4) != 0)
+			goto out;
+		for (uint32_t q = 0; q < nnames; q++) {
+			if (names[q].name == name) {
+				nm = &names[q];
+				break;
+			}
+		}
+		if (nm == NULL) {
+			nm = &names[nnames++];
+			nm->name = name;
+			nm->nnew = 0;
+			if ((p = index_name_values(x, name, 0)) != NULL) {
+				nm->vi = (uint32_t)(p - x->values);
+			} else {
+				if (index_names_grow(x, SM_MAX(x->names_cap,
+				    x->nnames + newnames + 1)) != 0)
+					goto out;
+				nm->vi = x->nnames + newnames++;
+			}
+		}
+		nm->nnew++;
+		p = &x->values[nm->vi];
+		if (SM_GROW(p->ids, p->cap, (size_t)p->n + nm->nnew, 4) != 0)
+			goto out;
+	}
+	/* ing_index_add grows the slots when (nlists + 1) * 2 > nslots,
+	 * checked for every label, also after the last new key. */
+	while ((uint64_t)(x->nlists + newkeys + 1) * 2 > x->nslots) {
+		if (index_grow(x) != 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	sm_free(keys);
+	sm_free(names);
+	return (rv);
+}
+
+int
+ing_set_reserve(struct ing_set *s, struct ing_series *const *sr, uint32_t m)
+{
+	uint64_t need = (uint64_t)s->nseries + m;
+
+	if (m == 0)
+		return (0);
+	if (need > UINT32_MAX / 2)
+		return (SM_ENOMEM);
+	if (need > s->series_cap) {
+		uint32_t ncap = s->series_cap ? s->series_cap : 16;
+		struct ing_series **ns;
+
+		while (ncap < need)
+			ncap *= 2;
+		if ((ns = sm_reallocarray(s->series, ncap, sizeof(*ns))) ==
+		    NULL)
+			return (SM_ENOMEM);
+		s->series = ns;
+		s->series_cap = ncap;
+	}
+	if (sm_oatab_reserve(&s->tab, (uint32_t)need) != 0)
+		return (SM_ENOMEM);
+	return (index_reserve(&s->index, sr, m));
 }
 
 uint32_t

@@ -146,6 +146,30 @@ int ing_set_series(struct ing_set *s, const struct sm_label *ls, uint32_t n,
     const char *spy, const char *units, const char *aggregation,
     uint32_t sample_rate, struct ing_series **out);
 
+/*
+ * A new series with these sorted labels (fingerprint `fp`) and metadata,
+ * its strings interned into s->lstr, but not in the set: ing_set_append
+ * publishes it, ing_series_free drops it.  0 or SM_ENOMEM.
+ */
+int ing_series_create(struct ing_set *s, const struct sm_label *ls,
+    uint32_t n, uint64_t fp, const char *spy, const char *units,
+    const char *aggregation, uint32_t sample_rate, struct ing_series **out);
+
+/* Free a series that is not (or no longer) in a set, with its buckets. */
+void ing_series_free(struct ing_series *sr);
+
+/*
+ * Make room for appending the m series sr[0..m) (ing_series_create'd, not
+ * yet in s): the series array, the fingerprint table and every index
+ * array ing_index_add will push onto.  Afterwards ing_set_append of each
+ * of them, in this order, cannot fail.  Only capacities change: nothing
+ * is published (empty spare posting lists past the index's nlists /
+ * nnames hold the room for keys and names the index lacks).  A head write
+ * reserves before it publishes anything (head.h).  0 or SM_ENOMEM.
+ */
+int ing_set_reserve(struct ing_set *s, struct ing_series *const *sr,
+    uint32_t m);
+
 /* The series with these sorted labels and their fingerprint `fp`
  * (sm_labels_fingerprint), or NULL.  Allocates nothing. */
 struct ing_series *ing_set_series_find(const struct ing_set *s,

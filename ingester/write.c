@@ -133,6 +133,18 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 		writer_done(t, h, id, 0);
 		return (rv);
 	}
+	/*
+	 * A write that fails to apply is not applied at all (head.h, All or
+	 * nothing) and not acknowledged, so it must not come back at replay
+	 * either: its record is deleted.  Decision, for the one case where
+	 * that delete fails (a store error, logged): the record stays and
+	 * replay applies it whole, so the write the client was told failed
+	 * is there once; a retry with the same profile id is then a
+	 * duplicate (replay marks the id done), one under a new id counts
+	 * it twice.  The same holds for a write logged just before a
+	 * kill -9, whose client never got an answer: replayed whole, at
+	 * least once.  A write is never half there.
+	 */
 	rv = ing_head_write(h, req, req->max_series, &res->series,
 	    &res->pairs, err);
 	if (rv == SM_ELIMIT)
