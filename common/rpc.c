@@ -56,9 +56,12 @@ struct sm_rpc_server {
  * Direct calls (SM_RPC_DIRECT): the servers started with cfg.direct, by
  * URL.  A direct call holds the read lock while the handler runs, so
  * sm_rpc_server_stop() (write lock, unlinking) returns only after every
- * direct call in progress finished -- as it joins its workers.
+ * direct call in progress finished -- as it joins its workers.  The lock
+ * prefers writers, so a steady stream of writes cannot starve a stop;
+ * hence a handler must not make a direct call itself (none does).
  */
-static pthread_rwlock_t rpc_direct_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_rwlock_t rpc_direct_lock =
+    PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct sm_rpc_server *rpc_direct;
 
 /*
