@@ -16,8 +16,11 @@
  * the ring is this process's own ingester (-instance.id at
  * -rpc.listen-address), which is single-binary mode: the distributor and
  * querier reach it over nng inproc:// -- the same RPC path a cluster uses
- * over tcp://.  -distributor.replication-factor defaults to 3, and to 1
- * with -target=all unless given.
+ * over tcp:// -- except that a distributor's writes to an ingester of its
+ * own process call the ingester's handler directly, on the same request
+ * bytes (common/rpc.h, Direct calls: the inproc:// hand-off cost two
+ * thread switches per write on one core).  -distributor.replication-factor
+ * defaults to 3, and to 1 with -target=all unless given.
  *
  * /ready is 200 when every component of this process can serve: the
  * ingester has replayed its head log and its storage accepts writes (503
@@ -248,6 +251,8 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.data_dir = app->data_dir;
 	app->ing_cfg.instance_id = app->instance_id;
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
+	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
+	    "distributor");
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 

@@ -48,7 +48,21 @@ struct sm_rpc_server {
 	char *url;
 	struct rpc_pipes pipes;
 	atomic_bool stopping;
+	size_t recv_max;
+	struct sm_rpc_server *direct_next;  /* on rpc_direct, when cfg.direct */
 };
+
+/*
+ * Direct calls (SM_RPC_DIRECT): the servers started with cfg.direct, by
+ * URL.  A direct call holds the read lock while the handler runs, so
+ * sm_rpc_server_stop() (write lock, unlinking) returns only after every
+ * direct call in progress finished -- as it joins its workers.  The lock
+ * prefers writers, so a steady stream of writes cannot starve a stop;
+ * hence a handler must not make a direct call itself (none does).
+ */
+static pthread_rwlock_t rpc_direct_lock =
+    PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static struct sm_rpc_server *rpc_direct;
 
 /*
  * Stopping a server.  nng 1.5 can crash (a destroyed mutex in
@@ -185,6 +199,27 @@ rpc_dial(nng_socket sock, const char *url)
 	return (nrv);
 }
 
+/* Run the handler on one request; `resp` gets the reply bytes (an error
+ * Response when building it ran out of memory).  Workers and direct
+ * calls both come here, so they answer alike. */
+static void
+rpc_handle(struct sm_rpc_server *s, const uint8_t *req, size_t len,
+    struct sm_buf *resp)
+{
+	int rv;
+
+	sm_buf_reset(resp);
+	rv = s->fn(s->arg, req, len, resp);
+	if (rv != 0)
+		sm_debug("rpc", "handler returned an error\turl=%s "
+		    "err=\"%s\"", s->url, sm_strerror(rv));
+	if (sm_buf_error(resp) != 0) {
+		sm_buf_reset(resp);
+		sm_rpc_pack_error(SM_ENOMEM,
+		    "out of memory building the response", resp);
+	}
+}
+
 static void *
 rpc_worker_main(void *p)
 {
@@ -194,7 +229,7 @@ rpc_worker_main(void *p)
 
 	for (;;) {
 		nng_msg *msg, *rep;
-		int nrv, rv;
+		int nrv;
 
 		if (atomic_load(&s->stopping))
 			break;
@@ -212,17 +247,8 @@ rpc_worker_main(void *p)
 			continue;
 		}
 		msg = nng_aio_get_msg(w->aio);
-		sm_buf_reset(&resp);
-		rv = s->fn(s->arg, nng_msg_body(msg), nng_msg_len(msg), &resp);
+		rpc_handle(s, nng_msg_body(msg), nng_msg_len(msg), &resp);
 		nng_msg_free(msg);
-		if (rv != 0)
-			sm_debug("rpc", "handler returned an error\turl=%s "
-			    "err=\"%s\"", s->url, sm_strerror(rv));
-		if (sm_buf_error(&resp) != 0) {
-			sm_buf_reset(&resp);
-			sm_rpc_pack_error(SM_ENOMEM,
-			    "out of memory building the response", &resp);
-		}
 		if (nng_msg_alloc(&rep, 0) != 0)
 			continue;
 		if (resp.len != 0 && nng_msg_append(rep, resp.b, resp.len) != 0) {
@@ -258,6 +284,7 @@ sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg, sm_rpc_handler fn,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	s->fn = fn;
 	s->arg = arg;
+	s->recv_max = cfg->recv_max;
 	pipes_init(&s->pipes, cfg->max_conns > 0 ? cfg->max_conns : 1024);
 	s->send_timeout_ms = cfg->send_timeout_ms > 0 ? cfg->send_timeout_ms :
 	    10000;
@@ -306,6 +333,12 @@ sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg, sm_rpc_handler fn,
 		w->started = 1;
 		s->nw = i + 1;
 	}
+	if (cfg->direct) {
+		pthread_rwlock_wrlock(&rpc_direct_lock);
+		s->direct_next = rpc_direct;
+		rpc_direct = s;
+		pthread_rwlock_unlock(&rpc_direct_lock);
+	}
 	*out = s;
 	return (0);
 
@@ -328,6 +361,16 @@ sm_rpc_server_stop(struct sm_rpc_server *s)
 {
 	if (s == NULL)
 		return;
+	/* no new direct call; wait for those in progress */
+	pthread_rwlock_wrlock(&rpc_direct_lock);
+	for (struct sm_rpc_server **pp = &rpc_direct; *pp != NULL;
+	    pp = &(*pp)->direct_next) {
+		if (*pp == s) {
+			*pp = s->direct_next;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&rpc_direct_lock);
 	/* stop the workers (see "Stopping a server"), then close */
 	atomic_store(&s->stopping, true);
 	for (unsigned i = 0; i < s->nw; i++)
@@ -577,7 +620,7 @@ struct sm_rpc_multi {
 	struct rpc_result *r;
 };
 
-static struct sm_metric *m_rpc_lat;
+static struct sm_metric *m_rpc_lat, *m_rpc_direct;
 
 static void
 rpc_metrics_register(void)
@@ -588,6 +631,11 @@ rpc_metrics_register(void)
 	    "smolder_rpc_client_duration_seconds",
 	    "Internal RPC calls as seen by the caller: time from send to "
 	    "reply, by method and outcome.", labels, NULL, 0);
+	m_rpc_direct = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_rpc_direct_calls_total",
+	    "Internal RPC calls served in the caller's thread by a server "
+	    "of the same process (-target=all writes), not over nng.",
+	    NULL, NULL, 0);
 }
 
 static void
@@ -760,6 +808,45 @@ rpc_request_msg(nng_msg **out, const void *req, size_t len)
 	return (0);
 }
 
+/*
+ * Call op in this thread when c's URL names a direct server of this
+ * process: the server's handler, its reply as an nng message, op
+ * finished.  A request above the server's recv_max is left to the
+ * transport, which drops it as it would from any peer.  Returns false
+ * (op untouched) when the call is not direct.
+ */
+static bool
+rpc_direct_call(struct rpc_op *op, struct sm_rpc_client *c, const void *req,
+    size_t len)
+{
+	struct sm_rpc_server *s;
+	struct sm_buf resp = SM_BUF_INIT;
+	nng_msg *rep = NULL;
+	int nrv;
+
+	pthread_rwlock_rdlock(&rpc_direct_lock);
+	for (s = rpc_direct; s != NULL; s = s->direct_next) {
+		if (strcmp(s->url, c->url) == 0)
+			break;
+	}
+	if (s == NULL || len > s->recv_max) {
+		pthread_rwlock_unlock(&rpc_direct_lock);
+		return (false);
+	}
+	rpc_handle(s, req, len, &resp);
+	pthread_rwlock_unlock(&rpc_direct_lock);
+	if (m_rpc_direct != NULL)
+		sm_counter_inc(sm_metric_child0(m_rpc_direct));
+	if ((nrv = nng_msg_alloc(&rep, 0)) == 0 && resp.len != 0 &&
+	    (nrv = nng_msg_append(rep, resp.b, resp.len)) != 0) {
+		nng_msg_free(rep);
+		rep = NULL;
+	}
+	sm_buf_fini(&resp);
+	op_finish(op, nrv != 0 ? rpc_map(nrv) : 0, rep);
+	return (true);
+}
+
 void
 sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
     struct sm_rpc_client *c, const void *req, size_t len, int timeout_ms,
@@ -789,6 +876,8 @@ sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
 	op->i = i;
 	op->start_ns = sm_mono_ns();
 	op->deadline_ns = op->start_ns + (int64_t)timeout_ms * 1000000;
+	if ((flags & SM_RPC_DIRECT) && rpc_direct_call(op, c, req, len))
+		return;
 	if ((flags & SM_RPC_FAILFAST) && !sm_rpc_client_connected(c)) {
 		op_finish(op, SM_EUNAVAIL, NULL);
 		return;

@@ -36,6 +36,22 @@
  * flight when the waiter leaves finish in the background; the multi is
  * reference-counted by the waiter and by each pending call.
  *
+ * Direct calls (issue 12).  In -target=all the distributor and its
+ * ingester share the process, and handing every write through inproc://
+ * cost two thread switches plus nng's copies on one core (bench B1: 15%
+ * of the server in context switches).  A server started with cfg.direct
+ * is registered by URL; sm_rpc_multi_start() with SM_RPC_DIRECT on a
+ * client of that URL runs the server's handler in the caller's thread on
+ * the same request bytes and records its reply bytes exactly as a worker
+ * would have sent them, so the caller sees the same statuses and
+ * responses (common/rpc_test.c compares both paths).  What differs: the
+ * call cannot time out (it is the caller's own CPU time; the handler
+ * bounds its own work), and it does not take one of the server's
+ * workers.  The handler must not keep thread state across calls (the
+ * ingester's per-request deadline is cleared before it returns).  Only
+ * the distributor's writes use it; queries keep the workers, whose count
+ * bounds them.  sm_rpc_server_stop() waits for direct calls in progress.
+ *
  * Teardown is close -> stop -> fini (docs/style.md §8): sm_rpc_server_stop() closes
  * the socket, which wakes every worker with NNG_ECLOSED, then joins them.
  * Locking: a client may be shared by any number of threads.
@@ -69,6 +85,8 @@ struct sm_rpc_server_cfg {
 	size_t recv_max;           /* largest accepted request, bytes */
 	int send_timeout_ms;       /* replying to a stuck peer gives up */
 	unsigned max_conns;        /* pipes beyond this are closed (0 = 1024) */
+	bool direct;               /* SM_RPC_DIRECT calls from this process
+				    * run the handler in the caller's thread */
 };
 
 int sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg,
@@ -111,6 +129,8 @@ bool sm_rpc_client_connected(const struct sm_rpc_client *c);
 /* --- concurrent calls ------------------------------------------------------ */
 
 #define SM_RPC_FAILFAST 1   /* no connected pipe: fail now with SM_EUNAVAIL */
+#define SM_RPC_DIRECT 2     /* a direct server of this process: call its
+			     * handler here (see "Direct calls" above) */
 #define SM_RPC_PENDING 1    /* sm_rpc_multi_status(): not answered yet */
 
 struct sm_rpc_multi;
@@ -124,8 +144,9 @@ int sm_rpc_multi_create(uint32_t n, const char *method,
 
 /*
  * Start call `i` (each i at most once): `req` is copied, the call gets
- * `timeout_ms` for send and reply together.  Never blocks.  A call that
- * cannot start completes at once with its error.
+ * `timeout_ms` for send and reply together.  Never blocks, except a
+ * direct call (SM_RPC_DIRECT), which runs to completion here.  A call
+ * that cannot start completes at once with its error.
  */
 void sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
     struct sm_rpc_client *c, const void *req, size_t len, int timeout_ms,

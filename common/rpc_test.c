@@ -39,7 +39,7 @@ tcp_url(char *buf, size_t n, int port)
 static struct sm_rpc_server *
 start(const char *url, size_t recv_max)
 {
-	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000, 0 };
+	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000, 0, false };
 	struct sm_rpc_server *s = NULL;
 	struct sm_err err;
 
@@ -368,7 +368,8 @@ static void
 test_multi_quorum_voters_groups(void)
 {
 	/* Eight workers: four "sleep" calls are still running at the end. */
-	struct sm_rpc_server_cfg cfg = { "inproc://q-a", 8, 1 << 20, 2000, 0 };
+	struct sm_rpc_server_cfg cfg = { "inproc://q-a", 8, 1 << 20, 2000, 0,
+		false };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c = client("inproc://q-a");
 	struct sm_err err;
@@ -469,7 +470,7 @@ static void
 test_multi_status_is_the_envelope_code(void)
 {
 	struct sm_rpc_server_cfg cfg = { "inproc://m-err", 1, 1 << 20, 1000,
-		0 };
+		0, false };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c;
 	struct sm_rpc_multi *m;
@@ -503,7 +504,7 @@ test_connection_cap(void)
 {
 	char url[64];
 	struct sm_rpc_server_cfg cfg = { tcp_url(url, sizeof(url),
-	    sm_test_free_port()), 2, 1 << 20, 1000, 2 };
+	    sm_test_free_port()), 2, 1 << 20, 1000, 2, false };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c[3];
 	struct sm_buf resp = SM_BUF_INIT;
@@ -601,6 +602,113 @@ test_stop_during_handler_tcp(void)
 	sm_rpc_client_destroy(c);
 }
 
+/* Records the handler's thread, then echoes (see echo). */
+static pthread_t direct_thr;
+
+static int
+echo_thread(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
+{
+	direct_thr = pthread_self();
+	return (echo(arg, req, len, resp));
+}
+
+/* Call i of a fresh multi: status and reply bytes. */
+static int
+one_call(struct sm_rpc_client *c, const void *req, size_t len, int flags,
+    struct sm_buf *reply)
+{
+	struct sm_rpc_multi *m;
+	const uint8_t *d;
+	size_t n;
+	int st;
+
+	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c, req, len, 3000, flags);
+	sm_rpc_multi_wait(m);
+	st = sm_rpc_multi_status(m, 0);
+	sm_buf_reset(reply);
+	if (sm_rpc_multi_reply(m, 0, &d, &n) == 0)
+		sm_buf_append(reply, d, n);
+	sm_rpc_multi_destroy(m);
+	return (st);
+}
+
+/*
+ * Direct calls (rpc.h): on a direct server, SM_RPC_DIRECT runs the
+ * handler in the caller's thread and yields the same status and bytes
+ * as the nng path (a plain call on the same client); without the flag,
+ * or on a server started without cfg.direct, the call goes over nng.
+ * A request over recv_max is left to the transport, and after the server stops the flag changes nothing (FAILFAST fails).
+ */
+static void
+test_direct_calls(void)
+{
+	struct sm_rpc_server_cfg cfg = { "inproc://direct-a", 2, 64, 1000, 0,
+		true };
+	struct sm_rpc_server_cfg plain = { "inproc://direct-b", 2, 1 << 20,
+		1000, 0, false };
+	struct sm_rpc_server *s = NULL, *sp = NULL;
+	struct sm_rpc_client *c, *cp;
+	struct sm_buf r1 = SM_BUF_INIT, r2 = SM_BUF_INIT;
+	static const char *const reqs[] = { "hello", "fail now", "" };
+	uint8_t big[100];
+	struct sm_err err;
+	int st;
+
+	SM_REQUIRE(sm_rpc_server_start(&cfg, echo_thread, NULL, &s, &err) ==
+	    0);
+	SM_REQUIRE(sm_rpc_server_start(&plain, echo_thread, NULL, &sp,
+	    &err) == 0);
+	c = client("inproc://direct-a");
+	cp = client("inproc://direct-b");
+	SM_REQUIRE(c != NULL && cp != NULL);
+	/* Direct needs no connected pipe. */
+	direct_thr = (pthread_t)0;
+	SM_CHECK_EQ(one_call(c, "hi", 2, SM_RPC_FAILFAST | SM_RPC_DIRECT,
+	    &r1), 0);
+	SM_CHECK(pthread_equal(direct_thr, pthread_self()));
+	SM_CHECK(r1.len == 2 && memcmp(r1.b, "hi", 2) == 0);
+	for (int i = 0; i < 100 && !sm_rpc_client_connected(c); i++)
+		usleep(10 * 1000);
+	for (size_t i = 0; i < SM_ARRAY_LEN(reqs); i++) {
+		size_t n = strlen(reqs[i]);
+		int st1, st2;
+
+		direct_thr = (pthread_t)0;
+		st1 = one_call(c, reqs[i], n, SM_RPC_DIRECT, &r1);
+		SM_CHECK(pthread_equal(direct_thr, pthread_self()));
+		st2 = one_call(c, reqs[i], n, 0, &r2);
+		SM_CHECK(!pthread_equal(direct_thr, pthread_self()));
+		SM_CHECKF(st1 == st2, "%s: direct %d, nng %d", reqs[i], st1,
+		    st2);
+		SM_CHECK(r1.len == r2.len && (r1.len == 0 ||
+		    memcmp(r1.b, r2.b, r1.len) == 0));
+	}
+	SM_CHECK_EQ(one_call(c, "fail", 4, SM_RPC_DIRECT, &r1), SM_ELIMIT);
+	/* Not a direct server: the flag is ignored. */
+	direct_thr = (pthread_t)0;
+	SM_CHECK_EQ(one_call(cp, "hi", 2, SM_RPC_DIRECT, &r1), 0);
+	SM_CHECK(!pthread_equal(direct_thr, pthread_self()));
+	/* Over recv_max (64): left to the transport, whatever it does
+	 * with it (over inproc:// nng delivers it anyway). */
+	memset(big, 'x', sizeof(big));
+	direct_thr = (pthread_t)0;
+	st = one_call(c, big, sizeof(big), SM_RPC_DIRECT, &r1);
+	SM_CHECK(!pthread_equal(direct_thr, pthread_self()));
+	SM_CHECK_EQ(one_call(c, big, sizeof(big), 0, &r2), st);
+	/* Stopped: no direct call; FAILFAST on the dead pipe fails. */
+	sm_rpc_server_stop(s);
+	for (int i = 0; i < 100 && sm_rpc_client_connected(c); i++)
+		usleep(10 * 1000);
+	st = one_call(c, "hi", 2, SM_RPC_FAILFAST | SM_RPC_DIRECT, &r1);
+	SM_CHECK_EQ(st, SM_EUNAVAIL);
+	sm_buf_fini(&r1);
+	sm_buf_fini(&r2);
+	sm_rpc_client_destroy(c);
+	sm_rpc_client_destroy(cp);
+	sm_rpc_server_stop(sp);
+}
+
 SM_TEST_MAIN(
 	{ "round trip over inproc", test_inproc },
 	{ "round trip over tcp loopback", test_tcp },
@@ -616,4 +724,5 @@ SM_TEST_MAIN(
 	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
 	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
 	{ "connections beyond the cap are refused", test_connection_cap },
+	{ "direct calls: caller's thread, same answers as nng", test_direct_calls },
 )

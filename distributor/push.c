@@ -9,7 +9,9 @@
  *      series subset (usually one: every sample type of an upload shares
  *      its key) with the upload's profile id, so a replica that receives a
  *      resend or retry applies it once (ingester/ids.h).
- *   3. Start every call (sm_rpc_multi, fail-fast on a lost connection) and
+ *   3. Start every call (sm_rpc_multi, fail-fast on a lost connection;
+ *      SM_RPC_DIRECT: an ingester of this process, -target=all, is called
+ *      in this thread, same bytes and answers -- common/rpc.h) and
  *      wait (sm_rpc_multi_wait_quorum: a group per series, its replicas'
  *      call slots the voters) until every series has quorum
  *      acknowledgements, or some series can no longer reach quorum, or the
@@ -300,7 +302,8 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		const struct sm_buf *x = &enc[enc_of[sl]];
 
 		sm_rpc_multi_start(mc, sl, snap->m[slot_member[sl]]->client,
-		    x->b, x->len, (int)d->cfg.push_timeout_ms, SM_RPC_FAILFAST);
+		    x->b, x->len, (int)d->cfg.push_timeout_ms,
+		    SM_RPC_FAILFAST | SM_RPC_DIRECT);
 	}
 	qw = (struct sm_quorum){ .nvoters = nslots, .ngroups = ns,
 	    .group_off = goff, .group_voter = slot, .need = q,

@@ -314,6 +314,9 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		.recv_max = (size_t)ing->cfg.rpc_recv_max,
 		.send_timeout_ms = 10000,
 		.max_conns = (unsigned)ing->cfg.rpc_max_conns,
+		/* A distributor in this process calls ing_serve for its
+		 * writes directly (common/rpc.h, Direct calls). */
+		.direct = ing->cfg.rpc_direct,
 	};
 	struct sm_kv_opts kvo;
 	char path[4096];

@@ -187,6 +187,7 @@ smc_start(const struct smc_cfg *cfg, struct smc **out, struct sm_err *err)
 	c->n = cfg->ningesters;
 	if ((rv = smc_parse_flags(c, cfg, err)) != 0)
 		goto fail;
+	c->ing_tmpl.rpc_direct = cfg->direct;
 	snprintf(c->root, sizeof(c->root), "%s/smc-XXXXXX",
 	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 	if (mkdtemp(c->root) == NULL) {

@@ -50,6 +50,10 @@ struct smc_cfg {
 	unsigned ningesters;        /* 1..SMC_MAX_INGESTERS */
 	unsigned rf;                /* -distributor.replication-factor */
 	const char *const *flags;   /* extra "-name=value", NULL-terminated */
+	bool direct;                /* the distributor's writes call the
+				     * ingesters' handler directly, as in
+				     * -target=all (common/rpc.h, Direct
+				     * calls); false: over inproc:// */
 };
 
 struct smc;
