@@ -29,9 +29,11 @@ is a failure.  Only 127.0.0.1 is used.  Stdlib only.
 
 import atexit
 import ctypes
+import fcntl
 import http.client
 import json
 import os
+import random
 import re
 import secrets
 import shutil
@@ -302,7 +304,49 @@ def encode_multipart(parts):
     return bytes(out), "multipart/form-data; boundary=%s" % boundary
 
 
+_PORT_DIR = os.path.join(tempfile.gettempdir(), "smolder-test-ports")
+_ports_held = []   # flock'd files, held until this process exits
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
+    """A loopback port for a server this process starts.  A port the
+    kernel hands out (bind to 0) can be taken again, before the server
+    binds it, by any outgoing connection or by another test process doing
+    the same (seen as "Address in use" when two suites shared the
+    machine).  So the port is chosen below the kernel's ephemeral range
+    (outgoing connections never get it) and reserved among test processes
+    by an flock'd file under /tmp/smolder-test-ports, held until this
+    process exits; it is also checked free by binding it."""
+    low = _ephemeral_low()
+    if low > 12000:
+        os.makedirs(_PORT_DIR, exist_ok=True)
+        rnd = random.SystemRandom()
+        for _ in range(500):
+            port = rnd.randrange(10000, low)
+            f = open(os.path.join(_PORT_DIR, str(port)), "a")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
+                continue
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                f.close()
+                continue
+            finally:
+                s.close()
+            _ports_held.append(f)
+            return port
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind(("127.0.0.1", 0))
