@@ -94,6 +94,12 @@ struct ing_block_meta {
 	uint64_t bytes;
 	uint32_t nspans;               /* records in the 'P' part */
 	uint32_t nprofiles;            /* records in the 'X' part */
+	/* Downsampling tiers (tiers.h): 0 for a raw block cut from a head;
+	 * > 0 for a tier block of tier_ms buckets summing, in the window
+	 * [cover_start, cover_end), every raw block with gen <= cover_gen. */
+	int64_t tier_ms;
+	int64_t cover_start, cover_end;
+	uint64_t cover_gen;
 };
 
 /* Every part of one block, encoded and ready to store. */
