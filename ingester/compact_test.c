@@ -9,6 +9,7 @@
  */
 #include "sm_test.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -184,12 +185,18 @@ blocks(struct ing_db *db, uint32_t *n)
 	struct ing_tenant *t = ing_tenant_find(db, "t");
 	struct ing_block_meta *m;
 
-	SM_REQUIRE(t != NULL);
+	if (t == NULL) {          /* not written yet */
+		*n = 0;
+		m = malloc(sizeof(*m));
+		SM_REQUIRE(m != NULL);
+		return (m);
+	}
 	pthread_mutex_lock(&t->mu);
 	*n = t->nblocks;
 	m = malloc(sizeof(*m) * (t->nblocks + 1));
 	SM_REQUIRE(m != NULL);
-	memcpy(m, t->blocks, sizeof(*m) * t->nblocks);
+	if (t->nblocks > 0)
+		memcpy(m, t->blocks, sizeof(*m) * t->nblocks);
 	pthread_mutex_unlock(&t->mu);
 	return (m);
 }
@@ -666,6 +673,132 @@ test_faults_and_reopen(void)
 	free(w);
 }
 
+/*
+ * The expected side computed from the raw blocks instead: every bucket in
+ * the window of every raw block with gen <= cover_gen, by hour.
+ */
+static void
+want_from_raw(struct ing_store *st, const struct ing_block_meta *m,
+    uint32_t n, const struct ing_block_meta *tier, struct want *w)
+{
+	memset(w, 0, sizeof(*w));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_set *set;
+		const struct ing_block_tree *tr;
+		struct ing_cache_ent *e1, *e2;
+		struct sm_err err;
+
+		if (m[i].tier_ms != 0 || m[i].gen > tier->cover_gen)
+			continue;
+		SM_REQUIRE(ing_store_block_index(st, "t", &m[i], &set, &e1,
+		    &err) == 0);
+		SM_REQUIRE(ing_store_block_tree(st, "t", &m[i], &tr, &e2,
+		    &err) == 0);
+		for (uint32_t k = 0; k < set->nseries; k++) {
+			const struct ing_series *sr = set->series[k];
+			struct sm_arena *a = sm_arena_create(0);
+			struct ing_bucket *bk;
+			int s = series_of(sr);
+
+			SM_REQUIRE(s >= 0);
+			SM_REQUIRE(ing_store_block_data(st, "t", &m[i], k, sr, a,
+			    &bk, &err) == 0);
+			for (uint32_t b = 0; b < sr->nb; b++) {
+				int64_t h = (bk[b].t - T0) / HOUR;
+
+				if (bk[b].t < tier->cover_start ||
+				    bk[b].t >= tier->cover_end)
+					continue;
+				SM_REQUIRE(h >= 0 && h < NHOUR);
+				w->profiles[s][h] += bk[b].profiles;
+				for (uint32_t j = 0; j < bk[b].n; j++) {
+					int p = path_of(tr, bk[b].node[j]);
+
+					SM_REQUIRE(p >= 0);
+					w->v[s][p][h] += bk[b].value[j];
+				}
+			}
+			sm_arena_destroy(a);
+		}
+		ing_store_release(st, e1);
+		ing_store_release(st, e2);
+	}
+}
+
+struct writer {
+	struct ing_db *db;
+	struct want *w;
+	atomic_int done;
+};
+
+/* Uploads every minute over two days, late ones into day 0 while day 1
+ * is written, a cut every 3 hours. */
+static void *
+writer_main(void *arg)
+{
+	struct writer *wr = arg;
+	struct sm_err err;
+
+	for (int64_t t = 0; t < 2 * DAY; t += 60 * SEC) {
+		write_at(wr->db, t, wr->w);
+		if (t >= DAY && t % (37 * 60 * SEC) == 0)
+			write_at(wr->db, t - DAY + 30 * SEC, wr->w);
+		if (t % (3 * HOUR) == 0 && ing_db_flush(wr->db, &err) != 0)
+			abort();
+	}
+	if (ing_db_flush(wr->db, &err) != 0)
+		abort();
+	atomic_store(&wr->done, 1);
+	return (NULL);
+}
+
+static void
+test_concurrent_cuts(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w)), *raw = calloc(1, sizeof(*raw));
+	struct writer wr;
+	pthread_t th;
+	int64_t now = T0 + 2 * DAY;
+	uint32_t passes = 0, checked = 0, nb;
+
+	SM_REQUIRE(w != NULL && raw != NULL);
+	disk_init(&d);
+	wr.db = d.db;
+	wr.w = w;
+	atomic_init(&wr.done, 0);
+	SM_REQUIRE(pthread_create(&th, NULL, writer_main, &wr) == 0);
+	/* Jobs while writes and cuts go on: every tier block built holds
+	 * exactly the raw blocks at or below its cover_gen. */
+	while (!atomic_load(&wr.done)) {
+		struct ing_block_meta *m;
+		uint32_t n;
+
+		(void)run_all(d.db, now);
+		passes++;
+		m = blocks(d.db, &n);
+		for (uint32_t i = 0; i < n; i++) {
+			if (m[i].tier_ms == 0)
+				continue;
+			want_from_raw(d.store, m, n, &m[i], raw);
+			(void)check_tier(d.store, &m[i], raw);
+			checked++;
+		}
+		free(m);
+	}
+	SM_REQUIRE(pthread_join(th, NULL) == 0);
+	/* Then everything, against what was written. */
+	(void)run_all(d.db, now);
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 4);
+	SM_CHECK_EQ(nb, 2 * NSER * 25);
+	fprintf(stderr, "concurrent: %u passes, %u tier blocks checked "
+	    "against raw blocks\n", passes, checked);
+	SM_CHECK(passes > 0);
+	disk_fini(&d);
+	free(w);
+	free(raw);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -674,4 +807,6 @@ SM_TEST_MAIN(
 	    test_head_holds_window },
 	{ "allocation faults leave nothing; reopen keeps the tier fields",
 	    test_faults_and_reopen },
+	{ "jobs during writes and cuts: exact up to cover_gen",
+	    test_concurrent_cuts },
 )
