@@ -74,12 +74,33 @@
  * Metrics: smolder_ingester_active_series{tenant} (gauge, 0 after a cut)
  * and smolder_ingester_series_limit_refusals_total{tenant}.
  *
+ * Downsampling tiers (issue 11; compact.c, block.h "Tier blocks").  Raw
+ * blocks stay until retention (like Thanos); tier blocks are ADDITIONAL
+ * blocks, one per (tier width, window): the window is a day (86400000 ms)
+ * aligned to multiples of it since the epoch, widths a list (default 1h
+ * and 1d; 1m allowed), each a multiple of bucket_ms and a divisor of the
+ * window.  A tier block holds exactly the buckets in its window of every
+ * raw block of its tenant with gen <= its cover_gen, floored to its width.
+ * cover_gen is taken when the job runs: (the smallest gen among the
+ * tenant's current head and heads being cut) - 1.  Every raw block at or
+ * below it exists already (raw blocks come only from heads, and are
+ * deleted only by retention), and every later raw block gets a larger gen;
+ * data arriving late for a window lands in a head, then in a raw block
+ * above cover_gen, which the query side reads raw and the planner later
+ * folds into a rebuilt tier block (the old one is then retired).  So no
+ * list of inputs is ever stored.  The query side (the lead's part of
+ * issue 11) reads, per window and resolution r, one tier block (the
+ * coarsest tier_ms <= r, ties: largest cover_gen) and the raw blocks with
+ * gen > its cover_gen.  Until it lands, queries read no tier block
+ * (ing_sources_get skips them).  Retention retires tier blocks like raw
+ * ones, by max_t.
+ *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
  *
  * Where it lives: db_int.h (private) lists the rooms -- db.c (open, close,
- * tenants, sources), write.c (writes and cuts), replay.c, retention.c and
- * query.c (every query, on one series visitor) -- and states ownership,
+ * tenants, sources), write.c (writes and cuts), replay.c, retention.c,
+ * compact.c (tiers) and query.c (every query, on one series visitor) -- and states ownership,
  * lock order and the lock assertions.
  */
 #ifndef ING_DB_H
@@ -197,6 +218,75 @@ int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
  */
 int ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
     struct sm_err *err);
+
+/* --- downsampling tiers (compact.c) ------------------------------------- */
+
+#define ING_TIER_WINDOW_MS 86400000LL  /* one day: the window of a tier */
+
+/*
+ * One unit of tier work: the tier block of width tier_ms over the window
+ * [window_start, window_start + window_ms) of `tenant`.  due: it is to be
+ * built (none exists, or the newest one's cover_gen is below the gen of a
+ * raw block overlapping the window); superseded: older tier blocks of the
+ * same width and window to delete.  nblocks / bytes: the raw blocks
+ * overlapping the window and their stored bytes (progress reporting).
+ */
+struct ing_compact_job {
+	char *tenant;
+	int64_t tier_ms, window_start, window_ms;
+	bool due;
+	uint32_t superseded;
+	uint32_t nblocks;
+	uint64_t bytes;
+};
+
+/*
+ * Plan the tier work of every tenant: for each window fully in the past
+ * (its end <= now_ms) and above the retention floor that a raw block
+ * overlaps (or a tier block names), and each width in widths[0..nwidths),
+ * a job when it is due or has superseded blocks.  A window is not due
+ * while a head of its tenant (current or being cut) has a bucket in it:
+ * its data is not in blocks yet, a later pass does it.  Widths must be
+ * > 0, multiples of the db's bucket_ms and divisors of window_ms (> 0),
+ * else SM_EINVAL.  *jobs (free with ing_compact_jobs_free; NULL when *n is
+ * 0) in (tenant, window, width) order.  Memory-only dbs have none.
+ * Takes db->lock, each t->mu and each head's read lock, one at a time.
+ * 0, SM_EINVAL, SM_ENOMEM.
+ */
+int ing_db_compact_plan(struct ing_db *db, const int64_t *widths,
+    uint32_t nwidths, int64_t window_ms, int64_t now_ms,
+    struct ing_compact_job **jobs, uint32_t *n, struct sm_err *err);
+void ing_compact_jobs_free(struct ing_compact_job *jobs, uint32_t n);
+
+struct ing_compact_stats {
+	bool built;                /* a tier block was committed */
+	bool head_overlap;         /* not built: a head holds window data */
+	bool empty;                /* not built: no bucket in the window */
+	uint64_t gen, cover_gen;   /* of the block built */
+	uint32_t inputs;           /* raw blocks read */
+	uint32_t series, nnodes;   /* of the block built */
+	uint32_t superseded;       /* tier blocks retired */
+	uint64_t bytes_read, bytes_written;
+};
+
+/*
+ * Run one job (see ing_db_compact_plan): re-plan it under the locks -- a
+ * job that is no longer due is a no-op returning 0 (st->built false) --
+ * build the tier block from the raw blocks with gen <= cover_gen, commit
+ * it (one synced batch, ing_store_block_put), publish it, and retire the
+ * tier blocks of the same width and window it supersedes (deleted from
+ * disk after the grace period, retention.c).  Superseded blocks are
+ * retired even when nothing is built.  One job runs per db at a time
+ * (db->compact_mu; a second caller waits); no tenant or cut lock is held
+ * while reading, merging or encoding.  A failure leaves no new block and
+ * nothing changed (a rerun redoes the job).  A raw block whose meta and
+ * index are both damaged makes every job of its tenant fail (SM_ECORRUPT:
+ * its range is unknown, so no tier block could be exact).
+ * 0, SM_EINVAL (bad width or window), SM_ECORRUPT, SM_EIO, SM_ENOMEM.
+ */
+int ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
+    int64_t window_start, int64_t window_ms, int64_t now_ms,
+    struct ing_compact_stats *st, struct sm_err *err);
 
 struct ing_db_stats {
 	uint64_t tenants, series, head_bytes, blocks, block_bytes, cutting;

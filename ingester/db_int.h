@@ -1,7 +1,7 @@
 /*
  * db_int.h -- what the files of the ingester's database share (private:
- * include it only from ingester/db*.c, write.c, replay.c, retention.c and
- * query.c; everyone else uses db.h; docs/style.md §3).
+ * include it only from ingester/db*.c, write.c, replay.c, retention.c,
+ * compact.c and query.c; everyone else uses db.h; docs/style.md §3).
  *
  * The rooms (db.h tells the design; these say where it lives):
  *   db.c         open and close, the tenant table, the sources of a query
@@ -11,6 +11,8 @@
  *   replay.c     the store at open: retention floor, block scan, head-log
  *                replay, generations
  *   retention.c  the retention floor, retiring and deleting blocks
+ *   compact.c    tier blocks (issue 11): the planner and the job that
+ *                builds one (its header comment)
  *   query.c      merge, span merge, series, stats, labels, analyze and
  *                profiles, on one series visitor (its header comment)
  *
@@ -26,6 +28,10 @@
  *     files stay for DB_RETIRE_GRACE_MS, retention.c).
  *
  * Locking, in the order they may nest (never the other way round):
+ *   db->compact_mu one tier job at a time (compact.c); held for the whole
+ *                 job, reading and encoding included, and never together
+ *                 with db->cut_mu (a job takes db->lock, t->mu and
+ *                 retire_mu inside it, briefly).
  *   db->cut_mu    one cut (or flush) at a time: cut_commit, tenant_cut,
  *                 db_cut run with it held.
  *   db->lock      rwlock over the tenant table (t, n, cap): readers find
@@ -89,6 +95,7 @@ struct ing_db {
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	pthread_mutex_t cut_mu;           /* one cut at a time */
+	pthread_mutex_t compact_mu;       /* one tier job at a time */
 	/* Retention: nothing before the floor is served; retired blocks
 	 * are deleted from disk after a grace period (queries that copied
 	 * their meta before the retirement may still be reading them). */
@@ -108,6 +115,9 @@ struct db_retired {
 
 /* Block cut metrics (registered by ing_db_open, counted by write.c). */
 extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+
+/* Compaction metrics (compact.c), registered by ing_db_open. */
+void ing_compact_metrics_init(void);
 
 /* --- lock assertions (above) ------------------------------------------- */
 

@@ -348,9 +348,11 @@ ing_store_blocks_scan(struct ing_store *s,
 	return (rv);
 }
 
-int
-ing_store_block_commit(struct ing_store *s, const char *tenant,
-    const struct ing_block_enc *e, struct sm_err *err)
+/* Write every part of `e` in one synced batch; drop_log: also delete the
+ * tenant's head log up to and including the block's generation. */
+static int
+block_write(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, bool drop_log, struct sm_err *err)
 {
 	struct sm_kv_batch *b = sm_kv_batch_create();
 	struct sm_key k, k2;
@@ -382,6 +384,11 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
 		    e->data[i].len);
 	}
+	if (!drop_log) {
+		rv = sm_kv_write(s->kv, b, true, err);
+		sm_kv_batch_destroy(b);
+		return (rv);
+	}
 	/* The head log of this tenant up to and including this generation. */
 	ing_key_head(&k, tenant, 0, 0);
 	ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
@@ -404,6 +411,22 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 			    k2.n, &e2);
 	}
 	return (rv);
+}
+
+int
+ing_store_block_commit(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms == 0);
+	return (block_write(s, tenant, e, true, err));
+}
+
+int
+ing_store_block_put(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms > 0);
+	return (block_write(s, tenant, e, false, err));
 }
 
 /* Read one part's value; a RocksDB corruption is reported as the part's. */

@@ -28,6 +28,13 @@
  * A block is committed in ONE synced batch that writes all its parts and
  * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
  * either the block exists and the log range is gone, or neither changed.
+ * A tier block (block.h, "Tier blocks"; built by compact.c from blocks,
+ * not from a head) is written by ing_store_block_put: the same one synced
+ * batch of its parts, and never a deletion of the head log (its id is a
+ * fresh generation, not a head's, so the range below it may hold the log
+ * of heads not yet cut).  Its id shares the key space of raw blocks (ids
+ * are unique per ingester); scans, reads, retention and deletes treat it
+ * like any block.
  *
  * Corruption: a failed checksum, a RocksDB "Corruption" status or an
  * undecodable part is logged with its key, counted in
@@ -85,9 +92,17 @@ int ing_store_blocks_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
     void *arg, struct sm_err *err);
 
-/* Commit an encoded block for `tenant` and drop the head log range up to
- * and including its generation. */
+/* Commit an encoded raw block (tier_ms 0) for `tenant` and drop the head
+ * log range up to and including its generation. */
 int ing_store_block_commit(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Commit an encoded tier block (tier_ms > 0) for `tenant` in one synced
+ * batch, leaving the head log alone (above).  0, SM_EIO, SM_ENOMEM; on
+ * failure nothing of it is stored.
+ */
+int ing_store_block_put(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err);
 
 /*

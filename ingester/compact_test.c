@@ -1,0 +1,812 @@
+/*
+ * compact_test.c -- downsampling tier blocks (ingester/compact.c) over a
+ * RocksDB store: a multi-day history with several cuts, planned and
+ * compacted, every tier block decoded through the store API and checked
+ * exactly against sums computed from what the test wrote; late data and
+ * the rebuild that supersedes a tier block; a head holding window data
+ * keeps the window out of the plan; allocation faults at every point of
+ * a run leave nothing behind; a reopen brings the tier fields back.
+ */
+#include "sm_test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "distributor/batch.h"
+#include "ingester/db.h"
+#include "ingester/db_int.h"
+#include "ingester/store.h"
+
+#define SEC 1000LL
+#define HOUR (3600 * SEC)
+#define DAY (24 * HOUR)
+#define T0 (20000 * DAY)     /* a day-aligned fake epoch (2024-10) */
+#define NSER 3
+#define NSTACK 12
+#define NHOUR 60             /* hours of history kept in `want` */
+
+static const int64_t widths[2] = { HOUR, DAY };
+static uint64_t next_id = 1;
+
+/* What the test wrote, per series, stack and hour since T0. */
+struct want {
+	int64_t v[NSER][NSTACK][NHOUR];
+	uint32_t profiles[NSER][NHOUR];
+};
+
+static const char *const svc[NSER] = { "api", "api", "db" };
+static const char *const pname[NSER] = { "process_cpu", "memory", "process_cpu" };
+
+static void
+stack_name(int k, char *buf, size_t n)
+{
+	snprintf(buf, n, "main;f%d;g%d", k / 3, k % 3);
+}
+
+/* One upload at t (ms since T0) of every series, recorded in w. */
+static void
+mkwrite(int64_t t, struct want *w, struct sm_buf *out)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	struct dist_limits lim;
+	struct dist_batch b;
+	uint8_t id[16] = { 0 };
+	int64_t step = t / (10 * SEC);
+	struct sm_err err;
+
+	memcpy(id, &next_id, sizeof(next_id));
+	next_id++;
+	dist_limits_default(&lim);
+	SM_REQUIRE(dist_batch_init(&b, a, &lim) == 0);
+	b.meta.spy_name = "gospy";
+	for (int s = 0; s < NSER; s++) {
+		struct sm_label ls[2] = { { "__name__", pname[s] },
+			{ "service_name", svc[s] } };
+		int k[2];
+		int64_t v[2];
+		uint32_t idx;
+
+		k[0] = (int)((step + s) % NSTACK);
+		k[1] = (int)((step * 7 + 3 + s) % NSTACK);
+		if (k[1] == k[0])
+			k[1] = (k[0] + 1) % NSTACK;
+		v[0] = 1 + step % 17;
+		v[1] = s == 1 ? -(1 + step % 5) : 2 + step % 3;
+		SM_REQUIRE(dist_batch_series(&b, ls, 2, T0 + t, &idx,
+		    &err) == 0);
+		for (int i = 0; i < 2; i++) {
+			char name[32], *save = NULL, *f;
+			uint32_t node = 0, fr;
+
+			stack_name(k[i], name, sizeof(name));
+			for (f = strtok_r(name, ";", &save); f != NULL;
+			    f = strtok_r(NULL, ";", &save)) {
+				SM_REQUIRE(dist_batch_frame(&b, f, strlen(f),
+				    &fr) == 0);
+				SM_REQUIRE(dist_batch_node(&b, node, fr,
+				    &node) == 0);
+			}
+			SM_REQUIRE(dist_batch_add(&b, idx, node, v[i]) == 0);
+			if (w != NULL && t / HOUR < NHOUR)
+				w->v[s][k[i]][t / HOUR] += v[i];
+		}
+		if (w != NULL && t / HOUR < NHOUR)
+			w->profiles[s][t / HOUR]++;
+	}
+	SM_REQUIRE(dist_batch_finish(&b) == 0);
+	SM_REQUIRE(dist_batch_encode(&b, "t", id, NULL, 0, 0, out) == 0);
+	dist_batch_fini(&b);
+	sm_arena_destroy(a);
+}
+
+static void
+write_at(struct ing_db *db, int64_t t, struct want *w)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_write_result res;
+	struct sm_err err;
+
+	mkwrite(t, w, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	SM_REQUIRE(ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write,
+	    &res, &err) == 0);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+}
+
+/* --- a db over a temp dir ------------------------------------------------ */
+
+struct disk {
+	char dir[64];
+	struct ing_store *store;
+	struct ing_db *db;
+};
+
+static void
+disk_open(struct disk *d)
+{
+	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0 };
+	struct sm_kv_opts o;
+	struct sm_err err;
+
+	sm_kv_opts_default(&o);
+	if (ing_store_open(d->dir, &o, 1 << 20, &d->store, &err) != 0 ||
+	    ing_db_open(&cfg, d->store, &d->db, &err) != 0) {
+		fprintf(stderr, "open: %s\n", err.msg);
+		abort();
+	}
+}
+
+static void
+disk_close(struct disk *d)
+{
+	ing_db_close(d->db);
+	ing_store_close(d->store);
+	d->db = NULL;
+	d->store = NULL;
+}
+
+static void
+disk_init(struct disk *d)
+{
+	snprintf(d->dir, sizeof(d->dir), "/tmp/smolder-cpttest-XXXXXX");
+	SM_REQUIRE(mkdtemp(d->dir) != NULL);
+	disk_open(d);
+}
+
+static void
+disk_fini(struct disk *d)
+{
+	char cmd[128];
+
+	if (d->db != NULL)
+		disk_close(d);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", d->dir);
+}
+
+static void
+flush(struct ing_db *db)
+{
+	struct sm_err err;
+
+	SM_REQUIRE(ing_db_flush(db, &err) == 0);
+}
+
+/* A copy of tenant t's block metas (free with free()). */
+static struct ing_block_meta *
+blocks(struct ing_db *db, uint32_t *n)
+{
+	struct ing_tenant *t = ing_tenant_find(db, "t");
+	struct ing_block_meta *m;
+
+	if (t == NULL) {          /* not written yet */
+		*n = 0;
+		m = malloc(sizeof(*m));
+		SM_REQUIRE(m != NULL);
+		return (m);
+	}
+	pthread_mutex_lock(&t->mu);
+	*n = t->nblocks;
+	m = malloc(sizeof(*m) * (t->nblocks + 1));
+	SM_REQUIRE(m != NULL);
+	if (t->nblocks > 0)
+		memcpy(m, t->blocks, sizeof(*m) * t->nblocks);
+	pthread_mutex_unlock(&t->mu);
+	return (m);
+}
+
+/* Every block on disk: a scan of the store. */
+struct scan {
+	uint64_t gens[256];
+	struct ing_block_meta m[256];
+	uint32_t n;
+};
+
+static int
+scan_one(void *arg, const char *tenant, const struct ing_block_meta *m)
+{
+	struct scan *s = arg;
+
+	(void)tenant;
+	if (s->n < 256) {
+		s->gens[s->n] = m->gen;
+		s->m[s->n++] = *m;
+	}
+	return (0);
+}
+
+static void
+scan(struct ing_store *st, struct scan *s)
+{
+	struct sm_err err;
+
+	memset(s, 0, sizeof(*s));
+	SM_REQUIRE(ing_store_blocks_scan(st, scan_one, s, &err) == 0);
+}
+
+static uint32_t
+plan(struct ing_db *db, int64_t now, struct ing_compact_job **jobs)
+{
+	struct sm_err err;
+	uint32_t n;
+
+	SM_REQUIRE(ing_db_compact_plan(db, widths, 2, ING_TIER_WINDOW_MS, now,
+	    jobs, &n, &err) == 0);
+	return (n);
+}
+
+/* Run every job of a plan at `now`; returns the number built. */
+static uint32_t
+run_all(struct ing_db *db, int64_t now)
+{
+	struct ing_compact_job *jobs;
+	uint32_t n = plan(db, now, &jobs), built = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct ing_compact_stats st;
+		struct sm_err err;
+		int rv = ing_db_compact_run(db, jobs[i].tenant, jobs[i].tier_ms,
+		    jobs[i].window_start, jobs[i].window_ms, now, &st, &err);
+
+		SM_CHECK_EQ(rv, 0);
+		if (rv != 0)
+			fprintf(stderr, "run: %s\n", err.msg);
+		built += st.built;
+	}
+	ing_compact_jobs_free(jobs, n);
+	return (built);
+}
+
+/* The stack index of a node's frame path, or -1. */
+static int
+path_of(const struct ing_block_tree *tr, uint32_t node)
+{
+	char path[128] = "", tmp[128];
+	char name[32];
+
+	for (uint32_t c = node; c != 0; c = tr->parent[c]) {
+		snprintf(tmp, sizeof(tmp), "%s%s%s", tr->frames[tr->name[c]].p,
+		    path[0] != '\0' ? ";" : "", path);
+		memcpy(path, tmp, sizeof(path));
+	}
+	for (int k = 0; k < NSTACK; k++) {
+		stack_name(k, name, sizeof(name));
+		if (strcmp(name, path) == 0)
+			return (k);
+	}
+	return (-1);
+}
+
+static int
+series_of(const struct ing_series *sr)
+{
+	const char *n = NULL, *s = NULL;
+
+	for (uint32_t i = 0; i < sr->nlabels; i++) {
+		if (strcmp(sr->labels[i].name, "__name__") == 0)
+			n = sr->labels[i].value;
+		if (strcmp(sr->labels[i].name, "service_name") == 0)
+			s = sr->labels[i].value;
+	}
+	for (int k = 0; k < NSER; k++)
+		if (n != NULL && s != NULL && strcmp(n, pname[k]) == 0 &&
+		    strcmp(s, svc[k]) == 0)
+			return (k);
+	return (-1);
+}
+
+/*
+ * Check one tier block against `w`: every tier bucket of every series,
+ * its profiles, total and every (stack, value), exactly; and that every
+ * (series, tier bucket) the test wrote into the window is there.
+ * Returns the number of tier buckets checked.
+ */
+static uint32_t
+check_tier(struct ing_store *st, const struct ing_block_meta *m,
+    const struct want *w)
+{
+	const struct ing_set *set;
+	const struct ing_block_tree *tr;
+	struct ing_cache_ent *e1, *e2;
+	struct sm_err err;
+	uint32_t nb = 0, expect_nb = 0;
+	int64_t hpb = m->tier_ms / HOUR;    /* hours per tier bucket */
+
+	SM_REQUIRE(ing_store_block_index(st, "t", m, &set, &e1, &err) == 0);
+	SM_REQUIRE(ing_store_block_tree(st, "t", m, &tr, &e2, &err) == 0);
+	SM_CHECK_EQ(set->nseries, NSER);
+	for (uint32_t k = 0; k < set->nseries; k++) {
+		const struct ing_series *sr = set->series[k];
+		struct sm_arena *a = sm_arena_create(0);
+		struct ing_bucket *bk;
+		int s = series_of(sr);
+
+		SM_REQUIRE(s >= 0);
+		SM_CHECK_STR(ing_set_str(set, sr->meta.spy), "gospy");
+		SM_REQUIRE(ing_store_block_data(st, "t", m, k, sr, a, &bk,
+		    &err) == 0);
+		for (uint32_t b = 0; b < sr->nb; b++) {
+			int64_t h0 = (bk[b].t - T0) / HOUR, got[NSTACK] = { 0 };
+			int64_t total = 0;
+			uint32_t prof = 0;
+
+			SM_CHECK_EQ(bk[b].t % m->tier_ms, 0);
+			SM_CHECK(bk[b].t >= m->cover_start &&
+			    bk[b].t < m->cover_end);
+			SM_REQUIRE(h0 >= 0 && h0 + hpb <= NHOUR);
+			for (uint32_t j = 0; j < bk[b].n; j++) {
+				int p = path_of(tr, bk[b].node[j]);
+
+				SM_REQUIRE(p >= 0);
+				got[p] += bk[b].value[j];
+			}
+			for (int64_t hh = h0; hh < h0 + hpb; hh++)
+				prof += w->profiles[s][hh];
+			for (int p = 0; p < NSTACK; p++) {
+				int64_t want = 0;
+
+				for (int64_t hh = h0; hh < h0 + hpb; hh++)
+					want += w->v[s][p][hh];
+				SM_CHECK_EQ(got[p], want);
+				total += want;
+			}
+			SM_CHECK_EQ(bk[b].profiles, prof);
+			SM_CHECK_EQ(bk[b].total, total);
+			nb++;
+		}
+		sm_arena_destroy(a);
+	}
+	/* Nothing written into the window is missing. */
+	for (int s = 0; s < NSER; s++)
+		for (int64_t h = (m->cover_start - T0) / HOUR; h <
+		    (m->cover_end - T0) / HOUR && h < NHOUR; h += hpb) {
+			uint32_t prof = 0;
+
+			for (int64_t hh = h; hh < h + hpb; hh++)
+				prof += w->profiles[s][hh];
+			expect_nb += prof > 0;
+		}
+	SM_CHECK_EQ(nb, expect_nb);
+	ing_store_release(st, e1);
+	ing_store_release(st, e2);
+	return (nb);
+}
+
+/* Check every tier block of the db; returns how many. */
+static uint32_t
+check_all_tiers(struct disk *d, const struct want *w, uint32_t *nbuckets)
+{
+	uint32_t n, ntier = 0;
+	struct ing_block_meta *m = blocks(d->db, &n);
+	uint64_t max_raw = 0;
+
+	*nbuckets = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (m[i].tier_ms == 0)
+			max_raw = SM_MAX(max_raw, m[i].gen);
+	for (uint32_t i = 0; i < n; i++) {
+		if (m[i].tier_ms == 0)
+			continue;
+		ntier++;
+		SM_CHECK_EQ(m[i].bucket_ms, m[i].tier_ms);
+		SM_CHECK_EQ(m[i].cover_end - m[i].cover_start,
+		    ING_TIER_WINDOW_MS);
+		SM_CHECK(m[i].cover_gen >= max_raw);
+		SM_CHECK_EQ(m[i].nspans, 0);
+		SM_CHECK_EQ(m[i].nprofiles, 0);
+		*nbuckets += check_tier(d->store, &m[i], w);
+	}
+	free(m);
+	return (ntier);
+}
+
+/* 2 days and 6 hours of uploads every 10 s, cut every 5 hours. */
+static void
+history(struct disk *d, struct want *w, int64_t until)
+{
+	for (int64_t t = 0; t < until; t += 10 * SEC) {
+		write_at(d->db, t, w);
+		if (t % (5 * HOUR) == 5 * HOUR - 10 * SEC)
+			flush(d->db);
+	}
+	flush(d->db);
+}
+
+static void
+test_history_exact(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w));
+	struct ing_compact_job *jobs;
+	int64_t now = T0 + 2 * DAY + 6 * HOUR;
+	uint32_t n, nb;
+
+	SM_REQUIRE(w != NULL);
+	disk_init(&d);
+	history(&d, w, 2 * DAY + 6 * HOUR);
+	/* Windows 0 and 1 are over, window 2 is not: 2 x 2 jobs. */
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 4);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(jobs[i].due);
+		SM_CHECK_EQ(jobs[i].superseded, 0);
+		SM_CHECK(jobs[i].window_start == T0 ||
+		    jobs[i].window_start == T0 + DAY);
+		SM_CHECK(jobs[i].nblocks >= 5);
+		SM_CHECK(jobs[i].bytes > 0);
+	}
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(run_all(d.db, now), 4);
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 4);
+	/* 2 windows x 3 series x (24 hourly + 1 daily) buckets. */
+	SM_CHECK_EQ(nb, 2 * NSER * 25);
+	/* Done: nothing is due any more; a rerun is a no-op. */
+	SM_CHECK_EQ(plan(d.db, now, &jobs), 0);
+	ing_compact_jobs_free(jobs, 0);
+	{
+		struct ing_compact_stats st;
+		struct sm_err err;
+
+		SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now,
+		    &st, &err), 0);
+		SM_CHECK(!st.built);
+	}
+	/* Queries do not read tier blocks yet (no double count). */
+	{
+		struct ing_sources src;
+		struct sm_err err;
+
+		SM_REQUIRE(ing_sources_get(d.db, "t", T0, now, 0, &src,
+		    &err) == 0);
+		for (uint32_t i = 0; i < src.nblocks; i++)
+			SM_CHECK_EQ(src.blocks[i].tier_ms, 0);
+		ing_sources_put(&src);
+	}
+	disk_fini(&d);
+	free(w);
+}
+
+static void
+test_late_data_rebuild(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w));
+	struct ing_compact_job *jobs;
+	int64_t now = T0 + DAY + HOUR;
+	struct ing_block_meta old[2];
+	uint32_t n, nb, k = 0;
+	struct ing_block_meta *m;
+	struct scan sc;
+
+	SM_REQUIRE(w != NULL);
+	disk_init(&d);
+	for (int64_t t = 0; t < DAY + HOUR; t += 60 * SEC) {
+		write_at(d.db, t, w);
+		if (t % (6 * HOUR) == 6 * HOUR - 60 * SEC)
+			flush(d.db);
+	}
+	flush(d.db);
+	SM_CHECK_EQ(run_all(d.db, now), 2);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++)
+		if (m[i].tier_ms > 0 && k < 2)
+			old[k++] = m[i];
+	free(m);
+	SM_REQUIRE(k == 2);
+	/* Late data for window 0, cut into a raw block above cover_gen. */
+	write_at(d.db, 3 * HOUR + 20 * SEC, w);
+	write_at(d.db, 23 * HOUR + 50 * SEC, w);
+	flush(d.db);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 2);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(jobs[i].due);
+		SM_CHECK_EQ(jobs[i].window_start, T0);
+	}
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(run_all(d.db, now), 2);
+	/* The new ones hold the late data, the old ones left the list. */
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 2);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(m[i].gen != old[0].gen && m[i].gen != old[1].gen);
+		if (m[i].tier_ms > 0)
+			SM_CHECK(m[i].cover_gen > old[0].cover_gen);
+	}
+	free(m);
+	/* Still on disk during the grace period; gone after it. */
+	scan(d.store, &sc);
+	SM_CHECK_EQ(sc.n, n + 2);
+	ing_retire_purge(d.db, sm_now_ms() + DB_RETIRE_GRACE_MS + 1);
+	scan(d.store, &sc);
+	SM_CHECK_EQ(sc.n, n);
+	for (uint32_t i = 0; i < sc.n; i++)
+		SM_CHECK(sc.gens[i] != old[0].gen && sc.gens[i] != old[1].gen);
+	SM_CHECK_EQ(plan(d.db, now, &jobs), 0);
+	ing_compact_jobs_free(jobs, 0);
+
+	/* Again, but "crash" between the commit and the deletion: reopen
+	 * before the purge; the planner finds the superseded blocks. */
+	write_at(d.db, 5 * HOUR, w);
+	flush(d.db);
+	SM_CHECK_EQ(run_all(d.db, now), 2);
+	disk_close(&d);
+	disk_open(&d);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 2);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(!jobs[i].due);
+		SM_CHECK_EQ(jobs[i].superseded, 1);
+	}
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(run_all(d.db, now), 0);
+	ing_retire_purge(d.db, INT64_MAX / 2);
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 2);
+	SM_CHECK_EQ(plan(d.db, now, &jobs), 0);
+	ing_compact_jobs_free(jobs, 0);
+	disk_fini(&d);
+	free(w);
+}
+
+static void
+test_head_holds_window(void)
+{
+	struct disk d;
+	struct ing_compact_job *jobs;
+	struct ing_compact_stats st;
+	struct sm_err err;
+	int64_t now = T0 + 2 * DAY;
+	uint32_t n;
+
+	disk_init(&d);
+	for (int64_t t = 0; t < 2 * DAY; t += 30 * 60 * SEC)
+		write_at(d.db, t, NULL);
+	flush(d.db);
+	/* A late write to window 0 sits in the head: only window 1. */
+	write_at(d.db, 7 * HOUR, NULL);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 2);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK_EQ(jobs[i].window_start, T0 + DAY);
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
+	    &err), 0);
+	SM_CHECK(!st.built && st.head_overlap);
+	/* A window that is not over is never built. */
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0 + DAY, DAY,
+	    T0 + DAY + HOUR, &st, &err), 0);
+	SM_CHECK(!st.built);
+	/* Bad widths and windows. */
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", 7 * SEC, T0, DAY, now, &st,
+	    &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", 7 * HOUR, T0, DAY, now, &st,
+	    &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0 + HOUR, DAY, now,
+	    &st, &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_db_compact_plan(d.db, (int64_t[]){ 0 }, 1, DAY, now,
+	    &jobs, &n, &err), SM_EINVAL);
+	/* Unknown tenant: nothing to do. */
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "nobody", HOUR, T0, DAY, now,
+	    &st, &err), 0);
+	SM_CHECK(!st.built);
+	flush(d.db);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 4);
+	ing_compact_jobs_free(jobs, n);
+	disk_fini(&d);
+}
+
+static void
+test_faults_and_reopen(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w));
+	struct ing_compact_job *jobs;
+	struct ing_compact_stats st;
+	struct sm_err err;
+	int64_t now = T0 + DAY;
+	struct scan before, after;
+	uint32_t n0, n, nb, failures = 0;
+	struct ing_block_meta *m;
+	long fault;
+	int rv = -1;
+
+	SM_REQUIRE(w != NULL);
+	disk_init(&d);
+	for (int64_t t = 0; t < DAY; t += 20 * 60 * SEC) {
+		write_at(d.db, t, w);
+		if (t == 12 * HOUR)
+			flush(d.db);
+	}
+	flush(d.db);
+	free(blocks(d.db, &n0));
+	scan(d.store, &before);
+	for (fault = 1; fault < 200000; fault++) {
+		sm_fault_alloc_after(fault);
+		rv = ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
+		    &err);
+		sm_fault_alloc_after(0);
+		if (rv == 0)
+			break;
+		failures++;
+		SM_CHECK_EQ(rv, SM_ENOMEM);
+		SM_CHECK(!st.built);
+		free(blocks(d.db, &n));
+		SM_CHECK_EQ(n, n0);
+		scan(d.store, &after);
+		SM_CHECK_EQ(after.n, before.n);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(st.built);
+	SM_CHECK(failures > 20);
+	/* Nothing failed half-way: one tier block, exact. */
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 1);
+	SM_CHECK_EQ(nb, NSER * 24);
+	disk_close(&d);
+	/* Reopen: the scan brings the tier fields back, nothing left over. */
+	disk_open(&d);
+	scan(d.store, &after);
+	SM_CHECK_EQ(after.n, before.n + 1);
+	m = blocks(d.db, &n);
+	SM_CHECK_EQ(n, n0 + 1);
+	for (uint32_t i = 0; i < n; i++) {
+		if (m[i].gen != st.gen)
+			continue;
+		SM_CHECK_EQ(m[i].tier_ms, HOUR);
+		SM_CHECK_EQ(m[i].bucket_ms, HOUR);
+		SM_CHECK_EQ(m[i].cover_start, T0);
+		SM_CHECK_EQ(m[i].cover_end, T0 + DAY);
+		SM_CHECK_EQ(m[i].cover_gen, st.cover_gen);
+	}
+	free(m);
+	SM_CHECK_EQ(ing_db_compact_plan(d.db, widths, 1, ING_TIER_WINDOW_MS,
+	    now, &jobs, &n, &err), 0);
+	SM_CHECK_EQ(n, 0);
+	ing_compact_jobs_free(jobs, n);
+	disk_fini(&d);
+	free(w);
+}
+
+/*
+ * The expected side computed from the raw blocks instead: every bucket in
+ * the window of every raw block with gen <= cover_gen, by hour.
+ */
+static void
+want_from_raw(struct ing_store *st, const struct ing_block_meta *m,
+    uint32_t n, const struct ing_block_meta *tier, struct want *w)
+{
+	memset(w, 0, sizeof(*w));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_set *set;
+		const struct ing_block_tree *tr;
+		struct ing_cache_ent *e1, *e2;
+		struct sm_err err;
+
+		if (m[i].tier_ms != 0 || m[i].gen > tier->cover_gen)
+			continue;
+		SM_REQUIRE(ing_store_block_index(st, "t", &m[i], &set, &e1,
+		    &err) == 0);
+		SM_REQUIRE(ing_store_block_tree(st, "t", &m[i], &tr, &e2,
+		    &err) == 0);
+		for (uint32_t k = 0; k < set->nseries; k++) {
+			const struct ing_series *sr = set->series[k];
+			struct sm_arena *a = sm_arena_create(0);
+			struct ing_bucket *bk;
+			int s = series_of(sr);
+
+			SM_REQUIRE(s >= 0);
+			SM_REQUIRE(ing_store_block_data(st, "t", &m[i], k, sr, a,
+			    &bk, &err) == 0);
+			for (uint32_t b = 0; b < sr->nb; b++) {
+				int64_t h = (bk[b].t - T0) / HOUR;
+
+				if (bk[b].t < tier->cover_start ||
+				    bk[b].t >= tier->cover_end)
+					continue;
+				SM_REQUIRE(h >= 0 && h < NHOUR);
+				w->profiles[s][h] += bk[b].profiles;
+				for (uint32_t j = 0; j < bk[b].n; j++) {
+					int p = path_of(tr, bk[b].node[j]);
+
+					SM_REQUIRE(p >= 0);
+					w->v[s][p][h] += bk[b].value[j];
+				}
+			}
+			sm_arena_destroy(a);
+		}
+		ing_store_release(st, e1);
+		ing_store_release(st, e2);
+	}
+}
+
+struct writer {
+	struct ing_db *db;
+	struct want *w;
+	atomic_int done;
+};
+
+/* Uploads every minute over two days, late ones into day 0 while day 1
+ * is written, a cut every 3 hours. */
+static void *
+writer_main(void *arg)
+{
+	struct writer *wr = arg;
+	struct sm_err err;
+
+	for (int64_t t = 0; t < 2 * DAY; t += 60 * SEC) {
+		write_at(wr->db, t, wr->w);
+		if (t >= DAY && t % (37 * 60 * SEC) == 0)
+			write_at(wr->db, t - DAY + 30 * SEC, wr->w);
+		if (t % (3 * HOUR) == 0 && ing_db_flush(wr->db, &err) != 0)
+			abort();
+	}
+	if (ing_db_flush(wr->db, &err) != 0)
+		abort();
+	atomic_store(&wr->done, 1);
+	return (NULL);
+}
+
+static void
+test_concurrent_cuts(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w)), *raw = calloc(1, sizeof(*raw));
+	struct writer wr;
+	pthread_t th;
+	int64_t now = T0 + 2 * DAY;
+	uint32_t passes = 0, checked = 0, nb;
+
+	SM_REQUIRE(w != NULL && raw != NULL);
+	disk_init(&d);
+	wr.db = d.db;
+	wr.w = w;
+	atomic_init(&wr.done, 0);
+	SM_REQUIRE(pthread_create(&th, NULL, writer_main, &wr) == 0);
+	/* Jobs while writes and cuts go on: every tier block built holds
+	 * exactly the raw blocks at or below its cover_gen. */
+	while (!atomic_load(&wr.done)) {
+		struct ing_block_meta *m;
+		uint32_t n;
+
+		(void)run_all(d.db, now);
+		passes++;
+		m = blocks(d.db, &n);
+		for (uint32_t i = 0; i < n; i++) {
+			if (m[i].tier_ms == 0)
+				continue;
+			want_from_raw(d.store, m, n, &m[i], raw);
+			(void)check_tier(d.store, &m[i], raw);
+			checked++;
+		}
+		free(m);
+	}
+	SM_REQUIRE(pthread_join(th, NULL) == 0);
+	/* Then everything, against what was written. */
+	(void)run_all(d.db, now);
+	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 4);
+	SM_CHECK_EQ(nb, 2 * NSER * 25);
+	fprintf(stderr, "concurrent: %u passes, %u tier blocks checked "
+	    "against raw blocks\n", passes, checked);
+	SM_CHECK(passes > 0);
+	disk_fini(&d);
+	free(w);
+	free(raw);
+}
+
+SM_TEST_MAIN(
+	{ "tier blocks of a multi-day history are exact", test_history_exact },
+	{ "late data: the window is rebuilt, the old block retired",
+	    test_late_data_rebuild },
+	{ "a head with data in a window keeps it out of the plan",
+	    test_head_holds_window },
+	{ "allocation faults leave nothing; reopen keeps the tier fields",
+	    test_faults_and_reopen },
+	{ "jobs during writes and cuts: exact up to cover_gen",
+	    test_concurrent_cuts },
+)
