@@ -376,7 +376,11 @@ static int
 mod_compactor_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	int rv;
 
+	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
+	    &app->cpt_cfg.tiers, err)) != 0)
+		return (rv);
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
 }

@@ -30,11 +30,15 @@
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/ring.h"
+#include "common/tiers.h"
 
 struct cpt_config {
 	int64_t retention_ms;     /* -compactor.blocks-retention-period, 0 = keep */
 	int64_t interval_ms;      /* -compactor.compaction-interval */
 	int64_t timeout_ms;       /* -compactor.rpc-timeout */
+	int64_t concurrency;      /* -compactor.concurrency: ingesters at once */
+	int64_t retries;          /* -compactor.job-retries */
+	struct sm_tiers tiers;    /* -compactor.downsample-tiers (main) */
 };
 
 const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);

@@ -256,10 +256,8 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 	for (uint32_t i = 0; i < t->nblocks; i++) {
 		const struct ing_block_meta *m = &t->blocks[i];
 
-		/* Tier blocks repeat raw data (block.h): reading them too
-		 * would double count.  query side: issue 11, lead */
-		if (m->tier_ms > 0)
-			continue;
+		/* Tier blocks repeat raw data (block.h): the query reads one
+		 * or the raw buckets it covers, never both (tiers.h). */
 		if (all_time || (m->min_t < end && m->max_t > start))
 			src->blocks[src->nblocks++] = *m;
 	}

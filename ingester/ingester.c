@@ -428,6 +428,10 @@ method_name(Smolder__V1__Request__MethodCase c)
 		return ("span_merge");
 	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
 		return ("profiles");
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN:
+		return ("compact_plan");
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT:
+		return ("compact");
 	default:
 		return ("unknown");
 	}
@@ -473,7 +477,85 @@ struct ing_call {
 	Smolder__V1__SettingsResponse setr;
 	Smolder__V1__AnalyzeResponse anr;
 	Smolder__V1__ProfilesResponse pfr;
+	Smolder__V1__CompactPlanResponse cpr;
+	Smolder__V1__CompactResponse cr;
 };
+
+/* The compactor's plan (compact_plan): every job, into the arena. */
+static int
+serve_compact_plan(struct ing_call *c)
+{
+	const Smolder__V1__CompactPlanRequest *q = c->req->compact_plan;
+	struct ing_compact_job *jobs = NULL;
+	uint32_t n = 0;
+	int rv;
+
+	if (q->n_widths_ms > 16)
+		return (sm_err_set(c->err, SM_EMALFORMED, "compact_plan: %zu "
+		    "widths", q->n_widths_ms));
+	if ((rv = ing_db_compact_plan(c->ing->db, q->widths_ms,
+	    (uint32_t)q->n_widths_ms, ING_TIER_WINDOW_MS, q->now_ms, &jobs, &n,
+	    c->err)) != 0)
+		return (rv);
+	smolder__v1__compact_plan_response__init(&c->cpr);
+	if (n > 0 && (c->cpr.jobs = sm_arena_calloc(c->a, n,
+	    sizeof(*c->cpr.jobs))) == NULL)
+		rv = SM_ENOMEM;
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		Smolder__V1__CompactJob *j = sm_arena_alloc(c->a, sizeof(*j));
+		char *tn = sm_arena_strndup(c->a, jobs[i].tenant,
+		    strlen(jobs[i].tenant));
+
+		if (j == NULL || tn == NULL) {
+			rv = SM_ENOMEM;
+			break;
+		}
+		smolder__v1__compact_job__init(j);
+		j->tenant = tn;
+		j->tier_ms = jobs[i].tier_ms;
+		j->window_start_ms = jobs[i].window_start;
+		j->due = jobs[i].due;
+		j->superseded = jobs[i].superseded;
+		j->blocks = jobs[i].nblocks;
+		j->bytes = jobs[i].bytes;
+		c->cpr.jobs[c->cpr.n_jobs++] = j;
+	}
+	ing_compact_jobs_free(jobs, n);
+	if (rv != 0)
+		return (sm_err_set(c->err, rv, "out of memory"));
+	c->r->result_case = SMOLDER__V1__RESPONSE__RESULT_COMPACT_PLAN;
+	c->r->compact_plan = &c->cpr;
+	return (0);
+}
+
+/* One job (compact). */
+static int
+serve_compact(struct ing_call *c)
+{
+	const Smolder__V1__CompactRequest *q = c->req->compact;
+	struct ing_compact_stats st;
+	int rv;
+
+	if (q->tenant == NULL || q->tenant[0] == '\0')
+		return (sm_err_set(c->err, SM_EMALFORMED, "compact: no "
+		    "tenant"));
+	memset(&st, 0, sizeof(st));
+	if ((rv = ing_db_compact_run(c->ing->db, q->tenant, q->tier_ms,
+	    q->window_start_ms, ING_TIER_WINDOW_MS, q->now_ms, &st,
+	    c->err)) != 0)
+		return (rv);
+	smolder__v1__compact_response__init(&c->cr);
+	c->cr.built = st.built;
+	c->cr.head_overlap = st.head_overlap;
+	c->cr.inputs = st.inputs;
+	c->cr.series = st.series;
+	c->cr.superseded = st.superseded;
+	c->cr.bytes_read = st.bytes_read;
+	c->cr.bytes_written = st.bytes_written;
+	c->r->result_case = SMOLDER__V1__RESPONSE__RESULT_COMPACT;
+	c->r->compact = &c->cr;
+	return (0);
+}
 
 static int
 ing_dispatch(struct ing_call *c)
@@ -577,6 +659,12 @@ ing_dispatch(struct ing_call *c)
 			    SMOLDER__V1__RESPONSE__RESULT_RETENTION;
 			r->retention = &c->ret;
 		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN:
+		rv = serve_compact_plan(c);
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT:
+		rv = serve_compact(c);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
 		rv = ing_settings_serve(ing_store_kv(ing->store), req->settings,

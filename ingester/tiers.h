@@ -44,7 +44,6 @@
 
 #include "db_int.h"
 
-#define ING_TIER_WINDOW_MS 86400000LL
 #define ING_RES_MAX 64              /* resolutions in one select */
 
 /* The chosen tier block of one (resolution, window). */
