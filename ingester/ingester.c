@@ -149,6 +149,18 @@ g_blocks(void *arg)
 }
 
 static double
+g_block_bytes(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_stats st;
+
+	if (!atomic_load(&ing->ready))
+		return (0);
+	ing_db_stats(ing->db, &st);
+	return ((double)st.block_bytes);
+}
+
+static double
 g_disk(void *arg)
 {
 	struct ingester *ing = arg;
@@ -193,6 +205,9 @@ ing_metrics_init(struct ingester *ing)
 	    "Approximate memory of the ingester's heads.", g_head_bytes, ing);
 	sm_metric_gauge_fn("smolder_ingester_blocks",
 	    "Blocks the ingester serves.", g_blocks, ing);
+	sm_metric_gauge_fn("smolder_ingester_block_bytes",
+	    "Stored (compressed) bytes of the blocks the ingester serves, "
+	    "raw and downsampling tiers.", g_block_bytes, ing);
 	sm_metric_gauge_fn("smolder_ingester_disk_bytes",
 	    "Bytes of the ingester's RocksDB files on disk.", g_disk, ing);
 	sm_metric_gauge_fn("smolder_ingester_ready",
