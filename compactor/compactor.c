@@ -256,10 +256,12 @@ tiers_job(struct compactor *c, struct sm_ring_snap *s, uint32_t k,
 			pthread_mutex_unlock(&c->st_mu);
 			sm_counter_add(sm_metric_child0(m_bytes_read),
 			    r->bytes_read);
+			const char *status = r->built ? "built" : "noop";
+
 			sm_counter_add(sm_metric_child0(m_bytes_written),
 			    r->bytes_written);
 			sm_arena_destroy(a);
-			return (r->built ? "built" : "noop");
+			return (status);
 		}
 		sm_arena_destroy(a);
 		sm_warn("compactor", "downsampling job failed\tmember=%s "
