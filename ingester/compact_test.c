@@ -799,6 +799,83 @@ test_concurrent_cuts(void)
 	free(raw);
 }
 
+/* Damage one stored value of a block through the kv layer. */
+static void
+damage(struct disk *d, uint64_t gen, char kind, uint32_t series)
+{
+	struct sm_kv *kv = ing_store_kv(d->store);
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	struct sm_err err;
+	enum sm_kv_cf cf = kind == 'I' || kind == 'M' ? SM_KV_INDEX :
+	    SM_KV_BLOCKS;
+
+	ing_key_part(&k, "t", gen, kind, series);
+	SM_REQUIRE(sm_kv_get(kv, cf, k.b, k.n, &v, &err) == 0);
+	v.b[v.len / 2 + 6] ^= 0x40;
+	SM_REQUIRE(sm_kv_put(kv, cf, k.b, k.n, v.b, v.len, &err) == 0);
+	sm_buf_fini(&v);
+}
+
+static void
+test_corrupt_input_and_retention(void)
+{
+	struct disk d;
+	struct ing_compact_stats st;
+	struct ing_block_meta *m;
+	struct sm_err err;
+	struct scan before, after;
+	int64_t now = T0 + 2 * DAY;
+	uint32_t n, nret, ntier = 0;
+	uint64_t first_raw = 0;
+
+	disk_init(&d);
+	for (int64_t t = 0; t < 2 * DAY; t += 30 * 60 * SEC) {
+		write_at(d.db, t, NULL);
+		if (t == 6 * HOUR || t == DAY + 6 * HOUR)
+			flush(d.db);
+	}
+	flush(d.db);
+	/* A damaged data part of a raw block of window 0: that window's
+	 * job fails, nothing is written; window 1 is unaffected. */
+	m = blocks(d.db, &n);
+	first_raw = m[0].gen;
+	SM_REQUIRE(m[0].tier_ms == 0 && m[0].min_t < T0 + DAY);
+	free(m);
+	damage(&d, first_raw, 'D', 1);
+	scan(d.store, &before);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
+	    &err), SM_ECORRUPT);
+	SM_CHECK(!st.built);
+	scan(d.store, &after);
+	SM_CHECK_EQ(after.n, before.n);
+	free(blocks(d.db, &n));
+	SM_CHECK_EQ(n, before.n);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0 + DAY, DAY, now,
+	    &st, &err), 0);
+	SM_CHECK(st.built);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", DAY, T0 + DAY, DAY, now,
+	    &st, &err), 0);
+	SM_CHECK(st.built);
+	/* Retention retires tier blocks like raw ones, by max_t. */
+	SM_CHECK_EQ(ing_db_retention(d.db, T0 + DAY + 6 * HOUR, &nret, &err),
+	    0);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(m[i].max_t > T0 + DAY + 6 * HOUR);
+		ntier += m[i].tier_ms > 0;
+	}
+	free(m);
+	SM_CHECK_EQ(ntier, 2);     /* window 1's, ending at T0 + 2 days */
+	SM_CHECK_EQ(ing_db_retention(d.db, T0 + 2 * DAY, &nret, &err), 0);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK_EQ(m[i].tier_ms, 0);
+	free(m);
+	SM_CHECK(nret >= 2);
+	disk_fini(&d);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -809,4 +886,6 @@ SM_TEST_MAIN(
 	    test_faults_and_reopen },
 	{ "jobs during writes and cuts: exact up to cover_gen",
 	    test_concurrent_cuts },
+	{ "a damaged input fails its job only; retention retires tiers",
+	    test_corrupt_input_and_retention },
 )
