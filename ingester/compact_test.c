@@ -876,6 +876,58 @@ test_corrupt_input_and_retention(void)
 	disk_fini(&d);
 }
 
+/* One block holding a write 5 s before the epoch and one at T0: windows
+ * are floored toward -inf, and the ~20,000 empty days between them are
+ * not planned (ING_COMPACT_MAX_SPAN). */
+static void
+test_far_apart_and_negative(void)
+{
+	struct disk d;
+	struct ing_compact_job *jobs;
+	struct ing_compact_stats st;
+	struct ing_block_meta *m;
+	struct sm_err err;
+	int64_t now = T0 + DAY;
+	uint32_t n, ntier = 0;
+
+	disk_init(&d);
+	write_at(d.db, -T0 - 5 * SEC, NULL);
+	write_at(d.db, 0, NULL);
+	flush(d.db);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 4);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK(jobs[i].window_start == -DAY ||
+		    jobs[i].window_start == T0);
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, -DAY, DAY, now, &st,
+	    &err), 0);
+	SM_CHECK(st.built && st.series == NSER);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_set *set;
+		struct ing_cache_ent *e;
+
+		if (m[i].tier_ms == 0)
+			continue;
+		ntier++;
+		SM_CHECK_EQ(m[i].min_t, -HOUR);
+		SM_CHECK_EQ(m[i].max_t, 0);
+		SM_CHECK_EQ(m[i].cover_start, -DAY);
+		SM_REQUIRE(ing_store_block_index(d.store, "t", &m[i], &set, &e,
+		    &err) == 0);
+		for (uint32_t k = 0; k < set->nseries; k++) {
+			SM_CHECK_EQ(set->series[k]->nb, 1);
+			SM_CHECK_EQ(set->series[k]->b[0].t, -HOUR);
+			SM_CHECK_EQ(set->series[k]->b[0].profiles, 1);
+		}
+		ing_store_release(d.store, e);
+	}
+	free(m);
+	SM_CHECK_EQ(ntier, 1);
+	disk_fini(&d);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -888,4 +940,6 @@ SM_TEST_MAIN(
 	    test_concurrent_cuts },
 	{ "a damaged input fails its job only; retention retires tiers",
 	    test_corrupt_input_and_retention },
+	{ "timestamps far apart and before the epoch",
+	    test_far_apart_and_negative },
 )
