@@ -63,9 +63,11 @@
  * Failure before the commit leaves nothing: the builder is freed and the
  * block was never written (fault-injection tested).  After the commit the
  * job succeeds: a failed retire keeps the old block listed, and the
- * planner reports it superseded again; a failed publish (the reserved
- * slot taken by a concurrent cut's block) deletes the new block again, or
- * leaves it for the next open, where it is a valid block like any other.
+ * planner reports it superseded again.  Publishing cannot fail: the job
+ * and a cut each reserve two slots in t->blocks before their commit (one
+ * cut and one job run at a time, retention only removes); should it fail
+ * anyway, the new block is deleted again, or left for the next open,
+ * where it is a valid block like any other.
  * Crash safety follows: before the batch nothing is stored and a rerun
  * redoes the job; after it the block is found by the scan at open
  * (replay.c), and superseded blocks left by a crash before their deletion
@@ -862,8 +864,8 @@ compact_run(struct ing_db *db, struct ing_tenant *t, int64_t w, int64_t ws,
 		st->empty = true;
 		goto cleanup;
 	}
-	/* A slot for the new meta, so publishing it cannot fail (unless a
-	 * concurrent cut takes the slot: see below). */
+	/* Slots for the new meta, so publishing it cannot fail (above;
+	 * write.c's cut_commit reserves the same way). */
 	ING_LOCK(&t->mu);
 	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
 	ING_UNLOCK(&t->mu);
