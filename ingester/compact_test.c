@@ -928,6 +928,47 @@ test_far_apart_and_negative(void)
 	disk_fini(&d);
 }
 
+/* ing_block_encode_tier refuses what breaks the tier rules (SM_EINVAL:
+ * a caller's mistake) and writes the fields a decode gives back. */
+static void
+test_encode_tier_rules(void)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_block_enc e;
+	struct ing_block_meta m;
+	struct ing_head *h;
+	struct sm_err err;
+	uint32_t ns, np;
+
+	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	SM_REQUIRE(ing_head_create(9, HOUR, &h) == 0);
+	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
+	/* A head from writes carries profile records: not a tier block. */
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err),
+	    SM_EINVAL);
+	ing_profs_fini(&h->profs);
+	/* Buckets outside the window, an unaligned window. */
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + DAY, T0 + 2 * DAY, 4, &e,
+	    &err), SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "tier") != NULL);
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + 1, T0 + DAY, 4, &e,
+	    &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err), 0);
+	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
+	    &err), 0);
+	SM_CHECK(m.gen == 9 && m.tier_ms == HOUR && m.bucket_ms == HOUR &&
+	    m.min_t == T0 + 5 * HOUR && m.max_t == T0 + 6 * HOUR &&
+	    m.cover_start == T0 && m.cover_end == T0 + DAY &&
+	    m.cover_gen == 4);
+	ing_block_enc_fini(&e);
+	ing_head_unref(h);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -942,4 +983,6 @@ SM_TEST_MAIN(
 	    test_corrupt_input_and_retention },
 	{ "timestamps far apart and before the epoch",
 	    test_far_apart_and_negative },
+	{ "tier encoding refuses broken rules, decodes back",
+	    test_encode_tier_rules },
 )
