@@ -309,6 +309,10 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 		e->meta.cover_end = tier->cover_end;
 		e->meta.cover_gen = tier->cover_gen;
 		if (meta_tier_check(&e->meta, err) != 0) {
+			/* Our caller's mistake, not damage: SM_EINVAL. */
+			if (err != NULL)
+				err->code = SM_EINVAL;
+			(void)sm_err_prefix(err, "encoding tier block");
 			rv = SM_EINVAL;
 			goto fail;
 		}
@@ -448,8 +452,7 @@ fail:
 	sm_free(pr);
 	ing_block_enc_fini(e);
 	if (rv == SM_EINVAL)
-		return (sm_err_set(err, rv, "encoding tier block: %s",
-		    err->msg));
+		return (rv);     /* err says which tier rule */
 	return (sm_err_set(err, rv == 0 ? SM_ENOMEM : rv, "encoding block: %s",
 	    sm_strerror(rv == 0 ? SM_ENOMEM : rv)));
 }

@@ -799,6 +799,176 @@ test_concurrent_cuts(void)
 	free(raw);
 }
 
+/* Damage one stored value of a block through the kv layer. */
+static void
+damage(struct disk *d, uint64_t gen, char kind, uint32_t series)
+{
+	struct sm_kv *kv = ing_store_kv(d->store);
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	struct sm_err err;
+	enum sm_kv_cf cf = kind == 'I' || kind == 'M' ? SM_KV_INDEX :
+	    SM_KV_BLOCKS;
+
+	ing_key_part(&k, "t", gen, kind, series);
+	SM_REQUIRE(sm_kv_get(kv, cf, k.b, k.n, &v, &err) == 0);
+	v.b[v.len / 2 + 6] ^= 0x40;
+	SM_REQUIRE(sm_kv_put(kv, cf, k.b, k.n, v.b, v.len, &err) == 0);
+	sm_buf_fini(&v);
+}
+
+static void
+test_corrupt_input_and_retention(void)
+{
+	struct disk d;
+	struct ing_compact_stats st;
+	struct ing_block_meta *m;
+	struct sm_err err;
+	struct scan before, after;
+	int64_t now = T0 + 2 * DAY;
+	uint32_t n, nret, ntier = 0;
+	uint64_t first_raw = 0;
+
+	disk_init(&d);
+	for (int64_t t = 0; t < 2 * DAY; t += 30 * 60 * SEC) {
+		write_at(d.db, t, NULL);
+		if (t == 6 * HOUR || t == DAY + 6 * HOUR)
+			flush(d.db);
+	}
+	flush(d.db);
+	/* A damaged data part of a raw block of window 0: that window's
+	 * job fails, nothing is written; window 1 is unaffected. */
+	m = blocks(d.db, &n);
+	first_raw = m[0].gen;
+	SM_REQUIRE(m[0].tier_ms == 0 && m[0].min_t < T0 + DAY);
+	free(m);
+	damage(&d, first_raw, 'D', 1);
+	scan(d.store, &before);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
+	    &err), SM_ECORRUPT);
+	SM_CHECK(!st.built);
+	scan(d.store, &after);
+	SM_CHECK_EQ(after.n, before.n);
+	free(blocks(d.db, &n));
+	SM_CHECK_EQ(n, before.n);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0 + DAY, DAY, now,
+	    &st, &err), 0);
+	SM_CHECK(st.built);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", DAY, T0 + DAY, DAY, now,
+	    &st, &err), 0);
+	SM_CHECK(st.built);
+	/* Retention retires tier blocks like raw ones, by max_t. */
+	SM_CHECK_EQ(ing_db_retention(d.db, T0 + DAY + 6 * HOUR, &nret, &err),
+	    0);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++) {
+		SM_CHECK(m[i].max_t > T0 + DAY + 6 * HOUR);
+		ntier += m[i].tier_ms > 0;
+	}
+	free(m);
+	SM_CHECK_EQ(ntier, 2);     /* window 1's, ending at T0 + 2 days */
+	SM_CHECK_EQ(ing_db_retention(d.db, T0 + 2 * DAY, &nret, &err), 0);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK_EQ(m[i].tier_ms, 0);
+	free(m);
+	SM_CHECK(nret >= 2);
+	disk_fini(&d);
+}
+
+/* One block holding a write 5 s before the epoch and one at T0: windows
+ * are floored toward -inf, and the ~20,000 empty days between them are
+ * not planned (ING_COMPACT_MAX_SPAN). */
+static void
+test_far_apart_and_negative(void)
+{
+	struct disk d;
+	struct ing_compact_job *jobs;
+	struct ing_compact_stats st;
+	struct ing_block_meta *m;
+	struct sm_err err;
+	int64_t now = T0 + DAY;
+	uint32_t n, ntier = 0;
+
+	disk_init(&d);
+	write_at(d.db, -T0 - 5 * SEC, NULL);
+	write_at(d.db, 0, NULL);
+	flush(d.db);
+	n = plan(d.db, now, &jobs);
+	SM_CHECK_EQ(n, 4);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK(jobs[i].window_start == -DAY ||
+		    jobs[i].window_start == T0);
+	ing_compact_jobs_free(jobs, n);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, -DAY, DAY, now, &st,
+	    &err), 0);
+	SM_CHECK(st.built && st.series == NSER);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_set *set;
+		struct ing_cache_ent *e;
+
+		if (m[i].tier_ms == 0)
+			continue;
+		ntier++;
+		SM_CHECK_EQ(m[i].min_t, -HOUR);
+		SM_CHECK_EQ(m[i].max_t, 0);
+		SM_CHECK_EQ(m[i].cover_start, -DAY);
+		SM_REQUIRE(ing_store_block_index(d.store, "t", &m[i], &set, &e,
+		    &err) == 0);
+		for (uint32_t k = 0; k < set->nseries; k++) {
+			SM_CHECK_EQ(set->series[k]->nb, 1);
+			SM_CHECK_EQ(set->series[k]->b[0].t, -HOUR);
+			SM_CHECK_EQ(set->series[k]->b[0].profiles, 1);
+		}
+		ing_store_release(d.store, e);
+	}
+	free(m);
+	SM_CHECK_EQ(ntier, 1);
+	disk_fini(&d);
+}
+
+/* ing_block_encode_tier refuses what breaks the tier rules (SM_EINVAL:
+ * a caller's mistake) and writes the fields a decode gives back. */
+static void
+test_encode_tier_rules(void)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_block_enc e;
+	struct ing_block_meta m;
+	struct ing_head *h;
+	struct sm_err err;
+	uint32_t ns, np;
+
+	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	SM_REQUIRE(ing_head_create(9, HOUR, &h) == 0);
+	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
+	/* A head from writes carries profile records: not a tier block. */
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err),
+	    SM_EINVAL);
+	ing_profs_fini(&h->profs);
+	/* Buckets outside the window, an unaligned window. */
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + DAY, T0 + 2 * DAY, 4, &e,
+	    &err), SM_EINVAL);
+	SM_CHECK(strstr(err.msg, "tier") != NULL);
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + 1, T0 + DAY, 4, &e,
+	    &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err), 0);
+	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
+	    &err), 0);
+	SM_CHECK(m.gen == 9 && m.tier_ms == HOUR && m.bucket_ms == HOUR &&
+	    m.min_t == T0 + 5 * HOUR && m.max_t == T0 + 6 * HOUR &&
+	    m.cover_start == T0 && m.cover_end == T0 + DAY &&
+	    m.cover_gen == 4);
+	ing_block_enc_fini(&e);
+	ing_head_unref(h);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -809,4 +979,10 @@ SM_TEST_MAIN(
 	    test_faults_and_reopen },
 	{ "jobs during writes and cuts: exact up to cover_gen",
 	    test_concurrent_cuts },
+	{ "a damaged input fails its job only; retention retires tiers",
+	    test_corrupt_input_and_retention },
+	{ "timestamps far apart and before the epoch",
+	    test_far_apart_and_negative },
+	{ "tier encoding refuses broken rules, decodes back",
+	    test_encode_tier_rules },
 )

@@ -6,7 +6,8 @@
  *     tenants[]  (sorted by id; the tenant is the first key of everything)
  *       head       the current ing_head, taking writes
  *       cutting[]  heads being turned into blocks (still queried)
- *       blocks[]   metas of committed blocks, sorted by id
+ *       blocks[]   metas of committed blocks, sorted by id: raw blocks cut
+ *                  from heads and tier blocks (tier_ms > 0, below)
  *
  * Write path (acknowledged only when durable):
  *   1. validate the request (nothing malformed reaches the log);

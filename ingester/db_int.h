@@ -23,9 +23,12 @@
  *   - a tenant owns one reference to its head and to each head in
  *     `cutting`; a query or a cut that uses a head after releasing t->mu
  *     takes its own (ing_head_ref; `refs` in head.h).
- *   - t->blocks holds metas by value; a query copies the ones it reads
- *     (struct ing_sources), so retention may drop them meanwhile (the
- *     files stay for DB_RETIRE_GRACE_MS, retention.c).
+ *   - t->blocks holds metas by value, raw and tier blocks alike; a query
+ *     copies the ones it reads (struct ing_sources, raw ones only until
+ *     the query side of issue 11 lands), so retention or a tier job may
+ *     drop them meanwhile (the files stay for DB_RETIRE_GRACE_MS,
+ *     retention.c).  A cut and a tier job reserve their slot in it
+ *     before committing, so a committed block is always listed.
  *
  * Locking, in the order they may nest (never the other way round):
  *   db->compact_mu one tier job at a time (compact.c); held for the whole
