@@ -163,6 +163,38 @@ test_edges(void)
 	ing_res_fini(&none);
 }
 
+/* A select whose start was raised to the retention floor reads no tier
+ * bucket from before it: the range is cut to the next aligned start. */
+static void
+test_floor(void)
+{
+	struct ing_block_meta m[] = {
+		raw(1, 0, 2 * D), tier(5, D, 0, 1), tier(6, D, D, 1),
+	};
+	struct ing_sources src = { .blocks = m, .nblocks = 3 };
+	struct ing_res res;
+	struct sm_err err;
+	struct q q;
+	int64_t ft;
+
+	q_init(&q, D, 0, 2 * D, 0, 0, 0);
+	q.sel.start_ms = 5 * H;                 /* the floor */
+	SM_CHECK(ing_res_init(&res, &q.sel, &src, &err) == 0);
+	SM_CHECK(ing_res_width(&res, 4 * H) == 0);
+	SM_CHECK(ing_res_width(&res, D) == D);
+	SM_CHECK(!ing_res_bucket(&res, &m[1], 0, &ft));
+	SM_CHECK(!ing_res_source(&res, &m[1], 5 * H, 2 * D));
+	SM_CHECK(ing_res_bucket(&res, &m[0], 6 * H, &ft) && ft == 6 * H);
+	SM_CHECK(ing_res_bucket(&res, &m[2], D, &ft) && ft == D);
+	SM_CHECK(!ing_res_bucket(&res, &m[0], D + H, &ft));
+	ing_res_fini(&res);
+	/* A floor past the whole range leaves no resolution. */
+	q.sel.start_ms = 2 * D - 1;
+	SM_CHECK(ing_res_init(&res, &q.sel, &src, &err) == 0);
+	SM_CHECK(res.np == 0);
+	ing_res_fini(&res);
+}
+
 static void
 test_validate(void)
 {
@@ -186,5 +218,7 @@ SM_TEST_MAIN(
 	  test_choice },
 	{ "edges read raw, covered blocks skipped, no resolution = raw",
 	  test_edges },
+	{ "the retention floor cuts a resolution to its next start",
+	  test_floor },
 	{ "resolutions must be sorted, disjoint, aligned", test_validate },
 )

@@ -55,16 +55,26 @@ ing_res_init(struct ing_res *res, const Smolder__V1__Select *sel,
 	if (sel == NULL || sel->n_resolution == 0)
 		return (0);
 	SM_ASSERT(sel->n_resolution <= ING_RES_MAX);
-	res->p = sel->resolution;
-	res->np = sel->n_resolution;
+	for (size_t i = 0; i < sel->n_resolution; i++) {
+		const Smolder__V1__Resolution *q = sel->resolution[i];
+		int64_t w = q->width_ms, lo = q->start_ms;
+		int64_t f = sm_floor_to(sel->start_ms, w);
+
+		/* Not before the select's start (the retention floor). */
+		if (lo < sel->start_ms)
+			lo = f == sel->start_ms ? f : f + w;
+		if (lo < q->end_ms)
+			res->p[res->np++] = (struct ing_res_piece){ lo,
+			    q->end_ms, w };
+	}
 	/* The distinct widths asked for. */
 	for (size_t i = 0; i < res->np; i++) {
 		uint32_t k = 0;
 
-		while (k < nr && rs[k] != res->p[i]->width_ms)
+		while (k < nr && rs[k] != res->p[i].width_ms)
 			k++;
 		if (k == nr)
-			rs[nr++] = res->p[i]->width_ms;
+			rs[nr++] = res->p[i].width_ms;
 	}
 	for (uint32_t i = 0; i < src->nblocks; i++)
 		ntier += src->blocks[i].tier_ms > 0;
@@ -123,12 +133,12 @@ res_piece(const struct ing_res *res, int64_t t)
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (res->p[mid]->end_ms <= t)
+		if (res->p[mid].end_ms <= t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo < res->np && res->p[lo]->start_ms <= t)
+	if (lo < res->np && res->p[lo].start_ms <= t)
 		return ((ssize_t)lo);
 	return (-1);
 }
@@ -138,7 +148,7 @@ ing_res_width(const struct ing_res *res, int64_t t)
 {
 	ssize_t i = res->np > 0 ? res_piece(res, t) : -1;
 
-	return (i < 0 ? 0 : res->p[i]->width_ms);
+	return (i < 0 ? 0 : res->p[i].width_ms);
 }
 
 /* The chosen tier block for (r, the window holding t), or NULL. */
@@ -203,9 +213,9 @@ ing_res_source(const struct ing_res *res, const struct ing_block_meta *m,
 			if (w->gen != m->gen)
 				continue;
 			for (size_t k = 0; k < res->np; k++) {
-				if (res->p[k]->width_ms == w->r &&
-				    res->p[k]->start_ms < up &&
-				    res->p[k]->end_ms > lo)
+				if (res->p[k].width_ms == w->r &&
+				    res->p[k].start_ms < up &&
+				    res->p[k].end_ms > lo)
 					return (true);
 			}
 		}
@@ -222,10 +232,10 @@ ing_res_source(const struct ing_res *res, const struct ing_block_meta *m,
 
 		if (i < 0)
 			return (true);
-		w = res_win(res, res->p[i]->width_ms, x);
+		w = res_win(res, res->p[i].width_ms, x);
 		if (w == NULL || m->gen > w->cover_gen)
 			return (true);
-		x = SM_MIN(w->end, res->p[i]->end_ms);
+		x = SM_MIN(w->end, res->p[i].end_ms);
 	}
 	return (false);
 }

@@ -32,8 +32,14 @@
  * Only tier blocks whose window is one aligned day (ING_TIER_WINDOW_MS)
  * are read; any other is ignored (never double counted).
  *
- * Ownership: an ing_res borrows the select's resolutions (keep the select
- * alive) and owns its window table.  Locking: none; one query, one
+ * Retention: a resolution range is cut to start at the first multiple of
+ * its width at or after the select's start (which ing_select_floor raised
+ * to the retention floor), so no tier bucket holding data from before the
+ * floor is read; what lies between the floor and that multiple is read
+ * raw, as on a replica without tiers.
+ *
+ * Ownership: an ing_res copies the select's resolutions and owns its
+ * window table.  Locking: none; one query, one
  * thread.  Errors: ing_res_validate gives SM_EINVAL for resolutions that
  * are not sorted, disjoint, aligned and positive.
  */
@@ -54,8 +60,12 @@ struct ing_res_win {
 	int64_t tier_ms;
 };
 
+struct ing_res_piece {
+	int64_t start_ms, end_ms, width_ms;
+};
+
 struct ing_res {
-	Smolder__V1__Resolution **p;   /* the select's, sorted */
+	struct ing_res_piece p[ING_RES_MAX];   /* sorted */
 	size_t np;
 	struct ing_res_win *w;         /* sorted by (r, start) */
 	uint32_t nw;
