@@ -739,10 +739,17 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		    "replaying its head log");
 		goto out;
 	}
+	/* Reads and compaction jobs share rpc_workers - 1 workers, so one is
+	 * always left for writes (a tier job may run for seconds). */
 	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_MERGE ||
 	    req->method_case == SMOLDER__V1__REQUEST__METHOD_SERIES ||
 	    req->method_case == SMOLDER__V1__REQUEST__METHOD_LABELS ||
-	    req->method_case == SMOLDER__V1__REQUEST__METHOD_STATS) {
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_STATS ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_ANALYZE ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_PROFILES ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_COMPACT) {
 		unsigned max = ing->cfg.rpc_workers > 1 ?
 		    (unsigned)ing->cfg.rpc_workers - 1 : 1;
 
