@@ -231,6 +231,7 @@ static int
 query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 {
 	struct qry_plan *p = &x->plan[lane];
+	int rv;
 	struct qry_plan_io io = {
 		.n = x->fan.n,
 		.rf = x->fan.snap->rf,
@@ -247,7 +248,20 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		return (0);
 	}
-	return (qry_plan_make(p, &io, &x->lim[lane], err));
+	if ((rv = qry_plan_make(p, &io, &x->lim[lane], err)) != 0)
+		return (rv);
+	/*
+	 * Replicas that diverged (each missed different writes) are picked
+	 * bucket by bucket, and a bucket at a tier width is an hour or a
+	 * day: when every replica missed some write of it, none is
+	 * complete there, where at the raw width each 10 s bucket still had
+	 * a complete replica.  So such a lane is planned again, raw.
+	 */
+	if (p->ndivergent > 0 && x->lim[lane].n_resolution > 0) {
+		query_resolutions(x, lane, -1);
+		return (qry_plan_make(p, &io, &x->lim[lane], err));
+	}
+	return (0);
 }
 
 /* Per-target requests of one lane under plan p, in x->arena, into reqs
