@@ -300,7 +300,7 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
     uint32_t nwidths, int64_t window_ms, int64_t now_ms,
     struct ing_compact_job **jobs, uint32_t *n, uint32_t *cap)
 {
-	int64_t floor = atomic_load(&db->floor_ms);
+	int64_t floor = ing_db_floor(db, t->id);
 	struct snap s;
 	int64_t *ws = NULL;
 	uint32_t nws = 0, wcap = 0;
@@ -884,7 +884,7 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 		    (long long)window_ms));
 	we = window_start + window_ms;
 	if (db->store == NULL || we > now_ms ||
-	    we <= atomic_load(&db->floor_ms) ||
+	    we <= ing_db_floor(db, tenant) ||
 	    (t = ing_tenant_find(db, tenant)) == NULL) {
 		count_job(tier_ms, "noop");
 		return (0);

@@ -1022,20 +1022,27 @@ test_stats_digest(void)
 	disk_fini(&d);
 }
 
-/* 1 when block `id` of tenant "t" has its tree part on disk. */
+/* 1 when block `id` of `tenant` has its tree part on disk. */
 static int
-block_part_exists(struct disk *d, uint64_t id)
+tenant_block_exists(struct disk *d, const char *tenant, uint64_t id)
 {
 	struct sm_buf v = SM_BUF_INIT;
 	struct sm_err err;
 	struct sm_key k;
 	int rv;
 
-	ing_key_part(&k, "t", id, 'T', 0);
+	ing_key_part(&k, tenant, id, 'T', 0);
 	rv = sm_kv_get(ing_store_kv(d->store), SM_KV_BLOCKS, k.b, k.n, &v,
 	    &err);
 	sm_buf_fini(&v);
 	return (rv == 0);
+}
+
+/* 1 when block `id` of tenant "t" has its tree part on disk. */
+static int
+block_part_exists(struct disk *d, uint64_t id)
+{
+	return (tenant_block_exists(d, "t", id));
 }
 
 /*
@@ -1059,7 +1066,7 @@ test_retention(void)
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 100 * SEC, "new=8"), 0);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
 	    NULL), "mid 4\nnew 8\nold 3\n");
-	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, &n, &err), 0);
+	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);
 	/* The block is out; the head's bucket at 20 s is hidden too. */
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
@@ -1067,7 +1074,7 @@ test_retention(void)
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 25 * SEC,
 	    NULL), "");
 	/* A lower floor changes nothing. */
-	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, &n, &err), 0);
+	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 0);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
 	    NULL), "new 8\n");
@@ -1080,6 +1087,120 @@ test_retention(void)
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(block_part_exists(&d, 1), 0);
+	disk_fini(&d);
+}
+
+/* The service_name values of `tenant` over all time, comma-joined. */
+static char *
+services_all_time(struct ing_db *db, const char *tenant)
+{
+	Smolder__V1__LabelsRequest req = SMOLDER__V1__LABELS_REQUEST__INIT;
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__LabelsResponse out;
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_buf b = SM_BUF_INIT;
+	struct sm_err err;
+	char *text;
+
+	sel.tenant = (char *)tenant;
+	req.select = &sel;
+	req.all_time = 1;
+	req.kind = SMOLDER__V1__LABELS_KIND__LABEL_VALUES;
+	req.name = "service_name";
+	if (ing_db_labels(db, &req, a, &out, &err) != 0)
+		sm_buf_puts(&b, "ERR");
+	else
+		for (size_t i = 0; i < out.n_names; i++)
+			sm_buf_printf(&b, "%s%s", i > 0 ? "," : "",
+			    out.names[i]);
+	text = strdup(b.b != NULL ? b.b : "");
+	sm_buf_fini(&b);
+	sm_arena_destroy(a);
+	return (text);
+}
+
+/*
+ * Retention per tenant: a named tenant gets a floor of its own ("keep"
+ * for b, 50 s for c before c has any data), every other tenant the
+ * default; each sees only its own data above its floor (merge and
+ * all-time labels), across a reopen; floors never lower; a tenant no
+ * longer named follows the default again.
+ */
+static void
+test_retention_tenants(void)
+{
+	struct ing_tenant_floor tf[3];
+	struct disk d;
+	struct sm_err err;
+	uint32_t n;
+
+	disk_init(&d, 3600 * SEC);
+	SM_CHECK_EQ(write_one(d.db, "a", "olda", NULL, 0, "old=1"), 0);
+	SM_CHECK_EQ(write_one(d.db, "b", "oldb", NULL, 10 * SEC, "old=2"), 0);
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);     /* a: gen 1, b: gen 2 */
+	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 1);
+	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
+	SM_CHECK_EQ(write_one(d.db, "a", "mida", NULL, 20 * SEC, "mid=4"), 0);
+	SM_CHECK_EQ(write_one(d.db, "a", "app", NULL, 100 * SEC, "new=8"), 0);
+	SM_CHECK_EQ(write_one(d.db, "b", "app", NULL, 100 * SEC, "new=16"), 0);
+	tf[0] = (struct ing_tenant_floor){ "b", INT64_MIN };
+	tf[1] = (struct ing_tenant_floor){ "c", 50 * SEC };
+	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, tf, 2, &n, &err), 0);
+	SM_CHECK_EQ(n, 1);                            /* a's block */
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	check_collapsed(services_all_time(d.db, "a"), "app");
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\nold 2\n");
+	check_collapsed(services_all_time(d.db, "b"), "app,oldb");
+	/* c was named before it had data here: its own floor holds. */
+	SM_CHECK_EQ(write_one(d.db, "c", "early", NULL, 40 * SEC, "e=1"), 0);
+	SM_CHECK_EQ(write_one(d.db, "c", "app", NULL, 60 * SEC, "l=2"), 0);
+	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "l 2\n");
+	check_collapsed(services_all_time(d.db, "c"), "app");
+	/* Lower floors change nothing, named or default. */
+	tf[0] = (struct ing_tenant_floor){ "a", 1 * SEC };
+	tf[1] = (struct ing_tenant_floor){ "c", 2 * SEC };
+	tf[2] = (struct ing_tenant_floor){ "b", INT64_MIN };
+	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, tf, 3, &n, &err), 0);
+	SM_CHECK_EQ(n, 0);
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	/* Reopen: every floor holds; a's retired block goes on the first
+	 * tick, b's stays. */
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	check_collapsed(services_all_time(d.db, "a"), "app");
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\nold 2\n");
+	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "l 2\n");
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 0);
+	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
+	/* b no longer named (its override removed): it follows the default
+	 * again and loses its block; c keeps its higher floor. */
+	SM_CHECK_EQ(ing_db_retention(d.db, 40 * SEC, NULL, 0, &n, &err), 0);
+	SM_CHECK_EQ(n, 1);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\n");
+	check_collapsed(services_all_time(d.db, "b"), "app");
 	disk_fini(&d);
 }
 
@@ -2014,6 +2135,8 @@ SM_TEST_MAIN(
 	{ "picks restrict series and buckets", test_picks },
 	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
+	{ "retention per tenant: own floors, default, reopen, never lower",
+	    test_retention_tenants },
 	{ "analyze: index statistics per heads and blocks", test_analyze },
 	{ "the series limit refuses new series whole", test_series_limit },
 	{ "the series limit holds under racing writers",
