@@ -1201,6 +1201,17 @@ test_retention_tenants(void)
 	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
 	    NULL), "new 16\n");
 	check_collapsed(services_all_time(d.db, "b"), "app");
+	/* A name given twice gets the higher floor; a default of "keep"
+	 * leaves the default and the unnamed b as they are. */
+	tf[0] = (struct ing_tenant_floor){ "d", 70 * SEC };
+	tf[1] = (struct ing_tenant_floor){ "c", INT64_MIN };
+	tf[2] = (struct ing_tenant_floor){ "d", 10 * SEC };
+	SM_CHECK_EQ(ing_db_retention(d.db, INT64_MIN, tf, 3, &n, &err), 0);
+	SM_CHECK_EQ(n, 0);
+	SM_CHECK_EQ(ing_db_floor(d.db, "d"), 70 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 40 * SEC);
 	disk_fini(&d);
 }
 

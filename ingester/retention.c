@@ -156,40 +156,66 @@ struct floor_upd {
 };
 
 static int
+tf_cmp(const void *a, const void *b)
+{
+	const struct ing_tenant_floor *x = *(const struct ing_tenant_floor *
+	    const *)a, *y = *(const struct ing_tenant_floor *const *)b;
+
+	return (strcmp(x->tenant, y->tenant));
+}
+
+static int
+upd_cmp(const void *key, const void *e)
+{
+	return (strcmp(key, ((const struct floor_upd *)e)->tenant));
+}
+
+/* O((floors + named) log): the named tenants are sorted first, so a
+ * repeated name meets its first entry as the last one appended. */
+static int
 floor_plan(struct ing_db *db, int64_t before_ms,
     const struct ing_tenant_floor *tf, uint32_t ntf, struct floor_upd **out,
     uint32_t *nout)
 {
 	int64_t def = atomic_load(&db->floor_ms);
+	const struct ing_tenant_floor **st = NULL;
 	struct floor_upd *u;
-	uint32_t n = 0;
+	uint32_t n = 0, nold = db->nfloors;
 
 	*out = NULL;
 	*nout = 0;
-	if ((u = sm_calloc((size_t)db->nfloors + ntf + 1, sizeof(*u))) == NULL)
+	if ((u = sm_calloc((size_t)nold + ntf + 1, sizeof(*u))) == NULL ||
+	    (st = sm_calloc((size_t)ntf + 1, sizeof(*st))) == NULL) {
+		sm_free(u);
 		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < db->nfloors; i++)
+	}
+	for (uint32_t i = 0; i < nold; i++)
 		u[n++] = (struct floor_upd){ db->floors[i].tenant,
 			db->floors[i].ms, false, false };
+	for (uint32_t j = 0; j < ntf; j++)
+		st[j] = &tf[j];
+	qsort(st, ntf, sizeof(*st), tf_cmp);
 	for (uint32_t j = 0; j < ntf; j++) {
-		struct floor_upd *e = NULL;
+		struct floor_upd *e = bsearch(st[j]->tenant, u, nold,
+		    sizeof(*u), upd_cmp);
 
-		for (uint32_t i = 0; i < n; i++)
-			if (strcmp(u[i].tenant, tf[j].tenant) == 0)
-				e = &u[i];
+		if (e == NULL && n > nold &&
+		    strcmp(u[n - 1].tenant, st[j]->tenant) == 0)
+			e = &u[n - 1];
 		if (e == NULL) {
 			/* New: from the effective floor it had (the
 			 * default's, before this request raises it). */
 			e = &u[n++];
-			*e = (struct floor_upd){ tf[j].tenant, def, true,
+			*e = (struct floor_upd){ st[j]->tenant, def, true,
 				true };
 		}
 		e->named = true;
-		if (tf[j].before_ms > e->ms) {
-			e->ms = tf[j].before_ms;
+		if (st[j]->before_ms > e->ms) {
+			e->ms = st[j]->before_ms;
 			e->raise = true;
 		}
 	}
+	sm_free(st);
 	for (uint32_t i = 0; i < n; i++)
 		if (!u[i].named && before_ms > u[i].ms) {
 			u[i].ms = before_ms;
