@@ -8,7 +8,8 @@
  * metas and take references to the heads; then, under each head's read
  * lock (never with t->mu), read the head's bucket range.  Windows are the
  * day-aligned windows that a raw block's [min_t, max_t) or a tier block's
- * window touches, ending at or before now and above the retention floor.
+ * window touches, ending at or before now and above its tenant's
+ * retention floor.
  * Per (width w, window W): the raw blocks overlapping W, their largest gen
  * R; the tier blocks (w, W), the best of them B = largest (cover_gen, gen).
  * Due when some raw block overlaps W and (no B, or B.cover_gen < R), and

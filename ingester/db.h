@@ -199,11 +199,13 @@ int ing_db_series_stats(struct ing_db *db,
  * the heads and blocks holding a matched series, the pair bytes of the
  * matched head buckets, the stored bytes of those blocks, and the first
  * and last matched bucket start.  Reads heads and block indexes only.
- * all_time: everything above the retention floor.
+ * all_time: everything above the tenant's retention floor.
  */
 int ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
     struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err);
 
+/* Label names, values or series of a selection; all_time: everything
+ * above the tenant's retention floor. */
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
 
@@ -265,8 +267,9 @@ struct ing_compact_job {
 
 /*
  * Plan the tier work of every tenant: for each window fully in the past
- * (its end <= now_ms) and above the retention floor that a raw block
- * overlaps (or a tier block names), and each width in widths[0..nwidths),
+ * (its end <= now_ms) and above its tenant's retention floor that a raw
+ * block overlaps (or a tier block names), and each width in
+ * widths[0..nwidths),
  * a job when it is due or has superseded blocks.  A window is not due
  * while a head of its tenant (current or being cut) has a bucket in it:
  * its data is not in blocks yet, a later pass does it.  Widths must be

@@ -63,7 +63,7 @@ ing_retire_purge(struct ing_db *db, int64_t now_ms)
 	ING_UNLOCK(&db->retire_mu);
 }
 
-/* --- floors ---------------------------------------------------------------- */
+/* --- floors ------------------------------------------------------------- */
 
 /* Index of `tenant` in floors[0..n), or where it goes (*found false). */
 static uint32_t
