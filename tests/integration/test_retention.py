@@ -15,7 +15,9 @@ tenant `keep` compactor_blocks_retention_period 0 (keep forever) and
 loses its 3 h old data from /render and from all-time label values
 (Connect LabelValues, start = end = 0), its old-only block is retired
 (smolder_ingester_blocks drops by one, blocks_retired = 1), while `keep`
-and `long` still serve theirs, across a restart.
+and `long` still serve theirs, across a restart.  The same with a
+cluster's compactor process holding the runtime config: short's old block
+goes on every ingester, keep's stays.
 """
 
 import json
@@ -226,6 +228,36 @@ def main(r):
                 "ingester", "%s %s" % (st, j))
         r.eq(stacks(c.queriers[0]), ["new;a"],
              "cluster: only data within the period is served")
+    finally:
+        c.check_stopped(r)
+
+    # A cluster whose compactor process alone has the overrides.
+    path = os.path.join(ws.data_dir("tenants-cfg"), "overrides.yaml")
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                compactors=1, name="rett",
+                extra=COMMON + ["-auth.multitenancy-enabled=true"],
+                compactor_extra=["-compactor.blocks-retention-period=1h",
+                                 "-runtime-config.file=%s" % path])
+    try:
+        c.start()
+        d, q = c.distributors[0], c.queriers[0]
+        r.eq([t_push(d, t, "ret.cpu", OLD, "old;block")
+              for t in ("short", "keep")], [200, 200],
+             "cluster tenants: old uploads acknowledged")
+        r.check(all(flush(i).status == 200 for i in c.ingesters),
+                "cluster tenants: every ingester cuts old-only blocks")
+        r.eq([t_push(d, t, "ret.cpu", NEW, "new;block")
+              for t in ("short", "keep")], [200, 200],
+             "cluster tenants: new uploads acknowledged")
+        st, j = run(c.compactors[0])
+        r.check(st == 200 and j and j["ingesters"] == 3 and
+                j["tenant_overrides"] == 2 and j["blocks_retired"] == 3,
+                "cluster tenants: the compactor retires short's old block "
+                "on every ingester, not keep's", "%s %s" % (st, j))
+        r.eq(t_stacks(q, "short"), ["new;block"],
+             "cluster tenants: short serves only data within 1h")
+        r.eq(t_stacks(q, "keep"), ["new;block", "old;block"],
+             "cluster tenants: keep (0) still serves its old data")
     finally:
         c.check_stopped(r)
 
