@@ -183,8 +183,10 @@ retention_pass(struct compactor *c, struct cpt_pass *p)
 		sm_warn("compactor", "retention pass skipped: out of memory");
 		return;
 	}
-	if (c->cfg.retention_ms <= 0 && ntv == 0)
+	if (c->cfg.retention_ms <= 0 && ntv == 0) {
+		tenant_floors_free(tv, ntv);    /* tv may be allocated, empty */
 		return;
+	}
 	p->enabled = true;
 	p->overrides = (uint32_t)ntv;
 	p->before_ms = c->cfg.retention_ms > 0 ? now - c->cfg.retention_ms :

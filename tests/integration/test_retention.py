@@ -152,15 +152,24 @@ def tenants_part(r, ws):
                 "block", "%s -> %s" % (blocks0, blocks1))
     finally:
         s.check_stopped(r)
-    # Restart without the retention flag or overrides: every floor holds.
+    # Restart without the retention flag, with overrides of other limits
+    # only: every floor holds, and a pass has no retention to do.
+    other = os.path.join(ws.data_dir("tenants-cfg"), "other.yaml")
+    with open(other, "w") as f:
+        f.write("overrides:\n  short:\n    max_query_length: 0\n")
     s = DataServer(data, ws.log_dir("tenants-2"), name="tenants-2",
                    extra_flags=COMMON + [
-                       "-auth.multitenancy-enabled=true"]).start()
+                       "-auth.multitenancy-enabled=true",
+                       "-runtime-config.file=%s" % other]).start()
     try:
         r.eq(t_stacks(s, "short"), ["new;block", "new;head"],
              "tenants: short's floor holds after a restart")
         r.eq([t_stacks(s, t) for t in ("keep", "long")], [everything] * 2,
              "tenants: keep and long keep their old data after a restart")
+        st, j = run(s)
+        r.check(st == 200 and j and j.get("retention") == "disabled",
+                "tenants: overrides without a retention period and no "
+                "flag: the pass has no retention to do", "%s %s" % (st, j))
     finally:
         s.check_stopped(r)
 
