@@ -11,13 +11,14 @@ process reaches every ingester; with retention off the pass is a no-op.
 
 Per tenant (multitenancy on, X-Scope-OrgID): a runtime config gives
 tenant `keep` compactor_blocks_retention_period 0 (keep forever) and
-`long` 5h, the default staying 1h for `short`.  After a pass `short`
-loses its 3 h old data from /render and from all-time label values
-(Connect LabelValues, start = end = 0), its old-only block is retired
-(smolder_ingester_blocks drops by one, blocks_retired = 1), while `keep`
-and `long` still serve theirs, across a restart.  The same with a
-cluster's compactor process holding the runtime config: short's old block
-goes on every ingester, keep's stays.
+`longM` 5h (a name ending in M, as a block meta key does), the default
+staying 1h for `short`.  After a pass `short` loses its 3 h old data from
+/render and from all-time label values (Connect LabelValues, start = end
+= 0), its old-only block is retired (smolder_ingester_blocks drops by
+one, blocks_retired = 1), while `keep` and `longM` still serve theirs,
+across a restart, and smolder-admin verify passes over the tenant floor
+keys.  The same with a cluster's compactor process holding the runtime
+config: short's old block goes on every ingester, keep's stays.
 """
 
 import json
@@ -28,8 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, flush, limit_flags,  # noqa
-                        metric_value, metrics)
+from durability import (DataServer, Workspace, admin, flush,  # noqa
+                        limit_flags, metric_value, metrics)
 from smolder import run_script  # noqa: E402
 
 NOW = int(time.time())
@@ -62,12 +63,12 @@ def run(s):
 OVERRIDES = """overrides:
   keep:
     compactor_blocks_retention_period: 0
-  long:
+  longM:
     compactor_blocks_retention_period: 5h
   short:
     max_query_length: 0
 """
-TENANTS = ("short", "keep", "long")
+TENANTS = ("short", "keep", "longM")
 
 
 def t_push(s, tenant, name, t, stack):
@@ -140,9 +141,9 @@ def tenants_part(r, ws):
         r.eq(t_services(s, "short"), ["ret"],
              "tenants: short's old-only service is gone from all-time "
              "label values")
-        r.eq([t_stacks(s, t) for t in ("keep", "long")], [everything] * 2,
+        r.eq([t_stacks(s, t) for t in ("keep", "longM")], [everything] * 2,
              "tenants: keep (0) and long (5h) still serve their old data")
-        r.eq([t_services(s, t) for t in ("keep", "long")],
+        r.eq([t_services(s, t) for t in ("keep", "longM")],
              [["ret", "retold"]] * 2,
              "tenants: keep and long still list their old service")
         _, m = metrics(s)
@@ -164,7 +165,7 @@ def tenants_part(r, ws):
     try:
         r.eq(t_stacks(s, "short"), ["new;block", "new;head"],
              "tenants: short's floor holds after a restart")
-        r.eq([t_stacks(s, t) for t in ("keep", "long")], [everything] * 2,
+        r.eq([t_stacks(s, t) for t in ("keep", "longM")], [everything] * 2,
              "tenants: keep and long keep their old data after a restart")
         st, j = run(s)
         r.check(st == 200 and j and j.get("retention") == "disabled",
@@ -172,6 +173,9 @@ def tenants_part(r, ws):
                 "flag: the pass has no retention to do", "%s %s" % (st, j))
     finally:
         s.check_stopped(r)
+    a = admin("verify", "-data.dir=%s" % data)
+    r.check(a.rc == 0, "tenants: smolder-admin verify passes over the "
+            "tenant floor keys", a.describe())
 
 
 def main(r):
