@@ -263,9 +263,13 @@ ing_db_retention(struct ing_db *db, int64_t before_ms,
 			rv = sm_err_set(err, rv, "out of memory");
 			goto out;
 		}
-		sm_info("ingester", "retention floor raised	tenant=%s "
-		    "before_ms=%lld", put[i].tenant,
-		    (long long)put[i].floor_ms);
+		if (put[i].floor_ms == INT64_MIN)
+			sm_info("ingester", "retention floor set\ttenant=%s "
+			    "floor_ms=none", put[i].tenant);
+		else
+			sm_info("ingester", "retention floor set\ttenant=%s "
+			    "floor_ms=%lld", put[i].tenant,
+			    (long long)put[i].floor_ms);
 	}
 	if (raise_def)
 		atomic_store(&db->floor_ms, before_ms);
@@ -289,16 +293,17 @@ ing_db_retention(struct ing_db *db, int64_t before_ms,
 		t->nblocks = k;
 		ING_UNLOCK(&t->mu);
 		if (nt > 0)
-			sm_info("ingester", "retention: blocks retired	"
+			sm_info("ingester", "retention: blocks retired\t"
 			    "tenant=%s floor_ms=%lld blocks=%u", t->id,
 			    (long long)fl, nt);
 		*nblocks += nt;
 	}
 	ING_RWUNLOCK(&db->lock);
 	if (raise_def || nput > 0 || *nblocks > 0)
-		sm_info("ingester", "retention floor raised	before_ms=%lld "
-		    "tenant_floors_raised=%u blocks_retired=%u",
-		    (long long)atomic_load(&db->floor_ms), nput, *nblocks);
+		sm_info("ingester", "retention pass\tdefault_floor_ms=%lld "
+		    "default_raised=%d tenant_floors_raised=%u "
+		    "blocks_retired=%u", (long long)atomic_load(&db->floor_ms),
+		    raise_def, nput, *nblocks);
 out:
 	ING_UNLOCK(&db->retention_mu);
 	sm_free(put);
