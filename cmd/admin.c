@@ -176,7 +176,9 @@ verify_metas(struct admin *ad)
 
 		k = sm_kv_iter_key(it, &kn);
 		v = sm_kv_iter_value(it, &vn);
-		if (kn < 1 || k[kn - 1] != 'M')
+		/* System keys (an empty tenant, store.h) are not blocks: a
+		 * tenant floor's key ends with the tenant, maybe in 'M'. */
+		if (kn < 3 || (k[0] == 0 && k[1] == 0) || k[kn - 1] != 'M')
 			continue;
 		sm_err_clear(&err);
 		if (ing_block_meta_decode(v, vn, &m, &err) != 0) {

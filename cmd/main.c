@@ -381,6 +381,7 @@ mod_compactor_init(void *p, struct sm_err *err)
 	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
 	    &app->cpt_cfg.tiers, err)) != 0)
 		return (rv);
+	app->cpt_cfg.overrides = app->overrides;
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
 }

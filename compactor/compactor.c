@@ -1,5 +1,6 @@
 /*
- * compactor.c -- retention passes over the ring; see compactor.h.
+ * compactor.c -- retention and downsampling passes over the ring; see
+ * compactor.h.
  */
 #include "compactor.h"
 
@@ -42,7 +43,9 @@ struct compactor {
 };
 
 struct cpt_pass {
-	int64_t before_ms;
+	bool enabled;                   /* retention ran */
+	int64_t before_ms;              /* the default's; 0 = keep */
+	uint32_t overrides;             /* tenants with their own retention */
 	uint32_t ingesters, failed, skipped;
 	uint64_t retired;
 	uint32_t jobs_built, jobs_noop, jobs_failed;   /* downsampling */
@@ -111,25 +114,105 @@ cpt_flags(struct cpt_config *cfg, size_t *n)
 	return (f);
 }
 
+/*
+ * The tenants with their own retention (compactor_blocks_retention_period
+ * in the runtime config), each before = now - period or 0 (keep), into
+ * *out (free with tenant_floors_free).  Tenants listed for other limits
+ * only are left out: they follow the default.  0 or SM_ENOMEM.
+ */
+static int
+tenant_floors(struct compactor *c, int64_t now,
+    Smolder__V1__TenantRetention **out, size_t *nout)
+{
+	struct sm_limits def = { 0 }, lim;
+	Smolder__V1__TenantRetention *v = NULL;
+	char **ids = NULL;
+	size_t n = 0, k = 0;
+	int rv;
+
+	*out = NULL;
+	*nout = 0;
+	if ((rv = sm_overrides_tenants(c->cfg.overrides, &ids, &n)) != 0)
+		return (rv);
+	if (n > 0 && (v = sm_calloc(n, sizeof(*v))) == NULL) {
+		sm_overrides_tenants_free(ids, n);
+		return (SM_ENOMEM);
+	}
+	/* A sentinel default tells "not set" from an override of 0. */
+	def.compactor_blocks_retention_period_ms = -1;
+	for (size_t i = 0; i < n; i++) {
+		sm_overrides_get(c->cfg.overrides, ids[i], &def, &lim);
+		if (lim.compactor_blocks_retention_period_ms < 0)
+			continue;
+		smolder__v1__tenant_retention__init(&v[k]);
+		v[k].tenant = ids[i];
+		ids[i] = NULL;          /* now v's */
+		v[k].before_ms = lim.compactor_blocks_retention_period_ms > 0 ?
+		    now - lim.compactor_blocks_retention_period_ms : 0;
+		k++;
+	}
+	sm_overrides_tenants_free(ids, n);
+	*out = v;
+	*nout = k;
+	return (0);
+}
+
+static void
+tenant_floors_free(Smolder__V1__TenantRetention *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sm_free(v[i].tenant);
+	sm_free(v);
+}
+
 /* One retention pass over the healthy ingesters (c->pass_mu held). */
 static void
 retention_pass(struct compactor *c, struct cpt_pass *p)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__RetentionRequest rr = SMOLDER__V1__RETENTION_REQUEST__INIT;
+	Smolder__V1__TenantRetention *tv = NULL, **tp = NULL;
 	struct sm_ring_snap *s;
 	struct sm_rpc_multi *mc = NULL;
-	uint8_t buf[32];
-	size_t len;
+	uint8_t *buf = NULL;
+	size_t len, ntv = 0;
+	int64_t now = sm_now_ms();
 	const char *status;
 
-	if (c->cfg.retention_ms <= 0)
+	if (tenant_floors(c, now, &tv, &ntv) != 0) {
+		sm_warn("compactor", "retention pass skipped: out of memory");
 		return;
-	p->before_ms = sm_now_ms() - c->cfg.retention_ms;
+	}
+	if (c->cfg.retention_ms <= 0 && ntv == 0) {
+		tenant_floors_free(tv, ntv);    /* tv may be allocated, empty */
+		return;
+	}
+	p->enabled = true;
+	p->overrides = (uint32_t)ntv;
+	p->before_ms = c->cfg.retention_ms > 0 ? now - c->cfg.retention_ms :
+	    0;
 	rr.before_ms = p->before_ms;
+	if (ntv > 0 && (tp = sm_calloc(ntv, sizeof(*tp))) == NULL) {
+		tenant_floors_free(tv, ntv);
+		sm_warn("compactor", "retention pass skipped: out of memory");
+		return;
+	}
+	for (size_t i = 0; i < ntv; i++)
+		tp[i] = &tv[i];
+	rr.n_tenants = ntv;
+	rr.tenants = tp;
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_RETENTION;
 	req.retention = &rr;
+	len = smolder__v1__request__get_packed_size(&req);
+	if ((buf = sm_malloc(len + 1)) == NULL) {
+		tenant_floors_free(tv, ntv);
+		sm_free(tp);
+		sm_warn("compactor", "retention pass skipped: out of memory");
+		return;
+	}
 	len = smolder__v1__request__pack(&req, buf);
+	tenant_floors_free(tv, ntv);
+	sm_free(tp);
 	s = sm_ring_acquire(c->ring);
 	if (sm_rpc_multi_create(SM_MAX(s->n, 1), "retention", &mc) != 0) {
 		p->failed = s->n;
@@ -163,6 +246,7 @@ retention_pass(struct compactor *c, struct cpt_pass *p)
 out:
 	sm_rpc_multi_destroy(mc);
 	sm_ring_release(s);
+	sm_free(buf);
 	status = p->failed == 0 && p->skipped == 0 ? "ok" :
 	    p->failed + p->skipped < p->ingesters + p->skipped ? "partial" :
 	    "failed";
@@ -172,8 +256,9 @@ out:
 		sm_gauge_set(sm_metric_child0(m_last_ok),
 		    (double)sm_now_ms() / 1000);
 	sm_info("compactor", "retention pass\tstatus=%s before_ms=%lld "
-	    "ingesters=%u failed=%u skipped_unhealthy=%u blocks_retired=%llu",
-	    status, (long long)p->before_ms, p->ingesters, p->failed,
+	    "tenant_overrides=%u ingesters=%u failed=%u skipped_unhealthy=%u "
+	    "blocks_retired=%llu", status, (long long)p->before_ms,
+	    p->overrides, p->ingesters, p->failed,
 	    p->skipped, (unsigned long long)p->retired);
 }
 
@@ -494,13 +579,14 @@ run_handler(struct sm_http_req *r, void *arg)
 	struct sm_buf out = SM_BUF_INIT;
 
 	cpt_pass(c, &p);
-	if (c->cfg.retention_ms <= 0)
+	if (!p.enabled)
 		sm_buf_puts(&out, "{\"retention\":\"disabled\"");
 	else
-		sm_buf_printf(&out, "{\"before_ms\":%lld,\"ingesters\":%u,"
+		sm_buf_printf(&out, "{\"before_ms\":%lld,"
+		    "\"tenant_overrides\":%u,\"ingesters\":%u,"
 		    "\"failed\":%u,\"skipped_unhealthy\":%u,"
 		    "\"blocks_retired\":%llu", (long long)p.before_ms,
-		    p.ingesters, p.failed, p.skipped,
+		    p.overrides, p.ingesters, p.failed, p.skipped,
 		    (unsigned long long)p.retired);
 	sm_buf_printf(&out, ",\"tier_jobs_built\":%u,\"tier_jobs_noop\":%u,"
 	    "\"tier_jobs_failed\":%u}\n", p.jobs_built, p.jobs_noop,

@@ -8,7 +8,8 @@
  * metas and take references to the heads; then, under each head's read
  * lock (never with t->mu), read the head's bucket range.  Windows are the
  * day-aligned windows that a raw block's [min_t, max_t) or a tier block's
- * window touches, ending at or before now and above the retention floor.
+ * window touches, ending at or before now and above its tenant's
+ * retention floor.
  * Per (width w, window W): the raw blocks overlapping W, their largest gen
  * R; the tier blocks (w, W), the best of them B = largest (cover_gen, gen).
  * Due when some raw block overlaps W and (no B, or B.cover_gen < R), and
@@ -306,7 +307,7 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
     uint32_t nwidths, int64_t window_ms, int64_t now_ms,
     struct ing_compact_job **jobs, uint32_t *n, uint32_t *cap)
 {
-	int64_t floor = atomic_load(&db->floor_ms);
+	int64_t floor = ing_db_floor(db, t->id);
 	struct snap s;
 	int64_t *ws = NULL;
 	uint32_t nws = 0, wcap = 0;
@@ -933,7 +934,7 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 		    (long long)window_ms));
 	we = window_start + window_ms;
 	if (db->store == NULL || we > now_ms ||
-	    we <= atomic_load(&db->floor_ms) ||
+	    we <= ing_db_floor(db, tenant) ||
 	    (t = ing_tenant_find(db, tenant)) == NULL) {
 		count_job(tier_ms, "noop");
 		return (0);

@@ -199,6 +199,8 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	pthread_mutex_init(&db->cut_mu, NULL);
 	pthread_mutex_init(&db->compact_mu, NULL);
 	pthread_mutex_init(&db->retire_mu, NULL);
+	pthread_mutex_init(&db->retention_mu, NULL);
+	pthread_mutex_init(&db->floor_mu, NULL);
 	atomic_init(&db->next_gen, 1);
 	atomic_init(&db->next_seq, 1);
 	atomic_init(&db->floor_ms, INT64_MIN);
@@ -226,6 +228,9 @@ ing_db_close(struct ing_db *db)
 	pthread_mutex_destroy(&db->cut_mu);
 	pthread_mutex_destroy(&db->compact_mu);
 	pthread_mutex_destroy(&db->retire_mu);
+	ing_floors_free(db);
+	pthread_mutex_destroy(&db->retention_mu);
+	pthread_mutex_destroy(&db->floor_mu);
 	sm_free(db);
 }
 

@@ -200,25 +200,50 @@ int ing_db_series_stats(struct ing_db *db,
  * the heads and blocks holding a matched series, the pair bytes of the
  * matched head buckets, the stored bytes of those blocks, and the first
  * and last matched bucket start.  Reads heads and block indexes only.
- * all_time: everything above the retention floor.
+ * all_time: everything above the tenant's retention floor.
  */
 int ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
     struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err);
 
+/* Label names, values or series of a selection; all_time: everything
+ * above the tenant's retention floor. */
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
 
 /*
- * Retention (smolder.v1.RetentionRequest, from the compactor): raise the
- * floor to before_ms -- persisted, so it holds across restarts -- after
- * which no query returns data before it; blocks that end before it leave
- * the query path at once and are deleted from disk after a grace period
- * (the cutter thread), or at the next open.  Head data before the floor
- * is hidden and goes when its head is cut.  A lower floor is a no-op.
- * *nblocks gets the blocks retired.  0, SM_EIO.
+ * Retention (smolder.v1.RetentionRequest, from the compactor): floors
+ * before which no query returns data (every query of a tenant, all_time
+ * ones included, starts at the tenant's effective floor).  Each tenant
+ * named in tf[0..ntf) gets a floor of its own, raised to its before_ms;
+ * every tenant with a floor of its own that is not named is raised to
+ * before_ms (so a tenant whose override is removed follows the default
+ * again); the default floor -- of every tenant without a floor of its
+ * own, including tenants created later -- is raised to before_ms.
+ * INT64_MIN means "keep": that floor is not raised (a named tenant still
+ * gets a floor of its own, at its current effective one).  Floors only
+ * rise: data once hidden or deleted never comes back, so an override
+ * lengthening a tenant's retention keeps only what is still there.  All
+ * floors raised are persisted in one synced batch before anything acts
+ * on them, so after a crash they still hide the data.  Then every block
+ * of a tenant with max_t <= its effective floor (raw and tier blocks
+ * alike) leaves the query path at once and is deleted from disk after a
+ * grace period (the cutter thread), or at the next open; this runs on
+ * every call, so blocks cut from hidden head data go on the next pass.
+ * Head data before the floor is hidden and goes when its head is cut.
+ * *nblocks gets the blocks retired.  0, SM_EIO, SM_ENOMEM.
  */
-int ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
+struct ing_tenant_floor {
+	const char *tenant;
+	int64_t before_ms;                /* INT64_MIN: keep */
+};
+
+int ing_db_retention(struct ing_db *db, int64_t before_ms,
+    const struct ing_tenant_floor *tf, uint32_t ntf, uint32_t *nblocks,
     struct sm_err *err);
+
+/* The retention floor of `tenant`: its own, else the default (INT64_MIN
+ * when none).  Takes a leaf mutex. */
+int64_t ing_db_floor(struct ing_db *db, const char *tenant);
 
 /* --- downsampling tiers (compact.c) ------------------------------------- */
 
@@ -243,8 +268,9 @@ struct ing_compact_job {
 
 /*
  * Plan the tier work of every tenant: for each window fully in the past
- * (its end <= now_ms) and above the retention floor that a raw block
- * overlaps (or a tier block names), and each width in widths[0..nwidths),
+ * (its end <= now_ms) and above its tenant's retention floor that a raw
+ * block overlaps (or a tier block names), and each width in
+ * widths[0..nwidths),
  * a job when it is due or has superseded blocks.  A window is not due
  * while a head of its tenant (current or being cut) has a bucket in it:
  * its data is not in blocks yet, a later pass does it.  Widths must be

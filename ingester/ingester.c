@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/rpc.h"
+#include "common/tenant.h"
 
 #include "db.h"
 #include "settings.h"
@@ -496,6 +497,32 @@ struct ing_call {
 	Smolder__V1__CompactResponse cr;
 };
 
+/* Retention (compactor): on the wire a before_ms <= 0 means "keep"
+ * (rpc.proto); a tenant that is not a valid id is refused, not stored. */
+static int
+serve_retention(struct ing_call *c, struct sm_err *err)
+{
+	const Smolder__V1__RetentionRequest *q = c->req->retention;
+	struct ing_tenant_floor *tf = NULL;
+	int rv;
+
+	if (q->n_tenants > 0 && (tf = sm_arena_alloc(c->a,
+	    q->n_tenants * sizeof(*tf))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < q->n_tenants; i++) {
+		const Smolder__V1__TenantRetention *e = q->tenants[i];
+
+		if (e == NULL || (rv = sm_tenant_validate(e->tenant, err)) != 0)
+			return (e == NULL ? sm_err_set(err, SM_EINVAL,
+			    "retention: empty tenant entry") : rv);
+		tf[i].tenant = e->tenant;
+		tf[i].before_ms = e->before_ms > 0 ? e->before_ms : INT64_MIN;
+	}
+	return (ing_db_retention(c->ing->db, q->before_ms > 0 ? q->before_ms :
+	    INT64_MIN, tf, (uint32_t)q->n_tenants, &c->ret.blocks_deleted,
+	    err));
+}
+
 /* The compactor's plan (compact_plan): every job, into the arena. */
 static int
 serve_compact_plan(struct ing_call *c)
@@ -667,8 +694,7 @@ ing_dispatch(struct ing_call *c)
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
-		rv = ing_db_retention(ing->db, req->retention->before_ms,
-		    &c->ret.blocks_deleted, err);
+		rv = serve_retention(c, err);
 		if (rv == 0) {
 			r->result_case =
 			    SMOLDER__V1__RESPONSE__RESULT_RETENTION;

@@ -1343,7 +1343,20 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	smolder__v1__labels_response__init(out);
 	if (sel == NULL)
 		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
-	if (!req->all_time &&
+	if (req->all_time && ing_db_floor(db, sel->tenant) != INT64_MIN) {
+		/* All time above the retention floor (halved bound as in
+		 * analyze): a range, so hidden head data stays hidden. */
+		fsel = *sel;
+		fsel.start_ms = ing_db_floor(db, sel->tenant);
+		fsel.end_ms = INT64_MAX / 2;
+		if (fsel.end_ms < fsel.start_ms)
+			fsel.end_ms = fsel.start_ms;
+		freq = *req;
+		freq.select = &fsel;
+		freq.all_time = false;
+		req = &freq;
+		sel = &fsel;
+	} else if (!req->all_time &&
 	    (sel = ing_select_floor(db, sel, &fsel)) != req->select) {
 		freq = *req;
 		freq.select = (Smolder__V1__Select *)sel;
@@ -1538,7 +1551,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	if (req->all_time) {
 		/* Everything above the retention floor (halved bounds keep
 		 * bucket arithmetic from overflowing). */
-		start = SM_MAX(atomic_load(&db->floor_ms), INT64_MIN / 2);
+		start = SM_MAX(ing_db_floor(db, sel->tenant), INT64_MIN / 2);
 		end = INT64_MAX / 2;
 	} else {
 		sel = ing_select_floor(db, sel, &fsel);

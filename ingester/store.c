@@ -659,17 +659,99 @@ ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
 	return (rv);
 }
 
-int
-ing_store_floor_set(struct ing_store *s, int64_t floor_ms, struct sm_err *err)
+/* The system key of a tenant's own retention floor. */
+static void
+tenant_floor_key(struct sm_key *k, const char *tenant)
 {
-	struct sm_key k;
-	uint8_t v[8];
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'F');
+	sm_key_str(k, tenant, strlen(tenant));
+}
+
+static void
+floor_enc(uint8_t v[8], int64_t floor_ms)
+{
 	uint64_t u = (uint64_t)floor_ms;
 
 	for (int i = 7; i >= 0; i--, u >>= 8)
 		v[i] = (uint8_t)u;
-	floor_key(&k);
-	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, v, sizeof(v), err));
+}
+
+int
+ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
+    uint32_t n, bool set_default, int64_t default_ms, struct sm_err *err)
+{
+	struct sm_kv_batch *b;
+	struct sm_key k;
+	uint8_t val[8];
+	int rv;
+
+	if (n == 0 && !set_default)
+		return (0);
+	if ((b = sm_kv_batch_create()) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < n; i++) {
+		tenant_floor_key(&k, v[i].tenant);
+		floor_enc(val, v[i].floor_ms);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
+	}
+	if (set_default) {
+		floor_key(&k);
+		floor_enc(val, default_ms);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
+	}
+	rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+int
+ing_store_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
+    struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
+	char tenant[SM_KEY_MAX];
+	struct sm_key pre;
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_key_reset(&pre);
+	sm_key_str(&pre, "", 0);
+	sm_key_u8(&pre, 'F');
+	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		const char *t;
+		size_t kn, vn, off = pre.n, tl;
+		uint64_t u = 0;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn < pre.n || memcmp(k, pre.b, pre.n) != 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || off != kn ||
+		    tl == 0 || vn != 8) {
+			rv = sm_err_set(err, SM_ECORRUPT, "tenant retention "
+			    "floor: bad key or value (%zu bytes, want 8)", vn);
+			break;
+		}
+		memcpy(tenant, t, tl);
+		tenant[tl] = '\0';
+		for (int i = 0; i < 8; i++)
+			u = u << 8 | v[i];
+		if ((rv = fn(arg, tenant, (int64_t)u)) != 0) {
+			sm_err_set(err, rv, "tenant retention floor: %s",
+			    sm_strerror(rv));
+			break;
+		}
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
 }
 
 int

@@ -16,6 +16,7 @@
  *   blocks         str(tenant) u64 id   u8 'P'              block spans
  *   blocks         str(tenant) u64 id   u8 'X'              block profiles
  *   index          str("") u8 'R'                           retention floor
+ *   index          str("") u8 'F' str(tenant)               tenant's floor
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -138,15 +139,28 @@ int ing_store_block_profiles(struct ing_store *s, const char *tenant,
     struct sm_err *err);
 
 /*
- * Retention (compactor): the floor before which nothing is served, kept
- * under a system key (an empty tenant, never a valid one) in the index
- * family; INT64_MIN when never set.  Deleting a block removes all its
- * parts in one synced batch (range deletes over tenant|id) and compacts
- * that range.
+ * Retention (compactor): the floors before which nothing is served, kept
+ * under system keys (an empty tenant, never a valid one) in the index
+ * family, big-endian int64 values: the default floor ('R', INT64_MIN
+ * when never set) and each tenant's own floor ('F' + the tenant; only
+ * tenants a RetentionRequest named have one, db.h ing_db_retention).
+ * ing_store_floors_put writes the n tenant floors and, when set_default,
+ * the default in ONE synced batch.  ing_store_floors_scan calls fn for
+ * every tenant floor (SM_ECORRUPT on a malformed one; fn's error stops
+ * it).  Deleting a block removes all its parts in one synced batch (range
+ * deletes over tenant|id) and compacts that range.
  */
+struct ing_store_floor {
+	const char *tenant;
+	int64_t floor_ms;
+};
+
 int ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
     struct sm_err *err);
-int ing_store_floor_set(struct ing_store *s, int64_t floor_ms,
+int ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
+    uint32_t n, bool set_default, int64_t default_ms, struct sm_err *err);
+int ing_store_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
     struct sm_err *err);
 int ing_store_block_delete(struct ing_store *s, const char *tenant,
     uint64_t id, struct sm_err *err);
