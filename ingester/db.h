@@ -121,6 +121,8 @@ struct ing_db_cfg {
 	int zstd_level;
 	int64_t idempotency_window_ms;   /* 0 = 1 minute (ids.h) */
 	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
+	uint64_t merge_max_bytes;     /* merge raw blocks stored below this
+					 (compact.c); 0 = no merging */
 };
 
 struct ing_db;
