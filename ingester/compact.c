@@ -1,6 +1,7 @@
 /*
- * compact.c -- downsampling tiers (issue 11): the planner and the job that
- * builds one tier block.  db.h ("Downsampling tiers") gives the design and
+ * compact.c -- downsampling tiers and raw block merges (issue 11): the
+ * planner, the job that builds one tier block, and the job that merges a
+ * tenant's small raw blocks of one day into one.  db.h ("Downsampling tiers") gives the design and
  * block.h ("Tier blocks") the meaning of a tier block's fields; db_int.h
  * the rooms and the lock order.
  *
@@ -10,7 +11,10 @@
  * day-aligned windows that a raw block's [min_t, max_t) or a tier block's
  * window touches, ending at or before now and above the retention floor.
  * Per (width w, window W): the raw blocks overlapping W, their largest gen
- * R; the tier blocks (w, W), the best of them B = largest (cover_gen, gen).
+ * R (coverage gens, ing_block_cov_gen: a merged block counts as its
+ * newest input); the tier blocks (w, W), the best of them B = largest
+ * (cover_gen, gen).  Before a window's tier jobs, its merge job when one
+ * is due (Merges, below).
  * Due when some raw block overlaps W and (no B, or B.cover_gen < R), and
  * no head has a bucket in W.  Every (w, W) tier block other than B is
  * superseded.
@@ -32,7 +36,8 @@
  *      current head and the heads being cut) - 1, head references;
  *   2. re-plan the one (w, W) as above; not due = a no-op (superseded
  *      blocks are still retired, step 6);
- *   3. inputs: the raw blocks with gen <= cover_gen overlapping W (all of
+ *   3. inputs: the raw blocks with coverage gen <= cover_gen overlapping
+ *      W (all of
  *      them are in the copy: a head's block is published in the same
  *      t->mu section that removes it from `cutting`);
  *   4. build, holding no db lock: a fresh ing_head (bucket_ms = w) is the
@@ -73,7 +78,44 @@
  * (replay.c), and superseded blocks left by a crash before their deletion
  * are found by the planner.
  *
- * Metrics: smolder_ingester_compaction_jobs_total{tier,status} (status
+ * Merges (a job with tier_ms 0; block.h "Merged raw blocks").  A day of
+ * hourly cuts is 24 raw blocks, each with its own symbol table and tree;
+ * a merge makes them one.  Inputs (merge_pick), re-picked under the locks
+ * when the job runs: raw blocks of the tenant lying WHOLLY inside one
+ * window (a block spanning two windows is never merged), of the db's
+ * bucket width, each stored below db->cfg.merge_max_bytes
+ * (-ingester.merge-max-bytes; 0 = off) and taken in gen order while their
+ * sum stays below it (a merged block is never larger than its inputs'
+ * sum -- one table and tree instead of many -- so it stays below too);
+ * at least two; the window fully past, above the retention floor, no head
+ * holding a bucket in it (as for tier jobs).  Precondition for exactness:
+ * every tier block over the window has all the inputs' coverage gens <=
+ * its cover_gen or all above it; otherwise a merge would split a
+ * coverage boundary, so it waits (a rebuilt tier covers all of them).
+ * Later tier blocks take cover_gen from heads, above every input, so the
+ * merged block stays consistent with them.
+ *   The build is the tier builder with w = 0: bucket times kept (same
+ *   width), pairs of an equal (series, time) summed -- a late write can
+ *   put one bucket time in two inputs --, profiles and totals summed,
+ *   and span records (nodes mapped onto the merged tree) and profile
+ *   records carried over (merge_records; the encoder sorts them and sums
+ *   equal span keys, as for a head).  The merged block gets a fresh gen
+ *   and cover_gen = the largest coverage gen of its inputs.
+ *   Commit: ONE synced batch holds its parts and a tombstone per input
+ *   (ing_store_block_merge, store.h); then under t->mu the inputs leave
+ *   t->blocks and the merged block enters (a query's copy of the metas
+ *   has one or the other, never both), and the inputs are retired
+ *   (deleted after the grace period, so queries holding their metas
+ *   finish).  The scan at open retires every tombstoned block (replay.c).
+ *   So after a kill -9: before the batch, the inputs alone; after it, the
+ *   merged block alone, whether or not the inputs are deleted yet.  A
+ *   failure before the batch leaves nothing (fault-injection tested).
+ *   Decision: a damaged input (or an undecodable 'P'/'X' part) fails the
+ *   job (SM_ECORRUPT) rather than merging without it: dropping records
+ *   would lose data, and the job is retried each pass.
+ *
+ * Metrics: smolder_ingester_compaction_jobs_total{tier,status} (tier
+ * "raw" for merges; status
  * built, noop, skipped: a head overlaps, empty, failed),
  * smolder_ingester_compaction_bytes_read_total (stored bytes of the input
  * blocks) and smolder_ingester_compaction_bytes_written_total.

@@ -1457,6 +1457,48 @@ test_encode_tier_rules(void)
 	sm_buf_fini(&raw);
 }
 
+/* ing_block_encode_merged: a raw block whose cover_gen (> 0, below its
+ * gen) decodes back with spans and profiles kept; the rest is refused. */
+static void
+test_encode_merged_rules(void)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_block_enc e;
+	struct ing_block_meta m;
+	struct ing_head *h;
+	struct sm_err err;
+	uint32_t ns, np;
+
+	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	SM_REQUIRE(ing_head_create(9, 10 * SEC, &h) == 0);
+	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
+	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 0, &e, &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 9, &e, &err), SM_EINVAL);
+	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 4, &e, &err), 0);
+	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
+	    &err), 0);
+	SM_CHECK(m.gen == 9 && m.tier_ms == 0 && m.bucket_ms == 10 * SEC &&
+	    m.cover_start == 0 && m.cover_end == 0 && m.cover_gen == 4 &&
+	    m.nprofiles == NSER);
+	SM_CHECK_EQ(ing_block_cov_gen(&m), 4);
+	SM_CHECK_EQ(ing_block_meta_from_index((const uint8_t *)e.index.b,
+	    e.index.len, &m, &err), 0);
+	SM_CHECK_EQ(m.cover_gen, 4);
+	ing_block_enc_fini(&e);
+	/* A plain raw block counts as its own gen. */
+	SM_CHECK_EQ(ing_block_encode(h, 3, &e, &err), 0);
+	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
+	    &err), 0);
+	SM_CHECK_EQ(ing_block_cov_gen(&m), 9);
+	ing_block_enc_fini(&e);
+	ing_head_unref(h);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -1473,6 +1515,8 @@ SM_TEST_MAIN(
 	    test_far_apart_and_negative },
 	{ "tier encoding refuses broken rules, decodes back",
 	    test_encode_tier_rules },
+	{ "merged encoding: cover_gen on a raw block, decoded back",
+	    test_encode_merged_rules },
 	{ "merging small raw blocks keeps contents and answers exact",
 	    test_merge_exact },
 	{ "tiers built before a merge still cover it; a straddled "

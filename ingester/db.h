@@ -89,7 +89,8 @@
  * data arriving late for a window lands in a head, then in a raw block
  * above cover_gen, which the query side reads raw and the planner later
  * folds into a rebuilt tier block (the old one is then retired).  So no
- * list of inputs is ever stored.  The query side (the lead's part of
+ * list of inputs is ever stored.  Merged raw blocks (block.h) count as
+ * their newest input there (ing_block_cov_gen).  The query side (the lead's part of
  * issue 11) reads, per window and resolution r, one tier block (the
  * coarsest tier_ms <= r, ties: largest cover_gen) and the raw blocks with
  * gen > its cover_gen.  Until it lands, queries read no tier block
@@ -234,6 +235,12 @@ int ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
  * same width and window to delete.  nblocks / bytes: the raw blocks
  * overlapping the window and their stored bytes (progress reporting).
  */
+/*
+ * tier_ms 0: a MERGE job -- merge the tenant's small raw blocks lying in
+ * the window into one raw block (compact.c, "Merges"; db cfg
+ * merge_max_bytes); planned before the window's tier jobs, due always,
+ * nblocks / bytes its inputs.
+ */
 struct ing_compact_job {
 	char *tenant;
 	int64_t tier_ms, window_start, window_ms;
@@ -273,7 +280,10 @@ struct ing_compact_stats {
 };
 
 /*
- * Run one job (see ing_db_compact_plan): re-plan it under the locks -- a
+ * Run one job (see ing_db_compact_plan; tier_ms 0: a merge, whose
+ * stats say the merged block's gen, its cover_gen and inputs, and whose
+ * inputs are retired rather than superseded tier blocks): re-plan it
+ * under the locks -- a
  * job that is no longer due is a no-op returning 0 (st->built false) --
  * build the tier block from the raw blocks with gen <= cover_gen, commit
  * it (one synced batch, ing_store_block_put), publish it, and retire the
