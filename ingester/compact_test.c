@@ -1499,6 +1499,72 @@ test_encode_merged_rules(void)
 	sm_buf_fini(&raw);
 }
 
+/* Queries running while merges swap blocks: every answer is the same. */
+struct qloop {
+	struct ing_db *db;
+	struct answers want;
+	atomic_bool stop;
+	uint32_t n, bad;
+};
+
+static void *
+qloop_main(void *arg)
+{
+	struct qloop *q = arg;
+
+	while (!atomic_load(&q->stop)) {
+		int64_t v = merge_total(q->db, 0);
+		uint64_t st = stats_profiles(q->db, HOUR);
+
+		q->bad += v != q->want.merge[0] || st != q->want.stats[1];
+		q->n++;
+	}
+	return (NULL);
+}
+
+static void
+test_merge_during_queries(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w));
+	struct ing_compact_stats st;
+	struct qloop q;
+	pthread_t th;
+	int64_t now = T0 + 2 * DAY;
+
+	SM_REQUIRE(w != NULL);
+	merge_max = 16 << 20;
+	disk_init(&d);
+	memset(&q, 0, sizeof(q));
+	q.db = d.db;
+	/* Three rounds: small blocks, merge (the merged block joins the
+	 * next round's inputs while below the limit). */
+	for (int round = 0; round < 3; round++) {
+		for (int64_t t = round * HOUR; t < round * HOUR + 30 * 60 * SEC;
+		    t += 5 * 60 * SEC) {
+			write_at(d.db, t, w);
+			if (t % (10 * 60 * SEC) == 0)
+				flush(d.db);
+		}
+		flush(d.db);
+		answers(d.db, &q.want);
+		atomic_store(&q.stop, false);
+		SM_REQUIRE(pthread_create(&th, NULL, qloop_main, &q) == 0);
+		merge_day0(&d, now, &st);
+		usleep(20000);
+		atomic_store(&q.stop, true);
+		pthread_join(th, NULL);
+		SM_CHECK(st.built);
+		SM_CHECK(st.inputs >= 2);
+		ing_retire_purge(d.db, INT64_MAX / 2);
+	}
+	SM_CHECK(q.n > 0);
+	SM_CHECK_EQ(q.bad, 0);
+	disk_fini(&d);
+	merge_max = 0;
+	free(w);
+}
+
 SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
@@ -1523,4 +1589,6 @@ SM_TEST_MAIN(
 	    "cover_gen keeps the merge out", test_merge_after_tiers },
 	{ "merge: allocation faults leave the inputs; reopen serves the "
 	    "merged block only", test_merge_faults_and_reopen },
+	{ "queries during merges give the same answers",
+	    test_merge_during_queries },
 )
