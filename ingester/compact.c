@@ -1,9 +1,10 @@
 /*
  * compact.c -- downsampling tiers and raw block merges (issue 11): the
  * planner, the job that builds one tier block, and the job that merges a
- * tenant's small raw blocks of one day into one.  db.h ("Downsampling tiers") gives the design and
- * block.h ("Tier blocks") the meaning of a tier block's fields; db_int.h
- * the rooms and the lock order.
+ * tenant's small raw blocks of one day into one.  db.h ("Downsampling
+ * tiers") gives the design, block.h ("Tier blocks", "Merged raw blocks")
+ * the meaning of the blocks' fields; db_int.h the rooms and the lock
+ * order.
  *
  * Plan (ing_db_compact_plan).  Per tenant, under t->mu, copy the block
  * metas and take references to the heads; then, under each head's read
@@ -912,8 +913,8 @@ out:
 
 /*
  * Build and encode the tier block of (w, [ws, we)) from inputs[0..n)
- * into *e; w 0: the merged raw block of inputs (bucket width theirs).  *empty when no input has a bucket in the window (nothing
- * encoded).
+ * into *e; w 0: the merged raw block of inputs (bucket width theirs).
+ * *empty when no input has a bucket in the window (nothing encoded).
  */
 static int
 build_tier(struct ing_db *db, const char *tenant,
