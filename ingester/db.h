@@ -91,10 +91,10 @@
  * folds into a rebuilt tier block (the old one is then retired).  So no
  * list of inputs is ever stored.  Merged raw blocks (block.h) count as
  * their newest input there (ing_block_cov_gen).  The query side (the
- * lead's part of issue 11) reads, per window and resolution r, one tier block (the
- * coarsest tier_ms <= r, ties: largest cover_gen) and the raw blocks with
- * coverage gen > its cover_gen.  Until it lands, queries read no tier block
- * (ing_sources_get skips them).  Retention retires tier blocks like raw
+ * lead's part of issue 11) reads, per window and resolution r, one tier
+ * block (the coarsest tier_ms <= r, ties: largest cover_gen) and the raw
+ * blocks with coverage gen > its cover_gen.  Until it lands, queries read
+ * no tier block (ing_sources_get skips them).  Retention retires tier blocks like raw
  * ones, by max_t.
  *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
