@@ -268,7 +268,9 @@ out:
 static const char *
 tier_label(int64_t w, char *buf, size_t n)
 {
-	if (w % 86400000 == 0)
+	if (w == 0)
+		snprintf(buf, n, "raw");      /* a merge job (compact.c) */
+	else if (w % 86400000 == 0)
 		snprintf(buf, n, "%lldd", (long long)(w / 86400000));
 	else if (w % 3600000 == 0)
 		snprintf(buf, n, "%lldh", (long long)(w / 3600000));

@@ -201,8 +201,9 @@ static int
 meta_tier_check(const struct ing_block_meta *m, struct sm_err *err)
 {
 	if (m->tier_ms == 0) {
+		/* cover_gen > 0: a merged raw block (block.h). */
 		if (m->cover_start != 0 || m->cover_end != 0 ||
-		    m->cover_gen != 0)
+		    m->cover_gen >= m->gen)
 			return (sm_err_set(err, SM_ECORRUPT, "block meta: a raw "
 			    "block with cover fields"));
 		return (0);
@@ -304,7 +305,7 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 	e->meta.nnodes = h->tree.n;
 	e->meta.nframes = h->frames.n;
 	if (tier != NULL) {
-		e->meta.tier_ms = h->bucket_ms;
+		e->meta.tier_ms = tier->tier_ms;
 		e->meta.cover_start = tier->cover_start;
 		e->meta.cover_end = tier->cover_end;
 		e->meta.cover_gen = tier->cover_gen;
@@ -469,8 +470,9 @@ ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
     int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
     struct sm_err *err)
 {
-	struct ing_block_meta tier = { .cover_start = cover_start,
-		.cover_end = cover_end, .cover_gen = cover_gen };
+	struct ing_block_meta tier = { .tier_ms = h->bucket_ms,
+		.cover_start = cover_start, .cover_end = cover_end,
+		.cover_gen = cover_gen };
 
 	memset(e, 0, sizeof(*e));
 	if (h->spans.n != 0 || h->profs.n != 0)
@@ -1051,4 +1053,17 @@ out:
 	sm_free(pr);
 	sm_free(raw);
 	return (rv);
+}
+
+int
+ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	struct ing_block_meta tier = { .cover_gen = cover_gen };
+
+	memset(e, 0, sizeof(*e));
+	if (cover_gen == 0)
+		return (sm_err_set(err, SM_EINVAL, "a merged block needs a "
+		    "cover_gen"));
+	return (block_encode(h, level, &tier, e, err));
 }

@@ -74,12 +74,27 @@
  *                each bucket time floored to tier_ms (sm_floor_to), pairs
  *                summed per stack (one merged tree and symbol table),
  *                profile counts and totals summed -- and nothing else.
- * A raw block has the three cover fields 0.  Decoding checks, for a tier
+ * A raw block has cover_start and cover_end 0, and cover_gen 0 unless it
+ * is a MERGED raw block (below).  Decoding checks, for a tier
  * block, bucket_ms == tier_ms, cover_start < cover_end, cover_start a
  * multiple of tier_ms and [min_t, max_t) inside the window (SM_ECORRUPT
  * otherwise); the index's meta copy must carry the same tier fields.
  * Version 3 changed only the meta (its tier fields); index, data and the
  * other parts are encoded as in version 2.
+ *
+ * Merged raw blocks (issue 11; compact.c "Merges").  Small raw blocks of
+ * one tenant lying in one day window are merged into one raw block
+ * (tier_ms 0, bucket_ms the raw width, buckets at their own times, one
+ * symbol table and tree, spans and profile records carried over) with a
+ * FRESH gen.  For coverage it must count as its largest input, so its
+ * cover_gen is the largest coverage gen of its inputs: a raw block's
+ * COVERAGE GEN (ing_block_cov_gen) is cover_gen when > 0, else its gen,
+ * and every comparison of a raw block with a tier block's cover_gen uses
+ * it (compact.c, tiers.c).  Decoding accepts cover_gen > 0 on a raw block
+ * only below its gen (inputs are always older than the merge).  The
+ * inputs stay on disk until their deletion, each with a tombstone (store.h
+ * 'Z') written in the same batch as the merged block, so an open never
+ * serves both.
  *
  * Version 1 (blocks written before values were signed) differs only in
  * `uv total` (> 0) and `uv value` (> 0); it is read as such, and a block
@@ -114,6 +129,9 @@ struct ing_block_meta {
 	int64_t min_t, max_t;          /* [min_t, max_t) */
 	int broken;                    /* meta and index both damaged: the
 					  range is unknown (store.c) */
+	int merged;                    /* tombstoned: merged into another
+					  block, never served (store.c, in
+					  memory only) */
 	int64_t bucket_ms;
 	uint32_t nseries, nnodes, nframes;
 	uint64_t bytes;
@@ -122,8 +140,21 @@ struct ing_block_meta {
 	/* Tiers (above): 0 = a raw block; else == bucket_ms. */
 	int64_t tier_ms;
 	int64_t cover_start, cover_end;   /* the window it summarises */
-	uint64_t cover_gen;               /* raw blocks with gen <= it */
+	uint64_t cover_gen;               /* tier: raw blocks with coverage
+					     gen <= it; raw: 0, or a merged
+					     block's largest input's */
 };
+
+/*
+ * The coverage gen of a raw block: the gen to compare with a tier block's
+ * cover_gen.  A merged raw block counts as its newest input (cover_gen),
+ * any other raw block as itself (above, "Merged raw blocks").
+ */
+static inline uint64_t
+ing_block_cov_gen(const struct ing_block_meta *m)
+{
+	return (m->cover_gen > 0 ? m->cover_gen : m->gen);
+}
 
 /* Every part of one block, encoded and ready to store. */
 struct ing_block_enc {
@@ -153,6 +184,14 @@ int ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 int ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
     int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
     struct sm_err *err);
+
+/*
+ * Encode a head built as a merged raw block (compact.c): like
+ * ing_block_encode (spans and profiles included) with cover_gen (> 0,
+ * below h->gen) in the meta.  SM_EINVAL otherwise.
+ */
+int ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err);
 void ing_block_enc_fini(struct ing_block_enc *e);
 
 /* Check a value's header and checksum; returns the payload. */

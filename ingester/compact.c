@@ -1,8 +1,10 @@
 /*
- * compact.c -- downsampling tiers (issue 11): the planner and the job that
- * builds one tier block.  db.h ("Downsampling tiers") gives the design and
- * block.h ("Tier blocks") the meaning of a tier block's fields; db_int.h
- * the rooms and the lock order.
+ * compact.c -- downsampling tiers and raw block merges (issue 11): the
+ * planner, the job that builds one tier block, and the job that merges a
+ * tenant's small raw blocks of one day into one.  db.h ("Downsampling
+ * tiers") gives the design, block.h ("Tier blocks", "Merged raw blocks")
+ * the meaning of the blocks' fields; db_int.h the rooms and the lock
+ * order.
  *
  * Plan (ing_db_compact_plan).  Per tenant, under t->mu, copy the block
  * metas and take references to the heads; then, under each head's read
@@ -11,7 +13,10 @@
  * window touches, ending at or before now and above its tenant's
  * retention floor.
  * Per (width w, window W): the raw blocks overlapping W, their largest gen
- * R; the tier blocks (w, W), the best of them B = largest (cover_gen, gen).
+ * R (coverage gens, ing_block_cov_gen: a merged block counts as its
+ * newest input); the tier blocks (w, W), the best of them B = largest
+ * (cover_gen, gen).  Before a window's tier jobs, its merge job when one
+ * is due (Merges, below).
  * Due when some raw block overlaps W and (no B, or B.cover_gen < R), and
  * no head has a bucket in W.  Every (w, W) tier block other than B is
  * superseded.
@@ -33,7 +38,8 @@
  *      current head and the heads being cut) - 1, head references;
  *   2. re-plan the one (w, W) as above; not due = a no-op (superseded
  *      blocks are still retired, step 6);
- *   3. inputs: the raw blocks with gen <= cover_gen overlapping W (all of
+ *   3. inputs: the raw blocks with coverage gen <= cover_gen overlapping
+ *      W (all of
  *      them are in the copy: a head's block is published in the same
  *      t->mu section that removes it from `cutting`);
  *   4. build, holding no db lock: a fresh ing_head (bucket_ms = w) is the
@@ -74,7 +80,44 @@
  * (replay.c), and superseded blocks left by a crash before their deletion
  * are found by the planner.
  *
- * Metrics: smolder_ingester_compaction_jobs_total{tier,status} (status
+ * Merges (a job with tier_ms 0; block.h "Merged raw blocks").  A day of
+ * hourly cuts is 24 raw blocks, each with its own symbol table and tree;
+ * a merge makes them one.  Inputs (merge_pick), re-picked under the locks
+ * when the job runs: raw blocks of the tenant lying WHOLLY inside one
+ * window (a block spanning two windows is never merged), of the db's
+ * bucket width, each stored below db->cfg.merge_max_bytes
+ * (-ingester.merge-max-bytes; 0 = off) and taken in gen order while their
+ * sum stays below it (a merged block is never larger than its inputs'
+ * sum -- one table and tree instead of many -- so it stays below too);
+ * at least two; the window fully past, above the retention floor, no head
+ * holding a bucket in it (as for tier jobs).  Precondition for exactness:
+ * every tier block over the window has all the inputs' coverage gens <=
+ * its cover_gen or all above it; otherwise a merge would split a
+ * coverage boundary, so it waits (a rebuilt tier covers all of them).
+ * Later tier blocks take cover_gen from heads, above every input, so the
+ * merged block stays consistent with them.
+ *   The build is the tier builder with w = 0: bucket times kept (same
+ *   width), pairs of an equal (series, time) summed -- a late write can
+ *   put one bucket time in two inputs --, profiles and totals summed,
+ *   and span records (nodes mapped onto the merged tree) and profile
+ *   records carried over (merge_records; the encoder sorts them and sums
+ *   equal span keys, as for a head).  The merged block gets a fresh gen
+ *   and cover_gen = the largest coverage gen of its inputs.
+ *   Commit: ONE synced batch holds its parts and a tombstone per input
+ *   (ing_store_block_merge, store.h); then under t->mu the inputs leave
+ *   t->blocks and the merged block enters (a query's copy of the metas
+ *   has one or the other, never both), and the inputs are retired
+ *   (deleted after the grace period, so queries holding their metas
+ *   finish).  The scan at open retires every tombstoned block (replay.c).
+ *   So after a kill -9: before the batch, the inputs alone; after it, the
+ *   merged block alone, whether or not the inputs are deleted yet.  A
+ *   failure before the batch leaves nothing (fault-injection tested).
+ *   Decision: a damaged input (or an undecodable 'P'/'X' part) fails the
+ *   job (SM_ECORRUPT) rather than merging without it: dropping records
+ *   would lose data, and the job is retried each pass.
+ *
+ * Metrics: smolder_ingester_compaction_jobs_total{tier,status} (tier
+ * "raw" for merges; status
  * built, noop, skipped: a head overlaps, empty, failed),
  * smolder_ingester_compaction_bytes_read_total (stored bytes of the input
  * blocks) and smolder_ingester_compaction_bytes_written_total.
@@ -93,16 +136,17 @@ ing_compact_metrics_init(void)
 	if (m_jobs != NULL)
 		return;
 	m_jobs = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_compaction_jobs_total", "Tier jobs run, by tier "
-	    "width and outcome (built, noop, skipped, empty, failed).",
+	    "smolder_ingester_compaction_jobs_total", "Tier and merge jobs "
+	    "run, by tier width (raw: merges) and outcome (built, noop, "
+	    "skipped, empty, failed).",
 	    (const char *const[]){ "tier", "status", NULL }, NULL, 0);
 	m_read = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_compaction_bytes_read_total",
-	    "Stored bytes of the raw blocks read by tier jobs.", NULL, NULL,
+	    "Stored bytes of the raw blocks read by tier and merge jobs.", NULL, NULL,
 	    0);
 	m_written = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_compaction_bytes_written_total",
-	    "Stored bytes of the tier blocks written.", NULL, NULL, 0);
+	    "Stored bytes of the tier and merged blocks written.", NULL, NULL, 0);
 }
 
 static void
@@ -110,7 +154,9 @@ count_job(int64_t w, const char *status)
 {
 	char tier[32];
 
-	if (w % 86400000 == 0)
+	if (w == 0)
+		snprintf(tier, sizeof(tier), "raw");     /* a merge job */
+	else if (w % 86400000 == 0)
 		snprintf(tier, sizeof(tier), "%lldd", (long long)(w / 86400000));
 	else if (w % 3600000 == 0)
 		snprintf(tier, sizeof(tier), "%lldh", (long long)(w / 3600000));
@@ -240,7 +286,7 @@ judge(const struct ing_block_meta *m, uint32_t n, int64_t w, int64_t ws,
 		if (m[i].tier_ms == 0 && m[i].min_t < we && m[i].max_t > ws) {
 			v->nraw++;
 			v->bytes += m[i].bytes;
-			v->max_raw = SM_MAX(v->max_raw, m[i].gen);
+			v->max_raw = SM_MAX(v->max_raw, ing_block_cov_gen(&m[i]));
 		} else if (is_tier_of(&m[i], w, ws, we)) {
 			ntier++;
 			if (best == NULL || tier_better(&m[i], best))
@@ -269,6 +315,51 @@ check_args(struct ing_db *db, const int64_t *widths, uint32_t nwidths,
 			    (long long)window_ms));
 	}
 	return (0);
+}
+
+/*
+ * The raw blocks of [ws, we) to merge (Merges, above): indexes into
+ * m[0..n) in gen order, into pick[]; returns how many (0 when fewer than
+ * two, or when they straddle a tier block's cover_gen).  *bytes: theirs.
+ */
+static uint32_t
+merge_pick(const struct ing_block_meta *m, uint32_t n, int64_t bucket_ms,
+    uint64_t max_bytes, int64_t ws, int64_t we, uint32_t *pick,
+    uint64_t *bytes)
+{
+	uint64_t sum = 0;
+	uint32_t k = 0;
+
+	*bytes = 0;
+	if (max_bytes == 0)
+		return (0);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_block_meta *x = &m[i];
+
+		if (x->broken || x->merged || x->tier_ms != 0 ||
+		    x->bucket_ms != bucket_ms || x->min_t < ws ||
+		    x->max_t > we || x->bytes >= max_bytes ||
+		    sum + x->bytes >= max_bytes)
+			continue;
+		pick[k++] = i;
+		sum += x->bytes;
+	}
+	if (k < 2)
+		return (0);
+	/* Every tier block over the window covers all inputs or none. */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t below = 0;
+
+		if (m[i].broken || m[i].tier_ms == 0 ||
+		    m[i].cover_start >= we || m[i].cover_end <= ws)
+			continue;
+		for (uint32_t j = 0; j < k; j++)
+			below += ing_block_cov_gen(&m[pick[j]]) <= m[i].cover_gen;
+		if (below != 0 && below != k)
+			return (0);
+	}
+	*bytes = sum;
+	return (k);
 }
 
 /* --- plan ----------------------------------------------------------------- */
@@ -310,11 +401,16 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 	int64_t floor = ing_db_floor(db, t->id);
 	struct snap s;
 	int64_t *ws = NULL;
-	uint32_t nws = 0, wcap = 0;
+	uint32_t nws = 0, wcap = 0, *pick = NULL;
 	int rv;
 
 	if ((rv = snap_take(t, &s)) != 0)
 		return (rv);
+	if ((pick = sm_malloc((size_t)SM_MAX(s.n, 1) * sizeof(*pick))) ==
+	    NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
 	for (uint32_t i = 0; i < s.n && rv == 0; i++) {
 		const struct ing_block_meta *m = &s.m[i];
 
@@ -341,6 +437,35 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 		w1 = w0 + window_ms;
 		if (w1 > now_ms || w1 <= floor)
 			continue;
+		/* A merge job first: the window's tier jobs then read one
+		 * block instead of many. */
+		if (!snap_head_overlap(&s, w0, w1)) {
+			uint64_t mbytes;
+			uint32_t nm = merge_pick(s.m, s.n, db->cfg.bucket_ms,
+			    db->cfg.merge_max_bytes, w0, w1, pick, &mbytes);
+			struct ing_compact_job *j;
+
+			if (nm > 0) {
+				if (SM_GROW(*jobs, *cap, (size_t)*n + 1, 16) !=
+				    0) {
+					rv = SM_ENOMEM;
+					goto out;
+				}
+				j = &(*jobs)[*n];
+				memset(j, 0, sizeof(*j));
+				if ((j->tenant = sm_strdup(t->id)) == NULL) {
+					rv = SM_ENOMEM;
+					goto out;
+				}
+				j->tier_ms = 0;
+				j->window_start = w0;
+				j->window_ms = window_ms;
+				j->due = true;
+				j->nblocks = nm;
+				j->bytes = mbytes;
+				(*n)++;
+			}
+		}
 		for (uint32_t k = 0; k < nwidths; k++) {
 			struct verdict v;
 			struct ing_compact_job *j;
@@ -371,6 +496,7 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 		}
 	}
 out:
+	sm_free(pick);
 	sm_free(ws);
 	snap_fini(&s);
 	return (rv);
@@ -444,7 +570,7 @@ struct slot {
 /* The builder and the state of the input block being merged. */
 struct build {
 	struct ing_head *h;             /* the tier block being built */
-	int64_t w, ws, we;
+	int64_t w, ws, we;              /* w 0: a merge (times kept) */
 	/* the current input block */
 	const struct ing_block_tree *tree;
 	uint32_t *map;                  /* input node -> builder node + 1 */
@@ -660,7 +786,7 @@ merge_series(struct ing_db *db, const char *tenant,
 	    err)) != 0)
 		goto out;
 	for (uint32_t i = first; i < sr->nb && bk[i].t < b->we; i++) {
-		int64_t bt = sm_floor_to(bk[i].t, b->w);
+		int64_t bt = b->w > 0 ? sm_floor_to(bk[i].t, b->w) : bk[i].t;
 
 		if (open && bt != tt) {
 			if ((rv = flush_group(b, osr, tt, profiles)) != 0)
@@ -698,6 +824,56 @@ out:
 	return (rv);
 }
 
+/*
+ * A merge: carry input block m's span records (nodes mapped onto the
+ * builder's tree) and profile records into the builder's head; its
+ * encoding sorts them (spans summed per key, as a head's are).
+ */
+static int
+merge_records(struct ing_db *db, const char *tenant,
+    const struct ing_block_meta *m, struct build *b, struct sm_err *err)
+{
+	struct ing_span_rec *sp = NULL;
+	struct ing_prof_rec *pr = NULL;
+	uint32_t nsp = 0, npr = 0;
+	int rv;
+
+	if ((rv = ing_store_block_spans(db->store, tenant, m, &sp, &nsp,
+	    err)) != 0 ||
+	    (rv = ing_store_block_profiles(db->store, tenant, m, &pr, &npr,
+	    err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < nsp; i++) {
+		uint32_t node;
+
+		if (sp[i].node >= b->tree->n) {
+			rv = sm_err_set(err, SM_ECORRUPT, "block %s/%llu span "
+			    "node %u past its tree", tenant,
+			    (unsigned long long)m->gen, sp[i].node);
+			goto out;
+		}
+		if ((rv = map_node(b, sp[i].node, &node)) != 0 ||
+		    (rv = ing_spans_add(&b->h->spans, sp[i].span, sp[i].fp,
+		    sp[i].t, node, sp[i].value)) != 0) {
+			rv = sm_err_set(err, rv, "merging spans: %s",
+			    sm_strerror(rv));
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < npr; i++) {
+		if ((rv = ing_profs_add(&b->h->profs, pr[i].fp, pr[i].t,
+		    pr[i].id, pr[i].total)) != 0) {
+			rv = sm_err_set(err, rv, "merging profile records: %s",
+			    sm_strerror(rv));
+			goto out;
+		}
+	}
+out:
+	sm_free(sp);
+	sm_free(pr);
+	return (rv);
+}
+
 /* Merge every series of input block m with a bucket in the window. */
 static int
 merge_block(struct ing_db *db, const char *tenant,
@@ -721,6 +897,8 @@ merge_block(struct ing_db *db, const char *tenant,
 	}
 	for (uint32_t k = 0; k < set->nseries && rv == 0; k++)
 		rv = merge_series(db, tenant, m, set, k, b, err);
+	if (rv == 0 && b->w == 0)
+		rv = merge_records(db, tenant, m, b, err);
 out:
 	sm_free(b->map);
 	sm_free(b->stack);
@@ -736,8 +914,8 @@ out:
 
 /*
  * Build and encode the tier block of (w, [ws, we)) from inputs[0..n)
- * into *e.  *empty when no input has a bucket in the window (nothing
- * encoded).
+ * into *e; w 0: the merged raw block of inputs (bucket width theirs).
+ * *empty when no input has a bucket in the window (nothing encoded).
  */
 static int
 build_tier(struct ing_db *db, const char *tenant,
@@ -754,7 +932,7 @@ build_tier(struct ing_db *db, const char *tenant,
 	b.w = w;
 	b.ws = ws;
 	b.we = we;
-	if (ing_head_create(0, w, &b.h) != 0)
+	if (ing_head_create(0, w > 0 ? w : db->cfg.bucket_ms, &b.h) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n && rv == 0; i++)
 		rv = merge_block(db, tenant, &inputs[i], &b, err);
@@ -762,8 +940,9 @@ build_tier(struct ing_db *db, const char *tenant,
 		*empty = true;
 	else if (rv == 0) {
 		b.h->gen = atomic_fetch_add(&db->next_gen, 1);
-		rv = ing_block_encode_tier(b.h, db->cfg.zstd_level, ws, we,
-		    cover_gen, e, err);
+		rv = w == 0 ? ing_block_encode_merged(b.h, db->cfg.zstd_level,
+		    cover_gen, e, err) : ing_block_encode_tier(b.h,
+		    db->cfg.zstd_level, ws, we, cover_gen, e, err);
 	}
 	sm_free(b.p);
 	sm_free(b.slot);
@@ -850,7 +1029,7 @@ compact_run(struct ing_db *db, struct ing_tenant *t, int64_t w, int64_t ws,
 	for (uint32_t i = 0; i < s.n; i++) {
 		const struct ing_block_meta *m = &s.m[i];
 
-		if (m->tier_ms == 0 && m->gen <= s.cover_gen &&
+		if (m->tier_ms == 0 && ing_block_cov_gen(m) <= s.cover_gen &&
 		    m->min_t < we && m->max_t > ws) {
 			inputs[ni++] = *m;
 			st->bytes_read += m->bytes;
@@ -915,6 +1094,116 @@ out:
 	return (rv);
 }
 
+/*
+ * A merge job (Merges, above): re-pick the inputs of [ws, we) under the
+ * locks, build the merged block, commit it with the inputs' tombstones,
+ * then swap it for them in t->blocks and retire them.
+ */
+static int
+merge_run(struct ing_db *db, struct ing_tenant *t, int64_t ws, int64_t we,
+    struct ing_compact_stats *st, struct sm_err *err)
+{
+	struct ing_block_meta *inputs = NULL;
+	struct ing_block_enc e;
+	struct snap s;
+	uint64_t *gens = NULL, cover = 0, bytes;
+	uint32_t *pick = NULL, ni, k, nretired = 0;
+	int64_t now = sm_now_ms();
+	bool empty;
+	int rv;
+
+	memset(&e, 0, sizeof(e));
+	if ((rv = snap_take(t, &s)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	if ((pick = sm_malloc((size_t)SM_MAX(s.n, 1) * sizeof(*pick))) ==
+	    NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (snap_head_overlap(&s, ws, we)) {
+		st->head_overlap = true;
+		goto out;
+	}
+	ni = merge_pick(s.m, s.n, db->cfg.bucket_ms, db->cfg.merge_max_bytes,
+	    ws, we, pick, &bytes);
+	if (ni == 0)
+		goto out;                 /* no longer due: a no-op */
+	inputs = sm_malloc((size_t)ni * sizeof(*inputs));
+	gens = sm_malloc((size_t)ni * sizeof(*gens));
+	if (inputs == NULL || gens == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < ni; i++) {
+		inputs[i] = s.m[pick[i]];
+		gens[i] = inputs[i].gen;
+		cover = SM_MAX(cover, ing_block_cov_gen(&inputs[i]));
+	}
+	st->inputs = ni;
+	st->bytes_read = bytes;
+	st->cover_gen = cover;
+	if ((rv = build_tier(db, t->id, inputs, ni, 0, ws, we, cover, &e,
+	    &empty, err)) != 0)
+		goto out;
+	if (empty) {
+		st->empty = true;
+		goto out;
+	}
+	/* A slot for the new meta, so publishing it cannot fail (as for a
+	 * tier block). */
+	ING_LOCK(&t->mu);
+	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
+	ING_UNLOCK(&t->mu);
+	if (rv != 0) {
+		rv = sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	if ((rv = ing_store_block_merge(db->store, t->id, &e, gens, ni,
+	    err)) != 0)
+		goto out;
+	st->built = true;
+	st->gen = e.meta.gen;
+	st->series = e.meta.nseries;
+	st->nnodes = e.meta.nnodes;
+	st->bytes_written = e.meta.bytes;
+	/* The swap: queries copy metas under t->mu, so each sees the inputs
+	 * or the merged block, never both.  An input that fails to enter the
+	 * retire list stays on disk with its tombstone: the next open
+	 * deletes it. */
+	ING_LOCK(&t->mu);
+	k = 0;
+	for (uint32_t i = 0; i < t->nblocks; i++) {
+		bool input = false;
+
+		for (uint32_t j = 0; j < ni && !input; j++)
+			input = t->blocks[i].gen == gens[j];
+		if (!input) {
+			t->blocks[k++] = t->blocks[i];
+			continue;
+		}
+		nretired += ing_retire_add(db, t->id, t->blocks[i].gen,
+		    now) == 0;
+	}
+	t->nblocks = k;
+	rv = ing_tenant_add_block(t, &e.meta);   /* reserved: cannot fail */
+	ING_UNLOCK(&t->mu);
+	SM_ASSERT(rv == 0);
+	sm_info("ingester", "raw blocks merged\ttenant=%s block=%llu "
+	    "window=%lld cover_gen=%llu inputs=%u retired=%u series=%u "
+	    "nodes=%u bytes_read=%llu bytes=%llu", t->id,
+	    (unsigned long long)e.meta.gen, (long long)ws,
+	    (unsigned long long)cover, ni, nretired, e.meta.nseries,
+	    e.meta.nnodes, (unsigned long long)bytes,
+	    (unsigned long long)e.meta.bytes);
+out:
+	ing_block_enc_fini(&e);
+	sm_free(inputs);
+	sm_free(gens);
+	sm_free(pick);
+	snap_fini(&s);
+	return (rv);
+}
+
 int
 ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
     int64_t window_start, int64_t window_ms, int64_t now_ms,
@@ -925,7 +1214,8 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 	int rv;
 
 	memset(st, 0, sizeof(*st));
-	if ((rv = check_args(db, &tier_ms, 1, window_ms, err)) != 0)
+	if ((rv = check_args(db, &tier_ms, tier_ms == 0 ? 0 : 1, window_ms,
+	    err)) != 0)
 		return (rv);
 	if (window_start % window_ms != 0 ||
 	    window_start > INT64_MAX - window_ms)
@@ -940,12 +1230,16 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 		return (0);
 	}
 	ING_LOCK(&db->compact_mu);
-	rv = compact_run(db, t, tier_ms, window_start, we, st, err);
+	if (tier_ms == 0)
+		rv = merge_run(db, t, window_start, we, st, err);
+	else
+		rv = compact_run(db, t, tier_ms, window_start, we, st, err);
 	ING_UNLOCK(&db->compact_mu);
 	if (rv != 0) {
 		count_job(tier_ms, "failed");
-		sm_warn("ingester", "tier job failed\ttenant=%s tier_ms=%lld "
-		    "window=%lld err=\"%s\"", tenant, (long long)tier_ms,
+		sm_warn("ingester", "%s job failed\ttenant=%s tier_ms=%lld "
+		    "window=%lld err=\"%s\"", tier_ms == 0 ? "merge" : "tier",
+		    tenant, (long long)tier_ms,
 		    (long long)window_start, err->msg);
 		return (rv);
 	}

@@ -89,11 +89,12 @@
  * data arriving late for a window lands in a head, then in a raw block
  * above cover_gen, which the query side reads raw and the planner later
  * folds into a rebuilt tier block (the old one is then retired).  So no
- * list of inputs is ever stored.  The query side (the lead's part of
- * issue 11) reads, per window and resolution r, one tier block (the
- * coarsest tier_ms <= r, ties: largest cover_gen) and the raw blocks with
- * gen > its cover_gen.  Until it lands, queries read no tier block
- * (ing_sources_get skips them).  Retention retires tier blocks like raw
+ * list of inputs is ever stored.  Merged raw blocks (block.h) count as
+ * their newest input there (ing_block_cov_gen).  The query side (the
+ * lead's part of issue 11) reads, per window and resolution r, one tier
+ * block (the coarsest tier_ms <= r, ties: largest cover_gen) and the raw
+ * blocks with coverage gen > its cover_gen.  Until it lands, queries read
+ * no tier block (ing_sources_get skips them).  Retention retires tier blocks like raw
  * ones, by max_t.
  *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
@@ -121,6 +122,8 @@ struct ing_db_cfg {
 	int zstd_level;
 	int64_t idempotency_window_ms;   /* 0 = 1 minute (ids.h) */
 	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
+	uint64_t merge_max_bytes;     /* merge raw blocks stored below this
+					 (compact.c); 0 = no merging */
 };
 
 struct ing_db;
@@ -257,6 +260,12 @@ int64_t ing_db_floor(struct ing_db *db, const char *tenant);
  * same width and window to delete.  nblocks / bytes: the raw blocks
  * overlapping the window and their stored bytes (progress reporting).
  */
+/*
+ * tier_ms 0: a MERGE job -- merge the tenant's small raw blocks lying in
+ * the window into one raw block (compact.c, "Merges"; db cfg
+ * merge_max_bytes); planned before the window's tier jobs, due always,
+ * nblocks / bytes its inputs.
+ */
 struct ing_compact_job {
 	char *tenant;
 	int64_t tier_ms, window_start, window_ms;
@@ -297,7 +306,10 @@ struct ing_compact_stats {
 };
 
 /*
- * Run one job (see ing_db_compact_plan): re-plan it under the locks -- a
+ * Run one job (see ing_db_compact_plan; tier_ms 0: a merge, whose
+ * stats say the merged block's gen, its cover_gen and inputs, and whose
+ * inputs are retired rather than superseded tier blocks): re-plan it
+ * under the locks -- a
  * job that is no longer due is a no-op returning 0 (st->built false) --
  * build the tier block from the raw blocks with gen <= cover_gen, commit
  * it (one synced batch, ing_store_block_put), publish it, and retire the

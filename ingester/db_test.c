@@ -162,7 +162,7 @@ check_collapsed(char *got, const char *want)
 static struct ing_db *
 mem_db(void)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
 	struct ing_db *db = NULL;
 	struct sm_err err;
 
@@ -610,7 +610,7 @@ struct disk {
 static void
 disk_open(struct disk *d, int64_t block_ms)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0 };
 	struct sm_kv_opts o;
 	struct sm_err err;
 

@@ -66,7 +66,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[10];
+	static struct sm_flag f[11];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -107,6 +107,11 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"system has less free space than this, so storage never runs "
 		"out mid-write and writes resume within 200 ms of space being "
 		"freed; cuts and deletes go on (0 = no reserve)." };
+	f[10] = (struct sm_flag){ "ingester.merge-max-bytes", SM_FLAG_BYTES,
+		&cfg->merge_max_bytes, "16MiB",
+		"Compactor passes merge a tenant's raw blocks of one past day "
+		"that are stored in less than this into one block, kept below "
+		"it (0 = no merging)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -252,7 +257,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	    cfg->rpc_recv_max <= 0 || cfg->block_ms <= 0 ||
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
 	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
-	    cfg->min_free_disk < 0 ||
+	    cfg->min_free_disk < 0 || cfg->merge_max_bytes < 0 ||
 	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0, and "
@@ -301,6 +306,7 @@ replay_main(void *arg)
 		.head_max_bytes = (uint64_t)ing->cfg.head_max_bytes,
 		.zstd_level = 3,
 		.idempotency_window_ms = ing->cfg.idempotency_ms,
+		.merge_max_bytes = (uint64_t)ing->cfg.merge_max_bytes,
 	};
 	struct sm_err err;
 

@@ -18,8 +18,9 @@ db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	struct ing_db *db = arg;
 	struct ing_tenant *t;
 
-	/* Retention reached it before the process stopped: delete now. */
-	if (!m->broken && m->max_t <= ing_db_floor(db, tenant))
+	/* Retention reached it before the process stopped, or it was
+	 * merged into another block (a tombstone, store.h): delete now. */
+	if (m->merged || (!m->broken && m->max_t <= ing_db_floor(db, tenant)))
 		return (ing_retire_add(db, tenant, m->gen, INT64_MIN));
 	if (ing_tenant_get(db, tenant, &t) != 0 ||
 	    ing_tenant_add_block(t, m) != 0)

@@ -161,7 +161,7 @@ struct disk {
 static void
 disk_open(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
 	struct sm_kv_opts o;
 	struct sm_err err;
 

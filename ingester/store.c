@@ -339,6 +339,16 @@ ing_store_blocks_scan(struct ing_store *s,
 		} else {
 			continue;
 		}
+		{
+			struct sm_buf zv = SM_BUF_INIT;
+			struct sm_key zk;
+
+			/* Merged away (store.h): a point lookup per block. */
+			ing_key_part(&zk, tenant, id, 'Z', 0);
+			m.merged = sm_kv_get(s->kv, SM_KV_INDEX, zk.b, zk.n, &zv,
+			    &e2) == 0;
+			sm_buf_fini(&zv);
+		}
 		if ((rv = fn(arg, tenant, &m)) != 0)
 			break;
 	}
@@ -352,7 +362,8 @@ ing_store_blocks_scan(struct ing_store *s,
  * tenant's head log up to and including the block's generation. */
 static int
 block_write(struct ing_store *s, const char *tenant,
-    const struct ing_block_enc *e, bool drop_log, struct sm_err *err)
+    const struct ing_block_enc *e, bool drop_log, const uint64_t *tomb,
+    uint32_t ntomb, struct sm_err *err)
 {
 	struct sm_kv_batch *b = sm_kv_batch_create();
 	struct sm_key k, k2;
@@ -383,6 +394,10 @@ block_write(struct ing_store *s, const char *tenant,
 		ing_key_part(&k, tenant, e->meta.gen, 'D', i);
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
 		    e->data[i].len);
+	}
+	for (uint32_t i = 0; i < ntomb; i++) {
+		ing_key_part(&k, tenant, tomb[i], 'Z', 0);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, "", 0);
 	}
 	if (!drop_log) {
 		rv = sm_kv_write(s->kv, b, true, err);
@@ -418,7 +433,7 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err)
 {
 	SM_ASSERT(e->meta.tier_ms == 0);
-	return (block_write(s, tenant, e, true, err));
+	return (block_write(s, tenant, e, true, NULL, 0, err));
 }
 
 int
@@ -426,7 +441,16 @@ ing_store_block_put(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err)
 {
 	SM_ASSERT(e->meta.tier_ms > 0);
-	return (block_write(s, tenant, e, false, err));
+	return (block_write(s, tenant, e, false, NULL, 0, err));
+}
+
+int
+ing_store_block_merge(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, const uint64_t *inputs, uint32_t ninputs,
+    struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms == 0 && e->meta.cover_gen > 0);
+	return (block_write(s, tenant, e, false, inputs, ninputs, err));
 }
 
 /* Read one part's value; a RocksDB corruption is reported as the part's. */

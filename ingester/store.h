@@ -10,6 +10,7 @@
  *   head           str(tenant) u64 gen  u64 seq             log record
  *   index          str(tenant) u64 id   u8 'M'              block meta
  *   index          str(tenant) u64 id   u8 'I'              block index
+ *   index          str(tenant) u64 id   u8 'Z'              tombstone (empty)
  *   blocks         str(tenant) u64 id   u8 'S'              block symbols
  *   blocks         str(tenant) u64 id   u8 'T'              block tree
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
@@ -36,6 +37,15 @@
  * of heads not yet cut).  Its id shares the key space of raw blocks (ids
  * are unique per ingester); scans, reads, retention and deletes treat it
  * like any block.
+ *
+ * A merged raw block (block.h, "Merged raw blocks") is written by
+ * ing_store_block_merge: one synced batch of its parts AND a tombstone
+ * 'Z' for every input block.  A block with a tombstone is merged away:
+ * the scan at open hands it over with `merged` set (replay.c queues it for
+ * deletion instead of serving it), so after a crash either the inputs
+ * alone or the merged block alone is served.  The tombstone sorts after
+ * its block's 'M' and 'I' and is removed with them by
+ * ing_store_block_delete (a range delete over tenant|id).
  *
  * Corruption: a failed checksum, a RocksDB "Corruption" status or an
  * undecodable part is logged with its key, counted in
@@ -105,6 +115,16 @@ int ing_store_block_commit(struct ing_store *s, const char *tenant,
  */
 int ing_store_block_put(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Commit an encoded merged raw block (tier_ms 0, cover_gen > 0) and a
+ * tombstone for each of inputs[0..ninputs) in one synced batch, leaving
+ * the head log alone.  0, SM_EIO, SM_ENOMEM; on failure nothing of it is
+ * stored.
+ */
+int ing_store_block_merge(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, const uint64_t *inputs, uint32_t ninputs,
+    struct sm_err *err);
 
 /*
  * Decoded parts, through the cache.  The returned object is valid until

@@ -188,7 +188,7 @@ ing_res_bucket(const struct ing_res *res, const struct ing_block_meta *m,
 	w = res_win(res, r, t);
 	if (m->tier_ms > 0)
 		return (w != NULL && w->gen == m->gen);
-	return (w == NULL || m->gen > w->cover_gen);
+	return (w == NULL || ing_block_cov_gen(m) > w->cover_gen);
 }
 
 bool
@@ -233,7 +233,7 @@ ing_res_source(const struct ing_res *res, const struct ing_block_meta *m,
 		if (i < 0)
 			return (true);
 		w = res_win(res, res->p[i].width_ms, x);
-		if (w == NULL || m->gen > w->cover_gen)
+		if (w == NULL || ing_block_cov_gen(m) > w->cover_gen)
 			return (true);
 		x = SM_MIN(w->end, res->p[i].end_ms);
 	}

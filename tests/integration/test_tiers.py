@@ -16,7 +16,8 @@ never an answer):
   - series (SelectSeries, steps of 15 min, 1 h, 1 d);
   - diff (querier.v1 Diff) of two days;
   - pprof export (SelectMergeProfile, stacks and values).
-Then: a second pass is a no-op; late data into a compacted day is served
+The pass also merges each past day's raw blocks (tier "raw" jobs), which
+changes no answer either.  Then: a second pass is a no-op; late data into a compacted day is served
 at once and folded into a rebuilt tier by the next pass; kill -9 during a
 pass and a rerun change nothing; a 3-day flamegraph reads fewer block
 bytes from disk with tiers (a restart empties the cache before each).
@@ -216,18 +217,25 @@ def single(r, ws, ups):
         collapsed(s, D0, D0 + 3 * DAY)
         raw_bytes = bytes_read(s) - b0
         st, j = run_pass(s)
+        # Merge jobs (tier "raw": a day's small raw blocks become one)
+        # count as built jobs too.
+        _, m = metrics(s)
+        merges = int(metric_value(m, "smolder_compactor_jobs_total",
+                                  tier="raw", status="built") or 0)
+        r.check(merges >= 1, "a pass merges the small raw blocks of a "
+                "past day", "%d merges" % merges)
         r.check(st == 200 and isinstance(j, dict) and
-                j.get("tier_jobs_built") == 6 and
+                j.get("tier_jobs_built") == 6 + merges and
                 j.get("tier_jobs_failed") == 0,
                 "a pass builds a 1h and a 1d tier for each of 3 days",
                 "%s %s" % (st, j))
         _, cj = get_json(s, "/compactor")
         ing = (cj or {}).get("ingesters") or [{}]
         r.check(cj and cj.get("tiers") == ["1h", "1d"] and
-                ing[0].get("built") == 6 and ing[0].get("pending") == 0 and
+                ing[0].get("built") == 6 + merges and
+                ing[0].get("pending") == 0 and
                 ing[0].get("bytes_written", 0) > 0,
                 "GET /compactor shows the pass", str(cj))
-        _, m = metrics(s)
         r.eq(metric_value(m, "smolder_compactor_jobs_total", tier="1d",
                           status="built"), 3.0,
              "smolder_compactor_jobs_total{tier=1d,status=built}")
