@@ -1031,9 +1031,11 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
 		c->t = t;
 		memcpy(c->id, r.p, 16);
 		r.p += 16;
+		/* The two's-complement bits of the signed total: a delta
+		 * profile's upload may sum to 0 or below (profiles.h). */
 		x = get_uv(&r);
-		if (r.bad || x == 0 || x > INT64_MAX) {
-			rv = rd_fail(&r, "total out of range");
+		if (r.bad) {
+			rv = rd_fail(&r, "truncated total");
 			goto out;
 		}
 		c->total = (int64_t)x;

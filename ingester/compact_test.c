@@ -78,9 +78,8 @@ mkwrite(int64_t t, struct want *w, struct sm_buf *out)
 		k[1] = (int)((step * 7 + 3 + s) % NSTACK);
 		if (k[1] == k[0])
 			k[1] = (k[0] + 1) % NSTACK;
-		/* Series 1 has negative pairs but a positive total: a record
-		 * with a total <= 0 makes the block's 'X' part undecodable
-		 * (a known bug outside compact.c, reported). */
+		/* Series 1 has negative pairs but a positive total (records
+		 * with totals <= 0 are covered by spans_test). */
 		v[0] = (s == 1 ? 7 : 1) + step % 17;
 		v[1] = s == 1 ? -(1 + step % 5) : 2 + step % 3;
 		SM_REQUIRE(dist_batch_series(&b, ls, 2, T0 + t, &idx,

@@ -90,12 +90,11 @@
  * above cover_gen, which the query side reads raw and the planner later
  * folds into a rebuilt tier block (the old one is then retired).  So no
  * list of inputs is ever stored.  Merged raw blocks (block.h) count as
- * their newest input there (ing_block_cov_gen).  The query side (the
- * lead's part of issue 11) reads, per window and resolution r, one tier
- * block (the coarsest tier_ms <= r, ties: largest cover_gen) and the raw
- * blocks with coverage gen > its cover_gen.  Until it lands, queries read
- * no tier block (ing_sources_get skips them).  Retention retires tier blocks like raw
- * ones, by max_t.
+ * their newest input there (ing_block_cov_gen).  Queries (tiers.h) read,
+ * per window and asked resolution r, one tier block (the coarsest whose
+ * tier_ms divides r, ties: largest cover_gen) and the raw blocks with
+ * coverage gen > its cover_gen; without a resolution, raw blocks only.
+ * Retention retires tier blocks like raw ones, by max_t.
  *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
