@@ -83,7 +83,7 @@
  * other parts are encoded as in version 2.
  *
  * Merged raw blocks (issue 11; compact.c "Merges").  Small raw blocks of
- * one tenant lying in one day window are merged into one raw block
+ * one tenant lying in one clock hour are merged into one raw block
  * (tier_ms 0, bucket_ms the raw width, buckets at their own times, one
  * symbol table and tree, spans and profile records carried over) with a
  * FRESH gen.  For coverage it must count as its largest input, so its

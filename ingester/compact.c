@@ -80,11 +80,19 @@
  * (replay.c), and superseded blocks left by a crash before their deletion
  * are found by the planner.
  *
- * Merges (a job with tier_ms 0; block.h "Merged raw blocks").  A day of
- * hourly cuts is 24 raw blocks, each with its own symbol table and tree;
- * a merge makes them one.  Inputs (merge_pick), re-picked under the locks
- * when the job runs: raw blocks of the tenant lying WHOLLY inside one
- * window (a block spanning two windows is never merged), of the db's
+ * Merges (a job with tier_ms 0; block.h "Merged raw blocks").  Heads cut
+ * early -- under -ingester.head-max-bytes, by flushes, after restarts --
+ * leave small raw blocks, each with its own symbol table and tree; a
+ * merge makes those of one clock hour one block.  Decision: a merged
+ * block spans at most one clock hour (ING_MERGE_SPAN_MS), not a day,
+ * because a query reads a raw block's series data whole: a flamegraph
+ * whose range edge falls in a day-long merged block would read a day of
+ * raw pairs to use minutes of them (bench B7 reads two such edges), where
+ * hourly blocks cost an hour.  Regular hourly cuts span two clock hours
+ * and so are not merged.  One merge per window and pass (the first hour
+ * that has one); later passes take the others.  Inputs (merge_pick),
+ * re-picked under the locks when the job runs: raw blocks of the tenant
+ * lying WHOLLY inside one clock hour of the window, of the db's
  * bucket width, each stored below db->cfg.merge_max_bytes
  * (-ingester.merge-max-bytes; 0 = off) and taken in gen order while their
  * sum stays below it (a merged block is never larger than its inputs'
@@ -318,14 +326,14 @@ check_args(struct ing_db *db, const int64_t *widths, uint32_t nwidths,
 }
 
 /*
- * The raw blocks of [ws, we) to merge (Merges, above): indexes into
- * m[0..n) in gen order, into pick[]; returns how many (0 when fewer than
- * two, or when they straddle a tier block's cover_gen).  *bytes: theirs.
+ * The raw blocks lying wholly in [ws, we) to merge: indexes into m[0..n)
+ * in gen order, into pick[]; returns how many (0 when fewer than two, or
+ * when they straddle a tier block's cover_gen).  *bytes: theirs.
  */
 static uint32_t
-merge_pick(const struct ing_block_meta *m, uint32_t n, int64_t bucket_ms,
-    uint64_t max_bytes, int64_t ws, int64_t we, uint32_t *pick,
-    uint64_t *bytes)
+merge_pick_span(const struct ing_block_meta *m, uint32_t n,
+    int64_t bucket_ms, uint64_t max_bytes, int64_t ws, int64_t we,
+    uint32_t *pick, uint64_t *bytes)
 {
 	uint64_t sum = 0;
 	uint32_t k = 0;
@@ -360,6 +368,29 @@ merge_pick(const struct ing_block_meta *m, uint32_t n, int64_t bucket_ms,
 	}
 	*bytes = sum;
 	return (k);
+}
+
+/*
+ * The raw blocks of the window [ws, we) to merge (Merges, above): those
+ * of its first clock hour holding two or more that can merge.  A merged
+ * block never spans more than an hour, so a query whose range edge falls
+ * in it reads at most an hour of raw data there, as from an hourly cut.
+ */
+static uint32_t
+merge_pick(const struct ing_block_meta *m, uint32_t n, int64_t bucket_ms,
+    uint64_t max_bytes, int64_t ws, int64_t we, uint32_t *pick,
+    uint64_t *bytes)
+{
+	*bytes = 0;
+	for (int64_t h = ws; h < we && h <= INT64_MAX - ING_MERGE_SPAN_MS;
+	    h += ING_MERGE_SPAN_MS) {
+		uint32_t k = merge_pick_span(m, n, bucket_ms, max_bytes, h,
+		    SM_MIN(h + ING_MERGE_SPAN_MS, we), pick, bytes);
+
+		if (k > 0)
+			return (k);
+	}
+	return (0);
 }
 
 /* --- plan ----------------------------------------------------------------- */

@@ -1153,17 +1153,20 @@ answers_same(const struct answers *a, const struct answers *b)
 	}
 }
 
-/* Six hourly blocks of day 0 plus a late write into hour 2's bucket
- * times, cut on its own (so two inputs share a bucket time); one block
- * of day 1.  Returns the raw blocks of day 0. */
+/* Six 10-minute blocks in hour 2 of day 0 (heads cut early) plus a late
+ * write into the first one's bucket times, cut on its own (so two inputs
+ * share a bucket time); one block of day 1.  Returns the raw blocks of
+ * day 0. */
 static uint32_t
 small_blocks(struct disk *d, struct want *w)
 {
 	uint32_t n, k = 0;
 	struct ing_block_meta *m;
 
-	for (int64_t h = 0; h < 6; h++) {
-		for (int64_t t = h * HOUR; t < (h + 1) * HOUR; t += 10 * 60 * SEC)
+	for (int64_t b = 0; b < 6; b++) {
+		int64_t t0 = 2 * HOUR + b * 10 * 60 * SEC;
+
+		for (int64_t t = t0; t < t0 + 10 * 60 * SEC; t += 2 * 60 * SEC)
 			write_at(d->db, t, w);
 		flush(d->db);
 	}
@@ -1247,7 +1250,8 @@ test_merge_exact(void)
 		SM_CHECK_EQ(m[i].bucket_ms, 10 * SEC);
 		SM_CHECK_EQ(m[i].cover_gen, max_gen);
 		SM_CHECK_EQ(ing_block_cov_gen(&m[i]), max_gen);
-		SM_CHECK_EQ(m[i].min_t, T0);
+		SM_CHECK_EQ(m[i].min_t, T0 + 2 * HOUR);
+		SM_CHECK(m[i].max_t <= T0 + 3 * HOUR);     /* one clock hour */
 		SM_CHECK(m[i].nspans > 0 && m[i].nprofiles > 0);
 	}
 	free(m);
@@ -1297,9 +1301,10 @@ test_merge_after_tiers(void)
 	SM_CHECK_EQ(run_all(d.db, now), 4);
 	d.db->cfg.merge_max_bytes = merge_max;
 	answers(d.db, &a0);
-	/* Late data for day 0 above the tiers' cover_gen: the inputs
-	 * straddle it, so no merge is planned and a forced run is a no-op. */
-	write_at(d.db, 7 * HOUR, w);
+	/* Late data for hour 2 of day 0 above the tiers' cover_gen: the
+	 * inputs straddle it, so no merge is planned and a forced run is a
+	 * no-op. */
+	write_at(d.db, 2 * HOUR + 55 * 60 * SEC, w);
 	flush(d.db);
 	n = plan(d.db, now, &jobs);
 	for (uint32_t i = 0; i < n; i++)

@@ -250,6 +250,7 @@ int64_t ing_db_floor(struct ing_db *db, const char *tenant);
 /* --- downsampling tiers (compact.c) ------------------------------------- */
 
 #define ING_TIER_WINDOW_MS 86400000LL  /* one day: the window of a tier */
+#define ING_MERGE_SPAN_MS 3600000LL    /* a merged raw block: one clock hour */
 
 /*
  * One unit of tier work: the tier block of width tier_ms over the window

@@ -109,9 +109,10 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"freed; cuts and deletes go on (0 = no reserve)." };
 	f[10] = (struct sm_flag){ "ingester.merge-max-bytes", SM_FLAG_BYTES,
 		&cfg->merge_max_bytes, "16MiB",
-		"Compactor passes merge a tenant's raw blocks of one past day "
-		"that are stored in less than this into one block, kept below "
-		"it (0 = no merging)." };
+		"Compactor passes merge a tenant's small raw blocks (heads "
+		"cut early) lying in one past clock hour, each stored in "
+		"less than this, into one block kept below it (0 = no "
+		"merging)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
