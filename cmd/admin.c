@@ -68,9 +68,15 @@ print_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 {
 	(void)arg;
 	printf("tenant=%s block=%llu min=%lld max=%lld series=%u nodes=%u "
-	    "bytes=%llu\n", tenant, (unsigned long long)m->gen,
+	    "bytes=%llu", tenant, (unsigned long long)m->gen,
 	    (long long)m->min_t, (long long)m->max_t, m->nseries, m->nnodes,
 	    (unsigned long long)m->bytes);
+	if (m->tier_ms > 0)      /* a downsampling tier (block.h) */
+		printf(" tier_ms=%lld cover_start=%lld cover_end=%lld "
+		    "cover_gen=%llu", (long long)m->tier_ms,
+		    (long long)m->cover_start, (long long)m->cover_end,
+		    (unsigned long long)m->cover_gen);
+	printf("\n");
 	return (0);
 }
 
@@ -170,7 +176,9 @@ verify_metas(struct admin *ad)
 
 		k = sm_kv_iter_key(it, &kn);
 		v = sm_kv_iter_value(it, &vn);
-		if (kn < 1 || k[kn - 1] != 'M')
+		/* System keys (an empty tenant, store.h) are not blocks: a
+		 * tenant floor's key ends with the tenant, maybe in 'M'. */
+		if (kn < 3 || (k[0] == 0 && k[1] == 0) || k[kn - 1] != 'M')
 			continue;
 		sm_err_clear(&err);
 		if (ing_block_meta_decode(v, vn, &m, &err) != 0) {

@@ -53,6 +53,7 @@
 #include "common/metrics.h"
 #include "common/module.h"
 #include "common/ring.h"
+#include "common/tiers.h"
 #include "compactor/compactor.h"
 #include "distributor/distributor.h"
 #include "ingester/ingester.h"
@@ -84,6 +85,7 @@ struct app {
 	int64_t keys_reload_ms;
 	char *runtime_config_file;
 	int64_t runtime_config_reload_ms;
+	char *tiers_spec;               /* -compactor.downsample-tiers */
 	struct ing_config ing_cfg;
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
@@ -359,9 +361,13 @@ static int
 mod_querier_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	int rv;
 
 	app->qry_cfg.multitenancy = app->multitenancy;
 	app->qry_cfg.overrides = app->overrides;
+	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
+	    &app->qry_cfg.tiers, err)) != 0)
+		return (rv);
 	return (qry_create(&app->qry_cfg, app->http, app->ring, &app->qry,
 	    err));
 }
@@ -370,7 +376,12 @@ static int
 mod_compactor_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	int rv;
 
+	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
+	    &app->cpt_cfg.tiers, err)) != 0)
+		return (rv);
+	app->cpt_cfg.overrides = app->overrides;
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
 }
@@ -422,7 +433,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[25];
+	static struct sm_flag f[26];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -493,6 +504,12 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		SM_FLAG_DURATION, &app->runtime_config_reload_ms, "10s",
 		"How often -runtime-config.file is checked for changes; a "
 		"file that does not parse keeps the previous overrides." };
+	f[25] = (struct sm_flag){ "compactor.downsample-tiers", SM_FLAG_STRING,
+		&app->tiers_spec, SM_TIERS_DEFAULT,
+		"Downsampling tier widths, e.g. 1h,1d (none: no tiers). The "
+		"compactor builds them for every past day; queriers ask at "
+		"them, so give every querier and compactor the same list "
+		"(a different one changes speed, never an answer)." };
 	f[10] = (struct sm_flag){ "instance.id", SM_FLAG_STRING,
 		&app->instance_id, "",
 		"This instance's stable id: an ingester's ring identity (its "

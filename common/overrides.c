@@ -105,6 +105,8 @@ static const struct ov_key {
 	    OV_DURATION },
 	{ "max_query_lookback", offsetof(struct sm_limits,
 	    max_query_lookback_ms), OV_DURATION },
+	{ "compactor_blocks_retention_period", offsetof(struct sm_limits,
+	    compactor_blocks_retention_period_ms), OV_DURATION },
 	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
 	OV_K(max_flamegraph_nodes_max, OV_INT),
 	OV_K(max_concurrent_queries, OV_INT),
@@ -433,6 +435,49 @@ sm_overrides_get(struct sm_overrides *o, const char *tenant,
 		}
 	}
 	pthread_rwlock_unlock(&o->o_lock);
+}
+
+int
+sm_overrides_tenants(struct sm_overrides *o, char ***ids, size_t *n)
+{
+	char **v = NULL;
+	size_t k = 0;
+	int rv = 0;
+
+	*ids = NULL;
+	*n = 0;
+	if (o == NULL)
+		return (0);
+	pthread_rwlock_rdlock(&o->o_lock);
+	if (o->o_tab != NULL && o->o_tab->t_n > 0) {
+		if ((v = sm_calloc(o->o_tab->t_n, sizeof(*v))) == NULL) {
+			rv = SM_ENOMEM;
+			goto out;
+		}
+		for (; k < o->o_tab->t_n; k++)
+			if ((v[k] = sm_strdup(o->o_tab->t_v[k].t_id)) ==
+			    NULL) {
+				rv = SM_ENOMEM;
+				break;
+			}
+	}
+out:
+	pthread_rwlock_unlock(&o->o_lock);
+	if (rv != 0) {
+		sm_overrides_tenants_free(v, k);
+		return (rv);
+	}
+	*ids = v;
+	*n = k;
+	return (0);
+}
+
+void
+sm_overrides_tenants_free(char **ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sm_free(ids[i]);
+	sm_free(ids);
 }
 
 size_t

@@ -53,6 +53,13 @@
  *   max_local_series_per_tenant   -ingester.max-local-series-per-tenant,
  *                                 0: series of the tenant per ingester
  *
+ * and the retention, overriding -compactor.blocks-retention-period (read
+ * by the compactor each pass, compactor/compactor.h):
+ *
+ *   compactor_blocks_retention_period  a Go duration ("720h"; 0 = keep
+ *                                 the tenant's data forever, whatever
+ *                                 the flag says)
+ *
  * Default rate 0, not Pyroscope's 4: Smolder counts request bytes as
  * received (ratelimit.h) and a bucket refuses any upload larger than its
  * burst, so Pyroscope's 4/2 would start refusing, on upgrade, every
@@ -98,8 +105,9 @@
  * and the querier each keep their flags and one instance serves both.
  *
  * Ownership: main creates the one instance (-runtime-config.* flags) and
- * lends it to the distributor and the querier (dist_config.overrides,
- * qry_config.overrides; NULL = flags only), destroying it after them.
+ * lends it to the distributor, the querier and the compactor
+ * (dist_config.overrides, qry_config.overrides, cpt_config.overrides;
+ * NULL = flags only), destroying it after them.
  * Locking: every function is thread-safe.
  */
 #ifndef SM_OVERRIDES_H
@@ -132,6 +140,8 @@ struct sm_limits {
 	/* Active series (distributor/push.c, ingester/db.h). */
 	int64_t max_global_series_per_tenant;         /* 0 = no limit */
 	int64_t max_local_series_per_tenant;          /* 0 = no limit */
+	/* Retention (compactor/compactor.h). */
+	int64_t compactor_blocks_retention_period_ms; /* 0 = keep forever */
 };
 
 struct sm_overrides;
@@ -163,6 +173,15 @@ void sm_overrides_get(struct sm_overrides *o, const char *tenant,
  * Returns 0 (reloaded or unchanged) or the load error (old table kept).
  */
 int sm_overrides_reload(struct sm_overrides *o, struct sm_err *err);
+
+/*
+ * A copy of the ids of the tenants the file lists (any limit set), in
+ * sorted order, taken under the read lock: *ids (free with
+ * sm_overrides_tenants_free; NULL when *n is 0).  `o` NULL: none.
+ * 0 or SM_ENOMEM.
+ */
+int sm_overrides_tenants(struct sm_overrides *o, char ***ids, size_t *n);
+void sm_overrides_tenants_free(char **ids, size_t n);
 
 /* Number of tenants with overrides (tests, log). */
 size_t sm_overrides_ntenants(struct sm_overrides *o);

@@ -124,6 +124,61 @@ test_good_file(void)
 	sm_overrides_destroy(o);
 }
 
+/*
+ * compactor_blocks_retention_period: a Go duration, 0 = keep (kept apart
+ * from "not set" by the caller's default); sm_overrides_tenants lists
+ * every tenant of the file, sorted, as copies that outlive a reload.
+ */
+static void
+test_retention_tenants(void)
+{
+	struct sm_overrides *o;
+	struct sm_limits d = def, l;
+	struct sm_err err;
+	char **ids = NULL;
+	size_t n = 9;
+
+	SM_CHECK_EQ(sm_overrides_tenants(NULL, &ids, &n), 0);
+	SM_CHECK(ids == NULL && n == 0);
+	write_file("overrides:\n"
+	    "  zed:\n"
+	    "    compactor_blocks_retention_period: 720h\n"
+	    "  keep:\n"
+	    "    compactor_blocks_retention_period: 0\n"
+	    "  other:\n"
+	    "    max_query_length: 1h\n");
+	SM_CHECK_EQ(sm_overrides_create(ov_path, 1000, &o, &err), 0);
+	if (o == NULL) {
+		SM_TEST_FAILF("%s", err.msg);
+		return;
+	}
+	d.compactor_blocks_retention_period_ms = -1;
+	sm_overrides_get(o, "zed", &d, &l);
+	SM_CHECK_EQ(l.compactor_blocks_retention_period_ms,
+	    720LL * 3600 * 1000);
+	sm_overrides_get(o, "keep", &d, &l);
+	SM_CHECK_EQ(l.compactor_blocks_retention_period_ms, 0);
+	sm_overrides_get(o, "other", &d, &l);
+	SM_CHECK_EQ(l.compactor_blocks_retention_period_ms, -1);
+	SM_CHECK_EQ(sm_overrides_tenants(o, &ids, &n), 0);
+	SM_CHECK_EQ(n, 3);
+	if (n == 3) {
+		SM_CHECK_STR(ids[0], "keep");
+		SM_CHECK_STR(ids[1], "other");
+		SM_CHECK_STR(ids[2], "zed");
+	}
+	/* A reload to an empty table leaves the copies valid. */
+	write_file("");
+	SM_CHECK_EQ(sm_overrides_reload(o, &err), 0);
+	SM_CHECK_EQ(sm_overrides_ntenants(o), 0);
+	if (n == 3)
+		SM_CHECK_STR(ids[2], "zed");
+	sm_overrides_tenants_free(ids, n);
+	SM_CHECK_EQ(sm_overrides_tenants(o, &ids, &n), 0);
+	SM_CHECK(ids == NULL && n == 0);
+	sm_overrides_destroy(o);
+}
+
 static void
 test_bad_files(void)
 {
@@ -149,6 +204,8 @@ test_bad_files(void)
 		    "must be an integer >= 0" },
 		{ "overrides:\n  a:\n    max_global_series_per_tenant: -5\n",
 		    "must be an integer >= 0" },
+		{ "overrides:\n  a:\n    compactor_blocks_retention_period: "
+		    "-1h\n", ":3" },
 		{ "overrides: [a]\n", "must be a mapping" },
 		{ "- a\n", "must be a mapping" },
 		{ "overrides:\n  a:\n    ingestion_rate_mb: 1\n"
@@ -217,6 +274,8 @@ SM_TEST_MAIN(
 	{ "no file: the defaults for everyone", test_no_file },
 	{ "Pyroscope's shape; unknown keys ignored; defaults fill in",
 	    test_good_file },
+	{ "retention period override; the list of tenants (copies)",
+	    test_retention_tenants },
 	{ "invalid files refused with the reason", test_bad_files },
 	{ "reload: bad file keeps the old table; thread picks up changes",
 	    test_reload },

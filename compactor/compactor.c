@@ -1,15 +1,28 @@
 /*
- * compactor.c -- retention passes over the ring; see compactor.h.
+ * compactor.c -- retention and downsampling passes over the ring; see
+ * compactor.h.
  */
 #include "compactor.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/rpc.h"
+
+/* Tier work on one ingester, for GET /compactor (guarded by st_mu). */
+struct cpt_member {
+	char *id;                       /* or the URL when the id is unknown */
+	uint32_t planned, done, noop, failed, pending;
+	uint64_t bytes_read, bytes_written;
+	char running[160];              /* the job in progress, "" = none */
+	char error[200];                /* the last failure */
+	int64_t pass_ms;                /* when its last pass ended */
+};
 
 struct compactor {
 	struct cpt_config cfg;
@@ -18,18 +31,28 @@ struct compactor {
 	pthread_mutex_t pass_mu;        /* one pass at a time */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool stopping;
+	_Atomic bool stopping;
 	pthread_t thr;
 	int started;
+	/* Tier progress of the last (or current) pass. */
+	pthread_mutex_t st_mu;
+	struct cpt_member *mem;
+	uint32_t nmem;
+	int64_t tiers_pass_ms;          /* when the last tier pass ended */
+	uint32_t tiers_passes;
 };
 
 struct cpt_pass {
-	int64_t before_ms;
+	bool enabled;                   /* retention ran */
+	int64_t before_ms;              /* the default's; 0 = keep */
+	uint32_t overrides;             /* tenants with their own retention */
 	uint32_t ingesters, failed, skipped;
 	uint64_t retired;
+	uint32_t jobs_built, jobs_noop, jobs_failed;   /* downsampling */
 };
 
 static struct sm_metric *m_runs, *m_retired, *m_last_ok;
+static struct sm_metric *m_jobs, *m_pending, *m_bytes_read, *m_bytes_written;
 static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -46,12 +69,27 @@ cpt_metrics_register(void)
 	    "smolder_compactor_last_success_timestamp_seconds", "When the "
 	    "last pass that reached every ingester ended (unix seconds).",
 	    NULL, NULL, 0);
+	m_jobs = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_jobs_total", "Downsampling jobs by tier width "
+	    "and outcome: built, noop (no longer due), failed (after "
+	    "retries).", (const char *const[]){ "tier", "status", NULL },
+	    NULL, 0);
+	m_pending = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_compactor_jobs_pending", "Downsampling jobs planned and "
+	    "not yet run in the current pass (0 between passes).", NULL,
+	    NULL, 0);
+	m_bytes_read = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bytes_read_total", "Stored bytes of the raw "
+	    "blocks downsampling jobs read.", NULL, NULL, 0);
+	m_bytes_written = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bytes_written_total", "Stored bytes of the "
+	    "tier blocks downsampling jobs wrote.", NULL, NULL, 0);
 }
 
 const struct sm_flag *
 cpt_flags(struct cpt_config *cfg, size_t *n)
 {
-	static struct sm_flag f[3];
+	static struct sm_flag f[5];
 
 	f[0] = (struct sm_flag){ "compactor.blocks-retention-period",
 		SM_FLAG_DURATION, &cfg->retention_ms, "0",
@@ -62,32 +100,119 @@ cpt_flags(struct cpt_config *cfg, size_t *n)
 		"How often the compactor runs a pass over every ingester." };
 	f[2] = (struct sm_flag){ "compactor.rpc-timeout", SM_FLAG_DURATION,
 		&cfg->timeout_ms, "1m",
-		"Deadline of one ingester's part of a pass." };
+		"Deadline of one ingester's part of a retention pass, and "
+		"of one downsampling job." };
+	f[3] = (struct sm_flag){ "compactor.concurrency", SM_FLAG_INT,
+		&cfg->concurrency, "1",
+		"Ingesters downsampled at once (each runs one job at a "
+		"time)." };
+	f[4] = (struct sm_flag){ "compactor.job-retries", SM_FLAG_INT,
+		&cfg->retries, "3",
+		"Attempts of a failed downsampling job within a pass (1 s, "
+		"then 2 s, ... apart); the next pass plans it again." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
 
-/* One retention pass over the healthy ingesters. */
+/*
+ * The tenants with their own retention (compactor_blocks_retention_period
+ * in the runtime config), each before = now - period or 0 (keep), into
+ * *out (free with tenant_floors_free).  Tenants listed for other limits
+ * only are left out: they follow the default.  0 or SM_ENOMEM.
+ */
+static int
+tenant_floors(struct compactor *c, int64_t now,
+    Smolder__V1__TenantRetention **out, size_t *nout)
+{
+	struct sm_limits def = { 0 }, lim;
+	Smolder__V1__TenantRetention *v = NULL;
+	char **ids = NULL;
+	size_t n = 0, k = 0;
+	int rv;
+
+	*out = NULL;
+	*nout = 0;
+	if ((rv = sm_overrides_tenants(c->cfg.overrides, &ids, &n)) != 0)
+		return (rv);
+	if (n > 0 && (v = sm_calloc(n, sizeof(*v))) == NULL) {
+		sm_overrides_tenants_free(ids, n);
+		return (SM_ENOMEM);
+	}
+	/* A sentinel default tells "not set" from an override of 0. */
+	def.compactor_blocks_retention_period_ms = -1;
+	for (size_t i = 0; i < n; i++) {
+		sm_overrides_get(c->cfg.overrides, ids[i], &def, &lim);
+		if (lim.compactor_blocks_retention_period_ms < 0)
+			continue;
+		smolder__v1__tenant_retention__init(&v[k]);
+		v[k].tenant = ids[i];
+		ids[i] = NULL;          /* now v's */
+		v[k].before_ms = lim.compactor_blocks_retention_period_ms > 0 ?
+		    now - lim.compactor_blocks_retention_period_ms : 0;
+		k++;
+	}
+	sm_overrides_tenants_free(ids, n);
+	*out = v;
+	*nout = k;
+	return (0);
+}
+
 static void
-cpt_pass(struct compactor *c, struct cpt_pass *p)
+tenant_floors_free(Smolder__V1__TenantRetention *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sm_free(v[i].tenant);
+	sm_free(v);
+}
+
+/* One retention pass over the healthy ingesters (c->pass_mu held). */
+static void
+retention_pass(struct compactor *c, struct cpt_pass *p)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__RetentionRequest rr = SMOLDER__V1__RETENTION_REQUEST__INIT;
+	Smolder__V1__TenantRetention *tv = NULL, **tp = NULL;
 	struct sm_ring_snap *s;
 	struct sm_rpc_multi *mc = NULL;
-	uint8_t buf[32];
-	size_t len;
+	uint8_t *buf = NULL;
+	size_t len, ntv = 0;
+	int64_t now = sm_now_ms();
 	const char *status;
 
-	memset(p, 0, sizeof(*p));
-	if (c->cfg.retention_ms <= 0)
+	if (tenant_floors(c, now, &tv, &ntv) != 0) {
+		sm_warn("compactor", "retention pass skipped: out of memory");
 		return;
-	pthread_mutex_lock(&c->pass_mu);
-	p->before_ms = sm_now_ms() - c->cfg.retention_ms;
+	}
+	if (c->cfg.retention_ms <= 0 && ntv == 0) {
+		tenant_floors_free(tv, ntv);    /* tv may be allocated, empty */
+		return;
+	}
+	p->enabled = true;
+	p->overrides = (uint32_t)ntv;
+	p->before_ms = c->cfg.retention_ms > 0 ? now - c->cfg.retention_ms :
+	    0;
 	rr.before_ms = p->before_ms;
+	if (ntv > 0 && (tp = sm_calloc(ntv, sizeof(*tp))) == NULL) {
+		tenant_floors_free(tv, ntv);
+		sm_warn("compactor", "retention pass skipped: out of memory");
+		return;
+	}
+	for (size_t i = 0; i < ntv; i++)
+		tp[i] = &tv[i];
+	rr.n_tenants = ntv;
+	rr.tenants = tp;
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_RETENTION;
 	req.retention = &rr;
+	len = smolder__v1__request__get_packed_size(&req);
+	if ((buf = sm_malloc(len + 1)) == NULL) {
+		tenant_floors_free(tv, ntv);
+		sm_free(tp);
+		sm_warn("compactor", "retention pass skipped: out of memory");
+		return;
+	}
 	len = smolder__v1__request__pack(&req, buf);
+	tenant_floors_free(tv, ntv);
+	sm_free(tp);
 	s = sm_ring_acquire(c->ring);
 	if (sm_rpc_multi_create(SM_MAX(s->n, 1), "retention", &mc) != 0) {
 		p->failed = s->n;
@@ -121,6 +246,7 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 out:
 	sm_rpc_multi_destroy(mc);
 	sm_ring_release(s);
+	sm_free(buf);
 	status = p->failed == 0 && p->skipped == 0 ? "ok" :
 	    p->failed + p->skipped < p->ingesters + p->skipped ? "partial" :
 	    "failed";
@@ -130,10 +256,321 @@ out:
 		sm_gauge_set(sm_metric_child0(m_last_ok),
 		    (double)sm_now_ms() / 1000);
 	sm_info("compactor", "retention pass\tstatus=%s before_ms=%lld "
-	    "ingesters=%u failed=%u skipped_unhealthy=%u blocks_retired=%llu",
-	    status, (long long)p->before_ms, p->ingesters, p->failed,
+	    "tenant_overrides=%u ingesters=%u failed=%u skipped_unhealthy=%u "
+	    "blocks_retired=%llu", status, (long long)p->before_ms,
+	    p->overrides, p->ingesters, p->failed,
 	    p->skipped, (unsigned long long)p->retired);
+}
+
+/* --- downsampling tiers ---------------------------------------------------- */
+
+/* "1h", "1d", "1m", or milliseconds: the tier label of metrics. */
+static const char *
+tier_label(int64_t w, char *buf, size_t n)
+{
+	if (w == 0)
+		snprintf(buf, n, "raw");      /* a merge job (compact.c) */
+	else if (w % 86400000 == 0)
+		snprintf(buf, n, "%lldd", (long long)(w / 86400000));
+	else if (w % 3600000 == 0)
+		snprintf(buf, n, "%lldh", (long long)(w / 3600000));
+	else if (w % 60000 == 0)
+		snprintf(buf, n, "%lldm", (long long)(w / 60000));
+	else
+		snprintf(buf, n, "%lldms", (long long)w);
+	return (buf);
+}
+
+/* Wait ms unless the compactor stops first; false when it stops. */
+static bool
+cpt_sleep(struct compactor *c, int64_t ms)
+{
+	bool go;
+
+	pthread_mutex_lock(&c->mu);
+	if (!c->stopping)
+		sm_cond_wait_ms(&c->cv, &c->mu, ms);
+	go = !c->stopping;
+	pthread_mutex_unlock(&c->mu);
+	return (go);
+}
+
+static void
+member_error(struct compactor *c, uint32_t k, const char *what,
+    const char *msg)
+{
+	pthread_mutex_lock(&c->st_mu);
+	snprintf(c->mem[k].error, sizeof(c->mem[k].error), "%s: %s", what,
+	    msg);
+	pthread_mutex_unlock(&c->st_mu);
+}
+
+/* Run one planned job on member k, with retries.  Returns its status. */
+static const char *
+tiers_job(struct compactor *c, struct sm_ring_snap *s, uint32_t k,
+    const Smolder__V1__CompactJob *j, int64_t now_ms)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__CompactRequest cr = SMOLDER__V1__COMPACT_REQUEST__INIT;
+	struct sm_err err;
+	int64_t attempts = SM_MAX(c->cfg.retries, 1);
+
+	cr.tenant = j->tenant;
+	cr.tier_ms = j->tier_ms;
+	cr.window_start_ms = j->window_start_ms;
+	cr.now_ms = now_ms;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_COMPACT;
+	req.compact = &cr;
+	for (int64_t at = 1; at <= attempts; at++) {
+		Smolder__V1__Response *resp;
+		struct sm_arena *a = sm_arena_create(1 << 20);
+		int rv;
+
+		sm_err_clear(&err);
+		rv = a == NULL ? sm_err_set(&err, SM_ENOMEM, "out of memory") :
+		    sm_rpc_call_pb(s->m[k]->client, &req,
+		    (int)c->cfg.timeout_ms, a, &resp, &err);
+		if (rv == 0 && resp->result_case !=
+		    SMOLDER__V1__RESPONSE__RESULT_COMPACT)
+			rv = sm_err_set(&err, SM_EPROTO, "answer without a "
+			    "compact result");
+		if (rv == 0) {
+			const Smolder__V1__CompactResponse *r = resp->compact;
+
+			pthread_mutex_lock(&c->st_mu);
+			c->mem[k].bytes_read += r->bytes_read;
+			c->mem[k].bytes_written += r->bytes_written;
+			pthread_mutex_unlock(&c->st_mu);
+			sm_counter_add(sm_metric_child0(m_bytes_read),
+			    r->bytes_read);
+			const char *status = r->built ? "built" : "noop";
+
+			sm_counter_add(sm_metric_child0(m_bytes_written),
+			    r->bytes_written);
+			sm_arena_destroy(a);
+			return (status);
+		}
+		sm_arena_destroy(a);
+		sm_warn("compactor", "downsampling job failed\tmember=%s "
+		    "tenant=%s tier_ms=%lld window_start_ms=%lld attempt=%lld "
+		    "err=\"%s\"", s->m[k]->url, j->tenant,
+		    (long long)j->tier_ms, (long long)j->window_start_ms,
+		    (long long)at, err.msg);
+		member_error(c, k, "compact", err.msg);
+		if (at < attempts && !cpt_sleep(c, 1000 * at))
+			break;
+	}
+	return ("failed");
+}
+
+/* Member k's tier work: its plan, then every job in order. */
+static void
+tiers_member(struct compactor *c, struct sm_ring_snap *s, uint32_t k)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__CompactPlanRequest pr =
+	    SMOLDER__V1__COMPACT_PLAN_REQUEST__INIT;
+	const Smolder__V1__CompactPlanResponse *plan;
+	Smolder__V1__Response *resp;
+	struct sm_arena *a;
+	struct sm_err err;
+	int64_t now_ms = sm_now_ms();
+	int rv;
+
+	pr.widths_ms = c->cfg.tiers.w;
+	pr.n_widths_ms = c->cfg.tiers.n;
+	pr.now_ms = now_ms;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN;
+	req.compact_plan = &pr;
+	sm_err_clear(&err);
+	if ((a = sm_arena_create(64u << 20)) == NULL)
+		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
+	else
+		rv = sm_rpc_call_pb(s->m[k]->client, &req,
+		    (int)c->cfg.timeout_ms, a, &resp, &err);
+	if (rv == 0 && resp->result_case !=
+	    SMOLDER__V1__RESPONSE__RESULT_COMPACT_PLAN)
+		rv = sm_err_set(&err, SM_EPROTO, "answer without a plan");
+	if (rv != 0) {
+		sm_warn("compactor", "downsampling plan failed\tmember=%s "
+		    "err=\"%s\"", s->m[k]->url, err.msg);
+		member_error(c, k, "plan", err.msg);
+		pthread_mutex_lock(&c->st_mu);
+		c->mem[k].failed++;
+		pthread_mutex_unlock(&c->st_mu);
+		sm_arena_destroy(a);
+		return;
+	}
+	plan = resp->compact_plan;
+	pthread_mutex_lock(&c->st_mu);
+	c->mem[k].planned = c->mem[k].pending = (uint32_t)plan->n_jobs;
+	pthread_mutex_unlock(&c->st_mu);
+	sm_gauge_add(sm_metric_child0(m_pending), (double)plan->n_jobs);
+	for (size_t i = 0; i < plan->n_jobs && !atomic_load(&c->stopping);
+	    i++) {
+		const Smolder__V1__CompactJob *j = plan->jobs[i];
+		const char *status;
+		char tl[32];
+
+		tier_label(j->tier_ms, tl, sizeof(tl));
+		pthread_mutex_lock(&c->st_mu);
+		snprintf(c->mem[k].running, sizeof(c->mem[k].running),
+		    "tenant=%s tier=%s window_start_ms=%lld", j->tenant, tl,
+		    (long long)j->window_start_ms);
+		pthread_mutex_unlock(&c->st_mu);
+		status = tiers_job(c, s, k, j, now_ms);
+		sm_counter_inc(sm_metric_child(m_jobs, tl, status));
+		sm_gauge_add(sm_metric_child0(m_pending), -1);
+		pthread_mutex_lock(&c->st_mu);
+		c->mem[k].pending--;
+		if (strcmp(status, "built") == 0)
+			c->mem[k].done++;
+		else if (strcmp(status, "noop") == 0)
+			c->mem[k].noop++;
+		else
+			c->mem[k].failed++;
+		c->mem[k].running[0] = '\0';
+		pthread_mutex_unlock(&c->st_mu);
+	}
+	pthread_mutex_lock(&c->st_mu);
+	sm_gauge_add(sm_metric_child0(m_pending), -(double)c->mem[k].pending);
+	c->mem[k].pending = 0;
+	c->mem[k].running[0] = '\0';
+	c->mem[k].pass_ms = sm_now_ms();
+	pthread_mutex_unlock(&c->st_mu);
+	sm_arena_destroy(a);
+}
+
+struct tiers_run {
+	struct compactor *c;
+	struct sm_ring_snap *s;
+	atomic_uint next;
+};
+
+static void *
+tiers_worker(void *arg)
+{
+	struct tiers_run *tr = arg;
+	unsigned k;
+
+	while ((k = atomic_fetch_add(&tr->next, 1)) < tr->s->n &&
+	    !atomic_load(&tr->c->stopping)) {
+		if (tr->s->healthy[k])
+			tiers_member(tr->c, tr->s, k);
+	}
+	return (NULL);
+}
+
+/*
+ * One downsampling pass (c->pass_mu held): every healthy ingester plans
+ * its tier work and runs it job by job, -compactor.concurrency ingesters
+ * at once.  *built / *failed: jobs over all ingesters.
+ */
+static void
+tiers_pass(struct compactor *c, struct cpt_pass *p)
+{
+	struct tiers_run tr = { .c = c };
+	pthread_t thr[16];
+	uint32_t nthr = 0, want;
+
+	if (c->cfg.tiers.n == 0)
+		return;
+	tr.s = sm_ring_acquire(c->ring);
+	pthread_mutex_lock(&c->st_mu);
+	for (uint32_t k = 0; k < c->nmem; k++)
+		sm_free(c->mem[k].id);
+	sm_free(c->mem);
+	c->nmem = 0;
+	c->mem = sm_calloc(SM_MAX(tr.s->n, 1), sizeof(*c->mem));
+	if (c->mem != NULL) {
+		c->nmem = tr.s->n;
+		for (uint32_t k = 0; k < tr.s->n; k++)
+			c->mem[k].id = sm_strdup(tr.s->id[k] != NULL ?
+			    tr.s->id[k] : tr.s->m[k]->url);
+	}
+	pthread_mutex_unlock(&c->st_mu);
+	if (c->mem == NULL) {
+		sm_ring_release(tr.s);
+		return;
+	}
+	want = (uint32_t)SM_MIN(SM_MAX(c->cfg.concurrency, 1),
+	    (int64_t)SM_ARRAY_LEN(thr));
+	want = SM_MIN(want, SM_MAX(tr.s->n, 1));
+	for (uint32_t i = 1; i < want; i++) {
+		if (pthread_create(&thr[nthr], NULL, tiers_worker, &tr) != 0)
+			break;
+		nthr++;
+	}
+	tiers_worker(&tr);
+	for (uint32_t i = 0; i < nthr; i++)
+		pthread_join(thr[i], NULL);
+	pthread_mutex_lock(&c->st_mu);
+	for (uint32_t k = 0; k < c->nmem; k++) {
+		p->jobs_built += c->mem[k].done;
+		p->jobs_failed += c->mem[k].failed;
+		p->jobs_noop += c->mem[k].noop;
+	}
+	c->tiers_pass_ms = sm_now_ms();
+	c->tiers_passes++;
+	pthread_mutex_unlock(&c->st_mu);
+	sm_info("compactor", "downsampling pass\tingesters=%u built=%u "
+	    "noop=%u failed=%u", tr.s->n, p->jobs_built, p->jobs_noop,
+	    p->jobs_failed);
+	sm_ring_release(tr.s);
+}
+
+/* A pass: retention, then downsampling. */
+static void
+cpt_pass(struct compactor *c, struct cpt_pass *p)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_lock(&c->pass_mu);
+	retention_pass(c, p);
+	tiers_pass(c, p);
 	pthread_mutex_unlock(&c->pass_mu);
+}
+
+/* GET /compactor: the tiers and every ingester's progress, as JSON. */
+static void
+status_handler(struct sm_http_req *r, void *arg)
+{
+	struct compactor *c = arg;
+	struct sm_buf out = SM_BUF_INIT;
+	char tl[32];
+
+	sm_buf_printf(&out, "{\"retention_ms\":%lld,\"interval_ms\":%lld,"
+	    "\"tiers\":[", (long long)c->cfg.retention_ms,
+	    (long long)c->cfg.interval_ms);
+	for (uint32_t i = 0; i < c->cfg.tiers.n; i++)
+		sm_buf_printf(&out, "%s\"%s\"", i > 0 ? "," : "",
+		    tier_label(c->cfg.tiers.w[i], tl, sizeof(tl)));
+	pthread_mutex_lock(&c->st_mu);
+	sm_buf_printf(&out, "],\"passes\":%u,\"last_pass_ms\":%lld,"
+	    "\"ingesters\":[", c->tiers_passes, (long long)c->tiers_pass_ms);
+	for (uint32_t k = 0; k < c->nmem; k++) {
+		const struct cpt_member *m = &c->mem[k];
+
+		sm_buf_printf(&out, "%s{\"id\":", k > 0 ? "," : "");
+		sm_buf_json_str(&out, m->id, strlen(m->id));
+		sm_buf_printf(&out, ",\"planned\":%u,\"built\":%u,"
+		    "\"noop\":%u,\"failed\":%u,\"pending\":%u,"
+		    "\"bytes_read\":%llu,\"bytes_written\":%llu,"
+		    "\"pass_ms\":%lld,\"running\":", m->planned, m->done,
+		    m->noop, m->failed, m->pending,
+		    (unsigned long long)m->bytes_read,
+		    (unsigned long long)m->bytes_written, (long long)m->pass_ms);
+		sm_buf_json_str(&out, m->running, strlen(m->running));
+		sm_buf_puts(&out, ",\"error\":");
+		sm_buf_json_str(&out, m->error, strlen(m->error));
+		sm_buf_putc(&out, '}');
+	}
+	pthread_mutex_unlock(&c->st_mu);
+	sm_buf_puts(&out, "]}\n");
+	if (sm_buf_error(&out) != 0)
+		sm_http_reply_error(r, 500, "internal", "out of memory");
+	else
+		sm_http_reply_buf(r, 200, "application/json", &out);
+	sm_buf_fini(&out);
 }
 
 static void
@@ -143,19 +580,24 @@ run_handler(struct sm_http_req *r, void *arg)
 	struct cpt_pass p;
 	struct sm_buf out = SM_BUF_INIT;
 
-	if (c->cfg.retention_ms <= 0) {
-		sm_http_reply_text(r, 200, "{\"retention\":\"disabled\"}\n");
-		return;
-	}
 	cpt_pass(c, &p);
-	sm_buf_printf(&out, "{\"before_ms\":%lld,\"ingesters\":%u,"
-	    "\"failed\":%u,\"skipped_unhealthy\":%u,\"blocks_retired\":%llu}\n",
-	    (long long)p.before_ms, p.ingesters, p.failed, p.skipped,
-	    (unsigned long long)p.retired);
+	if (!p.enabled)
+		sm_buf_puts(&out, "{\"retention\":\"disabled\"");
+	else
+		sm_buf_printf(&out, "{\"before_ms\":%lld,"
+		    "\"tenant_overrides\":%u,\"ingesters\":%u,"
+		    "\"failed\":%u,\"skipped_unhealthy\":%u,"
+		    "\"blocks_retired\":%llu", (long long)p.before_ms,
+		    p.overrides, p.ingesters, p.failed, p.skipped,
+		    (unsigned long long)p.retired);
+	sm_buf_printf(&out, ",\"tier_jobs_built\":%u,\"tier_jobs_noop\":%u,"
+	    "\"tier_jobs_failed\":%u}\n", p.jobs_built, p.jobs_noop,
+	    p.jobs_failed);
 	if (sm_buf_error(&out) != 0)
 		sm_http_reply_error(r, 500, "internal", "out of memory");
 	else
-		sm_http_reply_buf(r, p.failed == 0 ? 200 : 503,
+		sm_http_reply_buf(r, p.failed == 0 && p.jobs_failed == 0 ?
+		    200 : 503,
 		    "application/json", &out);
 	sm_buf_fini(&out);
 }
@@ -192,9 +634,11 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 
 	*out = NULL;
 	if (cfg->retention_ms < 0 || cfg->interval_ms < 1000 ||
-	    cfg->timeout_ms <= 0)
+	    cfg->timeout_ms <= 0 || cfg->concurrency < 1 ||
+	    cfg->concurrency > 16 || cfg->retries < 1)
 		return (sm_err_set(err, SM_EINVAL, "compactor: retention must "
-		    "be >= 0, the interval >= 1s, the timeout > 0"));
+		    "be >= 0, the interval >= 1s, the timeout > 0, the "
+		    "concurrency 1..16 and the job retries >= 1"));
 	pthread_once(&cpt_metrics_once, cpt_metrics_register);
 	if ((c = sm_calloc(1, sizeof(*c))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -203,9 +647,16 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 	c->ring = ring;
 	pthread_mutex_init(&c->pass_mu, NULL);
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->st_mu, NULL);
 	sm_cond_init(&c->cv);
 	if (http != NULL && (rv = sm_http_route(http, "POST", "/compactor/run",
 	    run_handler, c, 0)) != 0) {
+		cpt_destroy(c);
+		return (sm_err_set(err, rv, "compactor: route: %s",
+		    sm_strerror(rv)));
+	}
+	if (http != NULL && (rv = sm_http_route(http, "GET", "/compactor",
+	    status_handler, c, 0)) != 0) {
 		cpt_destroy(c);
 		return (sm_err_set(err, rv, "compactor: route: %s",
 		    sm_strerror(rv)));
@@ -224,6 +675,11 @@ cpt_start(struct compactor *c, struct sm_err *err)
 		sm_info("compactor", "retention enabled\tperiod_ms=%lld "
 		    "interval_ms=%lld", (long long)c->cfg.retention_ms,
 		    (long long)c->cfg.interval_ms);
+	if (c->cfg.tiers.n > 0)
+		sm_info("compactor", "downsampling enabled\ttiers=%u "
+		    "interval_ms=%lld concurrency=%lld", c->cfg.tiers.n,
+		    (long long)c->cfg.interval_ms,
+		    (long long)c->cfg.concurrency);
 	return (0);
 }
 
@@ -233,7 +689,7 @@ cpt_stop(struct compactor *c)
 	if (c == NULL || !c->started)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->stopping = true;
+	atomic_store(&c->stopping, true);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->thr, NULL);
@@ -248,6 +704,10 @@ cpt_destroy(struct compactor *c)
 	cpt_stop(c);
 	pthread_mutex_destroy(&c->pass_mu);
 	pthread_mutex_destroy(&c->mu);
+	pthread_mutex_destroy(&c->st_mu);
 	pthread_cond_destroy(&c->cv);
+	for (uint32_t k = 0; k < c->nmem; k++)
+		sm_free(c->mem[k].id);
+	sm_free(c->mem);
 	sm_free(c);
 }

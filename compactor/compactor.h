@@ -3,25 +3,28 @@
  *
  * The work runs where the data is, inside each ingester on its own
  * RocksDB; the compactor plans and schedules it over the ring and exposes
- * it.  What it does today is retention: every
- * -compactor.compaction-interval (the first pass one interval after the
- * start) it sends every healthy ingester a
- * smolder.v1.RetentionRequest with before = now - retention period.  The
- * ingester raises its retention floor (persisted), after which no query
- * returns data before it, and deletes the blocks that end before it
- * (ingester/db.h, ing_db_retention).  The floor is monotonic, so passes are
- * idempotent: a pass cut short by a crash or an unhealthy ingester is
- * simply completed by the next one.
- *
- * Not yet: downsampling old buckets and merging small blocks (the block
- * format allows both: one symbol table and bucket width per block).
+ * it.  Retention: every -compactor.compaction-interval (the first pass
+ * one interval after the start) it sends every healthy ingester a
+ * smolder.v1.RetentionRequest with before = now - retention period (the
+ * flag; <= 0 on the wire when it is 0) and, for every tenant the runtime
+ * config lists with compactor_blocks_retention_period (common/overrides.h),
+ * that tenant's own before = now - its period (0 = keep: sent as 0).  A
+ * pass runs retention when the flag or any tenant's override is set; the
+ * overrides are read afresh each pass, so a reload takes effect at the
+ * next one.  The ingester raises its retention floors (persisted), after
+ * which no query of a tenant returns data before its floor, and deletes
+ * the blocks that end before it (ingester/db.h, ing_db_retention).
+ * Floors are monotonic, so passes are idempotent: a pass cut short by a
+ * crash or an unhealthy ingester is simply completed by the next one; and
+ * lengthening a tenant's retention keeps only what is still there.
  *
  * HTTP: POST /compactor/run runs a pass now and answers what it did as
- * JSON ({"before_ms":...,"ingesters":n,"failed":n,"blocks_retired":n}).
+ * JSON ({"before_ms":...,"tenant_overrides":n,"ingesters":n,"failed":n,
+ * "blocks_retired":n,...}).
  * Metrics: smolder_compactor_runs_total{status}, ..._blocks_retired_total,
  * ..._last_success_timestamp_seconds.
  *
- * Ownership: borrows the HTTP server and the ring.  Locking: one pass at a
+ * Ownership: borrows the HTTP server, the ring and the overrides.  Locking: one pass at a
  * time (a mutex); the scheduler thread and /compactor/run share it.
  */
 #ifndef CPT_COMPACTOR_H
@@ -29,12 +32,18 @@
 
 #include "common/flags.h"
 #include "common/http.h"
+#include "common/overrides.h"
 #include "common/ring.h"
+#include "common/tiers.h"
 
 struct cpt_config {
 	int64_t retention_ms;     /* -compactor.blocks-retention-period, 0 = keep */
 	int64_t interval_ms;      /* -compactor.compaction-interval */
 	int64_t timeout_ms;       /* -compactor.rpc-timeout */
+	int64_t concurrency;      /* -compactor.concurrency: ingesters at once */
+	int64_t retries;          /* -compactor.job-retries */
+	struct sm_tiers tiers;    /* -compactor.downsample-tiers (main) */
+	struct sm_overrides *overrides; /* borrowed (main); NULL = none */
 };
 
 const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);

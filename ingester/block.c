@@ -183,10 +183,47 @@ meta_put(const struct ing_block_meta *m, uint8_t *mb)
 	sm_put_be64(mb + 44, m->bytes);
 	sm_put_be32(mb + 52, m->nspans);
 	sm_put_be32(mb + 56, m->nprofiles);
+	sm_put_be64(mb + 60, (uint64_t)m->tier_ms);
+	sm_put_be64(mb + 68, (uint64_t)m->cover_start);
+	sm_put_be64(mb + 76, (uint64_t)m->cover_end);
+	sm_put_be64(mb + 84, m->cover_gen);
 }
 
+/* The meta's length in format `version`. */
+static size_t
+meta_len(uint8_t version)
+{
+	return (version >= 3 ? ING_BLOCK_META_LEN : ING_BLOCK_META_LEN_V2);
+}
+
+/* The tier rules of block.h; 0 or SM_ECORRUPT. */
 static int
-meta_get(const uint8_t *p, struct ing_block_meta *m, struct sm_err *err)
+meta_tier_check(const struct ing_block_meta *m, struct sm_err *err)
+{
+	if (m->tier_ms == 0) {
+		/* cover_gen > 0: a merged raw block (block.h). */
+		if (m->cover_start != 0 || m->cover_end != 0 ||
+		    m->cover_gen >= m->gen)
+			return (sm_err_set(err, SM_ECORRUPT, "block meta: a raw "
+			    "block with cover fields"));
+		return (0);
+	}
+	if (m->tier_ms < 0 || m->bucket_ms != m->tier_ms ||
+	    m->cover_start >= m->cover_end ||
+	    m->cover_start % m->tier_ms != 0 || m->min_t < m->cover_start ||
+	    m->max_t > m->cover_end || m->nspans != 0 || m->nprofiles != 0)
+		return (sm_err_set(err, SM_ECORRUPT, "block meta: inconsistent "
+		    "tier fields (tier_ms %lld, window [%lld, %lld))",
+		    (long long)m->tier_ms, (long long)m->cover_start,
+		    (long long)m->cover_end));
+	return (0);
+}
+
+/* Decode a meta payload of format `version` (its length checked by the
+ * caller). */
+static int
+meta_get(const uint8_t *p, uint8_t version, struct ing_block_meta *m,
+    struct sm_err *err)
 {
 	memset(m, 0, sizeof(*m));
 	m->gen = sm_get_be64(p);
@@ -199,11 +236,17 @@ meta_get(const uint8_t *p, struct ing_block_meta *m, struct sm_err *err)
 	m->bytes = sm_get_be64(p + 44);
 	m->nspans = sm_get_be32(p + 52);
 	m->nprofiles = sm_get_be32(p + 56);
+	if (version >= 3) {
+		m->tier_ms = (int64_t)sm_get_be64(p + 60);
+		m->cover_start = (int64_t)sm_get_be64(p + 68);
+		m->cover_end = (int64_t)sm_get_be64(p + 76);
+		m->cover_gen = sm_get_be64(p + 84);
+	}
 	if (m->bucket_ms <= 0 || m->min_t >= m->max_t || m->nnodes == 0 ||
 	    m->nframes == 0 || m->nseries == 0)
 		return (sm_err_set(err, SM_ECORRUPT, "block meta: "
 		    "inconsistent fields"));
-	return (0);
+	return (meta_tier_check(m, err));
 }
 
 /* --- encode --------------------------------------------------------------- */
@@ -233,9 +276,10 @@ ing_block_enc_fini(struct ing_block_enc *e)
 	memset(e, 0, sizeof(*e));
 }
 
-int
-ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
-    struct sm_err *err)
+/* Encode h; `tier` (NULL for a raw block) carries the tier fields. */
+static int
+block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
+    struct ing_block_enc *e, struct sm_err *err)
 {
 	const struct ing_set *s = &h->set;
 	struct sm_buf raw = SM_BUF_INIT;
@@ -260,6 +304,20 @@ ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
 	e->meta.nseries = s->nseries;
 	e->meta.nnodes = h->tree.n;
 	e->meta.nframes = h->frames.n;
+	if (tier != NULL) {
+		e->meta.tier_ms = tier->tier_ms;
+		e->meta.cover_start = tier->cover_start;
+		e->meta.cover_end = tier->cover_end;
+		e->meta.cover_gen = tier->cover_gen;
+		if (meta_tier_check(&e->meta, err) != 0) {
+			/* Our caller's mistake, not damage: SM_EINVAL. */
+			if (err != NULL)
+				err->code = SM_EINVAL;
+			(void)sm_err_prefix(err, "encoding tier block");
+			rv = SM_EINVAL;
+			goto fail;
+		}
+	}
 
 	/* symbols */
 	put_strings(&raw, &h->frames);
@@ -394,8 +452,33 @@ fail:
 	sm_free(sp);
 	sm_free(pr);
 	ing_block_enc_fini(e);
+	if (rv == SM_EINVAL)
+		return (rv);     /* err says which tier rule */
 	return (sm_err_set(err, rv == 0 ? SM_ENOMEM : rv, "encoding block: %s",
 	    sm_strerror(rv == 0 ? SM_ENOMEM : rv)));
+}
+
+int
+ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
+    struct sm_err *err)
+{
+	return (block_encode(h, level, NULL, e, err));
+}
+
+int
+ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
+    int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
+    struct sm_err *err)
+{
+	struct ing_block_meta tier = { .tier_ms = h->bucket_ms,
+		.cover_start = cover_start, .cover_end = cover_end,
+		.cover_gen = cover_gen };
+
+	memset(e, 0, sizeof(*e));
+	if (h->spans.n != 0 || h->profs.n != 0)
+		return (sm_err_set(err, SM_EINVAL, "a tier block holds no "
+		    "spans or profiles"));
+	return (block_encode(h, level, &tier, e, err));
 }
 
 /* --- decode --------------------------------------------------------------- */
@@ -409,12 +492,13 @@ ing_block_meta_decode(const uint8_t *v, size_t n, struct ing_block_meta *m,
 	uint32_t raw;
 	int rv;
 
+	memset(m, 0, sizeof(*m));
 	if ((rv = ing_block_open(v, n, 'M', &p, &pl, &raw, err)) != 0)
 		return (rv);
-	if (pl != ING_BLOCK_META_LEN || raw != ING_BLOCK_META_LEN)
+	if (pl != meta_len(v[2]) || raw != pl)
 		return (sm_err_set(err, SM_ECORRUPT, "block meta: %zu bytes, "
-		    "expected %d", pl, ING_BLOCK_META_LEN));
-	return (meta_get(p, m, err));
+		    "expected %zu", pl, meta_len(v[2])));
+	return (meta_get(p, v[2], m, err));
 }
 
 int
@@ -427,11 +511,11 @@ ing_block_meta_from_index(const uint8_t *v, size_t n,
 
 	if ((rv = block_unwrap(v, n, 'I', &raw, &rawlen, err)) != 0)
 		return (rv);
-	if (rawlen < ING_BLOCK_META_LEN)
+	if (rawlen < meta_len(v[2]))
 		rv = sm_err_set(err, SM_ECORRUPT, "block index: too short "
 		    "for its meta copy");
 	else
-		rv = meta_get(raw, m, err);
+		rv = meta_get(raw, v[2], m, err);
 	sm_free(raw);
 	return (rv);
 }
@@ -596,14 +680,18 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 	{
 		struct ing_block_meta copy;
 
-		if (rawlen < ING_BLOCK_META_LEN ||
-		    meta_get(raw, &copy, err) != 0 || copy.gen != m->gen ||
-		    copy.min_t != m->min_t || copy.max_t != m->max_t ||
-		    copy.nseries != m->nseries) {
+		if (rawlen < meta_len(v[2]) ||
+		    meta_get(raw, v[2], &copy, err) != 0 ||
+		    copy.gen != m->gen || copy.min_t != m->min_t ||
+		    copy.max_t != m->max_t || copy.nseries != m->nseries ||
+		    copy.tier_ms != m->tier_ms ||
+		    copy.cover_start != m->cover_start ||
+		    copy.cover_end != m->cover_end ||
+		    copy.cover_gen != m->cover_gen) {
 			rv = rd_fail(&r, "meta copy does not match the meta");
 			goto out;
 		}
-		r.p += ING_BLOCK_META_LEN;
+		r.p += meta_len(v[2]);
 	}
 	if ((rv = get_strings(&r, 0, &strs, &nstrs, &strbuf)) != 0)
 		goto out;
@@ -943,9 +1031,11 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
 		c->t = t;
 		memcpy(c->id, r.p, 16);
 		r.p += 16;
+		/* The two's-complement bits of the signed total: a delta
+		 * profile's upload may sum to 0 or below (profiles.h). */
 		x = get_uv(&r);
-		if (r.bad || x == 0 || x > INT64_MAX) {
-			rv = rd_fail(&r, "total out of range");
+		if (r.bad) {
+			rv = rd_fail(&r, "truncated total");
 			goto out;
 		}
 		c->total = (int64_t)x;
@@ -965,4 +1055,17 @@ out:
 	sm_free(pr);
 	sm_free(raw);
 	return (rv);
+}
+
+int
+ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	struct ing_block_meta tier = { .cover_gen = cover_gen };
+
+	memset(e, 0, sizeof(*e));
+	if (cover_gen == 0)
+		return (sm_err_set(err, SM_EINVAL, "a merged block needs a "
+		    "cover_gen"));
+	return (block_encode(h, level, &tier, e, err));
 }

@@ -4,7 +4,7 @@
  * past -ingester.head-max-bytes (docs/architecture.md §3).  This file owns the format;
  * ingester/store.c owns where the parts live (keys, column families).
  *
- * A block has five kinds of parts, each stored as one value:
+ * A block has these kinds of parts, each stored as one value:
  *
  *   kind  part      content (after decompression)
  *   'M'   meta      fixed fields, NOT compressed (readable cheaply at start)
@@ -21,7 +21,7 @@
  *
  *   offset  size  field
  *   0       2     magic "SM"
- *   2       1     format version (2; version 1 is still read)
+ *   2       1     format version (3; versions 1 and 2 are still read)
  *   3       1     kind ('M', 'I', 'S', 'T', 'D')
  *   4       4     raw length: the payload's length after decompression
  *                 (for 'M', the payload's length)
@@ -34,7 +34,10 @@
  *            be32 nframes, be64 stored bytes (sum of all part values),
  *            be32 nspans (span records in the 'P' part), be32 nprofiles
  *            (records in the 'X' part); 0 = no such part, as in blocks
- *            written before they existed: 60 bytes
+ *            written before they existed; then (version 3) be64 tier_ms,
+ *            be64 cover_start, be64 cover_end, be64 cover_gen (below):
+ *            92 bytes (60 in versions 1 and 2, read with the four tier
+ *            fields 0)
  *
  * The meta is stored twice -- alone, for a cheap scan at startup, and at
  * the head of the index -- so a damaged meta value costs nothing: the
@@ -42,7 +45,8 @@
  *   symbols  uv count, then count x (uv len, bytes); entry 0 is ""
  *   tree     uv nnodes (root included), then for node i = 1..nnodes-1:
  *            uv (i - parent[i]) (>= 1), uv name[i] (< nframes)
- *   index    a copy of the meta payload (60 bytes; its `bytes` is 0),
+ *   index    a copy of the meta payload (92 bytes, 60 before version 3;
+ *            its `bytes` is 0),
  *            then uv nstrings, strings as in symbols (entry 0 is "");
  *            uv nseries; per series: uv nlabels, nlabels x (uv name id,
  *            uv value id), uv spy, uv units, uv aggregation (string ids),
@@ -56,6 +60,41 @@
  *            node, then uv (node - previous node) (>= 1) for the rest,
  *            then npairs x zz value (signed: delta profiles carry
  *            negatives; a pair whose writes cancelled out may be 0)
+ *
+ * Tier blocks (issue 11; ingester/compact.c builds them).  Raw data stays
+ * until retention (like Thanos); a tier block is an ADDITIONAL block that
+ * summarises one window of a tenant at a coarser bucket width.  It is an
+ * ordinary block (index, symbols, tree, data; never a 'P' or 'X' part:
+ * span and profile queries read raw blocks) whose meta says:
+ *   tier_ms      0 = a raw block, cut from a head; > 0 = a tier block,
+ *                equal to its bucket_ms
+ *   cover_start, cover_end   the window [start, end) it summarises
+ *   cover_gen    it holds, summed exactly, every bucket inside the window
+ *                of EVERY raw block of its tenant whose gen <= cover_gen,
+ *                each bucket time floored to tier_ms (sm_floor_to), pairs
+ *                summed per stack (one merged tree and symbol table),
+ *                profile counts and totals summed -- and nothing else.
+ * A raw block has cover_start and cover_end 0, and cover_gen 0 unless it
+ * is a MERGED raw block (below).  Decoding checks, for a tier
+ * block, bucket_ms == tier_ms, cover_start < cover_end, cover_start a
+ * multiple of tier_ms and [min_t, max_t) inside the window (SM_ECORRUPT
+ * otherwise); the index's meta copy must carry the same tier fields.
+ * Version 3 changed only the meta (its tier fields); index, data and the
+ * other parts are encoded as in version 2.
+ *
+ * Merged raw blocks (issue 11; compact.c "Merges").  Small raw blocks of
+ * one tenant lying in one clock hour are merged into one raw block
+ * (tier_ms 0, bucket_ms the raw width, buckets at their own times, one
+ * symbol table and tree, spans and profile records carried over) with a
+ * FRESH gen.  For coverage it must count as its largest input, so its
+ * cover_gen is the largest coverage gen of its inputs: a raw block's
+ * COVERAGE GEN (ing_block_cov_gen) is cover_gen when > 0, else its gen,
+ * and every comparison of a raw block with a tier block's cover_gen uses
+ * it (compact.c, tiers.c).  Decoding accepts cover_gen > 0 on a raw block
+ * only below its gen (inputs are always older than the merge).  The
+ * inputs stay on disk until their deletion, each with a tombstone (store.h
+ * 'Z') written in the same batch as the merged block, so an open never
+ * serves both.
  *
  * Version 1 (blocks written before values were signed) differs only in
  * `uv total` (> 0) and `uv value` (> 0); it is read as such, and a block
@@ -80,21 +119,42 @@
 #include "set.h"
 
 #define ING_BLOCK_HDR 12
-#define ING_BLOCK_VERSION 2
+#define ING_BLOCK_VERSION 3
 #define ING_BLOCK_VERSION_MIN 1     /* oldest version still read */
-#define ING_BLOCK_META_LEN 60
+#define ING_BLOCK_META_LEN 92       /* version 3 */
+#define ING_BLOCK_META_LEN_V2 60    /* versions 1 and 2 */
 
 struct ing_block_meta {
 	uint64_t gen;
 	int64_t min_t, max_t;          /* [min_t, max_t) */
 	int broken;                    /* meta and index both damaged: the
 					  range is unknown (store.c) */
+	int merged;                    /* tombstoned: merged into another
+					  block, never served (store.c, in
+					  memory only) */
 	int64_t bucket_ms;
 	uint32_t nseries, nnodes, nframes;
 	uint64_t bytes;
 	uint32_t nspans;               /* records in the 'P' part */
 	uint32_t nprofiles;            /* records in the 'X' part */
+	/* Tiers (above): 0 = a raw block; else == bucket_ms. */
+	int64_t tier_ms;
+	int64_t cover_start, cover_end;   /* the window it summarises */
+	uint64_t cover_gen;               /* tier: raw blocks with coverage
+					     gen <= it; raw: 0, or a merged
+					     block's largest input's */
 };
+
+/*
+ * The coverage gen of a raw block: the gen to compare with a tier block's
+ * cover_gen.  A merged raw block counts as its newest input (cover_gen),
+ * any other raw block as itself (above, "Merged raw blocks").
+ */
+static inline uint64_t
+ing_block_cov_gen(const struct ing_block_meta *m)
+{
+	return (m->cover_gen > 0 ? m->cover_gen : m->gen);
+}
 
 /* Every part of one block, encoded and ready to store. */
 struct ing_block_enc {
@@ -113,6 +173,25 @@ struct ing_block_enc {
  */
 int ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
     struct sm_err *err);
+
+/*
+ * Encode a head built as a tier block (compact.c): like ing_block_encode,
+ * with tier_ms = h->bucket_ms and the window [cover_start, cover_end) and
+ * cover_gen in the meta; no span or profile part is written.  SM_EINVAL
+ * when the fields break the rules above (the head's buckets outside the
+ * window, a window not aligned to the width).
+ */
+int ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
+    int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
+    struct sm_err *err);
+
+/*
+ * Encode a head built as a merged raw block (compact.c): like
+ * ing_block_encode (spans and profiles included) with cover_gen (> 0,
+ * below h->gen) in the meta.  SM_EINVAL otherwise.
+ */
+int ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err);
 void ing_block_enc_fini(struct ing_block_enc *e);
 
 /* Check a value's header and checksum; returns the payload. */

@@ -189,6 +189,7 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	int rv;
 
 	db_metrics_init();
+	ing_compact_metrics_init();
 	*out = NULL;
 	if ((db = sm_calloc(1, sizeof(*db))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -196,7 +197,10 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	db->store = store;
 	pthread_rwlock_init(&db->lock, NULL);
 	pthread_mutex_init(&db->cut_mu, NULL);
+	pthread_mutex_init(&db->compact_mu, NULL);
 	pthread_mutex_init(&db->retire_mu, NULL);
+	pthread_mutex_init(&db->retention_mu, NULL);
+	pthread_mutex_init(&db->floor_mu, NULL);
 	atomic_init(&db->next_gen, 1);
 	atomic_init(&db->next_seq, 1);
 	atomic_init(&db->floor_ms, INT64_MIN);
@@ -222,7 +226,11 @@ ing_db_close(struct ing_db *db)
 	sm_free(db->retired);
 	pthread_rwlock_destroy(&db->lock);
 	pthread_mutex_destroy(&db->cut_mu);
+	pthread_mutex_destroy(&db->compact_mu);
 	pthread_mutex_destroy(&db->retire_mu);
+	ing_floors_free(db);
+	pthread_mutex_destroy(&db->retention_mu);
+	pthread_mutex_destroy(&db->floor_mu);
 	sm_free(db);
 }
 
@@ -253,6 +261,8 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 	for (uint32_t i = 0; i < t->nblocks; i++) {
 		const struct ing_block_meta *m = &t->blocks[i];
 
+		/* Tier blocks repeat raw data (block.h): the query reads one
+		 * or the raw buckets it covers, never both (tiers.h). */
 		if (all_time || (m->min_t < end && m->max_t > start))
 			src->blocks[src->nblocks++] = *m;
 	}

@@ -6,7 +6,8 @@
  *     tenants[]  (sorted by id; the tenant is the first key of everything)
  *       head       the current ing_head, taking writes
  *       cutting[]  heads being turned into blocks (still queried)
- *       blocks[]   metas of committed blocks, sorted by id
+ *       blocks[]   metas of committed blocks, sorted by id: raw blocks cut
+ *                  from heads and tier blocks (tier_ms > 0, below)
  *
  * Write path (acknowledged only when durable):
  *   1. validate the request (nothing malformed reaches the log);
@@ -74,12 +75,33 @@
  * Metrics: smolder_ingester_active_series{tenant} (gauge, 0 after a cut)
  * and smolder_ingester_series_limit_refusals_total{tenant}.
  *
+ * Downsampling tiers (issue 11; compact.c, block.h "Tier blocks").  Raw
+ * blocks stay until retention (like Thanos); tier blocks are ADDITIONAL
+ * blocks, one per (tier width, window): the window is a day (86400000 ms)
+ * aligned to multiples of it since the epoch, widths a list (default 1h
+ * and 1d; 1m allowed), each a multiple of bucket_ms and a divisor of the
+ * window.  A tier block holds exactly the buckets in its window of every
+ * raw block of its tenant with gen <= its cover_gen, floored to its width.
+ * cover_gen is taken when the job runs: (the smallest gen among the
+ * tenant's current head and heads being cut) - 1.  Every raw block at or
+ * below it exists already (raw blocks come only from heads, and are
+ * deleted only by retention), and every later raw block gets a larger gen;
+ * data arriving late for a window lands in a head, then in a raw block
+ * above cover_gen, which the query side reads raw and the planner later
+ * folds into a rebuilt tier block (the old one is then retired).  So no
+ * list of inputs is ever stored.  Merged raw blocks (block.h) count as
+ * their newest input there (ing_block_cov_gen).  Queries (tiers.h) read,
+ * per window and asked resolution r, one tier block (the coarsest whose
+ * tier_ms divides r, ties: largest cover_gen) and the raw blocks with
+ * coverage gen > its cover_gen; without a resolution, raw blocks only.
+ * Retention retires tier blocks like raw ones, by max_t.
+ *
  * Memory-only mode (store == NULL, used by unit tests): writes are not
  * logged and heads are never cut.
  *
  * Where it lives: db_int.h (private) lists the rooms -- db.c (open, close,
- * tenants, sources), write.c (writes and cuts), replay.c, retention.c and
- * query.c (every query, on one series visitor) -- and states ownership,
+ * tenants, sources), write.c (writes and cuts), replay.c, retention.c,
+ * compact.c (tiers) and query.c (every query, on one series visitor) -- and states ownership,
  * lock order and the lock assertions.
  */
 #ifndef ING_DB_H
@@ -99,6 +121,8 @@ struct ing_db_cfg {
 	int zstd_level;
 	int64_t idempotency_window_ms;   /* 0 = 1 minute (ids.h) */
 	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
+	uint64_t merge_max_bytes;     /* merge raw blocks stored below this
+					 (compact.c); 0 = no merging */
 };
 
 struct ing_db;
@@ -178,25 +202,130 @@ int ing_db_series_stats(struct ing_db *db,
  * the heads and blocks holding a matched series, the pair bytes of the
  * matched head buckets, the stored bytes of those blocks, and the first
  * and last matched bucket start.  Reads heads and block indexes only.
- * all_time: everything above the retention floor.
+ * all_time: everything above the tenant's retention floor.
  */
 int ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
     struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err);
 
+/* Label names, values or series of a selection; all_time: everything
+ * above the tenant's retention floor. */
 int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
 
 /*
- * Retention (smolder.v1.RetentionRequest, from the compactor): raise the
- * floor to before_ms -- persisted, so it holds across restarts -- after
- * which no query returns data before it; blocks that end before it leave
- * the query path at once and are deleted from disk after a grace period
- * (the cutter thread), or at the next open.  Head data before the floor
- * is hidden and goes when its head is cut.  A lower floor is a no-op.
- * *nblocks gets the blocks retired.  0, SM_EIO.
+ * Retention (smolder.v1.RetentionRequest, from the compactor): floors
+ * before which no query returns data (every query of a tenant, all_time
+ * ones included, starts at the tenant's effective floor).  Each tenant
+ * named in tf[0..ntf) gets a floor of its own, raised to its before_ms;
+ * every tenant with a floor of its own that is not named is raised to
+ * before_ms (so a tenant whose override is removed follows the default
+ * again); the default floor -- of every tenant without a floor of its
+ * own, including tenants created later -- is raised to before_ms.
+ * INT64_MIN means "keep": that floor is not raised (a named tenant still
+ * gets a floor of its own, at its current effective one).  Floors only
+ * rise: data once hidden or deleted never comes back, so an override
+ * lengthening a tenant's retention keeps only what is still there.  All
+ * floors raised are persisted in one synced batch before anything acts
+ * on them, so after a crash they still hide the data.  Then every block
+ * of a tenant with max_t <= its effective floor (raw and tier blocks
+ * alike) leaves the query path at once and is deleted from disk after a
+ * grace period (the cutter thread), or at the next open; this runs on
+ * every call, so blocks cut from hidden head data go on the next pass.
+ * Head data before the floor is hidden and goes when its head is cut.
+ * *nblocks gets the blocks retired.  0, SM_EIO, SM_ENOMEM.
  */
-int ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
+struct ing_tenant_floor {
+	const char *tenant;
+	int64_t before_ms;                /* INT64_MIN: keep */
+};
+
+int ing_db_retention(struct ing_db *db, int64_t before_ms,
+    const struct ing_tenant_floor *tf, uint32_t ntf, uint32_t *nblocks,
     struct sm_err *err);
+
+/* The retention floor of `tenant`: its own, else the default (INT64_MIN
+ * when none).  Takes a leaf mutex. */
+int64_t ing_db_floor(struct ing_db *db, const char *tenant);
+
+/* --- downsampling tiers (compact.c) ------------------------------------- */
+
+#define ING_TIER_WINDOW_MS 86400000LL  /* one day: the window of a tier */
+#define ING_MERGE_SPAN_MS 3600000LL    /* a merged raw block: one clock hour */
+
+/*
+ * One unit of tier work: the tier block of width tier_ms over the window
+ * [window_start, window_start + window_ms) of `tenant`.  due: it is to be
+ * built (none exists, or the newest one's cover_gen is below the gen of a
+ * raw block overlapping the window); superseded: older tier blocks of the
+ * same width and window to delete.  nblocks / bytes: the raw blocks
+ * overlapping the window and their stored bytes (progress reporting).
+ */
+/*
+ * tier_ms 0: a MERGE job -- merge the tenant's small raw blocks lying in
+ * the window into one raw block (compact.c, "Merges"; db cfg
+ * merge_max_bytes); planned before the window's tier jobs, due always,
+ * nblocks / bytes its inputs.
+ */
+struct ing_compact_job {
+	char *tenant;
+	int64_t tier_ms, window_start, window_ms;
+	bool due;
+	uint32_t superseded;
+	uint32_t nblocks;
+	uint64_t bytes;
+};
+
+/*
+ * Plan the tier work of every tenant: for each window fully in the past
+ * (its end <= now_ms) and above its tenant's retention floor that a raw
+ * block overlaps (or a tier block names), and each width in
+ * widths[0..nwidths),
+ * a job when it is due or has superseded blocks.  A window is not due
+ * while a head of its tenant (current or being cut) has a bucket in it:
+ * its data is not in blocks yet, a later pass does it.  Widths must be
+ * > 0, multiples of the db's bucket_ms and divisors of window_ms (> 0),
+ * else SM_EINVAL.  *jobs (free with ing_compact_jobs_free; NULL when *n is
+ * 0) in (tenant, window, width) order.  Memory-only dbs have none.
+ * Takes db->lock, each t->mu and each head's read lock, one at a time.
+ * 0, SM_EINVAL, SM_ENOMEM.
+ */
+int ing_db_compact_plan(struct ing_db *db, const int64_t *widths,
+    uint32_t nwidths, int64_t window_ms, int64_t now_ms,
+    struct ing_compact_job **jobs, uint32_t *n, struct sm_err *err);
+void ing_compact_jobs_free(struct ing_compact_job *jobs, uint32_t n);
+
+struct ing_compact_stats {
+	bool built;                /* a tier block was committed */
+	bool head_overlap;         /* not built: a head holds window data */
+	bool empty;                /* not built: no bucket in the window */
+	uint64_t gen, cover_gen;   /* of the block built */
+	uint32_t inputs;           /* raw blocks read */
+	uint32_t series, nnodes;   /* of the block built */
+	uint32_t superseded;       /* tier blocks retired */
+	uint64_t bytes_read, bytes_written;
+};
+
+/*
+ * Run one job (see ing_db_compact_plan; tier_ms 0: a merge, whose
+ * stats say the merged block's gen, its cover_gen and inputs, and whose
+ * inputs are retired rather than superseded tier blocks): re-plan it
+ * under the locks -- a
+ * job that is no longer due is a no-op returning 0 (st->built false) --
+ * build the tier block from the raw blocks with gen <= cover_gen, commit
+ * it (one synced batch, ing_store_block_put), publish it, and retire the
+ * tier blocks of the same width and window it supersedes (deleted from
+ * disk after the grace period, retention.c).  Superseded blocks are
+ * retired even when nothing is built.  One job runs per db at a time
+ * (db->compact_mu; a second caller waits); no tenant or cut lock is held
+ * while reading, merging or encoding.  A failure leaves no new block and
+ * nothing changed (a rerun redoes the job).  A raw block whose meta and
+ * index are both damaged makes every job of its tenant fail (SM_ECORRUPT:
+ * its range is unknown, so no tier block could be exact).
+ * 0, SM_EINVAL (bad width or window), SM_ECORRUPT, SM_EIO, SM_ENOMEM.
+ */
+int ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
+    int64_t window_start, int64_t window_ms, int64_t now_ms,
+    struct ing_compact_stats *st, struct sm_err *err);
 
 struct ing_db_stats {
 	uint64_t tenants, series, head_bytes, blocks, block_bytes, cutting;

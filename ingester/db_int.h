@@ -1,7 +1,7 @@
 /*
  * db_int.h -- what the files of the ingester's database share (private:
- * include it only from ingester/db*.c, write.c, replay.c, retention.c and
- * query.c; everyone else uses db.h; docs/style.md §3).
+ * include it only from ingester/db*.c, write.c, replay.c, retention.c,
+ * compact.c and query.c; everyone else uses db.h; docs/style.md §3).
  *
  * The rooms (db.h tells the design; these say where it lives):
  *   db.c         open and close, the tenant table, the sources of a query
@@ -10,7 +10,10 @@
  *                encode and commit, retries), ing_db_tick / ing_db_flush
  *   replay.c     the store at open: retention floor, block scan, head-log
  *                replay, generations
- *   retention.c  the retention floor, retiring and deleting blocks
+ *   retention.c  the retention floors (default and per tenant), retiring
+ *                and deleting blocks
+ *   compact.c    tier blocks (issue 11): the planner and the job that
+ *                builds one (its header comment)
  *   query.c      merge, span merge, series, stats, labels, analyze and
  *                profiles, on one series visitor (its header comment)
  *
@@ -21,11 +24,21 @@
  *   - a tenant owns one reference to its head and to each head in
  *     `cutting`; a query or a cut that uses a head after releasing t->mu
  *     takes its own (ing_head_ref; `refs` in head.h).
- *   - t->blocks holds metas by value; a query copies the ones it reads
- *     (struct ing_sources), so retention may drop them meanwhile (the
- *     files stay for DB_RETIRE_GRACE_MS, retention.c).
+ *   - t->blocks holds metas by value, raw and tier blocks alike; a query
+ *     copies the ones it reads (struct ing_sources, raw ones only until
+ *     the query side of issue 11 lands), so retention or a tier job may
+ *     drop them meanwhile (the files stay for DB_RETIRE_GRACE_MS,
+ *     retention.c).  A cut and a tier job reserve their slot in it
+ *     before committing, so a committed block is always listed.
  *
  * Locking, in the order they may nest (never the other way round):
+ *   db->retention_mu one ing_db_retention at a time (held for the whole
+ *                 call: computing, persisting and applying the floors,
+ *                 retiring blocks); outermost.
+ *   db->compact_mu one tier job at a time (compact.c); held for the whole
+ *                 job, reading and encoding included, and never together
+ *                 with db->cut_mu (a job takes db->lock, t->mu and
+ *                 retire_mu inside it, briefly).
  *   db->cut_mu    one cut (or flush) at a time: cut_commit, tenant_cut,
  *                 db_cut run with it held.
  *   db->lock      rwlock over the tenant table (t, n, cap): readers find
@@ -36,6 +49,8 @@
  *                 t->cv until they reach 0.
  *   db->retire_mu the retired-block list (taken inside t->mu by
  *                 ing_db_retention).
+ *   db->floor_mu  the tenant floor table (floors[]); a leaf, taken
+ *                 briefly anywhere (ing_db_floor) with nothing inside it.
  *   head->lock    the head's contents (head.h); never held together with
  *                 t->mu: a cut releases it before taking t->mu, a query
  *                 takes it after releasing t->mu.
@@ -89,13 +104,28 @@ struct ing_db {
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	pthread_mutex_t cut_mu;           /* one cut at a time */
+	pthread_mutex_t compact_mu;       /* one tier job at a time */
 	/* Retention: nothing before the floor is served; retired blocks
 	 * are deleted from disk after a grace period (queries that copied
 	 * their meta before the retirement may still be reading them). */
-	_Atomic int64_t floor_ms;
+	_Atomic int64_t floor_ms;         /* the default floor */
+	/* Tenants' own floors, sorted by tenant (floor_mu; changed only
+	 * under retention_mu).  A table in the db, not a field of struct
+	 * ing_tenant: the compactor names every overridden tenant to every
+	 * ingester, including ones this ingester has no data of yet, and a
+	 * tenant created later must start from its stored floor. */
+	pthread_mutex_t retention_mu;
+	pthread_mutex_t floor_mu;
+	struct db_floor *floors;
+	uint32_t nfloors, floors_cap;
 	pthread_mutex_t retire_mu;
 	struct db_retired *retired;
 	uint32_t nretired, retired_cap;
+};
+
+struct db_floor {
+	char *tenant;
+	int64_t ms;
 };
 
 struct db_retired {
@@ -108,6 +138,9 @@ struct db_retired {
 
 /* Block cut metrics (registered by ing_db_open, counted by write.c). */
 extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+
+/* Compaction metrics (compact.c), registered by ing_db_open. */
+void ing_compact_metrics_init(void);
 
 /* --- lock assertions (above) ------------------------------------------- */
 
@@ -154,7 +187,7 @@ const uint8_t *ing_write_id(const Smolder__V1__WriteRequest *req);
 /* --- replay (replay.c) --------------------------------------------------- */
 
 /* Read the store into a new db (ing_db_open, db->store != NULL): the
- * floor, the blocks, the head log; 0 or the store's error. */
+ * floors, the blocks, the head log; 0 or the store's error. */
 int ing_db_replay(struct ing_db *db, struct sm_err *err);
 
 /* --- retention (retention.c) --------------------------------------------- */
@@ -167,8 +200,15 @@ int ing_retire_add(struct ing_db *db, const char *tenant, uint64_t gen,
 /* Delete the retired blocks whose grace period is over (cutter thread). */
 void ing_retire_purge(struct ing_db *db, int64_t now_ms);
 
-/* The select with its start raised to the retention floor (a copy in
- * *tmp when it changes). */
+/* Insert or set a tenant's own floor in db->floors (open, or under
+ * retention_mu).  0 or SM_ENOMEM. */
+int ing_floor_put(struct ing_db *db, const char *tenant, int64_t ms);
+
+/* Free the floor table (close). */
+void ing_floors_free(struct ing_db *db);
+
+/* The select with its start raised to its tenant's retention floor
+ * (ing_db_floor; a copy in *tmp when it changes). */
 const Smolder__V1__Select *ing_select_floor(struct ing_db *db,
     const Smolder__V1__Select *sel, Smolder__V1__Select *tmp);
 

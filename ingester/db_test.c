@@ -6,6 +6,7 @@
  */
 #include "sm_test.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -161,7 +162,7 @@ check_collapsed(char *got, const char *want)
 static struct ing_db *
 mem_db(void)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
 	struct ing_db *db = NULL;
 	struct sm_err err;
 
@@ -609,7 +610,7 @@ struct disk {
 static void
 disk_open(struct disk *d, int64_t block_ms)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0 };
 	struct sm_kv_opts o;
 	struct sm_err err;
 
@@ -1022,20 +1023,27 @@ test_stats_digest(void)
 	disk_fini(&d);
 }
 
-/* 1 when block `id` of tenant "t" has its tree part on disk. */
+/* 1 when block `id` of `tenant` has its tree part on disk. */
 static int
-block_part_exists(struct disk *d, uint64_t id)
+tenant_block_exists(struct disk *d, const char *tenant, uint64_t id)
 {
 	struct sm_buf v = SM_BUF_INIT;
 	struct sm_err err;
 	struct sm_key k;
 	int rv;
 
-	ing_key_part(&k, "t", id, 'T', 0);
+	ing_key_part(&k, tenant, id, 'T', 0);
 	rv = sm_kv_get(ing_store_kv(d->store), SM_KV_BLOCKS, k.b, k.n, &v,
 	    &err);
 	sm_buf_fini(&v);
 	return (rv == 0);
+}
+
+/* 1 when block `id` of tenant "t" has its tree part on disk. */
+static int
+block_part_exists(struct disk *d, uint64_t id)
+{
+	return (tenant_block_exists(d, "t", id));
 }
 
 /*
@@ -1059,7 +1067,7 @@ test_retention(void)
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 100 * SEC, "new=8"), 0);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
 	    NULL), "mid 4\nnew 8\nold 3\n");
-	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, &n, &err), 0);
+	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);
 	/* The block is out; the head's bucket at 20 s is hidden too. */
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
@@ -1067,7 +1075,7 @@ test_retention(void)
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 25 * SEC,
 	    NULL), "");
 	/* A lower floor changes nothing. */
-	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, &n, &err), 0);
+	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 0);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
 	    NULL), "new 8\n");
@@ -1080,6 +1088,209 @@ test_retention(void)
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(block_part_exists(&d, 1), 0);
+	disk_fini(&d);
+}
+
+/* The service_name values of `tenant` over all time, comma-joined. */
+static char *
+services_all_time(struct ing_db *db, const char *tenant)
+{
+	Smolder__V1__LabelsRequest req = SMOLDER__V1__LABELS_REQUEST__INIT;
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__LabelsResponse out;
+	struct sm_arena *a = sm_arena_create(0);
+	struct sm_buf b = SM_BUF_INIT;
+	struct sm_err err;
+	char *text;
+
+	sel.tenant = (char *)tenant;
+	req.select = &sel;
+	req.all_time = 1;
+	req.kind = SMOLDER__V1__LABELS_KIND__LABEL_VALUES;
+	req.name = "service_name";
+	if (ing_db_labels(db, &req, a, &out, &err) != 0)
+		sm_buf_puts(&b, "ERR");
+	else
+		for (size_t i = 0; i < out.n_names; i++)
+			sm_buf_printf(&b, "%s%s", i > 0 ? "," : "",
+			    out.names[i]);
+	text = strdup(b.b != NULL ? b.b : "");
+	sm_buf_fini(&b);
+	sm_arena_destroy(a);
+	return (text);
+}
+
+/*
+ * Retention per tenant: a named tenant gets a floor of its own ("keep"
+ * for b, 50 s for c before c has any data), every other tenant the
+ * default; each sees only its own data above its floor (merge and
+ * all-time labels), across a reopen; floors never lower; a tenant no
+ * longer named follows the default again.
+ */
+static void
+test_retention_tenants(void)
+{
+	struct ing_tenant_floor tf[3];
+	struct disk d;
+	struct sm_err err;
+	uint32_t n;
+
+	disk_init(&d, 3600 * SEC);
+	SM_CHECK_EQ(write_one(d.db, "a", "olda", NULL, 0, "old=1"), 0);
+	SM_CHECK_EQ(write_one(d.db, "b", "oldb", NULL, 10 * SEC, "old=2"), 0);
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);     /* a: gen 1, b: gen 2 */
+	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 1);
+	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
+	SM_CHECK_EQ(write_one(d.db, "a", "mida", NULL, 20 * SEC, "mid=4"), 0);
+	SM_CHECK_EQ(write_one(d.db, "a", "app", NULL, 100 * SEC, "new=8"), 0);
+	SM_CHECK_EQ(write_one(d.db, "b", "app", NULL, 100 * SEC, "new=16"), 0);
+	tf[0] = (struct ing_tenant_floor){ "b", INT64_MIN };
+	tf[1] = (struct ing_tenant_floor){ "c", 50 * SEC };
+	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, tf, 2, &n, &err), 0);
+	SM_CHECK_EQ(n, 1);                            /* a's block */
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	check_collapsed(services_all_time(d.db, "a"), "app");
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\nold 2\n");
+	check_collapsed(services_all_time(d.db, "b"), "app,oldb");
+	/* c was named before it had data here: its own floor holds. */
+	SM_CHECK_EQ(write_one(d.db, "c", "early", NULL, 40 * SEC, "e=1"), 0);
+	SM_CHECK_EQ(write_one(d.db, "c", "app", NULL, 60 * SEC, "l=2"), 0);
+	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "l 2\n");
+	check_collapsed(services_all_time(d.db, "c"), "app");
+	/* Lower floors change nothing, named or default. */
+	tf[0] = (struct ing_tenant_floor){ "a", 1 * SEC };
+	tf[1] = (struct ing_tenant_floor){ "c", 2 * SEC };
+	tf[2] = (struct ing_tenant_floor){ "b", INT64_MIN };
+	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, tf, 3, &n, &err), 0);
+	SM_CHECK_EQ(n, 0);
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	/* Reopen: every floor holds; a's retired block goes on the first
+	 * tick, b's stays. */
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 8\n");
+	check_collapsed(services_all_time(d.db, "a"), "app");
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\nold 2\n");
+	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "l 2\n");
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 0);
+	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
+	/* b no longer named (its override removed): it follows the default
+	 * again and loses its block; c keeps its higher floor. */
+	SM_CHECK_EQ(ing_db_retention(d.db, 40 * SEC, NULL, 0, &n, &err), 0);
+	SM_CHECK_EQ(n, 1);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
+	    NULL), "new 16\n");
+	check_collapsed(services_all_time(d.db, "b"), "app");
+	/* A name given twice gets the higher floor; a default of "keep"
+	 * leaves the default and the unnamed b as they are. */
+	tf[0] = (struct ing_tenant_floor){ "d", 70 * SEC };
+	tf[1] = (struct ing_tenant_floor){ "c", INT64_MIN };
+	tf[2] = (struct ing_tenant_floor){ "d", 10 * SEC };
+	SM_CHECK_EQ(ing_db_retention(d.db, INT64_MIN, tf, 3, &n, &err), 0);
+	SM_CHECK_EQ(n, 0);
+	SM_CHECK_EQ(ing_db_floor(d.db, "d"), 70 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
+	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 40 * SEC);
+	disk_fini(&d);
+}
+
+/* Bytes of the store's SST files (the data; RocksDB's logs, manifests
+ * and options files are left out: each open adds some). */
+static uint64_t
+sst_bytes(struct disk *d)
+{
+	char path[128];
+	struct dirent *de;
+	uint64_t total = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s", d->dir);
+	if ((dir = opendir(path)) == NULL)
+		return (0);
+	while ((de = readdir(dir)) != NULL) {
+		size_t l = strlen(de->d_name);
+		struct stat st;
+
+		if (l > 4 && strcmp(de->d_name + l - 4, ".sst") == 0 &&
+		    fstatat(dirfd(dir), de->d_name, &st, 0) == 0)
+			total += (uint64_t)st.st_size;
+	}
+	closedir(dir);
+	return (total);
+}
+
+/*
+ * Disk usage drops: two tenants with the same 200 uploads each, cut into
+ * blocks; retention retires all of a's (b keeps everything), the blocks
+ * are deleted at the next open's first tick; after a full compaction the
+ * SST files shrink by about half (figures printed against the same-run
+ * baseline, taken after the same full compaction).
+ */
+static void
+test_retention_disk(void)
+{
+	struct ing_tenant_floor tf[2] = { { "a", 3000 * SEC },
+		{ "b", INT64_MIN } };
+	char stacks[1024];
+	uint64_t before, after, pb = 0;
+	struct disk d;
+	struct sm_err err;
+	uint32_t n;
+
+	disk_init(&d, 3600 * SEC);
+	for (int i = 0; i < 200; i++) {
+		size_t o = 0;
+
+		for (int j = 0; j < 40 && o < sizeof(stacks) - 32; j++)
+			o += (size_t)snprintf(stacks + o, sizeof(stacks) - o,
+			    "%sf%d;g%d=%d", j > 0 ? "," : "", i, j,
+			    (i * 7919 + j * 104729) % 100000 + 1);
+		SM_REQUIRE(write_one(d.db, "a", "app", NULL, i * 10 * SEC,
+		    stacks) == 0);
+		SM_REQUIRE(write_one(d.db, "b", "app", NULL, i * 10 * SEC,
+		    stacks) == 0);
+	}
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
+	SM_CHECK_EQ(ing_store_compact(d.store, &err), 0);
+	before = sst_bytes(&d);
+	SM_CHECK_EQ(ing_db_retention(d.db, INT64_MIN, tf, 2, &n, &err), 0);
+	SM_CHECK_EQ(n, 1);
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK_EQ(ing_store_compact(d.store, &err), 0);
+	after = sst_bytes(&d);
+	printf("retention disk: SST bytes %llu before, %llu after retiring "
+	    "tenant a's block (b kept)\n", (unsigned long long)before,
+	    (unsigned long long)after);
+	SM_CHECK(after < before * 3 / 4);
+	SM_CHECK(after > before / 4);       /* b's block is still there */
+	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0,
+	    3000 * SEC, NULL), "");
+	free(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 3000 * SEC, &pb));
+	SM_CHECK_EQ(pb, 200);
 	disk_fini(&d);
 }
 
@@ -2014,6 +2225,9 @@ SM_TEST_MAIN(
 	{ "picks restrict series and buckets", test_picks },
 	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
+	{ "retention per tenant: own floors, default, reopen, never lower",
+	    test_retention_tenants },
+	{ "retention per tenant: disk usage drops", test_retention_disk },
 	{ "analyze: index statistics per heads and blocks", test_analyze },
 	{ "the series limit refuses new series whole", test_series_limit },
 	{ "the series limit holds under racing writers",

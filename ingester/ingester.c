@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/rpc.h"
+#include "common/tenant.h"
 
 #include "db.h"
 #include "settings.h"
@@ -65,7 +66,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[10];
+	static struct sm_flag f[11];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -106,6 +107,12 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"system has less free space than this, so storage never runs "
 		"out mid-write and writes resume within 200 ms of space being "
 		"freed; cuts and deletes go on (0 = no reserve)." };
+	f[10] = (struct sm_flag){ "ingester.merge-max-bytes", SM_FLAG_BYTES,
+		&cfg->merge_max_bytes, "16MiB",
+		"Compactor passes merge a tenant's small raw blocks (heads "
+		"cut early) lying in one past clock hour, each stored in "
+		"less than this, into one block kept below it (0 = no "
+		"merging)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -146,6 +153,18 @@ g_blocks(void *arg)
 		return (0);
 	ing_db_stats(ing->db, &st);
 	return ((double)st.blocks);
+}
+
+static double
+g_block_bytes(void *arg)
+{
+	struct ingester *ing = arg;
+	struct ing_db_stats st;
+
+	if (!atomic_load(&ing->ready))
+		return (0);
+	ing_db_stats(ing->db, &st);
+	return ((double)st.block_bytes);
 }
 
 static double
@@ -193,6 +212,9 @@ ing_metrics_init(struct ingester *ing)
 	    "Approximate memory of the ingester's heads.", g_head_bytes, ing);
 	sm_metric_gauge_fn("smolder_ingester_blocks",
 	    "Blocks the ingester serves.", g_blocks, ing);
+	sm_metric_gauge_fn("smolder_ingester_block_bytes",
+	    "Stored (compressed) bytes of the blocks the ingester serves, "
+	    "raw and downsampling tiers.", g_block_bytes, ing);
 	sm_metric_gauge_fn("smolder_ingester_disk_bytes",
 	    "Bytes of the ingester's RocksDB files on disk.", g_disk, ing);
 	sm_metric_gauge_fn("smolder_ingester_ready",
@@ -236,7 +258,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	    cfg->rpc_recv_max <= 0 || cfg->block_ms <= 0 ||
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
 	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
-	    cfg->min_free_disk < 0 ||
+	    cfg->min_free_disk < 0 || cfg->merge_max_bytes < 0 ||
 	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0, and "
@@ -285,6 +307,7 @@ replay_main(void *arg)
 		.head_max_bytes = (uint64_t)ing->cfg.head_max_bytes,
 		.zstd_level = 3,
 		.idempotency_window_ms = ing->cfg.idempotency_ms,
+		.merge_max_bytes = (uint64_t)ing->cfg.merge_max_bytes,
 	};
 	struct sm_err err;
 
@@ -428,6 +451,10 @@ method_name(Smolder__V1__Request__MethodCase c)
 		return ("span_merge");
 	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
 		return ("profiles");
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN:
+		return ("compact_plan");
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT:
+		return ("compact");
 	default:
 		return ("unknown");
 	}
@@ -473,7 +500,111 @@ struct ing_call {
 	Smolder__V1__SettingsResponse setr;
 	Smolder__V1__AnalyzeResponse anr;
 	Smolder__V1__ProfilesResponse pfr;
+	Smolder__V1__CompactPlanResponse cpr;
+	Smolder__V1__CompactResponse cr;
 };
+
+/* Retention (compactor): on the wire a before_ms <= 0 means "keep"
+ * (rpc.proto); a tenant that is not a valid id is refused, not stored. */
+static int
+serve_retention(struct ing_call *c, struct sm_err *err)
+{
+	const Smolder__V1__RetentionRequest *q = c->req->retention;
+	struct ing_tenant_floor *tf = NULL;
+	int rv;
+
+	if (q->n_tenants > 0 && (tf = sm_arena_alloc(c->a,
+	    q->n_tenants * sizeof(*tf))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < q->n_tenants; i++) {
+		const Smolder__V1__TenantRetention *e = q->tenants[i];
+
+		if (e == NULL || (rv = sm_tenant_validate(e->tenant, err)) != 0)
+			return (e == NULL ? sm_err_set(err, SM_EINVAL,
+			    "retention: empty tenant entry") : rv);
+		tf[i].tenant = e->tenant;
+		tf[i].before_ms = e->before_ms > 0 ? e->before_ms : INT64_MIN;
+	}
+	return (ing_db_retention(c->ing->db, q->before_ms > 0 ? q->before_ms :
+	    INT64_MIN, tf, (uint32_t)q->n_tenants, &c->ret.blocks_deleted,
+	    err));
+}
+
+/* The compactor's plan (compact_plan): every job, into the arena. */
+static int
+serve_compact_plan(struct ing_call *c)
+{
+	const Smolder__V1__CompactPlanRequest *q = c->req->compact_plan;
+	struct ing_compact_job *jobs = NULL;
+	uint32_t n = 0;
+	int rv;
+
+	if (q->n_widths_ms > 16)
+		return (sm_err_set(c->err, SM_EMALFORMED, "compact_plan: %zu "
+		    "widths", q->n_widths_ms));
+	if ((rv = ing_db_compact_plan(c->ing->db, q->widths_ms,
+	    (uint32_t)q->n_widths_ms, ING_TIER_WINDOW_MS, q->now_ms, &jobs, &n,
+	    c->err)) != 0)
+		return (rv);
+	smolder__v1__compact_plan_response__init(&c->cpr);
+	if (n > 0 && (c->cpr.jobs = sm_arena_calloc(c->a, n,
+	    sizeof(*c->cpr.jobs))) == NULL)
+		rv = SM_ENOMEM;
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		Smolder__V1__CompactJob *j = sm_arena_alloc(c->a, sizeof(*j));
+		char *tn = sm_arena_strndup(c->a, jobs[i].tenant,
+		    strlen(jobs[i].tenant));
+
+		if (j == NULL || tn == NULL) {
+			rv = SM_ENOMEM;
+			break;
+		}
+		smolder__v1__compact_job__init(j);
+		j->tenant = tn;
+		j->tier_ms = jobs[i].tier_ms;
+		j->window_start_ms = jobs[i].window_start;
+		j->due = jobs[i].due;
+		j->superseded = jobs[i].superseded;
+		j->blocks = jobs[i].nblocks;
+		j->bytes = jobs[i].bytes;
+		c->cpr.jobs[c->cpr.n_jobs++] = j;
+	}
+	ing_compact_jobs_free(jobs, n);
+	if (rv != 0)
+		return (sm_err_set(c->err, rv, "out of memory"));
+	c->r->result_case = SMOLDER__V1__RESPONSE__RESULT_COMPACT_PLAN;
+	c->r->compact_plan = &c->cpr;
+	return (0);
+}
+
+/* One job (compact). */
+static int
+serve_compact(struct ing_call *c)
+{
+	const Smolder__V1__CompactRequest *q = c->req->compact;
+	struct ing_compact_stats st;
+	int rv;
+
+	if (q->tenant == NULL || q->tenant[0] == '\0')
+		return (sm_err_set(c->err, SM_EMALFORMED, "compact: no "
+		    "tenant"));
+	memset(&st, 0, sizeof(st));
+	if ((rv = ing_db_compact_run(c->ing->db, q->tenant, q->tier_ms,
+	    q->window_start_ms, ING_TIER_WINDOW_MS, q->now_ms, &st,
+	    c->err)) != 0)
+		return (rv);
+	smolder__v1__compact_response__init(&c->cr);
+	c->cr.built = st.built;
+	c->cr.head_overlap = st.head_overlap;
+	c->cr.inputs = st.inputs;
+	c->cr.series = st.series;
+	c->cr.superseded = st.superseded;
+	c->cr.bytes_read = st.bytes_read;
+	c->cr.bytes_written = st.bytes_written;
+	c->r->result_case = SMOLDER__V1__RESPONSE__RESULT_COMPACT;
+	c->r->compact = &c->cr;
+	return (0);
+}
 
 static int
 ing_dispatch(struct ing_call *c)
@@ -570,13 +701,18 @@ ing_dispatch(struct ing_call *c)
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
-		rv = ing_db_retention(ing->db, req->retention->before_ms,
-		    &c->ret.blocks_deleted, err);
+		rv = serve_retention(c, err);
 		if (rv == 0) {
 			r->result_case =
 			    SMOLDER__V1__RESPONSE__RESULT_RETENTION;
 			r->retention = &c->ret;
 		}
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN:
+		rv = serve_compact_plan(c);
+		break;
+	case SMOLDER__V1__REQUEST__METHOD_COMPACT:
+		rv = serve_compact(c);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
 		rv = ing_settings_serve(ing_store_kv(ing->store), req->settings,
@@ -636,10 +772,17 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		    "replaying its head log");
 		goto out;
 	}
+	/* Reads and compaction jobs share rpc_workers - 1 workers, so one is
+	 * always left for writes (a tier job may run for seconds). */
 	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_MERGE ||
 	    req->method_case == SMOLDER__V1__REQUEST__METHOD_SERIES ||
 	    req->method_case == SMOLDER__V1__REQUEST__METHOD_LABELS ||
-	    req->method_case == SMOLDER__V1__REQUEST__METHOD_STATS) {
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_STATS ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_ANALYZE ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_PROFILES ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN ||
+	    req->method_case == SMOLDER__V1__REQUEST__METHOD_COMPACT) {
 		unsigned max = ing->cfg.rpc_workers > 1 ?
 		    (unsigned)ing->cfg.rpc_workers - 1 : 1;
 

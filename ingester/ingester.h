@@ -50,6 +50,7 @@ struct ing_config {
 	int64_t rocksdb_cache;    /* -ingester.rocksdb-cache-bytes */
 	int64_t idempotency_ms;   /* -ingester.idempotency-window */
 	int64_t min_free_disk;    /* -ingester.min-free-disk, 0 = off */
+	int64_t merge_max_bytes;  /* -ingester.merge-max-bytes, 0 = off */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
 				   * (common/rpc.h, Direct calls; set by

@@ -18,9 +18,13 @@
  *
  * Block part 'X' (block.h header, zstd), present when the meta's
  * nprofiles > 0: records sorted by (fp, t, id), each
- *     be64 fp  zz (t - previous t)  16 bytes id  uv total (> 0)
- * Decoding checks the count against the bytes, order, positive totals and
- * trailing bytes (SM_ECORRUPT otherwise).
+ *     be64 fp  zz (t - previous t)  16 bytes id  uv total
+ * where total is the uvarint of the signed total's two's-complement bits
+ * (a delta profile's upload may sum to 0 or below; such a record is ten
+ * bytes of varint, as every block written before this rule already stored
+ * it -- those blocks were refused as corrupt before and read now).
+ * Decoding checks the count against the bytes, order and trailing bytes
+ * (SM_ECORRUPT otherwise).
  */
 #ifndef ING_PROFILES_H
 #define ING_PROFILES_H

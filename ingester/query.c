@@ -8,6 +8,7 @@
  * See db.h (the design) and db_int.h (rooms, ownership, locking).
  */
 #include "db_int.h"
+#include "tiers.h"
 
 #include "common/attime.h"
 #include "common/hash.h"
@@ -104,6 +105,7 @@ struct visit_src {
 	const struct ing_block_meta *m;    /* or a block (h NULL) */
 	const struct ing_set *s;           /* its series */
 	int64_t bucket_ms;
+	const struct ing_res *res;         /* the query's resolutions */
 };
 
 struct visitor {
@@ -111,6 +113,7 @@ struct visitor {
 	const char *tenant;
 	const struct sm_selector *ss;
 	const Smolder__V1__Select *picks;  /* applied; NULL: ignored */
+	const struct ing_res *res;         /* NULL: raw only (tiers.h) */
 	int64_t start, end;                /* as ing_set_select */
 	bool no_yield;
 	bool (*skip)(void *arg, const struct visit_src *src);
@@ -165,13 +168,15 @@ static int
 visit(const struct visitor *v, const struct ing_sources *src,
     struct sm_err *err)
 {
+	static const struct ing_res raw_only;
+	const struct ing_res *res = v->res != NULL ? v->res : &raw_only;
 	int rv = 0;
 
 	for (uint32_t i = 0; i < src->nheads && rv == 0; i++) {
 		struct ing_head *h = src->heads[i];
 		struct ing_yield y = ing_head_yield(h);
 		struct visit_src vs = { .h = h, .s = &h->set,
-			.bucket_ms = h->bucket_ms };
+			.bucket_ms = h->bucket_ms, .res = res };
 
 		ING_RDLOCK(&h->lock);
 		if (v->skip == NULL || !v->skip(v->arg, &vs))
@@ -180,9 +185,13 @@ visit(const struct visitor *v, const struct ing_sources *src,
 	}
 	for (uint32_t i = 0; i < src->nblocks && rv == 0; i++) {
 		const struct ing_block_meta *m = &src->blocks[i];
-		struct visit_src vs = { .m = m, .bucket_ms = m->bucket_ms };
+		struct visit_src vs = { .m = m, .bucket_ms = m->bucket_ms,
+			.res = res };
 		struct ing_cache_ent *ie;
 
+		/* Tier blocks not chosen, raw blocks covered by one. */
+		if (!ing_res_source(res, m, v->start, v->end))
+			continue;
 		if (v->skip != NULL && v->skip(v->arg, &vs))
 			continue;
 		if ((rv = ing_sources_usable(v->tenant, m, err)) != 0 ||
@@ -208,16 +217,22 @@ meta_of(const struct ing_set *s, const struct ing_series *sr,
 	m->sample_rate = sr->meta.sample_rate;
 }
 
-/* Add the values of series `sr` (buckets b) in range, and picked, to acc. */
+/* Add the values of series `sr` (buckets b of source src) in range, read
+ * at the query's resolution and picked, to acc. */
 static uint64_t
-acc_buckets(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
-    int64_t start, int64_t end, const Smolder__V1__Pick *pk, int64_t *acc)
+acc_buckets(const struct visit_src *src, const struct ing_bucket *b,
+    uint32_t nb, int64_t start, int64_t end, const Smolder__V1__Pick *pk,
+    int64_t *acc)
 {
+	int64_t bucket_ms = src->bucket_ms;
 	uint64_t profiles = 0;
 
-	for (uint32_t k = ing_buckets_first(b, nb, bucket_ms, start); k < nb && ing_bucket_overlaps(&b[k], bucket_ms,
-	    start, end); k++) {
-		if (!pick_bucket(pk, b[k].t))
+	for (uint32_t k = ing_buckets_first(b, nb, bucket_ms, start); k < nb &&
+	    ing_bucket_overlaps(&b[k], bucket_ms, start, end); k++) {
+		int64_t ft;
+
+		if (!ing_res_bucket(src->res, src->m, b[k].t, &ft) ||
+		    !pick_bucket(pk, ft))
 			continue;
 		if (b[k].packed != NULL) {
 			struct ing_pair_cur c;
@@ -335,8 +350,8 @@ merge_each(void *arg, const struct visit_src *src, uint32_t id,
 			return (rv);
 		b = bb;
 	}
-	x->mt->profiles += acc_buckets(b, sr->nb, src->bucket_ms,
-	    x->sel->start_ms, x->sel->end_ms, pk, x->acc);
+	x->mt->profiles += acc_buckets(src, b, sr->nb, x->sel->start_ms,
+	    x->sel->end_ms, pk, x->acc);
 	meta_of(src->s, sr, &m);
 	add_meta_copy(x->mt, x->a, &m);
 	return (0);
@@ -388,6 +403,8 @@ selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
 				    "bucket times not sorted", i));
 		}
 	}
+	if ((rv = ing_res_validate(sel, err)) != 0)
+		return (rv);
 	sm_selector_init(out);
 	for (size_t i = 0; i < sel->n_matchers; i++) {
 		const Smolder__V1__Matcher *m = sel->matchers[i];
@@ -416,6 +433,7 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 	struct ing_sources src;
 	struct sm_mtree mt;
 	struct merge_acc x;
+	struct ing_res res;
 	struct visitor v;
 	int rv;
 
@@ -430,13 +448,18 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
 		goto out;
+	if ((rv = ing_res_init(&res, sel, &src, err)) != 0) {
+		ing_sources_put(&src);
+		goto out;
+	}
 	x = (struct merge_acc){ .db = db, .tenant = sel->tenant, .sel = sel,
 		.mt = &mt, .a = a };
 	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
-		.begin = merge_begin, .each = merge_each,
+		.picks = sel, .res = &res, .start = sel->start_ms,
+		.end = sel->end_ms, .begin = merge_begin, .each = merge_each,
 		.finish = merge_finish, .arg = &x };
 	rv = visit(&v, &src, err);
+	ing_res_fini(&res);
 	ing_sources_put(&src);
 	sm_free(x.acc);
 	sm_arena_destroy(x.scratch);
@@ -634,11 +657,12 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 	for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
 	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
 	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-		int64_t slot;
+		int64_t slot, ft;
 
-		if (!pick_bucket(pk, sr->b[k].t))
+		if (!ing_res_bucket(src->res, src->m, sr->b[k].t, &ft) ||
+		    !pick_bucket(pk, ft))
 			continue;
-		slot = (sm_floor_to(sr->b[k].t, x->step) - x->first) / x->step;
+		slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
 		slot = SM_MAX(slot, 0);
 		slot = SM_MIN(slot, x->nsteps - 1);
 		gr->points[slot] += (double)sr->b[k].total;
@@ -671,6 +695,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	Smolder__V1__Select fsel;
 	struct series_acc x;
 	struct sm_selector ss;
+	struct ing_res res;
 	struct visitor v;
 	struct ing_sources src;
 	uint32_t ngb;
@@ -706,10 +731,14 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
 		goto out_sel;
-	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
-		.each = series_each, .arg = &x };
-	rv = visit(&v, &src, err);
+	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
+		v = (struct visitor){ .db = db, .tenant = sel->tenant,
+			.ss = &ss, .picks = sel, .res = &res,
+			.start = sel->start_ms, .end = sel->end_ms,
+			.each = series_each, .arg = &x };
+		rv = visit(&v, &src, err);
+		ing_res_fini(&res);
+	}
 	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
@@ -904,11 +933,19 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
 	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
 		const struct ing_bucket *b = &sr->b[k];
+		int64_t ft;
 
+		if (!ing_res_bucket(src->res, src->m, b->t, &ft))
+			continue;
 		st->profiles += b->profiles;
-		st->digest += (uint64_t)b->profiles * bucket_mix(b->t);
+		st->digest += (uint64_t)b->profiles * bucket_mix(ft);
 		if (!st->detail)
 			continue;
+		if (st->n > 0 && st->b[st->n - 1].t == ft) {
+			/* Raw buckets floored into one. */
+			st->b[st->n - 1].count += b->profiles;
+			continue;
+		}
 		if (st->n == st->cap) {
 			uint32_t ncap = st->cap ? st->cap * 2 : 64;
 			struct stat_tc *nb = sm_arena_grow(x->a, st->b, st->n,
@@ -919,7 +956,7 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 			st->b = nb;
 			st->cap = ncap;
 		}
-		st->b[st->n++] = (struct stat_tc){ b->t, b->profiles };
+		st->b[st->n++] = (struct stat_tc){ ft, b->profiles };
 	}
 	return (0);
 }
@@ -976,6 +1013,7 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	Smolder__V1__Select fsel;
 	struct stats_acc x;
 	struct sm_selector ss;
+	struct ing_res res;
 	struct visitor v;
 	struct ing_sources src;
 	int rv = 0;
@@ -1003,10 +1041,14 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
 		goto out;
-	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
-		.each = stats_each, .arg = &x };
-	rv = visit(&v, &src, err);
+	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
+		v = (struct visitor){ .db = db, .tenant = sel->tenant,
+			.ss = &ss, .picks = sel, .res = &res,
+			.start = sel->start_ms, .end = sel->end_ms,
+			.each = stats_each, .arg = &x };
+		rv = visit(&v, &src, err);
+		ing_res_fini(&res);
+	}
 	ing_sources_put(&src);
 	if (rv != 0) {
 		if (rv == SM_ENOMEM)
@@ -1301,7 +1343,20 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	smolder__v1__labels_response__init(out);
 	if (sel == NULL)
 		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
-	if (!req->all_time &&
+	if (req->all_time && ing_db_floor(db, sel->tenant) != INT64_MIN) {
+		/* All time above the retention floor (halved bound as in
+		 * analyze): a range, so hidden head data stays hidden. */
+		fsel = *sel;
+		fsel.start_ms = ing_db_floor(db, sel->tenant);
+		fsel.end_ms = INT64_MAX / 2;
+		if (fsel.end_ms < fsel.start_ms)
+			fsel.end_ms = fsel.start_ms;
+		freq = *req;
+		freq.select = &fsel;
+		freq.all_time = false;
+		req = &freq;
+		sel = &fsel;
+	} else if (!req->all_time &&
 	    (sel = ing_select_floor(db, sel, &fsel)) != req->select) {
 		freq = *req;
 		freq.select = (Smolder__V1__Select *)sel;
@@ -1434,15 +1489,18 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 	    x->start); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
 	    src->bucket_ms, x->start, x->end); k++) {
 		const struct ing_bucket *b = &sr->b[k];
+		int64_t ft;
 
+		if (!ing_res_bucket(src->res, src->m, b->t, &ft))
+			continue;
 		profiles += b->profiles;
 		samples += b->n;
 		if (src->h != NULL)
 			out->head_bytes += ing_bucket_pair_bytes(b);
-		if (!out->any || b->t < out->min_t)
-			out->min_t = b->t;
-		if (!out->any || b->t > out->max_t)
-			out->max_t = b->t;
+		if (!out->any || ft < out->min_t)
+			out->min_t = ft;
+		if (!out->any || ft > out->max_t)
+			out->max_t = ft;
 		out->any = true;
 	}
 	if (profiles == 0)
@@ -1477,6 +1535,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	const Smolder__V1__Select *sel = req->select;
 	Smolder__V1__Select fsel;
 	struct an_ctx x = { 0 };
+	struct ing_res res;
 	struct visitor v;
 	struct sm_selector ss;
 	struct ing_sources src;
@@ -1492,7 +1551,7 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	if (req->all_time) {
 		/* Everything above the retention floor (halved bounds keep
 		 * bucket arithmetic from overflowing). */
-		start = SM_MAX(atomic_load(&db->floor_ms), INT64_MIN / 2);
+		start = SM_MAX(ing_db_floor(db, sel->tenant), INT64_MIN / 2);
 		end = INT64_MAX / 2;
 	} else {
 		sel = ing_select_floor(db, sel, &fsel);
@@ -1509,10 +1568,13 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 	x.start = start;
 	x.end = end;
 	x.out = out;
-	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.start = start, .end = end, .each = an_each,
-		.finish = an_finish, .arg = &x };
-	rv = visit(&v, &src, err);
+	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
+		v = (struct visitor){ .db = db, .tenant = sel->tenant,
+			.ss = &ss, .res = &res, .start = start, .end = end,
+			.each = an_each, .finish = an_finish, .arg = &x };
+		rv = visit(&v, &src, err);
+		ing_res_fini(&res);
+	}
 	ing_sources_put(&src);
 	if (rv == 0 && ((rv = an_output(&x.heads, a, &out->head_series,
 	    &out->n_head_series)) != 0 || (rv = an_output(&x.blocks, a,

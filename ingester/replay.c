@@ -1,5 +1,5 @@
 /*
- * replay.c -- the store at open: retention floor, blocks, head-log replay.
+ * replay.c -- the store at open: retention floors, blocks, head-log replay.
  * See db.h (the design) and db_int.h (rooms, ownership, locking).
  */
 #include "db_int.h"
@@ -7,13 +7,20 @@
 /* --- open, replay --------------------------------------------------------- */
 
 static int
+db_scan_floor(void *arg, const char *tenant, int64_t floor_ms)
+{
+	return (ing_floor_put(arg, tenant, floor_ms));
+}
+
+static int
 db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 {
 	struct ing_db *db = arg;
 	struct ing_tenant *t;
 
-	/* Retention reached it before the process stopped: delete now. */
-	if (!m->broken && m->max_t <= atomic_load(&db->floor_ms))
+	/* Retention reached it before the process stopped, or it was
+	 * merged into another block (a tombstone, store.h): delete now. */
+	if (m->merged || (!m->broken && m->max_t <= ing_db_floor(db, tenant)))
 		return (ing_retire_add(db, tenant, m->gen, INT64_MIN));
 	if (ing_tenant_get(db, tenant, &t) != 0 ||
 	    ing_tenant_add_block(t, m) != 0)
@@ -80,6 +87,9 @@ ing_db_replay(struct ing_db *db, struct sm_err *err)
 	if ((rv = ing_store_floor_get(db->store, &fl, err)) != 0)
 		return (rv);
 	atomic_store(&db->floor_ms, fl);
+	if ((rv = ing_store_floors_scan(db->store, db_scan_floor, db,
+	    err)) != 0)
+		return (rv);
 	if ((rv = ing_store_blocks_scan(db->store, db_scan_block, db,
 	    err)) != 0)
 		return (rv);

@@ -1,5 +1,6 @@
 /*
- * retention.c -- the retention floor, retiring and deleting blocks.
+ * retention.c -- the retention floors (default and per tenant), retiring
+ * and deleting blocks.
  * See db.h (the design) and db_int.h (rooms, ownership, locking).
  */
 #include "db_int.h"
@@ -62,57 +63,268 @@ ing_retire_purge(struct ing_db *db, int64_t now_ms)
 	ING_UNLOCK(&db->retire_mu);
 }
 
+/* --- floors ------------------------------------------------------------- */
+
+/* Index of `tenant` in floors[0..n), or where it goes (*found false). */
+static uint32_t
+floor_find(const struct db_floor *f, uint32_t n, const char *tenant,
+    bool *found)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(f[mid].tenant, tenant);
+
+		if (c == 0) {
+			*found = true;
+			return (mid);
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = false;
+	return (lo);
+}
+
+int64_t
+ing_db_floor(struct ing_db *db, const char *tenant)
+{
+	int64_t fl;
+	uint32_t i;
+	bool found;
+
+	ING_LOCK(&db->floor_mu);
+	i = floor_find(db->floors, db->nfloors, tenant, &found);
+	fl = found ? db->floors[i].ms : atomic_load(&db->floor_ms);
+	ING_UNLOCK(&db->floor_mu);
+	return (fl);
+}
+
 int
-ing_db_retention(struct ing_db *db, int64_t before_ms, uint32_t *nblocks,
+ing_floor_put(struct ing_db *db, const char *tenant, int64_t ms)
+{
+	uint32_t i;
+	bool found;
+	char *id;
+	int rv = 0;
+
+	ING_LOCK(&db->floor_mu);
+	i = floor_find(db->floors, db->nfloors, tenant, &found);
+	if (found) {
+		db->floors[i].ms = ms;
+		goto out;
+	}
+	if ((rv = SM_GROW(db->floors, db->floors_cap, db->nfloors + 1,
+	    8)) != 0)
+		goto out;
+	if ((id = sm_strdup(tenant)) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	memmove(&db->floors[i + 1], &db->floors[i],
+	    (db->nfloors - i) * sizeof(*db->floors));
+	db->floors[i] = (struct db_floor){ id, ms };
+	db->nfloors++;
+out:
+	ING_UNLOCK(&db->floor_mu);
+	return (rv);
+}
+
+void
+ing_floors_free(struct ing_db *db)
+{
+	for (uint32_t i = 0; i < db->nfloors; i++)
+		sm_free(db->floors[i].tenant);
+	sm_free(db->floors);
+	db->floors = NULL;
+	db->nfloors = db->floors_cap = 0;
+}
+
+/*
+ * The floors a request sets: every tenant of db->floors and every named
+ * one, with its new value; `raise` marks those that change (named ones
+ * new to the table always do: they get a floor of their own).  Runs under
+ * retention_mu, the only writer of db->floors, so it reads it unlocked.
+ */
+struct floor_upd {
+	const char *tenant;     /* borrowed: db->floors or the request */
+	int64_t ms;
+	bool named, raise;
+};
+
+static int
+tf_cmp(const void *a, const void *b)
+{
+	const struct ing_tenant_floor *x = *(const struct ing_tenant_floor *
+	    const *)a, *y = *(const struct ing_tenant_floor *const *)b;
+
+	return (strcmp(x->tenant, y->tenant));
+}
+
+static int
+upd_cmp(const void *key, const void *e)
+{
+	return (strcmp(key, ((const struct floor_upd *)e)->tenant));
+}
+
+/* O((floors + named) log): the named tenants are sorted first, so a
+ * repeated name meets its first entry as the last one appended. */
+static int
+floor_plan(struct ing_db *db, int64_t before_ms,
+    const struct ing_tenant_floor *tf, uint32_t ntf, struct floor_upd **out,
+    uint32_t *nout)
+{
+	int64_t def = atomic_load(&db->floor_ms);
+	const struct ing_tenant_floor **st = NULL;
+	struct floor_upd *u;
+	uint32_t n = 0, nold = db->nfloors;
+
+	*out = NULL;
+	*nout = 0;
+	if ((u = sm_calloc((size_t)nold + ntf + 1, sizeof(*u))) == NULL ||
+	    (st = sm_calloc((size_t)ntf + 1, sizeof(*st))) == NULL) {
+		sm_free(u);
+		return (SM_ENOMEM);
+	}
+	for (uint32_t i = 0; i < nold; i++)
+		u[n++] = (struct floor_upd){ db->floors[i].tenant,
+			db->floors[i].ms, false, false };
+	for (uint32_t j = 0; j < ntf; j++)
+		st[j] = &tf[j];
+	qsort(st, ntf, sizeof(*st), tf_cmp);
+	for (uint32_t j = 0; j < ntf; j++) {
+		struct floor_upd *e = bsearch(st[j]->tenant, u, nold,
+		    sizeof(*u), upd_cmp);
+
+		if (e == NULL && n > nold &&
+		    strcmp(u[n - 1].tenant, st[j]->tenant) == 0)
+			e = &u[n - 1];
+		if (e == NULL) {
+			/* New: from the effective floor it had (the
+			 * default's, before this request raises it). */
+			e = &u[n++];
+			*e = (struct floor_upd){ st[j]->tenant, def, true,
+				true };
+		}
+		e->named = true;
+		if (st[j]->before_ms > e->ms) {
+			e->ms = st[j]->before_ms;
+			e->raise = true;
+		}
+	}
+	sm_free(st);
+	for (uint32_t i = 0; i < n; i++)
+		if (!u[i].named && before_ms > u[i].ms) {
+			u[i].ms = before_ms;
+			u[i].raise = true;
+		}
+	*out = u;
+	*nout = n;
+	return (0);
+}
+
+int
+ing_db_retention(struct ing_db *db, int64_t before_ms,
+    const struct ing_tenant_floor *tf, uint32_t ntf, uint32_t *nblocks,
     struct sm_err *err)
 {
-	int64_t now = sm_now_ms();
+	int64_t now = sm_now_ms(), def;
+	bool raise_def;
+	struct ing_store_floor *put = NULL;
+	struct floor_upd *u = NULL;
+	uint32_t nu = 0, nput = 0;
 	int rv;
 
 	*nblocks = 0;
-	if (before_ms <= atomic_load(&db->floor_ms))
-		return (0);
-	/* Persist first: after a crash the floor still hides the data. */
-	if (db->store != NULL && (rv = ing_store_floor_set(db->store,
-	    before_ms, err)) != 0)
-		return (rv);
-	atomic_store(&db->floor_ms, before_ms);
+	ING_LOCK(&db->retention_mu);
+	def = atomic_load(&db->floor_ms);
+	raise_def = before_ms > def;
+	if ((rv = floor_plan(db, before_ms, tf, ntf, &u, &nu)) != 0 ||
+	    (put = sm_calloc((size_t)nu + 1, sizeof(*put))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < nu; i++)
+		if (u[i].raise)
+			put[nput++] = (struct ing_store_floor){ u[i].tenant,
+				u[i].ms };
+	/* Persist first: after a crash the floors still hide the data. */
+	if (db->store != NULL && (rv = ing_store_floors_put(db->store, put,
+	    nput, raise_def, before_ms, err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < nput; i++) {
+		if ((rv = ing_floor_put(db, put[i].tenant, put[i].floor_ms)) !=
+		    0) {
+			/* Persisted: the next open has it; this process
+			 * goes on with the floor it had. */
+			rv = sm_err_set(err, rv, "out of memory");
+			goto out;
+		}
+		if (put[i].floor_ms == INT64_MIN)
+			sm_info("ingester", "retention floor set\ttenant=%s "
+			    "floor_ms=none", put[i].tenant);
+		else
+			sm_info("ingester", "retention floor set\ttenant=%s "
+			    "floor_ms=%lld", put[i].tenant,
+			    (long long)put[i].floor_ms);
+	}
+	if (raise_def)
+		atomic_store(&db->floor_ms, before_ms);
 	ING_RDLOCK(&db->lock);
 	for (uint32_t i = 0; i < db->n; i++) {
 		struct ing_tenant *t = db->t[i];
-		uint32_t k = 0;
+		int64_t fl = ing_db_floor(db, t->id);
+		uint32_t k = 0, nt = 0;
 
 		ING_LOCK(&t->mu);
 		for (uint32_t b = 0; b < t->nblocks; b++) {
 			const struct ing_block_meta *m = &t->blocks[b];
 
-			if (!m->broken && m->max_t <= before_ms && db->store !=
+			if (!m->broken && m->max_t <= fl && db->store !=
 			    NULL && ing_retire_add(db, t->id, m->gen, now) == 0) {
-				(*nblocks)++;
+				nt++;
 				continue;
 			}
 			t->blocks[k++] = *m;
 		}
 		t->nblocks = k;
 		ING_UNLOCK(&t->mu);
+		if (nt > 0)
+			sm_info("ingester", "retention: blocks retired\t"
+			    "tenant=%s floor_ms=%lld blocks=%u", t->id,
+			    (long long)fl, nt);
+		*nblocks += nt;
 	}
 	ING_RWUNLOCK(&db->lock);
-	sm_info("ingester", "retention floor raised\tbefore_ms=%lld "
-	    "blocks_retired=%u", (long long)before_ms, *nblocks);
-	return (0);
+	if (raise_def || nput > 0 || *nblocks > 0)
+		sm_info("ingester", "retention pass\tdefault_floor_ms=%lld "
+		    "default_raised=%d tenant_floors_raised=%u "
+		    "blocks_retired=%u", (long long)atomic_load(&db->floor_ms),
+		    raise_def, nput, *nblocks);
+out:
+	ING_UNLOCK(&db->retention_mu);
+	sm_free(put);
+	sm_free(u);
+	return (rv);
 }
 
 /*
- * The select with its start raised to the retention floor (a copy in
- * *tmp when it changes).
+ * The select with its start raised to its tenant's retention floor (a
+ * copy in *tmp when it changes).
  */
 const Smolder__V1__Select *
 ing_select_floor(struct ing_db *db, const Smolder__V1__Select *sel,
     Smolder__V1__Select *tmp)
 {
-	int64_t fl = atomic_load(&db->floor_ms);
+	int64_t fl;
 
-	if (sel == NULL || sel->start_ms >= fl)
+	if (sel == NULL)
+		return (sel);
+	fl = ing_db_floor(db, sel->tenant);
+	if (sel->start_ms >= fl)
 		return (sel);
 	*tmp = *sel;
 	tmp->start_ms = fl;

@@ -161,7 +161,7 @@ struct disk {
 static void
 disk_open(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
 	struct sm_kv_opts o;
 	struct sm_err err;
 
@@ -648,6 +648,24 @@ test_profiles(void)
 	check(profiles_text(d.db, 0, 60 * SEC, 0), "ERR -30997");
 	check(span_collapsed(d.db, S1, 1, NULL, 0, 60 * SEC, NULL, 0),
 	    "a;b 3\n");
+	disk_fini(&d);
+	/* A delta profile's upload may sum to 0 or below: its record is
+	 * kept and read back from a block (the 'X' part stores the total's
+	 * two's-complement bits; such blocks were refused before). */
+	disk_init(&d);
+	id0 = next_id;
+	SM_CHECK_EQ(write_one(d.db, NULL, 1500, "a;b=3,c=-7"), 0);
+	SM_CHECK_EQ(write_one(d.db, NULL, 2500, "a;b=4,c=-4"), 0);
+	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
+	disk_close(&d);
+	disk_open(&d);
+	{
+		char want[160];
+
+		snprintf(want, sizeof(want), "1500:-4:%llu:0|2500:0:%llu:0|[]",
+		    (unsigned long long)id0, (unsigned long long)(id0 + 1));
+		check(canon(profiles_text(d.db, 0, 60 * SEC, 0)), want);
+	}
 	disk_fini(&d);
 }
 

@@ -339,6 +339,16 @@ ing_store_blocks_scan(struct ing_store *s,
 		} else {
 			continue;
 		}
+		{
+			struct sm_buf zv = SM_BUF_INIT;
+			struct sm_key zk;
+
+			/* Merged away (store.h): a point lookup per block. */
+			ing_key_part(&zk, tenant, id, 'Z', 0);
+			m.merged = sm_kv_get(s->kv, SM_KV_INDEX, zk.b, zk.n, &zv,
+			    &e2) == 0;
+			sm_buf_fini(&zv);
+		}
 		if ((rv = fn(arg, tenant, &m)) != 0)
 			break;
 	}
@@ -348,9 +358,12 @@ ing_store_blocks_scan(struct ing_store *s,
 	return (rv);
 }
 
-int
-ing_store_block_commit(struct ing_store *s, const char *tenant,
-    const struct ing_block_enc *e, struct sm_err *err)
+/* Write every part of `e` in one synced batch; drop_log: also delete the
+ * tenant's head log up to and including the block's generation. */
+static int
+block_write(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, bool drop_log, const uint64_t *tomb,
+    uint32_t ntomb, struct sm_err *err)
 {
 	struct sm_kv_batch *b = sm_kv_batch_create();
 	struct sm_key k, k2;
@@ -382,6 +395,15 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
 		    e->data[i].len);
 	}
+	for (uint32_t i = 0; i < ntomb; i++) {
+		ing_key_part(&k, tenant, tomb[i], 'Z', 0);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, "", 0);
+	}
+	if (!drop_log) {
+		rv = sm_kv_write(s->kv, b, true, err);
+		sm_kv_batch_destroy(b);
+		return (rv);
+	}
 	/* The head log of this tenant up to and including this generation. */
 	ing_key_head(&k, tenant, 0, 0);
 	ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
@@ -404,6 +426,31 @@ ing_store_block_commit(struct ing_store *s, const char *tenant,
 			    k2.n, &e2);
 	}
 	return (rv);
+}
+
+int
+ing_store_block_commit(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms == 0);
+	return (block_write(s, tenant, e, true, NULL, 0, err));
+}
+
+int
+ing_store_block_put(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms > 0);
+	return (block_write(s, tenant, e, false, NULL, 0, err));
+}
+
+int
+ing_store_block_merge(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, const uint64_t *inputs, uint32_t ninputs,
+    struct sm_err *err)
+{
+	SM_ASSERT(e->meta.tier_ms == 0 && e->meta.cover_gen > 0);
+	return (block_write(s, tenant, e, false, inputs, ninputs, err));
 }
 
 /* Read one part's value; a RocksDB corruption is reported as the part's. */
@@ -636,17 +683,99 @@ ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
 	return (rv);
 }
 
-int
-ing_store_floor_set(struct ing_store *s, int64_t floor_ms, struct sm_err *err)
+/* The system key of a tenant's own retention floor. */
+static void
+tenant_floor_key(struct sm_key *k, const char *tenant)
 {
-	struct sm_key k;
-	uint8_t v[8];
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'F');
+	sm_key_str(k, tenant, strlen(tenant));
+}
+
+static void
+floor_enc(uint8_t v[8], int64_t floor_ms)
+{
 	uint64_t u = (uint64_t)floor_ms;
 
 	for (int i = 7; i >= 0; i--, u >>= 8)
 		v[i] = (uint8_t)u;
-	floor_key(&k);
-	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, v, sizeof(v), err));
+}
+
+int
+ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
+    uint32_t n, bool set_default, int64_t default_ms, struct sm_err *err)
+{
+	struct sm_kv_batch *b;
+	struct sm_key k;
+	uint8_t val[8];
+	int rv;
+
+	if (n == 0 && !set_default)
+		return (0);
+	if ((b = sm_kv_batch_create()) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < n; i++) {
+		tenant_floor_key(&k, v[i].tenant);
+		floor_enc(val, v[i].floor_ms);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
+	}
+	if (set_default) {
+		floor_key(&k);
+		floor_enc(val, default_ms);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
+	}
+	rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+int
+ing_store_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
+    struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
+	char tenant[SM_KEY_MAX];
+	struct sm_key pre;
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_key_reset(&pre);
+	sm_key_str(&pre, "", 0);
+	sm_key_u8(&pre, 'F');
+	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		const char *t;
+		size_t kn, vn, off = pre.n, tl;
+		uint64_t u = 0;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn < pre.n || memcmp(k, pre.b, pre.n) != 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || off != kn ||
+		    tl == 0 || vn != 8) {
+			rv = sm_err_set(err, SM_ECORRUPT, "tenant retention "
+			    "floor: bad key or value (%zu bytes, want 8)", vn);
+			break;
+		}
+		memcpy(tenant, t, tl);
+		tenant[tl] = '\0';
+		for (int i = 0; i < 8; i++)
+			u = u << 8 | v[i];
+		if ((rv = fn(arg, tenant, (int64_t)u)) != 0) {
+			sm_err_set(err, rv, "tenant retention floor: %s",
+			    sm_strerror(rv));
+			break;
+		}
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
 }
 
 int

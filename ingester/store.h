@@ -10,12 +10,14 @@
  *   head           str(tenant) u64 gen  u64 seq             log record
  *   index          str(tenant) u64 id   u8 'M'              block meta
  *   index          str(tenant) u64 id   u8 'I'              block index
+ *   index          str(tenant) u64 id   u8 'Z'              tombstone (empty)
  *   blocks         str(tenant) u64 id   u8 'S'              block symbols
  *   blocks         str(tenant) u64 id   u8 'T'              block tree
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
  *   blocks         str(tenant) u64 id   u8 'P'              block spans
  *   blocks         str(tenant) u64 id   u8 'X'              block profiles
  *   index          str("") u8 'R'                           retention floor
+ *   index          str("") u8 'F' str(tenant)               tenant's floor
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -28,6 +30,22 @@
  * A block is committed in ONE synced batch that writes all its parts and
  * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
  * either the block exists and the log range is gone, or neither changed.
+ * A tier block (block.h, "Tier blocks"; built by compact.c from blocks,
+ * not from a head) is written by ing_store_block_put: the same one synced
+ * batch of its parts, and never a deletion of the head log (its id is a
+ * fresh generation, not a head's, so the range below it may hold the log
+ * of heads not yet cut).  Its id shares the key space of raw blocks (ids
+ * are unique per ingester); scans, reads, retention and deletes treat it
+ * like any block.
+ *
+ * A merged raw block (block.h, "Merged raw blocks") is written by
+ * ing_store_block_merge: one synced batch of its parts AND a tombstone
+ * 'Z' for every input block.  A block with a tombstone is merged away:
+ * the scan at open hands it over with `merged` set (replay.c queues it for
+ * deletion instead of serving it), so after a crash either the inputs
+ * alone or the merged block alone is served.  The tombstone sorts after
+ * its block's 'M' and 'I' and is removed with them by
+ * ing_store_block_delete (a range delete over tenant|id).
  *
  * Corruption: a failed checksum, a RocksDB "Corruption" status or an
  * undecodable part is logged with its key, counted in
@@ -85,10 +103,28 @@ int ing_store_blocks_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, const struct ing_block_meta *m),
     void *arg, struct sm_err *err);
 
-/* Commit an encoded block for `tenant` and drop the head log range up to
- * and including its generation. */
+/* Commit an encoded raw block (tier_ms 0) for `tenant` and drop the head
+ * log range up to and including its generation. */
 int ing_store_block_commit(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Commit an encoded tier block (tier_ms > 0) for `tenant` in one synced
+ * batch, leaving the head log alone (above).  0, SM_EIO, SM_ENOMEM; on
+ * failure nothing of it is stored.
+ */
+int ing_store_block_put(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Commit an encoded merged raw block (tier_ms 0, cover_gen > 0) and a
+ * tombstone for each of inputs[0..ninputs) in one synced batch, leaving
+ * the head log alone.  0, SM_EIO, SM_ENOMEM; on failure nothing of it is
+ * stored.
+ */
+int ing_store_block_merge(struct ing_store *s, const char *tenant,
+    const struct ing_block_enc *e, const uint64_t *inputs, uint32_t ninputs,
+    struct sm_err *err);
 
 /*
  * Decoded parts, through the cache.  The returned object is valid until
@@ -123,15 +159,28 @@ int ing_store_block_profiles(struct ing_store *s, const char *tenant,
     struct sm_err *err);
 
 /*
- * Retention (compactor): the floor before which nothing is served, kept
- * under a system key (an empty tenant, never a valid one) in the index
- * family; INT64_MIN when never set.  Deleting a block removes all its
- * parts in one synced batch (range deletes over tenant|id) and compacts
- * that range.
+ * Retention (compactor): the floors before which nothing is served, kept
+ * under system keys (an empty tenant, never a valid one) in the index
+ * family, big-endian int64 values: the default floor ('R', INT64_MIN
+ * when never set) and each tenant's own floor ('F' + the tenant; only
+ * tenants a RetentionRequest named have one, db.h ing_db_retention).
+ * ing_store_floors_put writes the n tenant floors and, when set_default,
+ * the default in ONE synced batch.  ing_store_floors_scan calls fn for
+ * every tenant floor (SM_ECORRUPT on a malformed one; fn's error stops
+ * it).  Deleting a block removes all its parts in one synced batch (range
+ * deletes over tenant|id) and compacts that range.
  */
+struct ing_store_floor {
+	const char *tenant;
+	int64_t floor_ms;
+};
+
 int ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
     struct sm_err *err);
-int ing_store_floor_set(struct ing_store *s, int64_t floor_ms,
+int ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
+    uint32_t n, bool set_default, int64_t default_ms, struct sm_err *err);
+int ing_store_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
     struct sm_err *err);
 int ing_store_block_delete(struct ing_store *s, const char *tenant,
     uint64_t id, struct sm_err *err);

@@ -207,6 +207,19 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	ING_RWUNLOCK(&h->lock);
 	if (rv != 0)
 		return (rv);
+	/* Room for the meta before the commit, so publishing it cannot
+	 * fail: a committed block missing from t->blocks would be skipped
+	 * by queries until the next open, and a tier job's cover_gen
+	 * (compact.c) could pass it, leaving that tier block inexact.  Two
+	 * slots: one cut (cut_mu) and one tier job (compact_mu) may each
+	 * publish one block after reserving. */
+	ING_LOCK(&t->mu);
+	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
+	ING_UNLOCK(&t->mu);
+	if (rv != 0) {
+		ing_block_enc_fini(&e);
+		return (sm_err_set(err, rv, "out of memory"));
+	}
 	if ((rv = ing_store_block_commit(db->store, t->id, &e, err)) != 0) {
 		ing_block_enc_fini(&e);
 		return (rv);

@@ -150,13 +150,43 @@ query_open(struct qry_query *x, struct sm_err *err)
 }
 
 /*
+ * Lane l's resolutions (common/tiers.h) for reading x->lim[l] at `step`
+ * (0: a merge, any tier width; > 0: widths dividing it; < 0: none, raw
+ * only), into x->lim[l].resolution.
+ */
+static void
+query_resolutions(struct qry_query *x, uint32_t l, int64_t step)
+{
+	struct sm_tier_piece pc[SM_TIERS_PIECES_MAX];
+	Smolder__V1__Select *sel = &x->lim[l];
+	uint32_t n = 0;
+
+	if (step >= 0)
+		n = sm_tiers_pieces(&x->q->cfg.tiers, sel->start_ms,
+		    sel->end_ms, step, pc);
+	for (uint32_t i = 0; i < n; i++) {
+		Smolder__V1__Resolution *r = &x->res[l][i];
+
+		smolder__v1__resolution__init(r);
+		r->start_ms = pc[i].start;
+		r->end_ms = pc[i].end;
+		r->width_ms = pc[i].width;
+		x->resp[l][i] = r;
+	}
+	sel->n_resolution = n;
+	sel->resolution = n > 0 ? x->resp[l] : NULL;
+	x->step[l] = step;
+}
+
+/*
  * The tenant's range limits on each lane's select (qry_limit_range), once
- * per query, into x->lim and x->empty; *all_empty when no lane has
- * anything to read (then no fan is opened at all).
+ * per query, into x->lim and x->empty, with the resolutions for `step`
+ * (query_resolutions); *all_empty when no lane has anything to read (then
+ * no fan is opened at all).
  */
 static int
 query_limits(struct qry_query *x, const Smolder__V1__Select *const *sel,
-    uint32_t nlanes, bool *all_empty, struct sm_err *err)
+    uint32_t nlanes, int64_t step, bool *all_empty, struct sm_err *err)
 {
 	int rv;
 
@@ -167,9 +197,32 @@ query_limits(struct qry_query *x, const Smolder__V1__Select *const *sel,
 		    &x->lim[l].start_ms, &x->lim[l].end_ms, NULL, &x->empty[l],
 		    err)) != 0)
 			return (rv);
+		query_resolutions(x, l, step);
 		*all_empty = *all_empty && x->empty[l];
 	}
 	return (0);
+}
+
+bool
+qry_series_fits(const struct qry_query *x, uint32_t lane, int64_t step)
+{
+	struct sm_tier_piece pc[SM_TIERS_PIECES_MAX];
+	const Smolder__V1__Select *sel = &x->lim[lane];
+	uint32_t n;
+
+	if (x->empty[lane])
+		return (true);
+	n = sm_tiers_pieces(&x->q->cfg.tiers, sel->start_ms, sel->end_ms, step,
+	    pc);
+	if (n != sel->n_resolution)
+		return (false);
+	for (uint32_t i = 0; i < n; i++) {
+		if (pc[i].start != sel->resolution[i]->start_ms ||
+		    pc[i].end != sel->resolution[i]->end_ms ||
+		    pc[i].width != sel->resolution[i]->width_ms)
+			return (false);
+	}
+	return (true);
 }
 
 /* Plan lane `lane` (x->lim, after query_limits) over the open fan; an
@@ -178,6 +231,7 @@ static int
 query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 {
 	struct qry_plan *p = &x->plan[lane];
+	int rv;
 	struct qry_plan_io io = {
 		.n = x->fan.n,
 		.rf = x->fan.snap->rf,
@@ -194,7 +248,20 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		return (0);
 	}
-	return (qry_plan_make(p, &io, &x->lim[lane], err));
+	if ((rv = qry_plan_make(p, &io, &x->lim[lane], err)) != 0)
+		return (rv);
+	/*
+	 * Replicas that diverged (each missed different writes) are picked
+	 * bucket by bucket, and a bucket at a tier width is an hour or a
+	 * day: when every replica missed some write of it, none is
+	 * complete there, where at the raw width each 10 s bucket still had
+	 * a complete replica.  So such a lane is planned again, raw.
+	 */
+	if (p->ndivergent > 0 && x->lim[lane].n_resolution > 0) {
+		query_resolutions(x, lane, -1);
+		return (qry_plan_make(p, &io, &x->lim[lane], err));
+	}
+	return (0);
 }
 
 /* Per-target requests of one lane under plan p, in x->arena, into reqs
@@ -322,7 +389,7 @@ qry_merge_lanes(struct qry_query *x, const Smolder__V1__Select *const *sel,
 
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	x->nlanes = nlanes;
-	if ((rv = query_limits(x, sel, nlanes, &all_empty, err)) != 0 ||
+	if ((rv = query_limits(x, sel, nlanes, 0, &all_empty, err)) != 0 ||
 	    all_empty)
 		return (rv);
 	for (int attempt = 1;; attempt++) {
@@ -394,7 +461,7 @@ qry_planned(struct qry_query *x, const Smolder__V1__Select *sel,
 	int rv;
 
 	x->nlanes = 1;
-	if ((rv = query_limits(x, &sel, 1, &empty, err)) != 0 || empty)
+	if ((rv = query_limits(x, &sel, 1, -1, &empty, err)) != 0 || empty)
 		return (rv);
 	for (int attempt = 1;; attempt++) {
 		rv = custom_attempt(x, c, err);
@@ -607,7 +674,8 @@ qry_series_select(struct qry_query *x,
 	*out = NULL;
 	*nout = 0;
 	x->nlanes = 1;
-	if ((rv = query_limits(x, &sel, 1, &empty, err)) != 0 || empty)
+	if ((rv = query_limits(x, &sel, 1, sr->step_ms, &empty, err)) != 0 ||
+	    empty)
 		return (rv);
 	for (int attempt = 1;; attempt++) {
 		if ((rv = query_open(x, err)) == 0 &&

@@ -36,6 +36,7 @@
 
 #include "common/mtree.h"
 #include "common/selector.h"
+#include "common/tiers.h"
 
 #include "google/v1/profile.pb-c.h"
 #include "types/v1/types.pb-c.h"
@@ -52,6 +53,12 @@ struct qry_query {
 	 * (qry_limit_range, engine.c query_limits): what the plans see. */
 	Smolder__V1__Select lim[QRY_MAX_LANES];
 	bool empty[QRY_MAX_LANES];       /* ended before max_query_lookback */
+	/* Each lane's resolutions (downsampling tiers, common/tiers.h):
+	 * a merge reads at the coarsest widths the range allows, a series
+	 * at widths dividing its step, other RPCs raw. */
+	Smolder__V1__Resolution res[QRY_MAX_LANES][SM_TIERS_PIECES_MAX];
+	Smolder__V1__Resolution *resp[QRY_MAX_LANES][SM_TIERS_PIECES_MAX];
+	int64_t step[QRY_MAX_LANES];
 };
 
 void qry_query_init(struct qry_query *x, struct querier *q);
@@ -113,9 +120,17 @@ struct qry_series {
 };
 
 /*
+ * Whether lane `lane`'s plan (a merge's) also serves a series of `step`:
+ * its resolutions are the ones that step asks for.  When not, plan the
+ * series anew (qry_series_select on a fresh query): a merge over days
+ * reads day-wide tiers, which a finer timeline step cannot use.
+ */
+bool qry_series_fits(const struct qry_query *x, uint32_t lane, int64_t step);
+
+/*
  * Fan a series request out under lane `lane`'s plan (which must be for
- * sr->select: a qry_merge of it ran just before) and sum the answers per
- * (group, timestamp).  Output in `a`, groups sorted by label values.
+ * sr->select: a qry_merge of it ran just before, and qry_series_fits) and
+ * sum the answers per (group, timestamp).  Output in `a`, groups sorted by label values.
  * SM_EAGAIN when a target the plan counted on failed.
  */
 int qry_series(struct qry_query *x, uint32_t lane,

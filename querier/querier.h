@@ -29,6 +29,7 @@
 #include <stdbool.h>
 
 #include "common/flags.h"
+#include "common/tiers.h"
 #include "common/http.h"
 #include "common/overrides.h"
 #include "common/ring.h"
@@ -44,6 +45,7 @@ struct qry_config {
 	                               * per-tenant, 0 = off (gate.h) */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
+	struct sm_tiers tiers;        /* -compactor.downsample-tiers (main) */
 };
 
 const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);

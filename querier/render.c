@@ -151,12 +151,14 @@ render_timeline(struct qry_query *x,
 	    step : 0;
 	uint64_t *samples = NULL;
 	struct sm_arena *a = NULL;
+	struct qry_query y;
 	struct qry_series *gs;
 	uint32_t ng;
 	int rv = 0;
 
 	if (n > 1000000)
 		return (sm_err_set(err, SM_EINVAL, "timeline too long"));
+	qry_query_init(&y, x->q);
 	if ((samples = sm_calloc((size_t)SM_MAX(n, 1), sizeof(*samples))) ==
 	    NULL || (a = sm_arena_create(0)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -165,7 +167,13 @@ render_timeline(struct qry_query *x,
 	if (n > 0) {
 		sr.select = (Smolder__V1__Select *)sel;
 		sr.step_ms = step;
-		if ((rv = qry_series(x, 0, &sr, a, &gs, &ng, err)) != 0) {
+		/* The merge's plan when its resolutions suit the step, else
+		 * a plan of its own (engine.h, qry_series_fits). */
+		if (qry_series_fits(x, 0, step))
+			rv = qry_series(x, 0, &sr, a, &gs, &ng, err);
+		else
+			rv = qry_series_select(&y, &sr, a, &gs, &ng, err);
+		if (rv != 0) {
 			if (rv == SM_EAGAIN)
 				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
 				    "failed during the query: %s", err->msg);
@@ -193,6 +201,7 @@ render_timeline(struct qry_query *x,
 	sm_buf_puts(out, ",\"watermarks\":null}");
 	rv = 0;
 out:
+	qry_query_fini(&y);
 	sm_arena_destroy(a);
 	sm_free(samples);
 	return (rv);

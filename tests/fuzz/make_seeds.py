@@ -106,6 +106,14 @@ def rpc_seeds():
                                 f_fixed64(2, 0x1234567890abcdef)))
     put("rpc", "health", f_bytes(6, b""))
     put("rpc", "retention", f_bytes(7, f_varint(1, 1000)))
+    # Per-tenant floors (TenantRetention = field 2): keep (0), a floor, a
+    # negative one (keep), a repeated name; then names an ingester refuses.
+    put("rpc", "retention-tenants", f_bytes(7, f_varint(1, 1000) + b"".join(
+        f_bytes(2, f_bytes(1, t) + f_varint(2, v)) for t, v in
+        (("keep", 0), ("long", 500), ("neg", -5), ("long", 700)))))
+    put("rpc", "retention-bad-tenant", f_bytes(7, f_bytes(
+        2, f_bytes(1, "a/b") + f_varint(2, 5))))
+    put("rpc", "retention-empty-tenant", f_bytes(7, f_bytes(2, b"")))
     put("rpc", "empty", b"")
     _ = f_zigzag
 

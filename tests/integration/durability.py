@@ -208,7 +208,9 @@ def admin(*args, timeout=120):
 
 BLOCK_LINE = re.compile(
     r"^tenant=(\S*) block=(\S+) min=(-?\d+) max=(-?\d+) series=(\d+) "
-    r"nodes=(\d+) bytes=(\d+)$")
+    r"nodes=(\d+) bytes=(\d+)"
+    r"(?: tier_ms=(\d+) cover_start=(-?\d+) cover_end=(-?\d+) "
+    r"cover_gen=(\d+))?$")
 
 
 def names_block(text, block_id):
@@ -233,7 +235,8 @@ def parse_blocks(text):
         blocks.append({"tenant": m.group(1), "block": m.group(2),
                        "min": int(m.group(3)), "max": int(m.group(4)),
                        "series": int(m.group(5)), "nodes": int(m.group(6)),
-                       "bytes": int(m.group(7))})
+                       "bytes": int(m.group(7)),
+                       "tier_ms": int(m.group(8) or 0)})
     return blocks, bad
 
 

@@ -33,10 +33,11 @@ Parts:
      kept, the reason logged with file:line) and is rewritten in place
      without the new key (which then gets 401); no request with key `a`
      fails.
-  5. Errors without internal paths: a server whose data dir is a 6 MiB
-     tmpfs is filled until an ingest fails; the 5xx body has no '/' and no
-     data-dir path, carries the request id (also in X-Request-Id), and the
-     log line with that request id has the RocksDB error with the path.
+  5. Errors without internal paths: a server whose data dir is an 8 MiB
+     tmpfs is filled until an ingest fails (the free-space reserve
+     refuses it); the 5xx body has no '/' and no data-dir path, carries
+     the request id (also in X-Request-Id), and the log line with that
+     request id says why (no space).
      Skipped when tmpfs cannot be mounted (not root).
 """
 
@@ -553,7 +554,7 @@ def part_reload(r, srv, keys_path):
 
 def part_errors(r, ws):
     data = ws.data_dir("full")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs",
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs",
                         data], capture_output=True, text=True)
     if p.returncode != 0:
         r.skip("errors without internal paths", "cannot mount a small tmpfs"
@@ -561,11 +562,16 @@ def part_errors(r, ws):
         return
     srv = None
     try:
-        # No free-space reserve: this part wants RocksDB's own ENOSPC
-        # error (and its path) in the log.
+        # A 1 MiB free-space reserve on the 8 MiB file system (RocksDB
+        # preallocates 4 MiB for its MANIFEST): the
+        # writes that fill it are refused by the reserve, before RocksDB
+        # meets ENOSPC.  (With no reserve, Debian's RocksDB 7.8 can abort
+        # on an assertion when a write follows a failed WAL write --
+        # facebook/rocksdb#12448 -- which this test hit once in a -j4
+        # run; that is why the reserve exists and is on by default.)
         srv = DataServer(data, ws.log_dir("full"), name="full",
                          extra_flags=limit_flags() +
-                         ["-ingester.min-free-disk=0"]).start()
+                         ["-ingester.min-free-disk=1MiB"]).start()
         rng = random.Random(7)
         bad = None
         for i in range(400):
@@ -580,7 +586,7 @@ def part_errors(r, ws):
                 bad = (resp, hdrs.get("X-Request-Id"))
                 break
         if bad is None:
-            r.fail("errors: the 6 MiB data dir never filled up")
+            r.fail("errors: the 8 MiB data dir never filled up")
             return
         resp, sent = bad
         rid = resp.headers.get("x-request-id", "")
@@ -596,7 +602,7 @@ def part_errors(r, ws):
         time.sleep(0.2)
         lines = [ln for ln in srv.stderr_text().split("\n")
                  if "request_id=%s " % rid in ln]
-        r.check(any(data in ln or "No space" in ln for ln in lines),
+        r.check(any(data in ln or "no space" in ln.lower() for ln in lines),
                 "errors: the log line with that request id has the details",
                 "\n".join(lines) or srv.stderr_tail())
     finally:

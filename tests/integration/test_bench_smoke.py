@@ -6,7 +6,8 @@ Runs `bench/run --quick --out <tmp>` (CI smoke sizes: about a minute on
 a 2-core box, well under the 5-minute budget) against the build under
 test, then checks what it wrote:
 
-  - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B8, each
+  - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7e,
+    B8, each
     with the keys id, figure, unit, value, baseline,
     baseline_value, ratio, goal, met;
   - every row: value, baseline value and ratio are finite and positive, the
@@ -36,7 +37,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from smolder import Results, smolder_bin, source_dir  # noqa: E402
 
-WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B8"]
+WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B7a", "B7b",
+            "B7c", "B7d", "B7e", "B8"]
 KEYS = ["id", "figure", "unit", "value", "baseline", "baseline_value", "ratio",
         "goal", "met"]
 
@@ -99,18 +101,32 @@ def main():
                 continue
             r.check(abs(x["ratio"] - x["value"] / x["baseline_value"]) <=
                     1e-9 * x["ratio"], "%s: ratio = value / baseline" % i)
-            if x.get("goal_value") is not None:
-                # An absolute goal (B8): value under it and no failures.
-                want_met = (x["value"] < x["goal_value"] and
-                            x.get("write_errors") == 0 and
-                            x.get("probe_failures") == 0)
-            else:
-                want_met = (x["ratio"] >= x["goal_ratio"] if x["goal_op"] == ">="
+            # A ratio goal, an absolute one (goal_value: B7, B8), or both;
+            # B8's failure counts and B7's totals must also hold.
+            want_met = True
+            if x.get("goal_ratio") is not None:
+                want_met = (x["ratio"] >= x["goal_ratio"]
+                            if x["goal_op"] == ">="
                             else x["ratio"] <= x["goal_ratio"])
+            if x.get("goal_value") is not None:
+                want_met = want_met and (
+                    x["value"] < x["goal_value"] if x["goal_op"] == "<"
+                    else x["value"] <= x["goal_value"])
+            if "write_errors" in x:
+                want_met = (want_met and x["write_errors"] == 0 and
+                            x.get("probe_failures") == 0)
+            if "totals_equal" in x:
+                want_met = want_met and x["totals_equal"] is True
             r.check(x["met"] is want_met, "%s: met agrees with the goal (%s %s)"
                     % (i, x["goal_op"], x["goal_ratio"]), json.dumps(x))
             r.check(x["baseline"] and x["goal"] and x["unit"],
                     "%s names its baseline, goal and unit" % i)
+        for i in ("B7a", "B7b", "B7c", "B7d", "B7e"):
+            x = byid.get(i, {})
+            r.check(x.get("totals_equal") is True and "flamegraph total "
+                    "identical with and without tiers" in (x.get("note") or ""),
+                    "%s: the 30-day flamegraph total is the same on tiers and "
+                    "raw buckets" % i, x.get("note"))
         for i in ("B2a", "B3"):
             x = byid.get(i, {})
             r.check("flamegraph total = decode_merge total" in (x.get("note") or ""),
