@@ -12,6 +12,7 @@
  * allocation faults, and reopens with the tombstoned inputs on disk.
  */
 #include "sm_test.h"
+#include "sm_test_disk.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -131,54 +132,20 @@ write_at(struct ing_db *db, int64_t t, struct want *w)
 
 /* --- a db over a temp dir ------------------------------------------------ */
 
-struct disk {
-	char dir[64];
-	struct ing_store *store;
-	struct ing_db *db;
-};
+/* A db (sm_test_disk.h) with a huge block duration and the current
+ * merge_max; a reopen keeps the configuration it was created with. */
+static void
+disk_init(struct disk *d)
+{
+	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0, merge_max };
+
+	disk_create(d, "cpttest", &cfg);
+}
 
 static void
 disk_open(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0, merge_max };
-	struct sm_kv_opts o;
-	struct sm_err err;
-
-	sm_kv_opts_default(&o);
-	if (ing_store_open(d->dir, &o, 1 << 20, &d->store, &err) != 0 ||
-	    ing_db_open(&cfg, d->store, &d->db, &err) != 0) {
-		fprintf(stderr, "open: %s\n", err.msg);
-		abort();
-	}
-}
-
-static void
-disk_close(struct disk *d)
-{
-	ing_db_close(d->db);
-	ing_store_close(d->store);
-	d->db = NULL;
-	d->store = NULL;
-}
-
-static void
-disk_init(struct disk *d)
-{
-	snprintf(d->dir, sizeof(d->dir), "/tmp/smolder-cpttest-XXXXXX");
-	SM_REQUIRE(mkdtemp(d->dir) != NULL);
-	disk_open(d);
-}
-
-static void
-disk_fini(struct disk *d)
-{
-	char cmd[128];
-
-	if (d->db != NULL)
-		disk_close(d);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup of %s failed\n", d->dir);
+	disk_reopen(d);
 }
 
 static void
@@ -418,30 +385,40 @@ check_all_tiers(struct disk *d, const struct want *w, uint32_t *nbuckets)
 }
 
 /* 2 days and 6 hours of uploads every 10 s, cut every 5 hours. */
+/* Tenant t over the two whole days, read at `width` (0: raw). */
+static void
+two_days(Smolder__V1__Select *sel, Smolder__V1__Resolution *r,
+    Smolder__V1__Resolution **rp, int64_t width)
+{
+	smolder__v1__select__init(sel);
+	smolder__v1__resolution__init(r);
+	sel->tenant = "t";
+	sel->start_ms = T0;
+	sel->end_ms = T0 + 2 * DAY;
+	r->start_ms = T0;
+	r->end_ms = T0 + 2 * DAY;
+	r->width_ms = width;
+	if (width > 0) {
+		sel->resolution = rp;
+		sel->n_resolution = 1;
+	}
+}
+
 /* The merge of every series over the two whole days, read at `width`
  * (0: raw): the sum of its self values, and its profiles in the high
  * bits' place (a mismatch in either shows). */
 static int64_t
 merge_total(struct ing_db *db, int64_t width)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Resolution r = SMOLDER__V1__RESOLUTION__INIT, *rp = &r;
+	Smolder__V1__Select sel;
+	Smolder__V1__Resolution r, *rp = &r;
 	Smolder__V1__MergeResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_err err;
 	int64_t sum = 0;
 
 	SM_REQUIRE(a != NULL);
-	sel.tenant = "t";
-	sel.start_ms = T0;
-	sel.end_ms = T0 + 2 * DAY;
-	r.start_ms = T0;
-	r.end_ms = T0 + 2 * DAY;
-	r.width_ms = width;
-	if (width > 0) {
-		sel.resolution = &rp;
-		sel.n_resolution = 1;
-	}
+	two_days(&sel, &r, &rp, width);
 	SM_REQUIRE(ing_db_merge(db, &sel, a, &out, &err) == 0);
 	for (size_t i = 0; i < out.n_self; i++)
 		sum += out.self[i];
@@ -454,8 +431,8 @@ merge_total(struct ing_db *db, int64_t width)
 static uint64_t
 stats_profiles(struct ing_db *db, int64_t width)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Resolution r = SMOLDER__V1__RESOLUTION__INIT, *rp = &r;
+	Smolder__V1__Select sel;
+	Smolder__V1__Resolution r, *rp = &r;
 	Smolder__V1__StatsRequest req = SMOLDER__V1__STATS_REQUEST__INIT;
 	Smolder__V1__StatsResponse out;
 	struct sm_arena *a = sm_arena_create(0);
@@ -463,16 +440,7 @@ stats_profiles(struct ing_db *db, int64_t width)
 	uint64_t n = 0;
 
 	SM_REQUIRE(a != NULL);
-	sel.tenant = "t";
-	sel.start_ms = T0;
-	sel.end_ms = T0 + 2 * DAY;
-	r.start_ms = T0;
-	r.end_ms = T0 + 2 * DAY;
-	r.width_ms = width;
-	if (width > 0) {
-		sel.resolution = &rp;
-		sel.n_resolution = 1;
-	}
+	two_days(&sel, &r, &rp, width);
 	req.select = &sel;
 	SM_REQUIRE(ing_db_series_stats(db, &req, a, &out, &err) == 0);
 	for (size_t i = 0; i < out.n_series; i++) {

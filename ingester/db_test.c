@@ -5,6 +5,7 @@
  * cuts, replay after reopen, and corruption that stays in its block.
  */
 #include "sm_test.h"
+#include "sm_test_disk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -601,55 +602,21 @@ test_queries_while_writes_grow_the_head(void)
 
 /* --- with a RocksDB store ------------------------------------------------- */
 
-struct disk {
-	char dir[64];
-	struct ing_store *store;
-	struct ing_db *db;
-};
-
-static void
-disk_open(struct disk *d, int64_t block_ms)
-{
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0 };
-	struct sm_kv_opts o;
-	struct sm_err err;
-
-	sm_kv_opts_default(&o);
-	if (ing_store_open(d->dir, &o, 1 << 20, &d->store, &err) != 0 ||
-	    ing_db_open(&cfg, d->store, &d->db, &err) != 0) {
-		fprintf(stderr, "open: %s\n", err.msg);
-		abort();
-	}
-}
-
-static void
-disk_close(struct disk *d)
-{
-	ing_db_close(d->db);
-	ing_store_close(d->store);
-	d->db = NULL;
-	d->store = NULL;
-}
-
+/* A db (sm_test_disk.h) cutting blocks every block_ms. */
 static void
 disk_init(struct disk *d, int64_t block_ms)
 {
-	snprintf(d->dir, sizeof(d->dir), "/tmp/smolder-dbtest-XXXXXX");
-	if (mkdtemp(d->dir) == NULL)
-		abort();
-	disk_open(d, block_ms);
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0 };
+
+	disk_create(d, "dbtest", &cfg);
 }
 
+/* Reopen with another block duration. */
 static void
-disk_fini(struct disk *d)
+disk_open(struct disk *d, int64_t block_ms)
 {
-	char cmd[128];
-
-	if (d->db != NULL)
-		disk_close(d);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup of %s failed\n", d->dir);
+	d->cfg.block_ms = block_ms;
+	disk_reopen(d);
 }
 
 static void

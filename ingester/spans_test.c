@@ -9,6 +9,7 @@
  * 'X' part.
  */
 #include "sm_test.h"
+#include "sm_test_disk.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -152,55 +153,18 @@ check(char *got, const char *want)
 	free(got);
 }
 
-struct disk {
-	char dir[64];
-	struct ing_store *store;
-	struct ing_db *db;
-};
+static void
+disk_init(struct disk *d)
+{
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
+
+	disk_create(d, "spantest", &cfg);
+}
 
 static void
 disk_open(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
-	struct sm_kv_opts o;
-	struct sm_err err;
-
-	sm_kv_opts_default(&o);
-	if (ing_store_open(d->dir, &o, 1 << 20, &d->store, &err) != 0 ||
-	    ing_db_open(&cfg, d->store, &d->db, &err) != 0) {
-		fprintf(stderr, "open: %s\n", err.msg);
-		abort();
-	}
-}
-
-static void
-disk_close(struct disk *d)
-{
-	ing_db_close(d->db);
-	ing_store_close(d->store);
-	d->db = NULL;
-	d->store = NULL;
-}
-
-static void
-disk_init(struct disk *d)
-{
-	snprintf(d->dir, sizeof(d->dir), "/tmp/smolder-spantest-XXXXXX");
-	if (mkdtemp(d->dir) == NULL)
-		abort();
-	disk_open(d);
-}
-
-static void
-disk_fini(struct disk *d)
-{
-	char cmd[128];
-
-	if (d->db != NULL)
-		disk_close(d);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup of %s failed\n", d->dir);
+	disk_reopen(d);
 }
 
 static const uint64_t S1[] = { 1 }, S2[] = { 2 }, S12[] = { 1, 2 },
