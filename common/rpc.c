@@ -76,10 +76,25 @@ static struct sm_rpc_server *rpc_direct;
  */
 #define RPC_POLL_MS 200
 
+struct rpc_op;
+
+/*
+ * ops lists the concurrent calls (sm_rpc_multi_start) in flight on the
+ * socket, under mu.  sm_rpc_client_destroy cancels them and waits for
+ * their callbacks before it closes the socket: a hedged or quorum caller
+ * leaves stragglers running, and closing a socket under a context whose
+ * callback is about to close that context is a use after free inside
+ * nng (it aborted rpc_test once in a few hundred runs).
+ */
 struct sm_rpc_client {
 	nng_socket sock;
 	char *url;
 	struct rpc_pipes pipes;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rpc_op *ops;         /* in flight, linked through op->next */
+	uint32_t live;              /* ops on the list or finishing */
+	bool closing;               /* destroy has begun: start no receive */
 };
 
 static int
@@ -413,6 +428,8 @@ sm_rpc_client_create(const struct sm_rpc_client_cfg *cfg,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	pipes_init(&c->pipes, 0);
+	pthread_mutex_init(&c->mu, NULL);
+	sm_cond_init(&c->cv);
 	if ((nrv = nng_req0_open(&c->sock)) != 0) {
 		rv = sm_err_set(err, rpc_map(nrv), "rpc: open: %s",
 		    nng_strerror(nrv));
@@ -446,18 +463,25 @@ fail_sock:
 	nng_close(c->sock);
 fail:
 	pipes_fini(&c->pipes);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	sm_free(c->url);
 	sm_free(c);
 	return (rv);
 }
+
+static void client_cancel_ops(struct sm_rpc_client *c);
 
 void
 sm_rpc_client_destroy(struct sm_rpc_client *c)
 {
 	if (c == NULL)
 		return;
+	client_cancel_ops(c);
 	nng_close(c->sock);
 	pipes_fini(&c->pipes);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	sm_free(c->url);
 	sm_free(c);
 }
@@ -602,6 +626,8 @@ struct rpc_op {
 	nng_ctx ctx;
 	nng_aio *aio;
 	int64_t start_ns, deadline_ns;
+	struct sm_rpc_client *c;    /* set while on c->ops */
+	struct rpc_op *next, **prevp;
 };
 
 struct rpc_result {
@@ -715,9 +741,26 @@ op_finish(struct rpc_op *op, int transport, nng_msg *msg)
 		sm_histogram_observe(sm_metric_child(m_rpc_lat, m->method,
 		    status_label(st)), (double)(sm_mono_ns() - op->start_ns) /
 		    1e9);
+	/* Off the list before the aio goes (destroy cancels what is on it),
+	 * counted until the context is closed (destroy then closes the
+	 * socket). */
+	if (op->c != NULL) {
+		pthread_mutex_lock(&op->c->mu);
+		if ((*op->prevp = op->next) != NULL)
+			op->next->prevp = op->prevp;
+		pthread_mutex_unlock(&op->c->mu);
+	}
 	if (op->aio != NULL) {
 		nng_ctx_close(op->ctx);
 		nng_aio_reap(op->aio);
+	}
+	if (op->c != NULL) {
+		struct sm_rpc_client *c = op->c;
+
+		pthread_mutex_lock(&c->mu);
+		if (--c->live == 0)
+			pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
 	}
 	sm_free(op);
 	pthread_mutex_lock(&m->mu);
@@ -744,6 +787,13 @@ op_cb(void *arg)
 			return;
 		}
 		op->stage = OP_RECV;
+		pthread_mutex_lock(&op->c->mu);
+		if (op->c->closing) {
+			pthread_mutex_unlock(&op->c->mu);
+			op_finish(op, SM_EUNAVAIL, NULL);
+			return;
+		}
+		pthread_mutex_unlock(&op->c->mu);
 		left = (op->deadline_ns - sm_mono_ns()) / 1000000;
 		nng_aio_set_timeout(op->aio, left > 0 ? (nng_duration)left : 1);
 		nng_ctx_recv(op->ctx, op->aio);
@@ -896,9 +946,42 @@ sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
 		return;
 	}
 	op->stage = OP_SEND;
+	pthread_mutex_lock(&c->mu);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		nng_msg_free(msg);
+		op_finish(op, SM_EUNAVAIL, NULL);
+		return;
+	}
+	op->c = c;
+	if ((op->next = c->ops) != NULL)
+		c->ops->prevp = &op->next;
+	op->prevp = &c->ops;
+	c->ops = op;
+	c->live++;
+	pthread_mutex_unlock(&c->mu);
 	nng_aio_set_msg(op->aio, msg);
 	nng_aio_set_timeout(op->aio, timeout_ms > 0 ? timeout_ms : 1);
 	nng_ctx_send(op->ctx, op->aio);
+}
+
+/*
+ * Cancel every call in flight on c and wait for their callbacks.  The
+ * cancel is repeated every 10 ms: a callback between its send and its
+ * receive misses one, and then sees closing.
+ */
+static void
+client_cancel_ops(struct sm_rpc_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	while (c->live != 0) {
+		for (struct rpc_op *op = c->ops; op != NULL; op = op->next)
+			nng_aio_cancel(op->aio);
+		(void)sm_cond_wait_until(&c->cv, &c->mu,
+		    sm_mono_ns() + 10 * 1000000);
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 void
