@@ -276,34 +276,28 @@ ing_block_enc_fini(struct ing_block_enc *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* Encode h; `tier` (NULL for a raw block) carries the tier fields. */
+/* Encode src; `tier` (NULL for a raw block) carries the tier fields. */
 static int
-block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
-    struct ing_block_enc *e, struct sm_err *err)
+block_encode(const struct ing_block_src *src, int level,
+    const struct ing_block_meta *tier, struct ing_block_enc *e,
+    struct sm_err *err)
 {
-	const struct ing_set *s = &h->set;
 	struct sm_buf raw = SM_BUF_INIT;
 	uint8_t mb[ING_BLOCK_META_LEN];
-	struct ing_span_rec *sp = NULL;
-	struct ing_prof_rec *pr = NULL;
-	uint32_t nsp = 0, npr = 0;
 	int rv = SM_ENOMEM;
 
 	memset(e, 0, sizeof(*e));
-	if (s->nseries == 0)
+	if (src->nseries == 0)
 		return (sm_err_set(err, SM_EINVAL, "empty head"));
-	if (ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
-	    ing_profs_sorted(&h->profs, &pr, &npr) != 0)
-		goto fail;
-	e->meta.nspans = nsp;
-	e->meta.nprofiles = npr;
-	e->meta.gen = h->gen;
-	e->meta.min_t = s->min_t;
-	e->meta.max_t = s->max_t + h->bucket_ms;
-	e->meta.bucket_ms = h->bucket_ms;
-	e->meta.nseries = s->nseries;
-	e->meta.nnodes = h->tree.n;
-	e->meta.nframes = h->frames.n;
+	e->meta.nspans = src->nspans;
+	e->meta.nprofiles = src->nprofs;
+	e->meta.gen = src->gen;
+	e->meta.min_t = src->min_t;
+	e->meta.max_t = src->max_t + src->bucket_ms;
+	e->meta.bucket_ms = src->bucket_ms;
+	e->meta.nseries = src->nseries;
+	e->meta.nnodes = src->tree->n;
+	e->meta.nframes = src->frames->n;
 	if (tier != NULL) {
 		e->meta.tier_ms = tier->tier_ms;
 		e->meta.cover_start = tier->cover_start;
@@ -320,16 +314,16 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 	}
 
 	/* symbols */
-	put_strings(&raw, &h->frames);
+	put_strings(&raw, src->frames);
 	if (sm_buf_error(&raw) != 0 ||
 	    (rv = block_wrap('S', &raw, level, &e->symbols)) != 0)
 		goto fail;
 	/* tree */
 	sm_buf_reset(&raw);
-	put_uv(&raw, h->tree.n);
-	for (uint32_t i = 1; i < h->tree.n; i++) {
-		put_uv(&raw, i - h->tree.parent[i]);
-		put_uv(&raw, h->tree.name[i]);
+	put_uv(&raw, src->tree->n);
+	for (uint32_t i = 1; i < src->tree->n; i++) {
+		put_uv(&raw, i - src->tree->parent[i]);
+		put_uv(&raw, src->tree->name[i]);
 	}
 	if (sm_buf_error(&raw) != 0 ||
 	    (rv = block_wrap('T', &raw, level, &e->tree)) != 0)
@@ -339,11 +333,14 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 	sm_buf_reset(&raw);
 	meta_put(&e->meta, mb);
 	sm_buf_append(&raw, mb, sizeof(mb));
-	put_strings(&raw, &s->lstr);
-	put_uv(&raw, s->nseries);
-	for (uint32_t k = 0; k < s->nseries; k++) {
-		const struct ing_series *sr = s->series[k];
+	put_strings(&raw, src->lstr);
+	put_uv(&raw, src->nseries);
+	for (uint32_t k = 0; k < src->nseries; k++) {
+		const struct ing_series *sr;
 		int64_t pt = 0;
+
+		if ((rv = src->series(src->arg, k, &sr, err)) != 0)
+			goto fail_src;
 
 		put_uv(&raw, sr->nlabels);
 		for (uint32_t i = 0; i < 2 * sr->nlabels; i++)
@@ -365,12 +362,16 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 	    (rv = block_wrap('I', &raw, level, &e->index)) != 0)
 		goto fail;
 	/* data, one value per series */
-	if ((e->data = sm_calloc(s->nseries, sizeof(*e->data))) == NULL)
+	if ((e->data = sm_calloc(src->nseries, sizeof(*e->data))) == NULL) {
+		rv = SM_ENOMEM;
 		goto fail;
-	e->ndata = s->nseries;
-	for (uint32_t k = 0; k < s->nseries; k++) {
-		const struct ing_series *sr = s->series[k];
+	}
+	e->ndata = src->nseries;
+	for (uint32_t k = 0; k < src->nseries; k++) {
+		const struct ing_series *sr;
 
+		if ((rv = src->series(src->arg, k, &sr, err)) != 0)
+			goto fail_src;
 		sm_buf_reset(&raw);
 		for (uint32_t b = 0; b < sr->nb; b++) {
 			const struct ing_bucket *bk = &sr->b[b];
@@ -393,7 +394,9 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 		e->meta.bytes += e->data[k].len;
 	}
 	/* spans */
-	if (nsp > 0) {
+	if (src->nspans > 0) {
+		const struct ing_span_rec *sp = src->spans;
+		uint32_t nsp = src->nspans;
 		uint64_t pspan = 0;
 		int64_t pt = 0;
 		uint8_t fb[8];
@@ -415,7 +418,9 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 		e->meta.bytes += e->spans.len;
 	}
 	/* profiles */
-	if (npr > 0) {
+	if (src->nprofs > 0) {
+		const struct ing_prof_rec *pr = src->profs;
+		uint32_t npr = src->nprofs;
 		int64_t pt = 0;
 		uint8_t fb[8];
 
@@ -444,13 +449,13 @@ block_encode(struct ing_head *h, int level, const struct ing_block_meta *tier,
 	    (rv = block_wrap('M', &raw, level, &e->m)) != 0)
 		goto fail;
 	sm_buf_fini(&raw);
-	sm_free(sp);
-	sm_free(pr);
 	return (0);
+fail_src:
+	sm_buf_fini(&raw);
+	ing_block_enc_fini(e);
+	return (rv);        /* err says what the source failed at */
 fail:
 	sm_buf_fini(&raw);
-	sm_free(sp);
-	sm_free(pr);
 	ing_block_enc_fini(e);
 	if (rv == SM_EINVAL)
 		return (rv);     /* err says which tier rule */
@@ -459,26 +464,26 @@ fail:
 }
 
 int
-ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
-    struct sm_err *err)
+ing_block_encode(const struct ing_block_src *src, int level,
+    struct ing_block_enc *e, struct sm_err *err)
 {
-	return (block_encode(h, level, NULL, e, err));
+	return (block_encode(src, level, NULL, e, err));
 }
 
 int
-ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
-    int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
-    struct sm_err *err)
+ing_block_encode_tier(const struct ing_block_src *src, int level,
+    int64_t cover_start, int64_t cover_end, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err)
 {
-	struct ing_block_meta tier = { .tier_ms = h->bucket_ms,
+	struct ing_block_meta tier = { .tier_ms = src->bucket_ms,
 		.cover_start = cover_start, .cover_end = cover_end,
 		.cover_gen = cover_gen };
 
 	memset(e, 0, sizeof(*e));
-	if (h->spans.n != 0 || h->profs.n != 0)
+	if (src->nspans != 0 || src->nprofs != 0)
 		return (sm_err_set(err, SM_EINVAL, "a tier block holds no "
 		    "spans or profiles"));
-	return (block_encode(h, level, &tier, e, err));
+	return (block_encode(src, level, &tier, e, err));
 }
 
 /* --- decode --------------------------------------------------------------- */
@@ -1058,8 +1063,8 @@ out:
 }
 
 int
-ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
-    struct ing_block_enc *e, struct sm_err *err)
+ing_block_encode_merged(const struct ing_block_src *src, int level,
+    uint64_t cover_gen, struct ing_block_enc *e, struct sm_err *err)
 {
 	struct ing_block_meta tier = { .cover_gen = cover_gen };
 
@@ -1067,5 +1072,5 @@ ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
 	if (cover_gen == 0)
 		return (sm_err_set(err, SM_EINVAL, "a merged block needs a "
 		    "cover_gen"));
-	return (block_encode(h, level, &tier, e, err));
+	return (block_encode(src, level, &tier, e, err));
 }

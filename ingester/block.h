@@ -114,9 +114,11 @@
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/strtab.h"
+#include "common/tree.h"
 
-#include "head.h"
+#include "profiles.h"
 #include "set.h"
+#include "spans.h"
 
 #define ING_BLOCK_HDR 12
 #define ING_BLOCK_VERSION 3
@@ -167,31 +169,70 @@ struct ing_block_enc {
 };
 
 /*
- * Encode a head (the caller holds its lock, shared is enough, and no write
- * may be in flight).  zstd `level`.  0, SM_ENOMEM, or SM_EINVAL for an
- * empty head.
+ * The encoder input: everything a block is made of, and nothing of where
+ * it comes from.  ing_head_block_src (head.h) fills it from a head (the
+ * cut, and compact.c's builders, which are heads too); the encoder reads
+ * only this.  A source that keeps sealed buckets elsewhere than in its
+ * series (on disk) hands them over through `series`, which may build the
+ * series it returns.
+ *
+ *   gen, bucket_ms      the block's id and bucket width
+ *   min_t, max_t        first and last bucket start of any series
+ *   frames, tree        frame names (id 0 = "") and the (parent, frame)
+ *                       stack tree the pairs' node ids index
+ *   lstr                label and metadata strings (the series' lid and
+ *                       meta ids index it)
+ *   nseries, series     series k < nseries: its labels, metadata and
+ *                       buckets sorted by t, each t once, pairs readable
+ *                       through the pair cursor (set.h); called once or
+ *                       twice per series, in order; what it returns stays
+ *                       valid until its next call.  0, SM_ENOMEM, SM_EIO
+ *                       or SM_ECORRUPT (err says what).
+ *   spans, profs        span samples and individual-profile records,
+ *                       sorted (spans.h, profiles.h)
  */
-int ing_block_encode(struct ing_head *h, int level, struct ing_block_enc *e,
-    struct sm_err *err);
+struct ing_block_src {
+	uint64_t gen;
+	int64_t bucket_ms;
+	int64_t min_t, max_t;
+	const struct sm_strtab *frames;
+	const struct sm_tree *tree;
+	const struct sm_strtab *lstr;
+	uint32_t nseries;
+	int (*series)(void *arg, uint32_t k, const struct ing_series **out,
+	    struct sm_err *err);
+	void *arg;
+	const struct ing_span_rec *spans;
+	uint32_t nspans;
+	const struct ing_prof_rec *profs;
+	uint32_t nprofs;
+};
 
 /*
- * Encode a head built as a tier block (compact.c): like ing_block_encode,
- * with tier_ms = h->bucket_ms and the window [cover_start, cover_end) and
- * cover_gen in the meta; no span or profile part is written.  SM_EINVAL
- * when the fields break the rules above (the head's buckets outside the
- * window, a window not aligned to the width).
+ * Encode a raw block from `src`.  zstd `level`.  0, SM_ENOMEM, SM_EINVAL
+ * for an empty source, or the error of src->series.
  */
-int ing_block_encode_tier(struct ing_head *h, int level, int64_t cover_start,
-    int64_t cover_end, uint64_t cover_gen, struct ing_block_enc *e,
-    struct sm_err *err);
-
-/*
- * Encode a head built as a merged raw block (compact.c): like
- * ing_block_encode (spans and profiles included) with cover_gen (> 0,
- * below h->gen) in the meta.  SM_EINVAL otherwise.
- */
-int ing_block_encode_merged(struct ing_head *h, int level, uint64_t cover_gen,
+int ing_block_encode(const struct ing_block_src *src, int level,
     struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Encode a tier block (compact.c): like ing_block_encode, with tier_ms =
+ * src->bucket_ms and the window [cover_start, cover_end) and cover_gen in
+ * the meta; no span or profile part is written.  SM_EINVAL when the
+ * fields break the rules above (buckets outside the window, a window not
+ * aligned to the width, spans or profile records in the source).
+ */
+int ing_block_encode_tier(const struct ing_block_src *src, int level,
+    int64_t cover_start, int64_t cover_end, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err);
+
+/*
+ * Encode a merged raw block (compact.c): like ing_block_encode (spans and
+ * profiles included) with cover_gen (> 0, below src->gen) in the meta.
+ * SM_EINVAL otherwise.
+ */
+int ing_block_encode_merged(const struct ing_block_src *src, int level,
+    uint64_t cover_gen, struct ing_block_enc *e, struct sm_err *err);
 void ing_block_enc_fini(struct ing_block_enc *e);
 
 /* Check a value's header and checksum; returns the payload. */

@@ -970,10 +970,18 @@ build_tier(struct ing_db *db, const char *tenant,
 	if (rv == 0 && b.h->set.nseries == 0)
 		*empty = true;
 	else if (rv == 0) {
+		struct ing_block_src src;
+
 		b.h->gen = atomic_fetch_add(&db->next_gen, 1);
-		rv = w == 0 ? ing_block_encode_merged(b.h, db->cfg.zstd_level,
-		    cover_gen, e, err) : ing_block_encode_tier(b.h,
-		    db->cfg.zstd_level, ws, we, cover_gen, e, err);
+		if ((rv = ing_head_block_src(b.h, &src)) != 0)
+			rv = sm_err_set(err, rv, "out of memory");
+		else {
+			rv = w == 0 ? ing_block_encode_merged(&src,
+			    db->cfg.zstd_level, cover_gen, e, err) :
+			    ing_block_encode_tier(&src, db->cfg.zstd_level, ws,
+			    we, cover_gen, e, err);
+			ing_head_block_src_fini(&src);
+		}
 	}
 	sm_free(b.p);
 	sm_free(b.slot);

@@ -1389,6 +1389,34 @@ test_merge_faults_and_reopen(void)
 	free(w);
 }
 
+/* The encoders over a head, through its encoder input (block.h). */
+static int
+enc_tier(struct ing_head *h, int64_t ws, int64_t we, uint64_t cover_gen,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	struct ing_block_src src;
+	int rv;
+
+	SM_REQUIRE(ing_head_block_src(h, &src) == 0);
+	rv = ing_block_encode_tier(&src, 3, ws, we, cover_gen, e, err);
+	ing_head_block_src_fini(&src);
+	return (rv);
+}
+
+static int
+enc_merged(struct ing_head *h, uint64_t cover_gen, struct ing_block_enc *e,
+    struct sm_err *err)
+{
+	struct ing_block_src src;
+	int rv;
+
+	SM_REQUIRE(ing_head_block_src(h, &src) == 0);
+	rv = cover_gen == UINT64_MAX ? ing_block_encode(&src, 3, e, err) :
+	    ing_block_encode_merged(&src, 3, cover_gen, e, err);
+	ing_head_block_src_fini(&src);
+	return (rv);
+}
+
 /* ing_block_encode_tier refuses what breaks the tier rules (SM_EINVAL:
  * a caller's mistake) and writes the fields a decode gives back. */
 static void
@@ -1408,16 +1436,15 @@ test_encode_tier_rules(void)
 	SM_REQUIRE(ing_head_create(9, HOUR, &h) == 0);
 	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
 	/* A head from writes carries profile records: not a tier block. */
-	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err),
+	SM_CHECK_EQ(enc_tier(h, T0, T0 + DAY, 4, &e, &err),
 	    SM_EINVAL);
 	ing_profs_fini(&h->profs);
 	/* Buckets outside the window, an unaligned window. */
-	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + DAY, T0 + 2 * DAY, 4, &e,
-	    &err), SM_EINVAL);
+	SM_CHECK_EQ(enc_tier(h, T0 + DAY, T0 + 2 * DAY, 4, &e, &err),
+	    SM_EINVAL);
 	SM_CHECK(strstr(err.msg, "tier") != NULL);
-	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0 + 1, T0 + DAY, 4, &e,
-	    &err), SM_EINVAL);
-	SM_CHECK_EQ(ing_block_encode_tier(h, 3, T0, T0 + DAY, 4, &e, &err), 0);
+	SM_CHECK_EQ(enc_tier(h, T0 + 1, T0 + DAY, 4, &e, &err), SM_EINVAL);
+	SM_CHECK_EQ(enc_tier(h, T0, T0 + DAY, 4, &e, &err), 0);
 	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
 	    &err), 0);
 	SM_CHECK(m.gen == 9 && m.tier_ms == HOUR && m.bucket_ms == HOUR &&
@@ -1448,9 +1475,9 @@ test_encode_merged_rules(void)
 	SM_REQUIRE(req != NULL);
 	SM_REQUIRE(ing_head_create(9, 10 * SEC, &h) == 0);
 	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
-	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 0, &e, &err), SM_EINVAL);
-	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 9, &e, &err), SM_EINVAL);
-	SM_CHECK_EQ(ing_block_encode_merged(h, 3, 4, &e, &err), 0);
+	SM_CHECK_EQ(enc_merged(h, 0, &e, &err), SM_EINVAL);
+	SM_CHECK_EQ(enc_merged(h, 9, &e, &err), SM_EINVAL);
+	SM_CHECK_EQ(enc_merged(h, 4, &e, &err), 0);
 	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
 	    &err), 0);
 	SM_CHECK(m.gen == 9 && m.tier_ms == 0 && m.bucket_ms == 10 * SEC &&
@@ -1462,7 +1489,7 @@ test_encode_merged_rules(void)
 	SM_CHECK_EQ(m.cover_gen, 4);
 	ing_block_enc_fini(&e);
 	/* A plain raw block counts as its own gen. */
-	SM_CHECK_EQ(ing_block_encode(h, 3, &e, &err), 0);
+	SM_CHECK_EQ(enc_merged(h, UINT64_MAX, &e, &err), 0);
 	SM_CHECK_EQ(ing_block_meta_decode((const uint8_t *)e.m.b, e.m.len, &m,
 	    &err), 0);
 	SM_CHECK_EQ(ing_block_cov_gen(&m), 9);

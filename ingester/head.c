@@ -2,6 +2,7 @@
  * head.c -- one tenant's head; see head.h.
  */
 #include "head.h"
+#include "block.h"
 
 #include <string.h>
 
@@ -741,4 +742,56 @@ out:
 	sm_free(smap);
 	sm_free(nmap);
 	return (rv);
+}
+
+/* --- encoder input ---------------------------------------------------------- */
+
+static int
+head_src_series(void *arg, uint32_t k, const struct ing_series **out,
+    struct sm_err *err)
+{
+	const struct ing_head *h = arg;
+
+	(void)err;
+	SM_ASSERT(k < h->set.nseries);
+	*out = h->set.series[k];
+	return (0);
+}
+
+int
+ing_head_block_src(struct ing_head *h, struct ing_block_src *src)
+{
+	struct ing_span_rec *sp = NULL;
+	struct ing_prof_rec *pr = NULL;
+	uint32_t nsp = 0, npr = 0;
+
+	memset(src, 0, sizeof(*src));
+	if (ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
+	    ing_profs_sorted(&h->profs, &pr, &npr) != 0) {
+		sm_free(sp);
+		return (SM_ENOMEM);
+	}
+	src->gen = h->gen;
+	src->bucket_ms = h->bucket_ms;
+	src->min_t = h->set.min_t;
+	src->max_t = h->set.max_t;
+	src->frames = &h->frames;
+	src->tree = &h->tree;
+	src->lstr = &h->set.lstr;
+	src->nseries = h->set.nseries;
+	src->series = head_src_series;
+	src->arg = h;
+	src->spans = sp;
+	src->nspans = nsp;
+	src->profs = pr;
+	src->nprofs = npr;
+	return (0);
+}
+
+void
+ing_head_block_src_fini(struct ing_block_src *src)
+{
+	sm_free((void *)src->spans);
+	sm_free((void *)src->profs);
+	memset(src, 0, sizeof(*src));
 }

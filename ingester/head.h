@@ -153,6 +153,16 @@ static inline struct ing_yield ing_head_yield(struct ing_head *h)
 	return ((struct ing_yield){ &h->lock, &h->lock_waiting });
 }
 
+/*
+ * The encoder input of h (block.h): the cut, and compact.c's builders,
+ * encode a head through it.  The caller holds h's lock (shared is enough)
+ * with no write in flight, from here to ing_head_block_src_fini.  Its
+ * spans and profile records are sorted copies.  0 or SM_ENOMEM.
+ */
+struct ing_block_src;
+int ing_head_block_src(struct ing_head *h, struct ing_block_src *src);
+void ing_head_block_src_fini(struct ing_block_src *src);
+
 /* Approximate heap bytes (call with the lock held, or racy is fine). */
 uint64_t ing_head_bytes(const struct ing_head *h);
 

@@ -203,7 +203,17 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 		rv = 0;
 		goto drop;
 	}
-	rv = ing_block_encode(h, db->cfg.zstd_level, &e, err);
+	{
+		struct ing_block_src src;
+
+		if ((rv = ing_head_block_src(h, &src)) == 0) {
+			rv = ing_block_encode(&src, db->cfg.zstd_level, &e,
+			    err);
+			ing_head_block_src_fini(&src);
+		} else
+			rv = sm_err_set(err, rv, "encoding block: out of "
+			    "memory");
+	}
 	ING_RWUNLOCK(&h->lock);
 	if (rv != 0)
 		return (rv);
