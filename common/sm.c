@@ -151,6 +151,14 @@ sm_fault_alloc_after(long n)
 	atomic_store(&sm_fault_countdown, n);
 }
 
+static _Thread_local long sm_fault_thread_countdown;
+
+void
+sm_fault_thread_after(long n)
+{
+	sm_fault_thread_countdown = n;
+}
+
 /* True when the fault hook says this allocation must fail. */
 static inline int
 sm_fault_hit(void)
@@ -158,6 +166,9 @@ sm_fault_hit(void)
 	long v = atomic_load_explicit(&sm_fault_countdown,
 	    memory_order_relaxed);
 
+	if (SM_UNLIKELY(sm_fault_thread_countdown != 0) &&
+	    --sm_fault_thread_countdown == 0)
+		return (1);
 	if (SM_LIKELY(v == 0))
 		return (0);
 	return (atomic_fetch_sub(&sm_fault_countdown, 1) == 1);

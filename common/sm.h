@@ -194,6 +194,14 @@ void sm_mem_release(size_t bytes);
 void sm_fault_alloc_after(long n);
 
 /*
+ * The same for the calling thread only: its Nth allocation from now fails
+ * (0 = never), other threads' allocations are not counted.  The ingester's
+ * write fault injection (ingester.h, SMOLDER_TEST_FAULTS) arms it around
+ * one write.
+ */
+void sm_fault_thread_after(long n);
+
+/*
  * Sum of two sample values, saturating instead of wrapping: at INT64_MAX
  * when both are positive, at INT64_MIN when both are negative (values are
  * signed since block format v2).  Decision (issue 16): a sum that leaves

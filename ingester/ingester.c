@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/arena.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/rpc.h"
@@ -50,6 +51,8 @@ struct ingester {
 	int replay_started, cutter_started;
 	atomic_bool ready, failed, stopping;
 	atomic_uint queries;            /* query RPCs being served */
+	uint32_t fault_every;           /* SMOLDER_TEST_FAULTS (ingester.h) */
+	atomic_uint_fast64_t fault_n;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;              /* wakes the cutter to stop */
 };
@@ -59,6 +62,9 @@ struct ingester {
 
 static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
 static struct sm_metric *m_expired;
+
+/* An armed write fails one of its first 2^ING_FAULT_BITS allocations. */
+#define ING_FAULT_BITS 8
 
 /* Clock skew allowed between a caller's deadline and this host. */
 #define ING_DEADLINE_SKEW_MS 1000
@@ -246,6 +252,50 @@ flush_handler(struct sm_http_req *r, void *arg)
 
 /* --- lifecycle ------------------------------------------------------------ */
 
+/*
+ * Write fault injection (ingester.h, "Fault injection"): parse
+ * SMOLDER_TEST_FAULTS=write:P.  Anything else set there is refused in the
+ * log and ignored.
+ */
+static void
+fault_config(struct ingester *ing)
+{
+	const char *v = getenv("SMOLDER_TEST_FAULTS");
+	char *end;
+	unsigned long p;
+
+	if (v == NULL || v[0] == '\0')
+		return;
+	if (strncmp(v, "write:", 6) != 0 ||
+	    (p = strtoul(v + 6, &end, 10)) == 0 || *end != '\0' ||
+	    p > UINT32_MAX) {
+		sm_warn("ingester", "SMOLDER_TEST_FAULTS=%s ignored (expected "
+		    "write:P, P >= 1)", v);
+		return;
+	}
+	ing->fault_every = (uint32_t)p;
+	sm_warn("ingester", "TEST FAULT INJECTION: one write in %lu fails an "
+	    "allocation (SMOLDER_TEST_FAULTS)", p);
+}
+
+/* Arm the calling thread's allocation fault for write number n, or not. */
+static void
+fault_arm(struct ingester *ing)
+{
+	uint64_t n, z;
+
+	if (ing->fault_every == 0)
+		return;
+	n = atomic_fetch_add(&ing->fault_n, 1);
+	if (n % ing->fault_every != ing->fault_every - 1)
+		return;
+	/* k log-uniform in 1..2^ING_FAULT_BITS: small writes and the early
+	 * steps of big ones get their share. */
+	z = sm_hash_u64(n);
+	sm_fault_thread_after((long)(1 + z % ((uint64_t)1 << (z >> 56) %
+	    (ING_FAULT_BITS + 1))));
+}
+
 int
 ing_create(const struct ing_config *cfg, struct sm_http *http,
     struct ingester **out, struct sm_err *err)
@@ -276,6 +326,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		    sm_strerror(rv)));
 	}
 	ing_metrics_init(ing);
+	fault_config(ing);
 	*out = ing;
 	return (0);
 }
@@ -630,8 +681,10 @@ ing_dispatch(struct ing_call *c)
 			sm_counter_inc(sm_metric_child0(m_write_fail));
 			break;
 		}
+		fault_arm(ing);
 		rv = ing_db_write(ing->db, c->data, c->len, req->write, &res,
 		    err);
+		sm_fault_thread_after(0);
 		if (rv == 0) {
 			c->wr.series = res.series;
 			c->wr.samples = res.pairs;

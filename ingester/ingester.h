@@ -23,6 +23,16 @@
  * de-duplication), Analyze (index statistics for AnalyzeQuery and
  * GetProfileStats), Health (the ring), Retention (the compactor).
  *
+ * Fault injection (tests only).  With SMOLDER_TEST_FAULTS=write:P in the
+ * environment, one Write RPC in P fails one allocation, the k-th one the
+ * write makes in its thread (sm_fault_thread_after; k drawn from the
+ * write's number, log-uniformly in 1..256; a write that allocates less
+ * succeeds).  The head write is all or nothing (head.h), so the write is
+ * refused (SM_ENOMEM) and nothing of it is served, now or after a
+ * replay.  A warning is logged at start when it is on.
+ * tests/integration/test_fault_writes.py checks that the served totals
+ * are exactly the acknowledged writes, before and after kill -9.
+ *
  * Locking: RPC workers call into the db concurrently; see db.h.
  */
 #ifndef ING_INGESTER_H
