@@ -676,6 +676,8 @@ main(int argc, char **argv)
 stop:
 	while (started > 0) {
 		started--;
+		sm_info("main", "stopping\tmodule=%s",
+		    app.order[started]->name);
 		app.order[started]->stop(&app);
 	}
 out:

@@ -137,7 +137,8 @@ write_at(struct ing_db *db, int64_t t, struct want *w)
 static void
 disk_init(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0, merge_max };
+	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0, merge_max,
+	    0 };
 
 	disk_create(d, "cpttest", &cfg);
 }

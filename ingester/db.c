@@ -5,6 +5,7 @@
 #include "db_int.h"
 
 struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
 static struct sm_metric *m_active, *m_refused;
 
 static void
@@ -18,6 +19,15 @@ db_metrics_init(void)
 	ing_m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_block_cut_failures_total",
 	    "Block cuts that failed and will be retried.", NULL, NULL, 0);
+	ing_m_spilled = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_head_spilled_bytes_total",
+	    "Packed pair bytes of sealed head buckets written to the store "
+	    "and dropped from memory (-ingester.head-spill-interval).",
+	    NULL, NULL, 0);
+	ing_m_spill_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_head_spill_failures_total",
+	    "Spills of sealed head buckets that failed (the buckets stay in "
+	    "memory; the next tick retries).", NULL, NULL, 0);
 	m_active = sm_metric_register(SM_METRIC_GAUGE,
 	    "smolder_ingester_active_series", "Series in the tenant's head "
 	    "(what the active-series limit counts), by tenant.",
@@ -151,8 +161,7 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	ing_ids_init(&t->ids, db->cfg.idempotency_window_ms > 0 ?
 	    db->cfg.idempotency_window_ms : 60000,
 	    db->cfg.idempotency_max > 0 ? db->cfg.idempotency_max : 1000000);
-	if (ing_head_create(atomic_fetch_add(&db->next_gen, 1),
-	    db->cfg.bucket_ms, &t->head) != 0) {
+	if (ing_db_head_create(db, t->id, &t->head) != 0) {
 		t->head = NULL;
 		tenant_free(t);
 		rv = SM_ENOMEM;
@@ -165,6 +174,25 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 out:
 	ING_RWUNLOCK(&db->lock);
 	return (rv);
+}
+
+int
+ing_db_head_create(struct ing_db *db, const char *tenant,
+    struct ing_head **out)
+{
+	struct ing_head *h;
+	int rv;
+
+	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
+	    db->cfg.bucket_ms, &h)) != 0)
+		return (rv);
+	if (db->store != NULL && (rv = ing_head_attach(h, db->store,
+	    tenant)) != 0) {
+		ing_head_unref(h);
+		return (rv);
+	}
+	*out = h;
+	return (0);
 }
 
 int

@@ -33,6 +33,11 @@
  * when its first write is -ingester.block-duration old, when all heads
  * together exceed -ingester.head-max-bytes, or on ing_db_flush().
  *
+ * Spill (head.h, "Spilled buckets"): every -ingester.head-spill-interval,
+ * and at once for every head when the heads together pass half of
+ * -ingester.head-max-bytes, the tick writes each head's sealed buckets to
+ * the store and keeps only their summaries in memory.
+ *
  * Replay (startup, before serving): every log record is applied, in key
  * order, to one head per tenant; the heads then get generations above every
  * generation seen, so their next cut deletes all replayed records.
@@ -123,6 +128,8 @@ struct ing_db_cfg {
 	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
 	uint64_t merge_max_bytes;     /* merge raw blocks stored below this
 					 (compact.c); 0 = no merging */
+	int64_t spill_ms;             /* spill each head's sealed buckets
+					 this often (head.h); 0 = never */
 };
 
 struct ing_db;
@@ -156,6 +163,10 @@ void ing_db_tick(struct ing_db *db, int64_t now_ms);
 
 /* Cut every non-empty head now (POST /ingester/flush). */
 int ing_db_flush(struct ing_db *db, struct sm_err *err);
+
+/* Spill every head's sealed buckets now (head.h, "Spilled buckets"; the
+ * tick does it every cfg.spill_ms).  0 or the first head's error. */
+int ing_db_spill(struct ing_db *db, struct sm_err *err);
 
 /* --- queries -------------------------------------------------------------- */
 

@@ -86,6 +86,7 @@ struct ing_tenant {
 	pthread_cond_t cv;                /* a head's writers reached 0 */
 	struct ing_head *head;
 	int64_t first_write_ms;           /* of the current head, 0 = none */
+	int64_t last_spill_ms;            /* write.c db_spill (cut_mu) */
 	struct ing_head **cutting;
 	uint32_t ncutting, cutting_cap;
 	struct ing_block_meta *blocks;    /* sorted by gen */
@@ -118,6 +119,9 @@ struct ing_db {
 	pthread_mutex_t floor_mu;
 	struct db_floor *floors;
 	uint32_t nfloors, floors_cap;
+	/* The replay's last (tenant, gen), replay.c (one thread). */
+	uint64_t replay_gen;
+	char replay_tenant[256];
 	pthread_mutex_t retire_mu;
 	struct db_retired *retired;
 	uint32_t nretired, retired_cap;
@@ -136,8 +140,15 @@ struct db_retired {
 
 #define DB_RETIRE_GRACE_MS 60000
 
-/* Block cut metrics (registered by ing_db_open, counted by write.c). */
+/* Block cut and spill metrics (registered by ing_db_open, counted by
+ * write.c). */
 extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
+extern struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
+
+/* A new head for `tenant`, with the next gen, attached to the store when
+ * there is one (head.h, "Spilled buckets").  0 or SM_ENOMEM. */
+int ing_db_head_create(struct ing_db *db, const char *tenant,
+    struct ing_head **out);
 
 /* Compaction metrics (compact.c), registered by ing_db_open. */
 void ing_compact_metrics_init(void);

@@ -163,7 +163,7 @@ check_collapsed(char *got, const char *want)
 static struct ing_db *
 mem_db(void)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0, 0 };
 	struct ing_db *db = NULL;
 	struct sm_err err;
 
@@ -606,7 +606,7 @@ test_queries_while_writes_grow_the_head(void)
 static void
 disk_init(struct disk *d, int64_t block_ms)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0, 0 };
 
 	disk_create(d, "dbtest", &cfg);
 }
@@ -2171,6 +2171,252 @@ test_db_write_all_or_nothing_replay(void)
 	ing_db_close(mem);
 }
 
+/* Spilled buckets of tenant "t"'s head (and, in *resident, its packed
+ * sealed ones still in memory). */
+static uint32_t
+spilled_count(struct ing_db *db, uint32_t *resident)
+{
+	struct ing_tenant *t = ing_tenant_find(db, "t");
+	struct ing_head *h = t->head;
+	uint32_t n = 0, r = 0;
+
+	pthread_rwlock_rdlock(&h->lock);
+	for (uint32_t i = 0; i < h->set.nseries; i++) {
+		for (uint32_t k = 0; k < h->set.series[i]->nb; k++) {
+			n += h->set.series[i]->b[k].spilled != 0;
+			r += h->set.series[i]->b[k].packed != NULL;
+		}
+	}
+	pthread_rwlock_unlock(&h->lock);
+	if (resident != NULL)
+		*resident = r;
+	return (n);
+}
+
+/* db_answers without its last line (the head's series count), for a db
+ * whose head was cut compared with one whose head was not. */
+static char *
+answers_no_head(struct ing_db *db)
+{
+	char *a = db_answers(db), *p = strstr(a, "head series=");
+
+	if (p != NULL)
+		*p = '\0';
+	return (a);
+}
+
+/* Spilled-bucket keys of tenant "t" in the store (store.h: kind 'B' after
+ * the tenant, u16 length + "t", and the u64 gen). */
+static uint32_t
+spill_keys(struct disk *d)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(ing_store_kv(d->store),
+	    SM_KV_BLOCKS);
+	uint32_t n = 0;
+
+	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		size_t kn;
+		const uint8_t *k = sm_kv_iter_key(it, &kn);
+
+		n += kn == 2 + 1 + 8 + 1 + 4 + 8 && k[2 + 1 + 8] == 'B';
+	}
+	sm_kv_iter_destroy(it);
+	return (n);
+}
+
+static const struct wspec spill_late[] = {
+	{ "a", NULL, NULL, 3 * SEC, "main;late=11,main;work=2", 0 },
+	{ "b", NULL, NULL, 12 * SEC, "main;lateb=5", 0 },
+	{ "f", NULL, NULL, 40 * SEC, "main;f=1", 0 },
+};
+
+/*
+ * Spilled buckets (head.h): a head whose sealed buckets were written to
+ * the store answers every query exactly as a memory-only db with the same
+ * writes -- after the spill, after late writes into spilled buckets
+ * (read back, merged, spilled again), under allocation faults in such a
+ * write (refused whole, nothing changed), after a cut that encodes
+ * spilled buckets, and after close and replay; the head's pair bytes
+ * drop by what was spilled.
+ */
+static void
+test_spill_answers(void)
+{
+	struct ing_db *mem = mem_db();
+	struct disk d;
+	uint64_t before_bytes, after_bytes;
+	uint32_t resident;
+	char *want, *got, *before;
+	struct sm_err err;
+	int rv = -1;
+	long n;
+
+	disk_init(&d, 3600 * SEC);
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
+		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	}
+	SM_REQUIRE(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+	want = db_answers(mem);
+	(void)head_series(d.db, &before_bytes);
+	SM_CHECK_EQ(spilled_count(d.db, &resident), 0);
+	SM_CHECK(resident > 0);
+	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
+	SM_CHECK(spilled_count(d.db, &resident) > 0);
+	SM_CHECK_EQ(resident, 0);
+	(void)head_series(d.db, &after_bytes);
+	SM_CHECK(after_bytes < before_bytes);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	free(want);
+
+	SM_CHECK(spill_keys(&d) > 0);
+
+	/* Late writes into spilled buckets, first under faults. */
+	SM_REQUIRE(db_write_spec(mem, spill_late, SM_ARRAY_LEN(spill_late), 8,
+	    0) == 0);
+	want = db_answers(mem);
+	before = db_answers(d.db);
+	for (n = 1; n < 10000; n++) {
+		if ((rv = db_write_spec(d.db, spill_late,
+		    SM_ARRAY_LEN(spill_late), 8, n)) == 0)
+			break;
+		got = db_answers(d.db);
+		SM_CHECK_STR(got, before);
+		free(got);
+	}
+	SM_CHECK_EQ(rv, 0);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
+	SM_CHECK_EQ(spilled_count(d.db, &resident), 3);
+	got = db_answers(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+
+	/* A cut encodes the spilled buckets; they go with the head. */
+	free(want);
+	want = answers_no_head(mem);
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
+	got = answers_no_head(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	{
+		struct sm_kv_iter *it = sm_kv_iter_create(
+		    ing_store_kv(d.store), SM_KV_HEAD);
+		uint32_t keys = 0;
+
+		for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+		    sm_kv_iter_next(it))
+			keys++;
+		sm_kv_iter_destroy(it);
+		SM_CHECK_EQ(keys, 0);          /* the log went with the cut */
+		SM_CHECK_EQ(spill_keys(&d), 0);   /* so did the spilled buckets */
+	}
+
+	/* Spilled, then closed: the replay rebuilds the head from the log. */
+	SM_REQUIRE(db_write_spec(d.db, aon_base, SM_ARRAY_LEN(aon_base), 9,
+	    0) == 0);
+	SM_REQUIRE(db_write_spec(mem, aon_base, SM_ARRAY_LEN(aon_base), 9,
+	    0) == 0);
+	SM_REQUIRE(db_write_spec(d.db, &aon_base[1], 1, 10, 0) == 0);
+	SM_REQUIRE(db_write_spec(mem, &aon_base[1], 1, 10, 0) == 0);
+	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
+	SM_CHECK(spilled_count(d.db, NULL) > 0);
+	free(want);
+	want = answers_no_head(mem);
+	got = answers_no_head(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	disk_close(&d);
+	disk_open(&d, 3600 * SEC);
+	got = answers_no_head(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
+	got = answers_no_head(d.db);
+	SM_CHECK_STR(got, want);
+	free(got);
+	free(before);
+	free(want);
+	disk_fini(&d);
+	ing_db_close(mem);
+}
+
+struct spiller {
+	struct ing_db *db;
+	atomic_bool stop;
+	uint32_t passes;
+};
+
+static void *
+spiller_main(void *p)
+{
+	struct spiller *sp = p;
+	struct sm_err err;
+
+	while (!atomic_load(&sp->stop)) {
+		if (ing_db_spill(sp->db, &err) != 0)
+			abort();
+		sp->passes++;
+	}
+	return (NULL);
+}
+
+/*
+ * Spills racing writes and queries: four writers send 300 uploads each
+ * into three buckets in turn (every write after the first round lands in
+ * a sealed bucket, often a spilled one), a reader merges, and a thread
+ * spills in a loop.  The total is exact, and the last spill leaves the
+ * sealed buckets on disk.
+ */
+static void
+test_spill_concurrent(void)
+{
+	struct disk d;
+	struct worker w[6];
+	struct spiller sp;
+	pthread_t t[6], st;
+	uint64_t profiles;
+	struct sm_err err;
+
+	disk_init(&d, 3600 * SEC);
+	sp.db = d.db;
+	sp.passes = 0;
+	atomic_init(&sp.stop, false);
+	pthread_create(&st, NULL, spiller_main, &sp);
+	for (int i = 0; i < 6; i++) {
+		w[i] = (struct worker){ d.db, i };
+		pthread_create(&t[i], NULL, i < 4 ? writer_main : reader_main,
+		    &w[i]);
+	}
+	for (int i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&sp.stop, true);
+	pthread_join(st, NULL);
+	SM_CHECK(sp.passes > 0);
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    &profiles), concurrent_want);
+	SM_CHECK_EQ(profiles, 1200);
+	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
+	SM_CHECK_EQ(spilled_count(d.db, NULL), 2);
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    &profiles), concurrent_want);
+	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
+	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
+	    &profiles), concurrent_want);
+	SM_CHECK_EQ(profiles, 1200);
+	disk_fini(&d);
+}
+
 SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
@@ -2201,6 +2447,10 @@ SM_TEST_MAIN(
 	    test_series_limit_concurrent },
 	{ "lock assertions know the locks this thread holds",
 	    test_lock_assertions },
+	{ "spilled buckets: same answers, late writes, faults, cut, replay",
+	    test_spill_answers },
+	{ "spills racing writes and merges: exact totals",
+	    test_spill_concurrent },
 	{ "a head write is all or nothing under allocation faults",
 	    test_head_write_all_or_nothing },
 	{ "a failed write is not replayed; a logged one replays whole",

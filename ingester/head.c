@@ -3,8 +3,12 @@
  */
 #include "head.h"
 #include "block.h"
+#include "store.h"
 
 #include <string.h>
+
+#include "common/arena.h"
+#include "common/log.h"
 
 int
 ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
@@ -63,13 +67,230 @@ ing_head_unref(struct ing_head *h)
 	if (h == NULL || atomic_fetch_sub(&h->refs, 1) != 1)
 		return;
 	SM_ASSERT(atomic_load(&h->writers) == 0);
+	if (h->spill_keys) {
+		struct sm_err err;
+
+		/* Its spilled buckets go with its last reader (store.h). */
+		sm_err_clear(&err);
+		if (ing_store_spill_drop(h->store, h->tenant, h->gen,
+		    &err) != 0)
+			sm_warn("ingester", "dropping a head's spilled buckets "
+			    "failed; they go with its block\ttenant=%s head=%llu "
+			    "err=\"%s\"", h->tenant, (unsigned long long)h->gen,
+			    err.msg);
+	}
 	ing_set_fini(&h->set);
 	sm_strtab_fini(&h->frames);
 	sm_tree_fini(&h->tree);
 	ing_spans_fini(&h->spans);
 	ing_profs_fini(&h->profs);
 	pthread_rwlock_destroy(&h->lock);
+	sm_free(h->tenant);
 	sm_free(h);
+}
+
+int
+ing_head_attach(struct ing_head *h, struct ing_store *store,
+    const char *tenant)
+{
+	char *t = sm_strdup(tenant);
+
+	if (t == NULL)
+		return (SM_ENOMEM);
+	sm_free(h->tenant);
+	h->tenant = t;
+	h->store = store;
+	return (0);
+}
+
+/* --- spilled buckets (head.h) --------------------------------------------- */
+
+/* Do the n bytes at v hold exactly npairs packed pairs (set.h)?  A spilled
+ * value is read back from disk: it is checked, never trusted. */
+static bool
+packed_ok(const uint8_t *v, size_t n, uint32_t npairs)
+{
+	const uint8_t *p = v, *end = v + n;
+	uint32_t vals = 1 + 2 * npairs;   /* g, then (node delta, value) */
+
+	for (uint32_t i = 0; i < vals; i++) {
+		unsigned sh = 0;
+
+		for (;;) {
+			if (p == end || sh > 63)
+				return (false);
+			if ((*p++ & 0x80) == 0)
+				break;
+			sh += 7;
+		}
+	}
+	return (p == end);
+}
+
+struct spill_fill {
+	struct ing_bucket *b;        /* the copy */
+	uint32_t n, i;
+	struct sm_arena *a;
+};
+
+static int
+spill_fill_cb(void *arg, int64_t t, const uint8_t *v, size_t n)
+{
+	struct spill_fill *f = arg;
+	struct ing_bucket *b;
+	uint8_t *c;
+
+	while (f->i < f->n && f->b[f->i].t < t)
+		f->i++;
+	if (f->i == f->n)
+		return (1);                  /* past the last one: done */
+	b = &f->b[f->i];
+	if (b->t != t || !b->spilled)
+		return (0);          /* a stale key: the bucket is resident */
+	if (!packed_ok(v, n, b->n))
+		return (SM_ECORRUPT);
+	if ((c = sm_arena_alloc(f->a, SM_MAX(n, 1))) == NULL)
+		return (SM_ENOMEM);
+	memcpy(c, v, n);
+	b->packed = c;
+	b->packed_len = (uint32_t)n;
+	b->spilled = 0;
+	return (0);
+}
+
+int
+ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
+    uint32_t lo, uint32_t hi, struct sm_arena *a,
+    const struct ing_bucket **out, struct sm_err *err)
+{
+	struct spill_fill f;
+	uint32_t first = hi, last = lo;
+	int rv;
+
+	for (uint32_t i = lo; i < hi; i++) {
+		if (sr->b[i].spilled) {
+			first = SM_MIN(first, i);
+			last = i;
+		}
+	}
+	if (first == hi) {
+		*out = sr->b + lo;
+		return (0);
+	}
+	SM_ASSERT(h->store != NULL);
+	f.n = hi - lo;
+	f.i = 0;
+	f.a = a;
+	if ((f.b = sm_arena_alloc(a, (size_t)f.n * sizeof(*f.b))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	memcpy(f.b, sr->b + lo, (size_t)f.n * sizeof(*f.b));
+	rv = ing_store_spill_read(h->store, h->tenant, h->gen, sr->id,
+	    sr->b[first].t, sr->b[last].t, spill_fill_cb, &f, err);
+	if (rv == 1)
+		rv = 0;
+	if (rv == SM_ENOMEM)
+		return (sm_err_set(err, rv, "out of memory"));
+	if (rv != 0)
+		return (rv);
+	for (uint32_t i = 0; i < f.n; i++) {
+		if (f.b[i].spilled)
+			return (sm_err_set(err, SM_ECORRUPT, "spilled bucket "
+			    "%lld of series %u (tenant %s, head %llu) is "
+			    "missing from the store", (long long)f.b[i].t,
+			    sr->id, h->tenant, (unsigned long long)h->gen));
+	}
+	*out = f.b;
+	return (0);
+}
+
+struct spill_note {
+	uint32_t id, wseq;
+};
+
+int
+ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
+{
+	struct sm_kv_batch *batch;
+	struct spill_note *notes = NULL;
+	uint32_t next = 0, nnotes, cap = 0;
+	int rv = 0;
+
+	*bytes = 0;
+	if (h->store == NULL)
+		return (0);
+	if ((batch = sm_kv_batch_create()) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (;;) {
+		uint32_t ns;
+
+		nnotes = 0;
+		sm_kv_batch_clear(batch);
+		/* 1. Copy sealed buckets out, under the read lock. */
+		pthread_rwlock_rdlock(&h->lock);
+		ns = h->set.nseries;
+		for (; next < ns && sm_kv_batch_bytes(batch) < ING_SPILL_BATCH;
+		    next++) {
+			const struct ing_series *sr = h->set.series[next];
+			bool any = false;
+
+			for (uint32_t k = 0; k < sr->nb; k++) {
+				const struct ing_bucket *b = &sr->b[k];
+				if (b->packed == NULL || b->spilled)
+					continue;
+				ing_store_spill_put(batch, h->tenant, h->gen,
+				    sr->id, b->t, b->packed, b->packed_len);
+				any = true;
+			}
+			if (!any)
+				continue;
+			if (SM_GROW(notes, cap, (size_t)nnotes + 1, 64) != 0) {
+				rv = SM_ENOMEM;
+				break;
+			}
+			notes[nnotes++] = (struct spill_note){ sr->id,
+			    sr->wseq };
+		}
+		pthread_rwlock_unlock(&h->lock);
+		if (rv != 0) {
+			(void)sm_err_set(err, rv, "out of memory");
+			break;
+		}
+		if (nnotes == 0)
+			break;                    /* next == ns */
+		/* 2. Write them, no lock held. */
+		h->spill_keys = true;    /* dropped with the last reference */
+		if ((rv = ing_store_spill_write(h->store, batch, err)) != 0)
+			break;
+
+		/* 3. Drop what no write touched since. */
+		atomic_fetch_add(&h->lock_waiting, 1);
+		pthread_rwlock_wrlock(&h->lock);
+		atomic_fetch_sub(&h->lock_waiting, 1);
+		for (uint32_t i = 0; i < nnotes; i++) {
+			struct ing_series *sr = h->set.series[notes[i].id];
+
+			if (sr->wseq != notes[i].wseq)
+				continue;
+			for (uint32_t k = 0; k < sr->nb; k++) {
+				struct ing_bucket *b = &sr->b[k];
+
+				if (b->packed == NULL || b->spilled)
+					continue;
+				sm_free(b->packed);
+				b->packed = NULL;
+				b->spilled = 1;
+				h->pair_bytes -= b->packed_len;
+				h->spilled_bytes += b->packed_len;
+				*bytes += b->packed_len;
+			}
+		}
+		pthread_rwlock_unlock(&h->lock);
+		if (next >= ns)
+			break;
+	}
+	sm_kv_batch_destroy(batch);
+	sm_free(notes);
+	return (rv);
 }
 
 uint64_t
@@ -375,6 +596,7 @@ struct wstage {
 	uint32_t nbk;
 	struct pair *pairs;
 	struct sm_label *ls;
+	struct sm_arena *scratch;   /* spilled buckets read back */
 };
 
 static int
@@ -406,6 +628,7 @@ wstage_fini(struct wstage *st)
 	sm_free(st->bk);
 	sm_free(st->pairs);
 	sm_free(st->ls);
+	sm_arena_destroy(st->scratch);
 }
 
 /*
@@ -453,7 +676,7 @@ stage_series(struct ing_head *h, struct wstage *st,
  * nothing else changed).
  */
 static int
-stage_buckets(struct wstage *st)
+stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 {
 	uint32_t i, j;
 	int rv;
@@ -475,8 +698,22 @@ stage_buckets(struct wstage *st)
 		bk->fresh = pos == sr->nb || sr->b[pos].t != e0->bt;
 		if (bk->fresh)
 			memset(&cur, 0, sizeof(cur));
-		else
+		else if (!sr->b[pos].spilled)
 			cur = sr->b[pos];       /* read only */
+		else {
+			/* Late data into a spilled bucket: its pairs back
+			 * first (head.h, "Spilled buckets"). */
+			const struct ing_bucket *lb;
+
+			if (st->scratch == NULL &&
+			    (st->scratch = sm_arena_create(0)) == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "out of "
+				    "memory"));
+			if ((rv = ing_head_buckets(h, sr, pos, pos + 1,
+			    st->scratch, &lb, err)) != 0)
+				return (rv);
+			cur = *lb;
+		}
 		for (j = i; j < st->ne && st->ord[j]->s == sr &&
 		    st->ord[j]->bt == e0->bt; j++) {
 			const struct went *e = st->ord[j];
@@ -485,7 +722,7 @@ stage_buckets(struct wstage *st)
 
 			if ((rv = pairs_merge(&cur, st->pairs + e->off, e->n,
 			    &nn, &nv, &nout, &bk->sum)) != 0)
-				return (rv);
+				return (sm_err_set(err, rv, "out of memory"));
 			sm_free(bk->node);      /* an earlier group member's */
 			sm_free(bk->value);
 			bk->node = nn;
@@ -507,7 +744,7 @@ stage_buckets(struct wstage *st)
 			nfresh += st->bk[j].fresh;
 		if (nfresh > 0 && (rv = SM_GROW(sr->b, sr->cap,
 		    (size_t)sr->nb + nfresh, 8)) != 0)
-			return (rv);
+			return (sm_err_set(err, rv, "out of memory"));
 	}
 	return (0);
 }
@@ -540,7 +777,9 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		sm_free(b->packed);
 		b->packed = NULL;
 		b->packed_len = 0;
+		b->spilled = 0;         /* its pairs were read back */
 	}
+	s->wseq++;
 	b->node = bk->node;
 	b->value = bk->value;
 	b->n = bk->n;
@@ -693,8 +932,9 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 		}
 	}
 	/* Buckets' merged pairs, and room for every record. */
-	if ((rv = stage_buckets(&st)) != 0 ||
-	    (nspans > 0 && (rv = SM_GROW(h->spans.v, h->spans.cap,
+	if ((rv = stage_buckets(h, &st, err)) != 0)
+		goto out;
+	if ((nspans > 0 && (rv = SM_GROW(h->spans.v, h->spans.cap,
 	    (size_t)h->spans.n + nspans, 64)) != 0) ||
 	    (with_id && st.ne > 0 && (rv = SM_GROW(h->profs.v, h->profs.cap,
 	    (size_t)h->profs.n + st.ne, 64)) != 0) ||
@@ -746,15 +986,34 @@ out:
 
 /* --- encoder input ---------------------------------------------------------- */
 
+/* The encoder input's state: spilled buckets are read back into `a`. */
+struct head_src {
+	struct ing_head *h;
+	struct sm_arena *a;
+	struct ing_series copy;
+};
+
 static int
 head_src_series(void *arg, uint32_t k, const struct ing_series **out,
     struct sm_err *err)
 {
-	const struct ing_head *h = arg;
+	struct head_src *x = arg;
+	const struct ing_series *sr;
+	const struct ing_bucket *b;
+	int rv;
 
-	(void)err;
-	SM_ASSERT(k < h->set.nseries);
-	*out = h->set.series[k];
+	SM_ASSERT(k < x->h->set.nseries);
+	sr = x->h->set.series[k];
+	sm_arena_reset(x->a);
+	if ((rv = ing_head_buckets(x->h, sr, 0, sr->nb, x->a, &b, err)) != 0)
+		return (rv);
+	if (b == sr->b) {
+		*out = sr;
+		return (0);
+	}
+	x->copy = *sr;
+	x->copy.b = (struct ing_bucket *)b;
+	*out = &x->copy;
 	return (0);
 }
 
@@ -764,10 +1023,17 @@ ing_head_block_src(struct ing_head *h, struct ing_block_src *src)
 	struct ing_span_rec *sp = NULL;
 	struct ing_prof_rec *pr = NULL;
 	uint32_t nsp = 0, npr = 0;
+	struct head_src *x;
 
 	memset(src, 0, sizeof(*src));
-	if (ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
+	if ((x = sm_calloc(1, sizeof(*x))) == NULL)
+		return (SM_ENOMEM);
+	x->h = h;
+	if ((x->a = sm_arena_create(0)) == NULL ||
+	    ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
 	    ing_profs_sorted(&h->profs, &pr, &npr) != 0) {
+		sm_arena_destroy(x->a);
+		sm_free(x);
 		sm_free(sp);
 		return (SM_ENOMEM);
 	}
@@ -780,7 +1046,7 @@ ing_head_block_src(struct ing_head *h, struct ing_block_src *src)
 	src->lstr = &h->set.lstr;
 	src->nseries = h->set.nseries;
 	src->series = head_src_series;
-	src->arg = h;
+	src->arg = x;
 	src->spans = sp;
 	src->nspans = nsp;
 	src->profs = pr;
@@ -791,6 +1057,12 @@ ing_head_block_src(struct ing_head *h, struct ing_block_src *src)
 void
 ing_head_block_src_fini(struct ing_block_src *src)
 {
+	struct head_src *x = src->arg;
+
+	if (x != NULL) {
+		sm_arena_destroy(x->a);
+		sm_free(x);
+	}
 	sm_free((void *)src->spans);
 	sm_free((void *)src->profs);
 	memset(src, 0, sizeof(*src));

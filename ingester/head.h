@@ -68,6 +68,36 @@
  * adds no pass over the samples and copies nothing but the buckets the
  * write merges into, which the sorted merge copied before too.
  *
+ * Spilled buckets (issue 12).  A series' sealed buckets are most of a
+ * head's memory, and they are durable already (the head log).  A head
+ * attached to a store (ing_head_attach; the db attaches every tenant
+ * head) writes them out with ing_head_spill: the packed pairs of every
+ * sealed (packed) bucket go to the store's head family (store.h,
+ * "Spilled bucket"), and the bucket keeps only its summary -- t, pairs,
+ * profiles, total -- with `spilled` set.  What stays resident per series
+ * is its labels, the summaries and its open bucket; the tree and the
+ * strings are shared.  Three steps, so writes wait for none of the I/O:
+ *   1. under the read lock, copy each sealed bucket's bytes into a batch
+ *      and note each series' write count (wseq), a batch of at most
+ *      ING_SPILL_BATCH bytes at a time;
+ *   2. with no lock, write the batch (not synced: the log is the
+ *      durable copy; a crash replays the log and spills again);
+ *   3. under the write lock, for each series whose wseq has not moved,
+ *      drop the packed bytes it wrote and mark them spilled.  A series a
+ *      write touched in between is left for the next pass (its keys are
+ *      rewritten then; a bucket is re-read before it is written into).
+ * Readers of pairs read a spilled bucket back: a merge and the block
+ * encoder through ing_head_buckets (one iterator over the series' keys
+ * in the range), a write into a spilled bucket (late data) in its
+ * reserve step, before anything is published -- a failed read fails the
+ * write whole (SM_EIO), as any reserve failure does.  Summaries (t,
+ * profiles, total) never leave memory, so series, stats, analyze and the
+ * select read no disk.  Only the tick spills (write.c), under the db's
+ * cut_mu, so a spill and a cut of one head never overlap; the cut
+ * encodes through ing_head_buckets.  The spilled keys outlive the cut:
+ * queries that took the head before it may still read them, so they go
+ * with the head's last reference (ing_head_unref; store.h).
+ *
  * Errors: SM_EMALFORMED for a write that breaks the RPC contract (a parent
  * after its child, a string index out of range, a value <= 0, unsorted
  * nodes or labels, span triples that are not sorted by (span, node) and
@@ -102,6 +132,11 @@ struct ing_head {
 	struct ing_spans spans;        /* span samples (spans.h) */
 	struct ing_profs profs;        /* individual profiles (profiles.h) */
 	uint64_t pair_bytes;           /* bytes of bucket pair arrays */
+	struct ing_store *store;       /* spilled buckets go here (or NULL) */
+	char *tenant;                  /* their key prefix */
+	uint64_t spilled_bytes;        /* packed bytes spilled, in all */
+	bool spill_keys;               /* spilled keys may be on disk: the
+					* last unref drops them (store.h) */
 	uint64_t writes;               /* uploads applied */
 	_Atomic uint32_t nseries;      /* set.nseries after the last write,
 					* readable without the lock */
@@ -109,6 +144,32 @@ struct ing_head {
 
 /* A new, empty head with one reference.  0 or SM_ENOMEM. */
 int ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out);
+
+/* Attach h to a store, for spilled buckets (above).  0 or SM_ENOMEM. */
+struct ing_store;
+int ing_head_attach(struct ing_head *h, struct ing_store *store,
+    const char *tenant);
+
+/*
+ * Spill h's sealed buckets (above).  Takes and releases h's locks itself;
+ * call it from one thread at a time per head.  *bytes gets the packed
+ * bytes dropped from memory.  0, SM_EIO (nothing of the failed batch
+ * dropped), SM_ENOMEM.  A head with no store spills nothing.
+ */
+#define ING_SPILL_BATCH ((size_t)8 << 20)
+int ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err);
+
+/*
+ * Series sr's buckets [lo, hi) with every pair readable (the caller holds
+ * h's lock, shared is enough): sr->b + lo itself when none is spilled,
+ * else a copy in `a` whose spilled buckets point to their bytes read back
+ * into `a`.  0, SM_EIO, SM_ECORRUPT (a spilled value that is not what was
+ * written), SM_ENOMEM.
+ */
+struct sm_arena;
+int ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
+    uint32_t lo, uint32_t hi, struct sm_arena *a,
+    const struct ing_bucket **out, struct sm_err *err);
 
 /* Take / drop a reference; the last drop frees the head. */
 void ing_head_ref(struct ing_head *h);

@@ -72,7 +72,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[11];
+	static struct sm_flag f[12];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -119,6 +119,12 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"cut early) lying in one past clock hour, each stored in "
 		"less than this, into one block kept below it (0 = no "
 		"merging)." };
+	f[11] = (struct sm_flag){ "ingester.head-spill-interval",
+		SM_FLAG_DURATION, &cfg->spill_ms, "1m",
+		"Write the heads' sealed buckets (every bucket of a series "
+		"but its newest) to the store this often, keeping only their "
+		"totals in memory; queries and the block cut read them back "
+		"(0 = keep them in memory)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -309,6 +315,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
 	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
 	    cfg->min_free_disk < 0 || cfg->merge_max_bytes < 0 ||
+	    cfg->spill_ms < 0 ||
 	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0, and "
@@ -359,6 +366,7 @@ replay_main(void *arg)
 		.zstd_level = 3,
 		.idempotency_window_ms = ing->cfg.idempotency_ms,
 		.merge_max_bytes = (uint64_t)ing->cfg.merge_max_bytes,
+		.spill_ms = ing->cfg.spill_ms,
 	};
 	struct sm_err err;
 
@@ -449,6 +457,7 @@ ing_stop(struct ingester *ing)
 	/* No RPC in flight after this, so no write races the shutdown. */
 	sm_rpc_server_stop(ing->rpc);
 	ing->rpc = NULL;
+	sm_info("ingester", "rpc stopped; joining the replay and the cutter");
 	if (ing->replay_started) {
 		pthread_join(ing->replay_thr, NULL);
 		ing->replay_started = 0;

@@ -61,6 +61,7 @@ struct ing_config {
 	int64_t idempotency_ms;   /* -ingester.idempotency-window */
 	int64_t min_free_disk;    /* -ingester.min-free-disk, 0 = off */
 	int64_t merge_max_bytes;  /* -ingester.merge-max-bytes, 0 = off */
+	int64_t spill_ms;         /* -ingester.head-spill-interval, 0 = off */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
 				   * (common/rpc.h, Direct calls; set by

@@ -338,9 +338,29 @@ merge_each(void *arg, const struct visit_src *src, uint32_t id,
 	int rv;
 
 	if (src->h != NULL) {
+		const struct ing_bucket *hb;
+		uint32_t lo = ing_series_first_bucket(sr, src->bucket_ms,
+		    x->sel->start_ms), hi = lo;
+
 		/* The tree may have grown during a yield. */
 		if ((rv = acc_cover(&x->acc, &x->nacc, src->h->tree.n)) != 0)
 			return (rv);
+		/* Spilled buckets in range are read back (head.h). */
+		while (hi < sr->nb && ing_bucket_overlaps(&sr->b[hi],
+		    src->bucket_ms, x->sel->start_ms, x->sel->end_ms))
+			hi++;
+		if (x->scratch == NULL &&
+		    (x->scratch = sm_arena_create(0)) == NULL)
+			return (SM_ENOMEM);
+		sm_arena_reset(x->scratch);
+		if ((rv = ing_head_buckets(src->h, sr, lo, hi, x->scratch,
+		    &hb, err)) != 0)
+			return (rv);
+		x->mt->profiles += acc_buckets(src, hb, hi - lo,
+		    x->sel->start_ms, x->sel->end_ms, pk, x->acc);
+		meta_of(src->s, sr, &m);
+		add_meta_copy(x->mt, x->a, &m);
+		return (0);
 	} else {
 		struct ing_bucket *bb;
 

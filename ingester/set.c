@@ -262,6 +262,7 @@ ing_set_append(struct ing_set *s, struct ing_series *sr)
 		;
 	rv = sm_oatab_insert(&s->tab, &it, s->nseries);
 	SM_ASSERT(rv == 0);
+	sr->id = s->nseries;
 	s->series[s->nseries++] = sr;
 	for (uint32_t k = 0; k < sr->nb; k++) {
 		s->min_t = SM_MIN(s->min_t, sr->b[k].t);
@@ -853,7 +854,7 @@ ing_bucket_pack(struct ing_bucket *b)
 	uint8_t *buf, *p, *z;
 	uint32_t prev = 0;
 
-	if (b->packed != NULL)
+	if (b->packed != NULL || b->spilled)
 		return (0);
 	for (uint32_t j = 0; j < b->n && g != 1; j++) {
 		int64_t v = b->value[j];
@@ -895,7 +896,7 @@ ing_bucket_unpack(struct ing_bucket *b)
 	uint32_t *nn, k = 0;
 	int64_t *nv;
 
-	if (b->packed == NULL)
+	if (b->packed == NULL || b->spilled)
 		return (0);
 	nn = sm_malloc((size_t)SM_MAX(b->n, 1) * sizeof(*nn));
 	nv = sm_malloc((size_t)SM_MAX(b->n, 1) * sizeof(*nv));

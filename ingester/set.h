@@ -69,6 +69,9 @@ struct ing_bucket {
 	int64_t *value;          /* n values, signed (or NULL) */
 	uint8_t *packed;         /* or the pairs packed (node, value NULL) */
 	uint32_t packed_len;     /* bytes at packed */
+	uint32_t spilled;        /* a head's sealed bucket whose packed pairs
+				  * are on disk, not here (node, value and
+				  * packed NULL; head.h, "Spilled buckets") */
 };
 
 struct ing_meta {
@@ -84,6 +87,8 @@ struct ing_series {
 	struct ing_meta meta;
 	struct ing_bucket *b;
 	uint32_t nb, cap;
+	uint32_t id;                        /* index in its set */
+	uint32_t wseq;                      /* a head's writes into it */
 };
 
 struct ing_posting {
@@ -241,15 +246,18 @@ static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
  * which is most of the head's memory (bench B5).  A write into a packed
  * bucket (late data) unpacks it, merges and packs it again.
  *
- * pack/unpack: 0 or SM_ENOMEM (the bucket is then unchanged).  Readers go
- * through the cursor, which reads either form.
+ * pack/unpack: 0 or SM_ENOMEM (the bucket is then unchanged); a spilled
+ * bucket is left as it is.  Readers go through the cursor, which reads
+ * either form (never a spilled bucket: head.h reads it back first).
  */
 int ing_bucket_pack(struct ing_bucket *b);
 int ing_bucket_unpack(struct ing_bucket *b);
 
-/* Memory a bucket's pairs hold (bytes), in either form. */
+/* Memory a bucket's pairs hold (bytes), in either form; 0 spilled. */
 static inline uint64_t ing_bucket_pair_bytes(const struct ing_bucket *b)
 {
+	if (b->spilled)
+		return (0);
 	return (b->packed != NULL ? b->packed_len : (uint64_t)b->n * 12);
 }
 
@@ -278,6 +286,7 @@ static inline uint64_t ing_packed_uv(const uint8_t **pp)
 static inline void ing_pairs_begin(const struct ing_bucket *b,
     struct ing_pair_cur *c)
 {
+	SM_ASSERT(!b->spilled);       /* read it back first (head.h) */
 	c->b = b;
 	c->i = 0;
 	c->node = 0;

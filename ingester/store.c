@@ -81,6 +81,96 @@ ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
 }
 
 void
+ing_key_spill(struct sm_key *k, const char *tenant, uint64_t gen,
+    uint32_t series, int64_t t)
+{
+	sm_key_reset(k);
+	sm_key_str(k, tenant, strlen(tenant));
+	sm_key_u64(k, gen);
+	sm_key_u8(k, 'B');
+	sm_key_u32(k, series);
+	sm_key_u64(k, (uint64_t)t ^ ((uint64_t)1 << 63));   /* signed order */
+}
+
+void
+ing_store_spill_put(struct sm_kv_batch *b, const char *tenant, uint64_t gen,
+    uint32_t series, int64_t t, const void *v, size_t n)
+{
+	struct sm_key k;
+
+	ing_key_spill(&k, tenant, gen, series, t);
+	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, v, n);
+}
+
+int
+ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
+    struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key lo, hi;
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_key_reset(&lo);
+	sm_key_str(&lo, tenant, strlen(tenant));
+	sm_key_u64(&lo, gen);
+	hi = lo;
+	sm_key_u8(&lo, 'B');
+	sm_key_u8(&hi, 'B' + 1);
+	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
+	rv = sm_kv_write(s->kv, b, false, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+int
+ing_store_spill_write(struct ing_store *s, struct sm_kv_batch *b,
+    struct sm_err *err)
+{
+	/* Not synced: the head log, not this, is what a crash replays. */
+	return (sm_kv_write(s->kv, b, false, err));
+}
+
+int
+ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
+    uint32_t series, int64_t t0, int64_t t1,
+    int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
+    struct sm_err *err)
+{
+	struct sm_kv_iter *it;
+	struct sm_key lo, hi;
+	int rv = 0;
+
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	ing_key_spill(&lo, tenant, gen, series, t0);
+	ing_key_spill(&hi, tenant, gen, series, t1);
+	for (sm_kv_iter_seek(it, lo.b, lo.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		size_t kn, vn;
+		uint64_t ut;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn != hi.n || memcmp(k, hi.b, kn) > 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		ut = sm_get_be64(k + kn - 8) ^ ((uint64_t)1 << 63);
+		if ((rv = fn(arg, (int64_t)ut, v, vn)) != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	else if (rv == SM_ECORRUPT)
+		(void)sm_err_set(err, rv, "spilled bucket of tenant %s series "
+		    "%u in head %llu is damaged", tenant, series,
+		    (unsigned long long)gen);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
+void
 ing_key_part(struct sm_key *k, const char *tenant, uint64_t id, char kind,
     uint32_t series)
 {

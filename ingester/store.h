@@ -16,6 +16,8 @@
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
  *   blocks         str(tenant) u64 id   u8 'P'              block spans
  *   blocks         str(tenant) u64 id   u8 'X'              block profiles
+ *   blocks         str(tenant) u64 gen  u8 'B' u32 series u64 t
+ *                                                           spilled bucket
  *   index          str("") u8 'R'                           retention floor
  *   index          str("") u8 'F' str(tenant)               tenant's floor
  *
@@ -26,6 +28,21 @@
  * Log record: u8 'H', u8 version (1), be32 checksum (low 32 bits of XXH3
  * of the rest), then the packed smolder.v1.Request exactly as the
  * distributor sent it.
+ *
+ * Spilled bucket (head.h, "Spilled buckets"): the packed pairs of one
+ * sealed bucket of head `gen` (set.h, "Packed buckets": exactly the bytes
+ * the head held), keyed by the series' index in the head and the bucket
+ * start (t with its sign bit flipped, so keys sort by t).  They are
+ * derived data: written without a sync, and never read by a process that
+ * did not write them (every head of a process has a gen above all gens
+ * on disk at its open).  They live beside the block the head becomes
+ * (same id, kind 'B'), not in the log's range, because the block commit
+ * drops the log while queries that took the head before the cut may still
+ * read it: a head's spilled buckets are dropped when its last reference
+ * goes (ing_store_spill_drop, a range delete); the replay drops those of
+ * every gen it finds in the log (a crash left them); any left under a
+ * committed block (a crash between its commit and the drop) go with that
+ * block's range delete.
  *
  * A block is committed in ONE synced batch that writes all its parts and
  * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
@@ -194,9 +211,30 @@ int ing_store_compact(struct ing_store *s, struct sm_err *err);
 /* The underlying database (smolder-admin). */
 struct sm_kv *ing_store_kv(struct ing_store *s);
 
+/*
+ * Spilled buckets (above).  ing_store_spill_put adds one to a batch;
+ * ing_store_spill_write applies the batch, not synced.  ing_store_spill_read calls
+ * fn(arg, t, bytes, n) for every spilled bucket of (tenant, gen, series)
+ * with t0 <= t <= t1, in t order; fn's non-zero return stops it (and is
+ * returned).  0, SM_EIO, SM_ENOMEM.
+ */
+void ing_store_spill_put(struct sm_kv_batch *b, const char *tenant,
+    uint64_t gen, uint32_t series, int64_t t, const void *v, size_t n);
+int ing_store_spill_write(struct ing_store *s, struct sm_kv_batch *b,
+    struct sm_err *err);
+int ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
+    uint32_t series, int64_t t0, int64_t t1,
+    int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
+    struct sm_err *err);
+/* Drop every spilled bucket of head (tenant, gen); not synced. */
+int ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
+    struct sm_err *err);
+
 /* Key builders, shared with smolder-admin. */
 void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
     uint64_t seq);
+void ing_key_spill(struct sm_key *k, const char *tenant, uint64_t gen,
+    uint32_t series, int64_t t);
 void ing_key_part(struct sm_key *k, const char *tenant, uint64_t id,
     char kind, uint32_t series);
 

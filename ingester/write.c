@@ -261,8 +261,7 @@ tenant_cut(struct ing_db *db, struct ing_tenant *t, struct sm_err *err)
 	int rv;
 
 	ING_ASSERT_HELD(&db->cut_mu);
-	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
-	    db->cfg.bucket_ms, &nh)) != 0)
+	if ((rv = ing_db_head_create(db, t->id, &nh)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
 	ING_LOCK(&t->mu);
 	if (SM_GROW(t->cutting, t->cutting_cap, t->ncutting + 1, 4) != 0) {
@@ -338,6 +337,54 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
 	return (first_rv);
 }
 
+/*
+ * Spill the heads' sealed buckets (head.h, "Spilled buckets"): each
+ * tenant's head every -ingester.head-spill-interval, and every head at
+ * once when the heads together use more than half of
+ * -ingester.head-max-bytes (spilling before cutting: a cut costs a block
+ * per tenant, a spill only the I/O).  Caller holds db->cut_mu.  Errors
+ * are logged and counted; the buckets stay in memory and the next tick
+ * tries again.
+ */
+static void
+db_spill(struct ing_db *db, int64_t now_ms, bool all)
+{
+	for (uint32_t i = 0;; i++) {
+		struct ing_tenant *t;
+		struct ing_head *h;
+		struct sm_err err;
+		uint64_t bytes = 0;
+		bool due;
+
+		ING_ASSERT_HELD(&db->cut_mu);
+		ING_RDLOCK(&db->lock);
+		t = i < db->n ? db->t[i] : NULL;
+		ING_RWUNLOCK(&db->lock);
+		if (t == NULL)
+			break;
+		ING_LOCK(&t->mu);
+		h = t->head;
+		due = t->first_write_ms != 0 && (all ||
+		    now_ms - t->last_spill_ms >= db->cfg.spill_ms);
+		if (due) {
+			ing_head_ref(h);
+			t->last_spill_ms = now_ms;
+		}
+		ING_UNLOCK(&t->mu);
+		if (!due)
+			continue;
+		sm_err_clear(&err);
+		if (ing_head_spill(h, &bytes, &err) != 0) {
+			sm_counter_inc(sm_metric_child0(ing_m_spill_fail));
+			sm_error("ingester", "spilling sealed buckets failed; "
+			    "will retry\ttenant=%s err=\"%s\"", t->id,
+			    err.msg);
+		}
+		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
+		ing_head_unref(h);
+	}
+}
+
 void
 ing_db_tick(struct ing_db *db, int64_t now_ms)
 {
@@ -347,9 +394,46 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 		return;
 	sm_err_clear(&err);
 	ING_LOCK(&db->cut_mu);
+	if (db->cfg.spill_ms > 0)
+		db_spill(db, now_ms, db->cfg.head_max_bytes != 0 &&
+		    heads_bytes(db) > db->cfg.head_max_bytes / 2);
 	(void)db_cut(db, now_ms, 0, &err);
 	ING_UNLOCK(&db->cut_mu);
 	ing_retire_purge(db, now_ms);
+}
+
+int
+ing_db_spill(struct ing_db *db, struct sm_err *err)
+{
+	int first = 0;
+
+	(void)err;
+	if (db->store == NULL)
+		return (0);
+	ING_LOCK(&db->cut_mu);
+	for (uint32_t i = 0;; i++) {
+		struct ing_tenant *t;
+		struct ing_head *h;
+		uint64_t bytes;
+		int rv;
+
+		ING_RDLOCK(&db->lock);
+		t = i < db->n ? db->t[i] : NULL;
+		ING_RWUNLOCK(&db->lock);
+		if (t == NULL)
+			break;
+		ING_LOCK(&t->mu);
+		h = t->head;
+		ing_head_ref(h);
+		ING_UNLOCK(&t->mu);
+		rv = ing_head_spill(h, &bytes, err);
+		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
+		ing_head_unref(h);
+		if (rv != 0 && first == 0)
+			first = rv;
+	}
+	ING_UNLOCK(&db->cut_mu);
+	return (first);
 }
 
 int

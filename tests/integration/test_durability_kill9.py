@@ -26,7 +26,9 @@ nothing else.  Once observed, an in-flight request is settled: later
 cycles expect it present or absent as it was.  A request in flight whose
 sample types ended up partly present is reported as a note (torn write).
 
-Cycle 2 runs with -ingester.block-duration=1s and a small
+Cycles 1 and 3 spill the heads' sealed buckets every second
+(-ingester.head-spill-interval=1s).  Cycle 2 runs with
+-ingester.block-duration=1s and a small
 -ingester.head-max-bytes so heads are cut into blocks while the threads
 write (a kill may land in a cut); cycle 3 with -ingester.wal-sync=true.
 After cycle 3's kill, one process is killed again while it replays the
@@ -466,6 +468,11 @@ def main(r):
         cycle_flags[2].append("-ingester.head-max-bytes=256KiB")
     if supported_flags_have("ingester.wal-sync"):
         cycle_flags[3] = ["-ingester.wal-sync=true"]
+    if supported_flags_have("ingester.head-spill-interval"):
+        # Sealed buckets spilled every second (ingester/head.h): the
+        # kills land in spills, and the replay rebuilds what was spilled.
+        cycle_flags[1].append("-ingester.head-spill-interval=1s")
+        cycle_flags[3].append("-ingester.head-spill-interval=1s")
     srv = None
     try:
         try:

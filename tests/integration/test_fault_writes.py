@@ -7,13 +7,16 @@ The single binary runs with SMOLDER_TEST_FAULTS=write:3 (ingester.h, "Fault
 injection"): one ingester write in three fails one of its allocations (the
 k-th, k drawn log-uniformly up to 256 per write), so faults land in every
 step of a head write (frames, tree nodes, series, the index, bucket merges,
-profile records) and in the log and idempotency bookkeeping around it.  Heads are cut every 2 s
-(-ingester.block-duration), so the faults also meet fresh heads and writes
-into buckets a write already filled.
+profile records) and in the log and idempotency bookkeeping around it.
+Heads are cut every 3 s (-ingester.block-duration) and their sealed buckets spilled every second
+(-ingester.head-spill-interval), so the faults also meet fresh heads,
+writes into buckets a write already filled and writes into spilled
+buckets (read back first).
 
   1. Sequential posts (no request is ever in flight at a check): folded
-     bodies with random stacks to four series of one app, several posts
-     per 10 s bucket (writes into packed buckets), and real pprof files from
+     bodies with random stacks to four series of one app, their times
+     cycling over 40 buckets (writes into sealed and spilled buckets), and
+     real pprof files from
      tests/data (Go CPU, a Go heap profile with four sample types), whose
      per-type stacks come from oracle.collapse_pb.  Every 200 is
      acknowledged; a refused write (5xx) is retried once, as an SDK does,
@@ -37,7 +40,7 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, limit_flags,  # noqa: E402
-                        metric_value, metrics, stacks_add)
+                        metric_value, metrics, stacks_add, wait_metric)
 from smolder import run_script, data_dir  # noqa: E402
 
 BUDGET_S = 150
@@ -103,7 +106,8 @@ def main(r):
     ws = Workspace("faultwrites")
     r.at_end(lambda: ws.cleanup(r))
     data = ws.data_dir()
-    flags = limit_flags() + ["-ingester.block-duration=2s",
+    flags = limit_flags() + ["-ingester.block-duration=3s",
+                             "-ingester.head-spill-interval=1s",
                              "-validation.reject-older-than=0"]
     pprofs = pprof_inputs()
     rng = random.Random(20261124)
@@ -122,8 +126,15 @@ def main(r):
     r.check("TEST FAULT INJECTION" in srv.stderr_text(),
             "the server says the fault injection is on")
 
+    spilled_mid = None
     for i in range(POSTS):
-        t = T0 + (i // 3) * 10            # three posts per 10 s bucket
+        if i == POSTS // 2:
+            # Half way, wait for a spill (the cutter ticks every second),
+            # so the second half writes into spilled buckets.
+            spilled_mid = wait_metric(
+                srv, "smolder_ingester_head_spilled_bytes_total",
+                lambda v: v is not None and v > 0, timeout=20)
+        t = T0 + (i * 7 % 40) * 10        # cycling over 40 buckets
         if i % 5 == 4:
             app, body, keys = pprofs[i // 5 % len(pprofs)]
             q = {"name": app, "format": "pprof"}
@@ -162,6 +173,8 @@ def main(r):
             "injected faults refused writes (write_failures_total %s)" % fails)
     r.check(n["refused"] > 0 and n["ok"] > 0,
             "some posts refused, some acknowledged (%s)" % n)
+    r.check(spilled_mid is not None and spilled_mid > 0,
+            "sealed buckets were spilled half way (%s bytes)" % spilled_mid)
     r.check(n["other"] == 0, "every answer is 200 or a 5xx refusal",
             "; ".join(others[:5]))
     r.check(srv.alive(), "the server survives the faults")
