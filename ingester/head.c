@@ -44,6 +44,7 @@ ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
 	atomic_init(&h->refs, 1);
 	atomic_init(&h->lock_waiting, 0);
 	atomic_init(&h->nseries, 0);
+	atomic_init(&h->sealed_bytes, 0);
 	*out = h;
 	return (0);
 fail_tree:
@@ -280,6 +281,8 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 				b->packed = NULL;
 				b->spilled = 1;
 				h->pair_bytes -= b->packed_len;
+				atomic_fetch_sub_explicit(&h->sealed_bytes,
+				    b->packed_len, memory_order_relaxed);
 				h->spilled_bytes += b->packed_len;
 				*bytes += b->packed_len;
 			}
@@ -326,8 +329,11 @@ pack(struct ing_head *h, struct ing_bucket *b)
 	if (b->packed != NULL)
 		return;
 	was = ing_bucket_pair_bytes(b);
-	if (ing_bucket_pack(b) == 0)
+	if (ing_bucket_pack(b) == 0 && b->packed != NULL) {
 		h->pair_bytes = h->pair_bytes - was + ing_bucket_pair_bytes(b);
+		atomic_fetch_add_explicit(&h->sealed_bytes, b->packed_len,
+		    memory_order_relaxed);
+	}
 }
 
 /*
@@ -772,6 +778,9 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		b = &s->b[lo];
 		SM_ASSERT(b->t == bk->bt);
 		h->pair_bytes -= ing_bucket_pair_bytes(b);
+		if (b->packed != NULL)
+			atomic_fetch_sub_explicit(&h->sealed_bytes,
+			    b->packed_len, memory_order_relaxed);
 		sm_free(b->node);
 		sm_free(b->value);
 		sm_free(b->packed);

@@ -86,6 +86,10 @@
  *      drop the packed bytes it wrote and mark them spilled.  A series a
  *      write touched in between is left for the next pass (its keys are
  *      rewritten then; a bucket is re-read before it is written into).
+ * When: the tick (write.c) spills a head once ING_SPILL_MIN bytes of
+ * sealed buckets are in memory (sealed_bytes), and at least every
+ * -ingester.head-spill-interval, so what stays resident is about a second
+ * of a busy head's writes, however fast they come.
  * Readers of pairs read a spilled bucket back: a merge and the block
  * encoder through ing_head_buckets (one iterator over the series' keys
  * in the range), a write into a spilled bucket (late data) in its
@@ -135,6 +139,9 @@ struct ing_head {
 	struct ing_store *store;       /* spilled buckets go here (or NULL) */
 	char *tenant;                  /* their key prefix */
 	uint64_t spilled_bytes;        /* packed bytes spilled, in all */
+	atomic_uint_fast64_t sealed_bytes;   /* packed bytes of sealed buckets
+					* in memory: what a spill would
+					* drop (read without the lock) */
 	bool spill_keys;               /* spilled keys may be on disk: the
 					* last unref drops them (store.h) */
 	uint64_t writes;               /* uploads applied */
@@ -157,6 +164,7 @@ int ing_head_attach(struct ing_head *h, struct ing_store *store,
  * dropped), SM_ENOMEM.  A head with no store spills nothing.
  */
 #define ING_SPILL_BATCH ((size_t)8 << 20)
+#define ING_SPILL_MIN ((uint64_t)1 << 20)
 int ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err);
 
 /*

@@ -122,7 +122,8 @@ ing_flags(struct ing_config *cfg, size_t *n)
 	f[11] = (struct sm_flag){ "ingester.head-spill-interval",
 		SM_FLAG_DURATION, &cfg->spill_ms, "1m",
 		"Write the heads' sealed buckets (every bucket of a series "
-		"but its newest) to the store this often, keeping only their "
+		"but its newest) to the store at least this often, and as "
+		"soon as a head holds 1 MiB of them, keeping only their "
 		"totals in memory; queries and the block cut read them back "
 		"(0 = keep them in memory)." };
 	*n = SM_ARRAY_LEN(f);

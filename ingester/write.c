@@ -339,7 +339,8 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
 
 /*
  * Spill the heads' sealed buckets (head.h, "Spilled buckets"): each
- * tenant's head every -ingester.head-spill-interval, and every head at
+ * tenant's head every -ingester.head-spill-interval or once it holds
+ * ING_SPILL_MIN bytes of them, and every head at
  * once when the heads together use more than half of
  * -ingester.head-max-bytes (spilling before cutting: a cut costs a block
  * per tenant, a spill only the I/O).  Caller holds db->cut_mu.  Errors
@@ -365,7 +366,9 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all)
 		ING_LOCK(&t->mu);
 		h = t->head;
 		due = t->first_write_ms != 0 && (all ||
-		    now_ms - t->last_spill_ms >= db->cfg.spill_ms);
+		    now_ms - t->last_spill_ms >= db->cfg.spill_ms ||
+		    atomic_load_explicit(&h->sealed_bytes,
+		    memory_order_relaxed) >= ING_SPILL_MIN);
 		if (due) {
 			ing_head_ref(h);
 			t->last_spill_ms = now_ms;
