@@ -234,8 +234,9 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 			const struct ing_series *sr = h->set.series[next];
 			bool any = false;
 
-			for (uint32_t k = 0; k < sr->nb; k++) {
+			for (uint32_t k = sr->spill_from; k < sr->nb; k++) {
 				const struct ing_bucket *b = &sr->b[k];
+
 				if (b->packed == NULL || b->spilled)
 					continue;
 				ing_store_spill_put(batch, h->tenant, h->gen,
@@ -272,7 +273,7 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 
 			if (sr->wseq != notes[i].wseq)
 				continue;
-			for (uint32_t k = 0; k < sr->nb; k++) {
+			for (uint32_t k = sr->spill_from; k < sr->nb; k++) {
 				struct ing_bucket *b = &sr->b[k];
 
 				if (b->packed == NULL || b->spilled)
@@ -286,6 +287,9 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 				h->spilled_bytes += b->packed_len;
 				*bytes += b->packed_len;
 			}
+			while (sr->spill_from < sr->nb &&
+			    sr->b[sr->spill_from].spilled)
+				sr->spill_from++;
 		}
 		pthread_rwlock_unlock(&h->lock);
 		if (next >= ns)
@@ -771,6 +775,7 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		memset(b, 0, sizeof(*b));
 		b->t = bk->bt;
 		s->nb++;
+		s->spill_from = SM_MIN(s->spill_from, lo);
 		h->pair_bytes += sizeof(*b);
 		h->set.min_t = SM_MIN(h->set.min_t, bk->bt);
 		h->set.max_t = SM_MAX(h->set.max_t, bk->bt);
@@ -787,6 +792,7 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		b->packed = NULL;
 		b->packed_len = 0;
 		b->spilled = 0;         /* its pairs were read back */
+		s->spill_from = SM_MIN(s->spill_from, lo);
 	}
 	s->wseq++;
 	b->node = bk->node;

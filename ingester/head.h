@@ -79,7 +79,13 @@
  * strings are shared.  Three steps, so writes wait for none of the I/O:
  *   1. under the read lock, copy each sealed bucket's bytes into a batch
  *      and note each series' write count (wseq), a batch of at most
- *      ING_SPILL_BATCH bytes at a time;
+ *      ING_SPILL_BATCH bytes at a time; a series' buckets before its
+ *      spill_from are all spilled already and are not looked at (a write
+ *      into a bucket, or a new bucket, below it moves it down), so a pass
+ *      costs what is new, not the whole head; a series' buckets before its
+ *      spill_from are all spilled already and are not looked at (a write
+ *      into a bucket, or a new bucket, below it moves it down), so a pass
+ *      costs what is new, not the whole head;
  *   2. with no lock, write the batch (not synced: the log is the
  *      durable copy; a crash replays the log and spills again);
  *   3. under the write lock, for each series whose wseq has not moved,

@@ -89,6 +89,8 @@ struct ing_series {
 	uint32_t nb, cap;
 	uint32_t id;                        /* index in its set */
 	uint32_t wseq;                      /* a head's writes into it */
+	uint32_t spill_from;                /* a head's: b[0..spill_from)
+					       are all spilled (head.h) */
 };
 
 struct ing_posting {
