@@ -2225,6 +2225,16 @@ spill_keys(struct disk *d)
 	return (n);
 }
 
+/* The answers of db (answers_no_head without `head`) are `want`. */
+static void
+answers_are(struct ing_db *db, const char *want, bool head)
+{
+	char *got = head ? db_answers(db) : answers_no_head(db);
+
+	SM_CHECK_STR(got, want);
+	free(got);
+}
+
 static const struct wspec spill_late[] = {
 	{ "a", NULL, NULL, 3 * SEC, "main;late=11,main;work=2", 0 },
 	{ "b", NULL, NULL, 12 * SEC, "main;lateb=5", 0 },
@@ -2247,7 +2257,7 @@ test_spill_answers(void)
 	struct disk d;
 	uint64_t before_bytes, after_bytes;
 	uint32_t resident;
-	char *want, *got, *before;
+	char *want, *before;
 	struct sm_err err;
 	int rv = -1;
 	long n;
@@ -2272,9 +2282,7 @@ test_spill_answers(void)
 	SM_CHECK_EQ(resident, 0);
 	(void)head_series(d.db, &after_bytes);
 	SM_CHECK(after_bytes < before_bytes);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, true);
 	free(want);
 
 	SM_CHECK(spill_keys(&d) > 0);
@@ -2288,27 +2296,19 @@ test_spill_answers(void)
 		if ((rv = db_write_spec(d.db, spill_late,
 		    SM_ARRAY_LEN(spill_late), 8, n)) == 0)
 			break;
-		got = db_answers(d.db);
-		SM_CHECK_STR(got, before);
-		free(got);
+		answers_are(d.db, before, true);
 	}
 	SM_CHECK_EQ(rv, 0);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, true);
 	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
 	SM_CHECK_EQ(spilled_count(d.db, &resident), 3);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, true);
 
 	/* A cut encodes the spilled buckets; they go with the head. */
 	free(want);
 	want = answers_no_head(mem);
 	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
-	got = answers_no_head(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, false);
 	{
 		struct sm_kv_iter *it = sm_kv_iter_create(
 		    ing_store_kv(d.store), SM_KV_HEAD);
@@ -2333,18 +2333,12 @@ test_spill_answers(void)
 	SM_CHECK(spilled_count(d.db, NULL) > 0);
 	free(want);
 	want = answers_no_head(mem);
-	got = answers_no_head(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, false);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	got = answers_no_head(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, false);
 	SM_CHECK_EQ(ing_db_spill(d.db, &err), 0);
-	got = answers_no_head(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	answers_are(d.db, want, false);
 	free(before);
 	free(want);
 	disk_fini(&d);

@@ -80,13 +80,20 @@ ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
 	sm_key_u64(k, seq);
 }
 
+/* str(tenant) u64 id: the prefix of every key of block (or head) id. */
+static void
+key_id(struct sm_key *k, const char *tenant, uint64_t id)
+{
+	sm_key_reset(k);
+	sm_key_str(k, tenant, strlen(tenant));
+	sm_key_u64(k, id);
+}
+
 void
 ing_key_spill(struct sm_key *k, const char *tenant, uint64_t gen,
     uint32_t series, int64_t t)
 {
-	sm_key_reset(k);
-	sm_key_str(k, tenant, strlen(tenant));
-	sm_key_u64(k, gen);
+	key_id(k, tenant, gen);
 	sm_key_u8(k, 'B');
 	sm_key_u32(k, series);
 	sm_key_u64(k, (uint64_t)t ^ ((uint64_t)1 << 63));   /* signed order */
@@ -112,9 +119,7 @@ ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 
 	if (b == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	sm_key_reset(&lo);
-	sm_key_str(&lo, tenant, strlen(tenant));
-	sm_key_u64(&lo, gen);
+	key_id(&lo, tenant, gen);
 	hi = lo;
 	sm_key_u8(&lo, 'B');
 	sm_key_u8(&hi, 'B' + 1);
@@ -174,9 +179,7 @@ void
 ing_key_part(struct sm_key *k, const char *tenant, uint64_t id, char kind,
     uint32_t series)
 {
-	sm_key_reset(k);
-	sm_key_str(k, tenant, strlen(tenant));
-	sm_key_u64(k, id);
+	key_id(k, tenant, id);
 	sm_key_u8(k, (uint8_t)kind);
 	if (kind == 'D')
 		sm_key_u32(k, series);
@@ -878,12 +881,8 @@ ing_store_block_delete(struct ing_store *s, const char *tenant, uint64_t id,
 
 	if (b == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	sm_key_reset(&lo);
-	sm_key_str(&lo, tenant, strlen(tenant));
-	sm_key_u64(&lo, id);
-	sm_key_reset(&hi);
-	sm_key_str(&hi, tenant, strlen(tenant));
-	sm_key_u64(&hi, id + 1);
+	key_id(&lo, tenant, id);
+	key_id(&hi, tenant, id + 1);
 	sm_kv_batch_delete_range(b, SM_KV_INDEX, lo.b, lo.n, hi.b, hi.n);
 	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
 	if ((rv = sm_kv_write(s->kv, b, true, err)) == 0) {

@@ -340,24 +340,26 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
 /*
  * Spill the heads' sealed buckets (head.h, "Spilled buckets"): each
  * tenant's head every -ingester.head-spill-interval or once it holds
- * ING_SPILL_MIN bytes of them, and every head at
- * once when the heads together use more than half of
- * -ingester.head-max-bytes (spilling before cutting: a cut costs a block
- * per tenant, a spill only the I/O).  Caller holds db->cut_mu.  Errors
- * are logged and counted; the buckets stay in memory and the next tick
- * tries again.
+ * ING_SPILL_MIN bytes of them, and every head with `all` (the tick when
+ * the heads together use more than half of -ingester.head-max-bytes:
+ * spilling before cutting, a cut costs a block per tenant, a spill only
+ * the I/O; ing_db_spill).  Caller holds db->cut_mu.  A failure is logged
+ * and counted, the buckets stay in memory and the next tick tries again;
+ * the first one is returned.
  */
-static void
-db_spill(struct ing_db *db, int64_t now_ms, bool all)
+static int
+db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 {
+	int first = 0;
+
+	ING_ASSERT_HELD(&db->cut_mu);
 	for (uint32_t i = 0;; i++) {
 		struct ing_tenant *t;
 		struct ing_head *h;
-		struct sm_err err;
+		struct sm_err e;
 		uint64_t bytes = 0;
 		bool due;
 
-		ING_ASSERT_HELD(&db->cut_mu);
 		ING_RDLOCK(&db->lock);
 		t = i < db->n ? db->t[i] : NULL;
 		ING_RWUNLOCK(&db->lock);
@@ -365,10 +367,10 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all)
 			break;
 		ING_LOCK(&t->mu);
 		h = t->head;
-		due = t->first_write_ms != 0 && (all ||
-		    now_ms - t->last_spill_ms >= db->cfg.spill_ms ||
+		due = all || (t->first_write_ms != 0 &&
+		    (now_ms - t->last_spill_ms >= db->cfg.spill_ms ||
 		    atomic_load_explicit(&h->sealed_bytes,
-		    memory_order_relaxed) >= ING_SPILL_MIN);
+		    memory_order_relaxed) >= ING_SPILL_MIN));
 		if (due) {
 			ing_head_ref(h);
 			t->last_spill_ms = now_ms;
@@ -376,16 +378,21 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all)
 		ING_UNLOCK(&t->mu);
 		if (!due)
 			continue;
-		sm_err_clear(&err);
-		if (ing_head_spill(h, &bytes, &err) != 0) {
+		sm_err_clear(&e);
+		if (ing_head_spill(h, &bytes, &e) != 0) {
 			sm_counter_inc(sm_metric_child0(ing_m_spill_fail));
 			sm_error("ingester", "spilling sealed buckets failed; "
-			    "will retry\ttenant=%s err=\"%s\"", t->id,
-			    err.msg);
+			    "will retry\ttenant=%s err=\"%s\"", t->id, e.msg);
+			if (first == 0) {
+				first = e.code;
+				if (err != NULL)
+					*err = e;
+			}
 		}
 		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
 		ing_head_unref(h);
 	}
+	return (first);
 }
 
 void
@@ -398,8 +405,8 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	sm_err_clear(&err);
 	ING_LOCK(&db->cut_mu);
 	if (db->cfg.spill_ms > 0)
-		db_spill(db, now_ms, db->cfg.head_max_bytes != 0 &&
-		    heads_bytes(db) > db->cfg.head_max_bytes / 2);
+		(void)db_spill(db, now_ms, db->cfg.head_max_bytes != 0 &&
+		    heads_bytes(db) > db->cfg.head_max_bytes / 2, NULL);
 	(void)db_cut(db, now_ms, 0, &err);
 	ING_UNLOCK(&db->cut_mu);
 	ing_retire_purge(db, now_ms);
@@ -408,35 +415,14 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 int
 ing_db_spill(struct ing_db *db, struct sm_err *err)
 {
-	int first = 0;
+	int rv;
 
-	(void)err;
 	if (db->store == NULL)
 		return (0);
 	ING_LOCK(&db->cut_mu);
-	for (uint32_t i = 0;; i++) {
-		struct ing_tenant *t;
-		struct ing_head *h;
-		uint64_t bytes;
-		int rv;
-
-		ING_RDLOCK(&db->lock);
-		t = i < db->n ? db->t[i] : NULL;
-		ING_RWUNLOCK(&db->lock);
-		if (t == NULL)
-			break;
-		ING_LOCK(&t->mu);
-		h = t->head;
-		ing_head_ref(h);
-		ING_UNLOCK(&t->mu);
-		rv = ing_head_spill(h, &bytes, err);
-		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
-		ing_head_unref(h);
-		if (rv != 0 && first == 0)
-			first = rv;
-	}
+	rv = db_spill(db, sm_now_ms(), true, err);
 	ING_UNLOCK(&db->cut_mu);
-	return (first);
+	return (rv);
 }
 
 int
