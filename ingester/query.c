@@ -1516,7 +1516,7 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 		profiles += b->profiles;
 		samples += b->n;
 		if (src->h != NULL)
-			out->head_bytes += ing_bucket_pair_bytes(b);
+			out->head_bytes += ing_bucket_data_bytes(b);
 		if (!out->any || ft < out->min_t)
 			out->min_t = ft;
 		if (!out->any || ft > out->max_t)

@@ -263,6 +263,15 @@ static inline uint64_t ing_bucket_pair_bytes(const struct ing_bucket *b)
 	return (b->packed != NULL ? b->packed_len : (uint64_t)b->n * 12);
 }
 
+/* The bytes of a bucket's data wherever it is: packed (in memory or
+ * spilled) or 12 a pair.  What AnalyzeQuery reports for a head, so an
+ * answer does not change when a spill moves the bytes to disk. */
+static inline uint64_t ing_bucket_data_bytes(const struct ing_bucket *b)
+{
+	return (b->packed != NULL || b->spilled ? b->packed_len :
+	    (uint64_t)b->n * 12);
+}
+
 struct ing_pair_cur {
 	const struct ing_bucket *b;
 	const uint8_t *p;
