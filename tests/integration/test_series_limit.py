@@ -128,8 +128,11 @@ def main(r):
     with open(path, "w") as f:
         f.write(OVERRIDES)
     r.at_end(lambda: (os.unlink(path), os.rmdir(tmp)))
+    # Spills off: step 5b compares the head's bytes before and after a
+    # flood, and a spill in between (ingester/head.h) would move them.
     srv = Server(extra_flags=[
         "-auth.multitenancy-enabled=true",
+        "-ingester.head-spill-interval=0",
         "-runtime-config.file=%s" % path]).start()
     a, b = Writer(srv, "a"), Writer(srv, "b")
 
