@@ -973,9 +973,7 @@ build_tier(struct ing_db *db, const char *tenant,
 		struct ing_block_src src;
 
 		b.h->gen = atomic_fetch_add(&db->next_gen, 1);
-		if ((rv = ing_head_block_src(b.h, &src)) != 0)
-			rv = sm_err_set(err, rv, "out of memory");
-		else {
+		if ((rv = ing_head_block_src(b.h, &src, err)) == 0) {
 			rv = w == 0 ? ing_block_encode_merged(&src,
 			    db->cfg.zstd_level, cover_gen, e, err) :
 			    ing_block_encode_tier(&src, db->cfg.zstd_level, ws,

@@ -1398,7 +1398,7 @@ enc_tier(struct ing_head *h, int64_t ws, int64_t we, uint64_t cover_gen,
 	struct ing_block_src src;
 	int rv;
 
-	SM_REQUIRE(ing_head_block_src(h, &src) == 0);
+	SM_REQUIRE(ing_head_block_src(h, &src, err) == 0);
 	rv = ing_block_encode_tier(&src, 3, ws, we, cover_gen, e, err);
 	ing_head_block_src_fini(&src);
 	return (rv);
@@ -1411,7 +1411,7 @@ enc_merged(struct ing_head *h, uint64_t cover_gen, struct ing_block_enc *e,
 	struct ing_block_src src;
 	int rv;
 
-	SM_REQUIRE(ing_head_block_src(h, &src) == 0);
+	SM_REQUIRE(ing_head_block_src(h, &src, err) == 0);
 	rv = cover_gen == UINT64_MAX ? ing_block_encode(&src, 3, e, err) :
 	    ing_block_encode_merged(&src, 3, cover_gen, e, err);
 	ing_head_block_src_fini(&src);

@@ -204,6 +204,117 @@ ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
 	return (0);
 }
 
+struct recs_fill {
+	struct ing_prof_rec *v;
+	uint32_t n, cap;
+};
+
+static int
+recs_fill_cb(void *arg, const uint8_t *v, size_t n)
+{
+	struct recs_fill *f = arg;
+	size_t k = n / sizeof(*f->v);
+
+	if (n % sizeof(*f->v) != 0 || k > UINT32_MAX - f->n)
+		return (SM_ECORRUPT);
+	if (SM_GROW(f->v, f->cap, (size_t)f->n + k, 64) != 0)
+		return (SM_ENOMEM);
+	memcpy(f->v + f->n, v, n);
+	f->n += (uint32_t)k;
+	return (0);
+}
+
+int
+ing_head_profs(struct ing_head *h, bool sorted, struct ing_prof_rec **out,
+    uint32_t *n, struct sm_err *err)
+{
+	struct recs_fill f = { NULL, 0, 0 };
+	int rv = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (h->prof_chunks > 0) {
+		SM_ASSERT(h->store != NULL);
+		rv = ing_store_recs_read(h->store, h->tenant, h->gen,
+		    recs_fill_cb, &f, err);
+		if (rv == 0 && f.n != h->profs_spilled)
+			rv = sm_err_set(err, SM_ECORRUPT, "spilled profile "
+			    "records of tenant %s in head %llu: %u on disk, "
+			    "%llu written", h->tenant,
+			    (unsigned long long)h->gen, f.n,
+			    (unsigned long long)h->profs_spilled);
+	}
+	if (rv == 0 && h->profs.n > 0) {
+		if (SM_GROW(f.v, f.cap, (size_t)f.n + h->profs.n, 64) != 0)
+			rv = SM_ENOMEM;
+		else {
+			memcpy(f.v + f.n, h->profs.v,
+			    (size_t)h->profs.n * sizeof(*f.v));
+			f.n += h->profs.n;
+		}
+	}
+	if (rv == SM_ENOMEM)
+		(void)sm_err_set(err, rv, "out of memory");
+	if (rv != 0) {
+		sm_free(f.v);
+		return (rv);
+	}
+	*out = f.v;
+	*n = sorted ? ing_profs_sort(f.v, f.n) : f.n;
+	return (0);
+}
+
+/*
+ * Spill h's profile records (head.h): the same three steps as the
+ * buckets.  Only the tick spills, one pass per head at a time, and writes
+ * only append to h->profs, so the first n records are still the ones
+ * written when the write lock is taken again.
+ */
+static int
+spill_profs(struct ing_head *h, struct sm_kv_batch *batch, uint64_t *bytes,
+    struct sm_err *err)
+{
+	uint32_t n;
+	int rv;
+
+	sm_kv_batch_clear(batch);
+	pthread_rwlock_rdlock(&h->lock);
+	n = h->profs.n;
+	if (n > 0)
+		ing_store_recs_put(batch, h->tenant, h->gen, h->prof_chunks,
+		    h->profs.v, (size_t)n * sizeof(*h->profs.v));
+	pthread_rwlock_unlock(&h->lock);
+	if (n == 0)
+		return (0);
+	h->spill_keys = true;
+	if ((rv = ing_store_spill_write(h->store, batch, err)) != 0)
+		return (rv);
+	atomic_fetch_add(&h->lock_waiting, 1);
+	pthread_rwlock_wrlock(&h->lock);
+	atomic_fetch_sub(&h->lock_waiting, 1);
+	SM_ASSERT(h->profs.n >= n);
+	memmove(h->profs.v, h->profs.v + n,
+	    (size_t)(h->profs.n - n) * sizeof(*h->profs.v));
+	h->profs.n -= n;
+	h->prof_chunks++;
+	h->profs_spilled += n;
+	*bytes += (uint64_t)n * sizeof(*h->profs.v);
+	if (h->profs.n == 0) {
+		ing_profs_fini(&h->profs);
+	} else if (h->profs.n < h->profs.cap / 4) {
+		uint32_t cap = h->profs.cap / 2;
+		void *v = sm_realloc(h->profs.v, (size_t)cap *
+		    sizeof(*h->profs.v));
+
+		if (v != NULL) {      /* else it keeps the room */
+			h->profs.v = v;
+			h->profs.cap = cap;
+		}
+	}
+	pthread_rwlock_unlock(&h->lock);
+	return (0);
+}
+
 struct spill_note {
 	uint32_t id, wseq;
 };
@@ -234,7 +345,8 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 			const struct ing_series *sr = h->set.series[next];
 			bool any = false;
 
-			for (uint32_t k = sr->spill_from; k < sr->nb; k++) {
+			for (uint32_t k = sr->spill_from; k + 1 < sr->nb;
+			    k++) {
 				const struct ing_bucket *b = &sr->b[k];
 
 				if (b->packed == NULL || b->spilled)
@@ -273,7 +385,8 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 
 			if (sr->wseq != notes[i].wseq)
 				continue;
-			for (uint32_t k = sr->spill_from; k < sr->nb; k++) {
+			for (uint32_t k = sr->spill_from; k + 1 < sr->nb;
+			    k++) {
 				struct ing_bucket *b = &sr->b[k];
 
 				if (b->packed == NULL || b->spilled)
@@ -295,6 +408,8 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 		if (next >= ns)
 			break;
 	}
+	if (rv == 0)
+		rv = spill_profs(h, batch, bytes, err);
 	sm_kv_batch_destroy(batch);
 	sm_free(notes);
 	return (rv);
@@ -305,6 +420,7 @@ ing_head_bytes(const struct ing_head *h)
 {
 	return (h->pair_bytes + ing_spans_bytes(&h->spans) +
 	    ing_profs_bytes(&h->profs) +
+	    h->bucket_slots * sizeof(struct ing_bucket) +
 	    sm_tree_mem(&h->tree) +
 	    sm_strtab_mem(&h->frames) + sm_strtab_mem(&h->set.lstr) +
 	    (uint64_t)h->set.nseries * 160);
@@ -341,17 +457,47 @@ pack(struct ing_head *h, struct ing_bucket *b)
 }
 
 /*
- * After a write into bucket i: every bucket but the newest is sealed.  So
- * bucket i is packed unless it is the newest, and when it is the newest,
- * the one before it (until now the newest) is packed.
+ * After a write into bucket i, it is packed, the newest too: a series
+ * gets about one upload per bucket, so its open bucket is seldom written
+ * again, and left unpacked it held 12 bytes a pair for every series (a
+ * fifth of B5's head once the sealed buckets were spilled).  A second
+ * write into it merges through the cursor, as into any packed bucket.
+ * The one before the newest is packed too (it is already, unless packing
+ * it failed).  The newest is never spilled (ing_head_spill): the next
+ * write into it would read it back.
  */
 static void
 seal(struct ing_head *h, struct ing_series *s, uint32_t i)
 {
-	if (i + 1 < s->nb)
-		pack(h, &s->b[i]);
-	else if (i > 0)
+	pack(h, &s->b[i]);
+	if (i + 1 == s->nb && i > 0)
 		pack(h, &s->b[i - 1]);
+}
+
+/*
+ * Room for `need` buckets in sr->b.  By a quarter at a time, not double:
+ * a series' array lives as long as its head (an hour: 360 buckets at
+ * 10 s) and holds a 56-byte summary per bucket whether or not its pairs
+ * were spilled, so doubling's slack (512 slots for 360) was a fifth of a
+ * spilled head's memory; the copies cost ~4 reallocs more per series
+ * and hour.  The slots are counted in ing_head_bytes.  0 or SM_ENOMEM.
+ */
+static int
+buckets_grow(struct ing_head *h, struct ing_series *sr, uint64_t need)
+{
+	uint64_t ncap = (uint64_t)sr->cap + sr->cap / 4;
+	struct ing_bucket *b;
+
+	if (need <= sr->cap)
+		return (0);
+	ncap = SM_MAX(SM_MAX(ncap, need), 8);
+	if (ncap > UINT32_MAX || (b = sm_reallocarray(sr->b, (size_t)ncap,
+	    sizeof(*b))) == NULL)
+		return (SM_ENOMEM);
+	h->bucket_slots += ncap - sr->cap;
+	sr->b = b;
+	sr->cap = (uint32_t)ncap;
+	return (0);
 }
 
 /*
@@ -752,8 +898,8 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 
 		for (j = i; j < st->nbk && st->bk[j].s == sr; j++)
 			nfresh += st->bk[j].fresh;
-		if (nfresh > 0 && (rv = SM_GROW(sr->b, sr->cap,
-		    (size_t)sr->nb + nfresh, 8)) != 0)
+		if (nfresh > 0 && (rv = buckets_grow(h, sr,
+		    (uint64_t)sr->nb + nfresh)) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
 	}
 	return (0);
@@ -776,7 +922,6 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		b->t = bk->bt;
 		s->nb++;
 		s->spill_from = SM_MIN(s->spill_from, lo);
-		h->pair_bytes += sizeof(*b);
 		h->set.min_t = SM_MIN(h->set.min_t, bk->bt);
 		h->set.max_t = SM_MAX(h->set.max_t, bk->bt);
 	} else {
@@ -991,6 +1136,9 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 	h->writes++;
 	rv = 0;
 out:
+	/* Staged series of a failed write are freed with their room. */
+	for (uint32_t i = 0; i < st.nnew; i++)
+		h->bucket_slots -= st.nsr[i]->cap;
 	atomic_store(&h->nseries, h->set.nseries);
 	pthread_rwlock_unlock(&h->lock);
 	wstage_fini(&st);
@@ -1033,24 +1181,29 @@ head_src_series(void *arg, uint32_t k, const struct ing_series **out,
 }
 
 int
-ing_head_block_src(struct ing_head *h, struct ing_block_src *src)
+ing_head_block_src(struct ing_head *h, struct ing_block_src *src,
+    struct sm_err *err)
 {
 	struct ing_span_rec *sp = NULL;
 	struct ing_prof_rec *pr = NULL;
 	uint32_t nsp = 0, npr = 0;
 	struct head_src *x;
+	int rv;
 
 	memset(src, 0, sizeof(*src));
 	if ((x = sm_calloc(1, sizeof(*x))) == NULL)
-		return (SM_ENOMEM);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	x->h = h;
 	if ((x->a = sm_arena_create(0)) == NULL ||
-	    ing_spans_sorted(&h->spans, &sp, &nsp) != 0 ||
-	    ing_profs_sorted(&h->profs, &pr, &npr) != 0) {
+	    ing_spans_sorted(&h->spans, &sp, &nsp) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	else
+		rv = ing_head_profs(h, true, &pr, &npr, err);
+	if (rv != 0) {
 		sm_arena_destroy(x->a);
 		sm_free(x);
 		sm_free(sp);
-		return (SM_ENOMEM);
+		return (rv);
 	}
 	src->gen = h->gen;
 	src->bucket_ms = h->bucket_ms;

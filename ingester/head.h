@@ -13,9 +13,9 @@
  *
  * A write maps the request's stack tree onto the head's tree in one pass
  * (parents before children), then adds each series' (node, value) pairs to
- * the bucket holding its timestamp with a sorted merge.  Every bucket but a
- * series' newest is kept packed (set.h, "Packed buckets"): a write into an
- * older bucket unpacks, merges and packs it again.
+ * the bucket holding its timestamp with a sorted merge.  Every bucket is
+ * kept packed, a series' newest too (set.h, "Packed buckets"): a write
+ * into a bucket merges through the cursor and packs the result again.
  *
  * Lifetime and locking: `lock` (rwlock) guards the contents: writes hold it
  * exclusively, queries and the block encoder shared.  `writers` counts
@@ -72,7 +72,7 @@
  * head's memory, and they are durable already (the head log).  A head
  * attached to a store (ing_head_attach; the db attaches every tenant
  * head) writes them out with ing_head_spill: the packed pairs of every
- * sealed (packed) bucket go to the store's head family (store.h,
+ * sealed bucket (packed, not a series' newest) go to the store (store.h,
  * "Spilled bucket"), and the bucket keeps only its summary -- t, pairs,
  * profiles, total -- with `spilled` set.  What stays resident per series
  * is its labels, the summaries and its open bucket; the tree and the
@@ -82,9 +82,6 @@
  *      ING_SPILL_BATCH bytes at a time; a series' buckets before its
  *      spill_from are all spilled already and are not looked at (a write
  *      into a bucket, or a new bucket, below it moves it down), so a pass
- *      costs what is new, not the whole head; a series' buckets before its
- *      spill_from are all spilled already and are not looked at (a write
- *      into a bucket, or a new bucket, below it moves it down), so a pass
  *      costs what is new, not the whole head;
  *   2. with no lock, write the batch (not synced: the log is the
  *      durable copy; a crash replays the log and spills again);
@@ -92,6 +89,12 @@
  *      drop the packed bytes it wrote and mark them spilled.  A series a
  *      write touched in between is left for the next pass (its keys are
  *      rewritten then; a bucket is re-read before it is written into).
+ * The individual-profile records (profiles.h; 40 bytes per upload and
+ * series, as much as the buckets' summaries) go too: a pass writes every
+ * record in memory as one chunk (store.h, "Spilled profile records") and,
+ * under the write lock, removes them from the front of h->profs (writes
+ * only ever append to it; the array shrinks to what is left).  Readers
+ * take every record through ing_head_profs, chunks read back first.
  * When: the tick (write.c) spills a head once ING_SPILL_MIN bytes of
  * sealed buckets are in memory (sealed_bytes), and at least every
  * -ingester.head-spill-interval, so what stays resident is about a second
@@ -142,12 +145,17 @@ struct ing_head {
 	struct ing_spans spans;        /* span samples (spans.h) */
 	struct ing_profs profs;        /* individual profiles (profiles.h) */
 	uint64_t pair_bytes;           /* bytes of bucket pair arrays */
+	uint64_t bucket_slots;         /* room in the series' bucket arrays
+					* (write's reserve grows it) */
 	struct ing_store *store;       /* spilled buckets go here (or NULL) */
 	char *tenant;                  /* their key prefix */
 	uint64_t spilled_bytes;        /* packed bytes spilled, in all */
-	atomic_uint_fast64_t sealed_bytes;   /* packed bytes of sealed buckets
-					* in memory: what a spill would
-					* drop (read without the lock) */
+	atomic_uint_fast64_t sealed_bytes;   /* packed bytes of buckets in
+					* memory, the newest included: about
+					* what a spill would drop (read
+					* without the lock) */
+	uint32_t prof_chunks;          /* chunks of profile records spilled */
+	uint64_t profs_spilled;        /* records in them */
 	bool spill_keys;               /* spilled keys may be on disk: the
 					* last unref drops them (store.h) */
 	uint64_t writes;               /* uploads applied */
@@ -184,6 +192,16 @@ struct sm_arena;
 int ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
     uint32_t lo, uint32_t hi, struct sm_arena *a,
     const struct ing_bucket **out, struct sm_err *err);
+
+/*
+ * Every profile record of h (profiles.h), spilled chunks read back first,
+ * then those in memory: a heap array in *out (NULL when there are none),
+ * sorted by (fp, t, id) with exact duplicates dropped when `sorted`, in
+ * the order written otherwise.  The caller holds h's lock (shared is
+ * enough).  0, SM_EIO, SM_ECORRUPT, SM_ENOMEM.
+ */
+int ing_head_profs(struct ing_head *h, bool sorted,
+    struct ing_prof_rec **out, uint32_t *n, struct sm_err *err);
 
 /* Take / drop a reference; the last drop frees the head. */
 void ing_head_ref(struct ing_head *h);
@@ -232,10 +250,12 @@ static inline struct ing_yield ing_head_yield(struct ing_head *h)
  * The encoder input of h (block.h): the cut, and compact.c's builders,
  * encode a head through it.  The caller holds h's lock (shared is enough)
  * with no write in flight, from here to ing_head_block_src_fini.  Its
- * spans and profile records are sorted copies.  0 or SM_ENOMEM.
+ * spans and profile records are sorted copies (spilled records read
+ * back).  0, SM_EIO, SM_ECORRUPT, SM_ENOMEM (err set).
  */
 struct ing_block_src;
-int ing_head_block_src(struct ing_head *h, struct ing_block_src *src);
+int ing_head_block_src(struct ing_head *h, struct ing_block_src *src,
+    struct sm_err *err);
 void ing_head_block_src_fini(struct ing_block_src *src);
 
 /* Approximate heap bytes (call with the lock held, or racy is fine). */

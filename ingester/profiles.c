@@ -47,27 +47,18 @@ ing_prof_cmp(const void *a, const void *b)
 	return (memcmp(x->id, y->id, 16));
 }
 
-int
-ing_profs_sorted(const struct ing_profs *p, struct ing_prof_rec **out,
-    uint32_t *n)
+uint32_t
+ing_profs_sort(struct ing_prof_rec *v, uint32_t n)
 {
-	struct ing_prof_rec *v;
 	uint32_t w = 0;
 
-	*out = NULL;
-	*n = 0;
-	if (p->n == 0)
-		return (0);
-	if ((v = sm_malloc((size_t)p->n * sizeof(*v))) == NULL)
-		return (SM_ENOMEM);
-	memcpy(v, p->v, (size_t)p->n * sizeof(*v));
-	qsort(v, p->n, sizeof(*v), ing_prof_cmp);
-	for (uint32_t i = 0; i < p->n; i++) {
+	if (n == 0)
+		return (0);     /* qsort(NULL, 0) is undefined */
+	qsort(v, n, sizeof(*v), ing_prof_cmp);
+	for (uint32_t i = 0; i < n; i++) {
 		if (w > 0 && ing_prof_cmp(&v[w - 1], &v[i]) == 0)
 			continue;
 		v[w++] = v[i];
 	}
-	*out = v;
-	*n = w;
-	return (0);
+	return (w);
 }

@@ -50,10 +50,9 @@ int ing_profs_add(struct ing_profs *p, uint64_t fp, int64_t t,
 void ing_profs_fini(struct ing_profs *p);
 uint64_t ing_profs_bytes(const struct ing_profs *p);
 
-/* A heap copy sorted by (fp, t, id), exact duplicates dropped; *out NULL
- * when empty.  0 or SM_ENOMEM. */
-int ing_profs_sorted(const struct ing_profs *p, struct ing_prof_rec **out,
-    uint32_t *n);
+/* Sort v[0..n) by (fp, t, id) in place and drop exact duplicates; the
+ * number left. */
+uint32_t ing_profs_sort(struct ing_prof_rec *v, uint32_t n);
 
 /* Order of records: (fp, t, id). */
 int ing_prof_cmp(const void *a, const void *b);

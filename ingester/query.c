@@ -93,10 +93,12 @@ series_picked(const Smolder__V1__Select *sel, uint64_t fp,
  *           the source's result (VISIT_SKIP counts as 0).
  * The visit stops at the first error.
  *
- * The exception: a visitor with no_yield never yields.  The profiles
- * query (prof_*) and the span merge (span_*) hold pointers into the
- * head's records (h->profs.v, h->spans.v, arrays a write may move) from
- * begin to finish, so they keep the read lock for the whole source.
+ * The exception: a visitor with no_yield never yields.  The span merge
+ * (span_*) holds pointers into the head's records (h->spans.v, an array
+ * a write may move) from begin to finish, so it keeps the read lock for
+ * the whole source.  The profiles query (prof_*) copies a head's records
+ * at begin (ing_head_profs: spilled ones are on disk) and keeps the lock
+ * too, so the copy and the series it visits are of one moment.
  */
 #define VISIT_SKIP 1
 
@@ -1927,15 +1929,14 @@ prof_begin(void *arg, const struct visit_src *src, uint32_t n,
 	int rv;
 
 	x->nf = 0;
-	if (src->h != NULL) {
-		x->rec = src->h->profs.v;
-		x->nrec = src->h->profs.n;
-	} else {
-		if ((rv = ing_store_block_profiles(x->db->store, x->sel->tenant,
-		    src->m, &x->brec, &x->nrec, err)) != 0)
-			return (rv);
-		x->rec = x->brec;
-	}
+	if (src->h != NULL)     /* a copy: spilled records are read back */
+		rv = ing_head_profs(src->h, false, &x->brec, &x->nrec, err);
+	else
+		rv = ing_store_block_profiles(x->db->store, x->sel->tenant,
+		    src->m, &x->brec, &x->nrec, err);
+	if (rv != 0)
+		return (rv);
+	x->rec = x->brec;
 	if (n == 0)
 		return (VISIT_SKIP);
 	sm_free(x->fp);
@@ -2016,8 +2017,7 @@ ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
 	if ((rv = ing_sources_get(db, x.sel->tenant, x.sel->start_ms,
 	    x.sel->end_ms, 0, &src, err)) != 0)
 		goto done;
-	/* Picks are ignored.  No yield: prof_finish reads h->profs.v (the
-	 * visitor's comment). */
+	/* Picks are ignored.  No yield (the visitor's comment). */
 	v = (struct visitor){ .db = db, .tenant = x.sel->tenant, .ss = &ss,
 		.start = x.sel->start_ms, .end = x.sel->end_ms,
 		.no_yield = true,

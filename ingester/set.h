@@ -239,14 +239,14 @@ static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
 
 /*
  * Packed buckets.  A head series gets a profile every 10 s or so, and each
- * lands in a new bucket; once a newer bucket exists the older one is
- * sealed in practice, and the head keeps it packed: uvarint g (the gcd of
+ * lands in a new bucket, which is then seldom written again; the head
+ * keeps every bucket packed after each write (head.c, seal): uvarint g (the gcd of
  * its values' magnitudes), then per pair uvarint(node - previous node)
  * and the zigzag uvarint of value / g (values are signed: delta profiles
  * carry negatives).  CPU values are count x period, so value / g is the
  * sample count: a pair takes 2-3 bytes instead of 12 (node[] + value[]),
  * which is most of the head's memory (bench B5).  A write into a packed
- * bucket (late data) unpacks it, merges and packs it again.
+ * bucket merges through the cursor and packs the result again.
  *
  * pack/unpack: 0 or SM_ENOMEM (the bucket is then unchanged); a spilled
  * bucket is left as it is.  Readers go through the cursor, which reads

@@ -121,11 +121,64 @@ ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	key_id(&lo, tenant, gen);
 	hi = lo;
-	sm_key_u8(&lo, 'B');
-	sm_key_u8(&hi, 'B' + 1);
+	sm_key_u8(&lo, 'B');     /* buckets 'B' and records 'C' (store.h) */
+	sm_key_u8(&hi, 'D');
 	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
 	rv = sm_kv_write(s->kv, b, false, err);
 	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+static void
+key_recs(struct sm_key *k, const char *tenant, uint64_t gen, uint32_t chunk)
+{
+	key_id(k, tenant, gen);
+	sm_key_u8(k, 'C');
+	sm_key_u32(k, chunk);
+}
+
+void
+ing_store_recs_put(struct sm_kv_batch *b, const char *tenant, uint64_t gen,
+    uint32_t chunk, const void *v, size_t n)
+{
+	struct sm_key k;
+
+	key_recs(&k, tenant, gen, chunk);
+	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, v, n);
+}
+
+int
+ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
+    int (*fn)(void *arg, const uint8_t *v, size_t n), void *arg,
+    struct sm_err *err)
+{
+	struct sm_kv_iter *it;
+	struct sm_key lo, hi;
+	int rv = 0;
+
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	key_recs(&lo, tenant, gen, 0);
+	key_recs(&hi, tenant, gen, UINT32_MAX);
+	for (sm_kv_iter_seek(it, lo.b, lo.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		size_t kn, vn;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn != hi.n || memcmp(k, hi.b, kn) > 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		if ((rv = fn(arg, v, vn)) != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	else if (rv == SM_ECORRUPT)
+		(void)sm_err_set(err, rv, "spilled profile records of tenant "
+		    "%s in head %llu are damaged", tenant,
+		    (unsigned long long)gen);
+	sm_kv_iter_destroy(it);
 	return (rv);
 }
 

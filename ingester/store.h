@@ -18,6 +18,8 @@
  *   blocks         str(tenant) u64 id   u8 'X'              block profiles
  *   blocks         str(tenant) u64 gen  u8 'B' u32 series u64 t
  *                                                           spilled bucket
+ *   blocks         str(tenant) u64 gen  u8 'C' u32 chunk    spilled profile
+ *                                                           records
  *   index          str("") u8 'R'                           retention floor
  *   index          str("") u8 'F' str(tenant)               tenant's floor
  *
@@ -43,6 +45,14 @@
  * every gen it finds in the log (a crash left them); any left under a
  * committed block (a crash between its commit and the drop) go with that
  * block's range delete.
+ *
+ * Spilled profile records (head.h, "Spilled buckets"): chunk k holds the
+ * head's individual-profile records (profiles.h) that the k-th spill pass
+ * took, as the in-memory structs (40 bytes each, host byte order: only
+ * the process that wrote them reads them, as above); a read checks that
+ * the length is a whole number of records.  Same lifetime as the spilled
+ * buckets: ing_store_spill_drop deletes kinds 'B' and 'C' of the gen in
+ * one range, [gen 'B', gen 'D').
  *
  * A block is committed in ONE synced batch that writes all its parts and
  * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
@@ -226,7 +236,19 @@ int ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
     uint32_t series, int64_t t0, int64_t t1,
     int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
     struct sm_err *err);
-/* Drop every spilled bucket of head (tenant, gen); not synced. */
+/*
+ * Spilled profile records (above): ing_store_recs_put adds chunk `chunk`
+ * to a batch; ing_store_recs_read calls fn(arg, bytes, n) for every chunk
+ * of (tenant, gen), in chunk order; fn's non-zero return stops it (and is
+ * returned).  0, SM_EIO, SM_ENOMEM.
+ */
+void ing_store_recs_put(struct sm_kv_batch *b, const char *tenant,
+    uint64_t gen, uint32_t chunk, const void *v, size_t n);
+int ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
+    int (*fn)(void *arg, const uint8_t *v, size_t n), void *arg,
+    struct sm_err *err);
+/* Drop every spilled bucket and record chunk of head (tenant, gen); not
+ * synced. */
 int ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
     struct sm_err *err);
 

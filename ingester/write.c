@@ -206,13 +206,11 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	{
 		struct ing_block_src src;
 
-		if ((rv = ing_head_block_src(h, &src)) == 0) {
+		if ((rv = ing_head_block_src(h, &src, err)) == 0) {
 			rv = ing_block_encode(&src, db->cfg.zstd_level, &e,
 			    err);
 			ing_head_block_src_fini(&src);
-		} else
-			rv = sm_err_set(err, rv, "encoding block: out of "
-			    "memory");
+		}
 	}
 	ING_RWUNLOCK(&h->lock);
 	if (rv != 0)
@@ -345,11 +343,13 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
  * spilling before cutting, a cut costs a block per tenant, a spill only
  * the I/O; ing_db_spill).  Caller holds db->cut_mu.  A failure is logged
  * and counted, the buckets stay in memory and the next tick tries again;
- * the first one is returned.
+ * the first one is returned.  Memory freed is returned to the system
+ * (sm_mem_release).
  */
 static int
 db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 {
+	uint64_t dropped = 0;
 	int first = 0;
 
 	ING_ASSERT_HELD(&db->cut_mu);
@@ -390,8 +390,12 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 			}
 		}
 		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
+		dropped += bytes;
 		ing_head_unref(h);
 	}
+	/* What the spill freed is many small blocks among live ones: give
+	 * the pages back (common/sm.h), or RSS would not fall. */
+	sm_mem_release((size_t)SM_MIN(dropped, (uint64_t)SIZE_MAX));
 	return (first);
 }
 
