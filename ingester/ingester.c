@@ -72,7 +72,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[12];
+	static struct sm_flag f[13];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -124,8 +124,14 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"Write the heads' sealed buckets (every bucket of a series "
 		"but its newest) to the store at least this often, and as "
 		"soon as a head holds 1 MiB of them, keeping only their "
-		"totals in memory; queries and the block cut read them back "
-		"(0 = keep them in memory)." };
+		"totals in memory, and the profile records with them; "
+		"queries and the block cut read them back (0 = keep them in "
+		"memory)." };
+	f[12] = (struct sm_flag){ "ingester.rocksdb-write-buffer-bytes",
+		SM_FLAG_BYTES, &cfg->write_buffer, "8MiB",
+		"Size of each RocksDB memtable (one per column family: head "
+		"log, blocks, index; up to two each while one is flushed): "
+		"less memory, or fewer and larger flushes. At least 1MiB." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -316,11 +322,11 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	    cfg->head_max_bytes < 0 || cfg->block_cache < 0 ||
 	    cfg->rocksdb_cache < 0 || cfg->idempotency_ms <= 0 ||
 	    cfg->min_free_disk < 0 || cfg->merge_max_bytes < 0 ||
-	    cfg->spill_ms < 0 ||
+	    cfg->spill_ms < 0 || cfg->write_buffer < ((int64_t)1 << 20) ||
 	    cfg->instance_id == NULL || cfg->instance_id[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
-		    "workers and message size must be > 0, sizes >= 0, and "
-		    "-instance.id set"));
+		    "workers and message size must be > 0, sizes >= 0 "
+		    "(write buffers >= 1MiB), and -instance.id set"));
 	if ((ing = sm_calloc(1, sizeof(*ing))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing->cfg = *cfg;
@@ -408,6 +414,7 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	sm_kv_opts_default(&kvo);
 	kvo.sync = ing->cfg.wal_sync;
 	kvo.block_cache_bytes = (size_t)ing->cfg.rocksdb_cache;
+	kvo.write_buffer_bytes = (size_t)ing->cfg.write_buffer;
 	snprintf(path, sizeof(path), "%s/rocksdb", ing->cfg.data_dir);
 	if ((rv = ing_store_open(path, &kvo, (size_t)ing->cfg.block_cache,
 	    &ing->store, err)) != 0)

@@ -58,6 +58,7 @@ struct ing_config {
 	int64_t head_max_bytes;   /* -ingester.head-max-bytes */
 	int64_t block_cache;      /* -ingester.block-cache-bytes */
 	int64_t rocksdb_cache;    /* -ingester.rocksdb-cache-bytes */
+	int64_t write_buffer;     /* -ingester.rocksdb-write-buffer-bytes */
 	int64_t idempotency_ms;   /* -ingester.idempotency-window */
 	int64_t min_free_disk;    /* -ingester.min-free-disk, 0 = off */
 	int64_t merge_max_bytes;  /* -ingester.merge-max-bytes, 0 = off */

@@ -57,6 +57,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		.head_max_bytes = 64 << 20,
 		.block_cache = 8 << 20,
 		.rocksdb_cache = 8 << 20,
+		.write_buffer = 1 << 20,
 		.idempotency_ms = 600000,
 	};
 	struct sm_err err;
