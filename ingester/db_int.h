@@ -105,6 +105,8 @@ struct ing_db {
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	pthread_mutex_t cut_mu;           /* one cut at a time */
+	uint64_t spill_freed;             /* bytes spills freed since the
+					   * last malloc_trim (cut_mu) */
 	pthread_mutex_t compact_mu;       /* one tier job at a time */
 	/* Retention: nothing before the floor is served; retired blocks
 	 * are deleted from disk after a grace period (queries that copied

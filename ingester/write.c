@@ -344,7 +344,7 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
  * the I/O; ing_db_spill).  Caller holds db->cut_mu.  A failure is logged
  * and counted, the buckets stay in memory and the next tick tries again;
  * the first one is returned.  Memory freed is returned to the system
- * (sm_mem_release).
+ * (sm_mem_release) once SM_MEM_TRIM_MIN of it has accumulated.
  */
 static int
 db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
@@ -393,9 +393,15 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 		dropped += bytes;
 		ing_head_unref(h);
 	}
-	/* What the spill freed is many small blocks among live ones: give
-	 * the pages back (common/sm.h), or RSS would not fall. */
-	sm_mem_release((size_t)SM_MIN(dropped, (uint64_t)SIZE_MAX));
+	/* What spills free is many small blocks among live ones: give the
+	 * pages back (common/sm.h) once SM_MEM_TRIM_MIN has been freed, over
+	 * as many ticks as that takes (a busy ingester frees a few MiB a
+	 * second), or RSS would not fall. */
+	db->spill_freed += dropped;
+	if (db->spill_freed >= SM_MEM_TRIM_MIN) {
+		sm_mem_release(SM_MEM_TRIM_MIN);
+		db->spill_freed = 0;
+	}
 	return (first);
 }
 
