@@ -129,6 +129,49 @@ ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 	return (rv);
 }
 
+/* What blocks_scan calls for each value: a spilled bucket's (with its
+ * t, the key's last 8 bytes) or a chunk of profile records'. */
+struct scan_fn {
+	int (*bucket)(void *arg, int64_t t, const uint8_t *v, size_t n);
+	int (*recs)(void *arg, const uint8_t *v, size_t n);
+	void *arg;
+};
+
+/*
+ * Every key of the blocks family from lo to hi (inclusive; keys of hi's
+ * length, in order) through f.  f's non-zero return stops the scan and
+ * is returned; else the iterator's status.  0, SM_EIO, SM_ENOMEM or f's.
+ */
+static int
+blocks_scan(struct ing_store *s, const struct sm_key *lo,
+    const struct sm_key *hi, const struct scan_fn *f, struct sm_err *err)
+{
+	struct sm_kv_iter *it;
+	int rv = 0;
+
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (sm_kv_iter_seek(it, lo->b, lo->n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		size_t kn, vn;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn != hi->n || memcmp(k, hi->b, kn) > 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		rv = f->bucket != NULL ? f->bucket(f->arg, (int64_t)(
+		    sm_get_be64(k + kn - 8) ^ ((uint64_t)1 << 63)), v, vn) :
+		    f->recs(f->arg, v, vn);
+		if (rv != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
 static void
 key_recs(struct sm_key *k, const char *tenant, uint64_t gen, uint32_t chunk)
 {
@@ -152,33 +195,16 @@ ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
     int (*fn)(void *arg, const uint8_t *v, size_t n), void *arg,
     struct sm_err *err)
 {
-	struct sm_kv_iter *it;
+	struct scan_fn f = { .recs = fn, .arg = arg };
 	struct sm_key lo, hi;
-	int rv = 0;
+	int rv;
 
-	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	key_recs(&lo, tenant, gen, 0);
 	key_recs(&hi, tenant, gen, UINT32_MAX);
-	for (sm_kv_iter_seek(it, lo.b, lo.n); sm_kv_iter_valid(it);
-	    sm_kv_iter_next(it)) {
-		const uint8_t *k, *v;
-		size_t kn, vn;
-
-		k = sm_kv_iter_key(it, &kn);
-		if (kn != hi.n || memcmp(k, hi.b, kn) > 0)
-			break;
-		v = sm_kv_iter_value(it, &vn);
-		if ((rv = fn(arg, v, vn)) != 0)
-			break;
-	}
-	if (rv == 0)
-		rv = sm_kv_iter_status(it, err);
-	else if (rv == SM_ECORRUPT)
+	if ((rv = blocks_scan(s, &lo, &hi, &f, err)) == SM_ECORRUPT)
 		(void)sm_err_set(err, rv, "spilled profile records of tenant "
 		    "%s in head %llu are damaged", tenant,
 		    (unsigned long long)gen);
-	sm_kv_iter_destroy(it);
 	return (rv);
 }
 
@@ -196,35 +222,16 @@ ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
     int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
     struct sm_err *err)
 {
-	struct sm_kv_iter *it;
+	struct scan_fn f = { .bucket = fn, .arg = arg };
 	struct sm_key lo, hi;
-	int rv = 0;
+	int rv;
 
-	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing_key_spill(&lo, tenant, gen, series, t0);
 	ing_key_spill(&hi, tenant, gen, series, t1);
-	for (sm_kv_iter_seek(it, lo.b, lo.n); sm_kv_iter_valid(it);
-	    sm_kv_iter_next(it)) {
-		const uint8_t *k, *v;
-		size_t kn, vn;
-		uint64_t ut;
-
-		k = sm_kv_iter_key(it, &kn);
-		if (kn != hi.n || memcmp(k, hi.b, kn) > 0)
-			break;
-		v = sm_kv_iter_value(it, &vn);
-		ut = sm_get_be64(k + kn - 8) ^ ((uint64_t)1 << 63);
-		if ((rv = fn(arg, (int64_t)ut, v, vn)) != 0)
-			break;
-	}
-	if (rv == 0)
-		rv = sm_kv_iter_status(it, err);
-	else if (rv == SM_ECORRUPT)
+	if ((rv = blocks_scan(s, &lo, &hi, &f, err)) == SM_ECORRUPT)
 		(void)sm_err_set(err, rv, "spilled bucket of tenant %s series "
 		    "%u in head %llu is damaged", tenant, series,
 		    (unsigned long long)gen);
-	sm_kv_iter_destroy(it);
 	return (rv);
 }
 

@@ -399,7 +399,7 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 	 * second), or RSS would not fall. */
 	db->spill_freed += dropped;
 	if (db->spill_freed >= SM_MEM_TRIM_MIN) {
-		sm_mem_release(SM_MEM_TRIM_MIN);
+		sm_mem_release((size_t)db->spill_freed);
 		db->spill_freed = 0;
 	}
 	return (first);
