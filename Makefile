@@ -18,7 +18,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libcurl4-openssl-dev \
 	golang-go python3 python3-yaml curl protobuf-compiler \
 	chromium nodejs \
-	clang libclang-rt-14-dev llvm
+	clang libclang-rt-14-dev llvm gdb
 
 SUDO := $(shell if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then echo sudo; fi)
 JOBS ?= 2

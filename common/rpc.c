@@ -76,6 +76,100 @@ static struct sm_rpc_server *rpc_direct;
  */
 #define RPC_POLL_MS 200
 
+/*
+ * Closing a socket, bounded.  nng 1.5.2 (Debian 12) can hang in nng_close
+ * for ever: when a peer's pipe is torn down while an operation on it has
+ * begun but is not yet scheduled, the pipe's reaper waits on that
+ * operation, which never completes, and nng_close waits on the pipe
+ * (nanomsg/nng#1813, fixed in nng 1.8).  An ingester stopped just after
+ * its peers reconnected hit it about once in a hundred stops (the main
+ * thread in nng_close, the reaper thread waiting).  So nng_close runs in
+ * a helper thread and its caller waits at most RPC_CLOSE_WAIT_MS: past
+ * that the stop goes on, warns, and leaves the socket and the owner's
+ * memory to the helper, which frees them if nng ever returns (a stopping
+ * process exits without waiting for it).  The owner's memory has to wait
+ * for the close because nng still calls pipes_cb on it until then.
+ */
+#define RPC_CLOSE_WAIT_MS 5000
+
+struct rpc_closer {
+	nng_socket sock;
+	void (*fin)(void *);        /* frees the owner once the socket is closed */
+	void *arg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;                  /* nng_close returned */
+	bool abandoned;             /* the caller stopped waiting: helper frees */
+};
+
+static void
+closer_free(struct rpc_closer *cl)
+{
+	pthread_cond_destroy(&cl->cv);
+	pthread_mutex_destroy(&cl->mu);
+	sm_free(cl);
+}
+
+static void *
+closer_main(void *p)
+{
+	struct rpc_closer *cl = p;
+	bool abandoned;
+
+	nng_close(cl->sock);
+	pthread_mutex_lock(&cl->mu);
+	cl->done = true;
+	abandoned = cl->abandoned;
+	pthread_cond_signal(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+	if (abandoned) {
+		cl->fin(cl->arg);
+		closer_free(cl);
+	}
+	return (NULL);
+}
+
+/* nng_close(sock), then fin(arg), without waiting on nng for ever (above). */
+static void
+rpc_close(nng_socket sock, const char *url, void (*fin)(void *), void *arg)
+{
+	struct rpc_closer *cl = sm_calloc(1, sizeof(*cl));
+	int64_t deadline = sm_mono_ns() + (int64_t)RPC_CLOSE_WAIT_MS * 1000000;
+	pthread_t thr;
+
+	if (cl == NULL)
+		goto inline_close;
+	cl->sock = sock;
+	cl->fin = fin;
+	cl->arg = arg;
+	pthread_mutex_init(&cl->mu, NULL);
+	sm_cond_init(&cl->cv);
+	if (pthread_create(&thr, NULL, closer_main, cl) != 0) {
+		closer_free(cl);
+		goto inline_close;
+	}
+	pthread_mutex_lock(&cl->mu);
+	while (!cl->done && sm_cond_wait_until(&cl->cv, &cl->mu, deadline))
+		;
+	if (cl->done) {
+		pthread_mutex_unlock(&cl->mu);
+		pthread_join(thr, NULL);
+		closer_free(cl);
+		fin(arg);
+		return;
+	}
+	cl->abandoned = true;
+	pthread_mutex_unlock(&cl->mu);
+	pthread_detach(thr);
+	sm_warn("rpc", "closing the socket did not finish within %d ms (nng "
+	    "1.5 can hang there, nanomsg/nng#1813); left to a helper thread\t"
+	    "url=%s", RPC_CLOSE_WAIT_MS, url != NULL ? url : "");
+	return;
+inline_close:
+	nng_close(sock);
+	fin(arg);
+}
+
 struct rpc_op;
 
 /*
@@ -371,6 +465,26 @@ fail:
 	return (rv);
 }
 
+/* What the server owns besides its socket (after the close: rpc_close). */
+static void
+server_fin(void *p)
+{
+	struct sm_rpc_server *s = p;
+
+	for (unsigned i = 0; i < s->nw; i++) {
+		struct rpc_worker *w = &s->w[i];
+
+		if (w->aio != NULL) {
+			nng_ctx_close(w->ctx);
+			nng_aio_free(w->aio);
+		}
+	}
+	pipes_fini(&s->pipes);
+	sm_free(s->w);
+	sm_free(s->url);
+	sm_free(s);
+}
+
 void
 sm_rpc_server_stop(struct sm_rpc_server *s)
 {
@@ -397,20 +511,7 @@ sm_rpc_server_stop(struct sm_rpc_server *s)
 		if (w->started)
 			pthread_join(w->thr, NULL);
 	}
-	nng_close(s->sock);
-	/* fini */
-	for (unsigned i = 0; i < s->nw; i++) {
-		struct rpc_worker *w = &s->w[i];
-
-		if (w->aio != NULL) {
-			nng_ctx_close(w->ctx);
-			nng_aio_free(w->aio);
-		}
-	}
-	pipes_fini(&s->pipes);
-	sm_free(s->w);
-	sm_free(s->url);
-	sm_free(s);
+	rpc_close(s->sock, s->url, server_fin, s);
 }
 
 int
@@ -472,18 +573,26 @@ fail:
 
 static void client_cancel_ops(struct sm_rpc_client *c);
 
+/* What the client owns besides its socket (after the close: rpc_close). */
+static void
+client_fin(void *p)
+{
+	struct sm_rpc_client *c = p;
+
+	pipes_fini(&c->pipes);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	sm_free(c->url);
+	sm_free(c);
+}
+
 void
 sm_rpc_client_destroy(struct sm_rpc_client *c)
 {
 	if (c == NULL)
 		return;
 	client_cancel_ops(c);
-	nng_close(c->sock);
-	pipes_fini(&c->pipes);
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mu);
-	sm_free(c->url);
-	sm_free(c);
+	rpc_close(c->sock, c->url, client_fin, c);
 }
 
 bool

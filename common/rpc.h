@@ -52,8 +52,12 @@
  * the distributor's writes use it; queries keep the workers, whose count
  * bounds them.  sm_rpc_server_stop() waits for direct calls in progress.
  *
- * Teardown is close -> stop -> fini (docs/style.md §8): sm_rpc_server_stop() closes
- * the socket, which wakes every worker with NNG_ECLOSED, then joins them.
+ * Teardown is close -> stop -> fini (docs/style.md §8): sm_rpc_server_stop()
+ * stops the workers (each finishes the request in hand), joins them, then
+ * closes the socket.  Closing waits at most 5 s on nng (rpc.c, "Closing a
+ * socket, bounded": nng 1.5 can hang there for ever); past that the stop
+ * returns with a warning and a helper thread finishes the close and the
+ * freeing.  sm_rpc_client_destroy() closes the same way.
  * Locking: a client may be shared by any number of threads.
  */
 #ifndef SM_RPC_H
@@ -93,7 +97,8 @@ int sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg,
     sm_rpc_handler fn, void *arg, struct sm_rpc_server **out,
     struct sm_err *err);
 
-/* Close the socket, join the workers, free.  NULL is a no-op.  Blocks. */
+/* Stop and join the workers, close the socket (bounded, above), free.
+ * NULL is a no-op.  Blocks. */
 void sm_rpc_server_stop(struct sm_rpc_server *s);
 
 struct sm_rpc_client_cfg {

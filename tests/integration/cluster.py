@@ -26,7 +26,7 @@ exits and sanitizer reports are problems).
 import time
 
 from durability import DataServer
-from smolder import free_port
+from smolder import free_port, metric
 
 HEARTBEAT = "100ms"
 HEARTBEAT_TIMEOUT = "1s"
@@ -175,6 +175,21 @@ class Cluster:
     def states(self, server=None):
         j = self.ring(server)
         return {m["id"]: m["state"] for m in j["members"]} if j else {}
+
+    def wait_writes(self, n, timeout=60):
+        """Wait until every running ingester has applied `n` writes
+        (smolder_ingester_writes_total; with RF = the number of ingesters
+        each push is one write on each).  A push is acknowledged at
+        quorum, so the last replica's write may still be on its way: a
+        test that flushes or compacts next would cut without it.  True on
+        success."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(metric(i, "smolder_ingester_writes_total") >= n
+                   for i in self.ingesters if not i.stopped):
+                return True
+            time.sleep(0.05)
+        return False
 
     def wait_ring(self, active, timeout=30):
         """Wait until every distributor and querier sees exactly `active`

@@ -57,6 +57,33 @@ SANITIZER_MARKERS = (
 )
 
 
+def thread_stacks(pid, limit=16000):
+    """Where every thread of a live process waits, from gdb (make deps
+    installs it), so a hang in CI says where it is: each thread's name and
+    its frames that have a source line (the project's code; libc and nng
+    frames have none).  Best effort: a message when gdb is missing or
+    cannot attach."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return "(gdb not installed)"
+    try:
+        out = subprocess.run(
+            [gdb, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+             "-ex", "thread apply all bt 40"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "(gdb failed: %s)" % e
+    keep = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        if line.startswith("Thread "):
+            keep.append(line)
+        elif line.startswith("#") and re.search(r" at [^ ]+\.[ch]:\d+", line) \
+                and "/nptl/" not in line and "sysdeps/" not in line:
+            keep.append("  " + line)
+    text = "\n".join(keep)
+    return text[-limit:] or "(gdb printed no stack)"
+
+
 def source_dir():
     return SOURCE_DIR
 
@@ -576,6 +603,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.problems.append("%s did not exit within %ds of SIGTERM;"
                                      " killed" % (self.name, self.stop_timeout))
+                self.problems.append("threads of the hung process:\n" +
+                                     thread_stacks(self.proc.pid))
                 self.proc.kill()
                 rc = self.proc.wait(10)
         self.exit_code = rc

@@ -349,7 +349,10 @@ def cluster(r, ws, ups, tid, oracle):
     try:
         c.start()
         d, q = c.distributors[0], c.queriers[0]
-        push_all(r, d, ups + small_uploads())
+        every = ups + small_uploads()
+        push_all(r, d, every)
+        r.check(c.wait_writes(len(every)), "cluster: every replica has "
+                "applied every upload")
         r.check(all(flush(i).status == 200 for i in c.ingesters),
                 "cluster: every ingester cuts its blocks")
         compare(r, answers(q, tid), oracle, "cluster, raw: every answer "
