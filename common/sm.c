@@ -179,6 +179,7 @@ sm_mem_init(void)
 {
 #ifdef __GLIBC__
 	(void)mallopt(M_MMAP_THRESHOLD, (int)SM_MEM_MMAP_MIN);
+	(void)mallopt(M_TRIM_THRESHOLD, (int)SM_MEM_TRIM_MIN);
 #endif
 }
 

@@ -168,14 +168,22 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  * renders of a large series 1.7 GB stayed resident).  Decisions, for
  * glibc malloc (elsewhere both are no-ops):
  *   - sm_mem_init(), once at startup, fixes M_MMAP_THRESHOLD at
- *     SM_MEM_MMAP_MIN (256 KiB).  glibc's default threshold is dynamic: every
- *     freed mmapped block raises it (up to 32 MiB), after which a query's
- *     large arrays and response buffers come from the heaps and stay
- *     there when freed.  Fixed, every block >= 256 KiB is its own mapping
- *     and is unmapped by free().  Cost: one mmap/munmap (and its page
- *     faults) per large block, noise next to a query that needs one.
+ *     SM_MEM_MMAP_MIN (4 MiB) and M_TRIM_THRESHOLD at SM_MEM_TRIM_MIN
+ *     (4 MiB).  glibc's default mmap threshold is dynamic: every freed
+ *     mmapped block raises it (up to 32 MiB), after which a query's large
+ *     arrays and response buffers come from the heaps and stay there when
+ *     freed.  Fixed, every block >= 4 MiB is its own mapping and is
+ *     unmapped by free().  Why not lower: at 256 KiB (the first choice)
+ *     every upload's decompressed profile, decode arrays and RocksDB's
+ *     memtable blocks were mapped, faulted in and unmapped (with a TLB
+ *     shootdown) once per request: ingest ran at 0.62x the decode floor,
+ *     and at 0.99x with 4 MiB (issue 12; bench/README.md, B1), while B5's
+ *     RSS per series did not grow (what the heaps keep is bounded by the
+ *     trim threshold and the trims below).  Setting the mmap threshold
+ *     also turns off glibc's dynamic trim threshold (128 KiB), so it is
+ *     set too: a heap gives back its free top above 4 MiB at free().
  *     M_ARENA_MAX is left alone: fewer arenas would serialise the HTTP
- *     threads' allocations, and the trim below handles what they keep.
+ *     threads' allocations (2 arenas took B5 from 2.06x to 2.01x, noise).
  *   - sm_mem_release(bytes) after a request that used `bytes` of heap (a
  *     merge tree, an arena, a response) calls malloc_trim(0) when bytes
  *     >= SM_MEM_TRIM_MIN (4 MiB): freed small blocks (tree nodes, strings)
@@ -184,7 +192,7 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  *     ms at most for a heap of hundreds of MiB; below 4 MiB it is not
  *     worth it.
  */
-#define SM_MEM_MMAP_MIN (256u * 1024u)
+#define SM_MEM_MMAP_MIN (4u * 1024u * 1024u)
 #define SM_MEM_TRIM_MIN ((size_t)4 << 20)
 void sm_mem_init(void);
 void sm_mem_release(size_t bytes);
