@@ -61,10 +61,11 @@ from smolder import (SANITIZER_MARKERS, Results, free_port,  # noqa: E402
 BUDGET_S = 58
 
 # Makefile packages only the tests use (Go's pprof oracle, the YAML and HTTP
-# tools, the browser test, libFuzzer): the image does not install them.
+# tools, the browser test, libFuzzer, gdb for a hung server's stacks): the
+# image does not install them.
 TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
-                      "libclang-rt-14-dev", "llvm", "protobuf-compiler"}
+                      "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")
