@@ -363,9 +363,11 @@ def cluster(r, ws, ups, tid, oracle):
                 and time.monotonic() < deadline:
             time.sleep(0.05)
         st, j = run_pass(c.compactors[0])
-        r.check(isinstance(j, dict) and j.get("tier_jobs_built") == 12,
-                "cluster: the compactor builds tiers on the two running "
-                "ingesters", "%s %s" % (st, j))
+        ok = isinstance(j, dict) and j.get("tier_jobs_built") == 12
+        r.check(ok, "cluster: the compactor builds tiers on the two "
+                "running ingesters", "%s %s\nGET /compactor: %s" % (
+                    st, j, "" if ok else c.compactors[0].request(
+                        "GET", "/compactor").text()[:3000]))
         c.restart_ingester(2)
         c.wait_ring(active=3)
         for i in range(3):
