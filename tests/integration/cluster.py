@@ -25,8 +25,8 @@ exits and sanitizer reports are problems).
 
 import time
 
-from durability import DataServer
-from smolder import free_port, metric
+from durability import DataServer, wait_metric
+from smolder import free_port
 
 HEARTBEAT = "100ms"
 HEARTBEAT_TIMEOUT = "1s"
@@ -184,12 +184,11 @@ class Cluster:
         test that flushes or compacts next would cut without it.  True on
         success."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(metric(i, "smolder_ingester_writes_total") >= n
-                   for i in self.ingesters if not i.stopped):
-                return True
-            time.sleep(0.05)
-        return False
+        return all((wait_metric(i, "smolder_ingester_writes_total",
+                                lambda v: v >= n,
+                                max(0.0, deadline - time.monotonic()),
+                                interval=0.05) or 0) >= n
+                   for i in self.ingesters if not i.stopped)
 
     def wait_ring(self, active, timeout=30):
         """Wait until every distributor and querier sees exactly `active`
