@@ -187,6 +187,128 @@ test_write_merge_same_bucket(void)
 	ing_db_close(db);
 }
 
+/* A spilled bucket at t, in sums_expect's want[]. */
+#define SPILLED(t) ((t) + 1000000)
+
+/* Check that iterating sr over [start, end) gives the times want[0..n)
+ * (SPILLED(t): a spilled one). */
+static void
+sums_expect(const struct ing_series *sr, int64_t start, int64_t end,
+    const int64_t *want, uint32_t n)
+{
+	struct ing_bucket_it it;
+	const struct ing_bucket *b;
+	uint32_t k = 0;
+
+	ing_bucket_it_init(&it, sr, 10, start, end);
+	while ((b = ing_bucket_it_next(&it)) != NULL) {
+		SM_REQUIRE(k < n);
+		SM_CHECK_EQ(b->t, want[k] >= SPILLED(-1000) ?
+		    want[k] - SPILLED(0) : want[k]);
+		SM_CHECK_EQ(b->spilled != 0, want[k] >= SPILLED(-1000));
+		/* Every field survives the encoding (set by sum_bucket). */
+		SM_CHECK_EQ(b->profiles, (uint32_t)(b->t / 10 + 21));
+		SM_CHECK_EQ(b->total, b->t * 1000003 - 7);
+		SM_CHECK_EQ(b->n, (uint32_t)(b->t / 10 + 40) * 1000);
+		if (b->spilled)
+			SM_CHECK_EQ(b->packed_len, (uint32_t)(b->t + 300));
+		k++;
+	}
+	SM_CHECK_EQ(k, n);
+}
+
+static struct ing_bucket
+sum_bucket(int64_t t, uint8_t *packed)
+{
+	return ((struct ing_bucket){ .t = t,
+	    .profiles = (uint32_t)(t / 10 + 21), .total = t * 1000003 - 7,
+	    .n = (uint32_t)(t / 10 + 40) * 1000, .packed = packed,
+	    .packed_len = (uint32_t)(t + 300) });
+}
+
+/*
+ * Spilled summaries (set.h): appended, interleaved with later spills,
+ * taken back by a late write, and walked with the resident buckets in
+ * time order (bucket width 10; negative times too).
+ */
+static void
+test_spilled_summaries(void)
+{
+	static uint8_t dummy;
+	struct ing_series sr;
+	struct ing_bucket b[4], res[1];
+	struct ing_bucket one;
+	struct ing_sums ns;
+	int64_t grown, total = 0;
+
+	memset(&sr, 0, sizeof(sr));
+	res[0] = sum_bucket(60, NULL);
+	sr.b = res;
+	sr.nb = 1;
+	/* Unpacked buckets are not moved. */
+	b[0] = sum_bucket(0, &dummy);
+	b[1] = sum_bucket(20, NULL);
+	b[2] = sum_bucket(40, &dummy);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 3, &grown) == 0);
+	total += grown;
+	SM_CHECK_EQ(sr.sp.n, 2);
+	SM_CHECK_EQ(sr.sp.last_t, 40);
+	SM_CHECK(sr.sp.len <= 2 * ING_SUM_MAX && (int64_t)sr.sp.cap == total);
+	sums_expect(&sr, INT64_MIN, INT64_MAX,
+	    (int64_t[]){ SPILLED(0), SPILLED(40), 60 }, 3);
+	/* Appended: all newer than the last. */
+	b[0] = sum_bucket(50, &dummy);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 1, &grown) == 0);
+	total += grown;
+	sums_expect(&sr, INT64_MIN, INT64_MAX,
+	    (int64_t[]){ SPILLED(0), SPILLED(40), SPILLED(50), 60 }, 4);
+	/* Interleaved: before, between and negative. */
+	b[0] = sum_bucket(-30, &dummy);
+	b[1] = sum_bucket(10, &dummy);
+	b[2] = sum_bucket(30, &dummy);
+	b[3] = sum_bucket(35, NULL);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 4, &grown) == 0);
+	total += grown;
+	SM_CHECK_EQ(sr.sp.n, 6);
+	SM_CHECK_EQ(sr.sp.last_t, 50);
+	SM_CHECK_EQ((int64_t)sr.sp.cap, total);
+	sums_expect(&sr, INT64_MIN, INT64_MAX,
+	    (int64_t[]){ SPILLED(-30), SPILLED(0), SPILLED(10), SPILLED(30),
+	    SPILLED(40), SPILLED(50), 60 }, 7);
+	/* Ranges: a bucket overlaps [start, end) by its width. */
+	sums_expect(&sr, 15, 45,
+	    (int64_t[]){ SPILLED(10), SPILLED(30), SPILLED(40) }, 3);
+	sums_expect(&sr, 55, 61, (int64_t[]){ SPILLED(50), 60 }, 2);
+	sums_expect(&sr, 61, 100, (int64_t[]){ 60 }, 1);
+	sums_expect(&sr, -100, -25, (int64_t[]){ SPILLED(-30) }, 1);
+	sums_expect(&sr, 20, 20, NULL, 0);
+	sums_expect(&sr, 1000, 2000, NULL, 0);
+	/* Single summaries. */
+	SM_CHECK(ing_sums_get(&sr, 10, 30, &one));
+	SM_CHECK(one.spilled && one.t == 30 && one.total == 30 * 1000003 - 7);
+	SM_CHECK(ing_sums_get(&sr, 10, -30, NULL));
+	SM_CHECK(!ing_sums_get(&sr, 10, 20, NULL));
+	SM_CHECK(!ing_sums_get(&sr, 10, 60, NULL));
+	SM_CHECK(!ing_sums_get(&sr, 10, -40, NULL));
+	/* Taken back: without -30, 30 and 50 (a late write's reserve). */
+	SM_REQUIRE(ing_sums_without(&sr, 10, (int64_t[]){ -30, 30, 50 }, 3,
+	    &ns) == 0);
+	SM_CHECK_EQ(ns.n, 3);
+	SM_CHECK_EQ(ns.last_t, 40);
+	sm_free(sr.sp.p);
+	sr.sp = ns;
+	sums_expect(&sr, INT64_MIN, INT64_MAX,
+	    (int64_t[]){ SPILLED(0), SPILLED(10), SPILLED(40), 60 }, 4);
+	/* All of them: none left. */
+	SM_REQUIRE(ing_sums_without(&sr, 10, (int64_t[]){ 0, 10, 40 }, 3,
+	    &ns) == 0);
+	SM_CHECK_EQ(ns.n, 0);
+	SM_CHECK(ns.p == NULL && ns.len == 0);
+	sm_free(sr.sp.p);
+	sr.sp = ns;
+	sums_expect(&sr, INT64_MIN, INT64_MAX, (int64_t[]){ 60 }, 1);
+}
+
 static void
 test_bucket_ranges(void)
 {
@@ -2216,11 +2338,11 @@ spilled_count(struct ing_db *db, uint32_t *resident)
 	for (uint32_t i = 0; i < h->set.nseries; i++) {
 		const struct ing_series *sr = h->set.series[i];
 
-		/* A series' newest bucket is never spilled (head.c). */
-		for (uint32_t k = 0; k + 1 < sr->nb; k++) {
-			n += sr->b[k].spilled != 0;
+		/* A series' newest bucket is never spilled (head.c); the
+		 * spilled ones are summaries in sp (set.h). */
+		n += sr->sp.n;
+		for (uint32_t k = 0; k + 1 < sr->nb; k++)
 			r += sr->b[k].packed != NULL;
-		}
 	}
 	pthread_rwlock_unlock(&h->lock);
 	if (resident != NULL)
@@ -2460,6 +2582,8 @@ SM_TEST_MAIN(
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },
+	{ "spilled summaries: append, interleave, take back, walk",
+	    test_spilled_summaries },
 	{ "selectors and tenant isolation", test_selectors_and_tenants },
 	{ "per-step series and group-by", test_series_query },
 	{ "label names, values and series sets", test_labels_query },

@@ -161,32 +161,54 @@ spill_fill_cb(void *arg, int64_t t, const uint8_t *v, size_t n)
 
 int
 ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
-    uint32_t lo, uint32_t hi, struct sm_arena *a,
-    const struct ing_bucket **out, struct sm_err *err)
+    int64_t start, int64_t end, struct sm_arena *a,
+    const struct ing_bucket **out, uint32_t *nout, struct sm_err *err)
 {
+	struct ing_bucket_it it;
+	const struct ing_bucket *b;
 	struct spill_fill f;
-	uint32_t first = hi, last = lo;
+	int64_t first = 0, last = 0;
+	uint32_t nsp = 0;
 	int rv;
 
-	for (uint32_t i = lo; i < hi; i++) {
-		if (sr->b[i].spilled) {
-			first = SM_MIN(first, i);
-			last = i;
-		}
-	}
-	if (first == hi) {
+	if (sr->sp.n == 0) {
+		uint32_t lo = ing_series_first_bucket(sr, h->bucket_ms, start);
+		uint32_t hi = lo;
+
+		while (hi < sr->nb && ing_bucket_overlaps(&sr->b[hi],
+		    h->bucket_ms, start, end))
+			hi++;
 		*out = sr->b + lo;
+		*nout = hi - lo;
 		return (0);
 	}
-	SM_ASSERT(h->store != NULL);
-	f.n = hi - lo;
+	/* Resident and spilled summaries in time order, into a copy. */
+	f.n = 0;
+	ing_bucket_it_init(&it, sr, h->bucket_ms, start, end);
+	while (ing_bucket_it_next(&it) != NULL)
+		f.n++;
 	f.i = 0;
 	f.a = a;
-	if ((f.b = sm_arena_alloc(a, (size_t)f.n * sizeof(*f.b))) == NULL)
+	if ((f.b = sm_arena_alloc(a, (size_t)SM_MAX(f.n, 1) *
+	    sizeof(*f.b))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	memcpy(f.b, sr->b + lo, (size_t)f.n * sizeof(*f.b));
+	f.n = 0;
+	ing_bucket_it_init(&it, sr, h->bucket_ms, start, end);
+	while ((b = ing_bucket_it_next(&it)) != NULL) {
+		if (b->spilled) {
+			if (nsp++ == 0)
+				first = b->t;
+			last = b->t;
+		}
+		f.b[f.n++] = *b;
+	}
+	*out = f.b;
+	*nout = f.n;
+	if (nsp == 0)
+		return (0);
+	SM_ASSERT(h->store != NULL);
 	rv = ing_store_spill_read(h->store, h->tenant, h->gen, sr->id,
-	    sr->b[first].t, sr->b[last].t, spill_fill_cb, &f, err);
+	    first, last, spill_fill_cb, &f, err);
 	if (rv == 1)
 		rv = 0;
 	if (rv == SM_ENOMEM)
@@ -200,7 +222,6 @@ ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
 			    "missing from the store", (long long)f.b[i].t,
 			    sr->id, h->tenant, (unsigned long long)h->gen));
 	}
-	*out = f.b;
 	return (0);
 }
 
@@ -315,6 +336,52 @@ spill_profs(struct ing_head *h, struct sm_kv_batch *batch, uint64_t *bytes,
 	return (0);
 }
 
+/*
+ * Step 3 for one series: the summaries of its packed sealed buckets (the
+ * ones step 1 wrote) move to sr->sp (set.h, "Spilled summaries") and the
+ * buckets leave b[], their pairs freed.  If sp cannot grow, they stay
+ * resident (their keys in the store are then stale, and skipped).
+ */
+static void
+spill_drop(struct ing_head *h, struct ing_series *sr, uint64_t *bytes)
+{
+	uint32_t w = 0;
+	int64_t grown;
+
+	if (sr->nb < 2 || ing_sums_add(sr, h->bucket_ms, sr->b, sr->nb - 1,
+	    &grown) != 0)
+		return;
+	h->sum_bytes = (uint64_t)((int64_t)h->sum_bytes + grown);
+	for (uint32_t k = 0; k < sr->nb; k++) {
+		struct ing_bucket *b = &sr->b[k];
+
+		if (k + 1 < sr->nb && b->packed != NULL) {
+			sm_free(b->packed);
+			h->pair_bytes -= b->packed_len;
+			atomic_fetch_sub_explicit(&h->sealed_bytes,
+			    b->packed_len, memory_order_relaxed);
+			h->spilled_bytes += b->packed_len;
+			*bytes += b->packed_len;
+			continue;
+		}
+		sr->b[w++] = *b;
+	}
+	sr->nb = w;
+	/* A replayed hour was all resident before its first spill: give
+	 * the room back. */
+	if (sr->cap > 16 && sr->nb < sr->cap / 4) {
+		uint32_t cap = SM_MAX(sr->cap / 4, 8);
+		struct ing_bucket *nb = sm_reallocarray(sr->b, cap,
+		    sizeof(*nb));
+
+		if (nb != NULL) {     /* else it keeps the room */
+			h->bucket_slots -= sr->cap - cap;
+			sr->b = nb;
+			sr->cap = cap;
+		}
+	}
+}
+
 struct spill_note {
 	uint32_t id, wseq;
 };
@@ -345,11 +412,10 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 			const struct ing_series *sr = h->set.series[next];
 			bool any = false;
 
-			for (uint32_t k = sr->spill_from; k + 1 < sr->nb;
-			    k++) {
+			for (uint32_t k = 0; k + 1 < sr->nb; k++) {
 				const struct ing_bucket *b = &sr->b[k];
 
-				if (b->packed == NULL || b->spilled)
+				if (b->packed == NULL)
 					continue;
 				ing_store_spill_put(batch, h->tenant, h->gen,
 				    sr->id, b->t, b->packed, b->packed_len);
@@ -385,24 +451,7 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 
 			if (sr->wseq != notes[i].wseq)
 				continue;
-			for (uint32_t k = sr->spill_from; k + 1 < sr->nb;
-			    k++) {
-				struct ing_bucket *b = &sr->b[k];
-
-				if (b->packed == NULL || b->spilled)
-					continue;
-				sm_free(b->packed);
-				b->packed = NULL;
-				b->spilled = 1;
-				h->pair_bytes -= b->packed_len;
-				atomic_fetch_sub_explicit(&h->sealed_bytes,
-				    b->packed_len, memory_order_relaxed);
-				h->spilled_bytes += b->packed_len;
-				*bytes += b->packed_len;
-			}
-			while (sr->spill_from < sr->nb &&
-			    sr->b[sr->spill_from].spilled)
-				sr->spill_from++;
+			spill_drop(h, sr, bytes);
 		}
 		pthread_rwlock_unlock(&h->lock);
 		if (next >= ns)
@@ -420,7 +469,7 @@ ing_head_bytes(const struct ing_head *h)
 {
 	return (h->pair_bytes + ing_spans_bytes(&h->spans) +
 	    ing_profs_bytes(&h->profs) +
-	    h->bucket_slots * sizeof(struct ing_bucket) +
+	    h->bucket_slots * sizeof(struct ing_bucket) + h->sum_bytes +
 	    sm_tree_mem(&h->tree) +
 	    sm_strtab_mem(&h->frames) + sm_strtab_mem(&h->set.lstr) +
 	    (uint64_t)h->set.nseries * 160);
@@ -737,7 +786,13 @@ struct wbkt {
 	uint32_t n;
 	uint32_t profiles;      /* uploads of the write merged into it */
 	int64_t sum;            /* the write's values */
-	bool fresh;             /* s has no bucket at bt yet */
+	bool fresh;             /* b[] has no bucket at bt yet */
+	bool unspill;           /* it was spilled: back into b[], with the
+				 * profiles and total it had */
+	uint32_t base_profiles;
+	int64_t base_total;
+	bool has_sums;          /* the series' first: its new sp in `sums` */
+	struct ing_sums sums;
 };
 
 /* Everything a write reserved and has not published. */
@@ -774,6 +829,7 @@ wstage_fini(struct wstage *st)
 	for (uint32_t i = 0; i < st->nbk; i++) {
 		sm_free(st->bk[i].node);
 		sm_free(st->bk[i].value);
+		sm_free(st->bk[i].sums.p);
 	}
 	for (uint32_t i = 0; i < st->nnew; i++)
 		ing_series_free(st->nsr[i]);
@@ -852,23 +908,29 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 		bk->s = sr;
 		bk->bt = e0->bt;
 		bk->fresh = pos == sr->nb || sr->b[pos].t != e0->bt;
-		if (bk->fresh)
-			memset(&cur, 0, sizeof(cur));
-		else if (!sr->b[pos].spilled)
+		if (!bk->fresh)
 			cur = sr->b[pos];       /* read only */
+		else if (!ing_sums_get(sr, h->bucket_ms, e0->bt, NULL))
+			memset(&cur, 0, sizeof(cur));
 		else {
 			/* Late data into a spilled bucket: its pairs back
-			 * first (head.h, "Spilled buckets"). */
+			 * first; it goes back into b[] (head.h, "Spilled
+			 * buckets"). */
 			const struct ing_bucket *lb;
+			uint32_t nlb;
 
 			if (st->scratch == NULL &&
 			    (st->scratch = sm_arena_create(0)) == NULL)
 				return (sm_err_set(err, SM_ENOMEM, "out of "
 				    "memory"));
-			if ((rv = ing_head_buckets(h, sr, pos, pos + 1,
-			    st->scratch, &lb, err)) != 0)
+			if ((rv = ing_head_buckets(h, sr, e0->bt, e0->bt + 1,
+			    st->scratch, &lb, &nlb, err)) != 0)
 				return (rv);
+			SM_ASSERT(nlb == 1 && lb->t == e0->bt);
 			cur = *lb;
+			bk->unspill = true;
+			bk->base_profiles = lb->profiles;
+			bk->base_total = lb->total;
 		}
 		for (j = i; j < st->ne && st->ord[j]->s == sr &&
 		    st->ord[j]->bt == e0->bt; j++) {
@@ -891,16 +953,37 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 			cur.value = nv;
 		}
 	}
-	/* A series' buckets are adjacent in bk[]. */
+	/* A series' buckets are adjacent in bk[], by time. */
 	for (i = 0; i < st->nbk; i = j) {
 		struct ing_series *sr = st->bk[i].s;
-		uint32_t nfresh = 0;
+		uint32_t nfresh = 0, nun = 0;
 
-		for (j = i; j < st->nbk && st->bk[j].s == sr; j++)
+		for (j = i; j < st->nbk && st->bk[j].s == sr; j++) {
 			nfresh += st->bk[j].fresh;
+			nun += st->bk[j].unspill;
+		}
 		if (nfresh > 0 && (rv = buckets_grow(h, sr,
 		    (uint64_t)sr->nb + nfresh)) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
+		if (nun > 0) {
+			/* Its summaries without the ones taken back. */
+			int64_t *ts = sm_arena_alloc(st->scratch,
+			    (size_t)nun * sizeof(*ts));
+			struct wbkt *b0 = &st->bk[i];
+
+			if (ts == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "out of "
+				    "memory"));
+			nun = 0;
+			for (uint32_t x = i; x < j; x++) {
+				if (st->bk[x].unspill)
+					ts[nun++] = st->bk[x].bt;
+			}
+			if ((rv = ing_sums_without(sr, h->bucket_ms, ts, nun,
+			    &b0->sums)) != 0)
+				return (sm_err_set(err, rv, "out of memory"));
+			b0->has_sums = true;
+		}
 	}
 	return (0);
 }
@@ -920,8 +1003,9 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		b = &s->b[lo];
 		memset(b, 0, sizeof(*b));
 		b->t = bk->bt;
+		b->profiles = bk->base_profiles;
+		b->total = bk->base_total;
 		s->nb++;
-		s->spill_from = SM_MIN(s->spill_from, lo);
 		h->set.min_t = SM_MIN(h->set.min_t, bk->bt);
 		h->set.max_t = SM_MAX(h->set.max_t, bk->bt);
 	} else {
@@ -936,8 +1020,14 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		sm_free(b->packed);
 		b->packed = NULL;
 		b->packed_len = 0;
-		b->spilled = 0;         /* its pairs were read back */
-		s->spill_from = SM_MIN(s->spill_from, lo);
+	}
+	if (bk->has_sums) {
+		/* Taken back into b[] (above, or by a later bucket of this
+		 * series in bk[]): out of sp. */
+		h->sum_bytes = h->sum_bytes - s->sp.cap + bk->sums.cap;
+		sm_free(s->sp.p);
+		s->sp = bk->sums;
+		memset(&bk->sums, 0, sizeof(bk->sums));
 	}
 	s->wseq++;
 	b->node = bk->node;
@@ -1163,19 +1253,23 @@ head_src_series(void *arg, uint32_t k, const struct ing_series **out,
 	struct head_src *x = arg;
 	const struct ing_series *sr;
 	const struct ing_bucket *b;
+	uint32_t n;
 	int rv;
 
 	SM_ASSERT(k < x->h->set.nseries);
 	sr = x->h->set.series[k];
 	sm_arena_reset(x->a);
-	if ((rv = ing_head_buckets(x->h, sr, 0, sr->nb, x->a, &b, err)) != 0)
+	if ((rv = ing_head_buckets(x->h, sr, INT64_MIN, INT64_MAX, x->a, &b,
+	    &n, err)) != 0)
 		return (rv);
-	if (b == sr->b) {
+	if (b == sr->b && n == sr->nb) {
 		*out = sr;
 		return (0);
 	}
 	x->copy = *sr;
 	x->copy.b = (struct ing_bucket *)b;
+	x->copy.nb = x->copy.cap = n;
+	memset(&x->copy.sp, 0, sizeof(x->copy.sp));
 	*out = &x->copy;
 	return (0);
 }

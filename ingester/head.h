@@ -73,22 +73,26 @@
  * attached to a store (ing_head_attach; the db attaches every tenant
  * head) writes them out with ing_head_spill: the packed pairs of every
  * sealed bucket (packed, not a series' newest) go to the store (store.h,
- * "Spilled bucket"), and the bucket keeps only its summary -- t, pairs,
- * profiles, total -- with `spilled` set.  What stays resident per series
- * is its labels, the summaries and its open bucket; the tree and the
- * strings are shared.  Three steps, so writes wait for none of the I/O:
+ * "Spilled bucket"), and the bucket leaves b[]: its summary -- t, pairs,
+ * profiles, total, packed length -- is kept encoded in the series' sp,
+ * about 10 bytes (set.h, "Spilled summaries").  What stays resident per
+ * series is its labels, those summaries and its open bucket; the tree
+ * and the strings are shared.  Three steps, so writes wait for none of
+ * the I/O:
  *   1. under the read lock, copy each sealed bucket's bytes into a batch
  *      and note each series' write count (wseq), a batch of at most
- *      ING_SPILL_BATCH bytes at a time; a series' buckets before its
- *      spill_from are all spilled already and are not looked at (a write
- *      into a bucket, or a new bucket, below it moves it down), so a pass
- *      costs what is new, not the whole head;
+ *      ING_SPILL_BATCH bytes at a time; b[] holds only resident buckets,
+ *      so a pass costs what is new, not the whole head;
  *   2. with no lock, write the batch (not synced: the log is the
  *      durable copy; a crash replays the log and spills again);
  *   3. under the write lock, for each series whose wseq has not moved,
- *      drop the packed bytes it wrote and mark them spilled.  A series a
- *      write touched in between is left for the next pass (its keys are
- *      rewritten then; a bucket is re-read before it is written into).
+ *      move the summaries into sp (an append, unless a late write's
+ *      bucket interleaves) and drop the buckets from b[] with their
+ *      pairs.  A series a write touched in between is left for the next
+ *      pass (its keys are rewritten then; a bucket is re-read before it
+ *      is written into); one whose sp cannot grow keeps its buckets
+ *      resident (its keys are then stale: readers skip a key whose bucket
+ *      is resident).
  * The individual-profile records (profiles.h; 40 bytes per upload and
  * series, as much as the buckets' summaries) go too: a pass writes every
  * record in memory as one chunk (store.h, "Spilled profile records") and,
@@ -100,12 +104,15 @@
  * -ingester.head-spill-interval, so what stays resident is about a second
  * of a busy head's writes, however fast they come.
  * Readers of pairs read a spilled bucket back: a merge and the block
- * encoder through ing_head_buckets (one iterator over the series' keys
- * in the range), a write into a spilled bucket (late data) in its
- * reserve step, before anything is published -- a failed read fails the
- * write whole (SM_EIO), as any reserve failure does.  Summaries (t,
- * profiles, total) never leave memory, so series, stats, analyze and the
- * select read no disk.  Only the tick spills (write.c), under the db's
+ * encoder through ing_head_buckets (resident and spilled in time order,
+ * one iterator over the series' keys in the range), a write into a
+ * spilled bucket (late data) in its reserve step, before anything is
+ * published -- a failed read fails the write whole (SM_EIO), as any
+ * reserve failure does; the write also reserves the series' sp without
+ * that summary, and its publish puts the bucket back into b[] (it is
+ * spilled again by a later pass).  Summaries never leave memory, so
+ * series, stats, analyze and the select read no disk (ing_bucket_it
+ * walks b[] and sp).  Only the tick spills (write.c), under the db's
  * cut_mu, so a spill and a cut of one head never overlap; the cut
  * encodes through ing_head_buckets.  The spilled keys outlive the cut:
  * queries that took the head before it may still read them, so they go
@@ -150,6 +157,8 @@ struct ing_head {
 	struct ing_store *store;       /* spilled buckets go here (or NULL) */
 	char *tenant;                  /* their key prefix */
 	uint64_t spilled_bytes;        /* packed bytes spilled, in all */
+	uint64_t sum_bytes;            /* bytes allocated for the series'
+					* spilled summaries (set.h) */
 	atomic_uint_fast64_t sealed_bytes;   /* packed bytes of buckets in
 					* memory, the newest included: about
 					* what a spill would drop (read
@@ -182,16 +191,16 @@ int ing_head_attach(struct ing_head *h, struct ing_store *store,
 int ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err);
 
 /*
- * Series sr's buckets [lo, hi) with every pair readable (the caller holds
- * h's lock, shared is enough): sr->b + lo itself when none is spilled,
+ * Series sr's buckets that overlap [start, end), resident and spilled, in
+ * time order, with every pair readable (the caller holds h's lock, shared
+ * is enough): *out = sr->b + k itself when sr has no spilled summary,
  * else a copy in `a` whose spilled buckets point to their bytes read back
- * into `a`.  0, SM_EIO, SM_ECORRUPT (a spilled value that is not what was
- * written), SM_ENOMEM.
+ * into `a`; *n gets the count.  0, SM_EIO, SM_ECORRUPT (a spilled value
+ * that is not what was written), SM_ENOMEM.
  */
-struct sm_arena;
 int ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
-    uint32_t lo, uint32_t hi, struct sm_arena *a,
-    const struct ing_bucket **out, struct sm_err *err);
+    int64_t start, int64_t end, struct sm_arena *a,
+    const struct ing_bucket **out, uint32_t *n, struct sm_err *err);
 
 /*
  * Every profile record of h (profiles.h), spilled chunks read back first,

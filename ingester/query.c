@@ -341,24 +341,20 @@ merge_each(void *arg, const struct visit_src *src, uint32_t id,
 
 	if (src->h != NULL) {
 		const struct ing_bucket *hb;
-		uint32_t lo = ing_series_first_bucket(sr, src->bucket_ms,
-		    x->sel->start_ms), hi = lo;
+		uint32_t nhb;
 
 		/* The tree may have grown during a yield. */
 		if ((rv = acc_cover(&x->acc, &x->nacc, src->h->tree.n)) != 0)
 			return (rv);
 		/* Spilled buckets in range are read back (head.h). */
-		while (hi < sr->nb && ing_bucket_overlaps(&sr->b[hi],
-		    src->bucket_ms, x->sel->start_ms, x->sel->end_ms))
-			hi++;
 		if (x->scratch == NULL &&
 		    (x->scratch = sm_arena_create(0)) == NULL)
 			return (SM_ENOMEM);
 		sm_arena_reset(x->scratch);
-		if ((rv = ing_head_buckets(src->h, sr, lo, hi, x->scratch,
-		    &hb, err)) != 0)
+		if ((rv = ing_head_buckets(src->h, sr, x->sel->start_ms,
+		    x->sel->end_ms, x->scratch, &hb, &nhb, err)) != 0)
 			return (rv);
-		x->mt->profiles += acc_buckets(src, hb, hi - lo,
+		x->mt->profiles += acc_buckets(src, hb, nhb,
 		    x->sel->start_ms, x->sel->end_ms, pk, x->acc);
 		meta_of(src->s, sr, &m);
 		add_meta_copy(x->mt, x->a, &m);
@@ -670,25 +666,26 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 {
 	struct series_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
+	struct ing_bucket_it it;
+	const struct ing_bucket *b;
 	int64_t bucket_ms = src->bucket_ms;
 	struct series_group *gr;
 	int rv;
 
 	if ((gr = series_group_of(x, sr, &rv)) == NULL)
 		return (rv);
-	for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
-	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
-	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
+	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		int64_t slot, ft;
 
-		if (!ing_res_bucket(src->res, src->m, sr->b[k].t, &ft) ||
+		if (!ing_res_bucket(src->res, src->m, b->t, &ft) ||
 		    !pick_bucket(pk, ft))
 			continue;
 		slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
 		slot = SM_MAX(slot, 0);
 		slot = SM_MIN(slot, x->nsteps - 1);
-		gr->points[slot] += (double)sr->b[k].total;
-		gr->profiles[slot] += sr->b[k].profiles;
+		gr->points[slot] += (double)b->total;
+		gr->profiles[slot] += b->profiles;
 	}
 	return (0);
 }
@@ -946,15 +943,15 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 {
 	struct stats_acc *x = arg;
 	const Smolder__V1__Select *sel = x->req->select;
+	struct ing_bucket_it it;
+	const struct ing_bucket *b;
 	int64_t bucket_ms = src->bucket_ms;
 	struct stat_acc *st;
 
 	if ((st = stats_get(x, sr->fp)) == NULL)
 		return (SM_ENOMEM);
-	for (uint32_t k = ing_series_first_bucket(sr, bucket_ms,
-	    sel->start_ms); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
-	    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-		const struct ing_bucket *b = &sr->b[k];
+	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
+	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		int64_t ft;
 
 		if (!ing_res_bucket(src->res, src->m, b->t, &ft))
@@ -1505,12 +1502,12 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 {
 	struct an_ctx *x = arg;
 	Smolder__V1__AnalyzeResponse *out = x->out;
+	struct ing_bucket_it it;
+	const struct ing_bucket *b;
 	uint64_t profiles = 0, samples = 0;
 
-	for (uint32_t k = ing_series_first_bucket(sr, src->bucket_ms,
-	    x->start); k < sr->nb && ing_bucket_overlaps(&sr->b[k],
-	    src->bucket_ms, x->start, x->end); k++) {
-		const struct ing_bucket *b = &sr->b[k];
+	ing_bucket_it_init(&it, sr, src->bucket_ms, x->start, x->end);
+	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		int64_t ft;
 
 		if (!ing_res_bucket(src->res, src->m, b->t, &ft))

@@ -321,6 +321,7 @@ ing_series_free(struct ing_series *sr)
 		sm_free(sr->b[k].packed);
 	}
 	sm_free(sr->b);
+	sm_free(sr->sp.p);
 	sm_free(sr->labels);
 	sm_free(sr->lid);
 	sm_free(sr);
@@ -685,8 +686,16 @@ series_in_range(const struct ing_series *sr, int64_t start, int64_t end,
 	if (start > end)
 		return (true);
 	k = ing_series_first_bucket(sr, bucket_ms, start);
-	return (k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms, start,
-	    end));
+	if (k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms, start,
+	    end))
+		return (true);
+	if (sr->sp.n > 0) {
+		struct ing_bucket_it it;
+
+		ing_bucket_it_init(&it, sr, bucket_ms, start, end);
+		return (ing_bucket_it_next(&it) != NULL);
+	}
+	return (false);
 }
 
 /* Does series sr pass every matcher (verdicts cached in ev)? */
@@ -913,5 +922,252 @@ ing_bucket_unpack(struct ing_bucket *b)
 	b->packed_len = 0;
 	b->node = nn;
 	b->value = nv;
+	return (0);
+}
+
+/* --- spilled summaries (set.h) ----------------------------------------- */
+
+/* Encode b's summary after one at prev_t; returns the bytes written (at
+ * most ING_SUM_MAX). */
+static size_t
+sum_put(uint8_t *dst, int64_t bucket_ms, int64_t prev_t,
+    const struct ing_bucket *b)
+{
+	size_t n = 0;
+
+	n += sm_uvarint_put(dst + n,
+	    sm_zigzag_enc((b->t - prev_t) / bucket_ms));
+	n += sm_uvarint_put(dst + n, b->profiles);
+	n += sm_uvarint_put(dst + n, sm_zigzag_enc(b->total));
+	n += sm_uvarint_put(dst + n, b->n);
+	n += sm_uvarint_put(dst + n, b->packed_len);
+	return (n);
+}
+
+/* Decode the summary at *pp (after one at prev_t) into *b: its summary
+ * fields, `spilled` set, no pairs.  The encoding is the head's own, in
+ * memory: a bad one is a bug, not input. */
+static void
+sum_get(const uint8_t **pp, const uint8_t *end, int64_t bucket_ms,
+    int64_t prev_t, struct ing_bucket *b)
+{
+	uint64_t v[5];
+
+	for (int i = 0; i < 5; i++) {
+		int st = sm_uvarint_get(pp, end, &v[i]);
+
+		SM_ASSERT(st == 0);
+	}
+	memset(b, 0, sizeof(*b));
+	b->t = prev_t + sm_zigzag_dec(v[0]) * bucket_ms;
+	b->profiles = (uint32_t)v[1];
+	b->total = sm_zigzag_dec(v[2]);
+	b->n = (uint32_t)v[3];
+	b->packed_len = (uint32_t)v[4];
+	b->spilled = 1;
+}
+
+static void
+it_fill(struct ing_bucket_it *it)
+{
+	it->has = it->p < it->pe;
+	if (it->has) {
+		sum_get(&it->p, it->pe, it->bucket_ms, it->prev, &it->sp);
+		it->prev = it->sp.t;
+	}
+}
+
+void
+ing_bucket_it_init(struct ing_bucket_it *it, const struct ing_series *sr,
+    int64_t bucket_ms, int64_t start, int64_t end)
+{
+	uint32_t k = ing_series_first_bucket(sr, bucket_ms, start);
+
+	it->b = sr->b + k;
+	it->nb = sr->nb - k;
+	it->p = sr->sp.p;
+	it->pe = sr->sp.p + sr->sp.len;
+	it->bucket_ms = bucket_ms;
+	it->end = end;
+	it->prev = 0;
+	/* Summaries before the range are skipped (no index: an hour is ~360
+	 * of them, decoded at a few ns each). */
+	if (sr->sp.n == 0 || sr->sp.last_t + bucket_ms <= start ||
+	    start >= end)
+		it->p = it->pe;
+	for (it_fill(it); it->has && it->sp.t + bucket_ms <= start;)
+		it_fill(it);
+}
+
+const struct ing_bucket *
+ing_bucket_it_next(struct ing_bucket_it *it)
+{
+	if (it->nb > 0 && it->b->t >= it->end)
+		it->nb = 0;
+	if (it->has && it->sp.t >= it->end)
+		it->has = false;
+	if (it->nb > 0 && (!it->has || it->b->t < it->sp.t)) {
+		it->nb--;
+		return (it->b++);
+	}
+	if (!it->has)
+		return (NULL);
+	/* A copy: the next decode goes on in it->sp. */
+	it->out = it->sp;
+	it_fill(it);
+	return (&it->out);
+}
+
+bool
+ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
+    struct ing_bucket *out)
+{
+	const uint8_t *p = sr->sp.p, *end = p + sr->sp.len;
+	struct ing_bucket b;
+	int64_t prev = 0;
+
+	if (sr->sp.n == 0 || t > sr->sp.last_t)
+		return (false);
+	while (p < end) {
+		sum_get(&p, end, bucket_ms, prev, &b);
+		prev = b.t;
+		if (b.t >= t) {
+			if (b.t != t)
+				return (false);
+			if (out != NULL)
+				*out = b;
+			return (true);
+		}
+	}
+	return (false);
+}
+
+/* Room for `need` bytes in s, grown by a quarter (an hour's summaries
+ * live as long as the head: doubling's slack would be a fifth of them). */
+static int
+sums_room(struct ing_sums *s, uint64_t need, int64_t *grown)
+{
+	uint64_t ncap = (uint64_t)s->cap + s->cap / 4;
+	uint8_t *p;
+
+	if (need <= s->cap)
+		return (0);
+	ncap = SM_MAX(SM_MAX(ncap, need), 64);
+	if (ncap > UINT32_MAX || (p = sm_realloc(s->p, (size_t)ncap)) == NULL)
+		return (SM_ENOMEM);
+	*grown += (int64_t)(ncap - s->cap);
+	s->p = p;
+	s->cap = (uint32_t)ncap;
+	return (0);
+}
+
+int
+ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
+    const struct ing_bucket *b, uint32_t n, int64_t *grown)
+{
+	struct ing_sums *s = &sr->sp, ns;
+	uint32_t m = 0, j = 0;
+	int64_t first = 0, prev;
+	const uint8_t *p, *end;
+	struct ing_bucket o;
+	bool have;
+
+	*grown = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (b[i].packed != NULL) {
+			if (m++ == 0)
+				first = b[i].t;
+		}
+	}
+	if (m == 0)
+		return (0);
+	if (s->n == 0 || first > s->last_t) {
+		/* Appended: the live case. */
+		if (sums_room(s, (uint64_t)s->len + (uint64_t)m * ING_SUM_MAX,
+		    grown) != 0)
+			return (SM_ENOMEM);
+		prev = s->n > 0 ? s->last_t : 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (b[i].packed == NULL)
+				continue;
+			s->len += (uint32_t)sum_put(s->p + s->len, bucket_ms,
+			    prev, &b[i]);
+			prev = b[i].t;
+		}
+		s->n += m;
+		s->last_t = prev;
+		return (0);
+	}
+	/* Interleaved (a late write's bucket spilled again): both merged
+	 * into a new encoding. */
+	memset(&ns, 0, sizeof(ns));
+	if (sums_room(&ns, (uint64_t)s->len + (uint64_t)m * ING_SUM_MAX,
+	    grown) != 0)
+		return (SM_ENOMEM);
+	p = s->p;
+	end = p + s->len;
+	prev = 0;
+	have = p < end;
+	if (have)
+		sum_get(&p, end, bucket_ms, 0, &o);
+	for (;;) {
+		const struct ing_bucket *x;
+
+		while (j < n && b[j].packed == NULL)
+			j++;
+		if (j == n && !have)
+			break;
+		if (have && (j == n || o.t < b[j].t)) {
+			x = &o;
+		} else {
+			SM_ASSERT(!have || o.t != b[j].t);
+			x = &b[j++];
+		}
+		ns.len += (uint32_t)sum_put(ns.p + ns.len, bucket_ms, prev, x);
+		prev = x->t;
+		ns.n++;
+		if (x == &o) {
+			have = p < end;
+			if (have)
+				sum_get(&p, end, bucket_ms, prev, &o);
+		}
+	}
+	ns.last_t = prev;
+	*grown -= (int64_t)s->cap;
+	sm_free(s->p);
+	*s = ns;
+	return (0);
+}
+
+int
+ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
+    const int64_t *t, uint32_t nt, struct ing_sums *out)
+{
+	const uint8_t *p = sr->sp.p, *end = p + sr->sp.len;
+	int64_t prev = 0, oprev = 0;
+	uint32_t j = 0;
+	struct ing_bucket b;
+
+	memset(out, 0, sizeof(*out));
+	SM_ASSERT(nt <= sr->sp.n);
+	if (nt == sr->sp.n)
+		return (0);
+	if ((out->p = sm_malloc(sr->sp.len)) == NULL)
+		return (SM_ENOMEM);
+	out->cap = sr->sp.len;
+	while (p < end) {
+		sum_get(&p, end, bucket_ms, oprev, &b);
+		oprev = b.t;
+		while (j < nt && t[j] < b.t)
+			j++;
+		if (j < nt && t[j] == b.t)
+			continue;
+		out->len += (uint32_t)sum_put(out->p + out->len, bucket_ms,
+		    prev, &b);
+		prev = b.t;
+		out->n++;
+	}
+	SM_ASSERT(out->n == sr->sp.n - nt && out->len <= out->cap);
+	out->last_t = prev;
 	return (0);
 }

@@ -15,6 +15,9 @@
  *                              they stay on disk until a merge reads them
  *         packed               or the same pairs packed (the head's sealed
  *                              buckets, see "Packed buckets" below)
+ *       sp                     a head's: summaries of the buckets whose
+ *                              pairs were spilled, encoded ("Spilled
+ *                              summaries" below); b[] does not hold them
  *     index      postings per (name id, value id) -> sorted series ids
  *
  * Selecting series (docs/architecture.md §5): every matcher that requires a value
@@ -69,10 +72,36 @@ struct ing_bucket {
 	int64_t *value;          /* n values, signed (or NULL) */
 	uint8_t *packed;         /* or the pairs packed (node, value NULL) */
 	uint32_t packed_len;     /* bytes at packed */
-	uint32_t spilled;        /* a head's sealed bucket whose packed pairs
-				  * are on disk, not here (node, value and
-				  * packed NULL; head.h, "Spilled buckets") */
+	uint32_t spilled;        /* pairs on disk, not here (node, value and
+				  * packed NULL): a spilled summary as
+				  * ing_bucket_it gives it (below), never
+				  * in a series' b[] */
 };
+
+/*
+ * Spilled summaries (head.h, "Spilled buckets").  When a head spills a
+ * sealed bucket's pairs to the store, the bucket leaves b[] too: what
+ * stays is its summary, encoded in the series' `sp`, in time order, per
+ * bucket the zigzag uvarint of (t - previous t) / bucket_ms (the first
+ * against 0), then uvarint profiles, zigzag uvarint total, uvarint n and
+ * uvarint packed_len -- about 10 bytes instead of a 56-byte struct
+ * ing_bucket, which was most of an hour-old head (bench B5).  b[] keeps
+ * the buckets whose pairs are in memory (the newest, a late write's), and
+ * no t is in both.  Readers walk the two in time order with ing_bucket_it
+ * (below); ing_series_first_bucket and sr->b alone see only the resident
+ * ones.  The encoding lives in memory only (the store keeps the pairs,
+ * the head log the writes), so it can change freely.  A decoded block's
+ * series have none (n == 0).
+ */
+struct ing_sums {
+	uint8_t *p;
+	uint32_t len, cap;       /* bytes used / allocated at p */
+	uint32_t n;              /* buckets */
+	int64_t last_t;          /* the newest one's t (when n > 0) */
+};
+
+/* The most bytes one bucket's summary can take. */
+#define ING_SUM_MAX 40
 
 struct ing_meta {
 	uint32_t spy, units, aggregation;   /* lstr ids */
@@ -89,8 +118,8 @@ struct ing_series {
 	uint32_t nb, cap;
 	uint32_t id;                        /* index in its set */
 	uint32_t wseq;                      /* a head's writes into it */
-	uint32_t spill_from;                /* a head's: b[0..spill_from)
-					       are all spilled (head.h) */
+	struct ing_sums sp;                 /* a head's spilled buckets'
+					       summaries (above) */
 };
 
 struct ing_posting {
@@ -236,6 +265,60 @@ static inline bool ing_bucket_overlaps(const struct ing_bucket *b,
 {
 	return (b->t < end && b->t + bucket_ms > start);
 }
+
+/*
+ * Every bucket of a series that overlaps [start, end), resident (b[]) and
+ * spilled (sp) alike, in time order:
+ *
+ *   struct ing_bucket_it it;
+ *   const struct ing_bucket *b;
+ *
+ *   ing_bucket_it_init(&it, sr, bucket_ms, start, end);
+ *   while ((b = ing_bucket_it_next(&it)) != NULL)
+ *           ... b->t, b->profiles, b->total, b->n ...
+ *
+ * A resident bucket is the series' own; a spilled one is a summary in
+ * `it` with `spilled` set and no pairs (ing_head_buckets reads them
+ * back), valid until the next call.  The series must not change while
+ * the iterator is in use (the caller holds the head's lock, and does not
+ * yield).
+ */
+struct ing_bucket_it {
+	const struct ing_bucket *b;       /* resident buckets left */
+	uint32_t nb;
+	const uint8_t *p, *pe;            /* spilled summaries not decoded */
+	int64_t bucket_ms, end;
+	int64_t prev;                     /* the last decoded one's t */
+	bool has;                         /* `sp` holds the next spilled one */
+	struct ing_bucket sp, out;
+};
+
+void ing_bucket_it_init(struct ing_bucket_it *it, const struct ing_series *sr,
+    int64_t bucket_ms, int64_t start, int64_t end);
+const struct ing_bucket *ing_bucket_it_next(struct ing_bucket_it *it);
+
+/*
+ * Move the summaries of every bucket of b[0..n) whose pairs are packed
+ * (a head's spill: those are the ones it wrote to the store) into sr's
+ * sp, in time order: an append when they are all newer than its last (a
+ * live head), else sp is encoded again.  *grown gets the change in bytes
+ * allocated.  b[] is not changed.  0 or SM_ENOMEM (sp unchanged).
+ */
+int ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
+    const struct ing_bucket *b, uint32_t n, int64_t *grown);
+
+/*
+ * sr's sp without the summaries at the nt times t[0..nt) (sorted, each
+ * in sp): a new encoding in *out (exactly sized; a late write reserves
+ * it, then swaps it in).  0 or SM_ENOMEM.
+ */
+int ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
+    const int64_t *t, uint32_t nt, struct ing_sums *out);
+
+/* sr's spilled summary at bucket time t into *out (when not NULL; its
+ * summary fields, no pairs): true, or false when sp has none at t. */
+bool ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
+    struct ing_bucket *out);
 
 /*
  * Packed buckets.  A head series gets a profile every 10 s or so, and each
