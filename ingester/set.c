@@ -986,7 +986,8 @@ ing_bucket_it_init(struct ing_bucket_it *it, const struct ing_series *sr,
 	it->b = sr->b + k;
 	it->nb = sr->nb - k;
 	it->p = sr->sp.p;
-	it->pe = sr->sp.p + sr->sp.len;
+	/* No arithmetic on a NULL sp.p (UB, even + 0). */
+	it->pe = sr->sp.len > 0 ? sr->sp.p + sr->sp.len : sr->sp.p;
 	it->bucket_ms = bucket_ms;
 	it->end = end;
 	it->prev = 0;
@@ -1022,12 +1023,13 @@ bool
 ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
     struct ing_bucket *out)
 {
-	const uint8_t *p = sr->sp.p, *end = p + sr->sp.len;
+	const uint8_t *p = sr->sp.p, *end;
 	struct ing_bucket b;
 	int64_t prev = 0;
 
 	if (sr->sp.n == 0 || t > sr->sp.last_t)
 		return (false);
+	end = p + sr->sp.len;
 	while (p < end) {
 		sum_get(&p, end, bucket_ms, prev, &b);
 		prev = b.t;
@@ -1143,7 +1145,7 @@ int
 ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
     const int64_t *t, uint32_t nt, struct ing_sums *out)
 {
-	const uint8_t *p = sr->sp.p, *end = p + sr->sp.len;
+	const uint8_t *p = sr->sp.p, *end;
 	int64_t prev = 0, oprev = 0;
 	uint32_t j = 0;
 	struct ing_bucket b;
@@ -1154,6 +1156,7 @@ ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
 		return (0);
 	if ((out->p = sm_malloc(sr->sp.len)) == NULL)
 		return (SM_ENOMEM);
+	end = p + sr->sp.len;          /* sp.n > nt: p is not NULL */
 	out->cap = sr->sp.len;
 	while (p < end) {
 		sum_get(&p, end, bucket_ms, oprev, &b);
