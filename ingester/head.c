@@ -182,17 +182,14 @@ ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
 		*nout = hi - lo;
 		return (0);
 	}
-	/* Resident and spilled summaries in time order, into a copy. */
+	/* Resident and spilled summaries in time order, into a copy (room
+	 * for all of them: one pass, no count first). */
 	f.n = 0;
-	ing_bucket_it_init(&it, sr, h->bucket_ms, start, end);
-	while (ing_bucket_it_next(&it) != NULL)
-		f.n++;
 	f.i = 0;
 	f.a = a;
-	if ((f.b = sm_arena_alloc(a, (size_t)SM_MAX(f.n, 1) *
+	if ((f.b = sm_arena_alloc(a, ((size_t)sr->nb + sr->sp.n) *
 	    sizeof(*f.b))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	f.n = 0;
 	ing_bucket_it_init(&it, sr, h->bucket_ms, start, end);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		if (b->spilled) {

@@ -681,21 +681,12 @@ static bool
 series_in_range(const struct ing_series *sr, int64_t start, int64_t end,
     int64_t bucket_ms)
 {
-	uint32_t k;
+	struct ing_bucket_it it;
 
 	if (start > end)
 		return (true);
-	k = ing_series_first_bucket(sr, bucket_ms, start);
-	if (k < sr->nb && ing_bucket_overlaps(&sr->b[k], bucket_ms, start,
-	    end))
-		return (true);
-	if (sr->sp.n > 0) {
-		struct ing_bucket_it it;
-
-		ing_bucket_it_init(&it, sr, bucket_ms, start, end);
-		return (ing_bucket_it_next(&it) != NULL);
-	}
-	return (false);
+	ing_bucket_it_init(&it, sr, bucket_ms, start, end);
+	return (ing_bucket_it_next(&it) != NULL);
 }
 
 /* Does series sr pass every matcher (verdicts cached in ev)? */
