@@ -170,6 +170,51 @@ metrics_sync_saturations(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/* Process memory, measured (sm_mem_stats), for every target. */
+static double
+g_mem(int which)
+{
+	struct sm_mem_stats m;
+
+	sm_mem_stats(&m);
+	return ((double)(which == 0 ? m.rss : which == 1 ? m.heap_used :
+	    m.heap_free));
+}
+
+static double
+g_rss(void *arg)
+{
+	(void)arg;
+	return (g_mem(0));
+}
+
+static double
+g_heap_used(void *arg)
+{
+	(void)arg;
+	return (g_mem(1));
+}
+
+static double
+g_heap_free(void *arg)
+{
+	(void)arg;
+	return (g_mem(2));
+}
+
+static void
+metrics_mem_init(struct app *app)
+{
+	sm_metric_gauge_fn("process_resident_memory_bytes",
+	    "Resident memory size in bytes.", g_rss, app);
+	sm_metric_gauge_fn("smolder_malloc_used_bytes",
+	    "Heap bytes handed out by malloc, every arena (mallinfo2).",
+	    g_heap_used, app);
+	sm_metric_gauge_fn("smolder_malloc_free_bytes",
+	    "Free heap bytes malloc holds below its arenas' tops, resident "
+	    "until trimmed (mallinfo2).", g_heap_free, app);
+}
+
 static void
 metrics_handler(struct sm_http_req *r, void *arg)
 {
@@ -219,6 +264,7 @@ mod_server_init(void *p, struct sm_err *err)
 	if ((rv = sm_http_create(&cfg, &app->http, err)) != 0)
 		return (rv);
 	sm_http_set_auth(app->http, app->auth);
+	metrics_mem_init(app);
 	if ((rv = sm_http_route_as(app->http, SM_SCOPE_PUBLIC, "GET",
 	    "/metrics", metrics_handler, app, 0)) != 0)
 		return (rv);
@@ -240,6 +286,7 @@ mod_server_stop(void *p)
 	struct app *app = p;
 
 	sm_http_stop(app->http);
+	sm_metric_gauge_fn_remove(app);
 }
 
 /* --- ingester ------------------------------------------------------------- */

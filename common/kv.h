@@ -166,6 +166,19 @@ int sm_kv_compact(struct sm_kv *kv, enum sm_kv_cf cf, const void *begin,
 int sm_kv_property(struct sm_kv *kv, enum sm_kv_cf cf, const char *name,
     uint64_t *out);
 
+/*
+ * Memory RocksDB holds, from its own counters: memtables (active,
+ * immutable and pinned, every family), the block cache's charge and the
+ * SST readers' index and filter blocks (max_open_files = -1 keeps them
+ * all).  Properties it cannot read are 0.
+ */
+struct sm_kv_mem {
+	uint64_t memtables;
+	uint64_t block_cache;
+	uint64_t table_readers;
+};
+void sm_kv_memory(struct sm_kv *kv, struct sm_kv_mem *m);
+
 /* Bytes the database occupies on disk (every file in its directory: SST,
  * WAL, MANIFEST, ...). */
 uint64_t sm_kv_disk_bytes(struct sm_kv *kv);

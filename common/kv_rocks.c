@@ -43,7 +43,14 @@
  *     families; a 10-bit full bloom filter for blocks and index (point
  *     lookups), none for the head (only ever scanned at replay).  The head
  *     is LZ4-compressed; blocks are already zstd-compressed by the ingester
- *     and index values are small, so both are stored uncompressed.  If this
+ *     and index values are small, so both are stored uncompressed.  The
+ *     head's SST blocks are KV_HEAD_BLOCK_BYTES (64 KiB), not RocksDB's
+ *     4 KiB: it is only read in key order (replay), and max_open_files =
+ *     -1 keeps every SST's index in memory, one entry per data block,
+ *     which with 4 KiB blocks grew with the hour's log (issue 12, B5
+ *     with 1,000 series: all table readers 20.4 MB at 4 KiB, 12.9 MB at
+ *     64 KiB, of which the head's log is now 1.6 MB per 300 series; the
+ *     rest is the blocks family's index and bloom filter).  If this
  *     librocksdb was built without LZ4, the open fails with "... is not
  *     linked with the binary" before anything is written; we then log a
  *     warning and reopen with the head uncompressed (an SST records its own
@@ -85,6 +92,7 @@
 
 #define KV_NCF_ALL (1 + SM_KV_NCF)   /* "default" + ours */
 #define KV_BLOOM_BITS 10.0
+#define KV_HEAD_BLOCK_BYTES (64u << 10)
 #define KV_BYTES_PER_SYNC (1u << 20)
 #define KV_LOG_FILES_KEPT 10
 #define KV_LOG_FILE_BYTES (64u << 20)
@@ -258,7 +266,7 @@ kv_db_options(const struct sm_kv_opts *o)
 /* One column family's options: a copy of `dbo` plus table settings. */
 static rocksdb_options_t *
 kv_cf_options(const rocksdb_options_t *dbo, const struct sm_kv_opts *o,
-    rocksdb_cache_t *cache, int compression, bool bloom)
+    rocksdb_cache_t *cache, int compression, bool bloom, size_t block_size)
 {
 	rocksdb_options_t *co = rocksdb_options_create_copy(
 	    (rocksdb_options_t *)dbo);
@@ -269,6 +277,8 @@ kv_cf_options(const rocksdb_options_t *dbo, const struct sm_kv_opts *o,
 	rocksdb_options_set_level_compaction_dynamic_level_bytes(co, 1);
 	rocksdb_options_set_write_buffer_size(co, o->write_buffer_bytes);
 	rocksdb_block_based_options_set_block_cache(t, cache);
+	if (block_size != 0)
+		rocksdb_block_based_options_set_block_size(t, block_size);
 	if (bloom) {
 		/* The table options take ownership of the policy. */
 		rocksdb_block_based_options_set_filter_policy(t,
@@ -312,12 +322,13 @@ sm_kv_open(const char *path, const struct sm_kv_opts *o, struct sm_kv **out,
 	pthread_mutex_init(&kv->wmu, NULL);
 	cache = rocksdb_cache_create_lru(o->block_cache_bytes);
 	dbo = kv_db_options(o);
-	cfo[0] = kv_cf_options(dbo, o, cache, rocksdb_no_compression, false);
-	*head = kv_cf_options(dbo, o, cache, rocksdb_lz4_compression, false);
+	cfo[0] = kv_cf_options(dbo, o, cache, rocksdb_no_compression, false, 0);
+	*head = kv_cf_options(dbo, o, cache, rocksdb_lz4_compression, false,
+	    KV_HEAD_BLOCK_BYTES);
 	cfo[1 + SM_KV_BLOCKS] = kv_cf_options(dbo, o, cache,
-	    rocksdb_no_compression, true);
+	    rocksdb_no_compression, true, 0);
 	cfo[1 + SM_KV_INDEX] = kv_cf_options(dbo, o, cache,
-	    rocksdb_no_compression, true);
+	    rocksdb_no_compression, true, 0);
 
 	kv->db = kv_open_cfs(dbo, cfo, path, kv->cf, &e);
 	if (kv->db == NULL && e != NULL &&
@@ -883,6 +894,26 @@ sm_kv_property(struct sm_kv *kv, enum sm_kv_cf cf, const char *name,
 		return (SM_ENOTFOUND);
 	}
 	return (0);
+}
+
+void
+sm_kv_memory(struct sm_kv *kv, struct sm_kv_mem *m)
+{
+	uint64_t v;
+
+	memset(m, 0, sizeof(*m));
+	for (int cf = 0; cf < SM_KV_NCF; cf++) {
+		if (sm_kv_property(kv, (enum sm_kv_cf)cf,
+		    "rocksdb.size-all-mem-tables", &v) == 0)
+			m->memtables += v;
+		if (sm_kv_property(kv, (enum sm_kv_cf)cf,
+		    "rocksdb.estimate-table-readers-mem", &v) == 0)
+			m->table_readers += v;
+	}
+	/* One cache shared by every family: read it once. */
+	if (sm_kv_property(kv, SM_KV_HEAD, "rocksdb.block-cache-usage",
+	    &v) == 0)
+		m->block_cache = v;
 }
 
 uint64_t

@@ -6,9 +6,11 @@
 #include "sm.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -191,6 +193,56 @@ sm_mem_release(size_t bytes)
 #ifdef __GLIBC__
 	(void)malloc_trim(0);
 #endif
+}
+
+void
+sm_mem_stats(struct sm_mem_stats *m)
+{
+	unsigned long size, resident;
+	FILE *f;
+
+	memset(m, 0, sizeof(*m));
+	if ((f = fopen("/proc/self/statm", "re")) != NULL) {
+		if (fscanf(f, "%lu %lu", &size, &resident) == 2)
+			m->rss = (uint64_t)resident *
+			    (uint64_t)sysconf(_SC_PAGESIZE);
+		fclose(f);
+	}
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+	{
+		struct mallinfo2 mi = mallinfo2();
+
+		m->heap_used = (uint64_t)mi.uordblks;
+		m->heap_free = (uint64_t)mi.fordblks;
+		m->heap_mmapped = (uint64_t)mi.hblkhd;
+	}
+#endif
+}
+
+bool
+sm_mem_tidy(void)
+{
+	static _Atomic uint64_t rss_after, gained;
+	struct sm_mem_stats m;
+	uint64_t before, last;
+
+	sm_mem_stats(&m);
+	if (m.heap_free < SM_MEM_TIDY_MIN)
+		return (false);
+	last = atomic_load_explicit(&rss_after, memory_order_relaxed);
+	if (atomic_load_explicit(&gained, memory_order_relaxed) <
+	    SM_MEM_TIDY_IDLE && m.rss < last + SM_MEM_TIDY_IDLE &&
+	    m.rss + SM_MEM_TIDY_IDLE > last)
+		return (false);
+	before = m.rss;
+#ifdef __GLIBC__
+	(void)malloc_trim(0);
+#endif
+	sm_mem_stats(&m);
+	atomic_store_explicit(&rss_after, m.rss, memory_order_relaxed);
+	atomic_store_explicit(&gained, before > m.rss ? before - m.rss : 0,
+	    memory_order_relaxed);
+	return (true);
 }
 
 void *

@@ -197,6 +197,43 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
 void sm_mem_init(void);
 void sm_mem_release(size_t bytes);
 
+/*
+ * What the process holds, measured (not estimated): `rss` is resident
+ * pages (/proc/self/statm, 0 where there is none); `heap_used` and
+ * `heap_free` are malloc's bytes handed out and held free in every arena
+ * (glibc mallinfo2(): free chunks below each arena's top are resident
+ * until malloc_trim; 0 elsewhere).  Cheap enough for every metrics
+ * scrape and every ingester tick: statm is one read, mallinfo2 walks the
+ * bins of each arena, not its chunks.
+ */
+struct sm_mem_stats {
+	uint64_t rss;
+	uint64_t heap_used;
+	uint64_t heap_free;
+	uint64_t heap_mmapped;       /* blocks >= SM_MEM_MMAP_MIN, own maps */
+};
+void sm_mem_stats(struct sm_mem_stats *m);
+
+/*
+ * Give free heap pages back, from a periodic tick (the ingester's, once a
+ * second).  Measured on B5 (issue 12): an ingesting process held 57 MB of
+ * free heap against 24 MB in use, pages each HTTP thread's arena keeps
+ * after its requests' transient buffers (bodies, decode arenas, batches)
+ * were freed among long-lived blocks (head nodes, strings) that pin them
+ * below the arena's top, where M_TRIM_THRESHOLD never reaches; one
+ * malloc_trim(0) took RSS from 108 to 66 MB.  Policy: trim when at least
+ * SM_MEM_TIDY_MIN is free, except when the last trim gave back less than
+ * SM_MEM_TIDY_IDLE and RSS has not moved by that much since (an idle
+ * process: free chunks stay counted as free after their pages go back,
+ * so free bytes alone would trim every tick for nothing).  A trim walks
+ * every arena, taking each one's lock in turn: 2-9 ms with ~100 MB free,
+ * once a second at most while RSS moves.  Returns true when it trimmed.
+ * Thread-safe (one caller expected; two would both trim).
+ */
+#define SM_MEM_TIDY_MIN ((uint64_t)8 << 20)
+#define SM_MEM_TIDY_IDLE ((uint64_t)1 << 20)
+bool sm_mem_tidy(void);
+
 /* Test hook: fail the Nth allocation from now (0 = never).  Not for use
  * outside tests; not thread-aware beyond an atomic counter. */
 void sm_fault_alloc_after(long n);

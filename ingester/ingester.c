@@ -195,6 +195,37 @@ g_disk(void *arg)
 	    0);
 }
 
+/* RocksDB's own memory counters (sm_kv_memory), one gauge each. */
+static double
+g_kv_mem(struct ingester *ing, int which)
+{
+	struct sm_kv_mem m;
+
+	if (ing->store == NULL)
+		return (0);
+	sm_kv_memory(ing_store_kv(ing->store), &m);
+	return ((double)(which == 0 ? m.memtables : which == 1 ?
+	    m.block_cache : m.table_readers));
+}
+
+static double
+g_kv_memtables(void *arg)
+{
+	return (g_kv_mem(arg, 0));
+}
+
+static double
+g_kv_cache(void *arg)
+{
+	return (g_kv_mem(arg, 1));
+}
+
+static double
+g_kv_readers(void *arg)
+{
+	return (g_kv_mem(arg, 2));
+}
+
 static double
 g_ready(void *arg)
 {
@@ -236,6 +267,14 @@ ing_metrics_init(struct ingester *ing)
 	    "raw and downsampling tiers.", g_block_bytes, ing);
 	sm_metric_gauge_fn("smolder_ingester_disk_bytes",
 	    "Bytes of the ingester's RocksDB files on disk.", g_disk, ing);
+	sm_metric_gauge_fn("smolder_ingester_kv_memtable_bytes",
+	    "RocksDB memtables (active, immutable, pinned), every family.",
+	    g_kv_memtables, ing);
+	sm_metric_gauge_fn("smolder_ingester_kv_block_cache_bytes",
+	    "RocksDB block cache in use.", g_kv_cache, ing);
+	sm_metric_gauge_fn("smolder_ingester_kv_table_readers_bytes",
+	    "RocksDB SST index and filter blocks held open.", g_kv_readers,
+	    ing);
 	sm_metric_gauge_fn("smolder_ingester_ready",
 	    "1 once the head log is replayed and writes are accepted.",
 	    g_ready, ing);
@@ -354,6 +393,7 @@ cutter_main(void *arg)
 	while (!atomic_load(&ing->stopping)) {
 		pthread_mutex_unlock(&ing->mu);
 		ing_db_tick(ing->db, sm_now_ms());
+		(void)sm_mem_tidy();
 		pthread_mutex_lock(&ing->mu);
 		if (!atomic_load(&ing->stopping))
 			sm_cond_wait_ms(&ing->cv, &ing->mu, 1000);
