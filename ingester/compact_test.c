@@ -138,7 +138,7 @@ static void
 disk_init(struct disk *d)
 {
 	struct ing_db_cfg cfg = { 10 * SEC, 1000 * DAY, 0, 3, 0, 0, merge_max,
-	    0 };
+	    0, NULL, NULL };
 
 	disk_create(d, "cpttest", &cfg);
 }

@@ -6,6 +6,7 @@
 
 struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
 struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
+struct sm_metric *ing_m_mem_refused, *ing_m_mem_cuts;
 static struct sm_metric *m_active, *m_refused;
 
 static void
@@ -28,6 +29,14 @@ db_metrics_init(void)
 	    "smolder_ingester_head_spill_failures_total",
 	    "Spills of sealed head buckets that failed (the buckets stay in "
 	    "memory; the next tick retries).", NULL, NULL, 0);
+	ing_m_mem_refused = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_memory_refusals_total",
+	    "Writes refused with 503 because the process was over "
+	    "-ingester.head-max-bytes (measured RSS).", NULL, NULL, 0);
+	ing_m_mem_cuts = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_memory_cuts_total",
+	    "Ticks that cut every head because memory passed 80% of "
+	    "-ingester.head-max-bytes.", NULL, NULL, 0);
 	m_active = sm_metric_register(SM_METRIC_GAUGE,
 	    "smolder_ingester_active_series", "Series in the tenant's head "
 	    "(what the active-series limit counts), by tenant.",

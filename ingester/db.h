@@ -122,7 +122,7 @@
 struct ing_db_cfg {
 	int64_t bucket_ms;
 	int64_t block_ms;             /* cut heads whose first write is older */
-	uint64_t head_max_bytes;      /* cut all heads above this total */
+	uint64_t head_max_bytes;      /* the memory bound (ing_db_tick) */
 	int zstd_level;
 	int64_t idempotency_window_ms;   /* 0 = 1 minute (ids.h) */
 	uint32_t idempotency_max;        /* ids per tenant generation, 0 = 1M */
@@ -130,6 +130,10 @@ struct ing_db_cfg {
 					 (compact.c); 0 = no merging */
 	int64_t spill_ms;             /* spill each head's sealed buckets
 					 this often (head.h); 0 = never */
+	/* The process's resident bytes, measured (the ingester passes
+	 * sm_mem_stats' rss; tests a fake); NULL = not measured. */
+	uint64_t (*rss)(void *arg);
+	void *rss_arg;
 };
 
 struct ing_db;
@@ -152,14 +156,42 @@ struct ing_write_result {
  * waits for the first one's outcome.  Returns 0, SM_EMALFORMED (bad
  * request, nothing logged), SM_ELIMIT (over req->max_series, the
  * active-series limit above: nothing applied, nothing kept in the log),
- * SM_EIO / SM_EUNAVAIL (storage), SM_ENOMEM.
+ * SM_EIO / SM_EUNAVAIL (storage, or over the memory bound: ing_db_tick),
+ * SM_ENOMEM.
  */
 int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
     const Smolder__V1__WriteRequest *req, struct ing_write_result *res,
     struct sm_err *err);
 
-/* Cut what is due (called by the cutter thread every second). */
+/*
+ * Cut what is due (called by the cutter thread every second), and hold
+ * the memory bound.  rss is the process's resident memory as measured
+ * (cfg.rss; without it the heads' own estimate, ing_head_bytes, stands
+ * in and writes are never refused for memory).  With max = cfg.head_max_bytes (0 = no
+ * bound) and mem = the larger of rss and the heads' estimate:
+ *   - mem > max / 2: spill every head's sealed buckets (head.h);
+ *   - mem > ING_MEM_CUT_PCT of max: cut every head into blocks -- only
+ *     when the heads hold at least max / ING_MEM_CUT_SHARE, so memory
+ *     that is not the heads' (caches, memtables, a query) never turns
+ *     every tick into a cut of one second of data;
+ *   - rss > ING_MEM_REFUSE_PCT of max, measured again after the cut
+ *     and a malloc_trim: writes are refused with SM_EUNAVAIL (503, retryable:
+ *     Pyroscope's agents retry) before anything is logged, until rss is
+ *     back under ING_MEM_RESUME_PCT.  The process degrades by cutting and
+ *     refusing, never by growing past the bound (issue 12).
+ * Decision: the bound is the whole process's RSS, not the heads': what
+ * an operator sizes a container by.  Block caches and RocksDB's memtables
+ * count toward it, so -ingester.head-max-bytes must leave them room
+ * (the ingester warns at start when caches alone take half of it).
+ */
+#define ING_MEM_CUT_PCT 80
+#define ING_MEM_CUT_SHARE 8
+#define ING_MEM_REFUSE_PCT 95
+#define ING_MEM_RESUME_PCT 85
 void ing_db_tick(struct ing_db *db, int64_t now_ms);
+
+/* True while writes are refused for memory (ing_db_tick). */
+bool ing_db_mem_refusing(struct ing_db *db);
 
 /* Cut every non-empty head now (POST /ingester/flush). */
 int ing_db_flush(struct ing_db *db, struct sm_err *err);

@@ -107,6 +107,9 @@ struct ing_db {
 	pthread_mutex_t cut_mu;           /* one cut at a time */
 	uint64_t spill_freed;             /* bytes spills freed since the
 					   * last malloc_trim (cut_mu) */
+	atomic_bool mem_refuse;           /* over the memory bound: writes
+					   * refused (ing_db_tick) */
+	uint64_t mem_rss;                 /* last measured rss (cut_mu) */
 	pthread_mutex_t compact_mu;       /* one tier job at a time */
 	/* Retention: nothing before the floor is served; retired blocks
 	 * are deleted from disk after a grace period (queries that copied
@@ -146,6 +149,7 @@ struct db_retired {
  * write.c). */
 extern struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
 extern struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
+extern struct sm_metric *ing_m_mem_refused, *ing_m_mem_cuts;
 
 /* A new head for `tenant`, with the next gen, attached to the store when
  * there is one (head.h, "Spilled buckets").  0 or SM_ENOMEM. */

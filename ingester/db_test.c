@@ -163,7 +163,8 @@ check_collapsed(char *got, const char *want)
 static struct ing_db *
 mem_db(void)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0, 0, NULL,
+	    NULL };
 	struct ing_db *db = NULL;
 	struct sm_err err;
 
@@ -728,7 +729,8 @@ test_queries_while_writes_grow_the_head(void)
 static void
 disk_init(struct disk *d, int64_t block_ms)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, block_ms, 0, 3, 0, 0, 0, 0, NULL,
+	    NULL };
 
 	disk_create(d, "dbtest", &cfg);
 }
@@ -1177,6 +1179,106 @@ test_retention(void)
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(block_part_exists(&d, 1), 0);
+	disk_fini(&d);
+}
+
+/*
+ * The memory bound (db.h, ing_db_tick) on a fake measurement: over 80%
+ * of head_max_bytes the heads are cut (only while they hold an eighth of
+ * it), over 95% writes are refused with SM_EUNAVAIL before the log, and
+ * they resume under 85%, not before.  What was acknowledged stays.
+ */
+static uint64_t
+fake_rss(void *arg)
+{
+	return (*(uint64_t *)arg);
+}
+
+static void
+test_memory_bound(void)
+{
+	struct ing_db_stats st;
+	struct disk d;
+	uint64_t rss = 0, max;
+	char stack[64];
+
+	uint64_t one;
+	int nw;
+
+	disk_init(&d, 3600 * SEC);
+	/* Enough writes that one write's head is a third of them. */
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "main;f0000=1"), 0);
+	ing_db_stats(d.db, &st);
+	one = st.head_bytes;
+	for (nw = 1; nw < 5000 && st.head_bytes < 3 * one; nw++) {
+		snprintf(stack, sizeof(stack), "main;f%04d=1", nw);
+		SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, nw * SEC, stack),
+		    0);
+		ing_db_stats(d.db, &st);
+	}
+	SM_CHECK(st.head_bytes >= 3 * one);
+	max = st.head_bytes * 7;      /* the heads hold a seventh of it, */
+				      /* one write's head under an eighth */
+	disk_close(&d);
+	d.cfg.head_max_bytes = max;
+	d.cfg.rss = fake_rss;
+	d.cfg.rss_arg = &rss;
+	disk_open(&d, 3600 * SEC);    /* the replay brings the head back */
+
+	/* Under 80%: nothing happens. */
+	rss = max / 100 * 79;
+	ing_db_tick(d.db, sm_now_ms());
+	ing_db_stats(d.db, &st);
+	SM_CHECK_EQ(st.blocks, 0);
+	SM_CHECK(!ing_db_mem_refusing(d.db));
+	/* Over 80%: the heads are cut, writes still accepted. */
+	rss = max / 100 * 90;
+	ing_db_tick(d.db, sm_now_ms());
+	ing_db_stats(d.db, &st);
+	SM_CHECK_EQ(st.blocks, 1);
+	SM_CHECK(!ing_db_mem_refusing(d.db));
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 6000 * SEC, "main;g=2"),
+	    0);
+	/* Still over 80%, but the new head is small: no cut of nothing. */
+	ing_db_tick(d.db, sm_now_ms());
+	ing_db_stats(d.db, &st);
+	SM_CHECK_EQ(st.blocks, 1);
+	/* Over 95%: refused, before the log (nothing applied). */
+	rss = max / 100 * 96;
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK(ing_db_mem_refusing(d.db));
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 6001 * SEC, "main;h=4"),
+	    SM_EUNAVAIL);
+	/* Between 85% and 95%: still refused (hysteresis). */
+	rss = max / 100 * 90;
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK(ing_db_mem_refusing(d.db));
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 6002 * SEC, "main;h=4"),
+	    SM_EUNAVAIL);
+	/* Under 85%: accepted again. */
+	rss = max / 100 * 84;
+	ing_db_tick(d.db, sm_now_ms());
+	SM_CHECK(!ing_db_mem_refusing(d.db));
+	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 6003 * SEC, "main;h=8"),
+	    0);
+	/* Every acknowledged write, none of the refused ones; and again
+	 * after a restart (the refused ones were never logged). */
+	for (int k = 0; k < 2; k++) {
+		char want[5000 * 16 + 64];
+		size_t n = 0;
+
+		for (int i = 0; i < nw; i++)
+			n += (size_t)snprintf(want + n, sizeof(want) - n,
+			    "main;f%04d 1\n", i);
+		snprintf(want + n, sizeof(want) - n, "main;g 2\nmain;h 8\n");
+		check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0,
+		    7000 * SEC, NULL), want);
+		if (k == 0) {
+			disk_close(&d);
+			rss = 0;
+			disk_open(&d, 3600 * SEC);
+		}
+	}
 	disk_fini(&d);
 }
 
@@ -2579,6 +2681,8 @@ test_spill_concurrent(void)
 }
 
 SM_TEST_MAIN(
+	{ "memory bound: cut at 80%, refuse at 95%, resume under 85%",
+	  test_memory_bound },
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },

@@ -94,8 +94,10 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"its first write." };
 	f[5] = (struct sm_flag){ "ingester.head-max-bytes", SM_FLAG_BYTES,
 		&cfg->head_max_bytes, "1GiB",
-		"Cut every head into blocks when the heads together use more "
-		"memory than this (0 = no limit)." };
+		"The process's memory bound, measured (resident memory): over "
+		"half of it sealed buckets are spilled, over 80% every head is "
+		"cut into blocks, over 95% writes are refused with 503 until "
+		"under 85%. Caches count toward it (0 = no bound)." };
 	f[6] = (struct sm_flag){ "ingester.block-cache-bytes", SM_FLAG_BYTES,
 		&cfg->block_cache, "256MiB",
 		"Memory for decoded block indexes and symbol tables." };
@@ -193,6 +195,17 @@ g_disk(void *arg)
 
 	return (ing->store != NULL ? (double)ing_store_disk_bytes(ing->store) :
 	    0);
+}
+
+/* The memory bound's measurement (db.h, ing_db_tick). */
+static uint64_t
+measured_rss(void *arg)
+{
+	struct sm_mem_stats m;
+
+	(void)arg;
+	sm_mem_stats(&m);
+	return (m.rss);
 }
 
 /* RocksDB's own memory counters (sm_kv_memory), one gauge each. */
@@ -366,6 +379,17 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0 "
 		    "(write buffers >= 1MiB), and -instance.id set"));
+	if (cfg->head_max_bytes != 0 && (uint64_t)cfg->block_cache +
+	    (uint64_t)cfg->rocksdb_cache + 6 * (uint64_t)cfg->write_buffer >
+	    (uint64_t)cfg->head_max_bytes / 2)
+		sm_warn("ingester", "caches and memtables alone can take half "
+		    "of -ingester.head-max-bytes, the process's memory bound: "
+		    "heads will be cut early and writes refused	"
+		    "head_max_bytes=%lld block_cache_bytes=%lld "
+		    "rocksdb_cache_bytes=%lld write_buffer_bytes=%lld",
+		    (long long)cfg->head_max_bytes,
+		    (long long)cfg->block_cache, (long long)cfg->rocksdb_cache,
+		    (long long)cfg->write_buffer);
 	if ((ing = sm_calloc(1, sizeof(*ing))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing->cfg = *cfg;
@@ -410,6 +434,7 @@ replay_main(void *arg)
 		.bucket_ms = ing->cfg.bucket_ms,
 		.block_ms = ing->cfg.block_ms,
 		.head_max_bytes = (uint64_t)ing->cfg.head_max_bytes,
+		.rss = measured_rss,
 		.zstd_level = 3,
 		.idempotency_window_ms = ing->cfg.idempotency_ms,
 		.merge_max_bytes = (uint64_t)ing->cfg.merge_max_bytes,

@@ -156,7 +156,8 @@ check(char *got, const char *want)
 static void
 disk_init(struct disk *d)
 {
-	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0, 0 };
+	struct ing_db_cfg cfg = { 10 * SEC, 3600 * SEC, 0, 3, 0, 0, 0, 0, NULL,
+	    NULL };
 
 	disk_create(d, "spantest", &cfg);
 }

@@ -97,6 +97,16 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 	memset(res, 0, sizeof(*res));
 	if ((rv = ing_write_validate(req, err)) != 0)
 		return (rv);
+	/* Over the memory bound (ing_db_tick): refused before the log. */
+	if (atomic_load_explicit(&db->mem_refuse, memory_order_relaxed)) {
+		sm_counter_inc(sm_metric_child0(ing_m_mem_refused));
+		return (sm_err_set(err, SM_EUNAVAIL, "ingester over its "
+		    "memory bound (-ingester.head-max-bytes %llu MiB, "
+		    "resident %llu MiB): heads are being cut; retry",
+		    (unsigned long long)(db->cfg.head_max_bytes >> 20),
+		    (unsigned long long)(__atomic_load_n(&db->mem_rss,
+		    __ATOMIC_RELAXED) >> 20)));
+	}
 	if ((rv = ing_tenant_get(db, req->tenant, &t)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
 	ING_LOCK(&t->mu);
@@ -291,12 +301,12 @@ heads_bytes(struct ing_db *db)
 	return (total);
 }
 
-/* Cut heads that are due (all with force).  Caller holds db->cut_mu. */
+/* Cut heads that are due: all of them with `force` (a flush) or `over`
+ * (the memory bound).  Caller holds db->cut_mu. */
 static int
-db_cut(struct ing_db *db, int64_t now_ms, int force, struct sm_err *err)
+db_cut(struct ing_db *db, int64_t now_ms, int force, bool over,
+    struct sm_err *err)
 {
-	int over = !force && db->cfg.head_max_bytes != 0 &&
-	    heads_bytes(db) > db->cfg.head_max_bytes;
 	int first_rv = 0;
 
 	ING_ASSERT_HELD(&db->cut_mu);
@@ -405,21 +415,91 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 	return (first);
 }
 
+/* Percent of x, without overflow for any byte count. */
+static uint64_t
+pct(uint64_t x, unsigned p)
+{
+	return (x / 100 * p + x % 100 * p / 100);
+}
+
+/*
+ * The memory bound's decisions (db.h, ing_db_tick), after the spill and
+ * the cut: re-measure (a cut frees the heads, the trim gives their pages
+ * back) and refuse or resume writes, logging each change once.
+ */
+static void
+mem_refuse_update(struct ing_db *db, uint64_t rss)
+{
+	uint64_t max = db->cfg.head_max_bytes;
+	bool was = atomic_load(&db->mem_refuse), now = was;
+
+	if (max == 0 || rss == 0)
+		now = false;
+	else if (rss > pct(max, ING_MEM_REFUSE_PCT))
+		now = true;
+	else if (rss < pct(max, ING_MEM_RESUME_PCT))
+		now = false;
+	if (now == was)
+		return;
+	atomic_store(&db->mem_refuse, now);
+	if (now)
+		sm_error("ingester", "over the memory bound: refusing writes "
+		    "(503) until resident memory is under %u%%	"
+		    "rss_mib=%llu head_max_bytes_mib=%llu",
+		    ING_MEM_RESUME_PCT, (unsigned long long)(rss >> 20),
+		    (unsigned long long)(max >> 20));
+	else
+		sm_info("ingester", "back under the memory bound: writes "
+		    "accepted	rss_mib=%llu head_max_bytes_mib=%llu",
+		    (unsigned long long)(rss >> 20),
+		    (unsigned long long)(max >> 20));
+}
+
+static uint64_t
+rss_now(struct ing_db *db)
+{
+	return (db->cfg.rss != NULL ? db->cfg.rss(db->cfg.rss_arg) : 0);
+}
+
 void
 ing_db_tick(struct ing_db *db, int64_t now_ms)
 {
+	uint64_t max = db->cfg.head_max_bytes, heads, mem, rss;
 	struct sm_err err;
+	bool over;
 
 	if (db->store == NULL)
 		return;
 	sm_err_clear(&err);
 	ING_LOCK(&db->cut_mu);
+	rss = rss_now(db);
+	heads = heads_bytes(db);
+	mem = rss > heads ? rss : heads;
+	__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
 	if (db->cfg.spill_ms > 0)
-		(void)db_spill(db, now_ms, db->cfg.head_max_bytes != 0 &&
-		    heads_bytes(db) > db->cfg.head_max_bytes / 2, NULL);
-	(void)db_cut(db, now_ms, 0, &err);
+		(void)db_spill(db, now_ms, max != 0 && mem > max / 2, NULL);
+	over = max != 0 && mem > pct(max, ING_MEM_CUT_PCT) &&
+	    heads >= max / ING_MEM_CUT_SHARE;
+	if (over)
+		sm_counter_inc(sm_metric_child0(ing_m_mem_cuts));
+	(void)db_cut(db, now_ms, 0, over, &err);
+	if (rss != 0 && (over || rss > pct(max, ING_MEM_REFUSE_PCT))) {
+		/* What a cut frees is many small blocks, and the heaps hold
+		 * freed request buffers: give the pages back now, then judge
+		 * by what is left. */
+		sm_mem_release(SM_MEM_TRIM_MIN);
+		rss = rss_now(db);
+		__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
+	}
+	mem_refuse_update(db, rss);
 	ING_UNLOCK(&db->cut_mu);
 	ing_retire_purge(db, now_ms);
+}
+
+bool
+ing_db_mem_refusing(struct ing_db *db)
+{
+	return (atomic_load(&db->mem_refuse));
 }
 
 int
@@ -443,7 +523,7 @@ ing_db_flush(struct ing_db *db, struct sm_err *err)
 	if (db->store == NULL)
 		return (0);
 	ING_LOCK(&db->cut_mu);
-	rv = db_cut(db, sm_now_ms(), 1, err);
+	rv = db_cut(db, sm_now_ms(), 1, false, err);
 	ING_UNLOCK(&db->cut_mu);
 	return (rv);
 }
