@@ -28,9 +28,10 @@ sample types ended up partly present is reported as a note (torn write).
 
 Cycles 1 and 3 spill the heads' sealed buckets every second
 (-ingester.head-spill-interval=1s).  Cycle 2 runs with
--ingester.block-duration=1s and a small
--ingester.head-max-bytes so heads are cut into blocks while the threads
-write (a kill may land in a cut); cycle 3 with -ingester.wal-sync=true.
+-ingester.block-duration=1s so heads are cut into blocks while the threads
+write (a kill may land in a cut; -ingester.head-max-bytes is no longer a
+way to force cuts: it bounds the process's RSS and refuses writes with 503
+near it, db_test "memory bound"); cycle 3 with -ingester.wal-sync=true.
 After cycle 3's kill, one process is killed again while it replays the
 head log (as soon as /ready answers 503; noted when the replay is too fast
 to catch).  At the end: more writes and a SIGTERM while they are in flight
@@ -464,8 +465,6 @@ def main(r):
     cycle_flags = {1: [], 2: [], 3: [], 4: []}
     if supported_flags_have("ingester.block-duration"):
         cycle_flags[2].append("-ingester.block-duration=1s")
-    if supported_flags_have("ingester.head-max-bytes"):
-        cycle_flags[2].append("-ingester.head-max-bytes=256KiB")
     if supported_flags_have("ingester.wal-sync"):
         cycle_flags[3] = ["-ingester.wal-sync=true"]
     if supported_flags_have("ingester.head-spill-interval"):
