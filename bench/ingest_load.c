@@ -5,7 +5,7 @@
  *
  *   ingest_load [-c connections] [-t seconds] [-a host:port] [-q query]
  *               [-p pace_ms] [-l listfile]... [file...]
- *   ingest_load -m manifest [-c connections] [-a host:port]
+ *   ingest_load -m manifest [-c connections] [-a host:port] [-r retries]
  *
  * Round-robin mode (files): for -t seconds, each request sends one file
  * (round robin; the files are read into memory first) as a raw pprof body
@@ -18,6 +18,11 @@
  *
  * -p paces each connection to one request per pace_ms (a steady writer
  * whose latency is measured, B8), instead of as fast as the server answers.
+ *
+ * -r N (manifest mode): answer 429 and 503 as Pyroscope's agents do, by
+ * sending the same upload again after 100 ms, up to N times (B9: an
+ * ingester over its memory bound refuses with 503).  The retries are
+ * counted in `retried`; only the final answer counts as ok or error.
  *
  * Prints profiles (2xx answers), errors, the status and body head of the
  * first error, seconds, profiles/s, bytes sent, and the latency of every
@@ -47,6 +52,8 @@ static int port = 4040;
 static double secs = 5;
 static const char *extra = "";
 static double pace_s;
+static long max_retries;
+static atomic_long retried;
 
 struct worker {
 	int id;
@@ -253,6 +260,14 @@ worker_manifest(void *p)
 		head[0] = '\0';
 		status = post(&fd, mqueries[i], buf, (size_t)n, head,
 		    sizeof(head));
+		for (long r = 0; r < max_retries && (status == 429 ||
+		    status == 503); r++) {
+			atomic_fetch_add(&retried, 1);
+			usleep(100 * 1000);
+			head[0] = '\0';
+			status = post(&fd, mqueries[i], buf, (size_t)n, head,
+			    sizeof(head));
+		}
 		count(w, status, head, (size_t)n);
 		lat_add(w, bench_now_s() - t0);
 	}
@@ -314,6 +329,8 @@ main(int argc, char **argv)
 			extra = argv[i + 1];
 		} else if (strcmp(argv[i], "-p") == 0) {
 			pace_s = atof(argv[i + 1]) / 1000;
+		} else if (strcmp(argv[i], "-r") == 0) {
+			max_retries = atol(argv[i + 1]);
 		} else if (strcmp(argv[i], "-m") == 0) {
 			manifest = argv[i + 1];
 		} else if (strcmp(argv[i], "-l") == 0) {
@@ -388,11 +405,11 @@ main(int argc, char **argv)
 	qsort(lat, nlat, sizeof(double), cmp_double);
 	printf("ingest_load profiles=%ld errors=%ld first_error_status=%d "
 	    "seconds=%.3f profiles_per_s=%.1f bytes=%zu p50_ms=%.3f "
-	    "p99_ms=%.3f max_ms=%.3f\n", ok, errs,
+	    "p99_ms=%.3f max_ms=%.3f retried=%ld\n", ok, errs,
 	    first ? first->first_status : 0, t, ok / t, bytes,
 	    nlat ? lat[nlat / 2] * 1e3 : 0.0,
 	    nlat ? lat[(size_t)((double)(nlat - 1) * 0.99)] * 1e3 : 0.0,
-	    nlat ? lat[nlat - 1] * 1e3 : 0.0);
+	    nlat ? lat[nlat - 1] * 1e3 : 0.0, atomic_load(&retried));
 	free(lat);
 	if (first != NULL)
 		printf("first_error_body: %s\n", first->first_body);

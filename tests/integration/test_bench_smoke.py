@@ -7,14 +7,15 @@ a 2-core box, well under the 5-minute budget) against the build under
 test, then checks what it wrote:
 
   - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7e,
-    B8, each
+    B8, B9, each
     with the keys id, figure, unit, value, baseline,
     baseline_value, ratio, goal, met;
   - every row: value, baseline value and ratio are finite and positive, the
     ratio is value / baseline value, and `met` agrees with the goal;
   - B2 and B3 cross-checked their result: the flamegraph total equals the
     C decode-and-merge total of the same files (a wrong query would be
-    fast for nothing);
+    fast for nothing); B9 likewise, for every profile it wrote under the
+    memory bound;
   - B6's cluster held every series on each of its 3 ingesters (bench/run
     checks it and fails otherwise), and the table printed every row.
 
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from smolder import Results, smolder_bin, source_dir  # noqa: E402
 
 WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B7a", "B7b",
-            "B7c", "B7d", "B7e", "B8"]
+            "B7c", "B7d", "B7e", "B8", "B9"]
 KEYS = ["id", "figure", "unit", "value", "baseline", "baseline_value", "ratio",
         "goal", "met"]
 
@@ -132,6 +133,10 @@ def main():
             r.check("flamegraph total = decode_merge total" in (x.get("note") or ""),
                     "%s: flamegraph total equals the decode-and-merge total" % i,
                     x.get("note"))
+        x = byid.get("B9", {})
+        r.check("flamegraph total = decode_merge total x series" in (x.get("note") or ""),
+                "B9: every profile written under the memory bound is queryable",
+                x.get("note"))
         table = p.stdout
         r.check(all(("\n%s " % i) in table for i in WANT_IDS),
                 "the printed table has every row", table)
