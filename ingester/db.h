@@ -174,8 +174,8 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  *     when the heads hold at least max / ING_MEM_CUT_SHARE, so memory
  *     that is not the heads' (caches, memtables, a query) never turns
  *     every tick into a cut of one second of data;
- *   - rss > ING_MEM_REFUSE_PCT of max, measured again after the cut
- *     and a malloc_trim: writes are refused with SM_EUNAVAIL (503, retryable:
+ *   - rss > ING_MEM_REFUSE_PCT of max, measured again after the cut,
+ *     a flush of RocksDB's memtables and a malloc_trim: writes are refused with SM_EUNAVAIL (503, retryable:
  *     Pyroscope's agents retry) before anything is logged, until rss is
  *     back under ING_MEM_RESUME_PCT.  The process degrades by cutting and
  *     refusing, never by growing past the bound (issue 12).

@@ -782,6 +782,17 @@ ing_store_disk_bytes(struct ing_store *s)
 }
 
 int
+ing_store_flush_memtables(struct ing_store *s, struct sm_err *err)
+{
+	struct sm_kv_mem m;
+
+	sm_kv_memory(s->kv, &m);
+	if (m.memtables < ((uint64_t)1 << 20))
+		return (0);
+	return (sm_kv_flush(s->kv, err));
+}
+
+int
 ing_store_compact(struct ing_store *s, struct sm_err *err)
 {
 	int rv;

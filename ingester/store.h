@@ -221,6 +221,10 @@ int ing_store_compact(struct ing_store *s, struct sm_err *err);
 /* The underlying database (smolder-admin). */
 struct sm_kv *ing_store_kv(struct ing_store *s);
 
+/* Write RocksDB's memtables out, freeing their memory (the memory bound,
+ * db.h ing_db_tick); a no-op when they hold less than 1 MiB. */
+int ing_store_flush_memtables(struct ing_store *s, struct sm_err *err);
+
 /*
  * Spilled buckets (above).  ing_store_spill_put adds one to a batch;
  * ing_store_spill_write applies the batch, not synced.  ing_store_spill_read calls

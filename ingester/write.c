@@ -486,7 +486,16 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	if (rss != 0 && (over || rss > pct(max, ING_MEM_REFUSE_PCT))) {
 		/* What a cut frees is many small blocks, and the heaps hold
 		 * freed request buffers: give the pages back now, then judge
-		 * by what is left. */
+		 * by what is left.  Near the bound the memtables go too
+		 * (up to 2 x write buffer per family). */
+		if (rss > pct(max, ING_MEM_REFUSE_PCT)) {
+			struct sm_err e2;
+
+			if (ing_store_flush_memtables(db->store, &e2) != 0)
+				sm_warn("ingester", "flushing memtables for "
+				    "the memory bound failed	err=\"%s\"",
+				    e2.msg);
+		}
 		sm_mem_release(SM_MEM_TRIM_MIN);
 		rss = rss_now(db);
 		__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
