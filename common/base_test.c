@@ -13,6 +13,7 @@
 #include "common/gz.h"
 #include "common/labels.h"
 #include "common/module.h"
+#include "common/log.h"
 #include "common/tenant.h"
 
 /* --- sm_grow -------------------------------------------------------------- */
@@ -690,7 +691,35 @@ test_mem_tidy(void)
 		free(pin[i]);
 }
 
+/* sm_log_limit: per_sec lines a second, the rest counted and reported
+ * with the next line written (a second boundary may fall inside the
+ * loop: then up to twice as many pass, and what was dropped is still
+ * all reported). */
+static void
+test_log_limit(void)
+{
+	static struct sm_log_limit l;
+	uint64_t sup, reported = 0;
+	int ok = 0, dropped = 0;
+
+	for (int i = 0; i < 100; i++) {
+		if (sm_log_limit_ok(&l, 3, &sup)) {
+			ok++;
+			reported += sup;
+		} else {
+			dropped++;
+		}
+	}
+	SM_CHECK(ok >= 3 && ok <= 6);
+	SM_CHECK_EQ(ok + dropped, 100);
+	/* A second later the first line carries every drop not yet told. */
+	sleep(1);
+	SM_CHECK(sm_log_limit_ok(&l, 3, &sup));
+	SM_CHECK_EQ(reported + sup, (uint64_t)dropped);
+}
+
 SM_TEST_MAIN(
+	{ "log limit: lines per second, the rest counted", test_log_limit },
 	{ "memory: measured RSS and heap, tidy gives free pages back",
 	  test_mem_tidy },
 	{ "monotonic timed waits", test_cond_wait },

@@ -1045,6 +1045,9 @@ http_generic_msg(int status)
 	}
 }
 
+/* 5xx answers logged per second at most (log.h, sm_log_limit). */
+#define HTTP_ERR_LOGS_PER_SEC 10
+
 /* {"code":"<code>","message":"<msg>"} as a Pyroscope/Connect error. */
 static void
 http_queue_error(struct sm_http_req *r, int status, const char *code,
@@ -1057,9 +1060,16 @@ http_queue_error(struct sm_http_req *r, int status, const char *code,
 	char *p;
 
 	if (status >= 500) {
-		sm_error("http", "request failed\trequest_id=%s method=%s "
-		    "path=%s status=%d code=%s message=\"%s\"", r->r_reqid,
-		    r->r_method, r->r_path, status, code, msg);
+		static struct sm_log_limit lim;
+		uint64_t dropped;
+
+		/* A refusing ingester answers every write 503: capped. */
+		if (sm_log_limit_ok(&lim, HTTP_ERR_LOGS_PER_SEC, &dropped))
+			sm_error("http", "request failed\trequest_id=%s "
+			    "method=%s path=%s status=%d code=%s "
+			    "message=\"%s\" suppressed=%llu", r->r_reqid,
+			    r->r_method, r->r_path, status, code, msg,
+			    (unsigned long long)dropped);
 		if (!http_msg_clean(code, msg, clean, sizeof(clean),
 		    &changed)) {
 			snprintf(safe, sizeof(safe), "%s (request id %s)",

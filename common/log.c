@@ -90,3 +90,25 @@ sm_log(enum sm_log_level lvl, const char *component, const char *fmt, ...)
 	w = write(STDERR_FILENO, line, n);
 	(void)w;
 }
+
+bool
+sm_log_limit_ok(struct sm_log_limit *l, uint32_t per_sec,
+    uint64_t *suppressed)
+{
+	int64_t now = sm_mono_ns() / 1000000000;
+
+	*suppressed = 0;
+	if (atomic_load_explicit(&l->sec, memory_order_relaxed) != now) {
+		atomic_store_explicit(&l->sec, now, memory_order_relaxed);
+		atomic_store_explicit(&l->n, 0, memory_order_relaxed);
+	}
+	if (atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed) >=
+	    per_sec) {
+		atomic_fetch_add_explicit(&l->dropped, 1,
+		    memory_order_relaxed);
+		return (false);
+	}
+	*suppressed = atomic_exchange_explicit(&l->dropped, 0,
+	    memory_order_relaxed);
+	return (true);
+}

@@ -41,4 +41,23 @@ void sm_log(enum sm_log_level lvl, const char *component, const char *fmt, ...)
 #define sm_warn(c, ...) sm_log(SM_LOG_WARN, c, __VA_ARGS__)
 #define sm_error(c, ...) sm_log(SM_LOG_ERROR, c, __VA_ARGS__)
 
+/*
+ * A per-call-site cap on lines per second, for lines an overload repeats
+ * once per request (every 503 while an ingester refuses writes over its
+ * memory bound, every failed write behind it): the first `per_sec` lines
+ * of each second are written, the rest counted, and the next line written
+ * carries the count as suppressed=N.  Zero-initialised static storage is
+ * ready to use.  Thread-safe (atomics; a line may slip past the cap when
+ * two threads cross a second together).
+ */
+struct sm_log_limit {
+	_Atomic int64_t sec;
+	_Atomic uint32_t n;
+	_Atomic uint64_t dropped;
+};
+/* true: write this line (with *suppressed lines dropped since the last
+ * written one); false: drop it. */
+bool sm_log_limit_ok(struct sm_log_limit *l, uint32_t per_sec,
+    uint64_t *suppressed);
+
 #endif /* SM_LOG_H */

@@ -694,9 +694,16 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		 * (one line per upload of a flood); like the rate limit. */
 		if (rv == SM_ELIMIT)
 			why = "series_limit";
-		else
-			sm_warn("distributor", "write failed\ttenant=%s "
-			    "err=\"%s\"", tenant, err.msg);
+		else {
+			static struct sm_log_limit fail_log;
+			uint64_t dropped;
+
+			if (sm_log_limit_ok(&fail_log, 10, &dropped))
+				sm_warn("distributor", "write failed\t"
+				    "tenant=%s err=\"%s\" suppressed=%llu",
+				    tenant, err.msg,
+				    (unsigned long long)dropped);
+		}
 		reply_rv(r, rv, &err);
 		goto done;
 	}
