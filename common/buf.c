@@ -12,6 +12,20 @@ sm_buf_fini(struct sm_buf *b)
 	sm_buf_init(b);
 }
 
+void
+sm_buf_shrink(struct sm_buf *b)
+{
+	size_t want = b->len + 1 < 64 ? 64 : b->len + 1;
+	char *p;
+
+	if (b->b == NULL || b->cap - want < 64 || b->cap - want <= b->cap / 8)
+		return;
+	if ((p = sm_realloc(b->b, want)) == NULL)
+		return;
+	b->b = p;
+	b->cap = want;
+}
+
 int
 sm_buf_reserve(struct sm_buf *b, size_t n)
 {
@@ -29,7 +43,8 @@ sm_buf_reserve(struct sm_buf *b, size_t n)
 		b->err = SM_ETOOBIG;
 		return (b->err);
 	}
-	/* cap is 0 or >= 64: only this function sets it. */
+	/* cap is 0 or >= 64: only this function and sm_buf_shrink set
+	 * it. */
 	if ((rv = SM_GROW(b->b, b->cap, need, 64)) != 0) {
 		b->err = rv;
 		return (b->err);

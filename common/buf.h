@@ -41,6 +41,14 @@ void sm_buf_fini(struct sm_buf *b);
 /* Ensure room for `n` more bytes (plus the NUL).  Returns 0 or the error. */
 int sm_buf_reserve(struct sm_buf *b, size_t n);
 
+/*
+ * Give back unused room (a buffer that reserved a worst case, such as a
+ * compressor's bound, and is kept): when more than an eighth of it (and
+ * at least 64 bytes) is unused, realloc to the content.  A failed realloc
+ * leaves the buffer as it was.
+ */
+void sm_buf_shrink(struct sm_buf *b);
+
 void sm_buf_append(struct sm_buf *b, const void *p, size_t n);
 void sm_buf_putc(struct sm_buf *b, char c);
 void sm_buf_puts(struct sm_buf *b, const char *s);

@@ -139,7 +139,9 @@ void sm_kv_set_reserve(struct sm_kv *kv, uint64_t bytes);
 
 /* --- iteration ------------------------------------------------------------ */
 
-/* An iterator over a consistent snapshot of `cf`.  NULL on ENOMEM. */
+/* An iterator over a consistent snapshot of `cf`.  NULL on ENOMEM.  What
+ * it reads does not enter the block cache (scans read each block once;
+ * point reads, sm_kv_get, are what the cache is for). */
 struct sm_kv_iter *sm_kv_iter_create(struct sm_kv *kv, enum sm_kv_cf cf);
 void sm_kv_iter_destroy(struct sm_kv_iter *it);
 void sm_kv_iter_seek_first(struct sm_kv_iter *it);

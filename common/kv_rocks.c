@@ -735,6 +735,10 @@ sm_kv_iter_create(struct sm_kv *kv, enum sm_kv_cf cf)
 	it->snap = rocksdb_create_snapshot(kv->db);
 	it->ropts = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_verify_checksums(it->ropts, 1);
+	/* Scans (replay, a cut reading spilled buckets back, index scans)
+	 * read each block once: they must not evict what point reads
+	 * cache, nor grow the cache at a cut's peak (kv.h). */
+	rocksdb_readoptions_set_fill_cache(it->ropts, 0);
 	rocksdb_readoptions_set_snapshot(it->ropts, it->snap);
 	it->it = rocksdb_create_iterator_cf(kv->db, it->ropts, kv_cf(kv, cf));
 	__atomic_add_fetch(&kv->niters, 1, __ATOMIC_ACQ_REL);

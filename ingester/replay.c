@@ -44,10 +44,12 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 
 	if (a == NULL)
 		return (SM_ENOMEM);
-	/* The spilled buckets a crashed process left under this head's gen
-	 * (store.h): records come in key order, so once per (tenant, gen). */
+	/* The spilled buckets and written-ahead data parts a crashed
+	 * process left under this head's gen (store.h): records come in key
+	 * order, so once per (tenant, gen). */
 	if (gen != db->replay_gen || strcmp(tenant, db->replay_tenant) != 0) {
-		if (ing_store_spill_drop(db->store, tenant, gen, &err) != 0)
+		if (ing_store_uncommitted_drop(db->store, tenant, gen,
+		    &err) != 0)
 			sm_warn("ingester", "dropping stale spilled buckets "
 			    "failed\ttenant=%s head=%llu err=\"%s\"", tenant,
 			    (unsigned long long)gen, err.msg);

@@ -109,9 +109,11 @@ ing_store_spill_put(struct sm_kv_batch *b, const char *tenant, uint64_t gen,
 	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, v, n);
 }
 
-int
-ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
-    struct sm_err *err)
+/* Delete kinds [lo_kind, hi_kind) of (tenant, gen) in the blocks family,
+ * without a sync. */
+static int
+kinds_drop(struct ing_store *s, const char *tenant, uint64_t gen,
+    char lo_kind, char hi_kind, struct sm_err *err)
 {
 	struct sm_kv_batch *b = sm_kv_batch_create();
 	struct sm_key lo, hi;
@@ -121,12 +123,28 @@ ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	key_id(&lo, tenant, gen);
 	hi = lo;
-	sm_key_u8(&lo, 'B');     /* buckets 'B' and records 'C' (store.h) */
-	sm_key_u8(&hi, 'D');
+	sm_key_u8(&lo, (uint8_t)lo_kind);
+	sm_key_u8(&hi, (uint8_t)hi_kind);
 	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
 	rv = sm_kv_write(s->kv, b, false, err);
 	sm_kv_batch_destroy(b);
 	return (rv);
+}
+
+int
+ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
+    struct sm_err *err)
+{
+	/* buckets 'B' and records 'C' (store.h) */
+	return (kinds_drop(s, tenant, gen, 'B', 'D', err));
+}
+
+int
+ing_store_uncommitted_drop(struct ing_store *s, const char *tenant,
+    uint64_t gen, struct sm_err *err)
+{
+	/* 'B', 'C' and the data parts 'D' a cut wrote ahead (store.h) */
+	return (kinds_drop(s, tenant, gen, 'B', 'E', err));
 }
 
 /* What blocks_scan calls for each value: a spilled bucket's (with its
@@ -518,12 +536,15 @@ block_write(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, bool drop_log, const uint64_t *tomb,
     uint32_t ntomb, struct sm_err *err)
 {
-	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_kv_batch *b = sm_kv_batch_create(), *ahead = NULL;
 	struct sm_key k, k2;
 	int rv;
 
-	if (b == NULL)
+	if (b == NULL || (drop_log && (ahead = sm_kv_batch_create()) ==
+	    NULL)) {
+		sm_kv_batch_destroy(b);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
 	ing_key_part(&k, tenant, e->meta.gen, 'M', 0);
 	sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, e->m.b, e->m.len);
 	ing_key_part(&k, tenant, e->meta.gen, 'I', 0);
@@ -543,10 +564,23 @@ block_write(struct ing_store *s, const char *tenant,
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->profiles.b,
 		    e->profiles.len);
 	}
+	/* A cut's data parts go ahead in unsynced batches of about
+	 * ING_STORE_AHEAD_BYTES (store.h, "Written ahead"): one batch of
+	 * the whole block was copied three times over (ours, RocksDB's,
+	 * the memtable).  The last batch, synced, makes them part of a
+	 * block; the WAL is one sequence, so its sync covers them. */
 	for (uint32_t i = 0; i < e->ndata; i++) {
+		struct sm_kv_batch *to = drop_log ? ahead : b;
+
 		ing_key_part(&k, tenant, e->meta.gen, 'D', i);
-		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
+		sm_kv_batch_put(to, SM_KV_BLOCKS, k.b, k.n, e->data[i].b,
 		    e->data[i].len);
+		if (drop_log && (sm_kv_batch_bytes(ahead) >=
+		    ING_STORE_AHEAD_BYTES || i + 1 == e->ndata)) {
+			if ((rv = sm_kv_write(s->kv, ahead, false, err)) != 0)
+				goto out;
+			sm_kv_batch_clear(ahead);
+		}
 	}
 	for (uint32_t i = 0; i < ntomb; i++) {
 		ing_key_part(&k, tenant, tomb[i], 'Z', 0);
@@ -554,15 +588,13 @@ block_write(struct ing_store *s, const char *tenant,
 	}
 	if (!drop_log) {
 		rv = sm_kv_write(s->kv, b, true, err);
-		sm_kv_batch_destroy(b);
-		return (rv);
+		goto out;
 	}
 	/* The head log of this tenant up to and including this generation. */
 	ing_key_head(&k, tenant, 0, 0);
 	ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
 	sm_kv_batch_delete_range(b, SM_KV_HEAD, k.b, k.n, k2.b, k2.n);
 	rv = sm_kv_write(s->kv, b, true, err);
-	sm_kv_batch_destroy(b);
 	if (rv == 0) {
 		/* Reclaim the head log's space now (issue 16): a range
 		 * tombstone alone leaves the data in memtables, WAL files and
@@ -578,6 +610,9 @@ block_write(struct ing_store *s, const char *tenant,
 			(void)sm_kv_compact(s->kv, SM_KV_HEAD, k.b, k.n, k2.b,
 			    k2.n, &e2);
 	}
+out:
+	sm_kv_batch_destroy(b);
+	sm_kv_batch_destroy(ahead);
 	return (rv);
 }
 

@@ -57,6 +57,17 @@
  * A block is committed in ONE synced batch that writes all its parts and
  * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
  * either the block exists and the log range is gone, or neither changed.
+ * Written ahead: a cut's data parts 'D' (most of a block) go first, in
+ * unsynced batches of about ING_STORE_AHEAD_BYTES, and the commit batch
+ * carries the rest; until it lands they are parts of no block (nothing
+ * reads 'D' without the block's meta).  A crash in between leaves them
+ * under a gen whose head log is still there, and the replay drops
+ * [gen 'B', gen 'E') of every gen it finds in the log
+ * (ing_store_uncommitted_drop): a gen with log records has no committed
+ * block, since the commit deletes them.  A failed commit is retried with
+ * the same gen and series order, so its parts are overwritten.  Why
+ * (issue 12, B9): one batch of the whole block was copied three times
+ * (our batch, RocksDB's WriteBatch, the memtable) at the cut's peak.
  * A tier block (block.h, "Tier blocks"; built by compact.c from blocks,
  * not from a head) is written by ing_store_block_put: the same one synced
  * batch of its parts, and never a deletion of the head log (its id is a
@@ -255,6 +266,13 @@ int ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
  * synced. */
 int ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
     struct sm_err *err);
+
+/* At replay, for a gen found in the head log (so no block was committed
+ * under it): drop its spilled buckets, record chunks and any data parts
+ * a cut wrote ahead ("Written ahead" above); not synced. */
+int ing_store_uncommitted_drop(struct ing_store *s, const char *tenant,
+    uint64_t gen, struct sm_err *err);
+#define ING_STORE_AHEAD_BYTES ((size_t)4 << 20)
 
 /* Key builders, shared with smolder-admin. */
 void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
