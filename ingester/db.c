@@ -35,8 +35,9 @@ db_metrics_init(void)
 	    "-ingester.head-max-bytes (measured RSS).", NULL, NULL, 0);
 	ing_m_mem_cuts = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_memory_cuts_total",
-	    "Ticks that cut every head because memory passed 80% of "
-	    "-ingester.head-max-bytes.", NULL, NULL, 0);
+	    "Ticks that cut every head for -ingester.head-max-bytes "
+	    "(memory plus what the cut takes over 80% of it).", NULL, NULL,
+	    0);
 	m_active = sm_metric_register(SM_METRIC_GAUGE,
 	    "smolder_ingester_active_series", "Series in the tenant's head "
 	    "(what the active-series limit counts), by tenant.",

@@ -170,10 +170,16 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  * in and writes are never refused for memory).  With max = cfg.head_max_bytes (0 = no
  * bound) and mem = the larger of rss and the heads' estimate:
  *   - mem > max / 2: spill every head's sealed buckets (head.h);
- *   - mem > ING_MEM_CUT_PCT of max: cut every head into blocks -- only
- *     when the heads hold at least max / ING_MEM_CUT_SHARE, so memory
- *     that is not the heads' (caches, memtables, a query) never turns
- *     every tick into a cut of one second of data;
+ *   - mem + ING_MEM_CUT_COST x heads > ING_MEM_CUT_PCT of max: cut
+ *     every head into blocks.  A cut needs memory of its own, about
+ *     five times the heads' estimate at its peak (measured, issue 12: a
+ *     5,000-series head of 19 MB peaked 94 MB over the RSS before its
+ *     cut: spilled buckets and records read back, the encoded block, its
+ *     batches and RocksDB's memtables), so it starts early enough for
+ *     that to fit.  Only when the heads hold at least max /
+ *     ING_MEM_CUT_SHARE, so memory that is not the heads' (caches,
+ *     memtables, a query) never turns every tick into a cut of one second
+ *     of data;
  *   - rss > ING_MEM_REFUSE_PCT of max, measured again after the cut,
  *     a flush of RocksDB's memtables and a malloc_trim: writes are refused with SM_EUNAVAIL (503, retryable:
  *     Pyroscope's agents retry) before anything is logged, until rss is
@@ -185,7 +191,8 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  * (the ingester warns at start when caches alone take half of it).
  */
 #define ING_MEM_CUT_PCT 80
-#define ING_MEM_CUT_SHARE 8
+#define ING_MEM_CUT_COST 5
+#define ING_MEM_CUT_SHARE 16
 #define ING_MEM_REFUSE_PCT 95
 #define ING_MEM_RESUME_PCT 85
 void ing_db_tick(struct ing_db *db, int64_t now_ms);

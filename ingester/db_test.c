@@ -1183,9 +1183,9 @@ test_retention(void)
 }
 
 /*
- * The memory bound (db.h, ing_db_tick) on a fake measurement: over 80%
- * of head_max_bytes the heads are cut (only while they hold an eighth of
- * it), over 95% writes are refused with SM_EUNAVAIL before the log, and
+ * The memory bound (db.h, ing_db_tick) on a fake measurement: when RSS
+ * plus what a cut would take passes 80% of head_max_bytes the heads are
+ * cut (only while they hold a sixteenth of it), over 95% writes are refused with SM_EUNAVAIL before the log, and
  * they resume under 85%, not before.  What was acknowledged stays.
  */
 static uint64_t
@@ -1218,15 +1218,16 @@ test_memory_bound(void)
 	}
 	SM_CHECK(st.head_bytes >= 3 * one);
 	max = st.head_bytes * 7;      /* the heads hold a seventh of it, */
-				      /* one write's head under an eighth */
+				      /* one write's head under a 16th */
 	disk_close(&d);
 	d.cfg.head_max_bytes = max;
 	d.cfg.rss = fake_rss;
 	d.cfg.rss_arg = &rss;
 	disk_open(&d, 3600 * SEC);    /* the replay brings the head back */
 
-	/* Under 80%: nothing happens. */
-	rss = max / 100 * 79;
+	/* Under 80% with what a cut would take (5 x the heads, a
+	 * seventh of max each): nothing happens. */
+	rss = max / 100 * 5;
 	ing_db_tick(d.db, sm_now_ms());
 	ing_db_stats(d.db, &st);
 	SM_CHECK_EQ(st.blocks, 0);

@@ -95,9 +95,10 @@ ing_flags(struct ing_config *cfg, size_t *n)
 	f[5] = (struct sm_flag){ "ingester.head-max-bytes", SM_FLAG_BYTES,
 		&cfg->head_max_bytes, "1GiB",
 		"The process's memory bound, measured (resident memory): over "
-		"half of it sealed buckets are spilled, over 80% every head is "
-		"cut into blocks, over 95% writes are refused with 503 until "
-		"under 85%. Caches count toward it (0 = no bound)." };
+		"half of it sealed buckets are spilled; when memory plus what "
+		"a cut takes (5x the heads) passes 80%, every head is cut into "
+		"blocks; over 95% writes are refused with 503 until under 85%. "
+		"Caches count toward it (0 = no bound)." };
 	f[6] = (struct sm_flag){ "ingester.block-cache-bytes", SM_FLAG_BYTES,
 		&cfg->block_cache, "256MiB",
 		"Memory for decoded block indexes and symbol tables." };

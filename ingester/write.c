@@ -478,8 +478,9 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 	__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
 	if (db->cfg.spill_ms > 0)
 		(void)db_spill(db, now_ms, max != 0 && mem > max / 2, NULL);
-	over = max != 0 && mem > pct(max, ING_MEM_CUT_PCT) &&
-	    heads >= max / ING_MEM_CUT_SHARE;
+	/* What the cut itself will take, on top of what is resident. */
+	over = max != 0 && heads >= max / ING_MEM_CUT_SHARE &&
+	    mem + ING_MEM_CUT_COST * heads > pct(max, ING_MEM_CUT_PCT);
 	if (over)
 		sm_counter_inc(sm_metric_child0(ing_m_mem_cuts));
 	(void)db_cut(db, now_ms, 0, over, &err);
