@@ -1217,7 +1217,7 @@ test_memory_bound(void)
 		ing_db_stats(d.db, &st);
 	}
 	SM_CHECK(st.head_bytes >= 3 * one);
-	max = st.head_bytes * 7;      /* the heads hold a seventh of it, */
+	max = st.head_bytes * 8;      /* the heads hold an eighth of it, */
 				      /* one write's head under a 16th */
 	disk_close(&d);
 	d.cfg.head_max_bytes = max;
@@ -1225,8 +1225,8 @@ test_memory_bound(void)
 	d.cfg.rss_arg = &rss;
 	disk_open(&d, 3600 * SEC);    /* the replay brings the head back */
 
-	/* Under 80% with what a cut would take (5 x the heads, a
-	 * seventh of max each): nothing happens. */
+	/* Under 80% with what a cut would take (the heads, an eighth of
+	 * max, and 5 x that again): nothing happens. */
 	rss = max / 100 * 5;
 	ing_db_tick(d.db, sm_now_ms());
 	ing_db_stats(d.db, &st);
