@@ -214,7 +214,6 @@ sm_mem_stats(struct sm_mem_stats *m)
 
 		m->heap_used = (uint64_t)mi.uordblks;
 		m->heap_free = (uint64_t)mi.fordblks;
-		m->heap_mmapped = (uint64_t)mi.hblkhd;
 	}
 #endif
 }

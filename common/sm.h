@@ -210,7 +210,6 @@ struct sm_mem_stats {
 	uint64_t rss;
 	uint64_t heap_used;
 	uint64_t heap_free;
-	uint64_t heap_mmapped;       /* blocks >= SM_MEM_MMAP_MIN, own maps */
 };
 void sm_mem_stats(struct sm_mem_stats *m);
 
