@@ -181,10 +181,14 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  *     memtables, a query) never turns every tick into a cut of one second
  *     of data;
  *   - rss > ING_MEM_REFUSE_PCT of max, measured again after the cut,
- *     a flush of RocksDB's memtables and a malloc_trim: writes are refused with SM_EUNAVAIL (503, retryable:
- *     Pyroscope's agents retry) before anything is logged, until rss is
- *     back under ING_MEM_RESUME_PCT.  The process degrades by cutting and
- *     refusing, never by growing past the bound (issue 12).
+ *     a flush of RocksDB's memtables and a malloc_trim: writes are
+ *     refused with SM_EUNAVAIL (503, retryable: Pyroscope's agents
+ *     retry) before anything is logged, until rss is back under
+ *     ING_MEM_RESUME_PCT.  The process degrades by cutting and refusing,
+ *     never by growing past the bound (issue 12).
+ * Every tick then gives free heap pages back once (sm_mem_tidy,
+ * common/sm.h), with or without a bound: what spills and cuts freed and
+ * what request buffers left in the heaps.
  * Decision: the bound is the whole process's RSS, not the heads': what
  * an operator sizes a container by.  Block caches and RocksDB's memtables
  * count toward it, so -ingester.head-max-bytes must leave them room

@@ -105,8 +105,6 @@ struct ing_db {
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	pthread_mutex_t cut_mu;           /* one cut at a time */
-	uint64_t spill_freed;             /* bytes spills freed since the
-					   * last malloc_trim (cut_mu) */
 	atomic_bool mem_refuse;           /* over the memory bound: writes
 					   * refused (ing_db_tick) */
 	uint64_t mem_rss;                 /* last measured rss (cut_mu) */

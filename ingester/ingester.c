@@ -435,7 +435,6 @@ cutter_main(void *arg)
 	while (!atomic_load(&ing->stopping)) {
 		pthread_mutex_unlock(&ing->mu);
 		ing_db_tick(ing->db, sm_now_ms());
-		(void)sm_mem_tidy();
 		pthread_mutex_lock(&ing->mu);
 		if (!atomic_load(&ing->stopping))
 			sm_cond_wait_ms(&ing->cv, &ing->mu, 1000);

@@ -353,13 +353,12 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, bool over,
  * spilling before cutting, a cut costs a block per tenant, a spill only
  * the I/O; ing_db_spill).  Caller holds db->cut_mu.  A failure is logged
  * and counted, the buckets stay in memory and the next tick tries again;
- * the first one is returned.  Memory freed is returned to the system
- * (sm_mem_release) once SM_MEM_TRIM_MIN of it has accumulated.
+ * the first one is returned.  What a spill frees goes back to the
+ * system through the tick's one trim (ing_db_tick).
  */
 static int
 db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 {
-	uint64_t dropped = 0;
 	int first = 0;
 
 	ING_ASSERT_HELD(&db->cut_mu);
@@ -400,17 +399,7 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 			}
 		}
 		sm_counter_add(sm_metric_child0(ing_m_spilled), bytes);
-		dropped += bytes;
 		ing_head_unref(h);
-	}
-	/* What spills free is many small blocks among live ones: give the
-	 * pages back (common/sm.h) once SM_MEM_TRIM_MIN has been freed, over
-	 * as many ticks as that takes (a busy ingester frees a few MiB a
-	 * second), or RSS would not fall. */
-	db->spill_freed += dropped;
-	if (db->spill_freed >= SM_MEM_TRIM_MIN) {
-		sm_mem_release((size_t)db->spill_freed);
-		db->spill_freed = 0;
 	}
 	return (first);
 }
@@ -466,7 +455,7 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 {
 	uint64_t max = db->cfg.head_max_bytes, heads, mem, rss;
 	struct sm_err err;
-	bool over;
+	bool over, trimmed = false;
 
 	if (db->store == NULL)
 		return;
@@ -498,9 +487,15 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 				    e2.msg);
 		}
 		sm_mem_release(SM_MEM_TRIM_MIN);
+		trimmed = true;
 		rss = rss_now(db);
 		__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
 	}
+	/* One trim per tick: what spills and cuts freed, and the free
+	 * pages request buffers left in the heaps (common/sm.h,
+	 * sm_mem_tidy), unless the bound above has just trimmed. */
+	if (!trimmed)
+		(void)sm_mem_tidy();
 	mem_refuse_update(db, rss);
 	ING_UNLOCK(&db->cut_mu);
 	ing_retire_purge(db, now_ms);
