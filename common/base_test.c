@@ -313,6 +313,23 @@ test_labels_validate(void)
 	SM_CHECK(sm_utf8_valid("caf\xc3\xa9", 5));
 	SM_CHECK(!sm_utf8_valid("\xc0\xaf", 2));      /* overlong */
 	SM_CHECK(!sm_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+	/* The eight-bytes-at-a-time ASCII path: a bad byte, a valid
+	 * sequence and a sequence cut by the end at every offset. */
+	for (size_t len = 1; len <= 40; len++) {
+		char buf[48];
+
+		for (size_t at = 0; at < len; at++) {
+			memset(buf, 'a', sizeof(buf));
+			buf[at] = (char)0xff;
+			SM_CHECK(!sm_utf8_valid(buf, len));
+			SM_CHECK(sm_utf8_valid(buf, at));
+			if (at + 2 <= len) {
+				memcpy(buf + at, "\xc3\xa9", 2);
+				SM_CHECK(sm_utf8_valid(buf, len));
+				SM_CHECK(!sm_utf8_valid(buf, at + 1));
+			}
+		}
+	}
 	SM_CHECK(sm_metric_name_valid("process_cpu", 11));
 	SM_CHECK(sm_metric_name_valid("a:b_c9", 6));
 	SM_CHECK(!sm_metric_name_valid("9a", 2));
