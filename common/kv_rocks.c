@@ -43,18 +43,27 @@
  *     families; a 10-bit full bloom filter for blocks and index (point
  *     lookups), none for the head (only ever scanned at replay).  The head
  *     is LZ4-compressed; blocks are already zstd-compressed by the ingester
- *     and index values are small, so both are stored uncompressed.  The
- *     head's SST blocks are KV_HEAD_BLOCK_BYTES (64 KiB), not RocksDB's
- *     4 KiB: it is only read in key order (replay), and max_open_files =
- *     -1 keeps every SST's index in memory, one entry per data block,
- *     which with 4 KiB blocks grew with the hour's log (issue 12, B5
- *     with 1,000 series: all table readers 20.4 MB at 4 KiB, 12.9 MB at
- *     64 KiB, of which the head's log is now 1.6 MB per 300 series; the
- *     rest is the blocks family's index and bloom filter).  If this
- *     librocksdb was built without LZ4, the open fails with "... is not
- *     linked with the binary" before anything is written; we then log a
- *     warning and reopen with the head uncompressed (an SST records its own
- *     compression, so mixing is safe).
+ *     and index values are small, so both are stored uncompressed.
+ *   - SST data block sizes, because max_open_files = -1 keeps every SST's
+ *     index (one entry per data block) and filter in memory, so both grow
+ *     with the data on disk (issue 12, B5 with 1,000 series: all table
+ *     readers 20.4 MB with RocksDB's 4 KiB everywhere).  The head's blocks
+ *     are KV_HEAD_BLOCK_BYTES (256 KiB): it is only read in key order, at
+ *     replay (12.9 MB of readers at 64 KiB, most of it the blocks
+ *     family's).  The blocks family's are KV_BLOCKS_BLOCK_BYTES (16 KiB):
+ *     its small values, the spilled buckets, are read by range scans of
+ *     one series, and its large ones (block parts) are a data block each
+ *     whatever the size.  Both index blocks are prefix-compressed
+ *     (restart interval KV_INDEX_RESTART, 16, instead of a whole key per
+ *     entry).  optimize_filters_for_hits on the blocks family: every
+ *     point get there is of a part that exists (nothing reads a part
+ *     without its block's meta), so the last level, which holds most
+ *     keys, needs no filter.  All three are read per SST, so files
+ *     written before a change keep their old layout until compacted.
+ *   - If this librocksdb was built without LZ4, the open fails with "...
+ *     is not linked with the binary" before anything is written; we then
+ *     log a warning and reopen with the head uncompressed (an SST records
+ *     its own compression, so mixing is safe).
  *
  * Batches.  kv.h lets a batch be built before any database is at hand
  * (sm_kv_batch_create takes no sm_kv), but RocksDB's write batch needs
@@ -92,7 +101,9 @@
 
 #define KV_NCF_ALL (1 + SM_KV_NCF)   /* "default" + ours */
 #define KV_BLOOM_BITS 10.0
-#define KV_HEAD_BLOCK_BYTES (64u << 10)
+#define KV_HEAD_BLOCK_BYTES (256u << 10)
+#define KV_BLOCKS_BLOCK_BYTES (16u << 10)
+#define KV_INDEX_RESTART 16
 #define KV_BYTES_PER_SYNC (1u << 20)
 #define KV_LOG_FILES_KEPT 10
 #define KV_LOG_FILE_BYTES (64u << 20)
@@ -266,7 +277,8 @@ kv_db_options(const struct sm_kv_opts *o)
 /* One column family's options: a copy of `dbo` plus table settings. */
 static rocksdb_options_t *
 kv_cf_options(const rocksdb_options_t *dbo, const struct sm_kv_opts *o,
-    rocksdb_cache_t *cache, int compression, bool bloom, size_t block_size)
+    rocksdb_cache_t *cache, int compression, bool bloom, size_t block_size,
+    bool hits)
 {
 	rocksdb_options_t *co = rocksdb_options_create_copy(
 	    (rocksdb_options_t *)dbo);
@@ -277,8 +289,13 @@ kv_cf_options(const rocksdb_options_t *dbo, const struct sm_kv_opts *o,
 	rocksdb_options_set_level_compaction_dynamic_level_bytes(co, 1);
 	rocksdb_options_set_write_buffer_size(co, o->write_buffer_bytes);
 	rocksdb_block_based_options_set_block_cache(t, cache);
-	if (block_size != 0)
+	if (block_size != 0) {
 		rocksdb_block_based_options_set_block_size(t, block_size);
+		rocksdb_block_based_options_set_index_block_restart_interval(
+		    t, KV_INDEX_RESTART);
+	}
+	if (hits)
+		rocksdb_options_set_optimize_filters_for_hits(co, 1);
 	if (bloom) {
 		/* The table options take ownership of the policy. */
 		rocksdb_block_based_options_set_filter_policy(t,
@@ -322,13 +339,14 @@ sm_kv_open(const char *path, const struct sm_kv_opts *o, struct sm_kv **out,
 	pthread_mutex_init(&kv->wmu, NULL);
 	cache = rocksdb_cache_create_lru(o->block_cache_bytes);
 	dbo = kv_db_options(o);
-	cfo[0] = kv_cf_options(dbo, o, cache, rocksdb_no_compression, false, 0);
+	cfo[0] = kv_cf_options(dbo, o, cache, rocksdb_no_compression, false, 0,
+	    false);
 	*head = kv_cf_options(dbo, o, cache, rocksdb_lz4_compression, false,
-	    KV_HEAD_BLOCK_BYTES);
+	    KV_HEAD_BLOCK_BYTES, false);
 	cfo[1 + SM_KV_BLOCKS] = kv_cf_options(dbo, o, cache,
-	    rocksdb_no_compression, true, 0);
+	    rocksdb_no_compression, true, KV_BLOCKS_BLOCK_BYTES, true);
 	cfo[1 + SM_KV_INDEX] = kv_cf_options(dbo, o, cache,
-	    rocksdb_no_compression, true, 0);
+	    rocksdb_no_compression, true, 0, false);
 
 	kv->db = kv_open_cfs(dbo, cfo, path, kv->cf, &e);
 	if (kv->db == NULL && e != NULL &&
