@@ -182,6 +182,17 @@ sm_mem_init(void)
 #ifdef __GLIBC__
 	(void)mallopt(M_MMAP_THRESHOLD, (int)SM_MEM_MMAP_MIN);
 	(void)mallopt(M_TRIM_THRESHOLD, (int)SM_MEM_TRIM_MIN);
+	{
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		if (n < SM_MEM_ARENAS_MIN)
+			n = SM_MEM_ARENAS_MIN;
+		if (n > SM_MEM_ARENAS_MAX)
+			n = SM_MEM_ARENAS_MAX;
+		/* An operator's MALLOC_ARENA_MAX (glibc's own knob) wins. */
+		if (getenv("MALLOC_ARENA_MAX") == NULL)
+			(void)mallopt(M_ARENA_MAX, (int)n);
+	}
 #endif
 }
 

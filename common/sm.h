@@ -182,8 +182,21 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  *     trim threshold and the trims below).  Setting the mmap threshold
  *     also turns off glibc's dynamic trim threshold (128 KiB), so it is
  *     set too: a heap gives back its free top above 4 MiB at free().
- *     M_ARENA_MAX is left alone: fewer arenas would serialise the HTTP
- *     threads' allocations (2 arenas took B5 from 2.06x to 2.01x, noise).
+ *   - M_ARENA_MAX is the number of online CPUs, clamped to
+ *     [SM_MEM_ARENAS_MIN, SM_MEM_ARENAS_MAX] = [2, 8] (glibc's default is
+ *     8 per CPU).  Every thread that allocates gets an arena of its own
+ *     up to that limit, and long-lived blocks (head summaries, strings,
+ *     RocksDB's memtable and table readers) end up scattered among the
+ *     transient request buffers of every one of them, pinning pages no
+ *     malloc_trim can return.  Measured on B5 (issue 12, 1,000 series,
+ *     one process each, the same binary): default arenas 81.8 KB per
+ *     series (malloc in use 50 MB, ~80 MB resident in 7 arenas); one
+ *     arena 58.0 KB; on the next binary, one arena 52.1 KB and two
+ *     47.9 KB.  More arenas than CPUs buy little: no more threads than
+ *     CPUs allocate at once, and a thread that finds its arena locked
+ *     moves to a free one.  A MALLOC_ARENA_MAX in the environment is
+ *     left to rule.  (When heads held every bucket, 2 arenas
+ *     took B5 from 2.06x to 2.01x, noise next to the heads.)
  *   - sm_mem_release(bytes) after a request that used `bytes` of heap (a
  *     merge tree, an arena, a response) calls malloc_trim(0) when bytes
  *     >= SM_MEM_TRIM_MIN (4 MiB): freed small blocks (tree nodes, strings)
@@ -193,6 +206,8 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  *     worth it.
  */
 #define SM_MEM_MMAP_MIN (4u * 1024u * 1024u)
+#define SM_MEM_ARENAS_MIN 2
+#define SM_MEM_ARENAS_MAX 8
 #define SM_MEM_TRIM_MIN ((size_t)4 << 20)
 void sm_mem_init(void);
 void sm_mem_release(size_t bytes);
