@@ -7,12 +7,6 @@
 
 #include "hash.h"
 
-static inline uint64_t
-tree_hash(uint32_t parent, uint32_t name)
-{
-	return (sm_hash_u64(((uint64_t)parent << 32) | name));
-}
-
 /* The node (parent, name), or SM_OATAB_NONE with `it` at its empty slot. */
 static inline uint32_t
 tree_lookup(const struct sm_tree *t, uint32_t parent, uint32_t name,
@@ -20,7 +14,7 @@ tree_lookup(const struct sm_tree *t, uint32_t parent, uint32_t name,
 {
 	uint32_t v;
 
-	for (sm_oatab_probe(&t->tab, tree_hash(parent, name), it);
+	for (sm_oatab_probe(&t->tab, sm_tree_hash(parent, name), it);
 	    (v = sm_oatab_next(&t->tab, it)) != SM_OATAB_NONE;)
 		if (t->parent[v] == parent && t->name[v] == name)
 			return (v);
@@ -68,6 +62,35 @@ sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,
 	return (0);
 }
 
+static int
+tree_grow(struct sm_tree *t, uint32_t ncap)
+{
+	uint32_t *np;
+
+	if ((np = sm_reallocarray(t->parent, ncap, sizeof(*np))) == NULL)
+		return (SM_ENOMEM);
+	t->parent = np;
+	if ((np = sm_reallocarray(t->name, ncap, sizeof(*np))) == NULL)
+		return (SM_ENOMEM);
+	t->name = np;
+	t->cap = ncap;
+	return (0);
+}
+
+int
+sm_tree_reserve(struct sm_tree *t, uint32_t n)
+{
+	int rv;
+
+	if (n > (1u << 31))
+		return (SM_ETOOBIG);
+	if (n > t->cap && (rv = tree_grow(t, n)) != 0)
+		return (rv);
+	/* The index's load rule, as in sm_tree_child: node count * 2 <=
+	 * slots. */
+	return (sm_oatab_reserve(&t->tab, n));
+}
+
 int
 sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out)
@@ -82,19 +105,8 @@ sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
 	}
 	if (t->n >= (1u << 31))
 		return (SM_ETOOBIG);
-	if (t->n == t->cap) {
-		uint32_t ncap = t->cap * 2;
-		uint32_t *np = sm_reallocarray(t->parent, ncap, sizeof(*np));
-
-		if (np == NULL)
-			return (SM_ENOMEM);
-		t->parent = np;
-		np = sm_reallocarray(t->name, ncap, sizeof(*np));
-		if (np == NULL)
-			return (SM_ENOMEM);
-		t->name = np;
-		t->cap = ncap;
-	}
+	if (t->n == t->cap && tree_grow(t, t->cap * 2) != 0)
+		return (SM_ENOMEM);
 	/* The root is not in the index but counts toward its load (node
 	 * count * 2 <= slots, as before the index was an sm_oatab). */
 	if ((uint64_t)(t->n + 1) * 2 > t->tab.nslots) {

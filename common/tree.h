@@ -26,6 +26,7 @@
 #ifndef SM_TREE_H
 #define SM_TREE_H
 
+#include "hash.h"
 #include "oatab.h"
 #include "sm.h"
 
@@ -35,6 +36,13 @@ struct sm_tree {
 	uint32_t n, cap;
 	struct sm_oatab tab; /* node ids 1.. by hash(parent, name) */
 };
+
+/* The index's hash of (parent, name). */
+static inline uint64_t
+sm_tree_hash(uint32_t parent, uint32_t name)
+{
+	return (sm_hash_u64(((uint64_t)parent << 32) | name));
+}
 
 /* Initialise with the root node 0.  Returns 0 or SM_ENOMEM. */
 int sm_tree_init(struct sm_tree *t);
@@ -47,6 +55,30 @@ void sm_tree_fini(struct sm_tree *t);
  */
 int sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out);
+
+/*
+ * Make room for `n` nodes in all (the root included), so that creating
+ * up to n - sm_tree_size(t) more cannot fail or move anything: a user
+ * that knows about how many nodes it will create (the pprof decoder: its
+ * profile's location count) saves the doublings and rehashes of growing
+ * from 64.  0 or SM_ENOMEM (the tree is unchanged but may have grown
+ * capacity); SM_ETOOBIG past 2^31.
+ */
+int sm_tree_reserve(struct sm_tree *t, uint32_t n);
+
+/*
+ * A hint: start loading the index slot where (parent, name) is or would
+ * go.  A caller that knows its next lookups a few steps ahead (the head
+ * mapping a write's nodes, whose parents come first) overlaps their cache
+ * misses instead of taking them one at a time.  No effect on contents.
+ */
+static inline void
+sm_tree_prefetch(const struct sm_tree *t, uint32_t parent, uint32_t name)
+{
+	if (t->tab.slots != NULL)
+		__builtin_prefetch(&t->tab.slots[(uint32_t)sm_tree_hash(parent,
+		    name) & t->tab.mask]);
+}
 
 /* Find without creating: 0 and *out, or SM_ENOTFOUND. */
 int sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,

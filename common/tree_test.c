@@ -210,8 +210,44 @@ test_alloc_failures(void)
 	}
 }
 
+/* Reserved room: creating that many nodes moves nothing and cannot fail
+ * (every allocation failing), and the tree stays the same tree. */
+static void
+test_reserve(void)
+{
+	struct sm_tree t;
+	uint32_t *parent, *name, id, prev = 0;
+	uint64_t *slots;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	SM_CHECK_EQ(sm_tree_reserve(&t, (1u << 31) + 1), SM_ETOOBIG);
+	SM_REQUIRE(sm_tree_reserve(&t, 5000) == 0);
+	SM_CHECK(t.cap >= 5000 && t.tab.nslots >= 10000);
+	parent = t.parent;
+	name = t.name;
+	slots = t.tab.slots;
+	sm_fault_alloc_after(1);
+	for (uint32_t i = 1; i < 5000; i++) {
+		SM_REQUIRE(sm_tree_child(&t, i % 7 == 0 ? 0 : prev, i % 13,
+		    &id) == 0);
+		prev = id;
+	}
+	sm_fault_alloc_after(0);
+	SM_CHECK(t.parent == parent && t.name == name && t.tab.slots == slots);
+	/* Smaller than what is there: nothing to do. */
+	SM_CHECK_EQ(sm_tree_reserve(&t, 10), 0);
+	SM_CHECK(t.parent == parent);
+	for (uint32_t i = 1; i < sm_tree_size(&t); i++) {
+		SM_REQUIRE(sm_tree_find(&t, t.parent[i], t.name[i], &id) == 0);
+		SM_CHECK_EQ(id, i);
+		sm_tree_prefetch(&t, t.parent[i], t.name[i]);
+	}
+	sm_tree_fini(&t);
+}
+
 SM_TEST_MAIN(
 	{ "root node", test_root },
+	{ "reserve and prefetch", test_reserve },
 	{ "child and find", test_child_find },
 	{ "subtree totals", test_totals },
 	{ "1M nodes: rehash growth and stable ids", test_growth_1m },

@@ -86,6 +86,16 @@ dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
 	return (sm_strtab_intern(&b->strings, s, n, name));
 }
 
+void
+dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more)
+{
+	uint32_t n = sm_tree_size(&b->tree);
+
+	more = SM_MIN(more, DIST_BATCH_RESERVE_MAX);
+	if (n <= UINT32_MAX - more)
+		(void)sm_tree_reserve(&b->tree, n + more);
+}
+
 int
 dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node)

@@ -109,6 +109,15 @@ void dist_batch_fini(struct dist_batch *b);
 int dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
     uint32_t *name);
 
+/*
+ * Room for about `more` new nodes (sm_tree_reserve), from a decoder that
+ * knows its input's size (the pprof decoder: twice its location count,
+ * at most DIST_BATCH_RESERVE_MAX, so a hostile count costs little).  A
+ * hint: failure is not an error, the tree grows as it goes.
+ */
+#define DIST_BATCH_RESERVE_MAX 65536u
+void dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more);
+
 /* Child of `parent` (0 = root) for frame `name`; see sm_tree_child. */
 int dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node);

@@ -10,6 +10,9 @@
 #include "common/arena.h"
 #include "common/log.h"
 
+/* Nodes ahead whose index slot a write's mapping prefetches (below). */
+#define ING_MAP_AHEAD 8
+
 int
 ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
 {
@@ -1099,6 +1102,19 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 	nmap[0] = 0;
 	for (uint32_t i = 0; i < nnodes; i++) {
 		uint32_t p = rt->parent[i], nm = rt->name[i];
+
+		/* The head tree is large and each lookup a cache miss or
+		 * two: start the one ING_MAP_AHEAD nodes on now when its
+		 * parent is mapped already (it usually is: parents come
+		 * first, siblings together).  Was 7% of ingest CPU (B1). */
+		if (i + ING_MAP_AHEAD < nnodes) {
+			uint32_t p2 = rt->parent[i + ING_MAP_AHEAD];
+			uint32_t nm2 = rt->name[i + ING_MAP_AHEAD];
+
+			if (p2 <= i && nm2 < nstr)
+				sm_tree_prefetch(&h->tree, nmap[p2],
+				    smap[nm2]);
+		}
 
 		if (p > i || nm >= nstr) {
 			rv = sm_err_set(err, SM_EMALFORMED, "write: stack tree "
