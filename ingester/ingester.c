@@ -443,6 +443,34 @@ cutter_main(void *arg)
 	return (NULL);
 }
 
+/*
+ * A bound the process cannot get under: what is resident once storage is
+ * open, less the heads (a cut frees them), plus memtables filling up to
+ * two per family, over the refusal threshold.  Writes would be refused as
+ * soon as load starts and never resume while it lasts (db.h, ing_db_tick:
+ * nothing a cut or a trim frees brings RSS down), so say so at start.
+ */
+static void
+floor_check(struct ingester *ing)
+{
+	struct ing_db_stats st;
+	uint64_t rss = measured_rss(NULL), idle, max;
+
+	ing_db_stats(ing->db, &st);
+	max = (uint64_t)ing->cfg.head_max_bytes;
+	idle = (rss > st.head_bytes ? rss - st.head_bytes : 0) +
+	    6 * (uint64_t)ing->cfg.write_buffer;
+	if (idle > max / 100 * ING_MEM_RESUME_PCT)
+		sm_warn("ingester", "-ingester.head-max-bytes is below what "
+		    "this process holds without any head: writes will be "
+		    "refused (503) under load; raise it	head_max_bytes_mib=%llu "
+		    "resident_without_heads_mib=%llu memtables_mib=%llu",
+		    (unsigned long long)(max >> 20),
+		    (unsigned long long)((rss - SM_MIN(rss, st.head_bytes)) >>
+		    20), (unsigned long long)((6 *
+		    (uint64_t)ing->cfg.write_buffer) >> 20));
+}
+
 static void *
 replay_main(void *arg)
 {
@@ -471,6 +499,8 @@ replay_main(void *arg)
 	    pthread_create(&ing->cutter_thr, NULL, cutter_main, ing) == 0)
 		ing->cutter_started = 1;
 	pthread_mutex_unlock(&ing->mu);
+	if (ING_MEASURE_RSS && ing->cfg.head_max_bytes != 0)
+		floor_check(ing);
 	atomic_store(&ing->ready, true);
 	sm_info("ingester", "ready");
 	return (NULL);
