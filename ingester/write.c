@@ -491,13 +491,14 @@ ing_db_tick(struct ing_db *db, int64_t now_ms)
 		rss = rss_now(db);
 		__atomic_store_n(&db->mem_rss, rss, __ATOMIC_RELAXED);
 	}
-	/* One trim per tick: what spills and cuts freed, and the free
-	 * pages request buffers left in the heaps (common/sm.h,
-	 * sm_mem_tidy), unless the bound above has just trimmed. */
-	if (!trimmed)
-		(void)sm_mem_tidy();
 	mem_refuse_update(db, rss);
 	ING_UNLOCK(&db->cut_mu);
+	/* One trim per tick: what spills and cuts freed, and the free
+	 * pages request buffers left in the heaps (common/sm.h,
+	 * sm_mem_tidy), unless the bound above has just trimmed.  Outside
+	 * cut_mu: a trim takes milliseconds and needs no lock of ours. */
+	if (!trimmed)
+		(void)sm_mem_tidy();
 	ing_retire_purge(db, now_ms);
 }
 
