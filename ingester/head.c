@@ -480,22 +480,15 @@ struct pair {
 	int64_t value;
 };
 
-static int
-pair_cmp(const void *a, const void *b)
-{
-	const struct pair *x = a, *y = b;
-
-	return (x->node < y->node ? -1 : x->node > y->node);
-}
-
 /*
  * Sort a write's pairs of one series by head node (equal nodes stay
  * together; their order does not matter, they are summed next).  qsort
  * with its comparator calls was 2.6% of ingest CPU (issue 12, B1), so:
  * nothing when already sorted (a warm head maps a profile's nodes in
  * order more often than not), insertion below PAIRS_SORT_SMALL, else an
- * LSD radix sort on the node id through `tmp` (room for n pairs; NULL:
- * qsort), PAIRS_RADIX_BITS at a time over the bits the largest id uses.
+ * LSD radix sort on the node id through `tmp` (room for n pairs),
+ * PAIRS_RADIX_BITS at a time over the bits the largest id uses (the same
+ * scheme as common/flamegraph.c's fg_sort_by_name, on other elements).
  */
 #define PAIRS_SORT_SMALL 32
 #define PAIRS_RADIX_BITS 11
@@ -519,10 +512,6 @@ pairs_sort(struct pair *p, uint32_t n, struct pair *tmp)
 				p[j] = p[j - 1];
 			p[j] = x;
 		}
-		return;
-	}
-	if (tmp == NULL) {
-		qsort(p, n, sizeof(*p), pair_cmp);
 		return;
 	}
 	for (i = 0; i < n; i++)
@@ -868,7 +857,7 @@ struct wstage {
 	struct wbkt *bk;
 	uint32_t nbk;
 	struct pair *pairs;
-	struct pair *ptmp;      /* pairs_sort's buffer (NULL: qsort) */
+	struct pair *ptmp;      /* pairs_sort's buffer */
 	struct sm_label *ls;
 	struct sm_arena *scratch;   /* spilled buckets read back */
 };

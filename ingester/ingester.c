@@ -453,22 +453,21 @@ cutter_main(void *arg)
 static void
 floor_check(struct ingester *ing)
 {
+	uint64_t rss = measured_rss(NULL), base, memt, max;
 	struct ing_db_stats st;
-	uint64_t rss = measured_rss(NULL), idle, max;
 
 	ing_db_stats(ing->db, &st);
 	max = (uint64_t)ing->cfg.head_max_bytes;
-	idle = (rss > st.head_bytes ? rss - st.head_bytes : 0) +
-	    6 * (uint64_t)ing->cfg.write_buffer;
-	if (idle > max / 100 * ING_MEM_RESUME_PCT)
+	base = rss - SM_MIN(rss, st.head_bytes);
+	memt = 6 * (uint64_t)ing->cfg.write_buffer;
+	if (base + memt > max / 100 * ING_MEM_RESUME_PCT)
 		sm_warn("ingester", "-ingester.head-max-bytes is below what "
 		    "this process holds without any head: writes will be "
 		    "refused (503) under load; raise it	head_max_bytes_mib=%llu "
 		    "resident_without_heads_mib=%llu memtables_mib=%llu",
 		    (unsigned long long)(max >> 20),
-		    (unsigned long long)((rss - SM_MIN(rss, st.head_bytes)) >>
-		    20), (unsigned long long)((6 *
-		    (uint64_t)ing->cfg.write_buffer) >> 20));
+		    (unsigned long long)(base >> 20),
+		    (unsigned long long)(memt >> 20));
 }
 
 static void *
