@@ -78,7 +78,7 @@ test-fuzz: build-fuzz
 
 test: test-plain test-asan test-fuzz
 
-# make bench: run bench/run (B1..B5 next to their same-run baselines; one
+# make bench: run bench/run (B1..B9 next to their same-run baselines; one
 # table, JSON in bench/results/latest.json).  Full sizes take hours (see
 # bench/README.md); BENCH_FLAGS=--quick runs the CI smoke sizes (< 5 min).
 BENCH_FLAGS ?=
