@@ -19,8 +19,13 @@ Checks (single binary):
   - Connect Series is linear: the server's CPU time (utime + stime from
     /proc, not wall time, so other tests running beside this one do not
     count) for the best of 3 calls over 20,000 series is under
-    SERIES_RATIO x the best over 10,000 (it was quadratic: 2.7 s -> 11
-    s); the counts are exact.
+    SERIES_RATIO x the best over 5,000 (it was quadratic: 2.7 s -> 11 s
+    from 10k to 20k); the counts are exact.  The process's CPU time counts
+    its background threads too (RocksDB flushes and compactions, head
+    spills after the last upload), so each timing first waits until the
+    server is idle; and 4x the series separates linear (~4x) from
+    quadratic (~16x) by a margin that one stray flush cannot close (a
+    10k/20k ratio of 3.2 once failed at 3.29 on a loaded CI machine).
 
 Timing bounds are generous (a loaded 2-core machine running the suite at
 -j4, the ASan build included): the deterministic checks are the 400s
@@ -47,7 +52,7 @@ BUDGET_S = 280
 HOSTILE_S = 10
 QUERY_MAX_S = 15.0
 WRITE_P99_S = 2.0        # loaded 2-core CI, ASan build included
-SERIES_RATIO = 3.2       # linear: ~2; quadratic: ~4
+SERIES_RATIO = 8.0       # 5k -> 20k series; linear: ~4; quadratic: ~16
 PER_UPLOAD = 5000
 TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 
@@ -214,9 +219,20 @@ def main():
                 v = f.read().rsplit(")", 1)[1].split()
             return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
+        def quiesce():
+            """Wait (up to 20 s) until the server burns < 20 ms of CPU
+            in 0.5 s: background flushes must not count as the query's."""
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                c0 = cpu_s()
+                time.sleep(0.5)
+                if cpu_s() - c0 < 0.02:
+                    return
+
         def timed_series(want):
             best, got = None, None
             for _ in range(3):
+                quiesce()
                 c0 = cpu_s()
                 resp, _ = series_call(srv, sel_all, now)
                 dt = cpu_s() - c0
@@ -226,20 +242,23 @@ def main():
             r.eq(got, want, "Connect Series returns all %d series" % want)
             return best
 
-        for first in range(2000, 10000, PER_UPLOAD):
-            n = min(PER_UPLOAD, 10000 - first)
-            r.eq(upload(srv, first, n, now).status, 200,
-                 "upload of series %d..%d" % (first, first + n - 1))
-        t10 = timed_series(10000)
-        for first in range(10000, 20000, PER_UPLOAD):
-            r.eq(upload(srv, first, PER_UPLOAD, now).status, 200,
-                 "upload of series %d..%d" % (first, first + PER_UPLOAD - 1))
+        def upload_to(last):
+            for first in range(upload_to.have, last, PER_UPLOAD):
+                n = min(PER_UPLOAD, last - first)
+                r.eq(upload(srv, first, n, now).status, 200,
+                     "upload of series %d..%d" % (first, first + n - 1))
+            upload_to.have = last
+        upload_to.have = 2000
+
+        upload_to(5000)
+        t5 = timed_series(5000)
+        upload_to(20000)
         t20 = timed_series(20000)
-        print("# Series: server CPU 10k series %.3f s, 20k series %.3f s "
-              "(ratio %.2f)" % (t10, t20, t20 / max(t10, 1e-6)), flush=True)
-        r.check(t20 < SERIES_RATIO * t10 + 0.05, "Series over 20k series "
-                "takes < %.1f x the server CPU time over 10k" % SERIES_RATIO,
-                "10k %.3f s, 20k %.3f s" % (t10, t20))
+        print("# Series: server CPU 5k series %.3f s, 20k series %.3f s "
+              "(ratio %.2f)" % (t5, t20, t20 / max(t5, 1e-6)), flush=True)
+        r.check(t20 < SERIES_RATIO * t5 + 0.05, "Series over 20k series "
+                "takes < %.1f x the server CPU time over 5k" % SERIES_RATIO,
+                "5k %.3f s, 20k %.3f s" % (t5, t20))
         srv.check_stopped(r)
         srv = None
     finally:
