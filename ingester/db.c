@@ -196,6 +196,7 @@ ing_db_head_create(struct ing_db *db, const char *tenant,
 	if ((rv = ing_head_create(atomic_fetch_add(&db->next_gen, 1),
 	    db->cfg.bucket_ms, &h)) != 0)
 		return (rv);
+	h->span_ms = db->cfg.block_ms;
 	if (db->store != NULL && (rv = ing_head_attach(h, db->store,
 	    tenant)) != 0) {
 		ing_head_unref(h);

@@ -211,8 +211,8 @@ sums_expect(const struct ing_series *sr, int64_t start, int64_t end,
 		SM_CHECK_EQ(b->profiles, (uint32_t)(b->t / 10 + 21));
 		SM_CHECK_EQ(b->total, b->t * 1000003 - 7);
 		SM_CHECK_EQ(b->n, (uint32_t)(b->t / 10 + 40) * 1000);
-		if (b->spilled)
-			SM_CHECK_EQ(b->packed_len, (uint32_t)(b->t + 300));
+		if (b->spilled)         /* not kept (set.h): in sp.bytes */
+			SM_CHECK_EQ(b->packed_len, 0);
 		k++;
 	}
 	SM_CHECK_EQ(k, n);
@@ -250,16 +250,17 @@ test_spilled_summaries(void)
 	b[0] = sum_bucket(0, &dummy);
 	b[1] = sum_bucket(20, NULL);
 	b[2] = sum_bucket(40, &dummy);
-	SM_REQUIRE(ing_sums_add(&sr, 10, b, 3, &grown) == 0);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 3, 0, &grown) == 0);
 	total += grown;
 	SM_CHECK_EQ(sr.sp.n, 2);
 	SM_CHECK_EQ(sr.sp.last_t, 40);
+	SM_CHECK_EQ(sr.sp.bytes, 300 + 340);
 	SM_CHECK(sr.sp.len <= 2 * ING_SUM_MAX && (int64_t)sr.sp.cap == total);
 	sums_expect(&sr, INT64_MIN, INT64_MAX,
 	    (int64_t[]){ SPILLED(0), SPILLED(40), 60 }, 3);
 	/* Appended: all newer than the last. */
 	b[0] = sum_bucket(50, &dummy);
-	SM_REQUIRE(ing_sums_add(&sr, 10, b, 1, &grown) == 0);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 1, 0, &grown) == 0);
 	total += grown;
 	sums_expect(&sr, INT64_MIN, INT64_MAX,
 	    (int64_t[]){ SPILLED(0), SPILLED(40), SPILLED(50), 60 }, 4);
@@ -268,10 +269,11 @@ test_spilled_summaries(void)
 	b[1] = sum_bucket(10, &dummy);
 	b[2] = sum_bucket(30, &dummy);
 	b[3] = sum_bucket(35, NULL);
-	SM_REQUIRE(ing_sums_add(&sr, 10, b, 4, &grown) == 0);
+	SM_REQUIRE(ing_sums_add(&sr, 10, b, 4, 0, &grown) == 0);
 	total += grown;
 	SM_CHECK_EQ(sr.sp.n, 6);
 	SM_CHECK_EQ(sr.sp.last_t, 50);
+	SM_CHECK_EQ(sr.sp.bytes, 6 * 300 - 30 + 0 + 10 + 30 + 40 + 50);
 	SM_CHECK_EQ((int64_t)sr.sp.cap, total);
 	sums_expect(&sr, INT64_MIN, INT64_MAX,
 	    (int64_t[]){ SPILLED(-30), SPILLED(0), SPILLED(10), SPILLED(30),
@@ -293,21 +295,70 @@ test_spilled_summaries(void)
 	SM_CHECK(!ing_sums_get(&sr, 10, -40, NULL));
 	/* Taken back: without -30, 30 and 50 (a late write's reserve). */
 	SM_REQUIRE(ing_sums_without(&sr, 10, (int64_t[]){ -30, 30, 50 }, 3,
-	    &ns) == 0);
+	    270 + 330 + 350, &ns) == 0);
 	SM_CHECK_EQ(ns.n, 3);
 	SM_CHECK_EQ(ns.last_t, 40);
+	SM_CHECK_EQ(ns.bytes, 300 + 310 + 340);
 	sm_free(sr.sp.p);
 	sr.sp = ns;
 	sums_expect(&sr, INT64_MIN, INT64_MAX,
 	    (int64_t[]){ SPILLED(0), SPILLED(10), SPILLED(40), 60 }, 4);
 	/* All of them: none left. */
 	SM_REQUIRE(ing_sums_without(&sr, 10, (int64_t[]){ 0, 10, 40 }, 3,
-	    &ns) == 0);
+	    300 + 310 + 340, &ns) == 0);
 	SM_CHECK_EQ(ns.n, 0);
+	SM_CHECK_EQ(ns.bytes, 0);
 	SM_CHECK(ns.p == NULL && ns.len == 0);
 	sm_free(sr.sp.p);
 	sr.sp = ns;
 	sums_expect(&sr, INT64_MIN, INT64_MAX, (int64_t[]){ 60 }, 1);
+}
+
+/*
+ * Room (set.h): a live series spilling one bucket at a time, every 3rd
+ * bucket (cadence 30), in a head whose block ends at t = 3600: once its
+ * cadence is known sp is sized for the rest at once, within a few
+ * percent, and does not grow again.  A backfill (until_t behind the data)
+ * and an unknown until_t grow by a quarter.
+ */
+static void
+test_sums_room(void)
+{
+	static uint8_t dummy;
+	struct ing_series sr;
+	struct ing_bucket b;
+	int64_t grown, total = 0;
+	uint32_t reallocs = 0;
+
+	memset(&sr, 0, sizeof(sr));
+	for (int64_t t = 0; t < 3600; t += 30) {
+		b = sum_bucket(t, &dummy);
+		SM_REQUIRE(ing_sums_add(&sr, 10, &b, 1, 3600, &grown) == 0);
+		reallocs += grown != 0;
+		total += grown;
+	}
+	SM_CHECK_EQ(sr.sp.n, 120);
+	SM_CHECK_EQ((int64_t)sr.sp.cap, total);
+	SM_CHECK(reallocs <= 3);
+	SM_CHECK(sr.sp.len <= sr.sp.cap && sr.sp.cap <= sr.sp.len +
+	    sr.sp.len / 8 + 2 * ING_SUM_MAX);
+	sums_expect(&sr, 0, 30, (int64_t[]){ SPILLED(0) }, 1);
+	sm_free(sr.sp.p);
+	/* No end known, or one behind the data: a quarter at a time. */
+	for (int64_t until = 0; until >= -10; until -= 10) {
+		memset(&sr, 0, sizeof(sr));
+		reallocs = 0;
+		for (int64_t t = 0; t < 3600; t += 30) {
+			b = sum_bucket(t, &dummy);
+			SM_REQUIRE(ing_sums_add(&sr, 10, &b, 1, until,
+			    &grown) == 0);
+			reallocs += grown != 0;
+		}
+		SM_CHECK(reallocs > 5);
+		SM_CHECK(sr.sp.cap <= sr.sp.len + sr.sp.len / 4 +
+		    ING_SUM_MAX);
+		sm_free(sr.sp.p);
+	}
 }
 
 static void
@@ -2689,6 +2740,7 @@ SM_TEST_MAIN(
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },
 	{ "spilled summaries: append, interleave, take back, walk",
 	    test_spilled_summaries },
+	{ "spilled summaries: room sized by cadence", test_sums_room },
 	{ "selectors and tenant isolation", test_selectors_and_tenants },
 	{ "per-step series and group-by", test_series_query },
 	{ "label names, values and series sets", test_labels_query },

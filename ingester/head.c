@@ -349,7 +349,7 @@ spill_drop(struct ing_head *h, struct ing_series *sr, uint64_t *bytes)
 	int64_t grown;
 
 	if (sr->nb < 2 || ing_sums_add(sr, h->bucket_ms, sr->b, sr->nb - 1,
-	    &grown) != 0)
+	    h->span_ms > 0 ? h->set.min_t + h->span_ms : 0, &grown) != 0)
 		return;
 	h->sum_bytes = (uint64_t)((int64_t)h->sum_bytes + grown);
 	for (uint32_t k = 0; k < sr->nb; k++) {
@@ -842,6 +842,7 @@ struct wbkt {
 				 * profiles and total it had */
 	uint32_t base_profiles;
 	int64_t base_total;
+	uint32_t base_bytes;    /* its packed_len, read back (unspill) */
 	bool has_sums;          /* the series' first: its new sp in `sums` */
 	struct ing_sums sums;
 };
@@ -982,6 +983,7 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 			SM_ASSERT(nlb == 1 && lb->t == e0->bt);
 			cur = *lb;
 			bk->unspill = true;
+			bk->base_bytes = lb->packed_len;
 			bk->base_profiles = lb->profiles;
 			bk->base_total = lb->total;
 		}
@@ -1023,17 +1025,20 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 			int64_t *ts = sm_arena_alloc(st->scratch,
 			    (size_t)nun * sizeof(*ts));
 			struct wbkt *b0 = &st->bk[i];
+			uint64_t bytes = 0;
 
 			if (ts == NULL)
 				return (sm_err_set(err, SM_ENOMEM, "out of "
 				    "memory"));
 			nun = 0;
 			for (uint32_t x = i; x < j; x++) {
-				if (st->bk[x].unspill)
+				if (st->bk[x].unspill) {
 					ts[nun++] = st->bk[x].bt;
+					bytes += st->bk[x].base_bytes;
+				}
 			}
 			if ((rv = ing_sums_without(sr, h->bucket_ms, ts, nun,
-			    &b0->sums)) != 0)
+			    bytes, &b0->sums)) != 0)
 				return (sm_err_set(err, rv, "out of memory"));
 			b0->has_sums = true;
 		}

@@ -142,6 +142,8 @@ struct ing_head {
 	uint64_t gen;
 	int64_t bucket_ms;
 	int64_t created_ms;            /* wall clock, for -ingester.block-duration */
+	int64_t span_ms;               /* that duration (0: unknown): sizes
+					* the summaries' room (set.h, "Room") */
 	atomic_int writers;
 	atomic_int refs;
 	atomic_int lock_waiting;       /* writes blocked on `lock` (set.h,

@@ -1505,6 +1505,7 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 	struct ing_bucket_it it;
 	const struct ing_bucket *b;
 	uint64_t profiles = 0, samples = 0;
+	uint32_t nsp = 0;
 
 	ing_bucket_it_init(&it, sr, src->bucket_ms, x->start, x->end);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
@@ -1514,7 +1515,9 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 			continue;
 		profiles += b->profiles;
 		samples += b->n;
-		if (src->h != NULL)
+		if (b->spilled)
+			nsp++;
+		else if (src->h != NULL)
 			out->head_bytes += ing_bucket_data_bytes(b);
 		if (!out->any || ft < out->min_t)
 			out->min_t = ft;
@@ -1522,6 +1525,11 @@ an_each(void *arg, const struct visit_src *src, uint32_t id,
 			out->max_t = ft;
 		out->any = true;
 	}
+	/* Spilled summaries keep no packed_len (set.h): their share of the
+	 * series' spilled bytes, exact when the range has them all. */
+	if (nsp > 0)
+		out->head_bytes += nsp == sr->sp.n ? sr->sp.bytes :
+		    sr->sp.bytes * nsp / sr->sp.n;
 	if (profiles == 0)
 		return (0);
 	x->matched = true;

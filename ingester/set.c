@@ -931,7 +931,6 @@ sum_put(uint8_t *dst, int64_t bucket_ms, int64_t prev_t,
 	n += sm_uvarint_put(dst + n, b->profiles);
 	n += sm_uvarint_put(dst + n, sm_zigzag_enc(b->total));
 	n += sm_uvarint_put(dst + n, b->n);
-	n += sm_uvarint_put(dst + n, b->packed_len);
 	return (n);
 }
 
@@ -942,9 +941,9 @@ static void
 sum_get(const uint8_t **pp, const uint8_t *end, int64_t bucket_ms,
     int64_t prev_t, struct ing_bucket *b)
 {
-	uint64_t v[5];
+	uint64_t v[4];
 
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 4; i++) {
 		int st = sm_uvarint_get(pp, end, &v[i]);
 
 		SM_ASSERT(st == 0);
@@ -954,7 +953,6 @@ sum_get(const uint8_t **pp, const uint8_t *end, int64_t bucket_ms,
 	b->profiles = (uint32_t)v[1];
 	b->total = sm_zigzag_dec(v[2]);
 	b->n = (uint32_t)v[3];
-	b->packed_len = (uint32_t)v[4];
 	b->spilled = 1;
 }
 
@@ -1036,16 +1034,17 @@ ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
 }
 
 /* Room for `need` bytes in s, grown by a quarter (an hour's summaries
- * live as long as the head: doubling's slack would be a fifth of them). */
+ * live as long as the head: doubling's slack would be a fifth of them),
+ * or to `want` when that is more (set.h, "Room"). */
 static int
-sums_room(struct ing_sums *s, uint64_t need, int64_t *grown)
+sums_room(struct ing_sums *s, uint64_t need, uint64_t want, int64_t *grown)
 {
 	uint64_t ncap = (uint64_t)s->cap + s->cap / 4;
 	uint8_t *p;
 
 	if (need <= s->cap)
 		return (0);
-	ncap = SM_MAX(SM_MAX(ncap, need), 64);
+	ncap = SM_MAX(SM_MAX(SM_MAX(ncap, need), want), 64);
 	if (ncap > UINT32_MAX || (p = sm_realloc(s->p, (size_t)ncap)) == NULL)
 		return (SM_ENOMEM);
 	*grown += (int64_t)(ncap - s->cap);
@@ -1054,15 +1053,47 @@ sums_room(struct ing_sums *s, uint64_t need, int64_t *grown)
 	return (0);
 }
 
+/*
+ * The room to give s (holding n summaries, up to last_t) for the rest of
+ * a head whose block ends at data time until_t: its bytes per summary
+ * times the summaries its cadence brings by then (set.h, "Room"); 0 when
+ * unknown.
+ */
+static uint64_t
+sums_want(const struct ing_sums *s, uint32_t n, int64_t last_t,
+    int64_t bucket_ms, int64_t until_t)
+{
+	const uint8_t *p = s->p;
+	uint64_t v, more, cap;
+	int64_t first_t, cadence;
+	int st;
+
+	if (n < 2 || until_t <= last_t || s->len == 0)
+		return (0);
+	st = sm_uvarint_get(&p, s->p + s->len, &v);
+	SM_ASSERT(st == 0);
+	first_t = sm_zigzag_dec(v) * bucket_ms;
+	if (last_t <= first_t)
+		return (0);
+	cadence = (last_t - first_t) / (int64_t)(n - 1);
+	cadence = SM_MAX(cadence, bucket_ms);
+	more = (uint64_t)((until_t - last_t) / cadence) + 1;
+	cap = (uint64_t)((until_t - last_t) / bucket_ms) + 1;
+	more = SM_MIN(more, cap);
+	/* Bytes per summary so far, and 1/32 for the slack. */
+	return (s->len + (more * s->len + n - 1) / n + s->len / 32);
+}
+
 int
 ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
-    const struct ing_bucket *b, uint32_t n, int64_t *grown)
+    const struct ing_bucket *b, uint32_t n, int64_t until_t, int64_t *grown)
 {
 	struct ing_sums *s = &sr->sp, ns;
 	uint32_t m = 0, j = 0;
 	int64_t first = 0, prev;
 	const uint8_t *p, *end;
 	struct ing_bucket o;
+	uint64_t bytes = 0;
 	bool have;
 
 	*grown = 0;
@@ -1070,6 +1101,7 @@ ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
 		if (b[i].packed != NULL) {
 			if (m++ == 0)
 				first = b[i].t;
+			bytes += b[i].packed_len;
 		}
 	}
 	if (m == 0)
@@ -1077,6 +1109,7 @@ ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
 	if (s->n == 0 || first > s->last_t) {
 		/* Appended: the live case. */
 		if (sums_room(s, (uint64_t)s->len + (uint64_t)m * ING_SUM_MAX,
+		    sums_want(s, s->n, s->last_t, bucket_ms, until_t),
 		    grown) != 0)
 			return (SM_ENOMEM);
 		prev = s->n > 0 ? s->last_t : 0;
@@ -1089,12 +1122,13 @@ ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
 		}
 		s->n += m;
 		s->last_t = prev;
+		s->bytes += bytes;
 		return (0);
 	}
 	/* Interleaved (a late write's bucket spilled again): both merged
 	 * into a new encoding. */
 	memset(&ns, 0, sizeof(ns));
-	if (sums_room(&ns, (uint64_t)s->len + (uint64_t)m * ING_SUM_MAX,
+	if (sums_room(&ns, (uint64_t)s->len + (uint64_t)m * ING_SUM_MAX, 0,
 	    grown) != 0)
 		return (SM_ENOMEM);
 	p = s->p;
@@ -1126,6 +1160,7 @@ ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
 		}
 	}
 	ns.last_t = prev;
+	ns.bytes = s->bytes + bytes;
 	*grown -= (int64_t)s->cap;
 	sm_free(s->p);
 	*s = ns;
@@ -1134,7 +1169,7 @@ ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
 
 int
 ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
-    const int64_t *t, uint32_t nt, struct ing_sums *out)
+    const int64_t *t, uint32_t nt, uint64_t bytes, struct ing_sums *out)
 {
 	const uint8_t *p = sr->sp.p, *end;
 	int64_t prev = 0, oprev = 0;
@@ -1162,6 +1197,8 @@ ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
 		out->n++;
 	}
 	SM_ASSERT(out->n == sr->sp.n - nt && out->len <= out->cap);
+	SM_ASSERT(bytes <= sr->sp.bytes);
 	out->last_t = prev;
+	out->bytes = sr->sp.bytes - bytes;
 	return (0);
 }

@@ -83,9 +83,24 @@ struct ing_bucket {
  * sealed bucket's pairs to the store, the bucket leaves b[] too: what
  * stays is its summary, encoded in the series' `sp`, in time order, per
  * bucket the zigzag uvarint of (t - previous t) / bucket_ms (the first
- * against 0), then uvarint profiles, zigzag uvarint total, uvarint n and
- * uvarint packed_len -- about 10 bytes instead of a 56-byte struct
- * ing_bucket, which was most of an hour-old head (bench B5).  b[] keeps
+ * against 0), then uvarint profiles, zigzag uvarint total and uvarint n
+ * -- about 7 bytes instead of a 56-byte struct ing_bucket, which was most
+ * of an hour-old head (bench B5).  A summary's packed_len is not kept
+ * (decoded as 0): reading the bucket back gives it, and what else wants
+ * it (AnalyzeQuery's profile bytes, an estimate) shares out sp.bytes,
+ * the sum over the series' spilled buckets.  Measured on B5 (issue 12,
+ * 1.3 M summaries): dt 1.0, profiles 1.0, total 3.6, n 1.2 and
+ * packed_len 1.4 bytes each, so dropping packed_len saved 1.8 MB.
+ *
+ * Room: sp grows by a quarter, except that once a series has two
+ * summaries its cadence is known and sp is sized at once for the rest of
+ * the head (ing_sums_add's `until_t`, the data time the head's block
+ * should end at): one realloc per series and head instead of ~20.  Each
+ * realloc left the old buffer as a hole among long-lived blocks in the
+ * heap, which transient request buffers then half fill: on B5, sizing sp
+ * once left 3.7 MB less free-but-resident heap.  The sizing is capped at
+ * one summary per bucket to until_t, so a backfill (data older than the
+ * head) or an unknown until_t (0) falls back to growing.  b[] keeps
  * the buckets whose pairs are in memory (the newest, a late write's), and
  * no t is in both.  Readers walk the two in time order with ing_bucket_it
  * (below); ing_series_first_bucket and sr->b alone see only the resident
@@ -98,10 +113,11 @@ struct ing_sums {
 	uint32_t len, cap;       /* bytes used / allocated at p */
 	uint32_t n;              /* buckets */
 	int64_t last_t;          /* the newest one's t (when n > 0) */
+	uint64_t bytes;          /* their packed_len, summed */
 };
 
 /* The most bytes one bucket's summary can take. */
-#define ING_SUM_MAX 40
+#define ING_SUM_MAX 30
 
 struct ing_meta {
 	uint32_t spy, units, aggregation;   /* lstr ids */
@@ -301,19 +317,21 @@ const struct ing_bucket *ing_bucket_it_next(struct ing_bucket_it *it);
  * Move the summaries of every bucket of b[0..n) whose pairs are packed
  * (a head's spill: those are the ones it wrote to the store) into sr's
  * sp, in time order: an append when they are all newer than its last (a
- * live head), else sp is encoded again.  *grown gets the change in bytes
+ * live head), else sp is encoded again.  until_t sizes the append's room
+ * ("Room" above; 0 when unknown).  *grown gets the change in bytes
  * allocated.  b[] is not changed.  0 or SM_ENOMEM (sp unchanged).
  */
 int ing_sums_add(struct ing_series *sr, int64_t bucket_ms,
-    const struct ing_bucket *b, uint32_t n, int64_t *grown);
+    const struct ing_bucket *b, uint32_t n, int64_t until_t, int64_t *grown);
 
 /*
  * sr's sp without the summaries at the nt times t[0..nt) (sorted, each
- * in sp): a new encoding in *out (exactly sized; a late write reserves
- * it, then swaps it in).  0 or SM_ENOMEM.
+ * in sp), whose buckets hold `bytes` packed bytes together (read back):
+ * a new encoding in *out (exactly sized; a late write reserves it, then
+ * swaps it in).  0 or SM_ENOMEM.
  */
 int ing_sums_without(const struct ing_series *sr, int64_t bucket_ms,
-    const int64_t *t, uint32_t nt, struct ing_sums *out);
+    const int64_t *t, uint32_t nt, uint64_t bytes, struct ing_sums *out);
 
 /* sr's spilled summary at bucket time t into *out (when not NULL; its
  * summary fields, no pairs): true, or false when sp has none at t. */
@@ -346,13 +364,15 @@ static inline uint64_t ing_bucket_pair_bytes(const struct ing_bucket *b)
 	return (b->packed != NULL ? b->packed_len : (uint64_t)b->n * 12);
 }
 
-/* The bytes of a bucket's data wherever it is: packed (in memory or
- * spilled) or 12 a pair.  What AnalyzeQuery reports for a head, so an
- * answer does not change when a spill moves the bytes to disk. */
+/* The bytes of a resident bucket's data: packed, or 12 a pair.  What
+ * AnalyzeQuery reports for a head; a spilled summary has no packed_len,
+ * and the caller shares out its series' sp.bytes instead ("Spilled
+ * summaries"), so an answer over a whole series does not change when a
+ * spill moves the bytes to disk. */
 static inline uint64_t ing_bucket_data_bytes(const struct ing_bucket *b)
 {
-	return (b->packed != NULL || b->spilled ? b->packed_len :
-	    (uint64_t)b->n * 12);
+	SM_ASSERT(!b->spilled);
+	return (b->packed != NULL ? b->packed_len : (uint64_t)b->n * 12);
 }
 
 struct ing_pair_cur {
