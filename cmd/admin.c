@@ -55,7 +55,7 @@ open_store(struct admin *ad)
 	char path[4096];
 
 	sm_kv_opts_default(&o);
-	snprintf(path, sizeof(path), "%s/rocksdb", ad->data_dir);
+	snprintf(path, sizeof(path), "%s", ad->data_dir);
 	if (ing_store_open(path, &o, 64u << 20, &ad->store, &err) != 0) {
 		fprintf(stderr, "smolder-admin: %s\n", err.msg);
 		return (-1);
@@ -207,7 +207,7 @@ cmd_verify(struct admin *ad)
 		ad->problems++;
 	}
 	ad->problems += verify_metas(ad);
-	if (ing_store_log_replay(ad->store, count_record, NULL, &mg, &ms,
+	if (ing_store_log_replay(ad->store, NULL, count_record, NULL, &mg, &ms,
 	    &corrupt, &err) != 0) {
 		printf("BAD head log: %s\n", err.msg);
 		ad->problems++;

@@ -122,9 +122,6 @@ struct ing_db {
 	pthread_mutex_t floor_mu;
 	struct db_floor *floors;
 	uint32_t nfloors, floors_cap;
-	/* The replay's last (tenant, gen), replay.c (one thread). */
-	uint64_t replay_gen;
-	char replay_tenant[256];
 	pthread_mutex_t retire_mu;
 	struct db_retired *retired;
 	uint32_t nretired, retired_cap;

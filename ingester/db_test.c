@@ -1469,7 +1469,7 @@ sst_bytes(struct disk *d)
 	uint64_t total = 0;
 	DIR *dir;
 
-	snprintf(path, sizeof(path), "%s", d->dir);
+	snprintf(path, sizeof(path), "%s/rocksdb", d->dir);
 	if ((dir = opendir(path)) == NULL)
 		return (0);
 	while ((de = readdir(dir)) != NULL) {

@@ -69,6 +69,10 @@ static struct sm_metric *m_expired;
 /* Clock skew allowed between a caller's deadline and this host. */
 #define ING_DEADLINE_SKEW_MS 1000
 
+/* Memtables that can be full at once: two (one flushing) for each column
+ * family written, blocks and index (the head log is files: headlog.h). */
+#define ING_MEMTABLES 4
+
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
@@ -86,7 +90,7 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"Width of the time buckets samples are summed into." };
 	f[3] = (struct sm_flag){ "ingester.wal-sync", SM_FLAG_BOOL,
 		&cfg->wal_sync, "false",
-		"fsync the write-ahead log on every write: survives power loss "
+		"fsync the head log on every write: survives power loss "
 		"(off: survives a process crash)." };
 	f[4] = (struct sm_flag){ "ingester.block-duration", SM_FLAG_DURATION,
 		&cfg->block_ms, "1h",
@@ -132,8 +136,8 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"memory)." };
 	f[12] = (struct sm_flag){ "ingester.rocksdb-write-buffer-bytes",
 		SM_FLAG_BYTES, &cfg->write_buffer, "8MiB",
-		"Size of each RocksDB memtable (one per column family: head "
-		"log, blocks, index; up to two each while one is flushed): "
+		"Size of each RocksDB memtable (one per column family written: "
+		"blocks and index; up to two each while one is flushed): "
 		"less memory, or fewer and larger flushes. At least 1MiB." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
@@ -398,7 +402,8 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		    "workers and message size must be > 0, sizes >= 0 "
 		    "(write buffers >= 1MiB), and -instance.id set"));
 	if (cfg->head_max_bytes != 0 && (uint64_t)cfg->block_cache +
-	    (uint64_t)cfg->rocksdb_cache + 6 * (uint64_t)cfg->write_buffer >
+	    (uint64_t)cfg->rocksdb_cache + ING_MEMTABLES *
+	    (uint64_t)cfg->write_buffer >
 	    (uint64_t)cfg->head_max_bytes / 2)
 		sm_warn("ingester", "caches and memtables alone can take half "
 		    "of -ingester.head-max-bytes, the process's memory bound: "
@@ -459,7 +464,7 @@ floor_check(struct ingester *ing)
 	ing_db_stats(ing->db, &st);
 	max = (uint64_t)ing->cfg.head_max_bytes;
 	base = rss - SM_MIN(rss, st.head_bytes);
-	memt = 6 * (uint64_t)ing->cfg.write_buffer;
+	memt = ING_MEMTABLES * (uint64_t)ing->cfg.write_buffer;
 	if (base + memt > max / 100 * ING_MEM_RESUME_PCT)
 		sm_warn("ingester", "-ingester.head-max-bytes is below what "
 		    "this process holds without any head: writes will be "
@@ -526,7 +531,7 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	kvo.sync = ing->cfg.wal_sync;
 	kvo.block_cache_bytes = (size_t)ing->cfg.rocksdb_cache;
 	kvo.write_buffer_bytes = (size_t)ing->cfg.write_buffer;
-	snprintf(path, sizeof(path), "%s/rocksdb", ing->cfg.data_dir);
+	snprintf(path, sizeof(path), "%s", ing->cfg.data_dir);
 	if ((rv = ing_store_open(path, &kvo, (size_t)ing->cfg.block_cache,
 	    &ing->store, err)) != 0)
 		return (rv);
@@ -556,7 +561,7 @@ ing_writable(struct ingester *ing, char *why, size_t whylen)
 {
 	if (ing->store == NULL)
 		return (true);
-	return (sm_kv_writable(ing_store_kv(ing->store), why, whylen));
+	return (ing_store_writable(ing->store, why, whylen));
 }
 
 bool
@@ -802,8 +807,8 @@ ing_dispatch(struct ing_call *c)
 
 		/* A full disk (the reserve, or RocksDB's own error) refuses
 		 * here, before the head log is touched. */
-		if (ing->store != NULL && !sm_kv_writable(
-		    ing_store_kv(ing->store), why, sizeof(why))) {
+		if (ing->store != NULL && !ing_store_writable(ing->store,
+		    why, sizeof(why))) {
 			rv = sm_err_set(err, SM_EIO, "storage refuses writes: "
 			    "%s", why);
 			sm_counter_inc(sm_metric_child0(m_write_fail));

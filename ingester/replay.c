@@ -28,6 +28,22 @@ db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	return (0);
 }
 
+/* Before the first record of a head (tenant, gen): the spilled buckets
+ * and written-ahead data parts a crashed process left under its gen
+ * (store.h). */
+static int
+db_replay_gen(void *arg, const char *tenant, uint64_t gen)
+{
+	struct ing_db *db = arg;
+	struct sm_err err;
+
+	if (ing_store_uncommitted_drop(db->store, tenant, gen, &err) != 0)
+		sm_warn("ingester", "dropping stale spilled buckets failed\t"
+		    "tenant=%s head=%llu err=\"%s\"", tenant,
+		    (unsigned long long)gen, err.msg);
+	return (0);
+}
+
 static int
 db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
     const uint8_t *rec, size_t n)
@@ -44,19 +60,6 @@ db_replay_one(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
 
 	if (a == NULL)
 		return (SM_ENOMEM);
-	/* The spilled buckets and written-ahead data parts a crashed
-	 * process left under this head's gen (store.h): records come in key
-	 * order, so once per (tenant, gen). */
-	if (gen != db->replay_gen || strcmp(tenant, db->replay_tenant) != 0) {
-		if (ing_store_uncommitted_drop(db->store, tenant, gen,
-		    &err) != 0)
-			sm_warn("ingester", "dropping stale spilled buckets "
-			    "failed\ttenant=%s head=%llu err=\"%s\"", tenant,
-			    (unsigned long long)gen, err.msg);
-		db->replay_gen = gen;
-		snprintf(db->replay_tenant, sizeof(db->replay_tenant), "%s",
-		    tenant);
-	}
 	al = sm_arena_pbc(a);
 	req = smolder__v1__request__unpack(&al, n, rec);
 	sm_err_clear(&err);
@@ -112,8 +115,8 @@ ing_db_replay(struct ing_db *db, struct sm_err *err)
 			max_gen = SM_MAX(max_gen, t->blocks[b].gen);
 		blocks += t->nblocks;
 	}
-	if ((rv = ing_store_log_replay(db->store, db_replay_one, db,
-	    &max_gen, &max_seq, &corrupt, err)) != 0) {
+	if ((rv = ing_store_log_replay(db->store, db_replay_gen,
+	    db_replay_one, db, &max_gen, &max_seq, &corrupt, err)) != 0) {
 		sm_err_prefix(err, "head log replay");
 		return (rv);
 	}

@@ -3,16 +3,23 @@
  */
 #include "store.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 
+#include "headlog.h"
+
 struct ing_store {
 	struct sm_kv *kv;
 	struct ing_cache *cache;
+	struct ing_headlog *log;
+	bool legacy_log;        /* the head family held records at replay */
 };
+
+static int log_floors_load(struct ing_store *s, struct sm_err *err);
 
 static struct sm_metric *corruptions, *bytes_read;
 
@@ -274,6 +281,7 @@ ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
     size_t cache_bytes, struct ing_store **out, struct sm_err *err)
 {
 	struct ing_store *s;
+	char path[4096];
 	int rv;
 
 	store_metrics_init();
@@ -284,9 +292,16 @@ ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
 		sm_free(s);
 		return (sm_err_set(err, rv, "out of memory"));
 	}
-	if ((rv = sm_kv_open(dir, kvo, &s->kv, err)) != 0) {
+	snprintf(path, sizeof(path), "%s/rocksdb", dir);
+	if ((rv = sm_kv_open(path, kvo, &s->kv, err)) != 0) {
 		ing_cache_destroy(s->cache);
 		sm_free(s);
+		return (rv);
+	}
+	snprintf(path, sizeof(path), "%s/headlog", dir);
+	if ((rv = ing_headlog_open(path, kvo->sync, &s->log, err)) != 0 ||
+	    (rv = log_floors_load(s, err)) != 0) {
+		ing_store_close(s);
 		return (rv);
 	}
 	*out = s;
@@ -298,6 +313,7 @@ ing_store_close(struct ing_store *s)
 {
 	if (s == NULL)
 		return;
+	ing_headlog_close(s->log);
 	sm_kv_close(s->kv);
 	ing_cache_destroy(s->cache);
 	sm_free(s);
@@ -313,56 +329,99 @@ ing_store_kv(struct ing_store *s)
 
 #define LOG_HDR 6
 
+/* The system key of a tenant's committed generation (store.h). */
+static void
+log_floor_key(struct sm_key *k, const char *tenant)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'L');
+	if (tenant != NULL)
+		sm_key_str(k, tenant, strlen(tenant));
+}
+
+/* Every tenant's committed generation, into the log (at open). */
+static int
+log_floors_load(struct ing_store *s, struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
+	char tenant[SM_KEY_MAX];
+	struct sm_key pre;
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	log_floor_key(&pre, NULL);
+	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		const char *t;
+		size_t kn, vn, off = pre.n, tl;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn < pre.n || memcmp(k, pre.b, pre.n) != 0)
+			break;
+		v = sm_kv_iter_value(it, &vn);
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || off != kn ||
+		    tl == 0 || vn != 8) {
+			rv = sm_err_set(err, SM_ECORRUPT, "head log floor: "
+			    "bad key or value (%zu bytes, want 8)", vn);
+			break;
+		}
+		memcpy(tenant, t, tl);
+		tenant[tl] = '\0';
+		if (ing_headlog_floor(s->log, tenant, sm_get_be64(v)) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
 int
 ing_store_log_append(struct ing_store *s, const char *tenant, uint64_t gen,
     uint64_t seq, const void *rec, size_t n, struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
-	struct sm_key k;
-	uint8_t h[LOG_HDR] = { 'H', 1 };
-	int rv;
-
-	ing_key_head(&k, tenant, gen, seq);
-	sm_put_be32(h + 2, (uint32_t)sm_hash(rec, n));
-	sm_buf_append(&v, h, sizeof(h));
-	sm_buf_append(&v, rec, n);
-	if (sm_buf_error(&v) != 0) {
-		sm_buf_fini(&v);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	}
-	rv = sm_kv_put(s->kv, SM_KV_HEAD, k.b, k.n, v.b, v.len, err);
-	sm_buf_fini(&v);
-	return (rv);
+	return (ing_headlog_append(s->log, tenant, gen, seq, rec, n, err));
 }
 
 int
 ing_store_log_delete(struct ing_store *s, const char *tenant, uint64_t gen,
     uint64_t seq, struct sm_err *err)
 {
-	struct sm_kv_batch *b = sm_kv_batch_create();
-	struct sm_key k;
-	int rv;
-
-	if (b == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	ing_key_head(&k, tenant, gen, seq);
-	sm_kv_batch_delete(b, SM_KV_HEAD, k.b, k.n);
-	rv = sm_kv_write(s->kv, b, false, err);
-	sm_kv_batch_destroy(b);
-	return (rv);
+	return (ing_headlog_cancel(s->log, tenant, gen, seq, err));
 }
 
-int
-ing_store_log_replay(struct ing_store *s,
+bool
+ing_store_writable(struct ing_store *s, char *why, size_t whylen)
+{
+	return (sm_kv_writable(s->kv, why, whylen) &&
+	    ing_headlog_writable(s->log, why, whylen));
+}
+
+uint64_t
+ing_store_log_bytes(struct ing_store *s)
+{
+	return (ing_headlog_bytes(s->log));
+}
+
+/* What an older version left in the head column family, in key order;
+ * gen_fn on each change of (tenant, gen). */
+static int
+log_replay_legacy(struct ing_store *s,
+    int (*gen_fn)(void *arg, const char *tenant, uint64_t gen),
     int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
     const uint8_t *rec, size_t n), void *arg, uint64_t *max_gen,
     uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err)
 {
 	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_HEAD);
-	char tenant[SM_KEY_MAX];
+	char tenant[SM_KEY_MAX], last[SM_KEY_MAX] = "";
+	uint64_t last_gen = 0;
 	int rv = 0;
 
-	*max_gen = *max_seq = *corrupt = 0;
 	if (it == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
@@ -401,6 +460,14 @@ ing_store_log_replay(struct ing_store *s,
 			(*corrupt)++;
 			continue;
 		}
+		s->legacy_log = true;
+		if (gen_fn != NULL && (gen != last_gen ||
+		    strcmp(tenant, last) != 0)) {
+			if ((rv = gen_fn(arg, tenant, gen)) != 0)
+				break;
+			last_gen = gen;
+			memcpy(last, tenant, tl + 1);
+		}
 		if ((rv = fn(arg, tenant, gen, seq, v + LOG_HDR,
 		    vn - LOG_HDR)) != 0)
 			break;
@@ -408,6 +475,38 @@ ing_store_log_replay(struct ing_store *s,
 	if (rv == 0)
 		rv = sm_kv_iter_status(it, err);
 	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
+static int
+no_gen(void *arg, const char *tenant, uint64_t gen)
+{
+	(void)arg;
+	(void)tenant;
+	(void)gen;
+	return (0);
+}
+
+int
+ing_store_log_replay(struct ing_store *s,
+    int (*gen_fn)(void *arg, const char *tenant, uint64_t gen),
+    int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
+    const uint8_t *rec, size_t n), void *arg, uint64_t *max_gen,
+    uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err)
+{
+	uint64_t c = 0;
+	int rv;
+
+	*max_gen = *max_seq = *corrupt = 0;
+	if ((rv = log_replay_legacy(s, gen_fn, fn, arg, max_gen, max_seq,
+	    corrupt, err)) != 0)
+		return (rv);
+	rv = ing_headlog_replay(s->log, gen_fn != NULL ? gen_fn : no_gen, fn,
+	    arg, max_gen, max_seq, &c, err);
+	if (c > 0) {
+		*corrupt += c;
+		sm_counter_add(sm_metric_child(corruptions, "head_log"), c);
+	}
 	return (rv);
 }
 
@@ -590,23 +689,34 @@ block_write(struct ing_store *s, const char *tenant,
 		rv = sm_kv_write(s->kv, b, true, err);
 		goto out;
 	}
-	/* The head log of this tenant up to and including this generation. */
-	ing_key_head(&k, tenant, 0, 0);
-	ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
-	sm_kv_batch_delete_range(b, SM_KV_HEAD, k.b, k.n, k2.b, k2.n);
+	/* The head log of this tenant up to and including this generation
+	 * is dead (store.h): its floor, and what an older version logged
+	 * in the head family. */
+	{
+		uint8_t gv[8];
+
+		log_floor_key(&k, tenant);
+		sm_put_be64(gv, e->meta.gen);
+		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, gv, sizeof(gv));
+	}
+	if (s->legacy_log) {
+		ing_key_head(&k, tenant, 0, 0);
+		ing_key_head(&k2, tenant, e->meta.gen + 1, 0);
+		sm_kv_batch_delete_range(b, SM_KV_HEAD, k.b, k.n, k2.b, k2.n);
+	}
 	rv = sm_kv_write(s->kv, b, true, err);
 	if (rv == 0) {
-		/* Reclaim the head log's space now (issue 16): a range
-		 * tombstone alone leaves the data in memtables, WAL files and
-		 * SSTs until RocksDB happens to compact them.  CompactRange
-		 * flushes the memtable and rewrites only the SSTs overlapping
-		 * the cut range; flushing every column family first lets
-		 * RocksDB delete the WAL files that held the head records
-		 * (a WAL goes only once no memtable needs it).  A failure
-		 * here only delays the reclaim. */
 		struct sm_err e2;
 
-		if (sm_kv_flush(s->kv, &e2) == 0)
+		ing_headlog_committed(s->log, tenant, e->meta.gen);
+		/* Reclaim space now (issue 16): flushing every column
+		 * family lets RocksDB delete the WAL files that held the
+		 * head's spilled buckets and the block's parts (a WAL goes
+		 * only once no memtable needs it); an older version's head
+		 * family is compacted over the dead range, since a range
+		 * tombstone alone leaves the data in SSTs until RocksDB
+		 * happens to compact them.  A failure only delays it. */
+		if (sm_kv_flush(s->kv, &e2) == 0 && s->legacy_log)
 			(void)sm_kv_compact(s->kv, SM_KV_HEAD, k.b, k.n, k2.b,
 			    k2.n, &e2);
 	}
@@ -813,7 +923,7 @@ out:
 uint64_t
 ing_store_disk_bytes(struct ing_store *s)
 {
-	return (sm_kv_disk_bytes(s->kv));
+	return (sm_kv_disk_bytes(s->kv) + ing_headlog_bytes(s->log));
 }
 
 int

@@ -1,13 +1,15 @@
 /*
- * store.h -- where an ingester's data lives on disk: one RocksDB
- * (common/kv.h) under <data.dir>/rocksdb, holding the head log and the
- * blocks.  ingester/block.h owns the block format; this file owns keys.
+ * store.h -- where an ingester's data lives on disk: the head log's
+ * segment files under <data.dir>/headlog (headlog.h) and one RocksDB
+ * (common/kv.h) under <data.dir>/rocksdb holding the blocks.
+ * ingester/block.h owns the block format; this file owns keys.
  *
  * Keys (big-endian, length-prefixed tenant first, so byte order is logical
  * order and one tenant's keys never interleave with another's):
  *
  *   column family  key                                      value
  *   head           str(tenant) u64 gen  u64 seq             log record
+ *                                                           (legacy)
  *   index          str(tenant) u64 id   u8 'M'              block meta
  *   index          str(tenant) u64 id   u8 'I'              block index
  *   index          str(tenant) u64 id   u8 'Z'              tombstone (empty)
@@ -22,14 +24,20 @@
  *                                                           records
  *   index          str("") u8 'R'                           retention floor
  *   index          str("") u8 'F' str(tenant)               tenant's floor
+ *   index          str("") u8 'L' str(tenant)               u64 committed
+ *                                                           gen (head log)
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
  * cut from.  `seq` orders writes within the ingester.
  *
- * Log record: u8 'H', u8 version (1), be32 checksum (low 32 bits of XXH3
- * of the rest), then the packed smolder.v1.Request exactly as the
- * distributor sent it.
+ * The head log is headlog.h's segment files.  The head column family
+ * held it before (issue 12: its memtables, flushes and compactions cost
+ * ~11% of ingest CPU); what an older version left there is replayed
+ * first, in key order, and deleted by the commits as before.  Its record:
+ * u8 'H', u8 version (1), be32 checksum (low 32 bits of XXH3 of the
+ * rest), then the packed smolder.v1.Request exactly as the distributor
+ * sent it.
  *
  * Spilled bucket (head.h, "Spilled buckets"): the packed pairs of one
  * sealed bucket of head `gen` (set.h, "Packed buckets": exactly the bytes
@@ -55,8 +63,12 @@
  * one range, [gen 'B', gen 'D').
  *
  * A block is committed in ONE synced batch that writes all its parts and
- * deletes the head log range [tenant|0|0, tenant|gen+1|0): after a crash
- * either the block exists and the log range is gone, or neither changed.
+ * the tenant's committed generation 'L' (= the block's id; every log
+ * record of the tenant with gen <= it is dead: replay skips it, and
+ * headlog.h deletes the segments holding nothing else once the batch is
+ * durable), and deletes the legacy log range [tenant|0|0,
+ * tenant|gen+1|0): after a crash either the block exists and its log is
+ * dead, or neither changed.
  * Written ahead: a cut's data parts 'D' (most of a block) go first, in
  * unsynced batches of about ING_STORE_AHEAD_BYTES, and the commit batch
  * carries the rest; until it lands they are parts of no block (nothing
@@ -105,30 +117,44 @@
 
 struct ing_store;
 
+/* Open the store of data directory `dir` (its rocksdb and headlog);
+ * kvo->sync also syncs the head log (headlog.h). */
 int ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
     size_t cache_bytes, struct ing_store **out, struct sm_err *err);
 void ing_store_close(struct ing_store *s);
 
-/* Append one log record durably (WAL, synced per -ingester.wal-sync). */
+/* Append one log record durably (headlog.h: kill -9 keeps it; synced per
+ * -ingester.wal-sync). */
 int ing_store_log_append(struct ing_store *s, const char *tenant,
     uint64_t gen, uint64_t seq, const void *rec, size_t n,
     struct sm_err *err);
 
-/* Delete one log record (a write whose apply failed after logging). */
+/* Cancel one log record (a write whose apply failed after logging):
+ * replay skips it. */
 int ing_store_log_delete(struct ing_store *s, const char *tenant,
     uint64_t gen, uint64_t seq, struct sm_err *err);
 
 /*
- * Replay the head log in key order: fn(arg, tenant, gen, seq, rec, n) for
- * every valid record (rec is the packed Request).  *max_gen / *max_seq get
- * the largest values seen.  Corrupt records are reported and skipped
- * (*corrupt counts them).  fn's non-zero return stops the replay with that
- * code.
+ * Replay the head log, the legacy head family first: gen_fn(arg, tenant,
+ * gen) (when not NULL) before the first record of each (tenant, gen), then
+ * fn(arg, tenant, gen, seq, rec, n) for every live record (rec is the
+ * packed Request).  *max_gen / *max_seq get the largest values seen.
+ * Corrupt records are reported and skipped (*corrupt counts them).  A
+ * callback's non-zero return stops the replay with that code.  Once per
+ * open, before any append.
  */
 int ing_store_log_replay(struct ing_store *s,
+    int (*gen_fn)(void *arg, const char *tenant, uint64_t gen),
     int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
     const uint8_t *rec, size_t n), void *arg, uint64_t *max_gen,
     uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err);
+
+/* Can writes be logged?  False while RocksDB or the head log refuses
+ * them (a full disk, an I/O error), with the cause in why. */
+bool ing_store_writable(struct ing_store *s, char *why, size_t whylen);
+
+/* Bytes in the head log's segments. */
+uint64_t ing_store_log_bytes(struct ing_store *s);
 
 /*
  * Every stored block's meta: fn(arg, tenant, meta).  A damaged or missing
@@ -223,7 +249,7 @@ int ing_store_floors_scan(struct ing_store *s,
 int ing_store_block_delete(struct ing_store *s, const char *tenant,
     uint64_t id, struct sm_err *err);
 
-/* Bytes on disk (every RocksDB file). */
+/* Bytes on disk (every RocksDB file and the head log's segments). */
 uint64_t ing_store_disk_bytes(struct ing_store *s);
 
 /* Flush memtables and compact everything (tests, benchmarks, admin). */

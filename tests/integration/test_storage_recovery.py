@@ -15,8 +15,10 @@ request) until a write is refused.  Then:
   1. "reserve": 160 MiB tmpfs, the default -ingester.min-free-disk=64MiB:
      writes are refused before RocksDB runs out; back within 5 s (the
      reserve is re-read every 200 ms).
-  2. "rocksdb": 80 MiB tmpfs, -ingester.min-free-disk=0: RocksDB itself
-     hits ENOSPC; back within 8 s (its SstFileManager retries every 5 s).
+  2. "rocksdb": 80 MiB tmpfs, -ingester.min-free-disk=0: the store itself
+     hits ENOSPC (the head log's append, or RocksDB's flush); back within
+     8 s (the head log probes free space every second, RocksDB's
+     SstFileManager retries every 5 s).
 Head-log reclaim (any data dir): 600 writes of the same 300 stacks make a
 head log of some MB; after /ingester/flush (a block cut) the ingester's
 disk bytes drop below a third of what they were and below 1 MiB.
