@@ -18,7 +18,7 @@
 #include "common/hash.h"
 #include "common/kv.h"
 #include "common/log.h"
-#include "common/oatab.h"
+#include "common/strtab.h"
 
 #define HDR 8                          /* be32 len, be32 check */
 #define BODY_MIN (1 + 2 + 8 + 8)       /* kind, tenant length, gen, seq */
@@ -27,63 +27,60 @@
 
 /* --- a map from key bytes to a u64 ------------------------------------- */
 
-struct kent {
-	uint8_t *k;
-	uint32_t kn;
-	uint64_t v;
-};
-
+/*
+ * The keys are interned in an sm_strtab (ids from 1: id 0 is its empty
+ * string, never a key here) and the values sit in a parallel array.  A
+ * zeroed map is empty; the table is made on the first put.
+ */
 struct kmap {
-	struct sm_oatab tab;
-	struct kent *e;
-	uint32_t n, cap;
+	struct sm_strtab keys;
+	uint64_t *v;           /* v[id] */
+	uint32_t cap;
 };
 
 static uint64_t *
 kmap_get(const struct kmap *m, const void *k, size_t kn)
 {
-	struct sm_oatab_it it;
-	uint32_t i;
+	uint32_t id;
 
-	for (sm_oatab_probe(&m->tab, sm_hash(k, kn), &it);
-	    (i = sm_oatab_next(&m->tab, &it)) != SM_OATAB_NONE;)
-		if (m->e[i].kn == kn && memcmp(m->e[i].k, k, kn) == 0)
-			return (&m->e[i].v);
-	return (NULL);
+	if (m->keys.strs == NULL ||
+	    sm_strtab_find(&m->keys, k, kn, &id) != 0)
+		return (NULL);
+	return (&m->v[id]);
 }
 
 /* The value of k, created as `v0` when absent.  NULL: out of memory. */
 static uint64_t *
 kmap_put(struct kmap *m, const void *k, size_t kn, uint64_t v0)
 {
-	struct sm_oatab_it it;
-	uint32_t i;
-	uint8_t *c;
+	uint32_t id, n;
 
-	for (sm_oatab_probe(&m->tab, sm_hash(k, kn), &it);
-	    (i = sm_oatab_next(&m->tab, &it)) != SM_OATAB_NONE;)
-		if (m->e[i].kn == kn && memcmp(m->e[i].k, k, kn) == 0)
-			return (&m->e[i].v);
-	if (m->n == m->cap && SM_GROW(m->e, m->cap, (size_t)m->n + 1, 8) != 0)
+	if (m->keys.strs == NULL && sm_strtab_init(&m->keys) != 0)
 		return (NULL);
-	if ((c = sm_malloc(SM_MAX(kn, 1))) == NULL)
+	n = sm_strtab_count(&m->keys);
+	/* Room for a new value first, so a new key always has one. */
+	if (n >= m->cap && SM_GROW(m->v, m->cap, (size_t)n + 1, 16) != 0)
 		return (NULL);
-	if (sm_oatab_insert(&m->tab, &it, m->n) != 0) {
-		sm_free(c);
+	if (sm_strtab_intern(&m->keys, k, kn, &id) != 0)
 		return (NULL);
-	}
-	memcpy(c, k, kn);
-	m->e[m->n] = (struct kent){ c, (uint32_t)kn, v0 };
-	return (&m->e[m->n++].v);
+	if (id == n)
+		m->v[id] = v0;
+	return (&m->v[id]);
+}
+
+/* The number of ids (keys are 1..n-1). */
+static uint32_t
+kmap_ids(const struct kmap *m)
+{
+	return (m->keys.strs == NULL ? 0 : sm_strtab_count(&m->keys));
 }
 
 static void
 kmap_fini(struct kmap *m)
 {
-	for (uint32_t i = 0; i < m->n; i++)
-		sm_free(m->e[i].k);
-	sm_free(m->e);
-	sm_oatab_fini(&m->tab);
+	if (m->keys.strs != NULL)
+		sm_strtab_fini(&m->keys);
+	sm_free(m->v);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -203,11 +200,12 @@ ing_headlog_floor(struct ing_headlog *l, const char *tenant, uint64_t gen)
 static bool
 seg_dead(const struct ing_headlog *l, const struct seg *s)
 {
-	for (uint32_t i = 0; i < s->tmax.n; i++) {
-		const struct kent *e = &s->tmax.e[i];
-		const uint64_t *f = kmap_get(&l->floors, e->k, e->kn);
+	for (uint32_t i = 1; i < kmap_ids(&s->tmax); i++) {
+		uint32_t kn;
+		const char *k = sm_strtab_str(&s->tmax.keys, i, &kn);
+		const uint64_t *f = kmap_get(&l->floors, k, kn);
 
-		if (f == NULL || e->v > *f)
+		if (f == NULL || s->tmax.v[i] > *f)
 			return (false);
 	}
 	return (true);
@@ -314,7 +312,6 @@ append(struct ing_headlog *l, uint8_t kind, const char *tenant,
 	uint8_t hp[HDR + BODY_MIN + SM_KEY_MAX];
 	size_t tl = strlen(tenant), hn = HDR + BODY_MIN + tl, total = hn + n;
 	uint64_t my_no = 0, my_end = 0, start;
-	struct iovec iov[2];
 	struct seg *s;
 	uint64_t *tm;
 	size_t done = 0;
@@ -339,9 +336,6 @@ append(struct ing_headlog *l, uint8_t kind, const char *tenant,
 		    sm_hash_u64(sm_hash(hp + HDR, hn - HDR)) ^
 		    sm_hash(rec, n)));
 	}
-	iov[0] = (struct iovec){ hp, hn };
-	iov[1] = (struct iovec){ (void *)(uintptr_t)rec, n };
-
 	pthread_mutex_lock(&l->mu);
 	if (l->wfailed) {
 		rv = sm_err_set(err, SM_EIO, "%s", l->wwhy);
@@ -369,9 +363,10 @@ append(struct ing_headlog *l, uint8_t kind, const char *tenant,
 		if (done < hn) {
 			v[iovcnt++] = (struct iovec){ hp + done, hn - done };
 			if (n > 0)
-				v[iovcnt++] = iov[1];
+				v[iovcnt++] = (struct iovec){
+				    (void *)(uintptr_t)rec, n };
 		} else {
-			v[iovcnt++] = (struct iovec){ (uint8_t *)iov[1].iov_base +
+			v[iovcnt++] = (struct iovec){ (uint8_t *)(uintptr_t)rec +
 			    (done - hn), total - done };
 		}
 		w = writev(l->fd, v, iovcnt);
@@ -728,13 +723,15 @@ ing_headlog_replay(struct ing_headlog *l,
 		}
 	}
 	/* The heads' old parts first (store.h), once per (tenant, gen). */
-	for (uint32_t i = 0; i < gens.n; i++) {
-		const struct kent *e = &gens.e[i];
-		size_t tl = e->kn - 8;
+	for (uint32_t i = 1; i < kmap_ids(&gens); i++) {
+		uint32_t kn;
+		const char *e = sm_strtab_str(&gens.keys, i, &kn);
+		size_t tl = kn - 8;
 
-		memcpy(tenant, e->k, tl);
+		memcpy(tenant, e, tl);
 		tenant[tl] = '\0';
-		if ((rv = gen_fn(arg, tenant, sm_get_be64(e->k + tl))) != 0)
+		if ((rv = gen_fn(arg, tenant,
+		    sm_get_be64((const uint8_t *)e + tl))) != 0)
 			goto out;
 	}
 	/* Pass 2: the live writes, in order. */
@@ -743,7 +740,7 @@ ing_headlog_replay(struct ing_headlog *l,
 		size_t len, off = 0, rl;
 		struct rec r;
 
-		if (gens.n == 0)
+		if (kmap_ids(&gens) <= 1)
 			break;
 		if ((rv = seg_read(l, nos[i], &b, &len, err)) != 0)
 			goto out;

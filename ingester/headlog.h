@@ -43,6 +43,10 @@
  * of that segment is skipped (lengths after it cannot be trusted); the
  * file is never deleted (it is reported at every open until an operator
  * removes it; its records before the damage replay while they live).
+ * Each segment is read twice, one at a time: pass 1 gathers the cancels and
+ * the live (tenant, gen)s (gen_fn must run before any record of a gen, and
+ * a cancel follows its write), pass 2 applies the writes.  Reading twice
+ * was chosen over holding the whole log in memory: it can be gigabytes.
  *
  * Errors: a failed append (ENOSPC, EIO) is undone (the segment truncated
  * to where the record began; if that fails too, the next append starts a

@@ -325,24 +325,16 @@ ing_store_kv(struct ing_store *s)
 	return (s->kv);
 }
 
-/* --- head log ------------------------------------------------------------- */
-
-#define LOG_HDR 6
-
-/* The system key of a tenant's committed generation (store.h). */
-static void
-log_floor_key(struct sm_key *k, const char *tenant)
-{
-	sm_key_reset(k);
-	sm_key_str(k, "", 0);
-	sm_key_u8(k, 'L');
-	if (tenant != NULL)
-		sm_key_str(k, tenant, strlen(tenant));
-}
-
-/* Every tenant's committed generation, into the log (at open). */
+/*
+ * Every system key `str("") kind str(tenant)` with its 8-byte value:
+ * fn(arg, tenant, value) for each, in key order.  `what` names the keys in
+ * errors.  A bad key or value is SM_ECORRUPT; fn's non-zero return stops
+ * the scan and is returned.
+ */
 static int
-log_floors_load(struct ing_store *s, struct sm_err *err)
+tenant_u64_scan(struct ing_store *s, uint8_t kind, const char *what,
+    int (*fn)(void *arg, const char *tenant, uint64_t v), void *arg,
+    struct sm_err *err)
 {
 	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
 	char tenant[SM_KEY_MAX];
@@ -351,7 +343,9 @@ log_floors_load(struct ing_store *s, struct sm_err *err)
 
 	if (it == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	log_floor_key(&pre, NULL);
+	sm_key_reset(&pre);
+	sm_key_str(&pre, "", 0);
+	sm_key_u8(&pre, kind);
 	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
 	    sm_kv_iter_next(it)) {
 		const uint8_t *k, *v;
@@ -364,14 +358,14 @@ log_floors_load(struct ing_store *s, struct sm_err *err)
 		v = sm_kv_iter_value(it, &vn);
 		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || off != kn ||
 		    tl == 0 || vn != 8) {
-			rv = sm_err_set(err, SM_ECORRUPT, "head log floor: "
-			    "bad key or value (%zu bytes, want 8)", vn);
+			rv = sm_err_set(err, SM_ECORRUPT, "%s: bad key or "
+			    "value (%zu bytes, want 8)", what, vn);
 			break;
 		}
 		memcpy(tenant, t, tl);
 		tenant[tl] = '\0';
-		if (ing_headlog_floor(s->log, tenant, sm_get_be64(v)) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		if ((rv = fn(arg, tenant, sm_get_be64(v))) != 0) {
+			sm_err_set(err, rv, "%s: %s", what, sm_strerror(rv));
 			break;
 		}
 	}
@@ -379,6 +373,34 @@ log_floors_load(struct ing_store *s, struct sm_err *err)
 		rv = sm_kv_iter_status(it, err);
 	sm_kv_iter_destroy(it);
 	return (rv);
+}
+
+/* --- head log ------------------------------------------------------------- */
+
+#define LOG_HDR 6
+
+/* The system key of a tenant's committed generation (store.h). */
+static void
+log_floor_key(struct sm_key *k, const char *tenant)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'L');
+	sm_key_str(k, tenant, strlen(tenant));
+}
+
+/* Every tenant's committed generation, into the log (at open). */
+static int
+log_floor_set(void *arg, const char *tenant, uint64_t gen)
+{
+	return (ing_headlog_floor(arg, tenant, gen));
+}
+
+static int
+log_floors_load(struct ing_store *s, struct sm_err *err)
+{
+	return (tenant_u64_scan(s, 'L', "head log floor", log_floor_set,
+	    s->log, err));
 }
 
 int
@@ -1039,52 +1061,28 @@ ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
 	return (rv);
 }
 
+struct floors_scan {
+	int (*fn)(void *arg, const char *tenant, int64_t floor_ms);
+	void *arg;
+};
+
+static int
+floors_scan_one(void *arg, const char *tenant, uint64_t v)
+{
+	struct floors_scan *fs = arg;
+
+	return (fs->fn(fs->arg, tenant, (int64_t)v));
+}
+
 int
 ing_store_floors_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
     struct sm_err *err)
 {
-	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, SM_KV_INDEX);
-	char tenant[SM_KEY_MAX];
-	struct sm_key pre;
-	int rv = 0;
+	struct floors_scan fs = { fn, arg };
 
-	if (it == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	sm_key_reset(&pre);
-	sm_key_str(&pre, "", 0);
-	sm_key_u8(&pre, 'F');
-	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
-	    sm_kv_iter_next(it)) {
-		const uint8_t *k, *v;
-		const char *t;
-		size_t kn, vn, off = pre.n, tl;
-		uint64_t u = 0;
-
-		k = sm_kv_iter_key(it, &kn);
-		if (kn < pre.n || memcmp(k, pre.b, pre.n) != 0)
-			break;
-		v = sm_kv_iter_value(it, &vn);
-		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 || off != kn ||
-		    tl == 0 || vn != 8) {
-			rv = sm_err_set(err, SM_ECORRUPT, "tenant retention "
-			    "floor: bad key or value (%zu bytes, want 8)", vn);
-			break;
-		}
-		memcpy(tenant, t, tl);
-		tenant[tl] = '\0';
-		for (int i = 0; i < 8; i++)
-			u = u << 8 | v[i];
-		if ((rv = fn(arg, tenant, (int64_t)u)) != 0) {
-			sm_err_set(err, rv, "tenant retention floor: %s",
-			    sm_strerror(rv));
-			break;
-		}
-	}
-	if (rv == 0)
-		rv = sm_kv_iter_status(it, err);
-	sm_kv_iter_destroy(it);
-	return (rv);
+	return (tenant_u64_scan(s, 'F', "tenant retention floor",
+	    floors_scan_one, &fs, err));
 }
 
 int
