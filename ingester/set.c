@@ -924,11 +924,14 @@ static size_t
 sum_put(uint8_t *dst, int64_t bucket_ms, int64_t prev_t,
     const struct ing_bucket *b)
 {
+	uint64_t dt = sm_zigzag_enc((b->t - prev_t) / bucket_ms);
 	size_t n = 0;
 
-	n += sm_uvarint_put(dst + n,
-	    sm_zigzag_enc((b->t - prev_t) / bucket_ms));
-	n += sm_uvarint_put(dst + n, b->profiles);
+	/* dt's low bit says a profiles count follows (set.h). */
+	SM_ASSERT(dt < ((uint64_t)1 << 62));
+	n += sm_uvarint_put(dst + n, dt << 1 | (b->profiles != 1));
+	if (b->profiles != 1)
+		n += sm_uvarint_put(dst + n, b->profiles);
 	n += sm_uvarint_put(dst + n, sm_zigzag_enc(b->total));
 	n += sm_uvarint_put(dst + n, b->n);
 	return (n);
@@ -944,12 +947,17 @@ sum_get(const uint8_t **pp, const uint8_t *end, int64_t bucket_ms,
 	uint64_t v[4];
 
 	for (int i = 0; i < 4; i++) {
-		int st = sm_uvarint_get(pp, end, &v[i]);
+		int st;
 
+		if (i == 1 && (v[0] & 1) == 0) {
+			v[1] = 1;
+			continue;
+		}
+		st = sm_uvarint_get(pp, end, &v[i]);
 		SM_ASSERT(st == 0);
 	}
 	memset(b, 0, sizeof(*b));
-	b->t = prev_t + sm_zigzag_dec(v[0]) * bucket_ms;
+	b->t = prev_t + sm_zigzag_dec(v[0] >> 1) * bucket_ms;
 	b->profiles = (uint32_t)v[1];
 	b->total = sm_zigzag_dec(v[2]);
 	b->n = (uint32_t)v[3];
@@ -1072,7 +1080,7 @@ sums_want(const struct ing_sums *s, uint32_t n, int64_t last_t,
 		return (0);
 	st = sm_uvarint_get(&p, s->p + s->len, &v);
 	SM_ASSERT(st == 0);
-	first_t = sm_zigzag_dec(v) * bucket_ms;
+	first_t = sm_zigzag_dec(v >> 1) * bucket_ms;
 	if (last_t <= first_t)
 		return (0);
 	cadence = (last_t - first_t) / (int64_t)(n - 1);

@@ -82,10 +82,11 @@ struct ing_bucket {
  * Spilled summaries (head.h, "Spilled buckets").  When a head spills a
  * sealed bucket's pairs to the store, the bucket leaves b[] too: what
  * stays is its summary, encoded in the series' `sp`, in time order, per
- * bucket the zigzag uvarint of (t - previous t) / bucket_ms (the first
- * against 0), then uvarint profiles, zigzag uvarint total and uvarint n
- * -- about 7 bytes instead of a 56-byte struct ing_bucket, which was most
- * of an hour-old head (bench B5).  A summary's packed_len is not kept
+ * bucket a uvarint of zigzag((t - previous t) / bucket_ms) << 1 | (profiles
+ * != 1) (the first t against 0), uvarint profiles only when that bit is
+ * set (most buckets hold one profile: a byte saved), then zigzag uvarint
+ * total and uvarint n -- about 6 bytes instead of a 56-byte struct
+ * ing_bucket, which was most of an hour-old head (bench B5).  A summary's packed_len is not kept
  * (decoded as 0): reading the bucket back gives it, and what else wants
  * it (AnalyzeQuery's profile bytes, an estimate) shares out sp.bytes,
  * the sum over the series' spilled buckets.  Measured on B5 (issue 12,
