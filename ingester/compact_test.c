@@ -388,20 +388,16 @@ check_all_tiers(struct disk *d, const struct want *w, uint32_t *nbuckets)
 /* 2 days and 6 hours of uploads every 10 s, cut every 5 hours. */
 /* Tenant t over the two whole days, read at `width` (0: raw). */
 static void
-two_days(Smolder__V1__Select *sel, Smolder__V1__Resolution *r,
-    Smolder__V1__Resolution **rp, int64_t width)
+two_days(struct ing_query *q, struct ing_resolution *r, int64_t width)
 {
-	smolder__v1__select__init(sel);
-	smolder__v1__resolution__init(r);
-	sel->tenant = "t";
-	sel->start_ms = T0;
-	sel->end_ms = T0 + 2 * DAY;
-	r->start_ms = T0;
-	r->end_ms = T0 + 2 * DAY;
-	r->width_ms = width;
+	memset(q, 0, sizeof(*q));
+	q->sel.tenant = "t";
+	q->sel.start_ms = T0;
+	q->sel.end_ms = T0 + 2 * DAY;
+	*r = (struct ing_resolution){ T0, T0 + 2 * DAY, width };
 	if (width > 0) {
-		sel->resolution = rp;
-		sel->n_resolution = 1;
+		q->sel.res = r;
+		q->sel.nres = 1;
 	}
 }
 
@@ -411,16 +407,16 @@ two_days(Smolder__V1__Select *sel, Smolder__V1__Resolution *r,
 static int64_t
 merge_total(struct ing_db *db, int64_t width)
 {
-	Smolder__V1__Select sel;
-	Smolder__V1__Resolution r, *rp = &r;
+	struct ing_query q;
+	struct ing_resolution r;
 	Smolder__V1__MergeResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_err err;
 	int64_t sum = 0;
 
 	SM_REQUIRE(a != NULL);
-	two_days(&sel, &r, &rp, width);
-	SM_REQUIRE(ing_db_merge(db, &sel, a, &out, &err) == 0);
+	two_days(&q, &r, width);
+	SM_REQUIRE(ing_db_merge(db, &q, a, &out, &err) == 0);
 	for (size_t i = 0; i < out.n_self; i++)
 		sum += out.self[i];
 	sum += (int64_t)out.profiles << 40;
@@ -432,18 +428,16 @@ merge_total(struct ing_db *db, int64_t width)
 static uint64_t
 stats_profiles(struct ing_db *db, int64_t width)
 {
-	Smolder__V1__Select sel;
-	Smolder__V1__Resolution r, *rp = &r;
-	Smolder__V1__StatsRequest req = SMOLDER__V1__STATS_REQUEST__INIT;
+	struct ing_query q;
+	struct ing_resolution r;
 	Smolder__V1__StatsResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_err err;
 	uint64_t n = 0;
 
 	SM_REQUIRE(a != NULL);
-	two_days(&sel, &r, &rp, width);
-	req.select = &sel;
-	SM_REQUIRE(ing_db_series_stats(db, &req, a, &out, &err) == 0);
+	two_days(&q, &r, width);
+	SM_REQUIRE(ing_db_series_stats(db, &q, a, &out, &err) == 0);
 	for (size_t i = 0; i < out.n_series; i++) {
 		/* Profiles in the low bits, the digests (what the querier's
 		 * plan compares between replicas) mixed into the high ones. */

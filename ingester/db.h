@@ -115,6 +115,7 @@
 #include <stdbool.h>
 
 #include "common/arena.h"
+#include "common/selector.h"
 
 #include "head.h"
 #include "store.h"
@@ -213,42 +214,106 @@ int ing_db_spill(struct ing_db *db, struct sm_err *err);
 
 /* --- queries -------------------------------------------------------------- */
 
-int ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
+/*
+ * A query's input: the storage API's own, not the RPC message (issue 12).
+ * The RPC server (ingester.c, query_from_rpc) converts smolder.v1's
+ * requests field for field; tests and in-process callers build it
+ * directly.  The query borrows every pointer for the call only.
+ *
+ * A pick (replica de-duplication, querier/plan.c) names a series the
+ * select takes and, when nt > 0, the bucket starts it takes (sorted,
+ * unique).  A resolution (tiers.h) reads [start_ms, end_ms) at width_ms.
+ */
+struct ing_pick {
+	uint64_t fp;
+	const int64_t *t;
+	size_t nt;
+};
+
+struct ing_resolution {
+	int64_t start_ms, end_ms, width_ms;
+};
+
+struct ing_matcher {
+	enum sm_match_type type;
+	const char *name, *value;
+};
+
+/* Series by matchers over [start_ms, end_ms); when picked, only the
+ * series (and buckets) of picks[] (sorted by fp, unique); resolutions
+ * sorted, disjoint, inside the range (merges, series, stats and analyze
+ * honour them; the rest read raw data). */
+struct ing_select {
+	const char *tenant;
+	const struct ing_matcher *matchers;
+	size_t nmatchers;
+	int64_t start_ms, end_ms;
+	bool picked;
+	const struct ing_pick *picks;
+	size_t npicks;
+	const struct ing_resolution *res;
+	size_t nres;
+};
+
+enum ing_labels_kind {
+	ING_LABEL_NAMES = 0,       /* distinct label names */
+	ING_LABEL_VALUES = 1,      /* distinct values of `name` */
+	ING_SERIES_LABELS = 2,     /* distinct label sets (label_names) */
+};
+
+/* The select plus what each kind of query adds; each ing_db_* below reads
+ * only its own fields (the rest stay zero). */
+struct ing_query {
+	struct ing_select sel;
+	int64_t step_ms;                   /* series */
+	const char *const *group_by;       /* series, profiles */
+	size_t ngroup_by;
+	enum ing_labels_kind kind;         /* labels */
+	const char *name;                  /* labels: ING_LABEL_VALUES */
+	const char *const *label_names;    /* labels: ING_SERIES_LABELS */
+	size_t nlabel_names;
+	bool all_time;                     /* labels, analyze */
+	const uint64_t *detail;            /* stats: sorted, unique */
+	size_t ndetail;
+	const uint64_t *span_ids;          /* span merge: sorted, unique */
+	size_t nspan_ids;
+	uint32_t max;                      /* profiles: 0 = 1,000,000 */
+};
+
+int ing_db_merge(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err);
 
 /*
- * The merge of the span samples (spans.h) of req->span_ids (sorted,
+ * The merge of the span samples (spans.h) of q->span_ids (sorted,
  * unique) in the selected series and buckets (picks as for merges), from
  * heads and blocks.  out->profiles is the number of span records merged.
- * 0, SM_EMALFORMED (no select, unsorted ids), SM_ECORRUPT, SM_ENOMEM.
+ * 0, SM_EMALFORMED (unsorted ids), SM_ECORRUPT, SM_ENOMEM.
  */
-int ing_db_span_merge(struct ing_db *db,
-    const Smolder__V1__SpanMergeRequest *req, struct sm_arena *a,
-    Smolder__V1__MergeResponse *out, struct sm_err *err);
+int ing_db_span_merge(struct ing_db *db, const struct ing_query *q,
+    struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err);
 
 /*
  * The individual-profile records (profiles.h) of the selected series with
  * a time in [start_ms, end_ms), from heads and blocks, sorted by (fp, t,
  * id), and the group_by labels of every selected series.  Picks are
- * ignored.  More than req->max (0 = 1,000,000) records is SM_ELIMIT.
+ * ignored.  More than q->max (0 = 1,000,000) records is SM_ELIMIT.
  * 0, SM_EMALFORMED, SM_ELIMIT, SM_ECORRUPT, SM_ENOMEM.
  */
-int ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
+int ing_db_profiles(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__ProfilesResponse *out,
     struct sm_err *err);
 
-int ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
+int ing_db_series(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err);
 
 /*
  * Per-series profile counts of a selection (smolder.v1.StatsRequest): for
  * every selected series its profiles in range and a digest linear in the
- * per-bucket counts; per-bucket counts for the series in req->detail.
+ * per-bucket counts; per-bucket counts for the series in q->detail.
  * Reads heads and block indexes only.
  */
-int ing_db_series_stats(struct ing_db *db,
-    const Smolder__V1__StatsRequest *req, struct sm_arena *a,
-    Smolder__V1__StatsResponse *out, struct sm_err *err);
+int ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
+    struct sm_arena *a, Smolder__V1__StatsResponse *out, struct sm_err *err);
 
 /*
  * Index statistics of a selection (smolder.v1.AnalyzeRequest): per matched
@@ -258,12 +323,12 @@ int ing_db_series_stats(struct ing_db *db,
  * and last matched bucket start.  Reads heads and block indexes only.
  * all_time: everything above the tenant's retention floor.
  */
-int ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
+int ing_db_analyze(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err);
 
 /* Label names, values or series of a selection; all_time: everything
  * above the tenant's retention floor. */
-int ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
+int ing_db_labels(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err);
 
 /*

@@ -219,10 +219,9 @@ int ing_floor_put(struct ing_db *db, const char *tenant, int64_t ms);
 /* Free the floor table (close). */
 void ing_floors_free(struct ing_db *db);
 
-/* The select with its start raised to its tenant's retention floor
- * (ing_db_floor; a copy in *tmp when it changes). */
-const Smolder__V1__Select *ing_select_floor(struct ing_db *db,
-    const Smolder__V1__Select *sel, Smolder__V1__Select *tmp);
+/* Raise sel->start_ms to its tenant's retention floor (ing_db_floor);
+ * an end below it too, making the range empty. */
+void ing_select_floor(struct ing_db *db, struct ing_select *sel);
 
 /* --- sources (db.c) ------------------------------------------------------ */
 

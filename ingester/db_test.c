@@ -102,7 +102,7 @@ write_one(struct ing_db *db, const char *tenant, const char *service,
 
 /* Merge `sel` into collapsed text, or "ERR <code>" when the merge fails. */
 static char *
-collapse_select(struct ing_db *db, const Smolder__V1__Select *sel,
+collapse_select(struct ing_db *db, const struct ing_query *q,
     uint64_t *profiles)
 {
 	Smolder__V1__MergeResponse mr;
@@ -113,7 +113,7 @@ collapse_select(struct ing_db *db, const Smolder__V1__Select *sel,
 	char *text;
 	int rv;
 
-	if ((rv = ing_db_merge(db, sel, a, &mr, &err)) != 0) {
+	if ((rv = ing_db_merge(db, q, a, &mr, &err)) != 0) {
 		char e[32];
 
 		snprintf(e, sizeof(e), "ERR %d", rv);
@@ -135,22 +135,15 @@ collapse_select(struct ing_db *db, const Smolder__V1__Select *sel,
 /* Merge {lname op lvalue} over [start, end) (see collapse_select). */
 static char *
 merge_collapsed(struct ing_db *db, const char *tenant, const char *lname,
-    Smolder__V1__MatchType op, const char *lvalue, int64_t start,
+    enum sm_match_type op, const char *lvalue, int64_t start,
     int64_t end, uint64_t *profiles)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Matcher m = SMOLDER__V1__MATCHER__INIT;
-	Smolder__V1__Matcher *mp = &m;
+	struct ing_matcher m = { op, lname, lvalue };
+	struct ing_query q = { .sel = { .tenant = tenant, .matchers = &m,
+		.nmatchers = lname != NULL ? 1 : 0, .start_ms = start,
+		.end_ms = end } };
 
-	m.type = op;
-	m.name = (char *)lname;
-	m.value = (char *)lvalue;
-	sel.tenant = (char *)tenant;
-	sel.n_matchers = lname != NULL ? 1 : 0;
-	sel.matchers = &mp;
-	sel.start_ms = start;
-	sel.end_ms = end;
-	return (collapse_select(db, &sel, profiles));
+	return (collapse_select(db, &q, profiles));
 }
 
 static void
@@ -396,21 +389,21 @@ test_selectors_and_tenants(void)
 	SM_CHECK_EQ(write_one(db, "t", "web", NULL, 0, "w=4"), 0);
 	SM_CHECK_EQ(write_one(db, "u", "api", "prod", 0, "other=8"), 0);
 	check_collapsed(merge_collapsed(db, "t", "env",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_EQ, "prod", 0, SEC, NULL), "p 1\n");
+	    SM_MATCH_EQ, "prod", 0, SEC, NULL), "p 1\n");
 	check_collapsed(merge_collapsed(db, "t", "env",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_NEQ, "prod", 0, SEC, NULL),
+	    SM_MATCH_NEQ, "prod", 0, SEC, NULL),
 	    "d 2\nw 4\n");
 	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_RE, "a.*", 0, SEC, NULL),
+	    SM_MATCH_RE, "a.*", 0, SEC, NULL),
 	    "d 2\np 1\n");
 	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_RE, "a", 0, SEC, NULL), "");
+	    SM_MATCH_RE, "a", 0, SEC, NULL), "");
 	check_collapsed(merge_collapsed(db, "t", "env",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_NRE, "p.*", 0, SEC, NULL),
+	    SM_MATCH_NRE, "p.*", 0, SEC, NULL),
 	    "d 2\nw 4\n");
 	/* env="" selects series without env. */
 	check_collapsed(merge_collapsed(db, "t", "env",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_EQ, "", 0, SEC, NULL), "w 4\n");
+	    SM_MATCH_EQ, "", 0, SEC, NULL), "w 4\n");
 	/* Tenants never see each other. */
 	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, SEC, NULL),
 	    "other 8\n");
@@ -423,20 +416,18 @@ static void
 test_series_query(void)
 {
 	struct ing_db *db = mem_db();
-	Smolder__V1__SeriesRequest req = SMOLDER__V1__SERIES_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__SeriesResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_err err;
-	char *gb[] = { "env" };
+	const char *gb[] = { "env" };
 
 	write_one(db, "t", "api", "prod", 0, "a=1");
 	write_one(db, "t", "api", "prod", 20 * SEC, "a=2");
 	write_one(db, "t", "api", "dev", 40 * SEC, "a=4");
-	sel.tenant = "t";
-	sel.start_ms = 0;
-	sel.end_ms = 60 * SEC;
-	req.select = &sel;
+	req.sel.tenant = "t";
+	req.sel.start_ms = 0;
+	req.sel.end_ms = 60 * SEC;
 	req.step_ms = 30 * SEC;
 	SM_REQUIRE(ing_db_series(db, &req, a, &out, &err) == 0);
 	SM_REQUIRE(out.n_series == 1);
@@ -445,14 +436,14 @@ test_series_query(void)
 	SM_CHECK(out.series[0]->points[0]->value == 3);
 	SM_CHECK_EQ(out.series[0]->points[1]->timestamp, 30 * SEC);
 	SM_CHECK(out.series[0]->points[1]->value == 4);
-	req.n_group_by = 1;
+	req.ngroup_by = 1;
 	req.group_by = gb;
 	SM_REQUIRE(ing_db_series(db, &req, a, &out, &err) == 0);
 	SM_CHECK_EQ(out.n_series, 2);
 	req.step_ms = 0;
 	SM_CHECK_EQ(ing_db_series(db, &req, a, &out, &err), SM_EINVAL);
 	req.step_ms = 1;
-	sel.end_ms = 10000LL * 1000 * SEC;   /* 10^10 steps */
+	req.sel.end_ms = 10000LL * 1000 * SEC;   /* 10^10 steps */
 	SM_CHECK_EQ(ing_db_series(db, &req, a, &out, &err), SM_EINVAL);
 	/* 11 groups of 10^6 steps: past SERIES_MAX_POINTS (10^7), refused
 	 * before the 11th group's 8 MB are allocated; at half the steps all
@@ -464,7 +455,7 @@ test_series_query(void)
 		write_one(db, "t", "api", env, 0, "a=1");
 	}
 	req.step_ms = 1;
-	sel.end_ms = 1000 * SEC;
+	req.sel.end_ms = 1000 * SEC;
 	sm_err_clear(&err);
 	SM_CHECK_EQ(ing_db_series(db, &req, a, &out, &err), SM_ELIMIT);
 	SM_CHECK(strstr(err.msg, "more than 10000000 points (11 groups of "
@@ -480,26 +471,24 @@ static void
 test_labels_query(void)
 {
 	struct ing_db *db = mem_db();
-	Smolder__V1__LabelsRequest req = SMOLDER__V1__LABELS_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__LabelsResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_err err;
-	char *names[] = { "service_name" };
+	const char *names[] = { "service_name" };
 
 	write_one(db, "t", "api", "prod", 0, "a=1");
 	write_one(db, "t", "api", "dev", 0, "a=1");
 	write_one(db, "t", "web", NULL, 100 * SEC, "a=1");
-	sel.tenant = "t";
-	req.select = &sel;
+	req.sel.tenant = "t";
 	req.all_time = 1;
-	req.kind = SMOLDER__V1__LABELS_KIND__LABEL_NAMES;
+	req.kind = ING_LABEL_NAMES;
 	SM_REQUIRE(ing_db_labels(db, &req, a, &out, &err) == 0);
 	SM_REQUIRE(out.n_names == 3);
 	SM_CHECK_STR(out.names[0], "__name__");
 	SM_CHECK_STR(out.names[1], "env");
 	SM_CHECK_STR(out.names[2], "service_name");
-	req.kind = SMOLDER__V1__LABELS_KIND__LABEL_VALUES;
+	req.kind = ING_LABEL_VALUES;
 	req.name = "env";
 	SM_REQUIRE(ing_db_labels(db, &req, a, &out, &err) == 0);
 	SM_REQUIRE(out.n_names == 2);
@@ -507,16 +496,16 @@ test_labels_query(void)
 	SM_CHECK_STR(out.names[1], "prod");
 	/* A time range excludes web. */
 	req.all_time = 0;
-	sel.start_ms = 0;
-	sel.end_ms = 10 * SEC;
+	req.sel.start_ms = 0;
+	req.sel.end_ms = 10 * SEC;
 	req.name = "service_name";
 	SM_REQUIRE(ing_db_labels(db, &req, a, &out, &err) == 0);
 	SM_REQUIRE(out.n_names == 1);
 	SM_CHECK_STR(out.names[0], "api");
 	/* Distinct restricted sets with their metadata. */
 	req.all_time = 1;
-	req.kind = SMOLDER__V1__LABELS_KIND__SERIES_LABELS;
-	req.n_label_names = 1;
+	req.kind = ING_SERIES_LABELS;
+	req.nlabel_names = 1;
 	req.label_names = names;
 	SM_REQUIRE(ing_db_labels(db, &req, a, &out, &err) == 0);
 	SM_REQUIRE(out.n_series == 2);
@@ -837,7 +826,7 @@ test_cut_blocks_and_reopen(void)
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
 	    NULL), "a;b 4\nc 1\nw 7\n");
 	check_collapsed(merge_collapsed(d.db, "t", "env",
-	    SMOLDER__V1__MATCH_TYPE__MATCH_EQ, "prod", 0, 60 * SEC, NULL),
+	    SM_MATCH_EQ, "prod", 0, 60 * SEC, NULL),
 	    "a;b 4\nc 1\n");
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 20 * SEC,
 	    30 * SEC, NULL), "w 7\n");
@@ -1019,19 +1008,19 @@ test_duplicate_after_replay(void)
 
 /* Merge with picks: only the picked series, and buckets when listed. */
 static char *
-merge_picked(struct ing_db *db, Smolder__V1__Pick **picks, size_t n,
+merge_picked(struct ing_db *db, const struct ing_pick *picks, size_t n,
     int64_t end)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	char *text;
 
-	sel.tenant = "t";
-	sel.start_ms = 0;
-	sel.end_ms = end;
-	sel.picked = 1;
-	sel.picks = picks;
-	sel.n_picks = n;
-	text = collapse_select(db, &sel, NULL);
+	req.sel.tenant = "t";
+	req.sel.start_ms = 0;
+	req.sel.end_ms = end;
+	req.sel.picked = 1;
+	req.sel.picks = picks;
+	req.sel.npicks = n;
+	text = collapse_select(db, &req, NULL);
 	if (strncmp(text, "ERR", 3) == 0)
 		text[3] = '\0';
 	return (text);
@@ -1051,34 +1040,30 @@ static void
 test_picks(void)
 {
 	struct ing_db *db = mem_db();
-	Smolder__V1__Pick pa = SMOLDER__V1__PICK__INIT;
-	Smolder__V1__Pick pb = SMOLDER__V1__PICK__INIT;
-	Smolder__V1__Pick *v[2];
 	int64_t tb[1] = { 10 * SEC };
 	uint64_t fa = fp_of("a"), fb = fp_of("b");
+	struct ing_pick pa = { .fp = fa }, pb = { .fp = fb }, v[2];
 
 	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 0, "x=1"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 10 * SEC, "x=2"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "b", NULL, 0, "y=4"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "b", NULL, 10 * SEC, "y=8"), 0);
-	pa.fp = fa;
-	pb.fp = fb;
-	v[0] = fa < fb ? &pa : &pb;
-	v[1] = fa < fb ? &pb : &pa;
+	v[0] = fa < fb ? pa : pb;
+	v[1] = fa < fb ? pb : pa;
 	check_collapsed(merge_picked(db, v, 2, 60 * SEC), "x 3\ny 12\n");
 	/* Only a. */
-	v[0] = &pa;
+	v[0] = pa;
 	check_collapsed(merge_picked(db, v, 1, 60 * SEC), "x 3\n");
 	/* Nothing picked: nothing. */
 	check_collapsed(merge_picked(db, v, 0, 60 * SEC), "");
 	/* b's second bucket only. */
 	pb.t = tb;
-	pb.n_t = 1;
-	v[0] = &pb;
+	pb.nt = 1;
+	v[0] = pb;
 	check_collapsed(merge_picked(db, v, 1, 60 * SEC), "y 8\n");
 	/* Unsorted picks are refused. */
-	v[0] = fa < fb ? &pb : &pa;
-	v[1] = fa < fb ? &pa : &pb;
+	v[0] = fa < fb ? pb : pa;
+	v[1] = fa < fb ? pa : pb;
 	check_collapsed(merge_picked(db, v, 2, 60 * SEC), "ERR");
 	ing_db_close(db);
 }
@@ -1087,17 +1072,15 @@ static Smolder__V1__StatsResponse *
 stats_of(struct ing_db *db, const uint64_t *detail, size_t nd,
     struct sm_arena *a)
 {
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__StatsRequest req = SMOLDER__V1__STATS_REQUEST__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__StatsResponse *out = sm_arena_alloc(a, sizeof(*out));
 	struct sm_err err;
 
-	sel.tenant = "t";
-	sel.start_ms = 0;
-	sel.end_ms = 3600 * SEC;
-	req.select = &sel;
+	req.sel.tenant = "t";
+	req.sel.start_ms = 0;
+	req.sel.end_ms = 3600 * SEC;
 	req.detail = (uint64_t *)detail;
-	req.n_detail = nd;
+	req.ndetail = nd;
 	SM_REQUIRE(ing_db_series_stats(db, &req, a, out, &err) == 0);
 	return (out);
 }
@@ -1338,18 +1321,16 @@ test_memory_bound(void)
 static char *
 services_all_time(struct ing_db *db, const char *tenant)
 {
-	Smolder__V1__LabelsRequest req = SMOLDER__V1__LABELS_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__LabelsResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_buf b = SM_BUF_INIT;
 	struct sm_err err;
 	char *text;
 
-	sel.tenant = (char *)tenant;
-	req.select = &sel;
+	req.sel.tenant = (char *)tenant;
 	req.all_time = 1;
-	req.kind = SMOLDER__V1__LABELS_KIND__LABEL_VALUES;
+	req.kind = ING_LABEL_VALUES;
 	req.name = "service_name";
 	if (ing_db_labels(db, &req, a, &out, &err) != 0)
 		sm_buf_puts(&b, "ERR");
@@ -1609,20 +1590,15 @@ analyze(struct ing_db *db, const char *tenant, const char *svc,
     int64_t start, int64_t end, bool all_time, struct sm_arena *a,
     Smolder__V1__AnalyzeResponse *out)
 {
-	Smolder__V1__AnalyzeRequest req = SMOLDER__V1__ANALYZE_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Matcher m = SMOLDER__V1__MATCHER__INIT;
-	Smolder__V1__Matcher *mp = &m;
+	struct ing_query req = { 0 };
+	struct ing_matcher m = { SM_MATCH_EQ, "service_name", svc };
 	struct sm_err err;
 
-	m.name = "service_name";
-	m.value = (char *)svc;
-	sel.tenant = (char *)tenant;
-	sel.n_matchers = svc != NULL ? 1 : 0;
-	sel.matchers = &mp;
-	sel.start_ms = start;
-	sel.end_ms = end;
-	req.select = &sel;
+	req.sel.tenant = tenant;
+	req.sel.nmatchers = svc != NULL ? 1 : 0;
+	req.sel.matchers = &m;
+	req.sel.start_ms = start;
+	req.sel.end_ms = end;
 	req.all_time = all_time;
 	return (ing_db_analyze(db, &req, a, out, &err));
 }
@@ -2310,26 +2286,25 @@ db_write_spec(struct ing_db *db, const struct wspec *sp, size_t n,
 static char *
 db_answers(struct ing_db *db)
 {
-	Smolder__V1__SeriesRequest req = SMOLDER__V1__SERIES_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__SeriesResponse out;
 	Smolder__V1__StatsResponse *st;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_buf b = SM_BUF_INIT;
 	struct sm_err err;
-	char *gb[] = { "service_name" }, *m, *text;
+	const char *gb[] = { "service_name" };
+	char *m, *text;
 	uint64_t profiles;
 
 	m = merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC, &profiles);
 	sm_buf_printf(&b, "merge profiles=%llu\n%s",
 	    (unsigned long long)profiles, m);
 	free(m);
-	sel.tenant = "t";
-	sel.start_ms = 0;
-	sel.end_ms = 60 * SEC;
-	req.select = &sel;
+	req.sel.tenant = "t";
+	req.sel.start_ms = 0;
+	req.sel.end_ms = 60 * SEC;
 	req.step_ms = 10 * SEC;
-	req.n_group_by = 1;
+	req.ngroup_by = 1;
 	req.group_by = gb;
 	SM_REQUIRE(ing_db_series(db, &req, a, &out, &err) == 0);
 	for (size_t i = 0; i < out.n_series; i++) {
@@ -2351,11 +2326,9 @@ db_answers(struct ing_db *db)
 		    (unsigned long long)st->series[i]->profiles,
 		    (unsigned long long)st->series[i]->digest);
 	{
-		Smolder__V1__ProfilesRequest pq =
-		    SMOLDER__V1__PROFILES_REQUEST__INIT;
+		struct ing_query pq = { .sel = req.sel };
 		Smolder__V1__ProfilesResponse po;
 
-		pq.select = &sel;
 		SM_REQUIRE(ing_db_profiles(db, &pq, a, &po, &err) == 0);
 		for (size_t i = 0; i < po.n_profiles; i++) {
 			const Smolder__V1__ProfileRef *r = po.profiles[i];

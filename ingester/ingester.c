@@ -790,6 +790,110 @@ serve_compact(struct ing_call *c)
 	return (0);
 }
 
+/*
+ * The storage API's query (db.h) from an RPC request: the select's
+ * matchers, picks and resolutions copied into the call's arena; strings
+ * and packed arrays borrowed from the decoded request, which outlives the
+ * call.  The extras of each kind are set by the caller.  0, SM_EMALFORMED
+ * (no select), SM_ENOMEM.
+ */
+static int
+query_from_rpc(const Smolder__V1__Select *in, const char *what,
+    struct sm_arena *a, struct ing_query *q, struct sm_err *err)
+{
+	struct ing_select *sel = &q->sel;
+	struct ing_matcher *m;
+	struct ing_pick *pk;
+	struct ing_resolution *res;
+
+	memset(q, 0, sizeof(*q));
+	if (in == NULL)
+		return (sm_err_set(err, SM_EMALFORMED, "%s: no select", what));
+	m = sm_arena_alloc(a, SM_MAX(in->n_matchers, 1) * sizeof(*m));
+	pk = sm_arena_alloc(a, SM_MAX(in->n_picks, 1) * sizeof(*pk));
+	res = sm_arena_alloc(a, SM_MAX(in->n_resolution, 1) * sizeof(*res));
+	if (m == NULL || pk == NULL || res == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < in->n_matchers; i++)
+		m[i] = (struct ing_matcher){
+			(enum sm_match_type)in->matchers[i]->type,
+			in->matchers[i]->name, in->matchers[i]->value };
+	for (size_t i = 0; i < in->n_picks; i++)
+		pk[i] = (struct ing_pick){ in->picks[i]->fp, in->picks[i]->t,
+			in->picks[i]->n_t };
+	for (size_t i = 0; i < in->n_resolution; i++)
+		res[i] = (struct ing_resolution){ in->resolution[i]->start_ms,
+			in->resolution[i]->end_ms, in->resolution[i]->width_ms };
+	*sel = (struct ing_select){ .tenant = in->tenant, .matchers = m,
+		.nmatchers = in->n_matchers, .start_ms = in->start_ms,
+		.end_ms = in->end_ms, .picked = in->picked, .picks = pk,
+		.npicks = in->n_picks, .res = res, .nres = in->n_resolution };
+	return (0);
+}
+
+/* The query of a read request (query_from_rpc plus its kind's fields). */
+static int
+query_of(const Smolder__V1__Request *req, struct sm_arena *a,
+    struct ing_query *q, struct sm_err *err)
+{
+	int rv;
+
+	switch (req->method_case) {
+	case SMOLDER__V1__REQUEST__METHOD_MERGE:
+		return (query_from_rpc(req->merge->select, "merge", a, q,
+		    err));
+	case SMOLDER__V1__REQUEST__METHOD_SERIES:
+		if ((rv = query_from_rpc(req->series->select, "series", a, q,
+		    err)) != 0)
+			return (rv);
+		q->step_ms = req->series->step_ms;
+		q->group_by = (const char *const *)req->series->group_by;
+		q->ngroup_by = req->series->n_group_by;
+		return (0);
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		if ((rv = query_from_rpc(req->labels->select, "labels", a, q,
+		    err)) != 0)
+			return (rv);
+		q->kind = (enum ing_labels_kind)req->labels->kind;
+		q->name = req->labels->name;
+		q->label_names = (const char *const *)req->labels->label_names;
+		q->nlabel_names = req->labels->n_label_names;
+		q->all_time = req->labels->all_time;
+		return (0);
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		if ((rv = query_from_rpc(req->stats->select, "stats", a, q,
+		    err)) != 0)
+			return (rv);
+		q->detail = req->stats->detail;
+		q->ndetail = req->stats->n_detail;
+		return (0);
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		if ((rv = query_from_rpc(req->analyze->select, "analyze", a, q,
+		    err)) != 0)
+			return (rv);
+		q->all_time = req->analyze->all_time;
+		return (0);
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		if ((rv = query_from_rpc(req->span_merge->select, "span merge",
+		    a, q, err)) != 0)
+			return (rv);
+		q->span_ids = req->span_merge->span_ids;
+		q->nspan_ids = req->span_merge->n_span_ids;
+		return (0);
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		if ((rv = query_from_rpc(req->profiles->select, "profiles", a,
+		    q, err)) != 0)
+			return (rv);
+		q->group_by = (const char *const *)req->profiles->group_by;
+		q->ngroup_by = req->profiles->n_group_by;
+		q->max = req->profiles->max;
+		return (0);
+	default:
+		memset(q, 0, sizeof(*q));
+		return (0);
+	}
+}
+
 static int
 ing_dispatch(struct ing_call *c)
 {
@@ -798,8 +902,11 @@ ing_dispatch(struct ing_call *c)
 	Smolder__V1__Response *r = c->r;
 	struct sm_arena *a = c->a;
 	struct sm_err *err = c->err;
+	struct ing_query q;
 	int rv;
 
+	if ((rv = query_of(req, a, &q, err)) != 0)
+		return (rv);
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
 		struct ing_write_result res;
@@ -832,47 +939,42 @@ ing_dispatch(struct ing_call *c)
 		break;
 	}
 	case SMOLDER__V1__REQUEST__METHOD_MERGE:
-		if (req->merge->select == NULL) {
-			rv = sm_err_set(err, SM_EMALFORMED, "merge: no select");
-			break;
-		}
-		rv = ing_db_merge(ing->db, req->merge->select, a, &c->mr, err);
+		rv = ing_db_merge(ing->db, &q, a, &c->mr, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_MERGE;
 			r->merge = &c->mr;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SERIES:
-		rv = ing_db_series(ing->db, req->series, a, &c->sr, err);
+		rv = ing_db_series(ing->db, &q, a, &c->sr, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SERIES;
 			r->series = &c->sr;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_LABELS:
-		rv = ing_db_labels(ing->db, req->labels, a, &c->lr, err);
+		rv = ing_db_labels(ing->db, &q, a, &c->lr, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_LABELS;
 			r->labels = &c->lr;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_STATS:
-		rv = ing_db_series_stats(ing->db, req->stats, a, &c->str, err);
+		rv = ing_db_series_stats(ing->db, &q, a, &c->str, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
 			r->stats = &c->str;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
-		rv = ing_db_analyze(ing->db, req->analyze, a, &c->anr, err);
+		rv = ing_db_analyze(ing->db, &q, a, &c->anr, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_ANALYZE;
 			r->analyze = &c->anr;
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
-		rv = ing_db_span_merge(ing->db, req->span_merge, a, &c->mr,
-		    err);
+		rv = ing_db_span_merge(ing->db, &q, a, &c->mr, err);
 		if (rv == 0) {
 			r->result_case =
 			    SMOLDER__V1__RESPONSE__RESULT_SPAN_MERGE;
@@ -880,7 +982,7 @@ ing_dispatch(struct ing_call *c)
 		}
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
-		rv = ing_db_profiles(ing->db, req->profiles, a, &c->pfr, err);
+		rv = ing_db_profiles(ing->db, &q, a, &c->pfr, err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_PROFILES;
 			r->profiles = &c->pfr;

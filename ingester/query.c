@@ -20,32 +20,32 @@
  * The pick of series `fp` when the select is picked: NULL means the series
  * is not wanted here.  Picks are validated sorted (select_validate).
  */
-static const Smolder__V1__Pick *
-pick_find(const Smolder__V1__Select *sel, uint64_t fp)
+static const struct ing_pick *
+pick_find(const struct ing_select *sel, uint64_t fp)
 {
-	size_t lo = 0, hi = sel->n_picks;
+	size_t lo = 0, hi = sel->npicks;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (sel->picks[mid]->fp < fp)
+		if (sel->picks[mid].fp < fp)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return (lo < sel->n_picks && sel->picks[lo]->fp == fp ?
-	    sel->picks[lo] : NULL);
+	return (lo < sel->npicks && sel->picks[lo].fp == fp ?
+	    &sel->picks[lo] : NULL);
 }
 
 /* Does the series' pick (NULL: not picked, so every bucket) take t? */
 static bool
-pick_bucket(const Smolder__V1__Pick *pk, int64_t t)
+pick_bucket(const struct ing_pick *pk, int64_t t)
 {
 	size_t lo = 0, hi;
 
-	if (pk == NULL || pk->n_t == 0)
+	if (pk == NULL || pk->nt == 0)
 		return (true);
-	hi = pk->n_t;
+	hi = pk->nt;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -54,7 +54,7 @@ pick_bucket(const Smolder__V1__Pick *pk, int64_t t)
 		else
 			hi = mid;
 	}
-	return (lo < pk->n_t && pk->t[lo] == t);
+	return (lo < pk->nt && pk->t[lo] == t);
 }
 
 /*
@@ -62,8 +62,8 @@ pick_bucket(const Smolder__V1__Pick *pk, int64_t t)
  * select is picked and the series is not among the picks.
  */
 static bool
-series_picked(const Smolder__V1__Select *sel, uint64_t fp,
-    const Smolder__V1__Pick **pk)
+series_picked(const struct ing_select *sel, uint64_t fp,
+    const struct ing_pick **pk)
 {
 	*pk = NULL;
 	if (!sel->picked)
@@ -114,7 +114,7 @@ struct visitor {
 	struct ing_db *db;
 	const char *tenant;
 	const struct sm_selector *ss;
-	const Smolder__V1__Select *picks;  /* applied; NULL: ignored */
+	const struct ing_select *picks;  /* applied; NULL: ignored */
 	const struct ing_res *res;         /* NULL: raw only (tiers.h) */
 	int64_t start, end;                /* as ing_set_select */
 	bool no_yield;
@@ -122,7 +122,7 @@ struct visitor {
 	int (*begin)(void *arg, const struct visit_src *src, uint32_t n,
 	    struct sm_err *err);
 	int (*each)(void *arg, const struct visit_src *src, uint32_t id,
-	    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+	    const struct ing_series *sr, const struct ing_pick *pk,
 	    struct sm_err *err);
 	int (*finish)(void *arg, const struct visit_src *src, int rv,
 	    struct sm_err *err);
@@ -150,7 +150,7 @@ visit_set(const struct visitor *v, const struct visit_src *src,
 		rv = VISIT_SKIP;
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
 		const struct ing_series *sr;
-		const Smolder__V1__Pick *pk = NULL;
+		const struct ing_pick *pk = NULL;
 
 		/* Nothing from before the yield is used after it but ids. */
 		ing_yield(y);
@@ -223,7 +223,7 @@ meta_of(const struct ing_set *s, const struct ing_series *sr,
  * at the query's resolution and picked, to acc. */
 static uint64_t
 acc_buckets(const struct visit_src *src, const struct ing_bucket *b,
-    uint32_t nb, int64_t start, int64_t end, const Smolder__V1__Pick *pk,
+    uint32_t nb, int64_t start, int64_t end, const struct ing_pick *pk,
     int64_t *acc)
 {
 	int64_t bucket_ms = src->bucket_ms;
@@ -295,7 +295,7 @@ acc_cover(int64_t **acc, uint32_t *nacc, uint32_t n)
 struct merge_acc {
 	struct ing_db *db;
 	const char *tenant;
-	const Smolder__V1__Select *sel;
+	const struct ing_select *sel;
 	struct sm_mtree *mt;
 	struct sm_arena *a;
 	int64_t *acc;                      /* per node of the source's tree */
@@ -331,7 +331,7 @@ merge_begin(void *arg, const struct visit_src *src, uint32_t n,
 
 static int
 merge_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct merge_acc *x = arg;
@@ -402,20 +402,20 @@ merge_finish(void *arg, const struct visit_src *src, int rv,
 	return (rv);
 }
 
-/* Selector from RPC matchers. */
+/* The select checked, and its matchers as a selector. */
 static int
-selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
+selector_from_select(const struct ing_select *sel, struct sm_selector *out,
     struct sm_err *err)
 {
 	int rv;
 
-	for (size_t i = 0; i < sel->n_picks; i++) {
-		const Smolder__V1__Pick *pk = sel->picks[i];
+	for (size_t i = 0; i < sel->npicks; i++) {
+		const struct ing_pick *pk = &sel->picks[i];
 
-		if (i > 0 && sel->picks[i - 1]->fp >= pk->fp)
+		if (i > 0 && sel->picks[i - 1].fp >= pk->fp)
 			return (sm_err_set(err, SM_EINVAL, "picks not sorted "
 			    "by fingerprint"));
-		for (size_t k = 1; k < pk->n_t; k++) {
+		for (size_t k = 1; k < pk->nt; k++) {
 			if (pk->t[k - 1] >= pk->t[k])
 				return (sm_err_set(err, SM_EINVAL, "pick %zu: "
 				    "bucket times not sorted", i));
@@ -424,17 +424,16 @@ selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
 	if ((rv = ing_res_validate(sel, err)) != 0)
 		return (rv);
 	sm_selector_init(out);
-	for (size_t i = 0; i < sel->n_matchers; i++) {
-		const Smolder__V1__Matcher *m = sel->matchers[i];
+	for (size_t i = 0; i < sel->nmatchers; i++) {
+		const struct ing_matcher *m = &sel->matchers[i];
 
-		if ((int)m->type < 0 ||
-		    m->type > SMOLDER__V1__MATCH_TYPE__MATCH_NRE ||
+		if ((int)m->type < 0 || m->type > SM_MATCH_NRE ||
 		    m->name == NULL || m->value == NULL) {
 			sm_selector_fini(out);
 			return (sm_err_set(err, SM_EINVAL, "bad matcher %zu", i));
 		}
-		if ((rv = sm_selector_add(out, (enum sm_match_type)m->type,
-		    m->name, m->value, err)) != 0) {
+		if ((rv = sm_selector_add(out, m->type, m->name, m->value,
+		    err)) != 0) {
 			sm_selector_fini(out);
 			return (rv);
 		}
@@ -443,10 +442,11 @@ selector_from_pb(const Smolder__V1__Select *sel, struct sm_selector *out,
 }
 
 int
-ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
+ing_db_merge(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err)
 {
-	Smolder__V1__Select fsel;
+	struct ing_select fsel = q->sel;
+	const struct ing_select *sel = &fsel;
 	struct sm_selector ss;
 	struct ing_sources src;
 	struct sm_mtree mt;
@@ -456,8 +456,8 @@ ing_db_merge(struct ing_db *db, const Smolder__V1__Select *sel,
 	int rv;
 
 	smolder__v1__merge_response__init(out);
-	sel = ing_select_floor(db, sel, &fsel);
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	ing_select_floor(db, &fsel);
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
 	if (sm_mtree_init(&mt) != 0) {
 		sm_selector_fini(&ss);
@@ -542,7 +542,7 @@ struct series_group {
  * (a scan of the groups per series was quadratic).
  */
 struct series_acc {
-	const Smolder__V1__SeriesRequest *req;
+	const struct ing_query *q;
 	struct sm_arena *a;
 	int64_t first, step, nsteps;
 	struct series_group *g;
@@ -574,7 +574,7 @@ series_group_hash(const char *const *v, uint32_t n)
 static struct series_group *
 series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 {
-	uint32_t ngb = (uint32_t)x->req->n_group_by;
+	uint32_t ngb = (uint32_t)x->q->ngroup_by;
 	const char *vals[64];
 	const char **v = vals;
 	struct series_group *gr = NULL;
@@ -590,7 +590,7 @@ series_group_of(struct series_acc *x, const struct ing_series *sr, int *rv)
 	}
 	for (uint32_t j = 0; j < ngb; j++) {
 		v[j] = sm_labels_get(sr->labels, sr->nlabels,
-		    x->req->group_by[j]);
+		    x->q->group_by[j]);
 		if (v[j] == NULL)
 			v[j] = "";
 	}
@@ -661,11 +661,11 @@ out:
 /* Add the bucket totals of one selected series to its group. */
 static int
 series_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct series_acc *x = arg;
-	const Smolder__V1__Select *sel = x->req->select;
+	const struct ing_select *sel = &x->q->sel;
 	struct ing_bucket_it it;
 	const struct ing_bucket *b;
 	int64_t bucket_ms = src->bucket_ms;
@@ -706,12 +706,11 @@ group_cmp(const void *a, const void *b, void *arg)
 }
 
 int
-ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
+ing_db_series(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = req->select;
-	Smolder__V1__SeriesRequest freq;
-	Smolder__V1__Select fsel;
+	struct ing_query fq = *q;
+	const struct ing_select *sel = &fq.sel;
 	struct series_acc x;
 	struct sm_selector ss;
 	struct ing_res res;
@@ -721,31 +720,28 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 	int rv = 0;
 
 	smolder__v1__series_response__init(out);
-	if (sel == NULL || req->step_ms <= 0 || sel->end_ms <= sel->start_ms)
+	if (q->step_ms <= 0 || sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "series: bad range or step"));
 	/* The step arithmetic below is exact only inside the time window
 	 * (attime.h); the querier checks it too, this guards the RPC. */
 	if ((rv = sm_time_check_range(sel->start_ms, "series: start",
 	    sel->end_ms, "end", err)) != 0)
 		return (rv);
-	if ((sel = ing_select_floor(db, sel, &fsel)) != req->select) {
-		if (sel->end_ms <= sel->start_ms)
-			return (0);   /* all of it is past retention */
-		freq = *req;
-		freq.select = (Smolder__V1__Select *)sel;
-		req = &freq;
-	}
+	ing_select_floor(db, &fq.sel);
+	if (sel->end_ms <= sel->start_ms)
+		return (0);   /* all of it is past retention */
+	q = &fq;
 	memset(&x, 0, sizeof(x));
-	x.req = req;
+	x.q = q;
 	x.a = a;
-	x.step = req->step_ms;
+	x.step = q->step_ms;
 	x.first = sm_floor_to(sel->start_ms, x.step);
 	x.nsteps = (sel->end_ms - x.first + x.step - 1) / x.step;
 	if (x.nsteps > SERIES_MAX_STEPS)
 		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
 		    "the limit of %d", (long long)x.nsteps, SERIES_MAX_STEPS));
-	ngb = (uint32_t)req->n_group_by;
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	ngb = (uint32_t)q->ngroup_by;
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
@@ -823,7 +819,7 @@ ing_db_series(struct ing_db *db, const Smolder__V1__SeriesRequest *req,
 				goto out_sel;
 			}
 			types__v1__label_pair__init(lp);
-			lp->name = req->group_by[j];
+			lp->name = (char *)q->group_by[j];
 			lp->value = x.g[gi].values[j];
 			se->labels[j] = lp;
 		}
@@ -868,7 +864,7 @@ struct stat_acc {
 };
 
 struct stats_acc {
-	const Smolder__V1__StatsRequest *req;
+	const struct ing_query *q;
 	struct sm_arena *a;
 	struct stat_acc *v;
 	uint32_t n, cap;
@@ -926,7 +922,7 @@ stats_get(struct stats_acc *x, uint64_t fp)
 	}
 	memset(&x->v[x->n], 0, sizeof(x->v[x->n]));
 	x->v[x->n].fp = fp;
-	x->v[x->n].detail = fp_in(x->req->detail, x->req->n_detail, fp);
+	x->v[x->n].detail = fp_in(x->q->detail, x->q->ndetail, fp);
 	k = (uint32_t)sm_oatab_insert(&x->tab, &it, x->n);   /* reserved: 0 */
 	SM_ASSERT(k == 0);
 	x->n++;
@@ -938,11 +934,11 @@ stats_get(struct stats_acc *x, uint64_t fp)
  * querier picks buckets from). */
 static int
 stats_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct stats_acc *x = arg;
-	const Smolder__V1__Select *sel = x->req->select;
+	const struct ing_select *sel = &x->q->sel;
 	struct ing_bucket_it it;
 	const struct ing_bucket *b;
 	int64_t bucket_ms = src->bucket_ms;
@@ -1024,12 +1020,11 @@ detail_output(struct stat_acc *st, struct sm_arena *a,
 }
 
 int
-ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
+ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__StatsResponse *out, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = req->select;
-	Smolder__V1__StatsRequest freq;
-	Smolder__V1__Select fsel;
+	struct ing_query fq = *q;
+	const struct ing_select *sel = &fq.sel;
 	struct stats_acc x;
 	struct sm_selector ss;
 	struct ing_res res;
@@ -1038,24 +1033,21 @@ ing_db_series_stats(struct ing_db *db, const Smolder__V1__StatsRequest *req,
 	int rv = 0;
 
 	smolder__v1__stats_response__init(out);
-	if (sel == NULL || sel->end_ms <= sel->start_ms)
+	if (sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "stats: bad range"));
-	if ((sel = ing_select_floor(db, sel, &fsel)) != req->select) {
-		if (sel->end_ms <= sel->start_ms)
-			return (0);   /* all of it is past retention */
-		freq = *req;
-		freq.select = (Smolder__V1__Select *)sel;
-		req = &freq;
-	}
-	for (size_t i = 1; i < req->n_detail; i++) {
-		if (req->detail[i - 1] >= req->detail[i])
+	ing_select_floor(db, &fq.sel);
+	if (sel->end_ms <= sel->start_ms)
+		return (0);   /* all of it is past retention */
+	q = &fq;
+	for (size_t i = 1; i < q->ndetail; i++) {
+		if (q->detail[i - 1] >= q->detail[i])
 			return (sm_err_set(err, SM_EINVAL, "stats: detail not "
 			    "sorted"));
 	}
 	memset(&x, 0, sizeof(x));
-	x.req = req;
+	x.q = q;
 	x.a = a;
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
@@ -1115,7 +1107,7 @@ out:
  * are kept as arrays of interned ids keyed by their fingerprint.
  */
 struct labels_acc {
-	const Smolder__V1__LabelsRequest *req;
+	const struct ing_query *q;
 	struct sm_strtab names;          /* collected strings */
 	struct lset {
 		uint64_t fp;
@@ -1149,12 +1141,12 @@ lset_find(const struct labels_acc *x, uint64_t fp, const uint32_t *ids,
 }
 
 static bool
-label_wanted(const Smolder__V1__LabelsRequest *req, const char *name)
+label_wanted(const struct ing_query *q, const char *name)
 {
-	if (req->n_label_names == 0)
+	if (q->nlabel_names == 0)
 		return (true);
-	for (size_t i = 0; i < req->n_label_names; i++) {
-		if (strcmp(req->label_names[i], name) == 0)
+	for (size_t i = 0; i < q->nlabel_names; i++) {
+		if (strcmp(q->label_names[i], name) == 0)
 			return (true);
 	}
 	return (false);
@@ -1164,14 +1156,14 @@ static int
 labels_series(struct labels_acc *x, const struct ing_set *s,
     const struct ing_series *sr)
 {
-	const Smolder__V1__LabelsRequest *req = x->req;
+	const struct ing_query *q = x->q;
 	struct sm_oatab_it it;
 	struct lset ls;
 	uint32_t k = 0, tmp[2 * 64];
 	int rv;
 
-	switch (req->kind) {
-	case SMOLDER__V1__LABELS_KIND__LABEL_NAMES:
+	switch (q->kind) {
+	case ING_LABEL_NAMES:
 		for (uint32_t i = 0; i < sr->nlabels; i++) {
 			if ((rv = sm_strtab_intern(&x->names,
 			    sr->labels[i].name, strlen(sr->labels[i].name),
@@ -1179,9 +1171,9 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 				return (rv);
 		}
 		return (0);
-	case SMOLDER__V1__LABELS_KIND__LABEL_VALUES: {
+	case ING_LABEL_VALUES: {
 		const char *v = sm_labels_get(sr->labels, sr->nlabels,
-		    req->name != NULL ? req->name : "");
+		    q->name != NULL ? q->name : "");
 
 		if (v == NULL)
 			return (0);
@@ -1193,7 +1185,7 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 	/* A restricted label set. */
 	memset(&ls, 0, sizeof(ls));
 	for (uint32_t i = 0; i < sr->nlabels && ls.n < 64; i++) {
-		if (!label_wanted(req, sr->labels[i].name))
+		if (!label_wanted(q, sr->labels[i].name))
 			continue;
 		if ((rv = sm_strtab_intern(&x->names, sr->labels[i].name,
 		    strlen(sr->labels[i].name), &tmp[2 * ls.n])) != 0 ||
@@ -1233,7 +1225,7 @@ labels_series(struct labels_acc *x, const struct ing_set *s,
 
 static int
 labels_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	return (labels_series(arg, src->s, sr));
@@ -1267,7 +1259,7 @@ labels_output(struct labels_acc *x, struct sm_arena *a,
 {
 	const struct sm_strtab *t = &x->names;
 
-	if (x->req->kind != SMOLDER__V1__LABELS_KIND__SERIES_LABELS) {
+	if (x->q->kind != ING_SERIES_LABELS) {
 		/* Every interned string but "" (id 0) is an answer. */
 		uint32_t n = t->n > 0 ? t->n - 1 : 0;
 
@@ -1347,12 +1339,11 @@ labels_output(struct labels_acc *x, struct sm_arena *a,
 }
 
 int
-ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
+ing_db_labels(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__LabelsResponse *out, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = req->select;
-	Smolder__V1__LabelsRequest freq;
-	Smolder__V1__Select fsel;
+	struct ing_query fq = *q;
+	const struct ing_select *sel = &fq.sel;
 	struct labels_acc x;
 	struct sm_selector ss;
 	struct visitor v;
@@ -1360,40 +1351,31 @@ ing_db_labels(struct ing_db *db, const Smolder__V1__LabelsRequest *req,
 	int rv;
 
 	smolder__v1__labels_response__init(out);
-	if (sel == NULL)
-		return (sm_err_set(err, SM_EINVAL, "labels: no select"));
-	if (req->all_time && ing_db_floor(db, sel->tenant) != INT64_MIN) {
+	if (q->all_time && ing_db_floor(db, sel->tenant) != INT64_MIN) {
 		/* All time above the retention floor (halved bound as in
 		 * analyze): a range, so hidden head data stays hidden. */
-		fsel = *sel;
-		fsel.start_ms = ing_db_floor(db, sel->tenant);
-		fsel.end_ms = INT64_MAX / 2;
-		if (fsel.end_ms < fsel.start_ms)
-			fsel.end_ms = fsel.start_ms;
-		freq = *req;
-		freq.select = &fsel;
-		freq.all_time = false;
-		req = &freq;
-		sel = &fsel;
-	} else if (!req->all_time &&
-	    (sel = ing_select_floor(db, sel, &fsel)) != req->select) {
-		freq = *req;
-		freq.select = (Smolder__V1__Select *)sel;
-		req = &freq;
+		fq.sel.start_ms = ing_db_floor(db, sel->tenant);
+		fq.sel.end_ms = INT64_MAX / 2;
+		if (fq.sel.end_ms < fq.sel.start_ms)
+			fq.sel.end_ms = fq.sel.start_ms;
+		fq.all_time = false;
+	} else if (!q->all_time) {
+		ing_select_floor(db, &fq.sel);
 	}
+	q = &fq;
 	memset(&x, 0, sizeof(x));
-	x.req = req;
+	x.q = q;
 	if (sm_strtab_init(&x.names) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		goto out_names;
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
-	    req->all_time, &src, err)) != 0)
+	    q->all_time, &src, err)) != 0)
 		goto out_sel;
 	/* Picks are ignored; all_time: no time filter (start > end). */
 	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.start = req->all_time ? 1 : sel->start_ms,
-		.end = req->all_time ? 0 : sel->end_ms,
+		.start = q->all_time ? 1 : sel->start_ms,
+		.end = q->all_time ? 0 : sel->end_ms,
 		.each = labels_each, .arg = &x };
 	rv = visit(&v, &src, err);
 	ing_sources_put(&src);
@@ -1497,7 +1479,7 @@ struct an_ctx {
  */
 static int
 an_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct an_ctx *x = arg;
@@ -1556,11 +1538,11 @@ an_finish(void *arg, const struct visit_src *src, int rv, struct sm_err *err)
 }
 
 int
-ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
+ing_db_analyze(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__AnalyzeResponse *out, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = req->select;
-	Smolder__V1__Select fsel;
+	struct ing_select fsel = q->sel;
+	const struct ing_select *sel = &fsel;
 	struct an_ctx x = { 0 };
 	struct ing_res res;
 	struct visitor v;
@@ -1571,26 +1553,24 @@ ing_db_analyze(struct ing_db *db, const Smolder__V1__AnalyzeRequest *req,
 
 	smolder__v1__analyze_response__init(out);
 	out->bucket_ms = db->cfg.bucket_ms;
-	if (sel == NULL)
-		return (sm_err_set(err, SM_EINVAL, "analyze: no select"));
-	if (!req->all_time && sel->end_ms <= sel->start_ms)
+	if (!q->all_time && sel->end_ms <= sel->start_ms)
 		return (sm_err_set(err, SM_EINVAL, "analyze: bad range"));
-	if (req->all_time) {
+	if (q->all_time) {
 		/* Everything above the retention floor (halved bounds keep
 		 * bucket arithmetic from overflowing). */
 		start = SM_MAX(ing_db_floor(db, sel->tenant), INT64_MIN / 2);
 		end = INT64_MAX / 2;
 	} else {
-		sel = ing_select_floor(db, sel, &fsel);
+		ing_select_floor(db, &fsel);
 		start = sel->start_ms;
 		end = sel->end_ms;
 		if (end <= start)
 			return (0);   /* all of it is past retention */
 	}
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
 	if ((rv = ing_sources_get(db, sel->tenant, start, end,
-	    req->all_time, &src, err)) != 0)
+	    q->all_time, &src, err)) != 0)
 		goto out_sel;
 	x.start = start;
 	x.end = end;
@@ -1624,13 +1604,13 @@ out_sel:
  */
 struct span_sel {
 	uint64_t *fp;
-	const Smolder__V1__Pick **pk;
+	const struct ing_pick **pk;
 	uint32_t n;
 	int64_t start, end, bucket_ms;
 	struct ing_db *db;
 	const char *tenant;
-	const Smolder__V1__SpanMergeRequest *req;
-	const Smolder__V1__Select *sel;
+	const struct ing_query *q;
+	const struct ing_select *sel;
 	struct sm_mtree *mt;
 };
 
@@ -1694,7 +1674,7 @@ span_begin(void *arg, const struct visit_src *src, uint32_t n,
 /* A picked series (the visitor applied the picks). */
 static int
 span_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct span_sel *x = arg;
@@ -1720,7 +1700,7 @@ span_finish(void *arg, const struct visit_src *src, int rv,
 		return (rv);
 	qsort(x->fp, x->n, sizeof(*x->fp), span_fp_cmp);
 	for (uint32_t i = 0; i < x->n; i++) {
-		const Smolder__V1__Pick *pk;
+		const struct ing_pick *pk;
 
 		series_picked(x->sel, x->fp[i], &pk);
 		x->pk[i] = pk;
@@ -1729,7 +1709,7 @@ span_finish(void *arg, const struct visit_src *src, int rv,
 		if ((acc = sm_calloc(h->tree.n, sizeof(*acc))) == NULL)
 			return (SM_ENOMEM);
 		x->mt->profiles += ing_spans_sum(h->spans.v, h->spans.n, false,
-		    x->req->span_ids, x->req->n_span_ids, span_want, x, acc);
+		    x->q->span_ids, x->q->nspan_ids, span_want, x, acc);
 		rv = sm_mtree_add_tree(x->mt, h->tree.parent, h->tree.name,
 		    h->tree.n, acc, h->frames.strs, h->frames.n, err);
 		sm_free(acc);
@@ -1746,8 +1726,8 @@ span_finish(void *arg, const struct visit_src *src, int rv,
 		rv = SM_ENOMEM;
 		goto out;
 	}
-	x->mt->profiles += ing_spans_sum(sp, nsp, true, x->req->span_ids,
-	    x->req->n_span_ids, span_want, x, acc);
+	x->mt->profiles += ing_spans_sum(sp, nsp, true, x->q->span_ids,
+	    x->q->nspan_ids, span_want, x, acc);
 	rv = sm_mtree_add_tree(x->mt, tree->parent, tree->name, tree->n, acc,
 	    tree->frames, tree->nframes, err);
 	if (rv == SM_ECORRUPT)
@@ -1762,11 +1742,11 @@ out:
 }
 
 int
-ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
+ing_db_span_merge(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__MergeResponse *out, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel;
-	Smolder__V1__Select fsel;
+	struct ing_select fsel = q->sel;
+	const struct ing_select *sel = &fsel;
 	struct sm_selector ss;
 	struct ing_sources src;
 	struct sm_mtree mt;
@@ -1775,25 +1755,23 @@ ing_db_span_merge(struct ing_db *db, const Smolder__V1__SpanMergeRequest *req,
 	int rv;
 
 	smolder__v1__merge_response__init(out);
-	if (req == NULL || req->select == NULL)
-		return (sm_err_set(err, SM_EMALFORMED, "span merge: no select"));
-	for (size_t i = 1; i < req->n_span_ids; i++) {
-		if (req->span_ids[i - 1] >= req->span_ids[i])
+	for (size_t i = 1; i < q->nspan_ids; i++) {
+		if (q->span_ids[i - 1] >= q->span_ids[i])
 			return (sm_err_set(err, SM_EMALFORMED, "span merge: "
 			    "span ids not sorted and unique"));
 	}
-	sel = ing_select_floor(db, req->select, &fsel);
-	if ((rv = selector_from_pb(sel, &ss, err)) != 0)
+	ing_select_floor(db, &fsel);
+	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
 	if (sm_mtree_init(&mt) != 0) {
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if (req->n_span_ids == 0 || (rv = ing_sources_get(db, sel->tenant,
+	if (q->nspan_ids == 0 || (rv = ing_sources_get(db, sel->tenant,
 	    sel->start_ms, sel->end_ms, 0, &src, err)) != 0)
 		goto done;
 	x = (struct span_sel){ .start = sel->start_ms, .end = sel->end_ms,
-		.db = db, .tenant = sel->tenant, .req = req, .sel = sel,
+		.db = db, .tenant = sel->tenant, .q = q, .sel = sel,
 		.mt = &mt };
 	/* No yield: span_finish reads h->spans.v (the visitor's comment). */
 	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
@@ -1840,8 +1818,8 @@ prof_out_cmp(const void *a, const void *b)
 }
 
 struct prof_acc {
-	const Smolder__V1__ProfilesRequest *req;
-	const Smolder__V1__Select *sel;
+	const struct ing_query *q;
+	const struct ing_select *sel;
 	struct sm_arena *a;
 	uint32_t max;
 	struct prof_out *v;
@@ -1881,15 +1859,15 @@ prof_group(struct prof_acc *x, const struct ing_series *sr, struct sm_err *err)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((g = sm_arena_alloc(x->a, sizeof(*g))) == NULL ||
 	    (g->labels = NULL, smolder__v1__series_group__init(g),
-	    (g->labels = sm_arena_alloc(x->a, (x->req->n_group_by + 1) *
+	    (g->labels = sm_arena_alloc(x->a, (x->q->ngroup_by + 1) *
 	    sizeof(*g->labels))) == NULL))
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	g->fp = sr->fp;
-	for (size_t k = 0; k < x->req->n_group_by; k++) {
+	for (size_t k = 0; k < x->q->ngroup_by; k++) {
 		for (uint32_t i = 0; i < sr->nlabels; i++) {
 			Types__V1__LabelPair *lp;
 
-			if (strcmp(sr->labels[i].name, x->req->group_by[k]) != 0)
+			if (strcmp(sr->labels[i].name, x->q->group_by[k]) != 0)
 				continue;
 			if ((lp = sm_arena_alloc(x->a, sizeof(*lp))) == NULL)
 				return (sm_err_set(err, SM_ENOMEM, "oom"));
@@ -1952,7 +1930,7 @@ prof_begin(void *arg, const struct visit_src *src, uint32_t n,
 
 static int
 prof_each(void *arg, const struct visit_src *src, uint32_t id,
-    const struct ing_series *sr, const Smolder__V1__Pick *pk,
+    const struct ing_series *sr, const struct ing_pick *pk,
     struct sm_err *err)
 {
 	struct prof_acc *x = arg;
@@ -1967,7 +1945,7 @@ prof_finish(void *arg, const struct visit_src *src, int rv,
     struct sm_err *err)
 {
 	struct prof_acc *x = arg;
-	const Smolder__V1__Select *sel = x->sel;
+	const struct ing_select *sel = x->sel;
 
 	if (rv == 0) {
 		qsort(x->fp, x->nf, sizeof(*x->fp), span_fp_cmp);
@@ -1996,28 +1974,27 @@ group_fp_cmp(const void *a, const void *b)
 }
 
 int
-ing_db_profiles(struct ing_db *db, const Smolder__V1__ProfilesRequest *req,
+ing_db_profiles(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__ProfilesResponse *out,
     struct sm_err *err)
 {
+	struct ing_select fsel = q->sel;
 	struct prof_acc x;
 	struct visitor v;
-	Smolder__V1__Select fsel;
 	struct sm_selector ss;
 	struct ing_sources src;
 	uint32_t w = 0;
 	int rv;
 
 	smolder__v1__profiles_response__init(out);
-	if (req == NULL || req->select == NULL)
-		return (sm_err_set(err, SM_EMALFORMED, "profiles: no select"));
 	memset(&x, 0, sizeof(x));
-	x.req = req;
+	x.q = q;
 	x.a = a;
-	x.max = req->max != 0 ? req->max : PROFILES_MAX_DEFAULT;
+	x.max = q->max != 0 ? q->max : PROFILES_MAX_DEFAULT;
 	x.db = db;
-	x.sel = ing_select_floor(db, req->select, &fsel);
-	if ((rv = selector_from_pb(x.sel, &ss, err)) != 0)
+	ing_select_floor(db, &fsel);
+	x.sel = &fsel;
+	if ((rv = selector_from_select(x.sel, &ss, err)) != 0)
 		return (rv);
 	if ((rv = ing_sources_get(db, x.sel->tenant, x.sel->start_ms,
 	    x.sel->end_ms, 0, &src, err)) != 0)

@@ -29,27 +29,19 @@ tier(uint64_t gen, int64_t w, int64_t day, uint64_t cover_gen)
 
 /* A select asking [lo, hi) at width w (two ranges when lo2 < hi2). */
 struct q {
-	Smolder__V1__Select sel;
-	Smolder__V1__Resolution r[2], *rp[2];
+	struct ing_select sel;
+	struct ing_resolution r[2];
 };
 
 static void
 q_init(struct q *q, int64_t w, int64_t lo, int64_t hi, int64_t w2,
     int64_t lo2, int64_t hi2)
 {
-	smolder__v1__select__init(&q->sel);
-	for (int i = 0; i < 2; i++) {
-		smolder__v1__resolution__init(&q->r[i]);
-		q->rp[i] = &q->r[i];
-	}
-	q->r[0].width_ms = w;
-	q->r[0].start_ms = lo;
-	q->r[0].end_ms = hi;
-	q->r[1].width_ms = w2;
-	q->r[1].start_ms = lo2;
-	q->r[1].end_ms = hi2;
-	q->sel.resolution = q->rp;
-	q->sel.n_resolution = lo2 < hi2 ? 2 : 1;
+	memset(q, 0, sizeof(*q));
+	q->r[0] = (struct ing_resolution){ lo, hi, w };
+	q->r[1] = (struct ing_resolution){ lo2, hi2, w2 };
+	q->sel.res = q->r;
+	q->sel.nres = lo2 < hi2 ? 2 : 1;
 	q->sel.start_ms = lo;
 	q->sel.end_ms = lo2 < hi2 ? hi2 : hi;
 }

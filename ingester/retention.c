@@ -311,24 +311,15 @@ out:
 	return (rv);
 }
 
-/*
- * The select with its start raised to its tenant's retention floor (a
- * copy in *tmp when it changes).
- */
-const Smolder__V1__Select *
-ing_select_floor(struct ing_db *db, const Smolder__V1__Select *sel,
-    Smolder__V1__Select *tmp)
+/* Raise sel's start to its tenant's retention floor (db_int.h). */
+void
+ing_select_floor(struct ing_db *db, struct ing_select *sel)
 {
-	int64_t fl;
+	int64_t fl = ing_db_floor(db, sel->tenant);
 
-	if (sel == NULL)
-		return (sel);
-	fl = ing_db_floor(db, sel->tenant);
 	if (sel->start_ms >= fl)
-		return (sel);
-	*tmp = *sel;
-	tmp->start_ms = fl;
-	if (tmp->end_ms < fl)
-		tmp->end_ms = fl;    /* empty range */
-	return (tmp);
+		return;
+	sel->start_ms = fl;
+	if (sel->end_ms < fl)
+		sel->end_ms = fl;    /* empty range */
 }

@@ -100,13 +100,11 @@ write_one(struct ing_db *db, const char *env, int64_t t, const char *stacks)
  */
 static char *
 span_collapsed(struct ing_db *db, const uint64_t *spans, size_t nspans,
-    const char *env, int64_t start, int64_t end, Smolder__V1__Pick **picks,
-    size_t npicks)
+    const char *env, int64_t start, int64_t end,
+    const struct ing_pick *picks, size_t npicks)
 {
-	Smolder__V1__SpanMergeRequest req = SMOLDER__V1__SPAN_MERGE_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
-	Smolder__V1__Matcher m = SMOLDER__V1__MATCHER__INIT;
-	Smolder__V1__Matcher *mp = &m;
+	struct ing_matcher m = { SM_MATCH_EQ, "env", env };
+	struct ing_query req = { 0 };
 	Smolder__V1__MergeResponse mr;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_buf out = SM_BUF_INIT;
@@ -115,20 +113,16 @@ span_collapsed(struct ing_db *db, const uint64_t *spans, size_t nspans,
 	char *text;
 	int rv;
 
-	m.type = SMOLDER__V1__MATCH_TYPE__MATCH_EQ;
-	m.name = "env";
-	m.value = (char *)env;
-	sel.tenant = "t";
-	sel.n_matchers = env != NULL ? 1 : 0;
-	sel.matchers = &mp;
-	sel.start_ms = start;
-	sel.end_ms = end;
-	sel.picked = picks != NULL;
-	sel.picks = picks;
-	sel.n_picks = npicks;
-	req.select = &sel;
-	req.span_ids = (uint64_t *)spans;
-	req.n_span_ids = nspans;
+	req.sel.tenant = "t";
+	req.sel.nmatchers = env != NULL ? 1 : 0;
+	req.sel.matchers = &m;
+	req.sel.start_ms = start;
+	req.sel.end_ms = end;
+	req.sel.picked = picks != NULL;
+	req.sel.picks = picks;
+	req.sel.npicks = npicks;
+	req.span_ids = spans;
+	req.nspan_ids = nspans;
 	if ((rv = ing_db_span_merge(db, &req, a, &mr, &err)) != 0) {
 		char e[32];
 
@@ -239,7 +233,7 @@ test_picks(void)
 {
 	struct disk d;
 	struct sm_err err;
-	Smolder__V1__Pick p = SMOLDER__V1__PICK__INIT, *pp = &p;
+	struct ing_pick p = { 0 };
 	struct sm_label ls[2] = { { "__name__", "process_cpu" },
 		{ "service_name", "app" } };
 	int64_t t20 = 20 * SEC;
@@ -249,15 +243,15 @@ test_picks(void)
 	p.fp = sm_labels_fingerprint(ls, 2);
 	for (int round = 0; round < 2; round++) {
 		/* The series without env, all its buckets. */
-		check(span_collapsed(d.db, S1, 1, NULL, 0, 60 * SEC, &pp, 1),
+		check(span_collapsed(d.db, S1, 1, NULL, 0, 60 * SEC, &p, 1),
 		    "a;b 5\n");
 		/* Only its bucket at 20 s. */
 		p.t = &t20;
-		p.n_t = 1;
-		check(span_collapsed(d.db, S12, 2, NULL, 0, 60 * SEC, &pp, 1),
+		p.nt = 1;
+		check(span_collapsed(d.db, S12, 2, NULL, 0, 60 * SEC, &p, 1),
 		    "a;b 4\nc 1\n");
 		p.t = NULL;
-		p.n_t = 0;
+		p.nt = 0;
 		SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
 	}
 	disk_fini(&d);
@@ -407,14 +401,12 @@ test_damaged_spans_part(void)
 	    "ERR -30997");   /* SM_ECORRUPT */
 	/* The ordinary merge does not read the part. */
 	{
-		Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+		struct ing_query q = { .sel = { .tenant = "t",
+			.start_ms = 0, .end_ms = 60 * SEC } };
 		Smolder__V1__MergeResponse mr;
 		struct sm_arena *a = sm_arena_create(0);
 
-		sel.tenant = "t";
-		sel.start_ms = 0;
-		sel.end_ms = 60 * SEC;
-		SM_CHECK_EQ(ing_db_merge(d.db, &sel, a, &mr, &err), 0);
+		SM_CHECK_EQ(ing_db_merge(d.db, &q, a, &mr, &err), 0);
 		SM_CHECK(mr.tree != NULL && mr.tree->n_parent > 0);
 		sm_arena_destroy(a);
 	}
@@ -448,21 +440,20 @@ test_head_bytes(void)
 static char *
 profiles_text(struct ing_db *db, int64_t start, int64_t end, uint32_t max)
 {
-	Smolder__V1__ProfilesRequest req = SMOLDER__V1__PROFILES_REQUEST__INIT;
-	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	struct ing_query req = { 0 };
 	Smolder__V1__ProfilesResponse out;
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_buf b = SM_BUF_INIT;
-	char *gb[] = { "env" }, tmp[128], *text;
+	const char *gb[] = { "env" };
+	char tmp[128], *text;
 	struct sm_err err;
 	int rv;
 
-	sel.tenant = "t";
-	sel.start_ms = start;
-	sel.end_ms = end;
-	req.select = &sel;
+	req.sel.tenant = "t";
+	req.sel.start_ms = start;
+	req.sel.end_ms = end;
 	req.group_by = gb;
-	req.n_group_by = 1;
+	req.ngroup_by = 1;
 	req.max = max;
 	if ((rv = ing_db_profiles(db, &req, a, &out, &err)) != 0) {
 		snprintf(tmp, sizeof(tmp), "ERR %d", rv);

@@ -4,21 +4,21 @@
 #include "tiers.h"
 
 int
-ing_res_validate(const Smolder__V1__Select *sel, struct sm_err *err)
+ing_res_validate(const struct ing_select *sel, struct sm_err *err)
 {
-	if (sel->n_resolution > ING_RES_MAX)
+	if (sel->nres > ING_RES_MAX)
 		return (sm_err_set(err, SM_EINVAL, "%zu resolutions exceed the "
-		    "limit of %d", sel->n_resolution, ING_RES_MAX));
-	for (size_t i = 0; i < sel->n_resolution; i++) {
-		const Smolder__V1__Resolution *p = sel->resolution[i];
+		    "limit of %d", sel->nres, ING_RES_MAX));
+	for (size_t i = 0; i < sel->nres; i++) {
+		const struct ing_resolution *p = &sel->res[i];
 
-		if (p == NULL || p->width_ms <= 0 || p->start_ms >= p->end_ms ||
+		if (p->width_ms <= 0 || p->start_ms >= p->end_ms ||
 		    p->start_ms % p->width_ms != 0 ||
 		    p->end_ms % p->width_ms != 0)
 			return (sm_err_set(err, SM_EINVAL, "resolution %zu: "
 			    "[start, end) must be a non-empty range aligned "
 			    "to a positive width", i));
-		if (i > 0 && sel->resolution[i - 1]->end_ms > p->start_ms)
+		if (i > 0 && sel->res[i - 1].end_ms > p->start_ms)
 			return (sm_err_set(err, SM_EINVAL, "resolution %zu: "
 			    "ranges must be sorted and disjoint", i));
 	}
@@ -45,18 +45,18 @@ win_better(const struct ing_block_meta *m, const struct ing_res_win *w)
 }
 
 int
-ing_res_init(struct ing_res *res, const Smolder__V1__Select *sel,
+ing_res_init(struct ing_res *res, const struct ing_select *sel,
     const struct ing_sources *src, struct sm_err *err)
 {
 	int64_t rs[ING_RES_MAX];
 	uint32_t nr = 0, ntier = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (sel == NULL || sel->n_resolution == 0)
+	if (sel == NULL || sel->nres == 0)
 		return (0);
-	SM_ASSERT(sel->n_resolution <= ING_RES_MAX);
-	for (size_t i = 0; i < sel->n_resolution; i++) {
-		const Smolder__V1__Resolution *q = sel->resolution[i];
+	SM_ASSERT(sel->nres <= ING_RES_MAX);
+	for (size_t i = 0; i < sel->nres; i++) {
+		const struct ing_resolution *q = &sel->res[i];
 		int64_t w = q->width_ms, lo = q->start_ms;
 		int64_t f = sm_floor_to(sel->start_ms, w);
 

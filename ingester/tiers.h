@@ -72,11 +72,11 @@ struct ing_res {
 };
 
 /* Check sel->resolution.  0 or SM_EINVAL. */
-int ing_res_validate(const Smolder__V1__Select *sel, struct sm_err *err);
+int ing_res_validate(const struct ing_select *sel, struct sm_err *err);
 
 /* The resolutions of `sel` (NULL: raw only) over the tier blocks among
  * `src`.  0 or SM_ENOMEM. */
-int ing_res_init(struct ing_res *res, const Smolder__V1__Select *sel,
+int ing_res_init(struct ing_res *res, const struct ing_select *sel,
     const struct ing_sources *src, struct sm_err *err);
 void ing_res_fini(struct ing_res *res);
 
