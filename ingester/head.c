@@ -162,9 +162,34 @@ spill_fill_cb(void *arg, int64_t t, const uint8_t *v, size_t n)
 	return (0);
 }
 
+void
+ing_spill_cur_fini(struct ing_spill_cur *cur)
+{
+	ing_store_iter_free(cur->it);
+	memset(cur, 0, sizeof(*cur));
+}
+
+/* cur's iterator, made anew when h or its spill passes changed (head.h;
+ * the caller holds h's lock). */
+static int
+spill_cur_iter(struct ing_head *h, struct ing_spill_cur *cur,
+    struct sm_err *err)
+{
+	int rv;
+
+	if (cur->it != NULL && cur->h == h && cur->passes == h->spill_passes)
+		return (0);
+	ing_spill_cur_fini(cur);
+	if ((rv = ing_store_iter_new(h->store, &cur->it, err)) != 0)
+		return (rv);
+	cur->h = h;
+	cur->passes = h->spill_passes;
+	return (0);
+}
+
 int
 ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
-    int64_t start, int64_t end, struct sm_arena *a,
+    int64_t start, int64_t end, struct sm_arena *a, struct ing_spill_cur *cur,
     const struct ing_bucket **out, uint32_t *nout, struct sm_err *err)
 {
 	struct ing_bucket_it it;
@@ -207,8 +232,10 @@ ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
 	if (nsp == 0)
 		return (0);
 	SM_ASSERT(h->store != NULL);
-	rv = ing_store_spill_read(h->store, h->tenant, h->gen, sr->id,
-	    first, last, spill_fill_cb, &f, err);
+	if (cur != NULL && (rv = spill_cur_iter(h, cur, err)) != 0)
+		return (rv);
+	rv = ing_store_spill_read(h->store, cur != NULL ? cur->it : NULL,
+	    h->tenant, h->gen, sr->id, first, last, spill_fill_cb, &f, err);
 	if (rv == 1)
 		rv = 0;
 	if (rv == SM_ENOMEM)
@@ -453,6 +480,7 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 				continue;
 			spill_drop(h, sr, bytes);
 		}
+		h->spill_passes++;      /* readers' iterators are stale */
 		pthread_rwlock_unlock(&h->lock);
 		if (next >= ns)
 			break;
@@ -978,7 +1006,7 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 				return (sm_err_set(err, SM_ENOMEM, "out of "
 				    "memory"));
 			if ((rv = ing_head_buckets(h, sr, e0->bt, e0->bt + 1,
-			    st->scratch, &lb, &nlb, err)) != 0)
+			    st->scratch, NULL, &lb, &nlb, err)) != 0)
 				return (rv);
 			SM_ASSERT(nlb == 1 && lb->t == e0->bt);
 			cur = *lb;
@@ -1312,10 +1340,12 @@ out:
 
 /* --- encoder input ---------------------------------------------------------- */
 
-/* The encoder input's state: spilled buckets are read back into `a`. */
+/* The encoder input's state: spilled buckets are read back into `a`,
+ * through one iterator for the whole cut. */
 struct head_src {
 	struct ing_head *h;
 	struct sm_arena *a;
+	struct ing_spill_cur cur;
 	struct ing_series copy;
 };
 
@@ -1332,8 +1362,8 @@ head_src_series(void *arg, uint32_t k, const struct ing_series **out,
 	SM_ASSERT(k < x->h->set.nseries);
 	sr = x->h->set.series[k];
 	sm_arena_reset(x->a);
-	if ((rv = ing_head_buckets(x->h, sr, INT64_MIN, INT64_MAX, x->a, &b,
-	    &n, err)) != 0)
+	if ((rv = ing_head_buckets(x->h, sr, INT64_MIN, INT64_MAX, x->a,
+	    &x->cur, &b, &n, err)) != 0)
 		return (rv);
 	if (b == sr->b && n == sr->nb) {
 		*out = sr;
@@ -1395,6 +1425,7 @@ ing_head_block_src_fini(struct ing_block_src *src)
 	struct head_src *x = src->arg;
 
 	if (x != NULL) {
+		ing_spill_cur_fini(&x->cur);
 		sm_arena_destroy(x->a);
 		sm_free(x);
 	}

@@ -159,6 +159,8 @@ struct ing_head {
 	struct ing_store *store;       /* spilled buckets go here (or NULL) */
 	char *tenant;                  /* their key prefix */
 	uint64_t spilled_bytes;        /* packed bytes spilled, in all */
+	uint64_t spill_passes;         /* times summaries replaced buckets
+					* (under the write lock) */
 	uint64_t sum_bytes;            /* bytes allocated for the series'
 					* spilled summaries (set.h) */
 	atomic_uint_fast64_t sealed_bytes;   /* packed bytes of buckets in
@@ -192,17 +194,40 @@ int ing_head_attach(struct ing_head *h, struct ing_store *store,
 #define ING_SPILL_MIN ((uint64_t)1 << 20)
 int ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err);
 
+struct ing_spill_cur;
+
 /*
  * Series sr's buckets that overlap [start, end), resident and spilled, in
  * time order, with every pair readable (the caller holds h's lock, shared
  * is enough): *out = sr->b + k itself when sr has no spilled summary,
  * else a copy in `a` whose spilled buckets point to their bytes read back
- * into `a`; *n gets the count.  0, SM_EIO, SM_ECORRUPT (a spilled value
+ * into `a` (through `cur`, below, or an iterator of their own when cur is
+ * NULL); *n gets the count.  0, SM_EIO, SM_ECORRUPT (a spilled value
  * that is not what was written), SM_ENOMEM.
  */
 int ing_head_buckets(struct ing_head *h, const struct ing_series *sr,
-    int64_t start, int64_t end, struct sm_arena *a,
+    int64_t start, int64_t end, struct sm_arena *a, struct ing_spill_cur *cur,
     const struct ing_bucket **out, uint32_t *n, struct sm_err *err);
+
+/*
+ * A reader of spilled buckets shared by the ing_head_buckets calls of one
+ * query or cut (NULL there: an iterator per call).  It keeps one store
+ * iterator (store.h, ing_store_iter) for the head it was last used on.
+ * An iterator reads the store as of its creation, and a reader under h's
+ * lock sees as spilled only what a pass wrote before it published the
+ * summaries (under the write lock, counting h->spill_passes); so the
+ * iterator is made again whenever the head or its spill_passes changed
+ * (a query that yielded the lock, a cursor moved to another head).  A
+ * zeroed cursor is empty; ing_spill_cur_fini frees the iterator.  One
+ * thread at a time.
+ */
+struct ing_spill_cur {
+	const struct ing_head *h;
+	uint64_t passes;
+	struct ing_store_iter *it;
+};
+
+void ing_spill_cur_fini(struct ing_spill_cur *cur);
 
 /*
  * Every profile record of h (profiles.h), spilled chunks read back first,

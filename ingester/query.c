@@ -303,6 +303,7 @@ struct merge_acc {
 	const struct ing_block_tree *tree; /* a block's, while visited */
 	struct ing_cache_ent *te;
 	struct sm_arena *scratch;          /* a block series' buckets */
+	struct ing_spill_cur cur;          /* heads' spilled buckets */
 };
 
 static int
@@ -352,7 +353,8 @@ merge_each(void *arg, const struct visit_src *src, uint32_t id,
 			return (SM_ENOMEM);
 		sm_arena_reset(x->scratch);
 		if ((rv = ing_head_buckets(src->h, sr, x->sel->start_ms,
-		    x->sel->end_ms, x->scratch, &hb, &nhb, err)) != 0)
+		    x->sel->end_ms, x->scratch, &x->cur, &hb, &nhb,
+		    err)) != 0)
 			return (rv);
 		x->mt->profiles += acc_buckets(src, hb, nhb,
 		    x->sel->start_ms, x->sel->end_ms, pk, x->acc);
@@ -481,6 +483,7 @@ ing_db_merge(struct ing_db *db, const struct ing_query *q,
 	ing_sources_put(&src);
 	sm_free(x.acc);
 	sm_arena_destroy(x.scratch);
+	ing_spill_cur_fini(&x.cur);
 	if (rv != 0) {
 		if (rv == SM_ENOMEM)
 			sm_err_set(err, rv, "out of memory");

@@ -168,14 +168,11 @@ struct scan_fn {
  * is returned; else the iterator's status.  0, SM_EIO, SM_ENOMEM or f's.
  */
 static int
-blocks_scan(struct ing_store *s, const struct sm_key *lo,
+blocks_scan_it(struct sm_kv_iter *it, const struct sm_key *lo,
     const struct sm_key *hi, const struct scan_fn *f, struct sm_err *err)
 {
-	struct sm_kv_iter *it;
 	int rv = 0;
 
-	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (sm_kv_iter_seek(it, lo->b, lo->n); sm_kv_iter_valid(it);
 	    sm_kv_iter_next(it)) {
 		const uint8_t *k, *v;
@@ -193,8 +190,51 @@ blocks_scan(struct ing_store *s, const struct sm_key *lo,
 	}
 	if (rv == 0)
 		rv = sm_kv_iter_status(it, err);
+	return (rv);
+}
+
+/* blocks_scan_it with an iterator of its own. */
+static int
+blocks_scan(struct ing_store *s, const struct sm_key *lo,
+    const struct sm_key *hi, const struct scan_fn *f, struct sm_err *err)
+{
+	struct sm_kv_iter *it;
+	int rv;
+
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = blocks_scan_it(it, lo, hi, f, err);
 	sm_kv_iter_destroy(it);
 	return (rv);
+}
+
+struct ing_store_iter {
+	struct sm_kv_iter *it;
+};
+
+int
+ing_store_iter_new(struct ing_store *s, struct ing_store_iter **out,
+    struct sm_err *err)
+{
+	struct ing_store_iter *x;
+
+	if ((x = sm_malloc(sizeof(*x))) == NULL ||
+	    (x->it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL) {
+		sm_free(x);
+		*out = NULL;
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	*out = x;
+	return (0);
+}
+
+void
+ing_store_iter_free(struct ing_store_iter *it)
+{
+	if (it == NULL)
+		return;
+	sm_kv_iter_destroy(it->it);
+	sm_free(it);
 }
 
 static void
@@ -242,10 +282,10 @@ ing_store_spill_write(struct ing_store *s, struct sm_kv_batch *b,
 }
 
 int
-ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
-    uint32_t series, int64_t t0, int64_t t1,
-    int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
-    struct sm_err *err)
+ing_store_spill_read(struct ing_store *s, struct ing_store_iter *it,
+    const char *tenant, uint64_t gen, uint32_t series, int64_t t0,
+    int64_t t1, int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n),
+    void *arg, struct sm_err *err)
 {
 	struct scan_fn f = { .bucket = fn, .arg = arg };
 	struct sm_key lo, hi;
@@ -253,7 +293,9 @@ ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
 
 	ing_key_spill(&lo, tenant, gen, series, t0);
 	ing_key_spill(&hi, tenant, gen, series, t1);
-	if ((rv = blocks_scan(s, &lo, &hi, &f, err)) == SM_ECORRUPT)
+	rv = it != NULL ? blocks_scan_it(it->it, &lo, &hi, &f, err) :
+	    blocks_scan(s, &lo, &hi, &f, err);
+	if (rv == SM_ECORRUPT)
 		(void)sm_err_set(err, rv, "spilled bucket of tenant %s series "
 		    "%u in head %llu is damaged", tenant, series,
 		    (unsigned long long)gen);

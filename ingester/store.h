@@ -264,19 +264,36 @@ int ing_store_flush_memtables(struct ing_store *s, struct sm_err *err);
 
 /*
  * Spilled buckets (above).  ing_store_spill_put adds one to a batch;
- * ing_store_spill_write applies the batch, not synced.  ing_store_spill_read calls
- * fn(arg, t, bytes, n) for every spilled bucket of (tenant, gen, series)
+ * ing_store_spill_write applies the batch, not synced.
+ * ing_store_spill_read (through `it`, or an iterator of its own when it is
+ * NULL) calls fn(arg, t, bytes, n) for every spilled bucket of (tenant,
+ * gen, series)
  * with t0 <= t <= t1, in t order; fn's non-zero return stops it (and is
  * returned).  0, SM_EIO, SM_ENOMEM.
  */
+struct ing_store_iter;
+
 void ing_store_spill_put(struct sm_kv_batch *b, const char *tenant,
     uint64_t gen, uint32_t series, int64_t t, const void *v, size_t n);
 int ing_store_spill_write(struct ing_store *s, struct sm_kv_batch *b,
     struct sm_err *err);
-int ing_store_spill_read(struct ing_store *s, const char *tenant, uint64_t gen,
-    uint32_t series, int64_t t0, int64_t t1,
-    int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n), void *arg,
+int ing_store_spill_read(struct ing_store *s, struct ing_store_iter *it,
+    const char *tenant, uint64_t gen, uint32_t series, int64_t t0,
+    int64_t t1, int (*fn)(void *arg, int64_t t, const uint8_t *v, size_t n),
+    void *arg, struct sm_err *err);
+
+/*
+ * An iterator over the blocks family that many ing_store_spill_read calls
+ * share (`it` above; NULL makes one per call): a query or a cut reads one
+ * series after another, and each new RocksDB iterator costs a snapshot
+ * and a seek through every level's index.  It reads the store as of its
+ * creation: the caller makes a new one when what it must see may have
+ * been written since (head.h, struct ing_spill_cur).  0 or SM_ENOMEM.
+ * One thread at a time.
+ */
+int ing_store_iter_new(struct ing_store *s, struct ing_store_iter **out,
     struct sm_err *err);
+void ing_store_iter_free(struct ing_store_iter *it);
 /*
  * Spilled profile records (above): ing_store_recs_put adds chunk `chunk`
  * to a batch; ing_store_recs_read calls fn(arg, bytes, n) for every chunk
