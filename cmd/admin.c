@@ -207,6 +207,8 @@ cmd_verify(struct admin *ad)
 		ad->problems++;
 	}
 	ad->problems += verify_metas(ad);
+	/* Read the log as it is: a torn tail stays for the server to cut. */
+	ing_store_log_inspect(ad->store);
 	if (ing_store_log_replay(ad->store, NULL, count_record, NULL, &mg, &ms,
 	    &corrupt, &err) != 0) {
 		printf("BAD head log: %s\n", err.msg);

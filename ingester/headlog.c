@@ -105,6 +105,7 @@ struct ing_headlog {
 	uint64_t next_no;
 	uint64_t synced_no, synced_off;    /* under sync_mu */
 	struct kmap floors;    /* tenant -> committed gen */
+	bool inspect;          /* changes nothing on disk (headlog.h) */
 	bool wfailed;          /* appends refused (headlog.h, Errors) */
 	int werrno;
 	char wwhy[256];
@@ -184,6 +185,17 @@ ing_headlog_close(struct ing_headlog *l)
 	sm_free(l);
 }
 
+void
+ing_headlog_inspect(struct ing_headlog *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->inspect = true;
+	l->wfailed = true;
+	l->werrno = EROFS;
+	snprintf(l->wwhy, sizeof(l->wwhy), "head log: opened to inspect");
+	pthread_mutex_unlock(&l->mu);
+}
+
 int
 ing_headlog_floor(struct ing_headlog *l, const char *tenant, uint64_t gen)
 {
@@ -252,7 +264,8 @@ ing_headlog_committed(struct ing_headlog *l, const char *tenant,
 	pthread_mutex_lock(&l->mu);
 	if ((v = kmap_put(&l->floors, tenant, strlen(tenant), gen)) != NULL) {
 		*v = SM_MAX(*v, gen);
-		gc(l);
+		if (!l->inspect)
+			gc(l);
 	}
 	/* Out of memory: the segments stay until a later commit. */
 	pthread_mutex_unlock(&l->mu);
@@ -451,7 +464,8 @@ ing_headlog_writable(struct ing_headlog *l, char *why, size_t whylen)
 	bool ok;
 
 	pthread_mutex_lock(&l->mu);
-	if (l->wfailed && sm_mono_ns() - l->wprobe_ns >= PROBE_NS) {
+	if (l->wfailed && !l->inspect &&
+	    sm_mono_ns() - l->wprobe_ns >= PROBE_NS) {
 		struct statvfs sv;
 
 		l->wprobe_ns = sm_mono_ns();
@@ -702,10 +716,11 @@ ing_headlog_replay(struct ing_headlog *l,
 			char p[4096];
 
 			seg_path(l, nos[i], p, sizeof(p));
-			sm_warn("ingester", "head log: torn tail cut off\t"
-			    "segment=%s offset=%zu bytes=%zu", p, off,
-			    len - off);
-			if (truncate(p, (off_t)off) != 0)
+			sm_warn("ingester", "head log: torn tail %s\t"
+			    "segment=%s offset=%zu bytes=%zu", l->inspect ?
+			    "(a write in flight at a crash; the server cuts "
+			    "it off at open)" : "cut off", p, off, len - off);
+			if (!l->inspect && truncate(p, (off_t)off) != 0)
 				sm_warn("ingester", "head log: cannot cut the "
 				    "torn tail\tsegment=%s err=\"%s\"", p,
 				    strerror(errno));
@@ -761,7 +776,8 @@ ing_headlog_replay(struct ing_headlog *l,
 		if (rv != 0)
 			goto out;
 	}
-	gc(l);
+	if (!l->inspect)
+		gc(l);
 out:
 	pthread_mutex_unlock(&l->mu);
 	kmap_fini(&cancels);

@@ -76,6 +76,13 @@ int ing_headlog_open(const char *dir, bool sync, struct ing_headlog **out,
     struct sm_err *err);
 void ing_headlog_close(struct ing_headlog *l);
 
+/*
+ * Inspect only (smolder-admin verify): from now on nothing in the
+ * directory changes -- replay neither cuts a torn tail (it is reported)
+ * nor deletes dead segments, and appends are refused.  Call before replay.
+ */
+void ing_headlog_inspect(struct ing_headlog *l);
+
 /* Set tenant's committed generation as read at open (before replay). */
 int ing_headlog_floor(struct ing_headlog *l, const char *tenant,
     uint64_t gen);

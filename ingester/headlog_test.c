@@ -251,6 +251,29 @@ test_torn_and_corrupt(void)
 	sz = file_size(path);
 	/* A record cut short: a length promising more than is there. */
 	append_bytes(path, "\0\0\0\x40\1\2\3\4W\0", 10);
+	{
+		/* Inspecting (smolder-admin verify) leaves the file be and
+		 * refuses appends; a floor above every record deletes
+		 * nothing either. */
+		struct sm_err err;
+		uint64_t mg = 0, ms = 0;
+
+		memset(&g, 0, sizeof(g));
+		corrupt = 0;
+		SM_REQUIRE(ing_headlog_open(dir, false, &l, &err) == 0);
+		ing_headlog_inspect(l);
+		SM_CHECK_EQ(ing_headlog_floor(l, "a", 1), 0);
+		SM_REQUIRE(ing_headlog_replay(l, got_gen, got_rec, &g, &mg,
+		    &ms, &corrupt, &err) == 0);
+		SM_CHECK_EQ(g.n, 0);
+		SM_CHECK_EQ(corrupt, 0);
+		SM_CHECK_EQ(file_size(path), sz + 10);
+		SM_CHECK_EQ(segments(dir, last), 1);
+		SM_CHECK(!ing_headlog_writable(l, NULL, 0));
+		SM_CHECK(ing_headlog_append(l, "a", 2, 9, "x", 1, &err) != 0);
+		ing_headlog_close(l);
+		SM_CHECK_EQ(file_size(path), sz + 10);
+	}
 	l = log_open(dir, false, &g, &corrupt);
 	SM_CHECK_EQ(corrupt, 0);
 	SM_CHECK_EQ(g.n, 2);

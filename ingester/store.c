@@ -551,6 +551,12 @@ no_gen(void *arg, const char *tenant, uint64_t gen)
 	return (0);
 }
 
+void
+ing_store_log_inspect(struct ing_store *s)
+{
+	ing_headlog_inspect(s->log);
+}
+
 int
 ing_store_log_replay(struct ing_store *s,
     int (*gen_fn)(void *arg, const char *tenant, uint64_t gen),

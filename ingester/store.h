@@ -143,6 +143,10 @@ int ing_store_log_delete(struct ing_store *s, const char *tenant,
  * callback's non-zero return stops the replay with that code.  Once per
  * open, before any append.
  */
+/* Open the head log to inspect only (headlog.h, ing_headlog_inspect):
+ * smolder-admin verify changes nothing.  Before ing_store_log_replay. */
+void ing_store_log_inspect(struct ing_store *s);
+
 int ing_store_log_replay(struct ing_store *s,
     int (*gen_fn)(void *arg, const char *tenant, uint64_t gen),
     int (*fn)(void *arg, const char *tenant, uint64_t gen, uint64_t seq,
