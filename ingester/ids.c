@@ -28,8 +28,8 @@ set_fini(struct ing_idset *s)
 void
 ing_ids_fini(struct ing_ids *x)
 {
-	set_fini(&x->gen[0]);
-	set_fini(&x->gen[1]);
+	for (int g = 0; g < ING_ID_GENS; g++)
+		set_fini(&x->gen[g]);
 }
 
 /* The slot holding `id`, or the empty slot where it would go. */
@@ -90,9 +90,13 @@ set_get(const struct ing_idset *s, const uint8_t *id)
 enum ing_id_state
 ing_ids_get(const struct ing_ids *x, const uint8_t *id)
 {
-	enum ing_id_state st = set_get(&x->gen[0], id);
+	for (int g = 0; g < ING_ID_GENS; g++) {
+		enum ing_id_state st = set_get(&x->gen[g], id);
 
-	return (st != ING_ID_ABSENT ? st : set_get(&x->gen[1], id));
+		if (st != ING_ID_ABSENT)
+			return (st);
+	}
+	return (ING_ID_ABSENT);
 }
 
 int
@@ -102,20 +106,29 @@ ing_ids_set(struct ing_ids *x, const uint8_t *id, enum ing_id_state st,
 	struct ing_idset *s;
 	uint32_t i;
 
+	int64_t span = x->window_ms / (ING_ID_GENS - 1);
+	uint32_t cap = x->max / (ING_ID_GENS - 1);
+
 	if (x->since_ms == 0)
 		x->since_ms = now_ms;
-	if (now_ms - x->since_ms >= x->window_ms || x->gen[0].n >= x->max) {
-		/* An id in flight must survive the rotation. */
-		set_fini(&x->gen[1]);
-		x->gen[1] = x->gen[0];
+	if (now_ms - x->since_ms >= SM_MAX(span, 1) ||
+	    x->gen[0].n >= SM_MAX(cap, 1)) {
+		/* An id in flight must survive the rotation: it moves down
+		 * with its set (the oldest set is a whole window old). */
+		set_fini(&x->gen[ING_ID_GENS - 1]);
+		memmove(&x->gen[1], &x->gen[0],
+		    (ING_ID_GENS - 1) * sizeof(x->gen[0]));
 		memset(&x->gen[0], 0, sizeof(x->gen[0]));
 		x->since_ms = now_ms;
 	}
 	/* Update in place where it lives; new ids go to the current set. */
-	s = &x->gen[1];
-	if (s->nslots != 0 && s->state[i = set_slot(s, id)] != SLOT_EMPTY) {
-		s->state[i] = (uint8_t)st;
-		return (0);
+	for (int g = 1; g < ING_ID_GENS; g++) {
+		s = &x->gen[g];
+		if (s->nslots != 0 &&
+		    s->state[i = set_slot(s, id)] != SLOT_EMPTY) {
+			s->state[i] = (uint8_t)st;
+			return (0);
+		}
 	}
 	s = &x->gen[0];
 	if ((s->n + 1) * 4 > s->nslots * 3 && set_grow(s) != 0)
