@@ -337,6 +337,20 @@ test_sums_room(void)
 	    sr.sp.len / 8 + 2 * ING_SUM_MAX);
 	sums_expect(&sr, 0, 30, (int64_t[]){ SPILLED(0) }, 1);
 	sm_free(sr.sp.p);
+	/* At a real epoch the first summary's t is long (against 0): the
+	 * room still follows the others' size. */
+	memset(&sr, 0, sizeof(sr));
+	for (int64_t t = 0; t < 3600; t += 10) {
+		int64_t e = 1700000000000LL;
+
+		b = sum_bucket(e + t, &dummy);
+		SM_REQUIRE(ing_sums_add(&sr, 10, &b, 1, e + 3600, &grown) ==
+		    0);
+	}
+	SM_CHECK_EQ(sr.sp.n, 360);
+	SM_CHECK(sr.sp.len <= sr.sp.cap && sr.sp.cap <= sr.sp.len +
+	    sr.sp.len / 16 + 2 * ING_SUM_MAX);
+	sm_free(sr.sp.p);
 	/* No end known, or one behind the data: a quarter at a time. */
 	for (int64_t until = 0; until >= -10; until -= 10) {
 		memset(&sr, 0, sizeof(sr));

@@ -1072,15 +1072,18 @@ sums_want(const struct ing_sums *s, uint32_t n, int64_t last_t,
     int64_t bucket_ms, int64_t until_t)
 {
 	const uint8_t *p = s->p;
-	uint64_t v, more, cap;
+	struct ing_bucket first;
+	uint64_t more, cap, rest;
 	int64_t first_t, cadence;
-	int st;
 
 	if (n < 2 || until_t <= last_t || s->len == 0)
 		return (0);
-	st = sm_uvarint_get(&p, s->p + s->len, &v);
-	SM_ASSERT(st == 0);
-	first_t = sm_zigzag_dec(v >> 1) * bucket_ms;
+	sum_get(&p, s->p + s->len, bucket_ms, 0, &first);
+	first_t = first.t;
+	/* The first summary's t is against 0 (5 bytes or so), so the bytes
+	 * per summary come from the others: counting it sized B5's rooms
+	 * 40% too large. */
+	rest = s->len - (uint64_t)(p - s->p);
 	if (last_t <= first_t)
 		return (0);
 	cadence = (last_t - first_t) / (int64_t)(n - 1);
@@ -1088,8 +1091,8 @@ sums_want(const struct ing_sums *s, uint32_t n, int64_t last_t,
 	more = (uint64_t)((until_t - last_t) / cadence) + 1;
 	cap = (uint64_t)((until_t - last_t) / bucket_ms) + 1;
 	more = SM_MIN(more, cap);
-	/* Bytes per summary so far, and 1/32 for the slack. */
-	return (s->len + (more * s->len + n - 1) / n + s->len / 32);
+	/* Bytes per summary after the first, and 1/32 for the slack. */
+	return (s->len + (more * rest + n - 2) / (n - 1) + s->len / 32);
 }
 
 int

@@ -96,7 +96,8 @@ struct ing_bucket {
  * Room: sp grows by a quarter, except that once a series has two
  * summaries its cadence is known and sp is sized at once for the rest of
  * the head (ing_sums_add's `until_t`, the data time the head's block
- * should end at): one realloc per series and head instead of ~20.  Each
+ * should end at; the bytes per summary from all but the first, whose t
+ * is against 0): one realloc per series and head instead of ~20.  Each
  * realloc left the old buffer as a hole among long-lived blocks in the
  * heap, which transient request buffers then half fill: on B5, sizing sp
  * once left 3.7 MB less free-but-resident heap.  The sizing is capped at
