@@ -367,6 +367,18 @@ ing_store_kv(struct ing_store *s)
 	return (s->kv);
 }
 
+/* The system key `str("") kind str(tenant)`; tenant NULL: the prefix
+ * of every one of that kind. */
+static void
+tenant_sys_key(struct sm_key *k, uint8_t kind, const char *tenant)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, kind);
+	if (tenant != NULL)
+		sm_key_str(k, tenant, strlen(tenant));
+}
+
 /*
  * Every system key `str("") kind str(tenant)` with its 8-byte value:
  * fn(arg, tenant, value) for each, in key order.  `what` names the keys in
@@ -385,9 +397,7 @@ tenant_u64_scan(struct ing_store *s, uint8_t kind, const char *what,
 
 	if (it == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	sm_key_reset(&pre);
-	sm_key_str(&pre, "", 0);
-	sm_key_u8(&pre, kind);
+	tenant_sys_key(&pre, kind, NULL);
 	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
 	    sm_kv_iter_next(it)) {
 		const uint8_t *k, *v;
@@ -420,16 +430,6 @@ tenant_u64_scan(struct ing_store *s, uint8_t kind, const char *what,
 /* --- head log ------------------------------------------------------------- */
 
 #define LOG_HDR 6
-
-/* The system key of a tenant's committed generation (store.h). */
-static void
-log_floor_key(struct sm_key *k, const char *tenant)
-{
-	sm_key_reset(k);
-	sm_key_str(k, "", 0);
-	sm_key_u8(k, 'L');
-	sm_key_str(k, tenant, strlen(tenant));
-}
 
 /* Every tenant's committed generation, into the log (at open). */
 static int
@@ -765,7 +765,7 @@ block_write(struct ing_store *s, const char *tenant,
 	{
 		uint8_t gv[8];
 
-		log_floor_key(&k, tenant);
+		tenant_sys_key(&k, 'L', tenant);   /* committed gen (store.h) */
 		sm_put_be64(gv, e->meta.gen);
 		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, gv, sizeof(gv));
 	}
@@ -1024,15 +1024,6 @@ ing_store_compact(struct ing_store *s, struct sm_err *err)
 
 /* --- retention ---------------------------------------------------------------- */
 
-/* The system key of the retention floor: an empty tenant (never valid). */
-static void
-floor_key(struct sm_key *k)
-{
-	sm_key_reset(k);
-	sm_key_str(k, "", 0);
-	sm_key_u8(k, 'R');
-}
-
 int
 ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
     struct sm_err *err)
@@ -1042,43 +1033,19 @@ ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
 	int rv;
 
 	*floor_ms = INT64_MIN;
-	floor_key(&k);
+	tenant_sys_key(&k, 'R', NULL);   /* the default floor */
 	rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err);
 	if (rv == SM_ENOTFOUND) {
 		rv = 0;
 	} else if (rv == 0) {
-		uint64_t u = 0;
-
-		if (v.len != 8) {
+		if (v.len != 8)
 			rv = sm_err_set(err, SM_ECORRUPT, "retention floor: "
 			    "%zu bytes, want 8", v.len);
-		} else {
-			for (int i = 0; i < 8; i++)
-				u = u << 8 | (uint8_t)v.b[i];
-			*floor_ms = (int64_t)u;
-		}
+		else
+			*floor_ms = (int64_t)sm_get_be64((uint8_t *)v.b);
 	}
 	sm_buf_fini(&v);
 	return (rv);
-}
-
-/* The system key of a tenant's own retention floor. */
-static void
-tenant_floor_key(struct sm_key *k, const char *tenant)
-{
-	sm_key_reset(k);
-	sm_key_str(k, "", 0);
-	sm_key_u8(k, 'F');
-	sm_key_str(k, tenant, strlen(tenant));
-}
-
-static void
-floor_enc(uint8_t v[8], int64_t floor_ms)
-{
-	uint64_t u = (uint64_t)floor_ms;
-
-	for (int i = 7; i >= 0; i--, u >>= 8)
-		v[i] = (uint8_t)u;
 }
 
 int
@@ -1095,13 +1062,13 @@ ing_store_floors_put(struct ing_store *s, const struct ing_store_floor *v,
 	if ((b = sm_kv_batch_create()) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n; i++) {
-		tenant_floor_key(&k, v[i].tenant);
-		floor_enc(val, v[i].floor_ms);
+		tenant_sys_key(&k, 'F', v[i].tenant);   /* its own floor */
+		sm_put_be64(val, (uint64_t)v[i].floor_ms);
 		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
 	}
 	if (set_default) {
-		floor_key(&k);
-		floor_enc(val, default_ms);
+		tenant_sys_key(&k, 'R', NULL);
+		sm_put_be64(val, (uint64_t)default_ms);
 		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
 	}
 	rv = sm_kv_write(s->kv, b, true, err);
