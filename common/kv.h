@@ -9,10 +9,16 @@
  *   SM_KV_BLOCKS  immutable block parts, already zstd-compressed by the
  *                 ingester (no RocksDB compression);
  *   SM_KV_INDEX   per-block index and metadata, and system keys
- *                 (no RocksDB compression).
+ *                 (no RocksDB compression);
+ *   SM_KV_SPILL   transient data only the process that wrote it reads
+ *                 (the ingester's spilled buckets): written without the
+ *                 WAL (sm_kv_write_unlogged), emptied at every open
+ *                 (dropped and created again), memtables of
+ *                 opts.spill_buffer_bytes (no RocksDB compression, no
+ *                 bloom filter: it is only scanned).
  *
- * Durability: every write goes through the WAL (never disabled;
- * manual_wal_flush stays off).  `sync` (-ingester.wal-sync) makes each
+ * Durability: every write to the first three families goes through the
+ * WAL (never disabled; manual_wal_flush stays off).  `sync` (-ingester.wal-sync) makes each
  * write fdatasync the WAL: without it a write survives a process crash,
  * with it a power loss.  A write returns only once RocksDB has it.
  *
@@ -44,17 +50,20 @@ enum sm_kv_cf {
 	SM_KV_HEAD = 0,
 	SM_KV_BLOCKS = 1,
 	SM_KV_INDEX = 2,
-	SM_KV_NCF = 3,
+	SM_KV_SPILL = 3,
+	SM_KV_NCF = 4,
 };
 
 struct sm_kv_opts {
 	bool sync;                   /* fdatasync the WAL on every write */
 	size_t block_cache_bytes;    /* RocksDB LRU cache of SST blocks */
 	size_t write_buffer_bytes;   /* memtable size per column family */
+	size_t spill_buffer_bytes;   /* ... but SM_KV_SPILL's */
 	int max_background_jobs;     /* flush + compaction threads */
 };
 
-/* Defaults: no sync, 64 MiB cache, 32 MiB memtables, 2 background jobs. */
+/* Defaults: no sync, 64 MiB cache, 32 MiB memtables (1 MiB for
+ * SM_KV_SPILL), 2 background jobs. */
 void sm_kv_opts_default(struct sm_kv_opts *o);
 
 struct sm_kv;
@@ -63,7 +72,7 @@ struct sm_kv_iter;
 
 /*
  * Open (creating if missing) the database in directory `path` with the
- * three column families.  RocksDB's own LOCK makes a second opener fail
+ * four column families, SM_KV_SPILL empty.  RocksDB's own LOCK makes a second opener fail
  * with SM_EIO.  Returns 0, SM_EIO, SM_ECORRUPT or SM_ENOMEM (message in
  * err).
  */
@@ -108,6 +117,14 @@ uint32_t sm_kv_batch_count(const struct sm_kv_batch *b);
  * returns SM_ENOMEM (sm_kv_batch_clear resets that).
  */
 int sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
+    struct sm_err *err);
+
+/*
+ * Apply a batch of SM_KV_SPILL operations only (asserted) without the
+ * WAL: atomic in the running process, and gone after a crash or a close
+ * (the family is emptied at the next open anyway).  Codes as sm_kv_write.
+ */
+int sm_kv_write_unlogged(struct sm_kv *kv, struct sm_kv_batch *b,
     struct sm_err *err);
 
 /*

@@ -6,9 +6,9 @@
  *
  * Handles.  An sm_kv owns the rocksdb_t, one column family handle per
  * family (RocksDB requires "default" to be opened too; we never write it),
- * one shared read options object (checksums verified) and two write option
- * objects: `wopts` (sync = opts.sync) and `wopts_sync` (sync = 1, for
- * force_sync).  Option, table-option, filter and cache objects are only
+ * one shared read options object (checksums verified) and three write
+ * option objects: `wopts` (sync = opts.sync), `wopts_sync` (sync = 1, for
+ * force_sync) and `wopts_nowal` (disableWAL, sm_kv_write_unlogged).  Option, table-option, filter and cache objects are only
  * needed while opening: RocksDB copies options and holds the LRU cache and
  * bloom filter through shared pointers, so sm_kv_open destroys its copies
  * on every path.  Column family handles are destroyed before rocksdb_close,
@@ -24,12 +24,15 @@
  *     explicitly): replay stops at the first bad WAL record, so a torn tail
  *     after a crash loses only the unsynced suffix and never leaves holes.
  *     kAbsoluteConsistency would refuse to open after an ordinary crash.
- *   - manual_wal_flush is left off and disableWAL is never set: kv.h
- *     promises that every write is in the WAL when it returns.
+ *   - manual_wal_flush is left off and disableWAL is set only by
+ *     sm_kv_write_unlogged, whose batches touch nothing but the spill
+ *     family: kv.h promises that every other write is in the WAL when it
+ *     returns.
  *   - wal_bytes_per_sync stays 0: it can sync WAL ranges out of order
  *     (docs/reliability.md §3).  bytes_per_sync = 1 MiB smooths SST writeback.
- *   - atomic_flush is not needed: with the WAL on for every column family,
- *     a batch that spans families is atomic across a crash anyway.
+ *   - atomic_flush is not needed: with the WAL on for every column family
+ *     a batch may span (the spill family's batches touch only it), a
+ *     batch that spans families is atomic across a crash anyway.
  *   - max_open_files stays -1 (every SST open, index and filter blocks in
  *     memory), which RocksDB recommends when range deletions are used.
  *   - max_total_wal_size = 4 x write_buffer: a rarely written family (the
@@ -60,6 +63,15 @@
  *     without its block's meta), so the last level, which holds most
  *     keys, needs no filter.  All three are read per SST, so files
  *     written before a change keep their old layout until compacted.
+ *   - The spill family (kv.h) holds what only the running process reads,
+ *     so it is dropped and created again right after every open (a crash
+ *     leaves nothing behind to clean up key by key), written without the
+ *     WAL, and its memtables are opts.spill_buffer_bytes (1 MiB by
+ *     default) where the others' are write_buffer_bytes: the ingester
+ *     spills sealed buckets to take them out of memory, and an 8 MiB
+ *     memtable holding them was a fifth of its RSS on B5 (issue 12).  Its
+ *     data blocks are KV_BLOCKS_BLOCK_BYTES, its reads series range scans
+ *     like the blocks family's, with no filter (no point reads).
  *   - If this librocksdb was built without LZ4, the open fails with "...
  *     is not linked with the binary" before anything is written; we then
  *     log a warning and reopen with the head uncompressed (an SST records
@@ -113,7 +125,7 @@
 
 /* Indexed by 1 + enum sm_kv_cf; slot 0 is RocksDB's mandatory default. */
 static const char *const kv_cf_names[KV_NCF_ALL] = {
-	"default", "head", "blocks", "index",
+	"default", "head", "blocks", "index", "spill",
 };
 
 struct sm_kv {
@@ -122,6 +134,7 @@ struct sm_kv {
 	rocksdb_readoptions_t *ropts;
 	rocksdb_writeoptions_t *wopts;       /* sync = opts.sync */
 	rocksdb_writeoptions_t *wopts_sync;  /* sync = 1 (force_sync) */
+	rocksdb_writeoptions_t *wopts_nowal; /* disableWAL (the spill family) */
 	char *path;
 	int niters;                          /* live iterators (atomic) */
 	/* Write health (sm_kv_writable): set by a write failing with an I/O
@@ -246,6 +259,7 @@ sm_kv_opts_default(struct sm_kv_opts *o)
 	o->sync = false;
 	o->block_cache_bytes = (size_t)64 << 20;
 	o->write_buffer_bytes = (size_t)32 << 20;
+	o->spill_buffer_bytes = (size_t)1 << 20;
 	o->max_background_jobs = 2;
 }
 
@@ -308,6 +322,34 @@ kv_cf_options(const rocksdb_options_t *dbo, const struct sm_kv_opts *o,
 	return (co);
 }
 
+/* Empty the spill family of a database just opened (kv.h): drop it and
+ * create it again with options `co`.  On failure kv->cf[] may hold a NULL
+ * for it. */
+static int
+kv_spill_empty(struct sm_kv *kv, const rocksdb_options_t *co,
+    struct sm_err *err)
+{
+	rocksdb_column_family_handle_t **h = &kv->cf[1 + SM_KV_SPILL];
+	char *e = NULL;
+
+	rocksdb_drop_column_family(kv->db, *h, &e);
+	if (e != NULL)
+		return (kv_fail(err, e, "kv: drop the spill family of %s",
+		    kv->path));
+	rocksdb_column_family_handle_destroy(*h);
+	*h = rocksdb_create_column_family(kv->db, co,
+	    kv_cf_names[1 + SM_KV_SPILL], &e);
+	if (*h == NULL || e != NULL) {
+		if (*h != NULL) {
+			rocksdb_column_family_handle_destroy(*h);
+			*h = NULL;
+		}
+		return (kv_fail(err, e, "kv: create the spill family of %s",
+		    kv->path));
+	}
+	return (0);
+}
+
 static rocksdb_t *
 kv_open_cfs(const rocksdb_options_t *dbo, rocksdb_options_t **cfo,
     const char *path, rocksdb_column_family_handle_t **cf, char **e)
@@ -347,6 +389,10 @@ sm_kv_open(const char *path, const struct sm_kv_opts *o, struct sm_kv **out,
 	    rocksdb_no_compression, true, KV_BLOCKS_BLOCK_BYTES, true);
 	cfo[1 + SM_KV_INDEX] = kv_cf_options(dbo, o, cache,
 	    rocksdb_no_compression, true, 0, false);
+	cfo[1 + SM_KV_SPILL] = kv_cf_options(dbo, o, cache,
+	    rocksdb_no_compression, false, KV_BLOCKS_BLOCK_BYTES, false);
+	rocksdb_options_set_write_buffer_size(cfo[1 + SM_KV_SPILL],
+	    o->spill_buffer_bytes);
 
 	kv->db = kv_open_cfs(dbo, cfo, path, kv->cf, &e);
 	if (kv->db == NULL && e != NULL &&
@@ -363,12 +409,23 @@ sm_kv_open(const char *path, const struct sm_kv_opts *o, struct sm_kv **out,
 		rv = kv_fail(err, e, "kv: open %s", path);
 		goto out;
 	}
+	if ((rv = kv_spill_empty(kv, cfo[1 + SM_KV_SPILL], err)) != 0) {
+		for (size_t i = 0; i < KV_NCF_ALL; i++)
+			if (kv->cf[i] != NULL)
+				rocksdb_column_family_handle_destroy(
+				    kv->cf[i]);
+		rocksdb_close(kv->db);
+		kv->db = NULL;
+		goto out;
+	}
 	kv->ropts = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_verify_checksums(kv->ropts, 1);
 	kv->wopts = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(kv->wopts, o->sync ? 1 : 0);
 	kv->wopts_sync = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(kv->wopts_sync, 1);
+	kv->wopts_nowal = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(kv->wopts_nowal, 1);
 	*out = kv;
 	kv = NULL;
 out:
@@ -403,6 +460,7 @@ sm_kv_close(struct sm_kv *kv)
 	rocksdb_readoptions_destroy(kv->ropts);
 	rocksdb_writeoptions_destroy(kv->wopts);
 	rocksdb_writeoptions_destroy(kv->wopts_sync);
+	rocksdb_writeoptions_destroy(kv->wopts_nowal);
 	pthread_mutex_destroy(&kv->wmu);
 	sm_free(kv->path);
 	sm_free(kv);
@@ -671,10 +729,11 @@ sm_kv_batch_count(const struct sm_kv_batch *b)
 	return (b->count);
 }
 
-/* Replay the op log into a RocksDB write batch. */
+/* Replay the op log into a RocksDB write batch (of the spill family's
+ * ops only when `spill_only`, asserted). */
 static void
 kv_batch_fill(struct sm_kv *kv, const struct sm_kv_batch *b,
-    rocksdb_writebatch_t *wb)
+    rocksdb_writebatch_t *wb, bool spill_only)
 {
 	size_t off = 0;
 
@@ -690,6 +749,7 @@ kv_batch_fill(struct sm_kv *kv, const struct sm_kv_batch *b,
 		a = b->ops.b + off;
 		bb = a + r.alen;
 		off += r.alen + r.blen;
+		SM_ASSERT(!spill_only || r.cf == SM_KV_SPILL);
 		cf = kv_cf(kv, (enum sm_kv_cf)r.cf);
 		switch (r.op) {
 		case KV_OP_PUT:
@@ -711,9 +771,9 @@ kv_batch_fill(struct sm_kv *kv, const struct sm_kv_batch *b,
 	SM_ASSERT((uint32_t)rocksdb_writebatch_count(wb) == b->count);
 }
 
-int
-sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
-    struct sm_err *err)
+static int
+kv_write(struct sm_kv *kv, struct sm_kv_batch *b,
+    const rocksdb_writeoptions_t *wo, struct sm_err *err)
 {
 	rocksdb_writebatch_t *wb;
 	char *e = NULL;
@@ -724,8 +784,8 @@ sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
 		    "built (%s after %" PRIu32 " ops); nothing was written",
 		    sm_strerror(rv), b->count));
 	wb = rocksdb_writebatch_create();
-	kv_batch_fill(kv, b, wb);
-	rocksdb_write(kv->db, force_sync ? kv->wopts_sync : kv->wopts, wb, &e);
+	kv_batch_fill(kv, b, wb, wo == kv->wopts_nowal);
+	rocksdb_write(kv->db, wo, wb, &e);
 	rocksdb_writebatch_destroy(wb);
 	if (e != NULL) {
 		struct sm_err le;
@@ -738,6 +798,20 @@ sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
 	}
 	kv_note_write(kv, 0, NULL);
 	return (0);
+}
+
+int
+sm_kv_write(struct sm_kv *kv, struct sm_kv_batch *b, bool force_sync,
+    struct sm_err *err)
+{
+	return (kv_write(kv, b, force_sync ? kv->wopts_sync : kv->wopts, err));
+}
+
+int
+sm_kv_write_unlogged(struct sm_kv *kv, struct sm_kv_batch *b,
+    struct sm_err *err)
+{
+	return (kv_write(kv, b, kv->wopts_nowal, err));
 }
 
 /* --- iteration ------------------------------------------------------------ */

@@ -259,7 +259,7 @@ static void
 test_put_get(void)
 {
 	static const enum sm_kv_cf cfs[] = { SM_KV_HEAD, SM_KV_BLOCKS,
-		SM_KV_INDEX };
+		SM_KV_INDEX, SM_KV_SPILL };
 	struct sm_buf v = SM_BUF_INIT;
 	struct sm_err err;
 	struct tdir d;
@@ -766,6 +766,58 @@ test_reopen(void)
 	tdir_remove(&d);
 }
 
+/* The spill family: unlogged batches are read back like any write, also
+ * once flushed to SST files, and every open starts it empty (kv.h). */
+static void
+test_spill_family(void)
+{
+	struct sm_kv_batch *b;
+	struct sm_err err;
+	struct tdir d;
+	struct sm_kv *kv;
+	char got[64];
+
+	tdir_make(&d);
+	kv = kv_open_ok(d.path);
+	SM_REQUIRE((b = sm_kv_batch_create()) != NULL);
+	sm_kv_batch_put(b, SM_KV_SPILL, "s1", 2, "one", 3);
+	sm_kv_batch_put(b, SM_KV_SPILL, "s2", 2, "two", 3);
+	sm_kv_batch_put(b, SM_KV_SPILL, "s3", 2, "three", 5);
+	SM_CHECK_EQ(sm_kv_write_unlogged(kv, b, &err), 0);
+	put_str(kv, SM_KV_BLOCKS, "kept", "k");
+	SM_CHECK_EQ(get_str(kv, SM_KV_SPILL, "s2", got, sizeof(got)), 0);
+	SM_CHECK_STR(got, "two");
+	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "s2", got, sizeof(got)),
+	    SM_ENOTFOUND);
+	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 3);
+	/* Part of it in an SST, the rest in the memtable. */
+	SM_CHECK_EQ(sm_kv_flush(kv, &err), 0);
+	sm_kv_batch_clear(b);
+	sm_kv_batch_delete_range(b, SM_KV_SPILL, "s1", 2, "s3", 2);
+	sm_kv_batch_put(b, SM_KV_SPILL, "s4", 2, "four", 4);
+	SM_CHECK_EQ(sm_kv_write_unlogged(kv, b, &err), 0);
+	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 2);     /* s3, s4 */
+	SM_CHECK_EQ(get_str(kv, SM_KV_SPILL, "s3", got, sizeof(got)), 0);
+	SM_CHECK_STR(got, "three");
+	sm_kv_close(kv);
+
+	/* Reopened: the spill family is empty, the rest as it was. */
+	kv = kv_open_ok(d.path);
+	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 0);
+	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "kept", got, sizeof(got)), 0);
+	sm_kv_batch_clear(b);
+	sm_kv_batch_put(b, SM_KV_SPILL, "s5", 2, "five", 4);
+	SM_CHECK_EQ(sm_kv_write_unlogged(kv, b, &err), 0);
+	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 1);
+	SM_CHECK_EQ(sm_kv_flush(kv, &err), 0);
+	sm_kv_close(kv);
+	kv = kv_open_ok(d.path);
+	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 0);
+	sm_kv_close(kv);
+	sm_kv_batch_destroy(b);
+	tdir_remove(&d);
+}
+
 /* A writer killed right after its sync=false acks loses nothing: the WAL
  * is in the page cache, and the next open replays it. */
 static void
@@ -1263,6 +1315,8 @@ SM_TEST_MAIN(
 	{ "iterator seek", test_iter_seek },
 	{ "iterators read a snapshot", test_iter_snapshot },
 	{ "data persists across close and reopen", test_reopen },
+	{ "the spill family: unlogged, empty at every open",
+	    test_spill_family },
 	{ "sync=false writes survive a killed writer (WAL)", test_crash_wal },
 	{ "second open fails with SM_EIO (LOCK)", test_second_open },
 	{ "open failures clean up and report", test_open_fails_cleanly },

@@ -2539,7 +2539,7 @@ static uint32_t
 spill_keys(struct disk *d)
 {
 	struct sm_kv_iter *it = sm_kv_iter_create(ing_store_kv(d->store),
-	    SM_KV_BLOCKS);
+	    SM_KV_SPILL);
 	uint32_t n = 0;
 
 	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);

@@ -70,8 +70,10 @@ static struct sm_metric *m_expired;
 #define ING_DEADLINE_SKEW_MS 1000
 
 /* Memtables that can be full at once: two (one flushing) for each column
- * family written, blocks and index (the head log is files: headlog.h). */
+ * family written, blocks and index (the head log is files: headlog.h),
+ * and two of the spill family's ING_SPILL_MEMTABLE bytes (store.h). */
 #define ING_MEMTABLES 4
+#define ING_SPILL_MEMTABLE ((uint64_t)1 << 20)
 
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
@@ -138,7 +140,8 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		SM_FLAG_BYTES, &cfg->write_buffer, "8MiB",
 		"Size of each RocksDB memtable (one per column family written: "
 		"blocks and index; up to two each while one is flushed): "
-		"less memory, or fewer and larger flushes. At least 1MiB." };
+		"less memory, or fewer and larger flushes. At least 1MiB. "
+		"The spilled buckets' family has 1MiB ones of its own." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -403,7 +406,7 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		    "(write buffers >= 1MiB), and -instance.id set"));
 	if (cfg->head_max_bytes != 0 && (uint64_t)cfg->block_cache +
 	    (uint64_t)cfg->rocksdb_cache + ING_MEMTABLES *
-	    (uint64_t)cfg->write_buffer >
+	    (uint64_t)cfg->write_buffer + 2 * ING_SPILL_MEMTABLE >
 	    (uint64_t)cfg->head_max_bytes / 2)
 		sm_warn("ingester", "caches and memtables alone can take half "
 		    "of -ingester.head-max-bytes, the process's memory bound: "
@@ -464,7 +467,8 @@ floor_check(struct ingester *ing)
 	ing_db_stats(ing->db, &st);
 	max = (uint64_t)ing->cfg.head_max_bytes;
 	base = rss - SM_MIN(rss, st.head_bytes);
-	memt = ING_MEMTABLES * (uint64_t)ing->cfg.write_buffer;
+	memt = ING_MEMTABLES * (uint64_t)ing->cfg.write_buffer +
+	    2 * ING_SPILL_MEMTABLE;
 	if (base + memt > max / 100 * ING_MEM_RESUME_PCT)
 		sm_warn("ingester", "-ingester.head-max-bytes is below what "
 		    "this process holds without any head: writes will be "
@@ -531,6 +535,7 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	kvo.sync = ing->cfg.wal_sync;
 	kvo.block_cache_bytes = (size_t)ing->cfg.rocksdb_cache;
 	kvo.write_buffer_bytes = (size_t)ing->cfg.write_buffer;
+	kvo.spill_buffer_bytes = (size_t)ING_SPILL_MEMTABLE;
 	snprintf(path, sizeof(path), "%s", ing->cfg.data_dir);
 	if ((rv = ing_store_open(path, &kvo, (size_t)ing->cfg.block_cache,
 	    &ing->store, err)) != 0)

@@ -113,14 +113,14 @@ ing_store_spill_put(struct sm_kv_batch *b, const char *tenant, uint64_t gen,
 	struct sm_key k;
 
 	ing_key_spill(&k, tenant, gen, series, t);
-	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, v, n);
+	sm_kv_batch_put(b, SM_KV_SPILL, k.b, k.n, v, n);
 }
 
-/* Delete kinds [lo_kind, hi_kind) of (tenant, gen) in the blocks family,
- * without a sync. */
+/* Delete kinds [lo_kind, hi_kind) of (tenant, gen) in family cf, without
+ * a sync (the spill family's without the WAL). */
 static int
-kinds_drop(struct ing_store *s, const char *tenant, uint64_t gen,
-    char lo_kind, char hi_kind, struct sm_err *err)
+kinds_drop(struct ing_store *s, enum sm_kv_cf cf, const char *tenant,
+    uint64_t gen, char lo_kind, char hi_kind, struct sm_err *err)
 {
 	struct sm_kv_batch *b = sm_kv_batch_create();
 	struct sm_key lo, hi;
@@ -132,8 +132,9 @@ kinds_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 	hi = lo;
 	sm_key_u8(&lo, (uint8_t)lo_kind);
 	sm_key_u8(&hi, (uint8_t)hi_kind);
-	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
-	rv = sm_kv_write(s->kv, b, false, err);
+	sm_kv_batch_delete_range(b, cf, lo.b, lo.n, hi.b, hi.n);
+	rv = cf == SM_KV_SPILL ? sm_kv_write_unlogged(s->kv, b, err) :
+	    sm_kv_write(s->kv, b, false, err);
 	sm_kv_batch_destroy(b);
 	return (rv);
 }
@@ -143,18 +144,20 @@ ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
     struct sm_err *err)
 {
 	/* buckets 'B' and records 'C' (store.h) */
-	return (kinds_drop(s, tenant, gen, 'B', 'D', err));
+	return (kinds_drop(s, SM_KV_SPILL, tenant, gen, 'B', 'D', err));
 }
 
 int
 ing_store_uncommitted_drop(struct ing_store *s, const char *tenant,
     uint64_t gen, struct sm_err *err)
 {
-	/* 'B', 'C' and the data parts 'D' a cut wrote ahead (store.h) */
-	return (kinds_drop(s, tenant, gen, 'B', 'E', err));
+	/* The data parts 'D' a cut wrote ahead, and the 'B' and 'C' an
+	 * older version spilled into the blocks family (store.h); the spill
+	 * family was emptied at the open. */
+	return (kinds_drop(s, SM_KV_BLOCKS, tenant, gen, 'B', 'E', err));
 }
 
-/* What blocks_scan calls for each value: a spilled bucket's (with its
+/* What spill_scan calls for each value: a spilled bucket's (with its
  * t, the key's last 8 bytes) or a chunk of profile records'. */
 struct scan_fn {
 	int (*bucket)(void *arg, int64_t t, const uint8_t *v, size_t n);
@@ -168,7 +171,7 @@ struct scan_fn {
  * is returned; else the iterator's status.  0, SM_EIO, SM_ENOMEM or f's.
  */
 static int
-blocks_scan_it(struct sm_kv_iter *it, const struct sm_key *lo,
+spill_scan_it(struct sm_kv_iter *it, const struct sm_key *lo,
     const struct sm_key *hi, const struct scan_fn *f, struct sm_err *err)
 {
 	int rv = 0;
@@ -193,17 +196,17 @@ blocks_scan_it(struct sm_kv_iter *it, const struct sm_key *lo,
 	return (rv);
 }
 
-/* blocks_scan_it with an iterator of its own. */
+/* spill_scan_it with an iterator of its own. */
 static int
-blocks_scan(struct ing_store *s, const struct sm_key *lo,
+spill_scan(struct ing_store *s, const struct sm_key *lo,
     const struct sm_key *hi, const struct scan_fn *f, struct sm_err *err)
 {
 	struct sm_kv_iter *it;
 	int rv;
 
-	if ((it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL)
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_SPILL)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = blocks_scan_it(it, lo, hi, f, err);
+	rv = spill_scan_it(it, lo, hi, f, err);
 	sm_kv_iter_destroy(it);
 	return (rv);
 }
@@ -219,7 +222,7 @@ ing_store_iter_new(struct ing_store *s, struct ing_store_iter **out,
 	struct ing_store_iter *x;
 
 	if ((x = sm_malloc(sizeof(*x))) == NULL ||
-	    (x->it = sm_kv_iter_create(s->kv, SM_KV_BLOCKS)) == NULL) {
+	    (x->it = sm_kv_iter_create(s->kv, SM_KV_SPILL)) == NULL) {
 		sm_free(x);
 		*out = NULL;
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -252,7 +255,7 @@ ing_store_recs_put(struct sm_kv_batch *b, const char *tenant, uint64_t gen,
 	struct sm_key k;
 
 	key_recs(&k, tenant, gen, chunk);
-	sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, v, n);
+	sm_kv_batch_put(b, SM_KV_SPILL, k.b, k.n, v, n);
 }
 
 int
@@ -266,7 +269,7 @@ ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
 
 	key_recs(&lo, tenant, gen, 0);
 	key_recs(&hi, tenant, gen, UINT32_MAX);
-	if ((rv = blocks_scan(s, &lo, &hi, &f, err)) == SM_ECORRUPT)
+	if ((rv = spill_scan(s, &lo, &hi, &f, err)) == SM_ECORRUPT)
 		(void)sm_err_set(err, rv, "spilled profile records of tenant "
 		    "%s in head %llu are damaged", tenant,
 		    (unsigned long long)gen);
@@ -277,8 +280,8 @@ int
 ing_store_spill_write(struct ing_store *s, struct sm_kv_batch *b,
     struct sm_err *err)
 {
-	/* Not synced: the head log, not this, is what a crash replays. */
-	return (sm_kv_write(s->kv, b, false, err));
+	/* Not logged: the head log, not this, is what a crash replays. */
+	return (sm_kv_write_unlogged(s->kv, b, err));
 }
 
 int
@@ -293,8 +296,8 @@ ing_store_spill_read(struct ing_store *s, struct ing_store_iter *it,
 
 	ing_key_spill(&lo, tenant, gen, series, t0);
 	ing_key_spill(&hi, tenant, gen, series, t1);
-	rv = it != NULL ? blocks_scan_it(it->it, &lo, &hi, &f, err) :
-	    blocks_scan(s, &lo, &hi, &f, err);
+	rv = it != NULL ? spill_scan_it(it->it, &lo, &hi, &f, err) :
+	    spill_scan(s, &lo, &hi, &f, err);
 	if (rv == SM_ECORRUPT)
 		(void)sm_err_set(err, rv, "spilled bucket of tenant %s series "
 		    "%u in head %llu is damaged", tenant, series,

@@ -18,9 +18,9 @@
  *   blocks         str(tenant) u64 id   u8 'D' u32 series   block data
  *   blocks         str(tenant) u64 id   u8 'P'              block spans
  *   blocks         str(tenant) u64 id   u8 'X'              block profiles
- *   blocks         str(tenant) u64 gen  u8 'B' u32 series u64 t
+ *   spill          str(tenant) u64 gen  u8 'B' u32 series u64 t
  *                                                           spilled bucket
- *   blocks         str(tenant) u64 gen  u8 'C' u32 chunk    spilled profile
+ *   spill          str(tenant) u64 gen  u8 'C' u32 chunk    spilled profile
  *                                                           records
  *   index          str("") u8 'R'                           retention floor
  *   index          str("") u8 'F' str(tenant)               tenant's floor
@@ -45,22 +45,26 @@
  * start (t with its sign bit flipped, so keys sort by t).  They are
  * derived data: written without a sync, and never read by a process that
  * did not write them (every head of a process has a gen above all gens
- * on disk at its open).  They live beside the block the head becomes
- * (same id, kind 'B'), not in the log's range, because the block commit
- * drops the log while queries that took the head before the cut may still
- * read it: a head's spilled buckets are dropped when its last reference
- * goes (ing_store_spill_drop, a range delete); the replay drops those of
- * every gen it finds in the log (a crash left them); any left under a
- * committed block (a crash between its commit and the drop) go with that
- * block's range delete.
+ * on disk at its open).  So they have a column family of their own, the
+ * spill family (common/kv.h): written without the WAL, emptied at every
+ * open (nothing a crash left needs finding), with 1 MiB memtables where
+ * the blocks family's are -ingester.rocksdb-write-buffer-bytes (8 MiB):
+ * they went through the blocks family's before, and its memtable was a
+ * fifth of B5's RSS (issue 12).  They are not in the log's range: the
+ * block commit drops the log while queries that took the head before the
+ * cut may still read them, so a head's spilled buckets are dropped when its
+ * last reference goes (ing_store_spill_drop, a range delete).  Versions
+ * before the spill family wrote kinds 'B' and 'C' into the blocks
+ * family: the replay's ing_store_uncommitted_drop still deletes them
+ * there, and a committed block's range delete takes any under it.
  *
  * Spilled profile records (head.h, "Spilled buckets"): chunk k holds the
  * head's individual-profile records (profiles.h) that the k-th spill pass
  * took, as the in-memory structs (40 bytes each, host byte order: only
  * the process that wrote them reads them, as above); a read checks that
- * the length is a whole number of records.  Same lifetime as the spilled
- * buckets: ing_store_spill_drop deletes kinds 'B' and 'C' of the gen in
- * one range, [gen 'B', gen 'D').
+ * the length is a whole number of records.  Same family and lifetime as
+ * the spilled buckets: ing_store_spill_drop deletes kinds 'B' and 'C' of
+ * the gen in one range, [gen 'B', gen 'D').
  *
  * A block is committed in ONE synced batch that writes all its parts and
  * the tenant's committed generation 'L' (= the block's id; every log
@@ -268,7 +272,7 @@ int ing_store_flush_memtables(struct ing_store *s, struct sm_err *err);
 
 /*
  * Spilled buckets (above).  ing_store_spill_put adds one to a batch;
- * ing_store_spill_write applies the batch, not synced.
+ * ing_store_spill_write applies the batch, without the WAL.
  * ing_store_spill_read (through `it`, or an iterator of its own when it is
  * NULL) calls fn(arg, t, bytes, n) for every spilled bucket of (tenant,
  * gen, series)
@@ -287,7 +291,7 @@ int ing_store_spill_read(struct ing_store *s, struct ing_store_iter *it,
     void *arg, struct sm_err *err);
 
 /*
- * An iterator over the blocks family that many ing_store_spill_read calls
+ * An iterator over the spill family that many ing_store_spill_read calls
  * share (`it` above; NULL makes one per call): a query or a cut reads one
  * series after another, and each new RocksDB iterator costs a snapshot
  * and a seek through every level's index.  It reads the store as of its
@@ -309,14 +313,15 @@ void ing_store_recs_put(struct sm_kv_batch *b, const char *tenant,
 int ing_store_recs_read(struct ing_store *s, const char *tenant, uint64_t gen,
     int (*fn)(void *arg, const uint8_t *v, size_t n), void *arg,
     struct sm_err *err);
-/* Drop every spilled bucket and record chunk of head (tenant, gen); not
- * synced. */
+/* Drop every spilled bucket and record chunk of head (tenant, gen);
+ * without the WAL. */
 int ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
     struct sm_err *err);
 
 /* At replay, for a gen found in the head log (so no block was committed
- * under it): drop its spilled buckets, record chunks and any data parts
- * a cut wrote ahead ("Written ahead" above); not synced. */
+ * under it): drop any data parts a cut wrote ahead ("Written ahead"
+ * above) and what an older version spilled into the blocks family; not
+ * synced. */
 int ing_store_uncommitted_drop(struct ing_store *s, const char *tenant,
     uint64_t gen, struct sm_err *err);
 #define ING_STORE_AHEAD_BYTES ((size_t)4 << 20)
