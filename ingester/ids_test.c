@@ -88,7 +88,58 @@ test_cap(void)
 	ing_ids_fini(&x);
 }
 
+/* Closed generations are packed (ids.h): every id is still found with
+ * its state, states still change in place, absent ids stay absent, and
+ * a packed set holds exactly its ids. */
+static void
+test_packed(void)
+{
+	struct ing_ids x;
+	uint8_t id[ING_ID_LEN];
+	uint32_t n;
+	int packed = 0;
+
+	ing_ids_init(&x, 60000, 1000000);
+	/* 1,000 ids a second for 40 s: generations close every 15 s. */
+	for (n = 0; n < 40000; n++) {
+		id_of(id, n * 2654435761u);
+		SM_REQUIRE(ing_ids_set(&x, id, n % 7 == 0 ? ING_ID_PENDING :
+		    ING_ID_DONE, 1000 + n) == 0);
+	}
+	for (int g = 1; g < ING_ID_GENS; g++) {
+		if (x.gen[g].n == 0)
+			continue;
+		SM_CHECK(x.gen[g].rec != NULL && x.gen[g].nslots == 0 &&
+		    x.gen[g].key == NULL);
+		packed++;
+	}
+	SM_CHECK_EQ(packed, 2);
+	SM_CHECK(x.gen[0].rec == NULL && x.gen[0].nslots > 0);
+	for (n = 0; n < 40000; n++) {
+		id_of(id, n * 2654435761u);
+		SM_CHECK_EQ(ing_ids_get(&x, id), n % 7 == 0 ? ING_ID_PENDING :
+		    ING_ID_DONE);
+		id_of(id, n * 2654435761u + 1);
+		SM_CHECK_EQ(ing_ids_get(&x, id), ING_ID_ABSENT);
+	}
+	/* The pending ones finish, in whichever set holds them. */
+	for (n = 0; n < 40000; n += 7) {
+		id_of(id, n * 2654435761u);
+		SM_REQUIRE(ing_ids_set(&x, id, n % 2 ? ING_ID_DONE :
+		    ING_ID_ABSENT, 41000) == 0);
+	}
+	for (n = 0; n < 40000; n++) {
+		id_of(id, n * 2654435761u);
+		SM_CHECK_EQ(ing_ids_get(&x, id), n % 7 != 0 || n % 2 ?
+		    ING_ID_DONE : ING_ID_ABSENT);
+	}
+	SM_CHECK_EQ(x.gen[0].n, 10000);      /* nothing re-added */
+	ing_ids_fini(&x);
+}
+
 SM_TEST_MAIN(
 	{ "ids: remembered a window, forgotten by 1.25, states move", test_window },
 	{ "ids: the count cap bounds every generation", test_cap },
+	{ "ids: closed generations are packed and still updated",
+	    test_packed },
 )
