@@ -18,9 +18,9 @@
  *                 bloom filter: it is only scanned).
  *
  * Durability: every write to the first three families goes through the
- * WAL (never disabled; manual_wal_flush stays off).  `sync` (-ingester.wal-sync) makes each
- * write fdatasync the WAL: without it a write survives a process crash,
- * with it a power loss.  A write returns only once RocksDB has it.
+ * WAL (never disabled; manual_wal_flush stays off).  `sync`
+ * (-ingester.wal-sync) makes each write fdatasync the WAL: without it a
+ * write survives a process crash, with it a power loss.  A write returns only once RocksDB has it.
  *
  * Keys are byte strings compared bytewise (RocksDB's default comparator);
  * the sm_key helpers build big-endian, length-prefixed keys so byte order is
@@ -72,9 +72,9 @@ struct sm_kv_iter;
 
 /*
  * Open (creating if missing) the database in directory `path` with the
- * four column families, SM_KV_SPILL empty.  RocksDB's own LOCK makes a second opener fail
- * with SM_EIO.  Returns 0, SM_EIO, SM_ECORRUPT or SM_ENOMEM (message in
- * err).
+ * four column families, SM_KV_SPILL empty.  RocksDB's own LOCK makes a
+ * second opener fail with SM_EIO.  Returns 0, SM_EIO, SM_ECORRUPT or
+ * SM_ENOMEM (message in err).
  */
 int sm_kv_open(const char *path, const struct sm_kv_opts *o,
     struct sm_kv **out, struct sm_err *err);

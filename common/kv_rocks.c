@@ -8,8 +8,9 @@
  * family (RocksDB requires "default" to be opened too; we never write it),
  * one shared read options object (checksums verified) and three write
  * option objects: `wopts` (sync = opts.sync), `wopts_sync` (sync = 1, for
- * force_sync) and `wopts_nowal` (disableWAL, sm_kv_write_unlogged).  Option, table-option, filter and cache objects are only
- * needed while opening: RocksDB copies options and holds the LRU cache and
+ * force_sync) and `wopts_nowal` (disableWAL, sm_kv_write_unlogged).
+ * Option, table-option, filter and cache objects are only needed while
+ * opening: RocksDB copies options and holds the LRU cache and
  * bloom filter through shared pointers, so sm_kv_open destroys its copies
  * on every path.  Column family handles are destroyed before rocksdb_close,
  * as RocksDB requires; every iterator must be destroyed before

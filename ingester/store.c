@@ -166,7 +166,7 @@ struct scan_fn {
 };
 
 /*
- * Every key of the blocks family from lo to hi (inclusive; keys of hi's
+ * Every key of the spill family from lo to hi (inclusive; keys of hi's
  * length, in order) through f.  f's non-zero return stops the scan and
  * is returned; else the iterator's status.  0, SM_EIO, SM_ENOMEM or f's.
  */
