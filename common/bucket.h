@@ -1,0 +1,195 @@
+/*
+ * bucket.h -- object storage: where history lives once an ingester has
+ * cut it (docs/architecture.md §10).  One interface, two backends behind
+ * a const ops table (docs/style.md §10):
+ *
+ *   filesystem  objects are files under a directory (the single binary's
+ *               bucket, and every test's).  A put writes a temporary file
+ *               in the same directory, fsyncs it, renames it over the key
+ *               and fsyncs the directory: a reader sees the old object,
+ *               the new one, or none -- never a torn one, also after a
+ *               crash or a power loss.  bucket_fs.c.
+ *   s3          any S3-compatible store: AWS S3, GCS's S3 interoperability
+ *               (HMAC keys), MinIO, Ceph RGW, OpenStack Swift's s3api.
+ *               libcurl signs with SigV4 (CURLOPT_AWS_SIGV4), libxml2
+ *               parses ListObjectsV2.  Path-style or virtual-hosted
+ *               addressing, https with a CA bundle or plain http, per
+ *               request timeouts, retries with jittered exponential
+ *               backoff on 5xx, 429 (SlowDown) and transport errors.
+ *               bucket_s3.c is the only file that includes <curl/curl.h>
+ *               for S3 and <libxml/...>.
+ *
+ * What the interface promises (and the acceptance suite common/
+ * bucket_test.c checks on both backends, the S3 one against a real
+ * Swift on loopback):
+ *   - put is atomic and durable when it returns 0: a get after it sees the
+ *     whole object.  There is no conditional put (Swift has none), so
+ *     callers make keys unique (ingester block ids) instead of racing on
+ *     one.
+ *   - get of [off, off + len) returns exactly those bytes; a range that
+ *     runs past the end is SM_EINVAL, a missing key SM_ENOTFOUND.
+ *     len == SM_BUCKET_WHOLE reads from off to the end.
+ *   - list is NOT a source of truth: S3-compatible stores (Swift, Ceph)
+ *     may lag.  It serves the compactor and smolder-admin; the read path
+ *     reads a bucket index the compactor writes.  Keys come in byte order
+ *     (all backends), with continuation handled inside.
+ *   - delete of a missing key is 0 (S3's semantics).
+ *
+ * Keys: 1..SM_BUCKET_KEY_MAX bytes of [A-Za-z0-9._-/], no empty segment,
+ * no segment starting with '.', not starting or ending with '/'
+ * (sm_bucket_key_ok).  That set needs no escaping on any backend, no
+ * filesystem path can climb out of the directory ("..") and no key names
+ * the filesystem backend's temporary files (".tmp-...").  -storage.prefix is
+ * prepended to every key by this layer, so callers never see it.
+ *
+ * Credentials (s3), the key pair and its token always from ONE source:
+ * the flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and
+ * AWS_SESSION_TOKEN) from the environment, else
+ * the [profile] (AWS_PROFILE, default "default") of an AWS shared
+ * credentials file (-storage.s3.credentials-file, else
+ * AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials).  The secret is
+ * never logged, printed by -help or put in an error message.
+ *
+ * Errors: 0, SM_ENOTFOUND (no such key), SM_EINVAL (a bad key or range),
+ * SM_EAUTH (401/403: wrong keys, clock skew), SM_EUNAVAIL (the store
+ * unreachable or answering 5xx after every retry), SM_ETIMEDOUT,
+ * SM_ENOMEM, SM_EIO (a local I/O error, or an answer that is not what S3
+ * sends).  err carries the operation, the key and the store's own code
+ * ("s3 GET t/1/block: 503 SlowDown after 4 tries").
+ *
+ * Locking: an sm_bucket is thread-safe; each call is independent (the s3
+ * backend keeps a small pool of curl handles so connections are reused).
+ * Blocking: every call blocks for its I/O, bounded by the timeout times
+ * the retries plus the backoff.
+ */
+#ifndef SM_BUCKET_H
+#define SM_BUCKET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "sm.h"
+
+#define SM_BUCKET_KEY_MAX 512
+#define SM_BUCKET_WHOLE UINT64_MAX
+
+/*
+ * Configuration, filled by the -storage.* flags (sm_bucket_flags).  Strings
+ * are owned by the flag set; "" means unset.
+ */
+struct sm_bucket_cfg {
+	char *backend;             /* "", "filesystem" or "s3" */
+	char *prefix;              /* -storage.prefix: prepended to keys */
+	char *fs_dir;              /* -storage.filesystem.dir */
+	char *s3_endpoint;         /* host[:port], no scheme */
+	char *s3_bucket;
+	char *s3_region;
+	char *s3_access_key_id;
+	char *s3_secret_access_key;
+	char *s3_session_token;
+	char *s3_credentials_file;
+	char *s3_lookup;           /* "auto", "path" or "virtual-hosted" */
+	char *s3_ca_path;          /* CA bundle file ("" = the system's) */
+	bool s3_insecure;          /* http:// instead of https:// */
+	bool s3_skip_verify;       /* accept any certificate (tests only) */
+	int64_t s3_timeout_ms;     /* per request */
+	int64_t s3_max_retries;    /* tries after the first */
+};
+
+struct sm_flag;
+
+/*
+ * The -storage.* flag table over `c` (docs/operations.md "Object
+ * storage"); names follow Pyroscope's where the meaning is the same.
+ */
+const struct sm_flag *sm_bucket_flags(struct sm_bucket_cfg *c, size_t *n);
+
+/* Is a bucket configured (backend not "")? */
+bool sm_bucket_cfg_enabled(const struct sm_bucket_cfg *c);
+
+/* One listed object. */
+struct sm_bucket_obj {
+	const char *key;           /* without -storage.prefix */
+	uint64_t size;
+};
+
+struct sm_bucket;
+
+/*
+ * The backend's operations (bucket_fs.c, bucket_s3.c).  Keys here are
+ * full keys (prefix included) and already checked.  get appends to out.
+ * list calls fn for every key starting with `prefix` in byte order; fn's
+ * non-zero return stops it and is returned.
+ */
+struct sm_bucket_ops {
+	const char *name;
+	int (*put)(struct sm_bucket *b, const char *key, const void *p,
+	    size_t n, struct sm_err *err);
+	int (*get)(struct sm_bucket *b, const char *key, uint64_t off,
+	    uint64_t len, struct sm_buf *out, struct sm_err *err);
+	int (*stat)(struct sm_bucket *b, const char *key, uint64_t *size,
+	    struct sm_err *err);
+	int (*del)(struct sm_bucket *b, const char *key, struct sm_err *err);
+	int (*list)(struct sm_bucket *b, const char *prefix,
+	    int (*fn)(void *arg, const struct sm_bucket_obj *o), void *arg,
+	    struct sm_err *err);
+	void (*destroy)(struct sm_bucket *b);
+};
+
+/* The common head of every backend's handle. */
+struct sm_bucket {
+	const struct sm_bucket_ops *ops;
+	char *prefix;              /* "" or "x/" (with its slash) */
+	char *desc;                /* "s3 http://host:port/bucket", no secret */
+};
+
+/*
+ * Open the bucket `c` describes.  `data_dir` roots a relative
+ * -storage.filesystem.dir (an empty one means <data_dir>/bucket).  The
+ * filesystem backend creates its directory; the s3 one checks its
+ * configuration only (sm_bucket_probe talks to it).  Returns 0,
+ * SM_EINVAL (bad configuration, said in err), SM_EIO or SM_ENOMEM.
+ * Ownership: *out is the caller's, freed by sm_bucket_destroy.
+ */
+int sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
+    struct sm_bucket **out, struct sm_err *err);
+void sm_bucket_destroy(struct sm_bucket *b);
+
+/* A one-line description for logs and /status, never with a secret. */
+const char *sm_bucket_desc(const struct sm_bucket *b);
+
+/* Is `key` a valid key (above)? */
+bool sm_bucket_key_ok(const char *key);
+
+/*
+ * The operations (contracts above, "What the interface promises").  A
+ * key that fails sm_bucket_key_ok is SM_EINVAL before any I/O.
+ */
+int sm_bucket_put(struct sm_bucket *b, const char *key, const void *p,
+    size_t n, struct sm_err *err);
+int sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
+    uint64_t len, struct sm_buf *out, struct sm_err *err);
+int sm_bucket_stat(struct sm_bucket *b, const char *key, uint64_t *size,
+    struct sm_err *err);
+int sm_bucket_delete(struct sm_bucket *b, const char *key,
+    struct sm_err *err);
+int sm_bucket_list(struct sm_bucket *b, const char *prefix,
+    int (*fn)(void *arg, const struct sm_bucket_obj *o), void *arg,
+    struct sm_err *err);
+
+/*
+ * Is the store there and are the keys right?  A list of one page under
+ * the prefix: 0, SM_EAUTH, SM_EUNAVAIL, SM_ETIMEDOUT, SM_ENOTFOUND (no
+ * such bucket).
+ */
+int sm_bucket_probe(struct sm_bucket *b, struct sm_err *err);
+
+/* Backend constructors (bucket.c calls them; the s3 one resolves the
+ * credentials and the region as above). */
+int sm_bucket_fs_open(const char *dir, struct sm_bucket **out,
+    struct sm_err *err);
+int sm_bucket_s3_open(const struct sm_bucket_cfg *c, struct sm_bucket **out,
+    struct sm_err *err);
+
+#endif /* SM_BUCKET_H */

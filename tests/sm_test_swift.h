@@ -1,0 +1,115 @@
+/*
+ * sm_test_swift.h -- a real S3 server for C tests: a one-node OpenStack
+ * Swift with its s3api middleware on loopback ports, started and stopped
+ * by tests/tools/swift_s3.py (every process by its PID).  A mock S3 would
+ * prove nothing about signing, ranges, listings or errors; Swift's
+ * semantics are weaker than AWS's (no conditional PUT, lagging listings),
+ * so what passes here holds on S3, GCS and Ceph.
+ *
+ * swift_start fills the fields an S3 sm_bucket_cfg needs (strings owned
+ * by the struct).  Swift is a Debian package `make deps` installs, so a
+ * failure to start is a test failure, not a skip.
+ */
+#ifndef SM_TEST_SWIFT_H
+#define SM_TEST_SWIFT_H
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bucket.h"
+
+struct swift {
+	char dir[64];
+	char endpoint[64];     /* 127.0.0.1:port */
+	char port[16];
+	char region[32], access[64], secret[64], bucket[64];
+	int proxy_pid;         /* the S3 front (SIGSTOP it to make it hang) */
+	int up;
+};
+
+static inline int
+swift_start(struct swift *s)
+{
+	char cmd[512], line[4096], path[256];
+	json_t *j, *pids;
+	json_error_t je;
+	FILE *p;
+	int ok;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/smolder-swift-XXXXXX");
+	if (mkdtemp(s->dir) == NULL)
+		return (-1);
+	snprintf(cmd, sizeof(cmd), "python3 %s start %s",
+	    sm_test_path(path, sizeof(path), "tests/tools/swift_s3.py"),
+	    s->dir);
+	if ((p = popen(cmd, "r")) == NULL)
+		return (-1);
+	ok = fgets(line, sizeof(line), p) != NULL;
+	ok = pclose(p) == 0 && ok;
+	if (!ok || (j = json_loads(line, 0, &je)) == NULL)
+		return (-1);
+	snprintf(s->endpoint, sizeof(s->endpoint), "%s",
+	    json_string_value(json_object_get(j, "endpoint")));
+	snprintf(s->region, sizeof(s->region), "%s",
+	    json_string_value(json_object_get(j, "region")));
+	snprintf(s->access, sizeof(s->access), "%s",
+	    json_string_value(json_object_get(j, "access_key")));
+	snprintf(s->secret, sizeof(s->secret), "%s",
+	    json_string_value(json_object_get(j, "secret_key")));
+	snprintf(s->bucket, sizeof(s->bucket), "%s",
+	    json_string_value(json_object_get(j, "bucket")));
+	pids = json_object_get(j, "pids");
+	/* the proxy is started last */
+	if (json_array_size(pids) > 0)
+		s->proxy_pid = (int)json_integer_value(json_array_get(pids,
+		    json_array_size(pids) - 1));
+	json_decref(j);
+	snprintf(s->port, sizeof(s->port), "%s",
+	    strchr(s->endpoint, ':') != NULL ? strchr(s->endpoint, ':') + 1 :
+	    "");
+	s->up = 1;
+	return (0);
+}
+
+static inline void
+swift_stop(struct swift *s)
+{
+	char cmd[512], path[256];
+
+	if (s->dir[0] == '\0')
+		return;
+	snprintf(cmd, sizeof(cmd), "python3 %s stop %s; rm -rf %s",
+	    sm_test_path(path, sizeof(path), "tests/tools/swift_s3.py"),
+	    s->dir, s->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "swift stop %s failed\n", s->dir);
+	s->dir[0] = '\0';
+	s->up = 0;
+}
+
+/* An S3 bucket config for s (path-style over http, short timeouts). */
+static inline void
+swift_cfg(const struct swift *s, struct sm_bucket_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->backend = (char *)"s3";
+	c->prefix = (char *)"";
+	c->fs_dir = (char *)"";
+	c->s3_endpoint = (char *)s->endpoint;
+	c->s3_bucket = (char *)s->bucket;
+	c->s3_region = (char *)s->region;
+	c->s3_access_key_id = (char *)s->access;
+	c->s3_secret_access_key = (char *)s->secret;
+	c->s3_session_token = (char *)"";
+	c->s3_credentials_file = (char *)"";
+	c->s3_lookup = (char *)"path";
+	c->s3_ca_path = (char *)"";
+	c->s3_insecure = true;
+	c->s3_timeout_ms = 5000;
+	c->s3_max_retries = 2;
+}
+
+#endif /* SM_TEST_SWIFT_H */

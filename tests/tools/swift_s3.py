@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""swift_s3.py -- a real one-node OpenStack Swift with s3api on loopback.
+
+The S3 backend (common/bucket_s3.c) is tested against a real S3 server,
+not a mock (docs/../spec/object-storage.md section 3: npm's s3rver accepted
+a wrong secret).  This script starts Swift 2.30 (Debian 12) in a directory
+of its own and stops it again:
+
+    python3 tests/tools/swift_s3.py start DIR   # prints one JSON line
+    python3 tests/tools/swift_s3.py stop DIR
+
+`start` creates DIR (rings, configs, devices), picks four free loopback
+ports, starts swift-object-server, swift-container-server,
+swift-account-server and swift-proxy-server as four processes (each in
+its own session, logs in DIR/<name>.log, pids in DIR/pids), waits at most
+30 s until a SigV4-signed PUT of the bucket succeeds, and prints
+
+    {"endpoint": "127.0.0.1:PORT", "region": "us-east-1",
+     "access_key": "test:tester", "secret_key": "testing",
+     "bucket": "smolder-test", "pids": [...]}
+
+leaving the servers running.  On failure it kills what it started, writes
+the reason and the logs' tails to stderr and exits 1.  `stop` sends
+SIGTERM to every pid in DIR/pids, waits up to 5 s, then SIGKILLs.
+
+Importable: start(dir) -> dict (raises SwiftError) and stop(dir).
+
+Decisions and traps found on this machine:
+  - Swift reads swift.conf (hash path suffix, storage policies) from the
+    fixed path /etc/swift/swift.conf, whatever swift_dir says (swift_dir
+    only locates the rings).  We never write /etc: each server is started
+    through a small Python shim that calls swift.common.utils.
+    set_swift_dir(DIR) before running the real /usr/bin/swift-*-server
+    script, so the test does not depend on what /etc holds (here: a
+    "changeme" suffix and policy aliases) or whether it exists.
+  - The servers drop privileges to `user` (default "swift") after
+    binding; as root that user could not write DIR.  Every conf sets
+    user = the current user, which is a no-op when not root.
+  - The servers run under the Python of their #! line (/usr/bin/python3,
+    which has the swift package), not the one running this script.
+  - There is no /dev/log here: Swift then logs to syslog over UDP
+    (localhost:514, dropped).  -v adds a console handler, so the log
+    files hold the servers' own lines.
+  - [filter:s3api] storage_domain = localhost makes virtual-hosted
+    addressing (http://smolder-test.localhost:PORT/key) work; libcurl
+    resolves *.localhost to loopback.
+"""
+
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+REGION = "us-east-1"
+ACCESS_KEY = "test:tester"
+SECRET_KEY = "testing"
+BUCKET = "smolder-test"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 5.0
+
+SERVERS = [  # (name, script, conf)
+    ("object", "/usr/bin/swift-object-server", "object.conf"),
+    ("container", "/usr/bin/swift-container-server", "container.conf"),
+    ("account", "/usr/bin/swift-account-server", "account.conf"),
+    ("proxy", "/usr/bin/swift-proxy-server", "proxy.conf"),
+]
+
+# Runs a Swift server script (argv[2]) with swift.conf read from the
+# directory argv[1].  set_swift_dir re-reads the hash path settings, which
+# importing swift.common.utils already read from /etc (when it exists);
+# storage policies are read later, from the new path.
+SHIM = ("import runpy, sys\n"
+        "import swift.common.utils as u\n"
+        "u.set_swift_dir(sys.argv[1])\n"
+        "sys.argv = sys.argv[2:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+SWIFT_CONF = """[swift-hash]
+swift_hash_path_suffix = smoldertest
+
+[storage-policy:0]
+name = Policy-0
+default = yes
+"""
+
+STORAGE_CONF = """[DEFAULT]
+devices = {d}/node
+mount_check = false
+disable_fallocate = true
+swift_dir = {d}
+bind_ip = 127.0.0.1
+bind_port = {port}
+workers = 0
+user = {user}
+recon_cache_path = {d}/cache
+
+[pipeline:main]
+pipeline = {kind}-server
+
+[app:{kind}-server]
+use = egg:swift#{kind}
+"""
+
+PROXY_CONF = """[DEFAULT]
+bind_ip = 127.0.0.1
+bind_port = {port}
+workers = 0
+user = {user}
+swift_dir = {d}
+
+[pipeline:main]
+pipeline = catch_errors proxy-logging cache s3api tempauth copy slo dlo \
+proxy-logging proxy-server
+
+[app:proxy-server]
+use = egg:swift#proxy
+account_autocreate = true
+allow_account_management = true
+
+[filter:tempauth]
+use = egg:swift#tempauth
+user_test_tester = testing .admin
+
+[filter:s3api]
+use = egg:swift#s3api
+location = {region}
+storage_domain = localhost
+
+[filter:cache]
+use = egg:swift#memcache
+
+[filter:catch_errors]
+use = egg:swift#catch_errors
+
+[filter:proxy-logging]
+use = egg:swift#proxy_logging
+
+[filter:copy]
+use = egg:swift#copy
+
+[filter:slo]
+use = egg:swift#slo
+
+[filter:dlo]
+use = egg:swift#dlo
+"""
+
+
+class SwiftError(Exception):
+    pass
+
+
+def _free_ports(n):
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _run(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    # swift-ring-builder exits 1 for warnings (e.g. "balance"), 2 on error.
+    if p.returncode >= 2:
+        raise SwiftError("%s: exit %d: %s" % (" ".join(cmd), p.returncode,
+                                              p.stdout.strip()))
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _setup(d, ports):
+    os.makedirs(os.path.join(d, "node", "d1"), exist_ok=True)
+    os.makedirs(os.path.join(d, "cache"), exist_ok=True)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    _write(os.path.join(d, "swift.conf"), SWIFT_CONF)
+    for (kind, port) in zip(("object", "container", "account"), ports):
+        b = os.path.join(d, kind + ".builder")
+        _run(["swift-ring-builder", b, "create", "10", "1", "1"])
+        _run(["swift-ring-builder", b, "add",
+              "r1z1-127.0.0.1:%d/d1" % port, "1"])
+        _run(["swift-ring-builder", b, "rebalance"])
+        _write(os.path.join(d, kind + ".conf"), STORAGE_CONF.format(
+            d=d, port=port, user=user, kind=kind))
+    _write(os.path.join(d, "proxy.conf"), PROXY_CONF.format(
+        d=d, port=ports[3], user=user, region=REGION))
+
+
+def _sign(method, host, path, payload=b""):
+    """SigV4 headers for a request without a query string."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amzdate = now.strftime("%Y%m%dT%H%M%SZ")
+    day = amzdate[:8]
+    phash = hashlib.sha256(payload).hexdigest()
+    signed = "host;x-amz-content-sha256;x-amz-date"
+    canon = "\n".join([method, path, "",
+                       "host:" + host, "x-amz-content-sha256:" + phash,
+                       "x-amz-date:" + amzdate, "", signed, phash])
+    scope = "%s/%s/s3/aws4_request" % (day, REGION)
+    sts = "\n".join(["AWS4-HMAC-SHA256", amzdate, scope,
+                     hashlib.sha256(canon.encode()).hexdigest()])
+    k = ("AWS4" + SECRET_KEY).encode()
+    for part in (day, REGION, "s3", "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    return {
+        "x-amz-date": amzdate,
+        "x-amz-content-sha256": phash,
+        "Authorization": "AWS4-HMAC-SHA256 Credential=%s/%s, "
+                         "SignedHeaders=%s, Signature=%s" %
+                         (ACCESS_KEY, scope, signed, sig),
+    }
+
+
+def _create_bucket(endpoint):
+    """0: bucket there; else a short reason to retry on."""
+    path = "/" + BUCKET
+    req = urllib.request.Request("http://%s%s" % (endpoint, path), data=b"",
+                                 method="PUT",
+                                 headers=_sign("PUT", endpoint, path))
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return 0 if r.status == 200 else "HTTP %d" % r.status
+    except urllib.error.HTTPError as e:
+        body = e.read(4096).decode("utf-8", "replace")
+        if e.code == 409 and "BucketAlreadyOwnedByYou" in body:
+            return 0
+        return "HTTP %d %s" % (e.code, body.strip()[:300])
+    except (OSError, urllib.error.URLError) as e:
+        return str(e)
+
+
+def _tail(d, n=20):
+    out = []
+    for (name, _, _) in SERVERS:
+        p = os.path.join(d, name + ".log")
+        try:
+            with open(p, errors="replace") as f:
+                lines = f.readlines()[-n:]
+        except OSError:
+            continue
+        out.append("--- %s (last %d lines)\n%s" % (p, len(lines),
+                                                   "".join(lines)))
+    return "\n".join(out)
+
+
+def _read_pids(d):
+    try:
+        with open(os.path.join(d, "pids")) as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _alive(pid):
+    try:
+        # Reap it if it is our exited child, so it does not count as alive.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _interpreter(script):
+    """The Python of the script's #! line (Debian's, which has swift)."""
+    try:
+        with open(script, "rb") as f:
+            line = f.readline().decode("utf-8", "replace")
+    except OSError as e:
+        raise SwiftError("%s: %s (is swift installed?)" % (script, e))
+    if not line.startswith("#!") or not line[2:].split():
+        raise SwiftError("%s: no #! line" % script)
+    return line[2:].split()[0]
+
+
+def _spawn(d):
+    procs = []
+    _write(os.path.join(d, "pids"), "")
+    try:
+        for (name, script, conf) in SERVERS:
+            with open(os.path.join(d, name + ".log"), "ab") as log:
+                p = subprocess.Popen(
+                    [_interpreter(script), "-c", SHIM, d, script,
+                     os.path.join(d, conf), "-v"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, close_fds=True)
+            procs.append(p)
+            with open(os.path.join(d, "pids"), "a") as f:
+                f.write("%d\n" % p.pid)
+    except (OSError, SwiftError) as e:
+        _kill([p.pid for p in procs])
+        os.unlink(os.path.join(d, "pids"))
+        raise SwiftError("cannot start %s: %s" % (name, e))
+    return procs
+
+
+def _wait_ready(d, procs, endpoint):
+    deadline = time.monotonic() + START_TIMEOUT
+    why = "not started"
+    while time.monotonic() < deadline:
+        for (p, (name, _, _)) in zip(procs, SERVERS):
+            if p.poll() is not None:
+                raise SwiftError("swift %s server exited with %d" %
+                                 (name, p.returncode))
+        why = _create_bucket(endpoint)
+        if why == 0:
+            return
+        time.sleep(0.2)
+    raise SwiftError("not ready after %.0f s: %s" % (START_TIMEOUT, why))
+
+
+def start(d):
+    """Start Swift in directory d; return the connection facts (a dict)."""
+    d = os.path.abspath(d)
+    if any(_alive(p) for p in _read_pids(d)):
+        raise SwiftError("%s/pids names running processes: stop that "
+                         "Swift first" % d)
+    os.makedirs(d, exist_ok=True)
+    ports = _free_ports(4)
+    _setup(d, ports)
+    procs = _spawn(d)
+    endpoint = "127.0.0.1:%d" % ports[3]
+    try:
+        _wait_ready(d, procs, endpoint)
+    except BaseException as e:
+        _kill([p.pid for p in procs])
+        os.unlink(os.path.join(d, "pids"))
+        if isinstance(e, SwiftError):
+            raise SwiftError("%s\n%s" % (e, _tail(d)))
+        raise
+    return {"endpoint": endpoint, "region": REGION, "access_key": ACCESS_KEY,
+            "secret_key": SECRET_KEY, "bucket": BUCKET,
+            "pids": [p.pid for p in procs]}
+
+
+def stop(d):
+    """Stop the Swift started in directory d (a no-op if none)."""
+    d = os.path.abspath(d)
+    _kill(_read_pids(d))
+    try:
+        os.unlink(os.path.join(d, "pids"))
+    except FileNotFoundError:
+        pass
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("start", "stop"):
+        sys.stderr.write("usage: %s start|stop DIR\n" % argv[0])
+        return 2
+    if argv[1] == "stop":
+        stop(argv[2])
+        return 0
+    try:
+        info = start(argv[2])
+    except (SwiftError, OSError) as e:
+        sys.stderr.write("swift_s3: %s\n" % e)
+        return 1
+    sys.stdout.write(json.dumps(info) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
