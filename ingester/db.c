@@ -350,3 +350,44 @@ ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 	}
 	ING_RWUNLOCK(&db->lock);
 }
+
+void
+ing_db_blocks_free(struct ing_db_block *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		sm_free(v[i].tenant);
+	sm_free(v);
+}
+
+int
+ing_db_blocks(struct ing_db *db, struct ing_db_block **out, uint32_t *n)
+{
+	struct ing_db_block *v = NULL;
+	uint32_t nv = 0, cap = 0;
+	int rv = 0;
+
+	ING_RDLOCK(&db->lock);
+	for (uint32_t i = 0; i < db->n && rv == 0; i++) {
+		struct ing_tenant *t = db->t[i];
+
+		ING_LOCK(&t->mu);
+		for (uint32_t b = 0; b < t->nblocks && rv == 0; b++) {
+			if ((rv = SM_GROW(v, cap, nv + 1, 64)) != 0)
+				break;
+			if ((v[nv].tenant = sm_strdup(t->id)) == NULL) {
+				rv = SM_ENOMEM;
+				break;
+			}
+			v[nv++].meta = t->blocks[b];
+		}
+		ING_UNLOCK(&t->mu);
+	}
+	ING_RWUNLOCK(&db->lock);
+	if (rv != 0) {
+		ing_db_blocks_free(v, nv);
+		return (rv);
+	}
+	*out = v;
+	*n = nv;
+	return (0);
+}

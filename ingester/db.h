@@ -452,4 +452,19 @@ struct ing_db_stats {
 
 void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);
 
+/*
+ * A copy of every listed block's meta, every tenant, in (tenant, gen)
+ * order (the shipper's worklist, ship.h).  The copy is the caller's
+ * (ing_db_blocks_free); a block may be retired or merged away after it
+ * was taken, which its reader finds out from the store.  0 or SM_ENOMEM.
+ */
+struct ing_db_block {
+	char *tenant;
+	struct ing_block_meta meta;
+};
+
+int ing_db_blocks(struct ing_db *db, struct ing_db_block **out,
+    uint32_t *n);
+void ing_db_blocks_free(struct ing_db_block *v, uint32_t n);
+
 #endif /* ING_DB_H */

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -701,6 +702,175 @@ ing_store_blocks_scan(struct ing_store *s,
 	return (rv);
 }
 
+/* --- ship records and raw parts (store.h) ---------------------------- */
+
+#define SHIP_REC_FIXED 21     /* ulid 16, state 1, be32 ninputs */
+
+static void
+ship_key(struct sm_key *k, const char *tenant, uint64_t id)
+{
+	tenant_sys_key(k, 'U', tenant);
+	sm_key_u64(k, id);
+}
+
+static int
+ship_rec_put(struct sm_kv_batch *b, const char *tenant, uint64_t id,
+    const struct ing_ship_rec *r)
+{
+	size_t n = SHIP_REC_FIXED + 8 * (size_t)r->ninputs;
+	struct sm_key k;
+	uint8_t *v;
+
+	if ((v = sm_malloc(n)) == NULL)
+		return (SM_ENOMEM);
+	memcpy(v, r->ulid, 16);
+	v[16] = r->shipped ? 1 : 0;
+	sm_put_be32(v + 17, r->ninputs);
+	for (uint32_t i = 0; i < r->ninputs; i++)
+		sm_put_be64(v + SHIP_REC_FIXED + 8 * i, r->inputs[i]);
+	ship_key(&k, tenant, id);
+	sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, v, n);
+	sm_free(v);
+	return (0);
+}
+
+int
+ing_store_ship_get(struct ing_store *s, const char *tenant, uint64_t id,
+    struct ing_ship_rec *r, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	uint32_t n;
+	int rv;
+
+	memset(r, 0, sizeof(*r));
+	ship_key(&k, tenant, id);
+	if ((rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err)) != 0)
+		goto out;
+	n = v.len >= SHIP_REC_FIXED ? sm_get_be32((uint8_t *)v.b + 17) : 0;
+	if (v.len < SHIP_REC_FIXED || (uint8_t)v.b[16] > 1 ||
+	    v.len != SHIP_REC_FIXED + 8 * (size_t)n) {
+		rv = sm_err_set(err, SM_ECORRUPT, "ship record of tenant %s "
+		    "block %llu: %zu bytes", tenant, (unsigned long long)id,
+		    v.len);
+		goto out;
+	}
+	if (n > 0 && (r->inputs = sm_calloc(n, sizeof(uint64_t))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	memcpy(r->ulid, v.b, 16);
+	r->shipped = v.b[16] == 1;
+	r->ninputs = n;
+	for (uint32_t i = 0; i < n; i++)
+		r->inputs[i] = sm_get_be64((uint8_t *)v.b + SHIP_REC_FIXED +
+		    8 * i);
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+void
+ing_ship_rec_fini(struct ing_ship_rec *r)
+{
+	sm_free(r->inputs);
+	r->inputs = NULL;
+	r->ninputs = 0;
+}
+
+int
+ing_store_ship_put(struct ing_store *s, const char *tenant, uint64_t id,
+    const struct ing_ship_rec *r, struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	int rv;
+
+	if (b == NULL || ship_rec_put(b, tenant, id, r) != 0) {
+		sm_kv_batch_destroy(b);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+int
+ing_store_incarnation(struct ing_store *s, uint8_t out[16],
+    struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	int rv;
+
+	sm_key_reset(&k);
+	sm_key_str(&k, "", 0);
+	sm_key_u8(&k, 'N');
+	rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err);
+	if (rv == 0 && v.len != 16)
+		rv = sm_err_set(err, SM_ECORRUPT, "incarnation: %zu bytes, "
+		    "want 16", v.len);
+	if (rv == 0)
+		memcpy(out, v.b, 16);
+	sm_buf_fini(&v);
+	if (rv != SM_ENOTFOUND)
+		return (rv);
+	if (getrandom(out, 16, 0) != 16)
+		return (sm_err_set(err, SM_EIO, "getrandom failed"));
+	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, out, 16, err));
+}
+
+/* Every value in [lo, hi) of one family: fn(arg, key suffix, value). */
+static int
+parts_scan(struct ing_store *s, enum sm_kv_cf cf, const struct sm_key *lo,
+    int (*fn)(void *arg, char kind, uint32_t series, const uint8_t *v,
+    size_t n), void *arg, struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(s->kv, cf);
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (sm_kv_iter_seek(it, lo->b, lo->n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *v;
+		size_t kn, vn;
+		uint32_t series = 0;
+		char kind;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn < lo->n || memcmp(k, lo->b, lo->n) != 0)
+			break;
+		if (kn == lo->n + 5 && k[lo->n] == 'D')
+			series = sm_get_be32(k + lo->n + 1);
+		else if (kn != lo->n + 1)
+			continue;
+		kind = (char)k[lo->n];
+		if (kind == 'Z' || kind == 'B' || kind == 'C')
+			continue;   /* tombstone; an older version's spill */
+		v = sm_kv_iter_value(it, &vn);
+		if ((rv = fn(arg, kind, series, v, vn)) != 0)
+			break;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	return (rv);
+}
+
+int
+ing_store_block_parts(struct ing_store *s, const char *tenant, uint64_t id,
+    int (*fn)(void *arg, char kind, uint32_t series, const uint8_t *v,
+    size_t n), void *arg, struct sm_err *err)
+{
+	struct sm_key lo;
+	int rv;
+
+	key_id(&lo, tenant, id);
+	if ((rv = parts_scan(s, SM_KV_INDEX, &lo, fn, arg, err)) != 0)
+		return (rv);
+	return (parts_scan(s, SM_KV_BLOCKS, &lo, fn, arg, err));
+}
+
 /* Write every part of `e` in one synced batch; drop_log: also delete the
  * tenant's head log up to and including the block's generation. */
 static int
@@ -757,6 +927,17 @@ block_write(struct ing_store *s, const char *tenant,
 	for (uint32_t i = 0; i < ntomb; i++) {
 		ing_key_part(&k, tenant, tomb[i], 'Z', 0);
 		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, "", 0);
+	}
+	if (ntomb > 0) {
+		/* The merged block's ship record names what it replaces, in
+		 * the same batch (store.h, "Ship records"). */
+		struct ing_ship_rec r = { .inputs = (uint64_t *)tomb,
+			.ninputs = ntomb };
+
+		if ((rv = ship_rec_put(b, tenant, e->meta.gen, &r)) != 0) {
+			rv = sm_err_set(err, rv, "out of memory");
+			goto out;
+		}
 	}
 	if (!drop_log) {
 		rv = sm_kv_write(s->kv, b, true, err);
@@ -1117,6 +1298,9 @@ ing_store_block_delete(struct ing_store *s, const char *tenant, uint64_t id,
 	key_id(&hi, tenant, id + 1);
 	sm_kv_batch_delete_range(b, SM_KV_INDEX, lo.b, lo.n, hi.b, hi.n);
 	sm_kv_batch_delete_range(b, SM_KV_BLOCKS, lo.b, lo.n, hi.b, hi.n);
+	ship_key(&lo, tenant, id);
+	sm_kv_batch_delete(b, SM_KV_INDEX, lo.b, lo.n);
+	key_id(&lo, tenant, id);
 	if ((rv = sm_kv_write(s->kv, b, true, err)) == 0) {
 		/* Reclaim the space now rather than at some later compaction;
 		 * a failure here only delays it. */

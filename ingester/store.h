@@ -26,6 +26,9 @@
  *   index          str("") u8 'F' str(tenant)               tenant's floor
  *   index          str("") u8 'L' str(tenant)               u64 committed
  *                                                           gen (head log)
+ *   index          str("") u8 'U' str(tenant) u64 id        ship record
+ *   index          str("") u8 'N'                           incarnation
+ *                                                           (16 bytes)
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -325,6 +328,47 @@ int ing_store_spill_drop(struct ing_store *s, const char *tenant, uint64_t gen,
 int ing_store_uncommitted_drop(struct ing_store *s, const char *tenant,
     uint64_t gen, struct sm_err *err);
 #define ING_STORE_AHEAD_BYTES ((size_t)4 << 20)
+
+/*
+ * Ship records (ingester/ship.h: blocks uploaded to the bucket).  One per
+ * block that was shipped, is being shipped, or is a merged block: 16
+ * bytes of ULID (all zero: none assigned yet), u8 shipped (0 or 1), be32
+ * ninputs, ninputs x be64 gen.  The inputs are the blocks a merged block
+ * replaces; ing_store_block_merge writes them in the batch that commits
+ * the merged block, so the bucket can learn what it replaces even after
+ * the inputs are deleted here.  ing_store_block_delete deletes the
+ * record with the block.  Written synced.  The incarnation is 16 random
+ * bytes made at the first open of a data directory: a wiped ingester
+ * comes back as a new source, so its generations, which start again
+ * from 1, never collide in the bucket with the old ones.
+ */
+struct ing_ship_rec {
+	uint8_t ulid[16];
+	bool shipped;
+	uint64_t *inputs;          /* heap (ing_ship_rec_fini) */
+	uint32_t ninputs;
+};
+
+/* 0, SM_ENOTFOUND (no record), SM_ECORRUPT, SM_ENOMEM. */
+int ing_store_ship_get(struct ing_store *s, const char *tenant, uint64_t id,
+    struct ing_ship_rec *r, struct sm_err *err);
+int ing_store_ship_put(struct ing_store *s, const char *tenant, uint64_t id,
+    const struct ing_ship_rec *r, struct sm_err *err);
+void ing_ship_rec_fini(struct ing_ship_rec *r);
+/* This data directory's incarnation, made (and stored, synced) at the
+ * first call. */
+int ing_store_incarnation(struct ing_store *s, uint8_t out[16],
+    struct sm_err *err);
+
+/*
+ * Every stored value of block `id` exactly as stored (block.h: header,
+ * checksum, payload), index family first: fn(arg, kind, series, v, n)
+ * with series set for 'D' parts; tombstones are skipped.  Values are
+ * borrowed for the call.  fn's non-zero return stops it.
+ */
+int ing_store_block_parts(struct ing_store *s, const char *tenant,
+    uint64_t id, int (*fn)(void *arg, char kind, uint32_t series,
+    const uint8_t *v, size_t n), void *arg, struct sm_err *err);
 
 /* Key builders, shared with smolder-admin. */
 void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
