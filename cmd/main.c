@@ -52,6 +52,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/module.h"
+#include "common/bucket.h"
 #include "common/ring.h"
 #include "common/tiers.h"
 #include "compactor/compactor.h"
@@ -87,6 +88,7 @@ struct app {
 	int64_t runtime_config_reload_ms;
 	char *tiers_spec;               /* -compactor.downsample-tiers */
 	struct ing_config ing_cfg;
+	struct sm_bucket_cfg bucket_cfg;  /* -storage.* */
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
 	struct cpt_config cpt_cfg;
@@ -99,6 +101,7 @@ struct app {
 	struct sm_overrides *overrides; /* -runtime-config.file; NULL = none */
 	struct sm_http *http;
 	struct ingester *ing;
+	struct sm_bucket *bucket;       /* NULL: no -storage.backend */
 	struct sm_ring *ring;
 	struct distributor *dist;
 	struct querier *qry;
@@ -302,6 +305,24 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
 	    "distributor");
+	if (sm_bucket_cfg_enabled(&app->bucket_cfg)) {
+		int rv = sm_bucket_open(&app->bucket_cfg, app->data_dir,
+		    &app->bucket, err);
+
+		if (rv != 0)
+			return (rv);
+		/* A wrong key or bucket name is said at start; an
+		 * unreachable store is not fatal (blocks wait on disk). */
+		if ((rv = sm_bucket_probe(app->bucket, err)) == SM_EAUTH ||
+		    rv == SM_ENOTFOUND)
+			return (rv);
+		if (rv != 0)
+			sm_warn("main", "bucket not reachable yet: %s", err->msg);
+		sm_err_clear(err);
+		sm_info("main", "history goes to the bucket\tbucket=%s",
+		    sm_bucket_desc(app->bucket));
+		app->ing_cfg.bucket = app->bucket;
+	}
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 
@@ -597,6 +618,9 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 	t = ing_flags(&app->ing_cfg, &n);
 	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
 		return (rv);
+	t = sm_bucket_flags(&app->bucket_cfg, &n);
+	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
+		return (rv);
 	t = dist_flags(&app->dist_cfg, &n);
 	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
 		return (rv);
@@ -734,6 +758,7 @@ out:
 	dist_destroy(app.dist);
 	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);
+	sm_bucket_destroy(app.bucket);
 	sm_http_destroy(app.http);
 	sm_overrides_destroy(app.overrides);
 	sm_auth_destroy(app.auth);

@@ -39,6 +39,7 @@
 
 #include "db.h"
 #include "settings.h"
+#include "ship.h"
 #include "store.h"
 
 struct ingester {
@@ -47,8 +48,9 @@ struct ingester {
 	struct ing_store *store;
 	struct ing_db *db;              /* set when the replay is done */
 	struct sm_rpc_server *rpc;
-	pthread_t replay_thr, cutter_thr;
-	int replay_started, cutter_started;
+	pthread_t replay_thr, cutter_thr, ship_thr;
+	int replay_started, cutter_started, ship_started;
+	struct ing_ship *ship;          /* NULL: no bucket configured */
 	atomic_bool ready, failed, stopping;
 	atomic_uint queries;            /* query RPCs being served */
 	uint32_t fault_every;           /* SMOLDER_TEST_FAULTS (ingester.h) */
@@ -78,7 +80,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[13];
+	static struct sm_flag f[14];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -142,6 +144,10 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"blocks and index; up to two each while one is flushed): "
 		"less memory, or fewer and larger flushes. At least 1MiB. "
 		"The spilled buckets' family has 1MiB ones of its own." };
+	f[13] = (struct sm_flag){ "ingester.ship-interval", SM_FLAG_DURATION,
+		&cfg->ship_ms, "10s",
+		"How often blocks not yet in the bucket are uploaded (with "
+		"-storage.backend set; a flush ships at once)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -337,6 +343,13 @@ flush_handler(struct sm_http_req *r, void *arg)
 		    err.msg);
 		return;
 	}
+	/* As Mimir's flush: the blocks are in the bucket when it answers
+	 * 200.  A bucket that fails leaves them cut and waiting here. */
+	if (ing->ship != NULL && ing_ship_pass(ing->ship, NULL, &err) != 0) {
+		sm_http_reply_error(r, 503, "unavailable", "flushed; blocks "
+		    "wait for the bucket: %s", err.msg);
+		return;
+	}
 	sm_http_reply_text(r, 200, "flushed");
 }
 
@@ -479,6 +492,38 @@ floor_check(struct ingester *ing)
 		    (unsigned long long)(memt >> 20));
 }
 
+/* The shipper's thread (ship.h): a pass every -ingester.ship-interval;
+ * apart from the cutter, since an upload may wait on the bucket for its
+ * timeouts and retries. */
+static void *
+ship_main(void *arg)
+{
+	struct ingester *ing = arg;
+	int64_t last_fail_log = 0;
+
+	pthread_mutex_lock(&ing->mu);
+	while (!atomic_load(&ing->stopping)) {
+		struct sm_err err;
+		int64_t now;
+
+		pthread_mutex_unlock(&ing->mu);
+		sm_err_clear(&err);
+		now = sm_now_ms();
+		if (ing_ship_pass(ing->ship, NULL, &err) != 0 &&
+		    now - last_fail_log >= 60000) {
+			/* once a minute while the bucket is down */
+			sm_warn("ship", "%s	pending=%u", err.msg,
+			    ing_ship_pending(ing->ship));
+			last_fail_log = now;
+		}
+		pthread_mutex_lock(&ing->mu);
+		if (!atomic_load(&ing->stopping))
+			sm_cond_wait_ms(&ing->cv, &ing->mu, ing->cfg.ship_ms);
+	}
+	pthread_mutex_unlock(&ing->mu);
+	return (NULL);
+}
+
 static void *
 replay_main(void *arg)
 {
@@ -502,10 +547,20 @@ replay_main(void *arg)
 		kill(getpid(), SIGTERM);
 		return (NULL);
 	}
+	if (ing->cfg.bucket != NULL && ing_ship_create(ing->db, ing->store,
+	    ing->cfg.bucket, ing->cfg.instance_id, &ing->ship, &err) != 0) {
+		sm_error("ingester", "cannot start shipping: %s", err.msg);
+		atomic_store(&ing->failed, true);
+		kill(getpid(), SIGTERM);
+		return (NULL);
+	}
 	pthread_mutex_lock(&ing->mu);
 	if (!atomic_load(&ing->stopping) &&
 	    pthread_create(&ing->cutter_thr, NULL, cutter_main, ing) == 0)
 		ing->cutter_started = 1;
+	if (ing->ship != NULL && !atomic_load(&ing->stopping) &&
+	    pthread_create(&ing->ship_thr, NULL, ship_main, ing) == 0)
+		ing->ship_started = 1;
 	pthread_mutex_unlock(&ing->mu);
 	if (ING_MEASURE_RSS && ing->cfg.head_max_bytes != 0)
 		floor_check(ing);
@@ -595,6 +650,10 @@ ing_stop(struct ingester *ing)
 		pthread_join(ing->cutter_thr, NULL);
 		ing->cutter_started = 0;
 	}
+	if (ing->ship_started) {
+		pthread_join(ing->ship_thr, NULL);
+		ing->ship_started = 0;
+	}
 }
 
 void
@@ -602,9 +661,11 @@ ing_destroy(struct ingester *ing)
 {
 	if (ing == NULL)
 		return;
-	if (ing->rpc != NULL || ing->replay_started || ing->cutter_started)
+	if (ing->rpc != NULL || ing->replay_started || ing->cutter_started ||
+	    ing->ship_started)
 		ing_stop(ing);
 	sm_metric_gauge_fn_remove(ing);
+	ing_ship_destroy(ing->ship);
 	ing_db_close(ing->db);
 	ing_store_close(ing->store);
 	pthread_mutex_destroy(&ing->mu);

@@ -17,7 +17,9 @@
  * and raises SIGTERM so the process exits non-zero.
  *
  * HTTP: POST /ingester/flush cuts every head into a block now (as
- * Pyroscope's /ingester/flush does); 200 when done.
+ * Pyroscope's /ingester/flush does) and, with a bucket, uploads every
+ * block not yet there (ship.h); 200 when done, 503 when the cut is done
+ * but the bucket failed (the blocks wait on disk and ship later).
  *
  * RPC methods: Write, Merge, Series, Labels, Stats (replica
  * de-duplication), Analyze (index statistics for AnalyzeQuery and
@@ -40,6 +42,7 @@
 
 #include <stdbool.h>
 
+#include "common/bucket.h"
 #include "common/buf.h"
 #include "common/flags.h"
 #include "common/http.h"
@@ -63,6 +66,9 @@ struct ing_config {
 	int64_t min_free_disk;    /* -ingester.min-free-disk, 0 = off */
 	int64_t merge_max_bytes;  /* -ingester.merge-max-bytes, 0 = off */
 	int64_t spill_ms;         /* -ingester.head-spill-interval, 0 = off */
+	int64_t ship_ms;          /* -ingester.ship-interval */
+	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
+				   * borrowed, outlives the ingester) */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
 				   * (common/rpc.h, Direct calls; set by

@@ -1,0 +1,490 @@
+/*
+ * ship.c -- the shipper (ship.h tells the design and owns the layout).
+ *
+ * A block object is built in memory from the stored values: a block is
+ * at most what one cut held in memory anyway (-ingester.head-max-bytes
+ * bounds it), and one PUT of the whole object is what every S3-compatible
+ * store handles alike (Swift's s3api, GCS and Ceph differ in multipart).
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/hash.h"
+#include "common/kv.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/tenant.h"
+
+#include "ship.h"
+
+struct ing_ship {
+	struct ing_db *db;
+	struct ing_store *store;
+	struct sm_bucket *bucket;
+	char *instance;
+	char incarnation[33];
+	pthread_mutex_t mu;            /* one pass at a time */
+	_Atomic uint32_t pending;
+	_Atomic int64_t oldest_ms;     /* max_t of the oldest pending block */
+};
+
+static struct sm_metric *m_shipped, *m_bytes, *m_fail;
+
+static void
+ship_metrics_init(void)
+{
+	if (m_shipped != NULL)
+		return;
+	m_shipped = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_ship_blocks_total",
+	    "Blocks uploaded to the bucket (meta.json stored).", NULL, NULL,
+	    0);
+	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_ship_bytes_total",
+	    "Bytes of block objects uploaded to the bucket.", NULL, NULL, 0);
+	m_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_ship_failures_total",
+	    "Block uploads that failed (retried at the next pass).", NULL,
+	    NULL, 0);
+}
+
+static double
+gauge_pending(void *arg)
+{
+	return ((double)atomic_load(&((struct ing_ship *)arg)->pending));
+}
+
+static double
+gauge_oldest(void *arg)
+{
+	struct ing_ship *sh = arg;
+	int64_t t = atomic_load(&sh->oldest_ms), now = sm_now_ms();
+
+	return (t == 0 || t > now ? 0.0 : (double)(now - t) / 1000.0);
+}
+
+/* --- ULIDs and keys -------------------------------------------------------- */
+
+static const char crockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+void
+ing_ulid_text(const uint8_t bin[16], char out[ING_ULID_LEN + 1])
+{
+	/* 128 bits as 26 base32 digits, the first carrying 3 bits. */
+	for (int i = 0; i < ING_ULID_LEN; i++) {
+		int bit = 128 - 5 * (ING_ULID_LEN - i);    /* may be < 0 */
+		unsigned v = 0;
+
+		for (int b = 0; b < 5; b++) {
+			int pos = bit + b;
+
+			v <<= 1;
+			if (pos >= 0 && (bin[pos / 8] >> (7 - pos % 8)) & 1)
+				v |= 1;
+		}
+		out[i] = crockford[v];
+	}
+	out[ING_ULID_LEN] = '\0';
+}
+
+int
+ing_ulid_parse(const char *text, uint8_t bin[16])
+{
+	memset(bin, 0, 16);
+	if (strlen(text) != ING_ULID_LEN)
+		return (SM_EINVAL);
+	for (int i = 0; i < ING_ULID_LEN; i++) {
+		const char *q = strchr(crockford, text[i]);
+		int bit = 128 - 5 * (ING_ULID_LEN - i);
+		unsigned v;
+
+		if (text[i] == '\0' || q == NULL)
+			return (SM_EINVAL);
+		v = (unsigned)(q - crockford);
+		if (i == 0 && v > 7)
+			return (SM_EINVAL);
+		for (int b = 0; b < 5; b++) {
+			int pos = bit + b;
+
+			if (pos >= 0 && ((v >> (4 - b)) & 1))
+				bin[pos / 8] |= (uint8_t)(1u << (7 - pos % 8));
+		}
+	}
+	return (0);
+}
+
+static void
+ulid_bin(int64_t ms, uint8_t bin[16])
+{
+	uint64_t t = (uint64_t)ms;
+
+	for (int i = 0; i < 6; i++)
+		bin[i] = (uint8_t)(t >> (8 * (5 - i)));
+	if (getrandom(bin + 6, 10, 0) != 10) {
+		/* getrandom(2) does not fail for 10 bytes once the pool is
+		 * initialised; fall back on a hash of time and address. */
+		uint64_t h = sm_hash(&t, sizeof(t)) ^ (uint64_t)(uintptr_t)bin;
+
+		memcpy(bin + 6, &h, 8);
+		bin[14] = (uint8_t)(h >> 3);
+		bin[15] = (uint8_t)(h >> 11);
+	}
+}
+
+void
+ing_ulid_make(int64_t ms, char out[ING_ULID_LEN + 1])
+{
+	uint8_t bin[16];
+
+	ulid_bin(ms, bin);
+	ing_ulid_text(bin, out);
+}
+
+void
+ing_ship_tenant_key(const char *tenant, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (const char *p = tenant; *p != '\0' && o + 4 <= outlen; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '_';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* --- the block object -------------------------------------------------------- */
+
+struct obj_build {
+	struct sm_buf obj;             /* parts */
+	struct sm_buf toc;
+	uint32_t nparts;
+};
+
+static int
+obj_part(void *arg, char kind, uint32_t series, const uint8_t *v, size_t n)
+{
+	struct obj_build *ob = arg;
+	uint8_t e[ING_SHIP_TOC_ENTRY];
+
+	if (n > UINT32_MAX)
+		return (SM_ETOOBIG);
+	e[0] = (uint8_t)kind;
+	sm_put_be32(e + 1, series);
+	sm_put_be64(e + 5, ob->obj.len);
+	sm_put_be32(e + 13, (uint32_t)n);
+	sm_buf_append(&ob->obj, v, n);
+	sm_buf_append(&ob->toc, e, sizeof(e));
+	ob->nparts++;
+	return (sm_buf_error(&ob->obj) != 0 ? SM_ENOMEM :
+	    sm_buf_error(&ob->toc));
+}
+
+static void
+obj_finish(struct obj_build *ob)
+{
+	uint8_t f[ING_SHIP_FOOTER];
+	uint64_t toc_off = ob->obj.len;
+
+	sm_buf_append(&ob->obj, ob->toc.b, ob->toc.len);
+	sm_put_be32(f, ob->nparts);
+	sm_put_be64(f + 4, toc_off);
+	sm_put_be32(f + 12, (uint32_t)sm_hash(ob->toc.b, ob->toc.len));
+	sm_put_be32(f + 16, ING_SHIP_VERSION);
+	memcpy(f + 20, ING_SHIP_MAGIC, 4);
+	sm_buf_append(&ob->obj, f, sizeof(f));
+}
+
+int
+ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
+    struct sm_err *err)
+{
+	const uint8_t *f, *toc;
+	uint64_t toc_off;
+	uint32_t np;
+
+	if (nparts != NULL)
+		*nparts = 0;
+	if (n < ING_SHIP_FOOTER)
+		return (sm_err_set(err, SM_ECORRUPT, "block object: %zu "
+		    "bytes, shorter than its footer", n));
+	f = p + n - ING_SHIP_FOOTER;
+	if (memcmp(f + 20, ING_SHIP_MAGIC, 4) != 0 ||
+	    sm_get_be32(f + 16) != ING_SHIP_VERSION)
+		return (sm_err_set(err, SM_ECORRUPT, "block object: bad "
+		    "footer magic or version"));
+	np = sm_get_be32(f);
+	toc_off = sm_get_be64(f + 4);
+	if (toc_off > n - ING_SHIP_FOOTER ||
+	    (n - ING_SHIP_FOOTER - toc_off) != (uint64_t)np *
+	    ING_SHIP_TOC_ENTRY)
+		return (sm_err_set(err, SM_ECORRUPT, "block object: table of "
+		    "contents at %llu does not fit %u entries",
+		    (unsigned long long)toc_off, np));
+	toc = p + toc_off;
+	if ((uint32_t)sm_hash(toc, (size_t)np * ING_SHIP_TOC_ENTRY) !=
+	    sm_get_be32(f + 12))
+		return (sm_err_set(err, SM_ECORRUPT, "block object: table of "
+		    "contents checksum mismatch"));
+	for (uint32_t i = 0; i < np; i++) {
+		const uint8_t *e = toc + (size_t)i * ING_SHIP_TOC_ENTRY;
+		uint64_t off = sm_get_be64(e + 5);
+		uint32_t len = sm_get_be32(e + 13), raw;
+		const uint8_t *pl;
+		size_t pn;
+		int rv;
+
+		if (off > toc_off || len > toc_off - off)
+			return (sm_err_set(err, SM_ECORRUPT, "block object: "
+			    "part %u at %llu+%u outside the parts", i,
+			    (unsigned long long)off, len));
+		if ((rv = ing_block_open(p + off, len, (char)e[0], &pl, &pn,
+		    &raw, err)) != 0)
+			return (sm_err_prefix(err, "block object part %u "
+			    "('%c' series %u)", i, e[0], sm_get_be32(e + 1)));
+	}
+	if (nparts != NULL)
+		*nparts = np;
+	return (0);
+}
+
+/* --- meta.json ------------------------------------------------------------- */
+
+static char *
+meta_json(const struct ing_ship *sh, const char *tenant, const char *ulid,
+    const struct ing_block_meta *m, const struct ing_ship_rec *r,
+    const struct sm_buf *obj)
+{
+	json_t *j, *src, *rep;
+	char hx[17];
+	char *s;
+
+	snprintf(hx, sizeof(hx), "%016llx",
+	    (unsigned long long)sm_hash(obj->b, obj->len));
+	if ((rep = json_array()) == NULL)
+		return (NULL);
+	for (uint32_t i = 0; i < r->ninputs; i++)
+		json_array_append_new(rep, json_integer((json_int_t)
+		    r->inputs[i]));
+	src = json_pack("{s:s, s:s, s:I, s:o}", "instance", sh->instance,
+	    "incarnation", sh->incarnation, "gen", (json_int_t)m->gen,
+	    "replaces", rep);
+	if (src == NULL)
+		return (NULL);
+	j = json_pack("{s:i, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, "
+	    "s:I, s:I, s:I, s:I, s:I, s:s, s:I}",
+	    "version", ING_SHIP_VERSION, "ulid", ulid, "tenant", tenant,
+	    "source", src, "min_t", (json_int_t)m->min_t,
+	    "max_t", (json_int_t)m->max_t,
+	    "bucket_ms", (json_int_t)m->bucket_ms,
+	    "tier_ms", (json_int_t)m->tier_ms,
+	    "cover_start", (json_int_t)m->cover_start,
+	    "cover_end", (json_int_t)m->cover_end,
+	    "cover_gen", (json_int_t)m->cover_gen,
+	    "nseries", (json_int_t)m->nseries,
+	    "nspans", (json_int_t)m->nspans,
+	    "nprofiles", (json_int_t)m->nprofiles,
+	    "block_bytes", (json_int_t)obj->len, "block_xxh3", hx,
+	    "shipped_at_ms", (json_int_t)sm_now_ms());
+	if (j == NULL)
+		return (NULL);
+	s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(j);
+	return (s);
+}
+
+/* --- the pass -------------------------------------------------------------- */
+
+enum ship_outcome {
+	SHIP_ALREADY,      /* its record says shipped */
+	SHIP_UPLOADED,
+	SHIP_GONE,         /* retired between the listing and the upload */
+};
+
+/* Upload one block unless its record says it is in the bucket. */
+static int
+ship_one(struct ing_ship *sh, const char *tenant,
+    const struct ing_block_meta *m, enum ship_outcome *o, struct sm_err *err)
+{
+	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0 };
+	struct ing_ship_rec r;
+	char tk[3 * SM_TENANT_MAX_LEN + 1], ulid[ING_ULID_LEN + 1];
+	char key[2 * SM_BUCKET_KEY_MAX];
+	char *mj = NULL;
+	uint8_t zero[16] = { 0 };
+	int rv;
+
+	*o = SHIP_ALREADY;
+	rv = ing_store_ship_get(sh->store, tenant, m->gen, &r, err);
+	if (rv == SM_ENOTFOUND)
+		rv = 0;
+	if (rv != 0)
+		return (rv);
+	if (r.shipped)
+		goto out;
+	if ((rv = ing_store_block_parts(sh->store, tenant, m->gen, obj_part,
+	    &ob, err)) != 0)
+		goto out;
+	if (ob.nparts == 0) {
+		*o = SHIP_GONE;
+		goto out;
+	}
+	/* The ULID is durable before the first byte goes out (ship.h). */
+	if (memcmp(r.ulid, zero, 16) == 0) {
+		ulid_bin(sm_now_ms(), r.ulid);
+		if ((rv = ing_store_ship_put(sh->store, tenant, m->gen, &r,
+		    err)) != 0)
+			goto out;
+	}
+	ing_ulid_text(r.ulid, ulid);
+	obj_finish(&ob);
+	if (sm_buf_error(&ob.obj) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	ing_ship_tenant_key(tenant, tk, sizeof(tk));
+	snprintf(key, sizeof(key), "%s/blocks/%s/block", tk, ulid);
+	if ((rv = sm_bucket_put(sh->bucket, key, ob.obj.b, ob.obj.len,
+	    err)) != 0)
+		goto out;
+	sm_counter_add(sm_metric_child0(m_bytes), ob.obj.len);
+	if ((mj = meta_json(sh, tenant, ulid, m, &r, &ob.obj)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	snprintf(key, sizeof(key), "%s/blocks/%s/meta.json", tk, ulid);
+	if ((rv = sm_bucket_put(sh->bucket, key, mj, strlen(mj), err)) != 0)
+		goto out;
+	r.shipped = true;
+	if ((rv = ing_store_ship_put(sh->store, tenant, m->gen, &r, err)) != 0)
+		goto out;
+	sm_counter_inc(sm_metric_child0(m_shipped));
+	*o = SHIP_UPLOADED;
+	sm_debug("ship", "block shipped\ttenant=%s gen=%llu ulid=%s bytes=%zu",
+	    tenant, (unsigned long long)m->gen, ulid, ob.obj.len);
+out:
+	free(mj);
+	ing_ship_rec_fini(&r);
+	sm_buf_fini(&ob.obj);
+	sm_buf_fini(&ob.toc);
+	return (rv);
+}
+
+static bool
+ship_done(struct ing_ship *sh, const struct ing_db_block *b)
+{
+	struct ing_ship_rec r;
+	bool done;
+
+	done = ing_store_ship_get(sh->store, b->tenant, b->meta.gen, &r,
+	    NULL) == 0 && r.shipped;
+	ing_ship_rec_fini(&r);
+	return (done);
+}
+
+int
+ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
+{
+	struct ing_db_block *v = NULL;
+	uint32_t n = 0, done = 0, left = 0;
+	int64_t oldest = 0;
+	int rv;
+
+	pthread_mutex_lock(&sh->mu);
+	if ((rv = ing_db_blocks(sh->db, &v, &n)) != 0) {
+		rv = sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		enum ship_outcome o;
+
+		if (v[i].meta.broken)
+			continue;   /* unreadable here: nothing to ship */
+		if (rv == 0) {
+			rv = ship_one(sh, v[i].tenant, &v[i].meta, &o, err);
+			if (rv == 0) {
+				done += o == SHIP_UPLOADED;
+				continue;
+			}
+			sm_counter_inc(sm_metric_child0(m_fail));
+			sm_err_prefix(err, "shipping block %llu of tenant %s",
+			    (unsigned long long)v[i].meta.gen, v[i].tenant);
+		}
+		/* After a failure the rest waits: count it. */
+		if (!ship_done(sh, &v[i])) {
+			left++;
+			if (oldest == 0 || v[i].meta.max_t < oldest)
+				oldest = v[i].meta.max_t;
+		}
+	}
+out:
+	atomic_store(&sh->pending, left);
+	atomic_store(&sh->oldest_ms, oldest);
+	pthread_mutex_unlock(&sh->mu);
+	ing_db_blocks_free(v, n);
+	if (shipped != NULL)
+		*shipped = done;
+	return (rv);
+}
+
+uint32_t
+ing_ship_pending(struct ing_ship *sh)
+{
+	return (atomic_load(&sh->pending));
+}
+
+int
+ing_ship_create(struct ing_db *db, struct ing_store *store,
+    struct sm_bucket *bucket, const char *instance, struct ing_ship **out,
+    struct sm_err *err)
+{
+	struct ing_ship *sh;
+	uint8_t inc[16];
+	int rv;
+
+	*out = NULL;
+	if ((rv = ing_store_incarnation(store, inc, err)) != 0)
+		return (rv);
+	if ((sh = sm_calloc(1, sizeof(*sh))) == NULL ||
+	    (sh->instance = sm_strdup(instance != NULL ? instance : "")) ==
+	    NULL) {
+		sm_free(sh);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(sh->incarnation + 2 * i, 3, "%02x", inc[i]);
+	sh->db = db;
+	sh->store = store;
+	sh->bucket = bucket;
+	pthread_mutex_init(&sh->mu, NULL);
+	ship_metrics_init();
+	sm_metric_gauge_fn("smolder_ingester_ship_blocks_pending",
+	    "Blocks committed here and not yet in the bucket (last pass).",
+	    gauge_pending, sh);
+	sm_metric_gauge_fn("smolder_ingester_ship_oldest_pending_age_seconds",
+	    "Seconds since the end of the data of the oldest block not yet "
+	    "in the bucket (0: none).", gauge_oldest, sh);
+	*out = sh;
+	return (0);
+}
+
+void
+ing_ship_destroy(struct ing_ship *sh)
+{
+	if (sh == NULL)
+		return;
+	sm_metric_gauge_fn_remove(sh);
+	pthread_mutex_destroy(&sh->mu);
+	sm_free(sh->instance);
+	sm_free(sh);
+}

@@ -1,0 +1,117 @@
+/*
+ * ship.h -- the shipper: every committed block of this ingester (raw,
+ * merged, tier) goes to the bucket (common/bucket.h), where history lives
+ * (docs/architecture.md §10).  This file owns the bucket's block layout.
+ *
+ * Layout (tenant ids escaped by ing_ship_tenant_key: [A-Za-z0-9-] kept,
+ * every other byte as _XX in hex, so any tenant id is a valid key segment
+ * and never starts with '.'):
+ *
+ *   <tenant>/blocks/<ULID>/block       the block's parts and its table of
+ *                                      contents
+ *   <tenant>/blocks/<ULID>/meta.json   written LAST: a block whose
+ *                                      meta.json is missing is a partial
+ *                                      upload and is never read
+ *
+ * The block object: every stored value of the block exactly as the
+ * ingester stores it (block.h: a 12-byte header with its own checksum,
+ * then the payload), back to back, then the table of contents, then a
+ * fixed footer, so a reader fetches the footer, the table and then only
+ * the parts it needs by ranged GET:
+ *
+ *   TOC entry (17 bytes)   u8 kind ('M','I','S','T','D','P','X'),
+ *                          be32 series ('D' only, else 0), be64 offset,
+ *                          be32 length
+ *   footer (24 bytes)      be32 nparts, be64 toc offset, be32 checksum
+ *                          (low 32 bits of XXH3-64 over the TOC), be32
+ *                          version (1), "SMBK"
+ *
+ * meta.json: {"version":1, "ulid", "tenant", "source": {"instance",
+ * "incarnation" (32 hex digits), "gen", "replaces": [gens]}, "min_t",
+ * "max_t", "bucket_ms", "tier_ms", "cover_start", "cover_end",
+ * "cover_gen", "nseries", "nspans", "nprofiles", "block_bytes" (the
+ * object's size), "block_xxh3" (16 hex digits over the whole object),
+ * "shipped_at_ms"}.  Times are unix milliseconds.  `source` is what makes
+ * the bucket's copies exact: (incarnation, gen) names one local block for
+ * good, `replaces` lists the gens of the same source that a merged block
+ * stands for (they may be in the bucket already), and a tier block's
+ * cover_gen counts the same source's gens (block.h, "Tier blocks").
+ *
+ * Block ids are ULIDs (48 bits of milliseconds, 80 random bits, Crockford
+ * base32): unique without coordination, since S3-compatible stores such as
+ * Swift have no conditional PUT.  The ULID is made once and stored in the
+ * block's ship record (store.h) BEFORE the first byte is uploaded, so a
+ * retry after a crash overwrites the same objects instead of leaving a
+ * second copy.  The record says shipped only after meta.json is stored.
+ *
+ * The pass: for every listed block, oldest first, without a shipped ship
+ * record: assign the ULID, read the parts (ing_store_block_parts), upload
+ * the block object, upload meta.json, mark it shipped.  A failure stops
+ * the pass (the bucket is down: the next blocks would fail too) and is
+ * counted and logged; the next pass retries.  Nothing about writes or
+ * acknowledgements depends on the bucket: blocks wait on the local disk.
+ * A block retired or merged away between the listing and its upload is
+ * skipped (its parts are gone or tombstoned).
+ *
+ * Locking: one pass at a time (sh->mu); a pass holds no database lock
+ * while it uploads.
+ */
+#ifndef ING_SHIP_H
+#define ING_SHIP_H
+
+#include <stdint.h>
+
+#include "common/bucket.h"
+
+#include "db.h"
+#include "store.h"
+
+#define ING_SHIP_FOOTER 24
+#define ING_SHIP_TOC_ENTRY 17
+#define ING_SHIP_VERSION 1
+#define ING_SHIP_MAGIC "SMBK"
+#define ING_ULID_LEN 26
+
+struct ing_ship;
+
+/*
+ * A shipper over db and store, uploading to bucket (borrowed: outlives
+ * the shipper) as `instance`.  0, SM_ENOMEM, or the store's error reading
+ * the incarnation.
+ */
+int ing_ship_create(struct ing_db *db, struct ing_store *store,
+    struct sm_bucket *bucket, const char *instance, struct ing_ship **out,
+    struct sm_err *err);
+void ing_ship_destroy(struct ing_ship *sh);
+
+/*
+ * One pass (above).  *shipped counts the blocks uploaded by it (may be
+ * NULL).  0, or the first failure (SM_EUNAVAIL, SM_EAUTH, ... from the
+ * bucket; the store's errors), with the block named in err.
+ */
+int ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err);
+
+/* Blocks listed and not shipped yet, as of the last pass. */
+uint32_t ing_ship_pending(struct ing_ship *sh);
+
+/* The escaped tenant key segment (above) into out (3 * len + 1 bytes). */
+void ing_ship_tenant_key(const char *tenant, char *out, size_t outlen);
+
+/* A new ULID for time ms, NUL-terminated (ING_ULID_LEN + 1 bytes). */
+void ing_ulid_make(int64_t ms, char out[ING_ULID_LEN + 1]);
+
+/* The 26-character text of a stored 16-byte ULID, and back (0 or
+ * SM_EINVAL). */
+void ing_ulid_text(const uint8_t bin[16], char out[ING_ULID_LEN + 1]);
+int ing_ulid_parse(const char *text, uint8_t bin[16]);
+
+/*
+ * Check a block object: footer, TOC checksum, every entry inside the
+ * object, every part's header and checksum (block.h).  For smolder-admin
+ * and the store-gateway.  0 or SM_ECORRUPT with what and where in err;
+ * *nparts gets the part count (may be NULL).
+ */
+int ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
+    struct sm_err *err);
+
+#endif /* ING_SHIP_H */
