@@ -22,16 +22,33 @@
  *       hash (common/auth.h); -generate makes a new random key (192 bits
  *       from getrandom) and prints the key, then the hash.  Needs no
  *       data directory.
+ *   smolder-admin bucket ls     [-prefix=P]   -storage.* flags
+ *       every object under the prefix: size and key
+ *   smolder-admin bucket get    -key=K [-offset=N -length=N]
+ *       writes the object (or the range) to stdout
+ *   smolder-admin bucket verify [-prefix=P]
+ *       every block of the bucket (ingester/ship.h): its meta.json
+ *       parsed, its object's size and XXH3 against the meta, its table
+ *       of contents and every part's checksum; blocks without a
+ *       meta.json are reported as partial uploads.  One line per block;
+ *       exits 1 if anything is damaged or partial, 0 if all is clean.
+ *   The bucket commands use the server's own client (common/bucket.h)
+ *   and need no data directory; they take the server's -storage.* flags.
  */
 #include <stdbool.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include <jansson.h>
+
 #include "common/auth.h"
+#include "common/bucket.h"
+#include "common/hash.h"
 
 #include "common/flags.h"
 #include "common/kv.h"
 #include "common/log.h"
+#include "ingester/ship.h"
 #include "ingester/store.h"
 
 struct admin {
@@ -43,6 +60,11 @@ struct admin {
 	int64_t series;
 	bool compact;
 	bool generate;
+	char *prefix;
+	char *key;
+	int64_t offset, length;
+	struct sm_bucket_cfg bcfg;
+	struct sm_bucket *bucket;
 	struct ing_store *store;
 	int problems;
 };
@@ -325,6 +347,192 @@ cmd_hash_key(struct admin *ad)
 	return (0);
 }
 
+/* --- bucket ---------------------------------------------------------------- */
+
+static int
+bucket_ls_one(void *arg, const struct sm_bucket_obj *o)
+{
+	(void)arg;
+	printf("%12llu %s\n", (unsigned long long)o->size, o->key);
+	return (0);
+}
+
+static int
+bucket_get(struct admin *ad)
+{
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_err err;
+	uint64_t len = ad->length > 0 ? (uint64_t)ad->length : SM_BUCKET_WHOLE;
+	int rv;
+
+	if (ad->offset < 0 || ad->length < 0) {
+		fprintf(stderr, "smolder-admin: -offset and -length must be "
+		    ">= 0\n");
+		return (2);
+	}
+	rv = sm_bucket_get(ad->bucket, ad->key, (uint64_t)ad->offset, len,
+	    &out, &err);
+	if (rv == 0 && fwrite(out.b, 1, out.len, stdout) != out.len)
+		rv = SM_EIO;
+	if (rv != 0)
+		fprintf(stderr, "smolder-admin: %s\n", err.msg);
+	sm_buf_fini(&out);
+	return (rv == 0 ? 0 : 1);
+}
+
+/* Keys of one listing, for verify (objects and metas apart). */
+struct bucket_keys {
+	char **v;
+	size_t n, cap;
+};
+
+static int
+keys_add(void *arg, const struct sm_bucket_obj *o)
+{
+	struct bucket_keys *k = arg;
+	size_t l = strlen(o->key);
+
+	if (!(l > 6 && strcmp(o->key + l - 6, "/block") == 0) &&
+	    !(l > 10 && strcmp(o->key + l - 10, "/meta.json") == 0))
+		return (0);
+	if (SM_GROW(k->v, k->cap, k->n + 1, 64) != 0 ||
+	    (k->v[k->n] = sm_strdup(o->key)) == NULL)
+		return (SM_ENOMEM);
+	k->n++;
+	return (0);
+}
+
+/* Verify one block given its meta.json key; prints one line. */
+static void
+bucket_verify_block(struct admin *ad, const char *meta_key)
+{
+	char obj_key[SM_BUCKET_KEY_MAX + 1];
+	struct sm_buf mj = SM_BUF_INIT, obj = SM_BUF_INIT;
+	struct sm_err err;
+	json_error_t je;
+	json_t *j = NULL;
+	uint32_t nparts = 0;
+	char hx[17];
+	const char *want;
+
+	snprintf(obj_key, sizeof(obj_key), "%.*s/block",
+	    (int)(strlen(meta_key) - 10), meta_key);
+	if (sm_bucket_get(ad->bucket, meta_key, 0, SM_BUCKET_WHOLE, &mj,
+	    &err) != 0)
+		goto bad;
+	if ((j = json_loadb(mj.b, mj.len, 0, &je)) == NULL ||
+	    json_integer_value(json_object_get(j, "version")) !=
+	    ING_SHIP_VERSION) {
+		sm_err_set(&err, SM_ECORRUPT, "meta.json: %s", j == NULL ?
+		    je.text : "unknown version");
+		goto bad;
+	}
+	if (sm_bucket_get(ad->bucket, obj_key, 0, SM_BUCKET_WHOLE, &obj,
+	    &err) != 0)
+		goto bad;
+	snprintf(hx, sizeof(hx), "%016llx",
+	    (unsigned long long)sm_hash(obj.b, obj.len));
+	want = json_string_value(json_object_get(j, "block_xxh3"));
+	if ((json_int_t)obj.len != json_integer_value(json_object_get(j,
+	    "block_bytes")) || want == NULL || strcmp(want, hx) != 0) {
+		sm_err_set(&err, SM_ECORRUPT, "block object: %zu bytes, xxh3 "
+		    "%s; meta.json says %lld bytes, %s", obj.len, hx,
+		    (long long)json_integer_value(json_object_get(j,
+		    "block_bytes")), want != NULL ? want : "(none)");
+		goto bad;
+	}
+	if (ing_ship_object_verify((const uint8_t *)obj.b, obj.len, &nparts,
+	    &err) != 0)
+		goto bad;
+	printf("ok      %s tenant=%s gen=%lld min_t=%lld max_t=%lld "
+	    "tier_ms=%lld series=%lld parts=%u bytes=%zu\n", obj_key,
+	    json_string_value(json_object_get(j, "tenant")),
+	    (long long)json_integer_value(json_object_get(json_object_get(j,
+	    "source"), "gen")),
+	    (long long)json_integer_value(json_object_get(j, "min_t")),
+	    (long long)json_integer_value(json_object_get(j, "max_t")),
+	    (long long)json_integer_value(json_object_get(j, "tier_ms")),
+	    (long long)json_integer_value(json_object_get(j, "nseries")),
+	    nparts, obj.len);
+	goto out;
+bad:
+	printf("DAMAGED %s: %s\n", obj_key, err.msg);
+	ad->problems++;
+out:
+	json_decref(j);
+	sm_buf_fini(&mj);
+	sm_buf_fini(&obj);
+}
+
+static int
+bucket_verify(struct admin *ad)
+{
+	struct bucket_keys k = { 0 };
+	struct sm_err err;
+	uint32_t blocks = 0;
+	int rv;
+
+	if ((rv = sm_bucket_list(ad->bucket, ad->prefix, keys_add, &k,
+	    &err)) != 0) {
+		fprintf(stderr, "smolder-admin: %s\n", err.msg);
+		goto out;
+	}
+	/* Sorted: ".../block" comes right before ".../meta.json". */
+	for (size_t i = 0; i < k.n; i++) {
+		size_t l = strlen(k.v[i]);
+
+		if (strcmp(k.v[i] + l - 6, "/block") == 0) {
+			if (i + 1 < k.n && strncmp(k.v[i], k.v[i + 1], l - 5) ==
+			    0 && strcmp(k.v[i + 1] + l - 5, "meta.json") == 0)
+				continue;
+			printf("PARTIAL %s: no meta.json (an upload that did "
+			    "not finish; never read)\n", k.v[i]);
+			ad->problems++;
+			continue;
+		}
+		bucket_verify_block(ad, k.v[i]);
+		blocks++;
+	}
+	printf("%u blocks, %d problems\n", blocks, ad->problems);
+out:
+	for (size_t i = 0; i < k.n; i++)
+		sm_free(k.v[i]);
+	sm_free(k.v);
+	return (rv != 0 || ad->problems > 0 ? 1 : 0);
+}
+
+static int
+cmd_bucket(struct admin *ad, const char *sub)
+{
+	struct sm_err err;
+	int rc = 2;
+
+	if (!sm_bucket_cfg_enabled(&ad->bcfg)) {
+		fprintf(stderr, "smolder-admin: bucket: -storage.backend is "
+		    "not set\n");
+		return (2);
+	}
+	if (sm_bucket_open(&ad->bcfg, ad->data_dir, &ad->bucket, &err) != 0) {
+		fprintf(stderr, "smolder-admin: %s\n", err.msg);
+		return (1);
+	}
+	if (strcmp(sub, "ls") == 0) {
+		rc = sm_bucket_list(ad->bucket, ad->prefix, bucket_ls_one, NULL,
+		    &err) == 0 ? 0 : 1;
+		if (rc != 0)
+			fprintf(stderr, "smolder-admin: %s\n", err.msg);
+	} else if (strcmp(sub, "get") == 0) {
+		rc = bucket_get(ad);
+	} else if (strcmp(sub, "verify") == 0) {
+		rc = bucket_verify(ad);
+	} else {
+		fprintf(stderr, "smolder-admin: bucket: unknown command %s "
+		    "(ls, get, verify)\n", sub);
+	}
+	sm_bucket_destroy(ad->bucket);
+	return (rc);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -346,7 +554,16 @@ main(int argc, char **argv)
 		    "disk: flush and compact first" },
 		{ "generate", SM_FLAG_BOOL, &ad.generate, "false",
 		    "hash-key: generate a new random key" },
+		{ "prefix", SM_FLAG_STRING, &ad.prefix, "",
+		    "bucket ls, verify: key prefix" },
+		{ "key", SM_FLAG_STRING, &ad.key, "", "bucket get: key" },
+		{ "offset", SM_FLAG_INT, &ad.offset, "0",
+		    "bucket get: first byte" },
+		{ "length", SM_FLAG_INT, &ad.length, "0",
+		    "bucket get: bytes (0: to the end)" },
 	};
+	const struct sm_flag *bt;
+	size_t nbt;
 	const char *cmd;
 	bool help;
 	int rc = 2;
@@ -354,22 +571,33 @@ main(int argc, char **argv)
 	memset(&ad, 0, sizeof(ad));
 	sm_flags_init(&fs);
 	sm_log_set_level(SM_LOG_WARN);
-	if (argc < 2 || argv[1][0] == '-') {
+	bt = sm_bucket_flags(&ad.bcfg, &nbt);
+	if (argc < 2 || argv[1][0] == '-' || (strcmp(argv[1], "bucket") == 0 &&
+	    (argc < 3 || argv[2][0] == '-'))) {
 		fprintf(stderr, "usage: smolder-admin blocks|verify|corrupt|disk|"
-		    "hash-key [flags]\n");
+		    "hash-key [flags]\n"
+		    "       smolder-admin bucket ls|get|verify [flags]\n");
 		sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err);
+		sm_flags_add(&fs, bt, nbt, &err);
 		sm_flags_usage(&fs, stderr);
 		sm_flags_fini(&fs);
 		return (2);
 	}
 	cmd = argv[1];
+	/* "bucket SUB": the flags start after SUB */
 	if (sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err) != 0 ||
-	    sm_flags_parse(&fs, argc - 1, argv + 1, &help, &err) != 0) {
+	    sm_flags_add(&fs, bt, nbt, &err) != 0 ||
+	    sm_flags_parse(&fs, argc - (strcmp(cmd, "bucket") == 0 ? 2 : 1),
+	    argv + (strcmp(cmd, "bucket") == 0 ? 2 : 1), &help, &err) != 0) {
 		fprintf(stderr, "smolder-admin: %s\n", err.msg);
 		goto out;
 	}
 	if (strcmp(cmd, "hash-key") == 0) {
 		rc = cmd_hash_key(&ad);
+		goto out;
+	}
+	if (strcmp(cmd, "bucket") == 0) {
+		rc = cmd_bucket(&ad, argv[2]);
 		goto out;
 	}
 	if (open_store(&ad) != 0) {
