@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""
+test_bucket_ship.py -- blocks go to the bucket, on a real S3 server
+(OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py) and on the
+filesystem backend, and nothing about writes depends on it.
+
+  1. Swift up; the single binary with -storage.backend=s3 and its flags,
+     -ingester.ship-interval=1s.  Ingest, POST /ingester/flush: 200, and
+     then the block is in the bucket: smolder_ingester_ship_blocks_total
+     >= 1, pending 0; `smolder-admin bucket ls` lists
+     <tenant>/blocks/<ULID>/block and meta.json; `bucket verify` exits 0;
+     meta.json (fetched with `bucket get`) names the tenant, the source
+     (instance, incarnation, gen) and a time range holding the upload.
+  2. The bucket hangs (Swift's proxy SIGSTOPped): writes are still
+     acknowledged and answered; a flush answers 503 "blocks wait for the
+     bucket"; the pending gauge counts the block and failures are counted.
+     Swift back (SIGCONT): the backlog drains by itself (pending 0) and
+     `bucket verify` shows every block, each uploaded once.
+  3. Restart on the same data dir: nothing is uploaded again (the ship
+     records are durable), the answers are the same.
+  4. The filesystem backend (<data.dir>/bucket by default): a flush ships,
+     `bucket verify` with the same flags exits 0; a damaged object is
+     reported DAMAGED (exit 1) and a block object without meta.json is
+     reported PARTIAL.
+Every process started here is stopped by PID (Swift by the harness).
+"""
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+
+import swift_s3  # noqa: E402
+from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
+                        metrics, wait_metric)
+from smolder import metric_value, run_script  # noqa: E402
+
+BUDGET_S = 240
+
+
+def s3_flags(sw):
+    return ["-storage.backend=s3",
+            "-storage.s3.endpoint=%s" % sw["endpoint"],
+            "-storage.s3.bucket-name=%s" % sw["bucket"],
+            "-storage.s3.region=%s" % sw["region"],
+            "-storage.s3.access-key-id=%s" % sw["access_key"],
+            "-storage.s3.secret-access-key=%s" % sw["secret_key"],
+            "-storage.s3.insecure=true",
+            "-storage.s3.bucket-lookup-type=path",
+            "-storage.s3.timeout=2s",
+            "-storage.s3.max-retries=1"]
+
+
+def ingest(srv, name, n=3):
+    now = int(time.time())
+    ok = 0
+    for i in range(n):
+        resp = srv.ingest({"name": name, "from": now - 10 - i,
+                           "until": now - 9 - i},
+                          b"main;work;step%d 100\nmain;idle 5\n" % i)
+        ok += resp.status == 200
+    return ok
+
+
+def render_total(srv, name):
+    resp = srv.render(name + "{}", fmt="json")
+    if resp.status != 200:
+        return None
+    return resp.json()["flamebearer"]["numTicks"]
+
+
+def blocks_in(listing):
+    """{ulid: set of object names} from `bucket ls` output."""
+    out = {}
+    for line in listing.splitlines():
+        m = re.match(r"\s*\d+ (\S+)/blocks/([0-9A-Z]{26})/(block|meta\.json)$",
+                     line)
+        if m:
+            out.setdefault(m.group(2), set()).add(m.group(3))
+    return out
+
+
+def m(srv, name):
+    _, p = metrics(srv)
+    return metric_value(p, name)
+
+
+def body(r):
+    ws = Workspace("bucket-ship")
+    r.at_end(lambda: ws.cleanup(r))
+    sw_dir = ws.path("swift")
+    sw = swift_s3.start(sw_dir)
+    r.at_end(lambda: swift_s3.stop(sw_dir))
+    flags = s3_flags(sw)
+    data = ws.data_dir()
+    common = ["-ingester.ship-interval=1s", "-instance.id=ing-a"]
+
+    # 1. a flush ships
+    srv = DataServer(data, ws.log_dir("s3"), extra_flags=flags + common)
+    srv.start()
+    r.eq(ingest(srv, "ship.cpu"), 3, "writes acknowledged")
+    resp = flush(srv)
+    r.eq(resp.status, 200, "flush with the bucket up: " + resp.text()[:200])
+    r.check((m(srv, "smolder_ingester_ship_blocks_total") or 0) >= 1,
+            "ship_blocks_total >= 1 after the flush")
+    r.eq(m(srv, "smolder_ingester_ship_blocks_pending"), 0,
+         "nothing pending after the flush")
+    r.check((m(srv, "smolder_ingester_ship_bytes_total") or 0) > 0,
+            "ship_bytes_total counts the upload")
+    total1 = render_total(srv, "ship.cpu")
+    r.check(total1 is not None and total1 > 0,
+            "the flamegraph counts the uploads", str(total1))
+    ls = admin("bucket", "ls", *flags)
+    r.eq(ls.rc, 0, "bucket ls: " + ls.describe())
+    bl = blocks_in(ls.out)
+    r.check(len(bl) >= 1 and all(v == {"block", "meta.json"}
+                                 for v in bl.values()),
+            "every block has its object and meta.json", ls.out)
+    ver = admin("bucket", "verify", *flags)
+    r.eq(ver.rc, 0, "bucket verify after the flush: " + ver.describe())
+    ulid = sorted(bl)[0] if bl else "none"
+    tenant = re.search(r"(\S+)/blocks/", ls.out)
+    meta_key = "%s/blocks/%s/meta.json" % (
+        tenant.group(1) if tenant else "?", ulid)
+    got = admin("bucket", "get", "-key=" + meta_key, *flags)
+    r.eq(got.rc, 0, "bucket get meta.json: " + got.describe())
+    try:
+        mj = json.loads(got.out)
+    except ValueError:
+        mj = {}
+    r.eq(mj.get("ulid"), ulid, "meta.json names its block")
+    r.eq(mj.get("source", {}).get("instance"), "ing-a",
+         "meta.json names its source instance")
+    r.check(re.fullmatch(r"[0-9a-f]{32}",
+                         mj.get("source", {}).get("incarnation", "")),
+            "meta.json carries the data dir's incarnation", got.out)
+    now_ms = int(time.time() * 1000)
+    r.check(mj.get("min_t", 0) <= now_ms - 10000 <= mj.get("max_t", 0) + 10000
+            and mj.get("max_t", 0) <= now_ms + 60000,
+            "meta.json's time range holds the uploads", got.out)
+    r.check(sw["secret_key"] not in srv.stderr_text(),
+            "the secret key is never logged")
+
+    # 2. the bucket hangs: writes go on, blocks wait, then drain
+    proxy = sw["pids"][-1]
+    os.kill(proxy, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        r.eq(ingest(srv, "ship.cpu"), 3, "writes acknowledged while the "
+             "bucket hangs")
+        r.check(time.monotonic() - t0 < 5, "writes do not wait on the bucket")
+        r.eq(render_total(srv, "ship.cpu"), 2 * (total1 or 0),
+             "answers while the bucket hangs count every write")
+        resp = flush(srv)
+        r.eq(resp.status, 503, "flush while the bucket hangs: 503")
+        r.check("bucket" in resp.text(), "the 503 names the bucket",
+                resp.text()[:300])
+        r.check((m(srv, "smolder_ingester_ship_blocks_pending") or 0) >= 1,
+                "the pending gauge counts the waiting block")
+        r.check((m(srv, "smolder_ingester_ship_failures_total") or 0) >= 1,
+                "failures are counted")
+        r.check((m(srv, "smolder_ingester_ship_oldest_pending_age_seconds")
+                 or 0) > 0, "the oldest pending block has an age")
+    finally:
+        os.kill(proxy, signal.SIGCONT)
+    v = wait_metric(srv, "smolder_ingester_ship_blocks_pending",
+                    lambda x: x == 0, timeout=60)
+    r.eq(v, 0, "the backlog drains once the bucket is back")
+    ls = admin("bucket", "ls", *flags)
+    bl2 = blocks_in(ls.out)
+    r.check(len(bl2) >= 2 and set(bl) <= set(bl2),
+            "the bucket holds the old and the new blocks", ls.out)
+    shipped = m(srv, "smolder_ingester_ship_blocks_total")
+    r.eq(shipped, len(bl2), "each block uploaded once (ship_blocks_total "
+         "== blocks in the bucket)")
+    ver = admin("bucket", "verify", *flags)
+    r.eq(ver.rc, 0, "bucket verify after the drain: " + ver.describe())
+    srv.stop()
+    srv.check_stopped(r, "the s3 server")
+
+    # 3. restart: nothing uploaded again
+    srv = DataServer(data, ws.log_dir("s3-restart"),
+                     extra_flags=flags + common)
+    srv.start()
+    time.sleep(2.5)          # two ship passes
+    r.eq(m(srv, "smolder_ingester_ship_blocks_total") or 0, 0,
+         "a restart uploads nothing again")
+    r.eq(m(srv, "smolder_ingester_ship_blocks_pending"), 0,
+         "nothing pending after the restart")
+    r.eq(render_total(srv, "ship.cpu"), 2 * (total1 or 0),
+         "answers after the restart")
+    r.eq(len(blocks_in(admin("bucket", "ls", *flags).out)), len(bl2),
+         "the bucket has the same blocks")
+    srv.stop()
+    srv.check_stopped(r, "the restarted s3 server")
+
+    # 4. the filesystem backend, under <data.dir>/bucket
+    data2 = ws.data_dir("data-fs")
+    fsflags = ["-storage.backend=filesystem"]
+    srv = DataServer(data2, ws.log_dir("fs"),
+                     extra_flags=fsflags + common)
+    srv.start()
+    ingest(srv, "fs.cpu")
+    resp = flush(srv)
+    r.eq(resp.status, 200, "filesystem flush ships: " + resp.text()[:200])
+    srv.stop()
+    srv.check_stopped(r, "the filesystem server")
+    aflags = fsflags + ["-data.dir=" + data2]
+    ver = admin("bucket", "verify", *aflags)
+    r.eq(ver.rc, 0, "filesystem bucket verify: " + ver.describe())
+    objs = []
+    for d, _, files in os.walk(os.path.join(data2, "bucket")):
+        objs += [os.path.join(d, f) for f in files if f == "block"]
+    r.check(len(objs) >= 1, "the block object is under <data.dir>/bucket")
+    if objs:
+        with open(objs[0], "r+b") as f:
+            f.seek(20)
+            b = f.read(1)
+            f.seek(20)
+            f.write(bytes([b[0] ^ 0xFF]))
+        ver = admin("bucket", "verify", *aflags)
+        r.eq(ver.rc, 1, "a damaged object fails verify")
+        r.check("DAMAGED" in ver.out, "verify says DAMAGED", ver.out)
+        os.unlink(os.path.join(os.path.dirname(objs[0]), "meta.json"))
+        ver = admin("bucket", "verify", *aflags)
+        r.check("PARTIAL" in ver.out and ver.rc == 1,
+                "a block object without meta.json is PARTIAL", ver.out)
+
+
+if __name__ == "__main__":
+    run_script("test_bucket_ship", BUDGET_S, body)
