@@ -65,7 +65,9 @@ BUDGET_S = 58
 # image does not install them.
 TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
-                      "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb"}
+                      "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb",
+                      "swift-proxy", "swift-object", "swift-container",
+                      "swift-account"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")
