@@ -292,12 +292,41 @@ mod_server_stop(void *p)
 	sm_metric_gauge_fn_remove(app);
 }
 
+/* --- the bucket ------------------------------------------------------------ */
+
+/*
+ * Open the -storage.* bucket once for the components that use it (the
+ * ingester ships to it, the compactor owns it); app->bucket stays NULL
+ * without -storage.backend.  A wrong key or bucket name stops the start;
+ * a store that is not reachable yet does not (blocks wait on disk).
+ */
+static int
+bucket_open(struct app *app, struct sm_err *err)
+{
+	int rv;
+
+	if (app->bucket != NULL || !sm_bucket_cfg_enabled(&app->bucket_cfg))
+		return (0);
+	if ((rv = sm_bucket_open(&app->bucket_cfg, app->data_dir,
+	    &app->bucket, err)) != 0)
+		return (rv);
+	if ((rv = sm_bucket_probe(app->bucket, err)) == SM_EAUTH ||
+	    rv == SM_ENOTFOUND)
+		return (rv);
+	if (rv != 0)
+		sm_warn("main", "bucket not reachable yet: %s", err->msg);
+	sm_err_clear(err);
+	sm_info("main", "bucket\tbucket=%s", sm_bucket_desc(app->bucket));
+	return (0);
+}
+
 /* --- ingester ------------------------------------------------------------- */
 
 static int
 mod_ingester_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	int rv;
 
 	app->ing_cfg.rpc_url = app->rpc_listen;
 	app->ing_cfg.data_dir = app->data_dir;
@@ -305,24 +334,9 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
 	    "distributor");
-	if (sm_bucket_cfg_enabled(&app->bucket_cfg)) {
-		int rv = sm_bucket_open(&app->bucket_cfg, app->data_dir,
-		    &app->bucket, err);
-
-		if (rv != 0)
-			return (rv);
-		/* A wrong key or bucket name is said at start; an
-		 * unreachable store is not fatal (blocks wait on disk). */
-		if ((rv = sm_bucket_probe(app->bucket, err)) == SM_EAUTH ||
-		    rv == SM_ENOTFOUND)
-			return (rv);
-		if (rv != 0)
-			sm_warn("main", "bucket not reachable yet: %s", err->msg);
-		sm_err_clear(err);
-		sm_info("main", "history goes to the bucket\tbucket=%s",
-		    sm_bucket_desc(app->bucket));
-		app->ing_cfg.bucket = app->bucket;
-	}
+	if ((rv = bucket_open(app, err)) != 0)
+		return (rv);
+	app->ing_cfg.bucket = app->bucket;
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 
@@ -450,6 +464,9 @@ mod_compactor_init(void *p, struct sm_err *err)
 	    &app->cpt_cfg.tiers, err)) != 0)
 		return (rv);
 	app->cpt_cfg.overrides = app->overrides;
+	if ((rv = bucket_open(app, err)) != 0)
+		return (rv);
+	app->cpt_cfg.bucket = app->bucket;
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
 }

@@ -14,6 +14,8 @@
 #include "common/metrics.h"
 #include "common/rpc.h"
 
+#include "bucket_index.h"
+
 /* Tier work on one ingester, for GET /compactor (guarded by st_mu). */
 struct cpt_member {
 	char *id;                       /* or the URL when the id is unknown */
@@ -49,10 +51,15 @@ struct cpt_pass {
 	uint32_t ingesters, failed, skipped;
 	uint64_t retired;
 	uint32_t jobs_built, jobs_noop, jobs_failed;   /* downsampling */
+	bool bucket;                    /* the bucket pass ran */
+	int bucket_rv;                  /* its listing's error, 0 = none */
+	struct cpt_bucket_stats bst;
 };
 
 static struct sm_metric *m_runs, *m_retired, *m_last_ok;
 static struct sm_metric *m_jobs, *m_pending, *m_bytes_read, *m_bytes_written;
+static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
+static struct sm_metric *m_bk_partial, *m_bk_fail;
 static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -84,12 +91,30 @@ cpt_metrics_register(void)
 	m_bytes_written = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_compactor_bytes_written_total", "Stored bytes of the "
 	    "tier blocks downsampling jobs wrote.", NULL, NULL, 0);
+	m_bk_blocks = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_compactor_bucket_blocks", "Complete blocks in the "
+	    "bucket at the last bucket pass.", NULL, NULL, 0);
+	m_bk_marked = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_blocks_marked_total", "Bucket blocks "
+	    "marked for deletion (retention).", NULL, NULL, 0);
+	m_bk_deleted = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_blocks_deleted_total", "Bucket blocks "
+	    "deleted once their deletion mark was older than "
+	    "-compactor.deletion-delay.", NULL, NULL, 0);
+	m_bk_partial = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_partial_deleted_total", "Unfinished "
+	    "uploads (a block object without meta.json) deleted.", NULL,
+	    NULL, 0);
+	m_bk_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_pass_failures_total", "Bucket passes "
+	    "that could not list the bucket, plus tenants whose part of a "
+	    "pass failed (retried at the next pass).", NULL, NULL, 0);
 }
 
 const struct sm_flag *
 cpt_flags(struct cpt_config *cfg, size_t *n)
 {
-	static struct sm_flag f[5];
+	static struct sm_flag f[6];
 
 	f[0] = (struct sm_flag){ "compactor.blocks-retention-period",
 		SM_FLAG_DURATION, &cfg->retention_ms, "0",
@@ -110,6 +135,10 @@ cpt_flags(struct cpt_config *cfg, size_t *n)
 		&cfg->retries, "3",
 		"Attempts of a failed downsampling job within a pass (1 s, "
 		"then 2 s, ... apart); the next pass plans it again." };
+	f[5] = (struct sm_flag){ "compactor.deletion-delay",
+		SM_FLAG_DURATION, &cfg->deletion_delay_ms, "12h",
+		"How long a bucket block marked for deletion stays before it "
+		"is deleted (longer than any reader's sync interval)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -519,7 +548,58 @@ tiers_pass(struct compactor *c, struct cpt_pass *p)
 	sm_ring_release(tr.s);
 }
 
-/* A pass: retention, then downsampling. */
+/* --- the bucket ------------------------------------------------------------ */
+
+/* A tenant's retention floor for the bucket pass: the same the
+ * ingesters get (retention_pass). */
+struct bucket_floor {
+	struct compactor *c;
+	int64_t now;
+};
+
+static int64_t
+bucket_floor(void *arg, const char *tenant)
+{
+	struct bucket_floor *bf = arg;
+	struct sm_limits def = { 0 }, lim;
+
+	def.compactor_blocks_retention_period_ms = -1;
+	sm_overrides_get(bf->c->cfg.overrides, tenant, &def, &lim);
+	if (lim.compactor_blocks_retention_period_ms >= 0)
+		return (lim.compactor_blocks_retention_period_ms > 0 ?
+		    bf->now - lim.compactor_blocks_retention_period_ms : 0);
+	return (bf->c->cfg.retention_ms > 0 ? bf->now -
+	    bf->c->cfg.retention_ms : 0);
+}
+
+static void
+bucket_pass(struct compactor *c, struct cpt_pass *p)
+{
+	struct bucket_floor bf = { c, sm_now_ms() };
+	struct sm_err err;
+
+	if (c->cfg.bucket == NULL)
+		return;
+	p->bucket = true;
+	sm_err_clear(&err);
+	p->bucket_rv = cpt_bucket_pass(c->cfg.bucket, bf.now,
+	    c->cfg.deletion_delay_ms, bucket_floor, &bf, &p->bst, &err);
+	if (p->bucket_rv != 0)
+		sm_warn("compactor", "bucket pass failed: %s", err.msg);
+	sm_gauge_set(sm_metric_child0(m_bk_blocks), p->bst.blocks);
+	sm_counter_add(sm_metric_child0(m_bk_marked), p->bst.marked);
+	sm_counter_add(sm_metric_child0(m_bk_deleted), p->bst.deleted);
+	sm_counter_add(sm_metric_child0(m_bk_partial),
+	    p->bst.partial_deleted);
+	sm_counter_add(sm_metric_child0(m_bk_fail), p->bst.failed +
+	    (p->bucket_rv != 0));
+	sm_info("compactor", "bucket pass\ttenants=%u blocks=%u marked=%u "
+	    "deleted=%u partial_deleted=%u failed=%u", p->bst.tenants,
+	    p->bst.blocks, p->bst.marked, p->bst.deleted,
+	    p->bst.partial_deleted, p->bst.failed + (p->bucket_rv != 0));
+}
+
+/* A pass: retention, then downsampling, then the bucket. */
 static void
 cpt_pass(struct compactor *c, struct cpt_pass *p)
 {
@@ -527,6 +607,7 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 	pthread_mutex_lock(&c->pass_mu);
 	retention_pass(c, p);
 	tiers_pass(c, p);
+	bucket_pass(c, p);
 	pthread_mutex_unlock(&c->pass_mu);
 }
 
@@ -591,13 +672,20 @@ run_handler(struct sm_http_req *r, void *arg)
 		    p.overrides, p.ingesters, p.failed, p.skipped,
 		    (unsigned long long)p.retired);
 	sm_buf_printf(&out, ",\"tier_jobs_built\":%u,\"tier_jobs_noop\":%u,"
-	    "\"tier_jobs_failed\":%u}\n", p.jobs_built, p.jobs_noop,
+	    "\"tier_jobs_failed\":%u", p.jobs_built, p.jobs_noop,
 	    p.jobs_failed);
+	if (p.bucket)
+		sm_buf_printf(&out, ",\"bucket\":{\"tenants\":%u,"
+		    "\"blocks\":%u,\"marked\":%u,\"deleted\":%u,"
+		    "\"partial_deleted\":%u,\"failed\":%u}", p.bst.tenants,
+		    p.bst.blocks, p.bst.marked, p.bst.deleted,
+		    p.bst.partial_deleted, p.bst.failed + (p.bucket_rv != 0));
+	sm_buf_puts(&out, "}\n");
 	if (sm_buf_error(&out) != 0)
 		sm_http_reply_error(r, 500, "internal", "out of memory");
 	else
-		sm_http_reply_buf(r, p.failed == 0 && p.jobs_failed == 0 ?
-		    200 : 503,
+		sm_http_reply_buf(r, p.failed == 0 && p.jobs_failed == 0 &&
+		    p.bucket_rv == 0 && p.bst.failed == 0 ? 200 : 503,
 		    "application/json", &out);
 	sm_buf_fini(&out);
 }
@@ -634,10 +722,12 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 
 	*out = NULL;
 	if (cfg->retention_ms < 0 || cfg->interval_ms < 1000 ||
+	    cfg->deletion_delay_ms < 0 ||
 	    cfg->timeout_ms <= 0 || cfg->concurrency < 1 ||
 	    cfg->concurrency > 16 || cfg->retries < 1)
 		return (sm_err_set(err, SM_EINVAL, "compactor: retention must "
-		    "be >= 0, the interval >= 1s, the timeout > 0, the "
+		    "be >= 0, the interval >= 1s, the deletion delay >= 0, "
+		    "the timeout > 0, the "
 		    "concurrency 1..16 and the job retries >= 1"));
 	pthread_once(&cpt_metrics_once, cpt_metrics_register);
 	if ((c = sm_calloc(1, sizeof(*c))) == NULL)

@@ -18,6 +18,11 @@
  * crash or an unhealthy ingester is simply completed by the next one; and
  * lengthening a tenant's retention keeps only what is still there.
  *
+ * The bucket (with -storage.backend): after retention and downsampling,
+ * a pass marks, deletes and indexes the bucket's blocks by the same
+ * floors (compactor/bucket_index.h): the compactor is the only process
+ * that deletes from the bucket.
+ *
  * HTTP: POST /compactor/run runs a pass now and answers what it did as
  * JSON ({"before_ms":...,"tenant_overrides":n,"ingesters":n,"failed":n,
  * "blocks_retired":n,...}).
@@ -30,6 +35,7 @@
 #ifndef CPT_COMPACTOR_H
 #define CPT_COMPACTOR_H
 
+#include "common/bucket.h"
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/overrides.h"
@@ -44,6 +50,8 @@ struct cpt_config {
 	int64_t retries;          /* -compactor.job-retries */
 	struct sm_tiers tiers;    /* -compactor.downsample-tiers (main) */
 	struct sm_overrides *overrides; /* borrowed (main); NULL = none */
+	int64_t deletion_delay_ms; /* -compactor.deletion-delay */
+	struct sm_bucket *bucket;  /* borrowed (main); NULL = none */
 };
 
 const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);

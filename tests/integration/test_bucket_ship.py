@@ -18,7 +18,11 @@ filesystem backend, and nothing about writes depends on it.
      `bucket verify` shows every block, each uploaded once.
   3. Restart on the same data dir: nothing is uploaded again (the ship
      records are durable), the answers are the same.
-  4. The filesystem backend (<data.dir>/bucket by default): a flush ships,
+  4. The compactor owns the bucket: with a 24 h retention, a block of
+     3-day-old data is marked (deletion-mark.json), listed as marked in
+     <tenant>/bucket-index.json, and deleted after -compactor.deletion-delay
+     (meta.json first); the recent block stays; verify stays clean.
+  5. The filesystem backend (<data.dir>/bucket by default): a flush ships,
      `bucket verify` with the same flags exits 0; a damaged object is
      reported DAMAGED (exit 1) and a block object without meta.json is
      reported PARTIAL.
@@ -200,7 +204,54 @@ def body(r):
     srv.stop()
     srv.check_stopped(r, "the restarted s3 server")
 
-    # 4. the filesystem backend, under <data.dir>/bucket
+    # 4. the compactor owns the bucket: retention marks, deletes after
+    #    the delay, and writes the bucket index
+    rflags = flags + ["-storage.prefix=ret"]
+    data3 = ws.data_dir("data-ret")
+    srv = DataServer(data3, ws.log_dir("retention"), extra_flags=rflags + [
+        "-instance.id=ing-r", "-validation.reject-older-than=0",
+        "-compactor.blocks-retention-period=24h",
+        "-compactor.deletion-delay=2s", "-compactor.compaction-interval=1h"])
+    srv.start()
+    old = int(time.time()) - 3 * 86400
+    resp = srv.ingest({"name": "ret.cpu", "from": old, "until": old + 1},
+                      b"old;stack 7\n")
+    r.eq(resp.status, 200, "an old upload is acknowledged")
+    r.eq(flush(srv).status, 200, "flush ships the old block")
+    ingest(srv, "ret.cpu")
+    r.eq(flush(srv).status, 200, "flush ships the recent block")
+    before = blocks_in(admin("bucket", "ls", *rflags).out)
+    r.eq(len(before), 2, "two blocks shipped under the prefix")
+    run = srv.request("POST", "/compactor/run", body=b"", timeout=120)
+    r.eq(run.status, 200, "compactor run: " + run.text()[:300])
+    bj = (run.json() if run.status == 200 else {}).get("bucket", {})
+    r.eq(bj.get("marked"), 1, "the block past retention is marked")
+    r.eq(bj.get("blocks"), 2, "both blocks are indexed until the delay")
+    idx = admin("bucket", "get", "-key=anonymous/bucket-index.json", *rflags)
+    try:
+        ij = json.loads(idx.out)
+    except ValueError:
+        ij = {}
+    marked = [b for b in ij.get("blocks", []) if "deletion_time_ms" in b]
+    r.check(len(ij.get("blocks", [])) == 2 and len(marked) == 1 and
+            marked[0].get("max_t", 0) < (old + 86400) * 1000,
+            "the bucket index lists both blocks, the old one marked",
+            idx.describe())
+    time.sleep(2.2)
+    run = srv.request("POST", "/compactor/run", body=b"", timeout=120)
+    bj = (run.json() if run.status == 200 else {}).get("bucket", {})
+    r.eq(bj.get("deleted"), 1, "the marked block is deleted after the delay")
+    after = blocks_in(admin("bucket", "ls", *rflags).out)
+    r.check(len(after) == 1 and set(after) < set(before),
+            "one block left in the bucket", str(after))
+    ver = admin("bucket", "verify", *rflags)
+    r.eq(ver.rc, 0, "bucket verify after the deletion: " + ver.describe())
+    r.eq(m(srv, "smolder_compactor_bucket_blocks_deleted_total"), 1,
+         "smolder_compactor_bucket_blocks_deleted_total counts it")
+    srv.stop()
+    srv.check_stopped(r, "the retention server")
+
+    # 5. the filesystem backend, under <data.dir>/bucket by default
     data2 = ws.data_dir("data-fs")
     fsflags = ["-storage.backend=filesystem"]
     srv = DataServer(data2, ws.log_dir("fs"),

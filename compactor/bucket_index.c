@@ -1,0 +1,370 @@
+/*
+ * bucket_index.c -- the compactor's pass over the bucket (bucket_index.h
+ * tells what it does and why).
+ */
+#include <jansson.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "ingester/ship.h"
+
+#include "bucket_index.h"
+
+/* One block directory <tk>/blocks/<ULID>/ as the listing shows it. */
+struct bi_block {
+	char ulid[ING_ULID_LEN + 1];
+	bool has_block, has_meta, has_mark;
+};
+
+/* One tenant's keys. */
+struct bi_tenant {
+	char *tk;                  /* escaped tenant key segment */
+	struct bi_block *v;
+	uint32_t n, cap;
+	bool has_index;
+};
+
+struct bi_list {
+	struct bi_tenant *t;
+	uint32_t n, cap;
+};
+
+/* Split "<tk>/blocks/<ULID>/<name>" or "<tk>/bucket-index.json". */
+static int
+bi_add(void *arg, const struct sm_bucket_obj *o)
+{
+	struct bi_list *l = arg;
+	const char *slash = strchr(o->key, '/'), *rest;
+	struct bi_tenant *t;
+	struct bi_block *b;
+	size_t tl;
+	uint8_t bin[16];
+
+	if (slash == NULL)
+		return (0);
+	tl = (size_t)(slash - o->key);
+	rest = slash + 1;
+	if (l->n == 0 || strlen(l->t[l->n - 1].tk) != tl ||
+	    memcmp(l->t[l->n - 1].tk, o->key, tl) != 0) {
+		if (SM_GROW(l->t, l->cap, l->n + 1, 16) != 0)
+			return (SM_ENOMEM);
+		t = &l->t[l->n];
+		memset(t, 0, sizeof(*t));
+		if ((t->tk = sm_strndup(o->key, tl)) == NULL)
+			return (SM_ENOMEM);
+		l->n++;
+	}
+	t = &l->t[l->n - 1];
+	if (strcmp(rest, "bucket-index.json") == 0) {
+		t->has_index = true;
+		return (0);
+	}
+	if (strncmp(rest, "blocks/", 7) != 0 || strlen(rest) < 7 +
+	    ING_ULID_LEN + 2 || rest[7 + ING_ULID_LEN] != '/')
+		return (0);
+	rest += 7;
+	if (t->n == 0 || strncmp(t->v[t->n - 1].ulid, rest,
+	    ING_ULID_LEN) != 0) {
+		if (SM_GROW(t->v, t->cap, t->n + 1, 64) != 0)
+			return (SM_ENOMEM);
+		b = &t->v[t->n];
+		memset(b, 0, sizeof(*b));
+		memcpy(b->ulid, rest, ING_ULID_LEN);
+		if (ing_ulid_parse(b->ulid, bin) != 0)
+			return (0);     /* not ours: left alone */
+		t->n++;
+	}
+	b = &t->v[t->n - 1];
+	rest += ING_ULID_LEN + 1;
+	if (strcmp(rest, "block") == 0)
+		b->has_block = true;
+	else if (strcmp(rest, "meta.json") == 0)
+		b->has_meta = true;
+	else if (strcmp(rest, "deletion-mark.json") == 0)
+		b->has_mark = true;
+	return (0);
+}
+
+static void
+bi_list_free(struct bi_list *l)
+{
+	for (uint32_t i = 0; i < l->n; i++) {
+		sm_free(l->t[i].tk);
+		sm_free(l->t[i].v);
+	}
+	sm_free(l->t);
+}
+
+/* A JSON object from the bucket; NULL with err set (SM_ENOTFOUND...). */
+static json_t *
+bi_get_json(struct sm_bucket *b, const char *key, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	json_error_t je;
+	json_t *j = NULL;
+
+	if (sm_bucket_get(b, key, 0, SM_BUCKET_WHOLE, &v, err) == 0) {
+		j = json_loadb(v.b, v.len, 0, &je);
+		if (j == NULL || !json_is_object(j)) {
+			json_decref(j);
+			j = NULL;
+			sm_err_set(err, SM_ECORRUPT, "%s: not a JSON object "
+			    "(%s)", key, je.text);
+		}
+	}
+	sm_buf_fini(&v);
+	return (j);
+}
+
+static int
+bi_put_json(struct sm_bucket *b, const char *key, json_t *j,
+    struct sm_err *err)
+{
+	char *s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	int rv;
+
+	if (s == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = sm_bucket_put(b, key, s, strlen(s), err);
+	free(s);
+	return (rv);
+}
+
+/* The ULID's milliseconds. */
+static int64_t
+bi_ulid_ms(const char *ulid)
+{
+	uint8_t bin[16];
+	int64_t ms = 0;
+
+	if (ing_ulid_parse(ulid, bin) != 0)
+		return (0);
+	for (int i = 0; i < 6; i++)
+		ms = ms << 8 | bin[i];
+	return (ms);
+}
+
+struct bi_ctx {
+	struct sm_bucket *b;
+	int64_t now, delay;
+	int64_t (*floor)(void *arg, const char *tenant);
+	void *arg;
+	struct cpt_bucket_stats *st;
+};
+
+#define BI_KEY 1024
+
+/* Delete a block's objects, meta.json first (bucket_index.h step 3). */
+static int
+bi_delete_block(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
+    struct sm_err *err)
+{
+	static const char *const names[] = { "meta.json", "block",
+		"deletion-mark.json" };
+	char key[BI_KEY];
+	int rv;
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(names); i++) {
+		snprintf(key, sizeof(key), "%s/blocks/%s/%s", tk, bb->ulid,
+		    names[i]);
+		if ((rv = sm_bucket_delete(c->b, key, err)) != 0)
+			return (rv);
+	}
+	return (0);
+}
+
+/*
+ * The meta of block bb: from the previous index when it is there (metas
+ * are immutable), else from its meta.json.  New reference or NULL.
+ */
+static json_t *
+bi_meta(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
+    json_t *prev, struct sm_err *err)
+{
+	char key[BI_KEY];
+	json_t *m = json_object_get(prev, bb->ulid);
+
+	if (m != NULL) {
+		json_incref(m);
+		return (m);
+	}
+	snprintf(key, sizeof(key), "%s/blocks/%s/meta.json", tk, bb->ulid);
+	return (bi_get_json(c->b, key, err));
+}
+
+/* The deletion time of bb's mark (from prev or its object); 0: none. */
+static int
+bi_mark_time(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
+    json_t *prev_marks, int64_t *at, struct sm_err *err)
+{
+	char key[BI_KEY];
+	json_t *j;
+
+	*at = 0;
+	if (!bb->has_mark)
+		return (0);
+	if ((j = json_object_get(prev_marks, bb->ulid)) != NULL) {
+		*at = json_integer_value(j);
+		return (0);
+	}
+	snprintf(key, sizeof(key), "%s/blocks/%s/deletion-mark.json", tk,
+	    bb->ulid);
+	if ((j = bi_get_json(c->b, key, err)) == NULL)
+		return (err->code == SM_ENOTFOUND ? 0 : err->code);
+	*at = json_integer_value(json_object_get(j, "deletion_time_ms"));
+	json_decref(j);
+	return (0);
+}
+
+/* The previous index as {ulid: meta} and {ulid: deletion time}. */
+static void
+bi_prev_index(struct bi_ctx *c, const struct bi_tenant *t, json_t **metas,
+    json_t **marks)
+{
+	char key[BI_KEY];
+	struct sm_err err;
+	json_t *idx, *bl, *e;
+	size_t i;
+
+	*metas = json_object();
+	*marks = json_object();
+	if (!t->has_index)
+		return;
+	snprintf(key, sizeof(key), "%s/bucket-index.json", t->tk);
+	if ((idx = bi_get_json(c->b, key, &err)) == NULL)
+		return;     /* rebuilt from the metas */
+	bl = json_object_get(idx, "blocks");
+	json_array_foreach(bl, i, e) {
+		const char *u = json_string_value(json_object_get(e, "ulid"));
+		json_t *dt = json_object_get(e, "deletion_time_ms");
+		json_t *m;
+
+		if (u == NULL || (m = json_deep_copy(e)) == NULL)
+			continue;
+		json_object_del(m, "deletion_time_ms");
+		json_object_set_new(*metas, u, m);
+		if (dt != NULL)
+			json_object_set(*marks, u, dt);
+	}
+	json_decref(idx);
+}
+
+/* Steps 2-5 of bucket_index.h for one tenant. */
+static int
+bi_tenant(struct bi_ctx *c, const struct bi_tenant *t, struct sm_err *err)
+{
+	json_t *prev, *prev_marks, *blocks = json_array(), *idx = NULL;
+	char key[BI_KEY];
+	int rv = 0;
+
+	bi_prev_index(c, t, &prev, &prev_marks);
+	if (blocks == NULL || prev == NULL || prev_marks == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < t->n && rv == 0; i++) {
+		const struct bi_block *bb = &t->v[i];
+		const char *tenant;
+		json_t *m;
+		int64_t mark_at, max_t, fl;
+
+		if (!bb->has_meta) {
+			/* unfinished upload, or what a deletion left */
+			if (bb->has_mark || bi_ulid_ms(bb->ulid) <
+			    c->now - 2 * c->delay) {
+				if ((rv = bi_delete_block(c, t->tk, bb,
+				    err)) == 0)
+					c->st->partial_deleted++;
+			}
+			continue;
+		}
+		if ((m = bi_meta(c, t->tk, bb, prev, err)) == NULL) {
+			rv = err->code;
+			break;
+		}
+		if ((rv = bi_mark_time(c, t->tk, bb, prev_marks, &mark_at,
+		    err)) != 0) {
+			json_decref(m);
+			break;
+		}
+		tenant = json_string_value(json_object_get(m, "tenant"));
+		max_t = json_integer_value(json_object_get(m, "max_t"));
+		fl = tenant != NULL ? c->floor(c->arg, tenant) : 0;
+		if (mark_at == 0 && fl > 0 && max_t <= fl) {
+			json_t *mk = json_pack("{s:i, s:s, s:I, s:s}",
+			    "version", 1, "ulid", bb->ulid, "deletion_time_ms",
+			    (json_int_t)c->now, "reason", "retention");
+
+			snprintf(key, sizeof(key),
+			    "%s/blocks/%s/deletion-mark.json", t->tk, bb->ulid);
+			rv = mk == NULL ? SM_ENOMEM : bi_put_json(c->b, key, mk,
+			    err);
+			json_decref(mk);
+			if (rv != 0) {
+				json_decref(m);
+				break;
+			}
+			mark_at = c->now;
+			c->st->marked++;
+		}
+		if (mark_at > 0 && c->now - mark_at >= c->delay) {
+			json_decref(m);
+			if ((rv = bi_delete_block(c, t->tk, bb, err)) == 0)
+				c->st->deleted++;
+			continue;
+		}
+		if (mark_at > 0)
+			json_object_set_new(m, "deletion_time_ms",
+			    json_integer((json_int_t)mark_at));
+		json_array_append_new(blocks, m);
+		c->st->blocks++;
+	}
+	if (rv != 0)
+		goto out;
+	idx = json_pack("{s:i, s:I, s:O}", "version", 1, "updated_at_ms",
+	    (json_int_t)c->now, "blocks", blocks);
+	snprintf(key, sizeof(key), "%s/bucket-index.json", t->tk);
+	rv = idx == NULL ? sm_err_set(err, SM_ENOMEM, "out of memory") :
+	    bi_put_json(c->b, key, idx, err);
+out:
+	json_decref(idx);
+	json_decref(blocks);
+	json_decref(prev);
+	json_decref(prev_marks);
+	return (rv);
+}
+
+int
+cpt_bucket_pass(struct sm_bucket *b, int64_t now_ms,
+    int64_t deletion_delay_ms,
+    int64_t (*floor)(void *arg, const char *tenant), void *arg,
+    struct cpt_bucket_stats *st, struct sm_err *err)
+{
+	struct bi_list l = { 0 };
+	struct bi_ctx c = { b, now_ms, deletion_delay_ms, floor, arg, st };
+	int rv;
+
+	memset(st, 0, sizeof(*st));
+	if ((rv = sm_bucket_list(b, "", bi_add, &l, err)) != 0) {
+		if (rv == SM_ENOMEM)
+			sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < l.n; i++) {
+		struct sm_err e2;
+
+		if (l.t[i].n == 0 && !l.t[i].has_index)
+			continue;
+		st->tenants++;
+		sm_err_clear(&e2);
+		if (bi_tenant(&c, &l.t[i], &e2) != 0) {
+			st->failed++;
+			sm_warn("compactor", "bucket pass failed for a tenant; "
+			    "the next pass retries\ttenant_key=%s err=\"%s\"",
+			    l.t[i].tk, e2.msg);
+		}
+	}
+out:
+	bi_list_free(&l);
+	return (rv);
+}
