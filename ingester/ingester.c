@@ -367,8 +367,8 @@ fault_config(struct ingester *ing)
 	char *end;
 	unsigned long p;
 
-	if (v == NULL || v[0] == '\0')
-		return;
+	if (v == NULL || v[0] == '\0' || strcmp(v, "ship-kill") == 0)
+		return;     /* ship-kill is ship.h's */
 	if (strncmp(v, "write:", 6) != 0 ||
 	    (p = strtoul(v + 6, &end, 10)) == 0 || *end != '\0' ||
 	    p > UINT32_MAX) {

@@ -8,6 +8,8 @@
  */
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -28,6 +30,7 @@ struct ing_ship {
 	pthread_mutex_t mu;            /* one pass at a time */
 	_Atomic uint32_t pending;
 	_Atomic int64_t oldest_ms;     /* max_t of the oldest pending block */
+	bool kill_after_object;        /* SMOLDER_TEST_FAULTS=ship-kill */
 };
 
 static struct sm_metric *m_shipped, *m_bytes, *m_fail;
@@ -358,6 +361,8 @@ ship_one(struct ing_ship *sh, const char *tenant,
 	    err)) != 0)
 		goto out;
 	sm_counter_add(sm_metric_child0(m_bytes), ob.obj.len);
+	if (sh->kill_after_object)
+		raise(SIGKILL);     /* tests: a crash before meta.json */
 	if ((mj = meta_json(sh, tenant, ulid, m, &r, &ob.obj)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -467,6 +472,13 @@ ing_ship_create(struct ing_db *db, struct ing_store *store,
 	sh->store = store;
 	sh->bucket = bucket;
 	pthread_mutex_init(&sh->mu, NULL);
+	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
+	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "ship-kill") == 0) {
+		sh->kill_after_object = true;
+		sm_warn("ship", "TEST FAULT INJECTION: the process kills itself "
+		    "(SIGKILL) after its first block object, before its "
+		    "meta.json (SMOLDER_TEST_FAULTS)");
+	}
 	ship_metrics_init();
 	sm_metric_gauge_fn("smolder_ingester_ship_blocks_pending",
 	    "Blocks committed here and not yet in the bucket (last pass).",

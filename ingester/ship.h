@@ -53,6 +53,11 @@
  * A block retired or merged away between the listing and its upload is
  * skipped (its parts are gone or tombstoned).
  *
+ * Fault injection (tests only): SMOLDER_TEST_FAULTS=ship-kill makes the
+ * process SIGKILL itself once its first block object is stored, before
+ * its meta.json -- the crash the ship record's ULID is there for
+ * (tests/integration/test_bucket_ship.py).
+ *
  * Locking: one pass at a time (sh->mu); a pass holds no database lock
  * while it uploads.
  */

@@ -22,7 +22,11 @@ filesystem backend, and nothing about writes depends on it.
      3-day-old data is marked (deletion-mark.json), listed as marked in
      <tenant>/bucket-index.json, and deleted after -compactor.deletion-delay
      (meta.json first); the recent block stays; verify stays clean.
-  5. The filesystem backend (<data.dir>/bucket by default): a flush ships,
+  5. kill -9 between a block's object and its meta.json
+     (SMOLDER_TEST_FAULTS=ship-kill): the bucket holds the object alone,
+     `bucket verify` says PARTIAL; after a restart the same ULID is
+     completed -- no second copy -- and verify is clean.
+  6. The filesystem backend (<data.dir>/bucket by default): a flush ships,
      `bucket verify` with the same flags exits 0; a damaged object is
      reported DAMAGED (exit 1) and a block object without meta.json is
      reported PARTIAL.
@@ -40,6 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
+import smolder  # noqa: E402
 import swift_s3  # noqa: E402
 from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
                         metrics, wait_metric)
@@ -251,7 +256,50 @@ def body(r):
     srv.stop()
     srv.check_stopped(r, "the retention server")
 
-    # 5. the filesystem backend, under <data.dir>/bucket by default
+    # 5. kill -9 between a block's object and its meta.json
+    kflags = flags + ["-storage.prefix=crash"]
+    data4 = ws.data_dir("data-crash")
+    os.environ["SMOLDER_TEST_FAULTS"] = "ship-kill"
+    try:
+        srv = DataServer(data4, ws.log_dir("crash"),
+                         extra_flags=kflags + common)
+        srv.start()
+    finally:
+        del os.environ["SMOLDER_TEST_FAULTS"]
+    ingest(srv, "crash.cpu")
+    try:
+        flush(srv, timeout=30)
+    except Exception:
+        pass                      # the process dies under the request
+    rc = srv.proc.wait(30)
+    r.eq(rc, -signal.SIGKILL, "the ingester killed itself between the "
+         "object and its meta.json")
+    srv.stopped = True
+    smolder._live.discard(srv)
+    srv._out.close()
+    srv._err.close()
+    bl = blocks_in(admin("bucket", "ls", *kflags).out)
+    r.check(len(bl) == 1 and list(bl.values())[0] == {"block"},
+            "the bucket holds the object without its meta.json", str(bl))
+    ver = admin("bucket", "verify", *kflags)
+    r.check(ver.rc == 1 and "PARTIAL" in ver.out,
+            "verify reports the unfinished upload", ver.describe())
+    srv = DataServer(data4, ws.log_dir("crash-restart"),
+                     extra_flags=kflags + common)
+    srv.start()
+    v = wait_metric(srv, "smolder_ingester_ship_blocks_pending",
+                    lambda x: x == 0, timeout=30)
+    r.eq(v, 0, "the restarted ingester finishes the upload")
+    bl2 = blocks_in(admin("bucket", "ls", *kflags).out)
+    r.check(set(bl2) == set(bl) and all(x == {"block", "meta.json"}
+                                        for x in bl2.values()),
+            "the same ULID, now complete: no second copy", str(bl2))
+    ver = admin("bucket", "verify", *kflags)
+    r.eq(ver.rc, 0, "verify after the restart: " + ver.describe())
+    srv.stop()
+    srv.check_stopped(r, "the restarted crash server")
+
+    # 6. the filesystem backend, under <data.dir>/bucket by default
     data2 = ws.data_dir("data-fs")
     fsflags = ["-storage.backend=filesystem"]
     srv = DataServer(data2, ws.log_dir("fs"),
