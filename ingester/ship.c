@@ -31,6 +31,7 @@ struct ing_ship {
 	_Atomic uint32_t pending;
 	_Atomic int64_t oldest_ms;     /* max_t of the oldest pending block */
 	bool kill_after_object;        /* SMOLDER_TEST_FAULTS=ship-kill */
+	uint32_t damaged_logged;       /* damaged blocks already logged (mu) */
 };
 
 static struct sm_metric *m_shipped, *m_bytes, *m_fail;
@@ -172,6 +173,7 @@ struct obj_build {
 	struct sm_buf obj;             /* parts */
 	struct sm_buf toc;
 	uint32_t nparts;
+	struct sm_err *err;            /* a damaged part says which */
 };
 
 static int
@@ -179,9 +181,17 @@ obj_part(void *arg, char kind, uint32_t series, const uint8_t *v, size_t n)
 {
 	struct obj_build *ob = arg;
 	uint8_t e[ING_SHIP_TOC_ENTRY];
+	const uint8_t *pl;
+	size_t pn;
+	uint32_t raw;
 
 	if (n > UINT32_MAX)
 		return (SM_ETOOBIG);
+	/* A damaged local copy is not spread to the bucket: the other
+	 * replicas' copies of the same data are whole. */
+	if (ing_block_open(v, n, kind, &pl, &pn, &raw, ob->err) != 0)
+		return (sm_err_prefix(ob->err, "local part '%c' series %u",
+		    kind, series));
 	e[0] = (uint8_t)kind;
 	sm_put_be32(e + 1, series);
 	sm_put_be64(e + 5, ob->obj.len);
@@ -319,7 +329,7 @@ static int
 ship_one(struct ing_ship *sh, const char *tenant,
     const struct ing_block_meta *m, enum ship_outcome *o, struct sm_err *err)
 {
-	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0 };
+	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0, err };
 	struct ing_ship_rec r;
 	char tk[3 * SM_TENANT_MAX_LEN + 1], ulid[ING_ULID_LEN + 1];
 	char key[2 * SM_BUCKET_KEY_MAX];
@@ -401,7 +411,7 @@ int
 ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 {
 	struct ing_db_block *v = NULL;
-	uint32_t n = 0, done = 0, left = 0;
+	uint32_t n = 0, done = 0, left = 0, damaged = 0;
 	int64_t oldest = 0;
 	int rv;
 
@@ -416,14 +426,31 @@ ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 		if (v[i].meta.broken)
 			continue;   /* unreadable here: nothing to ship */
 		if (rv == 0) {
-			rv = ship_one(sh, v[i].tenant, &v[i].meta, &o, err);
+			struct sm_err e1;
+
+			sm_err_clear(&e1);
+			rv = ship_one(sh, v[i].tenant, &v[i].meta, &o, &e1);
 			if (rv == 0) {
 				done += o == SHIP_UPLOADED;
 				continue;
 			}
 			sm_counter_inc(sm_metric_child0(m_fail));
-			sm_err_prefix(err, "shipping block %llu of tenant %s",
-			    (unsigned long long)v[i].meta.gen, v[i].tenant);
+			if (rv == SM_ECORRUPT) {
+				/* that block only: the others go on */
+				rv = 0;
+				damaged++;
+				if (damaged > sh->damaged_logged)
+					sm_error("ship", "damaged block not "
+					    "shipped\ttenant=%s block=%llu "
+					    "err=\"%s\"", v[i].tenant,
+					    (unsigned long long)v[i].meta.gen,
+					    e1.msg);
+			} else {
+				*err = e1;
+				sm_err_prefix(err, "shipping block %llu of "
+				    "tenant %s", (unsigned long long)
+				    v[i].meta.gen, v[i].tenant);
+			}
 		}
 		/* After a failure the rest waits: count it. */
 		if (!ship_done(sh, &v[i])) {
@@ -432,6 +459,7 @@ ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 				oldest = v[i].meta.max_t;
 		}
 	}
+	sh->damaged_logged = damaged;
 out:
 	atomic_store(&sh->pending, left);
 	atomic_store(&sh->oldest_ms, oldest);

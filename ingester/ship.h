@@ -48,7 +48,10 @@
  * record: assign the ULID, read the parts (ing_store_block_parts), upload
  * the block object, upload meta.json, mark it shipped.  A failure stops
  * the pass (the bucket is down: the next blocks would fail too) and is
- * counted and logged; the next pass retries.  Nothing about writes or
+ * counted and logged; the next pass retries.  A block whose local copy is
+ * damaged (a part fails its checksum) is not uploaded -- the bucket would
+ * serve the damage; the other replicas hold the data -- and stays
+ * pending, counted as a failure and logged; the pass goes on.  Nothing about writes or
  * acknowledgements depends on the bucket: blocks wait on the local disk.
  * A block retired or merged away between the listing and its upload is
  * skipped (its parts are gone or tombstoned).

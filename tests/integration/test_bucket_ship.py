@@ -26,7 +26,11 @@ filesystem backend, and nothing about writes depends on it.
      (SMOLDER_TEST_FAULTS=ship-kill): the bucket holds the object alone,
      `bucket verify` says PARTIAL; after a restart the same ULID is
      completed -- no second copy -- and verify is clean.
-  6. The filesystem backend (<data.dir>/bucket by default): a flush ships,
+  6. A data dir from before shipping (blocks cut without a bucket), one
+     block's tree damaged with smolder-admin corrupt: with a bucket the
+     whole block ships, the damaged one is not uploaded (the bucket would
+     serve the damage) but stays pending, counted and logged.
+  7. The filesystem backend (<data.dir>/bucket by default): a flush ships,
      `bucket verify` with the same flags exits 0; a damaged object is
      reported DAMAGED (exit 1) and a block object without meta.json is
      reported PARTIAL.
@@ -47,7 +51,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import smolder  # noqa: E402
 import swift_s3  # noqa: E402
 from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
-                        metrics, wait_metric)
+                        metrics, parse_blocks, wait_metric)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -299,7 +303,42 @@ def body(r):
     srv.stop()
     srv.check_stopped(r, "the restarted crash server")
 
-    # 6. the filesystem backend, under <data.dir>/bucket by default
+    # 6. a data dir from before shipping, one of its blocks damaged
+    data5 = ws.data_dir("data-old")
+    srv = DataServer(data5, ws.log_dir("noship"), extra_flags=common)
+    srv.start()
+    for name in ("old1.cpu", "old2.cpu"):
+        ingest(srv, name)
+        r.eq(flush(srv).status, 200, "flush without a bucket")
+    srv.stop()
+    srv.check_stopped(r, "the server without a bucket")
+    blocks, _ = parse_blocks(admin("blocks", "-data.dir=" + data5).out)
+    r.eq(len(blocks), 2, "two blocks cut without a bucket")
+    if blocks:
+        a = admin("corrupt", "-data.dir=" + data5, "-tenant=anonymous",
+                  "-block=%s" % blocks[0]["block"], "-part=tree")
+        r.eq(a.rc, 0, "smolder-admin corrupt: " + a.describe())
+    oflags = flags + ["-storage.prefix=old"]
+    srv = DataServer(data5, ws.log_dir("old-ship"),
+                     extra_flags=oflags + common)
+    srv.start()
+    resp = flush(srv)
+    r.eq(resp.status, 200, "a flush ships what it can: " + resp.text()[:200])
+    r.eq(m(srv, "smolder_ingester_ship_blocks_total"), 1,
+         "the whole block from before shipping is shipped")
+    r.eq(m(srv, "smolder_ingester_ship_blocks_pending"), 1,
+         "the damaged block stays pending")
+    r.check((m(srv, "smolder_ingester_ship_failures_total") or 0) >= 1,
+            "the damaged block counts as a failure")
+    r.check("damaged block not shipped" in srv.stderr_text(),
+            "the damaged block is logged")
+    ver = admin("bucket", "verify", *oflags)
+    r.check(ver.rc == 0 and "1 blocks, 0 problems" in ver.out,
+            "the bucket holds the whole block only", ver.describe())
+    srv.stop()
+    srv.check_stopped(r, "the server shipping an old data dir")
+
+    # 7. the filesystem backend, under <data.dir>/bucket by default
     data2 = ws.data_dir("data-fs")
     fsflags = ["-storage.backend=filesystem"]
     srv = DataServer(data2, ws.log_dir("fs"),
