@@ -6,10 +6,40 @@
  * reaches a file path or a URL unchecked.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "bucket.h"
 #include "flags.h"
+#include "metrics.h"
+
+/* Requests by operation: what a SaaS pays its store for (a list counts
+ * once however many pages it took). */
+static struct sm_metric *m_req, *m_req_fail;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+metrics_register(void)
+{
+	m_req = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_bucket_requests_total", "Object storage calls by "
+	    "operation (put, get, stat, delete, list).",
+	    (const char *const[]){ "op", NULL }, NULL, 0);
+	m_req_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_bucket_request_failures_total", "Object storage calls "
+	    "that failed (after the backend's retries), by operation; a "
+	    "missing key is not a failure.",
+	    (const char *const[]){ "op", NULL }, NULL, 0);
+}
+
+static int
+counted(const char *op, int rv)
+{
+	sm_counter_inc(sm_metric_child(m_req, op));
+	if (rv != 0 && rv != SM_ENOTFOUND)
+		sm_counter_inc(sm_metric_child(m_req_fail, op));
+	return (rv);
+}
 
 const struct sm_flag *
 sm_bucket_flags(struct sm_bucket_cfg *c, size_t *n)
@@ -183,6 +213,7 @@ sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
 	int rv;
 
 	*out = NULL;
+	pthread_once(&metrics_once, metrics_register);
 	if (!sm_bucket_cfg_enabled(c))
 		return (sm_err_set(err, SM_EINVAL, "-storage.backend: none "
 		    "configured"));
@@ -256,7 +287,7 @@ sm_bucket_put(struct sm_bucket *b, const char *key, const void *p, size_t n,
 
 	if ((rv = full_key(b, key, full, sizeof(full), "put", err)) != 0)
 		return (rv);
-	return (b->ops->put(b, full, p, n, err));
+	return (counted("put", b->ops->put(b, full, p, n, err)));
 }
 
 int
@@ -273,7 +304,7 @@ sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
 	if (len != SM_BUCKET_WHOLE && off > UINT64_MAX - len)
 		return (sm_err_set(err, SM_EINVAL, "bucket get %s: range "
 		    "overflows", key));
-	return (b->ops->get(b, full, off, len, out, err));
+	return (counted("get", b->ops->get(b, full, off, len, out, err)));
 }
 
 int
@@ -285,7 +316,7 @@ sm_bucket_stat(struct sm_bucket *b, const char *key, uint64_t *size,
 
 	if ((rv = full_key(b, key, full, sizeof(full), "stat", err)) != 0)
 		return (rv);
-	return (b->ops->stat(b, full, size, err));
+	return (counted("stat", b->ops->stat(b, full, size, err)));
 }
 
 int
@@ -296,7 +327,7 @@ sm_bucket_delete(struct sm_bucket *b, const char *key, struct sm_err *err)
 
 	if ((rv = full_key(b, key, full, sizeof(full), "delete", err)) != 0)
 		return (rv);
-	return (b->ops->del(b, full, err));
+	return (counted("delete", b->ops->del(b, full, err)));
 }
 
 /* Strips the prefix off every listed key before the caller sees it. */
@@ -326,7 +357,7 @@ sm_bucket_list(struct sm_bucket *b, const char *prefix,
 	char full[FULL_KEY_LEN];
 	struct list_ctx lc;
 	const char *bp = b->prefix != NULL ? b->prefix : "";
-	int n;
+	int n, rv;
 
 	/* A listing prefix may end in '/' or be empty; check the rest. */
 	if (prefix == NULL)
@@ -342,7 +373,10 @@ sm_bucket_list(struct sm_bucket *b, const char *prefix,
 	lc.plen = strlen(bp);
 	lc.fn = fn;
 	lc.arg = arg;
-	return (b->ops->list(b, full, list_strip, &lc, err));
+	rv = b->ops->list(b, full, list_strip, &lc, err);
+	/* A callback's own stop (a positive code) is not a failure. */
+	(void)counted("list", rv >= SM_ENOMEM && rv < SM_E_LAST_ ? rv : 0);
+	return (rv);
 }
 
 static int

@@ -1,7 +1,7 @@
 /*
- * bucket_index.h -- the compactor owns the bucket (docs/architecture.md
- * §10): it is the only writer that deletes, and the only writer of each
- * tenant's bucket index.  The ingesters only add blocks (ingester/ship.h
+ * bucket_index.h -- the compactor owns the bucket
+ * (docs/architecture.md §10): it is the only writer that deletes, and the
+ * only writer of each tenant's bucket index.  The ingesters only add blocks (ingester/ship.h
  * owns the block layout).
  *
  * One pass, every compaction interval (and POST /compactor/run):
