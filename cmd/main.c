@@ -757,6 +757,9 @@ main(int argc, char **argv)
 	sm_info("main", "shutting down\tsignal=%s", sig == SIGINT ? "SIGINT" :
 	    "SIGTERM");
 	rc = app.ing != NULL && ing_failed(app.ing) ? 1 : 0;
+	/* A hung store must not hold the shutdown: uploads in flight end
+	 * now and stay pending (bucket.h, sm_bucket_cancel). */
+	sm_bucket_cancel(app.bucket);
 	/* Drain first: no HTTP request may be in flight when the components
 	 * behind it stop.  sm_http_stop() is idempotent. */
 	if (app.http != NULL)

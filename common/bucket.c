@@ -241,6 +241,21 @@ out:
 }
 
 void
+sm_bucket_cancel(struct sm_bucket *b)
+{
+	if (b != NULL)
+		atomic_store(&b->cancelled, true);
+}
+
+static int
+cancelled(const struct sm_bucket *b, const char *op, struct sm_err *err)
+{
+	if (!atomic_load(&b->cancelled))
+		return (0);
+	return (sm_err_set(err, SM_ECLOSED, "bucket %s: shutting down", op));
+}
+
+void
 sm_bucket_destroy(struct sm_bucket *b)
 {
 	if (b == NULL)
@@ -285,7 +300,8 @@ sm_bucket_put(struct sm_bucket *b, const char *key, const void *p, size_t n,
 	char full[FULL_KEY_LEN];
 	int rv;
 
-	if ((rv = full_key(b, key, full, sizeof(full), "put", err)) != 0)
+	if ((rv = full_key(b, key, full, sizeof(full), "put", err)) != 0 ||
+	    (rv = cancelled(b, "put", err)) != 0)
 		return (rv);
 	return (counted("put", b->ops->put(b, full, p, n, err)));
 }
@@ -297,7 +313,8 @@ sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
 	char full[FULL_KEY_LEN];
 	int rv;
 
-	if ((rv = full_key(b, key, full, sizeof(full), "get", err)) != 0)
+	if ((rv = full_key(b, key, full, sizeof(full), "get", err)) != 0 ||
+	    (rv = cancelled(b, "get", err)) != 0)
 		return (rv);
 	if (len == 0)
 		return (0);
@@ -314,7 +331,8 @@ sm_bucket_stat(struct sm_bucket *b, const char *key, uint64_t *size,
 	char full[FULL_KEY_LEN];
 	int rv;
 
-	if ((rv = full_key(b, key, full, sizeof(full), "stat", err)) != 0)
+	if ((rv = full_key(b, key, full, sizeof(full), "stat", err)) != 0 ||
+	    (rv = cancelled(b, "stat", err)) != 0)
 		return (rv);
 	return (counted("stat", b->ops->stat(b, full, size, err)));
 }
@@ -325,7 +343,8 @@ sm_bucket_delete(struct sm_bucket *b, const char *key, struct sm_err *err)
 	char full[FULL_KEY_LEN];
 	int rv;
 
-	if ((rv = full_key(b, key, full, sizeof(full), "delete", err)) != 0)
+	if ((rv = full_key(b, key, full, sizeof(full), "delete", err)) != 0 ||
+	    (rv = cancelled(b, "delete", err)) != 0)
 		return (rv);
 	return (counted("delete", b->ops->del(b, full, err)));
 }
@@ -370,6 +389,8 @@ sm_bucket_list(struct sm_bucket *b, const char *prefix,
 	if (n < 0 || (size_t)n >= sizeof(full))
 		return (sm_err_set(err, SM_EINVAL, "bucket list: prefix too "
 		    "long"));
+	if ((rv = cancelled(b, "list", err)) != 0)
+		return (rv);
 	lc.plen = strlen(bp);
 	lc.fn = fn;
 	lc.arg = arg;

@@ -53,8 +53,8 @@
  * Errors: 0, SM_ENOTFOUND (no such key), SM_EINVAL (a bad key or range),
  * SM_EAUTH (401/403: wrong keys, clock skew), SM_EUNAVAIL (the store
  * unreachable or answering 5xx after every retry), SM_ETIMEDOUT,
- * SM_ENOMEM, SM_EIO (a local I/O error, or an answer that is not what S3
- * sends).  err carries the operation, the key and the store's own code
+ * SM_ENOMEM, SM_ECLOSED (sm_bucket_cancel), SM_EIO (a local I/O error, or
+ * an answer that is not what S3 sends).  err carries the operation, the key and the store's own code
  * ("s3 GET t/1/block: 503 SlowDown after 4 tries").
  *
  * Locking: an sm_bucket is thread-safe; each call is independent (the s3
@@ -65,6 +65,7 @@
 #ifndef SM_BUCKET_H
 #define SM_BUCKET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -142,6 +143,7 @@ struct sm_bucket {
 	const struct sm_bucket_ops *ops;
 	char *prefix;              /* "" or "x/" (with its slash) */
 	char *desc;                /* "s3 http://host:port/bucket", no secret */
+	atomic_bool cancelled;     /* sm_bucket_cancel: backends poll it */
 };
 
 /*
@@ -155,6 +157,15 @@ struct sm_bucket {
 int sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
     struct sm_bucket **out, struct sm_err *err);
 void sm_bucket_destroy(struct sm_bucket *b);
+
+/*
+ * Shutdown: every call in flight ends soon (the s3 backend aborts its
+ * transfer and its backoff within about 100 ms) and every later call
+ * fails at once, all with SM_ECLOSED, so a process whose store hangs
+ * still stops promptly (a shipper's upload simply stays pending).
+ * Irreversible; safe from any thread.
+ */
+void sm_bucket_cancel(struct sm_bucket *b);
 
 /* A one-line description for logs and /status, never with a secret. */
 const char *sm_bucket_desc(const struct sm_bucket *b);

@@ -80,6 +80,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,21 +224,40 @@ s3_rand(uint64_t n)
 	return (x % n);
 }
 
-/* Sleep before try number `attempt` + 1 (attempt >= 1). */
+/* Sleep before try number `attempt` + 1 (attempt >= 1), in slices of at
+ * most 100 ms so that sm_bucket_cancel cuts it short. */
 static void
-s3_backoff(uint32_t attempt)
+s3_backoff(struct s3 *s, uint32_t attempt)
 {
 	uint64_t d = S3_BACKOFF_MS;
-	struct timespec ts;
 
 	for (uint32_t i = 1; i < attempt && d < S3_BACKOFF_MAX_MS; i++)
 		d *= 2;
 	d = SM_MIN(d, (uint64_t)S3_BACKOFF_MAX_MS);
 	d = d / 2 + s3_rand(d / 2 + 1);
-	ts.tv_sec = (time_t)(d / 1000);
-	ts.tv_nsec = (long)(d % 1000) * 1000000L;
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	while (d > 0 && !atomic_load(&s->b.cancelled)) {
+		uint64_t slice = SM_MIN(d, (uint64_t)100);
+		struct timespec ts = { 0, (long)slice * 1000000L };
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		d -= slice;
+	}
+}
+
+/* curl's progress callback: a non-zero return aborts the transfer
+ * (CURLE_ABORTED_BY_CALLBACK) once the bucket is cancelled. */
+static int
+s3_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+    curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct s3 *s = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return (atomic_load(&s->b.cancelled) ? 1 : 0);
 }
 
 /* ---- the handle pool ------------------------------------------------ */
@@ -403,6 +423,9 @@ s3_setopts(struct s3 *s, struct s3_req *r, struct curl_slist *hdrs)
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->cerr);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "smolder/" SM_VERSION);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s3_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, s);
 	if (s->ca_path != NULL)
 		curl_easy_setopt(c, CURLOPT_CAINFO, s->ca_path);
 	if (s->skip_verify) {
@@ -586,7 +609,11 @@ s3_do(struct s3 *s, struct s3_req *r, struct sm_err *err)
 	s3_setopts(s, r, hdrs);
 	for (;;) {
 		if (tries > 0)
-			s3_backoff(tries);
+			s3_backoff(s, tries);
+		if (atomic_load(&s->b.cancelled)) {
+			rv = s3_fail(r, err, SM_ECLOSED, "shutting down");
+			goto out;
+		}
 		tries++;
 		if ((rv = s3_try(r, &cc)) != 0) {
 			rv = s3_fail(r, err, rv, "%s", r->cb_why != NULL ?
@@ -595,6 +622,11 @@ s3_do(struct s3 *s, struct s3_req *r, struct sm_err *err)
 		}
 		if (cc == CURLE_OK && r->status != 429 && r->status < 500)
 			goto out;       /* rv = 0: a final answer */
+		if (cc == CURLE_ABORTED_BY_CALLBACK &&
+		    atomic_load(&s->b.cancelled)) {
+			rv = s3_fail(r, err, SM_ECLOSED, "shutting down");
+			goto out;
+		}
 		if (tries > s->max_retries || (cc != CURLE_OK &&
 		    s3_curl_final(cc)))
 			break;

@@ -560,6 +560,63 @@ test_s3_hung(void)
 	sm_buf_fini(&out);
 }
 
+/* sm_bucket_cancel ends a call hanging on the store within ~100 ms and
+ * fails every later one with SM_ECLOSED (shutdown). */
+struct hung_get {
+	struct sm_bucket *b;
+	int rv;
+};
+
+static void *
+hung_get(void *arg)
+{
+	struct hung_get *h = arg;
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_err err;
+
+	h->rv = sm_bucket_get(h->b, "t1/a", 0, SM_BUCKET_WHOLE, &out, &err);
+	sm_buf_fini(&out);
+	return (NULL);
+}
+
+static void
+test_cancel(void)
+{
+	struct sm_bucket_cfg c;
+	struct hung_get h = { NULL, 0 };
+	struct sm_err err;
+	pthread_t th;
+	int64_t t0;
+
+	for (int i = 0; i < BK_N; i++) {
+		if (i == BK_FS)
+			fs_cfg(&c, "");
+		else
+			swift_cfg(&sw, &c);
+		c.s3_timeout_ms = 30000;
+		c.s3_max_retries = 4;
+		SM_REQUIRE(sm_bucket_open(&c, NULL, &h.b, &err) == 0);
+		if (i == BK_S3) {
+			SM_REQUIRE(kill(sw.proxy_pid, SIGSTOP) == 0);
+			SM_REQUIRE(pthread_create(&th, NULL, hung_get, &h) == 0);
+			usleep(300000);
+			t0 = sm_now_ms();
+			sm_bucket_cancel(h.b);
+			pthread_join(th, NULL);
+			kill(sw.proxy_pid, SIGCONT);
+			SM_CHECK_EQ(h.rv, SM_ECLOSED);
+			SM_CHECKF(sm_now_ms() - t0 < 2000, "took %lld ms",
+			    (long long)(sm_now_ms() - t0));
+		} else {
+			sm_bucket_cancel(h.b);
+		}
+		SM_CHECK_EQ(sm_bucket_put(h.b, "x/y", "1", 1, &err),
+		    SM_ECLOSED);
+		SM_CHECK_EQ(sm_bucket_probe(h.b, &err), SM_ECLOSED);
+		sm_bucket_destroy(h.b);
+	}
+}
+
 static void
 test_teardown(void)
 {
@@ -595,5 +652,7 @@ SM_TEST_MAIN(
 	{ "s3: virtual-hosted addressing", test_s3_virtual_hosted },
 	{ "s3: a hung store fails in bounded time, then recovers",
 	    test_s3_hung },
+	{ "cancel ends a hung call and every later one (shutdown)",
+	    test_cancel },
 	{ "teardown", test_teardown },
 )

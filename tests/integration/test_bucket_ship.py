@@ -16,6 +16,8 @@ filesystem backend, and nothing about writes depends on it.
      bucket"; the pending gauge counts the block and failures are counted.
      Swift back (SIGCONT): the backlog drains by itself (pending 0) and
      `bucket verify` shows every block, each uploaded once.
+     With the default timeouts (30 s, 4 retries), SIGTERM while an upload
+     hangs on the store stops the process in seconds, exit 0.
   3. Restart on the same data dir: nothing is uploaded again (the ship
      records are durable), the answers are the same.
   4. The compactor owns the bucket: with a 24 h retention, a block of
@@ -42,6 +44,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,7 +95,7 @@ def blocks_in(listing):
     """{ulid: set of object names} from `bucket ls` output."""
     out = {}
     for line in listing.splitlines():
-        m = re.match(r"\s*\d+ (\S+)/blocks/([0-9A-Z]{26})/(block|meta\.json)$",
+        m = re.match(r"\s*\d+ ([^/\s]+)/blocks/([0-9A-Z]{26})/(block|meta\.json)$",
                      line)
         if m:
             out.setdefault(m.group(2), set()).add(m.group(3))
@@ -196,6 +199,31 @@ def body(r):
     r.eq(ver.rc, 0, "bucket verify after the drain: " + ver.describe())
     srv.stop()
     srv.check_stopped(r, "the s3 server")
+
+    # 2b. a hung store does not hold the shutdown (default timeouts:
+    #     30 s a request, 4 retries -- minutes without the cancel)
+    hflags = [a for a in flags if not a.startswith(("-storage.s3.timeout",
+                                                    "-storage.s3.max-retries"))]
+    data_h = ws.data_dir("data-hung")
+    hsrv = DataServer(data_h, ws.log_dir("hung"),
+                      extra_flags=hflags + ["-storage.prefix=hung"] + common)
+    hsrv.start()
+    ingest(hsrv, "hung.cpu")
+    os.kill(proxy, signal.SIGSTOP)
+    try:
+        holder = threading.Thread(target=lambda: flush(hsrv, timeout=120),
+                                  daemon=True)
+        holder.start()          # a flush whose upload hangs
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        hsrv.stop()
+        took = time.monotonic() - t0
+    finally:
+        os.kill(proxy, signal.SIGCONT)
+    r.check(took < 15, "SIGTERM with an upload hanging on the store stops "
+            "in %.1f s (< 15)" % took)
+    hsrv.check_stopped(r, "the server stopped with the store hanging")
+    holder.join(30)
 
     # 3. restart: nothing uploaded again
     srv = DataServer(data, ws.log_dir("s3-restart"),
