@@ -134,6 +134,8 @@ struct ing_block_meta {
 	int merged;                    /* tombstoned: merged into another
 					  block, never served (store.c, in
 					  memory only) */
+	bool shipped;                  /* in the bucket (ship.h; in memory
+					  only, learnt from the ship record) */
 	int64_t bucket_ms;
 	uint32_t nseries, nnodes, nframes;
 	uint64_t bytes;

@@ -216,6 +216,7 @@ ing_tenant_add_block(struct ing_tenant *t, const struct ing_block_meta *m)
 	for (i = t->nblocks; i > 0 && t->blocks[i - 1].gen > m->gen; i--)
 		t->blocks[i] = t->blocks[i - 1];
 	t->blocks[i] = *m;
+	t->blocks[i].shipped = false;   /* the shipper learns it (ship.h) */
 	t->nblocks++;
 	return (0);
 }
@@ -372,6 +373,8 @@ ing_db_blocks(struct ing_db *db, struct ing_db_block **out, uint32_t *n)
 
 		ING_LOCK(&t->mu);
 		for (uint32_t b = 0; b < t->nblocks && rv == 0; b++) {
+			if (t->blocks[b].shipped)
+				continue;
 			if ((rv = SM_GROW(v, cap, nv + 1, 64)) != 0)
 				break;
 			if ((v[nv].tenant = sm_strdup(t->id)) == NULL) {
@@ -390,4 +393,27 @@ ing_db_blocks(struct ing_db *db, struct ing_db_block **out, uint32_t *n)
 	*out = v;
 	*n = nv;
 	return (0);
+}
+
+void
+ing_db_block_shipped(struct ing_db *db, const char *tenant, uint64_t gen)
+{
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
+	uint32_t lo = 0, hi;
+
+	if (t == NULL)
+		return;
+	ING_LOCK(&t->mu);
+	hi = t->nblocks;
+	while (lo < hi) {             /* blocks are sorted by gen */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (t->blocks[mid].gen < gen)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < t->nblocks && t->blocks[lo].gen == gen)
+		t->blocks[lo].shipped = true;
+	ING_UNLOCK(&t->mu);
 }

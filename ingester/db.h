@@ -453,10 +453,14 @@ struct ing_db_stats {
 void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);
 
 /*
- * A copy of every listed block's meta, every tenant, in (tenant, gen)
- * order (the shipper's worklist, ship.h).  The copy is the caller's
+ * A copy of the meta of every listed block not known to be in the bucket
+ * (meta.shipped false), every tenant, in (tenant, gen) order: the
+ * shipper's worklist (ship.h).  The copy is the caller's
  * (ing_db_blocks_free); a block may be retired or merged away after it
  * was taken, which its reader finds out from the store.  0 or SM_ENOMEM.
+ * ing_db_block_shipped sets the in-memory shipped bit of one block (a
+ * no-op when it is no longer listed), so later passes skip it without a
+ * look at the store.
  */
 struct ing_db_block {
 	char *tenant;
@@ -466,5 +470,7 @@ struct ing_db_block {
 int ing_db_blocks(struct ing_db *db, struct ing_db_block **out,
     uint32_t *n);
 void ing_db_blocks_free(struct ing_db_block *v, uint32_t n);
+void ing_db_block_shipped(struct ing_db *db, const char *tenant,
+    uint64_t gen);
 
 #endif /* ING_DB_H */

@@ -432,6 +432,9 @@ ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 			rv = ship_one(sh, v[i].tenant, &v[i].meta, &o, &e1);
 			if (rv == 0) {
 				done += o == SHIP_UPLOADED;
+				if (o != SHIP_GONE)
+					ing_db_block_shipped(sh->db,
+					    v[i].tenant, v[i].meta.gen);
 				continue;
 			}
 			sm_counter_inc(sm_metric_child0(m_fail));
