@@ -64,6 +64,7 @@ struct ingester {
 
 static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
 static struct sm_metric *m_expired;
+static struct sm_metric *m_restored, *m_restore_fail;
 
 /* An armed write fails one of its first 2^ING_FAULT_BITS allocations. */
 #define ING_FAULT_BITS 8
@@ -80,7 +81,7 @@ static struct sm_metric *m_expired;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[14];
+	static struct sm_flag f[15];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -148,6 +149,11 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		&cfg->ship_ms, "10s",
 		"How often blocks not yet in the bucket are uploaded (with "
 		"-storage.backend set; a flush ships at once)." };
+	f[14] = (struct sm_flag){ "ingester.restore-from-bucket", SM_FLAG_BOOL,
+		&cfg->restore, "true",
+		"With -storage.backend, an ingester whose data directory is "
+		"empty (new or wiped) restores the blocks its -instance.id "
+		"shipped before it turns ready." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -296,6 +302,14 @@ ing_metrics_init(struct ingester *ing)
 	    "Queries dropped or stopped because their caller's deadline "
 	    "had passed, by method.",
 	    (const char *const[]){ "method", NULL }, NULL, 0);
+	m_restored = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_restored_blocks_total",
+	    "Blocks restored from the bucket into an empty data directory.",
+	    NULL, NULL, 0);
+	m_restore_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_restore_failures_total",
+	    "Restores from the bucket that failed (the ingester started with "
+	    "what it had restored).", NULL, NULL, 0);
 	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
 	    "smolder_ingester_rpc_duration_seconds",
 	    "Internal RPCs served by the ingester, by method and outcome.",
@@ -492,6 +506,43 @@ floor_check(struct ingester *ing)
 		    (unsigned long long)(memt >> 20));
 }
 
+/*
+ * A new or wiped data directory with a bucket: restore the blocks this
+ * instance shipped (ship.h, ing_ship_restore) before the database opens,
+ * so the replica is whole again when it turns ready.  A failure is logged
+ * and counted and the ingester starts with what it restored: its peers
+ * still hold the data, as they did before restores existed.
+ */
+static void
+restore(struct ingester *ing)
+{
+	struct sm_err err;
+	uint64_t bytes = 0;
+	uint32_t blocks = 0;
+	int64_t t0 = sm_now_ms();
+	int rv;
+
+	if (ing->cfg.bucket == NULL || !ing->cfg.restore ||
+	    !ing_store_empty(ing->store))
+		return;
+	sm_info("ingester", "empty data directory: restoring this instance's "
+	    "blocks from the bucket\tinstance=%s", ing->cfg.instance_id);
+	sm_err_clear(&err);
+	rv = ing_ship_restore(ing->store, ing->cfg.bucket,
+	    ing->cfg.instance_id, &blocks, &bytes, &err);
+	sm_counter_add(sm_metric_child0(m_restored), blocks);
+	if (rv != 0) {
+		sm_counter_inc(sm_metric_child0(m_restore_fail));
+		sm_error("ingester", "restore from the bucket failed; starting "
+		    "with what was restored\tblocks=%u err=\"%s\"", blocks,
+		    err.msg);
+		return;
+	}
+	sm_info("ingester", "restored from the bucket\tblocks=%u bytes=%llu "
+	    "ms=%lld", blocks, (unsigned long long)bytes,
+	    (long long)(sm_now_ms() - t0));
+}
+
 /* The shipper's thread (ship.h): a pass every -ingester.ship-interval;
  * apart from the cutter, since an upload may wait on the bucket for its
  * timeouts and retries. */
@@ -541,6 +592,7 @@ replay_main(void *arg)
 	struct sm_err err;
 
 	sm_err_clear(&err);
+	restore(ing);
 	if (ing_db_open(&dc, ing->store, &ing->db, &err) != 0) {
 		sm_error("ingester", "cannot load storage: %s", err.msg);
 		atomic_store(&ing->failed, true);

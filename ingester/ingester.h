@@ -67,6 +67,7 @@ struct ing_config {
 	int64_t merge_max_bytes;  /* -ingester.merge-max-bytes, 0 = off */
 	int64_t spill_ms;         /* -ingester.head-spill-interval, 0 = off */
 	int64_t ship_ms;          /* -ingester.ship-interval */
+	bool restore;             /* -ingester.restore-from-bucket */
 	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
 				   * borrowed, outlives the ingester) */
 	bool rpc_direct;          /* a distributor shares the process: its

@@ -531,3 +531,275 @@ ing_ship_destroy(struct ing_ship *sh)
 	sm_free(sh->instance);
 	sm_free(sh);
 }
+
+/* --- restore ----------------------------------------------------------------- */
+
+struct rst_ent {
+	char *key;                     /* .../<ULID>/meta.json */
+	bool marked;
+};
+
+struct rst_list {
+	struct rst_ent *v;
+	uint32_t n, cap;
+	char marked_dir[SM_BUCKET_KEY_MAX + 1];   /* ".../<ULID>/" */
+};
+
+static int
+rst_add(void *arg, const struct sm_bucket_obj *o)
+{
+	struct rst_list *l = arg;
+	size_t n = strlen(o->key);
+
+	if (n > 19 && strcmp(o->key + n - 19, "/deletion-mark.json") == 0) {
+		/* sorts right before its meta.json ('d' < 'm') */
+		snprintf(l->marked_dir, sizeof(l->marked_dir), "%.*s",
+		    (int)(n - 18), o->key);
+		return (0);
+	}
+	if (n <= 10 || strcmp(o->key + n - 10, "/meta.json") != 0)
+		return (0);
+	if (SM_GROW(l->v, l->cap, l->n + 1, 64) != 0 ||
+	    (l->v[l->n].key = sm_strdup(o->key)) == NULL)
+		return (SM_ENOMEM);
+	l->v[l->n].marked = strlen(l->marked_dir) == n - 9 &&
+	    strncmp(l->marked_dir, o->key, n - 9) == 0;
+	l->n++;
+	return (0);
+}
+
+/* One block of this instance to import. */
+struct rst_blk {
+	char *meta_key;
+	char *tenant;
+	uint64_t gen;
+	uint8_t ulid[16];
+	char inc[33];
+	int64_t bytes;
+	char xxh[17];
+	bool skip;
+};
+
+static int
+rst_blk_cmp(const void *a, const void *b)
+{
+	const struct rst_blk *x = a, *y = b;
+	int c = strcmp(x->tenant, y->tenant);
+
+	if (c != 0)
+		return (c);
+	if (x->gen != y->gen)
+		return (x->gen < y->gen ? -1 : 1);
+	return (memcmp(y->ulid, x->ulid, 16));   /* newest ULID first */
+}
+
+/* The replaced gens of merged blocks, as (tenant, incarnation, gen). */
+struct rst_rep {
+	char *tenant;
+	char inc[33];
+	uint64_t gen;
+};
+
+struct rst {
+	struct sm_bucket *b;
+	const char *instance;
+	struct rst_blk *v;
+	uint32_t n, cap;
+	struct rst_rep *rep;
+	uint32_t nrep, repcap;
+};
+
+/* Read one meta.json; keep it when its source is our instance. */
+static int
+rst_meta(struct rst *r, const struct rst_ent *e, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	json_t *j = NULL, *src, *rep, *x;
+	const char *inst, *tenant, *inc, *ulid, *xx;
+	struct rst_blk *bk;
+	size_t i;
+	int rv;
+
+	if ((rv = sm_bucket_get(r->b, e->key, 0, SM_BUCKET_WHOLE, &v,
+	    err)) != 0)
+		goto out;
+	if ((j = json_loadb(v.b, v.len, 0, NULL)) == NULL) {
+		rv = sm_err_set(err, SM_ECORRUPT, "%s: not JSON", e->key);
+		goto out;
+	}
+	src = json_object_get(j, "source");
+	inst = json_string_value(json_object_get(src, "instance"));
+	tenant = json_string_value(json_object_get(j, "tenant"));
+	inc = json_string_value(json_object_get(src, "incarnation"));
+	ulid = json_string_value(json_object_get(j, "ulid"));
+	xx = json_string_value(json_object_get(j, "block_xxh3"));
+	if (inst == NULL || strcmp(inst, r->instance) != 0)
+		goto out;     /* another ingester's */
+	if (tenant == NULL || inc == NULL || strlen(inc) != 32 ||
+	    ulid == NULL || xx == NULL || strlen(xx) != 16 ||
+	    !json_is_integer(json_object_get(src, "gen"))) {
+		rv = sm_err_set(err, SM_ECORRUPT, "%s: fields missing",
+		    e->key);
+		goto out;
+	}
+	rep = json_object_get(src, "replaces");
+	json_array_foreach(rep, i, x) {
+		if (SM_GROW(r->rep, r->repcap, r->nrep + 1, 16) != 0 ||
+		    (r->rep[r->nrep].tenant = sm_strdup(tenant)) == NULL) {
+			rv = SM_ENOMEM;
+			goto out;
+		}
+		snprintf(r->rep[r->nrep].inc, 33, "%s", inc);
+		r->rep[r->nrep].gen = (uint64_t)json_integer_value(x);
+		r->nrep++;
+	}
+	if (e->marked)
+		goto out;     /* past retention: not restored */
+	if (SM_GROW(r->v, r->cap, r->n + 1, 64) != 0) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	bk = &r->v[r->n];
+	memset(bk, 0, sizeof(*bk));
+	if ((bk->meta_key = sm_strdup(e->key)) == NULL ||
+	    (bk->tenant = sm_strdup(tenant)) == NULL ||
+	    ing_ulid_parse(ulid, bk->ulid) != 0) {
+		sm_free(bk->meta_key);
+		sm_free(bk->tenant);
+		rv = bk->meta_key == NULL || bk->tenant == NULL ? SM_ENOMEM :
+		    sm_err_set(err, SM_ECORRUPT, "%s: bad ulid", e->key);
+		goto out;
+	}
+	bk->gen = (uint64_t)json_integer_value(json_object_get(src, "gen"));
+	snprintf(bk->inc, sizeof(bk->inc), "%s", inc);
+	snprintf(bk->xxh, sizeof(bk->xxh), "%s", xx);
+	bk->bytes = json_integer_value(json_object_get(j, "block_bytes"));
+	r->n++;
+out:
+	json_decref(j);
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+/* Decide what is imported: not replaced, one per (tenant, gen). */
+static void
+rst_select(struct rst *r)
+{
+	qsort(r->v, r->n, sizeof(*r->v), rst_blk_cmp);
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct rst_blk *bk = &r->v[i];
+
+		for (uint32_t k = 0; k < r->nrep && !bk->skip; k++)
+			bk->skip = r->rep[k].gen == bk->gen &&
+			    strcmp(r->rep[k].inc, bk->inc) == 0 &&
+			    strcmp(r->rep[k].tenant, bk->tenant) == 0;
+		if (!bk->skip && i > 0 && !r->v[i - 1].skip &&
+		    r->v[i - 1].gen == bk->gen &&
+		    strcmp(r->v[i - 1].tenant, bk->tenant) == 0) {
+			bk->skip = true;
+			sm_warn("ship", "restore: two incarnations shipped one "
+			    "generation; the newer is restored\ttenant=%s "
+			    "gen=%llu skipped=%s", bk->tenant,
+			    (unsigned long long)bk->gen, bk->meta_key);
+		}
+	}
+}
+
+/* Fetch, check and import one block. */
+static int
+rst_import(struct ing_store *store, struct rst *r, const struct rst_blk *bk,
+    uint64_t *bytes, struct sm_err *err)
+{
+	struct sm_buf obj = SM_BUF_INIT;
+	struct ing_store_part *parts = NULL;
+	struct ing_ship_rec rec = { .shipped = true };
+	char key[SM_BUCKET_KEY_MAX + 1], hx[17];
+	const uint8_t *p, *toc;
+	uint32_t np;
+	int rv;
+
+	snprintf(key, sizeof(key), "%.*s/block",
+	    (int)(strlen(bk->meta_key) - 10), bk->meta_key);
+	if ((rv = sm_bucket_get(r->b, key, 0, SM_BUCKET_WHOLE, &obj,
+	    err)) != 0)
+		goto out;
+	p = (const uint8_t *)obj.b;
+	snprintf(hx, sizeof(hx), "%016llx",
+	    (unsigned long long)sm_hash(p, obj.len));
+	if ((int64_t)obj.len != bk->bytes || strcmp(hx, bk->xxh) != 0) {
+		rv = sm_err_set(err, SM_ECORRUPT, "%s: %zu bytes, xxh3 %s; "
+		    "meta.json says %lld, %s", key, obj.len, hx,
+		    (long long)bk->bytes, bk->xxh);
+		goto out;
+	}
+	if ((rv = ing_ship_object_verify(p, obj.len, &np, err)) != 0)
+		goto out;
+	if ((parts = sm_calloc(SM_MAX(np, 1), sizeof(*parts))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	toc = p + sm_get_be64(p + obj.len - ING_SHIP_FOOTER + 4);
+	for (uint32_t i = 0; i < np; i++) {
+		const uint8_t *e = toc + (size_t)i * ING_SHIP_TOC_ENTRY;
+
+		parts[i].kind = (char)e[0];
+		parts[i].series = sm_get_be32(e + 1);
+		parts[i].v = p + sm_get_be64(e + 5);
+		parts[i].n = sm_get_be32(e + 13);
+	}
+	memcpy(rec.ulid, bk->ulid, 16);
+	if ((rv = ing_store_block_import(store, bk->tenant, bk->gen, parts, np,
+	    &rec, err)) == 0)
+		*bytes += obj.len;
+out:
+	sm_free(parts);
+	sm_buf_fini(&obj);
+	return (rv);
+}
+
+static void
+rst_free(struct rst *r, struct rst_list *l)
+{
+	for (uint32_t i = 0; i < r->n; i++) {
+		sm_free(r->v[i].meta_key);
+		sm_free(r->v[i].tenant);
+	}
+	sm_free(r->v);
+	for (uint32_t i = 0; i < r->nrep; i++)
+		sm_free(r->rep[i].tenant);
+	sm_free(r->rep);
+	for (uint32_t i = 0; i < l->n; i++)
+		sm_free(l->v[i].key);
+	sm_free(l->v);
+}
+
+int
+ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
+    const char *instance, uint32_t *blocks, uint64_t *bytes,
+    struct sm_err *err)
+{
+	struct rst_list l = { 0 };
+	struct rst r = { .b = bucket, .instance = instance };
+	int rv;
+
+	*blocks = 0;
+	*bytes = 0;
+	if ((rv = sm_bucket_list(bucket, "", rst_add, &l, err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < l.n && rv == 0; i++)
+		rv = rst_meta(&r, &l.v[i], err);
+	if (rv != 0)
+		goto out;
+	rst_select(&r);
+	for (uint32_t i = 0; i < r.n && rv == 0; i++) {
+		if (r.v[i].skip)
+			continue;
+		if ((rv = rst_import(store, &r, &r.v[i], bytes, err)) == 0)
+			(*blocks)++;
+	}
+out:
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	rst_free(&r, &l);
+	return (rv);
+}

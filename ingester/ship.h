@@ -114,6 +114,29 @@ void ing_ulid_text(const uint8_t bin[16], char out[ING_ULID_LEN + 1]);
 int ing_ulid_parse(const char *text, uint8_t bin[16]);
 
 /*
+ * Restore (an ingester that starts with an empty data directory and a
+ * bucket): every complete, unmarked block the bucket holds from sources
+ * of this `instance` (any incarnation) is imported into the store under
+ * its own generation (ing_store_block_import), with a ship record saying
+ * it is in the bucket, before the database opens.  So a disk that was
+ * lost or wiped comes back with every block it had shipped, and the
+ * replica is whole again but for its unshipped tail, which its peers
+ * hold.  Generations keep their meaning: a merged block's `replaces` are
+ * not imported, a tier block's cover_gen counts the same gens, and the
+ * new heads start above the largest.  Two incarnations that used the
+ * same generation (a disk wiped before restores existed) cannot both be
+ * imported: the newer ULID wins and the other is logged.  Each block is
+ * checked (meta.json's size and XXH3, the table of contents, every
+ * part's checksum) before it is written.  Listing and the metas cost one
+ * LIST pass and one GET per block of the bucket; the objects, one GET
+ * each.  0 or the bucket's error (what was imported stays: each block is
+ * one synced batch); *blocks and *bytes count what was imported.
+ */
+int ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
+    const char *instance, uint32_t *blocks, uint64_t *bytes,
+    struct sm_err *err);
+
+/*
  * Check a block object: footer, TOC checksum, every entry inside the
  * object, every part's header and checksum (block.h).  For smolder-admin
  * and the store-gateway.  0 or SM_ECORRUPT with what and where in err;

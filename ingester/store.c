@@ -871,6 +871,58 @@ ing_store_block_parts(struct ing_store *s, const char *tenant, uint64_t id,
 	return (parts_scan(s, SM_KV_BLOCKS, &lo, fn, arg, err));
 }
 
+int
+ing_store_block_import(struct ing_store *s, const char *tenant, uint64_t gen,
+    const struct ing_store_part *parts, uint32_t nparts,
+    const struct ing_ship_rec *r, struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key k;
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < nparts; i++) {
+		ing_key_part(&k, tenant, gen, parts[i].kind, parts[i].series);
+		sm_kv_batch_put(b, part_cf(parts[i].kind), k.b, k.n, parts[i].v,
+		    parts[i].n);
+	}
+	if ((rv = ship_rec_put(b, tenant, gen, r)) != 0)
+		rv = sm_err_set(err, rv, "out of memory");
+	else
+		rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
+bool
+ing_store_empty(struct ing_store *s)
+{
+	struct sm_kv_iter *it;
+	bool empty = true;
+
+	if (ing_store_log_bytes(s) > 0)
+		return (false);
+	if ((it = sm_kv_iter_create(s->kv, SM_KV_INDEX)) == NULL)
+		return (false);
+	/* System keys have the empty tenant and sort first; any other key
+	 * belongs to a block. */
+	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *key;
+		size_t kn, off = 0, tl;
+		const char *t;
+
+		key = sm_kv_iter_key(it, &kn);
+		if (sm_key_get_str(key, kn, &off, &t, &tl) == 0 && tl == 0)
+			continue;
+		empty = false;
+		break;
+	}
+	sm_kv_iter_destroy(it);
+	return (empty);
+}
+
 /* Write every part of `e` in one synced batch; drop_log: also delete the
  * tenant's head log up to and including the block's generation. */
 static int

@@ -370,6 +370,28 @@ int ing_store_block_parts(struct ing_store *s, const char *tenant,
     uint64_t id, int (*fn)(void *arg, char kind, uint32_t series,
     const uint8_t *v, size_t n), void *arg, struct sm_err *err);
 
+/*
+ * A block restored from the bucket (ship.h, ing_ship_restore): its parts,
+ * exactly as the block object holds them (each value with its header and
+ * checksum, block.h), are written under (tenant, gen) with the ship record
+ * r in ONE synced batch, so a crash leaves the block whole or absent.
+ * The parts must include 'M' and 'I'.  0, SM_EIO, SM_ENOMEM.
+ */
+struct ing_store_part {
+	char kind;
+	uint32_t series;           /* 'D' only */
+	const uint8_t *v;
+	size_t n;
+};
+
+int ing_store_block_import(struct ing_store *s, const char *tenant,
+    uint64_t gen, const struct ing_store_part *parts, uint32_t nparts,
+    const struct ing_ship_rec *r, struct sm_err *err);
+
+/* Does the data directory hold nothing yet: no block, no head-log record
+ * (a new or wiped disk)? */
+bool ing_store_empty(struct ing_store *s);
+
 /* Key builders, shared with smolder-admin. */
 void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
     uint64_t seq);
