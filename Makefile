@@ -72,7 +72,7 @@ test-asan: build-asan
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j$(JOBS) --output-on-failure
 
-# Each fuzz target for FUZZ_SECONDS (7 targets: ~2 min); fails on a
+# Each fuzz target for FUZZ_SECONDS (8 targets: ~2 min); fails on a
 # crash, leak, timeout or OOM and prints the input (tests/fuzz/README.md).
 test-fuzz: build-fuzz
 	./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
