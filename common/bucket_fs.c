@@ -380,7 +380,8 @@ fs_list(struct sm_bucket *b, const char *prefix,
 	rel[0] = '\0';
 	rv = fs_walk(&l, path, strlen(path), rel, 0);
 	if (rv == 0) {
-		qsort(l.v, l.n, sizeof(*l.v), fs_ent_cmp);
+		if (l.n > 1)
+			qsort(l.v, l.n, sizeof(*l.v), fs_ent_cmp);
 		for (size_t i = 0; i < l.n && rv == 0; i++) {
 			struct sm_bucket_obj o = { l.v[i].key, l.v[i].size };
 

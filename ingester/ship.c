@@ -685,7 +685,8 @@ out:
 static void
 rst_select(struct rst *r)
 {
-	qsort(r->v, r->n, sizeof(*r->v), rst_blk_cmp);
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), rst_blk_cmp);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct rst_blk *bk = &r->v[i];
 
