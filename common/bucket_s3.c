@@ -51,7 +51,9 @@
  * first byte more; fewer is SM_EIO, unless the store says the range runs
  * past the object (SM_EINVAL).  An error body or a listing page is at
  * most S3_BODY_MAX (4 MiB), else SM_EIO.  The XML parser never fetches
- * (XML_PARSE_NONET) nor expands entities.
+ * (XML_PARSE_NONET), and XML with a DTD is refused (S3 sends none, and
+ * xmlNodeGetContent would expand its entities): a listing page with one
+ * is SM_EIO, an error body with one has no code.
  *
  * Errors: 401/403 SM_EAUTH with the store's code (SignatureDoesNotMatch,
  * InvalidAccessKeyId, RequestTimeTooSkewed); 404 SM_ENOTFOUND ("no such
@@ -492,6 +494,24 @@ out:
 	return (rv);
 }
 
+/* An answer's XML, or NULL: not XML, or with a DTD (header comment). */
+static xmlDocPtr
+s3_xml_read(const struct sm_buf *b, const char *name)
+{
+	xmlDocPtr doc;
+
+	if (b->len == 0 || b->len > INT32_MAX)
+		return (NULL);
+	doc = xmlReadMemory(b->b, (int)b->len, name, NULL,
+	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (doc != NULL && (doc->intSubset != NULL ||
+	    doc->extSubset != NULL)) {
+		xmlFreeDoc(doc);
+		doc = NULL;
+	}
+	return (doc);
+}
+
 /* The Code of an S3 XML error body, into code[n] ("" when none). */
 static void
 s3_err_code(const struct sm_buf *body, char *code, size_t n)
@@ -500,11 +520,7 @@ s3_err_code(const struct sm_buf *body, char *code, size_t n)
 	xmlNodePtr root, k;
 
 	code[0] = '\0';
-	if (body->len == 0 || body->len > INT32_MAX)
-		return;
-	doc = xmlReadMemory(body->b, (int)body->len, "error.xml", NULL,
-	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (doc == NULL)
+	if ((doc = s3_xml_read(body, "error.xml")) == NULL)
 		return;
 	root = xmlDocGetRootElement(doc);
 	for (k = root != NULL ? root->children : NULL; k != NULL; k = k->next) {
@@ -913,10 +929,7 @@ s3_list_page(struct s3_req *r, const struct sm_buf *page,
 
 	*more = false;
 	*next = NULL;
-	if (page->len > 0 && page->len <= INT32_MAX)
-		doc = xmlReadMemory(page->b, (int)page->len, "list.xml", NULL,
-		    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (doc != NULL)
+	if ((doc = s3_xml_read(page, "list.xml")) != NULL)
 		root = xmlDocGetRootElement(doc);
 	if (root == NULL ||
 	    xmlStrcmp(root->name, BAD_CAST "ListBucketResult") != 0) {

@@ -3,12 +3,19 @@
  * the filesystem backend and on the S3 backend against a real OpenStack
  * Swift (s3api) on loopback (tests/sm_test_swift.h).  Cases that only one
  * backend can have (wrong keys, a hung server, virtual-hosted
- * addressing, stale temporary files) come after the shared ones.
+ * addressing, stale temporary files) come after the shared ones.  Last,
+ * the S3 client against tests/tools/hostile_s3.py, a scripted server that
+ * answers what no real store would (fault injection, not a second proof
+ * of S3: that stays Swift's job).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/bucket.h"
@@ -617,6 +624,440 @@ test_cancel(void)
 	}
 }
 
+/* --- s3 against a hostile server ------------------------------------------ */
+
+/*
+ * tests/tools/hostile_s3.py in a session of its own, stdout a pipe for its
+ * one JSON line, stderr DIR/server.log; stopped by pid.  Every case runs
+ * its checks in a body without SM_REQUIRE (hostile_run), so the server is
+ * stopped whatever fails.
+ */
+struct hostile {
+	char dir[64];
+	char endpoint[64];      /* 127.0.0.1:port */
+	pid_t pid;
+};
+
+#define HOSTILE_OLD "old"       /* what `out` holds before every get */
+
+/* SIGTERM, wait up to 5 s, then SIGKILL; remove DIR.  0 when the server
+ * exited 0 on SIGTERM (printing its log otherwise). */
+static int
+hostile_stop(struct hostile *h)
+{
+	char path[128];
+	unsigned char *log;
+	size_t n = 0;
+	pid_t w = 0;
+	int st = 0, rv = 0;
+
+	if (h->pid > 0) {
+		kill(h->pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			w = waitpid(h->pid, &st, WNOHANG);
+			if (w != 0 && !(w < 0 && errno == EINTR))
+				break;
+			usleep(10000);
+		}
+		if (w == 0) {
+			kill(h->pid, SIGKILL);
+			while ((w = waitpid(h->pid, &st, 0)) < 0 &&
+			    errno == EINTR)
+				;
+			fprintf(stderr, "    hostile_s3.py ignored SIGTERM\n");
+		}
+		rv = w == h->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ?
+		    0 : -1;
+		h->pid = -1;
+	}
+	if (h->dir[0] != '\0') {
+		snprintf(path, sizeof(path), "%s/server.log", h->dir);
+		if (rv != 0 && (log = sm_test_read_file(path, &n)) != NULL) {
+			fprintf(stderr, "    hostile_s3.py's stderr:\n"
+			    "%.4000s\n", (const char *)log);
+			free(log);
+		}
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/secret.txt", h->dir);
+		unlink(path);
+		rmdir(h->dir);
+		h->dir[0] = '\0';
+	}
+	return (rv);
+}
+
+/* Start the server, wait (at most 30 s) for its {"port", "pid"} line. */
+static int
+hostile_start(struct hostile *h)
+{
+	char script[256], path[128], line[256];
+	char *argv[4];
+	int fds[2] = { -1, -1 }, logfd;
+	int64_t deadline = sm_now_ms() + 30000;
+	json_error_t je;
+	json_t *j;
+	size_t n = 0;
+	long long port = 0, pid = 0;
+
+	memset(h, 0, sizeof(*h));
+	h->pid = -1;
+	snprintf(h->dir, sizeof(h->dir), "/tmp/smolder-hostile-XXXXXX");
+	if (mkdtemp(h->dir) == NULL) {
+		h->dir[0] = '\0';
+		return (-1);
+	}
+	sm_test_path(script, sizeof(script), "tests/tools/hostile_s3.py");
+	snprintf(path, sizeof(path), "%s/server.log", h->dir);
+	argv[0] = (char *)"python3";
+	argv[1] = script;
+	argv[2] = h->dir;
+	argv[3] = NULL;
+	if ((logfd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0644)) < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+		if (logfd >= 0)
+			close(logfd);
+		hostile_stop(h);
+		return (-1);
+	}
+	if ((h->pid = fork()) == 0) {
+		setsid();
+		if (dup2(fds[1], STDOUT_FILENO) < 0 ||
+		    dup2(logfd, STDERR_FILENO) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	close(logfd);
+	while (h->pid > 0 && n < sizeof(line) - 1 &&
+	    memchr(line, '\n', n) == NULL) {
+		struct pollfd pf = { .fd = fds[0], .events = POLLIN };
+		int64_t left = deadline - sm_now_ms();
+		ssize_t r;
+
+		if (left <= 0)
+			break;
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			break;
+		if (pf.revents == 0)
+			continue;
+		if ((r = read(fds[0], line + n, sizeof(line) - 1 - n)) <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		n += (size_t)r;
+	}
+	close(fds[0]);
+	line[n] = '\0';
+	if ((j = json_loads(line, 0, &je)) != NULL) {
+		port = json_integer_value(json_object_get(j, "port"));
+		pid = json_integer_value(json_object_get(j, "pid"));
+		json_decref(j);
+	}
+	if (h->pid <= 0 || port <= 0 || port > 65535 || pid != h->pid) {
+		fprintf(stderr, "    hostile_s3.py did not start: \"%s\"\n",
+		    line);
+		hostile_stop(h);
+		return (-1);
+	}
+	snprintf(h->endpoint, sizeof(h->endpoint), "127.0.0.1:%lld", port);
+	return (0);
+}
+
+static void
+hostile_cfg(const struct hostile *h, struct sm_bucket_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->backend = (char *)"s3";
+	c->prefix = (char *)"";
+	c->fs_dir = (char *)"";
+	c->s3_endpoint = (char *)h->endpoint;
+	c->s3_bucket = (char *)"hostile";
+	c->s3_region = (char *)"us-east-1";
+	c->s3_access_key_id = (char *)"any-key";
+	c->s3_secret_access_key = (char *)"any-secret";
+	c->s3_session_token = (char *)"";
+	c->s3_credentials_file = (char *)"";
+	c->s3_lookup = (char *)"path";
+	c->s3_ca_path = (char *)"";
+	c->s3_insecure = true;
+	c->s3_timeout_ms = 2000;
+	c->s3_max_retries = 3;
+}
+
+/* Start the server, open a bucket on it, run body (SM_CHECKs only, no
+ * SM_REQUIRE), stop the server: it never outlives the case. */
+static void
+hostile_run(void (*body)(struct sm_bucket *b))
+{
+	struct sm_bucket_cfg c;
+	struct sm_bucket *b = NULL;
+	struct hostile h;
+	struct sm_err err;
+	int rv;
+
+	SM_REQUIRE(hostile_start(&h) == 0);
+	hostile_cfg(&h, &c);
+	rv = sm_bucket_open(&c, NULL, &b, &err);
+	SM_CHECKF(rv == 0, "%s", err.msg);
+	if (rv == 0) {
+		body(b);
+		sm_bucket_destroy(b);
+	}
+	SM_CHECK(hostile_stop(&h) == 0);
+}
+
+/* The server's count of requests for key (its "hits/<key>"), or -1. */
+static long
+hostile_hits(struct sm_bucket *b, const char *key)
+{
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_err err;
+	char k[128], num[32];
+	long n = -1;
+
+	snprintf(k, sizeof(k), "hits/%s", key);
+	if (sm_bucket_get(b, k, 0, SM_BUCKET_WHOLE, &out, &err) == 0 &&
+	    out.len < sizeof(num)) {
+		memcpy(num, out.b, out.len);
+		num[out.len] = '\0';
+		n = strtol(num, NULL, 10);
+	}
+	sm_buf_fini(&out);
+	return (n);
+}
+
+/*
+ * GET key [off, off + len) into a buffer holding HOSTILE_OLD: the return
+ * is want, within 30 s; on success the buffer is HOSTILE_OLD + body (if
+ * body is not NULL), on failure cut back to HOSTILE_OLD, with m1 and m2
+ * (if not NULL) in err.msg and never the secret.
+ */
+static void
+hostile_get(struct sm_bucket *b, const char *key, uint64_t off,
+    uint64_t len, int want, const char *body, const char *m1,
+    const char *m2)
+{
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_err err;
+	int64_t t0 = sm_now_ms(), ms;
+	size_t ol = strlen(HOSTILE_OLD);
+	int rv;
+
+	sm_buf_puts(&out, HOSTILE_OLD);
+	sm_err_clear(&err);
+	rv = sm_bucket_get(b, key, off, len, &out, &err);
+	ms = sm_now_ms() - t0;
+	SM_CHECKF(rv == want, "GET %s: %s, want %s: %s", key, sm_strerror(rv),
+	    sm_strerror(want), err.msg);
+	SM_CHECKF(ms < 30000, "GET %s took %lld ms", key, (long long)ms);
+	SM_CHECKF(out.len >= ol && memcmp(out.b, HOSTILE_OLD, ol) == 0,
+	    "GET %s: out lost its old bytes", key);
+	if (rv != 0) {
+		SM_CHECKF(out.len == ol, "GET %s: out not cut back: %zu bytes",
+		    key, out.len);
+		SM_CHECKF(m1 == NULL || strstr(err.msg, m1) != NULL,
+		    "GET %s: \"%s\" not in: %s", key, m1, err.msg);
+		SM_CHECKF(m2 == NULL || strstr(err.msg, m2) != NULL,
+		    "GET %s: \"%s\" not in: %s", key, m2, err.msg);
+		SM_CHECK(strstr(err.msg, "any-secret") == NULL);
+	} else if (body != NULL) {
+		SM_CHECKF(out.len == ol + strlen(body) &&
+		    memcmp(out.b + ol, body, strlen(body)) == 0,
+		    "GET %s: wrong body (%zu bytes)", key, out.len);
+	}
+	sm_buf_fini(&out);
+}
+
+#define HOSTILE_BODY "hostile-s3 fixed body\n"
+
+static void
+hostile_retries(struct sm_bucket *b)
+{
+	struct sm_err err;
+	uint64_t size = 0;
+	int rv;
+
+	/* 5xx every time: 1 + max-retries tries, the store's code said */
+	hostile_get(b, "slow503/get", 0, SM_BUCKET_WHOLE, SM_EUNAVAIL, NULL,
+	    "503 SlowDown", "after 4 tries");
+	SM_CHECK_EQ(hostile_hits(b, "slow503/get"), 4);
+	rv = sm_bucket_put(b, "slow503/put", "payload", 7, &err);
+	SM_CHECKF(rv == SM_EUNAVAIL && strstr(err.msg, "SlowDown") != NULL &&
+	    strstr(err.msg, "after 4 tries") != NULL, "%s: %s",
+	    sm_strerror(rv), err.msg);
+	SM_CHECK_EQ(hostile_hits(b, "slow503/put"), 4);
+	/* 500, 500, 200 and 429, 200: retried to success */
+	hostile_get(b, "flaky/get", 0, SM_BUCKET_WHOLE, 0, HOSTILE_BODY, NULL,
+	    NULL);
+	SM_CHECK_EQ(hostile_hits(b, "flaky/get"), 3);
+	hostile_get(b, "too429/get", 0, SM_BUCKET_WHOLE, 0, HOSTILE_BODY,
+	    NULL, NULL);
+	SM_CHECK_EQ(hostile_hits(b, "too429/get"), 2);
+	rv = sm_bucket_stat(b, "flaky/stat", &size, &err);
+	SM_CHECKF(rv == 0, "%s", err.msg);
+	SM_CHECK_EQ(size, strlen(HOSTILE_BODY));
+	SM_CHECK(sm_bucket_put(b, "too429/put", "x", 1, &err) == 0);
+	/* and a plain miss is final at once */
+	hostile_get(b, "nothing/here", 0, SM_BUCKET_WHOLE, SM_ENOTFOUND, NULL,
+	    "NoSuchKey", NULL);
+	SM_CHECK_EQ(hostile_hits(b, "nothing/here"), 1);
+}
+
+static void
+hostile_lengths(struct sm_bucket *b)
+{
+	/* more than the range: aborted at the first byte too many */
+	hostile_get(b, "longer", 0, 10, SM_EIO, NULL, "longer than asked",
+	    NULL);
+	hostile_get(b, "longer", 1000, 10, SM_EIO, NULL, "longer than asked",
+	    NULL);
+	hostile_get(b, "longer200", 0, 10, SM_EIO, NULL, "longer than asked",
+	    NULL);
+	hostile_get(b, "longer200", 7, 10, SM_EIO, NULL, NULL, NULL);
+	/* fewer though the object is long enough (Content-Range): SM_EIO */
+	hostile_get(b, "shorter", 5, 10, SM_EIO, NULL, "got 5 of 10", NULL);
+	hostile_get(b, "shorter", 0, 3000, SM_EIO, NULL, "got 1500 of 3000",
+	    NULL);
+	/* fewer, the object ending there: the range runs past it, SM_EINVAL */
+	hostile_get(b, "shorter/end/x", 5, 10, SM_EINVAL, NULL,
+	    "past the end of the object (10 bytes)", NULL);
+	/* the connection dies mid-body: a transport error, retried */
+	hostile_get(b, "cut/whole", 0, SM_BUCKET_WHOLE, SM_EUNAVAIL, NULL,
+	    "after 4 tries", NULL);
+	SM_CHECK_EQ(hostile_hits(b, "cut/whole"), 4);
+	hostile_get(b, "cut/range", 0, 100, SM_EUNAVAIL, NULL,
+	    "after 4 tries", NULL);
+}
+
+static void
+hostile_errors(struct sm_bucket *b)
+{
+	struct sm_err err;
+	int rv;
+
+	/* a 5 MiB error body: cut at 4 MiB, final (no retry) */
+	hostile_get(b, "bigerr", 0, 10, SM_EIO, NULL, "over 4 MiB", NULL);
+	SM_CHECK_EQ(hostile_hits(b, "bigerr"), 1);
+	hostile_get(b, "skewed", 0, SM_BUCKET_WHOLE, SM_EAUTH, NULL, "403",
+	    "RequestTimeTooSkewed");
+	SM_CHECK_EQ(hostile_hits(b, "skewed"), 1);
+	rv = sm_bucket_put(b, "skewed/put", "x", 1, &err);
+	SM_CHECKF(rv == SM_EAUTH && strstr(err.msg, "RequestTimeTooSkewed") !=
+	    NULL, "%s: %s", sm_strerror(rv), err.msg);
+	/* an error body with a DTD has no code (its entity unexpanded) */
+	hostile_get(b, "entityerr", 0, SM_BUCKET_WHOLE, SM_EAUTH, NULL,
+	    "403 access denied", NULL);
+	/* a redirect is not followed and says why it may come */
+	hostile_get(b, "redirect", 0, SM_BUCKET_WHOLE, SM_EIO, NULL,
+	    "301 PermanentRedirect", "endpoint or region");
+	SM_CHECK_EQ(hostile_hits(b, "ok"), 0);
+	/* the server still answers sanely (the above were its doing) */
+	hostile_get(b, "ok", 0, SM_BUCKET_WHOLE, 0, HOSTILE_BODY, NULL, NULL);
+}
+
+/* Collects up to 16 keys; stops (77) after 10000 calls, so an endless
+ * listing that the client failed to stop cannot hang the test. */
+struct hlisted {
+	char keys[16][128];
+	int n;
+};
+
+static int
+hostile_collect(void *arg, const struct sm_bucket_obj *o)
+{
+	struct hlisted *l = arg;
+
+	if (l->n < 16)
+		snprintf(l->keys[l->n], sizeof(l->keys[0]), "%s", o->key);
+	return (++l->n >= 10000 ? 77 : 0);
+}
+
+/* List prefix: want, within 30 s, m in err.msg on failure. */
+static void
+hostile_list(struct sm_bucket *b, const char *prefix, int want,
+    const char *m, struct hlisted *l)
+{
+	struct sm_err err;
+	int64_t t0 = sm_now_ms(), ms;
+	int rv;
+
+	memset(l, 0, sizeof(*l));
+	sm_err_clear(&err);
+	rv = sm_bucket_list(b, prefix, hostile_collect, l, &err);
+	ms = sm_now_ms() - t0;
+	SM_CHECKF(rv == want, "list %s: %s (%d), want %s: %s", prefix,
+	    sm_strerror(rv), rv, sm_strerror(want), err.msg);
+	SM_CHECKF(ms < 30000, "list %s took %lld ms", prefix, (long long)ms);
+	SM_CHECKF(rv == 0 || m == NULL || strstr(err.msg, m) != NULL,
+	    "list %s: \"%s\" not in: %s", prefix, m, err.msg);
+}
+
+static void
+hostile_listings(struct sm_bucket *b)
+{
+	struct hlisted l;
+
+	hostile_list(b, "none/", 0, NULL, &l);
+	SM_CHECK_EQ(l.n, 0);
+	hostile_list(b, "hugepage/", SM_EIO, "over 4 MiB", &l);
+	SM_CHECK_EQ(l.n, 0);
+	hostile_list(b, "badsize/", SM_EIO, "Size", &l);
+	SM_CHECK_EQ(l.n, 0);
+	hostile_list(b, "badxml/", SM_EIO, "malformed", &l);
+	SM_CHECK_EQ(l.n, 0);
+	/* the same continuation token again: stopped on the second page */
+	hostile_list(b, "loop/", SM_EIO, "NextContinuationToken", &l);
+	SM_CHECKF(l.n <= 2, "loop/: %d objects", l.n);
+}
+
+static void
+hostile_entities(struct sm_bucket *b)
+{
+	struct hlisted l;
+
+	/* A DTD makes a page malformed (S3 sends none): its external
+	 * entities are never fetched (the server counts) nor read
+	 * (DIR/secret.txt), its internal ones never expanded into a key, and
+	 * "billion laughs" ends at once. */
+	hostile_list(b, "entity/", SM_EIO, "malformed", &l);
+	SM_CHECK_EQ(l.n, 0);
+	SM_CHECK_EQ(hostile_hits(b, "xxe"), 0);
+	hostile_list(b, "laughs/", SM_EIO, "malformed", &l);
+	SM_CHECK_EQ(l.n, 0);
+}
+
+static void
+test_hostile_retries(void)
+{
+	hostile_run(hostile_retries);
+}
+
+static void
+test_hostile_lengths(void)
+{
+	hostile_run(hostile_lengths);
+}
+
+static void
+test_hostile_errors(void)
+{
+	hostile_run(hostile_errors);
+}
+
+static void
+test_hostile_listings(void)
+{
+	hostile_run(hostile_listings);
+}
+
+static void
+test_hostile_entities(void)
+{
+	hostile_run(hostile_entities);
+}
+
 static void
 test_teardown(void)
 {
@@ -654,5 +1095,15 @@ SM_TEST_MAIN(
 	    test_s3_hung },
 	{ "cancel ends a hung call and every later one (shutdown)",
 	    test_cancel },
+	{ "hostile s3: 503 SlowDown after 4 tries; 500s and 429 retried "
+	    "to success", test_hostile_retries },
+	{ "hostile s3: longer, shorter, cut-off GET answers are errors",
+	    test_hostile_lengths },
+	{ "hostile s3: 5 MiB error body, clock skew, a redirect",
+	    test_hostile_errors },
+	{ "hostile s3: a 5 MiB page, a bad Size, an endless listing, not XML",
+	    test_hostile_listings },
+	{ "hostile s3: listing XML entities neither fetched nor expanded",
+	    test_hostile_entities },
 	{ "teardown", test_teardown },
 )
