@@ -543,6 +543,8 @@ struct rst_list {
 	struct rst_ent *v;
 	uint32_t n, cap;
 	char marked_dir[SM_BUCKET_KEY_MAX + 1];   /* ".../<ULID>/" */
+	char **idx;                    /* "<tk>/bucket-index.json" keys */
+	uint32_t nidx, idxcap;
 };
 
 static int
@@ -555,6 +557,13 @@ rst_add(void *arg, const struct sm_bucket_obj *o)
 		/* sorts right before its meta.json ('d' < 'm') */
 		snprintf(l->marked_dir, sizeof(l->marked_dir), "%.*s",
 		    (int)(n - 18), o->key);
+		return (0);
+	}
+	if (n > 18 && strcmp(o->key + n - 18, "/bucket-index.json") == 0) {
+		if (SM_GROW(l->idx, l->idxcap, l->nidx + 1, 16) != 0 ||
+		    (l->idx[l->nidx] = sm_strdup(o->key)) == NULL)
+			return (SM_ENOMEM);
+		l->nidx++;
 		return (0);
 	}
 	if (n <= 10 || strcmp(o->key + n - 10, "/meta.json") != 0)
@@ -609,23 +618,73 @@ struct rst {
 	uint32_t nrep, repcap;
 };
 
-/* Read one meta.json; keep it when its source is our instance. */
+/*
+ * The metas the compactor's bucket indexes hold (compactor/
+ * bucket_index.h), as {".../<ULID>/meta.json": meta}: a restore then
+ * fetches only the meta.json of blocks newer than their index.  A marked
+ * block's entry carries its deletion time.  An index that cannot be read
+ * is passed over (its blocks' metas are fetched one by one).
+ */
+static json_t *
+rst_index_metas(struct rst *r, const struct rst_list *l)
+{
+	json_t *metas = json_object();
+
+	for (uint32_t i = 0; metas != NULL && i < l->nidx; i++) {
+		struct sm_buf v = SM_BUF_INIT;
+		struct sm_err e2;
+		size_t tl = strlen(l->idx[i]) - 18, k;
+		json_t *idx, *e;
+		char key[SM_BUCKET_KEY_MAX + 64];
+
+		if (sm_bucket_get(r->b, l->idx[i], 0, SM_BUCKET_WHOLE, &v,
+		    &e2) != 0 || (idx = json_loadb(v.b, v.len, 0,
+		    NULL)) == NULL) {
+			sm_buf_fini(&v);
+			continue;
+		}
+		sm_buf_fini(&v);
+		json_array_foreach(json_object_get(idx, "blocks"), k, e) {
+			const char *u = json_string_value(json_object_get(e,
+			    "ulid"));
+
+			if (u == NULL || strlen(u) != ING_ULID_LEN)
+				continue;
+			snprintf(key, sizeof(key), "%.*s/blocks/%s/meta.json",
+			    (int)tl, l->idx[i], u);
+			json_object_set(metas, key, e);
+		}
+		json_decref(idx);
+	}
+	return (metas);
+}
+
+/* One meta.json (from the indexes' metas, else fetched); kept when its
+ * source is our instance.  A malformed one is passed over, logged. */
 static int
-rst_meta(struct rst *r, const struct rst_ent *e, struct sm_err *err)
+rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
+    struct sm_err *err)
 {
 	struct sm_buf v = SM_BUF_INIT;
 	json_t *j = NULL, *src, *rep, *x;
 	const char *inst, *tenant, *inc, *ulid, *xx;
 	struct rst_blk *bk;
+	bool marked = e->marked;
 	size_t i;
-	int rv;
+	int rv = 0;
 
-	if ((rv = sm_bucket_get(r->b, e->key, 0, SM_BUCKET_WHOLE, &v,
-	    err)) != 0)
-		goto out;
-	if ((j = json_loadb(v.b, v.len, 0, NULL)) == NULL) {
-		rv = sm_err_set(err, SM_ECORRUPT, "%s: not JSON", e->key);
-		goto out;
+	if ((j = json_object_get(cached, e->key)) != NULL) {
+		json_incref(j);
+		marked |= json_object_get(j, "deletion_time_ms") != NULL;
+	} else {
+		if ((rv = sm_bucket_get(r->b, e->key, 0, SM_BUCKET_WHOLE, &v,
+		    err)) != 0)
+			goto out;
+		if ((j = json_loadb(v.b, v.len, 0, NULL)) == NULL) {
+			sm_warn("ship", "restore: a meta.json that is not JSON "
+			    "is passed over\tkey=%s", e->key);
+			goto out;
+		}
 	}
 	src = json_object_get(j, "source");
 	inst = json_string_value(json_object_get(src, "instance"));
@@ -638,8 +697,8 @@ rst_meta(struct rst *r, const struct rst_ent *e, struct sm_err *err)
 	if (tenant == NULL || inc == NULL || strlen(inc) != 32 ||
 	    ulid == NULL || xx == NULL || strlen(xx) != 16 ||
 	    !json_is_integer(json_object_get(src, "gen"))) {
-		rv = sm_err_set(err, SM_ECORRUPT, "%s: fields missing",
-		    e->key);
+		sm_warn("ship", "restore: a meta.json without its fields is "
+		    "passed over\tkey=%s", e->key);
 		goto out;
 	}
 	rep = json_object_get(src, "replaces");
@@ -653,7 +712,7 @@ rst_meta(struct rst *r, const struct rst_ent *e, struct sm_err *err)
 		r->rep[r->nrep].gen = (uint64_t)json_integer_value(x);
 		r->nrep++;
 	}
-	if (e->marked)
+	if (marked)
 		goto out;     /* past retention: not restored */
 	if (SM_GROW(r->v, r->cap, r->n + 1, 64) != 0) {
 		rv = SM_ENOMEM;
@@ -772,6 +831,9 @@ rst_free(struct rst *r, struct rst_list *l)
 	for (uint32_t i = 0; i < l->n; i++)
 		sm_free(l->v[i].key);
 	sm_free(l->v);
+	for (uint32_t i = 0; i < l->nidx; i++)
+		sm_free(l->idx[i]);
+	sm_free(l->idx);
 }
 
 int
@@ -781,14 +843,19 @@ ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
 {
 	struct rst_list l = { 0 };
 	struct rst r = { .b = bucket, .instance = instance };
+	json_t *cached = NULL;
 	int rv;
 
 	*blocks = 0;
 	*bytes = 0;
 	if ((rv = sm_bucket_list(bucket, "", rst_add, &l, err)) != 0)
 		goto out;
+	if ((cached = rst_index_metas(&r, &l)) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
 	for (uint32_t i = 0; i < l.n && rv == 0; i++)
-		rv = rst_meta(&r, &l.v[i], err);
+		rv = rst_meta(&r, &l.v[i], cached, err);
 	if (rv != 0)
 		goto out;
 	rst_select(&r);
@@ -801,6 +868,7 @@ ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
 out:
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");
+	json_decref(cached);
 	rst_free(&r, &l);
 	return (rv);
 }

@@ -127,9 +127,11 @@ int ing_ulid_parse(const char *text, uint8_t bin[16]);
  * same generation (a disk wiped before restores existed) cannot both be
  * imported: the newer ULID wins and the other is logged.  Each block is
  * checked (meta.json's size and XXH3, the table of contents, every
- * part's checksum) before it is written.  Listing and the metas cost one
- * LIST pass and one GET per block of the bucket; the objects, one GET
- * each.  0 or the bucket's error (what was imported stays: each block is
+ * part's checksum) before it is written.  It costs one LIST pass, one GET
+ * per tenant's bucket-index.json (the compactor's: it holds the metas),
+ * one per meta.json newer than its index, and one per restored object.
+ * A meta.json that does not parse is logged and passed over (the block's
+ * replicas hold its data).  0 or the bucket's error (what was imported stays: each block is
  * one synced batch); *blocks and *bytes count what was imported.
  */
 int ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,

@@ -7,10 +7,13 @@ loopback, tests/tools/swift_s3.py).
 
 Under writes, for each ingester in turn: a batch is written and every
 running ingester flushed (cut and shipped); another batch is written and
-left in the heads; the ingester is killed with SIGKILL, its data directory
+left in the heads (the compactor has just indexed the bucket); the
+ingester is killed with SIGKILL, its data directory
 deleted, and it is started again empty under the same -instance.id.  It
 restores the blocks its instance shipped before it turns ready
-(smolder_ingester_restored_blocks_total > 0), rejoins, and the querier's
+(smolder_ingester_restored_blocks_total > 0) -- reading the tenant's
+bucket-index.json instead of every meta.json, so its GETs are the restored
+objects and the one index --, rejoins, and the querier's
 answer -- every stack, and the total -- counts every acknowledged upload
 exactly once: the restored blocks, plus the unshipped batch from the two
 replicas that kept it.  After all three disks were lost in turn, the
@@ -107,6 +110,7 @@ def body(r):
     r.at_end(lambda: swift_s3.stop(sw_dir))
     flags = s3_flags(sw)
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                compactors=1, compactor_extra=flags,
                 extra=["-validation.reject-older-than=0"],
                 ingester_extra=flags + ["-ingester.ship-interval=1s"])
     r.at_end(lambda: c.stop())
@@ -126,6 +130,10 @@ def body(r):
         writes += 5
         c.wait_writes(writes)
         flush_all(r, c, "round %d" % i)
+        run = c.compactors[0].request("POST", "/compactor/run", body=b"",
+                                      timeout=120)
+        r.eq(run.status, 200, "round %d: the compactor indexes the bucket"
+             % i)
         w.batch(r, 5)             # left in the heads: not shipped
         writes += 5
         c.wait_writes(writes)
@@ -142,6 +150,11 @@ def body(r):
                 "from the bucket" % (i, i))
         r.eq(metric_value(p, "smolder_ingester_restore_failures_total"), 0,
              "round %d: the restore did not fail" % i)
+        restored = metric_value(p, "smolder_ingester_restored_blocks_total")
+        gets = metric_value(p, 'smolder_bucket_requests_total', op="get")
+        r.eq(gets, (restored or 0) + 1, "round %d: the restore read the "
+             "tenant's bucket index and the objects only (no meta.json "
+             "one by one)" % i)
         got = answer(q)
         r.eq(got, expected(w, unit), "round %d: after losing ingester-%d's "
              "disk every acknowledged upload counts once" % (i, i))
