@@ -54,33 +54,54 @@ def s3_flags(sw):
 
 
 class Writer:
-    """Uploads with known stacks; what was acknowledged, per stack."""
+    """Uploads with known stacks; what was acknowledged, per stack.  Each
+    batch has a time window of its own (20 s, two 10 s buckets): a
+    replica that lost one batch's copy (its disk) shares no bucket with
+    one that lost another's, so the plan's per-bucket choice is exact
+    (two replicas missing different uploads of ONE bucket is the
+    divergence docs/reliability.md §4.4 describes, which a restore does
+    not change)."""
 
-    def __init__(self, dist):
-        self.dist = dist
+    def __init__(self, c):
+        self.c = c
+        self.dist = c.distributors[0]
         self.acked = {s: 0 for s in STACKS}
         self.n = 0
+        self.batches = 0
+        self.base = int(time.time()) - 900
+        self.applied = [0] * len(c.ingesters)   # since each one's start
 
     def batch(self, r, count):
         ok = 0
-        for _ in range(count):
+        t0 = self.base + 20 * self.batches
+        self.batches += 1
+        for k in range(count):
             stack = STACKS[self.n % len(STACKS)]
-            t = int(time.time()) - 60 + self.n % 50
+            t = t0 + k % 20
             resp = self.dist.ingest({"name": "rs.cpu", "from": t,
-                                     "until": t + 1,
-                                     "spyName": "gospy"},
+                                     "until": t + 1},
                                     ("%s 1\n" % stack).encode())
             self.n += 1
             if resp.status == 200:
                 self.acked[stack] += 1
                 ok += 1
         r.eq(ok, count, "every upload of the batch acknowledged")
+        # acknowledged at quorum: wait for the third replica too
+        for i, ing in enumerate(self.c.ingesters):
+            self.applied[i] += count
+            want = self.applied[i]
+            v = wait_metric(ing, "smolder_ingester_writes_total",
+                            lambda x: x >= want, timeout=60, interval=0.05)
+            r.check((v or 0) >= want, "%s applied the batch" % ing.name)
+
+    def restarted(self, i):
+        self.applied[i] = 0
 
 
 def answer(q):
     """{stack: value} of the querier's collapsed render, or None."""
     now = int(time.time())
-    resp = q.render("rs.cpu{}", frm=now - 3600, until=now + 60,
+    resp = q.render("rs.cpu{}", frm=now - 3600, until=now + 600,
                     fmt="collapsed")
     if resp.status != 200:
         return None
@@ -115,33 +136,28 @@ def body(r):
                 ingester_extra=flags + ["-ingester.ship-interval=1s"])
     r.at_end(lambda: c.stop())
     c.start()
-    w = Writer(c.distributors[0])
+    w = Writer(c)
     q = c.queriers[0]
     w.batch(r, 10)
-    r.check(c.wait_writes(10), "every replica applied the first batch")
     got = answer(q)
     r.check(got is not None and len(got) == len(STACKS),
             "the first answer has every stack", str(got))
     unit = (got or {}).get(STACKS[0], 0) // max(w.acked[STACKS[0]], 1)
     r.check(unit > 0, "one upload's value is known (%d)" % unit)
-    writes = 10
     for i in range(3):
         w.batch(r, 5)
-        writes += 5
-        c.wait_writes(writes)
         flush_all(r, c, "round %d" % i)
         run = c.compactors[0].request("POST", "/compactor/run", body=b"",
                                       timeout=120)
         r.eq(run.status, 200, "round %d: the compactor indexes the bucket"
              % i)
         w.batch(r, 5)             # left in the heads: not shipped
-        writes += 5
-        c.wait_writes(writes)
         data = c.ingesters[i].data
         c.kill9_ingester(i)
         shutil.rmtree(data)
         os.makedirs(data)
         c.restart_ingester(i)
+        w.restarted(i)
         r.check(c.wait_ring(active=3), "round %d: ingester-%d rejoined "
                 "empty" % (i, i))
         _, p = metrics(c.ingesters[i])
@@ -158,8 +174,6 @@ def body(r):
         got = answer(q)
         r.eq(got, expected(w, unit), "round %d: after losing ingester-%d's "
              "disk every acknowledged upload counts once" % (i, i))
-        # the restarted ingester counts its writes from 0 again
-        writes = 0
     # every disk was lost once: the bucket and the heads still hold all
     got = answer(q)
     r.eq(got, expected(w, unit), "after three lost disks the answer holds "
