@@ -278,6 +278,14 @@ bi_tenant(struct bi_ctx *c, const struct bi_tenant *t, struct sm_err *err)
 			}
 			continue;
 		}
+		if (!bb->has_block) {
+			/* A meta.json without its object is no block: never
+			 * indexed (readers would fail on it); logged. */
+			sm_warn("compactor", "meta.json without its block "
+			    "object is not indexed\ttenant_key=%s ulid=%s",
+			    t->tk, bb->ulid);
+			continue;
+		}
 		if ((m = bi_meta(c, t->tk, bb, prev, err)) == NULL) {
 			rv = err->code;
 			break;

@@ -23,7 +23,8 @@
  *      whose ULID is older than twice the deletion delay is deleted: an
  *      ingester retries an unfinished upload at every ship pass, so one
  *      that old was given up (its data directory is gone).
- *   5. The tenant's bucket index, <tenant>/bucket-index.json, is written:
+ *   5. The tenant's bucket index, <tenant>/bucket-index.json, is written
+ *      (a meta.json whose block object is missing is left out, logged):
  *      {"version":1, "updated_at_ms", "blocks": [the meta.json of every
  *      complete block, with "deletion_time_ms" when marked]} in ULID
  *      order.  The read path reads it instead of listing.  metas are

@@ -168,6 +168,16 @@ test_pass(void)
 	snprintf(key, sizeof(key), "t1/blocks/%s/block", old);
 	SM_CHECK(!exists(key));
 
+	/* a meta.json without its block object is not indexed */
+	block("t_2E2", "t.2", NOW - HOUR, NOW - HOUR, other, true);
+	snprintf(key, sizeof(key), "t_2E2/blocks/%s/block", other);
+	SM_CHECK(sm_bucket_delete(bk, key, &err) == 0);
+	SM_REQUIRE(cpt_bucket_pass(bk, NOW + 14 * HOUR, 12 * HOUR, floor_fn,
+	    NULL, &st, &err) == 0);
+	SM_REQUIRE((idx = index_of("t_2E2")) != NULL);
+	SM_CHECK_EQ(json_array_size(json_object_get(idx, "blocks")), 1);
+	json_decref(idx);
+
 	/* a meta.json that is not JSON, and no index to fall back on:
 	 * that tenant fails (counted), the others go on */
 	snprintf(key, sizeof(key), "t1/bucket-index.json");

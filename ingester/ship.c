@@ -137,6 +137,16 @@ ulid_bin(int64_t ms, uint8_t bin[16])
 	}
 }
 
+static int64_t
+ulid_ms(const uint8_t bin[16])
+{
+	int64_t ms = 0;
+
+	for (int i = 0; i < 6; i++)
+		ms = ms << 8 | bin[i];
+	return (ms);
+}
+
 void
 ing_ulid_make(int64_t ms, char out[ING_ULID_LEN + 1])
 {
@@ -352,8 +362,12 @@ ship_one(struct ing_ship *sh, const char *tenant,
 		*o = SHIP_GONE;
 		goto out;
 	}
-	/* The ULID is durable before the first byte goes out (ship.h). */
-	if (memcmp(r.ulid, zero, 16) == 0) {
+	/* The ULID is durable before the first byte goes out (ship.h).  An
+	 * attempt that started more than ING_SHIP_ULID_MAX_AGE_MS ago gets a
+	 * fresh one: the compactor may by now have deleted its object as an
+	 * unfinished upload, and a meta.json must never go out without it. */
+	if (memcmp(r.ulid, zero, 16) == 0 ||
+	    ulid_ms(r.ulid) < sm_now_ms() - ING_SHIP_ULID_MAX_AGE_MS) {
 		ulid_bin(sm_now_ms(), r.ulid);
 		if ((rv = ing_store_ship_put(sh->store, tenant, m->gen, &r,
 		    err)) != 0)
@@ -862,8 +876,15 @@ ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
 	for (uint32_t i = 0; i < r.n && rv == 0; i++) {
 		if (r.v[i].skip)
 			continue;
-		if ((rv = rst_import(store, &r, &r.v[i], bytes, err)) == 0)
+		if ((rv = rst_import(store, &r, &r.v[i], bytes, err)) == 0) {
 			(*blocks)++;
+		} else if (rv == SM_ENOTFOUND || rv == SM_ECORRUPT) {
+			/* that block only: its replicas hold its data */
+			sm_error("ship", "restore: block not restored\t"
+			    "key=%s err=\"%s\"", r.v[i].meta_key, err->msg);
+			sm_err_clear(err);
+			rv = 0;
+		}
 	}
 out:
 	if (rv == SM_ENOMEM)

@@ -43,6 +43,10 @@
  * block's ship record (store.h) BEFORE the first byte is uploaded, so a
  * retry after a crash overwrites the same objects instead of leaving a
  * second copy.  The record says shipped only after meta.json is stored.
+ * An attempt older than ING_SHIP_ULID_MAX_AGE_MS (the bucket down for
+ * hours) starts over under a fresh ULID, since the compactor deletes an
+ * object whose meta.json has not come for twice its deletion delay; the
+ * old object, if any, is such an unfinished upload.
  *
  * The pass: for every listed block, oldest first, without a shipped ship
  * record: assign the ULID, read the parts (ing_store_block_parts), upload
@@ -79,6 +83,10 @@
 #define ING_SHIP_VERSION 1
 #define ING_SHIP_MAGIC "SMBK"
 #define ING_ULID_LEN 26
+/* An upload attempt older than this starts again under a fresh ULID
+ * (ship.c): far below the compactor's unfinished-upload age, twice
+ * -compactor.deletion-delay (12 h by default). */
+#define ING_SHIP_ULID_MAX_AGE_MS (6LL * 3600 * 1000)
 
 struct ing_ship;
 
@@ -130,8 +138,9 @@ int ing_ulid_parse(const char *text, uint8_t bin[16]);
  * part's checksum) before it is written.  It costs one LIST pass, one GET
  * per tenant's bucket-index.json (the compactor's: it holds the metas),
  * one per meta.json newer than its index, and one per restored object.
- * A meta.json that does not parse is logged and passed over (the block's
- * replicas hold its data).  0 or the bucket's error (what was imported stays: each block is
+ * A meta.json that does not parse, and a block object that is missing or
+ * fails its checks, are logged and passed over (the block's replicas hold
+ * its data).  0 or the bucket's error (what was imported stays: each block is
  * one synced batch); *blocks and *bytes count what was imported.
  */
 int ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
