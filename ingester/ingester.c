@@ -81,7 +81,7 @@ static struct sm_metric *m_restored, *m_restore_fail;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[15];
+	static struct sm_flag f[16];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -154,6 +154,9 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		"With -storage.backend, an ingester whose data directory is "
 		"empty (new or wiped) restores the blocks its -instance.id "
 		"shipped before it turns ready." };
+	f[15] = (struct sm_flag){ "ingester.ship-concurrency", SM_FLAG_INT,
+		&cfg->ship_workers, "4",
+		"Blocks uploaded to the bucket at once (1-32)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -431,6 +434,11 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		return (sm_err_set(err, SM_EINVAL, "ingester: durations, rpc "
 		    "workers and message size must be > 0, sizes >= 0 "
 		    "(write buffers >= 1MiB), and -instance.id set"));
+	if (cfg->bucket != NULL && (cfg->ship_ms < 100 ||
+	    cfg->ship_workers < 1 || cfg->ship_workers > ING_SHIP_WORKERS_MAX))
+		return (sm_err_set(err, SM_EINVAL, "ingester: "
+		    "-ingester.ship-interval must be >= 100ms and "
+		    "-ingester.ship-concurrency 1..%d", ING_SHIP_WORKERS_MAX));
 	if (cfg->head_max_bytes != 0 && (uint64_t)cfg->block_cache +
 	    (uint64_t)cfg->rocksdb_cache + ING_MEMTABLES *
 	    (uint64_t)cfg->write_buffer + 2 * ING_SPILL_MEMTABLE >
@@ -600,7 +608,8 @@ replay_main(void *arg)
 		return (NULL);
 	}
 	if (ing->cfg.bucket != NULL && ing_ship_create(ing->db, ing->store,
-	    ing->cfg.bucket, ing->cfg.instance_id, &ing->ship, &err) != 0) {
+	    ing->cfg.bucket, ing->cfg.instance_id,
+	    (uint32_t)ing->cfg.ship_workers, &ing->ship, &err) != 0) {
 		sm_error("ingester", "cannot start shipping: %s", err.msg);
 		atomic_store(&ing->failed, true);
 		kill(getpid(), SIGTERM);

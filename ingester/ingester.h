@@ -68,6 +68,7 @@ struct ing_config {
 	int64_t spill_ms;         /* -ingester.head-spill-interval, 0 = off */
 	int64_t ship_ms;          /* -ingester.ship-interval */
 	bool restore;             /* -ingester.restore-from-bucket */
+	int64_t ship_workers;     /* -ingester.ship-concurrency */
 	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
 				   * borrowed, outlives the ingester) */
 	bool rpc_direct;          /* a distributor shares the process: its

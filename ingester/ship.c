@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -32,6 +33,7 @@ struct ing_ship {
 	_Atomic int64_t oldest_ms;     /* max_t of the oldest pending block */
 	bool kill_after_object;        /* SMOLDER_TEST_FAULTS=ship-kill */
 	uint32_t damaged_logged;       /* damaged blocks already logged (mu) */
+	uint32_t workers;              /* uploads at once */
 };
 
 static struct sm_metric *m_shipped, *m_bytes, *m_fail;
@@ -409,81 +411,115 @@ out:
 	return (rv);
 }
 
-static bool
-ship_done(struct ing_ship *sh, const struct ing_db_block *b)
-{
-	struct ing_ship_rec r;
-	bool done;
+/*
+ * One pass's shared state: workers take blocks in order (next) until the
+ * list ends or a bucket failure stops them all; ok[i] says block i is in
+ * the bucket (or gone) after the pass.
+ */
+struct ship_run {
+	struct ing_ship *sh;
+	struct ing_db_block *v;
+	uint32_t n;
+	uint8_t *ok;
+	atomic_uint next, done, damaged;
+	atomic_bool stop;
+	pthread_mutex_t mu;            /* the first failure: rv, err */
+	int rv;
+	struct sm_err err;
+};
 
-	done = ing_store_ship_get(sh->store, b->tenant, b->meta.gen, &r,
-	    NULL) == 0 && r.shipped;
-	ing_ship_rec_fini(&r);
-	return (done);
+static void *
+ship_worker(void *arg)
+{
+	struct ship_run *x = arg;
+	uint32_t i;
+
+	while (!atomic_load(&x->stop) &&
+	    (i = atomic_fetch_add(&x->next, 1)) < x->n) {
+		struct ing_db_block *b = &x->v[i];
+		enum ship_outcome o;
+		struct sm_err e1;
+		int rv;
+
+		if (b->meta.broken)
+			continue;   /* unreadable here: nothing to ship */
+		sm_err_clear(&e1);
+		if ((rv = ship_one(x->sh, b->tenant, &b->meta, &o, &e1)) == 0) {
+			x->ok[i] = 1;
+			if (o == SHIP_UPLOADED)
+				atomic_fetch_add(&x->done, 1);
+			if (o != SHIP_GONE)
+				ing_db_block_shipped(x->sh->db, b->tenant,
+				    b->meta.gen);
+			continue;
+		}
+		sm_counter_inc(sm_metric_child0(m_fail));
+		if (rv == SM_ECORRUPT) {
+			/* that block only: the others go on */
+			if (atomic_fetch_add(&x->damaged, 1) >=
+			    x->sh->damaged_logged)
+				sm_error("ship", "damaged block not shipped\t"
+				    "tenant=%s block=%llu err=\"%s\"",
+				    b->tenant, (unsigned long long)b->meta.gen,
+				    e1.msg);
+			continue;
+		}
+		/* the bucket failed: the next blocks would too */
+		pthread_mutex_lock(&x->mu);
+		if (x->rv == 0) {
+			x->rv = rv;
+			x->err = e1;
+			sm_err_prefix(&x->err, "shipping block %llu of tenant "
+			    "%s", (unsigned long long)b->meta.gen, b->tenant);
+		}
+		pthread_mutex_unlock(&x->mu);
+		atomic_store(&x->stop, true);
+	}
+	return (NULL);
 }
 
 int
 ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 {
-	struct ing_db_block *v = NULL;
-	uint32_t n = 0, done = 0, left = 0, damaged = 0;
+	struct ship_run x = { .sh = sh };
+	pthread_t th[ING_SHIP_WORKERS_MAX];
+	uint32_t nth = 0, left = 0;
 	int64_t oldest = 0;
 	int rv;
 
 	pthread_mutex_lock(&sh->mu);
-	if ((rv = ing_db_blocks(sh->db, &v, &n)) != 0) {
-		rv = sm_err_set(err, rv, "out of memory");
+	pthread_mutex_init(&x.mu, NULL);
+	if ((rv = ing_db_blocks(sh->db, &x.v, &x.n)) != 0 ||
+	    (x.n > 0 && (x.ok = sm_calloc(x.n, 1)) == NULL)) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		enum ship_outcome o;
-
-		if (v[i].meta.broken)
-			continue;   /* unreadable here: nothing to ship */
-		if (rv == 0) {
-			struct sm_err e1;
-
-			sm_err_clear(&e1);
-			rv = ship_one(sh, v[i].tenant, &v[i].meta, &o, &e1);
-			if (rv == 0) {
-				done += o == SHIP_UPLOADED;
-				if (o != SHIP_GONE)
-					ing_db_block_shipped(sh->db,
-					    v[i].tenant, v[i].meta.gen);
-				continue;
-			}
-			sm_counter_inc(sm_metric_child0(m_fail));
-			if (rv == SM_ECORRUPT) {
-				/* that block only: the others go on */
-				rv = 0;
-				damaged++;
-				if (damaged > sh->damaged_logged)
-					sm_error("ship", "damaged block not "
-					    "shipped\ttenant=%s block=%llu "
-					    "err=\"%s\"", v[i].tenant,
-					    (unsigned long long)v[i].meta.gen,
-					    e1.msg);
-			} else {
-				*err = e1;
-				sm_err_prefix(err, "shipping block %llu of "
-				    "tenant %s", (unsigned long long)
-				    v[i].meta.gen, v[i].tenant);
-			}
-		}
-		/* After a failure the rest waits: count it. */
-		if (!ship_done(sh, &v[i])) {
-			left++;
-			if (oldest == 0 || v[i].meta.max_t < oldest)
-				oldest = v[i].meta.max_t;
-		}
+	/* this thread is worker 0; more only when there is work for them */
+	for (; nth + 1 < sh->workers && nth + 1 < x.n; nth++)
+		if (pthread_create(&th[nth], NULL, ship_worker, &x) != 0)
+			break;
+	ship_worker(&x);
+	for (uint32_t t = 0; t < nth; t++)
+		pthread_join(th[t], NULL);
+	if ((rv = x.rv) != 0)
+		*err = x.err;
+	for (uint32_t i = 0; i < x.n; i++) {
+		if (x.ok[i] || x.v[i].meta.broken)
+			continue;
+		left++;
+		if (oldest == 0 || x.v[i].meta.max_t < oldest)
+			oldest = x.v[i].meta.max_t;
 	}
-	sh->damaged_logged = damaged;
+	sh->damaged_logged = atomic_load(&x.damaged);
 out:
 	atomic_store(&sh->pending, left);
 	atomic_store(&sh->oldest_ms, oldest);
 	pthread_mutex_unlock(&sh->mu);
-	ing_db_blocks_free(v, n);
+	pthread_mutex_destroy(&x.mu);
+	sm_free(x.ok);
+	ing_db_blocks_free(x.v, x.n);
 	if (shipped != NULL)
-		*shipped = done;
+		*shipped = atomic_load(&x.done);
 	return (rv);
 }
 
@@ -495,8 +531,8 @@ ing_ship_pending(struct ing_ship *sh)
 
 int
 ing_ship_create(struct ing_db *db, struct ing_store *store,
-    struct sm_bucket *bucket, const char *instance, struct ing_ship **out,
-    struct sm_err *err)
+    struct sm_bucket *bucket, const char *instance, uint32_t workers,
+    struct ing_ship **out, struct sm_err *err)
 {
 	struct ing_ship *sh;
 	uint8_t inc[16];
@@ -516,6 +552,7 @@ ing_ship_create(struct ing_db *db, struct ing_store *store,
 	sh->db = db;
 	sh->store = store;
 	sh->bucket = bucket;
+	sh->workers = SM_MAX(1, SM_MIN(workers, ING_SHIP_WORKERS_MAX));
 	pthread_mutex_init(&sh->mu, NULL);
 	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
 	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "ship-kill") == 0) {

@@ -50,9 +50,11 @@
  *
  * The pass: for every listed block, oldest first, without a shipped ship
  * record: assign the ULID, read the parts (ing_store_block_parts), upload
- * the block object, upload meta.json, mark it shipped.  A failure stops
- * the pass (the bucket is down: the next blocks would fail too) and is
- * counted and logged; the next pass retries.  A block whose local copy is
+ * the block object, upload meta.json, mark it shipped -- up to
+ * -ingester.ship-concurrency blocks at once (a flush of many tenants cuts
+ * as many blocks; one at a time, their round trips add up).  A failure
+ * stops the pass (the bucket is down: the next blocks would fail too) and
+ * is counted and logged; the next pass retries.  A block whose local copy is
  * damaged (a part fails its checksum) is not uploaded -- the bucket would
  * serve the damage; the other replicas hold the data -- and stays
  * pending, counted as a failure and logged; the pass goes on.  Nothing about writes or
@@ -83,6 +85,7 @@
 #define ING_SHIP_VERSION 1
 #define ING_SHIP_MAGIC "SMBK"
 #define ING_ULID_LEN 26
+#define ING_SHIP_WORKERS_MAX 32
 /* An upload attempt older than this starts again under a fresh ULID
  * (ship.c): far below the compactor's unfinished-upload age, twice
  * -compactor.deletion-delay (12 h by default). */
@@ -92,12 +95,13 @@ struct ing_ship;
 
 /*
  * A shipper over db and store, uploading to bucket (borrowed: outlives
- * the shipper) as `instance`.  0, SM_ENOMEM, or the store's error reading
+ * the shipper) as `instance`, `workers` blocks at once (1..
+ * ING_SHIP_WORKERS_MAX; -ingester.ship-concurrency).  0, SM_ENOMEM, or the store's error reading
  * the incarnation.
  */
 int ing_ship_create(struct ing_db *db, struct ing_store *store,
-    struct sm_bucket *bucket, const char *instance, struct ing_ship **out,
-    struct sm_err *err);
+    struct sm_bucket *bucket, const char *instance, uint32_t workers,
+    struct ing_ship **out, struct sm_err *err);
 void ing_ship_destroy(struct ing_ship *sh);
 
 /*
