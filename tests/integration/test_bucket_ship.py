@@ -28,6 +28,8 @@ filesystem backend, and nothing about writes depends on it.
      (SMOLDER_TEST_FAULTS=ship-kill): the bucket holds the object alone,
      `bucket verify` says PARTIAL; after a restart the same ULID is
      completed -- no second copy -- and verify is clean.
+  5b. 24 tenants: one flush cuts a block each; the
+     -ingester.ship-concurrency workers ship all 24, each whole.
   6. A data dir from before shipping (blocks cut without a bucket), one
      block's tree damaged with smolder-admin corrupt: with a bucket the
      whole block ships, the damaged one is not uploaded (the bucket would
@@ -330,6 +332,34 @@ def body(r):
     r.eq(ver.rc, 0, "verify after the restart: " + ver.describe())
     srv.stop()
     srv.check_stopped(r, "the restarted crash server")
+
+    # 5b. many tenants: one flush cuts a block each, shipped by
+    #     -ingester.ship-concurrency workers, every one whole
+    mflags = flags + ["-storage.prefix=mt"]
+    data_mt = ws.data_dir("data-mt")
+    srv = DataServer(data_mt, ws.log_dir("tenants"), extra_flags=mflags + [
+        "-instance.id=ing-mt", "-auth.multitenancy-enabled=true",
+        "-ingester.ship-concurrency=4"])
+    srv.start()
+    now = int(time.time())
+    acked = 0
+    for k in range(24):
+        resp = srv.request("POST", "/ingest",
+                           {"name": "mt.cpu", "from": now - 5,
+                            "until": now - 4},
+                           b"main;tenant%d 1\n" % k,
+                           {"X-Scope-OrgID": "team-%02d" % k})
+        acked += resp.status == 200
+    r.eq(acked, 24, "24 tenants' uploads acknowledged")
+    resp = flush(srv)
+    r.eq(resp.status, 200, "one flush ships every tenant's block")
+    r.eq(m(srv, "smolder_ingester_ship_blocks_total"), 24,
+         "24 blocks shipped")
+    ver = admin("bucket", "verify", *mflags)
+    r.check(ver.rc == 0 and "24 blocks, 0 problems" in ver.out,
+            "every tenant's block is whole in the bucket", ver.describe())
+    srv.stop()
+    srv.check_stopped(r, "the multi-tenant server")
 
     # 6. a data dir from before shipping, one of its blocks damaged
     data5 = ws.data_dir("data-old")
