@@ -41,16 +41,7 @@ STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
 
 
 def s3_flags(sw):
-    return ["-storage.backend=s3",
-            "-storage.s3.endpoint=%s" % sw["endpoint"],
-            "-storage.s3.bucket-name=%s" % sw["bucket"],
-            "-storage.s3.region=%s" % sw["region"],
-            "-storage.s3.access-key-id=%s" % sw["access_key"],
-            "-storage.s3.secret-access-key=%s" % sw["secret_key"],
-            "-storage.s3.insecure=true",
-            "-storage.s3.bucket-lookup-type=path",
-            "-storage.s3.timeout=5s",
-            "-storage.s3.max-retries=2"]
+    return swift_s3.smolder_flags(sw, timeout="5s", retries=2)
 
 
 class Writer:

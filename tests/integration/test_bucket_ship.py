@@ -63,16 +63,7 @@ BUDGET_S = 240
 
 
 def s3_flags(sw):
-    return ["-storage.backend=s3",
-            "-storage.s3.endpoint=%s" % sw["endpoint"],
-            "-storage.s3.bucket-name=%s" % sw["bucket"],
-            "-storage.s3.region=%s" % sw["region"],
-            "-storage.s3.access-key-id=%s" % sw["access_key"],
-            "-storage.s3.secret-access-key=%s" % sw["secret_key"],
-            "-storage.s3.insecure=true",
-            "-storage.s3.bucket-lookup-type=path",
-            "-storage.s3.timeout=2s",
-            "-storage.s3.max-retries=1"]
+    return swift_s3.smolder_flags(sw, timeout="2s", retries=1)
 
 
 def ingest(srv, name, n=3):

@@ -2,8 +2,7 @@
 """swift_s3.py -- a real one-node OpenStack Swift with s3api on loopback.
 
 The S3 backend (common/bucket_s3.c) is tested against a real S3 server,
-not a mock (docs/../spec/object-storage.md section 3: npm's s3rver accepted
-a wrong secret).  This script starts Swift 2.30 (Debian 12) in a directory
+not a mock (npm's s3rver, for one, accepts a wrong secret).  This script starts Swift 2.30 (Debian 12) in a directory
 of its own and stops it again:
 
     python3 tests/tools/swift_s3.py start DIR   # prints one JSON line
@@ -23,7 +22,9 @@ leaving the servers running.  On failure it kills what it started, writes
 the reason and the logs' tails to stderr and exits 1.  `stop` sends
 SIGTERM to every pid in DIR/pids, waits up to 5 s, then SIGKILLs.
 
-Importable: start(dir) -> dict (raises SwiftError) and stop(dir).
+Importable: start(dir) -> dict (raises SwiftError), stop(dir), and
+smolder_flags(info, ...) -> the -storage.* flags of smolder and
+smolder-admin for that server.
 
 Decisions and traps found on this machine:
   - Swift reads swift.conf (hash path suffix, storage policies) from the
@@ -388,6 +389,21 @@ def stop(d):
         os.unlink(os.path.join(d, "pids"))
     except FileNotFoundError:
         pass
+
+
+def smolder_flags(info, timeout="2s", retries=1):
+    """The -storage.* flags that point smolder (and smolder-admin) at the
+    server start() described: path-style, plain http, short timeouts."""
+    return ["-storage.backend=s3",
+            "-storage.s3.endpoint=%s" % info["endpoint"],
+            "-storage.s3.bucket-name=%s" % info["bucket"],
+            "-storage.s3.region=%s" % info["region"],
+            "-storage.s3.access-key-id=%s" % info["access_key"],
+            "-storage.s3.secret-access-key=%s" % info["secret_key"],
+            "-storage.s3.insecure=true",
+            "-storage.s3.bucket-lookup-type=path",
+            "-storage.s3.timeout=%s" % timeout,
+            "-storage.s3.max-retries=%d" % retries]
 
 
 def main(argv):
