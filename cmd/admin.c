@@ -43,7 +43,6 @@
 
 #include "common/auth.h"
 #include "common/bucket.h"
-#include "common/hash.h"
 
 #include "common/flags.h"
 #include "common/kv.h"
@@ -412,8 +411,6 @@ bucket_verify_block(struct admin *ad, const char *meta_key)
 	json_error_t je;
 	json_t *j = NULL;
 	uint32_t nparts = 0;
-	char hx[17];
-	const char *want;
 
 	snprintf(obj_key, sizeof(obj_key), "%.*s/block",
 	    (int)(strlen(meta_key) - 10), meta_key);
@@ -430,18 +427,9 @@ bucket_verify_block(struct admin *ad, const char *meta_key)
 	if (sm_bucket_get(ad->bucket, obj_key, 0, SM_BUCKET_WHOLE, &obj,
 	    &err) != 0)
 		goto bad;
-	snprintf(hx, sizeof(hx), "%016llx",
-	    (unsigned long long)sm_hash(obj.b, obj.len));
-	want = json_string_value(json_object_get(j, "block_xxh3"));
-	if ((json_int_t)obj.len != json_integer_value(json_object_get(j,
-	    "block_bytes")) || want == NULL || strcmp(want, hx) != 0) {
-		sm_err_set(&err, SM_ECORRUPT, "block object: %zu bytes, xxh3 "
-		    "%s; meta.json says %lld bytes, %s", obj.len, hx,
-		    (long long)json_integer_value(json_object_get(j,
-		    "block_bytes")), want != NULL ? want : "(none)");
-		goto bad;
-	}
-	if (ing_ship_object_verify((const uint8_t *)obj.b, obj.len, &nparts,
+	if (ing_ship_object_check((const uint8_t *)obj.b, obj.len,
+	    json_integer_value(json_object_get(j, "block_bytes")),
+	    json_string_value(json_object_get(j, "block_xxh3")), &nparts,
 	    &err) != 0)
 		goto bad;
 	printf("ok      %s tenant=%s gen=%lld min_t=%lld max_t=%lld "

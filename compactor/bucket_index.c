@@ -130,18 +130,13 @@ bi_put_json(struct sm_bucket *b, const char *key, json_t *j,
 	return (rv);
 }
 
-/* The ULID's milliseconds. */
+/* The ULID's milliseconds (0 for text that is not one). */
 static int64_t
 bi_ulid_ms(const char *ulid)
 {
 	uint8_t bin[16];
-	int64_t ms = 0;
 
-	if (ing_ulid_parse(ulid, bin) != 0)
-		return (0);
-	for (int i = 0; i < 6; i++)
-		ms = ms << 8 | bin[i];
-	return (ms);
+	return (ing_ulid_parse(ulid, bin) == 0 ? ing_ulid_ms(bin) : 0);
 }
 
 struct bi_ctx {

@@ -139,8 +139,8 @@ ulid_bin(int64_t ms, uint8_t bin[16])
 	}
 }
 
-static int64_t
-ulid_ms(const uint8_t bin[16])
+int64_t
+ing_ulid_ms(const uint8_t bin[16])
 {
 	int64_t ms = 0;
 
@@ -283,6 +283,24 @@ ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
 	return (0);
 }
 
+int
+ing_ship_object_check(const uint8_t *p, size_t n, int64_t meta_bytes,
+    const char *meta_xxh3, uint32_t *nparts, struct sm_err *err)
+{
+	char hx[17];
+
+	if (nparts != NULL)
+		*nparts = 0;
+	snprintf(hx, sizeof(hx), "%016llx", (unsigned long long)sm_hash(p, n));
+	if ((int64_t)n != meta_bytes || meta_xxh3 == NULL ||
+	    strcmp(meta_xxh3, hx) != 0)
+		return (sm_err_set(err, SM_ECORRUPT, "block object: %zu bytes, "
+		    "xxh3 %s; meta.json says %lld bytes, %s", n, hx,
+		    (long long)meta_bytes, meta_xxh3 != NULL ? meta_xxh3 :
+		    "(none)"));
+	return (ing_ship_object_verify(p, n, nparts, err));
+}
+
 /* --- meta.json ------------------------------------------------------------- */
 
 static char *
@@ -369,7 +387,7 @@ ship_one(struct ing_ship *sh, const char *tenant,
 	 * fresh one: the compactor may by now have deleted its object as an
 	 * unfinished upload, and a meta.json must never go out without it. */
 	if (memcmp(r.ulid, zero, 16) == 0 ||
-	    ulid_ms(r.ulid) < sm_now_ms() - ING_SHIP_ULID_MAX_AGE_MS) {
+	    ing_ulid_ms(r.ulid) < sm_now_ms() - ING_SHIP_ULID_MAX_AGE_MS) {
 		ulid_bin(sm_now_ms(), r.ulid);
 		if ((rv = ing_store_ship_put(sh->store, tenant, m->gen, &r,
 		    err)) != 0)
@@ -824,7 +842,7 @@ rst_import(struct ing_store *store, struct rst *r, const struct rst_blk *bk,
 	struct sm_buf obj = SM_BUF_INIT;
 	struct ing_store_part *parts = NULL;
 	struct ing_ship_rec rec = { .shipped = true };
-	char key[SM_BUCKET_KEY_MAX + 1], hx[17];
+	char key[SM_BUCKET_KEY_MAX + 1];
 	const uint8_t *p, *toc;
 	uint32_t np;
 	int rv;
@@ -835,16 +853,11 @@ rst_import(struct ing_store *store, struct rst *r, const struct rst_blk *bk,
 	    err)) != 0)
 		goto out;
 	p = (const uint8_t *)obj.b;
-	snprintf(hx, sizeof(hx), "%016llx",
-	    (unsigned long long)sm_hash(p, obj.len));
-	if ((int64_t)obj.len != bk->bytes || strcmp(hx, bk->xxh) != 0) {
-		rv = sm_err_set(err, SM_ECORRUPT, "%s: %zu bytes, xxh3 %s; "
-		    "meta.json says %lld, %s", key, obj.len, hx,
-		    (long long)bk->bytes, bk->xxh);
+	if ((rv = ing_ship_object_check(p, obj.len, bk->bytes, bk->xxh, &np,
+	    err)) != 0) {
+		sm_err_prefix(err, "%s", key);
 		goto out;
 	}
-	if ((rv = ing_ship_object_verify(p, obj.len, &np, err)) != 0)
-		goto out;
 	if ((parts = sm_calloc(SM_MAX(np, 1), sizeof(*parts))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;

@@ -120,6 +120,9 @@ void ing_ship_tenant_key(const char *tenant, char *out, size_t outlen);
 /* A new ULID for time ms, NUL-terminated (ING_ULID_LEN + 1 bytes). */
 void ing_ulid_make(int64_t ms, char out[ING_ULID_LEN + 1]);
 
+/* The milliseconds a ULID was made at. */
+int64_t ing_ulid_ms(const uint8_t bin[16]);
+
 /* The 26-character text of a stored 16-byte ULID, and back (0 or
  * SM_EINVAL). */
 void ing_ulid_text(const uint8_t bin[16], char out[ING_ULID_LEN + 1]);
@@ -159,5 +162,13 @@ int ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
  */
 int ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
     struct sm_err *err);
+
+/*
+ * A fetched block object against its meta.json's block_bytes and
+ * block_xxh3 (NULL: missing), then ing_ship_object_verify.  0 or
+ * SM_ECORRUPT saying which.
+ */
+int ing_ship_object_check(const uint8_t *p, size_t n, int64_t meta_bytes,
+    const char *meta_xxh3, uint32_t *nparts, struct sm_err *err);
 
 #endif /* ING_SHIP_H */
