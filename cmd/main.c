@@ -10,7 +10,14 @@
  *   distributor   /ingest, replication                      (target)
  *   querier       /render, labels, Connect queries          (target)
  *   compactor     retention passes over the ring            (target)
+ *   store-gateway history from the bucket (ingester/gateway.h) (target)
  *   all           every component in one process            (target)
+ *
+ * -target=all runs no store-gateway: a single binary's ingester keeps
+ * every block it shipped (there is no local retention to drop them yet),
+ * so a gateway there would only hold a second copy of the same blocks.
+ * A store-gateway never shares a process with an ingester: both are the
+ * ingester component in different roles, on one RPC address.
  *
  * The ring's members come from -ring.members or -ring.dns; with neither,
  * the ring is this process's own ingester (-instance.id at
@@ -87,6 +94,9 @@ struct app {
 	char *runtime_config_file;
 	int64_t runtime_config_reload_ms;
 	char *tiers_spec;               /* -compactor.downsample-tiers */
+	char *gw_members;               /* -store-gateway.sharding-ring.* */
+	int64_t gw_rf;
+	int64_t gw_sync_ms;             /* -store-gateway.sync-interval */
 	struct ing_config ing_cfg;
 	struct sm_bucket_cfg bucket_cfg;  /* -storage.* */
 	struct dist_config dist_cfg;
@@ -103,6 +113,8 @@ struct app {
 	struct ingester *ing;
 	struct sm_bucket *bucket;       /* NULL: no -storage.backend */
 	struct sm_ring *ring;
+	struct sm_ring *gw_ring;        /* the querier's store-gateways, or
+					 * NULL */
 	struct distributor *dist;
 	struct querier *qry;
 	struct compactor *cpt;
@@ -121,8 +133,9 @@ ready_handler(struct sm_http_req *r, void *arg)
 		sm_http_set_header(r, "X-Smolder-Distributor",
 		    dist_peer_id(app->dist));
 	if (app->ing != NULL && !ing_ready(app->ing)) {
-		sm_http_reply_text(r, 503, "Ingester not ready: replaying its "
-		    "head log");
+		sm_http_reply_text(r, 503, app->ing_cfg.gateway ?
+		    "Store-gateway not ready: its first sync from the bucket is "
+		    "not done" : "Ingester not ready: replaying its head log");
 		return;
 	}
 	if (app->ing != NULL) {
@@ -356,6 +369,36 @@ mod_ingester_stop(void *p)
 	ing_stop(app->ing);
 }
 
+/* --- store-gateway --------------------------------------------------------- */
+
+static int
+mod_gateway_init(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+	int rv;
+
+	if (sm_modules_has(app->order, app->norder, "ingester"))
+		return (sm_err_set(err, SM_EINVAL, "store-gateway and "
+		    "ingester cannot share a process (one RPC address, one "
+		    "data directory): run them as separate targets"));
+	if (!sm_bucket_cfg_enabled(&app->bucket_cfg))
+		return (sm_err_set(err, SM_EINVAL, "store-gateway: set "
+		    "-storage.backend (it serves the bucket's blocks)"));
+	app->ing_cfg.rpc_url = app->rpc_listen;
+	app->ing_cfg.data_dir = app->data_dir;
+	app->ing_cfg.instance_id = app->instance_id;
+	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
+	app->ing_cfg.gateway = true;
+	app->ing_cfg.gw_members = app->gw_members;
+	app->ing_cfg.gw_rf = app->gw_rf;
+	app->ing_cfg.gw_sync_ms = app->gw_sync_ms;
+	app->ing_cfg.ring_tokens = app->ring_tokens;
+	if ((rv = bucket_open(app, err)) != 0)
+		return (rv);
+	app->ing_cfg.bucket = app->bucket;
+	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
+}
+
 /* --- ring ------------------------------------------------------------------ */
 
 static int
@@ -450,8 +493,44 @@ mod_querier_init(void *p, struct sm_err *err)
 	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
 	    &app->qry_cfg.tiers, err)) != 0)
 		return (rv);
+	if (app->gw_members[0] != '\0') {
+		struct sm_ring_cfg gc = {
+			.members = app->gw_members,
+			.dns = "",
+			.tokens = app->ring_tokens,
+			.heartbeat_ms = app->ring_heartbeat_ms,
+			.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms,
+			.dns_refresh_ms = app->ring_dns_refresh_ms,
+			.rf = app->gw_rf,
+			.recv_max = (size_t)1 << 30,
+		};
+
+		if (app->gw_rf < 1)
+			return (sm_err_set(err, SM_EINVAL, "-store-gateway."
+			    "sharding-ring.replication-factor must be >= 1"));
+		if ((rv = sm_ring_create(&gc, NULL, &app->gw_ring, err)) != 0)
+			return (rv);
+		app->qry_cfg.gw_ring = app->gw_ring;
+	}
 	return (qry_create(&app->qry_cfg, app->http, app->ring, &app->qry,
 	    err));
+}
+
+static int
+mod_querier_start(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (app->gw_ring != NULL ? sm_ring_start(app->gw_ring, err) : 0);
+}
+
+static void
+mod_querier_stop(void *p)
+{
+	struct app *app = p;
+
+	if (app->gw_ring != NULL)
+		sm_ring_stop(app->gw_ring);
 }
 
 static int
@@ -506,7 +585,9 @@ static const struct sm_module modules[] = {
 	    mod_distributor_init, mod_distributor_start,
 	    mod_distributor_stop },
 	{ "querier", { "server", "ring", NULL }, true,
-	    mod_querier_init, mod_noop_start, mod_noop_stop },
+	    mod_querier_init, mod_querier_start, mod_querier_stop },
+	{ "store-gateway", { "server", NULL }, true, mod_gateway_init,
+	    mod_ingester_start, mod_ingester_stop },
 	{ "compactor", { "server", "ring", NULL }, true,
 	    mod_compactor_init, mod_compactor_start, mod_compactor_stop },
 	{ "all", { "ingester", "distributor", "querier", "compactor", NULL },
@@ -518,15 +599,15 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[26];
+	static struct sm_flag f[29];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
 
 	f[0] = (struct sm_flag){ "target", SM_FLAG_STRING, &app->target,
 		"all", "Comma-separated components to run: all, ingester, "
-		"distributor, querier, compactor. \"all\" is single-binary "
-		"mode." };
+		"distributor, querier, compactor, store-gateway. \"all\" is "
+		"single-binary mode (every component but store-gateway)." };
 	f[1] = (struct sm_flag){ "http.listen-address", SM_FLAG_STRING,
 		&app->http_listen, ":4040",
 		"HTTP API address, host:port or :port." };
@@ -630,6 +711,23 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		SM_FLAG_INT, &app->replication_factor, "3",
 		"Ingesters each series is written to; a write needs "
 		"floor(RF/2)+1 of them. 1 with -target=all unless set." };
+	f[26] = (struct sm_flag){ "store-gateway.sharding-ring.members",
+		SM_FLAG_STRING, &app->gw_members, "",
+		"The store-gateways, as \"id=tcp://host:port,...\" (each "
+		"one's -instance.id and -rpc.listen-address): they share "
+		"tenants by this ring, and queriers ask them for what the "
+		"bucket holds. Empty: no store-gateway (a querier reads "
+		"ingesters only; one store-gateway serves every tenant)." };
+	f[27] = (struct sm_flag){
+		"store-gateway.sharding-ring.replication-factor", SM_FLAG_INT,
+		&app->gw_rf, "3",
+		"Store-gateways each tenant's blocks are loaded on: a query "
+		"needs one of them." };
+	f[28] = (struct sm_flag){ "store-gateway.sync-interval",
+		SM_FLAG_DURATION, &app->gw_sync_ms, "1m",
+		"How often a store-gateway reads the bucket for new, merged "
+		"and deleted blocks (keep it well below "
+		"-compactor.deletion-delay)." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);
@@ -732,7 +830,8 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if (sm_modules_has(app.order, app.norder, "ingester") &&
+	if ((sm_modules_has(app.order, app.norder, "ingester") ||
+	    sm_modules_has(app.order, app.norder, "store-gateway")) &&
 	    data_dir_lock(&app, &err) != 0) {
 		sm_error("main", "%s", err.msg);
 		goto out;
@@ -775,6 +874,7 @@ out:
 	/* Free in reverse dependency order. */
 	cpt_destroy(app.cpt);
 	qry_destroy(app.qry);
+	sm_ring_destroy(app.gw_ring);
 	dist_destroy(app.dist);
 	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);

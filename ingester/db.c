@@ -361,7 +361,8 @@ ing_db_blocks_free(struct ing_db_block *v, uint32_t n)
 }
 
 int
-ing_db_blocks(struct ing_db *db, struct ing_db_block **out, uint32_t *n)
+ing_db_blocks(struct ing_db *db, bool all, struct ing_db_block **out,
+    uint32_t *n)
 {
 	struct ing_db_block *v = NULL;
 	uint32_t nv = 0, cap = 0;
@@ -373,7 +374,7 @@ ing_db_blocks(struct ing_db *db, struct ing_db_block **out, uint32_t *n)
 
 		ING_LOCK(&t->mu);
 		for (uint32_t b = 0; b < t->nblocks && rv == 0; b++) {
-			if (t->blocks[b].shipped)
+			if (t->blocks[b].shipped && !all)
 				continue;
 			if ((rv = SM_GROW(v, cap, nv + 1, 64)) != 0)
 				break;
@@ -416,4 +417,91 @@ ing_db_block_shipped(struct ing_db *db, const char *tenant, uint64_t gen)
 	if (lo < t->nblocks && t->blocks[lo].gen == gen)
 		t->blocks[lo].shipped = true;
 	ING_UNLOCK(&t->mu);
+}
+
+/* Index of block gen in t->blocks (sorted by gen), or t->nblocks. */
+static uint32_t
+block_find(const struct ing_tenant *t, uint64_t gen)
+{
+	uint32_t lo = 0, hi = t->nblocks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (t->blocks[mid].gen < gen)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < t->nblocks && t->blocks[lo].gen == gen ? lo :
+	    t->nblocks);
+}
+
+/* Take the blocks of t in drop[] out of t->blocks (t->mu held) and queue
+ * them for deletion; how many were listed. */
+static uint32_t
+blocks_take(struct ing_db *db, struct ing_tenant *t, const uint64_t *drop,
+    uint32_t ndrop, int64_t now)
+{
+	uint32_t taken = 0;
+
+	ING_ASSERT_HELD(&t->mu);
+	for (uint32_t d = 0; d < ndrop; d++) {
+		uint32_t i = block_find(t, drop[d]);
+
+		if (i == t->nblocks)
+			continue;
+		if (ing_retire_add(db, t->id, drop[d], now) != 0)
+			sm_warn("ingester", "out of memory queueing a block "
+			    "for deletion; it stays on disk\ttenant=%s gen=%llu",
+			    t->id, (unsigned long long)drop[d]);
+		memmove(&t->blocks[i], &t->blocks[i + 1],
+		    (t->nblocks - i - 1) * sizeof(*t->blocks));
+		t->nblocks--;
+		taken++;
+	}
+	return (taken);
+}
+
+int
+ing_db_block_adopt(struct ing_db *db, const char *tenant, uint64_t gen,
+    const uint8_t *mv, size_t mn, const uint64_t *drop, uint32_t ndrop,
+    struct sm_err *err)
+{
+	struct ing_block_meta m;
+	struct ing_tenant *t;
+	int rv;
+
+	if ((rv = ing_block_meta_decode(mv, mn, &m, err)) != 0)
+		return (rv);
+	if (m.gen != gen)
+		return (sm_err_set(err, SM_ECORRUPT, "block %llu: its meta "
+		    "says gen %llu", (unsigned long long)gen,
+		    (unsigned long long)m.gen));
+	if ((rv = ing_tenant_get(db, tenant, &t)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	ING_LOCK(&t->mu);
+	if (block_find(t, gen) == t->nblocks &&
+	    (rv = ing_tenant_add_block(t, &m)) != 0) {
+		ING_UNLOCK(&t->mu);
+		return (sm_err_set(err, rv, "out of memory"));
+	}
+	t->blocks[block_find(t, gen)].shipped = true;
+	(void)blocks_take(db, t, drop, ndrop, sm_now_ms());
+	ING_UNLOCK(&t->mu);
+	return (0);
+}
+
+bool
+ing_db_block_drop(struct ing_db *db, const char *tenant, uint64_t gen)
+{
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
+	uint32_t n;
+
+	if (t == NULL)
+		return (false);
+	ING_LOCK(&t->mu);
+	n = blocks_take(db, t, &gen, 1, sm_now_ms());
+	ING_UNLOCK(&t->mu);
+	return (n > 0);
 }

@@ -454,7 +454,7 @@ void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);
 
 /*
  * A copy of the meta of every listed block not known to be in the bucket
- * (meta.shipped false), every tenant, in (tenant, gen) order: the
+ * (meta.shipped false; with `all`, every listed block), every tenant, in (tenant, gen) order: the
  * shipper's worklist (ship.h).  The copy is the caller's
  * (ing_db_blocks_free); a block may be retired or merged away after it
  * was taken, which its reader finds out from the store.  0 or SM_ENOMEM.
@@ -467,10 +467,40 @@ struct ing_db_block {
 	struct ing_block_meta meta;
 };
 
-int ing_db_blocks(struct ing_db *db, struct ing_db_block **out,
+int ing_db_blocks(struct ing_db *db, bool all, struct ing_db_block **out,
     uint32_t *n);
 void ing_db_blocks_free(struct ing_db_block *v, uint32_t n);
 void ing_db_block_shipped(struct ing_db *db, const char *tenant,
+    uint64_t gen);
+
+/*
+ * A store-gateway's blocks (gateway.h), imported into the store by the
+ * caller (ing_store_block_import) and then served from here:
+ *
+ * ing_db_block_adopt  lists block `gen` of `tenant` (its meta decoded
+ *                     from its stored 'M' value mv/mn), marked shipped,
+ *                     and takes the blocks whose gens are in drop[] out
+ *                     of the list IN THE SAME critical section, so a
+ *                     query sees a merged block or its inputs, never
+ *                     both.  Taken blocks are deleted from disk after the
+ *                     retirement grace (queries that copied their metas
+ *                     may still read them).  Adopting a listed gen again
+ *                     only applies drop[].  0, SM_ECORRUPT, SM_ENOMEM.
+ * ing_db_block_drop   takes one block out the same way; false when it
+ *                     was not listed.
+ *
+ * Only for a database that takes no writes: its own cuts would draw
+ * gens from the same space.
+ */
+int ing_db_block_adopt(struct ing_db *db, const char *tenant, uint64_t gen,
+    const uint8_t *mv, size_t mn, const uint64_t *drop, uint32_t ndrop,
+    struct sm_err *err);
+bool ing_db_block_drop(struct ing_db *db, const char *tenant, uint64_t gen);
+
+/* Is block gen of tenant waiting for its deletion from disk?  A caller
+ * that would import it again waits until it is gone (the deletion would
+ * take the new copy with it). */
+bool ing_db_block_retiring(struct ing_db *db, const char *tenant,
     uint64_t gen);
 
 #endif /* ING_DB_H */

@@ -38,6 +38,7 @@
 #include "common/tenant.h"
 
 #include "db.h"
+#include "gateway.h"
 #include "settings.h"
 #include "ship.h"
 #include "store.h"
@@ -51,6 +52,9 @@ struct ingester {
 	pthread_t replay_thr, cutter_thr, ship_thr;
 	int replay_started, cutter_started, ship_started;
 	struct ing_ship *ship;          /* NULL: no bucket configured */
+	struct ing_gateway *gw;         /* the store-gateway role, else NULL */
+	pthread_t gw_thr;
+	int gw_started;
 	atomic_bool ready, failed, stopping;
 	atomic_uint queries;            /* query RPCs being served */
 	uint32_t fault_every;           /* SMOLDER_TEST_FAULTS (ingester.h) */
@@ -416,6 +420,33 @@ fault_arm(struct ingester *ing)
 	    (ING_FAULT_BITS + 1))));
 }
 
+/* POST /store-gateway/sync: one sync pass now (gateway.h). */
+static void
+gw_sync_handler(struct sm_http_req *r, void *arg)
+{
+	struct ingester *ing = arg;
+	struct sm_err err;
+	uint32_t loaded = 0, dropped = 0;
+	char body[128];
+
+	if (ing->gw == NULL) {
+		sm_http_reply_error(r, 503, "unavailable", "store-gateway not "
+		    "started yet");
+		return;
+	}
+	sm_err_clear(&err);
+	if (ing_gateway_sync(ing->gw, &loaded, &dropped, &err) != 0) {
+		sm_http_reply_error(r, 503, "unavailable", "sync failed: %s",
+		    err.msg);
+		return;
+	}
+	if (!atomic_load(&ing->ready))
+		atomic_store(&ing->ready, true);
+	snprintf(body, sizeof(body), "{\"loaded\":%u,\"dropped\":%u}\n",
+	    loaded, dropped);
+	sm_http_reply(r, 200, "application/json", body, strlen(body));
+}
+
 int
 ing_create(const struct ing_config *cfg, struct sm_http *http,
     struct ingester **out, struct sm_err *err)
@@ -451,14 +482,20 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 		    (long long)cfg->head_max_bytes,
 		    (long long)cfg->block_cache, (long long)cfg->rocksdb_cache,
 		    (long long)cfg->write_buffer);
+	if (cfg->gateway && (cfg->bucket == NULL || cfg->gw_sync_ms < 100))
+		return (sm_err_set(err, SM_EINVAL, "store-gateway: it needs a "
+		    "bucket (-storage.backend) and -store-gateway.sync-interval "
+		    ">= 100ms"));
 	if ((ing = sm_calloc(1, sizeof(*ing))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	ing->cfg = *cfg;
 	ing->http = http;
 	pthread_mutex_init(&ing->mu, NULL);
 	sm_cond_init(&ing->cv);
-	if (http != NULL && (rv = sm_http_route(http, "POST",
-	    "/ingester/flush", flush_handler, ing, 0)) != 0) {
+	if (http != NULL && (rv = cfg->gateway ? sm_http_route(http, "POST",
+	    "/store-gateway/sync", gw_sync_handler, ing, 0) :
+	    sm_http_route(http, "POST", "/ingester/flush", flush_handler, ing,
+	    0)) != 0) {
 		ing_destroy(ing);
 		return (sm_err_set(err, rv, "ingester: route: %s",
 		    sm_strerror(rv)));
@@ -583,6 +620,41 @@ ship_main(void *arg)
 	return (NULL);
 }
 
+/* The store-gateway's sync loop: ready after the first complete pass. */
+static void *
+gw_main(void *arg)
+{
+	struct ingester *ing = arg;
+	int64_t last_fail_log = 0;
+
+	pthread_mutex_lock(&ing->mu);
+	while (!atomic_load(&ing->stopping)) {
+		struct sm_err err;
+		int64_t now;
+
+		pthread_mutex_unlock(&ing->mu);
+		sm_err_clear(&err);
+		now = sm_now_ms();
+		if (ing_gateway_sync(ing->gw, NULL, NULL, &err) != 0) {
+			if (now - last_fail_log >= 60000) {
+				sm_warn("store-gateway", "sync failed: %s",
+				    err.msg);
+				last_fail_log = now;
+			}
+		} else if (!atomic_load(&ing->ready)) {
+			atomic_store(&ing->ready, true);
+			sm_info("store-gateway", "ready: first sync done");
+		}
+		pthread_mutex_lock(&ing->mu);
+		if (!atomic_load(&ing->stopping))
+			sm_cond_wait_ms(&ing->cv, &ing->mu, atomic_load(
+			    &ing->ready) ? ing->cfg.gw_sync_ms :
+			    SM_MIN(ing->cfg.gw_sync_ms, 1000));
+	}
+	pthread_mutex_unlock(&ing->mu);
+	return (NULL);
+}
+
 static void *
 replay_main(void *arg)
 {
@@ -600,11 +672,41 @@ replay_main(void *arg)
 	struct sm_err err;
 
 	sm_err_clear(&err);
-	restore(ing);
+	if (!ing->cfg.gateway)
+		restore(ing);
 	if (ing_db_open(&dc, ing->store, &ing->db, &err) != 0) {
 		sm_error("ingester", "cannot load storage: %s", err.msg);
 		atomic_store(&ing->failed, true);
 		kill(getpid(), SIGTERM);
+		return (NULL);
+	}
+	if (ing->cfg.gateway) {
+		struct ing_gateway_cfg gc = {
+			.members = ing->cfg.gw_members,
+			.self_id = ing->cfg.instance_id,
+			.rf = ing->cfg.gw_rf,
+			.tokens = ing->cfg.ring_tokens,
+			.bucket = ing->cfg.bucket,
+		};
+
+		if (ing_gateway_create(&gc, ing->db, ing->store, &ing->gw,
+		    &err) != 0) {
+			sm_error("store-gateway", "cannot start: %s", err.msg);
+			atomic_store(&ing->failed, true);
+			kill(getpid(), SIGTERM);
+			return (NULL);
+		}
+		pthread_mutex_lock(&ing->mu);
+		if (!atomic_load(&ing->stopping) &&
+		    pthread_create(&ing->cutter_thr, NULL, cutter_main,
+		    ing) == 0)
+			ing->cutter_started = 1;
+		if (!atomic_load(&ing->stopping) &&
+		    pthread_create(&ing->gw_thr, NULL, gw_main, ing) == 0)
+			ing->gw_started = 1;
+		pthread_mutex_unlock(&ing->mu);
+		sm_info("store-gateway", "storage open; syncing from the "
+		    "bucket");
 		return (NULL);
 	}
 	if (ing->cfg.bucket != NULL && ing_ship_create(ing->db, ing->store,
@@ -715,6 +817,10 @@ ing_stop(struct ingester *ing)
 		pthread_join(ing->ship_thr, NULL);
 		ing->ship_started = 0;
 	}
+	if (ing->gw_started) {
+		pthread_join(ing->gw_thr, NULL);
+		ing->gw_started = 0;
+	}
 }
 
 void
@@ -723,10 +829,11 @@ ing_destroy(struct ingester *ing)
 	if (ing == NULL)
 		return;
 	if (ing->rpc != NULL || ing->replay_started || ing->cutter_started ||
-	    ing->ship_started)
+	    ing->ship_started || ing->gw_started)
 		ing_stop(ing);
 	sm_metric_gauge_fn_remove(ing);
 	ing_ship_destroy(ing->ship);
+	ing_gateway_destroy(ing->gw);
 	ing_db_close(ing->db);
 	ing_store_close(ing->store);
 	pthread_mutex_destroy(&ing->mu);
@@ -766,6 +873,8 @@ method_name(Smolder__V1__Request__MethodCase c)
 		return ("compact_plan");
 	case SMOLDER__V1__REQUEST__METHOD_COMPACT:
 		return ("compact");
+	case SMOLDER__V1__REQUEST__METHOD_SOURCES:
+		return ("sources");
 	default:
 		return ("unknown");
 	}
@@ -813,6 +922,7 @@ struct ing_call {
 	Smolder__V1__ProfilesResponse pfr;
 	Smolder__V1__CompactPlanResponse cpr;
 	Smolder__V1__CompactResponse cr;
+	Smolder__V1__SourcesResponse srcr;
 };
 
 /* Retention (compactor): on the wire a before_ms <= 0 means "keep"
@@ -1021,6 +1131,67 @@ query_of(const Smolder__V1__Request *req, struct sm_arena *a,
 	}
 }
 
+/* The select of a read request, or NULL. */
+static const Smolder__V1__Select *
+req_select(const Smolder__V1__Request *req)
+{
+	switch (req->method_case) {
+	case SMOLDER__V1__REQUEST__METHOD_MERGE:
+		return (req->merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_SERIES:
+		return (req->series->select);
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		return (req->labels->select);
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		return (req->stats->select);
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		return (req->analyze->select);
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		return (req->span_merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		return (req->profiles->select);
+	default:
+		return (NULL);
+	}
+}
+
+/*
+ * What each role serves (ingester.h): a store-gateway reads one source
+ * per request, under its local tenant (gateway.h), and takes no writes
+ * or compactor calls; an ingester has no sources.
+ */
+static int
+role_check(struct ingester *ing, const Smolder__V1__Request *req,
+    struct sm_arena *a, struct ing_query *q, struct sm_err *err)
+{
+	const Smolder__V1__Select *sel = req_select(req);
+	Smolder__V1__Request__MethodCase mc = req->method_case;
+
+	if (!ing->cfg.gateway) {
+		if (mc == SMOLDER__V1__REQUEST__METHOD_SOURCES)
+			return (sm_err_set(err, SM_EUNSUPPORTED, "sources: not "
+			    "a store-gateway"));
+		if (sel != NULL && sel->source != NULL && sel->source[0] != '\0')
+			return (sm_err_set(err, SM_EINVAL, "%s: a select "
+			    "naming a source goes to a store-gateway, not an "
+			    "ingester", method_name(mc)));
+		return (0);
+	}
+	if (mc == SMOLDER__V1__REQUEST__METHOD_SOURCES)
+		return (0);
+	if (sel == NULL)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "%s: a store-gateway "
+		    "serves reads only", method_name(mc)));
+	if (sel->source == NULL || sel->source[0] == '\0')
+		return (sm_err_set(err, SM_EINVAL, "%s: a store-gateway "
+		    "serves one source per request and the select names none",
+		    method_name(mc)));
+	if ((q->sel.tenant = ing_gateway_tenant(a, sel->tenant, sel->source,
+	    err)) == NULL)
+		return (err->code);
+	return (0);
+}
+
 static int
 ing_dispatch(struct ing_call *c)
 {
@@ -1032,9 +1203,18 @@ ing_dispatch(struct ing_call *c)
 	struct ing_query q;
 	int rv;
 
-	if ((rv = query_of(req, a, &q, err)) != 0)
+	if ((rv = query_of(req, a, &q, err)) != 0 ||
+	    (rv = role_check(ing, req, a, &q, err)) != 0)
 		return (rv);
 	switch (req->method_case) {
+	case SMOLDER__V1__REQUEST__METHOD_SOURCES:
+		rv = ing_gateway_sources(ing->gw, req->sources->tenant, a,
+		    &c->srcr, err);
+		if (rv == 0) {
+			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SOURCES;
+			r->sources = &c->srcr;
+		}
+		break;
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
 		struct ing_write_result res;
 		char why[512];
@@ -1183,8 +1363,10 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		goto out;
 	}
 	if (!atomic_load(&ing->ready)) {
-		rv = sm_err_set(&err, SM_EUNAVAIL, "ingester not ready: "
-		    "replaying its head log");
+		rv = sm_err_set(&err, SM_EUNAVAIL, ing->cfg.gateway ?
+		    "store-gateway not ready: its first sync from the bucket "
+		    "is not done" : "ingester not ready: replaying its head "
+		    "log");
 		goto out;
 	}
 	/* Reads and compaction jobs share rpc_workers - 1 workers, so one is

@@ -23,7 +23,17 @@
  *
  * RPC methods: Write, Merge, Series, Labels, Stats (replica
  * de-duplication), Analyze (index statistics for AnalyzeQuery and
- * GetProfileStats), Health (the ring), Retention (the compactor).
+ * GetProfileStats), SpanMerge, Profiles, Health (the ring), Retention,
+ * CompactPlan and Compact (the compactor), Settings (tenant settings).
+ *
+ * Store-gateway role (cfg.gateway; -target=store-gateway, gateway.h):
+ * the same process serves history from the bucket.  It refuses Write,
+ * Retention, Compact* and Settings (SM_EUNSUPPORTED), answers Sources,
+ * and requires smolder.v1.Select.source on every read, which it serves
+ * from that source's blocks only; an ingester refuses a select naming a
+ * source (SM_EINVAL).  It turns ready after its first sync pass over the
+ * bucket; POST /store-gateway/sync runs a pass now (200 with the counts,
+ * 503 with the bucket's error).
  *
  * Fault injection (tests only).  With SMOLDER_TEST_FAULTS=write:P in the
  * environment, one Write RPC in P fails one allocation, the k-th one the
@@ -71,6 +81,13 @@ struct ing_config {
 	int64_t ship_workers;     /* -ingester.ship-concurrency */
 	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
 				   * borrowed, outlives the ingester) */
+	/* Store-gateway role (gateway.h; all set by main): no writes, no
+	 * shipping, blocks loaded from the bucket and served per source. */
+	bool gateway;
+	const char *gw_members;   /* -store-gateway.sharding-ring.members */
+	int64_t gw_rf;            /* ...sharding-ring.replication-factor */
+	int64_t gw_sync_ms;       /* -store-gateway.sync-interval */
+	int64_t ring_tokens;      /* -ring.tokens */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
 				   * (common/rpc.h, Direct calls; set by

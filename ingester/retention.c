@@ -30,6 +30,19 @@ out:
 	return (rv);
 }
 
+bool
+ing_db_block_retiring(struct ing_db *db, const char *tenant, uint64_t gen)
+{
+	bool found = false;
+
+	ING_LOCK(&db->retire_mu);
+	for (uint32_t i = 0; i < db->nretired && !found; i++)
+		found = db->retired[i].gen == gen &&
+		    strcmp(db->retired[i].tenant, tenant) == 0;
+	ING_UNLOCK(&db->retire_mu);
+	return (found);
+}
+
 /* Delete the retired blocks whose grace period is over (cutter thread). */
 void
 ing_retire_purge(struct ing_db *db, int64_t now_ms)

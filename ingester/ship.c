@@ -507,7 +507,7 @@ ing_ship_pass(struct ing_ship *sh, uint32_t *shipped, struct sm_err *err)
 
 	pthread_mutex_lock(&sh->mu);
 	pthread_mutex_init(&x.mu, NULL);
-	if ((rv = ing_db_blocks(sh->db, &x.v, &x.n)) != 0 ||
+	if ((rv = ing_db_blocks(sh->db, false, &x.v, &x.n)) != 0 ||
 	    (x.n > 0 && (x.ok = sm_calloc(x.n, 1)) == NULL)) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -601,15 +601,15 @@ ing_ship_destroy(struct ing_ship *sh)
 	sm_free(sh);
 }
 
-/* --- restore ----------------------------------------------------------------- */
+/* --- the bucket's blocks: scan and fetch ------------------------------------ */
 
-struct rst_ent {
+struct scan_ent {
 	char *key;                     /* .../<ULID>/meta.json */
 	bool marked;
 };
 
-struct rst_list {
-	struct rst_ent *v;
+struct scan_list {
+	struct scan_ent *v;
 	uint32_t n, cap;
 	char marked_dir[SM_BUCKET_KEY_MAX + 1];   /* ".../<ULID>/" */
 	char **idx;                    /* "<tk>/bucket-index.json" keys */
@@ -617,9 +617,9 @@ struct rst_list {
 };
 
 static int
-rst_add(void *arg, const struct sm_bucket_obj *o)
+scan_add(void *arg, const struct sm_bucket_obj *o)
 {
-	struct rst_list *l = arg;
+	struct scan_list *l = arg;
 	size_t n = strlen(o->key);
 
 	if (n > 19 && strcmp(o->key + n - 19, "/deletion-mark.json") == 0) {
@@ -646,25 +646,26 @@ rst_add(void *arg, const struct sm_bucket_obj *o)
 	return (0);
 }
 
-/* One block of this instance to import. */
-struct rst_blk {
-	char *meta_key;
-	char *tenant;
-	uint64_t gen;
-	uint8_t ulid[16];
-	char inc[33];
-	int64_t bytes;
-	char xxh[17];
-	bool skip;
-};
+static void
+scan_list_free(struct scan_list *l)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		sm_free(l->v[i].key);
+	sm_free(l->v);
+	for (uint32_t i = 0; i < l->nidx; i++)
+		sm_free(l->idx[i]);
+	sm_free(l->idx);
+}
 
 static int
-rst_blk_cmp(const void *a, const void *b)
+blk_cmp(const void *a, const void *b)
 {
-	const struct rst_blk *x = a, *y = b;
+	const struct ing_bucket_block *x = a, *y = b;
 	int c = strcmp(x->tenant, y->tenant);
 
 	if (c != 0)
+		return (c);
+	if ((c = strcmp(x->inc, y->inc)) != 0)
 		return (c);
 	if (x->gen != y->gen)
 		return (x->gen < y->gen ? -1 : 1);
@@ -672,30 +673,43 @@ rst_blk_cmp(const void *a, const void *b)
 }
 
 /* The replaced gens of merged blocks, as (tenant, incarnation, gen). */
-struct rst_rep {
+struct scan_rep {
 	char *tenant;
 	char inc[33];
 	uint64_t gen;
 };
 
-struct rst {
+static int
+rep_cmp(const void *a, const void *b)
+{
+	const struct scan_rep *x = a, *y = b;
+	int c = strcmp(x->tenant, y->tenant);
+
+	if (c != 0)
+		return (c);
+	if ((c = strcmp(x->inc, y->inc)) != 0)
+		return (c);
+	return (x->gen < y->gen ? -1 : x->gen > y->gen);
+}
+
+struct scan {
 	struct sm_bucket *b;
 	const char *instance;
-	struct rst_blk *v;
-	uint32_t n, cap;
-	struct rst_rep *rep;
+	struct ing_bucket_scan *out;
+	uint32_t cap;
+	struct scan_rep *rep;
 	uint32_t nrep, repcap;
 };
 
 /*
  * The metas the compactor's bucket indexes hold (compactor/
- * bucket_index.h), as {".../<ULID>/meta.json": meta}: a restore then
+ * bucket_index.h), as {".../<ULID>/meta.json": meta}: a scan then
  * fetches only the meta.json of blocks newer than their index.  A marked
  * block's entry carries its deletion time.  An index that cannot be read
  * is passed over (its blocks' metas are fetched one by one).
  */
 static json_t *
-rst_index_metas(struct rst *r, const struct rst_list *l)
+scan_index_metas(struct scan *r, const struct scan_list *l)
 {
 	json_t *metas = json_object();
 
@@ -729,15 +743,17 @@ rst_index_metas(struct rst *r, const struct rst_list *l)
 }
 
 /* One meta.json (from the indexes' metas, else fetched); kept when its
- * source is our instance.  A malformed one is passed over, logged. */
+ * source is the scan's instance (any without one).  A malformed one is
+ * passed over, logged. */
 static int
-rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
+scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
     struct sm_err *err)
 {
 	struct sm_buf v = SM_BUF_INIT;
 	json_t *j = NULL, *src, *rep, *x;
 	const char *inst, *tenant, *inc, *ulid, *xx;
-	struct rst_blk *bk;
+	struct ing_bucket_block *bk;
+	struct ing_bucket_scan *o = r->out;
 	bool marked = e->marked;
 	size_t i;
 	int rv = 0;
@@ -747,11 +763,17 @@ rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
 		marked |= json_object_get(j, "deletion_time_ms") != NULL;
 	} else {
 		if ((rv = sm_bucket_get(r->b, e->key, 0, SM_BUCKET_WHOLE, &v,
-		    err)) != 0)
+		    err)) != 0) {
+			if (rv == SM_ENOTFOUND) {
+				/* deleted since the listing */
+				sm_err_clear(err);
+				rv = 0;
+			}
 			goto out;
+		}
 		if ((j = json_loadb(v.b, v.len, 0, NULL)) == NULL) {
-			sm_warn("ship", "restore: a meta.json that is not JSON "
-			    "is passed over\tkey=%s", e->key);
+			sm_warn("ship", "a meta.json that is not JSON is "
+			    "passed over\tkey=%s", e->key);
 			goto out;
 		}
 	}
@@ -761,13 +783,15 @@ rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
 	inc = json_string_value(json_object_get(src, "incarnation"));
 	ulid = json_string_value(json_object_get(j, "ulid"));
 	xx = json_string_value(json_object_get(j, "block_xxh3"));
-	if (inst == NULL || strcmp(inst, r->instance) != 0)
+	if (r->instance != NULL && (inst == NULL || strcmp(inst,
+	    r->instance) != 0))
 		goto out;     /* another ingester's */
-	if (tenant == NULL || inc == NULL || strlen(inc) != 32 ||
-	    ulid == NULL || xx == NULL || strlen(xx) != 16 ||
-	    !json_is_integer(json_object_get(src, "gen"))) {
-		sm_warn("ship", "restore: a meta.json without its fields is "
-		    "passed over\tkey=%s", e->key);
+	if (inst == NULL || tenant == NULL || inc == NULL ||
+	    strlen(inc) != 32 || ulid == NULL || xx == NULL ||
+	    strlen(xx) != 16 || !json_is_integer(json_object_get(src,
+	    "gen"))) {
+		sm_warn("ship", "a meta.json without its fields is passed "
+		    "over\tkey=%s", e->key);
 		goto out;
 	}
 	rep = json_object_get(src, "replaces");
@@ -781,20 +805,21 @@ rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
 		r->rep[r->nrep].gen = (uint64_t)json_integer_value(x);
 		r->nrep++;
 	}
-	if (marked)
-		goto out;     /* past retention: not restored */
-	if (SM_GROW(r->v, r->cap, r->n + 1, 64) != 0) {
+	if (SM_GROW(o->v, r->cap, o->n + 1, 64) != 0) {
 		rv = SM_ENOMEM;
 		goto out;
 	}
-	bk = &r->v[r->n];
+	bk = &o->v[o->n];
 	memset(bk, 0, sizeof(*bk));
 	if ((bk->meta_key = sm_strdup(e->key)) == NULL ||
 	    (bk->tenant = sm_strdup(tenant)) == NULL ||
+	    (bk->instance = sm_strdup(inst)) == NULL ||
 	    ing_ulid_parse(ulid, bk->ulid) != 0) {
 		sm_free(bk->meta_key);
 		sm_free(bk->tenant);
-		rv = bk->meta_key == NULL || bk->tenant == NULL ? SM_ENOMEM :
+		sm_free(bk->instance);
+		rv = bk->meta_key == NULL || bk->tenant == NULL ||
+		    bk->instance == NULL ? SM_ENOMEM :
 		    sm_err_set(err, SM_ECORRUPT, "%s: bad ulid", e->key);
 		goto out;
 	}
@@ -802,75 +827,169 @@ rst_meta(struct rst *r, const struct rst_ent *e, json_t *cached,
 	snprintf(bk->inc, sizeof(bk->inc), "%s", inc);
 	snprintf(bk->xxh, sizeof(bk->xxh), "%s", xx);
 	bk->bytes = json_integer_value(json_object_get(j, "block_bytes"));
-	r->n++;
+	bk->min_t = json_integer_value(json_object_get(j, "min_t"));
+	bk->max_t = json_integer_value(json_object_get(j, "max_t"));
+	bk->marked = marked;
+	if (json_array_size(rep) > 0 && (bk->replaces = sm_calloc(
+	    json_array_size(rep), sizeof(*bk->replaces))) == NULL) {
+		sm_free(bk->meta_key);
+		sm_free(bk->tenant);
+		sm_free(bk->instance);
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	json_array_foreach(rep, i, x)
+		bk->replaces[bk->nreplaces++] = (uint64_t)json_integer_value(x);
+	o->n++;
 out:
 	json_decref(j);
 	sm_buf_fini(&v);
 	return (rv);
 }
 
-/* Decide what is imported: not replaced, one per (tenant, gen). */
+/* Flag what a reader passes over: replaced gens, repeated (source, gen). */
 static void
-rst_select(struct rst *r)
+scan_flag(struct scan *r)
 {
-	if (r->n > 1)
-		qsort(r->v, r->n, sizeof(*r->v), rst_blk_cmp);
-	for (uint32_t i = 0; i < r->n; i++) {
-		struct rst_blk *bk = &r->v[i];
+	struct ing_bucket_scan *o = r->out;
+	uint32_t k = 0;
 
-		for (uint32_t k = 0; k < r->nrep && !bk->skip; k++)
-			bk->skip = r->rep[k].gen == bk->gen &&
-			    strcmp(r->rep[k].inc, bk->inc) == 0 &&
-			    strcmp(r->rep[k].tenant, bk->tenant) == 0;
-		if (!bk->skip && i > 0 && !r->v[i - 1].skip &&
-		    r->v[i - 1].gen == bk->gen &&
-		    strcmp(r->v[i - 1].tenant, bk->tenant) == 0) {
-			bk->skip = true;
-			sm_warn("ship", "restore: two incarnations shipped one "
-			    "generation; the newer is restored\ttenant=%s "
-			    "gen=%llu skipped=%s", bk->tenant,
-			    (unsigned long long)bk->gen, bk->meta_key);
-		}
+	if (o->n > 1)
+		qsort(o->v, o->n, sizeof(*o->v), blk_cmp);
+	if (r->nrep > 1)
+		qsort(r->rep, r->nrep, sizeof(*r->rep), rep_cmp);
+	for (uint32_t i = 0; i < o->n; i++) {
+		struct ing_bucket_block *bk = &o->v[i];
+		struct scan_rep key = { .tenant = bk->tenant, .gen = bk->gen };
+
+		memcpy(key.inc, bk->inc, sizeof(key.inc));
+		/* both sorted the same way: one merge walk */
+		while (k < r->nrep && rep_cmp(&r->rep[k], &key) < 0)
+			k++;
+		bk->replaced = k < r->nrep && rep_cmp(&r->rep[k], &key) == 0;
+		bk->dup = i > 0 && o->v[i - 1].gen == bk->gen &&
+		    strcmp(o->v[i - 1].inc, bk->inc) == 0 &&
+		    strcmp(o->v[i - 1].tenant, bk->tenant) == 0;
 	}
 }
 
-/* Fetch, check and import one block. */
-static int
-rst_import(struct ing_store *store, struct rst *r, const struct rst_blk *bk,
-    uint64_t *bytes, struct sm_err *err)
+void
+ing_ship_scan_free(struct ing_bucket_scan *s)
 {
-	struct sm_buf obj = SM_BUF_INIT;
-	struct ing_store_part *parts = NULL;
-	struct ing_ship_rec rec = { .shipped = true };
+	for (uint32_t i = 0; i < s->n; i++) {
+		sm_free(s->v[i].meta_key);
+		sm_free(s->v[i].tenant);
+		sm_free(s->v[i].instance);
+		sm_free(s->v[i].replaces);
+	}
+	sm_free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+int
+ing_ship_scan(struct sm_bucket *bucket, const char *prefix,
+    const char *instance, struct ing_bucket_scan *out, struct sm_err *err)
+{
+	struct scan_list l = { 0 };
+	struct scan r = { .b = bucket, .instance = instance, .out = out };
+	json_t *cached = NULL;
+	int rv;
+
+	memset(out, 0, sizeof(*out));
+	if ((rv = sm_bucket_list(bucket, prefix != NULL ? prefix : "",
+	    scan_add, &l, err)) != 0)
+		goto out;
+	if ((cached = scan_index_metas(&r, &l)) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < l.n && rv == 0; i++)
+		rv = scan_meta(&r, &l.v[i], cached, err);
+	if (rv == 0)
+		scan_flag(&r);
+out:
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	if (rv != 0)
+		ing_ship_scan_free(out);
+	json_decref(cached);
+	for (uint32_t i = 0; i < r.nrep; i++)
+		sm_free(r.rep[i].tenant);
+	sm_free(r.rep);
+	scan_list_free(&l);
+	return (rv);
+}
+
+int
+ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
+    struct sm_buf *obj, struct ing_store_part **parts, uint32_t *nparts,
+    struct sm_err *err)
+{
 	char key[SM_BUCKET_KEY_MAX + 1];
 	const uint8_t *p, *toc;
 	uint32_t np;
 	int rv;
 
+	*parts = NULL;
+	*nparts = 0;
 	snprintf(key, sizeof(key), "%.*s/block",
 	    (int)(strlen(bk->meta_key) - 10), bk->meta_key);
-	if ((rv = sm_bucket_get(r->b, key, 0, SM_BUCKET_WHOLE, &obj,
+	if ((rv = sm_bucket_get(bucket, key, 0, SM_BUCKET_WHOLE, obj,
 	    err)) != 0)
-		goto out;
-	p = (const uint8_t *)obj.b;
-	if ((rv = ing_ship_object_check(p, obj.len, bk->bytes, bk->xxh, &np,
+		return (rv);
+	p = (const uint8_t *)obj->b;
+	if ((rv = ing_ship_object_check(p, obj->len, bk->bytes, bk->xxh, &np,
 	    err)) != 0) {
 		sm_err_prefix(err, "%s", key);
-		goto out;
+		return (rv);
 	}
-	if ((parts = sm_calloc(SM_MAX(np, 1), sizeof(*parts))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	toc = p + sm_get_be64(p + obj.len - ING_SHIP_FOOTER + 4);
+	if ((*parts = sm_calloc(SM_MAX(np, 1), sizeof(**parts))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	toc = p + sm_get_be64(p + obj->len - ING_SHIP_FOOTER + 4);
 	for (uint32_t i = 0; i < np; i++) {
 		const uint8_t *e = toc + (size_t)i * ING_SHIP_TOC_ENTRY;
 
-		parts[i].kind = (char)e[0];
-		parts[i].series = sm_get_be32(e + 1);
-		parts[i].v = p + sm_get_be64(e + 5);
-		parts[i].n = sm_get_be32(e + 13);
+		(*parts)[i].kind = (char)e[0];
+		(*parts)[i].series = sm_get_be32(e + 1);
+		(*parts)[i].v = p + sm_get_be64(e + 5);
+		(*parts)[i].n = sm_get_be32(e + 13);
 	}
+	*nparts = np;
+	return (0);
+}
+
+/* --- restore ----------------------------------------------------------------- */
+
+/* One generation per tenant across incarnations: newest ULID first. */
+static int
+rst_cmp(const void *a, const void *b)
+{
+	const struct ing_bucket_block *x = *(const struct ing_bucket_block *
+	    const *)a;
+	const struct ing_bucket_block *y = *(const struct ing_bucket_block *
+	    const *)b;
+	int c = strcmp(x->tenant, y->tenant);
+
+	if (c != 0)
+		return (c);
+	if (x->gen != y->gen)
+		return (x->gen < y->gen ? -1 : 1);
+	return (memcmp(y->ulid, x->ulid, 16));
+}
+
+/* Fetch, check and import one block. */
+static int
+rst_import(struct ing_store *store, struct sm_bucket *bucket,
+    const struct ing_bucket_block *bk, uint64_t *bytes, struct sm_err *err)
+{
+	struct sm_buf obj = SM_BUF_INIT;
+	struct ing_store_part *parts = NULL;
+	struct ing_ship_rec rec = { .shipped = true };
+	uint32_t np;
+	int rv;
+
+	if ((rv = ing_ship_fetch(bucket, bk, &obj, &parts, &np, err)) != 0)
+		goto out;
 	memcpy(rec.ulid, bk->ulid, 16);
 	if ((rv = ing_store_block_import(store, bk->tenant, bk->gen, parts, np,
 	    &rec, err)) == 0)
@@ -881,65 +1000,53 @@ out:
 	return (rv);
 }
 
-static void
-rst_free(struct rst *r, struct rst_list *l)
-{
-	for (uint32_t i = 0; i < r->n; i++) {
-		sm_free(r->v[i].meta_key);
-		sm_free(r->v[i].tenant);
-	}
-	sm_free(r->v);
-	for (uint32_t i = 0; i < r->nrep; i++)
-		sm_free(r->rep[i].tenant);
-	sm_free(r->rep);
-	for (uint32_t i = 0; i < l->n; i++)
-		sm_free(l->v[i].key);
-	sm_free(l->v);
-	for (uint32_t i = 0; i < l->nidx; i++)
-		sm_free(l->idx[i]);
-	sm_free(l->idx);
-}
-
 int
 ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
     const char *instance, uint32_t *blocks, uint64_t *bytes,
     struct sm_err *err)
 {
-	struct rst_list l = { 0 };
-	struct rst r = { .b = bucket, .instance = instance };
-	json_t *cached = NULL;
+	struct ing_bucket_scan sc;
+	const struct ing_bucket_block **v = NULL;
+	uint32_t n = 0;
 	int rv;
 
 	*blocks = 0;
 	*bytes = 0;
-	if ((rv = sm_bucket_list(bucket, "", rst_add, &l, err)) != 0)
-		goto out;
-	if ((cached = rst_index_metas(&r, &l)) == NULL) {
-		rv = SM_ENOMEM;
+	if ((rv = ing_ship_scan(bucket, NULL, instance, &sc, err)) != 0)
+		return (rv);
+	if ((v = sm_calloc(SM_MAX(sc.n, 1), sizeof(*v))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (uint32_t i = 0; i < l.n && rv == 0; i++)
-		rv = rst_meta(&r, &l.v[i], cached, err);
-	if (rv != 0)
-		goto out;
-	rst_select(&r);
-	for (uint32_t i = 0; i < r.n && rv == 0; i++) {
-		if (r.v[i].skip)
+	/* Past retention (marked), merged into another block, or a second
+	 * copy of one (source, gen): not restored. */
+	for (uint32_t i = 0; i < sc.n; i++) {
+		if (!sc.v[i].marked && !sc.v[i].replaced && !sc.v[i].dup)
+			v[n++] = &sc.v[i];
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), rst_cmp);
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		if (i > 0 && v[i - 1]->gen == v[i]->gen &&
+		    strcmp(v[i - 1]->tenant, v[i]->tenant) == 0) {
+			sm_warn("ship", "restore: two incarnations shipped one "
+			    "generation; the newer is restored\ttenant=%s "
+			    "gen=%llu skipped=%s", v[i]->tenant,
+			    (unsigned long long)v[i]->gen, v[i]->meta_key);
 			continue;
-		if ((rv = rst_import(store, &r, &r.v[i], bytes, err)) == 0) {
+		}
+		if ((rv = rst_import(store, bucket, v[i], bytes, err)) == 0) {
 			(*blocks)++;
 		} else if (rv == SM_ENOTFOUND || rv == SM_ECORRUPT) {
 			/* that block only: its replicas hold its data */
 			sm_error("ship", "restore: block not restored\t"
-			    "key=%s err=\"%s\"", r.v[i].meta_key, err->msg);
+			    "key=%s err=\"%s\"", v[i]->meta_key, err->msg);
 			sm_err_clear(err);
 			rv = 0;
 		}
 	}
 out:
-	if (rv == SM_ENOMEM)
-		sm_err_set(err, rv, "out of memory");
-	json_decref(cached);
-	rst_free(&r, &l);
+	sm_free(v);
+	ing_ship_scan_free(&sc);
 	return (rv);
 }

@@ -73,6 +73,7 @@
 #ifndef ING_SHIP_H
 #define ING_SHIP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/bucket.h"
@@ -127,6 +128,56 @@ int64_t ing_ulid_ms(const uint8_t bin[16]);
  * SM_EINVAL). */
 void ing_ulid_text(const uint8_t bin[16], char out[ING_ULID_LEN + 1]);
 int ing_ulid_parse(const char *text, uint8_t bin[16]);
+
+/*
+ * The bucket's complete blocks (those with a meta.json), for the restore
+ * and the store-gateway (gateway.h): one LIST under `prefix` (NULL: the
+ * whole bucket), the metas from the compactor's per-tenant
+ * bucket-index.json, and a GET of each meta.json newer than its index.
+ * Only the blocks shipped by `instance` when it is not NULL.  Sorted by
+ * (tenant, incarnation, gen, newest ULID first), each flagged with what a
+ * reader passes over:
+ *   marked    a deletion mark is on it (past retention; compactor);
+ *   replaced  a merged block of the same source stands for its gen;
+ *   dup       a second complete copy of the same (tenant, source, gen),
+ *             which a block re-shipped under a fresh ULID leaves.
+ * A meta.json that does not parse, or lacks its fields, is logged and
+ * passed over; one deleted since the listing is passed over.  0, or the
+ * bucket's error (nothing is returned then).
+ */
+struct ing_bucket_block {
+	char *meta_key;                /* ".../<ULID>/meta.json" */
+	char *tenant;
+	char *instance;
+	char inc[33];                  /* the source: 32 hex digits */
+	uint64_t gen;
+	uint8_t ulid[16];
+	int64_t bytes;                 /* the object's size (meta.json) */
+	char xxh[17];                  /* its XXH3 in hex (meta.json) */
+	int64_t min_t, max_t;
+	uint64_t *replaces;            /* gens a merged block stands for */
+	uint32_t nreplaces;
+	bool marked, replaced, dup;
+};
+
+struct ing_bucket_scan {
+	struct ing_bucket_block *v;
+	uint32_t n;
+};
+
+int ing_ship_scan(struct sm_bucket *bucket, const char *prefix,
+    const char *instance, struct ing_bucket_scan *out, struct sm_err *err);
+void ing_ship_scan_free(struct ing_bucket_scan *s);
+
+/*
+ * Fetch block bk's object into *obj and check it against its meta
+ * (ing_ship_object_check); *parts (heap, the caller frees it) point into
+ * obj, in the object's order, ready for ing_store_block_import.  0,
+ * SM_ECORRUPT, SM_ENOMEM or the bucket's error.
+ */
+int ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
+    struct sm_buf *obj, struct ing_store_part **parts, uint32_t *nparts,
+    struct sm_err *err);
 
 /*
  * Restore (an ingester that starts with an empty data directory and a

@@ -144,7 +144,7 @@ query_open(struct qry_query *x, struct sm_err *err)
 	sm_arena_destroy(x->arena);
 	if ((x->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	if ((rv = qry_fan_open(x->q, &x->fan, err)) != 0)
+	if ((rv = qry_fan_open(x->q, &x->fan, x->lim[0].tenant, err)) != 0)
 		return (rv);
 	return (0);
 }
@@ -234,7 +234,7 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 	int rv;
 	struct qry_plan_io io = {
 		.n = x->fan.n,
-		.rf = x->fan.snap->rf,
+		.rf = qry_fan_rf(&x->fan),
 		.round = fan_plan_round,
 		.arg = x,
 	};

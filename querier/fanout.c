@@ -50,24 +50,141 @@ qry_fan_close(struct qry_fan *f, bool all)
 	calls_free(f);
 	sm_free(f->target);
 	f->target = NULL;
-	f->n = 0;
+	sm_free(f->src);
+	f->src = NULL;
+	f->n = f->ni = 0;
 	if (all) {
 		sm_free(f->excluded);
 		f->excluded = NULL;
+		sm_free(f->gexcluded);
+		f->gexcluded = NULL;
+		f->gexcluded_n = 0;
 	}
 	if (f->snap != NULL)
 		sm_ring_release(f->snap);
 	f->snap = NULL;
+	if (f->gsnap != NULL)
+		sm_ring_release(f->gsnap);
+	f->gsnap = NULL;
+}
+
+/* The gateway's name for logs and errors. */
+static const char *
+gw_name(const struct sm_ring_snap *g, uint32_t m)
+{
+	return (g->id[m] != NULL ? g->id[m] : g->m[m]->url);
+}
+
+/*
+ * The Sources round (qry_int.h): every healthy, not excluded owner
+ * gateway of the tenant is asked; each (gateway, source) it lists becomes
+ * a target.  SM_EUNAVAIL when none answers.
+ */
+static int
+fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
+    struct sm_err *err)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
+	struct sm_ring_snap *g;
+	struct sm_rpc_multi *mc = NULL;
+	struct sm_buf b = SM_BUF_INIT;
+	struct sm_err last;
+	uint32_t own[64], no, asked = 0, answered = 0, cap = 0;
+	int rv = 0;
+
+	f->gsnap = g = sm_ring_acquire(q->cfg.gw_ring);
+	if (f->gexcluded == NULL || f->gexcluded_n != g->n) {
+		sm_free(f->gexcluded);
+		if ((f->gexcluded = sm_calloc(SM_MAX(g->n, 1), 1)) == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		f->gexcluded_n = g->n;
+	}
+	no = sm_ring_owners(g, sm_ring_key(tenant, NULL, 0), own);
+	sm_err_clear(&last);
+	snprintf(last.msg, sizeof(last.msg), "no owner is healthy");
+	sr.tenant = (char *)tenant;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_SOURCES;
+	req.sources = &sr;
+	req.deadline_unix_ms = sm_now_ms() + q->cfg.timeout_ms;
+	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
+	    &req.base)) != 0 || sm_rpc_multi_create(SM_MAX(no, 1), "sources",
+	    &mc) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
+	for (uint32_t i = 0; i < no; i++) {
+		if (!g->healthy[own[i]] || f->gexcluded[own[i]])
+			continue;
+		sm_rpc_multi_start(mc, i, g->m[own[i]]->client, b.b, b.len,
+		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+		asked++;
+	}
+	sm_rpc_multi_wait(mc);
+	for (uint32_t i = 0; i < no && asked > 0; i++) {
+		struct sm_arena *a;
+		Smolder__V1__Response *resp;
+		struct sm_err e;
+
+		if (!g->healthy[own[i]] || f->gexcluded[own[i]])
+			continue;
+		if ((a = sm_arena_create(QRY_CALL_BUDGET)) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		sm_err_clear(&e);
+		if (sm_rpc_multi_response(mc, i, a, &resp, &e) != 0 ||
+		    resp->result_case != SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
+			if (e.msg[0] == '\0')
+				snprintf(e.msg, sizeof(e.msg), "no sources in "
+				    "the answer");
+			sm_warn("querier", "store-gateway sources call failed\t"
+			    "gateway=%s err=\"%s\"", gw_name(g, own[i]), e.msg);
+			sm_err_set(&last, SM_EUNAVAIL, "%s: %.400s",
+			    gw_name(g, own[i]), e.msg);
+			sm_arena_destroy(a);
+			continue;
+		}
+		answered++;
+		for (size_t k = 0; k < resp->sources->n_sources; k++) {
+			const Smolder__V1__Source *so =
+			    resp->sources->sources[k];
+			struct qry_fan_src *fs;
+
+			if (SM_GROW(f->src, cap, f->n - f->ni + 1, 8) != 0) {
+				sm_arena_destroy(a);
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out;
+			}
+			fs = &f->src[f->n - f->ni];
+			fs->gw = own[i];
+			snprintf(fs->id, sizeof(fs->id), "%s", so->id);
+			snprintf(fs->instance, sizeof(fs->instance), "%s",
+			    so->instance);
+			f->n++;
+		}
+		sm_arena_destroy(a);
+	}
+	if (answered == 0)
+		rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: no "
+		    "store-gateway of tenant %s answered (%u owners, %u asked; "
+		    "%s)", tenant, no, asked, last.msg);
+out:
+	sm_rpc_multi_destroy(mc);
+	sm_buf_fini(&b);
+	return (rv);
 }
 
 int
-qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
+qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
+    struct sm_err *err)
 {
 	struct sm_ring_snap *s;
 	uint8_t *ex = f->excluded;
 
 	f->excluded = NULL;
-	qry_fan_close(f, true);
+	qry_fan_close(f, false);
 	f->excluded = ex;
 	f->snap = s = sm_ring_acquire(q->ring);
 	if (f->excluded == NULL && (f->excluded = sm_calloc(SM_MAX(s->n, 1),
@@ -83,6 +200,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
 		else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
 			f->down++;   /* a member that owns tokens is missing */
 	}
+	f->ni = f->n;
 	if (f->n == 0)
 		return (sm_err_set(err, SM_EUNAVAIL, "no healthy ingester to "
 		    "query (%u members)", s->n));
@@ -91,6 +209,8 @@ qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err)
 		    "unavailable: %u of %u, at most %u may be with replication "
 		    "factor %u", f->down, s->n, sm_ring_max_read_errors(s),
 		    s->rf));
+	if (q->cfg.gw_ring != NULL && tenant != NULL)
+		return (fan_sources(q, f, tenant, err));
 	return (0);
 }
 
@@ -117,16 +237,68 @@ request_error(int rv)
 	    rv == SM_ETOOBIG || rv == SM_EUNSUPPORTED || rv == SM_EAUTH);
 }
 
+/* The select of a read request (the source goes in it), or NULL. */
+static Smolder__V1__Select *
+req_select(Smolder__V1__Request *r)
+{
+	switch (r->method_case) {
+	case SMOLDER__V1__REQUEST__METHOD_MERGE:
+		return (r->merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_SERIES:
+		return (r->series->select);
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		return (r->labels->select);
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		return (r->stats->select);
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		return (r->analyze->select);
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		return (r->span_merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		return (r->profiles->select);
+	default:
+		return (NULL);
+	}
+}
+
+/* Pack `r` with the deadline, and the source when one is given. */
+static int
+pack_req(const Smolder__V1__Request *r, const char *source,
+    int64_t deadline, struct sm_buf *b)
+{
+	Smolder__V1__Request rd = *r;
+	Smolder__V1__Select *sel = req_select(&rd);
+	char *keep = NULL;
+	size_t sz;
+
+	rd.deadline_unix_ms = deadline;
+	/* The caller's request, borrowed for the packing only: nothing
+	 * else reads it meanwhile (rounds pack before they send). */
+	if (source != NULL && sel != NULL) {
+		keep = sel->source;
+		sel->source = (char *)source;
+	}
+	sz = protobuf_c_message_get_packed_size(&rd.base);
+	if (sm_buf_reserve(b, sz) == 0) {
+		protobuf_c_message_pack(&rd.base, (uint8_t *)b->b);
+		b->len = sz;
+	}
+	if (source != NULL && sel != NULL)
+		sel->source = keep;
+	return (b->len == sz ? 0 : SM_ENOMEM);
+}
+
 int
 qry_fan_round(struct querier *q, struct qry_fan *f,
     Smolder__V1__Request *const *reqs, uint32_t nreqs, uint32_t nlanes,
     const char *method, const uint8_t *must, struct sm_err *err)
 {
 	struct sm_rpc_multi *mc = NULL;
-	struct sm_buf *bufs = NULL;
+	struct sm_buf *bufs = NULL, *gbufs = NULL;
 	uint8_t *tfail = NULL, *asked = NULL;
 	uint32_t failed = 0, mustfail = 0, nc, nb, nasked = 0;
 	int rv = 0, first = 0, first_answer = 0;
+	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
 	pthread_once(&fan_metrics_once, fan_metrics_register);
 	calls_free(f);
@@ -137,42 +309,51 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	f->nlanes = nlanes;
 	if ((f->calls = sm_calloc(SM_MAX(nc, 1), sizeof(*f->calls))) == NULL ||
 	    (bufs = sm_calloc(nb, sizeof(*bufs))) == NULL ||
+	    (gbufs = sm_calloc(SM_MAX(nc, 1), sizeof(*gbufs))) == NULL ||
 	    (tfail = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    (asked = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    sm_rpc_multi_create(nc, method, &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
+	/* The ingester stops when this call's timeout has passed. */
 	for (uint32_t i = 0; i < nb; i++) {
-		const Smolder__V1__Request *r = reqs[i];
-		Smolder__V1__Request rd;
-		size_t sz;
-
-		if (r == NULL)
-			continue;
-		/* The ingester stops when this call's timeout has passed. */
-		rd = *r;
-		rd.deadline_unix_ms = sm_now_ms() + q->cfg.timeout_ms;
-		sz = protobuf_c_message_get_packed_size(&rd.base);
-		if (sm_buf_reserve(&bufs[i], sz) != 0) {
+		if (reqs[i] != NULL && pack_req(reqs[i], NULL, deadline,
+		    &bufs[i]) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
-		protobuf_c_message_pack(&rd.base, (uint8_t *)bufs[i].b);
-		bufs[i].len = sz;
 	}
 	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
+		const Smolder__V1__Request *r = reqs[nreqs == 1 ? 0 : i];
 		const struct sm_buf *b = &bufs[nreqs == 1 ? 0 : i];
+		uint32_t t = i % f->n;
+		struct sm_rpc_client *cl;
 
-		c->member = f->target[i % f->n];
 		c->rv = SM_RPC_PENDING;
-		if (reqs[nreqs == 1 ? 0 : i] == NULL)
+		if (t < f->ni) {
+			c->member = f->target[t];
+			cl = f->snap->m[c->member]->client;
+		} else {
+			c->member = f->src[t - f->ni].gw;
+			cl = f->gsnap->m[c->member]->client;
+		}
+		if (r == NULL)
 			continue;
-		sm_rpc_multi_start(mc, i, f->snap->m[c->member]->client, b->b,
-		    b->len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
-		nasked += !asked[i % f->n];
-		asked[i % f->n] = 1;
+		if (t >= f->ni) {
+			if (pack_req(r, f->src[t - f->ni].id, deadline,
+			    &gbufs[i]) != 0) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of "
+				    "memory");
+				goto out;
+			}
+			b = &gbufs[i];
+		}
+		sm_rpc_multi_start(mc, i, cl, b->b, b->len,
+		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+		nasked += !asked[t];
+		asked[t] = 1;
 	}
 	{
 		uint32_t budget = sm_ring_max_read_errors(f->snap);
@@ -182,11 +363,18 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
 		    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
 
+		/* Sources have no budget of their own (qry_int.h): wait for
+		 * every one. */
+		if (f->n > f->ni) {
+			qw.need = nasked;
+			qw.grace_ns = SM_QUORUM_ALL;
+		}
 		if (sm_rpc_multi_wait_quorum(mc, &qw) == SM_QUORUM_MET)
 			sm_counter_inc(sm_metric_child0(m_stragglers));
 	}
 	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
+		uint32_t t = i % f->n;
 
 		if (reqs[nreqs == 1 ? 0 : i] == NULL)
 			continue;
@@ -199,18 +387,32 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    &c->err);
 		if (c->rv == 0)
 			continue;
-		sm_warn("querier", "ingester call failed\tmethod=%s "
-		    "member=%s err=\"%s\"", method,
-		    f->snap->id[c->member] != NULL ? f->snap->id[c->member] :
-		    f->snap->m[c->member]->url, c->err.msg);
+		if (t < f->ni)
+			sm_warn("querier", "ingester call failed\tmethod=%s "
+			    "member=%s err=\"%s\"", method,
+			    f->snap->id[c->member] != NULL ?
+			    f->snap->id[c->member] :
+			    f->snap->m[c->member]->url, c->err.msg);
+		else
+			sm_warn("querier", "store-gateway call failed\t"
+			    "method=%s gateway=%s source=%s instance=%s "
+			    "err=\"%s\"", method, gw_name(f->gsnap, c->member),
+			    f->src[t - f->ni].id, f->src[t - f->ni].instance,
+			    c->err.msg);
 		/* The request's own fault: every replica would say so. */
 		if (request_error(c->rv)) {
 			*err = c->err;
 			rv = c->rv;
 			goto out;
 		}
-		if (!tfail[i % f->n]) {
-			tfail[i % f->n] = 1;
+		if (t >= f->ni) {
+			tfail[t] = 1;
+			if (must != NULL && must[i])
+				mustfail++;
+			continue;
+		}
+		if (!tfail[t]) {
+			tfail[t] = 1;
 			failed++;
 		}
 		/* The first answer's words, rather than a call cut short
@@ -223,7 +425,32 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		if (must != NULL && must[i])
 			mustfail++;
 	}
-	if (failed == 0)
+	/* A source nobody answered for may hold the only copy left. */
+	for (uint32_t t = f->ni; t < f->n; t++) {
+		const struct qry_fan_src *fs = &f->src[t - f->ni];
+		bool covered = false;
+
+		if (!tfail[t])
+			continue;
+		for (uint32_t u = f->ni; u < f->n && !covered; u++)
+			covered = u != t && asked[u] && !tfail[u] &&
+			    strcmp(f->src[u - f->ni].id, fs->id) == 0;
+		if (!covered) {
+			const struct qry_call *c = NULL;
+
+			for (uint32_t l = 0; l < nlanes && c == NULL; l++)
+				if (f->calls[l * f->n + t].rv != 0 &&
+				    f->calls[l * f->n + t].rv != SM_RPC_PENDING)
+					c = &f->calls[l * f->n + t];
+			rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: "
+			    "store-gateway %s failed for source %s (from %s) "
+			    "and no other answered for it: %s",
+			    gw_name(f->gsnap, fs->gw), fs->id, fs->instance,
+			    c != NULL ? c->err.msg : "no answer");
+			goto out;
+		}
+	}
+	if (failed == 0 && mustfail == 0)
 		goto out;
 	if (first_answer != 0)
 		first = first_answer;
@@ -242,9 +469,16 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		/* A member the plan counted on is gone (or its copy is
 		 * damaged): start over without it; replicas cover it. */
 		for (uint32_t i = 0; i < nc; i++) {
-			if (f->calls[i].rv != 0 && f->calls[i].rv !=
-			    SM_RPC_PENDING && must[i])
-				f->excluded[f->calls[i].member] = 1;
+			const struct qry_call *c = &f->calls[i];
+
+			if (c->rv == 0 || c->rv == SM_RPC_PENDING || !must[i])
+				continue;
+			if (i % f->n < f->ni)
+				f->excluded[c->member] = 1;
+			else
+				f->gexcluded[c->member] = 1;
+			if (first == 0)
+				first = (int)i + 1;
 		}
 		*err = f->calls[first - 1].err;
 		rv = SM_EAGAIN;
@@ -253,7 +487,10 @@ out:
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t i = 0; bufs != NULL && i < nb; i++)
 		sm_buf_fini(&bufs[i]);
+	for (uint32_t i = 0; gbufs != NULL && i < nc; i++)
+		sm_buf_fini(&gbufs[i]);
 	sm_free(bufs);
+	sm_free(gbufs);
 	sm_free(tfail);
 	sm_free(asked);
 	return (rv);
@@ -266,7 +503,8 @@ qry_fanout_same(struct querier *q, struct qry_fan *f,
 	Smolder__V1__Request *one = (Smolder__V1__Request *)req;
 	int rv;
 
-	if ((rv = qry_fan_open(q, f, err)) != 0)
+	if ((rv = qry_fan_open(q, f, req_select(one) != NULL ?
+	    req_select(one)->tenant : NULL, err)) != 0)
 		return (rv);
 	return (qry_fan_round(q, f, &one, 1, 1, method, NULL, err));
 }

@@ -98,7 +98,9 @@ int qry_limit_range(struct querier *q, const char *tenant, int64_t *start,
 
 /* One ingester's answer in a fan-out round. */
 struct qry_call {
-	uint32_t member;                 /* index in the fan's snapshot */
+	uint32_t member;                 /* index in the fan's snapshot (an
+					  * ingester target) or in its
+					  * gateway snapshot (a source) */
 	struct sm_arena *arena;          /* owned; holds resp */
 	Smolder__V1__Response *resp;     /* when rv == 0 */
 	int rv;
@@ -117,6 +119,20 @@ struct qry_call {
  * query then starts over without it (engine.c), at most
  * QRY_MAX_ATTEMPTS times.
  *
+ * With store-gateways (cfg.gw_ring), the fan has more targets after the
+ * ingesters: one per (gateway, source) that the tenant's owner gateways
+ * list in a Sources round at open (ingester/gateway.h), each asked with
+ * smolder.v1.Select.source set.  A source is a replica of part of the
+ * data, so the plan counts every (series, bucket) once across ingesters
+ * and sources alike.  Gateway targets are outside the ingester budget and
+ * follow their own rule: a round fails (SM_EUNAVAIL, naming the gateway,
+ * the source and the cause) when some source has no answering target,
+ * since that source may hold the only copy left of its data (a scaled-in
+ * or wiped ingester); a failed gateway target the plan counted on makes
+ * the round SM_EAGAIN, and the retry asks that source's other gateways.
+ * Opening fails with SM_EUNAVAIL when no owner gateway of the tenant
+ * answers Sources: history cannot be vouched for.
+ *
  * A round may carry several lanes (a Diff's left and right merges): lane
  * l's request to target i is reqs[l * n + i] and its answer
  * calls[l * n + i]; all go out at once.  A target counts once against the
@@ -125,20 +141,41 @@ struct qry_call {
  * The fan is transport only: which series each target contributes is the
  * plan's business (struct qry_plan).
  */
+struct qry_fan_src {
+	uint32_t gw;                     /* member index in gsnap */
+	char id[33];                     /* the source (incarnation) */
+	char instance[64];               /* who shipped it (logs) */
+};
+
 struct qry_fan {
 	struct sm_ring_snap *snap;
-	uint32_t *target;                /* member indexes asked */
-	uint32_t n;
+	uint32_t *target;                /* ingester member indexes: [0, ni) */
+	uint32_t n;                      /* targets: ingesters, then sources */
+	uint32_t ni;                     /* ingester targets */
 	uint32_t down;                   /* unhealthy or excluded members */
 	uint8_t *excluded;               /* per member (snap->n): failed */
+	struct sm_ring_snap *gsnap;      /* store-gateways; NULL: none */
+	struct qry_fan_src *src;         /* targets [ni, n): src[i - ni] */
+	uint8_t *gexcluded;              /* per gateway (gsnap->n): failed */
+	uint32_t gexcluded_n;
 	struct qry_call *calls;          /* last round: nlanes * n entries */
 	uint32_t nlanes;
 };
 
 void qry_fan_init(struct qry_fan *f);
 
-/* Take a ring snapshot and pick targets (healthy, not excluded). */
-int qry_fan_open(struct querier *q, struct qry_fan *f, struct sm_err *err);
+/* Take a ring snapshot and pick targets (healthy, not excluded), and the
+ * sources of `tenant` on the store-gateways when there are any. */
+int qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
+    struct sm_err *err);
+
+/* The replication factor the plan assumes: a fan with sources always has
+ * copies to de-duplicate. */
+static inline uint32_t
+qry_fan_rf(const struct qry_fan *f)
+{
+	return (f->n > f->ni && f->snap->rf < 2 ? 2 : f->snap->rf);
+}
 
 /* Release everything, keep f->excluded (for a retry) unless `all`. */
 void qry_fan_close(struct qry_fan *f, bool all);

@@ -46,6 +46,8 @@ struct qry_config {
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 	struct sm_tiers tiers;        /* -compactor.downsample-tiers (main) */
+	struct sm_ring *gw_ring;      /* the store-gateways (main; borrowed,
+				       * NULL: none) */
 };
 
 const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);

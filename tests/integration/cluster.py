@@ -37,7 +37,8 @@ class Cluster:
                  extra=(), ingester_extra=(), log_level="info", name="c",
                  compactors=0, compactor_extra=(),
                  heartbeat_timeout=None, distributor_peers=False,
-                 distributor_extra=()):
+                 distributor_extra=(), gateways=0, gateway_rf=2,
+                 gateway_extra=()):
         self.ws = ws
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
@@ -57,6 +58,13 @@ class Cluster:
         self.distributors = []
         self.queriers = []
         self.compactors = []
+        self.gateways = []
+        self.ngateways = gateways
+        self.gateway_rf = gateway_rf
+        self.gateway_extra = list(gateway_extra)
+        self.gw_ports = [free_port() for _ in range(gateways)]
+        self.gw_members = ",".join("gateway-%d=tcp://127.0.0.1:%d" % (i, p)
+                                   for i, p in enumerate(self.gw_ports))
         self.rpc_ports = [free_port() for _ in range(ingesters)]
         self.members = ",".join("ingester-%d=tcp://127.0.0.1:%d" % (i, p)
                                 for i, p in enumerate(self.rpc_ports))
@@ -69,9 +77,18 @@ class Cluster:
                                                 HEARTBEAT_TIMEOUT),
                 "-distributor.replication-factor=%d" % self.rf]
 
+    def gateway_flags(self):
+        """What a querier (and a store-gateway) needs to find the
+        store-gateways; [] without them."""
+        if not self.ngateways:
+            return []
+        return ["-store-gateway.sharding-ring.members=%s" % self.gw_members,
+                "-store-gateway.sharding-ring.replication-factor=%d"
+                % self.gateway_rf]
+
     def all(self):
         return (self.ingesters + self.distributors + self.queriers +
-                self.compactors)
+                self.compactors + self.gateways)
 
     # -- processes ---------------------------------------------------------------
 
@@ -85,6 +102,26 @@ class Cluster:
                 "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i]]
             + self.extra + self.ingester_extra)
 
+    def _gateway(self, i):
+        return DataServer(
+            self.ws.data_dir("%s-gateway-%d" % (self.name, i)),
+            self.ws.log_dir("%s-gateway-%d" % (self.name, i)),
+            name="gateway-%d" % i,
+            target="store-gateway", log_level=self.log_level, extra_flags=[
+                "-instance.id=gateway-%d" % i,
+                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.gw_ports[i],
+                "-ring.heartbeat-period=%s" % HEARTBEAT]
+            + self.gateway_flags() + self.extra + self.gateway_extra)
+
+    def restart_gateway(self, i, wait=True):
+        self.gateways[i] = self._gateway(i).start(wait=wait)
+        return self.gateways[i]
+
+    def kill9_gateway(self, i):
+        probs = self.gateways[i].kill9()
+        if probs:
+            self.problems[self.gateways[i].name + " (killed)"] = probs
+
     def peers_flag(self):
         """-distributor.peers listing every distributor, or None."""
         if self.distributor_ports is None:
@@ -96,6 +133,8 @@ class Cluster:
         port, extra = None, []
         if kind == "compactor":
             extra = self.compactor_extra
+        elif kind == "querier":
+            extra = self.gateway_flags()
         elif kind == "distributor":
             extra = list(self.distributor_extra)
             if self.distributor_ports is not None:
@@ -118,6 +157,8 @@ class Cluster:
             self.queriers.append(self._stateless("querier", i).start())
         for i in range(nc):
             self.compactors.append(self._stateless("compactor", i).start())
+        for i in range(self.ngateways):
+            self.gateways.append(self._gateway(i).start())
         if not self.wait_ring(active=ni):
             raise RuntimeError("the ring did not see %d active ingesters" %
                                ni)

@@ -1,0 +1,456 @@
+/*
+ * gateway.c -- the store-gateway's sync (gateway.h tells the design).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/ring.h"
+
+#include "gateway.h"
+#include "ship.h"
+
+struct ing_gateway {
+	struct ing_db *db;
+	struct ing_store *store;
+	struct sm_bucket *bucket;
+	struct sm_ring_snap *ring;     /* ids only; NULL: own every tenant */
+	uint32_t self;                 /* our index in ring */
+	pthread_mutex_t mu;            /* one pass at a time */
+	atomic_bool synced;
+	/* incarnation -> instance, from the last pass (src_mu) */
+	pthread_mutex_t src_mu;
+	struct gw_src { char inc[33]; char *instance; } *src;
+	uint32_t nsrc, srccap;
+};
+
+static struct sm_metric *m_passes, *m_pass_fail, *m_adopted, *m_dropped;
+static struct sm_metric *m_bad, *m_bytes;
+static pthread_once_t gw_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+gw_metrics_init(void)
+{
+	m_passes = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_sync_passes_total", "Sync passes over the "
+	    "bucket that completed.", NULL, NULL, 0);
+	m_pass_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_sync_failures_total", "Sync passes ended "
+	    "by a bucket or store error.", NULL, NULL, 0);
+	m_adopted = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_blocks_loaded_total", "Blocks fetched "
+	    "from the bucket and served.", NULL, NULL, 0);
+	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_blocks_dropped_total", "Blocks no longer "
+	    "served (marked, deleted, merged away or no longer owned).", NULL,
+	    NULL, 0);
+	m_bad = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_block_load_failures_total", "Blocks that "
+	    "failed their checks (size, checksums) or could not be fetched.",
+	    NULL, NULL, 0);
+	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_loaded_bytes_total", "Bytes of block "
+	    "objects fetched.", NULL, NULL, 0);
+}
+
+int
+ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
+    struct ing_store *store, struct ing_gateway **out, struct sm_err *err)
+{
+	struct ing_gateway *gw;
+	char **ids = NULL, **urls = NULL;
+	uint32_t n = 0;
+	int rv = 0;
+
+	pthread_once(&gw_metrics_once, gw_metrics_init);
+	*out = NULL;
+	if ((gw = sm_calloc(1, sizeof(*gw))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	gw->db = db;
+	gw->store = store;
+	gw->bucket = cfg->bucket;
+	pthread_mutex_init(&gw->mu, NULL);
+	pthread_mutex_init(&gw->src_mu, NULL);
+	if (cfg->members != NULL && cfg->members[0] != '\0') {
+		if ((rv = sm_ring_members_parse(cfg->members, &ids, &urls, &n,
+		    err)) != 0)
+			goto out;
+		for (gw->self = 0; gw->self < n && strcmp(ids[gw->self],
+		    cfg->self_id) != 0; gw->self++)
+			;
+		if (gw->self == n) {
+			rv = sm_err_set(err, SM_EINVAL, "-instance.id %s is not "
+			    "in -store-gateway.sharding-ring.members",
+			    cfg->self_id);
+			goto out;
+		}
+		if (sm_ring_snap_build_ids((const char *const *)ids, n,
+		    (uint32_t)cfg->tokens, (uint32_t)SM_MAX(cfg->rf, 1), NULL,
+		    &gw->ring) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+out:
+	sm_ring_members_free(ids, urls, n);
+	if (rv != 0) {
+		ing_gateway_destroy(gw);
+		return (rv);
+	}
+	*out = gw;
+	return (0);
+}
+
+void
+ing_gateway_destroy(struct ing_gateway *gw)
+{
+	if (gw == NULL)
+		return;
+	sm_ring_release(gw->ring);
+	for (uint32_t i = 0; i < gw->nsrc; i++)
+		sm_free(gw->src[i].instance);
+	sm_free(gw->src);
+	pthread_mutex_destroy(&gw->mu);
+	pthread_mutex_destroy(&gw->src_mu);
+	sm_free(gw);
+}
+
+bool
+ing_gateway_synced(const struct ing_gateway *gw)
+{
+	return (atomic_load(&gw->synced));
+}
+
+static bool
+hex32(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' &&
+		    s[i] <= 'f')))
+			return (false);
+	}
+	return (i == 32);
+}
+
+char *
+ing_gateway_tenant(struct sm_arena *a, const char *tenant, const char *source,
+    struct sm_err *err)
+{
+	size_t tl = strlen(tenant);
+	char *s;
+
+	if (!hex32(source)) {
+		sm_err_set(err, SM_EINVAL, "source \"%.40s\" is not an "
+		    "incarnation (32 hex digits)", source);
+		return (NULL);
+	}
+	if ((s = sm_arena_alloc(a, tl + 34)) == NULL) {
+		sm_err_set(err, SM_ENOMEM, "out of memory");
+		return (NULL);
+	}
+	memcpy(s, tenant, tl);
+	s[tl] = ING_GW_SEP;
+	memcpy(s + tl + 1, source, 33);
+	return (s);
+}
+
+/* Is `tenant` one this gateway serves? */
+static bool
+owned(const struct ing_gateway *gw, const char *tenant)
+{
+	uint32_t own[64], n;
+
+	if (gw->ring == NULL)
+		return (true);
+	n = sm_ring_owners(gw->ring, sm_ring_key(tenant, NULL, 0), own);
+	for (uint32_t i = 0; i < n; i++) {
+		if (own[i] == gw->self)
+			return (true);
+	}
+	return (false);
+}
+
+/* A held block: its local tenant and gen, and whether it is wanted. */
+struct held {
+	char *tenant;
+	uint64_t gen;
+	bool wanted;
+};
+
+static int
+held_cmp(const void *a, const void *b)
+{
+	const struct held *x = a, *y = b;
+	int c = strcmp(x->tenant, y->tenant);
+
+	if (c != 0)
+		return (c);
+	return (x->gen < y->gen ? -1 : x->gen > y->gen);
+}
+
+static struct held *
+held_find(struct held *v, uint32_t n, const char *tenant, uint64_t gen)
+{
+	struct held key = { .tenant = (char *)tenant, .gen = gen };
+
+	return (n == 0 ? NULL : bsearch(&key, v, n, sizeof(*v), held_cmp));
+}
+
+/* Remember which instance shipped incarnation `inc`. */
+static void
+src_note(struct ing_gateway *gw, const char *inc, const char *instance)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&gw->src_mu);
+	for (i = 0; i < gw->nsrc && strcmp(gw->src[i].inc, inc) != 0; i++)
+		;
+	if (i == gw->nsrc && SM_GROW(gw->src, gw->srccap, gw->nsrc + 1,
+	    16) == 0) {
+		snprintf(gw->src[i].inc, sizeof(gw->src[i].inc), "%s", inc);
+		if ((gw->src[i].instance = sm_strdup(instance)) != NULL)
+			gw->nsrc++;
+	}
+	pthread_mutex_unlock(&gw->src_mu);
+}
+
+/* Fetch, check, import and adopt one wanted block. */
+static int
+load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
+    const char *lt, struct sm_err *err)
+{
+	struct sm_buf obj = SM_BUF_INIT;
+	struct ing_store_part *parts = NULL;
+	struct ing_ship_rec rec = { .shipped = true };
+	const struct ing_store_part *mp = NULL;
+	uint32_t np = 0;
+	int rv;
+
+	if ((rv = ing_ship_fetch(gw->bucket, bk, &obj, &parts, &np,
+	    err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < np && mp == NULL; i++)
+		mp = parts[i].kind == 'M' ? &parts[i] : NULL;
+	if (mp == NULL) {
+		rv = sm_err_set(err, SM_ECORRUPT, "%s: no meta part",
+		    bk->meta_key);
+		goto out;
+	}
+	memcpy(rec.ulid, bk->ulid, 16);
+	if ((rv = ing_store_block_import(gw->store, lt, bk->gen, parts, np,
+	    &rec, err)) != 0)
+		goto out;
+	if ((rv = ing_db_block_adopt(gw->db, lt, bk->gen, mp->v, mp->n,
+	    bk->replaces, bk->nreplaces, err)) != 0)
+		goto out;
+	sm_counter_add(sm_metric_child0(m_bytes), obj.len);
+out:
+	sm_free(parts);
+	sm_buf_fini(&obj);
+	return (rv);
+}
+
+/* A merged block not loaded: the inputs it replaces stay in service. */
+static void
+keep_inputs(struct held *h, uint32_t nhb, const char *lt,
+    const struct ing_bucket_block *bk)
+{
+	for (uint32_t k = 0; k < bk->nreplaces; k++) {
+		struct held *y = held_find(h, nhb, lt, bk->replaces[k]);
+
+		if (y != NULL)
+			y->wanted = true;
+	}
+}
+
+int
+ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
+    uint32_t *dropped, struct sm_err *err)
+{
+	struct ing_bucket_scan sc = { 0 };
+	struct ing_db_block *hb = NULL;
+	struct held *h = NULL;
+	struct sm_arena *a = NULL;
+	uint32_t nhb = 0, nad = 0, ndr = 0;
+	int rv;
+
+	pthread_mutex_lock(&gw->mu);
+	if ((rv = ing_ship_scan(gw->bucket, NULL, NULL, &sc, err)) != 0)
+		goto out;
+	if ((rv = ing_db_blocks(gw->db, true, &hb, &nhb)) != 0 ||
+	    (h = sm_calloc(SM_MAX(nhb, 1), sizeof(*h))) == NULL ||
+	    (a = sm_arena_create(0)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < nhb; i++)
+		h[i] = (struct held){ hb[i].tenant, hb[i].meta.gen, false };
+	if (nhb > 1)
+		qsort(h, nhb, sizeof(*h), held_cmp);
+	/* Load what is wanted and not held, oldest gen of each source
+	 * first (a merged block after the inputs it replaces). */
+	for (uint32_t i = 0; i < sc.n; i++) {
+		const struct ing_bucket_block *bk = &sc.v[i];
+		struct held *x;
+		char *lt;
+
+		if (bk->marked || bk->replaced || bk->dup ||
+		    !owned(gw, bk->tenant))
+			continue;
+		if ((lt = ing_gateway_tenant(a, bk->tenant, bk->inc,
+		    err)) == NULL) {
+			rv = err->code;
+			goto out;
+		}
+		src_note(gw, bk->inc, bk->instance);
+		if ((x = held_find(h, nhb, lt, bk->gen)) != NULL) {
+			x->wanted = true;
+			/* inputs merged since: out of service with it */
+			for (uint32_t k = 0; k < bk->nreplaces; k++) {
+				struct held *y = held_find(h, nhb, lt,
+				    bk->replaces[k]);
+
+				if (y != NULL && !y->wanted &&
+				    ing_db_block_drop(gw->db, lt, y->gen)) {
+					y->wanted = true;   /* done */
+					ndr++;
+				}
+			}
+			continue;
+		}
+		if (ing_db_block_retiring(gw->db, lt, bk->gen)) {
+			keep_inputs(h, nhb, lt, bk);
+			continue;     /* the next pass, once it is gone */
+		}
+		if ((rv = load(gw, bk, lt, err)) == 0) {
+			nad++;
+			for (uint32_t k = 0; k < bk->nreplaces; k++) {
+				struct held *y = held_find(h, nhb, lt,
+				    bk->replaces[k]);
+
+				if (y != NULL && !y->wanted) {
+					y->wanted = true;   /* dropped */
+					ndr++;
+				}
+			}
+			continue;
+		}
+		if (rv == SM_ECORRUPT || rv == SM_ENOTFOUND) {
+			/* its inputs, if held, keep serving its data */
+			keep_inputs(h, nhb, lt, bk);
+			sm_counter_inc(sm_metric_child0(m_bad));
+			sm_error("store-gateway", "block not loaded\tkey=%s "
+			    "err=\"%s\"", bk->meta_key, err->msg);
+			sm_err_clear(err);
+			rv = 0;
+			continue;
+		}
+		goto out;
+	}
+	/* Then out of service: what is held and no longer wanted. */
+	for (uint32_t i = 0; i < nhb; i++) {
+		if (!h[i].wanted && ing_db_block_drop(gw->db, h[i].tenant,
+		    h[i].gen))
+			ndr++;
+	}
+	atomic_store(&gw->synced, true);
+out:
+	sm_counter_add(sm_metric_child0(m_adopted), nad);
+	sm_counter_add(sm_metric_child0(m_dropped), ndr);
+	sm_counter_inc(sm_metric_child0(rv == 0 ? m_passes : m_pass_fail));
+	if (nad > 0 || ndr > 0)
+		sm_info("store-gateway", "sync\tloaded=%u dropped=%u "
+		    "bucket_blocks=%u", nad, ndr, sc.n);
+	if (adopted != NULL)
+		*adopted = nad;
+	if (dropped != NULL)
+		*dropped = ndr;
+	pthread_mutex_unlock(&gw->mu);
+	sm_arena_destroy(a);
+	sm_free(h);
+	ing_db_blocks_free(hb, nhb);
+	ing_ship_scan_free(&sc);
+	return (rv);
+}
+
+static int
+source_cmp(const void *a, const void *b)
+{
+	const Smolder__V1__Source *x = *(Smolder__V1__Source *const *)a;
+	const Smolder__V1__Source *y = *(Smolder__V1__Source *const *)b;
+
+	return (strcmp(x->id, y->id));
+}
+
+int
+ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
+    struct sm_arena *a, Smolder__V1__SourcesResponse *out,
+    struct sm_err *err)
+{
+	struct ing_db_block *hb = NULL;
+	Smolder__V1__Source **v = NULL;
+	size_t tl = strlen(tenant), n = 0, cap = 0;
+	uint32_t nhb = 0;
+	int rv = 0;
+
+	smolder__v1__sources_response__init(out);
+	if (ing_db_blocks(gw->db, true, &hb, &nhb) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < nhb; i++) {
+		const char *lt = hb[i].tenant, *inc = lt + tl + 1;
+		const struct ing_block_meta *m = &hb[i].meta;
+		Smolder__V1__Source *s = n > 0 ? v[n - 1] : NULL;
+
+		if (strncmp(lt, tenant, tl) != 0 || lt[tl] != ING_GW_SEP ||
+		    !hex32(inc) || m->broken)
+			continue;
+		if (s == NULL || strcmp(s->id, inc) != 0) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				Smolder__V1__Source **nv = sm_arena_grow(a, v,
+				    n, nc, sizeof(*nv));
+
+				if (nv == NULL)
+					goto oom;
+				v = nv;
+				cap = nc;
+			}
+			if ((s = sm_arena_alloc(a, sizeof(*s))) == NULL)
+				goto oom;
+			smolder__v1__source__init(s);
+			s->id = sm_arena_strndup(a, inc, 32);
+			s->instance = (char *)"";
+			s->min_t = m->min_t;
+			s->max_t = m->max_t;
+			pthread_mutex_lock(&gw->src_mu);
+			for (uint32_t k = 0; k < gw->nsrc; k++) {
+				if (strcmp(gw->src[k].inc, inc) == 0)
+					s->instance = sm_arena_strndup(a,
+					    gw->src[k].instance,
+					    strlen(gw->src[k].instance));
+			}
+			pthread_mutex_unlock(&gw->src_mu);
+			if (s->id == NULL || s->instance == NULL)
+				goto oom;
+			v[n++] = s;
+		}
+		s->min_t = SM_MIN(s->min_t, m->min_t);
+		s->max_t = SM_MAX(s->max_t, m->max_t);
+		s->blocks++;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), source_cmp);
+	out->sources = v;
+	out->n_sources = n;
+	goto out;
+oom:
+	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	ing_db_blocks_free(hb, nhb);
+	return (rv);
+}

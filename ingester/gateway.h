@@ -1,0 +1,108 @@
+/*
+ * gateway.h -- the store-gateway's sync: which blocks of the bucket this
+ * process serves, kept in its own database (docs/architecture.md §10).
+ *
+ * A store-gateway is an ingester process in another role (ingester.h,
+ * cfg.gateway): it takes no writes, ships nothing, and serves the same
+ * query RPCs (merge, series, labels, stats, analyze, span merge,
+ * profiles, tiers through resolutions) from blocks it imports from the
+ * bucket.  This file decides what it imports and drops.
+ *
+ * Sources.  A source is one ingester data directory (meta.json's
+ * source.incarnation).  Sources of one tenant are replicas of parts of
+ * its data, so a gateway never sums them: each is served as a tenant of
+ * its own in the local database, named ING_GW_TENANT(tenant, source) =
+ * "<tenant>|<source>" ('|' is not valid in a tenant id, common/tenant.h),
+ * under the source's own generations -- so a merged block's `replaces`
+ * and a tier block's cover_gen keep their meaning (block.h) -- and the
+ * querier asks for one source per request (smolder.v1.Select.source) and
+ * counts every (series, bucket) once across ingesters and sources with
+ * its replica plan (querier/plan.c).
+ *
+ * Sharding.  Tenants are spread over the gateways of
+ * -store-gateway.sharding-ring.members by the ring's token walk
+ * (common/ring.h) on sm_ring_key(tenant): a gateway serves the tenants
+ * it is one of the -store-gateway.sharding-ring.replication-factor token
+ * owners of, whatever the health of the others, so every tenant is held
+ * by RF gateways and losing one loses no answer.  With no members listed
+ * the one gateway serves every tenant.  The querier computes the same
+ * owners from the same ids.
+ *
+ * A sync pass (every -store-gateway.sync-interval, and at POST
+ * /store-gateway/sync):
+ *   1. one bucket scan (ship.h, ing_ship_scan: a LIST, the compactor's
+ *      bucket indexes, meta.json of blocks newer than them);
+ *   2. wanted: every complete block of an owned tenant that is not
+ *      marked for deletion, not replaced by a merged block of its source
+ *      and not a second copy of one (source, gen);
+ *   3. each wanted block not held is fetched whole, checked (size, XXH3,
+ *      table of contents, every part's checksum), imported in one synced
+ *      batch and adopted, taking the gens it replaces out of service in
+ *      the same step (db.h, ing_db_block_adopt) -- so a query sees a
+ *      merged block or its inputs, never both, never neither;
+ *   4. then every held block no longer wanted (marked, deleted, merged
+ *      away, or of a tenant no longer owned) is taken out of service and
+ *      deleted after the retirement grace.
+ * A block that fails its checks is logged, counted and skipped (the
+ * ingesters that shipped it, or its other replicas' sources, hold its
+ * data); the pass goes on.  A bucket error ends the pass; what was done
+ * stays.  The gateway turns ready (Health ACTIVE) after its first
+ * complete pass, so a querier never counts on a gateway that has not
+ * loaded what it owns.
+ *
+ * What is not here yet: blocks are kept whole on the local disk (no byte
+ * budget with ranged GETs of data parts); a tenant's retention floor is
+ * applied through the compactor's deletion marks, a block at a time.
+ *
+ * Locking: one pass at a time (gw->mu); the database's own locks do the
+ * rest (db.h).  Errors: SM_EINVAL for a bad member list or an instance
+ * id not in it; the bucket's and the store's errors from a pass.
+ */
+#ifndef ING_GATEWAY_H
+#define ING_GATEWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "common/bucket.h"
+#include "smolder/v1/rpc.pb-c.h"
+
+#include "db.h"
+#include "store.h"
+
+#define ING_GW_SEP '|'
+
+struct ing_gateway_cfg {
+	const char *members;         /* -store-gateway.sharding-ring.members */
+	const char *self_id;         /* -instance.id */
+	int64_t rf;                  /* ...replication-factor */
+	int64_t tokens;              /* -ring.tokens */
+	struct sm_bucket *bucket;    /* borrowed */
+};
+
+struct ing_gateway;
+
+int ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
+    struct ing_store *store, struct ing_gateway **out, struct sm_err *err);
+void ing_gateway_destroy(struct ing_gateway *gw);
+
+/* One pass (above); *adopted and *dropped count its changes (may be
+ * NULL).  0 or the first bucket or store error. */
+int ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
+    uint32_t *dropped, struct sm_err *err);
+
+/* Has a pass completed? */
+bool ing_gateway_synced(const struct ing_gateway *gw);
+
+/* The local tenant of (tenant, source) in arena a; NULL when the source
+ * is not 32 hex digits (SM_EINVAL in err) or out of memory. */
+char *ing_gateway_tenant(struct sm_arena *a, const char *tenant,
+    const char *source, struct sm_err *err);
+
+/* The sources held for `tenant`, sorted by id, in arena a. */
+int ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
+    struct sm_arena *a, Smolder__V1__SourcesResponse *out,
+    struct sm_err *err);
+
+#endif /* ING_GATEWAY_H */

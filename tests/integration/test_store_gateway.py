@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""
+test_store_gateway.py -- history served from the bucket by store-gateways
+keeps every acknowledged upload in the answer after a scale-in, and says
+so when it cannot: 4 ingesters (RF 2), 1 distributor, 1 querier, 2
+store-gateways (gateway RF 2), all shipping to and reading from a real S3
+server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
+
+  1. Uploads over 16 series (so every pair of ingesters holds some series
+     alone) are written and shipped; the gateways load the blocks
+     (POST /store-gateway/sync) and the querier's answer -- every stack,
+     exact -- counts each upload once although RF ingesters and RF
+     gateways' sources hold it.
+  2. Scale-in: a second batch is written; ingesters 2 and 3 are flushed
+     (cut and shipped, what the leave handshake will do), killed with
+     SIGKILL and their disks deleted: they are gone for good.  A querier
+     over the two remaining ingesters and the gateways answers every
+     acknowledged upload exactly; the same querier without gateways
+     answers short (the silent partial answer the gateways fix).
+  3. One gateway killed: the other still holds every tenant (RF 2), the
+     answer is unchanged.  Both killed: 503 naming the store-gateways --
+     never a silent partial answer.
+  4. A gateway restarted with its disk, and one restarted with its disk
+     deleted (it loads everything again before it turns ready): the
+     answer is exact from either alone.
+  5. A store-gateway takes no uploads.
+"""
+
+import os
+import shutil
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+
+import swift_s3  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from durability import DataServer, Workspace, flush, metrics  # noqa: E402
+from smolder import metric_value, run_script  # noqa: E402
+
+BUDGET_S = 300
+STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
+          "main;serve;db;query", "main;idle"]
+SHARDS = 16
+
+
+class Writer:
+    def __init__(self, c):
+        self.dist = c.distributors[0]
+        self.acked = {s: 0 for s in STACKS}
+        self.n = 0
+        self.base = int(time.time()) - 900
+        self.unit = 0            # one upload's value (the spy's rate)
+
+    def batch(self, r, count):
+        ok = 0
+        for k in range(count):
+            stack = STACKS[self.n % len(STACKS)]
+            t = self.base + self.n % 600
+            resp = self.dist.ingest({"name": "gw.cpu{shard=s%d}" %
+                                     (self.n % SHARDS), "from": t,
+                                     "until": t + 1},
+                                    ("%s 1\n" % stack).encode())
+            self.n += 1
+            if resp.status == 200:
+                self.acked[stack] += 1
+                ok += 1
+        r.eq(ok, count, "every upload of the batch acknowledged")
+
+
+def render(q):
+    now = int(time.time())
+    return q.render("gw.cpu{}", frm=now - 3600, until=now + 600,
+                    fmt="collapsed")
+
+
+def answer(q):
+    """{stack: value} of the collapsed render, or (status, body)."""
+    resp = render(q)
+    if resp.status != 200:
+        return (resp.status, resp.text()[:300])
+    out = {}
+    for line in resp.text().splitlines():
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            out[stack] = int(v)
+    return out
+
+
+def expected(w):
+    return {s: c * w.unit for s, c in w.acked.items() if c > 0}
+
+
+def sync(r, gw, what):
+    resp = gw.request("POST", "/store-gateway/sync", body=b"", timeout=120)
+    r.eq(resp.status, 200, "%s: %s synced" % (what, gw.name))
+    try:
+        return resp.json()
+    except ValueError:
+        return {}
+
+
+def wait_applied(r, c, idx, want):
+    for i in idx:
+        deadline = time.monotonic() + 60
+        v = 0
+        while time.monotonic() < deadline:
+            _, p = metrics(c.ingesters[i])
+            v = metric_value(p, "smolder_ingester_writes_total") or 0
+            if v >= want[i]:
+                break
+            time.sleep(0.05)
+        r.check(v >= want[i], "ingester-%d applied its writes" % i)
+
+
+def querier(c, ws, name, members, gateways):
+    extra = ["-ring.members=%s" % members, "-ring.heartbeat-period=100ms",
+             "-ring.heartbeat-timeout=1s",
+             "-distributor.replication-factor=2"] + c.extra
+    if gateways:
+        extra += c.gateway_flags()
+    s = DataServer(ws.data_dir(name), ws.log_dir(name), name=name,
+                   target="querier", extra_flags=extra).start()
+    c.queriers.append(s)    # stopped and judged with the cluster
+    return s
+
+
+def wait_answer(q, want, timeout=15):
+    deadline = time.monotonic() + timeout
+    got = None
+    while time.monotonic() < deadline:
+        got = answer(q)
+        if got == want:
+            break
+        time.sleep(0.2)
+    return got
+
+
+def body(r):
+    ws = Workspace("store-gateway")
+    r.at_end(lambda: ws.cleanup(r))
+    sw_dir = ws.path("swift")
+    sw = swift_s3.start(sw_dir)
+    r.at_end(lambda: swift_s3.stop(sw_dir))
+    flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
+    c = Cluster(ws, ingesters=4, distributors=1, queriers=1, rf=2,
+                gateways=2, gateway_rf=2, gateway_extra=flags +
+                ["-store-gateway.sync-interval=1h"],
+                extra=["-validation.reject-older-than=0",
+                       "-compactor.downsample-tiers=none"],
+                ingester_extra=flags + ["-ingester.ship-interval=1h"])
+    r.at_end(lambda: c.stop())
+    c.start()
+    w = Writer(c)
+    q = c.queriers[0]
+
+    # 1. shipped and loaded: every upload once
+    w.batch(r, 60)
+    first = answer(q)
+    r.check(isinstance(first, dict) and len(first) == len(STACKS),
+            "the first answer has every stack", str(first))
+    w.unit = (first.get(STACKS[0], 0) if isinstance(first, dict) else 0) \
+        // max(w.acked[STACKS[0]], 1)
+    r.check(w.unit > 0, "one upload's value is known (%d)" % w.unit)
+    per_ing = {}
+    for i, ing in enumerate(c.ingesters):
+        _, p = metrics(ing)
+        per_ing[i] = metric_value(p, "smolder_ingester_writes_total") or 0
+    r.eq(sum(per_ing.values()), 2 * 60, "each upload written on RF=2 "
+         "ingesters")
+    for ing in c.ingesters:
+        r.eq(flush(ing).status, 200, "%s flushed and shipped" % ing.name)
+    for gw in c.gateways:
+        j = sync(r, gw, "batch 1")
+        r.check(j.get("loaded", 0) >= 4, "%s loaded every ingester's "
+                "blocks (%s)" % (gw.name, j))
+    r.eq(answer(q), expected(w), "ingesters and gateways' sources count "
+         "every upload once")
+    _, p = metrics(q)
+    r.check((metric_value(p, "smolder_querier_dedup_plans_total") or 0) > 0,
+            "the querier planned over ingesters and sources")
+
+    # 2. scale-in: ingesters 2 and 3 leave for good
+    before = dict(per_ing)
+    w.batch(r, 60)
+    want = {}
+    for i, ing in enumerate(c.ingesters):
+        _, p = metrics(ing)
+        want[i] = metric_value(p, "smolder_ingester_writes_total") or 0
+    r.eq(sum(want.values()) - sum(before.values()), 2 * 60,
+         "the second batch on RF=2 ingesters")
+    wait_applied(r, c, range(4), want)
+    for i in (2, 3):
+        r.eq(flush(c.ingesters[i]).status, 200, "ingester-%d flushed "
+             "before it leaves" % i)
+    for gw in c.gateways:
+        sync(r, gw, "scale-in")
+    for i in (2, 3):
+        data = c.ingesters[i].data
+        c.kill9_ingester(i)
+        shutil.rmtree(data)
+    left = ",".join(m for m in c.members.split(",")
+                    if m.startswith("ingester-0=") or
+                    m.startswith("ingester-1="))
+    q_in = querier(c, ws, "querier-scaled", left, gateways=True)
+    q_no = querier(c, ws, "querier-nogw", left, gateways=False)
+    r.eq(answer(q_in), expected(w), "after the scale-in every acknowledged "
+         "upload counts once (ingesters 0-1 and the bucket)")
+    short = answer(q_no)
+    r.check(isinstance(short, dict) and short != expected(w) and
+            sum(short.values()) < sum(expected(w).values()),
+            "without store-gateways the same querier answers short "
+            "(the scaled-in ingesters' only copies are in the bucket)",
+            str(short))
+
+    # 3. gateways lost
+    c.kill9_gateway(0)
+    time.sleep(1.5)             # the querier's ring sees it unhealthy
+    r.eq(wait_answer(q_in, expected(w)), expected(w),
+         "one gateway down: the other serves every tenant")
+    c.kill9_gateway(1)
+    time.sleep(1.5)
+    got = answer(q_in)
+    r.check(isinstance(got, tuple) and got[0] == 503 and
+            "store-gateway" in got[1], "both gateways down: 503 naming the "
+            "store-gateways, never a short 200", str(got))
+
+    # 4. back: one with its disk, one wiped
+    g1data = c.gateways[1].data
+    shutil.rmtree(g1data)
+    os.makedirs(g1data)
+    c.restart_gateway(0)
+    r.eq(wait_answer(q_in, expected(w)), expected(w), "gateway-0 back "
+         "with its disk: exact")
+    c.restart_gateway(1)
+    _, p = metrics(c.gateways[1])
+    r.check((metric_value(p, "smolder_store_gateway_blocks_loaded_total")
+             or 0) >= 4, "gateway-1 reloaded its blocks before it turned "
+            "ready")
+    c.kill9_gateway(0)
+    time.sleep(1.5)
+    r.eq(wait_answer(q_in, expected(w)), expected(w), "gateway-1 alone, "
+         "from a wiped disk: exact")
+
+    # 5. roles
+    g = c.gateways[1]
+    resp = g.ingest({"name": "gw.cpu"}, b"a;b 1\n")
+    r.check(resp.status in (404, 405), "a store-gateway has no ingest "
+            "route (%d)" % resp.status)
+    c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_store_gateway", BUDGET_S, body)
