@@ -32,9 +32,11 @@
  * /ready is 200 when every component of this process can serve: the
  * ingester has replayed its head log and its storage accepts writes (503
  * with RocksDB's error while a full disk or an I/O error refuses them,
- * 200 again by itself once writes succeed), the distributor's ring has a write
- * quorum of healthy ingesters, the querier's ring has a healthy one.  In
- * a process with a distributor every answer carries the distributor's
+ * 200 again by itself once writes succeed), the distributor's ring has a
+ * write quorum of healthy ingesters, the querier's ring has a healthy one
+ * (and, with store-gateways, so has its gateway ring), a store-gateway
+ * has finished its first sync.  In a process with a distributor every
+ * answer carries the distributor's
  * random id in X-Smolder-Distributor, by which the distributors of
  * -distributor.peers count each other (distributor/peers.h).
  *
@@ -160,6 +162,18 @@ ready_handler(struct sm_http_req *r, void *arg)
 			return;
 		}
 		sm_ring_release(s);
+	}
+	/* A querier with store-gateways answers nothing without one. */
+	if (app->gw_ring != NULL) {
+		struct sm_ring_snap *s = sm_ring_acquire(app->gw_ring);
+		uint32_t nh = s->nhealthy, n = s->n;
+
+		sm_ring_release(s);
+		if (nh == 0) {
+			sm_http_reply_text(r, 503, "Store-gateways not ready: 0 "
+			    "of %u healthy", n);
+			return;
+		}
 	}
 	sm_http_reply_text(r, 200, "ready");
 }

@@ -153,12 +153,14 @@ class Cluster:
             self.ingesters.append(self._ingester(i).start())
         for i in range(nd):
             self.distributors.append(self._stateless("distributor", i).start())
+        # before the queriers: a querier with gateways is ready once it
+        # sees one healthy
+        for i in range(self.ngateways):
+            self.gateways.append(self._gateway(i).start())
         for i in range(nq):
             self.queriers.append(self._stateless("querier", i).start())
         for i in range(nc):
             self.compactors.append(self._stateless("compactor", i).start())
-        for i in range(self.ngateways):
-            self.gateways.append(self._gateway(i).start())
         if not self.wait_ring(active=ni):
             raise RuntimeError("the ring did not see %d active ingesters" %
                                ni)

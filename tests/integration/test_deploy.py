@@ -95,8 +95,8 @@ class Flags:
     def __init__(self, help_text):
         self.types = {m.group(1): m.group(2) or "" for m in re.finditer(
             r"^  -(\S+)(?: (\S+))?[ \t]*$", help_text, re.M)}
-        m = re.search(r"components to run: ([a-z, ]+)\.", help_text)
-        self.targets = set(re.findall(r"[a-z]+", m.group(1))) if m else set()
+        m = re.search(r"components to run: ([a-z, -]+)\.", help_text)
+        self.targets = set(re.findall(r"[a-z-]+", m.group(1))) if m else set()
 
 
 def argv_problems(argv, flags):
@@ -456,7 +456,7 @@ def text_flags(text):
     """Dotted single-dash flag names mentioned in a script or document, and
     literal -target= values."""
     names = set(FLAG_TOKEN.findall(text))
-    targets = set(re.findall(r"-target=([a-z,]+)(?![\w$])", text))
+    targets = set(re.findall(r"-target=([a-z,-]+)(?![\w$])", text))
     return names, targets
 
 
@@ -702,8 +702,8 @@ def check_launcher_flags(r, flags):
             rc, out, err = run_launcher(["--dir", os.path.join(tmp, "c"),
                                          "plan"] + extra, timeout=30)
             rows, cmds = plan_commands(out)
-            if not r.check(rc == 0 and len(cmds) == 7,
-                           "launcher plan (%s addresses): 7 processes" % (
+            if not r.check(rc == 0 and len(cmds) == 9,
+                           "launcher plan (%s addresses): 9 processes" % (
                                "single" if extra else "default"), out + err):
                 continue
             check_commands(r, flags, "launcher" + (
@@ -795,7 +795,8 @@ def read_pids(d, layout):
 def parse_status(out):
     """({name: (alive, ready)}, ACTIVE and healthy ring members)."""
     procs, active = {}, 0
-    roles = ("ingester", "distributor", "querier", "compactor")
+    roles = ("ingester", "distributor", "querier", "compactor",
+             "store-gateway")
     for ln in out.split("\n"):
         p = ln.split()
         if len(p) >= 7 and p[1] in roles:
@@ -824,7 +825,7 @@ def check_launcher_runs(r):
     tmp = tempfile.mkdtemp(prefix="smolder-deploy-")
     d = os.path.join(tmp, "cluster")
     counts = ["--distributors", "1", "--ingesters", "3", "--queriers", "1",
-              "--compactors", "1", "--dir", d]
+              "--compactors", "1", "--store-gateways", "1", "--dir", d]
     layout, pids = {}, {}
     failed_before = r.failed
     try:
@@ -851,7 +852,7 @@ def check_launcher_runs(r):
         layout = read_layout(d)
         pids = read_pids(d, layout)
         if not r.check(rc == 0, "launcher up: 1 distributor, 3 ingesters, 1 "
-                       "querier, 1 compactor ready in %.1fs" % (
+                       "querier, 1 compactor, 1 store-gateway ready in %.1fs" % (
                            time.monotonic() - t0), out + err):
             return
         print("# %s" % " ".join("%s=%s" % (n, layout[n][1])
@@ -859,7 +860,7 @@ def check_launcher_runs(r):
         ours = {n: p for n, p in pids.items()
                 if proc_state(p) == "alive" and "-http.listen-address=%s" %
                 layout[n][1] in proc_cmdline(p)}
-        r.check(len(layout) == 6 and len(ours) == 6,
+        r.check(len(layout) == 7 and len(ours) == 7,
                 "a pid file per process, each a live smolder with its "
                 "address", "layout %s pids %s live %s" % (layout, pids, ours))
         dist = [v[1] for v in layout.values() if v[0] == "distributor"][0]
@@ -881,9 +882,9 @@ def check_launcher_runs(r):
             rc, out, err = run_launcher(["--dir", d, "status"], env=env,
                                         timeout=30)
             procs, active = parse_status(out)
-            r.check(rc == 0 and len(procs) == 6 and
+            r.check(rc == 0 and len(procs) == 7 and
                     all(v == ("yes", "200") for v in procs.values()) and
-                    active == 3, "status (%s): 6 processes alive with /ready "
+                    active == 3, "status (%s): 7 processes alive with /ready "
                     "200, the ring has 3 ACTIVE healthy ingesters" % mode,
                     out + err)
         # An ingester killed -9: `up` starts just that one again.
@@ -938,8 +939,8 @@ def check_launcher_runs(r):
         left = {n: proc_state(p) for n, p in pids.items()
                 if proc_state(p) == "alive"}
         r.check(rc == 0 and not left and
-                len(re.findall(r" stopped$", out, re.M)) == 6,
-                "down stops all 6 processes up started, by pid, within the "
+                len(re.findall(r" stopped$", out, re.M)) == 7,
+                "down stops all 7 processes up started, by pid, within the "
                 "SIGTERM grace (%.1fs)" % (time.monotonic() - t0),
                 "exit %d, still alive %s\n%s%s" % (rc, left, out, err))
         bad = []
