@@ -361,6 +361,9 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
 	    "distributor");
+	app->ing_cfg.gw_members = app->gw_members;   /* a leave waits */
+	app->ing_cfg.gw_rf = app->gw_rf;
+	app->ing_cfg.ring_tokens = app->ring_tokens;
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
 	app->ing_cfg.bucket = app->bucket;
@@ -519,9 +522,9 @@ mod_querier_init(void *p, struct sm_err *err)
 			.recv_max = (size_t)1 << 30,
 		};
 
-		if (app->gw_rf < 1)
+		if (app->gw_rf < 1 || app->gw_rf > 64)
 			return (sm_err_set(err, SM_EINVAL, "-store-gateway."
-			    "sharding-ring.replication-factor must be >= 1"));
+			    "sharding-ring.replication-factor must be 1..64"));
 		if ((rv = sm_ring_create(&gc, NULL, &app->gw_ring, err)) != 0)
 			return (rv);
 		app->qry_cfg.gw_ring = app->gw_ring;
@@ -870,6 +873,10 @@ main(int argc, char **argv)
 	sm_info("main", "shutting down\tsignal=%s", sig == SIGINT ? "SIGINT" :
 	    "SIGTERM");
 	rc = app.ing != NULL && ing_failed(app.ing) ? 1 : 0;
+	/* An ingester with a bucket leaves before anything stops: its
+	 * blocks go to the bucket and the store-gateways (ingester.h). */
+	if (rc == 0 && app.ing != NULL && started == app.norder)
+		ing_leave_on_shutdown(app.ing);
 	/* A hung store must not hold the shutdown: uploads in flight end
 	 * now and stay pending (bucket.h, sm_bucket_cancel). */
 	sm_bucket_cancel(app.bucket);

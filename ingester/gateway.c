@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/ring.h"
+#include "common/rpc.h"
 
 #include "gateway.h"
 #include "ship.h"
@@ -88,8 +89,8 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 			goto out;
 		}
 		if (sm_ring_snap_build_ids((const char *const *)ids, n,
-		    (uint32_t)cfg->tokens, (uint32_t)SM_MAX(cfg->rf, 1), NULL,
-		    &gw->ring) != 0) {
+		    (uint32_t)cfg->tokens, (uint32_t)SM_MIN(SM_MAX(cfg->rf,
+		    1), 64), NULL, &gw->ring) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
@@ -452,5 +453,120 @@ oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
 	ing_db_blocks_free(hb, nhb);
+	return (rv);
+}
+
+/* --- what the gateways serve, asked by a leaving ingester ------------------ */
+
+struct ing_gw_client {
+	struct sm_ring_snap *ring;     /* ids only */
+	struct sm_rpc_client **c;      /* per member */
+	uint32_t n;
+};
+
+int
+ing_gw_client_create(const char *members, int64_t rf, int64_t tokens,
+    struct ing_gw_client **out, struct sm_err *err)
+{
+	struct ing_gw_client *gc;
+	char **ids = NULL, **urls = NULL;
+	uint32_t n = 0;
+	int rv;
+
+	*out = NULL;
+	if ((rv = sm_ring_members_parse(members, &ids, &urls, &n, err)) != 0)
+		return (rv);
+	if ((gc = sm_calloc(1, sizeof(*gc))) == NULL ||
+	    (gc->c = sm_calloc(SM_MAX(n, 1), sizeof(*gc->c))) == NULL ||
+	    sm_ring_snap_build_ids((const char *const *)ids, n,
+	    (uint32_t)tokens, (uint32_t)SM_MIN(SM_MAX(rf, 1), 64), NULL,
+	    &gc->ring) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	gc->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct sm_rpc_client_cfg cc = { .url = urls[i],
+		    .recv_max = (size_t)64 << 20, .dial_retry_ms = 200 };
+
+		if ((rv = sm_rpc_client_create(&cc, &gc->c[i], err)) != 0)
+			goto out;
+	}
+out:
+	sm_ring_members_free(ids, urls, n);
+	if (rv != 0) {
+		ing_gw_client_destroy(gc);
+		return (rv);
+	}
+	*out = gc;
+	return (0);
+}
+
+void
+ing_gw_client_destroy(struct ing_gw_client *gc)
+{
+	if (gc == NULL)
+		return;
+	for (uint32_t i = 0; gc->c != NULL && i < gc->n; i++)
+		sm_rpc_client_destroy(gc->c[i]);
+	sm_free(gc->c);
+	sm_ring_release(gc->ring);
+	sm_free(gc);
+}
+
+int
+ing_gw_serves(struct ing_gw_client *gc, const char *tenant, const char *inc,
+    uint32_t nblocks, int64_t max_t, bool *yes, uint32_t *nanswered,
+    struct sm_err *err)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
+	uint32_t own[64], no, answered = 0, serving = 0;
+	struct sm_buf b = SM_BUF_INIT;
+	int rv = 0;
+
+	*yes = false;
+	sr.tenant = (char *)tenant;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_SOURCES;
+	req.sources = &sr;
+	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
+	    &req.base)) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
+	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), own);
+	for (uint32_t i = 0; i < no; i++) {
+		struct sm_buf resp = SM_BUF_INIT;
+		struct sm_arena *a = sm_arena_create(0);
+		Smolder__V1__Response *r = NULL;
+		ProtobufCAllocator al;
+		bool ok = false;
+
+		if (a == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
+		al = sm_arena_pbc(a);
+		if (sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp) == 0 &&
+		    (r = smolder__v1__response__unpack(&al, resp.len,
+		    (const uint8_t *)resp.b)) != NULL && r->code == 0 &&
+		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
+			answered++;
+			for (size_t k = 0; k < r->sources->n_sources && !ok;
+			    k++) {
+				const Smolder__V1__Source *s =
+				    r->sources->sources[k];
+
+				ok = strcmp(s->id, inc) == 0 &&
+				    s->blocks >= nblocks && s->max_t >= max_t;
+			}
+			serving += ok;
+		}
+		sm_buf_fini(&resp);
+		sm_arena_destroy(a);
+	}
+	sm_buf_fini(&b);
+	/* every owner that answers, and at least one */
+	*yes = rv == 0 && answered > 0 && serving == answered;
+	*nanswered = answered;
 	return (rv);
 }

@@ -56,6 +56,10 @@ struct ingester {
 	pthread_t gw_thr;
 	int gw_started;
 	atomic_bool ready, failed, stopping;
+	atomic_bool leaving;            /* ing_leave: no writes, LEAVING */
+	pthread_mutex_t leave_mu;       /* one leave; its result */
+	int left;                       /* 0 not run, 1 done, -1 failed */
+	struct sm_err leave_err;
 	atomic_uint queries;            /* query RPCs being served */
 	uint32_t fault_every;           /* SMOLDER_TEST_FAULTS (ingester.h) */
 	atomic_uint_fast64_t fault_n;
@@ -85,7 +89,7 @@ static struct sm_metric *m_restored, *m_restore_fail;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[16];
+	static struct sm_flag f[18];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -161,6 +165,16 @@ ing_flags(struct ing_config *cfg, size_t *n)
 	f[15] = (struct sm_flag){ "ingester.ship-concurrency", SM_FLAG_INT,
 		&cfg->ship_workers, "4",
 		"Blocks uploaded to the bucket at once (1-32)." };
+	f[16] = (struct sm_flag){ "ingester.leave-on-shutdown", SM_FLAG_BOOL,
+		&cfg->leave_on_shutdown, "true",
+		"With -storage.backend, SIGTERM leaves as POST "
+		"/ingester/shutdown does: cut and ship every block and wait "
+		"until store-gateways serve them before exiting (false: a "
+		"restart that keeps its disk)." };
+	f[17] = (struct sm_flag){ "ingester.leave-timeout", SM_FLAG_DURATION,
+		&cfg->leave_timeout_ms, "5m",
+		"How long a leave waits for the bucket and the store-gateways "
+		"before it gives up." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -374,6 +388,260 @@ flush_handler(struct sm_http_req *r, void *arg)
 	sm_http_reply_text(r, 200, "flushed");
 }
 
+/* --- leaving ---------------------------------------------------------------- */
+
+/* A pause of a leave's polling (woken early by a stop). */
+static void
+leave_sleep(struct ingester *ing, int64_t ms)
+{
+	pthread_mutex_lock(&ing->mu);
+	if (!atomic_load(&ing->stopping))
+		sm_cond_wait_ms(&ing->cv, &ing->mu, ms);
+	pthread_mutex_unlock(&ing->mu);
+}
+
+/* Per tenant: its listed blocks and their end, for ing_gw_serves. */
+struct leave_tenant {
+	const char *id;
+	uint32_t n;
+	int64_t max_t;
+};
+
+/* Wait until the store-gateways serve every block (ingester.h). */
+static int
+leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
+    struct sm_err *err)
+{
+	struct ing_gw_client *gc = NULL;
+	struct ing_db_block *v = NULL;
+	struct leave_tenant *t = NULL;
+	uint32_t nv = 0, nt = 0, done = 0;
+	uint8_t inc[16];
+	char hex[33];
+	int rv;
+
+	if ((rv = ing_store_incarnation(ing->store, inc, err)) != 0)
+		return (rv);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", inc[i]);
+	if ((rv = ing_gw_client_create(ing->cfg.gw_members, ing->cfg.gw_rf,
+	    ing->cfg.ring_tokens, &gc, err)) != 0)
+		return (rv);
+	if ((rv = ing_db_blocks(ing->db, true, &v, &nv)) != 0 ||
+	    (t = sm_calloc(SM_MAX(nv, 1), sizeof(*t))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < nv; i++) {     /* (tenant, gen) order */
+		if (nt == 0 || strcmp(t[nt - 1].id, v[i].tenant) != 0)
+			t[nt++] = (struct leave_tenant){ v[i].tenant, 0,
+			    INT64_MIN };
+		t[nt - 1].n++;
+		t[nt - 1].max_t = SM_MAX(t[nt - 1].max_t, v[i].meta.max_t);
+	}
+	while (done < nt) {
+		uint32_t answered = 0;
+		bool yes = false;
+
+		if ((rv = ing_gw_serves(gc, t[done].id, hex, t[done].n,
+		    t[done].max_t, &yes, &answered, err)) != 0)
+			goto out;
+		if (yes) {
+			done++;
+			continue;
+		}
+		/* at shutdown, gateways that are all down are not waited
+		 * for (the blocks are in the bucket) */
+		if (answered == 0 && !patient) {
+			rv = sm_err_set(err, SM_EUNAVAIL, "no store-gateway of "
+			    "tenant %s answers", t[done].id);
+			goto out;
+		}
+		if (sm_now_ms() >= deadline) {
+			rv = sm_err_set(err, SM_ETIMEDOUT, "the store-gateways "
+			    "do not serve tenant %s's %u blocks yet (%u of %u "
+			    "tenants served)", t[done].id, t[done].n, done, nt);
+			goto out;
+		}
+		leave_sleep(ing, 500);
+	}
+	sm_info("ingester", "leave: the store-gateways serve every block\t"
+	    "tenants=%u blocks=%u", nt, nv);
+out:
+	sm_free(t);
+	ing_db_blocks_free(v, nv);
+	ing_gw_client_destroy(gc);
+	return (rv);
+}
+
+static int
+leave_run(struct ingester *ing, bool patient, struct sm_err *err)
+{
+	int64_t deadline = sm_now_ms() + ing->cfg.leave_timeout_ms;
+	int rv;
+
+	if (!atomic_load(&ing->ready))
+		return (sm_err_set(err, SM_EUNAVAIL, "ingester not ready: "
+		    "replaying its head log"));
+	if (ing->ship == NULL)
+		return (sm_err_set(err, SM_EINVAL, "no bucket "
+		    "(-storage.backend): there is nowhere to leave the "
+		    "blocks"));
+	atomic_store(&ing->leaving, true);
+	sm_info("ingester", "leaving: no more writes; cutting and shipping "
+	    "every block");
+	if ((rv = ing_db_flush(ing->db, err)) != 0)
+		return (rv);
+	for (uint32_t last = UINT32_MAX;;) {
+		uint32_t pending;
+
+		sm_err_clear(err);
+		rv = ing_ship_pass(ing->ship, NULL, err);
+		pending = ing_ship_pending(ing->ship);
+		if (rv == 0 && pending == 0)
+			break;
+		/* At shutdown a bucket that fails, or blocks that cannot be
+		 * shipped (damaged), are not waited for: they stay on the
+		 * disk. */
+		if (!patient && (rv != 0 || pending >= last)) {
+			if (rv == 0)
+				sm_err_set(err, SM_EIO, "%u blocks cannot be "
+				    "shipped", pending);
+			sm_err_prefix(err, "leave");
+			return (rv != 0 ? rv : SM_EIO);
+		}
+		last = pending;
+		if (sm_now_ms() >= deadline) {
+			if (rv == 0)
+				sm_err_set(err, SM_ETIMEDOUT, "%u blocks not "
+				    "shipped", ing_ship_pending(ing->ship));
+			sm_err_prefix(err, "leave timed out");
+			return (SM_ETIMEDOUT);
+		}
+		leave_sleep(ing, 1000);
+	}
+	if (ing->cfg.gw_members != NULL && ing->cfg.gw_members[0] != '\0' &&
+	    (rv = leave_wait_gateways(ing, patient, deadline, err)) != 0) {
+		sm_err_prefix(err, "leave");
+		return (rv);
+	}
+	sm_info("ingester", "left: every block is in the bucket%s",
+	    ing->cfg.gw_members != NULL && ing->cfg.gw_members[0] != '\0' ?
+	    " and served by the store-gateways" : "");
+	return (0);
+}
+
+/* One leave; later calls get its result (a failed patient one may be
+ * retried: the operator asks again). */
+static int
+leave_once(struct ingester *ing, bool patient, struct sm_err *err)
+{
+	int rv;
+
+	pthread_mutex_lock(&ing->leave_mu);
+	if (ing->left == 0 || (ing->left == -1 && patient)) {
+		sm_err_clear(&ing->leave_err);
+		rv = leave_run(ing, patient, &ing->leave_err);
+		ing->left = rv == 0 ? 1 : -1;
+		if (rv != 0 && ing->leave_err.code == 0)
+			ing->leave_err.code = rv;
+	}
+	rv = ing->left == 1 ? 0 : ing->leave_err.code;
+	*err = ing->leave_err;
+	pthread_mutex_unlock(&ing->leave_mu);
+	return (rv);
+}
+
+int
+ing_leave(struct ingester *ing, struct sm_err *err)
+{
+	return (leave_once(ing, true, err));
+}
+
+/* The shutdown's leave, in a thread of its own so it can be bounded. */
+struct leave_job {
+	struct ingester *ing;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int rv;
+	struct sm_err err;
+};
+
+static void *
+leave_main(void *arg)
+{
+	struct leave_job *j = arg;
+	struct sm_err err;
+	int rv;
+
+	sm_err_clear(&err);
+	rv = leave_once(j->ing, false, &err);
+	pthread_mutex_lock(&j->mu);
+	j->rv = rv;
+	j->err = err;
+	j->done = true;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return (NULL);
+}
+
+void
+ing_leave_on_shutdown(struct ingester *ing)
+{
+	struct leave_job j = { .ing = ing };
+	int64_t deadline;
+	pthread_t thr;
+
+	if (ing == NULL || ing->cfg.gateway || ing->cfg.bucket == NULL ||
+	    !ing->cfg.leave_on_shutdown || ing->ship == NULL)
+		return;
+	pthread_mutex_init(&j.mu, NULL);
+	sm_cond_init(&j.cv);
+	if (pthread_create(&thr, NULL, leave_main, &j) != 0) {
+		sm_error("ingester", "shutdown without a leave: no thread");
+		goto out;
+	}
+	/* A store that hangs must not hold the shutdown past the leave's
+	 * bound: cancelling the bucket ends the upload in flight. */
+	deadline = sm_now_ms() + ing->cfg.leave_timeout_ms;
+	pthread_mutex_lock(&j.mu);
+	while (!j.done && sm_now_ms() < deadline)
+		sm_cond_wait_ms(&j.cv, &j.mu, SM_MAX(deadline - sm_now_ms(),
+		    1));
+	pthread_mutex_unlock(&j.mu);
+	if (!j.done)
+		sm_bucket_cancel(ing->cfg.bucket);
+	pthread_join(thr, NULL);
+	if (j.rv != 0)
+		sm_error("ingester", "shutdown without a complete leave; the "
+		    "rest stays on this disk\terr=\"%s\"", j.err.msg);
+out:
+	pthread_mutex_destroy(&j.mu);
+	pthread_cond_destroy(&j.cv);
+}
+
+/* POST /ingester/shutdown: leave, then exit (ingester.h). */
+static void
+shutdown_handler(struct sm_http_req *r, void *arg)
+{
+	struct ingester *ing = arg;
+	struct sm_err err;
+	int rv;
+
+	sm_err_clear(&err);
+	if ((rv = ing_leave(ing, &err)) != 0) {
+		/* it is not safe to go: say what is missing; it stays */
+		sm_http_reply_error(r, rv == SM_EINVAL ? 400 : 503,
+		    rv == SM_EINVAL ? "invalid_argument" : "unavailable",
+		    "%s", err.msg);
+		return;
+	}
+	sm_http_reply_text(r, 200, "left: every block is in the bucket and "
+	    "served; shutting down");
+	kill(getpid(), SIGTERM);
+}
+
 /* --- lifecycle ------------------------------------------------------------ */
 
 /*
@@ -491,11 +759,18 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	ing->cfg = *cfg;
 	ing->http = http;
 	pthread_mutex_init(&ing->mu, NULL);
+	pthread_mutex_init(&ing->leave_mu, NULL);
 	sm_cond_init(&ing->cv);
-	if (http != NULL && (rv = cfg->gateway ? sm_http_route(http, "POST",
-	    "/store-gateway/sync", gw_sync_handler, ing, 0) :
-	    sm_http_route(http, "POST", "/ingester/flush", flush_handler, ing,
-	    0)) != 0) {
+	if (http != NULL && cfg->gateway)
+		rv = sm_http_route(http, "POST", "/store-gateway/sync",
+		    gw_sync_handler, ing, 0);
+	else if (http != NULL && (rv = sm_http_route(http, "POST",
+	    "/ingester/flush", flush_handler, ing, 0)) == 0)
+		rv = sm_http_route(http, "POST", "/ingester/shutdown",
+		    shutdown_handler, ing, 0);
+	else
+		rv = 0;
+	if (rv != 0) {
 		ing_destroy(ing);
 		return (sm_err_set(err, rv, "ingester: route: %s",
 		    sm_strerror(rv)));
@@ -837,6 +1112,7 @@ ing_destroy(struct ingester *ing)
 	ing_db_close(ing->db);
 	ing_store_close(ing->store);
 	pthread_mutex_destroy(&ing->mu);
+	pthread_mutex_destroy(&ing->leave_mu);
 	pthread_cond_destroy(&ing->cv);
 	sm_free(ing);
 }
@@ -888,7 +1164,7 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 	struct ing_db_stats st;
 
 	h->instance_id = ing->cfg.instance_id;
-	if (atomic_load(&ing->stopping))
+	if (atomic_load(&ing->stopping) || atomic_load(&ing->leaving))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_LEAVING;
 	else if (!atomic_load(&ing->ready))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING;
@@ -1219,6 +1495,12 @@ ing_dispatch(struct ing_call *c)
 		struct ing_write_result res;
 		char why[512];
 
+		if (atomic_load(&ing->leaving)) {
+			rv = sm_err_set(err, SM_EUNAVAIL, "ingester leaving: "
+			    "it takes no more writes");
+			sm_counter_inc(sm_metric_child0(m_write_fail));
+			break;
+		}
 		/* A full disk (the reserve, or RocksDB's own error) refuses
 		 * here, before the head log is touched. */
 		if (ing->store != NULL && !ing_store_writable(ing->store,

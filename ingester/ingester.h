@@ -26,6 +26,25 @@
  * GetProfileStats), SpanMerge, Profiles, Health (the ring), Retention,
  * CompactPlan and Compact (the compactor), Settings (tenant settings).
  *
+ * Leaving (scale-in, or a disk that will not come back).  POST
+ * /ingester/shutdown, and SIGTERM when a bucket is configured and
+ * -ingester.leave-on-shutdown is on (ing_leave, called by main before
+ * anything stops): the ingester turns LEAVING (the rings stop sending it
+ * writes; a write that still comes is refused, SM_EUNAVAIL, and lands on
+ * the other replicas), cuts every head into blocks, ships until nothing
+ * is pending, and -- with -store-gateway.sharding-ring.members -- waits
+ * until, for every tenant it holds, each owner store-gateway that answers
+ * (at least one) serves its source with all its blocks (gateway.h,
+ * ing_gw_serves).  Only then may it go: /ingester/shutdown answers 200
+ * and the process exits; its data is in the bucket and served.  Past
+ * -ingester.leave-timeout it gives up: /ingester/shutdown answers 503
+ * saying what is missing and the ingester stays (LEAVING: still readable
+ * directly, kept out of the rings; asking again retries), SIGTERM logs
+ * it and exits with the data on its disk.  At SIGTERM a bucket that
+ * fails is not waited for at all (a shutdown never hangs on a store that
+ * is down).  A restart that keeps its disk may skip the wait
+ * (-ingester.leave-on-shutdown=false).
+ *
  * Store-gateway role (cfg.gateway; -target=store-gateway, gateway.h):
  * the same process serves history from the bucket.  It refuses Write,
  * Retention, Compact* and Settings (SM_EUNSUPPORTED), answers Sources,
@@ -81,10 +100,13 @@ struct ing_config {
 	int64_t ship_workers;     /* -ingester.ship-concurrency */
 	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
 				   * borrowed, outlives the ingester) */
+	bool leave_on_shutdown;   /* -ingester.leave-on-shutdown */
+	int64_t leave_timeout_ms; /* -ingester.leave-timeout */
 	/* Store-gateway role (gateway.h; all set by main): no writes, no
 	 * shipping, blocks loaded from the bucket and served per source. */
 	bool gateway;
-	const char *gw_members;   /* -store-gateway.sharding-ring.members */
+	const char *gw_members;   /* -store-gateway.sharding-ring.members
+				   * (an ingester: whom a leave waits for) */
 	int64_t gw_rf;            /* ...sharding-ring.replication-factor */
 	int64_t gw_sync_ms;       /* -store-gateway.sync-interval */
 	int64_t ring_tokens;      /* -ring.tokens */
@@ -93,6 +115,19 @@ struct ing_config {
 				   * (common/rpc.h, Direct calls; set by
 				   * main) */
 };
+
+struct ingester;
+
+/*
+ * Leave (above): 0 when everything is shipped and served, else
+ * SM_ETIMEDOUT or the bucket's error with what is missing in err.  Runs
+ * once; a second call returns the first one's result.
+ */
+int ing_leave(struct ingester *ing, struct sm_err *err);
+
+/* Leave at shutdown when -ingester.leave-on-shutdown and a bucket say
+ * so (logs the outcome); no-op otherwise. */
+void ing_leave_on_shutdown(struct ingester *ing);
 
 /* The flag table for this config (bound to `cfg`). */
 const struct sm_flag *ing_flags(struct ing_config *cfg, size_t *n);

@@ -582,14 +582,31 @@ class Server:
             if f:
                 f.close()
 
-    def stop(self):
+    def reap(self, timeout):
+        """The process ends by itself (POST /ingester/shutdown): wait up
+        to `timeout` s, then judge it as stop() does -- exit 0, no
+        sanitizer report.  Returns the problems."""
+        if self.stopped or self.proc is None:
+            return self.problems
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.problems.append("%s did not exit by itself within %ds" %
+                                 (self.name, timeout))
+        return self.stop(exited_ok=True)
+
+    def stop(self, exited_ok=False):
         """SIGTERM, wait, SIGKILL if needed.  Returns the list of problems:
         died early, no clean exit 0, sanitizer reports.  Idempotent."""
         if self.stopped or self.proc is None:
             return self.problems
         self.stopped = True
         rc = self.proc.poll()
-        if rc is not None:
+        if rc is not None and exited_ok:
+            if rc != 0:
+                self.problems.append("%s exited with status %d (want 0)"
+                                     % (self.name, rc))
+        elif rc is not None:
             self.problems.append("%s died unexpectedly (exit status %d)" % (
                 self.name, rc))
         else:

@@ -194,12 +194,15 @@ def body(r):
     srv.check_stopped(r, "the s3 server")
 
     # 2b. a hung store does not hold the shutdown (default timeouts:
-    #     30 s a request, 4 retries -- minutes without the cancel)
+    #     30 s a request, 4 retries -- minutes without the cancel) past
+    #     the leave's bound, -ingester.leave-timeout
     hflags = [a for a in flags if not a.startswith(("-storage.s3.timeout",
                                                     "-storage.s3.max-retries"))]
     data_h = ws.data_dir("data-hung")
     hsrv = DataServer(data_h, ws.log_dir("hung"),
-                      extra_flags=hflags + ["-storage.prefix=hung"] + common)
+                      extra_flags=hflags + ["-storage.prefix=hung",
+                                            "-ingester.leave-timeout=5s"] +
+                      common)
     hsrv.start()
     ingest(hsrv, "hung.cpu")
     os.kill(proxy, signal.SIGSTOP)
