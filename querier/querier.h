@@ -5,8 +5,10 @@
  * flamebearer profile; format collapsed, folded text).
  *
  * A query fans out to every healthy ingester of the ring over the internal
- * RPC (querier/fanout.c), with replicas de-duplicated per (series, bucket)
- * by a plan (querier/plan.c), merges the partial trees into one, truncates
+ * RPC (querier/fanout.c) -- and, with cfg.gw_ring, to the sources the
+ * tenant's store-gateways serve from the bucket (ingester/gateway.h) --
+ * with replicas de-duplicated per (series, bucket) by a plan
+ * (querier/plan.c), merges the partial trees into one, truncates
  * once to maxNodes and renders.  The timeline comes from a second fan-out
  * of per-step totals under the same plan.
  *
