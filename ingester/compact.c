@@ -430,6 +430,7 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
     struct ing_compact_job **jobs, uint32_t *n, uint32_t *cap)
 {
 	int64_t floor = ing_db_floor(db, t->id);
+	int64_t lfloor = ing_db_local_floor(db, t->id);
 	struct snap s;
 	int64_t *ws = NULL;
 	uint32_t nws = 0, wcap = 0, *pick = NULL;
@@ -497,7 +498,10 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 				(*n)++;
 			}
 		}
-		for (uint32_t k = 0; k < nwidths; k++) {
+		/* Below the local floor the raw blocks are partly gone
+		 * (served by the store-gateways): a tier built from what is
+		 * left would be short. */
+		for (uint32_t k = 0; k < nwidths && w0 >= lfloor; k++) {
 			struct verdict v;
 			struct ing_compact_job *j;
 
@@ -1262,6 +1266,7 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 	we = window_start + window_ms;
 	if (db->store == NULL || we > now_ms ||
 	    we <= ing_db_floor(db, tenant) ||
+	    (tier_ms != 0 && window_start < ing_db_local_floor(db, tenant)) ||
 	    (t = ing_tenant_find(db, tenant)) == NULL) {
 		count_job(tier_ms, "noop");
 		return (0);

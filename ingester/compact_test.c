@@ -606,6 +606,60 @@ test_late_data_rebuild(void)
 	free(w);
 }
 
+/*
+ * Local retention (db.h): once blocks of a window were dropped from this
+ * disk (the store-gateways serve them), no tier is planned or built for
+ * it -- it would be short -- and the local floor survives a reopen.
+ */
+static void
+test_local_floor(void)
+{
+	struct disk d;
+	struct want *w = calloc(1, sizeof(*w));
+	struct ing_compact_job *jobs;
+	struct ing_compact_stats st;
+	int64_t now = T0 + DAY + HOUR;
+	struct ing_block_meta *m;
+	struct sm_err err;
+	uint64_t gen;
+	int64_t end;
+	uint32_t n;
+
+	SM_REQUIRE(w != NULL);
+	disk_init(&d);
+	for (int64_t t = 0; t < DAY + HOUR; t += 60 * SEC) {
+		write_at(d.db, t, w);
+		if (t % (6 * HOUR) == 6 * HOUR - 60 * SEC)
+			flush(d.db);
+	}
+	flush(d.db);
+	m = blocks(d.db, &n);
+	SM_REQUIRE(n >= 2);
+	gen = m[0].gen;
+	end = m[0].max_t;
+	free(m);
+	SM_CHECK_EQ(ing_db_local_floor(d.db, "t"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_local_drop(d.db, "t", &gen, 1, end, &err), 0);
+	SM_CHECK_EQ(ing_db_local_floor(d.db, "t"), end);
+	m = blocks(d.db, &n);
+	for (uint32_t i = 0; i < n; i++)
+		SM_CHECK(m[i].gen != gen);
+	free(m);
+	SM_CHECK_EQ(plan(d.db, now, &jobs), 0);
+	ing_compact_jobs_free(jobs, 0);
+	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, ING_TIER_WINDOW_MS,
+	    now, &st, &err), 0);
+	SM_CHECK(!st.built);
+	disk_close(&d);
+	disk_open(&d);
+	SM_CHECK_EQ(ing_db_local_floor(d.db, "t"), end);
+	SM_CHECK_EQ(plan(d.db, now, &jobs), 0);
+	ing_compact_jobs_free(jobs, 0);
+	SM_CHECK_EQ(run_all(d.db, now), 0);
+	disk_fini(&d);
+	free(w);
+}
+
 static void
 test_head_holds_window(void)
 {
@@ -1564,6 +1618,8 @@ SM_TEST_MAIN(
 	{ "tier blocks of a multi-day history are exact", test_history_exact },
 	{ "late data: the window is rebuilt, the old block retired",
 	    test_late_data_rebuild },
+	{ "below the local floor no tier is planned or built",
+	    test_local_floor },
 	{ "a head with data in a window keeps it out of the plan",
 	    test_head_holds_window },
 	{ "allocation faults leave nothing; reopen keeps the tier fields",

@@ -166,6 +166,7 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	atomic_init(&t->local_floor_ms, INT64_MIN);
 	t->m_active = sm_metric_child(m_active, t->id);
 	t->m_refused = sm_metric_child(m_refused, t->id);
 	ing_ids_init(&t->ids, db->cfg.idempotency_window_ms > 0 ?
@@ -504,4 +505,33 @@ ing_db_block_drop(struct ing_db *db, const char *tenant, uint64_t gen)
 	n = blocks_take(db, t, &gen, 1, sm_now_ms());
 	ING_UNLOCK(&t->mu);
 	return (n > 0);
+}
+
+int
+ing_db_local_drop(struct ing_db *db, const char *tenant, const uint64_t *gens,
+    uint32_t n, int64_t floor_ms, struct sm_err *err)
+{
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
+	int rv;
+
+	if (t == NULL || n == 0)
+		return (0);
+	if (floor_ms > atomic_load(&t->local_floor_ms)) {
+		if (db->store != NULL && (rv = ing_store_local_floor_put(
+		    db->store, tenant, floor_ms, err)) != 0)
+			return (rv);
+		atomic_store(&t->local_floor_ms, floor_ms);
+	}
+	ING_LOCK(&t->mu);
+	(void)blocks_take(db, t, gens, n, sm_now_ms());
+	ING_UNLOCK(&t->mu);
+	return (0);
+}
+
+int64_t
+ing_db_local_floor(struct ing_db *db, const char *tenant)
+{
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
+
+	return (t == NULL ? INT64_MIN : atomic_load(&t->local_floor_ms));
 }

@@ -497,6 +497,23 @@ int ing_db_block_adopt(struct ing_db *db, const char *tenant, uint64_t gen,
     struct sm_err *err);
 bool ing_db_block_drop(struct ing_db *db, const char *tenant, uint64_t gen);
 
+/*
+ * Local retention (ingester.h): blocks this ingester shipped and the
+ * store-gateways serve are dropped from its disk once older than
+ * -ingester.local-retention.  ing_db_local_drop first raises and
+ * persists the tenant's local floor to floor_ms (the newest max_t of the
+ * blocks dropped; store.h 'G'), then takes gens[] out of service as
+ * ing_db_block_drop does.  Below the local floor this database's copy is
+ * no longer whole, so no tier block is planned or built for a window
+ * starting there (compact.c): it would be short.  Queries need nothing
+ * more: the querier counts each (series, bucket) from the most complete
+ * of the ingesters and the gateways' sources.  ing_db_local_floor:
+ * INT64_MIN when the tenant dropped nothing.  0, SM_EIO, SM_ENOMEM.
+ */
+int ing_db_local_drop(struct ing_db *db, const char *tenant,
+    const uint64_t *gens, uint32_t n, int64_t floor_ms, struct sm_err *err);
+int64_t ing_db_local_floor(struct ing_db *db, const char *tenant);
+
 /* Is block gen of tenant waiting for its deletion from disk?  A caller
  * that would import it again waits until it is gone (the deletion would
  * take the new copy with it). */

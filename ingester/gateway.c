@@ -389,10 +389,11 @@ source_cmp(const void *a, const void *b)
 }
 
 int
-ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
-    struct sm_arena *a, Smolder__V1__SourcesResponse *out,
-    struct sm_err *err)
+ing_gateway_sources(struct ing_gateway *gw,
+    const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
+    Smolder__V1__SourcesResponse *out, struct sm_err *err)
 {
+	const char *tenant = req->tenant;
 	struct ing_db_block *hb = NULL;
 	Smolder__V1__Source **v = NULL;
 	size_t tl = strlen(tenant), n = 0, cap = 0;
@@ -408,7 +409,8 @@ ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
 		Smolder__V1__Source *s = n > 0 ? v[n - 1] : NULL;
 
 		if (strncmp(lt, tenant, tl) != 0 || lt[tl] != ING_GW_SEP ||
-		    !hex32(inc) || m->broken)
+		    !hex32(inc) || m->broken || (req->source != NULL &&
+		    req->source[0] != '\0' && strcmp(req->source, inc) != 0))
 			continue;
 		if (s == NULL || strcmp(s->id, inc) != 0) {
 			if (n == cap) {
@@ -442,6 +444,15 @@ ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
 		}
 		s->min_t = SM_MIN(s->min_t, m->min_t);
 		s->max_t = SM_MAX(s->max_t, m->max_t);
+		if (req->gens) {         /* blocks come in gen order */
+			uint64_t *g = sm_arena_grow(a, s->gens, s->n_gens,
+			    s->n_gens + 1, sizeof(*g));
+
+			if (g == NULL)
+				goto oom;
+			g[s->n_gens++] = m->gen;
+			s->gens = g;
+		}
 		s->blocks++;
 	}
 	if (n > 1)
@@ -568,5 +579,88 @@ ing_gw_serves(struct ing_gw_client *gc, const char *tenant, const char *inc,
 	/* every owner that answers, and at least one */
 	*yes = rv == 0 && answered > 0 && serving == answered;
 	*nanswered = answered;
+	return (rv);
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+int
+ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
+    uint64_t *gens, uint32_t n, uint8_t *served, uint32_t *nanswered,
+    struct sm_err *err)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
+	uint32_t own[64], no, answered = 0;
+	struct sm_buf b = SM_BUF_INIT;
+	uint32_t *votes;
+	int rv = 0;
+
+	*nanswered = 0;
+	memset(served, 0, n);
+	if (n == 0)
+		return (0);
+	if (n > 1)
+		qsort(gens, n, sizeof(*gens), u64_cmp);
+	if ((votes = sm_calloc(n, sizeof(*votes))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sr.tenant = (char *)tenant;
+	sr.source = (char *)inc;
+	sr.gens = true;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_SOURCES;
+	req.sources = &sr;
+	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
+	    &req.base)) != 0) {
+		sm_free(votes);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
+	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), own);
+	for (uint32_t i = 0; i < no; i++) {
+		struct sm_buf resp = SM_BUF_INIT;
+		struct sm_arena *a = sm_arena_create(0);
+		Smolder__V1__Response *r = NULL;
+		ProtobufCAllocator al;
+
+		if (a == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
+		al = sm_arena_pbc(a);
+		if (sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp) == 0 &&
+		    (r = smolder__v1__response__unpack(&al, resp.len,
+		    (const uint8_t *)resp.b)) != NULL && r->code == 0 &&
+		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
+			answered++;
+			for (size_t k = 0; k < r->sources->n_sources; k++) {
+				const Smolder__V1__Source *s =
+				    r->sources->sources[k];
+
+				if (strcmp(s->id, inc) != 0)
+					continue;
+				for (size_t g = 0; g < s->n_gens; g++) {
+					uint64_t *hit = bsearch(&s->gens[g],
+					    gens, n, sizeof(*gens), u64_cmp);
+
+					if (hit != NULL)
+						votes[hit - gens]++;
+				}
+			}
+		}
+		sm_buf_fini(&resp);
+		sm_arena_destroy(a);
+	}
+	sm_buf_fini(&b);
+	/* served: listed by every owner that answered, and at least one */
+	for (uint32_t i = 0; rv == 0 && answered > 0 && i < n; i++)
+		served[i] = votes[i] == answered;
+	*nanswered = answered;
+	sm_free(votes);
 	return (rv);
 }

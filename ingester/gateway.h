@@ -100,10 +100,11 @@ bool ing_gateway_synced(const struct ing_gateway *gw);
 char *ing_gateway_tenant(struct sm_arena *a, const char *tenant,
     const char *source, struct sm_err *err);
 
-/* The sources held for `tenant`, sorted by id, in arena a. */
-int ing_gateway_sources(struct ing_gateway *gw, const char *tenant,
-    struct sm_arena *a, Smolder__V1__SourcesResponse *out,
-    struct sm_err *err);
+/* The sources held for req->tenant (only req->source when set; with
+ * their gens when req->gens), sorted by id, in arena a. */
+int ing_gateway_sources(struct ing_gateway *gw,
+    const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
+    Smolder__V1__SourcesResponse *out, struct sm_err *err);
 
 /*
  * For a leaving ingester (ingester.h, "Leaving"): the store-gateways of
@@ -121,6 +122,18 @@ int ing_gw_client_create(const char *members, int64_t rf, int64_t tokens,
 void ing_gw_client_destroy(struct ing_gw_client *gc);
 int ing_gw_serves(struct ing_gw_client *gc, const char *tenant,
     const char *inc, uint32_t nblocks, int64_t max_t, bool *yes,
+    uint32_t *nanswered, struct sm_err *err);
+
+/*
+ * For local retention (ingester.h): which of gens[0..n) (sorted here) of
+ * source `inc` the owner gateways of `tenant` serve: served[i] is set
+ * when every owner that answered lists gens[i] (and one did).  A block
+ * served is one the querier can count on once the ingester drops it: a
+ * gateway that is down now is not ready again before it loaded every
+ * block it owns.  0 or SM_ENOMEM.
+ */
+int ing_gw_served(struct ing_gw_client *gc, const char *tenant,
+    const char *inc, uint64_t *gens, uint32_t n, uint8_t *served,
     uint32_t *nanswered, struct sm_err *err);
 
 #endif /* ING_GATEWAY_H */

@@ -53,6 +53,8 @@ struct ingester {
 	int replay_started, cutter_started, ship_started;
 	struct ing_ship *ship;          /* NULL: no bucket configured */
 	struct ing_gateway *gw;         /* the store-gateway role, else NULL */
+	struct ing_gw_client *gwc;      /* local retention's view of the
+					 * gateways (ship thread) */
 	pthread_t gw_thr;
 	int gw_started;
 	atomic_bool ready, failed, stopping;
@@ -73,6 +75,7 @@ struct ingester {
 static struct sm_metric *m_writes, *m_write_fail, *m_write_dup, *m_rpc_dur;
 static struct sm_metric *m_expired;
 static struct sm_metric *m_restored, *m_restore_fail;
+static struct sm_metric *m_local_dropped;
 
 /* An armed write fails one of its first 2^ING_FAULT_BITS allocations. */
 #define ING_FAULT_BITS 8
@@ -89,7 +92,7 @@ static struct sm_metric *m_restored, *m_restore_fail;
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[18];
+	static struct sm_flag f[19];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -175,6 +178,12 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		&cfg->leave_timeout_ms, "5m",
 		"How long a leave waits for the bucket and the store-gateways "
 		"before it gives up." };
+	f[18] = (struct sm_flag){ "ingester.local-retention",
+		SM_FLAG_DURATION, &cfg->local_retention_ms, "24h",
+		"With -storage.backend and -store-gateway.sharding-ring."
+		"members, blocks whose data is older than this are dropped "
+		"from the local disk once the store-gateways serve them "
+		"(0 = keep every block until retention)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -331,6 +340,10 @@ ing_metrics_init(struct ingester *ing)
 	    "smolder_ingester_restore_failures_total",
 	    "Restores from the bucket that failed (the ingester started with "
 	    "what it had restored).", NULL, NULL, 0);
+	m_local_dropped = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_local_blocks_dropped_total", "Blocks dropped "
+	    "from the local disk by -ingester.local-retention once the "
+	    "store-gateways served them.", NULL, NULL, 0);
 	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
 	    "smolder_ingester_rpc_duration_seconds",
 	    "Internal RPCs served by the ingester, by method and outcome.",
@@ -390,6 +403,21 @@ flush_handler(struct sm_http_req *r, void *arg)
 
 /* --- leaving ---------------------------------------------------------------- */
 
+/* This data directory's incarnation: the source the gateways name. */
+static int
+incarnation_hex(struct ingester *ing, char hex[33], struct sm_err *err)
+{
+	uint8_t inc[16];
+	int rv;
+
+	if ((rv = ing_store_incarnation(ing->store, inc, err)) != 0)
+		return (rv);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", inc[i]);
+	return (0);
+}
+
+
 /* A pause of a leave's polling (woken early by a stop). */
 static void
 leave_sleep(struct ingester *ing, int64_t ms)
@@ -416,14 +444,11 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 	struct ing_db_block *v = NULL;
 	struct leave_tenant *t = NULL;
 	uint32_t nv = 0, nt = 0, done = 0;
-	uint8_t inc[16];
 	char hex[33];
 	int rv;
 
-	if ((rv = ing_store_incarnation(ing->store, inc, err)) != 0)
+	if ((rv = incarnation_hex(ing, hex, err)) != 0)
 		return (rv);
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", inc[i]);
 	if ((rv = ing_gw_client_create(ing->cfg.gw_members, ing->cfg.gw_rf,
 	    ing->cfg.ring_tokens, &gc, err)) != 0)
 		return (rv);
@@ -866,6 +891,101 @@ restore(struct ingester *ing)
 /* The shipper's thread (ship.h): a pass every -ingester.ship-interval;
  * apart from the cutter, since an upload may wait on the bucket for its
  * timeouts and retries. */
+/* One tenant's local-retention candidates (ship thread). */
+static void
+local_drop_tenant(struct ingester *ing, const char *tenant, const char *inc,
+    uint64_t *gens, const int64_t *max_t, uint32_t n)
+{
+	uint8_t *served = NULL;
+	uint64_t *drop = NULL, *sorted = NULL;
+	uint32_t nd = 0, answered = 0;
+	int64_t floor = INT64_MIN;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if ((served = sm_calloc(n, 1)) == NULL ||
+	    (drop = sm_calloc(n, sizeof(*drop))) == NULL ||
+	    (sorted = sm_calloc(n, sizeof(*sorted))) == NULL)
+		goto out;
+	memcpy(sorted, gens, n * sizeof(*gens));
+	if (ing_gw_served(ing->gwc, tenant, inc, sorted, n, served, &answered,
+	    &err) != 0 || answered == 0)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!served[i])
+			continue;
+		drop[nd++] = sorted[i];
+		for (uint32_t k = 0; k < n; k++)   /* its end, for the floor */
+			if (gens[k] == sorted[i])
+				floor = SM_MAX(floor, max_t[k]);
+	}
+	if (nd > 0 && ing_db_local_drop(ing->db, tenant, drop, nd, floor,
+	    &err) == 0) {
+		sm_counter_add(sm_metric_child0(m_local_dropped), nd);
+		sm_info("ingester", "local retention: blocks served by the "
+		    "store-gateways dropped\ttenant=%s blocks=%u local_floor_ms="
+		    "%lld", tenant, nd, (long long)floor);
+	} else if (nd > 0) {
+		sm_warn("ingester", "local retention failed\ttenant=%s "
+		    "err=\"%s\"", tenant, err.msg);
+	}
+out:
+	sm_free(served);
+	sm_free(drop);
+	sm_free(sorted);
+}
+
+/*
+ * Local retention (ingester.h): after a ship pass, drop what is old
+ * enough and served by the store-gateways.
+ */
+static void
+local_retention(struct ingester *ing)
+{
+	struct ing_db_block *v = NULL;
+	uint64_t *gens = NULL;
+	int64_t *max_t = NULL, cutoff;
+	uint32_t nv = 0, k = 0;
+	struct sm_err err;
+	char inc[33];
+
+	if (ing->cfg.local_retention_ms <= 0 || ing->cfg.gw_members == NULL ||
+	    ing->cfg.gw_members[0] == '\0' || ing->ship == NULL)
+		return;
+	sm_err_clear(&err);
+	if (ing->gwc == NULL && ing_gw_client_create(ing->cfg.gw_members,
+	    ing->cfg.gw_rf, ing->cfg.ring_tokens, &ing->gwc, &err) != 0) {
+		sm_warn("ingester", "local retention off: %s", err.msg);
+		return;
+	}
+	if (incarnation_hex(ing, inc, &err) != 0 ||
+	    ing_db_blocks(ing->db, true, &v, &nv) != 0)
+		goto out;
+	if ((gens = sm_calloc(SM_MAX(nv, 1), sizeof(*gens))) == NULL ||
+	    (max_t = sm_calloc(SM_MAX(nv, 1), sizeof(*max_t))) == NULL)
+		goto out;
+	cutoff = sm_now_ms() - ing->cfg.local_retention_ms;
+	for (uint32_t i = 0; i <= nv; i++) {     /* (tenant, gen) order */
+		if (i > 0 && (i == nv || strcmp(v[i].tenant,
+		    v[i - 1].tenant) != 0)) {
+			if (k > 0)
+				local_drop_tenant(ing, v[i - 1].tenant, inc,
+				    gens, max_t, k);
+			k = 0;
+		}
+		if (i == nv)
+			break;
+		if (!v[i].meta.broken && v[i].meta.max_t <= cutoff) {
+			gens[k] = v[i].meta.gen;
+			max_t[k++] = v[i].meta.max_t;
+		}
+	}
+out:
+	sm_free(gens);
+	sm_free(max_t);
+	ing_db_blocks_free(v, nv);
+}
+
 static void *
 ship_main(void *arg)
 {
@@ -880,12 +1000,15 @@ ship_main(void *arg)
 		pthread_mutex_unlock(&ing->mu);
 		sm_err_clear(&err);
 		now = sm_now_ms();
-		if (ing_ship_pass(ing->ship, NULL, &err) != 0 &&
-		    now - last_fail_log >= 60000) {
-			/* once a minute while the bucket is down */
-			sm_warn("ship", "%s	pending=%u", err.msg,
-			    ing_ship_pending(ing->ship));
-			last_fail_log = now;
+		if (ing_ship_pass(ing->ship, NULL, &err) != 0) {
+			if (now - last_fail_log >= 60000) {
+				/* once a minute while the bucket is down */
+				sm_warn("ship", "%s	pending=%u", err.msg,
+				    ing_ship_pending(ing->ship));
+				last_fail_log = now;
+			}
+		} else if (!atomic_load(&ing->leaving)) {
+			local_retention(ing);
 		}
 		pthread_mutex_lock(&ing->mu);
 		if (!atomic_load(&ing->stopping))
@@ -1109,6 +1232,7 @@ ing_destroy(struct ingester *ing)
 	sm_metric_gauge_fn_remove(ing);
 	ing_ship_destroy(ing->ship);
 	ing_gateway_destroy(ing->gw);
+	ing_gw_client_destroy(ing->gwc);
 	ing_db_close(ing->db);
 	ing_store_close(ing->store);
 	pthread_mutex_destroy(&ing->mu);
@@ -1484,8 +1608,8 @@ ing_dispatch(struct ing_call *c)
 		return (rv);
 	switch (req->method_case) {
 	case SMOLDER__V1__REQUEST__METHOD_SOURCES:
-		rv = ing_gateway_sources(ing->gw, req->sources->tenant, a,
-		    &c->srcr, err);
+		rv = ing_gateway_sources(ing->gw, req->sources, a, &c->srcr,
+		    err);
 		if (rv == 0) {
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SOURCES;
 			r->sources = &c->srcr;

@@ -45,6 +45,14 @@
  * is down).  A restart that keeps its disk may skip the wait
  * (-ingester.leave-on-shutdown=false).
  *
+ * Local retention.  With a bucket and -store-gateway.sharding-ring.members,
+ * after each ship pass the blocks older than -ingester.local-retention
+ * (by their data's end) that every answering owner gateway of their
+ * tenant serves (gateway.h, ing_gw_served; at least one must answer) are
+ * dropped from this disk (db.h, ing_db_local_drop: the tenant's local
+ * floor rises, and no tier is built below it).  Without gateways nothing
+ * is dropped: the bucket alone does not answer queries.
+ *
  * Store-gateway role (cfg.gateway; -target=store-gateway, gateway.h):
  * the same process serves history from the bucket.  It refuses Write,
  * Retention, Compact* and Settings (SM_EUNSUPPORTED), answers Sources,
@@ -100,6 +108,7 @@ struct ing_config {
 	int64_t ship_workers;     /* -ingester.ship-concurrency */
 	struct sm_bucket *bucket; /* history's home (set by main; NULL: none;
 				   * borrowed, outlives the ingester) */
+	int64_t local_retention_ms; /* -ingester.local-retention */
 	bool leave_on_shutdown;   /* -ingester.leave-on-shutdown */
 	int64_t leave_timeout_ms; /* -ingester.leave-timeout */
 	/* Store-gateway role (gateway.h; all set by main): no writes, no

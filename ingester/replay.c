@@ -13,6 +13,17 @@ db_scan_floor(void *arg, const char *tenant, int64_t floor_ms)
 }
 
 static int
+db_scan_local_floor(void *arg, const char *tenant, int64_t floor_ms)
+{
+	struct ing_tenant *t;
+
+	if (ing_tenant_get(arg, tenant, &t) != 0)
+		return (SM_ENOMEM);
+	atomic_store(&t->local_floor_ms, floor_ms);
+	return (0);
+}
+
+static int
 db_scan_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 {
 	struct ing_db *db = arg;
@@ -106,7 +117,8 @@ ing_db_replay(struct ing_db *db, struct sm_err *err)
 	    err)) != 0)
 		return (rv);
 	if ((rv = ing_store_blocks_scan(db->store, db_scan_block, db,
-	    err)) != 0)
+	    err)) != 0 || (rv = ing_store_local_floors_scan(db->store,
+	    db_scan_local_floor, db, err)) != 0)
 		return (rv);
 	for (uint32_t i = 0; i < db->n; i++) {
 		struct ing_tenant *t = db->t[i];

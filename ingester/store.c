@@ -1337,6 +1337,30 @@ ing_store_floors_scan(struct ing_store *s,
 }
 
 int
+ing_store_local_floor_put(struct ing_store *s, const char *tenant,
+    int64_t floor_ms, struct sm_err *err)
+{
+	struct sm_key k;
+	uint8_t val[8];
+
+	tenant_sys_key(&k, 'G', tenant);
+	sm_put_be64(val, (uint64_t)floor_ms);
+	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, val, sizeof(val),
+	    err));
+}
+
+int
+ing_store_local_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
+    struct sm_err *err)
+{
+	struct floors_scan fs = { fn, arg };
+
+	return (tenant_u64_scan(s, 'G', "tenant local floor",
+	    floors_scan_one, &fs, err));
+}
+
+int
 ing_store_block_delete(struct ing_store *s, const char *tenant, uint64_t id,
     struct sm_err *err)
 {

@@ -29,6 +29,8 @@
  *   index          str("") u8 'U' str(tenant) u64 id        ship record
  *   index          str("") u8 'N'                           incarnation
  *                                                           (16 bytes)
+ *   index          str("") u8 'G' str(tenant)               local floor
+ *                                                           (be64 ms)
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -259,6 +261,19 @@ int ing_store_floors_scan(struct ing_store *s,
     struct sm_err *err);
 int ing_store_block_delete(struct ing_store *s, const char *tenant,
     uint64_t id, struct sm_err *err);
+
+/*
+ * Local floors (db.h, "Local retention"): below a tenant's local floor
+ * ('G' + the tenant, be64 ms) this ingester dropped blocks that the
+ * store-gateways serve, so its own copy of that range is no longer whole.
+ * ing_store_local_floor_put writes one (synced); the scan calls fn for
+ * each (SM_ECORRUPT on a malformed one).
+ */
+int ing_store_local_floor_put(struct ing_store *s, const char *tenant,
+    int64_t floor_ms, struct sm_err *err);
+int ing_store_local_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
+    struct sm_err *err);
 
 /* Bytes on disk (every RocksDB file and the head log's segments). */
 uint64_t ing_store_disk_bytes(struct ing_store *s);

@@ -363,12 +363,12 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
 		    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
 
-		/* Sources have no budget of their own (qry_int.h): wait for
-		 * every one. */
-		if (f->n > f->ni) {
-			qw.need = nasked;
+		/* Sources have no budget of their own (qry_int.h): no
+		 * straggler is given up on while there are any.  The need
+		 * keeps the ingesters' slack, so a failed ingester within
+		 * the budget does not doom the round. */
+		if (f->n > f->ni)
 			qw.grace_ns = SM_QUORUM_ALL;
-		}
 		if (sm_rpc_multi_wait_quorum(mc, &qw) == SM_QUORUM_MET)
 			sm_counter_inc(sm_metric_child0(m_stragglers));
 	}
@@ -425,6 +425,19 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		if (must != NULL && must[i])
 			mustfail++;
 	}
+	if (first_answer != 0)
+		first = first_answer;
+	if (failed > 0 && f->down + failed > sm_ring_max_read_errors(f->snap)) {
+		const struct qry_call *c = &f->calls[first - 1];
+
+		/* Too many members lost: their own error (a corrupt block is
+		 * data_loss), transport trouble as 503. */
+		rv = c->rv == SM_ETIMEDOUT || c->rv == SM_EUNAVAIL ||
+		    c->rv == SM_ECLOSED || c->rv == SM_EPROTO ? SM_EUNAVAIL :
+		    c->rv;
+		sm_err_set(err, rv, "%s", c->err.msg);
+		goto out;
+	}
 	/* A source nobody answered for may hold the only copy left. */
 	for (uint32_t t = f->ni; t < f->n; t++) {
 		const struct qry_fan_src *fs = &f->src[t - f->ni];
@@ -449,21 +462,6 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			    c != NULL ? c->err.msg : "no answer");
 			goto out;
 		}
-	}
-	if (failed == 0 && mustfail == 0)
-		goto out;
-	if (first_answer != 0)
-		first = first_answer;
-	if (f->down + failed > sm_ring_max_read_errors(f->snap)) {
-		const struct qry_call *c = &f->calls[first - 1];
-
-		/* Too many members lost: their own error (a corrupt block is
-		 * data_loss), transport trouble as 503. */
-		rv = c->rv == SM_ETIMEDOUT || c->rv == SM_EUNAVAIL ||
-		    c->rv == SM_ECLOSED || c->rv == SM_EPROTO ? SM_EUNAVAIL :
-		    c->rv;
-		sm_err_set(err, rv, "%s", c->err.msg);
-		goto out;
 	}
 	if (mustfail > 0) {
 		/* A member the plan counted on is gone (or its copy is

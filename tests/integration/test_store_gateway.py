@@ -11,6 +11,9 @@ server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
      (POST /store-gateway/sync) and the querier's answer -- every stack,
      exact -- counts each upload once although RF ingesters and RF
      gateways' sources hold it.
+  1b. The bucket down for 60 s during writes (Swift's proxy stopped):
+     every upload acknowledged and the answer exact throughout, a
+     gateway's sync 503 naming the bucket, the backlog drained after.
   2. Scale-in: a second batch is written; ingesters 2 and 3 are flushed
      (cut and shipped, what the leave handshake will do), killed with
      SIGKILL and their disks deleted: they are gone for good.  A querier
@@ -28,6 +31,7 @@ server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
 
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -182,8 +186,42 @@ def body(r):
     r.check((metric_value(p, "smolder_querier_dedup_plans_total") or 0) > 0,
             "the querier planned over ingesters and sources")
 
+    # 1b. the bucket down for 60 s (Swift's proxy stopped) during
+    # writes: every upload acknowledged, answers exact throughout (the
+    # ingesters hold what is not shipped, the gateways what they
+    # loaded), a gateway's sync says 503 naming the bucket, and the
+    # backlog drains afterwards
+    proxy = sw["pids"][-1]
+    os.kill(proxy, signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        w.batch(r, 30)
+        resp = c.gateways[0].request("POST", "/store-gateway/sync", body=b"",
+                                     timeout=120)
+        r.check(resp.status == 503, "a gateway's sync with the bucket down: "
+                "503 naming it", "%d %s" % (resp.status, resp.text()[:200]))
+        r.eq(answer(q), expected(w), "bucket down: the answer is exact")
+        w.batch(r, 30)
+        time.sleep(max(0.0, 60 - (time.monotonic() - t0)))
+        r.eq(answer(q), expected(w), "bucket down for %.0f s: the answer is "
+             "still exact" % (time.monotonic() - t0))
+    finally:
+        os.kill(proxy, signal.SIGCONT)
+    for ing in c.ingesters:
+        r.eq(flush(ing).status, 200, "bucket back: %s's backlog drains"
+             % ing.name)
+        _, p = metrics(ing)
+        r.eq(metric_value(p, "smolder_ingester_ship_blocks_pending"), 0,
+             "%s: nothing pending" % ing.name)
+    for gw in c.gateways:
+        sync(r, gw, "bucket back")
+    r.eq(answer(q), expected(w), "after the outage: exact")
+
     # 2. scale-in: ingesters 2 and 3 leave for good
-    before = dict(per_ing)
+    before = {}
+    for i, ing in enumerate(c.ingesters):
+        _, p = metrics(ing)
+        before[i] = metric_value(p, "smolder_ingester_writes_total") or 0
     w.batch(r, 60)
     want = {}
     for i, ing in enumerate(c.ingesters):
