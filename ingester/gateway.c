@@ -2,9 +2,11 @@
  * gateway.c -- the store-gateway's sync (gateway.h tells the design).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -22,6 +24,7 @@ struct ing_gateway {
 	uint32_t self;                 /* our index in ring */
 	pthread_mutex_t mu;            /* one pass at a time */
 	atomic_bool synced;
+	bool kill_after_import;        /* SMOLDER_TEST_FAULTS=gateway-kill */
 	/* incarnation -> instance, from the last pass (src_mu) */
 	pthread_mutex_t src_mu;
 	struct gw_src { char inc[33]; char *instance; } *src;
@@ -73,6 +76,13 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->db = db;
 	gw->store = store;
 	gw->bucket = cfg->bucket;
+	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
+	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "gateway-kill") == 0) {
+		gw->kill_after_import = true;
+		sm_warn("store-gateway", "fault injection: SIGKILL after the "
+		    "first block imported, before it is served "
+		    "(SMOLDER_TEST_FAULTS)");
+	}
 	pthread_mutex_init(&gw->mu, NULL);
 	pthread_mutex_init(&gw->src_mu, NULL);
 	if (cfg->members != NULL && cfg->members[0] != '\0') {
@@ -246,6 +256,8 @@ load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
 	if ((rv = ing_store_block_import(gw->store, lt, bk->gen, parts, np,
 	    &rec, err)) != 0)
 		goto out;
+	if (gw->kill_after_import)
+		kill(getpid(), SIGKILL);
 	if ((rv = ing_db_block_adopt(gw->db, lt, bk->gen, mp->v, mp->n,
 	    bk->replaces, bk->nreplaces, err)) != 0)
 		goto out;

@@ -43,6 +43,12 @@
  *   4. then every held block no longer wanted (marked, deleted, merged
  *      away, or of a tenant no longer owned) is taken out of service and
  *      deleted after the retirement grace.
+ * A kill -9 anywhere in a pass is harmless: an imported block not yet
+ * adopted is listed at the next start, and inputs a merged block replaced
+ * may still be on disk then (their deletion waits out a grace), but the
+ * gateway serves nothing before its first complete pass, which drops
+ * whatever is not wanted (tests/integration/test_store_gateway.py, with
+ * SMOLDER_TEST_FAULTS=gateway-kill: SIGKILL after the first import).
  * A block that fails its checks is logged, counted and skipped (the
  * ingesters that shipped it, or its other replicas' sources, hold its
  * data); the pass goes on.  A bucket error ends the pass; what was done

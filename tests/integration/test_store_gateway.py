@@ -24,8 +24,9 @@ server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
      answer is unchanged.  Both killed: 503 naming the store-gateways --
      never a silent partial answer.
   4. A gateway restarted with its disk, and one restarted with its disk
-     deleted (it loads everything again before it turns ready): the
-     answer is exact from either alone.
+     deleted and killed -9 mid-sync (SMOLDER_TEST_FAULTS=gateway-kill,
+     after its first import), then started again (it loads the rest
+     before it turns ready): the answer is exact from either alone.
   5. A store-gateway takes no uploads.
 """
 
@@ -42,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from durability import DataServer, Workspace, flush, metrics  # noqa: E402
+import smolder  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -272,6 +274,20 @@ def body(r):
     c.restart_gateway(0)
     r.eq(wait_answer(q_in, expected(w)), expected(w), "gateway-0 back "
          "with its disk: exact")
+    # gateway-1, wiped, is killed -9 mid-sync (after its first block is
+    # imported, before it is served), then started again
+    os.environ["SMOLDER_TEST_FAULTS"] = "gateway-kill"
+    try:
+        victim = c._gateway(1)
+        victim.start(wait=False)
+    finally:
+        del os.environ["SMOLDER_TEST_FAULTS"]
+    rc = victim.proc.wait(60)
+    r.eq(rc, -signal.SIGKILL, "gateway-1 killed itself mid-sync")
+    victim.stopped = True
+    smolder._live.discard(victim)
+    victim._out.close()
+    victim._err.close()
     c.restart_gateway(1)
     _, p = metrics(c.gateways[1])
     r.check((metric_value(p, "smolder_store_gateway_blocks_loaded_total")
