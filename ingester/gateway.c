@@ -24,6 +24,9 @@ struct ing_gateway {
 	uint32_t self;                 /* our index in ring */
 	pthread_mutex_t mu;            /* one pass at a time */
 	atomic_bool synced;
+	int64_t started_ms;            /* unowned tenants kept until
+					* started_ms + unowned_grace_ms */
+	int64_t unowned_grace_ms;
 	bool kill_after_import;        /* SMOLDER_TEST_FAULTS=gateway-kill */
 	/* incarnation -> instance, from the last pass (src_mu) */
 	pthread_mutex_t src_mu;
@@ -76,6 +79,8 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->db = db;
 	gw->store = store;
 	gw->bucket = cfg->bucket;
+	gw->started_ms = sm_now_ms();
+	gw->unowned_grace_ms = cfg->unowned_grace_ms;
 	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
 	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "gateway-kill") == 0) {
 		gw->kill_after_import = true;
@@ -312,13 +317,21 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		struct held *x;
 		char *lt;
 
-		if (bk->marked || bk->replaced || bk->dup ||
-		    !owned(gw, bk->tenant))
+		if (bk->marked || bk->replaced || bk->dup)
 			continue;
 		if ((lt = ing_gateway_tenant(a, bk->tenant, bk->inc,
 		    err)) == NULL) {
 			rv = err->code;
 			goto out;
+		}
+		if (!owned(gw, bk->tenant)) {
+			/* A tenant this gateway no longer owns (its ring
+			 * changed) is kept a while, so its new owners can
+			 * load it first. */
+			if (sm_now_ms() - gw->started_ms < gw->unowned_grace_ms &&
+			    (x = held_find(h, nhb, lt, bk->gen)) != NULL)
+				x->wanted = true;
+			continue;
 		}
 		src_note(gw, bk->inc, bk->instance);
 		if ((x = held_find(h, nhb, lt, bk->gen)) != NULL) {

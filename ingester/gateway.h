@@ -42,7 +42,11 @@
  *      merged block or its inputs, never both, never neither;
  *   4. then every held block no longer wanted (marked, deleted, merged
  *      away, or of a tenant no longer owned) is taken out of service and
- *      deleted after the retirement grace.
+ *      deleted after the retirement grace.  A tenant no longer owned is
+ *      kept for three sync intervals after the start (the member list
+ *      only changes with a restart): while a ring change rolls out, its
+ *      new owners load it before the old ones let it go, and queriers
+ *      ask every gateway for sources, not only the owners they compute.
  * A kill -9 anywhere in a pass is harmless: an imported block not yet
  * adopted is listed at the next start, and inputs a merged block replaced
  * may still be on disk then (their deletion waits out a grace), but the
@@ -84,6 +88,8 @@ struct ing_gateway_cfg {
 	const char *self_id;         /* -instance.id */
 	int64_t rf;                  /* ...replication-factor */
 	int64_t tokens;              /* -ring.tokens */
+	int64_t unowned_grace_ms;    /* keep tenants not owned (any more)
+				      * this long after the start */
 	struct sm_bucket *bucket;    /* borrowed */
 };
 

@@ -1084,6 +1084,7 @@ replay_main(void *arg)
 			.self_id = ing->cfg.instance_id,
 			.rf = ing->cfg.gw_rf,
 			.tokens = ing->cfg.ring_tokens,
+			.unowned_grace_ms = 3 * ing->cfg.gw_sync_ms,
 			.bucket = ing->cfg.bucket,
 		};
 

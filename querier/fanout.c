@@ -76,9 +76,12 @@ gw_name(const struct sm_ring_snap *g, uint32_t m)
 }
 
 /*
- * The Sources round (qry_int.h): every healthy, not excluded owner
- * gateway of the tenant is asked; each (gateway, source) it lists becomes
- * a target.  SM_EUNAVAIL when none answers.
+ * The Sources round (qry_int.h): every healthy, not excluded gateway is
+ * asked -- not only the tenant's owners, so a source is found while
+ * gateways disagree about who owns what (a ring being changed); a
+ * non-owner answers with nothing.  Each (gateway, source) listed becomes
+ * a target.  SM_EUNAVAIL when no owner of the tenant answers: history
+ * cannot be vouched for.
  */
 static int
 fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
@@ -90,7 +93,8 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_buf b = SM_BUF_INIT;
 	struct sm_err last;
-	uint32_t own[64], no, asked = 0, answered = 0, cap = 0;
+	uint8_t *owner = NULL;
+	uint32_t own[64], no, asked = 0, owners_answered = 0, cap = 0;
 	int rv = 0;
 
 	f->gsnap = g = sm_ring_acquire(q->cfg.gw_ring);
@@ -100,7 +104,11 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		f->gexcluded_n = g->n;
 	}
+	if ((owner = sm_calloc(SM_MAX(g->n, 1), 1)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	no = sm_ring_owners(g, sm_ring_key(tenant, NULL, 0), own);
+	for (uint32_t i = 0; i < no; i++)
+		owner[own[i]] = 1;
 	sm_err_clear(&last);
 	snprintf(last.msg, sizeof(last.msg), "no owner is healthy");
 	sr.tenant = (char *)tenant;
@@ -108,45 +116,47 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	req.sources = &sr;
 	req.deadline_unix_ms = sm_now_ms() + q->cfg.timeout_ms;
 	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
-	    &req.base)) != 0 || sm_rpc_multi_create(SM_MAX(no, 1), "sources",
-	    &mc) != 0) {
+	    &req.base)) != 0 || sm_rpc_multi_create(SM_MAX(g->n, 1),
+	    "sources", &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
-	for (uint32_t i = 0; i < no; i++) {
-		if (!g->healthy[own[i]] || f->gexcluded[own[i]])
+	for (uint32_t m = 0; m < g->n; m++) {
+		if (!g->healthy[m] || f->gexcluded[m])
 			continue;
-		sm_rpc_multi_start(mc, i, g->m[own[i]]->client, b.b, b.len,
+		sm_rpc_multi_start(mc, m, g->m[m]->client, b.b, b.len,
 		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
 		asked++;
 	}
-	sm_rpc_multi_wait(mc);
-	for (uint32_t i = 0; i < no && asked > 0; i++) {
+	if (asked > 0)
+		sm_rpc_multi_wait(mc);
+	for (uint32_t m = 0; m < g->n && asked > 0; m++) {
 		struct sm_arena *a;
 		Smolder__V1__Response *resp;
 		struct sm_err e;
 
-		if (!g->healthy[own[i]] || f->gexcluded[own[i]])
+		if (!g->healthy[m] || f->gexcluded[m])
 			continue;
 		if ((a = sm_arena_create(QRY_CALL_BUDGET)) == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
 		sm_err_clear(&e);
-		if (sm_rpc_multi_response(mc, i, a, &resp, &e) != 0 ||
+		if (sm_rpc_multi_response(mc, m, a, &resp, &e) != 0 ||
 		    resp->result_case != SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
 			if (e.msg[0] == '\0')
 				snprintf(e.msg, sizeof(e.msg), "no sources in "
 				    "the answer");
 			sm_warn("querier", "store-gateway sources call failed\t"
-			    "gateway=%s err=\"%s\"", gw_name(g, own[i]), e.msg);
-			sm_err_set(&last, SM_EUNAVAIL, "%s: %.400s",
-			    gw_name(g, own[i]), e.msg);
+			    "gateway=%s err=\"%s\"", gw_name(g, m), e.msg);
+			if (owner[m])
+				sm_err_set(&last, SM_EUNAVAIL, "%s: %.400s",
+				    gw_name(g, m), e.msg);
 			sm_arena_destroy(a);
 			continue;
 		}
-		answered++;
+		owners_answered += owner[m];
 		for (size_t k = 0; k < resp->sources->n_sources; k++) {
 			const Smolder__V1__Source *so =
 			    resp->sources->sources[k];
@@ -158,7 +168,7 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 				goto out;
 			}
 			fs = &f->src[f->n - f->ni];
-			fs->gw = own[i];
+			fs->gw = m;
 			snprintf(fs->id, sizeof(fs->id), "%s", so->id);
 			snprintf(fs->instance, sizeof(fs->instance), "%s",
 			    so->instance);
@@ -166,13 +176,14 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 		}
 		sm_arena_destroy(a);
 	}
-	if (answered == 0)
+	if (owners_answered == 0)
 		rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: no "
-		    "store-gateway of tenant %s answered (%u owners, %u asked; "
-		    "%s)", tenant, no, asked, last.msg);
+		    "store-gateway owning tenant %s answered (%u owners; %s)",
+		    tenant, no, last.msg);
 out:
 	sm_rpc_multi_destroy(mc);
 	sm_buf_fini(&b);
+	sm_free(owner);
 	return (rv);
 }
 

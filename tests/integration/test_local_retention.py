@@ -2,8 +2,10 @@
 """
 test_local_retention.py -- ingesters keep only the recent window once the
 store-gateways serve the rest: 3 ingesters (RF 3) with
--ingester.local-retention=1m, 2 store-gateways (RF 2), a distributor, a
+-ingester.local-retention=1m, 2 store-gateways (RF 1), a distributor, a
 querier, and a real S3 server (OpenStack Swift's s3api on loopback).
+The gateway ring's RF is 1: each tenant is on one gateway, and the
+querier, which asks every gateway for sources, finds it there.
 
   1. Old uploads (15 minutes back) are flushed and shipped; once the
      gateways serve them every ingester drops them from its disk
@@ -76,7 +78,7 @@ def body(r):
     r.at_end(lambda: swift_s3.stop(sw_dir))
     flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                gateways=2, gateway_rf=2, gateway_extra=flags +
+                gateways=2, gateway_rf=1, gateway_extra=flags +
                 ["-store-gateway.sync-interval=500ms"],
                 extra=["-validation.reject-older-than=0",
                        "-compactor.downsample-tiers=none"])
@@ -114,6 +116,15 @@ def body(r):
 
     # 2. exact with gateways; without them only the recent uploads
     r.eq(answer(q), want, "ingesters and gateways: every upload once")
+    loaded = []
+    for gw in c.gateways:
+        _, p = metrics(gw)
+        loaded.append(metric_value(
+            p, "smolder_store_gateway_blocks_loaded_total") or 0)
+    r.check(sorted(x > 0 for x in loaded) == [False, True],
+            "gateway RF 1: the tenant's owner loaded its blocks, the other "
+            "gateway none (and the querier, asking both, still finds them)",
+            str(loaded))
     members = ["-ring.members=%s" % c.members,
                "-ring.heartbeat-period=100ms", "-ring.heartbeat-timeout=1s",
                "-distributor.replication-factor=3"] + c.extra
