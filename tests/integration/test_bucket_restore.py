@@ -89,11 +89,20 @@ class Writer:
         self.applied[i] = 0
 
 
-def answer(q):
-    """{stack: value} of the querier's collapsed render, or None."""
+def answer(q, patience=10):
+    """{stack: value} of the querier's collapsed render, or None.  A 503
+    is retried for `patience` s: right after a restart the querier's
+    connection may still be redialing, and two members unreachable at once
+    exceed RF 3's read budget -- unavailable, which is allowed; a short
+    200 is not."""
     now = int(time.time())
-    resp = q.render("rs.cpu{}", frm=now - 3600, until=now + 600,
-                    fmt="collapsed")
+    deadline = time.monotonic() + patience
+    while True:
+        resp = q.render("rs.cpu{}", frm=now - 3600, until=now + 600,
+                        fmt="collapsed")
+        if resp.status != 503 or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     if resp.status != 200:
         return None
     out = {}
