@@ -23,6 +23,7 @@
  */
 #include "ingester.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1790,6 +1791,11 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 		unsigned max = ing->cfg.rpc_workers > 1 ?
 		    (unsigned)ing->cfg.rpc_workers - 1 : 1;
 
+		/* A store-gateway takes no writes: no worker is kept for
+		 * them, and a query's calls for several sources queue for
+		 * the workers instead of being refused. */
+		if (ing->cfg.gateway)
+			max = UINT_MAX;
 		if (atomic_fetch_add(&ing->queries, 1) >= max) {
 			atomic_fetch_sub(&ing->queries, 1);
 			rv = sm_err_set(&err, SM_ELIMIT, "too many concurrent "

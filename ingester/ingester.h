@@ -58,7 +58,10 @@
  * Retention, Compact* and Settings (SM_EUNSUPPORTED), answers Sources,
  * and requires smolder.v1.Select.source on every read, which it serves
  * from that source's blocks only; an ingester refuses a select naming a
- * source (SM_EINVAL).  It turns ready after its first sync pass over the
+ * source (SM_EINVAL).  Its queries queue for the RPC workers rather than
+ * being refused (an ingester keeps a worker for writes and answers
+ * SM_ELIMIT past the rest; a query asks a gateway once per source, at
+ * once).  It turns ready after its first sync pass over the
  * bucket; POST /store-gateway/sync runs a pass now (200 with the counts,
  * 503 with the bucket's error).
  *
