@@ -823,6 +823,10 @@ main(int argc, char **argv)
 		goto out_flags;
 	}
 	sm_log_set_level(lvl);
+	if (sm_clock_skew_ms() != 0)
+		sm_warn("main", "test clock: this process's wall clock is moved "
+		    "by SMOLDER_TEST_CLOCK_SKEW_MS\tskew_ms=%lld",
+		    (long long)sm_clock_skew_ms());
 	if (app.instance_id[0] == '\0') {
 		/* The flag set owns the parsed string; point elsewhere. */
 		static char host[256];

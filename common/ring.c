@@ -28,6 +28,7 @@ struct probe {
 	int64_t last_ok_ms;          /* wall clock, 0 = never */
 	char *conflict_id;           /* static member answering as another */
 	bool replace;                /* DNS address now answers as another id */
+	int64_t skew_logged_ms;      /* last skew warning (prober) */
 };
 
 struct sm_ring {
@@ -46,7 +47,10 @@ struct sm_ring {
 	bool dns_warned;
 };
 
-static struct sm_metric *m_members, *m_probe_fail;
+static struct sm_metric *m_members, *m_probe_fail, *m_skew;
+
+/* A member clock further off than this is logged (every 10 min). */
+#define SKEW_WARN_MS 10000
 static pthread_once_t ring_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -61,6 +65,10 @@ ring_metrics_register(void)
 	m_probe_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ring_probe_failures_total", "Health probes that got no "
 	    "good answer, by member address.", mem, NULL, 0);
+	m_skew = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_ring_member_clock_skew_seconds", "The member's clock "
+	    "minus this process's, from its last health answer, by member "
+	    "address.", mem, NULL, 0);
 }
 
 const char *
@@ -839,7 +847,7 @@ probe_round(struct sm_ring *r)
 	uint8_t buf[16];
 	size_t len;
 	int timeout = (int)SM_MIN(r->cfg.heartbeat_ms, 5000);
-	int64_t now;
+	int64_t now, sent = sm_now_ms();
 
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_HEALTH;
 	req.health = &hr;
@@ -905,6 +913,22 @@ probe_round(struct sm_ring *r)
 		default:
 			p->reported = SM_MEMBER_LEAVING;
 			break;
+		}
+		if (resp->health->now_ms > 0) {
+			int64_t skew = resp->health->now_ms - (sent + now) / 2;
+
+			atomic_store(&p->m->skew_ms, skew);
+			atomic_store(&p->m->skew_known, true);
+			sm_gauge_set(sm_metric_child(m_skew, p->m->url),
+			    (double)skew / 1000.0);
+			if ((skew > SKEW_WARN_MS || skew < -SKEW_WARN_MS) &&
+			    now - p->skew_logged_ms >= 600000) {
+				sm_warn("ring", "member clock skew: its deadlines "
+				    "are translated, but fix the clocks (NTP)\t"
+				    "url=%s skew_ms=%lld", p->m->url,
+				    (long long)skew);
+				p->skew_logged_ms = now;
+			}
 		}
 		p->last_ok_ms = now;
 		atomic_store(&p->m->last_heartbeat_ms, now);
@@ -1097,12 +1121,18 @@ ring_handler(struct sm_http_req *req, void *arg)
 		sm_buf_printf(&out, ",\"state\":\"%s\",\"healthy\":%s,"
 		    "\"tokens\":%u,\"ownership\":%.6f,\"last_heartbeat_ms\":%lld,"
 		    "\"last_heartbeat_ago_ms\":%lld,\"head_series\":%llu,"
-		    "\"head_bytes\":%llu}", sm_member_state_name(s->state[i]),
+		    "\"head_bytes\":%llu", sm_member_state_name(s->state[i]),
 		    s->healthy[i] ? "true" : "false", ntok[i], own[i],
 		    (long long)hb, hb != 0 ? (long long)(now - hb) : -1LL,
 		    (unsigned long long)atomic_load(
 		    &((struct sm_ring_member *)m)->series), (unsigned long long)
 		    atomic_load(&((struct sm_ring_member *)m)->head_bytes));
+		if (atomic_load(&((struct sm_ring_member *)m)->skew_known))
+			sm_buf_printf(&out, ",\"clock_skew_ms\":%lld}",
+			    (long long)atomic_load(
+			    &((struct sm_ring_member *)m)->skew_ms));
+		else
+			sm_buf_puts(&out, ",\"clock_skew_ms\":null}");
 	}
 	sm_buf_puts(&out, html ? "</table></body></html>\n" : "]}\n");
 	if (sm_buf_error(&out) != 0)

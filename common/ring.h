@@ -39,6 +39,13 @@
  * and a snapshot lives until its last reader releases it.  The old
  * snapshot's ring reference is dropped after synchronize_rcu().
  *
+ * Clock skew: each Health answer carries the member's clock; the prober
+ * keeps member - own (sm_ring_member.skew_ms, /ring's clock_skew_ms,
+ * smolder_ring_member_clock_skew_seconds{member}) and logs a warning
+ * when a member is more than 10 s off.  Deadlines sent to a member are
+ * translated to its clock (sm_ring_member_deadline), so skew never
+ * fails a call.
+ *
  * HTTP: GET /ring shows members, state, tokens, ownership and last
  * heartbeat as JSON, or as an HTML table when the client accepts text/html
  * (or ?format=html).
@@ -89,7 +96,26 @@ struct sm_ring_member {
 	/* Written by the prober, read by /ring. */
 	_Atomic int64_t last_heartbeat_ms;   /* wall clock; 0 = never */
 	_Atomic uint64_t series, head_bytes;
+	/* The member's clock minus ours (ms), from its last Health answer
+	 * (its now_ms against the midpoint of our send and receive);
+	 * skew_known false until a member that reports its clock answered.
+	 * Callers that send a deadline add it (sm_ring_member_deadline). */
+	_Atomic int64_t skew_ms;
+	atomic_bool skew_known;
 };
+
+/*
+ * A deadline of this process's clock (unix ms), in member m's clock: a
+ * member whose clock is minutes off then judges it as meant
+ * (querier/fanout.c; the member allows 1 s more).  Unchanged while its
+ * skew is unknown.
+ */
+static inline int64_t
+sm_ring_member_deadline(const struct sm_ring_member *m, int64_t deadline_ms)
+{
+	return (atomic_load(&m->skew_known) ? deadline_ms +
+	    atomic_load(&m->skew_ms) : deadline_ms);
+}
 
 struct sm_ring_snap {
 	atomic_int refs;

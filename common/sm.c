@@ -5,6 +5,7 @@
 
 #include "sm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,10 +396,30 @@ sm_now_ns(void)
 	return (sm_clock_ns(CLOCK_REALTIME));
 }
 
+/* SMOLDER_TEST_CLOCK_SKEW_MS (sm.h): this process's clock offset. */
+static int64_t clock_skew_ms;
+static pthread_once_t clock_skew_once = PTHREAD_ONCE_INIT;
+
+static void
+clock_skew_init(void)
+{
+	const char *v = getenv("SMOLDER_TEST_CLOCK_SKEW_MS");
+
+	if (v != NULL)
+		clock_skew_ms = strtoll(v, NULL, 10);
+}
+
+int64_t
+sm_clock_skew_ms(void)
+{
+	pthread_once(&clock_skew_once, clock_skew_init);
+	return (clock_skew_ms);
+}
+
 int64_t
 sm_now_ms(void)
 {
-	return (sm_clock_ns(CLOCK_REALTIME) / 1000000LL);
+	return (sm_clock_ns(CLOCK_REALTIME) / 1000000LL + sm_clock_skew_ms());
 }
 
 int64_t

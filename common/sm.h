@@ -292,6 +292,13 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 
 /* Monotonic and wall clocks. */
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
+/*
+ * Tests only: SMOLDER_TEST_CLOCK_SKEW_MS=N in the environment moves this
+ * process's sm_now_ms() by N ms (signed), as a host whose clock is off
+ * would (tests/integration/test_clock_skew.py); main logs a warning.
+ * The monotonic clock is not moved.  0 without it.
+ */
+int64_t sm_clock_skew_ms(void);
 int64_t sm_now_ns(void);      /* unix time, nanoseconds */
 int64_t sm_mono_ns(void);     /* monotonic, nanoseconds */
 

@@ -1290,6 +1290,7 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 	struct ing_db_stats st;
 
 	h->instance_id = ing->cfg.instance_id;
+	h->now_ms = sm_now_ms();
 	if (atomic_load(&ing->stopping) || atomic_load(&ing->leaving))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_LEAVING;
 	else if (!atomic_load(&ing->ready))

@@ -75,6 +75,9 @@ gw_name(const struct sm_ring_snap *g, uint32_t m)
 	return (g->id[m] != NULL ? g->id[m] : g->m[m]->url);
 }
 
+static int pack_req(const Smolder__V1__Request *r, const char *source,
+    int64_t deadline, struct sm_buf *b);
+
 /*
  * The Sources round (qry_int.h): every healthy, not excluded gateway is
  * asked -- not only the tenant's owners, so a source is found while
@@ -91,9 +94,10 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
 	struct sm_ring_snap *g;
 	struct sm_rpc_multi *mc = NULL;
-	struct sm_buf b = SM_BUF_INIT;
+	struct sm_buf *bufs = NULL;
 	struct sm_err last;
 	uint8_t *owner = NULL;
+	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 	uint32_t own[64], no, asked = 0, owners_answered = 0, cap = 0;
 	int rv = 0;
 
@@ -114,19 +118,21 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	sr.tenant = (char *)tenant;
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_SOURCES;
 	req.sources = &sr;
-	req.deadline_unix_ms = sm_now_ms() + q->cfg.timeout_ms;
-	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
-	    &req.base)) != 0 || sm_rpc_multi_create(SM_MAX(g->n, 1),
-	    "sources", &mc) != 0) {
+	if ((bufs = sm_calloc(SM_MAX(g->n, 1), sizeof(*bufs))) == NULL ||
+	    sm_rpc_multi_create(SM_MAX(g->n, 1), "sources", &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
 	for (uint32_t m = 0; m < g->n; m++) {
 		if (!g->healthy[m] || f->gexcluded[m])
 			continue;
-		sm_rpc_multi_start(mc, m, g->m[m]->client, b.b, b.len,
-		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+		if (pack_req(&req, NULL, sm_ring_member_deadline(g->m[m],
+		    deadline), &bufs[m]) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		sm_rpc_multi_start(mc, m, g->m[m]->client, bufs[m].b,
+		    bufs[m].len, (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
 		asked++;
 	}
 	if (asked > 0)
@@ -182,7 +188,9 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 		    tenant, no, last.msg);
 out:
 	sm_rpc_multi_destroy(mc);
-	sm_buf_fini(&b);
+	for (uint32_t m = 0; bufs != NULL && m < g->n; m++)
+		sm_buf_fini(&bufs[m]);
+	sm_free(bufs);
 	sm_free(owner);
 	return (rv);
 }
@@ -305,9 +313,9 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
     const char *method, const uint8_t *must, struct sm_err *err)
 {
 	struct sm_rpc_multi *mc = NULL;
-	struct sm_buf *bufs = NULL, *gbufs = NULL;
+	struct sm_buf *cbufs = NULL;
 	uint8_t *tfail = NULL, *asked = NULL;
-	uint32_t failed = 0, mustfail = 0, nc, nb, nasked = 0;
+	uint32_t failed = 0, mustfail = 0, nc, nasked = 0;
 	int rv = 0, first = 0, first_answer = 0;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
@@ -316,52 +324,43 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	SM_ASSERT(nreqs == 1 ? nlanes == 1 : nreqs == nlanes * f->n);
 	nc = nlanes * f->n;
-	nb = nreqs == 1 ? 1 : nc;
 	f->nlanes = nlanes;
 	if ((f->calls = sm_calloc(SM_MAX(nc, 1), sizeof(*f->calls))) == NULL ||
-	    (bufs = sm_calloc(nb, sizeof(*bufs))) == NULL ||
-	    (gbufs = sm_calloc(SM_MAX(nc, 1), sizeof(*gbufs))) == NULL ||
+	    (cbufs = sm_calloc(SM_MAX(nc, 1), sizeof(*cbufs))) == NULL ||
 	    (tfail = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    (asked = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    sm_rpc_multi_create(nc, method, &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	/* The ingester stops when this call's timeout has passed. */
-	for (uint32_t i = 0; i < nb; i++) {
-		if (reqs[i] != NULL && pack_req(reqs[i], NULL, deadline,
-		    &bufs[i]) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-	}
+	/*
+	 * The member stops when this call's timeout has passed: each call
+	 * carries the deadline in the member's own clock (common/ring.h,
+	 * sm_ring_member_deadline), so a skewed clock fails nothing.
+	 */
 	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
 		const Smolder__V1__Request *r = reqs[nreqs == 1 ? 0 : i];
-		const struct sm_buf *b = &bufs[nreqs == 1 ? 0 : i];
+		const struct sm_buf *b = &cbufs[i];
 		uint32_t t = i % f->n;
-		struct sm_rpc_client *cl;
+		struct sm_ring_member *m;
 
 		c->rv = SM_RPC_PENDING;
 		if (t < f->ni) {
 			c->member = f->target[t];
-			cl = f->snap->m[c->member]->client;
+			m = f->snap->m[c->member];
 		} else {
 			c->member = f->src[t - f->ni].gw;
-			cl = f->gsnap->m[c->member]->client;
+			m = f->gsnap->m[c->member];
 		}
 		if (r == NULL)
 			continue;
-		if (t >= f->ni) {
-			if (pack_req(r, f->src[t - f->ni].id, deadline,
-			    &gbufs[i]) != 0) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of "
-				    "memory");
-				goto out;
-			}
-			b = &gbufs[i];
+		if (pack_req(r, t >= f->ni ? f->src[t - f->ni].id : NULL,
+		    sm_ring_member_deadline(m, deadline), &cbufs[i]) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
 		}
-		sm_rpc_multi_start(mc, i, cl, b->b, b->len,
+		sm_rpc_multi_start(mc, i, m->client, b->b, b->len,
 		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
 		nasked += !asked[t];
 		asked[t] = 1;
@@ -494,12 +493,9 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	}
 out:
 	sm_rpc_multi_destroy(mc);
-	for (uint32_t i = 0; bufs != NULL && i < nb; i++)
-		sm_buf_fini(&bufs[i]);
-	for (uint32_t i = 0; gbufs != NULL && i < nc; i++)
-		sm_buf_fini(&gbufs[i]);
-	sm_free(bufs);
-	sm_free(gbufs);
+	for (uint32_t i = 0; cbufs != NULL && i < nc; i++)
+		sm_buf_fini(&cbufs[i]);
+	sm_free(cbufs);
 	sm_free(tfail);
 	sm_free(asked);
 	return (rv);
