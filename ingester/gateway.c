@@ -550,63 +550,6 @@ ing_gw_client_destroy(struct ing_gw_client *gc)
 	sm_free(gc);
 }
 
-int
-ing_gw_serves(struct ing_gw_client *gc, const char *tenant, const char *inc,
-    uint32_t nblocks, int64_t max_t, bool *yes, uint32_t *nanswered,
-    struct sm_err *err)
-{
-	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
-	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
-	uint32_t own[64], no, answered = 0, serving = 0;
-	struct sm_buf b = SM_BUF_INIT;
-	int rv = 0;
-
-	*yes = false;
-	sr.tenant = (char *)tenant;
-	req.method_case = SMOLDER__V1__REQUEST__METHOD_SOURCES;
-	req.sources = &sr;
-	if (sm_buf_reserve(&b, protobuf_c_message_get_packed_size(
-	    &req.base)) != 0)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
-	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), own);
-	for (uint32_t i = 0; i < no; i++) {
-		struct sm_buf resp = SM_BUF_INIT;
-		struct sm_arena *a = sm_arena_create(0);
-		Smolder__V1__Response *r = NULL;
-		ProtobufCAllocator al;
-		bool ok = false;
-
-		if (a == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			break;
-		}
-		al = sm_arena_pbc(a);
-		if (sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp) == 0 &&
-		    (r = smolder__v1__response__unpack(&al, resp.len,
-		    (const uint8_t *)resp.b)) != NULL && r->code == 0 &&
-		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
-			answered++;
-			for (size_t k = 0; k < r->sources->n_sources && !ok;
-			    k++) {
-				const Smolder__V1__Source *s =
-				    r->sources->sources[k];
-
-				ok = strcmp(s->id, inc) == 0 &&
-				    s->blocks >= nblocks && s->max_t >= max_t;
-			}
-			serving += ok;
-		}
-		sm_buf_fini(&resp);
-		sm_arena_destroy(a);
-	}
-	sm_buf_fini(&b);
-	/* every owner that answers, and at least one */
-	*yes = rv == 0 && answered > 0 && serving == answered;
-	*nanswered = answered;
-	return (rv);
-}
-
 static int
 u64_cmp(const void *a, const void *b)
 {

@@ -119,26 +119,19 @@ int ing_gateway_sources(struct ing_gateway *gw,
     Smolder__V1__SourcesResponse *out, struct sm_err *err);
 
 /*
- * For a leaving ingester (ingester.h, "Leaving"): the store-gateways of
- * -store-gateway.sharding-ring.members, asked whether they serve its
- * blocks.  ing_gw_serves sets *yes when at least one owner gateway of
- * `tenant` answers Sources and every owner that answers lists source
- * `inc` with at least `nblocks` blocks reaching max_t; *nanswered counts
- * the owners that answered.  Owners that do not answer are passed over (they are down; the querier will not count
- * on them either).  0, or SM_ENOMEM.
+ * The store-gateways of -store-gateway.sharding-ring.members, asked by an
+ * ingester that leaves or drops blocks (ingester.h, "Leaving", "Local
+ * retention").
  */
 struct ing_gw_client;
 
 int ing_gw_client_create(const char *members, int64_t rf, int64_t tokens,
     struct ing_gw_client **out, struct sm_err *err);
 void ing_gw_client_destroy(struct ing_gw_client *gc);
-int ing_gw_serves(struct ing_gw_client *gc, const char *tenant,
-    const char *inc, uint32_t nblocks, int64_t max_t, bool *yes,
-    uint32_t *nanswered, struct sm_err *err);
 
 /*
- * For local retention (ingester.h): which of gens[0..n) (sorted here) of
- * source `inc` the owner gateways of `tenant` serve: served[i] is set
+ * Which of gens[0..n) (sorted here) of source `inc` the owner gateways
+ * of `tenant` serve: served[i] is set
  * when every owner that answered lists gens[i] (and one did).  A block
  * served is one the querier can count on once the ingester drops it: a
  * gateway that is down now is not ready again before it loaded every

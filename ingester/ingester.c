@@ -429,22 +429,20 @@ leave_sleep(struct ingester *ing, int64_t ms)
 	pthread_mutex_unlock(&ing->mu);
 }
 
-/* Per tenant: its listed blocks and their end, for ing_gw_serves. */
-struct leave_tenant {
-	const char *id;
-	uint32_t n;
-	int64_t max_t;
-};
-
-/* Wait until the store-gateways serve every block (ingester.h). */
+/*
+ * Wait until the store-gateways serve every block (ingester.h): for each
+ * tenant, every gen it lists (ing_gw_served, the check local retention
+ * uses too).
+ */
 static int
 leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
     struct sm_err *err)
 {
 	struct ing_gw_client *gc = NULL;
 	struct ing_db_block *v = NULL;
-	struct leave_tenant *t = NULL;
-	uint32_t nv = 0, nt = 0, done = 0;
+	uint64_t *gens = NULL;
+	uint8_t *served = NULL;
+	uint32_t nv = 0, i = 0, ntenants = 0;
 	char hex[33];
 	int rv;
 
@@ -454,47 +452,48 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 	    ing->cfg.ring_tokens, &gc, err)) != 0)
 		return (rv);
 	if ((rv = ing_db_blocks(ing->db, true, &v, &nv)) != 0 ||
-	    (t = sm_calloc(SM_MAX(nv, 1), sizeof(*t))) == NULL) {
+	    (gens = sm_calloc(SM_MAX(nv, 1), sizeof(*gens))) == NULL ||
+	    (served = sm_calloc(SM_MAX(nv, 1), 1)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (uint32_t i = 0; i < nv; i++) {     /* (tenant, gen) order */
-		if (nt == 0 || strcmp(t[nt - 1].id, v[i].tenant) != 0)
-			t[nt++] = (struct leave_tenant){ v[i].tenant, 0,
-			    INT64_MIN };
-		t[nt - 1].n++;
-		t[nt - 1].max_t = SM_MAX(t[nt - 1].max_t, v[i].meta.max_t);
-	}
-	while (done < nt) {
-		uint32_t answered = 0;
-		bool yes = false;
+	while (i < nv) {                /* (tenant, gen) order */
+		uint32_t n = 0, answered = 0, nserved = 0;
 
-		if ((rv = ing_gw_serves(gc, t[done].id, hex, t[done].n,
-		    t[done].max_t, &yes, &answered, err)) != 0)
+		while (i + n < nv && strcmp(v[i + n].tenant, v[i].tenant) == 0) {
+			gens[n] = v[i + n].meta.gen;
+			n++;
+		}
+		if ((rv = ing_gw_served(gc, v[i].tenant, hex, gens, n, served,
+		    &answered, err)) != 0)
 			goto out;
-		if (yes) {
-			done++;
+		for (uint32_t k = 0; k < n; k++)
+			nserved += served[k];
+		if (nserved == n) {
+			i += n;
+			ntenants++;
 			continue;
 		}
 		/* at shutdown, gateways that are all down are not waited
 		 * for (the blocks are in the bucket) */
 		if (answered == 0 && !patient) {
 			rv = sm_err_set(err, SM_EUNAVAIL, "no store-gateway of "
-			    "tenant %s answers", t[done].id);
+			    "tenant %s answers", v[i].tenant);
 			goto out;
 		}
 		if (sm_now_ms() >= deadline) {
 			rv = sm_err_set(err, SM_ETIMEDOUT, "the store-gateways "
-			    "do not serve tenant %s's %u blocks yet (%u of %u "
-			    "tenants served)", t[done].id, t[done].n, done, nt);
+			    "serve %u of tenant %s's %u blocks (%u tenants "
+			    "served)", nserved, v[i].tenant, n, ntenants);
 			goto out;
 		}
 		leave_sleep(ing, 500);
 	}
 	sm_info("ingester", "leave: the store-gateways serve every block\t"
-	    "tenants=%u blocks=%u", nt, nv);
+	    "tenants=%u blocks=%u", ntenants, nv);
 out:
-	sm_free(t);
+	sm_free(gens);
+	sm_free(served);
 	ing_db_blocks_free(v, nv);
 	ing_gw_client_destroy(gc);
 	return (rv);

@@ -35,7 +35,7 @@
  * is pending, and -- with -store-gateway.sharding-ring.members -- waits
  * until, for every tenant it holds, each owner store-gateway that answers
  * (at least one) serves its source with all its blocks (gateway.h,
- * ing_gw_serves).  Only then may it go: /ingester/shutdown answers 200
+ * ing_gw_served).  Only then may it go: /ingester/shutdown answers 200
  * and the process exits; its data is in the bucket and served.  Past
  * -ingester.leave-timeout it gives up: /ingester/shutdown answers 503
  * saying what is missing and the ingester stays (LEAVING: still readable
