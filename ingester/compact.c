@@ -131,6 +131,7 @@
  * blocks) and smolder_ingester_compaction_bytes_written_total.
  */
 #include "db_int.h"
+#include "fold.h"
 
 #include <stdio.h>
 
@@ -619,7 +620,30 @@ struct build {
 	size_t ntouched, tcap;
 	struct pair *p;
 	size_t pcap;
+	/* a fold (fold.h): the coefficient of each (source, fp, bucket) of
+	 * the inputs, and the current input's source; NULL: a tier or a
+	 * merge */
+	const struct ing_fold_sel *fold;
+	uint32_t src;
 };
+
+/* The coefficient of input bucket (fp, t) in the block being built: 1
+ * for a tier or a merge; the selection's for a fold. */
+static int
+fold_coef(const struct build *b, uint64_t fp, int64_t t)
+{
+	return (b->fold == NULL ? 1 : b->fold->coef(b->fold->arg, b->src, fp,
+	    t));
+}
+
+/* v times a coefficient of +-1, saturating. */
+static int64_t
+fold_scale(int64_t v, int c)
+{
+	if (c > 0)
+		return (v);
+	return (v == INT64_MIN ? INT64_MAX : -v);
+}
 
 /* The builder's node for input node i (its ancestors mapped first). */
 static int
@@ -791,7 +815,7 @@ flush_group(struct build *b, struct ing_series *osr, int64_t tt,
 
 /* Merge series k of input block m into the builder. */
 static int
-merge_series(struct ing_db *db, const char *tenant,
+merge_series(struct ing_store *st, const char *tenant,
     const struct ing_block_meta *m, const struct ing_set *set, uint32_t k,
     struct build *b, struct sm_err *err)
 {
@@ -810,6 +834,14 @@ merge_series(struct ing_db *db, const char *tenant,
 		first++;
 	if (first == sr->nb || sr->b[first].t >= b->we)
 		return (0);
+	if (b->fold != NULL) {
+		/* a fold: only a series with a selected bucket enters */
+		while (first < sr->nb && sr->b[first].t < b->we &&
+		    fold_coef(b, sr->fp, sr->b[first].t) == 0)
+			first++;
+		if (first == sr->nb || sr->b[first].t >= b->we)
+			return (0);
+	}
 	if ((rv = ing_set_series(&b->h->set, sr->labels, sr->nlabels,
 	    ing_set_str(set, sr->meta.spy), ing_set_str(set, sr->meta.units),
 	    ing_set_str(set, sr->meta.aggregation), sr->meta.sample_rate,
@@ -817,12 +849,15 @@ merge_series(struct ing_db *db, const char *tenant,
 		return (sm_err_set(err, rv, "out of memory"));
 	if ((a = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	if ((rv = ing_store_block_data(db->store, tenant, m, k, sr, a, &bk,
+	if ((rv = ing_store_block_data(st, tenant, m, k, sr, a, &bk,
 	    err)) != 0)
 		goto out;
 	for (uint32_t i = first; i < sr->nb && bk[i].t < b->we; i++) {
 		int64_t bt = b->w > 0 ? sm_floor_to(bk[i].t, b->w) : bk[i].t;
+		int c = fold_coef(b, sr->fp, bk[i].t);
 
+		if (c == 0)
+			continue;
 		if (open && bt != tt) {
 			if ((rv = flush_group(b, osr, tt, profiles)) != 0)
 				goto nomem;
@@ -830,8 +865,10 @@ merge_series(struct ing_db *db, const char *tenant,
 		}
 		tt = bt;
 		open = true;
-		profiles = profiles > UINT32_MAX - bk[i].profiles ?
-		    UINT32_MAX : profiles + bk[i].profiles;
+		/* a fold sets the counts from its records afterwards */
+		if (b->fold == NULL)
+			profiles = profiles > UINT32_MAX - bk[i].profiles ?
+			    UINT32_MAX : profiles + bk[i].profiles;
 		for (uint32_t j = 0; j < bk[i].n; j++) {
 			uint32_t node;
 
@@ -843,7 +880,8 @@ merge_series(struct ing_db *db, const char *tenant,
 				goto out;
 			}
 			if ((rv = map_node(b, bk[i].node[j], &node)) != 0 ||
-			    (rv = gather(b, node, bk[i].value[j])) != 0)
+			    (rv = gather(b, node, fold_scale(bk[i].value[j],
+			    c))) != 0)
 				goto nomem;
 		}
 	}
@@ -865,7 +903,7 @@ out:
  * encoding sorts them (spans summed per key, as a head's are).
  */
 static int
-merge_records(struct ing_db *db, const char *tenant,
+merge_records(struct ing_store *st, const char *tenant,
     const struct ing_block_meta *m, struct build *b, struct sm_err *err)
 {
 	struct ing_span_rec *sp = NULL;
@@ -873,14 +911,18 @@ merge_records(struct ing_db *db, const char *tenant,
 	uint32_t nsp = 0, npr = 0;
 	int rv;
 
-	if ((rv = ing_store_block_spans(db->store, tenant, m, &sp, &nsp,
+	if ((rv = ing_store_block_spans(st, tenant, m, &sp, &nsp,
 	    err)) != 0 ||
-	    (rv = ing_store_block_profiles(db->store, tenant, m, &pr, &npr,
+	    (rv = ing_store_block_profiles(st, tenant, m, &pr, &npr,
 	    err)) != 0)
 		goto out;
 	for (uint32_t i = 0; i < nsp; i++) {
 		uint32_t node;
+		int c = fold_coef(b, sp[i].fp, sp[i].t);
 
+		if (c == 0 || (b->fold != NULL && (sp[i].t < b->ws ||
+		    sp[i].t >= b->we)))
+			continue;
 		if (sp[i].node >= b->tree->n) {
 			rv = sm_err_set(err, SM_ECORRUPT, "block %s/%llu span "
 			    "node %u past its tree", tenant,
@@ -889,13 +931,13 @@ merge_records(struct ing_db *db, const char *tenant,
 		}
 		if ((rv = map_node(b, sp[i].node, &node)) != 0 ||
 		    (rv = ing_spans_add(&b->h->spans, sp[i].span, sp[i].fp,
-		    sp[i].t, node, sp[i].value)) != 0) {
+		    sp[i].t, node, fold_scale(sp[i].value, c))) != 0) {
 			rv = sm_err_set(err, rv, "merging spans: %s",
 			    sm_strerror(rv));
 			goto out;
 		}
 	}
-	for (uint32_t i = 0; i < npr; i++) {
+	for (uint32_t i = 0; b->fold == NULL && i < npr; i++) {
 		if ((rv = ing_profs_add(&b->h->profs, pr[i].fp, pr[i].t,
 		    pr[i].id, pr[i].total)) != 0) {
 			rv = sm_err_set(err, rv, "merging profile records: %s",
@@ -911,16 +953,16 @@ out:
 
 /* Merge every series of input block m with a bucket in the window. */
 static int
-merge_block(struct ing_db *db, const char *tenant,
+merge_block(struct ing_store *st, const char *tenant,
     const struct ing_block_meta *m, struct build *b, struct sm_err *err)
 {
 	const struct ing_set *set = NULL;
 	struct ing_cache_ent *tent = NULL, *ient = NULL;
 	int rv;
 
-	if ((rv = ing_store_block_tree(db->store, tenant, m, &b->tree, &tent,
+	if ((rv = ing_store_block_tree(st, tenant, m, &b->tree, &tent,
 	    err)) != 0 ||
-	    (rv = ing_store_block_index(db->store, tenant, m, &set, &ient,
+	    (rv = ing_store_block_index(st, tenant, m, &set, &ient,
 	    err)) != 0)
 		goto out;
 	b->map = sm_calloc(b->tree->n, sizeof(*b->map));
@@ -931,9 +973,9 @@ merge_block(struct ing_db *db, const char *tenant,
 		goto out;
 	}
 	for (uint32_t k = 0; k < set->nseries && rv == 0; k++)
-		rv = merge_series(db, tenant, m, set, k, b, err);
+		rv = merge_series(st, tenant, m, set, k, b, err);
 	if (rv == 0 && b->w == 0)
-		rv = merge_records(db, tenant, m, b, err);
+		rv = merge_records(st, tenant, m, b, err);
 out:
 	sm_free(b->map);
 	sm_free(b->stack);
@@ -941,9 +983,9 @@ out:
 	b->map = b->stack = b->fmap = NULL;
 	b->tree = NULL;
 	if (ient != NULL)
-		ing_store_release(db->store, ient);
+		ing_store_release(st, ient);
 	if (tent != NULL)
-		ing_store_release(db->store, tent);
+		ing_store_release(st, tent);
 	return (rv);
 }
 
@@ -970,7 +1012,7 @@ build_tier(struct ing_db *db, const char *tenant,
 	if (ing_head_create(0, w > 0 ? w : db->cfg.bucket_ms, &b.h) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n && rv == 0; i++)
-		rv = merge_block(db, tenant, &inputs[i], &b, err);
+		rv = merge_block(db->store, tenant, &inputs[i], &b, err);
 	if (rv == 0 && b.h->set.nseries == 0)
 		*empty = true;
 	else if (rv == 0) {
@@ -1290,4 +1332,69 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 	count_job(tier_ms, st->built ? "built" : st->head_overlap ? "skipped" :
 	    st->empty ? "empty" : "noop");
 	return (0);
+}
+
+/* --- folds (fold.h) --------------------------------------------------------- */
+
+int
+ing_fold_build(struct ing_store *st, const struct ing_fold_input *in,
+    uint32_t n, int64_t bucket_ms, int64_t ws, int64_t we, uint64_t gen,
+    const struct ing_fold_sel *sel, const struct ing_prof_rec *recs,
+    uint32_t nrecs, int level, struct ing_block_enc *e, bool *empty,
+    struct sm_err *err)
+{
+	struct build b;
+	int rv = 0;
+
+	memset(&b, 0, sizeof(b));
+	memset(e, 0, sizeof(*e));
+	*empty = false;
+	b.ws = ws;
+	b.we = we;
+	b.fold = sel;
+	if (ing_head_create(0, bucket_ms, &b.h) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < n && rv == 0; i++) {
+		if (in[i].meta.bucket_ms != bucket_ms) {
+			rv = sm_err_set(err, SM_EINVAL, "block %s/%llu: bucket "
+			    "width %lld, the fold's is %lld", in[i].tenant,
+			    (unsigned long long)in[i].meta.gen,
+			    (long long)in[i].meta.bucket_ms,
+			    (long long)bucket_ms);
+			break;
+		}
+		b.src = in[i].source;
+		rv = merge_block(st, in[i].tenant, &in[i].meta, &b, err);
+	}
+	for (uint32_t i = 0; i < nrecs && rv == 0; i++) {
+		if (recs[i].t < ws || recs[i].t >= we)
+			continue;
+		if ((rv = ing_profs_add(&b.h->profs, recs[i].fp, recs[i].t,
+		    recs[i].id, recs[i].total)) != 0)
+			rv = sm_err_set(err, rv, "out of memory");
+	}
+	/* each bucket counts the union's uploads in it */
+	for (uint32_t k = 0; rv == 0 && k < b.h->set.nseries; k++) {
+		struct ing_series *sr = b.h->set.series[k];
+
+		for (uint32_t i = 0; i < sr->nb; i++)
+			sr->b[i].profiles = sel->profiles(sel->arg, sr->fp,
+			    sr->b[i].t);
+	}
+	if (rv == 0 && b.h->set.nseries == 0)
+		*empty = true;
+	else if (rv == 0) {
+		struct ing_block_src src;
+
+		b.h->gen = gen;
+		if ((rv = ing_head_block_src(b.h, &src, err)) == 0) {
+			rv = ing_block_encode(&src, level, e, err);
+			ing_head_block_src_fini(&src);
+		}
+	}
+	sm_free(b.p);
+	sm_free(b.slot);
+	sm_free(b.touched);
+	ing_head_unref(b.h);
+	return (rv);
 }

@@ -32,7 +32,47 @@ struct ing_gateway {
 	pthread_mutex_t src_mu;
 	struct gw_src { char inc[33]; char *instance; } *src;
 	uint32_t nsrc, srccap;
+	/* the blocks of other sources that the folds served stand for, from
+	 * the last complete pass (src_mu) */
+	struct gw_fold *fold;
+	uint32_t nfold;
 };
+
+/* A block (tenant, inc, gen) that a served fold stands for. */
+struct gw_fold {
+	char *tenant;
+	char inc[33];
+	uint64_t gen;
+};
+
+struct gw_folds {
+	struct gw_fold *v;
+	uint32_t n, cap;
+};
+
+static void
+gw_folds_free(struct gw_fold *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		sm_free(v[i].tenant);
+	sm_free(v);
+}
+
+/* Note the inputs of fold bk, served from now on. */
+static int
+gw_folds_add(struct gw_folds *f, const struct ing_bucket_block *bk)
+{
+	if (strcmp(bk->inc, ING_FOLD_INC) != 0)
+		return (0);
+	for (uint32_t i = 0; i < bk->ninputs; i++) {
+		if (SM_GROW(f->v, f->cap, f->n + 1, 64) != 0 ||
+		    (f->v[f->n].tenant = sm_strdup(bk->tenant)) == NULL)
+			return (SM_ENOMEM);
+		memcpy(f->v[f->n].inc, bk->inputs[i].inc, 33);
+		f->v[f->n++].gen = bk->inputs[i].gen;
+	}
+	return (0);
+}
 
 static struct sm_metric *m_passes, *m_pass_fail, *m_adopted, *m_dropped;
 static struct sm_metric *m_bad, *m_bytes;
@@ -129,6 +169,7 @@ ing_gateway_destroy(struct ing_gateway *gw)
 	for (uint32_t i = 0; i < gw->nsrc; i++)
 		sm_free(gw->src[i].instance);
 	sm_free(gw->src);
+	gw_folds_free(gw->fold, gw->nfold);
 	pthread_mutex_destroy(&gw->mu);
 	pthread_mutex_destroy(&gw->src_mu);
 	sm_free(gw);
@@ -291,6 +332,7 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
     uint32_t *dropped, struct sm_err *err)
 {
 	struct ing_bucket_scan sc = { 0 };
+	struct gw_folds folds = { 0 };
 	struct ing_db_block *hb = NULL;
 	struct held *h = NULL;
 	struct sm_arena *a = NULL;
@@ -336,6 +378,10 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		src_note(gw, bk->inc, bk->instance);
 		if ((x = held_find(h, nhb, lt, bk->gen)) != NULL) {
 			x->wanted = true;
+			if (gw_folds_add(&folds, bk) != 0) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out;
+			}
 			/* inputs merged since: out of service with it */
 			for (uint32_t k = 0; k < bk->nreplaces; k++) {
 				struct held *y = held_find(h, nhb, lt,
@@ -355,6 +401,10 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		}
 		if ((rv = load(gw, bk, lt, err)) == 0) {
 			nad++;
+			if (gw_folds_add(&folds, bk) != 0) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out;
+			}
 			for (uint32_t k = 0; k < bk->nreplaces; k++) {
 				struct held *y = held_find(h, nhb, lt,
 				    bk->replaces[k]);
@@ -384,8 +434,15 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		    h[i].gen))
 			ndr++;
 	}
+	pthread_mutex_lock(&gw->src_mu);
+	gw_folds_free(gw->fold, gw->nfold);
+	gw->fold = folds.v;
+	gw->nfold = folds.n;
+	pthread_mutex_unlock(&gw->src_mu);
+	folds = (struct gw_folds){ 0 };
 	atomic_store(&gw->synced, true);
 out:
+	gw_folds_free(folds.v, folds.n);
 	sm_counter_add(sm_metric_child0(m_adopted), nad);
 	sm_counter_add(sm_metric_child0(m_dropped), ndr);
 	sm_counter_inc(sm_metric_child0(rv == 0 ? m_passes : m_pass_fail));
@@ -479,6 +536,53 @@ ing_gateway_sources(struct ing_gateway *gw,
 			s->gens = g;
 		}
 		s->blocks++;
+	}
+	/* A leaving or retaining ingester asks for one source's gens: a
+	 * block that a served fold stands for is served too, although the
+	 * gateway dropped it once the compactor marked it. */
+	if (req->gens && req->source != NULL && hex32(req->source)) {
+		pthread_mutex_lock(&gw->src_mu);
+		for (uint32_t i = 0; i < gw->nfold; i++) {
+			Smolder__V1__Source *s;
+			uint64_t *g;
+			size_t k;
+
+			if (strcmp(gw->fold[i].tenant, tenant) != 0 ||
+			    strcmp(gw->fold[i].inc, req->source) != 0)
+				continue;
+			for (k = 0; k < n && strcmp(v[k]->id, req->source) != 0;
+			    k++)
+				;
+			if (k == n) {
+				Smolder__V1__Source **nv = sm_arena_grow(a, v,
+				    n, n + 1, sizeof(*nv));
+
+				if (nv == NULL || (s = sm_arena_alloc(a,
+				    sizeof(*s))) == NULL) {
+					pthread_mutex_unlock(&gw->src_mu);
+					goto oom;
+				}
+				v = nv;
+				cap = n + 1;
+				smolder__v1__source__init(s);
+				s->id = sm_arena_strndup(a, req->source, 32);
+				s->instance = (char *)"";
+				if (s->id == NULL) {
+					pthread_mutex_unlock(&gw->src_mu);
+					goto oom;
+				}
+				v[n++] = s;
+			}
+			s = v[k];
+			if ((g = sm_arena_grow(a, s->gens, s->n_gens,
+			    s->n_gens + 1, sizeof(*g))) == NULL) {
+				pthread_mutex_unlock(&gw->src_mu);
+				goto oom;
+			}
+			g[s->n_gens++] = gw->fold[i].gen;
+			s->gens = g;
+		}
+		pthread_mutex_unlock(&gw->src_mu);
 	}
 	if (n > 1)
 		qsort(v, n, sizeof(*v), source_cmp);

@@ -60,6 +60,14 @@
  * complete pass, so a querier never counts on a gateway that has not
  * loaded what it owns.
  *
+ * Folds.  The compactor's folds (compactor/fold.h) are blocks of one
+ * more source, served like any other; of one hour's folds only the
+ * largest gen is wanted (ship.h).  A gateway remembers which blocks of
+ * other sources its folds stand for, and answers a Sources call for one
+ * source with gens (a leaving or retaining ingester's) with those gens
+ * too: they are served, by the fold, although the gateway dropped the
+ * blocks once the compactor marked them.
+ *
  * What is not here yet: blocks are kept whole on the local disk (no byte
  * budget with ranged GETs of data parts); a tenant's retention floor is
  * applied through the compactor's deletion marks, a block at a time.

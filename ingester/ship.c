@@ -304,9 +304,8 @@ ing_ship_object_check(const uint8_t *p, size_t n, int64_t meta_bytes,
 /* --- meta.json ------------------------------------------------------------- */
 
 static char *
-meta_json(const struct ing_ship *sh, const char *tenant, const char *ulid,
-    const struct ing_block_meta *m, const struct ing_ship_rec *r,
-    const struct sm_buf *obj)
+meta_json(const struct ing_ship_src *sc, const char *tenant, const char *ulid,
+    const struct ing_block_meta *m, const struct sm_buf *obj)
 {
 	json_t *j, *src, *rep;
 	char hx[17];
@@ -316,11 +315,11 @@ meta_json(const struct ing_ship *sh, const char *tenant, const char *ulid,
 	    (unsigned long long)sm_hash(obj->b, obj->len));
 	if ((rep = json_array()) == NULL)
 		return (NULL);
-	for (uint32_t i = 0; i < r->ninputs; i++)
+	for (uint32_t i = 0; i < sc->nreplaces; i++)
 		json_array_append_new(rep, json_integer((json_int_t)
-		    r->inputs[i]));
-	src = json_pack("{s:s, s:s, s:I, s:o}", "instance", sh->instance,
-	    "incarnation", sh->incarnation, "gen", (json_int_t)m->gen,
+		    sc->replaces[i]));
+	src = json_pack("{s:s, s:s, s:I, s:o}", "instance", sc->instance,
+	    "incarnation", sc->inc, "gen", (json_int_t)m->gen,
 	    "replaces", rep);
 	if (src == NULL)
 		return (NULL);
@@ -341,9 +340,83 @@ meta_json(const struct ing_ship *sh, const char *tenant, const char *ulid,
 	    "shipped_at_ms", (json_int_t)sm_now_ms());
 	if (j == NULL)
 		return (NULL);
+	if (sc->fold_end > sc->fold_start) {
+		json_t *f, *in = json_array();
+
+		for (uint32_t i = 0; in != NULL && i < sc->ninputs; i++)
+			json_array_append_new(in, json_pack("{s:s, s:I}",
+			    "incarnation", sc->inputs[i].inc, "gen",
+			    (json_int_t)sc->inputs[i].gen));
+		f = in == NULL ? NULL : json_pack("{s:I, s:I, s:o}", "start",
+		    (json_int_t)sc->fold_start, "end",
+		    (json_int_t)sc->fold_end, "inputs", in);
+		if (f == NULL || json_object_set_new(j, "fold", f) != 0) {
+			json_decref(j);
+			return (NULL);
+		}
+	}
 	s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
 	json_decref(j);
 	return (s);
+}
+
+/* Upload block object ob (finished) and then its meta.json under ulid. */
+static int
+put_block(struct sm_bucket *bucket, const struct ing_ship_src *sc,
+    const char *tenant, const char *ulid, const struct ing_block_meta *m,
+    const struct sm_buf *obj, bool kill_after_object, struct sm_err *err)
+{
+	char tk[3 * SM_TENANT_MAX_LEN + 1];
+	char key[2 * SM_BUCKET_KEY_MAX];
+	char *mj;
+	int rv;
+
+	ing_ship_tenant_key(tenant, tk, sizeof(tk));
+	snprintf(key, sizeof(key), "%s/blocks/%s/block", tk, ulid);
+	if ((rv = sm_bucket_put(bucket, key, obj->b, obj->len, err)) != 0)
+		return (rv);
+	sm_counter_add(sm_metric_child0(m_bytes), obj->len);
+	if (kill_after_object)
+		raise(SIGKILL);     /* tests: a crash before meta.json */
+	if ((mj = meta_json(sc, tenant, ulid, m, obj)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	snprintf(key, sizeof(key), "%s/blocks/%s/meta.json", tk, ulid);
+	rv = sm_bucket_put(bucket, key, mj, strlen(mj), err);
+	free(mj);
+	return (rv);
+}
+
+int
+ing_ship_put(struct sm_bucket *bucket, struct ing_store *store,
+    const char *local_tenant, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_ship_src *src,
+    char ulid[ING_ULID_LEN + 1], uint64_t *bytes, struct sm_err *err)
+{
+	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0, err };
+	int rv;
+
+	ship_metrics_init();
+	if ((rv = ing_store_block_parts(store, local_tenant, m->gen,
+	    obj_part, &ob, err)) != 0)
+		goto out;
+	if (ob.nparts == 0) {
+		rv = sm_err_set(err, SM_ENOTFOUND, "block %s/%llu has no parts",
+		    local_tenant, (unsigned long long)m->gen);
+		goto out;
+	}
+	obj_finish(&ob);
+	if (sm_buf_error(&ob.obj) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	ing_ulid_make(sm_now_ms(), ulid);
+	rv = put_block(bucket, src, tenant, ulid, m, &ob.obj, false, err);
+	if (bytes != NULL)
+		*bytes = ob.obj.len;
+out:
+	sm_buf_fini(&ob.obj);
+	sm_buf_fini(&ob.toc);
+	return (rv);
 }
 
 /* --- the pass -------------------------------------------------------------- */
@@ -360,10 +433,9 @@ ship_one(struct ing_ship *sh, const char *tenant,
     const struct ing_block_meta *m, enum ship_outcome *o, struct sm_err *err)
 {
 	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0, err };
+	struct ing_ship_src sc = { 0 };
 	struct ing_ship_rec r;
-	char tk[3 * SM_TENANT_MAX_LEN + 1], ulid[ING_ULID_LEN + 1];
-	char key[2 * SM_BUCKET_KEY_MAX];
-	char *mj = NULL;
+	char ulid[ING_ULID_LEN + 1];
 	uint8_t zero[16] = { 0 };
 	int rv;
 
@@ -399,20 +471,12 @@ ship_one(struct ing_ship *sh, const char *tenant,
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	ing_ship_tenant_key(tenant, tk, sizeof(tk));
-	snprintf(key, sizeof(key), "%s/blocks/%s/block", tk, ulid);
-	if ((rv = sm_bucket_put(sh->bucket, key, ob.obj.b, ob.obj.len,
-	    err)) != 0)
-		goto out;
-	sm_counter_add(sm_metric_child0(m_bytes), ob.obj.len);
-	if (sh->kill_after_object)
-		raise(SIGKILL);     /* tests: a crash before meta.json */
-	if ((mj = meta_json(sh, tenant, ulid, m, &r, &ob.obj)) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	snprintf(key, sizeof(key), "%s/blocks/%s/meta.json", tk, ulid);
-	if ((rv = sm_bucket_put(sh->bucket, key, mj, strlen(mj), err)) != 0)
+	sc.instance = sh->instance;
+	sc.inc = sh->incarnation;
+	sc.replaces = r.inputs;
+	sc.nreplaces = r.ninputs;
+	if ((rv = put_block(sh->bucket, &sc, tenant, ulid, m, &ob.obj,
+	    sh->kill_after_object, err)) != 0)
 		goto out;
 	r.shipped = true;
 	if ((rv = ing_store_ship_put(sh->store, tenant, m->gen, &r, err)) != 0)
@@ -422,7 +486,6 @@ ship_one(struct ing_ship *sh, const char *tenant,
 	sm_debug("ship", "block shipped\ttenant=%s gen=%llu ulid=%s bytes=%zu",
 	    tenant, (unsigned long long)m->gen, ulid, ob.obj.len);
 out:
-	free(mj);
 	ing_ship_rec_fini(&r);
 	sm_buf_fini(&ob.obj);
 	sm_buf_fini(&ob.toc);
@@ -742,6 +805,76 @@ scan_index_metas(struct scan *r, const struct scan_list *l)
 	return (metas);
 }
 
+/*
+ * Blocks the indexes hold that the listing missed: a listing may lag on
+ * Swift and Ceph, and the index is written by the compactor from an
+ * earlier one, so a block it names is read even when the listing does
+ * not show it yet (the fold a deletion mark relies on, in particular).
+ * A block deleted since is marked in the index (the compactor deletes
+ * only marked blocks) or passed over when its meta.json is gone.
+ */
+static int
+scan_index_only(struct scan_list *l, json_t *cached)
+{
+	json_t *listed = json_object(), *v;
+	const char *k;
+
+	if (listed == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < l->n; i++)
+		if (json_object_set_new(listed, l->v[i].key, json_true()) != 0)
+			goto nomem;
+	json_object_foreach(cached, k, v) {
+		if (json_object_get(listed, k) != NULL)
+			continue;
+		if (SM_GROW(l->v, l->cap, l->n + 1, 64) != 0 ||
+		    (l->v[l->n].key = sm_strdup(k)) == NULL)
+			goto nomem;
+		l->v[l->n++].marked = false;
+	}
+	json_decref(listed);
+	return (0);
+nomem:
+	json_decref(listed);
+	return (SM_ENOMEM);
+}
+
+/* A fold's "fold" object (ship.h) into bk; a malformed one makes the
+ * block no fold (logged).  0 or SM_ENOMEM. */
+static int
+scan_fold(struct ing_bucket_block *bk, json_t *f, const char *key)
+{
+	json_t *in = json_object_get(f, "inputs"), *x;
+	size_t i;
+
+	if (f == NULL)
+		return (0);
+	if (!json_is_integer(json_object_get(f, "start")) ||
+	    !json_is_integer(json_object_get(f, "end")) ||
+	    !json_is_array(in)) {
+		sm_warn("ship", "a meta.json with a malformed fold is read as "
+		    "no fold\tkey=%s", key);
+		return (0);
+	}
+	if (json_array_size(in) > 0 && (bk->inputs = sm_calloc(
+	    json_array_size(in), sizeof(*bk->inputs))) == NULL)
+		return (SM_ENOMEM);
+	json_array_foreach(in, i, x) {
+		const char *inc = json_string_value(json_object_get(x,
+		    "incarnation"));
+
+		if (inc == NULL || strlen(inc) != 32 ||
+		    !json_is_integer(json_object_get(x, "gen")))
+			continue;
+		snprintf(bk->inputs[bk->ninputs].inc, 33, "%s", inc);
+		bk->inputs[bk->ninputs++].gen = (uint64_t)json_integer_value(
+		    json_object_get(x, "gen"));
+	}
+	bk->fold_start = json_integer_value(json_object_get(f, "start"));
+	bk->fold_end = json_integer_value(json_object_get(f, "end"));
+	return (0);
+}
+
 /* One meta.json (from the indexes' metas, else fetched); kept when its
  * source is the scan's instance (any without one).  A malformed one is
  * passed over, logged. */
@@ -829,17 +962,27 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 	bk->bytes = json_integer_value(json_object_get(j, "block_bytes"));
 	bk->min_t = json_integer_value(json_object_get(j, "min_t"));
 	bk->max_t = json_integer_value(json_object_get(j, "max_t"));
+	bk->bucket_ms = json_integer_value(json_object_get(j, "bucket_ms"));
+	bk->tier_ms = json_integer_value(json_object_get(j, "tier_ms"));
 	bk->marked = marked;
+	if ((rv = scan_fold(bk, json_object_get(j, "fold"), e->key)) != 0) {
+		sm_free(bk->meta_key);
+		sm_free(bk->tenant);
+		sm_free(bk->instance);
+		goto out;
+	}
 	if (json_array_size(rep) > 0 && (bk->replaces = sm_calloc(
 	    json_array_size(rep), sizeof(*bk->replaces))) == NULL) {
 		sm_free(bk->meta_key);
 		sm_free(bk->tenant);
 		sm_free(bk->instance);
+		sm_free(bk->inputs);
 		rv = SM_ENOMEM;
 		goto out;
 	}
 	json_array_foreach(rep, i, x)
 		bk->replaces[bk->nreplaces++] = (uint64_t)json_integer_value(x);
+	bk->capreplaces = bk->nreplaces;
 	o->n++;
 out:
 	json_decref(j);
@@ -847,8 +990,43 @@ out:
 	return (rv);
 }
 
+/*
+ * Of the fold source's blocks of one tenant and hour, only the largest
+ * gen is read (ship.h): the others are flagged replaced and their gens
+ * added to its `replaces`, so a reader that holds one of them drops it
+ * when it takes the newest.  0 or SM_ENOMEM.
+ */
+static int
+scan_fold_flag(struct ing_bucket_scan *o)
+{
+	for (uint32_t i = 0; i < o->n; i++) {
+		struct ing_bucket_block *bk = &o->v[i], *best = NULL;
+
+		if (strcmp(bk->inc, ING_FOLD_INC) != 0 ||
+		    bk->fold_end <= bk->fold_start || bk->marked || bk->dup)
+			continue;
+		/* the newest live fold of the same tenant and hour: blocks of
+		 * one source are sorted by gen, so it is further on */
+		for (uint32_t k = i + 1; k < o->n &&
+		    strcmp(o->v[k].tenant, bk->tenant) == 0 &&
+		    strcmp(o->v[k].inc, bk->inc) == 0; k++)
+			if (o->v[k].fold_start == bk->fold_start &&
+			    o->v[k].fold_end > o->v[k].fold_start &&
+			    !o->v[k].marked && !o->v[k].dup)
+				best = &o->v[k];
+		if (best == NULL)
+			continue;
+		bk->replaced = true;
+		if (SM_GROW(best->replaces, best->capreplaces,
+		    best->nreplaces + 1, 4) != 0)
+			return (SM_ENOMEM);
+		best->replaces[best->nreplaces++] = bk->gen;
+	}
+	return (0);
+}
+
 /* Flag what a reader passes over: replaced gens, repeated (source, gen). */
-static void
+static int
 scan_flag(struct scan *r)
 {
 	struct ing_bucket_scan *o = r->out;
@@ -871,6 +1049,7 @@ scan_flag(struct scan *r)
 		    strcmp(o->v[i - 1].inc, bk->inc) == 0 &&
 		    strcmp(o->v[i - 1].tenant, bk->tenant) == 0;
 	}
+	return (scan_fold_flag(o));
 }
 
 void
@@ -881,6 +1060,7 @@ ing_ship_scan_free(struct ing_bucket_scan *s)
 		sm_free(s->v[i].tenant);
 		sm_free(s->v[i].instance);
 		sm_free(s->v[i].replaces);
+		sm_free(s->v[i].inputs);
 	}
 	sm_free(s->v);
 	memset(s, 0, sizeof(*s));
@@ -899,14 +1079,15 @@ ing_ship_scan(struct sm_bucket *bucket, const char *prefix,
 	if ((rv = sm_bucket_list(bucket, prefix != NULL ? prefix : "",
 	    scan_add, &l, err)) != 0)
 		goto out;
-	if ((cached = scan_index_metas(&r, &l)) == NULL) {
+	if ((cached = scan_index_metas(&r, &l)) == NULL ||
+	    (rv = scan_index_only(&l, cached)) != 0) {
 		rv = SM_ENOMEM;
 		goto out;
 	}
 	for (uint32_t i = 0; i < l.n && rv == 0; i++)
 		rv = scan_meta(&r, &l.v[i], cached, err);
 	if (rv == 0)
-		scan_flag(&r);
+		rv = scan_flag(&r);
 out:
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");

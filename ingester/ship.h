@@ -37,6 +37,15 @@
  * stands for (they may be in the bucket already), and a tier block's
  * cover_gen counts the same source's gens (block.h, "Tier blocks").
  *
+ * The compactor's folds (compactor/fold.h) are blocks of one more
+ * source, ING_FOLD_INC of instance "compactor", whose meta.json adds
+ * "fold": {"start", "end" (the clock hour it folds), "inputs":
+ * [{"incarnation", "gen"}] (the blocks of other sources it stands for)}.
+ * Of the fold source's blocks of one hour only the largest gen is read
+ * (a scan flags the others replaced and adds their gens to its
+ * `replaces`): a fold that a lagging listing hid from the next one is
+ * then never summed with it.
+ *
  * Block ids are ULIDs (48 bits of milliseconds, 80 random bits, Crockford
  * base32): unique without coordination, since S3-compatible stores such as
  * Swift have no conditional PUT.  The ULID is made once and stored in the
@@ -92,7 +101,42 @@
  * -compactor.deletion-delay (12 h by default). */
 #define ING_SHIP_ULID_MAX_AGE_MS (6LL * 3600 * 1000)
 
+/* The compactor's fold source (compactor/fold.h): no ingester makes an
+ * incarnation of all ones but with odds of 2^-128. */
+#define ING_FOLD_INC "ffffffffffffffffffffffffffffffff"
+#define ING_FOLD_INSTANCE "compactor"
+
 struct ing_ship;
+
+/* A block of another source that a fold stands for. */
+struct ing_fold_ref {
+	char inc[33];
+	uint64_t gen;
+};
+
+/* What a block's meta.json says of its source (above). */
+struct ing_ship_src {
+	const char *instance;
+	const char *inc;               /* 32 hex digits */
+	const uint64_t *replaces;
+	uint32_t nreplaces;
+	int64_t fold_start, fold_end;  /* a fold's hour; 0, 0 otherwise */
+	const struct ing_fold_ref *inputs;
+	uint32_t ninputs;
+};
+
+/*
+ * Upload block m->gen of `local_tenant` in store as a block of `tenant`
+ * from source src, under a fresh ULID (returned): the object, then
+ * meta.json.  For the compactor's folds, which have no ship record: a
+ * failure leaves at most an unfinished upload, which the compactor
+ * deletes later.  *bytes gets the object's size.  0, the bucket's or the
+ * store's error.
+ */
+int ing_ship_put(struct sm_bucket *bucket, struct ing_store *store,
+    const char *local_tenant, const char *tenant,
+    const struct ing_block_meta *m, const struct ing_ship_src *src,
+    char ulid[ING_ULID_LEN + 1], uint64_t *bytes, struct sm_err *err);
 
 /*
  * A shipper over db and store, uploading to bucket (borrowed: outlives
@@ -155,8 +199,12 @@ struct ing_bucket_block {
 	int64_t bytes;                 /* the object's size (meta.json) */
 	char xxh[17];                  /* its XXH3 in hex (meta.json) */
 	int64_t min_t, max_t;
+	int64_t bucket_ms, tier_ms;
 	uint64_t *replaces;            /* gens a merged block stands for */
-	uint32_t nreplaces;
+	uint32_t nreplaces, capreplaces;
+	int64_t fold_start, fold_end;  /* a fold's hour (above); 0, 0 */
+	struct ing_fold_ref *inputs;   /* a fold's inputs */
+	uint32_t ninputs;
 	bool marked, replaced, dup;
 };
 
