@@ -563,6 +563,8 @@ mod_compactor_init(void *p, struct sm_err *err)
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
 	app->cpt_cfg.bucket = app->bucket;
+	app->cpt_cfg.gw_members = app->gw_members;
+	app->cpt_cfg.data_dir = app->data_dir;
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
 }
@@ -851,8 +853,11 @@ main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+	/* A compactor that folds the bucket keeps a scratch store there. */
 	if ((sm_modules_has(app.order, app.norder, "ingester") ||
-	    sm_modules_has(app.order, app.norder, "store-gateway")) &&
+	    sm_modules_has(app.order, app.norder, "store-gateway") ||
+	    (sm_modules_has(app.order, app.norder, "compactor") &&
+	    app.gw_members != NULL && app.gw_members[0] != '\0')) &&
 	    data_dir_lock(&app, &err) != 0) {
 		sm_error("main", "%s", err.msg);
 		goto out;

@@ -371,3 +371,30 @@ out:
 	bi_list_free(&l);
 	return (rv);
 }
+
+int
+cpt_bucket_mark(struct sm_bucket *b, const char *meta_key, int64_t now_ms,
+    const char *reason, struct sm_err *err)
+{
+	size_t n = strlen(meta_key);
+	const char *ulid;
+	char key[BI_KEY];
+	json_t *mk;
+	int rv;
+
+	if (n < 10 + ING_ULID_LEN + 1 || strcmp(meta_key + n - 10,
+	    "/meta.json") != 0)
+		return (sm_err_set(err, SM_EINVAL, "%s: not a meta.json key",
+		    meta_key));
+	ulid = meta_key + n - 10 - ING_ULID_LEN;
+	snprintf(key, sizeof(key), "%.*sdeletion-mark.json", (int)(n - 9),
+	    meta_key);
+	mk = json_pack("{s:i, s:s%, s:I, s:s}", "version", 1, "ulid", ulid,
+	    (size_t)ING_ULID_LEN, "deletion_time_ms", (json_int_t)now_ms,
+	    "reason", reason);
+	if (mk == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = bi_put_json(b, key, mk, err);
+	json_decref(mk);
+	return (rv);
+}

@@ -13,7 +13,10 @@
  *      -compactor.blocks-retention-period, or the tenant's
  *      compactor_blocks_retention_period) gets a deletion mark,
  *      <tenant>/blocks/<ULID>/deletion-mark.json {"version":1, "ulid",
- *      "deletion_time_ms", "reason":"retention"}.
+ *      "deletion_time_ms", "reason":"retention"}.  The de-duplication
+ *      (fold.h) writes marks of its own before this pass (reasons
+ *      "folded", "replaced", "duplicate", "superseded"), which the
+ *      steps below treat alike.
  *   3. A block whose mark is older than -compactor.deletion-delay is
  *      deleted: meta.json FIRST (so it is never a complete block again),
  *      then the block object, then the mark.  A reader that synced the
@@ -67,5 +70,14 @@ int cpt_bucket_pass(struct sm_bucket *b, int64_t now_ms,
     int64_t deletion_delay_ms,
     int64_t (*floor)(void *arg, const char *tenant), void *arg,
     struct cpt_bucket_stats *st, struct sm_err *err);
+
+/*
+ * Write the deletion mark of the block whose meta.json is meta_key
+ * ("<tk>/blocks/<ULID>/meta.json"), made at now_ms for `reason`
+ * ("retention", or the de-duplication's: fold.h).  0, SM_EINVAL for
+ * another key, or the bucket's error.
+ */
+int cpt_bucket_mark(struct sm_bucket *b, const char *meta_key, int64_t now_ms,
+    const char *reason, struct sm_err *err);
 
 #endif /* CPT_BUCKET_INDEX_H */

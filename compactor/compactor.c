@@ -15,6 +15,7 @@
 #include "common/rpc.h"
 
 #include "bucket_index.h"
+#include "fold.h"
 
 /* Tier work on one ingester, for GET /compactor (guarded by st_mu). */
 struct cpt_member {
@@ -42,6 +43,7 @@ struct compactor {
 	uint32_t nmem;
 	int64_t tiers_pass_ms;          /* when the last tier pass ended */
 	uint32_t tiers_passes;
+	struct cpt_fold *fold;          /* NULL: no de-duplication */
 };
 
 struct cpt_pass {
@@ -54,12 +56,16 @@ struct cpt_pass {
 	bool bucket;                    /* the bucket pass ran */
 	int bucket_rv;                  /* its listing's error, 0 = none */
 	struct cpt_bucket_stats bst;
+	bool fold;                      /* the fold pass ran */
+	int fold_rv;                    /* its scan's error, 0 = none */
+	struct cpt_fold_stats fst;
 };
 
 static struct sm_metric *m_runs, *m_retired, *m_last_ok;
 static struct sm_metric *m_jobs, *m_pending, *m_bytes_read, *m_bytes_written;
 static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
 static struct sm_metric *m_bk_partial, *m_bk_fail;
+static struct sm_metric *m_fold, *m_fold_read, *m_fold_written;
 static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -85,6 +91,18 @@ cpt_metrics_register(void)
 	    "smolder_compactor_jobs_pending", "Downsampling jobs planned and "
 	    "not yet run in the current pass (0 between passes).", NULL,
 	    NULL, 0);
+	m_fold = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_fold_hours_total", "Tenant-hours of the bucket "
+	    "the de-duplication tried, by outcome: folded, unresolved (no "
+	    "exact fold: the replicas' blocks stay), failed.",
+	    (const char *const[]){ "status", NULL }, NULL, 0);
+	m_fold_read = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_fold_bytes_read_total", "Bytes of block "
+	    "objects the de-duplication fetched from the bucket.", NULL,
+	    NULL, 0);
+	m_fold_written = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_fold_bytes_written_total", "Bytes of folded "
+	    "block objects uploaded to the bucket.", NULL, NULL, 0);
 	m_bytes_read = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_compactor_bytes_read_total", "Stored bytes of the raw "
 	    "blocks downsampling jobs read.", NULL, NULL, 0);
@@ -114,7 +132,7 @@ cpt_metrics_register(void)
 const struct sm_flag *
 cpt_flags(struct cpt_config *cfg, size_t *n)
 {
-	static struct sm_flag f[6];
+	static struct sm_flag f[7];
 
 	f[0] = (struct sm_flag){ "compactor.blocks-retention-period",
 		SM_FLAG_DURATION, &cfg->retention_ms, "0",
@@ -139,6 +157,12 @@ cpt_flags(struct cpt_config *cfg, size_t *n)
 		SM_FLAG_DURATION, &cfg->deletion_delay_ms, "12h",
 		"How long a bucket block marked for deletion stays before it "
 		"is deleted (longer than any reader's sync interval)." };
+	f[6] = (struct sm_flag){ "compactor.fold-delay", SM_FLAG_DURATION,
+		&cfg->fold_delay_ms, "1h",
+		"With a bucket and -store-gateway.sharding-ring.members: how "
+		"long after a clock hour ends before the replicas' blocks of "
+		"it are folded into one (a block that comes later is folded "
+		"in again)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }
@@ -572,6 +596,39 @@ bucket_floor(void *arg, const char *tenant)
 	    bf->c->cfg.retention_ms : 0);
 }
 
+/* The replicas' blocks folded into one per tenant-hour (fold.h). */
+static void
+fold_pass(struct compactor *c, struct cpt_pass *p)
+{
+	struct bucket_floor bf = { c, sm_now_ms() };
+	struct sm_err err;
+
+	if (c->fold == NULL)
+		return;
+	p->fold = true;
+	sm_err_clear(&err);
+	p->fold_rv = cpt_fold_pass(c->fold, bf.now, c->cfg.fold_delay_ms,
+	    bucket_floor, &bf, &p->fst, &err);
+	if (p->fold_rv != 0)
+		sm_warn("compactor", "fold pass failed: %s", err.msg);
+	sm_counter_add(sm_metric_child(m_fold, "folded"), p->fst.folded);
+	sm_counter_add(sm_metric_child(m_fold, "unresolved"),
+	    p->fst.unresolved);
+	sm_counter_add(sm_metric_child(m_fold, "failed"), p->fst.failed +
+	    (p->fold_rv != 0));
+	sm_counter_add(sm_metric_child0(m_bk_marked), p->fst.marked);
+	sm_counter_add(sm_metric_child0(m_fold_read), p->fst.bytes_read);
+	sm_counter_add(sm_metric_child0(m_fold_written),
+	    p->fst.bytes_written);
+	if (p->fst.hours > 0 || p->fst.marked > 0)
+		sm_info("compactor", "fold pass	hours=%u folded=%u "
+		    "unresolved=%u failed=%u marked=%u read=%llu "
+		    "written=%llu", p->fst.hours, p->fst.folded,
+		    p->fst.unresolved, p->fst.failed, p->fst.marked,
+		    (unsigned long long)p->fst.bytes_read,
+		    (unsigned long long)p->fst.bytes_written);
+}
+
 static void
 bucket_pass(struct compactor *c, struct cpt_pass *p)
 {
@@ -599,7 +656,8 @@ bucket_pass(struct compactor *c, struct cpt_pass *p)
 	    p->bst.partial_deleted, p->bst.failed + (p->bucket_rv != 0));
 }
 
-/* A pass: retention, then downsampling, then the bucket. */
+/* A pass: retention, then downsampling, then the bucket's folds, then
+ * its marks, deletions and indexes. */
 static void
 cpt_pass(struct compactor *c, struct cpt_pass *p)
 {
@@ -607,6 +665,7 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 	pthread_mutex_lock(&c->pass_mu);
 	retention_pass(c, p);
 	tiers_pass(c, p);
+	fold_pass(c, p);
 	bucket_pass(c, p);
 	pthread_mutex_unlock(&c->pass_mu);
 }
@@ -680,12 +739,21 @@ run_handler(struct sm_http_req *r, void *arg)
 		    "\"partial_deleted\":%u,\"failed\":%u}", p.bst.tenants,
 		    p.bst.blocks, p.bst.marked, p.bst.deleted,
 		    p.bst.partial_deleted, p.bst.failed + (p.bucket_rv != 0));
+	if (p.fold)
+		sm_buf_printf(&out, ",\"fold\":{\"hours\":%u,\"folded\":%u,"
+		    "\"unresolved\":%u,\"failed\":%u,\"marked\":%u,"
+		    "\"bytes_read\":%llu,\"bytes_written\":%llu}",
+		    p.fst.hours, p.fst.folded, p.fst.unresolved,
+		    p.fst.failed + (p.fold_rv != 0), p.fst.marked,
+		    (unsigned long long)p.fst.bytes_read,
+		    (unsigned long long)p.fst.bytes_written);
 	sm_buf_puts(&out, "}\n");
 	if (sm_buf_error(&out) != 0)
 		sm_http_reply_error(r, 500, "internal", "out of memory");
 	else
 		sm_http_reply_buf(r, p.failed == 0 && p.jobs_failed == 0 &&
-		    p.bucket_rv == 0 && p.bst.failed == 0 ? 200 : 503,
+		    p.bucket_rv == 0 && p.bst.failed == 0 &&
+		    p.fold_rv == 0 && p.fst.failed == 0 ? 200 : 503,
 		    "application/json", &out);
 	sm_buf_fini(&out);
 }
@@ -739,6 +807,17 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->st_mu, NULL);
 	sm_cond_init(&c->cv);
+	if (cfg->bucket != NULL && cfg->gw_members != NULL &&
+	    cfg->gw_members[0] != '\0') {
+		char dir[4096];
+
+		snprintf(dir, sizeof(dir), "%s/compactor", cfg->data_dir);
+		if ((rv = cpt_fold_create(cfg->bucket, dir, &c->fold,
+		    err)) != 0) {
+			cpt_destroy(c);
+			return (rv);
+		}
+	}
 	if (http != NULL && (rv = sm_http_route(http, "POST", "/compactor/run",
 	    run_handler, c, 0)) != 0) {
 		cpt_destroy(c);
@@ -799,5 +878,6 @@ cpt_destroy(struct compactor *c)
 	for (uint32_t k = 0; k < c->nmem; k++)
 		sm_free(c->mem[k].id);
 	sm_free(c->mem);
+	cpt_fold_destroy(c->fold);
 	sm_free(c);
 }

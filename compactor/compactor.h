@@ -19,15 +19,19 @@
  * lengthening a tenant's retention keeps only what is still there.
  *
  * The bucket (with -storage.backend): after retention and downsampling,
- * a pass marks, deletes and indexes the bucket's blocks by the same
- * floors (compactor/bucket_index.h): the compactor is the only process
- * that deletes from the bucket.
+ * with -store-gateway.sharding-ring.members a pass folds the replicas'
+ * blocks of each tenant-hour into one (compactor/fold.h), then it marks,
+ * deletes and indexes the bucket's blocks by the same floors
+ * (compactor/bucket_index.h): the compactor is the only process that
+ * deletes from the bucket.
  *
  * HTTP: POST /compactor/run runs a pass now and answers what it did as
  * JSON ({"before_ms":...,"tenant_overrides":n,"ingesters":n,"failed":n,
- * "blocks_retired":n,...}).
+ * "blocks_retired":n,..., "bucket":{...}, "fold":{"hours", "folded",
+ * "unresolved", "failed", "marked", "bytes_read", "bytes_written"}}).
  * Metrics: smolder_compactor_runs_total{status}, ..._blocks_retired_total,
- * ..._last_success_timestamp_seconds.
+ * ..._last_success_timestamp_seconds, ..._fold_hours_total{status},
+ * ..._fold_bytes_read_total, ..._fold_bytes_written_total.
  *
  * Ownership: borrows the HTTP server, the ring and the overrides.  Locking: one pass at a
  * time (a mutex); the scheduler thread and /compactor/run share it.
@@ -52,6 +56,11 @@ struct cpt_config {
 	struct sm_overrides *overrides; /* borrowed (main); NULL = none */
 	int64_t deletion_delay_ms; /* -compactor.deletion-delay */
 	struct sm_bucket *bucket;  /* borrowed (main); NULL = none */
+	int64_t fold_delay_ms;     /* -compactor.fold-delay */
+	const char *gw_members;    /* -store-gateway.sharding-ring.members:
+				      set = the bucket has a read path, so
+				      its replicas are folded (fold.h) */
+	const char *data_dir;      /* -data.dir: the fold's scratch store */
 };
 
 const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);

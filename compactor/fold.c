@@ -1,0 +1,819 @@
+/*
+ * fold.c -- the compactor's de-duplication of the bucket (fold.h tells
+ * the design; ingester/fold.h builds the block).
+ */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/arena.h"
+#include "common/log.h"
+#include "ingester/fold.h"
+#include "ingester/gateway.h"
+#include "ingester/ship.h"
+#include "ingester/store.h"
+
+#include "bucket_index.h"
+#include "fold.h"
+
+#define HOUR_MS 3600000LL
+#define FOLD_ZSTD_LEVEL 3
+
+struct cpt_fold {
+	struct sm_bucket *bucket;
+	struct ing_store *store;
+	uint64_t last_gen;             /* the largest fold gen made or seen */
+};
+
+static int
+rm_ent(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return (remove(path) != 0 && errno != ENOENT ? -1 : 0);
+}
+
+int
+cpt_fold_create(struct sm_bucket *bucket, const char *scratch,
+    struct cpt_fold **out, struct sm_err *err)
+{
+	struct sm_kv_opts kvo;
+	struct cpt_fold *f;
+	int rv;
+
+	*out = NULL;
+	/* scratch only: what a crash left is never needed */
+	if (nftw(scratch, rm_ent, 16, FTW_DEPTH | FTW_PHYS) != 0 &&
+	    errno != ENOENT)
+		return (sm_err_set(err, SM_EIO, "emptying %s: %s", scratch,
+		    strerror(errno)));
+	if (mkdir(scratch, 0755) != 0 && errno != EEXIST)
+		return (sm_err_set(err, SM_EIO, "%s: %s", scratch,
+		    strerror(errno)));
+	if ((f = sm_calloc(1, sizeof(*f))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_kv_opts_default(&kvo);
+	kvo.block_cache_bytes = 8u << 20;
+	kvo.write_buffer_bytes = 8u << 20;
+	kvo.max_background_jobs = 1;
+	if ((rv = ing_store_open(scratch, &kvo, 64u << 20, &f->store,
+	    err)) != 0) {
+		sm_free(f);
+		return (rv);
+	}
+	f->bucket = bucket;
+	*out = f;
+	return (0);
+}
+
+void
+cpt_fold_destroy(struct cpt_fold *f)
+{
+	if (f == NULL)
+		return;
+	ing_store_close(f->store);
+	sm_free(f);
+}
+
+/* --- one tenant's blocks ----------------------------------------------------- */
+
+static bool
+is_fold(const struct ing_bucket_block *b)
+{
+	return (strcmp(b->inc, ING_FOLD_INC) == 0 &&
+	    b->fold_end > b->fold_start);
+}
+
+static bool
+is_live(const struct ing_bucket_block *b)
+{
+	return (!b->marked && !b->replaced && !b->dup);
+}
+
+/* The live fold of hour hs (at most one: the scan flags the others). */
+static const struct ing_bucket_block *
+find_fold(const struct ing_bucket_block *v, uint32_t n, int64_t hs)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (is_fold(&v[i]) && is_live(&v[i]) && v[i].fold_start == hs)
+			return (&v[i]);
+	return (NULL);
+}
+
+static bool
+fold_lists(const struct ing_bucket_block *fold, const char *inc,
+    uint64_t gen)
+{
+	for (uint32_t i = 0; i < fold->ninputs; i++)
+		if (fold->inputs[i].gen == gen &&
+		    strcmp(fold->inputs[i].inc, inc) == 0)
+			return (true);
+	return (false);
+}
+
+/* A raw block of an ingester source, which folds take as input. */
+static bool
+is_input(const struct ing_bucket_block *b)
+{
+	return (strcmp(b->inc, ING_FOLD_INC) != 0 && b->tier_ms == 0 &&
+	    b->min_t < b->max_t &&
+	    (b->max_t - 1) / HOUR_MS - b->min_t / HOUR_MS < CPT_FOLD_MAX_SPAN);
+}
+
+/* Is every clock hour of input b folded by a live fold that lists it? */
+static bool
+folded_all(const struct ing_bucket_block *v, uint32_t n,
+    const struct ing_bucket_block *b)
+{
+	for (int64_t hs = sm_floor_to(b->min_t, HOUR_MS); hs < b->max_t;
+	    hs += HOUR_MS) {
+		const struct ing_bucket_block *fold = find_fold(v, n, hs);
+
+		if (fold == NULL || !fold_lists(fold, b->inc, b->gen))
+			return (false);
+	}
+	return (true);
+}
+
+/* Blocks imported into the scratch store for this tenant. */
+struct imp {
+	const struct ing_bucket_block *bk;
+	char *lt;                      /* local tenant "<tenant>|<inc>" */
+	struct ing_block_meta meta;
+	int rv;                        /* 0: imported; else why not */
+};
+
+struct tenant_ctx {
+	struct cpt_fold *f;
+	const struct ing_bucket_block *v;
+	uint32_t n;
+	struct sm_arena *a;
+	struct imp *imp;
+	uint32_t nimp, impcap;
+	struct cpt_fold_stats *st;
+	int64_t now;
+};
+
+/* Import bk into the scratch store, once per pass and tenant. */
+static struct imp *
+import(struct tenant_ctx *c, const struct ing_bucket_block *bk,
+    struct sm_err *err)
+{
+	struct sm_buf obj = SM_BUF_INIT;
+	struct ing_store_part *parts = NULL;
+	struct ing_ship_rec rec = { .shipped = true };
+	const struct ing_store_part *mp = NULL;
+	struct imp *x;
+	uint32_t np = 0;
+
+	for (uint32_t i = 0; i < c->nimp; i++)
+		if (c->imp[i].bk == bk) {
+			if (c->imp[i].rv != 0)
+				sm_err_set(err, c->imp[i].rv, "%s: not "
+				    "imported before", bk->meta_key);
+			return (&c->imp[i]);
+		}
+	if (SM_GROW(c->imp, c->impcap, c->nimp + 1, 16) != 0) {
+		sm_err_set(err, SM_ENOMEM, "out of memory");
+		return (NULL);
+	}
+	x = &c->imp[c->nimp];
+	memset(x, 0, sizeof(*x));
+	x->bk = bk;
+	if ((x->lt = ing_gateway_tenant(c->a, bk->tenant, bk->inc,
+	    err)) == NULL) {
+		x->rv = err->code;
+		return (NULL);
+	}
+	c->nimp++;
+	if ((x->rv = ing_ship_fetch(c->f->bucket, bk, &obj, &parts, &np,
+	    err)) != 0)
+		goto out;
+	c->st->bytes_read += obj.len;
+	for (uint32_t i = 0; i < np && mp == NULL; i++)
+		mp = parts[i].kind == 'M' ? &parts[i] : NULL;
+	if (mp == NULL) {
+		x->rv = sm_err_set(err, SM_ECORRUPT, "%s: no meta part",
+		    bk->meta_key);
+		goto out;
+	}
+	memcpy(rec.ulid, bk->ulid, 16);
+	if ((x->rv = ing_block_meta_decode(mp->v, mp->n, &x->meta,
+	    err)) != 0 ||
+	    (x->rv = ing_store_block_import(c->f->store, x->lt, bk->gen,
+	    parts, np, &rec, err)) != 0)
+		goto out;
+out:
+	sm_free(parts);
+	sm_buf_fini(&obj);
+	return (x);
+}
+
+static void
+tenant_ctx_fini(struct tenant_ctx *c)
+{
+	struct sm_err e;
+
+	for (uint32_t i = 0; i < c->nimp; i++)
+		if (c->imp[i].lt != NULL)
+			(void)ing_store_block_delete(c->f->store, c->imp[i].lt,
+			    c->imp[i].bk->gen, &e);
+	sm_free(c->imp);
+}
+
+/* --- the selection ----------------------------------------------------------- */
+
+/* One upload's record in one source. */
+struct rrec {
+	uint64_t fp;
+	int64_t bt;                    /* its bucket */
+	int64_t t;
+	uint8_t id[16];
+	int64_t total;
+	uint32_t src;
+};
+
+/* A source's bucket as its index counts it. */
+struct rcnt {
+	uint64_t fp;
+	int64_t t;
+	uint32_t src;
+	uint32_t profiles;
+};
+
+/* One (series, bucket) of the fold: how each source counts, and the
+ * union's upload count. */
+struct cell {
+	uint64_t fp;
+	int64_t t;
+	uint32_t pos, neg;             /* coefficient +1 / -1, by source bit */
+	uint32_t nu;
+};
+
+struct sel {
+	struct cell *c;
+	uint32_t n;
+};
+
+static int
+rrec_cmp(const void *a, const void *b)
+{
+	const struct rrec *x = a, *y = b;
+	int c;
+
+	if (x->fp != y->fp)
+		return (x->fp < y->fp ? -1 : 1);
+	if (x->bt != y->bt)
+		return (x->bt < y->bt ? -1 : 1);
+	if (x->t != y->t)
+		return (x->t < y->t ? -1 : 1);
+	if ((c = memcmp(x->id, y->id, 16)) != 0)
+		return (c);
+	return (x->src < y->src ? -1 : x->src > y->src);
+}
+
+static int
+rcnt_cmp(const void *a, const void *b)
+{
+	const struct rcnt *x = a, *y = b;
+
+	if (x->fp != y->fp)
+		return (x->fp < y->fp ? -1 : 1);
+	if (x->t != y->t)
+		return (x->t < y->t ? -1 : 1);
+	return (x->src < y->src ? -1 : x->src > y->src);
+}
+
+static int
+cell_cmp(const void *a, const void *b)
+{
+	const struct cell *x = a, *y = b;
+
+	if (x->fp != y->fp)
+		return (x->fp < y->fp ? -1 : 1);
+	return (x->t < y->t ? -1 : x->t > y->t);
+}
+
+static struct cell *
+cell_find(const struct sel *s, uint64_t fp, int64_t t)
+{
+	struct cell key = { .fp = fp, .t = t };
+
+	return (s->n == 0 ? NULL : bsearch(&key, s->c, s->n, sizeof(*s->c),
+	    cell_cmp));
+}
+
+static int
+sel_coef(void *arg, uint32_t src, uint64_t fp, int64_t t)
+{
+	const struct cell *c = cell_find(arg, fp, t);
+
+	if (c == NULL || src >= 32)
+		return (0);
+	return ((c->pos >> src) & 1 ? 1 : (c->neg >> src) & 1 ? -1 : 0);
+}
+
+static uint32_t
+sel_profiles(void *arg, uint64_t fp, int64_t t)
+{
+	const struct cell *c = cell_find(arg, fp, t);
+
+	return (c == NULL ? 0 : c->nu);
+}
+
+/*
+ * Coefficients over the sources of one cell: masks[0..m) say which
+ * sources hold each upload of the union.  A source holding all of them
+ * (prefer = the previous fold's, else the lowest) alone; else the first
+ * vector in {-1, 0, 1}^sources whose sum is one on every upload.  false:
+ * none is exact.
+ */
+static bool
+solve(const uint32_t *masks, uint32_t m, int prefer, uint32_t *pos,
+    uint32_t *neg)
+{
+	uint32_t all = ~0u, any = 0, src[CPT_FOLD_MAX_SOURCES];
+	uint32_t ns = 0, combos = 1;
+
+	for (uint32_t i = 0; i < m; i++) {
+		all &= masks[i];
+		any |= masks[i];
+	}
+	*pos = *neg = 0;
+	if (prefer >= 0 && (all >> prefer) & 1) {
+		*pos = 1u << prefer;
+		return (true);
+	}
+	if (all != 0) {
+		*pos = all & -all;    /* the lowest source holding all */
+		return (true);
+	}
+	for (uint32_t b = 0; b < 32; b++) {
+		if (!((any >> b) & 1))
+			continue;
+		if (ns == CPT_FOLD_MAX_SOURCES)
+			return (false);
+		src[ns++] = b;
+		combos *= 3;
+	}
+	for (uint32_t v = 1; v < combos; v++) {
+		uint32_t p = 0, q = 0, x = v;
+		bool ok = true;
+
+		for (uint32_t k = 0; k < ns; k++, x /= 3) {
+			if (x % 3 == 1)
+				p |= 1u << src[k];
+			else if (x % 3 == 2)
+				q |= 1u << src[k];
+		}
+		for (uint32_t i = 0; ok && i < m; i++)
+			ok = __builtin_popcount(masks[i] & p) -
+			    __builtin_popcount(masks[i] & q) == 1;
+		if (ok) {
+			*pos = p;
+			*neg = q;
+			return (true);
+		}
+	}
+	return (false);
+}
+
+/* --- one hour ---------------------------------------------------------------- */
+
+struct hour {
+	struct rrec *r;
+	uint32_t nr, rcap;
+	struct rcnt *k;
+	uint32_t nk, kcap;
+	struct ing_prof_rec *u;        /* the union's records */
+	uint32_t nu, ucap;
+	struct sel sel;
+	uint32_t ccap;
+	struct ing_fold_input *in;
+	uint32_t nin;
+	struct ing_fold_ref *refs;
+	uint32_t nrefs, refcap;
+	uint32_t *masks;
+	uint32_t mcap;
+};
+
+static void
+hour_fini(struct hour *h)
+{
+	sm_free(h->r);
+	sm_free(h->k);
+	sm_free(h->u);
+	sm_free(h->sel.c);
+	sm_free(h->in);
+	sm_free(h->refs);
+	sm_free(h->masks);
+}
+
+/* Input x's records and index counts inside [hs, he), as source src. */
+static int
+gather_input(struct tenant_ctx *c, struct hour *h, const struct imp *x,
+    uint32_t src, int64_t hs, int64_t he, struct sm_err *err)
+{
+	const struct ing_set *set = NULL;
+	struct ing_cache_ent *ent = NULL;
+	struct ing_prof_rec *pr = NULL;
+	uint32_t npr = 0;
+	int rv;
+
+	if ((rv = ing_store_block_profiles(c->f->store, x->lt, &x->meta, &pr,
+	    &npr, err)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < npr; i++) {
+		struct rrec *r;
+
+		if (pr[i].t < hs || pr[i].t >= he)
+			continue;
+		if (SM_GROW(h->r, h->rcap, h->nr + 1, 256) != 0) {
+			rv = SM_ENOMEM;
+			goto out;
+		}
+		r = &h->r[h->nr++];
+		r->fp = pr[i].fp;
+		r->t = pr[i].t;
+		r->bt = sm_floor_to(pr[i].t, x->meta.bucket_ms);
+		memcpy(r->id, pr[i].id, 16);
+		r->total = pr[i].total;
+		r->src = src;
+	}
+	if ((rv = ing_store_block_index(c->f->store, x->lt, &x->meta, &set,
+	    &ent, err)) != 0)
+		goto out;
+	for (uint32_t k = 0; k < set->nseries; k++) {
+		const struct ing_series *sr = set->series[k];
+
+		for (uint32_t i = 0; i < sr->nb; i++) {
+			if (sr->b[i].t < hs || sr->b[i].t >= he)
+				continue;
+			if (SM_GROW(h->k, h->kcap, h->nk + 1, 256) != 0) {
+				rv = SM_ENOMEM;
+				goto out;
+			}
+			h->k[h->nk++] = (struct rcnt){ sr->fp, sr->b[i].t,
+			    src, sr->b[i].profiles };
+		}
+	}
+out:
+	if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	if (ent != NULL)
+		ing_store_release(c->f->store, ent);
+	sm_free(pr);
+	return (rv);
+}
+
+/*
+ * The cells of the hour and their coefficients.  0; SM_EAGAIN (err says
+ * which cell) when some cell has no exact combination or its records and
+ * counts disagree; SM_ENOMEM.
+ */
+static int
+select_cells(struct hour *h, uint32_t nsrc, int prefer, struct sm_err *err)
+{
+	uint32_t i = 0, j = 0;
+
+	if (h->nr > 1)
+		qsort(h->r, h->nr, sizeof(*h->r), rrec_cmp);
+	if (h->nk > 1)
+		qsort(h->k, h->nk, sizeof(*h->k), rcnt_cmp);
+	/* cells from the index counts, summed per (fp, t, source) */
+	while (j < h->nk) {
+		uint32_t cnt[32] = { 0 }, m = 0;
+		struct cell *cl;
+		uint32_t e = j;
+
+		while (e < h->nk && h->k[e].fp == h->k[j].fp &&
+		    h->k[e].t == h->k[j].t) {
+			cnt[h->k[e].src] += h->k[e].profiles;
+			e++;
+		}
+		if (SM_GROW(h->sel.c, h->ccap, h->sel.n + 1, 256) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		cl = &h->sel.c[h->sel.n++];
+		*cl = (struct cell){ h->k[j].fp, h->k[j].t, 0, 0, 0 };
+		/* its records: skip those of cells before it */
+		while (i < h->nr && (h->r[i].fp < cl->fp || (h->r[i].fp ==
+		    cl->fp && h->r[i].bt < cl->t)))
+			i++;
+		{
+			uint32_t rc[32] = { 0 };
+
+			while (i < h->nr && h->r[i].fp == cl->fp &&
+			    h->r[i].bt == cl->t) {
+				uint32_t s = i, mask = 0;
+
+				while (i < h->nr && h->r[i].fp == cl->fp &&
+				    h->r[i].bt == cl->t && h->r[i].t ==
+				    h->r[s].t && memcmp(h->r[i].id,
+				    h->r[s].id, 16) == 0) {
+					mask |= 1u << h->r[i].src;
+					rc[h->r[i].src]++;
+					i++;
+				}
+				if (SM_GROW(h->masks, h->mcap, m + 1, 64) != 0 ||
+				    SM_GROW(h->u, h->ucap, h->nu + 1, 256) != 0)
+					return (sm_err_set(err, SM_ENOMEM,
+					    "out of memory"));
+				h->masks[m++] = mask;
+				h->u[h->nu++] = (struct ing_prof_rec){
+				    h->r[s].fp, h->r[s].t, h->r[s].total,
+				    { 0 } };
+				memcpy(h->u[h->nu - 1].id, h->r[s].id, 16);
+			}
+			for (uint32_t s = 0; s < nsrc; s++)
+				if (rc[s] != cnt[s])
+					return (sm_err_set(err, SM_EAGAIN,
+					    "series %016llx bucket %lld: "
+					    "source %u has %u upload records "
+					    "for %u profiles",
+					    (unsigned long long)cl->fp,
+					    (long long)cl->t, s, rc[s],
+					    cnt[s]));
+		}
+		cl->nu = m;
+		if (m == 0 || !solve(h->masks, m, prefer, &cl->pos,
+		    &cl->neg))
+			return (sm_err_set(err, SM_EAGAIN, "series %016llx "
+			    "bucket %lld: no source or exact combination of "
+			    "sources holds all %u uploads",
+			    (unsigned long long)cl->fp, (long long)cl->t, m));
+		j = e;
+	}
+	return (0);
+}
+
+/* Fold hour [hs, hs + 1 h) of the tenant. */
+static int
+fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
+{
+	const struct ing_bucket_block *old = find_fold(c->v, c->n, hs);
+	const char *src_inc[32];
+	struct ing_block_enc enc;
+	struct ing_ship_src sc = { 0 };
+	struct hour h = { 0 };
+	int64_t he = hs + HOUR_MS, bucket_ms = 0;
+	uint32_t nsrc = 0;
+	uint64_t gen, bytes = 0;
+	char ulid[ING_ULID_LEN + 1], *ltf;
+	int prefer = -1, rv = 0;
+	bool empty = false;
+
+	memset(&enc, 0, sizeof(enc));
+	if ((h.in = sm_calloc(c->n, sizeof(*h.in))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct ing_bucket_block *bk = &c->v[i];
+		struct imp *x;
+		uint32_t s;
+
+		if (bk != old && (!is_live(bk) || !is_input(bk) ||
+		    bk->max_t <= hs || bk->min_t >= he))
+			continue;
+		for (s = 0; s < nsrc && strcmp(src_inc[s], bk->inc) != 0; s++)
+			;
+		if (s == nsrc) {
+			if (nsrc == 32) {
+				rv = sm_err_set(err, SM_EAGAIN, "more than 32 "
+				    "sources");
+				goto out;
+			}
+			src_inc[nsrc++] = bk->inc;
+		}
+		if (bk == old)
+			prefer = (int)s;
+		if ((x = import(c, bk, err)) == NULL) {
+			rv = err->code;
+			goto out;
+		}
+		if ((rv = x->rv) != 0)
+			goto out;
+		if (bucket_ms != 0 && x->meta.bucket_ms != bucket_ms) {
+			rv = sm_err_set(err, SM_EAGAIN, "bucket widths %lld and "
+			    "%lld", (long long)bucket_ms,
+			    (long long)x->meta.bucket_ms);
+			goto out;
+		}
+		bucket_ms = x->meta.bucket_ms;
+		h.in[h.nin++] = (struct ing_fold_input){ x->lt, x->meta, s };
+		if ((rv = gather_input(c, &h, x, s, hs, he, err)) != 0)
+			goto out;
+		/* what the fold stands for */
+		if (bk == old) {
+			for (uint32_t k = 0; k < old->ninputs; k++) {
+				if (SM_GROW(h.refs, h.refcap, h.nrefs + 1,
+				    16) != 0)
+					goto nomem;
+				h.refs[h.nrefs++] = old->inputs[k];
+			}
+		} else {
+			if (SM_GROW(h.refs, h.refcap, h.nrefs + 1, 16) != 0)
+				goto nomem;
+			memcpy(h.refs[h.nrefs].inc, bk->inc, 33);
+			h.refs[h.nrefs++].gen = bk->gen;
+		}
+	}
+	if (h.nin == 0 || (old != NULL && h.nin == 1))
+		goto out;     /* nothing new */
+	if ((rv = select_cells(&h, nsrc, prefer, err)) != 0)
+		goto out;
+	gen = (uint64_t)c->now > c->f->last_gen ? (uint64_t)c->now :
+	    c->f->last_gen + 1;
+	{
+		struct ing_fold_sel sel = { sel_coef, sel_profiles, &h.sel };
+
+		if ((rv = ing_fold_build(c->f->store, h.in, h.nin, bucket_ms,
+		    hs, he, gen, &sel, h.u, h.nu, FOLD_ZSTD_LEVEL, &enc,
+		    &empty, err)) != 0 || empty)
+			goto out;
+	}
+	c->f->last_gen = gen;
+	if ((ltf = ing_gateway_tenant(c->a, c->v[0].tenant, ING_FOLD_INC,
+	    err)) == NULL) {
+		rv = err->code;
+		goto out;
+	}
+	if ((rv = ing_store_block_commit(c->f->store, ltf, &enc, err)) != 0)
+		goto out;
+	sc.instance = ING_FOLD_INSTANCE;
+	sc.inc = ING_FOLD_INC;
+	sc.replaces = old != NULL ? &old->gen : NULL;
+	sc.nreplaces = old != NULL;
+	sc.fold_start = hs;
+	sc.fold_end = he;
+	sc.inputs = h.refs;
+	sc.ninputs = h.nrefs;
+	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, c->v[0].tenant,
+	    &enc.meta, &sc, ulid, &bytes, err);
+	{
+		struct sm_err e2;
+
+		(void)ing_store_block_delete(c->f->store, ltf, gen, &e2);
+	}
+	if (rv != 0)
+		goto out;
+	c->st->folded++;
+	c->st->bytes_written += bytes;
+	sm_info("compactor", "hour folded\ttenant=%s hour=%lld inputs=%u "
+	    "sources=%u series=%u bytes=%llu ulid=%s", c->v[0].tenant,
+	    (long long)hs, h.nin, nsrc, enc.meta.nseries,
+	    (unsigned long long)bytes, ulid);
+	goto out;
+nomem:
+	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	ing_block_enc_fini(&enc);
+	hour_fini(&h);
+	return (rv);
+}
+
+/* --- the pass ------------------------------------------------------------------ */
+
+static int
+i64_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* Marks (fold.h, step 2) for the tenant's blocks v[0..n). */
+static void
+mark_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
+    int64_t now, struct cpt_fold_stats *st)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct ing_bucket_block *b = &v[i];
+		const char *reason = NULL;
+		struct sm_err e;
+
+		if (b->marked)
+			continue;
+		if (b->dup)
+			reason = "duplicate";
+		else if (b->replaced)
+			reason = strcmp(b->inc, ING_FOLD_INC) == 0 ?
+			    "superseded" : "replaced";
+		else if (is_input(b) && folded_all(v, n, b))
+			reason = "folded";
+		if (reason == NULL)
+			continue;
+		if (cpt_bucket_mark(f->bucket, b->meta_key, now, reason,
+		    &e) != 0) {
+			sm_warn("compactor", "deletion mark not written\t"
+			    "key=%s err=\"%s\"", b->meta_key, e.msg);
+			continue;
+		}
+		b->marked = true;
+		st->marked++;
+	}
+}
+
+static void
+fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
+    int64_t now, int64_t delay, int64_t fl, struct cpt_fold_stats *st,
+    uint32_t *budget)
+{
+	struct tenant_ctx c = { .f = f, .v = v, .n = n, .st = st,
+	    .now = now };
+	int64_t *due = NULL;
+	uint32_t ndue = 0, duecap = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(v[i].inc, ING_FOLD_INC) == 0 && v[i].gen >
+		    f->last_gen)
+			f->last_gen = v[i].gen;
+	mark_tenant(f, v, n, now, st);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_bucket_block *b = &v[i];
+
+		if (!is_live(b) || !is_input(b))
+			continue;
+		for (int64_t hs = sm_floor_to(b->min_t, HOUR_MS);
+		    hs < b->max_t; hs += HOUR_MS) {
+			const struct ing_bucket_block *fold;
+			bool seen = false;
+
+			if (hs + HOUR_MS > now - delay ||
+			    (fl > 0 && hs + HOUR_MS <= fl))
+				continue;
+			if ((fold = find_fold(v, n, hs)) != NULL &&
+			    fold_lists(fold, b->inc, b->gen))
+				continue;
+			for (uint32_t k = 0; k < ndue && !seen; k++)
+				seen = due[k] == hs;
+			if (seen)
+				continue;
+			if (SM_GROW(due, duecap, ndue + 1, 16) != 0) {
+				sm_free(due);
+				st->failed++;
+				return;
+			}
+			due[ndue++] = hs;
+		}
+	}
+	if (ndue > 1)
+		qsort(due, ndue, sizeof(*due), i64_cmp);
+	if (ndue > 0 && (c.a = sm_arena_create(0)) == NULL) {
+		sm_free(due);
+		st->failed++;
+		return;
+	}
+	for (uint32_t k = 0; k < ndue && *budget > 0; k++) {
+		struct sm_err e;
+		int rv;
+
+		(*budget)--;
+		st->hours++;
+		sm_err_clear(&e);
+		if ((rv = fold_hour(&c, due[k], &e)) == 0)
+			continue;
+		if (rv == SM_EAGAIN) {
+			st->unresolved++;
+			sm_warn("compactor", "hour not folded: no exact fold\t"
+			    "tenant=%s hour=%lld why=\"%s\"", v[0].tenant,
+			    (long long)due[k], e.msg);
+		} else {
+			st->failed++;
+			sm_error("compactor", "fold failed\ttenant=%s hour=%lld "
+			    "err=\"%s\"", v[0].tenant, (long long)due[k],
+			    e.msg);
+		}
+	}
+	tenant_ctx_fini(&c);
+	sm_arena_destroy(c.a);
+	sm_free(due);
+}
+
+int
+cpt_fold_pass(struct cpt_fold *f, int64_t now_ms, int64_t delay_ms,
+    int64_t (*floor)(void *arg, const char *tenant), void *arg,
+    struct cpt_fold_stats *st, struct sm_err *err)
+{
+	struct ing_bucket_scan sc = { 0 };
+	uint32_t budget = CPT_FOLD_MAX_HOURS;
+	int rv;
+
+	memset(st, 0, sizeof(*st));
+	if ((rv = ing_ship_scan(f->bucket, NULL, NULL, &sc, err)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < sc.n;) {
+		uint32_t j = i;
+
+		while (j < sc.n && strcmp(sc.v[j].tenant, sc.v[i].tenant) == 0)
+			j++;
+		fold_tenant(f, &sc.v[i], j - i, now_ms, delay_ms,
+		    floor(arg, sc.v[i].tenant), st, &budget);
+		i = j;
+	}
+	ing_ship_scan_free(&sc);
+	return (0);
+}
