@@ -27,6 +27,7 @@ struct cpt_fold {
 	struct sm_bucket *bucket;
 	struct ing_store *store;
 	uint64_t last_gen;             /* the largest fold gen made or seen */
+	bool kill_after_object;        /* SMOLDER_TEST_FAULTS=fold-kill */
 };
 
 static int
@@ -67,6 +68,13 @@ cpt_fold_create(struct sm_bucket *bucket, const char *scratch,
 		return (rv);
 	}
 	f->bucket = bucket;
+	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
+	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "fold-kill") == 0) {
+		f->kill_after_object = true;
+		sm_warn("compactor", "fault injection: SIGKILL once the first "
+		    "fold's object is stored, before its meta.json "
+		    "(SMOLDER_TEST_FAULTS)");
+	}
 	*out = f;
 	return (0);
 }
@@ -651,6 +659,7 @@ fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
 	sc.fold_end = he;
 	sc.inputs = h.refs;
 	sc.ninputs = h.nrefs;
+	sc.kill_after_object = c->f->kill_after_object;
 	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, c->v[0].tenant,
 	    &enc.meta, &sc, ulid, &bytes, err);
 	{

@@ -69,6 +69,10 @@
  * Marks only ever follow a fold that this pass saw, and the readers see
  * the fold through the bucket index even when their listing lags.
  *
+ * Fault injection (tests only): SMOLDER_TEST_FAULTS=fold-kill makes the
+ * compactor SIGKILL itself once its first fold's object is stored,
+ * before its meta.json (tests/integration/test_compactor_fold.py).
+ *
  * Only one compactor acts on a bucket (bucket_index.h says why and how).
  * Locking: called with the compactor's pass mutex held.  Errors: a bucket
  * error on listing ends the pass; a failure on one hour is counted and

@@ -410,7 +410,8 @@ ing_ship_put(struct sm_bucket *bucket, struct ing_store *store,
 		goto out;
 	}
 	ing_ulid_make(sm_now_ms(), ulid);
-	rv = put_block(bucket, src, tenant, ulid, m, &ob.obj, false, err);
+	rv = put_block(bucket, src, tenant, ulid, m, &ob.obj,
+	    src->kill_after_object, err);
 	if (bytes != NULL)
 		*bytes = ob.obj.len;
 out:

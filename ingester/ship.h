@@ -123,6 +123,7 @@ struct ing_ship_src {
 	int64_t fold_start, fold_end;  /* a fold's hour; 0, 0 otherwise */
 	const struct ing_fold_ref *inputs;
 	uint32_t ninputs;
+	bool kill_after_object;        /* tests: SIGKILL before meta.json */
 };
 
 /*

@@ -20,7 +20,10 @@ reference).
      answers (/render JSON and collapsed, per series, SelectMergeStacktraces,
      SelectSeries) are byte-identical to the single binary's -- "before".
      The three replicas' bytes are the block_bytes of their blocks in the
-     bucket.
+     bucket.  Then the compactor is killed -9 in its first fold, after
+     the object and before its meta.json (SMOLDER_TEST_FAULTS=fold-kill):
+     the unfinished upload is never read, and the bucket pass deletes it
+     after twice the deletion delay.
   3. POST /compactor/run (-compactor.fold-delay=0s): one fold block per
      hour (source instance "compactor", incarnation ff..ff, a `fold`
      object naming the hour and exactly the replica blocks as inputs,
@@ -46,6 +49,7 @@ reference).
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -55,6 +59,7 @@ sys.path.insert(0, HERE)
 from cluster import Cluster  # noqa: E402
 from durability import (DataServer, Workspace, connect, flush,  # noqa: E402
                         limit_flags, metrics, wait_metric)
+import smolder  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -396,6 +401,32 @@ def body(r):
     replica_bytes = sum(b["meta"]["block_bytes"] for b in replicas)
     r.check(replica_bytes > 0, "the three replicas' blocks hold %d bytes "
             "(%d blocks)" % (replica_bytes, len(replicas)))
+    # the compactor killed -9 mid-fold (SMOLDER_TEST_FAULTS=fold-kill:
+    # after the first fold's object, before its meta.json): an unfinished
+    # upload that no reader takes, answers unchanged
+    c.compactors[0].stop()
+    os.environ["SMOLDER_TEST_FAULTS"] = "fold-kill"
+    try:
+        victim = c._stateless("compactor", 0).start()
+    finally:
+        del os.environ["SMOLDER_TEST_FAULTS"]
+    try:
+        victim.request("POST", "/compactor/run", body=b"", timeout=60)
+    except OSError:
+        pass                      # the process died under the request
+    rc = victim.proc.wait(60)
+    r.eq(rc, -signal.SIGKILL, "the compactor killed itself mid-fold")
+    victim.stopped = True
+    smolder._live.discard(victim)
+    victim._out.close()
+    victim._err.close()
+    partial = [b for b in bucket_blocks(bucket) if b["object"] and
+               b["meta"] is None]
+    r.eq(len(partial), 1, "one fold object without its meta.json")
+    sync(r, gw, "after the kill")
+    same(r, answers(q, qs), before, "the unfinished fold is not read")
+    c.compactors[0] = c._stateless("compactor", 0).start()
+
     # 3. the fold pass: one block per hour, nothing marked yet
     j = run_pass(r, c, "pass 1")
     fj = j.get("fold") or {}
@@ -460,16 +491,19 @@ def body(r):
     same(r, answers(q, qs), before, "inputs marked, byte-identical to "
          "before")
 
-    # after the deletion delay the inputs go
-    deleted, deadline = 0, time.monotonic() + 30
+    # after the deletion delay the inputs go, and after twice the delay
+    # the unfinished upload the kill left
+    deleted, gone, deadline = 0, 0, time.monotonic() + 30
     while time.monotonic() < deadline:
         time.sleep(1.2)
         j = run_pass(r, c, "pass 3+")
         deleted += (j.get("bucket") or {}).get("deleted", 0)
-        if deleted >= len(replicas):
+        gone += (j.get("bucket") or {}).get("partial_deleted", 0)
+        if deleted >= len(replicas) and gone >= 1:
             break
     r.eq(deleted, len(replicas), "after the deletion delay a pass deletes "
          "every input")
+    r.eq(gone, 1, "the unfinished fold upload is deleted")
     blocks3 = bucket_blocks(bucket)
     r.eq(sorted(b["ulid"] for b in blocks3),
          sorted(b["ulid"] for b in folds),
