@@ -66,6 +66,7 @@ static struct sm_metric *m_jobs, *m_pending, *m_bytes_read, *m_bytes_written;
 static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
 static struct sm_metric *m_bk_partial, *m_bk_fail;
 static struct sm_metric *m_fold, *m_fold_read, *m_fold_written;
+static struct sm_metric *m_fold_tiers;
 static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -96,6 +97,9 @@ cpt_metrics_register(void)
 	    "the de-duplication tried, by outcome: folded, unresolved (no "
 	    "exact fold: the replicas' blocks stay), failed.",
 	    (const char *const[]){ "status", NULL }, NULL, 0);
+	m_fold_tiers = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_compactor_fold_tiers_total", "Tier blocks of the fold "
+	    "source built in the bucket (per width and day).", NULL, NULL, 0);
 	m_fold_read = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_compactor_fold_bytes_read_total", "Bytes of block "
 	    "objects the de-duplication fetched from the bucket.", NULL,
@@ -608,10 +612,11 @@ fold_pass(struct compactor *c, struct cpt_pass *p)
 	p->fold = true;
 	sm_err_clear(&err);
 	p->fold_rv = cpt_fold_pass(c->fold, bf.now, c->cfg.fold_delay_ms,
-	    bucket_floor, &bf, &p->fst, &err);
+	    &c->cfg.tiers, bucket_floor, &bf, &p->fst, &err);
 	if (p->fold_rv != 0)
 		sm_warn("compactor", "fold pass failed: %s", err.msg);
 	sm_counter_add(sm_metric_child(m_fold, "folded"), p->fst.folded);
+	sm_counter_add(sm_metric_child0(m_fold_tiers), p->fst.tiers);
 	sm_counter_add(sm_metric_child(m_fold, "unresolved"),
 	    p->fst.unresolved);
 	sm_counter_add(sm_metric_child(m_fold, "failed"), p->fst.failed +
@@ -620,7 +625,7 @@ fold_pass(struct compactor *c, struct cpt_pass *p)
 	sm_counter_add(sm_metric_child0(m_fold_read), p->fst.bytes_read);
 	sm_counter_add(sm_metric_child0(m_fold_written),
 	    p->fst.bytes_written);
-	if (p->fst.hours > 0 || p->fst.marked > 0)
+	if (p->fst.hours > 0 || p->fst.marked > 0 || p->fst.tiers > 0)
 		sm_info("compactor", "fold pass	hours=%u folded=%u "
 		    "unresolved=%u failed=%u marked=%u read=%llu "
 		    "written=%llu", p->fst.hours, p->fst.folded,
@@ -741,9 +746,9 @@ run_handler(struct sm_http_req *r, void *arg)
 		    p.bst.partial_deleted, p.bst.failed + (p.bucket_rv != 0));
 	if (p.fold)
 		sm_buf_printf(&out, ",\"fold\":{\"hours\":%u,\"folded\":%u,"
-		    "\"unresolved\":%u,\"failed\":%u,\"marked\":%u,"
-		    "\"bytes_read\":%llu,\"bytes_written\":%llu}",
-		    p.fst.hours, p.fst.folded, p.fst.unresolved,
+		    "\"tiers\":%u,\"unresolved\":%u,\"failed\":%u,"
+		    "\"marked\":%u,\"bytes_read\":%llu,\"bytes_written\":%llu}",
+		    p.fst.hours, p.fst.folded, p.fst.tiers, p.fst.unresolved,
 		    p.fst.failed + (p.fold_rv != 0), p.fst.marked,
 		    (unsigned long long)p.fst.bytes_read,
 		    (unsigned long long)p.fst.bytes_written);

@@ -12,6 +12,7 @@
 
 #include "common/arena.h"
 #include "common/log.h"
+#include "common/tiers.h"
 #include "ingester/fold.h"
 #include "ingester/gateway.h"
 #include "ingester/ship.h"
@@ -93,7 +94,15 @@ cpt_fold_destroy(struct cpt_fold *f)
 static bool
 is_fold(const struct ing_bucket_block *b)
 {
-	return (strcmp(b->inc, ING_FOLD_INC) == 0 &&
+	return (strcmp(b->inc, ING_FOLD_INC) == 0 && b->tier_ms == 0 &&
+	    b->fold_end > b->fold_start);
+}
+
+/* A tier block of the fold source (ship.h). */
+static bool
+is_fold_tier(const struct ing_bucket_block *b)
+{
+	return (strcmp(b->inc, ING_FOLD_INC) == 0 && b->tier_ms > 0 &&
 	    b->fold_end > b->fold_start);
 }
 
@@ -133,15 +142,67 @@ is_input(const struct ing_bucket_block *b)
 	    (b->max_t - 1) / HOUR_MS - b->min_t / HOUR_MS < CPT_FOLD_MAX_SPAN);
 }
 
-/* Is every clock hour of input b folded by a live fold that lists it? */
+/*
+ * The clock hours input b has data in, as some live fold that lists it
+ * recorded (ship.h, ing_fold_ref); false while none does.  A block's
+ * range [min_t, max_t) spans hours it has no bucket in (an hourly cut
+ * spans two; a restart's block may span a day): only the hours with data
+ * are folded and waited for.
+ */
+static bool
+input_hours(const struct ing_bucket_block *v, uint32_t n,
+    const struct ing_bucket_block *b, int64_t *first, uint64_t *mask)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (!is_fold(&v[i]) || !is_live(&v[i]))
+			continue;
+		for (uint32_t k = 0; k < v[i].ninputs; k++) {
+			const struct ing_fold_ref *r = &v[i].inputs[k];
+
+			if (r->gen == b->gen && r->hour_mask != 0 &&
+			    strcmp(r->inc, b->inc) == 0) {
+				*first = r->first_hour;
+				*mask = r->hour_mask;
+				return (true);
+			}
+		}
+	}
+	return (false);
+}
+
+/* May input b have data in hour hs (all of its span while not known)? */
+static bool
+input_in_hour(const struct ing_bucket_block *v, uint32_t n,
+    const struct ing_bucket_block *b, int64_t hs)
+{
+	int64_t first, k;
+	uint64_t mask;
+
+	if (hs + HOUR_MS <= b->min_t || hs >= b->max_t)
+		return (false);
+	if (!input_hours(v, n, b, &first, &mask))
+		return (true);
+	k = (hs - first) / HOUR_MS;
+	return (hs >= first && k < 64 && (mask >> k) & 1);
+}
+
+/* Is every clock hour input b has data in folded by a live fold that
+ * lists it (and are those hours known)? */
 static bool
 folded_all(const struct ing_bucket_block *v, uint32_t n,
     const struct ing_bucket_block *b)
 {
-	for (int64_t hs = sm_floor_to(b->min_t, HOUR_MS); hs < b->max_t;
-	    hs += HOUR_MS) {
-		const struct ing_bucket_block *fold = find_fold(v, n, hs);
+	int64_t first;
+	uint64_t mask;
 
+	if (!input_hours(v, n, b, &first, &mask))
+		return (false);
+	for (uint32_t k = 0; k < 64; k++) {
+		const struct ing_bucket_block *fold;
+
+		if (!((mask >> k) & 1))
+			continue;
+		fold = find_fold(v, n, first + (int64_t)k * HOUR_MS);
 		if (fold == NULL || !fold_lists(fold, b->inc, b->gen))
 			return (false);
 	}
@@ -153,6 +214,8 @@ struct imp {
 	const struct ing_bucket_block *bk;
 	char *lt;                      /* local tenant "<tenant>|<inc>" */
 	struct ing_block_meta meta;
+	int64_t first_hour;            /* the hours it has data in */
+	uint64_t hour_mask;
 	int rv;                        /* 0: imported; else why not */
 };
 
@@ -166,6 +229,34 @@ struct tenant_ctx {
 	struct cpt_fold_stats *st;
 	int64_t now;
 };
+
+/* The clock hours imported block x has buckets in. */
+static int
+data_hours(struct tenant_ctx *c, struct imp *x, struct sm_err *err)
+{
+	const struct ing_set *set = NULL;
+	struct ing_cache_ent *ent = NULL;
+	int rv;
+
+	x->first_hour = sm_floor_to(x->meta.min_t, HOUR_MS);
+	x->hour_mask = 0;
+	if ((rv = ing_store_block_index(c->f->store, x->lt, &x->meta, &set,
+	    &ent, err)) != 0)
+		return (rv);
+	for (uint32_t k = 0; k < set->nseries; k++) {
+		const struct ing_series *sr = set->series[k];
+
+		for (uint32_t i = 0; i < sr->nb; i++) {
+			int64_t h = (sm_floor_to(sr->b[i].t, HOUR_MS) -
+			    x->first_hour) / HOUR_MS;
+
+			if (h >= 0 && h < 64)
+				x->hour_mask |= 1ull << h;
+		}
+	}
+	ing_store_release(c->f->store, ent);
+	return (0);
+}
 
 /* Import bk into the scratch store, once per pass and tenant. */
 static struct imp *
@@ -216,6 +307,7 @@ import(struct tenant_ctx *c, const struct ing_bucket_block *bk,
 	    (x->rv = ing_store_block_import(c->f->store, x->lt, bk->gen,
 	    parts, np, &rec, err)) != 0)
 		goto out;
+	x->rv = data_hours(c, x, err);
 out:
 	sm_free(parts);
 	sm_buf_fini(&obj);
@@ -584,7 +676,7 @@ fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
 		uint32_t s;
 
 		if (bk != old && (!is_live(bk) || !is_input(bk) ||
-		    bk->max_t <= hs || bk->min_t >= he))
+		    !input_in_hour(c->v, c->n, bk, hs)))
 			continue;
 		for (s = 0; s < nsrc && strcmp(src_inc[s], bk->inc) != 0; s++)
 			;
@@ -626,6 +718,8 @@ fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
 			if (SM_GROW(h.refs, h.refcap, h.nrefs + 1, 16) != 0)
 				goto nomem;
 			memcpy(h.refs[h.nrefs].inc, bk->inc, 33);
+			h.refs[h.nrefs].first_hour = x->first_hour;
+			h.refs[h.nrefs].hour_mask = x->hour_mask;
 			h.refs[h.nrefs++].gen = bk->gen;
 		}
 	}
@@ -684,6 +778,164 @@ out:
 	return (rv);
 }
 
+/* --- the fold source's tiers ---------------------------------------------------- */
+
+/* Build and upload the tier of width w over the day from ws of the folds
+ * fv[0..nf) (sorted by gen). */
+static int
+fold_tier(struct tenant_ctx *c, int64_t ws, int64_t w,
+    const struct ing_bucket_block *const *fv, uint32_t nf, struct sm_err *err)
+{
+	struct ing_block_meta *metas = NULL;
+	struct ing_block_enc enc;
+	struct ing_ship_src sc = { 0 };
+	uint64_t *covers = NULL, cover_gen = 0, gen, bytes = 0;
+	char ulid[ING_ULID_LEN + 1];
+	const char *ltf = NULL;
+	bool empty = false;
+	int rv = 0;
+
+	memset(&enc, 0, sizeof(enc));
+	if ((metas = sm_calloc(nf, sizeof(*metas))) == NULL ||
+	    (covers = sm_calloc(nf, sizeof(*covers))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < nf; i++) {
+		struct imp *x = import(c, fv[i], err);
+
+		if (x == NULL) {
+			rv = err->code;
+			goto out;
+		}
+		if ((rv = x->rv) != 0)
+			goto out;
+		metas[i] = x->meta;
+		covers[i] = fv[i]->gen;
+		cover_gen = SM_MAX(cover_gen, fv[i]->gen);
+		ltf = x->lt;
+	}
+	gen = (uint64_t)c->now > c->f->last_gen ? (uint64_t)c->now :
+	    c->f->last_gen + 1;
+	if ((rv = ing_fold_tier_build(c->f->store, ltf, metas, nf, w, ws,
+	    ws + SM_TIERS_DAY_MS, gen, cover_gen, FOLD_ZSTD_LEVEL, &enc,
+	    &empty, err)) != 0 || empty)
+		goto out;
+	c->f->last_gen = gen;
+	if ((rv = ing_store_block_put(c->f->store, ltf, &enc, err)) != 0)
+		goto out;
+	sc.instance = ING_FOLD_INSTANCE;
+	sc.inc = ING_FOLD_INC;
+	sc.fold_start = ws;
+	sc.fold_end = ws + SM_TIERS_DAY_MS;
+	sc.covers = covers;
+	sc.ncovers = nf;
+	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, fv[0]->tenant,
+	    &enc.meta, &sc, ulid, &bytes, err);
+	{
+		struct sm_err e2;
+
+		(void)ing_store_block_delete(c->f->store, ltf, gen, &e2);
+	}
+	if (rv != 0)
+		goto out;
+	c->st->tiers++;
+	c->st->bytes_written += bytes;
+	sm_info("compactor", "fold tier built\ttenant=%s window=%lld "
+	    "width_ms=%lld folds=%u bytes=%llu ulid=%s", fv[0]->tenant,
+	    (long long)ws, (long long)w, nf, (unsigned long long)bytes, ulid);
+out:
+	ing_block_enc_fini(&enc);
+	sm_free(metas);
+	sm_free(covers);
+	return (rv);
+}
+
+/* Does live fold tier t cover exactly fv[0..nf) (sorted by gen)? */
+static bool
+covers_exactly(const struct ing_bucket_block *t,
+    const struct ing_bucket_block *const *fv, uint32_t nf)
+{
+	if (t->ncovers != nf)
+		return (false);
+	for (uint32_t i = 0; i < nf; i++)
+		if (t->covers[i] != fv[i]->gen)
+			return (false);
+	return (true);
+}
+
+/*
+ * The fold source's tiers (fold.h): every day window that ended `delay`
+ * ago, above the floor, with folds and no hour still due gets a tier per
+ * width over exactly its folds, unless one is read already.
+ */
+static void
+fold_tiers(struct tenant_ctx *c, const struct sm_tiers *tiers,
+    const int64_t *due, uint32_t ndue, int64_t delay, int64_t fl,
+    uint32_t *budget)
+{
+	const struct ing_bucket_block **fv;
+	int64_t *ws = NULL;
+	uint32_t nws = 0, wscap = 0;
+
+	if (tiers == NULL || tiers->n == 0 ||
+	    (fv = sm_calloc(SM_MAX(c->n, 1), sizeof(*fv))) == NULL)
+		return;
+	for (uint32_t i = 0; i < c->n; i++) {
+		int64_t d = sm_floor_to(c->v[i].fold_start, SM_TIERS_DAY_MS);
+		bool seen = false;
+
+		if (!is_fold(&c->v[i]) || !is_live(&c->v[i]))
+			continue;
+		for (uint32_t k = 0; k < nws && !seen; k++)
+			seen = ws[k] == d;
+		if (!seen && SM_GROW(ws, wscap, nws + 1, 8) == 0)
+			ws[nws++] = d;
+	}
+	for (uint32_t k = 0; k < nws; k++) {
+		int64_t we = ws[k] + SM_TIERS_DAY_MS;
+		uint32_t nf = 0;
+		bool busy = false;
+
+		if (we > c->now - delay || (fl > 0 && we <= fl))
+			continue;
+		for (uint32_t j = 0; j < ndue && !busy; j++)
+			busy = due[j] >= ws[k] && due[j] < we;
+		if (busy)
+			continue;     /* an hour of it is still to fold */
+		for (uint32_t i = 0; i < c->n; i++)
+			if (is_fold(&c->v[i]) && is_live(&c->v[i]) &&
+			    c->v[i].fold_start >= ws[k] &&
+			    c->v[i].fold_start < we)
+				fv[nf++] = &c->v[i];
+		for (uint32_t t = 0; t < tiers->n && *budget > 0; t++) {
+			bool have = false;
+			struct sm_err e;
+
+			for (uint32_t i = 0; i < c->n && !have; i++)
+				have = is_fold_tier(&c->v[i]) &&
+				    is_live(&c->v[i]) &&
+				    c->v[i].tier_ms == tiers->w[t] &&
+				    c->v[i].fold_start == ws[k] &&
+				    covers_exactly(&c->v[i], fv, nf);
+			if (have)
+				continue;
+			(*budget)--;
+			sm_err_clear(&e);
+			if (fold_tier(c, ws[k], tiers->w[t], fv, nf, &e) != 0) {
+				c->st->failed++;
+				sm_error("compactor", "fold tier failed\t"
+				    "tenant=%s window=%lld width_ms=%lld "
+				    "err=\"%s\"", c->v[0].tenant,
+				    (long long)ws[k], (long long)tiers->w[t],
+				    e.msg);
+			}
+		}
+	}
+	sm_free(ws);
+	sm_free(fv);
+}
+
 /* --- the pass ------------------------------------------------------------------ */
 
 static int
@@ -692,6 +944,30 @@ i64_cmp(const void *a, const void *b)
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 
 	return (x < y ? -1 : x > y);
+}
+
+/* Is replica tier b's data in a fold tier of the same width and window
+ * and in folds only (no raw block of its source left there)? */
+static bool
+tier_superseded(const struct ing_bucket_block *v, uint32_t n,
+    const struct ing_bucket_block *b)
+{
+	bool have = false;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ing_bucket_block *x = &v[i];
+
+		if (!is_live(x))
+			continue;
+		if (is_fold_tier(x) && x->tier_ms == b->tier_ms &&
+		    x->fold_start == b->cover_start &&
+		    x->fold_end == b->cover_end)
+			have = true;
+		if (strcmp(x->inc, b->inc) == 0 && x->tier_ms == 0 &&
+		    x->min_t < b->cover_end && x->max_t > b->cover_start)
+			return (false);
+	}
+	return (have);
 }
 
 /* Marks (fold.h, step 2) for the tenant's blocks v[0..n). */
@@ -724,12 +1000,32 @@ mark_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 		b->marked = true;
 		st->marked++;
 	}
+	/* a replica's tier once the fold source has its own over the same
+	 * window and that replica's raw blocks there are all folded */
+	for (uint32_t i = 0; i < n; i++) {
+		struct ing_bucket_block *b = &v[i];
+		struct sm_err e;
+
+		if (!is_live(b) || b->tier_ms <= 0 ||
+		    strcmp(b->inc, ING_FOLD_INC) == 0 ||
+		    b->cover_end <= b->cover_start ||
+		    !tier_superseded(v, n, b))
+			continue;
+		if (cpt_bucket_mark(f->bucket, b->meta_key, now, "folded",
+		    &e) != 0) {
+			sm_warn("compactor", "deletion mark not written\t"
+			    "key=%s err=\"%s\"", b->meta_key, e.msg);
+			continue;
+		}
+		b->marked = true;
+		st->marked++;
+	}
 }
 
 static void
 fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
-    int64_t now, int64_t delay, int64_t fl, struct cpt_fold_stats *st,
-    uint32_t *budget)
+    int64_t now, int64_t delay, int64_t fl, const struct sm_tiers *tiers,
+    struct cpt_fold_stats *st, uint32_t *budget)
 {
 	struct tenant_ctx c = { .f = f, .v = v, .n = n, .st = st,
 	    .now = now };
@@ -752,7 +1048,8 @@ fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 			bool seen = false;
 
 			if (hs + HOUR_MS > now - delay ||
-			    (fl > 0 && hs + HOUR_MS <= fl))
+			    (fl > 0 && hs + HOUR_MS <= fl) ||
+			    !input_in_hour(v, n, b, hs))
 				continue;
 			if ((fold = find_fold(v, n, hs)) != NULL &&
 			    fold_lists(fold, b->inc, b->gen))
@@ -771,7 +1068,7 @@ fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 	}
 	if (ndue > 1)
 		qsort(due, ndue, sizeof(*due), i64_cmp);
-	if (ndue > 0 && (c.a = sm_arena_create(0)) == NULL) {
+	if ((c.a = sm_arena_create(0)) == NULL) {
 		sm_free(due);
 		st->failed++;
 		return;
@@ -797,6 +1094,7 @@ fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 			    e.msg);
 		}
 	}
+	fold_tiers(&c, tiers, due, ndue, delay, fl, budget);
 	tenant_ctx_fini(&c);
 	sm_arena_destroy(c.a);
 	sm_free(due);
@@ -804,6 +1102,7 @@ fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 
 int
 cpt_fold_pass(struct cpt_fold *f, int64_t now_ms, int64_t delay_ms,
+    const struct sm_tiers *tiers,
     int64_t (*floor)(void *arg, const char *tenant), void *arg,
     struct cpt_fold_stats *st, struct sm_err *err)
 {
@@ -820,7 +1119,7 @@ cpt_fold_pass(struct cpt_fold *f, int64_t now_ms, int64_t delay_ms,
 		while (j < sc.n && strcmp(sc.v[j].tenant, sc.v[i].tenant) == 0)
 			j++;
 		fold_tenant(f, &sc.v[i], j - i, now_ms, delay_ms,
-		    floor(arg, sc.v[i].tenant), st, &budget);
+		    floor(arg, sc.v[i].tenant), tiers, st, &budget);
 		i = j;
 	}
 	ing_ship_scan_free(&sc);

@@ -84,6 +84,7 @@
 #include <stdint.h>
 
 #include "common/bucket.h"
+#include "common/tiers.h"
 
 #define CPT_FOLD_MAX_HOURS 256      /* folds per pass */
 #define CPT_FOLD_MAX_SOURCES 8      /* sources of one bucket searched */
@@ -94,6 +95,7 @@ struct cpt_fold;
 struct cpt_fold_stats {
 	uint32_t hours;            /* due hours tried */
 	uint32_t folded;           /* folds uploaded */
+	uint32_t tiers;            /* fold tiers uploaded */
 	uint32_t unresolved;       /* hours left unfolded: no exact fold */
 	uint32_t failed;           /* hours that failed (bucket, damage) */
 	uint32_t marked;           /* deletion marks written */
@@ -114,6 +116,7 @@ void cpt_fold_destroy(struct cpt_fold *f);
  * retention floor (0: keep all).  0 or the scan's error.
  */
 int cpt_fold_pass(struct cpt_fold *f, int64_t now_ms, int64_t delay_ms,
+    const struct sm_tiers *tiers,
     int64_t (*floor)(void *arg, const char *tenant), void *arg,
     struct cpt_fold_stats *st, struct sm_err *err);
 

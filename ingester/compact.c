@@ -137,13 +137,17 @@
 
 #define ING_COMPACT_MAX_SPAN 64    /* windows one block may add */
 
-static struct sm_metric *m_jobs, *m_read, *m_written;
+static struct sm_metric *m_jobs, *m_read, *m_written, *m_tier_reads;
 
 void
 ing_compact_metrics_init(void)
 {
 	if (m_jobs != NULL)
 		return;
+	m_tier_reads = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_ingester_tier_blocks_read_total", "Tier blocks queries "
+	    "read at a downsampling resolution (instead of raw buckets).",
+	    NULL, NULL, 0);
 	m_jobs = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ingester_compaction_jobs_total", "Tier and merge jobs "
 	    "run, by tier width (raw: merges) and outcome (built, noop, "
@@ -990,14 +994,17 @@ out:
 }
 
 /*
- * Build and encode the tier block of (w, [ws, we)) from inputs[0..n)
- * into *e; w 0: the merged raw block of inputs (bucket width theirs).
- * *empty when no input has a bucket in the window (nothing encoded).
+ * Build and encode the tier block of (w, [ws, we)) from inputs[0..n) of
+ * `tenant` in store st into *e, as block `gen` (or a fresh one from
+ * *next, taken only when a block is built) with zstd `level`; w 0:
+ * the merged raw block of inputs (bucket width bucket_ms).  *empty when
+ * no input has a bucket in the window (nothing encoded).
  */
 static int
-build_tier(struct ing_db *db, const char *tenant,
-    const struct ing_block_meta *inputs, uint32_t n, int64_t w, int64_t ws,
-    int64_t we, uint64_t cover_gen, struct ing_block_enc *e, bool *empty,
+tier_build(struct ing_store *st, const char *tenant,
+    const struct ing_block_meta *inputs, uint32_t n, int64_t bucket_ms,
+    int64_t w, int64_t ws, int64_t we, uint64_t gen, _Atomic uint64_t *next,
+    uint64_t cover_gen, int level, struct ing_block_enc *e, bool *empty,
     struct sm_err *err)
 {
 	struct build b;
@@ -1009,21 +1016,21 @@ build_tier(struct ing_db *db, const char *tenant,
 	b.w = w;
 	b.ws = ws;
 	b.we = we;
-	if (ing_head_create(0, w > 0 ? w : db->cfg.bucket_ms, &b.h) != 0)
+	if (ing_head_create(0, w > 0 ? w : bucket_ms, &b.h) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n && rv == 0; i++)
-		rv = merge_block(db->store, tenant, &inputs[i], &b, err);
+		rv = merge_block(st, tenant, &inputs[i], &b, err);
 	if (rv == 0 && b.h->set.nseries == 0)
 		*empty = true;
 	else if (rv == 0) {
 		struct ing_block_src src;
 
-		b.h->gen = atomic_fetch_add(&db->next_gen, 1);
+		b.h->gen = next != NULL ? atomic_fetch_add(next, 1) : gen;
 		if ((rv = ing_head_block_src(b.h, &src, err)) == 0) {
-			rv = w == 0 ? ing_block_encode_merged(&src,
-			    db->cfg.zstd_level, cover_gen, e, err) :
-			    ing_block_encode_tier(&src, db->cfg.zstd_level, ws,
-			    we, cover_gen, e, err);
+			rv = w == 0 ? ing_block_encode_merged(&src, level,
+			    cover_gen, e, err) :
+			    ing_block_encode_tier(&src, level, ws, we,
+			    cover_gen, e, err);
 			ing_head_block_src_fini(&src);
 		}
 	}
@@ -1032,6 +1039,31 @@ build_tier(struct ing_db *db, const char *tenant,
 	sm_free(b.touched);
 	ing_head_unref(b.h);
 	return (rv);
+}
+
+/* tier_build on db's store, with a fresh gen (tier gens only need to be
+ * unique). */
+static int
+build_tier(struct ing_db *db, const char *tenant,
+    const struct ing_block_meta *inputs, uint32_t n, int64_t w, int64_t ws,
+    int64_t we, uint64_t cover_gen, struct ing_block_enc *e, bool *empty,
+    struct sm_err *err)
+{
+	return (tier_build(db->store, tenant, inputs, n, db->cfg.bucket_ms, w,
+	    ws, we, 0, &db->next_gen, cover_gen, db->cfg.zstd_level, e, empty,
+	    err));
+}
+
+int
+ing_fold_tier_build(struct ing_store *st, const char *tenant,
+    const struct ing_block_meta *inputs, uint32_t n, int64_t w, int64_t ws,
+    int64_t we, uint64_t gen, uint64_t cover_gen, int level,
+    struct ing_block_enc *e, bool *empty, struct sm_err *err)
+{
+	if (w <= 0)
+		return (sm_err_set(err, SM_EINVAL, "a tier needs a width"));
+	return (tier_build(st, tenant, inputs, n, 0, w, ws, we, gen, NULL,
+	    cover_gen, level, e, empty, err));
 }
 
 /* --- run ------------------------------------------------------------------ */
@@ -1332,6 +1364,13 @@ ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 	count_job(tier_ms, st->built ? "built" : st->head_overlap ? "skipped" :
 	    st->empty ? "empty" : "noop");
 	return (0);
+}
+
+void
+ing_tier_read_count(void)
+{
+	if (m_tier_reads != NULL)
+		sm_counter_inc(sm_metric_child0(m_tier_reads));
 }
 
 /* --- folds (fold.h) --------------------------------------------------------- */

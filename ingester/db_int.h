@@ -155,6 +155,8 @@ int ing_db_head_create(struct ing_db *db, const char *tenant,
 
 /* Compaction metrics (compact.c), registered by ing_db_open. */
 void ing_compact_metrics_init(void);
+/* A query read a tier block (smolder_ingester_tier_blocks_read_total). */
+void ing_tier_read_count(void);
 
 /* --- lock assertions (above) ------------------------------------------- */
 

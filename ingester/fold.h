@@ -55,4 +55,16 @@ int ing_fold_build(struct ing_store *st, const struct ing_fold_input *in,
     uint32_t nrecs, int level, struct ing_block_enc *e, bool *empty,
     struct sm_err *err);
 
+/*
+ * The tier block of width w over the window [ws, we) (block.h, "Tier
+ * blocks") of the raw blocks inputs[0..n) of `tenant` in st, as block
+ * `gen` with cover_gen: compact.c's tier build on any store (the
+ * compactor builds the fold source's tiers from its folds).  Errors as
+ * above; SM_EINVAL for w <= 0.
+ */
+int ing_fold_tier_build(struct ing_store *st, const char *tenant,
+    const struct ing_block_meta *inputs, uint32_t n, int64_t w, int64_t ws,
+    int64_t we, uint64_t gen, uint64_t cover_gen, int level,
+    struct ing_block_enc *e, bool *empty, struct sm_err *err);
+
 #endif /* ING_FOLD_H */

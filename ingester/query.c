@@ -196,6 +196,8 @@ visit(const struct visitor *v, const struct ing_sources *src,
 			continue;
 		if (v->skip != NULL && v->skip(v->arg, &vs))
 			continue;
+		if (m->tier_ms > 0)
+			ing_tier_read_count();
 		if ((rv = ing_sources_usable(v->tenant, m, err)) != 0 ||
 		    (rv = ing_store_block_index(v->db->store, v->tenant, m,
 		    &vs.s, &ie, err)) != 0)

@@ -344,12 +344,26 @@ meta_json(const struct ing_ship_src *sc, const char *tenant, const char *ulid,
 		json_t *f, *in = json_array();
 
 		for (uint32_t i = 0; in != NULL && i < sc->ninputs; i++)
-			json_array_append_new(in, json_pack("{s:s, s:I}",
-			    "incarnation", sc->inputs[i].inc, "gen",
-			    (json_int_t)sc->inputs[i].gen));
+			json_array_append_new(in, json_pack("{s:s, s:I, s:I, "
+			    "s:I}", "incarnation", sc->inputs[i].inc, "gen",
+			    (json_int_t)sc->inputs[i].gen, "first_hour",
+			    (json_int_t)sc->inputs[i].first_hour, "hour_mask",
+			    (json_int_t)sc->inputs[i].hour_mask));
 		f = in == NULL ? NULL : json_pack("{s:I, s:I, s:o}", "start",
 		    (json_int_t)sc->fold_start, "end",
 		    (json_int_t)sc->fold_end, "inputs", in);
+		if (f != NULL && sc->ncovers > 0) {
+			json_t *cv = json_array();
+
+			for (uint32_t i = 0; cv != NULL && i < sc->ncovers; i++)
+				json_array_append_new(cv, json_integer(
+				    (json_int_t)sc->covers[i]));
+			if (cv == NULL || json_object_set_new(f, "covers",
+			    cv) != 0) {
+				json_decref(f);
+				f = NULL;
+			}
+		}
 		if (f == NULL || json_object_set_new(j, "fold", f) != 0) {
 			json_decref(j);
 			return (NULL);
@@ -840,6 +854,14 @@ nomem:
 	return (SM_ENOMEM);
 }
 
+static int
+gen_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
 /* A fold's "fold" object (ship.h) into bk; a malformed one makes the
  * block no fold (logged).  0 or SM_ENOMEM. */
 static int
@@ -868,9 +890,23 @@ scan_fold(struct ing_bucket_block *bk, json_t *f, const char *key)
 		    !json_is_integer(json_object_get(x, "gen")))
 			continue;
 		snprintf(bk->inputs[bk->ninputs].inc, 33, "%s", inc);
+		bk->inputs[bk->ninputs].first_hour = json_integer_value(
+		    json_object_get(x, "first_hour"));
+		bk->inputs[bk->ninputs].hour_mask = (uint64_t)
+		    json_integer_value(json_object_get(x, "hour_mask"));
 		bk->inputs[bk->ninputs++].gen = (uint64_t)json_integer_value(
 		    json_object_get(x, "gen"));
 	}
+	in = json_object_get(f, "covers");
+	if (json_array_size(in) > 0 && (bk->covers = sm_calloc(
+	    json_array_size(in), sizeof(*bk->covers))) == NULL)
+		return (SM_ENOMEM);
+	json_array_foreach(in, i, x)
+		if (json_is_integer(x))
+			bk->covers[bk->ncovers++] = (uint64_t)
+			    json_integer_value(x);
+	if (bk->ncovers > 1)
+		qsort(bk->covers, bk->ncovers, sizeof(*bk->covers), gen_cmp);
 	bk->fold_start = json_integer_value(json_object_get(f, "start"));
 	bk->fold_end = json_integer_value(json_object_get(f, "end"));
 	return (0);
@@ -965,11 +1001,18 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 	bk->max_t = json_integer_value(json_object_get(j, "max_t"));
 	bk->bucket_ms = json_integer_value(json_object_get(j, "bucket_ms"));
 	bk->tier_ms = json_integer_value(json_object_get(j, "tier_ms"));
+	bk->cover_start = json_integer_value(json_object_get(j,
+	    "cover_start"));
+	bk->cover_end = json_integer_value(json_object_get(j, "cover_end"));
+	bk->cover_gen = (uint64_t)json_integer_value(json_object_get(j,
+	    "cover_gen"));
 	bk->marked = marked;
 	if ((rv = scan_fold(bk, json_object_get(j, "fold"), e->key)) != 0) {
 		sm_free(bk->meta_key);
 		sm_free(bk->tenant);
 		sm_free(bk->instance);
+		sm_free(bk->inputs);
+		sm_free(bk->covers);
 		goto out;
 	}
 	if (json_array_size(rep) > 0 && (bk->replaces = sm_calloc(
@@ -978,6 +1021,7 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 		sm_free(bk->tenant);
 		sm_free(bk->instance);
 		sm_free(bk->inputs);
+		sm_free(bk->covers);
 		rv = SM_ENOMEM;
 		goto out;
 	}
@@ -991,11 +1035,32 @@ out:
 	return (rv);
 }
 
+static bool
+scan_is_fold(const struct ing_bucket_block *b, bool tier)
+{
+	return (strcmp(b->inc, ING_FOLD_INC) == 0 &&
+	    b->fold_end > b->fold_start && (b->tier_ms > 0) == tier &&
+	    !b->marked && !b->dup);
+}
+
+static int
+add_replace(struct ing_bucket_block *to, uint64_t gen)
+{
+	if (SM_GROW(to->replaces, to->capreplaces, to->nreplaces + 1, 4) != 0)
+		return (SM_ENOMEM);
+	to->replaces[to->nreplaces++] = gen;
+	return (0);
+}
+
 /*
- * Of the fold source's blocks of one tenant and hour, only the largest
- * gen is read (ship.h): the others are flagged replaced and their gens
- * added to its `replaces`, so a reader that holds one of them drops it
- * when it takes the newest.  0 or SM_ENOMEM.
+ * The fold source's blocks (ship.h).  Of its raw folds of one tenant and
+ * hour only the largest gen is read: the others are flagged replaced and
+ * their gens added to its `replaces`, so a reader that holds one drops
+ * it when it takes the newest.  A fold tier is flagged replaced when a
+ * fold it covers is not read or another fold of its window is at or
+ * below its cover_gen; its gen goes to the `replaces` of the fold that
+ * took a covered one's place.  Blocks of one tenant and source are
+ * adjacent and sorted by gen.  0 or SM_ENOMEM.
  */
 static int
 scan_fold_flag(struct ing_bucket_scan *o)
@@ -1003,25 +1068,66 @@ scan_fold_flag(struct ing_bucket_scan *o)
 	for (uint32_t i = 0; i < o->n; i++) {
 		struct ing_bucket_block *bk = &o->v[i], *best = NULL;
 
-		if (strcmp(bk->inc, ING_FOLD_INC) != 0 ||
-		    bk->fold_end <= bk->fold_start || bk->marked || bk->dup)
+		if (!scan_is_fold(bk, false))
 			continue;
-		/* the newest live fold of the same tenant and hour: blocks of
-		 * one source are sorted by gen, so it is further on */
+		/* the newest fold of the same tenant and hour: further on */
 		for (uint32_t k = i + 1; k < o->n &&
 		    strcmp(o->v[k].tenant, bk->tenant) == 0 &&
 		    strcmp(o->v[k].inc, bk->inc) == 0; k++)
-			if (o->v[k].fold_start == bk->fold_start &&
-			    o->v[k].fold_end > o->v[k].fold_start &&
-			    !o->v[k].marked && !o->v[k].dup)
+			if (scan_is_fold(&o->v[k], false) &&
+			    o->v[k].fold_start == bk->fold_start)
 				best = &o->v[k];
 		if (best == NULL)
 			continue;
 		bk->replaced = true;
-		if (SM_GROW(best->replaces, best->capreplaces,
-		    best->nreplaces + 1, 4) != 0)
+		if (add_replace(best, bk->gen) != 0)
 			return (SM_ENOMEM);
-		best->replaces[best->nreplaces++] = bk->gen;
+	}
+	for (uint32_t i = 0; i < o->n; i++) {
+		struct ing_bucket_block *t = &o->v[i];
+		uint32_t lo = i, hi = i;
+		bool stale = false;
+
+		if (!scan_is_fold(t, true) || t->replaced)
+			continue;
+		while (lo > 0 && strcmp(o->v[lo - 1].tenant, t->tenant) == 0 &&
+		    strcmp(o->v[lo - 1].inc, t->inc) == 0)
+			lo--;
+		while (hi + 1 < o->n && strcmp(o->v[hi + 1].tenant,
+		    t->tenant) == 0 && strcmp(o->v[hi + 1].inc, t->inc) == 0)
+			hi++;
+		/* every covered fold still read */
+		for (uint32_t c = 0; c < t->ncovers; c++) {
+			struct ing_bucket_block *f = NULL, *by = NULL;
+
+			for (uint32_t k = lo; k <= hi && f == NULL; k++)
+				if (o->v[k].gen == t->covers[c] &&
+				    scan_is_fold(&o->v[k], false))
+					f = &o->v[k];
+			if (f != NULL && !f->replaced)
+				continue;
+			stale = true;
+			/* the fold read in its place takes the tier away */
+			for (uint32_t k = lo; f != NULL && k <= hi; k++)
+				if (scan_is_fold(&o->v[k], false) &&
+				    !o->v[k].replaced &&
+				    o->v[k].fold_start == f->fold_start)
+					by = &o->v[k];
+			if (by != NULL && add_replace(by, t->gen) != 0)
+				return (SM_ENOMEM);
+		}
+		/* no fold of its window at or below cover_gen left out */
+		for (uint32_t k = lo; !stale && k <= hi; k++) {
+			const struct ing_bucket_block *f = &o->v[k];
+
+			stale = scan_is_fold(f, false) && !f->replaced &&
+			    f->fold_start >= t->fold_start &&
+			    f->fold_start < t->fold_end &&
+			    f->gen <= t->cover_gen &&
+			    bsearch(&f->gen, t->covers, t->ncovers,
+			    sizeof(*t->covers), gen_cmp) == NULL;
+		}
+		t->replaced = stale;
 	}
 	return (0);
 }
@@ -1062,6 +1168,7 @@ ing_ship_scan_free(struct ing_bucket_scan *s)
 		sm_free(s->v[i].instance);
 		sm_free(s->v[i].replaces);
 		sm_free(s->v[i].inputs);
+		sm_free(s->v[i].covers);
 	}
 	sm_free(s->v);
 	memset(s, 0, sizeof(*s));

@@ -40,11 +40,20 @@
  * The compactor's folds (compactor/fold.h) are blocks of one more
  * source, ING_FOLD_INC of instance "compactor", whose meta.json adds
  * "fold": {"start", "end" (the clock hour it folds), "inputs":
- * [{"incarnation", "gen"}] (the blocks of other sources it stands for)}.
+ * [{"incarnation", "gen", "first_hour", "hour_mask"}] (the blocks of
+ * other sources it stands for, and the clock hours each has data in)}.
  * Of the fold source's blocks of one hour only the largest gen is read
  * (a scan flags the others replaced and adds their gens to its
  * `replaces`): a fold that a lagging listing hid from the next one is
- * then never summed with it.
+ * then never summed with it.  The fold source's tier blocks say which
+ * folds they sum: "fold": {"start", "end" (the tier's day window),
+ * "covers": [gens]}, cover_gen the largest of them.  Such a tier is read
+ * only while every fold it covers is read and no other fold of its
+ * window has a gen at or below its cover_gen (a scan flags it replaced
+ * otherwise, and adds its gen to the `replaces` of the fold that took a
+ * covered one's place, so a reader drops the tier when it takes that
+ * fold): a tier summarises its source's gens up to cover_gen, and a
+ * re-fold replaces a fold with one that holds its uploads again.
  *
  * Block ids are ULIDs (48 bits of milliseconds, 80 random bits, Crockford
  * base32): unique without coordination, since S3-compatible stores such as
@@ -108,10 +117,14 @@
 
 struct ing_ship;
 
-/* A block of another source that a fold stands for. */
+/* A block of another source that a fold stands for, and the clock hours
+ * it has data in: bit i of hour_mask is the hour first_hour + i h (0, 0:
+ * not known). */
 struct ing_fold_ref {
 	char inc[33];
 	uint64_t gen;
+	int64_t first_hour;
+	uint64_t hour_mask;
 };
 
 /* What a block's meta.json says of its source (above). */
@@ -123,6 +136,8 @@ struct ing_ship_src {
 	int64_t fold_start, fold_end;  /* a fold's hour; 0, 0 otherwise */
 	const struct ing_fold_ref *inputs;
 	uint32_t ninputs;
+	const uint64_t *covers;        /* a fold tier's folds */
+	uint32_t ncovers;
 	bool kill_after_object;        /* tests: SIGKILL before meta.json */
 };
 
@@ -203,9 +218,14 @@ struct ing_bucket_block {
 	int64_t bucket_ms, tier_ms;
 	uint64_t *replaces;            /* gens a merged block stands for */
 	uint32_t nreplaces, capreplaces;
-	int64_t fold_start, fold_end;  /* a fold's hour (above); 0, 0 */
+	int64_t cover_start, cover_end;   /* a tier's window */
+	uint64_t cover_gen;
+	int64_t fold_start, fold_end;  /* a fold's hour, a fold tier's window
+					  (above); 0, 0 */
 	struct ing_fold_ref *inputs;   /* a fold's inputs */
 	uint32_t ninputs;
+	uint64_t *covers;              /* a fold tier's folds, sorted */
+	uint32_t ncovers;
 	bool marked, replaced, dup;
 };
 

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""
+test_compactor_fold_tiers.py -- the compactor's folds get downsampling
+tiers of their own in the bucket, and the replicas' tiers go: 3 ingesters
+(RF 3), 1 distributor, 1 querier, 1 store-gateway and 1 compactor on one
+filesystem bucket, with the default tiers (1h,1d), next to a single
+binary fed the same uploads (the reference).  Every answer below is asked
+over a whole past day, so the querier reads it at 1 d (and 1 h) widths.
+
+  1. Uploads in three hours of yesterday (a day that has ended), one
+     replica missing a batch.  Flushed and shipped; answers equal the
+     reference.
+  2. Pass 1: the ingesters build their tiers (shipped at the next flush)
+     and the compactor folds the three hours.  Pass 2: the replicas' raw
+     blocks are marked "folded" and the fold source gets a tier per width
+     whose meta.json lists the folds it covers.  Pass 3: the replicas'
+     tiers are marked "folded".  After the deletion delay the bucket holds
+     three folds and two fold tiers; answers equal the reference at every
+     step.
+  3. A late upload into a folded hour: the hour is folded again under a
+     larger gen, the fold tiers covering the old fold are no longer read
+     (the gateway drops them when it takes the new fold), the next pass
+     builds them again over the new fold and marks the old ones
+     "superseded".  Answers equal the reference throughout.
+  4. Every ingester's disk lost: the bucket alone answers as the
+     reference, and the store-gateway reads tier blocks to do it
+     (smolder_ingester_tier_blocks_read_total).
+"""
+
+import os
+import shutil
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from cluster import Cluster  # noqa: E402
+from durability import DataServer, Workspace, connect, flush, limit_flags, metrics, wait_metric  # noqa: E402,E501
+from smolder import metric_value, run_script  # noqa: E402
+from test_compactor_fold import (Applied, Uploads, answers, bucket_blocks,  # noqa: E402
+                                 ingest_all, is_fold, run_pass, same, sync)
+
+BUDGET_S = 240
+HOUR, DAY = 3600, 86400
+D0 = (int(time.time()) // DAY) * DAY - DAY       # yesterday: ended
+HOURS = [D0 + 2 * HOUR, D0 + 9 * HOUR, D0 + 17 * HOUR]
+SHARDS = 4
+DELETION_DELAY = "1s"
+COMMON = ["-validation.reject-older-than=0",
+          "-validation.reject-newer-than=0",
+          "-validation.max-profile-stacktrace-samples=0"] + limit_flags()
+
+
+def day_uploads(u):
+    out = []
+    for h in HOURS:
+        for k in range(3):
+            for s in range(SHARDS):
+                out.append(u.make("tier", s, h + 120 + 700 * k + s, 50))
+    return out
+
+
+def queries(ref):
+    """Questions over the whole day (1 d), most of it (1 h) and per
+    series."""
+    rng = {"from": str(D0), "until": str(D0 + DAY)}
+    resp = connect(ref, "ProfileTypes", {"start": str(D0 * 1000),
+                                         "end": str((D0 + DAY) * 1000)})
+    types = [t["ID"] for t in (resp.json().get("profileTypes") or [])]
+    q = [("render day", "GET", "/render",
+          dict(rng, query="tier.cpu{}"), None),
+         ("render day collapsed", "GET", "/render",
+          dict(rng, query="tier.cpu{}", format="collapsed"), None),
+         ("render 1h..23h", "GET", "/render",
+          {"from": str(D0 + HOUR), "until": str(D0 + 23 * HOUR),
+           "query": "tier.cpu{}", "format": "collapsed"}, None)]
+    for s in range(SHARDS):
+        q.append(("render day shard s%d" % s, "GET", "/render",
+                  dict(rng, query='tier.cpu{shard="s%d"}' % s), None))
+    sel = '{service_name="tier"}'
+    for t in types:
+        q.append(("SelectMergeStacktraces day %s" % t, "POST",
+                  "SelectMergeStacktraces", None,
+                  {"profile_typeID": t, "label_selector": sel,
+                   "start": str(D0 * 1000), "end": str((D0 + DAY) * 1000)}))
+        for step in (HOUR, DAY):
+            q.append(("SelectSeries day %s step %d" % (t, step), "POST",
+                      "SelectSeries", None,
+                      {"profile_typeID": t, "label_selector": sel,
+                       "start": str(D0 * 1000),
+                       "end": str((D0 + DAY) * 1000), "step": step,
+                       "group_by": ["shard"]}))
+    return q
+
+
+def kinds(blocks):
+    """Counts of the bucket's complete, unmarked blocks by kind."""
+    out = {"fold": 0, "fold tier": 0, "replica": 0, "replica tier": 0}
+    for b in blocks:
+        m = b["meta"]
+        if m is None or b["mark"]:
+            continue
+        tier = m.get("tier_ms", 0) > 0
+        out[("fold" if is_fold(b) else "replica") +
+            (" tier" if tier else "")] += 1
+    return out
+
+
+def flush_all(r, c, what):
+    for ing in c.ingesters:
+        r.eq(flush(ing).status, 200, "%s: %s flushed and shipped"
+             % (what, ing.name))
+        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
+                        lambda x: x == 0, timeout=30)
+        r.eq(v, 0, "%s: %s has nothing pending" % (what, ing.name))
+
+
+def body(r):
+    ws = Workspace("compactor-fold-tiers")
+    r.at_end(lambda: ws.cleanup(r))
+    bucket = ws.path("bucket")
+    os.makedirs(bucket)
+    storage = ["-storage.backend=filesystem",
+               "-storage.filesystem.dir=%s" % bucket]
+    u = Uploads()
+    common = day_uploads(u)
+    batch = [u.make("tier", s, HOURS[1] + 300 + s, 40)
+             for s in range(SHARDS)]
+
+    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
+                     name="single", extra_flags=COMMON).start()
+    r.at_end(lambda: ref.stop())
+    ingest_all(r, ref, common + batch, "single binary")
+
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                compactors=1, gateways=1, gateway_rf=1, extra=COMMON,
+                ingester_extra=storage + [
+                    "-ingester.ship-interval=1h",
+                    "-ingester.leave-on-shutdown=false"],
+                distributor_extra=["-distributor.hints-max-bytes=0"],
+                gateway_extra=storage + ["-store-gateway.sync-interval=1h"])
+    c.compactor_extra = storage + c.gateway_flags() + [
+        "-compactor.compaction-interval=1h",
+        "-compactor.deletion-delay=%s" % DELETION_DELAY,
+        "-compactor.fold-delay=0s"]
+    r.at_end(lambda: c.stop())
+    c.start()
+    d, q, gw = c.distributors[0], c.queriers[0], c.gateways[0]
+    applied = Applied(c)
+
+    # 1. uploads, one replica missing a batch; flushed and shipped
+    ingest_all(r, d, common, "every replica up")
+    applied.add(len(common))
+    applied.wait(r, "common uploads")
+    c.kill9_ingester(0)
+    r.check(c.wait_ring(active=2), "ingester-0 down", str(c.states()))
+    ingest_all(r, d, batch, "ingester-0 down")
+    applied.add(len(batch), down=(0,))
+    c.restart_ingester(0)
+    applied.restarted(0)
+    r.check(c.wait_ring(active=3), "ingester-0 back", str(c.states()))
+    applied.wait(r, "after the batch")
+    flush_all(r, c, "shipped")
+    sync(r, gw, "shipped")
+    qs = queries(ref)
+    want = answers(ref, qs)
+    r.check(all(st == 200 for st, _ in want.values()),
+            "the single binary answers every question")
+    same(r, answers(q, qs), want, "shipped: as the single binary")
+
+    # 2. folds, fold tiers, the replicas' blocks and tiers marked
+    j = run_pass(r, c, "pass 1")
+    fj = j.get("fold") or {}
+    r.check(j.get("tier_jobs_built", 0) >= 3, "pass 1: the ingesters "
+            "built their tiers of yesterday", str(j))
+    r.check(fj.get("folded") == len(HOURS) and fj.get("unresolved") == 0
+            and fj.get("failed") == 0, "pass 1 folds the three hours",
+            str(fj))
+    flush_all(r, c, "the ingesters' tiers")
+    sync(r, gw, "pass 1")
+    k = kinds(bucket_blocks(bucket))
+    r.eq((k["fold"], k["fold tier"]), (len(HOURS), 0), "after pass 1: "
+         "three folds, no fold tier yet (%s)" % k)
+    r.check(k["replica tier"] >= 3, "the replicas' tiers are in the "
+            "bucket (%s)" % k)
+    same(r, answers(q, qs), want, "pass 1: as the single binary")
+
+    j = run_pass(r, c, "pass 2")
+    fj = j.get("fold") or {}
+    r.eq(fj.get("tiers"), 2, "pass 2 builds the fold source's 1h and 1d "
+         "tiers")
+    blocks = bucket_blocks(bucket)
+    folds = sorted(b["meta"]["source"]["gen"] for b in blocks
+                   if b["meta"] and is_fold(b) and not b["mark"] and
+                   b["meta"].get("tier_ms", 0) == 0)
+    ftiers = [b for b in blocks if b["meta"] and is_fold(b) and
+              b["meta"].get("tier_ms", 0) > 0]
+    for b in ftiers:
+        m = b["meta"]
+        f = m.get("fold") or {}
+        r.check(f.get("start") == D0 * 1000 and
+                f.get("end") == (D0 + DAY) * 1000 and
+                sorted(f.get("covers") or []) == folds and
+                m.get("cover_gen") == max(folds) and
+                m.get("cover_start") == D0 * 1000 and
+                m.get("tier_ms") in (HOUR * 1000, DAY * 1000),
+                "fold tier %s covers yesterday's three folds"
+                % b["ulid"], str(m)[:800])
+    sync(r, gw, "pass 2")
+    same(r, answers(q, qs), want, "pass 2: as the single binary")
+
+    j = run_pass(r, c, "pass 3")
+    marks = [(b["mark"] or {}).get("reason") for b in bucket_blocks(bucket)
+             if b["mark"] and b["meta"] and not is_fold(b) and
+             b["meta"].get("tier_ms", 0) > 0]
+    r.check(len(marks) >= 3 and set(marks) == {"folded"}, "pass 3 marks "
+            "the replicas' tiers \"folded\" (%s)" % marks)
+    sync(r, gw, "pass 3")
+    same(r, answers(q, qs), want, "pass 3: as the single binary")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(1.2)
+        run_pass(r, c, "deletions")
+        k = kinds(bucket_blocks(bucket))
+        if k["replica"] == 0 and k["replica tier"] == 0 and \
+                len(bucket_blocks(bucket)) == len(HOURS) + 2:
+            break
+    r.eq(kinds(bucket_blocks(bucket)), {"fold": len(HOURS), "fold tier": 2,
+                                        "replica": 0, "replica tier": 0},
+         "the bucket holds three folds and two fold tiers")
+    sync(r, gw, "deleted")
+    same(r, answers(q, qs), want, "the replicas' blocks deleted: as the "
+         "single binary")
+
+    # 3. a late upload into a folded hour
+    late = [u.make("tier", s, HOURS[1] + 900 + s, 30) for s in range(SHARDS)]
+    ingest_all(r, ref, late, "single binary, late")
+    ingest_all(r, d, late, "late uploads")
+    applied.add(len(late))
+    applied.wait(r, "late uploads")
+    flush_all(r, c, "late blocks")
+    want = answers(ref, qs)
+    sync(r, gw, "late blocks")
+    same(r, answers(q, qs), want, "late blocks shipped: as the single "
+         "binary")
+    j = run_pass(r, c, "re-fold")
+    fj = j.get("fold") or {}
+    r.eq((fj.get("folded"), fj.get("unresolved"), fj.get("failed")),
+         (1, 0, 0), "the late hour is folded again")
+    r.eq(fj.get("tiers"), 0, "no fold tier yet over the new fold (this "
+         "pass's scan did not see it)")
+    s = sync(r, gw, "re-fold")
+    r.check(s.get("dropped", 0) >= 3, "the gateway dropped the old fold "
+            "and both fold tiers with it (%s)" % s)
+    same(r, answers(q, qs), want, "re-folded, the stale fold tiers "
+         "dropped: as the single binary")
+    j = run_pass(r, c, "fold tiers again")
+    fj = j.get("fold") or {}
+    r.eq(fj.get("tiers"), 2, "the fold tiers are built again over the new "
+         "fold")
+    reasons = sorted((b["mark"] or {}).get("reason", "")
+                     for b in bucket_blocks(bucket) if b["mark"])
+    r.eq(reasons.count("superseded"), 3, "the old fold and its two tiers "
+         "are marked superseded (%s)" % reasons)
+    sync(r, gw, "fold tiers again")
+    same(r, answers(q, qs), want, "new fold tiers: as the single binary")
+
+    # 4. the bucket alone
+    for i in range(3):
+        data = c.ingesters[i].data
+        c.kill9_ingester(i)
+        shutil.rmtree(data)
+        os.makedirs(data)
+        c.restart_ingester(i)
+        r.check(c.wait_ring(active=3), "ingester-%d back empty" % i,
+                str(c.states()))
+    sync(r, gw, "ingesters wiped")
+    _, p = metrics(gw)
+    t0 = metric_value(p, "smolder_ingester_tier_blocks_read_total") or 0
+    same(r, answers(q, qs), want, "ingesters wiped: the bucket alone "
+         "answers as the single binary")
+    _, p = metrics(gw)
+    t1 = metric_value(p, "smolder_ingester_tier_blocks_read_total") or 0
+    r.check(t1 > t0, "the store-gateway read fold tiers to answer "
+            "(%s -> %s)" % (t0, t1))
+    blocks = bucket_blocks(bucket)
+    raw = sum(b["meta"]["block_bytes"] for b in blocks if b["meta"] and
+              not b["mark"] and is_fold(b) and
+              b["meta"].get("tier_ms", 0) == 0)
+    tiers = sum(b["meta"]["block_bytes"] for b in blocks if b["meta"] and
+                not b["mark"] and is_fold(b) and
+                b["meta"].get("tier_ms", 0) > 0)
+    print("#   fold bytes %d, fold tier bytes %d (%.2f of the folds; sparse "
+          "test data: bench B13 measures the ratio)" % (
+              raw, tiers, tiers / raw if raw else 0), flush=True)
+    c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_compactor_fold_tiers", BUDGET_S, body)
