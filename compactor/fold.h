@@ -28,7 +28,10 @@
  *      the tenant's retention floor, where some live raw block of another
  *      source is not an input of the hour's live fold.  At most
  *      CPT_FOLD_MAX_HOURS per pass (the next pass takes the rest);
- *   4. per due hour: every live raw block of other sources overlapping it
+ *   4. per due hour: every live raw block of other sources with data in
+ *      it (the hours each input has data in are recorded in the folds
+ *      that list it: ship.h, ing_fold_ref; until one does, its whole
+ *      range)
  *      and the hour's live fold are fetched, checked and imported into a
  *      scratch store (<data.dir>/compactor, emptied at start) under local
  *      tenants of their sources; the per-upload records (block part 'X':
@@ -37,7 +40,14 @@
  *      coefficient; ingester/fold.h builds the block; it is uploaded as a
  *      block of the fold source (ing_ship_put) with the hour's previous
  *      fold in `replaces` and every input -- and the previous fold's
- *      inputs -- in "inputs".
+ *      inputs -- in "inputs";
+ *   5. tiers: every finished day (ended -compactor.fold-delay ago) whose
+ *      hours are all folded gets, per -compactor.downsample-tiers width,
+ *      a tier block of the fold source over exactly its folds, listed in
+ *      its meta.json ("covers"), unless a live one covers the same folds
+ *      (the scan flags a tier whose folds changed: ship.h).  A replica's
+ *      tier is marked "folded" once a fold tier of its width and day
+ *      exists and none of that replica's raw blocks of the day is left.
  *
  * Exactness, decided.  A bucket's value is the sum of its uploads, so a
  * source that holds every upload of the bucket (the union over sources)
