@@ -77,6 +77,7 @@ struct app {
 	char *log_level;
 	char *rpc_listen;
 	char *instance_id;
+	char *instance_zone;            /* -instance.zone */
 	int64_t rpc_max_conns;
 	char *ring_members;
 	char *ring_dns;
@@ -358,6 +359,7 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_url = app->rpc_listen;
 	app->ing_cfg.data_dir = app->data_dir;
 	app->ing_cfg.instance_id = app->instance_id;
+	app->ing_cfg.instance_zone = app->instance_zone;
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
 	    "distributor");
@@ -404,6 +406,7 @@ mod_gateway_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_url = app->rpc_listen;
 	app->ing_cfg.data_dir = app->data_dir;
 	app->ing_cfg.instance_id = app->instance_id;
+	app->ing_cfg.instance_zone = app->instance_zone;
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.gateway = true;
 	app->ing_cfg.gw_members = app->gw_members;
@@ -618,7 +621,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[29];
+	static struct sm_flag f[30];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -747,6 +750,13 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"How often a store-gateway reads the bucket for new, merged "
 		"and deleted blocks (keep it well below "
 		"-compactor.deletion-delay)." };
+	f[29] = (struct sm_flag){ "instance.zone", SM_FLAG_STRING,
+		&app->instance_zone, "",
+		"An ingester's availability zone (e.g. the cloud zone or "
+		"rack): with at least as many zones as the replication "
+		"factor, every series' replicas are in distinct zones, so "
+		"losing a whole zone loses no write and no read. Empty: no "
+		"zone." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);

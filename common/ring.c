@@ -29,6 +29,7 @@ struct probe {
 	char *conflict_id;           /* static member answering as another */
 	bool replace;                /* DNS address now answers as another id */
 	int64_t skew_logged_ms;      /* last skew warning (prober) */
+	char *zone;                  /* learnt from its answers; NULL */
 };
 
 struct sm_ring {
@@ -161,6 +162,10 @@ snap_free(struct sm_ring_snap *s)
 		if (s->id != NULL)
 			sm_free(s->id[i]);
 	}
+	for (uint32_t i = 0; s->zone != NULL && i < s->n; i++)
+		sm_free(s->zone[i]);
+	sm_free(s->zone);
+	sm_free(s->zix);
 	sm_free(s->m);
 	sm_free(s->id);
 	sm_free(s->state);
@@ -243,12 +248,98 @@ snap_alloc(uint32_t n, uint32_t tokens, uint32_t rf)
 	s->id = sm_calloc(SM_MAX(n, 1), sizeof(*s->id));
 	s->state = sm_calloc(SM_MAX(n, 1), sizeof(*s->state));
 	s->healthy = sm_calloc(SM_MAX(n, 1), 1);
+	s->zone = sm_calloc(SM_MAX(n, 1), sizeof(*s->zone));
+	s->zix = sm_calloc(SM_MAX(n, 1), sizeof(*s->zix));
 	if (s->m == NULL || s->id == NULL || s->state == NULL ||
-	    s->healthy == NULL) {
+	    s->healthy == NULL || s->zone == NULL || s->zix == NULL) {
 		snap_free(s);
 		return (NULL);
 	}
 	return (s);
+}
+
+/*
+ * Zone indexes (ring.h, "Zones"): members of one known zone share one,
+ * each member of no known zone gets its own; zone-aware when at least RF
+ * zones are known (and RF > 1).
+ */
+static void
+snap_zones(struct sm_ring_snap *s)
+{
+	uint32_t next = 0;
+
+	s->nzones = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t j;
+
+		if (s->zone[i] == NULL) {
+			s->zix[i] = UINT32_MAX;
+			continue;
+		}
+		for (j = 0; j < i && (s->zone[j] == NULL ||
+		    strcmp(s->zone[j], s->zone[i]) != 0); j++)
+			;
+		s->zix[i] = j < i ? s->zix[j] : next++;
+	}
+	s->nzones = next;
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->zix[i] == UINT32_MAX)
+			s->zix[i] = next++;
+	s->zone_aware = s->rf > 1 && s->nzones >= s->rf;
+	s->zones_all = s->zones_up = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		bool all = s->id[i] != NULL &&
+		    s->state[i] != SM_MEMBER_CONFLICT, up = s->healthy[i];
+
+		for (uint32_t j = 0; j < i && (all || up); j++) {
+			if (s->zix[j] != s->zix[i])
+				continue;
+			if (s->id[j] != NULL &&
+			    s->state[j] != SM_MEMBER_CONFLICT)
+				all = false;
+			if (s->healthy[j])
+				up = false;
+		}
+		s->zones_all += all;
+		s->zones_up += up;
+	}
+	s->zone_members_max = 1;
+	for (uint32_t i = 0; s->zone_aware && i < s->n; i++) {
+		uint32_t k = 0;
+
+		for (uint32_t j = 0; j < s->n; j++)
+			k += s->zix[j] == s->zix[i];
+		s->zone_members_max = SM_MAX(s->zone_members_max, k);
+	}
+}
+
+int
+sm_ring_snap_set_zones(struct sm_ring_snap *s, const char *const *zones)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		sm_free(s->zone[i]);
+		s->zone[i] = NULL;
+		if (zones[i] != NULL && zones[i][0] != '\0' &&
+		    (s->zone[i] = sm_strdup(zones[i])) == NULL)
+			return (SM_ENOMEM);
+	}
+	snap_zones(s);
+	return (0);
+}
+
+uint32_t
+sm_ring_read_units(const struct sm_ring_snap *s, const uint8_t *lost)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->n; i++) {
+		bool first = lost[i];
+
+		for (uint32_t j = 0; first && s->zone_aware && j < i; j++)
+			first = !(lost[j] && s->zix[j] == s->zix[i]);
+		n += first;
+	}
+	return (n);
 }
 
 int
@@ -274,6 +365,7 @@ sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
 		snap_free(s);
 		return (SM_ENOMEM);
 	}
+	snap_zones(s);
 	*out = s;
 	return (0);
 }
@@ -295,12 +387,18 @@ ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
 		else
 			hi = mid;
 	}
-	for (uint32_t walked = 0; walked < s->ntok && k < s->rf; walked++) {
+	/* Zone-aware: one replica per zone, so the set ends when every
+	 * zone that can take one has one. */
+	uint32_t most = s->zone_aware ? SM_MIN(s->rf, healthy_only ?
+	    s->zones_up : s->zones_all) : s->rf;
+
+	for (uint32_t walked = 0; walked < s->ntok && k < most; walked++) {
 		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
 
 		if (healthy_only && !s->healthy[m])
 			continue;
-		for (j = 0; j < k && out[j] != m; j++)
+		for (j = 0; j < k && out[j] != m && !(s->zone_aware &&
+		    s->zix[out[j]] == s->zix[m]); j++)
 			;
 		if (j == k)
 			out[k++] = m;
@@ -480,6 +578,7 @@ probe_remove(struct sm_ring *r, uint32_t i)
 	member_unref(r->p[i].m);
 	sm_free(r->p[i].id);
 	sm_free(r->p[i].conflict_id);
+	sm_free(r->p[i].zone);
 	r->p[i] = r->p[--r->np];
 }
 
@@ -769,9 +868,13 @@ snap_from_probes(struct sm_ring *r, int64_t now)
 		member_ref(p->m);
 		s->healthy[k] = s->state[k] == SM_MEMBER_ACTIVE;
 		s->nhealthy += s->healthy[k];
+		if (p->zone != NULL && (s->zone[k] = sm_strdup(p->zone)) ==
+		    NULL)
+			goto fail;
 	}
 	if (snap_tokens(s, s->id) != 0)
 		goto fail;
+	snap_zones(s);
 	sm_free(order);
 	return (s);
 fail:
@@ -788,7 +891,10 @@ snap_same(const struct sm_ring_snap *a, const struct sm_ring_snap *b)
 	for (uint32_t i = 0; i < a->n; i++) {
 		if (a->m[i] != b->m[i] || a->state[i] != b->state[i] ||
 		    (a->id[i] == NULL) != (b->id[i] == NULL) ||
-		    (a->id[i] != NULL && strcmp(a->id[i], b->id[i]) != 0))
+		    (a->id[i] != NULL && strcmp(a->id[i], b->id[i]) != 0) ||
+		    (a->zone[i] == NULL) != (b->zone[i] == NULL) ||
+		    (a->zone[i] != NULL && strcmp(a->zone[i],
+		    b->zone[i]) != 0))
 			return (false);
 	}
 	return (memcmp(a->tok, b->tok, a->ntok * sizeof(*a->tok)) == 0 &&
@@ -928,6 +1034,22 @@ probe_round(struct sm_ring *r)
 				    "url=%s skew_ms=%lld", p->m->url,
 				    (long long)skew);
 				p->skew_logged_ms = now;
+			}
+		}
+		/* A member's zone is kept while it is down: placement must
+		 * not move because a member stopped answering. */
+		if (resp->health->zone != NULL && resp->health->zone[0] !=
+		    '\0' && (p->zone == NULL || strcmp(p->zone,
+		    resp->health->zone) != 0)) {
+			char *z = sm_strdup(resp->health->zone);
+
+			if (z != NULL) {
+				if (p->zone != NULL)
+					sm_warn("ring", "member changed its "
+					    "zone\turl=%s from=%s to=%s",
+					    p->m->url, p->zone, z);
+				sm_free(p->zone);
+				p->zone = z;
 			}
 		}
 		p->last_ok_ms = now;
@@ -1077,15 +1199,20 @@ ring_handler(struct sm_http_req *req, void *arg)
 		    "charset=\"utf-8\"><title>Smolder ring</title></head><body>"
 		    "<h1>Ingester ring</h1><p>replication factor %u, write "
 		    "quorum %u, %u of %u members healthy, %u tokens per "
-		    "member</p>\n<table border=\"1\" cellpadding=\"4\"><tr>"
-		    "<th>ID</th><th>Address</th><th>State</th><th>Healthy</th>"
+		    "member, %u zones (%s)</p>\n<table border=\"1\" "
+		    "cellpadding=\"4\"><tr><th>ID</th><th>Zone</th>"
+		    "<th>Address</th><th>State</th><th>Healthy</th>"
 		    "<th>Tokens</th><th>Ownership</th><th>Last heartbeat"
 		    "</th><th>Head series</th><th>Head bytes</th></tr>\n",
-		    s->rf, s->quorum, s->nhealthy, s->n, s->tokens_per_member);
+		    s->rf, s->quorum, s->nhealthy, s->n, s->tokens_per_member,
+		    s->nzones, s->zone_aware ? "replicas in distinct zones" :
+		    "not zone-aware");
 	} else {
 		sm_buf_printf(&out, "{\"replication_factor\":%u,\"quorum\":%u,"
-		    "\"tokens_per_member\":%u,\"healthy\":%u,\"members\":[",
-		    s->rf, s->quorum, s->tokens_per_member, s->nhealthy);
+		    "\"tokens_per_member\":%u,\"healthy\":%u,\"zones\":%u,"
+		    "\"zone_aware\":%s,\"members\":[", s->rf, s->quorum,
+		    s->tokens_per_member, s->nhealthy, s->nzones,
+		    s->zone_aware ? "true" : "false");
 	}
 	for (uint32_t i = 0; i < s->n; i++) {
 		const struct sm_ring_member *m = s->m[i];
@@ -1103,6 +1230,8 @@ ring_handler(struct sm_http_req *req, void *arg)
 			sm_buf_puts(&out, "<tr><td>");
 			html_escape(&out, id);
 			sm_buf_puts(&out, "</td><td>");
+			html_escape(&out, s->zone[i] != NULL ? s->zone[i] : "");
+			sm_buf_puts(&out, "</td><td>");
 			html_escape(&out, m->url);
 			sm_buf_printf(&out, "</td><td>%s</td><td>%s</td><td>%u"
 			    "</td><td>%.1f%%</td><td>%s</td><td>%llu</td><td>"
@@ -1116,6 +1245,11 @@ ring_handler(struct sm_http_req *req, void *arg)
 		}
 		sm_buf_puts(&out, i > 0 ? ",{\"id\":" : "{\"id\":");
 		sm_buf_json_str(&out, id, strlen(id));
+		sm_buf_puts(&out, ",\"zone\":");
+		if (s->zone[i] != NULL)
+			sm_buf_json_str(&out, s->zone[i], strlen(s->zone[i]));
+		else
+			sm_buf_puts(&out, "null");
 		sm_buf_puts(&out, ",\"address\":");
 		sm_buf_json_str(&out, m->url, strlen(m->url));
 		sm_buf_printf(&out, ",\"state\":\"%s\",\"healthy\":%s,"

@@ -31,6 +31,17 @@
  * skipped and the next token owner fills the set.  Writes need quorum =
  * floor(RF/2)+1 acknowledgements.
  *
+ * Zones: an ingester's -instance.zone comes with its Health answers and
+ * is kept while it is down.  With at least RF known zones (and RF > 1)
+ * the ring is zone-aware: the walk takes one member per zone, so a
+ * series' replicas are in RF distinct zones, and a whole zone down costs
+ * each series one replica -- writes keep their quorum (the down zone's
+ * replicas get hints) and reads stay exact.  The read budget then counts
+ * zones, not members (sm_ring_read_units): a query tolerates any number
+ * of lost members within RF - quorum zones.  With fewer zones than RF,
+ * zones are ignored (placement as without them; /ring says
+ * "zone_aware": false).
+ *
  * Snapshots: everything a reader needs -- members, their health, the
  * sorted token table -- is one immutable sm_ring_snap.  The prober builds a
  * new one when membership or health changes and swaps the pointer with
@@ -46,7 +57,7 @@
  * translated to its clock (sm_ring_member_deadline), so skew never
  * fails a call.
  *
- * HTTP: GET /ring shows members, state, tokens, ownership and last
+ * HTTP: GET /ring shows members, zone, state, tokens, ownership and last
  * heartbeat as JSON, or as an HTML table when the client accepts text/html
  * (or ?format=html).
  *
@@ -130,6 +141,16 @@ struct sm_ring_snap {
 	uint32_t *owner;                   /* member index of tok[i] */
 	uint32_t rf, quorum;
 	uint32_t tokens_per_member;
+	/* Zones (above): per member its zone (NULL: none known) and zone
+	 * index (members of no known zone each get their own). */
+	char **zone;
+	uint32_t *zix;
+	uint32_t nzones;                   /* distinct known zones */
+	bool zone_aware;                   /* rf > 1 and nzones >= rf */
+	uint32_t zones_all, zones_up;      /* zone indexes of members that
+					      own tokens / are healthy */
+	uint32_t zone_members_max;         /* members of the largest zone
+					      (zone-aware; else 1) */
 };
 
 struct sm_ring;
@@ -175,13 +196,25 @@ uint32_t sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
     uint32_t *out);
 
 /*
- * Read failures the ring tolerates: a query fails when more members than
- * this are unhealthy or failed (RF - quorum; 0 for RF = 1).
+ * Read failures the ring tolerates: a query fails when more read units
+ * (sm_ring_read_units) than this are unhealthy or failed (RF - quorum; 0
+ * for RF = 1).
  */
 static inline uint32_t sm_ring_max_read_errors(const struct sm_ring_snap *s)
 {
 	return (s->rf - s->quorum);
 }
+
+/*
+ * The read units lost when the members with lost[i] set are: their
+ * number, or with a zone-aware ring the number of distinct zones they are
+ * in (above).
+ */
+uint32_t sm_ring_read_units(const struct sm_ring_snap *s, const uint8_t *lost);
+
+/* Give the members of a snapshot built from ids these zones (NULL or "":
+ * none), for tests and simulations.  0 or SM_ENOMEM. */
+int sm_ring_snap_set_zones(struct sm_ring_snap *s, const char *const *zones);
 
 /* True when the snapshot can take writes (>= quorum healthy members). */
 static inline bool sm_ring_writable(const struct sm_ring_snap *s)

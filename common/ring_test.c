@@ -155,6 +155,65 @@ test_too_few_healthy(void)
 	sm_ring_release(s);
 }
 
+/*
+ * Zones: 3 zones x 2 members, RF 3.  Every series' replicas are in three
+ * zones; with a whole zone down, in the two left (and the down zone's
+ * members are its owners, for hints); losing a zone is one read unit,
+ * losing members of two zones two.  With two zones (fewer than RF) the
+ * ring is not zone-aware and places as before.
+ */
+static void
+test_zones(void)
+{
+	static const char *const z3[6] = { "a", "a", "b", "b", "c", "c" };
+	static const char *const z2[6] = { "a", "a", "a", "b", "b", "b" };
+	uint8_t healthy[6] = { 1, 1, 1, 1, 0, 0 };
+	struct sm_ring_snap *all = ring_of(6, 128, 3, NULL);
+	struct sm_ring_snap *down = ring_of(6, 128, 3, healthy);
+	struct sm_ring_snap *two = ring_of(6, 128, 3, NULL);
+	struct sm_ring_snap *plain = ring_of(6, 128, 3, NULL);
+	uint8_t lost[6] = { 0 };
+	uint32_t r[8], o[8], p[8];
+
+	SM_REQUIRE(all != NULL && down != NULL && two != NULL &&
+	    plain != NULL);
+	SM_CHECK(!all->zone_aware);
+	SM_REQUIRE(sm_ring_snap_set_zones(all, z3) == 0);
+	SM_REQUIRE(sm_ring_snap_set_zones(down, z3) == 0);
+	SM_REQUIRE(sm_ring_snap_set_zones(two, z2) == 0);
+	SM_CHECK(all->zone_aware && all->nzones == 3);
+	SM_CHECK(!two->zone_aware && two->nzones == 2);
+	for (int k = 0; k < 10000; k++) {
+		uint32_t key = (uint32_t)next_rand();
+		uint32_t n = sm_ring_replicas(all, key, r), zones = 0;
+
+		SM_CHECK_EQ(n, 3);
+		for (uint32_t j = 0; j < n; j++)
+			zones |= 1u << all->zix[r[j]];
+		SM_CHECK_EQ(zones, 7u);
+		n = sm_ring_replicas(down, key, r);
+		SM_CHECK_EQ(n, 2);
+		SM_CHECK(down->zix[r[0]] != down->zix[r[1]] && r[0] < 4 &&
+		    r[1] < 4);
+		SM_CHECK_EQ(sm_ring_owners(down, key, o), 3);
+		SM_CHECK(o[0] >= 4 || o[1] >= 4 || o[2] >= 4);
+		/* fewer zones than RF: placement as without zones */
+		SM_CHECK_EQ(sm_ring_replicas(two, key, r), 3);
+		SM_CHECK_EQ(sm_ring_replicas(plain, key, p), 3);
+		SM_CHECK(memcmp(r, p, 3 * sizeof(*r)) == 0);
+	}
+	lost[4] = lost[5] = 1;
+	SM_CHECK_EQ(sm_ring_read_units(all, lost), 1);
+	SM_CHECK_EQ(sm_ring_read_units(plain, lost), 2);
+	lost[5] = 0;
+	lost[0] = 1;
+	SM_CHECK_EQ(sm_ring_read_units(all, lost), 2);
+	sm_ring_release(all);
+	sm_ring_release(down);
+	sm_ring_release(two);
+	sm_ring_release(plain);
+}
+
 /* A fourth member takes about a quarter of the primaries, nothing else
  * moves between the old three. */
 static void
@@ -382,6 +441,8 @@ SM_TEST_MAIN(
 	{ "balance: 100 members x 128 tokens, 1M series", test_balance_100x128 },
 	{ "replicas are distinct; unhealthy members are skipped", test_replicas_distinct_and_skip_unhealthy },
 	{ "too few healthy members: not writable", test_too_few_healthy },
+	{ "zones: replicas in distinct zones, a zone is one read unit",
+	    test_zones },
 	{ "a joining member takes only its share", test_join_moves_little },
 	{ "the ring key ignores per-sample-type labels", test_key_ignores_sample_type_labels },
 	{ "-ring.members parsing", test_members_parse },

@@ -1290,6 +1290,8 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 
 	h->instance_id = ing->cfg.instance_id;
 	h->now_ms = sm_now_ms();
+	if (ing->cfg.instance_zone != NULL)
+		h->zone = ing->cfg.instance_zone;
 	if (atomic_load(&ing->stopping) || atomic_load(&ing->leaving))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_LEAVING;
 	else if (!atomic_load(&ing->ready))

@@ -92,6 +92,7 @@ struct ing_config {
 	char *rpc_url;            /* -rpc.listen-address (set by main) */
 	char *data_dir;           /* -data.dir (set by main) */
 	char *instance_id;        /* -instance.id (set by main) */
+	char *instance_zone;      /* -instance.zone (set by main) */
 	int64_t rpc_max_conns;    /* -rpc.max-connections (set by main) */
 	int64_t rpc_workers;      /* -ingester.rpc-workers */
 	int64_t rpc_recv_max;     /* -ingester.rpc-max-message-bytes */

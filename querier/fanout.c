@@ -49,6 +49,8 @@ qry_fan_close(struct qry_fan *f, bool all)
 {
 	calls_free(f);
 	sm_free(f->target);
+	sm_free(f->lost);
+	f->lost = NULL;
 	f->target = NULL;
 	sm_free(f->src);
 	f->src = NULL;
@@ -212,13 +214,16 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 	if ((f->target = sm_malloc((size_t)SM_MAX(s->n, 1) *
 	    sizeof(*f->target))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	f->down = 0;
+	if ((f->lost = sm_calloc(SM_MAX(s->n, 1), 1)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->healthy[i] && !f->excluded[i])
 			f->target[f->n++] = i;
 		else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
-			f->down++;   /* a member that owns tokens is missing */
+			f->lost[i] = 1;   /* a member that owns tokens is missing */
 	}
+	/* members, or zones of a zone-aware ring (common/ring.h) */
+	f->down = sm_ring_read_units(s, f->lost);
 	f->ni = f->n;
 	if (f->n == 0)
 		return (sm_err_set(err, SM_EUNAVAIL, "no healthy ingester to "
@@ -315,7 +320,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_buf *cbufs = NULL;
 	uint8_t *tfail = NULL, *asked = NULL;
-	uint32_t failed = 0, mustfail = 0, nc, nasked = 0;
+	uint32_t failed = 0, mustfail = 0, nc, nasked = 0, lost_units = 0;
 	int rv = 0, first = 0, first_answer = 0;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
@@ -366,8 +371,13 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		asked[t] = 1;
 	}
 	{
+		/* In members: a zone-aware ring may lose whole zones (the
+		 * check after the round counts what was lost in zones, so a
+		 * slack too generous for members of several zones ends in
+		 * 503, never in a short answer). */
 		uint32_t budget = sm_ring_max_read_errors(f->snap);
-		uint32_t slack = budget > f->down ? budget - f->down : 0;
+		uint32_t slack = budget > f->down ? (budget - f->down) *
+		    f->snap->zone_members_max : 0;
 		struct sm_quorum qw = { .nvoters = f->n, .stride = f->n,
 		    .need = nasked > slack ? nasked - slack : 0,
 		    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
@@ -437,7 +447,17 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	}
 	if (first_answer != 0)
 		first = first_answer;
-	if (failed > 0 && f->down + failed > sm_ring_max_read_errors(f->snap)) {
+	if (failed > 0) {
+		/* the members lost so far, and those that failed now */
+		for (uint32_t t = 0; t < f->ni; t++)
+			if (tfail[t])
+				f->lost[f->target[t]] = 1;
+		lost_units = sm_ring_read_units(f->snap, f->lost);
+		for (uint32_t t = 0; t < f->ni; t++)
+			if (tfail[t] && !f->excluded[f->target[t]])
+				f->lost[f->target[t]] = 0;
+	}
+	if (failed > 0 && lost_units > sm_ring_max_read_errors(f->snap)) {
 		const struct qry_call *c = &f->calls[first - 1];
 
 		/* Too many members lost: their own error (a corrupt block is

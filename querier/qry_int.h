@@ -153,7 +153,10 @@ struct qry_fan {
 	uint32_t *target;                /* ingester member indexes: [0, ni) */
 	uint32_t n;                      /* targets: ingesters, then sources */
 	uint32_t ni;                     /* ingester targets */
-	uint32_t down;                   /* unhealthy or excluded members */
+	uint32_t down;                   /* read units (common/ring.h) of
+					    the unhealthy or excluded
+					    members */
+	uint8_t *lost;                   /* per member (snap->n): those */
 	uint8_t *excluded;               /* per member (snap->n): failed */
 	struct sm_ring_snap *gsnap;      /* store-gateways; NULL: none */
 	struct qry_fan_src *src;         /* targets [ni, n): src[i - ni] */

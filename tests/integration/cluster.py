@@ -38,12 +38,14 @@ class Cluster:
                  compactors=0, compactor_extra=(),
                  heartbeat_timeout=None, distributor_peers=False,
                  distributor_extra=(), gateways=0, gateway_rf=2,
-                 gateway_extra=()):
+                 gateway_extra=(), ingester_zones=None):
         self.ws = ws
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
         self.extra = list(extra)
         self.ingester_extra = list(ingester_extra)
+        # ingester i's -instance.zone, or None
+        self.ingester_zones = ingester_zones
         self.log_level = log_level
         # None: the module's HEARTBEAT_TIMEOUT when the ring flags are
         # built (bench/run sets the module's values).
@@ -100,6 +102,8 @@ class Cluster:
             target="ingester", log_level=self.log_level, extra_flags=[
                 "-instance.id=ingester-%d" % i,
                 "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i]]
+            + (["-instance.zone=%s" % self.ingester_zones[i]]
+               if self.ingester_zones else [])
             + self.extra + self.ingester_extra)
 
     def _gateway(self, i):
