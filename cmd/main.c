@@ -145,8 +145,9 @@ ready_handler(struct sm_http_req *r, void *arg)
 		char why[512];
 
 		if (!ing_writable(app->ing, why, sizeof(why))) {
-			sm_http_reply_text(r, 503, "Ingester not ready: storage "
-			    "refuses writes: %s", why);
+			sm_http_reply_text(r, 503, "Ingester not ready: %s "
+			    "refuses writes: %s", strncmp(why, "memory:", 7) == 0 ?
+			    "it" : "storage", why);
 			return;
 		}
 	}
@@ -157,8 +158,9 @@ ready_handler(struct sm_http_req *r, void *arg)
 
 		if (!ok) {
 			sm_http_reply_text(r, 503, "Ring not ready: %u of %u "
-			    "ingesters healthy, %u needed for writes", s->nhealthy,
-			    s->n, app->dist != NULL ? s->quorum : 1);
+			    "ingesters take writes (%u healthy), %u needed",
+			    s->nwritable, s->n, s->nhealthy,
+			    app->dist != NULL ? s->quorum : 1);
 			sm_ring_release(s);
 			return;
 		}

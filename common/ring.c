@@ -88,6 +88,8 @@ sm_member_state_name(enum sm_member_state s)
 		return ("UNHEALTHY");
 	case SM_MEMBER_CONFLICT:
 		return ("CONFLICT");
+	case SM_MEMBER_READONLY:
+		return ("READONLY");
 	}
 	return ("?");
 }
@@ -170,6 +172,7 @@ snap_free(struct sm_ring_snap *s)
 	sm_free(s->id);
 	sm_free(s->state);
 	sm_free(s->healthy);
+	sm_free(s->writable);
 	sm_free(s->tok);
 	sm_free(s->owner);
 	sm_free(s);
@@ -248,10 +251,12 @@ snap_alloc(uint32_t n, uint32_t tokens, uint32_t rf)
 	s->id = sm_calloc(SM_MAX(n, 1), sizeof(*s->id));
 	s->state = sm_calloc(SM_MAX(n, 1), sizeof(*s->state));
 	s->healthy = sm_calloc(SM_MAX(n, 1), 1);
+	s->writable = sm_calloc(SM_MAX(n, 1), 1);
 	s->zone = sm_calloc(SM_MAX(n, 1), sizeof(*s->zone));
 	s->zix = sm_calloc(SM_MAX(n, 1), sizeof(*s->zix));
 	if (s->m == NULL || s->id == NULL || s->state == NULL ||
-	    s->healthy == NULL || s->zone == NULL || s->zix == NULL) {
+	    s->healthy == NULL || s->zone == NULL || s->zix == NULL ||
+	    s->writable == NULL) {
 		snap_free(s);
 		return (NULL);
 	}
@@ -289,7 +294,7 @@ snap_zones(struct sm_ring_snap *s)
 	s->zones_all = s->zones_up = 0;
 	for (uint32_t i = 0; i < s->n; i++) {
 		bool all = s->id[i] != NULL &&
-		    s->state[i] != SM_MEMBER_CONFLICT, up = s->healthy[i];
+		    s->state[i] != SM_MEMBER_CONFLICT, up = s->writable[i];
 
 		for (uint32_t j = 0; j < i && (all || up); j++) {
 			if (s->zix[j] != s->zix[i])
@@ -297,7 +302,7 @@ snap_zones(struct sm_ring_snap *s)
 			if (s->id[j] != NULL &&
 			    s->state[j] != SM_MEMBER_CONFLICT)
 				all = false;
-			if (s->healthy[j])
+			if (s->writable[j])
 				up = false;
 		}
 		s->zones_all += all;
@@ -357,9 +362,11 @@ sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
 			return (SM_ENOMEM);
 		}
 		s->healthy[i] = healthy == NULL || healthy[i];
+		s->writable[i] = s->healthy[i];
 		s->state[i] = s->healthy[i] ? SM_MEMBER_ACTIVE :
 		    SM_MEMBER_UNHEALTHY;
 		s->nhealthy += s->healthy[i];
+		s->nwritable += s->writable[i];
 	}
 	if (snap_tokens(s, s->id) != 0) {
 		snap_free(s);
@@ -395,7 +402,7 @@ ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
 	for (uint32_t walked = 0; walked < s->ntok && k < most; walked++) {
 		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
 
-		if (healthy_only && !s->healthy[m])
+		if (healthy_only && !s->writable[m])
 			continue;
 		for (j = 0; j < k && out[j] != m && !(s->zone_aware &&
 		    s->zix[out[j]] == s->zix[m]); j++)
@@ -866,8 +873,11 @@ snap_from_probes(struct sm_ring *r, int64_t now)
 			s->state[k] = probe_state(r, p, now);
 		s->m[k] = p->m;
 		member_ref(p->m);
-		s->healthy[k] = s->state[k] == SM_MEMBER_ACTIVE;
+		s->healthy[k] = s->state[k] == SM_MEMBER_ACTIVE ||
+		    s->state[k] == SM_MEMBER_READONLY;
+		s->writable[k] = s->state[k] == SM_MEMBER_ACTIVE;
 		s->nhealthy += s->healthy[k];
+		s->nwritable += s->writable[k];
 		if (p->zone != NULL && (s->zone[k] = sm_strdup(p->zone)) ==
 		    NULL)
 			goto fail;
@@ -905,7 +915,7 @@ static void
 publish(struct sm_ring *r, struct sm_ring_snap *s)
 {
 	struct sm_ring_snap *old = r->cur;
-	uint32_t counts[SM_MEMBER_CONFLICT + 1] = { 0 };
+	uint32_t counts[SM_MEMBER_READONLY + 1] = { 0 };
 
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (old == NULL || i >= old->n || old->m[i] != s->m[i] ||
@@ -915,7 +925,7 @@ publish(struct sm_ring *r, struct sm_ring_snap *s)
 			    s->m[i]->url, sm_member_state_name(s->state[i]));
 		counts[s->state[i]]++;
 	}
-	for (int k = 0; k <= SM_MEMBER_CONFLICT; k++)
+	for (int k = 0; k <= SM_MEMBER_READONLY; k++)
 		sm_gauge_set(sm_metric_child(m_members,
 		    sm_member_state_name((enum sm_member_state)k)),
 		    (double)counts[k]);
@@ -1015,6 +1025,9 @@ probe_round(struct sm_ring *r)
 			break;
 		case SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING:
 			p->reported = SM_MEMBER_JOINING;
+			break;
+		case SMOLDER__V1__MEMBER_STATE__MEMBER_READONLY:
+			p->reported = SM_MEMBER_READONLY;
 			break;
 		default:
 			p->reported = SM_MEMBER_LEAVING;

@@ -19,7 +19,10 @@
  * Health: a prober thread sends every member a Health RPC each
  * -ring.heartbeat-period (concurrently, nng aio).  A member is healthy
  * when its last good answer is at most -ring.heartbeat-timeout old and
- * said ACTIVE (not replaying, not shutting down).  A static member that
+ * said ACTIVE (not replaying, not shutting down) or READONLY: a READONLY
+ * member (over its memory bound, or its disk full) serves reads but takes
+ * no writes -- they go to the next token owner, and it gets hints once it
+ * takes writes again -- so a refusing ingester is never a write replica.  A static member that
  * answers with another id is in CONFLICT and never healthy; so is every
  * address but the most recently heard one when several answer with one id
  * (a dual-stack DNS name, a pod whose old address is still resolved).
@@ -96,6 +99,7 @@ enum sm_member_state {
 	SM_MEMBER_LEAVING,            /* shutting down */
 	SM_MEMBER_UNHEALTHY,          /* missed its heartbeat deadline */
 	SM_MEMBER_CONFLICT,           /* answered with another member's id */
+	SM_MEMBER_READONLY,           /* serves reads, refuses writes */
 };
 
 const char *sm_member_state_name(enum sm_member_state s);
@@ -134,8 +138,12 @@ struct sm_ring_snap {
 	struct sm_ring_member **m;         /* sorted by id; unknown ids last */
 	char **id;                         /* per member; NULL = not known */
 	enum sm_member_state *state;       /* per member */
-	uint8_t *healthy;                  /* per member: takes reads/writes */
+	uint8_t *healthy;                  /* per member: takes reads (ACTIVE
+					      or READONLY) */
 	uint32_t nhealthy;
+	uint8_t *writable;                 /* per member: takes writes
+					      (ACTIVE) */
+	uint32_t nwritable;
 	uint32_t ntok;
 	uint32_t *tok;                     /* sorted */
 	uint32_t *owner;                   /* member index of tok[i] */
@@ -181,7 +189,7 @@ uint32_t sm_ring_key(const char *tenant, const struct sm_label *ls,
     uint32_t n);
 
 /*
- * The replica set of `key`: up to s->rf healthy, distinct member indexes
+ * The replica set of `key`: up to s->rf writable, distinct member indexes
  * in ring order, written to out[] (room for s->rf).  Returns how many.
  */
 uint32_t sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
@@ -216,10 +224,10 @@ uint32_t sm_ring_read_units(const struct sm_ring_snap *s, const uint8_t *lost);
  * none), for tests and simulations.  0 or SM_ENOMEM. */
 int sm_ring_snap_set_zones(struct sm_ring_snap *s, const char *const *zones);
 
-/* True when the snapshot can take writes (>= quorum healthy members). */
+/* True when the snapshot can take writes (>= quorum writable members). */
 static inline bool sm_ring_writable(const struct sm_ring_snap *s)
 {
-	return (s->nhealthy >= s->quorum);
+	return (s->nwritable >= s->quorum);
 }
 
 /*

@@ -185,7 +185,7 @@ deliver(struct dist_hints *h, struct hint *x)
 	uint32_t m = member_of(s, x->url);
 	int rv;
 
-	if (m == UINT32_MAX || !s->healthy[m]) {
+	if (m == UINT32_MAX || !s->writable[m]) {
 		sm_ring_release(s);
 		return (SM_EAGAIN);
 	}

@@ -139,7 +139,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		    st == SM_RPC_PENDING || st == SM_ETIMEDOUT ||
 		    st == SM_ECLOSED || st == SM_EPROTO);
 	}
-	if (snap->nhealthy == snap->n)
+	if (snap->nwritable == snap->n)
 		return;
 	if ((sub = sm_malloc((size_t)SM_MAX(b->nseries, 1) *
 	    sizeof(*sub))) == NULL)
@@ -147,7 +147,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 	for (uint32_t m = 0; m < snap->n; m++) {
 		struct sm_buf e = SM_BUF_INIT;
 
-		if (snap->healthy[m] || snap->id[m] == NULL)
+		if (snap->writable[m] || snap->id[m] == NULL)
 			continue;
 		nsub = 0;
 		for (uint32_t k = 0; k < b->nseries; k++) {
@@ -197,8 +197,9 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		rf = PUSH_MAX_RF;
 	if (!sm_ring_writable(snap)) {
 		rv = sm_err_set(err, SM_EUNAVAIL, "too few healthy ingesters "
-		    "for a write: %u of %u, quorum %u of replication factor %u",
-		    snap->nhealthy, snap->n, q, snap->rf);
+		    "for a write: %u of %u take writes (%u serve reads), "
+		    "quorum %u of replication factor %u", snap->nwritable,
+		    snap->n, snap->nhealthy, q, snap->rf);
 		goto out;
 	}
 	slot = sm_malloc((size_t)SM_MAX(ns, 1) * SM_MAX(rf, 1) * sizeof(*slot));

@@ -1183,6 +1183,12 @@ ing_writable(struct ingester *ing, char *why, size_t whylen)
 {
 	if (ing->store == NULL)
 		return (true);
+	if (ing->db != NULL && ing_db_mem_refusing(ing->db)) {
+		snprintf(why, whylen, "memory: over its memory bound "
+		    "(-ingester.head-max-bytes): writes refused until resident "
+		    "memory is under %d%% of it", ING_MEM_RESUME_PCT);
+		return (false);
+	}
 	return (ing_store_writable(ing->store, why, whylen));
 }
 
@@ -1297,7 +1303,13 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 	else if (!atomic_load(&ing->ready))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING;
 	else {
-		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE;
+		char why[8];
+
+		/* Refusing writes (memory, disk): the rings send them to
+		 * the next token owner and keep reading from it. */
+		h->state = ing->cfg.gateway || ing_writable(ing, why,
+		    sizeof(why)) ? SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE :
+		    SMOLDER__V1__MEMBER_STATE__MEMBER_READONLY;
 		ing_db_stats(ing->db, &st);
 		h->series = st.series;
 		h->head_bytes = st.head_bytes;

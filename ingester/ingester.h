@@ -151,9 +151,13 @@ int ing_create(const struct ing_config *cfg, struct sm_http *http,
     struct ingester **out, struct sm_err *err);
 int ing_start(struct ingester *ing, struct sm_err *err);
 bool ing_ready(const struct ingester *ing);
-/* False, with the reason in why, while the storage refuses writes (a full
- * disk, an I/O error; see sm_kv_writable): /ready is then 503, and it
- * turns true again by itself once RocksDB has recovered. */
+/* False, with the reason in why, while writes are refused: over the
+ * memory bound (db.h, ing_db_tick), or the storage refuses them (a full
+ * disk, an I/O error; see sm_kv_writable).  /ready is then 503 and the
+ * ingester's Health says READONLY (common/ring.h: rings send its writes
+ * to the next token owner and keep reading from it); it turns true again
+ * by itself once memory is back under the bound or RocksDB has
+ * recovered. */
 bool ing_writable(struct ingester *ing, char *why, size_t whylen);
 bool ing_failed(const struct ingester *ing);
 void ing_stop(struct ingester *ing);

@@ -69,7 +69,7 @@ def inflight(srv):
     return None
 
 
-def wait_inflight(srv, pred, timeout=10):
+def wait_inflight(srv, pred, timeout=30):
     deadline = time.monotonic() + timeout
     while True:
         v = inflight(srv)
