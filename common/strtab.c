@@ -3,11 +3,20 @@
  */
 #include "strtab.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "hash.h"
 
+/*
+ * Chunks grow from STRTAB_CHUNK_MIN, doubling, to STRTAB_CHUNK: a table
+ * of a few strings (a head of one tiny profile: 10,000 tenants' heads
+ * hold two tables each) costs a few hundred bytes, not 64 KiB, and a
+ * large one still appends into 64 KiB chunks.  A string over a quarter of
+ * the largest chunk gets a chunk of its own.
+ */
 #define STRTAB_CHUNK (64u * 1024u)
+#define STRTAB_CHUNK_MIN 256u
 
 /* Copy bytes into chunk storage; returns the NUL-terminated copy. */
 static char *
@@ -16,8 +25,15 @@ strtab_store(struct sm_strtab *t, const char *s, size_t n)
 	char *p;
 
 	if (t->chunk_size - t->chunk_used < n + 1) {
-		size_t sz = n + 1 > STRTAB_CHUNK / 4 ? n + 1 : STRTAB_CHUNK;
+		bool own = n + 1 > STRTAB_CHUNK / 4;
+		size_t sz = t->fill == NULL ? STRTAB_CHUNK_MIN :
+		    SM_MIN(2 * t->chunk_size, STRTAB_CHUNK);
 		char *c;
+
+		while (!own && sz < n + 1)
+			sz *= 2;
+		if (own)
+			sz = n + 1;
 
 		if (t->nchunks == t->chunks_cap) {
 			uint32_t ncap = t->chunks_cap ? t->chunks_cap * 2 : 16;
@@ -33,7 +49,7 @@ strtab_store(struct sm_strtab *t, const char *s, size_t n)
 		if (c == NULL)
 			return (NULL);
 		t->chunks[t->nchunks++] = c;
-		if (sz != STRTAB_CHUNK) {
+		if (own) {
 			/* Dedicated chunk: keep filling the current one. */
 			memcpy(c, s, n);
 			c[n] = '\0';

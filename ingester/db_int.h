@@ -106,6 +106,8 @@ struct ing_db {
 	uint32_t n, cap;
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
+	atomic_uint_fast64_t ncommits;    /* blocks cut (write.c: a round
+					   * that cut one reclaims space) */
 	pthread_mutex_t cut_mu;           /* one cut at a time */
 	atomic_bool mem_refuse;           /* over the memory bound: writes
 					   * refused (ing_db_tick) */

@@ -414,7 +414,8 @@ struct spill_note {
 };
 
 int
-ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
+ing_head_spill(struct ing_head *h, bool force, uint64_t *bytes,
+    struct sm_err *err)
 {
 	struct sm_kv_batch *batch;
 	struct spill_note *notes = NULL;
@@ -424,6 +425,17 @@ ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err)
 	*bytes = 0;
 	if (h->store == NULL)
 		return (0);
+	if (!force) {
+		bool small;
+
+		pthread_rwlock_rdlock(&h->lock);
+		small = atomic_load(&h->sealed_bytes) < ING_SPILL_SMALL &&
+		    (uint64_t)h->profs.n * sizeof(*h->profs.v) <
+		    ING_SPILL_SMALL;
+		pthread_rwlock_unlock(&h->lock);
+		if (small)
+			return (0);
+	}
 	if ((batch = sm_kv_batch_create()) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (;;) {

@@ -102,7 +102,13 @@
  * When: the tick (write.c) spills a head once ING_SPILL_MIN bytes of
  * sealed buckets are in memory (sealed_bytes), and at least every
  * -ingester.head-spill-interval, so what stays resident is about a second
- * of a busy head's writes, however fast they come.
+ * of a busy head's writes, however fast they come -- but the interval
+ * spills only a head holding ING_SPILL_SMALL bytes of sealed buckets or
+ * profile records: a spill of a few bytes costs a write, and the head's
+ * drop a range deletion in the spill family (10,000 tenants of one
+ * profile each made 10,000 of them per cut, and RocksDB's range
+ * tombstones made every cut quadratic).  A tick over half the memory
+ * bound spills every head whatever it holds (ing_db_spill, `force`).
  * Readers of pairs read a spilled bucket back: a merge and the block
  * encoder through ing_head_buckets (resident and spilled in time order,
  * one iterator over the series' keys in the range), a write into a
@@ -192,7 +198,9 @@ int ing_head_attach(struct ing_head *h, struct ing_store *store,
  */
 #define ING_SPILL_BATCH ((size_t)8 << 20)
 #define ING_SPILL_MIN ((uint64_t)1 << 20)
-int ing_head_spill(struct ing_head *h, uint64_t *bytes, struct sm_err *err);
+#define ING_SPILL_SMALL ((uint64_t)4 << 10)
+int ing_head_spill(struct ing_head *h, bool force, uint64_t *bytes,
+    struct sm_err *err);
 
 struct ing_spill_cur;
 

@@ -1015,14 +1015,15 @@ block_write(struct ing_store *s, const char *tenant,
 		struct sm_err e2;
 
 		ing_headlog_committed(s->log, tenant, e->meta.gen);
-		/* Reclaim space now (issue 16): flushing every column
-		 * family lets RocksDB delete the WAL files that held the
-		 * head's spilled buckets and the block's parts (a WAL goes
-		 * only once no memtable needs it); an older version's head
-		 * family is compacted over the dead range, since a range
-		 * tombstone alone leaves the data in SSTs until RocksDB
-		 * happens to compact them.  A failure only delays it. */
-		if (sm_kv_flush(s->kv, &e2) == 0 && s->legacy_log)
+		/* An older version's head family is compacted over the dead
+		 * range now, since a range tombstone alone leaves the data
+		 * in SSTs until RocksDB happens to compact them (flushed
+		 * first).  The memtables of a new store are flushed once per
+		 * cut round instead (ing_store_reclaim): a flush per block
+		 * made an SST per block, and 10,000 tenants' blocks took
+		 * minutes and hundreds of MiB of table readers.  A failure
+		 * only delays it. */
+		if (s->legacy_log && sm_kv_flush(s->kv, &e2) == 0)
 			(void)sm_kv_compact(s->kv, SM_KV_HEAD, k.b, k.n, k2.b,
 			    k2.n, &e2);
 	}
@@ -1030,6 +1031,12 @@ out:
 	sm_kv_batch_destroy(b);
 	sm_kv_batch_destroy(ahead);
 	return (rv);
+}
+
+int
+ing_store_reclaim(struct ing_store *s, struct sm_err *err)
+{
+	return (sm_kv_flush(s->kv, err));
 }
 
 int

@@ -186,6 +186,16 @@ int ing_store_block_commit(struct ing_store *s, const char *tenant,
     const struct ing_block_enc *e, struct sm_err *err);
 
 /*
+ * Reclaim the space of what cuts made dead: flushing every column
+ * family's memtable lets RocksDB delete the WAL files that held the
+ * heads' spilled buckets and the blocks' parts (a WAL file goes only once
+ * no memtable needs it).  Once per cut round (write.c), not per block:
+ * every flush makes an SST per family.  0 or the flush's error (the space
+ * comes back at a later flush).
+ */
+int ing_store_reclaim(struct ing_store *s, struct sm_err *err);
+
+/*
  * Commit an encoded tier block (tier_ms > 0) for `tenant` in one synced
  * batch, leaving the head log alone (above).  0, SM_EIO, SM_ENOMEM; on
  * failure nothing of it is stored.

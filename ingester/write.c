@@ -252,6 +252,7 @@ cut_commit(struct ing_db *db, struct ing_tenant *t, struct ing_head *h,
 	ing_block_enc_fini(&e);
 	ing_head_unref(h);
 	sm_counter_inc(sm_metric_child0(ing_m_cuts));
+	atomic_fetch_add(&db->ncommits, 1);
 	return (rv == 0 ? 0 : sm_err_set(err, rv, "out of memory"));
 drop:
 	ING_LOCK(&t->mu);
@@ -307,6 +308,7 @@ static int
 db_cut(struct ing_db *db, int64_t now_ms, int force, bool over,
     struct sm_err *err)
 {
+	uint64_t cuts0 = atomic_load(&db->ncommits);
 	int first_rv = 0;
 
 	ING_ASSERT_HELD(&db->cut_mu);
@@ -341,6 +343,15 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, bool over,
 			if (first_rv == 0)
 				first_rv = rv;
 		}
+	}
+	/* Once per round, not per block (store.h) */
+	if (atomic_load(&db->ncommits) != cuts0) {
+		struct sm_err e2;
+
+		if (ing_store_reclaim(db->store, &e2) != 0)
+			sm_warn("ingester", "memtable flush after a cut failed "
+			    "(space comes back at the next)\terr=\"%s\"",
+			    e2.msg);
 	}
 	return (first_rv);
 }
@@ -388,7 +399,7 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 		if (!due)
 			continue;
 		sm_err_clear(&e);
-		if (ing_head_spill(h, &bytes, &e) != 0) {
+		if (ing_head_spill(h, all, &bytes, &e) != 0) {
 			sm_counter_inc(sm_metric_child0(ing_m_spill_fail));
 			sm_error("ingester", "spilling sealed buckets failed; "
 			    "will retry\ttenant=%s err=\"%s\"", t->id, e.msg);
