@@ -48,10 +48,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/flags.h"
@@ -78,6 +80,7 @@ struct app {
 	char *rpc_listen;
 	char *instance_id;
 	char *instance_zone;            /* -instance.zone */
+	int64_t shutdown_delay_ms;      /* -shutdown-delay */
 	int64_t rpc_max_conns;
 	char *ring_members;
 	char *ring_dns;
@@ -107,6 +110,7 @@ struct app {
 	struct cpt_config cpt_cfg;
 
 	/* state */
+	atomic_bool shutting_down;      /* SIGTERM seen: /ready is 503 */
 	const struct sm_module *order[16];
 	size_t norder;
 	int data_lock_fd;
@@ -135,6 +139,10 @@ ready_handler(struct sm_http_req *r, void *arg)
 	if (app->dist != NULL)
 		sm_http_set_header(r, "X-Smolder-Distributor",
 		    dist_peer_id(app->dist));
+	if (atomic_load(&app->shutting_down)) {
+		sm_http_reply_text(r, 503, "Shutting down");
+		return;
+	}
 	if (app->ing != NULL && !ing_ready(app->ing)) {
 		sm_http_reply_text(r, 503, app->ing_cfg.gateway ?
 		    "Store-gateway not ready: its first sync from the bucket is "
@@ -623,7 +631,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[30];
+	static struct sm_flag f[31];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -759,6 +767,12 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"factor, every series' replicas are in distinct zones, so "
 		"losing a whole zone loses no write and no read. Empty: no "
 		"zone." };
+	f[30] = (struct sm_flag){ "shutdown-delay", SM_FLAG_DURATION,
+		&app->shutdown_delay_ms, "0s",
+		"How long to wait between SIGTERM and shutdown: /ready answers "
+		"503 at once while requests are still served, so load "
+		"balancers and Kubernetes take the process out of rotation "
+		"before it closes its ports (a second signal ends the wait)." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);
@@ -777,12 +791,35 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 	return (sm_flags_add(fs, t, n, err));
 }
 
+/* mkdir -p: every missing directory of `dir`.  0 or -1 with errno. */
+static int
+mkdir_p(const char *dir)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return (-1);
+	}
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			return (-1);
+		p[i] = i < n ? '/' : '\0';
+	}
+	return (0);
+}
+
 static int
 data_dir_lock(struct app *app, struct sm_err *err)
 {
 	char path[4096];
 
-	if (mkdir(app->data_dir, 0755) != 0 && errno != EEXIST)
+	if (mkdir_p(app->data_dir) != 0)
 		return (sm_err_set(err, SM_EIO, "data dir %s: %s",
 		    app->data_dir, strerror(errno)));
 	snprintf(path, sizeof(path), "%s/LOCK", app->data_dir);
@@ -893,6 +930,18 @@ main(int argc, char **argv)
 	sigwait(&set, &sig);
 	sm_info("main", "shutting down\tsignal=%s", sig == SIGINT ? "SIGINT" :
 	    "SIGTERM");
+	/* Not ready from now on; requests are still served for the delay,
+	 * so whatever routes by /ready stops sending before the ports
+	 * close.  A second signal ends the wait. */
+	atomic_store(&app.shutting_down, true);
+	if (app.shutdown_delay_ms > 0) {
+		struct timespec ts = { app.shutdown_delay_ms / 1000,
+		    (app.shutdown_delay_ms % 1000) * 1000000 };
+
+		sm_info("main", "not ready; shutting down after the delay\t"
+		    "shutdown_delay_ms=%lld", (long long)app.shutdown_delay_ms);
+		(void)sigtimedwait(&set, NULL, &ts);
+	}
 	rc = app.ing != NULL && ing_failed(app.ing) ? 1 : 0;
 	/* An ingester with a bucket leaves before anything stops: its
 	 * blocks go to the bucket and the store-gateways (ingester.h). */
