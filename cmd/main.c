@@ -151,11 +151,20 @@ ready_handler(struct sm_http_req *r, void *arg)
 	}
 	if (app->ing != NULL) {
 		char why[512];
+		int64_t wait_ms;
 
 		if (!ing_writable(app->ing, why, sizeof(why))) {
 			sm_http_reply_text(r, 503, "Ingester not ready: %s "
 			    "refuses writes: %s", strncmp(why, "memory:", 7) == 0 ?
 			    "it" : "storage", why);
+			return;
+		}
+		if (!ing_settled(app->ing, &wait_ms)) {
+			sm_http_reply_text(r, 503, "%s not ready: ACTIVE, "
+			    "waiting %lld ms more so that every ring has seen "
+			    "it (-ingester.min-ready-duration)",
+			    app->ing_cfg.gateway ? "Store-gateway" : "Ingester",
+			    (long long)wait_ms);
 			return;
 		}
 	}
@@ -935,6 +944,7 @@ main(int argc, char **argv)
 	 * close.  A second signal ends the wait. */
 	atomic_store(&app.shutting_down, true);
 	if (app.shutdown_delay_ms > 0) {
+		ing_drain(app.ing);
 		struct timespec ts = { app.shutdown_delay_ms / 1000,
 		    (app.shutdown_delay_ms % 1000) * 1000000 };
 

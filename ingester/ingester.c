@@ -59,6 +59,8 @@ struct ingester {
 	pthread_t gw_thr;
 	int gw_started;
 	atomic_bool ready, failed, stopping;
+	_Atomic int64_t ready_at_ms;      /* when it turned ready */
+	atomic_bool draining;             /* SIGTERM: LEAVING in Health */
 	atomic_bool leaving;            /* ing_leave: no writes, LEAVING */
 	pthread_mutex_t leave_mu;       /* one leave; its result */
 	int left;                       /* 0 not run, 1 done, -1 failed */
@@ -90,10 +92,18 @@ static struct sm_metric *m_local_dropped;
 #define ING_MEMTABLES 4
 #define ING_SPILL_MEMTABLE ((uint64_t)1 << 20)
 
+/* Ready now; /ready waits -ingester.min-ready-duration more (ing_settled). */
+static void
+set_ready(struct ingester *ing)
+{
+	atomic_store(&ing->ready_at_ms, sm_now_ms());
+	atomic_store(&ing->ready, true);
+}
+
 const struct sm_flag *
 ing_flags(struct ing_config *cfg, size_t *n)
 {
-	static struct sm_flag f[19];
+	static struct sm_flag f[20];
 
 	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
 		&cfg->rpc_workers, "4",
@@ -179,6 +189,12 @@ ing_flags(struct ing_config *cfg, size_t *n)
 		&cfg->leave_timeout_ms, "5m",
 		"How long a leave waits for the bucket and the store-gateways "
 		"before it gives up." };
+	f[19] = (struct sm_flag){ "ingester.min-ready-duration",
+		SM_FLAG_DURATION, &cfg->min_ready_ms, "5s",
+		"In a cluster, /ready turns 200 only this long after the "
+		"ingester (or store-gateway) turned ACTIVE, so every ring has "
+		"seen it by then (more than -ring.heartbeat-period): a rollout "
+		"that stops the next one at once fails no query." };
 	f[18] = (struct sm_flag){ "ingester.local-retention",
 		SM_FLAG_DURATION, &cfg->local_retention_ms, "24h",
 		"With -storage.backend and -store-gateway.sharding-ring."
@@ -734,7 +750,7 @@ gw_sync_handler(struct sm_http_req *r, void *arg)
 		return;
 	}
 	if (!atomic_load(&ing->ready))
-		atomic_store(&ing->ready, true);
+		set_ready(ing);
 	snprintf(body, sizeof(body), "{\"loaded\":%u,\"dropped\":%u}\n",
 	    loaded, dropped);
 	sm_http_reply(r, 200, "application/json", body, strlen(body));
@@ -1040,7 +1056,7 @@ gw_main(void *arg)
 				last_fail_log = now;
 			}
 		} else if (!atomic_load(&ing->ready)) {
-			atomic_store(&ing->ready, true);
+			set_ready(ing);
 			sm_info("store-gateway", "ready: first sync done");
 		}
 		pthread_mutex_lock(&ing->mu);
@@ -1126,7 +1142,7 @@ replay_main(void *arg)
 	pthread_mutex_unlock(&ing->mu);
 	if (ING_MEASURE_RSS && ing->cfg.head_max_bytes != 0)
 		floor_check(ing);
-	atomic_store(&ing->ready, true);
+	set_ready(ing);
 	sm_info("ingester", "ready");
 	return (NULL);
 }
@@ -1176,6 +1192,32 @@ bool
 ing_ready(const struct ingester *ing)
 {
 	return (atomic_load(&ing->ready));
+}
+
+bool
+ing_settled(struct ingester *ing, int64_t *wait_ms)
+{
+	int64_t at = atomic_load(&ing->ready_at_ms), left;
+
+	*wait_ms = 0;
+	/* in-process members are seen at once */
+	if (!atomic_load(&ing->ready) || ing->cfg.min_ready_ms <= 0 ||
+	    ing->cfg.rpc_url == NULL ||
+	    strncmp(ing->cfg.rpc_url, "inproc://", 9) == 0)
+		return (atomic_load(&ing->ready));
+	left = at + ing->cfg.min_ready_ms - sm_now_ms();
+	*wait_ms = left > 0 ? left : 0;
+	return (left <= 0);
+}
+
+void
+ing_drain(struct ingester *ing)
+{
+	/* In one process the rings are its own: a LEAVING member would
+	 * refuse the writes the delay is there to serve. */
+	if (ing != NULL && ing->cfg.rpc_url != NULL &&
+	    strncmp(ing->cfg.rpc_url, "inproc://", 9) != 0)
+		atomic_store(&ing->draining, true);
 }
 
 bool
@@ -1298,7 +1340,8 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 	h->now_ms = sm_now_ms();
 	if (ing->cfg.instance_zone != NULL)
 		h->zone = ing->cfg.instance_zone;
-	if (atomic_load(&ing->stopping) || atomic_load(&ing->leaving))
+	if (atomic_load(&ing->stopping) || atomic_load(&ing->leaving) ||
+	    atomic_load(&ing->draining))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_LEAVING;
 	else if (!atomic_load(&ing->ready))
 		h->state = SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING;

@@ -93,6 +93,7 @@ struct ing_config {
 	char *data_dir;           /* -data.dir (set by main) */
 	char *instance_id;        /* -instance.id (set by main) */
 	char *instance_zone;      /* -instance.zone (set by main) */
+	int64_t min_ready_ms;     /* -ingester.min-ready-duration */
 	int64_t rpc_max_conns;    /* -rpc.max-connections (set by main) */
 	int64_t rpc_workers;      /* -ingester.rpc-workers */
 	int64_t rpc_recv_max;     /* -ingester.rpc-max-message-bytes */
@@ -151,6 +152,19 @@ int ing_create(const struct ing_config *cfg, struct sm_http *http,
     struct ingester **out, struct sm_err *err);
 int ing_start(struct ingester *ing, struct sm_err *err);
 bool ing_ready(const struct ingester *ing);
+/*
+ * Ready and ACTIVE for -ingester.min-ready-duration (*wait_ms: how much
+ * longer), so every ring that probes it has seen it ACTIVE: /ready waits
+ * for it, and a rollout that stops the next member once this one is
+ * ready never has two down in the readers' eyes.  In-process members
+ * (inproc://) are settled once ready.
+ */
+bool ing_settled(struct ingester *ing, int64_t *wait_ms);
+/* SIGTERM with -shutdown-delay: Health says LEAVING from now on (rings
+ * stop sending it reads and writes) while it still serves what comes.
+ * Not for an in-process member (-target=all): its process keeps taking
+ * writes through the delay. */
+void ing_drain(struct ingester *ing);
 /* False, with the reason in why, while writes are refused: over the
  * memory bound (db.h, ing_db_tick), or the storage refuses them (a full
  * disk, an I/O error; see sm_kv_writable).  /ready is then 503 and the

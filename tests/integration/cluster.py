@@ -29,6 +29,9 @@ from durability import DataServer, wait_metric
 from smolder import free_port
 
 HEARTBEAT = "100ms"
+# An ingester's /ready waits this long once ACTIVE (a few heartbeats), so
+# the rings have seen it when a test goes on.
+MIN_READY = "300ms"
 HEARTBEAT_TIMEOUT = "1s"
 
 
@@ -101,7 +104,8 @@ class Cluster:
             name="ingester-%d" % i,
             target="ingester", log_level=self.log_level, extra_flags=[
                 "-instance.id=ingester-%d" % i,
-                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i]]
+                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i],
+                "-ingester.min-ready-duration=%s" % MIN_READY]
             + (["-instance.zone=%s" % self.ingester_zones[i]]
                if self.ingester_zones else [])
             + self.extra + self.ingester_extra)
@@ -114,7 +118,8 @@ class Cluster:
             target="store-gateway", log_level=self.log_level, extra_flags=[
                 "-instance.id=gateway-%d" % i,
                 "-rpc.listen-address=tcp://127.0.0.1:%d" % self.gw_ports[i],
-                "-ring.heartbeat-period=%s" % HEARTBEAT]
+                "-ring.heartbeat-period=%s" % HEARTBEAT,
+                "-ingester.min-ready-duration=%s" % MIN_READY]
             + self.gateway_flags() + self.extra + self.gateway_extra)
 
     def restart_gateway(self, i, wait=True):
