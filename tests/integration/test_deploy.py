@@ -14,7 +14,9 @@ test_deploy.py -- deploy/ must work with the binary it deploys.
     are good).  The pieces must also fit together: -ring.dns names the
     headless Service of the ingester StatefulSet on its RPC port, Service
     selectors match pods, probes ask /ready, compose's -ring.members name
-    its ingester services by -instance.id and RPC port.  The Dockerfile's
+    its ingester services by -instance.id and RPC port, its
+    -store-gateway.sharding-ring.members its store-gateways, and its
+    filesystem bucket is a volume of every service that uses it.  The Dockerfile's
     build stage installs the Makefile's DEBIAN_PACKAGES (minus the test-only
     ones, TEST_ONLY_PACKAGES) and configures as `make build`; its runtime packages exist here
     and own every library the binary loads.  A bogus flag, target or
@@ -347,26 +349,40 @@ def compose_commands(doc):
 def compose_fit(cmds):
     probs = []
     by_target = {}
-    ingesters = {}
+    ingesters, gateways = {}, {}
     for where, argv, _, svc in cmds:
         t = flag_value(argv, "target")
         by_target[t] = by_target.get(t, 0) + 1
-        if t == "ingester":
+        if t in ("ingester", "store-gateway"):
             name = where.split(" ", 1)[1]
             rpc = flag_value(argv, "rpc.listen-address") or ""
-            ingesters[name] = (flag_value(argv, "instance.id"),
-                               rpc.rsplit(":", 1)[-1])
+            (ingesters if t == "ingester" else gateways)[name] = (
+                flag_value(argv, "instance.id"), rpc.rsplit(":", 1)[-1])
             vols = [str(v).split(":")[1] for v in svc.get("volumes") or []
                     if ":" in str(v)]
             if flag_value(argv, "data.dir") not in vols:
                 probs.append("%s: -data.dir is not a volume" % where)
-    want = {"ingester": 3, "distributor": 2, "querier": 1, "compactor": 1}
+        if flag_value(argv, "storage.backend") == "filesystem":
+            vols = [str(v).split(":")[1] for v in svc.get("volumes") or []
+                    if ":" in str(v)]
+            if flag_value(argv, "storage.filesystem.dir") not in vols:
+                probs.append("%s: the filesystem bucket is not a volume"
+                             % where)
+    want = {"ingester": 3, "distributor": 2, "querier": 1, "compactor": 1,
+            "store-gateway": 2}
     if by_target != want:
         probs.append("services by target %r, want %r" % (by_target, want))
     want_members = sorted("%s=tcp://%s:%s" % (iid, host, port)
                           for host, (iid, port) in ingesters.items())
+    want_gw = sorted("%s=tcp://%s:%s" % (iid, host, port)
+                     for host, (iid, port) in gateways.items())
     for where, argv, _, _ in cmds:
-        if flag_value(argv, "target") == "ingester":
+        t = flag_value(argv, "target")
+        gw = flag_value(argv, "store-gateway.sharding-ring.members")
+        if t != "distributor" and sorted((gw or "").split(",")) != want_gw:
+            probs.append("%s: -store-gateway.sharding-ring.members %s, want "
+                         "%s" % (where, gw, ",".join(want_gw)))
+        if t in ("ingester", "store-gateway"):
             continue
         members = sorted((flag_value(argv, "ring.members") or "").split(","))
         if members != want_members:
@@ -615,8 +631,10 @@ def check_compose(r, flags):
     check_commands(r, flags, "compose", [(w, a, p) for w, a, p, _ in cmds])
     probs = compose_fit(cmds)
     r.check(not probs, "compose: 3 ingesters, 2 distributors, 1 querier, 1 "
-            "compactor; -ring.members names each ingester by -instance.id "
-            "and RPC port; ingester data on volumes", "\n".join(probs))
+            "compactor, 2 store-gateways; -ring.members names each "
+            "ingester and -store-gateway.sharding-ring.members each gateway "
+            "by -instance.id and RPC port; data and the bucket on volumes",
+            "\n".join(probs))
 
 
 def check_dockerfile(r, flags):
