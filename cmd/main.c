@@ -154,9 +154,8 @@ ready_handler(struct sm_http_req *r, void *arg)
 		int64_t wait_ms;
 
 		if (!ing_writable(app->ing, why, sizeof(why))) {
-			sm_http_reply_text(r, 503, "Ingester not ready: %s "
-			    "refuses writes: %s", strncmp(why, "memory:", 7) == 0 ?
-			    "it" : "storage", why);
+			sm_http_reply_text(r, 503, "Ingester not ready: it "
+			    "refuses writes: %s", why);
 			return;
 		}
 		if (!ing_settled(app->ing, &wait_ms)) {

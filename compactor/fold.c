@@ -651,6 +651,42 @@ select_cells(struct hour *h, uint32_t nsrc, int prefer, struct sm_err *err)
 	return (0);
 }
 
+/* The gen of the next fold-source block: above every one made or seen,
+ * and the clock's ms, so a restarted compactor keeps them increasing. */
+static uint64_t
+next_gen(struct tenant_ctx *c)
+{
+	return ((uint64_t)c->now > c->f->last_gen ? (uint64_t)c->now :
+	    c->f->last_gen + 1);
+}
+
+/*
+ * Store the encoded fold-source block e in the scratch store under ltf,
+ * upload it as a block of `tenant` from source sc, and delete it from
+ * the scratch store again.  0 or the store's or the bucket's error.
+ */
+static int
+upload(struct tenant_ctx *c, const char *ltf, const char *tenant,
+    const struct ing_block_enc *e, struct ing_ship_src *sc,
+    char ulid[ING_ULID_LEN + 1], uint64_t *bytes, struct sm_err *err)
+{
+	struct sm_err e2;
+	int rv;
+
+	c->f->last_gen = e->meta.gen;
+	rv = e->meta.tier_ms > 0 ? ing_store_block_put(c->f->store, ltf, e,
+	    err) : ing_store_block_commit(c->f->store, ltf, e, err);
+	if (rv != 0)
+		return (rv);
+	sc->instance = ING_FOLD_INSTANCE;
+	sc->inc = ING_FOLD_INC;
+	sc->kill_after_object = c->f->kill_after_object;
+	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, tenant, &e->meta, sc,
+	    ulid, bytes, err);
+	(void)ing_store_block_delete(c->f->store, ltf, e->meta.gen, &e2);
+	return (rv);
+}
+
 /* Fold hour [hs, hs + 1 h) of the tenant. */
 static int
 fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
@@ -727,8 +763,7 @@ fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
 		goto out;     /* nothing new */
 	if ((rv = select_cells(&h, nsrc, prefer, err)) != 0)
 		goto out;
-	gen = (uint64_t)c->now > c->f->last_gen ? (uint64_t)c->now :
-	    c->f->last_gen + 1;
+	gen = next_gen(c);
 	{
 		struct ing_fold_sel sel = { sel_coef, sel_profiles, &h.sel };
 
@@ -737,31 +772,19 @@ fold_hour(struct tenant_ctx *c, int64_t hs, struct sm_err *err)
 		    &empty, err)) != 0 || empty)
 			goto out;
 	}
-	c->f->last_gen = gen;
 	if ((ltf = ing_gateway_tenant(c->a, c->v[0].tenant, ING_FOLD_INC,
 	    err)) == NULL) {
 		rv = err->code;
 		goto out;
 	}
-	if ((rv = ing_store_block_commit(c->f->store, ltf, &enc, err)) != 0)
-		goto out;
-	sc.instance = ING_FOLD_INSTANCE;
-	sc.inc = ING_FOLD_INC;
 	sc.replaces = old != NULL ? &old->gen : NULL;
 	sc.nreplaces = old != NULL;
 	sc.fold_start = hs;
 	sc.fold_end = he;
 	sc.inputs = h.refs;
 	sc.ninputs = h.nrefs;
-	sc.kill_after_object = c->f->kill_after_object;
-	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, c->v[0].tenant,
-	    &enc.meta, &sc, ulid, &bytes, err);
-	{
-		struct sm_err e2;
-
-		(void)ing_store_block_delete(c->f->store, ltf, gen, &e2);
-	}
-	if (rv != 0)
+	if ((rv = upload(c, ltf, c->v[0].tenant, &enc, &sc, ulid, &bytes,
+	    err)) != 0)
 		goto out;
 	c->st->folded++;
 	c->st->bytes_written += bytes;
@@ -815,29 +838,17 @@ fold_tier(struct tenant_ctx *c, int64_t ws, int64_t w,
 		cover_gen = SM_MAX(cover_gen, fv[i]->gen);
 		ltf = x->lt;
 	}
-	gen = (uint64_t)c->now > c->f->last_gen ? (uint64_t)c->now :
-	    c->f->last_gen + 1;
+	gen = next_gen(c);
 	if ((rv = ing_fold_tier_build(c->f->store, ltf, metas, nf, w, ws,
 	    ws + SM_TIERS_DAY_MS, gen, cover_gen, FOLD_ZSTD_LEVEL, &enc,
 	    &empty, err)) != 0 || empty)
 		goto out;
-	c->f->last_gen = gen;
-	if ((rv = ing_store_block_put(c->f->store, ltf, &enc, err)) != 0)
-		goto out;
-	sc.instance = ING_FOLD_INSTANCE;
-	sc.inc = ING_FOLD_INC;
 	sc.fold_start = ws;
 	sc.fold_end = ws + SM_TIERS_DAY_MS;
 	sc.covers = covers;
 	sc.ncovers = nf;
-	rv = ing_ship_put(c->f->bucket, c->f->store, ltf, fv[0]->tenant,
-	    &enc.meta, &sc, ulid, &bytes, err);
-	{
-		struct sm_err e2;
-
-		(void)ing_store_block_delete(c->f->store, ltf, gen, &e2);
-	}
-	if (rv != 0)
+	if ((rv = upload(c, ltf, fv[0]->tenant, &enc, &sc, ulid, &bytes,
+	    err)) != 0)
 		goto out;
 	c->st->tiers++;
 	c->st->bytes_written += bytes;
@@ -970,6 +981,23 @@ tier_superseded(const struct ing_bucket_block *v, uint32_t n,
 	return (have);
 }
 
+/* Write b's deletion mark for `reason`; a failure is logged and the next
+ * pass tries again. */
+static void
+mark_block(struct cpt_fold *f, struct ing_bucket_block *b, int64_t now,
+    const char *reason, struct cpt_fold_stats *st)
+{
+	struct sm_err e;
+
+	if (cpt_bucket_mark(f->bucket, b->meta_key, now, reason, &e) != 0) {
+		sm_warn("compactor", "deletion mark not written\tkey=%s "
+		    "err=\"%s\"", b->meta_key, e.msg);
+		return;
+	}
+	b->marked = true;
+	st->marked++;
+}
+
 /* Marks (fold.h, step 2) for the tenant's blocks v[0..n). */
 static void
 mark_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
@@ -978,7 +1006,6 @@ mark_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 	for (uint32_t i = 0; i < n; i++) {
 		struct ing_bucket_block *b = &v[i];
 		const char *reason = NULL;
-		struct sm_err e;
 
 		if (b->marked)
 			continue;
@@ -989,36 +1016,18 @@ mark_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 			    "superseded" : "replaced";
 		else if (is_input(b) && folded_all(v, n, b))
 			reason = "folded";
-		if (reason == NULL)
-			continue;
-		if (cpt_bucket_mark(f->bucket, b->meta_key, now, reason,
-		    &e) != 0) {
-			sm_warn("compactor", "deletion mark not written\t"
-			    "key=%s err=\"%s\"", b->meta_key, e.msg);
-			continue;
-		}
-		b->marked = true;
-		st->marked++;
+		if (reason != NULL)
+			mark_block(f, b, now, reason, st);
 	}
 	/* a replica's tier once the fold source has its own over the same
 	 * window and that replica's raw blocks there are all folded */
 	for (uint32_t i = 0; i < n; i++) {
 		struct ing_bucket_block *b = &v[i];
-		struct sm_err e;
 
-		if (!is_live(b) || b->tier_ms <= 0 ||
-		    strcmp(b->inc, ING_FOLD_INC) == 0 ||
-		    b->cover_end <= b->cover_start ||
-		    !tier_superseded(v, n, b))
-			continue;
-		if (cpt_bucket_mark(f->bucket, b->meta_key, now, "folded",
-		    &e) != 0) {
-			sm_warn("compactor", "deletion mark not written\t"
-			    "key=%s err=\"%s\"", b->meta_key, e.msg);
-			continue;
-		}
-		b->marked = true;
-		st->marked++;
+		if (is_live(b) && b->tier_ms > 0 &&
+		    strcmp(b->inc, ING_FOLD_INC) != 0 &&
+		    b->cover_end > b->cover_start && tier_superseded(v, n, b))
+			mark_block(f, b, now, "folded", st);
 	}
 }
 

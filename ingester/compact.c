@@ -993,6 +993,16 @@ out:
 	return (rv);
 }
 
+/* Free a builder's gathering state and its head. */
+static void
+build_fini(struct build *b)
+{
+	sm_free(b->p);
+	sm_free(b->slot);
+	sm_free(b->touched);
+	ing_head_unref(b->h);
+}
+
 /*
  * Build and encode the tier block of (w, [ws, we)) from inputs[0..n) of
  * `tenant` in store st into *e, as block `gen` (or a fresh one from
@@ -1034,10 +1044,7 @@ tier_build(struct ing_store *st, const char *tenant,
 			ing_head_block_src_fini(&src);
 		}
 	}
-	sm_free(b.p);
-	sm_free(b.slot);
-	sm_free(b.touched);
-	ing_head_unref(b.h);
+	build_fini(&b);
 	return (rv);
 }
 
@@ -1431,9 +1438,6 @@ ing_fold_build(struct ing_store *st, const struct ing_fold_input *in,
 			ing_head_block_src_fini(&src);
 		}
 	}
-	sm_free(b.p);
-	sm_free(b.slot);
-	sm_free(b.touched);
-	ing_head_unref(b.h);
+	build_fini(&b);
 	return (rv);
 }

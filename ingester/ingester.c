@@ -1194,6 +1194,14 @@ ing_ready(const struct ingester *ing)
 	return (atomic_load(&ing->ready));
 }
 
+/* A member of other processes' rings (not -target=all's inproc://). */
+static bool
+in_cluster(const struct ingester *ing)
+{
+	return (ing->cfg.rpc_url != NULL &&
+	    strncmp(ing->cfg.rpc_url, "inproc://", 9) != 0);
+}
+
 bool
 ing_settled(struct ingester *ing, int64_t *wait_ms)
 {
@@ -1202,8 +1210,7 @@ ing_settled(struct ingester *ing, int64_t *wait_ms)
 	*wait_ms = 0;
 	/* in-process members are seen at once */
 	if (!atomic_load(&ing->ready) || ing->cfg.min_ready_ms <= 0 ||
-	    ing->cfg.rpc_url == NULL ||
-	    strncmp(ing->cfg.rpc_url, "inproc://", 9) == 0)
+	    !in_cluster(ing))
 		return (atomic_load(&ing->ready));
 	left = at + ing->cfg.min_ready_ms - sm_now_ms();
 	*wait_ms = left > 0 ? left : 0;
@@ -1215,8 +1222,7 @@ ing_drain(struct ingester *ing)
 {
 	/* In one process the rings are its own: a LEAVING member would
 	 * refuse the writes the delay is there to serve. */
-	if (ing != NULL && ing->cfg.rpc_url != NULL &&
-	    strncmp(ing->cfg.rpc_url, "inproc://", 9) != 0)
+	if (ing != NULL && in_cluster(ing))
 		atomic_store(&ing->draining, true);
 }
 
@@ -1226,12 +1232,21 @@ ing_writable(struct ingester *ing, char *why, size_t whylen)
 	if (ing->store == NULL)
 		return (true);
 	if (ing->db != NULL && ing_db_mem_refusing(ing->db)) {
-		snprintf(why, whylen, "memory: over its memory bound "
+		snprintf(why, whylen, "over its memory bound "
 		    "(-ingester.head-max-bytes): writes refused until resident "
 		    "memory is under %d%% of it", ING_MEM_RESUME_PCT);
 		return (false);
 	}
-	return (ing_store_writable(ing->store, why, whylen));
+	if (ing_store_writable(ing->store, why, whylen))
+		return (true);
+	/* the reason names its part */
+	{
+		char s[512];
+
+		snprintf(s, sizeof(s), "%s", why);
+		snprintf(why, whylen, "storage: %s", s);
+	}
+	return (false);
 }
 
 bool

@@ -256,6 +256,16 @@ def live_bytes(blocks):
                if b["meta"] and not b["mark"])
 
 
+def flush_all(r, c, what):
+    """Every ingester flushed (cut and shipped), nothing left pending."""
+    for ing in c.ingesters:
+        r.eq(flush(ing).status, 200, "%s: %s flushed and shipped"
+             % (what, ing.name))
+        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
+                        lambda x: x == 0, timeout=30)
+        r.eq(v, 0, "%s: %s has nothing pending" % (what, ing.name))
+
+
 def run_pass(r, c, what):
     resp = c.compactors[0].request("POST", "/compactor/run", body=b"",
                                    timeout=120)
@@ -358,11 +368,7 @@ def body(r):
         applied.wait(r, "after batch %d" % (i + 1))
 
     # 2. flushed and shipped; "before"
-    for ing in c.ingesters:
-        r.eq(flush(ing).status, 200, "%s flushed and shipped" % ing.name)
-        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
-                        lambda x: x == 0, timeout=30)
-        r.eq(v, 0, "%s: nothing pending" % ing.name)
+    flush_all(r, c, "shipped")
     j = sync(r, gw, "shipped")
     r.check(j.get("loaded", 0) >= 3, "the gateway loaded every replica's "
             "blocks (%s)" % j)
@@ -525,12 +531,7 @@ def body(r):
     ingest_all(r, d, late, "late uploads, every replica up")
     applied.add(len(late))
     applied.wait(r, "late uploads")
-    for ing in c.ingesters:
-        r.eq(flush(ing).status, 200, "%s flushed the late uploads"
-             % ing.name)
-        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
-                        lambda x: x == 0, timeout=30)
-        r.eq(v, 0, "%s: the late block shipped" % ing.name)
+    flush_all(r, c, "the late uploads")
     want = answers(ref, qs)
     sync(r, gw, "late blocks shipped")
     same(r, answers(q, qs), want, "late blocks shipped, before the fold: "

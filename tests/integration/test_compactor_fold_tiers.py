@@ -36,10 +36,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, connect, flush, limit_flags, metrics, wait_metric  # noqa: E402,E501
+from durability import DataServer, Workspace, connect, limit_flags, metrics  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 from test_compactor_fold import (Applied, Uploads, answers, bucket_blocks,  # noqa: E402
-                                 ingest_all, is_fold, run_pass, same, sync)
+                                 flush_all, ingest_all, is_fold, run_pass,
+                                 same, sync)
 
 BUDGET_S = 240
 HOUR, DAY = 3600, 86400
@@ -105,15 +106,6 @@ def kinds(blocks):
         out[("fold" if is_fold(b) else "replica") +
             (" tier" if tier else "")] += 1
     return out
-
-
-def flush_all(r, c, what):
-    for ing in c.ingesters:
-        r.eq(flush(ing).status, 200, "%s: %s flushed and shipped"
-             % (what, ing.name))
-        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
-                        lambda x: x == 0, timeout=30)
-        r.eq(v, 0, "%s: %s has nothing pending" % (what, ing.name))
 
 
 def body(r):
