@@ -120,8 +120,60 @@ member_create(const char *url, size_t recv_max, struct sm_ring_member **out,
 		return (rv);
 	}
 	atomic_init(&m->refs, 1);
+	pthread_mutex_init(&m->wmu, NULL);
 	*out = m;
 	return (0);
+}
+
+void
+sm_ring_member_incarnation(struct sm_ring_member *m, char out[33])
+{
+	pthread_mutex_lock(&m->wmu);
+	memcpy(out, m->inc, 33);
+	pthread_mutex_unlock(&m->wmu);
+}
+
+int
+sm_ring_member_witness(struct sm_ring_member *m, uint8_t **out, size_t *len)
+{
+	int rv = 0;
+
+	*out = NULL;
+	*len = 0;
+	pthread_mutex_lock(&m->wmu);
+	if (m->witlen > 0) {
+		if ((*out = sm_malloc(m->witlen)) == NULL) {
+			rv = SM_ENOMEM;
+		} else {
+			memcpy(*out, m->wit, m->witlen);
+			*len = m->witlen;
+		}
+	}
+	pthread_mutex_unlock(&m->wmu);
+	return (rv);
+}
+
+/* The prober: keep what member m's Health answer says of its data. */
+static void
+member_witness_set(struct sm_ring_member *m,
+    const Smolder__V1__HealthResponse *h)
+{
+	uint8_t *w = NULL;
+	size_t n = 0;
+
+	if (h->witness != NULL) {
+		n = smolder__v1__witness__get_packed_size(h->witness);
+		if ((w = sm_malloc(SM_MAX(n, 1))) == NULL)
+			return;
+		smolder__v1__witness__pack(h->witness, w);
+	}
+	pthread_mutex_lock(&m->wmu);
+	if (h->incarnation != NULL && strlen(h->incarnation) == 32)
+		memcpy(m->inc, h->incarnation, 33);
+	sm_free(m->wit);
+	m->wit = w;
+	m->witlen = n;
+	pthread_mutex_unlock(&m->wmu);
 }
 
 static void
@@ -136,6 +188,8 @@ member_unref(struct sm_ring_member *m)
 	if (m == NULL || atomic_fetch_sub(&m->refs, 1) != 1)
 		return;
 	sm_rpc_client_destroy(m->client);
+	pthread_mutex_destroy(&m->wmu);
+	sm_free(m->wit);
 	sm_free(m->url);
 	sm_free(m);
 }
@@ -1065,6 +1119,7 @@ probe_round(struct sm_ring *r)
 				p->zone = z;
 			}
 		}
+		member_witness_set(p->m, resp->health);
 		p->last_ok_ms = now;
 		atomic_store(&p->m->last_heartbeat_ms, now);
 		atomic_store(&p->m->series, resp->health->series);
@@ -1265,6 +1320,17 @@ ring_handler(struct sm_http_req *req, void *arg)
 			sm_buf_puts(&out, "null");
 		sm_buf_puts(&out, ",\"address\":");
 		sm_buf_json_str(&out, m->url, strlen(m->url));
+		{
+			char inc[33];
+
+			sm_ring_member_incarnation((struct sm_ring_member *)m,
+			    inc);
+			if (inc[0] != '\0')
+				sm_buf_printf(&out, ",\"incarnation\":\"%s\"",
+				    inc);
+			else
+				sm_buf_puts(&out, ",\"incarnation\":null");
+		}
 		sm_buf_printf(&out, ",\"state\":\"%s\",\"healthy\":%s,"
 		    "\"tokens\":%u,\"ownership\":%.6f,\"last_heartbeat_ms\":%lld,"
 		    "\"last_heartbeat_ago_ms\":%lld,\"head_series\":%llu,"

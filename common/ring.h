@@ -60,8 +60,15 @@
  * translated to its clock (sm_ring_member_deadline), so skew never
  * fails a call.
  *
- * HTTP: GET /ring shows members, zone, state, tokens, ownership and last
- * heartbeat as JSON, or as an HTML table when the client accepts text/html
+ * Witness: each Health answer also carries the member's incarnation and
+ * its witness record (ingester/witness.h), kept on the member as the
+ * last answer gave them, also while it is down: the distributor names
+ * each write's replicas with their incarnations, and the querier judges
+ * from the records whether an answer can be complete
+ * (querier/complete.c).
+ *
+ * HTTP: GET /ring shows members, zone, incarnation, state, tokens,
+ * ownership and last heartbeat as JSON, or as an HTML table when the client accepts text/html
  * (or ?format=html).
  *
  * Ownership: the ring owns the members and their RPC clients.  Locking:
@@ -71,6 +78,7 @@
 #ifndef SM_RING_H
 #define SM_RING_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -117,7 +125,22 @@ struct sm_ring_member {
 	 * Callers that send a deadline add it (sm_ring_member_deadline). */
 	_Atomic int64_t skew_ms;
 	atomic_bool skew_known;
+	/* From its last Health answer, under wmu: its data directory's
+	 * incarnation (32 hex digits; "" = not known) and its witness
+	 * record, packed (smolder.v1.Witness; querier/complete.c). */
+	pthread_mutex_t wmu;
+	char inc[33];
+	uint8_t *wit;
+	size_t witlen;
 };
+
+/* Member m's incarnation into out ("" while unknown). */
+void sm_ring_member_incarnation(struct sm_ring_member *m, char out[33]);
+
+/* A copy of member m's packed witness record (heap, *len bytes; NULL and
+ * 0 while none is known).  SM_ENOMEM. */
+int sm_ring_member_witness(struct sm_ring_member *m, uint8_t **out,
+    size_t *len);
 
 /*
  * A deadline of this process's clock (unix ms), in member m's clock: a

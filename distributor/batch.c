@@ -404,6 +404,16 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
     uint32_t max_series, struct sm_buf *out)
 {
+	return (dist_batch_encode_rep(b, tenant, profile_id, which, nwhich,
+	    max_series, NULL, 0, out));
+}
+
+int
+dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
+    const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
+    uint32_t max_series, Smolder__V1__Replica *const *replicas,
+    uint32_t nreplicas, struct sm_buf *out)
+{
 	Smolder__V1__WriteRequest req = SMOLDER__V1__WRITE_REQUEST__INIT;
 	Smolder__V1__StackTree tree = SMOLDER__V1__STACK_TREE__INIT;
 	Smolder__V1__Request env = SMOLDER__V1__REQUEST__INIT;
@@ -476,6 +486,8 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
 	req.profile_id.data = (uint8_t *)profile_id;
 	req.profile_id.len = 16;
 	req.max_series = max_series;
+	req.n_replicas = nreplicas;
+	req.replicas = (Smolder__V1__Replica **)replicas;
 	req.tree = &tree;
 	req.n_series = nwhich;
 	req.series = sm_arena_alloc(a, (size_t)SM_MAX(nwhich, 1) *

@@ -34,6 +34,7 @@
 #include "common/oatab.h"
 #include "common/strtab.h"
 #include "common/tree.h"
+#include "smolder/v1/rpc.pb-c.h"
 
 struct dist_limits {
 	size_t max_profile_bytes;     /* max_profile_size_bytes, 4 MiB (uncompressed) */
@@ -175,5 +176,12 @@ int64_t dist_batch_series_total(const struct dist_batch *b, uint32_t idx);
 int dist_batch_encode(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
     uint32_t max_series, struct sm_buf *out);
+
+/* The same, naming the write's replicas (WriteRequest.replicas: every
+ * ingester the distributor sends these series to, push.c). */
+int dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
+    const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
+    uint32_t max_series, Smolder__V1__Replica *const *replicas,
+    uint32_t nreplicas, struct sm_buf *out);
 
 #endif /* DIST_BATCH_H */

@@ -8,7 +8,10 @@
  *   2. Group series by ingester; encode one WriteRequest per distinct
  *      series subset (usually one: every sample type of an upload shares
  *      its key) with the upload's profile id, so a replica that receives a
- *      resend or retry applies it once (ingester/ids.h).
+ *      resend or retry applies it once (ingester/ids.h), and the
+ *      ingesters the subset goes to with their zones and incarnations
+ *      (WriteRequest.replicas: each receiver's witness record of who
+ *      else holds that data, ingester/witness.h).
  *   3. Start every call (sm_rpc_multi, fail-fast on a lost connection;
  *      SM_RPC_DIRECT: an ingester of this process, -target=all, is called
  *      in this thread, same bytes and answers -- common/rpc.h) and
@@ -115,6 +118,56 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
 }
 
 /*
+ * The write's replicas as WriteRequest.replicas: every member a call slot
+ * of the series which[0..nwhich) goes to (all series when which is NULL;
+ * series k's slots are slot[goff[k] .. goff[k + 1])).  rep and reps have
+ * room for snap->n entries, seen is snap->n scratch bytes; inc holds each
+ * member's incarnation.  Returns the count; the entries borrow the
+ * snapshot's strings.
+ */
+struct push_reps {
+	const struct sm_ring_snap *snap;
+	const uint32_t *goff, *slot, *slot_member;
+	char (*inc)[33];
+	uint8_t *seen;
+	Smolder__V1__Replica *rep;
+	Smolder__V1__Replica **reps;
+};
+
+static uint32_t
+push_replicas(struct push_reps *pr, const uint32_t *which, uint32_t nwhich)
+{
+	const struct sm_ring_snap *snap = pr->snap;
+	const uint32_t *goff = pr->goff, *slot = pr->slot;
+	const uint32_t *slot_member = pr->slot_member;
+	char (*inc)[33] = pr->inc;
+	uint8_t *seen = pr->seen;
+	Smolder__V1__Replica *rep = pr->rep, **reps = pr->reps;
+	uint32_t n = 0;
+
+	memset(seen, 0, SM_MAX(snap->n, 1));
+	for (uint32_t w = 0; w < nwhich; w++) {
+		uint32_t k = which != NULL ? which[w] : w;
+
+		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
+			uint32_t m = slot_member[slot[j]];
+
+			if (seen[m] || snap->id[m] == NULL)
+				continue;
+			seen[m] = 1;
+			smolder__v1__replica__init(&rep[n]);
+			rep[n].id = snap->id[m];
+			rep[n].zone = snap->zone[m] != NULL ? snap->zone[m] :
+			    (char *)"";
+			rep[n].incarnation = inc[m];
+			reps[n] = &rep[n];
+			n++;
+		}
+	}
+	return (n);
+}
+
+/*
  * Hints (hints.h) after an acknowledged push: every call slot that did not
  * answer success (failed, or still in flight: the hint watches it), and
  * every unhealthy token owner the ring skipped, with the series it owns.
@@ -123,7 +176,8 @@ static void
 push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *id, const struct sm_ring_snap *snap,
     struct sm_rpc_multi *mc, uint32_t nslots, const uint32_t *slot_member,
-    const struct sm_buf *enc, const uint32_t *enc_of, uint32_t max_series)
+    const struct sm_buf *enc, const uint32_t *enc_of, uint32_t max_series,
+    struct push_reps *pr)
 {
 	uint32_t *sub = NULL, nsub;
 
@@ -165,8 +219,10 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		}
 		if (nsub == 0)
 			continue;
-		if (dist_batch_encode(b, tenant, id, nsub == b->nseries ? NULL :
-		    sub, nsub, max_series, &e) == 0 && sm_buf_error(&e) == 0)
+		if (dist_batch_encode_rep(b, tenant, id, nsub == b->nseries ?
+		    NULL : sub, nsub, max_series, pr->reps,
+		    push_replicas(pr, sub, nsub), &e) == 0 &&
+		    sm_buf_error(&e) == 0)
 			dist_hints_add(d->hints, snap->m[m]->url, e.b, e.len,
 			    NULL, 0, false);
 		sm_buf_fini(&e);
@@ -188,6 +244,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	uint32_t *enc_of = NULL, nenc = 0;
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_quorum qw;
+	struct push_reps pr = { .snap = snap };
 	uint32_t max_series;
 	int rv = 0;
 
@@ -213,9 +270,14 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf * sizeof(*series_of));
 	enc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*enc));
 	enc_of = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*enc_of));
+	pr.inc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*pr.inc));
+	pr.seen = sm_malloc(SM_MAX(snap->n, 1));
+	pr.rep = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.rep));
+	pr.reps = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.reps));
 	if (slot == NULL || goff == NULL || member_slot == NULL ||
 	    slot_member == NULL || nser == NULL || off == NULL ||
-	    series_of == NULL ||
+	    series_of == NULL || pr.inc == NULL || pr.seen == NULL ||
+	    pr.rep == NULL || pr.reps == NULL ||
 	    enc == NULL || enc_of == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
@@ -249,6 +311,12 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 			nser[member_slot[m]]++;
 		}
 	}
+	pr.goff = goff;
+	pr.slot = slot;
+	pr.slot_member = slot_member;
+	for (uint32_t sl = 0; sl < nslots; sl++)
+		sm_ring_member_incarnation(snap->m[slot_member[sl]],
+		    pr.inc[slot_member[sl]]);
 	/* Each slot's series, in order (one array, offsets per slot). */
 	for (uint32_t sl = 0; sl < nslots; sl++) {
 		off[sl + 1] = off[sl] + nser[sl];
@@ -285,8 +353,9 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 			continue;
 		}
 		enc_of[sl] = nenc;
-		if (dist_batch_encode(b, tenant, id, nser[sl] == ns ? NULL :
-		    mine, nser[sl], max_series, &enc[nenc]) != 0 ||
+		if (dist_batch_encode_rep(b, tenant, id, nser[sl] == ns ? NULL :
+		    mine, nser[sl], max_series, pr.reps, push_replicas(&pr,
+		    nser[sl] == ns ? NULL : mine, nser[sl]), &enc[nenc]) != 0 ||
 		    sm_buf_error(&enc[nenc]) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory encoding "
 			    "the write");
@@ -343,7 +412,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
 		push_hints(d, tenant, b, id, snap, mc, nslots, slot_member,
-		    enc, enc_of, max_series);
+		    enc, enc_of, max_series, &pr);
 out:
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t e = 0; enc != NULL && e < nenc; e++)
@@ -357,6 +426,10 @@ out:
 	sm_free(nser);
 	sm_free(off);
 	sm_free(series_of);
+	sm_free(pr.inc);
+	sm_free(pr.seen);
+	sm_free(pr.rep);
+	sm_free(pr.reps);
 	sm_ring_release(snap);
 	return (rv);
 }

@@ -43,6 +43,7 @@
 #include "settings.h"
 #include "ship.h"
 #include "store.h"
+#include "witness.h"
 
 struct ingester {
 	struct ing_config cfg;
@@ -56,12 +57,17 @@ struct ingester {
 	struct ing_gateway *gw;         /* the store-gateway role, else NULL */
 	struct ing_gw_client *gwc;      /* local retention's view of the
 					 * gateways (ship thread) */
+	struct ing_witness *wit;        /* ingesters only (witness.h) */
+	char inc[33];                   /* the data directory's incarnation */
 	pthread_t gw_thr;
 	int gw_started;
 	atomic_bool ready, failed, stopping;
 	_Atomic int64_t ready_at_ms;      /* when it turned ready */
 	atomic_bool draining;             /* SIGTERM: LEAVING in Health */
-	atomic_bool leaving;            /* ing_leave: no writes, LEAVING */
+	atomic_bool leaving;            /* ing_leave: LEAVING */
+	atomic_bool sealed;             /* ing_leave: no more writes */
+	atomic_uint writes_inflight;    /* past the sealed check */
+	_Atomic int64_t last_write_ms;  /* the last write's arrival */
 	pthread_mutex_t leave_mu;       /* one leave; its result */
 	int left;                       /* 0 not run, 1 done, -1 failed */
 	struct sm_err leave_err;
@@ -85,6 +91,12 @@ static struct sm_metric *m_local_dropped;
 
 /* Clock skew allowed between a caller's deadline and this host. */
 #define ING_DEADLINE_SKEW_MS 1000
+
+/* A leave takes writes until none came for this long (about a ring
+ * heartbeat, -ring.heartbeat-period's default 2s: every ring has heard
+ * LEAVING), waiting at most the second figure (ingester.h, Leaving). */
+#define ING_LEAVE_QUIET_MS 2000
+#define ING_LEAVE_QUIET_MAX_MS 15000
 
 /* Memtables that can be full at once: two (one flushing) for each column
  * family written, blocks and index (the head log is files: headlog.h),
@@ -529,6 +541,18 @@ leave_run(struct ingester *ing, bool patient, struct sm_err *err)
 		    "(-storage.backend): there is nowhere to leave the "
 		    "blocks"));
 	atomic_store(&ing->leaving, true);
+	sm_info("ingester", "leaving: taking the writes still coming, then "
+	    "cutting and shipping every block");
+	/* The rings stop sending once they hear LEAVING; a write refused
+	 * before that would be in its peers' witness records but not in the
+	 * bucket. */
+	for (int64_t until = sm_now_ms() + ING_LEAVE_QUIET_MAX_MS;
+	    sm_now_ms() < until && sm_now_ms() - atomic_load(
+	    &ing->last_write_ms) < ING_LEAVE_QUIET_MS;)
+		leave_sleep(ing, 50);
+	atomic_store(&ing->sealed, true);
+	while (atomic_load(&ing->writes_inflight) > 0)
+		leave_sleep(ing, 1);
 	sm_info("ingester", "leaving: no more writes; cutting and shipping "
 	    "every block");
 	if ((rv = ing_db_flush(ing->db, err)) != 0)
@@ -822,6 +846,17 @@ ing_create(const struct ing_config *cfg, struct sm_http *http,
 	return (0);
 }
 
+static void
+witness_save(struct ingester *ing)
+{
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (ing_witness_save(ing->wit, &err) != 0)
+		sm_warn("ingester", "cannot store the witness record; will "
+		    "retry\terr=\"%s\"", err.msg);
+}
+
 static void *
 cutter_main(void *arg)
 {
@@ -831,6 +866,7 @@ cutter_main(void *arg)
 	while (!atomic_load(&ing->stopping)) {
 		pthread_mutex_unlock(&ing->mu);
 		ing_db_tick(ing->db, sm_now_ms());
+		witness_save(ing);
 		pthread_mutex_lock(&ing->mu);
 		if (!atomic_load(&ing->stopping))
 			sm_cond_wait_ms(&ing->cv, &ing->mu, 1000);
@@ -874,6 +910,14 @@ floor_check(struct ingester *ing)
  * and counted and the ingester starts with what it restored: its peers
  * still hold the data, as they did before restores existed.
  */
+/* The witness record keeps what each restored incarnation covers: the
+ * queriers then know which part of its old data this replica has. */
+static void
+restored_cb(void *arg, const char *inc, int64_t min_t, int64_t max_t)
+{
+	ing_witness_restored(arg, inc, min_t, max_t);
+}
+
 static void
 restore(struct ingester *ing)
 {
@@ -890,7 +934,10 @@ restore(struct ingester *ing)
 	    "blocks from the bucket\tinstance=%s", ing->cfg.instance_id);
 	sm_err_clear(&err);
 	rv = ing_ship_restore(ing->store, ing->cfg.bucket,
-	    ing->cfg.instance_id, &blocks, &bytes, &err);
+	    ing->cfg.instance_id, &blocks, &bytes, restored_cb, ing->wit,
+	    &err);
+	if (blocks > 0)
+		witness_save(ing);
 	sm_counter_add(sm_metric_child0(m_restored), blocks);
 	if (rv != 0) {
 		sm_counter_inc(sm_metric_child0(m_restore_fail));
@@ -1175,6 +1222,16 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		return (rv);
 	sm_kv_set_reserve(ing_store_kv(ing->store),
 	    (uint64_t)ing->cfg.min_free_disk);
+	if (!ing->cfg.gateway) {
+		uint8_t inc[16];
+
+		if ((rv = ing_store_incarnation(ing->store, inc, err)) != 0 ||
+		    (rv = ing_witness_open(ing->store, ing->cfg.instance_id,
+		    &ing->wit, err)) != 0)
+			return (rv);
+		for (int i = 0; i < 16; i++)
+			snprintf(ing->inc + 2 * i, 3, "%02x", inc[i]);
+	}
 	/* Serve RPC at once: until the replay finishes every call gets
 	 * "unavailable", so clients fail fast instead of waiting. */
 	if ((rv = sm_rpc_server_start(&rc, ing_serve, ing, &ing->rpc,
@@ -1298,6 +1355,9 @@ ing_destroy(struct ingester *ing)
 	ing_gateway_destroy(ing->gw);
 	ing_gw_client_destroy(ing->gwc);
 	ing_db_close(ing->db);
+	if (ing->wit != NULL && ing->store != NULL)
+		witness_save(ing);
+	ing_witness_close(ing->wit);
 	ing_store_close(ing->store);
 	pthread_mutex_destroy(&ing->mu);
 	pthread_mutex_destroy(&ing->leave_mu);
@@ -1347,11 +1407,15 @@ method_name(Smolder__V1__Request__MethodCase c)
 /* Health: answered even while replaying, so the ring sees JOINING. */
 static void
 serve_health(struct ingester *ing, Smolder__V1__Response *r,
-    Smolder__V1__HealthResponse *h)
+    Smolder__V1__HealthResponse *h, struct sm_arena *a)
 {
 	struct ing_db_stats st;
 
 	h->instance_id = ing->cfg.instance_id;
+	if (ing->wit != NULL) {
+		h->incarnation = ing->inc;
+		h->witness = ing_witness_get(ing->wit, a);
+	}
 	h->now_ms = sm_now_ms();
 	if (ing->cfg.instance_zone != NULL)
 		h->zone = ing->cfg.instance_zone;
@@ -1406,6 +1470,7 @@ serve_retention(struct ing_call *c, struct sm_err *err)
 {
 	const Smolder__V1__RetentionRequest *q = c->req->retention;
 	struct ing_tenant_floor *tf = NULL;
+	int64_t floor;
 	int rv;
 
 	if (q->n_tenants > 0 && (tf = sm_arena_alloc(c->a,
@@ -1420,9 +1485,18 @@ serve_retention(struct ing_call *c, struct sm_err *err)
 		tf[i].tenant = e->tenant;
 		tf[i].before_ms = e->before_ms > 0 ? e->before_ms : INT64_MIN;
 	}
-	return (ing_db_retention(c->ing->db, q->before_ms > 0 ? q->before_ms :
-	    INT64_MIN, tf, (uint32_t)q->n_tenants, &c->ret.blocks_deleted,
-	    err));
+	if ((rv = ing_db_retention(c->ing->db, q->before_ms > 0 ?
+	    q->before_ms : INT64_MIN, tf, (uint32_t)q->n_tenants,
+	    &c->ret.blocks_deleted, err)) != 0)
+		return (rv);
+	/* What no tenant keeps needs no witness any more. */
+	floor = q->before_ms > 0 ? q->before_ms : INT64_MIN;
+
+	for (size_t i = 0; i < q->n_tenants; i++)
+		floor = SM_MIN(floor, tf[i].before_ms);
+	if (floor != INT64_MIN)
+		ing_witness_expire(c->ing->wit, floor);
+	return (0);
 }
 
 /* The compactor's plan (compact_plan): every job, into the arena. */
@@ -1693,7 +1767,10 @@ ing_dispatch(struct ing_call *c)
 		struct ing_write_result res;
 		char why[512];
 
-		if (atomic_load(&ing->leaving)) {
+		atomic_store(&ing->last_write_ms, sm_now_ms());
+		atomic_fetch_add(&ing->writes_inflight, 1);
+		if (atomic_load(&ing->sealed)) {
+			atomic_fetch_sub(&ing->writes_inflight, 1);
 			rv = sm_err_set(err, SM_EUNAVAIL, "ingester leaving: "
 			    "it takes no more writes");
 			sm_counter_inc(sm_metric_child0(m_write_fail));
@@ -1703,6 +1780,7 @@ ing_dispatch(struct ing_call *c)
 		 * here, before the head log is touched. */
 		if (ing->store != NULL && !ing_store_writable(ing->store,
 		    why, sizeof(why))) {
+			atomic_fetch_sub(&ing->writes_inflight, 1);
 			rv = sm_err_set(err, SM_EIO, "storage refuses writes: "
 			    "%s", why);
 			sm_counter_inc(sm_metric_child0(m_write_fail));
@@ -1712,6 +1790,9 @@ ing_dispatch(struct ing_call *c)
 		rv = ing_db_write(ing->db, c->data, c->len, req->write, &res,
 		    err);
 		sm_fault_thread_after(0);
+		if (rv == 0)
+			ing_witness_record(ing->wit, req->write);
+		atomic_fetch_sub(&ing->writes_inflight, 1);
 		if (rv == 0) {
 			c->wr.series = res.series;
 			c->wr.samples = res.pairs;
@@ -1838,7 +1919,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	}
 	method = method_name(req->method_case);
 	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_HEALTH) {
-		serve_health(ing, &r, &hr);
+		serve_health(ing, &r, &hr, a);
 		rv = 0;
 		goto out;
 	}

@@ -30,8 +30,12 @@
  * /ingester/shutdown, and SIGTERM when a bucket is configured and
  * -ingester.leave-on-shutdown is on (ing_leave, called by main before
  * anything stops): the ingester turns LEAVING (the rings stop sending it
- * writes; a write that still comes is refused, SM_EUNAVAIL, and lands on
- * the other replicas), cuts every head into blocks, ships until nothing
+ * writes), still takes the writes that come until none has come for 2 s
+ * (at most 15 s; ingester.c, ING_LEAVE_QUIET_MS) -- so every write
+ * its peers were told it is a replica of (witness.h) is in what it ships,
+ * as far as the rings' heartbeats allow --, then refuses writes
+ * (SM_EUNAVAIL: they land on the other replicas), waits for the writes in
+ * flight, cuts every head into blocks, ships until nothing
  * is pending, and -- with -store-gateway.sharding-ring.members -- waits
  * until, for every tenant it holds, each owner store-gateway that answers
  * (at least one) serves its source with all its blocks (gateway.h,

@@ -1292,7 +1292,8 @@ out:
 int
 ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
     const char *instance, uint32_t *blocks, uint64_t *bytes,
-    struct sm_err *err)
+    void (*restored)(void *arg, const char *inc, int64_t min_t,
+    int64_t max_t), void *arg, struct sm_err *err)
 {
 	struct ing_bucket_scan sc;
 	const struct ing_bucket_block **v = NULL;
@@ -1326,6 +1327,9 @@ ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
 		}
 		if ((rv = rst_import(store, bucket, v[i], bytes, err)) == 0) {
 			(*blocks)++;
+			if (restored != NULL)
+				restored(arg, v[i]->inc, v[i]->min_t,
+				    v[i]->max_t);
 		} else if (rv == SM_ENOTFOUND || rv == SM_ECORRUPT) {
 			/* that block only: its replicas hold its data */
 			sm_error("ship", "restore: block not restored\t"

@@ -272,7 +272,8 @@ int ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
  */
 int ing_ship_restore(struct ing_store *store, struct sm_bucket *bucket,
     const char *instance, uint32_t *blocks, uint64_t *bytes,
-    struct sm_err *err);
+    void (*restored)(void *arg, const char *inc, int64_t min_t,
+    int64_t max_t), void *arg, struct sm_err *err);
 
 /*
  * Check a block object: footer, TOC checksum, every entry inside the

@@ -819,6 +819,34 @@ ing_store_incarnation(struct ing_store *s, uint8_t out[16],
 	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, out, 16, err));
 }
 
+static void
+witness_key(struct sm_key *k)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'W');
+}
+
+int
+ing_store_witness_get(struct ing_store *s, struct sm_buf *v,
+    struct sm_err *err)
+{
+	struct sm_key k;
+
+	witness_key(&k);
+	return (sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, v, err));
+}
+
+int
+ing_store_witness_put(struct ing_store *s, const uint8_t *v, size_t n,
+    struct sm_err *err)
+{
+	struct sm_key k;
+
+	witness_key(&k);
+	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, v, n, err));
+}
+
 /* Every value in [lo, hi) of one family: fn(arg, key suffix, value). */
 static int
 parts_scan(struct ing_store *s, enum sm_kv_cf cf, const struct sm_key *lo,

@@ -413,6 +413,13 @@ int ing_store_block_import(struct ing_store *s, const char *tenant,
     uint64_t gen, const struct ing_store_part *parts, uint32_t nparts,
     const struct ing_ship_rec *r, struct sm_err *err);
 
+/* The witness record (witness.h), packed: SM_ENOTFOUND when none is
+ * stored yet.  Put replaces it (a system key, like the incarnation). */
+int ing_store_witness_get(struct ing_store *s, struct sm_buf *v,
+    struct sm_err *err);
+int ing_store_witness_put(struct ing_store *s, const uint8_t *v, size_t n,
+    struct sm_err *err);
+
 /* Does the data directory hold nothing yet: no block, no head-log record
  * (a new or wiped disk)? */
 bool ing_store_empty(struct ing_store *s);
