@@ -137,6 +137,7 @@ fan_plan_round(void *arg, Smolder__V1__Request *const *reqs, uint32_t nreqs,
 static int
 query_open(struct qry_query *x, struct sm_err *err)
 {
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
 	int rv;
 
 	for (uint32_t l = 0; l < QRY_MAX_LANES; l++)
@@ -144,7 +145,14 @@ query_open(struct qry_query *x, struct sm_err *err)
 	sm_arena_destroy(x->arena);
 	if ((x->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	if ((rv = qry_fan_open(x->q, &x->fan, x->lim[0].tenant, err)) != 0)
+	for (uint32_t l = 0; l < x->nlanes; l++) {
+		lo = SM_MIN(lo, x->lim[l].start_ms);
+		hi = SM_MAX(hi, x->lim[l].end_ms);
+	}
+	if (lo > hi)
+		lo = INT64_MIN, hi = INT64_MAX;
+	if ((rv = qry_fan_open(x->q, &x->fan, x->lim[0].tenant, lo, hi,
+	    err)) != 0)
 		return (rv);
 	return (0);
 }

@@ -11,12 +11,17 @@
 #include "common/log.h"
 #include "common/metrics.h"
 
-static struct sm_metric *m_stragglers;
+static struct sm_metric *m_stragglers, *m_incomplete;
 static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
 fan_metrics_register(void)
 {
+	m_incomplete = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_incomplete_total", "Queries refused with 503 "
+	    "because replicas that left the ring or lost their disk held "
+	    "data of the range that no answering member or bucket source "
+	    "holds (querier/complete.c).", NULL, NULL, 0);
 	m_stragglers = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
 	    "answered without an ingester still silent after "
@@ -51,6 +56,9 @@ qry_fan_close(struct qry_fan *f, bool all)
 	sm_free(f->target);
 	sm_free(f->lost);
 	f->lost = NULL;
+	sm_free(f->gaps);
+	f->gaps = NULL;
+	f->ngaps = 0;
 	f->target = NULL;
 	sm_free(f->src);
 	f->src = NULL;
@@ -178,6 +186,8 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 			fs = &f->src[f->n - f->ni];
 			fs->gw = m;
 			snprintf(fs->id, sizeof(fs->id), "%s", so->id);
+			fs->min_t = so->min_t;
+			fs->max_t = so->max_t;
 			snprintf(fs->instance, sizeof(fs->instance), "%s",
 			    so->instance);
 			f->n++;
@@ -197,12 +207,64 @@ out:
 	return (rv);
 }
 
+/*
+ * The gaps of an answer over [start, end] (complete.c), from the members'
+ * witness records as the ring last heard them.
+ */
+static int
+fan_gaps(struct qry_fan *f, int64_t start, int64_t end, struct sm_err *err)
+{
+	const struct sm_ring_snap *s = f->snap;
+	Smolder__V1__Witness **w;
+	struct qry_wit_in *wi;
+	char (*inc)[33];
+	int rv = 0;
+
+	w = sm_calloc(SM_MAX(s->n, 1), sizeof(*w));
+	wi = sm_calloc(SM_MAX(s->n, 1), sizeof(*wi));
+	inc = sm_calloc(SM_MAX(s->n, 1), sizeof(*inc));
+	if (w == NULL || wi == NULL || inc == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint8_t *b;
+		size_t n;
+
+		if (s->m[i] == NULL)
+			continue;
+		sm_ring_member_incarnation(s->m[i], inc[i]);
+		wi[i].inc = inc[i][0] != '\0' ? inc[i] : NULL;
+		if (sm_ring_member_witness(s->m[i], &b, &n) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		if (b != NULL) {
+			w[i] = smolder__v1__witness__unpack(NULL, n, b);
+			sm_free(b);
+			wi[i].w = w[i];
+		}
+	}
+	if (qry_gaps_find(s, wi, f->src, f->n - f->ni, start, end, &f->gaps,
+	    &f->ngaps) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	for (uint32_t i = 0; w != NULL && i < s->n; i++)
+		if (w[i] != NULL)
+			smolder__v1__witness__free_unpacked(w[i], NULL);
+	sm_free(w);
+	sm_free(wi);
+	sm_free(inc);
+	return (rv);
+}
+
 int
 qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
-    struct sm_err *err)
+    int64_t start, int64_t end, struct sm_err *err)
 {
 	struct sm_ring_snap *s;
 	uint8_t *ex = f->excluded;
+	int rv;
 
 	f->excluded = NULL;
 	qry_fan_close(f, false);
@@ -233,8 +295,26 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 		    "unavailable: %u of %u, at most %u may be with replication "
 		    "factor %u", f->down, s->n, sm_ring_max_read_errors(s),
 		    s->rf));
-	if (q->cfg.gw_ring != NULL && tenant != NULL)
-		return (fan_sources(q, f, tenant, err));
+	if (q->cfg.gw_ring != NULL && tenant != NULL &&
+	    (rv = fan_sources(q, f, tenant, err)) != 0)
+		return (rv);
+	if (s->rf > 1 && (rv = fan_gaps(f, start, end, err)) != 0)
+		return (rv);
+	if (f->ngaps > 0) {
+		char why[1024];
+
+		f->down = qry_gaps_units(s, f->lost, f->gaps, f->ngaps, why,
+		    sizeof(why));
+		if (f->down > sm_ring_max_read_errors(s)) {
+			pthread_once(&fan_metrics_once, fan_metrics_register);
+			sm_counter_inc(sm_metric_child0(m_incomplete));
+		}
+		if (f->down > sm_ring_max_read_errors(s))
+			return (sm_err_set(err, SM_EUNAVAIL, "the answer would "
+			    "be incomplete: %u replicas missing where at most "
+			    "%u may be with replication factor %u: %s",
+			    f->down, sm_ring_max_read_errors(s), s->rf, why));
+	}
 	return (0);
 }
 
@@ -452,7 +532,8 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		for (uint32_t t = 0; t < f->ni; t++)
 			if (tfail[t])
 				f->lost[f->target[t]] = 1;
-		lost_units = sm_ring_read_units(f->snap, f->lost);
+		lost_units = qry_gaps_units(f->snap, f->lost, f->gaps,
+		    f->ngaps, NULL, 0);
 		for (uint32_t t = 0; t < f->ni; t++)
 			if (tfail[t] && !f->excluded[f->target[t]])
 				f->lost[f->target[t]] = 0;
@@ -528,8 +609,13 @@ qry_fanout_same(struct querier *q, struct qry_fan *f,
 	Smolder__V1__Request *one = (Smolder__V1__Request *)req;
 	int rv;
 
-	if ((rv = qry_fan_open(q, f, req_select(one) != NULL ?
-	    req_select(one)->tenant : NULL, err)) != 0)
+	const Smolder__V1__Select *sel = req_select(one);
+	bool all = one->method_case == SMOLDER__V1__REQUEST__METHOD_LABELS &&
+	    one->labels->all_time;
+
+	if ((rv = qry_fan_open(q, f, sel != NULL ? sel->tenant : NULL,
+	    sel != NULL && !all ? sel->start_ms : INT64_MIN,
+	    sel != NULL && !all ? sel->end_ms : INT64_MAX, err)) != 0)
 		return (rv);
 	return (qry_fan_round(q, f, &one, 1, 1, method, NULL, err));
 }

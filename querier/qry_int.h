@@ -113,7 +113,9 @@ struct qry_call {
 /*
  * A query's view of the ring: the healthy members it asks (targets), and
  * the answers of its last round.  Rounds tolerate failed targets as long
- * as failed + unhealthy members stay within the ring's read error budget
+ * as failed + unhealthy members, plus the replicas no longer serving
+ * whose data the bucket does not hold (complete.c: the gaps, counted at
+ * the worst point of the range), stay within the ring's read error budget
  * (sm_ring_max_read_errors: RF - quorum).  A target that fails after the
  * plan gave it data to contribute makes the round return SM_EAGAIN; the
  * query then starts over without it (engine.c), at most
@@ -146,7 +148,40 @@ struct qry_fan_src {
 	uint32_t gw;                     /* member index in gsnap */
 	char id[33];                     /* the source (incarnation) */
 	char instance[64];               /* who shipped it (logs) */
+	int64_t min_t, max_t;            /* its first block's start, its
+					    last block's end */
 };
+
+/*
+ * Complete answers (complete.c has the rule).  A gap is a data-time range
+ * [from, to] that a replica incarnation no longer serving was sent writes
+ * for and that nothing in the bucket covers; key is its read unit.
+ */
+struct qry_gap {
+	char key[128];
+	char who[200];
+	int64_t from, to;
+};
+
+/* Per ring member: its witness record and incarnation (NULL: unknown). */
+struct qry_wit_in {
+	const Smolder__V1__Witness *w;
+	const char *inc;
+};
+
+/* The gaps of an answer over [start, end]: heap array (*out, *n).  0 or
+ * SM_ENOMEM. */
+int qry_gaps_find(const struct sm_ring_snap *s, const struct qry_wit_in *wi,
+    const struct qry_fan_src *src, uint32_t nsrc, int64_t start,
+    int64_t end, struct qry_gap **out, uint32_t *n);
+
+/*
+ * The read units missing at the worst point of the range: the lost[]
+ * members (whole range) and the gaps there.  `why` (may be NULL) gets
+ * what is missing at that point, for an error.
+ */
+uint32_t qry_gaps_units(const struct sm_ring_snap *s, const uint8_t *lost,
+    const struct qry_gap *g, uint32_t n, char *why, size_t whylen);
 
 struct qry_fan {
 	struct sm_ring_snap *snap;
@@ -157,6 +192,8 @@ struct qry_fan {
 					    the unhealthy or excluded
 					    members */
 	uint8_t *lost;                   /* per member (snap->n): those */
+	struct qry_gap *gaps;            /* complete.c; counted with lost */
+	uint32_t ngaps;
 	uint8_t *excluded;               /* per member (snap->n): failed */
 	struct sm_ring_snap *gsnap;      /* store-gateways; NULL: none */
 	struct qry_fan_src *src;         /* targets [ni, n): src[i - ni] */
@@ -169,9 +206,11 @@ struct qry_fan {
 void qry_fan_init(struct qry_fan *f);
 
 /* Take a ring snapshot and pick targets (healthy, not excluded), and the
- * sources of `tenant` on the store-gateways when there are any. */
+ * sources of `tenant` on the store-gateways when there are any; an answer
+ * over data times [start, end] that cannot be complete (complete.c) is
+ * SM_EUNAVAIL here, saying what is missing. */
 int qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
-    struct sm_err *err);
+    int64_t start, int64_t end, struct sm_err *err);
 
 /* The replication factor the plan assumes: a fan with sources always has
  * copies to de-duplicate. */
