@@ -6,34 +6,67 @@
  * delivers what is due, and never holds the lock across a call.  A member
  * that fails a delivery is not tried again in the same walk, so hints to
  * it stay in order and one dead member costs one timeout per walk.
+ *
+ * On disk each member has a FIFO (rwqueue.h) in <dir>/<hex of its id>;
+ * a record is
+ *     u8 version (1) | u8 flags (bit 0: ambiguous) | le64 born (unix ms)
+ *     | the WriteRequest bytes
+ * and the member's hints are also kept in arrival order in memory (mq):
+ * a resolved hint is committed away once every earlier hint of its
+ * member is resolved too, so a restart brings back exactly the unresolved
+ * ones (and, at worst, a few resolved ones, which the ingester's
+ * idempotency makes harmless).
  */
 #include "hints.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "rwqueue.h"
 #include "smolder/v1/rpc.pb-c.h"
 
 #define HINT_TICK_MS 100
 #define HINT_MIN_BACKOFF_MS 200
 #define HINT_MAX_BACKOFF_MS 5000
-/* Kept under the ingester's default -ingester.idempotency-window (1 m),
- * with room for a delivery's own timeout. */
+/* Under the ingester's default -ingester.idempotency-window (1 m), with
+ * room for a delivery's own timeout: an ambiguous hint older than this
+ * is delivered only once the member says it does not hold the upload. */
 #define HINT_AMBIGUOUS_MS 45000
+#define HINT_REC_VERSION 1
+#define HINT_HDR 10
+#define HINT_SEG_BYTES (8u << 20)
+
+struct mq;
 
 struct hint {
-	struct hint *next;
-	char *url;
+	struct hint *next;              /* the walk's list (mu) */
+	struct hint *qnext;             /* its member's, arrival order (mu) */
+	struct mq *mq;
 	uint8_t *req;
 	size_t len;
 	struct sm_rpc_multi *mc;        /* original call, maybe in flight */
 	uint32_t slot;
 	bool ambiguous;
-	int64_t born_ns, next_ns;
+	bool persisted;                 /* a record in mq->q */
+	bool done;                      /* resolved, not yet committed */
+	int64_t born_ms;                /* wall clock: survives a restart */
+	int64_t next_ns;
 	int64_t backoff_ms;
+};
+
+/* One member's hints: its FIFO on disk and here. */
+struct mq {
+	struct mq *next;
+	char *id;
+	struct rwq *q;                  /* NULL: memory only */
+	struct hint *first, **last;     /* arrival order (qnext), mu */
 };
 
 struct dist_hints {
@@ -42,13 +75,18 @@ struct dist_hints {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct hint *head, **tail;      /* mu */
+	struct mq *mqs;                 /* mu */
 	uint64_t n, bytes;              /* mu */
 	bool stop;                      /* mu */
+	bool disk_warned;
 	pthread_t thr;
 	int started;
 };
 
 static struct sm_metric *m_hints, *m_hint_bytes, *m_delivered, *m_dropped;
+static struct sm_metric *m_loaded, *m_disk_fail;
+
+static void hints_free(struct dist_hints *h, bool report);
 static pthread_once_t hints_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -70,6 +108,13 @@ hints_metrics(void)
 	    "smolder_distributor_hints_dropped_total", "Hints given up: "
 	    "expired, queue full, rejected by the ingester, shutdown.",
 	    reason, NULL, 0);
+	m_loaded = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_loaded_total", "Hints found on disk "
+	    "at start (kept across a restart).", NULL, NULL, 0);
+	m_disk_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_disk_failures_total", "Hints kept in "
+	    "memory only because writing them to disk failed (a restart "
+	    "would lose them).", NULL, NULL, 0);
 }
 
 /* Queue accounting (under mu) and its gauges. */
@@ -90,7 +135,7 @@ account(struct dist_hints *h, int sign, size_t cost)
 static size_t
 hint_cost(const struct hint *x)
 {
-	return (x->len + strlen(x->url) + sizeof(*x));
+	return (x->len + sizeof(*x));
 }
 
 static void
@@ -99,9 +144,125 @@ hint_free(struct hint *x)
 	if (x == NULL)
 		return;
 	sm_rpc_multi_destroy(x->mc);
-	sm_free(x->url);
 	sm_free(x->req);
 	sm_free(x);
+}
+
+/* The member's queue directory: <dir>/<hex of id>. */
+static void
+mq_path(const struct dist_hints *h, const char *id, char *out, size_t n)
+{
+	size_t off = (size_t)snprintf(out, n, "%s/", h->cfg.dir);
+
+	for (const char *c = id; *c != '\0' && off + 3 < n; c++)
+		off += (size_t)snprintf(out + off, n - off, "%02x",
+		    (unsigned char)*c);
+}
+
+/* Member `id`'s queue, made (and its FIFO opened) when missing (mu held);
+ * NULL without memory. */
+static struct mq *
+mq_get(struct dist_hints *h, const char *id)
+{
+	struct mq *m;
+
+	for (m = h->mqs; m != NULL; m = m->next)
+		if (strcmp(m->id, id) == 0)
+			return (m);
+	if ((m = sm_calloc(1, sizeof(*m))) == NULL ||
+	    (m->id = sm_strdup(id)) == NULL) {
+		sm_free(m);
+		return (NULL);
+	}
+	m->last = &m->first;
+	if (h->cfg.dir != NULL) {
+		char path[4096];
+		/* twice the bound: load() re-appends before it commits */
+		struct rwq_config rc = { .dir = path,
+		    .max_bytes = 2 * (uint64_t)h->cfg.max_bytes,
+		    .max_entries = UINT32_MAX, .seg_bytes = HINT_SEG_BYTES };
+		struct rwq_open_info info;
+		struct sm_err err;
+
+		mq_path(h, id, path, sizeof(path));
+		sm_err_clear(&err);
+		if ((mkdir(h->cfg.dir, 0755) != 0 && errno != EEXIST) ||
+		    rwq_open(&rc, &m->q, &info, &err) != 0) {
+			if (!h->disk_warned)
+				sm_error("distributor", "hints kept in memory "
+				    "only: their queue cannot be opened	"
+				    "dir=%s err=\"%s\"", path, err.msg[0] != '\0' ?
+				    err.msg : strerror(errno));
+			h->disk_warned = true;
+			m->q = NULL;
+		}
+	}
+	m->next = h->mqs;
+	h->mqs = m;
+	return (m);
+}
+
+/* Write x's record to its member's FIFO (mu held). */
+static void
+persist(struct dist_hints *h, struct hint *x)
+{
+	uint8_t hdr[HINT_HDR];
+	struct iovec iov[2];
+	uint64_t b = (uint64_t)x->born_ms;
+
+	if (x->mq->q == NULL)
+		return;
+	hdr[0] = HINT_REC_VERSION;
+	hdr[1] = x->ambiguous ? 1 : 0;
+	for (int i = 0; i < 8; i++)
+		hdr[2 + i] = (uint8_t)(b >> (8 * i));
+	iov[0] = (struct iovec){ hdr, sizeof(hdr) };
+	iov[1] = (struct iovec){ x->req, x->len };
+	if (rwq_append(x->mq->q, iov, 2) == 0) {
+		x->persisted = true;
+		return;
+	}
+	sm_counter_inc(sm_metric_child0(m_disk_fail));
+	if (!h->disk_warned)
+		sm_warn("distributor", "a hint could not be written to disk; "
+		    "kept in memory	member=%s", x->mq->id);
+	h->disk_warned = true;
+}
+
+/* Append x to the walk and its member's order (mu held). */
+static void
+enqueue(struct dist_hints *h, struct hint *x)
+{
+	*h->tail = x;
+	h->tail = &x->next;
+	*x->mq->last = x;
+	x->mq->last = &x->qnext;
+	account(h, 1, hint_cost(x));
+}
+
+/* Free the member's resolved hints at the front of its order, committing
+ * their records (mu held). */
+static void
+mq_advance(struct dist_hints *h, struct mq *m)
+{
+	struct hint *x;
+
+	while ((x = m->first) != NULL && x->done) {
+		m->first = x->qnext;
+		if (m->first == NULL)
+			m->last = &m->first;
+		if (x->persisted && m->q != NULL) {
+			void *p = NULL;
+			size_t n = 0;
+			uint64_t skipped = 0;
+
+			if (rwq_peek(m->q, &p, &n, &skipped) == 0)
+				(void)rwq_commit(m->q);
+			sm_free(p);
+		}
+		account(h, -1, hint_cost(x));
+		hint_free(x);
+	}
 }
 
 static void
@@ -111,13 +272,13 @@ dropped(const char *why)
 }
 
 void
-dist_hints_add(struct dist_hints *h, const char *url, const void *req,
+dist_hints_add(struct dist_hints *h, const char *id, const void *req,
     size_t len, struct sm_rpc_multi *mc, uint32_t slot, bool ambiguous)
 {
 	struct hint *x;
-	size_t cost = len + strlen(url) + sizeof(struct hint);
+	size_t cost = len + sizeof(struct hint);
 
-	if (h == NULL)
+	if (h == NULL || id == NULL)
 		return;
 	pthread_mutex_lock(&h->mu);
 	if (h->stop || h->bytes + cost > (uint64_t)h->cfg.max_bytes) {
@@ -127,7 +288,6 @@ dist_hints_add(struct dist_hints *h, const char *url, const void *req,
 	}
 	pthread_mutex_unlock(&h->mu);
 	if ((x = sm_calloc(1, sizeof(*x))) == NULL ||
-	    (x->url = sm_strdup(url)) == NULL ||
 	    (x->req = sm_malloc(SM_MAX(len, 1))) == NULL) {
 		hint_free(x);
 		dropped("full");
@@ -136,7 +296,8 @@ dist_hints_add(struct dist_hints *h, const char *url, const void *req,
 	memcpy(x->req, req, len);
 	x->len = len;
 	x->ambiguous = ambiguous;
-	x->born_ns = x->next_ns = sm_mono_ns();
+	x->born_ms = sm_now_ms();
+	x->next_ns = sm_mono_ns();
 	x->backoff_ms = HINT_MIN_BACKOFF_MS;
 	if (mc != NULL) {
 		sm_rpc_multi_hold(mc);
@@ -144,9 +305,14 @@ dist_hints_add(struct dist_hints *h, const char *url, const void *req,
 		x->slot = slot;
 	}
 	pthread_mutex_lock(&h->mu);
-	*h->tail = x;
-	h->tail = &x->next;
-	account(h, 1, hint_cost(x));
+	if ((x->mq = mq_get(h, id)) == NULL) {
+		pthread_mutex_unlock(&h->mu);
+		hint_free(x);
+		dropped("full");
+		return;
+	}
+	persist(h, x);
+	enqueue(h, x);
 	pthread_cond_signal(&h->cv);
 	pthread_mutex_unlock(&h->mu);
 }
@@ -164,41 +330,147 @@ dist_hints_pending(struct dist_hints *h)
 	return (n);
 }
 
-/* Where the member with `url` is in the snapshot, or UINT32_MAX. */
+/* Where the member with `id` is in the snapshot, or UINT32_MAX. */
 static uint32_t
-member_of(const struct sm_ring_snap *s, const char *url)
+member_of(const struct sm_ring_snap *s, const char *id)
 {
 	for (uint32_t i = 0; i < s->n; i++) {
-		if (strcmp(s->m[i]->url, url) == 0)
+		if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT &&
+		    strcmp(s->id[i], id) == 0)
 			return (i);
 	}
 	return (UINT32_MAX);
 }
 
-/* Deliver one hint: 0, or an error code (SM_EAGAIN: not now). */
+/* One call to member m; its answer's code (0 with the answer's bytes in
+ * rb) or a transport error. */
+static int
+call(struct dist_hints *h, struct sm_ring_snap *s, uint32_t m,
+    const void *req, size_t len, struct sm_buf *rb,
+    Smolder__V1__Response **resp)
+{
+	int rv;
+
+	*resp = NULL;
+	rv = sm_rpc_call(s->m[m]->client, req, len, (int)h->cfg.timeout_ms,
+	    rb);
+	if (rv != 0)
+		return (rv);
+	*resp = smolder__v1__response__unpack(NULL, rb->len,
+	    (const uint8_t *)(rb->b != NULL ? rb->b : ""));
+	return (*resp == NULL ? SM_EPROTO : (*resp)->code);
+}
+
+/*
+ * Does member m hold the hint's upload already?  An ambiguous hint older
+ * than the ingester's idempotency window (its original may have been
+ * applied long ago) is looked up in the member's individual-profile
+ * records (ingester/profiles.h: every (series, upload) of heads and
+ * blocks) through the Profiles RPC: the first series' exact labels at
+ * the upload's time.  1 yes, 0 no, < 0 an error (try later).
+ */
+static int
+applied(struct dist_hints *h, struct sm_ring_snap *s, uint32_t m,
+    const struct hint *x)
+{
+	Smolder__V1__Request *w = smolder__v1__request__unpack(NULL, x->len,
+	    x->req);
+	Smolder__V1__Request q = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__ProfilesRequest pr = SMOLDER__V1__PROFILES_REQUEST__INIT;
+	Smolder__V1__Select sel = SMOLDER__V1__SELECT__INIT;
+	Smolder__V1__Matcher *mt = NULL, **mp = NULL;
+	Smolder__V1__Response *resp = NULL;
+	const Smolder__V1__WriteRequest *wr;
+	const Smolder__V1__SeriesWrite *sw;
+	struct sm_buf rb = SM_BUF_INIT, qb = SM_BUF_INIT;
+	int rv = 0;
+
+	if (w == NULL || w->method_case != SMOLDER__V1__REQUEST__METHOD_WRITE ||
+	    w->write->n_series == 0 || w->write->profile_id.len != 16) {
+		rv = 0;       /* nothing to look up: deliver */
+		goto out;
+	}
+	wr = w->write;
+	sw = wr->series[0];
+	mt = sm_calloc(SM_MAX(sw->n_labels, 1), sizeof(*mt));
+	mp = sm_calloc(SM_MAX(sw->n_labels, 1), sizeof(*mp));
+	if (mt == NULL || mp == NULL) {
+		rv = -1;
+		goto out;
+	}
+	for (size_t i = 0; i < sw->n_labels; i++) {
+		smolder__v1__matcher__init(&mt[i]);
+		mt[i].type = SMOLDER__V1__MATCH_TYPE__MATCH_EQ;
+		mt[i].name = sw->labels[i]->name;
+		mt[i].value = sw->labels[i]->value;
+		mp[i] = &mt[i];
+	}
+	sel.tenant = wr->tenant;
+	sel.n_matchers = sw->n_labels;
+	sel.matchers = mp;
+	sel.start_ms = sw->time_ms;
+	sel.end_ms = sw->time_ms + 1;
+	pr.select = &sel;
+	q.method_case = SMOLDER__V1__REQUEST__METHOD_PROFILES;
+	q.profiles = &pr;
+	if (sm_buf_reserve(&qb, protobuf_c_message_get_packed_size(
+	    &q.base)) != 0) {
+		rv = -1;
+		goto out;
+	}
+	qb.len = protobuf_c_message_pack(&q.base, (uint8_t *)qb.b);
+	if (call(h, s, m, qb.b, qb.len, &rb, &resp) != 0 || resp == NULL ||
+	    resp->result_case != SMOLDER__V1__RESPONSE__RESULT_PROFILES) {
+		rv = -1;
+		goto out;
+	}
+	for (size_t i = 0; i < resp->profiles->n_profiles; i++) {
+		const Smolder__V1__ProfileRef *p = resp->profiles->profiles[i];
+
+		if (p->id.len == 16 && memcmp(p->id.data,
+		    wr->profile_id.data, 16) == 0) {
+			rv = 1;
+			break;
+		}
+	}
+out:
+	if (resp != NULL)
+		smolder__v1__response__free_unpacked(resp, NULL);
+	if (w != NULL)
+		smolder__v1__request__free_unpacked(w, NULL);
+	sm_free(mt);
+	sm_free(mp);
+	sm_buf_fini(&rb);
+	sm_buf_fini(&qb);
+	return (rv);
+}
+
+/* Deliver one hint: 0 (or found there already), or an error code
+ * (SM_EAGAIN: not now). */
 static int
 deliver(struct dist_hints *h, struct hint *x)
 {
 	struct sm_ring_snap *s = sm_ring_acquire(h->ring);
 	struct sm_buf rb = SM_BUF_INIT;
-	Smolder__V1__Response *resp;
-	uint32_t m = member_of(s, x->url);
+	Smolder__V1__Response *resp = NULL;
+	uint32_t m = member_of(s, x->mq->id);
 	int rv;
 
 	if (m == UINT32_MAX || !s->writable[m]) {
 		sm_ring_release(s);
 		return (SM_EAGAIN);
 	}
-	rv = sm_rpc_call(s->m[m]->client, x->req, x->len,
-	    (int)h->cfg.timeout_ms, &rb);
-	sm_ring_release(s);
-	if (rv == 0) {
-		resp = smolder__v1__response__unpack(NULL, rb.len,
-		    (const uint8_t *)(rb.b != NULL ? rb.b : ""));
-		rv = resp == NULL ? SM_EPROTO : resp->code;
-		if (resp != NULL)
-			smolder__v1__response__free_unpacked(resp, NULL);
+	if (x->ambiguous && sm_now_ms() - x->born_ms >= HINT_AMBIGUOUS_MS) {
+		rv = applied(h, s, m, x);
+		if (rv != 0) {
+			sm_ring_release(s);
+			return (rv > 0 ? 0 : SM_EAGAIN);
+		}
 	}
+	rv = call(h, s, m, x->req, x->len, &rb, &resp);
+	sm_ring_release(s);
+	if (resp != NULL)
+		smolder__v1__response__free_unpacked(resp, NULL);
 	sm_buf_fini(&rb);
 	return (rv);
 }
@@ -216,20 +488,18 @@ static void
 walk(struct dist_hints *h)
 {
 	struct hint *x, **pp;
-	char *failed[16];
+	struct mq *failed[16];
 	uint32_t nfailed = 0;
 
 	pthread_mutex_lock(&h->mu);
 	pp = &h->head;
 	while ((x = *pp) != NULL && !h->stop) {
-		int64_t now = sm_mono_ns(), limit;
+		int64_t now = sm_mono_ns();
 		const char *why = NULL;
 		bool skip = false;
 		int rv;
 
 		pthread_mutex_unlock(&h->mu);
-		limit = x->ambiguous ? SM_MIN(h->cfg.max_age_ms,
-		    HINT_AMBIGUOUS_MS) : h->cfg.max_age_ms;
 		if (x->mc != NULL) {
 			int st = sm_rpc_multi_status(x->mc, x->slot);
 
@@ -246,8 +516,9 @@ walk(struct dist_hints *h)
 			}
 		}
 		for (uint32_t i = 0; !skip && why == NULL && i < nfailed; i++)
-			skip = strcmp(failed[i], x->url) == 0;
-		if (why == NULL && (now - x->born_ns) / 1000000 >= limit)
+			skip = failed[i] == x->mq;
+		if (why == NULL && sm_now_ms() - x->born_ms >=
+		    h->cfg.max_age_ms)
 			why = "expired";
 		else if (why == NULL && !skip && now >= x->next_ns) {
 			rv = deliver(h, x);
@@ -256,7 +527,7 @@ walk(struct dist_hints *h)
 			} else if (rejected(rv)) {
 				why = "rejected";
 				sm_warn("distributor", "hint rejected\t"
-				    "member=%s err=\"%s\"", x->url,
+				    "member=%s err=\"%s\"", x->mq->id,
 				    sm_strerror(rv));
 			} else {
 				x->next_ns = sm_mono_ns() + x->backoff_ms *
@@ -264,7 +535,7 @@ walk(struct dist_hints *h)
 				x->backoff_ms = SM_MIN(x->backoff_ms * 2,
 				    HINT_MAX_BACKOFF_MS);
 				if (nfailed < SM_ARRAY_LEN(failed))
-					failed[nfailed++] = x->url;
+					failed[nfailed++] = x->mq;
 			}
 		}
 		pthread_mutex_lock(&h->mu);
@@ -272,25 +543,105 @@ walk(struct dist_hints *h)
 			pp = &x->next;
 			continue;
 		}
-		/* Unlink x: new hints are only appended at the tail. */
+		/* Unlink x from the walk: new hints are only appended at the
+		 * tail.  It leaves its member's order (and the disk) once the
+		 * hints before it are resolved too. */
 		*pp = x->next;
 		if (h->tail == &x->next)
 			h->tail = pp;
-		account(h, -1, hint_cost(x));
+		x->done = true;
+		sm_rpc_multi_destroy(x->mc);
+		x->mc = NULL;
+		mq_advance(h, x->mq);
 		pthread_mutex_unlock(&h->mu);
 		if (why[0] == '\0')
 			sm_counter_inc(sm_metric_child0(m_delivered));
 		else
 			dropped(why);
-		/* failed[] may point at this url: keep it comparable. */
-		for (uint32_t i = 0; i < nfailed; i++) {
-			if (failed[i] == x->url)
-				failed[i] = "";
-		}
-		hint_free(x);
 		pthread_mutex_lock(&h->mu);
 	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+/*
+ * The hints a previous run left on disk: every member directory under
+ * cfg.dir, each record re-appended behind the others and the original
+ * committed away (so a crash here loses none; at worst one is there
+ * twice, which the ingester's idempotency absorbs).
+ */
+static void
+load(struct dist_hints *h)
+{
+	DIR *d;
+	struct dirent *e;
+	uint64_t total = 0;
+
+	if (h->cfg.dir == NULL || (d = opendir(h->cfg.dir)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char id[256];
+		size_t len = strlen(e->d_name), k;
+		struct mq *m;
+		uint64_t n = 0, bytes = 0;
+
+		if (len == 0 || len % 2 != 0 || len / 2 >= sizeof(id))
+			continue;
+		for (k = 0; k < len / 2; k++) {
+			unsigned v;
+
+			if (sscanf(e->d_name + 2 * k, "%2x", &v) != 1)
+				break;
+			id[k] = (char)v;
+		}
+		id[k] = '\0';
+		if (k != len / 2 || strlen(id) != k)
+			continue;
+		pthread_mutex_lock(&h->mu);
+		m = mq_get(h, id);
+		if (m != NULL && m->q != NULL)
+			rwq_stats(m->q, &n, &bytes);
+		for (uint64_t i = 0; m != NULL && m->q != NULL && i < n; i++) {
+			void *p = NULL;
+			size_t pn = 0;
+			uint64_t skipped = 0, b = 0;
+			struct hint *x = NULL;
+			const uint8_t *r;
+
+			if (rwq_peek(m->q, &p, &pn, &skipped) != 0)
+				break;
+			r = p;
+			if (pn > HINT_HDR && r[0] == HINT_REC_VERSION &&
+			    h->bytes + pn <= (uint64_t)h->cfg.max_bytes &&
+			    (x = sm_calloc(1, sizeof(*x))) != NULL &&
+			    (x->req = sm_malloc(pn - HINT_HDR)) != NULL) {
+				for (int j = 0; j < 8; j++)
+					b |= (uint64_t)r[2 + j] << (8 * j);
+				memcpy(x->req, r + HINT_HDR, pn - HINT_HDR);
+				x->len = pn - HINT_HDR;
+				x->ambiguous = (r[1] & 1) != 0;
+				x->born_ms = (int64_t)b;
+				x->next_ns = sm_mono_ns();
+				x->backoff_ms = HINT_MIN_BACKOFF_MS;
+				x->mq = m;
+				persist(h, x);
+				enqueue(h, x);
+				total++;
+			} else {
+				hint_free(x);
+				dropped(pn > HINT_HDR && r[0] == HINT_REC_VERSION ?
+				    "full" : "rejected");
+			}
+			sm_free(p);
+			(void)rwq_commit(m->q);
+		}
+		pthread_mutex_unlock(&h->mu);
+	}
+	closedir(d);
+	if (total > 0) {
+		sm_counter_add(sm_metric_child0(m_loaded), total);
+		sm_info("distributor", "hints found on disk\tcount=%llu",
+		    (unsigned long long)total);
+	}
 }
 
 static void *
@@ -331,10 +682,15 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 	h->tail = &h->head;
 	pthread_mutex_init(&h->mu, NULL);
 	sm_cond_init(&h->cv);
-	if (pthread_create(&h->thr, NULL, hints_main, h) != 0) {
+	if (cfg->dir != NULL && (h->cfg.dir = sm_strdup(cfg->dir)) == NULL) {
 		pthread_cond_destroy(&h->cv);
 		pthread_mutex_destroy(&h->mu);
 		sm_free(h);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	load(h);
+	if (pthread_create(&h->thr, NULL, hints_main, h) != 0) {
+		hints_free(h, false);
 		return (sm_err_set(err, SM_ENOMEM, "distributor: hints "
 		    "thread"));
 	}
@@ -343,11 +699,47 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 	return (0);
 }
 
+/* Free everything; what is on disk stays for the next start.  At a
+ * shutdown, count what is left as kept (on disk) or dropped (memory). */
+static void
+hints_free(struct dist_hints *h, bool report)
+{
+	struct hint *x;
+	struct mq *m;
+	uint64_t kept = 0, lost = 0;
+
+	while ((m = h->mqs) != NULL) {
+		h->mqs = m->next;
+		while ((x = m->first) != NULL) {
+			m->first = x->qnext;
+			if (!x->done) {
+				if (x->persisted && m->q != NULL)
+					kept++;
+				else {
+					lost++;
+					dropped("shutdown");
+				}
+			}
+			account(h, -1, hint_cost(x));
+			hint_free(x);
+		}
+		rwq_close(m->q);
+		sm_free(m->id);
+		sm_free(m);
+	}
+	if (report && (kept > 0 || lost > 0))
+		sm_info("distributor", "hints at shutdown\tkept_on_disk=%llu "
+		    "dropped=%llu", (unsigned long long)kept,
+		    (unsigned long long)lost);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	sm_free((char *)h->cfg.dir);
+	sm_free(h);
+}
+
 void
 dist_hints_destroy(struct dist_hints *h)
 {
-	struct hint *x;
-
 	if (h == NULL)
 		return;
 	pthread_mutex_lock(&h->mu);
@@ -356,16 +748,5 @@ dist_hints_destroy(struct dist_hints *h)
 	pthread_mutex_unlock(&h->mu);
 	if (h->started)
 		pthread_join(h->thr, NULL);
-	if (h->n > 0)
-		sm_warn("distributor", "hints dropped at shutdown\tcount=%llu",
-		    (unsigned long long)h->n);
-	while ((x = h->head) != NULL) {
-		h->head = x->next;
-		account(h, -1, hint_cost(x));
-		dropped("shutdown");
-		hint_free(x);
-	}
-	pthread_cond_destroy(&h->cv);
-	pthread_mutex_destroy(&h->mu);
-	sm_free(h);
+	hints_free(h, true);
 }

@@ -23,27 +23,37 @@
  *     went to the next healthy owner instead; after delivery the series
  *     has RF + 1 copies, which the plan de-duplicates like any replica).
  * The ingester applies a profile id once (ingester/ids.h), so a hint that
- * arrives after the original did after all counts once -- as long as it
- * arrives within the ingester's -ingester.idempotency-window (1 m).  So
- * hints whose original call may have been applied (a timeout, a
- * connection lost after sending) are kept at most HINT_AMBIGUOUS_MS
- * (45 s); hints for calls that certainly were not applied (no connection,
- * the ring skipped the member, the ingester answered an error) are kept up
- * to -distributor.hints-max-age.
+ * arrives after the original did after all counts once -- within the
+ * ingester's -ingester.idempotency-window (1 m).  A hint whose original
+ * call may have been applied (a timeout, a connection lost after
+ * sending) and that is older than HINT_AMBIGUOUS_MS (45 s) is therefore
+ * delivered only after the member's Profiles RPC says it does not hold
+ * the upload (its individual-profile records, ingester/profiles.h, list
+ * every upload of its heads and blocks); found, it counts as delivered.
+ * Every hint is kept up to -distributor.hints-max-age.
  *
  * Delivery.  One thread, in arrival order per member, each call bounded by
  * -distributor.push.timeout, only to members the ring sees healthy;
  * failures back off from 200 ms, doubling to 5 s; a refusal for good
  * (malformed, or SM_ELIMIT: the member is at the tenant's active-series
- * limit) drops the hint as "rejected".  Memory is bounded by
- * -distributor.hints-max-bytes; a hint that does not fit is dropped
- * (counted).  Hints live in memory only: a distributor restart forgets
- * them (the data is still on a quorum; only the repair is lost).
+ * limit) drops the hint as "rejected".  Members are named by instance id,
+ * so a member that comes back at another address still gets its hints.
+ *
+ * Durable.  With a directory (cfg.dir: <data.dir>/hints) every hint is
+ * also appended to its member's FIFO on disk (rwqueue.h, one directory
+ * per member) and committed away once resolved, so hints survive a
+ * distributor restart and are loaded again at start; a partition of the
+ * member lasts as long as -distributor.hints-max-age allows (10 m).
+ * Memory and disk are bounded by -distributor.hints-max-bytes; a hint
+ * that does not fit is dropped (counted).  A hint the disk refuses is
+ * kept in memory (counted: a restart would lose it).  The data is on a
+ * quorum either way; a lost hint is a repair not done.
  *
  * Metrics: smolder_distributor_hints{,_bytes} (gauges),
  * smolder_distributor_hints_delivered_total,
  * smolder_distributor_hints_dropped_total{reason=expired|full|rejected|
- * shutdown}.
+ * shutdown}, smolder_distributor_hints_loaded_total (found at start),
+ * smolder_distributor_hints_disk_failures_total.
  *
  * Locking: dist_hints_add/_pending may be called from any thread.
  */
@@ -58,6 +68,7 @@
 #include "common/sm.h"
 
 struct dist_hints_cfg {
+	const char *dir;          /* on-disk queues; NULL = memory only */
 	int64_t max_bytes;        /* -distributor.hints-max-bytes, 0 = off */
 	int64_t max_age_ms;       /* -distributor.hints-max-age */
 	int64_t timeout_ms;       /* -distributor.push.timeout */
@@ -73,13 +84,13 @@ int dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 void dist_hints_destroy(struct dist_hints *h);
 
 /*
- * Queue a hint for the member with RPC URL `url`: the request bytes
+ * Queue a hint for the member with instance id `id`: the request bytes
  * (copied).  `mc`/`slot`: the call that carried it, when it may still be
  * in flight (its outcome decides; the hint takes its own reference to mc)
  * -- else NULL.  `ambiguous`: the original may have been applied.
  * No-op on a NULL h.
  */
-void dist_hints_add(struct dist_hints *h, const char *url, const void *req,
+void dist_hints_add(struct dist_hints *h, const char *id, const void *req,
     size_t len, struct sm_rpc_multi *mc, uint32_t slot, bool ambiguous);
 
 /* Hints waiting (for tests and the gauge). */

@@ -135,14 +135,15 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"(from 100ms, doubling)." };
 	f[18] = (struct sm_flag){ "distributor.hints-max-bytes",
 		SM_FLAG_BYTES, &cfg->hints_max_bytes, "64MiB",
-		"Memory for hinted handoff: acknowledged writes a replica "
-		"missed (down, restarting, slow), delivered to it once it is "
-		"healthy again (0 = off)." };
+		"Memory and disk (<data.dir>/hints) for hinted handoff: "
+		"acknowledged writes a replica missed (down, restarting, "
+		"slow), delivered to it once it is healthy again, also after "
+		"a restart of this distributor (0 = off)." };
 	f[19] = (struct sm_flag){ "distributor.hints-max-age",
 		SM_FLAG_DURATION, &cfg->hints_max_age_ms, "10m",
-		"Give up a hint this long after its write (at most 45s when "
-		"the replica may have applied it: the ingester's "
-		"-ingester.idempotency-window must cover a redelivery)." };
+		"Give up a hint this long after its write (one whose "
+		"original may have been applied is delivered after 45s only "
+		"if the replica says it does not hold that upload)." };
 	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
 		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "0",
 		"Per-tenant ingestion rate in MiB/s of request bodies, shared "
@@ -857,9 +858,17 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 			goto fail;
 	}
 	{
-		struct dist_hints_cfg hc = { cfg->hints_max_bytes,
+		char dir[4096];
+		struct dist_hints_cfg hc = { NULL, cfg->hints_max_bytes,
 		    cfg->hints_max_age_ms, cfg->push_timeout_ms };
 
+		/* made at the first hint: a process that never hints (one
+		 * replica) leaves no directory */
+		if (cfg->rw.data_dir != NULL && cfg->rw.data_dir[0] != '\0') {
+			snprintf(dir, sizeof(dir), "%s/hints",
+			    cfg->rw.data_dir);
+			hc.dir = dir;
+		}
 		if ((rv = dist_hints_create(&hc, ring, &d->hints, err)) != 0)
 			goto fail;
 	}

@@ -188,7 +188,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		if (st == 0 || st == SM_EMALFORMED || st == SM_EINVAL ||
 		    st == SM_ELIMIT)
 			continue;
-		dist_hints_add(d->hints, snap->m[slot_member[sl]]->url, x->b,
+		dist_hints_add(d->hints, snap->id[slot_member[sl]], x->b,
 		    x->len, st == SM_RPC_PENDING ? mc : NULL, sl,
 		    st == SM_RPC_PENDING || st == SM_ETIMEDOUT ||
 		    st == SM_ECLOSED || st == SM_EPROTO);
@@ -223,7 +223,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 		    NULL : sub, nsub, max_series, pr->reps,
 		    push_replicas(pr, sub, nsub), &e) == 0 &&
 		    sm_buf_error(&e) == 0)
-			dist_hints_add(d->hints, snap->m[m]->url, e.b, e.len,
+			dist_hints_add(d->hints, snap->id[m], e.b, e.len,
 			    NULL, 0, false);
 		sm_buf_fini(&e);
 	}

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""
+test_durable_hints.py -- hinted hand-off survives a long partition and a
+distributor restart (distributor/hints.h): 3 ingesters (RF 3), one
+distributor, one querier, on loopback.
+
+Ingester-2 is frozen (SIGSTOP: its connections accept and never answer,
+as behind a partition) for FREEZE_S seconds -- longer than the 45 s for
+which a hint whose original may have been applied used to be kept --
+under steady writes.  Every upload is still acknowledged (quorum from the
+other two), and each gets a hint for ingester-2: the first ones
+ambiguous (calls that timed out), the rest for a member the ring skips.
+Half-way, the distributor is restarted (SIGTERM, then started again on
+the same data directory): it finds the hints on disk
+(smolder_distributor_hints_loaded_total).  Then ingester-2 is thawed:
+
+  - every hint is delivered (the distributor's smolder_distributor_hints
+    back to 0, none dropped);
+  - each ingester applied every acknowledged upload exactly once
+    (smolder_ingester_writes_total = acknowledged uploads on all three;
+    the originals a frozen ingester finds in its socket on thawing, and
+    the hints for them, are duplicates, not counted twice);
+  - with ingester-0 and then ingester-1 stopped in turn, the answer is
+    still every acknowledged upload: three copies.
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from cluster import Cluster  # noqa: E402
+from durability import Workspace, metrics, wait_metric  # noqa: E402
+from smolder import metric_value, run_script  # noqa: E402
+
+BUDGET_S = 300
+FREEZE_S = 60
+STACKS = ["main;a", "main;b;c", "main;d"]
+
+
+class Writer(threading.Thread):
+    """Uploads through whichever distributor is current, about 10 a
+    second; what was acknowledged."""
+
+    def __init__(self, c):
+        super().__init__(daemon=True)
+        self.c = c
+        self.lock = threading.Lock()
+        self.acked = {s: 0 for s in STACKS}
+        self.sent = self.failed = 0
+        self.halt = threading.Event()
+        self.paused = threading.Event()
+        self.base = int(time.time()) - 600
+
+    def run(self):
+        n = 0
+        while not self.halt.is_set():
+            if self.paused.is_set():
+                time.sleep(0.02)
+                continue
+            stack = STACKS[n % len(STACKS)]
+            t = self.base + n % 500
+            try:
+                resp = self.c.distributors[0].ingest(
+                    {"name": "dh.cpu{shard=s%d}" % (n % 7), "from": t,
+                     "until": t + 1}, ("%s 1\n" % stack).encode())
+                ok = resp.status == 200
+            except OSError:
+                ok = False
+            with self.lock:
+                self.sent += 1
+                if ok:
+                    self.acked[stack] += 1
+                else:
+                    self.failed += 1
+            n += 1
+            time.sleep(0.1)
+
+    def total(self):
+        with self.lock:
+            return sum(self.acked.values())
+
+
+def answer(q):
+    now = int(time.time())
+    resp = q.render("dh.cpu{}", frm=now - 3600, until=now + 600,
+                    fmt="collapsed")
+    if resp.status != 200:
+        return resp.status
+    out = {}
+    for line in resp.text().splitlines():
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            out[stack] = int(v)
+    return out
+
+
+def body(r):
+    ws = Workspace("durable-hints")
+    r.at_end(lambda: ws.cleanup(r))
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                extra=["-validation.reject-older-than=0",
+                       "-compactor.downsample-tiers=none",
+                       "-distributor.push.timeout=2s"])
+    r.at_end(lambda: c.stop())
+    c.start()
+    w = Writer(c)
+    r.at_end(w.halt.set)
+    w.start()
+    time.sleep(2)
+    frozen = c.ingesters[2].proc.pid
+    os.kill(frozen, signal.SIGSTOP)
+    thawed = [False]
+
+    def thaw():
+        if not thawed[0]:
+            os.kill(frozen, signal.SIGCONT)
+            thawed[0] = True
+    r.at_end(thaw)
+    t0 = time.monotonic()
+    time.sleep(FREEZE_S / 2)
+    # the distributor restarts in the middle of the partition
+    w.paused.set()
+    time.sleep(0.3)
+    _, p = metrics(c.distributors[0])
+    before = metric_value(p, "smolder_distributor_hints") or 0
+    r.check(before > 50, "hints wait for the frozen ingester (%d)" % before)
+    d = c.distributors[0]
+    probs = d.stop()
+    r.check(not probs, "the distributor stopped cleanly", "\n".join(probs))
+    c.distributors[0] = c._stateless("distributor", 0).start()
+    _, p = metrics(c.distributors[0])
+    loaded = metric_value(p, "smolder_distributor_hints_loaded_total") or 0
+    r.check(loaded >= before, "the restarted distributor found the %d "
+            "hints on disk (%d)" % (before, loaded))
+    w.paused.clear()
+    time.sleep(max(0.0, FREEZE_S - (time.monotonic() - t0)))
+    w.paused.set()
+    time.sleep(0.5)
+    thaw()
+    acked = w.total()
+    r.check(acked > 200 and w.failed == 0, "every upload acknowledged "
+            "during the freeze (%d sent, %d failed)" % (w.sent, w.failed))
+    v = wait_metric(c.distributors[0], "smolder_distributor_hints",
+                    lambda x: x == 0, timeout=90, interval=0.2)
+    r.eq(v, 0, "every hint delivered after the thaw")
+    _, p = metrics(c.distributors[0])
+    for why in ("expired", "full", "rejected"):
+        r.eq(metric_value(p, "smolder_distributor_hints_dropped_total",
+                          reason=why) or 0, 0, "no hint dropped (%s)" % why)
+    for ing in c.ingesters:
+        got = wait_metric(ing, "smolder_ingester_writes_total",
+                          lambda x: x >= acked, timeout=30, interval=0.1)
+        r.eq(got, acked, "%s applied every acknowledged upload exactly "
+             "once" % ing.name)
+    want = answer(c.queriers[0])
+    r.check(isinstance(want, dict) and sum(want.values()) > 0,
+            "the answer with every ingester up", str(want)[:200])
+    for i in (0, 1):
+        c.stop_ingester(i)
+        time.sleep(1.5)
+        got = answer(c.queriers[0])
+        # ingester-2 alone with one other holds every upload
+        r.eq(got, want, "ingester-%d stopped: the answer is unchanged" % i)
+        c.restart_ingester(i)
+        r.check(c.wait_ring(active=3), "ingester-%d back" % i)
+    w.halt.set()
+    w.join(10)
+    c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_durable_hints", BUDGET_S, body)
