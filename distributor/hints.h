@@ -43,7 +43,7 @@
  * also appended to its member's FIFO on disk (rwqueue.h, one directory
  * per member) and committed away once resolved, so hints survive a
  * distributor restart and are loaded again at start; a partition of the
- * member lasts as long as -distributor.hints-max-age allows (10 m).
+ * member lasts as long as -distributor.hints-max-age allows (30 m).
  * Memory and disk are bounded by -distributor.hints-max-bytes; a hint
  * that does not fit is dropped (counted).  A hint the disk refuses is
  * kept in memory (counted: a restart would lose it).  The data is on a

@@ -140,7 +140,7 @@ dist_flags(struct dist_config *cfg, size_t *n)
 		"slow), delivered to it once it is healthy again, also after "
 		"a restart of this distributor (0 = off)." };
 	f[19] = (struct sm_flag){ "distributor.hints-max-age",
-		SM_FLAG_DURATION, &cfg->hints_max_age_ms, "10m",
+		SM_FLAG_DURATION, &cfg->hints_max_age_ms, "30m",
 		"Give up a hint this long after its write (one whose "
 		"original may have been applied is delivered after 45s only "
 		"if the replica says it does not hold that upload)." };

@@ -124,6 +124,9 @@ def main(r):
             held[tenant] = merge(q, tenant, now_ms)
         ta = threading.Thread(target=hold, args=("a",))
         ta.start()
+        # Let the held query's connection be dispatched before /metrics
+        # polls start taking the event threads (quick() says why).
+        time.sleep(0.5)
         v = wait_inflight(q, lambda x: x >= 1)
         r.check(v == 1, "a's first query is in flight", "in flight %r" % v)
 

@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """
-test_rolling_restart.py -- ingesters restarted one right after another,
-as a Kubernetes rollout does, fail no client request.
+test_rolling_restart.py -- every component restarted one right after
+another, as Kubernetes rollouts do, fails no client request.
 
-3 ingesters (RF 3, -shutdown-delay=1s), 1 distributor, 1 querier, a
-writer (~20 uploads/s, each its own stack) and a reader (render, label
-values, SelectSeries in turn).  Three times round, each ingester in turn
-gets SIGTERM and is started again on its disk, and the next one is
-stopped the moment the restarted one's /ready says 200 -- what a
-StatefulSet rollout does.  Two rules make that safe (ingester.h):
-  - from SIGTERM on a stopping ingester says LEAVING while it still
-    serves for -shutdown-delay, so the rings move off it before its port
-    closes;
+3 ingesters (RF 3), 2 distributors and 2 queriers, all with
+-shutdown-delay=1s; a writer (~50 uploads/s, each its own stack) and a
+reader (render, label values, SelectSeries in turn), each sending to the
+distributors or queriers whose /ready says 200 right now, polled every
+50 ms -- what a Service's endpoints do.  Three times round: each ingester
+in turn gets SIGTERM and is started again on its disk, and the next one
+is stopped the moment the restarted one's /ready says 200 -- what a
+StatefulSet rollout does --, then each distributor, then each querier
+the same way (a Deployment's rollout).  The rules that make it safe:
+  - from SIGTERM on, a stopping process says so (/ready 503; an
+    ingester's Health says LEAVING) while it still serves for
+    -shutdown-delay, so the endpoints and the rings move off it before
+    its port closes;
   - a restarted ingester's /ready waits -ingester.min-ready-duration
     after it turned ACTIVE, so every ring has seen it before the next
-    one goes.
+    one goes;
+  - a distributor keeps its hints on its disk across the restart.
 Checks: every write acknowledged, every query 200, and afterwards every
 acknowledged stack in the flamegraph exactly once.
 """
@@ -32,7 +37,8 @@ from durability import Workspace, limit_flags  # noqa: E402
 from smolder import run_script  # noqa: E402
 
 COMMON = ["-validation.reject-older-than=0",
-          "-validation.reject-newer-than=0"] + limit_flags()
+          "-validation.reject-newer-than=0",
+          "-shutdown-delay=1s"] + limit_flags()
 APP = "roll.cpu"
 ROUNDS = 3
 
@@ -40,34 +46,71 @@ ROUNDS = 3
 def main(r):
     ws = Workspace("rolling-restart")
     r.at_end(lambda: ws.cleanup(r))
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+    c = Cluster(ws, ingesters=3, distributors=2, queriers=2, rf=3,
                 extra=COMMON, ingester_extra=[
-                    "-shutdown-delay=1s",
                     # a reconnect (up to 500 ms) and a few probes
                     "-ingester.min-ready-duration=1s"])
     r.at_end(lambda: c.stop())
     c.start()
-    d, q = c.distributors[0], c.queriers[0]
     t0 = int(time.time())
     stop = threading.Event()
     writes, reads = [], []
+    ready = {"distributor": [], "querier": []}
+    lock = threading.Lock()
+
+    def endpoints():
+        """The ready distributors and queriers, as a Service sees them."""
+        while not stop.is_set():
+            for kind, servers in (("distributor", c.distributors),
+                                  ("querier", c.queriers)):
+                up = []
+                for srv in list(servers):
+                    try:
+                        if srv.request("GET", "/ready",
+                                       timeout=1).status == 200:
+                            up.append(srv)
+                    except OSError:
+                        pass
+                with lock:
+                    ready[kind] = up
+            time.sleep(0.05)
+
+    def pick(kind, n):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with lock:
+                up = list(ready[kind])
+            if up:
+                return up[n % len(up)]
+            time.sleep(0.02)
+        return None
 
     def writer():
         i = 0
         while not stop.is_set():
             t = int(time.time())
+            d = pick("distributor", i)
+            if d is None:
+                writes.append((i, 0, "no distributor ready"))
+                i += 1
+                continue
             resp = d.ingest({"name": APP, "from": str(t),
                              "until": str(t + 1)},
                             ("main;w%d 1\n" % i).encode())
             writes.append((i, resp.status, resp.describe()
                            if resp.status != 200 else ""))
             i += 1
-            time.sleep(0.05)
+            time.sleep(0.01)
 
     def reader():
         k = 0
         while not stop.is_set():
             now = int(time.time())
+            q = pick("querier", k)
+            if q is None:
+                reads.append((k, 0, "no querier ready"))
+                k += 1
+                continue
             if k % 3 == 0:
                 resp = q.render(APP + "{}", frm=t0 - 60, until=now + 60,
                                 fmt="collapsed")
@@ -91,7 +134,8 @@ def main(r):
             k += 1
             time.sleep(0.05)
 
-    th = [threading.Thread(target=writer, daemon=True),
+    th = [threading.Thread(target=endpoints, daemon=True),
+          threading.Thread(target=writer, daemon=True),
           threading.Thread(target=reader, daemon=True)]
     for t in th:
         t.start()
@@ -102,22 +146,32 @@ def main(r):
             r.check(not probs, "round %d: ingester-%d stops cleanly"
                     % (rnd, i), "\n".join(probs))
             c.restart_ingester(i)     # returns once /ready is 200
+        for kind, servers in (("distributor", c.distributors),
+                              ("querier", c.queriers)):
+            for i in range(len(servers)):
+                probs = servers[i].stop()
+                r.check(not probs, "round %d: %s-%d stops cleanly"
+                        % (rnd, kind, i), "\n".join(probs))
+                servers[i] = c._stateless(kind, i).start()
+                time.sleep(0.2)       # the endpoints see it ready
     time.sleep(1)
     stop.set()
     for t in th:
         t.join(timeout=60)
     bad_w = [x for x in writes if x[1] != 200]
     bad_r = [x for x in reads if x[1] != 200]
-    print("# %d writes, %d queries over %d restarts" % (
-        len(writes), len(reads), 3 * ROUNDS), flush=True)
+    print("# %d writes (%.0f/s), %d queries over %d restarts" % (
+        len(writes), len(writes) / max(time.time() - t0, 1), len(reads),
+        7 * ROUNDS), flush=True)
     r.check(len(writes) > 100 and not bad_w, "every write acknowledged "
             "(%d)" % len(writes), "\n".join(str(x) for x in bad_w[:5]))
     r.check(len(reads) > 50 and not bad_r, "every query answered 200 (%d)"
             % len(reads), "\n".join(str(x) for x in bad_r[:5]))
     r.check(c.wait_ring(active=3), "all three ACTIVE", str(c.states()))
     acked = {x[0] for x in writes if x[1] == 200}
-    res = q.render(APP + "{}", frm=t0 - 60, until=int(time.time()) + 60,
-                   fmt="collapsed")
+    res = c.queriers[0].render(APP + "{}", frm=t0 - 60,
+                               until=int(time.time()) + 60,
+                               fmt="collapsed")
     got = {}
     for line in res.text().splitlines():
         st, _, v = line.rpartition(" ")
@@ -132,4 +186,4 @@ def main(r):
 
 
 if __name__ == "__main__":
-    run_script("test_rolling_restart", 240, main)
+    run_script("test_rolling_restart", 300, main)
