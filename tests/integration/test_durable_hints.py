@@ -101,6 +101,29 @@ def answer(q):
     return out
 
 
+def partition(r, c, w):
+    """The freeze's FREEZE_S seconds, with the distributor restarted
+    half-way; writes paused at the end."""
+    t0 = time.monotonic()
+    time.sleep(FREEZE_S / 2)
+    w.paused.set()
+    time.sleep(0.3)
+    _, p = metrics(c.distributors[0])
+    before = metric_value(p, "smolder_distributor_hints") or 0
+    r.check(before > 50, "hints wait for the frozen ingester (%d)" % before)
+    probs = c.distributors[0].stop()
+    r.check(not probs, "the distributor stopped cleanly", "\n".join(probs))
+    c.distributors[0] = c._stateless("distributor", 0).start()
+    _, p = metrics(c.distributors[0])
+    loaded = metric_value(p, "smolder_distributor_hints_loaded_total") or 0
+    r.check(loaded >= before, "the restarted distributor found the %d "
+            "hints on disk (%d)" % (before, loaded))
+    w.paused.clear()
+    time.sleep(max(0.0, FREEZE_S - (time.monotonic() - t0)))
+    w.paused.set()
+    time.sleep(0.5)
+
+
 def body(r):
     ws = Workspace("durable-hints")
     r.at_end(lambda: ws.cleanup(r))
@@ -120,30 +143,15 @@ def body(r):
 
     def thaw():
         if not thawed[0]:
-            os.kill(frozen, signal.SIGCONT)
             thawed[0] = True
-    r.at_end(thaw)
-    t0 = time.monotonic()
-    time.sleep(FREEZE_S / 2)
-    # the distributor restarts in the middle of the partition
-    w.paused.set()
-    time.sleep(0.3)
-    _, p = metrics(c.distributors[0])
-    before = metric_value(p, "smolder_distributor_hints") or 0
-    r.check(before > 50, "hints wait for the frozen ingester (%d)" % before)
-    d = c.distributors[0]
-    probs = d.stop()
-    r.check(not probs, "the distributor stopped cleanly", "\n".join(probs))
-    c.distributors[0] = c._stateless("distributor", 0).start()
-    _, p = metrics(c.distributors[0])
-    loaded = metric_value(p, "smolder_distributor_hints_loaded_total") or 0
-    r.check(loaded >= before, "the restarted distributor found the %d "
-            "hints on disk (%d)" % (before, loaded))
-    w.paused.clear()
-    time.sleep(max(0.0, FREEZE_S - (time.monotonic() - t0)))
-    w.paused.set()
-    time.sleep(0.5)
-    thaw()
+            try:
+                os.kill(frozen, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    try:
+        partition(r, c, w)
+    finally:
+        thaw()          # before the servers are stopped, whatever happened
     acked = w.total()
     r.check(acked > 200 and w.failed == 0, "every upload acknowledged "
             "during the freeze (%d sent, %d failed)" % (w.sent, w.failed))
