@@ -25,6 +25,9 @@
  * de-duplication), Analyze (index statistics for AnalyzeQuery and
  * GetProfileStats), SpanMerge, Profiles, Health (the ring), Retention,
  * CompactPlan and Compact (the compactor), Settings (tenant settings).
+ * Every Write notes its replicas in the witness record (witness.h), which
+ * Health answers carry with the data directory's incarnation, so queriers
+ * know who held what (querier/complete.c).
  *
  * Leaving (scale-in, or a disk that will not come back).  POST
  * /ingester/shutdown, and SIGTERM when a bucket is configured and
