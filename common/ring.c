@@ -30,6 +30,7 @@ struct probe {
 	bool replace;                /* DNS address now answers as another id */
 	int64_t skew_logged_ms;      /* last skew warning (prober) */
 	char *zone;                  /* learnt from its answers; NULL */
+	char inc[33];                /* learnt from its answers; "" */
 };
 
 struct sm_ring {
@@ -125,14 +126,6 @@ member_create(const char *url, size_t recv_max, struct sm_ring_member **out,
 	return (0);
 }
 
-void
-sm_ring_member_incarnation(struct sm_ring_member *m, char out[33])
-{
-	pthread_mutex_lock(&m->wmu);
-	memcpy(out, m->inc, 33);
-	pthread_mutex_unlock(&m->wmu);
-}
-
 int
 sm_ring_member_witness(struct sm_ring_member *m, uint8_t **out, size_t *len)
 {
@@ -168,8 +161,6 @@ member_witness_set(struct sm_ring_member *m,
 		smolder__v1__witness__pack(h->witness, w);
 	}
 	pthread_mutex_lock(&m->wmu);
-	if (h->incarnation != NULL && strlen(h->incarnation) == 32)
-		memcpy(m->inc, h->incarnation, 33);
 	sm_free(m->wit);
 	m->wit = w;
 	m->witlen = n;
@@ -221,6 +212,7 @@ snap_free(struct sm_ring_snap *s)
 	for (uint32_t i = 0; s->zone != NULL && i < s->n; i++)
 		sm_free(s->zone[i]);
 	sm_free(s->zone);
+	sm_free(s->inc);
 	sm_free(s->zix);
 	sm_free(s->m);
 	sm_free(s->id);
@@ -308,9 +300,10 @@ snap_alloc(uint32_t n, uint32_t tokens, uint32_t rf)
 	s->writable = sm_calloc(SM_MAX(n, 1), 1);
 	s->zone = sm_calloc(SM_MAX(n, 1), sizeof(*s->zone));
 	s->zix = sm_calloc(SM_MAX(n, 1), sizeof(*s->zix));
+	s->inc = sm_calloc(SM_MAX(n, 1), sizeof(*s->inc));
 	if (s->m == NULL || s->id == NULL || s->state == NULL ||
 	    s->healthy == NULL || s->zone == NULL || s->zix == NULL ||
-	    s->writable == NULL) {
+	    s->writable == NULL || s->inc == NULL) {
 		snap_free(s);
 		return (NULL);
 	}
@@ -935,6 +928,7 @@ snap_from_probes(struct sm_ring *r, int64_t now)
 		if (p->zone != NULL && (s->zone[k] = sm_strdup(p->zone)) ==
 		    NULL)
 			goto fail;
+		memcpy(s->inc[k], p->inc, sizeof(s->inc[k]));
 	}
 	if (snap_tokens(s, s->id) != 0)
 		goto fail;
@@ -958,7 +952,7 @@ snap_same(const struct sm_ring_snap *a, const struct sm_ring_snap *b)
 		    (a->id[i] != NULL && strcmp(a->id[i], b->id[i]) != 0) ||
 		    (a->zone[i] == NULL) != (b->zone[i] == NULL) ||
 		    (a->zone[i] != NULL && strcmp(a->zone[i],
-		    b->zone[i]) != 0))
+		    b->zone[i]) != 0) || strcmp(a->inc[i], b->inc[i]) != 0)
 			return (false);
 	}
 	return (memcmp(a->tok, b->tok, a->ntok * sizeof(*a->tok)) == 0 &&
@@ -1119,6 +1113,10 @@ probe_round(struct sm_ring *r)
 				p->zone = z;
 			}
 		}
+		/* A wiped disk comes back as a new incarnation. */
+		if (resp->health->incarnation != NULL &&
+		    strlen(resp->health->incarnation) == 32)
+			memcpy(p->inc, resp->health->incarnation, 33);
 		member_witness_set(p->m, resp->health);
 		p->last_ok_ms = now;
 		atomic_store(&p->m->last_heartbeat_ms, now);
@@ -1320,17 +1318,11 @@ ring_handler(struct sm_http_req *req, void *arg)
 			sm_buf_puts(&out, "null");
 		sm_buf_puts(&out, ",\"address\":");
 		sm_buf_json_str(&out, m->url, strlen(m->url));
-		{
-			char inc[33];
-
-			sm_ring_member_incarnation((struct sm_ring_member *)m,
-			    inc);
-			if (inc[0] != '\0')
-				sm_buf_printf(&out, ",\"incarnation\":\"%s\"",
-				    inc);
-			else
-				sm_buf_puts(&out, ",\"incarnation\":null");
-		}
+		if (s->inc[i][0] != '\0')
+			sm_buf_printf(&out, ",\"incarnation\":\"%s\"",
+			    s->inc[i]);
+		else
+			sm_buf_puts(&out, ",\"incarnation\":null");
 		sm_buf_printf(&out, ",\"state\":\"%s\",\"healthy\":%s,"
 		    "\"tokens\":%u,\"ownership\":%.6f,\"last_heartbeat_ms\":%lld,"
 		    "\"last_heartbeat_ago_ms\":%lld,\"head_series\":%llu,"

@@ -60,9 +60,10 @@
  * translated to its clock (sm_ring_member_deadline), so skew never
  * fails a call.
  *
- * Witness: each Health answer also carries the member's incarnation and
- * its witness record (ingester/witness.h), kept on the member as the
- * last answer gave them, also while it is down: the distributor names
+ * Witness: each Health answer also carries the member's incarnation (in
+ * the snapshot, like its zone) and its witness record (ingester/witness.h,
+ * on the member: it changes with every write), both kept as the last
+ * answer gave them, also while it is down: the distributor names
  * each write's replicas with their incarnations, and the querier judges
  * from the records whether an answer can be complete
  * (querier/complete.c).
@@ -125,17 +126,13 @@ struct sm_ring_member {
 	 * Callers that send a deadline add it (sm_ring_member_deadline). */
 	_Atomic int64_t skew_ms;
 	atomic_bool skew_known;
-	/* From its last Health answer, under wmu: its data directory's
-	 * incarnation (32 hex digits; "" = not known) and its witness
-	 * record, packed (smolder.v1.Witness; querier/complete.c). */
+	/* From its last Health answer, under wmu: its witness record,
+	 * packed (smolder.v1.Witness; querier/complete.c).  It changes with
+	 * every write, so it lives here rather than in the snapshot. */
 	pthread_mutex_t wmu;
-	char inc[33];
 	uint8_t *wit;
 	size_t witlen;
 };
-
-/* Member m's incarnation into out ("" while unknown). */
-void sm_ring_member_incarnation(struct sm_ring_member *m, char out[33]);
 
 /* A copy of member m's packed witness record (heap, *len bytes; NULL and
  * 0 while none is known).  SM_ENOMEM. */
@@ -182,6 +179,9 @@ struct sm_ring_snap {
 					      own tokens / are healthy */
 	uint32_t zone_members_max;         /* members of the largest zone
 					      (zone-aware; else 1) */
+	/* Per member its data directory's incarnation from its Health
+	 * answers (32 hex digits; "" = not known), kept while it is down. */
+	char (*inc)[33];
 };
 
 struct sm_ring;

@@ -121,14 +121,12 @@ push_failure(const struct sm_rpc_multi *mc, int wslot, int worst,
  * The write's replicas as WriteRequest.replicas: every member a call slot
  * of the series which[0..nwhich) goes to (all series when which is NULL;
  * series k's slots are slot[goff[k] .. goff[k + 1])).  rep and reps have
- * room for snap->n entries, seen is snap->n scratch bytes; inc holds each
- * member's incarnation.  Returns the count; the entries borrow the
- * snapshot's strings.
+ * room for snap->n entries, seen is snap->n scratch bytes.  Returns the
+ * count; the entries borrow the snapshot's strings.
  */
 struct push_reps {
 	const struct sm_ring_snap *snap;
 	const uint32_t *goff, *slot, *slot_member;
-	char (*inc)[33];
 	uint8_t *seen;
 	Smolder__V1__Replica *rep;
 	Smolder__V1__Replica **reps;
@@ -140,7 +138,7 @@ push_replicas(struct push_reps *pr, const uint32_t *which, uint32_t nwhich)
 	const struct sm_ring_snap *snap = pr->snap;
 	const uint32_t *goff = pr->goff, *slot = pr->slot;
 	const uint32_t *slot_member = pr->slot_member;
-	char (*inc)[33] = pr->inc;
+	char (*inc)[33] = snap->inc;
 	uint8_t *seen = pr->seen;
 	Smolder__V1__Replica *rep = pr->rep, **reps = pr->reps;
 	uint32_t n = 0;
@@ -270,13 +268,12 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf * sizeof(*series_of));
 	enc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*enc));
 	enc_of = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*enc_of));
-	pr.inc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*pr.inc));
 	pr.seen = sm_malloc(SM_MAX(snap->n, 1));
 	pr.rep = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.rep));
 	pr.reps = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.reps));
 	if (slot == NULL || goff == NULL || member_slot == NULL ||
 	    slot_member == NULL || nser == NULL || off == NULL ||
-	    series_of == NULL || pr.inc == NULL || pr.seen == NULL ||
+	    series_of == NULL || pr.seen == NULL ||
 	    pr.rep == NULL || pr.reps == NULL ||
 	    enc == NULL || enc_of == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -314,9 +311,6 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	pr.goff = goff;
 	pr.slot = slot;
 	pr.slot_member = slot_member;
-	for (uint32_t sl = 0; sl < nslots; sl++)
-		sm_ring_member_incarnation(snap->m[slot_member[sl]],
-		    pr.inc[slot_member[sl]]);
 	/* Each slot's series, in order (one array, offsets per slot). */
 	for (uint32_t sl = 0; sl < nslots; sl++) {
 		off[sl + 1] = off[sl] + nser[sl];
@@ -426,7 +420,6 @@ out:
 	sm_free(nser);
 	sm_free(off);
 	sm_free(series_of);
-	sm_free(pr.inc);
 	sm_free(pr.seen);
 	sm_free(pr.rep);
 	sm_free(pr.reps);

@@ -471,11 +471,9 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 	uint64_t *gens = NULL;
 	uint8_t *served = NULL;
 	uint32_t nv = 0, i = 0, ntenants = 0;
-	char hex[33];
+	const char *hex = ing->inc;
 	int rv;
 
-	if ((rv = incarnation_hex(ing, hex, err)) != 0)
-		return (rv);
 	if ((rv = ing_gw_client_create(ing->cfg.gw_members, ing->cfg.gw_rf,
 	    ing->cfg.ring_tokens, &gc, err)) != 0)
 		return (rv);
@@ -1010,7 +1008,6 @@ local_retention(struct ingester *ing)
 	int64_t *max_t = NULL, cutoff;
 	uint32_t nv = 0, k = 0;
 	struct sm_err err;
-	char inc[33];
 
 	if (ing->cfg.local_retention_ms <= 0 || ing->cfg.gw_members == NULL ||
 	    ing->cfg.gw_members[0] == '\0' || ing->ship == NULL)
@@ -1021,8 +1018,7 @@ local_retention(struct ingester *ing)
 		sm_warn("ingester", "local retention off: %s", err.msg);
 		return;
 	}
-	if (incarnation_hex(ing, inc, &err) != 0 ||
-	    ing_db_blocks(ing->db, true, &v, &nv) != 0)
+	if (ing_db_blocks(ing->db, true, &v, &nv) != 0)
 		goto out;
 	if ((gens = sm_calloc(SM_MAX(nv, 1), sizeof(*gens))) == NULL ||
 	    (max_t = sm_calloc(SM_MAX(nv, 1), sizeof(*max_t))) == NULL)
@@ -1032,8 +1028,8 @@ local_retention(struct ingester *ing)
 		if (i > 0 && (i == nv || strcmp(v[i].tenant,
 		    v[i - 1].tenant) != 0)) {
 			if (k > 0)
-				local_drop_tenant(ing, v[i - 1].tenant, inc,
-				    gens, max_t, k);
+				local_drop_tenant(ing, v[i - 1].tenant,
+				    ing->inc, gens, max_t, k);
 			k = 0;
 		}
 		if (i == nv)
@@ -1222,16 +1218,11 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		return (rv);
 	sm_kv_set_reserve(ing_store_kv(ing->store),
 	    (uint64_t)ing->cfg.min_free_disk);
-	if (!ing->cfg.gateway) {
-		uint8_t inc[16];
-
-		if ((rv = ing_store_incarnation(ing->store, inc, err)) != 0 ||
-		    (rv = ing_witness_open(ing->store, ing->cfg.instance_id,
-		    &ing->wit, err)) != 0)
-			return (rv);
-		for (int i = 0; i < 16; i++)
-			snprintf(ing->inc + 2 * i, 3, "%02x", inc[i]);
-	}
+	if (!ing->cfg.gateway &&
+	    ((rv = incarnation_hex(ing, ing->inc, err)) != 0 ||
+	    (rv = ing_witness_open(ing->store, ing->cfg.instance_id,
+	    &ing->wit, err)) != 0))
+		return (rv);
 	/* Serve RPC at once: until the replay finishes every call gets
 	 * "unavailable", so clients fail fast instead of waiting. */
 	if ((rv = sm_rpc_server_start(&rc, ing_serve, ing, &ing->rpc,

@@ -252,9 +252,17 @@ ing_witness_expire(struct ing_witness *w, int64_t floor_ms)
 	pthread_mutex_unlock(&w->mu);
 }
 
-/* The record as a message in `a` (w->mu held). */
+/* `v` in `a` when `copy` (an answer outlives the lock), else borrowed. */
+static char *
+str(struct sm_arena *a, char *v, bool copy)
+{
+	return (copy ? sm_arena_strndup(a, v, strlen(v)) : v);
+}
+
+/* The record as a message in `a` (w->mu held); its strings are copies
+ * when `copy`.  NULL without memory. */
 static Smolder__V1__Witness *
-build(struct ing_witness *w, struct sm_arena *a)
+build(struct ing_witness *w, struct sm_arena *a, bool copy)
 {
 	Smolder__V1__Witness *r = sm_arena_alloc(a, sizeof(*r));
 	Smolder__V1__WitnessPeer *pe;
@@ -276,9 +284,11 @@ build(struct ing_witness *w, struct sm_arena *a)
 		if (w->p[i].first > w->p[i].last)
 			continue;
 		smolder__v1__witness_peer__init(&pe[r->n_peers]);
-		pe[r->n_peers].id = w->p[i].id;
-		pe[r->n_peers].zone = w->p[i].zone;
-		pe[r->n_peers].incarnation = w->p[i].inc;
+		if ((pe[r->n_peers].id = str(a, w->p[i].id, copy)) == NULL ||
+		    (pe[r->n_peers].zone = str(a, w->p[i].zone, copy)) ==
+		    NULL || (pe[r->n_peers].incarnation = str(a, w->p[i].inc,
+		    copy)) == NULL)
+			return (NULL);
 		pe[r->n_peers].first_ms = w->p[i].first;
 		pe[r->n_peers].last_ms = w->p[i].last;
 		r->peers[r->n_peers] = &pe[r->n_peers];
@@ -286,7 +296,8 @@ build(struct ing_witness *w, struct sm_arena *a)
 	}
 	for (uint32_t i = 0; i < w->nc; i++) {
 		smolder__v1__coverage__init(&ce[i]);
-		ce[i].incarnation = w->c[i].inc;
+		if ((ce[i].incarnation = str(a, w->c[i].inc, copy)) == NULL)
+			return (NULL);
 		ce[i].min_ms = w->c[i].min;
 		ce[i].max_ms = w->c[i].max;
 		r->restored[i] = &ce[i];
@@ -299,29 +310,13 @@ Smolder__V1__Witness *
 ing_witness_get(struct ing_witness *w, struct sm_arena *a)
 {
 	Smolder__V1__Witness *r;
-	ProtobufCAllocator pa;
-	struct sm_arena *tmp;
-	size_t n;
-	uint8_t *b;
 
 	if (w == NULL)
 		return (NULL);
-	/* Built under the lock into a scratch arena, then unpacked into
-	 * `a`: the answer owns its strings, the peers may change. */
-	if ((tmp = sm_arena_create(0)) == NULL)
-		return (NULL);
 	pthread_mutex_lock(&w->mu);
-	r = build(w, tmp);
-	n = r != NULL ? smolder__v1__witness__get_packed_size(r) : 0;
-	b = r != NULL ? sm_arena_alloc(a, SM_MAX(n, 1)) : NULL;
-	if (b != NULL)
-		smolder__v1__witness__pack(r, b);
+	r = build(w, a, true);
 	pthread_mutex_unlock(&w->mu);
-	sm_arena_destroy(tmp);
-	if (b == NULL)
-		return (NULL);
-	pa = sm_arena_pbc(a);
-	return (smolder__v1__witness__unpack(&pa, n, b));
+	return (r);
 }
 
 int
@@ -343,7 +338,7 @@ ing_witness_save(struct ing_witness *w, struct sm_err *err)
 		sm_arena_destroy(a);
 		return (0);
 	}
-	if ((r = build(w, a)) != NULL) {
+	if ((r = build(w, a, false)) != NULL) {
 		n = smolder__v1__witness__get_packed_size(r);
 		if ((b = sm_arena_alloc(a, SM_MAX(n, 1))) != NULL)
 			smolder__v1__witness__pack(r, b);

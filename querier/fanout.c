@@ -217,13 +217,11 @@ fan_gaps(struct qry_fan *f, int64_t start, int64_t end, struct sm_err *err)
 	const struct sm_ring_snap *s = f->snap;
 	Smolder__V1__Witness **w;
 	struct qry_wit_in *wi;
-	char (*inc)[33];
 	int rv = 0;
 
 	w = sm_calloc(SM_MAX(s->n, 1), sizeof(*w));
 	wi = sm_calloc(SM_MAX(s->n, 1), sizeof(*wi));
-	inc = sm_calloc(SM_MAX(s->n, 1), sizeof(*inc));
-	if (w == NULL || wi == NULL || inc == NULL) {
+	if (w == NULL || wi == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -231,10 +229,9 @@ fan_gaps(struct qry_fan *f, int64_t start, int64_t end, struct sm_err *err)
 		uint8_t *b;
 		size_t n;
 
+		wi[i].inc = s->inc[i][0] != '\0' ? s->inc[i] : NULL;
 		if (s->m[i] == NULL)
 			continue;
-		sm_ring_member_incarnation(s->m[i], inc[i]);
-		wi[i].inc = inc[i][0] != '\0' ? inc[i] : NULL;
 		if (sm_ring_member_witness(s->m[i], &b, &n) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
@@ -254,7 +251,6 @@ out:
 			smolder__v1__witness__free_unpacked(w[i], NULL);
 	sm_free(w);
 	sm_free(wi);
-	sm_free(inc);
 	return (rv);
 }
 
