@@ -103,6 +103,8 @@ struct app {
 	char *gw_members;               /* -store-gateway.sharding-ring.* */
 	int64_t gw_rf;
 	int64_t gw_sync_ms;             /* -store-gateway.sync-interval */
+	int64_t gw_cache_bytes;         /* -store-gateway.data-cache-bytes */
+	int64_t gw_page_bytes;          /* -store-gateway.data-page-bytes */
 	struct ing_config ing_cfg;
 	struct sm_bucket_cfg bucket_cfg;  /* -storage.* */
 	struct dist_config dist_cfg;
@@ -430,6 +432,8 @@ mod_gateway_init(void *p, struct sm_err *err)
 	app->ing_cfg.gw_members = app->gw_members;
 	app->ing_cfg.gw_rf = app->gw_rf;
 	app->ing_cfg.gw_sync_ms = app->gw_sync_ms;
+	app->ing_cfg.gw_cache_bytes = app->gw_cache_bytes;
+	app->ing_cfg.gw_page_bytes = app->gw_page_bytes;
 	app->ing_cfg.ring_tokens = app->ring_tokens;
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
@@ -639,7 +643,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[31];
+	static struct sm_flag f[33];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -781,6 +785,17 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"503 at once while requests are still served, so load "
 		"balancers and Kubernetes take the process out of rotation "
 		"before it closes its ports (a second signal ends the wait)." };
+	f[31] = (struct sm_flag){ "store-gateway.data-cache-bytes",
+		SM_FLAG_BYTES, &app->gw_cache_bytes, "256MiB",
+		"Memory a store-gateway keeps block data in: the data parts of "
+		"its blocks stay in the bucket and are read by ranged GET as "
+		"queries need them, the least recently used pages dropped past "
+		"this (the index, symbols and tree are on its disk)." };
+	f[32] = (struct sm_flag){ "store-gateway.data-page-bytes",
+		SM_FLAG_BYTES, &app->gw_page_bytes, "256KiB",
+		"The unit a store-gateway reads block data in (one GET per run "
+		"of missing pages) and caches; objects no larger are fetched "
+		"whole when loaded. At least 4KiB." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);

@@ -44,7 +44,10 @@ ing_cache_create(size_t budget, struct ing_cache **out)
 
 	if (c == NULL)
 		return (SM_ENOMEM);
-	c->nbuckets = 1024;
+	/* about one chain per 16 KiB of budget: short chains for a cache of
+	 * small pages too (remote.h) */
+	c->nbuckets = (uint32_t)SM_MIN(SM_MAX(budget / 16384, (size_t)1024),
+	    (size_t)1 << 20);
 	if ((c->tab = sm_calloc(c->nbuckets, sizeof(*c->tab))) == NULL) {
 		sm_free(c);
 		return (SM_ENOMEM);

@@ -14,12 +14,14 @@
 #include "common/rpc.h"
 
 #include "gateway.h"
+#include "remote.h"
 #include "ship.h"
 
 struct ing_gateway {
 	struct ing_db *db;
 	struct ing_store *store;
 	struct sm_bucket *bucket;
+	struct ing_remote *remote;
 	struct sm_ring_snap *ring;     /* ids only; NULL: own every tenant */
 	uint32_t self;                 /* our index in ring */
 	pthread_mutex_t mu;            /* one pass at a time */
@@ -75,7 +77,7 @@ gw_folds_add(struct gw_folds *f, const struct ing_bucket_block *bk)
 }
 
 static struct sm_metric *m_passes, *m_pass_fail, *m_adopted, *m_dropped;
-static struct sm_metric *m_bad, *m_bytes;
+static struct sm_metric *m_bad, *m_bytes, *m_gets;
 static pthread_once_t gw_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -100,7 +102,11 @@ gw_metrics_init(void)
 	    NULL, NULL, 0);
 	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_store_gateway_loaded_bytes_total", "Bytes of block "
-	    "objects fetched.", NULL, NULL, 0);
+	    "objects fetched by the sync (whole small objects; the parts but "
+	    "the data of larger ones).", NULL, NULL, 0);
+	m_gets = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_store_gateway_load_fetches_total", "GETs the sync made "
+	    "to load blocks.", NULL, NULL, 0);
 }
 
 int
@@ -119,6 +125,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->db = db;
 	gw->store = store;
 	gw->bucket = cfg->bucket;
+	gw->remote = cfg->remote;
 	gw->started_ms = sm_now_ms();
 	gw->unowned_grace_ms = cfg->unowned_grace_ms;
 	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
@@ -276,30 +283,55 @@ src_note(struct ing_gateway *gw, const char *inc, const char *instance)
 	pthread_mutex_unlock(&gw->src_mu);
 }
 
-/* Fetch, check, import and adopt one wanted block. */
+/*
+ * Fetch, check, import and adopt one wanted block: its parts but the data,
+ * and a stub for each data part (remote.h).
+ */
 static int
 load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
     const char *lt, struct sm_err *err)
 {
-	struct sm_buf obj = SM_BUF_INIT;
+	struct ing_ship_parts sp;
 	struct ing_store_part *parts = NULL;
 	struct ing_ship_rec rec = { .shipped = true };
 	const struct ing_store_part *mp = NULL;
-	uint32_t np = 0;
+	uint8_t *stubs = NULL;
+	uint64_t dlo = UINT64_MAX, dhi = 0;
 	int rv;
 
-	if ((rv = ing_ship_fetch(gw->bucket, bk, &obj, &parts, &np,
-	    err)) != 0)
+	if ((rv = ing_ship_fetch_parts(gw->bucket, bk,
+	    ing_remote_page(gw->remote), &sp, err)) != 0)
+		return (rv);
+	if ((parts = sm_calloc(SM_MAX(sp.n, 1), sizeof(*parts))) == NULL ||
+	    (stubs = sm_malloc((size_t)SM_MAX(sp.n, 1) *
+	    ING_REMOTE_STUB)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
-	for (uint32_t i = 0; i < np && mp == NULL; i++)
-		mp = parts[i].kind == 'M' ? &parts[i] : NULL;
+	}
+	for (uint32_t i = 0; i < sp.n; i++) {
+		const struct ing_ship_part *x = &sp.v[i];
+
+		parts[i] = (struct ing_store_part){ x->kind, x->series, x->v,
+		    x->n };
+		if (x->kind == 'D') {
+			uint8_t *st = stubs + (size_t)i * ING_REMOTE_STUB;
+
+			ing_remote_stub(bk->ulid, sp.size, x->off, x->n, st);
+			parts[i].v = st;
+			parts[i].n = ING_REMOTE_STUB;
+			dlo = SM_MIN(dlo, x->off);
+			dhi = SM_MAX(dhi, x->off + x->n);
+		} else if (x->kind == 'M') {
+			mp = &parts[i];
+		}
+	}
 	if (mp == NULL) {
 		rv = sm_err_set(err, SM_ECORRUPT, "%s: no meta part",
 		    bk->meta_key);
 		goto out;
 	}
 	memcpy(rec.ulid, bk->ulid, 16);
-	if ((rv = ing_store_block_import(gw->store, lt, bk->gen, parts, np,
+	if ((rv = ing_store_block_import(gw->store, lt, bk->gen, parts, sp.n,
 	    &rec, err)) != 0)
 		goto out;
 	if (gw->kill_after_import)
@@ -307,10 +339,15 @@ load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
 	if ((rv = ing_db_block_adopt(gw->db, lt, bk->gen, mp->v, mp->n,
 	    bk->replaces, bk->nreplaces, err)) != 0)
 		goto out;
-	sm_counter_add(sm_metric_child0(m_bytes), obj.len);
+	if (sp.whole)
+		ing_remote_warm(gw->remote, bk->ulid,
+		    (const uint8_t *)sp.obj.b, sp.size, dlo, dhi);
+	sm_counter_add(sm_metric_child0(m_bytes), sp.obj.len);
+	sm_counter_add(sm_metric_child0(m_gets), sp.gets);
 out:
 	sm_free(parts);
-	sm_buf_fini(&obj);
+	sm_free(stubs);
+	ing_ship_parts_fini(&sp);
 	return (rv);
 }
 

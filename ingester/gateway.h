@@ -35,9 +35,12 @@
  *   2. wanted: every complete block of an owned tenant that is not
  *      marked for deletion, not replaced by a merged block of its source
  *      and not a second copy of one (source, gen);
- *   3. each wanted block not held is fetched whole, checked (size, XXH3,
- *      table of contents, every part's checksum), imported in one synced
- *      batch and adopted, taking the gens it replaces out of service in
+ *   3. each wanted block not held is loaded: its parts but the data
+ *      (ship.h, ing_ship_fetch_parts: whole and checked whole when it is
+ *      no larger than a data page, else by range), imported in one synced
+ *      batch with a stub for each data part (remote.h: the data stays in
+ *      the bucket and is read by range as queries need it) and adopted,
+ *      taking the gens it replaces out of service in
  *      the same step (db.h, ing_db_block_adopt) -- so a query sees a
  *      merged block or its inputs, never both, never neither;
  *   4. then every held block no longer wanted (marked, deleted, merged
@@ -68,9 +71,8 @@
  * too: they are served, by the fold, although the gateway dropped the
  * blocks once the compactor marked them.
  *
- * What is not here yet: blocks are kept whole on the local disk (no byte
- * budget with ranged GETs of data parts); a tenant's retention floor is
- * applied through the compactor's deletion marks, a block at a time.
+ * A tenant's retention floor is applied through the compactor's deletion
+ * marks, a block at a time.
  *
  * Locking: one pass at a time (gw->mu); the database's own locks do the
  * rest (db.h).  Errors: SM_EINVAL for a bad member list or an instance
@@ -87,6 +89,7 @@
 #include "smolder/v1/rpc.pb-c.h"
 
 #include "db.h"
+#include "remote.h"
 #include "store.h"
 
 #define ING_GW_SEP '|'
@@ -99,6 +102,8 @@ struct ing_gateway_cfg {
 	int64_t unowned_grace_ms;    /* keep tenants not owned (any more)
 				      * this long after the start */
 	struct sm_bucket *bucket;    /* borrowed */
+	struct ing_remote *remote;   /* borrowed: the data parts' reader
+				      * (remote.h), the store's hook */
 };
 
 struct ing_gateway;

@@ -40,6 +40,7 @@
 
 #include "db.h"
 #include "gateway.h"
+#include "remote.h"
 #include "settings.h"
 #include "ship.h"
 #include "store.h"
@@ -55,6 +56,7 @@ struct ingester {
 	int replay_started, cutter_started, ship_started;
 	struct ing_ship *ship;          /* NULL: no bucket configured */
 	struct ing_gateway *gw;         /* the store-gateway role, else NULL */
+	struct ing_remote *remote;      /* its data parts' reader (remote.h) */
 	struct ing_gw_client *gwc;      /* local retention's view of the
 					 * gateways (ship thread) */
 	struct ing_witness *wit;        /* ingesters only (witness.h) */
@@ -1145,6 +1147,7 @@ replay_main(void *arg)
 			.tokens = ing->cfg.ring_tokens,
 			.unowned_grace_ms = 3 * ing->cfg.gw_sync_ms,
 			.bucket = ing->cfg.bucket,
+			.remote = ing->remote,
 		};
 
 		if (ing_gateway_create(&gc, ing->db, ing->store, &ing->gw,
@@ -1218,6 +1221,14 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		return (rv);
 	sm_kv_set_reserve(ing_store_kv(ing->store),
 	    (uint64_t)ing->cfg.min_free_disk);
+	if (ing->cfg.gateway) {
+		if ((rv = ing_remote_create(ing->cfg.bucket,
+		    (uint64_t)ing->cfg.gw_cache_bytes,
+		    (uint64_t)ing->cfg.gw_page_bytes, &ing->remote, err)) != 0)
+			return (sm_err_prefix(err, "-store-gateway.data-page-"
+			    "bytes"));
+		ing_store_set_remote(ing->store, ing_remote_read, ing->remote);
+	}
 	if (!ing->cfg.gateway &&
 	    ((rv = incarnation_hex(ing, ing->inc, err)) != 0 ||
 	    (rv = ing_witness_open(ing->store, ing->cfg.instance_id,
@@ -1350,6 +1361,7 @@ ing_destroy(struct ingester *ing)
 		witness_save(ing);
 	ing_witness_close(ing->wit);
 	ing_store_close(ing->store);
+	ing_remote_destroy(ing->remote);
 	pthread_mutex_destroy(&ing->mu);
 	pthread_mutex_destroy(&ing->leave_mu);
 	pthread_cond_destroy(&ing->cv);

@@ -130,6 +130,8 @@ struct ing_config {
 				   * (an ingester: whom a leave waits for) */
 	int64_t gw_rf;            /* ...sharding-ring.replication-factor */
 	int64_t gw_sync_ms;       /* -store-gateway.sync-interval */
+	int64_t gw_cache_bytes;   /* -store-gateway.data-cache-bytes */
+	int64_t gw_page_bytes;    /* -store-gateway.data-page-bytes */
 	int64_t ring_tokens;      /* -ring.tokens */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread

@@ -230,33 +230,35 @@ obj_finish(struct obj_build *ob)
 	sm_buf_append(&ob->obj, f, sizeof(f));
 }
 
-int
-ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
+/*
+ * The footer f (the object's last ING_SHIP_FOOTER bytes) of an object of
+ * `size` bytes: its part count and where its table of contents starts.
+ */
+static int
+footer_read(const uint8_t *f, uint64_t size, uint32_t *np, uint64_t *toc_off,
     struct sm_err *err)
 {
-	const uint8_t *f, *toc;
-	uint64_t toc_off;
-	uint32_t np;
-
-	if (nparts != NULL)
-		*nparts = 0;
-	if (n < ING_SHIP_FOOTER)
-		return (sm_err_set(err, SM_ECORRUPT, "block object: %zu "
-		    "bytes, shorter than its footer", n));
-	f = p + n - ING_SHIP_FOOTER;
 	if (memcmp(f + 20, ING_SHIP_MAGIC, 4) != 0 ||
 	    sm_get_be32(f + 16) != ING_SHIP_VERSION)
 		return (sm_err_set(err, SM_ECORRUPT, "block object: bad "
 		    "footer magic or version"));
-	np = sm_get_be32(f);
-	toc_off = sm_get_be64(f + 4);
-	if (toc_off > n - ING_SHIP_FOOTER ||
-	    (n - ING_SHIP_FOOTER - toc_off) != (uint64_t)np *
+	*np = sm_get_be32(f);
+	*toc_off = sm_get_be64(f + 4);
+	if (*toc_off > size - ING_SHIP_FOOTER ||
+	    (size - ING_SHIP_FOOTER - *toc_off) != (uint64_t)*np *
 	    ING_SHIP_TOC_ENTRY)
 		return (sm_err_set(err, SM_ECORRUPT, "block object: table of "
 		    "contents at %llu does not fit %u entries",
-		    (unsigned long long)toc_off, np));
-	toc = p + toc_off;
+		    (unsigned long long)*toc_off, *np));
+	return (0);
+}
+
+/* The table of contents (np entries, checked against the footer's
+ * checksum): every part inside [0, toc_off). */
+static int
+toc_check(const uint8_t *toc, uint32_t np, uint64_t toc_off,
+    const uint8_t *f, struct sm_err *err)
+{
 	if ((uint32_t)sm_hash(toc, (size_t)np * ING_SHIP_TOC_ENTRY) !=
 	    sm_get_be32(f + 12))
 		return (sm_err_set(err, SM_ECORRUPT, "block object: table of "
@@ -264,15 +266,44 @@ ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
 	for (uint32_t i = 0; i < np; i++) {
 		const uint8_t *e = toc + (size_t)i * ING_SHIP_TOC_ENTRY;
 		uint64_t off = sm_get_be64(e + 5);
-		uint32_t len = sm_get_be32(e + 13), raw;
-		const uint8_t *pl;
-		size_t pn;
-		int rv;
+		uint32_t len = sm_get_be32(e + 13);
 
-		if (off > toc_off || len > toc_off - off)
+		if (off > toc_off || len > toc_off - off ||
+		    len < ING_BLOCK_HDR)
 			return (sm_err_set(err, SM_ECORRUPT, "block object: "
 			    "part %u at %llu+%u outside the parts", i,
 			    (unsigned long long)off, len));
+	}
+	return (0);
+}
+
+int
+ing_ship_object_verify(const uint8_t *p, size_t n, uint32_t *nparts,
+    struct sm_err *err)
+{
+	const uint8_t *f, *toc;
+	uint64_t toc_off;
+	uint32_t np;
+	int rv;
+
+	if (nparts != NULL)
+		*nparts = 0;
+	if (n < ING_SHIP_FOOTER)
+		return (sm_err_set(err, SM_ECORRUPT, "block object: %zu "
+		    "bytes, shorter than its footer", n));
+	f = p + n - ING_SHIP_FOOTER;
+	if ((rv = footer_read(f, n, &np, &toc_off, err)) != 0)
+		return (rv);
+	toc = p + toc_off;
+	if ((rv = toc_check(toc, np, toc_off, f, err)) != 0)
+		return (rv);
+	for (uint32_t i = 0; i < np; i++) {
+		const uint8_t *e = toc + (size_t)i * ING_SHIP_TOC_ENTRY;
+		uint64_t off = sm_get_be64(e + 5);
+		uint32_t len = sm_get_be32(e + 13), raw;
+		const uint8_t *pl;
+		size_t pn;
+
 		if ((rv = ing_block_open(p + off, len, (char)e[0], &pl, &pn,
 		    &raw, err)) != 0)
 			return (sm_err_prefix(err, "block object part %u "
@@ -1245,6 +1276,209 @@ ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
 	}
 	*nparts = np;
 	return (0);
+}
+
+void
+ing_ship_object_key(const struct ing_bucket_block *bk, char *key,
+    size_t keylen)
+{
+	snprintf(key, keylen, "%.*s/block", (int)(strlen(bk->meta_key) - 10),
+	    bk->meta_key);
+}
+
+void
+ing_ship_parts_fini(struct ing_ship_parts *p)
+{
+	sm_free(p->v);
+	sm_buf_fini(&p->obj);
+	memset(p, 0, sizeof(*p));
+}
+
+/* A range fetched into p->obj: object bytes [off, off + n) at obj
+ * offset at. */
+struct got {
+	uint64_t off, n;
+	size_t at;
+};
+
+static int
+get_range(struct sm_bucket *bucket, const char *key, uint64_t off,
+    uint64_t n, struct ing_ship_parts *p, struct got *g, struct sm_err *err)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	int rv;
+
+	p->gets++;
+	if ((rv = sm_bucket_get(bucket, key, off, n, &b, err)) != 0) {
+		/* a range past the end: the object is not what meta.json
+		 * says */
+		if (rv == SM_EINVAL)
+			rv = err->code = SM_ECORRUPT;
+		goto out;
+	}
+	if (b.len != n) {
+		rv = sm_err_set(err, SM_ECORRUPT, "%s: %zu bytes at %llu, "
+		    "asked %llu", key, b.len, (unsigned long long)off,
+		    (unsigned long long)n);
+		goto out;
+	}
+	*g = (struct got){ off, n, p->obj.len };
+	sm_buf_append(&p->obj, b.b, b.len);
+	if (sm_buf_error(&p->obj) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	sm_buf_fini(&b);
+	return (rv);
+}
+
+/* Where object bytes [off, off + n) are in p->obj, or SIZE_MAX. */
+static size_t
+got_at(const struct got *g, uint32_t ng, uint64_t off, uint64_t n)
+{
+	for (uint32_t i = 0; i < ng; i++) {
+		if (off >= g[i].off && off + n <= g[i].off + g[i].n)
+			return (g[i].at + (size_t)(off - g[i].off));
+	}
+	return (SIZE_MAX);
+}
+
+int
+ing_ship_fetch_parts(struct sm_bucket *bucket,
+    const struct ing_bucket_block *bk, uint64_t whole_max,
+    struct ing_ship_parts *out, struct sm_err *err)
+{
+	char key[SM_BUCKET_KEY_MAX + 1];
+	struct got *g = NULL;
+	uint32_t ng = 0, np;
+	uint64_t size = (uint64_t)bk->bytes, toc_off, tail;
+	const uint8_t *f, *toc;
+	size_t *at = NULL, toc_at, f_at;
+	int rv;
+
+	memset(out, 0, sizeof(*out));
+	ing_ship_object_key(bk, key, sizeof(key));
+	if (bk->bytes < ING_SHIP_FOOTER)
+		return (sm_err_set(err, SM_ECORRUPT, "%s: meta.json says %lld "
+		    "bytes, shorter than a footer", key, (long long)bk->bytes));
+	out->size = size;
+	if (size <= whole_max) {
+		struct ing_store_part *sp = NULL;
+
+		if ((rv = ing_ship_fetch(bucket, bk, &out->obj, &sp, &np,
+		    err)) != 0)
+			return (rv);
+		out->gets = 1;
+		out->whole = true;
+		if ((out->v = sm_calloc(SM_MAX(np, 1), sizeof(*out->v))) ==
+		    NULL) {
+			sm_free(sp);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		for (uint32_t i = 0; i < np; i++)
+			out->v[i] = (struct ing_ship_part){ sp[i].kind,
+			    sp[i].series, (uint64_t)(sp[i].v -
+			    (const uint8_t *)out->obj.b), (uint32_t)sp[i].n,
+			    sp[i].v };
+		out->n = np;
+		sm_free(sp);
+		return (0);
+	}
+	/* Ranges: the end, the table when it is longer, then the runs of
+	 * parts that are not data: at most 2 + np. */
+	tail = SM_MAX(whole_max, (uint64_t)ING_SHIP_FOOTER);
+	if ((g = sm_calloc(2, sizeof(*g))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = get_range(bucket, key, size - tail, tail, out, &g[ng++],
+	    err)) != 0)
+		goto out;
+	f_at = got_at(g, ng, size - ING_SHIP_FOOTER, ING_SHIP_FOOTER);
+	f = (const uint8_t *)out->obj.b + f_at;
+	if ((rv = footer_read(f, size, &np, &toc_off, err)) != 0)
+		goto bad;
+	/* a table longer than the tail: once more, from its start */
+	if (toc_off < size - tail && (rv = get_range(bucket, key, toc_off,
+	    size - toc_off, out, &g[ng++], err)) != 0)
+		goto out;
+	toc_at = got_at(g, ng, toc_off, size - ING_SHIP_FOOTER - toc_off);
+	SM_ASSERT(toc_at != SIZE_MAX);
+	f = (const uint8_t *)out->obj.b + got_at(g, ng,
+	    size - ING_SHIP_FOOTER, ING_SHIP_FOOTER);
+	toc = (const uint8_t *)out->obj.b + toc_at;
+	if ((rv = toc_check(toc, np, toc_off, f, err)) != 0)
+		goto bad;
+	if ((out->v = sm_calloc(SM_MAX(np, 1), sizeof(*out->v))) == NULL ||
+	    (at = sm_calloc(SM_MAX(np, 1), sizeof(*at))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < np; i++) {
+		const uint8_t *e = (const uint8_t *)out->obj.b + toc_at +
+		    (size_t)i * ING_SHIP_TOC_ENTRY;
+
+		out->v[i] = (struct ing_ship_part){ (char)e[0],
+		    sm_get_be32(e + 1), sm_get_be64(e + 5), sm_get_be32(e + 13),
+		    NULL };
+	}
+	out->n = np;
+	{
+		struct got *ng2 = sm_realloc(g, (size_t)(ng + np) *
+		    sizeof(*g));
+
+		if (ng2 == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		g = ng2;
+	}
+	for (uint32_t i = 0; i < np;) {
+		uint64_t lo, hi;
+		uint32_t j;
+
+		if (out->v[i].kind == 'D' || got_at(g, ng, out->v[i].off,
+		    out->v[i].n) != SIZE_MAX) {
+			i++;
+			continue;
+		}
+		lo = out->v[i].off;
+		hi = lo + out->v[i].n;
+		for (j = i + 1; j < np && out->v[j].kind != 'D' &&
+		    out->v[j].off == hi; j++)
+			hi += out->v[j].n;
+		if ((rv = get_range(bucket, key, lo, hi - lo, out, &g[ng++],
+		    err)) != 0)
+			goto out;
+		i = j;
+	}
+	/* every fetched part checked by its own checksum */
+	for (uint32_t i = 0; i < np; i++) {
+		struct ing_ship_part *x = &out->v[i];
+		const uint8_t *pl;
+		size_t pn;
+		uint32_t raw;
+
+		if (x->kind == 'D' && (at[i] = got_at(g, ng, x->off,
+		    x->n)) == SIZE_MAX)
+			continue;
+		if (x->kind != 'D')
+			at[i] = got_at(g, ng, x->off, x->n);
+		SM_ASSERT(at[i] != SIZE_MAX);
+		x->v = (const uint8_t *)out->obj.b + at[i];
+		if ((rv = ing_block_open(x->v, x->n, x->kind, &pl, &pn, &raw,
+		    err)) != 0) {
+			sm_err_prefix(err, "block object part %u ('%c' series "
+			    "%u)", i, x->kind, x->series);
+			goto bad;
+		}
+	}
+	goto out;
+bad:
+	sm_err_prefix(err, "%s", key);
+out:
+	sm_free(g);
+	sm_free(at);
+	if (rv != 0)
+		ing_ship_parts_fini(out);
+	return (rv);
 }
 
 /* --- restore ----------------------------------------------------------------- */

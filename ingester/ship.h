@@ -249,6 +249,53 @@ int ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
     struct sm_err *err);
 
 /*
+ * Block bk's parts for a store-gateway, which leaves data parts in the
+ * bucket and reads them by range when a query needs them (remote.h):
+ * every part's place, from the table of contents, and the bytes of every
+ * part but the 'D' ones.
+ *   - An object of at most `whole_max` bytes is fetched whole (one GET)
+ *     and checked as ing_ship_fetch does: size and XXH3 against
+ *     meta.json, the table, every part's checksum.  out->whole is set and
+ *     out->obj holds the object, so its data can go to the cache at once.
+ *   - A larger one is read by range: its last whole_max bytes (footer,
+ *     table of contents, and often the span and profile parts), the
+ *     rest of the table if it is longer, then one GET per run of
+ *     adjacent parts that are not 'D' and not in hand yet (in a block
+ *     object: meta, index, symbols, tree).  The footer must match
+ *     meta.json's size, the table its checksum, and every fetched part
+ *     its own checksum; a 'D' part is checked when it is read.
+ * out->v lists every part in object order: kind, series, offset, length,
+ * and v pointing into out->obj, or NULL for a 'D' part not fetched.
+ * 0, SM_ECORRUPT, SM_ENOMEM or the bucket's error (the key named).
+ */
+struct ing_ship_part {
+	char kind;
+	uint32_t series;               /* 'D' only */
+	uint64_t off;                  /* in the object */
+	uint32_t n;
+	const uint8_t *v;              /* into obj; NULL: not fetched */
+};
+
+struct ing_ship_parts {
+	struct ing_ship_part *v;
+	uint32_t n;
+	uint64_t size;                 /* the object's */
+	bool whole;                    /* obj is the whole object */
+	struct sm_buf obj;             /* the whole object, or the ranges
+					  fetched, back to back */
+	uint32_t gets;                 /* GETs it took */
+};
+
+int ing_ship_fetch_parts(struct sm_bucket *bucket,
+    const struct ing_bucket_block *bk, uint64_t whole_max,
+    struct ing_ship_parts *out, struct sm_err *err);
+void ing_ship_parts_fini(struct ing_ship_parts *p);
+
+/* Block bk's object key into key (SM_BUCKET_KEY_MAX + 1 bytes). */
+void ing_ship_object_key(const struct ing_bucket_block *bk, char *key,
+    size_t keylen);
+
+/*
  * Restore (an ingester that starts with an empty data directory and a
  * bucket): every complete, unmarked block the bucket holds from sources
  * of this `instance` (any incarnation) is imported into the store under

@@ -12,12 +12,15 @@
 #include "common/metrics.h"
 
 #include "headlog.h"
+#include "remote.h"
 
 struct ing_store {
 	struct sm_kv *kv;
 	struct ing_cache *cache;
 	struct ing_headlog *log;
 	bool legacy_log;        /* the head family held records at replay */
+	ing_store_remote_fn remote;   /* a store-gateway's data (remote.h) */
+	void *remote_arg;
 };
 
 static int log_floors_load(struct ing_store *s, struct sm_err *err);
@@ -1108,10 +1111,32 @@ part_get(struct ing_store *s, const char *tenant, uint64_t id, char kind,
 	}
 	if (rv == SM_ECORRUPT)
 		return (store_corrupt(tenant, id, kind, series, err));
+	if (rv == 0 && kind == 'D' && ing_remote_is_stub((uint8_t *)v->b,
+	    v->len)) {
+		uint8_t stub[ING_REMOTE_STUB];
+		size_t n = SM_MIN(v->len, sizeof(stub));
+
+		memcpy(stub, v->b, n);
+		if (s->remote == NULL)
+			rv = sm_err_set(err, SM_ECORRUPT, "a store-gateway's "
+			    "remote part, read without the bucket");
+		else
+			rv = s->remote(s->remote_arg, tenant, stub, v->len,
+			    v, err);
+		if (rv == SM_ECORRUPT)
+			return (store_corrupt(tenant, id, kind, series, err));
+	}
 	if (rv == 0)
 		sm_counter_add(sm_metric_child(bytes_read, part_name(kind)),
 		    v->len);
 	return (rv);
+}
+
+void
+ing_store_set_remote(struct ing_store *s, ing_store_remote_fn fn, void *arg)
+{
+	s->remote = fn;
+	s->remote_arg = arg;
 }
 
 static void

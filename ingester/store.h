@@ -424,6 +424,18 @@ int ing_store_witness_put(struct ing_store *s, const uint8_t *v, size_t n,
  * (a new or wiped disk)? */
 bool ing_store_empty(struct ing_store *s);
 
+/*
+ * Remote data parts (remote.h): a store-gateway leaves the data parts of
+ * the blocks it imports in the bucket and stores a stub under each 'D'
+ * key.  A 'D' value that is a stub is handed to fn (set once, before the
+ * first read), which replaces it with the part's bytes; its error is the
+ * read's.  Without fn a stub is a damaged part.
+ */
+typedef int (*ing_store_remote_fn)(void *arg, const char *tenant,
+    const uint8_t *stub, size_t n, struct sm_buf *out, struct sm_err *err);
+void ing_store_set_remote(struct ing_store *s, ing_store_remote_fn fn,
+    void *arg);
+
 /* Key builders, shared with smolder-admin. */
 void ing_key_head(struct sm_key *k, const char *tenant, uint64_t gen,
     uint64_t seq);

@@ -44,6 +44,9 @@ reference).
      answer comes from the fold blocks via the gateway, still the single
      binary's.  Live bucket bytes over the three replicas' are printed
      and must be well below 1.
+The gateway reads with 4 KiB pages and a 12 KiB data cache: blocks load
+by range (the parts but the data) and every answer above reads data parts
+by ranged GET through evictions (ingester/remote.h).
 """
 
 import json
@@ -341,7 +344,13 @@ def body(r):
                     "-ingester.ship-interval=1h",
                     "-ingester.leave-on-shutdown=false"],
                 distributor_extra=["-distributor.hints-max-bytes=0"],
-                gateway_extra=storage + ["-store-gateway.sync-interval=1h"])
+                # pages far smaller than the blocks and a cache of a
+                # few of them: blocks load by range (the parts but the
+                # data) and every answer reads data by ranged GET
+                # through evictions
+                gateway_extra=storage + ["-store-gateway.sync-interval=1h",
+                                         "-store-gateway.data-page-bytes=4KiB",
+                                         "-store-gateway.data-cache-bytes=12KiB"])
     c.compactor_extra = storage + c.gateway_flags() + [
         "-compactor.compaction-interval=1h",
         "-compactor.deletion-delay=%s" % DELETION_DELAY,
@@ -598,6 +607,21 @@ def body(r):
     sync(r, gw, "ingesters wiped")
     same(r, answers(q, qs), want, "ingesters wiped: the bucket alone "
          "answers as the single binary")
+
+    _, p = metrics(gw)
+    loaded = metric_value(p, "smolder_store_gateway_blocks_loaded_total") or 0
+    gets = metric_value(p, "smolder_store_gateway_load_fetches_total") or 0
+    data_gets = metric_value(p, "smolder_store_gateway_data_fetches_total") or 0
+    hits = metric_value(p, "smolder_store_gateway_data_cache_hits_total") or 0
+    cached = metric_value(p, "smolder_store_gateway_data_cache_bytes") or 0
+    print("#   gateway: %d blocks loaded with %d GETs; data: %d ranged GETs, "
+          "%d page hits, %d bytes cached" % (loaded, gets, data_gets, hits,
+                                             cached), flush=True)
+    r.check(gets > loaded, "blocks larger than a page were loaded by range "
+            "(%d GETs for %d blocks)" % (gets, loaded))
+    r.check(data_gets > 0 and cached <= 12 * 1024, "answers read data by "
+            "ranged GET within the cache's budget (%d GETs, %d bytes cached)"
+            % (data_gets, cached))
 
     live = live_bytes(bucket_blocks(bucket))
     ratio = live / replica_bytes if replica_bytes else float("inf")

@@ -25,6 +25,8 @@ over a whole past day, so the querier reads it at 1 d (and 1 h) widths.
   4. Every ingester's disk lost: the bucket alone answers as the
      reference, and the store-gateway reads tier blocks to do it
      (smolder_ingester_tier_blocks_read_total).
+The gateway reads data parts by ranged GET in 4 KiB pages through a
+12 KiB cache (ingester/remote.h).
 """
 
 import os
@@ -131,7 +133,9 @@ def body(r):
                     "-ingester.ship-interval=1h",
                     "-ingester.leave-on-shutdown=false"],
                 distributor_extra=["-distributor.hints-max-bytes=0"],
-                gateway_extra=storage + ["-store-gateway.sync-interval=1h"])
+                gateway_extra=storage + ["-store-gateway.sync-interval=1h",
+                                         "-store-gateway.data-page-bytes=4KiB",
+                                         "-store-gateway.data-cache-bytes=12KiB"])
     c.compactor_extra = storage + c.gateway_flags() + [
         "-compactor.compaction-interval=1h",
         "-compactor.deletion-delay=%s" % DELETION_DELAY,

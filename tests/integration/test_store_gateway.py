@@ -25,7 +25,10 @@ server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
   3. One gateway killed: the other still holds every tenant (RF 2), the
      answer is unchanged.  Both killed: 503 naming the store-gateways --
      never a silent partial answer.
-  4. A gateway restarted with its disk, and one restarted with its disk
+  4. A gateway restarted with its disk (its data cache, memory only, is
+     empty: with the bucket down for its first answer, that answer is
+     503 and the failed ranged GET is counted; the bucket back, exact),
+     and one restarted with its disk
      deleted and killed -9 mid-sync (SMOLDER_TEST_FAULTS=gateway-kill,
      after its first import), then started again (it loads the rest
      before it turns ready): the answer is exact from either alone.
@@ -155,7 +158,8 @@ def body(r):
     flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
     c = Cluster(ws, ingesters=4, distributors=1, queriers=1, rf=2,
                 gateways=2, gateway_rf=2, gateway_extra=flags +
-                ["-store-gateway.sync-interval=1h"],
+                ["-store-gateway.sync-interval=1h",
+                 "-store-gateway.data-page-bytes=4KiB"],
                 extra=["-validation.reject-older-than=0",
                        "-compactor.downsample-tiers=none"],
                 ingester_extra=flags + ["-ingester.ship-interval=1h"])
@@ -275,8 +279,28 @@ def body(r):
     shutil.rmtree(g1data)
     os.makedirs(g1data)
     c.restart_gateway(0)
+    # its data cache is memory only: back with its disk but an empty
+    # cache, and the bucket down, an answer that needs data parts is a
+    # 503, never a short 200
+    time.sleep(1.0)             # the querier's ring sees it healthy
+    os.kill(proxy, signal.SIGSTOP)
+    try:
+        got = answer(q_in)
+    finally:
+        os.kill(proxy, signal.SIGCONT)
+    print("#   bucket down, cold cache: %s" % (got,), flush=True)
+    r.check(isinstance(got, tuple) and got[0] == 503, "gateway-0 back with "
+            "an empty data cache, the bucket down: 503, not a short 200",
+            str(got))
+    _, p = metrics(c.gateways[0])
+    r.check((metric_value(
+        p, "smolder_store_gateway_data_fetch_failures_total") or 0) >= 1,
+        "the gateway counted the failed ranged GET")
     r.eq(wait_answer(q_in, expected(w)), expected(w), "gateway-0 back "
          "with its disk: exact")
+    _, p = metrics(c.gateways[0])
+    r.check((metric_value(p, "smolder_store_gateway_data_fetches_total")
+             or 0) > 0, "gateway-0 read its data parts by ranged GET")
     # gateway-1, wiped, is killed -9 mid-sync (after its first block is
     # imported, before it is served), then started again
     os.environ["SMOLDER_TEST_FAULTS"] = "gateway-kill"
