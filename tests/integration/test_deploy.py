@@ -197,6 +197,12 @@ def k8s_commands(docs):
     """[(where, argv, problems, container, doc, env)] of every container."""
     configmaps = {(d.get("metadata") or {}).get("name"): d.get("data") or {}
                   for d in docs if d.get("kind") == "ConfigMap"}
+    # a Secret's values are not in the manifests' text that matters: any
+    # value stands in for them
+    secrets = {(d.get("metadata") or {}).get("name"):
+               {k: "x" for k in list((d.get("stringData") or {}).keys()) +
+                list((d.get("data") or {}).keys())}
+               for d in docs if d.get("kind") == "Secret"}
     out = []
     for doc in docs:
         ps = pod_spec(doc)
@@ -211,13 +217,17 @@ def k8s_commands(docs):
             env = {}
             for ef in c.get("envFrom") or []:
                 ref = (ef.get("configMapRef") or {}).get("name")
+                sref = (ef.get("secretRef") or {}).get("name")
                 if ref in configmaps:
                     pre = ef.get("prefix") or ""
                     env.update({pre + k: str(v) for k, v in
                                 configmaps[ref].items()})
+                elif sref in secrets:
+                    env.update({(ef.get("prefix") or "") + k: v
+                                for k, v in secrets[sref].items()})
                 else:
-                    probs.append("envFrom %r: no such ConfigMap in the "
-                                 "manifests" % ef)
+                    probs.append("envFrom %r: no such ConfigMap or Secret "
+                                 "in the manifests" % ef)
             for e in c.get("env") or []:
                 if "value" in e:
                     env[e["name"]] = k8s_expand(e["value"] or "", env)
@@ -319,6 +329,70 @@ def k8s_fit(docs, cmds):
                     port not in names:
                 probs.append("%s: %s port %r is not a container port" % (
                     where, pr, port))
+    return probs
+
+
+def k8s_history_fit(docs, cmds):
+    """Problems with the bucket and the store-gateways in the manifests."""
+    probs = []
+    by_target = {}
+    for c in cmds:
+        by_target.setdefault(flag_value(c[1], "target"), []).append(c)
+    gws = by_target.get("store-gateway") or []
+    if len(gws) != 1 or gws[0][4].get("kind") != "StatefulSet":
+        return ["want one StatefulSet running -target=store-gateway"]
+    _, gargv, _, gcont, gsts, genv = gws[0]
+    svc = gsts["spec"].get("serviceName")
+    heads = [d for d in docs if d.get("kind") == "Service" and
+             d["metadata"]["name"] == svc]
+    if not heads or heads[0]["spec"].get("clusterIP") != "None":
+        probs.append("store-gateway StatefulSet serviceName %r is not a "
+                     "headless Service" % svc)
+    rpc_port = (flag_value(gargv, "rpc.listen-address") or "").rsplit(
+        ":", 1)[-1]
+    if flag_value(gargv, "instance.id") != pod_name(gsts):
+        probs.append("store-gateway -instance.id is not the pod name")
+    claims = [(v.get("metadata") or {}).get("name") for v in
+              gsts["spec"].get("volumeClaimTemplates") or []]
+    mounts = {m["mountPath"]: m["name"] for m in gcont.get("volumeMounts")
+              or []}
+    if mounts.get(flag_value(gargv, "data.dir")) not in claims:
+        probs.append("store-gateway -data.dir is not a volumeClaimTemplate "
+                     "mount")
+    sts_name = gsts["metadata"]["name"]
+    want = ",".join("%s-%d=tcp://%s-%d.%s.%s.svc.%s:%s" % (
+        sts_name, i, sts_name, i, svc, FIELD_REFS["metadata.namespace"],
+        genv.get("SMOLDER_CLUSTER_DOMAIN", "cluster.local"), rpc_port)
+        for i in range(int(gsts["spec"].get("replicas") or 1)))
+    storage = None
+    for target in ("ingester", "querier", "compactor", "store-gateway"):
+        for where, argv, _, c, doc, env in by_target.get(target) or []:
+            m = flag_value(argv, "store-gateway.sharding-ring.members")
+            if m != want:
+                probs.append("%s: -store-gateway.sharding-ring.members=%s, "
+                             "want %s" % (where, m, want))
+            rf = flag_value(argv,
+                            "store-gateway.sharding-ring.replication-factor")
+            if not (rf or "").isdigit() or not \
+                    1 <= int(rf) <= int(gsts["spec"].get("replicas") or 1):
+                probs.append("%s: store-gateway replication factor %r is "
+                             "not 1..replicas" % (where, rf))
+            if target == "querier":
+                continue
+            st = tuple(a for a in argv if a.startswith("-storage."))
+            if not any(a.startswith("-storage.backend=") for a in st):
+                probs.append("%s: no -storage.backend" % where)
+            if storage is None:
+                storage = st
+            elif st != storage:
+                probs.append("%s: -storage.* flags differ from the other "
+                             "components' (%s vs %s)" % (where, st, storage))
+    for where, argv, _, c, doc, env in by_target.get("compactor") or []:
+        d = flag_value(argv, "data.dir")
+        mounts = {m["mountPath"] for m in c.get("volumeMounts") or []}
+        if d not in mounts:
+            probs.append("%s: -data.dir %r is not a mounted volume (the "
+                         "root file system is read-only)" % (where, d))
     return probs
 
 
@@ -601,9 +675,17 @@ def check_kubernetes(r, flags):
     check_commands(r, flags, "kubernetes",
                    [(w, a, p) for w, a, p, _, _, _ in cmds])
     targets = sorted(flag_value(c[1], "target") or "" for c in cmds)
-    r.eq(targets, ["compactor", "distributor", "ingester", "querier"],
+    r.eq(targets, ["compactor", "distributor", "ingester", "querier",
+                   "store-gateway"],
          "kubernetes: one workload per component")
     probs = k8s_fit(docs, cmds)
+    gprobs = k8s_history_fit(docs, cmds)
+    r.check(not gprobs, "kubernetes: history in a bucket -- ingesters, "
+            "store-gateways and the compactor share one bucket, every "
+            "process that needs them lists the same store-gateways, each "
+            "by its StatefulSet pod's DNS name on the headless Service "
+            "and RPC port, one per replica; the compactor has a data dir",
+            "\n".join(gprobs))
     r.check(not probs, "kubernetes: the ring DNS name is the ingesters' "
             "headless Service on their RPC port, ids are pod names, data "
             "is on a claim, Services select pods, probes and resources are "
