@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "common/arena.h"
+#include "common/combo.h"
 #include "common/log.h"
 #include "common/tiers.h"
 #include "ingester/fold.h"
@@ -426,63 +427,6 @@ sel_profiles(void *arg, uint64_t fp, int64_t t)
 	return (c == NULL ? 0 : c->nu);
 }
 
-/*
- * Coefficients over the sources of one cell: masks[0..m) say which
- * sources hold each upload of the union.  A source holding all of them
- * (prefer = the previous fold's, else the lowest) alone; else the first
- * vector in {-1, 0, 1}^sources whose sum is one on every upload.  false:
- * none is exact.
- */
-static bool
-solve(const uint32_t *masks, uint32_t m, int prefer, uint32_t *pos,
-    uint32_t *neg)
-{
-	uint32_t all = ~0u, any = 0, src[CPT_FOLD_MAX_SOURCES];
-	uint32_t ns = 0, combos = 1;
-
-	for (uint32_t i = 0; i < m; i++) {
-		all &= masks[i];
-		any |= masks[i];
-	}
-	*pos = *neg = 0;
-	if (prefer >= 0 && (all >> prefer) & 1) {
-		*pos = 1u << prefer;
-		return (true);
-	}
-	if (all != 0) {
-		*pos = all & -all;    /* the lowest source holding all */
-		return (true);
-	}
-	for (uint32_t b = 0; b < 32; b++) {
-		if (!((any >> b) & 1))
-			continue;
-		if (ns == CPT_FOLD_MAX_SOURCES)
-			return (false);
-		src[ns++] = b;
-		combos *= 3;
-	}
-	for (uint32_t v = 1; v < combos; v++) {
-		uint32_t p = 0, q = 0, x = v;
-		bool ok = true;
-
-		for (uint32_t k = 0; k < ns; k++, x /= 3) {
-			if (x % 3 == 1)
-				p |= 1u << src[k];
-			else if (x % 3 == 2)
-				q |= 1u << src[k];
-		}
-		for (uint32_t i = 0; ok && i < m; i++)
-			ok = __builtin_popcount(masks[i] & p) -
-			    __builtin_popcount(masks[i] & q) == 1;
-		if (ok) {
-			*pos = p;
-			*neg = q;
-			return (true);
-		}
-	}
-	return (false);
-}
-
 /* --- one hour ---------------------------------------------------------------- */
 
 struct hour {
@@ -640,7 +584,7 @@ select_cells(struct hour *h, uint32_t nsrc, int prefer, struct sm_err *err)
 					    cnt[s]));
 		}
 		cl->nu = m;
-		if (m == 0 || !solve(h->masks, m, prefer, &cl->pos,
+		if (m == 0 || !sm_combo_solve(h->masks, m, prefer, &cl->pos,
 		    &cl->neg))
 			return (sm_err_set(err, SM_EAGAIN, "series %016llx "
 			    "bucket %lld: no source or exact combination of "

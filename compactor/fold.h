@@ -58,8 +58,9 @@
  * combinations of whole sources can still be exact: a source holding
  * {a, b} and one holding {c} sum to {a, b, c}; {a, b} + {a, c} - {a}
  * too.  The fold tries every coefficient vector in {-1, 0, 1} over the
- * sources present in that bucket (at most CPT_FOLD_MAX_SOURCES; they are
- * few: RF, the previous fold, a restarted replica's second source) and
+ * sources present in that bucket (common/combo.h: at most SM_COMBO_MAX;
+ * they are few: RF, the previous fold, a restarted replica's second
+ * source) and
  * takes the first whose per-upload sum is exactly one for every upload of
  * the union; pairs, spans and totals follow the same combination, profile
  * counts and individual-profile records are the union's.  When no
@@ -97,7 +98,6 @@
 #include "common/tiers.h"
 
 #define CPT_FOLD_MAX_HOURS 256      /* folds per pass */
-#define CPT_FOLD_MAX_SOURCES 8      /* sources of one bucket searched */
 #define CPT_FOLD_MAX_SPAN 48        /* hours one input block may touch */
 
 struct cpt_fold;

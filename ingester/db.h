@@ -221,13 +221,18 @@ int ing_db_spill(struct ing_db *db, struct sm_err *err);
  * directly.  The query borrows every pointer for the call only.
  *
  * A pick (replica de-duplication, querier/plan.c) names a series the
- * select takes and, when nt > 0, the bucket starts it takes (sorted,
- * unique).  A resolution (tiers.h) reads [start_ms, end_ms) at width_ms.
+ * select takes and, when nt or nneg > 0, the bucket starts it takes
+ * (t: added) and those it subtracts (neg: values and profile counts
+ * negated, so the querier's sum of replicas A + B - C is exact where no
+ * replica holds a bucket whole); both sorted, unique, disjoint.  A
+ * resolution (tiers.h) reads [start_ms, end_ms) at width_ms.
  */
 struct ing_pick {
 	uint64_t fp;
 	const int64_t *t;
 	size_t nt;
+	const int64_t *neg;
+	size_t nneg;
 };
 
 struct ing_resolution {
@@ -275,6 +280,7 @@ struct ing_query {
 	bool all_time;                     /* labels, analyze */
 	const uint64_t *detail;            /* stats: sorted, unique */
 	size_t ndetail;
+	bool ids;                          /* stats: the detail's upload ids */
 	const uint64_t *span_ids;          /* span merge: sorted, unique */
 	size_t nspan_ids;
 	uint32_t max;                      /* profiles: 0 = 1,000,000 */

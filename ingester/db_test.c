@@ -1079,8 +1079,31 @@ test_picks(void)
 	v[0] = fa < fb ? pb : pa;
 	v[1] = fa < fb ? pa : pb;
 	check_collapsed(merge_picked(db, v, 2, 60 * SEC), "ERR");
+	/* b's first bucket added, its second subtracted (a replica's part in
+	 * A + B - C, querier/plan.c). */
+	{
+		int64_t t0[1] = { 0 };
+
+		pb.t = t0;
+		pb.nt = 1;
+		pb.neg = tb;
+		pb.nneg = 1;
+		v[0] = pb;
+		check_collapsed(merge_picked(db, v, 1, 60 * SEC), "y -4\n");
+		/* only subtracted */
+		pb.nt = 0;
+		v[0] = pb;
+		check_collapsed(merge_picked(db, v, 1, 60 * SEC), "y -8\n");
+		/* a bucket both added and subtracted is refused */
+		pb.t = tb;
+		pb.nt = 1;
+		v[0] = pb;
+		check_collapsed(merge_picked(db, v, 1, 60 * SEC), "ERR");
+	}
 	ing_db_close(db);
 }
+
+static bool stats_with_ids;    /* stats_of asks for the uploads' ids */
 
 static Smolder__V1__StatsResponse *
 stats_of(struct ing_db *db, const uint64_t *detail, size_t nd,
@@ -1095,6 +1118,7 @@ stats_of(struct ing_db *db, const uint64_t *detail, size_t nd,
 	req.sel.end_ms = 3600 * SEC;
 	req.detail = (uint64_t *)detail;
 	req.ndetail = nd;
+	req.ids = stats_with_ids;
 	SM_REQUIRE(ing_db_series_stats(db, &req, a, out, &err) == 0);
 	return (out);
 }
@@ -1157,6 +1181,38 @@ test_stats_digest(void)
 	SM_CHECK_EQ(x->series[0]->count[1], 2);
 	SM_CHECK_EQ(x->series[0]->count[2], 1);
 	SM_CHECK_EQ(y->series[0]->count[1], 3);
+	/* With ids: each bucket's uploads, from the block's records and the
+	 * head's -- the split bucket's from both. */
+	stats_with_ids = true;
+	x = stats_of(d.db, &fa, 1, a);
+	y = stats_of(mem, &fa, 1, a);
+	stats_with_ids = false;
+	if (y->series[0]->fp != fa)
+		y->series[0] = y->series[1];
+	SM_REQUIRE(x->series[0]->n_nids == 3 && y->series[0]->n_nids == 3);
+	SM_CHECK_EQ(x->series[0]->nids[0], 3);
+	SM_CHECK_EQ(x->series[0]->nids[1], 2);
+	SM_CHECK_EQ(x->series[0]->nids[2], 1);
+	SM_CHECK_EQ(y->series[0]->nids[1], 3);
+	SM_CHECK_EQ(x->series[0]->n_ids, 6);
+	SM_REQUIRE(y->series[0]->n_ids == 7);
+	/* the same uploads hash alike on both; the extra one is in y's
+	 * second bucket only */
+	SM_CHECK(memcmp(x->series[0]->ids, y->series[0]->ids,
+	    3 * sizeof(uint64_t)) == 0);
+	{
+		uint8_t id[16] = { 0 };
+		uint64_t v = 2000, h;
+		int found = 0;
+
+		memcpy(id, &v, sizeof(v));
+		h = sm_hash(id, 16);
+		for (int k = 3; k < 6; k++)
+			found += y->series[0]->ids[k] == h;
+		SM_CHECK_EQ(found, 1);
+		for (int k = 0; k < 6; k++)
+			SM_CHECK(x->series[0]->ids[k] != h);
+	}
 	sm_arena_destroy(a);
 	ing_db_close(mem);
 	disk_fini(&d);
@@ -2781,8 +2837,8 @@ SM_TEST_MAIN(
 	{ "a damaged meta is rebuilt; meta+index fails the tenant", test_damaged_meta },
 	{ "a profile id is written once per tenant", test_duplicate_profile_ids },
 	{ "a duplicate is recognised after a restart", test_duplicate_after_replay },
-	{ "picks restrict series and buckets", test_picks },
-	{ "stats: digests match across splits, detail per bucket", test_stats_digest },
+	{ "picks restrict series and buckets, and subtract some", test_picks },
+	{ "stats: digests match across splits, detail per bucket, ids", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
 	{ "retention per tenant: own floors, default, reopen, never lower",
 	    test_retention_tenants },

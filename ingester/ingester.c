@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/arena.h"
@@ -702,6 +703,13 @@ shutdown_handler(struct sm_http_req *r, void *arg)
 		    "%s", err.msg);
 		return;
 	}
+	/* Remembered on the disk: a process restarted on it (a StatefulSet
+	 * restarts the pod before it is scaled away) comes back LEAVING
+	 * instead of joining the ring again. */
+	if (ing_store_left_put(ing->store, sm_now_ms(), &err) != 0)
+		sm_error("ingester", "left, but the disk did not keep it: a "
+		    "restart on this data directory joins the ring again	"
+		    "err=\"%s\"", err.msg);
 	sm_http_reply_text(r, 200, "left: every block is in the bucket and "
 	    "served; shutting down");
 	kill(getpid(), SIGTERM);
@@ -1193,6 +1201,42 @@ replay_main(void *arg)
 	return (NULL);
 }
 
+/*
+ * A data directory that left (POST /ingester/shutdown completed) starts
+ * LEAVING and sealed: it serves reads of what it holds and takes no
+ * writes, so a pod restarted before it is scaled away does not join the
+ * ring again (ingester.h, "Leaving").
+ */
+static int
+left_check(struct ingester *ing, struct sm_err *err)
+{
+	char when[32];
+	int64_t ms = 0;
+	int rv;
+
+	if ((rv = ing_store_left_get(ing->store, &ms, err)) == SM_ENOTFOUND) {
+		sm_err_clear(err);
+		return (0);
+	}
+	if (rv != 0)
+		return (rv);
+	atomic_store(&ing->leaving, true);
+	atomic_store(&ing->sealed, true);
+	ing->left = 1;
+	{
+		time_t t = (time_t)(ms / 1000);
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	sm_warn("ingester", "this data directory left the ring at %s (POST "
+	    "/ingester/shutdown): serving reads only, taking no writes. To "
+	    "use this instance again, start it on an empty data directory "
+	    "(it restores from the bucket)", when);
+	return (0);
+}
+
 int
 ing_start(struct ingester *ing, struct sm_err *err)
 {
@@ -1233,6 +1277,8 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	    ((rv = incarnation_hex(ing, ing->inc, err)) != 0 ||
 	    (rv = ing_witness_open(ing->store, ing->cfg.instance_id,
 	    &ing->wit, err)) != 0))
+		return (rv);
+	if (!ing->cfg.gateway && (rv = left_check(ing, err)) != 0)
 		return (rv);
 	/* Serve RPC at once: until the replay finishes every call gets
 	 * "unavailable", so clients fail fast instead of waiting. */
@@ -1608,7 +1654,8 @@ query_from_rpc(const Smolder__V1__Select *in, const char *what,
 			in->matchers[i]->name, in->matchers[i]->value };
 	for (size_t i = 0; i < in->n_picks; i++)
 		pk[i] = (struct ing_pick){ in->picks[i]->fp, in->picks[i]->t,
-			in->picks[i]->n_t };
+			in->picks[i]->n_t, in->picks[i]->neg,
+			in->picks[i]->n_neg };
 	for (size_t i = 0; i < in->n_resolution; i++)
 		res[i] = (struct ing_resolution){ in->resolution[i]->start_ms,
 			in->resolution[i]->end_ms, in->resolution[i]->width_ms };
@@ -1654,6 +1701,7 @@ query_of(const Smolder__V1__Request *req, struct sm_arena *a,
 			return (rv);
 		q->detail = req->stats->detail;
 		q->ndetail = req->stats->n_detail;
+		q->ids = req->stats->ids;
 		return (0);
 	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
 		if ((rv = query_from_rpc(req->analyze->select, "analyze", a, q,

@@ -43,7 +43,12 @@
  * until, for every tenant it holds, each owner store-gateway that answers
  * (at least one) serves its source with all its blocks (gateway.h,
  * ing_gw_served).  Only then may it go: /ingester/shutdown answers 200
- * and the process exits; its data is in the bucket and served.  Past
+ * and the process exits; its data is in the bucket and served.  The
+ * disk remembers it (store.h, the left record): a process started again
+ * on it -- a StatefulSet restarts the pod before it is scaled away --
+ * comes up LEAVING and sealed, serving reads and taking no writes, and
+ * says so in its log; an empty data directory makes the instance new
+ * again (it restores from the bucket).  Past
  * -ingester.leave-timeout it gives up: /ingester/shutdown answers 503
  * saying what is missing and the ingester stays (LEAVING: still readable
  * directly, kept out of the rings; asking again retries), SIGTERM logs

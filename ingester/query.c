@@ -37,24 +37,34 @@ pick_find(const struct ing_select *sel, uint64_t fp)
 	    &sel->picks[lo] : NULL);
 }
 
-/* Does the series' pick (NULL: not picked, so every bucket) take t? */
 static bool
-pick_bucket(const struct ing_pick *pk, int64_t t)
+times_have(const int64_t *v, size_t n, int64_t t)
 {
-	size_t lo = 0, hi;
+	size_t lo = 0, hi = n;
 
-	if (pk == NULL || pk->nt == 0)
-		return (true);
-	hi = pk->nt;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (pk->t[mid] < t)
+		if (v[mid] < t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return (lo < pk->nt && pk->t[lo] == t);
+	return (lo < n && v[lo] == t);
+}
+
+/*
+ * How the series' pick (NULL: not picked, so every bucket) takes bucket
+ * t: 1 added, -1 subtracted (db.h, struct ing_pick), 0 not at all.
+ */
+static int
+pick_sign(const struct ing_pick *pk, int64_t t)
+{
+	if (pk == NULL || (pk->nt == 0 && pk->nneg == 0))
+		return (1);
+	if (times_have(pk->t, pk->nt, t))
+		return (1);
+	return (times_have(pk->neg, pk->nneg, t) ? -1 : 0);
 }
 
 /*
@@ -234,9 +244,10 @@ acc_buckets(const struct visit_src *src, const struct ing_bucket *b,
 	for (uint32_t k = ing_buckets_first(b, nb, bucket_ms, start); k < nb &&
 	    ing_bucket_overlaps(&b[k], bucket_ms, start, end); k++) {
 		int64_t ft;
+		int sg;
 
 		if (!ing_res_bucket(src->res, src->m, b[k].t, &ft) ||
-		    !pick_bucket(pk, ft))
+		    (sg = pick_sign(pk, ft)) == 0)
 			continue;
 		if (b[k].packed != NULL) {
 			struct ing_pair_cur c;
@@ -245,13 +256,15 @@ acc_buckets(const struct visit_src *src, const struct ing_bucket *b,
 
 			ing_pairs_begin(&b[k], &c);
 			while (ing_pairs_next(&c, &node, &v))
-				acc[node] = sm_add_sat(acc[node], v);
+				acc[node] = sm_add_sat(acc[node], sg * v);
 		} else {
 			for (uint32_t j = 0; j < b[k].n; j++)
 				acc[b[k].node[j]] = sm_add_sat(
-				    acc[b[k].node[j]], b[k].value[j]);
+				    acc[b[k].node[j]], sg * b[k].value[j]);
 		}
-		profiles += b[k].profiles;
+		/* a subtracted bucket's count too: the querier's sum wraps
+		 * back to the union's (unsigned arithmetic) */
+		profiles += sg > 0 ? b[k].profiles : -(uint64_t)b[k].profiles;
 	}
 	return (profiles);
 }
@@ -423,6 +436,13 @@ selector_from_select(const struct ing_select *sel, struct sm_selector *out,
 			if (pk->t[k - 1] >= pk->t[k])
 				return (sm_err_set(err, SM_EINVAL, "pick %zu: "
 				    "bucket times not sorted", i));
+		}
+		for (size_t k = 0; k < pk->nneg; k++) {
+			if ((k > 0 && pk->neg[k - 1] >= pk->neg[k]) ||
+			    times_have(pk->t, pk->nt, pk->neg[k]))
+				return (sm_err_set(err, SM_EINVAL, "pick %zu: "
+				    "subtracted bucket times not sorted, or "
+				    "also added", i));
 		}
 	}
 	if ((rv = ing_res_validate(sel, err)) != 0)
@@ -682,15 +702,17 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		int64_t slot, ft;
+		int sg;
 
 		if (!ing_res_bucket(src->res, src->m, b->t, &ft) ||
-		    !pick_bucket(pk, ft))
+		    (sg = pick_sign(pk, ft)) == 0)
 			continue;
 		slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
 		slot = SM_MAX(slot, 0);
 		slot = SM_MIN(slot, x->nsteps - 1);
-		gr->points[slot] += (double)b->total;
-		gr->profiles[slot] += b->profiles;
+		gr->points[slot] += (double)sg * (double)b->total;
+		gr->profiles[slot] += sg > 0 ? b->profiles :
+		    -(uint64_t)b->profiles;
 	}
 	return (0);
 }
@@ -859,6 +881,8 @@ out_sel:
 struct stat_tc {
 	int64_t t;
 	uint32_t count;
+	uint32_t id_off, id_n;      /* ids: its uploads' in the series' ids */
+	bool unk;                   /* ids: not known */
 };
 
 struct stat_acc {
@@ -866,14 +890,22 @@ struct stat_acc {
 	bool detail;
 	struct stat_tc *b;          /* detail: buckets, unsorted */
 	uint32_t n, cap;
+	uint64_t *ids;              /* detail with ids: hashes of upload ids */
+	uint32_t nids, idcap;
 };
 
 struct stats_acc {
 	const struct ing_query *q;
+	struct ing_db *db;
 	struct sm_arena *a;
 	struct stat_acc *v;
 	uint32_t n, cap;
 	struct sm_oatab tab;        /* index by sm_hash_u64(fp) */
+	/* ids: the records of the source being visited, read at its first
+	 * detail series */
+	struct ing_prof_rec *rec;
+	uint32_t nrec;
+	bool rec_read;
 };
 
 #define STATS_MAX_SERIES 10000000u
@@ -934,6 +966,91 @@ stats_get(struct stats_acc *x, uint64_t fp)
 	return (&x->v[x->n - 1]);
 }
 
+static int
+stats_begin(void *arg, const struct visit_src *src, uint32_t n,
+    struct sm_err *err)
+{
+	struct stats_acc *x = arg;
+
+	sm_free(x->rec);
+	x->rec = NULL;
+	x->nrec = 0;
+	x->rec_read = false;
+	return (n == 0 ? VISIT_SKIP : 0);
+}
+
+static int
+stats_finish(void *arg, const struct visit_src *src, int rv,
+    struct sm_err *err)
+{
+	struct stats_acc *x = arg;
+
+	sm_free(x->rec);
+	x->rec = NULL;
+	x->nrec = 0;
+	x->rec_read = false;
+	return (rv);
+}
+
+/*
+ * The hashes of the ids of series fp's uploads in raw bucket [t, t +
+ * bucket_ms) of the source, appended to st->ids, when the source's
+ * records say exactly `profiles` uploads; false when they do not (or it
+ * has none: a tier block, a block from before records): the bucket's ids
+ * are not known.  A head's records are copied at its first detail series
+ * (under its lock); one written after that makes its bucket unknown.
+ */
+static int
+stats_ids(struct stats_acc *x, const struct visit_src *src,
+    struct stat_acc *st, uint64_t fp, int64_t t, int64_t bucket_ms,
+    uint32_t profiles, bool *known, struct sm_err *err)
+{
+	uint32_t lo = 0, hi, k, got = 0;
+	int rv;
+
+	*known = false;
+	if (src->m != NULL && (src->m->tier_ms > 0 || src->m->nprofiles == 0))
+		return (0);
+	if (!x->rec_read) {
+		x->rec_read = true;
+		if (src->h != NULL)
+			rv = ing_head_profs(src->h, true, &x->rec, &x->nrec,
+			    err);
+		else
+			rv = ing_store_block_profiles(x->db->store,
+			    x->q->sel.tenant, src->m, &x->rec, &x->nrec, err);
+		if (rv != 0)
+			return (rv);
+	}
+	hi = x->nrec;
+	while (lo < hi) {       /* the first record at or after (fp, t) */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (x->rec[mid].fp < fp || (x->rec[mid].fp == fp &&
+		    x->rec[mid].t < t))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (k = lo; k < x->nrec && x->rec[k].fp == fp &&
+	    x->rec[k].t < t + bucket_ms; k++) {
+		if (st->nids == st->idcap) {
+			uint32_t ncap = st->idcap ? st->idcap * 2 : 64;
+			uint64_t *nv = sm_arena_grow(x->a, st->ids, st->nids,
+			    ncap, sizeof(*nv));
+
+			if (nv == NULL)
+				return (SM_ENOMEM);
+			st->ids = nv;
+			st->idcap = ncap;
+		}
+		st->ids[st->nids++] = sm_hash(x->rec[k].id, 16);
+		got++;
+	}
+	*known = got == profiles;
+	return (0);
+}
+
 /* Count the in-range buckets of one selected series.  Picks restrict
  * the series (the visitor); bucket lists are ignored (stats are what the
  * querier picks buckets from). */
@@ -948,11 +1065,15 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 	const struct ing_bucket *b;
 	int64_t bucket_ms = src->bucket_ms;
 	struct stat_acc *st;
+	int rv;
 
 	if ((st = stats_get(x, sr->fp)) == NULL)
 		return (SM_ENOMEM);
 	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
+		struct stat_tc *tc;
+		uint32_t id0 = st->nids;
+		bool known = false;
 		int64_t ft;
 
 		if (!ing_res_bucket(src->res, src->m, b->t, &ft))
@@ -961,9 +1082,15 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 		st->digest += (uint64_t)b->profiles * bucket_mix(ft);
 		if (!st->detail)
 			continue;
+		if (x->q->ids && (rv = stats_ids(x, src, st, sr->fp, b->t,
+		    bucket_ms, b->profiles, &known, err)) != 0)
+			return (rv);
 		if (st->n > 0 && st->b[st->n - 1].t == ft) {
-			/* Raw buckets floored into one. */
-			st->b[st->n - 1].count += b->profiles;
+			/* Raw buckets floored into one; its ids run on. */
+			tc = &st->b[st->n - 1];
+			tc->count += b->profiles;
+			tc->id_n += st->nids - id0;
+			tc->unk |= !known;
 			continue;
 		}
 		if (st->n == st->cap) {
@@ -976,7 +1103,8 @@ stats_each(void *arg, const struct visit_src *src, uint32_t id,
 			st->b = nb;
 			st->cap = ncap;
 		}
-		st->b[st->n++] = (struct stat_tc){ ft, b->profiles };
+		st->b[st->n++] = (struct stat_tc){ ft, b->profiles, id0,
+		    st->nids - id0, !known };
 	}
 	return (0);
 }
@@ -997,13 +1125,22 @@ tc_cmp(const void *a, const void *b)
 	return (x->t < y->t ? -1 : x->t > y->t);
 }
 
-/* A detail's buckets sorted by time, equal times (split buckets) summed,
- * as the response's arrays.  0 or SM_ENOMEM. */
 static int
-detail_output(struct stat_acc *st, struct sm_arena *a,
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+/* A detail's buckets sorted by time, equal times (split buckets) summed,
+ * as the response's arrays; with ids, each bucket's sorted hashes (or
+ * unknown, UINT32_MAX, when a part of it is).  0 or SM_ENOMEM. */
+static int
+detail_output(struct stat_acc *st, bool ids, struct sm_arena *a,
     Smolder__V1__SeriesStat *out)
 {
-	uint32_t k = 0;
+	uint32_t k = 0, no = 0;
 
 	if (st->n > 1)
 		qsort(st->b, st->n, sizeof(*st->b), tc_cmp);
@@ -1012,15 +1149,50 @@ detail_output(struct stat_acc *st, struct sm_arena *a,
 	    sizeof(uint32_t));
 	if (out->t == NULL || out->count == NULL)
 		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < st->n; i++) {
-		if (k > 0 && out->t[k - 1] == st->b[i].t) {
-			out->count[k - 1] += st->b[i].count;
-			continue;
-		}
+	if (ids && ((out->nids = sm_arena_alloc(a, (size_t)SM_MAX(st->n, 1) *
+	    sizeof(uint32_t))) == NULL || (out->ids = sm_arena_alloc(a,
+	    (size_t)SM_MAX(st->nids, 1) * sizeof(uint64_t))) == NULL))
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < st->n;) {
+		uint32_t j = i, o0 = no;
+		bool unk = false;
+
 		out->t[k] = st->b[i].t;
-		out->count[k++] = st->b[i].count;
+		out->count[k] = 0;
+		for (; j < st->n && st->b[j].t == st->b[i].t; j++) {
+			out->count[k] += st->b[j].count;
+			unk |= st->b[j].unk;
+			if (ids && !unk) {
+				memcpy(out->ids + no, st->ids + st->b[j].id_off,
+				    (size_t)st->b[j].id_n * sizeof(uint64_t));
+				no += st->b[j].id_n;
+			}
+		}
+		if (ids) {
+			if (unk) {
+				no = o0;
+				out->nids[k] = UINT32_MAX;
+			} else {
+				uint32_t u = 0;
+
+				qsort(out->ids + o0, no - o0, sizeof(uint64_t),
+				    u64_cmp);
+				for (uint32_t y = o0; y < no; y++)
+					if (u == 0 || out->ids[o0 + u - 1] !=
+					    out->ids[y])
+						out->ids[o0 + u++] = out->ids[y];
+				no = o0 + u;
+				out->nids[k] = u;
+			}
+		}
+		k++;
+		i = j;
 	}
 	out->n_t = out->n_count = k;
+	if (ids) {
+		out->n_nids = k;
+		out->n_ids = no;
+	}
 	return (0);
 }
 
@@ -1051,6 +1223,7 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 	}
 	memset(&x, 0, sizeof(x));
 	x.q = q;
+	x.db = db;
 	x.a = a;
 	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
@@ -1061,7 +1234,8 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 		v = (struct visitor){ .db = db, .tenant = sel->tenant,
 			.ss = &ss, .picks = sel, .res = &res,
 			.start = sel->start_ms, .end = sel->end_ms,
-			.each = stats_each, .arg = &x };
+			.begin = stats_begin, .each = stats_each,
+			.finish = stats_finish, .arg = &x };
 		rv = visit(&v, &src, err);
 		ing_res_fini(&res);
 	}
@@ -1091,7 +1265,8 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 		st->fp = x.v[i].fp;
 		st->profiles = x.v[i].profiles;
 		st->digest = x.v[i].digest;
-		if (x.v[i].detail && detail_output(&x.v[i], a, st) != 0) {
+		if (x.v[i].detail && detail_output(&x.v[i], q->ids, a,
+		    st) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
@@ -1099,6 +1274,7 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 	}
 out:
 	sm_free(x.v);
+	sm_free(x.rec);
 	sm_oatab_fini(&x.tab);
 	sm_selector_fini(&ss);
 	return (rv);
@@ -1634,14 +1810,14 @@ span_sel_fini(struct span_sel *x)
 	sm_free(x->pk);
 }
 
-static bool
+static int
 span_want(void *arg, uint64_t fp, int64_t t)
 {
 	const struct span_sel *x = arg;
 	uint32_t lo = 0, hi = x->n;
 
 	if (!(t < x->end && t + x->bucket_ms > x->start))
-		return (false);
+		return (0);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -1650,7 +1826,7 @@ span_want(void *arg, uint64_t fp, int64_t t)
 		else
 			hi = mid;
 	}
-	return (lo < x->n && x->fp[lo] == fp && pick_bucket(x->pk[lo], t));
+	return (lo < x->n && x->fp[lo] == fp ? pick_sign(x->pk[lo], t) : 0);
 }
 
 /* A source without span samples is passed over before its select. */

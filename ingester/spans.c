@@ -99,11 +99,14 @@ ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
 
 	if (!sorted) {
 		for (uint32_t i = 0; i < n; i++) {
+			int sg;
+
 			if (!id_in(ids, nids, v[i].span) ||
-			    !want(arg, v[i].fp, v[i].t))
+			    (sg = want(arg, v[i].fp, v[i].t)) == 0)
 				continue;
-			acc[v[i].node] = sm_add_sat(acc[v[i].node], v[i].value);
-			added++;
+			acc[v[i].node] = sm_add_sat(acc[v[i].node],
+			    sg * v[i].value);
+			added += sg > 0 ? 1 : (uint64_t)-1;
 		}
 		return (added);
 	}
@@ -119,10 +122,13 @@ ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
 				hi = mid;
 		}
 		for (uint32_t i = lo; i < n && v[i].span == ids[k]; i++) {
-			if (!want(arg, v[i].fp, v[i].t))
+			int sg;
+
+			if ((sg = want(arg, v[i].fp, v[i].t)) == 0)
 				continue;
-			acc[v[i].node] = sm_add_sat(acc[v[i].node], v[i].value);
-			added++;
+			acc[v[i].node] = sm_add_sat(acc[v[i].node],
+			    sg * v[i].value);
+			added += sg > 0 ? 1 : (uint64_t)-1;
 		}
 	}
 	return (added);

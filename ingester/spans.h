@@ -85,14 +85,16 @@ uint64_t ing_spans_bytes(const struct ing_spans *s);
 int ing_spans_sorted(const struct ing_spans *s, struct ing_span_rec **out,
     uint32_t *n);
 
-/* Which records count: a series / bucket filter. */
-typedef bool (*ing_span_want_fn)(void *arg, uint64_t fp, int64_t t);
+/* Which records count, and how: a series / bucket filter returning 1
+ * (added), -1 (subtracted: a replica's negative pick, db.h) or 0. */
+typedef int (*ing_span_want_fn)(void *arg, uint64_t fp, int64_t t);
 
 /*
  * Add the values of the records whose span is in ids[0..nids) (sorted,
- * unique) and that want() accepts to acc[node].  `sorted`: v is sorted by
+ * unique), times what want() says, to acc[node].  `sorted`: v is sorted by
  * span (a block's records), so each id is binary-searched; otherwise every
- * record is visited.  Returns the records added.
+ * record is visited.  Returns the records added less those subtracted
+ * (modulo 2^64).
  */
 uint64_t ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
     const uint64_t *ids, size_t nids, ing_span_want_fn want, void *arg,

@@ -850,6 +850,51 @@ ing_store_witness_put(struct ing_store *s, const uint8_t *v, size_t n,
 	return (sm_kv_put(s->kv, SM_KV_INDEX, k.b, k.n, v, n, err));
 }
 
+static void
+left_key(struct sm_key *k)
+{
+	sm_key_reset(k);
+	sm_key_str(k, "", 0);
+	sm_key_u8(k, 'E');
+}
+
+int
+ing_store_left_get(struct ing_store *s, int64_t *ms, struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	struct sm_key k;
+	int rv;
+
+	left_key(&k);
+	if ((rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err)) == 0) {
+		if (v.len != 8)
+			rv = sm_err_set(err, SM_ECORRUPT, "left record: %zu "
+			    "bytes, want 8", v.len);
+		else
+			*ms = (int64_t)sm_get_be64((uint8_t *)v.b);
+	}
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
+ing_store_left_put(struct ing_store *s, int64_t ms, struct sm_err *err)
+{
+	struct sm_kv_batch *b = sm_kv_batch_create();
+	struct sm_key k;
+	uint8_t v[8];
+	int rv;
+
+	if (b == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	left_key(&k);
+	sm_put_be64(v, (uint64_t)ms);
+	sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, v, sizeof(v));
+	rv = sm_kv_write(s->kv, b, true, err);
+	sm_kv_batch_destroy(b);
+	return (rv);
+}
+
 /* Every value in [lo, hi) of one family: fn(arg, key suffix, value). */
 static int
 parts_scan(struct ing_store *s, enum sm_kv_cf cf, const struct sm_key *lo,

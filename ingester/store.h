@@ -31,6 +31,15 @@
  *                                                           (16 bytes)
  *   index          str("") u8 'G' str(tenant)               local floor
  *                                                           (be64 ms)
+ *   index          str("") u8 'W'                           witness record
+ *                                                           (witness.h)
+ *   index          str("") u8 'E'                           left: when a
+ *                                                           leave asked for
+ *                                                           by POST
+ *                                                           /ingester/
+ *                                                           shutdown
+ *                                                           completed
+ *                                                           (be64 ms)
  *
  * str() is a u16 length and the bytes.  `gen` is the generation of the
  * head a write went to; a block's id is the generation of the head it was
@@ -412,6 +421,11 @@ struct ing_store_part {
 int ing_store_block_import(struct ing_store *s, const char *tenant,
     uint64_t gen, const struct ing_store_part *parts, uint32_t nparts,
     const struct ing_ship_rec *r, struct sm_err *err);
+
+/* The left record ('E' above; ingester.h, "Leaving"): SM_ENOTFOUND
+ * when this data directory never left.  Put is synced. */
+int ing_store_left_get(struct ing_store *s, int64_t *ms, struct sm_err *err);
+int ing_store_left_put(struct ing_store *s, int64_t ms, struct sm_err *err);
 
 /* The witness record (witness.h), packed: SM_ENOTFOUND when none is
  * stored yet.  Put replaces it (a system key, like the incarnation). */

@@ -655,8 +655,11 @@ qry_series(struct qry_query *x, uint32_t lane,
 				g->v[g->n++] = 0;
 			}
 			g->v[g->n - 1] += pts[y].v;
+			/* modulo 2^32 as the ingesters count: a replica's
+			 * subtracted bucket (plan.c) comes as its negation */
 			if (counted)
-				g->cnt[g->n - 1] += pts[y].cnt;
+				g->cnt[g->n - 1] = (uint32_t)(g->cnt[g->n - 1] +
+				    pts[y].cnt);
 			g->sum += pts[y].v;
 		}
 		i = j;

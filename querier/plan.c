@@ -14,19 +14,26 @@
  *   2. Series on which all reporting targets agree (same count and digest)
  *      are given whole to one of them, spread by fingerprint.
  *   3. Series on which they disagree get a second Stats round for their
- *      per-bucket counts; each bucket goes to the target that merged the
- *      most uploads into it (ties spread by time).
+ *      per-bucket counts and the hashes of each bucket's upload ids
+ *      (StatsRequest.ids); each bucket goes to a target holding every
+ *      upload of the union (the one that merged the most, ties spread by
+ *      time), else to an exact combination of targets (common/combo.h:
+ *      A + B, A + B - C; a subtracted target gets the bucket in its
+ *      pick's `neg` and negates it), else the plan fails with SM_EUNAVAIL
+ *      saying so (plan_buckets).  A bucket whose ids some target cannot
+ *      give goes to the one that merged the most.
  *   4. Each target's merge or series request carries its picks
  *      (smolder.v1.Select.picks); a target with none is not asked.
  *
- * Complete when, for every bucket, some answering replica saw every
- * acknowledged upload of that bucket: true with one replica down, since a
- * write acknowledged by a quorum of RF is on a majority, and a replica
- * that missed a write while down has a smaller count.  Two replicas each
- * missing a different upload of one bucket (a rolling restart) are made
- * whole by the distributors' hints (distributor/hints.h); until those are
- * delivered, with the third replica down, such a bucket is short
- * (docs/reliability.md §4.4).
+ * Complete when, for every bucket, some answering replica or combination
+ * of replicas saw every acknowledged upload of that bucket: true with one
+ * replica down, since a write acknowledged by a quorum of RF is on a
+ * majority, and across ring changes, where a replica that left took some
+ * of a bucket's uploads and one that joined has only the later ones.
+ * Replicas that agree in the first round by count and count digest but
+ * hold different uploads (each missed a different one, and the one that
+ * had both is gone) are not seen: the distributors' hints make them whole
+ * (distributor/hints.h; docs/reliability.md §4.4).
  *
  * RF 1 (every write on one ingester) and single-target fans need no plan:
  * summing all answers is exact.
@@ -40,12 +47,14 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/combo.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 
-static struct sm_metric *m_plans, *m_divergent;
+static struct sm_metric *m_plans, *m_divergent, *m_combined, *m_unresolved;
 static pthread_once_t plan_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -58,6 +67,14 @@ plan_metrics_register(void)
 	    "smolder_querier_divergent_series_total", "Series on which "
 	    "replicas disagreed (one missed writes) and were picked bucket by "
 	    "bucket.", NULL, NULL, 0);
+	m_combined = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_combined_buckets_total", "Buckets no replica "
+	    "held whole, answered exactly by a combination of replicas (A + "
+	    "B, A + B - C) from their uploads' ids.", NULL, NULL, 0);
+	m_unresolved = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_unresolved_buckets_total", "Buckets no replica "
+	    "nor exact combination of replicas held whole: their queries "
+	    "answered 503.", NULL, NULL, 0);
 }
 
 /* One target's stat of one series. */
@@ -153,30 +170,115 @@ plan_entries(const Smolder__V1__Response **ans, uint32_t n,
 	return (0);
 }
 
+/* A pick under construction: its added and subtracted bucket lists. */
+struct pick_b {
+	Smolder__V1__Pick *pk;
+	uint32_t cap, ncap;
+};
+
+static int
+pick_time(struct sm_arena *a, struct plan_tgt *tg, uint64_t fp,
+    struct pick_b *pb, int64_t t, bool neg)
+{
+	int64_t **v;
+	size_t *n;
+	uint32_t *cap;
+
+	if (pb->pk == NULL && pick_add(a, tg, fp, &pb->pk) != 0)
+		return (SM_ENOMEM);
+	v = neg ? &pb->pk->neg : &pb->pk->t;
+	n = neg ? &pb->pk->n_neg : &pb->pk->n_t;
+	cap = neg ? &pb->ncap : &pb->cap;
+	if (*n == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 16;
+		int64_t *nv = sm_arena_grow(a, *v, *n, nc, sizeof(*nv));
+
+		if (nv == NULL)
+			return (SM_ENOMEM);
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = t;
+	return (0);
+}
+
+/* Entry i's ids of its bucket at position pos: *ids and *n, false when
+ * they are not known (an older ingester, a tier bucket, a block from
+ * before upload records). */
+static bool
+bucket_ids(const struct plan_ent *e, size_t pos, const size_t *id_off,
+    const uint64_t **ids, uint32_t *n)
+{
+	const Smolder__V1__SeriesStat *st = e->st;
+
+	if (pos >= st->n_nids || st->nids[pos] == UINT32_MAX ||
+	    id_off[pos] + st->nids[pos] > st->n_ids)
+		return (false);
+	*ids = st->ids + id_off[pos];
+	*n = st->nids[pos];
+	return (true);
+}
+
 /*
  * Bucket by bucket for one divergent series: entries ent[0..n) (one per
- * target, from the detail round).  Each bucket goes to the target with
- * the largest count.
+ * target, from the detail round, with the ids of each bucket's uploads).
+ * For each bucket: the union of the targets' uploads, and for each
+ * upload the targets holding it; a target holding all of them is taken
+ * alone (the one that merged the most, ties spread by time); when none
+ * does, an exact integer combination of targets (common/combo.h: A + B,
+ * A + B - C); when none exists, the bucket is unresolved (st->unresolved
+ * and the first one's place): the query will say so rather than answer
+ * short.  A bucket whose ids some target does not know is taken from the
+ * target that merged the most, as before ids were kept.
  */
+struct plan_st {
+	size_t unresolved, combined, unverified;
+	uint64_t fp;                   /* the first unresolved bucket */
+	int64_t t;
+	uint32_t nu;
+};
+
+#define PLAN_IDS_MAX 4096            /* uploads of one bucket compared */
+
 static int
 plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
-    const struct plan_ent *ent, size_t n)
+    const struct plan_ent *ent, size_t n, struct plan_st *ps)
 {
-	size_t pos[64];
-	Smolder__V1__Pick *pk[64];
-	uint32_t cap[64];
+	size_t pos[32], *idoff[32];
+	struct pick_b pb[32];
+	uint64_t *u = NULL;
+	uint32_t *masks = NULL;
+	int rv = 0;
 
 	if (n > SM_ARRAY_LEN(pos))
 		n = SM_ARRAY_LEN(pos);
 	for (size_t i = 0; i < n; i++) {
+		const Smolder__V1__SeriesStat *st = ent[i].st;
+		size_t off = 0;
+
 		pos[i] = 0;
-		pk[i] = NULL;
-		cap[i] = 0;
+		pb[i] = (struct pick_b){ 0 };
+		/* where each bucket's ids start */
+		if ((idoff[i] = sm_arena_alloc(a, (st->n_t + 1) *
+		    sizeof(size_t))) == NULL)
+			return (SM_ENOMEM);
+		for (size_t k = 0; k < st->n_t; k++) {
+			idoff[i][k] = off;
+			if (k < st->n_nids && st->nids[k] != UINT32_MAX)
+				off += st->nids[k];
+		}
+	}
+	if ((u = sm_malloc(PLAN_IDS_MAX * sizeof(*u))) == NULL ||
+	    (masks = sm_malloc(PLAN_IDS_MAX * sizeof(*masks))) == NULL) {
+		rv = SM_ENOMEM;
+		goto out;
 	}
 	for (;;) {
 		int64_t t = INT64_MAX;
-		uint32_t best = 0, nbest = 0;
+		uint32_t best = 0, nbest = 0, nu = 0, here = 0, pos_m, neg_m;
 		size_t win = 0;
+		bool known = true;
+		int prefer = -1;
 
 		for (size_t i = 0; i < n; i++) {
 			if (pos[i] < ent[i].st->n_t && ent[i].st->t[pos[i]] < t)
@@ -189,6 +291,7 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 
 			if (pos[i] >= ent[i].st->n_t || ent[i].st->t[pos[i]] != t)
 				continue;
+			here |= 1u << i;
 			c = pos[i] < ent[i].st->n_count ?
 			    ent[i].st->count[pos[i]] : 0;
 			if (nbest == 0 || c > best) {
@@ -203,26 +306,71 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 					win = i;
 			}
 		}
+		/* the union of the uploads, and who holds each */
+		for (size_t i = 0; i < n && known; i++) {
+			const uint64_t *ids;
+			uint32_t ni;
+
+			if (!((here >> i) & 1))
+				continue;
+			if (!bucket_ids(&ent[i], pos[i], idoff[i], &ids, &ni)) {
+				known = false;
+				break;
+			}
+			for (uint32_t k = 0; k < ni; k++) {
+				uint32_t z;
+
+				for (z = 0; z < nu && u[z] != ids[k]; z++)
+					;
+				if (z == nu) {
+					if (nu == PLAN_IDS_MAX) {
+						known = false;
+						break;
+					}
+					u[nu] = ids[k];
+					masks[nu++] = 0;
+				}
+				masks[z] |= 1u << i;
+			}
+		}
+		pos_m = 1u << win;
+		neg_m = 0;
+		if (!known) {
+			ps->unverified++;
+		} else {
+			prefer = (int)win;
+			if (nu > 0 && !sm_combo_solve(masks, nu, prefer, &pos_m,
+			    &neg_m)) {
+				if (ps->unresolved++ == 0) {
+					ps->fp = ent[0].fp;
+					ps->t = t;
+					ps->nu = nu;
+				}
+				pos_m = 1u << win;   /* planned, not used */
+				neg_m = 0;
+			} else if (pos_m != 1u << win || neg_m != 0) {
+				if ((pos_m & (pos_m - 1)) != 0 || neg_m != 0)
+					ps->combined++;
+			}
+		}
 		for (size_t i = 0; i < n; i++) {
-			if (pos[i] < ent[i].st->n_t && ent[i].st->t[pos[i]] == t)
+			if ((here >> i) & 1)
 				pos[i]++;
 		}
-		if (pk[win] == NULL && pick_add(a, &tg[ent[win].target],
-		    ent[win].fp, &pk[win]) != 0)
-			return (SM_ENOMEM);
-		if (pk[win]->n_t == cap[win]) {
-			uint32_t ncap = cap[win] ? cap[win] * 2 : 16;
-			int64_t *nt = sm_arena_grow(a, pk[win]->t, pk[win]->n_t,
-			    ncap, sizeof(*nt));
+		for (size_t i = 0; i < n; i++) {
+			bool neg = (neg_m >> i) & 1;
 
-			if (nt == NULL)
-				return (SM_ENOMEM);
-			pk[win]->t = nt;
-			cap[win] = ncap;
+			if (!((pos_m >> i) & 1) && !neg)
+				continue;
+			if ((rv = pick_time(a, &tg[ent[i].target], ent[i].fp,
+			    &pb[i], t, neg)) != 0)
+				goto out;
 		}
-		pk[win]->t[pk[win]->n_t++] = t;
 	}
-	return (0);
+out:
+	sm_free(u);
+	sm_free(masks);
+	return (rv);
 }
 
 void
@@ -268,6 +416,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	uint64_t *div = NULL;
 	uint8_t *ask = NULL;
 	Smolder__V1__Pick **dpicks = NULL;
+	struct plan_st ps = { 0 };
 	size_t ne = 0, ndiv = 0;
 	struct sm_arena *a;
 	int rv;
@@ -348,6 +497,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 		sr.select = &dsel;
 		sr.detail = div;
 		sr.n_detail = ndiv;
+		sr.ids = 1;
 		for (uint32_t i = 0; i < io->n; i++)
 			reqs[i] = ask[i] ? &req : NULL;
 		sm_free(e);
@@ -362,7 +512,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 
 			while (j < ne && e[j].fp == e[i].fp)
 				j++;
-			if ((rv = plan_buckets(a, tg, &e[i], j - i)) != 0)
+			if ((rv = plan_buckets(a, tg, &e[i], j - i, &ps)) != 0)
 				goto oom;
 			i = j;
 		}
@@ -374,10 +524,31 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 				    sizeof(*tg[t].v), pick_cmp);
 	}
 	p->ndivergent = ndiv;
-	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu",
-	    io->n, p->nseries, ndiv);
+	p->ncombined = ps.combined;
+	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu "
+	    "combined=%zu unverified=%zu unresolved=%zu", io->n, p->nseries,
+	    ndiv, ps.combined, ps.unverified, ps.unresolved);
 	sm_counter_inc(sm_metric_child0(m_plans));
 	sm_counter_add(sm_metric_child0(m_divergent), ndiv);
+	sm_counter_add(sm_metric_child0(m_combined), ps.combined);
+	if (ps.unresolved > 0) {
+		char ts[32];
+		time_t tt = (time_t)(ps.t / 1000);
+		struct tm tm;
+
+		gmtime_r(&tt, &tm);
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		sm_counter_add(sm_metric_child0(m_unresolved), ps.unresolved);
+		rv = sm_err_set(err, SM_EUNAVAIL, "the answer would be "
+		    "incomplete: the replicas diverge and neither one of them "
+		    "nor an exact combination holds every upload of %zu "
+		    "bucket(s), the first of series %016llx at %s (%u "
+		    "uploads); it will be whole once the compactor folds that "
+		    "hour in the bucket, or the replicas' hints are delivered",
+		    ps.unresolved, (unsigned long long)ps.fp, ts, ps.nu);
+		p->sel = NULL;
+		goto out;
+	}
 	/* 4. Per-target selects. */
 	if ((p->sel = sm_arena_calloc(a, io->n, sizeof(*p->sel))) == NULL)
 		goto oom;

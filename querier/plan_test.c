@@ -21,6 +21,7 @@ struct fk_bucket {
 	int64_t t;
 	uint32_t count;     /* uploads merged into the bucket */
 	int64_t value;      /* their total */
+	uint64_t ids[4];    /* with_ids: the uploads' id hashes, sorted */
 };
 
 struct fk_series {
@@ -41,6 +42,7 @@ struct fk_set {
 	uint32_t n;
 	struct sm_arena *a;                  /* answers */
 	uint32_t rounds, detail_rounds;
+	int with_ids;                        /* detail rounds carry ids */
 };
 
 /* The digest is any function linear in the per-bucket counts. */
@@ -120,12 +122,24 @@ fk_round(void *arg, Smolder__V1__Request *const *reqs, uint32_t nreqs,
 				ss->t = sm_arena_calloc(fs->a, s->nb + 1, 8);
 				ss->count = sm_arena_calloc(fs->a, s->nb + 1, 4);
 			}
+			if (detail && fs->with_ids && sr->ids) {
+				ss->nids = sm_arena_calloc(fs->a, s->nb + 1, 4);
+				ss->ids = sm_arena_calloc(fs->a,
+				    4 * s->nb + 1, 8);
+			}
 			for (uint32_t b = 0; b < s->nb; b++) {
 				ss->profiles += s->b[b].count;
 				ss->digest += s->b[b].count * fk_mix(s->b[b].t);
 				if (detail) {
 					ss->t[ss->n_t++] = s->b[b].t;
 					ss->count[ss->n_count++] = s->b[b].count;
+				}
+				if (ss->nids != NULL) {
+					ss->nids[ss->n_nids++] = s->b[b].count;
+					for (uint32_t u = 0; u < s->b[b].count;
+					    u++)
+						ss->ids[ss->n_ids++] =
+						    s->b[b].ids[u];
 				}
 			}
 			st->series[st->n_series++] = ss;
@@ -161,12 +175,20 @@ fk_merge(const struct fk_set *fs, const struct qry_plan *p, int *dup)
 			if (sel->picked && (pk = fk_pick(sel, s->fp)) == NULL)
 				continue;
 			for (uint32_t b = 0; b < s->nb; b++) {
-				int want = pk == NULL || pk->n_t == 0;
+				int want = pk == NULL || (pk->n_t == 0 &&
+				    pk->n_neg == 0);
 
 				for (size_t j = 0; !want && j < pk->n_t; j++)
 					want = pk->t[j] == s->b[b].t;
+				for (size_t j = 0; !want && pk != NULL &&
+				    j < pk->n_neg; j++)
+					want = pk->neg[j] == s->b[b].t ? -1 : 0;
 				if (!want)
 					continue;
+				if (want < 0) {      /* a combination's minus */
+					total -= s->b[b].value;
+					continue;
+				}
 				for (uint32_t z = 0; z < nseen; z++)
 					if (seen[z].fp == s->fp &&
 					    seen[z].t == s->b[b].t)
@@ -378,6 +400,121 @@ test_detail_failure_again(void)
 	sm_arena_destroy(fs.a);
 }
 
+/* Series fp on replica ing: bucket t holds the uploads ids[0..n) of 50
+ * each (ids as small integers, sorted). */
+static void
+fk_ids(struct fk_ing *ing, uint64_t fp, int64_t t, const uint64_t *ids,
+    uint32_t n)
+{
+	for (uint32_t k = 0; k < ing->ns; k++) {
+		if (ing->s[k].fp != fp)
+			continue;
+		for (uint32_t b = 0; b < ing->s[k].nb; b++) {
+			if (ing->s[k].b[b].t != t)
+				continue;
+			ing->s[k].b[b].count = n;
+			ing->s[k].b[b].value = 50 * (int64_t)n;
+			memcpy(ing->s[k].b[b].ids, ids, n * sizeof(*ids));
+		}
+	}
+}
+
+/* Every bucket of every series: uploads 1 and 2 (what fk_add_series
+ * counts), so only the buckets a test changes differ. */
+static void
+fk_ids_all(struct fk_set *fs)
+{
+	static const uint64_t both[] = { 1, 2 };
+
+	fs->with_ids = 1;
+	for (uint32_t i = 0; i < fs->n; i++)
+		for (uint32_t k = 0; k < fs->ing[i].ns; k++)
+			for (uint32_t b = 0; b < fs->ing[i].s[k].nb; b++)
+				fk_ids(&fs->ing[i], fs->ing[i].s[k].fp,
+				    fs->ing[i].s[k].b[b].t, both, 2);
+}
+
+static void
+test_combination(void)
+{
+	static const uint64_t a[] = { 1, 2 }, b[] = { 2, 3 }, c[] = { 2 };
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 2 * 0x100000001ULL;
+	int dup;
+
+	/* Bucket 20 of one series: uploads 1, 2, 3; no replica holds all
+	 * three (the one that did has left), but A + B - C is exact. */
+	fk_init(&fs, 3, 3);
+	fk_ids_all(&fs);
+	fk_ids(&fs.ing[0], fp, 20, a, 2);
+	fk_ids(&fs.ing[1], fp, 20, b, 2);
+	fk_ids(&fs.ing[2], fp, 20, c, 1);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ndivergent, 1);
+	SM_CHECK_EQ(p.ncombined, 1);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 300 + 50);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_union_of_two(void)
+{
+	static const uint64_t a[] = { 1 }, b[] = { 2, 3 };
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 1 * 0x100000001ULL;
+	int dup;
+
+	/* One replica lost; the other two hold different uploads of
+	 * bucket 10, {1} and {2, 3}: A + B. */
+	fk_init(&fs, 3, 2);
+	fk_ids_all(&fs);
+	fs.ing[2].lost = 1;
+	fk_ids(&fs.ing[0], fp, 10, a, 1);
+	fk_ids(&fs.ing[1], fp, 10, b, 2);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ncombined, 1);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 2 * 300 + 50);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
+static void
+test_unresolved_is_an_error(void)
+{
+	static const uint64_t a[] = { 1, 2 }, b[] = { 2, 3 };
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint64_t fp = 1 * 0x100000001ULL;
+	struct qry_plan_io io;
+	struct sm_err err;
+
+	/* {1, 2} and {2, 3} with the third replica lost: no replica and no
+	 * combination counts each upload once -- the plan refuses rather
+	 * than give the larger count's short answer. */
+	fk_init(&fs, 3, 2);
+	fk_ids_all(&fs);
+	fs.ing[2].lost = 1;
+	fk_ids(&fs.ing[0], fp, 30, a, 2);
+	fk_ids(&fs.ing[1], fp, 30, b, 2);
+	fk_ids(&fs.ing[1], fp, 20, a, 1);    /* and a count that differs */
+	io = (struct qry_plan_io){ .n = fs.n, .rf = 3, .round = fk_round,
+	    .arg = &fs };
+	smolder__v1__select__init(&sel);
+	sel.tenant = "t";
+	sel.end_ms = 100;
+	qry_plan_init(&p);
+	SM_CHECK_EQ(qry_plan_make(&p, &io, &sel, &err), SM_EUNAVAIL);
+	SM_CHECK(strstr(err.msg, "incomplete") != NULL);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
 SM_TEST_MAIN(
 	{ "RF 1: no plan, every target sums its own series", test_rf1_no_plan },
 	{ "RF 3, agreeing replicas: each series once, one Stats round", test_agreeing_replicas },
@@ -385,4 +522,7 @@ SM_TEST_MAIN(
 	{ "RF 3, divergent replicas: bucket by bucket, largest count", test_divergent_replicas },
 	{ "RF 3, lost and divergent at once", test_lost_and_divergent },
 	{ "a failure in the detail round asks for a retry", test_detail_failure_again },
+	{ "no replica holds a bucket whole: A + B - C from the uploads' ids", test_combination },
+	{ "two replicas hold different uploads of a bucket: A + B", test_union_of_two },
+	{ "no replica nor combination holds a bucket whole: 503, not short", test_unresolved_is_an_error },
 )

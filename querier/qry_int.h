@@ -270,6 +270,7 @@ struct qry_plan {
 					  * array = base for every target */
 	uint32_t n;                      /* targets */
 	size_t nseries, ndivergent;      /* for logs and tests */
+	size_t ncombined;                /* buckets from a combination */
 };
 
 void qry_plan_init(struct qry_plan *p);

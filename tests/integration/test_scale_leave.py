@@ -12,10 +12,16 @@ and a real S3 server (OpenStack Swift's s3api on loopback).
   C. ingesters 0 and 1 -- the ones with the most history -- leave for
      good, one after another: POST /ingester/shutdown answers 200 only
      once every block is cut, shipped and served by the store-gateways,
-     and the process then exits 0 by itself; its disk is deleted.  The
+     and the process then exits 0 by itself; its disk is deleted.
+     Ingester-0 is first started again on the disk it left with, as a
+     StatefulSet restarts a pod before it is scaled away: it comes back
+     LEAVING and takes no writes.  The
      distributor and the querier are then replaced by ones over 2-4.
   D. the querier's answer counts every acknowledged upload exactly once,
-     at every stage; a leave without store-gateways that can serve it
+     at every stage -- the writer's data times cycle through 10 minutes,
+     so every bucket gets uploads across every ring change, and buckets
+     that no replica holds whole are answered by exact combinations of
+     replicas (querier/plan.c); a leave without store-gateways that can serve it
      waits (here: both gateways stopped, 503 naming them after
      -ingester.leave-timeout, and the ingester stays up).
 """
@@ -32,8 +38,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace  # noqa: E402
-from smolder import run_script  # noqa: E402
+from durability import DataServer, Workspace, metrics  # noqa: E402
+from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
 STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
@@ -212,6 +218,23 @@ def body(r):
         probs = c.ingesters[i].reap(60)
         r.check(not probs, "ingester-%d exited 0 by itself" % i,
                 "\n".join(probs))
+        if i == 0:
+            # restarted on its disk before it is removed (a StatefulSet
+            # restarts the pod): it comes back LEAVING, not ACTIVE, and
+            # takes no writes
+            c.restart_ingester(i)
+            time.sleep(1)
+            st = dict(c.states(q2))
+            r.check(st.get("ingester-0") == "LEAVING", "ingester-0 "
+                    "restarted on the disk it left with: LEAVING in the "
+                    "ring", str(st))
+            _, p0 = metrics(c.ingesters[i])
+            w0 = metric_value(p0, "smolder_ingester_writes_total") or 0
+            time.sleep(1)
+            _, p0 = metrics(c.ingesters[i])
+            r.eq(metric_value(p0, "smolder_ingester_writes_total") or 0, w0,
+                 "and takes no writes")
+            r.check(not c.ingesters[i].stop(), "and stops cleanly")
         shutil.rmtree(c.ingesters[i].data)
         check(q2, w, "ingester-%d gone, before the ring changes" % i)
         left.remove(i)
@@ -224,6 +247,17 @@ def body(r):
     with w.lock:
         r.check(w.sent > 200, "the writer kept writing (%d sent, %d "
                 "refused)" % (w.sent, w.refused))
+    combined = unresolved = 0
+    for qq in c.queriers:
+        if qq.stopped:
+            continue
+        _, pq = metrics(qq)
+        combined += metric_value(
+            pq, "smolder_querier_combined_buckets_total") or 0
+        unresolved += metric_value(
+            pq, "smolder_querier_unresolved_buckets_total") or 0
+    print("#   the last querier: %d buckets from combinations of replicas, "
+          "%d unresolved" % (combined, unresolved), flush=True)
 
     # D. a leave the gateways cannot confirm does not go
     for g in range(2):
