@@ -1118,6 +1118,9 @@ probe_round(struct sm_ring *r)
 		    strlen(resp->health->incarnation) == 32)
 			memcpy(p->inc, resp->health->incarnation, 33);
 		member_witness_set(p->m, resp->health);
+		atomic_store(&p->m->data_min_ms, resp->health->data_min_ms);
+		atomic_store(&p->m->data_min_known,
+		    resp->health->has_data_min);
 		p->last_ok_ms = now;
 		atomic_store(&p->m->last_heartbeat_ms, now);
 		atomic_store(&p->m->series, resp->health->series);

@@ -132,7 +132,19 @@ struct sm_ring_member {
 	pthread_mutex_t wmu;
 	uint8_t *wit;
 	size_t witlen;
+	/* From its last Health answer: the oldest data time it holds
+	 * (INT64_MAX: none), when it reports one (sm_ring_member_holds). */
+	_Atomic int64_t data_min_ms;
+	atomic_bool data_min_known;
 };
+
+/* May member m hold data before time t (unix ms)?  False only when its
+ * last Health answer said its oldest data is at or after t. */
+static inline bool sm_ring_member_holds(struct sm_ring_member *m, int64_t t)
+{
+	return (!atomic_load(&m->data_min_known) ||
+	    atomic_load(&m->data_min_ms) < t);
+}
 
 /* A copy of member m's packed witness record (heap, *len bytes; NULL and
  * 0 while none is known).  SM_ENOMEM. */

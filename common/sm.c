@@ -5,6 +5,7 @@
 
 #include "sm.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -420,6 +421,15 @@ int64_t
 sm_now_ms(void)
 {
 	return (sm_clock_ns(CLOCK_REALTIME) / 1000000LL + sm_clock_skew_ms());
+}
+
+void
+sm_sleep_ms(int64_t ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 int64_t

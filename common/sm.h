@@ -292,6 +292,7 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 
 /* Monotonic and wall clocks. */
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
+void sm_sleep_ms(int64_t ms); /* sleep, resumed after signals */
 /*
  * Tests only: SMOLDER_TEST_CLOCK_SKEW_MS=N in the environment moves this
  * process's sm_now_ms() by N ms (signed), as a host whose clock is off

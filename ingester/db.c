@@ -336,6 +336,7 @@ void
 ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 {
 	memset(st, 0, sizeof(*st));
+	st->data_min = INT64_MAX;
 	ING_RDLOCK(&db->lock);
 	st->tenants = db->n;
 	for (uint32_t i = 0; i < db->n; i++) {
@@ -346,8 +347,22 @@ ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 		st->head_bytes += ing_head_bytes(t->head);
 		st->cutting += t->ncutting;
 		st->blocks += t->nblocks;
-		for (uint32_t b = 0; b < t->nblocks; b++)
+		/* Heads' times are read without their locks, as their
+		 * series counts are: a figure for the ring, one heartbeat
+		 * old at worst (querier/fanout.c says how it is used). */
+		if (t->head->set.nseries > 0)
+			st->data_min = SM_MIN(st->data_min,
+			    t->head->set.min_t);
+		for (uint32_t k = 0; k < t->ncutting; k++)
+			if (t->cutting[k]->set.nseries > 0)
+				st->data_min = SM_MIN(st->data_min,
+				    t->cutting[k]->set.min_t);
+		for (uint32_t b = 0; b < t->nblocks; b++) {
 			st->block_bytes += t->blocks[b].bytes;
+			st->data_min = SM_MIN(st->data_min,
+			    t->blocks[b].broken ? INT64_MIN :
+			    t->blocks[b].min_t);
+		}
 		ING_UNLOCK(&t->mu);
 	}
 	ING_RWUNLOCK(&db->lock);

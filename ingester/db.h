@@ -454,6 +454,10 @@ int ing_db_compact_run(struct ing_db *db, const char *tenant, int64_t tier_ms,
 
 struct ing_db_stats {
 	uint64_t tenants, series, head_bytes, blocks, block_bytes, cutting;
+	int64_t data_min;      /* the oldest bucket start held in a head or
+				  listed block, every tenant (INT64_MAX:
+				  none): a querier skips this ingester for
+				  older ranges (HealthResponse.data_min_ms) */
 };
 
 void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);

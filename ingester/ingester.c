@@ -1484,6 +1484,8 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 		ing_db_stats(ing->db, &st);
 		h->series = st.series;
 		h->head_bytes = st.head_bytes;
+		h->data_min_ms = st.data_min;
+		h->has_data_min = true;
 	}
 	r->result_case = SMOLDER__V1__RESPONSE__RESULT_HEALTH;
 	r->health = h;

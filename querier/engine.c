@@ -25,10 +25,12 @@
  */
 #include "qry_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 
 void
 qry_query_init(struct qry_query *x, struct querier *q)
@@ -233,6 +235,49 @@ qry_series_fits(const struct qry_query *x, uint32_t lane, int64_t step)
 	return (true);
 }
 
+/*
+ * A plan, waiting out replicas that diverged for a moment: during a
+ * rolling restart each replica may have missed different uploads of one
+ * bucket, with the hints that make them whole still on their way (they
+ * are delivered once the ring sees the member healthy, a heartbeat or
+ * so).  A plan that finds buckets no replica or combination holds whole
+ * (plan.c) is made again every QRY_DIVERGED_POLL_MS for at most
+ * QRY_DIVERGED_WAIT_MS; then the query answers 503 saying so.
+ */
+#define QRY_DIVERGED_WAIT_MS 3000
+#define QRY_DIVERGED_POLL_MS 100
+
+static struct sm_metric *m_waits;
+static pthread_once_t waits_once = PTHREAD_ONCE_INIT;
+
+static void
+waits_register(void)
+{
+	m_waits = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_divergence_waits_total", "Plans made again "
+	    "because replicas diverged with no exact combination (hints "
+	    "still on their way).", NULL, NULL, 0);
+}
+
+static int
+plan_waiting(struct qry_plan *p, const struct qry_plan_io *io,
+    const Smolder__V1__Select *sel, struct sm_err *err)
+{
+	int64_t until = sm_now_ms() + QRY_DIVERGED_WAIT_MS;
+	int rv;
+
+	for (;;) {
+		sm_err_clear(err);
+		rv = qry_plan_make(p, io, sel, err);
+		if (rv != SM_EUNAVAIL || p->nunresolved == 0 ||
+		    sm_now_ms() >= until)
+			return (rv);
+		pthread_once(&waits_once, waits_register);
+		sm_counter_inc(sm_metric_child0(m_waits));
+		sm_sleep_ms(QRY_DIVERGED_POLL_MS);
+	}
+}
+
 /* Plan lane `lane` (x->lim, after query_limits) over the open fan; an
  * empty lane gets a plan that asks no target. */
 static int
@@ -256,7 +301,8 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		return (0);
 	}
-	if ((rv = qry_plan_make(p, &io, &x->lim[lane], err)) != 0)
+	rv = qry_plan_make(p, &io, &x->lim[lane], err);
+	if (rv != 0 && !(rv == SM_EUNAVAIL && p->nunresolved > 0))
 		return (rv);
 	/*
 	 * Replicas that diverged (each missed different writes) are picked
@@ -267,9 +313,9 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 	 */
 	if (p->ndivergent > 0 && x->lim[lane].n_resolution > 0) {
 		query_resolutions(x, lane, -1);
-		return (qry_plan_make(p, &io, &x->lim[lane], err));
+		return (plan_waiting(p, &io, &x->lim[lane], err));
 	}
-	return (0);
+	return (rv == 0 ? 0 : plan_waiting(p, &io, &x->lim[lane], err));
 }
 
 /* Per-target requests of one lane under plan p, in x->arena, into reqs

@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 
-static struct sm_metric *m_stragglers, *m_incomplete;
+static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
 static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -26,6 +26,11 @@ fan_metrics_register(void)
 	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
 	    "answered without an ingester still silent after "
 	    "-querier.straggler-wait.", NULL, NULL, 0);
+	m_skipped = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_ingesters_skipped_total", "Ingesters not asked "
+	    "by a query over a range older than "
+	    "-querier.query-ingesters-within because they hold no data "
+	    "from before its end.", NULL, NULL, 0);
 }
 
 /* Memory one ingester's answer may take once decoded. */
@@ -260,6 +265,8 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 {
 	struct sm_ring_snap *s;
 	uint8_t *ex = f->excluded;
+	uint32_t keep = UINT32_MAX, skipped = 0;
+	bool skip_old;
 	int rv;
 
 	f->excluded = NULL;
@@ -274,11 +281,33 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((f->lost = sm_calloc(SM_MAX(s->n, 1), 1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	/* A range that ended long enough ago is asked of the ingesters that
+	 * hold data from before its end only: the others would answer
+	 * nothing, and nothing can arrive there any more (flag
+	 * -querier.query-ingesters-within; HealthResponse.data_min_ms).
+	 * One healthy ingester is always asked, so a fan has one. */
+	skip_old = q->cfg.ingesters_within_ms > 0 && end != INT64_MAX &&
+	    end < sm_now_ms() - q->cfg.ingesters_within_ms;
 	for (uint32_t i = 0; i < s->n; i++) {
-		if (s->healthy[i] && !f->excluded[i])
+		if (s->healthy[i] && !f->excluded[i]) {
+			if (skip_old && !sm_ring_member_holds(s->m[i],
+			    end + 1)) {
+				if (keep == UINT32_MAX)
+					keep = i;
+				skipped++;
+				continue;
+			}
 			f->target[f->n++] = i;
-		else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
+		} else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
 			f->lost[i] = 1;   /* a member that owns tokens is missing */
+	}
+	if (f->n == 0 && keep != UINT32_MAX) {
+		f->target[f->n++] = keep;
+		skipped--;
+	}
+	if (skipped > 0) {
+		pthread_once(&fan_metrics_once, fan_metrics_register);
+		sm_counter_add(sm_metric_child0(m_skipped), skipped);
 	}
 	/* members, or zones of a zone-aware ring (common/ring.h) */
 	f->down = sm_ring_read_units(s, f->lost);

@@ -525,6 +525,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	}
 	p->ndivergent = ndiv;
 	p->ncombined = ps.combined;
+	p->nunresolved = ps.unresolved;
 	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu "
 	    "combined=%zu unverified=%zu unresolved=%zu", io->n, p->nseries,
 	    ndiv, ps.combined, ps.unverified, ps.unresolved);

@@ -271,6 +271,8 @@ struct qry_plan {
 	uint32_t n;                      /* targets */
 	size_t nseries, ndivergent;      /* for logs and tests */
 	size_t ncombined;                /* buckets from a combination */
+	size_t nunresolved;              /* buckets none could answer: the
+					  * plan failed (SM_EUNAVAIL) */
 };
 
 void qry_plan_init(struct qry_plan *p);

@@ -10,7 +10,7 @@
 const struct sm_flag *
 qry_flags(struct qry_config *cfg, size_t *n)
 {
-	static struct sm_flag f[7];
+	static struct sm_flag f[8];
 
 	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
 		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
@@ -44,6 +44,14 @@ qry_flags(struct qry_config *cfg, size_t *n)
 		"query's start is moved up to now minus this, a query that "
 		"ends before it answers empty (per tenant: "
 		"max_query_lookback)." };
+	f[7] = (struct sm_flag){ "querier.query-ingesters-within",
+		SM_FLAG_DURATION, &cfg->ingesters_within_ms, "13h",
+		"A query whose range ends longer ago than this asks only the "
+		"ingesters that hold data from before its end (each says how "
+		"old its oldest data is in its heartbeat) and the "
+		"store-gateways, not every ingester. Keep it above "
+		"-validation.reject-older-than, so no upload can arrive "
+		"that far back (0 = always ask every ingester)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }

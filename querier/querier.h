@@ -43,6 +43,8 @@ struct qry_config {
 	int64_t max_query_length_ms;  /* -querier.max-query-length, 0 = off */
 	int64_t max_query_lookback_ms; /* -querier.max-query-lookback, 0 off */
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
+	int64_t ingesters_within_ms;  /* -querier.query-ingesters-within,
+	                               * 0 = ask every ingester always */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */

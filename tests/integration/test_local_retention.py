@@ -13,7 +13,9 @@ querier, which asks every gateway for sources, finds it there.
      (seconds back) are shipped too but kept.
   2. The querier's answer counts every upload once; a querier without
      gateways answers only the recent ones: the ingesters no longer hold
-     the old ones, and the bucket answers for them.
+     the old ones, and the bucket answers for them.  A querier with
+     -querier.query-ingesters-within=5m asks the old range of the
+     gateways and of no ingester but the one it always keeps.
   3. An ingester restarted keeps its local floor and serves the same.
   4. Both gateways down: 503 naming them, never the short answer.
 """
@@ -135,6 +137,32 @@ def body(r):
     recent = {s: n * unit for s, n in acked.items() if s in STACKS[2:]}
     r.eq(answer(q_no), recent, "without gateways only the recent uploads: "
          "the old ones left the ingesters' disks")
+
+    # 2b. a range older than -querier.query-ingesters-within goes to
+    # the gateways, and to no ingester that holds nothing that old
+    q_split = DataServer(ws.data_dir("q-split"), ws.log_dir("q-split"),
+                         name="querier-split", target="querier",
+                         extra_flags=members + c.gateway_flags() + [
+                             "-querier.query-ingesters-within=5m"]).start()
+    c.queriers.append(q_split)
+    time.sleep(0.5)          # heartbeats: each ingester's oldest data
+    now = int(time.time())
+    resp = q_split.render("lr.cpu{}", frm=now - 1200, until=now - 600,
+                          fmt="collapsed")
+    got = {}
+    for line in resp.text().splitlines() if resp.status == 200 else []:
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            got[stack] = int(v)
+    old = {s: n * unit for s, n in acked.items() if s in STACKS[:2]}
+    r.eq(got, old, "a range 10-20 minutes back: every old upload once, "
+         "from the gateways (%d)" % resp.status)
+    _, p = metrics(q_split)
+    skipped = metric_value(p, "smolder_querier_ingesters_skipped_total") or 0
+    r.check(skipped >= 2, "the ingesters that hold nothing that old "
+            "were not asked (%d skipped; one is always kept)" % skipped)
+    r.eq(answer(q_split), want, "the last hour, recent and old: every "
+         "upload once, the ingesters asked")
 
     # 3. a restart keeps the local floor and the answer
     c.stop_ingester(1)
