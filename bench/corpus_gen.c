@@ -1,5 +1,5 @@
 /*
- * corpus_gen.c -- the benchmark corpus generator (issue 5): realistic
+ * corpus_gen.c -- the benchmark corpus generator: realistic
  * variants of real seed profiles, written as valid gzipped pprof, one file
  * per 10 s step of a series.  A measuring stick, not product code.
  *

@@ -1,6 +1,6 @@
 /*
  * decode_merge.c -- baseline: decode every profile and merge its stacks,
- * one thread, in C (issue 5): libdeflate gunzip, protobuf-c unpack, then
+ * one thread, in C: libdeflate gunzip, protobuf-c unpack, then
  * each sample's location-id sequence becomes a sequence of interned
  * function names (inlined frames expanded, innermost first, as `go tool
  * pprof` does; an address-only location becomes "0x<addr>"), which is

@@ -1,5 +1,5 @@
 /*
- * auth.h -- who may call which HTTP route, and as which tenant (issue 10).
+ * auth.h -- who may call which HTTP route, and as which tenant.
  *
  * Three modes, chosen by flags (cmd/main.c):
  *

@@ -522,7 +522,7 @@ test_tenant(void)
 	SM_CHECK_EQ(sm_tenant_validate(longid, &err), 0);
 }
 
-/* --- issue 16: saturating sums, UTF-8 repair ----------------------------- */
+/* --- saturating sums, UTF-8 repair ---------------------------------------- */
 
 static void
 test_add_sat(void)

@@ -524,7 +524,7 @@ connect_serve(struct sm_http_req *r, void *arg)
 	    PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
 	connect_reply(r, resp, codec);
 out:
-	/* Issue 16: after a large call, give the freed heap back (sm.h). */
+	/* After a large call, give the freed heap back (sm.h). */
 	used = call.heap_used + (call.arena != NULL ?
 	    sm_arena_used(call.arena) : 0) + (ra != NULL ? sm_arena_used(ra) :
 	    0);

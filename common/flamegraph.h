@@ -111,7 +111,7 @@ int sm_fg_write_collapsed(const struct sm_tree *t,
     const struct sm_strtab *names, const int64_t *self, struct sm_buf *out);
 
 /*
- * The same text in pieces, for a streamed answer (issue 16): open walks
+ * The same text in pieces, for a streamed answer: open walks
  * nothing yet (it builds the sorted view, O(nodes) memory); each next()
  * appends whole lines to `out` until it holds at least `want` bytes or
  * the walk ends, and returns 0 (more to come), 1 (done) or SM_ENOMEM /

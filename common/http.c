@@ -119,7 +119,7 @@
  * a refused request is rejected like a 404, before its body is read.
  * The resolved tenant is kept in the request for sm_http_tenant().
  *
- * Request ids and 5xx bodies (issue 10: "errors without internal paths").
+ * Request ids and 5xx bodies ("errors without internal paths").
  * Every request gets an id in step 1 (the client's X-Request-Id if it is
  * short and plain, else splitmix64 of a random seed plus a counter: unique
  * within the process, not guessable across restarts) and every response

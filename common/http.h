@@ -6,7 +6,7 @@
  * -http.listen-address; components register routes on it before it starts.
  * libmicrohttpd runs `threads` event threads (internal epoll) that read
  * requests and send replies.  Handlers that may block run elsewhere, so a
- * slow query never holds up a health probe or a write (issue 10): a
+ * slow query never holds up a health probe or a write: a
  * route's scope picks where its handler runs --
  *   SM_SCOPE_WRITE            the write pool (`write_workers` threads);
  *   SM_SCOPE_READ, _ADMIN     the query pool (`query_workers` threads):
@@ -63,7 +63,7 @@ struct sm_http_cfg {
 /*
  * Defaults: ":4040", 4 threads, 8 write and 4 query workers, 1024
  * connections, 256 per IP, 120 s, 1 MiB.
- * Flood defaults (issue 16): one address can hold at most a quarter of
+ * Flood defaults: one address can hold at most a quarter of
  * the connections, so an idle flood from it (1,100 keep-alives) leaves
  * room for everyone else.  The inactivity timeout closes idle keep-alives
  * and stalled headers or bodies (libmicrohttpd 0.9 has one inactivity
@@ -187,7 +187,7 @@ void sm_http_reply_buf(struct sm_http_req *r, int status, const char *ctype,
 
 /*
  * Answer with a body produced piece by piece while it is sent, so a large
- * answer never exists whole in memory (issue 16: four concurrent
+ * answer never exists whole in memory (four concurrent
  * collapsed renders of a big series held four copies of a 20+ MiB text).
  * The body goes out with chunked transfer encoding (HTTP/1.0 clients: until
  * the connection closes).  fn(arg, out) appends the next piece to `out`

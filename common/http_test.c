@@ -397,7 +397,7 @@ block_begin(unsigned port, int want_started)
 }
 
 /*
- * Issue 10, "queries cannot hurt writes": with one event thread, a query
+ * "Queries cannot hurt writes": with one event thread, a query
  * handler that never returns (until released) holds up neither /ready nor
  * a write, and a second query waits for the query worker rather than
  * failing.  With the pools off (0 workers) the same /ready cannot be

@@ -128,7 +128,7 @@ int sm_kv_write_unlogged(struct sm_kv *kv, struct sm_kv_batch *b,
     struct sm_err *err);
 
 /*
- * Write health (issue 16).  A write (put or batch) that fails with an I/O
+ * Write health.  A write (put or batch) that fails with an I/O
  * error -- no space left, a failing disk -- marks the store unwritable;
  * RocksDB then refuses every write until it has recovered by itself
  * (its SstFileManager retries every 5 s once the free space reaches the

@@ -50,7 +50,7 @@
  *     and index values are small, so both are stored uncompressed.
  *   - SST data block sizes, because max_open_files = -1 keeps every SST's
  *     index (one entry per data block) and filter in memory, so both grow
- *     with the data on disk (issue 12, B5 with 1,000 series: all table
+ *     with the data on disk (B5 with 1,000 series: all table
  *     readers 20.4 MB with RocksDB's 4 KiB everywhere).  The head's blocks
  *     are KV_HEAD_BLOCK_BYTES (256 KiB): it is only read in key order, at
  *     replay (12.9 MB of readers at 64 KiB, most of it the blocks
@@ -70,7 +70,7 @@
  *     WAL, and its memtables are opts.spill_buffer_bytes (1 MiB by
  *     default) where the others' are write_buffer_bytes: the ingester
  *     spills sealed buckets to take them out of memory, and an 8 MiB
- *     memtable holding them was a fifth of its RSS on B5 (issue 12).  Its
+ *     memtable holding them was a fifth of its RSS on B5.  Its
  *     data blocks are KV_BLOCKS_BLOCK_BYTES, its reads series range scans
  *     like the blocks family's, with no filter (no point reads).
  *   - If this librocksdb was built without LZ4, the open fails with "...

@@ -104,8 +104,7 @@ utf8_seq_len(const unsigned char *p, size_t i, size_t n)
 /*
  * Eight bytes at a time while they are ASCII (frame names and label
  * values nearly always are): the pprof decoder checks every string of
- * every profile, and byte by byte this was 3-4% of ingest CPU (issue 12,
- * B1).
+ * every profile, and byte by byte this was 3-4% of ingest CPU (B1).
  */
 bool
 sm_utf8_valid(const char *s, size_t n)

@@ -1,7 +1,6 @@
 /*
  * overrides.h -- per-tenant limits: defaults from flags, overridden per
- * tenant by a runtime configuration file reloaded without a restart
- * (issue 10).
+ * tenant by a runtime configuration file reloaded without a restart.
  *
  * The file is Pyroscope's (Cortex's) runtime config, -runtime-config.file,
  * YAML, with the limit names of Pyroscope's limits.yaml:

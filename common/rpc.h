@@ -36,7 +36,7 @@
  * flight when the waiter leaves finish in the background; the multi is
  * reference-counted by the waiter and by each pending call.
  *
- * Direct calls (issue 12).  In -target=all the distributor and its
+ * Direct calls.  In -target=all the distributor and its
  * ingester share the process, and handing every write through inproc://
  * cost two thread switches plus nng's copies on one core (bench B1: 15%
  * of the server in context switches).  A server started with cfg.direct

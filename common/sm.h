@@ -164,7 +164,7 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
 	    &(cap), (need), sizeof(*(arr)), (mincap))
 
 /*
- * Memory returned to the OS (issue 16: after four concurrent collapsed
+ * Memory returned to the OS (after four concurrent collapsed
  * renders of a large series 1.7 GB stayed resident).  Decisions, for
  * glibc malloc (elsewhere both are no-ops):
  *   - sm_mem_init(), once at startup, fixes M_MMAP_THRESHOLD at
@@ -177,7 +177,7 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  *     every upload's decompressed profile, decode arrays and RocksDB's
  *     memtable blocks were mapped, faulted in and unmapped (with a TLB
  *     shootdown) once per request: ingest ran at 0.62x the decode floor,
- *     and at 0.99x with 4 MiB (issue 12; bench/README.md, B1), while B5's
+ *     and at 0.99x with 4 MiB (bench/README.md, B1), while B5's
  *     RSS per series did not grow (what the heaps keep is bounded by the
  *     trim threshold and the trims below).  Setting the mmap threshold
  *     also turns off glibc's dynamic trim threshold (128 KiB), so it is
@@ -188,7 +188,7 @@ int sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
  *     up to that limit, and long-lived blocks (head summaries, strings,
  *     RocksDB's memtable and table readers) end up scattered among the
  *     transient request buffers of every one of them, pinning pages no
- *     malloc_trim can return.  Measured on B5 (issue 12, 1,000 series,
+ *     malloc_trim can return.  Measured on B5 (1,000 series,
  *     one process each, the same binary): default arenas 81.8 KB per
  *     series (malloc in use 50 MB, ~80 MB resident in 7 arenas); one
  *     arena 58.0 KB; on the next binary, one arena 52.1 KB and two
@@ -230,7 +230,7 @@ void sm_mem_stats(struct sm_mem_stats *m);
 
 /*
  * Give free heap pages back, from a periodic tick (the ingester's, once a
- * second).  Measured on B5 (issue 12): an ingesting process held 57 MB of
+ * second).  Measured on B5: an ingesting process held 57 MB of
  * free heap against 24 MB in use, pages each HTTP thread's arena keeps
  * after its requests' transient buffers (bodies, decode arenas, batches)
  * were freed among long-lived blocks (head nodes, strings) that pin them
@@ -263,7 +263,7 @@ void sm_fault_thread_after(long n);
 /*
  * Sum of two sample values, saturating instead of wrapping: at INT64_MAX
  * when both are positive, at INT64_MIN when both are negative (values are
- * signed since block format v2).  Decision (issue 16): a sum that leaves
+ * signed since block format v2).  Decision: a sum that leaves
  * int64 is kept at the bound -- visibly huge, never of the wrong sign --
  * and every such event is counted (sm_sat_count(), exposed as
  * smolder_value_saturations_total on /metrics), so it is never silent.

@@ -96,7 +96,7 @@ void dist_batch_fini(struct dist_batch *b);
  * Intern a frame name; names longer than limits->max_symbol_len keep their
  * last max_symbol_len bytes (Pyroscope keeps the tail).  Frame names are
  * made consistent for every ingest format and every output here, at the
- * one place all of them pass (issue 16):
+ * one place all of them pass:
  *   - a NUL byte anywhere in the name is SM_EMALFORMED (400): C strings
  *     downstream would cut the name there and merge it with another
  *     frame, and no profiler emits NUL in a symbol, so it is refused

@@ -1845,7 +1845,7 @@ dist_pprof_ingest(const uint8_t *raw, size_t len,
 	    (rv = pp_types(&st)) != 0)
 		return (rv);
 	/* The stack tree's nodes, sized once instead of doubling from 64
-	 * (oatab rehashes were 2% of ingest CPU, issue 12 B1).  Twice the
+	 * (oatab rehashes were 2% of ingest CPU, B1).  Twice the
 	 * location count: the B1 corpus's profiles have 0.3x to 4.8x as
 	 * many nodes as locations, most between 1x and 1.5x. */
 	dist_batch_reserve_nodes(b, SM_MIN(st.nlocs, DIST_BATCH_RESERVE_MAX) *

@@ -1,5 +1,5 @@
 /*
- * ratelimit.h -- per-tenant ingestion rate limit (issue 10): a token
+ * ratelimit.h -- per-tenant ingestion rate limit: a token
  * bucket of bytes per tenant, after Pyroscope's ingestion rate limiter
  * (golang.org/x/time/rate under it).
  *

@@ -1,6 +1,6 @@
 /*
  * remote_write.h -- forward what the distributor accepted to another
- * Pyroscope-compatible endpoint (issue 10, "remote-write out").
+ * Pyroscope-compatible endpoint ("remote-write out").
  *
  * What is forwarded.  Every write the distributor acknowledged (after the
  * write quorum, never a refused one), as it arrived:

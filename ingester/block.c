@@ -108,7 +108,7 @@ block_wrap(char kind, const struct sm_buf *raw, int level, struct sm_buf *out)
 	    hdr + ING_BLOCK_HDR, out->len - hdr - ING_BLOCK_HDR));
 	/* Parts are kept until the commit, one per series for the data:
 	 * the compressor reserved its bound (about the raw size); give it
-	 * back, or a cut holds every series uncompressed (issue 12, B9: a
+	 * back, or a cut holds every series uncompressed (B9: a
 	 * 5,000-series cut peaked 300 MB over a 31 MB block). */
 	sm_buf_shrink(out);
 	return (0);

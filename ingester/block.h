@@ -61,7 +61,7 @@
  *            then npairs x zz value (signed: delta profiles carry
  *            negatives; a pair whose writes cancelled out may be 0)
  *
- * Tier blocks (issue 11; ingester/compact.c builds them).  Raw data stays
+ * Tier blocks (ingester/compact.c builds them).  Raw data stays
  * until retention (like Thanos); a tier block is an ADDITIONAL block that
  * summarises one window of a tenant at a coarser bucket width.  It is an
  * ordinary block (index, symbols, tree, data; never a 'P' or 'X' part:
@@ -82,7 +82,7 @@
  * Version 3 changed only the meta (its tier fields); index, data and the
  * other parts are encoded as in version 2.
  *
- * Merged raw blocks (issue 11; compact.c "Merges").  Small raw blocks of
+ * Merged raw blocks (compact.c "Merges").  Small raw blocks of
  * one tenant lying in one clock hour are merged into one raw block
  * (tier_ms 0, bucket_ms the raw width, buckets at their own times, one
  * symbol table and tree, spans and profile records carried over) with a

@@ -1,5 +1,5 @@
 /*
- * compact.c -- downsampling tiers and raw block merges (issue 11): the
+ * compact.c -- downsampling tiers and raw block merges: the
  * planner, the job that builds one tier block, and the job that merges a
  * tenant's small raw blocks of one day into one.  db.h ("Downsampling
  * tiers") gives the design, block.h ("Tier blocks", "Merged raw blocks")

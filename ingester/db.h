@@ -80,7 +80,7 @@
  * Metrics: smolder_ingester_active_series{tenant} (gauge, 0 after a cut)
  * and smolder_ingester_series_limit_refusals_total{tenant}.
  *
- * Downsampling tiers (issue 11; compact.c, block.h "Tier blocks").  Raw
+ * Downsampling tiers (compact.c, block.h "Tier blocks").  Raw
  * blocks stay until retention (like Thanos); tier blocks are ADDITIONAL
  * blocks, one per (tier width, window): the window is a day (86400000 ms)
  * aligned to multiples of it since the epoch, widths a list (default 1h
@@ -173,7 +173,7 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  *   - mem > max / 2: spill every head's sealed buckets (head.h);
  *   - mem + ING_MEM_CUT_COST x heads > ING_MEM_CUT_PCT of max: cut
  *     every head into blocks.  A cut needs memory of its own, about
- *     five times the heads' estimate at its peak (measured, issue 12: a
+ *     five times the heads' estimate at its peak (measured: a
  *     5,000-series head of 19 MB peaked 94 MB over the RSS before its
  *     cut: spilled buckets and records read back, the encoded block, its
  *     batches and RocksDB's memtables), so it starts early enough for
@@ -186,7 +186,7 @@ int ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
  *     refused with SM_EUNAVAIL (503, retryable: Pyroscope's agents
  *     retry) before anything is logged, until rss is back under
  *     ING_MEM_RESUME_PCT.  The process degrades by cutting and refusing,
- *     never by growing past the bound (issue 12).
+ *     never by growing past the bound.
  * Every tick then gives free heap pages back once (sm_mem_tidy,
  * common/sm.h), with or without a bound: what spills and cuts freed and
  * what request buffers left in the heaps.
@@ -215,7 +215,7 @@ int ing_db_spill(struct ing_db *db, struct sm_err *err);
 /* --- queries -------------------------------------------------------------- */
 
 /*
- * A query's input: the storage API's own, not the RPC message (issue 12).
+ * A query's input: the storage API's own, not the RPC message.
  * The RPC server (ingester.c, query_from_rpc) converts smolder.v1's
  * requests field for field; tests and in-process callers build it
  * directly.  The query borrows every pointer for the call only.

@@ -12,7 +12,7 @@
  *                replay, generations
  *   retention.c  the retention floors (default and per tenant), retiring
  *                and deleting blocks
- *   compact.c    tier blocks (issue 11): the planner and the job that
+ *   compact.c    tier blocks: the planner and the job that
  *                builds one (its header comment)
  *   query.c      merge, span merge, series, stats, labels, analyze and
  *                profiles, on one series visitor (its header comment)
@@ -25,8 +25,8 @@
  *     `cutting`; a query or a cut that uses a head after releasing t->mu
  *     takes its own (ing_head_ref; `refs` in head.h).
  *   - t->blocks holds metas by value, raw and tier blocks alike; a query
- *     copies the ones it reads (struct ing_sources, raw ones only until
- *     the query side of issue 11 lands), so retention or a tier job may
+ *     copies the ones it reads (struct ing_sources, raw and tier blocks
+ *     alike; tiers.h says which it reads), so retention or a tier job may
  *     drop them meanwhile (the files stay for DB_RETIRE_GRACE_MS,
  *     retention.c).  A cut and a tier job reserve their slot in it
  *     before committing, so a committed block is always listed.

@@ -523,7 +523,7 @@ struct pair {
 /*
  * Sort a write's pairs of one series by head node (equal nodes stay
  * together; their order does not matter, they are summed next).  qsort
- * with its comparator calls was 2.6% of ingest CPU (issue 12, B1), so:
+ * with its comparator calls was 2.6% of ingest CPU (B1), so:
  * nothing when already sorted (a warm head maps a profile's nodes in
  * order more often than not), insertion below PAIRS_SORT_SMALL, else an
  * LSD radix sort on the node id through `tmp` (room for n pairs),

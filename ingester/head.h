@@ -68,7 +68,7 @@
  * adds no pass over the samples and copies nothing but the buckets the
  * write merges into, which the sorted merge copied before too.
  *
- * Spilled buckets (issue 12).  A series' sealed buckets are most of a
+ * Spilled buckets.  A series' sealed buckets are most of a
  * head's memory, and they are durable already (the head log).  A head
  * attached to a store (ing_head_attach; the db attaches every tenant
  * head) writes them out with ing_head_spill: the packed pairs of every

@@ -4,7 +4,7 @@
  * from its head commits.  Owned by the store (store.h, which keeps the
  * old RocksDB head family only to replay what an older version left).
  *
- * Why files and not RocksDB (issue 12).  In the head column family every
+ * Why files and not RocksDB.  In the head column family every
  * record was copied into a memtable, flushed with LZ4, compacted, and
  * then deleted within the hour: perf of B1 put RocksDB's put, flush and
  * LZ4 at ~11% of ingest CPU, and B5 held 3-7 MB of head memtables.  A

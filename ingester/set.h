@@ -89,8 +89,8 @@ struct ing_bucket {
  * ing_bucket, which was most of an hour-old head (bench B5).  A summary's packed_len is not kept
  * (decoded as 0): reading the bucket back gives it, and what else wants
  * it (AnalyzeQuery's profile bytes, an estimate) shares out sp.bytes,
- * the sum over the series' spilled buckets.  Measured on B5 (issue 12,
- * 1.3 M summaries): dt 1.0, profiles 1.0, total 3.6, n 1.2 and
+ * the sum over the series' spilled buckets.  Measured on B5 (1.3 M
+ * summaries): dt 1.0, profiles 1.0, total 3.6, n 1.2 and
  * packed_len 1.4 bytes each, so dropping packed_len saved 1.8 MB.
  *
  * Room: sp grows by a quarter, except that once a series has two

@@ -46,8 +46,8 @@
  * cut from.  `seq` orders writes within the ingester.
  *
  * The head log is headlog.h's segment files.  The head column family
- * held it before (issue 12: its memtables, flushes and compactions cost
- * ~11% of ingest CPU); what an older version left there is replayed
+ * held it before (its memtables, flushes and compactions cost ~11% of
+ * ingest CPU); what an older version left there is replayed
  * first, in key order, and deleted by the commits as before.  Its record:
  * u8 'H', u8 version (1), be32 checksum (low 32 bits of XXH3 of the
  * rest), then the packed smolder.v1.Request exactly as the distributor
@@ -64,7 +64,7 @@
  * open (nothing a crash left needs finding), with 1 MiB memtables where
  * the blocks family's are -ingester.rocksdb-write-buffer-bytes (8 MiB):
  * they went through the blocks family's before, and its memtable was a
- * fifth of B5's RSS (issue 12).  They are not in the log's range: the
+ * fifth of B5's RSS.  They are not in the log's range: the
  * block commit drops the log while queries that took the head before the
  * cut may still read them, so a head's spilled buckets are dropped when its
  * last reference goes (ing_store_spill_drop, a range delete).  Versions
@@ -96,7 +96,7 @@
  * (ing_store_uncommitted_drop): a gen with log records has no committed
  * block, since the commit deletes them.  A failed commit is retried with
  * the same gen and series order, so its parts are overwritten.  Why
- * (issue 12, B9): one batch of the whole block was copied three times
+ * (B9): one batch of the whole block was copied three times
  * (our batch, RocksDB's WriteBatch, the memtable) at the cut's peak.
  * A tier block (block.h, "Tier blocks"; built by compact.c from blocks,
  * not from a head) is written by ing_store_block_put: the same one synced

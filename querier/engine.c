@@ -21,7 +21,7 @@
  *     keep, so it changes nothing here;
  *   - a merge answer is freed as soon as it is summed into the tree, so
  *     a query holds one decoded answer at a time, not all of them while
- *     it renders (issue 16: query memory).
+ *     it renders (what bounds a query's memory).
  */
 #include "qry_int.h"
 
@@ -422,7 +422,7 @@ merge_attempt(struct qry_query *x, struct sm_mtree *const *m, uint32_t nlanes,
 		if ((rv = sm_mtree_add_pb(m[i / n], c->resp->merge, err)) != 0)
 			return (rv);
 		/* Summed: drop the decoded answer now rather than at the
-		 * end of the query, while the tree is rendered (issue 16).
+		 * end of the query, while the tree is rendered.
 		 * The metadata borrows its strings from it: copy them to
 		 * the query's arena first. */
 		if (meta_own(m[i / n], x->arena) != 0)

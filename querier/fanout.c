@@ -344,7 +344,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 }
 
 /*
- * Hedged waiting (issue: a frozen replica must not stall reads).  A round
+ * Hedged waiting (a frozen replica must not stall reads).  A round
  * waits for every call, except that once the targets still silent, plus
  * those that failed, plus the members already down, fit in the ring's
  * read-failure budget (sm_ring_max_read_errors: any RF - budget replicas

@@ -208,7 +208,7 @@ out:
 }
 
 /*
- * format=collapsed is streamed (issue 16): the text repeats every path
+ * format=collapsed is streamed: the text repeats every path
  * prefix, so for a 16k-stack series it is ~20 MiB, several times the
  * merged tree; built whole, four concurrent renders held four copies.
  * The stream owns the merged tree and the sorted view (O(nodes)) and

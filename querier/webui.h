@@ -1,5 +1,5 @@
 /*
- * webui.h -- the embedded web UI (issue 15), served by every process that
+ * webui.h -- the embedded web UI, served by every process that
  * serves queries (the single binary and -target=querier).
  *
  * The files of ui/ are compiled into the binary by cmake/embed_ui.cmake

@@ -1,5 +1,5 @@
 /*
- * app.js -- Smolder's web UI (issue 15).  Plain JavaScript, no framework,
+ * app.js -- Smolder's web UI.  Plain JavaScript, no framework,
  * no library, no network beyond this server: it is embedded in the binary
  * (cmake/embed_ui.cmake, querier/webui.c) and works offline.
  *

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_auth.py -- authentication, tenant isolation and client-safe errors
-(issue 10; common/auth.h, common/http.c).
+(common/auth.h, common/http.c).
 
 Parts:
   1. smolder-admin hash-key prints sha256:<hex> of the key on stdin (equal

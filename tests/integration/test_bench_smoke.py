@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_bench_smoke.py -- the benchmark suite still runs (issue 5).
+test_bench_smoke.py -- the benchmark suite still runs.
 
 Runs `bench/run --quick --out <tmp>` (CI smoke sizes: about a minute on
 a 2-core box, well under the 5-minute budget) against the build under

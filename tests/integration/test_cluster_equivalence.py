@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_cluster_equivalence.py -- a cluster answers exactly as the single
-binary does (issue "Cluster", acceptance 1).
+binary does.
 
 One single binary (-target=all) and one cluster -- 3 ingesters, RF=3, 2
 distributors, 1 querier, each its own process on loopback -- receive the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_cluster_kill9.py -- kill -9 of one ingester during sustained ingest
-loses no acknowledged profile (issue "Cluster", acceptance 2).
+loses no acknowledged profile.
 
 3 ingesters, RF=3, 2 distributors, 1 querier.  Two writer threads push
 folded profiles through the two distributors, each with a stack naming

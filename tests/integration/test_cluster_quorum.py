@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """
 test_cluster_quorum.py -- below quorum nothing is acknowledged, and the
-cluster's edges hold (issue "Cluster", acceptance 3 and 5, and the
-operator surface).
+cluster's edges hold (the operator surface included).
 
 3 ingesters, RF=3, 1 distributor, 1 querier:
   - /ring answers JSON (members, state, tokens, ownership, heartbeat) and

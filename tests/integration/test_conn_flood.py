@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """
-test_conn_flood.py -- listener defaults hold under an idle-connection flood
-(issue 16).
+test_conn_flood.py -- listener defaults hold under an idle-connection flood.
 
 With the default flags (-server.http-per-ip-conn-limit=256), one client (127.0.0.1) opens 1,100 TCP
 connections and sends nothing.  Another client (127.0.0.2; loopback routes

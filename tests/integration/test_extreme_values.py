@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
-test_extreme_values.py -- extreme inputs get their documented answer (issue
-16), and under the ASan/UBSan build no sanitizer report (smolder.py fails
+test_extreme_values.py -- extreme inputs get their documented answer,
+and under the ASan/UBSan build no sanitizer report (smolder.py fails
 the test on one in stderr).
 
   - times outside the window of common/attime.h (int64 ns, 1677..2262):

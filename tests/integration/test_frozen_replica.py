@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """
-test_frozen_replica.py -- a frozen ingester does not stall reads or writes
-(issue "Failure behaviour", acceptance 1).
+test_frozen_replica.py -- a frozen ingester does not stall reads or writes.
 
 3 ingesters (RF=3), 1 distributor, 1 querier.  A writer pushes a profile
 with its own stack every ~50 ms and a reader runs /render (collapsed),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
-test_heatmap.py -- querier.v1 SelectHeatmap (individual-profile heatmap,
-issue 9), single binary and cluster (3 ingesters, RF=3), JSON and proto.
+test_heatmap.py -- querier.v1 SelectHeatmap (individual-profile
+heatmap), single binary and cluster (3 ingesters, RF=3), JSON and proto.
 
 Known uploads (folded, one profile per upload and series, exact times and
 totals) for service "hm" with env=a and env=b.  Then:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_hostile_queries.py -- queries cannot starve ingest (issue 10).
+test_hostile_queries.py -- queries cannot starve ingest.
 
 Data: one app `hq` (process_cpu) whose series differ by a label v; each
 upload is one pprof whose samples carry v as a sample label, so one upload

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_ingest_behaviours.py -- issue 9, "Behaviours to fix on the way",
+test_ingest_behaviours.py -- four behaviours fixed along the way,
 through the real binary:
 
   (a) an unknown path (and an unknown method) answers 404 (405) after

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """
-test_profile_stats.py -- querier.v1 GetProfileStats and AnalyzeQuery
-(issue 9), single binary and cluster (3 ingesters, RF=3), JSON and proto
-codecs.
+test_profile_stats.py -- querier.v1 GetProfileStats and AnalyzeQuery,
+single binary and cluster (3 ingesters, RF=3), JSON and proto codecs.
 
 Known uploads (folded text, one per 10 s bucket, so the index's numbers
 are exact): service "a" gets 5 profiles of 2 stacks each, service "b" 3

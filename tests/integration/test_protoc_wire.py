@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_protoc_wire.py -- issue 9's acceptance with the real protobuf
+test_protoc_wire.py -- the Connect APIs checked with the real protobuf
 compiler: every push.v1 / settings.v1 / capabilities.v1 / version.v1 /
 querier.v1 method answers a request encoded by
 `protoc --encode=<msg> -I proto <file>.proto` from protobuf text format,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_push.py -- push.v1.PusherService/Push (issue 9, "Ingest"), what
+test_push.py -- push.v1.PusherService/Push, what
 Grafana Alloy's pyroscope.write sends.
 
 Single binary:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_query_diff_pprof.py -- querier.v1 Diff, SelectMergeProfile, the
-stack-trace selector and /render-diff (issue 9), single binary and a
+stack-trace selector and /render-diff, single binary and a
 cluster (3 ingesters, RF=3) given the same uploads.
 
   1. Every real protobuf pprof in tests/data (and ../shared/testdata/

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_query_gate.py -- concurrent queries per tenant (issue 10; querier/gate.h).
+test_query_gate.py -- concurrent queries per tenant (querier/gate.h).
 
 A cluster of 1 ingester, 1 distributor and 1 querier with
 -querier.max-concurrent-queries-per-tenant=1, -querier.timeout=3s and no
@@ -14,7 +14,7 @@ until the timeout, deterministically.  Then:
   - tenant b's query is admitted although a is at its limit;
   - after SIGCONT every slot is released (in flight 0) and a's next query
     answers 200 with the data pushed before;
-  - per-call deadlines reach the ingester (issue 10): frozen again, a query
+  - per-call deadlines reach the ingester: frozen again, a query
     fails after the querier's 3 s; the ingester, resumed once that
     deadline plus its 1 s clock-skew allowance has passed, drops the
     queued calls unstarted (smolder_ingester_requests_expired_total).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_query_series.py -- querier.v1 SelectSeries' limit, aggregation and
-group-by on a label some series lack (issue 9), single binary and a
+group-by on a label some series lack, single binary and a
 cluster (3 ingesters, RF=3) given the same uploads.
 
 Folded uploads of service "qs" (cpu, 100 Hz: a count c is c * 10^7 ns),

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """
-test_render_memory.py -- query memory is bounded and returned (issue 16,
-"Four concurrent collapsed renders of a large series took 2.2 GB (1.7 GB
-still held afterwards)").
+test_render_memory.py -- query memory is bounded and returned (four
+concurrent collapsed renders of a large series once took 2.2 GB, 1.7 GB
+still held afterwards).
 
 One series (mem.cpu) of STACKS (16,384) distinct folded stacks, realistic
 in shape: 10..30 frames of 40..80-character names, built on 48 shared
@@ -24,7 +24,7 @@ files of this one series plus the small per-tenant metadata; the WAL, if
 any, is excluded).  It is the smallest honest figure for "the series'
 stored size": the head holds the same data uncompressed.
 
-Acceptance (issue 16): for every round
+Acceptance: for every round
   peak - before  <  4 x stored size + BUDGET     (BUDGET = 128 MiB)
   after          <= before + BUDGET / 2
 and over the whole test the last round's "after" is within BUDGET / 2 of

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_settings.py -- settings.v1 Get/Set/Delete, capabilities.v1 and
-version.v1 (issue 9): what Grafana's Profiles Drilldown asks at start-up.
+version.v1: what Grafana's Profiles Drilldown asks at start-up.
 
 Single binary (one data dir, restarted):
   - Get on a fresh tenant: 200 {} (Drilldown's start-up call);

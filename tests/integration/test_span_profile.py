@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_span_profile.py -- querier.v1 SelectMergeSpanProfile (traces to
-profiles, issue 9), single binary and cluster (3 ingesters, RF=3), JSON and
+profiles), single binary and cluster (3 ingesters, RF=3), JSON and
 proto codecs.
 
 Generated pprof uploads (cpu nanoseconds) whose samples carry a `span_id`

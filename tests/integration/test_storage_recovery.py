@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_storage_recovery.py -- storage that recovers by itself (issue 16).
+test_storage_recovery.py -- storage that recovers by itself.
 
 Disk full (needs a tmpfs mount: root; skipped with a message otherwise),
 twice: the server's data dir is on a tmpfs; a 40 MiB file is parked

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 test_tenant_limits.py -- per-tenant ingestion rate limits and the runtime
-overrides file (issue 10; common/overrides.h, distributor/ratelimit.h).
+overrides file (common/overrides.h, distributor/ratelimit.h).
 
 One server, -auth.multitenancy-enabled (tenants by X-Scope-OrgID),
 -distributor.ingestion-rate-limit-mb=100 (the default for every tenant),

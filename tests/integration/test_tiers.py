@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-test_tiers.py -- downsampling tiers end to end (issue 11): the compactor
+test_tiers.py -- downsampling tiers end to end: the compactor
 builds 1h and 1d tier blocks from days of history -- real pprof CPU
 profiles (tests/data, Parca's ten captures of one Go program, cycled) for
 one service and generated folded stacks for another, placed in the past
