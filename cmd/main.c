@@ -105,6 +105,7 @@ struct app {
 	int64_t gw_sync_ms;             /* -store-gateway.sync-interval */
 	int64_t gw_cache_bytes;         /* -store-gateway.data-cache-bytes */
 	int64_t gw_page_bytes;          /* -store-gateway.data-page-bytes */
+	int64_t gw_workers;             /* -store-gateway.sync-concurrency */
 	struct ing_config ing_cfg;
 	struct sm_bucket_cfg bucket_cfg;  /* -storage.* */
 	struct dist_config dist_cfg;
@@ -434,6 +435,7 @@ mod_gateway_init(void *p, struct sm_err *err)
 	app->ing_cfg.gw_sync_ms = app->gw_sync_ms;
 	app->ing_cfg.gw_cache_bytes = app->gw_cache_bytes;
 	app->ing_cfg.gw_page_bytes = app->gw_page_bytes;
+	app->ing_cfg.gw_workers = app->gw_workers;
 	app->ing_cfg.ring_tokens = app->ring_tokens;
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
@@ -643,7 +645,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[33];
+	static struct sm_flag f[34];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -796,6 +798,11 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"The unit a store-gateway reads block data in (one GET per run "
 		"of missing pages) and caches; objects no larger are fetched "
 		"whole when loaded. At least 4KiB." };
+	f[33] = (struct sm_flag){ "store-gateway.sync-concurrency",
+		SM_FLAG_INT, &app->gw_workers, "8",
+		"Blocks a store-gateway fetches from the bucket at once while "
+		"it loads them (1-64): a first sync of many blocks waits for "
+		"the slowest round trips, not their sum." };
 	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
 		return (rv);
 	t = ing_flags(&app->ing_cfg, &n);

@@ -22,6 +22,7 @@ struct ing_gateway {
 	struct ing_store *store;
 	struct sm_bucket *bucket;
 	struct ing_remote *remote;
+	uint32_t workers;              /* blocks fetched at once */
 	struct sm_ring_snap *ring;     /* ids only; NULL: own every tenant */
 	uint32_t self;                 /* our index in ring */
 	pthread_mutex_t mu;            /* one pass at a time */
@@ -126,6 +127,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->store = store;
 	gw->bucket = cfg->bucket;
 	gw->remote = cfg->remote;
+	gw->workers = (uint32_t)SM_MIN(SM_MAX(cfg->workers, 1), 64);
 	gw->started_ms = sm_now_ms();
 	gw->unowned_grace_ms = cfg->unowned_grace_ms;
 	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
@@ -289,9 +291,9 @@ src_note(struct ing_gateway *gw, const char *inc, const char *instance)
  */
 static int
 load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
-    const char *lt, struct sm_err *err)
+    const char *lt, struct ing_ship_parts *fetched, struct sm_err *err)
 {
-	struct ing_ship_parts sp;
+	struct ing_ship_parts sp = *fetched;
 	struct ing_store_part *parts = NULL;
 	struct ing_ship_rec rec = { .shipped = true };
 	const struct ing_store_part *mp = NULL;
@@ -299,9 +301,7 @@ load(struct ing_gateway *gw, const struct ing_bucket_block *bk,
 	uint64_t dlo = UINT64_MAX, dhi = 0;
 	int rv;
 
-	if ((rv = ing_ship_fetch_parts(gw->bucket, bk,
-	    ing_remote_page(gw->remote), &sp, err)) != 0)
-		return (rv);
+	memset(fetched, 0, sizeof(*fetched));
 	if ((parts = sm_calloc(SM_MAX(sp.n, 1), sizeof(*parts))) == NULL ||
 	    (stubs = sm_malloc((size_t)SM_MAX(sp.n, 1) *
 	    ING_REMOTE_STUB)) == NULL) {
@@ -351,6 +351,60 @@ out:
 	return (rv);
 }
 
+/*
+ * Fetching ahead (-store-gateway.sync-concurrency): the blocks a pass
+ * will load are fetched gw->workers at a time, each by a thread of its
+ * own, and then imported and adopted one by one in the pass's order (a
+ * merged block after its inputs), so a gateway's first sync costs its
+ * slowest round trips, not the sum of them.
+ */
+struct prefetch {
+	const struct ing_bucket_block *bk;
+	uint32_t idx;                  /* in the scan */
+	int rv;
+	struct sm_err err;
+	struct ing_ship_parts sp;
+	struct ing_gateway *gw;
+	pthread_t thr;
+	bool started;
+};
+
+static void *
+prefetch_main(void *arg)
+{
+	struct prefetch *p = arg;
+
+	sm_err_clear(&p->err);
+	p->rv = ing_ship_fetch_parts(p->gw->bucket, p->bk,
+	    ing_remote_page(p->gw->remote), &p->sp, &p->err);
+	return (NULL);
+}
+
+/* Fetch the blocks want[0..n) of the scan at once into pf[0..n). */
+static void
+prefetch_run(struct ing_gateway *gw, const struct ing_bucket_scan *sc,
+    const uint32_t *want, uint32_t n, struct prefetch *pf)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		pf[k] = (struct prefetch){ .bk = &sc->v[want[k]],
+		    .idx = want[k], .gw = gw };
+		pf[k].started = pthread_create(&pf[k].thr, NULL,
+		    prefetch_main, &pf[k]) == 0;
+		if (!pf[k].started)          /* no thread: fetch it here */
+			prefetch_main(&pf[k]);
+	}
+	for (uint32_t k = 0; k < n; k++)
+		if (pf[k].started)
+			pthread_join(pf[k].thr, NULL);
+}
+
+static void
+prefetch_free(struct prefetch *pf, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		ing_ship_parts_fini(&pf[k].sp);
+}
+
 /* A merged block not loaded: the inputs it replaces stay in service. */
 static void
 keep_inputs(struct held *h, uint32_t nhb, const char *lt,
@@ -373,7 +427,9 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 	struct ing_db_block *hb = NULL;
 	struct held *h = NULL;
 	struct sm_arena *a = NULL;
-	uint32_t nhb = 0, nad = 0, ndr = 0;
+	struct prefetch *pf = NULL;
+	uint32_t nhb = 0, nad = 0, ndr = 0, *want = NULL, nwant = 0, wpos = 0;
+	uint32_t npf = 0, pk;
 	int rv;
 
 	pthread_mutex_lock(&gw->mu);
@@ -389,10 +445,34 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		h[i] = (struct held){ hb[i].tenant, hb[i].meta.gen, false };
 	if (nhb > 1)
 		qsort(h, nhb, sizeof(*h), held_cmp);
+	/* The blocks this pass will try to load, in its order, for the
+	 * fetches ahead (prefetch_run). */
+	if ((want = sm_malloc(SM_MAX(sc.n, 1) * sizeof(*want))) == NULL ||
+	    (pf = sm_calloc(gw->workers, sizeof(*pf))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < sc.n; i++) {
+		const struct ing_bucket_block *bk = &sc.v[i];
+		char *lt;
+
+		if (bk->marked || bk->replaced || bk->dup || !owned(gw,
+		    bk->tenant))
+			continue;
+		if ((lt = ing_gateway_tenant(a, bk->tenant, bk->inc,
+		    err)) == NULL) {
+			rv = err->code;
+			goto out;
+		}
+		if (held_find(h, nhb, lt, bk->gen) == NULL &&
+		    !ing_db_block_retiring(gw->db, lt, bk->gen))
+			want[nwant++] = i;
+	}
 	/* Load what is wanted and not held, oldest gen of each source
 	 * first (a merged block after the inputs it replaces). */
 	for (uint32_t i = 0; i < sc.n; i++) {
 		const struct ing_bucket_block *bk = &sc.v[i];
+		struct ing_ship_parts sp;
 		struct held *x;
 		char *lt;
 
@@ -436,7 +516,30 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 			keep_inputs(h, nhb, lt, bk);
 			continue;     /* the next pass, once it is gone */
 		}
-		if ((rv = load(gw, bk, lt, err)) == 0) {
+		/* its fetch, with the next ones' (prefetch_run) */
+		while (wpos < nwant && want[wpos] < i)
+			wpos++;
+		if (npf == 0 || pf[npf - 1].idx < i) {
+			prefetch_free(pf, npf);
+			npf = SM_MIN(gw->workers, nwant - wpos);
+			prefetch_run(gw, &sc, want + wpos, npf, pf);
+		}
+		for (pk = 0; pk < npf && pf[pk].idx != i; pk++)
+			;
+		if (pk == npf) {         /* not foreseen: fetch it now */
+			rv = ing_ship_fetch_parts(gw->bucket, bk,
+			    ing_remote_page(gw->remote), &sp, err);
+		} else {
+			rv = pf[pk].rv;
+			sp = pf[pk].sp;
+			memset(&pf[pk].sp, 0, sizeof(pf[pk].sp));
+			if (rv != 0)
+				*err = pf[pk].err;
+		}
+		if (rv == 0)
+			rv = load(gw, bk, lt, &sp, err);
+		ing_ship_parts_fini(&sp);
+		if (rv == 0) {
 			nad++;
 			if (gw_folds_add(&folds, bk) != 0) {
 				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -491,6 +594,10 @@ out:
 	if (dropped != NULL)
 		*dropped = ndr;
 	pthread_mutex_unlock(&gw->mu);
+	if (pf != NULL)
+		prefetch_free(pf, npf);
+	sm_free(pf);
+	sm_free(want);
 	sm_arena_destroy(a);
 	sm_free(h);
 	ing_db_blocks_free(hb, nhb);

@@ -35,7 +35,9 @@
  *   2. wanted: every complete block of an owned tenant that is not
  *      marked for deletion, not replaced by a merged block of its source
  *      and not a second copy of one (source, gen);
- *   3. each wanted block not held is loaded: its parts but the data
+ *   3. each wanted block not held is loaded (fetched `workers` at a
+ *      time ahead of the import, gateway.c "Fetching ahead"): its parts
+ *      but the data
  *      (ship.h, ing_ship_fetch_parts: whole and checked whole when it is
  *      no larger than a data page, else by range), imported in one synced
  *      batch with a stub for each data part (remote.h: the data stays in
@@ -104,6 +106,8 @@ struct ing_gateway_cfg {
 	struct sm_bucket *bucket;    /* borrowed */
 	struct ing_remote *remote;   /* borrowed: the data parts' reader
 				      * (remote.h), the store's hook */
+	int64_t workers;             /* blocks fetched at once (1-64;
+				      * -store-gateway.sync-concurrency) */
 };
 
 struct ing_gateway;

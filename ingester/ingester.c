@@ -1156,6 +1156,7 @@ replay_main(void *arg)
 			.unowned_grace_ms = 3 * ing->cfg.gw_sync_ms,
 			.bucket = ing->cfg.bucket,
 			.remote = ing->remote,
+			.workers = ing->cfg.gw_workers,
 		};
 
 		if (ing_gateway_create(&gc, ing->db, ing->store, &ing->gw,

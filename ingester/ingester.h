@@ -137,6 +137,7 @@ struct ing_config {
 	int64_t gw_sync_ms;       /* -store-gateway.sync-interval */
 	int64_t gw_cache_bytes;   /* -store-gateway.data-cache-bytes */
 	int64_t gw_page_bytes;    /* -store-gateway.data-page-bytes */
+	int64_t gw_workers;       /* -store-gateway.sync-concurrency */
 	int64_t ring_tokens;      /* -ring.tokens */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
