@@ -1361,31 +1361,12 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 		return (sm_err_set(err, SM_ECORRUPT, "%s: meta.json says %lld "
 		    "bytes, shorter than a footer", key, (long long)bk->bytes));
 	out->size = size;
-	if (size <= whole_max) {
-		struct ing_store_part *sp = NULL;
-
-		if ((rv = ing_ship_fetch(bucket, bk, &out->obj, &sp, &np,
-		    err)) != 0)
-			return (rv);
-		out->gets = 1;
-		out->whole = true;
-		if ((out->v = sm_calloc(SM_MAX(np, 1), sizeof(*out->v))) ==
-		    NULL) {
-			sm_free(sp);
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		}
-		for (uint32_t i = 0; i < np; i++)
-			out->v[i] = (struct ing_ship_part){ sp[i].kind,
-			    sp[i].series, (uint64_t)(sp[i].v -
-			    (const uint8_t *)out->obj.b), (uint32_t)sp[i].n,
-			    sp[i].v };
-		out->n = np;
-		sm_free(sp);
-		return (0);
-	}
-	/* Ranges: the end, the table when it is longer, then the runs of
-	 * parts that are not data: at most 2 + np. */
-	tail = SM_MAX(whole_max, (uint64_t)ING_SHIP_FOOTER);
+	out->whole = size <= whole_max;
+	/* Ranges: the end (the whole object when it is no larger than
+	 * whole_max), the table when it is longer, then the runs of parts
+	 * that are not data: at most 2 + np. */
+	tail = out->whole ? size : SM_MAX(whole_max,
+	    (uint64_t)ING_SHIP_FOOTER);
 	if ((g = sm_calloc(2, sizeof(*g))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((rv = get_range(bucket, key, size - tail, tail, out, &g[ng++],
@@ -1449,6 +1430,22 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 			goto out;
 		i = j;
 	}
+	/* A whole object is checked whole too.  Damage it finds beyond the
+	 * parts checked below is in a data part: the load goes on, and the
+	 * part's own checksum fails the queries that read it (not every
+	 * query of the source, as a block skipped would, silently). */
+	if (out->whole) {
+		struct sm_err e2;
+
+		sm_err_clear(&e2);
+		if (ing_ship_object_check((const uint8_t *)out->obj.b,
+		    out->obj.len, bk->bytes, bk->xxh, NULL, &e2) != 0) {
+			out->damaged = true;
+			sm_warn("store-gateway", "block object damaged; its "
+			    "data parts are checked as queries read them\t"
+			    "key=%s err=\"%s\"", key, e2.msg);
+		}
+	}
 	/* every fetched part checked by its own checksum */
 	for (uint32_t i = 0; i < np; i++) {
 		struct ing_ship_part *x = &out->v[i];
@@ -1456,11 +1453,12 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 		size_t pn;
 		uint32_t raw;
 
-		if (x->kind == 'D' && (at[i] = got_at(g, ng, x->off,
-		    x->n)) == SIZE_MAX)
+		if (x->kind == 'D') {     /* checked when a query reads it */
+			if ((at[i] = got_at(g, ng, x->off, x->n)) != SIZE_MAX)
+				x->v = (const uint8_t *)out->obj.b + at[i];
 			continue;
-		if (x->kind != 'D')
-			at[i] = got_at(g, ng, x->off, x->n);
+		}
+		at[i] = got_at(g, ng, x->off, x->n);
 		SM_ASSERT(at[i] != SIZE_MAX);
 		x->v = (const uint8_t *)out->obj.b + at[i];
 		if ((rv = ing_block_open(x->v, x->n, x->kind, &pl, &pn, &raw,

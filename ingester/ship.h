@@ -253,17 +253,20 @@ int ing_ship_fetch(struct sm_bucket *bucket, const struct ing_bucket_block *bk,
  * bucket and reads them by range when a query needs them (remote.h):
  * every part's place, from the table of contents, and the bytes of every
  * part but the 'D' ones.
- *   - An object of at most `whole_max` bytes is fetched whole (one GET)
- *     and checked as ing_ship_fetch does: size and XXH3 against
- *     meta.json, the table, every part's checksum.  out->whole is set and
- *     out->obj holds the object, so its data can go to the cache at once.
+ *   - An object of at most `whole_max` bytes is fetched whole (one GET);
+ *     out->whole is set and out->obj holds the object, so its data can
+ *     go to the cache at once.  It is also checked whole (size and XXH3
+ *     against meta.json, every part): damage only a data part explains
+ *     sets out->damaged and is logged, and the load goes on -- that
+ *     part's checksum fails the queries that read it.
  *   - A larger one is read by range: its last whole_max bytes (footer,
  *     table of contents, and often the span and profile parts), the
  *     rest of the table if it is longer, then one GET per run of
  *     adjacent parts that are not 'D' and not in hand yet (in a block
- *     object: meta, index, symbols, tree).  The footer must match
- *     meta.json's size, the table its checksum, and every fetched part
- *     its own checksum; a 'D' part is checked when it is read.
+ *     object: meta, index, symbols, tree).
+ * Either way the footer must match meta.json's size, the table its
+ * checksum, and every part but the 'D' ones its own checksum (SM_ECORRUPT
+ * otherwise); a 'D' part is checked when it is read.
  * out->v lists every part in object order: kind, series, offset, length,
  * and v pointing into out->obj, or NULL for a 'D' part not fetched.
  * 0, SM_ECORRUPT, SM_ENOMEM or the bucket's error (the key named).
@@ -281,6 +284,7 @@ struct ing_ship_parts {
 	uint32_t n;
 	uint64_t size;                 /* the object's */
 	bool whole;                    /* obj is the whole object */
+	bool damaged;                  /* whole, and a data part is not */
 	struct sm_buf obj;             /* the whole object, or the ranges
 					  fetched, back to back */
 	uint32_t gets;                 /* GETs it took */
