@@ -423,6 +423,18 @@ sm_now_ms(void)
 	return (sm_clock_ns(CLOCK_REALTIME) / 1000000LL + sm_clock_skew_ms());
 }
 
+char *
+sm_time_utc(int64_t ms, char *out, size_t outlen)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(out, outlen, "%lld ms", (long long)ms);
+	return (out);
+}
+
 void
 sm_sleep_ms(int64_t ms)
 {

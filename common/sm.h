@@ -293,6 +293,9 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 /* Monotonic and wall clocks. */
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
 void sm_sleep_ms(int64_t ms); /* sleep, resumed after signals */
+/* Unix ms as "2006-01-02T15:04:05Z" (UTC, seconds) into out (>= 21
+ * bytes), for messages; returns out. */
+char *sm_time_utc(int64_t ms, char *out, size_t outlen);
 /*
  * Tests only: SMOLDER_TEST_CLOCK_SKEW_MS=N in the environment moves this
  * process's sm_now_ms() by N ms (signed), as a host whose clock is off

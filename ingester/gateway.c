@@ -428,6 +428,8 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 	struct held *h = NULL;
 	struct sm_arena *a = NULL;
 	struct prefetch *pf = NULL;
+	char **lts = NULL;             /* per scanned block: its local
+					* tenant, NULL when passed over */
 	uint32_t nhb = 0, nad = 0, ndr = 0, *want = NULL, nwant = 0, wpos = 0;
 	uint32_t npf = 0, pk;
 	int rv;
@@ -448,24 +450,24 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 	/* The blocks this pass will try to load, in its order, for the
 	 * fetches ahead (prefetch_run). */
 	if ((want = sm_malloc(SM_MAX(sc.n, 1) * sizeof(*want))) == NULL ||
+	    (lts = sm_calloc(SM_MAX(sc.n, 1), sizeof(*lts))) == NULL ||
 	    (pf = sm_calloc(gw->workers, sizeof(*pf))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (uint32_t i = 0; i < sc.n; i++) {
 		const struct ing_bucket_block *bk = &sc.v[i];
-		char *lt;
 
-		if (bk->marked || bk->replaced || bk->dup || !owned(gw,
-		    bk->tenant))
+		if (bk->marked || bk->replaced || bk->dup)
 			continue;
-		if ((lt = ing_gateway_tenant(a, bk->tenant, bk->inc,
+		if ((lts[i] = ing_gateway_tenant(a, bk->tenant, bk->inc,
 		    err)) == NULL) {
 			rv = err->code;
 			goto out;
 		}
-		if (held_find(h, nhb, lt, bk->gen) == NULL &&
-		    !ing_db_block_retiring(gw->db, lt, bk->gen))
+		if (owned(gw, bk->tenant) && held_find(h, nhb, lts[i],
+		    bk->gen) == NULL && !ing_db_block_retiring(gw->db, lts[i],
+		    bk->gen))
 			want[nwant++] = i;
 	}
 	/* Load what is wanted and not held, oldest gen of each source
@@ -476,13 +478,8 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 		struct held *x;
 		char *lt;
 
-		if (bk->marked || bk->replaced || bk->dup)
+		if ((lt = lts[i]) == NULL)   /* marked, replaced or a dup */
 			continue;
-		if ((lt = ing_gateway_tenant(a, bk->tenant, bk->inc,
-		    err)) == NULL) {
-			rv = err->code;
-			goto out;
-		}
 		if (!owned(gw, bk->tenant)) {
 			/* A tenant this gateway no longer owns (its ring
 			 * changed) is kept a while, so its new owners can
@@ -598,6 +595,7 @@ out:
 		prefetch_free(pf, npf);
 	sm_free(pf);
 	sm_free(want);
+	sm_free(lts);
 	sm_arena_destroy(a);
 	sm_free(h);
 	ing_db_blocks_free(hb, nhb);

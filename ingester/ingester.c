@@ -29,7 +29,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/arena.h"
@@ -1224,13 +1223,7 @@ left_check(struct ingester *ing, struct sm_err *err)
 	atomic_store(&ing->leaving, true);
 	atomic_store(&ing->sealed, true);
 	ing->left = 1;
-	{
-		time_t t = (time_t)(ms / 1000);
-		struct tm tm;
-
-		gmtime_r(&t, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	}
+	sm_time_utc(ms, when, sizeof(when));
 	sm_warn("ingester", "this data directory left the ring at %s (POST "
 	    "/ingester/shutdown): serving reads only, taking no writes. To "
 	    "use this instance again, start it on an empty data directory "

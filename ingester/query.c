@@ -970,15 +970,10 @@ static int
 stats_begin(void *arg, const struct visit_src *src, uint32_t n,
     struct sm_err *err)
 {
-	struct stats_acc *x = arg;
-
-	sm_free(x->rec);
-	x->rec = NULL;
-	x->nrec = 0;
-	x->rec_read = false;
 	return (n == 0 ? VISIT_SKIP : 0);
 }
 
+/* The source's records (stats_ids) go with it. */
 static int
 stats_finish(void *arg, const struct visit_src *src, int rv,
     struct sm_err *err)

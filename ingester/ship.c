@@ -1352,7 +1352,7 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 	uint32_t ng = 0, np;
 	uint64_t size = (uint64_t)bk->bytes, toc_off, tail;
 	const uint8_t *f, *toc;
-	size_t *at = NULL, toc_at, f_at;
+	size_t toc_at, f_at;
 	int rv;
 
 	memset(out, 0, sizeof(*out));
@@ -1387,8 +1387,7 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 	toc = (const uint8_t *)out->obj.b + toc_at;
 	if ((rv = toc_check(toc, np, toc_off, f, err)) != 0)
 		goto bad;
-	if ((out->v = sm_calloc(SM_MAX(np, 1), sizeof(*out->v))) == NULL ||
-	    (at = sm_calloc(SM_MAX(np, 1), sizeof(*at))) == NULL) {
+	if ((out->v = sm_calloc(SM_MAX(np, 1), sizeof(*out->v))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1449,18 +1448,15 @@ ing_ship_fetch_parts(struct sm_bucket *bucket,
 	/* every fetched part checked by its own checksum */
 	for (uint32_t i = 0; i < np; i++) {
 		struct ing_ship_part *x = &out->v[i];
+		size_t at = got_at(g, ng, x->off, x->n), pn;
 		const uint8_t *pl;
-		size_t pn;
 		uint32_t raw;
 
-		if (x->kind == 'D') {     /* checked when a query reads it */
-			if ((at[i] = got_at(g, ng, x->off, x->n)) != SIZE_MAX)
-				x->v = (const uint8_t *)out->obj.b + at[i];
+		if (at != SIZE_MAX)
+			x->v = (const uint8_t *)out->obj.b + at;
+		if (x->kind == 'D')       /* checked when a query reads it */
 			continue;
-		}
-		at[i] = got_at(g, ng, x->off, x->n);
-		SM_ASSERT(at[i] != SIZE_MAX);
-		x->v = (const uint8_t *)out->obj.b + at[i];
+		SM_ASSERT(at != SIZE_MAX);
 		if ((rv = ing_block_open(x->v, x->n, x->kind, &pl, &pn, &raw,
 		    err)) != 0) {
 			sm_err_prefix(err, "block object part %u ('%c' series "
@@ -1473,7 +1469,6 @@ bad:
 	sm_err_prefix(err, "%s", key);
 out:
 	sm_free(g);
-	sm_free(at);
 	if (rv != 0)
 		ing_ship_parts_fini(out);
 	return (rv);

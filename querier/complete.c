@@ -28,7 +28,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The compactor's fold source (ingester/ship.h, ING_FOLD_INC): it stands
  * for every replica of the hours it folded. */
@@ -252,14 +251,11 @@ qry_gaps_units(const struct sm_ring_snap *s, const uint8_t *lost,
 
 		why[0] = '\0';
 		if (best_at != UINT32_MAX) {
-			time_t t = (time_t)(g[best_at].from / 1000);
-			struct tm tm;
 			char ts[32];
 
-			gmtime_r(&t, &tm);
-			strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 			off = (size_t)snprintf(why, whylen, "data from %s is "
-			    "missing from", ts);
+			    "missing from", sm_time_utc(g[best_at].from, ts,
+			    sizeof(ts)));
 			for (uint32_t j = 0; j < n && off < whylen; j++) {
 				if (g[j].from > g[best_at].from ||
 				    g[j].to < g[best_at].from)

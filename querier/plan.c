@@ -47,7 +47,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/combo.h"
 #include "common/hash.h"
@@ -534,11 +533,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	sm_counter_add(sm_metric_child0(m_combined), ps.combined);
 	if (ps.unresolved > 0) {
 		char ts[32];
-		time_t tt = (time_t)(ps.t / 1000);
-		struct tm tm;
 
-		gmtime_r(&tt, &tm);
-		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		sm_counter_add(sm_metric_child0(m_unresolved), ps.unresolved);
 		rv = sm_err_set(err, SM_EUNAVAIL, "the answer would be "
 		    "incomplete: the replicas diverge and neither one of them "
@@ -546,7 +541,8 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 		    "bucket(s), the first of series %016llx at %s (%u "
 		    "uploads); it will be whole once the compactor folds that "
 		    "hour in the bucket, or the replicas' hints are delivered",
-		    ps.unresolved, (unsigned long long)ps.fp, ts, ps.nu);
+		    ps.unresolved, (unsigned long long)ps.fp,
+		    sm_time_utc(ps.t, ts, sizeof(ts)), ps.nu);
 		p->sel = NULL;
 		goto out;
 	}
