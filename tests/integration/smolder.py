@@ -84,6 +84,38 @@ def thread_stacks(pid, limit=16000):
     return text[-limit:] or "(gdb printed no stack)"
 
 
+def freeze(pid, timeout=10.0):
+    """SIGSTOP pid and return once every one of its threads is stopped
+    (state T in /proc/PID/task/*/stat).  kill() only queues the stop:
+    a thread that is running when it is sent stops when it next enters
+    the kernel, so a request sent right after kill() can still be
+    answered.  Returns False when some thread is still running at the
+    timeout (the caller's check says so)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        running = False
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return False
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    st = f.read()
+            except OSError:
+                continue    # the thread exited
+            # the state follows the command name's closing parenthesis
+            if st[st.rindex(")") + 2] not in "Tt":
+                running = True
+                break
+        if not running:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+
+
 def source_dir():
     return SOURCE_DIR
 

@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
 from durability import Workspace, metrics  # noqa: E402
-from smolder import metric_value, run_script  # noqa: E402
+from smolder import freeze, metric_value, run_script  # noqa: E402
 
 BUDGET_S = 120
 SKEW = {"querier": -120000, "ingester-1": 600000}
@@ -92,7 +92,7 @@ def body(r):
     r.check("member clock skew" in q.stderr_text(), "the querier warns "
             "about the skew")
     # A stopped ingester: the query still ends at the querier's timeout.
-    os.kill(c.ingesters[2].proc.pid, signal.SIGSTOP)
+    freeze(c.ingesters[2].proc.pid)
     try:
         t0 = time.monotonic()
         resp = q.render("sk.cpu{}", frm=now - 3600, until=now + 3600,

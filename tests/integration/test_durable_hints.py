@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
 from durability import Workspace, metrics, wait_metric  # noqa: E402
-from smolder import metric_value, run_script  # noqa: E402
+from smolder import freeze, metric_value, run_script  # noqa: E402
 
 # SMOLDER_HINTS_FREEZE_S=600 runs the ten-minute partition (outside CI).
 FREEZE_S = int(os.environ.get("SMOLDER_HINTS_FREEZE_S", "60"))
@@ -138,7 +138,7 @@ def body(r):
     w.start()
     time.sleep(2)
     frozen = c.ingesters[2].proc.pid
-    os.kill(frozen, signal.SIGSTOP)
+    freeze(frozen)
     thawed = [False]
 
     def thaw():

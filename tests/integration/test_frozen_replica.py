@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
                         metrics)
-from smolder import run_script  # noqa: E402
+from smolder import freeze, run_script  # noqa: E402
 
 COMMON = ["-validation.reject-older-than=0",
           "-validation.reject-newer-than=0"] + limit_flags()
@@ -127,7 +127,7 @@ def main(r):
             t.start()
         time.sleep(3)
         frozen = c.ingesters[1].proc
-        os.kill(frozen.pid, signal.SIGSTOP)
+        freeze(frozen.pid)
         load.phase = "frozen"
         print("# ingester-1 (pid %d) stopped for %d s" % (frozen.pid,
                                                           FREEZE_S),

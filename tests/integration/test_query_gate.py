@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
                         parse_metrics, wait_metric)
-from smolder import run_script  # noqa: E402
+from smolder import freeze, run_script  # noqa: E402
 
 PTYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 SEL = '{service_name="gate"}'
@@ -103,12 +103,13 @@ def main(r):
         c.start()
         d, q = c.distributors[0], c.queriers[0]
         now = int(time.time())
-        for tenant in ("a", "b"):
+        # Different data per tenant: an answer shows whose it is.
+        for tenant, body in (("a", b"main;work 7\n"), ("b", b"main;b 5\n")):
             p = d.request("POST", "/ingest",
                           {"name": "gate.cpu{}", "from": str(now - 10),
                            "until": str(now), "format": "folded",
                            "spyName": "gospy"},
-                          body=b"main;work 7\n",
+                          body=body,
                           headers={"X-Scope-OrgID": tenant})
             r.check(p.status == 200, "push for %s" % tenant, p.describe())
         now_ms = int(time.time() * 1000)
@@ -117,7 +118,7 @@ def main(r):
                 g.describe())
 
         frozen = c.ingesters[0].proc
-        os.kill(frozen.pid, signal.SIGSTOP)
+        r.check(freeze(frozen.pid), "the ingester is stopped")
         held = {}
 
         def hold(tenant):
@@ -185,7 +186,7 @@ def main(r):
         # Deadlines reach the ingester.
         ing = c.ingesters[0]
         frozen = ing.proc
-        os.kill(frozen.pid, signal.SIGSTOP)
+        r.check(freeze(frozen.pid), "the ingester is stopped again")
         t_sent = time.time()
         g = merge(q, "b", now_ms)
         r.check(g.status >= 500, "a query with the ingester frozen fails "
@@ -201,7 +202,11 @@ def main(r):
         r.check(v is not None and v >= 1, "the ingester dropped the "
                 "expired calls unstarted", "expired %r" % v)
         g = merge(q, "b", now_ms)
-        r.check(g.status == 200, "b's next query -> 200", g.describe())
+        fg = (g.json().get("flamegraph") or {}) if g.status == 200 else {}
+        r.check(g.status == 200 and int(fg.get("total") or 0) ==
+                5 * 10000000 and "b" in (fg.get("names") or []),
+                "b's next query -> 200 with b's data (5 samples of 10 ms)",
+                g.describe())
     finally:
         if frozen is not None:
             os.kill(frozen.pid, signal.SIGCONT)

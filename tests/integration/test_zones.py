@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
 from durability import Workspace, metric_value, metrics  # noqa: E402
-from smolder import run_script  # noqa: E402
+from smolder import freeze, run_script  # noqa: E402
 from test_frozen_replica import APP, COMMON, Load, pct  # noqa: E402
 
 ZONE_DOWN_S = 60
@@ -116,7 +116,7 @@ def main(r):
     time.sleep(3)
     for i in (4, 5):
         stopped.append(c.ingesters[i].proc)
-        os.kill(c.ingesters[i].proc.pid, signal.SIGSTOP)
+        freeze(c.ingesters[i].proc.pid)
     load.phase = "frozen"
     print("# zone c (ingester-4, ingester-5) stopped for %d s"
           % ZONE_DOWN_S, flush=True)
@@ -179,7 +179,7 @@ def main(r):
     # zone c's copies are whole: zone a down now, the answer is the same
     for i in (0, 1):
         stopped.append(c.ingesters[i].proc)
-        os.kill(c.ingesters[i].proc.pid, signal.SIGSTOP)
+        freeze(c.ingesters[i].proc.pid)
     r.check(c.wait_ring(active=4, timeout=30), "zone a stopped",
             str(c.states()))
     exact(r, q, t0, acked, "zone a down")
