@@ -17,6 +17,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
 	libcurl4-openssl-dev libxml2-dev \
 	swift-proxy swift-object swift-container swift-account \
+	etcd-server etcd-client \
 	golang-go python3 python3-yaml curl protobuf-compiler \
 	chromium nodejs \
 	clang libclang-rt-14-dev llvm gdb

@@ -88,6 +88,13 @@ struct app {
 	int64_t ring_heartbeat_ms;
 	int64_t ring_heartbeat_timeout_ms;
 	int64_t ring_dns_refresh_ms;
+	char *ring_etcd_endpoints;      /* -ring.etcd.* */
+	char *ring_etcd_prefix;
+	int64_t ring_etcd_timeout_ms;
+	char *ring_instance_addr;       /* -ring.instance-addr */
+	char *ring_etcd_members;        /* <prefix>ingesters/ (owned) */
+	struct sm_ring_reg *ring_reg;   /* the ingester's key in etcd */
+	struct sm_etcd_lock *cpt_lock;  /* the compactor's, in etcd */
 	int64_t replication_factor;
 	int64_t http_threads;
 	int64_t http_write_workers, http_query_workers;
@@ -393,12 +400,65 @@ mod_ingester_init(void *p, struct sm_err *err)
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
 }
 
+/*
+ * The address an ingester registers in etcd: -ring.instance-addr, else
+ * -rpc.listen-address with a wildcard host replaced by this host's name
+ * (a pod's hostname resolves to its address).  Only tcp:// can be
+ * reached from other processes.
+ */
+static int
+instance_addr(struct app *app, char *out, size_t len, struct sm_err *err)
+{
+	const char *l = app->rpc_listen, *host, *colon;
+	char name[256];
+
+	if (*app->ring_instance_addr != '\0')
+		l = app->ring_instance_addr;
+	if (strncmp(l, "tcp://", 6) != 0 || (colon = strrchr(l + 6, ':')) ==
+	    NULL)
+		return (sm_err_set(err, SM_EINVAL, "-ring.etcd.endpoints: an "
+		    "ingester registers a tcp://host:port address; set "
+		    "-ring.instance-addr or a tcp:// -rpc.listen-address (not "
+		    "\"%s\")", l));
+	host = l + 6;
+	if (l == app->rpc_listen && (colon == host ||
+	    strncmp(host, "0.0.0.0:", 8) == 0 || strncmp(host, "[::]:", 5) ==
+	    0 || strncmp(host, "*:", 2) == 0)) {
+		if (gethostname(name, sizeof(name)) != 0)
+			return (sm_err_set(err, SM_EINVAL, "-ring.instance-addr: "
+			    "this host has no name; set the flag"));
+		name[sizeof(name) - 1] = '\0';
+		(void)snprintf(out, len, "tcp://%s%s", name, colon);
+		return (0);
+	}
+	(void)snprintf(out, len, "%s", l);
+	return (0);
+}
+
 static int
 mod_ingester_start(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	char addr[512];
+	int rv;
 
-	return (ing_start(app->ing, err));
+	if ((rv = ing_start(app->ing, err)) != 0)
+		return (rv);
+	if (*app->ring_etcd_endpoints == '\0' || app->ing_cfg.gateway)
+		return (0);
+	if (app->ring_etcd_members == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = instance_addr(app, addr, sizeof(addr), err)) != 0)
+		return (rv);
+	if ((rv = sm_ring_reg_start(app->ring_etcd_endpoints,
+	    app->ring_etcd_timeout_ms, app->ring_etcd_members,
+	    app->instance_id, addr, app->instance_zone,
+	    app->ring_dns_refresh_ms, &app->ring_reg, err)) != 0)
+		return (rv);
+	/* A data directory that left stays out of the rings. */
+	if (ing_retired(app->ing))
+		(void)sm_ring_reg_leave(app->ring_reg, err);
+	return (0);
 }
 
 static void
@@ -406,6 +466,8 @@ mod_ingester_stop(void *p)
 {
 	struct app *app = p;
 
+	sm_ring_reg_stop(app->ring_reg);
+	app->ring_reg = NULL;
 	ing_stop(app->ing);
 }
 
@@ -461,6 +523,9 @@ mod_ring_init(void *p, struct sm_err *err)
 		.dns_refresh_ms = app->ring_dns_refresh_ms,
 		.rf = app->replication_factor,
 		.recv_max = (size_t)1 << 30,
+		.etcd_endpoints = app->ring_etcd_endpoints,
+		.etcd_prefix = app->ring_etcd_members,
+		.etcd_timeout_ms = app->ring_etcd_timeout_ms,
 	};
 
 	return (sm_ring_create(&cfg, app->http, &app->ring, err));
@@ -600,7 +665,26 @@ static int
 mod_compactor_start(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	int rv;
 
+	/* With etcd, one compactor of the cluster runs passes: the holder
+	 * of <prefix>compactor/lock (compactor.h). */
+	if (*app->ring_etcd_endpoints != '\0') {
+		char key[1024], who[512], host[256];
+
+		if (gethostname(host, sizeof(host)) != 0)
+			(void)snprintf(host, sizeof(host), "?");
+		host[sizeof(host) - 1] = '\0';
+		(void)snprintf(key, sizeof(key), "%scompactor/lock",
+		    app->ring_etcd_prefix);
+		(void)snprintf(who, sizeof(who), "%s pid %d on %s",
+		    app->instance_id, (int)getpid(), host);
+		if ((rv = sm_etcd_lock_start(app->ring_etcd_endpoints,
+		    app->ring_etcd_timeout_ms, key, who, 15, &app->cpt_lock,
+		    err)) != 0)
+			return (rv);
+		cpt_set_lock(app->cpt, app->cpt_lock);
+	}
 	return (cpt_start(app->cpt, err));
 }
 
@@ -610,6 +694,9 @@ mod_compactor_stop(void *p)
 	struct app *app = p;
 
 	cpt_stop(app->cpt);
+	cpt_set_lock(app->cpt, NULL);
+	sm_etcd_lock_stop(app->cpt_lock);   /* after the last pass */
+	app->cpt_lock = NULL;
 }
 
 static int
@@ -645,7 +732,7 @@ static const struct sm_module modules[] = {
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[34];
+	static struct sm_flag f[38];
 	const struct sm_flag *t;
 	size_t n;
 	int rv;
@@ -798,6 +885,27 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 		"The unit a store-gateway reads block data in (one GET per run "
 		"of missing pages) and caches; objects no larger are fetched "
 		"whole when loaded. At least 4KiB." };
+	f[34] = (struct sm_flag){ "ring.etcd.endpoints", SM_FLAG_STRING,
+		&app->ring_etcd_endpoints, "",
+		"etcd endpoints (host:port,...) holding the ring's membership: "
+		"each ingester registers itself there, and distributors, "
+		"queriers and the compactor follow it (a watch), so adding or "
+		"removing an ingester needs no restart. Instead of "
+		"-ring.members and -ring.dns." };
+	f[35] = (struct sm_flag){ "ring.etcd.prefix", SM_FLAG_STRING,
+		&app->ring_etcd_prefix, "smolder/",
+		"Key prefix of this cluster in etcd (members are under "
+		"<prefix>ingesters/<id>); clusters sharing an etcd use "
+		"distinct prefixes." };
+	f[36] = (struct sm_flag){ "ring.etcd.dial-timeout", SM_FLAG_DURATION,
+		&app->ring_etcd_timeout_ms, "5s",
+		"Bound on each etcd request (a watch waits longer)." };
+	f[37] = (struct sm_flag){ "ring.instance-addr", SM_FLAG_STRING,
+		&app->ring_instance_addr, "",
+		"The RPC address (tcp://host:port) an ingester registers in "
+		"etcd for the others to reach it at. Empty: "
+		"-rpc.listen-address, with a wildcard host (0.0.0.0, ::) "
+		"replaced by this host's name." };
 	f[33] = (struct sm_flag){ "store-gateway.sync-concurrency",
 		SM_FLAG_INT, &app->gw_workers, "8",
 		"Blocks a store-gateway fetches from the bucket at once while "
@@ -908,6 +1016,10 @@ main(int argc, char **argv)
 		sm_warn("main", "test clock: this process's wall clock is moved "
 		    "by SMOLDER_TEST_CLOCK_SKEW_MS\tskew_ms=%lld",
 		    (long long)sm_clock_skew_ms());
+	if (*app.ring_etcd_endpoints != '\0' && (app.ring_etcd_members =
+	    sm_malloc(strlen(app.ring_etcd_prefix) + 16)) != NULL)
+		(void)sprintf(app.ring_etcd_members, "%singesters/",
+		    app.ring_etcd_prefix);
 	if (app.instance_id[0] == '\0') {
 		/* The flag set owns the parsed string; point elsewhere. */
 		static char host[256];
@@ -978,6 +1090,18 @@ main(int argc, char **argv)
 	 * blocks go to the bucket and the store-gateways (ingester.h). */
 	if (rc == 0 && app.ing != NULL && started == app.norder)
 		ing_leave_on_shutdown(app.ing);
+	/* One that left for good (POST /ingester/shutdown) leaves etcd
+	 * too, so every ring drops it without a restart.  A leave at
+	 * SIGTERM keeps the key: a restart rejoins as the same member, its
+	 * missed writes owed to it as hints, as with -ring.members. */
+	if (app.ring_reg != NULL && ing_retired(app.ing)) {
+		struct sm_err lerr;
+
+		sm_err_clear(&lerr);
+		if (sm_ring_reg_leave(app.ring_reg, &lerr) != 0)
+			sm_error("main", "left, but etcd still lists this "
+			    "ingester: delete its key\terr=\"%s\"", lerr.msg);
+	}
 	/* A hung store must not hold the shutdown: uploads in flight end
 	 * now and stay pending (bucket.h, sm_bucket_cancel). */
 	sm_bucket_cancel(app.bucket);
@@ -1008,6 +1132,7 @@ out:
 		close(app.data_lock_fd);
 	if (rc == 0)
 		sm_info("main", "stopped");
+	sm_free(app.ring_etcd_members);
 out_flags:
 	sm_flags_fini(&fs);
 	return (rc);

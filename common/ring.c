@@ -16,9 +16,12 @@
 #include <unistd.h>
 #include <urcu-bp.h>
 
+#include "etcd.h"
 #include "hash.h"
 #include "log.h"
 #include "metrics.h"
+
+#include <jansson.h>
 
 struct probe {
 	struct sm_ring_member *m;
@@ -47,6 +50,17 @@ struct sm_ring {
 	bool stopping;
 	int64_t next_dns_ms;
 	bool dns_warned;
+	/* -ring.etcd.*: the ring's own client (a watch blocks on it), the
+	 * revision of the last listing, and the watcher thread that sets
+	 * etcd_dirty when a member key changes. */
+	struct sm_etcd *etcd;
+	char *etcd_prefix;
+	_Atomic int64_t etcd_rev;
+	atomic_bool etcd_dirty;
+	bool etcd_warned;
+	int64_t next_etcd_ms;
+	pthread_t watch_thr;
+	bool watching;
 };
 
 static struct sm_metric *m_members, *m_probe_fail, *m_skew;
@@ -764,6 +778,171 @@ dns_refresh(struct sm_ring *r)
 	sm_free(urls);
 }
 
+/* --- shared membership in etcd ------------------------------------------- */
+
+/*
+ * A member key's value: {"id": ..., "addr": "tcp://host:port", "zone":
+ * ...}.  Its id and address must be what the member answers with and
+ * where it listens; the zone is informative (placement uses the zone the
+ * member's Health answers give, as for every other source).
+ */
+int
+sm_ring_member_value(const char *id, const char *addr, const char *zone,
+    char **out)
+{
+	json_t *o = json_pack("{s:s,s:s,s:s}", "id", id, "addr", addr, "zone",
+	    zone != NULL ? zone : "");
+
+	*out = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) :
+	    NULL;
+	json_decref(o);
+	return (*out != NULL ? 0 : SM_ENOMEM);
+}
+
+static int
+member_value_parse(const char *val, size_t len, char **id, char **addr)
+{
+	json_t *o = json_loadb(val, len, 0, NULL);
+	const char *i = json_string_value(json_object_get(o, "id"));
+	const char *a = json_string_value(json_object_get(o, "addr"));
+	int rv = SM_EMALFORMED;
+
+	*id = *addr = NULL;
+	if (i != NULL && a != NULL && *i != '\0' && strlen(i) <= 253 &&
+	    strncmp(a, "tcp://", 6) == 0 && strlen(a) < SM_DNS_URL_MAX) {
+		*id = sm_strdup(i);
+		*addr = sm_strdup(a);
+		rv = *id != NULL && *addr != NULL ? 0 : SM_ENOMEM;
+		if (rv != 0) {
+			sm_free(*id);
+			sm_free(*addr);
+			*id = *addr = NULL;
+		}
+	}
+	json_decref(o);
+	return (rv);
+}
+
+/*
+ * List the member keys and add/remove members to match.  Prober only.
+ * A listing that fails changes nothing (members stay as they were: an
+ * etcd outage must not empty the ring).  A value that does not parse is
+ * skipped and logged once per revision.
+ */
+static void
+etcd_refresh(struct sm_ring *r)
+{
+	struct sm_etcd_kv *kvs = NULL;
+	size_t n = 0;
+	char **ids, **urls;
+	uint32_t nu = 0;
+	int64_t rev;
+	struct sm_err err;
+
+	sm_err_clear(&err);
+	if (sm_etcd_range(r->etcd, r->etcd_prefix, &kvs, &n, &rev, &err) != 0) {
+		if (!r->etcd_warned)
+			sm_warn("ring", "cannot list the members in etcd\t"
+			    "prefix=%s err=\"%s\"", r->etcd_prefix, err.msg);
+		r->etcd_warned = true;
+		return;
+	}
+	if (r->etcd_warned)
+		sm_info("ring", "etcd answers again\tprefix=%s",
+		    r->etcd_prefix);
+	r->etcd_warned = false;
+	ids = sm_calloc(SM_MAX(n, 1), sizeof(*ids));
+	urls = sm_calloc(SM_MAX(n, 1), sizeof(*urls));
+	if (ids == NULL || urls == NULL) {
+		sm_free(ids);
+		sm_free(urls);
+		sm_etcd_kvs_free(kvs, n);
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (member_value_parse(kvs[k].val, kvs[k].vlen, &ids[nu],
+		    &urls[nu]) != 0) {
+			if (rev != atomic_load(&r->etcd_rev))
+				sm_warn("ring", "skipping a member key that is "
+				    "not {\"id\", \"addr\": \"tcp://...\"}"
+				    "\tkey=%s", kvs[k].key);
+			continue;
+		}
+		nu++;
+	}
+	sm_etcd_kvs_free(kvs, n);
+	atomic_store(&r->etcd_rev, rev);
+	for (uint32_t i = 0; i < r->np;) {
+		uint32_t j;
+
+		for (j = 0; j < nu && (strcmp(urls[j], r->p[i].m->url) != 0 ||
+		    r->p[i].id == NULL || strcmp(ids[j], r->p[i].id) != 0);
+		    j++)
+			;
+		if (j == nu) {
+			sm_info("ring", "member left etcd\tid=%s url=%s",
+			    r->p[i].id != NULL ? r->p[i].id : "?",
+			    r->p[i].m->url);
+			probe_remove(r, i);
+		} else {
+			i++;
+		}
+	}
+	for (uint32_t j = 0; j < nu; j++) {
+		uint32_t i;
+
+		for (i = 0; i < r->np && strcmp(urls[j], r->p[i].m->url) != 0;
+		    i++)
+			;
+		if (i < r->np)
+			continue;
+		sm_err_clear(&err);
+		if (probe_add(r, ids[j], urls[j], &err) != 0)
+			sm_warn("ring", "cannot add member\tid=%s url=%s "
+			    "err=\"%s\"", ids[j], urls[j], err.msg);
+		else
+			sm_info("ring", "member found in etcd\tid=%s url=%s",
+			    ids[j], urls[j]);
+	}
+	sm_ring_members_free(ids, urls, nu);
+}
+
+/* The watcher: long-polls etcd for a change under the prefix after the
+ * last listing and wakes the prober when one comes. */
+static void *
+etcd_watch_main(void *arg)
+{
+	struct sm_ring *r = arg;
+
+	for (;;) {
+		bool changed = false, stop;
+		struct sm_err err;
+		int rv;
+
+		pthread_mutex_lock(&r->mu);
+		stop = r->stopping;
+		pthread_mutex_unlock(&r->mu);
+		if (stop)
+			break;
+		sm_err_clear(&err);
+		rv = sm_etcd_watch(r->etcd, r->etcd_prefix,
+		    atomic_load(&r->etcd_rev) + 1, 30000, &changed, &err);
+		if (rv == SM_ECLOSED)
+			break;
+		pthread_mutex_lock(&r->mu);
+		if (changed) {
+			atomic_store(&r->etcd_dirty, true);
+			pthread_cond_broadcast(&r->cv);
+		}
+		/* after a failure, or a change the prober has not listed
+		 * yet, wait a moment rather than spin */
+		if (!r->stopping && (rv != 0 || changed))
+			sm_cond_wait_ms(&r->cv, &r->mu, rv != 0 ? 1000 : 50);
+		pthread_mutex_unlock(&r->mu);
+	}
+	return (NULL);
+}
+
 static void ring_handler(struct sm_http_req *req, void *arg);
 static struct sm_ring_snap *snap_from_probes(struct sm_ring *r, int64_t now);
 static void publish(struct sm_ring *r, struct sm_ring_snap *s);
@@ -789,9 +968,10 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 	    cfg->heartbeat_ms)
 		return (sm_err_set(err, SM_EINVAL, "-ring.heartbeat-period must "
 		    "be >= 10ms and -ring.heartbeat-timeout >= the period"));
-	if (*cfg->members != '\0' && *cfg->dns != '\0')
-		return (sm_err_set(err, SM_EINVAL, "set -ring.members or "
-		    "-ring.dns, not both"));
+	if ((*cfg->members != '\0') + (*cfg->dns != '\0') +
+	    (cfg->etcd_endpoints != NULL && *cfg->etcd_endpoints != '\0') > 1)
+		return (sm_err_set(err, SM_EINVAL, "set one of -ring.members, "
+		    "-ring.dns and -ring.etcd.endpoints"));
 	if ((r = sm_calloc(1, sizeof(*r))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	pthread_once(&ring_metrics_once, ring_metrics_register);
@@ -811,7 +991,23 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 	r->cfg.dns = r->dns_spec;
 	r->cfg.self_id = r->self_id;
 	r->cfg.self_url = r->self_url;
-	if (*r->dns_spec != '\0') {
+	if (cfg->etcd_endpoints != NULL && *cfg->etcd_endpoints != '\0') {
+		if ((rv = sm_etcd_open(cfg->etcd_endpoints,
+		    cfg->etcd_timeout_ms, &r->etcd, err)) != 0)
+			goto fail;
+		if ((r->etcd_prefix = sm_strdup(cfg->etcd_prefix != NULL ?
+		    cfg->etcd_prefix : "")) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if (*r->etcd_prefix == '\0') {
+			rv = sm_err_set(err, SM_EINVAL, "-ring.etcd.prefix "
+			    "must not be empty");
+			goto fail;
+		}
+		r->cfg.etcd_endpoints = NULL;
+		r->cfg.etcd_prefix = r->etcd_prefix;
+	} else if (*r->dns_spec != '\0') {
 		if ((rv = dns_split(r, err)) != 0)
 			goto fail;
 	} else if (*r->members_spec != '\0') {
@@ -1156,6 +1352,14 @@ probe_round(struct sm_ring *r)
 static void
 ring_tick(struct sm_ring *r)
 {
+	/* etcd: at once on a change the watcher saw, and every refresh
+	 * period in any case (a watch can miss nothing, but a listing that
+	 * failed must be retried) */
+	if (r->etcd != NULL && (atomic_exchange(&r->etcd_dirty, false) ||
+	    sm_now_ms() >= r->next_etcd_ms)) {
+		r->next_etcd_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+		etcd_refresh(r);
+	}
 	if (r->dns_host != NULL && sm_now_ms() >= r->next_dns_ms) {
 		dns_refresh(r);
 		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
@@ -1367,6 +1571,10 @@ sm_ring_start(struct sm_ring *r, struct sm_err *err)
 		dns_refresh(r);
 		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
 	}
+	if (r->etcd != NULL) {
+		etcd_refresh(r);
+		r->next_etcd_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+	}
 	for (int i = 0; i < 20; i++) {
 		uint32_t up = 0;
 
@@ -1380,6 +1588,14 @@ sm_ring_start(struct sm_ring *r, struct sm_err *err)
 	if (pthread_create(&r->thr, NULL, ring_main, r) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "ring: thread"));
 	r->started = 1;
+	if (r->etcd != NULL) {
+		if (pthread_create(&r->watch_thr, NULL, etcd_watch_main, r) !=
+		    0) {
+			sm_ring_stop(r);
+			return (sm_err_set(err, SM_ENOMEM, "ring: thread"));
+		}
+		r->watching = true;
+	}
 	return (0);
 }
 
@@ -1392,6 +1608,11 @@ sm_ring_stop(struct sm_ring *r)
 	r->stopping = true;
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
+	if (r->watching) {
+		sm_etcd_cancel(r->etcd);   /* ends the watch in flight */
+		pthread_join(r->watch_thr, NULL);
+		r->watching = false;
+	}
 	pthread_join(r->thr, NULL);
 	r->started = 0;
 }
@@ -1415,6 +1636,8 @@ sm_ring_destroy(struct sm_ring *r)
 	sm_free(r->self_url);
 	sm_free(r->dns_host);
 	sm_free(r->dns_port);
+	sm_etcd_destroy(r->etcd);
+	sm_free(r->etcd_prefix);
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
 	sm_free(r);
@@ -1430,4 +1653,156 @@ sm_ring_acquire(struct sm_ring *r)
 	atomic_fetch_add(&s->refs, 1);
 	rcu_read_unlock();
 	return (s);
+}
+
+/* --- registration in etcd ------------------------------------------------- */
+
+struct sm_ring_reg {
+	struct sm_etcd *etcd;
+	char *key, *val;
+	int64_t period_ms;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stopping, left, warned;
+	/* held around every etcd call, so a leave's delete is never
+	 * followed by a put the thread had started before */
+	pthread_mutex_t io;
+};
+
+/* Put the key unless etcd already holds exactly our value.  Caller holds
+ * nothing; the key and value never change. */
+static int
+reg_sync(struct sm_ring_reg *g, struct sm_err *err)
+{
+	struct sm_etcd_kv *kvs = NULL;
+	size_t n = 0;
+	int64_t rev;
+	bool same = false;
+	int rv;
+
+	if ((rv = sm_etcd_range(g->etcd, g->key, &kvs, &n, &rev, err)) != 0)
+		return (rv);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(kvs[i].key, g->key) == 0)
+			same = strcmp(kvs[i].val, g->val) == 0;
+	}
+	sm_etcd_kvs_free(kvs, n);
+	if (same)
+		return (0);
+	if ((rv = sm_etcd_put(g->etcd, g->key, g->val, strlen(g->val), 0,
+	    err)) == 0)
+		sm_info("ring", "registered in etcd\tkey=%s value=%s", g->key,
+		    g->val);
+	return (rv);
+}
+
+static void *
+reg_main(void *arg)
+{
+	struct sm_ring_reg *g = arg;
+
+	pthread_mutex_lock(&g->mu);
+	while (!g->stopping) {
+		struct sm_err err;
+		int rv = 0;
+
+		if (!g->left) {
+			pthread_mutex_unlock(&g->mu);
+			sm_err_clear(&err);
+			pthread_mutex_lock(&g->io);
+			rv = g->left ? 0 : reg_sync(g, &err);
+			pthread_mutex_unlock(&g->io);
+			pthread_mutex_lock(&g->mu);
+			if (rv != 0 && rv != SM_ECLOSED && !g->warned)
+				sm_warn("ring", "cannot register in etcd "
+				    "(retrying every second)\tkey=%s err=\"%s\"",
+				    g->key, err.msg);
+			g->warned = rv != 0;
+		}
+		if (!g->stopping)
+			sm_cond_wait_ms(&g->cv, &g->mu, rv != 0 ? 1000 :
+			    g->period_ms);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return (NULL);
+}
+
+int
+sm_ring_reg_start(const char *endpoints, int64_t timeout_ms,
+    const char *prefix, const char *id, const char *addr, const char *zone,
+    int64_t period_ms, struct sm_ring_reg **out, struct sm_err *err)
+{
+	struct sm_ring_reg *g;
+	size_t kl;
+	int rv;
+
+	*out = NULL;
+	if ((g = sm_calloc(1, sizeof(*g))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_mutex_init(&g->io, NULL);
+	sm_cond_init(&g->cv);
+	g->period_ms = period_ms > 0 ? period_ms : 10000;
+	kl = strlen(prefix) + strlen(id) + 1;
+	if ((g->key = sm_malloc(kl)) == NULL ||
+	    sm_ring_member_value(id, addr, zone, &g->val) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	(void)snprintf(g->key, kl, "%s%s", prefix, id);
+	if ((rv = sm_etcd_open(endpoints, timeout_ms, &g->etcd, err)) != 0)
+		goto fail;
+	if (pthread_create(&g->thr, NULL, reg_main, g) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "ring: thread");
+		goto fail;
+	}
+	*out = g;
+	return (0);
+fail:
+	sm_etcd_destroy(g->etcd);
+	sm_free(g->key);
+	free(g->val);
+	pthread_mutex_destroy(&g->mu);
+	pthread_mutex_destroy(&g->io);
+	pthread_cond_destroy(&g->cv);
+	sm_free(g);
+	return (rv);
+}
+
+int
+sm_ring_reg_leave(struct sm_ring_reg *g, struct sm_err *err)
+{
+	int rv;
+
+	if (g == NULL)
+		return (0);
+	pthread_mutex_lock(&g->io);
+	pthread_mutex_lock(&g->mu);
+	g->left = true;
+	pthread_mutex_unlock(&g->mu);
+	if ((rv = sm_etcd_delete(g->etcd, g->key, err)) == 0)
+		sm_info("ring", "left etcd\tkey=%s", g->key);
+	pthread_mutex_unlock(&g->io);
+	return (rv);
+}
+
+void
+sm_ring_reg_stop(struct sm_ring_reg *g)
+{
+	if (g == NULL)
+		return;
+	pthread_mutex_lock(&g->mu);
+	g->stopping = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	sm_etcd_cancel(g->etcd);
+	pthread_join(g->thr, NULL);
+	sm_etcd_destroy(g->etcd);
+	sm_free(g->key);
+	free(g->val);
+	pthread_mutex_destroy(&g->mu);
+	pthread_mutex_destroy(&g->io);
+	pthread_cond_destroy(&g->cv);
+	sm_free(g);
 }

@@ -3,9 +3,14 @@
  * placement (docs/architecture.md §4).  Distributors, queriers and the compactor each
  * keep one; ingesters are its members and need none.
  *
- * Members come from -ring.members ("id=tcp://host:port,...") or from
+ * Members come from -ring.members ("id=tcp://host:port,..."), from
  * -ring.dns ("host:port": every address the name resolves to, as a
- * Kubernetes headless service gives; re-resolved periodically).  With
+ * Kubernetes headless service gives; re-resolved periodically), or from
+ * etcd (-ring.etcd.endpoints: the keys under <prefix>ingesters/, each
+ * {"id", "addr", "zone"}, listed at start, again whenever the ring's
+ * watcher thread sees a change under the prefix, and every
+ * -ring.dns-refresh-period; a listing that fails changes nothing, so an
+ * etcd outage never empties the ring; docs/operations.md §1).  With
  * neither, the ring is the process's own ingester (-instance.id at
  * -rpc.listen-address), which is how -target=all works: the same code
  * path over inproc://.
@@ -99,6 +104,12 @@ struct sm_ring_cfg {
 	int64_t dns_refresh_ms;       /* -ring.dns-refresh-period */
 	int64_t rf;                   /* -distributor.replication-factor */
 	size_t recv_max;              /* largest reply accepted from a member */
+	/* -ring.etcd.endpoints ("" or NULL = none), the key prefix the
+	 * members are under ("<-ring.etcd.prefix>ingesters/") and
+	 * -ring.etcd.dial-timeout. */
+	const char *etcd_endpoints;
+	const char *etcd_prefix;
+	int64_t etcd_timeout_ms;
 };
 
 enum sm_member_state {
@@ -300,5 +311,26 @@ void sm_ring_members_free(char **ids, char **urls, uint32_t n);
 int sm_dns_split(const char *spec, char **host, char **port);
 int sm_dns_resolve(const char *host, const char *port, const char *scheme,
     char (**urls)[SM_DNS_URL_MAX], uint32_t *n, struct sm_err *err);
+
+/*
+ * Registration in etcd (a member's side of -ring.etcd.*): the member's
+ * key <prefix><id> holds sm_ring_member_value's JSON.  sm_ring_reg_start
+ * puts it (a failure is logged, not fatal: etcd may come later) and a
+ * thread checks it every period and puts it again when it is missing or
+ * different (etcd restored from an old snapshot, an operator's mistaken
+ * forget).  sm_ring_reg_leave deletes it for good: call it once the
+ * member has left (ingester.h, Leaving); a plain stop keeps it, so a
+ * restarting member stays in every ring (unhealthy while down) and
+ * keeps its tokens.  Errors: those of etcd.h.
+ */
+struct sm_ring_reg;
+
+int sm_ring_member_value(const char *id, const char *addr, const char *zone,
+    char **out);
+int sm_ring_reg_start(const char *endpoints, int64_t timeout_ms,
+    const char *prefix, const char *id, const char *addr, const char *zone,
+    int64_t period_ms, struct sm_ring_reg **out, struct sm_err *err);
+int sm_ring_reg_leave(struct sm_ring_reg *g, struct sm_err *err);
+void sm_ring_reg_stop(struct sm_ring_reg *g);
 
 #endif /* SM_RING_H */

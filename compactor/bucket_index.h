@@ -34,7 +34,8 @@
  *      immutable, so a pass reads only the meta.json files its previous
  *      index does not hold.
  *
- * One compactor acts on a bucket at a time: the compactor is a singleton
+ * One compactor acts on a bucket at a time: with etcd, the holder of the
+ * compactor lock (compactor.h); without it, the compactor is a singleton
  * of its cluster (deploy/ starts at most one; two clusters sharing a
  * bucket use distinct -storage.prefix values).  S3-compatible stores such
  * as Swift have no conditional PUT, so a lock in the bucket could not be

@@ -47,6 +47,8 @@ struct compactor {
 };
 
 struct cpt_pass {
+	bool locked_out;                /* another compactor holds the lock */
+	char holder[256];               /* which, when known */
 	bool enabled;                   /* retention ran */
 	int64_t before_ms;              /* the default's; 0 = keep */
 	uint32_t overrides;             /* tenants with their own retention */
@@ -66,12 +68,16 @@ static struct sm_metric *m_jobs, *m_pending, *m_bytes_read, *m_bytes_written;
 static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
 static struct sm_metric *m_bk_partial, *m_bk_fail;
 static struct sm_metric *m_fold, *m_fold_read, *m_fold_written;
-static struct sm_metric *m_fold_tiers;
+static struct sm_metric *m_fold_tiers, *m_lock_held;
 static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
 cpt_metrics_register(void)
 {
+	m_lock_held = sm_metric_register(SM_METRIC_GAUGE,
+	    "smolder_compactor_lock_held", "1 while this compactor holds the "
+	    "compactor lock in etcd (its passes run), 0 while another does; "
+	    "absent without etcd.", NULL, NULL, 0);
 	m_runs = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_compactor_runs_total", "Retention passes by outcome: ok "
 	    "(every ingester done), partial, failed.",
@@ -668,6 +674,17 @@ cpt_pass(struct compactor *c, struct cpt_pass *p)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_lock(&c->pass_mu);
+	if (c->cfg.lock != NULL) {
+		bool held = sm_etcd_lock_held(c->cfg.lock, p->holder,
+		    sizeof(p->holder));
+
+		sm_gauge_set(sm_metric_child0(m_lock_held), held ? 1 : 0);
+		if (!held) {
+			p->locked_out = true;
+			pthread_mutex_unlock(&c->pass_mu);
+			return;
+		}
+	}
 	retention_pass(c, p);
 	tiers_pass(c, p);
 	fold_pass(c, p);
@@ -726,6 +743,12 @@ run_handler(struct sm_http_req *r, void *arg)
 	struct sm_buf out = SM_BUF_INIT;
 
 	cpt_pass(c, &p);
+	if (p.locked_out) {
+		sm_http_reply_error(r, 503, "unavailable", "another compactor "
+		    "holds the compactor lock in etcd (%s): it runs the passes",
+		    p.holder[0] != '\0' ? p.holder : "holder not known yet");
+		return;
+	}
 	if (!p.enabled)
 		sm_buf_puts(&out, "{\"retention\":\"disabled\"");
 	else
@@ -837,6 +860,16 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 	}
 	*out = c;
 	return (0);
+}
+
+void
+cpt_set_lock(struct compactor *c, struct sm_etcd_lock *lock)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->pass_mu);
+	c->cfg.lock = lock;
+	pthread_mutex_unlock(&c->pass_mu);
 }
 
 int

@@ -33,6 +33,13 @@
  * ..._last_success_timestamp_seconds, ..._fold_hours_total{status},
  * ..._fold_bytes_read_total, ..._fold_bytes_written_total.
  *
+ * One compactor at a time: with -ring.etcd.endpoints, a pass runs only
+ * while this compactor holds the lock <prefix>compactor/lock in etcd
+ * (common/etcd.h, sm_etcd_lock_*: a lease of 15 s kept alive every 5 s);
+ * another compactor's passes are skipped, and its POST /compactor/run
+ * answers 503 naming the holder (smolder_compactor_lock_held).  Without
+ * etcd the compactor is a singleton by deployment (bucket_index.h).
+ *
  * Ownership: borrows the HTTP server, the ring and the overrides.  Locking: one pass at a
  * time (a mutex); the scheduler thread and /compactor/run share it.
  */
@@ -40,6 +47,7 @@
 #define CPT_COMPACTOR_H
 
 #include "common/bucket.h"
+#include "common/etcd.h"
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/overrides.h"
@@ -61,6 +69,7 @@ struct cpt_config {
 				      set = the bucket has a read path, so
 				      its replicas are folded (fold.h) */
 	const char *data_dir;      /* -data.dir: the fold's scratch store */
+	struct sm_etcd_lock *lock; /* borrowed (main); NULL = no etcd */
 };
 
 const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);
@@ -69,6 +78,8 @@ struct compactor;
 
 int cpt_create(const struct cpt_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct compactor **out, struct sm_err *err);
+/* Set (or clear, NULL) the etcd lock passes need; between passes. */
+void cpt_set_lock(struct compactor *c, struct sm_etcd_lock *lock);
 int cpt_start(struct compactor *c, struct sm_err *err);
 void cpt_stop(struct compactor *c);
 void cpt_destroy(struct compactor *c);

@@ -73,6 +73,7 @@ struct ingester {
 	pthread_mutex_t leave_mu;       /* one leave; its result */
 	int left;                       /* 0 not run, 1 done, -1 failed */
 	struct sm_err leave_err;
+	atomic_bool retired;            /* the disk's left record is set */
 	atomic_uint queries;            /* query RPCs being served */
 	uint32_t fault_every;           /* SMOLDER_TEST_FAULTS (ingester.h) */
 	atomic_uint_fast64_t fault_n;
@@ -709,6 +710,8 @@ shutdown_handler(struct sm_http_req *r, void *arg)
 		sm_error("ingester", "left, but the disk did not keep it: a "
 		    "restart on this data directory joins the ring again	"
 		    "err=\"%s\"", err.msg);
+	else
+		atomic_store(&ing->retired, true);
 	sm_http_reply_text(r, 200, "left: every block is in the bucket and "
 	    "served; shutting down");
 	kill(getpid(), SIGTERM);
@@ -1222,6 +1225,7 @@ left_check(struct ingester *ing, struct sm_err *err)
 		return (rv);
 	atomic_store(&ing->leaving, true);
 	atomic_store(&ing->sealed, true);
+	atomic_store(&ing->retired, true);
 	ing->left = 1;
 	sm_time_utc(ms, when, sizeof(when));
 	sm_warn("ingester", "this data directory left the ring at %s (POST "
@@ -1285,6 +1289,12 @@ ing_start(struct ingester *ing, struct sm_err *err)
 	sm_info("ingester", "serving rpc; replaying the head log\turl=%s "
 	    "data=%s", ing->cfg.rpc_url, path);
 	return (0);
+}
+
+bool
+ing_retired(const struct ingester *ing)
+{
+	return (atomic_load(&ing->retired));
 }
 
 bool

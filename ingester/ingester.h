@@ -154,6 +154,12 @@ struct ingester;
  */
 int ing_leave(struct ingester *ing, struct sm_err *err);
 
+/* True once this data directory has left for good: POST
+ * /ingester/shutdown completed and the disk's left record is set (now or
+ * before this start).  A leave at SIGTERM does not retire it: the same
+ * instance may start again on the disk and rejoin. */
+bool ing_retired(const struct ingester *ing);
+
 /* Leave at shutdown when -ingester.leave-on-shutdown and a bucket say
  * so (logs the outcome); no-op otherwise. */
 void ing_leave_on_shutdown(struct ingester *ing);

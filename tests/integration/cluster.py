@@ -41,8 +41,11 @@ class Cluster:
                  compactors=0, compactor_extra=(),
                  heartbeat_timeout=None, distributor_peers=False,
                  distributor_extra=(), gateways=0, gateway_rf=2,
-                 gateway_extra=(), ingester_zones=None):
+                 gateway_extra=(), ingester_zones=None, etcd=None):
         self.ws = ws
+        # "host:port" of an etcd (tests/tools/etcd_server.py): membership
+        # comes from it (-ring.etcd.*) instead of -ring.members
+        self.etcd = etcd
         self.name = name        # prefixes data dirs: one Workspace, many
         self.rf = rf
         self.extra = list(extra)
@@ -75,8 +78,14 @@ class Cluster:
                                 for i, p in enumerate(self.rpc_ports))
         self.problems = {}
 
+    def etcd_flags(self):
+        return ["-ring.etcd.endpoints=%s" % self.etcd,
+                "-ring.etcd.prefix=%s/" % self.name,
+                "-ring.dns-refresh-period=2s"]
+
     def ring_flags(self):
-        return ["-ring.members=%s" % self.members,
+        return (self.etcd_flags() if self.etcd else
+                ["-ring.members=%s" % self.members]) + [
                 "-ring.heartbeat-period=%s" % HEARTBEAT,
                 "-ring.heartbeat-timeout=%s" % (self.heartbeat_timeout or
                                                 HEARTBEAT_TIMEOUT),
@@ -98,6 +107,8 @@ class Cluster:
     # -- processes ---------------------------------------------------------------
 
     def _ingester(self, i):
+        if i >= len(self.rpc_ports):      # one that joins later
+            self.rpc_ports.append(free_port())
         return DataServer(
             self.ws.data_dir("%s-ingester-%d" % (self.name, i)),
             self.ws.log_dir("%s-ingester-%d" % (self.name, i)),
@@ -108,6 +119,7 @@ class Cluster:
                 "-ingester.min-ready-duration=%s" % MIN_READY]
             + (["-instance.zone=%s" % self.ingester_zones[i]]
                if self.ingester_zones else [])
+            + (self.etcd_flags() if self.etcd else [])
             + self.extra + self.ingester_extra)
 
     def _gateway(self, i):

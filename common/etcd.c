@@ -1,0 +1,908 @@
+/*
+ * etcd.c -- etcd.h over libcurl and jansson.  Every call is one POST of a
+ * JSON body to /v3/... on the first endpoint that answers; the answer is
+ * parsed with jansson.  etcd's gateway spells 64-bit integers as JSON
+ * strings ("revision": "12") and leaves out fields at their zero value,
+ * so readers accept a string or a number and treat a missing one as 0.
+ */
+#include "etcd.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "log.h"
+
+#define ETCD_BODY_MAX ((size_t)4 << 20)
+
+struct sm_etcd {
+	char *desc;
+	char **ep;                  /* "http://host:port", no slash */
+	uint32_t nep;
+	atomic_uint last;           /* the endpoint that answered last */
+	int64_t timeout_ms;
+	atomic_bool cancelled;
+};
+
+static pthread_once_t etcd_once = PTHREAD_ONCE_INIT;
+static bool etcd_curl_ok;
+
+static void
+etcd_init_once(void)
+{
+	etcd_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+/* --- base64 (libcrypto) ------------------------------------------------------ */
+
+static char *
+b64_enc(const void *p, size_t n)
+{
+	char *out = sm_malloc(4 * ((n + 2) / 3) + 1);
+
+	if (out != NULL)
+		(void)EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+	return (out);
+}
+
+/* Decode s into a NUL-terminated heap copy (*len bytes before the NUL). */
+static int
+b64_dec(const char *s, char **out, size_t *len)
+{
+	size_t n = strlen(s), pad = 0;
+	char *o;
+	int k;
+
+	*out = NULL;
+	if (n % 4 != 0 || n > ETCD_BODY_MAX)
+		return (SM_EIO);
+	if ((o = sm_malloc(n / 4 * 3 + 1)) == NULL)
+		return (SM_ENOMEM);
+	if (n > 0 && (k = EVP_DecodeBlock((unsigned char *)o,
+	    (const unsigned char *)s, (int)n)) < 0) {
+		sm_free(o);
+		return (SM_EIO);
+	}
+	if (n > 0 && s[n - 1] == '=')
+		pad++;
+	if (n > 1 && s[n - 2] == '=')
+		pad++;
+	*len = n / 4 * 3 - pad;
+	o[*len] = '\0';
+	*out = o;
+	return (0);
+}
+
+/* The end of a prefix range: the prefix with its last byte incremented
+ * (etcd's convention; a prefix of 0xff bytes only is not used here). */
+static char *
+prefix_end(const char *prefix)
+{
+	size_t n = strlen(prefix);
+	unsigned char *e;
+
+	if ((e = (unsigned char *)sm_strdup(prefix)) == NULL)
+		return (NULL);
+	while (n > 0 && e[n - 1] == 0xff)
+		n--;
+	if (n > 0)
+		e[n - 1]++;
+	e[n] = '\0';
+	return ((char *)e);
+}
+
+/* A jansson integer or etcd's decimal string (0 when missing). */
+static int64_t
+jint(json_t *o, const char *name)
+{
+	json_t *v = json_object_get(o, name);
+
+	if (json_is_integer(v))
+		return ((int64_t)json_integer_value(v));
+	if (json_is_string(v))
+		return (strtoll(json_string_value(v), NULL, 10));
+	return (0);
+}
+
+/* --- transport --------------------------------------------------------------- */
+
+struct body {
+	struct sm_buf b;
+	bool over;
+	/* watch: messages are newline-separated JSON; on_line returns
+	 * false to end the transfer */
+	bool (*on_line)(void *arg, const char *line, size_t len);
+	void *arg;
+	bool stopped;
+};
+
+static size_t
+body_cb(char *p, size_t sz, size_t nm, void *arg)
+{
+	struct body *b = arg;
+	size_t n = sz * nm;
+
+	if (b->b.len + n > ETCD_BODY_MAX) {
+		b->over = true;
+		return (0);
+	}
+	sm_buf_append(&b->b, p, n);
+	if (sm_buf_error(&b->b) != 0)
+		return (0);
+	if (b->on_line != NULL) {
+		char *nl;
+
+		while ((nl = memchr(b->b.b, '\n', b->b.len)) != NULL) {
+			size_t ll = (size_t)(nl - b->b.b);
+
+			*nl = '\0';
+			if (!b->on_line(b->arg, b->b.b, ll)) {
+				b->stopped = true;
+				return (0);
+			}
+			memmove(b->b.b, nl + 1, b->b.len - ll - 1);
+			b->b.len -= ll + 1;
+		}
+	}
+	return (n);
+}
+
+static int
+cancel_cb(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	struct sm_etcd *e = arg;
+
+	(void)a;
+	(void)b;
+	(void)c;
+	(void)d;
+	return (atomic_load(&e->cancelled) ? 1 : 0);
+}
+
+/*
+ * POST body to path on one endpoint after another; on 200, *out is the
+ * parsed answer.  A watch (on_line set) reads until on_line stops it or
+ * wait_ms passes: both are success with *out NULL.
+ */
+static int
+etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
+    bool (*on_line)(void *, const char *, size_t), void *arg, json_t **out,
+    struct sm_err *err)
+{
+	char *payload = NULL, url[600], cerr[CURL_ERROR_SIZE];
+	struct curl_slist *hdr = NULL;
+	uint32_t first = atomic_load(&e->last);
+	int rv = SM_EUNAVAIL;
+
+	*out = NULL;
+	if (atomic_load(&e->cancelled))
+		return (sm_err_set(err, SM_ECLOSED, "etcd: closing"));
+	if (!etcd_curl_ok)
+		return (sm_err_set(err, SM_EINTERNAL, "etcd: curl did not "
+		    "initialise"));
+	if ((payload = json_dumps(req, JSON_COMPACT)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	for (uint32_t k = 0; k < e->nep; k++) {
+		uint32_t i = (first + k) % e->nep;
+		struct body b = { .b = SM_BUF_INIT, .on_line = on_line,
+		    .arg = arg };
+		CURL *c = curl_easy_init();
+		long code = 0;
+		CURLcode cc;
+
+		if (c == NULL || hdr == NULL) {
+			if (c != NULL)
+				curl_easy_cleanup(c);
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
+		(void)snprintf(url, sizeof(url), "%s%s", e->ep[i], path);
+		cerr[0] = '\0';
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+		    (long)SM_MIN(e->timeout_ms, 5000));
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(on_line != NULL ?
+		    wait_ms : e->timeout_ms));
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, cancel_cb);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, e);
+		cc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_cleanup(c);
+		if (atomic_load(&e->cancelled)) {
+			sm_buf_fini(&b.b);
+			rv = sm_err_set(err, SM_ECLOSED, "etcd: closing");
+			break;
+		}
+		if (on_line != NULL && code == 200 && (b.stopped ||
+		    cc == CURLE_OPERATION_TIMEDOUT)) {
+			sm_buf_fini(&b.b);
+			atomic_store(&e->last, i);
+			rv = 0;
+			break;
+		}
+		if (cc == CURLE_OPERATION_TIMEDOUT) {
+			sm_buf_fini(&b.b);
+			rv = sm_err_set(err, SM_ETIMEDOUT, "etcd %s%s: timed "
+			    "out", e->ep[i], path);
+			continue;
+		}
+		if (b.over) {
+			sm_buf_fini(&b.b);
+			rv = sm_err_set(err, SM_EIO, "etcd %s%s: answer over "
+			    "%zu bytes", e->ep[i], path, ETCD_BODY_MAX);
+			break;
+		}
+		if (cc != CURLE_OK) {
+			sm_buf_fini(&b.b);
+			rv = sm_err_set(err, SM_EUNAVAIL, "etcd %s%s: %s",
+			    e->ep[i], path, cerr[0] ? cerr :
+			    curl_easy_strerror(cc));
+			continue;
+		}
+		if (code != 200) {
+			json_t *j = json_loadb(b.b.b, b.b.len, 0,
+			    NULL);
+			const char *m = json_string_value(json_object_get(j,
+			    "message"));
+
+			if (m == NULL)
+				m = json_string_value(json_object_get(j,
+				    "error"));
+			rv = sm_err_set(err, code >= 500 ? SM_EUNAVAIL :
+			    (m != NULL && strstr(m, "not found") != NULL ?
+			    SM_ENOTFOUND : SM_EIO), "etcd %s%s: HTTP %ld: %s",
+			    e->ep[i], path, code, m != NULL ? m : "(no message)");
+			json_decref(j);
+			sm_buf_fini(&b.b);
+			if (code >= 500)
+				continue;
+			break;
+		}
+		atomic_store(&e->last, i);
+		if (on_line != NULL) {
+			/* the stream ended without a change */
+			sm_buf_fini(&b.b);
+			rv = 0;
+			break;
+		}
+		if ((*out = json_loadb(b.b.b, b.b.len, 0,
+		    NULL)) == NULL || !json_is_object(*out)) {
+			json_decref(*out);
+			*out = NULL;
+			rv = sm_err_set(err, SM_EIO, "etcd %s%s: the answer is "
+			    "not a JSON object", e->ep[i], path);
+		} else {
+			rv = 0;
+		}
+		sm_buf_fini(&b.b);
+		break;
+	}
+	curl_slist_free_all(hdr);
+	free(payload);
+	return (rv);
+}
+
+/* --- the handle -------------------------------------------------------------- */
+
+int
+sm_etcd_open(const char *endpoints, int64_t timeout_ms, struct sm_etcd **out,
+    struct sm_err *err)
+{
+	struct sm_etcd *e;
+	const char *p = endpoints;
+
+	*out = NULL;
+	pthread_once(&etcd_once, etcd_init_once);
+	if (timeout_ms <= 0)
+		return (sm_err_set(err, SM_EINVAL, "-ring.etcd.dial-timeout "
+		    "must be positive"));
+	if ((e = sm_calloc(1, sizeof(*e))) == NULL ||
+	    (e->desc = sm_strdup(endpoints)) == NULL) {
+		sm_free(e);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	e->timeout_ms = timeout_ms;
+	atomic_init(&e->cancelled, false);
+	atomic_init(&e->last, 0);
+	while (*p != '\0') {
+		const char *end = strchr(p, ',');
+		size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+		char **grown;
+
+		while (n > 0 && p[n - 1] == '/')
+			n--;
+		if (n == 0 || n > 500 || memchr(p, ' ', n) != NULL) {
+			sm_etcd_destroy(e);
+			return (sm_err_set(err, SM_EINVAL, "-ring.etcd.endpoints "
+			    "\"%s\": each endpoint is host:port or "
+			    "http://host:port, comma-separated", endpoints));
+		}
+		if ((grown = sm_realloc(e->ep, (e->nep + 1) *
+		    sizeof(*e->ep))) == NULL ||
+		    (grown[e->nep] = sm_malloc(n + 8)) == NULL) {
+			if (grown != NULL)
+				e->ep = grown;
+			sm_etcd_destroy(e);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		e->ep = grown;
+		if (strncmp(p, "http://", 7) == 0 || strncmp(p, "https://",
+		    8) == 0)
+			(void)snprintf(grown[e->nep], n + 8, "%.*s", (int)n, p);
+		else
+			(void)snprintf(grown[e->nep], n + 8, "http://%.*s",
+			    (int)n, p);
+		e->nep++;
+		p += n;
+		while (*p == '/')
+			p++;
+		if (*p == ',')
+			p++;
+	}
+	if (e->nep == 0) {
+		sm_etcd_destroy(e);
+		return (sm_err_set(err, SM_EINVAL, "-ring.etcd.endpoints is "
+		    "empty"));
+	}
+	*out = e;
+	return (0);
+}
+
+void
+sm_etcd_destroy(struct sm_etcd *e)
+{
+	if (e == NULL)
+		return;
+	for (uint32_t i = 0; i < e->nep; i++)
+		sm_free(e->ep[i]);
+	sm_free(e->ep);
+	sm_free(e->desc);
+	sm_free(e);
+}
+
+void
+sm_etcd_cancel(struct sm_etcd *e)
+{
+	if (e != NULL)
+		atomic_store(&e->cancelled, true);
+}
+
+const char *
+sm_etcd_desc(const struct sm_etcd *e)
+{
+	return (e->desc);
+}
+
+/* {"key": b64(key)} plus, when end, "range_end": b64(prefix end). */
+static json_t *
+key_req(const char *key, bool range)
+{
+	json_t *o = json_object();
+	char *k = b64_enc(key, strlen(key)), *end = NULL, *ke = NULL;
+
+	if (o == NULL || k == NULL)
+		goto fail;
+	if (json_object_set_new(o, "key", json_string(k)) != 0)
+		goto fail;
+	if (range) {
+		if ((end = prefix_end(key)) == NULL ||
+		    (ke = b64_enc(end, strlen(end))) == NULL ||
+		    json_object_set_new(o, "range_end", json_string(ke)) != 0)
+			goto fail;
+	}
+	sm_free(k);
+	sm_free(end);
+	sm_free(ke);
+	return (o);
+fail:
+	json_decref(o);
+	sm_free(k);
+	sm_free(end);
+	sm_free(ke);
+	return (NULL);
+}
+
+static int
+key_check(const char *key, struct sm_err *err)
+{
+	size_t n = strlen(key);
+
+	if (n == 0 || n > SM_ETCD_KEY_MAX)
+		return (sm_err_set(err, SM_EINVAL, "etcd: a key must be 1..%d "
+		    "bytes", SM_ETCD_KEY_MAX));
+	return (0);
+}
+
+/* {"key", "value", "lease"?} for put and for a txn's success op. */
+static json_t *
+put_req(const char *key, const char *val, size_t vlen, int64_t lease)
+{
+	json_t *o = key_req(key, false);
+	char *v = b64_enc(val, vlen), num[24];
+
+	if (o == NULL || v == NULL ||
+	    json_object_set_new(o, "value", json_string(v)) != 0)
+		goto fail;
+	if (lease != 0) {
+		(void)snprintf(num, sizeof(num), "%lld", (long long)lease);
+		if (json_object_set_new(o, "lease", json_string(num)) != 0)
+			goto fail;
+	}
+	sm_free(v);
+	return (o);
+fail:
+	json_decref(o);
+	sm_free(v);
+	return (NULL);
+}
+
+int
+sm_etcd_put(struct sm_etcd *e, const char *key, const char *val, size_t vlen,
+    int64_t lease, struct sm_err *err)
+{
+	json_t *req, *ans = NULL;
+	int rv;
+
+	if ((rv = key_check(key, err)) != 0)
+		return (rv);
+	if ((req = put_req(key, val, vlen, lease)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, "/v3/kv/put", req, 0, NULL, NULL, &ans, err);
+	json_decref(req);
+	json_decref(ans);
+	return (rv);
+}
+
+int
+sm_etcd_delete(struct sm_etcd *e, const char *key, struct sm_err *err)
+{
+	json_t *req, *ans = NULL;
+	int rv;
+
+	if ((rv = key_check(key, err)) != 0)
+		return (rv);
+	if ((req = key_req(key, false)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, "/v3/kv/deleterange", req, 0, NULL, NULL, &ans, err);
+	json_decref(req);
+	json_decref(ans);
+	return (rv);
+}
+
+void
+sm_etcd_kvs_free(struct sm_etcd_kv *kvs, size_t n)
+{
+	for (size_t i = 0; kvs != NULL && i < n; i++) {
+		sm_free(kvs[i].key);
+		sm_free(kvs[i].val);
+	}
+	sm_free(kvs);
+}
+
+int
+sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
+    size_t *nout, int64_t *rev, struct sm_err *err)
+{
+	json_t *req, *ans = NULL, *arr;
+	struct sm_etcd_kv *kvs = NULL;
+	size_t n = 0, i;
+	int rv;
+
+	*out = NULL;
+	*nout = 0;
+	*rev = 0;
+	if ((rv = key_check(prefix, err)) != 0)
+		return (rv);
+	if ((req = key_req(prefix, true)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, "/v3/kv/range", req, 0, NULL, NULL, &ans, err);
+	json_decref(req);
+	if (rv != 0)
+		return (rv);
+	*rev = jint(json_object_get(ans, "header"), "revision");
+	arr = json_object_get(ans, "kvs");
+	if (arr != NULL && !json_is_array(arr)) {
+		json_decref(ans);
+		return (sm_err_set(err, SM_EIO, "etcd range %s: kvs is not an "
+		    "array", prefix));
+	}
+	n = json_array_size(arr);
+	if (n > 0 && (kvs = sm_calloc(n, sizeof(*kvs))) == NULL) {
+		json_decref(ans);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	for (i = 0; i < n; i++) {
+		json_t *kv = json_array_get(arr, i);
+		const char *k = json_string_value(json_object_get(kv, "key"));
+		const char *v = json_string_value(json_object_get(kv, "value"));
+		size_t kl;
+
+		if (k == NULL) {
+			rv = sm_err_set(err, SM_EIO, "etcd range %s: a kv "
+			    "without a key", prefix);
+			break;
+		}
+		if ((rv = b64_dec(k, &kvs[i].key, &kl)) != 0 ||
+		    (rv = b64_dec(v != NULL ? v : "", &kvs[i].val,
+		    &kvs[i].vlen)) != 0) {
+			rv = sm_err_set(err, rv, "etcd range %s: bad base64",
+			    prefix);
+			break;
+		}
+		kvs[i].mod_rev = jint(kv, "mod_revision");
+	}
+	json_decref(ans);
+	if (rv != 0) {
+		sm_etcd_kvs_free(kvs, n);
+		return (rv);
+	}
+	*out = kvs;
+	*nout = n;
+	return (0);
+}
+
+int
+sm_etcd_create(struct sm_etcd *e, const char *key, const char *val,
+    size_t vlen, int64_t lease, bool *created, struct sm_err *err)
+{
+	json_t *req = NULL, *cmp = NULL, *put = NULL, *ans = NULL;
+	int rv;
+
+	*created = false;
+	if ((rv = key_check(key, err)) != 0)
+		return (rv);
+	/* {"compare":[{"key","target":"CREATE","create_revision":"0"}],
+	 *  "success":[{"request_put":{...}}]} */
+	if ((req = json_object()) == NULL || (cmp = key_req(key, false)) ==
+	    NULL || (put = put_req(key, val, vlen, lease)) == NULL ||
+	    json_object_set_new(cmp, "target", json_string("CREATE")) != 0 ||
+	    json_object_set_new(cmp, "result", json_string("EQUAL")) != 0 ||
+	    json_object_set_new(cmp, "create_revision", json_string("0")) !=
+	    0 || json_object_set_new(req, "compare", json_pack("[O]", cmp)) !=
+	    0 || json_object_set_new(req, "success", json_pack(
+	    "[{s:O}]", "request_put", put)) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rv = etcd_call(e, "/v3/kv/txn", req, 0, NULL, NULL, &ans,
+	    err)) == 0)
+		*created = json_is_true(json_object_get(ans, "succeeded"));
+out:
+	json_decref(req);
+	json_decref(cmp);
+	json_decref(put);
+	json_decref(ans);
+	return (rv);
+}
+
+struct watch_state {
+	bool changed;
+	bool bad;
+};
+
+static bool
+watch_line(void *arg, const char *line, size_t len)
+{
+	struct watch_state *w = arg;
+	json_t *j = json_loadb(line, len, 0, NULL), *res;
+
+	if (len == 0) {
+		json_decref(j);
+		return (true);
+	}
+	if (j == NULL) {
+		w->bad = true;
+		return (false);
+	}
+	res = json_object_get(j, "result");
+	if (json_array_size(json_object_get(res, "events")) > 0 ||
+	    jint(res, "compact_revision") != 0 ||
+	    json_is_true(json_object_get(res, "canceled")))
+		w->changed = true;
+	if (json_object_get(j, "error") != NULL)
+		w->bad = true;
+	json_decref(j);
+	return (!w->changed && !w->bad);
+}
+
+int
+sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
+    int64_t wait_ms, bool *changed, struct sm_err *err)
+{
+	struct watch_state w = { false, false };
+	json_t *cr, *req = NULL, *ans = NULL;
+	char num[24];
+	int rv;
+
+	*changed = false;
+	if ((rv = key_check(prefix, err)) != 0)
+		return (rv);
+	(void)snprintf(num, sizeof(num), "%lld", (long long)from_rev);
+	if ((cr = key_req(prefix, true)) == NULL ||
+	    json_object_set_new(cr, "start_revision", json_string(num)) != 0 ||
+	    (req = json_pack("{s:O}", "create_request", cr)) == NULL) {
+		json_decref(cr);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	rv = etcd_call(e, "/v3/watch", req, wait_ms > 0 ? wait_ms : 1,
+	    watch_line, &w, &ans, err);
+	json_decref(cr);
+	json_decref(req);
+	json_decref(ans);
+	if (rv == 0 && w.bad)
+		rv = sm_err_set(err, SM_EIO, "etcd watch %s: a message that is "
+		    "not what etcd sends", prefix);
+	*changed = w.changed;
+	return (rv);
+}
+
+int
+sm_etcd_lease_grant(struct sm_etcd *e, int64_t ttl_s, int64_t *id,
+    struct sm_err *err)
+{
+	json_t *req, *ans = NULL;
+	char num[24];
+	int rv;
+
+	*id = 0;
+	(void)snprintf(num, sizeof(num), "%lld", (long long)ttl_s);
+	if ((req = json_pack("{s:s}", "TTL", num)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, "/v3/lease/grant", req, 0, NULL, NULL, &ans, err);
+	json_decref(req);
+	if (rv == 0 && (*id = jint(ans, "ID")) == 0)
+		rv = sm_err_set(err, SM_EIO, "etcd lease grant: no ID in the "
+		    "answer");
+	json_decref(ans);
+	return (rv);
+}
+
+int
+sm_etcd_lease_keepalive(struct sm_etcd *e, int64_t id, int64_t *ttl_s,
+    struct sm_err *err)
+{
+	json_t *req, *ans = NULL, *res;
+	char num[24];
+	int rv;
+
+	*ttl_s = 0;
+	(void)snprintf(num, sizeof(num), "%lld", (long long)id);
+	if ((req = json_pack("{s:s}", "ID", num)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	/* the gateway streams keepalive answers; one is all we read */
+	rv = etcd_call(e, "/v3/lease/keepalive", req, 0, NULL, NULL, &ans,
+	    err);
+	json_decref(req);
+	if (rv == 0) {
+		res = json_object_get(ans, "result");
+		if ((*ttl_s = jint(res, "TTL")) <= 0)
+			rv = sm_err_set(err, SM_ENOTFOUND, "etcd lease %lld "
+			    "expired", (long long)id);
+	}
+	json_decref(ans);
+	return (rv);
+}
+
+int
+sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err)
+{
+	json_t *req, *ans = NULL;
+	char num[24];
+	int rv;
+
+	(void)snprintf(num, sizeof(num), "%lld", (long long)id);
+	if ((req = json_pack("{s:s}", "ID", num)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, "/v3/lease/revoke", req, 0, NULL, NULL, &ans, err);
+	json_decref(req);
+	json_decref(ans);
+	return (rv == SM_ENOTFOUND ? 0 : rv);
+}
+
+/* --- a single-holder lock ------------------------------------------------------ */
+
+struct sm_etcd_lock {
+	struct sm_etcd *e;
+	char *key, *holder;
+	int64_t ttl_s;
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stopping;
+	/* under mu */
+	int64_t lease;
+	bool held;
+	int64_t kept_ms;            /* last successful grant or keepalive */
+	char who[256];
+	bool warned;
+};
+
+static void
+lock_round(struct sm_etcd_lock *l)
+{
+	struct sm_err err;
+	struct sm_etcd_kv *kvs = NULL;
+	size_t n = 0;
+	int64_t lease, ttl, rev;
+	bool held, created = false;
+	int rv = 0;
+
+	sm_err_clear(&err);
+	pthread_mutex_lock(&l->mu);
+	lease = l->lease;
+	held = l->held;
+	pthread_mutex_unlock(&l->mu);
+	if (lease != 0) {
+		rv = sm_etcd_lease_keepalive(l->e, lease, &ttl, &err);
+		pthread_mutex_lock(&l->mu);
+		if (rv == 0) {
+			l->kept_ms = sm_mono_ns() / 1000000;
+		} else if (rv == SM_ENOTFOUND || sm_mono_ns() / 1000000 -
+		    l->kept_ms >= (l->ttl_s - 1) * 1000) {
+			if (l->held)
+				sm_warn("etcd", "lock lost\tkey=%s err=\"%s\"",
+				    l->key, err.msg);
+			l->held = false;
+			l->lease = lease = 0;
+		}
+		held = l->held;
+		pthread_mutex_unlock(&l->mu);
+		if (held || rv != 0)
+			return;
+	}
+	if (lease == 0) {
+		if ((rv = sm_etcd_lease_grant(l->e, l->ttl_s, &lease,
+		    &err)) != 0)
+			goto fail;
+		pthread_mutex_lock(&l->mu);
+		l->lease = lease;
+		l->kept_ms = sm_mono_ns() / 1000000;
+		pthread_mutex_unlock(&l->mu);
+	}
+	if ((rv = sm_etcd_create(l->e, l->key, l->holder, strlen(l->holder),
+	    lease, &created, &err)) != 0)
+		goto fail;
+	if (created) {
+		pthread_mutex_lock(&l->mu);
+		l->held = true;
+		l->who[0] = '\0';
+		l->warned = false;
+		pthread_mutex_unlock(&l->mu);
+		sm_info("etcd", "lock taken\tkey=%s holder=%s", l->key,
+		    l->holder);
+		return;
+	}
+	if (sm_etcd_range(l->e, l->key, &kvs, &n, &rev, &err) == 0) {
+		pthread_mutex_lock(&l->mu);
+		l->who[0] = '\0';
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(kvs[i].key, l->key) == 0)
+				(void)snprintf(l->who, sizeof(l->who), "%s",
+				    kvs[i].val);
+		}
+		pthread_mutex_unlock(&l->mu);
+		sm_etcd_kvs_free(kvs, n);
+	}
+	return;
+fail:
+	pthread_mutex_lock(&l->mu);
+	if (rv != SM_ECLOSED && !l->warned)
+		sm_warn("etcd", "cannot take the lock (retrying)\tkey=%s "
+		    "err=\"%s\"", l->key, err.msg);
+	l->warned = true;
+	pthread_mutex_unlock(&l->mu);
+}
+
+static void *
+lock_main(void *arg)
+{
+	struct sm_etcd_lock *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping) {
+		pthread_mutex_unlock(&l->mu);
+		lock_round(l);
+		pthread_mutex_lock(&l->mu);
+		if (!l->stopping)
+			sm_cond_wait_ms(&l->cv, &l->mu, SM_MAX(l->ttl_s * 1000 /
+			    3, 100));
+	}
+	pthread_mutex_unlock(&l->mu);
+	return (NULL);
+}
+
+int
+sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
+    const char *key, const char *holder, int64_t ttl_s,
+    struct sm_etcd_lock **out, struct sm_err *err)
+{
+	struct sm_etcd_lock *l;
+	int rv;
+
+	*out = NULL;
+	if (ttl_s < 2)
+		return (sm_err_set(err, SM_EINVAL, "etcd lock: a TTL of at "
+		    "least 2 s"));
+	if ((l = sm_calloc(1, sizeof(*l))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	pthread_mutex_init(&l->mu, NULL);
+	sm_cond_init(&l->cv);
+	l->ttl_s = ttl_s;
+	if ((l->key = sm_strdup(key)) == NULL ||
+	    (l->holder = sm_strdup(holder)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((rv = sm_etcd_open(endpoints, timeout_ms, &l->e, err)) != 0)
+		goto fail;
+	if (pthread_create(&l->thr, NULL, lock_main, l) != 0) {
+		rv = sm_err_set(err, SM_ENOMEM, "etcd lock: thread");
+		goto fail;
+	}
+	*out = l;
+	return (0);
+fail:
+	sm_etcd_destroy(l->e);
+	sm_free(l->key);
+	sm_free(l->holder);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	sm_free(l);
+	return (rv);
+}
+
+bool
+sm_etcd_lock_held(struct sm_etcd_lock *l, char *who, size_t wholen)
+{
+	bool held;
+
+	pthread_mutex_lock(&l->mu);
+	/* past the margin without a keepalive: not ours any more, even if
+	 * the thread has not noticed yet */
+	if (l->held && sm_mono_ns() / 1000000 - l->kept_ms >= (l->ttl_s - 1) *
+	    1000)
+		l->held = false;
+	held = l->held;
+	if (!held && who != NULL && wholen > 0)
+		(void)snprintf(who, wholen, "%s", l->who);
+	pthread_mutex_unlock(&l->mu);
+	return (held);
+}
+
+void
+sm_etcd_lock_stop(struct sm_etcd_lock *l)
+{
+	struct sm_err err;
+
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stopping = true;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->thr, NULL);
+	/* free the key for the next holder at once, not after the TTL */
+	sm_err_clear(&err);
+	if (l->lease != 0)
+		(void)sm_etcd_lease_revoke(l->e, l->lease, &err);
+	sm_etcd_destroy(l->e);
+	sm_free(l->key);
+	sm_free(l->holder);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	sm_free(l);
+}

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""
+test_etcd_membership.py -- shared ring membership in a real etcd (Debian's
+etcd-server on loopback): ingesters join and leave under steady writes
+while one distributor and one querier, never restarted, follow etcd.
+RF 3, 2 store-gateways (RF 2) over a filesystem bucket.
+
+  A. ingesters 0-2 register themselves (<prefix>ingesters/<id>); the
+     distributor and the querier, given only -ring.etcd.endpoints, see
+     the three ACTIVE; a writer thread uploads steadily (16 series) for
+     the whole test.
+  B. ingesters 3 and 4 start: both rings see five ACTIVE within seconds
+     (a watch, no restart).
+  C. ingesters 0 and 1 leave for good, one after another (POST
+     /ingester/shutdown: shipped and served, then the process exits and
+     deletes its key): both rings drop it by themselves.
+  D. etcd itself stops and starts again mid-load: the rings keep their
+     members meanwhile (an etcd outage never empties a ring), and an
+     ingester restarted without leaving keeps its key and its place.
+  E. at every stage the querier's answer counts every acknowledged
+     upload exactly once; the distributor and the querier are the same
+     processes from start to end.
+  F. two compactors: one holds the compactor lock in etcd and runs
+     passes, the other's POST /compactor/run answers 503 naming the
+     holder; once the holder stops, the other takes the lock and runs.
+"""
+
+import os
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+
+import etcd_server  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from durability import Workspace  # noqa: E402
+from smolder import run_script  # noqa: E402
+
+STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
+          "main;serve;db;query", "main;idle"]
+SHARDS = 16
+
+
+class Writer(threading.Thread):
+    """Uploads one at a time through the distributor; counts what was
+    acknowledged."""
+
+    def __init__(self, dist):
+        super().__init__(daemon=True)
+        self.dist = dist
+        self.lock = threading.Lock()
+        self.acked = {s: 0 for s in STACKS}
+        self.sent = self.refused = self.n = 0
+        self.base = int(time.time()) - 900
+        self.halt = threading.Event()
+        self.paused = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            if self.paused.is_set():
+                time.sleep(0.02)
+                continue
+            with self.lock:
+                stack = STACKS[self.n % len(STACKS)]
+                shard = self.n % SHARDS
+                t = self.base + self.n % 600
+                self.n += 1
+            try:
+                ok = self.dist.ingest(
+                    {"name": "et.cpu{shard=s%d}" % shard, "from": t,
+                     "until": t + 1}, ("%s 1\n" % stack).encode()
+                ).status == 200
+            except OSError:
+                ok = False
+            with self.lock:
+                self.sent += 1
+                if ok:
+                    self.acked[stack] += 1
+                else:
+                    self.refused += 1
+            time.sleep(0.01)
+
+    def snapshot(self):
+        self.paused.set()
+        time.sleep(0.2)
+        with self.lock:
+            return dict(self.acked)
+
+
+def answer(q):
+    now = int(time.time())
+    resp = q.render("et.cpu{}", frm=now - 3600, until=now + 600,
+                    fmt="collapsed")
+    if resp.status != 200:
+        return (resp.status, resp.text()[:300])
+    out = {}
+    for line in resp.text().splitlines():
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            out[stack] = int(v)
+    return out
+
+
+def etcd_keys(c):
+    """The member ids under the cluster's prefix, read with etcdctl."""
+    import subprocess
+    out = subprocess.run(
+        ["etcdctl", "--endpoints=%s" % c.etcd, "get", "--prefix",
+         "--keys-only", "%s/ingesters/" % c.name],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
+        env=dict(os.environ, ETCDCTL_API="3")).stdout.decode()
+    return sorted(k.rsplit("/", 1)[-1] for k in out.split() if k)
+
+
+def body(r):
+    ws = Workspace("etcd-membership")
+    r.at_end(lambda: ws.cleanup(r))
+    et_dir = ws.path("etcd")
+    et = etcd_server.start(et_dir)
+    r.at_end(lambda: etcd_server.stop(et_dir))
+    bucket = ws.path("bucket")
+    storage = ["-storage.backend=filesystem",
+               "-storage.filesystem.dir=%s" % bucket]
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                compactors=2, gateways=2, gateway_rf=2, etcd=et["endpoint"],
+                gateway_extra=storage + ["-store-gateway.sync-interval="
+                                         "500ms"],
+                extra=["-validation.reject-older-than=0",
+                       "-compactor.downsample-tiers=none"])
+    # as deploy/kubernetes runs them: SIGTERM is a restart that keeps its
+    # claim; leaving for good is POST /ingester/shutdown
+    c.ingester_extra = storage + c.gateway_flags() + [
+        "-ingester.ship-interval=1s", "-ingester.leave-timeout=15s",
+        "-ingester.leave-on-shutdown=false"]
+    r.at_end(lambda: c.stop())
+
+    # A. three ingesters, found in etcd
+    c.start()
+    r.eq(etcd_keys(c), ["ingester-0", "ingester-1", "ingester-2"],
+         "the three ingesters registered themselves in etcd")
+    d, q = c.distributors[0], c.queriers[0]
+    pids = (d.proc.pid, q.proc.pid)
+    w = Writer(d)
+    w.start()
+    r.at_end(w.halt.set)
+    unit = [0]
+
+    def check(what):
+        acked = w.snapshot()
+        got, want, deadline = None, None, time.monotonic() + 20
+        while time.monotonic() < deadline:
+            got = answer(q)
+            if not unit[0] and isinstance(got, dict) and acked[STACKS[0]]:
+                unit[0] = got.get(STACKS[0], 0) // acked[STACKS[0]]
+            want = {s: n * unit[0] for s, n in acked.items() if n > 0}
+            if unit[0] and got == want:
+                break
+            time.sleep(0.2)
+        r.eq(got, want, "%s: every acknowledged upload counts once "
+             "(%d acknowledged)" % (what, sum(acked.values())))
+        w.paused.clear()
+
+    time.sleep(2)
+    check("3 ingesters")
+
+    # B. two join; nobody restarts
+    t0 = time.monotonic()
+    for i in (3, 4):
+        c.ingesters.append(c._ingester(i).start())
+    r.check(c.wait_ring(active=5, timeout=20), "both rings see 5 ACTIVE "
+            "ingesters without a restart (%.1f s)" % (time.monotonic() - t0),
+            str(c.states(d)))
+    time.sleep(2)
+    check("5 ingesters")
+
+    # C. two leave for good, one at a time
+    for i in (0, 1):
+        t0 = time.monotonic()
+        resp = c.ingesters[i].request("POST", "/ingester/shutdown",
+                                      body=b"", timeout=60)
+        r.eq(resp.status, 200, "ingester-%d left: its blocks are shipped "
+             "and served (%.1fs) %s" % (i, time.monotonic() - t0,
+                                        resp.text()[:200]))
+        probs = c.ingesters[i].reap(60)
+        r.check(not probs, "ingester-%d exited 0 by itself" % i,
+                "\n".join(probs))
+        ok = False
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not ok:
+            ok = all("ingester-%d" % i not in c.states(s) for s in (d, q))
+            time.sleep(0.1)
+        r.check(ok, "ingester-%d left etcd and both rings dropped it by "
+                "themselves" % i, str(c.states(d)))
+        check("ingester-%d gone" % i)
+    r.eq(etcd_keys(c), ["ingester-2", "ingester-3", "ingester-4"],
+         "etcd lists the three that stay")
+
+    # D. etcd down and back; an ingester restarted without leaving
+    etcd_server.stop(et_dir)
+    time.sleep(3)
+    r.eq(sorted(c.states(d)), ["ingester-2", "ingester-3", "ingester-4"],
+         "etcd down for 3 s: the distributor's ring keeps its members")
+    check("etcd down")
+    etcd_server.restart(et_dir)
+    probs = c.ingesters[2].stop()
+    r.check(not probs, "ingester-2 stopped (not left)", "\n".join(probs))
+    c.restart_ingester(2)
+    r.check(c.wait_ring(active=3, timeout=20), "etcd back, ingester-2 "
+            "restarted: 3 ACTIVE in both rings", str(c.states(d)))
+    r.eq(etcd_keys(c), ["ingester-2", "ingester-3", "ingester-4"],
+         "ingester-2 kept its key across the restart")
+    time.sleep(1)
+    check("etcd back")
+
+    # F. one compactor at a time
+    runs = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        runs = {k: c.compactors[k].request("POST", "/compactor/run",
+                                           body=b"", timeout=30)
+                for k in (0, 1)}
+        if sorted(x.status for x in runs.values()) == [200, 503]:
+            break
+        time.sleep(0.5)
+    st = {k: x.status for k, x in runs.items()}
+    r.eq(sorted(st.values()), [200, 503], "two compactors: one runs the "
+         "pass, the other answers 503 (%s)" % st)
+    holder = 0 if st.get(0) == 200 else 1
+    other = 1 - holder
+    r.check("pid %d " % c.compactors[holder].proc.pid in
+            runs[other].text(), "the 503 names the holder",
+            runs[other].text()[:200])
+    probs = c.compactors[holder].stop()
+    r.check(not probs, "the holder stopped", "\n".join(probs))
+    t0 = time.monotonic()
+    got = None
+    while time.monotonic() < t0 + 20:
+        got = c.compactors[other].request("POST", "/compactor/run",
+                                          body=b"", timeout=30)
+        if got.status == 200:
+            break
+        time.sleep(0.5)
+    r.check(got is not None and got.status == 200, "the other compactor "
+            "took the lock and runs (%.1f s)" % (time.monotonic() - t0),
+            got.describe() if got is not None else "")
+
+    with w.lock:
+        r.check(w.sent > 200 and w.refused == 0, "the writer kept writing "
+                "(%d sent, %d refused)" % (w.sent, w.refused))
+    r.eq((d.proc.pid, q.proc.pid), pids, "the distributor and the querier "
+         "were never restarted")
+    w.halt.set()
+    w.join(10)
+    c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_etcd_membership", 240, body)

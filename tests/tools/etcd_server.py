@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""
+etcd_server.py -- a real etcd (Debian's etcd-server) on loopback for tests
+and for deploy/local: one member, random client and peer ports, its data
+in DIR/data, its log in DIR/etcd.log, its pid in DIR/pid.
+
+    etcd_server.py start DIR   prints {"endpoint": "127.0.0.1:PORT",
+                               "pid": N} once etcd answers /health
+                               (at most 20 s), leaving it running
+    etcd_server.py stop DIR    SIGTERM, 5 s, then SIGKILL
+
+Importable: start(dir) -> dict (raises EtcdError), stop(dir),
+restart(dir, info) -> the same endpoint on the same data (a restart of
+the store, not a new one).
+
+Decisions:
+  - The process runs in its own session, so a test's Ctrl-C or its
+    process group's signals do not reach it; stop() ends it by pid.
+  - --listen-client-urls is loopback only; the v3 JSON gateway is on the
+    client port (etcd 3.4 serves it by default).
+  - A restart reuses the ports written in DIR/ports: the endpoint the
+    cluster was given stays valid.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+STOP_TIMEOUT = 5.0
+READY_TIMEOUT = 20.0
+
+
+class EtcdError(Exception):
+    pass
+
+
+def _free_ports(n):
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _spawn(d, client, peer):
+    log = open(os.path.join(d, "etcd.log"), "ab")
+    try:
+        p = subprocess.Popen(
+            ["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
+             "--listen-client-urls", "http://127.0.0.1:%d" % client,
+             "--advertise-client-urls", "http://127.0.0.1:%d" % client,
+             "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+             "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+             "--initial-cluster", "t=http://127.0.0.1:%d" % peer,
+             "--log-level", "warn"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, close_fds=True)
+    finally:
+        log.close()
+    with open(os.path.join(d, "pid"), "w") as f:
+        f.write("%d\n" % p.pid)
+    endpoint = "127.0.0.1:%d" % client
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen("http://%s/health" % endpoint,
+                                        timeout=1) as r:
+                if json.load(r).get("health") == "true":
+                    return {"endpoint": endpoint, "pid": p.pid, "proc": p}
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    _kill(p.pid)
+    with open(os.path.join(d, "etcd.log"), "rb") as f:
+        tail = f.read()[-2000:].decode("utf-8", "replace")
+    raise EtcdError("etcd did not become healthy within %.0f s:\n%s" %
+                    (READY_TIMEOUT, tail))
+
+
+def start(d):
+    """Start etcd in directory d; return {"endpoint", "pid", "proc"}."""
+    d = os.path.abspath(d)
+    pid = _read(d, "pid")
+    if pid and _alive(int(pid)):
+        raise EtcdError("%s/pid names a running etcd: stop it first" % d)
+    os.makedirs(d, exist_ok=True)
+    client, peer = _free_ports(2)
+    with open(os.path.join(d, "ports"), "w") as f:
+        f.write("%d %d\n" % (client, peer))
+    return _spawn(d, client, peer)
+
+
+def restart(d):
+    """Start etcd again on its data and ports (after stop)."""
+    d = os.path.abspath(d)
+    client, peer = (int(x) for x in _read(d, "ports").split())
+    return _spawn(d, client, peer)
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def stop(d):
+    """Stop the etcd started in directory d (a no-op if none)."""
+    d = os.path.abspath(d)
+    pid = _read(d, "pid")
+    if pid:
+        _kill(int(pid))
+        os.unlink(os.path.join(d, "pid"))
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("start", "stop"):
+        sys.stderr.write("usage: %s start|stop DIR\n" % argv[0])
+        return 2
+    if argv[1] == "stop":
+        stop(argv[2])
+        return 0
+    try:
+        info = start(argv[2])
+    except (EtcdError, OSError) as e:
+        sys.stderr.write("etcd_server: %s\n" % e)
+        return 1
+    print(json.dumps({"endpoint": info["endpoint"], "pid": info["pid"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
