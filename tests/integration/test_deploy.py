@@ -69,7 +69,7 @@ TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
                       "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb",
                       "swift-proxy", "swift-object", "swift-container",
-                      "swift-account"}
+                      "swift-account", "etcd-server", "etcd-client"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")
@@ -798,16 +798,27 @@ def check_launcher_flags(r, flags):
                 "\n".join(probs))
     tmp = tempfile.mkdtemp(prefix="smolder-plan-")
     try:
-        for extra in ([], ["--addresses", "single"]):
+        for extra in ([], ["--addresses", "single"],
+                      ["--etcd", "127.0.0.1:2379"]):
+            what = " ".join(extra) or "default"
             rc, out, err = run_launcher(["--dir", os.path.join(tmp, "c"),
                                          "plan"] + extra, timeout=30)
             rows, cmds = plan_commands(out)
             if not r.check(rc == 0 and len(cmds) == 9,
-                           "launcher plan (%s addresses): 9 processes" % (
-                               "single" if extra else "default"), out + err):
+                           "launcher plan (%s): 9 processes" % what,
+                           out + err):
                 continue
-            check_commands(r, flags, "launcher" + (
-                " (single address)" if extra else ""), cmds)
+            check_commands(r, flags, "launcher (%s)" % what, cmds)
+            if "--etcd" in extra:
+                # every process but the gateways follows etcd; none is
+                # given a static ingester list
+                bad = [w for w, argv, _ in cmds
+                       if "store-gateway" not in w and (
+                           flag_value(argv, "ring.etcd.endpoints") !=
+                           "127.0.0.1:2379" or
+                           flag_value(argv, "ring.members") is not None)]
+                r.check(not bad, "launcher plan --etcd: membership from "
+                        "etcd, no -ring.members", ", ".join(bad))
         r.check(not os.path.exists(os.path.join(tmp, "c")),
                 "plan creates nothing")
     finally:
