@@ -39,7 +39,29 @@ struct ing_gateway {
 	 * the last complete pass (src_mu) */
 	struct gw_fold *fold;
 	uint32_t nfold;
+	/* the owned blocks the last complete pass could not load and
+	 * nothing served stands in for (src_mu) */
+	struct gw_bad *bad;
+	uint32_t nbad;
 };
+
+/* A block the gateway owns and could not load (SourcesResponse.unloaded). */
+struct gw_bad {
+	char *tenant, *key, *error;
+	char inc[33];
+	int64_t min_t, max_t;
+};
+
+static void
+gw_bad_free(struct gw_bad *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		sm_free(v[i].tenant);
+		sm_free(v[i].key);
+		sm_free(v[i].error);
+	}
+	sm_free(v);
+}
 
 /* A block (tenant, inc, gen) that a served fold stands for. */
 struct gw_fold {
@@ -179,6 +201,7 @@ ing_gateway_destroy(struct ing_gateway *gw)
 		sm_free(gw->src[i].instance);
 	sm_free(gw->src);
 	gw_folds_free(gw->fold, gw->nfold);
+	gw_bad_free(gw->bad, gw->nbad);
 	pthread_mutex_destroy(&gw->mu);
 	pthread_mutex_destroy(&gw->src_mu);
 	sm_free(gw);
@@ -405,17 +428,48 @@ prefetch_free(struct prefetch *pf, uint32_t n)
 		ing_ship_parts_fini(&pf[k].sp);
 }
 
-/* A merged block not loaded: the inputs it replaces stay in service. */
-static void
+/* A merged block not loaded: the inputs it replaces stay in service.
+ * True when every one of them is held, so its data is still served. */
+static bool
 keep_inputs(struct held *h, uint32_t nhb, const char *lt,
     const struct ing_bucket_block *bk)
 {
+	bool all = bk->nreplaces > 0;
+
 	for (uint32_t k = 0; k < bk->nreplaces; k++) {
 		struct held *y = held_find(h, nhb, lt, bk->replaces[k]);
 
 		if (y != NULL)
 			y->wanted = true;
+		else
+			all = false;
 	}
+	return (all);
+}
+
+static int
+gw_bad_add(struct gw_bad **v, uint32_t *n, const struct ing_bucket_block *bk,
+    const char *why)
+{
+	struct gw_bad *nv, *b;
+
+	if ((nv = sm_realloc(*v, (*n + 1) * sizeof(*nv))) == NULL)
+		return (SM_ENOMEM);
+	*v = nv;
+	b = &nv[*n];
+	memset(b, 0, sizeof(*b));
+	memcpy(b->inc, bk->inc, 33);
+	b->min_t = bk->min_t;
+	b->max_t = bk->max_t;
+	if ((b->tenant = sm_strdup(bk->tenant)) == NULL ||
+	    (b->key = sm_strdup(bk->meta_key)) == NULL ||
+	    (b->error = sm_strdup(why)) == NULL) {
+		sm_free(b->tenant);
+		sm_free(b->key);
+		return (SM_ENOMEM);
+	}
+	(*n)++;
+	return (0);
 }
 
 int
@@ -424,6 +478,8 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 {
 	struct ing_bucket_scan sc = { 0 };
 	struct gw_folds folds = { 0 };
+	struct gw_bad *bad = NULL;
+	uint32_t nbad = 0;
 	struct ing_db_block *hb = NULL;
 	struct held *h = NULL;
 	struct sm_arena *a = NULL;
@@ -554,8 +610,13 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 			continue;
 		}
 		if (rv == SM_ECORRUPT || rv == SM_ENOTFOUND) {
-			/* its inputs, if held, keep serving its data */
-			keep_inputs(h, nhb, lt, bk);
+			/* its inputs, if held, keep serving its data; else
+			 * queries over its range must say they are short */
+			if (!keep_inputs(h, nhb, lt, bk) &&
+			    gw_bad_add(&bad, &nbad, bk, err->msg) != 0) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				goto out;
+			}
 			sm_counter_inc(sm_metric_child0(m_bad));
 			sm_error("store-gateway", "block not loaded\tkey=%s "
 			    "err=\"%s\"", bk->meta_key, err->msg);
@@ -575,11 +636,17 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 	gw_folds_free(gw->fold, gw->nfold);
 	gw->fold = folds.v;
 	gw->nfold = folds.n;
+	gw_bad_free(gw->bad, gw->nbad);
+	gw->bad = bad;
+	gw->nbad = nbad;
 	pthread_mutex_unlock(&gw->src_mu);
 	folds = (struct gw_folds){ 0 };
+	bad = NULL;
+	nbad = 0;
 	atomic_store(&gw->synced, true);
 out:
 	gw_folds_free(folds.v, folds.n);
+	gw_bad_free(bad, nbad);
 	sm_counter_add(sm_metric_child0(m_adopted), nad);
 	sm_counter_add(sm_metric_child0(m_dropped), ndr);
 	sm_counter_inc(sm_metric_child0(rv == 0 ? m_passes : m_pass_fail));
@@ -730,6 +797,35 @@ ing_gateway_sources(struct ing_gateway *gw,
 		qsort(v, n, sizeof(*v), source_cmp);
 	out->sources = v;
 	out->n_sources = n;
+	/* the tenant's blocks this gateway owns and could not load */
+	pthread_mutex_lock(&gw->src_mu);
+	for (uint32_t i = 0; i < gw->nbad; i++) {
+		const struct gw_bad *b = &gw->bad[i];
+		Smolder__V1__Unloaded **nu, *u;
+
+		if (strcmp(b->tenant, tenant) != 0 || (req->source != NULL &&
+		    req->source[0] != '\0' && strcmp(req->source, b->inc) != 0))
+			continue;
+		if ((nu = sm_arena_grow(a, out->unloaded, out->n_unloaded,
+		    out->n_unloaded + 1, sizeof(*nu))) == NULL ||
+		    (u = sm_arena_alloc(a, sizeof(*u))) == NULL) {
+			pthread_mutex_unlock(&gw->src_mu);
+			goto oom;
+		}
+		out->unloaded = nu;
+		smolder__v1__unloaded__init(u);
+		u->source = sm_arena_strndup(a, b->inc, 32);
+		u->key = sm_arena_strndup(a, b->key, strlen(b->key));
+		u->error = sm_arena_strndup(a, b->error, strlen(b->error));
+		u->min_t = b->min_t;
+		u->max_t = b->max_t;
+		if (u->source == NULL || u->key == NULL || u->error == NULL) {
+			pthread_mutex_unlock(&gw->src_mu);
+			goto oom;
+		}
+		nu[out->n_unloaded++] = u;
+	}
+	pthread_mutex_unlock(&gw->src_mu);
 	goto out;
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");

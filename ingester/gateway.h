@@ -130,7 +130,9 @@ char *ing_gateway_tenant(struct sm_arena *a, const char *tenant,
     const char *source, struct sm_err *err);
 
 /* The sources held for req->tenant (only req->source when set; with
- * their gens when req->gens), sorted by id, in arena a. */
+ * their gens when req->gens), sorted by id, and the tenant's owned
+ * blocks the last pass could not load with nothing standing in for them
+ * (out->unloaded: the querier answers 503 for their range), in arena a. */
 int ing_gateway_sources(struct ing_gateway *gw,
     const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
     Smolder__V1__SourcesResponse *out, struct sm_err *err);

@@ -101,10 +101,20 @@ static int pack_req(const Smolder__V1__Request *r, const char *source,
  * a target.  SM_EUNAVAIL when no owner of the tenant answers: history
  * cannot be vouched for.
  */
+/* An unloaded block one answering owner reported, and how many did. */
+struct fan_bad {
+	char key[256], error[256], source[33];
+	int64_t min_t, max_t;
+	uint32_t owners;
+	uint64_t gws;               /* which gateways (index < 64) said so */
+};
+
 static int
 fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
-    struct sm_err *err)
+    int64_t start, int64_t end, struct sm_err *err)
 {
+	struct fan_bad *bad = NULL;
+	uint32_t nbad = 0;
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
 	struct sm_ring_snap *g;
@@ -178,6 +188,44 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 			continue;
 		}
 		owners_answered += owner[m];
+		/* blocks an owner could not load, over the query's range */
+		for (size_t k = 0; owner[m] && k < resp->sources->n_unloaded;
+		    k++) {
+			const Smolder__V1__Unloaded *u =
+			    resp->sources->unloaded[k];
+			uint32_t j;
+
+			if (u->max_t < start || u->min_t > end)
+				continue;
+			for (j = 0; j < nbad && strcmp(bad[j].key, u->key) != 0;
+			    j++)
+				;
+			if (j == nbad) {
+				struct fan_bad *nb = sm_realloc(bad, (nbad + 1) *
+				    sizeof(*nb));
+
+				if (nb == NULL) {
+					sm_arena_destroy(a);
+					rv = sm_err_set(err, SM_ENOMEM,
+					    "out of memory");
+					goto out;
+				}
+				bad = nb;
+				memset(&bad[j], 0, sizeof(bad[j]));
+				snprintf(bad[j].key, sizeof(bad[j].key), "%s",
+				    u->key);
+				snprintf(bad[j].error, sizeof(bad[j].error), "%s",
+				    u->error);
+				snprintf(bad[j].source, sizeof(bad[j].source),
+				    "%s", u->source);
+				bad[j].min_t = u->min_t;
+				bad[j].max_t = u->max_t;
+				nbad++;
+			}
+			bad[j].owners++;
+			if (m < 64)
+				bad[j].gws |= (uint64_t)1 << m;
+		}
 		for (size_t k = 0; k < resp->sources->n_sources; k++) {
 			const Smolder__V1__Source *so =
 			    resp->sources->sources[k];
@@ -203,7 +251,40 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 		rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: no "
 		    "store-gateway owning tenant %s answered (%u owners; %s)",
 		    tenant, no, last.msg);
+	/*
+	 * A block over the range that an owner could not load: that
+	 * owner's copy of its source lacks it, so the source is read from
+	 * the owners that loaded it; when every answering owner failed on
+	 * it (the object is damaged), the answer would be short: 503
+	 * naming it.
+	 */
+	for (uint32_t j = 0; rv == 0 && j < nbad; j++) {
+		char a0[32], a1[32];
+
+		if (bad[j].owners >= owners_answered || g->n > 64) {
+			sm_time_utc(bad[j].min_t, a0, sizeof(a0));
+			sm_time_utc(bad[j].max_t, a1, sizeof(a1));
+			rv = sm_err_set(err, SM_EUNAVAIL, "the answer would be "
+			    "incomplete: no store-gateway could load block %s "
+			    "(%s to %s) of tenant %s: %s", bad[j].key, a0, a1,
+			    tenant, bad[j].error);
+			break;
+		}
+		for (uint32_t k = 0; k < f->n - f->ni;) {
+			struct qry_fan_src *fs = &f->src[k];
+
+			if (fs->gw < 64 && (bad[j].gws >> fs->gw & 1) &&
+			    strcmp(fs->id, bad[j].source) == 0) {
+				memmove(fs, fs + 1, (f->n - f->ni - k - 1) *
+				    sizeof(*fs));
+				f->n--;
+			} else {
+				k++;
+			}
+		}
+	}
 out:
+	sm_free(bad);
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t m = 0; bufs != NULL && m < g->n; m++)
 		sm_buf_fini(&bufs[m]);
@@ -321,7 +402,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 		    "factor %u", f->down, s->n, sm_ring_max_read_errors(s),
 		    s->rf));
 	if (q->cfg.gw_ring != NULL && tenant != NULL &&
-	    (rv = fan_sources(q, f, tenant, err)) != 0)
+	    (rv = fan_sources(q, f, tenant, start, end, err)) != 0)
 		return (rv);
 	if (s->rf > 1 && (rv = fan_gaps(f, start, end, err)) != 0)
 		return (rv);

@@ -16,6 +16,12 @@ the queries that need it: a store-gateway reads data parts by range
          data part (smolder_ingester_corruptions_total{part="data"}).
   4. The same with 4 KiB pages (the object loaded by range, its data read
      by ranged GET): the same answers.
+  5. A part a load imports (not data) of dmg-b's block object is damaged
+     too: a new gateway cannot load that block and says so in its
+     Sources answers, so every query of the tenant over the block's
+     range answers 503 naming the block -- before, the block was skipped
+     and its service answered 200 with nothing -- while a range the
+     block does not cover still answers 200.
 """
 
 import os
@@ -57,6 +63,22 @@ def damage_first_data_part(path):
                 f.write(obj)
             return True
     return False
+
+
+def damage_first_loaded_part(path):
+    """Flip the last byte of the object's first part that is not data."""
+    with open(path, "rb") as f:
+        obj = bytearray(f.read())
+    np_, toc_off = struct.unpack(">IQ", obj[-24:-12])
+    for i in range(np_):
+        e = obj[toc_off + 17 * i: toc_off + 17 * (i + 1)]
+        kind, _, off, n = struct.unpack(">cIQI", bytes(e))
+        if kind != b"D" and n > 0:
+            obj[off + n - 1] ^= 0xFF
+            with open(path, "wb") as f:
+                f.write(obj)
+            return kind.decode()
+    return None
 
 
 def body(r):
@@ -108,13 +130,21 @@ def body(r):
     r.check(damage_first_data_part(blocks[0][1]), "a data part of dmg-a's "
             "block object damaged")
 
-    # 3. and 4. a gateway, an empty ingester and a querier; twice
-    for page in ("256KiB", "4KiB"):
+    # 3. and 4. a gateway, an empty ingester and a querier; twice; then
+    # 5. with a part of dmg-b's block that a load needs damaged
+    for page in ("256KiB", "4KiB", "unloadable"):
+        if page == "unloadable":
+            kind = damage_first_loaded_part(blocks[1][1])
+            r.check(kind is not None, "a part a load imports ('%s') of "
+                    "dmg-b's block object damaged" % kind)
+            page = "256KiB"
+            tag = "unloadable"
+        else:
+            tag = page.lower()
         gport, iport = free_port(), free_port()
         gw_ring = ["-store-gateway.sharding-ring.members="
                    "gw-0=tcp://127.0.0.1:%d" % gport,
                    "-store-gateway.sharding-ring.replication-factor=1"]
-        tag = page.lower()
         gw = DataServer(ws.data_dir("gw-" + tag), ws.log_dir("gw-" + tag),
                         name="gateway-" + tag, target="store-gateway",
                         extra_flags=storage + gw_ring + [
@@ -137,6 +167,26 @@ def body(r):
                            "-ring.members=ing-0=tcp://127.0.0.1:%d" % iport,
                            "-distributor.replication-factor=1"]).start()
         r.at_end(lambda x=q: x.stop())
+        if tag == "unloadable":
+            _, p = metrics(gw)
+            r.eq(metric_value(p, "smolder_store_gateway_block_load_failures"
+                              "_total") or 0, 1, "the gateway could not load "
+                 "dmg-b's block, and counted it")
+            for app in ("dmg-b", "dmg-a"):
+                resp = q.render("%s.cpu{}" % app, frm=now - 600,
+                                until=now + 60, fmt="collapsed")
+                r.check(resp.status == 503 and "could load block" in
+                        resp.text() and "meta.json" in resp.text(),
+                        "%s over the unloadable block's range: 503 naming "
+                        "it, never a short 200" % app, "%d %s" % (
+                            resp.status, resp.text()[:300]))
+            resp = q.render("dmg-b.cpu{}", frm=now - 7200, until=now - 3600,
+                            fmt="collapsed")
+            r.eq(resp.status, 200, "a range the block does not cover still "
+                 "answers 200")
+            for s in (q, ing, gw):
+                r.check(not s.stop(), "%s stops cleanly" % s.name)
+            continue
         _, p = metrics(gw)
         r.eq(metric_value(p, "smolder_store_gateway_blocks_loaded_total")
              or 0, 2, "%s pages: the gateway loaded both blocks, the "
