@@ -367,7 +367,15 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 	 * nothing, and nothing can arrive there any more (flag
 	 * -querier.query-ingesters-within; HealthResponse.data_min_ms).
 	 * One healthy ingester is always asked, so a fan has one. */
-	skip_old = q->cfg.ingesters_within_ms > 0 && end != INT64_MAX &&
+	/* Only while no upload can arrive at or before `end`: uploads older
+	 * than -validation.reject-older-than are refused, and a member's
+	 * data_min is at most a heartbeat timeout old, so every upload it
+	 * took since it reported is newer than now - (reject-older-than +
+	 * heartbeat timeout).  With reject-older-than 0 (any age accepted)
+	 * or above the window, every ingester is asked. */
+	skip_old = q->cfg.ingesters_within_ms > 0 && q->cfg.reject_older_ms >
+	    0 && q->cfg.reject_older_ms + q->cfg.heartbeat_timeout_ms <=
+	    q->cfg.ingesters_within_ms && end != INT64_MAX &&
 	    end < sm_now_ms() - q->cfg.ingesters_within_ms;
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->healthy[i] && !f->excluded[i]) {

@@ -49,9 +49,10 @@ qry_flags(struct qry_config *cfg, size_t *n)
 		"A query whose range ends longer ago than this asks only the "
 		"ingesters that hold data from before its end (each says how "
 		"old its oldest data is in its heartbeat) and the "
-		"store-gateways, not every ingester. Keep it above "
-		"-validation.reject-older-than, so no upload can arrive "
-		"that far back (0 = always ask every ingester)." };
+		"store-gateways, not every ingester. Only in effect while "
+		"-validation.reject-older-than plus -ring.heartbeat-timeout "
+		"is within it (and not 0), so no upload can arrive that far "
+		"back (0 = always ask every ingester)." };
 	*n = SM_ARRAY_LEN(f);
 	return (f);
 }

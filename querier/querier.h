@@ -45,6 +45,11 @@ struct qry_config {
 	int64_t straggler_ms;         /* -querier.straggler-wait, 0 = off */
 	int64_t ingesters_within_ms;  /* -querier.query-ingesters-within,
 	                               * 0 = ask every ingester always */
+	int64_t reject_older_ms;      /* -validation.reject-older-than (main):
+	                               * the skip above is safe only when
+	                               * no upload can land that far back */
+	int64_t heartbeat_timeout_ms; /* -ring.heartbeat-timeout (main): how
+	                               * old a data_min report may be */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */

@@ -143,7 +143,12 @@ def body(r):
     q_split = DataServer(ws.data_dir("q-split"), ws.log_dir("q-split"),
                          name="querier-split", target="querier",
                          extra_flags=members + c.gateway_flags() + [
-                             "-querier.query-ingesters-within=5m"]).start()
+                             "-querier.query-ingesters-within=5m",
+                             # the skip holds only while no upload can
+                             # land that far back: the querier is told
+                             # the distributors' window (the writes
+                             # above are done)
+                             "-validation.reject-older-than=2m"]).start()
     c.queriers.append(q_split)
     time.sleep(0.5)          # heartbeats: each ingester's oldest data
     now = int(time.time())
