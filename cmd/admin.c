@@ -521,37 +521,41 @@ cmd_bucket(struct admin *ad, const char *sub)
 	return (rc);
 }
 
+#define SM_FLAG_STRUCT struct admin
+static const struct sm_flag admin_flag_tab[] = {
+	SM_FLAG_STR("data.dir", data_dir, "./data",
+	    "The server's -data.dir."),
+	SM_FLAG_STR("tenant", tenant, "",
+	    "corrupt: tenant"),
+	SM_FLAG_I64("block", SM_FLAG_INT, block, "0",
+	    "corrupt: block id"),
+	SM_FLAG_STR("part", part, "",
+	    "corrupt: meta|index|symbols|tree|data|spans|profiles"),
+	SM_FLAG_I64("series", SM_FLAG_INT, series, "0",
+	    "corrupt: series index of a data part"),
+	SM_FLAG_STR("mode", mode, "flip",
+	    "corrupt: flip|truncate"),
+	SM_FLAG_SWITCH("compact", compact, "false",
+	    "disk: flush and compact first"),
+	SM_FLAG_SWITCH("generate", generate, "false",
+	    "hash-key: generate a new random key"),
+	SM_FLAG_STR("prefix", prefix, "",
+	    "bucket ls, verify: key prefix"),
+	SM_FLAG_STR("key", key, "",
+	    "bucket get: key"),
+	SM_FLAG_I64("offset", SM_FLAG_INT, offset, "0",
+	    "bucket get: first byte"),
+	SM_FLAG_I64("length", SM_FLAG_INT, length, "0",
+	    "bucket get: bytes (0: to the end)"),
+};
+#undef SM_FLAG_STRUCT
+
 int
 main(int argc, char **argv)
 {
 	struct admin ad;
 	struct sm_flags fs;
 	struct sm_err err;
-	const struct sm_flag tab[] = {
-		{ "data.dir", SM_FLAG_STRING, &ad.data_dir, "./data",
-		    "The server's -data.dir." },
-		{ "tenant", SM_FLAG_STRING, &ad.tenant, "", "corrupt: tenant" },
-		{ "block", SM_FLAG_INT, &ad.block, "0", "corrupt: block id" },
-		{ "part", SM_FLAG_STRING, &ad.part, "",
-		    "corrupt: meta|index|symbols|tree|data|spans|profiles" },
-		{ "series", SM_FLAG_INT, &ad.series, "0",
-		    "corrupt: series index of a data part" },
-		{ "mode", SM_FLAG_STRING, &ad.mode, "flip",
-		    "corrupt: flip|truncate" },
-		{ "compact", SM_FLAG_BOOL, &ad.compact, "false",
-		    "disk: flush and compact first" },
-		{ "generate", SM_FLAG_BOOL, &ad.generate, "false",
-		    "hash-key: generate a new random key" },
-		{ "prefix", SM_FLAG_STRING, &ad.prefix, "",
-		    "bucket ls, verify: key prefix" },
-		{ "key", SM_FLAG_STRING, &ad.key, "", "bucket get: key" },
-		{ "offset", SM_FLAG_INT, &ad.offset, "0",
-		    "bucket get: first byte" },
-		{ "length", SM_FLAG_INT, &ad.length, "0",
-		    "bucket get: bytes (0: to the end)" },
-	};
-	const struct sm_flag *bt;
-	size_t nbt;
 	const char *cmd;
 	bool help;
 	int rc = 2;
@@ -559,22 +563,22 @@ main(int argc, char **argv)
 	memset(&ad, 0, sizeof(ad));
 	sm_flags_init(&fs);
 	sm_log_set_level(SM_LOG_WARN);
-	bt = sm_bucket_flags(&ad.bcfg, &nbt);
 	if (argc < 2 || argv[1][0] == '-' || (strcmp(argv[1], "bucket") == 0 &&
 	    (argc < 3 || argv[2][0] == '-'))) {
 		fprintf(stderr, "usage: smolder-admin blocks|verify|corrupt|disk|"
 		    "hash-key [flags]\n"
 		    "       smolder-admin bucket ls|get|verify [flags]\n");
-		sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err);
-		sm_flags_add(&fs, bt, nbt, &err);
+		(void)sm_flags_add(&fs, admin_flag_tab,
+		    SM_ARRAY_LEN(admin_flag_tab), &ad, &err);
+		(void)sm_bucket_flags_add(&fs, &ad.bcfg, &err);
 		sm_flags_usage(&fs, stderr);
 		sm_flags_fini(&fs);
 		return (2);
 	}
 	cmd = argv[1];
 	/* "bucket SUB": the flags start after SUB */
-	if (sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err) != 0 ||
-	    sm_flags_add(&fs, bt, nbt, &err) != 0 ||
+	if (sm_flags_add(&fs, admin_flag_tab, SM_ARRAY_LEN(admin_flag_tab),
+	    &ad, &err) != 0 || sm_bucket_flags_add(&fs, &ad.bcfg, &err) != 0 ||
 	    sm_flags_parse(&fs, argc - (strcmp(cmd, "bucket") == 0 ? 2 : 1),
 	    argv + (strcmp(cmd, "bucket") == 0 ? 2 : 1), &help, &err) != 0) {
 		fprintf(stderr, "smolder-admin: %s\n", err.msg);

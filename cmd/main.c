@@ -731,204 +731,212 @@ static const struct sm_module modules[] = {
 
 /* --- flags ---------------------------------------------------------------- */
 
+#define SM_FLAG_STRUCT struct app
+static const struct sm_flag app_flag_tab[] = {
+	SM_FLAG_STR("target", target,
+	    "all", "Comma-separated components to run: all, ingester, "
+	    "distributor, querier, compactor, store-gateway. \"all\" is "
+	    "single-binary mode (every component but store-gateway)."),
+	SM_FLAG_STR("http.listen-address", http_listen,
+	    ":4040",
+	    "HTTP API address, host:port or :port."),
+	SM_FLAG_STR("data.dir", data_dir,
+	    "./data", "Directory for this instance's data; it is created "
+	    "if missing and locked against a second process."),
+	SM_FLAG_STR("log.level", log_level,
+	    "info", "Log level: debug, info, warn or error."),
+	SM_FLAG_STR("rpc.listen-address", rpc_listen,
+	    "inproc://smolder-ingester",
+	    "nng URL the ingester serves internal RPC on "
+	    "(inproc:// in single-binary mode, tcp://host:port in a "
+	    "cluster)."),
+	SM_FLAG_I64("server.http-threads", SM_FLAG_INT, http_threads,
+	    "4", "HTTP event threads: they read "
+	    "requests, send replies and answer /ready, /metrics and the "
+	    "web UI's files; other handlers run on the worker pools."),
+	SM_FLAG_I64("server.http-conn-limit", SM_FLAG_INT, http_conn_limit,
+	    "1024",
+	    "Most concurrent HTTP connections."),
+	SM_FLAG_I64("server.http-per-ip-conn-limit",
+	    SM_FLAG_INT, http_per_ip_limit,
+	    "256",
+	    "Most concurrent HTTP connections from one IP, so one client "
+	    "cannot take the whole -server.http-conn-limit (0 = no limit; "
+	    "raise it behind a proxy that funnels every client through "
+	    "one address)."),
+	SM_FLAG_I64("server.http-idle-timeout",
+	    SM_FLAG_DURATION, http_idle_timeout_ms,
+	    "2m",
+	    "Close HTTP connections with no traffic this long: idle "
+	    "keep-alives, and requests whose headers or body stall."),
+	SM_FLAG_SWITCH("auth.multitenancy-enabled", multitenancy,
+	    "false",
+	    "Require X-Scope-OrgID on every request (else the tenant is "
+	    "\"anonymous\"), or with -auth.keys-file an API key."),
+	SM_FLAG_STR("instance.id", instance_id,
+	    "",
+	    "This instance's stable id: an ingester's ring identity (its "
+	    "tokens derive from it), e.g. the StatefulSet pod name. "
+	    "Empty: the host name."),
+	SM_FLAG_I64("rpc.max-connections", SM_FLAG_INT, rpc_max_conns,
+	    "1024",
+	    "Most concurrent internal RPC connections the ingester "
+	    "accepts; more are closed."),
+	SM_FLAG_STR("ring.members", ring_members,
+	    "",
+	    "The ingesters, as id=tcp://host:port,... (ids as their "
+	    "-instance.id). Empty: -ring.dns, or this process's own "
+	    "ingester."),
+	SM_FLAG_STR("ring.dns", ring_dns,
+	    "", "host:port of a DNS name resolving to every ingester (a "
+	    "Kubernetes headless service); ids are learnt by probing."),
+	SM_FLAG_I64("ring.tokens", SM_FLAG_INT, ring_tokens,
+	    "128",
+	    "Tokens per ingester on the hash ring; every process of a "
+	    "cluster must agree."),
+	SM_FLAG_I64("ring.heartbeat-period",
+	    SM_FLAG_DURATION, ring_heartbeat_ms,
+	    "2s",
+	    "How often every ingester is probed for health."),
+	SM_FLAG_I64("ring.heartbeat-timeout",
+	    SM_FLAG_DURATION, ring_heartbeat_timeout_ms,
+	    "10s",
+	    "An ingester not heard from for this long is unhealthy and "
+	    "skipped: the next token owner takes its place."),
+	SM_FLAG_I64("ring.dns-refresh-period",
+	    SM_FLAG_DURATION, ring_dns_refresh_ms,
+	    "15s",
+	    "How often -ring.dns is resolved again."),
+	SM_FLAG_I64("distributor.replication-factor",
+	    SM_FLAG_INT, replication_factor,
+	    "3",
+	    "Ingesters each series is written to; a write needs "
+	    "floor(RF/2)+1 of them. 1 with -target=all unless set."),
+	SM_FLAG_STR("auth.keys-file", keys_file,
+	    "",
+	    "File of hashed API keys (sha256:<hex> tenant scopes per "
+	    "line; smolder-admin hash-key). Set: every API route needs "
+	    "a key with its scope, and the key names the tenant."),
+	SM_FLAG_I64("auth.keys-reload-period",
+	    SM_FLAG_DURATION, keys_reload_ms,
+	    "5s",
+	    "How often -auth.keys-file is checked for changes; a changed "
+	    "file is reloaded without a restart."),
+	SM_FLAG_STR("runtime-config.file", runtime_config_file,
+	    "",
+	    "YAML file of per-tenant limit overrides (Pyroscope's "
+	    "`overrides:` runtime config), reloaded without a restart; "
+	    "empty = the flags apply to every tenant."),
+	SM_FLAG_I64("runtime-config.reload-period",
+	    SM_FLAG_DURATION, runtime_config_reload_ms,
+	    "10s",
+	    "How often -runtime-config.file is checked for changes; a "
+	    "file that does not parse keeps the previous overrides."),
+	SM_FLAG_I64("server.http-write-workers",
+	    SM_FLAG_INT, http_write_workers,
+	    "8",
+	    "Threads that run write handlers (/ingest, push.v1): writes "
+	    "never wait behind a query (0 = on the event threads)."),
+	SM_FLAG_I64("server.http-query-workers",
+	    SM_FLAG_INT, http_query_workers,
+	    "4",
+	    "Threads that run query and admin handlers: at most this "
+	    "many run at once, the rest wait in order, and health "
+	    "probes and writes never wait behind them (0 = on the event "
+	    "threads)."),
+	SM_FLAG_STR("compactor.downsample-tiers", tiers_spec,
+	    SM_TIERS_DEFAULT,
+	    "Downsampling tier widths, e.g. 1h,1d (none: no tiers). The "
+	    "compactor builds them for every past day; queriers ask at "
+	    "them, so give every querier and compactor the same list "
+	    "(a different one changes speed, never an answer)."),
+	SM_FLAG_STR("store-gateway.sharding-ring.members", gw_members,
+	    "",
+	    "The store-gateways, as \"id=tcp://host:port,...\" (each "
+	    "one's -instance.id and -rpc.listen-address): they share "
+	    "tenants by this ring, and queriers ask them for what the "
+	    "bucket holds. Empty: no store-gateway (a querier reads "
+	    "ingesters only; one store-gateway serves every tenant)."),
+	SM_FLAG_I64("store-gateway.sharding-ring.replication-factor",
+	    SM_FLAG_INT, gw_rf,
+	    "3",
+	    "Store-gateways each tenant's blocks are loaded on: a query "
+	    "needs one of them."),
+	SM_FLAG_I64("store-gateway.sync-interval",
+	    SM_FLAG_DURATION, gw_sync_ms,
+	    "1m",
+	    "How often a store-gateway reads the bucket for new, merged "
+	    "and deleted blocks (keep it well below "
+	    "-compactor.deletion-delay)."),
+	SM_FLAG_STR("instance.zone", instance_zone,
+	    "",
+	    "An ingester's availability zone (e.g. the cloud zone or "
+	    "rack): with at least as many zones as the replication "
+	    "factor, every series' replicas are in distinct zones, so "
+	    "losing a whole zone loses no write and no read. Empty: no "
+	    "zone."),
+	SM_FLAG_I64("shutdown-delay", SM_FLAG_DURATION, shutdown_delay_ms,
+	    "0s",
+	    "How long to wait between SIGTERM and shutdown: /ready answers "
+	    "503 at once while requests are still served, so load "
+	    "balancers and Kubernetes take the process out of rotation "
+	    "before it closes its ports (a second signal ends the wait)."),
+	SM_FLAG_I64("store-gateway.data-cache-bytes",
+	    SM_FLAG_BYTES, gw_cache_bytes,
+	    "256MiB",
+	    "Memory a store-gateway keeps block data in: the data parts of "
+	    "its blocks stay in the bucket and are read by ranged GET as "
+	    "queries need them, the least recently used pages dropped past "
+	    "this (the index, symbols and tree are on its disk)."),
+	SM_FLAG_I64("store-gateway.data-page-bytes",
+	    SM_FLAG_BYTES, gw_page_bytes,
+	    "256KiB",
+	    "The unit a store-gateway reads block data in (one GET per run "
+	    "of missing pages) and caches; objects no larger are fetched "
+	    "whole when loaded. At least 4KiB."),
+	SM_FLAG_I64("store-gateway.sync-concurrency", SM_FLAG_INT, gw_workers,
+	    "8",
+	    "Blocks a store-gateway fetches from the bucket at once while "
+	    "it loads them (1-64): a first sync of many blocks waits for "
+	    "the slowest round trips, not their sum."),
+	SM_FLAG_STR("ring.etcd.endpoints", ring_etcd_endpoints,
+	    "",
+	    "etcd endpoints (host:port,...) holding the ring's membership: "
+	    "each ingester registers itself there, and distributors, "
+	    "queriers and the compactor follow it (a watch), so adding or "
+	    "removing an ingester needs no restart. Instead of "
+	    "-ring.members and -ring.dns."),
+	SM_FLAG_STR("ring.etcd.prefix", ring_etcd_prefix,
+	    "smolder/",
+	    "Key prefix of this cluster in etcd (members are under "
+	    "<prefix>ingesters/<id>); clusters sharing an etcd use "
+	    "distinct prefixes."),
+	SM_FLAG_I64("ring.etcd.dial-timeout",
+	    SM_FLAG_DURATION, ring_etcd_timeout_ms,
+	    "5s",
+	    "Bound on each etcd request (a watch waits longer)."),
+	SM_FLAG_STR("ring.instance-addr", ring_instance_addr,
+	    "",
+	    "The RPC address (tcp://host:port) an ingester registers in "
+	    "etcd for the others to reach it at. Empty: "
+	    "-rpc.listen-address, with a wildcard host (0.0.0.0, ::) "
+	    "replaced by this host's name."),
+};
+#undef SM_FLAG_STRUCT
+
 static int
 register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 {
-	static struct sm_flag f[38];
-	const struct sm_flag *t;
-	size_t n;
 	int rv;
 
-	f[0] = (struct sm_flag){ "target", SM_FLAG_STRING, &app->target,
-		"all", "Comma-separated components to run: all, ingester, "
-		"distributor, querier, compactor, store-gateway. \"all\" is "
-		"single-binary mode (every component but store-gateway)." };
-	f[1] = (struct sm_flag){ "http.listen-address", SM_FLAG_STRING,
-		&app->http_listen, ":4040",
-		"HTTP API address, host:port or :port." };
-	f[2] = (struct sm_flag){ "data.dir", SM_FLAG_STRING, &app->data_dir,
-		"./data", "Directory for this instance's data; it is created "
-		"if missing and locked against a second process." };
-	f[3] = (struct sm_flag){ "log.level", SM_FLAG_STRING, &app->log_level,
-		"info", "Log level: debug, info, warn or error." };
-	f[4] = (struct sm_flag){ "rpc.listen-address", SM_FLAG_STRING,
-		&app->rpc_listen, "inproc://smolder-ingester",
-		"nng URL the ingester serves internal RPC on "
-		"(inproc:// in single-binary mode, tcp://host:port in a "
-		"cluster)." };
-	f[5] = (struct sm_flag){ "server.http-threads", SM_FLAG_INT,
-		&app->http_threads, "4", "HTTP event threads: they read "
-		"requests, send replies and answer /ready, /metrics and the "
-		"web UI's files; other handlers run on the worker pools." };
-	f[23] = (struct sm_flag){ "server.http-write-workers", SM_FLAG_INT,
-		&app->http_write_workers, "8",
-		"Threads that run write handlers (/ingest, push.v1): writes "
-		"never wait behind a query (0 = on the event threads)." };
-	f[24] = (struct sm_flag){ "server.http-query-workers", SM_FLAG_INT,
-		&app->http_query_workers, "4",
-		"Threads that run query and admin handlers: at most this "
-		"many run at once, the rest wait in order, and health "
-		"probes and writes never wait behind them (0 = on the event "
-		"threads)." };
-	f[6] = (struct sm_flag){ "server.http-conn-limit", SM_FLAG_INT,
-		&app->http_conn_limit, "1024",
-		"Most concurrent HTTP connections." };
-	f[7] = (struct sm_flag){ "server.http-per-ip-conn-limit", SM_FLAG_INT,
-		&app->http_per_ip_limit, "256",
-		"Most concurrent HTTP connections from one IP, so one client "
-		"cannot take the whole -server.http-conn-limit (0 = no limit; "
-		"raise it behind a proxy that funnels every client through "
-		"one address)." };
-	f[8] = (struct sm_flag){ "server.http-idle-timeout", SM_FLAG_DURATION,
-		&app->http_idle_timeout_ms, "2m",
-		"Close HTTP connections with no traffic this long: idle "
-		"keep-alives, and requests whose headers or body stall." };
-	f[9] = (struct sm_flag){ "auth.multitenancy-enabled", SM_FLAG_BOOL,
-		&app->multitenancy, "false",
-		"Require X-Scope-OrgID on every request (else the tenant is "
-		"\"anonymous\"), or with -auth.keys-file an API key." };
-	f[19] = (struct sm_flag){ "auth.keys-file", SM_FLAG_STRING,
-		&app->keys_file, "",
-		"File of hashed API keys (sha256:<hex> tenant scopes per "
-		"line; smolder-admin hash-key). Set: every API route needs "
-		"a key with its scope, and the key names the tenant." };
-	f[20] = (struct sm_flag){ "auth.keys-reload-period", SM_FLAG_DURATION,
-		&app->keys_reload_ms, "5s",
-		"How often -auth.keys-file is checked for changes; a changed "
-		"file is reloaded without a restart." };
-	f[21] = (struct sm_flag){ "runtime-config.file", SM_FLAG_STRING,
-		&app->runtime_config_file, "",
-		"YAML file of per-tenant limit overrides (Pyroscope's "
-		"`overrides:` runtime config), reloaded without a restart; "
-		"empty = the flags apply to every tenant." };
-	f[22] = (struct sm_flag){ "runtime-config.reload-period",
-		SM_FLAG_DURATION, &app->runtime_config_reload_ms, "10s",
-		"How often -runtime-config.file is checked for changes; a "
-		"file that does not parse keeps the previous overrides." };
-	f[25] = (struct sm_flag){ "compactor.downsample-tiers", SM_FLAG_STRING,
-		&app->tiers_spec, SM_TIERS_DEFAULT,
-		"Downsampling tier widths, e.g. 1h,1d (none: no tiers). The "
-		"compactor builds them for every past day; queriers ask at "
-		"them, so give every querier and compactor the same list "
-		"(a different one changes speed, never an answer)." };
-	f[10] = (struct sm_flag){ "instance.id", SM_FLAG_STRING,
-		&app->instance_id, "",
-		"This instance's stable id: an ingester's ring identity (its "
-		"tokens derive from it), e.g. the StatefulSet pod name. "
-		"Empty: the host name." };
-	f[11] = (struct sm_flag){ "rpc.max-connections", SM_FLAG_INT,
-		&app->rpc_max_conns, "1024",
-		"Most concurrent internal RPC connections the ingester "
-		"accepts; more are closed." };
-	f[12] = (struct sm_flag){ "ring.members", SM_FLAG_STRING,
-		&app->ring_members, "",
-		"The ingesters, as id=tcp://host:port,... (ids as their "
-		"-instance.id). Empty: -ring.dns, or this process's own "
-		"ingester." };
-	f[13] = (struct sm_flag){ "ring.dns", SM_FLAG_STRING, &app->ring_dns,
-		"", "host:port of a DNS name resolving to every ingester (a "
-		"Kubernetes headless service); ids are learnt by probing." };
-	f[14] = (struct sm_flag){ "ring.tokens", SM_FLAG_INT,
-		&app->ring_tokens, "128",
-		"Tokens per ingester on the hash ring; every process of a "
-		"cluster must agree." };
-	f[15] = (struct sm_flag){ "ring.heartbeat-period", SM_FLAG_DURATION,
-		&app->ring_heartbeat_ms, "2s",
-		"How often every ingester is probed for health." };
-	f[16] = (struct sm_flag){ "ring.heartbeat-timeout", SM_FLAG_DURATION,
-		&app->ring_heartbeat_timeout_ms, "10s",
-		"An ingester not heard from for this long is unhealthy and "
-		"skipped: the next token owner takes its place." };
-	f[17] = (struct sm_flag){ "ring.dns-refresh-period", SM_FLAG_DURATION,
-		&app->ring_dns_refresh_ms, "15s",
-		"How often -ring.dns is resolved again." };
-	f[18] = (struct sm_flag){ "distributor.replication-factor",
-		SM_FLAG_INT, &app->replication_factor, "3",
-		"Ingesters each series is written to; a write needs "
-		"floor(RF/2)+1 of them. 1 with -target=all unless set." };
-	f[26] = (struct sm_flag){ "store-gateway.sharding-ring.members",
-		SM_FLAG_STRING, &app->gw_members, "",
-		"The store-gateways, as \"id=tcp://host:port,...\" (each "
-		"one's -instance.id and -rpc.listen-address): they share "
-		"tenants by this ring, and queriers ask them for what the "
-		"bucket holds. Empty: no store-gateway (a querier reads "
-		"ingesters only; one store-gateway serves every tenant)." };
-	f[27] = (struct sm_flag){
-		"store-gateway.sharding-ring.replication-factor", SM_FLAG_INT,
-		&app->gw_rf, "3",
-		"Store-gateways each tenant's blocks are loaded on: a query "
-		"needs one of them." };
-	f[28] = (struct sm_flag){ "store-gateway.sync-interval",
-		SM_FLAG_DURATION, &app->gw_sync_ms, "1m",
-		"How often a store-gateway reads the bucket for new, merged "
-		"and deleted blocks (keep it well below "
-		"-compactor.deletion-delay)." };
-	f[29] = (struct sm_flag){ "instance.zone", SM_FLAG_STRING,
-		&app->instance_zone, "",
-		"An ingester's availability zone (e.g. the cloud zone or "
-		"rack): with at least as many zones as the replication "
-		"factor, every series' replicas are in distinct zones, so "
-		"losing a whole zone loses no write and no read. Empty: no "
-		"zone." };
-	f[30] = (struct sm_flag){ "shutdown-delay", SM_FLAG_DURATION,
-		&app->shutdown_delay_ms, "0s",
-		"How long to wait between SIGTERM and shutdown: /ready answers "
-		"503 at once while requests are still served, so load "
-		"balancers and Kubernetes take the process out of rotation "
-		"before it closes its ports (a second signal ends the wait)." };
-	f[31] = (struct sm_flag){ "store-gateway.data-cache-bytes",
-		SM_FLAG_BYTES, &app->gw_cache_bytes, "256MiB",
-		"Memory a store-gateway keeps block data in: the data parts of "
-		"its blocks stay in the bucket and are read by ranged GET as "
-		"queries need them, the least recently used pages dropped past "
-		"this (the index, symbols and tree are on its disk)." };
-	f[32] = (struct sm_flag){ "store-gateway.data-page-bytes",
-		SM_FLAG_BYTES, &app->gw_page_bytes, "256KiB",
-		"The unit a store-gateway reads block data in (one GET per run "
-		"of missing pages) and caches; objects no larger are fetched "
-		"whole when loaded. At least 4KiB." };
-	f[34] = (struct sm_flag){ "ring.etcd.endpoints", SM_FLAG_STRING,
-		&app->ring_etcd_endpoints, "",
-		"etcd endpoints (host:port,...) holding the ring's membership: "
-		"each ingester registers itself there, and distributors, "
-		"queriers and the compactor follow it (a watch), so adding or "
-		"removing an ingester needs no restart. Instead of "
-		"-ring.members and -ring.dns." };
-	f[35] = (struct sm_flag){ "ring.etcd.prefix", SM_FLAG_STRING,
-		&app->ring_etcd_prefix, "smolder/",
-		"Key prefix of this cluster in etcd (members are under "
-		"<prefix>ingesters/<id>); clusters sharing an etcd use "
-		"distinct prefixes." };
-	f[36] = (struct sm_flag){ "ring.etcd.dial-timeout", SM_FLAG_DURATION,
-		&app->ring_etcd_timeout_ms, "5s",
-		"Bound on each etcd request (a watch waits longer)." };
-	f[37] = (struct sm_flag){ "ring.instance-addr", SM_FLAG_STRING,
-		&app->ring_instance_addr, "",
-		"The RPC address (tcp://host:port) an ingester registers in "
-		"etcd for the others to reach it at. Empty: "
-		"-rpc.listen-address, with a wildcard host (0.0.0.0, ::) "
-		"replaced by this host's name." };
-	f[33] = (struct sm_flag){ "store-gateway.sync-concurrency",
-		SM_FLAG_INT, &app->gw_workers, "8",
-		"Blocks a store-gateway fetches from the bucket at once while "
-		"it loads them (1-64): a first sync of many blocks waits for "
-		"the slowest round trips, not their sum." };
-	if ((rv = sm_flags_add(fs, f, SM_ARRAY_LEN(f), err)) != 0)
+	if ((rv = sm_flags_add(fs, app_flag_tab, SM_ARRAY_LEN(app_flag_tab),
+	    app, err)) != 0 ||
+	    (rv = ing_flags_add(fs, &app->ing_cfg, err)) != 0 ||
+	    (rv = sm_bucket_flags_add(fs, &app->bucket_cfg, err)) != 0 ||
+	    (rv = dist_flags_add(fs, &app->dist_cfg, err)) != 0 ||
+	    (rv = qry_flags_add(fs, &app->qry_cfg, err)) != 0)
 		return (rv);
-	t = ing_flags(&app->ing_cfg, &n);
-	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
-		return (rv);
-	t = sm_bucket_flags(&app->bucket_cfg, &n);
-	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
-		return (rv);
-	t = dist_flags(&app->dist_cfg, &n);
-	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
-		return (rv);
-	t = qry_flags(&app->qry_cfg, &n);
-	if ((rv = sm_flags_add(fs, t, n, err)) != 0)
-		return (rv);
-	t = cpt_flags(&app->cpt_cfg, &n);
-	return (sm_flags_add(fs, t, n, err));
+	return (cpt_flags_add(fs, &app->cpt_cfg, err));
 }
 
 /* mkdir -p: every missing directory of `dir`.  0 or -1 with errno. */

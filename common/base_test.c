@@ -416,16 +416,22 @@ test_flags(void)
 {
 	struct sm_flags fs;
 	struct sm_err err;
-	char *s = NULL;
-	int64_t i = 0, d = 0, by = 0;
-	bool b = false, help;
-	const struct sm_flag tab[] = {
-		{ "a.str", SM_FLAG_STRING, &s, "def", "h" },
-		{ "a.int", SM_FLAG_INT, &i, "7", "h" },
-		{ "a.bool", SM_FLAG_BOOL, &b, "false", "h" },
-		{ "a.dur", SM_FLAG_DURATION, &d, "1h30m", "h" },
-		{ "a.bytes", SM_FLAG_BYTES, &by, "4MiB", "h" },
+	struct tflags {
+		char *s;
+		int64_t i, d, by;
+		bool b;
+	} t = { NULL, 0, 0, 0, false };
+#define SM_FLAG_STRUCT struct tflags
+	static const struct sm_flag tab[] = {
+		SM_FLAG_STR("a.str", s, "def", "h"),
+		SM_FLAG_I64("a.int", SM_FLAG_INT, i, "7", "h"),
+		SM_FLAG_SWITCH("a.bool", b, "false", "h"),
+		SM_FLAG_I64("a.dur", SM_FLAG_DURATION, d, "1h30m", "h"),
+		SM_FLAG_I64("a.bytes", SM_FLAG_BYTES, by, "4MiB", "h"),
 	};
+#undef SM_FLAG_STRUCT
+	bool help;
+	int64_t d;
 	char *argv1[] = { "x", "-a.str=v", "--a.int", "-12", "-a.bool",
 		"-a.dur=500ms", "-a.bytes", "2KB" };
 	char *argv2[] = { "x", "-nope=1" };
@@ -433,18 +439,18 @@ test_flags(void)
 	char *argv4[] = { "x", "-help" };
 
 	sm_flags_init(&fs);
-	SM_REQUIRE(sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &err) == 0);
-	SM_CHECK_STR(s, "def");
-	SM_CHECK_EQ(i, 7);
-	SM_CHECK_EQ(d, 5400000);
-	SM_CHECK_EQ(by, 4 << 20);
-	SM_CHECK_EQ(sm_flags_add(&fs, tab, 1, &err), SM_EEXIST);
+	SM_REQUIRE(sm_flags_add(&fs, tab, SM_ARRAY_LEN(tab), &t, &err) == 0);
+	SM_CHECK_STR(t.s, "def");
+	SM_CHECK_EQ(t.i, 7);
+	SM_CHECK_EQ(t.d, 5400000);
+	SM_CHECK_EQ(t.by, 4 << 20);
+	SM_CHECK_EQ(sm_flags_add(&fs, tab, 1, &t, &err), SM_EEXIST);
 	SM_CHECK_EQ(sm_flags_parse(&fs, 8, argv1, &help, &err), 0);
-	SM_CHECK_STR(s, "v");
-	SM_CHECK_EQ(i, -12);
-	SM_CHECK(b);
-	SM_CHECK_EQ(d, 500);
-	SM_CHECK_EQ(by, 2000);
+	SM_CHECK_STR(t.s, "v");
+	SM_CHECK_EQ(t.i, -12);
+	SM_CHECK(t.b);
+	SM_CHECK_EQ(t.d, 500);
+	SM_CHECK_EQ(t.by, 2000);
 	SM_CHECK(sm_flags_was_set(&fs, "a.str"));
 	SM_CHECK_EQ(sm_flags_parse(&fs, 2, argv2, &help, &err), SM_EINVAL);
 	SM_CHECK(strstr(err.msg, "not defined: -nope") != NULL);

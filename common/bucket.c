@@ -41,75 +41,79 @@ counted(const char *op, int rv)
 	return (rv);
 }
 
-const struct sm_flag *
-sm_bucket_flags(struct sm_bucket_cfg *c, size_t *n)
-{
-	static struct sm_flag f[16];
+#define SM_FLAG_STRUCT struct sm_bucket_cfg
+static const struct sm_flag bucket_flag_tab[] = {
+	SM_FLAG_STR("storage.backend", backend,
+	    "",
+	    "Object storage for history: filesystem, s3, or empty for "
+	    "none."),
+	SM_FLAG_STR("storage.prefix", prefix,
+	    "",
+	    "Prefix of every object key (letters, digits, '-', '_', '.' "
+	    "and '/'), so several clusters can share one bucket."),
+	SM_FLAG_STR("storage.filesystem.dir", fs_dir,
+	    "",
+	    "Directory of the filesystem backend (empty: <data.dir>/bucket; "
+	    "relative: under -data.dir)."),
+	SM_FLAG_STR("storage.s3.endpoint", s3_endpoint,
+	    "",
+	    "S3 endpoint host[:port], e.g. s3.eu-west-2.amazonaws.com, "
+	    "storage.googleapis.com or minio:9000."),
+	SM_FLAG_STR("storage.s3.bucket-name", s3_bucket,
+	    "", "S3 bucket name."),
+	SM_FLAG_STR("storage.s3.region", s3_region,
+	    "",
+	    "S3 region signed into every request (empty: AWS_REGION, "
+	    "AWS_DEFAULT_REGION, else us-east-1)."),
+	SM_FLAG_STR("storage.s3.access-key-id", s3_access_key_id,
+	    "",
+	    "S3 access key (empty: AWS_ACCESS_KEY_ID, else the credentials "
+	    "file)."),
+	SM_FLAG_STR("storage.s3.secret-access-key", s3_secret_access_key,
+	    "",
+	    "S3 secret key (empty: AWS_SECRET_ACCESS_KEY, else the "
+	    "credentials file).  Never logged."),
+	SM_FLAG_STR("storage.s3.session-token", s3_session_token,
+	    "",
+	    "S3 session token of temporary credentials given by the "
+	    "flags (keys from the environment or the credentials file "
+	    "bring their own)."),
+	SM_FLAG_STR("storage.s3.credentials-file", s3_credentials_file,
+	    "",
+	    "AWS shared credentials file read when no key is given "
+	    "(empty: AWS_SHARED_CREDENTIALS_FILE, else "
+	    "~/.aws/credentials); profile AWS_PROFILE or default."),
+	SM_FLAG_STR("storage.s3.bucket-lookup-type", s3_lookup,
+	    "auto",
+	    "S3 addressing: path, virtual-hosted, or auto (virtual-hosted "
+	    "for *.amazonaws.com, path otherwise)."),
+	SM_FLAG_STR("storage.s3.http.tls-ca-path", s3_ca_path,
+	    "",
+	    "CA bundle (PEM) that S3's certificate must chain to (empty: "
+	    "the system's)."),
+	SM_FLAG_SWITCH("storage.s3.insecure", s3_insecure,
+	    "false",
+	    "Talk to S3 over plain http instead of https."),
+	SM_FLAG_SWITCH("storage.s3.http.insecure-skip-verify", s3_skip_verify,
+	    "false",
+	    "Accept any S3 certificate (testing only)."),
+	SM_FLAG_I64("storage.s3.timeout", SM_FLAG_DURATION, s3_timeout_ms,
+	    "30s",
+	    "Longest one S3 request may take (connecting takes at most "
+	    "5s of it)."),
+	SM_FLAG_I64("storage.s3.max-retries", SM_FLAG_INT, s3_max_retries,
+	    "4",
+	    "Tries after the first on a transport error, a timeout, 429 "
+	    "or 5xx, with jittered exponential backoff."),
+};
+#undef SM_FLAG_STRUCT
 
-	f[0] = (struct sm_flag){ "storage.backend", SM_FLAG_STRING,
-		&c->backend, "",
-		"Object storage for history: filesystem, s3, or empty for "
-		"none." };
-	f[1] = (struct sm_flag){ "storage.prefix", SM_FLAG_STRING,
-		&c->prefix, "",
-		"Prefix of every object key (letters, digits, '-', '_', '.' "
-		"and '/'), so several clusters can share one bucket." };
-	f[2] = (struct sm_flag){ "storage.filesystem.dir", SM_FLAG_STRING,
-		&c->fs_dir, "",
-		"Directory of the filesystem backend (empty: <data.dir>/bucket; "
-		"relative: under -data.dir)." };
-	f[3] = (struct sm_flag){ "storage.s3.endpoint", SM_FLAG_STRING,
-		&c->s3_endpoint, "",
-		"S3 endpoint host[:port], e.g. s3.eu-west-2.amazonaws.com, "
-		"storage.googleapis.com or minio:9000." };
-	f[4] = (struct sm_flag){ "storage.s3.bucket-name", SM_FLAG_STRING,
-		&c->s3_bucket, "", "S3 bucket name." };
-	f[5] = (struct sm_flag){ "storage.s3.region", SM_FLAG_STRING,
-		&c->s3_region, "",
-		"S3 region signed into every request (empty: AWS_REGION, "
-		"AWS_DEFAULT_REGION, else us-east-1)." };
-	f[6] = (struct sm_flag){ "storage.s3.access-key-id", SM_FLAG_STRING,
-		&c->s3_access_key_id, "",
-		"S3 access key (empty: AWS_ACCESS_KEY_ID, else the credentials "
-		"file)." };
-	f[7] = (struct sm_flag){ "storage.s3.secret-access-key",
-		SM_FLAG_STRING, &c->s3_secret_access_key, "",
-		"S3 secret key (empty: AWS_SECRET_ACCESS_KEY, else the "
-		"credentials file).  Never logged." };
-	f[8] = (struct sm_flag){ "storage.s3.session-token", SM_FLAG_STRING,
-		&c->s3_session_token, "",
-		"S3 session token of temporary credentials given by the "
-		"flags (keys from the environment or the credentials file "
-		"bring their own)." };
-	f[9] = (struct sm_flag){ "storage.s3.credentials-file",
-		SM_FLAG_STRING, &c->s3_credentials_file, "",
-		"AWS shared credentials file read when no key is given "
-		"(empty: AWS_SHARED_CREDENTIALS_FILE, else "
-		"~/.aws/credentials); profile AWS_PROFILE or default." };
-	f[10] = (struct sm_flag){ "storage.s3.bucket-lookup-type",
-		SM_FLAG_STRING, &c->s3_lookup, "auto",
-		"S3 addressing: path, virtual-hosted, or auto (virtual-hosted "
-		"for *.amazonaws.com, path otherwise)." };
-	f[11] = (struct sm_flag){ "storage.s3.http.tls-ca-path",
-		SM_FLAG_STRING, &c->s3_ca_path, "",
-		"CA bundle (PEM) that S3's certificate must chain to (empty: "
-		"the system's)." };
-	f[12] = (struct sm_flag){ "storage.s3.insecure", SM_FLAG_BOOL,
-		&c->s3_insecure, "false",
-		"Talk to S3 over plain http instead of https." };
-	f[13] = (struct sm_flag){ "storage.s3.http.insecure-skip-verify",
-		SM_FLAG_BOOL, &c->s3_skip_verify, "false",
-		"Accept any S3 certificate (testing only)." };
-	f[14] = (struct sm_flag){ "storage.s3.timeout", SM_FLAG_DURATION,
-		&c->s3_timeout_ms, "30s",
-		"Longest one S3 request may take (connecting takes at most "
-		"5s of it)." };
-	f[15] = (struct sm_flag){ "storage.s3.max-retries", SM_FLAG_INT,
-		&c->s3_max_retries, "4",
-		"Tries after the first on a transport error, a timeout, 429 "
-		"or 5xx, with jittered exponential backoff." };
-	*n = SM_ARRAY_LEN(f);
-	return (f);
+int
+sm_bucket_flags_add(struct sm_flags *fs, struct sm_bucket_cfg *c,
+    struct sm_err *err)
+{
+	return (sm_flags_add(fs, bucket_flag_tab,
+	    SM_ARRAY_LEN(bucket_flag_tab), c, err));
 }
 
 bool

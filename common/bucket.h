@@ -98,13 +98,14 @@ struct sm_bucket_cfg {
 	int64_t s3_max_retries;    /* tries after the first */
 };
 
-struct sm_flag;
+struct sm_flags;
 
 /*
  * The -storage.* flag table over `c` (docs/operations.md "Object
  * storage"); names follow Pyroscope's where the meaning is the same.
  */
-const struct sm_flag *sm_bucket_flags(struct sm_bucket_cfg *c, size_t *n);
+int sm_bucket_flags_add(struct sm_flags *fs, struct sm_bucket_cfg *c,
+    struct sm_err *err);
 
 /* Is a bucket configured (backend not "")? */
 bool sm_bucket_cfg_enabled(const struct sm_bucket_cfg *c);

@@ -162,8 +162,9 @@ flag_owned(struct sm_flags *fs, char *p)
 }
 
 static int
-flag_set(struct sm_flags *fs, const struct sm_flag *f, const char *val)
+flag_set(struct sm_flags *fs, const struct sm_flag_ent *e, const char *val)
 {
+	const struct sm_flag *f = e->f;
 	int64_t iv;
 	bool bv;
 	char *sv;
@@ -177,27 +178,27 @@ flag_set(struct sm_flags *fs, const struct sm_flag *f, const char *val)
 			sm_free(sv);
 			return (rv);
 		}
-		*(char **)f->ptr = sv;
+		*(char **)e->ptr = sv;
 		return (0);
 	case SM_FLAG_INT:
 		if ((rv = sm_parse_int(val, &iv)) != 0)
 			return (rv);
-		*(int64_t *)f->ptr = iv;
+		*(int64_t *)e->ptr = iv;
 		return (0);
 	case SM_FLAG_BOOL:
 		if ((rv = sm_parse_bool(val, &bv)) != 0)
 			return (rv);
-		*(bool *)f->ptr = bv;
+		*(bool *)e->ptr = bv;
 		return (0);
 	case SM_FLAG_DURATION:
 		if ((rv = sm_parse_duration_ms(val, &iv)) != 0)
 			return (rv);
-		*(int64_t *)f->ptr = iv;
+		*(int64_t *)e->ptr = iv;
 		return (0);
 	case SM_FLAG_BYTES:
 		if ((rv = sm_parse_bytes(val, &iv)) != 0)
 			return (rv);
-		*(int64_t *)f->ptr = iv;
+		*(int64_t *)e->ptr = iv;
 		return (0);
 	}
 	return (SM_EINVAL);
@@ -207,8 +208,8 @@ static int
 flag_find(const struct sm_flags *fs, const char *name, size_t n)
 {
 	for (uint32_t i = 0; i < fs->n; i++) {
-		if (strlen(fs->v[i]->name) == n &&
-		    strncmp(fs->v[i]->name, name, n) == 0)
+		if (strlen(fs->v[i].f->name) == n &&
+		    strncmp(fs->v[i].f->name, name, n) == 0)
 			return ((int)i);
 	}
 	return (-1);
@@ -216,7 +217,7 @@ flag_find(const struct sm_flags *fs, const char *name, size_t n)
 
 int
 sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
-    struct sm_err *err)
+    void *base, struct sm_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct sm_flag *f = &tab[i];
@@ -226,8 +227,8 @@ sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
 			    "flag redefined: %s", f->name));
 		if (fs->n == fs->cap) {
 			uint32_t ncap = fs->cap ? fs->cap * 2 : 64;
-			const struct sm_flag **nv = sm_reallocarray(
-			    (void *)fs->v, ncap, sizeof(*nv));
+			struct sm_flag_ent *nv = sm_reallocarray(fs->v, ncap,
+			    sizeof(*nv));
 			bool *ns;
 
 			if (nv == NULL)
@@ -240,8 +241,9 @@ sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
 			fs->cap = ncap;
 		}
 		fs->set[fs->n] = false;
-		fs->v[fs->n++] = f;
-		if (flag_set(fs, f, f->def) != 0)
+		fs->v[fs->n].f = f;
+		fs->v[fs->n].ptr = (char *)base + f->off;
+		if (flag_set(fs, &fs->v[fs->n++], f->def) != 0)
 			return (sm_err_set(err, SM_EINVAL,
 			    "bad default %s for flag -%s", f->def, f->name));
 	}
@@ -275,18 +277,18 @@ sm_flags_parse(struct sm_flags *fs, int argc, char **argv, bool *help,
 			    "flag provided but not defined: -%.*s", (int)nl, a));
 		if (eq != NULL) {
 			val = eq + 1;
-		} else if (fs->v[k]->type == SM_FLAG_BOOL) {
+		} else if (fs->v[k].f->type == SM_FLAG_BOOL) {
 			val = "true";
 		} else if (i + 1 < argc) {
 			val = argv[++i];
 		} else {
 			return (sm_err_set(err, SM_EINVAL,
-			    "flag needs an argument: -%s", fs->v[k]->name));
+			    "flag needs an argument: -%s", fs->v[k].f->name));
 		}
-		if (flag_set(fs, fs->v[k], val) != 0)
+		if (flag_set(fs, &fs->v[k], val) != 0)
 			return (sm_err_set(err, SM_EINVAL,
 			    "invalid value \"%s\" for flag -%s", val,
-			    fs->v[k]->name));
+			    fs->v[k].f->name));
 		fs->set[k] = true;
 	}
 	return (0);
@@ -319,7 +321,8 @@ sm_flags_usage(const struct sm_flags *fs, FILE *out)
 
 	if (v == NULL)
 		return;
-	memcpy(v, fs->v, (size_t)fs->n * sizeof(*v));
+	for (uint32_t i = 0; i < fs->n; i++)
+		v[i] = fs->v[i].f;
 	qsort(v, fs->n, sizeof(*v), flag_cmp);
 	for (uint32_t i = 0; i < fs->n; i++) {
 		const struct sm_flag *f = v[i];

@@ -5,10 +5,20 @@
  *
  * Names are namespaced with dots and hyphens, units last
  * (-ingester.block-duration=1h, -distributor.ingestion-body-limit-mb=256).
- * Each component declares a table of struct sm_flag pointing at its config
- * struct fields; main registers every table, parses argv once, and prints
- * the tables for -help (sorted by name, with defaults), the golden text a
- * test compares against.
+ * Each component declares one const table of struct sm_flag, each entry a
+ * field of its config struct by offset, written with the typed macros
+ * below (a field of the wrong C type does not compile); main registers
+ * every table against the config it fills (sm_flags_add's base), parses
+ * argv once, and prints the tables for -help (sorted by name, with
+ * defaults), the golden text a test compares against.
+ *
+ *   #define SM_FLAG_STRUCT struct ing_config
+ *   static const struct sm_flag ing_flag_tab[] = {
+ *           SM_FLAG_I64("ingester.rpc-workers", SM_FLAG_INT, rpc_workers,
+ *               "4", "Concurrent RPC handlers of the ingester."),
+ *           SM_FLAG_SWITCH("ingester.wal-sync", wal_sync, "false", "..."),
+ *   };
+ *   #undef SM_FLAG_STRUCT
  *
  * Types: string (char *, strdup'd, freed by sm_flags_fini), int (int64_t),
  * bool, duration (int64_t milliseconds; Go syntax "1h30m", "10s", "500ms";
@@ -22,6 +32,8 @@
 #define SM_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "sm.h"
 
@@ -33,16 +45,36 @@ enum sm_flag_type {
 	SM_FLAG_BYTES,
 };
 
+/* One flag: a field of the table's config struct, `off` bytes in. */
 struct sm_flag {
 	const char *name;
 	enum sm_flag_type type;
-	void *ptr;          /* char **, int64_t *, bool * */
+	size_t off;         /* char *, int64_t or bool, by type */
 	const char *def;    /* default, as text ("" for an empty string) */
 	const char *help;
 };
 
+/* The offset of SM_FLAG_STRUCT's `field`, which must be of C type T. */
+#define SM_FLAG_OFF(field, T)						\
+	(offsetof(SM_FLAG_STRUCT, field) +				\
+	    0 * sizeof(&((SM_FLAG_STRUCT *)0)->field == (T *)0))
+/* A string flag (char *). */
+#define SM_FLAG_STR(name, field, def, help)				\
+	{ name, SM_FLAG_STRING, SM_FLAG_OFF(field, char *), def, help }
+/* An int, duration (ms) or bytes flag (int64_t). */
+#define SM_FLAG_I64(name, type, field, def, help)			\
+	{ name, type, SM_FLAG_OFF(field, int64_t), def, help }
+/* A bool flag. */
+#define SM_FLAG_SWITCH(name, field, def, help)				\
+	{ name, SM_FLAG_BOOL, SM_FLAG_OFF(field, bool), def, help }
+
+struct sm_flag_ent {
+	const struct sm_flag *f;
+	void *ptr;          /* base + f->off */
+};
+
 struct sm_flags {
-	const struct sm_flag **v;
+	struct sm_flag_ent *v;
 	uint32_t n, cap;
 	char **owned;       /* strings to free */
 	uint32_t nowned, owned_cap;
@@ -53,11 +85,13 @@ void sm_flags_init(struct sm_flags *fs);
 void sm_flags_fini(struct sm_flags *fs);
 
 /*
- * Register `n` flags and apply their defaults.  The table must outlive the
- * set.  Returns 0, SM_EEXIST (duplicate name) or SM_EINVAL (bad default).
+ * Register `n` flags of a table whose offsets are into the struct at
+ * `base`, and apply their defaults.  The table and base must outlive the
+ * set.  Returns 0, SM_EEXIST (duplicate name) or SM_EINVAL (bad
+ * default).
  */
 int sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
-    struct sm_err *err);
+    void *base, struct sm_err *err);
 
 /*
  * Parse argv[1..argc).  Positional arguments are refused.  "-help" and

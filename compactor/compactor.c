@@ -139,42 +139,49 @@ cpt_metrics_register(void)
 	    "pass failed (retried at the next pass).", NULL, NULL, 0);
 }
 
-const struct sm_flag *
-cpt_flags(struct cpt_config *cfg, size_t *n)
-{
-	static struct sm_flag f[7];
+#define SM_FLAG_STRUCT struct cpt_config
+static const struct sm_flag cpt_flag_tab[] = {
+	SM_FLAG_I64("compactor.blocks-retention-period",
+	    SM_FLAG_DURATION, retention_ms,
+	    "0",
+	    "Delete profiling data older than this (0 = keep everything). "
+	    "Ingesters stop serving it at once and drop its blocks."),
+	SM_FLAG_I64("compactor.compaction-interval",
+	    SM_FLAG_DURATION, interval_ms,
+	    "10m",
+	    "How often the compactor runs a pass over every ingester."),
+	SM_FLAG_I64("compactor.rpc-timeout", SM_FLAG_DURATION, timeout_ms,
+	    "1m",
+	    "Deadline of one ingester's part of a retention pass, and "
+	    "of one downsampling job."),
+	SM_FLAG_I64("compactor.concurrency", SM_FLAG_INT, concurrency,
+	    "1",
+	    "Ingesters downsampled at once (each runs one job at a "
+	    "time)."),
+	SM_FLAG_I64("compactor.job-retries", SM_FLAG_INT, retries,
+	    "3",
+	    "Attempts of a failed downsampling job within a pass (1 s, "
+	    "then 2 s, ... apart); the next pass plans it again."),
+	SM_FLAG_I64("compactor.deletion-delay",
+	    SM_FLAG_DURATION, deletion_delay_ms,
+	    "12h",
+	    "How long a bucket block marked for deletion stays before it "
+	    "is deleted (longer than any reader's sync interval)."),
+	SM_FLAG_I64("compactor.fold-delay", SM_FLAG_DURATION, fold_delay_ms,
+	    "1h",
+	    "With a bucket and -store-gateway.sharding-ring.members: how "
+	    "long after a clock hour ends before the replicas' blocks of "
+	    "it are folded into one (a block that comes later is folded "
+	    "in again)."),
+};
+#undef SM_FLAG_STRUCT
 
-	f[0] = (struct sm_flag){ "compactor.blocks-retention-period",
-		SM_FLAG_DURATION, &cfg->retention_ms, "0",
-		"Delete profiling data older than this (0 = keep everything). "
-		"Ingesters stop serving it at once and drop its blocks." };
-	f[1] = (struct sm_flag){ "compactor.compaction-interval",
-		SM_FLAG_DURATION, &cfg->interval_ms, "10m",
-		"How often the compactor runs a pass over every ingester." };
-	f[2] = (struct sm_flag){ "compactor.rpc-timeout", SM_FLAG_DURATION,
-		&cfg->timeout_ms, "1m",
-		"Deadline of one ingester's part of a retention pass, and "
-		"of one downsampling job." };
-	f[3] = (struct sm_flag){ "compactor.concurrency", SM_FLAG_INT,
-		&cfg->concurrency, "1",
-		"Ingesters downsampled at once (each runs one job at a "
-		"time)." };
-	f[4] = (struct sm_flag){ "compactor.job-retries", SM_FLAG_INT,
-		&cfg->retries, "3",
-		"Attempts of a failed downsampling job within a pass (1 s, "
-		"then 2 s, ... apart); the next pass plans it again." };
-	f[5] = (struct sm_flag){ "compactor.deletion-delay",
-		SM_FLAG_DURATION, &cfg->deletion_delay_ms, "12h",
-		"How long a bucket block marked for deletion stays before it "
-		"is deleted (longer than any reader's sync interval)." };
-	f[6] = (struct sm_flag){ "compactor.fold-delay", SM_FLAG_DURATION,
-		&cfg->fold_delay_ms, "1h",
-		"With a bucket and -store-gateway.sharding-ring.members: how "
-		"long after a clock hour ends before the replicas' blocks of "
-		"it are folded into one (a block that comes later is folded "
-		"in again)." };
-	*n = SM_ARRAY_LEN(f);
-	return (f);
+int
+cpt_flags_add(struct sm_flags *fs, struct cpt_config *cfg,
+    struct sm_err *err)
+{
+	return (sm_flags_add(fs, cpt_flag_tab, SM_ARRAY_LEN(cpt_flag_tab),
+	    cfg, err));
 }
 
 /*

@@ -72,7 +72,8 @@ struct cpt_config {
 	struct sm_etcd_lock *lock; /* borrowed (main); NULL = no etcd */
 };
 
-const struct sm_flag *cpt_flags(struct cpt_config *cfg, size_t *n);
+int cpt_flags_add(struct sm_flags *fs, struct cpt_config *cfg,
+    struct sm_err *err);
 
 struct compactor;
 

@@ -69,7 +69,8 @@ struct dist_config {
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 };
 
-const struct sm_flag *dist_flags(struct dist_config *cfg, size_t *n);
+int dist_flags_add(struct sm_flags *fs, struct dist_config *cfg,
+    struct sm_err *err);
 
 struct distributor;
 

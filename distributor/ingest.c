@@ -66,128 +66,151 @@ enum ingest_format {
 	FMT_UNSUPPORTED,
 };
 
-const struct sm_flag *
-dist_flags(struct dist_config *cfg, size_t *n)
-{
-	static struct sm_flag f[27];
+#define SM_FLAG_STRUCT struct dist_config
+static const struct sm_flag dist_flag_tab[] = {
+	SM_FLAG_I64("distributor.ingestion-body-limit-mb",
+	    SM_FLAG_INT, body_limit_mb,
+	    "256",
+	    "Largest /ingest request body in MiB before decompression; "
+	    "larger bodies get 413."),
+	SM_FLAG_I64("distributor.push.timeout",
+	    SM_FLAG_DURATION, push_timeout_ms,
+	    "5s",
+	    "Deadline for ingesters to acknowledge a write."),
+	SM_FLAG_I64("validation.max-profile-size-bytes",
+	    SM_FLAG_BYTES, max_profile_bytes,
+	    "4MiB",
+	    "Largest decompressed profile."),
+	SM_FLAG_I64("validation.max-profile-stacktrace-samples",
+	    SM_FLAG_INT, max_samples,
+	    "16000",
+	    "Most samples in one profile (0 = no limit)."),
+	SM_FLAG_I64("validation.max-profile-stacktrace-sample-labels",
+	    SM_FLAG_INT, max_sample_labels,
+	    "100",
+	    "Most labels on one sample (0 = no limit)."),
+	SM_FLAG_I64("validation.max-profile-stacktrace-depth",
+	    SM_FLAG_INT, max_depth,
+	    "1000",
+	    "Deepest stack kept; deeper stacks keep their root frames."),
+	SM_FLAG_I64("validation.max-profile-symbol-value-length",
+	    SM_FLAG_INT, max_symbol_len,
+	    "65535",
+	    "Longest frame name kept; longer names keep their tail."),
+	SM_FLAG_I64("validation.max-label-names-per-series",
+	    SM_FLAG_INT, max_label_names,
+	    "30",
+	    "Most labels in a series."),
+	SM_FLAG_I64("validation.max-length-label-name",
+	    SM_FLAG_INT, max_label_name_len,
+	    "1024",
+	    "Longest label name."),
+	SM_FLAG_I64("validation.max-length-label-value",
+	    SM_FLAG_INT, max_label_value_len,
+	    "2048",
+	    "Longest label value."),
+	SM_FLAG_I64("validation.reject-older-than",
+	    SM_FLAG_DURATION, reject_older_ms,
+	    "1h",
+	    "Refuse profiles placed further in the past (0 = accept any)."),
+	SM_FLAG_I64("validation.reject-newer-than",
+	    SM_FLAG_DURATION, reject_newer_ms,
+	    "10m",
+	    "Refuse profiles placed further in the future (0 = accept any)."),
+	SM_FLAG_STR("remote-write.url", rw.url,
+	    "",
+	    "Forward every accepted write to this Pyroscope-compatible "
+	    "base URL (POST <url>/ingest, <url>/push.v1.PusherService/Push)"
+	    " through a queue on disk in <data.dir>/remote-write; empty = "
+	    "off."),
+	SM_FLAG_STR("remote-write.key", rw.key,
+	    "",
+	    "API key sent to -remote-write.url as Authorization: Bearer."),
+	SM_FLAG_I64("remote-write.queue-size", SM_FLAG_INT, rw.queue_size,
+	    "10000",
+	    "Most writes waiting in the remote-write queue; more are "
+	    "dropped (counted)."),
+	SM_FLAG_I64("remote-write.queue-max-bytes",
+	    SM_FLAG_BYTES, rw.queue_max_bytes,
+	    "256MiB",
+	    "Most bytes the remote-write queue holds on disk (records not "
+	    "yet sent); more are dropped (counted)."),
+	SM_FLAG_I64("remote-write.timeout", SM_FLAG_DURATION, rw.timeout_ms,
+	    "10s",
+	    "Deadline of one forwarded request."),
+	SM_FLAG_I64("remote-write.max-backoff",
+	    SM_FLAG_DURATION, rw.max_backoff_ms,
+	    "30s",
+	    "Longest wait between retries while the receiver is down "
+	    "(from 100ms, doubling)."),
+	SM_FLAG_I64("distributor.hints-max-bytes",
+	    SM_FLAG_BYTES, hints_max_bytes,
+	    "64MiB",
+	    "Memory and disk (<data.dir>/hints) for hinted handoff: "
+	    "acknowledged writes a replica missed (down, restarting, "
+	    "slow), delivered to it once it is healthy again, also after "
+	    "a restart of this distributor (0 = off)."),
+	SM_FLAG_I64("distributor.hints-max-age",
+	    SM_FLAG_DURATION, hints_max_age_ms,
+	    "30m",
+	    "Give up a hint this long after its write (one whose "
+	    "original may have been applied is delivered after 45s only "
+	    "if the replica says it does not hold that upload)."),
+	SM_FLAG_STR("distributor.ingestion-rate-limit-mb", ingestion_rate_mb,
+	    "0",
+	    "Per-tenant ingestion rate in MiB/s of request bodies, shared "
+	    "by the healthy distributors of -distributor.peers (each "
+	    "takes rate / N; without peers each enforces all of it); over "
+	    "it is 429 (0 = no limit; Pyroscope's default is 4). Per "
+	    "tenant: ingestion_rate_mb in -runtime-config.file."),
+	SM_FLAG_STR("distributor.ingestion-burst-size-mb", ingestion_burst_mb,
+	    "2",
+	    "Per-tenant ingestion burst in MiB: the most a tenant may send "
+	    "at once (larger uploads are always 429). Per tenant: "
+	    "ingestion_burst_size_mb."),
+	SM_FLAG_I64("ingester.max-global-series-per-tenant",
+	    SM_FLAG_INT, max_global_series,
+	    "0",
+	    "Most active series (series in ingester heads) per tenant "
+	    "across the cluster, enforced by each ingester as its share: "
+	    "global * min(RF, healthy ingesters) / healthy ingesters, "
+	    "computed and sent by the distributor, so set it on "
+	    "distributors. A write adding series past it is 429 (0 = no "
+	    "limit; Pyroscope's default is 5000). Per tenant: "
+	    "max_global_series_per_tenant."),
+	SM_FLAG_I64("ingester.max-local-series-per-tenant",
+	    SM_FLAG_INT, max_local_series,
+	    "0",
+	    "Most active series per tenant on each ingester (0 = no "
+	    "limit); with a global limit too, the lower one applies. Per "
+	    "tenant: max_local_series_per_tenant."),
+	SM_FLAG_STR("distributor.peers", peers,
+	    "",
+	    "Every distributor, this one included, as comma-separated "
+	    "http://host:port base URLs and/or dns+host:port names "
+	    "(resolved each probe, e.g. a headless service). Each tenant's "
+	    "ingestion rate is divided by the healthy ones (their /ready "
+	    "answers). Empty: this distributor alone (N = 1)."),
+	SM_FLAG_I64("distributor.peers-probe-period",
+	    SM_FLAG_DURATION, peers_period_ms,
+	    "5s",
+	    "How often every -distributor.peers entry is probed "
+	    "(GET /ready); a change of the healthy count applies to the "
+	    "rate at once."),
+	SM_FLAG_I64("distributor.peers-probe-timeout",
+	    SM_FLAG_DURATION, peers_timeout_ms,
+	    "1s",
+	    "Deadline of one peer probe; a peer whose last probe failed "
+	    "is not counted (at most the period)."),
+};
+#undef SM_FLAG_STRUCT
 
-	f[0] = (struct sm_flag){ "distributor.ingestion-body-limit-mb",
-		SM_FLAG_INT, &cfg->body_limit_mb, "256",
-		"Largest /ingest request body in MiB before decompression; "
-		"larger bodies get 413." };
-	f[1] = (struct sm_flag){ "distributor.push.timeout",
-		SM_FLAG_DURATION, &cfg->push_timeout_ms, "5s",
-		"Deadline for ingesters to acknowledge a write." };
-	f[2] = (struct sm_flag){ "validation.max-profile-size-bytes",
-		SM_FLAG_BYTES, &cfg->max_profile_bytes, "4MiB",
-		"Largest decompressed profile." };
-	f[3] = (struct sm_flag){ "validation.max-profile-stacktrace-samples",
-		SM_FLAG_INT, &cfg->max_samples, "16000",
-		"Most samples in one profile (0 = no limit)." };
-	f[4] = (struct sm_flag){
-		"validation.max-profile-stacktrace-sample-labels", SM_FLAG_INT,
-		&cfg->max_sample_labels, "100",
-		"Most labels on one sample (0 = no limit)." };
-	f[5] = (struct sm_flag){ "validation.max-profile-stacktrace-depth",
-		SM_FLAG_INT, &cfg->max_depth, "1000",
-		"Deepest stack kept; deeper stacks keep their root frames." };
-	f[6] = (struct sm_flag){ "validation.max-profile-symbol-value-length",
-		SM_FLAG_INT, &cfg->max_symbol_len, "65535",
-		"Longest frame name kept; longer names keep their tail." };
-	f[7] = (struct sm_flag){ "validation.max-label-names-per-series",
-		SM_FLAG_INT, &cfg->max_label_names, "30",
-		"Most labels in a series." };
-	f[8] = (struct sm_flag){ "validation.max-length-label-name",
-		SM_FLAG_INT, &cfg->max_label_name_len, "1024",
-		"Longest label name." };
-	f[9] = (struct sm_flag){ "validation.max-length-label-value",
-		SM_FLAG_INT, &cfg->max_label_value_len, "2048",
-		"Longest label value." };
-	f[10] = (struct sm_flag){ "validation.reject-older-than",
-		SM_FLAG_DURATION, &cfg->reject_older_ms, "1h",
-		"Refuse profiles placed further in the past (0 = accept any)." };
-	f[11] = (struct sm_flag){ "validation.reject-newer-than",
-		SM_FLAG_DURATION, &cfg->reject_newer_ms, "10m",
-		"Refuse profiles placed further in the future (0 = accept any)." };
-	f[12] = (struct sm_flag){ "remote-write.url", SM_FLAG_STRING,
-		&cfg->rw.url, "",
-		"Forward every accepted write to this Pyroscope-compatible "
-		"base URL (POST <url>/ingest, <url>/push.v1.PusherService/Push)"
-		" through a queue on disk in <data.dir>/remote-write; empty = "
-		"off." };
-	f[13] = (struct sm_flag){ "remote-write.key", SM_FLAG_STRING,
-		&cfg->rw.key, "",
-		"API key sent to -remote-write.url as Authorization: Bearer." };
-	f[14] = (struct sm_flag){ "remote-write.queue-size", SM_FLAG_INT,
-		&cfg->rw.queue_size, "10000",
-		"Most writes waiting in the remote-write queue; more are "
-		"dropped (counted)." };
-	f[15] = (struct sm_flag){ "remote-write.queue-max-bytes",
-		SM_FLAG_BYTES, &cfg->rw.queue_max_bytes, "256MiB",
-		"Most bytes the remote-write queue holds on disk (records not "
-		"yet sent); more are dropped (counted)." };
-	f[16] = (struct sm_flag){ "remote-write.timeout", SM_FLAG_DURATION,
-		&cfg->rw.timeout_ms, "10s",
-		"Deadline of one forwarded request." };
-	f[17] = (struct sm_flag){ "remote-write.max-backoff",
-		SM_FLAG_DURATION, &cfg->rw.max_backoff_ms, "30s",
-		"Longest wait between retries while the receiver is down "
-		"(from 100ms, doubling)." };
-	f[18] = (struct sm_flag){ "distributor.hints-max-bytes",
-		SM_FLAG_BYTES, &cfg->hints_max_bytes, "64MiB",
-		"Memory and disk (<data.dir>/hints) for hinted handoff: "
-		"acknowledged writes a replica missed (down, restarting, "
-		"slow), delivered to it once it is healthy again, also after "
-		"a restart of this distributor (0 = off)." };
-	f[19] = (struct sm_flag){ "distributor.hints-max-age",
-		SM_FLAG_DURATION, &cfg->hints_max_age_ms, "30m",
-		"Give up a hint this long after its write (one whose "
-		"original may have been applied is delivered after 45s only "
-		"if the replica says it does not hold that upload)." };
-	f[20] = (struct sm_flag){ "distributor.ingestion-rate-limit-mb",
-		SM_FLAG_STRING, &cfg->ingestion_rate_mb, "0",
-		"Per-tenant ingestion rate in MiB/s of request bodies, shared "
-		"by the healthy distributors of -distributor.peers (each "
-		"takes rate / N; without peers each enforces all of it); over "
-		"it is 429 (0 = no limit; Pyroscope's default is 4). Per "
-		"tenant: ingestion_rate_mb in -runtime-config.file." };
-	f[21] = (struct sm_flag){ "distributor.ingestion-burst-size-mb",
-		SM_FLAG_STRING, &cfg->ingestion_burst_mb, "2",
-		"Per-tenant ingestion burst in MiB: the most a tenant may send "
-		"at once (larger uploads are always 429). Per tenant: "
-		"ingestion_burst_size_mb." };
-	f[22] = (struct sm_flag){ "ingester.max-global-series-per-tenant",
-		SM_FLAG_INT, &cfg->max_global_series, "0",
-		"Most active series (series in ingester heads) per tenant "
-		"across the cluster, enforced by each ingester as its share: "
-		"global * min(RF, healthy ingesters) / healthy ingesters, "
-		"computed and sent by the distributor, so set it on "
-		"distributors. A write adding series past it is 429 (0 = no "
-		"limit; Pyroscope's default is 5000). Per tenant: "
-		"max_global_series_per_tenant." };
-	f[23] = (struct sm_flag){ "ingester.max-local-series-per-tenant",
-		SM_FLAG_INT, &cfg->max_local_series, "0",
-		"Most active series per tenant on each ingester (0 = no "
-		"limit); with a global limit too, the lower one applies. Per "
-		"tenant: max_local_series_per_tenant." };
-	f[24] = (struct sm_flag){ "distributor.peers", SM_FLAG_STRING,
-		&cfg->peers, "",
-		"Every distributor, this one included, as comma-separated "
-		"http://host:port base URLs and/or dns+host:port names "
-		"(resolved each probe, e.g. a headless service). Each tenant's "
-		"ingestion rate is divided by the healthy ones (their /ready "
-		"answers). Empty: this distributor alone (N = 1)." };
-	f[25] = (struct sm_flag){ "distributor.peers-probe-period",
-		SM_FLAG_DURATION, &cfg->peers_period_ms, "5s",
-		"How often every -distributor.peers entry is probed "
-		"(GET /ready); a change of the healthy count applies to the "
-		"rate at once." };
-	f[26] = (struct sm_flag){ "distributor.peers-probe-timeout",
-		SM_FLAG_DURATION, &cfg->peers_timeout_ms, "1s",
-		"Deadline of one peer probe; a peer whose last probe failed "
-		"is not counted (at most the period)." };
-	*n = SM_ARRAY_LEN(f);
-	return (f);
+int
+dist_flags_add(struct sm_flags *fs, struct dist_config *cfg,
+    struct sm_err *err)
+{
+	return (sm_flags_add(fs, dist_flag_tab, SM_ARRAY_LEN(dist_flag_tab),
+	    cfg, err));
 }
 
 static void

@@ -115,109 +115,120 @@ set_ready(struct ingester *ing)
 	atomic_store(&ing->ready, true);
 }
 
-const struct sm_flag *
-ing_flags(struct ing_config *cfg, size_t *n)
-{
-	static struct sm_flag f[20];
+#define SM_FLAG_STRUCT struct ing_config
+static const struct sm_flag ing_flag_tab[] = {
+	SM_FLAG_I64("ingester.rpc-workers", SM_FLAG_INT, rpc_workers,
+	    "4",
+	    "Concurrent RPC handlers of the ingester."),
+	SM_FLAG_I64("ingester.rpc-max-message-bytes",
+	    SM_FLAG_BYTES, rpc_recv_max,
+	    "64MiB",
+	    "Largest internal RPC request the ingester accepts; larger "
+	    "frames are dropped before allocation."),
+	SM_FLAG_I64("ingester.bucket-duration", SM_FLAG_DURATION, bucket_ms,
+	    "10s",
+	    "Width of the time buckets samples are summed into."),
+	SM_FLAG_SWITCH("ingester.wal-sync", wal_sync,
+	    "false",
+	    "fsync the head log on every write: survives power loss "
+	    "(off: survives a process crash)."),
+	SM_FLAG_I64("ingester.block-duration", SM_FLAG_DURATION, block_ms,
+	    "1h",
+	    "Cut a tenant's head into an immutable block this long after "
+	    "its first write."),
+	SM_FLAG_I64("ingester.head-max-bytes", SM_FLAG_BYTES, head_max_bytes,
+	    "1GiB",
+	    "The process's memory bound, measured (resident memory): over "
+	    "half of it sealed buckets are spilled; when memory plus what "
+	    "a cut takes (5x the heads) passes 80%, every head is cut into "
+	    "blocks; over 95% writes are refused with 503 until under 85%. "
+	    "Caches count toward it (0 = no bound)."),
+	SM_FLAG_I64("ingester.block-cache-bytes", SM_FLAG_BYTES, block_cache,
+	    "256MiB",
+	    "Memory for decoded block indexes and symbol tables."),
+	SM_FLAG_I64("ingester.rocksdb-cache-bytes",
+	    SM_FLAG_BYTES, rocksdb_cache,
+	    "64MiB",
+	    "RocksDB's block cache (compressed and raw SST blocks)."),
+	SM_FLAG_I64("ingester.idempotency-window",
+	    SM_FLAG_DURATION, idempotency_ms,
+	    "1m",
+	    "Remember written profile ids at least this long, so a resent "
+	    "or retried write is not counted twice (must exceed "
+	    "-distributor.push.timeout)."),
+	SM_FLAG_I64("ingester.min-free-disk", SM_FLAG_BYTES, min_free_disk,
+	    "64MiB",
+	    "Refuse writes (503, not ready) while the data dir's file "
+	    "system has less free space than this, so storage never runs "
+	    "out mid-write and writes resume within 200 ms of space being "
+	    "freed; cuts and deletes go on (0 = no reserve)."),
+	SM_FLAG_I64("ingester.merge-max-bytes", SM_FLAG_BYTES, merge_max_bytes,
+	    "16MiB",
+	    "Compactor passes merge a tenant's small raw blocks (heads "
+	    "cut early) lying in one past clock hour, each stored in "
+	    "less than this, into one block kept below it (0 = no "
+	    "merging)."),
+	SM_FLAG_I64("ingester.head-spill-interval", SM_FLAG_DURATION, spill_ms,
+	    "1m",
+	    "Write the heads' sealed buckets (every bucket of a series "
+	    "but its newest) to the store at least this often, and as "
+	    "soon as a head holds 1 MiB of them, keeping only their "
+	    "totals in memory, and the profile records with them; "
+	    "queries and the block cut read them back (0 = keep them in "
+	    "memory)."),
+	SM_FLAG_I64("ingester.rocksdb-write-buffer-bytes",
+	    SM_FLAG_BYTES, write_buffer,
+	    "8MiB",
+	    "Size of each RocksDB memtable (one per column family written: "
+	    "blocks and index; up to two each while one is flushed): "
+	    "less memory, or fewer and larger flushes. At least 1MiB. "
+	    "The spilled buckets' family has 1MiB ones of its own."),
+	SM_FLAG_I64("ingester.ship-interval", SM_FLAG_DURATION, ship_ms,
+	    "10s",
+	    "How often blocks not yet in the bucket are uploaded (with "
+	    "-storage.backend set; a flush ships at once)."),
+	SM_FLAG_SWITCH("ingester.restore-from-bucket", restore,
+	    "true",
+	    "With -storage.backend, an ingester whose data directory is "
+	    "empty (new or wiped) restores the blocks its -instance.id "
+	    "shipped before it turns ready."),
+	SM_FLAG_I64("ingester.ship-concurrency", SM_FLAG_INT, ship_workers,
+	    "4",
+	    "Blocks uploaded to the bucket at once (1-32)."),
+	SM_FLAG_SWITCH("ingester.leave-on-shutdown", leave_on_shutdown,
+	    "true",
+	    "With -storage.backend, SIGTERM leaves as POST "
+	    "/ingester/shutdown does: cut and ship every block and wait "
+	    "until store-gateways serve them before exiting (false: a "
+	    "restart that keeps its disk)."),
+	SM_FLAG_I64("ingester.leave-timeout",
+	    SM_FLAG_DURATION, leave_timeout_ms,
+	    "5m",
+	    "How long a leave waits for the bucket and the store-gateways "
+	    "before it gives up."),
+	SM_FLAG_I64("ingester.local-retention",
+	    SM_FLAG_DURATION, local_retention_ms,
+	    "24h",
+	    "With -storage.backend and -store-gateway.sharding-ring."
+	    "members, blocks whose data is older than this are dropped "
+	    "from the local disk once the store-gateways serve them "
+	    "(0 = keep every block until retention)."),
+	SM_FLAG_I64("ingester.min-ready-duration",
+	    SM_FLAG_DURATION, min_ready_ms,
+	    "5s",
+	    "In a cluster, /ready turns 200 only this long after the "
+	    "ingester (or store-gateway) turned ACTIVE, so every ring has "
+	    "seen it by then (more than -ring.heartbeat-period): a rollout "
+	    "that stops the next one at once fails no query."),
+};
+#undef SM_FLAG_STRUCT
 
-	f[0] = (struct sm_flag){ "ingester.rpc-workers", SM_FLAG_INT,
-		&cfg->rpc_workers, "4",
-		"Concurrent RPC handlers of the ingester." };
-	f[1] = (struct sm_flag){ "ingester.rpc-max-message-bytes",
-		SM_FLAG_BYTES, &cfg->rpc_recv_max, "64MiB",
-		"Largest internal RPC request the ingester accepts; larger "
-		"frames are dropped before allocation." };
-	f[2] = (struct sm_flag){ "ingester.bucket-duration",
-		SM_FLAG_DURATION, &cfg->bucket_ms, "10s",
-		"Width of the time buckets samples are summed into." };
-	f[3] = (struct sm_flag){ "ingester.wal-sync", SM_FLAG_BOOL,
-		&cfg->wal_sync, "false",
-		"fsync the head log on every write: survives power loss "
-		"(off: survives a process crash)." };
-	f[4] = (struct sm_flag){ "ingester.block-duration", SM_FLAG_DURATION,
-		&cfg->block_ms, "1h",
-		"Cut a tenant's head into an immutable block this long after "
-		"its first write." };
-	f[5] = (struct sm_flag){ "ingester.head-max-bytes", SM_FLAG_BYTES,
-		&cfg->head_max_bytes, "1GiB",
-		"The process's memory bound, measured (resident memory): over "
-		"half of it sealed buckets are spilled; when memory plus what "
-		"a cut takes (5x the heads) passes 80%, every head is cut into "
-		"blocks; over 95% writes are refused with 503 until under 85%. "
-		"Caches count toward it (0 = no bound)." };
-	f[6] = (struct sm_flag){ "ingester.block-cache-bytes", SM_FLAG_BYTES,
-		&cfg->block_cache, "256MiB",
-		"Memory for decoded block indexes and symbol tables." };
-	f[7] = (struct sm_flag){ "ingester.rocksdb-cache-bytes", SM_FLAG_BYTES,
-		&cfg->rocksdb_cache, "64MiB",
-		"RocksDB's block cache (compressed and raw SST blocks)." };
-	f[8] = (struct sm_flag){ "ingester.idempotency-window",
-		SM_FLAG_DURATION, &cfg->idempotency_ms, "1m",
-		"Remember written profile ids at least this long, so a resent "
-		"or retried write is not counted twice (must exceed "
-		"-distributor.push.timeout)." };
-	f[9] = (struct sm_flag){ "ingester.min-free-disk", SM_FLAG_BYTES,
-		&cfg->min_free_disk, "64MiB",
-		"Refuse writes (503, not ready) while the data dir's file "
-		"system has less free space than this, so storage never runs "
-		"out mid-write and writes resume within 200 ms of space being "
-		"freed; cuts and deletes go on (0 = no reserve)." };
-	f[10] = (struct sm_flag){ "ingester.merge-max-bytes", SM_FLAG_BYTES,
-		&cfg->merge_max_bytes, "16MiB",
-		"Compactor passes merge a tenant's small raw blocks (heads "
-		"cut early) lying in one past clock hour, each stored in "
-		"less than this, into one block kept below it (0 = no "
-		"merging)." };
-	f[11] = (struct sm_flag){ "ingester.head-spill-interval",
-		SM_FLAG_DURATION, &cfg->spill_ms, "1m",
-		"Write the heads' sealed buckets (every bucket of a series "
-		"but its newest) to the store at least this often, and as "
-		"soon as a head holds 1 MiB of them, keeping only their "
-		"totals in memory, and the profile records with them; "
-		"queries and the block cut read them back (0 = keep them in "
-		"memory)." };
-	f[12] = (struct sm_flag){ "ingester.rocksdb-write-buffer-bytes",
-		SM_FLAG_BYTES, &cfg->write_buffer, "8MiB",
-		"Size of each RocksDB memtable (one per column family written: "
-		"blocks and index; up to two each while one is flushed): "
-		"less memory, or fewer and larger flushes. At least 1MiB. "
-		"The spilled buckets' family has 1MiB ones of its own." };
-	f[13] = (struct sm_flag){ "ingester.ship-interval", SM_FLAG_DURATION,
-		&cfg->ship_ms, "10s",
-		"How often blocks not yet in the bucket are uploaded (with "
-		"-storage.backend set; a flush ships at once)." };
-	f[14] = (struct sm_flag){ "ingester.restore-from-bucket", SM_FLAG_BOOL,
-		&cfg->restore, "true",
-		"With -storage.backend, an ingester whose data directory is "
-		"empty (new or wiped) restores the blocks its -instance.id "
-		"shipped before it turns ready." };
-	f[15] = (struct sm_flag){ "ingester.ship-concurrency", SM_FLAG_INT,
-		&cfg->ship_workers, "4",
-		"Blocks uploaded to the bucket at once (1-32)." };
-	f[16] = (struct sm_flag){ "ingester.leave-on-shutdown", SM_FLAG_BOOL,
-		&cfg->leave_on_shutdown, "true",
-		"With -storage.backend, SIGTERM leaves as POST "
-		"/ingester/shutdown does: cut and ship every block and wait "
-		"until store-gateways serve them before exiting (false: a "
-		"restart that keeps its disk)." };
-	f[17] = (struct sm_flag){ "ingester.leave-timeout", SM_FLAG_DURATION,
-		&cfg->leave_timeout_ms, "5m",
-		"How long a leave waits for the bucket and the store-gateways "
-		"before it gives up." };
-	f[19] = (struct sm_flag){ "ingester.min-ready-duration",
-		SM_FLAG_DURATION, &cfg->min_ready_ms, "5s",
-		"In a cluster, /ready turns 200 only this long after the "
-		"ingester (or store-gateway) turned ACTIVE, so every ring has "
-		"seen it by then (more than -ring.heartbeat-period): a rollout "
-		"that stops the next one at once fails no query." };
-	f[18] = (struct sm_flag){ "ingester.local-retention",
-		SM_FLAG_DURATION, &cfg->local_retention_ms, "24h",
-		"With -storage.backend and -store-gateway.sharding-ring."
-		"members, blocks whose data is older than this are dropped "
-		"from the local disk once the store-gateways serve them "
-		"(0 = keep every block until retention)." };
-	*n = SM_ARRAY_LEN(f);
-	return (f);
+int
+ing_flags_add(struct sm_flags *fs, struct ing_config *cfg,
+    struct sm_err *err)
+{
+	return (sm_flags_add(fs, ing_flag_tab, SM_ARRAY_LEN(ing_flag_tab),
+	    cfg, err));
 }
 
 /* --- metrics -------------------------------------------------------------- */

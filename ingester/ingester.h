@@ -165,7 +165,8 @@ bool ing_retired(const struct ingester *ing);
 void ing_leave_on_shutdown(struct ingester *ing);
 
 /* The flag table for this config (bound to `cfg`). */
-const struct sm_flag *ing_flags(struct ing_config *cfg, size_t *n);
+int ing_flags_add(struct sm_flags *fs, struct ing_config *cfg,
+    struct sm_err *err);
 
 struct ingester;
 

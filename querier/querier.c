@@ -7,54 +7,64 @@
 
 #include "common/metrics.h"
 
-const struct sm_flag *
-qry_flags(struct qry_config *cfg, size_t *n)
-{
-	static struct sm_flag f[8];
+#define SM_FLAG_STRUCT struct qry_config
+static const struct sm_flag qry_flag_tab[] = {
+	SM_FLAG_I64("querier.max-flamegraph-nodes-default",
+	    SM_FLAG_INT, max_nodes_default,
+	    "8192",
+	    "Flamegraph nodes returned when a query does not set maxNodes."),
+	SM_FLAG_I64("querier.max-flamegraph-nodes-max",
+	    SM_FLAG_INT, max_nodes_max,
+	    "1048576",
+	    "Largest maxNodes a query may ask for (0 = no limit)."),
+	SM_FLAG_I64("querier.timeout", SM_FLAG_DURATION, timeout_ms,
+	    "1m",
+	    "Deadline of each internal call a query makes to an ingester."),
+	SM_FLAG_I64("querier.max-query-length",
+	    SM_FLAG_DURATION, max_query_length_ms,
+	    "0",
+	    "Longest time range a query may cover (0 = no limit); longer "
+	    "ranges get 400."),
+	SM_FLAG_I64("querier.straggler-wait", SM_FLAG_DURATION, straggler_ms,
+	    "250ms",
+	    "Once the ingesters that answered can complete a query (the "
+	    "others are within the replication factor's read-failure "
+	    "budget), wait at most this long -- or as long as the query "
+	    "has taken, if longer -- for the rest, then answer without "
+	    "them (a frozen or overloaded replica). 0 = wait for every "
+	    "ingester, up to -querier.timeout."),
+	SM_FLAG_I64("querier.max-concurrent-queries-per-tenant",
+	    SM_FLAG_INT, max_concurrent,
+	    "0",
+	    "Queries one tenant may have running at once in this querier; "
+	    "more get 429 at once, other tenants are unaffected (0 = no "
+	    "limit; per tenant: max_concurrent_queries)."),
+	SM_FLAG_I64("querier.max-query-lookback",
+	    SM_FLAG_DURATION, max_query_lookback_ms,
+	    "0",
+	    "How far back from now queries may read (0 = no limit); a "
+	    "query's start is moved up to now minus this, a query that "
+	    "ends before it answers empty (per tenant: "
+	    "max_query_lookback)."),
+	SM_FLAG_I64("querier.query-ingesters-within",
+	    SM_FLAG_DURATION, ingesters_within_ms,
+	    "13h",
+	    "A query whose range ends longer ago than this asks only the "
+	    "ingesters that hold data from before its end (each says how "
+	    "old its oldest data is in its heartbeat) and the "
+	    "store-gateways, not every ingester. Only in effect while "
+	    "-validation.reject-older-than plus -ring.heartbeat-timeout "
+	    "is within it (and not 0), so no upload can arrive that far "
+	    "back (0 = always ask every ingester)."),
+};
+#undef SM_FLAG_STRUCT
 
-	f[0] = (struct sm_flag){ "querier.max-flamegraph-nodes-default",
-		SM_FLAG_INT, &cfg->max_nodes_default, "8192",
-		"Flamegraph nodes returned when a query does not set maxNodes." };
-	f[1] = (struct sm_flag){ "querier.max-flamegraph-nodes-max",
-		SM_FLAG_INT, &cfg->max_nodes_max, "1048576",
-		"Largest maxNodes a query may ask for (0 = no limit)." };
-	f[2] = (struct sm_flag){ "querier.timeout", SM_FLAG_DURATION,
-		&cfg->timeout_ms, "1m",
-		"Deadline of each internal call a query makes to an ingester." };
-	f[3] = (struct sm_flag){ "querier.max-query-length",
-		SM_FLAG_DURATION, &cfg->max_query_length_ms, "0",
-		"Longest time range a query may cover (0 = no limit); longer "
-		"ranges get 400." };
-	f[4] = (struct sm_flag){ "querier.straggler-wait",
-		SM_FLAG_DURATION, &cfg->straggler_ms, "250ms",
-		"Once the ingesters that answered can complete a query (the "
-		"others are within the replication factor's read-failure "
-		"budget), wait at most this long -- or as long as the query "
-		"has taken, if longer -- for the rest, then answer without "
-		"them (a frozen or overloaded replica). 0 = wait for every "
-		"ingester, up to -querier.timeout." };
-	f[5] = (struct sm_flag){ "querier.max-concurrent-queries-per-tenant",
-		SM_FLAG_INT, &cfg->max_concurrent, "0",
-		"Queries one tenant may have running at once in this querier; "
-		"more get 429 at once, other tenants are unaffected (0 = no "
-		"limit; per tenant: max_concurrent_queries)." };
-	f[6] = (struct sm_flag){ "querier.max-query-lookback",
-		SM_FLAG_DURATION, &cfg->max_query_lookback_ms, "0",
-		"How far back from now queries may read (0 = no limit); a "
-		"query's start is moved up to now minus this, a query that "
-		"ends before it answers empty (per tenant: "
-		"max_query_lookback)." };
-	f[7] = (struct sm_flag){ "querier.query-ingesters-within",
-		SM_FLAG_DURATION, &cfg->ingesters_within_ms, "13h",
-		"A query whose range ends longer ago than this asks only the "
-		"ingesters that hold data from before its end (each says how "
-		"old its oldest data is in its heartbeat) and the "
-		"store-gateways, not every ingester. Only in effect while "
-		"-validation.reject-older-than plus -ring.heartbeat-timeout "
-		"is within it (and not 0), so no upload can arrive that far "
-		"back (0 = always ask every ingester)." };
-	*n = SM_ARRAY_LEN(f);
-	return (f);
+int
+qry_flags_add(struct sm_flags *fs, struct qry_config *cfg,
+    struct sm_err *err)
+{
+	return (sm_flags_add(fs, qry_flag_tab, SM_ARRAY_LEN(qry_flag_tab),
+	    cfg, err));
 }
 
 void

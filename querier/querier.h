@@ -59,7 +59,8 @@ struct qry_config {
 				       * NULL: none) */
 };
 
-const struct sm_flag *qry_flags(struct qry_config *cfg, size_t *n);
+int qry_flags_add(struct sm_flags *fs, struct qry_config *cfg,
+    struct sm_err *err);
 
 struct querier;
 

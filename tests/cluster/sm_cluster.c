@@ -84,22 +84,13 @@ smc_parse_flags(struct smc *c, const struct smc_cfg *cfg, struct sm_err *err)
 	char *argv[64];
 	int argc = 0;
 	bool help;
-	const struct sm_flag *t;
-	size_t n;
 	int rv;
 
 	sm_flags_init(&c->fs);
-	t = ing_flags(&c->ing_tmpl, &n);
-	if ((rv = sm_flags_add(&c->fs, t, n, err)) != 0)
-		return (rv);
-	t = dist_flags(&c->dist_cfg, &n);
-	if ((rv = sm_flags_add(&c->fs, t, n, err)) != 0)
-		return (rv);
-	t = qry_flags(&c->qry_cfg, &n);
-	if ((rv = sm_flags_add(&c->fs, t, n, err)) != 0)
-		return (rv);
-	t = cpt_flags(&c->cpt_cfg, &n);
-	if ((rv = sm_flags_add(&c->fs, t, n, err)) != 0)
+	if ((rv = ing_flags_add(&c->fs, &c->ing_tmpl, err)) != 0 ||
+	    (rv = dist_flags_add(&c->fs, &c->dist_cfg, err)) != 0 ||
+	    (rv = qry_flags_add(&c->fs, &c->qry_cfg, err)) != 0 ||
+	    (rv = cpt_flags_add(&c->fs, &c->cpt_cfg, err)) != 0)
 		return (rv);
 	argv[argc++] = (char *)"smc";
 	for (size_t i = 0; smc_base_flags[i] != NULL; i++)
