@@ -112,6 +112,7 @@ static const struct ov_key {
 	OV_K(max_concurrent_queries, OV_INT),
 	OV_K(max_global_series_per_tenant, OV_INT),
 	OV_K(max_local_series_per_tenant, OV_INT),
+	OV_K(ingestion_tenant_shard_size, OV_INT),
 #undef OV_K
 };
 

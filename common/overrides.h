@@ -52,6 +52,11 @@
  *   max_local_series_per_tenant   -ingester.max-local-series-per-tenant,
  *                                 0: series of the tenant per ingester
  *
+ * and the tenant's shard (read by the distributor, distributor/push.c):
+ *
+ *   ingestion_tenant_shard_size   -distributor.ingestion-tenant-shard-size,
+ *                                 0: every ingester
+ *
  * and the retention, overriding -compactor.blocks-retention-period (read
  * by the compactor each pass, compactor/compactor.h):
  *
@@ -139,6 +144,8 @@ struct sm_limits {
 	/* Active series (distributor/push.c, ingester/db.h). */
 	int64_t max_global_series_per_tenant;         /* 0 = no limit */
 	int64_t max_local_series_per_tenant;          /* 0 = no limit */
+	/* Shuffle sharding (distributor/push.c). */
+	int64_t ingestion_tenant_shard_size;          /* 0 = every ingester */
 	/* Retention (compactor/compactor.h). */
 	int64_t compactor_blocks_retention_period_ms; /* 0 = keep forever */
 };

@@ -441,7 +441,7 @@ sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
 /* The token owners of key from its successor on, healthy only or all. */
 static uint32_t
 ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
-    uint32_t *out)
+    const uint8_t *shard, uint32_t *out)
 {
 	uint32_t lo = 0, hi = s->ntok, k = 0;
 
@@ -463,7 +463,8 @@ ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
 	for (uint32_t walked = 0; walked < s->ntok && k < most; walked++) {
 		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
 
-		if (healthy_only && !s->writable[m])
+		if ((healthy_only && !s->writable[m]) ||
+		    (shard != NULL && !shard[m]))
 			continue;
 		for (j = 0; j < k && out[j] != m && !(s->zone_aware &&
 		    s->zix[out[j]] == s->zix[m]); j++)
@@ -475,15 +476,86 @@ ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
 }
 
 uint32_t
-sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
+    const uint8_t *shard, uint32_t *out)
 {
-	return (ring_walk(s, key, true, out));
+	return (ring_walk(s, key, true, shard, out));
 }
 
 uint32_t
-sm_ring_owners(const struct sm_ring_snap *s, uint32_t key, uint32_t *out)
+sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
+    const uint8_t *shard, uint32_t *out)
 {
-	return (ring_walk(s, key, false, out));
+	return (ring_walk(s, key, false, shard, out));
+}
+
+/* The first token at or after h (wrapping). */
+static uint32_t
+tok_at(const struct sm_ring_snap *s, uint32_t h)
+{
+	uint32_t lo = 0, hi = s->ntok;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->tok[mid] < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo % s->ntok);
+}
+
+uint32_t
+sm_ring_shard(const struct sm_ring_snap *s, const char *tenant,
+    uint32_t size, uint8_t *mask)
+{
+	uint32_t owners = 0, zones, quota, got = 0;
+	uint32_t *inzone = NULL;
+
+	if (size == 0 || s->ntok == 0)
+		return (0);
+	for (uint32_t m = 0; m < s->n; m++)
+		owners += s->id[m] != NULL;
+	size = SM_MAX(size, s->rf);
+	if (size >= owners)
+		return (0);
+	memset(mask, 0, s->n);
+	/* Zone-aware: an equal share of every zone, so the shard's replica
+	 * sets still span RF zones. */
+	zones = s->zone_aware ? s->nzones : 1;
+	quota = (size + zones - 1) / zones;
+	if ((inzone = sm_calloc(SM_MAX(zones, 1), sizeof(*inzone))) == NULL)
+		return (0);
+	for (uint32_t z = 0; z < zones; z++) {
+		for (uint32_t j = 0; inzone[z] < quota && j < 4 * s->n + 64;
+		    j++) {
+			char buf[600];
+			uint32_t t, h;
+			int len;
+
+			len = snprintf(buf, sizeof(buf), "%s%c%u%c%u", tenant,
+			    0, z, 0, j);
+			h = (uint32_t)(XXH3_64bits(buf, (size_t)SM_MIN(len,
+			    (int)sizeof(buf) - 1)) >> 32);
+			t = tok_at(s, h);
+			/* from that token on, the first member of zone z
+			 * not yet in the shard */
+			for (uint32_t w = 0; w < s->ntok; w++) {
+				uint32_t m = s->owner[(t + w) % s->ntok];
+
+				if (mask[m] || (s->zone_aware &&
+				    s->zix[m] != z))
+					continue;
+				mask[m] = 1;
+				inzone[z]++;
+				got++;
+				break;
+			}
+		}
+	}
+	sm_free(inzone);
+	return (got);
 }
 
 static bool

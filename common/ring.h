@@ -236,18 +236,38 @@ uint32_t sm_ring_key(const char *tenant, const struct sm_label *ls,
 
 /*
  * The replica set of `key`: up to s->rf writable, distinct member indexes
- * in ring order, written to out[] (room for s->rf).  Returns how many.
+ * in ring order, written to out[] (room for s->rf); with `shard` (a
+ * tenant's, sm_ring_shard), members of the shard only.  Returns how
+ * many.
  */
 uint32_t sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
-    uint32_t *out);
+    const uint8_t *shard, uint32_t *out);
 
 /*
  * The RF distinct token owners of `key` whatever their health: who would
  * hold it with every member up (the distributor's hints, hints.h, go to
- * the unhealthy ones).  Fills out[] (>= rf entries); returns the count.
+ * the unhealthy ones); with `shard`, within it.  Fills out[] (>= rf
+ * entries); returns the count.
  */
 uint32_t sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
-    uint32_t *out);
+    const uint8_t *shard, uint32_t *out);
+
+/*
+ * Shuffle sharding (Cortex, Mimir): the members a tenant's writes go to
+ * when its shard size is `size`: mask[i] set for each of them (mask has
+ * room for s->n).  At least RF members; on a zone-aware ring an equal
+ * share of every zone (rounded up).  The choice depends only on the
+ * tenant and the token table -- the member ids, never their health --
+ * so every distributor picks the same members, a member that is down
+ * stays in the shard (its writes go to the next shard member and it is
+ * owed hints), and adding or removing one member moves only the picks
+ * its tokens touch.  Each pick j hashes (tenant, zone, j) onto the
+ * tokens and takes the first member of the zone not picked yet.
+ * Returns how many were picked, or 0 (mask untouched) when `size` is 0
+ * or covers every member: no shard, the whole ring.
+ */
+uint32_t sm_ring_shard(const struct sm_ring_snap *s, const char *tenant,
+    uint32_t size, uint8_t *mask);
 
 /*
  * Read failures the ring tolerates: a query fails when more read units

@@ -75,7 +75,7 @@ max_over_mean(uint32_t rf, uint32_t nseries)
 	if (s == NULL || load == NULL)
 		return (99);
 	for (uint32_t k = 0; k < nseries; k++) {
-		uint32_t n = sm_ring_replicas(s, random_series_key(), rep);
+		uint32_t n = sm_ring_replicas(s, random_series_key(), NULL, rep);
 
 		for (uint32_t j = 0; j < n; j++)
 			load[rep[j]]++;
@@ -120,8 +120,8 @@ test_replicas_distinct_and_skip_unhealthy(void)
 	SM_CHECK_EQ(some->nhealthy, 4);
 	for (int k = 0; k < 10000; k++) {
 		uint32_t key = (uint32_t)next_rand();
-		uint32_t na = sm_ring_replicas(all, key, a);
-		uint32_t nb = sm_ring_replicas(some, key, b);
+		uint32_t na = sm_ring_replicas(all, key, NULL, a);
+		uint32_t nb = sm_ring_replicas(some, key, NULL, b);
 		int had2 = 0;
 
 		SM_CHECK_EQ(na, 3);
@@ -149,7 +149,7 @@ test_too_few_healthy(void)
 
 	SM_REQUIRE(s != NULL);
 	SM_CHECK(!sm_ring_writable(s));
-	SM_CHECK_EQ(sm_ring_replicas(s, 12345, r), 1);
+	SM_CHECK_EQ(sm_ring_replicas(s, 12345, NULL, r), 1);
 	SM_CHECK_EQ(r[0], 0);
 	SM_CHECK_EQ(sm_ring_max_read_errors(s), 1);
 	sm_ring_release(s);
@@ -185,21 +185,21 @@ test_zones(void)
 	SM_CHECK(!two->zone_aware && two->nzones == 2);
 	for (int k = 0; k < 10000; k++) {
 		uint32_t key = (uint32_t)next_rand();
-		uint32_t n = sm_ring_replicas(all, key, r), zones = 0;
+		uint32_t n = sm_ring_replicas(all, key, NULL, r), zones = 0;
 
 		SM_CHECK_EQ(n, 3);
 		for (uint32_t j = 0; j < n; j++)
 			zones |= 1u << all->zix[r[j]];
 		SM_CHECK_EQ(zones, 7u);
-		n = sm_ring_replicas(down, key, r);
+		n = sm_ring_replicas(down, key, NULL, r);
 		SM_CHECK_EQ(n, 2);
 		SM_CHECK(down->zix[r[0]] != down->zix[r[1]] && r[0] < 4 &&
 		    r[1] < 4);
-		SM_CHECK_EQ(sm_ring_owners(down, key, o), 3);
+		SM_CHECK_EQ(sm_ring_owners(down, key, NULL, o), 3);
 		SM_CHECK(o[0] >= 4 || o[1] >= 4 || o[2] >= 4);
 		/* fewer zones than RF: placement as without zones */
-		SM_CHECK_EQ(sm_ring_replicas(two, key, r), 3);
-		SM_CHECK_EQ(sm_ring_replicas(plain, key, p), 3);
+		SM_CHECK_EQ(sm_ring_replicas(two, key, NULL, r), 3);
+		SM_CHECK_EQ(sm_ring_replicas(plain, key, NULL, p), 3);
 		SM_CHECK(memcmp(r, p, 3 * sizeof(*r)) == 0);
 	}
 	lost[4] = lost[5] = 1;
@@ -227,8 +227,8 @@ test_join_moves_little(void)
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t key = (uint32_t)next_rand();
 
-		sm_ring_replicas(three, key, &a);
-		sm_ring_replicas(four, key, &b);
+		sm_ring_replicas(three, key, NULL, &a);
+		sm_ring_replicas(four, key, NULL, &b);
 		if (a != b) {
 			moved++;
 			wrong += b != 3;   /* moved, but not to the new one */
@@ -437,6 +437,108 @@ test_dns_discovery(void)
 	SM_CHECK_EQ(sm_ring_create(&cfg, NULL, &r, &err), SM_EINVAL);
 }
 
+static void
+test_shuffle_shard(void)
+{
+	static const char *const z3[12] = { "a", "a", "a", "a", "b", "b",
+		"b", "b", "c", "c", "c", "c" };
+	uint8_t healthy[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	struct sm_ring_snap *a = ring_of(12, 128, 3, NULL);
+	struct sm_ring_snap *b = ring_of(12, 128, 3, NULL);
+	struct sm_ring_snap *c = ring_of(13, 128, 3, NULL);
+	struct sm_ring_snap *z = ring_of(12, 128, 3, NULL);
+	struct sm_ring_snap *d;
+	uint8_t m1[13], m2[13], m3[13];
+	uint32_t moved = 0, differ = 0, rep[8], own[8];
+	char t[32];
+
+	SM_REQUIRE(a != NULL && b != NULL && c != NULL && z != NULL);
+	/* no shard: size 0, or as large as the ring */
+	SM_CHECK_EQ(sm_ring_shard(a, "t", 0, m1), 0);
+	SM_CHECK_EQ(sm_ring_shard(a, "t", 12, m1), 0);
+	SM_CHECK_EQ(sm_ring_shard(a, "t", 40, m1), 0);
+	/* at least RF */
+	SM_CHECK_EQ(sm_ring_shard(a, "t", 1, m1), 3);
+	for (uint32_t k = 0; k < 200; k++) {
+		uint32_t n1 = 0, n3 = 0;
+
+		snprintf(t, sizeof(t), "tenant-%u", k);
+		SM_REQUIRE(sm_ring_shard(a, t, 4, m1) == 4);
+		/* the same ring, another process: the same shard */
+		SM_REQUIRE(sm_ring_shard(b, t, 4, m2) == 4);
+		SM_CHECK(memcmp(m1, m2, 12) == 0);
+		/* replicas and owners stay inside it */
+		for (uint32_t x = 0; x < 20; x++) {
+			uint32_t key = random_series_key();
+			uint32_t nr = sm_ring_replicas(a, key, m1, rep);
+			uint32_t no = sm_ring_owners(a, key, m1, own);
+
+			SM_CHECK_EQ(nr, 3);
+			SM_CHECK_EQ(no, 3);
+			for (uint32_t j = 0; j < nr; j++)
+				SM_CHECK(m1[rep[j]] && m1[own[j]]);
+		}
+		/* one member more moves few picks */
+		SM_REQUIRE(sm_ring_shard(c, t, 4, m3) == 4);
+		for (uint32_t i = 0; i < 12; i++) {
+			n1 += m1[i] && !m3[i];
+			n3 += m1[i];
+		}
+		SM_CHECK_EQ(n3, 4);
+		moved += n1;
+		if (k > 0) {
+			snprintf(t, sizeof(t), "tenant-%u", k - 1);
+			(void)sm_ring_shard(a, t, 4, m2);
+			differ += memcmp(m1, m2, 12) != 0;
+		}
+	}
+	/* a 13th member takes about 4/13 of the picks at most; tenants'
+	 * shards differ */
+	SM_CHECKF(moved <= 200 * 4 * 4 / 13 + 40, "%u picks moved", moved);
+	SM_CHECKF(differ >= 190, "%u of 199 neighbours differ", differ);
+	/* zone-aware: an equal share of each zone, replicas in 3 zones */
+	SM_REQUIRE(sm_ring_snap_set_zones(z, z3) == 0);
+	SM_REQUIRE(z->zone_aware);
+	for (uint32_t k = 0; k < 50; k++) {
+		uint32_t per[3] = { 0, 0, 0 };
+
+		snprintf(t, sizeof(t), "zt-%u", k);
+		SM_REQUIRE(sm_ring_shard(z, t, 6, m1) == 6);
+		for (uint32_t i = 0; i < 12; i++)
+			per[i / 4] += m1[i];
+		SM_CHECK(per[0] == 2 && per[1] == 2 && per[2] == 2);
+		SM_CHECK_EQ(sm_ring_replicas(z, random_series_key(), m1, rep),
+		    3);
+		SM_CHECK(z->zix[rep[0]] != z->zix[rep[1]] &&
+		    z->zix[rep[1]] != z->zix[rep[2]] &&
+		    z->zix[rep[0]] != z->zix[rep[2]]);
+	}
+	/* a member down stays in the shard; its series go to the next
+	 * member of the shard */
+	SM_REQUIRE(sm_ring_shard(a, "down", 4, m1) == 4);
+	for (uint32_t i = 0; i < 12; i++) {
+		if (m1[i]) {
+			healthy[i] = 0;
+			break;
+		}
+	}
+	SM_REQUIRE((d = ring_of(12, 128, 3, healthy)) != NULL);
+	SM_REQUIRE(sm_ring_shard(d, "down", 4, m2) == 4);
+	SM_CHECK(memcmp(m1, m2, 12) == 0);
+	for (uint32_t x = 0; x < 50; x++) {
+		uint32_t nr = sm_ring_replicas(d, random_series_key(), m2, rep);
+
+		SM_CHECK_EQ(nr, 3);
+		for (uint32_t j = 0; j < nr; j++)
+			SM_CHECK(m2[rep[j]] && healthy[rep[j]]);
+	}
+	sm_ring_release(a);
+	sm_ring_release(b);
+	sm_ring_release(c);
+	sm_ring_release(d);
+	sm_ring_release(z);
+}
+
 SM_TEST_MAIN(
 	{ "balance: 100 members x 128 tokens, 1M series", test_balance_100x128 },
 	{ "replicas are distinct; unhealthy members are skipped", test_replicas_distinct_and_skip_unhealthy },
@@ -444,6 +546,8 @@ SM_TEST_MAIN(
 	{ "zones: replicas in distinct zones, a zone is one read unit",
 	    test_zones },
 	{ "a joining member takes only its share", test_join_moves_little },
+	{ "shuffle shards: stable, within, zone shares, a member down",
+	    test_shuffle_shard },
 	{ "the ring key ignores per-sample-type labels", test_key_ignores_sample_type_labels },
 	{ "-ring.members parsing", test_members_parse },
 	{ "live probes: active, joining, gone, conflict", test_live_probes },

@@ -27,6 +27,7 @@ dist_limits_default(struct dist_limits *l)
 	sm_label_limits_default(&l->labels);
 	l->max_global_series = 0;
 	l->max_local_series = 0;
+	l->shard_size = 0;
 }
 
 int

@@ -46,6 +46,8 @@ struct dist_limits {
 	/* Active series, enforced by the ingesters (push.c); 0 = none. */
 	uint32_t max_global_series;   /* max_global_series_per_tenant */
 	uint32_t max_local_series;    /* max_local_series_per_tenant */
+	/* Shuffle sharding (push.c); 0 = every ingester. */
+	uint32_t shard_size;          /* ingestion_tenant_shard_size */
 };
 
 void dist_limits_default(struct dist_limits *l);

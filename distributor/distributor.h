@@ -62,6 +62,8 @@ struct dist_config {
 	char *ingestion_rate_mb;        /* -distributor.ingestion-rate-limit-mb */
 	char *ingestion_burst_mb;       /* -distributor.ingestion-burst-size-mb */
 	int64_t max_global_series;      /* -ingester.max-global-series-... */
+	int64_t shard_size;             /* -distributor.ingestion-tenant-
+					 * shard-size, 0 = every ingester */
 	int64_t max_local_series;       /* -ingester.max-local-series-... */
 	char *peers;                    /* -distributor.peers (peers.h) */
 	int64_t peers_period_ms;        /* -distributor.peers-probe-period */

@@ -168,6 +168,14 @@ static const struct sm_flag dist_flag_tab[] = {
 	    "Per-tenant ingestion burst in MiB: the most a tenant may send "
 	    "at once (larger uploads are always 429). Per tenant: "
 	    "ingestion_burst_size_mb."),
+	SM_FLAG_I64("distributor.ingestion-tenant-shard-size", SM_FLAG_INT,
+	    shard_size, "0",
+	    "Shuffle sharding: the ingesters each tenant's writes go to, "
+	    "chosen from the tenant's name and the ring (at least the "
+	    "replication factor; an equal share of every zone), so a "
+	    "tenant that floods fills only its shard. 0: every ingester. "
+	    "Reads still ask every ingester. Per tenant: "
+	    "ingestion_tenant_shard_size."),
 	SM_FLAG_I64("ingester.max-global-series-per-tenant",
 	    SM_FLAG_INT, max_global_series,
 	    "0",
@@ -776,7 +784,11 @@ dist_limits_flags(const struct dist_config *cfg, struct sm_limits *def,
 	def->max_profile_stacktrace_depth = cfg->max_depth;
 	def->max_profile_symbol_value_length = cfg->max_symbol_len;
 	def->max_global_series_per_tenant = cfg->max_global_series;
+	def->ingestion_tenant_shard_size = cfg->shard_size;
 	def->max_local_series_per_tenant = cfg->max_local_series;
+	if (cfg->shard_size < 0)
+		return (sm_err_set(err, SM_EINVAL, "-distributor.ingestion-"
+		    "tenant-shard-size must be >= 0"));
 	if (cfg->max_global_series < 0 || cfg->max_local_series < 0)
 		return (sm_err_set(err, SM_EINVAL, "-ingester.max-global-series"
 		    "-per-tenant and -ingester.max-local-series-per-tenant "
@@ -810,6 +822,7 @@ dist_tenant_limits(struct distributor *d, const char *tenant,
 	dl->labels.max_name_length = lim_u32(sl->max_label_name_length);
 	dl->labels.max_value_length = lim_u32(sl->max_label_value_length);
 	dl->max_global_series = lim_u32(sl->max_global_series_per_tenant);
+	dl->shard_size = lim_u32(sl->ingestion_tenant_shard_size);
 	dl->max_local_series = lim_u32(sl->max_local_series_per_tenant);
 }
 

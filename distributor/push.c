@@ -173,9 +173,9 @@ push_replicas(struct push_reps *pr, const uint32_t *which, uint32_t nwhich)
 static void
 push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *id, const struct sm_ring_snap *snap,
-    struct sm_rpc_multi *mc, uint32_t nslots, const uint32_t *slot_member,
-    const struct sm_buf *enc, const uint32_t *enc_of, uint32_t max_series,
-    struct push_reps *pr)
+    const uint8_t *shard, struct sm_rpc_multi *mc, uint32_t nslots,
+    const uint32_t *slot_member, const struct sm_buf *enc,
+    const uint32_t *enc_of, uint32_t max_series, struct push_reps *pr)
 {
 	uint32_t *sub = NULL, nsub;
 
@@ -199,7 +199,8 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 	for (uint32_t m = 0; m < snap->n; m++) {
 		struct sm_buf e = SM_BUF_INIT;
 
-		if (snap->writable[m] || snap->id[m] == NULL)
+		if (snap->writable[m] || snap->id[m] == NULL ||
+		    (shard != NULL && !shard[m]))
 			continue;
 		nsub = 0;
 		for (uint32_t k = 0; k < b->nseries; k++) {
@@ -207,7 +208,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 			uint32_t own[PUSH_MAX_RF], n;
 
 			n = sm_ring_owners(snap, sm_ring_key(tenant, s->labels,
-			    s->nlabels), own);
+			    s->nlabels), shard, own);
 			for (uint32_t j = 0; j < n && j < PUSH_MAX_RF; j++) {
 				if (own[j] == m) {
 					sub[nsub++] = k;
@@ -243,11 +244,28 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_quorum qw;
 	struct push_reps pr = { .snap = snap };
-	uint32_t max_series;
+	uint8_t *shard = NULL;
+	uint32_t max_series, nshard = 0, shard_healthy = 0;
 	int rv = 0;
 
+	/* The tenant's shard (ring.h, sm_ring_shard); NULL: every member. */
+	if (b->limits->shard_size > 0) {
+		if ((shard = sm_malloc(SM_MAX(snap->n, 1))) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		if ((nshard = sm_ring_shard(snap, tenant,
+		    b->limits->shard_size, shard)) == 0) {
+			sm_free(shard);
+			shard = NULL;
+		}
+		for (uint32_t m = 0; shard != NULL && m < snap->n; m++)
+			shard_healthy += shard[m] && snap->healthy[m];
+	}
+	/* series spread over the shard's healthy members, not the ring's */
 	max_series = dist_series_limit(b->limits->max_global_series,
-	    b->limits->max_local_series, snap->nhealthy, snap->rf);
+	    b->limits->max_local_series, shard != NULL ? shard_healthy :
+	    snap->nhealthy, snap->rf);
 	if (rf > PUSH_MAX_RF)
 		rf = PUSH_MAX_RF;
 	if (!sm_ring_writable(snap)) {
@@ -288,12 +306,20 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		uint32_t rep[PUSH_MAX_RF], n;
 
 		n = sm_ring_replicas(snap, sm_ring_key(tenant, s->labels,
-		    s->nlabels), rep);
+		    s->nlabels), shard, rep);
 		if (n > rf)
 			n = rf;
 		if (n < q) {
-			rv = sm_err_set(err, SM_EUNAVAIL, "too few healthy "
-			    "replicas for a series: %u, quorum %u", n, q);
+			if (shard != NULL)
+				rv = sm_err_set(err, SM_EUNAVAIL, "too few "
+				    "ingesters of the tenant's shard take writes: "
+				    "%u replicas for a series, quorum %u (shard "
+				    "of %u ingesters, -distributor.ingestion-"
+				    "tenant-shard-size)", n, q, nshard);
+			else
+				rv = sm_err_set(err, SM_EUNAVAIL, "too few "
+				    "healthy replicas for a series: %u, quorum "
+				    "%u", n, q);
 			goto out;
 		}
 		goff[k + 1] = goff[k] + n;
@@ -405,9 +431,10 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	}
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
-		push_hints(d, tenant, b, id, snap, mc, nslots, slot_member,
-		    enc, enc_of, max_series, &pr);
+		push_hints(d, tenant, b, id, snap, shard, mc, nslots,
+		    slot_member, enc, enc_of, max_series, &pr);
 out:
+	sm_free(shard);
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t e = 0; enc != NULL && e < nenc; e++)
 		sm_buf_fini(&enc[e]);

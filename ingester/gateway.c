@@ -256,7 +256,7 @@ owned(const struct ing_gateway *gw, const char *tenant)
 
 	if (gw->ring == NULL)
 		return (true);
-	n = sm_ring_owners(gw->ring, sm_ring_key(tenant, NULL, 0), own);
+	n = sm_ring_owners(gw->ring, sm_ring_key(tenant, NULL, 0), NULL, own);
 	for (uint32_t i = 0; i < n; i++) {
 		if (own[i] == gw->self)
 			return (true);
@@ -931,7 +931,7 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
-	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), own);
+	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), NULL, own);
 	for (uint32_t i = 0; i < no; i++) {
 		struct sm_buf resp = SM_BUF_INIT;
 		struct sm_arena *a = sm_arena_create(0);

@@ -135,7 +135,7 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	}
 	if ((owner = sm_calloc(SM_MAX(g->n, 1), 1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	no = sm_ring_owners(g, sm_ring_key(tenant, NULL, 0), own);
+	no = sm_ring_owners(g, sm_ring_key(tenant, NULL, 0), NULL, own);
 	for (uint32_t i = 0; i < no; i++)
 		owner[own[i]] = 1;
 	sm_err_clear(&last);

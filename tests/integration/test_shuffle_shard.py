@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""
+test_shuffle_shard.py -- per-tenant shuffle sharding of writes
+(distributor/push.c, common/ring.h sm_ring_shard): 6 ingesters, RF 3,
+multitenancy; the runtime config gives tenant "flood" a shard of 3
+ingesters (ingestion_tenant_shard_size), tenant "quiet" has none.
+
+  1. 16 series of each tenant: flood's series are in the heads of
+     exactly 3 ingesters (smolder_ingester_active_series{tenant}), the
+     same 3 for every series; quiet's spread over all 6.
+  2. One of flood's 3 is stopped: flood's writes still succeed (the two
+     left are a quorum) and still land only in its shard; the stopped one
+     is owed them as hints and gets them when it is back.
+  3. The runtime config drops the shard (size 0): flood's new series
+     spread over the whole ring, and nothing written before is lost.
+  4. At every step the querier's answer for each tenant counts every
+     acknowledged upload exactly once (reads ask every ingester, so a
+     shard that changed loses nothing).
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cluster import Cluster  # noqa: E402
+from durability import (Workspace, limit_flags, metrics,  # noqa: E402
+                        wait_metric)
+from smolder import metric_value, run_script  # noqa: E402
+
+SERIES = 16
+
+
+def holders(c, tenant):
+    """Names of the running ingesters with active series of tenant."""
+    out = []
+    for ing in c.ingesters:
+        if ing.stopped or ing.proc.poll() is not None:
+            continue
+        _, p = metrics(ing)
+        if p and (metric_value(p, "smolder_ingester_active_series",
+                               tenant=tenant) or 0) > 0:
+            out.append(ing.name)
+    return sorted(out)
+
+
+def push(d, tenant, acked, tag, n, t):
+    bad = []
+    for k in range(n):
+        stack = "main;%s;s%d" % (tag, k % SERIES)
+        resp = d.request("POST", "/ingest",
+                         {"name": "sh.cpu{shard=%s%d}" % (tag, k % SERIES),
+                          "from": str(t), "until": str(t + 1),
+                          "format": "folded"},
+                         body=("%s 1\n" % stack).encode(),
+                         headers={"X-Scope-OrgID": tenant})
+        if resp.status == 200:
+            acked[stack] = acked.get(stack, 0) + 1
+        else:
+            bad.append(resp.describe())
+    return bad
+
+
+def answer(q, tenant, now):
+    resp = q.request("GET", "/render",
+                     {"query": "sh.cpu{}", "from": str(now - 3600),
+                      "until": str(now + 600), "format": "collapsed"},
+                     headers={"X-Scope-OrgID": tenant})
+    if resp.status != 200:
+        return (resp.status, resp.text()[:300])
+    out = {}
+    for line in resp.text().splitlines():
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            out[stack] = out.get(stack, 0) + int(v) // 10000000
+    return out
+
+
+def write_overrides(path, size):
+    with open(path + ".tmp", "w") as f:
+        f.write("overrides:\n  flood:\n    ingestion_tenant_shard_size: "
+                "%d\n" % size)
+    os.rename(path + ".tmp", path)
+
+
+def main(r):
+    ws = Workspace("shuffle-shard")
+    r.at_end(lambda: ws.cleanup(r))
+    path = ws.path("overrides.yaml")
+    write_overrides(path, 3)
+    c = Cluster(ws, ingesters=6, distributors=1, queriers=1, rf=3,
+                extra=["-auth.multitenancy-enabled=true",
+                       "-validation.reject-older-than=0",
+                       "-runtime-config.file=%s" % path,
+                       "-runtime-config.reload-period=200ms"] +
+                limit_flags())
+    r.at_end(lambda: c.stop())
+    c.start()
+    d, q = c.distributors[0], c.queriers[0]
+    now = int(time.time())
+    acked = {"flood": {}, "quiet": {}}
+
+    def exact(what):
+        for tenant in ("flood", "quiet"):
+            got = None
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                got = answer(q, tenant, now)
+                if got == acked[tenant]:
+                    break
+                time.sleep(0.2)
+            r.eq(got, acked[tenant], "%s: %s's answer counts every "
+                 "acknowledged upload once (%d)" % (
+                     what, tenant, sum(acked[tenant].values())))
+
+    # 1. where each tenant's series land
+    bad = push(d, "flood", acked["flood"], "f", 64, now - 60)
+    bad += push(d, "quiet", acked["quiet"], "q", 64, now - 60)
+    r.check(not bad, "128 uploads acknowledged", "\n".join(bad[:3]))
+    shard = holders(c, "flood")
+    r.eq(len(shard), 3, "flood's %d series are on exactly its 3 shard "
+         "ingesters: %s" % (SERIES, shard))
+    r.eq(len(holders(c, "quiet")), 6, "quiet's series spread over all 6 "
+         "ingesters")
+    exact("sharded")
+
+    # 2. a shard member down
+    down = [i for i, ing in enumerate(c.ingesters) if ing.name == shard[0]][0]
+    c.stop_ingester(down)
+    bad = push(d, "flood", acked["flood"], "g", 32, now - 30)
+    r.check(not bad, "one of flood's shard down: its 32 uploads are "
+            "acknowledged by the other two", "\n".join(bad[:3]))
+    r.eq(holders(c, "flood"), shard[1:], "and land only on the shard's "
+         "two left")
+    exact("a shard member down")
+    c.restart_ingester(down)
+    r.check(c.wait_ring(active=6), "it is back")
+    v = wait_metric(d, "smolder_distributor_hints", lambda x: x == 0,
+                    timeout=20)
+    r.eq(v, 0, "the hints it was owed are delivered")
+    exact("the shard member back")
+
+    # 3. the shard dropped by a runtime-config reload
+    write_overrides(path, 0)
+    time.sleep(1.0)
+    bad = push(d, "flood", acked["flood"], "h", 64, now - 10)
+    r.check(not bad, "shard size 0: flood's uploads acknowledged",
+            "\n".join(bad[:3]))
+    wide = holders(c, "flood")
+    r.check(len(wide) > 3, "its new series spread over the ring (%d "
+            "ingesters)" % len(wide), str(wide))
+    exact("the shard dropped")
+    c.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_shuffle_shard", 150, main)
