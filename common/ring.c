@@ -525,10 +525,19 @@ sm_ring_shard(const struct sm_ring_snap *s, const char *tenant,
 	 * sets still span RF zones. */
 	zones = s->zone_aware ? s->nzones : 1;
 	quota = (size + zones - 1) / zones;
-	if ((inzone = sm_calloc(SM_MAX(zones, 1), sizeof(*inzone))) == NULL)
+	if ((inzone = sm_calloc(2 * (size_t)SM_MAX(zones, 1),
+	    sizeof(*inzone))) == NULL)
 		return (0);
+	/* members of each zone that own tokens: a zone smaller than its
+	 * quota gives all it has */
+	for (uint32_t m = 0; m < s->n; m++) {
+		if (s->id[m] != NULL && (!s->zone_aware || s->zix[m] < zones))
+			inzone[zones + (s->zone_aware ? s->zix[m] : 0)]++;
+	}
 	for (uint32_t z = 0; z < zones; z++) {
-		for (uint32_t j = 0; inzone[z] < quota && j < 4 * s->n + 64;
+		uint32_t want = SM_MIN(quota, inzone[zones + z]);
+
+		for (uint32_t j = 0; inzone[z] < want && j < 4 * s->n + 64;
 		    j++) {
 			char buf[600];
 			uint32_t t, h;

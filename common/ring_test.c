@@ -513,6 +513,18 @@ test_shuffle_shard(void)
 		    z->zix[rep[1]] != z->zix[rep[2]] &&
 		    z->zix[rep[0]] != z->zix[rep[2]]);
 	}
+	/* a zone smaller than its share gives what it has */
+	{
+		static const char *const uneven[12] = { "a", "b", "b", "b",
+			"b", "b", "c", "c", "c", "c", "c", "c" };
+		struct sm_ring_snap *u = ring_of(12, 128, 3, NULL);
+
+		SM_REQUIRE(u != NULL);
+		SM_REQUIRE(sm_ring_snap_set_zones(u, uneven) == 0);
+		SM_CHECK_EQ(sm_ring_shard(u, "uneven", 6, m1), 5);
+		SM_CHECK(m1[0]);
+		sm_ring_release(u);
+	}
 	/* a member down stays in the shard; its series go to the next
 	 * member of the shard */
 	SM_REQUIRE(sm_ring_shard(a, "down", 4, m1) == 4);
