@@ -118,18 +118,6 @@ sm_auth_parse_scopes(const char *s, unsigned *out, struct sm_err *err)
 	return (0);
 }
 
-static int
-auth_hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
-
 /* One non-comment line: hash, tenant, scopes. */
 static int
 auth_parse_line(char *line, struct auth_key *k, struct sm_err *err)
@@ -151,15 +139,8 @@ auth_parse_line(char *line, struct auth_key *k, struct sm_err *err)
 	    strlen(f[0] + 7) != 2 * AUTH_HASH_LEN)
 		return (sm_err_set(err, SM_EINVAL, "hash must be sha256: and "
 		    "64 hex digits (smolder-admin hash-key prints it)"));
-	for (size_t i = 0; i < AUTH_HASH_LEN; i++) {
-		int hi = auth_hexval(f[0][7 + 2 * i]);
-		int lo = auth_hexval(f[0][8 + 2 * i]);
-
-		if (hi < 0 || lo < 0)
-			return (sm_err_set(err, SM_EINVAL, "hash has a "
-			    "non-hex digit"));
-		k->k_hash[i] = (unsigned char)(hi << 4 | lo);
-	}
+	if (!sm_hex_decode(f[0] + 7, AUTH_HASH_LEN, k->k_hash))
+		return (sm_err_set(err, SM_EINVAL, "hash has a non-hex digit"));
 	if ((rv = sm_tenant_validate(f[1], err)) != 0)
 		return (rv);
 	snprintf(k->k_tenant, sizeof(k->k_tenant), "%s", f[1]);

@@ -412,6 +412,28 @@ test_gz_bomb(void)
 /* --- flags ---------------------------------------------------------------- */
 
 static void
+test_hex(void)
+{
+	uint8_t b[4];
+	uint64_t v = 0;
+
+	SM_CHECK_EQ(sm_hex_val('0'), 0);
+	SM_CHECK_EQ(sm_hex_val('f'), 15);
+	SM_CHECK_EQ(sm_hex_val('F'), 15);
+	SM_CHECK_EQ(sm_hex_val('g'), -1);
+	SM_CHECK_EQ(sm_hex_val(0), -1);
+	SM_CHECK(sm_hex_decode("00aBfF10", 4, b));
+	SM_CHECK(b[0] == 0 && b[1] == 0xab && b[2] == 0xff && b[3] == 0x10);
+	SM_CHECK(!sm_hex_decode("0x", 1, b));
+	SM_CHECK(!sm_hex_decode("a", 1, b));     /* the NUL is not a digit */
+	SM_CHECK(sm_hex_u64("0123456789abcDEF", 16, &v));
+	SM_CHECK(v == 0x0123456789abcdefULL);
+	SM_CHECK(!sm_hex_u64("0123456789abcde", 15, &v));
+	SM_CHECK(!sm_hex_u64("0123456789abcdeg", 16, &v));
+	SM_CHECK(!sm_hex_u64(NULL, 16, &v));
+}
+
+static void
 test_flags(void)
 {
 	struct sm_flags fs;
@@ -742,6 +764,7 @@ test_log_limit(void)
 }
 
 SM_TEST_MAIN(
+	{ "hex: digits, bytes, span ids", test_hex },
 	{ "log limit: lines per second, the rest counted", test_log_limit },
 	{ "memory: measured RSS and heap, tidy gives free pages back",
 	  test_mem_tidy },

@@ -306,17 +306,6 @@ name_rest(unsigned char c)
 	return (name_first(c) || (c >= '0' && c <= '9') || c == '.');
 }
 
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
 
 /* Single-character escapes, shared by the parser and go_quote(). */
 static const char esc_from[] = "abfnrtv\\";
@@ -408,7 +397,7 @@ sel_escape(struct sel_parser *p, char quote)
 		return (sel_error(p, at, "unknown escape sequence"));
 	}
 	for (int k = 0; k < ndig; k++) {
-		if ((h = hexval((unsigned char)p->t[p->i])) < 0)
+		if ((h = sm_hex_val((unsigned char)p->t[p->i])) < 0)
 			return (sel_error(p, at, "invalid hex digit in escape "
 			    "sequence"));
 		v = v * 16 + (uint32_t)h;

@@ -498,3 +498,35 @@ sm_deadline_passed(void)
 {
 	return (sm_deadline_ms != 0 && sm_now_ms() > sm_deadline_ms);
 }
+
+bool
+sm_hex_decode(const char *s, size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = sm_hex_val((unsigned char)s[2 * i]);
+		int lo = hi < 0 ? -1 : sm_hex_val((unsigned char)s[2 * i + 1]);
+
+		if (lo < 0)
+			return (false);
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return (true);
+}
+
+bool
+sm_hex_u64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (s == NULL || n != 16)
+		return (false);
+	for (size_t i = 0; i < 16; i++) {
+		int d = sm_hex_val((unsigned char)s[i]);
+
+		if (d < 0)
+			return (false);
+		v = v << 4 | (uint64_t)d;
+	}
+	*out = v;
+	return (true);
+}

@@ -282,6 +282,28 @@ static inline int64_t sm_add_sat(int64_t a, int64_t b)
 	return (b > 0 ? INT64_MAX : INT64_MIN);
 }
 
+/* Hex: the one decoder (ids, hashes, span ids, escapes). */
+
+/* The value of hex digit c (either case), or -1. */
+static inline int sm_hex_val(int c)
+{
+	if (c >= '0' && c <= '9')
+		return (c - '0');
+	if (c >= 'a' && c <= 'f')
+		return (c - 'a' + 10);
+	if (c >= 'A' && c <= 'F')
+		return (c - 'A' + 10);
+	return (-1);
+}
+
+/* The 2n hex digits at s as n bytes in out; false at a non-hex digit
+ * (out then partly written). */
+bool sm_hex_decode(const char *s, size_t n, uint8_t *out);
+
+/* Exactly 16 hex digits (s[0..n)) as the 64-bit number they spell, as
+ * span ids are written; false otherwise. */
+bool sm_hex_u64(const char *s, size_t n, uint64_t *out);
+
 /* Round t down to a multiple of step (> 0), correctly for negative t. */
 static inline int64_t sm_floor_to(int64_t t, int64_t step)
 {

@@ -85,18 +85,6 @@ struct push_item {
 	bool inited;
 };
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
-
 int
 dist_parse_uuid(const char *s, uint8_t out[16])
 {
@@ -126,8 +114,8 @@ dist_parse_uuid(const char *s, uint8_t out[16])
 			i++;
 			continue;
 		}
-		if ((hi = hexval((unsigned char)s[i])) < 0 ||
-		    (lo = hexval((unsigned char)s[i + 1])) < 0)
+		if ((hi = sm_hex_val((unsigned char)s[i])) < 0 ||
+		    (lo = sm_hex_val((unsigned char)s[i + 1])) < 0)
 			return (SM_EINVAL);
 		out[k++] = (uint8_t)(hi << 4 | lo);
 		i += 2;

@@ -1507,36 +1507,11 @@ pp_label_is_exemplar(const struct pp *st, uint32_t key)
 }
 
 /*
- * A span id label value: exactly 16 hex digits, the 8 bytes of an
- * OpenTelemetry span id (pyroscope-go's otelpyroscope writes them so), read
- * big-endian.  Anything else is not a span id and is not stored as one.
+ * Note the span id of the sample from an exemplar label `key` = `str`.  A
+ * span id value is exactly 16 hex digits, the 8 bytes of an OpenTelemetry
+ * span id (pyroscope-go's otelpyroscope writes them so), read big-endian
+ * (sm_hex_u64).  Anything else is not a span id and is not stored as one.
  */
-static bool
-pp_span_parse(const char *s, uint32_t n, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (n != 16)
-		return (false);
-	for (uint32_t i = 0; i < 16; i++) {
-		char c = s[i];
-		unsigned d;
-
-		if (c >= '0' && c <= '9')
-			d = (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return (false);
-		v = v << 4 | d;
-	}
-	*out = v;
-	return (true);
-}
-
-/* Note the span id of the sample from an exemplar label `key` = `str`. */
 static void
 pp_sample_span(struct pp *st, uint32_t key, uint32_t str)
 {
@@ -1546,7 +1521,7 @@ pp_sample_span(struct pp *st, uint32_t key, uint32_t str)
 	    kn == 10 && memcmp(k, "profile_id", 10) == 0 ? 1 : 0;
 	uint64_t id;
 
-	if (from > st->span_from && pp_span_parse(v, vn, &id)) {
+	if (from > st->span_from && sm_hex_u64(v, vn, &id)) {
 		st->span = id;
 		st->span_from = from;
 	}

@@ -42,32 +42,6 @@
 
 #include "querier/v1/querier.pb-c.h"
 
-/* 16 hex digits -> the u64 the distributor stores (pprof.c). */
-static bool
-span_parse(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (s == NULL || strlen(s) != 16)
-		return (false);
-	for (int i = 0; i < 16; i++) {
-		char c = s[i];
-		unsigned d;
-
-		if (c >= '0' && c <= '9')
-			d = (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return (false);
-		v = v << 4 | d;
-	}
-	*out = v;
-	return (true);
-}
-
 static int
 u64_cmp(const void *a, const void *b)
 {
@@ -207,7 +181,9 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	for (size_t i = 0; i < in->n_span_selector; i++) {
-		if (!span_parse(in->span_selector[i], &ids[nids])) {
+		if (in->span_selector[i] == NULL ||
+		    !sm_hex_u64(in->span_selector[i],
+		    strlen(in->span_selector[i]), &ids[nids])) {
 			rv = sm_err_set(err, SM_EINVAL, "invalid span id "
 			    "\"%.64s\": expected 16 hex digits",
 			    in->span_selector[i]);
