@@ -650,20 +650,33 @@ sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
 	return (rv);
 }
 
+/* POST {field: "v"} (etcd spells 64-bit integers as strings) to a lease
+ * path; *ans is the answer on 0. */
+static int
+lease_call(struct sm_etcd *e, const char *path, const char *field, int64_t v,
+    json_t **ans, struct sm_err *err)
+{
+	json_t *req;
+	char num[24];
+	int rv;
+
+	(void)snprintf(num, sizeof(num), "%lld", (long long)v);
+	if ((req = json_pack("{s:s}", field, num)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, path, req, 0, NULL, NULL, ans, err);
+	json_decref(req);
+	return (rv);
+}
+
 int
 sm_etcd_lease_grant(struct sm_etcd *e, int64_t ttl_s, int64_t *id,
     struct sm_err *err)
 {
-	json_t *req, *ans = NULL;
-	char num[24];
+	json_t *ans = NULL;
 	int rv;
 
 	*id = 0;
-	(void)snprintf(num, sizeof(num), "%lld", (long long)ttl_s);
-	if ((req = json_pack("{s:s}", "TTL", num)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, "/v3/lease/grant", req, 0, NULL, NULL, &ans, err);
-	json_decref(req);
+	rv = lease_call(e, "/v3/lease/grant", "TTL", ttl_s, &ans, err);
 	if (rv == 0 && (*id = jint(ans, "ID")) == 0)
 		rv = sm_err_set(err, SM_EIO, "etcd lease grant: no ID in the "
 		    "answer");
@@ -675,24 +688,16 @@ int
 sm_etcd_lease_keepalive(struct sm_etcd *e, int64_t id, int64_t *ttl_s,
     struct sm_err *err)
 {
-	json_t *req, *ans = NULL, *res;
-	char num[24];
+	json_t *ans = NULL;
 	int rv;
 
 	*ttl_s = 0;
-	(void)snprintf(num, sizeof(num), "%lld", (long long)id);
-	if ((req = json_pack("{s:s}", "ID", num)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	/* the gateway streams keepalive answers; one is all we read */
-	rv = etcd_call(e, "/v3/lease/keepalive", req, 0, NULL, NULL, &ans,
-	    err);
-	json_decref(req);
-	if (rv == 0) {
-		res = json_object_get(ans, "result");
-		if ((*ttl_s = jint(res, "TTL")) <= 0)
-			rv = sm_err_set(err, SM_ENOTFOUND, "etcd lease %lld "
-			    "expired", (long long)id);
-	}
+	rv = lease_call(e, "/v3/lease/keepalive", "ID", id, &ans, err);
+	if (rv == 0 && (*ttl_s = jint(json_object_get(ans, "result"),
+	    "TTL")) <= 0)
+		rv = sm_err_set(err, SM_ENOTFOUND, "etcd lease %lld expired",
+		    (long long)id);
 	json_decref(ans);
 	return (rv);
 }
@@ -700,15 +705,10 @@ sm_etcd_lease_keepalive(struct sm_etcd *e, int64_t id, int64_t *ttl_s,
 int
 sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err)
 {
-	json_t *req, *ans = NULL;
-	char num[24];
+	json_t *ans = NULL;
 	int rv;
 
-	(void)snprintf(num, sizeof(num), "%lld", (long long)id);
-	if ((req = json_pack("{s:s}", "ID", num)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, "/v3/lease/revoke", req, 0, NULL, NULL, &ans, err);
-	json_decref(req);
+	rv = lease_call(e, "/v3/lease/revoke", "ID", id, &ans, err);
 	json_decref(ans);
 	return (rv == SM_ENOTFOUND ? 0 : rv);
 }

@@ -809,11 +809,59 @@ dns_split(struct sm_ring *r, struct sm_err *err)
 	return (0);
 }
 
+/*
+ * Make the probed members exactly urls[0..n) (with ids[], each one's id;
+ * NULL: ids are learnt from Health answers, as for DNS): a member no
+ * longer listed (or listed under another id) is removed, a new one added.
+ * `source` names the list in the log.  Prober only.
+ */
+static void
+probes_sync(struct sm_ring *r, const char *const *ids,
+    const char *const *urls, uint32_t n, const char *source)
+{
+	struct sm_err err;
+
+	for (uint32_t i = 0; i < r->np;) {
+		const struct probe *p = &r->p[i];
+		uint32_t j;
+
+		for (j = 0; j < n && (strcmp(urls[j], p->m->url) != 0 ||
+		    (ids != NULL && (p->id == NULL ||
+		    strcmp(ids[j], p->id) != 0))); j++)
+			;
+		if (j < n) {
+			i++;
+			continue;
+		}
+		sm_info("ring", "member left %s\tid=%s url=%s", source,
+		    p->id != NULL ? p->id : "?", p->m->url);
+		probe_remove(r, i);   /* moves the last entry into slot i */
+	}
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t i;
+
+		for (i = 0; i < r->np && strcmp(urls[j], r->p[i].m->url) != 0;
+		    i++)
+			;
+		if (i < r->np)
+			continue;
+		sm_err_clear(&err);
+		if (probe_add(r, ids != NULL ? ids[j] : NULL, urls[j], &err) !=
+		    0)
+			sm_warn("ring", "cannot add member\turl=%s err=\"%s\"",
+			    urls[j], err.msg);
+		else
+			sm_info("ring", "member found in %s\tid=%s url=%s",
+			    source, ids != NULL ? ids[j] : "?", urls[j]);
+	}
+}
+
 /* Resolve -ring.dns and add/remove members to match.  Prober only. */
 static void
 dns_refresh(struct sm_ring *r)
 {
 	char (*urls)[SM_DNS_URL_MAX] = NULL;
+	const char **up;
 	uint32_t nurls = 0;
 	struct sm_err err;
 
@@ -827,34 +875,11 @@ dns_refresh(struct sm_ring *r)
 		return;
 	}
 	r->dns_warned = false;
-	for (uint32_t i = 0; i < r->np;) {
-		uint32_t j;
-
-		for (j = 0; j < nurls && strcmp(urls[j], r->p[i].m->url) != 0;
-		    j++)
-			;
-		if (j == nurls) {
-			sm_info("ring", "member left DNS\turl=%s",
-			    r->p[i].m->url);
-			probe_remove(r, i);
-		} else {
-			i++;
-		}
-	}
-	for (uint32_t j = 0; j < nurls; j++) {
-		uint32_t i;
-
-		for (i = 0; i < r->np && strcmp(urls[j], r->p[i].m->url) != 0;
-		    i++)
-			;
-		if (i < r->np)
-			continue;
-		sm_err_clear(&err);
-		if (probe_add(r, NULL, urls[j], &err) != 0)
-			sm_warn("ring", "cannot add member\turl=%s err=\"%s\"",
-			    urls[j], err.msg);
-		else
-			sm_info("ring", "member found in DNS\turl=%s", urls[j]);
+	if ((up = sm_malloc((size_t)SM_MAX(nurls, 1) * sizeof(*up))) != NULL) {
+		for (uint32_t j = 0; j < nurls; j++)
+			up[j] = urls[j];
+		probes_sync(r, NULL, up, nurls, "DNS");
+		sm_free(up);
 	}
 	sm_free(urls);
 }
@@ -953,38 +978,8 @@ etcd_refresh(struct sm_ring *r)
 	}
 	sm_etcd_kvs_free(kvs, n);
 	atomic_store(&r->etcd_rev, rev);
-	for (uint32_t i = 0; i < r->np;) {
-		uint32_t j;
-
-		for (j = 0; j < nu && (strcmp(urls[j], r->p[i].m->url) != 0 ||
-		    r->p[i].id == NULL || strcmp(ids[j], r->p[i].id) != 0);
-		    j++)
-			;
-		if (j == nu) {
-			sm_info("ring", "member left etcd\tid=%s url=%s",
-			    r->p[i].id != NULL ? r->p[i].id : "?",
-			    r->p[i].m->url);
-			probe_remove(r, i);
-		} else {
-			i++;
-		}
-	}
-	for (uint32_t j = 0; j < nu; j++) {
-		uint32_t i;
-
-		for (i = 0; i < r->np && strcmp(urls[j], r->p[i].m->url) != 0;
-		    i++)
-			;
-		if (i < r->np)
-			continue;
-		sm_err_clear(&err);
-		if (probe_add(r, ids[j], urls[j], &err) != 0)
-			sm_warn("ring", "cannot add member\tid=%s url=%s "
-			    "err=\"%s\"", ids[j], urls[j], err.msg);
-		else
-			sm_info("ring", "member found in etcd\tid=%s url=%s",
-			    ids[j], urls[j]);
-	}
+	probes_sync(r, (const char *const *)ids, (const char *const *)urls, nu,
+	    "etcd");
 	sm_ring_members_free(ids, urls, nu);
 }
 

@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import etcd_server  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from durability import Workspace  # noqa: E402
+from oracle import parse_collapsed  # noqa: E402
 from smolder import run_script  # noqa: E402
 
 STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
@@ -96,12 +97,7 @@ def answer(q):
                     fmt="collapsed")
     if resp.status != 200:
         return (resp.status, resp.text()[:300])
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
+    return parse_collapsed(resp.text())
 
 
 def etcd_keys(c):
