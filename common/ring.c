@@ -34,6 +34,8 @@ struct probe {
 	int64_t skew_logged_ms;      /* last skew warning (prober) */
 	char *zone;                  /* learnt from its answers; NULL */
 	char inc[33];                /* learnt from its answers; "" */
+	uint32_t silent;             /* rounds in a row with no answer */
+	int64_t redial_ms;           /* last sm_rpc_client_redial, 0 = never */
 };
 
 struct sm_ring {
@@ -1272,6 +1274,36 @@ sm_ring_start_healthy(const struct sm_ring_snap *s, struct sm_rpc_multi *m,
 	return (n);
 }
 
+/*
+ * Member p did not answer this round (transport status st).  A peer cut
+ * off by a partition leaves its connection open and silent, and TCP backs
+ * its retransmissions off to two minutes apart (its SYNs to one), so once
+ * the network heals the member would stay unreachable for that long.
+ * After two silent rounds the member's connection is dialed afresh, and
+ * again every REDIAL_MS while it stays silent: it is reachable within a
+ * dial of the network coming back.  Redialing a member that is down costs
+ * one refused connect.
+ */
+#define REDIAL_MS 5000
+
+static void
+probe_silent(struct probe *p, int st, int64_t now)
+{
+	int rv;
+
+	if (st == SM_RPC_PENDING || st == 0)
+		return;
+	if (++p->silent == 2)
+		sm_info("ring", "member stopped answering: dialing it afresh "
+		    "while it stays silent\turl=%s", p->m->url);
+	if (p->silent < 2 || now - p->redial_ms < REDIAL_MS)
+		return;
+	p->redial_ms = now;
+	if ((rv = sm_rpc_client_redial(p->m->client)) != 0)
+		sm_warn("ring", "redial failed\turl=%s err=%s", p->m->url,
+		    sm_strerror(rv));
+}
+
 /* One probe round: ask every member for its health, wait, record. */
 static void
 probe_round(struct sm_ring *r)
@@ -1305,6 +1337,10 @@ probe_round(struct sm_ring *r)
 
 		if (sm_rpc_multi_reply(mc, i, &d, &dl) == 0)
 			resp = smolder__v1__response__unpack(NULL, dl, d);
+		if (resp == NULL)
+			probe_silent(p, sm_rpc_multi_status(mc, i), now);
+		else
+			p->silent = 0;
 		if (resp == NULL || resp->code != 0 || resp->result_case !=
 		    SMOLDER__V1__RESPONSE__RESULT_HEALTH ||
 		    resp->health->instance_id == NULL ||

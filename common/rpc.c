@@ -182,6 +182,7 @@ struct rpc_op;
  */
 struct sm_rpc_client {
 	nng_socket sock;
+	nng_dialer dialer;          /* replaced by sm_rpc_client_redial, under mu */
 	char *url;
 	struct rpc_pipes pipes;
 	pthread_mutex_t mu;
@@ -292,7 +293,7 @@ rpc_listen(nng_socket sock, const char *url)
 }
 
 static int
-rpc_dial(nng_socket sock, const char *url)
+rpc_dial(nng_socket sock, const char *url, nng_dialer *out)
 {
 	nng_dialer d;
 	int nrv;
@@ -305,6 +306,8 @@ rpc_dial(nng_socket sock, const char *url)
 	 * listens. */
 	if ((nrv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0)
 		nng_dialer_close(d);
+	else if (out != NULL)
+		*out = d;
 	return (nrv);
 }
 
@@ -553,7 +556,7 @@ sm_rpc_client_create(const struct sm_rpc_client_cfg *cfg,
 	}
 	/* In -target=all the ingester may start after us: rpc_dial retries
 	 * in the background. */
-	if ((nrv = rpc_dial(c->sock, cfg->url)) != 0) {
+	if ((nrv = rpc_dial(c->sock, cfg->url, &c->dialer)) != 0) {
 		rv = sm_err_set(err, rpc_map(nrv) == SM_EINVAL ? SM_EINVAL :
 		    SM_EIO, "rpc: dial %s: %s", cfg->url, nng_strerror(nrv));
 		goto fail_sock;
@@ -593,6 +596,27 @@ sm_rpc_client_destroy(struct sm_rpc_client *c)
 		return;
 	client_cancel_ops(c);
 	rpc_close(c->sock, c->url, client_fin, c);
+}
+
+/*
+ * A fresh dialer in place of the old one: closing the old one closes its
+ * pipe (a connection that went silent behind a partition, which TCP
+ * would otherwise keep retransmitting into for up to ~15 minutes, at
+ * intervals growing to 2) and cancels a connect whose SYNs are being
+ * dropped (the kernel backs those off to a minute apart).
+ */
+int
+sm_rpc_client_redial(struct sm_rpc_client *c)
+{
+	int nrv = 0;
+
+	pthread_mutex_lock(&c->mu);
+	if (!c->closing) {
+		(void)nng_dialer_close(c->dialer);
+		nrv = rpc_dial(c->sock, c->url, &c->dialer);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return (rpc_map(nrv));
 }
 
 bool

@@ -21,7 +21,9 @@
  *
  * Connections: nng has no connection limit, so the server counts its pipes
  * (nng_pipe_notify) and closes any pipe beyond `max_conns` before it is
- * added; TCP keepalive is on so a vanished peer's pipe is reaped.  A client
+ * added; TCP keepalive is on so a vanished peer's pipe is reaped (after
+ * hours: the ring redials a member that stops answering its probes, see
+ * sm_rpc_client_redial).  A client
  * tracks whether it has a connected pipe (sm_rpc_client_connected), and a
  * call made with SM_RPC_FAILFAST on a client without one fails at once
  * with SM_EUNAVAIL instead of queueing until its deadline: the ring only
@@ -127,6 +129,18 @@ int sm_rpc_call(struct sm_rpc_client *c, const void *req, size_t len,
 
 /* The URL this client dials. */
 const char *sm_rpc_client_url(const struct sm_rpc_client *c);
+
+/*
+ * Drop the connection and any connect attempt in progress and dial again.
+ * For a peer that stopped answering on a connection the kernel still
+ * holds open (a network partition: packets dropped, no reset), so the
+ * connection comes back within a dial once the network does, instead of
+ * when TCP's backed-off retransmissions next get through.  Calls in flight
+ * on the old connection fail (SM_EUNAVAIL) or time out.  Returns 0 or
+ * the dial's error (the old dialer is gone either way; the next redial
+ * tries again).
+ */
+int sm_rpc_client_redial(struct sm_rpc_client *c);
 
 /* True when the client has at least one connected pipe.  Lock-free. */
 bool sm_rpc_client_connected(const struct sm_rpc_client *c);

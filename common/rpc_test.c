@@ -455,6 +455,43 @@ test_failfast_without_a_connection(void)
 	sm_rpc_client_destroy(c);
 }
 
+/*
+ * sm_rpc_client_redial drops the connection (a call waiting on it ends
+ * with SM_EUNAVAIL rather than at its deadline) and connects again.
+ */
+static void
+test_redial(void)
+{
+	char url[64];
+	struct sm_rpc_server *s = start(tcp_url(url, sizeof(url),
+	    sm_test_free_port()), 1 << 20);
+	struct sm_rpc_client *c = client(url);
+	struct sm_buf resp = SM_BUF_INIT;
+	struct sm_rpc_multi *m;
+	int64_t t0;
+
+	SM_REQUIRE(s != NULL && c != NULL);
+	SM_CHECK_EQ(sm_rpc_call(c, "one", 3, 5000, &resp), 0);
+	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
+	sm_rpc_multi_start(m, 0, c, "sleep", 5, 10000, 0);
+	usleep(200 * 1000);       /* the request is on the wire */
+	t0 = sm_mono_ns();
+	SM_CHECK_EQ(sm_rpc_client_redial(c), 0);
+	sm_rpc_multi_wait(m);
+	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), SM_EUNAVAIL);
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 5000);
+	sm_rpc_multi_destroy(m);
+	for (int i = 0; i < 500 && !sm_rpc_client_connected(c); i++)
+		usleep(10 * 1000);
+	SM_CHECK(sm_rpc_client_connected(c));
+	sm_buf_reset(&resp);
+	SM_CHECK_EQ(sm_rpc_call(c, "two", 3, 5000, &resp), 0);
+	SM_CHECK(resp.len == 3 && memcmp(resp.b, "two", 3) == 0);
+	sm_buf_fini(&resp);
+	sm_rpc_client_destroy(c);
+	sm_rpc_server_stop(s);
+}
+
 /* An error Response's code is the call's status. */
 static int
 err_handler(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
@@ -722,6 +759,7 @@ SM_TEST_MAIN(
 	{ "a hedged quorum leaves a straggler pending", test_multi_quorum_grace },
 	{ "quorum: doom, voters over lanes, absent calls, groups", test_multi_quorum_voters_groups },
 	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
+	{ "redial drops the connection and connects again", test_redial },
 	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
 	{ "connections beyond the cap are refused", test_connection_cap },
 	{ "direct calls: caller's thread, same answers as nng", test_direct_calls },

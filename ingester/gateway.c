@@ -937,13 +937,20 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 		struct sm_arena *a = sm_arena_create(0);
 		Smolder__V1__Response *r = NULL;
 		ProtobufCAllocator al;
+		int crv;
 
 		if (a == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			break;
 		}
 		al = sm_arena_pbc(a);
-		if (sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp) == 0 &&
+		crv = sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp);
+		/* No answer in 5 s on an open connection: it may be one a
+		 * partition left silent, which TCP would revive only minutes
+		 * after the network (sm_rpc_client_redial). */
+		if (crv == SM_ETIMEDOUT)
+			(void)sm_rpc_client_redial(gc->c[own[i]]);
+		if (crv == 0 &&
 		    (r = smolder__v1__response__unpack(&al, resp.len,
 		    (const uint8_t *)resp.b)) != NULL && r->code == 0 &&
 		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
