@@ -3,7 +3,9 @@
 #   make run     install Debian dependencies, build, run on :4040 (data in ./data)
 #   make test    install dependencies, build, run every test, then again
 #                under AddressSanitizer + UBSan, then a short timed run of
-#                every fuzz target (test-fuzz, clang + libFuzzer)
+#                every fuzz target (test-fuzz, clang + libFuzzer); prints
+#                each tier's time and every skip at the end
+#   make check   unit and in-process cluster tiers only (a few minutes)
 #
 # Dependencies are Debian 12 packages only (docs/architecture.md §9).  `make deps` skips
 # apt-get when everything is already installed.  chromium and nodejs/npm are
@@ -17,7 +19,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
 	libcurl4-openssl-dev libxml2-dev \
 	swift-proxy swift-object swift-container swift-account \
-	etcd-server etcd-client \
+	etcd-server etcd-client iptables \
 	golang-go python3 python3-yaml curl protobuf-compiler \
 	chromium nodejs \
 	clang libclang-rt-14-dev llvm gdb
@@ -32,7 +34,7 @@ HTTP_ADDR ?= :4040
 DATA_DIR ?= ./data
 
 .PHONY: deps build build-asan build-fuzz run test test-plain test-asan \
-	test-fuzz bench clean
+	test-fuzz test-reset check test-long bench clean
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
@@ -63,22 +65,45 @@ build-fuzz: deps
 run: build
 	./$(BUILD)/smolder -target=all -http.listen-address=$(HTTP_ADDR) -data.dir=$(DATA_DIR)
 
-# Two tests at a time (JOBS): the machines have two cores, and every test
-# waits on conditions, not on wall-clock budgets, so the suite also passes
-# at -j1 and -j4 (`cd build && ctest -jN`).
+# Tests run tier by tier (ctest labels: unit, cluster, integration, fuzz;
+# tests/tools/run_tiers.py), two at a time (JOBS): the machines have two
+# cores, and every test waits on conditions, not on wall-clock budgets, so
+# the suite also passes at -j1 and -j4.  Each run prints its tiers' times
+# and every skipped test or part; `make test` prints them all at the end.
+TIER_SUMMARY ?= $(BUILD)/test-summary.txt
+
 test-plain: build
-	cd $(BUILD) && ctest -j$(JOBS) --output-on-failure
+	python3 tests/tools/run_tiers.py $(BUILD) --jobs $(JOBS) --summary $(TIER_SUMMARY)
 
 test-asan: build-asan
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -j$(JOBS) --output-on-failure
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		python3 tests/tools/run_tiers.py $(BUILD_ASAN) --jobs $(JOBS) --summary $(TIER_SUMMARY)
 
 # Each fuzz target for FUZZ_SECONDS (8 targets: ~2 min); fails on a
 # crash, leak, timeout or OOM and prints the input (tests/fuzz/README.md).
 test-fuzz: build-fuzz
-	./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+	@start=$$(date +%s); ./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS); rc=$$?; \
+		printf 'fuzzing (%s s per target): %d s\n' $(FUZZ_SECONDS) $$(( $$(date +%s) - start )) >> $(TIER_SUMMARY); \
+		exit $$rc
 
-test: test-plain test-asan test-fuzz
+test: test-reset test-plain test-asan test-fuzz
+	@echo "=== make test: every tier passed"; cat $(TIER_SUMMARY)
+
+test-reset:
+	@rm -f $(TIER_SUMMARY)
+
+# The quick loop while working: unit and in-process cluster tiers only
+# (a few minutes), no sanitizers.
+check: build
+	python3 tests/tools/run_tiers.py $(BUILD) --jobs $(JOBS) --tiers unit,cluster
+
+# The long tier: full-length runs that do not fit CI's budget (a
+# ten-minute network partition; about 15 minutes).  Not part of `make test`.
+test-long: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSM_LONG_TESTS=ON
+	cmake --build $(BUILD) -j$(JOBS)
+	python3 tests/tools/run_tiers.py $(BUILD) --jobs 1 --tiers long
 
 # make bench: run bench/run (B1..B9 next to their same-run baselines; one
 # table, JSON in bench/results/latest.json).  Full sizes take hours (see
