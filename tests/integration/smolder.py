@@ -132,6 +132,10 @@ def shared_profiles_dir():
     return d if os.path.isdir(d) else None
 
 
+# The exit status ctest's SKIP_RETURN_CODE property names (CMakeLists.txt).
+SKIPPED = 77
+
+
 def in_ci():
     """CI=true (or 1) in the environment: missing corpora fail, not skip."""
     return os.environ.get("CI", "").lower() in ("true", "1")
@@ -235,11 +239,21 @@ class Results:
             flush=True)
         sys.exit(1 if self.failed else 0)
 
-    def skip_all(self, why):
-        """The whole script cannot run here: say so and exit 0."""
+    def skip_all(self, why, expected=False):
+        """The whole script cannot run here: say so and exit SKIPPED, which
+        ctest reports as a skip.  Under CI=true a skip that is not
+        `expected` (a missing tool or corpus, rather than a build that
+        never runs the script, such as benchmarks under sanitizers) is a
+        failure: a CI run must not pass by skipping."""
+        if in_ci() and not expected:
+            print("skipped under CI=true, which is a failure: %s" % why,
+                  flush=True)
+            print("%s: 0 passed, 1 failed, 0 skipped" % self.name,
+                  flush=True)
+            sys.exit(1)
         print("skipped: %s" % why, flush=True)
         print("%s: 0 passed, 0 failed, 1 skipped" % self.name, flush=True)
-        sys.exit(0)
+        sys.exit(SKIPPED)
 
 
 class TestTimeout(Exception):

@@ -54,13 +54,14 @@ def finite_pos(x):
 def main():
     r = Results("test_bench_smoke")
     if os.environ.get("SM_SANITIZE", "").upper() in ("ON", "1", "TRUE", "YES"):
-        r.skip_all("SM_SANITIZE=ON: benchmarks are not run under sanitizers")
+        r.skip_all("SM_SANITIZE=ON: benchmarks are not run under sanitizers",
+                   expected=True)
     for exe in ("go", "zstd", "taskset"):
         if shutil.which(exe) is None:
             r.skip_all("%s not found: bench/run needs it" % exe)
     if (os.cpu_count() or 1) < 2:
         r.skip_all("fewer than 2 CPUs: B1 pins the server and the load "
-                   "generator to different cores")
+                   "generator to different cores", expected=True)
 
     build = os.path.dirname(smolder_bin())
     tmp = tempfile.mkdtemp(prefix="smolder-bench-smoke-")
