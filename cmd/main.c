@@ -601,6 +601,7 @@ mod_querier_init(void *p, struct sm_err *err)
 	app->qry_cfg.overrides = app->overrides;
 	app->qry_cfg.reject_older_ms = app->dist_cfg.reject_older_ms;
 	app->qry_cfg.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms;
+	app->qry_cfg.shard_size = app->dist_cfg.shard_size;
 	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
 	    &app->qry_cfg.tiers, err)) != 0)
 		return (rv);

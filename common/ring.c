@@ -183,6 +183,86 @@ member_witness_set(struct sm_ring_member *m,
 	pthread_mutex_unlock(&m->wmu);
 }
 
+uint64_t
+sm_ring_tenant_hash(const char *tenant)
+{
+	return (sm_hash(tenant, strlen(tenant)));
+}
+
+int
+sm_ring_member_tenant(struct sm_ring_member *m, uint64_t h)
+{
+	int rv = -1;
+
+	pthread_mutex_lock(&m->wmu);
+	if (m->tenants_known) {
+		uint32_t lo = 0, hi = m->ntenants;
+
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (m->tenants[mid] < h)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		rv = lo < m->ntenants && m->tenants[lo] == h;
+	}
+	pthread_mutex_unlock(&m->wmu);
+	return (rv);
+}
+
+/* The tenants version the prober holds for m (0: none). */
+static uint64_t
+member_tenants_ver(struct sm_ring_member *m)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&m->wmu);
+	v = m->tenants_known ? m->tenants_ver : 0;
+	pthread_mutex_unlock(&m->wmu);
+	return (v);
+}
+
+/*
+ * The prober: keep m's tenant list.  An answer with has_tenants carries
+ * a new list; one without it keeps ours if the versions match, and
+ * otherwise (a member that does not send lists) leaves it unknown.
+ */
+static void
+member_tenants_set(struct sm_ring_member *m,
+    const Smolder__V1__HealthResponse *h)
+{
+	uint64_t *t = NULL;
+	uint32_t n = 0;
+	bool sorted = true;
+
+	if (h->has_tenants) {
+		n = (uint32_t)SM_MIN(h->n_tenants, UINT32_MAX);
+		if ((t = sm_malloc((size_t)SM_MAX(n, 1) * sizeof(*t))) == NULL)
+			n = 0;
+		for (uint32_t i = 0; t != NULL && i < n; i++) {
+			t[i] = h->tenants[i];
+			sorted = sorted && (i == 0 || t[i - 1] <= t[i]);
+		}
+	}
+	pthread_mutex_lock(&m->wmu);
+	if (h->has_tenants && t != NULL && sorted) {
+		sm_free(m->tenants);
+		m->tenants = t;
+		m->ntenants = n;
+		m->tenants_ver = h->tenants_version;
+		m->tenants_known = h->tenants_version != 0;
+		t = NULL;
+	} else if (h->has_tenants || h->tenants_version == 0 ||
+	    h->tenants_version != m->tenants_ver) {
+		/* unusable (out of memory, unsorted) or not sent */
+		m->tenants_known = false;
+	}
+	pthread_mutex_unlock(&m->wmu);
+	sm_free(t);
+}
+
 static void
 member_ref(struct sm_ring_member *m)
 {
@@ -197,6 +277,7 @@ member_unref(struct sm_ring_member *m)
 	sm_rpc_client_destroy(m->client);
 	pthread_mutex_destroy(&m->wmu);
 	sm_free(m->wit);
+	sm_free(m->tenants);
 	sm_free(m->url);
 	sm_free(m);
 }
@@ -1312,20 +1393,24 @@ probe_round(struct sm_ring *r)
 	Smolder__V1__HealthRequest hr = SMOLDER__V1__HEALTH_REQUEST__INIT;
 	struct sm_rpc_multi *mc = NULL;
 	struct sm_ring_snap *s;
-	uint8_t buf[16];
+	uint8_t buf[32];
 	size_t len;
 	int timeout = (int)SM_MIN(r->cfg.heartbeat_ms, 5000);
 	int64_t now, sent = sm_now_ms();
 
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_HEALTH;
 	req.health = &hr;
-	len = smolder__v1__request__pack(&req, buf);
 	if (r->np > 0 && sm_rpc_multi_create(r->np, "health", &mc) == 0) {
 		/* Fail fast on a member without a connection: a dead member
-		 * must not hold up the round for the others. */
-		for (uint32_t i = 0; i < r->np; i++)
+		 * must not hold up the round for the others.  Each request
+		 * names the tenant list version we hold for its member, so
+		 * the list travels only when it changed. */
+		for (uint32_t i = 0; i < r->np; i++) {
+			hr.tenants_version = member_tenants_ver(r->p[i].m);
+			len = smolder__v1__request__pack(&req, buf);
 			sm_rpc_multi_start(mc, i, r->p[i].m->client, buf, len,
 			    timeout, SM_RPC_FAILFAST);
+		}
 		sm_rpc_multi_wait(mc);
 	}
 	now = sm_now_ms();
@@ -1426,6 +1511,7 @@ probe_round(struct sm_ring *r)
 		    strlen(resp->health->incarnation) == 32)
 			memcpy(p->inc, resp->health->incarnation, 33);
 		member_witness_set(p->m, resp->health);
+		member_tenants_set(p->m, resp->health);
 		atomic_store(&p->m->data_min_ms, resp->health->data_min_ms);
 		atomic_store(&p->m->data_min_known,
 		    resp->health->has_data_min);

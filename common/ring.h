@@ -147,7 +147,25 @@ struct sm_ring_member {
 	 * (INT64_MAX: none), when it reports one (sm_ring_member_holds). */
 	_Atomic int64_t data_min_ms;
 	atomic_bool data_min_known;
+	/* From its Health answers, under wmu: the tenants it holds anything
+	 * of (sm_ring_tenant_hash values, sorted), the version they are of,
+	 * and whether they are known (sm_ring_member_tenant). */
+	uint64_t *tenants;
+	uint32_t ntenants;
+	uint64_t tenants_ver;
+	bool tenants_known;
 };
+
+/* A tenant's hash in a member's tenant list (HealthResponse.tenants). */
+uint64_t sm_ring_tenant_hash(const char *tenant);
+
+/*
+ * Does member m hold anything of the tenant whose sm_ring_tenant_hash is
+ * h?  1 yes (or a hash collision), 0 no -- as of its last Health answer
+ * -- and -1 while its list is not known (it never answered, or runs a
+ * version that does not send one).
+ */
+int sm_ring_member_tenant(struct sm_ring_member *m, uint64_t h);
 
 /* May member m hold data before time t (unix ms)?  False only when its
  * last Health answer said its oldest data is at or after t. */

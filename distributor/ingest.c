@@ -174,8 +174,9 @@ static const struct sm_flag dist_flag_tab[] = {
 	    "chosen from the tenant's name and the ring (at least the "
 	    "replication factor; an equal share of every zone), so a "
 	    "tenant that floods fills only its shard. 0: every ingester. "
-	    "Reads still ask every ingester. Per tenant: "
-	    "ingestion_tenant_shard_size."),
+	    "Queriers read it too: ingesters outside a tenant's shard that "
+	    "hold nothing of it do not count against its queries' error "
+	    "budget. Per tenant: ingestion_tenant_shard_size."),
 	SM_FLAG_I64("ingester.max-global-series-per-tenant",
 	    SM_FLAG_INT, max_global_series,
 	    "0",

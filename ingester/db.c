@@ -4,6 +4,10 @@
  */
 #include "db_int.h"
 
+#include <sys/random.h>
+
+#include "common/ring.h"
+
 struct sm_metric *ing_m_cuts, *ing_m_cut_fail;
 struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
 struct sm_metric *ing_m_mem_refused, *ing_m_mem_cuts;
@@ -181,6 +185,9 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	memmove(&db->t[i + 1], &db->t[i], (size_t)(db->n - i) * sizeof(*db->t));
 	db->t[i] = t;
 	db->n++;
+	/* never 0: a prober's "none held" */
+	if (atomic_fetch_add(&db->tenants_ver, 1) + 1 == 0)
+		atomic_fetch_add(&db->tenants_ver, 1);
 	*out = t;
 out:
 	ING_RWUNLOCK(&db->lock);
@@ -244,6 +251,15 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	pthread_mutex_init(&db->floor_mu, NULL);
 	atomic_init(&db->next_gen, 1);
 	atomic_init(&db->next_seq, 1);
+	{
+		uint64_t v = 0;
+
+		/* getrandom(2) does not fail for 8 bytes once the pool is
+		 * up; the clock is a fallback that still differs per run */
+		if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+			v = (uint64_t)sm_now_ms() * 1000003u;
+		atomic_init(&db->tenants_ver, v | 1);
+	}
 	atomic_init(&db->floor_ms, INT64_MIN);
 	if (store != NULL && (rv = ing_db_replay(db, err)) != 0)
 		goto fail;
@@ -330,6 +346,42 @@ ing_sources_usable(const char *tenant, const struct ing_block_meta *m,
 	    "and index are damaged, so its time range is unknown and no "
 	    "answer for this tenant can be complete", tenant,
 	    (unsigned long long)m->gen));
+}
+
+uint64_t
+ing_db_tenants_version(struct ing_db *db)
+{
+	return (atomic_load(&db->tenants_ver));
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+int
+ing_db_tenants(struct ing_db *db, struct sm_arena *a, uint64_t **out,
+    uint32_t *n, uint64_t *version)
+{
+	uint64_t *h;
+
+	ING_RDLOCK(&db->lock);
+	*version = atomic_load(&db->tenants_ver);
+	if ((h = sm_arena_alloc(a, (size_t)SM_MAX(db->n, 1) *
+	    sizeof(*h))) == NULL) {
+		ING_RWUNLOCK(&db->lock);
+		return (SM_ENOMEM);
+	}
+	for (uint32_t i = 0; i < db->n; i++)
+		h[i] = sm_ring_tenant_hash(db->t[i]->id);
+	*n = db->n;
+	ING_RWUNLOCK(&db->lock);
+	qsort(h, *n, sizeof(*h), u64_cmp);
+	*out = h;
+	return (0);
 }
 
 void

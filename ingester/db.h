@@ -463,6 +463,23 @@ struct ing_db_stats {
 void ing_db_stats(struct ing_db *db, struct ing_db_stats *st);
 
 /*
+ * The tenant table's version: it changes whenever a tenant is added and
+ * starts at a random non-zero value in each process, so a prober that
+ * holds the list of an earlier process never mistakes it for this one's
+ * (HealthResponse.tenants_version).  Lock-free.
+ */
+uint64_t ing_db_tenants_version(struct ing_db *db);
+
+/*
+ * Every tenant in the table (a tenant stays for the life of the process,
+ * so this is a superset of those holding data) as sm_ring_tenant_hash
+ * values, sorted ascending, in *out (arena a; *n entries), and the
+ * version they belong to.  SM_ENOMEM.
+ */
+int ing_db_tenants(struct ing_db *db, struct sm_arena *a, uint64_t **out,
+    uint32_t *n, uint64_t *version);
+
+/*
  * A copy of the meta of every listed block not known to be in the bucket
  * (meta.shipped false; with `all`, every listed block), every tenant, in (tenant, gen) order: the
  * shipper's worklist (ship.h).  The copy is the caller's

@@ -104,6 +104,8 @@ struct ing_db {
 	pthread_rwlock_t lock;            /* the tenant table */
 	struct ing_tenant **t;            /* sorted by id */
 	uint32_t n, cap;
+	atomic_uint_fast64_t tenants_ver; /* bumped under lock (write) when a
+					   * tenant is added; ing_db_tenants */
 	atomic_uint_fast64_t next_gen;
 	atomic_uint_fast64_t next_seq;
 	atomic_uint_fast64_t ncommits;    /* blocks cut (write.c: a round

@@ -4,6 +4,7 @@
  * and concurrent use (memory-only); and, over a real RocksDB store, block
  * cuts, replay after reopen, and corruption that stays in its block.
  */
+#include "common/ring.h"
 #include "sm_test.h"
 #include "sm_test_disk.h"
 
@@ -179,6 +180,44 @@ test_write_merge_same_bucket(void)
 	    &profiles), "a;b 3\na;c 5\nd 2\ne 1\n");
 	SM_CHECK_EQ(profiles, 2);   /* both uploads in one bucket */
 	ing_db_close(db);
+}
+
+/* The tenant list of Health: sorted hashes; its version moves on an add
+ * only; two databases (processes) start at different versions. */
+static void
+test_tenant_list(void)
+{
+	struct ing_db *db = mem_db(), *db2 = mem_db();
+	struct sm_arena *a = sm_arena_create(0);
+	uint64_t *h, v0, v1, v2;
+	uint32_t n;
+
+	SM_REQUIRE(a != NULL);
+	SM_CHECK_EQ(ing_db_tenants(db, a, &h, &n, &v0), 0);
+	SM_CHECK_EQ(n, 0);
+	SM_CHECK(v0 != 0 && v0 == ing_db_tenants_version(db));
+	SM_CHECK(ing_db_tenants_version(db2) != v0);
+	SM_CHECK_EQ(write_one(db, "b", "app", NULL, 1 * SEC, "a=1"), 0);
+	SM_CHECK_EQ(write_one(db, "a", "app", NULL, 1 * SEC, "a=1"), 0);
+	SM_CHECK_EQ(write_one(db, "c", "app", NULL, 1 * SEC, "a=1"), 0);
+	SM_CHECK_EQ(ing_db_tenants(db, a, &h, &n, &v1), 0);
+	SM_REQUIRE(n == 3);
+	SM_CHECK(v1 != v0 && v1 != 0);
+	SM_CHECK(h[0] < h[1] && h[1] < h[2]);
+	for (const char *t = "abc"; *t != '\0'; t++) {
+		char id[2] = { *t, '\0' };
+		uint64_t x = sm_ring_tenant_hash(id);
+
+		SM_CHECK(x == h[0] || x == h[1] || x == h[2]);
+	}
+	/* a write of a known tenant leaves the version */
+	SM_CHECK_EQ(write_one(db, "a", "app", NULL, 2 * SEC, "a=1"), 0);
+	SM_CHECK_EQ(ing_db_tenants(db, a, &h, &n, &v2), 0);
+	SM_CHECK_EQ(v2, v1);
+	SM_CHECK_EQ(n, 3);
+	sm_arena_destroy(a);
+	ing_db_close(db);
+	ing_db_close(db2);
 }
 
 /* A spilled bucket at t, in sums_expect's want[]. */
@@ -2818,6 +2857,7 @@ SM_TEST_MAIN(
 	{ "memory bound: cut at 80%, refuse at 95%, resume under 85%",
 	  test_memory_bound },
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
+	{ "the tenant list: sorted hashes, a version per add", test_tenant_list },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },
 	{ "spilled summaries: append, interleave, take back, walk",

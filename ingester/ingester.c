@@ -1470,8 +1470,9 @@ method_name(Smolder__V1__Request__MethodCase c)
 
 /* Health: answered even while replaying, so the ring sees JOINING. */
 static void
-serve_health(struct ingester *ing, Smolder__V1__Response *r,
-    Smolder__V1__HealthResponse *h, struct sm_arena *a)
+serve_health(struct ingester *ing, const Smolder__V1__HealthRequest *hreq,
+    Smolder__V1__Response *r, Smolder__V1__HealthResponse *h,
+    struct sm_arena *a)
 {
 	struct ing_db_stats st;
 
@@ -1501,6 +1502,18 @@ serve_health(struct ingester *ing, Smolder__V1__Response *r,
 		h->head_bytes = st.head_bytes;
 		h->data_min_ms = st.data_min;
 		h->has_data_min = true;
+		/* the tenant list, when the prober's is not this one */
+		h->tenants_version = ing_db_tenants_version(ing->db);
+		if (hreq == NULL || hreq->tenants_version !=
+		    h->tenants_version) {
+			uint32_t n = 0;
+
+			if (ing_db_tenants(ing->db, a, &h->tenants, &n,
+			    &h->tenants_version) == 0) {
+				h->n_tenants = n;
+				h->has_tenants = true;
+			}
+		}
 	}
 	r->result_case = SMOLDER__V1__RESPONSE__RESULT_HEALTH;
 	r->health = h;
@@ -1987,7 +2000,7 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 	}
 	method = method_name(req->method_case);
 	if (req->method_case == SMOLDER__V1__REQUEST__METHOD_HEALTH) {
-		serve_health(ing, &r, &hr, a);
+		serve_health(ing, req->health, &r, &hr, a);
 		rv = 0;
 		goto out;
 	}

@@ -27,7 +27,10 @@
  * CompactPlan and Compact (the compactor), Settings (tenant settings).
  * Every Write notes its replicas in the witness record (witness.h), which
  * Health answers carry with the data directory's incarnation, so queriers
- * know who held what (querier/complete.c).
+ * know who held what (querier/complete.c); Health also carries the list
+ * of tenants held when the prober's copy is out of date (db.h,
+ * ing_db_tenants), so a shuffle-sharded tenant's queries know which
+ * ingesters are bystanders to it (querier/qry_int.h).
  *
  * Leaving (scale-in, or a disk that will not come back).  POST
  * /ingester/shutdown, and SIGTERM when a bucket is configured and

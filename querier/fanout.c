@@ -61,6 +61,8 @@ qry_fan_close(struct qry_fan *f, bool all)
 	sm_free(f->target);
 	sm_free(f->lost);
 	f->lost = NULL;
+	sm_free(f->bystander);
+	f->bystander = NULL;
 	sm_free(f->gaps);
 	f->gaps = NULL;
 	f->ngaps = 0;
@@ -340,6 +342,43 @@ out:
 	return (rv);
 }
 
+/*
+ * The tenant's bystanders (qry_int.h, "Shuffle sharding"): members
+ * outside its shard whose tenant list lacks it.  None when the tenant
+ * has no shard.  0 or SM_ENOMEM.
+ */
+static int
+fan_bystanders(struct querier *q, struct qry_fan *f, const char *tenant)
+{
+	const struct sm_ring_snap *s = f->snap;
+	struct sm_limits lim;
+	uint8_t *shard;
+	uint64_t th;
+	uint32_t nb = 0;
+
+	qry_tenant_limits(q, tenant, &lim);
+	if (lim.ingestion_tenant_shard_size <= 0 || s->n == 0)
+		return (0);
+	if ((shard = sm_calloc(s->n, 1)) == NULL)
+		return (SM_ENOMEM);
+	if (sm_ring_shard(s, tenant, (uint32_t)SM_MIN(
+	    lim.ingestion_tenant_shard_size, UINT32_MAX), shard) == 0) {
+		sm_free(shard);           /* the shard is the whole ring */
+		return (0);
+	}
+	th = sm_ring_tenant_hash(tenant);
+	for (uint32_t i = 0; i < s->n; i++) {
+		shard[i] = !shard[i] && sm_ring_member_tenant(s->m[i], th) == 0;
+		nb += shard[i];
+	}
+	if (nb == 0) {
+		sm_free(shard);
+		return (0);
+	}
+	f->bystander = shard;
+	return (0);
+}
+
 int
 qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
     int64_t start, int64_t end, struct sm_err *err)
@@ -357,6 +396,8 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 	if (f->excluded == NULL && (f->excluded = sm_calloc(SM_MAX(s->n, 1),
 	    1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if (tenant != NULL && (rv = fan_bystanders(q, f, tenant)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
 	if ((f->target = sm_malloc((size_t)SM_MAX(s->n, 1) *
 	    sizeof(*f->target))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -387,7 +428,9 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 				continue;
 			}
 			f->target[f->n++] = i;
-		} else if (s->id[i] != NULL && s->state[i] != SM_MEMBER_CONFLICT)
+		} else if (s->id[i] != NULL && s->state[i] !=
+		    SM_MEMBER_CONFLICT && (f->bystander == NULL ||
+		    !f->bystander[i] || f->excluded[i]))
 			f->lost[i] = 1;   /* a member that owns tokens is missing */
 	}
 	if (f->n == 0 && keep != UINT32_MAX) {
@@ -623,6 +666,13 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			tfail[t] = 1;
 			if (must != NULL && must[i])
 				mustfail++;
+			continue;
+		}
+		/* A bystander holds nothing of the tenant: its failure
+		 * costs nothing (qry_int.h, "Shuffle sharding"). */
+		if (f->bystander != NULL && f->bystander[c->member]) {
+			if (must != NULL && must[i])
+				mustfail++;   /* it did hold some after all */
 			continue;
 		}
 		if (!tfail[t]) {

@@ -136,6 +136,21 @@ struct qry_call {
  * Opening fails with SM_EUNAVAIL when no owner gateway of the tenant
  * answers Sources: history cannot be vouched for.
  *
+ * Shuffle sharding (a tenant whose shard size is set: ring.h,
+ * sm_ring_shard).  Every healthy member is still asked, so an answer
+ * never depends on how fresh anyone's view of the shard is, but a member
+ * outside the tenant's shard whose tenant list (HealthResponse.tenants,
+ * sm_ring_member_tenant) says it holds nothing of the tenant is a
+ * bystander: its being down, or failing or staying silent in a round,
+ * costs the tenant's query nothing of its error budget.  So one tenant
+ * whose flood takes its own shard's ingesters down does not turn every
+ * other tenant's queries into 503s.  A member whose list is unknown
+ * counts as usual.  What this trusts: a member that took a write of the
+ * tenant since its last Health answer is in the shard as the querier
+ * sees it -- true except while the querier and a distributor disagree
+ * on the members or the shard size (a heartbeat, or a runtime-config
+ * reload) -- and the write's other replicas answer.
+ *
  * A round may carry several lanes (a Diff's left and right merges): lane
  * l's request to target i is reqs[l * n + i] and its answer
  * calls[l * n + i]; all go out at once.  A target counts once against the
@@ -195,6 +210,10 @@ struct qry_fan {
 	struct qry_gap *gaps;            /* complete.c; counted with lost */
 	uint32_t ngaps;
 	uint8_t *excluded;               /* per member (snap->n): failed */
+	uint8_t *bystander;              /* per member (snap->n): outside
+					  * the tenant's shard and holding
+					  * nothing of it (qry_fan_open);
+					  * NULL: none */
 	struct sm_ring_snap *gsnap;      /* store-gateways; NULL: none */
 	struct qry_fan_src *src;         /* targets [ni, n): src[i - ni] */
 	uint8_t *gexcluded;              /* per gateway (gsnap->n): failed */

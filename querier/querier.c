@@ -79,6 +79,7 @@ qry_tenant_limits(struct querier *q, const char *tenant,
 	def.max_flamegraph_nodes_default = q->cfg.max_nodes_default;
 	def.max_flamegraph_nodes_max = q->cfg.max_nodes_max;
 	def.max_concurrent_queries = q->cfg.max_concurrent;
+	def.ingestion_tenant_shard_size = q->cfg.shard_size;
 	sm_overrides_get(q->cfg.overrides, tenant, &def, out);
 }
 

@@ -50,6 +50,10 @@ struct qry_config {
 	                               * no upload can land that far back */
 	int64_t heartbeat_timeout_ms; /* -ring.heartbeat-timeout (main): how
 	                               * old a data_min report may be */
+	int64_t shard_size;           /* -distributor.ingestion-tenant-shard-
+	                               * size (main; per tenant: overrides):
+	                               * whose failures a tenant's query
+	                               * counts (querier/fanout.c) */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */

@@ -11,9 +11,16 @@ ingesters (ingestion_tenant_shard_size), tenant "quiet" has none.
   2. One of flood's 3 is stopped: flood's writes still succeed (the two
      left are a quorum) and still land only in its shard; the stopped one
      is owed them as hints and gets them when it is back.
-  3. The runtime config drops the shard (size 0): flood's new series
+  3. A third tenant, "calm", has a shard of 3 too, overlapping flood's
+     in at most one ingester.  Two of flood's ingesters outside calm's
+     shard are stopped -- as a flood that took its own shard down would:
+     calm's writes and queries are unaffected (its answer is exact; the
+     two are bystanders to it: outside its shard, and their tenant lists
+     in Health say they hold nothing of calm), while flood's and quiet's
+     answers, which depend on them, are exact or 503, never short.
+  4. The runtime config drops the shard (size 0): flood's new series
      spread over the whole ring, and nothing written before is lost.
-  4. At every step the querier's answer for each tenant counts every
+  5. At every step the querier's answer for each tenant counts every
      acknowledged upload exactly once (reads ask every ingester, so a
      shard that changed loses nothing).
 """
@@ -75,18 +82,23 @@ def answer(q, tenant, now):
             parse_collapsed(resp.text()).items()}
 
 
-def write_overrides(path, size):
+def write_overrides(path, size, calm=()):
     with open(path + ".tmp", "w") as f:
         f.write("overrides:\n  flood:\n    ingestion_tenant_shard_size: "
                 "%d\n" % size)
+        for t in calm:
+            f.write("  %s:\n    ingestion_tenant_shard_size: 3\n" % t)
     os.rename(path + ".tmp", path)
+
+
+CALM = ["calm%d" % i for i in range(12)]
 
 
 def main(r):
     ws = Workspace("shuffle-shard")
     r.at_end(lambda: ws.cleanup(r))
     path = ws.path("overrides.yaml")
-    write_overrides(path, 3)
+    write_overrides(path, 3, CALM)
     c = Cluster(ws, ingesters=6, distributors=1, queriers=1, rf=3,
                 extra=["-auth.multitenancy-enabled=true",
                        "-validation.reject-older-than=0",
@@ -139,8 +151,55 @@ def main(r):
     r.eq(v, 0, "the hints it was owed are delivered")
     exact("the shard member back")
 
-    # 3. the shard dropped by a runtime-config reload
-    write_overrides(path, 0)
+    # 3. flood's shard down but for one: calm, sharded elsewhere, is fine
+    calm = None
+    for name in CALM:
+        acked[name] = {}
+        bad = push(d, name, acked[name], "c", 1, now - 45)
+        r.check(not bad, "%s's first upload acknowledged" % name,
+                "\n".join(bad[:3]))
+        got = holders(c, name)
+        if len(got) == 3 and len(set(got) & set(shard)) <= 1:
+            calm = name
+            break
+    r.check(calm is not None, "a tenant whose shard overlaps flood's in "
+            "at most one ingester (%s)" % calm)
+    if calm is not None:
+        cshard = holders(c, calm)
+        bad = push(d, calm, acked[calm], "c", 31, now - 45)
+        r.check(not bad, "%s: 32 uploads acknowledged" % calm,
+                "\n".join(bad[:3]))
+        # two Health rounds: every prober holds the lists with calm
+        time.sleep(1.0)
+        gone = [i for i, ing in enumerate(c.ingesters)
+                if ing.name in shard and ing.name not in cshard][:2]
+        for i in gone:
+            c.stop_ingester(i)
+        r.check(c.wait_ring(active=4), "two of flood's ingesters stopped "
+                "(%s)" % [c.ingesters[i].name for i in gone])
+        bad = push(d, calm, acked[calm], "c", 16, now - 40)
+        r.check(not bad, "%s's writes are acknowledged" % calm,
+                "\n".join(bad[:3]))
+        got = answer(q, calm, now)
+        r.eq(got, acked[calm], "%s's answer is exact: the stopped two are "
+             "bystanders to it (%s)" % (calm, cshard))
+        for tenant in ("flood", "quiet"):
+            got = answer(q, tenant, now)
+            r.check(got == acked[tenant] or (isinstance(got, tuple) and
+                                            got[0] == 503),
+                    "%s's answer, which needs the stopped two, is exact "
+                    "or 503, never short (%s)" % (
+                        tenant, got[0] if isinstance(got, tuple) else
+                        "exact"))
+        for i in gone:
+            c.restart_ingester(i)
+        r.check(c.wait_ring(active=6), "they are back")
+        v = wait_metric(d, "smolder_distributor_hints", lambda x: x == 0,
+                        timeout=20)
+        r.eq(v, 0, "the hints they were owed are delivered")
+
+    # 4. the shard dropped by a runtime-config reload
+    write_overrides(path, 0, CALM)
     time.sleep(1.0)
     bad = push(d, "flood", acked["flood"], "h", 64, now - 10)
     r.check(not bad, "shard size 0: flood's uploads acknowledged",
