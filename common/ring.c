@@ -34,7 +34,7 @@ struct probe {
 	int64_t skew_logged_ms;      /* last skew warning (prober) */
 	char *zone;                  /* learnt from its answers; NULL */
 	char inc[33];                /* learnt from its answers; "" */
-	uint32_t silent;             /* rounds in a row with no answer */
+	bool redialing;              /* redialed since its last answer */
 	int64_t redial_ms;           /* last sm_rpc_client_redial, 0 = never */
 };
 
@@ -1360,29 +1360,39 @@ sm_ring_start_healthy(const struct sm_ring_snap *s, struct sm_rpc_multi *m,
  * off by a partition leaves its connection open and silent, and TCP backs
  * its retransmissions off to two minutes apart (its SYNs to one), so once
  * the network heals the member would stay unreachable for that long.
- * After two silent rounds the member's connection is dialed afresh, and
- * again every REDIAL_MS while it stays silent: it is reachable within a
- * dial of the network coming back.  Redialing a member that is down costs
- * one refused connect.
+ * Once the member has not answered for REDIAL_AFTER_MS, or for
+ * -ring.heartbeat-timeout if that is longer (it is unhealthy: nothing is
+ * routed to it any more), its connection is dialed afresh, and again
+ * every REDIAL_MS while it stays silent, so it is reachable within a dial
+ * of the network coming back.  Calls still waiting on the old connection
+ * fail then; a member that is only slow, or paused for less than that
+ * (a GC pause, a store-gateway waiting on a hung bucket), keeps its
+ * connection and its calls.  Redialing a member that is down costs one
+ * refused connect.
  */
+#define REDIAL_AFTER_MS 10000
 #define REDIAL_MS 5000
 
 static void
-probe_silent(struct probe *p, int st, int64_t now)
+probe_silent(const struct sm_ring *r, struct probe *p, int st, int64_t now)
 {
 	int rv;
 
 	if (st == SM_RPC_PENDING || st == 0)
 		return;
-	if (++p->silent == 2)
-		sm_info("ring", "member stopped answering: dialing it afresh "
-		    "while it stays silent\turl=%s", p->m->url);
-	if (p->silent < 2 || now - p->redial_ms < REDIAL_MS)
+	if (p->last_ok_ms != 0 && now - p->last_ok_ms <
+	    SM_MAX(r->cfg.heartbeat_timeout_ms, REDIAL_AFTER_MS))
 		return;
-	p->redial_ms = now;
-	if ((rv = sm_rpc_client_redial(p->m->client)) != 0)
-		sm_warn("ring", "redial failed\turl=%s err=%s", p->m->url,
-		    sm_strerror(rv));
+	if (p->redial_ms == 0 || now - p->redial_ms >= REDIAL_MS) {
+		if (!p->redialing)
+			sm_info("ring", "member unhealthy: dialing it afresh "
+			    "while it stays silent\turl=%s", p->m->url);
+		p->redialing = true;
+		p->redial_ms = now;
+		if ((rv = sm_rpc_client_redial(p->m->client)) != 0)
+			sm_warn("ring", "redial failed\turl=%s err=%s",
+			    p->m->url, sm_strerror(rv));
+	}
 }
 
 /* One probe round: ask every member for its health, wait, record. */
@@ -1423,9 +1433,9 @@ probe_round(struct sm_ring *r)
 		if (sm_rpc_multi_reply(mc, i, &d, &dl) == 0)
 			resp = smolder__v1__response__unpack(NULL, dl, d);
 		if (resp == NULL)
-			probe_silent(p, sm_rpc_multi_status(mc, i), now);
+			probe_silent(r, p, sm_rpc_multi_status(mc, i), now);
 		else
-			p->silent = 0;
+			p->redialing = false;
 		if (resp == NULL || resp->code != 0 || resp->result_case !=
 		    SMOLDER__V1__RESPONSE__RESULT_HEALTH ||
 		    resp->health->instance_id == NULL ||

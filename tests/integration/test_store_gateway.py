@@ -47,7 +47,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, flush, metrics  # noqa: E402
+from durability import (DataServer, Workspace, flush, metrics,  # noqa: E402
+                        wait_metric)
 import smolder  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
@@ -286,16 +287,18 @@ def body(r):
     os.kill(proxy, signal.SIGSTOP)
     try:
         got = answer(q_in)
+        # the querier may give up on the gateway before the gateway
+        # gives up on the bucket: wait for that while it is still down
+        fails = wait_metric(c.gateways[0],
+                            "smolder_store_gateway_data_fetch_failures_total",
+                            lambda v: v >= 1, timeout=30)
     finally:
         os.kill(proxy, signal.SIGCONT)
     print("#   bucket down, cold cache: %s" % (got,), flush=True)
     r.check(isinstance(got, tuple) and got[0] == 503, "gateway-0 back with "
             "an empty data cache, the bucket down: 503, not a short 200",
             str(got))
-    _, p = metrics(c.gateways[0])
-    r.check((metric_value(
-        p, "smolder_store_gateway_data_fetch_failures_total") or 0) >= 1,
-        "the gateway counted the failed ranged GET")
+    r.check((fails or 0) >= 1, "the gateway counted the failed ranged GET")
     r.eq(wait_answer(q_in, expected(w)), expected(w), "gateway-0 back "
          "with its disk: exact")
     _, p = metrics(c.gateways[0])
