@@ -12,6 +12,7 @@
 # for the web UI's browser test (tests/integration/test_webui.py, which runs
 # `npm ci` in tests/webui); npm is installed from Debian only when no npm is
 # on the PATH, since a nodejs that bundles npm conflicts with Debian's npm.
+# iptables is for the network-partition tests (tests/integration/netpart.py).
 
 DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \

@@ -69,7 +69,8 @@ TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
                       "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb",
                       "swift-proxy", "swift-object", "swift-container",
-                      "swift-account", "etcd-server", "etcd-client"}
+                      "swift-account", "etcd-server", "etcd-client",
+                      "iptables"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")
