@@ -2027,7 +2027,13 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 
 		/* A store-gateway takes no writes: no worker is kept for
 		 * them, and a query's calls for several sources queue for
-		 * the workers instead of being refused. */
+		 * the workers instead of being refused.  Health queues
+		 * behind them too: with the bucket hung and every worker in
+		 * a ranged GET, the gateway stops answering its probes, the
+		 * rings call it unhealthy and, after 10 s, redial it, which
+		 * fails the calls it holds (503 for the query either way).
+		 * Keeping a worker for Health needs the RPC server to hand
+		 * a query received by that worker to another (rpc.c). */
 		if (ing->cfg.gateway)
 			max = UINT_MAX;
 		if (atomic_fetch_add(&ing->queries, 1) >= max) {

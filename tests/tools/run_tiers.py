@@ -91,6 +91,8 @@ def main():
     if skipped:
         lines.append("skipped (%d):" % len(skipped))
         for tier, t, why in skipped:
+            if len(why) > 160:      # a whole HTTP answer, say
+                why = why[:157] + "..."
             lines.append("  %s/%s: %s" % (tier, t, why))
     else:
         lines.append("skipped: none")
