@@ -317,7 +317,7 @@ fake_serve(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 static int
 fake_start(struct fake *f, const char *url)
 {
-	struct sm_rpc_server_cfg cfg = { url, 1, 1 << 20, 1000, 0, false };
+	struct sm_rpc_server_cfg cfg = { url, 1, 1 << 20, 1000, 0, false, 0, NULL };
 	struct sm_err err;
 
 	return (sm_rpc_server_start(&cfg, fake_serve, f, &f->srv, &err));

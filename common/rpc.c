@@ -50,7 +50,25 @@ struct sm_rpc_server {
 	atomic_bool stopping;
 	size_t recv_max;
 	struct sm_rpc_server *direct_next;  /* on rpc_direct, when cfg.direct */
+	/* cfg.reserve (see rpc.h, "Reserved workers"), under pmu: workers
+	 * running a request that is not light, and the requests parked
+	 * because taking them would have left fewer than `reserve` workers
+	 * free, each with the context it must be answered on. */
+	unsigned reserve;
+	bool (*light)(const uint8_t *req, size_t len);
+	pthread_mutex_t pmu;
+	unsigned heavy;
+	struct rpc_parked *parked;
+	uint32_t nparked, parked_head, parked_cap;
 };
+
+struct rpc_parked {
+	nng_ctx ctx;
+	nng_msg *msg;
+};
+
+/* Requests parked at most (beyond: refused with SM_ELIMIT). */
+#define RPC_PARKED_MAX 4096
 
 /*
  * Direct calls (SM_RPC_DIRECT): the servers started with cfg.direct, by
@@ -332,6 +350,116 @@ rpc_handle(struct sm_rpc_server *s, const uint8_t *req, size_t len,
 	}
 }
 
+/* Answer `msg` (freed here) on ctx with aio; false once the socket closed. */
+static bool
+rpc_answer(struct sm_rpc_server *s, nng_ctx ctx, nng_aio *aio,
+    const uint8_t *req, size_t len, struct sm_buf *resp, bool handle)
+{
+	nng_msg *rep;
+	int nrv;
+
+	if (handle)
+		rpc_handle(s, req, len, resp);
+	if (nng_msg_alloc(&rep, 0) != 0)
+		return (true);
+	if (resp->len != 0 && nng_msg_append(rep, resp->b, resp->len) != 0) {
+		nng_msg_free(rep);
+		return (true);
+	}
+	nng_aio_set_msg(aio, rep);
+	nng_aio_set_timeout(aio, s->send_timeout_ms);
+	nng_ctx_send(ctx, aio);
+	nng_aio_wait(aio);
+	nrv = nng_aio_result(aio);
+	if (nrv != 0) {
+		nng_msg_free(nng_aio_get_msg(aio));
+		if (nrv == NNG_ECLOSED)
+			return (false);
+	}
+	return (true);
+}
+
+/*
+ * Reserved workers: may this worker take a request that is not light
+ * (true, counted in s->heavy), or must it park it?  Parking moves the
+ * request and its context to the queue and gives the worker a fresh
+ * context; a full queue (or no context) refuses it with SM_ELIMIT.
+ */
+static bool
+rpc_take_heavy(struct rpc_worker *w, nng_msg *msg, struct sm_buf *resp,
+    bool *closed)
+{
+	struct sm_rpc_server *s = w->srv;
+	nng_ctx fresh;
+
+	*closed = false;
+	pthread_mutex_lock(&s->pmu);
+	if (s->heavy + s->reserve < s->nw) {
+		s->heavy++;
+		pthread_mutex_unlock(&s->pmu);
+		return (true);
+	}
+	/* a FIFO at [parked_head, parked_head + nparked): slide it to the
+	 * front before growing */
+	if (s->parked_head > 0 && s->parked_head + s->nparked ==
+	    s->parked_cap) {
+		memmove(s->parked, s->parked + s->parked_head,
+		    s->nparked * sizeof(*s->parked));
+		s->parked_head = 0;
+	}
+	if (s->nparked < RPC_PARKED_MAX && SM_GROW(s->parked, s->parked_cap,
+	    s->parked_head + s->nparked + 1, 16) == 0 &&
+	    nng_ctx_open(&fresh, s->sock) == 0) {
+		s->parked[s->parked_head + s->nparked] =
+		    (struct rpc_parked){ w->ctx, msg };
+		s->nparked++;
+		w->ctx = fresh;
+		pthread_mutex_unlock(&s->pmu);
+		return (false);
+	}
+	pthread_mutex_unlock(&s->pmu);
+	sm_buf_reset(resp);
+	sm_rpc_pack_error(SM_ELIMIT, "too many requests queued on this "
+	    "server; retry shortly", resp);
+	nng_msg_free(msg);
+	*closed = !rpc_answer(s, w->ctx, w->aio, NULL, 0, resp, false);
+	return (false);
+}
+
+/* A worker done with a heavy request: serve the parked ones, then count
+ * itself free.  False once the socket closed. */
+static bool
+rpc_drain_parked(struct rpc_worker *w, struct sm_buf *resp)
+{
+	struct sm_rpc_server *s = w->srv;
+
+	for (;;) {
+		struct rpc_parked pk;
+		bool ok;
+
+		pthread_mutex_lock(&s->pmu);
+		if (s->nparked == 0 || atomic_load(&s->stopping)) {
+			s->heavy--;
+			pthread_mutex_unlock(&s->pmu);
+			return (true);
+		}
+		pk = s->parked[s->parked_head++];
+		if (--s->nparked == 0)
+			s->parked_head = 0;
+		pthread_mutex_unlock(&s->pmu);
+		ok = rpc_answer(s, pk.ctx, w->aio, nng_msg_body(pk.msg),
+		    nng_msg_len(pk.msg), resp, true);
+		nng_msg_free(pk.msg);
+		nng_ctx_close(pk.ctx);
+		if (!ok) {
+			pthread_mutex_lock(&s->pmu);
+			s->heavy--;
+			pthread_mutex_unlock(&s->pmu);
+			return (false);
+		}
+	}
+}
+
 static void *
 rpc_worker_main(void *p)
 {
@@ -340,7 +468,8 @@ rpc_worker_main(void *p)
 	struct sm_buf resp = SM_BUF_INIT;
 
 	for (;;) {
-		nng_msg *msg, *rep;
+		nng_msg *msg;
+		bool heavy = false, closed = false, ok;
 		int nrv;
 
 		if (atomic_load(&s->stopping))
@@ -359,24 +488,22 @@ rpc_worker_main(void *p)
 			continue;
 		}
 		msg = nng_aio_get_msg(w->aio);
-		rpc_handle(s, nng_msg_body(msg), nng_msg_len(msg), &resp);
+		if (s->reserve > 0 && !s->light(nng_msg_body(msg),
+		    nng_msg_len(msg))) {
+			if (!rpc_take_heavy(w, msg, &resp, &closed)) {
+				if (closed)
+					break;
+				continue;       /* parked, or refused */
+			}
+			heavy = true;
+		}
+		ok = rpc_answer(s, w->ctx, w->aio, nng_msg_body(msg),
+		    nng_msg_len(msg), &resp, true);
 		nng_msg_free(msg);
-		if (nng_msg_alloc(&rep, 0) != 0)
-			continue;
-		if (resp.len != 0 && nng_msg_append(rep, resp.b, resp.len) != 0) {
-			nng_msg_free(rep);
-			continue;
-		}
-		nng_aio_set_msg(w->aio, rep);
-		nng_aio_set_timeout(w->aio, s->send_timeout_ms);
-		nng_ctx_send(w->ctx, w->aio);
-		nng_aio_wait(w->aio);
-		nrv = nng_aio_result(w->aio);
-		if (nrv != 0) {
-			nng_msg_free(nng_aio_get_msg(w->aio));
-			if (nrv == NNG_ECLOSED)
-				break;
-		}
+		if (heavy && !rpc_drain_parked(w, &resp))
+			break;
+		if (!ok)
+			break;
 	}
 	sm_buf_fini(&resp);
 	return (NULL);
@@ -397,6 +524,12 @@ sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg, sm_rpc_handler fn,
 	s->fn = fn;
 	s->arg = arg;
 	s->recv_max = cfg->recv_max;
+	pthread_mutex_init(&s->pmu, NULL);
+	if (cfg->reserve > 0 && cfg->light != NULL &&
+	    cfg->reserve < cfg->workers) {
+		s->reserve = cfg->reserve;
+		s->light = cfg->light;
+	}
 	pipes_init(&s->pipes, cfg->max_conns > 0 ? cfg->max_conns : 1024);
 	s->send_timeout_ms = cfg->send_timeout_ms > 0 ? cfg->send_timeout_ms :
 	    10000;
@@ -482,6 +615,16 @@ server_fin(void *p)
 			nng_aio_free(w->aio);
 		}
 	}
+	/* parked requests never answered: the callers time out (the
+	 * socket is closed, so no reply could be sent) */
+	for (uint32_t k = 0; k < s->nparked; k++) {
+		struct rpc_parked *pk = &s->parked[s->parked_head + k];
+
+		nng_msg_free(pk->msg);
+		nng_ctx_close(pk->ctx);
+	}
+	sm_free(s->parked);
+	pthread_mutex_destroy(&s->pmu);
 	pipes_fini(&s->pipes);
 	sm_free(s->w);
 	sm_free(s->url);

@@ -54,6 +54,17 @@
  * the distributor's writes use it; queries keep the workers, whose count
  * bounds them.  sm_rpc_server_stop() waits for direct calls in progress.
  *
+ * Reserved workers.  A server whose requests may all block (a
+ * store-gateway's reads, with the bucket hung) would leave none of its
+ * workers to answer the rings' health probes, and be declared dead.
+ * With cfg.reserve = R and a cfg.light classifier, at most workers - R
+ * workers run requests that are not light; a worker that receives one
+ * beyond that parks it (request and nng context, FIFO, at most 4096;
+ * beyond, SM_ELIMIT) and goes back to receiving, and a worker that
+ * finishes a heavy request serves the parked ones first.  So R workers
+ * always answer light requests at once, and nothing is refused that
+ * would have queued before.
+ *
  * Teardown is close -> stop -> fini (docs/style.md §8): sm_rpc_server_stop()
  * stops the workers (each finishes the request in hand), joins them, then
  * closes the socket.  Closing waits at most 5 s on nng (rpc.c, "Closing a
@@ -93,6 +104,9 @@ struct sm_rpc_server_cfg {
 	unsigned max_conns;        /* pipes beyond this are closed (0 = 1024) */
 	bool direct;               /* SM_RPC_DIRECT calls from this process
 				    * run the handler in the caller's thread */
+	unsigned reserve;          /* workers kept for `light` requests
+				    * (below); 0 = none */
+	bool (*light)(const uint8_t *req, size_t len);
 };
 
 int sm_rpc_server_start(const struct sm_rpc_server_cfg *cfg,

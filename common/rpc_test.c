@@ -39,7 +39,7 @@ tcp_url(char *buf, size_t n, int port)
 static struct sm_rpc_server *
 start(const char *url, size_t recv_max)
 {
-	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000, 0, false };
+	struct sm_rpc_server_cfg cfg = { url, 4, recv_max, 2000, 0, false, 0, NULL };
 	struct sm_rpc_server *s = NULL;
 	struct sm_err err;
 
@@ -369,7 +369,7 @@ test_multi_quorum_voters_groups(void)
 {
 	/* Eight workers: four "sleep" calls are still running at the end. */
 	struct sm_rpc_server_cfg cfg = { "inproc://q-a", 8, 1 << 20, 2000, 0,
-		false };
+		false, 0, NULL };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c = client("inproc://q-a");
 	struct sm_err err;
@@ -492,6 +492,52 @@ test_redial(void)
 	sm_rpc_server_stop(s);
 }
 
+/* Reserved workers: with 2 workers, 1 kept for light requests ("ping"),
+ * three slow calls at once run one at a time on one worker (two are
+ * parked, none refused), and a ping meanwhile is answered at once. */
+static bool
+is_ping(const uint8_t *req, size_t len)
+{
+	return (len >= 4 && memcmp(req, "ping", 4) == 0);
+}
+
+static void
+test_reserved_worker(void)
+{
+	char url[64];
+	struct sm_rpc_server_cfg cfg = { tcp_url(url, sizeof(url),
+	    sm_test_free_port()), 2, 1 << 20, 2000, 0, false, 1, is_ping };
+	struct sm_rpc_server *s = NULL;
+	struct sm_rpc_client *c;
+	struct sm_rpc_multi *m;
+	struct sm_buf resp = SM_BUF_INIT;
+	struct sm_err err;
+	int64_t t0, ping_ms;
+
+	SM_REQUIRE(sm_rpc_server_start(&cfg, echo, NULL, &s, &err) == 0);
+	SM_REQUIRE((c = client(url)) != NULL);
+	SM_CHECK_EQ(sm_rpc_call(c, "ping0", 5, 5000, &resp), 0);
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
+	t0 = sm_mono_ns();
+	for (uint32_t i = 0; i < 3; i++)
+		sm_rpc_multi_start(m, i, c, "sleep", 5, 10000, 0);
+	usleep(300 * 1000);       /* all three received: one runs */
+	sm_buf_reset(&resp);
+	SM_CHECK_EQ(sm_rpc_call(c, "ping1", 5, 5000, &resp), 0);
+	ping_ms = (sm_mono_ns() - t0) / 1000000;
+	SM_CHECK(resp.len == 5 && memcmp(resp.b, "ping1", 5) == 0);
+	SM_CHECK(ping_ms < 1400);  /* before the first sleep ends */
+	sm_rpc_multi_wait(m);
+	for (uint32_t i = 0; i < 3; i++)
+		SM_CHECK_EQ(sm_rpc_multi_status(m, i), 0);
+	/* one heavy worker: the three ran in turn */
+	SM_CHECK((sm_mono_ns() - t0) / 1000000 >= 4000);
+	sm_rpc_multi_destroy(m);
+	sm_buf_fini(&resp);
+	sm_rpc_client_destroy(c);
+	sm_rpc_server_stop(s);
+}
+
 /* An error Response's code is the call's status. */
 static int
 err_handler(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
@@ -507,7 +553,7 @@ static void
 test_multi_status_is_the_envelope_code(void)
 {
 	struct sm_rpc_server_cfg cfg = { "inproc://m-err", 1, 1 << 20, 1000,
-		0, false };
+		0, false, 0, NULL };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c;
 	struct sm_rpc_multi *m;
@@ -541,7 +587,7 @@ test_connection_cap(void)
 {
 	char url[64];
 	struct sm_rpc_server_cfg cfg = { tcp_url(url, sizeof(url),
-	    sm_test_free_port()), 2, 1 << 20, 1000, 2, false };
+	    sm_test_free_port()), 2, 1 << 20, 1000, 2, false, 0, NULL };
 	struct sm_rpc_server *s = NULL;
 	struct sm_rpc_client *c[3];
 	struct sm_buf resp = SM_BUF_INIT;
@@ -681,9 +727,9 @@ static void
 test_direct_calls(void)
 {
 	struct sm_rpc_server_cfg cfg = { "inproc://direct-a", 2, 64, 1000, 0,
-		true };
+		true, 0, NULL };
 	struct sm_rpc_server_cfg plain = { "inproc://direct-b", 2, 1 << 20,
-		1000, 0, false };
+		1000, 0, false, 0, NULL };
 	struct sm_rpc_server *s = NULL, *sp = NULL;
 	struct sm_rpc_client *c, *cp;
 	struct sm_buf r1 = SM_BUF_INIT, r2 = SM_BUF_INIT;
@@ -760,6 +806,7 @@ SM_TEST_MAIN(
 	{ "quorum: doom, voters over lanes, absent calls, groups", test_multi_quorum_voters_groups },
 	{ "FAILFAST without a connection fails at once", test_failfast_without_a_connection },
 	{ "redial drops the connection and connects again", test_redial },
+	{ "reserved workers: light requests never wait behind heavy ones", test_reserved_worker },
 	{ "a multi call's status is the response code", test_multi_status_is_the_envelope_code },
 	{ "connections beyond the cap are refused", test_connection_cap },
 	{ "direct calls: caller's thread, same answers as nng", test_direct_calls },

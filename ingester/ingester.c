@@ -1246,6 +1246,23 @@ left_check(struct ingester *ing, struct sm_err *err)
 	return (0);
 }
 
+/* The RPC server's light requests: Health (small; anything that does
+ * not decode is answered at once too). */
+static bool
+ing_rpc_light(const uint8_t *req, size_t len)
+{
+	Smolder__V1__Request *r;
+	bool light;
+
+	if (len > 64)
+		return (false);
+	if ((r = smolder__v1__request__unpack(NULL, len, req)) == NULL)
+		return (true);
+	light = r->method_case == SMOLDER__V1__REQUEST__METHOD_HEALTH;
+	smolder__v1__request__free_unpacked(r, NULL);
+	return (light);
+}
+
 int
 ing_start(struct ingester *ing, struct sm_err *err)
 {
@@ -1258,6 +1275,12 @@ ing_start(struct ingester *ing, struct sm_err *err)
 		/* A distributor in this process calls ing_serve for its
 		 * writes directly (common/rpc.h, Direct calls). */
 		.direct = ing->cfg.rpc_direct,
+		/* A store-gateway lets queries take every worker (below,
+		 * ing_serve); one is kept for Health (common/rpc.h,
+		 * Reserved workers), so a hung bucket does not make the
+		 * rings call it dead. */
+		.reserve = ing->cfg.gateway && ing->cfg.rpc_workers > 1 ? 1 : 0,
+		.light = ing_rpc_light,
 	};
 	struct sm_kv_opts kvo;
 	char path[4096];
@@ -2027,13 +2050,10 @@ ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)
 
 		/* A store-gateway takes no writes: no worker is kept for
 		 * them, and a query's calls for several sources queue for
-		 * the workers instead of being refused.  Health queues
-		 * behind them too: with the bucket hung and every worker in
-		 * a ranged GET, the gateway stops answering its probes, the
-		 * rings call it unhealthy and, after 10 s, redial it, which
-		 * fails the calls it holds (503 for the query either way).
-		 * Keeping a worker for Health needs the RPC server to hand
-		 * a query received by that worker to another (rpc.c). */
+		 * the workers instead of being refused -- parked by the RPC
+		 * server beyond all workers but the one kept for Health
+		 * (ing_start: a gateway whose bucket hangs, every worker in
+		 * a ranged GET, still answers its probes). */
 		if (ing->cfg.gateway)
 			max = UINT_MAX;
 		if (atomic_fetch_add(&ing->queries, 1) >= max) {
