@@ -196,17 +196,9 @@ sm_ring_member_tenant(struct sm_ring_member *m, uint64_t h)
 
 	pthread_mutex_lock(&m->wmu);
 	if (m->tenants_known) {
-		uint32_t lo = 0, hi = m->ntenants;
+		uint32_t i = sm_u64_lower_bound(m->tenants, m->ntenants, h);
 
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-
-			if (m->tenants[mid] < h)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		rv = lo < m->ntenants && m->tenants[lo] == h;
+		rv = i < m->ntenants && m->tenants[i] == h;
 	}
 	pthread_mutex_unlock(&m->wmu);
 	return (rv);

@@ -350,16 +350,15 @@ rpc_handle(struct sm_rpc_server *s, const uint8_t *req, size_t len,
 	}
 }
 
-/* Answer `msg` (freed here) on ctx with aio; false once the socket closed. */
+/* Send `resp` as the reply on ctx (through aio); false once the socket
+ * closed. */
 static bool
-rpc_answer(struct sm_rpc_server *s, nng_ctx ctx, nng_aio *aio,
-    const uint8_t *req, size_t len, struct sm_buf *resp, bool handle)
+rpc_reply(struct sm_rpc_server *s, nng_ctx ctx, nng_aio *aio,
+    const struct sm_buf *resp)
 {
 	nng_msg *rep;
 	int nrv;
 
-	if (handle)
-		rpc_handle(s, req, len, resp);
 	if (nng_msg_alloc(&rep, 0) != 0)
 		return (true);
 	if (resp->len != 0 && nng_msg_append(rep, resp->b, resp->len) != 0) {
@@ -422,7 +421,7 @@ rpc_take_heavy(struct rpc_worker *w, nng_msg *msg, struct sm_buf *resp,
 	sm_rpc_pack_error(SM_ELIMIT, "too many requests queued on this "
 	    "server; retry shortly", resp);
 	nng_msg_free(msg);
-	*closed = !rpc_answer(s, w->ctx, w->aio, NULL, 0, resp, false);
+	*closed = !rpc_reply(s, w->ctx, w->aio, resp);
 	return (false);
 }
 
@@ -447,9 +446,9 @@ rpc_drain_parked(struct rpc_worker *w, struct sm_buf *resp)
 		if (--s->nparked == 0)
 			s->parked_head = 0;
 		pthread_mutex_unlock(&s->pmu);
-		ok = rpc_answer(s, pk.ctx, w->aio, nng_msg_body(pk.msg),
-		    nng_msg_len(pk.msg), resp, true);
+		rpc_handle(s, nng_msg_body(pk.msg), nng_msg_len(pk.msg), resp);
 		nng_msg_free(pk.msg);
+		ok = rpc_reply(s, pk.ctx, w->aio, resp);
 		nng_ctx_close(pk.ctx);
 		if (!ok) {
 			pthread_mutex_lock(&s->pmu);
@@ -497,9 +496,9 @@ rpc_worker_main(void *p)
 			}
 			heavy = true;
 		}
-		ok = rpc_answer(s, w->ctx, w->aio, nng_msg_body(msg),
-		    nng_msg_len(msg), &resp, true);
+		rpc_handle(s, nng_msg_body(msg), nng_msg_len(msg), &resp);
 		nng_msg_free(msg);
+		ok = rpc_reply(s, w->ctx, w->aio, &resp);
 		if (heavy && !rpc_drain_parked(w, &resp))
 			break;
 		if (!ok)

@@ -530,3 +530,27 @@ sm_hex_u64(const char *s, size_t n, uint64_t *out)
 	*out = v;
 	return (true);
 }
+
+int
+sm_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+uint32_t
+sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo);
+}

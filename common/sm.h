@@ -282,6 +282,13 @@ static inline int64_t sm_add_sat(int64_t a, int64_t b)
 	return (b > 0 ? INT64_MAX : INT64_MIN);
 }
 
+/* Sorted uint64_t arrays: the one comparator (qsort, bsearch) and the
+ * one search. */
+int sm_u64_cmp(const void *a, const void *b);
+
+/* The first i in sorted a[0..n) with a[i] >= x; n when there is none. */
+uint32_t sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x);
+
 /* Hex: the one decoder (ids, hashes, span ids, escapes). */
 
 /* The value of hex digit c (either case), or -1. */

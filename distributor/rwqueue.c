@@ -174,13 +174,6 @@ commit_read(struct rwq *q, uint64_t *seq, uint64_t *off, uint32_t *flags)
 	return (found);
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 /* The sequence numbers of the segment files, sorted. */
 static int
@@ -218,7 +211,7 @@ list_segments(const char *dir, uint64_t **out, size_t *n)
 		return (rv);
 	}
 	if (*n > 1)
-		qsort(v, *n, sizeof(*v), cmp_u64);
+		qsort(v, *n, sizeof(*v), sm_u64_cmp);
 	*out = v;
 	return (0);
 }

@@ -354,13 +354,6 @@ ing_db_tenants_version(struct ing_db *db)
 	return (atomic_load(&db->tenants_ver));
 }
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 int
 ing_db_tenants(struct ing_db *db, struct sm_arena *a, uint64_t **out,
@@ -379,7 +372,7 @@ ing_db_tenants(struct ing_db *db, struct sm_arena *a, uint64_t **out,
 		h[i] = sm_ring_tenant_hash(db->t[i]->id);
 	*n = db->n;
 	ING_RWUNLOCK(&db->lock);
-	qsort(h, *n, sizeof(*h), u64_cmp);
+	qsort(h, *n, sizeof(*h), sm_u64_cmp);
 	*out = h;
 	return (0);
 }

@@ -892,13 +892,6 @@ ing_gw_client_destroy(struct ing_gw_client *gc)
 	sm_free(gc);
 }
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 int
 ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
@@ -917,7 +910,7 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 	if (n == 0)
 		return (0);
 	if (n > 1)
-		qsort(gens, n, sizeof(*gens), u64_cmp);
+		qsort(gens, n, sizeof(*gens), sm_u64_cmp);
 	if ((votes = sm_calloc(n, sizeof(*votes))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	sr.tenant = (char *)tenant;
@@ -963,7 +956,7 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 					continue;
 				for (size_t g = 0; g < s->n_gens; g++) {
 					uint64_t *hit = bsearch(&s->gens[g],
-					    gens, n, sizeof(*gens), u64_cmp);
+					    gens, n, sizeof(*gens), sm_u64_cmp);
 
 					if (hit != NULL)
 						votes[hit - gens]++;

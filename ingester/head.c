@@ -743,13 +743,6 @@ write_labels(const Smolder__V1__SeriesWrite *w, struct sm_label *ls,
 	return (0);
 }
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 /*
  * The active-series limit (head.h): would `req` take h past `max` series?
@@ -794,7 +787,7 @@ series_limit_check(const struct ing_head *h,
 			fps[nnew++] = fp;
 	}
 	if (nnew > 1)
-		qsort(fps, nnew, sizeof(*fps), u64_cmp);
+		qsort(fps, nnew, sizeof(*fps), sm_u64_cmp);
 	for (uint32_t i = 0; i < nnew; i++)
 		distinct += i == 0 || fps[i] != fps[i - 1];
 	if ((uint64_t)h->set.nseries + distinct > max)

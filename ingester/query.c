@@ -1120,13 +1120,6 @@ tc_cmp(const void *a, const void *b)
 	return (x->t < y->t ? -1 : x->t > y->t);
 }
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 /* A detail's buckets sorted by time, equal times (split buckets) summed,
  * as the response's arrays; with ids, each bucket's sorted hashes (or
@@ -1171,7 +1164,7 @@ detail_output(struct stat_acc *st, bool ids, struct sm_arena *a,
 				uint32_t u = 0;
 
 				qsort(out->ids + o0, no - o0, sizeof(uint64_t),
-				    u64_cmp);
+				    sm_u64_cmp);
 				for (uint32_t y = o0; y < no; y++)
 					if (u == 0 || out->ids[o0 + u - 1] !=
 					    out->ids[y])
@@ -1809,19 +1802,12 @@ static int
 span_want(void *arg, uint64_t fp, int64_t t)
 {
 	const struct span_sel *x = arg;
-	uint32_t lo = 0, hi = x->n;
+	uint32_t i;
 
 	if (!(t < x->end && t + x->bucket_ms > x->start))
 		return (0);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (x->fp[mid] < fp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < x->n && x->fp[lo] == fp ? pick_sign(x->pk[lo], t) : 0);
+	i = sm_u64_lower_bound(x->fp, x->n, fp);
+	return (i < x->n && x->fp[i] == fp ? pick_sign(x->pk[i], t) : 0);
 }
 
 /* A source without span samples is passed over before its select. */
