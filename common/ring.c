@@ -36,6 +36,7 @@ struct probe {
 	char inc[33];                /* learnt from its answers; "" */
 	bool redialing;              /* redialed since its last answer */
 	int64_t redial_ms;           /* last sm_rpc_client_redial, 0 = never */
+	int64_t added_ms;            /* wall clock when the prober took it on */
 };
 
 struct sm_ring {
@@ -785,6 +786,7 @@ probe_add(struct sm_ring *r, const char *id, const char *url,
 	memset(p, 0, sizeof(*p));
 	if ((rv = member_create(url, r->cfg.recv_max, &p->m, err)) != 0)
 		return (rv);
+	p->added_ms = sm_now_ms();
 	if (id != NULL) {
 		if ((p->id = sm_strdup(id)) == NULL) {
 			member_unref(p->m);
@@ -1360,7 +1362,10 @@ sm_ring_start_healthy(const struct sm_ring_snap *s, struct sm_rpc_multi *m,
  * fail then; a member that is only slow, or paused for less than that
  * (a GC pause, a store-gateway waiting on a hung bucket), keeps its
  * connection and its calls.  Redialing a member that is down costs one
- * refused connect.
+ * refused connect.  A member never heard from counts its silence from
+ * when the prober took it on: its first connect is still under way (and
+ * nng 1.5.2 leaks the transport endpoint of a dialer closed in the middle
+ * of a connect, so a needless redial is not free either).
  */
 #define REDIAL_AFTER_MS 10000
 #define REDIAL_MS 5000
@@ -1372,7 +1377,7 @@ probe_silent(const struct sm_ring *r, struct probe *p, int st, int64_t now)
 
 	if (st == SM_RPC_PENDING || st == 0)
 		return;
-	if (p->last_ok_ms != 0 && now - p->last_ok_ms <
+	if (now - SM_MAX(p->last_ok_ms, p->added_ms) <
 	    SM_MAX(r->cfg.heartbeat_timeout_ms, REDIAL_AFTER_MS))
 		return;
 	if (p->redial_ms == 0 || now - p->redial_ms >= REDIAL_MS) {
