@@ -75,12 +75,13 @@ static pthread_once_t ring_metrics_once = PTHREAD_ONCE_INIT;
 static void
 ring_metrics_register(void)
 {
-	static const char *const st[] = { "state", NULL };
+	static const char *const st[] = { "ring", "state", NULL };
 	static const char *const mem[] = { "member", NULL };
 
 	m_members = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_ring_members", "Ring members by state, as this process "
-	    "sees them.", st, NULL, 0);
+	    "smolder_ring_members", "Ring members by ring (ingesters, "
+	    "store-gateways) and state, as this process sees them.", st, NULL,
+	    0);
 	m_probe_fail = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_ring_probe_failures_total", "Health probes that got no "
 	    "good answer, by member address.", mem, NULL, 0);
@@ -565,6 +566,44 @@ sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
 	return (ring_walk(s, key, false, shard, out));
 }
 
+static bool
+settling(const struct sm_ring_snap *s, uint32_t m)
+{
+	return (s->state[m] == SM_MEMBER_PENDING ||
+	    s->state[m] == SM_MEMBER_JOINING);
+}
+
+uint32_t
+sm_ring_owners_settling(const struct sm_ring_snap *s, uint32_t key,
+    uint32_t *out)
+{
+	uint32_t n = ring_walk(s, key, false, NULL, out), more, extra[64];
+	bool waiting = false;
+	uint8_t *settled;
+
+	for (uint32_t i = 0; i < n; i++)
+		waiting |= settling(s, out[i]);
+	if (!waiting)
+		return (n);
+	/* Out of memory: the strict owners alone (an answer may be a 503
+	 * it need not be; never one that is short). */
+	if ((settled = sm_calloc(SM_MAX(s->n, 1), 1)) == NULL)
+		return (n);
+	for (uint32_t m = 0; m < s->n; m++)
+		settled[m] = !settling(s, m);
+	more = ring_walk(s, key, false, settled, extra);
+	sm_free(settled);
+	for (uint32_t i = 0; i < more; i++) {
+		uint32_t j;
+
+		for (j = 0; j < n && out[j] != extra[i]; j++)
+			;
+		if (j == n)
+			out[n++] = extra[i];
+	}
+	return (n);
+}
+
 /* The first token at or after h (wrapping). */
 static uint32_t
 tok_at(const struct sm_ring_snap *s, uint32_t h)
@@ -910,8 +949,8 @@ probes_sync(struct sm_ring *r, const char *const *ids,
 			i++;
 			continue;
 		}
-		sm_info("ring", "member left %s\tid=%s url=%s", source,
-		    p->id != NULL ? p->id : "?", p->m->url);
+		sm_info("ring", "member left %s\tring=%s id=%s url=%s", source,
+		    r->cfg.name, p->id != NULL ? p->id : "?", p->m->url);
 		probe_remove(r, i);   /* moves the last entry into slot i */
 	}
 	for (uint32_t j = 0; j < n; j++) {
@@ -928,8 +967,9 @@ probes_sync(struct sm_ring *r, const char *const *ids,
 			sm_warn("ring", "cannot add member\turl=%s err=\"%s\"",
 			    urls[j], err.msg);
 		else
-			sm_info("ring", "member found in %s\tid=%s url=%s",
-			    source, ids != NULL ? ids[j] : "?", urls[j]);
+			sm_info("ring", "member found in %s\tring=%s id=%s "
+			    "url=%s", source, r->cfg.name, ids != NULL ? ids[j] :
+			    "?", urls[j]);
 	}
 }
 
@@ -1129,6 +1169,8 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	pthread_once(&ring_metrics_once, ring_metrics_register);
 	r->cfg = *cfg;
+	if (r->cfg.name == NULL || r->cfg.name[0] == '\0')
+		r->cfg.name = "ingesters";
 	pthread_mutex_init(&r->mu, NULL);
 	sm_cond_init(&r->cv);
 	r->members_spec = sm_strdup(cfg->members);
@@ -1195,9 +1237,11 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 		goto fail;
 	}
 	publish(r, s0);
-	if (http != NULL && (rv = sm_http_route(http, "GET", "/ring",
-	    ring_handler, r, 0)) != 0) {
-		sm_err_set(err, rv, "ring: route /ring: %s", sm_strerror(rv));
+	if (http != NULL && (rv = sm_http_route(http, "GET",
+	    strcmp(r->cfg.name, "ingesters") == 0 ? "/ring" :
+	    "/store-gateway/ring", ring_handler, r, 0)) != 0) {
+		sm_err_set(err, rv, "ring: route for %s: %s", r->cfg.name,
+		    sm_strerror(rv));
 		sm_ring_destroy(r);
 		return (rv);
 	}
@@ -1317,13 +1361,13 @@ publish(struct sm_ring *r, struct sm_ring_snap *s)
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (old == NULL || i >= old->n || old->m[i] != s->m[i] ||
 		    old->state[i] != s->state[i])
-			sm_info("ring", "member state\tid=%s url=%s state=%s",
-			    s->id[i] != NULL ? s->id[i] : "?",
-			    s->m[i]->url, sm_member_state_name(s->state[i]));
+			sm_info("ring", "member state\tring=%s id=%s url=%s "
+			    "state=%s", r->cfg.name, s->id[i] != NULL ? s->id[i] :
+			    "?", s->m[i]->url, sm_member_state_name(s->state[i]));
 		counts[s->state[i]]++;
 	}
 	for (int k = 0; k <= SM_MEMBER_READONLY; k++)
-		sm_gauge_set(sm_metric_child(m_members,
+		sm_gauge_set(sm_metric_child(m_members, r->cfg.name,
 		    sm_member_state_name((enum sm_member_state)k)),
 		    (double)counts[k]);
 	rcu_assign_pointer(r->cur, s);
@@ -1675,14 +1719,14 @@ ring_handler(struct sm_http_req *req, void *arg)
 	if (html) {
 		sm_buf_printf(&out, "<!DOCTYPE html>\n<html><head><meta "
 		    "charset=\"utf-8\"><title>Smolder ring</title></head><body>"
-		    "<h1>Ingester ring</h1><p>replication factor %u, write "
+		    "<h1>Ring: %s</h1><p>replication factor %u, write "
 		    "quorum %u, %u of %u members healthy, %u tokens per "
 		    "member, %u zones (%s)</p>\n<table border=\"1\" "
 		    "cellpadding=\"4\"><tr><th>ID</th><th>Zone</th>"
 		    "<th>Address</th><th>State</th><th>Healthy</th>"
 		    "<th>Tokens</th><th>Ownership</th><th>Last heartbeat"
 		    "</th><th>Head series</th><th>Head bytes</th></tr>\n",
-		    s->rf, s->quorum, s->nhealthy, s->n, s->tokens_per_member,
+		    r->cfg.name, s->rf, s->quorum, s->nhealthy, s->n, s->tokens_per_member,
 		    s->nzones, s->zone_aware ? "replicas in distinct zones" :
 		    "not zone-aware");
 	} else {

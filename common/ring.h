@@ -73,7 +73,11 @@
  * from the records whether an answer can be complete
  * (querier/complete.c).
  *
- * HTTP: GET /ring shows members, zone, incarnation, state, tokens,
+ * The same code keeps the store-gateways' ring (cfg.name, ingester/
+ * gateway.h): its members answer the same Health RPC.
+ *
+ * HTTP: GET /ring (the store-gateways': GET /store-gateway/ring) shows
+ * members, zone, incarnation, state, tokens,
  * ownership and last heartbeat as JSON, or as an HTML table when the client accepts text/html
  * (or ?format=html).
  *
@@ -94,6 +98,11 @@
 #include "sm.h"
 
 struct sm_ring_cfg {
+	/* "ingesters" (NULL or ""; its page is GET /ring) or
+	 * "store-gateways" (GET /store-gateway/ring): the `ring` label of
+	 * smolder_ring_members and of the ring's log lines.  Must outlive
+	 * the ring. */
+	const char *name;
 	const char *members;          /* -ring.members, "" = none */
 	const char *dns;              /* -ring.dns, "" = none */
 	const char *self_id;          /* the local ingester, when no list */
@@ -269,6 +278,18 @@ uint32_t sm_ring_replicas(const struct sm_ring_snap *s, uint32_t key,
  */
 uint32_t sm_ring_owners(const struct sm_ring_snap *s, uint32_t key,
     const uint8_t *shard, uint32_t *out);
+
+/*
+ * The owners of `key` while members join (the store-gateways' ring,
+ * ingester/gateway.h): the RF token owners, and when one of them is
+ * PENDING or JOINING (it has not finished loading what it owns) also the
+ * owners the ring would have without such members -- those keep the key
+ * until the newcomers are ready (Mimir's store-gateways extend the
+ * replica set alike).  Fills out[] (>= 2 * rf entries); returns the
+ * count.
+ */
+uint32_t sm_ring_owners_settling(const struct sm_ring_snap *s, uint32_t key,
+    uint32_t *out);
 
 /*
  * Shuffle sharding (Cortex, Mimir): the members a tenant's writes go to
