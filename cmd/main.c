@@ -93,7 +93,8 @@ struct app {
 	int64_t ring_etcd_timeout_ms;
 	char *ring_instance_addr;       /* -ring.instance-addr */
 	char *ring_etcd_members;        /* <prefix>ingesters/ (owned) */
-	struct sm_ring_reg *ring_reg;   /* the ingester's key in etcd */
+	struct sm_ring_reg *ring_reg;   /* the ingester's (or store-gateway's)
+					 * key in etcd */
 	struct sm_etcd_lock *cpt_lock;  /* the compactor's, in etcd */
 	int64_t replication_factor;
 	int64_t http_threads;
@@ -108,6 +109,8 @@ struct app {
 	int64_t runtime_config_reload_ms;
 	char *tiers_spec;               /* -compactor.downsample-tiers */
 	char *gw_members;               /* -store-gateway.sharding-ring.* */
+	char *gw_store;
+	bool gw_unregister;
 	int64_t gw_rf;
 	int64_t gw_sync_ms;             /* -store-gateway.sync-interval */
 	int64_t gw_cache_bytes;         /* -store-gateway.data-cache-bytes */
@@ -130,8 +133,9 @@ struct app {
 	struct ingester *ing;
 	struct sm_bucket *bucket;       /* NULL: no -storage.backend */
 	struct sm_ring *ring;
-	struct sm_ring *gw_ring;        /* the querier's store-gateways, or
-					 * NULL */
+	struct sm_ring *gw_ring;        /* the store-gateways (querier,
+					 * ingester, store-gateway), or NULL */
+	char *gw_etcd_members;          /* <prefix>store-gateways/ (owned) */
 	struct distributor *dist;
 	struct querier *qry;
 	struct compactor *cpt;
@@ -192,8 +196,9 @@ ready_handler(struct sm_http_req *r, void *arg)
 		}
 		sm_ring_release(s);
 	}
-	/* A querier with store-gateways answers nothing without one. */
-	if (app->gw_ring != NULL) {
+	/* A querier with store-gateways answers nothing without one (an
+	 * ingester or a store-gateway with the ring does not wait). */
+	if (app->qry != NULL && app->gw_ring != NULL) {
 		struct sm_ring_snap *s = sm_ring_acquire(app->gw_ring);
 		uint32_t nh = s->nhealthy, n = s->n;
 
@@ -391,8 +396,7 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
 	    "distributor");
-	app->ing_cfg.gw_members = app->gw_members;   /* a leave waits */
-	app->ing_cfg.gw_rf = app->gw_rf;
+	app->ing_cfg.gw_ring = app->gw_ring;          /* a leave waits */
 	app->ing_cfg.ring_tokens = app->ring_tokens;
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
@@ -442,21 +446,25 @@ mod_ingester_start(void *p, struct sm_err *err)
 	char addr[512];
 	int rv;
 
+	const char *prefix = app->ing_cfg.gateway ? app->gw_etcd_members :
+	    app->ring_etcd_members;
+
 	if ((rv = ing_start(app->ing, err)) != 0)
 		return (rv);
-	if (*app->ring_etcd_endpoints == '\0' || app->ing_cfg.gateway)
+	if (*app->ring_etcd_endpoints == '\0' || (app->ing_cfg.gateway &&
+	    strcmp(app->gw_store, "etcd") != 0))
 		return (0);
-	if (app->ring_etcd_members == NULL)
+	if (prefix == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((rv = instance_addr(app, addr, sizeof(addr), err)) != 0)
 		return (rv);
 	if ((rv = sm_ring_reg_start(app->ring_etcd_endpoints,
-	    app->ring_etcd_timeout_ms, app->ring_etcd_members,
+	    app->ring_etcd_timeout_ms, prefix,
 	    app->instance_id, addr, app->instance_zone,
 	    app->ring_dns_refresh_ms, &app->ring_reg, err)) != 0)
 		return (rv);
 	/* A data directory that left stays out of the rings. */
-	if (ing_retired(app->ing))
+	if (!app->ing_cfg.gateway && ing_retired(app->ing))
 		(void)sm_ring_reg_leave(app->ring_reg, err);
 	return (0);
 }
@@ -465,7 +473,15 @@ static void
 mod_ingester_stop(void *p)
 {
 	struct app *app = p;
+	struct sm_err err;
 
+	/* A store-gateway leaving for good: its tenants go to the others
+	 * (they load them first: gateway.h). */
+	sm_err_clear(&err);
+	if (app->ring_reg != NULL && app->ing_cfg.gateway &&
+	    app->gw_unregister && sm_ring_reg_leave(app->ring_reg, &err) != 0)
+		sm_error("main", "etcd still lists this store-gateway: delete "
+		    "its key\terr=\"%s\"", err.msg);
 	sm_ring_reg_stop(app->ring_reg);
 	app->ring_reg = NULL;
 	ing_stop(app->ing);
@@ -492,8 +508,7 @@ mod_gateway_init(void *p, struct sm_err *err)
 	app->ing_cfg.instance_zone = app->instance_zone;
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.gateway = true;
-	app->ing_cfg.gw_members = app->gw_members;
-	app->ing_cfg.gw_rf = app->gw_rf;
+	app->ing_cfg.gw_ring = app->gw_ring;
 	app->ing_cfg.gw_sync_ms = app->gw_sync_ms;
 	app->ing_cfg.gw_cache_bytes = app->gw_cache_bytes;
 	app->ing_cfg.gw_page_bytes = app->gw_page_bytes;
@@ -605,31 +620,83 @@ mod_querier_init(void *p, struct sm_err *err)
 	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
 	    &app->qry_cfg.tiers, err)) != 0)
 		return (rv);
-	if (app->gw_members[0] != '\0') {
-		struct sm_ring_cfg gc = {
-			.members = app->gw_members,
-			.dns = "",
-			.tokens = app->ring_tokens,
-			.heartbeat_ms = app->ring_heartbeat_ms,
-			.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms,
-			.dns_refresh_ms = app->ring_dns_refresh_ms,
-			.rf = app->gw_rf,
-			.recv_max = (size_t)1 << 30,
-		};
-
-		if (app->gw_rf < 1 || app->gw_rf > 64)
-			return (sm_err_set(err, SM_EINVAL, "-store-gateway."
-			    "sharding-ring.replication-factor must be 1..64"));
-		if ((rv = sm_ring_create(&gc, NULL, &app->gw_ring, err)) != 0)
-			return (rv);
-		app->qry_cfg.gw_ring = app->gw_ring;
-	}
+	app->qry_cfg.gw_ring = app->gw_ring;
 	return (qry_create(&app->qry_cfg, app->http, app->ring, &app->qry,
 	    err));
 }
 
+/* --- the store-gateway ring ----------------------------------------------- */
+
+/*
+ * One ring of the store-gateways for the components of this process that
+ * need it: a querier asks them for history, an ingester's leave and
+ * local retention ask which blocks they serve, a store-gateway shares
+ * tenants by it (ingester/gateway.h).  Its members are
+ * -store-gateway.sharding-ring.members, or with
+ * -store-gateway.sharding-ring.store=etcd the keys under
+ * <-ring.etcd.prefix>store-gateways/ (each gateway registers itself, as
+ * an ingester does under ingesters/).  Neither: no ring (no gateways; a
+ * lone store-gateway serves every tenant).
+ */
 static int
-mod_querier_start(void *p, struct sm_err *err)
+mod_gateways_init(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+	bool etcd = strcmp(app->gw_store, "etcd") == 0;
+	struct sm_ring_cfg gc = {
+		.name = "store-gateways",
+		.members = etcd ? "" : app->gw_members,
+		.dns = "",
+		.tokens = app->ring_tokens,
+		.heartbeat_ms = app->ring_heartbeat_ms,
+		.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms,
+		.dns_refresh_ms = app->ring_dns_refresh_ms,
+		.rf = app->gw_rf,
+		.recv_max = (size_t)1 << 30,
+		.etcd_endpoints = etcd ? app->ring_etcd_endpoints : "",
+		.etcd_prefix = app->gw_etcd_members,
+		.etcd_timeout_ms = app->ring_etcd_timeout_ms,
+	};
+
+	if (!etcd && app->gw_store[0] != '\0')
+		return (sm_err_set(err, SM_EINVAL, "-store-gateway.sharding-"
+		    "ring.store: \"%s\" is neither \"\" (the members flag) "
+		    "nor etcd", app->gw_store));
+	if (etcd && (*app->ring_etcd_endpoints == '\0' ||
+	    app->gw_members[0] != '\0'))
+		return (sm_err_set(err, SM_EINVAL, "-store-gateway.sharding-"
+		    "ring.store=etcd takes the members from -ring.etcd."
+		    "endpoints: set that, and not -store-gateway.sharding-"
+		    "ring.members"));
+	if (etcd && app->gw_etcd_members == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if (!etcd && app->gw_members[0] == '\0')
+		return (0);
+	if (app->gw_rf < 1 || app->gw_rf > 64)
+		return (sm_err_set(err, SM_EINVAL, "-store-gateway."
+		    "sharding-ring.replication-factor must be 1..64"));
+	if (!etcd && sm_modules_has(app->order, app->norder,
+	    "store-gateway")) {
+		char **ids = NULL, **urls = NULL;
+		uint32_t n = 0, i;
+		int rv;
+
+		if ((rv = sm_ring_members_parse(app->gw_members, &ids, &urls,
+		    &n, err)) != 0)
+			return (rv);
+		for (i = 0; i < n && strcmp(ids[i], app->instance_id) != 0; i++)
+			;
+		sm_ring_members_free(ids, urls, n);
+		if (i == n)
+			return (sm_err_set(err, SM_EINVAL, "-instance.id %s is "
+			    "not in -store-gateway.sharding-ring.members",
+			    app->instance_id));
+	}
+	return (sm_ring_create(&gc, app->http, &app->gw_ring, err));
+}
+
+static int
+mod_gateways_start(void *p, struct sm_err *err)
 {
 	struct app *app = p;
 
@@ -637,7 +704,7 @@ mod_querier_start(void *p, struct sm_err *err)
 }
 
 static void
-mod_querier_stop(void *p)
+mod_gateways_stop(void *p)
 {
 	struct app *app = p;
 
@@ -658,7 +725,8 @@ mod_compactor_init(void *p, struct sm_err *err)
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
 	app->cpt_cfg.bucket = app->bucket;
-	app->cpt_cfg.gw_members = app->gw_members;
+	app->cpt_cfg.gateways = app->gw_members[0] != '\0' ||
+	    strcmp(app->gw_store, "etcd") == 0;
 	app->cpt_cfg.data_dir = app->data_dir;
 	return (cpt_create(&app->cpt_cfg, app->http, app->ring, &app->cpt,
 	    err));
@@ -713,16 +781,19 @@ mod_all_init(void *p, struct sm_err *err)
 static const struct sm_module modules[] = {
 	{ "server", { NULL }, false, mod_server_init, mod_server_start,
 	    mod_server_stop },
-	{ "ingester", { "server", NULL }, true, mod_ingester_init,
-	    mod_ingester_start, mod_ingester_stop },
+	{ "gateways", { "server", NULL }, false, mod_gateways_init,
+	    mod_gateways_start, mod_gateways_stop },
+	{ "ingester", { "server", "gateways", NULL }, true,
+	    mod_ingester_init, mod_ingester_start, mod_ingester_stop },
 	{ "ring", { "server", NULL }, false, mod_ring_init, mod_ring_start,
 	    mod_ring_stop },
 	{ "distributor", { "server", "ring", NULL }, true,
 	    mod_distributor_init, mod_distributor_start,
 	    mod_distributor_stop },
-	{ "querier", { "server", "ring", NULL }, true,
-	    mod_querier_init, mod_querier_start, mod_querier_stop },
-	{ "store-gateway", { "server", NULL }, true, mod_gateway_init,
+	{ "querier", { "server", "ring", "gateways", NULL }, true,
+	    mod_querier_init, mod_noop_start, mod_noop_stop },
+	{ "store-gateway", { "server", "gateways", NULL }, true,
+	    mod_gateway_init,
 	    mod_ingester_start, mod_ingester_stop },
 	{ "compactor", { "server", "ring", NULL }, true,
 	    mod_compactor_init, mod_compactor_start, mod_compactor_stop },
@@ -858,6 +929,18 @@ static const struct sm_flag app_flag_tab[] = {
 	    "tenants by this ring, and queriers ask them for what the "
 	    "bucket holds. Empty: no store-gateway (a querier reads "
 	    "ingesters only; one store-gateway serves every tenant)."),
+	SM_FLAG_STR("store-gateway.sharding-ring.store", gw_store,
+	    "",
+	    "Where the store-gateways are listed: \"\" (-store-gateway."
+	    "sharding-ring.members) or etcd (-ring.etcd.endpoints: each "
+	    "store-gateway registers itself under <-ring.etcd.prefix>"
+	    "store-gateways/ and every component follows the keys, so "
+	    "adding or removing one needs no restart)."),
+	SM_FLAG_SWITCH("store-gateway.sharding-ring.unregister-on-shutdown",
+	    gw_unregister, "false",
+	    "With -store-gateway.sharding-ring.store=etcd: a store-gateway "
+	    "deletes its key when it stops, so its tenants move to the "
+	    "others (scale-in). Off: a restart keeps its key and tenants."),
 	SM_FLAG_I64("store-gateway.sharding-ring.replication-factor",
 	    SM_FLAG_INT, gw_rf,
 	    "3",
@@ -1031,6 +1114,10 @@ main(int argc, char **argv)
 	    sm_malloc(strlen(app.ring_etcd_prefix) + 16)) != NULL)
 		(void)sprintf(app.ring_etcd_members, "%singesters/",
 		    app.ring_etcd_prefix);
+	if (*app.ring_etcd_endpoints != '\0' && (app.gw_etcd_members =
+	    sm_malloc(strlen(app.ring_etcd_prefix) + 16)) != NULL)
+		(void)sprintf(app.gw_etcd_members, "%sstore-gateways/",
+		    app.ring_etcd_prefix);
 	if (app.instance_id[0] == '\0') {
 		/* The flag set owns the parsed string; point elsewhere. */
 		static char host[256];
@@ -1059,7 +1146,8 @@ main(int argc, char **argv)
 	if ((sm_modules_has(app.order, app.norder, "ingester") ||
 	    sm_modules_has(app.order, app.norder, "store-gateway") ||
 	    (sm_modules_has(app.order, app.norder, "compactor") &&
-	    app.gw_members != NULL && app.gw_members[0] != '\0')) &&
+	    (app.gw_members[0] != '\0' || strcmp(app.gw_store,
+	    "etcd") == 0))) &&
 	    data_dir_lock(&app, &err) != 0) {
 		sm_error("main", "%s", err.msg);
 		goto out;
@@ -1131,10 +1219,10 @@ out:
 	/* Free in reverse dependency order. */
 	cpt_destroy(app.cpt);
 	qry_destroy(app.qry);
-	sm_ring_destroy(app.gw_ring);
 	dist_destroy(app.dist);
 	sm_ring_destroy(app.ring);
 	ing_destroy(app.ing);
+	sm_ring_destroy(app.gw_ring);
 	sm_bucket_destroy(app.bucket);
 	sm_http_destroy(app.http);
 	sm_overrides_destroy(app.overrides);
@@ -1144,6 +1232,7 @@ out:
 	if (rc == 0)
 		sm_info("main", "stopped");
 	sm_free(app.ring_etcd_members);
+	sm_free(app.gw_etcd_members);
 out_flags:
 	sm_flags_fini(&fs);
 	return (rc);

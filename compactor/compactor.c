@@ -169,7 +169,7 @@ static const struct sm_flag cpt_flag_tab[] = {
 	    "is deleted (longer than any reader's sync interval)."),
 	SM_FLAG_I64("compactor.fold-delay", SM_FLAG_DURATION, fold_delay_ms,
 	    "1h",
-	    "With a bucket and -store-gateway.sharding-ring.members: how "
+	    "With a bucket and store-gateways: how "
 	    "long after a clock hour ends before the replicas' blocks of "
 	    "it are folded into one (a block that comes later is folded "
 	    "in again)."),
@@ -842,8 +842,7 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->st_mu, NULL);
 	sm_cond_init(&c->cv);
-	if (cfg->bucket != NULL && cfg->gw_members != NULL &&
-	    cfg->gw_members[0] != '\0') {
+	if (cfg->bucket != NULL && cfg->gateways) {
 		char dir[4096];
 
 		snprintf(dir, sizeof(dir), "%s/compactor", cfg->data_dir);

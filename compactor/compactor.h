@@ -19,8 +19,8 @@
  * lengthening a tenant's retention keeps only what is still there.
  *
  * The bucket (with -storage.backend): after retention and downsampling,
- * with -store-gateway.sharding-ring.members a pass folds the replicas'
- * blocks of each tenant-hour into one (compactor/fold.h), then it marks,
+ * with store-gateways (-store-gateway.sharding-ring.*) a pass folds the
+ * replicas' blocks of each tenant-hour into one (compactor/fold.h), then it marks,
  * deletes and indexes the bucket's blocks by the same floors
  * (compactor/bucket_index.h): the compactor is the only process that
  * deletes from the bucket.
@@ -29,6 +29,9 @@
  * JSON ({"before_ms":...,"tenant_overrides":n,"ingesters":n,"failed":n,
  * "blocks_retired":n,..., "bucket":{...}, "fold":{"hours", "folded",
  * "unresolved", "failed", "marked", "bytes_read", "bytes_written"}}).
+ * GET /compactor shows the downsampling tiers and each ingester's
+ * progress through them (planned, built, failed, pending, bytes, what
+ * runs now, the last error) as JSON.
  * Metrics: smolder_compactor_runs_total{status}, ..._blocks_retired_total,
  * ..._last_success_timestamp_seconds, ..._fold_hours_total{status},
  * ..._fold_bytes_read_total, ..._fold_bytes_written_total.
@@ -65,9 +68,9 @@ struct cpt_config {
 	int64_t deletion_delay_ms; /* -compactor.deletion-delay */
 	struct sm_bucket *bucket;  /* borrowed (main); NULL = none */
 	int64_t fold_delay_ms;     /* -compactor.fold-delay */
-	const char *gw_members;    /* -store-gateway.sharding-ring.members:
-				      set = the bucket has a read path, so
-				      its replicas are folded (fold.h) */
+	bool gateways;             /* store-gateways are configured: the
+				      bucket has a read path, so its
+				      replicas are folded (fold.h) */
 	const char *data_dir;      /* -data.dir: the fold's scratch store */
 	struct sm_etcd_lock *lock; /* borrowed (main); NULL = no etcd */
 };

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/ring.h"
@@ -23,13 +24,17 @@ struct ing_gateway {
 	struct sm_bucket *bucket;
 	struct ing_remote *remote;
 	uint32_t workers;              /* blocks fetched at once */
-	struct sm_ring_snap *ring;     /* ids only; NULL: own every tenant */
-	uint32_t self;                 /* our index in ring */
+	struct sm_ring *ring;          /* borrowed; NULL: own every tenant */
+	char *self_id;
 	pthread_mutex_t mu;            /* one pass at a time */
 	atomic_bool synced;
-	int64_t started_ms;            /* unowned tenants kept until
-					* started_ms + unowned_grace_ms */
+	uint64_t ring_sig;             /* ring_sig() at the last pass */
+	int64_t changed_ms;            /* unowned tenants kept until
+					* changed_ms + unowned_grace_ms */
 	int64_t unowned_grace_ms;
+	/* the ring as the last complete pass began (src_mu): what it owned
+	 * then is loaded; NULL before one */
+	struct sm_ring_snap *pass;
 	bool kill_after_import;        /* SMOLDER_TEST_FAULTS=gateway-kill */
 	/* incarnation -> instance, from the last pass (src_mu) */
 	pthread_mutex_t src_mu;
@@ -137,9 +142,6 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
     struct ing_store *store, struct ing_gateway **out, struct sm_err *err)
 {
 	struct ing_gateway *gw;
-	char **ids = NULL, **urls = NULL;
-	uint32_t n = 0;
-	int rv = 0;
 
 	pthread_once(&gw_metrics_once, gw_metrics_init);
 	*out = NULL;
@@ -150,7 +152,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->bucket = cfg->bucket;
 	gw->remote = cfg->remote;
 	gw->workers = (uint32_t)SM_MIN(SM_MAX(cfg->workers, 1), 64);
-	gw->started_ms = sm_now_ms();
+	gw->changed_ms = sm_now_ms();
 	gw->unowned_grace_ms = cfg->unowned_grace_ms;
 	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
 	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "gateway-kill") == 0) {
@@ -161,31 +163,10 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	}
 	pthread_mutex_init(&gw->mu, NULL);
 	pthread_mutex_init(&gw->src_mu, NULL);
-	if (cfg->members != NULL && cfg->members[0] != '\0') {
-		if ((rv = sm_ring_members_parse(cfg->members, &ids, &urls, &n,
-		    err)) != 0)
-			goto out;
-		for (gw->self = 0; gw->self < n && strcmp(ids[gw->self],
-		    cfg->self_id) != 0; gw->self++)
-			;
-		if (gw->self == n) {
-			rv = sm_err_set(err, SM_EINVAL, "-instance.id %s is not "
-			    "in -store-gateway.sharding-ring.members",
-			    cfg->self_id);
-			goto out;
-		}
-		if (sm_ring_snap_build_ids((const char *const *)ids, n,
-		    (uint32_t)cfg->tokens, (uint32_t)SM_MIN(SM_MAX(cfg->rf,
-		    1), 64), NULL, &gw->ring) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-	}
-out:
-	sm_ring_members_free(ids, urls, n);
-	if (rv != 0) {
+	gw->ring = cfg->ring;
+	if ((gw->self_id = sm_strdup(cfg->self_id)) == NULL) {
 		ing_gateway_destroy(gw);
-		return (rv);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	*out = gw;
 	return (0);
@@ -196,7 +177,8 @@ ing_gateway_destroy(struct ing_gateway *gw)
 {
 	if (gw == NULL)
 		return;
-	sm_ring_release(gw->ring);
+	sm_ring_release(gw->pass);
+	sm_free(gw->self_id);
 	for (uint32_t i = 0; i < gw->nsrc; i++)
 		sm_free(gw->src[i].instance);
 	sm_free(gw->src);
@@ -248,20 +230,62 @@ ing_gateway_tenant(struct sm_arena *a, const char *tenant, const char *source,
 	return (s);
 }
 
-/* Is `tenant` one this gateway serves? */
-static bool
-owned(const struct ing_gateway *gw, const char *tenant)
+/* Our index in snapshot s, or s->n when we are not in it. */
+static uint32_t
+self_in(const struct ing_gateway *gw, const struct sm_ring_snap *s)
 {
-	uint32_t own[64], n;
+	uint32_t i;
 
-	if (gw->ring == NULL)
+	for (i = 0; i < s->n; i++) {
+		if (s->id[i] != NULL && strcmp(s->id[i], gw->self_id) == 0)
+			break;
+	}
+	return (i);
+}
+
+/* A gateway that has not finished a first pass since it (re)started. */
+static bool
+unsettled(const struct sm_ring_snap *s, uint32_t m)
+{
+	return (s->state[m] == SM_MEMBER_PENDING ||
+	    s->state[m] == SM_MEMBER_JOINING);
+}
+
+/*
+ * Is `tenant` one this gateway serves under ring snapshot s (NULL: the
+ * gateway serves every tenant)?  When it is one of the owners
+ * sm_ring_owners_settling names (gateway.h, Sharding).
+ */
+static bool
+owned_in(const struct ing_gateway *gw, const struct sm_ring_snap *s,
+    const char *tenant)
+{
+	uint32_t own[128], n, self;
+
+	if (s == NULL)
 		return (true);
-	n = sm_ring_owners(gw->ring, sm_ring_key(tenant, NULL, 0), NULL, own);
+	if ((self = self_in(gw, s)) == s->n)
+		return (false);
+	n = sm_ring_owners_settling(s, sm_ring_key(tenant, NULL, 0), own);
 	for (uint32_t i = 0; i < n; i++) {
-		if (own[i] == gw->self)
+		if (own[i] == self)
 			return (true);
 	}
 	return (false);
+}
+
+/* What ownership depends on: the member ids and which are unsettled. */
+static uint64_t
+ring_sig(const struct sm_ring_snap *s)
+{
+	uint64_t h = 0;
+
+	for (uint32_t m = 0; s != NULL && m < s->n; m++) {
+		h = h * 1099511628211ULL + (s->id[m] != NULL ?
+		    sm_hash(s->id[m], strlen(s->id[m])) : 0);
+		h = h * 1099511628211ULL + unsettled(s, m);
+	}
+	return (h);
 }
 
 /* A held block: its local tenant and gen, and whether it is wanted. */
@@ -488,9 +512,25 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 					* tenant, NULL when passed over */
 	uint32_t nhb = 0, nad = 0, ndr = 0, *want = NULL, nwant = 0, wpos = 0;
 	uint32_t npf = 0, pk;
+	struct sm_ring_snap *rs = NULL;
 	int rv;
 
 	pthread_mutex_lock(&gw->mu);
+	if (gw->ring != NULL) {
+		uint64_t sig;
+
+		rs = sm_ring_acquire(gw->ring);
+		if (self_in(gw, rs) == rs->n) {
+			rv = sm_err_set(err, SM_EAGAIN, "%s is not in its "
+			    "store-gateway ring yet", gw->self_id);
+			goto out;
+		}
+		if ((sig = ring_sig(rs)) != gw->ring_sig) {
+			if (gw->ring_sig != 0)
+				gw->changed_ms = sm_now_ms();
+			gw->ring_sig = sig;
+		}
+	}
 	if ((rv = ing_ship_scan(gw->bucket, NULL, NULL, &sc, err)) != 0)
 		goto out;
 	if ((rv = ing_db_blocks(gw->db, true, &hb, &nhb)) != 0 ||
@@ -521,7 +561,7 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 			rv = err->code;
 			goto out;
 		}
-		if (owned(gw, bk->tenant) && held_find(h, nhb, lts[i],
+		if (owned_in(gw, rs, bk->tenant) && held_find(h, nhb, lts[i],
 		    bk->gen) == NULL && !ing_db_block_retiring(gw->db, lts[i],
 		    bk->gen))
 			want[nwant++] = i;
@@ -536,11 +576,11 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 
 		if ((lt = lts[i]) == NULL)   /* marked, replaced or a dup */
 			continue;
-		if (!owned(gw, bk->tenant)) {
+		if (!owned_in(gw, rs, bk->tenant)) {
 			/* A tenant this gateway no longer owns (its ring
 			 * changed) is kept a while, so its new owners can
 			 * load it first. */
-			if (sm_now_ms() - gw->started_ms < gw->unowned_grace_ms &&
+			if (sm_now_ms() - gw->changed_ms < gw->unowned_grace_ms &&
 			    (x = held_find(h, nhb, lt, bk->gen)) != NULL)
 				x->wanted = true;
 			continue;
@@ -639,6 +679,9 @@ ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
 	gw_bad_free(gw->bad, gw->nbad);
 	gw->bad = bad;
 	gw->nbad = nbad;
+	sm_ring_release(gw->pass);
+	gw->pass = rs;
+	rs = NULL;
 	pthread_mutex_unlock(&gw->src_mu);
 	folds = (struct gw_folds){ 0 };
 	bad = NULL;
@@ -667,6 +710,7 @@ out:
 	sm_free(h);
 	ing_db_blocks_free(hb, nhb);
 	ing_ship_scan_free(&sc);
+	sm_ring_release(rs);
 	return (rv);
 }
 
@@ -692,6 +736,20 @@ ing_gateway_sources(struct ing_gateway *gw,
 	int rv = 0;
 
 	smolder__v1__sources_response__init(out);
+	out->vouch = SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_OWNER;
+	if (gw->ring != NULL) {
+		struct sm_ring_snap *now = sm_ring_acquire(gw->ring);
+		bool vouch;
+
+		pthread_mutex_lock(&gw->src_mu);
+		vouch = owned_in(gw, now, tenant) && gw->pass != NULL &&
+		    owned_in(gw, gw->pass, tenant);
+		pthread_mutex_unlock(&gw->src_mu);
+		sm_ring_release(now);
+		if (!vouch)
+			out->vouch =
+			    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE;
+	}
 	if (ing_db_blocks(gw->db, true, &hb, &nhb) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < nhb; i++) {
@@ -836,65 +894,8 @@ out:
 
 /* --- what the gateways serve, asked by a leaving ingester ------------------ */
 
-struct ing_gw_client {
-	struct sm_ring_snap *ring;     /* ids only */
-	struct sm_rpc_client **c;      /* per member */
-	uint32_t n;
-};
-
 int
-ing_gw_client_create(const char *members, int64_t rf, int64_t tokens,
-    struct ing_gw_client **out, struct sm_err *err)
-{
-	struct ing_gw_client *gc;
-	char **ids = NULL, **urls = NULL;
-	uint32_t n = 0;
-	int rv;
-
-	*out = NULL;
-	if ((rv = sm_ring_members_parse(members, &ids, &urls, &n, err)) != 0)
-		return (rv);
-	if ((gc = sm_calloc(1, sizeof(*gc))) == NULL ||
-	    (gc->c = sm_calloc(SM_MAX(n, 1), sizeof(*gc->c))) == NULL ||
-	    sm_ring_snap_build_ids((const char *const *)ids, n,
-	    (uint32_t)tokens, (uint32_t)SM_MIN(SM_MAX(rf, 1), 64), NULL,
-	    &gc->ring) != 0) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	gc->n = n;
-	for (uint32_t i = 0; i < n; i++) {
-		struct sm_rpc_client_cfg cc = { .url = urls[i],
-		    .recv_max = (size_t)64 << 20, .dial_retry_ms = 200 };
-
-		if ((rv = sm_rpc_client_create(&cc, &gc->c[i], err)) != 0)
-			goto out;
-	}
-out:
-	sm_ring_members_free(ids, urls, n);
-	if (rv != 0) {
-		ing_gw_client_destroy(gc);
-		return (rv);
-	}
-	*out = gc;
-	return (0);
-}
-
-void
-ing_gw_client_destroy(struct ing_gw_client *gc)
-{
-	if (gc == NULL)
-		return;
-	for (uint32_t i = 0; gc->c != NULL && i < gc->n; i++)
-		sm_rpc_client_destroy(gc->c[i]);
-	sm_free(gc->c);
-	sm_ring_release(gc->ring);
-	sm_free(gc);
-}
-
-
-int
-ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
+ing_gw_served(struct sm_ring *gws, const char *tenant, const char *inc,
     uint64_t *gens, uint32_t n, uint8_t *served, uint32_t *nanswered,
     struct sm_err *err)
 {
@@ -902,6 +903,7 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 	Smolder__V1__SourcesRequest sr = SMOLDER__V1__SOURCES_REQUEST__INIT;
 	uint32_t own[64], no, answered = 0;
 	struct sm_buf b = SM_BUF_INIT;
+	struct sm_ring_snap *rs;
 	uint32_t *votes;
 	int rv = 0;
 
@@ -924,7 +926,8 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	b.len = protobuf_c_message_pack(&req.base, (uint8_t *)b.b);
-	no = sm_ring_owners(gc->ring, sm_ring_key(tenant, NULL, 0), NULL, own);
+	rs = sm_ring_acquire(gws);
+	no = sm_ring_owners(rs, sm_ring_key(tenant, NULL, 0), NULL, own);
 	for (uint32_t i = 0; i < no; i++) {
 		struct sm_buf resp = SM_BUF_INIT;
 		struct sm_arena *a = sm_arena_create(0);
@@ -937,16 +940,17 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 			break;
 		}
 		al = sm_arena_pbc(a);
-		crv = sm_rpc_call(gc->c[own[i]], b.b, b.len, 5000, &resp);
-		/* No answer in 5 s on an open connection: it may be one a
-		 * partition left silent, which TCP would revive only minutes
-		 * after the network (sm_rpc_client_redial). */
-		if (crv == SM_ETIMEDOUT)
-			(void)sm_rpc_client_redial(gc->c[own[i]]);
+		/* One down would not answer; one not ready has not loaded
+		 * what it owns.  (A silent connection is the ring's to
+		 * redial.) */
+		crv = rs->healthy[own[i]] ? sm_rpc_call(rs->m[own[i]]->client,
+		    b.b, b.len, 5000, &resp) : SM_EUNAVAIL;
 		if (crv == 0 &&
 		    (r = smolder__v1__response__unpack(&al, resp.len,
 		    (const uint8_t *)resp.b)) != NULL && r->code == 0 &&
-		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES) {
+		    r->result_case == SMOLDER__V1__RESPONSE__RESULT_SOURCES &&
+		    r->sources->vouch !=
+		    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE) {
 			answered++;
 			for (size_t k = 0; k < r->sources->n_sources; k++) {
 				const Smolder__V1__Source *s =
@@ -967,6 +971,7 @@ ing_gw_served(struct ing_gw_client *gc, const char *tenant, const char *inc,
 		sm_arena_destroy(a);
 	}
 	sm_buf_fini(&b);
+	sm_ring_release(rs);
 	/* served: listed by every owner that answered, and at least one */
 	for (uint32_t i = 0; rv == 0 && answered > 0 && i < n; i++)
 		served[i] = votes[i] == answered;

@@ -19,14 +19,36 @@
  * counts every (series, bucket) once across ingesters and sources with
  * its replica plan (querier/plan.c).
  *
- * Sharding.  Tenants are spread over the gateways of
- * -store-gateway.sharding-ring.members by the ring's token walk
- * (common/ring.h) on sm_ring_key(tenant): a gateway serves the tenants
- * it is one of the -store-gateway.sharding-ring.replication-factor token
- * owners of, whatever the health of the others, so every tenant is held
- * by RF gateways and losing one loses no answer.  With no members listed
- * the one gateway serves every tenant.  The querier computes the same
- * owners from the same ids.
+ * Sharding.  Tenants are spread over the store-gateway ring (common/
+ * ring.h: the members of -store-gateway.sharding-ring.members, or with
+ * -store-gateway.sharding-ring.store=etcd the keys under
+ * <-ring.etcd.prefix>store-gateways/, where each gateway registers
+ * itself) by the token walk on sm_ring_key(tenant).  A gateway serves
+ * the tenants it is one of the -store-gateway.sharding-ring.
+ * replication-factor token owners of, whatever the health of the
+ * others, so every tenant is held by RF gateways and losing one loses
+ * no answer; the querier computes the same owners from the same ids.
+ * While an owner is unsettled (PENDING or JOINING: it has not finished
+ * its first pass since it joined or restarted), the gateways that would
+ * own the tenant without the unsettled members serve it too, so a
+ * gateway joining never leaves a tenant with fewer than RF loaded
+ * owners (Mimir's store-gateways extend the replica set alike).  Without
+ * a ring the one gateway serves every tenant.  A gateway does not pass
+ * before it sees itself in its ring.
+ *
+ * Exactness across ring changes.  A Sources answer says whether the
+ * gateway vouches for the tenant (SourcesResponse.vouch): it does when
+ * it is one of the tenant's owners (above, sm_ring_owners_settling) in
+ * its current ring and was one (so loaded it) when its last complete
+ * pass began.  A gateway that lost the tenant (it may still hold it
+ * through the grace below) or gained it since that pass does not.  The
+ * querier counts an answer only when both its own ring and the
+ * gateway's make it an owner (querier/fanout.c, fan_sources), so neither
+ * side's view lagging behind a ring change can pass an empty list off as
+ * the tenant's history: the answer is exact or a 503.  With the
+ * settling owners a gateway joining costs no 503 at all; one leaving
+ * costs 503s for its tenants until their new owners have synced, unless
+ * RF >= 2 leaves each of them another loaded owner.
  *
  * A sync pass (every -store-gateway.sync-interval, and at POST
  * /store-gateway/sync):
@@ -48,10 +70,11 @@
  *   4. then every held block no longer wanted (marked, deleted, merged
  *      away, or of a tenant no longer owned) is taken out of service and
  *      deleted after the retirement grace.  A tenant no longer owned is
- *      kept for three sync intervals after the start (the member list
- *      only changes with a restart): while a ring change rolls out, its
- *      new owners load it before the old ones let it go, and queriers
- *      ask every gateway for sources, not only the owners they compute.
+ *      kept for three sync intervals after the ring last changed (its
+ *      ids, or which members are unsettled) or the gateway started:
+ *      while a ring change rolls out, its new owners load it before the
+ *      old ones let it go, and queriers ask every gateway for sources,
+ *      not only the owners they compute.
  * A kill -9 anywhere in a pass is harmless: an imported block not yet
  * adopted is listed at the next start, and inputs a merged block replaced
  * may still be on disk then (their deletion waits out a grace), but the
@@ -77,8 +100,8 @@
  * marks, a block at a time.
  *
  * Locking: one pass at a time (gw->mu); the database's own locks do the
- * rest (db.h).  Errors: SM_EINVAL for a bad member list or an instance
- * id not in it; the bucket's and the store's errors from a pass.
+ * rest (db.h).  Errors: SM_EAGAIN from a pass before the gateway is in
+ * its ring; the bucket's and the store's errors from a pass.
  */
 #ifndef ING_GATEWAY_H
 #define ING_GATEWAY_H
@@ -88,6 +111,7 @@
 
 #include "common/arena.h"
 #include "common/bucket.h"
+#include "common/ring.h"
 #include "smolder/v1/rpc.pb-c.h"
 
 #include "db.h"
@@ -97,10 +121,9 @@
 #define ING_GW_SEP '|'
 
 struct ing_gateway_cfg {
-	const char *members;         /* -store-gateway.sharding-ring.members */
+	struct sm_ring *ring;        /* the store-gateways (borrowed, started;
+				      * NULL: this one serves every tenant) */
 	const char *self_id;         /* -instance.id */
-	int64_t rf;                  /* ...replication-factor */
-	int64_t tokens;              /* -ring.tokens */
 	int64_t unowned_grace_ms;    /* keep tenants not owned (any more)
 				      * this long after the start */
 	struct sm_bucket *bucket;    /* borrowed */
@@ -138,25 +161,16 @@ int ing_gateway_sources(struct ing_gateway *gw,
     Smolder__V1__SourcesResponse *out, struct sm_err *err);
 
 /*
- * The store-gateways of -store-gateway.sharding-ring.members, asked by an
- * ingester that leaves or drops blocks (ingester.h, "Leaving", "Local
- * retention").
- */
-struct ing_gw_client;
-
-int ing_gw_client_create(const char *members, int64_t rf, int64_t tokens,
-    struct ing_gw_client **out, struct sm_err *err);
-void ing_gw_client_destroy(struct ing_gw_client *gc);
-
-/*
- * Which of gens[0..n) (sorted here) of source `inc` the owner gateways
- * of `tenant` serve: served[i] is set
+ * Asked by an ingester that leaves or drops blocks (ingester.h,
+ * "Leaving", "Local retention"), of the store-gateways of ring `gws`:
+ * which of gens[0..n) (sorted here) of source `inc` the owner gateways
+ * of `tenant` serve (the healthy ones are asked): served[i] is set
  * when every owner that answered lists gens[i] (and one did).  A block
  * served is one the querier can count on once the ingester drops it: a
  * gateway that is down now is not ready again before it loaded every
  * block it owns.  0 or SM_ENOMEM.
  */
-int ing_gw_served(struct ing_gw_client *gc, const char *tenant,
+int ing_gw_served(struct sm_ring *gws, const char *tenant,
     const char *inc, uint64_t *gens, uint32_t n, uint8_t *served,
     uint32_t *nanswered, struct sm_err *err);
 

@@ -57,8 +57,6 @@ struct ingester {
 	struct ing_ship *ship;          /* NULL: no bucket configured */
 	struct ing_gateway *gw;         /* the store-gateway role, else NULL */
 	struct ing_remote *remote;      /* its data parts' reader (remote.h) */
-	struct ing_gw_client *gwc;      /* local retention's view of the
-					 * gateways (ship thread) */
 	struct ing_witness *wit;        /* ingesters only (witness.h) */
 	char inc[33];                   /* the data directory's incarnation */
 	pthread_t gw_thr;
@@ -480,7 +478,6 @@ static int
 leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
     struct sm_err *err)
 {
-	struct ing_gw_client *gc = NULL;
 	struct ing_db_block *v = NULL;
 	uint64_t *gens = NULL;
 	uint8_t *served = NULL;
@@ -488,9 +485,6 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 	const char *hex = ing->inc;
 	int rv;
 
-	if ((rv = ing_gw_client_create(ing->cfg.gw_members, ing->cfg.gw_rf,
-	    ing->cfg.ring_tokens, &gc, err)) != 0)
-		return (rv);
 	if ((rv = ing_db_blocks(ing->db, true, &v, &nv)) != 0 ||
 	    (gens = sm_calloc(SM_MAX(nv, 1), sizeof(*gens))) == NULL ||
 	    (served = sm_calloc(SM_MAX(nv, 1), 1)) == NULL) {
@@ -504,7 +498,7 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 			gens[n] = v[i + n].meta.gen;
 			n++;
 		}
-		if ((rv = ing_gw_served(gc, v[i].tenant, hex, gens, n, served,
+		if ((rv = ing_gw_served(ing->cfg.gw_ring, v[i].tenant, hex, gens, n, served,
 		    &answered, err)) != 0)
 			goto out;
 		for (uint32_t k = 0; k < n; k++)
@@ -535,7 +529,6 @@ out:
 	sm_free(gens);
 	sm_free(served);
 	ing_db_blocks_free(v, nv);
-	ing_gw_client_destroy(gc);
 	return (rv);
 }
 
@@ -597,14 +590,13 @@ leave_run(struct ingester *ing, bool patient, struct sm_err *err)
 		}
 		leave_sleep(ing, 1000);
 	}
-	if (ing->cfg.gw_members != NULL && ing->cfg.gw_members[0] != '\0' &&
+	if (ing->cfg.gw_ring != NULL &&
 	    (rv = leave_wait_gateways(ing, patient, deadline, err)) != 0) {
 		sm_err_prefix(err, "leave");
 		return (rv);
 	}
 	sm_info("ingester", "left: every block is in the bucket%s",
-	    ing->cfg.gw_members != NULL && ing->cfg.gw_members[0] != '\0' ?
-	    " and served by the store-gateways" : "");
+	    ing->cfg.gw_ring != NULL ? " and served by the store-gateways" : "");
 	return (0);
 }
 
@@ -992,7 +984,7 @@ local_drop_tenant(struct ingester *ing, const char *tenant, const char *inc,
 	    (sorted = sm_calloc(n, sizeof(*sorted))) == NULL)
 		goto out;
 	memcpy(sorted, gens, n * sizeof(*gens));
-	if (ing_gw_served(ing->gwc, tenant, inc, sorted, n, served, &answered,
+	if (ing_gw_served(ing->cfg.gw_ring, tenant, inc, sorted, n, served, &answered,
 	    &err) != 0 || answered == 0)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
@@ -1032,15 +1024,10 @@ local_retention(struct ingester *ing)
 	uint32_t nv = 0, k = 0;
 	struct sm_err err;
 
-	if (ing->cfg.local_retention_ms <= 0 || ing->cfg.gw_members == NULL ||
-	    ing->cfg.gw_members[0] == '\0' || ing->ship == NULL)
+	if (ing->cfg.local_retention_ms <= 0 || ing->cfg.gw_ring == NULL ||
+	    ing->ship == NULL)
 		return;
 	sm_err_clear(&err);
-	if (ing->gwc == NULL && ing_gw_client_create(ing->cfg.gw_members,
-	    ing->cfg.gw_rf, ing->cfg.ring_tokens, &ing->gwc, &err) != 0) {
-		sm_warn("ingester", "local retention off: %s", err.msg);
-		return;
-	}
 	if (ing_db_blocks(ing->db, true, &v, &nv) != 0)
 		goto out;
 	if ((gens = sm_calloc(SM_MAX(nv, 1), sizeof(*gens))) == NULL ||
@@ -1162,10 +1149,8 @@ replay_main(void *arg)
 	}
 	if (ing->cfg.gateway) {
 		struct ing_gateway_cfg gc = {
-			.members = ing->cfg.gw_members,
+			.ring = ing->cfg.gw_ring,
 			.self_id = ing->cfg.instance_id,
-			.rf = ing->cfg.gw_rf,
-			.tokens = ing->cfg.ring_tokens,
 			.unowned_grace_ms = 3 * ing->cfg.gw_sync_ms,
 			.bucket = ing->cfg.bucket,
 			.remote = ing->remote,
@@ -1439,7 +1424,6 @@ ing_destroy(struct ingester *ing)
 	sm_metric_gauge_fn_remove(ing);
 	ing_ship_destroy(ing->ship);
 	ing_gateway_destroy(ing->gw);
-	ing_gw_client_destroy(ing->gwc);
 	ing_db_close(ing->db);
 	if (ing->wit != NULL && ing->store != NULL)
 		witness_save(ing);

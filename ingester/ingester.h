@@ -24,7 +24,8 @@
  * RPC methods: Write, Merge, Series, Labels, Stats (replica
  * de-duplication), Analyze (index statistics for AnalyzeQuery and
  * GetProfileStats), SpanMerge, Profiles, Health (the ring), Retention,
- * CompactPlan and Compact (the compactor), Settings (tenant settings).
+ * CompactPlan and Compact (the compactor), Settings (tenant settings),
+ * Sources (a store-gateway's: what it serves of a tenant, gateway.h).
  * Every Write notes its replicas in the witness record (witness.h), which
  * Health answers carry with the data directory's incarnation, so queriers
  * know who held what (querier/complete.c); Health also carries the list
@@ -42,8 +43,8 @@
  * as far as the rings' heartbeats allow --, then refuses writes
  * (SM_EUNAVAIL: they land on the other replicas), waits for the writes in
  * flight, cuts every head into blocks, ships until nothing
- * is pending, and -- with -store-gateway.sharding-ring.members -- waits
- * until, for every tenant it holds, each owner store-gateway that answers
+ * is pending, and -- with store-gateways (-store-gateway.sharding-ring.*)
+ * -- waits until, for every tenant it holds, each owner store-gateway that answers
  * (at least one) serves its source with all its blocks (gateway.h,
  * ing_gw_served).  Only then may it go: /ingester/shutdown answers 200
  * and the process exits; its data is in the bucket and served.  The
@@ -60,11 +61,11 @@
  * is down).  A restart that keeps its disk may skip the wait
  * (-ingester.leave-on-shutdown=false).
  *
- * Local retention.  With a bucket and -store-gateway.sharding-ring.members,
- * after each ship pass the blocks older than -ingester.local-retention
- * (by their data's end) that every answering owner gateway of their
- * tenant serves (gateway.h, ing_gw_served; at least one must answer) are
- * dropped from this disk (db.h, ing_db_local_drop: the tenant's local
+ * Local retention.  With a bucket and store-gateways, after each ship
+ * pass the blocks older than -ingester.local-retention (by their data's
+ * end) that every answering owner gateway of their tenant serves
+ * (gateway.h, ing_gw_served; at least one must answer) are dropped from
+ * this disk (db.h, ing_db_local_drop: the tenant's local
  * floor rises, and no tier is built below it).  Without gateways nothing
  * is dropped: the bucket alone does not answer queries.
  *
@@ -101,6 +102,7 @@
 #include "common/buf.h"
 #include "common/flags.h"
 #include "common/http.h"
+#include "common/ring.h"
 #include "common/sm.h"
 
 struct ing_config {
@@ -134,9 +136,10 @@ struct ing_config {
 	/* Store-gateway role (gateway.h; all set by main): no writes, no
 	 * shipping, blocks loaded from the bucket and served per source. */
 	bool gateway;
-	const char *gw_members;   /* -store-gateway.sharding-ring.members
-				   * (an ingester: whom a leave waits for) */
-	int64_t gw_rf;            /* ...sharding-ring.replication-factor */
+	struct sm_ring *gw_ring;  /* the store-gateways (borrowed, started by
+				   * main; NULL: none): an ingester's leave
+				   * and local retention ask them, a
+				   * gateway shares tenants by it */
 	int64_t gw_sync_ms;       /* -store-gateway.sync-interval */
 	int64_t gw_cache_bytes;   /* -store-gateway.data-cache-bytes */
 	int64_t gw_page_bytes;    /* -store-gateway.data-page-bytes */

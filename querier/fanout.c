@@ -100,8 +100,9 @@ static int pack_req(const Smolder__V1__Request *r, const char *source,
  * asked -- not only the tenant's owners, so a source is found while
  * gateways disagree about who owns what (a ring being changed); a
  * non-owner answers with nothing.  Each (gateway, source) listed becomes
- * a target.  SM_EUNAVAIL when no owner of the tenant answers: history
- * cannot be vouched for.
+ * a target.  SM_EUNAVAIL when no owner of the tenant answers and vouches
+ * (SourcesResponse.vouch: an owner in its own ring too, that has loaded
+ * the tenant; ingester/gateway.h): history cannot be vouched for.
  */
 /* An unloaded block one answering owner reported, and how many did. */
 struct fan_bad {
@@ -125,7 +126,7 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	struct sm_err last;
 	uint8_t *owner = NULL;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
-	uint32_t own[64], no, asked = 0, owners_answered = 0, cap = 0;
+	uint32_t own[128], no, asked = 0, owners_answered = 0, cap = 0;
 	int rv = 0;
 
 	f->gsnap = g = sm_ring_acquire(q->cfg.gw_ring);
@@ -137,7 +138,7 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	}
 	if ((owner = sm_calloc(SM_MAX(g->n, 1), 1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	no = sm_ring_owners(g, sm_ring_key(tenant, NULL, 0), NULL, own);
+	no = sm_ring_owners_settling(g, sm_ring_key(tenant, NULL, 0), own);
 	for (uint32_t i = 0; i < no; i++)
 		owner[own[i]] = 1;
 	sm_err_clear(&last);
@@ -188,6 +189,18 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 				    gw_name(g, m), e.msg);
 			sm_arena_destroy(a);
 			continue;
+		}
+		/* An owner in our ring that is not one in its own (our view
+		 * or its is behind a ring change) or has not loaded the
+		 * tenant yet does not vouch for it: what it lists is used,
+		 * its silence about the rest is not. */
+		if (resp->sources->vouch ==
+		    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE &&
+		    owner[m]) {
+			owner[m] = 0;
+			sm_err_set(&last, SM_EUNAVAIL, "%s owns it in this "
+			    "querier's ring but has not loaded it", gw_name(g,
+			    m));
 		}
 		owners_answered += owner[m];
 		/* blocks an owner could not load, over the query's range */

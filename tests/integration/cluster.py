@@ -41,7 +41,8 @@ class Cluster:
                  compactors=0, compactor_extra=(),
                  heartbeat_timeout=None, distributor_peers=False,
                  distributor_extra=(), gateways=0, gateway_rf=2,
-                 gateway_extra=(), ingester_zones=None, etcd=None):
+                 gateway_extra=(), ingester_zones=None, etcd=None,
+                 gateway_store=None):
         self.ws = ws
         # "host:port" of an etcd (tests/tools/etcd_server.py): membership
         # comes from it (-ring.etcd.*) instead of -ring.members
@@ -70,6 +71,9 @@ class Cluster:
         self.ngateways = gateways
         self.gateway_rf = gateway_rf
         self.gateway_extra = list(gateway_extra)
+        # "etcd": the store-gateways register in self.etcd and every
+        # component follows them there (-store-gateway.sharding-ring.store)
+        self.gateway_store = gateway_store
         self.gw_ports = [free_port() for _ in range(gateways)]
         self.gw_members = ",".join("gateway-%d=tcp://127.0.0.1:%d" % (i, p)
                                    for i, p in enumerate(self.gw_ports))
@@ -96,6 +100,10 @@ class Cluster:
         store-gateways; [] without them."""
         if not self.ngateways:
             return []
+        if self.gateway_store == "etcd":
+            return ["-store-gateway.sharding-ring.store=etcd",
+                    "-store-gateway.sharding-ring.replication-factor=%d"
+                    % self.gateway_rf]
         return ["-store-gateway.sharding-ring.members=%s" % self.gw_members,
                 "-store-gateway.sharding-ring.replication-factor=%d"
                 % self.gateway_rf]
@@ -123,6 +131,8 @@ class Cluster:
             + self.extra + self.ingester_extra)
 
     def _gateway(self, i):
+        if i >= len(self.gw_ports):       # one that joins later
+            self.gw_ports.append(free_port())
         return DataServer(
             self.ws.data_dir("%s-gateway-%d" % (self.name, i)),
             self.ws.log_dir("%s-gateway-%d" % (self.name, i)),
@@ -132,6 +142,7 @@ class Cluster:
                 "-rpc.listen-address=tcp://127.0.0.1:%d" % self.gw_ports[i],
                 "-ring.heartbeat-period=%s" % HEARTBEAT,
                 "-ingester.min-ready-duration=%s" % MIN_READY]
+            + (self.etcd_flags() if self.gateway_store == "etcd" else [])
             + self.gateway_flags() + self.extra + self.gateway_extra)
 
     def restart_gateway(self, i, wait=True):
@@ -227,17 +238,18 @@ class Cluster:
 
     # -- the ring ------------------------------------------------------------------
 
-    def ring(self, server=None):
-        """The /ring JSON of a distributor (or `server`), or None."""
+    def ring(self, server=None, path="/ring"):
+        """The /ring JSON of a distributor (or `server`), or None; with
+        path="/store-gateway/ring", its store-gateway ring."""
         s = server or (self.distributors + self.queriers)[0]
-        r = s.request("GET", "/ring", timeout=10)
+        r = s.request("GET", path, timeout=10)
         try:
             return r.json() if r.status == 200 else None
         except ValueError:
             return None
 
-    def states(self, server=None):
-        j = self.ring(server)
+    def states(self, server=None, path="/ring"):
+        j = self.ring(server, path)
         return {m["id"]: m["state"] for m in j["members"]} if j else {}
 
     def wait_writes(self, n, timeout=60):

@@ -3,7 +3,7 @@
 test_etcd_membership.py -- shared ring membership in a real etcd (Debian's
 etcd-server on loopback): ingesters join and leave under steady writes
 while one distributor and one querier, never restarted, follow etcd.
-RF 3, 2 store-gateways (RF 2) over a filesystem bucket.
+RF 3, store-gateways (RF 2) over a filesystem bucket, also in etcd.
 
   A. ingesters 0-2 register themselves (<prefix>ingesters/<id>); the
      distributor and the querier, given only -ring.etcd.endpoints, see
@@ -20,6 +20,12 @@ RF 3, 2 store-gateways (RF 2) over a filesystem bucket.
   E. at every stage the querier's answer counts every acknowledged
      upload exactly once; the distributor and the querier are the same
      processes from start to end.
+  G. store-gateways in etcd too (-store-gateway.sharding-ring.store=etcd):
+     gateway-2 joins and gateway-0 leaves for good (SIGTERM with
+     -store-gateway.sharding-ring.unregister-on-shutdown), with the
+     writer paused: the querier's store-gateway ring follows without a
+     restart, and every answer meanwhile -- history the left ingesters
+     shipped is only in the bucket -- is exact: no 503, no partial 200.
   F. two compactors: one holds the compactor lock in etcd and runs
      passes, the other's POST /compactor/run answers 503 naming the
      holder; once the holder stops, the other takes the lock and runs.
@@ -100,12 +106,12 @@ def answer(q):
     return parse_collapsed(resp.text())
 
 
-def etcd_keys(c):
+def etcd_keys(c, kind="ingesters"):
     """The member ids under the cluster's prefix, read with etcdctl."""
     import subprocess
     out = subprocess.run(
         ["etcdctl", "--endpoints=%s" % c.etcd, "get", "--prefix",
-         "--keys-only", "%s/ingesters/" % c.name],
+         "--keys-only", "%s/%s/" % (c.name, kind)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
         env=dict(os.environ, ETCDCTL_API="3")).stdout.decode()
     return sorted(k.rsplit("/", 1)[-1] for k in out.split() if k)
@@ -122,8 +128,11 @@ def body(r):
                "-storage.filesystem.dir=%s" % bucket]
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 compactors=2, gateways=2, gateway_rf=2, etcd=et["endpoint"],
-                gateway_extra=storage + ["-store-gateway.sync-interval="
-                                         "500ms"],
+                gateway_store="etcd",
+                gateway_extra=storage + [
+                    "-store-gateway.sync-interval=500ms",
+                    "-store-gateway.sharding-ring.unregister-on-shutdown="
+                    "true"],
                 extra=["-validation.reject-older-than=0",
                        "-compactor.downsample-tiers=none"])
     # as deploy/kubernetes runs them: SIGTERM is a restart that keeps its
@@ -210,6 +219,52 @@ def body(r):
          "ingester-2 kept its key across the restart")
     time.sleep(1)
     check("etcd back")
+
+    # G. store-gateways join and leave through etcd
+    r.eq(etcd_keys(c, "store-gateways"), ["gateway-0", "gateway-1"],
+         "the two store-gateways registered themselves in etcd")
+    gw_path = "/store-gateway/ring"
+
+    def gateways_settle(what, want):
+        """Poll the querier until its store-gateway ring shows `want`
+        ACTIVE, then 2 s more (the gateways' 1.5 s unowned grace), each
+        answer compared with the acknowledged uploads."""
+        acked = w.snapshot()
+        expect = {s: n * unit[0] for s, n in acked.items() if n > 0}
+        bad, n, t0 = [], 0, time.monotonic()
+        settled = None
+        while time.monotonic() < t0 + 40:
+            got = answer(q)
+            n += 1
+            if got != expect:
+                bad.append(got if not isinstance(got, dict) else
+                           "200 with %d of %d" % (sum(got.values()),
+                                                   sum(expect.values())))
+            st = c.states(q, gw_path)
+            if settled is None and sorted(st) == want and \
+                    all(v == "ACTIVE" for v in st.values()):
+                settled = time.monotonic()
+            if settled is not None and time.monotonic() > settled + 2:
+                break
+            time.sleep(0.1)
+        r.check(settled is not None, "%s: the querier's store-gateway ring "
+                "is %s, all ACTIVE, without a restart (%.1f s)"
+                % (what, want, (settled or time.monotonic()) - t0),
+                str(c.states(q, gw_path)))
+        r.eq(bad[:5], [], "%s: every one of %d answers meanwhile is exact"
+             % (what, n))
+        w.paused.clear()
+
+    c.gateways.append(c._gateway(2).start(wait=False))
+    gateways_settle("gateway-2 joined", ["gateway-0", "gateway-1",
+                                         "gateway-2"])
+    probs = c.gateways[0].stop()
+    r.check(not probs, "gateway-0 stopped", "\n".join(probs))
+    gateways_settle("gateway-0 left", ["gateway-1", "gateway-2"])
+    r.eq(etcd_keys(c, "store-gateways"), ["gateway-1", "gateway-2"],
+         "gateway-0 deleted its key when it stopped")
+    time.sleep(1)
+    check("gateways changed")
 
     # F. one compactor at a time
     runs = {}
