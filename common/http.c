@@ -742,6 +742,13 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	sm_info("http", "listening\taddress=%s port=%u threads=%u "
 	    "write_workers=%u query_workers=%u", h->h_listen, h->h_port,
 	    h->h_cfg.threads, h->h_write.p_n, h->h_query.p_n);
+	/* What this process serves, for an operator and for
+	 * tests/integration/test_contracts.py (every route is named in
+	 * its component's header). */
+	for (size_t i = 0; i < h->h_nroutes; i++)
+		sm_debug("http", "route\tmethod=%s path=%s",
+		    h->h_routes[i].method != NULL ? h->h_routes[i].method :
+		    "*", h->h_routes[i].path);
 	return (0);
 }
 

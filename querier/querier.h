@@ -1,8 +1,24 @@
 /*
  * querier.h -- the querier component (docs/architecture.md §1): the HTTP query API.
  *
- * Routes (docs/wire-formats.md §3): GET /render and /pyroscope/render (format json, the
- * flamebearer profile; format collapsed, folded text).
+ * Routes (docs/wire-formats.md §3), all read-scoped, each a file of this
+ * directory:
+ *   GET /render, /pyroscope/render: the flamegraph and its timeline
+ *     (format json, the flamebearer profile; format collapsed, folded
+ *     text); GET /render-diff, /pyroscope/render-diff: two of them as a
+ *     diff (render.c);
+ *   GET /labels, /label-values, /pyroscope/label-values, /api/apps: label
+ *     names and values, the application list (labels.c);
+ *   POST querier.v1.QuerierService over Connect: ProfileTypes,
+ *     LabelNames, LabelValues, Series, SelectMergeStacktraces,
+ *     SelectSeries, Diff, SelectMergeProfile (connect_api.c),
+ *     SelectMergeSpanProfile (span_api.c), SelectHeatmap
+ *     (heatmap_api.c), GetProfileStats and AnalyzeQuery (stats_api.c);
+ *   POST settings.v1.SettingsService Get, Set and Delete,
+ *     capabilities.v1.FeatureFlagsService GetFeatureFlags and
+ *     version.v1.Version Version (settings.c);
+ *   /ui/app.css, /ui/app.js, /ui/favicon.svg: the web UI's files,
+ *     public (webui.c).
  *
  * A query fans out to every healthy ingester of the ring over the internal
  * RPC (querier/fanout.c) -- and, with cfg.gw_ring, to the sources the
