@@ -3,19 +3,18 @@
  * forms; see selector.h for the syntax and the semantics.
  *
  * Matching.  A matcher owns its name, its value and, for =~ and !~, a
- * PCRE2 pattern compiled with PCRE2_ANCHORED | PCRE2_ENDANCHORED (the
- * whole value must match, as Prometheus wraps RE2 patterns in ^(?:...)$),
- * PCRE2_UTF and PCRE2_DOTALL ('.' matches '\n': Prometheus parses with
- * RE2's DotNL since 2.x).  JIT compilation is attempted and its failure
- * ignored: the interpreter gives the same answers.  Each matcher has its
- * own one-pair match data, which is why a selector is single-threaded.
- * A subject PCRE2 refuses (invalid UTF-8) counts as "no match".
+ * pattern (regex.h) compiled SM_RE_WHOLE (the whole value must match, as
+ * Prometheus wraps RE2 patterns in ^(?:...)$), SM_RE_UTF and
+ * SM_RE_DOTALL ('.' matches '\n': Prometheus parses with RE2's DotNL
+ * since 2.x).  Each matcher has its own match area, which is why a
+ * selector is single-threaded.  A subject PCRE2 refuses (invalid UTF-8)
+ * counts as "no match".
  *
  * Regex cost.  PCRE2 backtracks, so a pattern such as (a+)+ is exponential
  * in the value's length; with PCRE2's default limits (10^7 steps) one
- * query over 2,000 series held an ingester for 29 s.  Each matcher has a
- * match context with SM_RE_MATCH_LIMIT / SM_RE_DEPTH_LIMIT /
- * SM_RE_HEAP_LIMIT_KIB (selector.h): about a millisecond of work per value
+ * query over 2,000 series held an ingester for 29 s.  Each pattern has
+ * SM_RE_MATCH_LIMIT / SM_RE_DEPTH_LIMIT / SM_RE_HEAP_LIMIT_KIB
+ * (regex.h, SM_RE_LIMITED): about a millisecond of work per value
  * at most, far above what a sane pattern needs on a label value (a
  * pattern like .*foo.* takes a few steps per byte).  A value that hits a
  * limit makes sm_matcher_eval fail with SM_EINVAL (400, naming the limit)
@@ -39,9 +38,6 @@
  * query owns its selector and its strings; on failure sm_query_parse
  * leaves the query empty, as after sm_query_init.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "selector.h"
 
 #include <stdbool.h>
@@ -72,12 +68,8 @@ matcher_fini(struct sm_matcher *m)
 {
 	sm_free(m->name);
 	sm_free(m->value);
-	if (m->md != NULL)
-		pcre2_match_data_free(m->md);
-	if (m->re != NULL)
-		pcre2_code_free(m->re);
-	if (m->mc != NULL)
-		pcre2_match_context_free(m->mc);
+	sm_regex_md_free(m->md);
+	sm_regex_free(m->re);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -94,33 +86,20 @@ sm_selector_fini(struct sm_selector *s)
 static int
 matcher_compile(struct sm_matcher *m, struct sm_err *err)
 {
-	PCRE2_UCHAR msg[256];
-	PCRE2_SIZE eoff;
-	int ecode;
+	struct sm_err e;
+	int rv;
 
-	m->re = pcre2_compile((PCRE2_SPTR)m->value, PCRE2_ZERO_TERMINATED,
-	    PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_UTF | PCRE2_DOTALL,
-	    &ecode, &eoff, NULL);
-	if (m->re == NULL) {
-		if (ecode == PCRE2_ERROR_NOMEMORY)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory "
-			    "compiling a regular expression"));
-		if (pcre2_get_error_message(ecode, msg, sizeof(msg)) < 0)
-			snprintf((char *)msg, sizeof(msg), "error %d", ecode);
+	sm_err_clear(&e);
+	if ((rv = sm_regex_compile(m->value, SM_RE_WHOLE | SM_RE_UTF |
+	    SM_RE_DOTALL | SM_RE_LIMITED, &m->re, &e)) != 0) {
+		if (rv != SM_EINVAL)
+			return (sm_err_set(err, rv, "%s", e.msg));
 		return (sm_err_set(err, SM_EINVAL, "invalid regular expression "
-		    "for label %s: \"%.200s\": %s at offset %zu", m->name,
-		    m->value, (const char *)msg, (size_t)eoff));
+		    "for label %s: \"%.200s\": %s", m->name, m->value, e.msg));
 	}
-	/* Failure only means no JIT on this platform or pattern. */
-	(void)pcre2_jit_compile(m->re, PCRE2_JIT_COMPLETE);
-	/* One pair is enough: we only ask "did it match". */
-	m->md = pcre2_match_data_create(1, NULL);
-	m->mc = pcre2_match_context_create(NULL);
-	if (m->md == NULL || m->mc == NULL)
+	/* No group: we only ask "did it match". */
+	if ((m->md = sm_regex_md_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	(void)pcre2_set_match_limit(m->mc, SM_RE_MATCH_LIMIT);
-	(void)pcre2_set_depth_limit(m->mc, SM_RE_DEPTH_LIMIT);
-	(void)pcre2_set_heap_limit(m->mc, SM_RE_HEAP_LIMIT_KIB);
 	return (0);
 }
 
@@ -161,7 +140,7 @@ int
 sm_matcher_eval(const struct sm_matcher *m, const char *value, size_t len,
     struct sm_err *err)
 {
-	char what[64];
+	struct sm_err e;
 	int rc;
 
 	if (value == NULL) {
@@ -177,40 +156,16 @@ sm_matcher_eval(const struct sm_matcher *m, const char *value, size_t len,
 	case SM_MATCH_RE:
 	case SM_MATCH_NRE:
 		SM_ASSERT(m->re != NULL && m->md != NULL);
-		rc = pcre2_match(m->re, (PCRE2_SPTR)value, len, 0, 0, m->md,
-		    m->mc);
-		/* JIT code runs on a 32 KiB machine stack: past it, the
-		 * interpreter (heap frames, SM_RE_HEAP_LIMIT_KIB) decides. */
-		if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-			rc = pcre2_match(m->re, (PCRE2_SPTR)value, len, 0,
-			    PCRE2_NO_JIT, m->md, m->mc);
-		if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH)
-			return ((m->type == SM_MATCH_RE) == (rc >= 0));
-		switch (rc) {
-		case PCRE2_ERROR_MATCHLIMIT:
-			snprintf(what, sizeof(what), "match limit of %u "
-			    "backtracking steps", SM_RE_MATCH_LIMIT);
-			break;
-		case PCRE2_ERROR_DEPTHLIMIT:
-			snprintf(what, sizeof(what), "depth limit of %u "
-			    "nested backtracking points", SM_RE_DEPTH_LIMIT);
-			break;
-		case PCRE2_ERROR_HEAPLIMIT:
-			snprintf(what, sizeof(what), "heap limit of %u KiB",
-			    SM_RE_HEAP_LIMIT_KIB);
-			break;
-		case PCRE2_ERROR_NOMEMORY:
-			return (sm_err_set(err, SM_ENOMEM, "out of memory "
-			    "matching a regular expression"));
-		default:
-			/* Invalid UTF-8 in the value and the like: PCRE2
-			 * cannot match it, which is "no match". */
-			return (m->type == SM_MATCH_NRE);
-		}
+		sm_err_clear(&e);
+		rc = sm_regex_match(m->re, m->md, value, len, &e);
+		if (rc >= 0)
+			return ((m->type == SM_MATCH_RE) == (rc == 1));
+		if (rc != SM_ELIMIT)
+			return (sm_err_set(err, rc, "%s", e.msg));
 		return (sm_err_set(err, SM_EINVAL, "regular expression for "
 		    "label %s exceeded the %s on a %zu-byte value: \"%.200s\" "
 		    "backtracks too much, simplify it (avoid nested "
-		    "quantifiers such as (a+)+)", m->name, what, len,
+		    "quantifiers such as (a+)+)", m->name, e.msg, len,
 		    m->value));
 	}
 	SM_ASSERT(!"invalid match type");

@@ -34,6 +34,7 @@
 #include <stdbool.h>
 
 #include "labels.h"
+#include "regex.h"
 #include "sm.h"
 
 enum sm_match_type {
@@ -47,21 +48,18 @@ struct sm_matcher {
 	enum sm_match_type type;
 	char *name;
 	char *value;
-	void *re;        /* pcre2_code_8 *, for RE/NRE */
-	void *md;        /* pcre2_match_data_8 * */
-	void *mc;        /* pcre2_match_context_8 *: the limits below */
+	struct sm_regex *re;      /* for RE/NRE (regex.h, with its limits) */
+	struct sm_regex_md *md;   /* its match area: a selector is used by
+				   * one thread at a time */
 };
 
 /*
- * Regex cost limits (selector.c): PCRE2 gives up on one value after
- * SM_RE_MATCH_LIMIT backtracking steps, SM_RE_DEPTH_LIMIT nested
- * backtracking points or SM_RE_HEAP_LIMIT_KIB of backtracking memory, so
- * a catastrophic pattern such as (a+)+ costs at most about a millisecond
- * per value; sm_matcher_eval turns that into SM_EINVAL naming the limit.
+ * Regex cost: patterns are compiled with regex.h's limits (SM_RE_LIMITED:
+ * SM_RE_MATCH_LIMIT backtracking steps, SM_RE_DEPTH_LIMIT nested points,
+ * SM_RE_HEAP_LIMIT_KIB of memory), so a catastrophic pattern such as
+ * (a+)+ costs at most about a millisecond per value; sm_matcher_eval
+ * turns a limit into SM_EINVAL naming it.
  */
-#define SM_RE_MATCH_LIMIT 100000u
-#define SM_RE_DEPTH_LIMIT 10000u
-#define SM_RE_HEAP_LIMIT_KIB 8192u
 
 struct sm_selector {
 	struct sm_matcher *m;

@@ -9,14 +9,14 @@
  * into batch series once the whole recording is read (the jfr_event label
  * is only known then).
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "common/gz.h"
+#include "common/regex.h"
 
 #include "jfr.h"
 #include "multipart.h"
@@ -273,7 +273,7 @@ struct jr {
 	struct dist_batch *b;
 	struct sm_err *err;
 	const struct dist_limits *lim;
-	pcre2_match_data *md;
+	struct sm_regex_md *md;
 
 	/* chunk */
 	uint32_t chunk_no;
@@ -1119,7 +1119,7 @@ pools_read(struct jr *R, uint64_t off)
 /* --- symbols, methods, stacks -------------------------------------------- */
 
 static pthread_once_t jre_once = PTHREAD_ONCE_INIT;
-static pcre2_code *jre[5];
+static struct sm_regex *jre[5];
 static const char *const jre_src[5] = {
 	"^(jdk/internal/reflect/GeneratedMethodAccessor)(\\d+)$",
 	"^(.+\\$\\$Lambda)(\\$?\\d*[./](0x)?[\\da-f]+|\\d+)$",
@@ -1143,13 +1143,11 @@ static void
 jre_init(void)
 {
 	for (size_t i = 0; i < SM_ARRAY_LEN(jre); i++) {
-		int ec;
-		PCRE2_SIZE eo;
+		struct sm_err e;
 
-		jre[i] = pcre2_compile((PCRE2_SPTR)jre_src[i],
-		    PCRE2_ZERO_TERMINATED, PCRE2_DOLLAR_ENDONLY, &ec, &eo,
-		    NULL);
-		SM_ASSERT(jre[i] != NULL);
+		/* Constant patterns: only out of memory at start fails. */
+		SM_ASSERT(sm_regex_compile(jre_src[i], SM_RE_DOLLAR_ENDONLY,
+		    &jre[i], &e) == 0);
 	}
 }
 
@@ -1161,27 +1159,27 @@ static int
 merge_generated(struct jr *R, struct jstr *s)
 {
 	for (size_t i = 0; i < SM_ARRAY_LEN(jre); i++) {
-		PCRE2_SIZE *ov;
+		struct sm_err e;
+		size_t g0, g1, n;
 		char *o;
-		size_t n;
 
 		if (s->n < strlen(jre_hint[i]) ||
 		    memmem(s->p, s->n, jre_hint[i], strlen(jre_hint[i])) ==
 		    NULL)
 			continue;
-		if (pcre2_match(jre[i], (PCRE2_SPTR)s->p, s->n, 0, 0, R->md,
-		    NULL) < 0)
+		if (sm_regex_match(jre[i], R->md, s->p, s->n, &e) != 1)
 			continue;
-		ov = pcre2_get_ovector_pointer(R->md);
 		if (jre_fixed[i] != NULL) {
 			s->p = jre_fixed[i];
 			s->n = strlen(jre_fixed[i]);
 			continue;
 		}
-		n = ov[3] - ov[2];      /* group 1, then "_" */
+		if (!sm_regex_group(R->md, 1, &g0, &g1))
+			continue;
+		n = g1 - g0;            /* group 1, then "_" */
 		if ((o = sm_arena_alloc(R->ca, n + 2)) == NULL)
 			return (jnomem(R));
-		memcpy(o, s->p + ov[2], n);
+		memcpy(o, s->p + g0, n);
 		o[n] = '_';
 		o[n + 1] = '\0';
 		s->p = o;
@@ -2215,7 +2213,7 @@ dist_jfr_ingest(const uint8_t *data, size_t len,
 	if (!s.gz && len > s.max)
 		return (sm_err_set(err, SM_ETOOBIG, "decompressed JFR recording "
 		    "exceeds limit of %" PRIu64 " bytes", s.max));
-	if ((R.md = pcre2_match_data_create(16, NULL)) == NULL)
+	if ((R.md = sm_regex_md_create(15)) == NULL)
 		return (jnomem(&R));
 	if (s.gz) {
 		if (inflateInit2(&s.zs, 16 + MAX_WBITS) != Z_OK) {
@@ -2252,7 +2250,7 @@ out:
 	if (s.zinit)
 		inflateEnd(&s.zs);
 	sm_free(s.buf);
-	pcre2_match_data_free(R.md);
+	sm_regex_md_free(R.md);
 	sm_free(R.fr);
 	sm_free(R.ids);
 	sm_free(R.event);
