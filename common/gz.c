@@ -11,6 +11,7 @@
 
 #include <libdeflate.h>
 #include <string.h>
+#include <zlib.h>
 
 static int
 gz_member(struct libdeflate_decompressor *d, const uint8_t *in, size_t len,
@@ -130,4 +131,89 @@ sm_gzip(const uint8_t *in, size_t len, int level, uint8_t **out,
 	*out = buf;
 	*outlen = n;
 	return (0);
+}
+
+/* --- streamed ------------------------------------------------------------- */
+
+struct sm_gunzip_stream {
+	z_stream zs;
+	const uint8_t *in;
+	size_t len, pos;
+	bool end;
+};
+
+int
+sm_gunzip_stream_open(const uint8_t *in, size_t len,
+    struct sm_gunzip_stream **out)
+{
+	struct sm_gunzip_stream *z;
+
+	*out = NULL;
+	if ((z = sm_calloc(1, sizeof(*z))) == NULL)
+		return (SM_ENOMEM);
+	z->in = in;
+	z->len = len;
+	if (inflateInit2(&z->zs, 16 + MAX_WBITS) != Z_OK) {
+		sm_free(z);
+		return (SM_ENOMEM);
+	}
+	*out = z;
+	return (0);
+}
+
+int
+sm_gunzip_stream_read(struct sm_gunzip_stream *z, uint8_t *out, size_t want,
+    size_t *got, struct sm_err *err)
+{
+	*got = 0;
+	while (*got < want && !z->end) {
+		uInt before;
+		int zr;
+
+		z->zs.next_out = out + *got;
+		z->zs.avail_out = (uInt)SM_MIN(want - *got, (size_t)UINT32_MAX);
+		if (z->zs.avail_in == 0 && z->pos < z->len) {
+			z->zs.next_in = (Bytef *)(uintptr_t)(z->in + z->pos);
+			z->zs.avail_in = (uInt)SM_MIN(z->len - z->pos,
+			    (size_t)1 << 30);
+			z->pos += z->zs.avail_in;
+		}
+		before = z->zs.avail_out;
+		zr = inflate(&z->zs, Z_NO_FLUSH);
+		*got += before - z->zs.avail_out;
+		if (zr == Z_STREAM_END) {
+			/* concatenated members, as Go's gzip reader */
+			if (z->zs.avail_in == 0 && z->pos >= z->len)
+				z->end = true;
+			else if (inflateReset(&z->zs) != Z_OK)
+				return (sm_err_set(err, SM_EMALFORMED,
+				    "invalid gzip data"));
+		} else if (zr == Z_BUF_ERROR && z->zs.avail_in == 0 &&
+		    z->pos >= z->len) {
+			return (sm_err_set(err, SM_EMALFORMED, "invalid gzip "
+			    "data: unexpected end of stream"));
+		} else if (zr == Z_MEM_ERROR) {
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
+			return (sm_err_set(err, SM_EMALFORMED, "invalid gzip "
+			    "data: %s", z->zs.msg != NULL ? z->zs.msg :
+			    "inflate failed"));
+		}
+	}
+	return (0);
+}
+
+void
+sm_gunzip_stream_close(struct sm_gunzip_stream *z)
+{
+	if (z == NULL)
+		return;
+	inflateEnd(&z->zs);
+	sm_free(z);
+}
+
+uint32_t
+sm_crc32(uint32_t crc, const void *p, size_t n)
+{
+	return (libdeflate_crc32(crc, p, n));
 }

@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "common/gz.h"
 #include "common/regex.h"
@@ -1943,21 +1942,24 @@ chunk(struct jr *R, const uint8_t *p, size_t len)
 struct jsrc {
 	const uint8_t *data;
 	size_t len, pos;
-	bool gz, zinit, zend;
-	z_stream zs;
+	bool gz;
+	struct sm_gunzip_stream *z;
 	uint8_t *buf;
 	size_t cap;
 	uint64_t total, max;
 };
 
-/* Inflate up to `want` more bytes to buf[have..]; *got how many. */
+/* Inflate up to `want` more bytes to buf[have..]; *got how many.  The
+ * buffer grows with what actually inflates, never to a size a chunk
+ * header merely claims. */
 static int
 src_inflate(struct jr *R, struct jsrc *s, size_t have, size_t want,
     size_t *got)
 {
 	*got = 0;
-	while (*got < want && !s->zend) {
-		int zr;
+	while (*got < want) {
+		size_t n;
+		int rv;
 
 		if (have + *got + 1 > s->cap) {
 			size_t nc = SM_MAX((size_t)1 << 16, s->cap * 2);
@@ -1969,35 +1971,13 @@ src_inflate(struct jr *R, struct jsrc *s, size_t have, size_t want,
 			s->buf = nb;
 			s->cap = nc;
 		}
-		s->zs.next_out = s->buf + have + *got;
-		s->zs.avail_out = (uInt)SM_MIN(SM_MIN(s->cap - have - *got,
-		    want - *got), (size_t)UINT32_MAX);
-		if (s->zs.avail_in == 0 && s->pos < s->len) {
-			s->zs.next_in = (Bytef *)(uintptr_t)(s->data + s->pos);
-			s->zs.avail_in = (uInt)SM_MIN(s->len - s->pos,
-			    (size_t)1 << 30);
-			s->pos += s->zs.avail_in;
-		}
-		uInt before = s->zs.avail_out;
-		zr = inflate(&s->zs, Z_NO_FLUSH);
-		*got += before - s->zs.avail_out;
-		if (zr == Z_STREAM_END) {
-			/* concatenated members, as Go's gzip reader */
-			if (s->zs.avail_in == 0 && s->pos >= s->len) {
-				s->zend = true;
-			} else if (inflateReset(&s->zs) != Z_OK) {
-				return (sm_err_set(R->err, SM_EMALFORMED,
-				    "invalid gzip data"));
-			}
-		} else if (zr == Z_BUF_ERROR && s->zs.avail_in == 0 &&
-		    s->pos >= s->len) {
-			return (sm_err_set(R->err, SM_EMALFORMED, "invalid gzip "
-			    "data: unexpected end of stream"));
-		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			return (sm_err_set(R->err, SM_EMALFORMED, "invalid gzip "
-			    "data: %s", s->zs.msg != NULL ? s->zs.msg :
-			    "inflate failed"));
-		}
+		if ((rv = sm_gunzip_stream_read(s->z, s->buf + have + *got,
+		    SM_MIN(s->cap - have - *got, want - *got), &n,
+		    R->err)) != 0)
+			return (rv);
+		if (n == 0)
+			break;          /* the end of the data */
+		*got += n;
 	}
 	return (0);
 }
@@ -2215,12 +2195,9 @@ dist_jfr_ingest(const uint8_t *data, size_t len,
 		    "exceeds limit of %" PRIu64 " bytes", s.max));
 	if ((R.md = sm_regex_md_create(15)) == NULL)
 		return (jnomem(&R));
-	if (s.gz) {
-		if (inflateInit2(&s.zs, 16 + MAX_WBITS) != Z_OK) {
-			rv = jnomem(&R);
-			goto out;
-		}
-		s.zinit = true;
+	if (s.gz && sm_gunzip_stream_open(data, len, &s.z) != 0) {
+		rv = jnomem(&R);
+		goto out;
 	}
 	if (in->labels != NULL && in->labels_len > 0 &&
 	    (rv = labels_read(&R)) != 0)
@@ -2247,8 +2224,7 @@ dist_jfr_ingest(const uint8_t *data, size_t len,
 	rv = finish(&R);
 out:
 	chunk_fini(&R);
-	if (s.zinit)
-		inflateEnd(&s.zs);
+	sm_gunzip_stream_close(s.z);
 	sm_free(s.buf);
 	sm_regex_md_free(R.md);
 	sm_free(R.fr);

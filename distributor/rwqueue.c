@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <zlib.h>
 
+#include "common/gz.h"
 #include "common/log.h"
 
 #define RWQ_HDR 8
@@ -72,12 +72,7 @@ get64(const uint8_t *p)
 static uint32_t
 rec_crc(const uint8_t *lenb, const void *p, size_t n)
 {
-	uLong c = crc32(0L, Z_NULL, 0);
-
-	c = crc32(c, lenb, 4);
-	/* zlib takes uInt lengths; records are < 1 GiB. */
-	c = crc32(c, p, (uInt)n);
-	return ((uint32_t)c);
+	return (sm_crc32(sm_crc32(0, lenb, 4), p, n));
 }
 
 static void
@@ -137,7 +132,7 @@ commit_write(struct rwq *q, uint64_t seq, uint64_t off, uint32_t flags)
 	put64(s + 12, seq);
 	put64(s + 20, off);
 	put32(s + 28, flags);
-	put32(s + 32, (uint32_t)crc32(crc32(0L, Z_NULL, 0), s, 32));
+	put32(s + 32, sm_crc32(0, s, 32));
 	if (full_pwrite(q->cfd, s, sizeof(s), (g & 1) * RWQ_SLOT) != 0) {
 		sm_error("remote-write", "queue commit write failed\tdir=%s "
 		    "err=\"%s\"", q->dir, strerror(errno));
@@ -161,7 +156,7 @@ commit_read(struct rwq *q, uint64_t *seq, uint64_t *off, uint32_t *flags)
 		if (k < (i + 1) * RWQ_SLOT_USED + i * (RWQ_SLOT - RWQ_SLOT_USED))
 			continue;
 		if (get32(p) != RWQ_MAGIC || get32(p + 32) !=
-		    (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, 32))
+		    sm_crc32(0, p, 32))
 			continue;
 		if (found && get64(p + 4) <= q->gen)
 			continue;
@@ -418,7 +413,7 @@ int
 rwq_append(struct rwq *q, const struct iovec *iov, int niov)
 {
 	uint8_t h[RWQ_HDR];
-	uLong c = crc32(0L, Z_NULL, 0);
+	uint32_t c;
 	uint64_t len = 0, off;
 	int rv = 0;
 
@@ -427,10 +422,10 @@ rwq_append(struct rwq *q, const struct iovec *iov, int niov)
 	if (len > RWQ_MAX_RECORD)
 		return (SM_ELIMIT);
 	put32(h, (uint32_t)len);
-	c = crc32(c, h, 4);
+	c = sm_crc32(0, h, 4);
 	for (int i = 0; i < niov; i++)
-		c = crc32(c, iov[i].iov_base, (uInt)iov[i].iov_len);
-	put32(h + 4, (uint32_t)c);
+		c = sm_crc32(c, iov[i].iov_base, iov[i].iov_len);
+	put32(h + 4, c);
 	pthread_mutex_lock(&q->mu);
 	if (q->wfd < 0) {
 		pthread_mutex_unlock(&q->mu);
