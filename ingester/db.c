@@ -301,19 +301,22 @@ ing_sources_get(struct ing_db *db, const char *tenant, int64_t start,
 	if (tenant == NULL || (t = ing_tenant_find(db, tenant)) == NULL)
 		return (0);
 	ING_LOCK(&t->mu);
+	/* Every head being cut too, however many: a query that skipped one
+	 * would answer short. */
+	if ((src->heads = sm_malloc((size_t)(t->ncutting + 1) *
+	    sizeof(*src->heads))) == NULL || (t->nblocks > 0 &&
+	    (src->blocks = sm_malloc((size_t)t->nblocks *
+	    sizeof(*src->blocks))) == NULL)) {
+		ING_UNLOCK(&t->mu);
+		sm_free(src->heads);
+		src->heads = NULL;
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
 	src->heads[src->nheads++] = t->head;
 	ing_head_ref(t->head);
-	for (uint32_t i = 0; i < t->ncutting && src->nheads <
-	    SM_ARRAY_LEN(src->heads); i++) {
+	for (uint32_t i = 0; i < t->ncutting; i++) {
 		src->heads[src->nheads++] = t->cutting[i];
 		ing_head_ref(t->cutting[i]);
-	}
-	if (t->nblocks > 0 && (src->blocks = sm_malloc((size_t)t->nblocks *
-	    sizeof(*src->blocks))) == NULL) {
-		ING_UNLOCK(&t->mu);
-		for (uint32_t i = 0; i < src->nheads; i++)
-			ing_head_unref(src->heads[i]);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	for (uint32_t i = 0; i < t->nblocks; i++) {
 		const struct ing_block_meta *m = &t->blocks[i];
@@ -332,6 +335,7 @@ ing_sources_put(struct ing_sources *src)
 {
 	for (uint32_t i = 0; i < src->nheads; i++)
 		ing_head_unref(src->heads[i]);
+	sm_free(src->heads);
 	sm_free(src->blocks);
 }
 

@@ -235,7 +235,7 @@ void ing_select_floor(struct ing_db *db, struct ing_select *sel);
 
 /* What a query reads for one tenant, taken under the tenant mutex. */
 struct ing_sources {
-	struct ing_head *heads[16];
+	struct ing_head **heads;      /* the head, then every head being cut */
 	uint32_t nheads;
 	struct ing_block_meta *blocks;
 	uint32_t nblocks;
