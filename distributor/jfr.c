@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "common/gz.h"
+#include "common/hash.h"
+#include "common/oatab.h"
 #include "common/regex.h"
 
 #include "jfr.h"
@@ -85,113 +87,68 @@ static const struct {
 	{ "jdk.ActiveSetting", EV_SETTING, NULL },
 };
 
-/* --- a u64 -> u32 open-addressing map ------------------------------------ */
+/* --- a u64 -> u32 map: dense pairs indexed by the one table (oatab.h) --- */
 
 struct jmap {
+	struct sm_oatab t;
 	uint64_t *keys;
 	uint32_t *vals;
-	uint8_t *used;
-	uint32_t cap, n;   /* cap: power of two or 0 */
+	uint32_t n, kcap, vcap;
 };
-
-static uint64_t
-jmix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return (x);
-}
 
 static void
 jmap_fini(struct jmap *m)
 {
+	sm_oatab_fini(&m->t);
 	sm_free(m->keys);
 	sm_free(m->vals);
-	sm_free(m->used);
 	memset(m, 0, sizeof(*m));
 }
 
-static int
-jmap_grow(struct jmap *m)
-{
-	struct jmap nm;
-
-	memset(&nm, 0, sizeof(nm));
-	nm.cap = m->cap == 0 ? 64 : m->cap * 2;
-	if (nm.cap == 0 || (nm.keys = sm_calloc(nm.cap, sizeof(*nm.keys))) ==
-	    NULL || (nm.vals = sm_calloc(nm.cap, sizeof(*nm.vals))) == NULL ||
-	    (nm.used = sm_calloc(nm.cap, 1)) == NULL) {
-		jmap_fini(&nm);
-		return (SM_ENOMEM);
-	}
-	for (uint32_t i = 0; i < m->cap; i++) {
-		uint32_t j;
-
-		if (!m->used[i])
-			continue;
-		j = (uint32_t)jmix(m->keys[i]) & (nm.cap - 1);
-		while (nm.used[j])
-			j = (j + 1) & (nm.cap - 1);
-		nm.used[j] = 1;
-		nm.keys[j] = m->keys[i];
-		nm.vals[j] = m->vals[i];
-	}
-	nm.n = m->n;
-	jmap_fini(m);
-	*m = nm;
-	return (0);
-}
-
-/* Slot of `key`: *found says whether it holds key; else it is free. */
+/* The pair index of `key`, or SM_OATAB_NONE with `it` where it would go. */
 static uint32_t
-jmap_slot(const struct jmap *m, uint64_t key, bool *found)
+jmap_find(const struct jmap *m, uint64_t key, struct sm_oatab_it *it)
 {
-	uint32_t j = (uint32_t)jmix(key) & (m->cap - 1);
+	uint32_t idx;
 
-	while (m->used[j]) {
-		if (m->keys[j] == key) {
-			*found = true;
-			return (j);
-		}
-		j = (j + 1) & (m->cap - 1);
-	}
-	*found = false;
-	return (j);
+	for (sm_oatab_probe(&m->t, sm_hash_u64(key), it);
+	    (idx = sm_oatab_next(&m->t, it)) != SM_OATAB_NONE;)
+		if (m->keys[idx] == key)
+			return (idx);
+	return (SM_OATAB_NONE);
 }
 
 static bool
 jmap_get(const struct jmap *m, uint64_t key, uint32_t *val)
 {
-	bool found;
-	uint32_t j;
+	struct sm_oatab_it it;
+	uint32_t idx = jmap_find(m, key, &it);
 
-	if (m->cap == 0)
+	if (idx == SM_OATAB_NONE)
 		return (false);
-	j = jmap_slot(m, key, &found);
-	if (found)
-		*val = m->vals[j];
-	return (found);
+	*val = m->vals[idx];
+	return (true);
 }
 
 static int
 jmap_put(struct jmap *m, uint64_t key, uint32_t val)
 {
-	bool found;
-	uint32_t j;
-	int rv;
+	struct sm_oatab_it it;
+	uint32_t idx = jmap_find(m, key, &it);
 
-	if ((m->n + 1) * 4 >= m->cap * 3 && (rv = jmap_grow(m)) != 0)
-		return (rv);
-	j = jmap_slot(m, key, &found);
-	if (!found) {
-		m->used[j] = 1;
-		m->keys[j] = key;
-		m->n++;
+	if (idx != SM_OATAB_NONE) {
+		m->vals[idx] = val;
+		return (0);
 	}
-	m->vals[j] = val;
+	if (SM_GROW(m->keys, m->kcap, m->n + 1, 64) != 0 ||
+	    SM_GROW(m->vals, m->vcap, m->n + 1, 64) != 0)
+		return (SM_ENOMEM);
+	/* last, so a failure leaves the table as it was */
+	if (sm_oatab_insert(&m->t, &it, m->n) != 0)
+		return (SM_ENOMEM);
+	m->keys[m->n] = key;
+	m->vals[m->n] = val;
+	m->n++;
 	return (0);
 }
 
