@@ -6,7 +6,8 @@
  * line) and one Location with one Line pointing at it; no Mapping (none is
  * stored, and pprof accepts locations without one).  Each node with a self
  * value is one Sample whose location ids run leaf first, with one value of
- * the requested sample type; period_type / period come from the type id
+ * the requested sample type, negative ones included (a delta or diff
+ * profile: what goes in comes out); period_type / period come from the type id
  * (period 0: not stored), time_nanos / duration_nanos from the range.
  *
  * max_nodes (> 0): Pyroscope truncates the merged stacks before building
@@ -167,7 +168,7 @@ qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
 	uint32_t n = t->n, nexist = 0;
 	int64_t *tot = NULL, *other = NULL, *sorted = NULL, min = 0;
 	uint32_t *depth = NULL;
-	uint8_t *kept = NULL;
+	uint8_t *kept = NULL, *nz = NULL;
 	struct pp_state st;
 	Google__V1__Profile *p;
 	Google__V1__ValueType *vt, *per;
@@ -180,38 +181,47 @@ qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
 	other = sm_calloc(n, sizeof(*other));
 	depth = sm_malloc((size_t)n * sizeof(*depth));
 	kept = sm_malloc(n);
+	nz = sm_calloc(SM_MAX(n, 1), 1);
 	st.loc_of = sm_calloc(SM_MAX(m->names.n, 1), sizeof(*st.loc_of));
 	if (tot == NULL || other == NULL || depth == NULL || kept == NULL ||
-	    st.loc_of == NULL)
+	    nz == NULL || st.loc_of == NULL)
 		goto oom;
 	sm_tree_totals(t, m->self, tot);
+	/* A node exists when a non-zero self value is at or under it.
+	 * Values are signed (a delta or diff profile has negative stacks),
+	 * so a total of 0 or less does not mean "nothing here". */
+	for (uint32_t i = n; i-- > 1;) {
+		nz[i] |= m->self[i] != 0;
+		nz[t->parent[i]] |= nz[i];
+	}
 	for (uint32_t i = 1; i < n; i++)
-		nexist += tot[i] > 0;
+		nexist += nz[i];
 	if (max_nodes > 0 && nexist > (uint64_t)max_nodes) {
 		if ((sorted = sm_malloc((size_t)nexist * sizeof(*sorted))) ==
 		    NULL)
 			goto oom;
 		for (uint32_t i = 1, j = 0; i < n; i++)
-			if (tot[i] > 0)
-				sorted[j++] = tot[i];
+			if (nz[i])
+				sorted[j++] = tot[i] < 0 ? -tot[i] : tot[i];
 		qsort(sorted, nexist, sizeof(*sorted), i64_desc);
 		min = sorted[max_nodes - 1];
 	}
-	/* Kept: positive total, at least min, parent kept.  A cut child's
-	 * total goes to its kept parent's "other". */
+	/* Kept: exists, a total at least min in size, parent kept.  A cut
+	 * child's total goes to its kept parent's "other". */
 	kept[0] = 1;
 	depth[0] = 0;
 	for (uint32_t i = 1; i < n; i++) {
 		uint32_t pa = t->parent[i];
+		int64_t size = tot[i] < 0 ? -tot[i] : tot[i];
 
 		depth[i] = depth[pa] + 1;
-		kept[i] = kept[pa] && tot[i] > 0 && tot[i] >= min;
-		if (kept[pa] && tot[i] > 0 && !kept[i])
+		kept[i] = kept[pa] && nz[i] && size >= min;
+		if (kept[pa] && nz[i] && !kept[i])
 			other[pa] = sm_add_sat(other[pa], tot[i]);
 	}
 	for (uint32_t i = 0; i < n; i++)
-		nsamples += (i > 0 && kept[i] && m->self[i] > 0) +
-		    (other[i] > 0);
+		nsamples += (i > 0 && kept[i] && m->self[i] != 0) +
+		    (other[i] != 0);
 	if ((p = sm_arena_alloc(a, sizeof(*p))) == NULL ||
 	    (vt = sm_arena_alloc(a, sizeof(*vt))) == NULL ||
 	    (per = sm_arena_alloc(a, sizeof(*per))) == NULL)
@@ -248,11 +258,11 @@ qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
 	p->time_nanos = start_ms * 1000000;
 	p->duration_nanos = (end_ms - start_ms) * 1000000;
 	for (uint32_t i = 0; i < n; i++) {
-		if (i > 0 && kept[i] && m->self[i] > 0 &&
+		if (i > 0 && kept[i] && m->self[i] != 0 &&
 		    (rv = pp_sample(&st, i, depth[i], 0, m->self[i],
 		    &p->sample[k++])) != 0)
 			goto oom;
-		if (other[i] > 0) {
+		if (other[i] != 0) {
 			if (st.other_loc == 0 && (st.other_loc = pp_loc(&st,
 			    PP_OTHER, sizeof(PP_OTHER) - 1)) == 0)
 				goto oom;
@@ -272,6 +282,7 @@ out:
 	sm_free(other);
 	sm_free(depth);
 	sm_free(kept);
+	sm_free(nz);
 	sm_free(sorted);
 	sm_free(st.loc_of);
 	return (rv);

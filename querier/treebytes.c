@@ -14,10 +14,12 @@
  * samples, reads back as the same int64 in Go).  An empty tree is zero
  * bytes.
  *
- * max_nodes > 0 truncates as Pyroscope does: the threshold is the
- * max_nodes-th largest subtree total; children below it are cut and their
- * totals summed into one "other" child (added to an existing "other"
- * child's self if there is one), so every total is kept.  Subtrees whose
+ * Truncation as Pyroscope's: the threshold is the max_nodes-th largest
+ * subtree total when there are more nodes than that, else 0; children
+ * below it are cut and their totals summed into one "other" child (added
+ * to an existing "other" child's self if there is one), so every total is
+ * kept -- which also folds each subtree with a negative total (a delta or
+ * diff profile) into "other", as Pyroscope's bytes do.  Subtrees whose
  * values are all zero are not written (Pyroscope's trees never hold them).
  *
  * Cost: O(n log n) for n nodes (the sort of children by name and of the
@@ -94,7 +96,7 @@ qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
 {
 	const struct sm_tree *t = &m->tree;
 	uint32_t n = sm_tree_size(t);
-	int64_t *total = NULL, *sorted = NULL, min_val = INT64_MIN;
+	int64_t *total = NULL, *sorted = NULL, min_val = 0;
 	int64_t *synth = NULL;      /* self of the synthetic "other" leaves */
 	int64_t *extra = NULL;      /* per node: cut folded into its self */
 	uint32_t *first = NULL, *kids = NULL, *stack = NULL, *sel = NULL;
@@ -151,8 +153,10 @@ qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
 		if (first[i + 1] - first[i] > 1)
 			qsort_r(&kids[first[i]], first[i + 1] - first[i],
 			    sizeof(*kids), child_cmp, (void *)m);
-	/* Threshold: the max_nodes-th largest total (none: keep all, even a
-	 * negative total). */
+	/* Threshold: the max_nodes-th largest total, else 0 -- so a child
+	 * whose total is negative is cut into "other" whatever the size, as
+	 * Pyroscope's MarshalTruncate does (its minValue is 0 for a small
+	 * tree, and it keeps children whose total is at least that). */
 	if (max_nodes > 0 && nkept > (uint64_t)max_nodes) {
 		uint32_t k = 0;
 

@@ -6,9 +6,11 @@ cluster (3 ingesters, RF=3) given the same uploads.
 
   1. Every real protobuf pprof in tests/data (and ../shared/testdata/
      profiles when present) is ingested under its own service name at its
-     own time.  For every sample type, SelectMergeProfile (proto codec) of
+     own time, and so is a diff of two of them made by `go tool pprof
+     -proto -diff_base` (negative stacks, as a delta heap profile has).
+     For every sample type, SelectMergeProfile (proto codec) of
      that service and range is run through `go tool pprof -raw` and must
-     give exactly the oracle's stacks and values (oracle.py); the cluster's
+     give exactly the oracle's stacks and values, signed (oracle.py); the cluster's
      profile must read the same (compared as pprof -raw stacks: sample
      order may differ between merges).
   2. Diff of a range against itself: every node's left and right
@@ -38,6 +40,7 @@ import base64
 import gzip
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -248,9 +251,35 @@ def main():
     return r.finish()
 
 
+def diff_profile(r, ws):
+    """A profile with negative stacks, as a delta or diff of heap profiles
+    has: `go tool pprof -proto -diff_base` of two of the in-repo heap
+    profiles of one program (tests/data/parca__many__*), or None."""
+    many = sorted(f for f in os.listdir(data_dir())
+                  if f.startswith("parca__many__"))
+    out = os.path.join(ws.root, "diff_base.pb.gz")
+    try:
+        with open(out, "wb") as fh:
+            rc = subprocess.run(
+                ["go", "tool", "pprof", "-proto", "-diff_base=%s" %
+                 os.path.join(data_dir(), many[0]),
+                 os.path.join(data_dir(), many[-1])], stdout=fh,
+                stderr=subprocess.PIPE, env=oracle.go_env(),
+                timeout=120).returncode
+    except (OSError, IndexError, subprocess.TimeoutExpired) as e:
+        r.fail("a diff profile made by go tool pprof -diff_base", str(e))
+        return None
+    r.check(rc == 0, "a diff profile made by go tool pprof -diff_base")
+    return out if rc == 0 else None
+
+
 def run(r, ws, ref, c):
     cases = []   # (svc, t, Expected)
-    for i, path in enumerate(pprof_files()):
+    paths = pprof_files()
+    diff = diff_profile(r, ws)
+    if diff is not None:
+        paths.append(diff)
+    for i, path in enumerate(paths):
         try:
             exp = oracle.expected_for(path, workdir=ws.root)
         except oracle.OracleError as e:
@@ -258,6 +287,10 @@ def run(r, ws, ref, c):
             continue
         if exp.notes or not exp.type_ids:
             continue     # transformations are the ingest oracle's job
+        if path == diff:
+            neg = sum(1 for st in exp.stacks for v in st.values() if v < 0)
+            r.check(neg > 0, "the diff profile has negative stacks (%d)"
+                    % neg)
         svc = "qd%02d" % i
         t = BASE + 60 * i
         with open(path, "rb") as f:
