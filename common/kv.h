@@ -132,7 +132,7 @@ int sm_kv_write_unlogged(struct sm_kv *kv, struct sm_kv_batch *b,
  * error -- no space left, a failing disk -- marks the store unwritable;
  * RocksDB then refuses every write until it has recovered by itself
  * (its SstFileManager retries every 5 s once the free space reaches the
- * memtable size; see README "Storage failures"), or the file system is
+ * memtable size; see docs/operations.md §5, "Storage failures"), or the file system is
  * below the free-space reserve (sm_kv_set_reserve).  While marked, this
  * probes (at most every 200 ms) with a one-key write to the otherwise
  * unused default column family, so readiness comes back without any

@@ -23,7 +23,7 @@
  *
  * and the validation limits, each overriding its -validation.* flag for
  * the tenant (integers >= 0, max_profile_size_bytes > 0; meanings as the
- * flags, README "Configuration"):
+ * flags, docs/configuration.md):
  *
  *   max_label_name_length, max_label_value_length,
  *   max_label_names_per_series, max_profile_size_bytes,

@@ -69,7 +69,7 @@ writer_main(void *arg)
 /*
  * The total of `q` is every acknowledged sample exactly once, plus at most
  * the samples of refused writes (a write refused below quorum may have
- * been applied by the replica that took it: README "Replication").
+ * been applied by the replica that took it: docs/architecture.md §4).
  */
 #define CHECK_TOTAL_RANGE(c, q, from, until, acked, lost)                  \
 	do {                                                                \

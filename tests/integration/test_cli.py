@@ -4,7 +4,8 @@ Pyroscope's help-all.txt.tmpl golden test):
 
   - `smolder -help` prints exactly tests/integration/golden/help.txt (update
     the golden file deliberately when a flag changes);
-  - README.md's configuration table lists exactly the flags -help lists;
+  - the flag table of docs/configuration.md lists exactly the flags -help
+    lists (tests/tools/update_readme_flags.py regenerates both);
   - bad invocations fail at once with a message: unknown flag, bad value,
     unknown or internal target, a component that has no ingester to use,
     a second process on the same data directory.
@@ -40,13 +41,14 @@ def main():
             (golden_path, out))
 
     help_flags = set(re.findall(r"^  -(\S+)", out, re.M))
-    with open(os.path.join(source_dir(), "README.md")) as f:
-        readme = f.read()
-    readme_flags = set(re.findall(r"^\| `-([^`]+)` \|", readme, re.M))
-    r.check(help_flags == readme_flags, "README flag table == -help flags",
-            "only in -help: %s; only in README: %s" % (
-                sorted(help_flags - readme_flags),
-                sorted(readme_flags - help_flags)))
+    with open(os.path.join(source_dir(), "docs", "configuration.md")) as f:
+        doc = f.read()
+    doc_flags = set(re.findall(r"^\| `-([^`]+)` \|", doc, re.M))
+    r.check(help_flags == doc_flags,
+            "docs/configuration.md flag table == -help flags",
+            "only in -help: %s; only in docs/configuration.md: %s" % (
+                sorted(help_flags - doc_flags),
+                sorted(doc_flags - help_flags)))
 
     cases = [
         (["-no.such-flag=1"], "flag provided but not defined"),

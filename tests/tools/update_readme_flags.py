@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
-update_readme_flags.py -- rewrite README.md's configuration table from
-`smolder -help`, and tests/integration/golden/help.txt with it.
+update_readme_flags.py -- rewrite the flag table of docs/configuration.md
+from `smolder -help`, and tests/integration/golden/help.txt with it.
 
     python3 tests/tools/update_readme_flags.py [path/to/smolder]
 
@@ -41,13 +41,14 @@ while i < len(lines):
         i += 1
 table = "| Flag | Type | Default | Meaning |\n|---|---|---|---|\n" + "\n".join(rows)
 
-path = os.path.join(root, "README.md")
+name = os.path.join("docs", "configuration.md")
+path = os.path.join(root, name)
 with open(path) as f:
-    readme = f.read()
+    doc = f.read()
 new, n = re.subn(r"(<!-- flags:begin -->\n).*?(\n<!-- flags:end -->)",
-                 lambda m: m.group(1) + table + m.group(2), readme, flags=re.S)
+                 lambda m: m.group(1) + table + m.group(2), doc, flags=re.S)
 if n != 1:
-    sys.exit("README.md: markers <!-- flags:begin --> / <!-- flags:end --> not found")
+    sys.exit("%s: markers <!-- flags:begin --> / <!-- flags:end --> not found" % name)
 with open(path, "w") as f:
     f.write(new)
-print("README.md: %d flags" % len(rows))
+print("%s: %d flags" % (name, len(rows)))
