@@ -12,7 +12,9 @@
 # for the web UI's browser test (tests/integration/test_webui.py, which runs
 # `npm ci` in tests/webui); npm is installed from Debian only when no npm is
 # on the PATH, since a nodejs that bundles npm conflicts with Debian's npm.
-# iptables is for the network-partition tests (tests/integration/netpart.py).
+# iptables is for the network-partition tests (tests/integration/netpart.py);
+# graphviz's dot draws SelectMergeStacktraces' DOT answers in
+# tests/integration/test_query_diff_pprof.py.
 
 DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
@@ -20,7 +22,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
 	libcurl4-openssl-dev libxml2-dev \
 	swift-proxy swift-object swift-container swift-account \
-	etcd-server etcd-client iptables \
+	etcd-server etcd-client iptables graphviz \
 	golang-go python3 python3-yaml curl protobuf-compiler \
 	chromium nodejs \
 	clang libclang-rt-14-dev llvm gdb

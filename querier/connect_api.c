@@ -45,8 +45,12 @@
  *     answering unfiltered totals would be wrong;
  *   - SelectMergeStacktraces format TREE answers Pyroscope's tree bytes
  *     (treebytes.c) in `tree` with no flamegraph, max_nodes as for the
- *     flamegraph; other formats (DOT, PPROF; and anything but FLAMEGRAPH
- *     for Diff) are unimplemented (501): clients fall back on that;
+ *     flamegraph; PPROF answers in `pprof` what SelectMergeProfile
+ *     answers for the same selection and max_nodes (pprof.c: 0 = the
+ *     whole tree); DOT answers a Graphviz call graph in `dot` (dot.c:
+ *     max_nodes functions, pprof's 80 when 0); a format this version does
+ *     not know (and anything but FLAMEGRAPH for Diff) is unimplemented
+ *     (501): clients fall back on that;
  *   - Diff takes max_nodes from the left request (else the right, else the
  *     default) and applies it once to the union of both trees.
  */
@@ -447,16 +451,19 @@ merge_select(const char *tenant, const char *type_id, const char *label_sel,
 
 /* The format values SelectMergeStacktraces serves. */
 #define FMT_TREE QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE
+#define FMT_DOT QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_DOT
+#define FMT_PPROF QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_PPROF
 
 static int
 check_format(Querier__V1__ProfileFormat f, struct sm_err *err)
 {
 	if (f == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED ||
-	    f == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH)
+	    f == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH ||
+	    f == FMT_TREE || f == FMT_DOT || f == FMT_PPROF)
 		return (0);
-	/* unimplemented (501): clients fall back to the flamegraph. */
+	/* unimplemented (501): a format this version does not know. */
 	return (sm_err_set(err, SM_EUNSUPPORTED, "profile format %d is not "
-	    "supported (flamegraph only)", (int)f));
+	    "supported", (int)f));
 }
 
 /* Copy a rendered flamegraph's names and levels into the arena. */
@@ -513,8 +520,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
-	    (in->format != FMT_TREE &&
-	    (rv = check_format(in->format, err)) != 0) ||
+	    (rv = check_format(in->format, err)) != 0 ||
 	    (rv = max_nodes_of(q, tenant, in->max_nodes, &mn, err)) != 0 ||
 	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
 	    in->start, in->end, call->arena, &s, &sel, err)) != 0)
@@ -537,6 +543,39 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 			sm_err_set(err, rv, rv == SM_ENOMEM ? "out of memory" :
 			    "merged tree too large");
 			goto out;
+		}
+		*resp = &out->base;
+		goto out;
+	}
+	if (in->format == FMT_PPROF || in->format == FMT_DOT) {
+		struct sm_ptype pt;
+
+		if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
+			goto oom;
+		querier__v1__select_merge_stacktraces_response__init(out);
+		if (sm_ptype_parse(in->profile_typeid, &pt) != 0) {
+			rv = sm_err_set(err, SM_EINVAL, "invalid profile type "
+			    "id \"%s\"", in->profile_typeid);
+			goto out;
+		}
+		if (in->format == FMT_DOT) {
+			size_t len;
+
+			/* max_nodes as given: pprof's 80 when 0 */
+			if (qry_dot_build(&m, &pt, in->max_nodes, call->arena,
+			    &out->dot, &len) != 0)
+				goto oom;
+		} else {
+			/* what SelectMergeProfile answers for the same
+			 * request: max_nodes as given, 0 = the whole tree */
+			if ((out->pprof = sm_arena_alloc(call->arena,
+			    sizeof(*out->pprof))) == NULL)
+				goto oom;
+			querier__v1__pprof_response__init(out->pprof);
+			if ((rv = qry_pprof_build(&m, &pt, in->start, in->end,
+			    in->max_nodes, call->arena, &out->pprof->profile,
+			    err)) != 0)
+				goto out;
 		}
 		*resp = &out->base;
 		goto out;

@@ -158,11 +158,6 @@ int qry_tree_select(struct sm_mtree *m,
     const Types__V1__StackTraceSelector *sts, struct sm_err *err);
 
 /*
- * The merged tree `m` as a google.v1.Profile of the type `pt` (pprof.c),
- * allocated in `a`; max_nodes > 0 truncates as Pyroscope does (cut
- * subtrees summed into an "other" frame).  0 or SM_ENOMEM.
- */
-/*
  * The merged tree `m` as Pyroscope's tree bytes (treebytes.c), allocated
  * in `a` (*len 0 for an empty tree); max_nodes > 0 truncates into "other"
  * nodes as Pyroscope does.  0, SM_ENOMEM or SM_ETOOBIG.
@@ -171,6 +166,21 @@ int qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
     struct sm_arena *a, uint8_t **out, size_t *len);
 
 struct sm_ptype;
+
+/*
+ * The merged tree `m` as a Graphviz call graph of the type `pt` (dot.c),
+ * a NUL-terminated string of *len bytes in `a`: the max_nodes functions
+ * of largest cum value (80 when 0).  0 or SM_ENOMEM.
+ */
+int qry_dot_build(const struct sm_mtree *m, const struct sm_ptype *pt,
+    int64_t max_nodes, struct sm_arena *a, char **out, size_t *len);
+
+/*
+ * The merged tree `m` as a google.v1.Profile of the type `pt` (pprof.c),
+ * allocated in `a`; max_nodes > 0 truncates as Pyroscope does (cut
+ * subtrees summed into an "other" frame).  Values are signed: negative
+ * stacks come out as they went in.  0 or SM_ENOMEM.
+ */
 int qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
     int64_t start_ms, int64_t end_ms, int64_t max_nodes, struct sm_arena *a,
     Google__V1__Profile **out, struct sm_err *err);

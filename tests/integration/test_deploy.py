@@ -63,14 +63,15 @@ from smolder import (SANITIZER_MARKERS, Results, free_port,  # noqa: E402
 BUDGET_S = 58
 
 # Makefile packages only the tests use (Go's pprof oracle, the YAML and HTTP
-# tools, the browser test, libFuzzer, gdb for a hung server's stacks): the
+# tools, the browser test, libFuzzer, gdb for a hung server's stacks,
+# Graphviz for the DOT answers): the
 # image does not install them.
 TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
                       "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb",
                       "swift-proxy", "swift-object", "swift-container",
                       "swift-account", "etcd-server", "etcd-client",
-                      "iptables"}
+                      "iptables", "graphviz"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")

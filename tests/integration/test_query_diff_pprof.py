@@ -22,7 +22,9 @@ cluster (3 ingesters, RF=3) given the same uploads.
      cluster answers are byte-identical.
   3. SelectMergeStacktraces with stack_trace_selector.call_site keeps only
      the stacks under that prefix (checked against the oracle's stacks);
-     format DOT/PPROF answer 501 unimplemented.
+     format PPROF equals SelectMergeProfile (pprof -raw) for every (file,
+     sample type); format DOT is drawn by Graphviz's `dot -Tsvg` and names
+     the top function; an unknown format is 501 unimplemented.
   3b. SelectMergeStacktraces format TREE: the tree bytes, decoded here
      (Pyroscope's encoding: depth-first, uvarint name length, name,
      uvarint self, uvarint child count, from a virtual root), give exactly
@@ -40,6 +42,7 @@ import base64
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -455,12 +458,55 @@ def run(r, ws, ref, c):
                                                 ["total"])),
             "SelectMergeStacktraces call_site [%s] keeps only its stacks "
             "(%d of %d)" % (root, total(want), total(st)), cs.describe())
-    for fmt in (3, 4):
-        u = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
-            tid, "{}", t1 * 1000, (t1 + 10) * 1000, fmt=fmt))
-        r.check(u.status == 501 and u.error_code() == "unimplemented",
-                "SelectMergeStacktraces format %d -> 501 unimplemented" % fmt,
-                u.describe())
+    # PPROF: what SelectMergeProfile answers; DOT: a graph `dot` draws.
+    have_dot = shutil.which("dot") is not None
+    if not have_dot:
+        r.skip("SelectMergeStacktraces DOT drawn by Graphviz",
+               "no `dot` (Debian graphviz, which make deps installs)")
+    npp = ndot = 0
+    for svc, t, exp, name in cases:
+        sel_k = '{service_name="%s"}' % svc
+        for k, tid_k in enumerate(exp.type_ids):
+            pp = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
+                tid_k, sel_k, t * 1000, (t + 10) * 1000, fmt=4))
+            mp = proto_call(qry, "SelectMergeProfile", merge_req_pb(
+                tid_k, sel_k, t * 1000, (t + 10) * 1000))
+            prof = pb_bytes_field(pb_bytes_field(pp.body, 5), 1) \
+                if pp.status == 200 else b""
+            if pp.status != 200 or mp.status != 200 or \
+                    raw_stacks(prof, ws.root) != raw_stacks(mp.body, ws.root):
+                r.fail("SelectMergeStacktraces PPROF equals SelectMerge"
+                       "Profile: %s %s" % (name, tid_k), pp.describe())
+            else:
+                npp += 1
+            if k > 0 or not have_dot:
+                continue
+            d = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
+                tid_k, sel_k, t * 1000, (t + 10) * 1000, fmt=3))
+            text = pb_bytes_field(d.body, 3) if d.status == 200 else b""
+            drawn = subprocess.run(["dot", "-Tsvg"], input=text,
+                                   capture_output=True, timeout=60)
+            top = max(exp.stacks[0].items(), key=lambda kv: abs(kv[1]))[0]
+            leaf = top.split(";")[-1].encode()
+            if d.status != 200 or drawn.returncode != 0 or \
+                    b"<svg" not in drawn.stdout or leaf not in text:
+                r.fail("SelectMergeStacktraces DOT drawn by Graphviz: %s %s"
+                       % (name, tid_k), "%s %s" % (
+                           d.describe(), drawn.stderr[-300:]))
+            else:
+                ndot += 1
+    r.check(npp == ntypes, "SelectMergeStacktraces format PPROF equals "
+            "SelectMergeProfile for %d of %d (file, sample type) pairs"
+            % (npp, ntypes))
+    if have_dot:
+        r.check(ndot == len(cases), "SelectMergeStacktraces format DOT: "
+                "Graphviz's dot draws each of %d profiles, their top "
+                "function in it" % ndot)
+    u = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
+        tid, "{}", t1 * 1000, (t1 + 10) * 1000, fmt=9))
+    r.check(u.status == 501 and u.error_code() == "unimplemented",
+            "SelectMergeStacktraces format 9 (unknown) -> 501 "
+            "unimplemented", u.describe())
 
     # 3b. format TREE.
     good = ntypes = 0
