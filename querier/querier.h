@@ -16,7 +16,9 @@
  *     (heatmap_api.c), GetProfileStats and AnalyzeQuery (stats_api.c);
  *   POST settings.v1.SettingsService Get, Set and Delete,
  *     capabilities.v1.FeatureFlagsService GetFeatureFlags and
- *     version.v1.Version Version (settings.c);
+ *     version.v1.Version Version (settings.c); vcs.v1.VCSService
+ *     GithubApp, GithubLogin, GithubRefresh, GetFile, GetCommit and
+ *     GetCommits answer 501 unimplemented (settings.c: no source links);
  *   /ui/app.css, /ui/app.js, /ui/favicon.svg: the web UI's files,
  *     public (webui.c).
  *

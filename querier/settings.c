@@ -7,6 +7,13 @@
  *   POST /settings.v1.SettingsService/Delete  {name} -> {}
  *   POST /capabilities.v1.FeatureFlagsService/GetFeatureFlags
  *   POST /version.v1.Version/Version          {} -> {QuerierAPI: 1}
+ *   POST /vcs.v1.VCSService/<any of GithubApp, GithubLogin, GithubRefresh,
+ *        GetFile, GetCommit, GetCommits>      -> 501 unimplemented
+ *
+ * vcs.v1 (source links from GitHub) is not served: Smolder keeps no
+ * source locations to link yet.  It answers unimplemented, as Pyroscope
+ * does when no GitHub app is configured, so Grafana hides the source
+ * view instead of reporting a broken data source (a 404 would be that).
  *
  * Settings are per tenant, durable and visible to every querier.  Design:
  * each ingester keeps a copy (ingester/settings.h: last-writer-wins
@@ -486,9 +493,19 @@ m_version(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	return (0);
 }
 
+static void
+vcs_unimplemented(struct sm_http_req *r, void *arg)
+{
+	(void)arg;
+	sm_http_reply_error(r, 501, "unimplemented", "vcs.v1 (source code "
+	    "links) is not supported by this server");
+}
+
 int
 qry_settings_register(struct querier *q)
 {
+	static const char *const vcs[] = { "GithubApp", "GithubLogin",
+		"GithubRefresh", "GetFile", "GetCommit", "GetCommits" };
 	static const struct {
 		const char *path;
 		const ProtobufCMessageDescriptor *in;
@@ -517,6 +534,15 @@ qry_settings_register(struct querier *q)
 		if ((rv = sm_connect_route_as(q->http, routes[i].scope,
 		    routes[i].path, routes[i].in, routes[i].fn, q,
 		    1u << 20)) != 0)
+			return (rv);
+	}
+	for (size_t i = 0; i < SM_ARRAY_LEN(vcs); i++) {
+		char path[64];
+
+		(void)snprintf(path, sizeof(path), "/vcs.v1.VCSService/%s",
+		    vcs[i]);
+		if ((rv = sm_http_route_as(q->http, SM_SCOPE_READ, "POST", path,
+		    vcs_unimplemented, q, 1u << 20)) != 0)
 			return (rv);
 	}
 	return (0);

@@ -13,7 +13,8 @@ Single binary (one data dir, restarted):
   - tenants do not see each other's settings;
   - after SIGTERM and after kill -9 and restart, Get returns the same.
   - GetFeatureFlags lists flags {name, enabled, description};
-    Version answers {"QuerierAPI": "1"}.
+    Version answers {"QuerierAPI": "1"}; vcs.v1 answers 501
+    unimplemented, as Pyroscope without a GitHub app does.
 Cluster (3 ingesters, RF=3, 1 distributor, 2 queriers):
   - Set through querier 0 is read through querier 1;
   - with one ingester killed, Set and Get still work (majority);
@@ -135,6 +136,12 @@ def check_single(r, ws):
                    headers=PROTO)
     r.check(vp.status == 200 and vp.body == b"\x08\x01",
             "Version in proto: field 1 = 1", vp.describe())
+    for m in ("GithubApp", "GetFile", "GetCommit", "GetCommits"):
+        u = s.request("POST", "/vcs.v1.VCSService/" + m, body=b"{}",
+                      headers=JSON)
+        r.check(u.status == 501 and u.error_code() == "unimplemented",
+                "vcs.v1 %s: 501 unimplemented (no source links), not 404"
+                % m, u.describe())
 
     probs = s.stop()
     r.check(not probs, "exits 0 on SIGTERM", "\n".join(probs))
