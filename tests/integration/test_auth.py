@@ -612,9 +612,9 @@ def part_errors(r, ws):
 
 
 def cluster_ring_with_key(c):
-    def ring(server=None):
+    def ring(server=None, path="/ring"):
         s = server or (c.distributors + c.queriers)[0]
-        resp = s.request("GET", "/ring", headers=bearer("ops"), timeout=10)
+        resp = s.request("GET", path, headers=bearer("ops"), timeout=10)
         try:
             return resp.json() if resp.status == 200 else None
         except ValueError:
