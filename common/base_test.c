@@ -763,7 +763,41 @@ test_log_limit(void)
 	SM_CHECK_EQ(reported + sup, (uint64_t)dropped);
 }
 
+/* RFC 4648's test vectors (section 10) both ways; padded chunks laid end to end (as
+ * gRPC-web text bodies are); bad input. */
+static void
+test_base64(void)
+{
+	static const char *const plain[] = { "", "f", "fo", "foo", "foob",
+	    "fooba", "foobar" };
+	static const char *const enc[] = { "", "Zg==", "Zm8=", "Zm9v",
+	    "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
+	struct sm_buf b = SM_BUF_INIT;
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(plain); i++) {
+		sm_buf_reset(&b);
+		sm_buf_put_base64(&b, (const uint8_t *)plain[i],
+		    strlen(plain[i]));
+		SM_CHECK_STR(b.b != NULL ? b.b : "", enc[i]);
+		sm_buf_reset(&b);
+		SM_CHECK_EQ(sm_buf_put_unbase64(&b, enc[i], strlen(enc[i])), 0);
+		SM_CHECK_EQ(b.len, strlen(plain[i]));
+		SM_CHECK(b.len == 0 || memcmp(b.b, plain[i], b.len) == 0);
+	}
+	sm_buf_reset(&b);
+	SM_CHECK_EQ(sm_buf_put_unbase64(&b, "Zm8=YmFyZg", 10), 0);
+	SM_CHECK(b.len == 6 && memcmp(b.b, "fobarf", 6) == 0);
+	sm_buf_reset(&b);
+	SM_CHECK_EQ(sm_buf_put_unbase64(&b, "Zm9v!", 5), SM_EINVAL);
+	sm_buf_reset(&b);
+	SM_CHECK_EQ(sm_buf_put_unbase64(&b, "Zm9vY", 5), SM_EINVAL);
+	sm_buf_reset(&b);
+	SM_CHECK_EQ(sm_buf_put_unbase64(&b, "Z===", 4), SM_EINVAL);
+	sm_buf_fini(&b);
+}
+
 SM_TEST_MAIN(
+	{ "base64: both ways, chunks, bad input", test_base64 },
 	{ "hex: digits, bytes, span ids", test_hex },
 	{ "log limit: lines per second, the rest counted", test_log_limit },
 	{ "memory: measured RSS and heap, tidy gives free pages back",

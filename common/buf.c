@@ -269,3 +269,77 @@ sm_buf_take(struct sm_buf *b, size_t *lenp)
 	b->err = 0;
 	return (p);
 }
+
+static const char buf_b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void
+sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += 3) {
+		size_t k = n - i < 3 ? n - i : 3;
+		uint32_t v = (uint32_t)p[i] << 16 | (k > 1 ? (uint32_t)p[i + 1] <<
+		    8 : 0) | (k > 2 ? p[i + 2] : 0);
+		char q[4] = { buf_b64[v >> 18 & 63], buf_b64[v >> 12 & 63],
+		    k > 1 ? buf_b64[v >> 6 & 63] : '=',
+		    k > 2 ? buf_b64[v & 63] : '=' };
+
+		sm_buf_append(b, q, 4);
+	}
+}
+
+static int
+buf_b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return (c - 'A');
+	if (c >= 'a' && c <= 'z')
+		return (c - 'a' + 26);
+	if (c >= '0' && c <= '9')
+		return (c - '0' + 52);
+	if (c == '+')
+		return (62);
+	if (c == '/')
+		return (63);
+	return (-1);
+}
+
+int
+sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n)
+{
+	uint32_t v = 0;
+	int k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int d;
+
+		if (s[i] == '=') {
+			/* closes the group: 2 or 3 digits, then '='s */
+			if (k < 2)
+				return (SM_EINVAL);
+			while (i + 1 < n && s[i + 1] == '=' && k < 3) {
+				i++;
+				k++;
+			}
+			k = 0;
+			v = 0;
+			continue;
+		}
+		if ((d = buf_b64_val((unsigned char)s[i])) < 0)
+			return (SM_EINVAL);
+		v = v << 6 | (uint32_t)d;
+		k++;
+		if (k == 2)
+			sm_buf_putc(b, (char)(v >> 4 & 0xff));
+		else if (k == 3)
+			sm_buf_putc(b, (char)(v >> 2 & 0xff));
+		else if (k == 4) {
+			sm_buf_putc(b, (char)(v & 0xff));
+			k = 0;
+			v = 0;
+		}
+	}
+	if (k == 1)
+		return (SM_EINVAL);
+	return (sm_buf_error(b));
+}

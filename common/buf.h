@@ -58,6 +58,18 @@ void sm_buf_vprintf(struct sm_buf *b, const char *fmt, va_list ap);
 void sm_buf_put_i64(struct sm_buf *b, int64_t v);   /* decimal */
 void sm_buf_put_u64(struct sm_buf *b, uint64_t v);  /* decimal */
 
+/* Standard base64 (RFC 4648, section 4, with padding) of p[0..n). */
+void sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n);
+
+/*
+ * Append the bytes standard base64 text s[0..n) stands for.  Padding is
+ * optional at the end and may also close a group in the middle (gRPC-web
+ * text bodies are padded chunks laid end to end).  SM_EINVAL for another
+ * character or a lone trailing character (the buffer may then hold part
+ * of the bytes), else 0 or the buffer's error.
+ */
+int sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n);
+
 /*
  * Append `s` as a JSON string literal, quotes included.  Escaping matches
  * Go's encoding/json byte for byte (Pyroscope's responses): invalid UTF-8

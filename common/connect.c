@@ -14,7 +14,12 @@
  *      gzip and it is over 1 KiB (and actually shrinks), reply 200.
  *
  * Any failure is a Connect error: application/json {"code","message"} with
- * the status of sm_connect_status().  Errors are never compressed.  The
+ * the status of sm_connect_status() -- or, for a gRPC-web call (its
+ * Content-Type, step 1), the status in grpc-status / grpc-message headers
+ * of a 200 with no body, as gRPC-web's trailers-only answer.  gRPC-web
+ * calls read grpc-timeout and grpc-encoding instead of steps 2-4, unframe
+ * their one message (base64-decoding the -text variant first) and frame
+ * the answer with a trailer (grpcweb_unframe, grpcweb_reply).  Errors are never compressed.  The
  * 415 of step 1 has no Connect code (connect-go sends it bare, with
  * Accept-Post); ours adds Accept-Post and, for curl users, a JSON body
  * with code "unimplemented", as sm_http_status_for() has it.  The
@@ -55,6 +60,7 @@
 #include <strings.h>
 
 #include "auth.h"
+#include "buf.h"
 #include "gz.h"
 #include "log.h"
 #include "pbjson.h"
@@ -70,6 +76,18 @@ enum connect_codec {
 	CONNECT_CODEC_PROTO,
 	CONNECT_CODEC_JSON,
 };
+
+/* The protocol a call speaks (header comment, "gRPC-web"). */
+enum connect_wire {
+	WIRE_CONNECT,
+	WIRE_GRPC_WEB,          /* application/grpc-web[+proto|+json] */
+	WIRE_GRPC_WEB_TEXT,     /* application/grpc-web-text[+proto]: base64 */
+};
+
+#define GRPC_FRAME_HDR 5
+#define GRPC_FLAG_COMPRESSED 0x01
+#define GRPC_FLAG_TRAILER 0x80
+#define GRPC_TIMEOUT_DIGITS_MAX 8
 
 struct connect_route {
 	struct connect_route *next;     /* on connect_routes; never freed */
@@ -181,22 +199,43 @@ connect_token_eq(const char *p, const char *end, const char *s)
  * codec we serve.
  */
 static enum connect_codec
-connect_codec(const char *ct)
+connect_codec(const char *ct, enum connect_wire *wire)
 {
+	static const struct {
+		const char *type;
+		enum connect_wire wire;
+		enum connect_codec codec;
+	} types[] = {
+		{ "application/proto", WIRE_CONNECT, CONNECT_CODEC_PROTO },
+		{ "application/json", WIRE_CONNECT, CONNECT_CODEC_JSON },
+		{ "application/grpc-web", WIRE_GRPC_WEB, CONNECT_CODEC_PROTO },
+		{ "application/grpc-web+proto", WIRE_GRPC_WEB,
+		    CONNECT_CODEC_PROTO },
+		{ "application/grpc-web+json", WIRE_GRPC_WEB,
+		    CONNECT_CODEC_JSON },
+		{ "application/grpc-web-text", WIRE_GRPC_WEB_TEXT,
+		    CONNECT_CODEC_PROTO },
+		{ "application/grpc-web-text+proto", WIRE_GRPC_WEB_TEXT,
+		    CONNECT_CODEC_PROTO },
+	};
 	const char *end, *semi;
-	enum connect_codec c;
+	enum connect_codec c = CONNECT_CODEC_NONE;
 
+	*wire = WIRE_CONNECT;
 	if (ct == NULL)
 		return (CONNECT_CODEC_NONE);
 	end = ct + strlen(ct);
 	semi = memchr(ct, ';', (size_t)(end - ct));
 	if (semi == NULL)
 		semi = end;
-	if (connect_token_eq(ct, semi, "application/proto"))
-		c = CONNECT_CODEC_PROTO;
-	else if (connect_token_eq(ct, semi, "application/json"))
-		c = CONNECT_CODEC_JSON;
-	else
+	for (size_t i = 0; i < SM_ARRAY_LEN(types); i++) {
+		if (connect_token_eq(ct, semi, types[i].type)) {
+			c = types[i].codec;
+			*wire = types[i].wire;
+			break;
+		}
+	}
+	if (c == CONNECT_CODEC_NONE)
 		return (CONNECT_CODEC_NONE);
 	while (semi < end) {
 		const char *p = semi + 1;
@@ -261,6 +300,36 @@ connect_parse_timeout(const char *s, int64_t *ms)
 		return (SM_EINVAL);
 	*ms = v;
 	return (0);
+}
+
+/* grpc-timeout: 1 to 8 ASCII digits and a unit, H M S m u or n. */
+static int
+grpc_parse_timeout(const char *s, int64_t *ns)
+{
+	static const struct { char unit; int64_t ns; } units[] = {
+		{ 'H', 3600000000000LL }, { 'M', 60000000000LL },
+		{ 'S', 1000000000LL }, { 'm', 1000000LL }, { 'u', 1000LL },
+		{ 'n', 1LL },
+	};
+	size_t n = strlen(s);
+	int64_t v = 0;
+
+	if (n < 2 || n > GRPC_TIMEOUT_DIGITS_MAX + 1)
+		return (SM_EINVAL);
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return (SM_EINVAL);
+		v = v * 10 + (s[i] - '0');
+	}
+	for (size_t i = 0; i < SM_ARRAY_LEN(units); i++) {
+		if (units[i].unit == s[n - 1]) {
+			/* 10^8 hours do not fit: cap at a century */
+			*ns = v > INT64_MAX / units[i].ns ? INT64_MAX / 2 :
+			    v * units[i].ns;
+			return (0);
+		}
+	}
+	return (SM_EINVAL);
 }
 
 /* --- decoding ------------------------------------------------------------- */
@@ -362,8 +431,57 @@ connect_encode(const ProtobufCMessage *m, enum connect_codec codec,
 
 /* --- the handler ---------------------------------------------------------- */
 
+/* What a call's answers are written as: its protocol and codec. */
+struct connect_how {
+	enum connect_wire wire;
+	enum connect_codec codec;
+};
+
+static const char *
+grpcweb_ctype(struct connect_how how)
+{
+	if (how.wire == WIRE_GRPC_WEB_TEXT)
+		return ("application/grpc-web-text+proto");
+	return (how.codec == CONNECT_CODEC_JSON ?
+	    "application/grpc-web+json" : "application/grpc-web+proto");
+}
+
+/*
+ * A gRPC-web error: 200 with the status in the headers and no body (a
+ * "trailers-only" answer).  gRPC's numeric codes are Connect's in the
+ * same order, from 1 (canceled) to 16 (unauthenticated); grpc-message is
+ * percent-encoded (bytes outside printable ASCII, and '%').
+ */
 static void
-connect_fail(struct sm_http_req *r, int rv, const char *msg)
+grpcweb_fail(struct sm_http_req *r, struct connect_how how, const char *code,
+    const char *msg)
+{
+	struct sm_buf m = SM_BUF_INIT;
+	char num[8];
+	size_t k;
+
+	for (k = 0; k < SM_ARRAY_LEN(connect_codes) &&
+	    strcmp(connect_codes[k].code, code) != 0; k++)
+		;
+	(void)snprintf(num, sizeof(num), "%zu", k < SM_ARRAY_LEN(
+	    connect_codes) ? k + 1 : (size_t)CC_UNKNOWN + 1);
+	for (const unsigned char *p = (const unsigned char *)msg; *p != '\0';
+	    p++) {
+		if (*p < 0x20 || *p > 0x7e || *p == '%')
+			sm_buf_printf(&m, "%%%02X", *p);
+		else
+			sm_buf_putc(&m, (char)*p);
+	}
+	sm_http_set_header(r, "grpc-status", num);
+	sm_http_set_header(r, "grpc-message", m.b != NULL &&
+	    sm_buf_error(&m) == 0 ? m.b : "");
+	sm_http_reply(r, 200, grpcweb_ctype(how), "", 0);
+	sm_buf_fini(&m);
+}
+
+static void
+connect_fail(struct sm_http_req *r, struct connect_how how, int rv,
+    const char *msg)
 {
 	int status;
 	const char *code = sm_connect_code_for(rv, &status);
@@ -374,7 +492,10 @@ connect_fail(struct sm_http_req *r, int rv, const char *msg)
 	else
 		sm_debug("connect", "call refused\tpath=%s code=%s err=\"%s\"",
 		    sm_http_path(r), code, msg);
-	sm_http_reply_error(r, status, code, "%s", msg);
+	if (how.wire != WIRE_CONNECT)
+		grpcweb_fail(r, how, code, msg);
+	else
+		sm_http_reply_error(r, status, code, "%s", msg);
 }
 
 static size_t
@@ -388,9 +509,42 @@ connect_body_cap(const struct connect_route *cr)
 	return (cfg.default_body_max);
 }
 
+/* gRPC-web's headers: grpc-timeout, grpc-encoding (of compressed
+ * frames).  0, or the reply was given. */
+static int
+grpcweb_check_headers(struct sm_http_req *r, struct connect_how how,
+    bool *gzipped, int64_t *deadline_ns)
+{
+	const char *tmo = sm_http_header(r, "grpc-timeout");
+	const char *ge = sm_http_header(r, "grpc-encoding");
+	int64_t ns;
+
+	*deadline_ns = 0;
+	if (tmo != NULL) {
+		if (grpc_parse_timeout(tmo, &ns) != 0) {
+			grpcweb_fail(r, how, "invalid_argument", "invalid "
+			    "grpc-timeout: want 1 to 8 digits and a unit "
+			    "(H, M, S, m, u, n)");
+			return (SM_EINVAL);
+		}
+		*deadline_ns = sm_mono_ns() + ns;
+	}
+	*gzipped = false;
+	if (ge == NULL || ge[0] == '\0' || strcasecmp(ge, "identity") == 0)
+		return (0);
+	if (strcasecmp(ge, "gzip") == 0) {
+		*gzipped = true;
+		return (0);
+	}
+	sm_http_set_header(r, "grpc-accept-encoding", "gzip");
+	grpcweb_fail(r, how, "unimplemented", "unknown grpc-encoding: "
+	    "supported encodings are gzip");
+	return (SM_EUNSUPPORTED);
+}
+
 /* Steps 1-4 of the header comment: 0, or the reply was given. */
 static int
-connect_check_headers(struct sm_http_req *r, enum connect_codec *codec,
+connect_check_headers(struct sm_http_req *r, struct connect_how *how,
     bool *gzipped, int64_t *deadline_ns)
 {
 	const char *ct = sm_http_header(r, "Content-Type");
@@ -399,14 +553,21 @@ connect_check_headers(struct sm_http_req *r, enum connect_codec *codec,
 	const char *ce = sm_http_header(r, "Content-Encoding");
 	int64_t ms;
 
-	if ((*codec = connect_codec(ct)) == CONNECT_CODEC_NONE) {
+	if ((how->codec = connect_codec(ct, &how->wire)) ==
+	    CONNECT_CODEC_NONE) {
 		sm_http_set_header(r, "Accept-Post",
-		    "application/json, application/proto");
+		    "application/json, application/proto, application/grpc-web"
+		    "+proto, application/grpc-web+json, application/grpc-web-"
+		    "text");
 		sm_http_reply_error(r, 415, "unimplemented", "unsupported "
 		    "content type \"%.128s\": use application/proto or "
-		    "application/json", ct != NULL ? ct : "");
+		    "application/json (Connect), or application/grpc-web"
+		    "[+proto|+json] or application/grpc-web-text (gRPC-web)",
+		    ct != NULL ? ct : "");
 		return (SM_EUNSUPPORTED);
 	}
+	if (how->wire != WIRE_CONNECT)
+		return (grpcweb_check_headers(r, *how, gzipped, deadline_ns));
 	if (ver != NULL && strcmp(ver, "1") != 0) {
 		sm_http_reply_error(r, 400, "invalid_argument",
 		    "Connect-Protocol-Version must be \"1\": got \"%.32s\"",
@@ -436,21 +597,132 @@ connect_check_headers(struct sm_http_req *r, enum connect_codec *codec,
 	return (SM_EUNSUPPORTED);
 }
 
+static void
+put_be32(struct sm_buf *b, uint32_t v)
+{
+	char q[4] = { (char)(v >> 24), (char)(v >> 16), (char)(v >> 8),
+	    (char)v };
+
+	sm_buf_append(b, q, 4);
+}
+
+/*
+ * A gRPC-web answer: the message in one data frame, then a trailer frame
+ * with grpc-status 0; the text variant base64-encodes the whole body.
+ * Messages are not compressed (grpc-encoding is a client's choice to
+ * ask, never to require).
+ */
+static void
+grpcweb_reply(struct sm_http_req *r, const ProtobufCMessage *resp,
+    struct connect_how how)
+{
+	static const char trailer[] = "grpc-status:0\r\ngrpc-message:\r\n";
+	struct sm_buf msg = SM_BUF_INIT, body = SM_BUF_INIT, text = SM_BUF_INIT;
+
+	connect_encode(resp, how.codec, &msg);
+	sm_buf_putc(&body, 0);
+	put_be32(&body, (uint32_t)msg.len);
+	sm_buf_append(&body, msg.b, msg.len);
+	sm_buf_putc(&body, (char)GRPC_FLAG_TRAILER);
+	put_be32(&body, sizeof(trailer) - 1);
+	sm_buf_append(&body, trailer, sizeof(trailer) - 1);
+	if (how.wire == WIRE_GRPC_WEB_TEXT)
+		sm_buf_put_base64(&text, (const uint8_t *)body.b, body.len);
+	if (sm_buf_error(&msg) != 0 || msg.len > UINT32_MAX ||
+	    sm_buf_error(&body) != 0 || sm_buf_error(&text) != 0)
+		connect_fail(r, how, SM_ENOMEM, "out of memory encoding the "
+		    "response");
+	else
+		sm_http_reply_buf(r, 200, grpcweb_ctype(how),
+		    how.wire == WIRE_GRPC_WEB_TEXT ? &text : &body);
+	sm_buf_fini(&msg);
+	sm_buf_fini(&body);
+	sm_buf_fini(&text);
+}
+
+/*
+ * A gRPC-web request body -> the one message it frames (in *msg, maybe
+ * in the request arena).  SM_EINVAL for bad base64, a torn frame or a
+ * trailer frame; SM_EUNSUPPORTED for no message or several (a unary
+ * call has one; connect-go says unimplemented too); a compressed frame
+ * needs grpc-encoding gzip, and inflates within `cap`.
+ */
+static int
+grpcweb_unframe(struct connect_how how, bool gzipped, const uint8_t *body,
+    size_t len, size_t cap, struct sm_arena *a, const uint8_t **msg,
+    size_t *mlen, struct sm_err *err)
+{
+	struct sm_buf dec = SM_BUF_INIT;
+	uint8_t *p, flags;
+	uint32_t n;
+	int rv = 0;
+
+	if (how.wire == WIRE_GRPC_WEB_TEXT) {
+		if ((rv = sm_buf_put_unbase64(&dec, (const char *)body,
+		    len)) != 0) {
+			sm_buf_fini(&dec);
+			return (sm_err_set(err, rv == SM_EINVAL ? SM_EINVAL : rv,
+			    "grpc-web-text body is not base64"));
+		}
+		if ((p = sm_arena_alloc(a, SM_MAX(dec.len, 1))) == NULL) {
+			sm_buf_fini(&dec);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+		memcpy(p, dec.b, dec.len);
+		body = p;
+		len = dec.len;
+		sm_buf_fini(&dec);
+	}
+	if (len == 0)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "unary request has "
+		    "no message"));
+	if (len < GRPC_FRAME_HDR)
+		return (sm_err_set(err, SM_EINVAL, "gRPC-web frame header cut "
+		    "short: %zu bytes", len));
+	flags = body[0];
+	n = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 |
+	    (uint32_t)body[3] << 8 | body[4];
+	if (flags & GRPC_FLAG_TRAILER)
+		return (sm_err_set(err, SM_EINVAL, "a request cannot carry a "
+		    "trailer frame"));
+	if (n > len - GRPC_FRAME_HDR)
+		return (sm_err_set(err, SM_EINVAL, "gRPC-web frame of %u bytes "
+		    "cut short at %zu", n, len - GRPC_FRAME_HDR));
+	if (len - GRPC_FRAME_HDR != n)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "unary request has "
+		    "more than one message"));
+	*msg = body + GRPC_FRAME_HDR;
+	*mlen = n;
+	if (!(flags & GRPC_FLAG_COMPRESSED))
+		return (0);
+	if (!gzipped)
+		return (sm_err_set(err, SM_EINVAL, "compressed frame without "
+		    "grpc-encoding"));
+	if (n == 0)
+		return (0);
+	return (sm_gunzip(*msg, n, cap, a, &p, mlen, err) != 0 ? err->code :
+	    (*msg = p, 0));
+}
+
 /* Step 7: encode, maybe compress, reply 200. */
 static void
 connect_reply(struct sm_http_req *r, const ProtobufCMessage *resp,
-    enum connect_codec codec)
+    struct connect_how how)
 {
-	const char *ctype = codec == CONNECT_CODEC_JSON ? "application/json" :
-	    "application/proto";
+	const char *ctype = how.codec == CONNECT_CODEC_JSON ?
+	    "application/json" : "application/proto";
 	struct sm_buf b = SM_BUF_INIT;
 	uint8_t *gz = NULL;
 	size_t gzlen = 0;
 
-	connect_encode(resp, codec, &b);
+	if (how.wire != WIRE_CONNECT) {
+		grpcweb_reply(r, resp, how);
+		return;
+	}
+	connect_encode(resp, how.codec, &b);
 	if (sm_buf_error(&b) != 0) {
 		sm_buf_fini(&b);
-		connect_fail(r, SM_ENOMEM, "out of memory encoding the "
+		connect_fail(r, how, SM_ENOMEM, "out of memory encoding the "
 		    "response");
 		return;
 	}
@@ -474,7 +746,7 @@ connect_serve(struct sm_http_req *r, void *arg)
 	struct sm_connect_call call = { r, NULL, 0, 0 };
 	struct sm_arena *ra = NULL;
 	ProtobufCMessage *req, *resp = NULL;
-	enum connect_codec codec;
+	struct connect_how how;
 	const uint8_t *body;
 	uint8_t *inflated;
 	size_t len, cap = connect_body_cap(cr), used;
@@ -483,7 +755,7 @@ connect_serve(struct sm_http_req *r, void *arg)
 	int rv;
 
 	sm_err_clear(&err);
-	if (connect_check_headers(r, &codec, &gzipped, &call.deadline_ns) != 0)
+	if (connect_check_headers(r, &how, &gzipped, &call.deadline_ns) != 0)
 		return;
 	body = sm_http_body(r, &len);
 	ra = sm_arena_create(cap > (SIZE_MAX - CONNECT_DECODE_SLACK) /
@@ -491,38 +763,46 @@ connect_serve(struct sm_http_req *r, void *arg)
 	    cap * CONNECT_DECODE_FACTOR + CONNECT_DECODE_SLACK);
 	call.arena = sm_arena_create(0);
 	if (ra == NULL || call.arena == NULL) {
-		connect_fail(r, SM_ENOMEM, "out of memory starting the call");
+		connect_fail(r, how, SM_ENOMEM, "out of memory starting the "
+		    "call");
 		goto out;
 	}
-	if (gzipped && len != 0) {
+	if (how.wire != WIRE_CONNECT) {
+		if ((rv = grpcweb_unframe(how, gzipped, body, len, cap, ra,
+		    &body, &len, &err)) != 0) {
+			connect_fail(r, how, rv, err.msg);
+			goto out;
+		}
+	} else if (gzipped && len != 0) {
 		if ((rv = sm_gunzip(body, len, cap, ra, &inflated, &len,
 		    &err)) != 0) {
-			connect_fail(r, rv, err.msg);
+			connect_fail(r, how, rv, err.msg);
 			goto out;
 		}
 		body = inflated;
 	}
-	if ((rv = connect_decode(cr, codec, body, len, ra, &req, &err)) != 0) {
-		connect_fail(r, rv, err.msg);
+	if ((rv = connect_decode(cr, how.codec, body, len, ra, &req,
+	    &err)) != 0) {
+		connect_fail(r, how, rv, err.msg);
 		goto out;
 	}
 
 	rv = cr->fn(cr->arg, &call, req, &resp, &err);
 	if (rv != 0) {
-		connect_fail(r, rv, err.msg[0] != '\0' ? err.msg :
+		connect_fail(r, how, rv, err.msg[0] != '\0' ? err.msg :
 		    sm_strerror(rv));
 		goto out;
 	}
 	if (resp == NULL) {
 		sm_error("connect", "bug: handler returned no response\t"
 		    "path=%s", sm_http_path(r));
-		connect_fail(r, SM_EINTERNAL, "internal error: the handler "
-		    "returned no response");
+		connect_fail(r, how, SM_EINTERNAL, "internal error: the "
+		    "handler returned no response");
 		goto out;
 	}
 	SM_ASSERT(resp->descriptor != NULL && resp->descriptor->magic ==
 	    PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
-	connect_reply(r, resp, codec);
+	connect_reply(r, resp, how);
 out:
 	/* After a large call, give the freed heap back (sm.h). */
 	used = call.heap_used + (call.arena != NULL ?

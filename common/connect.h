@@ -23,6 +23,14 @@
  * codes with sm_connect_code_for().  Response compression: gzip when the
  * client sent Accept-Encoding with gzip and the body is larger than 1 KiB.
  *
+ * gRPC-web: the same routes serve gRPC-web (docs/wire-formats.md §5):
+ * application/grpc-web[+proto|+json] and application/grpc-web-text[+proto]
+ * (base64 bodies); the request is one length-prefixed frame (compressed
+ * with grpc-encoding gzip, or not), grpc-timeout gives the deadline; the
+ * answer is a data frame and a trailer frame with grpc-status 0, or, on
+ * an error, a 200 with grpc-status and grpc-message headers and no body
+ * (gRPC's codes are Connect's, numbered 1-16).
+ *
  * Ownership: the request message and the response message live in the
  * per-call arena the framework creates and destroys.
  */

@@ -443,15 +443,203 @@ test_content_types(void)
 		check_error(&rs, 415, "unimplemented", "unsupported content "
 		    "type");
 		SM_CHECK_STR(sm_test_resp_header(&rs, "Accept-Post"),
-		    "application/json, application/proto");
+		    "application/json, application/proto, application/grpc-web"
+		    "+proto, application/grpc-web+json, application/grpc-web-"
+		    "text");
 		sm_test_resp_free(&rs);
 	}
 	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES,
 	    "Content-Type: text/plain\r\n", "{}", &rs) == 0);
 	SM_CHECK_STR((const char *)rs.body, "{\"code\":\"unimplemented\","
 	    "\"message\":\"unsupported content type \\\"text/plain\\\": use "
-	    "application/proto or application/json\"}");
+	    "application/proto or application/json (Connect), or application/"
+	    "grpc-web[+proto|+json] or application/grpc-web-text (gRPC-web)\"}");
 	sm_test_resp_free(&rs);
+	sm_http_destroy(h);
+}
+
+/* One gRPC-web frame: flags, big-endian length, bytes. */
+static size_t
+grpc_frame(uint8_t *out, uint8_t flags, const void *p, size_t n)
+{
+	out[0] = flags;
+	out[1] = (uint8_t)(n >> 24);
+	out[2] = (uint8_t)(n >> 16);
+	out[3] = (uint8_t)(n >> 8);
+	out[4] = (uint8_t)n;
+	memcpy(out + 5, p, n);
+	return (n + 5);
+}
+
+/*
+ * gRPC-web: a framed request answers a data frame and a trailer frame
+ * with grpc-status 0 (binary, JSON, base64 text); a compressed frame
+ * with grpc-encoding gzip; grpc-timeout as the deadline; errors as a
+ * 200 with grpc-status and a percent-encoded grpc-message and no body;
+ * a torn frame, two messages, a trailer frame, a compressed frame
+ * without grpc-encoding and a bad grpc-timeout are refused.
+ */
+static void
+test_grpc_web(void)
+{
+	Querier__V1__SelectSeriesRequest q =
+	    QUERIER__V1__SELECT_SERIES_REQUEST__INIT;
+	uint8_t msg[256], body[1024], *gz = NULL;
+	size_t n, len, gzlen;
+	struct sm_http *h;
+	struct sm_test_resp rs;
+	struct sm_buf txt = SM_BUF_INIT, dec = SM_BUF_INIT;
+	const char *bin = "Content-Type: application/grpc-web+proto\r\n";
+
+	SM_REQUIRE((h = srv_start()) != NULL);
+	q.profile_typeid = (char *)"cpu";
+	q.label_selector = (char *)"{a=\"b\"}";
+	q.start = 1000;
+	q.end = 3000;
+	q.step = 1;
+	q.limit = 2;            /* the echo handler's point count */
+	n = querier__v1__select_series_request__pack(&q, msg);
+	len = grpc_frame(body, 0, msg, n);
+
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, bin, body, len,
+	    &rs) == 0);
+	SM_CHECK_EQ(rs.status, 200);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
+	    "application/grpc-web+proto");
+	SM_CHECK(rs.len > 5 && rs.body[0] == 0);
+	if (rs.len > 5) {
+		size_t m = (size_t)rs.body[1] << 24 | (size_t)rs.body[2] << 16 |
+		    (size_t)rs.body[3] << 8 | rs.body[4];
+		Querier__V1__SelectSeriesResponse *o;
+
+		SM_REQUIRE(m + 5 < rs.len);
+		o = querier__v1__select_series_response__unpack(NULL, m,
+		    (const uint8_t *)rs.body + 5);
+		SM_CHECK(o != NULL && o->n_series == 1 &&
+		    o->series[0]->n_points == 2);
+		if (o != NULL)
+			querier__v1__select_series_response__free_unpacked(o,
+			    NULL);
+		SM_CHECK(rs.body[5 + m] == 0x80);
+		SM_CHECK(memmem(rs.body + 5 + m, rs.len - 5 - m,
+		    "grpc-status:0", 13) != NULL);
+	}
+	sm_test_resp_free(&rs);
+
+	/* JSON codec */
+	{
+		const char *js = "{\"profileTypeID\":\"cpu\",\"start\":\"1000\","
+		    "\"end\":\"3000\",\"step\":1}";
+
+		len = grpc_frame(body, 0, js, strlen(js));
+		SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES,
+		    "Content-Type: application/grpc-web+json\r\n", body, len,
+		    &rs) == 0);
+		SM_CHECK_EQ(rs.status, 200);
+		SM_CHECK(rs.len > 5 && rs.body[0] == 0 && rs.body[5] == '{');
+		sm_test_resp_free(&rs);
+	}
+
+	/* base64 text both ways */
+	len = grpc_frame(body, 0, msg, n);
+	sm_buf_put_base64(&txt, body, len);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES,
+	    "Content-Type: application/grpc-web-text\r\n", txt.b, txt.len,
+	    &rs) == 0);
+	SM_CHECK_EQ(rs.status, 200);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "Content-Type"),
+	    "application/grpc-web-text+proto");
+	SM_CHECK_EQ(sm_buf_put_unbase64(&dec, (const char *)rs.body, rs.len),
+	    0);
+	SM_CHECK(dec.len > 5 && dec.b[0] == 0);
+	sm_test_resp_free(&rs);
+
+	/* a compressed frame */
+	SM_REQUIRE(sm_gzip(msg, n, 6, &gz, &gzlen) == 0);
+	len = grpc_frame(body, 1, gz, gzlen);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, "Content-Type: "
+	    "application/grpc-web+proto\r\ngrpc-encoding: gzip\r\n", body,
+	    len, &rs) == 0);
+	SM_CHECK_EQ(rs.status, 200);
+	SM_CHECK(rs.len > 5 && rs.body[0] == 0);
+	sm_test_resp_free(&rs);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, bin, body, len,
+	    &rs) == 0);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "grpc-status"), "3");
+	sm_test_resp_free(&rs);
+
+	/* grpc-timeout: 2 seconds reaches the handler as its deadline */
+	len = grpc_frame(body, 0, msg, n);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, "Content-Type: "
+	    "application/grpc-web+proto\r\ngrpc-timeout: 2S\r\n", body, len,
+	    &rs) == 0);
+	SM_CHECK_EQ(rs.status, 200);
+	SM_CHECK(memmem(rs.body, rs.len, "deadline", 8) != NULL &&
+	    memmem(rs.body, rs.len, "none", 4) == NULL);
+	sm_test_resp_free(&rs);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, "Content-Type: "
+	    "application/grpc-web+proto\r\ngrpc-timeout: 123456789S\r\n",
+	    body, len, &rs) == 0);
+	SM_CHECK_STR(sm_test_resp_header(&rs, "grpc-status"), "3");
+	sm_test_resp_free(&rs);
+
+	/* a handler's error: trailers-only, the message percent-encoded */
+	{
+		Querier__V1__SelectSeriesRequest f =
+		    QUERIER__V1__SELECT_SERIES_REQUEST__INIT;
+		uint8_t fm[128];
+		size_t fn;
+
+		f.profile_typeid = (char *)"EUNAVAIL";
+		f.label_selector = (char *)"50% \xc3\xa9";
+		fn = querier__v1__select_series_request__pack(&f, fm);
+		len = grpc_frame(body, 0, fm, fn);
+		SM_REQUIRE(cli_post(sm_http_port(h), PATH_FAIL, bin, body, len,
+		    &rs) == 0);
+		SM_CHECK_EQ(rs.status, 200);
+		SM_CHECK_EQ(rs.len, 0);
+		SM_CHECK_STR(sm_test_resp_header(&rs, "grpc-status"), "14");
+		SM_CHECK_STR(sm_test_resp_header(&rs, "grpc-message"),
+		    "failing with EUNAVAIL: \"50%25 %C3%A9\"");
+		sm_test_resp_free(&rs);
+	}
+
+	/* framing errors */
+	{
+		static const struct {
+			const char *what;
+			int cut;          /* bytes dropped from the end */
+			int twice, trailer, empty;
+			const char *status;
+		} bad[] = {
+			{ "torn frame", 3, 0, 0, 0, "3" },
+			{ "two messages", 0, 1, 0, 0, "12" },
+			{ "a trailer frame", 0, 0, 1, 0, "3" },
+			{ "no message", 0, 0, 0, 1, "12" },
+		};
+
+		for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
+			len = grpc_frame(body, bad[i].trailer ? 0x80 : 0, msg,
+			    n);
+			if (bad[i].twice)
+				len += grpc_frame(body + len, 0, msg, n);
+			len -= (size_t)bad[i].cut;
+			if (bad[i].empty)
+				len = 0;
+			SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, bin,
+			    body, len, &rs) == 0);
+			SM_CHECKF(rs.status == 200 && strcmp(
+			    sm_test_resp_header(&rs, "grpc-status") != NULL ?
+			    sm_test_resp_header(&rs, "grpc-status") : "",
+			    bad[i].status) == 0, "%s: status %d grpc-status %s",
+			    bad[i].what, rs.status,
+			    sm_test_resp_header(&rs, "grpc-status"));
+			sm_test_resp_free(&rs);
+		}
+	}
+	sm_free(gz);
+	sm_buf_fini(&txt);
+	sm_buf_fini(&dec);
 	sm_http_destroy(h);
 }
 
@@ -919,6 +1107,7 @@ SM_TEST_MAIN(
 	{ "proto request and response", test_proto_call },
 	{ "JSON request and exact JSON response, charset", test_json_call },
 	{ "other content types get 415 with Accept-Post", test_content_types },
+	{ "gRPC-web: frames, text, gzip, timeout, errors", test_grpc_web },
 	{ "GET is 405", test_get_405 },
 	{ "empty body is the empty message; no response is 500", test_empty_body },
 	{ "gzip requests: inflated, capped, malformed; br/zstd 501", test_gzip_request },
