@@ -807,6 +807,10 @@ range:
 	    "for %s", neg ? "-" : "", mag, pbjson_type_name(t)));
 }
 
+/* pbjson_dec_value: the value is one to ignore (an unknown enum name);
+ * never returned by the decoder's entry points. */
+#define PBJSON_SKIP 1
+
 /* An integer-typed value (also enum numbers when `t` is ENUM). */
 static int
 pbjson_dec_int(struct pbjson_dec *dc, ProtobufCType t, const json_t *v,
@@ -1022,11 +1026,12 @@ pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
 			return (pbjson_dec_int(dc, f->type, v, false, dst));
 		ev = protobuf_c_enum_descriptor_get_value_by_name(
 		    f->descriptor, json_string_value(v));
+		/* A name this build does not know (a newer client's value):
+		 * ignored, as protojson's DiscardUnknown, which connect-go
+		 * uses, ignores it -- the field keeps its default, a
+		 * repeated field drops the element. */
 		if (ev == NULL)
-			return (pbjson_fail(dc, SM_EINVAL, "unknown value "
-			    "\"%.64s\" for enum %s", json_string_value(v),
-			    ((const ProtobufCEnumDescriptor *)
-			    f->descriptor)->name));
+			return (PBJSON_SKIP);
 		*(int *)dst = ev->value;
 		return (0);
 	case PROTOBUF_C_TYPE_STRING:
@@ -1052,7 +1057,7 @@ static int
 pbjson_dec_repeated(struct pbjson_dec *dc, ProtobufCMessage *m,
     const ProtobufCFieldDescriptor *f, const json_t *v, int depth)
 {
-	size_t n, sz = pbjson_type_size(f->type), old;
+	size_t n, k = 0, sz = pbjson_type_size(f->type), old;
 	char *arr = NULL;
 	int rv;
 
@@ -1070,12 +1075,13 @@ pbjson_dec_repeated(struct pbjson_dec *dc, ProtobufCMessage *m,
 			rv = pbjson_fail(dc, SM_EINVAL, "null is not allowed "
 			    "in a repeated field");
 		else
-			rv = pbjson_dec_value(dc, f, e, depth, arr + i * sz);
-		if (rv != 0)
+			rv = pbjson_dec_value(dc, f, e, depth, arr + k * sz);
+		if (rv != 0 && rv != PBJSON_SKIP)
 			return (rv);
+		k += rv == 0;
 		pbjson_pop(dc, old);
 	}
-	*(size_t *)pbjson_at(m, f->quantifier_offset) = n;
+	*(size_t *)pbjson_at(m, f->quantifier_offset) = k;
 	*(void **)pbjson_at(m, f->offset) = arr;
 	return (0);
 }
@@ -1091,7 +1097,7 @@ pbjson_dec_field(struct pbjson_dec *dc, ProtobufCMessage *m,
 		return (pbjson_dec_repeated(dc, m, f, v, depth));
 	if ((rv = pbjson_dec_value(dc, f, v, depth,
 	    pbjson_at(m, f->offset))) != 0)
-		return (rv);
+		return (rv == PBJSON_SKIP ? 0 : rv);
 	if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0)
 		*(uint32_t *)pbjson_at(m, f->quantifier_offset) = f->id;
 	else if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&

@@ -25,10 +25,12 @@
  *     point;
  *   - enum names or numbers; base64 in standard or URL alphabet, padded or
  *     not;
- *   - null for any field (= default); unknown fields are ignored (as
- *     connect-go's protojson options do).
+ *   - null for any field (= default); unknown fields and unknown enum
+ *     names are ignored (as connect-go's protojson options,
+ *     DiscardUnknown, do: the field keeps its default, a repeated field
+ *     drops the element).
  *   Errors (SM_EINVAL with a message naming the field path): wrong JSON
- *   type for a field, out-of-range integer, bad base64, unknown enum name,
+ *   type for a field, out-of-range integer, bad base64,
  *   nesting deeper than 64, not an object at top level.  SM_ENOMEM when
  *   the arena runs out.
  *
