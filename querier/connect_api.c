@@ -51,6 +51,11 @@
  *     max_nodes functions, pprof's 80 when 0); a format this version does
  *     not know (and anything but FLAMEGRAPH for Diff) is unimplemented
  *     (501): clients fall back on that;
+ *   - SelectMergeStacktraces with span_selector merges only the samples
+ *     that carried those span ids (as SelectMergeSpanProfile does,
+ *     span_api.c), in any format; profile_id_selector and
+ *     trace_id_selector are unimplemented (501): Smolder keeps neither
+ *     per sample, and ignoring them would answer the whole selection;
  *   - Diff takes max_nodes from the left request (else the right, else the
  *     default) and applies it once to the union of both trees.
  */
@@ -530,8 +535,27 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
-	if ((rv = qry_merge(&x, &sel, &m, err)) != 0 ||
-	    (rv = qry_tree_select(&m, in->stack_trace_selector, err)) != 0)
+	/* profile and trace ids are not kept per sample: refusing is the
+	 * answer that is never wrong */
+	if (in->n_profile_id_selector > 0 || in->n_trace_id_selector > 0) {
+		rv = sm_err_set(err, SM_EUNSUPPORTED, "%s is not supported: "
+		    "select by span_selector (span ids) instead",
+		    in->n_profile_id_selector > 0 ? "profile_id_selector" :
+		    "trace_id_selector");
+		goto out;
+	}
+	if (in->n_span_selector > 0) {
+		uint64_t *ids;
+		size_t nids;
+
+		if ((rv = qry_span_ids(in->span_selector,
+		    in->n_span_selector, call->arena, &ids, &nids, err)) != 0 ||
+		    (rv = qry_span_merge(&x, &sel, ids, nids, &m, err)) != 0)
+			goto out;
+	} else if ((rv = qry_merge(&x, &sel, &m, err)) != 0) {
+		goto out;
+	}
+	if ((rv = qry_tree_select(&m, in->stack_trace_selector, err)) != 0)
 		goto out;
 	if (in->format == FMT_TREE) {
 		/* Pyroscope's tree bytes alone, no flamegraph. */

@@ -165,6 +165,17 @@ int qry_tree_select(struct sm_mtree *m,
 int qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
     struct sm_arena *a, uint8_t **out, size_t *len);
 
+/*
+ * Span selectors (span_api.c): sel[0..n) as span ids, each 16 hex digits
+ * (SM_EINVAL naming the first that is not), sorted and unique, in `a`.
+ * qry_span_merge merges the samples of `sel` that carried one of those
+ * span ids into `m`, under the replica plan of every merge.
+ */
+int qry_span_ids(char *const *sel, size_t n, struct sm_arena *a,
+    uint64_t **out, size_t *nout, struct sm_err *err);
+int qry_span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
+    uint64_t *ids, size_t nids, struct sm_mtree *m, struct sm_err *err);
+
 struct sm_ptype;
 
 /*

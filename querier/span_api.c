@@ -42,14 +42,6 @@
 
 #include "querier/v1/querier.pb-c.h"
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 /* SpanMerge(planned select, ids) per target, folded into one tree. */
 struct span_round {
 	const uint64_t *ids;
@@ -92,8 +84,8 @@ span_reset(void *arg)
 	return (sm_mtree_init(sr->m) != 0 ? SM_ENOMEM : 0);
 }
 
-static int
-span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
+int
+qry_span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
     uint64_t *ids, size_t nids, struct sm_mtree *m, struct sm_err *err)
 {
 	struct span_round sr = { ids, nids, m };
@@ -107,6 +99,40 @@ span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
 	};
 
 	return (qry_planned(x, sel, &c, err));
+}
+
+int
+qry_span_ids(char *const *sel, size_t n, struct sm_arena *a, uint64_t **out,
+    size_t *nout, struct sm_err *err)
+{
+	uint64_t *ids = sm_arena_alloc(a, (n + 1) * sizeof(*ids));
+	size_t nids = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (ids == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < n; i++) {
+		if (sel[i] == NULL || !sm_hex_u64(sel[i], strlen(sel[i]),
+		    &ids[nids]))
+			return (sm_err_set(err, SM_EINVAL, "invalid span id "
+			    "\"%.64s\": expected 16 hex digits", sel[i] != NULL ?
+			    sel[i] : ""));
+		nids++;
+	}
+	if (nids > 1) {
+		size_t w = 1;
+
+		qsort(ids, nids, sizeof(*ids), sm_u64_cmp);
+		for (size_t i = 1; i < nids; i++) {
+			if (ids[i] != ids[w - 1])
+				ids[w++] = ids[i];
+		}
+		nids = w;
+	}
+	*out = ids;
+	*nout = nids;
+	return (0);
 }
 
 /* The Connect flamegraph of fg, in arena a. */
@@ -174,33 +200,9 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		    (long long)lim.max_flamegraph_nodes_max);
 		goto out;
 	}
-	ids = sm_arena_alloc(call->arena, (in->n_span_selector + 1) *
-	    sizeof(*ids));
-	if (ids == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	if ((rv = qry_span_ids(in->span_selector, in->n_span_selector,
+	    call->arena, &ids, &nids, err)) != 0)
 		goto out;
-	}
-	for (size_t i = 0; i < in->n_span_selector; i++) {
-		if (in->span_selector[i] == NULL ||
-		    !sm_hex_u64(in->span_selector[i],
-		    strlen(in->span_selector[i]), &ids[nids])) {
-			rv = sm_err_set(err, SM_EINVAL, "invalid span id "
-			    "\"%.64s\": expected 16 hex digits",
-			    in->span_selector[i]);
-			goto out;
-		}
-		nids++;
-	}
-	if (nids > 1) {
-		size_t w = 1;
-
-		qsort(ids, nids, sizeof(*ids), u64_cmp);
-		for (size_t i = 1; i < nids; i++) {
-			if (ids[i] != ids[w - 1])
-				ids[w++] = ids[i];
-		}
-		nids = w;
-	}
 	if ((rv = qry_build_selector(in->profile_typeid, in->label_selector,
 	    &s, err)) != 0)
 		goto out;
@@ -210,7 +212,8 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
-	if (nids > 0 && (rv = span_merge(&x, &sel, ids, nids, &m, err)) != 0)
+	if (nids > 0 && (rv = qry_span_merge(&x, &sel, ids, nids, &m,
+	    err)) != 0)
 		goto out;
 	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
 		sm_err_set(err, rv, "out of memory");

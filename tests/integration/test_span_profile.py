@@ -278,6 +278,36 @@ def check_no_series_label(r, srv, tag):
         if resp.status == 200 else None
     r.eq(tot, sum(all_stacks().values()), "%s: the whole merge counts "
          "every sample" % tag)
+    # SelectMergeStacktraces with span_selector: the span merge, the same
+    # flamegraph as SelectMergeSpanProfile
+    spans = [S[0], S[1]]
+    _, want = span_json(srv, spans, '{service_name="%s"}' % APP)
+    resp = connect(srv, "SelectMergeStacktraces", {
+        "profile_typeID": CPU, "labelSelector": '{service_name="%s"}' % APP,
+        "spanSelector": spans,
+        "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000)})
+    fg = (resp.json() or {}).get("flamegraph") or {} \
+        if resp.status == 200 else {}
+    levels = [[int(x) for x in (lv.get("values") or [])]
+              for lv in fg.get("levels") or []]
+    got = (int(fg.get("total", 0)), fg_stacks(fg.get("names") or [],
+                                              levels)) if fg else None
+    r.check(want is not None and got == want and 0 < got[0] < tot,
+            "%s: SelectMergeStacktraces span_selector [%s] answers "
+            "SelectMergeSpanProfile's flamegraph (%s of %s)" % (
+                tag, ",".join(spans), got and got[0], tot), resp.describe())
+    for field in ("profileIdSelector", "traceIdSelector"):
+        resp = connect(srv, "SelectMergeStacktraces", {
+            "profile_typeID": CPU, "labelSelector": "{}",
+            field: ["0123456789abcdef0123456789abcdef"],
+            "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000)})
+        try:
+            code = resp.json().get("code")
+        except (ValueError, AttributeError):
+            code = None
+        r.check(resp.status == 501 and code == "unimplemented",
+                "%s: SelectMergeStacktraces %s is unimplemented, never "
+                "ignored" % (tag, field), resp.describe())
 
 
 def ingest(r, srvs, tag):
