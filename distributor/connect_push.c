@@ -471,6 +471,15 @@ out:
 }
 
 int
+dist_push_call(struct distributor *d, struct sm_connect_call *call,
+    const Push__V1__PushRequest *req, struct sm_err *err)
+{
+	ProtobufCMessage *resp = NULL;
+
+	return (m_push(d, call, &req->base, &resp, err));
+}
+
+int
 dist_connect_register(struct distributor *d, struct sm_err *err)
 {
 	static const char *const paths[] = {

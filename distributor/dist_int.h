@@ -90,4 +90,18 @@ int dist_parse_uuid(const char *s, uint8_t out[16]);
 /* Register push.v1.PusherService/Push (connect_push.c). */
 int dist_connect_register(struct distributor *d, struct sm_err *err);
 
+/*
+ * A push.v1 PushRequest through Push's whole path (connect_push.c: decode
+ * and validate every sample, then write them, remote-write), the tenant
+ * from call->http, allocations in call->arena.  For other protocols that
+ * arrive as pprof series (otlp.c).  0 or SM_E* with err set.
+ */
+struct sm_connect_call;
+typedef struct Push__V1__PushRequest Push__V1__PushRequest;
+int dist_push_call(struct distributor *d, struct sm_connect_call *call,
+    const Push__V1__PushRequest *req, struct sm_err *err);
+
+/* POST /v1development/profiles: OpenTelemetry profiles in (otlp.c). */
+int dist_otlp_register(struct distributor *d, struct sm_err *err);
+
 #endif /* DIST_INT_H */

@@ -2,9 +2,10 @@
  * distributor.h -- the distributor component (docs/architecture.md §1): HTTP ingest.
  *
  * Routes, write-scoped: POST /ingest and /pyroscope/ingest
- * (docs/wire-formats.md §2; ingest.c), and push.v1.PusherService/Push
+ * (docs/wire-formats.md §2; ingest.c), push.v1.PusherService/Push
  * over Connect, what Grafana Alloy and Pyroscope's SDKs send
- * (docs/wire-formats.md §4; connect_push.c).  A request is
+ * (docs/wire-formats.md §4; connect_push.c), and POST
+ * /v1development/profiles, OpenTelemetry profiles (otlp.c).  A request is
  * authenticated to a tenant, bounded (body size at the HTTP layer,
  * decompressed size, samples, depth, labels), parsed into a write batch
  * (distributor/batch.h) and replicated to RF ingesters of the ring

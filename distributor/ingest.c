@@ -918,7 +918,8 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 			goto fail;
 		}
 	}
-	if ((rv = dist_connect_register(d, err)) != 0)
+	if ((rv = dist_connect_register(d, err)) != 0 ||
+	    (rv = dist_otlp_register(d, err)) != 0)
 		goto fail;
 	*out = d;
 	return (0);

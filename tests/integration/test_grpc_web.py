@@ -7,7 +7,7 @@ the Connect project's own), with the services' descriptors from the
 repository's .proto files compiled by Debian's protoc (no generated code).
 
 One single binary is given profiles (folded text under two services and
-a real pprof from tests/data).  tests/grpcweb/client.mjs then calls each
+a real pprof from tests/data).  tests/clients/client.mjs then calls each
 method three ways -- Connect with the binary codec, gRPC-web binary
 (application/grpc-web+proto) and gRPC-web JSON (application/grpc-web
 +json) -- and every call must give the same answer all three ways: the
@@ -19,7 +19,7 @@ unknown format unimplemented.  push.v1 Push runs once per protocol, and
 /render then counts the pushed profile three times.  grpc-web-text
 (base64 bodies), which connect-es does not send, is checked by hand.
 
-Set-up: `npm ci` in tests/grpcweb when its node_modules is missing or
+Set-up: `npm ci` in tests/clients when its node_modules is missing or
 older than package-lock.json.  Without node, npm or protoc (`make deps`
 installs them) the test skips, except under CI=true, where that fails.
 """
@@ -38,7 +38,7 @@ from durability import DataServer, Workspace  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import data_dir, run_script, source_dir  # noqa: E402
 
-CLIENT_DIR = os.path.join(source_dir(), "tests", "grpcweb")
+CLIENT_DIR = os.path.join(source_dir(), "tests", "clients")
 PROTOS = ["querier/v1/querier.proto", "push/v1/push.proto",
           "settings/v1/setting.proto", "capabilities/v1/feature_flags.proto",
           "version/v1/version.proto"]

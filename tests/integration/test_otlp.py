@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""
+test_otlp.py -- OpenTelemetry profiles in (OTLP/HTTP, POST
+/v1development/profiles), sent by a client built from the upstream
+opentelemetry-proto files: tests/clients/otlp_client.mjs encodes with
+protobuf-es over the descriptor set Debian's protoc compiles from
+proto/opentelemetry (v1.11.0's files, v1.10.0's wire format) -- no code
+of ours builds the requests' bytes.
+
+  1. Every real pprof in tests/data (and ../shared/testdata/profiles
+     when present) that the oracle reads is converted to one OTLP request
+     the way the Collector's pprof translator maps it (one OTLP Profile
+     per sample type, the dictionary, labels as attributes, span ids as
+     Links) and sent, half of them gzipped.  For every (file, sample
+     type), SelectMergeProfile of its service is run through `go tool
+     pprof -raw` and must equal the input's stacks and values
+     (oracle.py): what went in comes out, exactly.
+  2. Span profiles: a pprof whose samples carry span_id labels goes in as
+     Links; SelectMergeSpanProfile of a span id answers exactly that
+     span's samples.
+  3. The profile id is the idempotency key: the same request sent twice
+     counts once.
+  4. Refusals, nothing stored: an index outside its table (what a
+     request of an older alpha format looks like) is 400 naming the
+     accepted version; a body that is not protobuf is 400; another
+     content type is 415.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import oracle  # noqa: E402
+from durability import DataServer, Workspace, connect, limit_flags  # noqa
+from smolder import data_dir, run_script, source_dir  # noqa: E402
+from test_query_diff_pprof import (merge_req_pb, pprof_files,  # noqa: E402
+                                   proto_call, raw_stacks)
+
+CLIENT_DIR = os.path.join(source_dir(), "tests", "clients")
+PROTOS = ["google/v1/profile.proto",
+          "opentelemetry/proto/collector/profiles/v1development/"
+          "profiles_service.proto"]
+BASE = (int(time.time()) // 3600) * 3600 - 2 * 3600
+COMMON = ["-validation.reject-older-than=0", "-validation.reject-newer-than=0",
+          "-validation.max-profile-stacktrace-samples=100000",
+          "-querier.max-flamegraph-nodes-max=0"] + limit_flags()
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+
+
+def tooling(r):
+    node, npm, protoc = (shutil.which(x) for x in ("node", "npm", "protoc"))
+    if not node or not npm or not protoc:
+        r.skip_all("node, npm or protoc missing (make deps installs "
+                   "nodejs, npm and protobuf-compiler)")
+    mod = os.path.join(CLIENT_DIR, "node_modules", "@bufbuild", "protobuf")
+    lock = os.path.join(CLIENT_DIR, "package-lock.json")
+    stamp = os.path.join(CLIENT_DIR, "node_modules", ".package-lock.json")
+    if not os.path.isdir(mod) or (os.path.exists(stamp) and
+                                  os.path.getmtime(stamp) <
+                                  os.path.getmtime(lock)):
+        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"],
+                           cwd=CLIENT_DIR, capture_output=True, text=True,
+                           timeout=240)
+        if p.returncode != 0:
+            r.skip_all("npm ci failed (no registry?): " + p.stderr[-500:])
+    return node, protoc
+
+
+def send(r, node, base_url, dset, ws, jobs, name):
+    path = ws.path(name + ".json")
+    with open(path, "w") as f:
+        json.dump(jobs, f)
+    p = subprocess.run([node, os.path.join(CLIENT_DIR, "otlp_client.mjs"),
+                        base_url, dset, path], capture_output=True,
+                       text=True, timeout=300)
+    r.check(p.returncode == 0, "%s: the OTLP client ran" % name,
+            p.stderr[-1500:])
+    return json.loads(p.stdout) if p.returncode == 0 else []
+
+
+def body(r):
+    node, protoc = tooling(r)
+    if not oracle.have_go():
+        r.skip_all("go is not installed (go tool pprof is the oracle)")
+    ws = Workspace("otlp")
+    r.at_end(lambda: ws.cleanup(r))
+    dset = ws.path("otlp.pb")
+    p = subprocess.run([protoc, "--include_imports",
+                        "--descriptor_set_out=" + dset,
+                        "-I", os.path.join(source_dir(), "proto")] + PROTOS,
+                       capture_output=True, text=True, timeout=60)
+    r.check(p.returncode == 0, "protoc compiled the upstream OTLP protos",
+            p.stderr[-500:])
+    srv = DataServer(ws.data_dir("s"), ws.log_dir("s"),
+                     extra_flags=COMMON).start()
+    url = "http://127.0.0.1:%d" % srv.port
+
+    # 1. real profiles in, SelectMergeProfile out
+    cases, jobs = [], []
+    for i, path in enumerate(pprof_files()):
+        try:
+            exp = oracle.expected_for(path, workdir=ws.root)
+        except oracle.OracleError as e:
+            r.skip(os.path.basename(path), "pprof cannot read it: %s" % e)
+            continue
+        if exp.notes or not exp.type_ids:
+            continue
+        svc, t = "ot%02d" % i, BASE + 60 * i
+        jobs.append({"file": path, "service": svc, "time_ms": t * 1000,
+                     "gzip": i % 2 == 1})
+        cases.append((svc, t, exp, os.path.basename(path)))
+    got = send(r, node, url, dset, ws, jobs, "real")
+    bad = [(c[3], g["status"], base64.b64decode(g["body"])[:200])
+           for c, g in zip(cases, got) if g["status"] != 200]
+    # the oracle's 422s (a profile /ingest refuses) are 400s here
+    ok_cases = [c for c, g in zip(cases, got) if g["status"] == 200]
+    # /ingest refuses Parca's normalizer profile too (no sample type
+    # names: an empty metric), 422 there, 400 here as for Push
+    r.check(len(ok_cases) >= 5 and all(
+        b[0] == "parca__normalizer__profile.pb.gz" and b[1] == 400
+        for b in bad), "%d real profiles accepted as OTLP; refused only "
+        "what /ingest refuses (%s)" % (len(ok_cases), [b[0] for b in bad]),
+        str(bad)[:600])
+    good = ntypes = 0
+    for svc, t, exp, name in ok_cases:
+        for k, tid in enumerate(exp.type_ids):
+            ntypes += 1
+            resp = proto_call(srv, "SelectMergeProfile", merge_req_pb(
+                tid, '{service_name="%s"}' % svc, t * 1000,
+                (t + 10) * 1000))
+            stacks = raw_stacks(resp.body, ws.root) \
+                if resp.status == 200 else None
+            if stacks == exp.stacks[k]:
+                good += 1
+            else:
+                r.fail("OTLP in, SelectMergeProfile out: %s %s" % (name, tid),
+                       oracle.diff_stacks(exp.stacks[k], stacks or {}))
+    r.check(good == ntypes and ntypes > 0, "SelectMergeProfile -> pprof "
+            "-raw equals the input for %d of %d (file, sample type) pairs "
+            "sent as OTLP" % (good, ntypes))
+
+    # 2. span ids as Links
+    from test_span_profile import S, UPLOADS, make_pprof, span_json
+    t0, samples = UPLOADS[0]
+    span_file = ws.path("spans.pb")
+    with open(span_file, "wb") as f:
+        f.write(make_pprof(samples))
+    g = send(r, node, url, dset, ws, [{"file": span_file,
+                                       "service": "otspan",
+                                       "time_ms": t0 * 1000}], "spans")
+    r.check(g and g[0]["status"] == 200, "a pprof with span_id labels, as "
+            "OTLP Links", str(g)[:300])
+    want = {}
+    for stack, value, labels in samples:
+        if labels.get("span_id", "").lower() == S[0]:
+            k = ";".join(stack)
+            want[k] = want.get(k, 0) + value
+    resp, fg = span_json(srv, [S[0]], '{service_name="otspan"}', t0 - 10,
+                         t0 + 60)
+    r.check(fg is not None and fg[1] == want and fg[0] == sum(want.values()),
+            "SelectMergeSpanProfile of span %s: exactly its samples (%s)"
+            % (S[0], want), resp.describe() if fg is None else str(fg))
+
+    # 3. the same request twice, with a profile id: counted once
+    pid = "5a6b7c8d9e0f11223344556677889900"
+    g = send(r, node, url, dset, ws, [
+        {"file": span_file, "service": "otdup", "time_ms": t0 * 1000,
+         "profile_id": pid}] * 2, "dup")
+    r.check(len(g) == 2 and all(x["status"] == 200 for x in g),
+            "the same request with a profile id, sent twice: 200 both")
+    resp = srv.render("otdup.cpu{}", frm=t0 - 3600, until=t0 + 3600,
+                      fmt="collapsed")
+    tot = sum(oracle.parse_collapsed(resp.text()).values()) \
+        if resp.status == 200 else None
+    r.eq(tot, sum(v for _, v, _ in samples), "the profile id made the "
+         "second request a no-op: every sample counted once")
+    # 4. refusals
+    def post(body, ctype="application/x-protobuf"):
+        return srv.request("POST", "/v1development/profiles", body=body,
+                           headers={"Content-Type": ctype})
+    resp = post(b"\x0a\x05garbage")
+    r.check(resp.status == 400, "a body that is not an "
+            "ExportProfilesServiceRequest: 400", resp.describe())
+    resp = post(b"{}", "application/xml")
+    r.check(resp.status == 415, "another content type: 415",
+            resp.describe())
+    g = send(r, node, url, dset, ws, [{"file": span_file, "service":
+                                       "otold", "time_ms": t0 * 1000,
+                                       "corrupt": "stack"}], "old")
+    msg = base64.b64decode(g[0]["body"]).decode("utf-8", "replace") \
+        if g else ""
+    r.check(g and g[0]["status"] == 400 and "v1.10.0" in msg,
+            "an index outside its table (as an older alpha's Sample): 400 "
+            "naming the accepted version", msg[:300])
+    resp = srv.render("otold.cpu{}", frm=t0 - 3600, until=t0 + 3600,
+                      fmt="collapsed")
+    r.check(resp.status == 200 and resp.text().strip() == "",
+            "nothing of the refused request was stored", resp.text()[:200])
+    srv.check_stopped(r)
+
+
+if __name__ == "__main__":
+    run_script("test_otlp", 400, body)
