@@ -763,6 +763,25 @@ otlp_to_push(struct otlp_conv *c, const otlp_req *req,
 	return (0);
 }
 
+int
+dist_otlp_convert(const uint8_t *body, size_t len, struct sm_arena *a,
+    Push__V1__PushRequest *out, struct sm_err *err)
+{
+	ProtobufCAllocator al = sm_arena_pbc(a);
+	struct otlp_conv c;
+	otlp_req *req;
+
+	push__v1__push_request__init(out);
+	req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+	    &al, len, body);
+	if (req == NULL)
+		return (sm_err_set(err, SM_EINVAL, "malformed protobuf: not an "
+		    "ExportProfilesServiceRequest of " OTLP_FORMAT));
+	c = (struct otlp_conv){ req->dictionary != NULL ? req->dictionary :
+	    &otlp_empty_dict, a, err, NULL, 0, 0 };
+	return (otlp_to_push(&c, req, out));
+}
+
 /* A google.rpc.Status {code = 1, message = 2}, OTLP/HTTP's error body,
  * in protobuf (hand-encoded: two fields). */
 static void
@@ -814,12 +833,9 @@ otlp_handler(struct sm_http_req *r, void *arg)
 	size_t cap = (size_t)d->cfg.body_limit_mb << 20, len;
 	struct sm_connect_call call = { r, NULL, 0, 0 };
 	struct sm_arena *a = NULL;
-	struct otlp_conv c;
 	Push__V1__PushRequest push;
-	ProtobufCAllocator al;
 	const uint8_t *body;
 	uint8_t *inflated;
-	otlp_req *req;
 	struct sm_err err;
 	int rv;
 
@@ -851,17 +867,7 @@ otlp_handler(struct sm_http_req *r, void *arg)
 		    "use gzip or none");
 		goto out;
 	}
-	al = sm_arena_pbc(a);
-	req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-	    &al, len, body);
-	if (req == NULL) {
-		otlp_fail(r, false, SM_EINVAL, "malformed protobuf: not an "
-		    "ExportProfilesServiceRequest of " OTLP_FORMAT);
-		goto out;
-	}
-	c = (struct otlp_conv){ req->dictionary != NULL ? req->dictionary :
-	    &otlp_empty_dict, a, &err, NULL, 0, 0 };
-	if ((rv = otlp_to_push(&c, req, &push)) != 0) {
+	if ((rv = dist_otlp_convert(body, len, a, &push, &err)) != 0) {
 		otlp_fail(r, false, rv, err.msg);
 		goto out;
 	}

@@ -8,7 +8,8 @@
 //
 // jobs.json: [{"file": "x.pb.gz", "service": "svc", "time_ms": 123,
 // "gzip": true, "headers": {...}, "profile_id": "<32 hex>", "corrupt":
-// "stack"}, ...].  Each pprof becomes one
+// "stack", "out": "<path>"}, ...]; "out" writes the request body there
+// instead of sending it (tests/fuzz/seeds/otlp).  Each pprof becomes one
 // ExportProfilesServiceRequest the way the Collector's pprof translator
 // maps it: the dictionary holds the pprof's strings, mappings, functions
 // and locations (index 0 the zero value), one stack per distinct location
@@ -16,7 +17,7 @@
 // span_id labels (16 hex digits) as Links; one OTLP Profile per pprof
 // sample type; the
 // resource carries service.name.  Prints per job {"status", "body"}.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { createFileRegistry, create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
@@ -148,6 +149,11 @@ for (const job of jobs) {
   let body = toBinary(Req, req);
   const headers = { "Content-Type": "application/x-protobuf",
                     ...(job.headers ?? {}) };
+  if (job.out) {             // the bytes only (fuzz seeds)
+    writeFileSync(job.out, body);
+    out.push({ status: 0, body: "", bytes: body.length });
+    continue;
+  }
   if (job.gzip) {
     body = gzipSync(body);
     headers["Content-Encoding"] = "gzip";
