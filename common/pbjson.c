@@ -515,6 +515,7 @@ struct pbjson_dec {
 	struct sm_arena *a;
 	struct sm_err *err;
 	bool reals;                     /* every number parsed as a double */
+	unsigned flags;                 /* SM_PBJSON_* (pbjson.h) */
 	size_t plen;                    /* bytes used in path */
 	char path[PBJSON_PATH_MAX];     /* "series[0].points[1].value" */
 };
@@ -939,6 +940,36 @@ pbjson_b64_val(unsigned char c, bool url)
  * has '-' or '_', else the standard one; padding is required to be
  * complete when the length is a multiple of 4 and absent otherwise.
  */
+/* OTLP's ids: a hex string (either case), "" for none. */
+static int
+pbjson_dec_hex(struct pbjson_dec *dc, const json_t *v,
+    ProtobufCBinaryData *dst)
+{
+	const char *s;
+	size_t n;
+	uint8_t *p;
+
+	if (!json_is_string(v))
+		return (pbjson_fail(dc, SM_EINVAL, "expected a hex string for "
+		    "an id, got %s", pbjson_kind(v)));
+	s = json_string_value(v);
+	n = json_string_length(v);
+	dst->len = 0;
+	dst->data = NULL;
+	if (n == 0)
+		return (0);
+	if (n % 2 != 0 || (p = sm_arena_alloc(dc->a, n / 2)) == NULL ||
+	    !sm_hex_decode(s, n / 2, p)) {
+		if (n % 2 == 0 && p == NULL)
+			return (pbjson_oom(dc));
+		return (pbjson_fail(dc, SM_EINVAL, "invalid hex id \"%.64s\"",
+		    s));
+	}
+	dst->data = p;
+	dst->len = n / 2;
+	return (0);
+}
+
 static int
 pbjson_dec_bytes(struct pbjson_dec *dc, const json_t *v,
     ProtobufCBinaryData *dst)
@@ -1045,6 +1076,10 @@ pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
 		*(char **)dst = s;
 		return (0);
 	case PROTOBUF_C_TYPE_BYTES:
+		if ((dc->flags & SM_PBJSON_HEX_IDS) && (strcmp(f->name,
+		    "trace_id") == 0 || strcmp(f->name, "span_id") == 0 ||
+		    strcmp(f->name, "profile_id") == 0))
+			return (pbjson_dec_hex(dc, v, dst));
 		return (pbjson_dec_bytes(dc, v, dst));
 	case PROTOBUF_C_TYPE_MESSAGE:
 		return (pbjson_dec_msg(dc, f->descriptor, v, depth + 1, dst));
@@ -1177,6 +1212,14 @@ sm_pbjson_decode(const ProtobufCMessageDescriptor *d, const char *json,
     size_t len, struct sm_arena *a, ProtobufCMessage **out,
     struct sm_err *err)
 {
+	return (sm_pbjson_decode_flags(d, json, len, 0, a, out, err));
+}
+
+int
+sm_pbjson_decode_flags(const ProtobufCMessageDescriptor *d, const char *json,
+    size_t len, unsigned flags, struct sm_arena *a, ProtobufCMessage **out,
+    struct sm_err *err)
+{
 	struct pbjson_dec dc;
 	json_error_t jerr;
 	json_t *root;
@@ -1207,6 +1250,7 @@ sm_pbjson_decode(const ProtobufCMessageDescriptor *d, const char *json,
 	dc.top = d;
 	dc.a = a;
 	dc.err = err;
+	dc.flags = flags;
 	rv = pbjson_dec_msg(&dc, d, root, 1, out);
 	json_decref(root);
 	if (rv != 0)

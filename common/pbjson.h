@@ -50,6 +50,16 @@ int sm_pbjson_decode(const ProtobufCMessageDescriptor *d, const char *json,
     size_t len, struct sm_arena *a, ProtobufCMessage **out,
     struct sm_err *err);
 
+/*
+ * sm_pbjson_decode with flags.  SM_PBJSON_HEX_IDS: bytes fields named
+ * trace_id, span_id and profile_id are hex strings, not base64 -- OTLP's
+ * JSON encoding (distributor/otlp.c).
+ */
+#define SM_PBJSON_HEX_IDS 1u
+int sm_pbjson_decode_flags(const ProtobufCMessageDescriptor *d,
+    const char *json, size_t len, unsigned flags, struct sm_arena *a,
+    ProtobufCMessage **out, struct sm_err *err);
+
 void sm_pbjson_encode(const ProtobufCMessage *m, struct sm_buf *out);
 
 /* The proto3 JSON name of a field (writes into dst, returns dst). */

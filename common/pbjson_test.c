@@ -17,6 +17,7 @@
 #include "common/buf.h"
 #include "common/pbjson.h"
 #include "push/v1/push.pb-c.h"
+#include "opentelemetry/proto/profiles/v1development/profiles.pb-c.h"
 #include "querier/v1/querier.pb-c.h"
 #include "smolder/v1/rpc.pb-c.h"
 #include "types/v1/types.pb-c.h"
@@ -1090,6 +1091,26 @@ test_depth_limit(void)
 
 		SM_CHECK_EQ(q->aggregation, 0);
 		SM_CHECK(q->step == 2.0);
+	}
+	/* OTLP's JSON ids: hex with SM_PBJSON_HEX_IDS, base64 without. */
+	{
+		const char *js = "{\"traceId\":\"0102030405060708090A0B0C0D0E0F10"
+		    "\",\"spanId\":\"a1b2c3d4e5f60718\"}";
+		ProtobufCMessage *m = NULL;
+		Opentelemetry__Proto__Profiles__V1development__Link *ln;
+		struct sm_err e;
+
+		SM_CHECK_EQ(sm_pbjson_decode_flags(
+		    &opentelemetry__proto__profiles__v1development__link__descriptor,
+		    js, strlen(js), SM_PBJSON_HEX_IDS, a, &m, &e), 0);
+		ln = (void *)m;
+		SM_CHECK(ln != NULL && ln->trace_id.len == 16 &&
+		    ln->trace_id.data[9] == 0x0a && ln->span_id.len == 8 &&
+		    ln->span_id.data[0] == 0xa1 && ln->span_id.data[7] == 0x18);
+		SM_CHECK_EQ(sm_pbjson_decode_flags(
+		    &opentelemetry__proto__profiles__v1development__link__descriptor,
+		    "{\"spanId\":\"a1b\"}", 13, SM_PBJSON_HEX_IDS, a, &m, &e),
+		    SM_EINVAL);
 	}
 	/* Deep unknown values are skipped, not walked. */
 	sm_buf_reset(&b);

@@ -105,13 +105,14 @@ int dist_push_call(struct distributor *d, struct sm_connect_call *call,
 int dist_otlp_register(struct distributor *d, struct sm_err *err);
 
 /*
- * An ExportProfilesServiceRequest body as the PushRequest it becomes
+ * An ExportProfilesServiceRequest body (protobuf, or OTLP JSON when
+ * `json`) as the PushRequest it becomes
  * (otlp.c's mapping), everything in `a`.  0, SM_EINVAL (malformed, an
  * index outside its table) or SM_ENOMEM, with err set.  Also the fuzz
  * target's entry (tests/fuzz/fuzz_otlp.c).
  */
 struct sm_arena;
-int dist_otlp_convert(const uint8_t *body, size_t len, struct sm_arena *a,
-    Push__V1__PushRequest *out, struct sm_err *err);
+int dist_otlp_convert(const uint8_t *body, size_t len, bool json,
+    struct sm_arena *a, Push__V1__PushRequest *out, struct sm_err *err);
 
 #endif /* DIST_INT_H */

@@ -5,14 +5,16 @@
  * opentelemetry-proto v1.10.0 and later (proto/opentelemetry/README.md).
  *
  * Request: Content-Type application/x-protobuf or application/protobuf
- * (an ExportProfilesServiceRequest), Content-Encoding identity or gzip
+ * (an ExportProfilesServiceRequest), or application/json (OTLP's JSON
+ * encoding: proto3 JSON with trace_id, span_id and profile_id in hex,
+ * common/pbjson.h SM_PBJSON_HEX_IDS), Content-Encoding identity or gzip
  * (inflated within the body limit, -distributor.ingestion-body-limit-mb);
  * any other type is 415.  Response: 200 with an ExportProfilesService
  * Response in the same encoding (no partial success: a request is taken
  * whole or refused whole), or an error status with a google.rpc.Status
  * body {code, message} (OTLP/HTTP's), the status and code as Connect's for
  * the same failure (400 invalid_argument, 429 resource_exhausted, 503
- * unavailable, ...).  The JSON encoding is not served yet (415 names it).
+ * unavailable, ...), JSON for a JSON request.
  *
  * Mapping, decided to match Pyroscope's OTLP ingest where it has one and
  * pprof's semantics (the Collector's pprof translator) elsewhere:
@@ -53,6 +55,7 @@
 #include "common/gz.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/pbjson.h"
 #include "google/v1/profile.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "push/v1/push.pb-c.h"
@@ -764,16 +767,30 @@ otlp_to_push(struct otlp_conv *c, const otlp_req *req,
 }
 
 int
-dist_otlp_convert(const uint8_t *body, size_t len, struct sm_arena *a,
-    Push__V1__PushRequest *out, struct sm_err *err)
+dist_otlp_convert(const uint8_t *body, size_t len, bool json,
+    struct sm_arena *a, Push__V1__PushRequest *out, struct sm_err *err)
 {
 	ProtobufCAllocator al = sm_arena_pbc(a);
 	struct otlp_conv c;
 	otlp_req *req;
+	int rv;
 
 	push__v1__push_request__init(out);
-	req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
-	    &al, len, body);
+	if (json) {
+		ProtobufCMessage *m = NULL;
+
+		if ((rv = sm_pbjson_decode_flags(
+		    &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+		    (const char *)body, len, SM_PBJSON_HEX_IDS, a, &m,
+		    err)) != 0) {
+			sm_err_prefix(err, "OTLP JSON (" OTLP_FORMAT ")");
+			return (rv);
+		}
+		req = (otlp_req *)m;
+	} else {
+		req = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+		    &al, len, body);
+	}
 	if (req == NULL)
 		return (sm_err_set(err, SM_EINVAL, "malformed protobuf: not an "
 		    "ExportProfilesServiceRequest of " OTLP_FORMAT));
@@ -836,49 +853,55 @@ otlp_handler(struct sm_http_req *r, void *arg)
 	Push__V1__PushRequest push;
 	const uint8_t *body;
 	uint8_t *inflated;
+	bool json = false;
 	struct sm_err err;
 	int rv;
 
 	sm_err_clear(&err);
-	if (ct == NULL || (strncasecmp(ct, "application/x-protobuf", 22) != 0 &&
-	    strncasecmp(ct, "application/protobuf", 20) != 0)) {
+	if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0)
+		json = true;
+	else if (ct == NULL || (strncasecmp(ct, "application/x-protobuf",
+	    22) != 0 && strncasecmp(ct, "application/protobuf", 20) != 0)) {
 		sm_http_reply_error(r, 415, "unimplemented", "unsupported "
-		    "content type \"%.128s\": send application/x-protobuf (the "
-		    "OTLP JSON encoding is not served)", ct != NULL ? ct : "");
+		    "content type \"%.128s\": send application/x-protobuf or "
+		    "application/json", ct != NULL ? ct : "");
 		return;
 	}
 	body = sm_http_body(r, &len);
 	if ((a = sm_arena_create(SM_MAX((size_t)64 << 20, 16 * cap))) ==
 	    NULL) {
-		otlp_fail(r, false, SM_ENOMEM, "out of memory");
+		otlp_fail(r, json, SM_ENOMEM, "out of memory");
 		return;
 	}
 	if (ce != NULL && strcasecmp(ce, "gzip") == 0 && len > 0) {
 		if ((rv = sm_gunzip(body, len, cap, a, &inflated, &len,
 		    &err)) != 0) {
-			otlp_fail(r, false, rv == SM_ETOOBIG ? SM_ETOOBIG :
+			otlp_fail(r, json, rv == SM_ETOOBIG ? SM_ETOOBIG :
 			    SM_EINVAL, err.msg);
 			goto out;
 		}
 		body = inflated;
 	} else if (ce != NULL && ce[0] != '\0' && strcasecmp(ce,
 	    "identity") != 0) {
-		otlp_fail(r, false, SM_EINVAL, "unsupported Content-Encoding: "
+		otlp_fail(r, json, SM_EINVAL, "unsupported Content-Encoding: "
 		    "use gzip or none");
 		goto out;
 	}
-	if ((rv = dist_otlp_convert(body, len, a, &push, &err)) != 0) {
-		otlp_fail(r, false, rv, err.msg);
+	if ((rv = dist_otlp_convert(body, len, json, a, &push, &err)) != 0) {
+		otlp_fail(r, json, rv, err.msg);
 		goto out;
 	}
 	call.arena = a;
 	if (push.n_series > 0 && (rv = dist_push_call(d, &call, &push,
 	    &err)) != 0) {
-		otlp_fail(r, false, rv, err.msg);
+		otlp_fail(r, json, rv, err.msg);
 		goto out;
 	}
 	/* ExportProfilesServiceResponse with no partial_success: empty */
-	sm_http_reply(r, 200, "application/x-protobuf", "", 0);
+	if (json)
+		sm_http_reply(r, 200, "application/json", "{}", 2);
+	else
+		sm_http_reply(r, 200, "application/x-protobuf", "", 0);
 out:
 	sm_arena_destroy(a);
 }

@@ -8,7 +8,8 @@
 //
 // jobs.json: [{"file": "x.pb.gz", "service": "svc", "time_ms": 123,
 // "gzip": true, "headers": {...}, "profile_id": "<32 hex>", "corrupt":
-// "stack", "out": "<path>"}, ...]; "out" writes the request body there
+// "stack", "out": "<path>", "json": true}, ...]; "json" sends OTLP's JSON
+// encoding (ids in hex); "out" writes the request body there
 // instead of sending it (tests/fuzz/seeds/otlp).  Each pprof becomes one
 // ExportProfilesServiceRequest the way the Collector's pprof translator
 // maps it: the dictionary holds the pprof's strings, mappings, functions
@@ -19,7 +20,7 @@
 // resource carries service.name.  Prints per job {"status", "body"}.
 import { readFileSync, writeFileSync } from "node:fs";
 import { gunzipSync, gzipSync } from "node:zlib";
-import { createFileRegistry, create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { createFileRegistry, create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 
 const [baseUrl, setFile, jobsFile] = process.argv.slice(2);
@@ -146,9 +147,27 @@ for (const job of jobs) {
   if (job.corrupt === "stack")
     req.resourceProfiles[0].scopeProfiles[0].profiles[0].samples[0]
       .stackIndex = 99999;
-  let body = toBinary(Req, req);
-  const headers = { "Content-Type": "application/x-protobuf",
-                    ...(job.headers ?? {}) };
+  let body, headers;
+  if (job.json) {
+    // OTLP's JSON: proto3 JSON, but trace, span and profile ids in hex
+    const hexIds = (o) => {
+      if (Array.isArray(o)) return o.map(hexIds);
+      if (o && typeof o === "object") {
+        for (const [k, v] of Object.entries(o))
+          o[k] = ["traceId", "spanId", "profileId"].includes(k) &&
+            typeof v === "string" ? Buffer.from(v, "base64").toString("hex")
+                                  : hexIds(v);
+      }
+      return o;
+    };
+    body = Buffer.from(JSON.stringify(hexIds(toJson(Req, req, {
+      registry: reg }))));
+    headers = { "Content-Type": "application/json", ...(job.headers ?? {}) };
+  } else {
+    body = toBinary(Req, req);
+    headers = { "Content-Type": "application/x-protobuf",
+                ...(job.headers ?? {}) };
+  }
   if (job.out) {             // the bytes only (fuzz seeds)
     writeFileSync(job.out, body);
     out.push({ status: 0, body: "", bytes: body.length });

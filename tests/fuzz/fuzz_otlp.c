@@ -29,7 +29,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (a == NULL)
 		return (0);
 	sm_err_clear(&err);
-	rv = dist_otlp_convert(data, size, a, &push, &err);
+	rv = dist_otlp_convert(data, size, false, a, &push, &err);
 	if (rv != 0) {
 		FUZZ_CHECK_ERR(rv, &err);
 		FUZZ_CHECK(rv == SM_EINVAL || rv == SM_ENOMEM, "code %d", rv);

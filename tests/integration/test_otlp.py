@@ -11,7 +11,8 @@ of ours builds the requests' bytes.
      when present) that the oracle reads is converted to one OTLP request
      the way the Collector's pprof translator maps it (one OTLP Profile
      per sample type, the dictionary, labels as attributes, span ids as
-     Links) and sent, half of them gzipped.  For every (file, sample
+     Links) and sent, half of them gzipped, a third in OTLP's JSON
+     encoding (proto3 JSON with hex ids) and the rest in protobuf.  For every (file, sample
      type), SelectMergeProfile of its service is run through `go tool
      pprof -raw` and must equal the input's stacks and values
      (oracle.py): what went in comes out, exactly.
@@ -114,7 +115,7 @@ def body(r):
             continue
         svc, t = "ot%02d" % i, BASE + 60 * i
         jobs.append({"file": path, "service": svc, "time_ms": t * 1000,
-                     "gzip": i % 2 == 1})
+                     "gzip": i % 2 == 1, "json": i % 3 == 2})
         cases.append((svc, t, exp, os.path.basename(path)))
     got = send(r, node, url, dset, ws, jobs, "real")
     bad = [(c[3], g["status"], base64.b64decode(g["body"])[:200])
@@ -152,11 +153,13 @@ def body(r):
     span_file = ws.path("spans.pb")
     with open(span_file, "wb") as f:
         f.write(make_pprof(samples))
-    g = send(r, node, url, dset, ws, [{"file": span_file,
-                                       "service": "otspan",
-                                       "time_ms": t0 * 1000}], "spans")
-    r.check(g and g[0]["status"] == 200, "a pprof with span_id labels, as "
-            "OTLP Links", str(g)[:300])
+    g = send(r, node, url, dset, ws, [
+        {"file": span_file, "service": "otspan", "time_ms": t0 * 1000},
+        {"file": span_file, "service": "otspanjs", "time_ms": t0 * 1000,
+         "json": True}], "spans")
+    r.check(len(g) == 2 and all(x["status"] == 200 for x in g),
+            "a pprof with span_id labels, as OTLP Links (protobuf and JSON "
+            "with hex span ids)", str(g)[:300])
     want = {}
     for stack, value, labels in samples:
         if labels.get("span_id", "").lower() == S[0]:
@@ -167,6 +170,10 @@ def body(r):
     r.check(fg is not None and fg[1] == want and fg[0] == sum(want.values()),
             "SelectMergeSpanProfile of span %s: exactly its samples (%s)"
             % (S[0], want), resp.describe() if fg is None else str(fg))
+    resp, fgj = span_json(srv, [S[0]], '{service_name="otspanjs"}', t0 - 10,
+                          t0 + 60)
+    r.check(fgj is not None and fgj == fg, "the same through OTLP JSON (hex "
+            "span ids)", resp.describe() if fgj is None else str(fgj))
 
     # 3. the same request twice, with a profile id: counted once
     pid = "5a6b7c8d9e0f11223344556677889900"
