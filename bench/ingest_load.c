@@ -4,7 +4,7 @@
  * measuring stick for benchmarks, not product code.
  *
  *   ingest_load [-c connections] [-t seconds] [-a host:port] [-q query]
- *               [-p pace_ms] [-l listfile]... [file...]
+ *               [-p pace_ms] [-o] [-l listfile]... [file...]
  *   ingest_load -m manifest [-c connections] [-a host:port] [-r retries]
  *
  * Round-robin mode (files): for -t seconds, each request sends one file
@@ -15,6 +15,10 @@
  * order across the connections, to /ingest?<query> (the query carries the
  * name, from, until and format); files are read when sent.  Used to
  * replay a corpus at its own timestamps.
+ *
+ * -o (round-robin mode) sends each file as it is to POST
+ * /v1development/profiles with Content-Type application/x-protobuf: the
+ * files are OTLP ExportProfilesServiceRequests (B16).
  *
  * -p paces each connection to one request per pace_ms (a steady writer
  * whose latency is measured, B8), instead of as fast as the server answers.
@@ -53,6 +57,7 @@ static double secs = 5;
 static const char *extra = "";
 static double pace_s;
 static long max_retries;
+static int otlp;                        /* -o */
 static atomic_long retried;
 
 struct worker {
@@ -171,9 +176,14 @@ post(int *fd, const char *query, const void *body, size_t len, char *head,
 	char hdr[8192];
 	int n, status;
 
-	n = snprintf(hdr, sizeof(hdr), "POST /ingest?%s HTTP/1.1\r\n"
-	    "Host: %s\r\nContent-Type: application/octet-stream\r\n"
-	    "Content-Length: %zu\r\n\r\n", query, host, len);
+	if (otlp)
+		n = snprintf(hdr, sizeof(hdr), "POST /v1development/profiles "
+		    "HTTP/1.1\r\nHost: %s\r\nContent-Type: application/"
+		    "x-protobuf\r\nContent-Length: %zu\r\n\r\n", host, len);
+	else
+		n = snprintf(hdr, sizeof(hdr), "POST /ingest?%s HTTP/1.1\r\n"
+		    "Host: %s\r\nContent-Type: application/octet-stream\r\n"
+		    "Content-Length: %zu\r\n\r\n", query, host, len);
 	if (n < 0 || (size_t)n >= sizeof(hdr))
 		return (-1);
 	if (*fd < 0 || write_all(*fd, hdr, (size_t)n) != 0 ||
@@ -319,6 +329,11 @@ main(int argc, char **argv)
 	size_t nlat = 0;
 
 	for (; i < argc && argv[i][0] == '-'; i += 2) {
+		if (strcmp(argv[i], "-o") == 0) {
+			otlp = 1;
+			i--;            /* no value */
+			continue;
+		}
 		if (i + 1 >= argc)
 			return (2);
 		if (strcmp(argv[i], "-c") == 0) {

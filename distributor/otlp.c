@@ -55,6 +55,7 @@
 #include "common/gz.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/oatab.h"
 #include "common/pbjson.h"
 #include "google/v1/profile.pb-c.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
@@ -445,10 +446,14 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 	Google__V1__ValueType pt = GOOGLE__V1__VALUE_TYPE__INIT;
 	Google__V1__ValueType **stp;
 	Google__V1__Sample **samples = NULL;
+	const otlp_sample **first = NULL;  /* per merged sample: its key */
+	struct sm_oatab seen;
 	int64_t span_key = 0;
 	const char *s;
 	size_t ns = 0, nsamples = 0, saved = c->nstr;
 	int rv;
+
+	sm_oatab_init_arena(&seen, 0, c->a);
 
 	if ((stp = sm_arena_calloc(c->a, ng, sizeof(*stp))) == NULL)
 		return (sm_err_set(c->err, SM_ENOMEM, "out of memory"));
@@ -480,12 +485,22 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 	if (nsamples > 0 && (samples = sm_arena_calloc(c->a, nsamples,
 	    sizeof(*samples))) == NULL)
 		return (sm_err_set(c->err, SM_ENOMEM, "out of memory"));
+	/* One pprof sample per (stack, link, attributes) across the group,
+	 * a value per Profile's sample type: the pprof the profiles came
+	 * from, not one sample per type (which would multiply the decoder's
+	 * work by the number of types). */
+	if (ng > 1 && (first = sm_arena_calloc(c->a, SM_MAX(nsamples, 1),
+	    sizeof(*first))) == NULL)
+		return (sm_err_set(c->err, SM_ENOMEM, "out of memory"));
 	for (size_t g = 0; g < ng; g++)
 	for (size_t i = 0; i < grp[g]->n_samples; i++) {
 		const otlp_sample *os = grp[g]->samples[i];
 		const Opentelemetry__Proto__Profiles__V1development__Stack *stk;
 		Google__V1__Sample *gs;
 		Google__V1__Label **lab = NULL;
+		struct sm_oatab_it it;
+		uint64_t h = 0;
+		uint32_t idx = SM_OATAB_NONE;
 		int64_t v = 0;
 		size_t nlab = 0;
 
@@ -502,6 +517,34 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 			v = sm_add_sat(v, os->values[k]);
 		if (os->n_values == 0)
 			v = (int64_t)os->n_timestamps_unix_nano;
+		if (first != NULL) {
+			h = sm_hash_u64((uint64_t)(uint32_t)os->stack_index << 32 |
+			    (uint32_t)os->link_index);
+			if (os->n_attribute_indices > 0)
+				h ^= sm_hash(os->attribute_indices,
+				    os->n_attribute_indices *
+				    sizeof(*os->attribute_indices));
+			for (sm_oatab_probe(&seen, h, &it); (idx =
+			    sm_oatab_next(&seen, &it)) != SM_OATAB_NONE;) {
+				const otlp_sample *f = first[idx];
+
+				if (f->stack_index == os->stack_index &&
+				    f->link_index == os->link_index &&
+				    f->n_attribute_indices ==
+				    os->n_attribute_indices &&
+				    (f->n_attribute_indices == 0 ||
+				    memcmp(f->attribute_indices,
+				    os->attribute_indices,
+				    f->n_attribute_indices *
+				    sizeof(*f->attribute_indices)) == 0))
+					break;
+			}
+			if (idx != SM_OATAB_NONE) {
+				samples[idx]->value[g] = sm_add_sat(
+				    samples[idx]->value[g], v);
+				continue;
+			}
+		}
 		if ((gs = sm_arena_alloc(c->a, sizeof(*gs))) == NULL ||
 		    (gs->location_id = sm_arena_alloc(c->a,
 		    (stk->n_location_indices + 1) * sizeof(uint64_t))) ==
@@ -592,6 +635,12 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 		}
 		gs->label = lab;
 		gs->n_label = nlab;
+		if (first != NULL) {
+			if (sm_oatab_insert(&seen, &it, (uint32_t)ns) != 0)
+				return (sm_err_set(c->err, SM_ENOMEM,
+				    "out of memory"));
+			first[ns] = os;
+		}
 		samples[ns++] = gs;
 	}
 	p.n_sample_type = ng;
