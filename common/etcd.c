@@ -9,7 +9,6 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -38,43 +37,48 @@ etcd_init_once(void)
 	etcd_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 }
 
-/* --- base64 (libcrypto) ------------------------------------------------------ */
+/* --- base64 (common/buf.h) -------------------------------------------------- */
 
 static char *
 b64_enc(const void *p, size_t n)
 {
-	char *out = sm_malloc(4 * ((n + 2) / 3) + 1);
+	struct sm_buf b = SM_BUF_INIT;
 
-	if (out != NULL)
-		(void)EVP_EncodeBlock((unsigned char *)out, p, (int)n);
-	return (out);
+	sm_buf_put_base64(&b, p, n);
+	sm_buf_putc(&b, '\0');        /* a "" body for n = 0 */
+	if (sm_buf_error(&b) != 0) {
+		sm_buf_fini(&b);
+		return (NULL);
+	}
+	return (sm_buf_take(&b, NULL));
 }
 
 /* Decode s into a NUL-terminated heap copy (*len bytes before the NUL). */
 static int
 b64_dec(const char *s, char **out, size_t *len)
 {
-	size_t n = strlen(s), pad = 0;
-	char *o;
-	int k;
+	struct sm_buf b = SM_BUF_INIT;
+	size_t n = strlen(s);
+	int rv;
 
 	*out = NULL;
 	if (n % 4 != 0 || n > ETCD_BODY_MAX)
 		return (SM_EIO);
-	if ((o = sm_malloc(n / 4 * 3 + 1)) == NULL)
-		return (SM_ENOMEM);
-	if (n > 0 && (k = EVP_DecodeBlock((unsigned char *)o,
-	    (const unsigned char *)s, (int)n)) < 0) {
-		sm_free(o);
-		return (SM_EIO);
+	if ((rv = sm_buf_put_unbase64(&b, s, n)) != 0 ||
+	    sm_buf_reserve(&b, 1) != 0) {
+		sm_buf_fini(&b);
+		return (rv == SM_EINVAL || rv == 0 ? SM_EIO : rv);
 	}
-	if (n > 0 && s[n - 1] == '=')
-		pad++;
-	if (n > 1 && s[n - 2] == '=')
-		pad++;
-	*len = n / 4 * 3 - pad;
-	o[*len] = '\0';
-	*out = o;
+	*len = b.len;
+	b.b[b.len] = '\0';
+	if (b.len == 0) {                /* an empty value: no buffer yet */
+		sm_buf_fini(&b);
+		if ((*out = sm_malloc(1)) == NULL)
+			return (SM_ENOMEM);
+		**out = '\0';
+		return (0);
+	}
+	*out = sm_buf_take(&b, NULL);
 	return (0);
 }
 

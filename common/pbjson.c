@@ -262,29 +262,11 @@ pbjson_present(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
 
 /* --- encoding ------------------------------------------------------------- */
 
-static const char pbjson_b64_std[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static void
 pbjson_put_base64(struct sm_buf *b, const uint8_t *p, size_t n)
 {
-	char q[4];
-
 	sm_buf_putc(b, '"');
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		size_t k = n - i;
-
-		if (k > 1)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (k > 2)
-			v |= p[i + 2];
-		q[0] = pbjson_b64_std[(v >> 18) & 63];
-		q[1] = pbjson_b64_std[(v >> 12) & 63];
-		q[2] = k > 1 ? pbjson_b64_std[(v >> 6) & 63] : '=';
-		q[3] = k > 2 ? pbjson_b64_std[v & 63] : '=';
-		sm_buf_append(b, q, 4);
-	}
+	sm_buf_put_base64(b, p, n);
 	sm_buf_putc(b, '"');
 }
 
