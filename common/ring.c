@@ -384,6 +384,7 @@ snap_alloc(uint32_t n, uint32_t tokens, uint32_t rf)
 	s->tokens_per_member = tokens;
 	s->rf = rf;
 	s->quorum = rf / 2 + 1;
+	SM_ASSERT(rf == 0 || (s->quorum <= rf && 2 * s->quorum > rf));
 	s->m = sm_calloc(SM_MAX(n, 1), sizeof(*s->m));
 	s->id = sm_calloc(SM_MAX(n, 1), sizeof(*s->id));
 	s->state = sm_calloc(SM_MAX(n, 1), sizeof(*s->state));
@@ -537,6 +538,7 @@ ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
 	uint32_t most = s->zone_aware ? SM_MIN(s->rf, healthy_only ?
 	    s->zones_up : s->zones_all) : s->rf;
 
+	SM_ASSERT(most <= s->rf);      /* out[] has room for rf */
 	for (uint32_t walked = 0; walked < s->ntok && k < most; walked++) {
 		uint32_t m = s->owner[(lo + walked) % s->ntok], j;
 
@@ -1323,8 +1325,15 @@ snap_from_probes(struct sm_ring *r, int64_t now)
 			goto fail;
 		memcpy(s->inc[k], p->inc, sizeof(s->inc[k]));
 	}
+	/* Readers rely on the order (ring.h: sorted by id, unknown ids
+	 * last; duplicates only in CONFLICT). */
+	for (uint32_t k = 1; k < r->np; k++)
+		SM_ASSERT(s->id[k] == NULL || (s->id[k - 1] != NULL &&
+		    strcmp(s->id[k - 1], s->id[k]) <= 0));
 	if (snap_tokens(s, s->id) != 0)
 		goto fail;
+	for (uint32_t t = 1; t < s->ntok; t++)
+		SM_ASSERT(s->tok[t - 1] <= s->tok[t]);   /* the walk's search */
 	snap_zones(s);
 	sm_free(order);
 	return (s);

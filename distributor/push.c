@@ -404,6 +404,13 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		uint32_t ok = 0;
 		int worst = 0, wslot = -1;
 
+		/* a series has at most RF replicas (its voters in slot[]),
+		 * and quorum is a majority of RF (ring.h): ok >= q then
+		 * means a majority acknowledged */
+		SM_ASSERT(goff[k] <= goff[k + 1] && goff[k + 1] - goff[k] <=
+		    SM_MAX(rf, 1));
+		SM_ASSERT(q >= 1 && q <= rf && 2 * q > rf);
+
 		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
 			uint32_t sl = slot[j];
 			int st = sm_rpc_multi_status(mc, sl);
