@@ -54,8 +54,10 @@
  *   - SelectMergeStacktraces with span_selector merges only the samples
  *     that carried those span ids (as SelectMergeSpanProfile does,
  *     span_api.c), in any format; profile_id_selector and
- *     trace_id_selector are unimplemented (501): Smolder keeps neither
- *     per sample, and ignoring them would answer the whole selection;
+ *     trace_id_selector are not applied (the answer is the whole
+ *     selection): Smolder keeps neither per sample, and Grafana's Profiles
+ *     Drilldown sends profile_id_selector with its ordinary flamegraph
+ *     requests, which a 501 would break (test_query_series);
  *   - Diff takes max_nodes from the left request (else the right, else the
  *     default) and applies it once to the union of both trees.
  */
@@ -535,15 +537,6 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
-	/* profile and trace ids are not kept per sample: refusing is the
-	 * answer that is never wrong */
-	if (in->n_profile_id_selector > 0 || in->n_trace_id_selector > 0) {
-		rv = sm_err_set(err, SM_EUNSUPPORTED, "%s is not supported: "
-		    "select by span_selector (span ids) instead",
-		    in->n_profile_id_selector > 0 ? "profile_id_selector" :
-		    "trace_id_selector");
-		goto out;
-	}
 	if (in->n_span_selector > 0) {
 		uint64_t *ids;
 		size_t nids;

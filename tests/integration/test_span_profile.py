@@ -296,18 +296,6 @@ def check_no_series_label(r, srv, tag):
             "%s: SelectMergeStacktraces span_selector [%s] answers "
             "SelectMergeSpanProfile's flamegraph (%s of %s)" % (
                 tag, ",".join(spans), got and got[0], tot), resp.describe())
-    for field in ("profileIdSelector", "traceIdSelector"):
-        resp = connect(srv, "SelectMergeStacktraces", {
-            "profile_typeID": CPU, "labelSelector": "{}",
-            field: ["0123456789abcdef0123456789abcdef"],
-            "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000)})
-        try:
-            code = resp.json().get("code")
-        except (ValueError, AttributeError):
-            code = None
-        r.check(resp.status == 501 and code == "unimplemented",
-                "%s: SelectMergeStacktraces %s is unimplemented, never "
-                "ignored" % (tag, field), resp.describe())
 
 
 def ingest(r, srvs, tag):
