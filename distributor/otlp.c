@@ -412,6 +412,114 @@ hex16(struct sm_arena *a, const uint8_t *p)
 }
 
 /*
+ * The pprof labels of an OTLP sample into lab[] (room for its attributes
+ * and a link): string attributes as str labels, int ones as num labels,
+ * its Link's span id as the span_id label (*span_key: the string index of
+ * "span_id", 0 until first used).
+ */
+static int
+sample_labels(struct otlp_conv *c, const otlp_sample *os, int64_t *span_key,
+    Google__V1__Label **lab, size_t *nlabp)
+{
+	const otlp_dict *d = c->d;
+	size_t nlab = 0;
+	const char *s;
+	int rv;
+
+	for (size_t k = 0; k < os->n_attribute_indices; k++) {
+		int32_t ai = os->attribute_indices[k];
+		const otlp_kvu *kv;
+		Google__V1__Label *gl;
+
+		if (ai < 0 || (size_t)ai >= d->n_attribute_table)
+			return (bad_index(c, "Sample.attribute_indices",
+			    ai, d->n_attribute_table));
+		if (ai == 0)
+			continue;
+		kv = d->attribute_table[ai];
+		if ((rv = str_at(c, "attribute key_strindex",
+		    kv->key_strindex, &s)) != 0)
+			return (rv);
+		if ((gl = sm_arena_alloc(c->a, sizeof(*gl))) == NULL)
+			return (sm_err_set(c->err, SM_ENOMEM,
+			    "out of memory"));
+		google__v1__label__init(gl);
+		gl->key = kv->key_strindex;
+		if (kv->value != NULL && kv->value->value_case ==
+		    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
+			gl->num = kv->value->int_value;
+		} else {
+			const char *txt;
+			int64_t si;
+
+			if ((rv = any_text(c, kv->value, &txt)) != 0)
+				return (rv);
+			if (txt == NULL)
+				continue;
+			if ((si = pp_str(c, txt)) < 0)
+				return (sm_err_set(c->err, SM_ENOMEM,
+				    "out of memory"));
+			gl->str = si;
+		}
+		lab[nlab++] = gl;
+	}
+	if (os->link_index > 0) {
+		const Opentelemetry__Proto__Profiles__V1development__Link
+		    *ln = d->link_table[os->link_index];
+		Google__V1__Label *gl;
+		char *hx;
+		int64_t si;
+
+		if (ln->span_id.len != 8)
+			return (sm_err_set(c->err, SM_EINVAL, "Link %d: "
+			    "span_id is %zu bytes, not 8",
+			    os->link_index, ln->span_id.len));
+		if (*span_key == 0 && (*span_key = pp_str(c, "span_id")) < 0)
+			return (sm_err_set(c->err, SM_ENOMEM,
+			    "out of memory"));
+		if ((hx = hex16(c->a, ln->span_id.data)) == NULL ||
+		    (si = pp_str(c, hx)) < 0 ||
+		    (gl = sm_arena_alloc(c->a, sizeof(*gl))) == NULL)
+			return (sm_err_set(c->err, SM_ENOMEM,
+			    "out of memory"));
+		google__v1__label__init(gl);
+		gl->key = *span_key;
+		gl->str = si;
+		lab[nlab++] = gl;
+	}
+	*nlabp = nlab;
+	return (0);
+}
+
+/* An earlier sample of the group with os's stack, link and attributes
+ * (its index in first[]), or SM_OATAB_NONE with `it` where it goes. */
+static uint32_t
+merged_find(const struct sm_oatab *seen, const otlp_sample *const *first,
+    const otlp_sample *os, struct sm_oatab_it *it)
+{
+	uint64_t h = sm_hash_u64((uint64_t)(uint32_t)os->stack_index << 32 |
+	    (uint32_t)os->link_index);
+	uint32_t idx;
+
+	if (os->n_attribute_indices > 0)
+		h ^= sm_hash(os->attribute_indices, os->n_attribute_indices *
+		    sizeof(*os->attribute_indices));
+	for (sm_oatab_probe(seen, h, it); (idx = sm_oatab_next(seen, it)) !=
+	    SM_OATAB_NONE;) {
+		const otlp_sample *f = first[idx];
+
+		if (f->stack_index == os->stack_index && f->link_index ==
+		    os->link_index && f->n_attribute_indices ==
+		    os->n_attribute_indices && (f->n_attribute_indices == 0 ||
+		    memcmp(f->attribute_indices, os->attribute_indices,
+		    f->n_attribute_indices * sizeof(*f->attribute_indices)) ==
+		    0))
+			return (idx);
+	}
+	return (SM_OATAB_NONE);
+}
+
+/*
  * Profiles of one scope that belong in one pprof: the same time,
  * duration, period type and period and the same attributes -- what the
  * Collector's translator makes of one pprof's sample types.  Kept
@@ -499,8 +607,7 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 		Google__V1__Sample *gs;
 		Google__V1__Label **lab = NULL;
 		struct sm_oatab_it it;
-		uint64_t h = 0;
-		uint32_t idx = SM_OATAB_NONE;
+		uint32_t idx;
 		int64_t v = 0;
 		size_t nlab = 0;
 
@@ -517,33 +624,11 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 			v = sm_add_sat(v, os->values[k]);
 		if (os->n_values == 0)
 			v = (int64_t)os->n_timestamps_unix_nano;
-		if (first != NULL) {
-			h = sm_hash_u64((uint64_t)(uint32_t)os->stack_index << 32 |
-			    (uint32_t)os->link_index);
-			if (os->n_attribute_indices > 0)
-				h ^= sm_hash(os->attribute_indices,
-				    os->n_attribute_indices *
-				    sizeof(*os->attribute_indices));
-			for (sm_oatab_probe(&seen, h, &it); (idx =
-			    sm_oatab_next(&seen, &it)) != SM_OATAB_NONE;) {
-				const otlp_sample *f = first[idx];
-
-				if (f->stack_index == os->stack_index &&
-				    f->link_index == os->link_index &&
-				    f->n_attribute_indices ==
-				    os->n_attribute_indices &&
-				    (f->n_attribute_indices == 0 ||
-				    memcmp(f->attribute_indices,
-				    os->attribute_indices,
-				    f->n_attribute_indices *
-				    sizeof(*f->attribute_indices)) == 0))
-					break;
-			}
-			if (idx != SM_OATAB_NONE) {
-				samples[idx]->value[g] = sm_add_sat(
-				    samples[idx]->value[g], v);
-				continue;
-			}
+		if (first != NULL && (idx = merged_find(&seen, first, os,
+		    &it)) != SM_OATAB_NONE) {
+			samples[idx]->value[g] = sm_add_sat(samples[idx]->value[g],
+			    v);
+			continue;
 		}
 		if ((gs = sm_arena_alloc(c->a, sizeof(*gs))) == NULL ||
 		    (gs->location_id = sm_arena_alloc(c->a,
@@ -571,68 +656,8 @@ profile_pprof(struct otlp_conv *c, const struct otlp_tables *t,
 		}
 		gs->value[g] = v;       /* the others' types: 0 */
 		gs->n_value = ng;
-		for (size_t k = 0; k < os->n_attribute_indices; k++) {
-			int32_t ai = os->attribute_indices[k];
-			const otlp_kvu *kv;
-			Google__V1__Label *gl;
-
-			if (ai < 0 || (size_t)ai >= d->n_attribute_table)
-				return (bad_index(c, "Sample.attribute_indices",
-				    ai, d->n_attribute_table));
-			if (ai == 0)
-				continue;
-			kv = d->attribute_table[ai];
-			if ((rv = str_at(c, "attribute key_strindex",
-			    kv->key_strindex, &s)) != 0)
-				return (rv);
-			if ((gl = sm_arena_alloc(c->a, sizeof(*gl))) == NULL)
-				return (sm_err_set(c->err, SM_ENOMEM,
-				    "out of memory"));
-			google__v1__label__init(gl);
-			gl->key = kv->key_strindex;
-			if (kv->value != NULL && kv->value->value_case ==
-			    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE) {
-				gl->num = kv->value->int_value;
-			} else {
-				const char *txt;
-				int64_t si;
-
-				if ((rv = any_text(c, kv->value, &txt)) != 0)
-					return (rv);
-				if (txt == NULL)
-					continue;
-				if ((si = pp_str(c, txt)) < 0)
-					return (sm_err_set(c->err, SM_ENOMEM,
-					    "out of memory"));
-				gl->str = si;
-			}
-			lab[nlab++] = gl;
-		}
-		if (os->link_index > 0) {
-			const Opentelemetry__Proto__Profiles__V1development__Link
-			    *ln = d->link_table[os->link_index];
-			Google__V1__Label *gl;
-			char *hx;
-			int64_t si;
-
-			if (ln->span_id.len != 8)
-				return (sm_err_set(c->err, SM_EINVAL, "Link %d: "
-				    "span_id is %zu bytes, not 8",
-				    os->link_index, ln->span_id.len));
-			if (span_key == 0 && (span_key = pp_str(c,
-			    "span_id")) < 0)
-				return (sm_err_set(c->err, SM_ENOMEM,
-				    "out of memory"));
-			if ((hx = hex16(c->a, ln->span_id.data)) == NULL ||
-			    (si = pp_str(c, hx)) < 0 ||
-			    (gl = sm_arena_alloc(c->a, sizeof(*gl))) == NULL)
-				return (sm_err_set(c->err, SM_ENOMEM,
-				    "out of memory"));
-			google__v1__label__init(gl);
-			gl->key = span_key;
-			gl->str = si;
-			lab[nlab++] = gl;
-		}
+		if ((rv = sample_labels(c, os, &span_key, lab, &nlab)) != 0)
+			return (rv);
 		gs->label = lab;
 		gs->n_label = nlab;
 		if (first != NULL) {
