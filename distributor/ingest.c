@@ -517,6 +517,112 @@ ingest_forward(struct distributor *d, struct sm_http_req *r,
 	sm_buf_fini(&q);
 }
 
+/*
+ * A pprof body (raw, or pyroscope-go's multipart form) or a JFR upload
+ * into b.  0, or an SM_E* with err set, for reply_pprof_err.
+ */
+static int
+ingest_decode_pprof(struct distributor *d, struct sm_http_req *r,
+    enum ingest_format fmt, const unsigned char *body, size_t len,
+    const struct dist_key *key, const struct dist_limits *lim, int64_t from,
+    struct sm_arena *a, struct dist_batch *b, struct sm_err *err)
+{
+	struct dist_pprof_in in;
+	const uint8_t *pdata = body;
+	size_t plen = len;
+	int rv;
+
+	if (fmt == FMT_JFR) {
+		struct dist_jfr_in jin;
+
+		memset(&jin, 0, sizeof(jin));
+		jin.sample_rate = b->meta.sample_rate;
+		jin.time_ms = from;
+		jin.max_bytes = (size_t)d->cfg.body_limit_mb << 20;
+		if ((rv = dist_key_pprof_labels(key, b->meta.spy_name, a,
+		    (struct sm_label **)&jin.base, &jin.nbase)) != 0) {
+			return (sm_err_set(err, rv, "out of memory"));
+		}
+		return (dist_jfr_upload(sm_http_header(r, "Content-Type"),
+		    body, len, &jin, lim->max_profile_bytes, b, err));
+	}
+	memset(&in, 0, sizeof(in));
+	in.spy_name = b->meta.spy_name;
+	in.time_ms = from;
+	if ((rv = dist_key_pprof_labels(key, b->meta.spy_name, a,
+	    (struct sm_label **)&in.base, &in.nbase)) != 0) {
+		return (sm_err_set(err, rv, "out of memory"));
+	}
+	if (fmt == FMT_PPROF_FORM) {
+		struct dist_part *parts;
+		const struct dist_part *p;
+		uint32_t np;
+
+		if ((rv = dist_multipart_parse(sm_http_header(r,
+		    "Content-Type"), body, len, a, &parts, &np,
+		    err)) != 0) {
+			sm_err_prefix(err, "failed to parse pprof "
+			    "/ingest multipart form");
+			return (rv);
+		}
+		if (dist_multipart_get(parts, np, "prev_profile") !=
+		    NULL) {
+			return (sm_err_set(err, SM_EMALFORMED,
+			    "unsupported client version. Please update "
+			    "github.com/grafana/pyroscope-go to the "
+			    "latest version"));
+		}
+		if ((p = dist_multipart_get(parts, np,
+		    "sample_type_config")) != NULL &&
+		    (rv = parse_st_config(p, a,
+		    (struct dist_st_config **)&in.st_config,
+		    &in.nst_config, err)) != 0)
+			return (rv);
+		if ((p = dist_multipart_get(parts, np, "profile")) ==
+		    NULL) {
+			return (sm_err_set(err, SM_EMALFORMED, "failed to "
+			    "parse pprof /ingest multipart form: no "
+			    "\"profile\" field"));
+		}
+		pdata = p->data;
+		plen = p->len;
+	}
+	return (ingest_pprof(d, pdata, plen, &in, b, err));
+}
+
+/*
+ * A folded, lines or trie body into b, as one series named by the key.
+ * 0, or an SM_E* with err set, for reply_rv.
+ */
+static int
+ingest_decode_text(enum ingest_format fmt, const unsigned char *body,
+    size_t len, const struct dist_key *key, int64_t from, struct sm_arena *a,
+    struct dist_batch *b, struct sm_err *err)
+{
+	struct dist_legacy lg;
+	uint32_t series;
+	int rv;
+
+	if ((rv = dist_key_legacy(key, b->meta.sample_rate,
+	    b->meta.spy_name, a, &lg, err)) != 0 ||
+	    (rv = dist_batch_series(b, lg.labels, lg.nlabels, from,
+	    &series, err)) != 0)
+		return (rv);
+	switch (fmt) {
+	case FMT_LINES:
+		rv = dist_lines_parse(body, len, b, series, lg.scale, err);
+		break;
+	case FMT_TRIE:
+		rv = dist_trie_parse(body, len, b, series, lg.scale, err);
+		break;
+	default:
+		rv = dist_folded_parse(body, len, b, series, lg.scale, err);
+		break;
+	}
+	/* a parser's malformed is invalid_argument: 400 */
+	return (rv == SM_EMALFORMED ? SM_EINVAL : rv);
+}
+
 static void
 ingest_handler(struct sm_http_req *r, void *arg)
 {
@@ -614,104 +720,14 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	b.meta.aggregation = (v = sm_http_query(r, "aggregationType")) !=
 	    NULL && *v ? v : "sum";
 
-	if (fmt == FMT_JFR) {
-		struct dist_jfr_in jin;
-
-		memset(&jin, 0, sizeof(jin));
-		jin.sample_rate = b.meta.sample_rate;
-		jin.time_ms = from;
-		jin.max_bytes = (size_t)d->cfg.body_limit_mb << 20;
-		if ((rv = dist_key_pprof_labels(&key, b.meta.spy_name, a,
-		    (struct sm_label **)&jin.base, &jin.nbase)) != 0) {
-			sm_err_set(&err, rv, "out of memory");
+	if (pprof_path) {
+		if ((rv = ingest_decode_pprof(d, r, fmt, body, len, &key, &lim,
+		    from, a, &b, &err)) != 0)
 			goto fail_pprof;
-		}
-		if ((rv = dist_jfr_upload(sm_http_header(r, "Content-Type"),
-		    body, len, &jin, lim.max_profile_bytes, &b,
-		    &err)) != 0)
-			goto fail_pprof;
-	} else if (pprof_path) {
-		struct dist_pprof_in in;
-		const uint8_t *pdata = body;
-		size_t plen = len;
-
-		memset(&in, 0, sizeof(in));
-		in.spy_name = b.meta.spy_name;
-		in.time_ms = from;
-		if ((rv = dist_key_pprof_labels(&key, b.meta.spy_name, a,
-		    (struct sm_label **)&in.base, &in.nbase)) != 0) {
-			sm_err_set(&err, rv, "out of memory");
-			goto fail_pprof;
-		}
-		if (fmt == FMT_PPROF_FORM) {
-			struct dist_part *parts;
-			const struct dist_part *p;
-			uint32_t np;
-
-			if ((rv = dist_multipart_parse(sm_http_header(r,
-			    "Content-Type"), body, len, a, &parts, &np,
-			    &err)) != 0) {
-				sm_err_prefix(&err, "failed to parse pprof "
-				    "/ingest multipart form");
-				goto fail_pprof;
-			}
-			if (dist_multipart_get(parts, np, "prev_profile") !=
-			    NULL) {
-				rv = sm_err_set(&err, SM_EMALFORMED,
-				    "unsupported client version. Please update "
-				    "github.com/grafana/pyroscope-go to the "
-				    "latest version");
-				goto fail_pprof;
-			}
-			if ((p = dist_multipart_get(parts, np,
-			    "sample_type_config")) != NULL &&
-			    (rv = parse_st_config(p, a,
-			    (struct dist_st_config **)&in.st_config,
-			    &in.nst_config, &err)) != 0)
-				goto fail_pprof;
-			if ((p = dist_multipart_get(parts, np, "profile")) ==
-			    NULL) {
-				rv = sm_err_set(&err, SM_EMALFORMED, "failed to "
-				    "parse pprof /ingest multipart form: no "
-				    "\"profile\" field");
-				goto fail_pprof;
-			}
-			pdata = p->data;
-			plen = p->len;
-		}
-		if ((rv = ingest_pprof(d, pdata, plen, &in, &b, &err)) != 0)
-			goto fail_pprof;
-	} else {
-		struct dist_legacy lg;
-		uint32_t series;
-
-		if ((rv = dist_key_legacy(&key, b.meta.sample_rate,
-		    b.meta.spy_name, a, &lg, &err)) != 0 ||
-		    (rv = dist_batch_series(&b, lg.labels, lg.nlabels, from,
-		    &series, &err)) != 0) {
-			reply_rv(r, rv, &err);
-			goto done;
-		}
-		switch (fmt) {
-		case FMT_LINES:
-			rv = dist_lines_parse(body, len, &b, series, lg.scale,
-			    &err);
-			break;
-		case FMT_TRIE:
-			rv = dist_trie_parse(body, len, &b, series, lg.scale,
-			    &err);
-			break;
-		default:
-			rv = dist_folded_parse(body, len, &b, series, lg.scale,
-			    &err);
-			break;
-		}
-		if (rv != 0) {
-			if (rv == SM_EMALFORMED)
-				rv = SM_EINVAL;   /* invalid_argument -> 400 */
-			reply_rv(r, rv, &err);
-			goto done;
-		}
+	} else if ((rv = ingest_decode_text(fmt, body, len, &key, from, a, &b,
+	    &err)) != 0) {
+		reply_rv(r, rv, &err);
+		goto done;
 	}
 	if ((rv = dist_batch_finish(&b)) != 0) {
 		sm_http_reply_error(r, 503, "unavailable", "out of memory");
