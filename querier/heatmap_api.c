@@ -281,6 +281,121 @@ grp_count_cmp(const void *a, const void *b, void *arg)
 	    g[y].nlabels));
 }
 
+/* The request's checks; its step (ms) and whether it wants exemplars. */
+static int
+hm_check(const Querier__V1__SelectHeatmapRequest *in, int64_t *step_ms,
+    bool *exemplars, struct sm_err *err)
+{
+	if (in->query_type ==
+	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
+	    in->exemplar_type == TYPES__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN) {
+		return (sm_err_set(err, SM_EUNSUPPORTED, "span heatmaps are "
+		    "not served; use query_type INDIVIDUAL"));
+	}
+	if ((int)in->query_type < 0 || in->query_type >
+	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN) {
+		return (sm_err_set(err, SM_EINVAL, "unknown query_type %d",
+		    (int)in->query_type));
+	}
+	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9) {
+		return (sm_err_set(err, SM_EINVAL, "step must be a positive "
+		    "number of seconds"));
+	}
+	if (in->limit < 0) {
+		return (sm_err_set(err, SM_EINVAL, "limit must not be "
+		    "negative"));
+	}
+	*step_ms = SM_MAX((int64_t)llround(in->step * 1000), 1);
+	*exemplars = in->exemplar_type ==
+	    TYPES__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL;
+	return (0);
+}
+
+/*
+ * The union of the answering ingesters' profiles (*ps, *np; replicas'
+ * copies still in) and their series' label sets (*gs, *ng: one group per
+ * distinct set).  The arrays are the caller's to free.
+ */
+static int
+hm_collect(const struct qry_fan *f, struct hm_prof **ps, size_t *np,
+    struct hm_group **gs, size_t *ng, struct sm_err *err)
+{
+	const Smolder__V1__SeriesGroup *last_sg = NULL;
+	size_t cap = 0, last_g = 0;
+
+	for (uint32_t i = 0; i < f->n; i++) {
+		const struct qry_call *c = &f->calls[i];
+		const Smolder__V1__ProfilesResponse *r;
+		size_t gi = 0;
+
+		if (c->rv != 0)
+			continue;
+		if (c->resp->result_case !=
+		    SMOLDER__V1__RESPONSE__RESULT_PROFILES) {
+			return (sm_err_set(err, SM_EPROTO, "ingester answered "
+			    "without a profiles result"));
+		}
+		r = c->resp->profiles;
+		last_sg = NULL;
+		if (*np + r->n_profiles > cap) {
+			size_t ncap = SM_MAX(cap * 2, *np + r->n_profiles);
+			struct hm_prof *nv = sm_reallocarray(*ps, ncap,
+			    sizeof(*nv));
+
+			if (nv == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			*ps = nv;
+			cap = ncap;
+		}
+		for (size_t k = 0; k < r->n_profiles; k++) {
+			const Smolder__V1__ProfileRef *x = r->profiles[k];
+			const Smolder__V1__SeriesGroup *sg = NULL;
+			size_t g;
+
+			if (x->id.len != 16) {
+				return (sm_err_set(err, SM_EPROTO, "ingester "
+				    "sent a profile id of %zu bytes", x->id.len));
+			}
+			/* Groups and profiles are both sorted by fp. */
+			while (gi < r->n_groups && r->groups[gi]->fp < x->fp)
+				gi++;
+			if (gi < r->n_groups && r->groups[gi]->fp == x->fp)
+				sg = r->groups[gi];
+			if (sg == NULL) {
+				return (sm_err_set(err, SM_EPROTO, "ingester "
+				    "sent a profile without its series' labels"));
+			}
+			/* Profiles come by fp: look a group up once per fp. */
+			if (sg == last_sg) {
+				g = last_g;
+			} else {
+				for (g = 0; g < *ng; g++) {
+					if (labels_cmp((*gs)[g].labels,
+					    (*gs)[g].nlabels, sg->labels,
+					    sg->n_labels) == 0)
+						break;
+				}
+			}
+			if (g == *ng) {
+				struct hm_group *nv = sm_reallocarray(*gs,
+				    *ng + 1, sizeof(*nv));
+
+				if (nv == NULL)
+					return (sm_err_set(err, SM_ENOMEM,
+					    "oom"));
+				*gs = nv;
+				(*gs)[(*ng)++] = (struct hm_group){ sg->labels,
+				    sg->n_labels, 0, UINT32_MAX };
+			}
+			last_sg = sg;
+			last_g = g;
+			(*ps)[(*np)++] = (struct hm_prof){ x->fp, x->time_ms,
+			    x->total, x->id.data, (uint32_t)g };
+		}
+	}
+	return (0);
+}
+
 static int
 m_select_heatmap(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -294,13 +409,12 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	struct hm_prof *ps = NULL, **byg = NULL;
 	struct hm_group *gs = NULL;
 	uint32_t *order = NULL, *start = NULL;
-	size_t np = 0, cap = 0, ng = 0, w = 0, last_g = 0;
-	const Smolder__V1__SeriesGroup *last_sg = NULL;
+	size_t np = 0, ng = 0, w = 0;
 	struct qry_fan f;
 	struct sm_selector s;
 	const char *tenant;
-	int64_t step_ms, start_ms, end_ms;
-	bool exemplars, empty;
+	int64_t step_ms = 1, start_ms, end_ms;
+	bool exemplars = false, empty;
 	int rv;
 
 	qry_fan_init(&f);
@@ -314,31 +428,8 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	    (rv = qry_limit_range(q, tenant, &start_ms, &end_ms, NULL, &empty,
 	    err)) != 0)
 		goto out;
-	if (in->query_type ==
-	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN ||
-	    in->exemplar_type == TYPES__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_SPAN) {
-		rv = sm_err_set(err, SM_EUNSUPPORTED, "span heatmaps are not "
-		    "served; use query_type INDIVIDUAL");
+	if ((rv = hm_check(in, &step_ms, &exemplars, err)) != 0)
 		goto out;
-	}
-	if ((int)in->query_type < 0 || in->query_type >
-	    QUERIER__V1__HEATMAP_QUERY_TYPE__HEATMAP_QUERY_TYPE_SPAN) {
-		rv = sm_err_set(err, SM_EINVAL, "unknown query_type %d",
-		    (int)in->query_type);
-		goto out;
-	}
-	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9) {
-		rv = sm_err_set(err, SM_EINVAL, "step must be a positive "
-		    "number of seconds");
-		goto out;
-	}
-	if (in->limit < 0) {
-		rv = sm_err_set(err, SM_EINVAL, "limit must not be negative");
-		goto out;
-	}
-	step_ms = SM_MAX((int64_t)llround(in->step * 1000), 1);
-	exemplars = in->exemplar_type ==
-	    TYPES__V1__EXEMPLAR_TYPE__EXEMPLAR_TYPE_INDIVIDUAL;
 	if ((rv = qry_build_selector(in->profile_typeid, in->label_selector,
 	    &s, err)) != 0)
 		goto out;
@@ -360,82 +451,8 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	    err)) != 0)
 		goto out;
 	/* Union of the answers; groups by label set. */
-	for (uint32_t i = 0; i < f.n; i++) {
-		const struct qry_call *c = &f.calls[i];
-		const Smolder__V1__ProfilesResponse *r;
-		size_t gi = 0;
-
-		if (c->rv != 0)
-			continue;
-		if (c->resp->result_case !=
-		    SMOLDER__V1__RESPONSE__RESULT_PROFILES) {
-			rv = sm_err_set(err, SM_EPROTO, "ingester answered "
-			    "without a profiles result");
-			goto out;
-		}
-		r = c->resp->profiles;
-		last_sg = NULL;
-		if (np + r->n_profiles > cap) {
-			size_t ncap = SM_MAX(cap * 2, np + r->n_profiles);
-			struct hm_prof *nv = sm_reallocarray(ps, ncap,
-			    sizeof(*nv));
-
-			if (nv == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			ps = nv;
-			cap = ncap;
-		}
-		for (size_t k = 0; k < r->n_profiles; k++) {
-			const Smolder__V1__ProfileRef *x = r->profiles[k];
-			const Smolder__V1__SeriesGroup *sg = NULL;
-			size_t g;
-
-			if (x->id.len != 16) {
-				rv = sm_err_set(err, SM_EPROTO, "ingester sent "
-				    "a profile id of %zu bytes", x->id.len);
-				goto out;
-			}
-			/* Groups and profiles are both sorted by fp. */
-			while (gi < r->n_groups && r->groups[gi]->fp < x->fp)
-				gi++;
-			if (gi < r->n_groups && r->groups[gi]->fp == x->fp)
-				sg = r->groups[gi];
-			if (sg == NULL) {
-				rv = sm_err_set(err, SM_EPROTO, "ingester sent "
-				    "a profile without its series' labels");
-				goto out;
-			}
-			/* Profiles come by fp: look a group up once per fp. */
-			if (sg == last_sg) {
-				g = last_g;
-			} else {
-				for (g = 0; g < ng; g++) {
-					if (labels_cmp(gs[g].labels,
-					    gs[g].nlabels, sg->labels,
-					    sg->n_labels) == 0)
-						break;
-				}
-			}
-			if (g == ng) {
-				struct hm_group *nv = sm_reallocarray(gs,
-				    ng + 1, sizeof(*nv));
-
-				if (nv == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM, "oom");
-					goto out;
-				}
-				gs = nv;
-				gs[ng++] = (struct hm_group){ sg->labels,
-				    sg->n_labels, 0, UINT32_MAX };
-			}
-			last_sg = sg;
-			last_g = g;
-			ps[np++] = (struct hm_prof){ x->fp, x->time_ms,
-			    x->total, x->id.data, (uint32_t)g };
-		}
-	}
+	if ((rv = hm_collect(&f, &ps, &np, &gs, &ng, err)) != 0)
+		goto out;
 	if (np > 0)    /* qsort(NULL, 0) is undefined */
 		qsort(ps, np, sizeof(*ps), hm_prof_cmp);
 	for (size_t i = 0; i < np; i++) {
