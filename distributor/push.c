@@ -229,6 +229,144 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 	sm_free(sub);
 }
 
+/*
+ * Each call slot's series, in order, in one array: slot sl's are
+ * series_of[off[sl] .. off[sl] + nser[sl]) (nser[] holds the counts on
+ * entry and again on return).
+ */
+static void
+push_slot_series(uint32_t ns, const uint32_t *goff, const uint32_t *slot,
+    uint32_t nslots, uint32_t *nser, uint32_t *off, uint32_t *series_of)
+{
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		off[sl + 1] = off[sl] + nser[sl];
+		nser[sl] = 0;
+	}
+	for (uint32_t k = 0; k < ns; k++) {
+		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
+			uint32_t sl = slot[j];
+
+			series_of[off[sl] + nser[sl]++] = k;
+		}
+	}
+}
+
+/*
+ * dist_push step 2: one encoding per distinct series subset of the call
+ * slots (slot sl's series: series_of[off[sl]..], nser[sl] of them) into
+ * enc[0..*nenc), enc_of[sl] the one slot sl sends.  0 or SM_ENOMEM.
+ */
+static int
+push_encode(struct dist_batch *b, const char *tenant, const uint8_t *id,
+    uint32_t max_series, struct push_reps *pr, const uint32_t *series_of,
+    const uint32_t *off, const uint32_t *nser, uint32_t nslots,
+    struct sm_buf *enc, uint32_t *enc_of, uint32_t *nenc, struct sm_err *err)
+{
+	uint32_t ns = b->nseries;
+
+	for (uint32_t sl = 0; sl < nslots; sl++) {
+		const uint32_t *mine = &series_of[off[sl]];
+		uint32_t e;
+
+		for (e = 0; e < sl; e++) {
+			if (nser[e] == nser[sl] && memcmp(&series_of[off[e]],
+			    mine, nser[sl] * sizeof(*mine)) == 0)
+				break;
+		}
+		if (e < sl) {
+			enc_of[sl] = enc_of[e];
+			continue;
+		}
+		enc_of[sl] = *nenc;
+		if (dist_batch_encode_rep(b, tenant, id, nser[sl] == ns ? NULL :
+		    mine, nser[sl], max_series, pr->reps, push_replicas(pr,
+		    nser[sl] == ns ? NULL : mine, nser[sl]), &enc[*nenc]) != 0 ||
+		    sm_buf_error(&enc[*nenc]) != 0) {
+			sm_buf_fini(&enc[*nenc]);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory "
+			    "encoding the write"));
+		}
+		(*nenc)++;
+	}
+	return (0);
+}
+
+/*
+ * The verdict on a write (dist_push step 4): 0 when every series reached
+ * quorum, else the first short series' failure -- the worst answer of its
+ * replicas as an SM_E* code, with err naming the acks and the ingester.
+ */
+static int
+push_verdict(struct sm_rpc_multi *mc, const struct sm_ring_snap *snap,
+    const uint32_t *goff, const uint32_t *slot, const uint32_t *slot_member,
+    uint32_t ns, uint32_t rf, uint32_t q, struct sm_err *err)
+{
+	int rv = 0;
+
+	for (uint32_t k = 0; k < ns && rv == 0; k++) {
+		uint32_t ok = 0;
+		int worst = 0, wslot = -1;
+
+		/* a series has at most RF replicas (its voters in slot[]),
+		 * and quorum is a majority of RF (ring.h): ok >= q then
+		 * means a majority acknowledged */
+		SM_ASSERT(goff[k] <= goff[k + 1] && goff[k + 1] - goff[k] <=
+		    SM_MAX(rf, 1));
+		SM_ASSERT(q >= 1 && q <= rf && 2 * q > rf);
+
+		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
+			uint32_t sl = slot[j];
+			int st = sm_rpc_multi_status(mc, sl);
+
+			if (st == 0) {
+				ok++;
+			} else if (worst == 0 || worst == SM_RPC_PENDING) {
+				worst = st;
+				wslot = (int)sl;
+			}
+		}
+		if (ok >= q)
+			continue;
+		if (worst == SM_RPC_PENDING || worst == SM_ETIMEDOUT)
+			rv = SM_ETIMEDOUT;
+		else if (worst == SM_EMALFORMED || worst == SM_EINVAL ||
+		    worst == SM_EPROTO)
+			rv = SM_EINTERNAL;   /* a write we built badly */
+		else if (worst == SM_ENOMEM || worst == SM_ELIMIT)
+			rv = worst;
+		else
+			rv = SM_EUNAVAIL;
+		push_failure(mc, wslot, worst, snap, slot_member, ok,
+		    goff[k + 1] - goff[k], q, rv, err);
+	}
+	return (rv);
+}
+
+/*
+ * The tenant's shard of `size` members (ring.h, sm_ring_shard) as a mask
+ * in *shard (NULL: no shard, every member), its size and how many of it
+ * are healthy.  0 or SM_ENOMEM.
+ */
+static int
+push_shard(const struct sm_ring_snap *snap, const char *tenant, int64_t size,
+    uint8_t **shard, uint32_t *nshard, uint32_t *healthy, struct sm_err *err)
+{
+	*shard = NULL;
+	*nshard = *healthy = 0;
+	if (size <= 0)
+		return (0);
+	if ((*shard = sm_malloc(SM_MAX(snap->n, 1))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((*nshard = sm_ring_shard(snap, tenant, (uint32_t)SM_MIN(size,
+	    UINT32_MAX), *shard)) == 0) {
+		sm_free(*shard);
+		*shard = NULL;
+	}
+	for (uint32_t m = 0; *shard != NULL && m < snap->n; m++)
+		*healthy += (*shard)[m] && snap->healthy[m];
+	return (0);
+}
+
 int
 dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *profile_id, struct sm_err *err)
@@ -249,19 +387,9 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	int rv = 0;
 
 	/* The tenant's shard (ring.h, sm_ring_shard); NULL: every member. */
-	if (b->limits->shard_size > 0) {
-		if ((shard = sm_malloc(SM_MAX(snap->n, 1))) == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		if ((nshard = sm_ring_shard(snap, tenant,
-		    b->limits->shard_size, shard)) == 0) {
-			sm_free(shard);
-			shard = NULL;
-		}
-		for (uint32_t m = 0; shard != NULL && m < snap->n; m++)
-			shard_healthy += shard[m] && snap->healthy[m];
-	}
+	if ((rv = push_shard(snap, tenant, b->limits->shard_size, &shard,
+	    &nshard, &shard_healthy, err)) != 0)
+		goto out;
 	/* series spread over the shard's healthy members, not the ring's */
 	max_series = dist_series_limit(b->limits->max_global_series,
 	    b->limits->max_local_series, shard != NULL ? shard_healthy :
@@ -337,18 +465,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	pr.goff = goff;
 	pr.slot = slot;
 	pr.slot_member = slot_member;
-	/* Each slot's series, in order (one array, offsets per slot). */
-	for (uint32_t sl = 0; sl < nslots; sl++) {
-		off[sl + 1] = off[sl] + nser[sl];
-		nser[sl] = 0;
-	}
-	for (uint32_t k = 0; k < ns; k++) {
-		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
-			uint32_t sl = slot[j];
-
-			series_of[off[sl] + nser[sl]++] = k;
-		}
-	}
+	push_slot_series(ns, goff, slot, nslots, nser, off, series_of);
 	/* 2. One encoding per distinct series subset. */
 	if (profile_id != NULL) {
 		memcpy(id, profile_id, sizeof(id));
@@ -359,30 +476,9 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		t = (int64_t)(uintptr_t)b ^ sm_now_ns() * 31;
 		memcpy(id + 8, &t, 8);
 	}
-	for (uint32_t sl = 0; sl < nslots; sl++) {
-		const uint32_t *mine = &series_of[off[sl]];
-		uint32_t e;
-
-		for (e = 0; e < sl; e++) {
-			if (nser[e] == nser[sl] && memcmp(&series_of[off[e]],
-			    mine, nser[sl] * sizeof(*mine)) == 0)
-				break;
-		}
-		if (e < sl) {
-			enc_of[sl] = enc_of[e];
-			continue;
-		}
-		enc_of[sl] = nenc;
-		if (dist_batch_encode_rep(b, tenant, id, nser[sl] == ns ? NULL :
-		    mine, nser[sl], max_series, pr.reps, push_replicas(&pr,
-		    nser[sl] == ns ? NULL : mine, nser[sl]), &enc[nenc]) != 0 ||
-		    sm_buf_error(&enc[nenc]) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory encoding "
-			    "the write");
-			goto out;
-		}
-		nenc++;
-	}
+	if ((rv = push_encode(b, tenant, id, max_series, &pr, series_of, off,
+	    nser, nslots, enc, enc_of, &nenc, err)) != 0)
+		goto out;
 	/* 3. Send and wait for quorum. */
 	if (sm_rpc_multi_create(nslots, "write", &mc) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -400,42 +496,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	    .grace_ns = SM_QUORUM_NOW };
 	(void)sm_rpc_multi_wait_quorum(mc, &qw);
 	/* 4. Verdict. */
-	for (uint32_t k = 0; k < ns && rv == 0; k++) {
-		uint32_t ok = 0;
-		int worst = 0, wslot = -1;
-
-		/* a series has at most RF replicas (its voters in slot[]),
-		 * and quorum is a majority of RF (ring.h): ok >= q then
-		 * means a majority acknowledged */
-		SM_ASSERT(goff[k] <= goff[k + 1] && goff[k + 1] - goff[k] <=
-		    SM_MAX(rf, 1));
-		SM_ASSERT(q >= 1 && q <= rf && 2 * q > rf);
-
-		for (uint32_t j = goff[k]; j < goff[k + 1]; j++) {
-			uint32_t sl = slot[j];
-			int st = sm_rpc_multi_status(mc, sl);
-
-			if (st == 0) {
-				ok++;
-			} else if (worst == 0 || worst == SM_RPC_PENDING) {
-				worst = st;
-				wslot = (int)sl;
-			}
-		}
-		if (ok >= q)
-			continue;
-		if (worst == SM_RPC_PENDING || worst == SM_ETIMEDOUT)
-			rv = SM_ETIMEDOUT;
-		else if (worst == SM_EMALFORMED || worst == SM_EINVAL ||
-		    worst == SM_EPROTO)
-			rv = SM_EINTERNAL;   /* a write we built badly */
-		else if (worst == SM_ENOMEM || worst == SM_ELIMIT)
-			rv = worst;
-		else
-			rv = SM_EUNAVAIL;
-		push_failure(mc, wslot, worst, snap, slot_member, ok,
-		    goff[k + 1] - goff[k], q, rv, err);
-	}
+	rv = push_verdict(mc, snap, goff, slot, slot_member, ns, rf, q, err);
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
 		push_hints(d, tenant, b, id, snap, shard, mc, nslots,
