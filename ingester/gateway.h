@@ -43,9 +43,12 @@
  * pass began.  A gateway that lost the tenant (it may still hold it
  * through the grace below) or gained it since that pass does not.  The
  * querier counts an answer only when both its own ring and the
- * gateway's make it an owner (querier/fanout.c, fan_sources), so neither
- * side's view lagging behind a ring change can pass an empty list off as
- * the tenant's history: the answer is exact or a 503.  With the
+ * gateway's make it an owner, and reads sources only from gateways that
+ * vouch -- one that does not may be dropping the tenant's blocks
+ * between the Sources call and the data round (querier/fanout.c,
+ * fan_sources) -- so neither side's view lagging behind a ring change
+ * can pass a partial list off as the tenant's history: the answer is
+ * exact or a 503.  With the
  * settling owners a gateway joining costs no 503 at all; one leaving
  * costs 503s for its tenants until their new owners have synced, unless
  * RF >= 2 leaves each of them another loaded owner.

@@ -97,10 +97,10 @@ static int pack_req(const Smolder__V1__Request *r, const char *source,
 
 /*
  * The Sources round (qry_int.h): every healthy, not excluded gateway is
- * asked -- not only the tenant's owners, so a source is found while
- * gateways disagree about who owns what (a ring being changed); a
- * non-owner answers with nothing.  Each (gateway, source) listed becomes
- * a target.  SM_EUNAVAIL when no owner of the tenant answers and vouches
+ * asked -- not only the owners this querier computes, so an owner is
+ * found while views of the ring differ (a ring being changed).  Each
+ * (gateway, source) a vouching gateway lists becomes a target; what a
+ * gateway that does not vouch lists is not read (below).  SM_EUNAVAIL when no owner of the tenant answers and vouches
  * (SourcesResponse.vouch: an owner in its own ring too, that has loaded
  * the tenant; ingester/gateway.h): history cannot be vouched for.
  */
@@ -190,17 +190,25 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 			sm_arena_destroy(a);
 			continue;
 		}
-		/* An owner in our ring that is not one in its own (our view
-		 * or its is behind a ring change) or has not loaded the
-		 * tenant yet does not vouch for it: what it lists is used,
-		 * its silence about the rest is not. */
+		/*
+		 * A gateway that does not vouch for the tenant -- not an
+		 * owner in its own ring (our view or its is behind a ring
+		 * change), or one that has not loaded it yet -- is not
+		 * counted and its sources are not read: it may be dropping
+		 * the tenant's blocks (no longer owned, past the grace)
+		 * between this call and the data round, and a source read
+		 * from it could then be silently short.  An owner that
+		 * vouches holds every block of every source of the tenant
+		 * (gateway.h).
+		 */
 		if (resp->sources->vouch ==
-		    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE &&
-		    owner[m]) {
-			owner[m] = 0;
-			sm_err_set(&last, SM_EUNAVAIL, "%s owns it in this "
-			    "querier's ring but has not loaded it", gw_name(g,
-			    m));
+		    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE) {
+			if (owner[m])
+				sm_err_set(&last, SM_EUNAVAIL, "%s owns it in "
+				    "this querier's ring but has not loaded it",
+				    gw_name(g, m));
+			sm_arena_destroy(a);
+			continue;
 		}
 		owners_answered += owner[m];
 		/* blocks an owner could not load, over the query's range */

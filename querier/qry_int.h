@@ -122,10 +122,11 @@ struct qry_call {
  * QRY_MAX_ATTEMPTS times.
  *
  * With store-gateways (cfg.gw_ring), the fan has more targets after the
- * ingesters: one per (gateway, source) that the healthy gateways list in
- * a Sources round at open (ingester/gateway.h; every gateway is asked,
- * not only the tenant's owners, so a source is found while a ring change
- * rolls out), each asked with smolder.v1.Select.source set.  A source is a replica of part of the
+ * ingesters: one per (gateway, source) that the healthy gateways that
+ * vouch for the tenant list in a Sources round at open (ingester/
+ * gateway.h; every gateway is asked, not only the owners this querier
+ * computes, so an owner is found while a ring change rolls out), each
+ * asked with smolder.v1.Select.source set.  A source is a replica of part of the
  * data, so the plan counts every (series, bucket) once across ingesters
  * and sources alike.  Gateway targets are outside the ingester budget and
  * follow their own rule: a round fails (SM_EUNAVAIL, naming the gateway,
