@@ -26,7 +26,6 @@ installs them) the test skips, except under CI=true, where that fails.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -34,35 +33,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import node_clients  # noqa: E402
 from durability import DataServer, Workspace  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import data_dir, run_script, source_dir  # noqa: E402
 
-CLIENT_DIR = os.path.join(source_dir(), "tests", "clients")
+CLIENT_DIR = node_clients.CLIENT_DIR
 PROTOS = ["querier/v1/querier.proto", "push/v1/push.proto",
           "settings/v1/setting.proto", "capabilities/v1/feature_flags.proto",
           "version/v1/version.proto"]
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
-
-
-def tooling(r):
-    node, npm, protoc = (shutil.which(x) for x in ("node", "npm", "protoc"))
-    if not node or not npm or not protoc:
-        r.skip_all("node, npm or protoc missing (make deps installs "
-                   "nodejs, npm and protobuf-compiler)")
-    mod = os.path.join(CLIENT_DIR, "node_modules", "@connectrpc",
-                       "connect-node")
-    lock = os.path.join(CLIENT_DIR, "package-lock.json")
-    stamp = os.path.join(CLIENT_DIR, "node_modules", ".package-lock.json")
-    if not os.path.isdir(mod) or (os.path.exists(stamp) and
-                                  os.path.getmtime(stamp) <
-                                  os.path.getmtime(lock)):
-        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"],
-                           cwd=CLIENT_DIR, capture_output=True, text=True,
-                           timeout=240)
-        if p.returncode != 0:
-            r.skip_all("npm ci failed (no registry?): " + p.stderr[-500:])
-    return node, protoc
 
 
 def calls_for(now, t0):
@@ -117,7 +97,7 @@ def push_call():
 
 
 def body(r):
-    node, protoc = tooling(r)
+    node, protoc = node_clients.ensure(r)
     ws = Workspace("grpc-web")
     r.at_end(lambda: ws.cleanup(r))
     dset = ws.path("services.pb")

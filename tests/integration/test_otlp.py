@@ -30,7 +30,6 @@ of ours builds the requests' bytes.
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -39,12 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
+import node_clients  # noqa: E402
 from durability import DataServer, Workspace, connect, limit_flags  # noqa
 from smolder import data_dir, run_script, source_dir  # noqa: E402
 from test_query_diff_pprof import (merge_req_pb, pprof_files,  # noqa: E402
                                    proto_call, raw_stacks)
 
-CLIENT_DIR = os.path.join(source_dir(), "tests", "clients")
+CLIENT_DIR = node_clients.CLIENT_DIR
 PROTOS = ["google/v1/profile.proto",
           "opentelemetry/proto/collector/profiles/v1development/"
           "profiles_service.proto"]
@@ -53,25 +53,6 @@ COMMON = ["-validation.reject-older-than=0", "-validation.reject-newer-than=0",
           "-validation.max-profile-stacktrace-samples=100000",
           "-querier.max-flamegraph-nodes-max=0"] + limit_flags()
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
-
-
-def tooling(r):
-    node, npm, protoc = (shutil.which(x) for x in ("node", "npm", "protoc"))
-    if not node or not npm or not protoc:
-        r.skip_all("node, npm or protoc missing (make deps installs "
-                   "nodejs, npm and protobuf-compiler)")
-    mod = os.path.join(CLIENT_DIR, "node_modules", "@bufbuild", "protobuf")
-    lock = os.path.join(CLIENT_DIR, "package-lock.json")
-    stamp = os.path.join(CLIENT_DIR, "node_modules", ".package-lock.json")
-    if not os.path.isdir(mod) or (os.path.exists(stamp) and
-                                  os.path.getmtime(stamp) <
-                                  os.path.getmtime(lock)):
-        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"],
-                           cwd=CLIENT_DIR, capture_output=True, text=True,
-                           timeout=240)
-        if p.returncode != 0:
-            r.skip_all("npm ci failed (no registry?): " + p.stderr[-500:])
-    return node, protoc
 
 
 def send(r, node, base_url, dset, ws, jobs, name):
@@ -87,7 +68,7 @@ def send(r, node, base_url, dset, ws, jobs, name):
 
 
 def body(r):
-    node, protoc = tooling(r)
+    node, protoc = node_clients.ensure(r)
     if not oracle.have_go():
         r.skip_all("go is not installed (go tool pprof is the oracle)")
     ws = Workspace("otlp")
