@@ -160,6 +160,30 @@ sm_connect_status(const char *code)
 	return (500);           /* an unknown code reads as "unknown" */
 }
 
+int
+sm_connect_grpc_code(const char *code)
+{
+	for (size_t i = 0; code != NULL && i < SM_ARRAY_LEN(connect_codes);
+	    i++) {
+		if (strcmp(connect_codes[i].code, code) == 0)
+			return ((int)i + 1);
+	}
+	return (CC_UNKNOWN + 1);
+}
+
+void
+sm_connect_grpc_message(struct sm_buf *b, const char *msg)
+{
+	for (const unsigned char *p = (const unsigned char *)msg; *p != '\0';
+	    p++) {
+		if (*p < 0x20 || *p > 0x7e || *p == '%')
+			sm_buf_printf(b, "%%%02X", *p);
+		else
+			sm_buf_putc(b, (char)*p);
+	}
+	sm_buf_append(b, "", 0);        /* NUL-terminated even when empty */
+}
+
 /* SM_E* -> Connect code: sm_err_wire() (common/sm.c has the table). */
 const char *
 sm_connect_code_for(int rv, int *status)
@@ -458,20 +482,9 @@ grpcweb_fail(struct sm_http_req *r, struct connect_how how, const char *code,
 {
 	struct sm_buf m = SM_BUF_INIT;
 	char num[8];
-	size_t k;
 
-	for (k = 0; k < SM_ARRAY_LEN(connect_codes) &&
-	    strcmp(connect_codes[k].code, code) != 0; k++)
-		;
-	(void)snprintf(num, sizeof(num), "%zu", k < SM_ARRAY_LEN(
-	    connect_codes) ? k + 1 : (size_t)CC_UNKNOWN + 1);
-	for (const unsigned char *p = (const unsigned char *)msg; *p != '\0';
-	    p++) {
-		if (*p < 0x20 || *p > 0x7e || *p == '%')
-			sm_buf_printf(&m, "%%%02X", *p);
-		else
-			sm_buf_putc(&m, (char)*p);
-	}
+	(void)snprintf(num, sizeof(num), "%d", sm_connect_grpc_code(code));
+	sm_connect_grpc_message(&m, msg);
 	sm_http_set_header(r, "grpc-status", num);
 	sm_http_set_header(r, "grpc-message", m.b != NULL &&
 	    sm_buf_error(&m) == 0 ? m.b : "");

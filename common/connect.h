@@ -81,6 +81,19 @@ int sm_connect_route_as(struct sm_http *h, unsigned scope, const char *path,
 /* The Connect code and HTTP status for an SM_E* code (sm_err_wire()). */
 const char *sm_connect_code_for(int rv, int *status);
 
+/*
+ * gRPC's number for a Connect code name: Connect's codes are gRPC's, in
+ * the same order, 1 (canceled) to 16 (unauthenticated); an unknown name
+ * is 2 (unknown).
+ */
+int sm_connect_grpc_code(const char *code);
+
+/*
+ * Append `msg` percent-encoded as grpc-message wants it (bytes outside
+ * printable ASCII, and '%'), NUL-terminated (not counted in b->len).
+ */
+void sm_connect_grpc_message(struct sm_buf *b, const char *msg);
+
 /* Map a Connect code name to its HTTP status (docs/wire-formats.md §5). */
 int sm_connect_status(const char *code);
 

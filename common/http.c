@@ -342,8 +342,8 @@ http_panic_init(void)
  * Parse "host:port", ":port" or "port".  The host is an IPv4 literal or
  * "localhost"; an empty host means all interfaces.
  */
-static int
-http_parse_listen(const char *s, struct sockaddr_in *sa, struct sm_err *err)
+int
+sm_http_parse_listen(const char *s, struct sockaddr_in *sa, struct sm_err *err)
 {
 	const char *colon, *ps;
 	char host[64];
@@ -584,7 +584,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 
 	*out = NULL;
 	pthread_once(&http_metrics_once, http_metrics_register);
-	if ((rv = http_parse_listen(cfg->listen, &sa, err)) != 0)
+	if ((rv = sm_http_parse_listen(cfg->listen, &sa, err)) != 0)
 		return (rv);
 	if (cfg->threads == 0 || cfg->conn_timeout_s == 0 ||
 	    cfg->default_body_max == 0)
@@ -761,6 +761,33 @@ sm_http_waiting(struct sm_http *h)
 	n = h->h_write.p_queued + h->h_query.p_queued;
 	pthread_mutex_unlock(&h->h_mu);
 	return (n);
+}
+
+/*
+ * MHD_add_connection() takes the socket in every case (closes it on
+ * failure) and counts it against the total and per-IP limits of the
+ * address given.  The state check and the call run under h_mu, so the
+ * daemon cannot be stopped in between (sm_http_stop() sets h_stopping
+ * under h_mu before it stops the daemon).
+ */
+int
+sm_http_adopt(struct sm_http *h, int fd, const struct sockaddr *sa,
+    socklen_t salen, struct sm_err *err)
+{
+	enum MHD_Result ok = MHD_NO;
+
+	pthread_mutex_lock(&h->h_mu);
+	if (h->h_state == HTTP_RUNNING && !h->h_stopping &&
+	    h->h_daemon != NULL)
+		ok = MHD_add_connection(h->h_daemon, fd, sa, salen);
+	else
+		(void)close(fd);
+	pthread_mutex_unlock(&h->h_mu);
+	if (ok != MHD_YES)
+		return (sm_err_set(err, SM_EUNAVAIL, "the HTTP server took no "
+		    "more connections (stopping, or at its connection "
+		    "limit)"));
+	return (0);
 }
 
 unsigned

@@ -42,6 +42,8 @@
 #define SM_HTTP_H
 
 #include <stdbool.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "buf.h"
 #include "sm.h"
@@ -116,6 +118,22 @@ int sm_http_start(struct sm_http *h, struct sm_err *err);
 
 /* Requests waiting for a pool worker now (also a gauge in /metrics). */
 unsigned sm_http_waiting(struct sm_http *h);
+
+/*
+ * Serve the connected socket `fd` as if the server had accepted it from
+ * `sa` (per-IP limits and logs see that address): how the gRPC listener
+ * (grpc.h) hands each call over.  Takes `fd` in every case.  Returns 0,
+ * or SM_EUNAVAIL (stopping, not started, or at a connection limit).
+ */
+int sm_http_adopt(struct sm_http *h, int fd, const struct sockaddr *sa,
+    socklen_t salen, struct sm_err *err);
+
+/*
+ * Parse a listen address, "host:port", ":port" or "port" (host: an IPv4
+ * literal or "localhost"; empty: every interface).  0 or SM_EINVAL.
+ */
+int sm_http_parse_listen(const char *s, struct sockaddr_in *sa,
+    struct sm_err *err);
 
 /* The bound TCP port (useful with port 0).  0 before start. */
 unsigned sm_http_port(const struct sm_http *h);
