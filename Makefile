@@ -20,10 +20,11 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
 	libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
 	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
-	libcurl4-openssl-dev libxml2-dev \
+	libcurl4-openssl-dev libxml2-dev libnghttp2-dev \
 	swift-proxy swift-object swift-container swift-account \
 	etcd-server etcd-client iptables graphviz \
-	golang-go python3 python3-yaml curl protobuf-compiler \
+	golang-go python3 python3-yaml python3-grpcio python3-protobuf curl \
+	protobuf-compiler \
 	chromium nodejs \
 	clang libclang-rt-14-dev llvm gdb
 

@@ -59,6 +59,7 @@
 #include "common/flags.h"
 #include "common/auth.h"
 #include "common/overrides.h"
+#include "common/grpc.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -102,6 +103,10 @@ struct app {
 	int64_t http_conn_limit;
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
+	char *grpc_listen;
+	int64_t grpc_streams;
+	int64_t grpc_recv_max;
+	int64_t grpc_send_max;
 	bool multitenancy;
 	char *keys_file;
 	int64_t keys_reload_ms;
@@ -130,6 +135,7 @@ struct app {
 	struct sm_auth *auth;
 	struct sm_overrides *overrides; /* -runtime-config.file; NULL = none */
 	struct sm_http *http;
+	struct sm_grpc *grpc;          /* NULL: no -grpc.listen-address */
 	struct ingester *ing;
 	struct sm_bucket *bucket;       /* NULL: no -storage.backend */
 	struct sm_ring *ring;
@@ -340,8 +346,25 @@ static int
 mod_server_start(void *p, struct sm_err *err)
 {
 	struct app *app = p;
+	struct sm_grpc_cfg gc;
+	int rv;
 
-	return (sm_http_start(app->http, err));
+	if ((rv = sm_http_start(app->http, err)) != 0 ||
+	    app->grpc_listen[0] == '\0')
+		return (rv);
+	sm_grpc_cfg_default(&gc);
+	gc.listen = app->grpc_listen;
+	gc.conn_limit = (unsigned)app->http_conn_limit;
+	gc.per_ip_limit = (unsigned)app->http_per_ip_limit;
+	gc.idle_timeout_s = (unsigned)((app->http_idle_timeout_ms + 999) /
+	    1000);
+	gc.max_streams = app->grpc_streams < 1 || app->grpc_streams > 128 ?
+	    0 : (unsigned)app->grpc_streams;
+	gc.max_recv_msg = app->grpc_recv_max < 1 ? 0 :
+	    (size_t)app->grpc_recv_max;
+	gc.max_send_msg = app->grpc_send_max < 1 ? 0 :
+	    (size_t)app->grpc_send_max;
+	return (sm_grpc_start(&gc, app->http, &app->grpc, err));
 }
 
 static void
@@ -349,6 +372,9 @@ mod_server_stop(void *p)
 {
 	struct app *app = p;
 
+	/* gRPC calls are HTTP requests underneath: stop them first. */
+	sm_grpc_stop(app->grpc);
+	app->grpc = NULL;
 	sm_http_stop(app->http);
 	sm_metric_gauge_fn_remove(app);
 }
@@ -812,6 +838,22 @@ static const struct sm_flag app_flag_tab[] = {
 	SM_FLAG_STR("http.listen-address", http_listen,
 	    ":4040",
 	    "HTTP API address, host:port or :port."),
+	SM_FLAG_STR("grpc.listen-address", grpc_listen,
+	    "",
+	    "gRPC (HTTP/2 cleartext) address for every Connect service, "
+	    "host:port or :port; empty: no gRPC listener. It shares the "
+	    "-server.http-* connection limits and idle timeout."),
+	SM_FLAG_I64("server.grpc-max-concurrent-streams", SM_FLAG_INT,
+	    grpc_streams, "100",
+	    "Most concurrent gRPC calls on one connection (1 to 128)."),
+	SM_FLAG_I64("server.grpc-max-recv-msg-size-bytes", SM_FLAG_INT,
+	    grpc_recv_max, "16777216",
+	    "Largest gRPC request message; larger ones get "
+	    "RESOURCE_EXHAUSTED. Each route's body limit applies too."),
+	SM_FLAG_I64("server.grpc-max-send-msg-size-bytes", SM_FLAG_INT,
+	    grpc_send_max, "134217728",
+	    "Largest gRPC answer; a larger one is replaced by "
+	    "RESOURCE_EXHAUSTED."),
 	SM_FLAG_STR("data.dir", data_dir,
 	    "./data", "Directory for this instance's data; it is created "
 	    "if missing and locked against a second process."),
@@ -1205,7 +1247,10 @@ main(int argc, char **argv)
 	 * now and stay pending (bucket.h, sm_bucket_cancel). */
 	sm_bucket_cancel(app.bucket);
 	/* Drain first: no HTTP request may be in flight when the components
-	 * behind it stop.  sm_http_stop() is idempotent. */
+	 * behind it stop.  sm_http_stop() is idempotent; gRPC calls are
+	 * HTTP requests underneath, so they stop before. */
+	sm_grpc_stop(app.grpc);
+	app.grpc = NULL;
 	if (app.http != NULL)
 		sm_http_stop(app.http);
 stop:

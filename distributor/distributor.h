@@ -5,7 +5,10 @@
  * (docs/wire-formats.md §2; ingest.c), push.v1.PusherService/Push
  * over Connect, what Grafana Alloy and Pyroscope's SDKs send
  * (docs/wire-formats.md §4; connect_push.c), and POST
- * /v1development/profiles, OpenTelemetry profiles (otlp.c).  A request is
+ * /v1development/profiles, OpenTelemetry profiles (otlp.c), also as the
+ * Connect method
+ * /opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export
+ * that OTLP's gRPC exporters call (through common/grpc.h).  A request is
  * authenticated to a tenant, bounded (body size at the HTTP layer,
  * decompressed size, samples, depth, labels), parsed into a write batch
  * (distributor/batch.h) and replicated to RF ingesters of the ring

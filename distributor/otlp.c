@@ -45,6 +45,10 @@
  * zero value); a request breaking that -- as one from before v1.10.0,
  * whose Sample fields were numbered differently, does -- is refused with
  * 400 naming the field and the format accepted, and nothing is stored.
+ *
+ * The same conversion serves OTLP over gRPC: ProfilesService/Export is a
+ * Connect route (otlp_export), which the gRPC listener (common/grpc.h)
+ * and gRPC-web reach like every Connect method.
  */
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +68,7 @@
 #include "dist_int.h"
 
 #define OTLP_PATH "/v1development/profiles"
+#define OTLP_GRPC_PATH "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define OTLP_FORMAT "OTLP profiles v1development of opentelemetry-proto " \
 	"v1.10.0 or later"
 
@@ -840,12 +845,14 @@ otlp_to_push(struct otlp_conv *c, const otlp_req *req,
 	return (0);
 }
 
+static int otlp_req_to_push(const otlp_req *req, struct sm_arena *a,
+    Push__V1__PushRequest *out, struct sm_err *err);
+
 int
 dist_otlp_convert(const uint8_t *body, size_t len, bool json,
     struct sm_arena *a, Push__V1__PushRequest *out, struct sm_err *err)
 {
 	ProtobufCAllocator al = sm_arena_pbc(a);
-	struct otlp_conv c;
 	otlp_req *req;
 	int rv;
 
@@ -868,9 +875,49 @@ dist_otlp_convert(const uint8_t *body, size_t len, bool json,
 	if (req == NULL)
 		return (sm_err_set(err, SM_EINVAL, "malformed protobuf: not an "
 		    "ExportProfilesServiceRequest of " OTLP_FORMAT));
-	c = (struct otlp_conv){ req->dictionary != NULL ? req->dictionary :
+	return (otlp_req_to_push(req, a, out, err));
+}
+
+/* A decoded request -> the PushRequest it becomes, in `a`. */
+static int
+otlp_req_to_push(const otlp_req *req, struct sm_arena *a,
+    Push__V1__PushRequest *out, struct sm_err *err)
+{
+	struct otlp_conv c = { req->dictionary != NULL ? req->dictionary :
 	    &otlp_empty_dict, a, err, NULL, 0, 0 };
+
 	return (otlp_to_push(&c, req, out));
+}
+
+/*
+ * ProfilesService/Export as a Connect method, so gRPC (grpc.h), gRPC-web
+ * and Connect clients reach it: the request is decoded by connect.c
+ * (proto3 JSON for the JSON codecs: ids in base64, not OTLP/HTTP's hex),
+ * then goes the way of the OTLP/HTTP handler.  Errors are the Connect
+ * (and gRPC) code of the same failure.
+ */
+static int
+otlp_export(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *msg, ProtobufCMessage **resp, struct sm_err *err)
+{
+	struct distributor *d = arg;
+	Push__V1__PushRequest push;
+	Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse
+	    *out;
+	int rv;
+
+	if ((rv = otlp_req_to_push((const otlp_req *)msg, call->arena, &push,
+	    err)) != 0)
+		return (rv);
+	if (push.n_series > 0 && (rv = dist_push_call(d, call, &push,
+	    err)) != 0)
+		return (rv);
+	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__init(
+	    out);
+	*resp = &out->base;
+	return (0);
 }
 
 /* A google.rpc.Status {code = 1, message = 2}, OTLP/HTTP's error body,
@@ -989,5 +1036,10 @@ dist_otlp_register(struct distributor *d, struct sm_err *err)
 	    otlp_handler, d, (size_t)d->cfg.body_limit_mb << 20)) != 0)
 		return (sm_err_set(err, rv, "distributor: route %s: %s",
 		    OTLP_PATH, sm_strerror(rv)));
+	if ((rv = sm_connect_route_as(d->http, SM_SCOPE_WRITE, OTLP_GRPC_PATH,
+	    &opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor,
+	    otlp_export, d, (size_t)d->cfg.body_limit_mb << 20)) != 0)
+		return (sm_err_set(err, rv, "distributor: route %s: %s",
+		    OTLP_GRPC_PATH, sm_strerror(rv)));
 	return (0);
 }

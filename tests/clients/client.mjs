@@ -3,7 +3,11 @@
 // gRPC-web (binary) and gRPC-web (JSON).  Run by
 // tests/integration/test_grpc_web.py:
 //
-//   node client.mjs <base URL> <FileDescriptorSet file> <calls.json>
+//   node client.mjs <base URL> <FileDescriptorSet file> <calls.json> [gRPC URL]
+//
+// With a gRPC URL (Smolder's -grpc.listen-address), gRPC over HTTP/2
+// cleartext is a fourth and fifth protocol: binary (application/grpc+proto)
+// and JSON (application/grpc+json).
 //
 // calls.json: [{"service": "querier.v1.QuerierService", "method":
 // "SelectSeries", "request": {...proto3 JSON...}, "headers": {...}}, ...].
@@ -15,12 +19,13 @@ import { readFileSync } from "node:fs";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import {
   createConnectTransport,
+  createGrpcTransport,
   createGrpcWebTransport,
 } from "@connectrpc/connect-node";
 import { createFileRegistry, fromBinary, fromJson, toJson } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 
-const [baseUrl, setFile, callsFile] = process.argv.slice(2);
+const [baseUrl, setFile, callsFile, grpcUrl] = process.argv.slice(2);
 const registry = createFileRegistry(
   fromBinary(FileDescriptorSetSchema, readFileSync(setFile)));
 const calls = JSON.parse(readFileSync(callsFile, "utf8"));
@@ -33,6 +38,14 @@ const protocols = {
   "grpc-web-json": createGrpcWebTransport({ baseUrl, httpVersion: "1.1",
                                             useBinaryFormat: false }),
 };
+if (grpcUrl) {
+  protocols["grpc"] = createGrpcTransport({ baseUrl: grpcUrl,
+                                            httpVersion: "2",
+                                            useBinaryFormat: true });
+  protocols["grpc-json"] = createGrpcTransport({ baseUrl: grpcUrl,
+                                                 httpVersion: "2",
+                                                 useBinaryFormat: false });
+}
 
 // Connect's code names are snake_case ("invalid_argument"); Code's keys
 // are CamelCase.
@@ -61,4 +74,4 @@ for (const call of calls) {
   }
   out.push(row);
 }
-process.stdout.write(JSON.stringify(out));
+process.stdout.write(JSON.stringify(out), () => process.exit(0));

@@ -10,7 +10,11 @@
 // "gzip": true, "headers": {...}, "profile_id": "<32 hex>", "corrupt":
 // "stack", "out": "<path>", "json": true}, ...]; "json" sends OTLP's JSON
 // encoding (ids in hex); "out" writes the request body there
-// instead of sending it (tests/fuzz/seeds/otlp).  Each pprof becomes one
+// instead of sending it (tests/fuzz/seeds/otlp); "grpc": "<URL>" sends it
+// over gRPC instead (ProfilesService/Export on Smolder's
+// -grpc.listen-address, with connect-es's gRPC transport; "gzip"
+// compresses the message), and answers {"status": 200} or {"status": -1,
+// "code": "<Connect code>", "body": <base64 of the message>}.  Each pprof becomes one
 // ExportProfilesServiceRequest the way the Collector's pprof translator
 // maps it: the dictionary holds the pprof's strings, mappings, functions
 // and locations (index 0 the zero value), one stack per distinct location
@@ -22,6 +26,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { createFileRegistry, create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { createClient, ConnectError, Code } from "@connectrpc/connect";
+import { createGrpcTransport, compressionGzip } from "@connectrpc/connect-node";
 
 const [baseUrl, setFile, jobsFile] = process.argv.slice(2);
 const reg = createFileRegistry(
@@ -173,6 +179,22 @@ for (const job of jobs) {
     out.push({ status: 0, body: "", bytes: body.length });
     continue;
   }
+  if (job.grpc) {
+    const svc = reg.getService(
+      "opentelemetry.proto.collector.profiles.v1development.ProfilesService");
+    const client = createClient(svc, createGrpcTransport({
+      baseUrl: job.grpc, httpVersion: "2", useBinaryFormat: true,
+      sendCompression: job.gzip ? compressionGzip : undefined }));
+    try {
+      await client.export(req, { headers: job.headers ?? {} });
+      out.push({ status: 200, body: "", bytes: toBinary(Req, req).length });
+    } catch (e) {
+      const ce = ConnectError.from(e);
+      out.push({ status: -1, code: Code[ce.code],
+                 body: Buffer.from(ce.rawMessage).toString("base64") });
+    }
+    continue;
+  }
   if (job.gzip) {
     body = gzipSync(body);
     headers["Content-Encoding"] = "gzip";
@@ -183,4 +205,4 @@ for (const job of jobs) {
              body: Buffer.from(await resp.arrayBuffer()).toString("base64"),
              bytes: body.length });
 }
-process.stdout.write(JSON.stringify(out));
+process.stdout.write(JSON.stringify(out), () => process.exit(0));

@@ -64,14 +64,15 @@ BUDGET_S = 58
 
 # Makefile packages only the tests use (Go's pprof oracle, the YAML and HTTP
 # tools, the browser test, libFuzzer, gdb for a hung server's stacks,
-# Graphviz for the DOT answers): the
+# Graphviz for the DOT answers, gRPC's Python library as a gRPC client): the
 # image does not install them.
 TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
                       "libclang-rt-14-dev", "llvm", "protobuf-compiler", "gdb",
                       "swift-proxy", "swift-object", "swift-container",
                       "swift-account", "etcd-server", "etcd-client",
-                      "iptables", "graphviz"}
+                      "iptables", "graphviz", "python3-grpcio",
+                      "python3-protobuf"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")

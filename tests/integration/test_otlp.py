@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """
 test_otlp.py -- OpenTelemetry profiles in (OTLP/HTTP, POST
-/v1development/profiles), sent by a client built from the upstream
+/v1development/profiles, and OTLP/gRPC, ProfilesService/Export on
+-grpc.listen-address), sent by a client built from the upstream
 opentelemetry-proto files: tests/clients/otlp_client.mjs encodes with
 protobuf-es over the descriptor set Debian's protoc compiles from
-proto/opentelemetry (v1.11.0's files, v1.10.0's wire format) -- no code
-of ours builds the requests' bytes.
+proto/opentelemetry (v1.11.0's files, v1.10.0's wire format), and sends
+gRPC with connect-es's gRPC transport -- no code of ours builds the
+requests' bytes.
 
   1. Every real pprof in tests/data (and ../shared/testdata/profiles
      when present) that the oracle reads is converted to one OTLP request
      the way the Collector's pprof translator maps it (one OTLP Profile
      per sample type, the dictionary, labels as attributes, span ids as
-     Links) and sent, half of them gzipped, a third in OTLP's JSON
-     encoding (proto3 JSON with hex ids) and the rest in protobuf.  For every (file, sample
+     Links) and sent, half of them gzipped, a quarter over gRPC, a
+     third of the rest in OTLP's JSON encoding (proto3 JSON with hex ids)
+     and the rest in protobuf.  For every (file, sample
      type), SelectMergeProfile of its service is run through `go tool
      pprof -raw` and must equal the input's stacks and values
      (oracle.py): what went in comes out, exactly.
@@ -23,8 +26,8 @@ of ours builds the requests' bytes.
      counts once.
   4. Refusals, nothing stored: an index outside its table (what a
      request of an older alpha format looks like) is 400 naming the
-     accepted version; a body that is not protobuf is 400; another
-     content type is 415.
+     accepted version (over gRPC: INVALID_ARGUMENT, the same message); a
+     body that is not protobuf is 400; another content type is 415.
 """
 
 import base64
@@ -40,7 +43,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 import node_clients  # noqa: E402
 from durability import DataServer, Workspace, connect, limit_flags  # noqa
-from smolder import data_dir, run_script, source_dir  # noqa: E402
+from smolder import data_dir, free_port, run_script, source_dir  # noqa
 from test_query_diff_pprof import (merge_req_pb, pprof_files,  # noqa: E402
                                    proto_call, raw_stacks)
 
@@ -80,9 +83,11 @@ def body(r):
                        capture_output=True, text=True, timeout=60)
     r.check(p.returncode == 0, "protoc compiled the upstream OTLP protos",
             p.stderr[-500:])
-    srv = DataServer(ws.data_dir("s"), ws.log_dir("s"),
-                     extra_flags=COMMON).start()
+    gport = free_port()
+    srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=COMMON + [
+        "-grpc.listen-address=127.0.0.1:%d" % gport]).start()
     url = "http://127.0.0.1:%d" % srv.port
+    gurl = "http://127.0.0.1:%d" % gport
 
     # 1. real profiles in, SelectMergeProfile out
     cases, jobs = [], []
@@ -95,10 +100,18 @@ def body(r):
         if exp.notes or not exp.type_ids:
             continue
         svc, t = "ot%02d" % i, BASE + 60 * i
-        jobs.append({"file": path, "service": svc, "time_ms": t * 1000,
-                     "gzip": i % 2 == 1, "json": i % 3 == 2})
+        job = {"file": path, "service": svc, "time_ms": t * 1000,
+               "gzip": i % 2 == 1, "json": i % 3 == 2}
+        if i % 4 == 3:
+            job.update(grpc=gurl, json=False)
+        jobs.append(job)
         cases.append((svc, t, exp, os.path.basename(path)))
     got = send(r, node, url, dset, ws, jobs, "real")
+    for g in got:               # a gRPC refusal reads as its HTTP status
+        if g["status"] == -1:
+            g["status"] = 400 if g.get("code") == "InvalidArgument" else 500
+    r.check(sum(1 for j in jobs if j.get("grpc")) >= 2, "%d of the real "
+            "profiles go over gRPC" % sum(1 for j in jobs if j.get("grpc")))
     bad = [(c[3], g["status"], base64.b64decode(g["body"])[:200])
            for c, g in zip(cases, got) if g["status"] != 200]
     # the oracle's 422s (a profile /ingest refuses) are 400s here
@@ -187,6 +200,15 @@ def body(r):
     r.check(g and g[0]["status"] == 400 and "v1.10.0" in msg,
             "an index outside its table (as an older alpha's Sample): 400 "
             "naming the accepted version", msg[:300])
+    g = send(r, node, url, dset, ws, [{"file": span_file, "service":
+                                       "otold", "time_ms": t0 * 1000,
+                                       "corrupt": "stack", "grpc": gurl}],
+             "old-grpc")
+    msg = base64.b64decode(g[0]["body"]).decode("utf-8", "replace") \
+        if g else ""
+    r.check(g and g[0].get("code") == "InvalidArgument" and "v1.10.0" in msg,
+            "over gRPC too: INVALID_ARGUMENT naming the accepted version",
+            str(g)[:300])
     resp = srv.render("otold.cpu{}", frm=t0 - 3600, until=t0 + 3600,
                       fmt="collapsed")
     r.check(resp.status == 200 and resp.text().strip() == "",
