@@ -19,22 +19,10 @@ test_handoff_five(void)
 	int ok = 0;
 
 	SM_REQUIRE((c = smc_test_cluster(5, 3, NULL)) != NULL);
-	for (int i = 0; i < 10; i++) {
-		char app[64];
-
-		snprintf(app, sizeof(app), "h.cpu{pod=p%d}", i);
-		SM_CHECK_EQ(smc_put(c, app, t, "first", 1 + i), 200);
-		ok += 1 + i;
-	}
+	ok += smc_put_pods(c, "h.cpu", 10, t, "first", 1);
 	smc_ingester_stop(c, 3);
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	for (int i = 0; i < 10; i++) {
-		char app[64];
-
-		snprintf(app, sizeof(app), "h.cpu{pod=p%d}", i);
-		SM_CHECK_EQ(smc_put(c, app, t, "second", 20 + i), 200);
-		ok += 20 + i;
-	}
+	ok += smc_put_pods(c, "h.cpu", 10, t, "second", 20);
 	SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
 	SM_REQUIRE(smc_test_ingester_start(c, 3));
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));

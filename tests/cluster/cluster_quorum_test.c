@@ -58,23 +58,11 @@ test_replica_loss_and_rejoin(void)
 	int ok = 0;
 
 	SM_REQUIRE((c = smc_test_cluster(3, 3, NULL)) != NULL);
-	for (int i = 0; i < 4; i++) {
-		char app[64];
-
-		snprintf(app, sizeof(app), "r.cpu{pod=p%d}", i);
-		SM_CHECK_EQ(smc_put(c, app, t, "before", 3 + i), 200);
-		ok += 3 + i;
-	}
+	ok += smc_put_pods(c, "r.cpu", 4, t, "before", 3);
 	/* ing-0 misses every write of the second round. */
 	smc_ingester_stop(c, 0);
 	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	for (int i = 0; i < 4; i++) {
-		char app[64];
-
-		snprintf(app, sizeof(app), "r.cpu{pod=p%d}", i);
-		SM_CHECK_EQ(smc_put(c, app, t, "while_down", 100 + i), 200);
-		ok += 100 + i;
-	}
+	ok += smc_put_pods(c, "r.cpu", 4, t, "while_down", 100);
 	SMC_CHECK_TOTAL(c, "r.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
 
 	/* Rejoin on the same data dir: it replays the first round and

@@ -81,6 +81,30 @@ smc_put(struct smc *c, const char *app, int64_t t, const char *leaf,
 	return (smc_ingest(c, app, t, body));
 }
 
+/*
+ * Write the series <name>{pod=p0} .. <name>{pod=p<n-1>} at t, pod i with
+ * base + i samples of main;work;<leaf>, each checked for a 200.  Returns
+ * the samples sent: a refused write is already a failure, so the caller's
+ * exact totals may count it.
+ */
+static inline int
+smc_put_pods(struct smc *c, const char *name, unsigned n, int64_t t,
+    const char *leaf, int base)
+{
+	int sum = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		char app[64];
+		int st;
+
+		snprintf(app, sizeof(app), "%s{pod=p%u}", name, i);
+		st = smc_put(c, app, t, leaf, base + (int)i);
+		SM_CHECKF(st == 200, "put %s (%s): status %d", app, leaf, st);
+		sum += base + (int)i;
+	}
+	return (sum);
+}
+
 /* The /render total (-1 unless 200), the status in *status. */
 static inline int64_t
 smc_total(struct smc *c, const char *query, int64_t from, int64_t until,
