@@ -19,14 +19,8 @@ test_handoff_five(void)
 	int ok = 0;
 
 	SM_REQUIRE((c = smc_test_cluster(5, 3, NULL)) != NULL);
-	ok += smc_put_pods(c, "h.cpu", 10, t, "first", 1);
-	smc_ingester_stop(c, 3);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	ok += smc_put_pods(c, "h.cpu", 10, t, "second", 20);
-	SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
-	SM_REQUIRE(smc_test_ingester_start(c, 3));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
+	ok = smc_test_missed_round(c, "h.cpu", 10, t, 3, "first", 1,
+	    "second", 20);
 	for (unsigned down = 0; down < 5; down++) {
 		smc_ingester_stop(c, down);
 		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));

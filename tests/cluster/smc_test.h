@@ -126,6 +126,33 @@ smc_total(struct smc *c, const char *query, int64_t from, int64_t until,
 		    (long long)got_, (long long)(want));                    \
 	} while (0)
 
+/*
+ * The outage both the handoff and the quorum tests start with: a round of
+ * smc_put_pods(name, n, leaf1, base1) at t, ingester `down` stopped, a
+ * second round (leaf2, base2) it misses; the total of name{} is checked
+ * with it down, then again once it is back on its own data dir.  Returns
+ * the samples written.  A ring that does not settle ends the test.
+ */
+static inline int
+smc_test_missed_round(struct smc *c, const char *name, unsigned n,
+    int64_t t, unsigned down, const char *leaf1, int base1,
+    const char *leaf2, int base2)
+{
+	char q[64];
+	int ok = 0;
+
+	snprintf(q, sizeof(q), "%s{}", name);
+	ok += smc_put_pods(c, name, n, t, leaf1, base1);
+	smc_ingester_stop(c, down);
+	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	ok += smc_put_pods(c, name, n, t, leaf2, base2);
+	SMC_CHECK_TOTAL(c, q, t - 60, t + 60, SMC_CPU_UNIT * ok);
+	SM_REQUIRE(smc_test_ingester_start(c, down));
+	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SMC_CHECK_TOTAL(c, q, t - 60, t + 60, SMC_CPU_UNIT * ok);
+	return (ok);
+}
+
 /* A process-wide counter's value (the tier shares the registry). */
 static inline double
 smc_counter(const char *name)
