@@ -120,6 +120,7 @@ struct grpc_conn {
 	int64_t last_rx_ns;
 	const uint8_t *wpend;          /* nghttp2's bytes not written yet */
 	size_t wpend_len;
+	unsigned dispatched;           /* streams that reached grpc_dispatch */
 };
 
 struct sm_grpc {
@@ -501,8 +502,11 @@ grpc_unweb(struct grpc_stream *st, const uint8_t *b, size_t len)
 static bool
 grpc_trailers(struct grpc_stream *st)
 {
-	char *p = st->trl_text.b, *end = p + st->trl_text.len;
+	char *p = st->trl_text.b, *end;
 
+	if (p == NULL)
+		return (false);         /* no trailer frame */
+	end = p + st->trl_text.len;
 	while (p != NULL && p < end && st->ntrl < GRPC_TRAILERS_MAX) {
 		char *eol = memchr(p, '\n', (size_t)(end - p));
 		char *colon, *v, *ve = eol != NULL ? eol : end;
@@ -671,6 +675,7 @@ grpc_dispatch(struct grpc_stream *st)
 	int sv[2];
 
 	st->state = ST_BACKEND;
+	c->dispatched++;
 	if (strcmp(st->method, "POST") != 0) {
 		grpc_answer_http(st, "405");
 		return;
@@ -703,6 +708,10 @@ grpc_dispatch(struct grpc_stream *st)
 	sm_buf_fini(&st->fwd);
 	if (sm_buf_error(&st->req) != 0) {
 		grpc_answer_status(st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	if (c->g->http == NULL) {       /* sm_grpc_feed: no HTTP server */
+		grpc_answer_status(st, GRPC_UNAVAILABLE, "no HTTP server");
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
@@ -1190,4 +1199,63 @@ sm_grpc_stop(struct sm_grpc *g)
 	pthread_mutex_destroy(&g->mu);
 	sm_info("grpc", "stopped\tport=%u", g->port);
 	sm_free(g);
+}
+
+/* --- tests -------------------------------------------------------------------- */
+
+int
+sm_grpc_feed(const uint8_t *data, size_t len, size_t chunk, bool answer)
+{
+	struct sm_grpc g;
+	struct grpc_conn c;
+	int n;
+
+	memset(&g, 0, sizeof(g));
+	sm_grpc_cfg_default(&g.cfg);
+	g.cfg.max_recv_msg = 64u << 10;
+	g.cfg.max_send_msg = 64u << 10;
+	g.lfd = g.wake = -1;
+	memset(&c, 0, sizeof(c));
+	c.g = &g;
+	c.fd = -1;
+	c.last_rx_ns = sm_mono_ns();
+	if (grpc_session_new(&c) != 0) {
+		if (c.s != NULL)
+			nghttp2_session_del(c.s);
+		return (-1);
+	}
+	if (answer) {
+		/* The bytes as the HTTP server's answer to a stream. */
+		struct grpc_stream *st = sm_calloc(1, sizeof(*st));
+
+		if (st != NULL) {
+			st->c = &c;
+			st->id = 1;
+			st->fd = -1;
+			st->state = ST_BACKEND;
+			(void)snprintf(st->ctype, sizeof(st->ctype),
+			    "application/grpc");
+			st->in.limit = g.cfg.max_send_msg + GRPC_RSP_HDR_MAX;
+			st->next = c.streams;
+			c.streams = st;
+			c.nstreams++;
+			sm_buf_append(&st->in, data, len);
+			grpc_answer(st);
+		}
+	} else {
+		for (size_t off = 0; off < len; off += chunk) {
+			const uint8_t *out;
+
+			if (nghttp2_session_mem_recv(c.s, data + off,
+			    SM_MIN(chunk, len - off)) < 0)
+				break;
+			while (nghttp2_session_mem_send(c.s, &out) > 0)
+				;
+		}
+	}
+	n = (int)c.dispatched;
+	nghttp2_session_del(c.s);
+	while (c.streams != NULL)
+		grpc_stream_free(c.streams);
+	return (n);
 }

@@ -50,6 +50,8 @@
 #ifndef SM_GRPC_H
 #define SM_GRPC_H
 
+#include <stdbool.h>
+
 #include "http.h"
 #include "sm.h"
 
@@ -88,5 +90,16 @@ unsigned sm_grpc_port(const struct sm_grpc *g);
  * is a no-op.  Blocks.
  */
 void sm_grpc_stop(struct sm_grpc *g);
+
+/*
+ * Tests only (tests/fuzz/fuzz_grpc.c): with `answer` false, feed `data`
+ * to a fresh server session as a client's bytes, `chunk` bytes at a
+ * time, as one connection would (what the server writes back is
+ * dropped; a whole request is answered unavailable, there being no HTTP
+ * server); with `answer` true, take `data` as the HTTP server's answer to
+ * a call and translate it.  Everything is freed.  Returns the number of
+ * requests that arrived whole, or -1 when nghttp2 could not start.
+ */
+int sm_grpc_feed(const uint8_t *data, size_t len, size_t chunk, bool answer);
 
 #endif /* SM_GRPC_H */

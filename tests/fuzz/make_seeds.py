@@ -7,7 +7,8 @@ Layouts (see each fuzz_<t>.c): folded's byte 0 picks folded/lines/trie;
 multipart's first line is the Content-Type; pbjson's byte 0 picks the
 message type (index into fuzz_pbjson.c's table); rpc seeds are packed
 smolder.v1.Request messages, encoded here by hand (field numbers from
-proto/smolder/v1/rpc.proto).
+proto/smolder/v1/rpc.proto); grpc seeds are HTTP/2 frames a client sends
+and HTTP answers the gRPC listener translates (fuzz_grpc.c).
 """
 import gzip
 import os
@@ -229,6 +230,63 @@ def pbjson_seeds():
         put("pbjson", "j%02d" % i, bytes([t]) + j.encode())
 
 
+# --- gRPC: HTTP/2 frames from a client, answers from the HTTP server -------
+def h2_frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack(">I", sid) + payload
+
+
+def hpack_literal(headers):
+    """Literal header fields without indexing, new names, no Huffman
+    (every length below 127)."""
+    b = b""
+    for n, v in headers:
+        b += b"\x00" + bytes([len(n)]) + n.encode() + bytes([len(v)]) + \
+            v.encode()
+    return b
+
+
+def grpc_seeds():
+    """fuzz_grpc: byte 0 = mode (bit 0: an answer) | chunk size << 1."""
+    pre = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0)
+    call = [(":method", "POST"), (":scheme", "http"),
+            (":path", "/version.v1.Version/Version"),
+            (":authority", "localhost"), ("content-type", "application/grpc"),
+            ("te", "trailers"), ("grpc-timeout", "5S"),
+            ("x-scope-orgid", "tenant-1")]
+    msg = b"\x00\x00\x00\x00\x00"
+    ok = pre + h2_frame(1, 4, 1, hpack_literal(call)) + h2_frame(0, 1, 1, msg)
+    two = ok + h2_frame(1, 4, 3, hpack_literal(call)) + \
+        h2_frame(0, 0, 3, msg[:3]) + h2_frame(0, 1, 3, msg[3:])
+    get = pre + h2_frame(1, 5, 1, hpack_literal(
+        [(":method", "GET")] + call[1:]))
+    json = pre + h2_frame(1, 4, 1, hpack_literal(
+        call[:4] + [("content-type", "application/grpc+json")])) + \
+        h2_frame(0, 1, 1, b"\x00\x00\x00\x00\x02{}")
+    rst = ok + h2_frame(3, 0, 1, struct.pack(">I", 8))
+    for name, chunk, data in (("call", 0, ok), ("call-bytewise", 1, ok),
+                              ("two-streams", 7, two), ("get", 0, get),
+                              ("json", 3, json), ("rst", 0, rst)):
+        put("grpc", name, bytes([chunk << 1]) + data)
+    web = b"\x00\x00\x00\x00\x02\x08\x01" + b"\x80" + \
+        struct.pack(">I", 30) + b"grpc-status:0\r\ngrpc-message:\r\n"
+    answers = {
+        "ok": b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc-web+proto"
+              b"\r\nContent-Length: %d\r\n\r\n" % len(web) + web,
+        "trailers-only": b"HTTP/1.1 200 OK\r\nContent-Type: application/"
+                         b"grpc-web+proto\r\ngrpc-status: 3\r\n"
+                         b"grpc-message: bad%20selector\r\n\r\n",
+        "refused": b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/"
+                   b"json\r\n\r\n{\"code\":\"unauthenticated\",\"message\":"
+                   b"\"no \\\"key\\\"\"}",
+        "chunked": b"HTTP/1.1 200 OK\r\nContent-Type: application/grpc-web"
+                   b"\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" %
+                   len(web) + web + b"\r\n0\r\n\r\n",
+    }
+    for name, data in answers.items():
+        put("grpc", "answer-" + name, b"\x01" + data)
+
+
 def main():
     if os.path.isdir(SEEDS):
         shutil.rmtree(SEEDS)
@@ -238,6 +296,7 @@ def main():
     text_seeds()
     pbjson_seeds()
     rpc_seeds()
+    grpc_seeds()
 
 
 if __name__ == "__main__":
