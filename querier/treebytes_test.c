@@ -71,12 +71,25 @@ check_bytes(const struct sm_mtree *m, int64_t max_nodes, const uint8_t *want,
 	sm_arena_destroy(a);
 }
 
+/* Build the tree of st/v, check its bytes at max_nodes, free it. */
+static void
+check_tree(const char *const *st, const int64_t *v, size_t n,
+    int64_t max_nodes, const uint8_t *want, size_t wlen)
+{
+	struct sm_mtree m;
+
+	build(&m, st, v, n);
+	check_bytes(&m, max_nodes, want, wlen);
+	sm_mtree_fini(&m);
+}
+
+/* a;b 3, a;c 2, a 1, d 4: the tree of the first two tests. */
+static const char *const abcd_st[] = { "a;b", "a;c", "a", "d" };
+static const int64_t abcd_v[] = { 3, 2, 1, 4 };
+
 static void
 test_hand_encoded(void)
 {
-	/* a;b 3, a;c 2, a 1, d 4 (root first) */
-	static const char *const st[] = { "a;b", "a;c", "a", "d" };
-	static const int64_t v[] = { 3, 2, 1, 4 };
 	/*
 	 * virtual root: "" 0, 2 children (a, d); d is written first (last
 	 * child first): "d" 4 0; then a: "a" 1 2; then c, then b.
@@ -88,12 +101,9 @@ test_hand_encoded(void)
 		1, 'c', 2, 0,
 		1, 'b', 3, 0,
 	};
-	struct sm_mtree m;
-
-	build(&m, st, v, 4);
-	check_bytes(&m, 0, want, sizeof(want));
-	check_bytes(&m, 4, want, sizeof(want));    /* 4 nodes: no cut */
-	sm_mtree_fini(&m);
+	check_tree(abcd_st, abcd_v, 4, 0, want, sizeof(want));
+	/* 4 nodes: no cut */
+	check_tree(abcd_st, abcd_v, 4, 4, want, sizeof(want));
 }
 
 static void
@@ -102,8 +112,6 @@ test_cut_into_other(void)
 	/* totals: a 6, d 4, b 3, c 2; max_nodes 3 -> threshold 3: c (2) is
 	 * cut into a new "other" under a, between b and ... sorted: b,
 	 * other. */
-	static const char *const st[] = { "a;b", "a;c", "a", "d" };
-	static const int64_t v[] = { 3, 2, 1, 4 };
 	static const uint8_t want[] = {
 		0, 0, 2,
 		1, 'd', 4, 0,
@@ -111,11 +119,7 @@ test_cut_into_other(void)
 		5, 'o', 't', 'h', 'e', 'r', 2, 0,
 		1, 'b', 3, 0,
 	};
-	struct sm_mtree m;
-
-	build(&m, st, v, 4);
-	check_bytes(&m, 3, want, sizeof(want));
-	sm_mtree_fini(&m);
+	check_tree(abcd_st, abcd_v, 4, 3, want, sizeof(want));
 }
 
 static void
@@ -131,11 +135,7 @@ test_cut_into_existing_other(void)
 		5, 'o', 't', 'h', 'e', 'r', 2, 0,
 		1, 'b', 5, 0,
 	};
-	struct sm_mtree m;
-
-	build(&m, st, v, 3);
-	check_bytes(&m, 2, want, sizeof(want));
-	sm_mtree_fini(&m);
+	check_tree(st, v, 3, 2, want, sizeof(want));
 }
 
 static void
@@ -148,12 +148,8 @@ test_zero_and_empty(void)
 	static const uint8_t want[] = { 0, 0, 1, 1, 'x', 7, 0 };
 	struct sm_mtree m;
 
-	build(&m, st, v, 2);
-	check_bytes(&m, 0, want, sizeof(want));
-	sm_mtree_fini(&m);
-	build(&m, st, z, 2);
-	check_bytes(&m, 0, NULL, 0);
-	sm_mtree_fini(&m);
+	check_tree(st, v, 2, 0, want, sizeof(want));
+	check_tree(st, z, 2, 0, NULL, 0);
 	SM_REQUIRE(sm_mtree_init(&m) == 0);
 	check_bytes(&m, 0, NULL, 0);
 	sm_mtree_fini(&m);
@@ -174,11 +170,7 @@ test_big_values(void)
 		0xff, 0xff, 0xff, 0x01, 0,
 		1, 'a', 0xac, 0x02, 0,
 	};
-	struct sm_mtree m;
-
-	build(&m, st, v, 2);
-	check_bytes(&m, 0, want, sizeof(want));
-	sm_mtree_fini(&m);
+	check_tree(st, v, 2, 0, want, sizeof(want));
 }
 
 SM_TEST_MAIN(
