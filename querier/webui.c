@@ -5,6 +5,14 @@
  * paths, so there is no path parsing here and no way to reach anything
  * but the embedded files (no traversal).  ETags are computed once per
  * process into a table owned by the querier; handlers only read it.
+ *
+ * Browser hardening.  Every asset goes out with a Content-Security-Policy
+ * that lets the page load scripts, styles and fetches from this origin
+ * only (no inline script, no inline style: app.js sets styles through
+ * the CSSOM, and a frame name that reached the DOM as markup could not
+ * run), images also from data: URLs (the canvas export), and no framing
+ * (frame-ancestors, and X-Frame-Options for older browsers); no Referer
+ * leaves the UI, so a link out does not carry the query in its URL.
  */
 #include "qry_int.h"
 #include "webui.h"
@@ -18,6 +26,9 @@
 #include "common/http.h"
 
 #define UI_MAX_ASSETS 64
+#define UI_CSP "default-src 'self'; script-src 'self'; style-src 'self'; " \
+	"img-src 'self' data:; connect-src 'self'; object-src 'none'; " \
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 struct ui_route {
 	const struct qry_ui_asset *asset;
@@ -88,6 +99,9 @@ ui_handler(struct sm_http_req *r, void *arg)
 	sm_http_set_header(r, "ETag", u->etag);
 	sm_http_set_header(r, "Cache-Control", "no-cache");
 	sm_http_set_header(r, "X-Content-Type-Options", "nosniff");
+	sm_http_set_header(r, "Content-Security-Policy", UI_CSP);
+	sm_http_set_header(r, "X-Frame-Options", "DENY");
+	sm_http_set_header(r, "Referrer-Policy", "no-referrer");
 	if (qry_ui_etag_matches(sm_http_header(r, "If-None-Match"), u->etag)) {
 		sm_http_reply(r, 304, NULL, "", 0);
 		return;

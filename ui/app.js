@@ -495,13 +495,23 @@ function diffColour(lshare, rshare) {
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 
-function diffLegend() {
+// A swatch: a span of the given background colour (set through the
+// CSSOM, so the Content-Security-Policy needs no inline styles).
+function swatch(tag, colour, text) {
+  const e = document.createElement(tag);
+  e.style.background = colour;
+  if (text) e.textContent = text;
+  return e;
+}
+
+function diffLegend(el) {
   const steps = [-1, -0.5, -0.2, -0.05, 0, 0.05, 0.2, 0.5, 1];
-  return steps.map((r) => {
-    const c = diffColour(1, 1 + r);
-    const label = (r > 0 ? '+' : '') + Math.round(r * 100) + '%';
-    return `<span style="background:${c}">${label}</span>`;
-  }).join('') + ' <span style="background:rgb(220,38,38)">new</span><span style="background:rgb(22,163,74)">gone</span>';
+  el.appendChild(document.createTextNode('Colour: change of share, right vs left '));
+  for (const r of steps)
+    el.appendChild(swatch('span', diffColour(1, 1 + r), (r > 0 ? '+' : '') + Math.round(r * 100) + '%'));
+  el.appendChild(document.createTextNode(' '));
+  el.appendChild(swatch('span', 'rgb(220,38,38)', 'new'));
+  el.appendChild(swatch('span', 'rgb(22,163,74)', 'gone'));
 }
 
 /* -------------------------------------------------------- flame renderer */
@@ -720,7 +730,10 @@ function renderTable() {
     tr.appendChild(td);
     for (const k of ['self', 'total']) {
       const c = document.createElement('td');
-      c.innerHTML = `<span class="bar" style="width:${Math.round(40 * r[k] / (root || 1))}px"></span>`;
+      const bar = document.createElement('span');
+      bar.className = 'bar';
+      bar.style.width = Math.round(40 * r[k] / (root || 1)) + 'px';
+      c.appendChild(bar);
       c.appendChild(document.createTextNode(`${fmtValue(r[k], f.unit)} (${pct(r[k], root)})`));
       tr.appendChild(c);
     }
@@ -901,8 +914,10 @@ async function loadTimeline(seq) {
     }));
     const all = sums.reduce((t, s) => t + s.sum, 0);
     for (const s of sums) {
-      legend.insertAdjacentHTML('beforeend', `<span><b style="background:${SERIES_COLOURS[s.i % SERIES_COLOURS.length]}"></b></span>`);
-      legend.lastChild.appendChild(document.createTextNode(s.value));
+      const item = document.createElement('span');
+      item.appendChild(swatch('b', SERIES_COLOURS[s.i % SERIES_COLOURS.length]));
+      item.appendChild(document.createTextNode(s.value));
+      legend.appendChild(item);
     }
     sums.sort((x, y) => y.sum - x.sum);
     for (const s of sums) {
@@ -1030,7 +1045,8 @@ function showView() {
   const f = cur.flame;
   const v = S.view;
   $('sideBySide').hidden = v !== 'diff';
-  $('diffLegend').innerHTML = v === 'diff' ? 'Colour: change of share, right vs left ' + diffLegend() : '';
+  $('diffLegend').textContent = '';
+  if (v === 'diff') diffLegend($('diffLegend'));
   const sw = v === 'sandwich';
   $('flame2').hidden = !sw; $('capCallees').hidden = !sw;
   $('total').textContent = f && f.n ? 'Total ' + fmtValue(f.diff ? f.diff.rightTicks : f.total[0], f.unit) : '';

@@ -65,6 +65,12 @@ async function main() {
   const page = await ctx.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
+  /* Every Content-Security-Policy violation, as the page sees it. */
+  await ctx.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation',
+      (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
+  });
 
   /* 1. cold open: navigation to a drawn flamegraph, with no cache. */
   let t0 = Date.now();
@@ -351,6 +357,15 @@ async function main() {
   }
 
   check(errors.length === 0, 'no JavaScript errors', errors.join('\n'));
+  const csp = await page.evaluate(() => window.cspViolations);
+  check(csp.length === 0, 'no Content-Security-Policy violation in any view', csp.join('\n'));
+  const resp = await page.goto(URL0 + '/');
+  const hdr = resp.headers();
+  check(/script-src 'self'/.test(hdr['content-security-policy'] || '') &&
+        /frame-ancestors 'none'/.test(hdr['content-security-policy'] || '') &&
+        hdr['x-frame-options'] === 'DENY' && hdr['referrer-policy'] === 'no-referrer',
+    'the page is served with a Content-Security-Policy (scripts only from the binary, no framing), X-Frame-Options and Referrer-Policy',
+    JSON.stringify(hdr));
   await browser.close();
 }
 
