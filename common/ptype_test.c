@@ -5,18 +5,27 @@
 
 #include "sm_test.h"
 
+/* Parse id (it must parse) and check its five parts. */
 static void
-test_parse_five_parts(void)
+check_parts(const char *id, const char *name, const char *sample_type,
+    const char *sample_unit, const char *period_type,
+    const char *period_unit)
 {
 	struct sm_ptype p;
 
-	SM_REQUIRE(sm_ptype_parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds",
-	    &p) == 0);
-	SM_CHECK_STR(p.name, "process_cpu");
-	SM_CHECK_STR(p.sample_type, "cpu");
-	SM_CHECK_STR(p.sample_unit, "nanoseconds");
-	SM_CHECK_STR(p.period_type, "cpu");
-	SM_CHECK_STR(p.period_unit, "nanoseconds");
+	SM_REQUIRE(sm_ptype_parse(id, &p) == 0);
+	SM_CHECK_STR(p.name, name);
+	SM_CHECK_STR(p.sample_type, sample_type);
+	SM_CHECK_STR(p.sample_unit, sample_unit);
+	SM_CHECK_STR(p.period_type, period_type);
+	SM_CHECK_STR(p.period_unit, period_unit);
+}
+
+static void
+test_parse_five_parts(void)
+{
+	check_parts("process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+	    "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds");
 }
 
 static void
@@ -24,12 +33,8 @@ test_parse_empty_parts(void)
 {
 	struct sm_ptype p;
 
-	SM_REQUIRE(sm_ptype_parse("memory:alloc_space:bytes::", &p) == 0);
-	SM_CHECK_STR(p.name, "memory");
-	SM_CHECK_STR(p.sample_type, "alloc_space");
-	SM_CHECK_STR(p.sample_unit, "bytes");
-	SM_CHECK_STR(p.period_type, "");
-	SM_CHECK_STR(p.period_unit, "");
+	check_parts("memory:alloc_space:bytes::", "memory", "alloc_space",
+	    "bytes", "", "");
 	SM_REQUIRE(sm_ptype_parse("::::", &p) == 0);
 	SM_CHECK_STR(p.name, "");
 }
@@ -220,33 +225,38 @@ test_resolve_wall_and_others(void)
 	SM_CHECK_STR(buf, "mutex:delay:nanoseconds::");
 }
 
+/* sm_ptype_render_units(sample type, unit): the units and, where
+ * rate >= 0, the rate. */
+static const struct {
+	const char *type, *unit, *units;
+	int64_t rate;
+} render_units[] = {
+	{ "cpu", "nanoseconds", "samples", 1000000000 },
+	{ "samples", "count", "objects", 100 },
+	{ "inuse_objects", "count", "objects", -1 },
+	{ "alloc_objects", "count", "objects", -1 },
+	{ "goroutine", "count", "objects", 100 },
+	{ "alloc_space", "bytes", "bytes", 100 },
+	{ "wall", "nanoseconds", "nanoseconds", 100 },
+	{ "contentions", "count", "count", -1 },
+};
+
 static void
 test_render_units(void)
 {
-	const char *units;
-	uint32_t rate;
+	for (size_t i = 0; i < SM_ARRAY_LEN(render_units); i++) {
+		const char *units;
+		uint32_t rate;
 
-	sm_ptype_render_units("cpu", "nanoseconds", &units, &rate);
-	SM_CHECK_STR(units, "samples");
-	SM_CHECK_EQ(rate, 1000000000);
-	sm_ptype_render_units("samples", "count", &units, &rate);
-	SM_CHECK_STR(units, "objects");
-	SM_CHECK_EQ(rate, 100);
-	sm_ptype_render_units("inuse_objects", "count", &units, &rate);
-	SM_CHECK_STR(units, "objects");
-	sm_ptype_render_units("alloc_objects", "count", &units, &rate);
-	SM_CHECK_STR(units, "objects");
-	sm_ptype_render_units("goroutine", "count", &units, &rate);
-	SM_CHECK_STR(units, "objects");
-	SM_CHECK_EQ(rate, 100);
-	sm_ptype_render_units("alloc_space", "bytes", &units, &rate);
-	SM_CHECK_STR(units, "bytes");
-	SM_CHECK_EQ(rate, 100);
-	sm_ptype_render_units("wall", "nanoseconds", &units, &rate);
-	SM_CHECK_STR(units, "nanoseconds");
-	SM_CHECK_EQ(rate, 100);
-	sm_ptype_render_units("contentions", "count", &units, &rate);
-	SM_CHECK_STR(units, "count");
+		sm_ptype_render_units(render_units[i].type,
+		    render_units[i].unit, &units, &rate);
+		SM_CHECK_STR(units, render_units[i].units);
+		if (render_units[i].rate >= 0)
+			SM_CHECKF(rate == render_units[i].rate,
+			    "%s %s: rate %u, want %lld", render_units[i].type,
+			    render_units[i].unit, rate,
+			    (long long)render_units[i].rate);
+	}
 }
 
 static void
