@@ -97,6 +97,26 @@ check_json(struct fx *f, int64_t max_nodes, const char *want)
 	sm_free(got);
 }
 
+/* fx_init f with stacks st[i] of self value v[i]. */
+static void
+fx_build(struct fx *f, const char *const *st, const int64_t *v, size_t n)
+{
+	fx_init(f);
+	for (size_t i = 0; i < n; i++)
+		fx_add(f, st[i], v[i]);
+}
+
+/* f's collapsed text must be `want`. */
+static void
+check_collapsed(struct fx *f, const char *want)
+{
+	struct sm_buf b = SM_BUF_INIT;
+
+	SM_REQUIRE(sm_fg_write_collapsed(&f->t, &f->s, f->self, &b) == 0);
+	SM_CHECK_STR(b.b, want);
+	sm_buf_fini(&b);
+}
+
 static void
 check_level(const struct sm_fg *fg, uint32_t l, const int64_t *want,
     uint32_t n)
@@ -232,21 +252,20 @@ test_max_nodes_cuts(void)
 static void
 test_names_dedup(void)
 {
+	static const char *const st[] = { "a;b", "c;b", "b" };
+	static const int64_t v[] = { 1, 2, 3 };
+	static const char *const st2[] = { "total", "x;total" };
+	static const int64_t v2[] = { 2, 1 };
 	struct fx f;
 
-	fx_init(&f);
-	fx_add(&f, "a;b", 1);
-	fx_add(&f, "c;b", 2);
-	fx_add(&f, "b", 3);
+	fx_build(&f, st, v, 3);
 	check_json(&f, 0, "{\"names\":[\"total\",\"c\",\"b\",\"a\"],"
 	    "\"levels\":[[0,6,0,0],[0,1,0,3,0,3,3,2,0,2,0,1],"
 	    "[0,1,1,2,3,2,2,2]],\"numTicks\":6,\"maxSelf\":3}");
 	fx_fini(&f);
 
 	/* A frame literally named "total" shares the root's name. */
-	fx_init(&f);
-	fx_add(&f, "total", 2);
-	fx_add(&f, "x;total", 1);
+	fx_build(&f, st2, v2, 2);
 	check_json(&f, 0, "{\"names\":[\"total\",\"x\"],"
 	    "\"levels\":[[0,3,0,0],[0,2,2,0,0,1,0,1],[2,1,1,0]],"
 	    "\"numTicks\":3,\"maxSelf\":2}");
@@ -257,20 +276,14 @@ test_names_dedup(void)
 static void
 test_byte_order(void)
 {
+	static const char *const st[] = { "\xc3\xa9t\xc3\xa9", "ab", "a",
+		"B", "a;z", "a;\"q\"<&>" };
+	static const int64_t v[] = { 1, 1, 1, 1, 1, 1 };
 	struct fx f;
-	struct sm_buf b = SM_BUF_INIT;
 
-	fx_init(&f);
-	fx_add(&f, "\xc3\xa9t\xc3\xa9", 1);
-	fx_add(&f, "ab", 1);
-	fx_add(&f, "a", 1);
-	fx_add(&f, "B", 1);
-	fx_add(&f, "a;z", 1);
-	fx_add(&f, "a;\"q\"<&>", 1);
-	SM_REQUIRE(sm_fg_write_collapsed(&f.t, &f.s, f.self, &b) == 0);
-	SM_CHECK_STR(b.b, "B 1\na 1\na;\"q\"<&> 1\na;z 1\nab 1\n"
+	fx_build(&f, st, v, 6);
+	check_collapsed(&f, "B 1\na 1\na;\"q\"<&> 1\na;z 1\nab 1\n"
 	    "\xc3\xa9t\xc3\xa9 1\n");
-	sm_buf_fini(&b);
 	/* Popped last child first; names escaped as Go does. */
 	check_json(&f, 0, "{\"names\":[\"total\",\"\xc3\xa9t\xc3\xa9\","
 	    "\"ab\",\"a\",\"z\",\"\\\"q\\\"\\u003c\\u0026\\u003e\",\"B\"],"
@@ -282,19 +295,14 @@ test_byte_order(void)
 static void
 test_collapsed(void)
 {
+	static const char *const st[] = { "d", "a;c", "a;b", "a", "a;b;x;y",
+		"q;r" };
+	static const int64_t v[] = { 2, 1, 3, 4, 7, 0 };
 	struct fx f;
-	struct sm_buf b = SM_BUF_INIT;
+	struct sm_buf b;
 
-	fx_init(&f);
-	fx_add(&f, "d", 2);
-	fx_add(&f, "a;c", 1);
-	fx_add(&f, "a;b", 3);
-	fx_add(&f, "a", 4);
-	fx_add(&f, "a;b;x;y", 7);
-	fx_add(&f, "q;r", 0);
-	SM_REQUIRE(sm_fg_write_collapsed(&f.t, &f.s, f.self, &b) == 0);
-	SM_CHECK_STR(b.b, "a 4\na;b 3\na;b;x;y 7\na;c 1\nd 2\n");
-	sm_buf_fini(&b);
+	fx_build(&f, st, v, 6);
+	check_collapsed(&f, "a 4\na;b 3\na;b;x;y 7\na;c 1\nd 2\n");
 
 	/* Output errors are reported. */
 	sm_buf_init(&b);
