@@ -496,221 +496,278 @@ gw_bad_add(struct gw_bad **v, uint32_t *n, const struct ing_bucket_block *bk,
 	return (0);
 }
 
+/* One sync pass: what the bucket has, what is held, and what it did. */
+struct gw_pass {
+	struct ing_bucket_scan sc;
+	struct sm_ring_snap *rs;       /* the ring it works under, or NULL */
+	struct ing_db_block *hb;
+	struct held *h;                /* hb's blocks, sorted (held_find) */
+	uint32_t nhb;
+	struct sm_arena *a;
+	char **lts;                    /* per scanned block: its local
+					* tenant, NULL when passed over */
+	uint32_t *want, nwant, wpos;   /* the blocks it will try to load,
+					* in its order (prefetch_run) */
+	struct prefetch *pf;
+	uint32_t npf;
+	struct gw_folds folds;
+	struct gw_bad *bad;
+	uint32_t nbad;
+	uint32_t nad, ndr;             /* blocks loaded, dropped */
+};
+
+static void
+pass_fini(struct gw_pass *p)
+{
+	gw_folds_free(p->folds.v, p->folds.n);
+	gw_bad_free(p->bad, p->nbad);
+	if (p->pf != NULL)
+		prefetch_free(p->pf, p->npf);
+	sm_free(p->pf);
+	sm_free(p->want);
+	sm_free(p->lts);
+	sm_arena_destroy(p->a);
+	sm_free(p->h);
+	ing_db_blocks_free(p->hb, p->nhb);
+	ing_ship_scan_free(&p->sc);
+	sm_ring_release(p->rs);
+}
+
+/* Take the ring the pass works under and note an ownership change;
+ * call with gw->mu held (ring_sig, changed_ms).  SM_EAGAIN while this
+ * gateway is not in its ring. */
+static int
+pass_ring(struct ing_gateway *gw, struct gw_pass *p, struct sm_err *err)
+{
+	uint64_t sig;
+
+	if (gw->ring == NULL)
+		return (0);
+	p->rs = sm_ring_acquire(gw->ring);
+	if (self_in(gw, p->rs) == p->rs->n)
+		return (sm_err_set(err, SM_EAGAIN, "%s is not in its "
+		    "store-gateway ring yet", gw->self_id));
+	if ((sig = ring_sig(p->rs)) != gw->ring_sig) {
+		if (gw->ring_sig != 0)
+			gw->changed_ms = sm_now_ms();
+		gw->ring_sig = sig;
+	}
+	return (0);
+}
+
+/* Scan the bucket and list what is held, each scanned block's local
+ * tenant, and the blocks this pass will try to load. */
+static int
+pass_plan(struct ing_gateway *gw, struct gw_pass *p, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = ing_ship_scan(gw->bucket, NULL, NULL, &p->sc, err)) != 0)
+		return (rv);
+	if (ing_db_blocks(gw->db, true, &p->hb, &p->nhb) != 0 ||
+	    (p->h = sm_calloc(SM_MAX(p->nhb, 1), sizeof(*p->h))) == NULL ||
+	    (p->a = sm_arena_create(0)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < p->nhb; i++)
+		p->h[i] = (struct held){ p->hb[i].tenant, p->hb[i].meta.gen,
+		    false };
+	if (p->nhb > 1)
+		qsort(p->h, p->nhb, sizeof(*p->h), held_cmp);
+	if ((p->want = sm_malloc(SM_MAX(p->sc.n, 1) *
+	    sizeof(*p->want))) == NULL ||
+	    (p->lts = sm_calloc(SM_MAX(p->sc.n, 1), sizeof(*p->lts))) == NULL ||
+	    (p->pf = sm_calloc(gw->workers, sizeof(*p->pf))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < p->sc.n; i++) {
+		const struct ing_bucket_block *bk = &p->sc.v[i];
+
+		if (bk->marked || bk->replaced || bk->dup)
+			continue;
+		if ((p->lts[i] = ing_gateway_tenant(p->a, bk->tenant, bk->inc,
+		    err)) == NULL)
+			return (err->code);
+		if (owned_in(gw, p->rs, bk->tenant) && held_find(p->h, p->nhb,
+		    p->lts[i], bk->gen) == NULL &&
+		    !ing_db_block_retiring(gw->db, p->lts[i], bk->gen))
+			p->want[p->nwant++] = i;
+	}
+	return (0);
+}
+
+/* Scanned block i's parts: from the fetches ahead (started here, with
+ * the next ones', when they stop short of it), or fetched now. */
+static int
+pass_fetch(struct ing_gateway *gw, struct gw_pass *p, uint32_t i,
+    struct ing_ship_parts *sp, struct sm_err *err)
+{
+	struct prefetch *f;
+	uint32_t pk;
+
+	while (p->wpos < p->nwant && p->want[p->wpos] < i)
+		p->wpos++;
+	if (p->npf == 0 || p->pf[p->npf - 1].idx < i) {
+		prefetch_free(p->pf, p->npf);
+		p->npf = SM_MIN(gw->workers, p->nwant - p->wpos);
+		prefetch_run(gw, &p->sc, p->want + p->wpos, p->npf, p->pf);
+	}
+	for (pk = 0; pk < p->npf && p->pf[pk].idx != i; pk++)
+		;
+	if (pk == p->npf)                /* not foreseen: fetch it now */
+		return (ing_ship_fetch_parts(gw->bucket, &p->sc.v[i],
+		    ing_remote_page(gw->remote), sp, err));
+	f = &p->pf[pk];
+	*sp = f->sp;
+	memset(&f->sp, 0, sizeof(f->sp));
+	if (f->rv != 0)
+		*err = f->err;
+	return (f->rv);
+}
+
+/*
+ * Block bk (local tenant lt) is served: note the inputs of a fold, and
+ * count its held inputs out of service -- dropped here when `drop`
+ * (held from an earlier pass), else already dropped by its adoption.
+ */
+static int
+pass_served(struct ing_gateway *gw, struct gw_pass *p,
+    const struct ing_bucket_block *bk, const char *lt, bool drop,
+    struct sm_err *err)
+{
+	if (gw_folds_add(&p->folds, bk) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t k = 0; k < bk->nreplaces; k++) {
+		struct held *y = held_find(p->h, p->nhb, lt, bk->replaces[k]);
+
+		if (y != NULL && !y->wanted && (!drop ||
+		    ing_db_block_drop(gw->db, lt, y->gen))) {
+			y->wanted = true;       /* out of service */
+			p->ndr++;
+		}
+	}
+	return (0);
+}
+
+/* Record block bk, which failed its checks or its fetch (err), and go
+ * on: the pass does not end for one bad block. */
+static int
+pass_bad(struct gw_pass *p, const struct ing_bucket_block *bk,
+    const char *lt, struct sm_err *err)
+{
+	/* its inputs, if held, keep serving its data; else queries over
+	 * its range must say they are short */
+	if (!keep_inputs(p->h, p->nhb, lt, bk) &&
+	    gw_bad_add(&p->bad, &p->nbad, bk, err->msg) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_counter_inc(sm_metric_child0(m_bad));
+	sm_error("store-gateway", "block not loaded\tkey=%s err=\"%s\"",
+	    bk->meta_key, err->msg);
+	sm_err_clear(err);
+	return (0);
+}
+
+/* Keep, load or pass over scanned block i; call with gw->mu held. */
+static int
+pass_block(struct ing_gateway *gw, struct gw_pass *p, uint32_t i,
+    struct sm_err *err)
+{
+	const struct ing_bucket_block *bk = &p->sc.v[i];
+	const char *lt = p->lts[i];
+	struct ing_ship_parts sp;
+	struct held *x;
+	int rv;
+
+	if (lt == NULL)                  /* marked, replaced or a dup */
+		return (0);
+	if (!owned_in(gw, p->rs, bk->tenant)) {
+		/* A tenant this gateway no longer owns (its ring changed)
+		 * is kept a while, so its new owners can load it first. */
+		if (sm_now_ms() - gw->changed_ms < gw->unowned_grace_ms &&
+		    (x = held_find(p->h, p->nhb, lt, bk->gen)) != NULL)
+			x->wanted = true;
+		return (0);
+	}
+	src_note(gw, bk->inc, bk->instance);
+	if ((x = held_find(p->h, p->nhb, lt, bk->gen)) != NULL) {
+		x->wanted = true;
+		/* inputs merged since: out of service with it */
+		return (pass_served(gw, p, bk, lt, true, err));
+	}
+	if (ing_db_block_retiring(gw->db, lt, bk->gen)) {
+		keep_inputs(p->h, p->nhb, lt, bk);
+		return (0);           /* the next pass, once it is gone */
+	}
+	rv = pass_fetch(gw, p, i, &sp, err);
+	if (rv == 0)
+		rv = load(gw, bk, lt, &sp, err);
+	ing_ship_parts_fini(&sp);
+	if (rv == 0) {
+		p->nad++;
+		return (pass_served(gw, p, bk, lt, false, err));
+	}
+	if (rv == SM_ECORRUPT || rv == SM_ENOTFOUND)
+		return (pass_bad(p, bk, lt, err));
+	return (rv);
+}
+
+/* Serve what a complete pass found: its folds, its bad blocks and its
+ * ring (src_mu), and say the gateway has synced. */
+static void
+pass_publish(struct ing_gateway *gw, struct gw_pass *p)
+{
+	pthread_mutex_lock(&gw->src_mu);
+	gw_folds_free(gw->fold, gw->nfold);
+	gw->fold = p->folds.v;
+	gw->nfold = p->folds.n;
+	gw_bad_free(gw->bad, gw->nbad);
+	gw->bad = p->bad;
+	gw->nbad = p->nbad;
+	sm_ring_release(gw->pass);
+	gw->pass = p->rs;
+	p->rs = NULL;
+	pthread_mutex_unlock(&gw->src_mu);
+	p->folds = (struct gw_folds){ 0 };
+	p->bad = NULL;
+	p->nbad = 0;
+	atomic_store(&gw->synced, true);
+}
+
 int
 ing_gateway_sync(struct ing_gateway *gw, uint32_t *adopted,
     uint32_t *dropped, struct sm_err *err)
 {
-	struct ing_bucket_scan sc = { 0 };
-	struct gw_folds folds = { 0 };
-	struct gw_bad *bad = NULL;
-	uint32_t nbad = 0;
-	struct ing_db_block *hb = NULL;
-	struct held *h = NULL;
-	struct sm_arena *a = NULL;
-	struct prefetch *pf = NULL;
-	char **lts = NULL;             /* per scanned block: its local
-					* tenant, NULL when passed over */
-	uint32_t nhb = 0, nad = 0, ndr = 0, *want = NULL, nwant = 0, wpos = 0;
-	uint32_t npf = 0, pk;
-	struct sm_ring_snap *rs = NULL;
+	struct gw_pass p = { 0 };
 	int rv;
 
 	pthread_mutex_lock(&gw->mu);
-	if (gw->ring != NULL) {
-		uint64_t sig;
-
-		rs = sm_ring_acquire(gw->ring);
-		if (self_in(gw, rs) == rs->n) {
-			rv = sm_err_set(err, SM_EAGAIN, "%s is not in its "
-			    "store-gateway ring yet", gw->self_id);
-			goto out;
-		}
-		if ((sig = ring_sig(rs)) != gw->ring_sig) {
-			if (gw->ring_sig != 0)
-				gw->changed_ms = sm_now_ms();
-			gw->ring_sig = sig;
-		}
-	}
-	if ((rv = ing_ship_scan(gw->bucket, NULL, NULL, &sc, err)) != 0)
+	if ((rv = pass_ring(gw, &p, err)) != 0 ||
+	    (rv = pass_plan(gw, &p, err)) != 0)
 		goto out;
-	if ((rv = ing_db_blocks(gw->db, true, &hb, &nhb)) != 0 ||
-	    (h = sm_calloc(SM_MAX(nhb, 1), sizeof(*h))) == NULL ||
-	    (a = sm_arena_create(0)) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (uint32_t i = 0; i < nhb; i++)
-		h[i] = (struct held){ hb[i].tenant, hb[i].meta.gen, false };
-	if (nhb > 1)
-		qsort(h, nhb, sizeof(*h), held_cmp);
-	/* The blocks this pass will try to load, in its order, for the
-	 * fetches ahead (prefetch_run). */
-	if ((want = sm_malloc(SM_MAX(sc.n, 1) * sizeof(*want))) == NULL ||
-	    (lts = sm_calloc(SM_MAX(sc.n, 1), sizeof(*lts))) == NULL ||
-	    (pf = sm_calloc(gw->workers, sizeof(*pf))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (uint32_t i = 0; i < sc.n; i++) {
-		const struct ing_bucket_block *bk = &sc.v[i];
-
-		if (bk->marked || bk->replaced || bk->dup)
-			continue;
-		if ((lts[i] = ing_gateway_tenant(a, bk->tenant, bk->inc,
-		    err)) == NULL) {
-			rv = err->code;
-			goto out;
-		}
-		if (owned_in(gw, rs, bk->tenant) && held_find(h, nhb, lts[i],
-		    bk->gen) == NULL && !ing_db_block_retiring(gw->db, lts[i],
-		    bk->gen))
-			want[nwant++] = i;
-	}
 	/* Load what is wanted and not held, oldest gen of each source
 	 * first (a merged block after the inputs it replaces). */
-	for (uint32_t i = 0; i < sc.n; i++) {
-		const struct ing_bucket_block *bk = &sc.v[i];
-		struct ing_ship_parts sp;
-		struct held *x;
-		char *lt;
-
-		if ((lt = lts[i]) == NULL)   /* marked, replaced or a dup */
-			continue;
-		if (!owned_in(gw, rs, bk->tenant)) {
-			/* A tenant this gateway no longer owns (its ring
-			 * changed) is kept a while, so its new owners can
-			 * load it first. */
-			if (sm_now_ms() - gw->changed_ms < gw->unowned_grace_ms &&
-			    (x = held_find(h, nhb, lt, bk->gen)) != NULL)
-				x->wanted = true;
-			continue;
-		}
-		src_note(gw, bk->inc, bk->instance);
-		if ((x = held_find(h, nhb, lt, bk->gen)) != NULL) {
-			x->wanted = true;
-			if (gw_folds_add(&folds, bk) != 0) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			/* inputs merged since: out of service with it */
-			for (uint32_t k = 0; k < bk->nreplaces; k++) {
-				struct held *y = held_find(h, nhb, lt,
-				    bk->replaces[k]);
-
-				if (y != NULL && !y->wanted &&
-				    ing_db_block_drop(gw->db, lt, y->gen)) {
-					y->wanted = true;   /* done */
-					ndr++;
-				}
-			}
-			continue;
-		}
-		if (ing_db_block_retiring(gw->db, lt, bk->gen)) {
-			keep_inputs(h, nhb, lt, bk);
-			continue;     /* the next pass, once it is gone */
-		}
-		/* its fetch, with the next ones' (prefetch_run) */
-		while (wpos < nwant && want[wpos] < i)
-			wpos++;
-		if (npf == 0 || pf[npf - 1].idx < i) {
-			prefetch_free(pf, npf);
-			npf = SM_MIN(gw->workers, nwant - wpos);
-			prefetch_run(gw, &sc, want + wpos, npf, pf);
-		}
-		for (pk = 0; pk < npf && pf[pk].idx != i; pk++)
-			;
-		if (pk == npf) {         /* not foreseen: fetch it now */
-			rv = ing_ship_fetch_parts(gw->bucket, bk,
-			    ing_remote_page(gw->remote), &sp, err);
-		} else {
-			rv = pf[pk].rv;
-			sp = pf[pk].sp;
-			memset(&pf[pk].sp, 0, sizeof(pf[pk].sp));
-			if (rv != 0)
-				*err = pf[pk].err;
-		}
-		if (rv == 0)
-			rv = load(gw, bk, lt, &sp, err);
-		ing_ship_parts_fini(&sp);
-		if (rv == 0) {
-			nad++;
-			if (gw_folds_add(&folds, bk) != 0) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			for (uint32_t k = 0; k < bk->nreplaces; k++) {
-				struct held *y = held_find(h, nhb, lt,
-				    bk->replaces[k]);
-
-				if (y != NULL && !y->wanted) {
-					y->wanted = true;   /* dropped */
-					ndr++;
-				}
-			}
-			continue;
-		}
-		if (rv == SM_ECORRUPT || rv == SM_ENOTFOUND) {
-			/* its inputs, if held, keep serving its data; else
-			 * queries over its range must say they are short */
-			if (!keep_inputs(h, nhb, lt, bk) &&
-			    gw_bad_add(&bad, &nbad, bk, err->msg) != 0) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			sm_counter_inc(sm_metric_child0(m_bad));
-			sm_error("store-gateway", "block not loaded\tkey=%s "
-			    "err=\"%s\"", bk->meta_key, err->msg);
-			sm_err_clear(err);
-			rv = 0;
-			continue;
-		}
-		goto out;
+	for (uint32_t i = 0; i < p.sc.n; i++) {
+		if ((rv = pass_block(gw, &p, i, err)) != 0)
+			goto out;
 	}
 	/* Then out of service: what is held and no longer wanted. */
-	for (uint32_t i = 0; i < nhb; i++) {
-		if (!h[i].wanted && ing_db_block_drop(gw->db, h[i].tenant,
-		    h[i].gen))
-			ndr++;
+	for (uint32_t i = 0; i < p.nhb; i++) {
+		if (!p.h[i].wanted && ing_db_block_drop(gw->db, p.h[i].tenant,
+		    p.h[i].gen))
+			p.ndr++;
 	}
-	pthread_mutex_lock(&gw->src_mu);
-	gw_folds_free(gw->fold, gw->nfold);
-	gw->fold = folds.v;
-	gw->nfold = folds.n;
-	gw_bad_free(gw->bad, gw->nbad);
-	gw->bad = bad;
-	gw->nbad = nbad;
-	sm_ring_release(gw->pass);
-	gw->pass = rs;
-	rs = NULL;
-	pthread_mutex_unlock(&gw->src_mu);
-	folds = (struct gw_folds){ 0 };
-	bad = NULL;
-	nbad = 0;
-	atomic_store(&gw->synced, true);
+	pass_publish(gw, &p);
 out:
-	gw_folds_free(folds.v, folds.n);
-	gw_bad_free(bad, nbad);
-	sm_counter_add(sm_metric_child0(m_adopted), nad);
-	sm_counter_add(sm_metric_child0(m_dropped), ndr);
+	sm_counter_add(sm_metric_child0(m_adopted), p.nad);
+	sm_counter_add(sm_metric_child0(m_dropped), p.ndr);
 	sm_counter_inc(sm_metric_child0(rv == 0 ? m_passes : m_pass_fail));
-	if (nad > 0 || ndr > 0)
+	if (p.nad > 0 || p.ndr > 0)
 		sm_info("store-gateway", "sync\tloaded=%u dropped=%u "
-		    "bucket_blocks=%u", nad, ndr, sc.n);
+		    "bucket_blocks=%u", p.nad, p.ndr, p.sc.n);
 	if (adopted != NULL)
-		*adopted = nad;
+		*adopted = p.nad;
 	if (dropped != NULL)
-		*dropped = ndr;
+		*dropped = p.ndr;
 	pthread_mutex_unlock(&gw->mu);
-	if (pf != NULL)
-		prefetch_free(pf, npf);
-	sm_free(pf);
-	sm_free(want);
-	sm_free(lts);
-	sm_arena_destroy(a);
-	sm_free(h);
-	ing_db_blocks_free(hb, nhb);
-	ing_ship_scan_free(&sc);
-	sm_ring_release(rs);
+	pass_fini(&p);
 	return (rv);
 }
 
