@@ -894,6 +894,8 @@ struct wstage {
 	struct pair *ptmp;      /* pairs_sort's buffer */
 	struct sm_label *ls;
 	struct sm_arena *scratch;   /* spilled buckets read back */
+	uint32_t *smap;         /* the write's strings -> head frames */
+	uint32_t *nmap;         /* the write's nodes -> head nodes (0: root) */
 };
 
 static int
@@ -928,6 +930,8 @@ wstage_fini(struct wstage *st)
 	sm_free(st->ptmp);
 	sm_free(st->ls);
 	sm_arena_destroy(st->scratch);
+	sm_free(st->smap);
+	sm_free(st->nmap);
 }
 
 /*
@@ -1132,65 +1136,50 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 	seal(h, s, lo);
 }
 
-int
-ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
-    uint32_t max_series, uint32_t *nseries, uint32_t *npairs,
-    struct sm_err *err)
+/* Size the write's scratch in st, before the lock is taken. */
+static int
+wstage_alloc(struct wstage *st, const Smolder__V1__WriteRequest *req,
+    uint32_t nnodes, uint32_t nstr)
 {
-	const Smolder__V1__StackTree *rt = req->tree;
-	const bool with_id = req->profile_id.len == 16;
-	uint32_t *smap = NULL, *nmap = NULL, nnodes, nstr, off = 0;
-	size_t npairs_all = 0, nls = 0, nspans = 0;
-	struct wstage st;
-	int rv;
+	size_t npairs_all = 0, nls = 0, ns = SM_MAX(req->n_series, 1);
 
-	*nseries = *npairs = 0;
-	memset(&st, 0, sizeof(st));
-	sm_oatab_init(&st.ntab, 16);
-	if (rt == NULL || rt->n_parent != rt->n_name || rt->n_strings == 0)
-		return (sm_err_set(err, SM_EMALFORMED, "write: bad stack tree"));
-	nnodes = (uint32_t)rt->n_parent;
-	nstr = (uint32_t)rt->n_strings;
 	for (size_t k = 0; k < req->n_series; k++) {
 		npairs_all += req->series[k]->n_node;
 		nls = SM_MAX(nls, req->series[k]->n_labels);
 	}
-	/* Scratch, before the lock. */
-	smap = sm_malloc((size_t)nstr * sizeof(*smap));
-	nmap = sm_malloc(((size_t)nnodes + 1) * sizeof(*nmap));
-	st.e = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.e));
-	st.ord = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.ord));
-	st.bk = sm_malloc(SM_MAX(req->n_series, 1) * sizeof(*st.bk));
-	st.pairs = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st.pairs));
-	st.ptmp = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st.ptmp));
-	st.ls = sm_malloc(SM_MAX(nls, 1) * sizeof(*st.ls));
-	if (smap == NULL || nmap == NULL || st.e == NULL || st.ord == NULL ||
-	    st.bk == NULL || st.pairs == NULL || st.ptmp == NULL ||
-	    st.ls == NULL) {
-		wstage_fini(&st);
-		sm_free(smap);
-		sm_free(nmap);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	}
+	st->smap = sm_malloc((size_t)nstr * sizeof(*st->smap));
+	st->nmap = sm_malloc(((size_t)nnodes + 1) * sizeof(*st->nmap));
+	st->e = sm_malloc(ns * sizeof(*st->e));
+	st->ord = sm_malloc(ns * sizeof(*st->ord));
+	st->bk = sm_malloc(ns * sizeof(*st->bk));
+	st->pairs = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st->pairs));
+	st->ptmp = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st->ptmp));
+	st->ls = sm_malloc(SM_MAX(nls, 1) * sizeof(*st->ls));
+	if (st->smap == NULL || st->nmap == NULL || st->e == NULL ||
+	    st->ord == NULL || st->bk == NULL || st->pairs == NULL ||
+	    st->ptmp == NULL || st->ls == NULL)
+		return (SM_ENOMEM);
+	return (0);
+}
 
-	/* Queries reading many series give the lock up while we wait
-	 * (set.h, Yielding). */
-	atomic_fetch_add(&h->lock_waiting, 1);
-	pthread_rwlock_wrlock(&h->lock);
-	atomic_fetch_sub(&h->lock_waiting, 1);
-	/* Before anything is applied: a refused write leaves no trace. */
-	if ((rv = series_limit_check(h, req, max_series, err)) != 0)
-		goto out;
+/* Reserve the write's frames and tree nodes (head.h, "All or nothing")
+ * into st->smap and st->nmap, checking each node; call with h->lock
+ * held for writing. */
+static int
+map_tree(struct ing_head *h, const Smolder__V1__StackTree *rt,
+    struct wstage *st, struct sm_err *err)
+{
+	const uint32_t nnodes = (uint32_t)rt->n_parent;
+	const uint32_t nstr = (uint32_t)rt->n_strings;
+	uint32_t *smap = st->smap, *nmap = st->nmap;
+	int rv;
 
-	/* Reserve (head.h, "All or nothing"): frames and tree nodes. */
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
 
 		if ((rv = sm_strtab_intern(&h->frames, s, strlen(s),
-		    &smap[i])) != 0) {
-			sm_err_set(err, rv, "out of memory");
-			goto out;
-		}
+		    &smap[i])) != 0)
+			return (sm_err_set(err, rv, "out of memory"));
 	}
 	nmap[0] = 0;
 	for (uint32_t i = 0; i < nnodes; i++) {
@@ -1209,111 +1198,150 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 				    smap[nm2]);
 		}
 
-		if (p > i || nm >= nstr) {
-			rv = sm_err_set(err, SM_EMALFORMED, "write: stack tree "
-			    "node %u has parent %u / name %u out of range",
-			    i + 1, p, nm);
-			goto out;
-		}
+		if (p > i || nm >= nstr)
+			return (sm_err_set(err, SM_EMALFORMED, "write: stack "
+			    "tree node %u has parent %u / name %u out of "
+			    "range", i + 1, p, nm));
 		if ((rv = sm_tree_child(&h->tree, nmap[p], smap[nm],
-		    &nmap[i + 1])) != 0) {
-			sm_err_set(err, rv, "out of memory");
-			goto out;
-		}
+		    &nmap[i + 1])) != 0)
+			return (sm_err_set(err, rv, "out of memory"));
 	}
-	/* Each series' pairs on head nodes, and its series. */
+	return (0);
+}
+
+/* Check series k's pairs and put them on head nodes (nmap) in pairs[],
+ * in the write's order; *np is their count. */
+static int
+series_pairs(const Smolder__V1__SeriesWrite *w, size_t k, uint32_t nnodes,
+    const uint32_t *nmap, struct pair *pairs, uint32_t *np,
+    struct sm_err *err)
+{
+	uint32_t n;
+
+	if (w->n_node != w->n_value)
+		return (sm_err_set(err, SM_EMALFORMED, "write: series %zu "
+		    "has %zu nodes and %zu values", k, w->n_node, w->n_value));
+	n = (uint32_t)w->n_node;
+	for (uint32_t j = 0; j < n; j++) {
+		if (w->node[j] == 0 || w->node[j] > nnodes ||
+		    w->value[j] == 0 ||
+		    (j > 0 && w->node[j] <= w->node[j - 1]))
+			return (sm_err_set(err, SM_EMALFORMED, "write: series "
+			    "%zu pair %u is invalid", k, j));
+		pairs[j].node = nmap[w->node[j]];
+		pairs[j].value = w->value[j];
+	}
+	*np = n;
+	return (0);
+}
+
+/*
+ * Sum the sorted pairs p[0..n) that share a node; returns how many are
+ * left.  Two nodes of the write's tree can be the same head node (a tree
+ * that repeats a child: same parent, same name), and a bucket's nodes are
+ * strictly increasing.  Kept apart, they were cut into a block its reader
+ * rejects as corrupt ("node out of order", found by fuzz_rpc).
+ */
+static uint32_t
+pairs_sum_repeats(struct pair *p, uint32_t n)
+{
+	uint32_t w2 = 0;
+
+	for (uint32_t j = 0; j < n; j++) {
+		if (w2 > 0 && p[w2 - 1].node == p[j].node)
+			p[w2 - 1].value = sm_add_sat(p[w2 - 1].value,
+			    p[j].value);
+		else
+			p[w2++] = p[j];
+	}
+	return (w2);
+}
+
+/* Stage each series of the write that has pairs (st->e): its pairs on
+ * head nodes and its series, the head's or a new one; *nspans counts
+ * their spans.  Call with h->lock held for writing. */
+static int
+stage_writes(struct ing_head *h, const Smolder__V1__WriteRequest *req,
+    struct wstage *st, size_t *nspans, struct sm_err *err)
+{
+	const uint32_t nnodes = (uint32_t)req->tree->n_parent;
+	uint32_t off = 0;
+	int rv;
+
 	for (size_t k = 0; k < req->n_series; k++) {
 		const Smolder__V1__SeriesWrite *w = req->series[k];
-		struct pair *pairs = st.pairs + off;
+		struct pair *pairs = st->pairs + off;
 		struct went *e;
-		uint32_t n;
+		uint32_t n = 0;
 
-		if (w->n_node != w->n_value) {
-			rv = sm_err_set(err, SM_EMALFORMED, "write: series %zu "
-			    "has %zu nodes and %zu values", k, w->n_node,
-			    w->n_value);
-			goto out;
-		}
-		n = (uint32_t)w->n_node;
-		for (uint32_t j = 0; j < n; j++) {
-			if (w->node[j] == 0 || w->node[j] > nnodes ||
-			    w->value[j] == 0 ||
-			    (j > 0 && w->node[j] <= w->node[j - 1])) {
-				rv = sm_err_set(err, SM_EMALFORMED, "write: "
-				    "series %zu pair %u is invalid", k, j);
-				goto out;
-			}
-			pairs[j].node = nmap[w->node[j]];
-			pairs[j].value = w->value[j];
-		}
-		if ((rv = ing_head_spans_check(w, k, nnodes, err)) != 0)
-			goto out;
+		if ((rv = series_pairs(w, k, nnodes, st->nmap, pairs, &n,
+		    err)) != 0 ||
+		    (rv = ing_head_spans_check(w, k, nnodes, err)) != 0)
+			return (rv);
 		if (n == 0)
 			continue;
-		pairs_sort(pairs, n, st.ptmp);
-		/* Two nodes of the write's tree can be the same head node (a
-		 * tree that repeats a child: same parent, same name): sum
-		 * them, since a bucket's nodes are strictly increasing.  Kept
-		 * apart, they were cut into a block its reader rejects as
-		 * corrupt ("node out of order", found by fuzz_rpc). */
-		{
-			uint32_t w2 = 0;
-
-			for (uint32_t j = 0; j < n; j++) {
-				if (w2 > 0 && pairs[w2 - 1].node ==
-				    pairs[j].node)
-					pairs[w2 - 1].value = sm_add_sat(
-					    pairs[w2 - 1].value,
-					    pairs[j].value);
-				else
-					pairs[w2++] = pairs[j];
-			}
-			n = w2;
-		}
-		if ((rv = write_labels(w, st.ls, err)) != 0)
-			goto out;
-		e = &st.e[st.ne++];
+		pairs_sort(pairs, n, st->ptmp);
+		n = pairs_sum_repeats(pairs, n);
+		if ((rv = write_labels(w, st->ls, err)) != 0)
+			return (rv);
+		e = &st->e[st->ne++];
 		e->w = w;
-		e->fp = sm_labels_fingerprint(st.ls, (uint32_t)w->n_labels);
+		e->fp = sm_labels_fingerprint(st->ls, (uint32_t)w->n_labels);
 		e->bt = sm_floor_to(w->time_ms, h->bucket_ms);
 		e->k = (uint32_t)k;
 		e->off = off;
 		e->n = n;
 		off += (uint32_t)w->n_node;
-		nspans += w->n_span_id;
-		if ((rv = stage_series(h, &st, w->meta, (uint32_t)w->n_labels,
-		    e->fp, &e->s)) != 0) {
-			sm_err_set(err, rv, "out of memory");
-			goto out;
-		}
+		*nspans += w->n_span_id;
+		if ((rv = stage_series(h, st, w->meta, (uint32_t)w->n_labels,
+		    e->fp, &e->s)) != 0)
+			return (sm_err_set(err, rv, "out of memory"));
 	}
-	/* Buckets' merged pairs, and room for every record. */
-	if ((rv = stage_buckets(h, &st, err)) != 0)
-		goto out;
+	return (0);
+}
+
+/* Merge the staged buckets' pairs and make room for every record the
+ * write will publish; call with h->lock held for writing. */
+static int
+write_reserve(struct ing_head *h, struct wstage *st, size_t nspans,
+    bool with_id, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = stage_buckets(h, st, err)) != 0)
+		return (rv);
 	if ((nspans > 0 && (rv = SM_GROW(h->spans.v, h->spans.cap,
 	    (size_t)h->spans.n + nspans, 64)) != 0) ||
-	    (with_id && st.ne > 0 && (rv = SM_GROW(h->profs.v, h->profs.cap,
-	    (size_t)h->profs.n + st.ne, 64)) != 0) ||
-	    (rv = ing_set_reserve(&h->set, st.nsr, st.nnew)) != 0) {
-		sm_err_set(err, rv, "out of memory");
-		goto out;
-	}
+	    (with_id && st->ne > 0 && (rv = SM_GROW(h->profs.v, h->profs.cap,
+	    (size_t)h->profs.n + st->ne, 64)) != 0) ||
+	    (rv = ing_set_reserve(&h->set, st->nsr, st->nnew)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	return (0);
+}
 
-	/* Publish: nothing below can fail. */
-	for (uint32_t i = 0; i < st.nnew; i++) {
-		rv = ing_set_append(&h->set, st.nsr[i]);
+/* Publish what write_reserve made room for: cannot fail.  Call with
+ * h->lock held for writing. */
+static void
+write_publish(struct ing_head *h, const Smolder__V1__WriteRequest *req,
+    struct wstage *st, bool with_id, uint32_t *nseries, uint32_t *npairs)
+{
+	int rv;
+
+	for (uint32_t i = 0; i < st->nnew; i++) {
+		rv = ing_set_append(&h->set, st->nsr[i]);
 		SM_ASSERT(rv == 0);
 	}
-	st.nnew = 0;                    /* the set owns them */
-	for (uint32_t i = 0; i < st.nbk; i++)
-		bucket_publish(h, &st.bk[i]);
-	for (uint32_t i = 0; i < st.ne; i++) {
-		const struct went *e = &st.e[i];
+	st->nnew = 0;                   /* the set owns them */
+	for (uint32_t i = 0; i < st->nbk; i++)
+		bucket_publish(h, &st->bk[i]);
+	for (uint32_t i = 0; i < st->ne; i++) {
+		const struct went *e = &st->e[i];
 		const Smolder__V1__SeriesWrite *w = e->w;
 
 		for (size_t x = 0; x < w->n_span_id; x++) {
 			rv = ing_spans_add(&h->spans, w->span_id[x], e->fp,
-			    e->bt, nmap[w->span_node[x]], w->span_value[x]);
+			    e->bt, st->nmap[w->span_node[x]],
+			    w->span_value[x]);
 			SM_ASSERT(rv == 0);
 		}
 		if (with_id) {
@@ -1321,7 +1349,7 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 
 			for (uint32_t j = 0; j < e->n; j++)
 				total = sm_add_sat(total,
-				    st.pairs[e->off + j].value);
+				    st->pairs[e->off + j].value);
 			rv = ing_profs_add(&h->profs, e->fp, w->time_ms,
 			    req->profile_id.data, total);
 			SM_ASSERT(rv == 0);
@@ -1329,8 +1357,44 @@ ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
 		(*nseries)++;
 		*npairs += e->n;
 	}
+}
+
+int
+ing_head_write(struct ing_head *h, const Smolder__V1__WriteRequest *req,
+    uint32_t max_series, uint32_t *nseries, uint32_t *npairs,
+    struct sm_err *err)
+{
+	const Smolder__V1__StackTree *rt = req->tree;
+	const bool with_id = req->profile_id.len == 16;
+	size_t nspans = 0;
+	struct wstage st;
+	int rv;
+
+	*nseries = *npairs = 0;
+	memset(&st, 0, sizeof(st));
+	sm_oatab_init(&st.ntab, 16);
+	if (rt == NULL || rt->n_parent != rt->n_name || rt->n_strings == 0)
+		return (sm_err_set(err, SM_EMALFORMED, "write: bad stack tree"));
+	if (wstage_alloc(&st, req, (uint32_t)rt->n_parent,
+	    (uint32_t)rt->n_strings) != 0) {
+		wstage_fini(&st);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+
+	/* Queries reading many series give the lock up while we wait
+	 * (set.h, Yielding). */
+	atomic_fetch_add(&h->lock_waiting, 1);
+	pthread_rwlock_wrlock(&h->lock);
+	atomic_fetch_sub(&h->lock_waiting, 1);
+	/* The limit before anything is applied: a refused write leaves no
+	 * trace. */
+	if ((rv = series_limit_check(h, req, max_series, err)) != 0 ||
+	    (rv = map_tree(h, rt, &st, err)) != 0 ||
+	    (rv = stage_writes(h, req, &st, &nspans, err)) != 0 ||
+	    (rv = write_reserve(h, &st, nspans, with_id, err)) != 0)
+		goto out;
+	write_publish(h, req, &st, with_id, nseries, npairs);
 	h->writes++;
-	rv = 0;
 out:
 	/* Staged series of a failed write are freed with their room. */
 	for (uint32_t i = 0; i < st.nnew; i++)
@@ -1338,8 +1402,6 @@ out:
 	atomic_store(&h->nseries, h->set.nseries);
 	pthread_rwlock_unlock(&h->lock);
 	wstage_fini(&st);
-	sm_free(smap);
-	sm_free(nmap);
 	return (rv);
 }
 
