@@ -255,6 +255,43 @@ wait_connected(struct sm_rpc_client *c)
 	return (sm_rpc_client_connected(c));
 }
 
+/* A server on each of urls[0..n-1] and a client connected to it. */
+static void
+pairs_start(const char *const *urls, int n, struct sm_rpc_server **s,
+    struct sm_rpc_client **c)
+{
+	for (int i = 0; i < n; i++) {
+		s[i] = start(urls[i], 1 << 20);
+		c[i] = client(urls[i]);
+		SM_REQUIRE(s[i] != NULL && c[i] != NULL);
+		SM_REQUIRE(wait_connected(c[i]));
+	}
+}
+
+static void
+pairs_stop(int n, struct sm_rpc_server **s, struct sm_rpc_client **c)
+{
+	for (int i = 0; i < n; i++) {
+		sm_rpc_client_destroy(c[i]);
+		sm_rpc_server_stop(s[i]);
+	}
+}
+
+/*
+ * The round both quorum tests start: "hi" to ca, "sleep" (slow) to cb,
+ * "yo" to cc, all fail-fast, timed from *t0.
+ */
+static void
+quorum_round(struct sm_rpc_multi **m, struct sm_rpc_client *ca,
+    struct sm_rpc_client *cb, struct sm_rpc_client *cc, int64_t *t0)
+{
+	SM_REQUIRE(sm_rpc_multi_create(3, "test", m) == 0);
+	*t0 = sm_mono_ns();
+	sm_rpc_multi_start(*m, 0, ca, "hi", 2, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(*m, 1, cb, "sleep", 5, 5000, SM_RPC_FAILFAST);
+	sm_rpc_multi_start(*m, 2, cc, "yo", 2, 5000, SM_RPC_FAILFAST);
+}
+
 /*
  * Three servers, one of them slow: a quorum of 2 of 3 returns as soon as
  * the fast two answered; the slow call completes in the background after
@@ -274,17 +311,8 @@ test_multi_quorum_returns_early(void)
 	size_t len;
 	int64_t t0;
 
-	for (int i = 0; i < 3; i++) {
-		s[i] = start(urls[i], 1 << 20);
-		c[i] = client(urls[i]);
-		SM_REQUIRE(s[i] != NULL && c[i] != NULL);
-		SM_REQUIRE(wait_connected(c[i]));
-	}
-	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
-	t0 = sm_mono_ns();
-	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_start(m, 2, c[2], "yo", 2, 5000, SM_RPC_FAILFAST);
+	pairs_start(urls, 3, s, c);
+	quorum_round(&m, c[0], c[1], c[2], &t0);
 	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_MET);
 	SM_CHECK((sm_mono_ns() - t0) / 1000000 < 1000);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
@@ -302,10 +330,7 @@ test_multi_quorum_returns_early(void)
 	SM_CHECK_EQ(sm_rpc_multi_reply(m, 0, &d, &len), 0);
 	SM_CHECK(len == 5 && memcmp(d, "sleep", 5) == 0);
 	sm_rpc_multi_destroy(m);
-	for (int i = 0; i < 3; i++) {
-		sm_rpc_client_destroy(c[i]);
-		sm_rpc_server_stop(s[i]);
-	}
+	pairs_stop(3, s, c);
 }
 
 /*
@@ -324,17 +349,8 @@ test_multi_quorum_grace(void)
 	    .grace_ns = 100 * 1000000 };
 	int64_t t0, ms;
 
-	for (int i = 0; i < 2; i++) {
-		s[i] = start(urls[i], 1 << 20);
-		c[i] = client(urls[i]);
-		SM_REQUIRE(s[i] != NULL && c[i] != NULL);
-		SM_REQUIRE(wait_connected(c[i]));
-	}
-	SM_REQUIRE(sm_rpc_multi_create(3, "test", &m) == 0);
-	t0 = sm_mono_ns();
-	sm_rpc_multi_start(m, 0, c[0], "hi", 2, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_start(m, 1, c[1], "sleep", 5, 5000, SM_RPC_FAILFAST);
-	sm_rpc_multi_start(m, 2, c[0], "yo", 2, 5000, SM_RPC_FAILFAST);
+	pairs_start(urls, 2, s, c);
+	quorum_round(&m, c[0], c[1], c[0], &t0);
 	SM_CHECK_EQ(sm_rpc_multi_wait_quorum(m, &q), SM_QUORUM_MET);
 	ms = (sm_mono_ns() - t0) / 1000000;
 	SM_CHECK(ms >= 100 && ms < 1400);
@@ -352,10 +368,7 @@ test_multi_quorum_grace(void)
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 0), 0);
 	SM_CHECK_EQ(sm_rpc_multi_status(m, 1), 0);
 	sm_rpc_multi_destroy(m);
-	for (int i = 0; i < 2; i++) {
-		sm_rpc_client_destroy(c[i]);
-		sm_rpc_server_stop(s[i]);
-	}
+	pairs_stop(2, s, c);
 }
 
 /*
