@@ -65,11 +65,13 @@ async function main() {
   const page = await ctx.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  /* Every Content-Security-Policy violation, as the page sees it. */
+  /* Every Content-Security-Policy violation, as each page sees it,
+   * kept here across navigations. */
+  const cspViolations = [];
+  await page.exposeFunction('smolderCspViolation', (v) => cspViolations.push(v));
   await ctx.addInitScript(() => {
-    window.cspViolations = [];
     document.addEventListener('securitypolicyviolation',
-      (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
+      (e) => window.smolderCspViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
   });
 
   /* 1. cold open: navigation to a drawn flamegraph, with no cache. */
@@ -357,7 +359,7 @@ async function main() {
   }
 
   check(errors.length === 0, 'no JavaScript errors', errors.join('\n'));
-  const csp = await page.evaluate(() => window.cspViolations);
+  const csp = cspViolations;
   check(csp.length === 0, 'no Content-Security-Policy violation in any view', csp.join('\n'));
   const resp = await page.goto(URL0 + '/');
   const hdr = resp.headers();
