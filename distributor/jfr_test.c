@@ -224,6 +224,17 @@ cl_push(struct cline **v, size_t *n, size_t *cap, char *s, int64_t val)
 }
 
 /* The batch's series of __name__ `metric` and __type__ `type`, collapsed. */
+/* Whether series s is of __name__ `metric` and __type__ `type`. */
+static bool
+series_is(const struct dist_series *s, const char *metric, const char *type)
+{
+	const char *nm = sm_labels_get(s->labels, s->nlabels, SM_LABEL_NAME);
+	const char *ty = sm_labels_get(s->labels, s->nlabels, SM_LABEL_TYPE);
+
+	return (nm != NULL && ty != NULL && strcmp(nm, metric) == 0 &&
+	    strcmp(ty, type) == 0);
+}
+
 static char *
 collapse(const struct dist_batch *b, const char *metric, const char *type,
     size_t *nlines)
@@ -234,13 +245,8 @@ collapse(const struct dist_batch *b, const char *metric, const char *type,
 
 	for (uint32_t k = 0; k < b->nseries; k++) {
 		const struct dist_series *s = &b->series[k];
-		const char *nm = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_NAME);
-		const char *ty = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_TYPE);
 
-		if (nm == NULL || ty == NULL || strcmp(nm, metric) != 0 ||
-		    strcmp(ty, type) != 0)
+		if (!series_is(s, metric, type))
 			continue;
 		for (uint32_t j = 0; j < s->n; j++)
 			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
@@ -497,14 +503,7 @@ type_total(const struct dist_batch *b, const char *metric, const char *type,
 
 	*nseries = 0;
 	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
-		const char *nm = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_NAME);
-		const char *ty = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_TYPE);
-
-		if (nm != NULL && ty != NULL && strcmp(nm, metric) == 0 &&
-		    strcmp(ty, type) == 0) {
+		if (series_is(&b->series[k], metric, type)) {
 			t += dist_batch_series_total(b, k);
 			(*nseries)++;
 		}
