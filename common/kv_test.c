@@ -107,6 +107,23 @@ get_str(struct sm_kv *kv, enum sm_kv_cf cf, const char *key, char *out,
 	return (rv);
 }
 
+/* cf's value of key must be want; want NULL: key must be absent. */
+static void
+check_get(struct sm_kv *kv, enum sm_kv_cf cf, const char *key,
+    const char *want)
+{
+	char got[64];
+	int rv = get_str(kv, cf, key, got, sizeof(got));
+
+	if (want == NULL) {
+		SM_CHECKF(rv == SM_ENOTFOUND, "get %s: %d, want SM_ENOTFOUND",
+		    key, rv);
+		return;
+	}
+	SM_CHECKF(rv == 0, "get %s: %d (%s)", key, rv, sm_strerror(rv));
+	SM_CHECK_STR(got, want);
+}
+
 static void
 put_str(struct sm_kv *kv, enum sm_kv_cf cf, const char *key, const char *val)
 {
@@ -309,30 +326,23 @@ test_cf_isolation(void)
 {
 	struct tdir d;
 	struct sm_kv *kv;
-	char got[64];
 
 	tdir_make(&d);
 	kv = kv_open_ok(d.path);
 	put_str(kv, SM_KV_HEAD, "same", "head");
 	put_str(kv, SM_KV_BLOCKS, "same", "blocks");
 	put_str(kv, SM_KV_HEAD, "only-head", "h");
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "same", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "head");
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "same", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "blocks");
-	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "same", got, sizeof(got)),
-	    SM_ENOTFOUND);
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "only-head", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_HEAD, "same", "head");
+	check_get(kv, SM_KV_BLOCKS, "same", "blocks");
+	check_get(kv, SM_KV_INDEX, "same", NULL);
+	check_get(kv, SM_KV_BLOCKS, "only-head", NULL);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_HEAD), 2);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_BLOCKS), 1);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_INDEX), 0);
 	/* Still isolated once in SST files. */
 	SM_CHECK_EQ(sm_kv_flush(kv, NULL), 0);
-	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "same", got, sizeof(got)),
-	    SM_ENOTFOUND);
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "same", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "blocks");
+	check_get(kv, SM_KV_INDEX, "same", NULL);
+	check_get(kv, SM_KV_BLOCKS, "same", "blocks");
 	sm_kv_close(kv);
 	tdir_remove(&d);
 }
@@ -371,19 +381,14 @@ test_batch_atomic(void)
 	SM_CHECK(bytes >= 3 + 4 + 3 + 4 + 2 + 1 + 1);
 
 	/* Nothing is visible before the write. */
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "blk", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_BLOCKS, "blk", NULL);
 	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "h1", got, sizeof(got)), 0);
 	SM_CHECK_EQ(sm_kv_write(kv, b, true, &err), 0);
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "blk", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "data");
-	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "idx", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "meta");
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "h1", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_BLOCKS, "blk", "data");
+	check_get(kv, SM_KV_INDEX, "idx", "meta");
+	check_get(kv, SM_KV_HEAD, "h1", NULL);
 	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "h2", got, sizeof(got)), 0);
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "r2", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_HEAD, "r2", NULL);
 	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "s", got, sizeof(got)), 0);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_HEAD), 2);   /* h2, s */
 
@@ -445,8 +450,7 @@ test_batch_enomem(void)
 	SM_CHECK_EQ(sm_kv_batch_count(b), 1);
 	SM_CHECK_EQ(sm_kv_write(kv, b, false, &err), SM_ENOMEM);
 	SM_CHECK(strstr(err.msg, "nothing was written") != NULL);
-	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "first", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_INDEX, "first", NULL);
 	/* Clearing resets the error; the batch is usable again. */
 	sm_kv_batch_clear(b);
 	sm_kv_batch_put(b, SM_KV_INDEX, "first", 5, "1", 1);
@@ -650,6 +654,28 @@ test_iter_seek(void)
 	tdir_remove(&d);
 }
 
+/* From the first key on, it yields exactly the "key=value" of want. */
+static void
+check_iter(struct sm_kv_iter *it, const char *const *want, size_t nwant)
+{
+	size_t n = 0;
+
+	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it), n++) {
+		const char *k, *v;
+		size_t kl, vl;
+		char kv_s[32];
+
+		k = sm_kv_iter_key(it, &kl);
+		v = sm_kv_iter_value(it, &vl);
+		snprintf(kv_s, sizeof(kv_s), "%.*s=%.*s", (int)kl, k, (int)vl,
+		    v);
+		SM_REQUIRE(n < nwant);
+		SM_CHECK_STR(kv_s, want[n]);
+	}
+	SM_CHECK_EQ(n, nwant);
+}
+
 static void
 test_iter_snapshot(void)
 {
@@ -662,7 +688,6 @@ test_iter_snapshot(void)
 	struct sm_err err;
 	struct tdir d;
 	struct sm_kv *kv;
-	size_t n = 0;
 
 	tdir_make(&d);
 	kv = kv_open_ok(d.path);
@@ -682,36 +707,9 @@ test_iter_snapshot(void)
 	SM_CHECK_EQ(sm_kv_flush(kv, &err), 0);
 
 	SM_REQUIRE((it2 = sm_kv_iter_create(kv, SM_KV_HEAD)) != NULL);
-	for (sm_kv_iter_seek_first(it); sm_kv_iter_valid(it);
-	    sm_kv_iter_next(it), n++) {
-		const char *k, *v;
-		size_t kl, vl;
-		char kv_s[32];
-
-		k = sm_kv_iter_key(it, &kl);
-		v = sm_kv_iter_value(it, &vl);
-		snprintf(kv_s, sizeof(kv_s), "%.*s=%.*s", (int)kl, k, (int)vl,
-		    v);
-		SM_REQUIRE(n < SM_ARRAY_LEN(want_old));
-		SM_CHECK_STR(kv_s, want_old[n]);
-	}
-	SM_CHECK_EQ(n, SM_ARRAY_LEN(want_old));
+	check_iter(it, want_old, SM_ARRAY_LEN(want_old));
 	SM_CHECK_EQ(sm_kv_iter_status(it, NULL), 0);
-	n = 0;
-	for (sm_kv_iter_seek_first(it2); sm_kv_iter_valid(it2);
-	    sm_kv_iter_next(it2), n++) {
-		const char *k, *v;
-		size_t kl, vl;
-		char kv_s[32];
-
-		k = sm_kv_iter_key(it2, &kl);
-		v = sm_kv_iter_value(it2, &vl);
-		snprintf(kv_s, sizeof(kv_s), "%.*s=%.*s", (int)kl, k, (int)vl,
-		    v);
-		SM_REQUIRE(n < SM_ARRAY_LEN(want_new));
-		SM_CHECK_STR(kv_s, want_new[n]);
-	}
-	SM_CHECK_EQ(n, SM_ARRAY_LEN(want_new));
+	check_iter(it2, want_new, SM_ARRAY_LEN(want_new));
 	sm_kv_iter_destroy(it);
 	sm_kv_iter_destroy(it2);
 	sm_kv_iter_destroy(NULL);
@@ -727,7 +725,6 @@ test_reopen(void)
 	struct sm_err err;
 	struct tdir d;
 	struct sm_kv *kv;
-	char got[64];
 
 	tdir_make(&d);
 	kv = kv_open_ok(d.path);
@@ -743,12 +740,9 @@ test_reopen(void)
 	test_opts(&o);
 	o.sync = true;
 	SM_REQUIRE(sm_kv_open(d.path, &o, &kv, &err) == 0);
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "unsynced", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "1");
-	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "flushed", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "2");
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "forced", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "3");
+	check_get(kv, SM_KV_HEAD, "unsynced", "1");
+	check_get(kv, SM_KV_INDEX, "flushed", "2");
+	check_get(kv, SM_KV_BLOCKS, "forced", "3");
 	put_str(kv, SM_KV_HEAD, "synced", "4");
 	sm_kv_batch_clear(b);
 	sm_kv_batch_delete(b, SM_KV_HEAD, "unsynced", 8);
@@ -757,10 +751,8 @@ test_reopen(void)
 	sm_kv_close(kv);
 
 	kv = kv_open_ok(d.path);
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "synced", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "4");
-	SM_CHECK_EQ(get_str(kv, SM_KV_HEAD, "unsynced", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_HEAD, "synced", "4");
+	check_get(kv, SM_KV_HEAD, "unsynced", NULL);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_BLOCKS), 1);
 	sm_kv_close(kv);
 	tdir_remove(&d);
@@ -785,10 +777,8 @@ test_spill_family(void)
 	sm_kv_batch_put(b, SM_KV_SPILL, "s3", 2, "three", 5);
 	SM_CHECK_EQ(sm_kv_write_unlogged(kv, b, &err), 0);
 	put_str(kv, SM_KV_BLOCKS, "kept", "k");
-	SM_CHECK_EQ(get_str(kv, SM_KV_SPILL, "s2", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "two");
-	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "s2", got, sizeof(got)),
-	    SM_ENOTFOUND);
+	check_get(kv, SM_KV_SPILL, "s2", "two");
+	check_get(kv, SM_KV_BLOCKS, "s2", NULL);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 3);
 	/* Part of it in an SST, the rest in the memtable. */
 	SM_CHECK_EQ(sm_kv_flush(kv, &err), 0);
@@ -797,8 +787,7 @@ test_spill_family(void)
 	sm_kv_batch_put(b, SM_KV_SPILL, "s4", 2, "four", 4);
 	SM_CHECK_EQ(sm_kv_write_unlogged(kv, b, &err), 0);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_SPILL), 2);     /* s3, s4 */
-	SM_CHECK_EQ(get_str(kv, SM_KV_SPILL, "s3", got, sizeof(got)), 0);
-	SM_CHECK_STR(got, "three");
+	check_get(kv, SM_KV_SPILL, "s3", "three");
 	sm_kv_close(kv);
 
 	/* Reopened: the spill family is empty, the rest as it was. */
