@@ -40,7 +40,11 @@
  *
  *   1. headers parsed (*con_cls == NULL): allocate the sm_http_req, route
  *      it, check Content-Length against the route's body cap (two
- *      different Content-Length headers are 400 and close the connection);
+ *      different Content-Length headers are 400 and close the connection),
+ *      and the framing rules libmicrohttpd leaves to us
+ *      (http_check_framing: Content-Length with Transfer-Encoding, an
+ *      unknown transfer coding, whitespace before a colon, two
+ *      Authorization fields);
  *   2. once per body fragment (*upload_data_size > 0): append to the heap
  *      body while it fits the cap, otherwise drop the bytes;
  *   3. body complete (*upload_data_size == 0 again): run the handler.
@@ -277,6 +281,7 @@ struct sm_http_req {
 	int r_status;                 /* the status queued, 0 = none */
 	int64_t r_start_ns;
 	bool r_rej_www;               /* 401 in keys mode: WWW-Authenticate */
+	bool r_rej_close;             /* framing broken: close after it */
 	bool r_authed;                /* r_id is valid */
 	struct sm_auth_id r_id;
 	char r_reqid[72];
@@ -717,6 +722,10 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_CONN_MEMORY, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED,
 	    (intptr_t)http_completed, h };
+	/* Strict: an HTTP/1.1 request without Host is 400 (RFC 9112,
+	 * section 3.2), as every real client sends one. */
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_STRICT_FOR_CLIENT, 1,
+	    NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 	SM_ASSERT((size_t)n <= SM_ARRAY_LEN(opts));
 
@@ -1171,6 +1180,8 @@ http_send_reject(struct sm_http_req *r)
 	if (r->r_rej_www)
 		sm_http_set_header(r, "WWW-Authenticate",
 		    "Bearer realm=\"smolder\"");
+	if (r->r_rej_close)
+		sm_http_set_header(r, "Connection", "close");
 	http_queue_error(r, r->r_rej_status, r->r_rej_code, r->r_rej_msg,
 	    false);
 }
@@ -1331,6 +1342,92 @@ http_authenticate(struct sm_http *h, struct sm_http_req *r)
 }
 
 
+/* What the header block says about framing and credentials. */
+struct http_hdr_scan {
+	unsigned n_auth;              /* Authorization fields */
+	unsigned n_te;                /* Transfer-Encoding fields */
+	bool bad_name;                /* a field name with a blank or a
+					 control byte (whitespace before the
+					 colon) */
+};
+
+static enum MHD_Result
+http_hdr_scan_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct http_hdr_scan *c = cls;
+
+	(void)kind;
+	(void)value;
+	if (key == NULL || key[0] == '\0') {
+		c->bad_name = true;
+		return (MHD_YES);
+	}
+	for (const unsigned char *p = (const unsigned char *)key; *p != '\0';
+	    p++) {
+		if (*p <= 0x20 || *p == 0x7f)
+			c->bad_name = true;
+	}
+	if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+		c->n_auth++;
+	if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		c->n_te++;
+	return (MHD_YES);
+}
+
+/* `te` is exactly the one coding "chunked" (any case, blanks around)? */
+static bool
+http_te_chunked(const char *te)
+{
+	size_t n;
+
+	while (*te == ' ' || *te == '\t')
+		te++;
+	n = strlen(te);
+	while (n > 0 && (te[n - 1] == ' ' || te[n - 1] == '\t'))
+		n--;
+	return (n == 7 && strncasecmp(te, "chunked", 7) == 0);
+}
+
+/*
+ * RFC 9112's rules for a request's header block and framing, which
+ * libmicrohttpd 0.9.75 does not enforce: whitespace between a field name
+ * and its colon is 400 (section 5.1); Content-Length together with
+ * Transfer-Encoding is 400 (section 6.1: a proxy and this server could
+ * disagree on where the body ends -- request smuggling); a transfer
+ * coding other than a lone "chunked" is 501 (section 6.1; libmicrohttpd
+ * would wait for a body whose end it cannot find); a second
+ * Authorization field is 400 (which credential counts is ambiguous).
+ * The framing failures close the connection after the answer, as the
+ * RFC wants: the rest of the bytes cannot be parsed.  Returns whether the
+ * connection must close.
+ */
+static bool
+http_check_framing(struct sm_http_req *r, const char *cl, const char *te)
+{
+	struct http_hdr_scan sc = { 0, 0, false };
+
+	MHD_get_connection_values(r->r_conn, MHD_HEADER_KIND,
+	    http_hdr_scan_iter, &sc);
+	if (sc.bad_name)
+		http_reject(r, MHD_HTTP_BAD_REQUEST, "invalid_argument",
+		    "malformed header field name (whitespace before the "
+		    "colon?)");
+	else if (te != NULL && cl != NULL)
+		http_reject(r, MHD_HTTP_BAD_REQUEST, "invalid_argument",
+		    "both Content-Length and Transfer-Encoding");
+	else if (te != NULL && (sc.n_te > 1 || !http_te_chunked(te)))
+		http_reject(r, MHD_HTTP_NOT_IMPLEMENTED, "unimplemented",
+		    "unsupported Transfer-Encoding: only chunked");
+	else if (sc.n_auth > 1)
+		http_reject(r, MHD_HTTP_BAD_REQUEST, "invalid_argument",
+		    "more than one Authorization header");
+	else
+		return (false);
+	r->r_rej_close = sc.n_auth <= 1 || sc.bad_name || te != NULL;
+	return (r->r_rej_close);
+}
+
 /* Content-Length headers seen (http_cl_scan). */
 struct http_cl_scan {
 	const char *first;
@@ -1406,6 +1503,8 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 			has_body = true;
 		}
 	}
+	if (http_check_framing(r, cl, te))
+		has_body = true;        /* answer now, then close */
 	if (r->r_state == REQ_BODY)
 		http_authenticate(h, r);
 	if (r->r_state == REQ_BODY) {

@@ -24,7 +24,10 @@
  * the excess: a too-large Content-Length is answered 413 at once; a chunked
  * body that outgrows the limit is drained (at most 256 KiB more) and then
  * answered 413, or the connection is closed.  MHD's PostProcessor is never
- * used.
+ * used.  Framing by RFC 9112: Content-Length with Transfer-Encoding, or
+ * whitespace before a field's colon, is 400, a transfer coding other than
+ * a lone "chunked" 501, each answered at once and the connection closed;
+ * two Authorization fields, or an HTTP/1.1 request without Host, are 400.
  *
  * Routing is exact on the path (no query string); a route may be bound to
  * one method or to all (method NULL).  A path that exists under another
