@@ -95,15 +95,6 @@ gw_name(const struct sm_ring_snap *g, uint32_t m)
 static int pack_req(const Smolder__V1__Request *r, const char *source,
     int64_t deadline, struct sm_buf *b);
 
-/*
- * The Sources round (qry_int.h): every healthy, not excluded gateway is
- * asked -- not only the owners this querier computes, so an owner is
- * found while views of the ring differ (a ring being changed).  Each
- * (gateway, source) a vouching gateway lists becomes a target; what a
- * gateway that does not vouch lists is not read (below).  SM_EUNAVAIL when no owner of the tenant answers and vouches
- * (SourcesResponse.vouch: an owner in its own ring too, that has loaded
- * the tenant; ingester/gateway.h): history cannot be vouched for.
- */
 /* An unloaded block one answering owner reported, and how many did. */
 struct fan_bad {
 	char key[256], error[256], source[33];
@@ -112,6 +103,116 @@ struct fan_bad {
 	uint64_t gws;               /* which gateways (index < 64) said so */
 };
 
+/* Count the blocks owner m could not load over [start, end] in *bad. */
+static int
+fan_bad_note(struct fan_bad **bad, uint32_t *nbad,
+    const Smolder__V1__SourcesResponse *sr, uint32_t m, int64_t start,
+    int64_t end)
+{
+	for (size_t k = 0; k < sr->n_unloaded; k++) {
+		const Smolder__V1__Unloaded *u = sr->unloaded[k];
+		uint32_t j;
+
+		if (u->max_t < start || u->min_t > end)
+			continue;
+		for (j = 0; j < *nbad && strcmp((*bad)[j].key, u->key) != 0;
+		    j++)
+			;
+		if (j == *nbad) {
+			struct fan_bad *nb = sm_realloc(*bad, (*nbad + 1) *
+			    sizeof(*nb));
+
+			if (nb == NULL)
+				return (SM_ENOMEM);
+			*bad = nb;
+			memset(&nb[j], 0, sizeof(nb[j]));
+			snprintf(nb[j].key, sizeof(nb[j].key), "%s", u->key);
+			snprintf(nb[j].error, sizeof(nb[j].error), "%s",
+			    u->error);
+			snprintf(nb[j].source, sizeof(nb[j].source), "%s",
+			    u->source);
+			nb[j].min_t = u->min_t;
+			nb[j].max_t = u->max_t;
+			(*nbad)++;
+		}
+		(*bad)[j].owners++;
+		if (m < 64)
+			(*bad)[j].gws |= (uint64_t)1 << m;
+	}
+	return (0);
+}
+
+/* Add the sources gateway m lists as targets of the fan. */
+static int
+fan_src_take(struct qry_fan *f, uint32_t *cap, uint32_t m,
+    const Smolder__V1__SourcesResponse *sr)
+{
+	for (size_t k = 0; k < sr->n_sources; k++) {
+		const Smolder__V1__Source *so = sr->sources[k];
+		struct qry_fan_src *fs;
+
+		if (SM_GROW(f->src, *cap, f->n - f->ni + 1, 8) != 0)
+			return (SM_ENOMEM);
+		fs = &f->src[f->n - f->ni];
+		fs->gw = m;
+		snprintf(fs->id, sizeof(fs->id), "%s", so->id);
+		fs->min_t = so->min_t;
+		fs->max_t = so->max_t;
+		snprintf(fs->instance, sizeof(fs->instance), "%s",
+		    so->instance);
+		f->n++;
+	}
+	return (0);
+}
+
+/*
+ * A block over the range that an owner could not load: that owner's copy
+ * of its source lacks it, so the source is read from the owners that
+ * loaded it; when every answering owner failed on it (the object is
+ * damaged), the answer would be short: 503 naming it.
+ */
+static int
+fan_bad_drop(struct qry_fan *f, const struct sm_ring_snap *g,
+    const struct fan_bad *bad, uint32_t nbad, uint32_t owners_answered,
+    const char *tenant, struct sm_err *err)
+{
+	for (uint32_t j = 0; j < nbad; j++) {
+		char a0[32], a1[32];
+
+		if (bad[j].owners >= owners_answered || g->n > 64) {
+			sm_time_utc(bad[j].min_t, a0, sizeof(a0));
+			sm_time_utc(bad[j].max_t, a1, sizeof(a1));
+			return (sm_err_set(err, SM_EUNAVAIL, "the answer would "
+			    "be incomplete: no store-gateway could load block "
+			    "%s (%s to %s) of tenant %s: %s", bad[j].key, a0,
+			    a1, tenant, bad[j].error));
+		}
+		for (uint32_t k = 0; k < f->n - f->ni;) {
+			struct qry_fan_src *fs = &f->src[k];
+
+			if (fs->gw < 64 && (bad[j].gws >> fs->gw & 1) &&
+			    strcmp(fs->id, bad[j].source) == 0) {
+				memmove(fs, fs + 1, (f->n - f->ni - k - 1) *
+				    sizeof(*fs));
+				f->n--;
+			} else {
+				k++;
+			}
+		}
+	}
+	return (0);
+}
+
+/*
+ * The Sources round (qry_int.h): every healthy, not excluded gateway is
+ * asked -- not only the owners this querier computes, so an owner is
+ * found while views of the ring differ (a ring being changed).  Each
+ * (gateway, source) a vouching gateway lists becomes a target; what a
+ * gateway that does not vouch lists is not read (below).  SM_EUNAVAIL
+ * when no owner of the tenant answers and vouches
+ * (SourcesResponse.vouch: an owner in its own ring too, that has loaded
+ * the tenant; ingester/gateway.h): history cannot be vouched for.
+ */
 static int
 fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
     int64_t start, int64_t end, struct sm_err *err)
@@ -211,62 +312,12 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 			continue;
 		}
 		owners_answered += owner[m];
-		/* blocks an owner could not load, over the query's range */
-		for (size_t k = 0; owner[m] && k < resp->sources->n_unloaded;
-		    k++) {
-			const Smolder__V1__Unloaded *u =
-			    resp->sources->unloaded[k];
-			uint32_t j;
-
-			if (u->max_t < start || u->min_t > end)
-				continue;
-			for (j = 0; j < nbad && strcmp(bad[j].key, u->key) != 0;
-			    j++)
-				;
-			if (j == nbad) {
-				struct fan_bad *nb = sm_realloc(bad, (nbad + 1) *
-				    sizeof(*nb));
-
-				if (nb == NULL) {
-					sm_arena_destroy(a);
-					rv = sm_err_set(err, SM_ENOMEM,
-					    "out of memory");
-					goto out;
-				}
-				bad = nb;
-				memset(&bad[j], 0, sizeof(bad[j]));
-				snprintf(bad[j].key, sizeof(bad[j].key), "%s",
-				    u->key);
-				snprintf(bad[j].error, sizeof(bad[j].error), "%s",
-				    u->error);
-				snprintf(bad[j].source, sizeof(bad[j].source),
-				    "%s", u->source);
-				bad[j].min_t = u->min_t;
-				bad[j].max_t = u->max_t;
-				nbad++;
-			}
-			bad[j].owners++;
-			if (m < 64)
-				bad[j].gws |= (uint64_t)1 << m;
-		}
-		for (size_t k = 0; k < resp->sources->n_sources; k++) {
-			const Smolder__V1__Source *so =
-			    resp->sources->sources[k];
-			struct qry_fan_src *fs;
-
-			if (SM_GROW(f->src, cap, f->n - f->ni + 1, 8) != 0) {
-				sm_arena_destroy(a);
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out;
-			}
-			fs = &f->src[f->n - f->ni];
-			fs->gw = m;
-			snprintf(fs->id, sizeof(fs->id), "%s", so->id);
-			fs->min_t = so->min_t;
-			fs->max_t = so->max_t;
-			snprintf(fs->instance, sizeof(fs->instance), "%s",
-			    so->instance);
-			f->n++;
+		if ((owner[m] && fan_bad_note(&bad, &nbad, resp->sources, m,
+		    start, end) != 0) ||
+		    fan_src_take(f, &cap, m, resp->sources) != 0) {
+			sm_arena_destroy(a);
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
 		}
 		sm_arena_destroy(a);
 	}
@@ -274,38 +325,9 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 		rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: no "
 		    "store-gateway owning tenant %s answered (%u owners; %s)",
 		    tenant, no, last.msg);
-	/*
-	 * A block over the range that an owner could not load: that
-	 * owner's copy of its source lacks it, so the source is read from
-	 * the owners that loaded it; when every answering owner failed on
-	 * it (the object is damaged), the answer would be short: 503
-	 * naming it.
-	 */
-	for (uint32_t j = 0; rv == 0 && j < nbad; j++) {
-		char a0[32], a1[32];
-
-		if (bad[j].owners >= owners_answered || g->n > 64) {
-			sm_time_utc(bad[j].min_t, a0, sizeof(a0));
-			sm_time_utc(bad[j].max_t, a1, sizeof(a1));
-			rv = sm_err_set(err, SM_EUNAVAIL, "the answer would be "
-			    "incomplete: no store-gateway could load block %s "
-			    "(%s to %s) of tenant %s: %s", bad[j].key, a0, a1,
-			    tenant, bad[j].error);
-			break;
-		}
-		for (uint32_t k = 0; k < f->n - f->ni;) {
-			struct qry_fan_src *fs = &f->src[k];
-
-			if (fs->gw < 64 && (bad[j].gws >> fs->gw & 1) &&
-			    strcmp(fs->id, bad[j].source) == 0) {
-				memmove(fs, fs + 1, (f->n - f->ni - k - 1) *
-				    sizeof(*fs));
-				f->n--;
-			} else {
-				k++;
-			}
-		}
-	}
+	if (rv == 0)
+		rv = fan_bad_drop(f, g, bad, nbad, owners_answered, tenant,
+		    err);
 out:
 	sm_free(bad);
 	sm_rpc_multi_destroy(mc);
@@ -570,6 +592,167 @@ pack_req(const Smolder__V1__Request *r, const char *source,
 	return (b->len == sz ? 0 : SM_ENOMEM);
 }
 
+/*
+ * Pack and start every call of the round that has a request (nc calls,
+ * target i % f->n); *nasked counts the targets asked.  The member stops
+ * when this call's timeout has passed: each call carries the deadline in
+ * the member's own clock (common/ring.h, sm_ring_member_deadline), so a
+ * skewed clock fails nothing.
+ */
+static int
+round_start(struct querier *q, struct qry_fan *f,
+    Smolder__V1__Request *const *reqs, uint32_t nreqs, uint32_t nc,
+    int64_t deadline, struct sm_rpc_multi *mc, struct sm_buf *cbufs,
+    uint8_t *asked, uint32_t *nasked)
+{
+	for (uint32_t i = 0; i < nc; i++) {
+		struct qry_call *c = &f->calls[i];
+		const Smolder__V1__Request *r = reqs[nreqs == 1 ? 0 : i];
+		const struct sm_buf *b = &cbufs[i];
+		uint32_t t = i % f->n;
+		struct sm_ring_member *m;
+
+		c->rv = SM_RPC_PENDING;
+		if (t < f->ni) {
+			c->member = f->target[t];
+			m = f->snap->m[c->member];
+		} else {
+			c->member = f->src[t - f->ni].gw;
+			m = f->gsnap->m[c->member];
+		}
+		if (r == NULL)
+			continue;
+		if (pack_req(r, t >= f->ni ? f->src[t - f->ni].id : NULL,
+		    sm_ring_member_deadline(m, deadline), &cbufs[i]) != 0)
+			return (SM_ENOMEM);
+		sm_rpc_multi_start(mc, i, m->client, b->b, b->len,
+		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
+		*nasked += !asked[t];
+		asked[t] = 1;
+	}
+	return (0);
+}
+
+/* Wait for the round's calls, hedging the stragglers ("Hedged waiting"). */
+static void
+round_wait(struct querier *q, const struct qry_fan *f,
+    struct sm_rpc_multi *mc, uint32_t nasked)
+{
+	/* In members: a zone-aware ring may lose whole zones (the check
+	 * after the round counts what was lost in zones, so a slack too
+	 * generous for members of several zones ends in 503, never in a
+	 * short answer). */
+	uint32_t budget = sm_ring_max_read_errors(f->snap);
+	uint32_t slack = budget > f->down ? (budget - f->down) *
+	    f->snap->zone_members_max : 0;
+	struct sm_quorum qw = { .nvoters = f->n, .stride = f->n,
+	    .need = nasked > slack ? nasked - slack : 0,
+	    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
+	    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
+
+	/* Sources have no budget of their own (qry_int.h): no straggler is
+	 * given up on while there are any.  The need keeps the ingesters'
+	 * slack, so a failed ingester within the budget does not doom the
+	 * round. */
+	if (f->n > f->ni)
+		qw.grace_ns = SM_QUORUM_ALL;
+	if (sm_rpc_multi_wait_quorum(mc, &qw) == SM_QUORUM_MET)
+		sm_counter_inc(sm_metric_child0(m_stragglers));
+}
+
+/* Log the failure of call c, to target t of the fan. */
+static void
+round_warn(const struct qry_fan *f, const struct qry_call *c, uint32_t t,
+    const char *method)
+{
+	if (t < f->ni)
+		sm_warn("querier", "ingester call failed\tmethod=%s "
+		    "member=%s err=\"%s\"", method,
+		    f->snap->id[c->member] != NULL ?
+		    f->snap->id[c->member] :
+		    f->snap->m[c->member]->url, c->err.msg);
+	else
+		sm_warn("querier", "store-gateway call failed\t"
+		    "method=%s gateway=%s source=%s instance=%s "
+		    "err=\"%s\"", method, gw_name(f->gsnap, c->member),
+		    f->src[t - f->ni].id, f->src[t - f->ni].instance,
+		    c->err.msg);
+}
+
+/* The read units lost: the members lost so far, and the ingester targets
+ * that failed this round (tfail); f->lost is left as it was. */
+static uint32_t
+round_lost_units(struct qry_fan *f, const uint8_t *tfail)
+{
+	uint32_t units;
+
+	for (uint32_t t = 0; t < f->ni; t++)
+		if (tfail[t])
+			f->lost[f->target[t]] = 1;
+	units = qry_gaps_units(f->snap, f->lost, f->gaps, f->ngaps, NULL, 0);
+	for (uint32_t t = 0; t < f->ni; t++)
+		if (tfail[t] && !f->excluded[f->target[t]])
+			f->lost[f->target[t]] = 0;
+	return (units);
+}
+
+/* SM_EUNAVAIL when a source's call failed and no other gateway asked
+ * answered for it: it may hold the only copy left.  Else 0. */
+static int
+round_sources_covered(const struct qry_fan *f, const uint8_t *tfail,
+    const uint8_t *asked, struct sm_err *err)
+{
+	for (uint32_t t = f->ni; t < f->n; t++) {
+		const struct qry_fan_src *fs = &f->src[t - f->ni];
+		const struct qry_call *c = NULL;
+		bool covered = false;
+
+		if (!tfail[t])
+			continue;
+		for (uint32_t u = f->ni; u < f->n && !covered; u++)
+			covered = u != t && asked[u] && !tfail[u] &&
+			    strcmp(f->src[u - f->ni].id, fs->id) == 0;
+		if (covered)
+			continue;
+		for (uint32_t l = 0; l < f->nlanes && c == NULL; l++)
+			if (f->calls[l * f->n + t].rv != 0 &&
+			    f->calls[l * f->n + t].rv != SM_RPC_PENDING)
+				c = &f->calls[l * f->n + t];
+		return (sm_err_set(err, SM_EUNAVAIL, "history unavailable: "
+		    "store-gateway %s failed for source %s (from %s) and no "
+		    "other answered for it: %s", gw_name(f->gsnap, fs->gw),
+		    fs->id, fs->instance, c != NULL ? c->err.msg :
+		    "no answer"));
+	}
+	return (0);
+}
+
+/*
+ * A member the plan counted on (must) is gone, or its copy is damaged:
+ * exclude every such member so the caller starts over without it
+ * (replicas cover it).  SM_EAGAIN, with the error of call `first` (1-based;
+ * 0: the first such call).
+ */
+static int
+round_exclude(struct qry_fan *f, uint32_t nc, const uint8_t *must,
+    int first, struct sm_err *err)
+{
+	for (uint32_t i = 0; i < nc; i++) {
+		const struct qry_call *c = &f->calls[i];
+
+		if (c->rv == 0 || c->rv == SM_RPC_PENDING || !must[i])
+			continue;
+		if (i % f->n < f->ni)
+			f->excluded[c->member] = 1;
+		else
+			f->gexcluded[c->member] = 1;
+		if (first == 0)
+			first = (int)i + 1;
+	}
+	*err = f->calls[first - 1].err;
+	return (SM_EAGAIN);
+}
+
 int
 qry_fan_round(struct querier *q, struct qry_fan *f,
     Smolder__V1__Request *const *reqs, uint32_t nreqs, uint32_t nlanes,
@@ -592,64 +775,13 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	    (cbufs = sm_calloc(SM_MAX(nc, 1), sizeof(*cbufs))) == NULL ||
 	    (tfail = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
 	    (asked = sm_calloc(SM_MAX(f->n, 1), 1)) == NULL ||
-	    sm_rpc_multi_create(nc, method, &mc) != 0) {
+	    sm_rpc_multi_create(nc, method, &mc) != 0 ||
+	    round_start(q, f, reqs, nreqs, nc, deadline, mc, cbufs, asked,
+	    &nasked) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	/*
-	 * The member stops when this call's timeout has passed: each call
-	 * carries the deadline in the member's own clock (common/ring.h,
-	 * sm_ring_member_deadline), so a skewed clock fails nothing.
-	 */
-	for (uint32_t i = 0; i < nc; i++) {
-		struct qry_call *c = &f->calls[i];
-		const Smolder__V1__Request *r = reqs[nreqs == 1 ? 0 : i];
-		const struct sm_buf *b = &cbufs[i];
-		uint32_t t = i % f->n;
-		struct sm_ring_member *m;
-
-		c->rv = SM_RPC_PENDING;
-		if (t < f->ni) {
-			c->member = f->target[t];
-			m = f->snap->m[c->member];
-		} else {
-			c->member = f->src[t - f->ni].gw;
-			m = f->gsnap->m[c->member];
-		}
-		if (r == NULL)
-			continue;
-		if (pack_req(r, t >= f->ni ? f->src[t - f->ni].id : NULL,
-		    sm_ring_member_deadline(m, deadline), &cbufs[i]) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		sm_rpc_multi_start(mc, i, m->client, b->b, b->len,
-		    (int)q->cfg.timeout_ms, SM_RPC_FAILFAST);
-		nasked += !asked[t];
-		asked[t] = 1;
-	}
-	{
-		/* In members: a zone-aware ring may lose whole zones (the
-		 * check after the round counts what was lost in zones, so a
-		 * slack too generous for members of several zones ends in
-		 * 503, never in a short answer). */
-		uint32_t budget = sm_ring_max_read_errors(f->snap);
-		uint32_t slack = budget > f->down ? (budget - f->down) *
-		    f->snap->zone_members_max : 0;
-		struct sm_quorum qw = { .nvoters = f->n, .stride = f->n,
-		    .need = nasked > slack ? nasked - slack : 0,
-		    .grace_ns = q->cfg.straggler_ms > 0 && slack > 0 ?
-		    q->cfg.straggler_ms * 1000000 : SM_QUORUM_ALL };
-
-		/* Sources have no budget of their own (qry_int.h): no
-		 * straggler is given up on while there are any.  The need
-		 * keeps the ingesters' slack, so a failed ingester within
-		 * the budget does not doom the round. */
-		if (f->n > f->ni)
-			qw.grace_ns = SM_QUORUM_ALL;
-		if (sm_rpc_multi_wait_quorum(mc, &qw) == SM_QUORUM_MET)
-			sm_counter_inc(sm_metric_child0(m_stragglers));
-	}
+	round_wait(q, f, mc, nasked);
 	for (uint32_t i = 0; i < nc; i++) {
 		struct qry_call *c = &f->calls[i];
 		uint32_t t = i % f->n;
@@ -665,18 +797,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    &c->err);
 		if (c->rv == 0)
 			continue;
-		if (t < f->ni)
-			sm_warn("querier", "ingester call failed\tmethod=%s "
-			    "member=%s err=\"%s\"", method,
-			    f->snap->id[c->member] != NULL ?
-			    f->snap->id[c->member] :
-			    f->snap->m[c->member]->url, c->err.msg);
-		else
-			sm_warn("querier", "store-gateway call failed\t"
-			    "method=%s gateway=%s source=%s instance=%s "
-			    "err=\"%s\"", method, gw_name(f->gsnap, c->member),
-			    f->src[t - f->ni].id, f->src[t - f->ni].instance,
-			    c->err.msg);
+		round_warn(f, c, t, method);
 		/* The request's own fault: every replica would say so. */
 		if (request_error(c->rv)) {
 			*err = c->err;
@@ -712,17 +833,8 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	}
 	if (first_answer != 0)
 		first = first_answer;
-	if (failed > 0) {
-		/* the members lost so far, and those that failed now */
-		for (uint32_t t = 0; t < f->ni; t++)
-			if (tfail[t])
-				f->lost[f->target[t]] = 1;
-		lost_units = qry_gaps_units(f->snap, f->lost, f->gaps,
-		    f->ngaps, NULL, 0);
-		for (uint32_t t = 0; t < f->ni; t++)
-			if (tfail[t] && !f->excluded[f->target[t]])
-				f->lost[f->target[t]] = 0;
-	}
+	if (failed > 0)
+		lost_units = round_lost_units(f, tfail);
 	if (failed > 0 && lost_units > sm_ring_max_read_errors(f->snap)) {
 		const struct qry_call *c = &f->calls[first - 1];
 
@@ -734,49 +846,10 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		sm_err_set(err, rv, "%s", c->err.msg);
 		goto out;
 	}
-	/* A source nobody answered for may hold the only copy left. */
-	for (uint32_t t = f->ni; t < f->n; t++) {
-		const struct qry_fan_src *fs = &f->src[t - f->ni];
-		bool covered = false;
-
-		if (!tfail[t])
-			continue;
-		for (uint32_t u = f->ni; u < f->n && !covered; u++)
-			covered = u != t && asked[u] && !tfail[u] &&
-			    strcmp(f->src[u - f->ni].id, fs->id) == 0;
-		if (!covered) {
-			const struct qry_call *c = NULL;
-
-			for (uint32_t l = 0; l < nlanes && c == NULL; l++)
-				if (f->calls[l * f->n + t].rv != 0 &&
-				    f->calls[l * f->n + t].rv != SM_RPC_PENDING)
-					c = &f->calls[l * f->n + t];
-			rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: "
-			    "store-gateway %s failed for source %s (from %s) "
-			    "and no other answered for it: %s",
-			    gw_name(f->gsnap, fs->gw), fs->id, fs->instance,
-			    c != NULL ? c->err.msg : "no answer");
-			goto out;
-		}
-	}
-	if (mustfail > 0) {
-		/* A member the plan counted on is gone (or its copy is
-		 * damaged): start over without it; replicas cover it. */
-		for (uint32_t i = 0; i < nc; i++) {
-			const struct qry_call *c = &f->calls[i];
-
-			if (c->rv == 0 || c->rv == SM_RPC_PENDING || !must[i])
-				continue;
-			if (i % f->n < f->ni)
-				f->excluded[c->member] = 1;
-			else
-				f->gexcluded[c->member] = 1;
-			if (first == 0)
-				first = (int)i + 1;
-		}
-		*err = f->calls[first - 1].err;
-		rv = SM_EAGAIN;
-	}
+	if ((rv = round_sources_covered(f, tfail, asked, err)) != 0)
+		goto out;
+	if (mustfail > 0)
+		rv = round_exclude(f, nc, must, first, err);
 out:
 	sm_rpc_multi_destroy(mc);
 	for (uint32_t i = 0; cbufs != NULL && i < nc; i++)
