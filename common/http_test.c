@@ -50,6 +50,19 @@ cli_sends(int fd, const char *s)
 	return (sm_test_send(fd, s, strlen(s)));
 }
 
+/* Send req on fd: the response must have `status`. */
+static void
+exchange(int fd, const char *req, int status)
+{
+	struct sm_test_resp rs;
+
+	SM_CHECK(cli_sends(fd, req) == 0);
+	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
+	SM_CHECKF(rs.status == status, "status %d, want %d", rs.status,
+	    status);
+	sm_test_resp_free(&rs);
+}
+
 /* One request on a fresh connection. */
 static int
 cli_do(unsigned port, const void *req, size_t n, struct sm_test_resp *rs)
@@ -622,29 +635,15 @@ test_not_found(void)
 
 	/* Without a body, a 404 keeps the connection usable. */
 	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
-	SM_CHECK(cli_sends(fd, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 404);
-	sm_test_resp_free(&rs);
-	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") ==
-	    0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 200);
-	sm_test_resp_free(&rs);
+	exchange(fd, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", 404);
+	exchange(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", 200);
 	close(fd);
 
 	/* With one, the body is read and dropped first, so the connection
 	 * stays usable. */
 	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
-	SM_CHECK(cli_sends(fd, post) == 0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 404);
-	sm_test_resp_free(&rs);
-	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") ==
-	    0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 200);
-	sm_test_resp_free(&rs);
+	exchange(fd, post, 404);
+	exchange(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", 200);
 	close(fd);
 	sm_http_destroy(h);
 }
@@ -681,11 +680,7 @@ test_not_found_drains_body(void)
 		SM_CHECK_EQ(rs.status, k == 0 ? 404 : 405);
 		sm_test_resp_free(&rs);
 		/* Still usable. */
-		SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n"
-		    "\r\n") == 0);
-		SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-		SM_CHECK_EQ(rs.status, 200);
-		sm_test_resp_free(&rs);
+		exchange(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", 200);
 		close(fd);
 	}
 	/* Chunked. */
@@ -698,10 +693,7 @@ test_not_found_drains_body(void)
 		SM_CHECK(sm_test_send(fd, body, n / 9) == 0);
 		SM_CHECK(cli_sends(fd, "\r\n") == 0);
 	}
-	SM_CHECK(cli_sends(fd, "0\r\n\r\n") == 0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 404);
-	sm_test_resp_free(&rs);
+	exchange(fd, "0\r\n\r\n", 404);
 	close(fd);
 	free(body);
 	sm_http_destroy(h);
@@ -984,12 +976,9 @@ test_413_content_length(void)
 
 	/* A huge announced body with Expect: 100-continue gets no 100. */
 	SM_REQUIRE((fd = sm_test_connect(port, 5000)) >= 0);
-	SM_CHECK(cli_sends(fd, "POST /small HTTP/1.1\r\nHost: t\r\n"
+	exchange(fd, "POST /small HTTP/1.1\r\nHost: t\r\n"
 	    "Expect: 100-continue\r\n"
-	    "Content-Length: 99999999999999\r\n\r\n") == 0);
-	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 413);
-	sm_test_resp_free(&rs);
+	    "Content-Length: 99999999999999\r\n\r\n", 413);
 	close(fd);
 
 	/* Over the limit while part of the body is already on its way. */
