@@ -836,20 +836,6 @@ bucket_pos(const struct ing_series *s, int64_t bt)
 	return (lo);
 }
 
-static bool
-labels_equal(const struct ing_series *sr, const struct sm_label *ls,
-    uint32_t n)
-{
-	if (sr->nlabels != n)
-		return (false);
-	for (uint32_t i = 0; i < n; i++) {
-		if (strcmp(sr->labels[i].name, ls[i].name) != 0 ||
-		    strcmp(sr->labels[i].value, ls[i].value) != 0)
-			return (false);
-	}
-	return (true);
-}
-
 /* One series of a write, reserved (head.h, "All or nothing"). */
 struct went {
 	const Smolder__V1__SeriesWrite *w;
@@ -953,8 +939,8 @@ stage_series(struct ing_head *h, struct wstage *st,
 		return (0);
 	for (sm_oatab_probe(&st->ntab, fp, &it);
 	    (v = sm_oatab_next(&st->ntab, &it)) != SM_OATAB_NONE;) {
-		if (st->nsr[v]->fp == fp && labels_equal(st->nsr[v], st->ls,
-		    n)) {
+		if (st->nsr[v]->fp == fp &&
+		    ing_series_labels_equal(st->nsr[v], st->ls, n)) {
 			*out = st->nsr[v];
 			return (0);
 		}

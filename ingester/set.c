@@ -271,9 +271,9 @@ ing_set_append(struct ing_set *s, struct ing_series *sr)
 	return (0);
 }
 
-static bool
-labels_equal(const struct ing_series *sr, const struct sm_label *ls,
-    uint32_t n)
+bool
+ing_series_labels_equal(const struct ing_series *sr,
+    const struct sm_label *ls, uint32_t n)
 {
 	if (sr->nlabels != n)
 		return (false);
@@ -304,7 +304,7 @@ ing_set_series_find(const struct ing_set *s, const struct sm_label *ls,
 	    (v = sm_oatab_next(&s->tab, &it)) != SM_OATAB_NONE;) {
 		struct ing_series *sr = s->series[v];
 
-		if (sr->fp == fp && labels_equal(sr, ls, n))
+		if (sr->fp == fp && ing_series_labels_equal(sr, ls, n))
 			return (sr);
 	}
 	return (NULL);

@@ -229,6 +229,10 @@ int ing_set_reserve(struct ing_set *s, struct ing_series *const *sr,
 struct ing_series *ing_set_series_find(const struct ing_set *s,
     const struct sm_label *ls, uint32_t n, uint64_t fp);
 
+/* Whether series sr has exactly the sorted labels ls[0..n). */
+bool ing_series_labels_equal(const struct ing_series *sr,
+    const struct sm_label *ls, uint32_t n);
+
 /* Append a fully built series (blocks decode through this); it takes
  * ownership of `sr` and indexes it.  0 or SM_ENOMEM. */
 int ing_set_append(struct ing_set *s, struct ing_series *sr);
