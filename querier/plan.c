@@ -401,20 +401,205 @@ qry_plan_must(const struct qry_plan *p, uint8_t *buf)
 	return (buf);
 }
 
+/* Whether each of the n targets' picks are sorted by fp, every fp once:
+ * what the ingester takes (ingester/query.c refuses others). */
+static bool
+picks_sorted(const struct plan_tgt *tg, uint32_t n)
+{
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t i = 1; i < tg[t].n; i++)
+			if (tg[t].v[i - 1]->fp >= tg[t].v[i]->fp)
+				return (false);
+	return (true);
+}
+
+/*
+ * 2. Series on which every target agrees go whole to one of them; the
+ * others' fps go to *divp (arena-owned, increasing), *ndivp of them.
+ * Sets p->nseries.  0 or SM_ENOMEM.
+ */
+static int
+plan_agree(struct qry_plan *p, struct plan_tgt *tg, const struct plan_ent *e,
+    size_t ne, uint64_t **divp, size_t *ndivp)
+{
+	struct sm_arena *a = p->arena;
+	uint64_t *div = NULL;
+	size_t ndiv = 0;
+
+	p->nseries = 0;
+	for (size_t i = 0; i < ne;) {
+		size_t j = i + 1;
+		bool same = true;
+
+		for (; j < ne && e[j].fp == e[i].fp; j++)
+			same &= e[j].profiles == e[i].profiles &&
+			    e[j].digest == e[i].digest;
+		p->nseries++;
+		if (same) {
+			const struct plan_ent *w = &e[i + (e[i].fp >> 17) %
+			    (j - i)];
+
+			if (pick_add(a, &tg[w->target], w->fp, NULL) != 0)
+				return (SM_ENOMEM);
+		} else {
+			if (div == NULL && (div = sm_arena_alloc(a, ne *
+			    sizeof(*div))) == NULL)
+				return (SM_ENOMEM);
+			div[ndiv++] = e[i].fp;
+		}
+		i = j;
+	}
+	*divp = div;
+	*ndivp = ndiv;
+	return (0);
+}
+
+/*
+ * 3. The divergent series div[0..ndiv) (increasing): a second Stats round,
+ * to the targets holding any of them, for their per-bucket counts and
+ * upload ids, then bucket by bucket (plan_buckets) into tg and ps.  *ep
+ * (the first round's entries, freed here) and *nep become the second
+ * round's.  0, or an error set in err (the round's, SM_EAGAIN included).
+ */
+static int
+plan_divergent(struct qry_plan *p, const struct qry_plan_io *io,
+    const Smolder__V1__Select *sel, const Smolder__V1__Response **ans,
+    struct plan_tgt *tg, struct plan_ent **ep, size_t *nep,
+    uint64_t *div, size_t ndiv, struct plan_st *ps, struct sm_err *err)
+{
+	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
+	Smolder__V1__StatsRequest sr = SMOLDER__V1__STATS_REQUEST__INIT;
+	Smolder__V1__Request **reqs;
+	Smolder__V1__Pick **dpicks;
+	Smolder__V1__Select dsel;
+	struct sm_arena *a = p->arena;
+	struct plan_ent *e = *ep;
+	uint8_t *ask;
+	int rv;
+
+	for (size_t d = 1; d < ndiv; d++)
+		SM_ASSERT(div[d - 1] < div[d]);
+	ask = sm_arena_calloc(a, io->n, 1);
+	reqs = sm_arena_calloc(a, io->n, sizeof(*reqs));
+	dpicks = sm_arena_alloc(a, ndiv * sizeof(*dpicks));
+	if (ask == NULL || reqs == NULL || dpicks == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0, d = 0; i < *nep; i++) {
+		while (d < ndiv && div[d] < e[i].fp)
+			d++;
+		if (d < ndiv && div[d] == e[i].fp)
+			ask[e[i].target] = 1;
+	}
+	for (size_t d = 0; d < ndiv; d++) {
+		if ((dpicks[d] = sm_arena_alloc(a, sizeof(**dpicks))) == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		smolder__v1__pick__init(dpicks[d]);
+		dpicks[d]->fp = div[d];
+	}
+	dsel = *sel;
+	dsel.picked = 1;
+	dsel.picks = dpicks;
+	dsel.n_picks = ndiv;
+	req.method_case = SMOLDER__V1__REQUEST__METHOD_STATS;
+	req.stats = &sr;
+	sr.select = &dsel;
+	sr.detail = div;
+	sr.n_detail = ndiv;
+	sr.ids = 1;
+	for (uint32_t i = 0; i < io->n; i++)
+		reqs[i] = ask[i] ? &req : NULL;
+	sm_free(e);
+	*ep = NULL;
+	/* The first round's answers are freed by this one. */
+	if ((rv = io->round(io->arg, reqs, io->n, ask, ans, err)) != 0)
+		return (rv);
+	if (plan_entries(ans, io->n, ep, nep) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	e = *ep;
+	for (size_t i = 0; i < *nep;) {
+		size_t j = i + 1;
+
+		while (j < *nep && e[j].fp == e[i].fp)
+			j++;
+		if (plan_buckets(a, tg, &e[i], j - i, ps) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		i = j;
+	}
+	/* Picks must be sorted by fp per target: the agreeing ones were
+	 * added in fp order, the divergent ones after them. */
+	for (uint32_t t = 0; t < io->n; t++)
+		if (tg[t].n > 1)
+			qsort(tg[t].v, tg[t].n, sizeof(*tg[t].v), pick_cmp);
+	return (0);
+}
+
+/* The plan's metrics and log line; SM_EUNAVAIL naming the first bucket
+ * no target nor combination holds whole, if any.  Else 0. */
+static int
+plan_report(struct qry_plan *p, const struct qry_plan_io *io, size_t ndiv,
+    const struct plan_st *ps, struct sm_err *err)
+{
+	char ts[32];
+
+	p->ndivergent = ndiv;
+	p->ncombined = ps->combined;
+	p->nunresolved = ps->unresolved;
+	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu "
+	    "combined=%zu unverified=%zu unresolved=%zu", io->n, p->nseries,
+	    ndiv, ps->combined, ps->unverified, ps->unresolved);
+	sm_counter_inc(sm_metric_child0(m_plans));
+	sm_counter_add(sm_metric_child0(m_divergent), ndiv);
+	sm_counter_add(sm_metric_child0(m_combined), ps->combined);
+	if (ps->unresolved == 0)
+		return (0);
+	sm_counter_add(sm_metric_child0(m_unresolved), ps->unresolved);
+	return (sm_err_set(err, SM_EUNAVAIL, "the answer would be "
+	    "incomplete: the replicas diverge and neither one of them "
+	    "nor an exact combination holds every upload of %zu "
+	    "bucket(s), the first of series %016llx at %s (%u "
+	    "uploads); it will be whole once the compactor folds that "
+	    "hour in the bucket, or the replicas' hints are delivered",
+	    ps->unresolved, (unsigned long long)ps->fp,
+	    sm_time_utc(ps->t, ts, sizeof(ts)), ps->nu));
+}
+
+/* 4. Each target's select: the query's with the target's picks, NULL
+ * for a target with none.  0 or SM_ENOMEM. */
+static int
+plan_selects(struct qry_plan *p, const Smolder__V1__Select *sel,
+    const struct plan_tgt *tg)
+{
+	struct sm_arena *a = p->arena;
+
+	if ((p->sel = sm_arena_calloc(a, p->n, sizeof(*p->sel))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t t = 0; t < p->n; t++) {
+		Smolder__V1__Select *s;
+
+		if (tg[t].n == 0)
+			continue;
+		if ((s = sm_arena_alloc(a, sizeof(*s))) == NULL)
+			return (SM_ENOMEM);
+		*s = *sel;
+		s->picked = 1;
+		s->picks = tg[t].v;
+		s->n_picks = tg[t].n;
+		p->sel[t] = s;
+	}
+	return (0);
+}
+
 int
 qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
     const Smolder__V1__Select *sel, struct sm_err *err)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__StatsRequest sr = SMOLDER__V1__STATS_REQUEST__INIT;
-	Smolder__V1__Request **reqs = NULL;
+	Smolder__V1__Request *one = &req;
 	const Smolder__V1__Response **ans;
-	Smolder__V1__Select dsel;
 	struct plan_ent *e = NULL;
 	struct plan_tgt *tg = NULL;
 	uint64_t *div = NULL;
-	uint8_t *ask = NULL;
-	Smolder__V1__Pick **dpicks = NULL;
 	struct plan_st ps = { 0 };
 	size_t ne = 0, ndiv = 0;
 	struct sm_arena *a;
@@ -431,143 +616,29 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	a = p->arena;
 	if ((ans = sm_arena_calloc(a, io->n, sizeof(*ans))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	/* 1. The stats round. */
 	sr.select = (Smolder__V1__Select *)sel;
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_STATS;
 	req.stats = &sr;
-	{
-		Smolder__V1__Request *one = &req;
-
-		if ((rv = io->round(io->arg, &one, 1, NULL, ans, err)) != 0)
-			return (rv);
-	}
+	if ((rv = io->round(io->arg, &one, 1, NULL, ans, err)) != 0)
+		return (rv);
 	tg = sm_arena_calloc(a, io->n, sizeof(*tg));
-	if (tg == NULL || (rv = plan_entries(ans, io->n, &e, &ne)) != 0) {
+	if (tg == NULL || plan_entries(ans, io->n, &e, &ne) != 0 ||
+	    plan_agree(p, tg, e, ne, &div, &ndiv) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	p->nseries = 0;
-	/* 2. Agreeing series go whole to one target. */
-	for (size_t i = 0; i < ne;) {
-		size_t j = i + 1;
-		bool same = true;
-
-		for (; j < ne && e[j].fp == e[i].fp; j++)
-			same &= e[j].profiles == e[i].profiles &&
-			    e[j].digest == e[i].digest;
-		p->nseries++;
-		if (same) {
-			const struct plan_ent *w = &e[i + (e[i].fp >> 17) %
-			    (j - i)];
-
-			if (pick_add(a, &tg[w->target], w->fp, NULL) != 0)
-				goto oom;
-		} else {
-			if (div == NULL && (div = sm_arena_alloc(a, ne *
-			    sizeof(*div))) == NULL)
-				goto oom;
-			div[ndiv++] = e[i].fp;
-		}
-		i = j;
-	}
-	/* 3. Divergent series: per-bucket counts, largest count wins. */
-	if (ndiv > 0) {
-		ask = sm_arena_calloc(a, io->n, 1);
-		reqs = sm_arena_calloc(a, io->n, sizeof(*reqs));
-		dpicks = sm_arena_alloc(a, ndiv * sizeof(*dpicks));
-		if (ask == NULL || reqs == NULL || dpicks == NULL)
-			goto oom;
-		for (size_t i = 0, d = 0; i < ne; i++) {
-			while (d < ndiv && div[d] < e[i].fp)
-				d++;
-			if (d < ndiv && div[d] == e[i].fp)
-				ask[e[i].target] = 1;
-		}
-		for (size_t d = 0; d < ndiv; d++) {
-			if ((dpicks[d] = sm_arena_alloc(a, sizeof(**dpicks))) ==
-			    NULL)
-				goto oom;
-			smolder__v1__pick__init(dpicks[d]);
-			dpicks[d]->fp = div[d];
-		}
-		dsel = *sel;
-		dsel.picked = 1;
-		dsel.picks = dpicks;
-		dsel.n_picks = ndiv;
-		sr.select = &dsel;
-		sr.detail = div;
-		sr.n_detail = ndiv;
-		sr.ids = 1;
-		for (uint32_t i = 0; i < io->n; i++)
-			reqs[i] = ask[i] ? &req : NULL;
-		sm_free(e);
-		e = NULL;
-		/* The first round's answers are freed by this one. */
-		if ((rv = io->round(io->arg, reqs, io->n, ask, ans, err)) != 0)
-			goto out;
-		if ((rv = plan_entries(ans, io->n, &e, &ne)) != 0)
-			goto oom;
-		for (size_t i = 0; i < ne;) {
-			size_t j = i + 1;
-
-			while (j < ne && e[j].fp == e[i].fp)
-				j++;
-			if ((rv = plan_buckets(a, tg, &e[i], j - i, &ps)) != 0)
-				goto oom;
-			i = j;
-		}
-		/* Picks must be sorted by fp per target: the agreeing ones
-		 * were added in fp order, the divergent ones after them. */
-		for (uint32_t t = 0; t < io->n; t++)
-			if (tg[t].n > 1)
-				qsort(tg[t].v, tg[t].n,
-				    sizeof(*tg[t].v), pick_cmp);
-	}
-	p->ndivergent = ndiv;
-	p->ncombined = ps.combined;
-	p->nunresolved = ps.unresolved;
-	sm_debug("querier", "plan\ttargets=%u series=%zu divergent=%zu "
-	    "combined=%zu unverified=%zu unresolved=%zu", io->n, p->nseries,
-	    ndiv, ps.combined, ps.unverified, ps.unresolved);
-	sm_counter_inc(sm_metric_child0(m_plans));
-	sm_counter_add(sm_metric_child0(m_divergent), ndiv);
-	sm_counter_add(sm_metric_child0(m_combined), ps.combined);
-	if (ps.unresolved > 0) {
-		char ts[32];
-
-		sm_counter_add(sm_metric_child0(m_unresolved), ps.unresolved);
-		rv = sm_err_set(err, SM_EUNAVAIL, "the answer would be "
-		    "incomplete: the replicas diverge and neither one of them "
-		    "nor an exact combination holds every upload of %zu "
-		    "bucket(s), the first of series %016llx at %s (%u "
-		    "uploads); it will be whole once the compactor folds that "
-		    "hour in the bucket, or the replicas' hints are delivered",
-		    ps.unresolved, (unsigned long long)ps.fp,
-		    sm_time_utc(ps.t, ts, sizeof(ts)), ps.nu);
-		p->sel = NULL;
+	SM_ASSERT(picks_sorted(tg, io->n));
+	if (ndiv > 0 && (rv = plan_divergent(p, io, sel, ans, tg, &e, &ne,
+	    div, ndiv, &ps, err)) != 0)
 		goto out;
-	}
-	/* 4. Per-target selects. */
-	if ((p->sel = sm_arena_calloc(a, io->n, sizeof(*p->sel))) == NULL)
-		goto oom;
-	for (uint32_t t = 0; t < io->n; t++) {
-		Smolder__V1__Select *s;
-
-		if (tg[t].n == 0)
-			continue;
-		if ((s = sm_arena_alloc(a, sizeof(*s))) == NULL)
-			goto oom;
-		*s = *sel;
-		s->picked = 1;
-		s->picks = tg[t].v;
-		s->n_picks = tg[t].n;
-		p->sel[t] = s;
-	}
-	rv = 0;
-	goto out;
-oom:
-	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-	p->sel = NULL;
+	if ((rv = plan_report(p, io, ndiv, &ps, err)) != 0)
+		goto out;
+	if (plan_selects(p, sel, tg) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
+	if (rv != 0)
+		p->sel = NULL;
 	sm_free(e);
 	return (rv);
 }
