@@ -502,29 +502,32 @@ grpc_unweb(struct grpc_stream *st, const uint8_t *b, size_t len)
 static bool
 grpc_trailers(struct grpc_stream *st)
 {
-	char *p = st->trl_text.b, *end;
+	char *base = st->trl_text.b;
+	size_t len = st->trl_text.len, off = 0;
 
-	if (p == NULL)
+	if (base == NULL)
 		return (false);         /* no trailer frame */
-	end = p + st->trl_text.len;
-	while (p != NULL && p < end && st->ntrl < GRPC_TRAILERS_MAX) {
-		char *eol = memchr(p, '\n', (size_t)(end - p));
-		char *colon, *v, *ve = eol != NULL ? eol : end;
+	/* Offsets, not pointers: GCC 12 at -O1 (the ASan build) cannot see
+	 * that end - p stays positive and warns about memchr's bound. */
+	while (off < len && st->ntrl < GRPC_TRAILERS_MAX) {
+		char *p = base + off;
+		char *eol = memchr(p, '\n', len - off);
+		size_t n = eol != NULL ? (size_t)(eol - p) : len - off;
+		char *colon, *v;
 
-		if (ve > p && ve[-1] == '\r')
-			ve--;
-		colon = memchr(p, ':', (size_t)(ve - p));
-		if (colon != NULL && colon > p) {
-			for (char *q = p; q < colon; q++)
-				*q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 :
-				    *q);
-			for (v = colon + 1; v < ve && *v == ' '; v++)
-				;
-			st->trl[st->ntrl++] = (nghttp2_nv){ (uint8_t *)p,
-			    (uint8_t *)v, (size_t)(colon - p),
-			    (size_t)(ve - v), NGHTTP2_NV_FLAG_NONE };
-		}
-		p = eol != NULL ? eol + 1 : NULL;
+		off += n + 1;
+		if (n > 0 && p[n - 1] == '\r')
+			n--;
+		colon = memchr(p, ':', n);
+		if (colon == NULL || colon == p)
+			continue;
+		for (char *q = p; q < colon; q++)
+			*q = (char)(*q >= 'A' && *q <= 'Z' ? *q + 32 : *q);
+		for (v = colon + 1; v < p + n && *v == ' '; v++)
+			;
+		st->trl[st->ntrl++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v,
+		    (size_t)(colon - p), (size_t)(p + n - v),
+		    NGHTTP2_NV_FLAG_NONE };
 	}
 	for (size_t i = 0; i < st->ntrl; i++) {
 		if (st->trl[i].namelen == 11 &&
