@@ -61,6 +61,7 @@
 #include "common/overrides.h"
 #include "common/grpc.h"
 #include "common/http.h"
+#include "common/tls.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/module.h"
@@ -104,6 +105,7 @@ struct app {
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
 	char *grpc_listen;
+	char *tls_cert, *tls_key, *tls_ca, *tls_client_auth, *tls_min;
 	int64_t grpc_streams;
 	int64_t grpc_recv_max;
 	int64_t grpc_send_max;
@@ -136,6 +138,7 @@ struct app {
 	struct sm_overrides *overrides; /* -runtime-config.file; NULL = none */
 	struct sm_http *http;
 	struct sm_grpc *grpc;          /* NULL: no -grpc.listen-address */
+	struct sm_tls *tls;            /* NULL: plain HTTP */
 	struct ingester *ing;
 	struct sm_bucket *bucket;       /* NULL: no -storage.backend */
 	struct sm_ring *ring;
@@ -331,6 +334,18 @@ mod_server_init(void *p, struct sm_err *err)
 	if ((rv = sm_overrides_create(app->runtime_config_file,
 	    app->runtime_config_reload_ms, &app->overrides, err)) != 0)
 		return (rv);
+	if (app->tls_cert[0] != '\0' || app->tls_key[0] != '\0') {
+		struct sm_tls_cfg tc = { app->tls_cert, app->tls_key,
+		    app->tls_ca, app->tls_client_auth, app->tls_min };
+
+		if ((rv = sm_tls_create(&tc, &app->tls, err)) != 0)
+			return (rv);
+		cfg.tls = app->tls;
+	} else if (app->tls_ca[0] != '\0' || app->tls_client_auth[0] != '\0') {
+		return (sm_err_set(err, SM_EINVAL, "server: "
+		    "-server.http-tls-ca-path and -server.http-tls-client-auth "
+		    "need -server.http-tls-cert-path and -key-path"));
+	}
 	if ((rv = sm_http_create(&cfg, &app->http, err)) != 0)
 		return (rv);
 	sm_http_set_auth(app->http, app->auth);
@@ -843,6 +858,30 @@ static const struct sm_flag app_flag_tab[] = {
 	    "gRPC (HTTP/2 cleartext) address for every Connect service, "
 	    "host:port or :port; empty: no gRPC listener. It shares the "
 	    "-server.http-* connection limits and idle timeout."),
+	SM_FLAG_STR("server.http-tls-cert-path", tls_cert,
+	    "",
+	    "HTTPS: the server's certificate (PEM, its chain after it). "
+	    "With -server.http-tls-key-path the HTTP listener speaks TLS "
+	    "only; both files are read again when they change (rotation "
+	    "without a restart)."),
+	SM_FLAG_STR("server.http-tls-key-path", tls_key,
+	    "",
+	    "HTTPS: the private key of -server.http-tls-cert-path (PEM)."),
+	SM_FLAG_STR("server.http-tls-ca-path", tls_ca,
+	    "",
+	    "HTTPS: the CAs (PEM) client certificates must chain to, for "
+	    "-server.http-tls-client-auth; reloaded when it changes."),
+	SM_FLAG_STR("server.http-tls-client-auth", tls_client_auth,
+	    "",
+	    "HTTPS client certificates: NoClientCert (empty), "
+	    "RequestClientCert, RequireAnyClientCert, "
+	    "VerifyClientCertIfGiven or RequireAndVerifyClientCert (mutual "
+	    "TLS: a request without a certificate from "
+	    "-server.http-tls-ca-path gets 401 or 403)."),
+	SM_FLAG_STR("server.tls-min-version", tls_min,
+	    "VersionTLS12",
+	    "Lowest TLS version the HTTPS listener accepts: VersionTLS12 "
+	    "or VersionTLS13."),
 	SM_FLAG_I64("server.grpc-max-concurrent-streams", SM_FLAG_INT,
 	    grpc_streams, "100",
 	    "Most concurrent gRPC calls on one connection (1 to 128)."),
@@ -1270,6 +1309,7 @@ out:
 	sm_ring_destroy(app.gw_ring);
 	sm_bucket_destroy(app.bucket);
 	sm_http_destroy(app.http);
+	sm_tls_destroy(app.tls);
 	sm_overrides_destroy(app.overrides);
 	sm_auth_destroy(app.auth);
 	if (app.data_lock_fd >= 0)

@@ -166,6 +166,7 @@
 
 #include "auth.h"
 #include "hash.h"
+#include "tls.h"
 #include "log.h"
 #include "metrics.h"
 #include "tenant.h"
@@ -222,6 +223,7 @@ struct sm_http {
 	size_t h_routes_cap;
 	struct sm_auth *h_auth;       /* borrowed; NULL = no checks */
 	struct MHD_Daemon *h_daemon;
+	struct MHD_Daemon *h_inner;   /* adopted connections under TLS */
 	unsigned h_port;
 
 	pthread_mutex_t h_mu;         /* protects everything below */
@@ -569,6 +571,7 @@ http_route_pool(struct sm_http *h, const struct http_route *rt)
 void
 sm_http_cfg_default(struct sm_http_cfg *cfg)
 {
+	memset(cfg, 0, sizeof(*cfg));
 	cfg->listen = ":4040";
 	cfg->threads = 4;
 	cfg->write_workers = 8;
@@ -672,39 +675,37 @@ sm_http_route_as(struct sm_http *h, unsigned scope, const char *method,
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn,
     const char *url, const char *method, const char *version,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
+static void http_notify_conn(void *cls, struct MHD_Connection *conn,
+    void **socket_ctx, enum MHD_ConnectionNotificationCode toe);
 static void http_completed(void *cls, struct MHD_Connection *conn,
     void **con_cls, enum MHD_RequestTerminationCode toe);
 
-int
-sm_http_start(struct sm_http *h, struct sm_err *err)
+/*
+ * Start one libmicrohttpd daemon on h's routes: the listener (`inner`
+ * false: TLS when configured), or the plaintext daemon with no listen
+ * socket that serves adopted connections when the listener speaks TLS
+ * (sm_http_adopt: the gRPC bridge talks HTTP/1.1 on a socketpair).
+ */
+static struct MHD_Daemon *
+http_daemon_start(struct sm_http *h, bool inner)
 {
-	const union MHD_DaemonInfo *di;
-	struct MHD_OptionItem opts[16];
+	struct MHD_OptionItem opts[20];
 	unsigned flags;
 	int n = 0;
 
-	pthread_mutex_lock(&h->h_mu);
-	if (h->h_state != HTTP_NEW) {
-		pthread_mutex_unlock(&h->h_mu);
-		return (sm_err_set(err, SM_EINVAL, "http: server on %s was "
-		    "already started", h->h_listen));
-	}
-	h->h_lasterr[0] = '\0';
-	pthread_mutex_unlock(&h->h_mu);
-
-	pthread_once(&http_panic_once, http_panic_init);
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 	    MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-	/* Workers first: a request may be routed to them at once. */
-	if (http_pool_start(&h->h_write, err) != 0 ||
-	    http_pool_start(&h->h_query, err) != 0) {
-		http_pools_stop(h);
-		return (SM_EIO);
-	}
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER,
 	    (intptr_t)http_mhd_log, h };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0,
-	    &h->h_addr };
+	if (inner) {
+		flags |= MHD_USE_NO_LISTEN_SOCKET;
+	} else {
+		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0,
+		    &h->h_addr };
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_LISTEN_BACKLOG_SIZE, HTTP_LISTEN_BACKLOG,
+		    NULL };
+	}
 	if (h->h_cfg.threads > 1)
 		opts[n++] = (struct MHD_OptionItem){
 		    MHD_OPTION_THREAD_POOL_SIZE, h->h_cfg.threads, NULL };
@@ -716,8 +717,6 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 		    NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT,
 	    h->h_cfg.conn_timeout_s, NULL };
-	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_BACKLOG_SIZE,
-	    HTTP_LISTEN_BACKLOG, NULL };
 	opts[n++] = (struct MHD_OptionItem){
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_CONN_MEMORY, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED,
@@ -726,12 +725,53 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	 * section 3.2), as every real client sends one. */
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_STRICT_FOR_CLIENT, 1,
 	    NULL };
+	if (!inner && h->h_cfg.tls != NULL) {
+		flags |= MHD_USE_TLS;
+		/* One-pointer options take it in ptr_value. */
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+		    sm_tls_cert_callback(h->h_cfg.tls) };
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_HTTPS_PRIORITIES, 0,
+		    (void *)sm_tls_priorities(h->h_cfg.tls) };
+		opts[n++] = (struct MHD_OptionItem){
+		    MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_notify_conn,
+		    h };
+	}
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 	SM_ASSERT((size_t)n <= SM_ARRAY_LEN(opts));
+	return (MHD_start_daemon(flags, 0, NULL, NULL, http_access, h,
+	    MHD_OPTION_ARRAY, opts, MHD_OPTION_END));
+}
 
+int
+sm_http_start(struct sm_http *h, struct sm_err *err)
+{
+	const union MHD_DaemonInfo *di;
+
+	pthread_mutex_lock(&h->h_mu);
+	if (h->h_state != HTTP_NEW) {
+		pthread_mutex_unlock(&h->h_mu);
+		return (sm_err_set(err, SM_EINVAL, "http: server on %s was "
+		    "already started", h->h_listen));
+	}
+	h->h_lasterr[0] = '\0';
+	pthread_mutex_unlock(&h->h_mu);
+
+	pthread_once(&http_panic_once, http_panic_init);
+	/* Workers first: a request may be routed to them at once. */
+	if (http_pool_start(&h->h_write, err) != 0 ||
+	    http_pool_start(&h->h_query, err) != 0) {
+		http_pools_stop(h);
+		return (SM_EIO);
+	}
 	errno = 0;
-	h->h_daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, h,
-	    MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+	h->h_daemon = http_daemon_start(h, false);
+	if (h->h_daemon != NULL && h->h_cfg.tls != NULL &&
+	    (h->h_inner = http_daemon_start(h, true)) == NULL) {
+		MHD_stop_daemon(h->h_daemon);
+		h->h_daemon = NULL;
+	}
 	if (h->h_daemon == NULL) {
 		int e = errno;
 
@@ -788,7 +828,8 @@ sm_http_adopt(struct sm_http *h, int fd, const struct sockaddr *sa,
 	pthread_mutex_lock(&h->h_mu);
 	if (h->h_state == HTTP_RUNNING && !h->h_stopping &&
 	    h->h_daemon != NULL)
-		ok = MHD_add_connection(h->h_daemon, fd, sa, salen);
+		ok = MHD_add_connection(h->h_inner != NULL ? h->h_inner :
+		    h->h_daemon, fd, sa, salen);
 	else
 		(void)close(fd);
 	pthread_mutex_unlock(&h->h_mu);
@@ -829,6 +870,9 @@ sm_http_stop(struct sm_http *h)
 
 	MHD_stop_daemon(h->h_daemon);
 	h->h_daemon = NULL;
+	if (h->h_inner != NULL)
+		MHD_stop_daemon(h->h_inner);
+	h->h_inner = NULL;
 	http_pools_stop(h);
 	pthread_mutex_lock(&h->h_mu);
 	h->h_state = HTTP_STOPPED;
@@ -1312,6 +1356,51 @@ http_org_headers(struct MHD_Connection *conn, struct http_org_count *c)
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_org_cb, c);
 }
 
+/*
+ * MHD_OPTION_NOTIFY_CONNECTION (TLS only): a new connection's session,
+ * before its handshake, asks for a client certificate as the policy says.
+ */
+static void
+http_notify_conn(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+    enum MHD_ConnectionNotificationCode toe)
+{
+	struct sm_http *h = cls;
+	const union MHD_ConnectionInfo *ci;
+
+	(void)socket_ctx;
+	if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+		return;
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (ci != NULL)
+		sm_tls_session_start(h->h_cfg.tls, ci->tls_session);
+}
+
+/* Step 1, first: the client certificate the TLS policy wants. */
+static void
+http_check_peer(struct sm_http *h, struct sm_http_req *r)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct sm_err err;
+	const char *code;
+	int rv, status;
+
+	if (h->h_cfg.tls == NULL || r->r_state != REQ_BODY)
+		return;
+	ci = MHD_get_connection_info(r->r_conn,
+	    MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (ci == NULL)
+		return;                 /* an adopted, plaintext connection */
+	sm_err_clear(&err);
+	if ((rv = sm_tls_check_peer(h->h_cfg.tls, ci->tls_session,
+	    &err)) == 0)
+		return;
+	sm_http_status_for(rv, &status, &code);
+	sm_debug("http", "refused\trequest_id=%s path=%s remote=%s status=%d "
+	    "reason=\"%s\"", r->r_reqid, r->r_path, sm_http_remote(r), status,
+	    err.msg);
+	http_reject(r, status, code, "%s", err.msg);
+}
+
 /* Step 1, after routing: check the route's scope; reject on failure. */
 static void
 http_authenticate(struct sm_http *h, struct sm_http_req *r)
@@ -1505,6 +1594,7 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	}
 	if (http_check_framing(r, cl, te))
 		has_body = true;        /* answer now, then close */
+	http_check_peer(h, r);
 	if (r->r_state == REQ_BODY)
 		http_authenticate(h, r);
 	if (r->r_state == REQ_BODY) {

@@ -29,6 +29,13 @@
  * a lone "chunked" 501, each answered at once and the connection closed;
  * two Authorization fields, or an HTTP/1.1 request without Host, are 400.
  *
+ * HTTPS: with cfg.tls (tls.h) the listener speaks TLS only (a plaintext
+ * client fails the handshake); the certificate is tls.h's, reloaded when
+ * its files change, and each request is checked against the client-auth
+ * policy first (401 without a required certificate, 403 with one not from
+ * the CA).  Adopted connections (sm_http_adopt) go to a second, plaintext
+ * daemon with no listen socket: they come from this process.
+ *
  * Routing is exact on the path (no query string); a route may be bound to
  * one method or to all (method NULL).  A path that exists under another
  * method gets 405; an unknown path 404.
@@ -53,6 +60,7 @@
 
 struct sm_http;
 struct sm_http_req;
+struct sm_tls;
 
 struct sm_http_cfg {
 	const char *listen;          /* "host:port", ":port" or "port" */
@@ -63,6 +71,7 @@ struct sm_http_cfg {
 	unsigned per_ip_limit;       /* 0 = no per-IP limit */
 	unsigned conn_timeout_s;     /* idle timeout, seconds (> 0) */
 	size_t default_body_max;     /* body cap for routes that pass 0 */
+	struct sm_tls *tls;          /* HTTPS (tls.h), borrowed; NULL: plain */
 };
 
 /*

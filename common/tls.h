@@ -1,0 +1,95 @@
+/*
+ * tls.h -- the server side of TLS for the HTTP listener (http.h): the
+ * certificate and key it presents, the CA it checks client certificates
+ * against, the client-auth policy and the lowest protocol version.  The
+ * only file that includes <gnutls/gnutls.h> (docs/style.md §11);
+ * libmicrohttpd runs the handshakes with GnuTLS, and hands this module
+ * its sessions as `void *`.
+ *
+ * Files, reloaded without a restart.  The certificate (a PEM chain, the
+ * server's first), the key and the CA are read at create and again when
+ * any of their modification times or sizes changes, checked at most once
+ * a second on a handshake or a request: a rotation (cert-manager, a
+ * renewal cron) takes effect for new connections while open ones keep
+ * theirs.  A reload that fails (a half-written file, a key that does not
+ * match) keeps the previous material and is logged; it is tried again
+ * when the files change again.  Material a handshake may still hold is
+ * never freed before sm_tls_destroy(): a retired set is kept (a few
+ * kilobytes per rotation).
+ *
+ * Client certificates, by -server.http-tls-client-auth (dskit's names,
+ * Go's tls.ClientAuthType):
+ *   NoClientCert                 none asked for (the default);
+ *   RequestClientCert            asked for, not required, not checked;
+ *   RequireAnyClientCert         required (the handshake fails without
+ *                                one), not checked against the CA;
+ *   VerifyClientCertIfGiven      asked for; one given must chain to the CA;
+ *   RequireAndVerifyClientCert   required and must chain to the CA.
+ * Verification (the chain against the CA, validity dates) is done per
+ * request (sm_tls_check_peer): a failure is 401 (none given) or 403 (not
+ * from the CA, expired), the same answers as a bad API key.
+ *
+ * Locking: the current material is swapped under a mutex; callers get a
+ * consistent set.  Errors: SM_EINVAL (bad flag values, unreadable or
+ * unparsable files, a key that does not match), SM_ENOMEM.
+ */
+#ifndef SM_TLS_H
+#define SM_TLS_H
+
+#include "sm.h"
+
+enum sm_tls_client_auth {
+	SM_TLS_NO_CLIENT_CERT,
+	SM_TLS_REQUEST_CLIENT_CERT,
+	SM_TLS_REQUIRE_ANY_CLIENT_CERT,
+	SM_TLS_VERIFY_CLIENT_CERT_IF_GIVEN,
+	SM_TLS_REQUIRE_AND_VERIFY_CLIENT_CERT,
+};
+
+struct sm_tls_cfg {
+	const char *cert_path;       /* PEM chain, the server's first */
+	const char *key_path;        /* PEM private key */
+	const char *ca_path;         /* PEM CAs for client certs; "" = none */
+	const char *client_auth;     /* a name above; "" = NoClientCert */
+	const char *min_version;     /* "VersionTLS12" (default), "VersionTLS13" */
+};
+
+struct sm_tls;
+
+/*
+ * Load the files and check the settings (a verifying client-auth policy
+ * needs a CA).  Returns 0 and *out, or SM_EINVAL / SM_ENOMEM with the
+ * reason in err.
+ */
+int sm_tls_create(const struct sm_tls_cfg *cfg, struct sm_tls **out,
+    struct sm_err *err);
+
+/* Free everything; no handshake may be running.  NULL is a no-op. */
+void sm_tls_destroy(struct sm_tls *t);
+
+/* GnuTLS priority string for the minimum version. */
+const char *sm_tls_priorities(const struct sm_tls *t);
+
+/*
+ * The certificate callback to give libmicrohttpd
+ * (MHD_OPTION_HTTPS_CERT_CALLBACK, a gnutls_certificate_retrieve_function2)
+ * for server `t`: GnuTLS's callback has no argument of ours, so the
+ * process has one TLS server identity, the last one this returned for.
+ */
+void *sm_tls_cert_callback(struct sm_tls *t);
+
+/*
+ * A new connection's session (a gnutls_session_t as void *), before its
+ * handshake: ask for (or require) a client certificate as the policy
+ * says.
+ */
+void sm_tls_session_start(struct sm_tls *t, void *session);
+
+/*
+ * After the handshake, per request: 0 when the policy is met; SM_EAUTH
+ * (a certificate was required and none given) or SM_EFORBIDDEN (it does
+ * not chain to the CA, or is outside its validity) with the reason in err.
+ */
+int sm_tls_check_peer(struct sm_tls *t, void *session, struct sm_err *err);
+
+#endif /* SM_TLS_H */
