@@ -379,6 +379,7 @@ mod_server_start(void *p, struct sm_err *err)
 	    (size_t)app->grpc_recv_max;
 	gc.max_send_msg = app->grpc_send_max < 1 ? 0 :
 	    (size_t)app->grpc_send_max;
+	gc.tls = app->tls;              /* one server identity */
 	return (sm_grpc_start(&gc, app->http, &app->grpc, err));
 }
 
@@ -855,9 +856,11 @@ static const struct sm_flag app_flag_tab[] = {
 	    "HTTP API address, host:port or :port."),
 	SM_FLAG_STR("grpc.listen-address", grpc_listen,
 	    "",
-	    "gRPC (HTTP/2 cleartext) address for every Connect service, "
-	    "host:port or :port; empty: no gRPC listener. It shares the "
-	    "-server.http-* connection limits and idle timeout."),
+	    "gRPC (HTTP/2) address for every Connect service, host:port or "
+	    ":port; empty: no gRPC listener. It shares the -server.http-* "
+	    "connection limits and idle timeout, and with "
+	    "-server.http-tls-* speaks TLS with the same certificate and "
+	    "client-auth policy (cleartext otherwise)."),
 	SM_FLAG_STR("server.http-tls-cert-path", tls_cert,
 	    "",
 	    "HTTPS: the server's certificate (PEM, its chain after it). "

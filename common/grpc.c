@@ -45,6 +45,7 @@
 #include "buf.h"
 #include "connect.h"
 #include "log.h"
+#include "tls.h"
 
 #define GRPC_PREFACE_MS 10000
 #define GRPC_STOP_GRACE_MS 2000
@@ -121,6 +122,7 @@ struct grpc_conn {
 	const uint8_t *wpend;          /* nghttp2's bytes not written yet */
 	size_t wpend_len;
 	unsigned dispatched;           /* streams that reached grpc_dispatch */
+	void *tls;                     /* TLS session (tls.h), or NULL */
 };
 
 struct sm_grpc {
@@ -764,6 +766,23 @@ grpc_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
 
 /* --- a connection -------------------------------------------------------------- */
 
+/* recv()/send() on the client's socket, through TLS when it has it. */
+static long
+grpc_io_recv(struct grpc_conn *c, void *buf, size_t n)
+{
+	if (c->tls != NULL)
+		return (sm_tls_recv(c->tls, buf, n));
+	return ((long)recv(c->fd, buf, n, MSG_DONTWAIT));
+}
+
+static long
+grpc_io_send(struct grpc_conn *c, const void *buf, size_t n)
+{
+	if (c->tls != NULL)
+		return (sm_tls_send(c->tls, buf, n));
+	return ((long)send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT));
+}
+
 /* Write what nghttp2 has to send; false when the client is gone. */
 static bool
 grpc_flush(struct grpc_conn *c)
@@ -779,8 +798,7 @@ grpc_flush(struct grpc_conn *c)
 				return (true);
 			c->wpend_len = (size_t)n;
 		}
-		n = send(c->fd, c->wpend, c->wpend_len,
-		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = grpc_io_send(c, c->wpend, c->wpend_len);
 		if (n < 0)
 			return (errno == EAGAIN || errno == EWOULDBLOCK ||
 			    errno == EINTR);
@@ -791,19 +809,74 @@ grpc_flush(struct grpc_conn *c)
 	}
 }
 
+/*
+ * Read what the client sent.  Through TLS, decrypted bytes the session
+ * buffers are invisible to poll(), so those are read too (a bounded
+ * number of records per round).
+ */
 static bool
 grpc_client_read(struct grpc_conn *c)
 {
 	uint8_t buf[GRPC_READ_CHUNK];
-	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
 
-	if (n == 0)
+	for (int i = 0; i < 16; i++) {
+		long n = grpc_io_recv(c, buf, sizeof(buf));
+
+		if (n == 0)
+			return (false);
+		if (n < 0)
+			return (errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR);
+		c->last_rx_ns = sm_mono_ns();
+		if (nghttp2_session_mem_recv(c->s, buf, (size_t)n) < 0)
+			return (false);
+		if (c->tls == NULL || sm_tls_pending(c->tls) == 0)
+			break;
+	}
+	return (true);
+}
+
+/*
+ * The TLS handshake, before any HTTP/2, within the preface deadline:
+ * the client must negotiate "h2" by ALPN (gRPC clients do) and meet the
+ * client-certificate policy.  False when the connection is to close.
+ */
+static bool
+grpc_tls_accept(struct grpc_conn *c)
+{
+	struct sm_err err;
+	int64_t deadline = c->last_rx_ns + (int64_t)GRPC_PREFACE_MS * 1000000;
+
+	sm_err_clear(&err);
+	if (sm_tls_session_new(c->g->cfg.tls, c->fd, "h2", &c->tls,
+	    &err) != 0)
 		return (false);
-	if (n < 0)
-		return (errno == EAGAIN || errno == EWOULDBLOCK ||
-		    errno == EINTR);
-	c->last_rx_ns = sm_mono_ns();
-	return (nghttp2_session_mem_recv(c->s, buf, (size_t)n) >= 0);
+	for (;;) {
+		bool want_write;
+		int rv = sm_tls_handshake(c->tls, &want_write, &err);
+		struct pollfd pf;
+		int64_t now = sm_mono_ns();
+
+		if (rv == 0)
+			break;
+		if (rv != SM_EAGAIN || now >= deadline ||
+		    atomic_load(&c->g->stopping)) {
+			sm_debug("grpc", "TLS handshake failed\tpeer=%s "
+			    "err=\"%s\"", c->ip, rv != SM_EAGAIN ? err.msg :
+			    "timed out");
+			return (false);
+		}
+		pf = (struct pollfd){ c->fd, want_write ? POLLOUT : POLLIN, 0 };
+		(void)poll(&pf, 1, (int)SM_MIN(grpc_ms_left(deadline, now),
+		    GRPC_POLL_MAX_MS));
+	}
+	if (!sm_tls_alpn_is(c->tls, "h2") ||
+	    sm_tls_check_peer(c->g->cfg.tls, c->tls, &err) != 0) {
+		sm_debug("grpc", "TLS client refused\tpeer=%s err=\"%s\"",
+		    c->ip, err.msg[0] != '\0' ? err.msg : "no ALPN h2");
+		return (false);
+	}
+	return (true);
 }
 
 /* The socketpair of a stream in BACKEND is ready: write, read, finish. */
@@ -916,7 +989,7 @@ grpc_round(struct grpc_conn *c, bool *goaway)
 	struct sm_grpc *g = c->g;
 	struct pollfd pf[1 + 1 + 128];
 	struct grpc_stream *who[SM_ARRAY_LEN(pf)];
-	bool stopping = atomic_load(&g->stopping);
+	bool stopping = atomic_load(&g->stopping), pending;
 	int64_t now;
 	nfds_t n = 0;
 	int rv;
@@ -934,10 +1007,13 @@ grpc_round(struct grpc_conn *c, bool *goaway)
 		    (st->req_off < st->req.len ? POLLOUT : 0)), 0 };
 	}
 	now = sm_mono_ns();
-	rv = poll(pf, n, (int)SM_MIN(grpc_ms_left(grpc_next_deadline(c,
-	    stopping), now), GRPC_POLL_MAX_MS));
+	pending = c->tls != NULL && sm_tls_pending(c->tls) > 0;
+	rv = poll(pf, n, pending ? 0 : (int)SM_MIN(grpc_ms_left(
+	    grpc_next_deadline(c, stopping), now), GRPC_POLL_MAX_MS));
 	if (rv < 0 && errno != EINTR)
 		return (false);
+	if (pending)
+		pf[0].revents |= POLLIN;        /* TLS has bytes buffered */
 	/* Backends first: reading from the client may end (and free) the
 	 * streams who[] points at. */
 	for (nfds_t i = stopping ? 1 : 2; i < n; i++) {
@@ -979,7 +1055,8 @@ grpc_conn_main(void *arg)
 	bool goaway = false;
 
 	c->last_rx_ns = sm_mono_ns();
-	if (grpc_session_new(c) == 0 && grpc_flush(c)) {
+	if ((c->g->cfg.tls == NULL || grpc_tls_accept(c)) &&
+	    grpc_session_new(c) == 0 && grpc_flush(c)) {
 		while (grpc_round(c, &goaway))
 			;
 	}
@@ -988,6 +1065,8 @@ grpc_conn_main(void *arg)
 	c->s = NULL;
 	while (c->streams != NULL)
 		grpc_stream_free(c->streams);
+	sm_tls_session_free(c->tls);
+	c->tls = NULL;
 	(void)close(c->fd);
 	c->fd = -1;
 	pthread_mutex_lock(&c->g->mu);

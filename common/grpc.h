@@ -1,5 +1,5 @@
 /*
- * grpc.h -- gRPC over HTTP/2 cleartext (h2c, prior knowledge) for every
+ * grpc.h -- gRPC over HTTP/2 (cleartext with prior knowledge, or TLS) for every
  * Connect service the HTTP server serves: the only file that includes
  * <nghttp2/nghttp2.h> (docs/style.md §11).
  *
@@ -8,6 +8,11 @@
  * accept path (its connection limit leaves excess connections in the
  * backlog, tested) stays MHD's, so gRPC does not share its port: see
  * docs/compatibility.md for the decision.
+ *
+ * TLS.  With cfg.tls (the HTTP listener's certificate and client-auth
+ * policy, tls.h) the listener speaks gRPC over TLS only: the handshake
+ * must finish within the 10 s the preface has, negotiate "h2" by ALPN and
+ * meet the client-certificate policy, else the connection is closed.
  *
  * How.  A gRPC call is a gRPC-web call in HTTP/2 clothes: the same
  * length-prefixed message, the same grpc-timeout and grpc-encoding; only
@@ -65,6 +70,7 @@ struct sm_grpc_cfg {
 	unsigned max_streams;        /* concurrent streams per connection */
 	size_t max_recv_msg;         /* request message cap, bytes */
 	size_t max_send_msg;         /* response message cap, bytes */
+	struct sm_tls *tls;          /* TLS (tls.h), borrowed; NULL: h2c */
 };
 
 /*

@@ -10,6 +10,7 @@
  */
 #include "tls.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -41,6 +42,8 @@ struct tls_stamp {
 
 struct sm_tls {
 	char *cert_path, *key_path, *ca_path;
+	gnutls_certificate_credentials_t cred;  /* own sessions' */
+	gnutls_priority_t prio;
 	enum sm_tls_client_auth auth;
 	const char *priorities;
 	pthread_mutex_t mu;
@@ -295,6 +298,14 @@ sm_tls_create(const struct sm_tls_cfg *cfg, struct sm_tls **out,
 		sm_tls_destroy(t);
 		return (rv);
 	}
+	if (gnutls_certificate_allocate_credentials(&t->cred) < 0 ||
+	    gnutls_priority_init(&t->prio, t->priorities, NULL) < 0) {
+		sm_tls_destroy(t);
+		return (sm_err_set(err, SM_ENOMEM, "tls: cannot set up GnuTLS "
+		    "credentials"));
+	}
+	gnutls_certificate_set_retrieve_function2(t->cred, tls_retrieve);
+	tls_current = t;
 	*out = t;
 	return (0);
 }
@@ -306,6 +317,10 @@ sm_tls_destroy(struct sm_tls *t)
 		return;
 	if (tls_current == t)
 		tls_current = NULL;
+	if (t->cred != NULL)
+		gnutls_certificate_free_credentials(t->cred);
+	if (t->prio != NULL)
+		gnutls_priority_deinit(t->prio);
 	tls_set_free(t->cur);
 	pthread_mutex_destroy(&t->mu);
 	sm_free(t->cert_path);
@@ -404,4 +419,101 @@ sm_tls_check_peer(struct sm_tls *t, void *session, struct sm_err *err)
 	if (t->auth == SM_TLS_REQUIRE_ANY_CLIENT_CERT)
 		return (0);
 	return (tls_verify_chain(t, der, n, err));
+}
+
+/* --- sessions of our own ------------------------------------------------------ */
+
+int
+sm_tls_session_new(struct sm_tls *t, int fd, const char *alpn, void **out,
+    struct sm_err *err)
+{
+	gnutls_session_t s;
+	gnutls_datum_t proto = { (unsigned char *)alpn, (unsigned)strlen(alpn) };
+
+	*out = NULL;
+	if (gnutls_init(&s, GNUTLS_SERVER | GNUTLS_NONBLOCK) < 0)
+		return (sm_err_set(err, SM_ENOMEM, "tls: cannot start a "
+		    "session"));
+	if (gnutls_priority_set(s, t->prio) < 0 ||
+	    gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, t->cred) < 0 ||
+	    gnutls_alpn_set_protocols(s, &proto, 1, 0) < 0) {
+		gnutls_deinit(s);
+		return (sm_err_set(err, SM_EINVAL, "tls: cannot configure a "
+		    "session"));
+	}
+	gnutls_transport_set_int(s, fd);
+	gnutls_handshake_set_timeout(s, 0);     /* the caller's deadline */
+	sm_tls_session_start(t, s);
+	*out = s;
+	return (0);
+}
+
+int
+sm_tls_handshake(void *session, bool *want_write, struct sm_err *err)
+{
+	gnutls_session_t s = session;
+	int g = gnutls_handshake(s);
+
+	*want_write = false;
+	if (g == GNUTLS_E_SUCCESS)
+		return (0);
+	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
+		*want_write = gnutls_record_get_direction(s) == 1;
+		return (SM_EAGAIN);
+	}
+	return (sm_err_set(err, SM_EPROTO, "TLS handshake: %s",
+	    gnutls_strerror(g)));
+}
+
+long
+sm_tls_recv(void *session, void *buf, size_t n)
+{
+	ssize_t g = gnutls_record_recv((gnutls_session_t)session, buf, n);
+
+	if (g >= 0)
+		return ((long)g);
+	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
+		errno = EAGAIN;
+		return (-1);
+	}
+	errno = EIO;
+	return (-1);
+}
+
+long
+sm_tls_send(void *session, const void *buf, size_t n)
+{
+	ssize_t g = gnutls_record_send((gnutls_session_t)session, buf, n);
+
+	if (g >= 0)
+		return ((long)g);
+	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
+		errno = EAGAIN;
+		return (-1);
+	}
+	errno = EIO;
+	return (-1);
+}
+
+size_t
+sm_tls_pending(void *session)
+{
+	return (gnutls_record_check_pending((gnutls_session_t)session));
+}
+
+bool
+sm_tls_alpn_is(void *session, const char *proto)
+{
+	gnutls_datum_t p = { NULL, 0 };
+
+	return (gnutls_alpn_get_selected_protocol((gnutls_session_t)session,
+	    &p) == 0 && p.size == strlen(proto) &&
+	    memcmp(p.data, proto, p.size) == 0);
+}
+
+void
+sm_tls_session_free(void *session)
+{
+	if (session != NULL)
+		gnutls_deinit((gnutls_session_t)session);
 }

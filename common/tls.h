@@ -36,6 +36,9 @@
 #ifndef SM_TLS_H
 #define SM_TLS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "sm.h"
 
 enum sm_tls_client_auth {
@@ -91,5 +94,34 @@ void sm_tls_session_start(struct sm_tls *t, void *session);
  * not chain to the CA, or is outside its validity) with the reason in err.
  */
 int sm_tls_check_peer(struct sm_tls *t, void *session, struct sm_err *err);
+
+/*
+ * Sessions of this module's own, for a listener libmicrohttpd does not
+ * run (the gRPC one, grpc.h): the same certificate (reloaded the same
+ * way), client-certificate request, minimum version and checks, on the
+ * non-blocking socket `fd`, offering the ALPN protocol `alpn` ("h2").
+ * Sessions are `void *` so the caller includes no GnuTLS.
+ *
+ * sm_tls_session_new: 0 and *out, or SM_ENOMEM / SM_EINVAL with err.
+ * sm_tls_handshake: 0 once done; SM_EAGAIN to be called again when the
+ *   socket is readable (or writable when *want_write); SM_EPROTO (the
+ *   client failed the handshake: a plaintext client, no common version,
+ *   a refused certificate) with err.
+ * sm_tls_recv / sm_tls_send: bytes moved (> 0), 0 at the peer's close
+ *   (recv), -1 with errno EAGAIN when the socket would block, -1 with
+ *   errno EIO on an error.  A send that returned EAGAIN must be repeated
+ *   with the same bytes.  sm_tls_pending: decrypted bytes buffered in the
+ *   session, which poll() does not see.
+ * sm_tls_alpn_is: the handshake settled on protocol `proto`.
+ * sm_tls_session_free: closes nothing (the caller owns fd).
+ */
+int sm_tls_session_new(struct sm_tls *t, int fd, const char *alpn,
+    void **out, struct sm_err *err);
+int sm_tls_handshake(void *session, bool *want_write, struct sm_err *err);
+long sm_tls_recv(void *session, void *buf, size_t n);
+long sm_tls_send(void *session, const void *buf, size_t n);
+size_t sm_tls_pending(void *session);
+bool sm_tls_alpn_is(void *session, const char *proto);
+void sm_tls_session_free(void *session);
 
 #endif /* SM_TLS_H */
