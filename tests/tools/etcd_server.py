@@ -10,6 +10,7 @@ in DIR/data, its log in DIR/etcd.log, its pid in DIR/pid.
     etcd_server.py stop DIR    SIGTERM, 5 s, then SIGKILL
 
 Importable: start(dir) -> dict (raises EtcdError), stop(dir),
+start_for(results, dir) (start, with the stop left to the test's end),
 restart(dir, info) -> the same endpoint on the same data (a restart of
 the store, not a new one).
 
@@ -25,11 +26,12 @@ Decisions:
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+
+import loopback
 
 STOP_TIMEOUT = 5.0
 READY_TIMEOUT = 20.0
@@ -37,20 +39,6 @@ READY_TIMEOUT = 20.0
 
 class EtcdError(Exception):
     pass
-
-
-def _free_ports(n):
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _alive(pid):
@@ -117,10 +105,18 @@ def start(d):
     if pid and _alive(int(pid)):
         raise EtcdError("%s/pid names a running etcd: stop it first" % d)
     os.makedirs(d, exist_ok=True)
-    client, peer = _free_ports(2)
+    client, peer = loopback.free_ports(2)
     with open(os.path.join(d, "ports"), "w") as f:
         f.write("%d %d\n" % (client, peer))
     return _spawn(d, client, peer)
+
+
+def start_for(r, d):
+    """start(d) for a test: stop(d) is queued on its Results r (at_end),
+    so etcd goes whichever way the test ends."""
+    info = start(d)
+    r.at_end(lambda: stop(d))
+    return info
 
 
 def restart(d):
@@ -159,19 +155,9 @@ def stop(d):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("start", "stop"):
-        sys.stderr.write("usage: %s start|stop DIR\n" % argv[0])
-        return 2
-    if argv[1] == "stop":
-        stop(argv[2])
-        return 0
-    try:
-        info = start(argv[2])
-    except (EtcdError, OSError) as e:
-        sys.stderr.write("etcd_server: %s\n" % e)
-        return 1
-    print(json.dumps({"endpoint": info["endpoint"], "pid": info["pid"]}))
-    return 0
+    return loopback.main(argv, "etcd_server", start, stop, EtcdError,
+                         lambda info: {"endpoint": info["endpoint"],
+                                       "pid": info["pid"]})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ leaving the servers running.  On failure it kills what it started, writes
 the reason and the logs' tails to stderr and exits 1.  `stop` sends
 SIGTERM to every pid in DIR/pids, waits up to 5 s, then SIGKILLs.
 
-Importable: start(dir) -> dict (raises SwiftError), stop(dir), and
+Importable: start(dir) -> dict (raises SwiftError), stop(dir),
+start_for(results, dir) (start, with the stop left to the test's end), and
 smolder_flags(info, ...) -> the -storage.* flags of smolder and
 smolder-admin for that server.
 
@@ -50,16 +51,16 @@ Decisions and traps found on this machine:
 import datetime
 import hashlib
 import hmac
-import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+import loopback
 
 REGION = "us-east-1"
 ACCESS_KEY = "test:tester"
@@ -158,20 +159,6 @@ use = egg:swift#dlo
 
 class SwiftError(Exception):
     pass
-
-
-def _free_ports(n):
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _run(cmd):
@@ -364,7 +351,7 @@ def start(d):
         raise SwiftError("%s/pids names running processes: stop that "
                          "Swift first" % d)
     os.makedirs(d, exist_ok=True)
-    ports = _free_ports(4)
+    ports = loopback.free_ports(4)
     _setup(d, ports)
     procs = _spawn(d)
     endpoint = "127.0.0.1:%d" % ports[3]
@@ -379,6 +366,14 @@ def start(d):
     return {"endpoint": endpoint, "region": REGION, "access_key": ACCESS_KEY,
             "secret_key": SECRET_KEY, "bucket": BUCKET,
             "pids": [p.pid for p in procs]}
+
+
+def start_for(r, d):
+    """start(d) for a test: stop(d) is queued on its Results r (at_end),
+    so the servers go whichever way the test ends."""
+    info = start(d)
+    r.at_end(lambda: stop(d))
+    return info
 
 
 def stop(d):
@@ -407,20 +402,7 @@ def smolder_flags(info, timeout="2s", retries=1):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("start", "stop"):
-        sys.stderr.write("usage: %s start|stop DIR\n" % argv[0])
-        return 2
-    if argv[1] == "stop":
-        stop(argv[2])
-        return 0
-    try:
-        info = start(argv[2])
-    except (SwiftError, OSError) as e:
-        sys.stderr.write("swift_s3: %s\n" % e)
-        return 1
-    sys.stdout.write(json.dumps(info) + "\n")
-    sys.stdout.flush()
-    return 0
+    return loopback.main(argv, "swift_s3", start, stop, SwiftError)
 
 
 if __name__ == "__main__":
