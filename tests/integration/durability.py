@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -130,6 +131,17 @@ class DataServer(Server):
         """The process exited because its port was taken."""
         return (self.proc is not None and self.proc.poll() is not None and
                 "in use" in self.stderr_text().lower())
+
+    def wait_self_killed(self, timeout=60):
+        """The process ends by a SIGKILL it sends itself (a
+        SMOLDER_TEST_FAULTS kill): wait up to `timeout` s for it, then
+        forget it as stopped.  Returns its exit status."""
+        rc = self.proc.wait(timeout)
+        self.stopped = True
+        smolder._live.discard(self)
+        self._out.close()
+        self._err.close()
+        return rc
 
     def kill9(self):
         """SIGKILL, reap.  Returns the problems seen (died before)."""
@@ -359,6 +371,128 @@ def series_points(j):
             pts.append((int(p.get("timestamp", 0)), float(p.get("value", 0))))
         out.append((labels, pts))
     return out
+
+
+class UploadWriter(threading.Thread):
+    """Uploads one at a time, `gap` s apart, through the distributor
+    target(n) names (by default whichever is current, `dist`; None waits
+    for one): upload n is one sample of stacks[n % len(stacks)] to
+    <app>{shard=s<n % shards>} at `ago` s before the start plus n % span.
+    Counts what was sent, acknowledged (per stack) and refused."""
+
+    def __init__(self, app, stacks, shards, dist=None, ago=900, span=600,
+                 gap=0.01):
+        super().__init__(daemon=True)
+        self.app, self.stacks, self.shards = app, stacks, shards
+        self.dist = dist
+        self.span, self.gap = span, gap
+        self.lock = threading.Lock()
+        self.acked = {s: 0 for s in stacks}
+        self.sent = self.refused = self.n = 0
+        self.base = int(time.time()) - ago
+        self.halt = threading.Event()
+        self.paused = threading.Event()
+
+    def target(self, n):
+        """The distributor upload n goes through (None: not yet)."""
+        return self.dist
+
+    def run(self):
+        while not self.halt.is_set():
+            with self.lock:
+                d = None if self.paused.is_set() else self.target(self.n)
+                if d is not None:
+                    stack = self.stacks[self.n % len(self.stacks)]
+                    shard = self.n % self.shards
+                    t = self.base + self.n % self.span
+                    self.n += 1
+            if d is None:
+                time.sleep(0.02)
+                continue
+            try:
+                resp = d.ingest({"name": "%s{shard=s%d}" % (self.app, shard),
+                                 "from": t, "until": t + 1},
+                                ("%s 1\n" % stack).encode())
+                ok = resp.status == 200
+            except OSError:
+                ok = False
+            with self.lock:
+                self.sent += 1
+                if ok:
+                    self.acked[stack] += 1
+                else:
+                    self.refused += 1
+            time.sleep(self.gap)
+
+    def switch(self, d):
+        """Pause, swap the distributor, resume (in-flight upload done)."""
+        self.paused.set()
+        time.sleep(0.2)
+        with self.lock:
+            self.dist = d
+        self.paused.clear()
+
+    def snapshot(self):
+        """Pause (the caller resumes with paused.clear()); what was
+        acknowledged so far."""
+        self.paused.set()
+        time.sleep(0.2)
+        with self.lock:
+            return dict(self.acked)
+
+
+def local_blocks_dropped(ing):
+    """The blocks ing dropped from its disk (-ingester.local-retention)
+    since its start."""
+    _, p = metrics(ing)
+    return metric_value(p, "smolder_ingester_local_blocks_dropped_total") or 0
+
+
+def leave_for_good(r, ing, i):
+    """ingester-i leaves for good by POST /ingester/shutdown, which must
+    answer 200 (its blocks shipped and served); it then exits 0 by
+    itself."""
+    t0 = time.monotonic()
+    resp = ing.request("POST", "/ingester/shutdown", body=b"", timeout=60)
+    r.eq(resp.status, 200, "ingester-%d left: its blocks are shipped "
+         "and served (%.1fs) %s" % (i, time.monotonic() - t0,
+                                    resp.text()[:200]))
+    probs = ing.reap(60)
+    r.check(not probs, "ingester-%d exited 0 by itself" % i,
+            "\n".join(probs))
+
+
+def gateway_sync(r, gw, what):
+    """POST /store-gateway/sync to gw, which must answer 200; its JSON
+    ({} when it is not JSON)."""
+    resp = gw.request("POST", "/store-gateway/sync", body=b"", timeout=120)
+    r.eq(resp.status, 200, "%s: %s synced" % (what, gw.name))
+    try:
+        return resp.json()
+    except ValueError:
+        return {}
+
+
+def collapsed_stacks(text):
+    """{stack: value} of a collapsed answer: one "a;b;c 12" line a stack,
+    blank lines skipped."""
+    out = {}
+    for line in text.splitlines():
+        if line.strip():
+            stack, _, v = line.rpartition(" ")
+            out[stack] = int(v)
+    return out
+
+
+def collapsed_answer(q, query):
+    """{stack: value} of q's collapsed render of `query` over the last hour
+    and the next ten minutes, or (status, the start of the body) when it
+    is not 200."""
+    now = int(time.time())
+    resp = q.render(query, frm=now - 3600, until=now + 600, fmt="collapsed")
+    if resp.status != 200:
+        return (resp.status, resp.text()[:300])
+    return collapsed_stacks(resp.text())
 
 
 def stacks_add(acc, stacks, sign=1):

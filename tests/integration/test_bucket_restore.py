@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import Workspace, admin, flush, metrics, wait_metric  # noqa
+from durability import (Workspace, admin, collapsed_stacks,  # noqa: E402
+                        flush, metrics, wait_metric)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -105,12 +106,7 @@ def answer(q, patience=10):
         time.sleep(0.2)
     if resp.status != 200:
         return None
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
+    return collapsed_stacks(resp.text())
 
 
 def expected(w, unit):
@@ -126,9 +122,7 @@ def flush_all(r, c, what):
 def body(r):
     ws = Workspace("bucket-restore")
     r.at_end(lambda: ws.cleanup(r))
-    sw_dir = ws.path("swift")
-    sw = swift_s3.start(sw_dir)
-    r.at_end(lambda: swift_s3.stop(sw_dir))
+    sw = swift_s3.start_for(r, ws.path("swift"))
     flags = s3_flags(sw)
     # Raw buckets only (no downsampling tiers): at a 1 h resolution the
     # plan cannot tell apart replicas that each lost a different batch of

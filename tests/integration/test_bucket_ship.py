@@ -53,7 +53,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
-import smolder  # noqa: E402
 import swift_s3  # noqa: E402
 from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
                         metrics, parse_blocks, wait_metric)
@@ -103,9 +102,7 @@ def m(srv, name):
 def body(r):
     ws = Workspace("bucket-ship")
     r.at_end(lambda: ws.cleanup(r))
-    sw_dir = ws.path("swift")
-    sw = swift_s3.start(sw_dir)
-    r.at_end(lambda: swift_s3.stop(sw_dir))
+    sw = swift_s3.start_for(r, ws.path("swift"))
     flags = s3_flags(sw)
     data = ws.data_dir()
     common = ["-ingester.ship-interval=1s", "-instance.id=ing-a"]
@@ -299,13 +296,8 @@ def body(r):
         flush(srv, timeout=30)
     except Exception:
         pass                      # the process dies under the request
-    rc = srv.proc.wait(30)
-    r.eq(rc, -signal.SIGKILL, "the ingester killed itself between the "
-         "object and its meta.json")
-    srv.stopped = True
-    smolder._live.discard(srv)
-    srv._out.close()
-    srv._err.close()
+    r.eq(srv.wait_self_killed(30), -signal.SIGKILL, "the ingester killed "
+         "itself between the object and its meta.json")
     bl = blocks_in(admin("bucket", "ls", *kflags).out)
     r.check(len(bl) == 1 and list(bl.values())[0] == {"block"},
             "the bucket holds the object without its meta.json", str(bl))

@@ -61,8 +61,7 @@ sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
 from durability import (DataServer, Workspace, connect, flush,  # noqa: E402
-                        limit_flags, metrics, wait_metric)
-import smolder  # noqa: E402
+                        gateway_sync, limit_flags, metrics, wait_metric)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -110,13 +109,16 @@ class Uploads:
         return q, body_for(app, shard, t, self.n, nstacks)
 
 
+def hourly_uploads(u, app, hours, shards, rounds, first, spacing, n):
+    """`rounds` uploads of n samples to each of `shards` series in every
+    hour: round k of shard s at first + spacing * k + s into the hour."""
+    return [u.make(app, s, h + first + spacing * k + s, n)
+            for h in hours for k in range(rounds) for s in range(shards)]
+
+
 def common_uploads(u):
     """All replicas up: every hour, every series, several buckets."""
-    out = []
-    for h in HOURS:
-        for k in range(4):
-            for s in range(SHARDS):
-                out.append(u.make("fold", s, h + 300 + 610 * k + s, 60))
+    out = hourly_uploads(u, "fold", HOURS, SHARDS, 4, 300, 610, 60)
     # the divergent bucket itself holds uploads every replica has
     for s in range(SHARDS):
         out.append(u.make("fold", s, T_DIV + s, 40))
@@ -283,15 +285,6 @@ def run_pass(r, c, what):
     return j
 
 
-def sync(r, gw, what):
-    resp = gw.request("POST", "/store-gateway/sync", body=b"", timeout=120)
-    r.eq(resp.status, 200, "%s: %s synced" % (what, gw.name))
-    try:
-        return resp.json()
-    except ValueError:
-        return {}
-
-
 class Applied:
     """Writes each ingester process applied since its start (an upload is
     one write on every replica): acknowledged at quorum, the last replica
@@ -318,36 +311,41 @@ class Applied:
         self.n[i] = 0
 
 
-# -- the test -----------------------------------------------------------------
+def fold_rig(r, ws, extra, ref_uploads, common):
+    """What both fold tests start with: the single binary (the reference)
+    fed ref_uploads, then fold_cluster fed `common` with every replica up.
+    Returns (the reference, the cluster, the bucket's path, its Applied)."""
+    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
+                     name="single", extra_flags=extra).start()
+    r.at_end(lambda: ref.stop())
+    ingest_all(r, ref, ref_uploads, "single binary")
+    c, bucket = fold_cluster(r, ws, extra)
+    applied = Applied(c)
+    ingest_all(r, c.distributors[0], common, "every replica up")
+    applied.add(len(common))
+    applied.wait(r, "common uploads")
+    return ref, c, bucket, applied
 
-def body(r):
-    ws = Workspace("compactor-fold")
-    r.at_end(lambda: ws.cleanup(r))
+
+def fold_cluster(r, ws, extra):
+    """The cluster of both fold tests on a filesystem bucket, started;
+    returns it and the bucket's path.  3 ingesters (RF 3) that ship only
+    when flushed, a distributor without hints (a replica that was down
+    misses what it missed for good), a querier, a compactor that passes
+    only when asked and folds at once, and a store-gateway whose pages
+    are far smaller than the blocks with a cache of a few of them: blocks
+    load by range (the parts but the data) and every answer reads data by
+    ranged GET through evictions."""
     bucket = ws.path("bucket")
     os.makedirs(bucket)
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % bucket]
-
-    u = Uploads()
-    common = common_uploads(u)
-    batch1 = divergent_batch(u)
-    batch2 = divergent_batch(u)
-
-    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
-                     name="single", extra_flags=COMMON).start()
-    r.at_end(lambda: ref.stop())
-    ingest_all(r, ref, common + batch1 + batch2, "single binary")
-
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                compactors=1, gateways=1, gateway_rf=1, extra=COMMON,
+                compactors=1, gateways=1, gateway_rf=1, extra=extra,
                 ingester_extra=storage + [
                     "-ingester.ship-interval=1h",
                     "-ingester.leave-on-shutdown=false"],
                 distributor_extra=["-distributor.hints-max-bytes=0"],
-                # pages far smaller than the blocks and a cache of a
-                # few of them: blocks load by range (the parts but the
-                # data) and every answer reads data by ranged GET
-                # through evictions
                 gateway_extra=storage + ["-store-gateway.sync-interval=1h",
                                          "-store-gateway.data-page-bytes=4KiB",
                                          "-store-gateway.data-cache-bytes=12KiB"])
@@ -357,28 +355,70 @@ def body(r):
         "-compactor.fold-delay=0s"]
     r.at_end(lambda: c.stop())
     c.start()
-    d, q, gw = c.distributors[0], c.queriers[0], c.gateways[0]
-    applied = Applied(c)
+    return c, bucket
+
+
+def miss_batch(r, c, applied, i, batch):
+    """ingester-i killed -9 while `batch` is uploaded, then back: its
+    replica lacks the batch."""
+    c.kill9_ingester(i)
+    r.check(c.wait_ring(active=2), "ingester-%d down (kill -9)" % i,
+            str(c.states()))
+    ingest_all(r, c.distributors[0], batch, "ingester-%d down" % i)
+    applied.add(len(batch), down=(i,))
+    c.restart_ingester(i)
+    applied.restarted(i)
+    r.check(c.wait_ring(active=3), "ingester-%d back" % i, str(c.states()))
+
+
+def ship_late(r, ref, c, applied, qs, late):
+    """The late uploads to the reference and, every replica up, to the
+    cluster, flushed and shipped; the cluster must answer as the
+    reference.  Returns the reference's answers."""
+    ingest_all(r, ref, late, "single binary, late uploads")
+    ingest_all(r, c.distributors[0], late, "late uploads, every replica up")
+    applied.add(len(late))
+    applied.wait(r, "late uploads")
+    flush_all(r, c, "the late uploads")
+    want = answers(ref, qs)
+    gateway_sync(r, c.gateways[0], "late blocks shipped")
+    same(r, answers(c.queriers[0], qs), want, "late blocks shipped, before "
+         "the fold: as the single binary")
+    return want
+
+
+def wipe_ingester(r, c, i):
+    """ingester-i killed -9, its disk lost, started again empty."""
+    data = c.ingesters[i].data
+    c.kill9_ingester(i)
+    shutil.rmtree(data)
+    os.makedirs(data)
+    c.restart_ingester(i)
+    r.check(c.wait_ring(active=3), "ingester-%d back empty" % i,
+            str(c.states()))
+
+
+# -- the test -----------------------------------------------------------------
+
+def body(r):
+    ws = Workspace("compactor-fold")
+    r.at_end(lambda: ws.cleanup(r))
+    u = Uploads()
+    common = common_uploads(u)
+    batch1 = divergent_batch(u)
+    batch2 = divergent_batch(u)
 
     # 1. uploads; two replicas each miss a different batch of one bucket
-    ingest_all(r, d, common, "every replica up")
-    applied.add(len(common))
-    applied.wait(r, "common uploads")
+    ref, c, bucket, applied = fold_rig(r, ws, COMMON,
+                                       common + batch1 + batch2, common)
+    q, gw = c.queriers[0], c.gateways[0]
     for i, batch in ((0, batch1), (1, batch2)):
-        c.kill9_ingester(i)
-        r.check(c.wait_ring(active=2), "ingester-%d down (kill -9)" % i,
-                str(c.states()))
-        ingest_all(r, d, batch, "ingester-%d down" % i)
-        applied.add(len(batch), down=(i,))
-        c.restart_ingester(i)
-        applied.restarted(i)
-        r.check(c.wait_ring(active=3), "ingester-%d back" % i,
-                str(c.states()))
+        miss_batch(r, c, applied, i, batch)
         applied.wait(r, "after batch %d" % (i + 1))
 
     # 2. flushed and shipped; "before"
     flush_all(r, c, "shipped")
-    j = sync(r, gw, "shipped")
+    j = gateway_sync(r, gw, "shipped")
     r.check(j.get("loaded", 0) >= 3, "the gateway loaded every replica's "
             "blocks (%s)" % j)
 
@@ -429,16 +469,12 @@ def body(r):
         victim.request("POST", "/compactor/run", body=b"", timeout=60)
     except OSError:
         pass                      # the process died under the request
-    rc = victim.proc.wait(60)
-    r.eq(rc, -signal.SIGKILL, "the compactor killed itself mid-fold")
-    victim.stopped = True
-    smolder._live.discard(victim)
-    victim._out.close()
-    victim._err.close()
+    r.eq(victim.wait_self_killed(60), -signal.SIGKILL,
+         "the compactor killed itself mid-fold")
     partial = [b for b in bucket_blocks(bucket) if b["object"] and
                b["meta"] is None]
     r.eq(len(partial), 1, "one fold object without its meta.json")
-    sync(r, gw, "after the kill")
+    gateway_sync(r, gw, "after the kill")
     same(r, answers(q, qs), before, "the unfinished fold is not read")
     c.compactors[0] = c._stateless("compactor", 0).start()
 
@@ -480,7 +516,7 @@ def body(r):
     r.eq(sum(b["meta"].get("nprofiles", 0) for b in folds),
          len(common) + len(batch1) + len(batch2), "the folds hold every "
          "upload once (nprofiles: the union of the replicas')")
-    sync(r, gw, "pass 1")
+    gateway_sync(r, gw, "pass 1")
     same(r, answers(q, qs), before, "after the fold, byte-identical to "
          "before")
 
@@ -502,7 +538,7 @@ def body(r):
             "every mark says reason \"folded\"", str(marks)[:800])
     r.eq(sorted(b["ulid"] for b in blocks2 if b["meta"] and is_fold(b)),
          sorted(b["ulid"] for b in folds), "no second fold block")
-    sync(r, gw, "pass 2")
+    gateway_sync(r, gw, "pass 2")
     same(r, answers(q, qs), before, "inputs marked, byte-identical to "
          "before")
 
@@ -523,7 +559,7 @@ def body(r):
     r.eq(sorted(b["ulid"] for b in blocks3),
          sorted(b["ulid"] for b in folds),
          "the bucket holds the fold blocks only")
-    sync(r, gw, "inputs deleted")
+    gateway_sync(r, gw, "inputs deleted")
     same(r, answers(q, qs), before, "inputs deleted, byte-identical to "
          "before")
 
@@ -536,15 +572,7 @@ def body(r):
     for s_ in range(SHARDS):
         late.append(u.make("fold", s_, T_DIV + (s_ + 5) % 10, 30))
         late.append(u.make("fold", s_, MID + 1500 + s_, 30))
-    ingest_all(r, ref, late, "single binary, late uploads")
-    ingest_all(r, d, late, "late uploads, every replica up")
-    applied.add(len(late))
-    applied.wait(r, "late uploads")
-    flush_all(r, c, "the late uploads")
-    want = answers(ref, qs)
-    sync(r, gw, "late blocks shipped")
-    same(r, answers(q, qs), want, "late blocks shipped, before the fold: "
-         "as the single binary")
+    want = ship_late(r, ref, c, applied, qs, late)
     old_fold = [b for b in folds
                 if (b["meta"].get("fold") or {}).get("start") == MID * 1000]
     j = run_pass(r, c, "pass after the late uploads")
@@ -567,7 +595,7 @@ def body(r):
         r.eq(mt.get("nprofiles"), old_fold[0]["meta"].get("nprofiles") +
              len(late), "it holds the first fold's uploads and the late "
              "ones, each once")
-    sync(r, gw, "re-fold")
+    gateway_sync(r, gw, "re-fold")
     same(r, answers(q, qs), want, "after the re-fold, as the single binary")
     late_inputs = [b for b in blocks4 if b["meta"] and not is_fold(b)]
     j = run_pass(r, c, "pass marking the re-fold's inputs")
@@ -586,25 +614,19 @@ def body(r):
     r.eq(deleted, len(late_inputs) + 1, "then deleted")
     folds = [b for b in bucket_blocks(bucket) if b["meta"] and is_fold(b)]
     r.eq(len(folds), len(HOURS), "one fold block per hour again")
-    sync(r, gw, "late inputs deleted")
+    gateway_sync(r, gw, "late inputs deleted")
     same(r, answers(q, qs), want, "late inputs deleted, as the single "
          "binary")
     replica_bytes += sum(b["meta"]["block_bytes"] for b in late_inputs)
 
     # 5. every ingester's disk lost: the bucket alone answers
     for i in range(3):
-        data = c.ingesters[i].data
-        c.kill9_ingester(i)
-        shutil.rmtree(data)
-        os.makedirs(data)
-        c.restart_ingester(i)
-        r.check(c.wait_ring(active=3), "ingester-%d back empty" % i,
-                str(c.states()))
+        wipe_ingester(r, c, i)
         _, p = metrics(c.ingesters[i])
         r.eq(metric_value(p, "smolder_ingester_restored_blocks_total") or 0,
              0, "ingester-%d restored nothing (its blocks were folded and "
              "deleted)" % i)
-    sync(r, gw, "ingesters wiped")
+    gateway_sync(r, gw, "ingesters wiped")
     same(r, answers(q, qs), want, "ingesters wiped: the bucket alone "
          "answers as the single binary")
 

@@ -30,38 +30,32 @@ The gateway reads data parts by ranged GET in 4 KiB pages through a
 """
 
 import os
-import shutil
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, connect, limit_flags, metrics  # noqa: E402
+from durability import (Workspace, connect, gateway_sync,  # noqa: E402
+                        limit_flags, metrics)
 from smolder import metric_value, run_script  # noqa: E402
-from test_compactor_fold import (Applied, Uploads, answers, bucket_blocks,  # noqa: E402
-                                 flush_all, ingest_all, is_fold, run_pass,
-                                 same, sync)
+from test_compactor_fold import (Uploads, answers, bucket_blocks,  # noqa: E402
+                                 flush_all, fold_rig, hourly_uploads,
+                                 ingest_all, is_fold, miss_batch, run_pass,
+                                 same, ship_late, wipe_ingester)
 
 BUDGET_S = 240
 HOUR, DAY = 3600, 86400
 D0 = (int(time.time()) // DAY) * DAY - DAY       # yesterday: ended
 HOURS = [D0 + 2 * HOUR, D0 + 9 * HOUR, D0 + 17 * HOUR]
 SHARDS = 4
-DELETION_DELAY = "1s"
 COMMON = ["-validation.reject-older-than=0",
           "-validation.reject-newer-than=0",
           "-validation.max-profile-stacktrace-samples=0"] + limit_flags()
 
 
 def day_uploads(u):
-    out = []
-    for h in HOURS:
-        for k in range(3):
-            for s in range(SHARDS):
-                out.append(u.make("tier", s, h + 120 + 700 * k + s, 50))
-    return out
+    return hourly_uploads(u, "tier", HOURS, SHARDS, 3, 120, 700, 50)
 
 
 def queries(ref):
@@ -113,52 +107,18 @@ def kinds(blocks):
 def body(r):
     ws = Workspace("compactor-fold-tiers")
     r.at_end(lambda: ws.cleanup(r))
-    bucket = ws.path("bucket")
-    os.makedirs(bucket)
-    storage = ["-storage.backend=filesystem",
-               "-storage.filesystem.dir=%s" % bucket]
     u = Uploads()
     common = day_uploads(u)
     batch = [u.make("tier", s, HOURS[1] + 300 + s, 40)
              for s in range(SHARDS)]
 
-    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
-                     name="single", extra_flags=COMMON).start()
-    r.at_end(lambda: ref.stop())
-    ingest_all(r, ref, common + batch, "single binary")
-
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                compactors=1, gateways=1, gateway_rf=1, extra=COMMON,
-                ingester_extra=storage + [
-                    "-ingester.ship-interval=1h",
-                    "-ingester.leave-on-shutdown=false"],
-                distributor_extra=["-distributor.hints-max-bytes=0"],
-                gateway_extra=storage + ["-store-gateway.sync-interval=1h",
-                                         "-store-gateway.data-page-bytes=4KiB",
-                                         "-store-gateway.data-cache-bytes=12KiB"])
-    c.compactor_extra = storage + c.gateway_flags() + [
-        "-compactor.compaction-interval=1h",
-        "-compactor.deletion-delay=%s" % DELETION_DELAY,
-        "-compactor.fold-delay=0s"]
-    r.at_end(lambda: c.stop())
-    c.start()
-    d, q, gw = c.distributors[0], c.queriers[0], c.gateways[0]
-    applied = Applied(c)
-
     # 1. uploads, one replica missing a batch; flushed and shipped
-    ingest_all(r, d, common, "every replica up")
-    applied.add(len(common))
-    applied.wait(r, "common uploads")
-    c.kill9_ingester(0)
-    r.check(c.wait_ring(active=2), "ingester-0 down", str(c.states()))
-    ingest_all(r, d, batch, "ingester-0 down")
-    applied.add(len(batch), down=(0,))
-    c.restart_ingester(0)
-    applied.restarted(0)
-    r.check(c.wait_ring(active=3), "ingester-0 back", str(c.states()))
+    ref, c, bucket, applied = fold_rig(r, ws, COMMON, common + batch, common)
+    q, gw = c.queriers[0], c.gateways[0]
+    miss_batch(r, c, applied, 0, batch)
     applied.wait(r, "after the batch")
     flush_all(r, c, "shipped")
-    sync(r, gw, "shipped")
+    gateway_sync(r, gw, "shipped")
     qs = queries(ref)
     want = answers(ref, qs)
     r.check(all(st == 200 for st, _ in want.values()),
@@ -174,7 +134,7 @@ def body(r):
             and fj.get("failed") == 0, "pass 1 folds the three hours",
             str(fj))
     flush_all(r, c, "the ingesters' tiers")
-    sync(r, gw, "pass 1")
+    gateway_sync(r, gw, "pass 1")
     k = kinds(bucket_blocks(bucket))
     r.eq((k["fold"], k["fold tier"]), (len(HOURS), 0), "after pass 1: "
          "three folds, no fold tier yet (%s)" % k)
@@ -203,7 +163,7 @@ def body(r):
                 m.get("tier_ms") in (HOUR * 1000, DAY * 1000),
                 "fold tier %s covers yesterday's three folds"
                 % b["ulid"], str(m)[:800])
-    sync(r, gw, "pass 2")
+    gateway_sync(r, gw, "pass 2")
     same(r, answers(q, qs), want, "pass 2: as the single binary")
 
     j = run_pass(r, c, "pass 3")
@@ -212,7 +172,7 @@ def body(r):
              b["meta"].get("tier_ms", 0) > 0]
     r.check(len(marks) >= 3 and set(marks) == {"folded"}, "pass 3 marks "
             "the replicas' tiers \"folded\" (%s)" % marks)
-    sync(r, gw, "pass 3")
+    gateway_sync(r, gw, "pass 3")
     same(r, answers(q, qs), want, "pass 3: as the single binary")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -225,28 +185,20 @@ def body(r):
     r.eq(kinds(bucket_blocks(bucket)), {"fold": len(HOURS), "fold tier": 2,
                                         "replica": 0, "replica tier": 0},
          "the bucket holds three folds and two fold tiers")
-    sync(r, gw, "deleted")
+    gateway_sync(r, gw, "deleted")
     same(r, answers(q, qs), want, "the replicas' blocks deleted: as the "
          "single binary")
 
     # 3. a late upload into a folded hour
     late = [u.make("tier", s, HOURS[1] + 900 + s, 30) for s in range(SHARDS)]
-    ingest_all(r, ref, late, "single binary, late")
-    ingest_all(r, d, late, "late uploads")
-    applied.add(len(late))
-    applied.wait(r, "late uploads")
-    flush_all(r, c, "late blocks")
-    want = answers(ref, qs)
-    sync(r, gw, "late blocks")
-    same(r, answers(q, qs), want, "late blocks shipped: as the single "
-         "binary")
+    want = ship_late(r, ref, c, applied, qs, late)
     j = run_pass(r, c, "re-fold")
     fj = j.get("fold") or {}
     r.eq((fj.get("folded"), fj.get("unresolved"), fj.get("failed")),
          (1, 0, 0), "the late hour is folded again")
     r.eq(fj.get("tiers"), 0, "no fold tier yet over the new fold (this "
          "pass's scan did not see it)")
-    s = sync(r, gw, "re-fold")
+    s = gateway_sync(r, gw, "re-fold")
     r.check(s.get("dropped", 0) >= 3, "the gateway dropped the old fold "
             "and both fold tiers with it (%s)" % s)
     same(r, answers(q, qs), want, "re-folded, the stale fold tiers "
@@ -259,19 +211,13 @@ def body(r):
                      for b in bucket_blocks(bucket) if b["mark"])
     r.eq(reasons.count("superseded"), 3, "the old fold and its two tiers "
          "are marked superseded (%s)" % reasons)
-    sync(r, gw, "fold tiers again")
+    gateway_sync(r, gw, "fold tiers again")
     same(r, answers(q, qs), want, "new fold tiers: as the single binary")
 
     # 4. the bucket alone
     for i in range(3):
-        data = c.ingesters[i].data
-        c.kill9_ingester(i)
-        shutil.rmtree(data)
-        os.makedirs(data)
-        c.restart_ingester(i)
-        r.check(c.wait_ring(active=3), "ingester-%d back empty" % i,
-                str(c.states()))
-    sync(r, gw, "ingesters wiped")
+        wipe_ingester(r, c, i)
+    gateway_sync(r, gw, "ingesters wiped")
     _, p = metrics(gw)
     t0 = metric_value(p, "smolder_ingester_tier_blocks_read_total") or 0
     same(r, answers(q, qs), want, "ingesters wiped: the bucket alone "

@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, metrics  # noqa: E402
+from durability import (DataServer, Workspace, collapsed_stacks,  # noqa: E402
+                        metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -103,12 +104,7 @@ def render(front, frm, until):
                           fmt="collapsed")
     if resp.status != 200:
         return resp.status, resp.text()
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return 200, out
+    return 200, collapsed_stacks(resp.text())
 
 
 def expect(r, front, w, frm, until, unit, what, status=200):

@@ -38,7 +38,6 @@ the partition heals (or ingester-2 is thawed):
 import os
 import signal
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +45,8 @@ sys.path.insert(0, HERE)
 
 import netpart  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import Workspace, metrics, wait_metric  # noqa: E402
+from durability import (UploadWriter, Workspace,  # noqa: E402
+                        collapsed_stacks, metrics, wait_metric)
 from smolder import freeze, in_ci, metric_value, run_script  # noqa: E402
 
 # SMOLDER_HINTS_FREEZE_S=600 runs the ten-minute partition (the long tier).
@@ -58,43 +58,16 @@ BUDGET_S = 240 + FREEZE_S
 STACKS = ["main;a", "main;b;c", "main;d"]
 
 
-class Writer(threading.Thread):
+class Writer(UploadWriter):
     """Uploads through the distributors in turn (whichever process is
     current), about 10 a second; what was acknowledged."""
 
     def __init__(self, c):
-        super().__init__(daemon=True)
+        super().__init__("dh.cpu", STACKS, 7, ago=600, span=500, gap=0.1)
         self.c = c
-        self.lock = threading.Lock()
-        self.acked = {s: 0 for s in STACKS}
-        self.sent = self.failed = 0
-        self.halt = threading.Event()
-        self.paused = threading.Event()
-        self.base = int(time.time()) - 600
 
-    def run(self):
-        n = 0
-        while not self.halt.is_set():
-            if self.paused.is_set():
-                time.sleep(0.02)
-                continue
-            stack = STACKS[n % len(STACKS)]
-            t = self.base + n % 500
-            try:
-                resp = self.c.distributors[n % 2].ingest(
-                    {"name": "dh.cpu{shard=s%d}" % (n % 7), "from": t,
-                     "until": t + 1}, ("%s 1\n" % stack).encode())
-                ok = resp.status == 200
-            except OSError:
-                ok = False
-            with self.lock:
-                self.sent += 1
-                if ok:
-                    self.acked[stack] += 1
-                else:
-                    self.failed += 1
-            n += 1
-            time.sleep(0.1)
+    def target(self, n):
+        return self.c.distributors[n % 2]
 
     def total(self):
         with self.lock:
@@ -107,12 +80,7 @@ def answer(q):
                     fmt="collapsed")
     if resp.status != 200:
         return resp.status
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
+    return collapsed_stacks(resp.text())
 
 
 def partition(r, c, w):
@@ -189,8 +157,8 @@ def body(r):
             "%.1f s after the heal (at most %d)" % (time.monotonic() - t0,
                                                     RECONNECT_S))
     acked = w.total()
-    r.check(acked > 200 and w.failed == 0, "every upload acknowledged "
-            "during the partition (%d sent, %d failed)" % (w.sent, w.failed))
+    r.check(acked > 200 and w.refused == 0, "every upload acknowledged "
+            "during the partition (%d sent, %d failed)" % (w.sent, w.refused))
     for d in c.distributors:
         v = wait_metric(d, "smolder_distributor_hints", lambda x: x == 0,
                         timeout=90, interval=0.2)

@@ -33,7 +33,6 @@ RF 3, store-gateways (RF 2) over a filesystem bucket, also in etcd.
 
 import os
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,59 +41,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import Workspace  # noqa: E402
+from durability import UploadWriter, Workspace, leave_for_good  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import run_script  # noqa: E402
 
 STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
           "main;serve;db;query", "main;idle"]
 SHARDS = 16
-
-
-class Writer(threading.Thread):
-    """Uploads one at a time through the distributor; counts what was
-    acknowledged."""
-
-    def __init__(self, dist):
-        super().__init__(daemon=True)
-        self.dist = dist
-        self.lock = threading.Lock()
-        self.acked = {s: 0 for s in STACKS}
-        self.sent = self.refused = self.n = 0
-        self.base = int(time.time()) - 900
-        self.halt = threading.Event()
-        self.paused = threading.Event()
-
-    def run(self):
-        while not self.halt.is_set():
-            if self.paused.is_set():
-                time.sleep(0.02)
-                continue
-            with self.lock:
-                stack = STACKS[self.n % len(STACKS)]
-                shard = self.n % SHARDS
-                t = self.base + self.n % 600
-                self.n += 1
-            try:
-                ok = self.dist.ingest(
-                    {"name": "et.cpu{shard=s%d}" % shard, "from": t,
-                     "until": t + 1}, ("%s 1\n" % stack).encode()
-                ).status == 200
-            except OSError:
-                ok = False
-            with self.lock:
-                self.sent += 1
-                if ok:
-                    self.acked[stack] += 1
-                else:
-                    self.refused += 1
-            time.sleep(0.01)
-
-    def snapshot(self):
-        self.paused.set()
-        time.sleep(0.2)
-        with self.lock:
-            return dict(self.acked)
 
 
 def answer(q):
@@ -121,8 +74,7 @@ def body(r):
     ws = Workspace("etcd-membership")
     r.at_end(lambda: ws.cleanup(r))
     et_dir = ws.path("etcd")
-    et = etcd_server.start(et_dir)
-    r.at_end(lambda: etcd_server.stop(et_dir))
+    et = etcd_server.start_for(r, et_dir)
     bucket = ws.path("bucket")
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % bucket]
@@ -148,7 +100,7 @@ def body(r):
          "the three ingesters registered themselves in etcd")
     d, q = c.distributors[0], c.queriers[0]
     pids = (d.proc.pid, q.proc.pid)
-    w = Writer(d)
+    w = UploadWriter("et.cpu", STACKS, SHARDS, d)
     w.start()
     r.at_end(w.halt.set)
     unit = [0]
@@ -183,15 +135,7 @@ def body(r):
 
     # C. two leave for good, one at a time
     for i in (0, 1):
-        t0 = time.monotonic()
-        resp = c.ingesters[i].request("POST", "/ingester/shutdown",
-                                      body=b"", timeout=60)
-        r.eq(resp.status, 200, "ingester-%d left: its blocks are shipped "
-             "and served (%.1fs) %s" % (i, time.monotonic() - t0,
-                                        resp.text()[:200]))
-        probs = c.ingesters[i].reap(60)
-        r.check(not probs, "ingester-%d exited 0 by itself" % i,
-                "\n".join(probs))
+        leave_for_good(r, c.ingesters[i], i)
         ok = False
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not ok:

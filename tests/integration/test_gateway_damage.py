@@ -32,21 +32,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from durability import DataServer, Workspace, flush, metrics  # noqa: E402
+from durability import (DataServer, Workspace, collapsed_stacks,  # noqa: E402
+                        flush, metrics)
 from smolder import free_port, metric_value, run_script  # noqa: E402
 
 BUDGET_S = 120
 STACKS = {"dmg-a": ["main;a;x", "main;a;y"], "dmg-b": ["main;b;x", "main;b;y"]}
 N = 12
-
-
-def collapsed(resp):
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
 
 
 def damage_first_data_part(path):
@@ -111,8 +103,9 @@ def body(r):
          "nothing pending")
     want = {}
     for app in ("dmg-a", "dmg-b"):
-        want[app] = collapsed(one.render("%s.cpu{}" % app, frm=now - 600,
-                                         until=now + 60, fmt="collapsed"))
+        resp = one.render("%s.cpu{}" % app, frm=now - 600, until=now + 60,
+                          fmt="collapsed")
+        want[app] = collapsed_stacks(resp.text())
     r.check(all(len(w) == 2 for w in want.values()), "the single binary "
             "answers both services", str(want))
     r.check(not one.stop(), "the single binary stops cleanly")
@@ -193,9 +186,9 @@ def body(r):
              "damaged one too" % page)
         resp = q.render("dmg-b.cpu{}", frm=now - 600, until=now + 60,
                         fmt="collapsed")
-        r.eq(collapsed(resp) if resp.status == 200 else resp.status,
-             want["dmg-b"], "%s pages: the whole block's service answers "
-             "exactly" % page)
+        r.eq(collapsed_stacks(resp.text()) if resp.status == 200
+             else resp.status, want["dmg-b"], "%s pages: the whole "
+             "block's service answers exactly" % page)
         resp = q.render("dmg-a.cpu{}", frm=now - 600, until=now + 60,
                         fmt="collapsed")
         r.check(resp.status >= 500, "%s pages: the damaged block's service "

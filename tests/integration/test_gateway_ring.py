@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import Workspace, flush, metrics  # noqa: E402
+from durability import (Workspace, flush, local_blocks_dropped,  # noqa: E402
+                        metrics)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
@@ -59,17 +60,10 @@ def answer(q, tenant):
     return parse_collapsed(resp.text())
 
 
-def dropped(ing):
-    _, p = metrics(ing)
-    return metric_value(p, "smolder_ingester_local_blocks_dropped_total") or 0
-
-
 def body(r):
     ws = Workspace("gateway-ring")
     r.at_end(lambda: ws.cleanup(r))
-    et_dir = ws.path("etcd")
-    et = etcd_server.start(et_dir)
-    r.at_end(lambda: etcd_server.stop(et_dir))
+    et = etcd_server.start_for(r, ws.path("etcd"))
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % ws.path("bucket")]
     c = Cluster(ws, ingesters=1, distributors=1, queriers=1, rf=1,
@@ -103,10 +97,12 @@ def body(r):
     r.eq(ok, len(TENANTS) * PER_TENANT, "every upload acknowledged")
     r.eq(flush(ing).status, 200, "the ingester flushed and shipped")
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and dropped(ing) < len(TENANTS):
+    while (time.monotonic() < deadline and
+           local_blocks_dropped(ing) < len(TENANTS)):
         time.sleep(0.2)
-    r.check(dropped(ing) >= len(TENANTS), "the ingester dropped every "
-            "tenant's block once the gateways served it (%d)" % dropped(ing))
+    r.check(local_blocks_dropped(ing) >= len(TENANTS), "the ingester "
+            "dropped every tenant's block once the gateways served it (%d)"
+            % local_blocks_dropped(ing))
     first = answer(q, TENANTS[0])
     unit = (first.get("main;t0;work", 0) // PER_TENANT
             if isinstance(first, dict) else 0)

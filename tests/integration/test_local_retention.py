@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, flush, metrics  # noqa: E402
+from durability import (DataServer, Workspace, collapsed_answer,  # noqa: E402
+                        flush, local_blocks_dropped, metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -54,30 +55,13 @@ def ingest(r, d, stacks, ago, count, acked):
 
 
 def answer(q):
-    now = int(time.time())
-    resp = q.render("lr.cpu{}", frm=now - 3600, until=now + 600,
-                    fmt="collapsed")
-    if resp.status != 200:
-        return (resp.status, resp.text()[:300])
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
-
-
-def dropped(ing):
-    _, p = metrics(ing)
-    return metric_value(p, "smolder_ingester_local_blocks_dropped_total") or 0
+    return collapsed_answer(q, "lr.cpu{}")
 
 
 def body(r):
     ws = Workspace("local-retention")
     r.at_end(lambda: ws.cleanup(r))
-    sw_dir = ws.path("swift")
-    sw = swift_s3.start(sw_dir)
-    r.at_end(lambda: swift_s3.stop(sw_dir))
+    sw = swift_s3.start_for(r, ws.path("swift"))
     flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 gateways=2, gateway_rf=1, gateway_extra=flags +
@@ -103,11 +87,12 @@ def body(r):
                  (what, ing.name))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and \
-            not all(dropped(i) >= 1 for i in c.ingesters):
+            not all(local_blocks_dropped(i) >= 1 for i in c.ingesters):
         time.sleep(0.2)
     for ing in c.ingesters:
-        r.check(dropped(ing) >= 1, "%s dropped the old blocks the "
-                "gateways serve (%d)" % (ing.name, dropped(ing)))
+        r.check(local_blocks_dropped(ing) >= 1, "%s dropped the old blocks "
+                "the gateways serve (%d)" % (ing.name,
+                                             local_blocks_dropped(ing)))
     time.sleep(1.5)          # another pass: the recent ones stay
     unit = 0
     first = answer(q)

@@ -29,7 +29,6 @@ and a real S3 server (OpenStack Swift's s3api on loopback).
 import os
 import shutil
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +37,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, metrics  # noqa: E402
+from durability import (DataServer, UploadWriter, Workspace,  # noqa: E402
+                        collapsed_answer, leave_for_good, metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -47,83 +47,14 @@ STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
 SHARDS = 16
 
 
-class Writer(threading.Thread):
-    """Uploads one at a time through whichever distributor is current;
-    counts what was acknowledged."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.dist = None
-        self.lock = threading.Lock()
-        self.acked = {s: 0 for s in STACKS}
-        self.sent = 0
-        self.refused = 0
-        self.n = 0
-        self.base = int(time.time()) - 900
-        self.halt = threading.Event()
-        self.paused = threading.Event()
-
-    def run(self):
-        while not self.halt.is_set():
-            if self.paused.is_set() or self.dist is None:
-                time.sleep(0.02)
-                continue
-            with self.lock:
-                d = self.dist
-                stack = STACKS[self.n % len(STACKS)]
-                shard = self.n % SHARDS
-                t = self.base + self.n % 600
-                self.n += 1
-            try:
-                resp = d.ingest({"name": "sc.cpu{shard=s%d}" % shard,
-                                 "from": t, "until": t + 1},
-                                ("%s 1\n" % stack).encode())
-                ok = resp.status == 200
-            except OSError:
-                ok = False
-            with self.lock:
-                self.sent += 1
-                if ok:
-                    self.acked[stack] += 1
-                else:
-                    self.refused += 1
-            time.sleep(0.01)
-
-    def switch(self, d):
-        """Pause, swap the distributor, resume (in-flight upload done)."""
-        self.paused.set()
-        time.sleep(0.2)
-        with self.lock:
-            self.dist = d
-        self.paused.clear()
-
-    def snapshot(self):
-        self.paused.set()
-        time.sleep(0.2)
-        with self.lock:
-            return dict(self.acked)
-
-
 def answer(q):
-    now = int(time.time())
-    resp = q.render("sc.cpu{}", frm=now - 3600, until=now + 600,
-                    fmt="collapsed")
-    if resp.status != 200:
-        return (resp.status, resp.text()[:300])
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
+    return collapsed_answer(q, "sc.cpu{}")
 
 
 def body(r):
     ws = Workspace("scale-leave")
     r.at_end(lambda: ws.cleanup(r))
-    sw_dir = ws.path("swift")
-    sw = swift_s3.start(sw_dir)
-    r.at_end(lambda: swift_s3.stop(sw_dir))
+    sw = swift_s3.start_for(r, ws.path("swift"))
     flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
     # a Cluster object for ports, ids and the gateways; the distributors
     # and queriers of each stage are made here
@@ -180,7 +111,7 @@ def body(r):
         w.paused.clear()
 
     unit = [0]
-    w = Writer()
+    w = UploadWriter("sc.cpu", STACKS, SHARDS)
     w.start()
     r.at_end(w.halt.set)
 
@@ -209,15 +140,7 @@ def body(r):
     # changed after each (deploy/README.md, scale-in)
     left = [0, 1, 2, 3, 4]
     for i in (0, 1):
-        t0 = time.monotonic()
-        resp = c.ingesters[i].request("POST", "/ingester/shutdown",
-                                      body=b"", timeout=60)
-        r.eq(resp.status, 200, "ingester-%d left: its blocks are shipped "
-             "and served (%.1fs) %s" % (i, time.monotonic() - t0,
-                                        resp.text()[:200]))
-        probs = c.ingesters[i].reap(60)
-        r.check(not probs, "ingester-%d exited 0 by itself" % i,
-                "\n".join(probs))
+        leave_for_good(r, c.ingesters[i], i)
         if i == 0:
             # restarted on its disk before it is removed (a StatefulSet
             # restarts the pod): it comes back LEAVING, not ACTIVE, and

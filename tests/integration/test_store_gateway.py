@@ -47,9 +47,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, flush, metrics,  # noqa: E402
-                        wait_metric)
-import smolder  # noqa: E402
+from durability import (DataServer, Workspace, collapsed_answer,  # noqa: E402
+                        flush, gateway_sync, metrics, wait_metric)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -82,36 +81,13 @@ class Writer:
         r.eq(ok, count, "every upload of the batch acknowledged")
 
 
-def render(q):
-    now = int(time.time())
-    return q.render("gw.cpu{}", frm=now - 3600, until=now + 600,
-                    fmt="collapsed")
-
-
 def answer(q):
     """{stack: value} of the collapsed render, or (status, body)."""
-    resp = render(q)
-    if resp.status != 200:
-        return (resp.status, resp.text()[:300])
-    out = {}
-    for line in resp.text().splitlines():
-        if line.strip():
-            stack, _, v = line.rpartition(" ")
-            out[stack] = int(v)
-    return out
+    return collapsed_answer(q, "gw.cpu{}")
 
 
 def expected(w):
     return {s: c * w.unit for s, c in w.acked.items() if c > 0}
-
-
-def sync(r, gw, what):
-    resp = gw.request("POST", "/store-gateway/sync", body=b"", timeout=120)
-    r.eq(resp.status, 200, "%s: %s synced" % (what, gw.name))
-    try:
-        return resp.json()
-    except ValueError:
-        return {}
 
 
 def wait_applied(r, c, idx, want):
@@ -153,9 +129,7 @@ def wait_answer(q, want, timeout=15):
 def body(r):
     ws = Workspace("store-gateway")
     r.at_end(lambda: ws.cleanup(r))
-    sw_dir = ws.path("swift")
-    sw = swift_s3.start(sw_dir)
-    r.at_end(lambda: swift_s3.stop(sw_dir))
+    sw = swift_s3.start_for(r, ws.path("swift"))
     flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
     c = Cluster(ws, ingesters=4, distributors=1, queriers=1, rf=2,
                 gateways=2, gateway_rf=2, gateway_extra=flags +
@@ -186,7 +160,7 @@ def body(r):
     for ing in c.ingesters:
         r.eq(flush(ing).status, 200, "%s flushed and shipped" % ing.name)
     for gw in c.gateways:
-        j = sync(r, gw, "batch 1")
+        j = gateway_sync(r, gw, "batch 1")
         r.check(j.get("loaded", 0) >= 4, "%s loaded every ingester's "
                 "blocks (%s)" % (gw.name, j))
     r.eq(answer(q), expected(w), "ingesters and gateways' sources count "
@@ -223,7 +197,7 @@ def body(r):
         r.eq(metric_value(p, "smolder_ingester_ship_blocks_pending"), 0,
              "%s: nothing pending" % ing.name)
     for gw in c.gateways:
-        sync(r, gw, "bucket back")
+        gateway_sync(r, gw, "bucket back")
     r.eq(answer(q), expected(w), "after the outage: exact")
 
     # 2. scale-in: ingesters 2 and 3 leave for good
@@ -243,7 +217,7 @@ def body(r):
         r.eq(flush(c.ingesters[i]).status, 200, "ingester-%d flushed "
              "before it leaves" % i)
     for gw in c.gateways:
-        sync(r, gw, "scale-in")
+        gateway_sync(r, gw, "scale-in")
     for i in (2, 3):
         data = c.ingesters[i].data
         c.kill9_ingester(i)
@@ -312,12 +286,8 @@ def body(r):
         victim.start(wait=False)
     finally:
         del os.environ["SMOLDER_TEST_FAULTS"]
-    rc = victim.proc.wait(60)
-    r.eq(rc, -signal.SIGKILL, "gateway-1 killed itself mid-sync")
-    victim.stopped = True
-    smolder._live.discard(victim)
-    victim._out.close()
-    victim._err.close()
+    r.eq(victim.wait_self_killed(60), -signal.SIGKILL,
+         "gateway-1 killed itself mid-sync")
     c.restart_gateway(1)
     _, p = metrics(c.gateways[1])
     r.check((metric_value(p, "smolder_store_gateway_blocks_loaded_total")
