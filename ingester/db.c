@@ -461,29 +461,6 @@ ing_db_blocks(struct ing_db *db, bool all, struct ing_db_block **out,
 	return (0);
 }
 
-void
-ing_db_block_shipped(struct ing_db *db, const char *tenant, uint64_t gen)
-{
-	struct ing_tenant *t = ing_tenant_find(db, tenant);
-	uint32_t lo = 0, hi;
-
-	if (t == NULL)
-		return;
-	ING_LOCK(&t->mu);
-	hi = t->nblocks;
-	while (lo < hi) {             /* blocks are sorted by gen */
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (t->blocks[mid].gen < gen)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < t->nblocks && t->blocks[lo].gen == gen)
-		t->blocks[lo].shipped = true;
-	ING_UNLOCK(&t->mu);
-}
-
 /* Index of block gen in t->blocks (sorted by gen), or t->nblocks. */
 static uint32_t
 block_find(const struct ing_tenant *t, uint64_t gen)
@@ -500,6 +477,20 @@ block_find(const struct ing_tenant *t, uint64_t gen)
 	}
 	return (lo < t->nblocks && t->blocks[lo].gen == gen ? lo :
 	    t->nblocks);
+}
+
+void
+ing_db_block_shipped(struct ing_db *db, const char *tenant, uint64_t gen)
+{
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
+	uint32_t i;
+
+	if (t == NULL)
+		return;
+	ING_LOCK(&t->mu);
+	if ((i = block_find(t, gen)) < t->nblocks)
+		t->blocks[i].shipped = true;
+	ING_UNLOCK(&t->mu);
 }
 
 /* Take the blocks of t in drop[] out of t->blocks (t->mu held) and queue

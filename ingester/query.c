@@ -917,6 +917,7 @@ bucket_mix(int64_t t)
 	return (sm_hash_u64((uint64_t)t) | 1);
 }
 
+/* Whether sorted v[0..n) holds fp. */
 static bool
 fp_in(const uint64_t *v, size_t n, uint64_t fp)
 {
@@ -2048,22 +2049,6 @@ prof_group(struct prof_acc *x, const struct ing_series *sr, struct sm_err *err)
 	return (0);
 }
 
-static bool
-fp_sorted_has(const uint64_t *v, uint32_t n, uint64_t fp)
-{
-	uint32_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < fp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && v[lo] == fp);
-}
-
 /* The source's records: a head's (read under its lock: no yield), or a
  * block's, read from its part. */
 static int
@@ -2114,7 +2099,7 @@ prof_finish(void *arg, const struct visit_src *src, int rv,
 		for (uint32_t i = 0; i < x->nrec && rv == 0; i++) {
 			if (x->rec[i].t < sel->start_ms ||
 			    x->rec[i].t >= sel->end_ms ||
-			    !fp_sorted_has(x->fp, x->nf, x->rec[i].fp))
+			    !fp_in(x->fp, x->nf, x->rec[i].fp))
 				continue;
 			rv = prof_push(x, &x->rec[i], src->bucket_ms, err);
 		}
