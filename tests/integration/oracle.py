@@ -281,14 +281,19 @@ class PbProfile:
         return self.strings[i]
 
     @staticmethod
-    def _value_type(buf):
-        t = u = 0
+    def _varints(buf, *fields):
+        """The varint fields `fields` of a message, in that order (0 when
+        absent, the last when repeated)."""
+        got = dict.fromkeys(fields, 0)
         for f, wt, v, _, _ in iter_fields(buf):
-            if f == 1 and wt == 0:
-                t = v
-            elif f == 2 and wt == 0:
-                u = v
-        return (t, u)
+            if f in got and wt == 0:
+                got[f] = v
+        return tuple(got[f] for f in fields)
+
+    @staticmethod
+    def _value_type(buf):
+        """(type, unit) of a ValueType."""
+        return PbProfile._varints(buf, 1, 2)
 
     @staticmethod
     def _sample(buf):
@@ -343,13 +348,8 @@ class PbProfile:
 
     @staticmethod
     def _mapping(buf):
-        mid = fname = 0
-        for f, wt, v, _, _ in iter_fields(buf):
-            if f == 1 and wt == 0:
-                mid = v
-            elif f == 5 and wt == 0:
-                fname = v
-        return (mid, fname)
+        """(id, file name) of a Mapping."""
+        return PbProfile._varints(buf, 1, 5)
 
     def totals(self):
         """Plain per-type sums of Sample.value (SOURCES.md's 'totals')."""
@@ -600,25 +600,25 @@ def addr_frame(address, mapping_file):
     return s
 
 
-def collapse_raw(rp, spy=None):
-    """Collapsed stacks per sample type index: [ {stack: value} ]."""
-    rename = spy in SCRIPTING_SPIES
-    frames_of = {}
-    for lid, (addr, mid, lns) in rp.locations.items():
-        if not lns:
-            frames_of[lid] = [addr_frame(addr, rp.mappings.get(mid, ""))]
-            continue
-        fr = []
-        for ln in reversed(lns):
-            if ln is None:
-                fr.append("??")
-            elif rename:
-                fr.append("%s:-1 - %s" % (ln[1], ln[0]))
-            else:
-                fr.append(ln[0])
-        frames_of[lid] = fr
-    out = [defaultdict(int) for _ in rp.sample_types]
-    for vals, locs in rp.samples:
+def _line_frames(funcs, rename):
+    """A location's frames, root first, from its lines' functions (leaf
+    first; (name, file name), or None when the line has no function)."""
+    fr = []
+    for fn in reversed(funcs):
+        if fn is None:
+            fr.append("??")
+        elif rename:
+            fr.append("%s:-1 - %s" % (fn[1], fn[0]))
+        else:
+            fr.append(fn[0])
+    return fr
+
+
+def _collapse_samples(ntypes, samples, frames_of):
+    """[ {stack: value} ] per sample type index of samples (values,
+    location ids leaf first), frames_of giving a location's frames."""
+    out = [defaultdict(int) for _ in range(ntypes)]
+    for vals, locs in samples:
         if not locs:
             continue
         frames = []
@@ -629,6 +629,18 @@ def collapse_raw(rp, spy=None):
             if v != 0:
                 out[ti][key] += v
     return [{k: v for k, v in d.items() if v != 0} for d in out]
+
+
+def collapse_raw(rp, spy=None):
+    """Collapsed stacks per sample type index: [ {stack: value} ]."""
+    rename = spy in SCRIPTING_SPIES
+    frames_of = {}
+    for lid, (addr, mid, lns) in rp.locations.items():
+        if not lns:
+            frames_of[lid] = [addr_frame(addr, rp.mappings.get(mid, ""))]
+        else:
+            frames_of[lid] = _line_frames(lns, rename)
+    return _collapse_samples(len(rp.sample_types), rp.samples, frames_of)
 
 
 def collapse_pb(p, spy=None):
@@ -641,29 +653,12 @@ def collapse_pb(p, spy=None):
     for lid, mid, addr, lines in p.locations:
         if not lines:
             frames_of[lid] = [addr_frame(addr, maps.get(mid, ""))]
-            continue
-        fr = []
-        for fid, _ in reversed(lines):
-            fn = funcs.get(fid)
-            if fn is None:
-                fr.append("??")
-            elif rename:
-                fr.append("%s:-1 - %s" % (fn[1], fn[0]))
-            else:
-                fr.append(fn[0])
-        frames_of[lid] = fr
-    out = [defaultdict(int) for _ in p.sample_types]
-    for vals, locs, _ in p.samples:
-        if not locs:
-            continue
-        frames = []
-        for lid in reversed(locs):
-            frames.extend(frames_of[lid])
-        key = ";".join(frames)
-        for ti, v in enumerate(vals[:len(out)]):
-            if v != 0:
-                out[ti][key] += v
-    return [{k: v for k, v in d.items() if v != 0} for d in out]
+        else:
+            frames_of[lid] = _line_frames(
+                [funcs.get(fid) for fid, _ in lines], rename)
+    return _collapse_samples(len(p.sample_types),
+                             [(vals, locs) for vals, locs, _ in p.samples],
+                             frames_of)
 
 
 # --------------------------------------------------------------------------
