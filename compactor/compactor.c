@@ -235,6 +235,17 @@ tenant_floors_free(Smolder__V1__TenantRetention *v, size_t n)
 	sm_free(v);
 }
 
+/* Whether c->pass_mu is held (by some thread: a mutex does not say which
+ * one), for the asserts of the passes that rely on it. */
+static bool
+pass_held(struct compactor *c)
+{
+	if (pthread_mutex_trylock(&c->pass_mu) != 0)
+		return (true);
+	pthread_mutex_unlock(&c->pass_mu);
+	return (false);
+}
+
 /* One retention pass over the healthy ingesters (c->pass_mu held). */
 static void
 retention_pass(struct compactor *c, struct cpt_pass *p)
@@ -249,6 +260,7 @@ retention_pass(struct compactor *c, struct cpt_pass *p)
 	int64_t now = sm_now_ms();
 	const char *status;
 
+	SM_ASSERT(pass_held(c));
 	if (tenant_floors(c, now, &tv, &ntv) != 0) {
 		sm_warn("compactor", "retention pass skipped: out of memory");
 		return;
@@ -313,6 +325,9 @@ retention_pass(struct compactor *c, struct cpt_pass *p)
 		}
 		sm_arena_destroy(a);
 	}
+	/* Each member counted once, asked or skipped (the status relies on it). */
+	SM_ASSERT(p->ingesters + p->skipped == s->n &&
+	    p->failed <= p->ingesters);
 out:
 	sm_rpc_multi_destroy(mc);
 	sm_ring_release(s);
@@ -447,6 +462,7 @@ tiers_member(struct compactor *c, struct sm_ring_snap *s, uint32_t k)
 	int64_t now_ms = sm_now_ms();
 	int rv;
 
+	SM_ASSERT(k < c->nmem);        /* c->mem is s's members, by index */
 	pr.widths_ms = c->cfg.tiers.w;
 	pr.n_widths_ms = c->cfg.tiers.n;
 	pr.now_ms = now_ms;
@@ -500,6 +516,9 @@ tiers_member(struct compactor *c, struct sm_ring_snap *s, uint32_t k)
 		else
 			c->mem[k].failed++;
 		c->mem[k].running[0] = '\0';
+		/* each planned job is pending or has one outcome */
+		SM_ASSERT(c->mem[k].done + c->mem[k].noop + c->mem[k].failed +
+		    c->mem[k].pending == c->mem[k].planned);
 		pthread_mutex_unlock(&c->st_mu);
 	}
 	pthread_mutex_lock(&c->st_mu);
@@ -543,6 +562,7 @@ tiers_pass(struct compactor *c, struct cpt_pass *p)
 	pthread_t thr[16];
 	uint32_t nthr = 0, want;
 
+	SM_ASSERT(pass_held(c));
 	if (c->cfg.tiers.n == 0)
 		return;
 	tr.s = sm_ring_acquire(c->ring);
@@ -620,6 +640,7 @@ fold_pass(struct compactor *c, struct cpt_pass *p)
 	struct bucket_floor bf = { c, sm_now_ms() };
 	struct sm_err err;
 
+	SM_ASSERT(pass_held(c));
 	if (c->fold == NULL)
 		return;
 	p->fold = true;
@@ -653,6 +674,7 @@ bucket_pass(struct compactor *c, struct cpt_pass *p)
 	struct bucket_floor bf = { c, sm_now_ms() };
 	struct sm_err err;
 
+	SM_ASSERT(pass_held(c));
 	if (c->cfg.bucket == NULL)
 		return;
 	p->bucket = true;
