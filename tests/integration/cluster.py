@@ -276,3 +276,21 @@ class Cluster:
                 return True
             time.sleep(0.05)
         return False
+
+
+def reference_and_rf3(r, ws, extra, run):
+    """run(ref, c) with a single binary (the reference) and a cluster of 3
+    ingesters (RF 3), a distributor and a querier, on the same flags;
+    both are stopped (not judged) however run ends, then the workspace
+    is removed."""
+    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
+                     name="single", extra_flags=extra).start()
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                extra=extra, name="rf3")
+    try:
+        c.start()
+        run(ref, c)
+    finally:
+        c.stop()
+        ref.stop()
+    ws.cleanup(r)

@@ -462,6 +462,25 @@ def leave_for_good(r, ing, i):
             "\n".join(probs))
 
 
+def p50_latencies(r, srv, tag, reqs, n, call):
+    """The line "<method> p50 <ms> ms; ..." of n calls call(srv, method,
+    body) of each (method, body) in reqs; a call that is not 200 is a
+    failure and ends its method's calls."""
+    line = []
+    for m, body in reqs:
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            resp = call(srv, m, body)
+            ts.append(time.perf_counter() - t0)
+            if resp.status != 200:
+                r.fail("latency %s %s" % (tag, m), resp.describe())
+                break
+        ts.sort()
+        line.append("%s p50 %.1f ms" % (m, 1000 * ts[len(ts) // 2]))
+    return "; ".join(line)
+
+
 def gateway_sync(r, gw, what):
     """POST /store-gateway/sync to gw, which must answer 200; its JSON
     ({} when it is not JSON)."""

@@ -46,10 +46,10 @@ def _read_uv(buf, i):
             return v, i
 
 
-def pb_decode(buf, fixed_ints=False):
-    """{field: [values]}: varints as ints, length-delimited as bytes,
-    fixed64/fixed32 as bytes (as unsigned ints with fixed_ints)."""
-    out, i = {}, 0
+def pb_fields(buf):
+    """(field, wire type, value) of each field of a message, in order:
+    varints as ints, length-delimited and fixed64/fixed32 as bytes."""
+    i = 0
     while i < len(buf):
         key, i = _read_uv(buf, i)
         f, wt = key >> 3, key & 7
@@ -60,14 +60,22 @@ def pb_decode(buf, fixed_ints=False):
             v, i = buf[i:i + n], i + n
         elif wt == 1:
             v, i = buf[i:i + 8], i + 8
-            if fixed_ints:
-                v = struct.unpack("<Q", v)[0]
         elif wt == 5:
             v, i = buf[i:i + 4], i + 4
-            if fixed_ints:
-                v = struct.unpack("<I", v)[0]
         else:
             raise ValueError("wire type %d" % wt)
+        yield f, wt, v
+
+
+def pb_decode(buf, fixed_ints=False):
+    """{field: [values]}: varints as ints, length-delimited as bytes,
+    fixed64/fixed32 as bytes (as unsigned ints with fixed_ints)."""
+    out = {}
+    for f, wt, v in pb_fields(buf):
+        if fixed_ints and wt == 1:
+            v = struct.unpack("<Q", v)[0]
+        elif fixed_ints and wt == 5:
+            v = struct.unpack("<I", v)[0]
         out.setdefault(f, []).append(v)
     return out
 

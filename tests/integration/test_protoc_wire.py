@@ -61,7 +61,8 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 import smolder  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, connect  # noqa: E402
+from durability import (DataServer, Workspace, connect,  # noqa: E402
+                        p50_latencies)
 from test_query_diff_pprof import (COMMON, pprof_files,  # noqa: E402
                                    raw_stacks, total)
 from test_span_profile import make_pprof  # noqa: E402
@@ -708,22 +709,12 @@ def run(r, ws, ref, c):
     diff = encode("querier.v1.DiffRequest", "left { %s } right { %s }" % (
         "profile_typeID: %s label_selector: \"{}\" start: %d end: %d" % (
             q(tid), start, end), ms_text))
+    reqs = (("SelectMergeStacktraces", whole),
+            ("SelectMergeProfile", whole_p), ("Diff", diff))
     for srv, tag in ((ref, "single"), (qry, "cluster RF=3")):
-        line = []
-        for m, body in (("SelectMergeStacktraces", whole),
-                        ("SelectMergeProfile", whole_p), ("Diff", diff)):
-            ts = []
-            for _ in range(7):
-                t0 = time.perf_counter()
-                resp = smolder_proto(srv, m, body)
-                ts.append(time.perf_counter() - t0)
-                if resp.status != 200:
-                    r.fail("latency %s %s" % (tag, m), resp.describe())
-                    break
-            ts.sort()
-            line.append("%s p50 %.1f ms" % (m, 1000 * ts[len(ts) // 2]))
         print("latency, proto codec (%s, %d profiles of %s): %s" % (
-            tag, len(by_type.get(tid, [])), tid, "; ".join(line)))
+            tag, len(by_type.get(tid, [])), tid,
+            p50_latencies(r, srv, tag, reqs, 7, smolder_proto)))
 
     # settings.v1, capabilities.v1, version.v1.
     S = "settings.v1.SettingsService"

@@ -52,8 +52,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, connect, limit_flags  # noqa
+from cluster import reference_and_rf3  # noqa: E402
+from durability import (Workspace, connect, limit_flags,  # noqa: E402
+                        p50_latencies)
+from pbwire import _read_uv, pb_fields  # noqa: E402
 from smolder import (Results, data_dir, install_timeout,  # noqa: E402
                      shared_profiles_dir)
 
@@ -95,36 +97,12 @@ def proto_call(srv, method, body):
                        headers={"Content-Type": "application/proto"})
 
 
-def _uvarint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
 def pb_bytes_field(buf, want):
     """The last length-delimited field `want` of a message (b"" if none)."""
-    i, out = 0, b""
-    while i < len(buf):
-        k, i = _uvarint(buf, i)
-        f, wt = k >> 3, k & 7
-        if wt == 0:
-            _, i = _uvarint(buf, i)
-        elif wt == 1:
-            i += 8
-        elif wt == 5:
-            i += 4
-        elif wt == 2:
-            n, i = _uvarint(buf, i)
-            if f == want:
-                out = buf[i:i + n]
-            i += n
-        else:
-            raise ValueError("wire type %d" % wt)
+    out = b""
+    for f, wt, v in pb_fields(buf):
+        if f == want and wt == 2:
+            out = v
     return out
 
 
@@ -138,13 +116,13 @@ def decode_tree(b):
     first = True
     while parents:
         path = parents.pop()
-        n, i = _uvarint(b, i)
+        n, i = _read_uv(b, i)
         name = b[i:i + n].decode("utf-8", "replace")
         i += n
-        self_v, i = _uvarint(b, i)
+        self_v, i = _read_uv(b, i)
         if self_v >= 2 ** 63:
             self_v -= 2 ** 64
-        nch, i = _uvarint(b, i)
+        nch, i = _read_uv(b, i)
         if first:
             if name != "" or self_v != 0:
                 raise ValueError("virtual root %r %d" % (name, self_v))
@@ -240,17 +218,7 @@ def main():
         r.skip_all("go tool pprof is not installed")
         return r.finish()
     ws = Workspace("qdiff")
-    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
-                     name="single", extra_flags=COMMON).start()
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                extra=COMMON, name="rf3")
-    try:
-        c.start()
-        run(r, ws, ref, c)
-    finally:
-        c.stop()
-        ref.stop()
-    ws.cleanup(r)
+    reference_and_rf3(r, ws, COMMON, lambda ref, c: run(r, ws, ref, c))
     return r.finish()
 
 
@@ -578,20 +546,8 @@ def run(r, ws, ref, c):
             ("SelectMergeProfile", whole),
             ("Diff", {"left": whole, "right": side(s1, t1)})]
     for srv, tag in ((ref, "single"), (qry, "cluster RF=3")):
-        line = []
-        for m, body in reqs:
-            ts = []
-            for _ in range(15):
-                t0 = time.perf_counter()
-                resp = connect(srv, m, body)
-                ts.append(time.perf_counter() - t0)
-                if resp.status != 200:
-                    r.fail("latency %s %s" % (tag, m), resp.describe())
-                    break
-            ts.sort()
-            line.append("%s p50 %.1f ms" % (m, 1000 * ts[len(ts) // 2]))
-        print("latency (%s, %d profiles): %s" % (tag, len(cases),
-                                                 "; ".join(line)))
+        print("latency (%s, %d profiles): %s" % (
+            tag, len(cases), p50_latencies(r, srv, tag, reqs, 15, connect)))
 
 
 if __name__ == "__main__":

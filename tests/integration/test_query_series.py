@@ -52,9 +52,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import oracle  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace, connect, limit_flags  # noqa
+from cluster import reference_and_rf3  # noqa: E402
+from durability import Workspace, connect, limit_flags  # noqa: E402
+from pbwire import _read_uv, pb_double, pb_fields, pb_int, pb_str  # noqa: E402
 from smolder import Results, install_timeout  # noqa: E402
 
 BASE = (int(time.time()) // 3600) * 3600 - 2 * 3600
@@ -99,24 +99,11 @@ def decode_json_series(j):
 
 # -- hand-made protobuf (no protoc on the test machines) --------------------
 
-def _key(field, wt):
-    return oracle.encode_varint(field << 3 | wt)
-
-
-def pb_str(field, s):
-    b = s.encode() if isinstance(s, str) else s
-    return _key(field, 2) + oracle.encode_varint(len(b)) + b
-
-
-def pb_int(field, v):
-    return _key(field, 0) + oracle.encode_varint(v & (2 ** 64 - 1))
-
-
 def series_req_pb(agg=0, limit=0, group_by=("region",)):
     b = pb_str(1, TID) + pb_str(2, SEL) + pb_int(3, START) + pb_int(4, END)
     for g in group_by:
         b += pb_str(5, g)
-    b += _key(6, 1) + struct.pack("<d", float(STEP))
+    b += pb_double(6, float(STEP))
     if agg:
         b += pb_int(7, agg)
     if limit:
@@ -124,52 +111,19 @@ def series_req_pb(agg=0, limit=0, group_by=("region",)):
     return b
 
 
-def decode_varint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
-def _fields(buf):
-    i = 0
-    while i < len(buf):
-        k, i = decode_varint(buf, i)
-        f, wt = k >> 3, k & 7
-        if wt == 0:
-            v, i = decode_varint(buf, i)
-        elif wt == 1:
-            v = buf[i:i + 8]
-            i += 8
-        elif wt == 2:
-            n, i = decode_varint(buf, i)
-            v = buf[i:i + n]
-            i += n
-        elif wt == 5:
-            v = buf[i:i + 4]
-            i += 4
-        else:
-            raise ValueError("wire type %d" % wt)
-        yield f, wt, v
-
-
 def decode_pb_series(body):
     out = []
-    for f, _, sb in _fields(body):
+    for f, _, sb in pb_fields(body):
         if f != 1:
             continue
         labels, pts = [], []
-        for g, _, v in _fields(sb):
+        for g, _, v in pb_fields(sb):
             if g == 1:
-                lp = {h: x.decode() for h, _, x in _fields(v)}
+                lp = {h: x.decode() for h, _, x in pb_fields(v)}
                 labels.append((lp.get(1, ""), lp.get(2, "")))
             elif g == 2:
                 ts, val = 0, 0.0
-                for h, wt, x in _fields(v):
+                for h, wt, x in pb_fields(v):
                     if h == 1 and wt == 1:
                         val = struct.unpack("<d", x)[0]
                     elif h == 2 and wt == 0:
@@ -189,17 +143,7 @@ def main():
     r = Results("test_query_series")
     install_timeout(400)
     ws = Workspace("qseries")
-    ref = DataServer(ws.data_dir("single"), ws.log_dir("single"),
-                     name="single", extra_flags=COMMON).start()
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                extra=COMMON, name="rf3")
-    try:
-        c.start()
-        run(r, ref, c)
-    finally:
-        c.stop()
-        ref.stop()
-    ws.cleanup(r)
+    reference_and_rf3(r, ws, COMMON, lambda ref, c: run(r, ref, c))
     return r.finish()
 
 
@@ -336,10 +280,10 @@ def tree_total(b):
     i, tot, todo = 0, 0, 1
     while todo:
         todo -= 1
-        n, i = decode_varint(b, i)
+        n, i = _read_uv(b, i)
         i += n
-        v, i = decode_varint(b, i)
-        nch, i = decode_varint(b, i)
+        v, i = _read_uv(b, i)
+        nch, i = _read_uv(b, i)
         tot += v
         todo += nch
     return tot
