@@ -106,6 +106,7 @@ struct app {
 	int64_t http_idle_timeout_ms;
 	char *grpc_listen;
 	char *tls_cert, *tls_key, *tls_ca, *tls_client_auth, *tls_min;
+	char *rpc_tls_cert, *rpc_tls_key, *rpc_tls_ca, *rpc_tls_name;
 	int64_t grpc_streams;
 	int64_t grpc_recv_max;
 	int64_t grpc_send_max;
@@ -861,6 +862,27 @@ static const struct sm_flag app_flag_tab[] = {
 	    "connection limits and idle timeout, and with "
 	    "-server.http-tls-* speaks TLS with the same certificate and "
 	    "client-auth policy (cleartext otherwise)."),
+	SM_FLAG_STR("rpc.tls-cert-path", rpc_tls_cert,
+	    "",
+	    "Mutual TLS on the internal RPC: this member's certificate "
+	    "(PEM). With -rpc.tls-key-path and -rpc.tls-ca-path every "
+	    "tcp:// RPC address is served and dialed as TLS, and only "
+	    "holders of a certificate from that CA can call or answer; "
+	    "every member must set them. Read at start."),
+	SM_FLAG_STR("rpc.tls-key-path", rpc_tls_key,
+	    "",
+	    "Mutual TLS on the internal RPC: the key of -rpc.tls-cert-path "
+	    "(PEM)."),
+	SM_FLAG_STR("rpc.tls-ca-path", rpc_tls_ca,
+	    "",
+	    "Mutual TLS on the internal RPC: the cluster's CA (PEM) every "
+	    "peer's certificate must chain to."),
+	SM_FLAG_STR("rpc.tls-server-name", rpc_tls_name,
+	    "",
+	    "Mutual TLS on the internal RPC: the DNS name every member's "
+	    "certificate carries, checked when dialing (needed when members "
+	    "are dialed by IP address: mbedTLS checks names only); empty: "
+	    "the host of the dialed address."),
 	SM_FLAG_STR("server.http-tls-cert-path", tls_cert,
 	    "",
 	    "HTTPS: the server's certificate (PEM, its chain after it). "
@@ -1236,6 +1258,24 @@ main(int argc, char **argv)
 		sm_error("main", "%s", err.msg);
 		goto out;
 	}
+	if (app.rpc_tls_cert[0] != '\0' || app.rpc_tls_key[0] != '\0' ||
+	    app.rpc_tls_ca[0] != '\0') {
+		struct sm_rpc_tls_cfg rt = { app.rpc_tls_cert, app.rpc_tls_key,
+		    app.rpc_tls_ca, app.rpc_tls_name };
+
+		if (app.rpc_tls_cert[0] == '\0' || app.rpc_tls_key[0] == '\0' ||
+		    app.rpc_tls_ca[0] == '\0') {
+			sm_error("main", "-rpc.tls-cert-path, -rpc.tls-key-path "
+			    "and -rpc.tls-ca-path go together (mutual TLS)");
+			goto out;
+		}
+		if (sm_rpc_tls_set(&rt, &err) != 0) {
+			sm_error("main", "%s", err.msg);
+			goto out;
+		}
+		sm_info("main", "internal RPC: mutual TLS on tcp:// "
+		    "addresses\tserver_name=%s", app.rpc_tls_name);
+	}
 	for (size_t i = 0; i < app.norder; i++) {
 		if (app.order[i]->init(&app, &err) != 0) {
 			sm_error("main", "init %s: %s", app.order[i]->name,
@@ -1315,6 +1355,7 @@ out:
 	sm_tls_destroy(app.tls);
 	sm_overrides_destroy(app.overrides);
 	sm_auth_destroy(app.auth);
+	sm_rpc_tls_clear();
 	if (app.data_lock_fd >= 0)
 		close(app.data_lock_fd);
 	if (rc == 0)

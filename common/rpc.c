@@ -9,6 +9,7 @@
 #include "rpc.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -294,17 +296,127 @@ pipes_cb(nng_pipe np, nng_pipe_ev ev, void *arg)
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* --- mutual TLS (sm_rpc_tls_set) ------------------------------------------- */
+
+static nng_tls_config *rpc_tls_server, *rpc_tls_client;
+
+/* A PEM file's text (NUL-terminated, at most 1 MiB), or NULL. */
+static char *
+rpc_read_pem(const char *path, struct sm_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char *b = NULL;
+	size_t n = 0;
+
+	if (f != NULL && (b = sm_malloc((1u << 20) + 1)) != NULL) {
+		n = fread(b, 1, 1u << 20, f);
+		b[n] = '\0';
+	}
+	if (f != NULL)
+		fclose(f);
+	if (b == NULL || n == 0 || n == 1u << 20) {
+		sm_free(b);
+		sm_err_set(err, SM_EINVAL, "rpc tls: cannot read %s (missing, "
+		    "empty or over 1 MiB)", path);
+		return (NULL);
+	}
+	return (b);
+}
+
+static int
+rpc_tls_config(nng_tls_mode mode, const char *cert, const char *key,
+    const char *ca, const char *name, nng_tls_config **out,
+    struct sm_err *err)
+{
+	nng_tls_config *c;
+	int nrv;
+
+	if ((nrv = nng_tls_config_alloc(&c, mode)) != 0)
+		return (sm_err_set(err, SM_EINVAL, "rpc tls: %s",
+		    nng_strerror(nrv)));
+	if ((nrv = nng_tls_config_own_cert(c, cert, key, NULL)) != 0 ||
+	    (nrv = nng_tls_config_ca_chain(c, ca, NULL)) != 0 ||
+	    (nrv = nng_tls_config_auth_mode(c,
+	    NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
+	    (nrv = nng_tls_config_version(c, NNG_TLS_1_2,
+	    NNG_TLS_1_3)) != 0 ||
+	    (name != NULL && name[0] != '\0' &&
+	    (nrv = nng_tls_config_server_name(c, name)) != 0)) {
+		nng_tls_config_free(c);
+		return (sm_err_set(err, SM_EINVAL, "rpc tls: the %s "
+		    "certificate, key or CA: %s", mode == NNG_TLS_MODE_SERVER ?
+		    "server" : "client", nng_strerror(nrv)));
+	}
+	*out = c;
+	return (0);
+}
+
+int
+sm_rpc_tls_set(const struct sm_rpc_tls_cfg *cfg, struct sm_err *err)
+{
+	char *cert = NULL, *key = NULL, *ca = NULL;
+	int rv = SM_EINVAL;
+
+	sm_rpc_tls_clear();
+	if ((cert = rpc_read_pem(cfg->cert_path, err)) == NULL ||
+	    (key = rpc_read_pem(cfg->key_path, err)) == NULL ||
+	    (ca = rpc_read_pem(cfg->ca_path, err)) == NULL)
+		goto out;
+	if ((rv = rpc_tls_config(NNG_TLS_MODE_SERVER, cert, key, ca, NULL,
+	    &rpc_tls_server, err)) != 0 ||
+	    (rv = rpc_tls_config(NNG_TLS_MODE_CLIENT, cert, key, ca,
+	    cfg->server_name, &rpc_tls_client, err)) != 0)
+		sm_rpc_tls_clear();
+out:
+	sm_free(cert);
+	if (key != NULL)
+		explicit_bzero(key, strlen(key));
+	sm_free(key);
+	sm_free(ca);
+	return (rv);
+}
+
+void
+sm_rpc_tls_clear(void)
+{
+	if (rpc_tls_server != NULL)
+		nng_tls_config_free(rpc_tls_server);
+	if (rpc_tls_client != NULL)
+		nng_tls_config_free(rpc_tls_client);
+	rpc_tls_server = rpc_tls_client = NULL;
+}
+
+/*
+ * The URL to listen on or dial: with mutual TLS on, tcp://h:p becomes
+ * tls+tcp://h:p (into buf); other transports are as given.
+ */
+static const char *
+rpc_url(const char *url, char *buf, size_t cap)
+{
+	if (rpc_tls_server == NULL || strncmp(url, "tcp://", 6) != 0 ||
+	    (size_t)snprintf(buf, cap, "tls+%s", url) >= cap)
+		return (url);
+	return (buf);
+}
+
 /* TCP keepalive, so the pipe of a peer that vanished is eventually reaped. */
 static int
 rpc_listen(nng_socket sock, const char *url)
 {
+	char ubuf[512];
 	nng_listener l;
 	int nrv;
 
+	url = rpc_url(url, ubuf, sizeof(ubuf));
 	if ((nrv = nng_listener_create(&l, sock, url)) != 0)
 		return (nrv);
-	if (strncmp(url, "tcp", 3) == 0)
+	if (strncmp(url, "tcp", 3) == 0 || strncmp(url, "tls+tcp", 7) == 0)
 		(void)nng_listener_set_bool(l, NNG_OPT_TCP_KEEPALIVE, true);
+	if (strncmp(url, "tls+", 4) == 0 && (nrv = nng_listener_set_ptr(l,
+	    NNG_OPT_TLS_CONFIG, rpc_tls_server)) != 0) {
+		nng_listener_close(l);
+		return (nrv);
+	}
 	if ((nrv = nng_listener_start(l, 0)) != 0)
 		nng_listener_close(l);
 	return (nrv);
@@ -313,13 +425,20 @@ rpc_listen(nng_socket sock, const char *url)
 static int
 rpc_dial(nng_socket sock, const char *url, nng_dialer *out)
 {
+	char ubuf[512];
 	nng_dialer d;
 	int nrv;
 
+	url = rpc_url(url, ubuf, sizeof(ubuf));
 	if ((nrv = nng_dialer_create(&d, sock, url)) != 0)
 		return (nrv);
-	if (strncmp(url, "tcp", 3) == 0)
+	if (strncmp(url, "tcp", 3) == 0 || strncmp(url, "tls+tcp", 7) == 0)
 		(void)nng_dialer_set_bool(d, NNG_OPT_TCP_KEEPALIVE, true);
+	if (strncmp(url, "tls+", 4) == 0 && (nrv = nng_dialer_set_ptr(d,
+	    NNG_OPT_TLS_CONFIG, rpc_tls_client)) != 0) {
+		nng_dialer_close(d);
+		return (nrv);
+	}
 	/* Non-blocking: keep retrying in the background until the peer
 	 * listens. */
 	if ((nrv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0)

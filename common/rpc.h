@@ -297,4 +297,29 @@ void sm_rpc_pack_response(const Smolder__V1__Response *resp,
 /* Append a Response carrying only an error code and message. */
 void sm_rpc_pack_error(int code, const char *msg, struct sm_buf *out);
 
+/*
+ * Mutual TLS for every tcp:// listener and dialer of the process: once
+ * set, tcp://host:port is listened on and dialed as nng's
+ * tls+tcp://host:port (mbedTLS, TLS 1.2 or 1.3), each side presenting
+ * `cert_path`/`key_path` and requiring the other's to chain to
+ * `ca_path`, so only holders of a certificate from the cluster's CA can
+ * call a server or answer a client.  A client checks the server's
+ * certificate names `server_name` when given (nng's mbedTLS cannot check
+ * an IP address against a certificate, so a cluster dialing IPs names a
+ * DNS name every member's certificate carries), else the URL's host.
+ * Every member of a cluster must agree: a TLS client and a plaintext
+ * server never connect.  inproc:// is untouched.  Call before any server
+ * or client is made; the files are read once (rotating them takes a
+ * rolling restart).  0, or SM_EINVAL with err.  sm_rpc_tls_clear() frees
+ * the configuration (at exit).
+ */
+struct sm_rpc_tls_cfg {
+	const char *cert_path;
+	const char *key_path;
+	const char *ca_path;
+	const char *server_name;     /* NULL or "": the URL's host */
+};
+int sm_rpc_tls_set(const struct sm_rpc_tls_cfg *cfg, struct sm_err *err);
+void sm_rpc_tls_clear(void);
+
 #endif /* SM_RPC_H */
