@@ -21,12 +21,15 @@ included), so they share each tenant's ingestion rate.  Heartbeats are fast
 (100 ms period, 1 s timeout) so membership settles within a test's
 patience.  Stopping judges every process (smolder.Server.stop: unclean
 exits and sanitizer reports are problems).
+
+The tests that compare a cluster with a single binary fed the same
+uploads run both through single_then_cluster or reference_and_rf3.
 """
 
 import time
 
-from durability import DataServer, wait_metric
-from smolder import free_port
+from durability import DataServer, Workspace, limit_flags, wait_metric
+from smolder import Results, free_port, install_timeout
 
 HEARTBEAT = "100ms"
 # An ingester's /ready waits this long once ACTIVE (a few heartbeats), so
@@ -294,3 +297,75 @@ def reference_and_rf3(r, ws, extra, run):
         c.stop()
         ref.stop()
     ws.cleanup(r)
+
+
+# --------------------------------------------------------------------------
+# A single binary and a cluster, compared.
+# --------------------------------------------------------------------------
+
+# What the tests that check a cluster against a single binary fed the same
+# uploads share: an hour-aligned past for their upload times, and the type
+# id the legacy ".cpu" apps are stored under.
+PAST_HOUR = (int(time.time()) // 3600) * 3600 - 3600
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+
+
+def open_flags():
+    """Flags that take uploads of any time, with limit_flags()."""
+    return ["-validation.reject-older-than=0",
+            "-validation.reject-newer-than=0"] + limit_flags()
+
+
+class Single:
+    """The single binary of such a test (srv), on the workspace's
+    "single" data dir."""
+
+    def __init__(self, ws, extra):
+        self.ws, self.extra = ws, extra
+        self.srv = None
+        self.start()
+
+    def start(self):
+        self.srv = DataServer(self.ws.data_dir("single"),
+                              self.ws.log_dir("single"), name="single",
+                              extra_flags=self.extra).start()
+        return self.srv
+
+    def restart(self, r):
+        """Stopped (one check: a clean exit) and started again on the same
+        data; the new server."""
+        self.srv.check_stopped(r)
+        return self.start()
+
+
+def single_then_cluster(name, budget, ws_name, extra, single_phase,
+                        cluster_phase):
+    """Run such a test: single_phase(r, single) checks a Single and returns
+    what cluster_phase(r, c, it) compares a cluster with -- 3 ingesters
+    (RF 3), 2 distributors and a querier, on the same flags.  Every server
+    is stopped and judged and the workspace removed however a phase
+    ends; then the summary line."""
+    r = Results(name)
+    install_timeout(budget)
+    ws = Workspace(ws_name)
+    one = Single(ws, extra)
+    try:
+        ref = single_phase(r, one)
+        c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
+                    extra=extra, name="cluster")
+        try:
+            c.start()
+            cluster_phase(r, c, ref)
+        finally:
+            c.check_stopped(r)
+    finally:
+        one.srv.check_stopped(r)
+        ws.cleanup(r)
+    r.finish()
+
+
+def one_ingester_down(r, c):
+    """ingester-2 of three stopped; every ring sees it gone (one check)."""
+    c.stop_ingester(2)
+    r.check(c.wait_ring(active=2), "cluster: the ring sees ingester-2 gone",
+            str(c.states()))

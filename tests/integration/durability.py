@@ -462,6 +462,16 @@ def leave_for_good(r, ing, i):
             "\n".join(probs))
 
 
+def check_code(r, resp, status, code, what):
+    """One check: resp has `status` and a JSON error whose code is
+    `code`."""
+    try:
+        c = resp.json().get("code")
+    except (ValueError, AttributeError):
+        c = None
+    r.check(resp.status == status and c == code, what, resp.describe())
+
+
 def p50_latencies(r, srv, tag, reqs, n, call):
     """The line "<method> p50 <ms> ms; ..." of n calls call(srv, method,
     body) of each (method, body) in reqs; a call that is not 200 is a

@@ -30,20 +30,16 @@ import math
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, connect,  # noqa: E402
-                        connect_proto, flush, limit_flags)
-from smolder import Results, install_timeout  # noqa: E402
+from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
+                     open_flags, single_then_cluster)
+from durability import check_code, connect, connect_proto, flush  # noqa: E402
 from pbwire import _read_uv, _s64, _uv, pb_decode, pb_double, pb_int, pb_str  # noqa: E402
 
-BASE = (int(time.time()) // 3600) * 3600 - 3600   # an hour-aligned past
-COMMON = ["-validation.reject-older-than=0", "-validation.reject-newer-than=0"
-          ] + limit_flags()
-CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+BASE = PAST_HOUR
+COMMON = open_flags()
 SCALE = 10 ** 7          # folded cpu at the default 100 Hz -> nanoseconds
 STEP = 60
 
@@ -297,12 +293,7 @@ def check_bad(r, srv, tag):
             ("step 0", {"step": 0}, 400, "invalid_argument"),
             ("no range", {"start": "0"}, 400, "invalid_argument")):
         resp, _ = heatmap_json(srv, [], BASE, BASE + 3600, extra=extra)
-        try:
-            c = resp.json().get("code")
-        except (ValueError, AttributeError):
-            c = None
-        r.check(resp.status == status and c == code,
-                "%s: %s is %s" % (tag, what, code), resp.describe())
+        check_code(r, resp, status, code, "%s: %s is %s" % (tag, what, code))
 
 
 def ingest(r, srvs, tag):
@@ -317,59 +308,43 @@ def ingest(r, srvs, tag):
             "\n".join(bad[:3]))
 
 
-def main():
-    r = Results("test_heatmap")
-    install_timeout(400)
-    ws = Workspace("heatmap")
-    data = ws.data_dir("single")
-    single = DataServer(data, ws.log_dir("single"), name="single",
-                        extra_flags=COMMON).start()
-    try:
-        check_bad(r, single, "single")
-        ingest(r, [single], "single")
-        heads, ids = check_heatmap(r, single, "single heads")
-        check_series_exemplars(r, single, "single heads", ids)
-        r.check(flush(single).status == 200, "single: heads cut into blocks")
-        blocks, ids2 = check_heatmap(r, single, "single blocks")
-        r.eq(blocks, heads, "single: blocks answer as the heads did")
-        r.eq(ids2, ids, "single: exemplar ids are the same from blocks")
-        single.check_stopped(r)
-        single = DataServer(data, ws.log_dir("single"), name="single",
-                            extra_flags=COMMON).start()
-        again, ids3 = check_heatmap(r, single, "single after restart")
-        r.eq(again, heads, "single: the same after a restart")
-        r.eq(ids3, ids, "single: exemplar ids survive a restart")
-        check_series_exemplars(r, single, "single blocks", ids)
+def single_phase(r, one):
+    srv = one.srv
+    check_bad(r, srv, "single")
+    ingest(r, [srv], "single")
+    heads, ids = check_heatmap(r, srv, "single heads")
+    check_series_exemplars(r, srv, "single heads", ids)
+    r.check(flush(srv).status == 200, "single: heads cut into blocks")
+    blocks, ids2 = check_heatmap(r, srv, "single blocks")
+    r.eq(blocks, heads, "single: blocks answer as the heads did")
+    r.eq(ids2, ids, "single: exemplar ids are the same from blocks")
+    srv = one.restart(r)
+    again, ids3 = check_heatmap(r, srv, "single after restart")
+    r.eq(again, heads, "single: the same after a restart")
+    r.eq(ids3, ids, "single: exemplar ids survive a restart")
+    check_series_exemplars(r, srv, "single blocks", ids)
+    return heads
 
-        c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
-                    extra=COMMON, name="cluster")
-        try:
-            c.start()
-            q = c.queriers[0]
-            ingest(r, c.distributors, "cluster")
-            ch, cids = check_heatmap(r, q, "cluster heads")
-            check_series_exemplars(r, q, "cluster heads", cids)
-            r.eq(ch, heads, "cluster heads: the single binary's cells and "
-                 "exemplar values")
-            check_bad(r, q, "cluster")
-            for i in range(3):
-                r.check(flush(c.ingesters[i]).status == 200,
-                        "cluster: ingester-%d cuts its heads" % i)
-            cb, _ = check_heatmap(r, q, "cluster blocks")
-            check_series_exemplars(r, q, "cluster blocks", cids)
-            r.eq(cb, heads, "cluster blocks: the single binary's answers")
-            c.stop_ingester(2)
-            r.check(c.wait_ring(active=2), "cluster: the ring sees "
-                    "ingester-2 gone", str(c.states()))
-            cd, _ = check_heatmap(r, q, "cluster, one ingester down")
-            r.eq(cd, heads, "cluster, one ingester down: the same answers")
-        finally:
-            c.check_stopped(r)
-    finally:
-        single.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
+
+def cluster_phase(r, c, heads):
+    q = c.queriers[0]
+    ingest(r, c.distributors, "cluster")
+    ch, cids = check_heatmap(r, q, "cluster heads")
+    check_series_exemplars(r, q, "cluster heads", cids)
+    r.eq(ch, heads, "cluster heads: the single binary's cells and "
+         "exemplar values")
+    check_bad(r, q, "cluster")
+    for i in range(3):
+        r.check(flush(c.ingesters[i]).status == 200,
+                "cluster: ingester-%d cuts its heads" % i)
+    cb, _ = check_heatmap(r, q, "cluster blocks")
+    check_series_exemplars(r, q, "cluster blocks", cids)
+    r.eq(cb, heads, "cluster blocks: the single binary's answers")
+    one_ingester_down(r, c)
+    cd, _ = check_heatmap(r, q, "cluster, one ingester down")
+    r.eq(cd, heads, "cluster, one ingester down: the same answers")
 
 
 if __name__ == "__main__":
-    main()
+    single_then_cluster("test_heatmap", 400, "heatmap", COMMON, single_phase,
+                        cluster_phase)

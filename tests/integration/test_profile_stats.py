@@ -24,20 +24,16 @@ profiles of 3 stacks.  Then:
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, connect,  # noqa: E402
-                        connect_proto, flush, limit_flags)
-from smolder import Results, install_timeout  # noqa: E402
+from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
+                     open_flags, single_then_cluster)
+from durability import connect, connect_proto, flush  # noqa: E402
 from pbwire import _read_uv, _uv, pb_decode, pb_int, pb_str  # noqa: E402
 
-BASE = (int(time.time()) // 3600) * 3600 - 3600   # an hour-aligned past
-COMMON = ["-validation.reject-older-than=0", "-validation.reject-newer-than=0"
-          ] + limit_flags()
-CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+BASE = PAST_HOUR
+COMMON = open_flags()
 
 # (service, unix seconds, folded body, pairs)
 UPLOADS = []
@@ -230,69 +226,57 @@ def strip_blocks(answers):
     return out
 
 
-def main():
-    r = Results("test_profile_stats")
-    install_timeout(300)
-    ws = Workspace("profile-stats")
-    single = DataServer(ws.data_dir("single"), ws.log_dir("single"),
-                        name="single", extra_flags=COMMON).start()
-    try:
-        for codec, fn in (("json", stats_json), ("proto", stats_proto)):
-            _, got = fn(single)
-            r.eq(got, (False, 0, 0), "single: GetProfileStats (%s) before "
-                 "any upload: no data" % codec)
-        check_bad(r, single, "single")
-        ingest(r, [single], "single")
-        check_stats(r, single, "single")
-        s_heads = check_analyze(r, single, "single", "ingester heads", 1)
-        r.check(flush(single).status == 200, "single: heads cut into blocks")
-        s_blocks = check_analyze(r, single, "single", "ingester blocks", 1)
-        check_stats(r, single, "single, blocks")
+def single_phase(r, one):
+    srv = one.srv
+    for codec, fn in (("json", stats_json), ("proto", stats_proto)):
+        _, got = fn(srv)
+        r.eq(got, (False, 0, 0), "single: GetProfileStats (%s) before "
+             "any upload: no data" % codec)
+    check_bad(r, srv, "single")
+    ingest(r, [srv], "single")
+    check_stats(r, srv, "single")
+    s_heads = check_analyze(r, srv, "single", "ingester heads", 1)
+    r.check(flush(srv).status == 200, "single: heads cut into blocks")
+    s_blocks = check_analyze(r, srv, "single", "ingester blocks", 1)
+    check_stats(r, srv, "single, blocks")
+    return s_heads, s_blocks
 
-        c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
-                    extra=COMMON, name="cluster")
-        try:
-            c.start()
-            q = c.queriers[0]
-            _, got = stats_json(q)
-            r.eq(got, (False, 0, 0), "cluster: no data before any upload")
-            ingest(r, c.distributors, "cluster")
-            check_stats(r, q, "cluster")
-            c_heads = check_analyze(r, q, "cluster", "ingester heads", 3)
-            r.eq(strip_blocks(c_heads), strip_blocks(s_heads),
-                 "cluster heads: de-duplicated numbers equal the single "
-                 "binary's")
-            for i in range(3):
-                r.check(flush(c.ingesters[i]).status == 200,
-                        "cluster: ingester-%d cuts its heads" % i)
-            c_blocks = check_analyze(r, q, "cluster", "ingester blocks", 3)
-            r.eq(strip_blocks(c_blocks), strip_blocks(s_blocks),
-                 "cluster blocks: de-duplicated numbers equal the single "
-                 "binary's")
-            sb = s_blocks["both"]["scopes"]["ingester blocks"]["blockCount"]
-            cb = c_blocks["both"]["scopes"]["ingester blocks"]["blockCount"]
-            r.eq(cb, 3 * sb, "cluster: every replica's blocks are counted "
-                 "as read")
-            check_stats(r, q, "cluster, blocks")
-            # One replica gone: the other two still answer the same.
-            c.stop_ingester(2)
-            r.check(c.wait_ring(active=2), "cluster: the ring sees "
-                    "ingester-2 gone", str(c.states()))
-            _, down = analyze_json(q, QUERIES[2][1], START, END)
-            r.eq(strip_blocks({"both": down}),
-                 strip_blocks({"both": s_blocks["both"]}),
-                 "cluster, one ingester down: the same de-duplicated numbers")
-            r.eq(down["scopes"]["ingester blocks"]["componentCount"]
-                 if down else None, 2,
-                 "cluster, one ingester down: component_count 2")
-            check_stats(r, q, "cluster, one ingester down")
-        finally:
-            c.check_stopped(r)
-    finally:
-        single.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
+
+def cluster_phase(r, c, single_answers):
+    s_heads, s_blocks = single_answers
+    q = c.queriers[0]
+    _, got = stats_json(q)
+    r.eq(got, (False, 0, 0), "cluster: no data before any upload")
+    ingest(r, c.distributors, "cluster")
+    check_stats(r, q, "cluster")
+    c_heads = check_analyze(r, q, "cluster", "ingester heads", 3)
+    r.eq(strip_blocks(c_heads), strip_blocks(s_heads),
+         "cluster heads: de-duplicated numbers equal the single "
+         "binary's")
+    for i in range(3):
+        r.check(flush(c.ingesters[i]).status == 200,
+                "cluster: ingester-%d cuts its heads" % i)
+    c_blocks = check_analyze(r, q, "cluster", "ingester blocks", 3)
+    r.eq(strip_blocks(c_blocks), strip_blocks(s_blocks),
+         "cluster blocks: de-duplicated numbers equal the single "
+         "binary's")
+    sb = s_blocks["both"]["scopes"]["ingester blocks"]["blockCount"]
+    cb = c_blocks["both"]["scopes"]["ingester blocks"]["blockCount"]
+    r.eq(cb, 3 * sb, "cluster: every replica's blocks are counted "
+         "as read")
+    check_stats(r, q, "cluster, blocks")
+    # One replica gone: the other two still answer the same.
+    one_ingester_down(r, c)
+    _, down = analyze_json(q, QUERIES[2][1], START, END)
+    r.eq(strip_blocks({"both": down}),
+         strip_blocks({"both": s_blocks["both"]}),
+         "cluster, one ingester down: the same de-duplicated numbers")
+    r.eq(down["scopes"]["ingester blocks"]["componentCount"]
+         if down else None, 2,
+         "cluster, one ingester down: component_count 2")
+    check_stats(r, q, "cluster, one ingester down")
 
 
 if __name__ == "__main__":
-    main()
+    single_then_cluster("test_profile_stats", 300, "profile-stats", COMMON,
+                        single_phase, cluster_phase)

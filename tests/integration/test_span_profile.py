@@ -27,21 +27,17 @@ splits the series.  Then:
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, connect,  # noqa: E402
-                        connect_proto, flush, limit_flags)
+from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
+                     open_flags, single_then_cluster)
+from durability import check_code, connect, connect_proto, flush  # noqa: E402
 from oracle import build_profile  # noqa: E402
-from smolder import Results, install_timeout  # noqa: E402
 from pbwire import _read_uv, _uv, packed, pb_decode, pb_int, pb_str  # noqa: E402
 
-BASE = (int(time.time()) // 3600) * 3600 - 3600   # an hour-aligned past
-COMMON = ["-validation.reject-older-than=0", "-validation.reject-newer-than=0"
-          ] + limit_flags()
-CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+BASE = PAST_HOUR
+COMMON = open_flags()
 APP = "spanapp"
 
 S = ["00000000000000a1", "00000000000000b2", "0123456789abcdef",
@@ -247,12 +243,7 @@ def check_bad(r, srv, tag):
             ("format TREE", [S[0]], {"format": "PROFILE_FORMAT_TREE"}, 501,
              "unimplemented")):
         resp, _ = span_json(srv, spans, "{}", extra=extra)
-        try:
-            c = resp.json().get("code")
-        except (ValueError, AttributeError):
-            c = None
-        r.check(resp.status == status and c == code,
-                "%s: %s is %s" % (tag, what, code), resp.describe())
+        check_code(r, resp, status, code, "%s: %s is %s" % (tag, what, code))
 
 
 def check_no_series_label(r, srv, tag):
@@ -311,59 +302,42 @@ def ingest(r, srvs, tag):
             "\n".join(bad[:3]))
 
 
-def main():
-    r = Results("test_span_profile")
-    install_timeout(400)
-    ws = Workspace("span-profile")
-    data = ws.data_dir("single")
-    single = DataServer(data, ws.log_dir("single"), name="single",
-                        extra_flags=COMMON).start()
-    try:
-        check_bad(r, single, "single")
-        ingest(r, [single], "single")
-        check_no_series_label(r, single, "single")
-        heads = check_spans(r, single, "single heads")
-        # Restart with the data still in the head log: replay.
-        single.check_stopped(r)
-        single = DataServer(data, ws.log_dir("single"), name="single",
-                            extra_flags=COMMON).start()
-        r.eq(check_spans(r, single, "single after restart (replay)"), heads,
-             "single: the replayed heads answer the same")
-        r.check(flush(single).status == 200, "single: heads cut into blocks")
-        r.eq(check_spans(r, single, "single blocks"), heads,
-             "single: blocks answer as the heads did")
-        single.check_stopped(r)
-        single = DataServer(data, ws.log_dir("single"), name="single",
-                            extra_flags=COMMON).start()
-        r.eq(check_spans(r, single, "single blocks after restart"), heads,
-             "single: blocks answer the same after a restart")
-        c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
-                    extra=COMMON, name="cluster")
-        try:
-            c.start()
-            q = c.queriers[0]
-            ingest(r, c.distributors, "cluster")
-            check_no_series_label(r, q, "cluster")
-            r.eq(check_spans(r, q, "cluster heads"), heads,
-                 "cluster heads: the single binary's answers")
-            check_bad(r, q, "cluster")
-            for i in range(3):
-                r.check(flush(c.ingesters[i]).status == 200,
-                        "cluster: ingester-%d cuts its heads" % i)
-            r.eq(check_spans(r, q, "cluster blocks"), heads,
-                 "cluster blocks: the single binary's answers")
-            c.stop_ingester(2)
-            r.check(c.wait_ring(active=2), "cluster: the ring sees "
-                    "ingester-2 gone", str(c.states()))
-            r.eq(check_spans(r, q, "cluster, one ingester down"), heads,
-                 "cluster, one ingester down: the same answers")
-        finally:
-            c.check_stopped(r)
-    finally:
-        single.check_stopped(r)
-        ws.cleanup(r)
-    r.finish()
+def single_phase(r, one):
+    srv = one.srv
+    check_bad(r, srv, "single")
+    ingest(r, [srv], "single")
+    check_no_series_label(r, srv, "single")
+    heads = check_spans(r, srv, "single heads")
+    # Restart with the data still in the head log: replay.
+    srv = one.restart(r)
+    r.eq(check_spans(r, srv, "single after restart (replay)"), heads,
+         "single: the replayed heads answer the same")
+    r.check(flush(srv).status == 200, "single: heads cut into blocks")
+    r.eq(check_spans(r, srv, "single blocks"), heads,
+         "single: blocks answer as the heads did")
+    srv = one.restart(r)
+    r.eq(check_spans(r, srv, "single blocks after restart"), heads,
+         "single: blocks answer the same after a restart")
+    return heads
+
+
+def cluster_phase(r, c, heads):
+    q = c.queriers[0]
+    ingest(r, c.distributors, "cluster")
+    check_no_series_label(r, q, "cluster")
+    r.eq(check_spans(r, q, "cluster heads"), heads,
+         "cluster heads: the single binary's answers")
+    check_bad(r, q, "cluster")
+    for i in range(3):
+        r.check(flush(c.ingesters[i]).status == 200,
+                "cluster: ingester-%d cuts its heads" % i)
+    r.eq(check_spans(r, q, "cluster blocks"), heads,
+         "cluster blocks: the single binary's answers")
+    one_ingester_down(r, c)
+    r.eq(check_spans(r, q, "cluster, one ingester down"), heads,
+         "cluster, one ingester down: the same answers")
 
 
 if __name__ == "__main__":
-    main()
+    single_then_cluster("test_span_profile", 400, "span-profile", COMMON,
+                        single_phase, cluster_phase)
