@@ -341,6 +341,16 @@ class Response:
             pass
         return self.text()
 
+    def has_error_body(self):
+        """Whether the body is Smolder's JSON error, {"code", "message"},
+        both set."""
+        try:
+            j = self.json()
+        except ValueError:
+            return False
+        return (isinstance(j, dict) and bool(j.get("message")) and
+                bool(j.get("code")))
+
     def error_code(self):
         try:
             j = self.json()
@@ -355,6 +365,23 @@ class Response:
         if len(t) > 400:
             t = t[:400] + "..."
         return "HTTP %d %s" % (self.status, t)
+
+
+def check_error(r, resp, what, statuses, message_ok=None, wanted=""):
+    """One check, "<what> -> <statuses>": resp has one of `statuses` and
+    Smolder's JSON error body and, with message_ok, message_ok(its
+    message) holds (`wanted` says how it did not).  Its result."""
+    ok = resp.status in statuses
+    detail = resp.describe()
+    if ok and not resp.has_error_body():
+        ok = False
+        detail = 'error body is not {"code","message"}: ' + detail
+    if (ok and message_ok is not None and
+            not message_ok(resp.error_message())):
+        ok = False
+        detail = "message %s: %s" % (wanted, detail)
+    return r.check(ok, "%s -> %s" % (what, "/".join(str(s) for s in statuses)),
+                   detail)
 
 
 def encode_multipart(parts):

@@ -50,8 +50,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from oracle import build_profile  # noqa: E402
-from smolder import (Results, Server, ServerError, data_dir,  # noqa: E402
-                     encode_multipart, install_timeout)
+from smolder import (Results, Server, ServerError, check_error,  # noqa: E402
+                     data_dir, encode_multipart, install_timeout)
 
 BUDGET_S = 170
 MiB = 1 << 20
@@ -116,25 +116,11 @@ def malformed_cases():
 
 
 def check_err(r, resp, what, statuses, msg_any=None):
-    """4xx in `statuses`, JSON {"code","message"} body with a message."""
-    ok = resp.status in statuses
-    detail = resp.describe()
-    if ok:
-        try:
-            j = resp.json()
-            ok = isinstance(j, dict) and bool(j.get("message")) and \
-                bool(j.get("code"))
-        except ValueError:
-            ok = False
-        if not ok:
-            detail = 'body is not {"code","message"}: ' + detail
-    if ok and msg_any:
-        m = resp.error_message().lower()
-        ok = any(s in m for s in msg_any)
-        if not ok:
-            detail = "message names none of %r: %s" % (msg_any, detail)
-    want = "/".join(str(s) for s in statuses)
-    return r.check(ok, "%s -> %s" % (what, want), detail)
+    """4xx in `statuses`, JSON {"code","message"} body with a message
+    (naming one of msg_any, when given)."""
+    return check_error(r, resp, what, statuses, msg_any and (
+        lambda m: any(s in m.lower() for s in msg_any)),
+        "names none of %r" % (msg_any,))
 
 
 def alive(r, srv, what):

@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from smolder import (Server, ServerError, data_dir,  # noqa: E402
+from smolder import (Server, ServerError, check_error, data_dir,  # noqa: E402
                      run_script, shared_profiles_dir, source_dir,
                      supported_flags)
 
@@ -206,24 +206,8 @@ def check_reject(r, srv, what, path, query, status, form="raw",
         q = dict(query)
         q["format"] = "pprof"
         resp = srv.ingest(q, body, "application/octet-stream")
-    ok = resp.status == status
-    msg = resp.error_message()
-    detail = resp.describe()
-    if ok:
-        try:
-            j = resp.json()
-            ok = isinstance(j, dict) and bool(j.get("message")) and \
-                bool(j.get("code"))
-            if not ok:
-                detail = "error body is not {\"code\",\"message\"}: " + detail
-        except ValueError:
-            ok = False
-            detail = "error body is not JSON: " + detail
-    if ok and message_has:
-        ok = message_has in msg
-        if not ok:
-            detail = "message lacks %r: %s" % (message_has, detail)
-    r.check(ok, "%s -> %d" % (what, status), detail)
+    check_error(r, resp, what, (status,), message_has and (
+        lambda m: message_has in m), "lacks %r" % (message_has,))
     r.check(srv.alive(), "%s: server still alive" % what)
 
 
