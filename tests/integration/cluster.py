@@ -232,6 +232,15 @@ class Cluster:
                 bad[s.name] = probs
         return bad
 
+    def run_checked(self, results, fn):
+        """start(), then fn(results, self); stopped and judged
+        (check_stopped) however fn ends."""
+        try:
+            self.start()
+            fn(results, self)
+        finally:
+            self.check_stopped(results)
+
     def check_stopped(self, results):
         bad = self.stop()
         results.check(not bad, "every cluster process exits 0 on SIGTERM "

@@ -112,11 +112,7 @@ def main(r):
     c = Cluster(ws, ingesters=1, distributors=2, queriers=0, rf=1,
                 extra=COMMON, distributor_extra=DIST,
                 distributor_peers=True)
-    try:
-        c.start()
-        run(r, c)
-    finally:
-        c.check_stopped(r)
+    c.run_checked(r, run)
 
 
 def run(r, c):

@@ -73,11 +73,7 @@ def main(r):
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 extra=["-auth.multitenancy-enabled=true",
                        "-runtime-config.file=%s" % path] + limit_flags())
-    try:
-        c.start()
-        run(r, c)
-    finally:
-        c.check_stopped(r)
+    c.run_checked(r, run)
 
 
 def run(r, c):
