@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -231,52 +232,44 @@ ing_flags_add(struct sm_flags *fs, struct ing_config *cfg,
 
 /* --- metrics -------------------------------------------------------------- */
 
+/* The uint64_t of ing_db_stats at offset `off`, one gauge each; 0 until
+ * the ingester is ready. */
 static double
-g_series(void *arg)
+g_db_stat(void *arg, size_t off)
 {
 	struct ingester *ing = arg;
 	struct ing_db_stats st;
+	uint64_t v;
 
 	if (!atomic_load(&ing->ready))
 		return (0);
 	ing_db_stats(ing->db, &st);
-	return ((double)st.series);
+	memcpy(&v, (const char *)&st + off, sizeof(v));
+	return ((double)v);
+}
+
+static double
+g_series(void *arg)
+{
+	return (g_db_stat(arg, offsetof(struct ing_db_stats, series)));
 }
 
 static double
 g_head_bytes(void *arg)
 {
-	struct ingester *ing = arg;
-	struct ing_db_stats st;
-
-	if (!atomic_load(&ing->ready))
-		return (0);
-	ing_db_stats(ing->db, &st);
-	return ((double)st.head_bytes);
+	return (g_db_stat(arg, offsetof(struct ing_db_stats, head_bytes)));
 }
 
 static double
 g_blocks(void *arg)
 {
-	struct ingester *ing = arg;
-	struct ing_db_stats st;
-
-	if (!atomic_load(&ing->ready))
-		return (0);
-	ing_db_stats(ing->db, &st);
-	return ((double)st.blocks);
+	return (g_db_stat(arg, offsetof(struct ing_db_stats, blocks)));
 }
 
 static double
 g_block_bytes(void *arg)
 {
-	struct ingester *ing = arg;
-	struct ing_db_stats st;
-
-	if (!atomic_load(&ing->ready))
-		return (0);
-	ing_db_stats(ing->db, &st);
-	return ((double)st.block_bytes);
+	return (g_db_stat(arg, offsetof(struct ing_db_stats, block_bytes)));
 }
 
 static double
@@ -459,9 +452,9 @@ incarnation_hex(struct ingester *ing, char hex[33], struct sm_err *err)
 }
 
 
-/* A pause of a leave's polling (woken early by a stop). */
+/* A pause of a loop or of a leave's polling (woken early by a stop). */
 static void
-leave_sleep(struct ingester *ing, int64_t ms)
+nap(struct ingester *ing, int64_t ms)
 {
 	pthread_mutex_lock(&ing->mu);
 	if (!atomic_load(&ing->stopping))
@@ -521,7 +514,7 @@ leave_wait_gateways(struct ingester *ing, bool patient, int64_t deadline,
 			    "served)", nserved, v[i].tenant, n, ntenants);
 			goto out;
 		}
-		leave_sleep(ing, 500);
+		nap(ing, 500);
 	}
 	sm_info("ingester", "leave: the store-gateways serve every block\t"
 	    "tenants=%u blocks=%u", ntenants, nv);
@@ -554,10 +547,10 @@ leave_run(struct ingester *ing, bool patient, struct sm_err *err)
 	for (int64_t until = sm_now_ms() + ING_LEAVE_QUIET_MAX_MS;
 	    sm_now_ms() < until && sm_now_ms() - atomic_load(
 	    &ing->last_write_ms) < ING_LEAVE_QUIET_MS;)
-		leave_sleep(ing, 50);
+		nap(ing, 50);
 	atomic_store(&ing->sealed, true);
 	while (atomic_load(&ing->writes_inflight) > 0)
-		leave_sleep(ing, 1);
+		nap(ing, 1);
 	sm_info("ingester", "leaving: no more writes; cutting and shipping "
 	    "every block");
 	if ((rv = ing_db_flush(ing->db, err)) != 0)
@@ -588,7 +581,7 @@ leave_run(struct ingester *ing, bool patient, struct sm_err *err)
 			sm_err_prefix(err, "leave timed out");
 			return (SM_ETIMEDOUT);
 		}
-		leave_sleep(ing, 1000);
+		nap(ing, 1000);
 	}
 	if (ing->cfg.gw_ring != NULL &&
 	    (rv = leave_wait_gateways(ing, patient, deadline, err)) != 0) {
@@ -875,16 +868,11 @@ cutter_main(void *arg)
 {
 	struct ingester *ing = arg;
 
-	pthread_mutex_lock(&ing->mu);
 	while (!atomic_load(&ing->stopping)) {
-		pthread_mutex_unlock(&ing->mu);
 		ing_db_tick(ing->db, sm_now_ms());
 		witness_save(ing);
-		pthread_mutex_lock(&ing->mu);
-		if (!atomic_load(&ing->stopping))
-			sm_cond_wait_ms(&ing->cv, &ing->mu, 1000);
+		nap(ing, 1000);
 	}
-	pthread_mutex_unlock(&ing->mu);
 	return (NULL);
 }
 
@@ -1061,14 +1049,11 @@ ship_main(void *arg)
 	struct ingester *ing = arg;
 	int64_t last_fail_log = 0;
 
-	pthread_mutex_lock(&ing->mu);
 	while (!atomic_load(&ing->stopping)) {
 		struct sm_err err;
-		int64_t now;
+		int64_t now = sm_now_ms();
 
-		pthread_mutex_unlock(&ing->mu);
 		sm_err_clear(&err);
-		now = sm_now_ms();
 		if (ing_ship_pass(ing->ship, NULL, &err) != 0) {
 			if (now - last_fail_log >= 60000) {
 				/* once a minute while the bucket is down */
@@ -1079,11 +1064,8 @@ ship_main(void *arg)
 		} else if (!atomic_load(&ing->leaving)) {
 			local_retention(ing);
 		}
-		pthread_mutex_lock(&ing->mu);
-		if (!atomic_load(&ing->stopping))
-			sm_cond_wait_ms(&ing->cv, &ing->mu, ing->cfg.ship_ms);
+		nap(ing, ing->cfg.ship_ms);
 	}
-	pthread_mutex_unlock(&ing->mu);
 	return (NULL);
 }
 
@@ -1094,14 +1076,11 @@ gw_main(void *arg)
 	struct ingester *ing = arg;
 	int64_t last_fail_log = 0;
 
-	pthread_mutex_lock(&ing->mu);
 	while (!atomic_load(&ing->stopping)) {
 		struct sm_err err;
-		int64_t now;
+		int64_t now = sm_now_ms();
 
-		pthread_mutex_unlock(&ing->mu);
 		sm_err_clear(&err);
-		now = sm_now_ms();
 		if (ing_gateway_sync(ing->gw, NULL, NULL, &err) != 0) {
 			if (now - last_fail_log >= 60000) {
 				sm_warn("store-gateway", "sync failed: %s",
@@ -1112,13 +1091,9 @@ gw_main(void *arg)
 			set_ready(ing);
 			sm_info("store-gateway", "ready: first sync done");
 		}
-		pthread_mutex_lock(&ing->mu);
-		if (!atomic_load(&ing->stopping))
-			sm_cond_wait_ms(&ing->cv, &ing->mu, atomic_load(
-			    &ing->ready) ? ing->cfg.gw_sync_ms :
-			    SM_MIN(ing->cfg.gw_sync_ms, 1000));
+		nap(ing, atomic_load(&ing->ready) ? ing->cfg.gw_sync_ms :
+		    SM_MIN(ing->cfg.gw_sync_ms, 1000));
 	}
-	pthread_mutex_unlock(&ing->mu);
 	return (NULL);
 }
 
@@ -1383,6 +1358,16 @@ ing_failed(const struct ingester *ing)
 	return (atomic_load(&ing->failed));
 }
 
+/* Join thread thr if *started says it runs; it no longer does. */
+static void
+join_started(pthread_t thr, int *started)
+{
+	if (*started) {
+		pthread_join(thr, NULL);
+		*started = 0;
+	}
+}
+
 void
 ing_stop(struct ingester *ing)
 {
@@ -1395,22 +1380,10 @@ ing_stop(struct ingester *ing)
 	sm_rpc_server_stop(ing->rpc);
 	ing->rpc = NULL;
 	sm_info("ingester", "rpc stopped; joining the replay and the cutter");
-	if (ing->replay_started) {
-		pthread_join(ing->replay_thr, NULL);
-		ing->replay_started = 0;
-	}
-	if (ing->cutter_started) {
-		pthread_join(ing->cutter_thr, NULL);
-		ing->cutter_started = 0;
-	}
-	if (ing->ship_started) {
-		pthread_join(ing->ship_thr, NULL);
-		ing->ship_started = 0;
-	}
-	if (ing->gw_started) {
-		pthread_join(ing->gw_thr, NULL);
-		ing->gw_started = 0;
-	}
+	join_started(ing->replay_thr, &ing->replay_started);
+	join_started(ing->cutter_thr, &ing->cutter_started);
+	join_started(ing->ship_thr, &ing->ship_started);
+	join_started(ing->gw_thr, &ing->gw_started);
 }
 
 void
