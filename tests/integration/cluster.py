@@ -373,6 +373,17 @@ def single_then_cluster(name, budget, ws_name, extra, single_phase,
     r.finish()
 
 
+def ingest_spread(r, srvs, uploads, what):
+    """Each upload, (query, body) or (query, body, content type), through
+    srvs in turn; one check, `what`, that every one answered 200."""
+    bad = []
+    for i, up in enumerate(uploads):
+        resp = srvs[i % len(srvs)].ingest(*up)
+        if resp.status != 200:
+            bad.append(resp.describe())
+    r.check(not bad, what, "\n".join(bad[:3]))
+
+
 def one_ingester_down(r, c):
     """ingester-2 of three stopped; every ring sees it gone (one check)."""
     c.stop_ingester(2)

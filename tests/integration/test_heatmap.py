@@ -33,8 +33,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
-                     open_flags, single_then_cluster)
+from cluster import (CPU, PAST_HOUR, ingest_spread,  # noqa: E402
+                     one_ingester_down, open_flags, single_then_cluster)
 from durability import check_code, connect, connect_proto, flush  # noqa: E402
 from pbwire import _read_uv, _s64, _uv, pb_decode, pb_double, pb_int, pb_str  # noqa: E402
 
@@ -297,15 +297,10 @@ def check_bad(r, srv, tag):
 
 
 def ingest(r, srvs, tag):
-    bad = []
-    for i, (env, t, body) in enumerate(UPLOADS):
-        resp = srvs[i % len(srvs)].ingest(
-            {"name": "hm.cpu{env=%s}" % env, "from": str(t),
-             "until": str(t)}, body.encode())
-        if resp.status != 200:
-            bad.append(resp.describe())
-    r.check(not bad, "%s: %d uploads acknowledged" % (tag, len(UPLOADS)),
-            "\n".join(bad[:3]))
+    ingest_spread(r, srvs, [
+        ({"name": "hm.cpu{env=%s}" % env, "from": str(t), "until": str(t)},
+         body.encode()) for env, t, body in UPLOADS],
+        "%s: %d uploads acknowledged" % (tag, len(UPLOADS)))
 
 
 def single_phase(r, one):

@@ -27,8 +27,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
-                     open_flags, single_then_cluster)
+from cluster import (CPU, PAST_HOUR, ingest_spread,  # noqa: E402
+                     one_ingester_down, open_flags, single_then_cluster)
 from durability import connect, connect_proto, flush  # noqa: E402
 from pbwire import _read_uv, _uv, pb_decode, pb_int, pb_str  # noqa: E402
 
@@ -202,15 +202,10 @@ def check_stats(r, srv, tag):
 
 
 def ingest(r, srvs, tag):
-    bad = []
-    for i, (svc, t, body, _) in enumerate(UPLOADS):
-        resp = srvs[i % len(srvs)].ingest(
-            {"name": "%s.cpu" % svc, "from": str(t), "until": str(t + 10)},
-            body.encode())
-        if resp.status != 200:
-            bad.append(resp.describe())
-    r.check(not bad, "%s: %d uploads acknowledged" % (tag, len(UPLOADS)),
-            "\n".join(bad[:3]))
+    ingest_spread(r, srvs, [
+        ({"name": "%s.cpu" % svc, "from": str(t), "until": str(t + 10)},
+         body.encode()) for svc, t, body, _ in UPLOADS],
+        "%s: %d uploads acknowledged" % (tag, len(UPLOADS)))
 
 
 def strip_blocks(answers):

@@ -30,8 +30,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cluster import (CPU, PAST_HOUR, one_ingester_down,  # noqa: E402
-                     open_flags, single_then_cluster)
+from cluster import (CPU, PAST_HOUR, ingest_spread,  # noqa: E402
+                     one_ingester_down, open_flags, single_then_cluster)
 from durability import check_code, connect, connect_proto, flush  # noqa: E402
 from oracle import build_profile  # noqa: E402
 from pbwire import _read_uv, _uv, packed, pb_decode, pb_int, pb_str  # noqa: E402
@@ -290,16 +290,11 @@ def check_no_series_label(r, srv, tag):
 
 
 def ingest(r, srvs, tag):
-    bad = []
-    for i, (t, samples) in enumerate(UPLOADS):
-        resp = srvs[i % len(srvs)].ingest(
-            {"name": APP, "format": "pprof", "from": str(t),
-             "until": str(t + 10)}, make_pprof(samples),
-            "application/octet-stream")
-        if resp.status != 200:
-            bad.append(resp.describe())
-    r.check(not bad, "%s: %d pprof uploads acknowledged" % (tag, len(UPLOADS)),
-            "\n".join(bad[:3]))
+    ingest_spread(r, srvs, [
+        ({"name": APP, "format": "pprof", "from": str(t),
+          "until": str(t + 10)}, make_pprof(samples),
+         "application/octet-stream") for t, samples in UPLOADS],
+        "%s: %d pprof uploads acknowledged" % (tag, len(UPLOADS)))
 
 
 def single_phase(r, one):
