@@ -41,36 +41,33 @@ STACKS = {"dmg-a": ["main;a;x", "main;a;y"], "dmg-b": ["main;b;x", "main;b;y"]}
 N = 12
 
 
-def damage_first_data_part(path):
-    """Flip the last byte of the object's first data part ('D')."""
+def damage_first_part(path, pick):
+    """Flip the last byte of the object's first part whose kind and
+    length pick(kind, n) takes; that kind, or None when none does."""
     with open(path, "rb") as f:
         obj = bytearray(f.read())
     np_, toc_off = struct.unpack(">IQ", obj[-24:-12])
     for i in range(np_):
         e = obj[toc_off + 17 * i: toc_off + 17 * (i + 1)]
         kind, _, off, n = struct.unpack(">cIQI", bytes(e))
-        if kind == b"D":
-            obj[off + n - 1] ^= 0xFF
-            with open(path, "wb") as f:
-                f.write(obj)
-            return True
-    return False
-
-
-def damage_first_loaded_part(path):
-    """Flip the last byte of the object's first part that is not data."""
-    with open(path, "rb") as f:
-        obj = bytearray(f.read())
-    np_, toc_off = struct.unpack(">IQ", obj[-24:-12])
-    for i in range(np_):
-        e = obj[toc_off + 17 * i: toc_off + 17 * (i + 1)]
-        kind, _, off, n = struct.unpack(">cIQI", bytes(e))
-        if kind != b"D" and n > 0:
+        if pick(kind, n):
             obj[off + n - 1] ^= 0xFF
             with open(path, "wb") as f:
                 f.write(obj)
             return kind.decode()
     return None
+
+
+def damage_first_data_part(path):
+    """Flip the last byte of the object's first data part ('D'); whether
+    there was one."""
+    return damage_first_part(path, lambda kind, n: kind == b"D") is not None
+
+
+def damage_first_loaded_part(path):
+    """Flip the last byte of the object's first part that is not data;
+    its kind, or None."""
+    return damage_first_part(path, lambda kind, n: kind != b"D" and n > 0)
 
 
 def body(r):
