@@ -22,6 +22,7 @@ corruption) on top of smolder.py.  Not a test.
 Stdlib only.
 """
 
+import http.client
 import json
 import os
 import re
@@ -256,8 +257,42 @@ def parse_blocks(text):
 # HTTP: flush, metrics, Connect, labels.
 # --------------------------------------------------------------------------
 
+ADMIN_FLAG = "-server.admin-listen-address="
+
+
+def admin_listener(flags=()):
+    """`flags` plus an admin listener on a free loopback port.  Cluster
+    operations (flush, compactor runs) then answer there only -- which
+    multitenancy by header without API keys needs (common/http.h);
+    operate() and flush() find the port in the server's flags."""
+    return list(flags) + [ADMIN_FLAG + "127.0.0.1:%d" % free_port()]
+
+
+def operate(srv, method, path, body=b"", timeout=120, headers=None):
+    """A cluster operation: to srv's admin listener when its flags give
+    one (admin_listener), else to its API port."""
+    port = None
+    for f in srv.extra_flags:
+        if f.startswith(ADMIN_FLAG):
+            port = int(f.rsplit(":", 1)[1])
+    if port is None:
+        return srv.request(method, path, body=body, timeout=timeout,
+                           headers=headers)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=dict(headers or {}))
+        r = conn.getresponse()
+        data = r.read()
+        return smolder.Response(r.status, {k.lower(): v for k, v in
+                                           r.getheaders()}, data)
+    except (OSError, http.client.HTTPException) as e:
+        return smolder.Response(0, {}, ("connection error: %s" % e).encode())
+    finally:
+        conn.close()
+
+
 def flush(srv, timeout=120):
-    return srv.request("POST", "/ingester/flush", body=b"", timeout=timeout)
+    return operate(srv, "POST", "/ingester/flush", timeout=timeout)
 
 
 def metrics(srv):
