@@ -379,6 +379,17 @@ meta_own(struct sm_mtree *m, struct sm_arena *a)
 	return (0);
 }
 
+/* The end of attempt number `attempt` of a query that starts over on
+ * SM_EAGAIN: rv, except that SM_EAGAIN on the last attempt is SM_EUNAVAIL. */
+static int
+attempt_end(int rv, int attempt, struct sm_err *err)
+{
+	if (rv == SM_EAGAIN && attempt >= QRY_MAX_ATTEMPTS)
+		return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept failing "
+		    "during the query: %s", err->msg));
+	return (rv);
+}
+
 /* One attempt of a multi-lane merge; SM_EAGAIN to start over. */
 static int
 merge_attempt(struct qry_query *x, struct sm_mtree *const *m, uint32_t nlanes,
@@ -447,22 +458,17 @@ qry_merge_lanes(struct qry_query *x, const Smolder__V1__Select *const *sel,
 	    all_empty)
 		return (rv);
 	for (int attempt = 1;; attempt++) {
-		rv = merge_attempt(x, m, nlanes, err);
-
-		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS) {
-			/* Partial sums of this attempt are thrown away. */
-			for (uint32_t l = 0; l < nlanes; l++) {
-				sm_mtree_fini(m[l]);
-				if (sm_mtree_init(m[l]) != 0)
-					return (sm_err_set(err, SM_ENOMEM,
-					    "out of memory"));
-			}
-			continue;
+		rv = attempt_end(merge_attempt(x, m, nlanes, err), attempt,
+		    err);
+		if (rv != SM_EAGAIN)
+			return (rv);
+		/* Partial sums of this attempt are thrown away. */
+		for (uint32_t l = 0; l < nlanes; l++) {
+			sm_mtree_fini(m[l]);
+			if (sm_mtree_init(m[l]) != 0)
+				return (sm_err_set(err, SM_ENOMEM,
+				    "out of memory"));
 		}
-		if (rv == SM_EAGAIN)
-			return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept "
-			    "failing during the query: %s", err->msg));
-		return (rv);
 	}
 }
 
@@ -518,18 +524,11 @@ qry_planned(struct qry_query *x, const Smolder__V1__Select *sel,
 	if ((rv = query_limits(x, &sel, 1, -1, &empty, err)) != 0 || empty)
 		return (rv);
 	for (int attempt = 1;; attempt++) {
-		rv = custom_attempt(x, c, err);
-
-		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS) {
-			if (c->reset(c->arg) != 0)
-				return (sm_err_set(err, SM_ENOMEM,
-				    "out of memory"));
-			continue;
-		}
-		if (rv == SM_EAGAIN)
-			return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept "
-			    "failing during the query: %s", err->msg));
-		return (rv);
+		rv = attempt_end(custom_attempt(x, c, err), attempt, err);
+		if (rv != SM_EAGAIN)
+			return (rv);
+		if (c->reset(c->arg) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 }
 
@@ -738,12 +737,8 @@ qry_series_select(struct qry_query *x,
 		if ((rv = query_open(x, err)) == 0 &&
 		    (rv = query_plan(x, 0, err)) == 0)
 			rv = qry_series(x, 0, sr, a, out, nout, err);
-		if (rv == SM_EAGAIN && attempt < QRY_MAX_ATTEMPTS)
-			continue;
-		if (rv == SM_EAGAIN)
-			return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept "
-			    "failing during the query: %s", err->msg));
-		return (rv);
+		if ((rv = attempt_end(rv, attempt, err)) != SM_EAGAIN)
+			return (rv);
 	}
 }
 
