@@ -303,6 +303,17 @@ def metrics(srv):
     return r, parse_metrics(r.text())
 
 
+def start_or_fail(r, data, log_dir, flags, name, what="server starts"):
+    """DataServer(data, log_dir, ...).start(), or None with the failure
+    recorded as the check `what`."""
+    try:
+        return DataServer(data, log_dir, extra_flags=flags,
+                          name=name).start()
+    except ServerError as e:
+        r.fail(what, str(e))
+        return None
+
+
 def wait_metric(srv, name, pred, timeout, interval=0.2):
     """Poll /metrics until pred(value of name) is true.  Returns the last
     value seen (None when the metric never appeared)."""

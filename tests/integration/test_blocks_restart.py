@@ -48,10 +48,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
+from durability import (Workspace, admin, connect,  # noqa: E402
                         flush, have_admin, limit_flags, metric_value,
-                        metrics, missing_flags, parse_blocks, wait_metric)
-from smolder import run_script, ServerError, data_dir  # noqa
+                        metrics, missing_flags, parse_blocks,
+                        start_or_fail, wait_metric)
+from smolder import run_script, data_dir  # noqa
 
 BUDGET_S = 170
 
@@ -349,11 +350,8 @@ def main(r):
         "memory:alloc_space:bytes:space:bytes")].values())
     srv = None
     try:
-        try:
-            srv = DataServer(data, ws.log_dir("first"), extra_flags=flags,
-                             name="smolder(first)").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("first"), flags, "smolder(first)")
+        if srv is None:
             return
         flushed_ts = []
         ingest_all(r, srv, [(n, e, W1[0] + t, b) for n, e, t, b in FOLDED],
@@ -434,11 +432,9 @@ def main(r):
             r.check(a.rc == 0, "smolder-admin verify exits 0 on intact data",
                     a.describe())
 
-        try:
-            srv = DataServer(data, ws.log_dir("restart"), extra_flags=flags,
-                             name="smolder(restart)").start()
-        except ServerError as e:
-            r.fail("server restarts on the same data dir", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
+                            "server restarts on the same data dir")
+        if srv is None:
             return
         cap2 = capture(srv)
         compare(r, cap1, cap2, "after restart")

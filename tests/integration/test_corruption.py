@@ -47,7 +47,7 @@ import oracle  # noqa: E402
 from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
                         copy_tree, flush, have_admin, limit_flags,
                         metric_value, metrics, names_block,
-                        parse_blocks)
+                        parse_blocks, start_or_fail)
 from smolder import run_script, ServerError  # noqa: E402
 
 BUDGET_S = 175
@@ -188,11 +188,8 @@ def main(r):
             r.fail("smolder-admin exists (SMOLDER_ADMIN)",
                    "no smolder-admin next to the binary")
             return
-        try:
-            srv = DataServer(pristine, ws.log_dir("setup"), extra_flags=flags,
-                             name="smolder(setup)").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, pristine, ws.log_dir("setup"), flags, "smolder(setup)")
+        if srv is None:
             return
         ingest(r, srv, W1_DATA, W1, "W1")
         resp = flush(srv)

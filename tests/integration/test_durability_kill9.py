@@ -52,7 +52,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 from durability import (DataServer, Workspace, limit_flags,  # noqa: E402
                         metric_value, metrics, stacks_add,
-                        supported_flags_have)
+                        start_or_fail, supported_flags_have)
 from smolder import run_script, ServerError, data_dir  # noqa
 
 BUDGET_S = 170
@@ -474,11 +474,8 @@ def main(r):
         cycle_flags[3].append("-ingester.head-spill-interval=1s")
     srv = None
     try:
-        try:
-            srv = DataServer(data, ws.log_dir("first"), extra_flags=base,
-                             name="smolder(first)").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("first"), base, "smolder(first)")
+        if srv is None:
             return
         for cycle in range(1, 4):
             what = "cycle %d" % cycle

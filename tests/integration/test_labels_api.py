@@ -45,9 +45,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (DataServer, Workspace, connect,  # noqa: E402
-                        connect_proto, get_json, json_or_none, limit_flags)
-from smolder import run_script, ServerError, data_dir  # noqa
+from durability import (Workspace, connect, connect_proto,  # noqa: E402
+                        get_json, json_or_none, limit_flags, start_or_fail)
+from smolder import run_script, data_dir  # noqa
 
 BUDGET_S = 150
 TB = 1600000000          # window B (unix s)
@@ -156,11 +156,8 @@ def main(r):
         return {"start": w[0] * 1000, "end": w[1] * 1000}
 
     try:
-        try:
-            srv = DataServer(data, ws.log_dir("labels"), extra_flags=flags,
-                             name="smolder").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("labels"), flags, "smolder")
+        if srv is None:
             return
         for name, extra, body in FOLDED:
             resp = srv.ingest(dict(extra, name=name), body)

@@ -34,9 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (DataServer, Workspace, connect, fg_total,  # noqa
-                        flush, limit_flags)
-from smolder import run_script, ServerError  # noqa: E402
+from durability import (Workspace, connect, fg_total,  # noqa
+                        flush, limit_flags, start_or_fail)
+from smolder import run_script  # noqa: E402
 
 BUDGET_S = 170
 TYPE = "memory:alloc_objects:count::"
@@ -230,11 +230,8 @@ def main(r):
     frm, until = now - 3600, now + 3600
     srv = None
     try:
-        try:
-            srv = DataServer(data, ws.log_dir("first"), extra_flags=flags,
-                             name="smolder").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("first"), flags, "smolder")
+        if srv is None:
             return
         # self-check of the expectations (no server): the anchoring cases
         assert expected('region=~"ab"', "A") == {stack(5): 1 << 5}
@@ -250,11 +247,9 @@ def main(r):
         check_all(r, srv, "AB", frm, until, "block + head")
         srv.check_stopped(r, "server exits 0 on SIGTERM")
         srv = None
-        try:
-            srv = DataServer(data, ws.log_dir("restart"), extra_flags=flags,
-                             name="smolder(restart)").start()
-        except ServerError as e:
-            r.fail("server restarts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
+                            "server restarts")
+        if srv is None:
             return
         check_all(r, srv, "AB", frm, until, "after restart")
     finally:

@@ -33,10 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (DataServer, Workspace, connect, fg_total,  # noqa
+from durability import (Workspace, connect, fg_total,  # noqa
                         flush, json_or_none, limit_flags,
-                        series_points)
-from smolder import run_script, ServerError, data_dir  # noqa
+                        series_points, start_or_fail)
+from smolder import run_script, data_dir  # noqa
 
 BUDGET_S = 170
 SEL = '{service_name="memory",job="default"}'
@@ -167,11 +167,8 @@ def main(r):
     end = files[-1]["ts_ms"] // 1000 * 1000 + 5000
     srv = None
     try:
-        try:
-            srv = DataServer(data, ws.log_dir("first"), extra_flags=flags,
-                             name="smolder").start()
-        except ServerError as e:
-            r.fail("server starts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("first"), flags, "smolder")
+        if srv is None:
             return
         for f in files:
             resp = srv.ingest({"name": "memory{job=default}",
@@ -189,11 +186,9 @@ def main(r):
         same(r, head, blk, "head vs block")
         srv.check_stopped(r, "server exits 0 on SIGTERM")
         srv = None
-        try:
-            srv = DataServer(data, ws.log_dir("restart"), extra_flags=flags,
-                             name="smolder(restart)").start()
-        except ServerError as e:
-            r.fail("server restarts", str(e))
+        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
+                            "server restarts")
+        if srv is None:
             return
         again = answers(srv, files, start, end)
         same(r, head, again, "head vs after restart")
