@@ -105,6 +105,8 @@ struct app {
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
 	char *grpc_listen;
+	char *admin_listen;
+	bool metrics_on_admin;
 	char *tls_cert, *tls_key, *tls_ca, *tls_client_auth, *tls_min;
 	char *rpc_tls_cert, *rpc_tls_key, *rpc_tls_ca, *rpc_tls_name;
 	int64_t grpc_streams;
@@ -315,6 +317,12 @@ mod_server_init(void *p, struct sm_err *err)
 
 	sm_http_cfg_default(&cfg);
 	cfg.listen = app->http_listen;
+	cfg.admin_listen = app->admin_listen;
+	cfg.metrics_on_admin = app->metrics_on_admin;
+	if (app->metrics_on_admin && app->admin_listen[0] == '\0')
+		return (sm_err_set(err, SM_EINVAL, "server: "
+		    "-server.metrics-on-admin-listener needs "
+		    "-server.admin-listen-address"));
 	cfg.threads = (unsigned)app->http_threads;
 	cfg.write_workers = (unsigned)app->http_write_workers;
 	cfg.query_workers = (unsigned)app->http_query_workers;
@@ -855,6 +863,18 @@ static const struct sm_flag app_flag_tab[] = {
 	SM_FLAG_STR("http.listen-address", http_listen,
 	    ":4040",
 	    "HTTP API address, host:port or :port."),
+	SM_FLAG_STR("server.admin-listen-address", admin_listen,
+	    "",
+	    "A second HTTP listener, for a private network, host:port or "
+	    ":port: when set, admin calls (flush, compactor runs, leave and "
+	    "shutdown, store-gateway syncs) answer there only (403 on "
+	    "-http.listen-address). With multitenancy by header and no API "
+	    "keys, those calls answer nowhere else."),
+	SM_FLAG_SWITCH("server.metrics-on-admin-listener", metrics_on_admin,
+	    "false",
+	    "Serve /metrics (it names every tenant) on "
+	    "-server.admin-listen-address only. Off by default so "
+	    "Prometheus keeps scraping the API port."),
 	SM_FLAG_STR("grpc.listen-address", grpc_listen,
 	    "",
 	    "gRPC (HTTP/2) address for every Connect service, host:port or "

@@ -310,6 +310,12 @@ sm_auth_keys_enabled(const struct sm_auth *a)
 	return (a->a_path != NULL);
 }
 
+bool
+sm_auth_header_trusted(const struct sm_auth *a)
+{
+	return (a->a_path == NULL && a->a_multitenancy);
+}
+
 size_t
 sm_auth_nkeys(struct sm_auth *a)
 {

@@ -137,6 +137,13 @@ int sm_auth_check(struct sm_auth *a, unsigned scope, const char *authz,
 bool sm_auth_keys_enabled(const struct sm_auth *a);
 
 /*
+ * True in header mode: multitenancy without keys, where the tenant is
+ * whatever X-Scope-OrgID claims, so no request proves it may administer
+ * anything (http.h keeps admin routes to the admin listener then).
+ */
+bool sm_auth_header_trusted(const struct sm_auth *a);
+
+/*
  * Re-read the keys file now if it changed, without waiting for it to
  * settle (the reload thread waits one period; see above).
  * Returns 0 (reloaded or unchanged) or the load error (old keys kept).

@@ -189,6 +189,7 @@ struct http_route {
 	void *arg;
 	size_t body_max;
 	unsigned scope;           /* SM_SCOPE_* the caller needs */
+	bool operator;            /* a cluster operation (sm_http_route) */
 };
 
 enum http_state {
@@ -218,6 +219,10 @@ struct sm_http {
 	struct sm_http_cfg h_cfg;
 	char *h_listen;               /* copy of cfg.listen */
 	struct sockaddr_in h_addr;
+	struct sockaddr_in h_admin_addr;
+	char *h_admin_listen;         /* NULL: no admin listener */
+	struct MHD_Daemon *h_admin;   /* admin routes and /metrics only */
+	unsigned h_admin_port;
 	struct http_route *h_routes;
 	size_t h_nroutes;
 	size_t h_routes_cap;
@@ -604,7 +609,16 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 		    cfg->threads));
 	if ((h = sm_calloc(1, sizeof(*h))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "http: out of memory"));
+	if (cfg->admin_listen != NULL && cfg->admin_listen[0] != '\0' &&
+	    ((rv = sm_http_parse_listen(cfg->admin_listen, &h->h_admin_addr,
+	    err)) != 0 || (h->h_admin_listen = sm_strdup(
+	    cfg->admin_listen)) == NULL)) {
+		sm_free(h);
+		return (rv != 0 ? rv : sm_err_set(err, SM_ENOMEM, "http: out "
+		    "of memory"));
+	}
 	h->h_cfg = *cfg;
+	h->h_cfg.admin_listen = h->h_admin_listen;
 	h->h_addr = sa;
 	h->h_state = HTTP_NEW;
 	if ((h->h_listen = sm_strdup(cfg->listen)) == NULL) {
@@ -631,8 +645,14 @@ int
 sm_http_route(struct sm_http *h, const char *method, const char *path,
     sm_http_fn fn, void *arg, size_t body_max)
 {
-	return (sm_http_route_as(h, SM_SCOPE_ADMIN, method, path, fn, arg,
-	    body_max));
+	int rv = sm_http_route_as(h, SM_SCOPE_ADMIN, method, path, fn, arg,
+	    body_max);
+
+	/* The route just added is the last; one that changes state is a
+	 * cluster operation (http.h, the admin listener). */
+	if (rv == 0 && (method == NULL || strcmp(method, "GET") != 0))
+		h->h_routes[h->h_nroutes - 1].operator = true;
+	return (rv);
 }
 
 int
@@ -687,7 +707,7 @@ static void http_completed(void *cls, struct MHD_Connection *conn,
  * (sm_http_adopt: the gRPC bridge talks HTTP/1.1 on a socketpair).
  */
 static struct MHD_Daemon *
-http_daemon_start(struct sm_http *h, bool inner)
+http_daemon_start(struct sm_http *h, bool inner, bool admin)
 {
 	struct MHD_OptionItem opts[20];
 	unsigned flags;
@@ -701,16 +721,17 @@ http_daemon_start(struct sm_http *h, bool inner)
 		flags |= MHD_USE_NO_LISTEN_SOCKET;
 	} else {
 		opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0,
-		    &h->h_addr };
+		    admin ? &h->h_admin_addr : &h->h_addr };
 		opts[n++] = (struct MHD_OptionItem){
 		    MHD_OPTION_LISTEN_BACKLOG_SIZE, HTTP_LISTEN_BACKLOG,
 		    NULL };
 	}
-	if (h->h_cfg.threads > 1)
+	if (h->h_cfg.threads > 1 && !admin)
 		opts[n++] = (struct MHD_OptionItem){
 		    MHD_OPTION_THREAD_POOL_SIZE, h->h_cfg.threads, NULL };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT,
-	    h->h_cfg.conn_limit, NULL };
+	    admin ? SM_MIN(h->h_cfg.conn_limit, 64u) : h->h_cfg.conn_limit,
+	    NULL };
 	if (h->h_cfg.per_ip_limit > 0)
 		opts[n++] = (struct MHD_OptionItem){
 		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->h_cfg.per_ip_limit,
@@ -766,11 +787,27 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 		return (SM_EIO);
 	}
 	errno = 0;
-	h->h_daemon = http_daemon_start(h, false);
+	h->h_daemon = http_daemon_start(h, false, false);
 	if (h->h_daemon != NULL && h->h_cfg.tls != NULL &&
-	    (h->h_inner = http_daemon_start(h, true)) == NULL) {
+	    (h->h_inner = http_daemon_start(h, true, false)) == NULL) {
 		MHD_stop_daemon(h->h_daemon);
 		h->h_daemon = NULL;
+	}
+	if (h->h_daemon != NULL && h->h_admin_listen != NULL) {
+		const union MHD_DaemonInfo *ai;
+
+		if ((h->h_admin = http_daemon_start(h, false, true)) == NULL) {
+			MHD_stop_daemon(h->h_daemon);
+			h->h_daemon = NULL;
+			if (h->h_inner != NULL)
+				MHD_stop_daemon(h->h_inner);
+			h->h_inner = NULL;
+		} else {
+			ai = MHD_get_daemon_info(h->h_admin,
+			    MHD_DAEMON_INFO_BIND_PORT);
+			h->h_admin_port = ai != NULL ? ai->port :
+			    ntohs(h->h_admin_addr.sin_port);
+		}
 	}
 	if (h->h_daemon == NULL) {
 		int e = errno;
@@ -791,6 +828,9 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	sm_info("http", "listening\taddress=%s port=%u threads=%u "
 	    "write_workers=%u query_workers=%u", h->h_listen, h->h_port,
 	    h->h_cfg.threads, h->h_write.p_n, h->h_query.p_n);
+	if (h->h_admin != NULL)
+		sm_info("http", "admin listener\taddress=%s port=%u",
+		    h->h_admin_listen, h->h_admin_port);
 	/* What this process serves, for an operator and for
 	 * tests/integration/test_contracts.py (every route is named in
 	 * its component's header). */
@@ -846,6 +886,12 @@ sm_http_port(const struct sm_http *h)
 	return (h->h_port);
 }
 
+unsigned
+sm_http_admin_port(const struct sm_http *h)
+{
+	return (h->h_admin_port);
+}
+
 void
 sm_http_stop(struct sm_http *h)
 {
@@ -873,6 +919,9 @@ sm_http_stop(struct sm_http *h)
 	if (h->h_inner != NULL)
 		MHD_stop_daemon(h->h_inner);
 	h->h_inner = NULL;
+	if (h->h_admin != NULL)
+		MHD_stop_daemon(h->h_admin);
+	h->h_admin = NULL;
 	http_pools_stop(h);
 	pthread_mutex_lock(&h->h_mu);
 	h->h_state = HTTP_STOPPED;
@@ -900,6 +949,7 @@ sm_http_destroy(struct sm_http *h)
 	pthread_cond_destroy(&h->h_cv);
 	pthread_mutex_destroy(&h->h_mu);
 	sm_free(h->h_listen);
+	sm_free(h->h_admin_listen);
 	sm_free(h);
 }
 
@@ -1401,6 +1451,51 @@ http_check_peer(struct sm_http *h, struct sm_http_req *r)
 	http_reject(r, status, code, "%s", err.msg);
 }
 
+/* The local port the request's connection was accepted on. */
+static unsigned
+http_local_port(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL || getsockname(ci->connect_fd, (struct sockaddr *)&ss,
+	    &len) != 0 || ss.ss_family != AF_INET)
+		return (0);
+	return (ntohs(((struct sockaddr_in *)&ss)->sin_port));
+}
+
+/*
+ * Step 1, after routing: admin routes (and /metrics, which names every
+ * tenant) answer only on the admin listener when there is one; with
+ * header-trusted multitenancy (no API keys: anyone can claim any tenant)
+ * admin routes answer nowhere else even without one (http.h).
+ */
+static void
+http_check_listener(struct sm_http *h, struct sm_http_req *r)
+{
+	const struct http_route *rt = r->r_route;
+	bool admin_route, on_admin;
+
+	if (r->r_state != REQ_BODY || rt == NULL)
+		return;
+	admin_route = rt->operator || (h->h_admin != NULL &&
+	    h->h_cfg.metrics_on_admin && strcmp(rt->path, "/metrics") == 0);
+	if (!admin_route)
+		return;
+	on_admin = h->h_admin != NULL &&
+	    http_local_port(r->r_conn) == h->h_admin_port;
+	if (on_admin || (h->h_admin == NULL && (h->h_auth == NULL ||
+	    !sm_auth_header_trusted(h->h_auth))))
+		return;
+	http_reject(r, MHD_HTTP_FORBIDDEN, "permission_denied", "%s is "
+	    "served on the admin listener only (-server.admin-listen-address"
+	    "%s)", rt->path, h->h_admin != NULL ? "" : ", not set: with "
+	    "multitenancy by header and no API keys, admin calls have no "
+	    "other way in");
+}
+
 /* Step 1, after routing: check the route's scope; reject on failure. */
 static void
 http_authenticate(struct sm_http *h, struct sm_http_req *r)
@@ -1595,6 +1690,7 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	if (http_check_framing(r, cl, te))
 		has_body = true;        /* answer now, then close */
 	http_check_peer(h, r);
+	http_check_listener(h, r);
 	if (r->r_state == REQ_BODY)
 		http_authenticate(h, r);
 	if (r->r_state == REQ_BODY) {

@@ -36,6 +36,20 @@
  * the CA).  Adopted connections (sm_http_adopt) go to a second, plaintext
  * daemon with no listen socket: they come from this process.
  *
+ * The admin listener (cfg.admin_listen): a second listener, same routes,
+ * same authentication, meant for a private network.  When it exists,
+ * the cluster operations (sm_http_route() with a method other than GET:
+ * flush, compactor runs, shutdown, store-gateway syncs) answer 403 on the
+ * main listener and work on the admin one only; read-only pages (GET
+ * /ring) and tenants' own admin calls (settings) stay.  /metrics (it
+ * names every tenant) moves there too with cfg.metrics_on_admin; by
+ * default it stays where Prometheus scrapes it (the API port), so turning
+ * the admin listener on breaks no scrape configuration.
+ * Without it, cluster operations stay on the main listener -- except in
+ * header mode (multitenancy with no API keys: sm_auth_header_trusted),
+ * where anyone can claim any tenant, so they answer 403 everywhere until
+ * an admin listener is configured.
+ *
  * Routing is exact on the path (no query string); a route may be bound to
  * one method or to all (method NULL).  A path that exists under another
  * method gets 405; an unknown path 404.
@@ -72,6 +86,8 @@ struct sm_http_cfg {
 	unsigned conn_timeout_s;     /* idle timeout, seconds (> 0) */
 	size_t default_body_max;     /* body cap for routes that pass 0 */
 	struct sm_tls *tls;          /* HTTPS (tls.h), borrowed; NULL: plain */
+	const char *admin_listen;    /* admin listener address; NULL: none */
+	bool metrics_on_admin;       /* /metrics on the admin listener only */
 };
 
 /*
@@ -105,7 +121,14 @@ int sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 int sm_http_route_as(struct sm_http *h, unsigned scope, const char *method,
     const char *path, sm_http_fn fn, void *arg, size_t body_max);
 
-/* sm_http_route_as() with SM_SCOPE_ADMIN: undeclared routes are admin. */
+/*
+ * sm_http_route_as() with SM_SCOPE_ADMIN: undeclared routes are admin.
+ * These are the cluster operations (flush, compactor runs, shutdown,
+ * syncs): one with a method other than GET answers only on the admin
+ * listener when there is one, and not at all in header mode without one
+ * (see "The admin listener" above).  Tenant-scoped admin calls (settings)
+ * register with sm_http_route_as().
+ */
 int sm_http_route(struct sm_http *h, const char *method, const char *path,
     sm_http_fn fn, void *arg, size_t body_max);
 
@@ -149,6 +172,9 @@ int sm_http_parse_listen(const char *s, struct sockaddr_in *sa,
 
 /* The bound TCP port (useful with port 0).  0 before start. */
 unsigned sm_http_port(const struct sm_http *h);
+
+/* The admin listener's bound port; 0 without one or before start. */
+unsigned sm_http_admin_port(const struct sm_http *h);
 
 /*
  * Stop accepting, wait for running handlers to finish, close connections.

@@ -28,7 +28,8 @@ uploads run both through single_then_cluster or reference_and_rf3.
 
 import time
 
-from durability import DataServer, Workspace, limit_flags, wait_metric
+from durability import (DataServer, Workspace, admin_listener, limit_flags,
+                        wait_metric)
 from smolder import Results, free_port, install_timeout
 
 HEARTBEAT = "100ms"
@@ -45,8 +46,12 @@ class Cluster:
                  heartbeat_timeout=None, distributor_peers=False,
                  distributor_extra=(), gateways=0, gateway_rf=2,
                  gateway_extra=(), ingester_zones=None, etcd=None,
-                 gateway_store=None):
+                 gateway_store=None, admin_listeners=False):
         self.ws = ws
+        # each process gets an admin listener of its own, where its
+        # cluster operations go (durability.operate): what multitenancy
+        # by header without keys needs for flushes and compactor runs
+        self.admin_listeners = admin_listeners
         # "host:port" of an etcd (tests/tools/etcd_server.py): membership
         # comes from it (-ring.etcd.*) instead of -ring.members
         self.etcd = etcd
@@ -111,6 +116,9 @@ class Cluster:
                 "-store-gateway.sharding-ring.replication-factor=%d"
                 % self.gateway_rf]
 
+    def admin_flags(self):
+        return admin_listener() if self.admin_listeners else []
+
     def all(self):
         return (self.ingesters + self.distributors + self.queriers +
                 self.compactors + self.gateways)
@@ -131,7 +139,7 @@ class Cluster:
             + (["-instance.zone=%s" % self.ingester_zones[i]]
                if self.ingester_zones else [])
             + (self.etcd_flags() if self.etcd else [])
-            + self.extra + self.ingester_extra)
+            + self.extra + self.ingester_extra + self.admin_flags())
 
     def _gateway(self, i):
         if i >= len(self.gw_ports):       # one that joins later
@@ -180,7 +188,8 @@ class Cluster:
             self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
             name="%s-%d" % (kind, i),
             target=kind, log_level=self.log_level,
-            extra_flags=self.ring_flags() + self.extra + extra, port=port)
+            extra_flags=self.ring_flags() + self.extra + extra +
+            self.admin_flags(), port=port)
 
     def start(self):
         ni, nd, nq, nc = self.counts

@@ -54,7 +54,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
+from durability import (DataServer, Workspace, admin, admin_listener, flush,  # noqa: E402
                         metrics, parse_blocks, wait_metric)
 from smolder import metric_value, run_script  # noqa: E402
 
@@ -327,9 +327,9 @@ def body(r):
     #     -ingester.ship-concurrency workers, every one whole
     mflags = flags + ["-storage.prefix=mt"]
     data_mt = ws.data_dir("data-mt")
-    srv = DataServer(data_mt, ws.log_dir("tenants"), extra_flags=mflags + [
-        "-instance.id=ing-mt", "-auth.multitenancy-enabled=true",
-        "-ingester.ship-concurrency=4"])
+    srv = DataServer(data_mt, ws.log_dir("tenants"), extra_flags=admin_listener(
+        mflags + ["-instance.id=ing-mt", "-auth.multitenancy-enabled=true",
+                  "-ingester.ship-concurrency=4"]))
     srv.start()
     now = int(time.time())
     acked = 0

@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import (Workspace, flush, local_blocks_dropped,  # noqa: E402
+from durability import (Workspace, admin_listener, flush,  # noqa: E402
+                        local_blocks_dropped,
                         metrics)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
@@ -76,9 +77,10 @@ def body(r):
                 extra=["-validation.reject-older-than=0",
                        "-compactor.downsample-tiers=none",
                        "-auth.multitenancy-enabled=true"])
-    c.ingester_extra = storage + c.gateway_flags() + [
+    # one ingester: its flush goes to its admin listener (header mode)
+    c.ingester_extra = admin_listener(storage + c.gateway_flags() + [
         "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
-        "-ingester.leave-on-shutdown=false"]
+        "-ingester.leave-on-shutdown=false"])
     r.at_end(lambda: c.stop())
     c.start()
     d, q, ing = c.distributors[0], c.queriers[0], c.ingesters[0]

@@ -29,8 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, admin, flush,  # noqa
-                        limit_flags, metric_value, metrics)
+from durability import (DataServer, Workspace, admin, admin_listener,  # noqa
+                        flush, limit_flags, metric_value, metrics, operate)
 from smolder import run_script  # noqa: E402
 
 NOW = int(time.time())
@@ -53,7 +53,7 @@ def stacks(q):
 
 
 def run(s):
-    r = s.request("POST", "/compactor/run", body=b"")
+    r = operate(s, "POST", "/compactor/run")
     try:
         return r.status, r.json()
     except ValueError:
@@ -110,7 +110,7 @@ def tenants_part(r, ws):
                       "-compactor.blocks-retention-period=1h"]
     everything = ["new;block", "new;head", "old;block", "old;head"]
     s = DataServer(data, ws.log_dir("tenants"), name="tenants",
-                   extra_flags=flags).start()
+                   extra_flags=admin_listener(flags)).start()
     try:
         # Per tenant: a block of old data only, a block of new data, and
         # old and new data in the head; old data under a second service.
@@ -159,9 +159,9 @@ def tenants_part(r, ws):
     with open(other, "w") as f:
         f.write("overrides:\n  short:\n    max_query_length: 0\n")
     s = DataServer(data, ws.log_dir("tenants-2"), name="tenants-2",
-                   extra_flags=COMMON + [
+                   extra_flags=admin_listener(COMMON + [
                        "-auth.multitenancy-enabled=true",
-                       "-runtime-config.file=%s" % other]).start()
+                       "-runtime-config.file=%s" % other])).start()
     try:
         r.eq(t_stacks(s, "short"), ["new;block", "new;head"],
              "tenants: short's floor holds after a restart")
@@ -247,7 +247,7 @@ def main(r):
     # A cluster whose compactor process alone has the overrides.
     path = os.path.join(ws.data_dir("tenants-cfg"), "overrides.yaml")
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                compactors=1, name="rett",
+                compactors=1, name="rett", admin_listeners=True,
                 extra=COMMON + ["-auth.multitenancy-enabled=true"],
                 compactor_extra=["-compactor.blocks-retention-period=1h",
                                  "-runtime-config.file=%s" % path])

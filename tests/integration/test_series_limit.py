@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from oracle import parse_collapsed  # noqa: E402
+from durability import admin_listener, flush  # noqa: E402
 from smolder import Server, metric, run_script  # noqa: E402
 
 BUDGET_S = 150
@@ -130,10 +131,10 @@ def main(r):
     r.at_end(lambda: (os.unlink(path), os.rmdir(tmp)))
     # Spills off: step 5b compares the head's bytes before and after a
     # flood, and a spill in between (ingester/head.h) would move them.
-    srv = Server(extra_flags=[
+    srv = Server(extra_flags=admin_listener([
         "-auth.multitenancy-enabled=true",
         "-ingester.head-spill-interval=0",
-        "-runtime-config.file=%s" % path]).start()
+        "-runtime-config.file=%s" % path])).start()
     a, b = Writer(srv, "a"), Writer(srv, "b")
 
     # 1-2. Up to the limit, past it, and the other tenant at once.
@@ -227,7 +228,7 @@ def main(r):
          "a's active series still 50")
 
     # 6. A cut: the head's series stop being active.
-    fl = srv.request("POST", "/ingester/flush")
+    fl = flush(srv)
     r.eq(fl.status, 200, "/ingester/flush")
     r.eq(metric(srv, "smolder_ingester_active_series", tenant="a"), 0,
          "a's active series are 0 after the cut")
