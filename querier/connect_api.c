@@ -415,9 +415,8 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 
 /* --- SelectMergeStacktraces, Diff, SelectMergeProfile ------------------- */
 
-/* Validate max_nodes (0 = the default) into *out. */
-static int
-max_nodes_of(struct querier *q, const char *tenant, int64_t mn, int64_t *out,
+int
+qry_max_nodes(struct querier *q, const char *tenant, int64_t mn, int64_t *out,
     struct sm_err *err)
 {
 	struct sm_limits lim;
@@ -506,6 +505,22 @@ qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
 	return (0);
 }
 
+Querier__V1__FlameGraph *
+qry_fg_pb(const struct sm_fg *fg, struct sm_arena *a)
+{
+	Querier__V1__FlameGraph *g = sm_arena_alloc(a, sizeof(*g));
+
+	if (g == NULL)
+		return (NULL);
+	querier__v1__flame_graph__init(g);
+	g->total = fg->total;
+	g->max_self = fg->max_self;
+	if (qry_fg_levels(a, fg, &g->names, &g->n_names, &g->levels,
+	    &g->n_levels) != 0)
+		return (NULL);
+	return (g);
+}
+
 static int
 m_merge_stacktraces(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -514,7 +529,6 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	const Querier__V1__SelectMergeStacktracesRequest *in =
 	    (const void *)req;
 	Querier__V1__SelectMergeStacktracesResponse *out;
-	Querier__V1__FlameGraph *fgm;
 	Smolder__V1__Select sel;
 	struct qry_query x;
 	struct sm_selector s;
@@ -528,7 +542,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_format(in->format, err)) != 0 ||
-	    (rv = max_nodes_of(q, tenant, in->max_nodes, &mn, err)) != 0 ||
+	    (rv = qry_max_nodes(q, tenant, in->max_nodes, &mn, err)) != 0 ||
 	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
 	    in->start, in->end, call->arena, &s, &sel, err)) != 0)
 		goto out;
@@ -602,17 +616,10 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_fg = 1;
-	out = sm_arena_alloc(call->arena, sizeof(*out));
-	fgm = sm_arena_alloc(call->arena, sizeof(*fgm));
-	if (out == NULL || fgm == NULL)
+	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		goto oom;
 	querier__v1__select_merge_stacktraces_response__init(out);
-	querier__v1__flame_graph__init(fgm);
-	out->flamegraph = fgm;
-	fgm->total = fg.total;
-	fgm->max_self = fg.max_self;
-	if (qry_fg_levels(call->arena, &fg, &fgm->names, &fgm->n_names,
-	    &fgm->levels, &fgm->n_levels) != 0)
+	if ((out->flamegraph = qry_fg_pb(&fg, call->arena)) == NULL)
 		goto oom;
 	*resp = &out->base;
 	rv = 0;
@@ -677,7 +684,7 @@ m_diff(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 		if (mn == 0 && side[k]->max_nodes != 0)
 			mn = side[k]->max_nodes;
 	}
-	if ((rv = max_nodes_of(q, tenant, mn, &mn, err)) != 0)
+	if ((rv = qry_max_nodes(q, tenant, mn, &mn, err)) != 0)
 		goto out;
 	if (sm_mtree_init(&m[0]) != 0 || sm_mtree_init(&m[1]) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -981,11 +988,7 @@ out:
 int
 qry_connect_register(struct querier *q)
 {
-	static const struct {
-		const char *method;
-		const ProtobufCMessageDescriptor *in;
-		sm_connect_fn fn;
-	} methods[] = {
+	static const struct qry_method methods[] = {
 		{ "ProfileTypes", &querier__v1__profile_types_request__descriptor,
 		    m_profile_types },
 		{ "LabelNames", &types__v1__label_names_request__descriptor,
@@ -1004,17 +1007,10 @@ qry_connect_register(struct querier *q)
 		    &querier__v1__select_merge_profile_request__descriptor,
 		    m_merge_profile },
 	};
-	char path[128];
 	int rv;
 
-	for (size_t i = 0; i < SM_ARRAY_LEN(methods); i++) {
-		snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s",
-		    methods[i].method);
-		if ((rv = qry_route_connect(q, path,
-		    methods[i].in, methods[i].fn, q, 0)) != 0)
-			return (rv);
-	}
-	if ((rv = qry_span_register(q)) != 0 ||
+	if ((rv = qry_route_methods(q, methods, SM_ARRAY_LEN(methods))) != 0 ||
+	    (rv = qry_span_register(q)) != 0 ||
 	    (rv = qry_heatmap_register(q)) != 0)
 		return (rv);
 	return (qry_stats_register(q));

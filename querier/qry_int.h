@@ -45,6 +45,18 @@ int qry_route_connect(struct querier *q, const char *path,
 int qry_route_http(struct querier *q, const char *method, const char *path,
     sm_http_fn fn, void *arg, size_t body_max);
 
+/* A method of querier.v1.QuerierService and its handler. */
+struct qry_method {
+	const char *method;
+	const ProtobufCMessageDescriptor *in;
+	sm_connect_fn fn;
+};
+
+/* Route /querier.v1.QuerierService/<method> of each of m[0..n) with
+ * qry_route_connect (arg q).  0 or the first route's error. */
+int qry_route_methods(struct querier *q, const struct qry_method *m,
+    size_t n);
+
 /*
  * The query limits of `tenant` (max_query_length_ms,
  * max_query_lookback_ms, max_flamegraph_nodes_default/_max and
@@ -377,15 +389,25 @@ int qry_heatmap_register(struct querier *q);
  * qry_build_selector  `s` (initialised here) from a label selector text and
  *                  a profile type id (either may be NULL or empty);
  * qry_fg_levels    a flamegraph's names and levels as querier.v1 messages
- *                  in arena `a` (0 or SM_ENOMEM).
+ *                  in arena `a` (0 or SM_ENOMEM);
+ * qry_fg_pb        a flamegraph as a querier.v1.FlameGraph in arena `a`
+ *                  (NULL: out of memory);
+ * qry_max_nodes    a request's max flamegraph nodes `mn` checked against
+ *                  the tenant's limits into *out (0: the tenant's
+ *                  default); SM_EINVAL with Pyroscope's words.
  */
 struct Querier__V1__Level;
+struct Querier__V1__FlameGraph;
 struct sm_fg;
 int qry_check_range(int64_t start, int64_t end, struct sm_err *err);
 int qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err);
 int qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
     size_t *nnames, struct Querier__V1__Level ***levels, size_t *nlevels);
+struct Querier__V1__FlameGraph *qry_fg_pb(const struct sm_fg *fg,
+    struct sm_arena *a);
+int qry_max_nodes(struct querier *q, const char *tenant, int64_t mn,
+    int64_t *out, struct sm_err *err);
 
 struct Querier__V1__SelectSeriesResponse;
 

@@ -242,6 +242,22 @@ qry_route_http(struct querier *q, const char *method, const char *path,
 	    route_http, rt, body_max));
 }
 
+int
+qry_route_methods(struct querier *q, const struct qry_method *m, size_t n)
+{
+	char path[128];
+	int rv;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s",
+		    m[i].method);
+		if ((rv = qry_route_connect(q, path, m[i].in, m[i].fn, q,
+		    0)) != 0)
+			return (rv);
+	}
+	return (0);
+}
+
 static void
 routes_free(struct querier *q)
 {

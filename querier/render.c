@@ -57,6 +57,24 @@ reply_err(struct sm_http_req *r, int rv, const char *msg)
 	sm_http_reply_error(r, status, code, "%s", msg);
 }
 
+/* Answer r with the JSON built in out, or with the error (rv, err) when
+ * there is one or out could not be built; a failure of the server's own
+ * is logged as `what` failed. */
+static void
+render_reply(struct sm_http_req *r, struct sm_buf *out, int rv,
+    struct sm_err *err, const char *what)
+{
+	if (rv == 0 && (rv = sm_buf_error(out)) != 0)
+		sm_err_set(err, rv, "response too large or out of memory");
+	if (rv == 0) {
+		sm_http_reply_buf(r, 200, "application/json", out);
+		return;
+	}
+	if (rv == SM_EPROTO || rv == SM_ENOMEM || rv == SM_EINTERNAL)
+		sm_error("querier", "%s failed\terr=\"%s\"", what, err->msg);
+	reply_err(r, rv, err->msg[0] ? err->msg : sm_strerror(rv));
+}
+
 /* Parsed and validated /render parameters. */
 struct render_params {
 	struct sm_query q;
@@ -72,7 +90,6 @@ render_parse(struct querier *qr, struct sm_http_req *r,
     struct sm_err *err)
 {
 	const char *query, *fmt, *v;
-	struct sm_limits lim;
 	int64_t now = sm_now_ms(), mn = 0, x;
 	int rv;
 
@@ -108,7 +125,6 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 		    err)) != 0)
 			return (rv);
 	}
-	qry_tenant_limits(qr, p->tenant, &lim);
 	/* As Pyroscope: max-nodes, then maxNodes; unparsable or 0 ignored. */
 	if ((v = sm_http_query(r, "max-nodes")) != NULL &&
 	    sm_parse_int(v, &x) == 0 && x != 0)
@@ -116,17 +132,8 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	if ((v = sm_http_query(r, "maxNodes")) != NULL &&
 	    sm_parse_int(v, &x) == 0 && x != 0)
 		mn = x;
-	if (mn < 0)
-		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes "
-		    "limit must be set"));
-	if (mn == 0)
-		mn = lim.max_flamegraph_nodes_default;
-	if (lim.max_flamegraph_nodes_max > 0 &&
-	    mn > lim.max_flamegraph_nodes_max)
-		return (sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
-		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)lim.max_flamegraph_nodes_max));
-	p->max_nodes = mn;
+	if ((rv = qry_max_nodes(qr, p->tenant, mn, &p->max_nodes, err)) != 0)
+		return (rv);
 	fmt = sm_http_query(r, "format");
 	if (fmt == NULL || fmt[0] == '\0' || strcmp(fmt, "json") == 0)
 		p->collapsed = 0;
@@ -290,28 +297,28 @@ render_handler(struct sm_http_req *r, void *arg)
 	sm_query_init(&p.q);
 	if ((rv = render_parse(qr, r, &p, "query", "from", "until",
 	    &err)) != 0)
-		goto fail;
+		goto reply;
 	if ((a = sm_arena_create(0)) == NULL ||
 	    qry_select_pb(&p.q.sel, p.tenant, p.start, p.end, a, &sel) != 0) {
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	if ((m = sm_malloc(sizeof(*m))) == NULL) {
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	if ((rv = sm_mtree_init(m)) != 0) {
 		sm_free(m);
 		m = NULL;
 		sm_err_set(&err, rv, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	have_merge = 1;
 	if ((rv = qry_merge(&x, &sel, m, &err)) != 0)
-		goto fail;
+		goto reply;
 	if (p.collapsed) {
 		if ((rv = collapsed_reply(r, m, &err)) != 0)
-			goto fail;
+			goto reply;
 		m = NULL;	/* the stream owns it */
 		have_merge = 0;
 		goto done;
@@ -319,7 +326,7 @@ render_handler(struct sm_http_req *r, void *arg)
 	if ((rv = sm_fg_build(&m->tree, &m->names, m->self, p.max_nodes,
 	    &fg)) != 0) {
 		sm_err_set(&err, rv, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	have_fg = 1;
 	sm_ptype_render_units(p.q.sample_type != NULL ? p.q.sample_type : "",
@@ -339,18 +346,10 @@ render_handler(struct sm_http_req *r, void *arg)
 	    p.q.sample_type != NULL ? strlen(p.q.sample_type) : 0);
 	sm_buf_puts(&out, "},");
 	if ((rv = render_timeline(&x, &sel, &out, &err)) != 0)
-		goto fail;
+		goto reply;
 	sm_buf_puts(&out, ",\"groups\":null,\"heatmap\":null}\n");
-	if ((rv = sm_buf_error(&out)) != 0) {
-		sm_err_set(&err, rv, "response too large or out of memory");
-		goto fail;
-	}
-	sm_http_reply_buf(r, 200, "application/json", &out);
-	goto done;
-fail:
-	if (rv == SM_EPROTO || rv == SM_ENOMEM || rv == SM_EINTERNAL)
-		sm_error("querier", "render failed\terr=\"%s\"", err.msg);
-	reply_err(r, rv, err.msg[0] ? err.msg : sm_strerror(rv));
+reply:
+	render_reply(r, &out, rv, &err, "render");
 done:
 	if (have_fg)
 		sm_fg_fini(&fg);
@@ -433,17 +432,17 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 	if ((rv = render_parse(qr, r, &p[0], "leftQuery", "leftFrom",
 	    "leftUntil", &err)) != 0 || (rv = render_parse(qr, r, &p[1],
 	    "rightQuery", "rightFrom", "rightUntil", &err)) != 0)
-		goto fail;
+		goto reply;
 	if (p[0].collapsed) {
 		rv = sm_err_set(&err, SM_EUNSUPPORTED, "format \"collapsed\" "
 		    "is not supported by /render-diff (json)");
-		goto fail;
+		goto reply;
 	}
 	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
 	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit)) {
 		rv = sm_err_set(&err, SM_EINVAL, "left and right queries must "
 		    "have the same profile type");
-		goto fail;
+		goto reply;
 	}
 	if ((a = sm_arena_create(0)) == NULL ||
 	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, a,
@@ -452,15 +451,15 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
 	    (sm_mtree_fini(&m[0]), 1))) {
 		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	have_m = 1;
 	if ((rv = qry_merge_lanes(&x, selp, mp, 2, &err)) != 0)
-		goto fail;
+		goto reply;
 	if ((rv = sm_fg_build_diff(&m[0].tree, &m[0].names, m[0].self,
 	    &m[1].tree, &m[1].names, m[1].self, p[0].max_nodes, &fg)) != 0) {
 		sm_err_set(&err, rv, "out of memory");
-		goto fail;
+		goto reply;
 	}
 	have_fg = 1;
 	if (m[0].nmeta == 1 && (m[1].nmeta == 0 ||
@@ -484,17 +483,8 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 		sm_buf_put_i64(&out, fg.right_ticks);
 	}
 	sm_buf_puts(&out, "}\n");
-	if ((rv = sm_buf_error(&out)) != 0) {
-		sm_err_set(&err, rv, "response too large or out of memory");
-		goto fail;
-	}
-	sm_http_reply_buf(r, 200, "application/json", &out);
-	goto done;
-fail:
-	if (rv == SM_EPROTO || rv == SM_ENOMEM || rv == SM_EINTERNAL)
-		sm_error("querier", "render-diff failed\terr=\"%s\"", err.msg);
-	reply_err(r, rv, err.msg[0] ? err.msg : sm_strerror(rv));
-done:
+reply:
+	render_reply(r, &out, rv, &err, "render-diff");
 	if (have_fg)
 		sm_fg_fini(&fg);
 	if (have_m) {

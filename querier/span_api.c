@@ -135,23 +135,6 @@ qry_span_ids(char *const *sel, size_t n, struct sm_arena *a, uint64_t **out,
 	return (0);
 }
 
-/* The Connect flamegraph of fg, in arena a. */
-static Querier__V1__FlameGraph *
-fg_pb(const struct sm_fg *fg, struct sm_arena *a)
-{
-	Querier__V1__FlameGraph *g = sm_arena_alloc(a, sizeof(*g));
-
-	if (g == NULL)
-		return (NULL);
-	querier__v1__flame_graph__init(g);
-	g->total = fg->total;
-	g->max_self = fg->max_self;
-	if (qry_fg_levels(a, fg, &g->names, &g->n_names, &g->levels,
-	    &g->n_levels) != 0)
-		return (NULL);
-	return (g);
-}
-
 static int
 m_merge_span_profile(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -167,7 +150,6 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 	struct sm_fg fg;
 	const char *tenant;
 	int64_t mn = in->max_nodes;
-	struct sm_limits lim;
 	uint64_t *ids = NULL;
 	size_t nids = 0;
 	int rv, have_m = 0, have_fg = 0;
@@ -185,21 +167,8 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		    "serves only the flamegraph format");
 		goto out;
 	}
-	if (mn < 0) {
-		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
-		    "must be set");
+	if ((rv = qry_max_nodes(q, tenant, mn, &mn, err)) != 0)
 		goto out;
-	}
-	qry_tenant_limits(q, tenant, &lim);
-	if (mn == 0)
-		mn = lim.max_flamegraph_nodes_default;
-	if (lim.max_flamegraph_nodes_max > 0 &&
-	    mn > lim.max_flamegraph_nodes_max) {
-		rv = sm_err_set(err, SM_EINVAL, "max flamegraph nodes limit "
-		    "%lld is greater than allowed %lld", (long long)mn,
-		    (long long)lim.max_flamegraph_nodes_max);
-		goto out;
-	}
 	if ((rv = qry_span_ids(in->span_selector, in->n_span_selector,
 	    call->arena, &ids, &nids, err)) != 0)
 		goto out;
@@ -225,7 +194,7 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	querier__v1__select_merge_span_profile_response__init(out);
-	if ((out->flamegraph = fg_pb(&fg, call->arena)) == NULL) {
+	if ((out->flamegraph = qry_fg_pb(&fg, call->arena)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}

@@ -307,11 +307,7 @@ out:
 int
 qry_stats_register(struct querier *q)
 {
-	static const struct {
-		const char *method;
-		const ProtobufCMessageDescriptor *in;
-		sm_connect_fn fn;
-	} methods[] = {
+	static const struct qry_method methods[] = {
 		{ "GetProfileStats",
 		    &querier__v1__get_profile_stats_request__descriptor,
 		    m_get_profile_stats },
@@ -319,15 +315,6 @@ qry_stats_register(struct querier *q)
 		    &querier__v1__analyze_query_request__descriptor,
 		    m_analyze_query },
 	};
-	char path[128];
-	int rv;
 
-	for (size_t i = 0; i < SM_ARRAY_LEN(methods); i++) {
-		snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s",
-		    methods[i].method);
-		if ((rv = qry_route_connect(q, path,
-		    methods[i].in, methods[i].fn, q, 0)) != 0)
-			return (rv);
-	}
-	return (0);
+	return (qry_route_methods(q, methods, SM_ARRAY_LEN(methods)));
 }
