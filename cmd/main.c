@@ -59,6 +59,7 @@
 #include "common/flags.h"
 #include "common/auth.h"
 #include "common/overrides.h"
+#include "common/etcd.h"
 #include "common/grpc.h"
 #include "common/http.h"
 #include "common/tls.h"
@@ -109,6 +110,8 @@ struct app {
 	bool metrics_on_admin;
 	char *tls_cert, *tls_key, *tls_ca, *tls_client_auth, *tls_min;
 	char *rpc_tls_cert, *rpc_tls_key, *rpc_tls_ca, *rpc_tls_name;
+	char *etcd_tls_cert, *etcd_tls_key, *etcd_tls_ca;
+	bool etcd_tls_on;
 	int64_t grpc_streams;
 	int64_t grpc_recv_max;
 	int64_t grpc_send_max;
@@ -882,6 +885,21 @@ static const struct sm_flag app_flag_tab[] = {
 	    "connection limits and idle timeout, and with "
 	    "-server.http-tls-* speaks TLS with the same certificate and "
 	    "client-auth policy (cleartext otherwise)."),
+	SM_FLAG_SWITCH("ring.etcd.tls-enabled", etcd_tls_on,
+	    "false",
+	    "Talk to etcd over TLS: host:port endpoints become https:// "
+	    "(on too when a -ring.etcd.tls-* path is given)."),
+	SM_FLAG_STR("ring.etcd.tls-ca-path", etcd_tls_ca,
+	    "",
+	    "CA (PEM) etcd's certificate must chain to; empty: the "
+	    "system's."),
+	SM_FLAG_STR("ring.etcd.tls-cert-path", etcd_tls_cert,
+	    "",
+	    "Client certificate (PEM) presented to etcd (its "
+	    "--client-cert-auth)."),
+	SM_FLAG_STR("ring.etcd.tls-key-path", etcd_tls_key,
+	    "",
+	    "The key of -ring.etcd.tls-cert-path (PEM)."),
 	SM_FLAG_STR("rpc.tls-cert-path", rpc_tls_cert,
 	    "",
 	    "Mutual TLS on the internal RPC: this member's certificate "
@@ -1296,6 +1314,15 @@ main(int argc, char **argv)
 		sm_info("main", "internal RPC: mutual TLS on tcp:// "
 		    "addresses\tserver_name=%s", app.rpc_tls_name);
 	}
+	{
+		struct sm_etcd_tls_cfg et = { app.etcd_tls_on, app.etcd_tls_cert,
+		    app.etcd_tls_key, app.etcd_tls_ca };
+
+		if (sm_etcd_tls_set(&et, &err) != 0) {
+			sm_error("main", "%s", err.msg);
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < app.norder; i++) {
 		if (app.order[i]->init(&app, &err) != 0) {
 			sm_error("main", "init %s: %s", app.order[i]->name,
@@ -1376,6 +1403,7 @@ out:
 	sm_overrides_destroy(app.overrides);
 	sm_auth_destroy(app.auth);
 	sm_rpc_tls_clear();
+	sm_etcd_tls_clear();
 	if (app.data_lock_fd >= 0)
 		close(app.data_lock_fd);
 	if (rc == 0)

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "log.h"
@@ -30,6 +31,12 @@ struct sm_etcd {
 
 static pthread_once_t etcd_once = PTHREAD_ONCE_INIT;
 static bool etcd_curl_ok;
+
+/* The process's TLS to etcd (sm_etcd_tls_set); set before any handle. */
+static struct {
+	bool on;
+	char *cert, *key, *ca;
+} etcd_tls;
 
 static void
 etcd_init_once(void)
@@ -216,6 +223,12 @@ etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
 		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		if (etcd_tls.cert != NULL) {
+			curl_easy_setopt(c, CURLOPT_SSLCERT, etcd_tls.cert);
+			curl_easy_setopt(c, CURLOPT_SSLKEY, etcd_tls.key);
+		}
+		if (etcd_tls.ca != NULL)
+			curl_easy_setopt(c, CURLOPT_CAINFO, etcd_tls.ca);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 		    (long)SM_MIN(e->timeout_ms, 5000));
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(on_line != NULL ?
@@ -337,7 +350,7 @@ sm_etcd_open(const char *endpoints, int64_t timeout_ms, struct sm_etcd **out,
 		}
 		if ((grown = sm_realloc(e->ep, (e->nep + 1) *
 		    sizeof(*e->ep))) == NULL ||
-		    (grown[e->nep] = sm_malloc(n + 8)) == NULL) {
+		    (grown[e->nep] = sm_malloc(n + 9)) == NULL) {
 			if (grown != NULL)
 				e->ep = grown;
 			sm_etcd_destroy(e);
@@ -346,10 +359,10 @@ sm_etcd_open(const char *endpoints, int64_t timeout_ms, struct sm_etcd **out,
 		e->ep = grown;
 		if (strncmp(p, "http://", 7) == 0 || strncmp(p, "https://",
 		    8) == 0)
-			(void)snprintf(grown[e->nep], n + 8, "%.*s", (int)n, p);
-		else
-			(void)snprintf(grown[e->nep], n + 8, "http://%.*s",
-			    (int)n, p);
+			(void)snprintf(grown[e->nep], n + 9, "%.*s", (int)n, p);
+		else            /* "https://" and the NUL: n + 9 */
+			(void)snprintf(grown[e->nep], n + 9, "%s://%.*s",
+			    etcd_tls.on ? "https" : "http", (int)n, p);
 		e->nep++;
 		p += n;
 		while (*p == '/')
@@ -909,4 +922,50 @@ sm_etcd_lock_stop(struct sm_etcd_lock *l)
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	sm_free(l);
+}
+
+/* --- TLS ---------------------------------------------------------------------- */
+
+static char *
+etcd_path_dup(const char *path, bool *bad)
+{
+	char *p;
+
+	if (path == NULL || path[0] == '\0')
+		return (NULL);
+	if (access(path, R_OK) != 0)
+		*bad = true;
+	if ((p = sm_strdup(path)) == NULL)
+		*bad = true;
+	return (p);
+}
+
+int
+sm_etcd_tls_set(const struct sm_etcd_tls_cfg *cfg, struct sm_err *err)
+{
+	bool bad = false;
+
+	sm_etcd_tls_clear();
+	etcd_tls.on = cfg->enabled || (cfg->cert_path != NULL &&
+	    cfg->cert_path[0] != '\0') || (cfg->ca_path != NULL &&
+	    cfg->ca_path[0] != '\0');
+	etcd_tls.cert = etcd_path_dup(cfg->cert_path, &bad);
+	etcd_tls.key = etcd_path_dup(cfg->key_path, &bad);
+	etcd_tls.ca = etcd_path_dup(cfg->ca_path, &bad);
+	if (bad || (etcd_tls.cert == NULL) != (etcd_tls.key == NULL)) {
+		sm_etcd_tls_clear();
+		return (sm_err_set(err, SM_EINVAL, "etcd tls: the certificate, "
+		    "key and CA files must be readable, and a certificate "
+		    "needs its key"));
+	}
+	return (0);
+}
+
+void
+sm_etcd_tls_clear(void)
+{
+	sm_free(etcd_tls.cert);
+	sm_free(etcd_tls.key);
+	sm_free(etcd_tls.ca);
+	memset(&etcd_tls, 0, sizeof(etcd_tls));
 }

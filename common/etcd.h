@@ -12,8 +12,10 @@
  * "host:port" (or "http://host:port"); a call tries them in turn,
  * starting with the last one that answered, and fails only when none
  * does.  Every call is bounded by the handle's timeout (a watch by the
- * wait it is given).  There is no TLS to etcd yet: the endpoints are
- * plain http, as etcd's own default listener is.
+ * wait it is given).  TLS: https:// endpoints, and bare host:port ones
+ * once sm_etcd_tls_set() turned TLS on, are verified against its CA (the
+ * system's without one) and present its client certificate when given
+ * (etcd's --client-cert-auth).
  *
  * Bounds: an answer is at most ETCD_BODY_MAX (4 MiB), a watch message at
  * most as much; more is SM_EIO.  Keys are at most SM_ETCD_KEY_MAX bytes.
@@ -47,6 +49,22 @@ struct sm_etcd_kv {
 	size_t vlen;
 	int64_t mod_rev;
 };
+
+/*
+ * TLS to etcd for the process, before any handle is opened: `enabled`
+ * (or any path) makes bare host:port endpoints https://; the CA verifies
+ * etcd's certificate (empty: the system's), the certificate and key are
+ * presented to it.  0, or SM_EINVAL when a file is unreadable or a
+ * certificate lacks its key.  sm_etcd_tls_clear() forgets it (at exit).
+ */
+struct sm_etcd_tls_cfg {
+	bool enabled;
+	const char *cert_path;
+	const char *key_path;
+	const char *ca_path;
+};
+int sm_etcd_tls_set(const struct sm_etcd_tls_cfg *cfg, struct sm_err *err);
+void sm_etcd_tls_clear(void);
 
 int sm_etcd_open(const char *endpoints, int64_t timeout_ms,
     struct sm_etcd **out, struct sm_err *err);

@@ -26,6 +26,7 @@ Decisions:
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -62,20 +63,33 @@ def _read(d, name):
 
 
 def _spawn(d, client, peer):
+    tls = None
+    if os.path.exists(os.path.join(d, "tls.json")):
+        with open(os.path.join(d, "tls.json")) as f:
+            tls = json.load(f)
+    scheme = "https" if tls else "http"
+    curls = "%s://127.0.0.1:%d" % (scheme, client)
     log = open(os.path.join(d, "etcd.log"), "ab")
     try:
         p = subprocess.Popen(
             ["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
-             "--listen-client-urls", "http://127.0.0.1:%d" % client,
-             "--advertise-client-urls", "http://127.0.0.1:%d" % client,
+             "--listen-client-urls", curls,
+             "--advertise-client-urls", curls,
              "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
              "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
              "--initial-cluster", "t=http://127.0.0.1:%d" % peer,
-             "--log-level", "warn"],
+             "--log-level", "warn"] +
+            (["--cert-file", tls["cert"], "--key-file", tls["key"],
+              "--trusted-ca-file", tls["ca"], "--client-cert-auth"]
+             if tls else []),
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, close_fds=True)
     finally:
         log.close()
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context(cafile=tls["ca"])
+        ctx.load_cert_chain(tls["client_cert"], tls["client_key"])
     with open(os.path.join(d, "pid"), "w") as f:
         f.write("%d\n" % p.pid)
     endpoint = "127.0.0.1:%d" % client
@@ -84,8 +98,9 @@ def _spawn(d, client, peer):
         if p.poll() is not None:
             break
         try:
-            with urllib.request.urlopen("http://%s/health" % endpoint,
-                                        timeout=1) as r:
+            with urllib.request.urlopen("%s://%s/health" % (scheme,
+                                                            endpoint),
+                                        timeout=1, context=ctx) as r:
                 if json.load(r).get("health") == "true":
                     return {"endpoint": endpoint, "pid": p.pid, "proc": p}
         except (OSError, ValueError):
@@ -98,23 +113,30 @@ def _spawn(d, client, peer):
                     (READY_TIMEOUT, tail))
 
 
-def start(d):
-    """Start etcd in directory d; return {"endpoint", "pid", "proc"}."""
+def start(d, tls=None):
+    """Start etcd in directory d; return {"endpoint", "pid", "proc"}.
+    tls: {"cert", "key", "ca", "client_cert", "client_key"} serves the
+    client port over TLS, requiring client certificates from "ca"
+    (--client-cert-auth); the client pair is what the health check
+    presents."""
     d = os.path.abspath(d)
     pid = _read(d, "pid")
     if pid and _alive(int(pid)):
         raise EtcdError("%s/pid names a running etcd: stop it first" % d)
     os.makedirs(d, exist_ok=True)
+    if tls:
+        with open(os.path.join(d, "tls.json"), "w") as f:
+            json.dump(tls, f)
     client, peer = loopback.free_ports(2)
     with open(os.path.join(d, "ports"), "w") as f:
         f.write("%d %d\n" % (client, peer))
     return _spawn(d, client, peer)
 
 
-def start_for(r, d):
-    """start(d) for a test: stop(d) is queued on its Results r (at_end),
-    so etcd goes whichever way the test ends."""
-    info = start(d)
+def start_for(r, d, tls=None):
+    """start(d, tls) for a test: stop(d) is queued on its Results r
+    (at_end), so etcd goes whichever way the test ends."""
+    info = start(d, tls)
     r.at_end(lambda: stop(d))
     return info
 
