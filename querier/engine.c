@@ -384,9 +384,14 @@ meta_own(struct sm_mtree *m, struct sm_arena *a)
 static int
 attempt_end(int rv, int attempt, struct sm_err *err)
 {
-	if (rv == SM_EAGAIN && attempt >= QRY_MAX_ATTEMPTS)
-		return (sm_err_set(err, SM_EUNAVAIL, "ingesters kept failing "
-		    "during the query: %s", err->msg));
+	if (rv == SM_EAGAIN && attempt >= QRY_MAX_ATTEMPTS) {
+		/* Prefix the message in place (formatting err->msg into
+		 * itself would read what it writes). */
+		(void)sm_err_prefix(err, "ingesters kept failing during the "
+		    "query");
+		err->code = SM_EUNAVAIL;
+		return (SM_EUNAVAIL);
+	}
 	return (rv);
 }
 

@@ -181,9 +181,11 @@ render_timeline(struct qry_query *x,
 		else
 			rv = qry_series_select(&y, &sr, a, &gs, &ng, err);
 		if (rv != 0) {
-			if (rv == SM_EAGAIN)
-				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
-				    "failed during the query: %s", err->msg);
+			if (rv == SM_EAGAIN) {
+				(void)sm_err_prefix(err, "an ingester failed "
+				    "during the query");
+				rv = err->code = SM_EUNAVAIL;
+			}
 			goto out;
 		}
 		for (uint32_t g = 0; g < ng; g++) {
