@@ -135,6 +135,17 @@ static const struct sm_flag dist_flag_tab[] = {
 	    "256MiB",
 	    "Most bytes the remote-write queue holds on disk (records not "
 	    "yet sent); more are dropped (counted)."),
+	SM_FLAG_STR("remote-write.tls-ca-path", rw.tls_ca,
+	    "",
+	    "CA (PEM) an https -remote-write.url's certificate must chain "
+	    "to; empty: the system's."),
+	SM_FLAG_STR("remote-write.tls-cert-path", rw.tls_cert,
+	    "",
+	    "Client certificate (PEM) presented to an https "
+	    "-remote-write.url that wants mutual TLS."),
+	SM_FLAG_STR("remote-write.tls-key-path", rw.tls_key,
+	    "",
+	    "The key of -remote-write.tls-cert-path (PEM)."),
 	SM_FLAG_I64("remote-write.timeout", SM_FLAG_DURATION, rw.timeout_ms,
 	    "10s",
 	    "Deadline of one forwarded request."),

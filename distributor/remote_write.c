@@ -407,6 +407,14 @@ rw_main(void *arg)
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rw_discard);
 		curl_easy_setopt(c, CURLOPT_USERAGENT, "smolder/"
 		    SM_VERSION " remote-write");
+		/* https receivers: a private CA, and a client certificate
+		 * for one that wants mutual TLS. */
+		if (rw->cfg.tls_ca != NULL && rw->cfg.tls_ca[0] != '\0')
+			curl_easy_setopt(c, CURLOPT_CAINFO, rw->cfg.tls_ca);
+		if (rw->cfg.tls_cert != NULL && rw->cfg.tls_cert[0] != '\0') {
+			curl_easy_setopt(c, CURLOPT_SSLCERT, rw->cfg.tls_cert);
+			curl_easy_setopt(c, CURLOPT_SSLKEY, rw->cfg.tls_key);
+		}
 	}
 	pthread_mutex_lock(&rw->mu);
 	for (;;) {
@@ -563,6 +571,10 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 	    strchr(cfg->key, '\n') != NULL || strlen(cfg->key) > 1024))
 		return (sm_err_set(err, SM_EINVAL, "-remote-write.key: bad "
 		    "characters or too long"));
+	if ((cfg->tls_cert != NULL && cfg->tls_cert[0] != '\0') !=
+	    (cfg->tls_key != NULL && cfg->tls_key[0] != '\0'))
+		return (sm_err_set(err, SM_EINVAL, "-remote-write.tls-cert-path "
+		    "and -remote-write.tls-key-path go together"));
 	if (cfg->data_dir == NULL || cfg->data_dir[0] == '\0' ||
 	    strlen(cfg->data_dir) > 3000)
 		return (sm_err_set(err, SM_EINVAL, "remote-write: its queue "

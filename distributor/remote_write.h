@@ -112,6 +112,9 @@ struct rw_config {
 	int64_t queue_max_bytes;  /* -remote-write.queue-max-bytes */
 	int64_t timeout_ms;       /* -remote-write.timeout */
 	int64_t max_backoff_ms;   /* -remote-write.max-backoff */
+	char *tls_ca;             /* -remote-write.tls-ca-path; "" = system */
+	char *tls_cert;           /* -remote-write.tls-cert-path (mTLS) */
+	char *tls_key;            /* -remote-write.tls-key-path */
 	const char *data_dir;     /* -data.dir (main); the queue's home */
 };
 
