@@ -105,6 +105,7 @@ struct app {
 	int64_t http_conn_limit;
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
+	int64_t http_header_timeout_ms;
 	char *grpc_listen;
 	char *admin_listen;
 	bool metrics_on_admin;
@@ -333,6 +334,7 @@ mod_server_init(void *p, struct sm_err *err)
 	cfg.per_ip_limit = (unsigned)app->http_per_ip_limit;
 	cfg.conn_timeout_s = (unsigned)((app->http_idle_timeout_ms + 999) /
 	    1000);
+	cfg.header_timeout_ms = app->http_header_timeout_ms;
 	if (app->http_threads < 1 || app->http_conn_limit < 1 ||
 	    app->http_idle_timeout_ms < 1000 || app->http_write_workers < 0 ||
 	    app->http_write_workers > 1024 || app->http_query_workers < 0 ||
@@ -985,6 +987,13 @@ static const struct sm_flag app_flag_tab[] = {
 	    "2m",
 	    "Close HTTP connections with no traffic this long: idle "
 	    "keep-alives, and requests whose headers or body stall."),
+	SM_FLAG_I64("server.http-header-timeout",
+	    SM_FLAG_DURATION, http_header_timeout_ms,
+	    "30s",
+	    "Close a connection whose request headers are not all in this "
+	    "long after it opened, however slowly they trickle (slowloris; "
+	    "later requests on a kept-alive connection get "
+	    "-server.http-idle-timeout). 0: no bound."),
 	SM_FLAG_SWITCH("auth.multitenancy-enabled", multitenancy,
 	    "false",
 	    "Require X-Scope-OrgID on every request (else the tenant is "

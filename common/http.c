@@ -101,6 +101,16 @@
  * compared case-sensitively (MHD's own lookup ignores case), so lookups
  * walk the list instead of calling MHD_lookup_connection_value.
  *
+ * Header deadline.  A connection's request headers must be complete
+ * within cfg.header_timeout_ms of its opening (and of the end of its
+ * previous request, then within the idle timeout), however they trickle:
+ * each connection is on h_conns (NOTIFY_CONNECTION), step 1 clears its
+ * deadline, the request's end sets the next, and a reaper thread shuts
+ * down (shutdown(2), not close: the descriptor stays libmicrohttpd's,
+ * which then reads the end and closes it) every connection past its
+ * deadline, counting smolder_http_header_timeouts_total.  Bodies are
+ * bounded by the idle timeout only.
+ *
  * Idle timeout.  MHD's CONNECTION_TIMEOUT is an inactivity timeout: it
  * closes connections that send nothing (no request, half a header, half a
  * body) for that long, and a handler that runs longer than it still gets
@@ -181,6 +191,7 @@
 #define HTTP_STOP_GRACE_MS 2000
 #define HTTP_REJECT_MSG_MAX 256
 #define HTTP_QUERY_NICE 10
+#define HTTP_REAPER_MS 250
 
 struct http_route {
 	char *method;             /* NULL = any method */
@@ -231,6 +242,15 @@ struct sm_http {
 	struct MHD_Daemon *h_inner;   /* adopted connections under TLS */
 	unsigned h_port;
 
+	/* Live connections and their header deadlines (http_notify_conn,
+	 * the reaper); h_cmu is taken alone, never with h_mu. */
+	pthread_mutex_t h_cmu;
+	struct http_conn *h_conns;    /* h_cmu */
+	pthread_t h_reaper;
+	bool h_reaper_on;
+	bool h_reaper_stop;           /* h_cmu */
+	pthread_cond_t h_reaper_cv;
+
 	pthread_mutex_t h_mu;         /* protects everything below */
 	pthread_cond_t h_cv;
 	enum http_state h_state;
@@ -241,6 +261,20 @@ struct sm_http {
 	struct http_pool h_write;     /* SM_SCOPE_WRITE routes */
 	struct http_pool h_query;     /* SM_SCOPE_READ and _ADMIN routes */
 	char h_lasterr[256];          /* last MHD log line, for start errors */
+};
+
+/*
+ * A connection, for the header deadline (the top: "Header deadline").
+ * Its socket is shut down by the reaper only while it is on h_conns:
+ * libmicrohttpd calls NOTIFY_CLOSED (which takes it off, under h_cmu)
+ * before it closes the socket, so the descriptor is never one reused by
+ * a newer connection.
+ */
+struct http_conn {
+	struct http_conn *prev, *next;
+	int fd;
+	int64_t deadline_ns;          /* 0: a request is being served */
+	bool cut;                     /* shut down by the reaper */
 };
 
 struct http_hdr {
@@ -298,7 +332,7 @@ static const char http_empty[1] = "";
 
 static pthread_once_t http_metrics_once;
 static void http_metrics_register(void);
-static struct sm_metric *m_http_waiting;
+static struct sm_metric *m_http_waiting, *m_http_hdr_timeouts;
 static void http_observe(const struct sm_http_req *r);
 
 /* --- helpers ------------------------------------------------------------- */
@@ -585,6 +619,7 @@ sm_http_cfg_default(struct sm_http_cfg *cfg)
 	cfg->per_ip_limit = 256;
 	cfg->conn_timeout_s = 120;
 	cfg->default_body_max = 1u << 20;
+	cfg->header_timeout_ms = 30000;
 }
 
 int
@@ -627,6 +662,8 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	}
 	h->h_cfg.listen = h->h_listen;
 	pthread_mutex_init(&h->h_mu, NULL);
+	pthread_mutex_init(&h->h_cmu, NULL);
+	sm_cond_init(&h->h_reaper_cv);
 	sm_cond_init(&h->h_cv);
 	http_pool_init(&h->h_write, h, "write", cfg->write_workers);
 	http_pool_init(&h->h_query, h, "query", cfg->query_workers);
@@ -697,6 +734,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
 static void http_notify_conn(void *cls, struct MHD_Connection *conn,
     void **socket_ctx, enum MHD_ConnectionNotificationCode toe);
+static void *http_reaper_main(void *arg);
 static void http_completed(void *cls, struct MHD_Connection *conn,
     void **con_cls, enum MHD_RequestTerminationCode toe);
 
@@ -755,10 +793,9 @@ http_daemon_start(struct sm_http *h, bool inner, bool admin)
 		opts[n++] = (struct MHD_OptionItem){
 		    MHD_OPTION_HTTPS_PRIORITIES, 0,
 		    (void *)sm_tls_priorities(h->h_cfg.tls) };
-		opts[n++] = (struct MHD_OptionItem){
-		    MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_notify_conn,
-		    h };
 	}
+	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION,
+	    (intptr_t)http_notify_conn, h };
 	opts[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 	SM_ASSERT((size_t)n <= SM_ARRAY_LEN(opts));
 	return (MHD_start_daemon(flags, 0, NULL, NULL, http_access, h,
@@ -825,6 +862,11 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 	h->h_port = di != NULL ? di->port : ntohs(h->h_addr.sin_port);
 	h->h_state = HTTP_RUNNING;
 	pthread_mutex_unlock(&h->h_mu);
+	/* Without the reaper deadlines pass unenforced; the idle timeout
+	 * still holds. */
+	if (h->h_cfg.header_timeout_ms > 0)
+		h->h_reaper_on = pthread_create(&h->h_reaper, NULL,
+		    http_reaper_main, h) == 0;
 	sm_info("http", "listening\taddress=%s port=%u threads=%u "
 	    "write_workers=%u query_workers=%u", h->h_listen, h->h_port,
 	    h->h_cfg.threads, h->h_write.p_n, h->h_query.p_n);
@@ -922,6 +964,14 @@ sm_http_stop(struct sm_http *h)
 	if (h->h_admin != NULL)
 		MHD_stop_daemon(h->h_admin);
 	h->h_admin = NULL;
+	if (h->h_reaper_on) {
+		pthread_mutex_lock(&h->h_cmu);
+		h->h_reaper_stop = true;
+		pthread_cond_broadcast(&h->h_reaper_cv);
+		pthread_mutex_unlock(&h->h_cmu);
+		pthread_join(h->h_reaper, NULL);
+		h->h_reaper_on = false;
+	}
 	http_pools_stop(h);
 	pthread_mutex_lock(&h->h_mu);
 	h->h_state = HTTP_STOPPED;
@@ -948,6 +998,8 @@ sm_http_destroy(struct sm_http *h)
 	pthread_cond_destroy(&h->h_query.p_cv);
 	pthread_cond_destroy(&h->h_cv);
 	pthread_mutex_destroy(&h->h_mu);
+	pthread_cond_destroy(&h->h_reaper_cv);
+	pthread_mutex_destroy(&h->h_cmu);
 	sm_free(h->h_listen);
 	sm_free(h->h_admin_listen);
 	sm_free(h);
@@ -1407,8 +1459,10 @@ http_org_headers(struct MHD_Connection *conn, struct http_org_count *c)
 }
 
 /*
- * MHD_OPTION_NOTIFY_CONNECTION (TLS only): a new connection's session,
- * before its handshake, asks for a client certificate as the policy says.
+ * MHD_OPTION_NOTIFY_CONNECTION: a new connection goes on h_conns with its
+ * first header deadline (and, under TLS, its session asks for a client
+ * certificate as the policy says, before the handshake); a closed one
+ * comes off.
  */
 static void
 http_notify_conn(void *cls, struct MHD_Connection *conn, void **socket_ctx,
@@ -1416,13 +1470,86 @@ http_notify_conn(void *cls, struct MHD_Connection *conn, void **socket_ctx,
 {
 	struct sm_http *h = cls;
 	const union MHD_ConnectionInfo *ci;
+	struct http_conn *c = *socket_ctx;
 
-	(void)socket_ctx;
-	if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (c == NULL)
+			return;
+		pthread_mutex_lock(&h->h_cmu);
+		if (c->prev != NULL)
+			c->prev->next = c->next;
+		else
+			h->h_conns = c->next;
+		if (c->next != NULL)
+			c->next->prev = c->prev;
+		pthread_mutex_unlock(&h->h_cmu);
+		sm_free(c);
+		*socket_ctx = NULL;
 		return;
-	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-	if (ci != NULL)
+	}
+	if (h->h_cfg.tls != NULL && (ci = MHD_get_connection_info(conn,
+	    MHD_CONNECTION_INFO_GNUTLS_SESSION)) != NULL)
 		sm_tls_session_start(h->h_cfg.tls, ci->tls_session);
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (h->h_cfg.header_timeout_ms == 0 || ci == NULL ||
+	    (c = sm_calloc(1, sizeof(*c))) == NULL)
+		return;                 /* untracked: the idle timeout only */
+	c->fd = ci->connect_fd;
+	c->deadline_ns = sm_mono_ns() + h->h_cfg.header_timeout_ms * 1000000;
+	pthread_mutex_lock(&h->h_cmu);
+	c->next = h->h_conns;
+	if (c->next != NULL)
+		c->next->prev = c;
+	h->h_conns = c;
+	pthread_mutex_unlock(&h->h_cmu);
+	*socket_ctx = c;
+}
+
+/*
+ * Move a connection's header deadline: 0 while a request is served
+ * (its headers are in), `ms` from now once it ended (for the next
+ * request's headers).
+ */
+static void
+http_conn_deadline(struct sm_http *h, struct MHD_Connection *conn,
+    int64_t ms)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct http_conn *c;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci == NULL || (c = ci->socket_context) == NULL)
+		return;
+	pthread_mutex_lock(&h->h_cmu);
+	c->deadline_ns = ms == 0 ? 0 : sm_mono_ns() + ms * 1000000;
+	pthread_mutex_unlock(&h->h_cmu);
+}
+
+/* The reaper: shut down connections past their header deadline. */
+static void *
+http_reaper_main(void *arg)
+{
+	struct sm_http *h = arg;
+
+	pthread_mutex_lock(&h->h_cmu);
+	while (!h->h_reaper_stop) {
+		int64_t now = sm_mono_ns();
+
+		for (struct http_conn *c = h->h_conns; c != NULL; c = c->next) {
+			if (c->cut || c->deadline_ns == 0 ||
+			    now < c->deadline_ns)
+				continue;
+			/* shutdown, not close: libmicrohttpd owns the
+			 * descriptor and sees the end on its next read. */
+			(void)shutdown(c->fd, SHUT_RDWR);
+			c->cut = true;
+			sm_counter_inc(sm_metric_child0(m_http_hdr_timeouts));
+		}
+		(void)sm_cond_wait_ms(&h->h_reaper_cv, &h->h_cmu,
+		    HTTP_REAPER_MS);
+	}
+	pthread_mutex_unlock(&h->h_cmu);
+	return (NULL);
 }
 
 /* Step 1, first: the client certificate the TLS policy wants. */
@@ -1656,6 +1783,7 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	r->r_state = REQ_BODY;
 	r->r_start_ns = sm_mono_ns();
 	*con_cls = r;
+	http_conn_deadline(h, conn, 0);         /* the headers are in */
 	http_reqid(conn, r->r_reqid, sizeof(r->r_reqid));
 
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -1933,6 +2061,11 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r == NULL)
 		return;
 	*con_cls = NULL;
+	/* The next request on this connection gets the idle timeout for
+	 * its headers (a keep-alive may wait that long anyway). */
+	if (h->h_cfg.header_timeout_ms > 0)
+		http_conn_deadline(h, conn, (int64_t)h->h_cfg.conn_timeout_s *
+		    1000);
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		sm_debug("http", "request ended early\tpath=%s reason=%d",
 		    r->r_path, (int)toe);
@@ -1962,6 +2095,11 @@ http_metrics_register(void)
 	    "smolder_http_request_duration_seconds", "HTTP request latency "
 	    "from headers to the last byte sent, by route.",
 	    (const char *const[]){ "route", NULL }, NULL, 0);
+	m_http_hdr_timeouts = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_http_header_timeouts_total", "Connections closed because "
+	    "a request's headers did not arrive in time "
+	    "(-server.http-header-timeout), however they trickled.", NULL,
+	    NULL, 0);
 	m_http_waiting = sm_metric_register(SM_METRIC_GAUGE,
 	    "smolder_http_requests_waiting", "Requests waiting for a worker "
 	    "of the write or query pool (-server.http-*-workers).",

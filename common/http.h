@@ -18,8 +18,9 @@
  * worker in FIFO order; there are at most as many as connections.
  *
  * Bounds (docs/reliability.md §3, "MHD has no body cap"): every listener limits
- * connections (total and per IP), idle time, header memory, and request
- * bodies.  A body larger than the route's limit is refused as soon as
+ * connections (total and per IP), idle time, the time to send a request's
+ * headers (a deadline, not an idle timer: a client trickling a byte at a
+ * time is closed at it; slowloris), header memory, and request bodies.  A body larger than the route's limit is refused as soon as
  * Content-Length or the running byte count exceeds it, without buffering
  * the excess: a too-large Content-Length is answered 413 at once; a chunked
  * body that outgrows the limit is drained (at most 256 KiB more) and then
@@ -86,13 +87,14 @@ struct sm_http_cfg {
 	unsigned conn_timeout_s;     /* idle timeout, seconds (> 0) */
 	size_t default_body_max;     /* body cap for routes that pass 0 */
 	struct sm_tls *tls;          /* HTTPS (tls.h), borrowed; NULL: plain */
+	int64_t header_timeout_ms;   /* a request's headers, 0 = no bound */
 	const char *admin_listen;    /* admin listener address; NULL: none */
 	bool metrics_on_admin;       /* /metrics on the admin listener only */
 };
 
 /*
  * Defaults: ":4040", 4 threads, 8 write and 4 query workers, 1024
- * connections, 256 per IP, 120 s, 1 MiB.
+ * connections, 256 per IP, 120 s, 1 MiB, headers within 30 s.
  * Flood defaults: one address can hold at most a quarter of
  * the connections, so an idle flood from it (1,100 keep-alives) leaves
  * room for everyone else.  The inactivity timeout closes idle keep-alives
