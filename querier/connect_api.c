@@ -822,6 +822,129 @@ series_sum_desc(const void *a, const void *b)
 	return (x->nlabels < y->nlabels ? -1 : x->nlabels > y->nlabels);
 }
 
+/* Check SelectSeries' aggregation, limit, stack selector and step; the
+ * step in milliseconds (at least 1) in *step_ms. */
+static int
+series_check(const Querier__V1__SelectSeriesRequest *in, int64_t *step_ms,
+    struct sm_err *err)
+{
+	if (in->aggregation != AGG_SUM && in->aggregation != AGG_AVERAGE)
+		return (sm_err_set(err, SM_EINVAL, "unknown aggregation %d",
+		    (int)in->aggregation));
+	if (in->limit < 0)
+		return (sm_err_set(err, SM_EINVAL, "limit must not be "
+		    "negative"));
+	/* Series are summed from per-bucket totals, which cannot be cut by
+	 * stack: refuse rather than answer as if unfiltered. */
+	if (in->stack_trace_selector != NULL &&
+	    (in->stack_trace_selector->n_call_site > 0 ||
+	    in->stack_trace_selector->go_pgo != NULL))
+		return (sm_err_set(err, SM_EUNSUPPORTED, "stack_trace_selector "
+		    "is not supported by SelectSeries"));
+	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9)
+		return (sm_err_set(err, SM_EINVAL, "step must be a positive "
+		    "number of seconds"));
+	*step_ms = (int64_t)llround(in->step * 1000);
+	if (*step_ms < 1)
+		*step_ms = 1;
+	return (0);
+}
+
+/*
+ * AVERAGE: each point of gs[0..ng) becomes the mean over the profiles of
+ * its step (the group's summed values over the number of uploads behind
+ * them); the totals for the limit are then of the averaged points.
+ */
+static int
+series_average(struct qry_series *gs, uint32_t ng, struct sm_err *err)
+{
+	for (uint32_t g = 0; g < ng; g++) {
+		if (gs[g].n > 0 && gs[g].cnt == NULL)
+			return (sm_err_set(err, SM_EUNAVAIL, "an ingester "
+			    "answered without profile counts (older "
+			    "version): AVERAGE unavailable"));
+		gs[g].sum = 0;
+		for (uint32_t j = 0; j < gs[g].n; j++) {
+			if (gs[g].cnt[j] > 0)
+				gs[g].v[j] /= (double)gs[g].cnt[j];
+			gs[g].sum += gs[g].v[j];
+		}
+	}
+	return (0);
+}
+
+/* One group as a Types__V1__Series in `a` (copied: the group labels live
+ * in the fan's answers); NULL when out of memory. */
+static Types__V1__Series *
+series_pb(struct sm_arena *a, const struct qry_series *g)
+{
+	Types__V1__Series *c = sm_arena_alloc(a, sizeof(*c));
+
+	if (c == NULL)
+		return (NULL);
+	types__v1__series__init(c);
+	c->n_labels = g->nlabels;
+	c->n_points = g->n;
+	c->labels = sm_arena_alloc(a, (c->n_labels + 1) * sizeof(*c->labels));
+	c->points = sm_arena_alloc(a, (c->n_points + 1) * sizeof(*c->points));
+	if (c->labels == NULL || c->points == NULL)
+		return (NULL);
+	/* A group-by label the series lacks is left out, not given an
+	 * empty value (Pyroscope's group key has no such pair). */
+	c->n_labels = 0;
+	for (size_t j = 0; j < g->nlabels; j++) {
+		Types__V1__LabelPair *lp;
+
+		if (g->labels[j]->value == NULL ||
+		    g->labels[j]->value[0] == '\0')
+			continue;
+		if ((lp = sm_arena_alloc(a, sizeof(*lp))) == NULL)
+			return (NULL);
+		types__v1__label_pair__init(lp);
+		lp->name = dupstr(a, g->labels[j]->name);
+		lp->value = dupstr(a, g->labels[j]->value);
+		c->labels[c->n_labels++] = lp;
+	}
+	for (size_t j = 0; j < c->n_points; j++) {
+		Types__V1__Point *pt = sm_arena_alloc(a, sizeof(*pt));
+
+		if (pt == NULL)
+			return (NULL);
+		types__v1__point__init(pt);
+		pt->value = g->v[j];
+		pt->timestamp = g->ts[j];
+		c->points[j] = pt;
+	}
+	return (c);
+}
+
+/*
+ * Fill `out` with the groups gs[0..ng) in `a`, cut to the top `limit` by
+ * total, largest first, as Pyroscope's query frontend (TopSeries); the
+ * rest are dropped.
+ */
+static int
+series_response(struct sm_arena *a, struct qry_series *gs, uint32_t ng,
+    int64_t limit, Querier__V1__SelectSeriesResponse *out,
+    struct sm_err *err)
+{
+	if (limit > 0 && ng > (uint64_t)limit) {
+		qsort(gs, ng, sizeof(*gs), series_sum_desc);
+		ng = (uint32_t)limit;
+	}
+	out->series = sm_arena_alloc(a, (ng + 1) * sizeof(*out->series));
+	if (out->series == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t g = 0; g < ng; g++) {
+		Types__V1__Series *c = series_pb(a, &gs[g]);
+
+		if (c == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "oom"));
+		out->series[out->n_series++] = c;
+	}
+	return (0);
+}
+
 static int
 m_select_series(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -835,43 +958,17 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	struct qry_series *gs;
 	struct sm_selector s;
 	const char *tenant;
-	int64_t step_ms;
+	int64_t step_ms = 0;
 	uint32_t ng;
 	int rv;
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = qry_check_range(in->start, in->end, err)) != 0)
-		goto out;
-	if (in->aggregation != AGG_SUM && in->aggregation != AGG_AVERAGE) {
-		rv = sm_err_set(err, SM_EINVAL, "unknown aggregation %d",
-		    (int)in->aggregation);
-		goto out;
-	}
-	if (in->limit < 0) {
-		rv = sm_err_set(err, SM_EINVAL, "limit must not be negative");
-		goto out;
-	}
-	/* Series are summed from per-bucket totals, which cannot be cut by
-	 * stack: refuse rather than answer as if unfiltered. */
-	if (in->stack_trace_selector != NULL &&
-	    (in->stack_trace_selector->n_call_site > 0 ||
-	    in->stack_trace_selector->go_pgo != NULL)) {
-		rv = sm_err_set(err, SM_EUNSUPPORTED, "stack_trace_selector is "
-		    "not supported by SelectSeries");
-		goto out;
-	}
-	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9) {
-		rv = sm_err_set(err, SM_EINVAL, "step must be a positive "
-		    "number of seconds");
-		goto out;
-	}
-	step_ms = (int64_t)llround(in->step * 1000);
-	if (step_ms < 1)
-		step_ms = 1;
-	if ((rv = qry_build_selector(in->profile_typeid, in->label_selector, &s,
-	    err)) != 0)
+	    (rv = qry_check_range(in->start, in->end, err)) != 0 ||
+	    (rv = series_check(in, &step_ms, err)) != 0 ||
+	    (rv = qry_build_selector(in->profile_typeid, in->label_selector,
+	    &s, err)) != 0)
 		goto out;
 	if ((rv = qry_select_pb(&s, tenant, in->start, in->end, call->arena,
 	    &sel)) != 0) {
@@ -890,90 +987,11 @@ m_select_series(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	querier__v1__select_series_response__init(out);
-	/* AVERAGE: each point is the mean over the profiles of its step
-	 * (the group's summed values over the number of uploads behind
-	 * them); totals for the limit are then of the averaged points. */
-	if (in->aggregation == AGG_AVERAGE) {
-		for (uint32_t g = 0; g < ng; g++) {
-			if (gs[g].n > 0 && gs[g].cnt == NULL) {
-				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
-				    "answered without profile counts "
-				    "(older version): AVERAGE unavailable");
-				goto out;
-			}
-			gs[g].sum = 0;
-			for (uint32_t j = 0; j < gs[g].n; j++) {
-				if (gs[g].cnt[j] > 0)
-					gs[g].v[j] /= (double)gs[g].cnt[j];
-				gs[g].sum += gs[g].v[j];
-			}
-		}
-	}
-	/* limit: the top N series by total, largest first, as Pyroscope's
-	 * query frontend (TopSeries); the rest are dropped. */
-	if (in->limit > 0 && ng > (uint64_t)in->limit) {
-		qsort(gs, ng, sizeof(*gs), series_sum_desc);
-		ng = (uint32_t)in->limit;
-	}
-	out->series = sm_arena_alloc(call->arena, (ng + 1) *
-	    sizeof(*out->series));
-	if (out->series == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	if ((in->aggregation == AGG_AVERAGE &&
+	    (rv = series_average(gs, ng, err)) != 0) ||
+	    (rv = series_response(call->arena, gs, ng, in->limit, out,
+	    err)) != 0)
 		goto out;
-	}
-	/* Copy: the group labels live in the fan's answers. */
-	for (uint32_t g = 0; g < ng; g++) {
-		Types__V1__Series *c = sm_arena_alloc(call->arena, sizeof(*c));
-
-		if (c == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "oom");
-			goto out;
-		}
-		types__v1__series__init(c);
-		c->n_labels = gs[g].nlabels;
-		c->n_points = gs[g].n;
-		c->labels = sm_arena_alloc(call->arena, (c->n_labels + 1) *
-		    sizeof(*c->labels));
-		c->points = sm_arena_alloc(call->arena, (c->n_points + 1) *
-		    sizeof(*c->points));
-		if (c->labels == NULL || c->points == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "oom");
-			goto out;
-		}
-		/* A group-by label the series lacks is left out, not given
-		 * an empty value (Pyroscope's group key has no such pair). */
-		c->n_labels = 0;
-		for (size_t j = 0; j < gs[g].nlabels; j++) {
-			Types__V1__LabelPair *lp;
-
-			if (gs[g].labels[j]->value == NULL ||
-			    gs[g].labels[j]->value[0] == '\0')
-				continue;
-			if ((lp = sm_arena_alloc(call->arena,
-			    sizeof(*lp))) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			types__v1__label_pair__init(lp);
-			lp->name = dupstr(call->arena, gs[g].labels[j]->name);
-			lp->value = dupstr(call->arena, gs[g].labels[j]->value);
-			c->labels[c->n_labels++] = lp;
-		}
-		for (size_t j = 0; j < c->n_points; j++) {
-			Types__V1__Point *pt = sm_arena_alloc(call->arena,
-			    sizeof(*pt));
-
-			if (pt == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			types__v1__point__init(pt);
-			pt->value = gs[g].v[j];
-			pt->timestamp = gs[g].ts[j];
-			c->points[j] = pt;
-		}
-		out->series[out->n_series++] = c;
-	}
 	if ((rv = qry_series_exemplars(q, &sr, (int)in->exemplar_type, out,
 	    call->arena, err)) != 0)
 		goto out;
