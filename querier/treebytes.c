@@ -34,9 +34,19 @@
 
 #define TB_OTHER "other"
 
+/* The working arrays of one encoding, each of the tree's size. */
 struct tb_state {
 	const struct sm_mtree *m;
-	const int64_t *total;
+	uint32_t n;
+	int64_t *total;             /* per node: its subtree's total */
+	int64_t *synth;             /* self of the synthetic "other" leaves */
+	int64_t *extra;             /* per node: cut folded into its self */
+	uint32_t *first, *kids;     /* children (CSR): kids[first[i]..] */
+	uint32_t *stack, *sel;
+	uint8_t *nz;                /* per node: its subtree holds a value */
+	uint32_t nkept;             /* nodes with nz set, the root aside */
+	uint32_t nother;            /* synthetic "other" leaves so far */
+	int64_t min_val;            /* children below it are cut */
 };
 
 static int
@@ -90,143 +100,208 @@ put_node(struct sm_buf *b, const char *name, size_t len, int64_t self,
  * leaf whose self is other[x]. */
 #define TB_SYNTH 0x80000000u
 
+/* Allocate st's working arrays for a tree of st->n nodes. */
+static int
+tb_alloc(struct tb_state *st)
+{
+	uint32_t n = st->n;
+
+	st->total = sm_malloc((size_t)n * sizeof(*st->total));
+	st->nz = sm_calloc(n, 1);
+	st->first = sm_calloc((size_t)n + 1, sizeof(*st->first));
+	st->kids = sm_malloc(SM_MAX((size_t)n, 1) * sizeof(*st->kids));
+	st->sel = sm_malloc(SM_MAX((size_t)n, 1) * sizeof(*st->sel));
+	st->stack = sm_malloc(((size_t)n * 2 + 2) * sizeof(*st->stack));
+	st->synth = sm_malloc(((size_t)n + 1) * sizeof(*st->synth));
+	st->extra = sm_calloc(n, sizeof(*st->extra));
+	if (st->total == NULL || st->nz == NULL || st->first == NULL ||
+	    st->kids == NULL || st->sel == NULL || st->stack == NULL ||
+	    st->synth == NULL || st->extra == NULL)
+		return (SM_ENOMEM);
+	return (0);
+}
+
+/* Free st's working arrays. */
+static void
+tb_free(struct tb_state *st)
+{
+	sm_free(st->total);
+	sm_free(st->synth);
+	sm_free(st->extra);
+	sm_free(st->nz);
+	sm_free(st->first);
+	sm_free(st->kids);
+	sm_free(st->sel);
+	sm_free(st->stack);
+}
+
+/* Mark which subtrees hold any value (parents precede children). */
+static void
+tb_mark_values(struct tb_state *st)
+{
+	const struct sm_tree *t = &st->m->tree;
+
+	for (uint32_t i = st->n; i-- > 1;) {
+		if (st->m->self[i] != 0)
+			st->nz[i] = 1;
+		if (st->nz[i])
+			st->nz[t->parent[i]] = 1;
+	}
+}
+
+/* Build the children lists (CSR) of the nodes holding a value, each
+ * sorted by name, and count those nodes. */
+static void
+tb_children(struct tb_state *st)
+{
+	const struct sm_tree *t = &st->m->tree;
+	uint32_t n = st->n, *first = st->first;
+	uint32_t *fill = st->sel;   /* reused as cursors */
+
+	for (uint32_t i = 1; i < n; i++)
+		if (st->nz[i]) {
+			first[t->parent[i] + 1]++;
+			st->nkept++;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		first[i + 1] += first[i];
+	memcpy(fill, first, (size_t)n * sizeof(*fill));
+	for (uint32_t i = 1; i < n; i++)
+		if (st->nz[i])
+			st->kids[fill[t->parent[i]]++] = i;
+	for (uint32_t i = 0; i < n; i++)
+		if (first[i + 1] - first[i] > 1)
+			qsort_r(&st->kids[first[i]], first[i + 1] - first[i],
+			    sizeof(*st->kids), child_cmp, (void *)st->m);
+}
+
+/*
+ * Set the threshold: the max_nodes-th largest total, else 0 -- so a child
+ * whose total is negative is cut into "other" whatever the size, as
+ * Pyroscope's MarshalTruncate does (its minValue is 0 for a small tree,
+ * and it keeps children whose total is at least that).  0 or SM_ENOMEM.
+ */
+static int
+tb_threshold(struct tb_state *st, int64_t max_nodes)
+{
+	int64_t *sorted;
+	uint32_t k = 0;
+
+	st->min_val = 0;
+	if (max_nodes <= 0 || st->nkept <= (uint64_t)max_nodes)
+		return (0);
+	if ((sorted = sm_malloc((size_t)st->nkept * sizeof(*sorted))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 1; i < st->n; i++)
+		if (st->nz[i])
+			sorted[k++] = st->total[i];
+	qsort(sorted, k, sizeof(*sorted), i64_desc);
+	st->min_val = sorted[max_nodes - 1];
+	sm_free(sorted);
+	return (0);
+}
+
+/*
+ * Choose the children of node `id` that are written into st->sel (the
+ * count returned), in name order: those at or above the threshold and an
+ * "other" child; the cut ones become a synthetic "other" leaf, or add to
+ * the self of an existing "other" child, as Pyroscope's insert finds it.
+ */
+static uint32_t
+tb_select(struct tb_state *st, uint32_t id, uint32_t olen)
+{
+	const struct sm_mtree *m = st->m;
+	uint32_t *sel = st->sel, nsel = 0, oi = UINT32_MAX;
+	int64_t cut = 0;
+
+	for (uint32_t c = st->first[id]; c < st->first[id + 1]; c++) {
+		uint32_t ch = st->kids[c], cl;
+		const char *cn = sm_strtab_str(&m->names, m->tree.name[ch],
+		    &cl);
+		bool is_other = cl == olen && memcmp(cn, TB_OTHER, olen) == 0;
+
+		if (st->total[ch] >= st->min_val || is_other) {
+			if (is_other)
+				oi = nsel;
+			sel[nsel++] = ch;
+		} else {
+			cut = sm_add_sat(cut, st->total[ch]);
+		}
+	}
+	if (cut != 0 && oi == UINT32_MAX) {
+		uint32_t pos = 0;
+
+		for (; pos < nsel; pos++) {
+			uint32_t cl;
+			const char *cn = sm_strtab_str(&m->names,
+			    m->tree.name[sel[pos]], &cl);
+			int c = memcmp(cn, TB_OTHER, SM_MIN(cl, olen));
+
+			if (c > 0 || (c == 0 && cl > olen))
+				break;
+		}
+		memmove(&sel[pos + 1], &sel[pos], (nsel - pos) * sizeof(*sel));
+		st->synth[st->nother] = cut;
+		sel[pos] = TB_SYNTH | st->nother++;
+		nsel++;
+	} else if (cut != 0) {
+		st->extra[sel[oi]] = cut;
+	}
+	return (nsel);
+}
+
+/* Write the tree depth-first from the virtual root (node 0) into b. */
+static void
+tb_write(struct tb_state *st, struct sm_buf *b)
+{
+	const struct sm_mtree *m = st->m;
+	uint32_t olen = (uint32_t)strlen(TB_OTHER), sp = 0;
+
+	st->stack[sp++] = 0;
+	while (sp > 0) {
+		uint32_t id = st->stack[--sp], nsel;
+		const char *name = "";
+		uint32_t len = 0;
+		int64_t self = 0;
+
+		if (id & TB_SYNTH) {
+			put_node(b, TB_OTHER, olen, st->synth[id & ~TB_SYNTH],
+			    0);
+			continue;
+		}
+		if (id != 0) {
+			name = sm_strtab_str(&m->names, m->tree.name[id], &len);
+			self = sm_add_sat(m->self[id], st->extra[id]);
+		}
+		nsel = tb_select(st, id, olen);
+		put_node(b, name, len, self, nsel);
+		for (uint32_t c = 0; c < nsel; c++)
+			st->stack[sp++] = st->sel[c];
+	}
+}
+
 int
 qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
     struct sm_arena *a, uint8_t **outp, size_t *lenp)
 {
-	const struct sm_tree *t = &m->tree;
-	uint32_t n = sm_tree_size(t);
-	int64_t *total = NULL, *sorted = NULL, min_val = 0;
-	int64_t *synth = NULL;      /* self of the synthetic "other" leaves */
-	int64_t *extra = NULL;      /* per node: cut folded into its self */
-	uint32_t *first = NULL, *kids = NULL, *stack = NULL, *sel = NULL;
-	uint8_t *nz = NULL;
+	struct tb_state st = { .m = m, .n = sm_tree_size(&m->tree) };
 	struct sm_buf b = SM_BUF_INIT;
-	uint32_t nkept = 0, sp = 0, nother = 0;
-	uint32_t olen = (uint32_t)strlen(TB_OTHER);
-	int rv = SM_ENOMEM;
+	int rv;
 
 	*outp = NULL;
 	*lenp = 0;
-	if (n >= TB_SYNTH)
+	if (st.n >= TB_SYNTH)
 		return (SM_ETOOBIG);
-	total = sm_malloc((size_t)n * sizeof(*total));
-	nz = sm_calloc(n, 1);
-	first = sm_calloc((size_t)n + 1, sizeof(*first));
-	kids = sm_malloc(SM_MAX((size_t)n, 1) * sizeof(*kids));
-	sel = sm_malloc(SM_MAX((size_t)n, 1) * sizeof(*sel));
-	stack = sm_malloc(((size_t)n * 2 + 2) * sizeof(*stack));
-	synth = sm_malloc(((size_t)n + 1) * sizeof(*synth));
-	extra = sm_calloc(n, sizeof(*extra));
-	if (total == NULL || nz == NULL || first == NULL || kids == NULL ||
-	    sel == NULL || stack == NULL || synth == NULL || extra == NULL)
+	if ((rv = tb_alloc(&st)) != 0)
 		goto out;
-	sm_tree_totals(t, m->self, total);
-	/* Which subtrees hold any value (parents precede children). */
-	for (uint32_t i = n; i-- > 1;) {
-		if (m->self[i] != 0)
-			nz[i] = 1;
-		if (nz[i])
-			nz[t->parent[i]] = 1;
-	}
-	if (n <= 1 || !nz[0]) {
-		rv = 0;                 /* empty tree: no bytes */
+	sm_tree_totals(&m->tree, m->self, st.total);
+	tb_mark_values(&st);
+	if (st.n <= 1 || !st.nz[0])
+		goto out;               /* empty tree: no bytes */
+	tb_children(&st);
+	if ((rv = tb_threshold(&st, max_nodes)) != 0)
 		goto out;
-	}
-	/* Children lists (CSR), each sorted by name. */
-	for (uint32_t i = 1; i < n; i++)
-		if (nz[i]) {
-			first[t->parent[i] + 1]++;
-			nkept++;
-		}
-	for (uint32_t i = 0; i < n; i++)
-		first[i + 1] += first[i];
-	{
-		uint32_t *fill = sel;   /* reused as cursors */
-
-		memcpy(fill, first, (size_t)n * sizeof(*fill));
-		for (uint32_t i = 1; i < n; i++)
-			if (nz[i])
-				kids[fill[t->parent[i]]++] = i;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (first[i + 1] - first[i] > 1)
-			qsort_r(&kids[first[i]], first[i + 1] - first[i],
-			    sizeof(*kids), child_cmp, (void *)m);
-	/* Threshold: the max_nodes-th largest total, else 0 -- so a child
-	 * whose total is negative is cut into "other" whatever the size, as
-	 * Pyroscope's MarshalTruncate does (its minValue is 0 for a small
-	 * tree, and it keeps children whose total is at least that). */
-	if (max_nodes > 0 && nkept > (uint64_t)max_nodes) {
-		uint32_t k = 0;
-
-		if ((sorted = sm_malloc((size_t)nkept * sizeof(*sorted))) ==
-		    NULL)
-			goto out;
-		for (uint32_t i = 1; i < n; i++)
-			if (nz[i])
-				sorted[k++] = total[i];
-		qsort(sorted, k, sizeof(*sorted), i64_desc);
-		min_val = sorted[max_nodes - 1];
-	}
-	/* Depth-first from the virtual root (node 0). */
-	stack[sp++] = 0;
-	while (sp > 0) {
-		uint32_t id = stack[--sp], nsel = 0, oi = UINT32_MAX;
-		const char *name = "";
-		uint32_t len = 0;
-		int64_t self = 0, cut = 0;
-
-		if (id & TB_SYNTH) {
-			put_node(&b, TB_OTHER, olen, synth[id & ~TB_SYNTH], 0);
-			continue;
-		}
-		if (id != 0) {
-			name = sm_strtab_str(&m->names, t->name[id], &len);
-			self = sm_add_sat(m->self[id], extra[id]);
-		}
-		for (uint32_t c = first[id]; c < first[id + 1]; c++) {
-			uint32_t ch = kids[c], cl;
-			const char *cn = sm_strtab_str(&m->names, t->name[ch],
-			    &cl);
-			bool is_other = cl == olen &&
-			    memcmp(cn, TB_OTHER, olen) == 0;
-
-			if (total[ch] >= min_val || is_other) {
-				if (is_other)
-					oi = nsel;
-				sel[nsel++] = ch;
-			} else {
-				cut = sm_add_sat(cut, total[ch]);
-			}
-		}
-		/* The children, the cut ones as "other" in its name order. */
-		if (cut != 0 && oi == UINT32_MAX) {
-			uint32_t pos = 0;
-
-			for (; pos < nsel; pos++) {
-				uint32_t cl;
-				const char *cn = sm_strtab_str(&m->names,
-				    t->name[sel[pos]], &cl);
-				int c = memcmp(cn, TB_OTHER, SM_MIN(cl, olen));
-
-				if (c > 0 || (c == 0 && cl > olen))
-					break;
-			}
-			memmove(&sel[pos + 1], &sel[pos], (nsel - pos) *
-			    sizeof(*sel));
-			synth[nother] = cut;
-			sel[pos] = TB_SYNTH | nother++;
-			nsel++;
-		} else if (cut != 0) {
-			/* an existing "other" child takes the cut in its
-			 * self, as Pyroscope's insert finds it */
-			extra[sel[oi]] = cut;
-		}
-		put_node(&b, name, len, self, nsel);
-		for (uint32_t c = 0; c < nsel; c++)
-			stack[sp++] = sel[c];
-	}
+	tb_write(&st, &b);
 	if ((rv = sm_buf_error(&b)) != 0)
 		goto out;
 	if ((*outp = sm_arena_alloc(a, SM_MAX(b.len, 1))) == NULL) {
@@ -235,17 +310,8 @@ qry_tree_bytes(const struct sm_mtree *m, int64_t max_nodes,
 	}
 	memcpy(*outp, b.b, b.len);
 	*lenp = b.len;
-	rv = 0;
 out:
 	sm_buf_fini(&b);
-	sm_free(total);
-	sm_free(sorted);
-	sm_free(synth);
-	sm_free(extra);
-	sm_free(nz);
-	sm_free(first);
-	sm_free(kids);
-	sm_free(sel);
-	sm_free(stack);
+	tb_free(&st);
 	return (rv);
 }
