@@ -281,19 +281,38 @@ ing_block_enc_fini(struct ing_block_enc *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* Encode src; `tier` (NULL for a raw block) carries the tier fields. */
+/* The error block_encode returns for an encoding failure rv (0: a buffer
+ * ran out of memory); a tier-rule SM_EINVAL already says which rule. */
 static int
-block_encode(const struct ing_block_src *src, int level,
+enc_fail(int rv, struct sm_err *err)
+{
+	if (rv == SM_EINVAL)
+		return (rv);
+	if (rv == 0)
+		rv = SM_ENOMEM;
+	return (sm_err_set(err, rv, "encoding block: %s", sm_strerror(rv)));
+}
+
+/* Wrap raw as a part of `kind` onto out; 0 or enc_fail's error. */
+static int
+enc_part(char kind, const struct sm_buf *raw, int level, struct sm_buf *out,
+    struct sm_err *err)
+{
+	int rv = 0;
+
+	if (sm_buf_error(raw) != 0 ||
+	    (rv = block_wrap(kind, raw, level, out)) != 0)
+		return (enc_fail(rv, err));
+	return (0);
+}
+
+/* Fill e->meta from src and the tier fields (`tier` NULL for a raw
+ * block), all but `bytes`; 0 or SM_EINVAL with the tier rule broken. */
+static int
+enc_meta_init(const struct ing_block_src *src,
     const struct ing_block_meta *tier, struct ing_block_enc *e,
     struct sm_err *err)
 {
-	struct sm_buf raw = SM_BUF_INIT;
-	uint8_t mb[ING_BLOCK_META_LEN];
-	int rv = SM_ENOMEM;
-
-	memset(e, 0, sizeof(*e));
-	if (src->nseries == 0)
-		return (sm_err_set(err, SM_EINVAL, "empty head"));
 	e->meta.nspans = src->nspans;
 	e->meta.nprofiles = src->nprofs;
 	e->meta.gen = src->gen;
@@ -303,169 +322,228 @@ block_encode(const struct ing_block_src *src, int level,
 	e->meta.nseries = src->nseries;
 	e->meta.nnodes = src->tree->n;
 	e->meta.nframes = src->frames->n;
-	if (tier != NULL) {
-		e->meta.tier_ms = tier->tier_ms;
-		e->meta.cover_start = tier->cover_start;
-		e->meta.cover_end = tier->cover_end;
-		e->meta.cover_gen = tier->cover_gen;
-		if (meta_tier_check(&e->meta, err) != 0) {
-			/* Our caller's mistake, not damage: SM_EINVAL. */
-			if (err != NULL)
-				err->code = SM_EINVAL;
-			(void)sm_err_prefix(err, "encoding tier block");
-			rv = SM_EINVAL;
-			goto fail;
-		}
+	if (tier == NULL)
+		return (0);
+	e->meta.tier_ms = tier->tier_ms;
+	e->meta.cover_start = tier->cover_start;
+	e->meta.cover_end = tier->cover_end;
+	e->meta.cover_gen = tier->cover_gen;
+	if (meta_tier_check(&e->meta, err) != 0) {
+		/* Our caller's mistake, not damage: SM_EINVAL. */
+		if (err != NULL)
+			err->code = SM_EINVAL;
+		(void)sm_err_prefix(err, "encoding tier block");
+		return (SM_EINVAL);
 	}
+	return (0);
+}
 
-	/* symbols */
-	put_strings(&raw, src->frames);
-	if (sm_buf_error(&raw) != 0 ||
-	    (rv = block_wrap('S', &raw, level, &e->symbols)) != 0)
-		goto fail;
-	/* tree */
-	sm_buf_reset(&raw);
-	put_uv(&raw, src->tree->n);
+/* Encode the call tree's parent deltas and frame ids as the 'T' part. */
+static int
+enc_tree(const struct ing_block_src *src, int level, struct sm_buf *raw,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	sm_buf_reset(raw);
+	put_uv(raw, src->tree->n);
 	for (uint32_t i = 1; i < src->tree->n; i++) {
-		put_uv(&raw, i - src->tree->parent[i]);
-		put_uv(&raw, src->tree->name[i]);
+		put_uv(raw, i - src->tree->parent[i]);
+		put_uv(raw, src->tree->name[i]);
 	}
-	if (sm_buf_error(&raw) != 0 ||
-	    (rv = block_wrap('T', &raw, level, &e->tree)) != 0)
-		goto fail;
-	/* index: a copy of the meta first (its `bytes` left 0: not known
-	 * yet), so a damaged meta value can be rebuilt from the index */
-	sm_buf_reset(&raw);
+	return (enc_part('T', raw, level, &e->tree, err));
+}
+
+/* Append one series' index entry: labels, metadata, bucket summaries. */
+static void
+enc_series_summary(struct sm_buf *raw, const struct ing_series *sr)
+{
+	int64_t pt = 0;
+
+	put_uv(raw, sr->nlabels);
+	for (uint32_t i = 0; i < 2 * sr->nlabels; i++)
+		put_uv(raw, sr->lid[i]);
+	put_uv(raw, sr->meta.spy);
+	put_uv(raw, sr->meta.units);
+	put_uv(raw, sr->meta.aggregation);
+	put_uv(raw, sr->meta.sample_rate);
+	put_uv(raw, sr->nb);
+	for (uint32_t b = 0; b < sr->nb; b++) {
+		put_zz(raw, sr->b[b].t - pt);
+		pt = sr->b[b].t;
+		put_uv(raw, sr->b[b].profiles);
+		put_zz(raw, sr->b[b].total);
+		put_uv(raw, sr->b[b].n);
+	}
+}
+
+/* Encode the 'I' part: a copy of the meta first (its `bytes` left 0: not
+ * known yet), so a damaged meta value can be rebuilt from the index, then
+ * the label strings and every series' summary.  A source failure is
+ * returned as the source set it in err. */
+static int
+enc_index(const struct ing_block_src *src, int level, struct sm_buf *raw,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	uint8_t mb[ING_BLOCK_META_LEN];
+	int rv;
+
+	sm_buf_reset(raw);
 	meta_put(&e->meta, mb);
-	sm_buf_append(&raw, mb, sizeof(mb));
-	put_strings(&raw, src->lstr);
-	put_uv(&raw, src->nseries);
+	sm_buf_append(raw, mb, sizeof(mb));
+	put_strings(raw, src->lstr);
+	put_uv(raw, src->nseries);
 	for (uint32_t k = 0; k < src->nseries; k++) {
 		const struct ing_series *sr;
-		int64_t pt = 0;
 
 		if ((rv = src->series(src->arg, k, &sr, err)) != 0)
-			goto fail_src;
+			return (rv);
+		enc_series_summary(raw, sr);
+	}
+	return (enc_part('I', raw, level, &e->index, err));
+}
 
-		put_uv(&raw, sr->nlabels);
-		for (uint32_t i = 0; i < 2 * sr->nlabels; i++)
-			put_uv(&raw, sr->lid[i]);
-		put_uv(&raw, sr->meta.spy);
-		put_uv(&raw, sr->meta.units);
-		put_uv(&raw, sr->meta.aggregation);
-		put_uv(&raw, sr->meta.sample_rate);
-		put_uv(&raw, sr->nb);
-		for (uint32_t b = 0; b < sr->nb; b++) {
-			put_zz(&raw, sr->b[b].t - pt);
-			pt = sr->b[b].t;
-			put_uv(&raw, sr->b[b].profiles);
-			put_zz(&raw, sr->b[b].total);
-			put_uv(&raw, sr->b[b].n);
-		}
+/* Append one bucket's (node, value) pairs: every node delta, then every
+ * value. */
+static void
+enc_bucket_pairs(struct sm_buf *raw, const struct ing_bucket *bk)
+{
+	struct ing_pair_cur c;
+	uint32_t node, prev = 0;
+	int64_t v;
+
+	ing_pairs_begin(bk, &c);
+	while (ing_pairs_next(&c, &node, &v)) {
+		put_uv(raw, node - prev);
+		prev = node;
 	}
-	if (sm_buf_error(&raw) != 0 ||
-	    (rv = block_wrap('I', &raw, level, &e->index)) != 0)
-		goto fail;
-	/* data, one value per series */
-	if ((e->data = sm_calloc(src->nseries, sizeof(*e->data))) == NULL) {
-		rv = SM_ENOMEM;
-		goto fail;
-	}
+	ing_pairs_begin(bk, &c);
+	while (ing_pairs_next(&c, &node, &v))
+		put_zz(raw, v);
+}
+
+/* Encode the 'D' parts, one per series, adding their sizes to the meta.
+ * A source failure is returned as the source set it in err. */
+static int
+enc_data(const struct ing_block_src *src, int level, struct sm_buf *raw,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	int rv;
+
+	if ((e->data = sm_calloc(src->nseries, sizeof(*e->data))) == NULL)
+		return (enc_fail(SM_ENOMEM, err));
 	e->ndata = src->nseries;
 	for (uint32_t k = 0; k < src->nseries; k++) {
 		const struct ing_series *sr;
 
 		if ((rv = src->series(src->arg, k, &sr, err)) != 0)
-			goto fail_src;
-		sm_buf_reset(&raw);
-		for (uint32_t b = 0; b < sr->nb; b++) {
-			const struct ing_bucket *bk = &sr->b[b];
-			struct ing_pair_cur c;
-			uint32_t node, prev = 0;
-			int64_t v;
-
-			ing_pairs_begin(bk, &c);
-			while (ing_pairs_next(&c, &node, &v)) {
-				put_uv(&raw, node - prev);
-				prev = node;
-			}
-			ing_pairs_begin(bk, &c);
-			while (ing_pairs_next(&c, &node, &v))
-				put_zz(&raw, v);
-		}
-		if (sm_buf_error(&raw) != 0 ||
-		    (rv = block_wrap('D', &raw, level, &e->data[k])) != 0)
-			goto fail;
+			return (rv);
+		sm_buf_reset(raw);
+		for (uint32_t b = 0; b < sr->nb; b++)
+			enc_bucket_pairs(raw, &sr->b[b]);
+		if ((rv = enc_part('D', raw, level, &e->data[k], err)) != 0)
+			return (rv);
 		e->meta.bytes += e->data[k].len;
 	}
-	/* spans */
-	if (src->nspans > 0) {
-		const struct ing_span_rec *sp = src->spans;
-		uint32_t nsp = src->nspans;
-		uint64_t pspan = 0;
-		int64_t pt = 0;
-		uint8_t fb[8];
+	return (0);
+}
 
-		sm_buf_reset(&raw);
-		for (uint32_t i = 0; i < nsp; i++) {
-			put_uv(&raw, sp[i].span - pspan);
-			pspan = sp[i].span;
-			sm_put_be64(fb, sp[i].fp);
-			sm_buf_append(&raw, fb, sizeof(fb));
-			put_zz(&raw, (int64_t)((uint64_t)sp[i].t - (uint64_t)pt));
-			pt = sp[i].t;
-			put_uv(&raw, sp[i].node);
-			put_zz(&raw, sp[i].value);
-		}
-		if (sm_buf_error(&raw) != 0 ||
-		    (rv = block_wrap('P', &raw, level, &e->spans)) != 0)
-			goto fail;
-		e->meta.bytes += e->spans.len;
-	}
-	/* profiles */
-	if (src->nprofs > 0) {
-		const struct ing_prof_rec *pr = src->profs;
-		uint32_t npr = src->nprofs;
-		int64_t pt = 0;
-		uint8_t fb[8];
+/* Encode the 'P' part of span samples, if any, adding its size to the
+ * meta. */
+static int
+enc_spans(const struct ing_block_src *src, int level, struct sm_buf *raw,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	const struct ing_span_rec *sp = src->spans;
+	uint64_t pspan = 0;
+	int64_t pt = 0;
+	uint8_t fb[8];
+	int rv;
 
-		sm_buf_reset(&raw);
-		for (uint32_t i = 0; i < npr; i++) {
-			sm_put_be64(fb, pr[i].fp);
-			sm_buf_append(&raw, fb, sizeof(fb));
-			put_zz(&raw, (int64_t)((uint64_t)pr[i].t -
-			    (uint64_t)pt));
-			pt = pr[i].t;
-			sm_buf_append(&raw, pr[i].id, 16);
-			put_uv(&raw, (uint64_t)pr[i].total);
-		}
-		if (sm_buf_error(&raw) != 0 ||
-		    (rv = block_wrap('X', &raw, level, &e->profiles)) != 0)
-			goto fail;
-		e->meta.bytes += e->profiles.len;
+	if (src->nspans == 0)
+		return (0);
+	sm_buf_reset(raw);
+	for (uint32_t i = 0; i < src->nspans; i++) {
+		put_uv(raw, sp[i].span - pspan);
+		pspan = sp[i].span;
+		sm_put_be64(fb, sp[i].fp);
+		sm_buf_append(raw, fb, sizeof(fb));
+		put_zz(raw, (int64_t)((uint64_t)sp[i].t - (uint64_t)pt));
+		pt = sp[i].t;
+		put_uv(raw, sp[i].node);
+		put_zz(raw, sp[i].value);
 	}
+	if ((rv = enc_part('P', raw, level, &e->spans, err)) != 0)
+		return (rv);
+	e->meta.bytes += e->spans.len;
+	return (0);
+}
+
+/* Encode the 'X' part of profile records, if any, adding its size to the
+ * meta. */
+static int
+enc_profiles(const struct ing_block_src *src, int level, struct sm_buf *raw,
+    struct ing_block_enc *e, struct sm_err *err)
+{
+	const struct ing_prof_rec *pr = src->profs;
+	int64_t pt = 0;
+	uint8_t fb[8];
+	int rv;
+
+	if (src->nprofs == 0)
+		return (0);
+	sm_buf_reset(raw);
+	for (uint32_t i = 0; i < src->nprofs; i++) {
+		sm_put_be64(fb, pr[i].fp);
+		sm_buf_append(raw, fb, sizeof(fb));
+		put_zz(raw, (int64_t)((uint64_t)pr[i].t - (uint64_t)pt));
+		pt = pr[i].t;
+		sm_buf_append(raw, pr[i].id, 16);
+		put_uv(raw, (uint64_t)pr[i].total);
+	}
+	if ((rv = enc_part('X', raw, level, &e->profiles, err)) != 0)
+		return (rv);
+	e->meta.bytes += e->profiles.len;
+	return (0);
+}
+
+/* Encode src; `tier` (NULL for a raw block) carries the tier fields. */
+static int
+block_encode(const struct ing_block_src *src, int level,
+    const struct ing_block_meta *tier, struct ing_block_enc *e,
+    struct sm_err *err)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	uint8_t mb[ING_BLOCK_META_LEN];
+	int rv;
+
+	memset(e, 0, sizeof(*e));
+	if (src->nseries == 0)
+		return (sm_err_set(err, SM_EINVAL, "empty head"));
+	/* Each step's error is final: err says which tier rule, what the
+	 * source failed at, or what encoding ran out of. */
+	if ((rv = enc_meta_init(src, tier, e, err)) != 0)
+		goto fail;
+	put_strings(&raw, src->frames);
+	if ((rv = enc_part('S', &raw, level, &e->symbols, err)) != 0 ||
+	    (rv = enc_tree(src, level, &raw, e, err)) != 0 ||
+	    (rv = enc_index(src, level, &raw, e, err)) != 0 ||
+	    (rv = enc_data(src, level, &raw, e, err)) != 0 ||
+	    (rv = enc_spans(src, level, &raw, e, err)) != 0 ||
+	    (rv = enc_profiles(src, level, &raw, e, err)) != 0)
+		goto fail;
 	e->meta.bytes += e->symbols.len + e->tree.len + e->index.len +
 	    ING_BLOCK_HDR + ING_BLOCK_META_LEN;
 	/* meta, last: it carries the total size */
 	meta_put(&e->meta, mb);
 	sm_buf_reset(&raw);
 	sm_buf_append(&raw, mb, sizeof(mb));
-	if (sm_buf_error(&raw) != 0 ||
-	    (rv = block_wrap('M', &raw, level, &e->m)) != 0)
+	if ((rv = enc_part('M', &raw, level, &e->m, err)) != 0)
 		goto fail;
 	sm_buf_fini(&raw);
 	return (0);
-fail_src:
-	sm_buf_fini(&raw);
-	ing_block_enc_fini(e);
-	return (rv);        /* err says what the source failed at */
 fail:
 	sm_buf_fini(&raw);
 	ing_block_enc_fini(e);
-	if (rv == SM_EINVAL)
-		return (rv);     /* err says which tier rule */
-	return (sm_err_set(err, rv == 0 ? SM_ENOMEM : rv, "encoding block: %s",
-	    sm_strerror(rv == 0 ? SM_ENOMEM : rv)));
+	return (rv);
 }
 
 int
@@ -667,6 +745,152 @@ fail:
 	return (rv);
 }
 
+/* Check the copy of the meta the index opens with (format `version`)
+ * against m, and step r past it; 0 or SM_ECORRUPT. */
+static int
+index_meta_check(struct rd *r, uint8_t version,
+    const struct ing_block_meta *m)
+{
+	struct ing_block_meta copy;
+
+	if ((size_t)(r->end - r->p) < meta_len(version) ||
+	    meta_get(r->p, version, &copy, r->err) != 0 ||
+	    copy.gen != m->gen || copy.min_t != m->min_t ||
+	    copy.max_t != m->max_t || copy.nseries != m->nseries ||
+	    copy.tier_ms != m->tier_ms ||
+	    copy.cover_start != m->cover_start ||
+	    copy.cover_end != m->cover_end ||
+	    copy.cover_gen != m->cover_gen)
+		return (rd_fail(r, "meta copy does not match the meta"));
+	r->p += meta_len(version);
+	return (0);
+}
+
+/* Intern the label strings into s in order, so string ids stay the
+ * stored ids; 0, SM_ENOMEM or SM_ECORRUPT. */
+static int
+index_intern(struct rd *r, struct ing_set *s, const struct sm_str *strs,
+    uint32_t nstrs)
+{
+	for (uint32_t i = 0; i < nstrs; i++) {
+		uint32_t id;
+
+		if (sm_strtab_intern(&s->lstr, strs[i].p, strs[i].len,
+		    &id) != 0)
+			return (sm_err_set(r->err, SM_ENOMEM, "out of memory"));
+		if (id != i)
+			return (rd_fail(r, "duplicate label string"));
+	}
+	return (0);
+}
+
+/* Free a series decoded from the index that never reached the set. */
+static void
+index_series_free(struct ing_series *sr)
+{
+	sm_free(sr->b);
+	sm_free(sr->labels);
+	sm_free(sr->lid);
+	sm_free(sr);
+}
+
+/* Read a series' label string ids and point its labels at s's strings;
+ * a failure is left in r. */
+static void
+index_labels_get(struct rd *r, const struct ing_set *s, uint32_t nstrs,
+    struct ing_series *sr)
+{
+	for (uint32_t i = 0; i < 2 * sr->nlabels && !r->bad; i++) {
+		uint64_t id = get_uv(r);
+
+		if (id >= nstrs)
+			rd_fail(r, "label string id out of range");
+		sr->lid[i] = (uint32_t)id;
+	}
+	for (uint32_t i = 0; i < sr->nlabels && !r->bad; i++) {
+		sr->labels[i].name = sm_strtab_str(&s->lstr,
+		    sr->lid[2 * i], NULL);
+		sr->labels[i].value = sm_strtab_str(&s->lstr,
+		    sr->lid[2 * i + 1], NULL);
+		if (i > 0 && strcmp(sr->labels[i - 1].name,
+		    sr->labels[i].name) >= 0)
+			rd_fail(r, "series labels not sorted");
+	}
+}
+
+/* Read a series' bucket summaries into sr->b (sr->nb of them), checked
+ * against m; a failure is left in r. */
+static void
+index_buckets_get(struct rd *r, bool signed_v, const struct ing_block_meta *m,
+    struct ing_series *sr)
+{
+	int64_t t = 0;
+
+	for (uint32_t b = 0; b < sr->nb && !r->bad; b++) {
+		int64_t d = get_zz(r);
+
+		if (b > 0 && d <= 0)
+			rd_fail(r, "bucket times not increasing");
+		t += d;
+		sr->b[b].t = t;
+		sr->b[b].profiles = (uint32_t)get_uv(r);
+		sr->b[b].total = signed_v ? get_zz(r) : (int64_t)get_uv(r);
+		sr->b[b].n = get_count(r, 0);
+		if (!r->bad && (sr->b[b].n == 0 ||
+		    (!signed_v && sr->b[b].total <= 0) ||
+		    t < m->min_t || t >= m->max_t || sr->b[b].n > m->nnodes))
+			rd_fail(r, "bucket summary out of range");
+	}
+}
+
+/* Decode the next series of the index and append it to s; 0, SM_ENOMEM
+ * or SM_ECORRUPT. */
+static int
+index_series_get(struct rd *r, struct ing_set *s, uint32_t nstrs,
+    bool signed_v, const struct ing_block_meta *m)
+{
+	struct ing_series *sr = sm_calloc(1, sizeof(*sr));
+	uint32_t nl = get_count(r, 2);
+	int rv;
+
+	if (sr == NULL)
+		return (sm_err_set(r->err, SM_ENOMEM, "out of memory"));
+	sr->nlabels = nl;
+	sr->labels = sm_calloc(SM_MAX(nl, 1), sizeof(*sr->labels));
+	sr->lid = sm_calloc(SM_MAX(2 * (size_t)nl, 1), sizeof(*sr->lid));
+	if (sr->labels == NULL || sr->lid == NULL) {
+		index_series_free(sr);
+		return (sm_err_set(r->err, SM_ENOMEM, "out of memory"));
+	}
+	index_labels_get(r, s, nstrs, sr);
+	sr->meta.spy = (uint32_t)get_uv(r);
+	sr->meta.units = (uint32_t)get_uv(r);
+	sr->meta.aggregation = (uint32_t)get_uv(r);
+	sr->meta.sample_rate = (uint32_t)get_uv(r);
+	if (!r->bad && (sr->meta.spy >= nstrs || sr->meta.units >= nstrs ||
+	    sr->meta.aggregation >= nstrs))
+		rd_fail(r, "metadata string id out of range");
+	sr->nb = sr->cap = get_count(r, 4);
+	if (!r->bad && sr->nb == 0)
+		rd_fail(r, "series without buckets");
+	if (!r->bad && (sr->b = sm_calloc(sr->nb, sizeof(*sr->b))) == NULL) {
+		index_series_free(sr);
+		return (sm_err_set(r->err, SM_ENOMEM, "out of memory"));
+	}
+	index_buckets_get(r, signed_v, m, sr);
+	if (r->bad) {
+		index_series_free(sr);
+		return (SM_ECORRUPT);
+	}
+	sr->fp = sm_labels_fingerprint(sr->labels, nl);
+	if ((rv = ing_set_append(s, sr)) != 0) {
+		index_series_free(sr);
+		sm_err_set(r->err, rv, "out of memory");
+		return (rv);
+	}
+	return (0);
+}
+
 int
 ing_block_index_decode(const uint8_t *v, size_t n,
     const struct ing_block_meta *m, struct ing_set **out, size_t *bytes,
@@ -687,23 +911,8 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 		return (rv);
 	signed_v = v[2] >= 2;
 	r = (struct rd){ raw, raw + rawlen, raw, "index", err, 0 };
-	{
-		struct ing_block_meta copy;
-
-		if (rawlen < meta_len(v[2]) ||
-		    meta_get(raw, v[2], &copy, err) != 0 ||
-		    copy.gen != m->gen || copy.min_t != m->min_t ||
-		    copy.max_t != m->max_t || copy.nseries != m->nseries ||
-		    copy.tier_ms != m->tier_ms ||
-		    copy.cover_start != m->cover_start ||
-		    copy.cover_end != m->cover_end ||
-		    copy.cover_gen != m->cover_gen) {
-			rv = rd_fail(&r, "meta copy does not match the meta");
-			goto out;
-		}
-		r.p += meta_len(v[2]);
-	}
-	if ((rv = get_strings(&r, 0, &strs, &nstrs, &strbuf)) != 0)
+	if ((rv = index_meta_check(&r, v[2], m)) != 0 ||
+	    (rv = get_strings(&r, 0, &strs, &nstrs, &strbuf)) != 0)
 		goto out;
 	if ((s = sm_malloc(sizeof(*s))) == NULL || ing_set_init(s) != 0) {
 		sm_free(s);
@@ -711,113 +920,16 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	/* Intern in order so string ids stay the stored ids. */
-	for (uint32_t i = 0; i < nstrs; i++) {
-		uint32_t id;
-
-		if (sm_strtab_intern(&s->lstr, strs[i].p, strs[i].len,
-		    &id) != 0) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		if (id != i) {
-			rv = rd_fail(&r, "duplicate label string");
-			goto out;
-		}
-	}
+	if ((rv = index_intern(&r, s, strs, nstrs)) != 0)
+		goto out;
 	nseries = get_count(&r, 2);
 	if (r.bad || nseries != m->nseries) {
 		rv = rd_fail(&r, "series count does not match the meta");
 		goto out;
 	}
 	for (uint32_t k = 0; k < nseries; k++) {
-		struct ing_series *sr = sm_calloc(1, sizeof(*sr));
-		uint32_t nl = get_count(&r, 2);
-		int64_t t = 0;
-
-		if (sr == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		if ((rv = index_series_get(&r, s, nstrs, signed_v, m)) != 0)
 			goto out;
-		}
-		sr->nlabels = nl;
-		sr->labels = sm_calloc(SM_MAX(nl, 1), sizeof(*sr->labels));
-		sr->lid = sm_calloc(SM_MAX(2 * (size_t)nl, 1),
-		    sizeof(*sr->lid));
-		if (sr->labels == NULL || sr->lid == NULL) {
-			sm_free(sr->labels);
-			sm_free(sr->lid);
-			sm_free(sr);
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		for (uint32_t i = 0; i < 2 * nl && !r.bad; i++) {
-			uint64_t id = get_uv(&r);
-
-			if (id >= nstrs)
-				rd_fail(&r, "label string id out of range");
-			sr->lid[i] = (uint32_t)id;
-		}
-		for (uint32_t i = 0; i < nl && !r.bad; i++) {
-			sr->labels[i].name = sm_strtab_str(&s->lstr,
-			    sr->lid[2 * i], NULL);
-			sr->labels[i].value = sm_strtab_str(&s->lstr,
-			    sr->lid[2 * i + 1], NULL);
-			if (i > 0 && strcmp(sr->labels[i - 1].name,
-			    sr->labels[i].name) >= 0)
-				rd_fail(&r, "series labels not sorted");
-		}
-		sr->meta.spy = (uint32_t)get_uv(&r);
-		sr->meta.units = (uint32_t)get_uv(&r);
-		sr->meta.aggregation = (uint32_t)get_uv(&r);
-		sr->meta.sample_rate = (uint32_t)get_uv(&r);
-		if (!r.bad && (sr->meta.spy >= nstrs || sr->meta.units >=
-		    nstrs || sr->meta.aggregation >= nstrs))
-			rd_fail(&r, "metadata string id out of range");
-		sr->nb = sr->cap = get_count(&r, 4);
-		if (!r.bad && sr->nb == 0)
-			rd_fail(&r, "series without buckets");
-		if (!r.bad && (sr->b = sm_calloc(sr->nb, sizeof(*sr->b))) ==
-		    NULL) {
-			sm_free(sr->labels);
-			sm_free(sr->lid);
-			sm_free(sr);
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		for (uint32_t b = 0; b < sr->nb && !r.bad; b++) {
-			int64_t d = get_zz(&r);
-
-			if (b > 0 && d <= 0)
-				rd_fail(&r, "bucket times not increasing");
-			t += d;
-			sr->b[b].t = t;
-			sr->b[b].profiles = (uint32_t)get_uv(&r);
-			sr->b[b].total = signed_v ? get_zz(&r) :
-			    (int64_t)get_uv(&r);
-			sr->b[b].n = get_count(&r, 0);
-			if (!r.bad && (sr->b[b].n == 0 ||
-			    (!signed_v && sr->b[b].total <= 0) ||
-			    t < m->min_t || t >= m->max_t ||
-			    sr->b[b].n > m->nnodes))
-				rd_fail(&r, "bucket summary out of range");
-		}
-		if (r.bad) {
-			sm_free(sr->b);
-			sm_free(sr->labels);
-			sm_free(sr->lid);
-			sm_free(sr);
-			rv = SM_ECORRUPT;
-			goto out;
-		}
-		sr->fp = sm_labels_fingerprint(sr->labels, nl);
-		if ((rv = ing_set_append(s, sr)) != 0) {
-			sm_free(sr->b);
-			sm_free(sr->labels);
-			sm_free(sr->lid);
-			sm_free(sr);
-			sm_err_set(err, rv, "out of memory");
-			goto out;
-		}
 	}
 	if (r.p != r.end) {
 		rv = rd_fail(&r, "trailing bytes");
