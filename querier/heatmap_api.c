@@ -579,6 +579,135 @@ labels_key(struct sm_arena *a, Types__V1__LabelPair *const *l, size_t n)
 	return (out);
 }
 
+/* The labels_key of every series of `out`, in a sm_malloc'd *keysp. */
+static int
+ex_series_keys(struct sm_arena *a,
+    const struct Querier__V1__SelectSeriesResponse *out, char ***keysp,
+    struct sm_err *err)
+{
+	char **keys;
+
+	if ((*keysp = keys = sm_calloc(out->n_series, sizeof(*keys))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < out->n_series; i++) {
+		if ((keys[i] = labels_key(a, out->series[i]->labels,
+		    out->series[i]->n_labels)) == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	return (0);
+}
+
+/* The point of `s` at timestamp ts (points are sorted by it), or NULL. */
+static Types__V1__Point *
+ex_point(const Types__V1__Series *s, int64_t ts)
+{
+	size_t lo = 0, hi = s->n_points;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->points[mid]->timestamp < ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == s->n_points || s->points[lo]->timestamp != ts)
+		return (NULL);
+	return (s->points[lo]);
+}
+
+/*
+ * Offer profile x of series s as the exemplar of its point pt: one per
+ * point, its largest profile (then the earliest, then the smallest id);
+ * replicas repeat the same profile, which changes nothing.
+ */
+static int
+ex_offer(struct sm_arena *a, Types__V1__Series *s, Types__V1__Point *pt,
+    const Smolder__V1__ProfileRef *x, struct sm_err *err)
+{
+	Types__V1__Exemplar *e;
+
+	if (pt->n_exemplars == 1) {
+		Types__V1__Exemplar *o = pt->exemplars[0];
+		char *id = uuid_str(a, x->id.data);
+
+		if (id == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "oom"));
+		if (x->total < o->value || (x->total == o->value &&
+		    (x->time_ms > o->timestamp ||
+		    (x->time_ms == o->timestamp &&
+		    strcmp(id, o->profile_id) >= 0))))
+			return (0);
+		o->timestamp = x->time_ms;
+		o->value = x->total;
+		o->profile_id = id;
+		return (0);
+	}
+	if ((e = sm_arena_alloc(a, sizeof(*e))) == NULL ||
+	    (pt->exemplars = sm_arena_alloc(a, sizeof(*pt->exemplars))) ==
+	    NULL)
+		return (sm_err_set(err, SM_ENOMEM, "oom"));
+	types__v1__exemplar__init(e);
+	e->timestamp = x->time_ms;
+	e->value = x->total;
+	e->labels = s->labels;
+	e->n_labels = s->n_labels;
+	if ((e->profile_id = uuid_str(a, x->id.data)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "oom"));
+	pt->exemplars[0] = e;
+	pt->n_exemplars = 1;
+	return (0);
+}
+
+/*
+ * Offer every profile of one ingester's answer r to the points of `out`
+ * (series keys[0..out->n_series)) it falls in; a profile of a group the
+ * limit cut, or of a step with no point, is passed over.
+ */
+static int
+ex_answer(struct sm_arena *a, const Smolder__V1__ProfilesResponse *r,
+    int64_t step_ms, char *const *keys,
+    struct Querier__V1__SelectSeriesResponse *out, struct sm_err *err)
+{
+	Types__V1__Series *last_s = NULL;
+	size_t last_gi = SIZE_MAX, gi = 0;
+	int rv;
+
+	for (size_t k = 0; k < r->n_profiles; k++) {
+		const Smolder__V1__ProfileRef *x = r->profiles[k];
+		Types__V1__Series *s = NULL;
+		Types__V1__Point *pt;
+		char *key;
+
+		while (gi < r->n_groups && r->groups[gi]->fp < x->fp)
+			gi++;
+		if (gi == r->n_groups || r->groups[gi]->fp != x->fp ||
+		    x->id.len != 16)
+			return (sm_err_set(err, SM_EPROTO, "ingester sent a "
+			    "profile without its series' labels"));
+		if (gi == last_gi) {
+			s = last_s;
+		} else {
+			if ((key = labels_key(a, r->groups[gi]->labels,
+			    r->groups[gi]->n_labels)) == NULL)
+				return (sm_err_set(err, SM_ENOMEM, "oom"));
+			for (size_t j = 0; j < out->n_series && s == NULL; j++)
+				if (strcmp(keys[j], key) == 0)
+					s = out->series[j];
+			last_gi = gi;
+			last_s = s;
+		}
+		if (s == NULL)
+			continue;   /* a group cut by the limit */
+		if ((pt = ex_point(s, sm_floor_to(x->bucket_t,
+		    step_ms))) == NULL)
+			continue;
+		if ((rv = ex_offer(a, s, pt, x, err)) != 0)
+			return (rv);
+	}
+	return (0);
+}
+
 int
 qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
     int exemplar_type, struct Querier__V1__SelectSeriesResponse *out,
@@ -589,8 +718,6 @@ qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
 	Smolder__V1__Select lsel;
 	struct qry_fan f;
 	char **keys = NULL;
-	Types__V1__Series *last_s = NULL;
-	size_t last_gi = SIZE_MAX;
 	bool empty;
 	int rv = 0;
 
@@ -611,23 +738,11 @@ qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
 	pr.n_group_by = sr->n_group_by;
 	rq.method_case = SMOLDER__V1__REQUEST__METHOD_PROFILES;
 	rq.profiles = &pr;
-	if ((rv = qry_fanout_same(q, &f, &rq, "profiles", err)) != 0)
+	if ((rv = qry_fanout_same(q, &f, &rq, "profiles", err)) != 0 ||
+	    (rv = ex_series_keys(a, out, &keys, err)) != 0)
 		goto out;
-	if ((keys = sm_calloc(out->n_series, sizeof(*keys))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < out->n_series; i++) {
-		if ((keys[i] = labels_key(a, out->series[i]->labels,
-		    out->series[i]->n_labels)) == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-	}
 	for (uint32_t i = 0; i < f.n; i++) {
 		const struct qry_call *c = &f.calls[i];
-		const Smolder__V1__ProfilesResponse *r;
-		size_t gi = 0;
 
 		if (c->rv != 0)
 			continue;
@@ -637,96 +752,9 @@ qry_series_exemplars(struct querier *q, const Smolder__V1__SeriesRequest *sr,
 			    "without a profiles result");
 			goto out;
 		}
-		r = c->resp->profiles;
-		last_gi = SIZE_MAX;
-		last_s = NULL;
-		for (size_t k = 0; k < r->n_profiles; k++) {
-			const Smolder__V1__ProfileRef *x = r->profiles[k];
-			Types__V1__Series *s = NULL;
-			Types__V1__Point *pt = NULL;
-			Types__V1__Exemplar *e;
-			char *key;
-			int64_t ts;
-			size_t lo, hi;
-
-			while (gi < r->n_groups && r->groups[gi]->fp < x->fp)
-				gi++;
-			if (gi == r->n_groups || r->groups[gi]->fp != x->fp ||
-			    x->id.len != 16) {
-				rv = sm_err_set(err, SM_EPROTO, "ingester sent "
-				    "a profile without its series' labels");
-				goto out;
-			}
-			if (gi == last_gi) {
-				s = last_s;
-			} else {
-				if ((key = labels_key(a, r->groups[gi]->labels,
-				    r->groups[gi]->n_labels)) == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM, "oom");
-					goto out;
-				}
-				for (size_t j = 0; j < out->n_series &&
-				    s == NULL; j++)
-					if (strcmp(keys[j], key) == 0)
-						s = out->series[j];
-				last_gi = gi;
-				last_s = s;
-			}
-			if (s == NULL)
-				continue;   /* a group cut by the limit */
-			ts = sm_floor_to(x->bucket_t, sr->step_ms);
-			lo = 0;
-			hi = s->n_points;
-			while (lo < hi) {
-				size_t mid = lo + (hi - lo) / 2;
-
-				if (s->points[mid]->timestamp < ts)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo == s->n_points || s->points[lo]->timestamp != ts)
-				continue;
-			pt = s->points[lo];
-			/* One exemplar per point: its largest profile (then
-			 * the earliest, then the smallest id); replicas
-			 * repeat the same profile, which changes nothing. */
-			if (pt->n_exemplars == 1) {
-				Types__V1__Exemplar *o = pt->exemplars[0];
-				char *id = uuid_str(a, x->id.data);
-
-				if (id == NULL) {
-					rv = sm_err_set(err, SM_ENOMEM, "oom");
-					goto out;
-				}
-				if (x->total < o->value || (x->total == o->value &&
-				    (x->time_ms > o->timestamp ||
-				    (x->time_ms == o->timestamp &&
-				    strcmp(id, o->profile_id) >= 0))))
-					continue;
-				o->timestamp = x->time_ms;
-				o->value = x->total;
-				o->profile_id = id;
-				continue;
-			}
-			if ((e = sm_arena_alloc(a, sizeof(*e))) == NULL ||
-			    (pt->exemplars = sm_arena_alloc(a,
-			    sizeof(*pt->exemplars))) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			types__v1__exemplar__init(e);
-			e->timestamp = x->time_ms;
-			e->value = x->total;
-			e->labels = s->labels;
-			e->n_labels = s->n_labels;
-			if ((e->profile_id = uuid_str(a, x->id.data)) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "oom");
-				goto out;
-			}
-			pt->exemplars[0] = e;
-			pt->n_exemplars = 1;
-		}
+		if ((rv = ex_answer(a, c->resp->profiles, sr->step_ms, keys,
+		    out, err)) != 0)
+			goto out;
 	}
 out:
 	sm_free(keys);
