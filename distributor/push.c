@@ -367,21 +367,175 @@ push_shard(const struct sm_ring_snap *snap, const char *tenant, int64_t size,
 	return (0);
 }
 
+/*
+ * The plan of one write: series k's call slots slot[goff[k] ..
+ * goff[k + 1]), each slot's member (slot_member) and series (series_of,
+ * push_slot_series), the encodings enc[0..nenc) and the slot's one
+ * (enc_of), and the scratch of push_replicas.  Arrays sized for the
+ * snapshot; push_plan_free frees them.
+ */
+struct push_plan {
+	uint32_t *slot, *goff, *member_slot, *slot_member, nslots;
+	uint32_t *series_of, *nser, *off;
+	struct sm_buf *enc;
+	uint32_t *enc_of, nenc;
+	struct push_reps pr;
+};
+
+/* Allocate the plan's arrays for ns series of rf replicas in snap. */
+static int
+push_plan_alloc(struct push_plan *p, const struct sm_ring_snap *snap,
+    uint32_t ns, uint32_t rf, struct sm_err *err)
+{
+	size_t nm = SM_MAX(snap->n, 1);
+
+	p->pr.snap = snap;
+	p->slot = sm_malloc((size_t)SM_MAX(ns, 1) * SM_MAX(rf, 1) *
+	    sizeof(*p->slot));
+	p->goff = sm_calloc((size_t)ns + 1, sizeof(*p->goff));
+	p->member_slot = sm_malloc(nm * sizeof(*p->member_slot));
+	p->slot_member = sm_malloc(nm * sizeof(*p->slot_member));
+	p->nser = sm_calloc(nm, sizeof(*p->nser));
+	p->off = sm_calloc(nm + 1, sizeof(*p->off));
+	p->series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf *
+	    sizeof(*p->series_of));
+	p->enc = sm_calloc(nm, sizeof(*p->enc));
+	p->enc_of = sm_malloc(nm * sizeof(*p->enc_of));
+	p->pr.seen = sm_malloc(nm);
+	p->pr.rep = sm_malloc(nm * sizeof(*p->pr.rep));
+	p->pr.reps = sm_malloc(nm * sizeof(*p->pr.reps));
+	if (p->slot == NULL || p->goff == NULL || p->member_slot == NULL ||
+	    p->slot_member == NULL || p->nser == NULL || p->off == NULL ||
+	    p->series_of == NULL || p->pr.seen == NULL ||
+	    p->pr.rep == NULL || p->pr.reps == NULL ||
+	    p->enc == NULL || p->enc_of == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < snap->n; i++)
+		p->member_slot[i] = UINT32_MAX;
+	p->pr.goff = p->goff;
+	p->pr.slot = p->slot;
+	p->pr.slot_member = p->slot_member;
+	return (0);
+}
+
+/* Free the plan's arrays and encodings. */
+static void
+push_plan_free(struct push_plan *p)
+{
+	for (uint32_t e = 0; p->enc != NULL && e < p->nenc; e++)
+		sm_buf_fini(&p->enc[e]);
+	sm_free(p->enc);
+	sm_free(p->enc_of);
+	sm_free(p->slot);
+	sm_free(p->goff);
+	sm_free(p->member_slot);
+	sm_free(p->slot_member);
+	sm_free(p->nser);
+	sm_free(p->off);
+	sm_free(p->series_of);
+	sm_free(p->pr.seen);
+	sm_free(p->pr.rep);
+	sm_free(p->pr.reps);
+}
+
+/*
+ * dist_push step 1: each series' replica set (at most rf members of the
+ * shard, NULL: of the ring) into the plan, a call slot per ingester used;
+ * SM_EUNAVAIL when a series has fewer than quorum q.
+ */
+static int
+push_replica_sets(struct push_plan *p, const struct sm_ring_snap *snap,
+    const char *tenant, const struct dist_batch *b, const uint8_t *shard,
+    uint32_t nshard, uint32_t rf, uint32_t q, struct sm_err *err)
+{
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		const struct dist_series *s = &b->series[k];
+		uint32_t rep[PUSH_MAX_RF], n;
+
+		n = sm_ring_replicas(snap, sm_ring_key(tenant, s->labels,
+		    s->nlabels), shard, rep);
+		if (n > rf)
+			n = rf;
+		if (n < q && shard != NULL)
+			return (sm_err_set(err, SM_EUNAVAIL, "too few "
+			    "ingesters of the tenant's shard take writes: "
+			    "%u replicas for a series, quorum %u (shard "
+			    "of %u ingesters, -distributor.ingestion-"
+			    "tenant-shard-size)", n, q, nshard));
+		if (n < q)
+			return (sm_err_set(err, SM_EUNAVAIL, "too few "
+			    "healthy replicas for a series: %u, quorum "
+			    "%u", n, q));
+		p->goff[k + 1] = p->goff[k] + n;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t m = rep[j];
+
+			if (p->member_slot[m] == UINT32_MAX) {
+				p->member_slot[m] = p->nslots;
+				p->slot_member[p->nslots++] = m;
+			}
+			p->slot[p->goff[k] + j] = p->member_slot[m];
+			p->nser[p->member_slot[m]]++;
+		}
+	}
+	return (0);
+}
+
+/* The write's profile id: the client's, else random (else a mix of the
+ * clocks and the batch's address when getrandom fails). */
+static void
+push_profile_id(uint8_t id[16], const uint8_t *profile_id,
+    const struct dist_batch *b)
+{
+	if (profile_id != NULL) {
+		memcpy(id, profile_id, 16);
+	} else if (getrandom(id, 16, 0) != (ssize_t)16) {
+		int64_t t = sm_mono_ns() ^ sm_now_ns();
+
+		memcpy(id, &t, 8);
+		t = (int64_t)(uintptr_t)b ^ sm_now_ns() * 31;
+		memcpy(id + 8, &t, 8);
+	}
+}
+
+/*
+ * dist_push step 3: start every call slot's write on a new *mcp and wait
+ * until each of the ns series has q acknowledgements, or can no longer
+ * get them, or the push timeout passes.  0 or SM_ENOMEM.
+ */
+static int
+push_send(struct distributor *d, const struct sm_ring_snap *snap,
+    const struct push_plan *p, uint32_t ns, uint32_t q,
+    struct sm_rpc_multi **mcp, struct sm_err *err)
+{
+	struct sm_quorum qw;
+
+	if (sm_rpc_multi_create(p->nslots, "write", mcp) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t sl = 0; sl < p->nslots; sl++) {
+		const struct sm_buf *x = &p->enc[p->enc_of[sl]];
+
+		sm_rpc_multi_start(*mcp, sl,
+		    snap->m[p->slot_member[sl]]->client, x->b, x->len,
+		    (int)d->cfg.push_timeout_ms,
+		    SM_RPC_FAILFAST | SM_RPC_DIRECT);
+	}
+	qw = (struct sm_quorum){ .nvoters = p->nslots, .ngroups = ns,
+	    .group_off = p->goff, .group_voter = p->slot, .need = q,
+	    .grace_ns = SM_QUORUM_NOW };
+	(void)sm_rpc_multi_wait_quorum(*mcp, &qw);
+	return (0);
+}
+
 int
 dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
     const uint8_t *profile_id, struct sm_err *err)
 {
 	struct sm_ring_snap *snap = sm_ring_acquire(d->ring);
 	uint32_t ns = b->nseries, rf = snap->rf, q = snap->quorum;
-	uint32_t *slot = NULL, *goff = NULL, *member_slot = NULL;
-	uint32_t *slot_member = NULL, nslots = 0;
-	uint32_t *series_of = NULL, *nser = NULL, *off = NULL;
+	struct push_plan p = { .nslots = 0 };
 	uint8_t id[16];
-	struct sm_buf *enc = NULL;
-	uint32_t *enc_of = NULL, nenc = 0;
 	struct sm_rpc_multi *mc = NULL;
-	struct sm_quorum qw;
-	struct push_reps pr = { .snap = snap };
 	uint8_t *shard = NULL;
 	uint32_t max_series, nshard = 0, shard_healthy = 0;
 	int rv = 0;
@@ -403,121 +557,32 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		    snap->n, snap->nhealthy, q, snap->rf);
 		goto out;
 	}
-	slot = sm_malloc((size_t)SM_MAX(ns, 1) * SM_MAX(rf, 1) * sizeof(*slot));
-	goff = sm_calloc((size_t)ns + 1, sizeof(*goff));
-	member_slot = sm_malloc((size_t)SM_MAX(snap->n, 1) *
-	    sizeof(*member_slot));
-	slot_member = sm_malloc((size_t)SM_MAX(snap->n, 1) *
-	    sizeof(*slot_member));
-	nser = sm_calloc(SM_MAX(snap->n, 1), sizeof(*nser));
-	off = sm_calloc((size_t)SM_MAX(snap->n, 1) + 1, sizeof(*off));
-	series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf * sizeof(*series_of));
-	enc = sm_calloc(SM_MAX(snap->n, 1), sizeof(*enc));
-	enc_of = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*enc_of));
-	pr.seen = sm_malloc(SM_MAX(snap->n, 1));
-	pr.rep = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.rep));
-	pr.reps = sm_malloc((size_t)SM_MAX(snap->n, 1) * sizeof(*pr.reps));
-	if (slot == NULL || goff == NULL || member_slot == NULL ||
-	    slot_member == NULL || nser == NULL || off == NULL ||
-	    series_of == NULL || pr.seen == NULL ||
-	    pr.rep == NULL || pr.reps == NULL ||
-	    enc == NULL || enc_of == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	/* 1. Replica sets, a call slot per ingester used. */
+	if ((rv = push_plan_alloc(&p, snap, ns, rf, err)) != 0 ||
+	    (rv = push_replica_sets(&p, snap, tenant, b, shard, nshard, rf,
+	    q, err)) != 0)
 		goto out;
-	}
-	for (uint32_t i = 0; i < snap->n; i++)
-		member_slot[i] = UINT32_MAX;
-	/* 1. Replica sets (series k's call slots: slot[goff[k] ..
-	 * goff[k + 1])); a call slot per ingester used. */
-	for (uint32_t k = 0; k < ns; k++) {
-		const struct dist_series *s = &b->series[k];
-		uint32_t rep[PUSH_MAX_RF], n;
-
-		n = sm_ring_replicas(snap, sm_ring_key(tenant, s->labels,
-		    s->nlabels), shard, rep);
-		if (n > rf)
-			n = rf;
-		if (n < q) {
-			if (shard != NULL)
-				rv = sm_err_set(err, SM_EUNAVAIL, "too few "
-				    "ingesters of the tenant's shard take writes: "
-				    "%u replicas for a series, quorum %u (shard "
-				    "of %u ingesters, -distributor.ingestion-"
-				    "tenant-shard-size)", n, q, nshard);
-			else
-				rv = sm_err_set(err, SM_EUNAVAIL, "too few "
-				    "healthy replicas for a series: %u, quorum "
-				    "%u", n, q);
-			goto out;
-		}
-		goff[k + 1] = goff[k] + n;
-		for (uint32_t j = 0; j < n; j++) {
-			uint32_t m = rep[j];
-
-			if (member_slot[m] == UINT32_MAX) {
-				member_slot[m] = nslots;
-				slot_member[nslots++] = m;
-			}
-			slot[goff[k] + j] = member_slot[m];
-			nser[member_slot[m]]++;
-		}
-	}
-	pr.goff = goff;
-	pr.slot = slot;
-	pr.slot_member = slot_member;
-	push_slot_series(ns, goff, slot, nslots, nser, off, series_of);
+	push_slot_series(ns, p.goff, p.slot, p.nslots, p.nser, p.off,
+	    p.series_of);
 	/* 2. One encoding per distinct series subset. */
-	if (profile_id != NULL) {
-		memcpy(id, profile_id, sizeof(id));
-	} else if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
-		int64_t t = sm_mono_ns() ^ sm_now_ns();
-
-		memcpy(id, &t, 8);
-		t = (int64_t)(uintptr_t)b ^ sm_now_ns() * 31;
-		memcpy(id + 8, &t, 8);
-	}
-	if ((rv = push_encode(b, tenant, id, max_series, &pr, series_of, off,
-	    nser, nslots, enc, enc_of, &nenc, err)) != 0)
+	push_profile_id(id, profile_id, b);
+	if ((rv = push_encode(b, tenant, id, max_series, &p.pr, p.series_of,
+	    p.off, p.nser, p.nslots, p.enc, p.enc_of, &p.nenc, err)) != 0)
 		goto out;
 	/* 3. Send and wait for quorum. */
-	if (sm_rpc_multi_create(nslots, "write", &mc) != 0) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	if ((rv = push_send(d, snap, &p, ns, q, &mc, err)) != 0)
 		goto out;
-	}
-	for (uint32_t sl = 0; sl < nslots; sl++) {
-		const struct sm_buf *x = &enc[enc_of[sl]];
-
-		sm_rpc_multi_start(mc, sl, snap->m[slot_member[sl]]->client,
-		    x->b, x->len, (int)d->cfg.push_timeout_ms,
-		    SM_RPC_FAILFAST | SM_RPC_DIRECT);
-	}
-	qw = (struct sm_quorum){ .nvoters = nslots, .ngroups = ns,
-	    .group_off = goff, .group_voter = slot, .need = q,
-	    .grace_ns = SM_QUORUM_NOW };
-	(void)sm_rpc_multi_wait_quorum(mc, &qw);
 	/* 4. Verdict. */
-	rv = push_verdict(mc, snap, goff, slot, slot_member, ns, rf, q, err);
+	rv = push_verdict(mc, snap, p.goff, p.slot, p.slot_member, ns, rf, q,
+	    err);
 	/* 5. Acknowledged: hints for the replicas that did not take it. */
 	if (rv == 0 && d->hints != NULL)
-		push_hints(d, tenant, b, id, snap, shard, mc, nslots,
-		    slot_member, enc, enc_of, max_series, &pr);
+		push_hints(d, tenant, b, id, snap, shard, mc, p.nslots,
+		    p.slot_member, p.enc, p.enc_of, max_series, &p.pr);
 out:
 	sm_free(shard);
 	sm_rpc_multi_destroy(mc);
-	for (uint32_t e = 0; enc != NULL && e < nenc; e++)
-		sm_buf_fini(&enc[e]);
-	sm_free(enc);
-	sm_free(enc_of);
-	sm_free(slot);
-	sm_free(goff);
-	sm_free(member_slot);
-	sm_free(slot_member);
-	sm_free(nser);
-	sm_free(off);
-	sm_free(series_of);
-	sm_free(pr.seen);
-	sm_free(pr.rep);
-	sm_free(pr.reps);
+	push_plan_free(&p);
 	sm_ring_release(snap);
 	return (rv);
 }
