@@ -780,6 +780,199 @@ source_cmp(const void *a, const void *b)
 	return (strcmp(x->id, y->id));
 }
 
+/* The sources a Sources answer lists, in the request's arena. */
+struct gw_srcs {
+	Smolder__V1__Source **v;
+	size_t n, cap;
+};
+
+/* Whether this gateway vouches for the tenant's sources: it owns the
+ * tenant in the ring now and in the ring its last complete pass served. */
+static bool
+sources_vouch(struct ing_gateway *gw, const char *tenant)
+{
+	struct sm_ring_snap *now = sm_ring_acquire(gw->ring);
+	bool vouch;
+
+	pthread_mutex_lock(&gw->src_mu);
+	vouch = owned_in(gw, now, tenant) && gw->pass != NULL &&
+	    owned_in(gw, gw->pass, tenant);
+	pthread_mutex_unlock(&gw->src_mu);
+	sm_ring_release(now);
+	return (vouch);
+}
+
+/* A new source for incarnation inc, spanning block m, named by the
+ * instance that registered inc (src_mu); NULL when the arena is full. */
+static Smolder__V1__Source *
+sources_new(struct ing_gateway *gw, struct sm_arena *a, const char *inc,
+    const struct ing_block_meta *m)
+{
+	Smolder__V1__Source *s;
+
+	if ((s = sm_arena_alloc(a, sizeof(*s))) == NULL)
+		return (NULL);
+	smolder__v1__source__init(s);
+	s->id = sm_arena_strndup(a, inc, 32);
+	s->instance = (char *)"";
+	s->min_t = m->min_t;
+	s->max_t = m->max_t;
+	pthread_mutex_lock(&gw->src_mu);
+	for (uint32_t k = 0; k < gw->nsrc; k++) {
+		if (strcmp(gw->src[k].inc, inc) == 0)
+			s->instance = sm_arena_strndup(a, gw->src[k].instance,
+			    strlen(gw->src[k].instance));
+	}
+	pthread_mutex_unlock(&gw->src_mu);
+	if (s->id == NULL || s->instance == NULL)
+		return (NULL);
+	return (s);
+}
+
+/* Count held block m into the source of incarnation inc (its gen too
+ * when the request asks for gens); 0 or SM_ENOMEM. */
+static int
+sources_add_block(struct ing_gateway *gw,
+    const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
+    struct gw_srcs *l, const char *inc, const struct ing_block_meta *m)
+{
+	Smolder__V1__Source *s = l->n > 0 ? l->v[l->n - 1] : NULL;
+
+	if (s == NULL || strcmp(s->id, inc) != 0) {
+		if (l->n == l->cap) {
+			size_t nc = l->cap ? l->cap * 2 : 8;
+			Smolder__V1__Source **nv = sm_arena_grow(a, l->v, l->n,
+			    nc, sizeof(*nv));
+
+			if (nv == NULL)
+				return (SM_ENOMEM);
+			l->v = nv;
+			l->cap = nc;
+		}
+		if ((s = sources_new(gw, a, inc, m)) == NULL)
+			return (SM_ENOMEM);
+		l->v[l->n++] = s;
+	}
+	s->min_t = SM_MIN(s->min_t, m->min_t);
+	s->max_t = SM_MAX(s->max_t, m->max_t);
+	if (req->gens) {         /* blocks come in gen order */
+		uint64_t *g = sm_arena_grow(a, s->gens, s->n_gens,
+		    s->n_gens + 1, sizeof(*g));
+
+		if (g == NULL)
+			return (SM_ENOMEM);
+		g[s->n_gens++] = m->gen;
+		s->gens = g;
+	}
+	s->blocks++;
+	return (0);
+}
+
+/* Add a fold's gen to the source `id`, listing the source if no held
+ * block did; 0 or SM_ENOMEM. */
+static int
+sources_add_fold(struct sm_arena *a, struct gw_srcs *l, const char *id,
+    uint64_t gen)
+{
+	Smolder__V1__Source *s;
+	uint64_t *g;
+	size_t k;
+
+	for (k = 0; k < l->n && strcmp(l->v[k]->id, id) != 0; k++)
+		;
+	if (k == l->n) {
+		Smolder__V1__Source **nv = sm_arena_grow(a, l->v, l->n,
+		    l->n + 1, sizeof(*nv));
+
+		if (nv == NULL || (s = sm_arena_alloc(a, sizeof(*s))) == NULL)
+			return (SM_ENOMEM);
+		l->v = nv;
+		l->cap = l->n + 1;
+		smolder__v1__source__init(s);
+		s->id = sm_arena_strndup(a, id, 32);
+		s->instance = (char *)"";
+		if (s->id == NULL)
+			return (SM_ENOMEM);
+		l->v[l->n++] = s;
+	}
+	s = l->v[k];
+	if ((g = sm_arena_grow(a, s->gens, s->n_gens, s->n_gens + 1,
+	    sizeof(*g))) == NULL)
+		return (SM_ENOMEM);
+	g[s->n_gens++] = gen;
+	s->gens = g;
+	return (0);
+}
+
+/* A leaving or retaining ingester asks for one source's gens: a block
+ * that a served fold stands for is served too, although the gateway
+ * dropped it once the compactor marked it.  Add the tenant's folds of
+ * req->source (src_mu); 0 or SM_ENOMEM. */
+static int
+sources_add_folds(struct ing_gateway *gw,
+    const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
+    struct gw_srcs *l)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&gw->src_mu);
+	for (uint32_t i = 0; i < gw->nfold && rv == 0; i++) {
+		if (strcmp(gw->fold[i].tenant, req->tenant) != 0 ||
+		    strcmp(gw->fold[i].inc, req->source) != 0)
+			continue;
+		rv = sources_add_fold(a, l, req->source, gw->fold[i].gen);
+	}
+	pthread_mutex_unlock(&gw->src_mu);
+	return (rv);
+}
+
+/* Append bad block b to out's unloaded list; 0 or SM_ENOMEM. */
+static int
+sources_add_unloaded(struct sm_arena *a, const struct gw_bad *b,
+    Smolder__V1__SourcesResponse *out)
+{
+	Smolder__V1__Unloaded **nu, *u;
+
+	if ((nu = sm_arena_grow(a, out->unloaded, out->n_unloaded,
+	    out->n_unloaded + 1, sizeof(*nu))) == NULL ||
+	    (u = sm_arena_alloc(a, sizeof(*u))) == NULL)
+		return (SM_ENOMEM);
+	out->unloaded = nu;
+	smolder__v1__unloaded__init(u);
+	u->source = sm_arena_strndup(a, b->inc, 32);
+	u->key = sm_arena_strndup(a, b->key, strlen(b->key));
+	u->error = sm_arena_strndup(a, b->error, strlen(b->error));
+	u->min_t = b->min_t;
+	u->max_t = b->max_t;
+	if (u->source == NULL || u->key == NULL || u->error == NULL)
+		return (SM_ENOMEM);
+	nu[out->n_unloaded++] = u;
+	return (0);
+}
+
+/* List the tenant's blocks this gateway owns and could not load (of
+ * req->source, if named) in out (src_mu); 0 or SM_ENOMEM. */
+static int
+sources_unloaded(struct ing_gateway *gw,
+    const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
+    Smolder__V1__SourcesResponse *out)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&gw->src_mu);
+	for (uint32_t i = 0; i < gw->nbad && rv == 0; i++) {
+		const struct gw_bad *b = &gw->bad[i];
+
+		if (strcmp(b->tenant, req->tenant) != 0 ||
+		    (req->source != NULL && req->source[0] != '\0' &&
+		    strcmp(req->source, b->inc) != 0))
+			continue;
+		rv = sources_add_unloaded(a, b, out);
+	}
+	pthread_mutex_unlock(&gw->src_mu);
+	return (rv);
+}
+
 int
 ing_gateway_sources(struct ing_gateway *gw,
     const Smolder__V1__SourcesRequest *req, struct sm_arena *a,
@@ -787,160 +980,37 @@ ing_gateway_sources(struct ing_gateway *gw,
 {
 	const char *tenant = req->tenant;
 	struct ing_db_block *hb = NULL;
-	Smolder__V1__Source **v = NULL;
-	size_t tl = strlen(tenant), n = 0, cap = 0;
+	struct gw_srcs l = { 0 };
+	size_t tl = strlen(tenant);
 	uint32_t nhb = 0;
 	int rv = 0;
 
 	smolder__v1__sources_response__init(out);
 	out->vouch = SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_OWNER;
-	if (gw->ring != NULL) {
-		struct sm_ring_snap *now = sm_ring_acquire(gw->ring);
-		bool vouch;
-
-		pthread_mutex_lock(&gw->src_mu);
-		vouch = owned_in(gw, now, tenant) && gw->pass != NULL &&
-		    owned_in(gw, gw->pass, tenant);
-		pthread_mutex_unlock(&gw->src_mu);
-		sm_ring_release(now);
-		if (!vouch)
-			out->vouch =
-			    SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE;
-	}
+	if (gw->ring != NULL && !sources_vouch(gw, tenant))
+		out->vouch = SMOLDER__V1__SOURCES_RESPONSE__VOUCH__VOUCH_NONE;
 	if (ing_db_blocks(gw->db, true, &hb, &nhb) != 0)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < nhb; i++) {
 		const char *lt = hb[i].tenant, *inc = lt + tl + 1;
 		const struct ing_block_meta *m = &hb[i].meta;
-		Smolder__V1__Source *s = n > 0 ? v[n - 1] : NULL;
 
 		if (strncmp(lt, tenant, tl) != 0 || lt[tl] != ING_GW_SEP ||
 		    !hex32(inc) || m->broken || (req->source != NULL &&
 		    req->source[0] != '\0' && strcmp(req->source, inc) != 0))
 			continue;
-		if (s == NULL || strcmp(s->id, inc) != 0) {
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				Smolder__V1__Source **nv = sm_arena_grow(a, v,
-				    n, nc, sizeof(*nv));
-
-				if (nv == NULL)
-					goto oom;
-				v = nv;
-				cap = nc;
-			}
-			if ((s = sm_arena_alloc(a, sizeof(*s))) == NULL)
-				goto oom;
-			smolder__v1__source__init(s);
-			s->id = sm_arena_strndup(a, inc, 32);
-			s->instance = (char *)"";
-			s->min_t = m->min_t;
-			s->max_t = m->max_t;
-			pthread_mutex_lock(&gw->src_mu);
-			for (uint32_t k = 0; k < gw->nsrc; k++) {
-				if (strcmp(gw->src[k].inc, inc) == 0)
-					s->instance = sm_arena_strndup(a,
-					    gw->src[k].instance,
-					    strlen(gw->src[k].instance));
-			}
-			pthread_mutex_unlock(&gw->src_mu);
-			if (s->id == NULL || s->instance == NULL)
-				goto oom;
-			v[n++] = s;
-		}
-		s->min_t = SM_MIN(s->min_t, m->min_t);
-		s->max_t = SM_MAX(s->max_t, m->max_t);
-		if (req->gens) {         /* blocks come in gen order */
-			uint64_t *g = sm_arena_grow(a, s->gens, s->n_gens,
-			    s->n_gens + 1, sizeof(*g));
-
-			if (g == NULL)
-				goto oom;
-			g[s->n_gens++] = m->gen;
-			s->gens = g;
-		}
-		s->blocks++;
-	}
-	/* A leaving or retaining ingester asks for one source's gens: a
-	 * block that a served fold stands for is served too, although the
-	 * gateway dropped it once the compactor marked it. */
-	if (req->gens && req->source != NULL && hex32(req->source)) {
-		pthread_mutex_lock(&gw->src_mu);
-		for (uint32_t i = 0; i < gw->nfold; i++) {
-			Smolder__V1__Source *s;
-			uint64_t *g;
-			size_t k;
-
-			if (strcmp(gw->fold[i].tenant, tenant) != 0 ||
-			    strcmp(gw->fold[i].inc, req->source) != 0)
-				continue;
-			for (k = 0; k < n && strcmp(v[k]->id, req->source) != 0;
-			    k++)
-				;
-			if (k == n) {
-				Smolder__V1__Source **nv = sm_arena_grow(a, v,
-				    n, n + 1, sizeof(*nv));
-
-				if (nv == NULL || (s = sm_arena_alloc(a,
-				    sizeof(*s))) == NULL) {
-					pthread_mutex_unlock(&gw->src_mu);
-					goto oom;
-				}
-				v = nv;
-				cap = n + 1;
-				smolder__v1__source__init(s);
-				s->id = sm_arena_strndup(a, req->source, 32);
-				s->instance = (char *)"";
-				if (s->id == NULL) {
-					pthread_mutex_unlock(&gw->src_mu);
-					goto oom;
-				}
-				v[n++] = s;
-			}
-			s = v[k];
-			if ((g = sm_arena_grow(a, s->gens, s->n_gens,
-			    s->n_gens + 1, sizeof(*g))) == NULL) {
-				pthread_mutex_unlock(&gw->src_mu);
-				goto oom;
-			}
-			g[s->n_gens++] = gw->fold[i].gen;
-			s->gens = g;
-		}
-		pthread_mutex_unlock(&gw->src_mu);
-	}
-	if (n > 1)
-		qsort(v, n, sizeof(*v), source_cmp);
-	out->sources = v;
-	out->n_sources = n;
-	/* the tenant's blocks this gateway owns and could not load */
-	pthread_mutex_lock(&gw->src_mu);
-	for (uint32_t i = 0; i < gw->nbad; i++) {
-		const struct gw_bad *b = &gw->bad[i];
-		Smolder__V1__Unloaded **nu, *u;
-
-		if (strcmp(b->tenant, tenant) != 0 || (req->source != NULL &&
-		    req->source[0] != '\0' && strcmp(req->source, b->inc) != 0))
-			continue;
-		if ((nu = sm_arena_grow(a, out->unloaded, out->n_unloaded,
-		    out->n_unloaded + 1, sizeof(*nu))) == NULL ||
-		    (u = sm_arena_alloc(a, sizeof(*u))) == NULL) {
-			pthread_mutex_unlock(&gw->src_mu);
+		if (sources_add_block(gw, req, a, &l, inc, m) != 0)
 			goto oom;
-		}
-		out->unloaded = nu;
-		smolder__v1__unloaded__init(u);
-		u->source = sm_arena_strndup(a, b->inc, 32);
-		u->key = sm_arena_strndup(a, b->key, strlen(b->key));
-		u->error = sm_arena_strndup(a, b->error, strlen(b->error));
-		u->min_t = b->min_t;
-		u->max_t = b->max_t;
-		if (u->source == NULL || u->key == NULL || u->error == NULL) {
-			pthread_mutex_unlock(&gw->src_mu);
-			goto oom;
-		}
-		nu[out->n_unloaded++] = u;
 	}
-	pthread_mutex_unlock(&gw->src_mu);
+	if (req->gens && req->source != NULL && hex32(req->source) &&
+	    sources_add_folds(gw, req, a, &l) != 0)
+		goto oom;
+	if (l.n > 1)
+		qsort(l.v, l.n, sizeof(*l.v), source_cmp);
+	out->sources = l.v;
+	out->n_sources = l.n;
+	if (sources_unloaded(gw, req, a, out) != 0)
+		goto oom;
 	goto out;
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
