@@ -161,10 +161,9 @@ def body(r):
     r.check(ok and 1.5 < dt < 6, "a connection with no preface: closed after "
             "the 2 s idle timeout (%.1fs)" % dt)
 
-    # 3. per-IP limit
+    # 3. per-IP limit (no waiting between the connections: the 2 s idle
+    # timeout would close the first held ones on a slow machine)
     held = [h2_connect(gport) for _ in range(PER_IP)]
-    for h in held:
-        read_frames(h, time.monotonic() + 0.3, want=SETTINGS)
     extra = socket.create_connection(("127.0.0.1", gport), timeout=5)
     ok, dt = closed_within(extra, 2)
     extra.close()

@@ -6,13 +6,33 @@ ready) and `stop DIR`.
 """
 
 import json
+import os
 import socket
 import sys
 
+try:
+    # The integration harness's ports: below the kernel's ephemeral
+    # range and reserved among test processes (smolder.free_port), so an
+    # outgoing connection of another test cannot take one between now and
+    # the server's bind -- a Swift account server that lost its port that
+    # way left the proxy answering 503 for good.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "integration"))
+    from smolder import free_port as _reserved_port
+except ImportError:
+    _reserved_port = None
+
 
 def free_ports(n):
-    """n ports free on 127.0.0.1 now.  All are held until the last is
-    found, so no two are the same; a server must bind them soon."""
+    """n ports free on 127.0.0.1 now, different from each other; a server
+    must bind them soon."""
+    if _reserved_port is not None:
+        ports = []
+        while len(ports) < n:
+            p = _reserved_port()
+            if p not in ports:
+                ports.append(p)
+        return ports
     socks, ports = [], []
     try:
         for _ in range(n):
