@@ -1445,18 +1445,17 @@ probe_silent(const struct sm_ring *r, struct probe *p, int st, int64_t now)
 	}
 }
 
-/* One probe round: ask every member for its health, wait, record. */
-static void
-probe_round(struct sm_ring *r)
+/* Ask every member for its health (a multi call waited for), or NULL when
+ * there is no member or no multi call. */
+static struct sm_rpc_multi *
+probe_ask(struct sm_ring *r)
 {
 	Smolder__V1__Request req = SMOLDER__V1__REQUEST__INIT;
 	Smolder__V1__HealthRequest hr = SMOLDER__V1__HEALTH_REQUEST__INIT;
 	struct sm_rpc_multi *mc = NULL;
-	struct sm_ring_snap *s;
 	uint8_t buf[32];
 	size_t len;
 	int timeout = (int)SM_MIN(r->cfg.heartbeat_ms, 5000);
-	int64_t now, sent = sm_now_ms();
 
 	req.method_case = SMOLDER__V1__REQUEST__METHOD_HEALTH;
 	req.health = &hr;
@@ -1473,115 +1472,153 @@ probe_round(struct sm_ring *r)
 		}
 		sm_rpc_multi_wait(mc);
 	}
-	now = sm_now_ms();
-	for (uint32_t i = 0; mc != NULL && i < r->np; i++) {
-		struct probe *p = &r->p[i];
-		Smolder__V1__Response *resp = NULL;
-		const uint8_t *d;
-		size_t dl;
+	return (mc);
+}
 
-		if (sm_rpc_multi_reply(mc, i, &d, &dl) == 0)
-			resp = smolder__v1__response__unpack(NULL, dl, d);
-		if (resp == NULL)
-			probe_silent(r, p, sm_rpc_multi_status(mc, i), now);
-		else
-			p->redialing = false;
-		if (resp == NULL || resp->code != 0 || resp->result_case !=
-		    SMOLDER__V1__RESPONSE__RESULT_HEALTH ||
-		    resp->health->instance_id == NULL ||
-		    resp->health->instance_id[0] == '\0') {
-			sm_counter_inc(sm_metric_child(m_probe_fail,
-			    p->m->url));
-			if (resp != NULL)
-				smolder__v1__response__free_unpacked(resp,
-				    NULL);
-			continue;
+/* Check the id member p answers with; false when its address now belongs
+ * to another member (p->replace set: it starts over with a fresh member
+ * and connection), so the answer is not recorded. */
+static bool
+probe_identity(struct probe *p, const char *id)
+{
+	if (p->declared) {
+		if (strcmp(p->id, id) != 0) {
+			if (p->conflict_id == NULL)
+				sm_error("ring", "member answers with another "
+				    "id\turl=%s expected=%s got=%s", p->m->url,
+				    p->id, id);
+			sm_free(p->conflict_id);
+			p->conflict_id = sm_strdup(id);
+		} else {
+			sm_free(p->conflict_id);
+			p->conflict_id = NULL;
 		}
-		if (p->declared) {
-			if (strcmp(p->id, resp->health->instance_id) != 0) {
-				if (p->conflict_id == NULL)
-					sm_error("ring", "member answers with "
-					    "another id\turl=%s expected=%s "
-					    "got=%s", p->m->url, p->id,
-					    resp->health->instance_id);
-				sm_free(p->conflict_id);
-				p->conflict_id = sm_strdup(
-				    resp->health->instance_id);
-			} else {
-				sm_free(p->conflict_id);
-				p->conflict_id = NULL;
-			}
-		} else if (p->id == NULL) {
-			p->id = sm_strdup(resp->health->instance_id);
-		} else if (strcmp(p->id, resp->health->instance_id) != 0) {
-			/* The address now belongs to another member: start
-			 * over with a fresh member (and connection) below. */
-			p->replace = true;
-			smolder__v1__response__free_unpacked(resp, NULL);
-			continue;
-		}
-		switch (resp->health->state) {
-		case SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE:
-			p->reported = SM_MEMBER_ACTIVE;
-			break;
-		case SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING:
-			p->reported = SM_MEMBER_JOINING;
-			break;
-		case SMOLDER__V1__MEMBER_STATE__MEMBER_READONLY:
-			p->reported = SM_MEMBER_READONLY;
-			break;
-		default:
-			p->reported = SM_MEMBER_LEAVING;
-			break;
-		}
-		if (resp->health->now_ms > 0) {
-			int64_t skew = resp->health->now_ms - (sent + now) / 2;
-
-			atomic_store(&p->m->skew_ms, skew);
-			atomic_store(&p->m->skew_known, true);
-			sm_gauge_set(sm_metric_child(m_skew, p->m->url),
-			    (double)skew / 1000.0);
-			if ((skew > SKEW_WARN_MS || skew < -SKEW_WARN_MS) &&
-			    now - p->skew_logged_ms >= 600000) {
-				sm_warn("ring", "member clock skew: its deadlines "
-				    "are translated, but fix the clocks (NTP)\t"
-				    "url=%s skew_ms=%lld", p->m->url,
-				    (long long)skew);
-				p->skew_logged_ms = now;
-			}
-		}
-		/* A member's zone is kept while it is down: placement must
-		 * not move because a member stopped answering. */
-		if (resp->health->zone != NULL && resp->health->zone[0] !=
-		    '\0' && (p->zone == NULL || strcmp(p->zone,
-		    resp->health->zone) != 0)) {
-			char *z = sm_strdup(resp->health->zone);
-
-			if (z != NULL) {
-				if (p->zone != NULL)
-					sm_warn("ring", "member changed its "
-					    "zone\turl=%s from=%s to=%s",
-					    p->m->url, p->zone, z);
-				sm_free(p->zone);
-				p->zone = z;
-			}
-		}
-		/* A wiped disk comes back as a new incarnation. */
-		if (resp->health->incarnation != NULL &&
-		    strlen(resp->health->incarnation) == 32)
-			memcpy(p->inc, resp->health->incarnation, 33);
-		member_witness_set(p->m, resp->health);
-		member_tenants_set(p->m, resp->health);
-		atomic_store(&p->m->data_min_ms, resp->health->data_min_ms);
-		atomic_store(&p->m->data_min_known,
-		    resp->health->has_data_min);
-		p->last_ok_ms = now;
-		atomic_store(&p->m->last_heartbeat_ms, now);
-		atomic_store(&p->m->series, resp->health->series);
-		atomic_store(&p->m->head_bytes, resp->health->head_bytes);
-		smolder__v1__response__free_unpacked(resp, NULL);
+	} else if (p->id == NULL) {
+		p->id = sm_strdup(id);
+	} else if (strcmp(p->id, id) != 0) {
+		p->replace = true;
+		return (false);
 	}
-	sm_rpc_multi_destroy(mc);
+	return (true);
+}
+
+/* The ring state of a member state on the wire. */
+static enum sm_member_state
+probe_wire_state(Smolder__V1__MemberState st)
+{
+	switch (st) {
+	case SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE:
+		return (SM_MEMBER_ACTIVE);
+	case SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING:
+		return (SM_MEMBER_JOINING);
+	case SMOLDER__V1__MEMBER_STATE__MEMBER_READONLY:
+		return (SM_MEMBER_READONLY);
+	default:
+		return (SM_MEMBER_LEAVING);
+	}
+}
+
+/* Record the clock skew of a member that reports its clock, against the
+ * middle of the round [sent, now], warning (every ten minutes at most)
+ * past SKEW_WARN_MS. */
+static void
+probe_skew(struct probe *p, const Smolder__V1__HealthResponse *h,
+    int64_t sent, int64_t now)
+{
+	int64_t skew;
+
+	if (h->now_ms <= 0)
+		return;
+	skew = h->now_ms - (sent + now) / 2;
+	atomic_store(&p->m->skew_ms, skew);
+	atomic_store(&p->m->skew_known, true);
+	sm_gauge_set(sm_metric_child(m_skew, p->m->url), (double)skew / 1000.0);
+	if ((skew > SKEW_WARN_MS || skew < -SKEW_WARN_MS) &&
+	    now - p->skew_logged_ms >= 600000) {
+		sm_warn("ring", "member clock skew: its deadlines are "
+		    "translated, but fix the clocks (NTP)\turl=%s skew_ms=%lld",
+		    p->m->url, (long long)skew);
+		p->skew_logged_ms = now;
+	}
+}
+
+/* Learn the zone a member reports.  A member's zone is kept while it is
+ * down: placement must not move because a member stopped answering. */
+static void
+probe_zone(struct probe *p, const char *zone)
+{
+	char *z;
+
+	if (zone == NULL || zone[0] == '\0' || (p->zone != NULL &&
+	    strcmp(p->zone, zone) == 0))
+		return;
+	if ((z = sm_strdup(zone)) == NULL)
+		return;
+	if (p->zone != NULL)
+		sm_warn("ring", "member changed its zone\turl=%s from=%s to=%s",
+		    p->m->url, p->zone, z);
+	sm_free(p->zone);
+	p->zone = z;
+}
+
+/* Record member p's health answer h, received at `now`. */
+static void
+probe_record(struct probe *p, const Smolder__V1__HealthResponse *h,
+    int64_t sent, int64_t now)
+{
+	p->reported = probe_wire_state(h->state);
+	probe_skew(p, h, sent, now);
+	probe_zone(p, h->zone);
+	/* A wiped disk comes back as a new incarnation. */
+	if (h->incarnation != NULL && strlen(h->incarnation) == 32)
+		memcpy(p->inc, h->incarnation, 33);
+	member_witness_set(p->m, h);
+	member_tenants_set(p->m, h);
+	atomic_store(&p->m->data_min_ms, h->data_min_ms);
+	atomic_store(&p->m->data_min_known, h->has_data_min);
+	p->last_ok_ms = now;
+	atomic_store(&p->m->last_heartbeat_ms, now);
+	atomic_store(&p->m->series, h->series);
+	atomic_store(&p->m->head_bytes, h->head_bytes);
+}
+
+/* Take member i's reply to the round sent at `sent` and done at `now`:
+ * a silent member may be redialed, a failed answer counted, a good one
+ * recorded. */
+static void
+probe_reply(struct sm_ring *r, struct sm_rpc_multi *mc, uint32_t i,
+    int64_t sent, int64_t now)
+{
+	struct probe *p = &r->p[i];
+	Smolder__V1__Response *resp = NULL;
+	const uint8_t *d;
+	size_t dl;
+
+	if (sm_rpc_multi_reply(mc, i, &d, &dl) == 0)
+		resp = smolder__v1__response__unpack(NULL, dl, d);
+	if (resp == NULL)
+		probe_silent(r, p, sm_rpc_multi_status(mc, i), now);
+	else
+		p->redialing = false;
+	if (resp == NULL || resp->code != 0 || resp->result_case !=
+	    SMOLDER__V1__RESPONSE__RESULT_HEALTH ||
+	    resp->health->instance_id == NULL ||
+	    resp->health->instance_id[0] == '\0') {
+		sm_counter_inc(sm_metric_child(m_probe_fail, p->m->url));
+		if (resp != NULL)
+			smolder__v1__response__free_unpacked(resp, NULL);
+		return;
+	}
+	if (probe_identity(p, resp->health->instance_id))
+		probe_record(p, resp->health, sent, now);
+	smolder__v1__response__free_unpacked(resp, NULL);
+}
+
+/* Re-add every member whose address now answers as another, as a fresh
+ * member with a fresh connection. */
+static void
+probe_replace(struct sm_ring *r)
+{
 	for (uint32_t i = 0; i < r->np;) {
 		char *url;
 		struct sm_err e;
@@ -1598,6 +1635,22 @@ probe_round(struct sm_ring *r)
 			    url, e.msg);
 		sm_free(url);
 	}
+}
+
+/* One probe round: ask every member for its health, wait, record. */
+static void
+probe_round(struct sm_ring *r)
+{
+	struct sm_rpc_multi *mc;
+	struct sm_ring_snap *s;
+	int64_t now, sent = sm_now_ms();
+
+	mc = probe_ask(r);
+	now = sm_now_ms();
+	for (uint32_t i = 0; mc != NULL && i < r->np; i++)
+		probe_reply(r, mc, i, sent, now);
+	sm_rpc_multi_destroy(mc);
+	probe_replace(r);
 	if ((s = snap_from_probes(r, now)) == NULL)
 		return;
 	if (snap_same(s, r->cur)) {
