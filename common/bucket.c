@@ -105,6 +105,13 @@ static const struct sm_flag bucket_flag_tab[] = {
 	    "4",
 	    "Tries after the first on a transport error, a timeout, 429 "
 	    "or 5xx, with jittered exponential backoff."),
+	SM_FLAG_STR("storage.encryption.key-file", seal_key_file,
+	    "",
+	    "Encrypt every object put in the bucket (AES-256-GCM, a data "
+	    "key per object) with key-encryption keys from this file: "
+	    "lines '<id> <64 hex digits> [<tenant>]', the first line "
+	    "without a tenant sealing new objects; re-read when it "
+	    "changes (docs/operations.md, Security)."),
 };
 #undef SM_FLAG_STRUCT
 
@@ -236,6 +243,16 @@ sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
 	}
 	if (rv != 0)
 		goto out;
+	if (c->seal_key_file != NULL && c->seal_key_file[0] != '\0') {
+		struct sm_bucket *sb;
+
+		if ((rv = sm_bucket_seal_open(b, c->seal_key_file,
+		    strlen(prefix), &sb, err)) != 0) {
+			sm_bucket_destroy(b);
+			goto out;
+		}
+		b = sb;
+	}
 	b->prefix = prefix;
 	prefix = NULL;
 	*out = b;
@@ -247,7 +264,7 @@ out:
 void
 sm_bucket_cancel(struct sm_bucket *b)
 {
-	if (b != NULL)
+	for (; b != NULL; b = b->inner)
 		atomic_store(&b->cancelled, true);
 }
 

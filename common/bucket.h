@@ -42,6 +42,14 @@
  * the filesystem backend's temporary files (".tmp-...").  -storage.prefix is
  * prepended to every key by this layer, so callers never see it.
  *
+ * Sealed objects (encryption at rest, -storage.encryption.key-file):
+ * with a key file every object is sealed on put (AES-256-GCM, a data key
+ * per object wrapped by a key-encryption key from the file, per tenant
+ * when the file says so) and opened on get, by a backend that wraps the
+ * store's (bucket_seal.c has the format and the rules); the interface
+ * above holds unchanged, on plaintext.  Objects put before the key file
+ * was given are read as they are.  list reports stored sizes.
+ *
  * Credentials (s3), the key pair and its token always from ONE source:
  * the flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and
  * AWS_SESSION_TOKEN) from the environment, else
@@ -96,6 +104,7 @@ struct sm_bucket_cfg {
 	bool s3_skip_verify;       /* accept any certificate (tests only) */
 	int64_t s3_timeout_ms;     /* per request */
 	int64_t s3_max_retries;    /* tries after the first */
+	char *seal_key_file;       /* -storage.encryption.key-file; "" = none */
 };
 
 struct sm_flags;
@@ -145,6 +154,7 @@ struct sm_bucket {
 	char *prefix;              /* "" or "x/" (with its slash) */
 	char *desc;                /* "s3 http://host:port/bucket", no secret */
 	atomic_bool cancelled;     /* sm_bucket_cancel: backends poll it */
+	struct sm_bucket *inner;   /* the wrapped store (sealed); else NULL */
 };
 
 /*
@@ -203,5 +213,14 @@ int sm_bucket_fs_open(const char *dir, struct sm_bucket **out,
     struct sm_err *err);
 int sm_bucket_s3_open(const struct sm_bucket_cfg *c, struct sm_bucket **out,
     struct sm_err *err);
+
+/*
+ * Wrap `in` (which the result then owns) so every object is sealed
+ * (bucket_seal.c): keys from `key_file`; full keys start with
+ * `prefix_len` bytes of -storage.prefix.  0, or SM_EINVAL (the key file
+ * unreadable or wrong, said in err; `in` is not taken) / SM_ENOMEM.
+ */
+int sm_bucket_seal_open(struct sm_bucket *in, const char *key_file,
+    size_t prefix_len, struct sm_bucket **out, struct sm_err *err);
 
 #endif /* SM_BUCKET_H */

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include <gnutls/abstract.h>
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
@@ -516,4 +517,79 @@ sm_tls_session_free(void *session)
 {
 	if (session != NULL)
 		gnutls_deinit((gnutls_session_t)session);
+}
+
+/* --- AEAD for data at rest ------------------------------------------------ */
+
+struct sm_aead {
+	gnutls_aead_cipher_hd_t h;
+};
+
+int
+sm_aead_new(const uint8_t key[SM_AEAD_KEY], struct sm_aead **out,
+    struct sm_err *err)
+{
+	gnutls_datum_t k = { (unsigned char *)key, SM_AEAD_KEY };
+	struct sm_aead *a;
+	int g;
+
+	*out = NULL;
+	if ((a = sm_calloc(1, sizeof(*a))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((g = gnutls_aead_cipher_init(&a->h, GNUTLS_CIPHER_AES_256_GCM,
+	    &k)) < 0) {
+		sm_free(a);
+		return (sm_err_set(err, SM_EINTERNAL, "AES-256-GCM: %s",
+		    gnutls_strerror(g)));
+	}
+	*out = a;
+	return (0);
+}
+
+void
+sm_aead_free(struct sm_aead *a)
+{
+	if (a == NULL)
+		return;
+	gnutls_aead_cipher_deinit(a->h);
+	sm_free(a);
+}
+
+int
+sm_aead_seal(struct sm_aead *a, const uint8_t nonce[SM_AEAD_NONCE],
+    const void *aad, size_t naad, const void *in, size_t n, void *out)
+{
+	size_t olen = n + SM_AEAD_TAG;
+
+	if (gnutls_aead_cipher_encrypt(a->h, nonce, SM_AEAD_NONCE, aad, naad,
+	    SM_AEAD_TAG, in, n, out, &olen) < 0 || olen != n + SM_AEAD_TAG)
+		return (SM_EINTERNAL);
+	return (0);
+}
+
+int
+sm_aead_open(struct sm_aead *a, const uint8_t nonce[SM_AEAD_NONCE],
+    const void *aad, size_t naad, const void *in, size_t n, void *out)
+{
+	size_t olen;
+
+	if (n < SM_AEAD_TAG)
+		return (SM_ECORRUPT);
+	olen = n - SM_AEAD_TAG;      /* the room in out: the plaintext */
+	if (gnutls_aead_cipher_decrypt(a->h, nonce, SM_AEAD_NONCE, aad, naad,
+	    SM_AEAD_TAG, in, n, out, &olen) < 0 || olen != n - SM_AEAD_TAG)
+		return (SM_ECORRUPT);
+	return (0);
+}
+
+int
+sm_random_key(void *p, size_t n)
+{
+	return (gnutls_rnd(GNUTLS_RND_KEY, p, n) < 0 ? SM_EINTERNAL : 0);
+}
+
+int
+sm_random_nonce(void *p, size_t n)
+{
+	return (gnutls_rnd(GNUTLS_RND_NONCE, p, n) < 0 ? SM_EINTERNAL : 0);
 }

@@ -32,12 +32,18 @@
  * Locking: the current material is swapped under a mutex; callers get a
  * consistent set.  Errors: SM_EINVAL (bad flag values, unreadable or
  * unparsable files, a key that does not match), SM_ENOMEM.
+ *
+ * The same library serves encryption at rest (common/bucket_seal.c, at
+ * the end of this file): AES-256-GCM and random keys and nonces, so the
+ * binary carries one crypto library (GnuTLS, AES-NI where the CPU has
+ * it) rather than GnuTLS for TLS and OpenSSL beside it.
  */
 #ifndef SM_TLS_H
 #define SM_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sm.h"
 
@@ -123,5 +129,35 @@ long sm_tls_send(void *session, const void *buf, size_t n);
 size_t sm_tls_pending(void *session);
 bool sm_tls_alpn_is(void *session, const char *proto);
 void sm_tls_session_free(void *session);
+
+/*
+ * AEAD: AES-256-GCM, a 12-byte nonce, a 16-byte tag appended to the
+ * ciphertext.  A handle holds one key and serves one thread at a time
+ * (make one per call; the key schedule is a few hundred nanoseconds).
+ * The caller never reuses a (key, nonce) pair.
+ *
+ * sm_aead_new: 0 and *out, or SM_ENOMEM / SM_EINTERNAL with err.
+ * sm_aead_seal: out gets n + SM_AEAD_TAG bytes; 0 or SM_EINTERNAL.
+ * sm_aead_open: n counts the tag; out gets n - SM_AEAD_TAG bytes; 0, or
+ *   SM_ECORRUPT when the tag does not verify (wrong key, nonce, aad, or
+ *   altered bytes) -- nothing of out is to be used then.
+ * sm_random_key / sm_random_nonce: 0, or SM_EINTERNAL when the system's
+ *   random source fails (nothing may be sealed then).
+ */
+#define SM_AEAD_KEY 32
+#define SM_AEAD_NONCE 12
+#define SM_AEAD_TAG 16
+
+struct sm_aead;
+
+int sm_aead_new(const uint8_t key[SM_AEAD_KEY], struct sm_aead **out,
+    struct sm_err *err);
+void sm_aead_free(struct sm_aead *h);
+int sm_aead_seal(struct sm_aead *h, const uint8_t nonce[SM_AEAD_NONCE],
+    const void *aad, size_t naad, const void *in, size_t n, void *out);
+int sm_aead_open(struct sm_aead *h, const uint8_t nonce[SM_AEAD_NONCE],
+    const void *aad, size_t naad, const void *in, size_t n, void *out);
+int sm_random_key(void *p, size_t n);
+int sm_random_nonce(void *p, size_t n);
 
 #endif /* SM_TLS_H */
