@@ -332,6 +332,7 @@ sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
     uint64_t len, struct sm_buf *out, struct sm_err *err)
 {
 	char full[FULL_KEY_LEN];
+	size_t mark;
 	int rv;
 
 	if ((rv = full_key(b, key, full, sizeof(full), "get", err)) != 0 ||
@@ -342,7 +343,18 @@ sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
 	if (len != SM_BUCKET_WHOLE && off > UINT64_MAX - len)
 		return (sm_err_set(err, SM_EINVAL, "bucket get %s: range "
 		    "overflows", key));
-	return (counted("get", b->ops->get(b, full, off, len, out, err)));
+	mark = out->len;
+	rv = counted("get", b->ops->get(b, full, off, len, out, err));
+	/* A process without the key file must not read ciphertext as data
+	 * (a block's meta.json, read whole first, is where it shows). */
+	if (rv == 0 && b->inner == NULL && off == 0 && out->len - mark >= 8 &&
+	    memcmp(out->b + mark, SM_BUCKET_SEAL_MAGIC, 8) == 0) {
+		sm_buf_truncate(out, mark);
+		rv = sm_err_set(err, SM_EAUTH, "bucket get %s: the object is "
+		    "sealed (encrypted at rest) and this process has no "
+		    "-storage.encryption.key-file", key);
+	}
+	return (rv);
 }
 
 int

@@ -48,7 +48,9 @@
  * when the file says so) and opened on get, by a backend that wraps the
  * store's (bucket_seal.c has the format and the rules); the interface
  * above holds unchanged, on plaintext.  Objects put before the key file
- * was given are read as they are.  list reports stored sizes.
+ * was given are read as they are.  list reports stored sizes.  A
+ * process without the key file refuses a sealed object it gets from
+ * offset 0 (SM_EAUTH, naming the flag) rather than serve ciphertext.
  *
  * Credentials (s3), the key pair and its token always from ONE source:
  * the flags, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and
@@ -81,6 +83,7 @@
 #include "sm.h"
 
 #define SM_BUCKET_KEY_MAX 512
+#define SM_BUCKET_SEAL_MAGIC "SMSEAL01"   /* a sealed object's first bytes */
 #define SM_BUCKET_WHOLE UINT64_MAX
 
 /*

@@ -81,7 +81,7 @@
 #include "metrics.h"
 #include "tls.h"
 
-#define SEAL_MAGIC "SMSEAL01"
+#define SEAL_MAGIC SM_BUCKET_SEAL_MAGIC
 #define SEAL_HDR 104
 #define SEAL_ID 16
 #define SEAL_CHUNK 65536u

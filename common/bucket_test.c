@@ -608,6 +608,7 @@ test_s3_hung(void)
 	c.s3_max_retries = 1;
 	SM_REQUIRE(sm_bucket_open(&c, NULL, &b, &err) == 0);
 	sm_buf_init(&out);
+	SM_REQUIRE(sm_bucket_put(b, "t1/a", "hi", 2, &err) == 0);
 	SM_REQUIRE(kill(sw.proxy_pid, SIGSTOP) == 0);
 	rv = sm_bucket_get(b, "t1/a", 0, SM_BUCKET_WHOLE, &out, &err);
 	kill(sw.proxy_pid, SIGCONT);
@@ -738,6 +739,11 @@ test_sealed_at_rest(void)
 	SM_CHECK(memmem(raw.b, raw.len, "mallocgc", 8) == NULL);
 	SM_CHECK(memmem(raw.b, raw.len, "handleRequest", 13) == NULL);
 	SM_CHECK(memcmp(raw.b, "SMSEAL01ka\0", 11) == 0);
+	/* the plain view refuses ciphertext rather than serve it */
+	SM_CHECK_EQ(sm_bucket_get(bk[BK_FS], "acme/blocks/b1", 0,
+	    SM_BUCKET_WHOLE, &out, &err), SM_EAUTH);
+	SM_CHECK(strstr(err.msg, "-storage.encryption.key-file") != NULL);
+	SM_CHECK_EQ(out.len, 0);
 	SM_CHECK(sm_bucket_stat(bk[BK_FS_SEALED], "acme/blocks/b1", &size,
 	    &err) == 0);
 	SM_CHECK_EQ(size, n);

@@ -909,7 +909,13 @@ floor_check(struct ingester *ing)
  * instance shipped (ship.h, ing_ship_restore) before the database opens,
  * so the replica is whole again when it turns ready.  A failure is logged
  * and counted and the ingester starts with what it restored: its peers
- * still hold the data, as they did before restores existed.
+ * still hold the data, as they did before restores existed.  Except a
+ * refusal before the first block (SM_EAUTH: wrong credentials, or sealed
+ * objects and no -storage.encryption.key-file): that is a configuration
+ * error, which would otherwise leave a replica -- or the single binary,
+ * which has no peer -- answering without its history; the process stops
+ * (returns SM_EAUTH) and the still-empty directory restores at the next
+ * start.
  */
 /* The witness record keeps what each restored incarnation covers: the
  * queriers then know which part of its old data this replica has. */
@@ -919,8 +925,8 @@ restored_cb(void *arg, const char *inc, int64_t min_t, int64_t max_t)
 	ing_witness_restored(arg, inc, min_t, max_t);
 }
 
-static void
-restore(struct ingester *ing)
+static int
+restore(struct ingester *ing, struct sm_err *fatal)
 {
 	struct sm_err err;
 	uint64_t bytes = 0;
@@ -930,7 +936,7 @@ restore(struct ingester *ing)
 
 	if (ing->cfg.bucket == NULL || !ing->cfg.restore ||
 	    !ing_store_empty(ing->store))
-		return;
+		return (0);
 	sm_info("ingester", "empty data directory: restoring this instance's "
 	    "blocks from the bucket\tinstance=%s", ing->cfg.instance_id);
 	sm_err_clear(&err);
@@ -942,14 +948,18 @@ restore(struct ingester *ing)
 	sm_counter_add(sm_metric_child0(m_restored), blocks);
 	if (rv != 0) {
 		sm_counter_inc(sm_metric_child0(m_restore_fail));
+		if (rv == SM_EAUTH && blocks == 0)
+			return (sm_err_set(fatal, rv, "restore from the bucket "
+			    "refused: %s", err.msg));
 		sm_error("ingester", "restore from the bucket failed; starting "
 		    "with what was restored\tblocks=%u err=\"%s\"", blocks,
 		    err.msg);
-		return;
+		return (0);
 	}
 	sm_info("ingester", "restored from the bucket\tblocks=%u bytes=%llu "
 	    "ms=%lld", blocks, (unsigned long long)bytes,
 	    (long long)(sm_now_ms() - t0));
+	return (0);
 }
 
 /* The shipper's thread (ship.h): a pass every -ingester.ship-interval;
@@ -1114,8 +1124,12 @@ replay_main(void *arg)
 	struct sm_err err;
 
 	sm_err_clear(&err);
-	if (!ing->cfg.gateway)
-		restore(ing);
+	if (!ing->cfg.gateway && restore(ing, &err) != 0) {
+		sm_error("ingester", "cannot start: %s", err.msg);
+		atomic_store(&ing->failed, true);
+		kill(getpid(), SIGTERM);
+		return (NULL);
+	}
 	if (ing_db_open(&dc, ing->store, &ing->db, &err) != 0) {
 		sm_error("ingester", "cannot load storage: %s", err.msg);
 		atomic_store(&ing->failed, true);
