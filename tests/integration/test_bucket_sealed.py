@@ -15,6 +15,8 @@ The single binary, a filesystem bucket outside its data dir.
      sealed header and names the key that sealed it -- the first batch's
      objects k1, the second's k2 -- and no object holds a frame name of
      the answers (at least 20 names looked for) or a series label.
+     `smolder-admin bucket verify` and `bucket get` with the key file
+     read it; `bucket get` without it refuses.
   3. The data dir wiped, the same -instance.id started again with the
      keys: it restores its blocks from the bucket
      (smolder_ingester_restored_blocks_total > 0, sealed objects opened)
@@ -34,8 +36,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from durability import (DataServer, Workspace, connect, flush,  # noqa: E402
-                        metrics, wait_metric)
+from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
+                        flush, have_admin, metrics, wait_metric)
 from smolder import ServerError, data_dir, metric_value, run_script  # noqa: E402
 
 BUDGET_S = 150
@@ -191,6 +193,20 @@ def body(r):
              if n.encode() in v]
     r.check(not leaks, "no frame name or label value in any object's bytes",
             leaks[:5])
+    if have_admin():
+        bflags = [f for f in sealed if f.startswith("-storage.")]
+        ver = admin("bucket", "verify", *bflags)
+        r.check(ver.rc == 0, "smolder-admin bucket verify with the keys: clean",
+                ver.describe())
+        meta = next(k for k in first if k.endswith("meta.json"))
+        got = admin("bucket", "get", "-key=" + meta, *bflags)
+        r.check(got.rc == 0 and '"ulid"' in got.out,
+                "smolder-admin bucket get opens a sealed meta.json",
+                got.describe())
+        got = admin("bucket", "get", "-key=" + meta, *[f for f in base
+                                                       if f.startswith("-storage.")])
+        r.check(got.rc != 0 and "key-file" in got.err,
+                "without the keys smolder-admin refuses it", got.describe())
 
     # 3. a wiped disk restores from the sealed bucket: same answers
     srv = DataServer(ws.data_dir("d2"), ws.log_dir("d2"), sealed).start()
