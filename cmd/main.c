@@ -106,6 +106,7 @@ struct app {
 	int64_t http_per_ip_limit;
 	int64_t http_idle_timeout_ms;
 	int64_t http_header_timeout_ms;
+	int64_t http_body_min_rate;
 	char *grpc_listen;
 	char *admin_listen;
 	bool metrics_on_admin;
@@ -335,6 +336,7 @@ mod_server_init(void *p, struct sm_err *err)
 	cfg.conn_timeout_s = (unsigned)((app->http_idle_timeout_ms + 999) /
 	    1000);
 	cfg.header_timeout_ms = app->http_header_timeout_ms;
+	cfg.body_min_rate = app->http_body_min_rate;
 	if (app->http_threads < 1 || app->http_conn_limit < 1 ||
 	    app->http_idle_timeout_ms < 1000 || app->http_write_workers < 0 ||
 	    app->http_write_workers > 1024 || app->http_query_workers < 0 ||
@@ -994,6 +996,13 @@ static const struct sm_flag app_flag_tab[] = {
 	    "long after it opened, however slowly they trickle (slowloris; "
 	    "later requests on a kept-alive connection get "
 	    "-server.http-idle-timeout). 0: no bound."),
+	SM_FLAG_I64("server.http-body-min-rate",
+	    SM_FLAG_INT, http_body_min_rate,
+	    "1024",
+	    "Close a connection whose request body falls behind this many "
+	    "bytes a second: after its headers a body has "
+	    "-server.http-header-timeout, plus a second per this many bytes "
+	    "delivered, however often its bytes come. 0: no bound."),
 	SM_FLAG_SWITCH("auth.multitenancy-enabled", multitenancy,
 	    "false",
 	    "Require X-Scope-OrgID on every request (else the tenant is "

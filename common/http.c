@@ -108,8 +108,17 @@
  * deadline, the request's end sets the next, and a reaper thread shuts
  * down (shutdown(2), not close: the descriptor stays libmicrohttpd's,
  * which then reads the end and closes it) every connection past its
- * deadline, counting smolder_http_header_timeouts_total.  Bodies are
- * bounded by the idle timeout only.
+ * deadline, counting smolder_http_header_timeouts_total.
+ *
+ * Body rate.  A request body must keep up a minimum rate
+ * (cfg.body_min_rate bytes a second, Apache mod_reqtimeout's MinRate):
+ * from the end of its headers it has the header timeout, plus a second
+ * for every body_min_rate bytes it has delivered, and the reaper cuts it
+ * past that (smolder_http_body_timeouts_total) -- so a body trickled a
+ * byte at a time is closed however often the bytes come, while a large
+ * upload over a slow link, which keeps delivering, is not.  The clock
+ * stops when the body is complete (the handler's time is not the
+ * client's).
  *
  * Idle timeout.  MHD's CONNECTION_TIMEOUT is an inactivity timeout: it
  * closes connections that send nothing (no request, half a header, half a
@@ -274,6 +283,8 @@ struct http_conn {
 	struct http_conn *prev, *next;
 	int fd;
 	int64_t deadline_ns;          /* 0: a request is being served */
+	int64_t body_ns;              /* its body started; 0: no body due */
+	uint64_t body_bytes;          /* delivered since body_ns */
 	bool cut;                     /* shut down by the reaper */
 };
 
@@ -332,7 +343,8 @@ static const char http_empty[1] = "";
 
 static pthread_once_t http_metrics_once;
 static void http_metrics_register(void);
-static struct sm_metric *m_http_waiting, *m_http_hdr_timeouts;
+static struct sm_metric *m_http_waiting, *m_http_hdr_timeouts,
+    *m_http_body_timeouts;
 static void http_observe(const struct sm_http_req *r);
 
 /* --- helpers ------------------------------------------------------------- */
@@ -1525,7 +1537,53 @@ http_conn_deadline(struct sm_http *h, struct MHD_Connection *conn,
 	pthread_mutex_unlock(&h->h_cmu);
 }
 
-/* The reaper: shut down connections past their header deadline. */
+/*
+ * The body of the request on `conn`: started (its headers are in and it
+ * has one), `n` more bytes delivered, or complete (done).
+ */
+static void
+http_conn_body(struct sm_http *h, struct MHD_Connection *conn, size_t n,
+    bool start, bool done)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct http_conn *c;
+
+	if (h->h_cfg.body_min_rate <= 0)
+		return;
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci == NULL || (c = ci->socket_context) == NULL)
+		return;
+	pthread_mutex_lock(&h->h_cmu);
+	if (start) {
+		c->body_ns = sm_mono_ns();
+		c->body_bytes = 0;
+	}
+	c->body_bytes += n;
+	if (done)
+		c->body_ns = 0;
+	pthread_mutex_unlock(&h->h_cmu);
+}
+
+/* Is connection c's body behind the minimum rate at `now`? */
+static bool
+http_body_late(const struct sm_http *h, const struct http_conn *c,
+    int64_t now)
+{
+	int64_t rate = h->h_cfg.body_min_rate;
+	uint64_t earned;
+
+	if (c->body_ns == 0 || rate <= 0)
+		return (false);
+	earned = c->body_bytes / (uint64_t)rate;      /* seconds */
+	if (earned > (uint64_t)INT64_MAX / 1000000000 / 2)
+		return (false);
+	return (now - c->body_ns > h->h_cfg.header_timeout_ms * 1000000 +
+	    (int64_t)earned * 1000000000 + (int64_t)(c->body_bytes %
+	    (uint64_t)rate) * 1000000000 / rate);
+}
+
+/* The reaper: shut down connections past their header deadline, and
+ * those whose body fell behind the minimum rate. */
 static void *
 http_reaper_main(void *arg)
 {
@@ -1536,14 +1594,16 @@ http_reaper_main(void *arg)
 		int64_t now = sm_mono_ns();
 
 		for (struct http_conn *c = h->h_conns; c != NULL; c = c->next) {
-			if (c->cut || c->deadline_ns == 0 ||
-			    now < c->deadline_ns)
+			bool hdr = c->deadline_ns != 0 && now >= c->deadline_ns;
+
+			if (c->cut || (!hdr && !http_body_late(h, c, now)))
 				continue;
 			/* shutdown, not close: libmicrohttpd owns the
 			 * descriptor and sees the end on its next read. */
 			(void)shutdown(c->fd, SHUT_RDWR);
 			c->cut = true;
-			sm_counter_inc(sm_metric_child0(m_http_hdr_timeouts));
+			sm_counter_inc(sm_metric_child0(hdr ?
+			    m_http_hdr_timeouts : m_http_body_timeouts));
 		}
 		(void)sm_cond_wait_ms(&h->h_reaper_cv, &h->h_cmu,
 		    HTTP_REAPER_MS);
@@ -1817,6 +1877,8 @@ http_begin(struct sm_http *h, struct MHD_Connection *conn, const char *url,
 	}
 	if (http_check_framing(r, cl, te))
 		has_body = true;        /* answer now, then close */
+	if (has_body)
+		http_conn_body(h, conn, 0, true, false);
 	http_check_peer(h, r);
 	http_check_listener(h, r);
 	if (r->r_state == REQ_BODY)
@@ -2046,8 +2108,11 @@ http_access(void *cls, struct MHD_Connection *conn, const char *url,
 			return (http_queue_parked(r));
 		return (r->r_reply_failed ? MHD_NO : MHD_YES);
 	}
-	if (*upload_data_size != 0)
+	if (*upload_data_size != 0) {
+		http_conn_body(h, conn, *upload_data_size, false, false);
 		return (http_upload(r, upload_data, upload_data_size));
+	}
+	http_conn_body(h, conn, 0, false, true);
 	return (http_finish(h, r));
 }
 
@@ -2095,6 +2160,10 @@ http_metrics_register(void)
 	    "smolder_http_request_duration_seconds", "HTTP request latency "
 	    "from headers to the last byte sent, by route.",
 	    (const char *const[]){ "route", NULL }, NULL, 0);
+	m_http_body_timeouts = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_http_body_timeouts_total", "Connections closed because "
+	    "a request body fell behind -server.http-body-min-rate.", NULL,
+	    NULL, 0);
 	m_http_hdr_timeouts = sm_metric_register(SM_METRIC_COUNTER,
 	    "smolder_http_header_timeouts_total", "Connections closed because "
 	    "a request's headers did not arrive in time "

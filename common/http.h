@@ -88,6 +88,9 @@ struct sm_http_cfg {
 	size_t default_body_max;     /* body cap for routes that pass 0 */
 	struct sm_tls *tls;          /* HTTPS (tls.h), borrowed; NULL: plain */
 	int64_t header_timeout_ms;   /* a request's headers, 0 = no bound */
+	int64_t body_min_rate;       /* bytes/s a body keeps up after the
+	                              * header timeout's grace (http.c, "Body
+	                              * rate"); 0 = none; needs the former */
 	const char *admin_listen;    /* admin listener address; NULL: none */
 	bool metrics_on_admin;       /* /metrics on the admin listener only */
 };

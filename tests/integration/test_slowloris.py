@@ -11,10 +11,15 @@ so the per-IP limit does not save the day:
   2. a normal client that arrives while they hold every slot gets its
      /ready answered once they are cut, within 5 s -- without the deadline
      it would wait for them for ever;
-  3. what is slow but not a header trickle is not cut: a request whose
-     headers arrive at once and whose body trickles for 3 s gets 200, and
-     a kept-alive connection idle for 3 s between two requests serves the
-     second one.
+  3. what is slow but keeps up is not cut: a request whose headers
+     arrive at once and whose body trickles for 3 s at 200 bytes a second
+     (over -server.http-body-min-rate=100) gets 200, and a kept-alive
+     connection idle for 3 s between two requests serves the second one;
+  4. a body trickled a byte at a time (5 bytes a second, from 8
+     addresses at once) is closed once it falls behind the minimum rate
+     -- after the 2 s grace, well before the idle timeout would -- and
+     smolder_http_body_timeouts_total counts them; a normal client is
+     answered meanwhile.
 """
 
 import os
@@ -31,6 +36,7 @@ from smolder import metric, run_script  # noqa: E402
 
 ATTACKERS = 48
 DEADLINE_S = 2.0
+MIN_RATE = 100                   # bytes a second a body keeps up
 
 
 def trickler(port, src, closed_after, stop):
@@ -64,6 +70,7 @@ def body(r):
     r.at_end(lambda: ws.cleanup(r))
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-server.http-header-timeout=%ds" % DEADLINE_S,
+        "-server.http-body-min-rate=%d" % MIN_RATE,
         "-server.http-conn-limit=%d" % ATTACKERS,
         "-server.http-threads=2",
         "-validation.reject-older-than=0"]).start()
@@ -120,6 +127,54 @@ def body(r):
             second.startswith(b"HTTP/1.1 200"), "a kept-alive connection "
             "idle past the header deadline serves its next request",
             (first + b" | " + second)[:300])
+
+    # 4. a body trickle
+    base = metric(srv, "smolder_http_body_timeouts_total")
+    closed = []
+
+    def body_trickler(src):
+        t0 = time.monotonic()
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((src, 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /ingest?name=trickle.cpu HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 100000\r\n\r\n")
+            s.settimeout(0.2)
+            while time.monotonic() - t0 < 15:
+                try:
+                    s.sendall(b"m")
+                    if s.recv(1024) == b"":
+                        break
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+            closed.append(time.monotonic() - t0)
+            s.close()
+        except OSError as e:
+            closed.append(("error", str(e)))
+
+    threads = [threading.Thread(target=body_trickler, args=(
+        "127.0.1.%d" % (2 + i),)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    resp = srv.request("GET", "/ready", timeout=20)
+    r.check(resp.status == 200, "a normal client during the body trickle",
+            resp.describe())
+    for t in threads:
+        t.join(20)
+    times = [c for c in closed if isinstance(c, float)]
+    r.check(len(times) == 8 and max(times) < DEADLINE_S + 1.5,
+            "every body trickler closed once behind %d B/s (%d, the last "
+            "after %.1f s)" % (MIN_RATE, len(times),
+                               max(times) if times else -1),
+            str([c for c in closed if not isinstance(c, float)])[:300])
+    cut = metric(srv, "smolder_http_body_timeouts_total") - base
+    r.check(cut >= 8, "smolder_http_body_timeouts_total counted them (%d)" %
+            cut)
     srv.check_stopped(r)
 
 
