@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -313,6 +314,45 @@ metrics_handler(struct sm_http_req *r, void *arg)
 	    &out);
 }
 
+/*
+ * Descriptors: the soft limit is raised to the hard one (Go's runtime
+ * does the same), since every HTTP and gRPC connection holds one and the
+ * default soft limit (often 1024) would turn a flood of idle or
+ * trickling connections into EMFILE for RocksDB's files and the RPC.
+ * -server.http-conn-limit above what the limit leaves after a reserve
+ * (SERVER_FD_RESERVE: RocksDB, the RPC, the bucket, the logs) is lowered
+ * to fit, with a warning.  Returns the HTTP connection limit to use.
+ */
+#define SERVER_FD_RESERVE 1024
+
+static unsigned
+server_conn_limit(int64_t want)
+{
+	struct rlimit rl;
+	rlim_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return ((unsigned)want);
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t cur = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			rl.rlim_cur = cur;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= (rlim_t)want + 2 * SERVER_FD_RESERVE)
+		return ((unsigned)want);
+	room = rl.rlim_cur > 2 * SERVER_FD_RESERVE + 64 ?
+	    (rl.rlim_cur - 2 * SERVER_FD_RESERVE) / 2 : 64;
+	sm_warn("server", "-server.http-conn-limit=%lld does not fit the "
+	    "descriptor limit (%llu, HTTP and gRPC each up to the limit, plus "
+	    "%d in reserve); using %llu (raise the hard limit: ulimit -Hn, "
+	    "LimitNOFILE=)", (long long)want, (unsigned long long)rl.rlim_cur,
+	    2 * SERVER_FD_RESERVE, (unsigned long long)room);
+	return ((unsigned)SM_MIN((rlim_t)want, room));
+}
+
 static int
 mod_server_init(void *p, struct sm_err *err)
 {
@@ -331,6 +371,8 @@ mod_server_init(void *p, struct sm_err *err)
 	cfg.threads = (unsigned)app->http_threads;
 	cfg.write_workers = (unsigned)app->http_write_workers;
 	cfg.query_workers = (unsigned)app->http_query_workers;
+	app->http_conn_limit = app->http_conn_limit < 1 ? app->http_conn_limit :
+	    server_conn_limit(app->http_conn_limit);
 	cfg.conn_limit = (unsigned)app->http_conn_limit;
 	cfg.per_ip_limit = (unsigned)app->http_per_ip_limit;
 	cfg.conn_timeout_s = (unsigned)((app->http_idle_timeout_ms + 999) /
@@ -975,8 +1017,11 @@ static const struct sm_flag app_flag_tab[] = {
 	    "requests, send replies and answer /ready, /metrics and the "
 	    "web UI's files; other handlers run on the worker pools."),
 	SM_FLAG_I64("server.http-conn-limit", SM_FLAG_INT, http_conn_limit,
-	    "1024",
-	    "Most concurrent HTTP connections."),
+	    "16384",
+	    "Most concurrent HTTP connections (and gRPC ones, counted "
+	    "apart): enough to hold a flood of idle or trickling ones while "
+	    "the header deadline and body rate cut them (a few KiB each); "
+	    "lowered to fit the descriptor limit, with a warning."),
 	SM_FLAG_I64("server.http-per-ip-conn-limit",
 	    SM_FLAG_INT, http_per_ip_limit,
 	    "256",
