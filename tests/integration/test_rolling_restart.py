@@ -44,10 +44,17 @@ ROUNDS = 3
 
 
 def main(r):
-    ws = Workspace("rolling-restart")
+    rollout(r, Workspace("rolling-restart"), [], ROUNDS)
+
+
+def rollout(r, ws, extra, rounds, before_round=None, after=None):
+    """The cluster above under the writer and the reader, `rounds`
+    rollouts of every component, the checks; `extra` flags for every
+    process; before_round(rnd) runs before each rollout and after(c) once
+    the last is done, before the checks (both with the load running)."""
     r.at_end(lambda: ws.cleanup(r))
     c = Cluster(ws, ingesters=3, distributors=2, queriers=2, rf=3,
-                extra=COMMON, ingester_extra=[
+                extra=COMMON + extra, ingester_extra=[
                     # a reconnect (up to 500 ms) and a few probes
                     "-ingester.min-ready-duration=1s"])
     r.at_end(lambda: c.stop())
@@ -140,7 +147,9 @@ def main(r):
     for t in th:
         t.start()
     time.sleep(1)
-    for rnd in range(ROUNDS):
+    for rnd in range(rounds):
+        if before_round is not None:
+            before_round(rnd)
         for i in range(3):
             probs = c.ingesters[i].stop()
             r.check(not probs, "round %d: ingester-%d stops cleanly"
@@ -155,6 +164,8 @@ def main(r):
                 servers[i] = c._stateless(kind, i).start()
                 time.sleep(0.2)       # the endpoints see it ready
     time.sleep(1)
+    if after is not None:
+        after(c)
     stop.set()
     for t in th:
         t.join(timeout=60)
@@ -162,7 +173,7 @@ def main(r):
     bad_r = [x for x in reads if x[1] != 200]
     print("# %d writes (%.0f/s), %d queries over %d restarts" % (
         len(writes), len(writes) / max(time.time() - t0, 1), len(reads),
-        7 * ROUNDS), flush=True)
+        7 * rounds), flush=True)
     r.check(len(writes) > 100 and not bad_w, "every write acknowledged "
             "(%d)" % len(writes), "\n".join(str(x) for x in bad_w[:5]))
     r.check(len(reads) > 50 and not bad_r, "every query answered 200 (%d)"
