@@ -54,6 +54,7 @@ import hmac
 import os
 import pwd
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -118,7 +119,7 @@ bind_port = {port}
 workers = 0
 user = {user}
 swift_dir = {d}
-
+{tls}
 [pipeline:main]
 pipeline = catch_errors proxy-logging cache s3api tempauth copy slo dlo \
 proxy-logging proxy-server
@@ -175,7 +176,7 @@ def _write(path, text):
         f.write(text)
 
 
-def _setup(d, ports):
+def _setup(d, ports, tls=None):
     os.makedirs(os.path.join(d, "node", "d1"), exist_ok=True)
     os.makedirs(os.path.join(d, "cache"), exist_ok=True)
     user = pwd.getpwuid(os.getuid()).pw_name
@@ -189,7 +190,8 @@ def _setup(d, ports):
         _write(os.path.join(d, kind + ".conf"), STORAGE_CONF.format(
             d=d, port=port, user=user, kind=kind))
     _write(os.path.join(d, "proxy.conf"), PROXY_CONF.format(
-        d=d, port=ports[3], user=user, region=REGION))
+        d=d, port=ports[3], user=user, region=REGION,
+        tls="cert_file = %s\nkey_file = %s\n" % tls[:2] if tls else ""))
 
 
 def _sign(method, host, path, payload=b""):
@@ -218,14 +220,16 @@ def _sign(method, host, path, payload=b""):
     }
 
 
-def _create_bucket(endpoint):
+def _create_bucket(endpoint, tls=None):
     """0: bucket there; else a short reason to retry on."""
     path = "/" + BUCKET
-    req = urllib.request.Request("http://%s%s" % (endpoint, path), data=b"",
+    req = urllib.request.Request("%s://%s%s" % ("https" if tls else "http",
+                                                endpoint, path), data=b"",
                                  method="PUT",
                                  headers=_sign("PUT", endpoint, path))
+    ctx = ssl.create_default_context(cafile=tls[2]) if tls else None
     try:
-        with urllib.request.urlopen(req, timeout=5) as r:
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
             return 0 if r.status == 200 else "HTTP %d" % r.status
     except urllib.error.HTTPError as e:
         body = e.read(4096).decode("utf-8", "replace")
@@ -329,7 +333,7 @@ def _spawn(d):
     return procs
 
 
-def _wait_ready(d, procs, endpoint):
+def _wait_ready(d, procs, endpoint, tls=None):
     deadline = time.monotonic() + START_TIMEOUT
     why = "not started"
     while time.monotonic() < deadline:
@@ -337,26 +341,29 @@ def _wait_ready(d, procs, endpoint):
             if p.poll() is not None:
                 raise SwiftError("swift %s server exited with %d" %
                                  (name, p.returncode))
-        why = _create_bucket(endpoint)
+        why = _create_bucket(endpoint, tls)
         if why == 0:
             return
         time.sleep(0.2)
     raise SwiftError("not ready after %.0f s: %s" % (START_TIMEOUT, why))
 
 
-def start(d):
-    """Start Swift in directory d; return the connection facts (a dict)."""
+def start(d, tls=None):
+    """Start Swift in directory d; return the connection facts (a dict).
+    tls = (certificate, key, CA) files: the proxy (the S3 endpoint) then
+    speaks HTTPS only, with that certificate (Swift's own cert_file and
+    key_file settings)."""
     d = os.path.abspath(d)
     if any(_alive(p) for p in _read_pids(d)):
         raise SwiftError("%s/pids names running processes: stop that "
                          "Swift first" % d)
     os.makedirs(d, exist_ok=True)
     ports = loopback.free_ports(4)
-    _setup(d, ports)
+    _setup(d, ports, tls)
     procs = _spawn(d)
     endpoint = "127.0.0.1:%d" % ports[3]
     try:
-        _wait_ready(d, procs, endpoint)
+        _wait_ready(d, procs, endpoint, tls)
     except BaseException as e:
         _kill([p.pid for p in procs])
         os.unlink(os.path.join(d, "pids"))
@@ -365,13 +372,13 @@ def start(d):
         raise
     return {"endpoint": endpoint, "region": REGION, "access_key": ACCESS_KEY,
             "secret_key": SECRET_KEY, "bucket": BUCKET,
-            "pids": [p.pid for p in procs]}
+            "pids": [p.pid for p in procs], "tls": bool(tls)}
 
 
-def start_for(r, d):
+def start_for(r, d, tls=None):
     """start(d) for a test: stop(d) is queued on its Results r (at_end),
     so the servers go whichever way the test ends."""
-    info = start(d)
+    info = start(d, tls)
     r.at_end(lambda: stop(d))
     return info
 
@@ -388,14 +395,17 @@ def stop(d):
 
 def smolder_flags(info, timeout="2s", retries=1):
     """The -storage.* flags that point smolder (and smolder-admin) at the
-    server start() described: path-style, plain http, short timeouts."""
+    server start() described: path-style, plain http (https when it was
+    started with tls: add -storage.s3.http.tls-ca-path), short
+    timeouts."""
     return ["-storage.backend=s3",
             "-storage.s3.endpoint=%s" % info["endpoint"],
             "-storage.s3.bucket-name=%s" % info["bucket"],
             "-storage.s3.region=%s" % info["region"],
             "-storage.s3.access-key-id=%s" % info["access_key"],
             "-storage.s3.secret-access-key=%s" % info["secret_key"],
-            "-storage.s3.insecure=true",
+            "-storage.s3.insecure=%s" % ("false" if info.get("tls")
+                                         else "true"),
             "-storage.s3.bucket-lookup-type=path",
             "-storage.s3.timeout=%s" % timeout,
             "-storage.s3.max-retries=%d" % retries]
