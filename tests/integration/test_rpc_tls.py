@@ -10,7 +10,12 @@ tcp:// RPC addresses as TLS.
      ring but no -rpc.tls-* flags -- pointed at the ingesters' RPC ports
      reads nothing: none of its answers carries the data (503, never a
      200 with the profile), and its ring sees no ingester ACTIVE;
-  3. the same for a querier whose certificate comes from another CA.
+  3. the same for a querier whose certificate comes from another CA;
+  4. the store-gateway path: the ingesters ship to a filesystem bucket,
+     a store-gateway (mutual TLS too) loads the blocks, and the querier's
+     answer is exact with the gateway asked over TLS (its served RPCs
+     counted); the outsiders of 2 and 3, given the gateway ring too, get
+     nothing from it either.
 
 Without the openssl command the test skips (a failure under CI=true).
 """
@@ -24,7 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace  # noqa: E402
+from durability import (DataServer, Workspace, flush,  # noqa: E402
+                        gateway_sync, metrics, wait_metric)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import in_ci, run_script  # noqa: E402
 from test_tls import Certs  # noqa: E402
@@ -75,9 +81,13 @@ def body(r):
     certs.leaf("node", "ca", "serverAuth,clientAuth", cn="node")
     certs.leaf("rogue", "other", "serverAuth,clientAuth", cn="rogue")
 
+    bucket = ["-storage.backend=filesystem",
+              "-storage.filesystem.dir=" + ws.path("bucket")]
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 extra=tls_flags(certs, "node") +
-                ["-validation.reject-older-than=0"])
+                ["-validation.reject-older-than=0"],
+                ingester_extra=bucket, gateways=1, gateway_rf=1,
+                gateway_extra=bucket)
     r.at_end(lambda: c.stop())
     c.start()
     r.check(True, "a cluster with mutual TLS on its RPC started: 3 "
@@ -97,9 +107,38 @@ def body(r):
     r.eq(got, {"main;secret": UPLOADS * 10000000}, "the querier's answer is "
          "exact (every upload once)")
 
-    outsider(r, ws, c, "keyless", [], now)
-    outsider(r, ws, c, "foreign-ca", tls_flags(certs, "rogue"), now)
+    # 4. the store-gateway, over TLS
+    for i, ing in enumerate(c.ingesters):
+        resp = flush(ing)
+        r.check(resp.status == 200, "ingester-%d flushed and shipped" % i,
+                resp.describe())
+    for i, ing in enumerate(c.ingesters):
+        v = wait_metric(ing, "smolder_ingester_ship_blocks_pending",
+                        lambda x: x == 0, timeout=30)
+        r.check(v == 0, "ingester-%d: nothing left to ship" % i, repr(v))
+    gw = c.gateways[0]
+    gateway_sync(r, gw, "the bucket")
+    before = gw_served(gw)
+    resp = c.queriers[0].render("sec.cpu{}", frm=now - 3600, until=now + 3600,
+                                fmt="collapsed")
+    got = parse_collapsed(resp.text()) if resp.status == 200 else {}
+    r.eq(got, {"main;secret": UPLOADS * 10000000}, "with the store-gateway "
+         "the answer is still exact (every upload once)")
+    r.check(gw_served(gw) > before, "the querier asked the store-gateway "
+            "over TLS (%d RPCs served)" % (gw_served(gw) - before))
+
+    outsider(r, ws, c, "keyless", c.gateway_flags(), now)
+    outsider(r, ws, c, "foreign-ca", c.gateway_flags() +
+             tls_flags(certs, "rogue"), now)
     c.check_stopped(r)
+
+
+def gw_served(gw):
+    """RPCs the store-gateway served, health probes left out."""
+    _, m = metrics(gw)
+    return sum(v for labels, v in (m or {}).get(
+        "smolder_ingester_rpc_duration_seconds_count", [])
+        if labels.get("method") != "health")
 
 
 if __name__ == "__main__":
