@@ -105,6 +105,17 @@ static const struct sm_flag bucket_flag_tab[] = {
 	    "4",
 	    "Tries after the first on a transport error, a timeout, 429 "
 	    "or 5xx, with jittered exponential backoff."),
+	SM_FLAG_STR("storage.s3.sse.type", s3_sse_type,
+	    "",
+	    "Server-side encryption asked of S3 on every upload: SSE-S3 "
+	    "(the store's keys), SSE-KMS (a KMS key), or empty (the "
+	    "bucket's default).  A store that cannot do it refuses the "
+	    "upload."),
+	SM_FLAG_STR("storage.s3.sse.kms-key-id", s3_sse_kms_key_id,
+	    "", "The KMS key of -storage.s3.sse.type=SSE-KMS."),
+	SM_FLAG_STR("storage.s3.sse.kms-encryption-context",
+	    s3_sse_kms_context,
+	    "", "JSON encryption context of SSE-KMS (optional)."),
 	SM_FLAG_STR("storage.encryption.key-file", seal_key_file,
 	    "",
 	    "Encrypt every object put in the bucket (AES-256-GCM, a data "

@@ -108,6 +108,9 @@ struct sm_bucket_cfg {
 	int64_t s3_timeout_ms;     /* per request */
 	int64_t s3_max_retries;    /* tries after the first */
 	char *seal_key_file;       /* -storage.encryption.key-file; "" = none */
+	char *s3_sse_type;         /* "", "SSE-S3" or "SSE-KMS" */
+	char *s3_sse_kms_key_id;
+	char *s3_sse_kms_context;  /* JSON, sent base64 */
 };
 
 struct sm_flags;

@@ -193,6 +193,15 @@ def body(r):
              if n.encode() in v]
     r.check(not leaks, "no frame name or label value in any object's bytes",
             leaks[:5])
+    # Frame names are not visible in plain block objects either (their
+    # parts are zstd): what shows the bytes are ciphertext is that none of
+    # a plain object's structure is left -- no zstd frame, no block
+    # footer, no meta.json field, not the tenant -- while the same
+    # objects opened with the keys (smolder-admin below) have all of it.
+    marks = (b"\x28\xb5\x2f\xfd", b"SMBK", b'"ulid"', b"anonymous")
+    shown = [(k, m) for k, v in objs.items() for m in marks if m in v]
+    r.check(not shown, "no zstd frame, block footer, meta.json field or "
+            "tenant name in any stored object", shown[:5])
     if have_admin():
         bflags = [f for f in sealed if f.startswith("-storage.")]
         ver = admin("bucket", "verify", *bflags)
@@ -200,9 +209,15 @@ def body(r):
                 ver.describe())
         meta = next(k for k in first if k.endswith("meta.json"))
         got = admin("bucket", "get", "-key=" + meta, *bflags)
-        r.check(got.rc == 0 and '"ulid"' in got.out,
-                "smolder-admin bucket get opens a sealed meta.json",
+        r.check(got.rc == 0 and '"ulid"' in got.out and "anonymous" in
+                got.out, "smolder-admin bucket get opens a sealed meta.json",
                 got.describe())
+        blk = next(k for k in first if k.endswith("/block"))
+        got = admin("bucket", "get", "-key=" + blk, *bflags)
+        r.check(got.rc == 0 and got.out.endswith("SMBK") and
+                "\x28\ufffd/\ufffd" in got.out,
+                "the block object opened: zstd frames and its SMBK footer",
+                got.describe()[:300])
         got = admin("bucket", "get", "-key=" + meta, *[f for f in base
                                                        if f.startswith("-storage.")])
         r.check(got.rc != 0 and "key-file" in got.err,

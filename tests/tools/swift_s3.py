@@ -48,6 +48,7 @@ Decisions and traps found on this machine:
     resolves *.localhost to loopback.
 """
 
+import base64
 import datetime
 import hashlib
 import hmac
@@ -122,7 +123,7 @@ swift_dir = {d}
 {tls}
 [pipeline:main]
 pipeline = catch_errors proxy-logging cache s3api tempauth copy slo dlo \
-proxy-logging proxy-server
+{crypto}proxy-logging proxy-server
 
 [app:proxy-server]
 use = egg:swift#proxy
@@ -155,6 +156,13 @@ use = egg:swift#slo
 
 [filter:dlo]
 use = egg:swift#dlo
+
+[filter:keymaster]
+use = egg:swift#keymaster
+encryption_root_secret = {root_secret}
+
+[filter:encryption]
+use = egg:swift#encryption
 """
 
 
@@ -176,7 +184,7 @@ def _write(path, text):
         f.write(text)
 
 
-def _setup(d, ports, tls=None):
+def _setup(d, ports, tls=None, encryption=False):
     os.makedirs(os.path.join(d, "node", "d1"), exist_ok=True)
     os.makedirs(os.path.join(d, "cache"), exist_ok=True)
     user = pwd.getpwuid(os.getuid()).pw_name
@@ -191,7 +199,9 @@ def _setup(d, ports, tls=None):
             d=d, port=port, user=user, kind=kind))
     _write(os.path.join(d, "proxy.conf"), PROXY_CONF.format(
         d=d, port=ports[3], user=user, region=REGION,
-        tls="cert_file = %s\nkey_file = %s\n" % tls[:2] if tls else ""))
+        tls="cert_file = %s\nkey_file = %s\n" % tls[:2] if tls else "",
+        crypto="keymaster encryption " if encryption else "",
+        root_secret=base64.b64encode(os.urandom(32)).decode()))
 
 
 def _sign(method, host, path, payload=b""):
@@ -348,18 +358,20 @@ def _wait_ready(d, procs, endpoint, tls=None):
     raise SwiftError("not ready after %.0f s: %s" % (START_TIMEOUT, why))
 
 
-def start(d, tls=None):
+def start(d, tls=None, encryption=False):
     """Start Swift in directory d; return the connection facts (a dict).
     tls = (certificate, key, CA) files: the proxy (the S3 endpoint) then
     speaks HTTPS only, with that certificate (Swift's own cert_file and
-    key_file settings)."""
+    key_file settings).  encryption: Swift's encryption middleware
+    (keymaster + encryption) in the proxy, so objects are encrypted at
+    rest and s3api accepts x-amz-server-side-encryption: AES256."""
     d = os.path.abspath(d)
     if any(_alive(p) for p in _read_pids(d)):
         raise SwiftError("%s/pids names running processes: stop that "
                          "Swift first" % d)
     os.makedirs(d, exist_ok=True)
     ports = loopback.free_ports(4)
-    _setup(d, ports, tls)
+    _setup(d, ports, tls, encryption)
     procs = _spawn(d)
     endpoint = "127.0.0.1:%d" % ports[3]
     try:
@@ -375,10 +387,10 @@ def start(d, tls=None):
             "pids": [p.pid for p in procs], "tls": bool(tls)}
 
 
-def start_for(r, d, tls=None):
+def start_for(r, d, tls=None, encryption=False):
     """start(d) for a test: stop(d) is queued on its Results r (at_end),
     so the servers go whichever way the test ends."""
-    info = start(d, tls)
+    info = start(d, tls, encryption)
     r.at_end(lambda: stop(d))
     return info
 
