@@ -1279,6 +1279,135 @@ usage(const struct sm_flags *fs)
 	sm_flags_usage(fs, stdout);
 }
 
+/* Defaults that depend on other flags, after parsing. */
+static void
+app_settle(struct app *app, struct sm_flags *fs)
+{
+	if (*app->ring_etcd_endpoints != '\0' && (app->ring_etcd_members =
+	    sm_malloc(strlen(app->ring_etcd_prefix) + 16)) != NULL)
+		(void)sprintf(app->ring_etcd_members, "%singesters/",
+		    app->ring_etcd_prefix);
+	if (*app->ring_etcd_endpoints != '\0' && (app->gw_etcd_members =
+	    sm_malloc(strlen(app->ring_etcd_prefix) + 16)) != NULL)
+		(void)sprintf(app->gw_etcd_members, "%sstore-gateways/",
+		    app->ring_etcd_prefix);
+	if (app->instance_id[0] == '\0') {
+		/* The flag set owns the parsed string; point elsewhere. */
+		static char host[256];
+
+		if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+			snprintf(host, sizeof(host), "smolder");
+		app->instance_id = host;
+	}
+	if (!sm_flags_was_set(fs, "distributor.replication-factor") &&
+	    strcmp(app->target, "all") == 0)
+		app->replication_factor = 1;
+}
+
+/* Mutual TLS of the internal RPC and TLS to etcd, process-wide: before
+ * any module dials or listens.  0, or SM_EINVAL with err. */
+static int
+clients_tls(struct app *app, struct sm_err *err)
+{
+	struct sm_etcd_tls_cfg et = { app->etcd_tls_on, app->etcd_tls_cert,
+	    app->etcd_tls_key, app->etcd_tls_ca };
+
+	if (app->rpc_tls_cert[0] != '\0' || app->rpc_tls_key[0] != '\0' ||
+	    app->rpc_tls_ca[0] != '\0') {
+		struct sm_rpc_tls_cfg rt = { app->rpc_tls_cert,
+		    app->rpc_tls_key, app->rpc_tls_ca, app->rpc_tls_name };
+
+		if (app->rpc_tls_cert[0] == '\0' ||
+		    app->rpc_tls_key[0] == '\0' || app->rpc_tls_ca[0] == '\0')
+			return (sm_err_set(err, SM_EINVAL, "-rpc.tls-cert-path, "
+			    "-rpc.tls-key-path and -rpc.tls-ca-path go "
+			    "together (mutual TLS)"));
+		if (sm_rpc_tls_set(&rt, err) != 0)
+			return (SM_EINVAL);
+		sm_info("main", "internal RPC: mutual TLS on tcp:// "
+		    "addresses\tserver_name=%s", app->rpc_tls_name);
+	}
+	return (sm_etcd_tls_set(&et, err));
+}
+
+/*
+ * From the signal to the listeners' close: not ready from now on, the
+ * shutdown delay, an ingester's leave, the bucket's cancel, and the HTTP
+ * and gRPC drain.  The exit status: 1 when the ingester failed.
+ */
+static int
+shutdown_begin(struct app *app, sigset_t *set, size_t started)
+{
+	int rc;
+
+	/* Not ready from now on; requests are still served for the delay,
+	 * so whatever routes by /ready stops sending before the ports
+	 * close.  A second signal ends the wait. */
+	atomic_store(&app->shutting_down, true);
+	if (app->shutdown_delay_ms > 0) {
+		ing_drain(app->ing);
+		struct timespec ts = { app->shutdown_delay_ms / 1000,
+		    (app->shutdown_delay_ms % 1000) * 1000000 };
+
+		sm_info("main", "not ready; shutting down after the delay\t"
+		    "shutdown_delay_ms=%lld", (long long)app->shutdown_delay_ms);
+		(void)sigtimedwait(set, NULL, &ts);
+	}
+	rc = app->ing != NULL && ing_failed(app->ing) ? 1 : 0;
+	/* An ingester with a bucket leaves before anything stops: its
+	 * blocks go to the bucket and the store-gateways (ingester.h). */
+	if (rc == 0 && app->ing != NULL && started == app->norder)
+		ing_leave_on_shutdown(app->ing);
+	/* One that left for good (POST /ingester/shutdown) leaves etcd
+	 * too, so every ring drops it without a restart.  A leave at
+	 * SIGTERM keeps the key: a restart rejoins as the same member, its
+	 * missed writes owed to it as hints, as with -ring.members. */
+	if (app->ring_reg != NULL && ing_retired(app->ing)) {
+		struct sm_err lerr;
+
+		sm_err_clear(&lerr);
+		if (sm_ring_reg_leave(app->ring_reg, &lerr) != 0)
+			sm_error("main", "left, but etcd still lists this "
+			    "ingester: delete its key\terr=\"%s\"", lerr.msg);
+	}
+	/* A hung store must not hold the shutdown: uploads in flight end
+	 * now and stay pending (bucket.h, sm_bucket_cancel). */
+	sm_bucket_cancel(app->bucket);
+	/* Drain first: no HTTP request may be in flight when the components
+	 * behind it stop.  sm_http_stop() is idempotent; gRPC calls are
+	 * HTTP requests underneath, so they stop before. */
+	sm_grpc_stop(app->grpc);
+	app->grpc = NULL;
+	if (app->http != NULL)
+		sm_http_stop(app->http);
+	return (rc);
+}
+
+/* Free everything the modules made, in reverse dependency order. */
+static void
+app_free(struct app *app, int rc)
+{
+	cpt_destroy(app->cpt);
+	qry_destroy(app->qry);
+	dist_destroy(app->dist);
+	sm_ring_destroy(app->ring);
+	ing_destroy(app->ing);
+	sm_ring_destroy(app->gw_ring);
+	sm_bucket_destroy(app->bucket);
+	sm_http_destroy(app->http);
+	sm_tls_destroy(app->tls);
+	sm_overrides_destroy(app->overrides);
+	sm_auth_destroy(app->auth);
+	sm_rpc_tls_clear();
+	sm_etcd_tls_clear();
+	if (app->data_lock_fd >= 0)
+		close(app->data_lock_fd);
+	if (rc == 0)
+		sm_info("main", "stopped");
+	sm_free(app->ring_etcd_members);
+	sm_free(app->gw_etcd_members);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1317,25 +1446,7 @@ main(int argc, char **argv)
 		sm_warn("main", "test clock: this process's wall clock is moved "
 		    "by SMOLDER_TEST_CLOCK_SKEW_MS\tskew_ms=%lld",
 		    (long long)sm_clock_skew_ms());
-	if (*app.ring_etcd_endpoints != '\0' && (app.ring_etcd_members =
-	    sm_malloc(strlen(app.ring_etcd_prefix) + 16)) != NULL)
-		(void)sprintf(app.ring_etcd_members, "%singesters/",
-		    app.ring_etcd_prefix);
-	if (*app.ring_etcd_endpoints != '\0' && (app.gw_etcd_members =
-	    sm_malloc(strlen(app.ring_etcd_prefix) + 16)) != NULL)
-		(void)sprintf(app.gw_etcd_members, "%sstore-gateways/",
-		    app.ring_etcd_prefix);
-	if (app.instance_id[0] == '\0') {
-		/* The flag set owns the parsed string; point elsewhere. */
-		static char host[256];
-
-		if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
-			snprintf(host, sizeof(host), "smolder");
-		app.instance_id = host;
-	}
-	if (!sm_flags_was_set(&fs, "distributor.replication-factor") &&
-	    strcmp(app.target, "all") == 0)
-		app.replication_factor = 1;
+	app_settle(&app, &fs);
 	if (sm_modules_resolve(modules, SM_ARRAY_LEN(modules), app.target,
 	    app.order, &app.norder, &err) != 0) {
 		fprintf(stderr, "smolder: -target: %s\n", err.msg);
@@ -1359,32 +1470,9 @@ main(int argc, char **argv)
 		sm_error("main", "%s", err.msg);
 		goto out;
 	}
-	if (app.rpc_tls_cert[0] != '\0' || app.rpc_tls_key[0] != '\0' ||
-	    app.rpc_tls_ca[0] != '\0') {
-		struct sm_rpc_tls_cfg rt = { app.rpc_tls_cert, app.rpc_tls_key,
-		    app.rpc_tls_ca, app.rpc_tls_name };
-
-		if (app.rpc_tls_cert[0] == '\0' || app.rpc_tls_key[0] == '\0' ||
-		    app.rpc_tls_ca[0] == '\0') {
-			sm_error("main", "-rpc.tls-cert-path, -rpc.tls-key-path "
-			    "and -rpc.tls-ca-path go together (mutual TLS)");
-			goto out;
-		}
-		if (sm_rpc_tls_set(&rt, &err) != 0) {
-			sm_error("main", "%s", err.msg);
-			goto out;
-		}
-		sm_info("main", "internal RPC: mutual TLS on tcp:// "
-		    "addresses\tserver_name=%s", app.rpc_tls_name);
-	}
-	{
-		struct sm_etcd_tls_cfg et = { app.etcd_tls_on, app.etcd_tls_cert,
-		    app.etcd_tls_key, app.etcd_tls_ca };
-
-		if (sm_etcd_tls_set(&et, &err) != 0) {
-			sm_error("main", "%s", err.msg);
-			goto out;
-		}
+	if (clients_tls(&app, &err) != 0) {
+		sm_error("main", "%s", err.msg);
+		goto out;
 	}
 	for (size_t i = 0; i < app.norder; i++) {
 		if (app.order[i]->init(&app, &err) != 0) {
@@ -1405,46 +1493,7 @@ main(int argc, char **argv)
 	sigwait(&set, &sig);
 	sm_info("main", "shutting down\tsignal=%s", sig == SIGINT ? "SIGINT" :
 	    "SIGTERM");
-	/* Not ready from now on; requests are still served for the delay,
-	 * so whatever routes by /ready stops sending before the ports
-	 * close.  A second signal ends the wait. */
-	atomic_store(&app.shutting_down, true);
-	if (app.shutdown_delay_ms > 0) {
-		ing_drain(app.ing);
-		struct timespec ts = { app.shutdown_delay_ms / 1000,
-		    (app.shutdown_delay_ms % 1000) * 1000000 };
-
-		sm_info("main", "not ready; shutting down after the delay\t"
-		    "shutdown_delay_ms=%lld", (long long)app.shutdown_delay_ms);
-		(void)sigtimedwait(&set, NULL, &ts);
-	}
-	rc = app.ing != NULL && ing_failed(app.ing) ? 1 : 0;
-	/* An ingester with a bucket leaves before anything stops: its
-	 * blocks go to the bucket and the store-gateways (ingester.h). */
-	if (rc == 0 && app.ing != NULL && started == app.norder)
-		ing_leave_on_shutdown(app.ing);
-	/* One that left for good (POST /ingester/shutdown) leaves etcd
-	 * too, so every ring drops it without a restart.  A leave at
-	 * SIGTERM keeps the key: a restart rejoins as the same member, its
-	 * missed writes owed to it as hints, as with -ring.members. */
-	if (app.ring_reg != NULL && ing_retired(app.ing)) {
-		struct sm_err lerr;
-
-		sm_err_clear(&lerr);
-		if (sm_ring_reg_leave(app.ring_reg, &lerr) != 0)
-			sm_error("main", "left, but etcd still lists this "
-			    "ingester: delete its key\terr=\"%s\"", lerr.msg);
-	}
-	/* A hung store must not hold the shutdown: uploads in flight end
-	 * now and stay pending (bucket.h, sm_bucket_cancel). */
-	sm_bucket_cancel(app.bucket);
-	/* Drain first: no HTTP request may be in flight when the components
-	 * behind it stop.  sm_http_stop() is idempotent; gRPC calls are
-	 * HTTP requests underneath, so they stop before. */
-	sm_grpc_stop(app.grpc);
-	app.grpc = NULL;
-	if (app.http != NULL)
-		sm_http_stop(app.http);
+	rc = shutdown_begin(&app, &set, started);
 stop:
 	while (started > 0) {
 		started--;
@@ -1453,26 +1502,7 @@ stop:
 		app.order[started]->stop(&app);
 	}
 out:
-	/* Free in reverse dependency order. */
-	cpt_destroy(app.cpt);
-	qry_destroy(app.qry);
-	dist_destroy(app.dist);
-	sm_ring_destroy(app.ring);
-	ing_destroy(app.ing);
-	sm_ring_destroy(app.gw_ring);
-	sm_bucket_destroy(app.bucket);
-	sm_http_destroy(app.http);
-	sm_tls_destroy(app.tls);
-	sm_overrides_destroy(app.overrides);
-	sm_auth_destroy(app.auth);
-	sm_rpc_tls_clear();
-	sm_etcd_tls_clear();
-	if (app.data_lock_fd >= 0)
-		close(app.data_lock_fd);
-	if (rc == 0)
-		sm_info("main", "stopped");
-	sm_free(app.ring_etcd_members);
-	sm_free(app.gw_etcd_members);
+	app_free(&app, rc);
 out_flags:
 	sm_flags_fini(&fs);
 	return (rc);
