@@ -205,6 +205,11 @@ def body(r):
                   "&from=%d&until=%d&format=collapsed" % (now - 60, now + 60))
     r.check(st == 200 and b.strip() == b"main;secure 70000000", "HTTPS render: "
             "the profile back", b)
+    st, b = https(srv.port, ok, "GET", "/")
+    st2, b2 = https(srv.port, ok, "GET", "/ui/app.js")
+    r.check(st == 200 and b"<html" in b.lower() and st2 == 200 and
+            len(b2) > 1000, "HTTPS: the web UI's page and script (what a "
+            "browser loads)", "%s %r / %s %r" % (st, b[:80], st2, b2[:80]))
     with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
         s.sendall(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
         try:
