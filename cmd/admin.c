@@ -32,6 +32,11 @@
  *       of contents and every part's checksum; blocks without a
  *       meta.json are reported as partial uploads.  One line per block;
  *       exits 1 if anything is damaged or partial, 0 if all is clean.
+ *   smolder-admin bucket keys   [-prefix=P]
+ *       which key-encryption key sealed each object (bucket_seal.c;
+ *       "plain" for one that is not sealed), then per KEK the objects
+ *       and bytes it sealed: an old KEK may leave the key file once no
+ *       object is left under it.  Reads headers only; needs no key file.
  *   The bucket commands use the server's own client (common/bucket.h)
  *   and need no data directory; they take the server's -storage.* flags.
  */
@@ -489,6 +494,86 @@ out:
 	return (rv != 0 || ad->problems > 0 ? 1 : 0);
 }
 
+/* Every object under the prefix, with its size. */
+struct bucket_objs {
+	char **key;
+	uint64_t *size;
+	size_t n, cap, scap;
+};
+
+static int
+objs_add(void *arg, const struct sm_bucket_obj *o)
+{
+	struct bucket_objs *b = arg;
+
+	if (SM_GROW(b->key, b->cap, b->n + 1, 64) != 0 ||
+	    SM_GROW(b->size, b->scap, b->n + 1, 64) != 0 ||
+	    (b->key[b->n] = sm_strdup(o->key)) == NULL)
+		return (SM_ENOMEM);
+	b->size[b->n++] = o->size;
+	return (0);
+}
+
+/* Per KEK id ("" = plain): objects and stored bytes. */
+struct kek_count {
+	char id[SM_BUCKET_SEAL_ID_MAX + 1];
+	uint64_t objects, bytes;
+};
+
+static int
+bucket_keys(struct admin *ad)
+{
+	struct bucket_objs o = { 0 };
+	struct kek_count c[64];
+	size_t nc = 0;
+	struct sm_err err;
+	int rv, rc = 0;
+
+	if ((rv = sm_bucket_list(ad->bucket, ad->prefix, objs_add, &o,
+	    &err)) != 0) {
+		fprintf(stderr, "smolder-admin: %s\n", err.msg);
+		rc = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < o.n; i++) {
+		char id[SM_BUCKET_SEAL_ID_MAX + 1];
+		size_t k;
+
+		if ((rv = sm_bucket_sealed_by(ad->bucket, o.key[i], id,
+		    &err)) != 0) {
+			if (rv == SM_ENOTFOUND)
+				continue;       /* deleted since the listing */
+			fprintf(stderr, "smolder-admin: %s\n", err.msg);
+			rc = 1;
+			continue;
+		}
+		printf("%-16s %12llu %s\n", id[0] != '\0' ? id : "plain",
+		    (unsigned long long)o.size[i], o.key[i]);
+		for (k = 0; k < nc && strcmp(c[k].id, id) != 0; k++)
+			;
+		if (k == nc && nc < SM_ARRAY_LEN(c)) {
+			memset(&c[nc], 0, sizeof(c[nc]));
+			memcpy(c[nc].id, id, sizeof(id));
+			nc++;
+		}
+		if (k < nc) {
+			c[k].objects++;
+			c[k].bytes += o.size[i];
+		}
+	}
+	for (size_t k = 0; k < nc; k++)
+		printf("total %-16s %llu objects, %llu bytes\n",
+		    c[k].id[0] != '\0' ? c[k].id : "plain",
+		    (unsigned long long)c[k].objects,
+		    (unsigned long long)c[k].bytes);
+out:
+	for (size_t i = 0; i < o.n; i++)
+		sm_free(o.key[i]);
+	sm_free(o.key);
+	sm_free(o.size);
+	return (rc);
+}
+
 static int
 cmd_bucket(struct admin *ad, const char *sub)
 {
@@ -513,9 +598,11 @@ cmd_bucket(struct admin *ad, const char *sub)
 		rc = bucket_get(ad);
 	} else if (strcmp(sub, "verify") == 0) {
 		rc = bucket_verify(ad);
+	} else if (strcmp(sub, "keys") == 0) {
+		rc = bucket_keys(ad);
 	} else {
 		fprintf(stderr, "smolder-admin: bucket: unknown command %s "
-		    "(ls, get, verify)\n", sub);
+		    "(ls, get, verify, keys)\n", sub);
 	}
 	sm_bucket_destroy(ad->bucket);
 	return (rc);
@@ -540,7 +627,7 @@ static const struct sm_flag admin_flag_tab[] = {
 	SM_FLAG_SWITCH("generate", generate, "false",
 	    "hash-key: generate a new random key"),
 	SM_FLAG_STR("prefix", prefix, "",
-	    "bucket ls, verify: key prefix"),
+	    "bucket ls, verify, keys: key prefix"),
 	SM_FLAG_STR("key", key, "",
 	    "bucket get: key"),
 	SM_FLAG_I64("offset", SM_FLAG_INT, offset, "0",
@@ -567,7 +654,7 @@ main(int argc, char **argv)
 	    (argc < 3 || argv[2][0] == '-'))) {
 		fprintf(stderr, "usage: smolder-admin blocks|verify|corrupt|disk|"
 		    "hash-key [flags]\n"
-		    "       smolder-admin bucket ls|get|verify [flags]\n");
+		    "       smolder-admin bucket ls|get|verify|keys [flags]\n");
 		(void)sm_flags_add(&fs, admin_flag_tab,
 		    SM_ARRAY_LEN(admin_flag_tab), &ad, &err);
 		(void)sm_bucket_flags_add(&fs, &ad.bcfg, &err);

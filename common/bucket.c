@@ -369,6 +369,35 @@ sm_bucket_get(struct sm_bucket *b, const char *key, uint64_t off,
 }
 
 int
+sm_bucket_sealed_by(struct sm_bucket *b, const char *key,
+    char id[SM_BUCKET_SEAL_ID_MAX + 1], struct sm_err *err)
+{
+	char full[FULL_KEY_LEN];
+	struct sm_bucket *raw = b;
+	struct sm_buf v = SM_BUF_INIT;
+	int rv;
+
+	id[0] = '\0';
+	if ((rv = full_key(b, key, full, sizeof(full), "get", err)) != 0 ||
+	    (rv = cancelled(b, "get", err)) != 0)
+		return (rv);
+	while (raw->inner != NULL)      /* the store, past the sealing */
+		raw = raw->inner;
+	rv = counted("get", raw->ops->get(raw, full, 0, SM_BUCKET_SEAL_HDR, &v,
+	    err));
+	if (rv == SM_EINVAL) {          /* shorter than a header: plain */
+		sm_err_clear(err);
+		rv = 0;
+	} else if (rv == 0 && v.len == SM_BUCKET_SEAL_HDR &&
+	    memcmp(v.b, SM_BUCKET_SEAL_MAGIC, 8) == 0) {
+		memcpy(id, v.b + SM_BUCKET_SEAL_ID_AT, SM_BUCKET_SEAL_ID_MAX);
+		id[SM_BUCKET_SEAL_ID_MAX] = '\0';
+	}
+	sm_buf_fini(&v);
+	return (rv);
+}
+
+int
 sm_bucket_stat(struct sm_bucket *b, const char *key, uint64_t *size,
     struct sm_err *err)
 {

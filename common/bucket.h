@@ -84,6 +84,9 @@
 
 #define SM_BUCKET_KEY_MAX 512
 #define SM_BUCKET_SEAL_MAGIC "SMSEAL01"   /* a sealed object's first bytes */
+#define SM_BUCKET_SEAL_HDR 104            /* its header (bucket_seal.c) */
+#define SM_BUCKET_SEAL_ID_AT 8            /* the KEK id in it, NUL-padded */
+#define SM_BUCKET_SEAL_ID_MAX 16
 #define SM_BUCKET_WHOLE UINT64_MAX
 
 /*
@@ -205,6 +208,16 @@ int sm_bucket_delete(struct sm_bucket *b, const char *key,
 int sm_bucket_list(struct sm_bucket *b, const char *prefix,
     int (*fn)(void *arg, const struct sm_bucket_obj *o), void *arg,
     struct sm_err *err);
+
+/*
+ * Which key-encryption key sealed `key` (bucket_seal.c): its id into `id`
+ * (NUL-terminated), or "" for an object that is not sealed.  Reads the
+ * header as stored, so it needs no key file (smolder-admin bucket keys:
+ * when may an old KEK leave the file?).  0, SM_ENOTFOUND, or the store's
+ * error.
+ */
+int sm_bucket_sealed_by(struct sm_bucket *b, const char *key,
+    char id[SM_BUCKET_SEAL_ID_MAX + 1], struct sm_err *err);
 
 /*
  * Is the store there and are the keys right?  A list of one page under

@@ -11,8 +11,8 @@
  * keep the KEK that sealed them and open as long as the file still lists
  * it, so a rotation rewrites no data.  Objects leave the bucket by the
  * compactor's folds (raw blocks, within hours) and by retention (folds
- * and tiers); an old KEK's line can go once -compactor.blocks-retention-
- * period has passed since it stopped sealing.
+ * and tiers); an old KEK's line can go once no object is left under it
+ * (smolder-admin bucket keys counts them; sm_bucket_sealed_by).
  *
  * Object format, version 1 (all integers big-endian):
  *
@@ -82,8 +82,8 @@
 #include "tls.h"
 
 #define SEAL_MAGIC SM_BUCKET_SEAL_MAGIC
-#define SEAL_HDR 104
-#define SEAL_ID 16
+#define SEAL_HDR SM_BUCKET_SEAL_HDR
+#define SEAL_ID SM_BUCKET_SEAL_ID_MAX
 #define SEAL_CHUNK 65536u
 #define SEAL_CACHE 1024
 #define SEAL_RELOAD_NS 1000000000LL

@@ -16,7 +16,8 @@ The single binary, a filesystem bucket outside its data dir.
      objects k1, the second's k2 -- and no object holds a frame name of
      the answers (at least 20 names looked for) or a series label.
      `smolder-admin bucket verify` and `bucket get` with the key file
-     read it; `bucket get` without it refuses.
+     read it; `bucket get` without it refuses; `bucket keys`, without
+     it, names the KEK of every object and counts them per KEK.
   3. The data dir wiped, the same -instance.id started again with the
      keys: it restores its blocks from the bucket
      (smolder_ingester_restored_blocks_total > 0, sealed objects opened)
@@ -222,6 +223,18 @@ def body(r):
                                                        if f.startswith("-storage.")])
         r.check(got.rc != 0 and "key-file" in got.err,
                 "without the keys smolder-admin refuses it", got.describe())
+        # which KEK sealed what, with no key file: when may k1 go?
+        got = admin("bucket", "keys", *[f for f in base
+                                        if f.startswith("-storage.")])
+        listed = {}
+        for ln in got.out.splitlines():
+            f = ln.split()
+            if len(f) == 3 and not ln.startswith("total "):
+                listed[f[2]] = f[0]
+        r.check(got.rc == 0 and listed == kid and
+                "total k1 " in got.out and "total k2 " in got.out,
+                "smolder-admin bucket keys names the KEK of every object "
+                "(no key file needed)", got.describe()[:600])
 
     # 3. a wiped disk restores from the sealed bucket: same answers
     srv = DataServer(ws.data_dir("d2"), ws.log_dir("d2"), sealed).start()
