@@ -524,8 +524,8 @@ static int
 bucket_keys(struct admin *ad)
 {
 	struct bucket_objs o = { 0 };
-	struct kek_count c[64];
-	size_t nc = 0;
+	struct kek_count *c = NULL;
+	size_t nc = 0, ccap = 0;
 	struct sm_err err;
 	int rv, rc = 0;
 
@@ -551,15 +551,18 @@ bucket_keys(struct admin *ad)
 		    (unsigned long long)o.size[i], o.key[i]);
 		for (k = 0; k < nc && strcmp(c[k].id, id) != 0; k++)
 			;
-		if (k == nc && nc < SM_ARRAY_LEN(c)) {
+		if (k == nc) {
+			if (SM_GROW(c, ccap, nc + 1, 8) != 0) {
+				fprintf(stderr, "smolder-admin: out of memory\n");
+				rc = 1;
+				goto out;
+			}
 			memset(&c[nc], 0, sizeof(c[nc]));
 			memcpy(c[nc].id, id, sizeof(id));
 			nc++;
 		}
-		if (k < nc) {
-			c[k].objects++;
-			c[k].bytes += o.size[i];
-		}
+		c[k].objects++;
+		c[k].bytes += o.size[i];
 	}
 	for (size_t k = 0; k < nc; k++)
 		printf("total %-16s %llu objects, %llu bytes\n",
@@ -571,6 +574,7 @@ out:
 		sm_free(o.key[i]);
 	sm_free(o.key);
 	sm_free(o.size);
+	sm_free(c);
 	return (rc);
 }
 

@@ -59,8 +59,8 @@
  * as the bucket shows it) seals that tenant's objects only: per-tenant
  * KEKs, so a tenant's history can be made unreadable by deleting its
  * lines (crypto-shredding).  The first line without a tenant seals every
- * other object and must exist.  The file is read again when its
- * modification time or size changes, checked at most once a second; a
+ * other object and must exist.  The file is read again when it changes
+ * (common/watch.h: polled every second, read once it has settled); a
  * file that fails to parse keeps the previous keys and is logged.  Key
  * bytes are wiped when retired.
  *
@@ -80,13 +80,14 @@
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
+#include "watch.h"
 
 #define SEAL_MAGIC SM_BUCKET_SEAL_MAGIC
 #define SEAL_HDR SM_BUCKET_SEAL_HDR
 #define SEAL_ID SM_BUCKET_SEAL_ID_MAX
 #define SEAL_CHUNK 65536u
 #define SEAL_CACHE 1024
-#define SEAL_RELOAD_NS 1000000000LL
+#define SEAL_RELOAD_MS 1000
 
 struct seal_kek {
 	char id[SEAL_ID + 1];
@@ -120,8 +121,7 @@ struct seal_bucket {
 
 	pthread_mutex_t mu;        /* keys, the file's identity */
 	struct seal_keys keys;
-	struct stat st;
-	int64_t checked_ns;
+	struct sm_watch *watch;    /* re-reads the key file (watch.h) */
 
 	pthread_mutex_t cmu;       /* the header cache */
 	struct seal_slot cache[SEAL_CACHE];
@@ -292,34 +292,24 @@ load_keys(const char *path, struct seal_keys *out, struct stat *st,
 	return (rv);
 }
 
-/* Read the file again if it changed (at most once a second). */
-static void
-keys_refresh(struct seal_bucket *s)
+/* The watch's load function (watch.h): read the file, swap the keys. */
+static int
+keys_load(void *arg, const char *path, struct sm_err *err)
 {
-	int64_t now = sm_mono_ns();
-	struct seal_keys k;
+	struct seal_bucket *s = arg;
+	struct seal_keys k, old;
 	struct stat st;
-	struct sm_err err;
+	int rv;
 
-	if (now - s->checked_ns < SEAL_RELOAD_NS)
-		return;
-	s->checked_ns = now;
-	if (stat(s->path, &st) != 0 || (st.st_mtim.tv_sec ==
-	    s->st.st_mtim.tv_sec && st.st_mtim.tv_nsec ==
-	    s->st.st_mtim.tv_nsec && st.st_size == s->st.st_size &&
-	    st.st_ino == s->st.st_ino))
-		return;
-	sm_err_clear(&err);
-	if (load_keys(s->path, &k, &st, &err) != 0) {
-		sm_warn("bucket", "key file not reloaded, the previous keys "
-		    "stay: %s", err.msg);
-		s->st = st;     /* logged once per change */
-		return;
-	}
-	keys_wipe(&s->keys);
+	if ((rv = load_keys(path, &k, &st, err)) != 0)
+		return (rv);
+	pthread_mutex_lock(&s->mu);
+	old = s->keys;
 	s->keys = k;
-	s->st = st;
-	sm_info("bucket", "key file %s reloaded: %zu keys", s->path, k.n);
+	pthread_mutex_unlock(&s->mu);
+	keys_wipe(&old);
+	sm_info("bucket", "key file %s read: %zu keys", path, k.n);
+	return (0);
 }
 
 /* The tenant segment of a full key: after the prefix, before '/'. */
@@ -343,7 +333,6 @@ kek_for_seal(struct seal_bucket *s, const char *key, struct seal_kek *out)
 
 	key_tenant(s, key, &t, &tn);
 	pthread_mutex_lock(&s->mu);
-	keys_refresh(s);
 	for (size_t i = 0; i < s->keys.n && hit == NULL; i++) {
 		const struct seal_kek *k = &s->keys.v[i];
 
@@ -365,7 +354,6 @@ kek_by_id(struct seal_bucket *s, const char *id, struct seal_kek *out)
 	bool found = false;
 
 	pthread_mutex_lock(&s->mu);
-	keys_refresh(s);
 	for (size_t i = 0; i < s->keys.n && !found; i++)
 		if (strcmp(s->keys.v[i].id, id) == 0) {
 			*out = s->keys.v[i];
@@ -790,6 +778,7 @@ seal_destroy(struct sm_bucket *b)
 	for (size_t i = 0; i < SEAL_CACHE; i++)
 		sm_free(s->cache[i].key);
 	explicit_bzero(s->cache, sizeof(s->cache));
+	sm_watch_destroy(s->watch);
 	keys_wipe(&s->keys);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->cmu);
@@ -823,15 +812,21 @@ sm_bucket_seal_open(struct sm_bucket *in, const char *key_file,
 		sm_free(s);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if ((rv = load_keys(key_file, &s->keys, &s->st, err)) != 0) {
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->cmu, NULL);
+	if ((rv = sm_watch_create(&(struct sm_watch_conf){ .path = key_file,
+	    .period_ms = SEAL_RELOAD_MS, .component = "bucket",
+	    .what = "key file", .keeping = "keeping the previous keys",
+	    .load = keys_load, .arg = s }, &s->watch, err)) != 0) {
 		sm_err_prefix(err, "-storage.encryption.key-file");
+		if (rv != SM_ENOMEM)    /* missing or unreadable: bucket.h */
+			rv = err->code = SM_EINVAL;
+		pthread_mutex_destroy(&s->mu);
+		pthread_mutex_destroy(&s->cmu);
 		sm_free(s->path);
 		sm_free(s);
 		return (rv);
 	}
-	s->checked_ns = sm_mono_ns();
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_mutex_init(&s->cmu, NULL);
 	s->b.ops = &seal_ops;
 	s->b.inner = in;
 	s->in = in;

@@ -893,7 +893,7 @@ test_sealed_keys(void)
 	/* rotation: kb first; new objects get kb, old ones still open */
 	keys_write("kb " KEY_B "\nka " KEY_A "\n"
 	    "kt " KEY_T " acme  # acme's own\n");
-	sleep(1);
+	sleep(3);            /* the watch reads it once it settled */
 	SM_REQUIRE(sm_bucket_put(b, "k/new", "sealed by kb", 12, &err) == 0);
 	SM_REQUIRE(raw_read("k/new", &raw));
 	SM_CHECK(memcmp(raw.b + 8, "kb\0", 3) == 0);
@@ -910,7 +910,7 @@ test_sealed_keys(void)
 	SM_CHECK(memcmp(raw.b + 8, "kb\0", 3) == 0);
 	/* ka retired: what it sealed no longer opens, and says why */
 	keys_write("kb " KEY_B "\nkt " KEY_T " acme\n");
-	sleep(1);
+	sleep(3);
 	sm_buf_reset(&out);
 	SM_CHECK_EQ(sm_bucket_get(b, "k/old", 0, SM_BUCKET_WHOLE, &out, &err),
 	    SM_EAUTH);
@@ -919,7 +919,7 @@ test_sealed_keys(void)
 	    0);
 	/* a broken file keeps the previous keys */
 	keys_write("kb nothex\n");
-	sleep(1);
+	sleep(3);
 	sm_buf_reset(&out);
 	SM_CHECK(sm_bucket_get(b, "acme/blocks/x", 0, SM_BUCKET_WHOLE, &out,
 	    &err) == 0);
@@ -956,7 +956,7 @@ test_sealed_keys(void)
 	c.seal_key_file = (char *)"/nonexistent/keys";
 	SM_CHECK_EQ(sm_bucket_open(&c, NULL, &x, &err), SM_EINVAL);
 	keys_write("ka " KEY_A "\n");
-	sleep(1);
+	sleep(3);
 	for (const char *k = "k/old"; k != NULL; k = strcmp(k, "k/old") == 0 ?
 	    "k/new" : strcmp(k, "k/new") == 0 ? "k/plain" :
 	    strcmp(k, "k/plain") == 0 ? "k/tiny" : NULL)

@@ -164,7 +164,7 @@ def body(r):
 
         # 2. rotate: k2 seals, k1 still opens
         write_keys(keys, K2 + "\n" + K1 + "\n")
-        time.sleep(1.2)
+        time.sleep(3.0)          # polled every second, read once settled
         ingest(r, srv, SECOND)
         ship(r, srv, "k2")
         want = capture(srv)
