@@ -269,7 +269,12 @@ struct sm_http {
 	bool h_pool_exit;             /* workers return once queues drain */
 	struct http_pool h_write;     /* SM_SCOPE_WRITE routes */
 	struct http_pool h_query;     /* SM_SCOPE_READ and _ADMIN routes */
-	char h_lasterr[256];          /* last MHD log line, for start errors */
+	/* The last MHD log line, for start errors: under h_logmu alone,
+	 * taken after h_mu or on its own, since libmicrohttpd logs from
+	 * calls made with h_mu held (MHD_add_connection in sm_http_adopt)
+	 * and h_mu there would deadlock. */
+	pthread_mutex_t h_logmu;
+	char h_lasterr[256];
 };
 
 /*
@@ -371,10 +376,10 @@ http_mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
-	pthread_mutex_lock(&h->h_mu);
+	pthread_mutex_lock(&h->h_logmu);
 	snprintf(h->h_lasterr, sizeof(h->h_lasterr), "%.*s",
 	    (int)sizeof(h->h_lasterr) - 1, msg);
-	pthread_mutex_unlock(&h->h_mu);
+	pthread_mutex_unlock(&h->h_logmu);
 	sm_warn("http", "libmicrohttpd: %s", msg);
 }
 
@@ -674,6 +679,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	}
 	h->h_cfg.listen = h->h_listen;
 	pthread_mutex_init(&h->h_mu, NULL);
+	pthread_mutex_init(&h->h_logmu, NULL);
 	pthread_mutex_init(&h->h_cmu, NULL);
 	sm_cond_init(&h->h_reaper_cv);
 	sm_cond_init(&h->h_cv);
@@ -825,7 +831,9 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 		return (sm_err_set(err, SM_EINVAL, "http: server on %s was "
 		    "already started", h->h_listen));
 	}
+	pthread_mutex_lock(&h->h_logmu);
 	h->h_lasterr[0] = '\0';
+	pthread_mutex_unlock(&h->h_logmu);
 	pthread_mutex_unlock(&h->h_mu);
 
 	pthread_once(&http_panic_once, http_panic_init);
@@ -862,9 +870,11 @@ sm_http_start(struct sm_http *h, struct sm_err *err)
 		int e = errno;
 
 		pthread_mutex_lock(&h->h_mu);
+		pthread_mutex_lock(&h->h_logmu);
 		sm_err_set(err, SM_EIO, "http: cannot listen on %s: %s",
 		    h->h_listen, h->h_lasterr[0] != '\0' ? h->h_lasterr :
 		    e != 0 ? strerror(e) : "libmicrohttpd failed to start");
+		pthread_mutex_unlock(&h->h_logmu);
 		pthread_mutex_unlock(&h->h_mu);
 		http_pools_stop(h);
 		return (SM_EIO);
@@ -1010,6 +1020,7 @@ sm_http_destroy(struct sm_http *h)
 	pthread_cond_destroy(&h->h_query.p_cv);
 	pthread_cond_destroy(&h->h_cv);
 	pthread_mutex_destroy(&h->h_mu);
+	pthread_mutex_destroy(&h->h_logmu);
 	pthread_cond_destroy(&h->h_reaper_cv);
 	pthread_mutex_destroy(&h->h_cmu);
 	sm_free(h->h_listen);
