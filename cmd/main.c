@@ -498,6 +498,8 @@ mod_ingester_init(void *p, struct sm_err *err)
 	    "distributor");
 	app->ing_cfg.gw_ring = app->gw_ring;          /* a leave waits */
 	app->ing_cfg.ring_tokens = app->ring_tokens;
+	app->ing_cfg.tenant_hold_ms = sm_ring_tenant_hold_ms(
+	    app->ring_heartbeat_ms);
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
 	app->ing_cfg.bucket = app->bucket;
@@ -685,6 +687,8 @@ mod_distributor_init(void *p, struct sm_err *err)
 
 	app->dist_cfg.multitenancy = app->multitenancy;
 	app->dist_cfg.overrides = app->overrides;
+	app->dist_cfg.hold_after_change_ms = sm_ring_confine_settle_ms(
+	    app->ring_heartbeat_ms, app->runtime_config_reload_ms);
 	app->dist_cfg.rw.data_dir = app->data_dir;
 	return (dist_create(&app->dist_cfg, app->http, app->ring, &app->dist,
 	    err));
@@ -717,6 +721,8 @@ mod_querier_init(void *p, struct sm_err *err)
 	app->qry_cfg.reject_older_ms = app->dist_cfg.reject_older_ms;
 	app->qry_cfg.heartbeat_timeout_ms = app->ring_heartbeat_timeout_ms;
 	app->qry_cfg.shard_size = app->dist_cfg.shard_size;
+	app->qry_cfg.confine_settle_ms = sm_ring_confine_settle_ms(
+	    app->ring_heartbeat_ms, app->runtime_config_reload_ms);
 	if ((rv = sm_tiers_parse(app->tiers_spec, app->ing_cfg.bucket_ms,
 	    &app->qry_cfg.tiers, err)) != 0)
 		return (rv);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ struct sm_overrides {
 	struct ov_tab *o_tab;
 
 	struct sm_watch *o_watch;     /* reloads o_path (watch.h) */
+	_Atomic int64_t o_changed_ns; /* sm_overrides_changed_ns */
 };
 
 static struct sm_metric *m_fail, *m_ok;
@@ -326,6 +328,8 @@ ov_load_cb(void *arg, const char *path, struct sm_err *err)
 	pthread_rwlock_wrlock(&o->o_lock);
 	old = o->o_tab;
 	o->o_tab = t;
+	if (old != NULL)
+		atomic_store(&o->o_changed_ns, sm_mono_ns());
 	pthread_rwlock_unlock(&o->o_lock);
 	ov_tab_free(old);
 	sm_info("overrides", "runtime config loaded\tpath=%s tenants=%zu",
@@ -479,6 +483,12 @@ sm_overrides_tenants_free(char **ids, size_t n)
 	for (size_t i = 0; i < n; i++)
 		sm_free(ids[i]);
 	sm_free(ids);
+}
+
+int64_t
+sm_overrides_changed_ns(struct sm_overrides *o)
+{
+	return (o == NULL ? 0 : atomic_load(&o->o_changed_ns));
 }
 
 size_t

@@ -189,6 +189,13 @@ int sm_overrides_reload(struct sm_overrides *o, struct sm_err *err);
 int sm_overrides_tenants(struct sm_overrides *o, char ***ids, size_t *n);
 void sm_overrides_tenants_free(char **ids, size_t n);
 
+/*
+ * When the table was last replaced by a reload (sm_mono_ns(); 0: never
+ * since create; `o` NULL: 0).  Queriers and distributors time their
+ * shuffle-sharding reads from it (ring.h, "Confined reads").  Lock-free.
+ */
+int64_t sm_overrides_changed_ns(struct sm_overrides *o);
+
 /* Number of tenants with overrides (tests, log). */
 size_t sm_overrides_ntenants(struct sm_overrides *o);
 

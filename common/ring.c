@@ -206,6 +206,22 @@ sm_ring_member_tenant(struct sm_ring_member *m, uint64_t h)
 	return (rv);
 }
 
+int
+sm_ring_member_lacks(struct sm_ring_member *m, uint64_t h, int64_t now_ns)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&m->wmu);
+	if (m->tenants_known && m->tenant_hold_ms > 100 && now_ns -
+	    m->tenants_at_ns <= ((int64_t)m->tenant_hold_ms - 100) * 1000000) {
+		uint32_t i = sm_u64_lower_bound(m->tenants, m->ntenants, h);
+
+		rv = !(i < m->ntenants && m->tenants[i] == h);
+	}
+	pthread_mutex_unlock(&m->wmu);
+	return (rv);
+}
+
 /* The tenants version the prober holds for m (0: none). */
 static uint64_t
 member_tenants_ver(struct sm_ring_member *m)
@@ -225,7 +241,7 @@ member_tenants_ver(struct sm_ring_member *m)
  */
 static void
 member_tenants_set(struct sm_ring_member *m,
-    const Smolder__V1__HealthResponse *h)
+    const Smolder__V1__HealthResponse *h, int64_t sent_ns)
 {
 	uint64_t *t = NULL;
 	uint32_t n = 0;
@@ -253,6 +269,9 @@ member_tenants_set(struct sm_ring_member *m,
 		/* unusable (out of memory, unsorted) or not sent */
 		m->tenants_known = false;
 	}
+	/* the list we keep is the member's as of this probe's sending */
+	m->tenants_at_ns = sent_ns;
+	m->tenant_hold_ms = m->tenants_known ? h->tenant_hold_ms : 0;
 	pthread_mutex_unlock(&m->wmu);
 	sm_free(t);
 }
@@ -1564,7 +1583,7 @@ probe_zone(struct probe *p, const char *zone)
 /* Record member p's health answer h, received at `now`. */
 static void
 probe_record(struct probe *p, const Smolder__V1__HealthResponse *h,
-    int64_t sent, int64_t now)
+    int64_t sent, int64_t sent_ns, int64_t now)
 {
 	p->reported = probe_wire_state(h->state);
 	probe_skew(p, h, sent, now);
@@ -1573,7 +1592,7 @@ probe_record(struct probe *p, const Smolder__V1__HealthResponse *h,
 	if (h->incarnation != NULL && strlen(h->incarnation) == 32)
 		memcpy(p->inc, h->incarnation, 33);
 	member_witness_set(p->m, h);
-	member_tenants_set(p->m, h);
+	member_tenants_set(p->m, h, sent_ns);
 	atomic_store(&p->m->data_min_ms, h->data_min_ms);
 	atomic_store(&p->m->data_min_known, h->has_data_min);
 	p->last_ok_ms = now;
@@ -1587,7 +1606,7 @@ probe_record(struct probe *p, const Smolder__V1__HealthResponse *h,
  * recorded. */
 static void
 probe_reply(struct sm_ring *r, struct sm_rpc_multi *mc, uint32_t i,
-    int64_t sent, int64_t now)
+    int64_t sent, int64_t sent_ns, int64_t now)
 {
 	struct probe *p = &r->p[i];
 	Smolder__V1__Response *resp = NULL;
@@ -1610,7 +1629,7 @@ probe_reply(struct sm_ring *r, struct sm_rpc_multi *mc, uint32_t i,
 		return;
 	}
 	if (probe_identity(p, resp->health->instance_id))
-		probe_record(p, resp->health, sent, now);
+		probe_record(p, resp->health, sent, sent_ns, now);
 	smolder__v1__response__free_unpacked(resp, NULL);
 }
 
@@ -1643,12 +1662,12 @@ probe_round(struct sm_ring *r)
 {
 	struct sm_rpc_multi *mc;
 	struct sm_ring_snap *s;
-	int64_t now, sent = sm_now_ms();
+	int64_t now, sent = sm_now_ms(), sent_ns = sm_mono_ns();
 
 	mc = probe_ask(r);
 	now = sm_now_ms();
 	for (uint32_t i = 0; mc != NULL && i < r->np; i++)
-		probe_reply(r, mc, i, sent, now);
+		probe_reply(r, mc, i, sent, sent_ns, now);
 	sm_rpc_multi_destroy(mc);
 	probe_replace(r);
 	if ((s = snap_from_probes(r, now)) == NULL)

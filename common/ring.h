@@ -163,6 +163,11 @@ struct sm_ring_member {
 	uint32_t ntenants;
 	uint64_t tenants_ver;
 	bool tenants_known;
+	/* sm_mono_ns() when the probe whose answer last confirmed the list
+	 * was sent, and the member's HealthResponse.tenant_hold_ms (0: it
+	 * does not hold; sm_ring_member_lacks). */
+	int64_t tenants_at_ns;
+	uint32_t tenant_hold_ms;
 };
 
 /* A tenant's hash in a member's tenant list (HealthResponse.tenants). */
@@ -175,6 +180,52 @@ uint64_t sm_ring_tenant_hash(const char *tenant);
  * version that does not send one).
  */
 int sm_ring_member_tenant(struct sm_ring_member *m, uint64_t h);
+
+/*
+ * Confined reads.  A member may be left out of a tenant's query when it
+ * surely holds nothing of the tenant.  Its tenant list says so as of the
+ * Health answer that carried or confirmed it; a write it took since is
+ * covered by a hold: an ingester answers a write of a tenant that joined
+ * its list less than tenant_hold_ms ago with what is left of that time
+ * (WriteResponse.tenant_hold_ms), and the distributor acknowledges a
+ * shuffle-sharded tenant's write only once, for every series, one
+ * replica that took it has no hold left (distributor/push.c).  So once a
+ * write is acknowledged, some replica of each series has listed the
+ * tenant for tenant_hold_ms; a querier that asked that replica for its
+ * list less than tenant_hold_ms ago has the tenant in it and asks it.
+ * The hold is 2 heartbeat periods and a second: a probe round is sent
+ * every period and waits at most one, so a member that answers its
+ * probes has always been asked within the hold.
+ */
+static inline int64_t
+sm_ring_tenant_hold_ms(int64_t heartbeat_ms)
+{
+	return (2 * heartbeat_ms + 1000);
+}
+
+/*
+ * How long after a change of shard sizes (a runtime-config reload, or
+ * the process's start) a querier keeps asking every ingester: every
+ * process applies a reload within two reload periods of the file's
+ * change, so distributors and queriers may disagree on whether a tenant
+ * is sharded -- and whether its writes are held -- for that long; the
+ * hold after it lets the writes sent meanwhile be listed.
+ */
+static inline int64_t
+sm_ring_confine_settle_ms(int64_t heartbeat_ms, int64_t reload_ms)
+{
+	return (2 * reload_ms + sm_ring_tenant_hold_ms(heartbeat_ms));
+}
+
+/*
+ * 1 when member m surely holds nothing of the tenant whose hash is h
+ * (above): its list lacks h, it holds (tenant_hold_ms > 0), and the
+ * probe that confirmed its list was sent at most its hold minus 100 ms
+ * before now_ns (sm_mono_ns()).  0 otherwise (it may hold some, its
+ * list is unknown or too old).
+ */
+int sm_ring_member_lacks(struct sm_ring_member *m, uint64_t h,
+    int64_t now_ns);
 
 /* May member m hold data before time t (unix ms)?  False only when its
  * last Health answer said its oldest data is at or after t. */

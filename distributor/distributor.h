@@ -76,6 +76,9 @@ struct dist_config {
 	int64_t peers_period_ms;        /* -distributor.peers-probe-period */
 	int64_t peers_timeout_ms;       /* -distributor.peers-probe-timeout */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
+	int64_t hold_after_change_ms;   /* main: sm_ring_confine_settle_ms;
+					 * push.c holds every tenant's new
+					 * writes this long after a reload */
 };
 
 int dist_flags_add(struct sm_flags *fs, struct dist_config *cfg,

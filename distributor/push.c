@@ -22,6 +22,13 @@
  *   4. Success only when every series reached quorum.  Calls still in
  *      flight complete in the background, so the slower replicas get the
  *      write too (their outcome is counted in the metrics).
+ *   5. A shuffle-sharded tenant's write (and, for a while after a
+ *      runtime-config reload, any tenant's) is acknowledged only once,
+ *      for every series, one replica that took it has held the tenant in
+ *      its tenant list for the ingesters' hold (push_hold_ms;
+ *      common/ring.h, "Confined reads"): queriers that leave out the
+ *      ingesters holding nothing of the tenant then ask that one.  Only a
+ *      tenant's first writes to an ingester wait, at most the hold.
  *
  * Below quorum nothing is acknowledged: a 5xx tells the client to retry,
  * and the replicas that did apply the write recognise nothing -- a client
@@ -46,15 +53,33 @@
  * refusal by some replicas only is a partial failure like any other
  * below quorum (above): the replicas that took the write keep it.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/rpc.h"
 
 #include "dist_int.h"
 
 #define PUSH_MAX_RF 16
+/* A replica's hold is a few heartbeats (common/ring.h); a larger figure
+ * from a peer is not waited for longer than this. */
+#define PUSH_HOLD_MAX_MS 60000
+
+static struct sm_metric *m_held;
+static pthread_once_t push_metrics_once = PTHREAD_ONCE_INIT;
+
+static void
+push_metrics_register(void)
+{
+	m_held = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_distributor_held_writes_total", "Acknowledged writes "
+	    "that waited for a replica new to their tenant to be heard of by "
+	    "the queriers (a shuffle-sharded tenant's first writes to an "
+	    "ingester).", NULL, NULL, 0);
+}
 
 /*
  * Cortex's "global limit converted to local": series spread evenly over
@@ -499,6 +524,57 @@ push_profile_id(uint8_t id[16], const uint8_t *profile_id,
 }
 
 /*
+ * dist_push step 5: how long to wait before acknowledging -- over the
+ * series, the largest of the smallest hold left among the replicas that
+ * took it (WriteResponse.tenant_hold_ms) -- when the tenant's reads may
+ * be confined: it has a shard, or the runtime config changed within the
+ * settle time, so a querier may still see it sharded.  0 with one
+ * member (nothing to leave out).
+ */
+static uint32_t
+push_hold_ms(struct distributor *d, const struct sm_ring_snap *snap,
+    const struct dist_batch *b, struct sm_rpc_multi *mc,
+    const struct push_plan *p, uint32_t ns)
+{
+	uint32_t hold = 0, *slot_hold;
+	int64_t changed = sm_overrides_changed_ns(d->cfg.overrides);
+
+	if (snap->n <= 1 || (b->limits->shard_size <= 0 && (changed == 0 ||
+	    sm_mono_ns() - changed >= d->cfg.hold_after_change_ms * 1000000)))
+		return (0);
+	if ((slot_hold = sm_calloc(SM_MAX(p->nslots, 1),
+	    sizeof(*slot_hold))) == NULL)
+		return (PUSH_HOLD_MAX_MS);      /* the longest a hold may be */
+	for (uint32_t sl = 0; sl < p->nslots; sl++) {
+		Smolder__V1__Response *r = NULL;
+		const uint8_t *data;
+		size_t len;
+
+		slot_hold[sl] = UINT32_MAX;     /* did not take the write */
+		if (sm_rpc_multi_status(mc, sl) != 0 ||
+		    sm_rpc_multi_reply(mc, sl, &data, &len) != 0 ||
+		    (r = smolder__v1__response__unpack(NULL, len,
+		    data)) == NULL)
+			continue;
+		if (r->result_case == SMOLDER__V1__RESPONSE__RESULT_WRITE)
+			slot_hold[sl] = SM_MIN(r->write->tenant_hold_ms,
+			    PUSH_HOLD_MAX_MS);
+		smolder__v1__response__free_unpacked(r, NULL);
+	}
+	for (uint32_t k = 0; k < ns; k++) {
+		uint32_t least = UINT32_MAX;
+
+		for (uint32_t j = p->goff[k]; j < p->goff[k + 1]; j++)
+			least = SM_MIN(least, slot_hold[p->slot[j]]);
+		/* the verdict saw quorum: some replica took the series */
+		SM_ASSERT(least != UINT32_MAX);
+		hold = SM_MAX(hold, least);
+	}
+	sm_free(slot_hold);
+	return (hold);
+}
+
+/*
  * dist_push step 3: start every call slot's write on a new *mcp and wait
  * until each of the ns series has q acknowledgements, or can no longer
  * get them, or the push timeout passes.  0 or SM_ENOMEM.
@@ -537,7 +613,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	uint8_t id[16];
 	struct sm_rpc_multi *mc = NULL;
 	uint8_t *shard = NULL;
-	uint32_t max_series, nshard = 0, shard_healthy = 0;
+	uint32_t max_series, nshard = 0, shard_healthy = 0, hold;
 	int rv = 0;
 
 	/* The tenant's shard (ring.h, sm_ring_shard); NULL: every member. */
@@ -579,6 +655,12 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	if (rv == 0 && d->hints != NULL)
 		push_hints(d, tenant, b, id, snap, shard, mc, p.nslots,
 		    p.slot_member, p.enc, p.enc_of, max_series, &p.pr);
+	/* 6. A tenant new to its replicas waits for the queriers. */
+	if (rv == 0 && (hold = push_hold_ms(d, snap, b, mc, &p, ns)) > 0) {
+		pthread_once(&push_metrics_once, push_metrics_register);
+		sm_counter_inc(sm_metric_child0(m_held));
+		sm_sleep_ms(hold);
+	}
 out:
 	sm_free(shard);
 	sm_rpc_multi_destroy(mc);

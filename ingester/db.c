@@ -170,6 +170,7 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	}
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
+	t->listed_ns = sm_mono_ns();
 	atomic_init(&t->local_floor_ms, INT64_MIN);
 	t->m_active = sm_metric_child(m_active, t->id);
 	t->m_refused = sm_metric_child(m_refused, t->id);

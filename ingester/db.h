@@ -147,6 +147,8 @@ void ing_db_close(struct ing_db *db);
 struct ing_write_result {
 	uint32_t series, pairs;       /* written */
 	bool duplicate;               /* profile id already written: no-op */
+	int64_t listed_ns;            /* sm_mono_ns() when the tenant joined
+					 the tenant table (ing_db_tenants) */
 };
 
 /*

@@ -86,6 +86,8 @@ struct ing_tenant {
 	pthread_cond_t cv;                /* a head's writers reached 0 */
 	struct ing_head *head;
 	int64_t first_write_ms;           /* of the current head, 0 = none */
+	int64_t listed_ns;                /* sm_mono_ns() when it joined the
+					   * table (the tenant list) */
 	_Atomic int64_t local_floor_ms;   /* db.h "Local retention";
 					   * INT64_MIN = none */
 	int64_t last_spill_ms;            /* write.c db_spill (cut_mu) */

@@ -64,6 +64,7 @@ struct ingester {
 	int gw_started;
 	atomic_bool ready, failed, stopping;
 	_Atomic int64_t ready_at_ms;      /* when it turned ready */
+	_Atomic int64_t ready_ns;         /* the same, sm_mono_ns() */
 	atomic_bool draining;             /* SIGTERM: LEAVING in Health */
 	atomic_bool leaving;            /* ing_leave: LEAVING */
 	atomic_bool sealed;             /* ing_leave: no more writes */
@@ -111,6 +112,7 @@ static void
 set_ready(struct ingester *ing)
 {
 	atomic_store(&ing->ready_at_ms, sm_now_ms());
+	atomic_store(&ing->ready_ns, sm_mono_ns());
 	atomic_store(&ing->ready, true);
 }
 
@@ -1498,6 +1500,8 @@ serve_health(struct ingester *ing, const Smolder__V1__HealthRequest *hreq,
 		h->has_data_min = true;
 		/* the tenant list, when the prober's is not this one */
 		h->tenants_version = ing_db_tenants_version(ing->db);
+		h->tenant_hold_ms = (uint32_t)SM_MIN(SM_MAX(
+		    ing->cfg.tenant_hold_ms, 0), UINT32_MAX);
 		if (hreq == NULL || hreq->tenants_version !=
 		    h->tenants_version) {
 			uint32_t n = 0;
@@ -1511,6 +1515,25 @@ serve_health(struct ingester *ing, const Smolder__V1__HealthRequest *hreq,
 	}
 	r->result_case = SMOLDER__V1__RESPONSE__RESULT_HEALTH;
 	r->health = h;
+}
+
+/*
+ * What is left of the hold of a tenant that joined the tenant list at
+ * listed_ns (common/ring.h, "Confined reads").  Tenants listed before the
+ * ingester turned ready hold nothing: the first list a prober gets from
+ * this process (only once ready) has them.
+ */
+static uint32_t
+write_hold_ms(struct ingester *ing, int64_t listed_ns)
+{
+	int64_t left;
+
+	if (ing->cfg.tenant_hold_ms <= 0 || listed_ns <= atomic_load(
+	    &ing->ready_ns))
+		return (0);
+	left = listed_ns + ing->cfg.tenant_hold_ms * 1000000 - sm_mono_ns();
+	return (left <= 0 ? 0 : (uint32_t)SM_MIN((left + 999999) / 1000000,
+	    UINT32_MAX));
 }
 
 /* One request's method, and its answer (the Response's parts). */
@@ -1872,6 +1895,8 @@ ing_dispatch(struct ing_call *c)
 			c->wr.series = res.series;
 			c->wr.samples = res.pairs;
 			c->wr.duplicate = res.duplicate;
+			c->wr.tenant_hold_ms = write_hold_ms(ing,
+			    res.listed_ns);
 			r->result_case = SMOLDER__V1__RESPONSE__RESULT_WRITE;
 			r->write = &c->wr;
 			sm_counter_inc(sm_metric_child0(res.duplicate ?

@@ -145,6 +145,11 @@ struct ing_config {
 	int64_t gw_page_bytes;    /* -store-gateway.data-page-bytes */
 	int64_t gw_workers;       /* -store-gateway.sync-concurrency */
 	int64_t ring_tokens;      /* -ring.tokens */
+	int64_t tenant_hold_ms;   /* a tenant new to the tenant list holds
+				   * its writes' acks this long (set by main
+				   * from -ring.heartbeat-period; 0 = no
+				   * hold: common/ring.h, "Confined
+				   * reads") */
 	bool rpc_direct;          /* a distributor shares the process: its
 				   * writes call ing_serve in its own thread
 				   * (common/rpc.h, Direct calls; set by

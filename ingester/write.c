@@ -109,6 +109,7 @@ ing_db_write(struct ing_db *db, const uint8_t *raw, size_t rawlen,
 	}
 	if ((rv = ing_tenant_get(db, req->tenant, &t)) != 0)
 		return (sm_err_set(err, rv, "out of memory"));
+	res->listed_ns = t->listed_ns;
 	ING_LOCK(&t->mu);
 	if (id != NULL) {
 		enum ing_id_state st;

@@ -12,6 +12,7 @@
 #include "common/metrics.h"
 
 static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
+static struct sm_metric *m_confined;
 static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -31,6 +32,11 @@ fan_metrics_register(void)
 	    "by a query over a range older than "
 	    "-querier.query-ingesters-within because they hold no data "
 	    "from before its end.", NULL, NULL, 0);
+	m_confined = sm_metric_register(SM_METRIC_COUNTER,
+	    "smolder_querier_ingesters_confined_total", "Ingesters not "
+	    "asked by a shuffle-sharded tenant's query because they hold "
+	    "nothing of the tenant (-querier.shuffle-sharding-ingesters-"
+	    "enabled).", NULL, NULL, 0);
 }
 
 /* Memory one ingester's answer may take once decoded. */
@@ -386,39 +392,62 @@ out:
 }
 
 /*
- * The tenant's bystanders (qry_int.h, "Shuffle sharding"): members
- * outside its shard whose tenant list lacks it.  None when the tenant
- * has no shard.  0 or SM_ENOMEM.
+ * May a query leave out the members that surely hold nothing of its
+ * tenant (common/ring.h, "Confined reads")?  Once shard sizes have not
+ * changed in this process for the settle time: until then a distributor
+ * may still see the tenant unsharded and not hold its new writes.
+ */
+static bool
+fan_confining(struct querier *q, int64_t now_ns)
+{
+	int64_t since = SM_MAX(q->created_ns,
+	    sm_overrides_changed_ns(q->cfg.overrides));
+
+	return (q->cfg.confine && now_ns - since >=
+	    q->cfg.confine_settle_ms * 1000000);
+}
+
+/*
+ * The tenant's bystanders (qry_int.h, "Shuffle sharding"), when it has a
+ * shard: QRY_BYSTANDER for a member outside the shard whose tenant list
+ * lacks the tenant, QRY_CONFINED for a member that surely holds nothing
+ * of it (fan_confining) -- not asked while healthy.  0 or SM_ENOMEM.
  */
 static int
 fan_bystanders(struct querier *q, struct qry_fan *f, const char *tenant)
 {
 	const struct sm_ring_snap *s = f->snap;
 	struct sm_limits lim;
-	uint8_t *shard;
+	uint8_t *by;
 	uint64_t th;
 	uint32_t nb = 0;
+	int64_t now_ns = sm_mono_ns();
+	bool whole, confining;
 
 	qry_tenant_limits(q, tenant, &lim);
 	if (lim.ingestion_tenant_shard_size <= 0 || s->n == 0)
 		return (0);
-	if ((shard = sm_calloc(s->n, 1)) == NULL)
+	if ((by = sm_calloc(s->n, 1)) == NULL)
 		return (SM_ENOMEM);
-	if (sm_ring_shard(s, tenant, (uint32_t)SM_MIN(
-	    lim.ingestion_tenant_shard_size, UINT32_MAX), shard) == 0) {
-		sm_free(shard);           /* the shard is the whole ring */
-		return (0);
-	}
+	whole = sm_ring_shard(s, tenant, (uint32_t)SM_MIN(
+	    lim.ingestion_tenant_shard_size, UINT32_MAX), by) == 0;
+	confining = fan_confining(q, now_ns);
 	th = sm_ring_tenant_hash(tenant);
 	for (uint32_t i = 0; i < s->n; i++) {
-		shard[i] = !shard[i] && sm_ring_member_tenant(s->m[i], th) == 0;
-		nb += shard[i];
+		uint8_t v = 0;
+
+		if (!whole && !by[i] && sm_ring_member_tenant(s->m[i], th) == 0)
+			v = QRY_BYSTANDER;
+		if (confining && sm_ring_member_lacks(s->m[i], th, now_ns))
+			v = QRY_CONFINED;
+		by[i] = v;
+		nb += v != 0;
 	}
 	if (nb == 0) {
-		sm_free(shard);
+		sm_free(by);
 		return (0);
 	}
-	f->bystander = shard;
+	f->bystander = by;
 	return (0);
 }
 
@@ -428,7 +457,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 {
 	struct sm_ring_snap *s;
 	uint8_t *ex = f->excluded;
-	uint32_t keep = UINT32_MAX, skipped = 0;
+	uint32_t keep = UINT32_MAX, skipped = 0, confined = 0;
 	bool skip_old;
 	int rv;
 
@@ -463,11 +492,16 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 	    end < sm_now_ms() - q->cfg.ingesters_within_ms;
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->healthy[i] && !f->excluded[i]) {
-			if (skip_old && !sm_ring_member_holds(s->m[i],
-			    end + 1)) {
+			if ((skip_old && !sm_ring_member_holds(s->m[i],
+			    end + 1)) || (f->bystander != NULL &&
+			    f->bystander[i] == QRY_CONFINED)) {
 				if (keep == UINT32_MAX)
 					keep = i;
-				skipped++;
+				if (f->bystander != NULL && f->bystander[i] ==
+				    QRY_CONFINED)
+					confined++;
+				else
+					skipped++;
 				continue;
 			}
 			f->target[f->n++] = i;
@@ -478,11 +512,15 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 	}
 	if (f->n == 0 && keep != UINT32_MAX) {
 		f->target[f->n++] = keep;
-		skipped--;
+		if (f->bystander != NULL && f->bystander[keep] == QRY_CONFINED)
+			confined--;
+		else
+			skipped--;
 	}
-	if (skipped > 0) {
+	if (skipped > 0 || confined > 0) {
 		pthread_once(&fan_metrics_once, fan_metrics_register);
 		sm_counter_add(sm_metric_child0(m_skipped), skipped);
+		sm_counter_add(sm_metric_child0(m_confined), confined);
 	}
 	/* members, or zones of a zone-aware ring (common/ring.h) */
 	f->down = sm_ring_read_units(s, f->lost);

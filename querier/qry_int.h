@@ -31,6 +31,7 @@ struct querier {
 	struct sm_ring *ring;
 	struct qry_gate gate;         /* queries in flight per tenant */
 	struct qry_route *routes;     /* what the gate wraps (querier.c) */
+	int64_t created_ns;           /* sm_mono_ns() at qry_create */
 };
 
 /*
@@ -150,19 +151,24 @@ struct qry_call {
  * answers Sources: history cannot be vouched for.
  *
  * Shuffle sharding (a tenant whose shard size is set: ring.h,
- * sm_ring_shard).  Every healthy member is still asked, so an answer
- * never depends on how fresh anyone's view of the shard is, but a member
- * outside the tenant's shard whose tenant list (HealthResponse.tenants,
- * sm_ring_member_tenant) says it holds nothing of the tenant is a
- * bystander: its being down, or failing or staying silent in a round,
- * costs the tenant's query nothing of its error budget.  So one tenant
- * whose flood takes its own shard's ingesters down does not turn every
- * other tenant's queries into 503s.  A member whose list is unknown
- * counts as usual.  What this trusts: a member that took a write of the
- * tenant since its last Health answer is in the shard as the querier
- * sees it -- true except while the querier and a distributor disagree
- * on the members or the shard size (a heartbeat, or a runtime-config
- * reload) -- and the write's other replicas answer.
+ * sm_ring_shard).  A query asks only the members that may hold something
+ * of the tenant: a member whose tenant list, asked for within its hold,
+ * lacks the tenant holds nothing of it (ring.h, "Confined reads":
+ * distributors hold a sharded tenant's first writes to a member until
+ * every querier has heard of them), so it is QRY_CONFINED and not asked.
+ * That needs no agreement on the shard, only on whether the tenant is
+ * sharded: a querier confines once shard sizes have not changed here for
+ * cfg.confine_settle_ms (fan_confining).  A member outside the tenant's
+ * shard whose list lacks the tenant, however old the list, is a
+ * QRY_BYSTANDER: its being down, or failing or staying silent in a
+ * round, costs the tenant's query nothing of its error budget.  So one
+ * tenant whose flood takes its own shard's ingesters down does not turn
+ * every other tenant's queries into 503s.  A member whose list is
+ * unknown counts as usual.  What the bystander rule trusts: a member that
+ * took a write of the tenant since its last Health answer is in the
+ * shard as the querier sees it -- true except while the querier and a
+ * distributor disagree on the members or the shard size (a heartbeat, or
+ * a runtime-config reload) -- and the write's other replicas answer.
  *
  * A round may carry several lanes (a Diff's left and right merges): lane
  * l's request to target i is reqs[l * n + i] and its answer
@@ -211,6 +217,9 @@ int qry_gaps_find(const struct sm_ring_snap *s, const struct qry_wit_in *wi,
 uint32_t qry_gaps_units(const struct sm_ring_snap *s, const uint8_t *lost,
     const struct qry_gap *g, uint32_t n, char *why, size_t whylen);
 
+#define QRY_BYSTANDER 1   /* outside the shard, its list lacks the tenant */
+#define QRY_CONFINED  2   /* surely holds nothing of it: not asked */
+
 struct qry_fan {
 	struct sm_ring_snap *snap;
 	uint32_t *target;                /* ingester member indexes: [0, ni) */
@@ -223,10 +232,9 @@ struct qry_fan {
 	struct qry_gap *gaps;            /* complete.c; counted with lost */
 	uint32_t ngaps;
 	uint8_t *excluded;               /* per member (snap->n): failed */
-	uint8_t *bystander;              /* per member (snap->n): outside
-					  * the tenant's shard and holding
-					  * nothing of it (qry_fan_open);
-					  * NULL: none */
+	uint8_t *bystander;              /* per member (snap->n): 0, or
+					  * QRY_BYSTANDER, QRY_CONFINED
+					  * (qry_fan_open); NULL: none */
 	struct sm_ring_snap *gsnap;      /* store-gateways; NULL: none */
 	struct qry_fan_src *src;         /* targets [ni, n): src[i - ni] */
 	uint8_t *gexcluded;              /* per gateway (gsnap->n): failed */

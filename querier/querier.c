@@ -56,6 +56,15 @@ static const struct sm_flag qry_flag_tab[] = {
 	    "-validation.reject-older-than plus -ring.heartbeat-timeout "
 	    "is within it (and not 0), so no upload can arrive that far "
 	    "back (0 = always ask every ingester)."),
+	SM_FLAG_SWITCH("querier.shuffle-sharding-ingesters-enabled", confine,
+	    "true",
+	    "A shuffle-sharded tenant's query (ingestion_tenant_shard_size) "
+	    "asks only the ingesters that hold something of it, as their "
+	    "heartbeats tell, not every ingester; the tenant's first "
+	    "writes to an ingester are acknowledged up to 2 "
+	    "-ring.heartbeat-period plus 1s later so no answer misses "
+	    "them. In effect once shard sizes have not changed for 2 "
+	    "-runtime-config.reload-period plus that hold."),
 };
 #undef SM_FLAG_STRUCT
 
@@ -286,6 +295,7 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	q->cfg = *cfg;
 	q->http = http;
 	q->ring = ring;
+	q->created_ns = sm_mono_ns();
 	qry_gate_init(&q->gate);
 	if (m_refused == NULL)
 		m_refused = sm_metric_register(SM_METRIC_COUNTER,

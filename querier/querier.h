@@ -74,6 +74,9 @@ struct qry_config {
 	                               * counts (querier/fanout.c) */
 	int64_t max_concurrent;       /* -querier.max-concurrent-queries-
 	                               * per-tenant, 0 = off (gate.h) */
+	bool confine;                 /* -querier.shuffle-sharding-
+	                               * ingesters-enabled */
+	int64_t confine_settle_ms;    /* main: sm_ring_confine_settle_ms */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
 	struct sm_tiers tiers;        /* -compactor.downsample-tiers (main) */

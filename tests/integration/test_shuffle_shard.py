@@ -21,8 +21,16 @@ ingesters (ingestion_tenant_shard_size), tenant "quiet" has none.
   4. The runtime config drops the shard (size 0): flood's new series
      spread over the whole ring, and nothing written before is lost.
   5. At every step the querier's answer for each tenant counts every
-     acknowledged upload exactly once (reads ask every ingester, so a
-     shard that changed loses nothing).
+     acknowledged upload exactly once.
+
+Confined reads (common/ring.h): after step 1, flood's queries reach only
+the 3 ingesters that hold flood's data (their query RPCs count up, the
+other 3's do not), quiet's reach all 6.  Then flood's shard grows from 3
+to 6 while reads are confined: each upload of a new series -- whose 3
+replicas may all be ingesters that had nothing of flood, and whose tenant
+lists the querier last heard lacked it -- is queried right after its
+acknowledgement, and every answer counts it (the distributor held the
+acknowledgement until the querier had heard of flood on one replica).
 """
 
 import os
@@ -35,7 +43,7 @@ from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metrics,  # noqa: E402
                         wait_metric)
 from oracle import parse_collapsed  # noqa: E402
-from smolder import metric_value, run_script  # noqa: E402
+from smolder import metric, metric_value, run_script  # noqa: E402
 
 SERIES = 16
 
@@ -80,6 +88,82 @@ def answer(q, tenant, now):
     # in uploads: each is one sample of 10 ms
     return {k: v // 10000000 for k, v in
             parse_collapsed(resp.text()).items()}
+
+
+QUERY_METHODS = ("merge", "stats", "series", "labels", "analyze",
+                 "span_merge", "profiles")
+
+
+def query_rpcs(c):
+    """Per running ingester name: the query RPCs it has served."""
+    out = {}
+    for ing in c.ingesters:
+        if ing.stopped or ing.proc.poll() is not None:
+            continue
+        _, p = metrics(ing)
+        out[ing.name] = sum(
+            metric_value(p, "smolder_ingester_rpc_duration_seconds_count",
+                         method=m) or 0 for m in QUERY_METHODS)
+    return out
+
+
+def confined(r, c, q, acked, now, shard):
+    """flood's queries ask its shard only; quiet's ask all six."""
+    # the querier confines once shard sizes were stable for its settle
+    # time (2 reload periods + the hold) since it started
+    deadline = time.monotonic() + 15
+    while (time.monotonic() < deadline and
+           metric(q, "smolder_querier_ingesters_confined_total") == 0):
+        answer(q, "flood", now)
+        time.sleep(0.2)
+    before = query_rpcs(c)
+    for _ in range(3):
+        r.eq(answer(q, "flood", now), acked["flood"], "a confined query "
+             "of flood is exact")
+    mid = query_rpcs(c)
+    asked = sorted(n for n in mid if mid[n] > before.get(n, 0))
+    r.eq(asked, shard, "flood's queries asked only the ingesters that "
+         "hold flood's data")
+    r.eq(answer(q, "quiet", now), acked["quiet"], "quiet's query is exact")
+    after = query_rpcs(c)
+    r.eq(len([n for n in after if after[n] > mid[n]]), 6, "quiet (no "
+         "shard) asks all six")
+    v = metric(q, "smolder_querier_ingesters_confined_total")
+    r.check(v >= 9, "the querier counts the ingesters it left out (%d)" % v)
+
+
+
+def grow(r, c, d, q, path, acked, now):
+    """flood's shard 3 -> 6 with confined reads: every acknowledged
+    upload of a new series is in the very next answer."""
+    write_overrides(path, 6, CALM)
+    # past the querier's settle time (2 reload periods + the hold)
+    time.sleep(3.0)
+    held0 = metric(d, "smolder_distributor_held_writes_total")
+    missed = []
+    for k in range(24):
+        stack = "main;n;s%d" % k
+        resp = d.request("POST", "/ingest",
+                         {"name": "sh.cpu{shard=n%d}" % k,
+                          "from": str(now - 20), "until": str(now - 19),
+                          "format": "folded"},
+                         body=("%s 1\n" % stack).encode(),
+                         headers={"X-Scope-OrgID": "flood"})
+        if resp.status != 200:
+            missed.append("upload %d: %s" % (k, resp.describe()))
+            continue
+        acked["flood"][stack] = 1
+        got = answer(q, "flood", now)
+        if got != acked["flood"]:
+            missed.append("after upload %d: %s" % (
+                k, got if isinstance(got, tuple) else
+                sorted(set(acked["flood"]) - set(got))))
+    r.check(not missed, "shard 3 -> 6: each of 24 new series is in the "
+            "answer right after its acknowledgement", "\n".join(missed[:3]))
+    r.eq(len(holders(c, "flood")), 6, "flood's series now on all six")
+    held = metric(d, "smolder_distributor_held_writes_total") - held0
+    r.check(held >= 1, "writes to ingesters new to flood waited for the "
+            "queriers (%d held)" % held)
 
 
 def write_overrides(path, size, calm=()):
@@ -134,6 +218,7 @@ def main(r):
     r.eq(len(holders(c, "quiet")), 6, "quiet's series spread over all 6 "
          "ingesters")
     exact("sharded")
+    confined(r, c, q, acked, now, shard)
 
     # 2. a shard member down
     down = [i for i, ing in enumerate(c.ingesters) if ing.name == shard[0]][0]
@@ -197,6 +282,8 @@ def main(r):
         v = wait_metric(d, "smolder_distributor_hints", lambda x: x == 0,
                         timeout=20)
         r.eq(v, 0, "the hints they were owed are delivered")
+
+    grow(r, c, d, q, path, acked, now)
 
     # 4. the shard dropped by a runtime-config reload
     write_overrides(path, 0, CALM)
