@@ -275,6 +275,9 @@ struct ing_query {
 	int64_t step_ms;                   /* series */
 	const char *const *group_by;       /* series, profiles */
 	size_t ngroup_by;
+	const char *const *call_site;      /* series: root-first frames a
+					    * stack must start with; 0 = any */
+	size_t ncall_site;
 	enum ing_labels_kind kind;         /* labels */
 	const char *name;                  /* labels: ING_LABEL_VALUES */
 	const char *const *label_names;    /* labels: ING_SERIES_LABELS */

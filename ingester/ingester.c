@@ -1731,6 +1731,8 @@ query_of(const Smolder__V1__Request *req, struct sm_arena *a,
 		q->step_ms = req->series->step_ms;
 		q->group_by = (const char *const *)req->series->group_by;
 		q->ngroup_by = req->series->n_group_by;
+		q->call_site = (const char *const *)req->series->call_site;
+		q->ncall_site = req->series->n_call_site;
 		return (0);
 	case SMOLDER__V1__REQUEST__METHOD_LABELS:
 		if ((rv = query_from_rpc(req->labels->select, "labels", a, q,

@@ -573,7 +573,24 @@ struct series_acc {
 	struct series_group *g;
 	uint32_t ng, gcap;
 	struct sm_oatab tab;    /* group index by sm_hash_u64(h) */
+	/* A call site (q->ncall_site > 0): per node of the source being
+	 * visited, its depth and whether its root path matches the call
+	 * site so far (SERIES_CS_PATH) and reaches it (SERIES_CS_IN); the
+	 * head's tree may grow during a yield, so `ndone` says how far it
+	 * is computed.  A block's tree and data come from the store. */
+	uint32_t *cs;           /* the call site's frame ids in the source */
+	uint32_t *depth;
+	uint8_t *in;
+	uint32_t ndone, ncap;
+	struct ing_db *db;
+	const struct ing_block_tree *tree;
+	struct ing_cache_ent *te;
+	struct sm_arena *scratch;
+	struct ing_spill_cur cur;
 };
+
+#define SERIES_CS_PATH 1
+#define SERIES_CS_IN 2
 
 /* Hash of a group's label values (each with its length, so ("ab", "c")
  * and ("a", "bc") differ). */
@@ -683,7 +700,182 @@ out:
 	return (gr);
 }
 
-/* Add the bucket totals of one selected series to its group. */
+/*
+ * The call site's frame ids in a frame table (UINT32_MAX: a frame no
+ * stack of the source has, so nothing is under the call site).
+ */
+static void
+series_cs_ids(struct series_acc *x, const struct sm_str *frames,
+    uint32_t nframes, const struct sm_strtab *tab)
+{
+	for (size_t k = 0; k < x->q->ncall_site; k++) {
+		const char *nm = x->q->call_site[k];
+		size_t len = strlen(nm);
+		uint32_t id = UINT32_MAX;
+
+		if (tab != NULL) {
+			if (sm_strtab_find(tab, nm, len, &id) != 0)
+				id = UINT32_MAX;
+		} else {
+			for (uint32_t f = 0; f < nframes; f++) {
+				if (frames[f].len == len &&
+				    memcmp(frames[f].p, nm, len) == 0) {
+					id = f;
+					break;
+				}
+			}
+		}
+		x->cs[k] = id;
+	}
+}
+
+/*
+ * Extend the per-node call-site marks to nodes [x->ndone, n) of a tree
+ * (parents before children): a node is on the path while its frames
+ * from the root are the call site's, and in it from the call site's
+ * last frame down -- the stacks qry_tree_select keeps for a flamegraph.
+ * 0 or SM_ENOMEM.
+ */
+static int
+series_cs_extend(struct series_acc *x, const uint32_t *parent,
+    const uint32_t *name, uint32_t n)
+{
+	uint32_t ncs = (uint32_t)x->q->ncall_site;
+
+	if (n > x->ncap) {
+		uint32_t *nd = sm_realloc(x->depth, (size_t)n * sizeof(*nd));
+		uint8_t *ni;
+
+		if (nd == NULL)
+			return (SM_ENOMEM);
+		x->depth = nd;
+		if ((ni = sm_realloc(x->in, n)) == NULL)
+			return (SM_ENOMEM);
+		x->in = ni;
+		x->ncap = n;
+	}
+	for (uint32_t i = x->ndone; i < n; i++) {
+		uint32_t d;
+
+		if (i == 0) {           /* the root: the empty path */
+			x->depth[0] = 0;
+			x->in[0] = SERIES_CS_PATH | (ncs == 0 ? SERIES_CS_IN :
+			    0);
+			continue;
+		}
+		SM_ASSERT(parent[i] < i);
+		d = x->depth[parent[i]] + 1;
+		x->depth[i] = d;
+		x->in[i] = 0;
+		if ((x->in[parent[i]] & SERIES_CS_IN) || ((x->in[parent[i]] &
+		    SERIES_CS_PATH) && d <= ncs && name[i] == x->cs[d - 1]))
+			x->in[i] = SERIES_CS_PATH | (d >= ncs ? SERIES_CS_IN :
+			    0);
+	}
+	x->ndone = SM_MAX(x->ndone, n);
+	return (0);
+}
+
+static int
+series_begin(void *arg, const struct visit_src *src, uint32_t n,
+    struct sm_err *err)
+{
+	struct series_acc *x = arg;
+	int rv;
+
+	if (n == 0)
+		return (VISIT_SKIP);
+	if (x->q->ncall_site == 0)
+		return (0);
+	if (x->scratch == NULL && (x->scratch = sm_arena_create(0)) == NULL)
+		return (SM_ENOMEM);
+	x->ndone = 0;
+	if (src->h != NULL) {
+		series_cs_ids(x, NULL, 0, &src->h->frames);
+		return (series_cs_extend(x, src->h->tree.parent,
+		    src->h->tree.name, src->h->tree.n));
+	}
+	if ((rv = ing_store_block_tree(x->db->store, x->q->sel.tenant, src->m,
+	    &x->tree, &x->te, err)) != 0)
+		return (rv);
+	series_cs_ids(x, x->tree->frames, x->tree->nframes, NULL);
+	return (series_cs_extend(x, x->tree->parent, x->tree->name,
+	    x->tree->n));
+}
+
+static int
+series_finish(void *arg, const struct visit_src *src, int rv,
+    struct sm_err *err)
+{
+	struct series_acc *x = arg;
+
+	(void)src;
+	(void)err;
+	if (x->te != NULL)
+		ing_store_release(x->db->store, x->te);
+	x->te = NULL;
+	x->tree = NULL;
+	return (rv);
+}
+
+/* The sum of bucket b's values of the stacks through the call site. */
+static int64_t
+series_cs_sum(const struct series_acc *x, const struct ing_bucket *b)
+{
+	int64_t sum = 0;
+
+	if (b->packed != NULL) {
+		struct ing_pair_cur c;
+		uint32_t node;
+		int64_t v;
+
+		ing_pairs_begin(b, &c);
+		while (ing_pairs_next(&c, &node, &v))
+			if (node < x->ndone && (x->in[node] & SERIES_CS_IN))
+				sum = sm_add_sat(sum, v);
+	} else {
+		for (uint32_t j = 0; j < b->n; j++)
+			if (b->node[j] < x->ndone &&
+			    (x->in[b->node[j]] & SERIES_CS_IN))
+				sum = sm_add_sat(sum, b->value[j]);
+	}
+	return (sum);
+}
+
+/*
+ * A series' buckets through a call site: its buckets with their pairs
+ * (a head's spilled ones read back, a block's from its data part), the
+ * tree's marks extended to what the head grew to.
+ */
+static int
+series_cs_buckets(struct series_acc *x, const struct visit_src *src,
+    uint32_t id, const struct ing_series *sr, const struct ing_bucket **out,
+    uint32_t *n, struct sm_err *err)
+{
+	struct ing_bucket *bb;
+	int rv;
+
+	sm_arena_reset(x->scratch);
+	if (src->h != NULL) {
+		if (src->h->tree.n > x->ndone) {
+			series_cs_ids(x, NULL, 0, &src->h->frames);
+			if ((rv = series_cs_extend(x, src->h->tree.parent,
+			    src->h->tree.name, src->h->tree.n)) != 0)
+				return (rv);
+		}
+		return (ing_head_buckets(src->h, sr, x->q->sel.start_ms,
+		    x->q->sel.end_ms, x->scratch, &x->cur, out, n, err));
+	}
+	if ((rv = ing_store_block_data(x->db->store, x->q->sel.tenant, src->m,
+	    id, sr, x->scratch, &bb, err)) != 0)
+		return (rv);
+	*out = bb;
+	*n = sr->nb;
+	return (0);
+}
+
+/* Add the bucket totals of one selected series to its group (through
+ * the call site: the sums of its stacks). */
 static int
 series_each(void *arg, const struct visit_src *src, uint32_t id,
     const struct ing_series *sr, const struct ing_pick *pk,
@@ -699,6 +891,31 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 
 	if ((gr = series_group_of(x, sr, &rv)) == NULL)
 		return (rv);
+	if (x->q->ncall_site > 0) {
+		const struct ing_bucket *cb;
+		uint32_t nb;
+
+		if ((rv = series_cs_buckets(x, src, id, sr, &cb, &nb,
+		    err)) != 0)
+			return (rv);
+		for (uint32_t k = ing_buckets_first(cb, nb, bucket_ms,
+		    sel->start_ms); k < nb && ing_bucket_overlaps(&cb[k],
+		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
+			int64_t slot, ft;
+			int sg;
+
+			if (!ing_res_bucket(src->res, src->m, cb[k].t, &ft) ||
+			    (sg = pick_sign(pk, ft)) == 0)
+				continue;
+			slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
+			slot = SM_MIN(SM_MAX(slot, 0), x->nsteps - 1);
+			gr->points[slot] += (double)sg *
+			    (double)series_cs_sum(x, &cb[k]);
+			gr->profiles[slot] += sg > 0 ? cb[k].profiles :
+			    -(uint64_t)cb[k].profiles;
+		}
+		return (0);
+	}
 	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
 		int64_t slot, ft;
@@ -761,6 +978,7 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 	memset(&x, 0, sizeof(x));
 	x.q = q;
 	x.a = a;
+	x.db = db;
 	x.step = q->step_ms;
 	x.first = sm_floor_to(sel->start_ms, x.step);
 	x.nsteps = (sel->end_ms - x.first + x.step - 1) / x.step;
@@ -768,8 +986,20 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
 		    "the limit of %d", (long long)x.nsteps, SERIES_MAX_STEPS));
 	ngb = (uint32_t)q->ngroup_by;
-	if ((rv = selector_from_select(sel, &ss, err)) != 0)
+	if (q->ncall_site > 0 && (x.cs = sm_calloc(q->ncall_site,
+	    sizeof(*x.cs))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t k = 0; k < q->ncall_site; k++) {
+		if (q->call_site[k] == NULL) {
+			sm_free(x.cs);
+			return (sm_err_set(err, SM_EINVAL, "series: call site "
+			    "frame %zu missing", k));
+		}
+	}
+	if ((rv = selector_from_select(sel, &ss, err)) != 0) {
+		sm_free(x.cs);
 		return (rv);
+	}
 	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
 	    sel->end_ms, 0, &src, err)) != 0)
 		goto out_sel;
@@ -777,11 +1007,21 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 		v = (struct visitor){ .db = db, .tenant = sel->tenant,
 			.ss = &ss, .picks = sel, .res = &res,
 			.start = sel->start_ms, .end = sel->end_ms,
-			.each = series_each, .arg = &x };
+			.begin = series_begin, .each = series_each,
+			.finish = series_finish, .arg = &x };
 		rv = visit(&v, &src, err);
 		ing_res_fini(&res);
 	}
 	ing_sources_put(&src);
+	sm_free(x.cs);
+	sm_free(x.depth);
+	sm_free(x.in);
+	sm_arena_destroy(x.scratch);
+	ing_spill_cur_fini(&x.cur);
+	x.cs = NULL;
+	x.depth = NULL;
+	x.in = NULL;
+	x.scratch = NULL;
 	if (rv != 0) {
 		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
 			sm_err_set(err, rv, "series: more than %d groups",

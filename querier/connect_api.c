@@ -40,9 +40,12 @@
  *     bucket, so replicas and ingesters combine exactly; the limit then
  *     ranks the averaged series; the group lookups are hashed and the
  *     merge sorts, so all of it is n log n in the series count; a
- *     non-empty stack_trace_selector is unimplemented (501): the series
- *     come from per-bucket totals, which cannot be cut by stack, and
- *     answering unfiltered totals would be wrong;
+ *     stack_trace_selector's call_site makes each point the sum of the
+ *     stacks through it (the ingesters read the buckets' stacks instead
+ *     of their totals: SeriesRequest.call_site, from the downsampling
+ *     tiers for long ranges as flamegraphs are), so the series is the
+ *     flamegraph of the same selector over time; go_pgo changes no
+ *     total; exemplars stay the profiles' own totals;
  *   - SelectMergeStacktraces format TREE answers Pyroscope's tree bytes
  *     (treebytes.c) in `tree` with no flamegraph, max_nodes as for the
  *     flamegraph; PPROF answers in `pprof` what SelectMergeProfile
@@ -834,13 +837,6 @@ series_check(const Querier__V1__SelectSeriesRequest *in, int64_t *step_ms,
 	if (in->limit < 0)
 		return (sm_err_set(err, SM_EINVAL, "limit must not be "
 		    "negative"));
-	/* Series are summed from per-bucket totals, which cannot be cut by
-	 * stack: refuse rather than answer as if unfiltered. */
-	if (in->stack_trace_selector != NULL &&
-	    (in->stack_trace_selector->n_call_site > 0 ||
-	    in->stack_trace_selector->go_pgo != NULL))
-		return (sm_err_set(err, SM_EUNSUPPORTED, "stack_trace_selector "
-		    "is not supported by SelectSeries"));
 	if (!(in->step > 0) || !isfinite(in->step) || in->step > 1e9)
 		return (sm_err_set(err, SM_EINVAL, "step must be a positive "
 		    "number of seconds"));
@@ -945,6 +941,36 @@ series_response(struct sm_arena *a, struct qry_series *gs, uint32_t ng,
 	return (0);
 }
 
+/*
+ * The stack-trace selector's call site as the ingesters' series filter
+ * (SeriesRequest.call_site): each point then sums the stacks through it,
+ * as the flamegraph of the same selector shows them.  go_pgo trims frames
+ * and changes no total.  0, SM_EINVAL (a frame without a name) or
+ * SM_ENOMEM.
+ */
+static int
+series_call_site(const Types__V1__StackTraceSelector *sts,
+    struct sm_arena *a, Smolder__V1__SeriesRequest *sr, struct sm_err *err)
+{
+	size_t n = sts != NULL ? sts->n_call_site : 0;
+	char **names;
+
+	if (n == 0)
+		return (0);
+	if ((names = sm_arena_alloc(a, n * sizeof(*names))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t k = 0; k < n; k++) {
+		if (sts->call_site[k] == NULL || sts->call_site[k]->name ==
+		    NULL || sts->call_site[k]->name[0] == '\0')
+			return (sm_err_set(err, SM_EINVAL, "stack_trace_selector"
+			    ": call_site %zu has no name", k));
+		names[k] = sts->call_site[k]->name;
+	}
+	sr->call_site = names;
+	sr->n_call_site = n;
+	return (0);
+}
+
 static int
 m_select_series(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -979,7 +1005,9 @@ m_select_series(void *arg, struct sm_connect_call *call,
 	sr.step_ms = step_ms;
 	sr.group_by = in->group_by;
 	sr.n_group_by = in->n_group_by;
-	if ((rv = qry_series_select(&x, &sr, call->arena, &gs, &ng,
+	if ((rv = series_call_site(in->stack_trace_selector, call->arena,
+	    &sr, err)) != 0 ||
+	    (rv = qry_series_select(&x, &sr, call->arena, &gs, &ng,
 	    err)) != 0)
 		goto out;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {

@@ -17,9 +17,12 @@ Over [BASE, BASE+20 s) with step 10 s, grouped by region:
   - limit 2 keeps the two largest totals, largest first, and the ranking
     follows the aggregation (SUM: region-less, us; AVERAGE: us,
     region-less); limit 0 and a limit above the count keep all;
-  - a negative limit and an unknown aggregation are invalid_argument; a
-    non-empty stack_trace_selector is 501 unimplemented (series totals
-    cannot be cut by stack), an empty one is accepted;
+  - a negative limit and an unknown aggregation are invalid_argument;
+  - a stack_trace_selector's call_site makes each point the sum of the
+    stacks through it (main;work;f3: only the upload @3 counts, the
+    other uploads' steps are points of 0 that still count for AVERAGE;
+    main;work: every stack; a frame no stack has: all 0), single binary
+    and cluster alike; an empty selector changes nothing;
   - every request shape Grafana / Drilldown send gives the same answer:
     snake_case and camelCase keys, ints as JSON numbers and strings, the
     enum as name or number, Accept variants; and the proto codec gives
@@ -73,12 +76,20 @@ END = (BASE + 20) * 1000
 STEP = 10
 
 
-def expected(agg):
-    """{labels tuple: [(ts_ms, value)]} for group_by [region]."""
+def stack_of(s):
+    return ["main", "work", "f%d" % s]
+
+
+def expected(agg, call_site=None):
+    """{labels tuple: [(ts_ms, value)]} for group_by [region]; with a
+    call site, an upload whose stack does not start with it adds 0."""
     acc = {}
     for lab, v, s in UPLOADS:
         key = (("region", lab["region"]),) if "region" in lab else ()
         t = (BASE + s) // STEP * STEP * 1000
+        if call_site is not None and \
+                stack_of(s)[:len(call_site)] != call_site:
+            v = 0
         acc.setdefault(key, {}).setdefault(t, []).append(v * NS)
     out = {}
     for key, pts in acc.items():
@@ -152,7 +163,7 @@ def run(r, ref, c):
         name = "qs.cpu{%s}" % ",".join("%s=%s" % kv for kv in lab.items())
         q = {"name": name, "from": str(BASE + s), "until": str(BASE + s),
              "sampleRate": "100"}
-        body = ("main;work;f%d %d\n" % (s, v)).encode()
+        body = ("%s %d\n" % (";".join(stack_of(s)), v)).encode()
         for srv in (ref, c.distributors[0]):
             resp = srv.ingest(q, body)
             if not r.check(resp.status == 200, "ingest %s @%d" % (name, s),
@@ -253,13 +264,23 @@ def run(r, ref, c):
 
     shapes_of_other_methods(r, ref, qry)
 
-    # A stack-trace selector cannot filter series totals: 501, not a
-    # silently unfiltered answer; an empty one is fine.
+    # A call site: each point sums the stacks through it.
+    for cs in (["main", "work", "f3"], ["main", "work"], ["main", "nope"]):
+        for agg, aggv in (("sum", 0), ("avg", 1)):
+            msg = dict(base, aggregation=aggv, stackTraceSelector={
+                "call_site": [{"name": n} for n in cs]})
+            want = expected(agg, cs)
+            got = {}
+            for srv, tag in ((ref, "single"), (qry, "cluster")):
+                a = call(srv, msg)
+                got[tag] = dict(decode_json_series(a.json())) \
+                    if a.status == 200 else a.describe()
+                r.eq(got[tag], want, "SelectSeries %s through %s (%s)" % (
+                    agg, ";".join(cs), tag))
     a = call(ref, dict(base, stackTraceSelector={"call_site": [
-        {"name": "main"}]}))
-    r.check(a.status == 501 and a.error_code() == "unimplemented",
-            "SelectSeries with a call_site selector -> 501 unimplemented",
-            a.describe())
+        {"name": ""}]}))
+    r.check(a.status == 400 and a.error_code() == "invalid_argument",
+            "a call site frame without a name -> 400", a.describe())
     a = call(ref, dict(base, stackTraceSelector={}))
     r.check(a.status == 200 and dict(decode_json_series(a.json())) ==
             expected("sum"), "SelectSeries with an empty stack-trace "

@@ -53,6 +53,7 @@ COMMON = ["-validation.reject-older-than=0",
           "-compactor.compaction-interval=24h"] + limit_flags()
 RAW = ["-compactor.downsample-tiers=none"]
 APP = "tiers.cpu"
+CALL_SITE = ["main", "b3"]
 STEP = 600          # one upload per series every 10 minutes
 
 
@@ -164,6 +165,22 @@ def answers(s, tid):
             "profileTypeID": tid, "labelSelector": svc_sel,
             "start": frm * 1000, "end": until * 1000}))
         out["pprof " + name] = pprof_stacks(j)
+        # A function's series: the stacks through a call site.
+        sts = {"call_site": [{"name": n} for n in CALL_SITE]}
+        j = json_or_none(connect(s, "SelectSeries", {
+            "profileTypeID": tid, "labelSelector": svc_sel,
+            "start": frm * 1000, "end": until * 1000, "step": 3600,
+            "stackTraceSelector": sts}))
+        out["series through a call site " + name] = [
+            (p.get("timestamp"), p.get("value")) for se in
+            (j or {}).get("series", []) for p in se.get("points", [])] \
+            if j else None
+        j = json_or_none(connect(s, "SelectMergeStacktraces", {
+            "profileTypeID": tid, "labelSelector": svc_sel,
+            "start": frm * 1000, "end": until * 1000, "maxNodes": 0,
+            "stackTraceSelector": sts}))
+        out["stacktraces through a call site " + name] = str(
+            (j or {}).get("flamegraph", {}).get("total"))
     if tid is not None:
         j = json_or_none(connect(s, "Diff", {
             "left": {"profileTypeID": tid, "labelSelector": svc_sel,
@@ -242,6 +259,14 @@ def single(r, ws, ups):
         r.check(tid is not None, "the profile type is listed")
         oracle = answers(raw, tid)
         nonempty(r, oracle)
+        for name, _, _ in ranges():
+            pts = oracle.get("series through a call site " + name) or []
+            total = sum(v for _, v in pts)
+            r.check(total > 0 and str(int(total)) == oracle.get(
+                "stacktraces through a call site " + name),
+                "%s: the series through %s sums to the flamegraph's total "
+                "through it (%d)" % (name, ";".join(CALL_SITE), total),
+                oracle.get("stacktraces through a call site " + name))
     finally:
         raw.check_stopped(r)
     # Cold bytes of a 3-day flamegraph on raw blocks.
