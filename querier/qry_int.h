@@ -430,4 +430,12 @@ int qry_series_exemplars(struct querier *q,
     struct Querier__V1__SelectSeriesResponse *out, struct sm_arena *a,
     struct sm_err *err);
 
+/*
+ * Top changes (changes.c): the functions of two merges ranked by the rise
+ * of their share (self, or total) from left to right, at most `limit`, as
+ * the JSON of GET /api/top-changes into out.  0, SM_ENOMEM.
+ */
+int qry_changes_json(const struct sm_mtree *left, const struct sm_mtree *right,
+    bool by_self, uint32_t limit, struct sm_buf *out, struct sm_err *err);
+
 #endif /* QRY_INT_H */

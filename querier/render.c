@@ -1,6 +1,7 @@
 /*
  * render.c -- GET /render and /pyroscope/render (docs/wire-formats.md §3), and
- * /render-diff and /pyroscope/render-diff (render_diff_handler below).
+ * /render-diff and /pyroscope/render-diff (render_diff_handler below),
+ * and GET /api/top-changes (changes_handler, ranking by changes.c).
  *
  * Parameters: query (FlameQL app.cpu{...}, the profile-type id form, or a
  * bare selector; og's `name` is accepted when query is absent), from and
@@ -500,6 +501,85 @@ reply:
 	sm_buf_fini(&out);
 }
 
+/*
+ * GET /api/top-changes: leftQuery, leftFrom, leftUntil, rightQuery,
+ * rightFrom, rightUntil (as /render-diff: two ranges, or two label sets,
+ * of one profile type), by (total, the default, or self), limit (1 to
+ * 10000, 20 by default).  Both sides are merged in one fan-out and ranked
+ * by changes.c: {"left":{"total","profiles"},"right":{...},"by",
+ * "functions":[{"name","left":{"self","total","selfShare","totalShare"},
+ * "right":{...},"selfChange","totalChange"}],"functionsTotal"}.
+ */
+static void
+changes_handler(struct sm_http_req *r, void *arg)
+{
+	struct querier *qr = arg;
+	struct render_params p[2];
+	struct sm_mtree m[2];
+	struct sm_mtree *mp[2] = { &m[0], &m[1] };
+	Smolder__V1__Select sel[2];
+	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
+	struct qry_query x;
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_arena *a = NULL;
+	struct sm_err err;
+	const char *by, *v;
+	int64_t limit = 20;
+	int rv, have_m = 0;
+
+	sm_err_clear(&err);
+	qry_query_init(&x, qr);
+	memset(p, 0, sizeof(p));
+	sm_query_init(&p[0].q);
+	sm_query_init(&p[1].q);
+	if ((rv = render_parse(qr, r, &p[0], "leftQuery", "leftFrom",
+	    "leftUntil", &err)) != 0 || (rv = render_parse(qr, r, &p[1],
+	    "rightQuery", "rightFrom", "rightUntil", &err)) != 0)
+		goto reply;
+	by = sm_http_query(r, "by");
+	if (by != NULL && by[0] != '\0' && strcmp(by, "self") != 0 &&
+	    strcmp(by, "total") != 0) {
+		rv = sm_err_set(&err, SM_EINVAL, "by must be total or self");
+		goto reply;
+	}
+	if ((v = sm_http_query(r, "limit")) != NULL && v[0] != '\0' &&
+	    (sm_parse_int(v, &limit) != 0 || limit < 1 || limit > 10000)) {
+		rv = sm_err_set(&err, SM_EINVAL, "limit must be 1 to 10000");
+		goto reply;
+	}
+	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
+	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit)) {
+		rv = sm_err_set(&err, SM_EINVAL, "left and right queries must "
+		    "have the same profile type");
+		goto reply;
+	}
+	if ((a = sm_arena_create(0)) == NULL ||
+	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, a,
+	    &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
+	    p[1].start, p[1].end, a, &sel[1]) != 0 ||
+	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
+	    (sm_mtree_fini(&m[0]), 1))) {
+		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
+		goto reply;
+	}
+	have_m = 1;
+	if ((rv = qry_merge_lanes(&x, selp, mp, 2, &err)) != 0)
+		goto reply;
+	rv = qry_changes_json(&m[0], &m[1], by != NULL && strcmp(by, "self") ==
+	    0, (uint32_t)limit, &out, &err);
+reply:
+	render_reply(r, &out, rv, &err, "top-changes");
+	if (have_m) {
+		sm_mtree_fini(&m[0]);
+		sm_mtree_fini(&m[1]);
+	}
+	qry_query_fini(&x);
+	sm_arena_destroy(a);
+	sm_query_fini(&p[0].q);
+	sm_query_fini(&p[1].q);
+	sm_buf_fini(&out);
+}
+
 int
 qry_render_register(struct querier *q)
 {
@@ -519,5 +599,6 @@ qry_render_register(struct querier *q)
 		    dpaths[i], render_diff_handler, q, 0)) != 0)
 			return (rv);
 	}
-	return (0);
+	return (qry_route_http(q, "GET", "/api/top-changes", changes_handler,
+	    q, 0));
 }

@@ -216,22 +216,12 @@ def genprof_dir(r, tmp):
     if not oracle.have_go():
         r.skip("genprof profiles", "go is not installed")
         return None
-    src = os.path.join(source_dir(), "tests", "tools", "genprof")
-    exe = os.path.join(tmp, "genprof")
     out = os.path.join(tmp, "genprof-out")
-    env = oracle.go_env()
-    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(),
-                                           "smolder-gocache"))
-    env["GOFLAGS"] = ""
-    env["GOPROXY"] = "off"
-    env["GOWORK"] = "off"
-    env["CGO_ENABLED"] = "0"
+    exe, why = oracle.build_genprof(tmp)
+    if exe is None:
+        r.fail("genprof builds", why)
+        return None
     try:
-        b = subprocess.run(["go", "build", "-o", exe, "."], cwd=src, env=env,
-                           capture_output=True, timeout=120)
-        if b.returncode != 0:
-            r.fail("genprof builds", b.stderr.decode("utf-8", "replace"))
-            return None
         g = subprocess.run([exe, "-out", out], capture_output=True,
                            timeout=60)
         if g.returncode != 0:

@@ -2,6 +2,7 @@
 // tests: the same bytes a Go service (or pyroscope-go) would upload.
 //
 //	genprof -out DIR [-cpu 1.5s]
+//	genprof -out DIR -service [-fib N] [-cpu 1.5s]
 //
 // It writes, gzipped as runtime/pprof writes them:
 //
@@ -13,6 +14,11 @@
 //	block.pb.gz      blocking on channels, WaitGroup and a mutex,
 //	                 SetBlockProfileRate(1)
 //	goroutine.pb.gz  goroutines parked under labels
+//
+// With -service it writes only cpu.pb.gz, of a service's request loop
+// (serveLoop): each request parses, computes fib(N) and sorts, one after
+// the other, so each function's share of the profile follows its work; a
+// release with a larger -fib regresses fib (the top-changes test).
 //
 // Standard library only; builds offline with Go >= 1.19.
 package main
@@ -100,6 +106,57 @@ func sortLoop(deadline time.Time) uint64 {
 		s += square(uint64(xs[len(xs)/2]))
 	}
 	return s
+}
+
+//go:noinline
+func parseRequest(s uint64) uint64 {
+	for i := uint64(0); i < 20000; i++ {
+		s += mix64(i ^ s)
+	}
+	return s
+}
+
+//go:noinline
+func sortResults(s uint64) uint64 {
+	xs := make([]int, 2048)
+	for i := range xs {
+		xs[i] = int(mix64(uint64(i)+s) % 100000)
+	}
+	sort.Ints(xs)
+	return uint64(xs[len(xs)/2])
+}
+
+//go:noinline
+func handleRequest(s uint64, fibN int) uint64 {
+	s = parseRequest(s)
+	s += uint64(fib(fibN))
+	return sortResults(s)
+}
+
+// serveLoop handles requests one after another until the deadline.
+func serveLoop(deadline time.Time, fibN int) {
+	var s uint64
+	for time.Now().Before(deadline) {
+		s = handleRequest(s, fibN)
+	}
+	keep(s)
+}
+
+func servicePhase(dir string, d time.Duration, fibN int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pb.gz"))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	serveLoop(time.Now().Add(d), fibN)
+	pprof.StopCPUProfile()
+	return f.Close()
 }
 
 func cpuPhase(d time.Duration) {
@@ -291,8 +348,19 @@ func run(dir string, cpu time.Duration) error {
 func main() {
 	out := flag.String("out", ".", "output directory")
 	cpu := flag.Duration("cpu", 1500*time.Millisecond, "CPU phase duration")
+	service := flag.Bool("service", false, "only a service's CPU profile")
+	fibN := flag.Int("fib", 20, "-service: each request computes fib(N)")
 	flag.Parse()
 	start := time.Now()
+	if *service {
+		if err := servicePhase(*out, *cpu, *fibN); err != nil {
+			fmt.Fprintln(os.Stderr, "genprof:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("genprof: wrote a service's cpu profile (fib %d) to %s in %.1fs (sink %d)\n",
+			*fibN, *out, time.Since(start).Seconds(), sink%10)
+		return
+	}
 	if err := run(*out, *cpu); err != nil {
 		fmt.Fprintln(os.Stderr, "genprof:", err)
 		os.Exit(1)
