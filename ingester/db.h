@@ -278,6 +278,9 @@ struct ing_query {
 	const char *const *call_site;      /* series: root-first frames a
 					    * stack must start with; 0 = any */
 	size_t ncall_site;
+	const char *function;              /* series: or a function anywhere
+					    * in the stack (NULL/"" = none) */
+	bool function_self;                /* ... its self values only */
 	enum ing_labels_kind kind;         /* labels */
 	const char *name;                  /* labels: ING_LABEL_VALUES */
 	const char *const *label_names;    /* labels: ING_SERIES_LABELS */

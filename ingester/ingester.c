@@ -1733,6 +1733,8 @@ query_of(const Smolder__V1__Request *req, struct sm_arena *a,
 		q->ngroup_by = req->series->n_group_by;
 		q->call_site = (const char *const *)req->series->call_site;
 		q->ncall_site = req->series->n_call_site;
+		q->function = req->series->function;
+		q->function_self = req->series->function_self;
 		return (0);
 	case SMOLDER__V1__REQUEST__METHOD_LABELS:
 		if ((rv = query_from_rpc(req->labels->select, "labels", a, q,

@@ -573,12 +573,16 @@ struct series_acc {
 	struct series_group *g;
 	uint32_t ng, gcap;
 	struct sm_oatab tab;    /* group index by sm_hash_u64(h) */
-	/* A call site (q->ncall_site > 0): per node of the source being
-	 * visited, its depth and whether its root path matches the call
-	 * site so far (SERIES_CS_PATH) and reaches it (SERIES_CS_IN); the
-	 * head's tree may grow during a yield, so `ndone` says how far it
-	 * is computed.  A block's tree and data come from the store. */
-	uint32_t *cs;           /* the call site's frame ids in the source */
+	/* A stack filter (series_filtered): a call site (q->ncall_site >
+	 * 0) or a function (q->function).  Per node of the source being
+	 * visited: its depth and whether its root path matches the call
+	 * site so far (SERIES_CS_PATH) and whether its values count
+	 * (SERIES_CS_IN: at or under the call site; at or under the
+	 * function, or for its self series at it); the head's tree may
+	 * grow during a yield, so `ndone` says how far it is computed.  A
+	 * block's tree and data come from the store. */
+	uint32_t ncs;           /* frames in cs: the call site's, or 1 */
+	uint32_t *cs;           /* their frame ids in the source */
 	uint32_t *depth;
 	uint8_t *in;
 	uint32_t ndone, ncap;
@@ -700,16 +704,25 @@ out:
 	return (gr);
 }
 
+/* Does the query filter stacks (a call site or a function)? */
+static bool
+series_filtered(const struct ing_query *q)
+{
+	return (q->ncall_site > 0 || (q->function != NULL &&
+	    q->function[0] != '\0'));
+}
+
 /*
- * The call site's frame ids in a frame table (UINT32_MAX: a frame no
- * stack of the source has, so nothing is under the call site).
+ * The filter's frame ids in a frame table (UINT32_MAX: a frame no stack
+ * of the source has, so no value counts).
  */
 static void
 series_cs_ids(struct series_acc *x, const struct sm_str *frames,
     uint32_t nframes, const struct sm_strtab *tab)
 {
-	for (size_t k = 0; k < x->q->ncall_site; k++) {
-		const char *nm = x->q->call_site[k];
+	for (size_t k = 0; k < x->ncs; k++) {
+		const char *nm = x->q->ncall_site > 0 ? x->q->call_site[k] :
+		    x->q->function;
 		size_t len = strlen(nm);
 		uint32_t id = UINT32_MAX;
 
@@ -740,7 +753,8 @@ static int
 series_cs_extend(struct series_acc *x, const uint32_t *parent,
     const uint32_t *name, uint32_t n)
 {
-	uint32_t ncs = (uint32_t)x->q->ncall_site;
+	uint32_t ncs = x->ncs;
+	bool fn = x->q->ncall_site == 0;
 
 	if (n > x->ncap) {
 		uint32_t *nd = sm_realloc(x->depth, (size_t)n * sizeof(*nd));
@@ -761,12 +775,20 @@ series_cs_extend(struct series_acc *x, const uint32_t *parent,
 			x->depth[0] = 0;
 			x->in[0] = SERIES_CS_PATH | (ncs == 0 ? SERIES_CS_IN :
 			    0);
+			if (fn)
+				x->in[0] = 0;
 			continue;
 		}
 		SM_ASSERT(parent[i] < i);
 		d = x->depth[parent[i]] + 1;
 		x->depth[i] = d;
 		x->in[i] = 0;
+		if (fn) {       /* the function: its node, and (total) under */
+			if (name[i] == x->cs[0] || (!x->q->function_self &&
+			    (x->in[parent[i]] & SERIES_CS_IN)))
+				x->in[i] = SERIES_CS_IN;
+			continue;
+		}
 		if ((x->in[parent[i]] & SERIES_CS_IN) || ((x->in[parent[i]] &
 		    SERIES_CS_PATH) && d <= ncs && name[i] == x->cs[d - 1]))
 			x->in[i] = SERIES_CS_PATH | (d >= ncs ? SERIES_CS_IN :
@@ -785,7 +807,7 @@ series_begin(void *arg, const struct visit_src *src, uint32_t n,
 
 	if (n == 0)
 		return (VISIT_SKIP);
-	if (x->q->ncall_site == 0)
+	if (!series_filtered(x->q))
 		return (0);
 	if (x->scratch == NULL && (x->scratch = sm_arena_create(0)) == NULL)
 		return (SM_ENOMEM);
@@ -891,7 +913,7 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 
 	if ((gr = series_group_of(x, sr, &rv)) == NULL)
 		return (rv);
-	if (x->q->ncall_site > 0) {
+	if (series_filtered(x->q)) {
 		const struct ing_bucket *cb;
 		uint32_t nb;
 
@@ -986,7 +1008,12 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
 		    "the limit of %d", (long long)x.nsteps, SERIES_MAX_STEPS));
 	ngb = (uint32_t)q->ngroup_by;
-	if (q->ncall_site > 0 && (x.cs = sm_calloc(q->ncall_site,
+	if (q->ncall_site > 0 && q->function != NULL && q->function[0] != '\0')
+		return (sm_err_set(err, SM_EINVAL, "series: a call site or a "
+		    "function, not both"));
+	x.ncs = q->ncall_site > 0 ? (uint32_t)SM_MIN(q->ncall_site,
+	    UINT32_MAX) : 1;
+	if (series_filtered(q) && (x.cs = sm_calloc(x.ncs,
 	    sizeof(*x.cs))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (size_t k = 0; k < q->ncall_site; k++) {

@@ -1,7 +1,8 @@
 /*
  * render.c -- GET /render and /pyroscope/render (docs/wire-formats.md §3), and
  * /render-diff and /pyroscope/render-diff (render_diff_handler below),
- * and GET /api/top-changes (changes_handler, ranking by changes.c).
+ * and GET /api/top-changes (changes_handler, ranking by changes.c) and
+ * /api/function-timeline (function_handler: a function's series).
  *
  * Parameters: query (FlameQL app.cpu{...}, the profile-type id form, or a
  * bare selector; og's `name` is accepted when query is absent), from and
@@ -580,6 +581,103 @@ reply:
 	sm_buf_fini(&out);
 }
 
+/*
+ * GET /api/function-timeline: query, from, until (as /render), function
+ * (required), self (true: the samples whose leaf it is; else every sample
+ * with it anywhere in the stack, once however often it recurs).  The
+ * function's series over the selection, in /render's timeline shape and
+ * step: {"function","self","timeline":{"startTime","samples",
+ * "durationDelta"}}.  The web UI's Changes view opens it per function.
+ */
+static void
+function_handler(struct sm_http_req *r, void *arg)
+{
+	struct querier *qr = arg;
+	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
+	struct render_params p;
+	Smolder__V1__Select sel;
+	struct qry_query x;
+	struct qry_series *gs;
+	struct sm_buf out = SM_BUF_INIT;
+	struct sm_arena *a = NULL;
+	struct sm_err err;
+	const char *fn, *self;
+	int64_t *samples = NULL, step, first, n;
+	uint32_t ng;
+	int rv;
+
+	sm_err_clear(&err);
+	qry_query_init(&x, qr);
+	memset(&p, 0, sizeof(p));
+	sm_query_init(&p.q);
+	if ((rv = render_parse(qr, r, &p, "query", "from", "until",
+	    &err)) != 0)
+		goto reply;
+	fn = sm_http_query(r, "function");
+	self = sm_http_query(r, "self");
+	if (fn == NULL || fn[0] == '\0') {
+		rv = sm_err_set(&err, SM_EINVAL, "'function' is required");
+		goto reply;
+	}
+	if (self != NULL && self[0] != '\0' && strcmp(self, "true") != 0 &&
+	    strcmp(self, "false") != 0) {
+		rv = sm_err_set(&err, SM_EINVAL, "self must be true or false");
+		goto reply;
+	}
+	step = qry_calc_step_ms(p.start, p.end);
+	first = sm_floor_to(p.start, step);
+	n = p.end > first ? (p.end - first + step - 1) / step : 0;
+	if (n > 1000000) {
+		rv = sm_err_set(&err, SM_EINVAL, "timeline too long");
+		goto reply;
+	}
+	if ((a = sm_arena_create(0)) == NULL || (samples = sm_calloc(
+	    (size_t)SM_MAX(n, 1), sizeof(*samples))) == NULL ||
+	    qry_select_pb(&p.q.sel, p.tenant, p.start, p.end, a, &sel) != 0) {
+		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
+		goto reply;
+	}
+	if (n > 0) {
+		sr.select = &sel;
+		sr.step_ms = step;
+		sr.function = (char *)fn;
+		sr.function_self = self != NULL && strcmp(self, "true") == 0;
+		if ((rv = qry_series_select(&x, &sr, a, &gs, &ng, &err)) != 0)
+			goto reply;
+		for (uint32_t g = 0; g < ng; g++) {
+			for (uint32_t k = 0; k < gs[g].n; k++) {
+				int64_t idx = (gs[g].ts[k] - first) / step;
+
+				if (idx >= 0 && idx < n)
+					samples[idx] = sm_add_sat(samples[idx],
+					    (int64_t)gs[g].v[k]);
+			}
+		}
+	}
+	sm_buf_puts(&out, "{\"function\":");
+	sm_buf_json_str(&out, fn, strlen(fn));
+	sm_buf_printf(&out, ",\"self\":%s,\"timeline\":{\"startTime\":",
+	    sr.function_self ? "true" : "false");
+	sm_buf_put_i64(&out, first / 1000);
+	sm_buf_puts(&out, ",\"samples\":[");
+	for (int64_t i = 0; i < n; i++) {
+		if (i > 0)
+			sm_buf_putc(&out, ',');
+		sm_buf_put_i64(&out, samples[i]);
+	}
+	sm_buf_puts(&out, "],\"durationDelta\":");
+	sm_buf_put_i64(&out, step / 1000);
+	sm_buf_puts(&out, "}}\n");
+	rv = 0;
+reply:
+	render_reply(r, &out, rv, &err, "function-timeline");
+	qry_query_fini(&x);
+	sm_arena_destroy(a);
+	sm_free(samples);
+	sm_query_fini(&p.q);
+	sm_buf_fini(&out);
+}
+
 int
 qry_render_register(struct querier *q)
 {
@@ -599,6 +697,9 @@ qry_render_register(struct querier *q)
 		    dpaths[i], render_diff_handler, q, 0)) != 0)
 			return (rv);
 	}
-	return (qry_route_http(q, "GET", "/api/top-changes", changes_handler,
-	    q, 0));
+	if ((rv = qry_route_http(q, "GET", "/api/top-changes",
+	    changes_handler, q, 0)) != 0)
+		return (rv);
+	return (qry_route_http(q, "GET", "/api/function-timeline",
+	    function_handler, q, 0));
 }

@@ -26,6 +26,12 @@
  *   (an older Smolder, a Pyroscope-compatible endpoint without it) gets the
  *   same double tree computed here from the two /render answers
  *   (diffTries), through the same decoder.
+ * - Top changes (comparison view): the server's /api/top-changes ranks the
+ *   functions by the rise of their share between the two sides; a click
+ *   draws that function's series (/api/function-timeline, every sample
+ *   with it anywhere in the stack) as a line over the timeline, scaled to
+ *   the timeline's step.  A server without these routes (404) hides the
+ *   table.
  * - Adhoc files are parsed in the browser (pprof, gzipped or not, and
  *   folded/collapsed text in UTF-8 or UTF-16): nothing is uploaded, so the
  *   file is never stored and a querier-only process needs no decoder.
@@ -54,6 +60,7 @@ const DEFAULTS = {
   service: '', type: '', from: 'now-1h', until: 'now', filters: '', groupBy: '',
   view: 'flame', search: '', focus: '', icicle: '1', sort: 'self:desc',
   sandwich: '', lfrom: '', luntil: '', lsel: '', rfrom: '', runtil: '', rsel: '',
+  fn: '',
 };
 let S = readURL();
 
@@ -773,7 +780,7 @@ function sandwichFlames(f, fn) {
 
 /* ------------------------------------------------------------ timeline */
 
-const TL = { series: [], start: 0, end: 0, step: 0, drag: null };
+const TL = { series: [], start: 0, end: 0, step: 0, drag: null, fn: null };
 const SERIES_COLOURS = ['#f0a03c', '#6c8ebf', '#7fb069', '#d9583b', '#b58db6', '#5ba199', '#c9a227', '#c97b84'];
 
 function drawTimeline() {
@@ -810,6 +817,18 @@ function drawTimeline() {
   const e = fmtDate(end);
   g.fillText(e, w - g.measureText(e).width - 2, h - 3);
   g.fillText('max ' + fmtValue(max, cur.unit), 2, 10);
+  if (TL.fn && TL.fn.step > 0) {
+    /* The function's line, per the bars' step (its own step may differ). */
+    const k = step / TL.fn.step;
+    g.strokeStyle = '#111'; g.lineWidth = 1.5;
+    g.beginPath();
+    TL.fn.samples.forEach((v, i) => {
+      const x = (TL.fn.start + i * TL.fn.step - start) / span * w + bw / 2;
+      const y = plotH - Math.max(0, v * k) / max * plotH;
+      if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+    });
+    g.stroke();
+  }
   if (TL.drag && TL.drag.x1 !== undefined) {
     g.fillStyle = 'rgba(47,111,222,0.2)';
     const a = Math.min(TL.drag.x0, TL.drag.x1), b = Math.max(TL.drag.x0, TL.drag.x1);
@@ -905,6 +924,7 @@ async function loadTimeline(seq) {
   drawTimeline();
   const legend = $('tlLegend');
   legend.textContent = '';
+  if (S.fn && S.view === 'diff') loadFunctionTimeline().catch(showError); else TL.fn = null;
   const tags = $('tags');
   tags.textContent = '';
   if (S.groupBy) {
@@ -989,8 +1009,13 @@ async function loadDiff(seq) {
     x.unit = cur.unit;
     return x;
   };
-  const [L, R] = await Promise.all([one(lq, sec(lf), sec(lu, 1)), one(rq, sec(rf), sec(ru, 1))]);
+  const changes = api('/api/top-changes?' + params + '&limit=15').then((r) => r.json()).catch((e) => {
+    if (e instanceof ApiError && (e.status === 404 || e.status === 405)) return null;
+    throw e;
+  });
+  const [L, R, tc] = await Promise.all([one(lq, sec(lf), sec(lu, 1)), one(rq, sec(rf), sec(ru, 1)), changes]);
   if (seq !== loadSeq) return;
+  renderChanges(tc);
   if (!f) {
     /* No /render-diff behind this URL: the same double tree, computed here. */
     f = trieToFlame(diffTries(flameToTrie(L), flameToTrie(R)), true, cur.unit);
@@ -1002,6 +1027,59 @@ async function loadDiff(seq) {
   $('capL').textContent = `Left: ${fmtValue(L.n ? L.total[0] : 0, cur.unit)} (${fmtDate(toMs(lf, now))} – ${fmtDate(toMs(lu, now))})`;
   $('capR').textContent = `Right: ${fmtValue(R.n ? R.total[0] : 0, cur.unit)} (${fmtDate(toMs(rf, now))} – ${fmtDate(toMs(ru, now))})`;
   setFlame(f, raw);
+}
+
+function renderChanges(j) {
+  const tb = $('changes').tBodies[0];
+  tb.textContent = '';
+  $('changesBox').dataset.none = j ? '' : '1';
+  $('changesBox').hidden = S.view !== 'diff' || !j;
+  if (!j) return;
+  const pp = (x) => (x * 100).toFixed(1) + '%';
+  for (const f of j.functions || []) {
+    const tr = document.createElement('tr');
+    const ch = f.totalChange;
+    const cells = [f.name, pp(f.left.totalShare), pp(f.right.totalShare), (ch > 0 ? '+' : '') + (ch * 100).toFixed(1) + ' pp'];
+    cells.forEach((t, k) => {
+      const td = document.createElement('td');
+      td.textContent = t;
+      if (k === 0) td.title = t;
+      if (k === 3) td.className = ch > 0 ? 'up' : ch < 0 ? 'down' : '';
+      tr.appendChild(td);
+    });
+    tr.classList.toggle('on', f.name === S.fn);
+    tr.onclick = () => { S.fn = S.fn === f.name ? '' : f.name; writeURL(true); renderChangesSel(); loadFunctionTimeline().catch(showError); };
+    tb.appendChild(tr);
+  }
+}
+
+function renderChangesSel() {
+  for (const tr of $('changes').tBodies[0].rows) tr.classList.toggle('on', tr.cells[0].textContent === S.fn);
+}
+
+/* The picked function's series over the timeline's range (TL.fn). */
+async function loadFunctionTimeline() {
+  if (!S.fn || !S.type) { TL.fn = null; drawTimeline(); fnLegend(); return; }
+  const [a, b] = range(S.from, S.until);
+  const r = await api('/api/function-timeline?' + new URLSearchParams({
+    query: S.type + selector(), from: String(Math.floor(a / 1000)), until: String(Math.ceil(b / 1000)), function: S.fn }));
+  const j = await r.json();
+  const t = j.timeline || {};
+  TL.fn = { name: S.fn, start: Number(t.startTime) * 1000, step: Number(t.durationDelta) * 1000, samples: (t.samples || []).map(Number) };
+  drawTimeline();
+  fnLegend();
+}
+
+function fnLegend() {
+  const old = $('tlLegend').querySelector('.fn');
+  if (old) old.remove();
+  if (!TL.fn) return;
+  const item = document.createElement('span');
+  item.className = 'fn';
+  item.title = 'Remove this function\'s line';
+  item.textContent = '\u2014 ' + TL.fn.name + ' \u00d7';
+  item.onclick = () => { S.fn = ''; writeURL(true); renderChangesSel(); loadFunctionTimeline().catch(showError); };
+  $('tlLegend').appendChild(item);
 }
 
 async function loadView() {
@@ -1033,6 +1111,7 @@ async function loadView() {
 function setTabs() {
   for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('on', b.dataset.view === S.view);
   $('diffForm').hidden = S.view !== 'diff';
+  $('changesBox').hidden = S.view !== 'diff' || $('changesBox').dataset.none === '1' || !$('changes').tBodies[0].rows.length;
   $('adhocForm').hidden = S.view !== 'adhoc';
   $('main').className = S.view;
   $('timelineBox').hidden = S.view === 'adhoc';
@@ -1382,7 +1461,7 @@ function wire() {
 }
 
 /* For tests and the curious: the live state. */
-window.smolder = { get state() { return S; }, cur, main, second, left, right, decodeFlamebearer, toFlamebearer, toCollapsed, trieToFlame, parseFolded, parsePprof };
+window.smolder = { get state() { return S; }, TL, cur, main, second, left, right, decodeFlamebearer, toFlamebearer, toCollapsed, trieToFlame, parseFolded, parsePprof };
 
 wire();
 showTenant();

@@ -18,6 +18,9 @@ v2 fib(25): fib regressed.  Three profiles of each:
   - the functions come by change, largest rise first; each side's total
     is the flamegraph total (/render) of that side;
   - the cluster's answers equal the single binary's;
+  - GET /api/function-timeline of main.fib over each range sums to its
+    total there (self=true: its self), and the timeline of a function
+    that recurses counts each sample once;
   - bad parameters (by, limit, two profile types) are 400.
 """
 
@@ -147,6 +150,22 @@ def run(r, ref, c, profs):
                      by, tag))
         r.eq(answers[(by, "cluster")], answers[(by, "single")],
              "by %s: the cluster's answer is the single binary's" % by)
+    for side, (fl, cu) in ((left, (wf, wc)), (right, (rf_, rc))):
+        for self, want in (("false", cu), ("true", fl)):
+            for srv, tag in ((ref, "single"), (qry, "cluster")):
+                resp = srv.request("GET", "/api/function-timeline", {
+                    "query": side[0], "from": str(side[1]),
+                    "until": str(side[2]), "function": "main.fib",
+                    "self": self})
+                j = resp.json() if resp.status == 200 else {}
+                got = sum(j.get("timeline", {}).get("samples", []))
+                r.eq(got, want, "function-timeline of main.fib from %d, "
+                     "self=%s (%s): go tool pprof's %s" % (
+                         side[1], self, tag, "flat" if self == "true"
+                         else "cum"))
+    resp = ref.request("GET", "/api/function-timeline", {"query": left[0]})
+    r.check(resp.status == 400, "function-timeline without a function "
+            "-> 400", resp.describe())
     rng = (BASE + 2 * 3600 - 60, BASE + 2 * 3600 + 600)
     for srv, tag in ((ref, "single"), (qry, "cluster")):
         resp = changes(srv, (CPU + '{service_name="rel",release="v1"}',) + rng,

@@ -235,6 +235,16 @@ async function main() {
     return 'ok';
   });
   check(rtd === 'ok', 'the client-side diff encodes as a double flamebearer (the /render-diff format) and decodes back', rtd);
+  /* top changes: render's share rose from 50 % to 75 %, parse's fell */
+  await page.waitForSelector('#changes tbody tr', { timeout: 15000 });
+  const tcRows = await page.$$eval('#changes tbody tr', (rs) => rs.map((r) => [...r.cells].map((c) => c.textContent)));
+  check(tcRows.length && tcRows[0][0] === 'render' && tcRows[0][3] === '+25.0 pp' &&
+    tcRows[tcRows.length - 1][0] === 'parse', 'top changes: the regressed function first (+25 pp), the shrunk one last', JSON.stringify(tcRows));
+  await page.click('#changes tbody tr');
+  await page.waitForFunction(() => smolder.TL.fn && smolder.TL.fn.samples.some((v) => v > 0), null, { timeout: 15000 });
+  const fnSum = await page.evaluate(() => [smolder.TL.fn.name, smolder.TL.fn.samples.reduce((a, b) => a + b, 0), smolder.state.fn]);
+  check(fnSum[0] === 'render' && fnSum[1] === 40e9 && fnSum[2] === 'render',
+    'top changes: a click draws the function\'s timeline (render: 40 s over the hour) and keeps it in the URL', JSON.stringify(fnSum));
   await shot(page, 'diff');
 
   /* 9b. tag explorer: each value of the explored label with its share. */
