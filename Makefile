@@ -21,6 +21,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
 	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
 	libcurl4-openssl-dev libxml2-dev libnghttp2-dev libgnutls28-dev \
+	libsnappy-dev prometheus \
 	swift-proxy swift-object swift-container swift-account \
 	etcd-server etcd-client iptables graphviz \
 	golang-go python3 python3-yaml python3-grpcio python3-protobuf curl \

@@ -163,12 +163,78 @@ settings_write(struct sm_kv *kv, const char *tenant,
 	return (0);
 }
 
+/*
+ * The tenants holding a live register whose name starts with `prefix`
+ * (SettingsRequest.tenants_with), in key order: sorted and unique.
+ */
+static int
+settings_tenants(struct sm_kv *kv, const char *prefix, struct sm_arena *a,
+    Smolder__V1__SettingsResponse *out, struct sm_err *err)
+{
+	struct sm_kv_iter *it = sm_kv_iter_create(kv, SM_KV_INDEX);
+	size_t plen = strlen(prefix), n = 0, cap = 0;
+	char **v = NULL, **nv;
+	struct sm_key pre;
+	int rv = 0;
+
+	if (it == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	sm_key_reset(&pre);
+	sm_key_str(&pre, "", 0);
+	sm_key_u8(&pre, 'P');
+	for (sm_kv_iter_seek(it, pre.b, pre.n); sm_kv_iter_valid(it);
+	    sm_kv_iter_next(it)) {
+		const uint8_t *k, *val;
+		size_t kn, vn, off = pre.n, tl, nl;
+		const char *t, *name;
+
+		k = sm_kv_iter_key(it, &kn);
+		if (kn < pre.n || memcmp(k, pre.b, pre.n) != 0)
+			break;
+		if (sm_key_get_str(k, kn, &off, &t, &tl) != 0 ||
+		    sm_key_get_str(k, kn, &off, &name, &nl) != 0 || off != kn)
+			continue;
+		val = sm_kv_iter_value(it, &vn);
+		if (nl < plen || memcmp(name, prefix, plen) != 0 || vn < 9 ||
+		    val[8] != 0)
+			continue;       /* another name, or a tombstone */
+		if (n > 0 && strlen(v[n - 1]) == tl &&
+		    memcmp(v[n - 1], t, tl) == 0)
+			continue;
+		if (n == cap) {
+			cap = cap == 0 ? 16 : cap * 2;
+			if ((nv = sm_arena_alloc(a, cap * sizeof(*nv))) == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+				break;
+			}
+			if (n > 0)
+				memcpy(nv, v, n * sizeof(*nv));
+			v = nv;
+		}
+		if ((v[n] = sm_arena_strndup(a, t, tl)) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
+		n++;
+	}
+	if (rv == 0)
+		rv = sm_kv_iter_status(it, err);
+	sm_kv_iter_destroy(it);
+	out->tenants = v;
+	out->n_tenants = rv == 0 ? n : 0;
+	return (rv);
+}
+
 int
 ing_settings_serve(struct sm_kv *kv, const Smolder__V1__SettingsRequest *req,
     struct sm_arena *a, Smolder__V1__SettingsResponse *out,
     struct sm_err *err)
 {
 	smolder__v1__settings_response__init(out);
+	if ((req->tenant == NULL || req->tenant[0] == '\0') &&
+	    req->tenants_with != NULL && req->tenants_with[0] != '\0' &&
+	    !req->write)
+		return (settings_tenants(kv, req->tenants_with, a, out, err));
 	if (req->tenant == NULL || req->tenant[0] == '\0' ||
 	    strlen(req->tenant) > SM_KEY_MAX / 4)
 		return (sm_err_set(err, SM_EMALFORMED, "settings: bad tenant"));

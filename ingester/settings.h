@@ -28,6 +28,11 @@
 #define ING_SETTING_NAME_MAX 256
 #define ING_SETTING_VALUE_MAX (256u << 10)
 
+/*
+ * A settings request: list the tenant's registers, write one, or (tenant
+ * empty, tenants_with set) list the tenants holding a live register of
+ * that name prefix.
+ */
 int ing_settings_serve(struct sm_kv *kv, const Smolder__V1__SettingsRequest *req,
     struct sm_arena *a, Smolder__V1__SettingsResponse *out,
     struct sm_err *err);

@@ -32,6 +32,7 @@ struct querier {
 	struct qry_gate gate;         /* queries in flight per tenant */
 	struct qry_route *routes;     /* what the gate wraps (querier.c) */
 	int64_t created_ns;           /* sm_mono_ns() at qry_create */
+	struct qry_rules *rules;      /* the evaluator (rules.c), or NULL */
 };
 
 /*
@@ -437,5 +438,36 @@ int qry_series_exemplars(struct querier *q,
  */
 int qry_changes_json(const struct sm_mtree *left, const struct sm_mtree *right,
     bool by_self, uint32_t limit, struct sm_buf *out, struct sm_err *err);
+
+/*
+ * Tenant settings registers (settings.c: last-writer-wins, majority
+ * quorums over every ingester).  qry_settings_put writes one (*winner:
+ * the stored winner, newer than s or s itself); qry_settings_list reads
+ * the tenant's, merged and repaired, tombstones included, sorted by name;
+ * qry_settings_tenants lists the tenants holding a live register whose
+ * name starts with `prefix`, sorted.  All in `a`.  0, SM_EUNAVAIL (no
+ * majority answered), SM_EINVAL, SM_ENOMEM.
+ */
+#define QRY_SETTING_RESERVED "smolder."
+int qry_settings_put(struct querier *q, const char *tenant,
+    Smolder__V1__TenantSetting *s, struct sm_arena *a,
+    const Smolder__V1__TenantSetting **winner, struct sm_err *err);
+int qry_settings_list(struct querier *q, const char *tenant,
+    struct sm_arena *a, Smolder__V1__TenantSetting ***out, size_t *nout,
+    struct sm_err *err);
+int qry_settings_tenants(struct querier *q, const char *prefix,
+    struct sm_arena *a, char ***out, size_t *nout, struct sm_err *err);
+
+/*
+ * Recording rules (rules.c): settings.v1.RecordingRulesService's routes,
+ * and the evaluator thread, started when -recording-rules.remote-write-url
+ * is set (*out NULL otherwise) and stopped (joined, freed) by
+ * qry_rules_stop (NULL: no-op).
+ */
+struct qry_rules;
+int qry_rules_register(struct querier *q);
+int qry_rules_start(struct querier *q, struct qry_rules **out,
+    struct sm_err *err);
+void qry_rules_stop(struct qry_rules *rr);
 
 #endif /* QRY_INT_H */

@@ -65,6 +65,30 @@ static const struct sm_flag qry_flag_tab[] = {
 	    "-ring.heartbeat-period plus 1s later so no answer misses "
 	    "them. In effect once shard sizes have not changed for 2 "
 	    "-runtime-config.reload-period plus that hold."),
+	SM_FLAG_STR("recording-rules.remote-write-url", rr_url, "",
+	    "Evaluate the tenants' recording rules (settings.v1 "
+	    "RecordingRulesService) and send their series to this Prometheus "
+	    "remote-write endpoint (http://host:9090/api/v1/write); a new "
+	    "rule is first backfilled over -recording-rules.backfill-period. "
+	    "Empty: rules are stored but not evaluated. Give it to one "
+	    "querier."),
+	SM_FLAG_I64("recording-rules.evaluation-interval", SM_FLAG_DURATION,
+	    rr_interval_ms, "1m",
+	    "The step of every rule's series (one sample per step and group: "
+	    "the sum of the step's values) and how often the rules are "
+	    "evaluated."),
+	SM_FLAG_I64("recording-rules.evaluation-delay", SM_FLAG_DURATION,
+	    rr_delay_ms, "1m",
+	    "A step is evaluated once it ended this long ago, so uploads "
+	    "that arrive late still count; a step's sample is sent once."),
+	SM_FLAG_I64("recording-rules.backfill-period", SM_FLAG_DURATION,
+	    rr_backfill_ms, "720h",
+	    "How far back a new rule's series is computed from stored "
+	    "history (the tiers for long ranges) before it follows new data."),
+	SM_FLAG_I64("recording-rules.remote-write-timeout", SM_FLAG_DURATION,
+	    rr_timeout_ms, "30s",
+	    "Deadline of each remote-write request; a failed one is retried "
+	    "at the next evaluation from where the rule stood."),
 };
 #undef SM_FLAG_STRUCT
 
@@ -308,6 +332,7 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	    (rv = qry_labels_register(q)) != 0 ||
 	    (rv = qry_connect_register(q)) != 0 ||
 	    (rv = qry_settings_register(q)) != 0 ||
+	    (rv = qry_rules_register(q)) != 0 ||
 	    (rv = qry_webui_register(q)) != 0) {
 		sm_metric_gauge_fn_remove(q);
 		routes_free(q);
@@ -315,6 +340,13 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 		sm_free(q);
 		return (sm_err_set(err, rv, "querier: registering routes: %s",
 		    sm_strerror(rv)));
+	}
+	if ((rv = qry_rules_start(q, &q->rules, err)) != 0) {
+		sm_metric_gauge_fn_remove(q);
+		routes_free(q);
+		qry_gate_fini(&q->gate);
+		sm_free(q);
+		return (rv);
 	}
 	*out = q;
 	return (0);
@@ -325,6 +357,7 @@ qry_destroy(struct querier *q)
 {
 	if (q == NULL)
 		return;
+	qry_rules_stop(q->rules);
 	sm_metric_gauge_fn_remove(q);
 	routes_free(q);
 	qry_gate_fini(&q->gate);

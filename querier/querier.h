@@ -76,6 +76,11 @@ struct qry_config {
 	                               * per-tenant, 0 = off (gate.h) */
 	bool confine;                 /* -querier.shuffle-sharding-
 	                               * ingesters-enabled */
+	char *rr_url;                 /* -recording-rules.* (rules.h) */
+	int64_t rr_interval_ms;
+	int64_t rr_delay_ms;
+	int64_t rr_backfill_ms;
+	int64_t rr_timeout_ms;
 	int64_t confine_settle_ms;    /* main: sm_ring_confine_settle_ms */
 	bool multitenancy;            /* -auth.multitenancy-enabled (main) */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */

@@ -31,6 +31,11 @@
  * Pyroscope keeps them in object storage instead, which Smolder does not
  * have.  In -target=all the ring has one member: the same code, N = 1.
  *
+ * Names starting with "smolder." (QRY_SETTING_RESERVED) are Smolder's own
+ * registers -- the recording rules and their evaluation marks (rules.c)
+ * -- stored the same way: Get leaves them out, Set and Delete refuse
+ * them (invalid_argument).
+ *
  * Shapes (Pyroscope api/settings/v1/setting.proto): Setting{name, value,
  * modifiedAt (ms)}.  Set stores modifiedAt as sent, or now when 0; a
  * setting already stored with a newer modifiedAt wins and Set answers
@@ -168,8 +173,8 @@ out:
 }
 
 /* Write one register everywhere; *winner = the stored winner. */
-static int
-settings_put(struct querier *q, const char *tenant,
+int
+qry_settings_put(struct querier *q, const char *tenant,
     Smolder__V1__TenantSetting *s, struct sm_arena *a,
     const Smolder__V1__TenantSetting **winner, struct sm_err *err)
 {
@@ -192,6 +197,12 @@ settings_put(struct querier *q, const char *tenant,
 }
 
 static int
+str_ptr_cmp(const void *a, const void *b)
+{
+	return (strcmp(*(char *const *)a, *(char *const *)b));
+}
+
+static int
 name_cmp(const void *a, const void *b)
 {
 	const Smolder__V1__TenantSetting *x =
@@ -207,8 +218,8 @@ name_cmp(const void *a, const void *b)
  * included, sorted by name; members that answered with an older register
  * are repaired.
  */
-static int
-settings_list(struct querier *q, const char *tenant, struct sm_arena *a,
+int
+qry_settings_list(struct querier *q, const char *tenant, struct sm_arena *a,
     Smolder__V1__TenantSetting ***out, size_t *nout, struct sm_err *err)
 {
 	Smolder__V1__SettingsRequest sr = SMOLDER__V1__SETTINGS_REQUEST__INIT;
@@ -291,6 +302,46 @@ out:
 	return (rv);
 }
 
+int
+qry_settings_tenants(struct querier *q, const char *prefix, struct sm_arena *a,
+    char ***out, size_t *nout, struct sm_err *err)
+{
+	Smolder__V1__SettingsRequest sr = SMOLDER__V1__SETTINGS_REQUEST__INIT;
+	struct set_round r;
+	char **all = NULL;
+	size_t nall = 0, n = 0;
+	int rv;
+
+	*out = NULL;
+	*nout = 0;
+	sr.tenant = "";
+	sr.tenants_with = (char *)prefix;
+	if ((rv = round_run(q, &sr, a, &r, err)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < r.n; i++)
+		nall += r.resp[i] != NULL ? r.resp[i]->n_tenants : 0;
+	if (nall == 0)
+		goto out;
+	if ((all = sm_arena_alloc(a, nall * sizeof(*all))) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < r.n; i++)
+		for (size_t j = 0; r.resp[i] != NULL &&
+		    j < r.resp[i]->n_tenants; j++)
+			all[n++] = r.resp[i]->tenants[j];
+	qsort(all, n, sizeof(*all), str_ptr_cmp);
+	nall = 0;
+	for (size_t i = 0; i < n; i++)
+		if (nall == 0 || strcmp(all[nall - 1], all[i]) != 0)
+			all[nall++] = all[i];
+	*out = all;
+	*nout = nall;
+out:
+	round_fini(&r);
+	return (rv);
+}
+
 static int
 call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err)
@@ -325,7 +376,7 @@ m_get(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 
 	(void)msg;
 	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = settings_list(q, tenant, call->arena, &w, &nw, err)) != 0)
+	    (rv = qry_settings_list(q, tenant, call->arena, &w, &nw, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -334,7 +385,8 @@ m_get(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	    nw * sizeof(*out->settings))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (size_t i = 0; i < nw; i++) {
-		if (w[i]->deleted)
+		if (w[i]->deleted || strncmp(w[i]->name, QRY_SETTING_RESERVED,
+		    strlen(QRY_SETTING_RESERVED)) == 0)
 			continue;
 		if ((out->settings[out->n_settings] = setting_out(call->arena,
 		    w[i])) == NULL)
@@ -353,6 +405,11 @@ check_name(const char *name, struct sm_err *err)
 	if (strlen(name) > SETTING_NAME_MAX)
 		return (sm_err_set(err, SM_EINVAL, "setting name is %zu bytes, "
 		    "limit %d", strlen(name), SETTING_NAME_MAX));
+	if (strncmp(name, QRY_SETTING_RESERVED,
+	    strlen(QRY_SETTING_RESERVED)) == 0)
+		return (sm_err_set(err, SM_EINVAL, "setting names starting "
+		    "with \"%s\" are Smolder's own (recording rules)",
+		    QRY_SETTING_RESERVED));
 	return (0);
 }
 
@@ -382,7 +439,7 @@ m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 		    "limit %u", strlen(s.value), SETTING_VALUE_MAX));
 	s.modified_at = req->setting->modifiedat > 0 ?
 	    req->setting->modifiedat : sm_now_ms();
-	if ((rv = settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
+	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
 		return (rv);
 	if (setting_cmp(win, &s) != 0)
 		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
@@ -417,7 +474,7 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	s.value = "";
 	s.deleted = true;
 	s.modified_at = sm_now_ms();
-	if ((rv = settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
+	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
 		return (rv);
 	if (setting_cmp(win, &s) != 0 && !win->deleted)
 		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "

@@ -25,7 +25,6 @@ Decisions:
 
 import json
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -42,24 +41,11 @@ class EtcdError(Exception):
     pass
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+_alive = loopback.alive
 
 
 def _read(d, name):
-    try:
-        with open(os.path.join(d, name)) as f:
-            return f.read().strip()
-    except OSError:
-        return None
+    return loopback.read(d, name)
 
 
 def _spawn(d, client, peer):
@@ -149,22 +135,7 @@ def restart(d):
 
 
 def _kill(pid):
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    loopback.kill(pid, STOP_TIMEOUT)
 
 
 def stop(d):

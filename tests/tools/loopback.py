@@ -7,8 +7,10 @@ ready) and `stop DIR`.
 
 import json
 import os
+import signal
 import socket
 import sys
+import time
 
 try:
     # The integration harness's ports: below the kernel's ephemeral
@@ -44,6 +46,48 @@ def free_ports(n):
         for s in socks:
             s.close()
     return ports
+
+
+def alive(pid):
+    """Is process pid running (and not a zombie)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def read(d, name):
+    """The stripped text of file d/name, or None."""
+    try:
+        with open(os.path.join(d, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def kill(pid, timeout):
+    """SIGTERM pid, SIGKILL after `timeout` seconds, and reap it."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(0.05)
+    if alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def main(argv, prog, start, stop, error, facts=lambda info: info):
