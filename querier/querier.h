@@ -1,12 +1,14 @@
 /*
  * querier.h -- the querier component (docs/architecture.md §1): the HTTP query API.
  *
- * Routes (docs/wire-formats.md §3), all read-scoped, each a file of this
- * directory:
+ * Routes (docs/wire-formats.md §3), read-scoped unless said, each a file
+ * of this directory:
  *   GET /render, /pyroscope/render: the flamegraph and its timeline
  *     (format json, the flamebearer profile; format collapsed, folded
  *     text); GET /render-diff, /pyroscope/render-diff: two of them as a
- *     diff (render.c);
+ *     diff; GET /api/top-changes: the functions whose share rose most
+ *     between two of them (changes.c); GET /api/function-timeline: one
+ *     function's series (render.c);
  *   GET /labels, /label-values, /pyroscope/label-values, /api/apps: label
  *     names and values, the application list (labels.c);
  *   POST querier.v1.QuerierService over Connect: ProfileTypes,
@@ -14,6 +16,11 @@
  *     SelectSeries, Diff, SelectMergeProfile (connect_api.c),
  *     SelectMergeSpanProfile (span_api.c), SelectHeatmap
  *     (heatmap_api.c), GetProfileStats and AnalyzeQuery (stats_api.c);
+ *   POST settings.v1.RecordingRulesService ListRecordingRules and
+ *     GetRecordingRule, and (admin-scoped) UpsertRecordingRule and
+ *     DeleteRecordingRule (rules.c), whose evaluator thread -- with
+ *     -recording-rules.remote-write-url -- sends every rule's series to
+ *     Prometheus;
  *   POST settings.v1.SettingsService Get, Set and Delete,
  *     capabilities.v1.FeatureFlagsService GetFeatureFlags and
  *     version.v1.Version Version (settings.c); vcs.v1.VCSService
@@ -22,7 +29,8 @@
  *   /ui/app.css, /ui/app.js, /ui/favicon.svg: the web UI's files,
  *     public (webui.c).
  *
- * A query fans out to every healthy ingester of the ring over the internal
+ * A query fans out to the healthy ingesters of the ring (only those
+ * holding something of a shuffle-sharded tenant) over the internal
  * RPC (querier/fanout.c) -- and, with cfg.gw_ring, to the sources the
  * tenant's store-gateways serve from the bucket (ingester/gateway.h) --
  * with replicas de-duplicated per (series, bucket) by a plan
