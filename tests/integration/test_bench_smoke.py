@@ -7,7 +7,7 @@ a 2-core box, well under the 5-minute budget) against the build under
 test, then checks what it wrote:
 
   - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7f,
-    B11a..B11c, B17a, B17b, B12a, B12b, B8, B9, B10a, B10b, B13a..B13c,
+    B11a..B11c, B17a, B17b, B18, B12a, B12b, B8, B9, B10a, B10b, B13a..B13c,
     B14a, B14b, B16, B15,
     each
     with the keys id, figure, unit, value, baseline,
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from smolder import Results, smolder_bin, source_dir  # noqa: E402
 
 WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B7a", "B7b",
-            "B7c", "B7d", "B7e", "B7f", "B11a", "B11b", "B11c", "B17a", "B17b", "B12a",
+            "B7c", "B7d", "B7e", "B7f", "B11a", "B11b", "B11c", "B17a", "B17b", "B18", "B12a",
             "B12b", "B8", "B9",
             "B10a", "B10b", "B13a", "B13b", "B13c", "B14a", "B14b", "B16",
             "B15"]

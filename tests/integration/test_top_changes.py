@@ -48,8 +48,8 @@ CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 def profiles(r, tmp):
     """{"v1": [gz pprof bytes], "v2": [...]}, or None (skipped/failed)."""
     if not oracle.have_go():
-        r.skip("real Go profiles", "go is not installed")
-        return None
+        r.skip_all("go is not installed (make deps installs it): no real "
+                   "Go profiles")
     exe, why = oracle.build_genprof(tmp)
     if exe is None:
         r.fail("genprof builds", why)
