@@ -380,6 +380,7 @@ m_upsert(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	rule_t **v, *old, *r;
 	int rv;
 
+	sm_selector_init(&s);
 	if ((rv = rules_tenant(q, call, &tenant, err)) != 0)
 		return (rv);
 	if ((rv = rule_check(in, &s, &ptype, err)) != 0)
@@ -565,9 +566,21 @@ rule_series(struct querier *q, const char *tenant, const rule_t *r,
 			goto out;
 		}
 		l[k++] = (struct sm_prw_label){ "__name__", r->metric_name };
-		for (uint32_t j = 0; j < gs[g].nlabels; j++)
-			l[k++] = (struct sm_prw_label){ gs[g].labels[j]->name,
-			    gs[g].labels[j]->value };
+		/* the group's labels live in the query's answers, freed
+		 * with it (engine.h): copies */
+		for (uint32_t j = 0; j < gs[g].nlabels; j++) {
+			const char *nm = gs[g].labels[j]->name;
+			const char *vl = gs[g].labels[j]->value;
+
+			l[k].name = sm_arena_strndup(a, nm, strlen(nm));
+			l[k].value = sm_arena_strndup(a, vl, strlen(vl));
+			if (l[k].name == NULL || l[k].value == NULL) {
+				rv = sm_err_set(err, SM_ENOMEM, "out of "
+				    "memory");
+				goto out;
+			}
+			k++;
+		}
 		for (size_t j = 0; j < r->n_external_labels; j++)
 			l[k++] = (struct sm_prw_label){
 			    r->external_labels[j]->name,
