@@ -8,38 +8,23 @@
 #include <snappy-c.h>
 
 #include "httpc.h"
+#include "varint.h"
 
-static size_t
-uv_len(uint64_t v)
-{
-	size_t n = 1;
 
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return (n);
-}
 
 static void
 put_uv(struct sm_buf *b, uint64_t v)
 {
-	uint8_t t[10];
-	size_t n = 0;
+	uint8_t t[SM_UVARINT_MAX];
 
-	while (v >= 0x80) {
-		t[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	t[n++] = (uint8_t)v;
-	sm_buf_append(b, t, n);
+	sm_buf_append(b, t, sm_uvarint_put(t, v));
 }
 
 /* A length-delimited field's bytes: tag, length, then len bytes. */
 static size_t
 ld_len(size_t len)
 {
-	return (1 + uv_len(len) + len);
+	return (1 + sm_uvarint_len(len) + len);
 }
 
 static size_t
@@ -51,7 +36,7 @@ label_len(const struct sm_prw_label *l)
 static size_t
 sample_len(int64_t ts)
 {
-	return (1 + 8 + 1 + uv_len((uint64_t)ts));
+	return (1 + 8 + 1 + sm_uvarint_len((uint64_t)ts));
 }
 
 static size_t

@@ -81,6 +81,19 @@ sm_uvarint_put(uint8_t *dst, uint64_t v)
 	return (n);
 }
 
+/* How many bytes sm_uvarint_put writes for v. */
+static inline size_t
+sm_uvarint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return (n);
+}
+
 static inline uint64_t
 sm_zigzag_enc(int64_t v)
 {

@@ -402,6 +402,46 @@ str_eq(const char *a, const char *b)
 }
 
 /*
+ * The two sides of /render-diff and /api/top-changes: leftQuery,
+ * leftFrom, leftUntil, rightQuery, rightFrom, rightUntil parsed into p,
+ * one profile type on both, merged in one fan-out of x into m[0] and
+ * m[1] (*have_m once they need sm_mtree_fini) with selects in *a (the
+ * caller destroys it).  `what` names the route in a format error: its
+ * answers are JSON only.
+ */
+static int
+two_sides(struct querier *qr, struct sm_http_req *r, const char *what,
+    struct render_params p[2], struct qry_query *x, struct sm_arena **a,
+    struct sm_mtree m[2], int *have_m, struct sm_err *err)
+{
+	struct sm_mtree *mp[2] = { &m[0], &m[1] };
+	Smolder__V1__Select sel[2];
+	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
+	int rv;
+
+	if ((rv = render_parse(qr, r, &p[0], "leftQuery", "leftFrom",
+	    "leftUntil", err)) != 0 || (rv = render_parse(qr, r, &p[1],
+	    "rightQuery", "rightFrom", "rightUntil", err)) != 0)
+		return (rv);
+	if (p[0].collapsed)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "format \"collapsed\" "
+		    "is not supported by %s (json)", what));
+	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
+	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit))
+		return (sm_err_set(err, SM_EINVAL, "left and right queries "
+		    "must have the same profile type"));
+	if ((*a = sm_arena_create(0)) == NULL ||
+	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, *a,
+	    &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
+	    p[1].start, p[1].end, *a, &sel[1]) != 0 ||
+	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
+	    (sm_mtree_fini(&m[0]), 1)))
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	*have_m = 1;
+	return (qry_merge_lanes(x, selp, mp, 2, err));
+}
+
+/*
  * GET /render-diff and /pyroscope/render-diff: leftQuery, leftFrom,
  * leftUntil, rightQuery, rightFrom, rightUntil, maxNodes / max-nodes,
  * format (json only).  Both sides are merged in one fan-out (engine.c) and
@@ -416,9 +456,6 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 	struct querier *qr = arg;
 	struct render_params p[2];
 	struct sm_mtree m[2];
-	struct sm_mtree *mp[2] = { &m[0], &m[1] };
-	Smolder__V1__Select sel[2];
-	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
 	struct qry_query x;
 	struct sm_fg fg;
 	struct sm_buf out = SM_BUF_INIT;
@@ -433,32 +470,8 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 	memset(&fg, 0, sizeof(fg));
 	sm_query_init(&p[0].q);
 	sm_query_init(&p[1].q);
-	if ((rv = render_parse(qr, r, &p[0], "leftQuery", "leftFrom",
-	    "leftUntil", &err)) != 0 || (rv = render_parse(qr, r, &p[1],
-	    "rightQuery", "rightFrom", "rightUntil", &err)) != 0)
-		goto reply;
-	if (p[0].collapsed) {
-		rv = sm_err_set(&err, SM_EUNSUPPORTED, "format \"collapsed\" "
-		    "is not supported by /render-diff (json)");
-		goto reply;
-	}
-	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
-	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit)) {
-		rv = sm_err_set(&err, SM_EINVAL, "left and right queries must "
-		    "have the same profile type");
-		goto reply;
-	}
-	if ((a = sm_arena_create(0)) == NULL ||
-	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, a,
-	    &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
-	    p[1].start, p[1].end, a, &sel[1]) != 0 ||
-	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
-	    (sm_mtree_fini(&m[0]), 1))) {
-		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
-		goto reply;
-	}
-	have_m = 1;
-	if ((rv = qry_merge_lanes(&x, selp, mp, 2, &err)) != 0)
+	if ((rv = two_sides(qr, r, "/render-diff", p, &x, &a, m, &have_m,
+	    &err)) != 0)
 		goto reply;
 	if ((rv = sm_fg_build_diff(&m[0].tree, &m[0].names, m[0].self,
 	    &m[1].tree, &m[1].names, m[1].self, p[0].max_nodes, &fg)) != 0) {
@@ -517,9 +530,6 @@ changes_handler(struct sm_http_req *r, void *arg)
 	struct querier *qr = arg;
 	struct render_params p[2];
 	struct sm_mtree m[2];
-	struct sm_mtree *mp[2] = { &m[0], &m[1] };
-	Smolder__V1__Select sel[2];
-	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
 	struct qry_query x;
 	struct sm_buf out = SM_BUF_INIT;
 	struct sm_arena *a = NULL;
@@ -533,10 +543,6 @@ changes_handler(struct sm_http_req *r, void *arg)
 	memset(p, 0, sizeof(p));
 	sm_query_init(&p[0].q);
 	sm_query_init(&p[1].q);
-	if ((rv = render_parse(qr, r, &p[0], "leftQuery", "leftFrom",
-	    "leftUntil", &err)) != 0 || (rv = render_parse(qr, r, &p[1],
-	    "rightQuery", "rightFrom", "rightUntil", &err)) != 0)
-		goto reply;
 	by = sm_http_query(r, "by");
 	if (by != NULL && by[0] != '\0' && strcmp(by, "self") != 0 &&
 	    strcmp(by, "total") != 0) {
@@ -548,23 +554,8 @@ changes_handler(struct sm_http_req *r, void *arg)
 		rv = sm_err_set(&err, SM_EINVAL, "limit must be 1 to 10000");
 		goto reply;
 	}
-	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
-	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit)) {
-		rv = sm_err_set(&err, SM_EINVAL, "left and right queries must "
-		    "have the same profile type");
-		goto reply;
-	}
-	if ((a = sm_arena_create(0)) == NULL ||
-	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, a,
-	    &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
-	    p[1].start, p[1].end, a, &sel[1]) != 0 ||
-	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
-	    (sm_mtree_fini(&m[0]), 1))) {
-		rv = sm_err_set(&err, SM_ENOMEM, "out of memory");
-		goto reply;
-	}
-	have_m = 1;
-	if ((rv = qry_merge_lanes(&x, selp, mp, 2, &err)) != 0)
+	if ((rv = two_sides(qr, r, "/api/top-changes", p, &x, &a, m, &have_m,
+	    &err)) != 0)
 		goto reply;
 	rv = qry_changes_json(&m[0], &m[1], by != NULL && strcmp(by, "self") ==
 	    0, (uint32_t)limit, &out, &err);

@@ -299,22 +299,51 @@ rules_tenant(struct querier *q, struct sm_connect_call *call,
 	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
 }
 
+/* The calling tenant and its rules. */
+static int
+call_rules(struct querier *q, struct sm_connect_call *call,
+    const char **tenant, rule_t ***v, size_t *n, struct sm_err *err)
+{
+	Smolder__V1__TenantSetting **regs;
+	size_t nregs;
+	int rv;
+
+	if ((rv = rules_tenant(q, call, tenant, err)) != 0)
+		return (rv);
+	return (rules_load(q, *tenant, call->arena, v, n, &regs, &nregs,
+	    err));
+}
+
+/* The calling tenant and its rule `id` (SM_ENOTFOUND naming it). */
+static int
+call_rule(struct querier *q, struct sm_connect_call *call, const char *id,
+    const char **tenant, rule_t **r, struct sm_err *err)
+{
+	rule_t **v;
+	size_t n;
+	int rv;
+
+	if ((rv = call_rules(q, call, tenant, &v, &n, err)) != 0)
+		return (rv);
+	if (id == NULL || (*r = rules_find(v, n, id)) == NULL)
+		return (sm_err_set(err, SM_ENOTFOUND, "no recording rule \"%s\"",
+		    id != NULL ? id : ""));
+	return (0);
+}
+
 static int
 m_list(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
     ProtobufCMessage **resp, struct sm_err *err)
 {
 	struct querier *q = arg;
 	Settings__V1__ListRecordingRulesResponse *out;
-	Smolder__V1__TenantSetting **regs;
 	const char *tenant;
-	size_t nregs, n;
+	size_t n;
 	rule_t **v;
 	int rv;
 
 	(void)msg;
-	if ((rv = rules_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = rules_load(q, tenant, call->arena, &v, &n, &regs, &nregs,
-	    err)) != 0)
+	if ((rv = call_rules(q, call, &tenant, &v, &n, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
@@ -332,19 +361,12 @@ m_get(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	const Settings__V1__GetRecordingRuleRequest *in = (const void *)msg;
 	struct querier *q = arg;
 	Settings__V1__GetRecordingRuleResponse *out;
-	Smolder__V1__TenantSetting **regs;
 	const char *tenant;
-	size_t nregs, n;
-	rule_t **v, *r;
+	rule_t *r;
 	int rv;
 
-	if ((rv = rules_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = rules_load(q, tenant, call->arena, &v, &n, &regs, &nregs,
-	    err)) != 0)
+	if ((rv = call_rule(q, call, in->id, &tenant, &r, err)) != 0)
 		return (rv);
-	if (in->id == NULL || (r = rules_find(v, n, in->id)) == NULL)
-		return (sm_err_set(err, SM_ENOTFOUND, "no recording rule \"%s\"",
-		    in->id != NULL ? in->id : ""));
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	settings__v1__get_recording_rule_response__init(out);
@@ -449,19 +471,12 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	const Settings__V1__DeleteRecordingRuleRequest *in = (const void *)msg;
 	struct querier *q = arg;
 	Settings__V1__DeleteRecordingRuleResponse *out;
-	Smolder__V1__TenantSetting **regs;
 	const char *tenant;
-	size_t nregs, n;
-	rule_t **v, *r;
+	rule_t *r;
 	int rv;
 
-	if ((rv = rules_tenant(q, call, &tenant, err)) != 0 ||
-	    (rv = rules_load(q, tenant, call->arena, &v, &n, &regs, &nregs,
-	    err)) != 0)
+	if ((rv = call_rule(q, call, in->id, &tenant, &r, err)) != 0)
 		return (rv);
-	if (in->id == NULL || (r = rules_find(v, n, in->id)) == NULL)
-		return (sm_err_set(err, SM_ENOTFOUND, "no recording rule \"%s\"",
-		    in->id != NULL ? in->id : ""));
 	if ((rv = rule_store(q, tenant, r, true, call->arena, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)

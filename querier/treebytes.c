@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/varint.h"
 
 #define TB_OTHER "other"
 
@@ -75,15 +76,9 @@ child_cmp(const void *a, const void *b, void *arg)
 static void
 put_uvarint(struct sm_buf *b, uint64_t v)
 {
-	uint8_t t[10];
-	size_t n = 0;
+	uint8_t t[SM_UVARINT_MAX];
 
-	while (v >= 0x80) {
-		t[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	t[n++] = (uint8_t)v;
-	sm_buf_append(b, t, n);
+	sm_buf_append(b, t, sm_uvarint_put(t, v));
 }
 
 static void
