@@ -10,7 +10,7 @@
 # data in /data; a cluster passes its own flags (-target=ingester, ...).
 # The build stage installs the Makefile's DEBIAN_PACKAGES minus golang-go,
 # python3, python3-yaml, curl, chromium, nodejs, clang, libclang-rt-14-dev,
-# llvm and OpenStack Swift (tests only) and configures exactly as `make build` does;
+# llvm, OpenStack Swift, etcd and Prometheus (tests only) and configures exactly as `make build` does;
 # tests/integration/test_deploy.py checks both stay in step.
 
 FROM debian:12 AS build
@@ -21,6 +21,7 @@ RUN apt-get update \
       libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
       libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
       libcurl4-openssl-dev libxml2-dev libnghttp2-dev libgnutls28-dev \
+      libsnappy-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -37,7 +38,8 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libnng1 librocksdb7.8 libzstd1 libmicrohttpd12 liburcu8 libdeflate0 \
       libpcre2-8-0 libxxhash0 libjansson4 libprotobuf-c1 libyaml-0-2 zlib1g \
-      libssl3 libcurl4 libxml2 libnghttp2-14 libgnutls30 ca-certificates \
+      libssl3 libcurl4 libxml2 libnghttp2-14 libgnutls30 libsnappy1v5 \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 smolder \
  && useradd --system --uid 10001 --gid smolder --home-dir /data \

@@ -64,7 +64,8 @@ BUDGET_S = 58
 
 # Makefile packages only the tests use (Go's pprof oracle, the YAML and HTTP
 # tools, the browser test, libFuzzer, gdb for a hung server's stacks,
-# Graphviz for the DOT answers, gRPC's Python library as a gRPC client): the
+# Graphviz for the DOT answers, gRPC's Python library as a gRPC client,
+# Prometheus to receive recording rules' samples): the
 # image does not install them.
 TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "chromium", "nodejs", "npm", "clang",
@@ -72,7 +73,7 @@ TEST_ONLY_PACKAGES = {"golang-go", "python3", "python3-yaml", "curl",
                       "swift-proxy", "swift-object", "swift-container",
                       "swift-account", "etcd-server", "etcd-client",
                       "iptables", "graphviz", "python3-grpcio",
-                      "python3-protobuf"}
+                      "python3-protobuf", "prometheus"}
 DEPLOY = os.path.join(source_dir(), "deploy")
 LAUNCHER = os.path.join(DEPLOY, "local", "smolder-cluster")
 K8S_DIR = os.path.join(DEPLOY, "kubernetes")
