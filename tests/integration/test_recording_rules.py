@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 import prometheus_server  # noqa: E402
 from durability import DataServer, Workspace, connect, limit_flags  # noqa: E402
-from smolder import Results, install_timeout, metric  # noqa: E402
+from smolder import metric, run_script  # noqa: E402
 
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 STEP = 10
@@ -171,9 +171,7 @@ def compare(r, s, url, what):
          "made before the rule" % what)
 
 
-def main():
-    r = Results("test_recording_rules")
-    install_timeout(170)
+def main(r):
     if shutil.which("prometheus") is None:
         r.skip_all("prometheus is not installed (make deps installs it)")
     ws = Workspace("rules")
@@ -182,7 +180,7 @@ def main():
         prom = prometheus_server.start_for(r, ws.path("prometheus"))
     except prometheus_server.PromError as e:
         r.fail("prometheus starts", str(e))
-        return r.finish()
+        return
     flags = ["-validation.reject-older-than=0",
              "-recording-rules.remote-write-url=%s/api/v1/write" %
              prom["url"],
@@ -239,8 +237,7 @@ def main():
                 miss.describe())
     finally:
         s.check_stopped(r)
-    return r.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script("test_recording_rules", 170, main)

@@ -26,6 +26,7 @@ v2 fib(25): fib regressed.  Three profiles of each:
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 from cluster import reference_and_rf3  # noqa: E402
 from durability import Workspace, limit_flags  # noqa: E402
-from smolder import Results, install_timeout  # noqa: E402
+from smolder import run_script  # noqa: E402
 
 BASE = (int(time.time()) // 3600) * 3600 - 3 * 3600
 COMMON = ["-validation.reject-older-than=0",
@@ -185,16 +186,14 @@ def run(r, ref, c, profs):
             "functions"][:3])[:400]))
 
 
-def main():
-    r = Results("test_top_changes")
-    install_timeout(180)
+def main(r):
     tmp = tempfile.mkdtemp(prefix="smolder-topchanges-")
+    r.at_end(lambda: shutil.rmtree(tmp, ignore_errors=True))
     profs = profiles(r, tmp)
     if profs is not None:
         ws = Workspace("topchanges")
         reference_and_rf3(r, ws, COMMON, lambda ref, c: run(r, ref, c, profs))
-    return r.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script("test_top_changes", 180, main)
