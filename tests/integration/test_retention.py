@@ -231,6 +231,7 @@ def main(r):
         d = c.distributors[0]
         r.eq([push(d, OLD, "old;a"), push(d, OLD + 30, "old;b")],
              [200, 200], "cluster: old uploads acknowledged")
+        r.check(c.wait_writes(2), "cluster: every replica applied both")
         r.check(all(flush(i).status == 200 for i in c.ingesters),
                 "cluster: every ingester cuts a block of old data only")
         r.eq(push(d, NEW, "new;a"), 200, "cluster: a new upload")
@@ -257,6 +258,8 @@ def main(r):
         r.eq([t_push(d, t, "ret.cpu", OLD, "old;block")
               for t in ("short", "keep")], [200, 200],
              "cluster tenants: old uploads acknowledged")
+        r.check(c.wait_writes(2), "cluster tenants: every replica applied "
+                "both")
         r.check(all(flush(i).status == 200 for i in c.ingesters),
                 "cluster tenants: every ingester cuts old-only blocks")
         r.eq([t_push(d, t, "ret.cpu", NEW, "new;block")
