@@ -67,8 +67,8 @@
 #include "common/auth.h"
 #include "common/gz.h"
 #include "common/log.h"
+#include "common/pbwire.h"
 #include "common/tenant.h"
-#include "common/varint.h"
 #include "push/v1/push.pb-c.h"
 
 #include "dist_int.h"
@@ -123,12 +123,6 @@ dist_parse_uuid(const char *s, uint8_t out[16])
 	return (k == 16 ? 0 : SM_EINVAL);
 }
 
-static bool
-read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	return (sm_uvarint_get(p, end, v) == 0);
-}
-
 /*
  * time_nanos (field 9) of a pprof, 0 when absent.  Undecodable wire data
  * also gives 0: the decoder that runs next reports it precisely.
@@ -136,36 +130,19 @@ read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 static int64_t
 pprof_time_nanos(const uint8_t *p, size_t len)
 {
-	const uint8_t *end = p + len;
+	struct sm_pbw r = SM_PBW_RAW(p, len);
+	uint32_t f, wt;
 	int64_t t = 0;
-	uint64_t k, v;
+	uint64_t v;
 
-	while (p < end) {
-		if (!read_varint(&p, end, &k))
+	while (r.p < r.end) {
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (0);
-		switch (k & 7) {
-		case 0:
-			if (!read_varint(&p, end, &v))
+		if (f == 9 && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				return (0);
-			if ((k >> 3) == 9)
-				t = (int64_t)v;
-			break;
-		case 1:
-			if (end - p < 8)
-				return (0);
-			p += 8;
-			break;
-		case 2:
-			if (!read_varint(&p, end, &v) || v > (uint64_t)(end - p))
-				return (0);
-			p += v;
-			break;
-		case 5:
-			if (end - p < 4)
-				return (0);
-			p += 4;
-			break;
-		default:
+			t = (int64_t)v;
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (0);
 		}
 	}

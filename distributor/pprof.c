@@ -59,21 +59,14 @@
 
 #include "common/hash.h"
 #include "common/oatab.h"
+#include "common/pbwire.h"
 #include "common/varint.h"
 
 #define PP_NONE UINT32_MAX
 #define PP_MULTI (UINT32_MAX - 1)   /* pp.lf: location has several frames */
-#define PP_GROUP_DEPTH 32    /* max nesting of skipped groups */
 #define PP_NTYPE_LABELS 6
 
-/* --- wire reader ---------------------------------------------------------- */
-
-struct pb {
-	const uint8_t *p, *end;
-	const char *why;        /* set on failure */
-	const uint8_t *schema;  /* schema[f]: allowed wire types of field f */
-	uint32_t nschema;
-};
+/* --- wire schemas -------------------------------------------------------- */
 
 /*
  * Declared wire types of the fields of each message (bit 1 << wt), so a
@@ -81,8 +74,8 @@ struct pb {
  * vtprotobuf decoder refuses it ("proto: wrong wireType").  0 = unknown
  * field number, skipped whatever its wire type.
  */
-#define WV (1u << 0)   /* varint */
-#define WL (1u << 2)   /* length-delimited */
+#define WV SM_PBW_V
+#define WL SM_PBW_L
 static const uint8_t pb_s_profile[16] = { 0, WL, WL, WL, WL, WL, WL, WV, WV,
 	WV, WV, WL, WV, WV | WL, WV, WV };
 static const uint8_t pb_s_valuetype[3] = { 0, WV, WV };
@@ -94,141 +87,6 @@ static const uint8_t pb_s_location[6] = { 0, WV, WV, WV, WL, WV };
 static const uint8_t pb_s_line[4] = { 0, WV, WV, WV };
 static const uint8_t pb_s_function[6] = { 0, WV, WV, WV, WV, WV };
 #define PB_SCHEMA(s) (s), (uint32_t)sizeof(s)
-
-enum {
-	PB_VARINT = 0,
-	PB_I64 = 1,
-	PB_LEN = 2,
-	PB_SGROUP = 3,
-	PB_EGROUP = 4,
-	PB_I32 = 5,
-};
-
-static inline int
-pb_varint(struct pb *r, uint64_t *v)
-{
-	int st = sm_uvarint_get(&r->p, r->end, v);
-
-	if (SM_UNLIKELY(st != 0)) {
-		r->why = sm_uvarint_why(st);
-		return (-1);
-	}
-	return (0);
-}
-
-static inline int
-pb_key(struct pb *r, uint32_t *field, uint32_t *wt)
-{
-	uint64_t k;
-
-	if (pb_varint(r, &k) != 0)
-		return (-1);
-	if ((k >> 3) == 0 || (k >> 3) > 0x1fffffff || (k & 7) > 5) {
-		r->why = (k >> 3) == 0 || (k >> 3) > 0x1fffffff ?
-		    "invalid field number" : "invalid wire type";
-		return (-1);
-	}
-	*field = (uint32_t)(k >> 3);
-	*wt = (uint32_t)(k & 7);
-	if (r->schema != NULL && *field < r->nschema &&
-	    r->schema[*field] != 0 && (r->schema[*field] & (1u << *wt)) == 0) {
-		r->why = "wrong wire type for a known field";
-		return (-1);
-	}
-	return (0);
-}
-
-static inline int
-pb_bytes(struct pb *r, const uint8_t **p, size_t *n)
-{
-	uint64_t len;
-
-	if (pb_varint(r, &len) != 0)
-		return (-1);
-	if (len > (uint64_t)(r->end - r->p)) {
-		r->why = "length-delimited field runs past its message";
-		return (-1);
-	}
-	*p = r->p;
-	*n = (size_t)len;
-	r->p += len;
-	return (0);
-}
-
-static int pb_skip(struct pb *r, uint32_t field, uint32_t wt, int depth);
-static int pb_skip_group_body(struct pb *r, uint32_t field, int depth);
-
-/* Skip to the end-group key matching `field`. */
-static int
-pb_skip_group(struct pb *r, uint32_t field, int depth)
-{
-	const uint8_t *schema = r->schema;
-	int rv;
-
-	if (depth >= PP_GROUP_DEPTH) {
-		r->why = "groups nested too deeply";
-		return (-1);
-	}
-	/* The group's own fields are not the enclosing message's. */
-	r->schema = NULL;
-	rv = pb_skip_group_body(r, field, depth);
-	r->schema = schema;
-	return (rv);
-}
-
-static int
-pb_skip_group_body(struct pb *r, uint32_t field, int depth)
-{
-	uint32_t f, wt;
-
-	for (;;) {
-		if (r->p == r->end) {
-			r->why = "unterminated group";
-			return (-1);
-		}
-		if (pb_key(r, &f, &wt) != 0)
-			return (-1);
-		if (wt == PB_EGROUP) {
-			if (f != field) {
-				r->why = "mismatched end group";
-				return (-1);
-			}
-			return (0);
-		}
-		if (pb_skip(r, f, wt, depth + 1) != 0)
-			return (-1);
-	}
-}
-
-/* Skip the value of a field whose key was just read. */
-static int
-pb_skip(struct pb *r, uint32_t field, uint32_t wt, int depth)
-{
-	const uint8_t *p;
-	uint64_t v;
-	size_t n;
-
-	switch (wt) {
-	case PB_VARINT:
-		return (pb_varint(r, &v));
-	case PB_I64:
-	case PB_I32:
-		n = wt == PB_I64 ? 8 : 4;
-		if ((size_t)(r->end - r->p) < n) {
-			r->why = "truncated fixed-width field";
-			return (-1);
-		}
-		r->p += n;
-		return (0);
-	case PB_LEN:
-		return (pb_bytes(r, &p, &n));
-	case PB_SGROUP:
-		return (pb_skip_group(r, field, depth));
-	default:
-		r->why = "unexpected end group";
-		return (-1);
-	}
-}
 
 /* --- decoder state -------------------------------------------------------- */
 
@@ -377,7 +235,7 @@ pp_malformed(struct pp *st, const char *fmt, ...)
 
 /* A wire error inside `what` (e.g. "location", index 3). */
 static int
-pp_wire(struct pp *st, const struct pb *r, const char *what, uint32_t idx)
+pp_wire(struct pp *st, const struct sm_pbw *r, const char *what, uint32_t idx)
 {
 	size_t off = (size_t)(r->p - st->raw);
 
@@ -414,22 +272,22 @@ pp_stridx(struct pp *st, uint64_t v, const char *what, uint32_t idx,
 
 /* Read a ValueType into *type / *unit (fields present overwrite). */
 static int
-pp_value_type(struct pb *r, uint64_t *type, uint64_t *unit)
+pp_value_type(struct sm_pbw *r, uint64_t *type, uint64_t *unit)
 {
 	uint32_t f, wt;
 	uint64_t v;
 
 	while (r->p < r->end) {
-		if (pb_key(r, &f, &wt) != 0)
+		if (sm_pbw_key(r, &f, &wt) != 0)
 			return (-1);
-		if ((f == 1 || f == 2) && wt == PB_VARINT) {
-			if (pb_varint(r, &v) != 0)
+		if ((f == 1 || f == 2) && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(r, &v) != 0)
 				return (-1);
 			if (f == 1)
 				*type = v;
 			else
 				*unit = v;
-		} else if (pb_skip(r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(r, f, wt) != 0) {
 			return (-1);
 		}
 	}
@@ -438,16 +296,16 @@ pp_value_type(struct pb *r, uint64_t *type, uint64_t *unit)
 
 /* Count the Line entries of one Location message. */
 static int
-pp_count_lines(struct pb *r, uint32_t *nlines)
+pp_count_lines(struct sm_pbw *r, uint32_t *nlines)
 {
 	uint32_t f, wt;
 
 	while (r->p < r->end) {
-		if (pb_key(r, &f, &wt) != 0)
+		if (sm_pbw_key(r, &f, &wt) != 0)
 			return (-1);
-		if (f == 4 && wt == PB_LEN)
+		if (f == 4 && wt == SM_PBW_LEN)
 			(*nlines)++;
-		if (pb_skip(r, f, wt, 0) != 0)
+		if (sm_pbw_skip(r, f, wt) != 0)
 			return (-1);
 	}
 	return (0);
@@ -456,21 +314,21 @@ pp_count_lines(struct pb *r, uint32_t *nlines)
 static int
 pp_count(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
+	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	uint32_t f, wt;
 
 	while (r.p < r.end) {
 		const uint8_t *p;
 		size_t n;
 
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (wt != PB_LEN || f < 1 || (f > 6 && f != 11)) {
-			if (pb_skip(&r, f, wt, 0) != 0)
+		if (wt != SM_PBW_LEN || f < 1 || (f > 6 && f != 11)) {
+			if (sm_pbw_skip(&r, f, wt) != 0)
 				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
-		if (pb_bytes(&r, &p, &n) != 0)
+		if (sm_pbw_bytes(&r, &p, &n) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
 		switch (f) {
 		case 1: st->ntypes++; break;
@@ -479,7 +337,7 @@ pp_count(struct pp *st)
 		case 5: st->nfuncs++; break;
 		case 6: st->nstr++; break;
 		case 4: {
-			struct pb s = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
+			struct sm_pbw s = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
 
 			if (pp_count_lines(&s, &st->nlines) != 0)
 				return (pp_wire(st, &s, "location",
@@ -488,7 +346,7 @@ pp_count(struct pp *st)
 			break;
 		}
 		case 11: {
-			struct pb s = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
+			struct sm_pbw s = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
 
 			if (pp_value_type(&s, &st->ptype, &st->punit) != 0)
 				return (pp_wire(st, &s, "period_type",
@@ -526,7 +384,7 @@ pp_string(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_sample_type(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
 	uint64_t type = 0, unit = 0;
 	int rv;
 
@@ -542,16 +400,16 @@ pp_sample_type(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_mapping) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_mapping) };
 	uint64_t id = 0, file = 0, build = 0, v;
 	uint32_t f, wt, tmp;
 	int rv;
 
 	while (r.p < r.end) {
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "mapping", i));
-		if ((f == 1 || f == 5 || f == 6) && wt == PB_VARINT) {
-			if (pb_varint(&r, &v) != 0)
+		if ((f == 1 || f == 5 || f == 6) && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				return (pp_wire(st, &r, "mapping", i));
 			if (f == 1)
 				id = v;
@@ -559,7 +417,7 @@ pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 				file = v;
 			else
 				build = v;
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (pp_wire(st, &r, "mapping", i));
 		}
 	}
@@ -573,7 +431,7 @@ pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 static int
 pp_function(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_function) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_function) };
 	uint64_t id = 0, v, s[3] = { 0, 0, 0 };
 	static const char *const names[3] = { "name", "system_name",
 	    "filename" };
@@ -581,16 +439,16 @@ pp_function(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 	int rv;
 
 	while (r.p < r.end) {
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "function", i));
-		if (f >= 1 && f <= 4 && wt == PB_VARINT) {
-			if (pb_varint(&r, &v) != 0)
+		if (f >= 1 && f <= 4 && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				return (pp_wire(st, &r, "function", i));
 			if (f == 1)
 				id = v;
 			else
 				s[f - 2] = v;
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (pp_wire(st, &r, "function", i));
 		}
 	}
@@ -611,17 +469,17 @@ static int
 pp_line(struct pp *st, const uint8_t *p, size_t n, uint32_t li,
     uint32_t k, uint64_t *fid)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_line) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_line) };
 	uint32_t f, wt;
 
 	*fid = 0;
 	while (r.p < r.end) {
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			goto bad;
-		if (f == 1 && wt == PB_VARINT) {
-			if (pb_varint(&r, fid) != 0)
+		if (f == 1 && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, fid) != 0)
 				goto bad;
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			goto bad;
 		}
 	}
@@ -635,7 +493,7 @@ static int
 pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
     uint32_t *line_next)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
 	struct pp_loc *L = &st->loc[i];
 	uint64_t id = 0, mapping = 0, v;
 	uint32_t f, wt;
@@ -648,10 +506,10 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 		const uint8_t *lp;
 		size_t ln;
 
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "location", i));
-		if (f >= 1 && f <= 3 && wt == PB_VARINT) {
-			if (pb_varint(&r, &v) != 0)
+		if (f >= 1 && f <= 3 && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				return (pp_wire(st, &r, "location", i));
 			if (f == 1)
 				id = v;
@@ -659,8 +517,8 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 				mapping = v;
 			else
 				L->address = v;
-		} else if (f == 4 && wt == PB_LEN) {
-			if (pb_bytes(&r, &lp, &ln) != 0)
+		} else if (f == 4 && wt == SM_PBW_LEN) {
+			if (sm_pbw_bytes(&r, &lp, &ln) != 0)
 				return (pp_wire(st, &r, "location", i));
 			/* Pass A counted exactly these lines. */
 			SM_ASSERT(*line_next < st->nlines);
@@ -669,7 +527,7 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 				return (rv);
 			(*line_next)++;
 			L->nlines++;
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (pp_wire(st, &r, "location", i));
 		}
 	}
@@ -702,7 +560,7 @@ pp_index_alloc(struct pp *st)
 static int
 pp_index(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
+	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	uint32_t f, wt, ni[7] = { 0 }, line_next = 0;
 	int rv;
 
@@ -713,14 +571,14 @@ pp_index(struct pp *st)
 		const uint8_t *p;
 		size_t n;
 
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (wt != PB_LEN || f < 1 || f > 6 || f == 2) {
-			if (pb_skip(&r, f, wt, 0) != 0)
+		if (wt != SM_PBW_LEN || f < 1 || f > 6 || f == 2) {
+			if (sm_pbw_skip(&r, f, wt) != 0)
 				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
-		if (pb_bytes(&r, &p, &n) != 0)
+		if (sm_pbw_bytes(&r, &p, &n) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
 		rv = 0;
 		switch (f) {
@@ -1530,22 +1388,22 @@ pp_sample_span(struct pp *st, uint32_t key, uint32_t str)
 static int
 pp_sample_label(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_label) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_label) };
 	uint64_t key = 0, str = 0, v;
 	uint32_t f, wt, lim = st->lim->max_sample_labels;
 	uint32_t li = st->nlabels++;
 
 	while (r.p < r.end) {
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			goto bad;
-		if ((f == 1 || f == 2) && wt == PB_VARINT) {
-			if (pb_varint(&r, &v) != 0)
+		if ((f == 1 || f == 2) && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				goto bad;
 			if (f == 1)
 				key = v;
 			else
 				str = v;
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			goto bad;
 		}
 	}
@@ -1614,7 +1472,7 @@ pp_push_val(struct pp *st, uint64_t v)
 static int
 pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 {
-	struct pb r = { p, p + n, NULL, PB_SCHEMA(pb_s_sample) };
+	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_sample) };
 	uint32_t f, wt;
 	uint64_t v;
 	int rv;
@@ -1622,18 +1480,18 @@ pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 	st->nsloc = st->nsval = st->nslab = st->nlabels = 0;
 	st->span_from = 0;
 	while (r.p < r.end) {
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			goto bad;
-		if ((f == 1 || f == 2) && wt == PB_LEN) {
+		if ((f == 1 || f == 2) && wt == SM_PBW_LEN) {
 			const uint8_t *q;
 			size_t qn;
-			struct pb s;
+			struct sm_pbw s;
 
-			if (pb_bytes(&r, &q, &qn) != 0)
+			if (sm_pbw_bytes(&r, &q, &qn) != 0)
 				goto bad;
-			s = (struct pb){ q, q + qn, NULL, NULL, 0 };
+			s = (struct sm_pbw){ q, q + qn, NULL, NULL, 0 };
 			while (s.p < s.end) {
-				if (pb_varint(&s, &v) != 0) {
+				if (sm_pbw_varint(&s, &v) != 0) {
 					r = s;
 					goto bad;
 				}
@@ -1642,22 +1500,22 @@ pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 				else if ((rv = pp_push_loc(st, v, si)) != 0)
 					return (rv);
 			}
-		} else if ((f == 1 || f == 2) && wt == PB_VARINT) {
-			if (pb_varint(&r, &v) != 0)
+		} else if ((f == 1 || f == 2) && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
 				goto bad;
 			if (f == 2)
 				pp_push_val(st, v);
 			else if ((rv = pp_push_loc(st, v, si)) != 0)
 				return (rv);
-		} else if (f == 3 && wt == PB_LEN) {
+		} else if (f == 3 && wt == SM_PBW_LEN) {
 			const uint8_t *q;
 			size_t qn;
 
-			if (pb_bytes(&r, &q, &qn) != 0)
+			if (sm_pbw_bytes(&r, &q, &qn) != 0)
 				goto bad;
 			if ((rv = pp_sample_label(st, q, qn, si)) != 0)
 				return (rv);
-		} else if (pb_skip(&r, f, wt, 0) != 0) {
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			goto bad;
 		}
 	}
@@ -1711,7 +1569,7 @@ pp_sample(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 static int
 pp_samples(struct pp *st)
 {
-	struct pb r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
+	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	struct sm_oatab_it it;
 	uint32_t f, wt, si = 0, g0;
 	int rv;
@@ -1729,14 +1587,14 @@ pp_samples(struct pp *st)
 		const uint8_t *p;
 		size_t n;
 
-		if (pb_key(&r, &f, &wt) != 0)
+		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (f != 2 || wt != PB_LEN) {
-			if (pb_skip(&r, f, wt, 0) != 0)
+		if (f != 2 || wt != SM_PBW_LEN) {
+			if (sm_pbw_skip(&r, f, wt) != 0)
 				return (pp_wire(st, &r, "Profile", PP_NONE));
 			continue;
 		}
-		if (pb_bytes(&r, &p, &n) != 0)
+		if (sm_pbw_bytes(&r, &p, &n) != 0)
 			return (pp_wire(st, &r, "Profile", PP_NONE));
 		if ((rv = pp_sample(st, p, n, si++)) != 0)
 			return (rv);
