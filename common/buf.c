@@ -53,7 +53,7 @@ sm_buf_reserve(struct sm_buf *b, size_t n)
 }
 
 void
-sm_buf_append(struct sm_buf *b, const void *p, size_t n)
+sm_buf_append_slow(struct sm_buf *b, const void *p, size_t n)
 {
 	if (sm_buf_reserve(b, n) != 0)
 		return;

@@ -49,7 +49,22 @@ int sm_buf_reserve(struct sm_buf *b, size_t n);
  */
 void sm_buf_shrink(struct sm_buf *b);
 
-void sm_buf_append(struct sm_buf *b, const void *p, size_t n);
+void sm_buf_append_slow(struct sm_buf *b, const void *p, size_t n);
+
+/* Append n bytes.  Inline for the case with room (encoders append a
+ * byte or a varint at a time); growing, limits and errors out of line. */
+static inline void
+sm_buf_append(struct sm_buf *b, const void *p, size_t n)
+{
+	if (SM_LIKELY(b->err == 0 && b->limit == 0 && n < b->cap - b->len)) {
+		if (n != 0)
+			memcpy(b->b + b->len, p, n);
+		b->len += n;
+		b->b[b->len] = '\0';
+		return;
+	}
+	sm_buf_append_slow(b, p, n);
+}
 void sm_buf_putc(struct sm_buf *b, char c);
 void sm_buf_puts(struct sm_buf *b, const char *s);
 void sm_buf_printf(struct sm_buf *b, const char *fmt, ...)
