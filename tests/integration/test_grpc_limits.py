@@ -161,18 +161,27 @@ def body(r):
     r.check(ok and 1.5 < dt < 6, "a connection with no preface: closed after "
             "the 2 s idle timeout (%.1fs)" % dt)
 
-    # 3. per-IP limit (no waiting between the connections: the 2 s idle
-    # timeout would close the first held ones on a slow machine)
-    held = [h2_connect(gport) for _ in range(PER_IP)]
-    extra = socket.create_connection(("127.0.0.1", gport), timeout=5)
-    ok, dt = closed_within(extra, 2)
+    # 3. per-IP limit, on a listener of its own whose idle timeout is
+    # long: the 2 s one above could close a held connection on a loaded
+    # machine and let the extra one in, which then closes only at its
+    # own idle timeout
+    lport = free_port()
+    lim = DataServer(ws.data_dir("lim"), ws.log_dir("lim"), name="lim",
+                     extra_flags=[
+                         "-grpc.listen-address=127.0.0.1:%d" % lport,
+                         "-server.http-per-ip-conn-limit=%d" % PER_IP,
+                         "-server.http-idle-timeout=60s"]).start()
+    held = [h2_connect(lport) for _ in range(PER_IP)]
+    extra = socket.create_connection(("127.0.0.1", lport), timeout=5)
+    ok, dt = closed_within(extra, 10)
     extra.close()
     r.check(ok, "connection %d from one address: closed at once (%.2fs)"
             % (PER_IP + 1, dt))
     for h in held:
         h.close()
     time.sleep(0.5)
-    r.check(grpc_ok(gport), "once they closed, a new connection is served")
+    r.check(grpc_ok(lport), "once they closed, a new connection is served")
+    lim.check_stopped(r)
 
     # 4. a stream whose request never ends
     s = h2_connect(gport)
