@@ -22,7 +22,9 @@
  *     sample type and its period type, built over the request's
  *     dictionary (functions, locations with their lines and mapping,
  *     mappings, strings: OTLP's table indexes are pprof's ids, index 0 is
- *     "none" in both), and goes down the push.v1 Push path: the same
+ *     "none" in both), written as wire bytes straight from the request's
+ *     (no protobuf-c unpack or pack; see "The conversion walks" below),
+ *     and goes down the push.v1 Push path: the same
  *     naming, validation, limits, tenancy, replication, idempotency and
  *     remote-write as /ingest and Push (connect_push.c);
  *   - series labels: the resource's attributes, then the profile's;
