@@ -56,11 +56,10 @@
  *     (501): clients fall back on that;
  *   - SelectMergeStacktraces with span_selector merges only the samples
  *     that carried those span ids (as SelectMergeSpanProfile does,
- *     span_api.c), in any format; profile_id_selector and
- *     trace_id_selector are not applied (the answer is the whole
- *     selection): Smolder keeps neither per sample, and Grafana's Profiles
- *     Drilldown sends profile_id_selector with its ordinary flamegraph
- *     requests, which a 501 would break (test_query_series);
+ *     span_api.c), in any format; with profile_id_selector (here and in
+ *     SelectMergeProfile) only the uploads of those ids, exact or 501
+ *     (profile_sel.c); trace_id_selector is 501 (trace ids are not kept
+ *     per sample: ignoring it would answer more than asked);
  *   - Diff takes max_nodes from the left request (else the right, else the
  *     default) and applies it once to the union of both trees.
  */
@@ -524,6 +523,27 @@ qry_fg_pb(const struct sm_fg *fg, struct sm_arena *a)
 	return (g);
 }
 
+/*
+ * The id selectors a merge may carry: trace ids are not kept per sample
+ * (span ids are), so trace_id_selector is refused rather than ignored --
+ * ignoring it would answer more than asked; span_selector and
+ * profile_id_selector each narrow the merge their own way, not together.
+ */
+static int
+check_id_selectors(size_t ntrace, size_t nspan, size_t nprofile,
+    struct sm_err *err)
+{
+	if (ntrace > 0)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "trace_id_selector "
+		    "is not served: trace ids are not kept per sample; select "
+		    "the trace's spans with span_selector or "
+		    "SelectMergeSpanProfile"));
+	if (nspan > 0 && nprofile > 0)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "span_selector and "
+		    "profile_id_selector together are not served"));
+	return (0);
+}
+
 static int
 m_merge_stacktraces(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
@@ -554,6 +574,9 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
+	if ((rv = check_id_selectors(in->n_trace_id_selector,
+	    in->n_span_selector, in->n_profile_id_selector, err)) != 0)
+		goto out;
 	if (in->n_span_selector > 0) {
 		uint64_t *ids;
 		size_t nids;
@@ -561,6 +584,10 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		if ((rv = qry_span_ids(in->span_selector,
 		    in->n_span_selector, call->arena, &ids, &nids, err)) != 0 ||
 		    (rv = qry_span_merge(&x, &sel, ids, nids, &m, err)) != 0)
+			goto out;
+	} else if (in->n_profile_id_selector > 0) {
+		if ((rv = qry_profile_merge(&x, &sel, in->profile_id_selector,
+		    in->n_profile_id_selector, &m, err)) != 0)
 			goto out;
 	} else if ((rv = qry_merge(&x, &sel, &m, err)) != 0) {
 		goto out;
@@ -780,7 +807,11 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	have_m = 1;
-	if ((rv = qry_merge(&x, &sel, &m, err)) != 0 ||
+	if ((rv = check_id_selectors(in->n_trace_id_selector, 0,
+	    in->n_profile_id_selector, err)) != 0 ||
+	    (rv = (in->n_profile_id_selector > 0 ? qry_profile_merge(&x, &sel,
+	    in->profile_id_selector, in->n_profile_id_selector, &m, err) :
+	    qry_merge(&x, &sel, &m, err))) != 0 ||
 	    (rv = qry_tree_select(&m, in->stack_trace_selector, err)) != 0 ||
 	    (rv = qry_pprof_build(&m, &pt, in->start, in->end, in->max_nodes,
 	    call->arena, &out, err)) != 0)

@@ -207,7 +207,8 @@ query_limits(struct qry_query *x, const Smolder__V1__Select *const *sel,
 		    &x->lim[l].start_ms, &x->lim[l].end_ms, NULL, &x->empty[l],
 		    err)) != 0)
 			return (rv);
-		query_resolutions(x, l, step);
+		/* buckets named by their raw starts are read raw */
+		query_resolutions(x, l, x->only != NULL ? -1 : step);
 		*all_empty = *all_empty && x->empty[l];
 	}
 	return (0);
@@ -313,9 +314,14 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 	 */
 	if (p->ndivergent > 0 && x->lim[lane].n_resolution > 0) {
 		query_resolutions(x, lane, -1);
-		return (plan_waiting(p, &io, &x->lim[lane], err));
+		rv = plan_waiting(p, &io, &x->lim[lane], err);
+	} else if (rv != 0) {
+		rv = plan_waiting(p, &io, &x->lim[lane], err);
 	}
-	return (rv == 0 ? 0 : plan_waiting(p, &io, &x->lim[lane], err));
+	if (rv == 0 && x->only != NULL && qry_plan_restrict(p, x->only,
+	    x->nonly) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	return (rv);
 }
 
 /* Per-target requests of one lane under plan p, in x->arena, into reqs

@@ -59,6 +59,11 @@ struct qry_query {
 	Smolder__V1__Resolution res[QRY_MAX_LANES][SM_TIERS_PIECES_MAX];
 	Smolder__V1__Resolution *resp[QRY_MAX_LANES][SM_TIERS_PIECES_MAX];
 	int64_t step[QRY_MAX_LANES];
+	/* When set, every plan is narrowed to these raw buckets
+	 * (qry_plan_restrict), read raw: individual profiles
+	 * (profile_sel.c).  Borrowed. */
+	const struct qry_bucket *only;
+	size_t nonly;
 };
 
 void qry_query_init(struct qry_query *x, struct querier *q);
@@ -175,6 +180,16 @@ int qry_span_ids(char *const *sel, size_t n, struct sm_arena *a,
     uint64_t **out, size_t *nout, struct sm_err *err);
 int qry_span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
     uint64_t *ids, size_t nids, struct sm_mtree *m, struct sm_err *err);
+
+/*
+ * profile_id_selector (profile_sel.c): the merge of the uploads with
+ * these ids (UUID strings) in `sel` into `m`, exact or refused: SM_EINVAL
+ * for an id that is not a UUID, SM_EUNSUPPORTED when a selected upload
+ * shares its series' 10 s bucket with one not selected.  Ids not in the
+ * selection merge nothing.
+ */
+int qry_profile_merge(struct qry_query *x, const Smolder__V1__Select *sel,
+    char *const *ids, size_t nids, struct sm_mtree *m, struct sm_err *err);
 
 struct sm_ptype;
 

@@ -642,3 +642,107 @@ out:
 	sm_free(e);
 	return (rv);
 }
+
+/* --- narrowing to buckets ------------------------------------------------- */
+
+/* The times of w[lo..hi) that are also in v[0..n) (both sorted), into
+ * out; their count. */
+static size_t
+times_and(const struct qry_bucket *w, size_t lo, size_t hi, const int64_t *v,
+    size_t n, int64_t *out)
+{
+	size_t k = 0, j = 0;
+
+	for (size_t i = lo; i < hi; i++) {
+		while (j < n && v[j] < w[i].t)
+			j++;
+		if (j < n && v[j] == w[i].t)
+			out[k++] = w[i].t;
+	}
+	return (k);
+}
+
+int
+qry_plan_restrict(struct qry_plan *p, const struct qry_bucket *w, size_t nw)
+{
+	/* no per-target selects: every target is asked the base (RF 1, one
+	 * target), and summing their answers is exact */
+	bool all_base = p->sel == NULL;
+
+	if (p->arena == NULL && (p->arena = sm_arena_create(0)) == NULL)
+		return (SM_ENOMEM);
+	if (all_base && (p->sel = sm_arena_calloc(p->arena, SM_MAX(p->n, 1),
+	    sizeof(*p->sel))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < p->n; i++) {
+		const Smolder__V1__Select *old = all_base ? p->base : p->sel[i];
+		Smolder__V1__Select *ns;
+		Smolder__V1__Pick **pk;
+		size_t npk = 0;
+
+		if (old == NULL)
+			continue;
+		SM_ASSERT(old->n_resolution == 0);
+		if ((ns = sm_arena_alloc(p->arena, sizeof(*ns))) == NULL ||
+		    (pk = sm_arena_calloc(p->arena, SM_MAX(nw, 1),
+		    sizeof(*pk))) == NULL)
+			return (SM_ENOMEM);
+		/* w's series, one at a time, against the target's pick */
+		for (size_t lo = 0, hi; lo < nw; lo = hi) {
+			const Smolder__V1__Pick *op = NULL;
+			Smolder__V1__Pick *np;
+			int64_t *t, *neg;
+			size_t nt, nneg;
+
+			for (hi = lo + 1; hi < nw && w[hi].fp == w[lo].fp; hi++)
+				;
+			if (old->picked) {
+				size_t a = 0, b = old->n_picks;
+
+				while (a < b) {
+					size_t m = a + (b - a) / 2;
+
+					if (old->picks[m]->fp < w[lo].fp)
+						a = m + 1;
+					else
+						b = m;
+				}
+				if (a == old->n_picks ||
+				    old->picks[a]->fp != w[lo].fp)
+					continue;   /* not this target's */
+				op = old->picks[a];
+			}
+			if ((np = sm_arena_alloc(p->arena, sizeof(*np))) == NULL ||
+			    (t = sm_arena_alloc(p->arena, (hi - lo) *
+			    sizeof(*t))) == NULL || (neg = sm_arena_alloc(
+			    p->arena, (hi - lo) * sizeof(*neg))) == NULL)
+				return (SM_ENOMEM);
+			if (op == NULL || (op->n_t == 0 && op->n_neg == 0)) {
+				/* every bucket of the series: the wanted */
+				for (size_t k = lo; k < hi; k++)
+					t[k - lo] = w[k].t;
+				nt = hi - lo;
+				nneg = 0;
+			} else {
+				nt = times_and(w, lo, hi, op->t, op->n_t, t);
+				nneg = times_and(w, lo, hi, op->neg, op->n_neg,
+				    neg);
+				if (nt == 0 && nneg == 0)
+					continue;   /* (empty would mean all) */
+			}
+			smolder__v1__pick__init(np);
+			np->fp = w[lo].fp;
+			np->t = t;
+			np->n_t = nt;
+			np->neg = neg;
+			np->n_neg = nneg;
+			pk[npk++] = np;
+		}
+		*ns = *old;
+		ns->picked = 1;
+		ns->picks = pk;
+		ns->n_picks = npk;
+		p->sel[i] = npk > 0 ? ns : NULL;
+	}
+	return (0);
+}

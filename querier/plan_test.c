@@ -515,6 +515,56 @@ test_unresolved_is_an_error(void)
 	sm_arena_destroy(fs.a);
 }
 
+/* Narrowed to some buckets: each once, the rest not at all, whatever the
+ * plan made of the series (whole, bucket by bucket, RF 1). */
+static void
+test_restrict(void)
+{
+	uint64_t f1 = 0x100000001ULL, f2 = 2 * 0x100000001ULL;
+	const struct qry_bucket w[] = { { f1, 20 }, { f2, 10 }, { f2, 30 },
+	    { 9 * 0x100000001ULL, 10 } };      /* a series nobody holds */
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	int dup;
+
+	/* agreeing replicas: whole-series picks become bucket picks */
+	fk_init(&fs, 3, 4);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_REQUIRE(qry_plan_restrict(&p, w, SM_ARRAY_LEN(w)) == 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 100);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+
+	/* divergent replicas: bucket picks keep only the wanted ones */
+	fk_init(&fs, 3, 4);
+	fk_miss(&fs.ing[0], f2, 10);
+	fk_miss(&fs.ing[1], f2, 30);
+	fk_miss(&fs.ing[2], f2, 10);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ndivergent, 1);
+	SM_REQUIRE(qry_plan_restrict(&p, w, SM_ARRAY_LEN(w)) == 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 100);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+
+	/* RF 1, no plan: every target narrowed to the buckets */
+	memset(&fs, 0, sizeof(fs));
+	fs.n = 2;
+	fs.a = sm_arena_create(0);
+	fk_add_series(&fs.ing[0], f1);
+	fk_add_series(&fs.ing[1], f2);
+	SM_REQUIRE(fk_plan(&fs, 1, &p, &sel) == 0);
+	SM_CHECK(p.sel == NULL);
+	SM_REQUIRE(qry_plan_restrict(&p, w, SM_ARRAY_LEN(w)) == 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 100);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
 SM_TEST_MAIN(
 	{ "RF 1: no plan, every target sums its own series", test_rf1_no_plan },
 	{ "RF 3, agreeing replicas: each series once, one Stats round", test_agreeing_replicas },
@@ -525,4 +575,5 @@ SM_TEST_MAIN(
 	{ "no replica holds a bucket whole: A + B - C from the uploads' ids", test_combination },
 	{ "two replicas hold different uploads of a bucket: A + B", test_union_of_two },
 	{ "no replica nor combination holds a bucket whole: 503, not short", test_unresolved_is_an_error },
+	{ "a plan narrowed to some buckets takes each once", test_restrict },
 )

@@ -331,6 +331,24 @@ int qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 const Smolder__V1__Select *qry_plan_select(const struct qry_plan *p,
     uint32_t i);
 
+/* One raw bucket of one series. */
+struct qry_bucket {
+	uint64_t fp;
+	int64_t t;
+};
+
+/*
+ * Narrow a made plan to the buckets w[0..nw) (sorted by (fp, t), unique):
+ * each target's picks keep only those buckets -- a whole-series pick
+ * becomes a pick of the series' wanted buckets, a bucket pick (or a
+ * subtracted one) stays only when wanted -- and a target left with none
+ * is not asked.  Exact because the plan is exact bucket by bucket.  The
+ * plan's selects must be raw (no resolutions: w holds raw bucket
+ * starts).  0 or SM_ENOMEM.
+ */
+int qry_plan_restrict(struct qry_plan *p, const struct qry_bucket *w,
+    size_t nw);
+
 /* Which targets the plan gives something to contribute (p->n entries). */
 const uint8_t *qry_plan_must(const struct qry_plan *p, uint8_t *buf);
 

@@ -20,6 +20,11 @@ totals) for service "hm" with env=a and env=b.  Then:
     largest profile, carrying the same stored id the heatmap gives it;
     none without exemplar_type; SPAN is unimplemented;
   - query_type SPAN is unimplemented, a bad step invalid_argument;
+  - profile_id_selector (SelectMergeStacktraces, SelectMergeProfile):
+    each exemplar's id selects exactly its upload (stacks and total),
+    several ids their sum, an unknown id nothing, a non-UUID is 400,
+    trace_id_selector 501; an upload sharing its series' 10 s bucket
+    with another is 501 rather than answered with both;
   - the cluster (RF=3: every profile on three replicas) counts each
     profile once and answers as the single binary does (ids aside:
     uploads get their ids at the distributor), before and after its flush
@@ -286,6 +291,84 @@ def check_series_exemplars(r, srv, tag, ids):
          "unimplemented" % tag)
 
 
+def smst(srv, ids, service="hm", extra=None):
+    body = {"profileTypeID": CPU,
+            "labelSelector": '{service_name="%s"}' % service,
+            "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000),
+            "profileIdSelector": ids}
+    body.update(extra or {})
+    resp = connect(srv, "SelectMergeStacktraces", body)
+    fg = resp.json().get("flamegraph", {}) if resp.status == 200 else {}
+    return resp, int(fg.get("total", -1)), set(fg.get("names") or [])
+
+
+def check_profile_selector(r, srv, tag, ids):
+    """SelectMergeStacktraces / SelectMergeProfile with profile_id_selector:
+    exactly the selected uploads."""
+    bodies = {(t * 1000, total_of(body)): body for _, t, body in UPLOADS}
+    bad = []
+    for k, pid in sorted(ids.items()):
+        resp, total, names = smst(srv, [pid])
+        want = {f for ln in bodies[k].splitlines()
+                for f in ln.rsplit(" ", 1)[0].split(";")} | {"total"}
+        if resp.status != 200 or total != k[1] or names != want:
+            bad.append((k, pid, resp.status, total, sorted(names)))
+    r.check(ids and not bad, "%s: profile_id_selector: each of %d uploads "
+            "alone, its stacks and total" % (tag, len(ids)), str(bad[:2]))
+    ks = sorted(ids)[:3]
+    resp, total, _ = smst(srv, [ids[k] for k in ks])
+    r.eq(total, sum(k[1] for k in ks), "%s: three ids: the sum of the three "
+         "uploads" % tag)
+    resp = connect(srv, "SelectMergeProfile", {
+        "profile_typeID": CPU, "label_selector": '{service_name="hm"}',
+        "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000),
+        "profileIdSelector": [ids[ks[0]]]})
+    vals = [int(v) for smp in (resp.json().get("sample", [])
+                               if resp.status == 200 else [])
+            for v in smp["value"]]
+    r.eq(sum(vals), ks[0][1], "%s: SelectMergeProfile with one id: that "
+         "upload's total" % tag)
+    resp, total, _ = smst(srv, ["00000000-0000-4000-8000-000000000000"])
+    r.check(resp.status == 200 and total in (0, -1), "%s: an id not in the "
+            "selection selects nothing" % tag, resp.describe())
+    resp, _, _ = smst(srv, ["x"])
+    check_code(r, resp, 400, "invalid_argument", "%s: an id that is not a "
+               "UUID is invalid_argument" % tag)
+    resp, _, _ = smst(srv, [], extra={"traceIdSelector": ["ab" * 16]})
+    check_code(r, resp, 501, "unimplemented", "%s: trace_id_selector is "
+               "unimplemented, not ignored" % tag)
+
+
+# Two uploads of one series in one 10 s bucket: stored merged.
+SHARED = [(BASE + 301, "shared;one 5\n"), (BASE + 303, "shared;two 9\n")]
+
+
+def check_shared_bucket(r, srv, tag):
+    rj = connect(srv, "SelectHeatmap", {
+        "profileTypeID": CPU, "labelSelector": '{service_name="hms"}',
+        "start": str(BASE * 1000), "end": str((BASE + 3600) * 1000),
+        "step": 10, "queryType": "HEATMAP_QUERY_TYPE_INDIVIDUAL",
+        "exemplarType": "EXEMPLAR_TYPE_INDIVIDUAL"})
+    pids = sorted({e.get("profileId") for s in (
+        rj.json().get("series") or [] if rj.status == 200 else [])
+        for sl in s.get("slots") or [] for e in sl.get("exemplars") or []})
+    if len(pids) != 2:
+        r.fail("%s: the two uploads' exemplars" % tag, rj.describe())
+        return
+    resp, _, _ = smst(srv, pids[:1], service="hms")
+    check_code(r, resp, 501, "unimplemented", "%s: an upload that shares "
+               "its 10 s bucket with another is unimplemented, not "
+               "answered with both" % tag)
+    resp, total, _ = smst(srv, pids, service="hms")
+    r.eq(total, 14 * SCALE, "%s: both ids: the bucket, exact" % tag)
+
+
+def ingest_shared(r, srv, tag):
+    r.eq([srv.ingest({"name": "hms.cpu", "from": str(t), "until": str(t)},
+                     body.encode()).status for t, body in SHARED],
+         [200, 200], "%s: two uploads into one 10 s bucket" % tag)
+
+
 def check_bad(r, srv, tag):
     for what, extra, status, code in (
             ("query_type SPAN", {"queryType": "HEATMAP_QUERY_TYPE_SPAN"},
@@ -309,6 +392,9 @@ def single_phase(r, one):
     ingest(r, [srv], "single")
     heads, ids = check_heatmap(r, srv, "single heads")
     check_series_exemplars(r, srv, "single heads", ids)
+    check_profile_selector(r, srv, "single heads", ids)
+    ingest_shared(r, srv, "single")
+    check_shared_bucket(r, srv, "single heads")
     r.check(flush(srv).status == 200, "single: heads cut into blocks")
     blocks, ids2 = check_heatmap(r, srv, "single blocks")
     r.eq(blocks, heads, "single: blocks answer as the heads did")
@@ -318,6 +404,8 @@ def single_phase(r, one):
     r.eq(again, heads, "single: the same after a restart")
     r.eq(ids3, ids, "single: exemplar ids survive a restart")
     check_series_exemplars(r, srv, "single blocks", ids)
+    check_profile_selector(r, srv, "single blocks", ids)
+    check_shared_bucket(r, srv, "single blocks")
     return heads
 
 
@@ -326,6 +414,9 @@ def cluster_phase(r, c, heads):
     ingest(r, c.distributors, "cluster")
     ch, cids = check_heatmap(r, q, "cluster heads")
     check_series_exemplars(r, q, "cluster heads", cids)
+    check_profile_selector(r, q, "cluster heads", cids)
+    ingest_shared(r, c.distributors[0], "cluster")
+    check_shared_bucket(r, q, "cluster heads")
     r.eq(ch, heads, "cluster heads: the single binary's cells and "
          "exemplar values")
     check_bad(r, q, "cluster")
@@ -338,6 +429,7 @@ def cluster_phase(r, c, heads):
     one_ingester_down(r, c)
     cd, _ = check_heatmap(r, q, "cluster, one ingester down")
     r.eq(cd, heads, "cluster, one ingester down: the same answers")
+    check_profile_selector(r, q, "cluster, one ingester down", cids)
 
 
 if __name__ == "__main__":

@@ -33,11 +33,12 @@ The other querier.v1 methods of this part, on the same data, in the
 request shapes their callers send:
   - SelectMergeProfile and SelectMergeStacktraces as Profiles Drilldown's
     JSON client sends them (profile_typeID / label_selector snake_case
-    beside camelCase stackTraceSelector {call_site} and maxNodes, fields
-    Smolder does not know such as frameFilter and profileIdSelector, the
+    beside camelCase stackTraceSelector {call_site} and maxNodes, a field
+    Smolder does not know (frameFilter), an empty profileIdSelector, the
     X-Grafana-Org-Id header): only the call site's stacks (f0: 100);
-  - SelectMergeProfile in proto with an unknown field (Drilldown's
-    profile_id_selector, field 7) reads like the same request without it;
+  - SelectMergeProfile in proto with an unknown field (99) reads like the
+    same request without it; one whose profile_id_selector (field 7) is
+    not a UUID is 400;
   - Diff in camelCase with ints as numbers and Drilldown's extra
     top-level maxNodes / format: equal sides, each the whole total;
   - SelectMergeStacktraces format TREE by enum name with ints as strings,
@@ -320,7 +321,7 @@ def shapes_of_other_methods(r, ref, qry):
                  "call_site": [{"name": "main"}, {"name": "work"},
                                {"name": "f0"}],
                  "frameFilter": {"exclude": []}},
-             "maxNodes": 100, "profileIdSelector": ["x"]}
+             "maxNodes": 100, "profileIdSelector": []}
     for srv, tag in ((ref, "single"), (qry, "cluster")):
         a = connect(srv, "SelectMergeProfile", drill, headers=grafana)
         j = a.json() if a.status == 200 else {}
@@ -338,13 +339,17 @@ def shapes_of_other_methods(r, ref, qry):
     plain = (pb_str(1, TID) + pb_str(2, SEL) + pb_int(3, START) +
              pb_int(4, END))
     a = srv_proto(ref, "SelectMergeProfile", plain)
-    b = srv_proto(ref, "SelectMergeProfile", plain + pb_str(7, "x"))
-    c = srv_proto(qry, "SelectMergeProfile", plain + pb_str(7, "x"))
+    b = srv_proto(ref, "SelectMergeProfile", plain + pb_str(99, "x"))
+    c = srv_proto(qry, "SelectMergeProfile", plain + pb_str(99, "x"))
     r.check(a.status == 200 and b.status == 200 and c.status == 200 and
             len(a.body) > 0 and b.body == a.body,
-            "SelectMergeProfile proto with an unknown field 7 reads as "
+            "SelectMergeProfile proto with an unknown field 99 reads as "
             "without it", "%s / %s / %s" % (a.describe(), b.describe(),
                                           c.describe()))
+    for srv, tag in ((ref, "single"), (qry, "cluster")):
+        d = srv_proto(srv, "SelectMergeProfile", plain + pb_str(7, "x"))
+        r.eq(d.status, 400, "SelectMergeProfile proto with "
+             "profile_id_selector \"x\" (not a UUID): 400 (%s)" % tag)
 
     side = {"profileTypeID": TID, "labelSelector": SEL, "start": START,
             "end": END}
