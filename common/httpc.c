@@ -20,21 +20,36 @@ httpc_init(void)
 	httpc_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 }
 
+struct httpc_sink {
+	struct sm_buf *b;
+	size_t max;
+	bool full;          /* GET: stop past max */
+	bool over;
+};
+
 static size_t
 httpc_write(char *p, size_t sz, size_t n, void *arg)
 {
-	struct sm_buf *b = arg;
+	struct httpc_sink *k = arg;
 	size_t len = sz * n;
 
-	if (b != NULL && b->len < HTTPC_ANSWER_MAX)
-		sm_buf_append(b, p, SM_MIN(len, HTTPC_ANSWER_MAX - b->len));
+	if (k->b == NULL)
+		return (len);
+	if (k->full && k->b->len + len > k->max) {
+		k->over = true;
+		return (0);         /* aborts the transfer */
+	}
+	if (k->b->len < k->max)
+		sm_buf_append(k->b, p, SM_MIN(len, k->max - k->b->len));
 	return (len);
 }
 
-int
-sm_httpc_post(const struct sm_httpc_req *req, int *status,
+static int
+httpc_do(const struct sm_httpc_req *req, bool post, int *status,
     struct sm_buf *answer, struct sm_err *err)
 {
+	struct httpc_sink sink = { answer, req->max_answer != 0 ?
+	    req->max_answer : HTTPC_ANSWER_MAX, !post, false };
 	struct curl_slist *hl = NULL, *nh;
 	char ebuf[CURL_ERROR_SIZE];
 	CURLcode cc;
@@ -62,9 +77,15 @@ sm_httpc_post(const struct sm_httpc_req *req, int *status,
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->len);
+	if (post) {
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)req->len);
+	} else {
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+		curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "smolder/" SM_VERSION);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)SM_MAX(req->timeout_ms,
@@ -72,11 +93,20 @@ sm_httpc_post(const struct sm_httpc_req *req, int *status,
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)SM_MAX(req->timeout_ms, 1));
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, httpc_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, answer);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
 	if (req->ca_file != NULL && req->ca_file[0] != '\0')
 		curl_easy_setopt(c, CURLOPT_CAINFO, req->ca_file);
+	if (req->insecure) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
 	if ((cc = curl_easy_perform(c)) != CURLE_OK) {
+		if (sink.over) {
+			rv = sm_err_set(err, SM_ETOOBIG, "answer larger than "
+			    "%zu bytes", sink.max);
+			goto out;
+		}
 		rv = sm_err_set(err, cc == CURLE_OPERATION_TIMEDOUT ?
 		    SM_ETIMEDOUT : SM_EUNAVAIL, "%s", ebuf[0] ? ebuf :
 		    curl_easy_strerror(cc));
@@ -88,4 +118,18 @@ out:
 	curl_slist_free_all(hl);
 	curl_easy_cleanup(c);
 	return (rv);
+}
+
+int
+sm_httpc_post(const struct sm_httpc_req *req, int *status,
+    struct sm_buf *answer, struct sm_err *err)
+{
+	return (httpc_do(req, true, status, answer, err));
+}
+
+int
+sm_httpc_get(const struct sm_httpc_req *req, int *status,
+    struct sm_buf *answer, struct sm_err *err)
+{
+	return (httpc_do(req, false, status, answer, err));
 }

@@ -1,8 +1,9 @@
 /*
  * httpc.h -- a small HTTP client for one request at a time: a POST with a
- * body and headers, a status and the start of the answer back.  It wraps
+ * body and headers, or a GET, and a status and the answer back.  It wraps
  * libcurl, so new callers need no curl of their own (the recording rules'
- * Prometheus remote write, querier/rules.c).
+ * Prometheus remote write, querier/rules.c; the scraper's fetches and
+ * uploads, scraper/scraper.c).
  *
  * Ownership: every call is self-contained (its own easy handle; libcurl's
  * global state is set up once, thread-safely).  Blocking: the call runs
@@ -16,6 +17,7 @@
 #ifndef SM_HTTPC_H
 #define SM_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +31,8 @@ struct sm_httpc_req {
 	size_t len;
 	int64_t timeout_ms;
 	const char *ca_file;         /* NULL or "": the system store */
+	bool insecure;               /* https: do not verify the peer */
+	size_t max_answer;           /* bytes of the answer kept; 0: 4 KiB */
 };
 
 /*
@@ -36,6 +40,14 @@ struct sm_httpc_req {
  * NULL) the first 4 KiB of the answer's body.
  */
 int sm_httpc_post(const struct sm_httpc_req *req, int *status,
+    struct sm_buf *answer, struct sm_err *err);
+
+/*
+ * GET req->url (body and len unused).  An answer longer than
+ * req->max_answer is SM_ETOOBIG (the transfer stops there).  gzip or
+ * deflate content encodings are inflated by libcurl.
+ */
+int sm_httpc_get(const struct sm_httpc_req *req, int *status,
     struct sm_buf *answer, struct sm_err *err);
 
 #endif /* SM_HTTPC_H */
