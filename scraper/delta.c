@@ -1,0 +1,369 @@
+/*
+ * delta.c -- see delta.h.
+ *
+ * The scraped profile is unpacked with protobuf-c (a scrape is one
+ * profile per target and interval, not the ingest hot path), its samples
+ * keyed, summed per key, compared with the state and packed again with
+ * the emitted samples only.
+ */
+#include "delta.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "common/hash.h"
+#include "google/v1/profile.pb-c.h"
+
+void
+scr_delta_init(struct scr_delta *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+void
+scr_delta_reset(struct scr_delta *d)
+{
+	sm_free(d->keys);
+	sm_free(d->vals);
+	memset(d, 0, sizeof(*d));
+}
+
+void
+scr_delta_fini(struct scr_delta *d)
+{
+	scr_delta_reset(d);
+}
+
+size_t
+scr_delta_bytes(const struct scr_delta *d)
+{
+	return ((size_t)d->nkeys * (8 + 8 * (size_t)d->ncum));
+}
+
+/* Go runtime/pprof's counters since the process started. */
+static bool
+is_cumulative(const char *name)
+{
+	return (strcmp(name, "alloc_objects") == 0 ||
+	    strcmp(name, "alloc_space") == 0 ||
+	    strcmp(name, "contentions") == 0 || strcmp(name, "delay") == 0);
+}
+
+/* id -> message, for locations, functions and mappings. */
+struct dl_ent {
+	uint64_t id;
+	const void *m;
+};
+
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct dl_ent *x = a, *y = b;
+
+	return (x->id < y->id ? -1 : x->id > y->id);
+}
+
+static const void *
+ent_find(const struct dl_ent *v, size_t n, uint64_t id)
+{
+	struct dl_ent k = { id, NULL };
+	const struct dl_ent *e = bsearch(&k, v, n, sizeof(*v), ent_cmp);
+
+	return (e != NULL ? e->m : NULL);
+}
+
+struct dl_ctx {
+	const Google__V1__Profile *p;
+	struct dl_ent *loc, *fn, *map;
+	size_t nloc, nfn, nmap;
+	struct sm_buf kb;        /* the key's bytes */
+};
+
+static const char *
+dl_str(const struct dl_ctx *c, int64_t i)
+{
+	if (i < 0 || (size_t)i >= c->p->n_string_table ||
+	    c->p->string_table[i] == NULL)
+		return ("");
+	return (c->p->string_table[i]);
+}
+
+static void
+kb_str(struct sm_buf *b, const char *s)
+{
+	sm_buf_append(b, s, strlen(s) + 1);
+}
+
+static void
+kb_u64(struct sm_buf *b, uint64_t v)
+{
+	sm_buf_append(b, &v, sizeof(v));
+}
+
+static int
+lab_cmp(const void *a, const void *b)
+{
+	const char *const *x = a, *const *y = b;
+	int c = strcmp(x[0], y[0]);
+
+	return (c != 0 ? c : strcmp(x[1], y[1]));
+}
+
+/* A sample's identity: its stack by function, file and line (or mapping
+ * file and address), and its string labels in name order. */
+static uint64_t
+sample_key(struct dl_ctx *c, const Google__V1__Sample *s, const char **lab)
+{
+	size_t nl = 0;
+
+	sm_buf_reset(&c->kb);
+	for (size_t i = 0; i < s->n_location_id; i++) {
+		const Google__V1__Location *L = ent_find(c->loc, c->nloc,
+		    s->location_id[i]);
+
+		if (L == NULL) {
+			kb_u64(&c->kb, s->location_id[i]);
+			continue;
+		}
+		for (size_t k = 0; k < L->n_line; k++) {
+			const Google__V1__Function *f = ent_find(c->fn, c->nfn,
+			    L->line[k]->function_id);
+
+			kb_str(&c->kb, f != NULL ? dl_str(c, f->name) : "?");
+			kb_str(&c->kb, f != NULL ? dl_str(c, f->filename) : "");
+			kb_u64(&c->kb, (uint64_t)L->line[k]->line);
+		}
+		if (L->n_line == 0) {
+			const Google__V1__Mapping *m = ent_find(c->map,
+			    c->nmap, L->mapping_id);
+
+			kb_str(&c->kb, m != NULL ? dl_str(c, m->filename) : "");
+			kb_u64(&c->kb, L->address);
+		}
+		sm_buf_putc(&c->kb, '\xff');
+	}
+	for (size_t i = 0; i < s->n_label; i++) {
+		if (s->label[i]->str == 0)
+			continue;
+		lab[2 * nl] = dl_str(c, s->label[i]->key);
+		lab[2 * nl + 1] = dl_str(c, s->label[i]->str);
+		nl++;
+	}
+	if (nl > 1)
+		qsort(lab, nl, 2 * sizeof(*lab), lab_cmp);
+	for (size_t i = 0; i < nl; i++) {
+		kb_str(&c->kb, lab[2 * i]);
+		kb_str(&c->kb, lab[2 * i + 1]);
+	}
+	return (sm_hash(c->kb.b != NULL ? c->kb.b : "", c->kb.len));
+}
+
+/* A sample and its key, for sorting. */
+struct dl_smp {
+	uint64_t key;
+	uint32_t idx;
+};
+
+static int
+smp_cmp(const void *a, const void *b)
+{
+	const struct dl_smp *x = a, *y = b;
+
+	if (x->key != y->key)
+		return (x->key < y->key ? -1 : 1);
+	return (x->idx < y->idx ? -1 : x->idx > y->idx);
+}
+
+/* The id tables of p, in the arena. */
+static int
+dl_index(struct dl_ctx *c, struct sm_arena *a)
+{
+	const Google__V1__Profile *p = c->p;
+
+	c->loc = sm_arena_alloc(a, (p->n_location + 1) * sizeof(*c->loc));
+	c->fn = sm_arena_alloc(a, (p->n_function + 1) * sizeof(*c->fn));
+	c->map = sm_arena_alloc(a, (p->n_mapping + 1) * sizeof(*c->map));
+	if (c->loc == NULL || c->fn == NULL || c->map == NULL)
+		return (SM_ENOMEM);
+	for (size_t i = 0; i < p->n_location; i++)
+		c->loc[c->nloc++] = (struct dl_ent){ p->location[i]->id,
+		    p->location[i] };
+	for (size_t i = 0; i < p->n_function; i++)
+		c->fn[c->nfn++] = (struct dl_ent){ p->function[i]->id,
+		    p->function[i] };
+	for (size_t i = 0; i < p->n_mapping; i++)
+		c->map[c->nmap++] = (struct dl_ent){ p->mapping[i]->id,
+		    p->mapping[i] };
+	qsort(c->loc, c->nloc, sizeof(*c->loc), ent_cmp);
+	qsort(c->fn, c->nfn, sizeof(*c->fn), ent_cmp);
+	qsort(c->map, c->nmap, sizeof(*c->map), ent_cmp);
+	return (0);
+}
+
+int
+scr_delta_apply(struct scr_delta *d, const uint8_t *raw, size_t len,
+    int64_t now_ns, enum scr_delta_out *what, bool *rebased,
+    struct sm_buf *out, struct sm_err *err)
+{
+	struct sm_arena *a = sm_arena_create(0);
+	ProtobufCAllocator al;
+	Google__V1__Profile *p;
+	struct dl_ctx c;
+	struct dl_smp *sm = NULL;
+	uint32_t *cum = NULL, ncum = 0, nuniq = 0, nkept = 0;
+	uint64_t *keys = NULL;
+	int64_t *vals = NULL;
+	uint32_t *rep = NULL;
+	Google__V1__Sample **kept;
+	const char **lab = NULL;
+	size_t maxlab = 0;
+	bool fall = false;
+	int rv = 0;
+
+	*rebased = false;
+	memset(&c, 0, sizeof(c));
+	sm_buf_init(&c.kb);
+	if (a == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	al = sm_arena_pbc(a);
+	if ((p = google__v1__profile__unpack(&al, len, raw)) == NULL) {
+		rv = sm_err_set(err, SM_EMALFORMED, "not a pprof profile "
+		    "(google.v1.Profile)");
+		goto out;
+	}
+	c.p = p;
+	if ((cum = sm_arena_alloc(a, (p->n_sample_type + 1) *
+	    sizeof(*cum))) == NULL)
+		goto oom;
+	for (size_t t = 0; t < p->n_sample_type; t++)
+		if (is_cumulative(dl_str(&c, p->sample_type[t]->type)))
+			cum[ncum++] = (uint32_t)t;
+	if (ncum == 0) {
+		*what = SCR_DELTA_PASS;
+		sm_buf_append(out, raw, len);
+		goto out;
+	}
+	if ((rv = dl_index(&c, a)) != 0)
+		goto oom;
+	for (size_t i = 0; i < p->n_sample; i++)
+		maxlab = SM_MAX(maxlab, p->sample[i]->n_label);
+	if ((sm = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*sm))) ==
+	    NULL || (lab = sm_arena_alloc(a, (2 * maxlab + 2) *
+	    sizeof(*lab))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < p->n_sample; i++) {
+		if (p->sample[i]->n_value != p->n_sample_type) {
+			rv = sm_err_set(err, SM_EMALFORMED, "sample %zu has "
+			    "%zu values, the profile %zu types", i,
+			    p->sample[i]->n_value, p->n_sample_type);
+			goto out;
+		}
+		sm[i] = (struct dl_smp){ sample_key(&c, p->sample[i], lab),
+		    (uint32_t)i };
+	}
+	if (sm_buf_error(&c.kb) != 0)
+		goto oom;
+	qsort(sm, p->n_sample, sizeof(*sm), smp_cmp);
+	/* per key: summed values (all types) on its first sample */
+	keys = sm_malloc((p->n_sample + 1) * sizeof(*keys));
+	vals = sm_malloc(((size_t)p->n_sample + 1) * ncum * sizeof(*vals));
+	rep = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*rep));
+	if (keys == NULL || vals == NULL || rep == NULL)
+		goto oom;
+	for (size_t i = 0; i < p->n_sample; i++) {
+		Google__V1__Sample *s = p->sample[sm[i].idx];
+
+		if (nuniq > 0 && keys[nuniq - 1] == sm[i].key) {
+			Google__V1__Sample *r = p->sample[rep[nuniq - 1]];
+
+			for (size_t t = 0; t < p->n_sample_type; t++)
+				r->value[t] = sm_add_sat(r->value[t],
+				    s->value[t]);
+			for (uint32_t k = 0; k < ncum; k++)
+				vals[(size_t)(nuniq - 1) * ncum + k] =
+				    r->value[cum[k]];
+			continue;
+		}
+		keys[nuniq] = sm[i].key;
+		rep[nuniq] = sm[i].idx;
+		for (uint32_t k = 0; k < ncum; k++)
+			vals[(size_t)nuniq * ncum + k] = s->value[cum[k]];
+		nuniq++;
+	}
+	/* a counter lower than before: the process restarted */
+	if (d->last_ns != 0 && d->ncum == ncum) {
+		for (uint32_t i = 0, j = 0; i < nuniq && j < d->nkeys && !fall;) {
+			if (keys[i] < d->keys[j]) {
+				i++;
+			} else if (keys[i] > d->keys[j]) {
+				j++;
+			} else {
+				for (uint32_t k = 0; k < ncum; k++)
+					fall |= vals[(size_t)i * ncum + k] <
+					    d->vals[(size_t)j * ncum + k];
+				i++;
+				j++;
+			}
+		}
+	}
+	if (d->last_ns == 0 || d->ncum != ncum || fall) {
+		*rebased = fall;
+		*what = SCR_DELTA_PRIMED;
+		goto swap;
+	}
+	/* emit: cumulative values minus the state's, snapshots as they are */
+	if ((kept = sm_arena_alloc(a, (nuniq + 1) * sizeof(*kept))) == NULL)
+		goto oom;
+	for (uint32_t i = 0, j = 0; i < nuniq; i++) {
+		Google__V1__Sample *s = p->sample[rep[i]];
+		bool any = false;
+
+		while (j < d->nkeys && d->keys[j] < keys[i])
+			j++;
+		for (uint32_t k = 0; k < ncum; k++) {
+			int64_t prev = j < d->nkeys && d->keys[j] == keys[i] ?
+			    d->vals[(size_t)j * ncum + k] : 0;
+
+			s->value[cum[k]] = vals[(size_t)i * ncum + k] - prev;
+		}
+		for (size_t t = 0; t < p->n_sample_type; t++)
+			any |= s->value[t] != 0;
+		if (any)
+			kept[nkept++] = s;
+	}
+	p->sample = kept;
+	p->n_sample = nkept;
+	p->duration_nanos = now_ns - d->last_ns;
+	p->time_nanos = d->last_ns;
+	{
+		size_t n = google__v1__profile__get_packed_size(p);
+
+		if (sm_buf_reserve(out, n) != 0)
+			goto oom;
+		out->len += google__v1__profile__pack(p, (uint8_t *)out->b +
+		    out->len);
+		out->b[out->len] = '\0';
+	}
+	*what = SCR_DELTA_EMIT;
+swap:
+	sm_free(d->keys);
+	sm_free(d->vals);
+	d->keys = keys;
+	d->vals = vals;
+	d->nkeys = nuniq;
+	d->ncum = ncum;
+	d->last_ns = now_ns;
+	keys = NULL;
+	vals = NULL;
+	goto out;
+oom:
+	scr_delta_reset(d);
+	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+out:
+	sm_free(keys);
+	sm_free(vals);
+	sm_buf_fini(&c.kb);
+	sm_arena_destroy(a);
+	return (rv);
+}
