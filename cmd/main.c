@@ -10,6 +10,7 @@
  *   distributor   /ingest, replication                      (target)
  *   querier       /render, labels, Connect queries          (target)
  *   compactor     retention passes over the ring            (target)
+ *   scraper       pull mode: scrapes pprof endpoints        (target)
  *   store-gateway history from the bucket (ingester/gateway.h) (target)
  *   all           every component in one process            (target)
  *
@@ -71,6 +72,7 @@
 #include "common/ring.h"
 #include "common/tiers.h"
 #include "compactor/compactor.h"
+#include "scraper/scraper.h"
 #include "distributor/distributor.h"
 #include "ingester/ingester.h"
 #include "querier/querier.h"
@@ -137,6 +139,11 @@ struct app {
 	struct dist_config dist_cfg;
 	struct qry_config qry_cfg;
 	struct cpt_config cpt_cfg;
+	char *scrape_config_file;       /* -scrape.config-file */
+	char *scraper_push_url;
+	int64_t scraper_concurrency;
+	int64_t scraper_max_state;
+	int64_t scraper_max_profile;
 
 	/* state */
 	atomic_bool shutting_down;      /* SIGTERM seen: /ready is 503 */
@@ -157,6 +164,8 @@ struct app {
 	struct distributor *dist;
 	struct querier *qry;
 	struct compactor *cpt;
+	struct scraper *scr;
+	char *scr_push_url;             /* the default's text (owned) */
 };
 
 /* --- server --------------------------------------------------------------- */
@@ -876,6 +885,64 @@ mod_compactor_stop(void *p)
 	app->cpt_lock = NULL;
 }
 
+/* The scraper uploads to -scraper.push-url, by default to this process's
+ * own HTTP listener when it runs a distributor (its loopback address:
+ * a wildcard listen address is reached at 127.0.0.1). */
+static int
+mod_scraper_init(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+	struct scraper_cfg sc = {
+		.config_file = app->scrape_config_file,
+		.push_url = app->scraper_push_url,
+		.concurrency = (uint32_t)app->scraper_concurrency,
+		.max_state_bytes = app->scraper_max_state,
+		.max_profile_bytes = app->scraper_max_profile,
+	};
+
+	if (app->scraper_concurrency < 1 || app->scraper_concurrency > 4096)
+		return (sm_err_set(err, SM_EINVAL, "-scraper.concurrency: 1 to "
+		    "4096"));
+	if (app->scraper_push_url[0] == '\0' &&
+	    sm_modules_has(app->order, app->norder, "distributor")) {
+		const char *colon = strrchr(app->http_listen, ':');
+		char host[256] = "127.0.0.1", buf[512];
+
+		if (colon != NULL && colon > app->http_listen &&
+		    (size_t)(colon - app->http_listen) < sizeof(host)) {
+			memcpy(host, app->http_listen, (size_t)(colon -
+			    app->http_listen));
+			host[colon - app->http_listen] = '\0';
+			if (strcmp(host, "0.0.0.0") == 0 ||
+			    strcmp(host, "[::]") == 0)
+				(void)snprintf(host, sizeof(host), "127.0.0.1");
+		}
+		(void)snprintf(buf, sizeof(buf), "%s://%s:%s",
+		    app->tls_cert[0] != '\0' ? "https" : "http", host,
+		    colon != NULL ? colon + 1 : "4040");
+		if ((app->scr_push_url = sm_strdup(buf)) == NULL)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		sc.push_url = app->scr_push_url;
+	}
+	return (scraper_create(&sc, app->http, &app->scr, err));
+}
+
+static int
+mod_scraper_start(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	return (scraper_start(app->scr, err));
+}
+
+static void
+mod_scraper_stop(void *p)
+{
+	struct app *app = p;
+
+	scraper_stop(app->scr);
+}
+
 static int
 mod_all_init(void *p, struct sm_err *err)
 {
@@ -903,7 +970,10 @@ static const struct sm_module modules[] = {
 	    mod_ingester_start, mod_ingester_stop },
 	{ "compactor", { "server", "ring", NULL }, true,
 	    mod_compactor_init, mod_compactor_start, mod_compactor_stop },
-	{ "all", { "ingester", "distributor", "querier", "compactor", NULL },
+	{ "scraper", { "server", NULL }, true,
+	    mod_scraper_init, mod_scraper_start, mod_scraper_stop },
+	{ "all", { "ingester", "distributor", "querier", "compactor",
+	    "scraper", NULL },
 	    true, mod_all_init, mod_noop_start, mod_noop_stop },
 };
 
@@ -913,8 +983,32 @@ static const struct sm_module modules[] = {
 static const struct sm_flag app_flag_tab[] = {
 	SM_FLAG_STR("target", target,
 	    "all", "Comma-separated components to run: all, ingester, "
-	    "distributor, querier, compactor, store-gateway. \"all\" is "
-	    "single-binary mode (every component but store-gateway)."),
+	    "distributor, querier, compactor, scraper, store-gateway. "
+	    "\"all\" is single-binary mode (every component but "
+	    "store-gateway)."),
+	SM_FLAG_STR("scrape.config-file", scrape_config_file,
+	    "",
+	    "Pull mode: the scraper's YAML file of scrape_configs (Prometheus' "
+	    "job_name, scrape_interval, scrape_timeout, static_configs, "
+	    "file_sd_configs, relabel_configs; Pyroscope's profiling_config), "
+	    "reloaded when it changes. Empty: the scraper is idle."),
+	SM_FLAG_STR("scraper.push-url", scraper_push_url,
+	    "",
+	    "Base URL of the distributor the scraper uploads to "
+	    "(push.v1 Push). Empty: this process's own HTTP listener when it "
+	    "runs a distributor."),
+	SM_FLAG_I64("scraper.concurrency", SM_FLAG_INT, scraper_concurrency,
+	    "32",
+	    "Scrapes run at once (a CPU profile holds one for its seconds)."),
+	SM_FLAG_I64("scraper.max-delta-state-bytes", SM_FLAG_BYTES,
+	    scraper_max_state, "256MiB",
+	    "Bound on the state the scraper keeps to turn cumulative "
+	    "profiles into deltas, all targets together; a scrape that "
+	    "would pass it fails and its target is reported. 0: none."),
+	SM_FLAG_I64("scraper.max-profile-bytes", SM_FLAG_BYTES,
+	    scraper_max_profile, "64MiB",
+	    "Largest scraped profile, inflated; a larger answer fails the "
+	    "scrape."),
 	SM_FLAG_STR("http.listen-address", http_listen,
 	    ":4040",
 	    "HTTP API address, host:port or :port."),
@@ -1393,6 +1487,8 @@ shutdown_begin(struct app *app, sigset_t *set, size_t started)
 static void
 app_free(struct app *app, int rc)
 {
+	scraper_free(app->scr);
+	sm_free(app->scr_push_url);
 	cpt_destroy(app->cpt);
 	qry_destroy(app->qry);
 	dist_destroy(app->dist);

@@ -17,6 +17,7 @@ serves: the headers are the doors a newcomer opens first
       querier     -> querier/querier.h
       ingester    -> ingester/ingester.h
       compactor   -> compactor/compactor.h
+      scraper     -> scraper/scraper.h
       store-gateway -> ingester/gateway.h or ingester/ingester.h
     A plain path must stand in the header as written (/render, not as a
     prefix of /render-diff); a Connect path must have its service and its
@@ -41,6 +42,7 @@ HEADERS = {
     "querier": ["querier/querier.h"],
     "ingester": ["ingester/ingester.h"],
     "compactor": ["compactor/compactor.h"],
+    "scraper": ["scraper/scraper.h"],
     "store-gateway": ["ingester/gateway.h", "ingester/ingester.h"],
 }
 SHARED = ["cmd/main.c", "common/ring.h"]

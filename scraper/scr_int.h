@@ -1,0 +1,155 @@
+/*
+ * scr_int.h -- the scraper's internals shared by its files: the parsed
+ * scrape configuration (config.c) and relabeling.  Not for other
+ * components: they see scraper.h.
+ *
+ * Configuration file (-scrape.config-file), Prometheus' shape where it
+ * has one:
+ *
+ *   scrape_configs:
+ *     - job_name: shop                    # required, unique
+ *       scrape_interval: 15s              # default 15s (>= 2s)
+ *       scrape_timeout: 10s               # default 10s, <= the interval
+ *       scheme: http                      # or https
+ *       tenant_id: team-a                 # X-Scope-OrgID of the uploads
+ *       bearer_token: ...                 # or bearer_token_file: path
+ *       tls_config: { ca_file: path, insecure_skip_verify: false }
+ *       profiling_config:                 # Pyroscope's keys
+ *         pprof_config:
+ *           process_cpu: { enabled: true, path: /debug/pprof/profile }
+ *           memory:      { enabled: true, path: /debug/pprof/heap,
+ *                          delta_path: /debug/pprof/delta_heap }
+ *           goroutines:  { enabled: true, path: /debug/pprof/goroutine }
+ *           mutex:       { enabled: true, path: /debug/pprof/mutex,
+ *                          delta_path: /debug/pprof/delta_mutex }
+ *           block:       { enabled: true, path: /debug/pprof/block,
+ *                          delta_path: /debug/pprof/delta_block }
+ *       static_configs:
+ *         - targets: ["10.0.0.1:6060"]
+ *           labels: { env: prod }
+ *       file_sd_configs:
+ *         - files: [/etc/smolder/targets.json]  # glob(3) patterns;
+ *           refresh_interval: 30s                 # JSON or YAML
+ *       relabel_configs:                  # replace, keep, drop, labelmap
+ *         - source_labels: [__address__]
+ *           regex: "(.*):.*"
+ *           target_label: host
+ *
+ * Every profile is on by default (the paths above); process_cpu is
+ * fetched with ?seconds=N, N = the interval less one second (at most 60),
+ * its timeout N plus scrape_timeout.  A target's labels before
+ * relabeling are its static or file labels, job, __address__ and
+ * __scheme__; after it, labels starting with "__" are dropped, instance
+ * defaults to __address__ and service_name to the job name.  Unknown
+ * keys are an error naming the key and line (a typo must not silently
+ * turn a profile off).
+ */
+#ifndef SCR_INT_H
+#define SCR_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/labels.h"
+#include "common/regex.h"
+#include "common/sm.h"
+
+enum scr_kind {
+	SCR_CPU,
+	SCR_MEMORY,
+	SCR_GOROUTINES,
+	SCR_MUTEX,
+	SCR_BLOCK,
+	SCR_NKINDS
+};
+
+/* The profile names of the configuration, and each one's __name__. */
+extern const char *const scr_kind_name[SCR_NKINDS];
+extern const char *const scr_kind_metric[SCR_NKINDS];
+
+struct scr_pconf {
+	bool enabled;
+	char *path;
+	char *delta_path;        /* godeltaprof's, tried first; NULL none */
+};
+
+enum scr_rl_action { SCR_RL_REPLACE, SCR_RL_KEEP, SCR_RL_DROP,
+	SCR_RL_LABELMAP };
+
+struct scr_relabel {
+	enum scr_rl_action action;
+	char **source;
+	uint32_t nsource;
+	char *separator;
+	char *target;
+	char *replacement;
+	struct sm_regex *re;     /* whole-string; default (.*) */
+};
+
+struct scr_group {               /* static_configs entry */
+	char **targets;
+	uint32_t ntargets;
+	struct sm_label *labels;
+	uint32_t nlabels;
+};
+
+struct scr_filesd {
+	char **files;            /* globs */
+	uint32_t nfiles;
+	int64_t refresh_ms;
+};
+
+struct scr_job {
+	char *name;
+	int64_t interval_ms, timeout_ms;
+	char *scheme;
+	char *tenant;            /* NULL: none sent */
+	char *bearer;            /* the token itself; NULL none */
+	char *ca_file;
+	bool insecure;
+	struct scr_pconf prof[SCR_NKINDS];
+	struct scr_group *groups;
+	uint32_t ngroups;
+	struct scr_filesd *fsd;
+	uint32_t nfsd;
+	struct scr_relabel *rl;
+	uint32_t nrl;
+};
+
+struct scr_config {
+	struct scr_job *jobs;
+	uint32_t njobs;
+};
+
+/* Parse the file.  0, SM_EINVAL (naming key and line), SM_EIO,
+ * SM_ENOMEM. */
+int scr_config_load(const char *path, struct scr_config **out,
+    struct sm_err *err);
+void scr_config_free(struct scr_config *c);
+
+/*
+ * Read a file discovery file (a list of {targets: [...], labels: {...}},
+ * JSON or YAML) into groups (heap; scr_groups_free).  0 or an error.
+ */
+int scr_filesd_read(const char *path, struct scr_group **out, uint32_t *n,
+    struct sm_err *err);
+void scr_groups_free(struct scr_group *g, uint32_t n);
+
+/*
+ * A target's labels through the job's relabel_configs.  `ls` (heap
+ * strings, *n of them, room for cap) is rewritten in place; *keep false
+ * when a keep or drop rule dropped the target.  0, SM_ENOMEM, SM_ELIMIT
+ * (a regex limit).
+ */
+struct scr_labels {
+	struct sm_label *v;      /* heap names and values */
+	uint32_t n, cap;
+};
+int scr_labels_set(struct scr_labels *ls, const char *name,
+    const char *value);
+const char *scr_labels_get(const struct scr_labels *ls, const char *name);
+void scr_labels_free(struct scr_labels *ls);
+int scr_relabel(const struct scr_job *j, struct scr_labels *ls, bool *keep,
+    struct sm_err *err);
+
+#endif /* SCR_INT_H */

@@ -1,0 +1,84 @@
+/*
+ * scraper.h -- the scraper component (-target=scraper, part of
+ * -target=all): pull mode.  It fetches pprof endpoints itself, as
+ * Prometheus scrapes metrics, and uploads what it fetched through the
+ * distributor, so a Go service with net/http/pprof needs no SDK.
+ *
+ * Serves:
+ *   GET /api/v1/targets   every target: its job, labels, URL, health and,
+ *                         per profile, the last scrape (time, duration,
+ *                         error), the next one and counts (JSON, in
+ *                         Prometheus' /api/v1/targets shape where it has
+ *                         one; read scope)
+ *   GET /targets          the same as an HTML table
+ *   /metrics families     smolder_scraper_targets{job},
+ *                         smolder_scraper_scrapes_total{job,profile,result},
+ *                         smolder_scraper_uploads_total{result},
+ *                         smolder_scraper_delta_state_bytes
+ * Per-target health is in the API, not in metric families: targets come
+ * and go (file discovery, pods), and a family's children live as long
+ * as the process.
+ *
+ * Configuration: the YAML file of -scrape.config-file (scr_int.h has its
+ * shape), reloaded when it changes (common/watch.h); without the flag
+ * the component runs idle.  A file that does not load keeps the previous
+ * configuration (logged).  Discovery: static_configs, and file_sd_configs
+ * re-read every refresh_interval; relabel_configs replace, keep, drop and
+ * labelmap.  A target's identity is its job, address and labels: a
+ * reload that keeps them keeps its schedule and delta state.
+ *
+ * Scraping: each (target, profile) every scrape_interval, at an offset
+ * within the interval derived from the target's identity (targets spread
+ * over the interval, and a target keeps its phase across restarts), by a
+ * pool of -scraper.concurrency workers; a scrape still running when the
+ * next is due skips that one (counted, result "skipped").  process_cpu
+ * asks ?seconds=N.  Cumulative profiles (heap allocations, mutex, block)
+ * become deltas (delta.h); when a target serves godeltaprof's delta_path
+ * that is fetched instead and stored as it comes.  An answer over
+ * -scraper.max-profile-bytes (inflated) fails the scrape.
+ *
+ * Uploads: a push.v1 Push per scrape to -scraper.push-url (default: this
+ * process's own HTTP listener), with the target's labels, __name__ the
+ * profile's name, X-Scope-OrgID the job's tenant_id, and an id derived
+ * from the target, profile and scrape time, so a retried upload is
+ * stored once.  One retry on a transport error or 5xx.
+ *
+ * Memory: the delta states of all targets together are bounded by
+ * -scraper.max-delta-state-bytes; a scrape whose state would pass it
+ * fails (the target's error says so) and its state is dropped, so it
+ * primes again -- reported, never silently thinned.
+ *
+ * Not yet: DNS and Kubernetes discovery, sharing targets among several
+ * scrapers (each scraper scrapes every target it is configured with).
+ *
+ * Lifecycle: create (routes), start (threads; the config loaded: a bad
+ * file at start is an error), stop (threads joined, in-flight scrapes
+ * finished), free.  Locking: one mutex over the targets and
+ * configuration; fetching, delta work and uploads run outside it, a
+ * (target, profile)'s delta state owned by its one running scrape.
+ */
+#ifndef SCRAPER_H
+#define SCRAPER_H
+
+#include <stdint.h>
+
+#include "common/http.h"
+#include "common/sm.h"
+
+struct scraper_cfg {
+	const char *config_file;     /* "": none, idle */
+	const char *push_url;        /* base URL of a distributor */
+	uint32_t concurrency;        /* workers */
+	int64_t max_state_bytes;
+	int64_t max_profile_bytes;
+};
+
+struct scraper;
+
+int scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
+    struct scraper **out, struct sm_err *err);
+int scraper_start(struct scraper *s, struct sm_err *err);
+void scraper_stop(struct scraper *s);
+void scraper_free(struct scraper *s);
+
+#endif /* SCRAPER_H */

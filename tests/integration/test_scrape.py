@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""
+test_scrape.py -- pull mode (scraper/scraper.h): the single binary
+scrapes a real Go service's net/http/pprof endpoints
+(tests/tools/pprofapp, built here with Debian's Go), with no SDK in it.
+
+The service counts every allocation (MemProfileRate 1), burns CPU in
+main.burnA / main.burnB, allocates in main.allocSmall only when asked,
+and keeps a copy of every CPU profile it serves.  Scraped every 3 s:
+  - /api/v1/targets lists the target with its labels (static labels,
+    job, instance, service_name) and every profile up; /targets is HTML;
+  - heap: after the first scrape (which only primes), two rounds of
+    allocations; the stored alloc_objects and alloc_space of the stacks
+    through main.allocSmall equal, stack for stack, the difference
+    between the service's last and first heap profiles fetched directly;
+    no stored value is negative;
+  - CPU: with process_cpu turned off by a configuration reload (and
+    the last CPU scrape finished), the stored CPU total equals the sum of
+    the CPU profiles the service served, and main.burnA is in it;
+  - restart: the service killed and started again (its counters begin
+    at zero) re-bases: the next allocations are stored as they happened,
+    without a spike from the counters' fall;
+  - file discovery: a target listed in a JSON file is scraped with the
+    file's labels through relabel_configs, and goes when the file goes;
+  - a target that does not answer is down with its error, and the
+    others still scrape; a configuration that does not load keeps the
+    previous one.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import oracle  # noqa: E402
+from durability import DataServer, Workspace  # noqa: E402
+from smolder import free_port, run_script  # noqa: E402
+
+INTERVAL = 3
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+ALLOC_OBJ = "memory:alloc_objects:count:space:bytes"
+ALLOC_SPACE = "memory:alloc_space:bytes:space:bytes"
+
+
+def build_app(r, tmp):
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))), "tools", "pprofapp")
+    exe = os.path.join(tmp, "pprofapp")
+    env = oracle.go_env()
+    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(),
+                                           "smolder-gocache"))
+    env.update({"GOFLAGS": "", "GOPROXY": "off", "GOWORK": "off",
+                "CGO_ENABLED": "0"})
+    b = subprocess.run(["go", "build", "-o", exe, "."], cwd=src, env=env,
+                       capture_output=True, timeout=180)
+    if b.returncode != 0:
+        r.fail("pprofapp builds", b.stderr.decode("utf-8", "replace"))
+        return None
+    return exe
+
+
+class App:
+    def __init__(self, exe, port, tee, logdir):
+        self.exe, self.port, self.tee, self.logdir = exe, port, tee, logdir
+        self.proc = None
+
+    def start(self):
+        self.log = open(os.path.join(self.logdir, "pprofapp.log"), "ab")
+        self.proc = subprocess.Popen(
+            [self.exe, "-addr", "127.0.0.1:%d" % self.port, "-tee",
+             self.tee, "-burn"], stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                self.get("/debug/pprof/")
+                return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
+
+    def get(self, path):
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (
+                self.port, path), timeout=30) as f:
+            return f.read()
+
+
+def targets(srv):
+    r = srv.request("GET", "/api/v1/targets")
+    if r.status != 200:
+        return []
+    return json.loads(r.text())["data"]["activeTargets"]
+
+
+def prof_state(srv, job, name):
+    for t in targets(srv):
+        if t["scrapePool"] != job:
+            continue
+        for p in t["profiles"]:
+            if p["name"] == name:
+                return p
+    return None
+
+
+def wait_scrapes(srv, job, name, more, timeout=60):
+    """Wait until profile `name` of the job's target has `more` scrapes
+    beyond now; its count, or None."""
+    p = prof_state(srv, job, name)
+    if p is None:
+        return None
+    want = p["scrapes"] + more
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = prof_state(srv, job, name)
+        if p is not None and p["scrapes"] >= want:
+            return p["scrapes"]
+        time.sleep(0.2)
+    return None
+
+
+def alloc_stacks(data):
+    """{stack: (alloc_objects, alloc_space)} of the main.allocSmall stacks
+    of a heap profile."""
+    p = oracle.load_pb(data)
+    names = [t for t, _ in p.sample_types]
+    per = oracle.collapse_pb(p)
+    obj = per[names.index("alloc_objects")]
+    spc = per[names.index("alloc_space")]
+    out = {}
+    for k in set(obj) | set(spc):
+        if "main.allocSmall" in k:
+            out[k] = (obj.get(k, 0), spc.get(k, 0))
+    return out
+
+
+def stored(srv, type_id, t0):
+    resp = srv.render(type_id + '{service_name="app"}', frm=t0,
+                      until=int(time.time()) + 60, fmt="collapsed")
+    if resp.status != 200:
+        return None
+    out = {}
+    for ln in resp.text().splitlines():
+        if ln:
+            k, v = ln.rsplit(" ", 1)
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def allocs_stored(srv, t0):
+    obj, spc = stored(srv, ALLOC_OBJ, t0), stored(srv, ALLOC_SPACE, t0)
+    if obj is None or spc is None:
+        return None, None
+    mine = {}
+    for k in set(obj) | set(spc):
+        if "main.allocSmall" in k:
+            mine[k] = (obj.get(k, 0), spc.get(k, 0))
+    neg = [k for d in (obj, spc) for k, v in d.items() if v < 0]
+    return mine, neg
+
+
+def minus(a, b):
+    out = {}
+    for k in set(a) | set(b):
+        x, y = a.get(k, (0, 0)), b.get(k, (0, 0))
+        d = (x[0] - y[0], x[1] - y[1])
+        if d != (0, 0):
+            out[k] = d
+    return out
+
+
+def plus(a, b):
+    return minus(a, {k: (-v[0], -v[1]) for k, v in b.items()})
+
+
+def write_config(path, port, cpu=True, extra=""):
+    with open(path + ".tmp", "w") as f:
+        f.write("""scrape_configs:
+  - job_name: app
+    scrape_interval: %ds
+    scrape_timeout: 2s
+    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: %s }
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+        labels: { env: test }
+%s""" % (INTERVAL, "true" if cpu else "false", port, extra))
+    os.replace(path + ".tmp", path)
+
+
+def body(r):
+    if not oracle.have_go():
+        r.skip_all("go is not installed (make deps installs it): no real "
+                   "Go service to scrape")
+    ws = Workspace("scrape")
+    r.at_end(lambda: ws.cleanup(r))
+    tmp = ws.path("build")
+    os.makedirs(tmp, exist_ok=True)
+    exe = build_app(r, tmp)
+    if exe is None:
+        return
+    tee = ws.path("tee")
+    os.makedirs(tee, exist_ok=True)
+    port, dead = free_port(), free_port()
+    app = App(exe, port, tee, ws.log_dir("app"))
+    r.at_end(app.kill)
+    r.check(app.start(), "the Go service answers /debug/pprof/")
+    cfg = ws.path("scrape.yaml")
+    dead_job = """  - job_name: gone
+    scrape_interval: %ds
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+""" % (INTERVAL, dead)
+    sd = ws.path("sd")
+    os.makedirs(sd, exist_ok=True)
+    with open(os.path.join(sd, "t1.json"), "w") as f:
+        json.dump([{"targets": ["127.0.0.1:%d" % port],
+                    "labels": {"app": "filesvc"}}], f)
+    files_job = """  - job_name: files
+    scrape_interval: %ds
+    scrape_timeout: 2s
+    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: false }
+    file_sd_configs:
+      - files: ["%s/*.json"]
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [app]
+        target_label: service_name
+""" % (INTERVAL, sd)
+    write_config(cfg, port, extra=files_job + dead_job)
+    t0 = int(time.time()) - 60
+    srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
+        "-scrape.config-file=%s" % cfg]).start()
+    try:
+        r.check(wait_scrapes(srv, "app", "memory", 1) is not None,
+                "the heap profile is scraped (a first, priming scrape)")
+        ts = [t for t in targets(srv) if t["scrapePool"] == "app"]
+        r.eq(ts[0]["labels"] if ts else None,
+             {"env": "test", "instance": "127.0.0.1:%d" % port,
+              "job": "app", "service_name": "app"},
+             "/api/v1/targets: the target's labels")
+        p0 = alloc_stacks(app.get("/debug/pprof/heap"))
+        app.get("/alloc?n=1000&size=64")
+        r.check(wait_scrapes(srv, "app", "memory", 2) is not None,
+                "two more heap scrapes")
+        app.get("/alloc?n=300&size=256")
+        r.check(wait_scrapes(srv, "app", "memory", 2) is not None,
+                "two more heap scrapes after the second allocations")
+        p1 = alloc_stacks(app.get("/debug/pprof/heap"))
+        want = minus(p1, p0)
+        got, neg = allocs_stored(srv, t0)
+        r.check(want and sum(v[0] for v in want.values()) >= 1300,
+                "the service allocated 1,300 objects in main.allocSmall",
+                str(want)[:300])
+        r.eq(got, want, "stored alloc_objects and alloc_space through "
+             "main.allocSmall = the last heap profile - the first, stack "
+             "for stack")
+        r.eq(neg, [], "no stored allocation value is negative")
+        ts = {t["scrapePool"]: t for t in targets(srv)}
+        r.check("app" in ts and ts["app"]["health"] == "up" and all(
+            p["health"] == "up" and p["enabled"]
+            for p in ts["app"]["profiles"]),
+            "every profile of the service is up", str(ts.get("app"))[:400])
+        r.check("gone" in ts and ts["gone"]["health"] == "down" and
+                ts["gone"]["lastError"] != "",
+                "a target that does not answer is down, with its error",
+                str(ts.get("gone"))[:300])
+        r.check("files" in ts and ts["files"]["labels"].get(
+            "service_name") == "filesvc" and ts["files"]["labels"].get(
+            "app") == "filesvc" and ts["files"]["health"] == "up",
+            "file discovery: the file's target, relabeled (service_name "
+            "from its app label), up", str(ts.get("files"))[:400])
+        os.unlink(os.path.join(sd, "t1.json"))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+                t["scrapePool"] == "files" for t in targets(srv)):
+            time.sleep(0.2)
+        r.check(not any(t["scrapePool"] == "files" for t in targets(srv)),
+                "file discovery: the file removed, its target goes")
+        page = srv.request("GET", "/targets")
+        r.check(page.status == 200 and "main.allocSmall" not in page.text()
+                and "127.0.0.1:%d" % port in page.text(),
+                "/targets is an HTML table of the targets")
+
+        # CPU: stop its scrapes by a reload, let the last one land
+        write_config(cfg, port, cpu=False, extra=files_job)
+        deadline = time.monotonic() + 40
+        settled = False
+        last = None
+        while time.monotonic() < deadline:
+            p = prof_state(srv, "app", "process_cpu")
+            if p is None:
+                break
+            state = (p["enabled"], p["scrapes"], p["failures"])
+            if not state[0] and state == last and \
+                    time.monotonic() > stable_since + 2 * INTERVAL + 1:
+                settled = True
+                break
+            if state != last:
+                last, stable_since = state, time.monotonic()
+            time.sleep(0.3)
+        r.check(settled, "the reload turned process_cpu off (no more CPU "
+                "scrapes)")
+        served = 0
+        burn = False
+        for name in os.listdir(tee):
+            if name.endswith(".pb.gz"):
+                with open(os.path.join(tee, name), "rb") as f:
+                    p = oracle.load_pb(f.read())
+                names = [t for t, _ in p.sample_types]
+                per = oracle.collapse_pb(p)[names.index("cpu")]
+                served += sum(per.values())
+                burn |= any("main.burnA" in k for k in per)
+        cpu = stored(srv, CPU, t0) or {}
+        r.check(served > 0 and burn, "the service served CPU profiles with "
+                "main.burnA in them", str(served))
+        r.eq(sum(cpu.values()), served, "stored CPU total = the sum of the "
+             "CPU profiles the service served")
+
+        # restart: counters fall, the scraper re-bases
+        app.kill()
+        r.check(app.start(), "the service restarts")
+        r.check(wait_scrapes(srv, "app", "memory", 2) is not None,
+                "two heap scrapes after the restart (re-base, then one)")
+        q0 = alloc_stacks(app.get("/debug/pprof/heap"))
+        app.get("/alloc?n=200&size=64")
+        r.check(wait_scrapes(srv, "app", "memory", 2) is not None,
+                "two heap scrapes after the allocations")
+        q1 = alloc_stacks(app.get("/debug/pprof/heap"))
+        got, neg = allocs_stored(srv, t0)
+        r.eq(got, plus(want, minus(q1, q0)), "after the restart: only the "
+             "new allocations were added (no spike)")
+        r.eq(neg, [], "no stored allocation value is negative after the "
+             "restart")
+
+        # a configuration that does not load keeps the previous one
+        with open(cfg, "w") as f:
+            f.write("scrape_configs:\n  - job_name: app\n    bogus: 1\n")
+        time.sleep(11)
+        r.check(wait_scrapes(srv, "app", "memory", 1) is not None,
+                "a bad configuration keeps the previous one: still "
+                "scraping")
+        m = srv.request("GET", "/metrics").text()
+        r.check('smolder_scraper_scrapes_total{job="app",profile="memory",'
+                'result="ok"}' in m and "smolder_scraper_targets" in m,
+                "/metrics counts scrapes per job, profile and result")
+    finally:
+        srv.check_stopped(r)
+        app.kill()
+
+
+if __name__ == "__main__":
+    run_script("test_scrape", 240, body)

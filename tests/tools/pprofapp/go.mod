@@ -1,0 +1,3 @@
+module smolder/pprofapp
+
+go 1.19

@@ -1,0 +1,134 @@
+// pprofapp -- a Go service with net/http/pprof for the scraper's tests
+// (tests/integration/test_scrape.py): what a service looks like to pull
+// mode, with no SDK.
+//
+//	pprofapp -addr 127.0.0.1:PORT [-tee DIR] [-burn]
+//
+// It counts every allocation (runtime.MemProfileRate = 1) so a heap
+// profile's alloc_* values are exact, burns CPU in main.burnA and
+// main.burnB when -burn is given, and allocates in main.allocSmall only
+// when asked (GET /alloc?n=N&size=S, answered once the allocations are in
+// the heap profile: two GCs publish them).  With -tee, every CPU profile
+// served by /debug/pprof/profile is also written to DIR/cpu-<n>.pb.gz, so
+// the test knows exactly what a scraper fetched.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var sink [][]byte
+var sinkMu sync.Mutex
+
+//go:noinline
+func allocSmall(n, size int) {
+	keep := make([][]byte, 0, n)
+	for i := 0; i < n; i++ {
+		keep = append(keep, make([]byte, size))
+	}
+	sinkMu.Lock()
+	sink = keep
+	sinkMu.Unlock()
+}
+
+//go:noinline
+func burnA(d time.Duration) uint64 {
+	var x uint64
+	for t := time.Now(); time.Since(t) < d; {
+		for i := 0; i < 10000; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	return x
+}
+
+//go:noinline
+func burnB(d time.Duration) uint64 {
+	var x uint64 = 7
+	for t := time.Now(); time.Since(t) < d; {
+		for i := 0; i < 10000; i++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+	}
+	return x
+}
+
+// teeWriter keeps a copy of what a handler writes.
+type teeWriter struct {
+	http.ResponseWriter
+	buf    bytes.Buffer
+	status int
+}
+
+func (t *teeWriter) WriteHeader(code int) {
+	t.status = code
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	return t.ResponseWriter.Write(p)
+}
+
+func main() {
+	runtime.MemProfileRate = 1
+	addr := flag.String("addr", "127.0.0.1:6060", "listen address")
+	tee := flag.String("tee", "", "directory for copies of served CPU profiles")
+	burn := flag.Bool("burn", false, "burn CPU in main.burnA and main.burnB")
+	flag.Parse()
+
+	if *burn {
+		go func() {
+			var x uint64
+			for {
+				x += burnA(20 * time.Millisecond)
+				x += burnB(10 * time.Millisecond)
+				time.Sleep(30 * time.Millisecond)
+			}
+		}()
+	}
+	var ncpu int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/profile", func(w http.ResponseWriter, r *http.Request) {
+		if *tee == "" {
+			pprof.Profile(w, r)
+			return
+		}
+		tw := &teeWriter{ResponseWriter: w, status: 200}
+		pprof.Profile(tw, r)
+		if tw.status == 200 && tw.buf.Len() > 0 {
+			n := atomic.AddInt64(&ncpu, 1)
+			p := filepath.Join(*tee, fmt.Sprintf("cpu-%d.pb.gz", n))
+			if err := os.WriteFile(p+".tmp", tw.buf.Bytes(), 0o644); err == nil {
+				os.Rename(p+".tmp", p)
+			}
+		}
+	})
+	mux.HandleFunc("/alloc", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
+		allocSmall(n, size)
+		runtime.GC()
+		runtime.GC()
+		fmt.Fprintln(w, "ok")
+	})
+	log.Fatal(http.ListenAndServe(*addr, mux))
+}
