@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/flags.h"
@@ -277,6 +278,63 @@ get_relabel(struct cf *c, const struct sm_yaml_node *m, struct scr_relabel *r)
 }
 
 static int
+get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
+{
+	char *type = NULL;
+	int rv = 0;
+
+	d->refresh_ms = 30000;
+	if (!sm_yaml_is_map(m))
+		return (bad(c, m, "dns_sd_configs: want mappings"));
+	for (size_t i = 0; i < sm_yaml_len(m) && rv == 0; i++) {
+		const char *k = sm_yaml_scalar(sm_yaml_key(c->y, m, i));
+		const struct sm_yaml_node *v = sm_yaml_value(c->y, m, i);
+
+		if (k != NULL && strcmp(k, "names") == 0) {
+			rv = get_strs(c, k, v, &d->names, &d->nnames);
+		} else if (k != NULL && strcmp(k, "type") == 0) {
+			rv = get_str(c, k, v, &type);
+		} else if (k != NULL && strcmp(k, "port") == 0) {
+			const char *p = sm_yaml_scalar(v);
+			char *end;
+
+			d->port = p != NULL ? strtoll(p, &end, 10) : -1;
+			if (p == NULL || *end != '\0' || d->port < 1 ||
+			    d->port > 65535)
+				rv = bad(c, v, "port: 1 to 65535");
+		} else if (k != NULL && strcmp(k, "refresh_interval") == 0) {
+			rv = get_dur(c, k, v, &d->refresh_ms);
+		} else if (k != NULL && strcmp(k, "dns_server") == 0) {
+			rv = get_str(c, k, v, &d->server);
+		} else {
+			rv = bad(c, v, "dns_sd_configs: unknown key \"%s\" "
+			    "(names, type, port, refresh_interval, "
+			    "dns_server)", k != NULL ? k : "?");
+		}
+	}
+	if (rv == 0) {
+		if (type == NULL || strcmp(type, "SRV") == 0)
+			d->type = SCR_DNS_SRV;
+		else if (strcmp(type, "A") == 0)
+			d->type = SCR_DNS_A;
+		else if (strcmp(type, "AAAA") == 0)
+			d->type = SCR_DNS_AAAA;
+		else
+			rv = bad(c, m, "dns_sd_configs: type \"%s\" (SRV, A, "
+			    "AAAA)", type);
+	}
+	sm_free(type);
+	if (rv != 0)
+		return (rv);
+	if (d->nnames == 0)
+		return (bad(c, m, "dns_sd_configs: names is required"));
+	if (d->type != SCR_DNS_SRV && d->port == 0)
+		return (bad(c, m, "dns_sd_configs: type A and AAAA need "
+		    "port"));
+	return (0);
+}
+
+static int
 get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 {
 	int rv = 0;
@@ -405,6 +463,21 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 						    fk != NULL ? fk : "?");
 				}
 			}
+		} else if (strcmp(k, "dns_sd_configs") == 0) {
+			size_t n = sm_yaml_len(v);
+
+			if (!sm_yaml_is_seq(v)) {
+				rv = bad(c, v, "dns_sd_configs: want a list");
+				break;
+			}
+			if ((j->dns = sm_calloc(n + 1, sizeof(*j->dns))) ==
+			    NULL) {
+				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
+				break;
+			}
+			for (size_t q = 0; q < n && rv == 0; q++)
+				rv = get_dns(c, sm_yaml_item(c->y, v, q),
+				    &j->dns[j->ndns++]);
 		} else if (strcmp(k, "relabel_configs") == 0) {
 			size_t n = sm_yaml_len(v);
 
@@ -555,6 +628,11 @@ scr_config_free(struct scr_config *c)
 		for (uint32_t k = 0; k < j->nfsd; k++)
 			strs_free(j->fsd[k].files, j->fsd[k].nfiles);
 		sm_free(j->fsd);
+		for (uint32_t k = 0; k < j->ndns; k++) {
+			strs_free(j->dns[k].names, j->dns[k].nnames);
+			sm_free(j->dns[k].server);
+		}
+		sm_free(j->dns);
 		for (uint32_t k = 0; k < j->nrl; k++) {
 			strs_free(j->rl[k].source, j->rl[k].nsource);
 			sm_free(j->rl[k].separator);

@@ -27,6 +27,12 @@
  *       static_configs:
  *         - targets: ["10.0.0.1:6060"]
  *           labels: { env: prod }
+ *       dns_sd_configs:
+ *         - names: [_pprof._tcp.shop.svc]     # SRV by default
+ *           type: SRV                         # or A, AAAA (with port)
+ *           port: 6060
+ *           refresh_interval: 30s
+ *           dns_server: 127.0.0.1:8600        # optional (Consul's DNS)
  *       file_sd_configs:
  *         - files: [/etc/smolder/targets.json]  # glob(3) patterns;
  *           refresh_interval: 30s                 # JSON or YAML
@@ -99,6 +105,31 @@ struct scr_filesd {
 	int64_t refresh_ms;
 };
 
+/* dns_sd_configs entry. */
+enum scr_dns_type { SCR_DNS_SRV, SCR_DNS_A, SCR_DNS_AAAA };
+
+struct scr_dnssd {
+	char **names;
+	uint32_t nnames;
+	enum scr_dns_type type;
+	int64_t port;            /* A and AAAA: the targets' port */
+	int64_t refresh_ms;
+	char *server;            /* host:port of a DNS server; NULL: the
+				  * system's resolv.conf */
+};
+
+/*
+ * Resolve a dns_sd_configs entry into target groups (heap;
+ * scr_groups_free): one group per name, its targets host:port (SRV: each
+ * record's target and port; A/AAAA: each address and `port`), labels
+ * __meta_dns_name and, for SRV, __meta_dns_srv_record_target and
+ * __meta_dns_srv_record_port.  A name with no records is an empty group;
+ * a failed lookup fails the whole entry (SM_EUNAVAIL with the name):
+ * the caller keeps nothing of it this round.
+ */
+int scr_dns_resolve(const struct scr_dnssd *d, struct scr_group **out,
+    uint32_t *n, struct sm_err *err);
+
 struct scr_job {
 	char *name;
 	int64_t interval_ms, timeout_ms;
@@ -112,6 +143,8 @@ struct scr_job {
 	uint32_t ngroups;
 	struct scr_filesd *fsd;
 	uint32_t nfsd;
+	struct scr_dnssd *dns;
+	uint32_t ndns;
 	struct scr_relabel *rl;
 	uint32_t nrl;
 };
@@ -119,6 +152,7 @@ struct scr_job {
 struct scr_config {
 	struct scr_job *jobs;
 	uint32_t njobs;
+	uint32_t refs;           /* the scraper's, under its mutex */
 };
 
 /* Parse the file.  0, SM_EINVAL (naming key and line), SM_EIO,

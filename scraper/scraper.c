@@ -269,38 +269,42 @@ target_schedule(struct scr_target *t, int64_t now)
 		    (uint64_t)t->jc->interval_ms);
 }
 
-/* Add the discovered target (owned) unless present; mark it seen. */
-static int
-target_offer(struct scraper *s, struct scr_target *nt, struct scr_target ***add,
-    uint32_t *nadd, uint32_t *capadd)
-{
-	struct scr_target *old = target_find(s, nt->id);
+/* Discovered targets, before they meet the table. */
+struct scr_cands {
+	struct scr_target **v;
+	uint32_t n, cap;
+	int64_t refresh_ms;      /* the shortest refresh of any discovery */
+};
 
-	if (old != NULL) {
-		old->seen = true;
-		old->jc = nt->jc;
-		target_free(nt);
-		return (0);
-	}
-	for (uint32_t i = 0; i < *nadd; i++) {
-		if (strcmp((*add)[i]->id, nt->id) == 0) {
+static void
+cands_free(struct scr_cands *c)
+{
+	for (uint32_t i = 0; i < c->n; i++)
+		target_free(c->v[i]);
+	sm_free(c->v);
+	memset(c, 0, sizeof(*c));
+}
+
+static int
+cands_add(struct scr_cands *c, struct scr_target *nt)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (strcmp(c->v[i]->id, nt->id) == 0) {
 			target_free(nt);     /* listed twice */
 			return (0);
 		}
 	}
-	if (SM_GROW(*add, *capadd, (size_t)*nadd + 1, 16) != 0) {
+	if (SM_GROW(c->v, c->cap, (size_t)c->n + 1, 16) != 0) {
 		target_free(nt);
 		return (SM_ENOMEM);
 	}
-	nt->seen = true;
-	(*add)[(*nadd)++] = nt;
+	c->v[c->n++] = nt;
 	return (0);
 }
 
 static int
-offer_groups(struct scraper *s, const struct scr_job *j,
-    const struct scr_group *g, uint32_t ng, const char *source,
-    struct scr_target ***add, uint32_t *nadd, uint32_t *capadd)
+cands_groups(struct scr_cands *c, const struct scr_job *j,
+    const struct scr_group *g, uint32_t ng, const char *source)
 {
 	struct sm_err err;
 	int rv;
@@ -316,8 +320,7 @@ offer_groups(struct scraper *s, const struct scr_job *j,
 				    g[i].targets[k], err.msg);
 				continue;
 			}
-			if (nt != NULL && (rv = target_offer(s, nt, add, nadd,
-			    capadd)) != 0)
+			if (nt != NULL && (rv = cands_add(c, nt)) != 0)
 				return (rv);
 		}
 	}
@@ -325,28 +328,25 @@ offer_groups(struct scraper *s, const struct scr_job *j,
 }
 
 /*
- * Discovery under mu: the configuration's targets (static, then every
- * file of every file_sd glob) against the table: kept ones keep their
- * state, new ones are scheduled, gone ones are dropped (or, while a scrape
- * of theirs runs, marked dead and freed when it ends).
+ * Every target of `conf` (static, file and DNS discovery), read with no
+ * lock held: files and DNS answers take their time, and scrapes and the
+ * API must not wait for them.  `conf` stays alive by its reference.
  */
-static void
-discover(struct scraper *s, int64_t now)
+static int
+gather(const struct scr_config *conf, struct scr_cands *c)
 {
-	struct scr_target **add = NULL;
-	uint32_t nadd = 0, capadd = 0, w = 0;
-	int64_t refresh = INT64_MAX;
+	int rv;
 
-	for (uint32_t i = 0; i < s->nt; i++)
-		s->t[i]->seen = false;
-	for (uint32_t j = 0; s->conf != NULL && j < s->conf->njobs; j++) {
-		const struct scr_job *jc = &s->conf->jobs[j];
+	c->refresh_ms = INT64_MAX;
+	for (uint32_t j = 0; j < conf->njobs; j++) {
+		const struct scr_job *jc = &conf->jobs[j];
 
-		if (offer_groups(s, jc, jc->groups, jc->ngroups, NULL, &add,
-		    &nadd, &capadd) != 0)
-			goto nomem;
+		if ((rv = cands_groups(c, jc, jc->groups, jc->ngroups,
+		    NULL)) != 0)
+			return (rv);
 		for (uint32_t f = 0; f < jc->nfsd; f++) {
-			refresh = SM_MIN(refresh, jc->fsd[f].refresh_ms);
+			c->refresh_ms = SM_MIN(c->refresh_ms,
+			    jc->fsd[f].refresh_ms);
 			for (uint32_t p = 0; p < jc->fsd[f].nfiles; p++) {
 				glob_t gl;
 
@@ -366,20 +366,76 @@ discover(struct scraper *s, int64_t now)
 						    err.msg);
 						continue;
 					}
-					if (offer_groups(s, jc, g, ng,
-					    gl.gl_pathv[q], &add, &nadd,
-					    &capadd) != 0) {
-						scr_groups_free(g, ng);
-						globfree(&gl);
-						goto nomem;
-					}
+					rv = cands_groups(c, jc, g, ng,
+					    gl.gl_pathv[q]);
 					scr_groups_free(g, ng);
+					if (rv != 0) {
+						globfree(&gl);
+						return (rv);
+					}
 				}
 				globfree(&gl);
 			}
 		}
+		for (uint32_t d = 0; d < jc->ndns; d++) {
+			struct scr_group *g;
+			uint32_t ng;
+			struct sm_err err;
+
+			c->refresh_ms = SM_MIN(c->refresh_ms,
+			    jc->dns[d].refresh_ms);
+			if (scr_dns_resolve(&jc->dns[d], &g, &ng, &err) != 0) {
+				sm_warn("scraper", "DNS discovery\tjob=%s "
+				    "err=\"%s\"", jc->name, err.msg);
+				continue;
+			}
+			rv = cands_groups(c, jc, g, ng, NULL);
+			scr_groups_free(g, ng);
+			if (rv != 0)
+				return (rv);
+		}
 	}
-	/* sweep the gone, then merge the new */
+	return (0);
+}
+
+static void
+conf_unref(struct scr_config *c)
+{
+	if (c != NULL && --c->refs == 0)
+		scr_config_free(c);
+}
+
+/*
+ * The gathered targets against the table, under mu, when `conf` is still
+ * the configuration (a reload in between brings its own): kept targets
+ * keep their state and point into conf, new ones are scheduled, gone ones
+ * are dropped (or, while a scrape of theirs runs, marked dead and freed
+ * when it ends).  Takes the candidates.
+ */
+static void
+apply(struct scraper *s, const struct scr_config *conf,
+    struct scr_cands *c, int64_t now)
+{
+	uint32_t w = 0, nadd = 0;
+
+	if (conf != s->conf) {
+		cands_free(c);
+		return;
+	}
+	for (uint32_t i = 0; i < s->nt; i++)
+		s->t[i]->seen = false;
+	for (uint32_t i = 0; i < c->n; i++) {
+		struct scr_target *old = target_find(s, c->v[i]->id);
+
+		if (old != NULL) {
+			old->seen = true;
+			old->jc = c->v[i]->jc;
+			target_free(c->v[i]);
+			continue;
+		}
+		c->v[nadd++] = c->v[i];
+	}
+	c->n = nadd;
 	for (uint32_t i = 0; i < s->nt; i++) {
 		struct scr_target *t = s->t[i];
 
@@ -394,35 +450,57 @@ discover(struct scraper *s, int64_t now)
 		target_release(s, t);
 	}
 	s->nt = w;
-	if (SM_GROW(s->t, s->capt, (size_t)s->nt + nadd, 16) != 0)
-		goto nomem;
-	for (uint32_t i = 0; i < nadd; i++) {
-		target_schedule(add[i], now);
-		s->t[s->nt++] = add[i];
+	if (SM_GROW(s->t, s->capt, (size_t)s->nt + nadd, 16) != 0) {
+		cands_free(c);
+		sm_warn("scraper", "discovery: out of memory");
+		s->next_discovery_ms = now + 1000;
+		return;
 	}
-	sm_free(add);
-	add = NULL;
-	nadd = 0;
+	for (uint32_t i = 0; i < nadd; i++) {
+		c->v[i]->seen = true;
+		target_schedule(c->v[i], now);
+		s->t[s->nt++] = c->v[i];
+	}
+	c->n = 0;
 	qsort(s->t, s->nt, sizeof(*s->t), target_id_cmp);
 	pthread_once(&metrics_once, metrics_register);
-	for (uint32_t j = 0; s->conf != NULL && j < s->conf->njobs; j++) {
+	for (uint32_t j = 0; j < conf->njobs; j++) {
 		uint32_t n = 0;
 
 		for (uint32_t i = 0; i < s->nt; i++)
-			n += strcmp(s->t[i]->job, s->conf->jobs[j].name) == 0;
-		sm_gauge_set(sm_metric_child(m_targets, s->conf->jobs[j].name),
+			n += strcmp(s->t[i]->job, conf->jobs[j].name) == 0;
+		sm_gauge_set(sm_metric_child(m_targets, conf->jobs[j].name),
 		    n);
 	}
 	sm_gauge_set(sm_metric_child0(m_state), (double)s->state_bytes);
-	s->next_discovery_ms = refresh == INT64_MAX ? INT64_MAX :
-	    now + refresh;
-	return;
-nomem:
-	for (uint32_t i = 0; i < nadd; i++)
-		target_free(add[i]);
-	sm_free(add);
-	sm_warn("scraper", "discovery: out of memory");
-	s->next_discovery_ms = now + 1000;
+	s->next_discovery_ms = c->refresh_ms == INT64_MAX ? INT64_MAX :
+	    now + c->refresh_ms;
+	cands_free(c);
+}
+
+/* Discovery for the current configuration: gather with no lock, then
+ * apply.  Called and returns with mu held. */
+static void
+discover(struct scraper *s)
+{
+	struct scr_config *conf = s->conf;
+	struct scr_cands c = { NULL, 0, 0, INT64_MAX };
+	int rv;
+
+	if (conf == NULL)
+		return;
+	conf->refs++;
+	pthread_mutex_unlock(&s->mu);
+	rv = gather(conf, &c);
+	pthread_mutex_lock(&s->mu);
+	if (rv != 0) {
+		cands_free(&c);
+		sm_warn("scraper", "discovery: out of memory");
+		s->next_discovery_ms = mono_ms() + 1000;
+	} else {
+		apply(s, conf, &c, mono_ms());
+	}
+	conf_unref(conf);
 }
 
 /* --- configuration -------------------------------------------------------- */
@@ -438,12 +516,14 @@ config_load(void *arg, const char *path, struct sm_err *err)
 		return (rv);
 	pthread_mutex_lock(&s->mu);
 	old = s->conf;
+	c->refs = 1;
 	s->conf = c;
-	/* every target now points into the new config (or goes) */
-	discover(s, mono_ms());
+	/* every target now points into the new config (or goes) before the
+	 * old one can go */
+	discover(s);
+	conf_unref(old);
 	pthread_cond_signal(&s->cv_sched);
 	pthread_mutex_unlock(&s->mu);
-	scr_config_free(old);
 	sm_info("scraper", "configuration loaded\tfile=%s jobs=%" PRIu32,
 	    path, c->njobs);
 	return (0);
@@ -844,7 +924,12 @@ sched_main(void *arg)
 
 		if (s->rediscover || now >= s->next_discovery_ms) {
 			s->rediscover = false;
-			discover(s, now);
+			s->next_discovery_ms = INT64_MAX;
+			discover(s);
+			if (s->stopping)
+				break;
+			now = mono_ms();
+			next = now + 1000;
 		}
 		next = SM_MIN(next, s->next_discovery_ms);
 		for (uint32_t i = 0; i < s->nt; i++) {
@@ -1199,7 +1284,7 @@ scraper_free(struct scraper *s)
 	for (uint32_t i = 0; i < s->nt; i++)
 		target_free(s->t[i]);
 	sm_free(s->t);
-	scr_config_free(s->conf);
+	conf_unref(s->conf);
 	sm_free(s->workers);
 	sm_free(s->config_file);
 	sm_free(s->push_url);

@@ -23,8 +23,8 @@
  * shape), reloaded when it changes (common/watch.h); without the flag
  * the component runs idle.  A file that does not load keeps the previous
  * configuration (logged).  Discovery: static_configs, and file_sd_configs
- * re-read every refresh_interval; relabel_configs replace, keep, drop and
- * labelmap.  A target's identity is its job, address and labels: a
+ * and dns_sd_configs (dns.c) read again every refresh_interval, with no
+ * lock held; relabel_configs replace, keep, drop and labelmap.  A target's identity is its job, address and labels: a
  * reload that keeps them keeps its schedule and delta state.
  *
  * Scraping: each (target, profile) every scrape_interval, at an offset
@@ -48,8 +48,8 @@
  * fails (the target's error says so) and its state is dropped, so it
  * primes again -- reported, never silently thinned.
  *
- * Not yet: DNS and Kubernetes discovery, sharing targets among several
- * scrapers (each scraper scrapes every target it is configured with).
+ * Not yet: Kubernetes discovery, sharing targets among several scrapers
+ * (each scraper scrapes every target it is configured with).
  *
  * Lifecycle: create (routes), start (threads; the config loaded: a bad
  * file at start is an error), stop (threads joined, in-flight scrapes

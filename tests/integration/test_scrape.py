@@ -22,6 +22,10 @@ and keeps a copy of every CPU profile it serves.  Scraped every 3 s:
     without a spike from the counters' fall;
   - file discovery: a target listed in a JSON file is scraped with the
     file's labels through relabel_configs, and goes when the file goes;
+  - DNS discovery against a DNS server started here
+    (tests/tools/dns_server.py): an SRV record's target and port and an
+    A record's address, with their __meta_dns_* labels relabeled; a
+    record removed takes its target away;
   - a target that does not answer is down with its error, and the
     others still scrape; a configuration that does not load keeps the
     previous one.
@@ -41,6 +45,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 from durability import DataServer, Workspace  # noqa: E402
 from smolder import free_port, run_script  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "tools"))
+from dns_server import DnsServer  # noqa: E402
 
 INTERVAL = 3
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
@@ -244,7 +252,42 @@ def body(r):
       - source_labels: [app]
         target_label: service_name
 """ % (INTERVAL, sd)
-    write_config(cfg, port, extra=files_job + dead_job)
+    dns = DnsServer({
+        "_pprof._tcp.smolder.test": [("SRV", 0, 0, port, "localhost")],
+        "app.smolder.test": [("A", "127.0.0.1")]}).start()
+    r.at_end(dns.stop)
+    only_goroutines = """    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: false }
+        memory: { enabled: false }
+        mutex: { enabled: false }
+        block: { enabled: false }
+"""
+    dns_jobs = """  - job_name: dnssrv
+    scrape_interval: %ds
+    scrape_timeout: 2s
+%s    dns_sd_configs:
+      - names: [_pprof._tcp.smolder.test]
+        dns_server: 127.0.0.1:%d
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [__meta_dns_srv_record_target]
+        target_label: srv_target
+  - job_name: dnsa
+    scrape_interval: %ds
+    scrape_timeout: 2s
+%s    dns_sd_configs:
+      - names: [app.smolder.test]
+        type: A
+        port: %d
+        dns_server: 127.0.0.1:%d
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [__meta_dns_name]
+        target_label: dns_name
+""" % (INTERVAL, only_goroutines, dns.port, INTERVAL, only_goroutines,
+       port, dns.port)
+    write_config(cfg, port, extra=files_job + dns_jobs + dead_job)
     t0 = int(time.time()) - 60
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-scrape.config-file=%s" % cfg]).start()
@@ -287,6 +330,26 @@ def body(r):
             "app") == "filesvc" and ts["files"]["health"] == "up",
             "file discovery: the file's target, relabeled (service_name "
             "from its app label), up", str(ts.get("files"))[:400])
+        r.eq([(ts.get(j) or {}).get("labels") for j in ("dnssrv", "dnsa")],
+             [{"instance": "localhost:%d" % port, "job": "dnssrv",
+               "service_name": "dnssrv", "srv_target": "localhost"},
+              {"instance": "127.0.0.1:%d" % port, "job": "dnsa",
+               "service_name": "dnsa", "dns_name": "app.smolder.test"}],
+             "DNS discovery: an SRV record's target and port, an A "
+             "record's address with the port, their meta labels "
+             "relabeled")
+        r.check(all((ts.get(j) or {}).get("health") == "up"
+                    for j in ("dnssrv", "dnsa")),
+                "DNS discovery: both targets up",
+                str([ts.get(j) for j in ("dnssrv", "dnsa")])[:400])
+        dns.records["_pprof._tcp.smolder.test"] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+                t["scrapePool"] == "dnssrv" for t in targets(srv)):
+            time.sleep(0.2)
+        r.check(not any(t["scrapePool"] == "dnssrv"
+                        for t in targets(srv)),
+                "DNS discovery: the SRV record gone, its target goes")
         os.unlink(os.path.join(sd, "t1.json"))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(
