@@ -335,6 +335,71 @@ get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 }
 
 static int
+get_k8s(struct cf *c, const struct sm_yaml_node *m, struct scr_k8ssd *k)
+{
+	int rv = 0;
+
+	k->refresh_ms = 30000;
+	if (!sm_yaml_is_map(m))
+		return (bad(c, m, "kubernetes_sd_configs: want mappings"));
+	for (size_t i = 0; i < sm_yaml_len(m) && rv == 0; i++) {
+		const char *key = sm_yaml_scalar(sm_yaml_key(c->y, m, i));
+		const struct sm_yaml_node *v = sm_yaml_value(c->y, m, i);
+
+		if (key == NULL) {
+			rv = bad(c, v, "a key must be text");
+		} else if (strcmp(key, "role") == 0) {
+			const char *r = sm_yaml_scalar(v);
+
+			if (r == NULL || strcmp(r, "pod") != 0)
+				rv = bad(c, v, "kubernetes_sd_configs: role "
+				    "pod is the one served");
+		} else if (strcmp(key, "api_server") == 0) {
+			rv = get_str(c, key, v, &k->api_server);
+		} else if (strcmp(key, "kubeconfig_file") == 0) {
+			rv = get_str(c, key, v, &k->kubeconfig);
+		} else if (strcmp(key, "bearer_token_file") == 0) {
+			rv = get_str(c, key, v, &k->bearer_file);
+		} else if (strcmp(key, "refresh_interval") == 0) {
+			rv = get_dur(c, key, v, &k->refresh_ms);
+		} else if (strcmp(key, "namespaces") == 0) {
+			const struct sm_yaml_node *nm = sm_yaml_get(c->y, v,
+			    "names");
+
+			if (!sm_yaml_is_map(v) || sm_yaml_len(v) != 1 ||
+			    nm == NULL)
+				rv = bad(c, v, "namespaces: want {names: "
+				    "[...]}");
+			else
+				rv = get_strs(c, "names", nm, &k->namespaces,
+				    &k->nnamespaces);
+		} else if (strcmp(key, "tls_config") == 0) {
+			for (size_t q = 0; q < sm_yaml_len(v) && rv == 0; q++) {
+				const char *tk = sm_yaml_scalar(sm_yaml_key(
+				    c->y, v, q));
+				const struct sm_yaml_node *tv = sm_yaml_value(
+				    c->y, v, q);
+
+				if (tk != NULL && strcmp(tk, "ca_file") == 0)
+					rv = get_str(c, tk, tv, &k->ca_file);
+				else if (tk != NULL && strcmp(tk,
+				    "insecure_skip_verify") == 0)
+					rv = get_bool(c, tk, tv, &k->insecure);
+				else
+					rv = bad(c, tv, "tls_config: unknown "
+					    "key \"%s\"", tk != NULL ? tk : "?");
+			}
+		} else {
+			rv = bad(c, v, "kubernetes_sd_configs: unknown key "
+			    "\"%s\" (role, api_server, kubeconfig_file, "
+			    "bearer_token_file, tls_config, namespaces, "
+			    "refresh_interval)", key);
+		}
+	}
+	return (rv);
+}
+
+static int
 get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 {
 	int rv = 0;
@@ -478,6 +543,22 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 			for (size_t q = 0; q < n && rv == 0; q++)
 				rv = get_dns(c, sm_yaml_item(c->y, v, q),
 				    &j->dns[j->ndns++]);
+		} else if (strcmp(k, "kubernetes_sd_configs") == 0) {
+			size_t n = sm_yaml_len(v);
+
+			if (!sm_yaml_is_seq(v)) {
+				rv = bad(c, v, "kubernetes_sd_configs: want a "
+				    "list");
+				break;
+			}
+			if ((j->k8s = sm_calloc(n + 1, sizeof(*j->k8s))) ==
+			    NULL) {
+				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
+				break;
+			}
+			for (size_t q = 0; q < n && rv == 0; q++)
+				rv = get_k8s(c, sm_yaml_item(c->y, v, q),
+				    &j->k8s[j->nk8s++]);
 		} else if (strcmp(k, "relabel_configs") == 0) {
 			size_t n = sm_yaml_len(v);
 
@@ -633,6 +714,14 @@ scr_config_free(struct scr_config *c)
 			sm_free(j->dns[k].server);
 		}
 		sm_free(j->dns);
+		for (uint32_t k = 0; k < j->nk8s; k++) {
+			sm_free(j->k8s[k].api_server);
+			sm_free(j->k8s[k].kubeconfig);
+			sm_free(j->k8s[k].bearer_file);
+			sm_free(j->k8s[k].ca_file);
+			strs_free(j->k8s[k].namespaces, j->k8s[k].nnamespaces);
+		}
+		sm_free(j->k8s);
 		for (uint32_t k = 0; k < j->nrl; k++) {
 			strs_free(j->rl[k].source, j->rl[k].nsource);
 			sm_free(j->rl[k].separator);

@@ -33,6 +33,10 @@
  *           port: 6060
  *           refresh_interval: 30s
  *           dns_server: 127.0.0.1:8600        # optional (Consul's DNS)
+ *       kubernetes_sd_configs:                # pods annotated for
+ *         - role: pod                         # profiling (scr_k8s_resolve)
+ *           namespaces: { names: [shop] }
+ *           refresh_interval: 30s
  *       file_sd_configs:
  *         - files: [/etc/smolder/targets.json]  # glob(3) patterns;
  *           refresh_interval: 30s                 # JSON or YAML
@@ -130,6 +134,44 @@ struct scr_dnssd {
 int scr_dns_resolve(const struct scr_dnssd *d, struct scr_group **out,
     uint32_t *n, struct sm_err *err);
 
+/*
+ * kubernetes_sd_configs entry (role pod).  Pods are listed from the API
+ * server every refresh_interval: in-cluster (KUBERNETES_SERVICE_HOST and
+ * _PORT, the service account's token and CA) unless api_server, or a
+ * kubeconfig_file's current context (its server, CA file and token), is
+ * given.
+ */
+struct scr_k8ssd {
+	char *api_server;        /* base URL; NULL: in-cluster */
+	char *kubeconfig;        /* NULL: none */
+	char *bearer_file;       /* NULL: the service account's */
+	char *ca_file;           /* NULL: the service account's */
+	bool insecure;
+	char **namespaces;       /* none: every namespace */
+	uint32_t nnamespaces;
+	int64_t refresh_ms;
+};
+
+/*
+ * The pods of a kubernetes_sd_configs entry that ask to be scraped, as
+ * target groups (heap; scr_groups_free), one per pod: a Running pod with
+ * an IP and the annotation pyroscope.io/scrape: "true" (port
+ * pyroscope.io/port) or coroot.com/profile-scrape: "true" (port
+ * coroot.com/profile-port), else its first container port; labels
+ * __meta_kubernetes_namespace, _pod_name, _pod_ip, _pod_node_name,
+ * _pod_container_name (the first container), _pod_label_<name> and
+ * _pod_annotation_<name> (names with other bytes than letters, digits
+ * and '_' made '_'), and service_name from
+ * pyroscope.io/application-name, else namespace/container.  Per-profile
+ * annotations pyroscope.io/profile-<p>-path and
+ * pyroscope.io/profile-<p>-enabled (p: cpu, mem, goroutines, mutex,
+ * block) become __profile_path_<name> and __profile_enabled_<name>
+ * labels, which the scraper honours for that target.  0 or an error
+ * (SM_EUNAVAIL naming the API call).
+ */
+int scr_k8s_resolve(const struct scr_k8ssd *k, struct scr_group **out,
+    uint32_t *n, struct sm_err *err);
+
 struct scr_job {
 	char *name;
 	int64_t interval_ms, timeout_ms;
@@ -145,6 +187,8 @@ struct scr_job {
 	uint32_t nfsd;
 	struct scr_dnssd *dns;
 	uint32_t ndns;
+	struct scr_k8ssd *k8s;
+	uint32_t nk8s;
 	struct scr_relabel *rl;
 	uint32_t nrl;
 };

@@ -46,6 +46,10 @@ struct scr_target {
 	struct sm_label *labels; /* final, sorted by name; heap */
 	uint32_t nlabels;
 	const struct scr_job *jc;   /* in s->conf; under mu */
+	/* per-target profile settings (__profile_path_<name> and
+	 * __profile_enabled_<name> labels: Kubernetes annotations) */
+	char *path[SCR_NKINDS];     /* NULL: the job's */
+	bool off[SCR_NKINDS];
 	struct scr_pstate p[SCR_NKINDS];
 	uint32_t running;
 	bool seen, dead;
@@ -125,8 +129,10 @@ target_free(struct scr_target *t)
 {
 	if (t == NULL)
 		return;
-	for (int k = 0; k < SCR_NKINDS; k++)
+	for (int k = 0; k < SCR_NKINDS; k++) {
 		scr_delta_fini(&t->p[k].delta);
+		sm_free(t->path[k]);
+	}
 	for (uint32_t i = 0; i < t->nlabels; i++) {
 		sm_free((char *)t->labels[i].name);
 		sm_free((char *)t->labels[i].value);
@@ -207,7 +213,24 @@ target_make(const struct scr_job *j, const char *addr,
 	if (scr_labels_get(&ls, "service_name") == NULL &&
 	    scr_labels_set(&ls, "service_name", j->name) != 0)
 		goto nomem;
-	/* the "__" labels were for relabeling only */
+	/* per-target profile settings, then the "__" labels go: they were
+	 * for relabeling only */
+	for (int k = 0; k < SCR_NKINDS; k++) {
+		char nm[64];
+		const char *v;
+
+		(void)snprintf(nm, sizeof(nm), "__profile_path_%s",
+		    scr_kind_name[k]);
+		if ((v = scr_labels_get(&ls, nm)) != NULL && v[0] == '/') {
+			if ((t->path[k] = sm_strdup(v)) == NULL)
+				goto nomem;
+		}
+		(void)snprintf(nm, sizeof(nm), "__profile_enabled_%s",
+		    scr_kind_name[k]);
+		if ((v = scr_labels_get(&ls, nm)) != NULL &&
+		    strcmp(v, "false") == 0)
+			t->off[k] = true;
+	}
 	for (uint32_t i = 0; i < ls.n; i++) {
 		if (strncmp(ls.v[i].name, "__", 2) == 0) {
 			sm_free((char *)ls.v[i].name);
@@ -221,6 +244,10 @@ target_make(const struct scr_job *j, const char *addr,
 	sm_buf_printf(&id, "%s\x1f%s", j->name, t->address);
 	for (uint32_t i = 0; i < ls.n; i++)
 		sm_buf_printf(&id, "\x1f%s=%s", ls.v[i].name, ls.v[i].value);
+	for (int k = 0; k < SCR_NKINDS; k++)
+		sm_buf_printf(&id, "\x1f%s%s%s", t->path[k] != NULL ?
+		    t->path[k] : "", t->off[k] ? " off" : "",
+		    scr_kind_name[k]);
 	if (sm_buf_error(&id) != 0 || sm_buf_error(&url) != 0)
 		goto nomem;
 	t->id = sm_buf_take(&id, NULL);
@@ -376,6 +403,23 @@ gather(const struct scr_config *conf, struct scr_cands *c)
 				}
 				globfree(&gl);
 			}
+		}
+		for (uint32_t d = 0; d < jc->nk8s; d++) {
+			struct scr_group *g;
+			uint32_t ng;
+			struct sm_err err;
+
+			c->refresh_ms = SM_MIN(c->refresh_ms,
+			    jc->k8s[d].refresh_ms);
+			if (scr_k8s_resolve(&jc->k8s[d], &g, &ng, &err) != 0) {
+				sm_warn("scraper", "Kubernetes discovery\t"
+				    "job=%s err=\"%s\"", jc->name, err.msg);
+				continue;
+			}
+			rv = cands_groups(c, jc, g, ng, NULL);
+			scr_groups_free(g, ng);
+			if (rv != 0)
+				return (rv);
 		}
 		for (uint32_t d = 0; d < jc->ndns; d++) {
 			struct scr_group *g;
@@ -573,17 +617,20 @@ task_make(struct scr_target *t, int kind)
 	k->kind = kind;
 	k->interval_ms = j->interval_ms;
 	k->timeout_ms = j->timeout_ms;
-	sm_buf_printf(&u, "%s%s", t->url, pc->path);
+	sm_buf_printf(&u, "%s%s", t->url, t->path[kind] != NULL ?
+	    t->path[kind] : pc->path);
 	if (kind == SCR_CPU) {
 		int64_t secs = SM_MIN(SM_MAX(j->interval_ms / 1000 - 1, 1),
 		    SCR_CPU_MAX_SECONDS);
 
-		sm_buf_printf(&u, "%sseconds=%" PRId64,
-		    strchr(pc->path, '?') != NULL ? "&" : "?", secs);
+		sm_buf_printf(&u, "%sseconds=%" PRId64, strchr(t->path[kind] !=
+		    NULL ? t->path[kind] : pc->path, '?') != NULL ? "&" : "?",
+		    secs);
 		k->timeout_ms = secs * 1000 + j->timeout_ms;
 	}
 	k->url = sm_buf_take(&u, NULL);
-	if (pc->delta_path != NULL && t->p[kind].delta_ep >= 0) {
+	if (pc->delta_path != NULL && t->path[kind] == NULL &&
+	    t->p[kind].delta_ep >= 0) {
 		sm_buf_printf(&u, "%s%s", t->url, pc->delta_path);
 		k->delta_url = sm_buf_take(&u, NULL);
 		fail |= k->delta_url == NULL;
@@ -940,7 +987,7 @@ sched_main(void *arg)
 				struct scr_task *k;
 				int64_t iv = t->jc->interval_ms;
 
-				if (!t->jc->prof[kd].enabled)
+				if (!t->jc->prof[kd].enabled || t->off[kd])
 					continue;
 				if (ps->next_ms > now) {
 					next = SM_MIN(next, ps->next_ms);
@@ -998,7 +1045,7 @@ health_of(const struct scr_target *t)
 	int h = 0;
 
 	for (int k = 0; k < SCR_NKINDS; k++) {
-		if (!t->jc->prof[k].enabled)
+		if (!t->jc->prof[k].enabled || t->off[k])
 			continue;
 		if (t->p[k].health < 0)
 			return ("down");
@@ -1055,7 +1102,8 @@ targets_json(struct scraper *s, struct sm_buf *b)
 			sm_buf_printf(b, "%s{\"name\":\"%s\",\"enabled\":%s,"
 			    "\"health\":\"%s\",\"lastScrape\":",
 			    n++ > 0 ? "," : "", scr_kind_name[k],
-			    t->jc->prof[k].enabled ? "true" : "false",
+			    t->jc->prof[k].enabled && !t->off[k] ? "true" :
+			    "false",
 			    ps->health > 0 ? "up" : ps->health < 0 ? "down" :
 			    "unknown");
 			ms_rfc3339(b, ps->last_ms);
@@ -1125,7 +1173,7 @@ targets_page(struct sm_http_req *r, void *arg)
 			const struct scr_pstate *ps = &t->p[k];
 			char ts[32];
 
-			if (!t->jc->prof[k].enabled)
+			if (!t->jc->prof[k].enabled || t->off[k])
 				continue;
 			sm_buf_puts(&b, "<tr><td>");
 			html_esc(&b, t->job);

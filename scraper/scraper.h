@@ -22,9 +22,12 @@
  * Configuration: the YAML file of -scrape.config-file (scr_int.h has its
  * shape), reloaded when it changes (common/watch.h); without the flag
  * the component runs idle.  A file that does not load keeps the previous
- * configuration (logged).  Discovery: static_configs, and file_sd_configs
- * and dns_sd_configs (dns.c) read again every refresh_interval, with no
- * lock held; relabel_configs replace, keep, drop and labelmap.  A target's identity is its job, address and labels: a
+ * configuration (logged).  Discovery: static_configs, and file_sd_configs,
+ * dns_sd_configs (dns.c) and kubernetes_sd_configs (k8s.c: annotated
+ * pods) read again every refresh_interval, with no lock held;
+ * relabel_configs replace, keep, drop and labelmap.  A target may carry
+ * __profile_path_<name> and __profile_enabled_<name> labels (from pod
+ * annotations, or relabeling) that override its job's profile settings.  A target's identity is its job, address and labels: a
  * reload that keeps them keeps its schedule and delta state.
  *
  * Scraping: each (target, profile) every scrape_interval, at an offset
@@ -48,8 +51,8 @@
  * fails (the target's error says so) and its state is dropped, so it
  * primes again -- reported, never silently thinned.
  *
- * Not yet: Kubernetes discovery, sharing targets among several scrapers
- * (each scraper scrapes every target it is configured with).
+ * Not yet: sharing targets among several scrapers (each scraper scrapes
+ * every target it is configured with).
  *
  * Lifecycle: create (routes), start (threads; the config loaded: a bad
  * file at start is an error), stop (threads joined, in-flight scrapes

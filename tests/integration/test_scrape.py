@@ -26,17 +26,26 @@ and keeps a copy of every CPU profile it serves.  Scraped every 3 s:
     (tests/tools/dns_server.py): an SRV record's target and port and an
     A record's address, with their __meta_dns_* labels relabeled; a
     record removed takes its target away;
+  - Kubernetes discovery against an API server of its own serving
+    PodLists in the real API's JSON shape: the pods annotated with
+    pyroscope.io/scrape (and port, application-name,
+    profile-goroutines-enabled)
+    or coroot.com/profile-scrape (and profile-port) are scraped, with
+    service_name from the annotation or namespace/container; an
+    unannotated or pending pod is not;
   - a target that does not answer is down with its error, and the
     others still scrape; a configuration that does not load keeps the
     previous one.
 """
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -105,6 +114,80 @@ class App:
         with urllib.request.urlopen("http://127.0.0.1:%d%s" % (
                 self.port, path), timeout=30) as f:
             return f.read()
+
+
+def pod(ns, name, ip, annotations, container, ports=(), phase="Running",
+        labels=None):
+    """One item of a PodList, in the API server's shape."""
+    return {
+        "metadata": {
+            "name": name, "namespace": ns, "uid": "uid-" + name,
+            "resourceVersion": "1234", "creationTimestamp":
+            "2026-11-29T10:00:00Z", "labels": labels or {},
+            "annotations": annotations},
+        "spec": {
+            "nodeName": "node-1", "restartPolicy": "Always",
+            "containers": [{"name": container, "image": "shop:1.2",
+                            "ports": [{"name": "http", "containerPort": p,
+                                       "protocol": "TCP"} for p in ports]}]},
+        "status": {
+            "phase": phase, "hostIP": "10.0.0.1",
+            "podIP": ip if phase == "Running" else "",
+            "conditions": [{"type": "Ready", "status":
+                            "True" if phase == "Running" else "False"}]}}
+
+
+class FakeApiServer:
+    """GET /api/v1/pods (and /api/v1/namespaces/<ns>/pods) with a bearer
+    token, answering a PodList in the real API's JSON shape."""
+
+    def __init__(self, pods, token):
+        outer = self
+        self.pods, self.token, self.calls = pods, token, 0
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.calls += 1
+                if self.headers.get("Authorization") != \
+                        "Bearer " + outer.token:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                items = outer.pods
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[:3] == ["api", "v1", "namespaces"] and \
+                        len(parts) == 5:
+                    items = [p for p in items
+                             if p["metadata"]["namespace"] == parts[3]]
+                elif parts != ["api", "v1", "pods"]:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                body = json.dumps({
+                    "kind": "PodList", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "98765"},
+                    "items": items}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.httpd.server_address[1]
+        self.t = threading.Thread(target=self.httpd.serve_forever,
+                                  daemon=True)
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def targets(srv):
@@ -287,7 +370,45 @@ def body(r):
         target_label: dns_name
 """ % (INTERVAL, only_goroutines, dns.port, INTERVAL, only_goroutines,
        port, dns.port)
-    write_config(cfg, port, extra=files_job + dns_jobs + dead_job)
+    api = FakeApiServer([
+        pod("shop", "cart-7d9f", "127.0.0.1", {
+            "pyroscope.io/scrape": "true",
+            "pyroscope.io/port": str(port),
+            "pyroscope.io/application-name": "cart",
+            "pyroscope.io/profile-goroutines-enabled": "false"},
+            "cart", labels={"app.kubernetes.io/name": "cart"}),
+        pod("ns2", "worker-5c4b", "127.0.0.1", {
+            "coroot.com/profile-scrape": "true",
+            "coroot.com/profile-port": str(port)}, "worker"),
+        pod("shop", "quiet-1", "127.0.0.1", {}, "quiet", ports=[port]),
+        pod("shop", "pending-1", "127.0.0.1", {
+            "pyroscope.io/scrape": "true",
+            "pyroscope.io/port": str(port)}, "late", phase="Pending"),
+    ], "t0ken").start()
+    r.at_end(api.stop)
+    tokf = ws.path("token")
+    with open(tokf, "w") as f:
+        f.write("t0ken\n")
+    k8s_job = """  - job_name: k8s
+    scrape_interval: %ds
+    scrape_timeout: 2s
+    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: false }
+        mutex: { enabled: false }
+        block: { enabled: false }
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: http://127.0.0.1:%d
+        bearer_token_file: %s
+        refresh_interval: 1s
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+""" % (INTERVAL, api.port, tokf)
+    write_config(cfg, port, extra=files_job + dns_jobs + k8s_job + dead_job)
     t0 = int(time.time()) - 60
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-scrape.config-file=%s" % cfg]).start()
@@ -342,6 +463,27 @@ def body(r):
                     for j in ("dnssrv", "dnsa")),
                 "DNS discovery: both targets up",
                 str([ts.get(j) for j in ("dnssrv", "dnsa")])[:400])
+        k8s = sorted((t for t in targets(srv) if t["scrapePool"] == "k8s"),
+                     key=lambda t: t["labels"].get("pod", ""))
+        r.eq([t["labels"] for t in k8s], [
+            {"instance": "127.0.0.1:%d" % port, "job": "k8s",
+             "namespace": "shop", "pod": "cart-7d9f",
+             "service_name": "cart"},
+            {"instance": "127.0.0.1:%d" % port, "job": "k8s",
+             "namespace": "ns2", "pod": "worker-5c4b",
+             "service_name": "ns2/worker"}],
+             "Kubernetes discovery: the two pods annotated for profiling "
+             "(pyroscope.io/*, coroot.com/*), not the unannotated or the "
+             "pending one; service_name from the annotation, else "
+             "namespace/container")
+        cart = [p for t in k8s if t["labels"].get("pod") == "cart-7d9f"
+                for p in t["profiles"]]
+        r.check(cart and [p["name"] for p in cart if not p["enabled"]] ==
+                ["process_cpu", "goroutines", "mutex", "block"] and all(
+                    p["health"] == "up" for p in cart if p["enabled"]),
+                "Kubernetes discovery: pyroscope.io/profile-goroutines-"
+                "enabled false turns the pod's goroutines off; its heap "
+                "profile is up", str(cart)[:500])
         dns.records["_pprof._tcp.smolder.test"] = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(
