@@ -140,6 +140,7 @@ struct app {
 	struct qry_config qry_cfg;
 	struct cpt_config cpt_cfg;
 	char *scrape_config_file;       /* -scrape.config-file */
+	int64_t scrape_reload_ms;
 	char *scraper_push_url;
 	int64_t scraper_concurrency;
 	int64_t scraper_max_state;
@@ -894,6 +895,7 @@ mod_scraper_init(void *p, struct sm_err *err)
 	struct app *app = p;
 	struct scraper_cfg sc = {
 		.config_file = app->scrape_config_file,
+		.reload_ms = app->scrape_reload_ms,
 		.push_url = app->scraper_push_url,
 		.concurrency = (uint32_t)app->scraper_concurrency,
 		.max_state_bytes = app->scraper_max_state,
@@ -992,6 +994,10 @@ static const struct sm_flag app_flag_tab[] = {
 	    "job_name, scrape_interval, scrape_timeout, static_configs, "
 	    "file_sd_configs, relabel_configs; Pyroscope's profiling_config), "
 	    "reloaded when it changes. Empty: the scraper is idle."),
+	SM_FLAG_I64("scrape.config-reload-period", SM_FLAG_DURATION,
+	    scrape_reload_ms, "5s",
+	    "How often -scrape.config-file is checked for changes; a file "
+	    "that does not load keeps the previous configuration."),
 	SM_FLAG_STR("scraper.push-url", scraper_push_url,
 	    "",
 	    "Base URL of the distributor the scraper uploads to "

@@ -1269,7 +1269,8 @@ scraper_start(struct scraper *s, struct sm_err *err)
 	{
 		struct sm_watch_conf wc = {
 			.path = s->config_file,
-			.period_ms = 5000,
+			.period_ms = s->cfg.reload_ms > 0 ? s->cfg.reload_ms :
+			    5000,
 			.component = "scraper",
 			.what = "scrape config file",
 			.keeping = "keeping the previous scrape configuration",

@@ -20,7 +20,8 @@
  * as the process.
  *
  * Configuration: the YAML file of -scrape.config-file (scr_int.h has its
- * shape), reloaded when it changes (common/watch.h); without the flag
+ * shape), reloaded when it changes (common/watch.h, checked every
+ * -scrape.config-reload-period); without the flag
  * the component runs idle.  A file that does not load keeps the previous
  * configuration (logged).  Discovery: static_configs, and file_sd_configs,
  * dns_sd_configs (dns.c) and kubernetes_sd_configs (k8s.c: annotated
@@ -70,6 +71,7 @@
 
 struct scraper_cfg {
 	const char *config_file;     /* "": none, idle */
+	int64_t reload_ms;           /* how often the file is checked */
 	const char *push_url;        /* base URL of a distributor */
 	uint32_t concurrency;        /* workers */
 	int64_t max_state_bytes;

@@ -6,7 +6,7 @@ scrapes a real Go service's net/http/pprof endpoints
 
 The service counts every allocation (MemProfileRate 1), burns CPU in
 main.burnA / main.burnB, allocates in main.allocSmall only when asked,
-and keeps a copy of every CPU profile it serves.  Scraped every 3 s:
+and keeps a copy of every CPU profile it serves.  Scraped every 2 s:
   - /api/v1/targets lists the target with its labels (static labels,
     job, instance, service_name) and every profile up; /targets is HTML;
   - heap: after the first scrape (which only primes), two rounds of
@@ -59,7 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "tools"))
 from dns_server import DnsServer  # noqa: E402
 
-INTERVAL = 3
+INTERVAL = 2
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 ALLOC_OBJ = "memory:alloc_objects:count:space:bytes"
 ALLOC_SPACE = "memory:alloc_space:bytes:space:bytes"
@@ -411,7 +411,8 @@ def body(r):
     write_config(cfg, port, extra=files_job + dns_jobs + k8s_job + dead_job)
     t0 = int(time.time()) - 60
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
-        "-scrape.config-file=%s" % cfg]).start()
+        "-scrape.config-file=%s" % cfg,
+        "-scrape.config-reload-period=500ms"]).start()
     try:
         r.check(wait_scrapes(srv, "app", "memory", 1) is not None,
                 "the heap profile is scraped (a first, priming scrape)")
@@ -558,7 +559,13 @@ def body(r):
         # a configuration that does not load keeps the previous one
         with open(cfg, "w") as f:
             f.write("scrape_configs:\n  - job_name: app\n    bogus: 1\n")
-        time.sleep(11)
+        deadline = time.monotonic() + 20
+        seen = False
+        while time.monotonic() < deadline and not seen:
+            seen = "keeping the previous scrape configuration" in \
+                srv.stderr_text()
+            time.sleep(0.2)
+        r.check(seen, "a bad configuration is logged, naming what is kept")
         r.check(wait_scrapes(srv, "app", "memory", 1) is not None,
                 "a bad configuration keeps the previous one: still "
                 "scraping")
