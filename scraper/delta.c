@@ -41,6 +41,29 @@ scr_delta_bytes(const struct scr_delta *d)
 	return ((size_t)d->nkeys * (8 + 8 * (size_t)d->ncum));
 }
 
+int
+scr_delta_copy(struct scr_delta *dst, const struct scr_delta *src)
+{
+	scr_delta_reset(dst);
+	if (src->nkeys > 0) {
+		dst->keys = sm_malloc((size_t)src->nkeys * sizeof(*dst->keys));
+		dst->vals = sm_malloc((size_t)src->nkeys * src->ncum *
+		    sizeof(*dst->vals) + 1);
+		if (dst->keys == NULL || dst->vals == NULL) {
+			scr_delta_reset(dst);
+			return (SM_ENOMEM);
+		}
+		memcpy(dst->keys, src->keys, (size_t)src->nkeys *
+		    sizeof(*dst->keys));
+		memcpy(dst->vals, src->vals, (size_t)src->nkeys * src->ncum *
+		    sizeof(*dst->vals));
+	}
+	dst->nkeys = src->nkeys;
+	dst->ncum = src->ncum;
+	dst->last_ns = src->last_ns;
+	return (0);
+}
+
 /* Go runtime/pprof's counters since the process started. */
 static bool
 is_cumulative(const char *name)

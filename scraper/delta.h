@@ -64,6 +64,9 @@ void scr_delta_fini(struct scr_delta *d);
 /* Forget the state (the next profile primes again). */
 void scr_delta_reset(struct scr_delta *d);
 size_t scr_delta_bytes(const struct scr_delta *d);
+/* dst (initialised, its state dropped) becomes a copy of src.  0 or
+ * SM_ENOMEM (dst reset). */
+int scr_delta_copy(struct scr_delta *dst, const struct scr_delta *src);
 
 /*
  * Apply the rule to the uncompressed pprof raw[0..len) scraped at now_ns.

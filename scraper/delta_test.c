@@ -194,7 +194,37 @@ test_pass_and_bad(void)
 	scr_delta_fini(&d);
 }
 
+/* A failed upload puts the state back: the next delta covers both. */
+static void
+test_restore(void)
+{
+	struct scr_delta d, saved;
+	Google__V1__Profile *p;
+	bool rb;
+	const struct smp s1[] = { { 1, 3, 10, 0 } };
+	const struct smp s2[] = { { 1, 3, 14, 0 } };
+	const struct smp s3[] = { { 1, 3, 20, 0 } };
+
+	scr_delta_init(&d);
+	scr_delta_init(&saved);
+	SM_CHECK_EQ(step(&d, true, s1, 1, 10 * SEC, &rb, &p),
+	    SCR_DELTA_PRIMED);
+	SM_REQUIRE(scr_delta_copy(&saved, &d) == 0);
+	SM_CHECK_EQ(step(&d, true, s2, 1, 20 * SEC, &rb, &p), SCR_DELTA_EMIT);
+	google__v1__profile__free_unpacked(p, NULL);
+	SM_REQUIRE(scr_delta_copy(&d, &saved) == 0);   /* upload failed */
+	SM_CHECK_EQ(step(&d, true, s3, 1, 30 * SEC, &rb, &p), SCR_DELTA_EMIT);
+	SM_REQUIRE(p != NULL);
+	SM_CHECK_EQ(val(p, 1, 0), 10);      /* 20 - 10: both intervals */
+	SM_CHECK_EQ(p->time_nanos, 10 * SEC);
+	SM_CHECK_EQ(p->duration_nanos, 20 * SEC);
+	google__v1__profile__free_unpacked(p, NULL);
+	scr_delta_fini(&saved);
+	scr_delta_fini(&d);
+}
+
 SM_TEST_MAIN(
 	{ "heap: prime, deltas, snapshots kept, zeros dropped, re-base", test_heap },
 	{ "no cumulative type passes; bytes that are not a pprof are refused", test_pass_and_bad },
+	{ "a state put back after a failed upload: the next delta covers both", test_restore },
 )

@@ -818,13 +818,15 @@ scrape(struct scraper *s, struct scr_task *k, int64_t start_ms,
 	struct sm_arena *a = sm_arena_create(0);
 	struct sm_buf body = SM_BUF_INIT, out = SM_BUF_INIT;
 	enum scr_delta_out what = SCR_DELTA_PASS;
+	struct scr_delta saved;
 	uint8_t *raw = NULL;
-	size_t rawlen = 0, before;
+	size_t rawlen = 0, before = 0;
 	bool rebased = false, from_delta = false;
 	int status = 0, rv = 0;
 
 	*res = "failed";
 	*state_diff = 0;
+	scr_delta_init(&saved);
 	if (a == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if (k->delta_url != NULL) {
@@ -857,6 +859,12 @@ scrape(struct scraper *s, struct scr_task *k, int64_t start_ms,
 		sm_buf_append(&out, raw, rawlen);
 	} else {
 		before = scr_delta_bytes(&ps->delta);
+		/* kept until the upload is in: a failed upload puts the state
+		 * back, so the next delta covers both intervals */
+		if (scr_delta_copy(&saved, &ps->delta) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
 		rv = scr_delta_apply(&ps->delta, raw, rawlen,
 		    start_ms * 1000000, &what, &rebased, &out, err);
 		*state_diff = (int64_t)scr_delta_bytes(&ps->delta) -
@@ -877,10 +885,18 @@ scrape(struct scraper *s, struct scr_task *k, int64_t start_ms,
 		goto out;
 	}
 	if ((rv = upload(s, k, (const uint8_t *)out.b, out.len, start_ms,
-	    err)) != 0)
+	    err)) != 0) {
+		if (what == SCR_DELTA_EMIT && scr_delta_copy(&ps->delta,
+		    &saved) == 0)
+			*state_diff = (int64_t)scr_delta_bytes(&ps->delta) -
+			    (int64_t)before;
+		else if (what == SCR_DELTA_EMIT)
+			*state_diff = -(int64_t)before;   /* reset: primes */
 		goto out;
+	}
 	*res = "ok";
 out:
+	scr_delta_fini(&saved);
 	sm_buf_fini(&body);
 	sm_buf_fini(&out);
 	sm_arena_destroy(a);
