@@ -1,7 +1,7 @@
 /*
  * overrides.c -- per-tenant limits from -runtime-config.file (overrides.h).
  *
- * The file is read with libyaml's document API (the whole file is a few
+ * The file is read whole through common/yaml.h (the whole file is a few
  * KiB at most) and turned into a sorted array of {tenant, limits}; lookups
  * bsearch it under a read lock.  The reload thread is the keys file's
  * (auth.c) with the names changed.
@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <yaml.h>
 
 #include "flags.h"
 #include "log.h"
@@ -25,6 +24,7 @@
 #include "overrides.h"
 #include "tenant.h"
 #include "watch.h"
+#include "yaml.h"
 
 struct ov_tenant {
 	char t_id[SM_TENANT_MAX_LEN + 1];
@@ -79,11 +79,13 @@ ov_cmp(const void *a, const void *b)
 	    ((const struct ov_tenant *)b)->t_id));
 }
 
-static const char *
-ov_scalar(yaml_node_t *n)
+/* A scalar with no text, or "null": YAML's "nothing here". */
+static bool
+ov_empty(const struct sm_yaml_node *n)
 {
-	return (n != NULL && n->type == YAML_SCALAR_NODE ?
-	    (const char *)n->data.scalar.value : NULL);
+	const char *s = sm_yaml_scalar(n);
+
+	return (s != NULL && (s[0] == '\0' || strcmp(s, "null") == 0));
 }
 
 /* The keys known, where they go, and how they parse. */
@@ -120,10 +122,11 @@ static const struct ov_key {
 
 /* Set one limit from `key: value`; unknown keys are logged, not fatal. */
 static int
-ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
-    struct sm_limits *l, uint32_t *set, struct sm_err *err)
+ov_set(const char *path, const char *tenant, const struct sm_yaml_node *k,
+    const struct sm_yaml_node *v, struct sm_limits *l, uint32_t *set,
+    struct sm_err *err)
 {
-	const char *key = ov_scalar(k), *s = ov_scalar(v);
+	const char *key = sm_yaml_scalar(k), *s = sm_yaml_scalar(v);
 	const struct ov_key *d = NULL;
 	char *end = NULL;
 	long long i;
@@ -131,7 +134,7 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 
 	if (key == NULL)
 		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: a "
-		    "limit name must be a string", path, k->start_mark.line + 1,
+		    "limit name must be a string", path, (size_t)sm_yaml_line(k),
 		    tenant));
 	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++)
 		if (strcmp(key, ov_keys[j].k_name) == 0) {
@@ -153,7 +156,7 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 		    (strcmp(s, "0") != 0 && ms < 0))
 			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
 			    "%s must be a duration such as 24h (0 = no limit)",
-			    path, v->start_mark.line + 1, tenant, key));
+			    path, (size_t)sm_yaml_line(v), tenant, key));
 		*(int64_t *)(void *)((char *)l + d->k_off) =
 		    strcmp(s, "0") == 0 ? 0 : ms;
 		return (0);
@@ -164,7 +167,7 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 		    !isfinite(x) || x < 0)
 			return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
 			    "%s must be a number >= 0", path,
-			    v->start_mark.line + 1, tenant, key));
+			    (size_t)sm_yaml_line(v), tenant, key));
 		*(double *)(void *)((char *)l + d->k_off) = x;
 		return (0);
 	}
@@ -172,7 +175,7 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 	if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || i < 0 ||
 	    (d->k_kind == OV_INT_POS && i == 0) || i > UINT32_MAX)
 		return (sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: %s must "
-		    "be an integer %s", path, v->start_mark.line + 1, tenant,
+		    "be an integer %s", path, (size_t)sm_yaml_line(v), tenant,
 		    key, d->k_kind == OV_INT_POS ? "> 0" : ">= 0"));
 	*(int64_t *)(void *)((char *)l + d->k_off) = i;
 	return (0);
@@ -180,88 +183,78 @@ ov_set(const char *path, const char *tenant, yaml_node_t *k, yaml_node_t *v,
 
 /* The document's root -> a new table. */
 static int
-ov_build(const char *path, yaml_document_t *doc, struct ov_tab **out,
+ov_build(const char *path, const struct sm_yaml *y, struct ov_tab **out,
     struct sm_err *err)
 {
-	yaml_node_t *root, *ovs = NULL;
-	yaml_node_pair_t *p, *q;
+	const struct sm_yaml_node *root, *ovs = NULL;
 	struct ov_tab *t;
 	int rv;
 
 	*out = NULL;
 	if ((t = sm_calloc(1, sizeof(*t))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
-	root = yaml_document_get_root_node(doc);
-	if (root != NULL && root->type == YAML_SCALAR_NODE &&
-	    root->data.scalar.length == 0)
+	root = sm_yaml_root(y);
+	if (ov_empty(root))
 		root = NULL;    /* an empty document: no overrides */
-	if (root != NULL && root->type != YAML_MAPPING_NODE) {
+	if (root != NULL && !sm_yaml_is_map(root)) {
 		rv = sm_err_set(err, SM_EINVAL, "%s: the runtime config must "
 		    "be a mapping", path);
 		goto fail;
 	}
-	for (p = root != NULL ? root->data.mapping.pairs.start : NULL;
-	    p != NULL && p < root->data.mapping.pairs.top; p++) {
-		const char *k = ov_scalar(yaml_document_get_node(doc, p->key));
+	for (size_t i = 0; i < sm_yaml_len(root); i++) {
+		const char *k = sm_yaml_scalar(sm_yaml_key(y, root, i));
 
 		if (k != NULL && strcmp(k, "overrides") == 0)
-			ovs = yaml_document_get_node(doc, p->value);
+			ovs = sm_yaml_value(y, root, i);
 		else
 			sm_warn("overrides", "ignoring a section Smolder does "
 			    "not implement\tpath=%s section=%s", path,
 			    k != NULL ? k : "?");
 	}
-	if (ovs != NULL && ovs->type == YAML_SCALAR_NODE &&
-	    (ovs->data.scalar.length == 0 ||
-	    strcmp((const char *)ovs->data.scalar.value, "null") == 0))
+	if (ov_empty(ovs))
 		ovs = NULL;     /* `overrides:` with nothing under it */
 	if (ovs == NULL)
 		goto done;
-	if (ovs->type != YAML_MAPPING_NODE) {
-		rv = sm_err_set(err, SM_EINVAL, "%s:%zu: overrides must be a "
-		    "mapping of tenant ids", path, ovs->start_mark.line + 1);
+	if (!sm_yaml_is_map(ovs)) {
+		rv = sm_err_set(err, SM_EINVAL, "%s:%d: overrides must be a "
+		    "mapping of tenant ids", path, sm_yaml_line(ovs));
 		goto fail;
 	}
-	t->t_n = (size_t)(ovs->data.mapping.pairs.top -
-	    ovs->data.mapping.pairs.start);
+	t->t_n = sm_yaml_len(ovs);
 	if (t->t_n > 0 && (t->t_v = sm_calloc(t->t_n,
 	    sizeof(*t->t_v))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "overrides: out of memory");
 		goto fail;
 	}
 	for (size_t i = 0; i < t->t_n; i++) {
-		yaml_node_t *kn, *vn;
+		const struct sm_yaml_node *kn = sm_yaml_key(y, ovs, i);
+		const struct sm_yaml_node *vn = sm_yaml_value(y, ovs, i);
 		struct ov_tenant *e = &t->t_v[i];
 		const char *id;
 
-		p = &ovs->data.mapping.pairs.start[i];
-		kn = yaml_document_get_node(doc, p->key);
-		vn = yaml_document_get_node(doc, p->value);
-		if ((id = ov_scalar(kn)) == NULL) {
-			rv = sm_err_set(err, SM_EINVAL, "%s:%zu: a tenant id "
-			    "must be a string", path, kn->start_mark.line + 1);
+		if ((id = sm_yaml_scalar(kn)) == NULL) {
+			rv = sm_err_set(err, SM_EINVAL, "%s:%d: a tenant id "
+			    "must be a string", path, sm_yaml_line(kn));
 			goto fail;
 		}
 		if ((rv = sm_tenant_validate(id, err)) != 0) {
-			sm_err_prefix(err, "%s:%zu", path,
-			    kn->start_mark.line + 1);
+			sm_err_prefix(err, "%s:%d", path, sm_yaml_line(kn));
 			goto fail;
 		}
 		snprintf(e->t_id, sizeof(e->t_id), "%s", id);
-		if (vn->type == YAML_SCALAR_NODE &&
-		    vn->data.scalar.length == 0)
+		if (sm_yaml_scalar(vn) != NULL && sm_yaml_scalar(vn)[0] ==
+		    '\0')
 			continue;       /* `tenant:` alone: the defaults */
-		if (vn->type != YAML_MAPPING_NODE) {
-			rv = sm_err_set(err, SM_EINVAL, "%s:%zu: tenant %s: "
-			    "limits must be a mapping", path,
-			    vn->start_mark.line + 1, id);
+		if (!sm_yaml_is_map(vn)) {
+			rv = sm_err_set(err, SM_EINVAL, "%s:%d: tenant %s: "
+			    "limits must be a mapping", path, sm_yaml_line(vn),
+			    id);
 			goto fail;
 		}
-		for (q = vn->data.mapping.pairs.start;
-		    q < vn->data.mapping.pairs.top; q++)
-			if ((rv = ov_set(path, id, yaml_document_get_node(doc,
-			    q->key), yaml_document_get_node(doc, q->value),
-			    &e->t_lim, &e->t_set, err)) != 0)
+		for (size_t q = 0; q < sm_yaml_len(vn); q++)
+			if ((rv = ov_set(path, id, sm_yaml_key(y, vn, q),
+			    sm_yaml_value(y, vn, q), &e->t_lim, &e->t_set,
+			    err)) != 0)
 				goto fail;
 	}
 	if (t->t_n > 1)
@@ -284,34 +277,17 @@ fail:
 static int
 ov_load(const char *path, struct ov_tab **out, struct sm_err *err)
 {
-	yaml_parser_t ps;
-	yaml_document_t doc;
-	FILE *fp;
+	struct sm_yaml *y;
 	int rv;
 
 	*out = NULL;
-	if ((fp = fopen(path, "re")) == NULL)
-		return (sm_err_set(err, SM_EIO, "runtime config %s: %s", path,
-		    strerror(errno)));
-	if (!yaml_parser_initialize(&ps)) {
-		fclose(fp);
-		return (sm_err_set(err, SM_ENOMEM, "overrides: out of memory"));
-	}
-	yaml_parser_set_input_file(&ps, fp);
-	if (!yaml_parser_load(&ps, &doc)) {
-		rv = sm_err_set(err, SM_EINVAL, "%s:%zu:%zu: %s%s%s", path,
-		    ps.problem_mark.line + 1, ps.problem_mark.column + 1,
-		    ps.problem != NULL ? ps.problem : "invalid YAML",
-		    ps.context != NULL ? " " : "",
-		    ps.context != NULL ? ps.context : "");
-		yaml_parser_delete(&ps);
-		fclose(fp);
+	if ((rv = sm_yaml_load_file(path, &y, err)) != 0) {
+		if (rv == SM_EIO)
+			sm_err_prefix(err, "runtime config");
 		return (rv);
 	}
-	rv = ov_build(path, &doc, out, err);
-	yaml_document_delete(&doc);
-	yaml_parser_delete(&ps);
-	fclose(fp);
+	rv = ov_build(path, y, out, err);
+	sm_yaml_free(y);
 	return (rv);
 }
 

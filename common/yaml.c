@@ -14,6 +14,7 @@ struct sm_yaml {
 	yaml_document_t doc;
 };
 
+/* Errors read "<what>:<line>:<column>: <problem> <context>". */
 static int
 yaml_from(yaml_parser_t *ps, const char *what, struct sm_yaml **out,
     struct sm_err *err)
@@ -23,10 +24,11 @@ yaml_from(yaml_parser_t *ps, const char *what, struct sm_yaml **out,
 	if (y == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if (!yaml_parser_load(ps, &y->doc)) {
-		int rv = sm_err_set(err, SM_EINVAL, "%s: %s at line %zu "
-		    "column %zu", what, ps->problem != NULL ? ps->problem :
-		    "not YAML", ps->problem_mark.line + 1,
-		    ps->problem_mark.column + 1);
+		int rv = sm_err_set(err, SM_EINVAL, "%s:%zu:%zu: %s%s%s",
+		    what, ps->problem_mark.line + 1,
+		    ps->problem_mark.column + 1, ps->problem != NULL ?
+		    ps->problem : "invalid YAML", ps->context != NULL ? " " : "",
+		    ps->context != NULL ? ps->context : "");
 
 		sm_free(y);
 		return (rv);
@@ -35,9 +37,9 @@ yaml_from(yaml_parser_t *ps, const char *what, struct sm_yaml **out,
 	return (0);
 }
 
-int
-sm_yaml_load(const char *s, size_t n, struct sm_yaml **out,
-    struct sm_err *err)
+static int
+yaml_load_named(const char *s, size_t n, const char *what,
+    struct sm_yaml **out, struct sm_err *err)
 {
 	yaml_parser_t ps;
 	int rv;
@@ -49,9 +51,16 @@ sm_yaml_load(const char *s, size_t n, struct sm_yaml **out,
 	if (!yaml_parser_initialize(&ps))
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	yaml_parser_set_input_string(&ps, (const unsigned char *)s, n);
-	rv = yaml_from(&ps, "YAML", out, err);
+	rv = yaml_from(&ps, what, out, err);
 	yaml_parser_delete(&ps);
 	return (rv);
+}
+
+int
+sm_yaml_load(const char *s, size_t n, struct sm_yaml **out,
+    struct sm_err *err)
+{
+	return (yaml_load_named(s, n, "YAML", out, err));
 }
 
 int
@@ -64,7 +73,7 @@ sm_yaml_load_file(const char *path, struct sm_yaml **out,
 	int rv;
 
 	*out = NULL;
-	if ((fp = fopen(path, "rb")) == NULL)
+	if ((fp = fopen(path, "rbe")) == NULL)
 		return (sm_err_set(err, SM_EIO, "%s: %s", path,
 		    strerror(errno)));
 	if ((buf = sm_malloc(SM_YAML_MAX_BYTES + 1)) == NULL) {
@@ -77,8 +86,8 @@ sm_yaml_load_file(const char *path, struct sm_yaml **out,
 	} else if (n > SM_YAML_MAX_BYTES) {
 		rv = sm_err_set(err, SM_ETOOBIG, "%s: larger than %zu bytes",
 		    path, SM_YAML_MAX_BYTES);
-	} else if ((rv = sm_yaml_load(buf, n, out, err)) != 0) {
-		sm_err_prefix(err, "%s", path);
+	} else {
+		rv = yaml_load_named(buf, n, path, out, err);
 	}
 	fclose(fp);
 	sm_free(buf);

@@ -10,8 +10,8 @@
  * Sizes: a document is a configuration file, refused past
  * SM_YAML_MAX_BYTES.
  *
- * Errors: SM_EINVAL with libyaml's message, line and column; SM_EIO
- * naming the file; SM_ETOOBIG.  Ownership: nodes and scalars belong to
+ * Errors: SM_EINVAL "<file>:<line>:<column>: <libyaml's problem>" (the
+ * file is "YAML" for a string); SM_EIO naming the file; SM_ETOOBIG.  Ownership: nodes and scalars belong to
  * the document; sm_yaml_free() frees them all.  Locking: none.
  */
 #ifndef SM_YAML_H

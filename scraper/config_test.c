@@ -101,7 +101,7 @@ test_errors(void)
 		    "      - source_labels: [x]\n        regex: \"(\"\n"
 		    "        target_label: y\n", "regex" },
 		{ "jobs: []\n", "unknown key \"jobs\"" },
-		{ "scrape_configs: [\n", "YAML" },
+		{ "scrape_configs: [\n", ":2:1: did not find" },
 	};
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(cases); i++) {
