@@ -34,7 +34,7 @@ JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
-FUZZ_SECONDS ?= 12
+FUZZ_SECONDS ?= 9
 HTTP_ADDR ?= :4040
 DATA_DIR ?= ./data
 
@@ -85,7 +85,7 @@ test-asan: build-asan
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		python3 tests/tools/run_tiers.py $(BUILD_ASAN) --jobs $(JOBS) --summary $(TIER_SUMMARY)
 
-# Each fuzz target for FUZZ_SECONDS (8 targets: ~2 min); fails on a
+# Each fuzz target for FUZZ_SECONDS (11 targets: ~2 min); fails on a
 # crash, leak, timeout or OOM and prints the input (tests/fuzz/README.md).
 test-fuzz: build-fuzz
 	@start=$$(date +%s); ./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS); rc=$$?; \
