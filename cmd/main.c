@@ -142,6 +142,7 @@ struct app {
 	char *scrape_config_file;       /* -scrape.config-file */
 	int64_t scrape_reload_ms;
 	char *scraper_push_url;
+	char *scraper_push_key_file;
 	int64_t scraper_concurrency;
 	int64_t scraper_max_state;
 	int64_t scraper_max_profile;
@@ -897,6 +898,7 @@ mod_scraper_init(void *p, struct sm_err *err)
 		.config_file = app->scrape_config_file,
 		.reload_ms = app->scrape_reload_ms,
 		.push_url = app->scraper_push_url,
+		.push_key_file = app->scraper_push_key_file,
 		.concurrency = (uint32_t)app->scraper_concurrency,
 		.max_state_bytes = app->scraper_max_state,
 		.max_profile_bytes = app->scraper_max_profile,
@@ -1003,6 +1005,12 @@ static const struct sm_flag app_flag_tab[] = {
 	    "Base URL of the distributor the scraper uploads to "
 	    "(push.v1 Push). Empty: this process's own HTTP listener when it "
 	    "runs a distributor."),
+	SM_FLAG_STR("scraper.push-api-key-file", scraper_push_key_file,
+	    "",
+	    "File holding the API key (-auth.keys-file, write scope) the "
+	    "scraper's uploads carry as Authorization: Bearer; its tenant "
+	    "is the uploads' tenant. Empty: none (X-Scope-OrgID from each "
+	    "job's tenant_id)."),
 	SM_FLAG_I64("scraper.concurrency", SM_FLAG_INT, scraper_concurrency,
 	    "32",
 	    "Scrapes run at once (a CPU profile holds one for its seconds)."),

@@ -3,6 +3,7 @@
  */
 #include "scraper.h"
 
+#include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -72,6 +73,7 @@ struct scr_task {
 struct scraper {
 	struct scraper_cfg cfg;
 	char *config_file, *push_url;
+	char *push_key;              /* the API key; NULL none */
 	struct sm_http *http;
 	pthread_mutex_t mu;
 	pthread_cond_t cv_work, cv_sched;
@@ -729,8 +731,10 @@ upload(const struct scraper *s, const struct scr_task *k, const uint8_t *prof,
 	Types__V1__LabelPair *lp = NULL, **lpp = NULL;
 	struct sm_httpc_req hr = { 0 };
 	struct sm_buf url = SM_BUF_INIT, ans = SM_BUF_INIT;
-	char id[37], org[300];
-	const char *hdr[3] = { "Content-Type: application/proto", NULL, NULL };
+	char id[37], org[300], auth[4200];
+	const char *hdr[4] = { "Content-Type: application/proto", NULL, NULL,
+	    NULL };
+	size_t nh = 1;
 	uint8_t *body = NULL;
 	uint64_t h;
 	size_t n;
@@ -772,7 +776,12 @@ upload(const struct scraper *s, const struct scr_task *k, const uint8_t *prof,
 	if (k->tenant != NULL) {
 		(void)snprintf(org, sizeof(org), "X-Scope-OrgID: %s",
 		    k->tenant);
-		hdr[1] = org;
+		hdr[nh++] = org;
+	}
+	if (s->push_key != NULL) {
+		(void)snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+		    s->push_key);
+		hdr[nh++] = auth;
 	}
 	sm_buf_printf(&url, "%s/push.v1.PusherService/Push", s->push_url);
 	hr.url = url.b;
@@ -1257,6 +1266,34 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 	pthread_cond_init(&s->cv_work, NULL);
 	s->next_discovery_ms = INT64_MAX;
 	pthread_once(&metrics_once, metrics_register);
+	if (cfg->push_key_file != NULL && cfg->push_key_file[0] != '\0') {
+		char key[4096];
+		FILE *fp = fopen(cfg->push_key_file, "re");
+		int e = errno;
+		size_t n = 0;
+
+		if (fp != NULL) {
+			n = fread(key, 1, sizeof(key) - 1, fp);
+			fclose(fp);
+		}
+		while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' ||
+		    key[n - 1] == ' '))
+			n--;
+		key[n] = '\0';
+		if (fp == NULL || n == 0) {
+			rv = sm_err_set(err, SM_EINVAL, "scraper: "
+			    "-scraper.push-api-key-file %s: %s",
+			    cfg->push_key_file, fp == NULL ? strerror(e) :
+			    "empty");
+			scraper_free(s);
+			return (rv);
+		}
+		if ((s->push_key = sm_strdup(key)) == NULL) {
+			scraper_free(s);
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		}
+	}
+
 	if ((rv = sm_http_route_as(http, SM_SCOPE_READ, "GET",
 	    "/api/v1/targets", targets_api, s, 0)) != 0 ||
 	    (rv = sm_http_route_as(http, SM_SCOPE_READ, "GET", "/targets",
@@ -1353,6 +1390,7 @@ scraper_free(struct scraper *s)
 	sm_free(s->workers);
 	sm_free(s->config_file);
 	sm_free(s->push_url);
+	sm_free(s->push_key);
 	if (s->http != NULL) {
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->cv_work);

@@ -43,9 +43,12 @@
  *
  * Uploads: a push.v1 Push per scrape to -scraper.push-url (default: this
  * process's own HTTP listener), with the target's labels, __name__ the
- * profile's name, X-Scope-OrgID the job's tenant_id, and an id derived
- * from the target, profile and scrape time, so a retried upload is
- * stored once.  One retry on a transport error or 5xx.
+ * profile's name, X-Scope-OrgID the job's tenant_id (or, with
+ * -scraper.push-api-key-file, the key's tenant: Authorization: Bearer),
+ * and an id derived from the target, profile and scrape time, so a
+ * retried upload is stored once.  One retry on a transport error or 5xx;
+ * a failed upload puts the delta state back (delta.h), so the next one
+ * carries both intervals.
  *
  * Memory: the delta states of all targets together are bounded by
  * -scraper.max-delta-state-bytes; a scrape whose state would pass it
@@ -73,6 +76,7 @@ struct scraper_cfg {
 	const char *config_file;     /* "": none, idle */
 	int64_t reload_ms;           /* how often the file is checked */
 	const char *push_url;        /* base URL of a distributor */
+	const char *push_key_file;   /* API key for the uploads; "" none */
 	uint32_t concurrency;        /* workers */
 	int64_t max_state_bytes;
 	int64_t max_profile_bytes;

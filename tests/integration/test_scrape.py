@@ -35,9 +35,12 @@ and keeps a copy of every CPU profile it serves.  Scraped every 2 s:
     unannotated or pending pod is not;
   - a target that does not answer is down with its error, and the
     others still scrape; a configuration that does not load keeps the
-    previous one.
+    previous one;
+  - with API keys (-auth.keys-file), the uploads carry
+    -scraper.push-api-key-file's key and land in its tenant.
 """
 
+import hashlib
 import http.server
 import json
 import os
@@ -575,6 +578,52 @@ def body(r):
                 "/metrics counts scrapes per job, profile and result")
     finally:
         srv.check_stopped(r)
+
+    # with API keys: the uploads carry -scraper.push-api-key-file's key,
+    # and land in its tenant
+    key = "scrape-test-key-0123456789abcdef0123456789"
+    keyf, keys = ws.path("push.key"), ws.path("keys.txt")
+    with open(keyf, "w") as f:
+        f.write(key + "\n")
+    with open(keys, "w") as f:
+        f.write("sha256:%s team-a write,read\n" % hashlib.sha256(
+            key.encode()).hexdigest())
+    kcfg = ws.path("keyed.yaml")
+    with open(kcfg, "w") as f:
+        f.write("""scrape_configs:
+  - job_name: keyed
+    scrape_interval: %ds
+    scrape_timeout: 2s
+    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: false }
+        memory: { enabled: false }
+        mutex: { enabled: false }
+        block: { enabled: false }
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+""" % (INTERVAL, port))
+    k = DataServer(ws.data_dir("k"), ws.log_dir("k"), name="keyed",
+                   extra_flags=["-scrape.config-file=%s" % kcfg,
+                                "-auth.multitenancy-enabled",
+                                "-auth.keys-file=%s" % keys,
+                                "-scraper.push-api-key-file=%s" % keyf])
+    k.start()
+    try:
+        deadline = time.monotonic() + 30
+        ok = False
+        while time.monotonic() < deadline and not ok:
+            m = k.request("GET", "/metrics").text()
+            ok = 'smolder_scraper_uploads_total{result="ok"}' in m
+            time.sleep(0.2)
+        r.check(ok, "with API keys: the scraper's uploads carry its key")
+        resp = k.request("GET", "/api/apps",
+                         headers={"Authorization": "Bearer " + key})
+        r.check(resp.status == 200 and "keyed" in resp.text(),
+                "with API keys: the scraped profiles are the key's "
+                "tenant's", resp.describe())
+    finally:
+        k.check_stopped(r)
         app.kill()
 
 
