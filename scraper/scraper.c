@@ -968,7 +968,8 @@ worker_main(void *arg)
 		ps->health = rv == 0 ? 1 : -1;
 		if (rv != 0) {
 			ps->failures++;
-			(void)snprintf(ps->err, sizeof(ps->err), "%s", err.msg);
+			(void)snprintf(ps->err, sizeof(ps->err), "%.*s",
+			    (int)sizeof(ps->err) - 1, err.msg);
 		} else {
 			ps->err[0] = '\0';
 		}
