@@ -242,7 +242,8 @@ target_make(const struct scr_job *j, const char *addr,
 		ls.v[w++] = ls.v[i];
 	}
 	ls.n = w;
-	qsort(ls.v, ls.n, sizeof(*ls.v), label_cmp);
+	if (ls.n > 1)
+		qsort(ls.v, ls.n, sizeof(*ls.v), label_cmp);
 	sm_buf_printf(&id, "%s\x1f%s", j->name, t->address);
 	for (uint32_t i = 0; i < ls.n; i++)
 		sm_buf_printf(&id, "\x1f%s=%s", ls.v[i].name, ls.v[i].value);
@@ -283,6 +284,8 @@ target_find(struct scraper *s, const char *id)
 {
 	struct scr_target k = { .id = (char *)id }, *kp = &k, **hit;
 
+	if (s->nt == 0)
+		return (NULL);
 	hit = bsearch(&kp, s->t, s->nt, sizeof(*s->t), target_id_cmp);
 	return (hit != NULL ? *hit : NULL);
 }
@@ -508,7 +511,8 @@ apply(struct scraper *s, const struct scr_config *conf,
 		s->t[s->nt++] = c->v[i];
 	}
 	c->n = 0;
-	qsort(s->t, s->nt, sizeof(*s->t), target_id_cmp);
+	if (s->nt > 1)
+		qsort(s->t, s->nt, sizeof(*s->t), target_id_cmp);
 	pthread_once(&metrics_once, metrics_register);
 	for (uint32_t j = 0; j < conf->njobs; j++) {
 		uint32_t n = 0;
