@@ -11,7 +11,11 @@
 #include "batch.h"
 #include "distributor.h"
 #include "hints.h"
-#include "peers.h"
+#include "common/peers.h"
+
+/* The /ready header by which distributors count each other
+ * (common/peers.h). */
+#define DIST_PEER_HEADER "X-Smolder-Distributor"
 #include "ratelimit.h"
 
 struct distributor {
@@ -24,8 +28,8 @@ struct distributor {
 	struct dist_hints *hints;       /* NULL: hinted handoff off */
 	struct sm_limits deflim;        /* the flags, as overrides take them */
 	struct dist_ratelim *ratelim;   /* per-tenant buckets, owned */
-	struct dist_peers *peers;       /* NULL: no -distributor.peers */
-	char peer_id[DIST_PEER_ID_LEN + 1];     /* random, per process */
+	struct sm_peers *peers;         /* NULL: no -distributor.peers */
+	char peer_id[SM_PEER_ID_LEN + 1];       /* random, per process */
 };
 
 /*

@@ -30,7 +30,7 @@
  * reason="series_limit".
  *
  * Several distributors share each tenant's ingestion rate: each takes
- * rate / N, N = the healthy distributors of -distributor.peers (peers.h,
+ * rate / N, N = the healthy distributors of -distributor.peers (common/peers.h,
  * ratelimit.h); without peers N = 1.
  *
  * Ownership: borrows the HTTP server and the ring.
@@ -72,7 +72,7 @@ struct dist_config {
 	int64_t shard_size;             /* -distributor.ingestion-tenant-
 					 * shard-size, 0 = every ingester */
 	int64_t max_local_series;       /* -ingester.max-local-series-... */
-	char *peers;                    /* -distributor.peers (peers.h) */
+	char *peers;                    /* -distributor.peers (common/peers.h) */
 	int64_t peers_period_ms;        /* -distributor.peers-probe-period */
 	int64_t peers_timeout_ms;       /* -distributor.peers-probe-timeout */
 	struct sm_overrides *overrides; /* borrowed from main; NULL = flags */
@@ -89,7 +89,7 @@ struct distributor;
 int dist_create(const struct dist_config *cfg, struct sm_http *http,
     struct sm_ring *ring, struct distributor **out, struct sm_err *err);
 
-/* Start / stop the peer prober (peers.h); no-ops without peers. */
+/* Start / stop the peer prober (common/peers.h); no-ops without peers. */
 int dist_start(struct distributor *d, struct sm_err *err);
 void dist_stop(struct distributor *d);
 void dist_destroy(struct distributor *d);
@@ -97,7 +97,7 @@ void dist_destroy(struct distributor *d);
 /*
  * This distributor's random id: /ready answers it in the
  * X-Smolder-Distributor header so peers (and this process) can tell who
- * answered a probe (peers.h).
+ * answered a probe (common/peers.h).
  */
 const char *dist_peer_id(const struct distributor *d);
 

@@ -859,7 +859,7 @@ dist_rate_check(struct distributor *d, const char *tenant,
     const struct sm_limits *sl, size_t n, struct sm_err *err)
 {
 	return (dist_ratelim_take(d->ratelim, tenant, sl->ingestion_rate_mb,
-	    sl->ingestion_burst_size_mb, dist_peers_healthy(d->peers), n,
+	    sl->ingestion_burst_size_mb, sm_peers_healthy(d->peers), n,
 	    err));
 }
 
@@ -903,10 +903,26 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	if ((rv = rw_create(&cfg->rw, &d->rw, err)) != 0)
 		goto fail;
 	{
-		uint8_t rnd[DIST_PEER_ID_LEN / 2];
-		struct dist_peers_cfg pc = { cfg->peers != NULL ? cfg->peers :
-		    "", d->peer_id, cfg->peers_period_ms,
-		    cfg->peers_timeout_ms };
+		uint8_t rnd[SM_PEER_ID_LEN / 2];
+		struct sm_peers_cfg pc = {
+			.spec = cfg->peers != NULL ? cfg->peers : "",
+			.flag = "-distributor.peers",
+			.component = "distributor",
+			.header = DIST_PEER_HEADER,
+			.self_id = d->peer_id,
+			.period_ms = cfg->peers_period_ms,
+			.timeout_ms = cfg->peers_timeout_ms,
+			.m_healthy = "smolder_distributor_healthy_peers",
+			.m_healthy_help = "Healthy distributors sharing each "
+			    "tenant's ingestion rate, this one included (the "
+			    "rate is divided by it; 1 without "
+			    "-distributor.peers).",
+			.m_failures =
+			    "smolder_distributor_peer_probe_failures_total",
+			.m_failures_help = "Probes of -distributor.peers that "
+			    "failed (no answer, not ready, not a "
+			    "distributor).",
+		};
 
 		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 			/* Unique enough: the time and our address. */
@@ -918,7 +934,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		}
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			snprintf(d->peer_id + 2 * i, 3, "%02x", rnd[i]);
-		if ((rv = dist_peers_create(&pc, &d->peers, err)) != 0)
+		if ((rv = sm_peers_create(&pc, &d->peers, err)) != 0)
 			goto fail;
 	}
 	{
@@ -958,14 +974,14 @@ fail:
 int
 dist_start(struct distributor *d, struct sm_err *err)
 {
-	return (dist_peers_start(d->peers, err));
+	return (sm_peers_start(d->peers, err));
 }
 
 void
 dist_stop(struct distributor *d)
 {
 	if (d != NULL)
-		dist_peers_stop(d->peers);
+		sm_peers_stop(d->peers);
 }
 
 const char *
@@ -979,7 +995,7 @@ dist_destroy(struct distributor *d)
 {
 	if (d == NULL)
 		return;
-	dist_peers_destroy(d->peers);
+	sm_peers_destroy(d->peers);
 	dist_hints_destroy(d->hints);
 	rw_destroy(d->rw);
 	dist_ratelim_destroy(d->ratelim);

@@ -21,7 +21,7 @@
  *
  * Shared among the healthy distributors (Pyroscope's and Cortex's
  * "global" strategy): each distributor's bucket refills at the tenant's
- * rate / N, N = the healthy distributors it knows of (peers.h), itself
+ * rate / N, N = the healthy distributors it knows of (common/peers.h), itself
  * included, so N distributors behind a balancer together admit about the
  * tenant's rate.  The burst is not divided (Cortex keeps it per
  * distributor): a tenant may send up to N x burst at once across the

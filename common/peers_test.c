@@ -1,9 +1,11 @@
 /*
- * peers_test.c -- the distributors' peer view (peers.h): counting
+ * peers_test.c -- a component's peer view (peers.h): counting
  * answers, parsing -distributor.peers, and the prober against live HTTP
  * servers (a peer, a non-distributor, a dead port, this process itself).
  */
-#include "distributor/peers.h"
+#include "common/peers.h"
+
+#define TEST_HEADER "X-Smolder-Distributor"
 
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -23,22 +25,29 @@ test_count(void)
 	const char *none[] = { NULL };
 	const char *ids[] = { "self", "a", NULL, "", "a", "b", "self" };
 
-	SM_CHECK_EQ(dist_peers_count("self", none, 0), 1u);
-	SM_CHECK_EQ(dist_peers_count("self", none, 1), 1u);
+	SM_CHECK_EQ(sm_peers_count("self", none, 0), 1u);
+	SM_CHECK_EQ(sm_peers_count("self", none, 1), 1u);
 	/* self counts once whether listed or not; a twice, b once. */
-	SM_CHECK_EQ(dist_peers_count("self", ids, SM_ARRAY_LEN(ids)), 3u);
-	SM_CHECK_EQ(dist_peers_count("other", ids, SM_ARRAY_LEN(ids)), 4u);
+	SM_CHECK_EQ(sm_peers_count("self", ids, SM_ARRAY_LEN(ids)), 3u);
+	SM_CHECK_EQ(sm_peers_count("other", ids, SM_ARRAY_LEN(ids)), 4u);
 }
 
 static int
 create(const char *spec, int64_t period, int64_t timeout,
-    struct dist_peers **p)
+    struct sm_peers **p)
 {
-	struct dist_peers_cfg c = { spec, "self", period, timeout };
+	struct sm_peers_cfg c = {
+		.spec = spec, .flag = "-test.peers", .component = "test",
+		.header = TEST_HEADER, .self_id = "self", .period_ms = period,
+		.timeout_ms = timeout, .m_healthy = "smolder_test_healthy_peers",
+		.m_healthy_help = "test", .m_failures =
+		    "smolder_test_peer_probe_failures_total",
+		.m_failures_help = "test",
+	};
 	struct sm_err err;
 
 	sm_err_clear(&err);
-	return (dist_peers_create(&c, p, &err));
+	return (sm_peers_create(&c, p, &err));
 }
 
 static void
@@ -46,11 +55,11 @@ test_parse(void)
 {
 	static const char *const bad[] = { "foo", "http://", "ftp://a:1",
 	    "dns+nocolon", "dns+:1", "http://a b:1", "http://a:1,bogus" };
-	struct dist_peers *p;
+	struct sm_peers *p;
 
 	SM_CHECK_EQ(create("", 5000, 1000, &p), 0);
 	SM_CHECK(p == NULL);
-	SM_CHECK_EQ(dist_peers_healthy(NULL), 1u);
+	SM_CHECK_EQ(sm_peers_healthy(NULL), 1u);
 	SM_CHECK_EQ(create(" , ,", 5000, 1000, &p), 0);
 	SM_CHECK(p == NULL);
 	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
@@ -63,11 +72,11 @@ test_parse(void)
 	SM_CHECK_EQ(create(" http://a:1/ , dns+b.example:4040,"
 	    "https://[::1]:2,http://a:1", 5000, 1000, &p), 0);
 	SM_REQUIRE(p != NULL);
-	SM_CHECK_EQ(dist_peers_healthy(p), 1u);     /* before any probe */
-	dist_peers_destroy(p);
+	SM_CHECK_EQ(sm_peers_healthy(p), 1u);     /* before any probe */
+	sm_peers_destroy(p);
 }
 
-/* A fake /ready: answers `status` with `id` in X-Smolder-Distributor. */
+/* A fake /ready: answers `status` with `id` in the header. */
 struct fake {
 	const char *id;                 /* NULL: no header */
 	atomic_int status;
@@ -80,7 +89,7 @@ fake_ready(struct sm_http_req *r, void *arg)
 	struct fake *f = arg;
 
 	if (f->id != NULL)
-		sm_http_set_header(r, DIST_PEER_HEADER, f->id);
+		sm_http_set_header(r, TEST_HEADER, f->id);
 	sm_http_reply_text(r, atomic_load(&f->status), "ready");
 }
 
@@ -129,12 +138,12 @@ dead_port(void)
 	return (port);
 }
 
-/* Wait up to 5 s for dist_peers_healthy(p) == want. */
+/* Wait up to 5 s for sm_peers_healthy(p) == want. */
 static bool
-wait_healthy(struct dist_peers *p, uint32_t want)
+wait_healthy(struct sm_peers *p, uint32_t want)
 {
 	for (int i = 0; i < 500; i++) {
-		if (dist_peers_healthy(p) == want)
+		if (sm_peers_healthy(p) == want)
 			return (true);
 		usleep(10000);
 	}
@@ -145,7 +154,7 @@ static void
 test_live(void)
 {
 	struct fake self, a, notdist;
-	struct dist_peers *p = NULL;
+	struct sm_peers *p = NULL;
 	char spec[512];
 	struct sm_err err;
 
@@ -161,8 +170,19 @@ test_live(void)
 	    sm_http_port(a.h), sm_http_port(notdist.h), dead_port());
 	SM_REQUIRE(create(spec, 50, 40, &p) == 0 && p != NULL);
 	sm_err_clear(&err);
-	SM_REQUIRE(dist_peers_start(p, &err) == 0);
+	SM_REQUIRE(sm_peers_start(p, &err) == 0);
 	SM_CHECK(wait_healthy(p, 2));
+	{
+		/* the healthy ids, sorted, ours among them, once each */
+		char ids[8][SM_PEER_ID_LEN + 1];
+		uint32_t n = sm_peers_ids(p, "self", ids, 8);
+
+		SM_CHECK_EQ(n, 2u);
+		SM_CHECK_STR(ids[0], "peer-a");
+		SM_CHECK_STR(ids[1], "self");
+		SM_CHECK_EQ(sm_peers_ids(NULL, "me", ids, 8), 1u);
+		SM_CHECK_STR(ids[0], "me");
+	}
 	/* a not ready (503): only this one is left, at the next round. */
 	atomic_store(&a.status, 503);
 	SM_CHECK(wait_healthy(p, 1));
@@ -174,8 +194,8 @@ test_live(void)
 	SM_CHECK(wait_healthy(p, 1));
 	/* Never more than 1 + the distinct ids: stays 1. */
 	usleep(200000);
-	SM_CHECK_EQ(dist_peers_healthy(p), 1u);
-	dist_peers_destroy(p);
+	SM_CHECK_EQ(sm_peers_healthy(p), 1u);
+	sm_peers_destroy(p);
 	sm_http_destroy(notdist.h);
 	sm_http_destroy(self.h);
 }
@@ -186,5 +206,5 @@ SM_TEST_MAIN(
 	{ "parse -distributor.peers: URLs, dns+, errors, empty = none",
 	    test_parse },
 	{ "live probes: peer, duplicate, not a distributor, dead, "
-	    "not ready, back, gone", test_live },
+	    "not ready, back, gone; the healthy ids", test_live },
 )

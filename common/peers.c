@@ -1,5 +1,5 @@
 /*
- * peers.c -- the prober of the distributors' peer view (peers.h).
+ * peers.c -- the prober of a component's peer view (peers.h).
  */
 #include "peers.h"
 
@@ -13,22 +13,23 @@
 
 #include <curl/curl.h>
 
-#include "common/log.h"
-#include "common/metrics.h"
-#include "common/ring.h"
+#include "log.h"
+#include "metrics.h"
+#include "ring.h"
 
 #define PEERS_STARTING_MS 1000  /* probe interval while one never answered */
 
 struct peer {
 	char *url;                      /* base URL, no trailing '/' */
+	const char *header;             /* the view's header name */
 	int dns_ix;                     /* -1: listed; else its dns+ entry */
 	bool ok;                        /* last probe: 200 with an id */
 	bool ever;                      /* answered at least once */
-	bool warned;                    /* "not a distributor" logged */
-	char id[DIST_PEER_ID_LEN + 1];  /* from the last good answer */
+	bool warned;                    /* "not a <component>" logged */
+	char id[SM_PEER_ID_LEN + 1];  /* from the last good answer */
 	/* One probe round. */
 	CURL *easy;
-	char hdr_id[DIST_PEER_ID_LEN + 1];
+	char hdr_id[SM_PEER_ID_LEN + 1];
 };
 
 struct dns_entry {
@@ -36,22 +37,26 @@ struct dns_entry {
 	bool warned;
 };
 
-struct dist_peers {
-	struct dist_peers_cfg cfg;
-	char self_id[DIST_PEER_ID_LEN + 1];
+struct sm_peers {
+	struct sm_peers_cfg cfg;
+	char self_id[SM_PEER_ID_LEN + 1];
 	struct peer *p;                 /* prober only */
 	uint32_t np, pcap;
 	struct dns_entry *dns;
 	uint32_t ndns;
 	atomic_uint nhealthy;
+	/* the healthy ids, sorted, this one's included: under mu */
+	char (*hids)[SM_PEER_ID_LEN + 1];
+	uint32_t nhids;
+	struct sm_metric *m_healthy, *m_fail;
+	char *flag, *component, *header;
 	pthread_t thr;
 	bool started;
-	pthread_mutex_t mu;             /* protects stopping */
+	pthread_mutex_t mu;             /* protects stopping, hids */
 	pthread_cond_t cv;
 	bool stopping;
 };
 
-static struct sm_metric *m_healthy, *m_fail;
 static pthread_once_t peers_once = PTHREAD_ONCE_INIT;
 static bool peers_curl_ok;
 
@@ -59,19 +64,10 @@ static void
 peers_init_once(void)
 {
 	peers_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-	m_healthy = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_distributor_healthy_peers", "Healthy distributors "
-	    "sharing each tenant's ingestion rate, this one included (the "
-	    "rate is divided by it; 1 without -distributor.peers).",
-	    NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_peer_probe_failures_total", "Probes of "
-	    "-distributor.peers that failed (no answer, not ready, not a "
-	    "distributor).", NULL, NULL, 0);
 }
 
 uint32_t
-dist_peers_count(const char *self, const char *const *ids, uint32_t n)
+sm_peers_count(const char *self, const char *const *ids, uint32_t n)
 {
 	uint32_t count = 1;
 
@@ -91,15 +87,41 @@ dist_peers_count(const char *self, const char *const *ids, uint32_t n)
 }
 
 uint32_t
-dist_peers_healthy(const struct dist_peers *p)
+sm_peers_healthy(const struct sm_peers *p)
 {
 	if (p == NULL)
 		return (1);
 	return (atomic_load((atomic_uint *)&p->nhealthy));
 }
 
+uint32_t
+sm_peers_ids(const struct sm_peers *p, const char *self,
+    char (*ids)[SM_PEER_ID_LEN + 1], uint32_t max)
+{
+	uint32_t n;
+
+	if (max == 0)
+		return (0);
+	if (p == NULL || p->nhids == 0) {
+		snprintf(ids[0], sizeof(ids[0]), "%s", p != NULL ?
+		    p->self_id : self);
+		return (1);
+	}
+	pthread_mutex_lock((pthread_mutex_t *)&p->mu);
+	n = SM_MIN(p->nhids, max);
+	memcpy(ids, p->hids, n * sizeof(*ids));
+	pthread_mutex_unlock((pthread_mutex_t *)&p->mu);
+	return (n);
+}
+
 static int
-peer_add(struct dist_peers *p, const char *url, size_t len, int dns_ix)
+id_cmp(const void *a, const void *b)
+{
+	return (strcmp((const char *)a, (const char *)b));
+}
+
+static int
+peer_add(struct sm_peers *p, const char *url, size_t len, int dns_ix)
 {
 	struct peer *e;
 
@@ -116,12 +138,13 @@ peer_add(struct dist_peers *p, const char *url, size_t len, int dns_ix)
 	if ((e->url = sm_strndup(url, len)) == NULL)
 		return (SM_ENOMEM);
 	e->dns_ix = dns_ix;
+	e->header = p->header;
 	p->np++;
 	return (0);
 }
 
 static void
-peer_remove(struct dist_peers *p, uint32_t i)
+peer_remove(struct sm_peers *p, uint32_t i)
 {
 	sm_free(p->p[i].url);
 	p->p[i] = p->p[--p->np];
@@ -129,7 +152,7 @@ peer_remove(struct dist_peers *p, uint32_t i)
 
 /* Parse one trimmed entry of -distributor.peers. */
 static int
-parse_entry(struct dist_peers *p, const char *s, size_t len,
+parse_entry(struct sm_peers *p, const char *s, size_t len,
     struct sm_err *err)
 {
 	char *tmp;
@@ -145,9 +168,9 @@ parse_entry(struct dist_peers *p, const char *s, size_t len,
 			sm_free(tmp);
 			if (rv == SM_ENOMEM)
 				return (sm_err_set(err, rv, "out of memory"));
-			return (sm_err_set(err, SM_EINVAL, "-distributor.peers: "
-			    "\"%.*s\" must be dns+host:port (the distributors' "
-			    "HTTP port)", (int)len, s));
+			return (sm_err_set(err, SM_EINVAL, "%s: \"%.*s\" must "
+			    "be dns+host:port (the peers' HTTP port)", p->flag,
+			    (int)len, s));
 		}
 		nd = sm_realloc(p->dns, (p->ndns + 1) * sizeof(*nd));
 		if (nd == NULL) {
@@ -171,9 +194,9 @@ parse_entry(struct dist_peers *p, const char *s, size_t len,
 		if (host == NULL || *host == '\0' || *host == '/' ||
 		    strpbrk(tmp, " \t?#") != NULL) {
 			sm_free(tmp);
-			return (sm_err_set(err, SM_EINVAL, "-distributor.peers: "
-			    "\"%.*s\" is neither http://host:port nor "
-			    "dns+host:port", (int)len, s));
+			return (sm_err_set(err, SM_EINVAL, "%s: \"%.*s\" is "
+			    "neither http://host:port nor dns+host:port",
+			    p->flag, (int)len, s));
 		}
 	}
 	rv = peer_add(p, tmp, strlen(tmp), -1);
@@ -182,37 +205,49 @@ parse_entry(struct dist_peers *p, const char *s, size_t len,
 }
 
 int
-dist_peers_create(const struct dist_peers_cfg *cfg, struct dist_peers **out,
+sm_peers_create(const struct sm_peers_cfg *cfg, struct sm_peers **out,
     struct sm_err *err)
 {
-	struct dist_peers *p;
+	struct sm_peers *p;
 	const char *s;
 	int rv;
 
 	*out = NULL;
 	pthread_once(&peers_once, peers_init_once);
-	sm_gauge_set(sm_metric_child0(m_healthy), 1);
+	sm_gauge_set(sm_metric_child0(sm_metric_register(SM_METRIC_GAUGE,
+	    cfg->m_healthy, cfg->m_healthy_help, NULL, NULL, 0)), 1);
 	if (cfg->period_ms < 10 || cfg->timeout_ms < 1 ||
 	    cfg->timeout_ms > cfg->period_ms)
-		return (sm_err_set(err, SM_EINVAL, "-distributor.peers-probe-"
-		    "period must be >= 10ms and -distributor.peers-probe-"
-		    "timeout between 1ms and the period"));
+		return (sm_err_set(err, SM_EINVAL, "%s-probe-period must be "
+		    ">= 10ms and %s-probe-timeout between 1ms and the period",
+		    cfg->flag, cfg->flag));
 	for (s = cfg->spec; *s == ' ' || *s == ',' || *s == '\t'; s++)
 		;
 	if (*s == '\0')
 		return (0);
 	if (!peers_curl_ok)
-		return (sm_err_set(err, SM_EINTERNAL, "-distributor.peers: "
-		    "libcurl failed to initialise"));
+		return (sm_err_set(err, SM_EINTERNAL, "%s: libcurl failed to "
+		    "initialise", cfg->flag));
 	if ((p = sm_calloc(1, sizeof(*p))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	p->cfg = *cfg;
 	p->cfg.spec = NULL;             /* not kept */
 	snprintf(p->self_id, sizeof(p->self_id), "%s", cfg->self_id);
 	p->cfg.self_id = p->self_id;
+	p->flag = sm_strdup(cfg->flag);
+	p->component = sm_strdup(cfg->component);
+	p->header = sm_strdup(cfg->header);
+	p->m_healthy = sm_metric_register(SM_METRIC_GAUGE, cfg->m_healthy,
+	    cfg->m_healthy_help, NULL, NULL, 0);
+	p->m_fail = sm_metric_register(SM_METRIC_COUNTER, cfg->m_failures,
+	    cfg->m_failures_help, NULL, NULL, 0);
 	atomic_init(&p->nhealthy, 1);
 	pthread_mutex_init(&p->mu, NULL);
 	sm_cond_init(&p->cv);
+	if (p->flag == NULL || p->component == NULL || p->header == NULL) {
+		sm_peers_destroy(p);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
 	while (*s != '\0') {
 		const char *end = strchr(s, ',');
 		size_t len = end != NULL ? (size_t)(end - s) : strlen(s);
@@ -224,7 +259,7 @@ dist_peers_create(const struct dist_peers_cfg *cfg, struct dist_peers **out,
 		while (len > 0 && isspace((unsigned char)s[len - 1]))
 			len--;
 		if (len > 0 && (rv = parse_entry(p, s, len, err)) != 0) {
-			dist_peers_destroy(p);
+			sm_peers_destroy(p);
 			return (rv);
 		}
 		if (end == NULL)
@@ -237,7 +272,7 @@ dist_peers_create(const struct dist_peers_cfg *cfg, struct dist_peers **out,
 
 /* Re-resolve every dns+ entry; an entry that fails keeps its peers. */
 static void
-peers_dns(struct dist_peers *p)
+peers_dns(struct sm_peers *p)
 {
 	for (uint32_t k = 0; k < p->ndns; k++) {
 		struct dns_entry *d = &p->dns[k];
@@ -249,9 +284,9 @@ peers_dns(struct dist_peers *p)
 		if (sm_dns_resolve(d->host, d->port, "http", &urls, &n,
 		    &err) != 0) {
 			if (!d->warned)
-				sm_warn("distributor", "cannot resolve "
-				    "-distributor.peers\tname=%s err=\"%s\"",
-				    d->spec, err.msg);
+				sm_warn(p->component, "cannot resolve %s\t"
+				    "name=%s err=\"%s\"", p->flag, d->spec,
+				    err.msg);
 			d->warned = true;
 			continue;
 		}
@@ -286,14 +321,14 @@ peers_discard(char *ptr, size_t size, size_t nmemb, void *arg)
 	return (size * nmemb);
 }
 
-/* Keep the X-Smolder-Distributor header's value. */
+/* Keep the component header's value. */
 static size_t
 peers_header(char *ptr, size_t size, size_t nmemb, void *arg)
 {
 	struct peer *e = arg;
-	size_t len = size * nmemb, hl = strlen(DIST_PEER_HEADER);
+	size_t len = size * nmemb, hl = strlen(e->header);
 
-	if (len > hl + 1 && strncasecmp(ptr, DIST_PEER_HEADER, hl) == 0 &&
+	if (len > hl + 1 && strncasecmp(ptr, e->header, hl) == 0 &&
 	    ptr[hl] == ':') {
 		const char *v = ptr + hl + 1;
 		size_t vl = len - hl - 1;
@@ -304,8 +339,8 @@ peers_header(char *ptr, size_t size, size_t nmemb, void *arg)
 		}
 		while (vl > 0 && isspace((unsigned char)v[vl - 1]))
 			vl--;
-		if (vl > DIST_PEER_ID_LEN)
-			vl = DIST_PEER_ID_LEN;
+		if (vl > SM_PEER_ID_LEN)
+			vl = SM_PEER_ID_LEN;
 		memcpy(e->hdr_id, v, vl);
 		e->hdr_id[vl] = '\0';
 	}
@@ -314,7 +349,7 @@ peers_header(char *ptr, size_t size, size_t nmemb, void *arg)
 
 /* Start a probe of `e` on `mh`.  False when it cannot be started. */
 static bool
-probe_start(struct dist_peers *p, CURLM *mh, struct peer *e)
+probe_start(struct sm_peers *p, CURLM *mh, struct peer *e)
 {
 	char url[SM_DNS_URL_MAX + 512];
 
@@ -344,7 +379,7 @@ probe_start(struct dist_peers *p, CURLM *mh, struct peer *e)
 
 /* The outcome of `e`'s finished probe (`cc`). */
 static void
-probe_done(struct dist_peers *p, struct peer *e, CURLcode cc)
+probe_done(struct sm_peers *p, struct peer *e, CURLcode cc)
 {
 	long status = 0;
 	bool ok;
@@ -353,21 +388,20 @@ probe_done(struct dist_peers *p, struct peer *e, CURLcode cc)
 		curl_easy_getinfo(e->easy, CURLINFO_RESPONSE_CODE, &status);
 	ok = cc == CURLE_OK && status == 200 && e->hdr_id[0] != '\0';
 	if (cc == CURLE_OK && status == 200 && !ok && !e->warned) {
-		sm_warn("distributor", "-distributor.peers entry is not a "
-		    "distributor (no " DIST_PEER_HEADER " in /ready), not "
-		    "counted\turl=%s", e->url);
+		sm_warn(p->component, "%s entry is not a %s (no %s in "
+		    "/ready), not counted\turl=%s", p->flag, p->component,
+		    p->header, e->url);
 		e->warned = true;
 	}
 	if (!ok) {
-		sm_counter_inc(sm_metric_child0(m_fail));
+		sm_counter_inc(sm_metric_child0(p->m_fail));
 		if (e->ok)
-			sm_info("distributor", "peer distributor unhealthy\t"
-			    "url=%s err=\"%s\"", e->url, cc != CURLE_OK ?
+			sm_info(p->component, "peer unhealthy\turl=%s "
+			    "err=\"%s\"", e->url, cc != CURLE_OK ?
 			    curl_easy_strerror(cc) : "not ready");
 	} else {
 		if (!e->ok && strcmp(e->hdr_id, p->self_id) != 0)
-			sm_info("distributor", "peer distributor healthy\t"
-			    "url=%s", e->url);
+			sm_info(p->component, "peer healthy\turl=%s", e->url);
 		memcpy(e->id, e->hdr_id, sizeof(e->id));
 		e->ever = true;
 	}
@@ -376,7 +410,7 @@ probe_done(struct dist_peers *p, struct peer *e, CURLcode cc)
 
 /* One round: resolve, probe every peer concurrently, publish N. */
 static void
-peers_round(struct dist_peers *p)
+peers_round(struct sm_peers *p)
 {
 	const char **ids;
 	CURLM *mh;
@@ -388,7 +422,7 @@ peers_round(struct dist_peers *p)
 	for (uint32_t i = 0; i < p->np; i++) {
 		if (!probe_start(p, mh, &p->p[i])) {
 			p->p[i].ok = false;
-			sm_counter_inc(sm_metric_child0(m_fail));
+			sm_counter_inc(sm_metric_child0(p->m_fail));
 		}
 	}
 	do {
@@ -420,24 +454,50 @@ peers_round(struct dist_peers *p)
 	}
 	curl_multi_cleanup(mh);
 	if ((ids = sm_calloc(p->np + 1, sizeof(*ids))) != NULL) {
-		uint32_t n;
+		char (*h)[SM_PEER_ID_LEN + 1] = sm_calloc(p->np + 1,
+		    sizeof(*h));
+		uint32_t n, nh = 0;
 
 		for (uint32_t i = 0; i < p->np; i++)
 			ids[i] = p->p[i].ok ? p->p[i].id : NULL;
-		n = dist_peers_count(p->self_id, ids, p->np);
+		n = sm_peers_count(p->self_id, ids, p->np);
+		if (h != NULL) {
+			/* the healthy ids, sorted and unique, ours among */
+			snprintf(h[nh++], sizeof(h[0]), "%s", p->self_id);
+			for (uint32_t i = 0; i < p->np; i++)
+				if (ids[i] != NULL && ids[i][0] != '\0')
+					snprintf(h[nh++], sizeof(h[0]), "%s",
+					    ids[i]);
+			qsort(h, nh, sizeof(*h), id_cmp);
+			{
+				uint32_t w = 0;
+
+				for (uint32_t i = 0; i < nh; i++)
+					if (w == 0 || strcmp(h[w - 1],
+					    h[i]) != 0)
+						memmove(h[w++], h[i],
+						    sizeof(*h));
+				nh = w;
+			}
+			pthread_mutex_lock(&p->mu);
+			sm_free(p->hids);
+			p->hids = h;
+			p->nhids = nh;
+			pthread_mutex_unlock(&p->mu);
+		}
 		sm_free(ids);
 		if (n != atomic_load(&p->nhealthy))
-			sm_info("distributor", "healthy distributors changed\t"
+			sm_info(p->component, "healthy peers changed\t"
 			    "from=%u to=%u", atomic_load(&p->nhealthy), n);
 		atomic_store(&p->nhealthy, n);
-		sm_gauge_set(sm_metric_child0(m_healthy), n);
+		sm_gauge_set(sm_metric_child0(p->m_healthy), n);
 	}
 }
 
 static void *
 peers_main(void *arg)
 {
-	struct dist_peers *p = arg;
+	struct sm_peers *p = arg;
 
 	pthread_mutex_lock(&p->mu);
 	while (!p->stopping) {
@@ -459,18 +519,19 @@ peers_main(void *arg)
 }
 
 int
-dist_peers_start(struct dist_peers *p, struct sm_err *err)
+sm_peers_start(struct sm_peers *p, struct sm_err *err)
 {
 	if (p == NULL || p->started)
 		return (0);
 	if (pthread_create(&p->thr, NULL, peers_main, p) != 0)
-		return (sm_err_set(err, SM_ENOMEM, "distributor: peers thread"));
+		return (sm_err_set(err, SM_ENOMEM, "%s: peers thread",
+		    p->component));
 	p->started = true;
 	return (0);
 }
 
 void
-dist_peers_stop(struct dist_peers *p)
+sm_peers_stop(struct sm_peers *p)
 {
 	if (p == NULL || !p->started)
 		return;
@@ -483,11 +544,11 @@ dist_peers_stop(struct dist_peers *p)
 }
 
 void
-dist_peers_destroy(struct dist_peers *p)
+sm_peers_destroy(struct sm_peers *p)
 {
 	if (p == NULL)
 		return;
-	dist_peers_stop(p);
+	sm_peers_stop(p);
 	while (p->np > 0)
 		peer_remove(p, p->np - 1);
 	sm_free(p->p);
@@ -497,6 +558,10 @@ dist_peers_destroy(struct dist_peers *p)
 		sm_free(p->dns[k].port);
 	}
 	sm_free(p->dns);
+	sm_free(p->hids);
+	sm_free(p->flag);
+	sm_free(p->component);
+	sm_free(p->header);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	sm_free(p);
