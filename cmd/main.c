@@ -39,7 +39,7 @@
  * has finished its first sync.  In a process with a distributor every
  * answer carries the distributor's
  * random id in X-Smolder-Distributor, by which the distributors of
- * -distributor.peers count each other (distributor/peers.h).
+ * -distributor.peers count each other (common/peers.h).
  *
  * Shutdown: SIGINT or SIGTERM stops modules in reverse start order and
  * exits 0.  Signals are blocked in every thread and taken by sigwait() in
@@ -143,6 +143,8 @@ struct app {
 	int64_t scrape_reload_ms;
 	char *scraper_push_url;
 	char *scraper_push_key_file;
+	char *scraper_peers;
+	int64_t scraper_peers_period_ms, scraper_peers_timeout_ms;
 	int64_t scraper_concurrency;
 	int64_t scraper_max_state;
 	int64_t scraper_max_profile;
@@ -177,11 +179,15 @@ ready_handler(struct sm_http_req *r, void *arg)
 {
 	struct app *app = arg;
 
-	/* Who answers: peer distributors count the healthy ones by it
-	 * (distributor/peers.h). */
+	/* Who answers: peer distributors count the healthy ones by it,
+	 * scrapers share their targets among the healthy ones
+	 * (common/peers.h). */
 	if (app->dist != NULL)
 		sm_http_set_header(r, "X-Smolder-Distributor",
 		    dist_peer_id(app->dist));
+	if (app->scr != NULL)
+		sm_http_set_header(r, SCRAPER_PEER_HEADER,
+		    scraper_id(app->scr));
 	if (atomic_load(&app->shutting_down)) {
 		sm_http_reply_text(r, 503, "Shutting down");
 		return;
@@ -899,6 +905,9 @@ mod_scraper_init(void *p, struct sm_err *err)
 		.reload_ms = app->scrape_reload_ms,
 		.push_url = app->scraper_push_url,
 		.push_key_file = app->scraper_push_key_file,
+		.peers = app->scraper_peers,
+		.peers_period_ms = app->scraper_peers_period_ms,
+		.peers_timeout_ms = app->scraper_peers_timeout_ms,
 		.concurrency = (uint32_t)app->scraper_concurrency,
 		.max_state_bytes = app->scraper_max_state,
 		.max_profile_bytes = app->scraper_max_profile,
@@ -1011,6 +1020,20 @@ static const struct sm_flag app_flag_tab[] = {
 	    "scraper's uploads carry as Authorization: Bearer; its tenant "
 	    "is the uploads' tenant. Empty: none (X-Scope-OrgID from each "
 	    "job's tenant_id)."),
+	SM_FLAG_STR("scraper.peers", scraper_peers,
+	    "",
+	    "Every scraper sharing the targets, this one included: "
+	    "comma-separated http://host:port (their HTTP listeners) or "
+	    "dns+host:port entries, probed on /ready. Each target is "
+	    "scraped by one healthy scraper (rendezvous hashing); a dead "
+	    "one's targets move to the others. Empty: this scraper scrapes "
+	    "every target."),
+	SM_FLAG_I64("scraper.peers-probe-period", SM_FLAG_DURATION,
+	    scraper_peers_period_ms, "1s",
+	    "How often each -scraper.peers entry is probed."),
+	SM_FLAG_I64("scraper.peers-probe-timeout", SM_FLAG_DURATION,
+	    scraper_peers_timeout_ms, "500ms",
+	    "Deadline of one probe of a -scraper.peers entry."),
 	SM_FLAG_I64("scraper.concurrency", SM_FLAG_INT, scraper_concurrency,
 	    "32",
 	    "Scrapes run at once (a CPU profile holds one for its seconds)."),

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 #include "common/httpc.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/peers.h"
 #include "common/watch.h"
 #include "push/v1/push.pb-c.h"
 
@@ -54,6 +56,7 @@ struct scr_target {
 	struct scr_pstate p[SCR_NKINDS];
 	uint32_t running;
 	bool seen, dead;
+	bool owned;              /* by this scraper, at the last look */
 };
 
 /* What one scrape needs, copied at dispatch (the config may change). */
@@ -89,7 +92,13 @@ struct scraper {
 	pthread_t *workers;
 	uint32_t nworkers;
 	struct sm_watch *watch;
+	struct sm_peers *peers;      /* NULL: no -scraper.peers */
+	char id[SM_PEER_ID_LEN + 1];
+	char (*ids)[SM_PEER_ID_LEN + 1];   /* healthy scrapers, sched's */
+	uint32_t nids;
 };
+
+#define SCR_MAX_PEERS 256
 
 static struct sm_metric *m_targets, *m_scrapes, *m_uploads, *m_state;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
@@ -290,15 +299,46 @@ target_find(struct scraper *s, const char *id)
 	return (hit != NULL ? *hit : NULL);
 }
 
-/* A new target's first scrapes: at its phase within the interval. */
+/*
+ * A target's next scrapes, strictly after `now` (monotonic ms): at its
+ * slots, which are aligned to the wall clock at the target's phase
+ * within the interval, so every scraper computes the same ones.
+ */
 static void
 target_schedule(struct scr_target *t, int64_t now)
 {
 	uint64_t h = sm_hash(t->id, strlen(t->id));
+	int64_t iv = t->jc->interval_ms, unow = sm_now_ms();
 
-	for (int k = 0; k < SCR_NKINDS; k++)
-		t->p[k].next_ms = now + (int64_t)((h + (uint64_t)k * 7919) %
-		    (uint64_t)t->jc->interval_ms);
+	for (int k = 0; k < SCR_NKINDS; k++) {
+		int64_t phase = (int64_t)((h + (uint64_t)k * 7919) %
+		    (uint64_t)iv);
+		int64_t slot = sm_floor_to(unow - phase, iv) + phase + iv;
+
+		t->p[k].next_ms = now + (slot - unow);
+	}
+}
+
+/* The owner of target t among the healthy scrapers: the highest hash of
+ * (scraper id, target id). */
+static bool
+owns(const struct scraper *s, const struct scr_target *t)
+{
+	uint64_t th, best = 0;
+	uint32_t bi = 0;
+
+	if (s->peers == NULL || s->nids <= 1)
+		return (true);
+	th = sm_hash(t->id, strlen(t->id));
+	for (uint32_t i = 0; i < s->nids; i++) {
+		uint64_t h = sm_hash_seed(s->ids[i], strlen(s->ids[i]), th);
+
+		if (i == 0 || h > best) {
+			best = h;
+			bi = i;
+		}
+	}
+	return (strcmp(s->ids[bi], s->id) == 0);
 }
 
 /* Discovered targets, before they meet the table. */
@@ -507,7 +547,8 @@ apply(struct scraper *s, const struct scr_config *conf,
 	}
 	for (uint32_t i = 0; i < nadd; i++) {
 		c->v[i]->seen = true;
-		target_schedule(c->v[i], now);
+		c->v[i]->owned = false;  /* the scheduler schedules what it
+					  * owns */
 		s->t[s->nt++] = c->v[i];
 	}
 	c->n = 0;
@@ -1009,8 +1050,20 @@ sched_main(void *arg)
 			next = now + 1000;
 		}
 		next = SM_MIN(next, s->next_discovery_ms);
+		if (s->peers != NULL)
+			s->nids = sm_peers_ids(s->peers, s->id, s->ids,
+			    SCR_MAX_PEERS);
 		for (uint32_t i = 0; i < s->nt; i++) {
 			struct scr_target *t = s->t[i];
+			bool own = owns(s, t);
+
+			/* gained: from the next slot on (the one under way
+			 * may be its previous owner's) */
+			if (own && !t->owned)
+				target_schedule(t, now);
+			t->owned = own;
+			if (!own)
+				continue;
 
 			for (int kd = 0; kd < SCR_NKINDS; kd++) {
 				struct scr_pstate *ps = &t->p[kd];
@@ -1119,8 +1172,9 @@ targets_json(struct scraper *s, struct sm_buf *b)
 		sm_buf_json_str(b, t->job, strlen(t->job));
 		sm_buf_puts(b, ",\"scrapeUrl\":");
 		sm_buf_json_str(b, t->url, strlen(t->url));
-		sm_buf_printf(b, ",\"health\":\"%s\",\"lastError\":",
-		    health_of(t));
+		sm_buf_printf(b, ",\"health\":\"%s\",\"owned\":%s,"
+		    "\"lastError\":", health_of(t), t->owned ? "true" :
+		    "false");
 		sm_buf_json_str(b, err, strlen(err));
 		sm_buf_puts(b, ",\"lastScrape\":");
 		ms_rfc3339(b, last);
@@ -1264,6 +1318,19 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 		while (n > 0 && s->push_url[n - 1] == '/')
 			s->push_url[--n] = '\0';
 	}
+	{
+		uint8_t rnd[SM_PEER_ID_LEN / 2];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			uint64_t t = (uint64_t)sm_mono_ns() ^
+			    (uint64_t)(uintptr_t)s;
+
+			memset(rnd, 0, sizeof(rnd));
+			memcpy(rnd, &t, sizeof(t));
+		}
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			snprintf(s->id + 2 * i, 3, "%02x", rnd[i]);
+	}
 	if (s->cfg.concurrency == 0)
 		s->cfg.concurrency = 1;
 	pthread_mutex_init(&s->mu, NULL);
@@ -1299,6 +1366,35 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 		}
 	}
 
+	if ((s->ids = sm_calloc(SCR_MAX_PEERS, sizeof(*s->ids))) == NULL) {
+		scraper_free(s);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	{
+		struct sm_peers_cfg pc = {
+			.spec = cfg->peers != NULL ? cfg->peers : "",
+			.flag = "-scraper.peers",
+			.component = "scraper",
+			.header = SCRAPER_PEER_HEADER,
+			.self_id = s->id,
+			.period_ms = cfg->peers_period_ms > 0 ?
+			    cfg->peers_period_ms : 1000,
+			.timeout_ms = cfg->peers_timeout_ms > 0 ?
+			    cfg->peers_timeout_ms : 500,
+			.m_healthy = "smolder_scraper_healthy_peers",
+			.m_healthy_help = "Healthy scrapers sharing the "
+			    "targets, this one included (1 without "
+			    "-scraper.peers).",
+			.m_failures = "smolder_scraper_peer_probe_failures_total",
+			.m_failures_help = "Probes of -scraper.peers that "
+			    "failed (no answer, not ready, not a scraper).",
+		};
+
+		if ((rv = sm_peers_create(&pc, &s->peers, err)) != 0) {
+			scraper_free(s);
+			return (rv);
+		}
+	}
 	if ((rv = sm_http_route_as(http, SM_SCOPE_READ, "GET",
 	    "/api/v1/targets", targets_api, s, 0)) != 0 ||
 	    (rv = sm_http_route_as(http, SM_SCOPE_READ, "GET", "/targets",
@@ -1324,6 +1420,8 @@ scraper_start(struct scraper *s, struct sm_err *err)
 	if ((s->workers = sm_calloc(s->cfg.concurrency,
 	    sizeof(*s->workers))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	if ((rv = sm_peers_start(s->peers, err)) != 0)
+		return (rv);
 	{
 		struct sm_watch_conf wc = {
 			.path = s->config_file,
@@ -1355,11 +1453,18 @@ scraper_start(struct scraper *s, struct sm_err *err)
 	return (0);
 }
 
+const char *
+scraper_id(const struct scraper *s)
+{
+	return (s->id);
+}
+
 void
 scraper_stop(struct scraper *s)
 {
 	if (s == NULL)
 		return;
+	sm_peers_stop(s->peers);
 	sm_watch_destroy(s->watch);
 	s->watch = NULL;
 	if (!s->started)
@@ -1392,6 +1497,8 @@ scraper_free(struct scraper *s)
 		target_free(s->t[i]);
 	sm_free(s->t);
 	conf_unref(s->conf);
+	sm_peers_destroy(s->peers);
+	sm_free(s->ids);
 	sm_free(s->workers);
 	sm_free(s->config_file);
 	sm_free(s->push_url);

@@ -55,8 +55,18 @@
  * fails (the target's error says so) and its state is dropped, so it
  * primes again -- reported, never silently thinned.
  *
- * Not yet: sharing targets among several scrapers (each scraper scrapes
- * every target it is configured with).
+ * Sharing (-scraper.peers, common/peers.h): scrapers given the same
+ * configuration and each other's URLs share its targets.  The owner of a
+ * target is the healthy scraper with the highest hash of (its id, the
+ * target's identity): rendezvous hashing, so a scraper that goes moves
+ * only its own targets.  Scrape times are slots aligned to the wall
+ * clock (the target's phase within the interval), the same in every
+ * scraper; a scraper that gains a target starts at the next slot, so a
+ * target is never scraped twice in one slot by two scrapers, and a dead
+ * scraper's targets are scraped again within about one interval plus
+ * the time its peers take to see it gone (two probe periods).  Each
+ * scraper keeps the delta state of its own targets: one that gains a
+ * target primes it first.
  *
  * Lifecycle: create (routes), start (threads; the config loaded: a bad
  * file at start is an error), stop (threads joined, in-flight scrapes
@@ -77,6 +87,8 @@ struct scraper_cfg {
 	int64_t reload_ms;           /* how often the file is checked */
 	const char *push_url;        /* base URL of a distributor */
 	const char *push_key_file;   /* API key for the uploads; "" none */
+	const char *peers;           /* -scraper.peers; "" none */
+	int64_t peers_period_ms, peers_timeout_ms;
 	uint32_t concurrency;        /* workers */
 	int64_t max_state_bytes;
 	int64_t max_profile_bytes;
@@ -86,6 +98,11 @@ struct scraper;
 
 int scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
     struct scraper **out, struct sm_err *err);
+
+/* The header of /ready by which scrapers know each other, and this
+ * scraper's value of it (random per process). */
+#define SCRAPER_PEER_HEADER "X-Smolder-Scraper"
+const char *scraper_id(const struct scraper *s);
 int scraper_start(struct scraper *s, struct sm_err *err);
 void scraper_stop(struct scraper *s);
 void scraper_free(struct scraper *s);

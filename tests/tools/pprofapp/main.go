@@ -2,7 +2,7 @@
 // (tests/integration/test_scrape.py): what a service looks like to pull
 // mode, with no SDK.
 //
-//	pprofapp -addr 127.0.0.1:PORT [-tee DIR] [-burn]
+//	pprofapp -addr 127.0.0.1:PORT [-tee DIR] [-burn] [-n N -ports-file F]
 //
 // It counts every allocation (runtime.MemProfileRate = 1) so a heap
 // profile's alloc_* values are exact, burns CPU in main.burnA and
@@ -10,20 +10,26 @@
 // when asked (GET /alloc?n=N&size=S, answered once the allocations are in
 // the heap profile: two GCs publish them).  With -tee, every CPU profile
 // served by /debug/pprof/profile is also written to DIR/cpu-<n>.pb.gz, so
-// the test knows exactly what a scraper fetched.
+// the test knows exactly what a scraper fetched.  With -n, it also
+// listens on N more loopback ports (written to F, one per line), each
+// serving the same endpoints as a target of its own, and GET /stats (on
+// -addr) answers, per port, the times (unix ms) each path was asked.
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +95,8 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6060", "listen address")
 	tee := flag.String("tee", "", "directory for copies of served CPU profiles")
 	burn := flag.Bool("burn", false, "burn CPU in main.burnA and main.burnB")
+	flag.Int("n", 0, "more loopback ports, each a target")
+	flag.String("ports-file", "", "where the -n ports are written")
 	flag.Parse()
 
 	if *burn {
@@ -130,5 +138,43 @@ func main() {
 		runtime.GC()
 		fmt.Fprintln(w, "ok")
 	})
+	// per port and path, the times it was asked
+	var statsMu sync.Mutex
+	stats := map[string]map[string][]int64{}
+	counted := func(port string, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			statsMu.Lock()
+			if stats[port] == nil {
+				stats[port] = map[string][]int64{}
+			}
+			stats[port][r.URL.Path] = append(stats[port][r.URL.Path],
+				time.Now().UnixMilli())
+			statsMu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	}
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		statsMu.Lock()
+		defer statsMu.Unlock()
+		json.NewEncoder(w).Encode(stats)
+	})
+	n := flag.Lookup("n").Value.(flag.Getter).Get().(int)
+	if n > 0 {
+		var ports []string
+		for i := 0; i < n; i++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				log.Fatal(err)
+			}
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			ports = append(ports, port)
+			go http.Serve(ln, counted(port, mux))
+		}
+		pf := flag.Lookup("ports-file").Value.String()
+		if err := os.WriteFile(pf+".tmp", []byte(strings.Join(ports, "\n")+"\n"), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		os.Rename(pf+".tmp", pf)
+	}
 	log.Fatal(http.ListenAndServe(*addr, mux))
 }
