@@ -359,26 +359,40 @@ dict_index(struct otlp_conv *c, const uint8_t *p, size_t n)
 
 /* --- the pprof tables ------------------------------------------------------ */
 
+/* The varint fields 1..4 of message m into f4 (absent ones 0). */
+static int
+read_f1to4(struct otlp_conv *c, const struct otlp_msg *m,
+    const uint8_t *schema, size_t nschema, const char *what, uint64_t f4[4])
+{
+	struct sm_pbw r = { m->p, m->p + m->n, NULL, schema,
+	    (uint32_t)nschema };
+	uint32_t f, wt;
+	uint64_t v;
+
+	while (r.p < r.end) {
+		if (sm_pbw_key(&r, &f, &wt) != 0)
+			return (wire_bad(c, &r, what));
+		if (f >= 1 && f <= 4 && wt == SM_PBW_VARINT) {
+			if (sm_pbw_varint(&r, &v) != 0)
+				return (wire_bad(c, &r, what));
+			f4[f - 1] = v;
+		} else if (sm_pbw_skip(&r, f, wt) != 0) {
+			return (wire_bad(c, &r, what));
+		}
+	}
+	return (0);
+}
+
 static int
 emit_mapping(struct otlp_conv *c, uint32_t i)
 {
 	const struct otlp_msg *m = &c->tab[OD_MAPPING][i];
-	struct sm_pbw r = SM_PBW(m->p, m->n, os_mapping);
-	uint64_t f4[4] = { 0, 0, 0, 0 }, v;
-	uint32_t f, wt;
+	uint64_t f4[4] = { 0, 0, 0, 0 };
 	int rv;
 
-	while (r.p < r.end) {
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "Mapping"));
-		if (f >= 1 && f <= 4 && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
-				return (wire_bad(c, &r, "Mapping"));
-			f4[f - 1] = v;
-		} else if (sm_pbw_skip(&r, f, wt) != 0) {
-			return (wire_bad(c, &r, "Mapping"));
-		}
-	}
+	if ((rv = read_f1to4(c, m, os_mapping, sizeof(os_mapping), "Mapping",
+	    f4)) != 0)
+		return (rv);
 	if ((rv = str_check(c, "Mapping.filename_strindex",
 	    as_i32(f4[3]))) != 0)
 		return (rv);
@@ -400,22 +414,12 @@ emit_function(struct otlp_conv *c, uint32_t i)
 	static const char *const what[3] = { "Function.name_strindex",
 	    "Function.system_name_strindex", "Function.filename_strindex" };
 	const struct otlp_msg *m = &c->tab[OD_FUNCTION][i];
-	struct sm_pbw r = SM_PBW(m->p, m->n, os_function);
-	uint64_t f4[4] = { 0, 0, 0, 0 }, v;
-	uint32_t f, wt;
+	uint64_t f4[4] = { 0, 0, 0, 0 };
 	int rv;
 
-	while (r.p < r.end) {
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "Function"));
-		if (f >= 1 && f <= 4 && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
-				return (wire_bad(c, &r, "Function"));
-			f4[f - 1] = v;
-		} else if (sm_pbw_skip(&r, f, wt) != 0) {
-			return (wire_bad(c, &r, "Function"));
-		}
-	}
+	if ((rv = read_f1to4(c, m, os_function, sizeof(os_function),
+	    "Function", f4)) != 0)
+		return (rv);
 	for (int k = 0; k < 3; k++)
 		if ((rv = str_check(c, what[k], as_i32(f4[k]))) != 0)
 			return (rv);
