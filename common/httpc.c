@@ -13,11 +13,41 @@
 
 static pthread_once_t httpc_once = PTHREAD_ONCE_INIT;
 static bool httpc_ok;
+/* One easy handle per thread, kept between calls: its connection cache
+ * keeps connections alive (a scraper worker asks the same targets and the
+ * same distributor every interval; a new connection per request cost
+ * more than the request).  Freed when the thread exits. */
+static pthread_key_t httpc_key;
+
+static void
+httpc_free_handle(void *h)
+{
+	curl_easy_cleanup(h);
+}
 
 static void
 httpc_init(void)
 {
-	httpc_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	httpc_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK &&
+	    pthread_key_create(&httpc_key, httpc_free_handle) == 0;
+}
+
+/* This thread's handle, reset to no options; NULL when out of memory. */
+static CURL *
+httpc_handle(void)
+{
+	CURL *c = pthread_getspecific(httpc_key);
+
+	if (c != NULL) {
+		curl_easy_reset(c);
+		return (c);
+	}
+	if ((c = curl_easy_init()) != NULL &&
+	    pthread_setspecific(httpc_key, c) != 0) {
+		curl_easy_cleanup(c);
+		c = NULL;
+	}
+	return (c);
 }
 
 struct httpc_sink {
@@ -63,7 +93,7 @@ httpc_do(const struct sm_httpc_req *req, bool post, int *status,
 		return (sm_err_set(err, SM_EINVAL, "not an http:// or https:// "
 		    "URL"));
 	pthread_once(&httpc_once, httpc_init);
-	if (!httpc_ok || (c = curl_easy_init()) == NULL)
+	if (!httpc_ok || (c = httpc_handle()) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "libcurl: cannot start"));
 	for (size_t i = 0; req->headers != NULL && req->headers[i] != NULL;
 	    i++) {
@@ -115,8 +145,8 @@ httpc_do(const struct sm_httpc_req *req, bool post, int *status,
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	*status = (int)code;
 out:
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hl);
-	curl_easy_cleanup(c);
 	return (rv);
 }
 

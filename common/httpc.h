@@ -5,8 +5,10 @@
  * Prometheus remote write, querier/rules.c; the scraper's fetches and
  * uploads, scraper/scraper.c).
  *
- * Ownership: every call is self-contained (its own easy handle; libcurl's
- * global state is set up once, thread-safely).  Blocking: the call runs
+ * Ownership: every call is self-contained; each thread keeps one libcurl
+ * handle between its calls (freed when the thread exits), so connections
+ * to the same host stay open (libcurl's global state is set up once,
+ * thread-safely).  Blocking: the call runs
  * for at most timeout_ms; no signals (CURLOPT_NOSIGNAL).  TLS: https://
  * URLs verify the peer against the system store, or against ca_file when
  * given.  Errors: SM_EUNAVAIL (no connection, a transport error, the

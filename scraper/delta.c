@@ -100,6 +100,10 @@ struct dl_ctx {
 	const Google__V1__Profile *p;
 	struct dl_ent *loc, *fn, *map;
 	size_t nloc, nfn, nmap;
+	/* each location's identity hashed once: by id when the ids are
+	 * dense (Go's are 1..n), else in the order of loc[] */
+	uint64_t *lh;
+	uint64_t nlh;            /* entries of lh when dense; 0 otherwise */
 	struct sm_buf kb;        /* the key's bytes */
 };
 
@@ -133,39 +137,54 @@ lab_cmp(const void *a, const void *b)
 	return (c != 0 ? c : strcmp(x[1], y[1]));
 }
 
-/* A sample's identity: its stack by function, file and line (or mapping
- * file and address), and its string labels in name order. */
+/* A location's identity: each line's function name, file and line, or
+ * its mapping's file and its address. */
+static uint64_t
+loc_hash(struct dl_ctx *c, const Google__V1__Location *L)
+{
+	sm_buf_reset(&c->kb);
+	for (size_t k = 0; k < L->n_line; k++) {
+		const Google__V1__Function *f = ent_find(c->fn, c->nfn,
+		    L->line[k]->function_id);
+
+		kb_str(&c->kb, f != NULL ? dl_str(c, f->name) : "?");
+		kb_str(&c->kb, f != NULL ? dl_str(c, f->filename) : "");
+		kb_u64(&c->kb, (uint64_t)L->line[k]->line);
+	}
+	if (L->n_line == 0) {
+		const Google__V1__Mapping *m = ent_find(c->map, c->nmap,
+		    L->mapping_id);
+
+		kb_str(&c->kb, m != NULL ? dl_str(c, m->filename) : "");
+		kb_u64(&c->kb, L->address);
+	}
+	return (sm_hash(c->kb.b != NULL ? c->kb.b : "", c->kb.len));
+}
+
+/* The identity hash of location `id` (an unknown id hashes the id). */
+static uint64_t
+loc_key(const struct dl_ctx *c, uint64_t id)
+{
+	const struct dl_ent *e;
+	struct dl_ent k = { id, NULL };
+
+	if (c->nlh > 0)
+		return (id < c->nlh && c->lh[id] != 0 ? c->lh[id] :
+		    sm_hash_u64(id));
+	e = bsearch(&k, c->loc, c->nloc, sizeof(*c->loc), ent_cmp);
+	return (e != NULL ? c->lh[e - c->loc] : sm_hash_u64(id));
+}
+
+/* A sample's identity: its locations' identities, leaf first, and its
+ * string labels in name order. */
 static uint64_t
 sample_key(struct dl_ctx *c, const Google__V1__Sample *s, const char **lab)
 {
 	size_t nl = 0;
 
 	sm_buf_reset(&c->kb);
-	for (size_t i = 0; i < s->n_location_id; i++) {
-		const Google__V1__Location *L = ent_find(c->loc, c->nloc,
-		    s->location_id[i]);
-
-		if (L == NULL) {
-			kb_u64(&c->kb, s->location_id[i]);
-			continue;
-		}
-		for (size_t k = 0; k < L->n_line; k++) {
-			const Google__V1__Function *f = ent_find(c->fn, c->nfn,
-			    L->line[k]->function_id);
-
-			kb_str(&c->kb, f != NULL ? dl_str(c, f->name) : "?");
-			kb_str(&c->kb, f != NULL ? dl_str(c, f->filename) : "");
-			kb_u64(&c->kb, (uint64_t)L->line[k]->line);
-		}
-		if (L->n_line == 0) {
-			const Google__V1__Mapping *m = ent_find(c->map,
-			    c->nmap, L->mapping_id);
-
-			kb_str(&c->kb, m != NULL ? dl_str(c, m->filename) : "");
-			kb_u64(&c->kb, L->address);
-		}
-		sm_buf_putc(&c->kb, '\xff');
-	}
+	for (size_t i = 0; i < s->n_location_id; i++)
+		kb_u64(&c->kb, loc_key(c, s->location_id[i]));
 	for (size_t i = 0; i < s->n_label; i++) {
 		if (s->label[i]->str == 0)
 			continue;
@@ -221,6 +240,26 @@ dl_index(struct dl_ctx *c, struct sm_arena *a)
 	qsort(c->loc, c->nloc, sizeof(*c->loc), ent_cmp);
 	qsort(c->fn, c->nfn, sizeof(*c->fn), ent_cmp);
 	qsort(c->map, c->nmap, sizeof(*c->map), ent_cmp);
+	{
+		uint64_t max = c->nloc > 0 ? c->loc[c->nloc - 1].id : 0;
+
+		/* dense ids: a direct table (0 = no such location) */
+		c->nlh = max <= 4 * (uint64_t)c->nloc + 16 ? max + 1 : 0;
+		if ((c->lh = sm_arena_calloc(a, c->nlh > 0 ? c->nlh :
+		    c->nloc + 1, sizeof(*c->lh))) == NULL)
+			return (SM_ENOMEM);
+		for (size_t i = 0; i < c->nloc; i++) {
+			uint64_t h = loc_hash(c, c->loc[i].m);
+
+			h += h == 0;    /* 0 marks an empty slot */
+			if (c->nlh > 0) {
+				if (c->lh[c->loc[i].id] == 0)
+					c->lh[c->loc[i].id] = h;
+			} else {
+				c->lh[i] = h;
+			}
+		}
+	}
 	return (0);
 }
 

@@ -3,9 +3,11 @@
 // mode, with no SDK.
 //
 //	pprofapp -addr 127.0.0.1:PORT [-tee DIR] [-burn] [-n N -ports-file F]
+//	         [-memrate R]
 //
-// It counts every allocation (runtime.MemProfileRate = 1) so a heap
-// profile's alloc_* values are exact, burns CPU in main.burnA and
+// It counts every allocation (runtime.MemProfileRate = 1; -memrate sets
+// another rate, as B19's many targets need) so a heap profile's alloc_*
+// values are exact, burns CPU in main.burnA and
 // main.burnB when -burn is given, and allocates in main.allocSmall only
 // when asked (GET /alloc?n=N&size=S, answered once the allocations are in
 // the heap profile: two GCs publish them).  With -tee, every CPU profile
@@ -91,13 +93,14 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 }
 
 func main() {
-	runtime.MemProfileRate = 1
 	addr := flag.String("addr", "127.0.0.1:6060", "listen address")
+	memrate := flag.Int("memrate", 1, "runtime.MemProfileRate (1: every allocation)")
 	tee := flag.String("tee", "", "directory for copies of served CPU profiles")
 	burn := flag.Bool("burn", false, "burn CPU in main.burnA and main.burnB")
 	flag.Int("n", 0, "more loopback ports, each a target")
 	flag.String("ports-file", "", "where the -n ports are written")
 	flag.Parse()
+	runtime.MemProfileRate = *memrate
 
 	if *burn {
 		go func() {
