@@ -34,7 +34,7 @@ JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
-FUZZ_SECONDS ?= 9
+FUZZ_SECONDS ?= 7
 HTTP_ADDR ?= :4040
 DATA_DIR ?= ./data
 
