@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __GLIBC__
@@ -553,4 +554,57 @@ sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x)
 			hi = mid;
 	}
 	return (lo);
+}
+
+int
+sm_uuid_parse(const char *s, uint8_t out[16])
+{
+	size_t n = strlen(s), k = 0;
+	bool dashes;
+
+	if (n == 45 && strncasecmp(s, "urn:uuid:", 9) == 0) {
+		s += 9;
+		n = 36;
+	} else if (n == 38 && s[0] == '{' && s[37] == '}') {
+		s++;
+		n = 36;
+	}
+	if (n == 36)
+		dashes = true;
+	else if (n == 32)
+		dashes = false;
+	else
+		return (SM_EINVAL);
+	if (dashes && (s[8] != '-' || s[13] != '-' || s[18] != '-' ||
+	    s[23] != '-'))
+		return (SM_EINVAL);
+	for (size_t i = 0; i < n && k < 16;) {
+		int hi, lo;
+
+		if (dashes && (i == 8 || i == 13 || i == 18 || i == 23)) {
+			i++;
+			continue;
+		}
+		if ((hi = sm_hex_val((unsigned char)s[i])) < 0 ||
+		    (lo = sm_hex_val((unsigned char)s[i + 1])) < 0)
+			return (SM_EINVAL);
+		out[k++] = (uint8_t)(hi << 4 | lo);
+		i += 2;
+	}
+	return (k == 16 ? 0 : SM_EINVAL);
+}
+
+void
+sm_uuid_format(const uint8_t id[16], char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[k++] = '-';
+		out[k++] = hex[id[i] >> 4];
+		out[k++] = hex[id[i] & 15];
+	}
+	out[k] = '\0';
 }

@@ -303,6 +303,15 @@ static inline int sm_hex_val(int c)
 	return (-1);
 }
 
+/*
+ * UUIDs: the one parser and formatter (upload ids, profile ids).  Parse
+ * accepts 8-4-4-4-12 hex digits (either case), the 32 digits alone,
+ * urn:uuid:<uuid> and {<uuid>}: 0 or SM_EINVAL.  Format writes the
+ * dashed lowercase form and a NUL into out.
+ */
+int sm_uuid_parse(const char *s, uint8_t out[16]);
+void sm_uuid_format(const uint8_t id[16], char out[37]);
+
 /* The 2n hex digits at s as n bytes in out; false at a non-hex digit
  * (out then partly written). */
 bool sm_hex_decode(const char *s, size_t n, uint8_t *out);

@@ -85,43 +85,6 @@ struct push_item {
 	bool inited;
 };
 
-int
-dist_parse_uuid(const char *s, uint8_t out[16])
-{
-	size_t n = strlen(s), k = 0;
-	bool dashes;
-
-	if (n == 45 && strncasecmp(s, "urn:uuid:", 9) == 0) {
-		s += 9;
-		n = 36;
-	} else if (n == 38 && s[0] == '{' && s[37] == '}') {
-		s++;
-		n = 36;
-	}
-	if (n == 36)
-		dashes = true;
-	else if (n == 32)
-		dashes = false;
-	else
-		return (SM_EINVAL);
-	if (dashes && (s[8] != '-' || s[13] != '-' || s[18] != '-' ||
-	    s[23] != '-'))
-		return (SM_EINVAL);
-	for (size_t i = 0; i < n && k < 16;) {
-		int hi, lo;
-
-		if (dashes && (i == 8 || i == 13 || i == 18 || i == 23)) {
-			i++;
-			continue;
-		}
-		if ((hi = sm_hex_val((unsigned char)s[i])) < 0 ||
-		    (lo = sm_hex_val((unsigned char)s[i + 1])) < 0)
-			return (SM_EINVAL);
-		out[k++] = (uint8_t)(hi << 4 | lo);
-		i += 2;
-	}
-	return (k == 16 ? 0 : SM_EINVAL);
-}
 
 /*
  * time_nanos (field 9) of a pprof, 0 when absent.  Undecodable wire data
@@ -211,7 +174,7 @@ push_decode(struct distributor *d, const struct dist_limits *lim,
 	int rv;
 
 	if (rs->id != NULL && rs->id[0] != '\0') {
-		if (dist_parse_uuid(rs->id, it->id) != 0)
+		if (sm_uuid_parse(rs->id, it->id) != 0)
 			return (sm_err_set(err, SM_EINVAL, "invalid sample ID "
 			    "\"%.64s\": not a UUID", rs->id));
 		it->has_id = true;
@@ -259,20 +222,6 @@ push_decode(struct distributor *d, const struct dist_limits *lim,
 	return (0);
 }
 
-static void
-uuid_format(const uint8_t id[16], char out[37])
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t k = 0;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			out[k++] = '-';
-		out[k++] = hex[id[i] >> 4];
-		out[k++] = hex[id[i] & 15];
-	}
-	out[k] = '\0';
-}
 
 /*
  * Queue the accepted request for remote-write (remote_write.h): packed
@@ -314,7 +263,7 @@ push_forward(struct distributor *d, struct sm_connect_call *call,
 			    (id = sm_arena_alloc(call->arena, 37)) == NULL)
 				goto nomem;
 			*rs = *s->samples[j];
-			uuid_format(items[k].id, id);
+			sm_uuid_format(items[k].id, id);
 			rs->id = id;
 			sv[j] = rs;
 		}

@@ -30,11 +30,11 @@ test_uuid_forms(void)
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(ok); i++) {
 		memset(id, 0, sizeof(id));
-		SM_CHECK_EQ(dist_parse_uuid(ok[i], id), 0);
+		SM_CHECK_EQ(sm_uuid_parse(ok[i], id), 0);
 		SM_CHECK(memcmp(id, want, sizeof(id)) == 0);
 	}
 	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++)
-		SM_CHECK_EQ(dist_parse_uuid(bad[i], id), SM_EINVAL);
+		SM_CHECK_EQ(sm_uuid_parse(bad[i], id), SM_EINVAL);
 }
 
 SM_TEST_MAIN(

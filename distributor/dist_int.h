@@ -85,12 +85,6 @@ uint32_t dist_series_limit(uint32_t global, uint32_t local, uint32_t nhealthy,
 void dist_observe(const char *tenant, int status, size_t len,
     uint32_t nseries, const char *reason, const char *msg);
 
-/*
- * Parse a UUID in the forms Go's uuid.Parse accepts (xxxxxxxx-xxxx-...,
- * 32 hex digits, {...}, urn:uuid:...).  0 or SM_EINVAL.
- */
-int dist_parse_uuid(const char *s, uint8_t out[16]);
-
 /* Register push.v1.PusherService/Push (connect_push.c). */
 int dist_connect_register(struct distributor *d, struct sm_err *err);
 

@@ -1508,12 +1508,10 @@ profile_pprof(struct otlp_conv *c, const struct otlp_prof *grp, size_t ng,
 static char *
 uuid_of(struct otlp_conv *c, const struct otlp_prof *op)
 {
-	static const char hx[] = "0123456789abcdef";
 	uint8_t buf[16 + 8], h[16];
 	uint64_t a, b;
 	bool zero = true;
 	char *s;
-	size_t k = 0;
 
 	if (op->id.n != 16)
 		return ((char *)"");
@@ -1533,13 +1531,7 @@ uuid_of(struct otlp_conv *c, const struct otlp_prof *op)
 	b = sm_hash_seed(buf, sizeof(buf), 0x70726f66);
 	memcpy(h, &a, 8);
 	memcpy(h + 8, &b, 8);
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			s[k++] = '-';
-		s[k++] = hx[h[i] >> 4];
-		s[k++] = hx[h[i] & 15];
-	}
-	s[k] = '\0';
+	sm_uuid_format(h, s);
 	return (s);
 }
 

@@ -127,16 +127,9 @@ static char *
 uuid_str(struct sm_arena *a, const uint8_t *id)
 {
 	char *s = sm_arena_alloc(a, 37);
-	size_t o = 0;
 
-	if (s == NULL)
-		return (NULL);
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			s[o++] = '-';
-		o += (size_t)snprintf(s + o, 37 - o, "%02x", id[i]);
-	}
-	s[36] = '\0';
+	if (s != NULL)
+		sm_uuid_format(id, s);
 	return (s);
 }
 

@@ -50,34 +50,6 @@ id_cmp(const void *a, const void *b)
 	return (memcmp(a, b, 16));
 }
 
-/* A UUID, 36 characters with dashes or 32 hex digits, into out. */
-static bool
-uuid_parse(const char *s, uint8_t out[16])
-{
-	size_t n = strlen(s), k = 0;
-	bool dashes = n == 36;
-
-	if (n != 36 && n != 32)
-		return (false);
-	if (dashes && (s[8] != '-' || s[13] != '-' || s[18] != '-' ||
-	    s[23] != '-'))
-		return (false);
-	for (size_t i = 0; i < n && k < 16;) {
-		int hi, lo;
-
-		if (dashes && (i == 8 || i == 13 || i == 18 || i == 23)) {
-			i++;
-			continue;
-		}
-		if ((hi = sm_hex_val((unsigned char)s[i])) < 0 ||
-		    (lo = sm_hex_val((unsigned char)s[i + 1])) < 0)
-			return (false);
-		out[k++] = (uint8_t)(hi << 4 | lo);
-		i += 2;
-	}
-	return (k == 16);
-}
-
 /* ids[0..n) parsed, sorted and unique; *out is heap memory (also on
  * failure). */
 static int
@@ -91,7 +63,7 @@ ps_ids(char *const *ids, size_t n, uint8_t **out, size_t *nout,
 	if (v == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (size_t i = 0; i < n; i++) {
-		if (ids[i] == NULL || !uuid_parse(ids[i], v + 16 * i))
+		if (ids[i] == NULL || sm_uuid_parse(ids[i], v + 16 * i) != 0)
 			return (sm_err_set(err, SM_EINVAL, "profile_id_selector: "
 			    "\"%.64s\" is not a profile id (a UUID)",
 			    ids[i] != NULL ? ids[i] : ""));
@@ -161,21 +133,6 @@ ps_collect(const struct qry_fan *f, struct ps_ref **refs, size_t *nrefs,
 	return (0);
 }
 
-static void
-ps_uuid(const uint8_t *id, char out[37])
-{
-	static const char hx[] = "0123456789abcdef";
-	size_t o = 0;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			out[o++] = '-';
-		out[o++] = hx[id[i] >> 4];
-		out[o++] = hx[id[i] & 15];
-	}
-	out[o] = '\0';
-}
-
 int
 qry_profile_merge(struct qry_query *x, const Smolder__V1__Select *sel,
     char *const *ids, size_t nids, struct sm_mtree *m, struct sm_err *err)
@@ -228,7 +185,7 @@ qry_profile_merge(struct qry_query *x, const Smolder__V1__Select *sel,
 		if (sel_n < hi - lo) {
 			char u[37];
 
-			ps_uuid(one, u);
+			sm_uuid_format(one, u);
 			rv = sm_err_set(err, SM_EUNSUPPORTED, "profile_id_"
 			    "selector: profile %s shares its series' 10 s "
 			    "bucket with %zu other upload(s) not selected; "

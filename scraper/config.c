@@ -399,6 +399,72 @@ get_k8s(struct cf *c, const struct sm_yaml_node *m, struct scr_k8ssd *k)
 	return (rv);
 }
 
+/* A list of `key` into a new array of n elements of elsize bytes, each
+ * parsed by fn. */
+static int
+get_seq(struct cf *c, const char *k, const struct sm_yaml_node *v,
+    size_t elsize, void **out, uint32_t *n,
+    int (*fn)(struct cf *, const struct sm_yaml_node *, void *))
+{
+	size_t len = sm_yaml_len(v);
+	int rv = 0;
+
+	if (!sm_yaml_is_seq(v))
+		return (bad(c, v, "%s: want a list", k));
+	if ((*out = sm_calloc(len + 1, elsize)) == NULL)
+		return (sm_err_set(c->err, SM_ENOMEM, "out of memory"));
+	for (size_t q = 0; q < len && rv == 0; q++)
+		rv = fn(c, sm_yaml_item(c->y, v, q), (char *)*out +
+		    (*n)++ * elsize);
+	return (rv);
+}
+
+static int
+seq_group(struct cf *c, const struct sm_yaml_node *m, void *e)
+{
+	return (get_group(c, m, e));
+}
+
+static int
+seq_filesd(struct cf *c, const struct sm_yaml_node *f, void *e)
+{
+	struct scr_filesd *fs = e;
+	int rv = 0;
+
+	fs->refresh_ms = 30000;
+	for (size_t i = 0; i < sm_yaml_len(f) && rv == 0; i++) {
+		const char *k = sm_yaml_scalar(sm_yaml_key(c->y, f, i));
+		const struct sm_yaml_node *v = sm_yaml_value(c->y, f, i);
+
+		if (k != NULL && strcmp(k, "files") == 0)
+			rv = get_strs(c, k, v, &fs->files, &fs->nfiles);
+		else if (k != NULL && strcmp(k, "refresh_interval") == 0)
+			rv = get_dur(c, k, v, &fs->refresh_ms);
+		else
+			rv = bad(c, v, "file_sd_configs: unknown key \"%s\"",
+			    k != NULL ? k : "?");
+	}
+	return (rv);
+}
+
+static int
+seq_dns(struct cf *c, const struct sm_yaml_node *m, void *e)
+{
+	return (get_dns(c, m, e));
+}
+
+static int
+seq_k8s(struct cf *c, const struct sm_yaml_node *m, void *e)
+{
+	return (get_k8s(c, m, e));
+}
+
+static int
+seq_relabel(struct cf *c, const struct sm_yaml_node *m, void *e)
+{
+	return (get_relabel(c, m, e));
+}
+
 static int
 get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 {
@@ -475,105 +541,20 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 		} else if (strcmp(k, "profiling_config") == 0) {
 			rv = get_pconf(c, v, j);
 		} else if (strcmp(k, "static_configs") == 0) {
-			size_t n = sm_yaml_len(v);
-
-			if (!sm_yaml_is_seq(v)) {
-				rv = bad(c, v, "static_configs: want a list");
-				break;
-			}
-			if ((j->groups = sm_calloc(n + 1,
-			    sizeof(*j->groups))) == NULL) {
-				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
-				break;
-			}
-			for (size_t q = 0; q < n && rv == 0; q++)
-				rv = get_group(c, sm_yaml_item(c->y, v, q),
-				    &j->groups[j->ngroups++]);
+			rv = get_seq(c, k, v, sizeof(*j->groups),
+			    (void **)&j->groups, &j->ngroups, seq_group);
 		} else if (strcmp(k, "file_sd_configs") == 0) {
-			size_t n = sm_yaml_len(v);
-
-			if (!sm_yaml_is_seq(v)) {
-				rv = bad(c, v, "file_sd_configs: want a list");
-				break;
-			}
-			if ((j->fsd = sm_calloc(n + 1, sizeof(*j->fsd))) ==
-			    NULL) {
-				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
-				break;
-			}
-			for (size_t q = 0; q < n && rv == 0; q++) {
-				const struct sm_yaml_node *f = sm_yaml_item(
-				    c->y, v, q);
-				struct scr_filesd *fs = &j->fsd[j->nfsd++];
-
-				fs->refresh_ms = 30000;
-				for (size_t e = 0; e < sm_yaml_len(f) &&
-				    rv == 0; e++) {
-					const char *fk = sm_yaml_scalar(
-					    sm_yaml_key(c->y, f, e));
-					const struct sm_yaml_node *fv =
-					    sm_yaml_value(c->y, f, e);
-
-					if (fk != NULL && strcmp(fk,
-					    "files") == 0)
-						rv = get_strs(c, fk, fv,
-						    &fs->files, &fs->nfiles);
-					else if (fk != NULL && strcmp(fk,
-					    "refresh_interval") == 0)
-						rv = get_dur(c, fk, fv,
-						    &fs->refresh_ms);
-					else
-						rv = bad(c, fv, "file_sd_configs:"
-						    " unknown key \"%s\"",
-						    fk != NULL ? fk : "?");
-				}
-			}
+			rv = get_seq(c, k, v, sizeof(*j->fsd), (void **)&j->fsd,
+			    &j->nfsd, seq_filesd);
 		} else if (strcmp(k, "dns_sd_configs") == 0) {
-			size_t n = sm_yaml_len(v);
-
-			if (!sm_yaml_is_seq(v)) {
-				rv = bad(c, v, "dns_sd_configs: want a list");
-				break;
-			}
-			if ((j->dns = sm_calloc(n + 1, sizeof(*j->dns))) ==
-			    NULL) {
-				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
-				break;
-			}
-			for (size_t q = 0; q < n && rv == 0; q++)
-				rv = get_dns(c, sm_yaml_item(c->y, v, q),
-				    &j->dns[j->ndns++]);
+			rv = get_seq(c, k, v, sizeof(*j->dns), (void **)&j->dns,
+			    &j->ndns, seq_dns);
 		} else if (strcmp(k, "kubernetes_sd_configs") == 0) {
-			size_t n = sm_yaml_len(v);
-
-			if (!sm_yaml_is_seq(v)) {
-				rv = bad(c, v, "kubernetes_sd_configs: want a "
-				    "list");
-				break;
-			}
-			if ((j->k8s = sm_calloc(n + 1, sizeof(*j->k8s))) ==
-			    NULL) {
-				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
-				break;
-			}
-			for (size_t q = 0; q < n && rv == 0; q++)
-				rv = get_k8s(c, sm_yaml_item(c->y, v, q),
-				    &j->k8s[j->nk8s++]);
+			rv = get_seq(c, k, v, sizeof(*j->k8s), (void **)&j->k8s,
+			    &j->nk8s, seq_k8s);
 		} else if (strcmp(k, "relabel_configs") == 0) {
-			size_t n = sm_yaml_len(v);
-
-			if (!sm_yaml_is_seq(v)) {
-				rv = bad(c, v, "relabel_configs: want a list");
-				break;
-			}
-			if ((j->rl = sm_calloc(n + 1, sizeof(*j->rl))) ==
-			    NULL) {
-				rv = sm_err_set(c->err, SM_ENOMEM, "oom");
-				break;
-			}
-			for (size_t q = 0; q < n && rv == 0; q++)
-				rv = get_relabel(c, sm_yaml_item(c->y, v, q),
-				    &j->rl[j->nrl++]);
+			rv = get_seq(c, k, v, sizeof(*j->rl), (void **)&j->rl,
+			    &j->nrl, seq_relabel);
 		} else {
 			rv = bad(c, v, "unknown key \"%s\" in a scrape config",
 			    k);

@@ -747,21 +747,13 @@ fetch(const struct scr_task *k, const struct scraper *s, const char *url,
 static void
 uuid_of(uint64_t a, uint64_t b, char out[37])
 {
-	static const char hx[] = "0123456789abcdef";
 	uint8_t id[16];
-	size_t o = 0;
 
 	memcpy(id, &a, 8);
 	memcpy(id + 8, &b, 8);
 	id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);    /* version 4 shape */
 	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			out[o++] = '-';
-		out[o++] = hx[id[i] >> 4];
-		out[o++] = hx[id[i] & 15];
-	}
-	out[o] = '\0';
+	sm_uuid_format(id, out);
 }
 
 /* A Push of the profile; one retry on a transport error or 5xx. */
