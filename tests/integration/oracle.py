@@ -467,12 +467,12 @@ def have_go():
         return False
 
 
-def build_genprof(tmp):
-    """Build tests/tools/genprof (real Go runtime profiles) into tmp,
-    offline; (path, None) or (None, why it failed)."""
+def build_go_tool(name, tmp):
+    """Build tests/tools/<name> (a Go program) into tmp, offline; (path,
+    None) or (None, why it failed)."""
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))), "tools", "genprof")
-    exe = os.path.join(tmp, "genprof")
+        __file__))), "tools", name)
+    exe = os.path.join(tmp, name)
     env = go_env()
     env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(),
                                            "smolder-gocache"))
@@ -482,12 +482,18 @@ def build_genprof(tmp):
     env["CGO_ENABLED"] = "0"
     try:
         b = subprocess.run(["go", "build", "-o", exe, "."], cwd=src, env=env,
-                           capture_output=True, timeout=120)
+                           capture_output=True, timeout=180)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, str(e)
     if b.returncode != 0:
         return None, b.stderr.decode("utf-8", "replace")
     return exe, None
+
+
+def build_genprof(tmp):
+    """Build tests/tools/genprof (real Go runtime profiles) into tmp,
+    offline; (path, None) or (None, why it failed)."""
+    return build_go_tool("genprof", tmp)
 
 
 def run_pprof_raw(path, timeout=120):

@@ -47,7 +47,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -69,19 +68,9 @@ ALLOC_SPACE = "memory:alloc_space:bytes:space:bytes"
 
 
 def build_app(r, tmp):
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))), "tools", "pprofapp")
-    exe = os.path.join(tmp, "pprofapp")
-    env = oracle.go_env()
-    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(),
-                                           "smolder-gocache"))
-    env.update({"GOFLAGS": "", "GOPROXY": "off", "GOWORK": "off",
-                "CGO_ENABLED": "0"})
-    b = subprocess.run(["go", "build", "-o", exe, "."], cwd=src, env=env,
-                       capture_output=True, timeout=180)
-    if b.returncode != 0:
-        r.fail("pprofapp builds", b.stderr.decode("utf-8", "replace"))
-        return None
+    exe, why = oracle.build_go_tool("pprofapp", tmp)
+    if exe is None:
+        r.fail("pprofapp builds", why)
     return exe
 
 
@@ -213,11 +202,15 @@ def prof_state(srv, job, name):
 def wait_scrapes(srv, job, name, more, timeout=60):
     """Wait until profile `name` of the job's target has `more` scrapes
     beyond now; its count, or None."""
+    deadline = time.monotonic() + timeout
     p = prof_state(srv, job, name)
+    while p is None and time.monotonic() < deadline:
+        # /ready may answer before the scraper has loaded its targets
+        time.sleep(0.1)
+        p = prof_state(srv, job, name)
     if p is None:
         return None
     want = p["scrapes"] + more
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         p = prof_state(srv, job, name)
         if p is not None and p["scrapes"] >= want:

@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -40,19 +39,9 @@ PATH = "/debug/pprof/goroutine"
 
 
 def build_app(r, tmp):
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))), "tools", "pprofapp")
-    exe = os.path.join(tmp, "pprofapp")
-    env = oracle.go_env()
-    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(),
-                                           "smolder-gocache"))
-    env.update({"GOFLAGS": "", "GOPROXY": "off", "GOWORK": "off",
-                "CGO_ENABLED": "0"})
-    b = subprocess.run(["go", "build", "-o", exe, "."], cwd=src, env=env,
-                       capture_output=True, timeout=180)
-    if b.returncode != 0:
-        r.fail("pprofapp builds", b.stderr.decode("utf-8", "replace"))
-        return None
+    exe, why = oracle.build_go_tool("pprofapp", tmp)
+    if exe is None:
+        r.fail("pprofapp builds", why)
     return exe
 
 
