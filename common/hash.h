@@ -23,6 +23,31 @@ static inline uint64_t sm_hash_seed(const void *p, size_t n, uint64_t seed)
 	return (XXH3_64bits_withSeed(p, n, seed));
 }
 
+/*
+ * sm_hash() of bytes that arrive in pieces: the digest equals sm_hash()
+ * of their concatenation, however they are split (segment log checks,
+ * seglog.h).
+ */
+struct sm_hash_stream {
+	XXH3_state_t st;
+};
+
+static inline void sm_hash_stream_init(struct sm_hash_stream *h)
+{
+	(void)XXH3_64bits_reset(&h->st);
+}
+
+static inline void sm_hash_stream_add(struct sm_hash_stream *h,
+    const void *p, size_t n)
+{
+	(void)XXH3_64bits_update(&h->st, p, n);
+}
+
+static inline uint64_t sm_hash_stream_digest(const struct sm_hash_stream *h)
+{
+	return (XXH3_64bits_digest(&h->st));
+}
+
 /* Mix two 32-bit ids into a well-spread 64-bit hash (node interning). */
 static inline uint64_t sm_hash_u64(uint64_t x)
 {

@@ -1,5 +1,6 @@
 /*
- * rwqueue.c -- see rwqueue.h.
+ * rwqueue.c -- a FIFO over a segment log (common/seglog.h) and a commit
+ * file; see rwqueue.h.
  */
 #include "rwqueue.h"
 
@@ -17,8 +18,9 @@
 
 #include "common/gz.h"
 #include "common/log.h"
+#include "common/seglog.h"
 
-#define RWQ_HDR 8
+#define LEGACY_HDR 8
 #define RWQ_SLOT 64
 #define RWQ_SLOT_USED 36
 #define RWQ_MAGIC 0x43515752u     /* "RWQC" little-endian */
@@ -27,15 +29,13 @@ struct rwq {
 	char *dir;
 	struct rwq_config cfg;
 	int lockfd, cfd;              /* LOCK, commit */
+	struct sm_seglog *sl;         /* the records */
 
 	pthread_mutex_t mu;           /* guards the writer and the counts */
-	int wfd;                      /* live segment */
-	uint64_t wseq, woff;
 	uint64_t n, bytes;            /* not yet committed */
 
 	/* Consumer side (one thread; rseq/roff read by rwq_append never). */
-	int rfd;
-	uint64_t rfd_seq;
+	struct sm_seglog_reader rd;
 	uint64_t rseq, roff;          /* next record to peek */
 	uint64_t pk_seq, pk_off, pk_len; /* the peeked record, pk_len 0: none */
 	uint64_t gen;                 /* of the last commit slot written */
@@ -73,31 +73,6 @@ static uint32_t
 rec_crc(const uint8_t *lenb, const void *p, size_t n)
 {
 	return (sm_crc32(sm_crc32(0, lenb, 4), p, n));
-}
-
-static void
-seg_path(const struct rwq *q, uint64_t seq, char *buf, size_t sz)
-{
-	snprintf(buf, sz, "%s/%016" PRIx64 ".seg", q->dir, seq);
-}
-
-static int
-full_pread(int fd, void *buf, size_t n, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (n > 0) {
-		ssize_t k = pread(fd, p, n, (off_t)off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return (k < 0 ? SM_EIO : SM_ENOTFOUND);
-		p += k;
-		n -= (size_t)k;
-		off += (uint64_t)k;
-	}
-	return (0);
 }
 
 static int
@@ -170,9 +145,22 @@ commit_read(struct rwq *q, uint64_t *seq, uint64_t *off, uint32_t *flags)
 }
 
 
-/* The sequence numbers of the segment files, sorted. */
+/* --- an older version's segments --------------------------------------- */
+
+/*
+ * Before the segment log, records sat in <seq>.seg files framed
+ *   u32 len | u32 crc | payload[len]
+ * little-endian, crc = CRC-32 (zlib) of the four len bytes then the
+ * payload, and the commit file named (seq, off) in them.  At open they are
+ * copied into the segment log in order from the commit point, the commit
+ * moves to the first copy, and only then do the old files go.  A crash
+ * while copying leaves the old files and the commit as they were: the
+ * next open deletes the partial copy (while .seg files exist nothing else
+ * writes the segment log) and copies again.  Kept so an upgrade loses no
+ * queued record (docs/architecture.md, "On-disk formats").
+ */
 static int
-list_segments(const char *dir, uint64_t **out, size_t *n)
+legacy_list(const char *dir, uint64_t **out, size_t *n)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -186,16 +174,12 @@ list_segments(const char *dir, uint64_t **out, size_t *n)
 		return (SM_EIO);
 	while ((de = readdir(d)) != NULL) {
 		const char *s = de->d_name;
-		char *end;
 		uint64_t seq;
 
-		if (strlen(s) != 20 || strcmp(s + 16, ".seg") != 0)
+		if (strlen(s) != 20 || strcmp(s + 16, ".seg") != 0 ||
+		    !sm_hex_u64(s, 16, &seq))
 			continue;
-		errno = 0;
-		seq = strtoull(s, &end, 16);
-		if (errno != 0 || end != s + 16)
-			continue;
-		if ((rv = sm_grow(&v, &cap, *n + 1, sizeof(*v), 16)) != 0)
+		if ((rv = SM_GROW(v, cap, *n + 1, 16)) != 0)
 			break;
 		v[(*n)++] = seq;
 	}
@@ -211,6 +195,137 @@ list_segments(const char *dir, uint64_t **out, size_t *n)
 	return (0);
 }
 
+static void
+legacy_path(const struct rwq *q, uint64_t seq, char *buf, size_t sz)
+{
+	snprintf(buf, sz, "%s/%016" PRIx64 ".seg", q->dir, seq);
+}
+
+/* Copy one legacy segment's records from `off` into the log. */
+static int
+legacy_copy(struct rwq *q, uint64_t seq, uint64_t off, bool *first_copied,
+    uint64_t *first_no, struct rwq_open_info *info, struct sm_err *err)
+{
+	char path[4096];
+	uint8_t *b = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rv = 0;
+
+	legacy_path(q, seq, path, sizeof(path));
+	if ((f = fopen(path, "rb")) == NULL)
+		return (errno == ENOENT ? 0 : sm_err_set(err, SM_EIO,
+		    "remote-write queue: open %s: %s", path, strerror(errno)));
+	for (;;) {
+		size_t cap = len + 65536;
+		uint8_t *nb = sm_realloc(b, cap);
+		size_t k;
+
+		if (nb == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
+		}
+		b = nb;
+		if ((k = fread(b + len, 1, cap - len, f)) == 0)
+			break;
+		len += k;
+	}
+	if (ferror(f)) {
+		rv = sm_err_set(err, SM_EIO, "remote-write queue: read %s",
+		    path);
+		goto out;
+	}
+	while (off < len) {
+		uint64_t rl;
+		struct iovec v;
+		uint64_t no;
+
+		if (len - off < LEGACY_HDR)
+			break;
+		rl = get32(b + off);
+		if (rl > RWQ_MAX_RECORD || rl > len - off - LEGACY_HDR ||
+		    rec_crc(b + off, b + off + LEGACY_HDR, rl) !=
+		    get32(b + off + 4))
+			break;
+		v = (struct iovec){ b + off + LEGACY_HDR, rl };
+		if ((rv = sm_seglog_reserve(q->sl, rl, &no, err)) != 0 ||
+		    (rv = sm_seglog_append(q->sl, &v, 1, NULL, err)) != 0)
+			goto out;
+		if (!*first_copied) {
+			*first_copied = true;
+			*first_no = no;
+		}
+		off += LEGACY_HDR + rl;
+	}
+	if (off < len) {
+		sm_warn("remote-write", "queue segment of an older version has "
+		    "a torn or corrupt record, the rest not copied\tfile=%s "
+		    "at=%" PRIu64 " cut_bytes=%zu", path, off, len - off);
+		info->corrupt_bytes += len - off;
+		info->corrupt_segments++;
+	}
+out:
+	fclose(f);
+	sm_free(b);
+	return (rv);
+}
+
+static int
+legacy_upgrade(struct rwq *q, struct rwq_open_info *info, struct sm_err *err)
+{
+	uint64_t *old = NULL, *part = NULL, cseq = 0, coff = 0, first = 0;
+	size_t nold = 0, npart = 0;
+	uint32_t cflags = 0;
+	bool have, copied = false;
+	char path[4096];
+	int rv;
+
+	if ((rv = legacy_list(q->dir, &old, &nold)) != 0)
+		return (sm_err_set(err, rv, "remote-write queue: cannot list "
+		    "%s", q->dir));
+	if (nold == 0)
+		return (0);
+	/* A partial copy of an interrupted upgrade. */
+	if ((rv = sm_seglog_list(q->sl, &part, &npart, err)) != 0)
+		goto out;
+	for (size_t i = 0; i < npart; i++)
+		if ((rv = sm_seglog_remove(q->sl, part[i], err)) != 0)
+			goto out;
+	sm_seglog_number_from(q->sl, old[nold - 1] + 1);
+	have = commit_read(q, &cseq, &coff, &cflags);
+	if (!have) {
+		cseq = old[0];
+		coff = 0;
+	}
+	for (size_t i = 0; i < nold; i++) {
+		if (old[i] < cseq)
+			continue;
+		if ((rv = legacy_copy(q, old[i], old[i] == cseq ? coff : 0,
+		    &copied, &first, info, err)) != 0)
+			goto out;
+	}
+	sm_seglog_seal(q->sl);
+	/* The in-flight mark stays with the record it was on, now first. */
+	if ((rv = commit_write(q, copied ? first : old[nold - 1] + 1, 0,
+	    copied ? cflags & 1 : 0)) != 0 || fdatasync(q->cfd) != 0) {
+		rv = sm_err_set(err, SM_EIO, "remote-write queue: cannot "
+		    "write the commit file in %s", q->dir);
+		goto out;
+	}
+	for (size_t i = 0; i < nold; i++) {
+		legacy_path(q, old[i], path, sizeof(path));
+		(void)unlink(path);
+	}
+	sm_info("remote-write", "queue of an older version copied into the "
+	    "segment log\tdir=%s segments=%zu", q->dir, nold);
+out:
+	sm_free(old);
+	sm_free(part);
+	return (rv);
+}
+
+/* --- the queue ------------------------------------------------------------ */
+
 /*
  * Check the records of segment `seq` from `off`; truncate at the first bad
  * one.  Adds the good records to q->n / q->bytes.  *first_ok: a valid
@@ -218,82 +333,61 @@ list_segments(const char *dir, uint64_t **out, size_t *n)
  */
 static int
 scan_segment(struct rwq *q, uint64_t seq, uint64_t off,
-    struct rwq_open_info *info, bool *first_ok)
+    struct rwq_open_info *info, bool *first_ok, struct sm_err *err)
 {
-	char path[4096];
-	struct stat st;
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-	uint64_t size, start = off;
-	int fd, rv = 0;
+	struct sm_seglog_reader rd;
+	uint64_t start = off;
+	int rv;
 
 	*first_ok = false;
-	seg_path(q, seq, path, sizeof(path));
-	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
-		return (errno == ENOENT ? 0 : SM_EIO);
-	if (fstat(fd, &st) != 0) {
-		close(fd);
-		return (SM_EIO);
-	}
-	size = (uint64_t)st.st_size;
-	while (off < size) {
-		uint8_t h[RWQ_HDR];
-		uint64_t len;
+	sm_seglog_reader_init(&rd);
+	for (;;) {
+		void *b;
+		size_t n;
+		uint64_t next;
 
-		if (size - off < RWQ_HDR || full_pread(fd, h, RWQ_HDR, off) != 0)
+		rv = sm_seglog_read_at(q->sl, &rd, seq, off, UINT64_MAX, &b,
+		    &n, &next);
+		if (rv != 0)
 			break;
-		len = get32(h);
-		if (len > RWQ_MAX_RECORD || len > size - off - RWQ_HDR)
-			break;
-		if ((rv = sm_grow(&buf, &cap, len + 1, 1, 4096)) != 0)
-			goto out;
-		if (full_pread(fd, buf, len, off + RWQ_HDR) != 0 ||
-		    rec_crc(h, buf, len) != get32(h + 4))
-			break;
+		sm_free(b);
 		if (off == start)
 			*first_ok = true;
 		q->n++;
-		q->bytes += RWQ_HDR + len;
-		off += RWQ_HDR + len;
+		q->bytes += next - off;
+		off = next;
 	}
-	if (off < size) {
-		sm_warn("remote-write", "queue segment has a torn or corrupt "
-		    "record, truncated\tfile=%s at=%" PRIu64 " cut_bytes=%"
-		    PRIu64, path, off, size - off);
-		info->corrupt_bytes += size - off;
-		info->corrupt_segments++;
-		if (ftruncate(fd, (off_t)off) != 0) {
-			rv = SM_EIO;
-			goto out;
+	sm_seglog_reader_fini(&rd);
+	if (rv == SM_ECORRUPT) {
+		char path[4096];
+		struct stat st;
+
+		sm_seglog_path(q->sl, seq, path, sizeof(path));
+		if (stat(path, &st) == 0 && (uint64_t)st.st_size > off) {
+			sm_warn("remote-write", "queue segment has a torn or "
+			    "corrupt record, truncated\tfile=%s at=%" PRIu64
+			    " cut_bytes=%" PRIu64, path, off,
+			    (uint64_t)st.st_size - off);
+			info->corrupt_bytes += (uint64_t)st.st_size - off;
 		}
+		info->corrupt_segments++;
+		return (sm_seglog_truncate(q->sl, seq, off, err));
 	}
-out:
-	sm_free(buf);
-	close(fd);
-	return (rv);
-}
-
-static int
-open_writer(struct rwq *q, uint64_t seq)
-{
-	char path[4096];
-
-	seg_path(q, seq, path, sizeof(path));
-	q->wfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (q->wfd < 0)
-		return (SM_EIO);
-	q->wseq = seq;
-	q->woff = 0;
-	return (0);
+	if (rv == SM_ENOTFOUND)
+		return (0);
+	return (sm_err_set(err, rv, "remote-write queue: cannot read "
+	    "segment %016" PRIx64 " in %s", seq, q->dir));
 }
 
 int
 rwq_open(const struct rwq_config *cfg, struct rwq **out,
     struct rwq_open_info *info, struct sm_err *err)
 {
+	struct sm_seglog_cfg scfg = { .dir = cfg->dir,
+	    .name = "remote-write queue", .seg_bytes = cfg->seg_bytes };
 	struct rwq *q;
 	char path[4096];
-	uint64_t *segs = NULL, cseq = 0, coff = 0;
+	uint64_t *segs = NULL, cseq = 0, coff = 0, no;
 	uint32_t cflags = 0;
 	size_t nsegs = 0;
 	bool have, first_ok;
@@ -304,9 +398,6 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 	if (strlen(cfg->dir) > 3000)
 		return (sm_err_set(err, SM_EINVAL, "remote-write queue: "
 		    "directory name too long"));
-	if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST)
-		return (sm_err_set(err, SM_EIO, "remote-write queue: mkdir %s: "
-		    "%s", cfg->dir, strerror(errno)));
 	if ((q = sm_calloc(1, sizeof(*q))) == NULL ||
 	    (q->dir = sm_strdup(cfg->dir)) == NULL) {
 		sm_free(q);
@@ -316,8 +407,12 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 	q->cfg.dir = q->dir;
 	if (q->cfg.seg_bytes == 0)
 		q->cfg.seg_bytes = 16u << 20;
-	q->lockfd = q->cfd = q->wfd = q->rfd = -1;
+	scfg.seg_bytes = q->cfg.seg_bytes;
+	q->lockfd = q->cfd = -1;
+	sm_seglog_reader_init(&q->rd);
 	pthread_mutex_init(&q->mu, NULL);
+	if ((rv = sm_seglog_open(&scfg, &q->sl, err)) != 0)
+		goto fail;
 	snprintf(path, sizeof(path), "%s/LOCK", q->dir);
 	if ((q->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
 		rv = sm_err_set(err, SM_EIO, "remote-write queue: %s: %s",
@@ -335,11 +430,9 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 		    path, strerror(errno));
 		goto fail;
 	}
-	if ((rv = list_segments(q->dir, &segs, &nsegs)) != 0) {
-		sm_err_set(err, rv, "remote-write queue: cannot list %s",
-		    q->dir);
+	if ((rv = legacy_upgrade(q, info, err)) != 0 ||
+	    (rv = sm_seglog_list(q->sl, &segs, &nsegs, err)) != 0)
 		goto fail;
-	}
 	have = commit_read(q, &cseq, &coff, &cflags);
 	if (!have) {
 		cseq = nsegs > 0 ? segs[0] : 0;
@@ -351,27 +444,21 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 	}
 	for (size_t i = 0; i < nsegs; i++) {
 		if (segs[i] < cseq) {
-			seg_path(q, segs[i], path, sizeof(path));
-			(void)unlink(path);
+			(void)sm_seglog_remove(q->sl, segs[i], NULL);
 			continue;
 		}
 		if ((rv = scan_segment(q, segs[i], segs[i] == cseq ? coff : 0,
-		    info, &first_ok)) != 0) {
-			sm_err_set(err, rv, "remote-write queue: cannot read "
-			    "segment %016" PRIx64 " in %s", segs[i], q->dir);
+		    info, &first_ok, err)) != 0)
 			goto fail;
-		}
 		if (segs[i] == cseq && first_ok && (cflags & 1))
 			info->head_in_flight = true;
 	}
 	q->rseq = q->lowseq = cseq;
 	q->roff = coff;
-	if ((rv = open_writer(q, SM_MAX(nsegs > 0 ? segs[nsegs - 1] + 1 : 0,
-	    cseq + 1))) != 0) {
-		sm_err_set(err, rv, "remote-write queue: cannot create a "
-		    "segment in %s: %s", q->dir, strerror(errno));
+	/* Appends go to a new segment, after every one there. */
+	sm_seglog_number_from(q->sl, cseq + 1);
+	if ((rv = sm_seglog_reserve(q->sl, 0, &no, err)) != 0)
 		goto fail;
-	}
 	/* Persist the start point without the flag: it was read above. */
 	if ((rv = commit_write(q, cseq, coff, cflags & 1)) != 0) {
 		sm_err_set(err, rv, "remote-write queue: cannot write the "
@@ -392,12 +479,8 @@ rwq_close(struct rwq *q)
 {
 	if (q == NULL)
 		return;
-	if (q->wfd >= 0) {
-		(void)fdatasync(q->wfd);
-		close(q->wfd);
-	}
-	if (q->rfd >= 0)
-		close(q->rfd);
+	sm_seglog_close(q->sl);
+	sm_seglog_reader_fini(&q->rd);
 	if (q->cfd >= 0) {
 		(void)fdatasync(q->cfd);
 		close(q->cfd);
@@ -412,78 +495,31 @@ rwq_close(struct rwq *q)
 int
 rwq_append(struct rwq *q, const struct iovec *iov, int niov)
 {
-	uint8_t h[RWQ_HDR];
-	uint32_t c;
-	uint64_t len = 0, off;
-	int rv = 0;
+	struct sm_err err;
+	uint64_t len = 0, no;
+	int rv;
 
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
 	if (len > RWQ_MAX_RECORD)
 		return (SM_ELIMIT);
-	put32(h, (uint32_t)len);
-	c = sm_crc32(0, h, 4);
-	for (int i = 0; i < niov; i++)
-		c = sm_crc32(c, iov[i].iov_base, iov[i].iov_len);
-	put32(h + 4, c);
 	pthread_mutex_lock(&q->mu);
-	if (q->wfd < 0) {
-		pthread_mutex_unlock(&q->mu);
-		return (SM_EIO);
-	}
 	if (q->n + 1 > q->cfg.max_entries ||
-	    q->bytes + RWQ_HDR + len > q->cfg.max_bytes) {
+	    q->bytes + SM_SEGLOG_HDR + len > q->cfg.max_bytes) {
 		pthread_mutex_unlock(&q->mu);
 		return (SM_ELIMIT);
 	}
-	if (q->woff > 0 && q->woff + RWQ_HDR + len > q->cfg.seg_bytes) {
-		int ofd = q->wfd;
-
-		(void)fdatasync(ofd);
-		if (open_writer(q, q->wseq + 1) != 0) {
-			sm_error("remote-write", "queue: cannot start a "
-			    "segment\tdir=%s err=\"%s\"", q->dir,
-			    strerror(errno));
-			/* Keep appending to the old one. */
-			q->wfd = ofd;
-		} else {
-			close(ofd);
-		}
-	}
-	off = q->woff;
-	rv = full_pwrite(q->wfd, h, RWQ_HDR, off);
-	off += RWQ_HDR;
-	for (int i = 0; rv == 0 && i < niov; i++) {
-		rv = full_pwrite(q->wfd, iov[i].iov_base, iov[i].iov_len, off);
-		off += iov[i].iov_len;
-	}
-	if (rv != 0) {
+	if ((rv = sm_seglog_reserve(q->sl, len, &no, &err)) != 0 ||
+	    (rv = sm_seglog_append(q->sl, iov, niov, NULL, &err)) != 0) {
 		sm_error("remote-write", "queue append failed\tdir=%s "
-		    "err=\"%s\"", q->dir, strerror(errno));
-		(void)ftruncate(q->wfd, (off_t)q->woff);
+		    "err=\"%s\"", q->dir, err.msg);
+		rv = SM_EIO;
 	} else {
-		q->woff = off;
 		q->n++;
-		q->bytes += RWQ_HDR + len;
+		q->bytes += SM_SEGLOG_HDR + len;
 	}
 	pthread_mutex_unlock(&q->mu);
 	return (rv);
-}
-
-/* Point q->rfd at segment rseq; false when it does not exist. */
-static bool
-reader_open(struct rwq *q)
-{
-	char path[4096];
-
-	if (q->rfd >= 0 && q->rfd_seq == q->rseq)
-		return (true);
-	if (q->rfd >= 0)
-		close(q->rfd);
-	seg_path(q, q->rseq, path, sizeof(path));
-	q->rfd = open(path, O_RDONLY | O_CLOEXEC);
-	q->rfd_seq = q->rseq;
-	return (q->rfd >= 0);
 }
 
 /*
@@ -493,17 +529,29 @@ reader_open(struct rwq *q)
 static void
 drop_old_segments(struct rwq *q)
 {
-	char path[4096];
-
 	while (q->lowseq < q->rseq) {
-		if (q->rfd >= 0 && q->rfd_seq == q->lowseq) {
-			close(q->rfd);
-			q->rfd = -1;
-		}
-		seg_path(q, q->lowseq, path, sizeof(path));
-		(void)unlink(path);
+		if (q->rd.no == q->lowseq)
+			sm_seglog_reader_fini(&q->rd);
+		(void)sm_seglog_remove(q->sl, q->lowseq, NULL);
 		q->lowseq++;
 	}
+}
+
+/* The live segment and its committed size: where the writer is. */
+static int
+writer_at(struct rwq *q, struct sm_seglog_pos *w)
+{
+	struct sm_err err;
+	uint64_t no;
+	int rv = 0;
+
+	pthread_mutex_lock(&q->mu);
+	*w = sm_seglog_tail(q->sl);
+	/* Sealed after a bad record and not reopened yet. */
+	if (w->no == 0 && (rv = sm_seglog_reserve(q->sl, 0, &no, &err)) == 0)
+		*w = sm_seglog_tail(q->sl);
+	pthread_mutex_unlock(&q->mu);
+	return (rv);
 }
 
 /*
@@ -513,8 +561,11 @@ drop_old_segments(struct rwq *q)
 static void
 reader_at_end(struct rwq *q)
 {
+	struct sm_seglog_pos w;
+
 	pthread_mutex_lock(&q->mu);
-	if (q->rseq == q->wseq && q->roff >= q->woff) {
+	w = sm_seglog_tail(q->sl);
+	if (q->rseq == w.no && q->roff >= w.off) {
 		q->n = 0;
 		q->bytes = 0;
 	}
@@ -530,31 +581,29 @@ rwq_peek(struct rwq *q, void **p, size_t *n, uint64_t *skipped)
 	*n = 0;
 	q->pk_len = 0;
 	for (;;) {
-		uint64_t wseq, woff, limit, len;
-		uint8_t h[RWQ_HDR], *buf;
+		struct sm_seglog_pos w;
+		uint64_t next, limit;
+		char path[4096];
 		struct stat st;
+		int rv;
 
-		pthread_mutex_lock(&q->mu);
-		wseq = q->wseq;
-		woff = q->woff;
-		pthread_mutex_unlock(&q->mu);
-		if (q->rseq > wseq)
-			return (SM_ENOTFOUND);
-		if (!reader_open(q)) {
-			if (q->rseq >= wseq)
-				return (SM_EIO);
-			q->rseq++;      /* a gap: nothing there */
-			q->roff = 0;
-			continue;
-		}
-		if (q->rseq == wseq)
-			limit = woff;
-		else if (fstat(q->rfd, &st) == 0)
-			limit = (uint64_t)st.st_size;
-		else
+		if (writer_at(q, &w) != 0)
 			return (SM_EIO);
-		if (q->roff >= limit) {
-			if (q->rseq == wseq) {
+		if (q->rseq > w.no)
+			return (SM_ENOTFOUND);
+		limit = q->rseq == w.no ? w.off : UINT64_MAX;
+		rv = sm_seglog_read_at(q->sl, &q->rd, q->rseq, q->roff, limit,
+		    p, n, &next);
+		if (rv == 0) {
+			q->pk_seq = q->rseq;
+			q->pk_off = q->roff;
+			q->pk_len = next - q->roff;
+			return (0);
+		}
+		if (rv == SM_ENOTFOUND) {
+			/* At the end of the live segment, or past a done or
+			 * missing one. */
+			if (q->rseq == w.no) {
 				reader_at_end(q);
 				return (SM_ENOTFOUND);
 			}
@@ -562,39 +611,25 @@ rwq_peek(struct rwq *q, void **p, size_t *n, uint64_t *skipped)
 			q->roff = 0;
 			continue;
 		}
-		if (limit - q->roff < RWQ_HDR ||
-		    full_pread(q->rfd, h, RWQ_HDR, q->roff) != 0 ||
-		    (len = get32(h)) > limit - q->roff - RWQ_HDR)
-			goto bad;
-		if ((buf = sm_malloc(len != 0 ? len : 1)) == NULL)
-			return (SM_ENOMEM);
-		if (full_pread(q->rfd, buf, len, q->roff + RWQ_HDR) != 0 ||
-		    rec_crc(h, buf, len) != get32(h + 4)) {
-			sm_free(buf);
-			goto bad;
-		}
-		q->pk_seq = q->rseq;
-		q->pk_off = q->roff;
-		q->pk_len = RWQ_HDR + len;
-		*p = buf;
-		*n = len;
-		return (0);
-bad:
+		if (rv != SM_ECORRUPT)
+			return (rv);
 		/* Changed on disk since the open scan: skip the segment. */
 		sm_warn("remote-write", "queue record failed its check, rest "
 		    "of the segment skipped\tdir=%s seq=%016" PRIx64 " at=%"
 		    PRIu64, q->dir, q->rseq, q->roff);
-		if (skipped != NULL)
+		sm_seglog_path(q->sl, q->rseq, path, sizeof(path));
+		if (limit == UINT64_MAX)
+			limit = stat(path, &st) == 0 ? (uint64_t)st.st_size :
+			    q->roff;
+		if (skipped != NULL && limit > q->roff)
 			*skipped += limit - q->roff;
 		pthread_mutex_lock(&q->mu);
 		/* The counts cannot be known exactly: start over at 0. */
-		if (q->rseq == wseq) {
+		if (q->rseq == w.no) {
 			q->n = 0;
 			q->bytes = 0;
 			/* Appends go on in a new segment, after the bad one. */
-			if (open_writer(q, q->wseq + 1) != 0)
-				sm_error("remote-write", "queue: cannot start a "
-				    "segment\tdir=%s", q->dir);
+			sm_seglog_seal(q->sl);
 		}
 		pthread_mutex_unlock(&q->mu);
 		q->rseq++;

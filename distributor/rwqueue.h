@@ -4,11 +4,8 @@
  *
  * Files, in <dir> (remote-write uses <data.dir>/remote-write):
  *   LOCK                 flock()ed while open: one process per queue;
- *   <seq>.seg            16 hex digits; records appended in order.  A
- *                        record is
- *                          u32 len | u32 crc | payload[len]
- *                        little-endian, crc = CRC-32 (zlib) of the four
- *                        len bytes then the payload;
+ *   NNNNNNNNNNNNNNNN.wal the records: a segment log (common/seglog.h,
+ *                        its framing and checks);
  *   commit               two 64-byte slots written alternately, each
  *                          u32 magic "RWQC" | u64 gen | u64 seq | u64 off |
  *                          u32 flags | u32 crc (of the 32 bytes before)
@@ -21,10 +18,13 @@
  * Open: segments below the committed seq are deleted (fully sent; a crash
  * came between the commit and the unlink).  Every record from the commit
  * on is read and checked (length within the file and <= RWQ_MAX_RECORD,
- * CRC); at the first bad one the segment is truncated there (a torn
+ * check); at the first bad one the segment is truncated there (a torn
  * append: crash or power loss in the middle of a write), the cut bytes
  * are reported in `corrupt_bytes`, and the scan goes on with the next
  * segment.  Appends then go to a new segment.  Never aborts on bad data.
+ * A queue an older version left (<seq>.seg files, another framing) is
+ * first copied into the segment log from its commit point (rwqueue.c,
+ * docs/architecture.md "On-disk formats").
  *
  * Durability: appends and commits are plain write()s into the page cache,
  * no fsync per record: they survive the process being killed (SIGKILL,
@@ -32,7 +32,7 @@
  * segment is fdatasync()ed when it is full and a new one starts, and the
  * live segment and the commit file on rwq_close.  A machine crash or power
  * loss can therefore lose the unsynced tail of the live segment (found by
- * the CRC at the next open and truncated) and roll the commit back to an
+ * the check at the next open and truncated) and roll the commit back to an
  * earlier point (records re-sent: at-least-once).
  *
  * Bounds: `max_bytes` (records' bytes, headers included, not yet

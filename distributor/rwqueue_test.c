@@ -2,7 +2,8 @@
  * rwqueue_test.c -- the remote-write queue files (rwqueue.h): append and
  * read back in order, the commit across a reopen, the in-flight mark,
  * a torn and a corrupt tail cut at open, the bounds, segment rotation and
- * deletion.
+ * deletion; a queue an older version left (.seg files) copied at open
+ * from its commit point, once, even after an interrupted copy.
  */
 #include "distributor/rwqueue.h"
 
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/gz.h"
 #include "sm_test.h"
 
 static char tdir[64];
@@ -87,7 +89,7 @@ count_segments(void)
 	int n = 0;
 
 	while (d != NULL && (de = readdir(d)) != NULL)
-		if (strstr(de->d_name, ".seg") != NULL)
+		if (strstr(de->d_name, ".wal") != NULL)
 			n++;
 	if (d != NULL)
 		closedir(d);
@@ -103,7 +105,7 @@ last_segment(char *buf, size_t sz)
 	char best[300] = "";
 
 	while (d != NULL && (de = readdir(d)) != NULL)
-		if (strstr(de->d_name, ".seg") != NULL &&
+		if (strstr(de->d_name, ".wal") != NULL &&
 		    strcmp(de->d_name, best) > 0) {
 			struct stat st;
 			char p[400];
@@ -372,6 +374,130 @@ test_lock(void)
 	tmp_remove();
 }
 
+static void
+le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+le64(uint8_t *p, uint64_t v)
+{
+	le32(p, (uint32_t)v);
+	le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* A segment in the older framing (rwqueue.c); the offset after each
+ * record in ends[]. */
+static void
+legacy_segment(uint64_t seq, const char *const *recs, int n, uint64_t *ends)
+{
+	char path[128];
+	uint64_t off = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%016llx.seg", tdir,
+	    (unsigned long long)seq);
+	SM_REQUIRE((f = fopen(path, "wb")) != NULL);
+	for (int i = 0; i < n; i++) {
+		uint8_t h[8];
+		size_t len = strlen(recs[i]);
+
+		le32(h, (uint32_t)len);
+		le32(h + 4, sm_crc32(sm_crc32(0, h, 4), recs[i], len));
+		SM_REQUIRE(fwrite(h, 1, 8, f) == 8);
+		SM_REQUIRE(fwrite(recs[i], 1, len, f) == len);
+		off += 8 + len;
+		if (ends != NULL)
+			ends[i] = off;
+	}
+	fclose(f);
+}
+
+/* The older commit file: slot 1 (gen 1) at (seq, off, flags). */
+static void
+legacy_commit(uint64_t seq, uint64_t off, uint32_t flags)
+{
+	uint8_t s[128];
+	char path[128];
+	FILE *f;
+
+	memset(s, 0, sizeof(s));
+	le32(s + 64, 0x43515752u);
+	le64(s + 68, 1);
+	le64(s + 76, seq);
+	le64(s + 84, off);
+	le32(s + 92, flags);
+	le32(s + 96, sm_crc32(0, s + 64, 32));
+	snprintf(path, sizeof(path), "%s/commit", tdir);
+	SM_REQUIRE((f = fopen(path, "wb")) != NULL);
+	SM_REQUIRE(fwrite(s, 1, sizeof(s), f) == sizeof(s));
+	fclose(f);
+}
+
+static int
+count_suffix(const char *suffix)
+{
+	DIR *d = opendir(tdir);
+	struct dirent *de;
+	int n = 0;
+
+	while (d != NULL && (de = readdir(d)) != NULL)
+		if (strstr(de->d_name, suffix) != NULL)
+			n++;
+	if (d != NULL)
+		closedir(d);
+	return (n);
+}
+
+static void
+test_legacy_queue(void)
+{
+	static const char *const s1[] = { "alpha", "bravo", "charlie" };
+	static const char *const s2[] = { "delta" };
+	struct rwq_open_info info;
+	uint64_t ends[3], n, b;
+	struct rwq *q;
+
+	for (int interrupted = 0; interrupted <= 1; interrupted++) {
+		tmp_make();
+		legacy_segment(1, s1, 3, ends);
+		legacy_segment(2, s2, 1, NULL);
+		/* alpha was sent; bravo may be in flight. */
+		legacy_commit(1, ends[0], 1);
+		if (interrupted) {
+			/* A copy cut short by a crash: dropped, done again. */
+			char path[128];
+			FILE *f;
+
+			snprintf(path, sizeof(path), "%s/0000000000000003.wal",
+			    tdir);
+			SM_REQUIRE((f = fopen(path, "wb")) != NULL);
+			SM_REQUIRE(fwrite("partial", 1, 7, f) == 7);
+			fclose(f);
+		}
+		SM_REQUIRE((q = qopen(1 << 20, 100, 0, &info)) != NULL);
+		SM_CHECK(info.head_in_flight);
+		SM_CHECK_EQ(info.corrupt_bytes, 0);
+		SM_CHECK_EQ(count_suffix(".seg"), 0);
+		rwq_stats(q, &n, &b);
+		SM_CHECK_EQ(n, 3);
+		SM_CHECK(head_is(q, "bravo", true));
+		SM_CHECK(put(q, "echo") == 0);
+		rwq_close(q);
+		/* The copy is the queue now: a reopen resumes in it. */
+		SM_REQUIRE((q = qopen(1 << 20, 100, 0, &info)) != NULL);
+		SM_CHECK(!info.head_in_flight);
+		SM_CHECK(head_is(q, "charlie", true));
+		SM_CHECK(head_is(q, "delta", true));
+		SM_CHECK(head_is(q, "echo", true));
+		SM_CHECK(head_is(q, NULL, false));
+		rwq_close(q);
+		tmp_remove();
+	}
+}
+
 SM_TEST_MAIN(
 	{ "append, peek, commit in order; resume after a reopen",
 	    test_order_and_commit },
@@ -384,4 +510,6 @@ SM_TEST_MAIN(
 	{ "entry and byte bounds, segment rotation and deletion",
 	    test_bounds_and_segments },
 	{ "one process per queue directory (flock)", test_lock },
+	{ "an older version's queue is copied once, from its commit point",
+	    test_legacy_queue },
 )

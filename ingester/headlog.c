@@ -1,5 +1,6 @@
 /*
- * headlog.c -- the head log's segment files; see headlog.h.
+ * headlog.c -- the head log's records and their liveness over a segment
+ * log (common/seglog.h); see headlog.h.
  */
 #include "headlog.h"
 
@@ -18,9 +19,9 @@
 #include "common/hash.h"
 #include "common/kv.h"
 #include "common/log.h"
+#include "common/seglog.h"
 #include "common/strtab.h"
 
-#define HDR 8                          /* be32 len, be32 check */
 #define BODY_MIN (1 + 2 + 8 + 8)       /* kind, tenant length, gen, seq */
 #define PROBE_NS ((int64_t)1000000000)
 #define SPACE_MIN ((uint64_t)4 << 20)  /* free bytes that end an ENOSPC */
@@ -91,74 +92,69 @@ struct seg {
 	uint64_t bytes;
 	struct kmap tmax;      /* tenant -> the largest gen of its records */
 	bool keep;             /* corrupt: left for the operator */
+	bool legacy;           /* a .log file of the older framing (replay only) */
 };
 
 struct ing_headlog {
-	pthread_mutex_t mu, sync_mu;
-	char *dir;
-	int dfd;               /* the directory, for fsync */
+	pthread_mutex_t mu;
+	struct sm_seglog *sl;
 	bool sync;
-	struct seg *seg;       /* in order; the last is current when fd >= 0 */
+	struct seg *seg;       /* in order, legacy ones first */
 	uint32_t nseg, cap;
-	int fd;
-	bool broken;           /* the current one has a bad tail: a new one */
-	uint64_t next_no;
-	uint64_t synced_no, synced_off;    /* under sync_mu */
 	struct kmap floors;    /* tenant -> committed gen */
 	bool inspect;          /* changes nothing on disk (headlog.h) */
 	bool wfailed;          /* appends refused (headlog.h, Errors) */
 	int werrno;
-	char wwhy[256];
+	char wwhy[SM_ERR_MSG_MAX];
 	int64_t wprobe_ns;
 };
 
-static int seg_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
+static int legacy_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
     struct sm_err *err);
 
 static void
-seg_path(const struct ing_headlog *l, uint64_t no, char *p, size_t n)
+legacy_path(const struct ing_headlog *l, uint64_t no, char *p, size_t n)
 {
-	snprintf(p, n, "%s/%016llx.log", l->dir, (unsigned long long)no);
+	snprintf(p, n, "%s/%016llx.log", sm_seglog_dir(l->sl),
+	    (unsigned long long)no);
+}
+
+static void
+seg_path(const struct ing_headlog *l, const struct seg *s, char *p, size_t n)
+{
+	if (s->legacy)
+		legacy_path(l, s->no, p, n);
+	else
+		sm_seglog_path(l->sl, s->no, p, n);
 }
 
 int
 ing_headlog_open(const char *dir, bool sync, struct ing_headlog **out,
     struct sm_err *err)
 {
+	struct sm_seglog_cfg cfg = { .dir = dir, .name = "head log",
+	    .seg_bytes = ING_HEADLOG_SEGMENT_BYTES };
 	struct ing_headlog *l;
 	uint64_t *nos;
 	uint32_t nno;
 	int rv;
 
 	*out = NULL;
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		return (sm_err_set(err, SM_EIO, "head log: mkdir %s: %s", dir,
-		    strerror(errno)));
-	if ((l = sm_calloc(1, sizeof(*l))) == NULL ||
-	    (l->dir = sm_strdup(dir)) == NULL) {
-		sm_free(l);
+	if ((l = sm_calloc(1, sizeof(*l))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	}
-	if ((l->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		int e = errno;
-
-		sm_free(l->dir);
-		sm_free(l);
-		return (sm_err_set(err, SM_EIO, "head log: open %s: %s", dir,
-		    strerror(e)));
-	}
 	pthread_mutex_init(&l->mu, NULL);
-	pthread_mutex_init(&l->sync_mu, NULL);
 	l->sync = sync;
-	l->fd = -1;
-	l->next_no = 1;
-	/* Numbers above every segment there, replayed or not. */
-	if ((rv = seg_list(l, &nos, &nno, err)) != 0) {
+	if ((rv = sm_seglog_open(&cfg, &l->sl, err)) != 0) {
+		ing_headlog_close(l);
+		return (rv);
+	}
+	/* New segments sort after an older version's. */
+	if ((rv = legacy_list(l, &nos, &nno, err)) != 0) {
 		ing_headlog_close(l);
 		return (rv);
 	}
 	if (nno > 0)
-		l->next_no = nos[nno - 1] + 1;
+		sm_seglog_number_from(l->sl, nos[nno - 1] + 1);
 	sm_free(nos);
 	*out = l;
 	return (0);
@@ -169,19 +165,12 @@ ing_headlog_close(struct ing_headlog *l)
 {
 	if (l == NULL)
 		return;
-	if (l->fd >= 0) {
-		if (l->sync)
-			(void)fdatasync(l->fd);
-		close(l->fd);
-	}
+	sm_seglog_close(l->sl);
 	for (uint32_t i = 0; i < l->nseg; i++)
 		kmap_fini(&l->seg[i].tmax);
 	sm_free(l->seg);
 	kmap_fini(&l->floors);
-	close(l->dfd);
 	pthread_mutex_destroy(&l->mu);
-	pthread_mutex_destroy(&l->sync_mu);
-	sm_free(l->dir);
 	sm_free(l);
 }
 
@@ -228,25 +217,29 @@ seg_dead(const struct ing_headlog *l, const struct seg *s)
 static void
 gc(struct ing_headlog *l)
 {
+	struct sm_seglog_pos tail = sm_seglog_tail(l->sl);
+	struct sm_err err;
 	uint32_t w = 0;
-	char p[4096];
+	char p[4200];
 
 	for (uint32_t i = 0; i < l->nseg; i++) {
 		struct seg *s = &l->seg[i];
-		bool cur = l->fd >= 0 && i + 1 == l->nseg;
+		bool cur = !s->legacy && s->no == tail.no;
+		int rv;
 
 		if (s->keep || !seg_dead(l, s) || (cur && s->bytes == 0)) {
 			l->seg[w++] = *s;
 			continue;
 		}
-		if (cur) {
-			close(l->fd);
-			l->fd = -1;
-		}
-		seg_path(l, s->no, p, sizeof(p));
-		if (unlink(p) != 0 && errno != ENOENT) {
+		seg_path(l, s, p, sizeof(p));
+		if (s->legacy)
+			rv = unlink(p) != 0 && errno != ENOENT ?
+			    sm_err_set(&err, SM_EIO, "%s", strerror(errno)) : 0;
+		else
+			rv = sm_seglog_remove(l->sl, s->no, &err);
+		if (rv != 0) {
 			sm_warn("ingester", "head log: cannot delete a dead "
-			    "segment\tpath=%s err=\"%s\"", p, strerror(errno));
+			    "segment\tpath=%s err=\"%s\"", p, err.msg);
 			l->seg[w++] = *s;
 			continue;
 		}
@@ -271,93 +264,60 @@ ing_headlog_committed(struct ing_headlog *l, const char *tenant,
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* Refuse appends after a failure (caller holds mu). */
+/* Refuse appends after the segment log failed (`cause`; caller holds
+ * mu): SM_EIO naming it in err. */
 static int
-fail(struct ing_headlog *l, int e, struct sm_err *err, const char *what)
+fail(struct ing_headlog *l, const struct sm_err *cause, struct sm_err *err)
 {
 	l->wfailed = true;
-	l->werrno = e;
+	l->werrno = sm_seglog_errno(l->sl);
 	l->wprobe_ns = sm_mono_ns();
-	snprintf(l->wwhy, sizeof(l->wwhy), "head log: %s: %s", what,
-	    strerror(e));
+	snprintf(l->wwhy, sizeof(l->wwhy), "%s", cause->msg);
 	return (sm_err_set(err, SM_EIO, "%s", l->wwhy));
-}
-
-/* Close the current segment (synced in sync mode) and start a new one
- * (caller holds mu). */
-static int
-seg_new(struct ing_headlog *l, struct sm_err *err)
-{
-	char p[4096];
-	int fd;
-
-	if (l->fd >= 0) {
-		if (l->sync && fdatasync(l->fd) != 0)
-			return (fail(l, errno, err, "sync"));
-		close(l->fd);
-		l->fd = -1;
-	}
-	l->broken = false;
-	if (l->nseg == l->cap && SM_GROW(l->seg, l->cap, (size_t)l->nseg + 1,
-	    8) != 0)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	seg_path(l, l->next_no, p, sizeof(p));
-	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return (fail(l, errno, err, "create segment"));
-	if (l->sync && fsync(l->dfd) != 0) {
-		int e = errno;
-
-		close(fd);
-		(void)unlink(p);
-		return (fail(l, e, err, "sync directory"));
-	}
-	memset(&l->seg[l->nseg], 0, sizeof(l->seg[0]));
-	l->seg[l->nseg++].no = l->next_no++;
-	l->fd = fd;
-	return (0);
 }
 
 static int
 append(struct ing_headlog *l, uint8_t kind, const char *tenant,
     uint64_t gen, uint64_t seq, const void *rec, size_t n, struct sm_err *err)
 {
-	uint8_t hp[HDR + BODY_MIN + SM_KEY_MAX];
-	size_t tl = strlen(tenant), hn = HDR + BODY_MIN + tl, total = hn + n;
-	uint64_t my_no = 0, my_end = 0, start;
+	uint8_t hp[BODY_MIN + SM_KEY_MAX];
+	size_t tl = strlen(tenant), hn = BODY_MIN + tl;
+	struct iovec iov[2];
+	struct sm_seglog_pos end = { 0, 0 };
+	struct sm_err serr;
 	struct seg *s;
-	uint64_t *tm;
-	size_t done = 0;
+	uint64_t *tm, no;
 	int rv = 0;
 
-	if (tl == 0 || tl > SM_KEY_MAX || total - HDR > UINT32_MAX)
+	if (tl == 0 || tl > SM_KEY_MAX || hn + n > SM_SEGLOG_MAX_BODY)
 		return (sm_err_set(err, SM_EINVAL, "head log: bad record "
 		    "(tenant %zu bytes, %zu bytes)", tl, n));
-	sm_put_be32(hp, (uint32_t)(total - HDR));
-	hp[HDR] = kind;
-	hp[HDR + 1] = (uint8_t)(tl >> 8);
-	hp[HDR + 2] = (uint8_t)tl;
-	memcpy(hp + HDR + 3, tenant, tl);
-	sm_put_be64(hp + HDR + 3 + tl, gen);
-	sm_put_be64(hp + HDR + 11 + tl, seq);
-	/* The check covers the length and the body (headlog.h). */
-	{
-		uint8_t lb[4];
-
-		memcpy(lb, hp, 4);
-		sm_put_be32(hp + 4, (uint32_t)sm_hash_u64(sm_hash(lb, 4) ^
-		    sm_hash_u64(sm_hash(hp + HDR, hn - HDR)) ^
-		    sm_hash(rec, n)));
-	}
+	hp[0] = kind;
+	hp[1] = (uint8_t)(tl >> 8);
+	hp[2] = (uint8_t)tl;
+	memcpy(hp + 3, tenant, tl);
+	sm_put_be64(hp + 3 + tl, gen);
+	sm_put_be64(hp + 11 + tl, seq);
+	iov[0] = (struct iovec){ hp, hn };
+	iov[1] = (struct iovec){ (void *)(uintptr_t)rec, n };
 	pthread_mutex_lock(&l->mu);
 	if (l->wfailed) {
 		rv = sm_err_set(err, SM_EIO, "%s", l->wwhy);
 		goto out;
 	}
-	if (l->fd < 0 || l->broken || (l->seg[l->nseg - 1].bytes > 0 &&
-	    l->seg[l->nseg - 1].bytes + total > ING_HEADLOG_SEGMENT_BYTES)) {
-		if ((rv = seg_new(l, err)) != 0)
+	if (sm_seglog_reserve(l->sl, hn + n, &no, &serr) != 0) {
+		rv = fail(l, &serr, err);
+		goto out;
+	}
+	if (l->nseg == 0 || l->seg[l->nseg - 1].no != no ||
+	    l->seg[l->nseg - 1].legacy) {
+		if (l->nseg == l->cap && SM_GROW(l->seg, l->cap,
+		    (size_t)l->nseg + 1, 8) != 0) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
+		}
+		memset(&l->seg[l->nseg], 0, sizeof(l->seg[0]));
+		l->seg[l->nseg++].no = no;
 	}
 	s = &l->seg[l->nseg - 1];
 	/* Its bookkeeping first: a failure here writes nothing. */
@@ -366,81 +326,21 @@ append(struct ing_headlog *l, uint8_t kind, const char *tenant,
 		goto out;
 	}
 	*tm = SM_MAX(*tm, gen);
-	start = s->bytes;
-	while (done < total) {
-		ssize_t w;
-		int iovcnt = 0;
-		struct iovec v[2];
-
-		/* What is left of the two pieces. */
-		if (done < hn) {
-			v[iovcnt++] = (struct iovec){ hp + done, hn - done };
-			if (n > 0)
-				v[iovcnt++] = (struct iovec){
-				    (void *)(uintptr_t)rec, n };
-		} else {
-			v[iovcnt++] = (struct iovec){ (uint8_t *)(uintptr_t)rec +
-			    (done - hn), total - done };
-		}
-		w = writev(l->fd, v, iovcnt);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : ENOSPC;
-
-			/* Undone: nothing of it stays. */
-			if (done > 0 && ftruncate(l->fd, (off_t)start) != 0)
-				l->broken = true;
-			rv = fail(l, e, err, "write");
-			goto out;
-		}
-		done += (size_t)w;
+	if (sm_seglog_append(l->sl, iov, n > 0 ? 2 : 1, &end, &serr) != 0) {
+		rv = fail(l, &serr, err);
+		goto out;
 	}
-	s->bytes += total;
-	my_no = s->no;
-	my_end = s->bytes;
+	s->bytes = end.off;
 out:
 	pthread_mutex_unlock(&l->mu);
 	if (rv != 0 || !l->sync)
 		return (rv);
-
 	/* Group commit: one fdatasync covers every record before it. */
-	pthread_mutex_lock(&l->sync_mu);
-	if (l->synced_no < my_no || (l->synced_no == my_no &&
-	    l->synced_off < my_end)) {
-		uint64_t no = 0, end = 0;
-		int fd = -1;
-
+	if (sm_seglog_sync(l->sl, &end, &serr) != 0) {
 		pthread_mutex_lock(&l->mu);
-		if (l->fd >= 0 && l->seg[l->nseg - 1].no == my_no) {
-			no = my_no;
-			end = l->seg[l->nseg - 1].bytes;
-			/* A copy, so appends go on while it syncs; without
-			 * one (no descriptors left), under the mutex. */
-			if ((fd = dup(l->fd)) < 0 && fdatasync(l->fd) != 0)
-				rv = fail(l, errno, err, "sync");
-			else if (fd < 0) {
-				l->synced_no = no;
-				l->synced_off = end;
-			}
-		}
+		rv = fail(l, &serr, err);
 		pthread_mutex_unlock(&l->mu);
-		/* Else its segment was closed, and synced when it was. */
-		if (fd >= 0) {
-			if (fdatasync(fd) != 0) {
-				int e = errno;
-
-				pthread_mutex_lock(&l->mu);
-				rv = fail(l, e, err, "sync");
-				pthread_mutex_unlock(&l->mu);
-			} else {
-				l->synced_no = no;
-				l->synced_off = end;
-			}
-			close(fd);
-		}
 	}
-	pthread_mutex_unlock(&l->sync_mu);
 	return (rv);
 }
 
@@ -469,8 +369,9 @@ ing_headlog_writable(struct ing_headlog *l, char *why, size_t whylen)
 		struct statvfs sv;
 
 		l->wprobe_ns = sm_mono_ns();
-		if (l->werrno != ENOSPC || (fstatvfs(l->dfd, &sv) == 0 &&
-		    (uint64_t)sv.f_bavail * sv.f_frsize >= SPACE_MIN))
+		if (l->werrno != ENOSPC || (statvfs(sm_seglog_dir(l->sl),
+		    &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize >=
+		    SPACE_MIN))
 			l->wfailed = false;
 	}
 	ok = !l->wfailed;
@@ -503,70 +404,85 @@ struct rec {
 	size_t n;
 };
 
-/*
- * The record at p[0..avail): 1 and *r with its length in *len, 0 when the
- * bytes are not a whole valid record (cut short, a bad length or check).
- */
-static int
-rec_parse(const uint8_t *p, size_t avail, struct rec *r, size_t *len)
+/* The body b[0..n) of a record as *r; false when it is not one. */
+static bool
+body_parse(const uint8_t *b, size_t n, struct rec *r)
 {
-	uint32_t bl, chk;
 	size_t tl;
 
-	if (avail < HDR)
+	if (n < BODY_MIN)
+		return (false);
+	tl = (size_t)b[1] << 8 | b[2];
+	if (tl == 0 || tl > SM_KEY_MAX || BODY_MIN + tl > n ||
+	    (b[0] != 'W' && b[0] != 'C'))
+		return (false);
+	r->kind = b[0];
+	r->tenant = (const char *)b + 3;
+	r->tl = tl;
+	r->gen = sm_get_be64(b + 3 + tl);
+	r->seq = sm_get_be64(b + 11 + tl);
+	r->rec = b + BODY_MIN + tl;
+	r->n = n - BODY_MIN - tl;
+	return (true);
+}
+
+/*
+ * The older framing, kept to replay a head log an older version left
+ * (docs/architecture.md, "On-disk formats"): the same header and body,
+ * but the check is the low 32 bits of mix(XXH3(len) ^ mix(XXH3(kind ..
+ * seq)) ^ XXH3(rec)), split where the body's record begins.
+ */
+static size_t
+legacy_parse(const uint8_t *p, size_t avail, struct rec *r)
+{
+	uint32_t bl, chk;
+
+	if (avail < SM_SEGLOG_HDR)
 		return (0);
 	bl = sm_get_be32(p);
-	if (bl < BODY_MIN || bl > avail - HDR)
-		return (0);
-	tl = (size_t)p[HDR + 1] << 8 | p[HDR + 2];
-	if (BODY_MIN + tl > bl || tl > SM_KEY_MAX)
+	if (bl > avail - SM_SEGLOG_HDR || !body_parse(p + SM_SEGLOG_HDR, bl, r))
 		return (0);
 	chk = (uint32_t)sm_hash_u64(sm_hash(p, 4) ^ sm_hash_u64(sm_hash(
-	    p + HDR, BODY_MIN + tl)) ^ sm_hash(p + HDR + BODY_MIN + tl,
-	    bl - BODY_MIN - tl));
-	if (chk != sm_get_be32(p + 4) || tl == 0 ||
-	    (p[HDR] != 'W' && p[HDR] != 'C'))
-		return (0);
-	r->kind = p[HDR];
-	r->tenant = (const char *)p + HDR + 3;
-	r->tl = tl;
-	r->gen = sm_get_be64(p + HDR + 3 + tl);
-	r->seq = sm_get_be64(p + HDR + 11 + tl);
-	r->rec = p + HDR + BODY_MIN + tl;
-	r->n = bl - BODY_MIN - tl;
-	*len = HDR + bl;
-	return (1);
+	    p + SM_SEGLOG_HDR, BODY_MIN + r->tl)) ^ sm_hash(r->rec, r->n));
+	return (chk == sm_get_be32(p + 4) ? SM_SEGLOG_HDR + bl : 0);
 }
 
-static int
-no_cmp(const void *a, const void *b)
+/*
+ * The record at p[0..avail) of segment s as *r: its length, or 0 when the
+ * bytes are not a whole valid record (cut short, a bad length or check).
+ */
+static size_t
+rec_parse(const struct seg *s, const uint8_t *p, size_t avail, struct rec *r)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const uint8_t *b;
+	size_t n, len;
 
-	return (x < y ? -1 : x > y);
+	if (s->legacy)
+		return (legacy_parse(p, avail, r));
+	len = sm_seglog_parse(p, avail, &b, &n);
+	return (len > 0 && body_parse(b, n, r) ? len : 0);
 }
 
-/* The segment numbers in the directory, sorted. */
+/* The numbers of an older version's segments (NNNNNNNNNNNNNNNN.log). */
 static int
-seg_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
+legacy_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
     struct sm_err *err)
 {
+	const char *dir = sm_seglog_dir(l->sl);
 	uint64_t *v = NULL;
 	uint32_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
 
-	if ((d = opendir(l->dir)) == NULL)
+	if ((d = opendir(dir)) == NULL)
 		return (sm_err_set(err, SM_EIO, "head log: opendir %s: %s",
-		    l->dir, strerror(errno)));
+		    dir, strerror(errno)));
 	while ((de = readdir(d)) != NULL) {
-		unsigned long long no;
-		char tail;
+		uint64_t no;
 
 		if (strlen(de->d_name) != 20 ||
 		    strcmp(de->d_name + 16, ".log") != 0 ||
-		    sscanf(de->d_name, "%16llx%c", &no, &tail) != 2 ||
-		    tail != '.')
+		    !sm_hex_u64(de->d_name, 16, &no))
 			continue;
 		if (n == cap && SM_GROW(v, cap, (size_t)n + 1, 16) != 0) {
 			closedir(d);
@@ -577,24 +493,26 @@ seg_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
 	}
 	closedir(d);
 	if (n > 1)
-		qsort(v, n, sizeof(*v), no_cmp);
+		qsort(v, n, sizeof(*v), sm_u64_cmp);
 	*out = v;
 	*nout = n;
 	return (0);
 }
 
-/* Read segment `no` whole into *buf (*len bytes). */
+/* Segment s read whole into *buf (*len bytes). */
 static int
-seg_read(struct ing_headlog *l, uint64_t no, uint8_t **buf, size_t *len,
-    struct sm_err *err)
+seg_read(struct ing_headlog *l, const struct seg *s, uint8_t **buf,
+    size_t *len, struct sm_err *err)
 {
-	char p[4096];
+	char p[4200];
 	struct stat st;
 	size_t got = 0;
 	uint8_t *b;
 	int fd;
 
-	seg_path(l, no, p, sizeof(p));
+	if (!s->legacy)
+		return (sm_seglog_read(l->sl, s->no, buf, len, err));
+	seg_path(l, s, p, sizeof(p));
 	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
 		int e = errno;
 
@@ -628,6 +546,21 @@ seg_read(struct ing_headlog *l, uint64_t no, uint8_t **buf, size_t *len,
 	return (0);
 }
 
+/* Cut segment s at off (a torn tail). */
+static int
+seg_truncate(struct ing_headlog *l, const struct seg *s, size_t off,
+    struct sm_err *err)
+{
+	char p[4200];
+
+	if (!s->legacy)
+		return (sm_seglog_truncate(l->sl, s->no, off, err));
+	seg_path(l, s, p, sizeof(p));
+	if (truncate(p, (off_t)off) != 0)
+		return (sm_err_set(err, SM_EIO, "%s", strerror(errno)));
+	return (0);
+}
+
 /* The key of (tenant, gen[, seq]) in `k`; its length. */
 static size_t
 rec_key(uint8_t *k, const struct rec *r, bool with_seq)
@@ -656,8 +589,9 @@ ing_headlog_replay(struct ing_headlog *l,
     uint64_t *max_seq, uint64_t *corrupt, struct sm_err *err)
 {
 	struct kmap cancels, gens;
-	uint64_t *nos = NULL, *valid = NULL;
-	uint32_t nno = 0;
+	uint64_t *lnos = NULL, *nos = NULL, *valid = NULL;
+	uint32_t nlno = 0, nno;
+	size_t nnew = 0;
 	uint8_t k[SM_KEY_MAX + 16];
 	char tenant[SM_KEY_MAX + 1];
 	int rv;
@@ -665,9 +599,12 @@ ing_headlog_replay(struct ing_headlog *l,
 	memset(&cancels, 0, sizeof(cancels));
 	memset(&gens, 0, sizeof(gens));
 	pthread_mutex_lock(&l->mu);
-	SM_ASSERT(l->nseg == 0 && l->fd < 0);
-	if ((rv = seg_list(l, &nos, &nno, err)) != 0)
+	SM_ASSERT(l->nseg == 0 && sm_seglog_tail(l->sl).no == 0);
+	/* An older version's segments first: theirs are the older writes. */
+	if ((rv = legacy_list(l, &lnos, &nlno, err)) != 0 ||
+	    (rv = sm_seglog_list(l->sl, &nos, &nnew, err)) != 0)
 		goto out;
+	nno = nlno + (uint32_t)nnew;
 	if (nno > 0 && ((valid = sm_calloc(nno, sizeof(*valid))) == NULL ||
 	    SM_GROW(l->seg, l->cap, nno, 8) != 0)) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -682,12 +619,13 @@ ing_headlog_replay(struct ing_headlog *l,
 		struct rec r;
 
 		memset(s, 0, sizeof(*s));
-		s->no = nos[i];
+		s->legacy = i < nlno;
+		s->no = s->legacy ? lnos[i] : nos[i - nlno];
 		l->nseg++;
-		l->next_no = SM_MAX(l->next_no, nos[i] + 1);
-		if ((rv = seg_read(l, nos[i], &b, &len, err)) != 0)
+		if ((rv = seg_read(l, s, &b, &len, err)) != 0)
 			goto out;
-		while (off < len && rec_parse(b + off, len - off, &r, &rl)) {
+		while (off < len && (rl = rec_parse(s, b + off, len - off,
+		    &r)) > 0) {
 			uint64_t *v;
 
 			if ((v = kmap_put(&s->tmax, r.tenant, r.tl, r.gen)) ==
@@ -713,21 +651,22 @@ ing_headlog_replay(struct ing_headlog *l,
 			continue;
 		if (i + 1 == nno) {
 			/* A write in flight at a crash: cut off. */
-			char p[4096];
+			struct sm_err terr;
+			char p[4200];
 
-			seg_path(l, nos[i], p, sizeof(p));
+			seg_path(l, s, p, sizeof(p));
 			sm_warn("ingester", "head log: torn tail %s\t"
 			    "segment=%s offset=%zu bytes=%zu", l->inspect ?
 			    "(a write in flight at a crash; the server cuts "
 			    "it off at open)" : "cut off", p, off, len - off);
-			if (!l->inspect && truncate(p, (off_t)off) != 0)
+			if (!l->inspect && seg_truncate(l, s, off, &terr) != 0)
 				sm_warn("ingester", "head log: cannot cut the "
 				    "torn tail\tsegment=%s err=\"%s\"", p,
-				    strerror(errno));
+				    terr.msg);
 		} else {
-			char p[4096];
+			char p[4200];
 
-			seg_path(l, nos[i], p, sizeof(p));
+			seg_path(l, s, p, sizeof(p));
 			sm_error("ingester", "head log: corrupt record, the "
 			    "rest of its segment skipped (the file is kept "
 			    "for inspection; delete it to silence this)\t"
@@ -751,16 +690,18 @@ ing_headlog_replay(struct ing_headlog *l,
 	}
 	/* Pass 2: the live writes, in order. */
 	for (uint32_t i = 0; i < nno; i++) {
+		const struct seg *s = &l->seg[i];
 		uint8_t *b;
 		size_t len, off = 0, rl;
 		struct rec r;
 
 		if (kmap_ids(&gens) <= 1)
 			break;
-		if ((rv = seg_read(l, nos[i], &b, &len, err)) != 0)
+		if ((rv = seg_read(l, s, &b, &len, err)) != 0)
 			goto out;
 		len = SM_MIN(len, valid[i]);
-		while (off < len && rec_parse(b + off, len - off, &r, &rl)) {
+		while (off < len && (rl = rec_parse(s, b + off, len - off,
+		    &r)) > 0) {
 			off += rl;
 			if (r.kind != 'W' || rec_dead(l, &r) ||
 			    kmap_get(&cancels, k, rec_key(k, &r, true)) !=
@@ -782,6 +723,7 @@ out:
 	pthread_mutex_unlock(&l->mu);
 	kmap_fini(&cancels);
 	kmap_fini(&gens);
+	sm_free(lnos);
 	sm_free(nos);
 	sm_free(valid);
 	return (rv);

@@ -10,17 +10,17 @@
  * LZ4 at ~11% of ingest CPU, and B5 held 3-7 MB of head memtables.  A
  * record here is one write() at the end of a file.
  *
- * Files: segments NNNNNNNNNNNNNNNN.log (16 hex digits, increasing).  Each
- * open starts a new segment, and so does an append that finds the
- * current one past ING_HEADLOG_SEGMENT_BYTES.
+ * Files: a segment log (common/seglog.h: NNNNNNNNNNNNNNNN.wal files of
+ * checked records).  Each open starts a new segment, and so does an
+ * append that finds the current one past ING_HEADLOG_SEGMENT_BYTES.
+ * Segments an older version wrote (NNNNNNNNNNNNNNNN.log, the same header
+ * with another check) are replayed first and deleted once dead, never
+ * appended to (docs/architecture.md, "On-disk formats").
  *
- * Record: be32 len, be32 check, then `len` bytes of body:
- *   u8 kind, be16 tenant length, tenant, be64 gen, be64 seq, [rec]
- * check is the low 32 bits of XXH3 of the bytes len..end of body (the
- * length is checked too).  Kind 'W' is a write (rec: the packed
- * smolder.v1.Request as the distributor sent it); kind 'C' cancels the
- * write (tenant, gen, seq), whose apply failed after it was logged
- * (write.c): replay skips it.
+ * Record body: u8 kind, be16 tenant length, tenant, be64 gen, be64 seq,
+ * [rec].  Kind 'W' is a write (rec: the packed smolder.v1.Request as the
+ * distributor sent it); kind 'C' cancels the write (tenant, gen, seq),
+ * whose apply failed after it was logged (write.c): replay skips it.
  *
  * Durability: an append is one write() under the log's mutex, before the
  * write is applied and acknowledged, so kill -9 keeps it (page cache).
@@ -55,8 +55,11 @@
  * until a probe passes: for ENOSPC, free space on its file system again;
  * for anything else, a second later (the next append tries again).
  *
- * Locking: thread-safe.  `mu` guards the segment, its bookkeeping and the
- * floors; `sync_mu` serialises fdatasync.
+ * Locking: thread-safe.  `mu` guards the segments' bookkeeping (which
+ * tenants and gens each holds) and the floors, and is held around each
+ * append so a segment is never deleted between taking a record and
+ * recording it; the group commit's fdatasync runs outside it (the segment
+ * log's own locks, taken after `mu`).
  */
 #ifndef ING_HEADLOG_H
 #define ING_HEADLOG_H

@@ -4,7 +4,8 @@
  * (tenant, gen); commits delete the segments that hold nothing live; a
  * torn tail is cut off and a corrupt record in an older segment skips
  * the rest of that segment only; concurrent appends (synced or not) all
- * come back.
+ * come back; segments an older version wrote (.log, the older check) are
+ * replayed before the new ones and deleted once dead.
  */
 #include "sm_test.h"
 
@@ -17,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/hash.h"
+#include "common/kv.h"
 #include "ingester/headlog.h"
 
 struct got {
@@ -96,7 +99,7 @@ segments(const char *dir, char last[256])
 	if (last != NULL)
 		last[0] = '\0';
 	while ((de = readdir(d)) != NULL) {
-		if (strstr(de->d_name, ".log") == NULL)
+		if (strstr(de->d_name, ".wal") == NULL)
 			continue;
 		n++;
 		if (last != NULL && strcmp(de->d_name, last) > 0)
@@ -303,6 +306,71 @@ test_torn_and_corrupt(void)
 	rmdir_all(dir);
 }
 
+/* One record framed as an older version wrote it (headlog.c). */
+static size_t
+legacy_record(uint8_t *p, char kind, const char *tenant, uint64_t gen,
+    uint64_t seq, const char *rec)
+{
+	size_t tl = strlen(tenant), rn = strlen(rec), hn = 19 + tl;
+
+	sm_put_be32(p, (uint32_t)(hn + rn));
+	p[8] = (uint8_t)kind;
+	p[9] = 0;
+	p[10] = (uint8_t)tl;
+	memcpy(p + 11, tenant, tl);
+	sm_put_be64(p + 11 + tl, gen);
+	sm_put_be64(p + 19 + tl, seq);
+	memcpy(p + 8 + hn, rec, rn);
+	sm_put_be32(p + 4, (uint32_t)sm_hash_u64(sm_hash(p, 4) ^
+	    sm_hash_u64(sm_hash(p + 8, hn)) ^ sm_hash(p + 8 + hn, rn)));
+	return (8 + hn + rn);
+}
+
+static void
+test_legacy_segments(void)
+{
+	char dir[128], path[512], last[256];
+	uint8_t b[512];
+	size_t n = 0;
+	struct got g;
+	uint64_t corrupt;
+	struct ing_headlog *l;
+	int fd;
+
+	tmpdir(dir, sizeof(dir), "legacy");
+	SM_REQUIRE(mkdir(dir, 0755) == 0);
+	n += legacy_record(b + n, 'W', "a", 1, 1, "a-1-1");
+	n += legacy_record(b + n, 'W', "a", 1, 2, "a-1-2");
+	n += legacy_record(b + n, 'C', "a", 1, 2, "");
+	n += legacy_record(b + n, 'W', "b", 4, 3, "b-4-3");
+	snprintf(path, sizeof(path), "%s/00000000000000a0.log", dir);
+	SM_REQUIRE((fd = open(path, O_WRONLY | O_CREAT, 0644)) >= 0);
+	SM_REQUIRE(write(fd, b, n) == (ssize_t)n);
+	close(fd);
+
+	l = log_open(dir, false, &g, &corrupt);
+	SM_CHECK_EQ(corrupt, 0);
+	SM_REQUIRE(g.n == 2);
+	SM_CHECK_STR(g.rec[0], "a-1-1");
+	SM_CHECK_STR(g.rec[1], "b-4-3");
+	SM_CHECK_EQ(g.ngens, 2);
+	/* New records go to a new-format segment numbered after it. */
+	put(l, "a", 2, 5);
+	SM_CHECK_EQ(segments(dir, last), 1);
+	SM_CHECK_STR(last, "00000000000000a1.wal");
+	ing_headlog_close(l);
+	l = log_open(dir, false, &g, &corrupt);
+	SM_REQUIRE(g.n == 3);
+	SM_CHECK_STR(g.rec[2], "a-2-5");
+	/* Dead once both tenants committed past it. */
+	ing_headlog_committed(l, "a", 1);
+	SM_CHECK_EQ(access(path, F_OK), 0);
+	ing_headlog_committed(l, "b", 4);
+	SM_CHECK(access(path, F_OK) != 0);
+	ing_headlog_close(l);
+	rmdir_all(dir);
+}
+
 struct thr {
 	struct ing_headlog *l;
 	int id;
@@ -361,4 +429,6 @@ SM_TEST_MAIN(
 	{ "a torn tail is cut off; a corrupt record skips its segment",
 	    test_torn_and_corrupt },
 	{ "concurrent appends, synced and not, all replay", test_threads },
+	{ "an older version's segments replay first, then go when dead",
+	    test_legacy_segments },
 )

@@ -258,7 +258,7 @@ class Blackhole:
 def queue_segments(data):
     d = os.path.join(data, "remote-write")
     return sorted(os.path.join(d, f) for f in os.listdir(d)
-                  if f.endswith(".seg"))
+                  if f.endswith(".wal"))
 
 
 def drained(srv):
