@@ -34,9 +34,8 @@
  * Errors: SM_EINVAL "<problem> at line <l> column <c>" for a document
  * that is not JSON (callers prefix what the document was); SM_EINVAL for
  * a builder given a container of the wrong kind or text that is not
- * UTF-8; SM_ENOMEM.  Locking: none; a value may be read from several
- * threads at once, but references are not atomic, so a value shared
- * between threads must not be ref'd, freed or edited concurrently.
+ * UTF-8; SM_ENOMEM.  Locking: none; a value shared between threads may
+ * be read by all of them, and edited by none while they do.
  */
 #ifndef SM_JSON_H
 #define SM_JSON_H
