@@ -44,12 +44,11 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include <jansson.h>
-
 #include "common/auth.h"
 #include "common/bucket.h"
 
 #include "common/flags.h"
+#include "common/json.h"
 #include "common/kv.h"
 #include "common/log.h"
 #include "ingester/ship.h"
@@ -413,8 +412,7 @@ bucket_verify_block(struct admin *ad, const char *meta_key)
 	char obj_key[SM_BUCKET_KEY_MAX + 1];
 	struct sm_buf mj = SM_BUF_INIT, obj = SM_BUF_INIT;
 	struct sm_err err;
-	json_error_t je;
-	json_t *j = NULL;
+	struct sm_json *j = NULL;
 	uint32_t nparts = 0;
 
 	snprintf(obj_key, sizeof(obj_key), "%.*s/block",
@@ -422,37 +420,39 @@ bucket_verify_block(struct admin *ad, const char *meta_key)
 	if (sm_bucket_get(ad->bucket, meta_key, 0, SM_BUCKET_WHOLE, &mj,
 	    &err) != 0)
 		goto bad;
-	if ((j = json_loadb(mj.b, mj.len, 0, &je)) == NULL ||
-	    json_integer_value(json_object_get(j, "version")) !=
-	    ING_SHIP_VERSION) {
-		sm_err_set(&err, SM_ECORRUPT, "meta.json: %s", j == NULL ?
-		    je.text : "unknown version");
+	if (sm_json_parse(mj.b, mj.len, 0, &j, &err) != 0) {
+		err.code = SM_ECORRUPT;
+		(void)sm_err_prefix(&err, "meta.json");
+		goto bad;
+	}
+	if (sm_json_int(sm_json_get(j, "version")) != ING_SHIP_VERSION) {
+		sm_err_set(&err, SM_ECORRUPT, "meta.json: unknown version");
 		goto bad;
 	}
 	if (sm_bucket_get(ad->bucket, obj_key, 0, SM_BUCKET_WHOLE, &obj,
 	    &err) != 0)
 		goto bad;
 	if (ing_ship_object_check((const uint8_t *)obj.b, obj.len,
-	    json_integer_value(json_object_get(j, "block_bytes")),
-	    json_string_value(json_object_get(j, "block_xxh3")), &nparts,
+	    sm_json_int(sm_json_get(j, "block_bytes")),
+	    sm_json_str(sm_json_get(j, "block_xxh3")), &nparts,
 	    &err) != 0)
 		goto bad;
 	printf("ok      %s tenant=%s gen=%lld min_t=%lld max_t=%lld "
 	    "tier_ms=%lld series=%lld parts=%u bytes=%zu\n", obj_key,
-	    json_string_value(json_object_get(j, "tenant")),
-	    (long long)json_integer_value(json_object_get(json_object_get(j,
-	    "source"), "gen")),
-	    (long long)json_integer_value(json_object_get(j, "min_t")),
-	    (long long)json_integer_value(json_object_get(j, "max_t")),
-	    (long long)json_integer_value(json_object_get(j, "tier_ms")),
-	    (long long)json_integer_value(json_object_get(j, "nseries")),
+	    sm_json_str(sm_json_get(j, "tenant")),
+	    (long long)sm_json_int(sm_json_get(sm_json_get(j, "source"),
+	    "gen")),
+	    (long long)sm_json_int(sm_json_get(j, "min_t")),
+	    (long long)sm_json_int(sm_json_get(j, "max_t")),
+	    (long long)sm_json_int(sm_json_get(j, "tier_ms")),
+	    (long long)sm_json_int(sm_json_get(j, "nseries")),
 	    nparts, obj.len);
 	goto out;
 bad:
 	printf("DAMAGED %s: %s\n", obj_key, err.msg);
 	ad->problems++;
 out:
-	json_decref(j);
+	sm_json_free(j);
 	sm_buf_fini(&mj);
 	sm_buf_fini(&obj);
 }

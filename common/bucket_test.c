@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/bucket.h"
+#include "common/json.h"
 #include "common/sm.h"
 
 #include "sm_test.h"
@@ -1037,8 +1038,7 @@ hostile_start(struct hostile *h)
 	char *argv[4];
 	int fds[2] = { -1, -1 }, logfd;
 	int64_t deadline = sm_now_ms() + 30000;
-	json_error_t je;
-	json_t *j;
+	struct sm_json *j = NULL;
 	size_t n = 0;
 	long long port = 0, pid = 0;
 
@@ -1093,10 +1093,10 @@ hostile_start(struct hostile *h)
 	}
 	close(fds[0]);
 	line[n] = '\0';
-	if ((j = json_loads(line, 0, &je)) != NULL) {
-		port = json_integer_value(json_object_get(j, "port"));
-		pid = json_integer_value(json_object_get(j, "pid"));
-		json_decref(j);
+	if (sm_json_parse(line, n, 0, &j, NULL) == 0) {
+		port = sm_json_int(sm_json_get(j, "port"));
+		pid = sm_json_int(sm_json_get(j, "pid"));
+		sm_json_free(j);
 	}
 	if (h->pid <= 0 || port <= 0 || port > 65535 || pid != h->pid) {
 		fprintf(stderr, "    hostile_s3.py did not start: \"%s\"\n",

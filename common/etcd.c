@@ -8,7 +8,6 @@
 #include "etcd.h"
 
 #include <curl/curl.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "json.h"
 #include "log.h"
 
 #define ETCD_BODY_MAX ((size_t)4 << 20)
@@ -107,16 +107,16 @@ prefix_end(const char *prefix)
 	return ((char *)e);
 }
 
-/* A jansson integer or etcd's decimal string (0 when missing). */
+/* A JSON integer or etcd's decimal string (0 when missing). */
 static int64_t
-jint(json_t *o, const char *name)
+jint(const struct sm_json *o, const char *name)
 {
-	json_t *v = json_object_get(o, name);
+	struct sm_json *v = sm_json_get(o, name);
 
-	if (json_is_integer(v))
-		return ((int64_t)json_integer_value(v));
-	if (json_is_string(v))
-		return (strtoll(json_string_value(v), NULL, 10));
+	if (sm_json_is_integer(v))
+		return (sm_json_int(v));
+	if (sm_json_is_string(v))
+		return (strtoll(sm_json_str(v), NULL, 10));
 	return (0);
 }
 
@@ -181,9 +181,9 @@ cancel_cb(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
  * wait_ms passes: both are success with *out NULL.
  */
 static int
-etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
-    bool (*on_line)(void *, const char *, size_t), void *arg, json_t **out,
-    struct sm_err *err)
+etcd_call(struct sm_etcd *e, const char *path, const struct sm_json *req,
+    int64_t wait_ms, bool (*on_line)(void *, const char *, size_t), void *arg,
+    struct sm_json **out, struct sm_err *err)
 {
 	char *payload = NULL, url[600], cerr[CURL_ERROR_SIZE];
 	struct curl_slist *hdr = NULL;
@@ -196,7 +196,7 @@ etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
 	if (!etcd_curl_ok)
 		return (sm_err_set(err, SM_EINTERNAL, "etcd: curl did not "
 		    "initialise"));
-	if ((payload = json_dumps(req, JSON_COMPACT)) == NULL)
+	if ((payload = sm_json_dumps(req, 0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	for (uint32_t k = 0; k < e->nep; k++) {
@@ -271,19 +271,19 @@ etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
 			continue;
 		}
 		if (code != 200) {
-			json_t *j = json_loadb(b.b.b, b.b.len, 0,
-			    NULL);
-			const char *m = json_string_value(json_object_get(j,
-			    "message"));
+			struct sm_json *j = NULL;
+			const char *m;
 
-			if (m == NULL)
-				m = json_string_value(json_object_get(j,
-				    "error"));
+			/* A body that is no JSON reads as no message. */
+			(void)sm_json_parse(b.b.b, b.b.len, 0, &j, NULL);
+			if ((m = sm_json_str(sm_json_get(j, "message"))) ==
+			    NULL)
+				m = sm_json_str(sm_json_get(j, "error"));
 			rv = sm_err_set(err, code >= 500 ? SM_EUNAVAIL :
 			    (m != NULL && strstr(m, "not found") != NULL ?
 			    SM_ENOTFOUND : SM_EIO), "etcd %s%s: HTTP %ld: %s",
 			    e->ep[i], path, code, m != NULL ? m : "(no message)");
-			json_decref(j);
+			sm_json_free(j);
 			sm_buf_fini(&b.b);
 			if (code >= 500)
 				continue;
@@ -296,9 +296,9 @@ etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
 			rv = 0;
 			break;
 		}
-		if ((*out = json_loadb(b.b.b, b.b.len, 0,
-		    NULL)) == NULL || !json_is_object(*out)) {
-			json_decref(*out);
+		if (sm_json_parse(b.b.b, b.b.len, 0, out, NULL) != 0 ||
+		    !sm_json_is_object(*out)) {
+			sm_json_free(*out);
 			*out = NULL;
 			rv = sm_err_set(err, SM_EIO, "etcd %s%s: the answer is "
 			    "not a JSON object", e->ep[i], path);
@@ -309,7 +309,7 @@ etcd_call(struct sm_etcd *e, const char *path, json_t *req, int64_t wait_ms,
 		break;
 	}
 	curl_slist_free_all(hdr);
-	free(payload);
+	sm_free(payload);
 	return (rv);
 }
 
@@ -405,20 +405,20 @@ sm_etcd_desc(const struct sm_etcd *e)
 }
 
 /* {"key": b64(key)} plus, when end, "range_end": b64(prefix end). */
-static json_t *
+static struct sm_json *
 key_req(const char *key, bool range)
 {
-	json_t *o = json_object();
+	struct sm_json *o = sm_json_object();
 	char *k = b64_enc(key, strlen(key)), *end = NULL, *ke = NULL;
 
 	if (o == NULL || k == NULL)
 		goto fail;
-	if (json_object_set_new(o, "key", json_string(k)) != 0)
+	if (sm_json_set_str(o, "key", k) != 0)
 		goto fail;
 	if (range) {
 		if ((end = prefix_end(key)) == NULL ||
 		    (ke = b64_enc(end, strlen(end))) == NULL ||
-		    json_object_set_new(o, "range_end", json_string(ke)) != 0)
+		    sm_json_set_str(o, "range_end", ke) != 0)
 			goto fail;
 	}
 	sm_free(k);
@@ -426,7 +426,7 @@ key_req(const char *key, bool range)
 	sm_free(ke);
 	return (o);
 fail:
-	json_decref(o);
+	sm_json_free(o);
 	sm_free(k);
 	sm_free(end);
 	sm_free(ke);
@@ -445,24 +445,24 @@ key_check(const char *key, struct sm_err *err)
 }
 
 /* {"key", "value", "lease"?} for put and for a txn's success op. */
-static json_t *
+static struct sm_json *
 put_req(const char *key, const char *val, size_t vlen, int64_t lease)
 {
-	json_t *o = key_req(key, false);
+	struct sm_json *o = key_req(key, false);
 	char *v = b64_enc(val, vlen), num[24];
 
 	if (o == NULL || v == NULL ||
-	    json_object_set_new(o, "value", json_string(v)) != 0)
+	    sm_json_set_str(o, "value", v) != 0)
 		goto fail;
 	if (lease != 0) {
 		(void)snprintf(num, sizeof(num), "%lld", (long long)lease);
-		if (json_object_set_new(o, "lease", json_string(num)) != 0)
+		if (sm_json_set_str(o, "lease", num) != 0)
 			goto fail;
 	}
 	sm_free(v);
 	return (o);
 fail:
-	json_decref(o);
+	sm_json_free(o);
 	sm_free(v);
 	return (NULL);
 }
@@ -471,7 +471,7 @@ int
 sm_etcd_put(struct sm_etcd *e, const char *key, const char *val, size_t vlen,
     int64_t lease, struct sm_err *err)
 {
-	json_t *req, *ans = NULL;
+	struct sm_json *req, *ans = NULL;
 	int rv;
 
 	if ((rv = key_check(key, err)) != 0)
@@ -479,15 +479,15 @@ sm_etcd_put(struct sm_etcd *e, const char *key, const char *val, size_t vlen,
 	if ((req = put_req(key, val, vlen, lease)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	rv = etcd_call(e, "/v3/kv/put", req, 0, NULL, NULL, &ans, err);
-	json_decref(req);
-	json_decref(ans);
+	sm_json_free(req);
+	sm_json_free(ans);
 	return (rv);
 }
 
 int
 sm_etcd_delete(struct sm_etcd *e, const char *key, struct sm_err *err)
 {
-	json_t *req, *ans = NULL;
+	struct sm_json *req, *ans = NULL;
 	int rv;
 
 	if ((rv = key_check(key, err)) != 0)
@@ -495,8 +495,8 @@ sm_etcd_delete(struct sm_etcd *e, const char *key, struct sm_err *err)
 	if ((req = key_req(key, false)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	rv = etcd_call(e, "/v3/kv/deleterange", req, 0, NULL, NULL, &ans, err);
-	json_decref(req);
-	json_decref(ans);
+	sm_json_free(req);
+	sm_json_free(ans);
 	return (rv);
 }
 
@@ -514,7 +514,7 @@ int
 sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
     size_t *nout, int64_t *rev, struct sm_err *err)
 {
-	json_t *req, *ans = NULL, *arr;
+	struct sm_json *req, *ans = NULL, *arr;
 	struct sm_etcd_kv *kvs = NULL;
 	size_t n = 0, i;
 	int rv;
@@ -527,25 +527,25 @@ sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
 	if ((req = key_req(prefix, true)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	rv = etcd_call(e, "/v3/kv/range", req, 0, NULL, NULL, &ans, err);
-	json_decref(req);
+	sm_json_free(req);
 	if (rv != 0)
 		return (rv);
-	*rev = jint(json_object_get(ans, "header"), "revision");
-	arr = json_object_get(ans, "kvs");
-	if (arr != NULL && !json_is_array(arr)) {
-		json_decref(ans);
+	*rev = jint(sm_json_get(ans, "header"), "revision");
+	arr = sm_json_get(ans, "kvs");
+	if (arr != NULL && !sm_json_is_array(arr)) {
+		sm_json_free(ans);
 		return (sm_err_set(err, SM_EIO, "etcd range %s: kvs is not an "
 		    "array", prefix));
 	}
-	n = json_array_size(arr);
+	n = sm_json_len(arr);
 	if (n > 0 && (kvs = sm_calloc(n, sizeof(*kvs))) == NULL) {
-		json_decref(ans);
+		sm_json_free(ans);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	for (i = 0; i < n; i++) {
-		json_t *kv = json_array_get(arr, i);
-		const char *k = json_string_value(json_object_get(kv, "key"));
-		const char *v = json_string_value(json_object_get(kv, "value"));
+		struct sm_json *kv = sm_json_at(arr, i);
+		const char *k = sm_json_str(sm_json_get(kv, "key"));
+		const char *v = sm_json_str(sm_json_get(kv, "value"));
 		size_t kl;
 
 		if (k == NULL) {
@@ -562,7 +562,7 @@ sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
 		}
 		kvs[i].mod_rev = jint(kv, "mod_revision");
 	}
-	json_decref(ans);
+	sm_json_free(ans);
 	if (rv != 0) {
 		sm_etcd_kvs_free(kvs, n);
 		return (rv);
@@ -572,11 +572,27 @@ sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
 	return (0);
 }
 
+/* obj[key] = [v] (v shared, not taken), for a txn's compare and
+ * success lists. */
+static int
+list_of(struct sm_json *obj, const char *key, struct sm_json *v)
+{
+	struct sm_json *a = sm_json_array();
+	int rv;
+
+	if ((rv = sm_json_append_take(a, sm_json_ref(v))) != 0) {
+		sm_json_free(a);
+		return (rv);
+	}
+	return (sm_json_set_take(obj, key, a));
+}
+
 int
 sm_etcd_create(struct sm_etcd *e, const char *key, const char *val,
     size_t vlen, int64_t lease, bool *created, struct sm_err *err)
 {
-	json_t *req = NULL, *cmp = NULL, *put = NULL, *ans = NULL;
+	struct sm_json *req = NULL, *cmp = NULL, *put = NULL, *ans = NULL;
+	struct sm_json *op = NULL;
 	int rv;
 
 	*created = false;
@@ -584,25 +600,27 @@ sm_etcd_create(struct sm_etcd *e, const char *key, const char *val,
 		return (rv);
 	/* {"compare":[{"key","target":"CREATE","create_revision":"0"}],
 	 *  "success":[{"request_put":{...}}]} */
-	if ((req = json_object()) == NULL || (cmp = key_req(key, false)) ==
+	if ((req = sm_json_object()) == NULL || (cmp = key_req(key, false)) ==
 	    NULL || (put = put_req(key, val, vlen, lease)) == NULL ||
-	    json_object_set_new(cmp, "target", json_string("CREATE")) != 0 ||
-	    json_object_set_new(cmp, "result", json_string("EQUAL")) != 0 ||
-	    json_object_set_new(cmp, "create_revision", json_string("0")) !=
-	    0 || json_object_set_new(req, "compare", json_pack("[O]", cmp)) !=
-	    0 || json_object_set_new(req, "success", json_pack(
-	    "[{s:O}]", "request_put", put)) != 0) {
+	    (op = sm_json_object()) == NULL ||
+	    sm_json_set_str(cmp, "target", "CREATE") != 0 ||
+	    sm_json_set_str(cmp, "result", "EQUAL") != 0 ||
+	    sm_json_set_str(cmp, "create_revision", "0") != 0 ||
+	    sm_json_set_take(op, "request_put", sm_json_ref(put)) != 0 ||
+	    list_of(req, "compare", cmp) != 0 ||
+	    list_of(req, "success", op) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	if ((rv = etcd_call(e, "/v3/kv/txn", req, 0, NULL, NULL, &ans,
 	    err)) == 0)
-		*created = json_is_true(json_object_get(ans, "succeeded"));
+		*created = sm_json_is_true(sm_json_get(ans, "succeeded"));
 out:
-	json_decref(req);
-	json_decref(cmp);
-	json_decref(put);
-	json_decref(ans);
+	sm_json_free(req);
+	sm_json_free(cmp);
+	sm_json_free(put);
+	sm_json_free(op);
+	sm_json_free(ans);
 	return (rv);
 }
 
@@ -615,24 +633,22 @@ static bool
 watch_line(void *arg, const char *line, size_t len)
 {
 	struct watch_state *w = arg;
-	json_t *j = json_loadb(line, len, 0, NULL), *res;
+	struct sm_json *j = NULL, *res;
 
-	if (len == 0) {
-		json_decref(j);
+	if (len == 0)
 		return (true);
-	}
-	if (j == NULL) {
+	if (sm_json_parse(line, len, 0, &j, NULL) != 0) {
 		w->bad = true;
 		return (false);
 	}
-	res = json_object_get(j, "result");
-	if (json_array_size(json_object_get(res, "events")) > 0 ||
+	res = sm_json_get(j, "result");
+	if (sm_json_len(sm_json_get(res, "events")) > 0 ||
 	    jint(res, "compact_revision") != 0 ||
-	    json_is_true(json_object_get(res, "canceled")))
+	    sm_json_is_true(sm_json_get(res, "canceled")))
 		w->changed = true;
-	if (json_object_get(j, "error") != NULL)
+	if (sm_json_get(j, "error") != NULL)
 		w->bad = true;
-	json_decref(j);
+	sm_json_free(j);
 	return (!w->changed && !w->bad);
 }
 
@@ -641,7 +657,7 @@ sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
     int64_t wait_ms, bool *changed, struct sm_err *err)
 {
 	struct watch_state w = { false, false };
-	json_t *cr, *req = NULL, *ans = NULL;
+	struct sm_json *cr, *req = NULL, *ans = NULL;
 	char num[24];
 	int rv;
 
@@ -650,16 +666,18 @@ sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
 		return (rv);
 	(void)snprintf(num, sizeof(num), "%lld", (long long)from_rev);
 	if ((cr = key_req(prefix, true)) == NULL ||
-	    json_object_set_new(cr, "start_revision", json_string(num)) != 0 ||
-	    (req = json_pack("{s:O}", "create_request", cr)) == NULL) {
-		json_decref(cr);
+	    sm_json_set_str(cr, "start_revision", num) != 0 ||
+	    (req = sm_json_object()) == NULL ||
+	    sm_json_set_take(req, "create_request", sm_json_ref(cr)) != 0) {
+		sm_json_free(cr);
+		sm_json_free(req);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
 	rv = etcd_call(e, "/v3/watch", req, wait_ms > 0 ? wait_ms : 1,
 	    watch_line, &w, &ans, err);
-	json_decref(cr);
-	json_decref(req);
-	json_decref(ans);
+	sm_json_free(cr);
+	sm_json_free(req);
+	sm_json_free(ans);
 	if (rv == 0 && w.bad)
 		rv = sm_err_set(err, SM_EIO, "etcd watch %s: a message that is "
 		    "not what etcd sends", prefix);
@@ -671,17 +689,19 @@ sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
  * path; *ans is the answer on 0. */
 static int
 lease_call(struct sm_etcd *e, const char *path, const char *field, int64_t v,
-    json_t **ans, struct sm_err *err)
+    struct sm_json **ans, struct sm_err *err)
 {
-	json_t *req;
+	struct sm_json *req = sm_json_object();
 	char num[24];
 	int rv;
 
+	*ans = NULL;
 	(void)snprintf(num, sizeof(num), "%lld", (long long)v);
-	if ((req = json_pack("{s:s}", field, num)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, path, req, 0, NULL, NULL, ans, err);
-	json_decref(req);
+	if (sm_json_set_str(req, field, num) != 0)
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	else
+		rv = etcd_call(e, path, req, 0, NULL, NULL, ans, err);
+	sm_json_free(req);
 	return (rv);
 }
 
@@ -689,7 +709,7 @@ int
 sm_etcd_lease_grant(struct sm_etcd *e, int64_t ttl_s, int64_t *id,
     struct sm_err *err)
 {
-	json_t *ans = NULL;
+	struct sm_json *ans = NULL;
 	int rv;
 
 	*id = 0;
@@ -697,7 +717,7 @@ sm_etcd_lease_grant(struct sm_etcd *e, int64_t ttl_s, int64_t *id,
 	if (rv == 0 && (*id = jint(ans, "ID")) == 0)
 		rv = sm_err_set(err, SM_EIO, "etcd lease grant: no ID in the "
 		    "answer");
-	json_decref(ans);
+	sm_json_free(ans);
 	return (rv);
 }
 
@@ -705,28 +725,28 @@ int
 sm_etcd_lease_keepalive(struct sm_etcd *e, int64_t id, int64_t *ttl_s,
     struct sm_err *err)
 {
-	json_t *ans = NULL;
+	struct sm_json *ans = NULL;
 	int rv;
 
 	*ttl_s = 0;
 	/* the gateway streams keepalive answers; one is all we read */
 	rv = lease_call(e, "/v3/lease/keepalive", "ID", id, &ans, err);
-	if (rv == 0 && (*ttl_s = jint(json_object_get(ans, "result"),
+	if (rv == 0 && (*ttl_s = jint(sm_json_get(ans, "result"),
 	    "TTL")) <= 0)
 		rv = sm_err_set(err, SM_ENOTFOUND, "etcd lease %lld expired",
 		    (long long)id);
-	json_decref(ans);
+	sm_json_free(ans);
 	return (rv);
 }
 
 int
 sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err)
 {
-	json_t *ans = NULL;
+	struct sm_json *ans = NULL;
 	int rv;
 
 	rv = lease_call(e, "/v3/lease/revoke", "ID", id, &ans, err);
-	json_decref(ans);
+	sm_json_free(ans);
 	return (rv == SM_ENOTFOUND ? 0 : rv);
 }
 

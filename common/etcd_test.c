@@ -5,8 +5,8 @@
  * start is a failure, not a skip.
  */
 #include "common/etcd.h"
+#include "common/json.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ static void
 test_setup(void)
 {
 	char cmd[512], line[512], path[256];
-	json_t *j;
+	struct sm_json *j;
 	FILE *p;
 	int ok;
 
@@ -36,10 +36,11 @@ test_setup(void)
 	ok = fgets(line, sizeof(line), p) != NULL;
 	ok = pclose(p) == 0 && ok;
 	SM_REQUIRE(ok);
-	SM_REQUIRE((j = json_loads(line, 0, NULL)) != NULL);
+	SM_REQUIRE(sm_json_parse(line, strlen(line), 0, &j, NULL) == 0);
+	SM_REQUIRE(sm_json_str(sm_json_get(j, "endpoint")) != NULL);
 	snprintf(e_endpoint, sizeof(e_endpoint), "%s",
-	    json_string_value(json_object_get(j, "endpoint")));
-	json_decref(j);
+	    sm_json_str(sm_json_get(j, "endpoint")));
+	sm_json_free(j);
 	SM_REQUIRE(e_endpoint[0] != '\0');
 }
 

@@ -5,7 +5,7 @@
  */
 #include "common/flamegraph.h"
 
-#include <jansson.h>
+#include "common/json.h"
 
 #include "sm_test.h"
 
@@ -734,20 +734,20 @@ test_random_property(void)
 
 /* Rebuild a tree from a flamebearer's names and (delta) levels. */
 static void
-fx_from_flamebearer(struct fx *f, json_t *fb, int64_t *ticks)
+fx_from_flamebearer(struct fx *f, struct sm_json *fb, int64_t *ticks)
 {
-	json_t *names = json_object_get(fb, "names");
-	json_t *levels = json_object_get(fb, "levels");
+	struct sm_json *names = sm_json_get(fb, "names");
+	struct sm_json *levels = sm_json_get(fb, "levels");
 	uint32_t *prev_ids = NULL, *cur_ids = NULL;
 	int64_t *prev_x = NULL, *cur_x = NULL;
 	size_t nprev = 0;
 
-	SM_REQUIRE(json_is_array(names) && json_is_array(levels));
-	*ticks = json_integer_value(json_object_get(fb, "numTicks"));
+	SM_REQUIRE(sm_json_is_array(names) && sm_json_is_array(levels));
+	*ticks = sm_json_int(sm_json_get(fb, "numTicks"));
 	fx_init(f);
-	for (size_t l = 0; l < json_array_size(levels); l++) {
-		json_t *lv = json_array_get(levels, l);
-		size_t nv = json_array_size(lv), k = 0;
+	for (size_t l = 0; l < sm_json_len(levels); l++) {
+		struct sm_json *lv = sm_json_at(levels, l);
+		size_t nv = sm_json_len(lv), k = 0;
 		int64_t prev = 0;
 
 		SM_REQUIRE(nv % 4 == 0);
@@ -755,11 +755,11 @@ fx_from_flamebearer(struct fx *f, json_t *fb, int64_t *ticks)
 		cur_x = malloc((nv / 4 + 1) * sizeof(*cur_x));
 		SM_REQUIRE(cur_ids != NULL && cur_x != NULL);
 		for (size_t j = 0; j < nv; j += 4, k++) {
-			int64_t x = json_integer_value(json_array_get(lv, j));
-			int64_t t = json_integer_value(json_array_get(lv, j + 1));
-			int64_t s = json_integer_value(json_array_get(lv, j + 2));
-			size_t ni = (size_t)json_integer_value(
-			    json_array_get(lv, j + 3));
+			int64_t x = sm_json_int(sm_json_at(lv, j));
+			int64_t t = sm_json_int(sm_json_at(lv, j + 1));
+			int64_t s = sm_json_int(sm_json_at(lv, j + 2));
+			size_t ni = (size_t)sm_json_int(
+			    sm_json_at(lv, j + 3));
 			const char *nm;
 			uint32_t parent = 0;
 
@@ -780,8 +780,8 @@ fx_from_flamebearer(struct fx *f, json_t *fb, int64_t *ticks)
 				SM_REQUIRE(p > 0);
 				parent = prev_ids[p - 1];
 			}
-			SM_REQUIRE(ni < json_array_size(names));
-			nm = json_string_value(json_array_get(names, ni));
+			SM_REQUIRE(ni < sm_json_len(names));
+			nm = sm_json_str(sm_json_at(names, ni));
 			SM_REQUIRE(nm != NULL);
 			cur_ids[k] = fx_node(f, parent, nm, strlen(nm));
 			f->self[cur_ids[k]] += s;
@@ -798,28 +798,28 @@ fx_from_flamebearer(struct fx *f, json_t *fb, int64_t *ticks)
 
 /* True if fg's names and levels equal the flamebearer JSON's exactly. */
 static int
-fg_equals_json(const struct sm_fg *fg, json_t *fb)
+fg_equals_json(const struct sm_fg *fg, struct sm_json *fb)
 {
-	json_t *names = json_object_get(fb, "names");
-	json_t *levels = json_object_get(fb, "levels");
+	struct sm_json *names = sm_json_get(fb, "names");
+	struct sm_json *levels = sm_json_get(fb, "levels");
 
-	if (json_array_size(names) != fg->nnames ||
-	    json_array_size(levels) != fg->nlevels)
+	if (sm_json_len(names) != fg->nnames ||
+	    sm_json_len(levels) != fg->nlevels)
 		return (0);
 	for (uint32_t i = 0; i < fg->nnames; i++) {
-		const char *s = json_string_value(json_array_get(names, i));
+		const char *s = sm_json_str(sm_json_at(names, i));
 
 		if (s == NULL || strlen(s) != fg->name_len[i] ||
 		    memcmp(s, fg->names[i], fg->name_len[i]) != 0)
 			return (0);
 	}
 	for (uint32_t l = 0; l < fg->nlevels; l++) {
-		json_t *lv = json_array_get(levels, l);
+		struct sm_json *lv = sm_json_at(levels, l);
 
-		if (json_array_size(lv) != fg->level_len[l])
+		if (sm_json_len(lv) != fg->level_len[l])
 			return (0);
 		for (uint32_t i = 0; i < fg->level_len[l]; i++) {
-			if (json_integer_value(json_array_get(lv, i)) !=
+			if (sm_json_int(sm_json_at(lv, i)) !=
 			    fg->levels[l][i])
 				return (0);
 		}
@@ -843,8 +843,10 @@ static void
 test_flamebearer_fixture(void)
 {
 	char path[1024];
-	json_error_t jerr;
-	json_t *root, *fb;
+	struct sm_json *root, *fb;
+	struct sm_err jerr;
+	unsigned char *text;
+	size_t n = 0;
 	struct fx f;
 	struct sm_fg fg;
 	int64_t ticks = 0;
@@ -852,13 +854,16 @@ test_flamebearer_fixture(void)
 
 	sm_test_path(path, sizeof(path),
 	    "../shared/testdata/profiles/pyroscope__flamebearer_profile.json");
-	root = json_load_file(path, 0, &jerr);
-	if (root == NULL)
-		SM_SKIP_CORPUS("shared test data absent: %.160s (%.60s)", path,
-		    jerr.text);
-	fb = json_object_get(root, "flamebearer");
-	if (!json_is_object(fb)) {
-		json_decref(root);
+	if ((text = sm_test_read_file(path, &n)) == NULL)
+		SM_SKIP_CORPUS("shared test data absent: %.160s", path);
+	if (sm_json_parse((const char *)text, n, 0, &root, &jerr) != 0) {
+		free(text);
+		SM_REQUIRE(!"the flamebearer fixture is not JSON");
+	}
+	free(text);
+	fb = sm_json_get(root, "flamebearer");
+	if (!sm_json_is_object(fb)) {
+		sm_json_free(root);
 		SM_REQUIRE(!"no flamebearer object");
 	}
 	fx_from_flamebearer(&f, fb, &ticks);
@@ -868,7 +873,7 @@ test_flamebearer_fixture(void)
 	SM_REQUIRE(sm_fg_build(&f.t, &f.s, f.self, 0, &fg) == 0);
 	SM_CHECK_EQ(fg.total, ticks);
 	SM_CHECK_EQ(fg.max_self,
-	    json_integer_value(json_object_get(fb, "maxSelf")));
+	    sm_json_int(sm_json_get(fb, "maxSelf")));
 	SM_CHECK(fg_equals_json(&fg, fb));
 	check_invariants(&f, &fg, 0, 0);
 	sm_fg_fini(&fg);
@@ -898,7 +903,7 @@ test_flamebearer_fixture(void)
 	fg_absolute_free(&fg, abs);
 	sm_fg_fini(&fg);
 	fx_fini(&f);
-	json_decref(root);
+	sm_json_free(root);
 }
 
 /* Diff of two hand-built trees (computed by hand from Pyroscope's

@@ -18,9 +18,10 @@
  *
  * Encoding writes the fields in descriptor order (tag order, which is the
  * declaration order of every Pyroscope message).  Decoding parses with
- * jansson and walks the object; the message is allocated from the arena
- * and initialized with the descriptor's message_init (which installs the
- * defaults), then each present JSON key overwrites its field.
+ * json.h (jansson) and walks the object; the message is allocated from
+ * the arena and initialized with the descriptor's message_init (which
+ * installs the defaults), then each present JSON key overwrites its
+ * field.
  *
  * Decisions where pbjson.h is silent (following Go's protojson, which
  * connect-go uses, unless said otherwise):
@@ -71,7 +72,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include <jansson.h>
+#include "json.h"
 
 #define PBJSON_DEPTH_MAX 64
 #define PBJSON_PATH_MAX 256
@@ -559,23 +560,25 @@ pbjson_pop(struct pbjson_dec *dc, size_t old)
 }
 
 static const char *
-pbjson_kind(const json_t *v)
+pbjson_kind(const struct sm_json *v)
 {
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
+	switch (sm_json_kind(v)) {
+	case SM_JSON_OBJECT:
 		return ("an object");
-	case JSON_ARRAY:
+	case SM_JSON_ARRAY:
 		return ("an array");
-	case JSON_STRING:
+	case SM_JSON_STRING:
 		return ("a string");
-	case JSON_INTEGER:
-	case JSON_REAL:
+	case SM_JSON_INTEGER:
+	case SM_JSON_REAL:
 		return ("a number");
-	case JSON_TRUE:
-	case JSON_FALSE:
+	case SM_JSON_TRUE:
+	case SM_JSON_FALSE:
 		return ("a boolean");
-	case JSON_NULL:
+	case SM_JSON_NULL:
 		return ("null");
+	case SM_JSON_NONE:
+		break;
 	}
 	return ("?");
 }
@@ -796,23 +799,23 @@ range:
 
 /* An integer-typed value (also enum numbers when `t` is ENUM). */
 static int
-pbjson_dec_int(struct pbjson_dec *dc, ProtobufCType t, const json_t *v,
-    bool strings, void *dst)
+pbjson_dec_int(struct pbjson_dec *dc, ProtobufCType t,
+    const struct sm_json *v, bool strings, void *dst)
 {
 	const char *s;
 	uint64_t mag;
 	bool neg;
 	double d;
-	json_int_t i;
+	int64_t i;
 
-	switch (json_typeof(v)) {
-	case JSON_INTEGER:
-		i = json_integer_value(v);
+	switch (sm_json_kind(v)) {
+	case SM_JSON_INTEGER:
+		i = sm_json_int(v);
 		neg = i < 0;
 		mag = neg ? 0 - (uint64_t)i : (uint64_t)i;
 		return (pbjson_store_int(dc, t, neg, mag, dst));
-	case JSON_REAL:
-		d = json_real_value(v);
+	case SM_JSON_REAL:
+		d = sm_json_real(v);
 		if (d != trunc(d))
 			return (pbjson_fail(dc, SM_EINVAL, "%.17g is not an "
 			    "integer", d));
@@ -825,11 +828,11 @@ pbjson_dec_int(struct pbjson_dec *dc, ProtobufCType t, const json_t *v,
 			    "64 bits; send it as a string", d));
 		return (pbjson_store_int(dc, t, signbit(d) != 0,
 		    (uint64_t)fabs(d), dst));
-	case JSON_STRING:
+	case SM_JSON_STRING:
 		if (!strings)
 			break;
-		s = json_string_value(v);
-		switch (pbjson_parse_int(s, json_string_length(v), &neg,
+		s = sm_json_str(v);
+		switch (pbjson_parse_int(s, sm_json_strlen(v), &neg,
 		    &mag)) {
 		case PBJSON_INT_OK:
 			return (pbjson_store_int(dc, t, neg, mag, dst));
@@ -853,28 +856,28 @@ pbjson_dec_int(struct pbjson_dec *dc, ProtobufCType t, const json_t *v,
 }
 
 static int
-pbjson_dec_float(struct pbjson_dec *dc, ProtobufCType t, const json_t *v,
-    void *dst)
+pbjson_dec_float(struct pbjson_dec *dc, ProtobufCType t,
+    const struct sm_json *v, void *dst)
 {
 	const char *s;
 	double d;
 
-	switch (json_typeof(v)) {
-	case JSON_INTEGER:
-		d = (double)json_integer_value(v);
+	switch (sm_json_kind(v)) {
+	case SM_JSON_INTEGER:
+		d = (double)sm_json_int(v);
 		break;
-	case JSON_REAL:
-		d = json_real_value(v);
+	case SM_JSON_REAL:
+		d = sm_json_real(v);
 		break;
-	case JSON_STRING:
-		s = json_string_value(v);
+	case SM_JSON_STRING:
+		s = sm_json_str(v);
 		if (strcmp(s, "NaN") == 0) {
 			d = NAN;
 		} else if (strcmp(s, "Infinity") == 0) {
 			d = INFINITY;
 		} else if (strcmp(s, "-Infinity") == 0) {
 			d = -INFINITY;
-		} else if (pbjson_scan_number(s, json_string_length(v))) {
+		} else if (pbjson_scan_number(s, sm_json_strlen(v))) {
 			errno = 0;
 			d = strtod(s, NULL);
 			if (errno == ERANGE && isinf(d))
@@ -924,18 +927,18 @@ pbjson_b64_val(unsigned char c, bool url)
  */
 /* OTLP's ids: a hex string (either case), "" for none. */
 static int
-pbjson_dec_hex(struct pbjson_dec *dc, const json_t *v,
+pbjson_dec_hex(struct pbjson_dec *dc, const struct sm_json *v,
     ProtobufCBinaryData *dst)
 {
 	const char *s;
 	size_t n;
 	uint8_t *p;
 
-	if (!json_is_string(v))
+	if (!sm_json_is_string(v))
 		return (pbjson_fail(dc, SM_EINVAL, "expected a hex string for "
 		    "an id, got %s", pbjson_kind(v)));
-	s = json_string_value(v);
-	n = json_string_length(v);
+	s = sm_json_str(v);
+	n = sm_json_strlen(v);
 	dst->len = 0;
 	dst->data = NULL;
 	if (n == 0)
@@ -953,7 +956,7 @@ pbjson_dec_hex(struct pbjson_dec *dc, const json_t *v,
 }
 
 static int
-pbjson_dec_bytes(struct pbjson_dec *dc, const json_t *v,
+pbjson_dec_bytes(struct pbjson_dec *dc, const struct sm_json *v,
     ProtobufCBinaryData *dst)
 {
 	const unsigned char *s;
@@ -963,11 +966,11 @@ pbjson_dec_bytes(struct pbjson_dec *dc, const json_t *v,
 	bool url;
 	uint8_t *p;
 
-	if (!json_is_string(v))
+	if (!sm_json_is_string(v))
 		return (pbjson_fail(dc, SM_EINVAL, "expected a base64 string "
 		    "for bytes, got %s", pbjson_kind(v)));
-	s = (const unsigned char *)json_string_value(v);
-	n = json_string_length(v);
+	s = (const unsigned char *)sm_json_str(v);
+	n = sm_json_strlen(v);
 	url = memchr(s, '-', n) != NULL || memchr(s, '_', n) != NULL;
 	if (n % 4 == 0 && n > 0 && s[n - 1] == '=') {
 		n--;
@@ -1002,13 +1005,13 @@ bad:
 }
 
 static int pbjson_dec_msg(struct pbjson_dec *dc,
-    const ProtobufCMessageDescriptor *d, const json_t *obj, int depth,
+    const ProtobufCMessageDescriptor *d, const struct sm_json *obj, int depth,
     ProtobufCMessage **out);
 
 /* One (non-null) value of field f into dst. */
 static int
 pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
-    const json_t *v, int depth, void *dst)
+    const struct sm_json *v, int depth, void *dst)
 {
 	const ProtobufCEnumValue *ev;
 	char *s;
@@ -1029,16 +1032,16 @@ pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
 	case PROTOBUF_C_TYPE_DOUBLE:
 		return (pbjson_dec_float(dc, f->type, v, dst));
 	case PROTOBUF_C_TYPE_BOOL:
-		if (!json_is_boolean(v))
+		if (!sm_json_is_bool(v))
 			return (pbjson_fail(dc, SM_EINVAL, "expected true or "
 			    "false, got %s", pbjson_kind(v)));
-		*(protobuf_c_boolean *)dst = json_is_true(v);
+		*(protobuf_c_boolean *)dst = sm_json_is_true(v);
 		return (0);
 	case PROTOBUF_C_TYPE_ENUM:
-		if (!json_is_string(v))
+		if (!sm_json_is_string(v))
 			return (pbjson_dec_int(dc, f->type, v, false, dst));
 		ev = protobuf_c_enum_descriptor_get_value_by_name(
-		    f->descriptor, json_string_value(v));
+		    f->descriptor, sm_json_str(v));
 		/* A name this build does not know (a newer client's value):
 		 * ignored, as protojson's DiscardUnknown, which connect-go
 		 * uses, ignores it -- the field keeps its default, a
@@ -1048,11 +1051,11 @@ pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
 		*(int *)dst = ev->value;
 		return (0);
 	case PROTOBUF_C_TYPE_STRING:
-		if (!json_is_string(v))
+		if (!sm_json_is_string(v))
 			return (pbjson_fail(dc, SM_EINVAL, "expected a string, "
 			    "got %s", pbjson_kind(v)));
-		s = sm_arena_strndup(dc->a, json_string_value(v),
-		    json_string_length(v));
+		s = sm_arena_strndup(dc->a, sm_json_str(v),
+		    sm_json_strlen(v));
 		if (s == NULL)
 			return (pbjson_oom(dc));
 		*(char **)dst = s;
@@ -1072,23 +1075,23 @@ pbjson_dec_value(struct pbjson_dec *dc, const ProtobufCFieldDescriptor *f,
 
 static int
 pbjson_dec_repeated(struct pbjson_dec *dc, ProtobufCMessage *m,
-    const ProtobufCFieldDescriptor *f, const json_t *v, int depth)
+    const ProtobufCFieldDescriptor *f, const struct sm_json *v, int depth)
 {
 	size_t n, k = 0, sz = pbjson_type_size(f->type), old;
 	char *arr = NULL;
 	int rv;
 
-	if (!json_is_array(v))
+	if (!sm_json_is_array(v))
 		return (pbjson_fail(dc, SM_EINVAL, "expected an array, got %s",
 		    pbjson_kind(v)));
-	n = json_array_size(v);
+	n = sm_json_len(v);
 	if (n != 0 && (arr = sm_arena_calloc(dc->a, n, sz)) == NULL)
 		return (pbjson_oom(dc));
 	for (size_t i = 0; i < n; i++) {
-		const json_t *e = json_array_get(v, i);
+		const struct sm_json *e = sm_json_at(v, i);
 
 		old = pbjson_push(dc, NULL, i);
-		if (json_is_null(e))
+		if (sm_json_is_null(e))
 			rv = pbjson_fail(dc, SM_EINVAL, "null is not allowed "
 			    "in a repeated field");
 		else
@@ -1106,7 +1109,7 @@ pbjson_dec_repeated(struct pbjson_dec *dc, ProtobufCMessage *m,
 /* Decode v (not null) into field f of m, marking it present. */
 static int
 pbjson_dec_field(struct pbjson_dec *dc, ProtobufCMessage *m,
-    const ProtobufCFieldDescriptor *f, const json_t *v, int depth)
+    const ProtobufCFieldDescriptor *f, const struct sm_json *v, int depth)
 {
 	int rv;
 
@@ -1127,18 +1130,20 @@ pbjson_dec_field(struct pbjson_dec *dc, ProtobufCMessage *m,
 /* proto2 only: every required field must be given (and not null). */
 static int
 pbjson_check_required(struct pbjson_dec *dc,
-    const ProtobufCMessageDescriptor *d, const json_t *obj)
+    const ProtobufCMessageDescriptor *d, const struct sm_json *obj)
 {
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		struct sm_json_it it = SM_JSON_IT_INIT;
 		const char *key;
-		json_t *v;
+		struct sm_json *v;
 		bool found = false;
 
 		if (f->label != PROTOBUF_C_LABEL_REQUIRED)
 			continue;
-		json_object_foreach((json_t *)(uintptr_t)obj, key, v) {
-			if (!json_is_null(v) && pbjson_find_field(d, key) == f)
+		while (sm_json_next(obj, &it, &key, &v)) {
+			if (!sm_json_is_null(v) &&
+			    pbjson_find_field(d, key) == f)
 				found = true;
 		}
 		if (!found) {
@@ -1155,28 +1160,29 @@ pbjson_check_required(struct pbjson_dec *dc,
 
 static int
 pbjson_dec_msg(struct pbjson_dec *dc, const ProtobufCMessageDescriptor *d,
-    const json_t *obj, int depth, ProtobufCMessage **out)
+    const struct sm_json *obj, int depth, ProtobufCMessage **out)
 {
+	struct sm_json_it it = SM_JSON_IT_INIT;
 	ProtobufCMessage *m;
 	const char *key;
-	json_t *v;
+	struct sm_json *v;
 	int rv;
 
 	SM_ASSERT(d->magic == PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
 	if (depth > PBJSON_DEPTH_MAX)
 		return (pbjson_fail(dc, SM_EINVAL, "messages nested deeper "
 		    "than %d", PBJSON_DEPTH_MAX));
-	if (!json_is_object(obj))
+	if (!sm_json_is_object(obj))
 		return (pbjson_fail(dc, SM_EINVAL, "expected an object for "
 		    "%s, got %s", d->name, pbjson_kind(obj)));
 	if ((m = sm_arena_alloc(dc->a, d->sizeof_message)) == NULL)
 		return (pbjson_oom(dc));
 	d->message_init(m);
-	json_object_foreach((json_t *)(uintptr_t)obj, key, v) {
+	while (sm_json_next(obj, &it, &key, &v)) {
 		const ProtobufCFieldDescriptor *f = pbjson_find_field(d, key);
 		size_t old;
 
-		if (f == NULL || json_is_null(v))
+		if (f == NULL || sm_json_is_null(v))
 			continue;       /* unknown, or the default */
 		old = pbjson_push(dc, key, 0);
 		if ((rv = pbjson_dec_field(dc, m, f, v, depth)) != 0)
@@ -1203,30 +1209,23 @@ sm_pbjson_decode_flags(const ProtobufCMessageDescriptor *d, const char *json,
     struct sm_err *err)
 {
 	struct pbjson_dec dc;
-	json_error_t jerr;
-	json_t *root;
+	struct sm_json *root;
 	int rv;
 
 	SM_ASSERT(d != NULL && d->magic == PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
 	*out = NULL;
 	memset(&dc, 0, sizeof(dc));
-	root = json_loadb(json, len, JSON_DECODE_ANY, &jerr);
-	if (root == NULL && json_error_code(&jerr) ==
-	    json_error_numeric_overflow) {
-		/* An integer literal beyond int64 (see the top); a real
-		 * overflowing a double fails again. */
-		dc.reals = true;
-		root = json_loadb(json, len, JSON_DECODE_ANY |
-		    JSON_DECODE_INT_AS_REAL, &jerr);
+	/* An integer literal beyond int64 reads every number as a real (see
+	 * the top). */
+	if ((rv = sm_json_parse_wide(json, len, SM_JSON_ANY, &root, &dc.reals,
+	    err)) != 0) {
+		(void)sm_err_prefix(err, "invalid %s JSON", d->name);
+		return (rv);
 	}
-	if (root == NULL)
-		return (sm_err_set(err, SM_EINVAL, "invalid %s JSON: %s at "
-		    "line %d column %d", d->name, jerr.text, jerr.line,
-		    jerr.column));
-	if (!json_is_object(root)) {
+	if (!sm_json_is_object(root)) {
 		rv = sm_err_set(err, SM_EINVAL, "invalid %s JSON: the top "
 		    "level is %s, not an object", d->name, pbjson_kind(root));
-		json_decref(root);
+		sm_json_free(root);
 		return (rv);
 	}
 	dc.top = d;
@@ -1234,7 +1233,7 @@ sm_pbjson_decode_flags(const ProtobufCMessageDescriptor *d, const char *json,
 	dc.err = err;
 	dc.flags = flags;
 	rv = pbjson_dec_msg(&dc, d, root, 1, out);
-	json_decref(root);
+	sm_json_free(root);
 	if (rv != 0)
 		*out = NULL;
 	return (rv);

@@ -18,10 +18,9 @@
 
 #include "etcd.h"
 #include "hash.h"
+#include "json.h"
 #include "log.h"
 #include "metrics.h"
-
-#include <jansson.h>
 
 struct probe {
 	struct sm_ring_member *m;
@@ -1034,24 +1033,32 @@ int
 sm_ring_member_value(const char *id, const char *addr, const char *zone,
     char **out)
 {
-	json_t *o = json_pack("{s:s,s:s,s:s}", "id", id, "addr", addr, "zone",
-	    zone != NULL ? zone : "");
+	struct sm_json *o = sm_json_object();
+	int rv;
 
-	*out = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) :
-	    NULL;
-	json_decref(o);
-	return (*out != NULL ? 0 : SM_ENOMEM);
+	*out = NULL;
+	if ((rv = sm_json_set_str(o, "id", id)) != 0 ||
+	    (rv = sm_json_set_str(o, "addr", addr)) != 0 ||
+	    (rv = sm_json_set_str(o, "zone", zone != NULL ? zone : "")) != 0)
+		goto out;
+	if ((*out = sm_json_dumps(o, SM_JSON_SORT_KEYS)) == NULL)
+		rv = SM_ENOMEM;
+out:
+	sm_json_free(o);
+	return (rv);
 }
 
 static int
 member_value_parse(const char *val, size_t len, char **id, char **addr)
 {
-	json_t *o = json_loadb(val, len, 0, NULL);
-	const char *i = json_string_value(json_object_get(o, "id"));
-	const char *a = json_string_value(json_object_get(o, "addr"));
+	struct sm_json *o = NULL;
+	const char *i, *a;
 	int rv = SM_EMALFORMED;
 
 	*id = *addr = NULL;
+	(void)sm_json_parse(val, len, 0, &o, NULL);
+	i = sm_json_str(sm_json_get(o, "id"));
+	a = sm_json_str(sm_json_get(o, "addr"));
 	if (i != NULL && a != NULL && *i != '\0' && strlen(i) <= 253 &&
 	    strncmp(a, "tcp://", 6) == 0 && strlen(a) < SM_DNS_URL_MAX) {
 		*id = sm_strdup(i);
@@ -1063,7 +1070,7 @@ member_value_parse(const char *val, size_t len, char **id, char **addr)
 			*id = *addr = NULL;
 		}
 	}
-	json_decref(o);
+	sm_json_free(o);
 	return (rv);
 }
 

@@ -2,9 +2,9 @@
  * bucket_index.c -- the compactor's pass over the bucket (bucket_index.h
  * tells what it does and why).
  */
-#include <jansson.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "ingester/ship.h"
 
@@ -96,37 +96,65 @@ bi_list_free(struct bi_list *l)
 }
 
 /* A JSON object from the bucket; NULL with err set (SM_ENOTFOUND...). */
-static json_t *
+static struct sm_json *
 bi_get_json(struct sm_bucket *b, const char *key, struct sm_err *err)
 {
 	struct sm_buf v = SM_BUF_INIT;
-	json_error_t je;
-	json_t *j = NULL;
+	struct sm_json *j = NULL;
+	struct sm_err je;
 
 	if (sm_bucket_get(b, key, 0, SM_BUCKET_WHOLE, &v, err) == 0) {
-		j = json_loadb(v.b, v.len, 0, &je);
-		if (j == NULL || !json_is_object(j)) {
-			json_decref(j);
-			j = NULL;
+		if (sm_json_parse(v.b, v.len, 0, &j, &je) != 0)
 			sm_err_set(err, SM_ECORRUPT, "%s: not a JSON object "
-			    "(%s)", key, je.text);
+			    "(%s)", key, je.msg);
+		else if (!sm_json_is_object(j))
+			sm_err_set(err, SM_ECORRUPT, "%s: not a JSON object "
+			    "(an array)", key);
+		if (!sm_json_is_object(j)) {
+			sm_json_free(j);
+			j = NULL;
 		}
 	}
 	sm_buf_fini(&v);
 	return (j);
 }
 
+/* Keys sorted: the index and the marks are compared byte for byte by
+ * the tests and diffed by operators. */
 static int
-bi_put_json(struct sm_bucket *b, const char *key, json_t *j,
+bi_put_json(struct sm_bucket *b, const char *key, const struct sm_json *j,
     struct sm_err *err)
 {
-	char *s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	struct sm_buf s = SM_BUF_INIT;
 	int rv;
 
-	if (s == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = sm_bucket_put(b, key, s, strlen(s), err);
-	free(s);
+	if ((rv = sm_json_dump(j, SM_JSON_SORT_KEYS, &s)) != 0)
+		rv = sm_err_set(err, rv, "out of memory");
+	else
+		rv = sm_bucket_put(b, key, s.b, s.len, err);
+	sm_buf_fini(&s);
+	return (rv);
+}
+
+/* A deletion-mark.json: {"deletion_time_ms", "reason", "ulid", "version"}. */
+static int
+bi_put_mark(struct sm_bucket *b, const char *key, const char *ulid,
+    size_t ulid_len, int64_t at_ms, const char *reason, struct sm_err *err)
+{
+	struct sm_json *mk = sm_json_object();
+	int rv;
+
+	if ((rv = sm_json_set_int(mk, "version", 1)) != 0 ||
+	    (rv = sm_json_set_strn(mk, "ulid", ulid, ulid_len)) != 0 ||
+	    (rv = sm_json_set_int(mk, "deletion_time_ms", at_ms)) != 0 ||
+	    (rv = sm_json_set_str(mk, "reason", reason)) != 0) {
+		rv = sm_err_set(err, rv, rv == SM_ENOMEM ? "out of memory" :
+		    "%s: the reason is not UTF-8", key);
+		goto out;
+	}
+	rv = bi_put_json(b, key, mk, err);
+out:
+	sm_json_free(mk);
 	return (rv);
 }
 
@@ -172,17 +200,15 @@ bi_delete_block(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
  * The meta of block bb: from the previous index when it is there (metas
  * are immutable), else from its meta.json.  New reference or NULL.
  */
-static json_t *
+static struct sm_json *
 bi_meta(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
-    json_t *prev, struct sm_err *err)
+    struct sm_json *prev, struct sm_err *err)
 {
 	char key[BI_KEY];
-	json_t *m = json_object_get(prev, bb->ulid);
+	struct sm_json *m = sm_json_get(prev, bb->ulid);
 
-	if (m != NULL) {
-		json_incref(m);
-		return (m);
-	}
+	if (m != NULL)
+		return (sm_json_ref(m));
 	snprintf(key, sizeof(key), "%s/blocks/%s/meta.json", tk, bb->ulid);
 	return (bi_get_json(c->b, key, err));
 }
@@ -190,65 +216,68 @@ bi_meta(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
 /* The deletion time of bb's mark (from prev or its object); 0: none. */
 static int
 bi_mark_time(struct bi_ctx *c, const char *tk, const struct bi_block *bb,
-    json_t *prev_marks, int64_t *at, struct sm_err *err)
+    const struct sm_json *prev_marks, int64_t *at, struct sm_err *err)
 {
 	char key[BI_KEY];
-	json_t *j;
+	struct sm_json *j;
 
 	*at = 0;
 	if (!bb->has_mark)
 		return (0);
-	if ((j = json_object_get(prev_marks, bb->ulid)) != NULL) {
-		*at = json_integer_value(j);
+	if ((j = sm_json_get(prev_marks, bb->ulid)) != NULL) {
+		*at = sm_json_int(j);
 		return (0);
 	}
 	snprintf(key, sizeof(key), "%s/blocks/%s/deletion-mark.json", tk,
 	    bb->ulid);
 	if ((j = bi_get_json(c->b, key, err)) == NULL)
 		return (err->code == SM_ENOTFOUND ? 0 : err->code);
-	*at = json_integer_value(json_object_get(j, "deletion_time_ms"));
-	json_decref(j);
+	*at = sm_json_int(sm_json_get(j, "deletion_time_ms"));
+	sm_json_free(j);
 	return (0);
 }
 
 /* The previous index as {ulid: meta} and {ulid: deletion time}. */
 static void
-bi_prev_index(struct bi_ctx *c, const struct bi_tenant *t, json_t **metas,
-    json_t **marks)
+bi_prev_index(struct bi_ctx *c, const struct bi_tenant *t,
+    struct sm_json **metas, struct sm_json **marks)
 {
 	char key[BI_KEY];
 	struct sm_err err;
-	json_t *idx, *bl, *e;
-	size_t i;
+	struct sm_json *idx, *bl;
 
-	*metas = json_object();
-	*marks = json_object();
+	*metas = sm_json_object();
+	*marks = sm_json_object();
 	if (!t->has_index)
 		return;
 	snprintf(key, sizeof(key), "%s/bucket-index.json", t->tk);
 	if ((idx = bi_get_json(c->b, key, &err)) == NULL)
 		return;     /* rebuilt from the metas */
-	bl = json_object_get(idx, "blocks");
-	json_array_foreach(bl, i, e) {
-		const char *u = json_string_value(json_object_get(e, "ulid"));
-		json_t *dt = json_object_get(e, "deletion_time_ms");
-		json_t *m;
+	bl = sm_json_get(idx, "blocks");
+	for (size_t i = 0; i < sm_json_len(bl); i++) {
+		struct sm_json *e = sm_json_at(bl, i);
+		const char *u = sm_json_str(sm_json_get(e, "ulid"));
+		struct sm_json *dt = sm_json_get(e, "deletion_time_ms");
+		struct sm_json *m;
 
-		if (u == NULL || (m = json_deep_copy(e)) == NULL)
+		/* An entry that cannot be kept is read again from its
+		 * meta.json. */
+		if (u == NULL || (m = sm_json_copy(e)) == NULL)
 			continue;
-		json_object_del(m, "deletion_time_ms");
-		json_object_set_new(*metas, u, m);
+		(void)sm_json_del(m, "deletion_time_ms");
+		(void)sm_json_set_take(*metas, u, m);
 		if (dt != NULL)
-			json_object_set(*marks, u, dt);
+			(void)sm_json_set_take(*marks, u, sm_json_ref(dt));
 	}
-	json_decref(idx);
+	sm_json_free(idx);
 }
 
 /* Steps 2-5 of bucket_index.h for one tenant. */
 static int
 bi_tenant(struct bi_ctx *c, const struct bi_tenant *t, struct sm_err *err)
 {
-	json_t *prev, *prev_marks, *blocks = json_array(), *idx = NULL;
+	struct sm_json *prev, *prev_marks, *blocks = sm_json_array();
+	struct sm_json *idx = NULL;
 	char key[BI_KEY];
 	int rv = 0;
 
@@ -260,7 +289,7 @@ bi_tenant(struct bi_ctx *c, const struct bi_tenant *t, struct sm_err *err)
 	for (uint32_t i = 0; i < t->n && rv == 0; i++) {
 		const struct bi_block *bb = &t->v[i];
 		const char *tenant;
-		json_t *m;
+		struct sm_json *m;
 		int64_t mark_at, max_t, fl;
 
 		if (!bb->has_meta) {
@@ -287,53 +316,56 @@ bi_tenant(struct bi_ctx *c, const struct bi_tenant *t, struct sm_err *err)
 		}
 		if ((rv = bi_mark_time(c, t->tk, bb, prev_marks, &mark_at,
 		    err)) != 0) {
-			json_decref(m);
+			sm_json_free(m);
 			break;
 		}
-		tenant = json_string_value(json_object_get(m, "tenant"));
-		max_t = json_integer_value(json_object_get(m, "max_t"));
+		tenant = sm_json_str(sm_json_get(m, "tenant"));
+		max_t = sm_json_int(sm_json_get(m, "max_t"));
 		fl = tenant != NULL ? c->floor(c->arg, tenant) : 0;
 		if (mark_at == 0 && fl > 0 && max_t <= fl) {
-			json_t *mk = json_pack("{s:i, s:s, s:I, s:s}",
-			    "version", 1, "ulid", bb->ulid, "deletion_time_ms",
-			    (json_int_t)c->now, "reason", "retention");
-
 			snprintf(key, sizeof(key),
 			    "%s/blocks/%s/deletion-mark.json", t->tk, bb->ulid);
-			rv = mk == NULL ? SM_ENOMEM : bi_put_json(c->b, key, mk,
-			    err);
-			json_decref(mk);
-			if (rv != 0) {
-				json_decref(m);
+			if ((rv = bi_put_mark(c->b, key, bb->ulid,
+			    strlen(bb->ulid), c->now, "retention", err)) != 0) {
+				sm_json_free(m);
 				break;
 			}
 			mark_at = c->now;
 			c->st->marked++;
 		}
 		if (mark_at > 0 && c->now - mark_at >= c->delay) {
-			json_decref(m);
+			sm_json_free(m);
 			if ((rv = bi_delete_block(c, t->tk, bb, err)) == 0)
 				c->st->deleted++;
 			continue;
 		}
-		if (mark_at > 0)
-			json_object_set_new(m, "deletion_time_ms",
-			    json_integer((json_int_t)mark_at));
-		json_array_append_new(blocks, m);
+		if (mark_at > 0 && (rv = sm_json_set_int(m,
+		    "deletion_time_ms", mark_at)) != 0)
+			sm_json_free(m);
+		else
+			rv = sm_json_append_take(blocks, m);
+		if (rv != 0) {
+			rv = sm_err_set(err, rv, "out of memory");
+			break;
+		}
 		c->st->blocks++;
 	}
 	if (rv != 0)
 		goto out;
-	idx = json_pack("{s:i, s:I, s:O}", "version", 1, "updated_at_ms",
-	    (json_int_t)c->now, "blocks", blocks);
+	idx = sm_json_object();
+	if ((rv = sm_json_set_int(idx, "version", 1)) != 0 ||
+	    (rv = sm_json_set_int(idx, "updated_at_ms", c->now)) != 0 ||
+	    (rv = sm_json_set_take(idx, "blocks", sm_json_ref(blocks))) != 0) {
+		rv = sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
 	snprintf(key, sizeof(key), "%s/bucket-index.json", t->tk);
-	rv = idx == NULL ? sm_err_set(err, SM_ENOMEM, "out of memory") :
-	    bi_put_json(c->b, key, idx, err);
+	rv = bi_put_json(c->b, key, idx, err);
 out:
-	json_decref(idx);
-	json_decref(blocks);
-	json_decref(prev);
-	json_decref(prev_marks);
+	sm_json_free(idx);
+	sm_json_free(blocks);
+	sm_json_free(prev);
+	sm_json_free(prev_marks);
 	return (rv);
 }
 
@@ -379,8 +411,6 @@ cpt_bucket_mark(struct sm_bucket *b, const char *meta_key, int64_t now_ms,
 	size_t n = strlen(meta_key);
 	const char *ulid;
 	char key[BI_KEY];
-	json_t *mk;
-	int rv;
 
 	if (n < 10 + ING_ULID_LEN + 1 || strcmp(meta_key + n - 10,
 	    "/meta.json") != 0)
@@ -389,12 +419,5 @@ cpt_bucket_mark(struct sm_bucket *b, const char *meta_key, int64_t now_ms,
 	ulid = meta_key + n - 10 - ING_ULID_LEN;
 	snprintf(key, sizeof(key), "%.*sdeletion-mark.json", (int)(n - 9),
 	    meta_key);
-	mk = json_pack("{s:i, s:s%, s:I, s:s}", "version", 1, "ulid", ulid,
-	    (size_t)ING_ULID_LEN, "deletion_time_ms", (json_int_t)now_ms,
-	    "reason", reason);
-	if (mk == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = bi_put_json(b, key, mk, err);
-	json_decref(mk);
-	return (rv);
+	return (bi_put_mark(b, key, ulid, ING_ULID_LEN, now_ms, reason, err));
 }

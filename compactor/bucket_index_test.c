@@ -4,10 +4,10 @@
  * the delay (meta.json first), unfinished uploads, the bucket index, and
  * tenants kept apart.
  */
-#include <jansson.h>
 #include <string.h>
 
 #include "common/bucket.h"
+#include "common/json.h"
 #include "compactor/bucket_index.h"
 #include "ingester/ship.h"
 
@@ -63,17 +63,17 @@ floor_fn(void *arg, const char *tenant)
 	return (strcmp(tenant, "t1") == 0 ? NOW - 24 * HOUR : 0);
 }
 
-static json_t *
+static struct sm_json *
 index_of(const char *tk)
 {
 	struct sm_buf v = SM_BUF_INIT;
 	struct sm_err err;
 	char key[128];
-	json_t *j = NULL;
+	struct sm_json *j = NULL;
 
 	snprintf(key, sizeof(key), "%s/bucket-index.json", tk);
 	if (sm_bucket_get(bk, key, 0, SM_BUCKET_WHOLE, &v, &err) == 0)
-		j = json_loadb(v.b, v.len, 0, NULL);
+		(void)sm_json_parse(v.b, v.len, 0, &j, NULL);
 	sm_buf_fini(&v);
 	return (j);
 }
@@ -87,7 +87,7 @@ test_pass(void)
 	char old[ING_ULID_LEN + 1], recent[ING_ULID_LEN + 1];
 	char part_old[ING_ULID_LEN + 1], part_new[ING_ULID_LEN + 1];
 	char other[ING_ULID_LEN + 1], key[256];
-	json_t *idx;
+	struct sm_json *idx;
 
 	snprintf(dir, sizeof(dir), "/tmp/smolder-bidx-XXXXXX");
 	SM_REQUIRE(mkdtemp(dir) != NULL);
@@ -116,17 +116,17 @@ test_pass(void)
 	snprintf(key, sizeof(key), "t1/blocks/%s/block", part_new);
 	SM_CHECK(exists(key));
 	SM_REQUIRE((idx = index_of("t1")) != NULL);
-	SM_CHECK_EQ(json_array_size(json_object_get(idx, "blocks")), 2);
-	SM_CHECK_STR(json_string_value(json_object_get(json_array_get(
-	    json_object_get(idx, "blocks"), 0), "ulid")), old);
-	SM_CHECK_EQ(json_integer_value(json_object_get(json_array_get(
-	    json_object_get(idx, "blocks"), 0), "deletion_time_ms")), NOW);
-	SM_CHECK(json_object_get(json_array_get(json_object_get(idx,
+	SM_CHECK_EQ(sm_json_len(sm_json_get(idx, "blocks")), 2);
+	SM_CHECK_STR(sm_json_str(sm_json_get(sm_json_at(
+	    sm_json_get(idx, "blocks"), 0), "ulid")), old);
+	SM_CHECK_EQ(sm_json_int(sm_json_get(sm_json_at(
+	    sm_json_get(idx, "blocks"), 0), "deletion_time_ms")), NOW);
+	SM_CHECK(sm_json_get(sm_json_at(sm_json_get(idx,
 	    "blocks"), 1), "deletion_time_ms") == NULL);
-	json_decref(idx);
+	sm_json_free(idx);
 	SM_REQUIRE((idx = index_of("t_2E2")) != NULL);
-	SM_CHECK_EQ(json_array_size(json_object_get(idx, "blocks")), 1);
-	json_decref(idx);
+	SM_CHECK_EQ(sm_json_len(sm_json_get(idx, "blocks")), 1);
+	sm_json_free(idx);
 
 	/* pass 2, before the delay: nothing more; the metas come from the
 	 * index (a damaged meta.json is not read again) */
@@ -151,8 +151,8 @@ test_pass(void)
 	snprintf(key, sizeof(key), "t1/blocks/%s/deletion-mark.json", old);
 	SM_CHECK(!exists(key));
 	SM_REQUIRE((idx = index_of("t1")) != NULL);
-	SM_CHECK_EQ(json_array_size(json_object_get(idx, "blocks")), 1);
-	json_decref(idx);
+	SM_CHECK_EQ(sm_json_len(sm_json_get(idx, "blocks")), 1);
+	sm_json_free(idx);
 	/* t.2 keeps everything */
 	snprintf(key, sizeof(key), "t_2E2/blocks/%s/meta.json", other);
 	SM_CHECK(exists(key));
@@ -175,8 +175,8 @@ test_pass(void)
 	SM_REQUIRE(cpt_bucket_pass(bk, NOW + 14 * HOUR, 12 * HOUR, floor_fn,
 	    NULL, &st, &err) == 0);
 	SM_REQUIRE((idx = index_of("t_2E2")) != NULL);
-	SM_CHECK_EQ(json_array_size(json_object_get(idx, "blocks")), 1);
-	json_decref(idx);
+	SM_CHECK_EQ(sm_json_len(sm_json_get(idx, "blocks")), 1);
+	sm_json_free(idx);
 
 	/* a meta.json that is not JSON, and no index to fall back on:
 	 * that tenant fails (counted), the others go on */
@@ -186,7 +186,7 @@ test_pass(void)
 	    NULL, &st, &err) == 0);
 	SM_CHECK_EQ(st.failed, 1);
 	SM_CHECK((idx = index_of("t_2E2")) != NULL);
-	json_decref(idx);
+	sm_json_free(idx);
 }
 
 static void

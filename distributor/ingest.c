@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 
 #include "common/attime.h"
 #include "common/gz.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/rpc.h"
 #include "common/auth.h"
@@ -404,42 +404,45 @@ static int
 parse_st_config(const struct dist_part *p, struct sm_arena *a,
     struct dist_st_config **out, uint32_t *n, struct sm_err *err)
 {
-	json_error_t je;
-	json_t *root, *v;
+	struct sm_json_it it = SM_JSON_IT_INIT;
+	struct sm_json *root = NULL, *v;
+	struct sm_err je;
 	const char *key;
 	uint32_t k = 0;
+	int rv = 0;
 
 	*out = NULL;
 	*n = 0;
-	root = json_loadb((const char *)p->data, p->len, 0, &je);
-	if (root == NULL || !json_is_object(root)) {
-		json_decref(root);
-		return (sm_err_set(err, SM_EMALFORMED, "failed to parse pprof "
+	if (sm_json_parse((const char *)p->data, p->len, 0, &root, &je) != 0 ||
+	    !sm_json_is_object(root)) {
+		rv = sm_err_set(err, SM_EMALFORMED, "failed to parse pprof "
 		    "/ingest multipart form: sample_type_config is not a JSON "
-		    "object: %s", root == NULL ? je.text : "wrong type"));
+		    "object: %s", root == NULL ? je.msg : "wrong type");
+		goto out;
 	}
-	*out = sm_arena_calloc(a, json_object_size(root) + 1, sizeof(**out));
+	*out = sm_arena_calloc(a, sm_json_nmembers(root) + 1, sizeof(**out));
 	if (*out == NULL) {
-		json_decref(root);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
 	}
-	json_object_foreach(root, key, v) {
-		json_t *dn = json_is_object(v) ?
-		    json_object_get(v, "display-name") : NULL;
+	while (sm_json_next(root, &it, &key, &v)) {
+		const char *dn = sm_json_str(sm_json_get(v, "display-name"));
 
 		(*out)[k].sample_type = sm_arena_strndup(a, key, strlen(key));
-		(*out)[k].display_name = json_is_string(dn) ?
-		    sm_arena_strndup(a, json_string_value(dn),
-		    strlen(json_string_value(dn))) : NULL;
+		(*out)[k].display_name = dn != NULL ?
+		    sm_arena_strndup(a, dn, strlen(dn)) : NULL;
 		if ((*out)[k].sample_type == NULL) {
-			json_decref(root);
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			goto out;
 		}
 		k++;
 	}
 	*n = k;
-	json_decref(root);
-	return (0);
+out:
+	if (rv != 0)
+		*out = NULL;
+	sm_json_free(root);
+	return (rv);
 }
 
 /* Decompress (when gzip) and ingest one pprof. */

@@ -21,7 +21,6 @@
 #include "distributor/jfr.h"
 
 #include <dirent.h>
-#include <zlib.h>
 
 #include "common/gz.h"
 #include "sm_test.h"
@@ -97,39 +96,31 @@ read_data(const char *dir, const char *name, size_t *n)
 	return (sm_test_read_file(sm_test_path(path, sizeof(path), rel), n));
 }
 
-/* Gunzip a whole file into malloc'd memory (zlib; no size cap). */
+/* Gunzip a whole file into malloc'd memory (gz.h's stream, which reads
+ * concatenated members too; no size cap: the goldens are ours). */
 static uint8_t *
 gunzip_all(const uint8_t *p, size_t n, size_t *outn)
 {
-	z_stream zs;
-	size_t cap = n * 8 + 4096, len = 0;
+	struct sm_gunzip_stream *z = NULL;
+	struct sm_err err;
+	size_t cap = n * 8 + 4096, len = 0, got;
 	uint8_t *o = malloc(cap);
-	int zr;
 
 	SM_REQUIRE(o != NULL);
-	memset(&zs, 0, sizeof(zs));
-	SM_REQUIRE(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK);
-	zs.next_in = (Bytef *)(uintptr_t)p;
-	zs.avail_in = (uInt)n;
-	do {
+	SM_REQUIRE(sm_gunzip_stream_open(p, n, &z) == 0);
+	for (;;) {
 		if (len == cap) {
 			cap *= 2;
 			o = realloc(o, cap);
 			SM_REQUIRE(o != NULL);
 		}
-		zs.next_out = o + len;
-		zs.avail_out = (uInt)(cap - len);
-		zr = inflate(&zs, Z_NO_FLUSH);
-		len = cap - zs.avail_out;
-		if (zr == Z_STREAM_END && zs.avail_in > 0) {
-			/* concatenated members */
-			SM_REQUIRE(inflateReset(&zs) == Z_OK);
-			zr = Z_OK;
-		}
-		SM_REQUIRE(zr == Z_OK || zr == Z_STREAM_END ||
-		    zr == Z_BUF_ERROR);
-	} while (zr != Z_STREAM_END);
-	inflateEnd(&zs);
+		SM_REQUIRE(sm_gunzip_stream_read(z, o + len, cap - len, &got,
+		    &err) == 0);
+		if (got == 0)
+			break;
+		len += got;
+	}
+	sm_gunzip_stream_close(z);
 	*outn = len;
 	return (o);
 }

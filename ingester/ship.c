@@ -6,7 +6,6 @@
  * bounds it), and one PUT of the whole object is what every S3-compatible
  * store handles alike (Swift's s3api, GCS and Ceph differ in multipart).
  */
-#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -15,6 +14,7 @@
 #include <sys/random.h>
 
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/kv.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -334,74 +334,104 @@ ing_ship_object_check(const uint8_t *p, size_t n, int64_t meta_bytes,
 
 /* --- meta.json ------------------------------------------------------------- */
 
+/* The "fold" member of a fold's meta.json (ship.h), set into j. */
+static int
+meta_fold(const struct ing_ship_src *sc, struct sm_json *j)
+{
+	struct sm_json *f = sm_json_object(), *in = sm_json_array();
+	struct sm_json *cv = NULL, *x = NULL;
+	int rv = 0;
+
+	for (uint32_t i = 0; i < sc->ninputs && rv == 0; i++) {
+		const struct ing_fold_ref *r = &sc->inputs[i];
+
+		x = sm_json_object();
+		if ((rv = sm_json_set_str(x, "incarnation", r->inc)) != 0 ||
+		    (rv = sm_json_set_int(x, "gen", (int64_t)r->gen)) != 0 ||
+		    (rv = sm_json_set_int(x, "first_hour",
+		    (int64_t)r->first_hour)) != 0 ||
+		    (rv = sm_json_set_int(x, "hour_mask",
+		    (int64_t)r->hour_mask)) != 0)
+			goto out;
+		rv = sm_json_append_take(in, x);
+		x = NULL;
+	}
+	if (rv != 0 ||
+	    (rv = sm_json_set_int(f, "start", sc->fold_start)) != 0 ||
+	    (rv = sm_json_set_int(f, "end", sc->fold_end)) != 0 ||
+	    (rv = sm_json_set_take(f, "inputs", sm_json_ref(in))) != 0)
+		goto out;
+	if (sc->ncovers > 0) {
+		cv = sm_json_array();
+		for (uint32_t i = 0; i < sc->ncovers && rv == 0; i++)
+			rv = sm_json_append_int(cv, (int64_t)sc->covers[i]);
+		if (rv != 0 || (rv = sm_json_set_take(f, "covers",
+		    sm_json_ref(cv))) != 0)
+			goto out;
+	}
+	rv = sm_json_set_take(j, "fold", sm_json_ref(f));
+out:
+	sm_json_free(x);
+	sm_json_free(cv);
+	sm_json_free(in);
+	sm_json_free(f);
+	return (rv);
+}
+
+/* meta.json's text (ship.h), keys sorted, or NULL without memory: the
+ * compactor copies these objects into its bucket index as they are. */
 static char *
 meta_json(const struct ing_ship_src *sc, const char *tenant, const char *ulid,
     const struct ing_block_meta *m, const struct sm_buf *obj)
 {
-	json_t *j, *src, *rep;
+	struct sm_json *j = sm_json_object(), *src = sm_json_object();
+	struct sm_json *rep = sm_json_array();
+	const struct {
+		const char *name;
+		int64_t v;
+	} ints[] = {
+		{ "version", ING_SHIP_VERSION },
+		{ "min_t", m->min_t },
+		{ "max_t", m->max_t },
+		{ "bucket_ms", m->bucket_ms },
+		{ "tier_ms", m->tier_ms },
+		{ "cover_start", m->cover_start },
+		{ "cover_end", m->cover_end },
+		{ "cover_gen", (int64_t)m->cover_gen },
+		{ "nseries", m->nseries },
+		{ "nspans", m->nspans },
+		{ "nprofiles", m->nprofiles },
+		{ "block_bytes", (int64_t)obj->len },
+		{ "shipped_at_ms", sm_now_ms() },
+	};
 	char hx[17];
-	char *s;
+	char *s = NULL;
+	int rv = 0;
 
 	snprintf(hx, sizeof(hx), "%016llx",
 	    (unsigned long long)sm_hash(obj->b, obj->len));
-	if ((rep = json_array()) == NULL)
-		return (NULL);
-	for (uint32_t i = 0; i < sc->nreplaces; i++)
-		json_array_append_new(rep, json_integer((json_int_t)
-		    sc->replaces[i]));
-	src = json_pack("{s:s, s:s, s:I, s:o}", "instance", sc->instance,
-	    "incarnation", sc->inc, "gen", (json_int_t)m->gen,
-	    "replaces", rep);
-	if (src == NULL)
-		return (NULL);
-	j = json_pack("{s:i, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, "
-	    "s:I, s:I, s:I, s:I, s:I, s:s, s:I}",
-	    "version", ING_SHIP_VERSION, "ulid", ulid, "tenant", tenant,
-	    "source", src, "min_t", (json_int_t)m->min_t,
-	    "max_t", (json_int_t)m->max_t,
-	    "bucket_ms", (json_int_t)m->bucket_ms,
-	    "tier_ms", (json_int_t)m->tier_ms,
-	    "cover_start", (json_int_t)m->cover_start,
-	    "cover_end", (json_int_t)m->cover_end,
-	    "cover_gen", (json_int_t)m->cover_gen,
-	    "nseries", (json_int_t)m->nseries,
-	    "nspans", (json_int_t)m->nspans,
-	    "nprofiles", (json_int_t)m->nprofiles,
-	    "block_bytes", (json_int_t)obj->len, "block_xxh3", hx,
-	    "shipped_at_ms", (json_int_t)sm_now_ms());
-	if (j == NULL)
-		return (NULL);
-	if (sc->fold_end > sc->fold_start) {
-		json_t *f, *in = json_array();
-
-		for (uint32_t i = 0; in != NULL && i < sc->ninputs; i++)
-			json_array_append_new(in, json_pack("{s:s, s:I, s:I, "
-			    "s:I}", "incarnation", sc->inputs[i].inc, "gen",
-			    (json_int_t)sc->inputs[i].gen, "first_hour",
-			    (json_int_t)sc->inputs[i].first_hour, "hour_mask",
-			    (json_int_t)sc->inputs[i].hour_mask));
-		f = in == NULL ? NULL : json_pack("{s:I, s:I, s:o}", "start",
-		    (json_int_t)sc->fold_start, "end",
-		    (json_int_t)sc->fold_end, "inputs", in);
-		if (f != NULL && sc->ncovers > 0) {
-			json_t *cv = json_array();
-
-			for (uint32_t i = 0; cv != NULL && i < sc->ncovers; i++)
-				json_array_append_new(cv, json_integer(
-				    (json_int_t)sc->covers[i]));
-			if (cv == NULL || json_object_set_new(f, "covers",
-			    cv) != 0) {
-				json_decref(f);
-				f = NULL;
-			}
-		}
-		if (f == NULL || json_object_set_new(j, "fold", f) != 0) {
-			json_decref(j);
-			return (NULL);
-		}
-	}
-	s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
-	json_decref(j);
+	for (uint32_t i = 0; i < sc->nreplaces && rv == 0; i++)
+		rv = sm_json_append_int(rep, (int64_t)sc->replaces[i]);
+	if (rv != 0 ||
+	    (rv = sm_json_set_str(src, "instance", sc->instance)) != 0 ||
+	    (rv = sm_json_set_str(src, "incarnation", sc->inc)) != 0 ||
+	    (rv = sm_json_set_int(src, "gen", (int64_t)m->gen)) != 0 ||
+	    (rv = sm_json_set_take(src, "replaces", sm_json_ref(rep))) != 0 ||
+	    (rv = sm_json_set_str(j, "ulid", ulid)) != 0 ||
+	    (rv = sm_json_set_str(j, "tenant", tenant)) != 0 ||
+	    (rv = sm_json_set_str(j, "block_xxh3", hx)) != 0 ||
+	    (rv = sm_json_set_take(j, "source", sm_json_ref(src))) != 0)
+		goto out;
+	for (size_t i = 0; i < SM_ARRAY_LEN(ints) && rv == 0; i++)
+		rv = sm_json_set_int(j, ints[i].name, ints[i].v);
+	if (rv == 0 && sc->fold_end > sc->fold_start)
+		rv = meta_fold(sc, j);
+	if (rv == 0)
+		s = sm_json_dumps(j, SM_JSON_SORT_KEYS);
+out:
+	sm_json_free(rep);
+	sm_json_free(src);
+	sm_json_free(j);
 	return (s);
 }
 
@@ -817,36 +847,38 @@ struct scan {
  * block's entry carries its deletion time.  An index that cannot be read
  * is passed over (its blocks' metas are fetched one by one).
  */
-static json_t *
+static struct sm_json *
 scan_index_metas(struct scan *r, const struct scan_list *l)
 {
-	json_t *metas = json_object();
+	struct sm_json *metas = sm_json_object();
 
 	for (uint32_t i = 0; metas != NULL && i < l->nidx; i++) {
 		struct sm_buf v = SM_BUF_INIT;
 		struct sm_err e2;
-		size_t tl = strlen(l->idx[i]) - 18, k;
-		json_t *idx, *e;
+		size_t tl = strlen(l->idx[i]) - 18;
+		struct sm_json *idx = NULL, *bl;
 		char key[SM_BUCKET_KEY_MAX + 64];
 
 		if (sm_bucket_get(r->b, l->idx[i], 0, SM_BUCKET_WHOLE, &v,
-		    &e2) != 0 || (idx = json_loadb(v.b, v.len, 0,
-		    NULL)) == NULL) {
+		    &e2) != 0 || sm_json_parse(v.b, v.len, 0, &idx,
+		    NULL) != 0) {
 			sm_buf_fini(&v);
 			continue;
 		}
 		sm_buf_fini(&v);
-		json_array_foreach(json_object_get(idx, "blocks"), k, e) {
-			const char *u = json_string_value(json_object_get(e,
-			    "ulid"));
+		bl = sm_json_get(idx, "blocks");
+		for (size_t k = 0; k < sm_json_len(bl); k++) {
+			struct sm_json *e = sm_json_at(bl, k);
+			const char *u = sm_json_str(sm_json_get(e, "ulid"));
 
 			if (u == NULL || strlen(u) != ING_ULID_LEN)
 				continue;
 			snprintf(key, sizeof(key), "%.*s/blocks/%s/meta.json",
 			    (int)tl, l->idx[i], u);
-			json_object_set(metas, key, e);
+			/* One that cannot be kept is fetched by itself. */
+			(void)sm_json_set_take(metas, key, sm_json_ref(e));
 		}
-		json_decref(idx);
+		sm_json_free(idx);
 	}
 	return (metas);
 }
@@ -860,28 +892,29 @@ scan_index_metas(struct scan *r, const struct scan_list *l)
  * only marked blocks) or passed over when its meta.json is gone.
  */
 static int
-scan_index_only(struct scan_list *l, json_t *cached)
+scan_index_only(struct scan_list *l, const struct sm_json *cached)
 {
-	json_t *listed = json_object(), *v;
+	struct sm_json *listed = sm_json_object(), *v;
+	struct sm_json_it it = SM_JSON_IT_INIT;
 	const char *k;
 
 	if (listed == NULL)
 		return (SM_ENOMEM);
 	for (uint32_t i = 0; i < l->n; i++)
-		if (json_object_set_new(listed, l->v[i].key, json_true()) != 0)
+		if (sm_json_set_bool(listed, l->v[i].key, true) != 0)
 			goto nomem;
-	json_object_foreach(cached, k, v) {
-		if (json_object_get(listed, k) != NULL)
+	while (sm_json_next(cached, &it, &k, &v)) {
+		if (sm_json_get(listed, k) != NULL)
 			continue;
 		if (SM_GROW(l->v, l->cap, l->n + 1, 64) != 0 ||
 		    (l->v[l->n].key = sm_strdup(k)) == NULL)
 			goto nomem;
 		l->v[l->n++].marked = false;
 	}
-	json_decref(listed);
+	sm_json_free(listed);
 	return (0);
 nomem:
-	json_decref(listed);
+	sm_json_free(listed);
 	return (SM_ENOMEM);
 }
 
@@ -896,50 +929,50 @@ gen_cmp(const void *a, const void *b)
 /* A fold's "fold" object (ship.h) into bk; a malformed one makes the
  * block no fold (logged).  0 or SM_ENOMEM. */
 static int
-scan_fold(struct ing_bucket_block *bk, json_t *f, const char *key)
+scan_fold(struct ing_bucket_block *bk, const struct sm_json *f,
+    const char *key)
 {
-	json_t *in = json_object_get(f, "inputs"), *x;
-	size_t i;
+	struct sm_json *in = sm_json_get(f, "inputs");
 
 	if (f == NULL)
 		return (0);
-	if (!json_is_integer(json_object_get(f, "start")) ||
-	    !json_is_integer(json_object_get(f, "end")) ||
-	    !json_is_array(in)) {
+	if (!sm_json_is_integer(sm_json_get(f, "start")) ||
+	    !sm_json_is_integer(sm_json_get(f, "end")) ||
+	    !sm_json_is_array(in)) {
 		sm_warn("ship", "a meta.json with a malformed fold is read as "
 		    "no fold\tkey=%s", key);
 		return (0);
 	}
-	if (json_array_size(in) > 0 && (bk->inputs = sm_calloc(
-	    json_array_size(in), sizeof(*bk->inputs))) == NULL)
+	if (sm_json_len(in) > 0 && (bk->inputs = sm_calloc(
+	    sm_json_len(in), sizeof(*bk->inputs))) == NULL)
 		return (SM_ENOMEM);
-	json_array_foreach(in, i, x) {
-		const char *inc = json_string_value(json_object_get(x,
-		    "incarnation"));
+	for (size_t i = 0; i < sm_json_len(in); i++) {
+		struct sm_json *x = sm_json_at(in, i);
+		const char *inc = sm_json_str(sm_json_get(x, "incarnation"));
 
 		if (inc == NULL || strlen(inc) != 32 ||
-		    !json_is_integer(json_object_get(x, "gen")))
+		    !sm_json_is_integer(sm_json_get(x, "gen")))
 			continue;
 		snprintf(bk->inputs[bk->ninputs].inc, 33, "%s", inc);
-		bk->inputs[bk->ninputs].first_hour = json_integer_value(
-		    json_object_get(x, "first_hour"));
-		bk->inputs[bk->ninputs].hour_mask = (uint64_t)
-		    json_integer_value(json_object_get(x, "hour_mask"));
-		bk->inputs[bk->ninputs++].gen = (uint64_t)json_integer_value(
-		    json_object_get(x, "gen"));
+		bk->inputs[bk->ninputs].first_hour = sm_json_int(
+		    sm_json_get(x, "first_hour"));
+		bk->inputs[bk->ninputs].hour_mask = (uint64_t)sm_json_int(
+		    sm_json_get(x, "hour_mask"));
+		bk->inputs[bk->ninputs++].gen = (uint64_t)sm_json_int(
+		    sm_json_get(x, "gen"));
 	}
-	in = json_object_get(f, "covers");
-	if (json_array_size(in) > 0 && (bk->covers = sm_calloc(
-	    json_array_size(in), sizeof(*bk->covers))) == NULL)
+	in = sm_json_get(f, "covers");
+	if (sm_json_len(in) > 0 && (bk->covers = sm_calloc(
+	    sm_json_len(in), sizeof(*bk->covers))) == NULL)
 		return (SM_ENOMEM);
-	json_array_foreach(in, i, x)
-		if (json_is_integer(x))
-			bk->covers[bk->ncovers++] = (uint64_t)
-			    json_integer_value(x);
+	for (size_t i = 0; i < sm_json_len(in); i++)
+		if (sm_json_is_integer(sm_json_at(in, i)))
+			bk->covers[bk->ncovers++] = (uint64_t)sm_json_int(
+			    sm_json_at(in, i));
 	if (bk->ncovers > 1)
 		qsort(bk->covers, bk->ncovers, sizeof(*bk->covers), gen_cmp);
-	bk->fold_start = json_integer_value(json_object_get(f, "start"));
-	bk->fold_end = json_integer_value(json_object_get(f, "end"));
+	bk->fold_start = sm_json_int(sm_json_get(f, "start"));
+	bk->fold_end = sm_json_int(sm_json_get(f, "end"));
 	return (0);
 }
 
@@ -947,21 +980,19 @@ scan_fold(struct ing_bucket_block *bk, json_t *f, const char *key)
  * source is the scan's instance (any without one).  A malformed one is
  * passed over, logged. */
 static int
-scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
-    struct sm_err *err)
+scan_meta(struct scan *r, const struct scan_ent *e,
+    const struct sm_json *cached, struct sm_err *err)
 {
 	struct sm_buf v = SM_BUF_INIT;
-	json_t *j = NULL, *src, *rep, *x;
+	struct sm_json *j, *src, *rep;
 	const char *inst, *tenant, *inc, *ulid, *xx;
 	struct ing_bucket_block *bk;
 	struct ing_bucket_scan *o = r->out;
 	bool marked = e->marked;
-	size_t i;
 	int rv = 0;
 
-	if ((j = json_object_get(cached, e->key)) != NULL) {
-		json_incref(j);
-		marked |= json_object_get(j, "deletion_time_ms") != NULL;
+	if ((j = sm_json_ref(sm_json_get(cached, e->key))) != NULL) {
+		marked |= sm_json_get(j, "deletion_time_ms") != NULL;
 	} else {
 		if ((rv = sm_bucket_get(r->b, e->key, 0, SM_BUCKET_WHOLE, &v,
 		    err)) != 0) {
@@ -972,38 +1003,39 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 			}
 			goto out;
 		}
-		if ((j = json_loadb(v.b, v.len, 0, NULL)) == NULL) {
+		if (sm_json_parse(v.b, v.len, 0, &j, NULL) != 0) {
 			sm_warn("ship", "a meta.json that is not JSON is "
 			    "passed over\tkey=%s", e->key);
 			goto out;
 		}
 	}
-	src = json_object_get(j, "source");
-	inst = json_string_value(json_object_get(src, "instance"));
-	tenant = json_string_value(json_object_get(j, "tenant"));
-	inc = json_string_value(json_object_get(src, "incarnation"));
-	ulid = json_string_value(json_object_get(j, "ulid"));
-	xx = json_string_value(json_object_get(j, "block_xxh3"));
+	src = sm_json_get(j, "source");
+	inst = sm_json_str(sm_json_get(src, "instance"));
+	tenant = sm_json_str(sm_json_get(j, "tenant"));
+	inc = sm_json_str(sm_json_get(src, "incarnation"));
+	ulid = sm_json_str(sm_json_get(j, "ulid"));
+	xx = sm_json_str(sm_json_get(j, "block_xxh3"));
 	if (r->instance != NULL && (inst == NULL || strcmp(inst,
 	    r->instance) != 0))
 		goto out;     /* another ingester's */
 	if (inst == NULL || tenant == NULL || inc == NULL ||
 	    strlen(inc) != 32 || ulid == NULL || xx == NULL ||
-	    strlen(xx) != 16 || !json_is_integer(json_object_get(src,
+	    strlen(xx) != 16 || !sm_json_is_integer(sm_json_get(src,
 	    "gen"))) {
 		sm_warn("ship", "a meta.json without its fields is passed "
 		    "over\tkey=%s", e->key);
 		goto out;
 	}
-	rep = json_object_get(src, "replaces");
-	json_array_foreach(rep, i, x) {
+	rep = sm_json_get(src, "replaces");
+	for (size_t i = 0; i < sm_json_len(rep); i++) {
 		if (SM_GROW(r->rep, r->repcap, r->nrep + 1, 16) != 0 ||
 		    (r->rep[r->nrep].tenant = sm_strdup(tenant)) == NULL) {
 			rv = SM_ENOMEM;
 			goto out;
 		}
 		snprintf(r->rep[r->nrep].inc, 33, "%s", inc);
-		r->rep[r->nrep].gen = (uint64_t)json_integer_value(x);
+		r->rep[r->nrep].gen = (uint64_t)sm_json_int(sm_json_at(rep,
+		    i));
 		r->nrep++;
 	}
 	if (SM_GROW(o->v, r->cap, o->n + 1, 64) != 0) {
@@ -1024,21 +1056,19 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 		    sm_err_set(err, SM_ECORRUPT, "%s: bad ulid", e->key);
 		goto out;
 	}
-	bk->gen = (uint64_t)json_integer_value(json_object_get(src, "gen"));
+	bk->gen = (uint64_t)sm_json_int(sm_json_get(src, "gen"));
 	snprintf(bk->inc, sizeof(bk->inc), "%s", inc);
 	snprintf(bk->xxh, sizeof(bk->xxh), "%s", xx);
-	bk->bytes = json_integer_value(json_object_get(j, "block_bytes"));
-	bk->min_t = json_integer_value(json_object_get(j, "min_t"));
-	bk->max_t = json_integer_value(json_object_get(j, "max_t"));
-	bk->bucket_ms = json_integer_value(json_object_get(j, "bucket_ms"));
-	bk->tier_ms = json_integer_value(json_object_get(j, "tier_ms"));
-	bk->cover_start = json_integer_value(json_object_get(j,
-	    "cover_start"));
-	bk->cover_end = json_integer_value(json_object_get(j, "cover_end"));
-	bk->cover_gen = (uint64_t)json_integer_value(json_object_get(j,
-	    "cover_gen"));
+	bk->bytes = sm_json_int(sm_json_get(j, "block_bytes"));
+	bk->min_t = sm_json_int(sm_json_get(j, "min_t"));
+	bk->max_t = sm_json_int(sm_json_get(j, "max_t"));
+	bk->bucket_ms = sm_json_int(sm_json_get(j, "bucket_ms"));
+	bk->tier_ms = sm_json_int(sm_json_get(j, "tier_ms"));
+	bk->cover_start = sm_json_int(sm_json_get(j, "cover_start"));
+	bk->cover_end = sm_json_int(sm_json_get(j, "cover_end"));
+	bk->cover_gen = (uint64_t)sm_json_int(sm_json_get(j, "cover_gen"));
 	bk->marked = marked;
-	if ((rv = scan_fold(bk, json_object_get(j, "fold"), e->key)) != 0) {
+	if ((rv = scan_fold(bk, sm_json_get(j, "fold"), e->key)) != 0) {
 		sm_free(bk->meta_key);
 		sm_free(bk->tenant);
 		sm_free(bk->instance);
@@ -1046,8 +1076,8 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 		sm_free(bk->covers);
 		goto out;
 	}
-	if (json_array_size(rep) > 0 && (bk->replaces = sm_calloc(
-	    json_array_size(rep), sizeof(*bk->replaces))) == NULL) {
+	if (sm_json_len(rep) > 0 && (bk->replaces = sm_calloc(
+	    sm_json_len(rep), sizeof(*bk->replaces))) == NULL) {
 		sm_free(bk->meta_key);
 		sm_free(bk->tenant);
 		sm_free(bk->instance);
@@ -1056,12 +1086,13 @@ scan_meta(struct scan *r, const struct scan_ent *e, json_t *cached,
 		rv = SM_ENOMEM;
 		goto out;
 	}
-	json_array_foreach(rep, i, x)
-		bk->replaces[bk->nreplaces++] = (uint64_t)json_integer_value(x);
+	for (size_t i = 0; i < sm_json_len(rep); i++)
+		bk->replaces[bk->nreplaces++] = (uint64_t)sm_json_int(
+		    sm_json_at(rep, i));
 	bk->capreplaces = bk->nreplaces;
 	o->n++;
 out:
-	json_decref(j);
+	sm_json_free(j);
 	sm_buf_fini(&v);
 	return (rv);
 }
@@ -1211,7 +1242,7 @@ ing_ship_scan(struct sm_bucket *bucket, const char *prefix,
 {
 	struct scan_list l = { 0 };
 	struct scan r = { .b = bucket, .instance = instance, .out = out };
-	json_t *cached = NULL;
+	struct sm_json *cached = NULL;
 	int rv;
 
 	memset(out, 0, sizeof(*out));
@@ -1232,7 +1263,7 @@ out:
 		sm_err_set(err, rv, "out of memory");
 	if (rv != 0)
 		ing_ship_scan_free(out);
-	json_decref(cached);
+	sm_json_free(cached);
 	for (uint32_t i = 0; i < r.nrep; i++)
 		sm_free(r.rep[i].tenant);
 	sm_free(r.rep);

@@ -13,12 +13,13 @@
 #ifndef SM_TEST_SWIFT_H
 #define SM_TEST_SWIFT_H
 
-#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/bucket.h"
+#include "common/json.h"
 
 struct swift {
 	char dir[64];
@@ -29,12 +30,21 @@ struct swift {
 	int up;
 };
 
+/* A string member of the server's description ("" when missing). */
+static inline const char *
+swift_field(const struct sm_json *j, const char *name)
+{
+	const char *s = sm_json_str(sm_json_get(j, name));
+
+	return (s != NULL ? s : "");
+}
+
 static inline int
 swift_start(struct swift *s)
 {
 	char cmd[512], line[4096], path[256];
-	json_t *j, *pids;
-	json_error_t je;
+	struct sm_json *j = NULL, *pids;
+	int64_t pid;
 	FILE *p;
 	int ok;
 
@@ -49,24 +59,22 @@ swift_start(struct swift *s)
 		return (-1);
 	ok = fgets(line, sizeof(line), p) != NULL;
 	ok = pclose(p) == 0 && ok;
-	if (!ok || (j = json_loads(line, 0, &je)) == NULL)
+	if (!ok || sm_json_parse(line, strlen(line), 0, &j, NULL) != 0)
 		return (-1);
 	snprintf(s->endpoint, sizeof(s->endpoint), "%s",
-	    json_string_value(json_object_get(j, "endpoint")));
-	snprintf(s->region, sizeof(s->region), "%s",
-	    json_string_value(json_object_get(j, "region")));
+	    swift_field(j, "endpoint"));
+	snprintf(s->region, sizeof(s->region), "%s", swift_field(j, "region"));
 	snprintf(s->access, sizeof(s->access), "%s",
-	    json_string_value(json_object_get(j, "access_key")));
+	    swift_field(j, "access_key"));
 	snprintf(s->secret, sizeof(s->secret), "%s",
-	    json_string_value(json_object_get(j, "secret_key")));
-	snprintf(s->bucket, sizeof(s->bucket), "%s",
-	    json_string_value(json_object_get(j, "bucket")));
-	pids = json_object_get(j, "pids");
+	    swift_field(j, "secret_key"));
+	snprintf(s->bucket, sizeof(s->bucket), "%s", swift_field(j, "bucket"));
+	pids = sm_json_get(j, "pids");
 	/* the proxy is started last */
-	if (json_array_size(pids) > 0)
-		s->proxy_pid = (int)json_integer_value(json_array_get(pids,
-		    json_array_size(pids) - 1));
-	json_decref(j);
+	if (sm_json_len(pids) > 0 && sm_json_int_in(sm_json_at(pids,
+	    sm_json_len(pids) - 1), 1, INT_MAX, &pid))
+		s->proxy_pid = (int)pid;
+	sm_json_free(j);
 	snprintf(s->port, sizeof(s->port), "%s",
 	    strchr(s->endpoint, ':') != NULL ? strchr(s->endpoint, ':') + 1 :
 	    "");
