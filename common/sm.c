@@ -352,15 +352,18 @@ sm_grow_to(void *arrp, size_t ncap, size_t elsize)
 	return (0);
 }
 
-int
-sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
+/* sm_grow with the capacity kept at most `max` (a uint32_t's for
+ * sm_grow32). */
+static int
+sm_grow_max(void *arrp, size_t *cap, size_t need, size_t elsize,
+    size_t mincap, size_t max)
 {
 	size_t ncap;
 	int rv;
 
 	if (need <= *cap)
 		return (0);
-	ncap = sm_grow_cap(*cap, need, mincap, SIZE_MAX);
+	ncap = sm_grow_cap(*cap, need, mincap, max);
 	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
 		return (rv);
 	*cap = ncap;
@@ -368,19 +371,22 @@ sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
 }
 
 int
+sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
+{
+	return (sm_grow_max(arrp, cap, need, elsize, mincap, SIZE_MAX));
+}
+
+int
 sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
     uint32_t mincap)
 {
-	size_t ncap;
+	size_t c = *cap;
 	int rv;
 
-	if (need <= *cap)
-		return (0);
-	ncap = sm_grow_cap(*cap, need, mincap, UINT32_MAX);
-	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
-		return (rv);
-	*cap = (uint32_t)ncap;
-	return (0);
+	if ((rv = sm_grow_max(arrp, &c, need, elsize, mincap,
+	    UINT32_MAX)) == 0)
+		*cap = (uint32_t)c;
+	return (rv);
 }
 
 static int64_t
