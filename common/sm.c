@@ -549,17 +549,19 @@ sm_u64_cmp(const void *a, const void *b)
 uint32_t
 sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x)
 {
-	uint32_t lo = 0, hi = n;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (a[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, n, mid, a[mid] < x);
 	return (lo);
+}
+
+bool
+sm_u64_has(const uint64_t *a, size_t n, uint64_t x)
+{
+	size_t lo;
+
+	SM_LOWER_BOUND(lo, n, mid, a[mid] < x);
+	return (lo < n && a[lo] == x);
 }
 
 int
