@@ -117,17 +117,11 @@ static void
 write_at(struct ing_db *db, int64_t t, struct want *w)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
 
 	mkwrite(t, w, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	SM_REQUIRE(ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write,
-	    &res, &err) == 0);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
+	SM_REQUIRE(disk_write_raw(db, &raw, 0, &res, &err) == 0);
 }
 
 /* --- a db over a temp dir ------------------------------------------------ */

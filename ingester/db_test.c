@@ -85,19 +85,14 @@ write_one(struct ing_db *db, const char *tenant, const char *service,
     const char *env, int64_t t, const char *stacks)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct sm_err err;
 	struct ing_write_result res;
 	int rv;
 
 	mkwrite(tenant, service, env, t, stacks, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
+	rv = disk_write_raw(db, &raw, 0, &res, &err);
 	if (rv == 0 && res.duplicate)
 		rv = 1;   /* tests see duplicates as 1 */
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	return (rv);
 }
 
@@ -1771,7 +1766,6 @@ write_services(struct ing_db *db, const char *tenant, const char *svcs,
 	struct ing_write_result res;
 	struct dist_limits lim;
 	struct dist_batch b;
-	Smolder__V1__Request *req;
 	struct sm_err err;
 	uint8_t id[16] = { 0 };
 	uint64_t idv = atomic_fetch_add(&next_id, 1);
@@ -1805,14 +1799,10 @@ write_services(struct ing_db *db, const char *tenant, const char *svcs,
 	if (dist_batch_finish(&b) != 0 || dist_batch_encode(&b, tenant, id,
 	    NULL, 0, use_max_series, &raw) != 0)
 		abort();
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
+	rv = disk_write_raw(db, &raw, 0, &res, &err);
 	if (rv == SM_ELIMIT && strstr(err.msg, "Maximum active series limit "
 	    "exceeded (") == NULL)
 		rv = -1;        /* not Pyroscope's message: fails the caller */
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
 	return (rv);
@@ -2335,22 +2325,14 @@ db_write_spec(struct ing_db *db, const struct wspec *sp, size_t n,
     uint64_t idv, long fault)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
 	int rv;
 
 	mkmulti(sp, n, idv, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	sm_fault_alloc_after(fault);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
-	sm_fault_alloc_after(0);
+	rv = disk_write_raw(db, &raw, fault, &res, &err);
 	if (rv == 0 && res.duplicate)
 		rv = 1;
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	return (rv);
 }
 

@@ -80,18 +80,11 @@ static int
 write_one(struct ing_db *db, const char *env, int64_t t, const char *stacks)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
-	int rv;
 
 	mkwrite(env, t, stacks, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
-	return (rv);
+	return (disk_write_raw(db, &raw, 0, &res, &err));
 }
 
 /*

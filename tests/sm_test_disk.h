@@ -4,8 +4,9 @@
  * Each test opens it with its own ing_db_cfg (kept, so a reopen uses the
  * same one); disk_fini closes it and removes the directory.  Failures to
  * create or open abort the test: nothing can be checked without it.
- * disk_damage flips a byte of a stored block value; disk_collapsed turns
- * a merge's answer into collapsed text the tests compare.
+ * disk_write_raw writes an encoded request; disk_damage flips a byte of
+ * a stored block value; disk_collapsed turns a merge's answer into
+ * collapsed text the tests compare.
  */
 #ifndef SM_TEST_DISK_H
 #define SM_TEST_DISK_H
@@ -75,6 +76,31 @@ disk_fini(struct disk *d)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cleanup of %s failed\n", d->dir);
+}
+
+/*
+ * Write the packed smolder.v1.Request (a write) in raw to db, and free
+ * raw.  A non-zero fault fails the fault-th allocation of the write alone
+ * (sm_fault_alloc_after).  ing_db_write's result, *res and *err.
+ */
+static inline int
+disk_write_raw(struct ing_db *db, struct sm_buf *raw, long fault,
+    struct ing_write_result *res, struct sm_err *err)
+{
+	Smolder__V1__Request *req;
+	int rv;
+
+	req = smolder__v1__request__unpack(NULL, raw->len, (uint8_t *)raw->b);
+	SM_REQUIRE(req != NULL);
+	if (fault != 0)
+		sm_fault_alloc_after(fault);
+	rv = ing_db_write(db, (uint8_t *)raw->b, raw->len, req->write, res,
+	    err);
+	if (fault != 0)
+		sm_fault_alloc_after(0);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(raw);
+	return (rv);
 }
 
 /* Damage one stored value of tenant "t"'s block gen (part `kind`, series)
