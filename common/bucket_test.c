@@ -115,20 +115,6 @@ test_setup(void)
 	SM_CHECK(strstr(sm_bucket_desc(bk[BK_S3_SEALED]), KEY_A) == NULL);
 }
 
-/* Fill p[0..n) with a pattern that differs per key and offset. */
-static void
-pattern(uint8_t *p, size_t n, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (uint8_t)x;
-	}
-}
-
 static void
 test_put_get(void)
 {
@@ -137,7 +123,7 @@ test_put_get(void)
 	struct sm_err err;
 	uint64_t size;
 
-	pattern(big, sizeof(big), 7);
+	sm_test_fill(big, sizeof(big), 7);
 	for (int i = 0; i < BK_N; i++) {
 		struct sm_bucket *b = bk[i];
 
@@ -394,13 +380,13 @@ work(void *arg)
 	sm_buf_init(&out);
 	for (int k = 0; k < 20; k++) {
 		snprintf(key, sizeof(key), "conc/w%d/k%d", w->id, k);
-		pattern(data, sizeof(data), (uint32_t)(w->id * 100 + k));
+		sm_test_fill(data, sizeof(data), (uint32_t)(w->id * 100 + k));
 		if (sm_bucket_put(w->b, key, data, sizeof(data), &err) != 0)
 			w->fails++;
 	}
 	for (int k = 0; k < 20; k++) {
 		snprintf(key, sizeof(key), "conc/w%d/k%d", w->id, k);
-		pattern(want, sizeof(want), (uint32_t)(w->id * 100 + k));
+		sm_test_fill(want, sizeof(want), (uint32_t)(w->id * 100 + k));
 		sm_buf_reset(&out);
 		if (sm_bucket_get(w->b, key, 0, SM_BUCKET_WHOLE, &out,
 		    &err) != 0 || out.len != sizeof(want) ||
@@ -774,7 +760,7 @@ test_sealed_ranges(void)
 	struct sm_err err;
 	uint32_t x = 12345;
 
-	pattern(big, sizeof(big), 99);
+	sm_test_fill(big, sizeof(big), 99);
 	for (int i = BK_FS_SEALED; i <= BK_S3_SEALED; i++) {
 		struct sm_bucket *b = bk[i];
 
@@ -822,7 +808,7 @@ test_sealed_tamper(void)
 	struct sm_bucket *other;
 	struct sm_err err;
 
-	pattern(big, sizeof(big), 5);
+	sm_test_fill(big, sizeof(big), 5);
 	SM_REQUIRE(sm_bucket_put(bk[BK_FS_SEALED], "x/t", big, sizeof(big),
 	    &err) == 0);
 	SM_REQUIRE(raw_read("x/t", &raw));
@@ -889,7 +875,7 @@ test_sealed_keys(void)
 	struct sm_err err;
 	uint64_t size;
 
-	pattern(big, sizeof(big), 11);
+	sm_test_fill(big, sizeof(big), 11);
 	SM_REQUIRE(sm_bucket_put(b, "k/old", "sealed by ka", 12, &err) == 0);
 	/* rotation: kb first; new objects get kb, old ones still open */
 	keys_write("kb " KEY_B "\nka " KEY_A "\n"

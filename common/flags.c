@@ -24,17 +24,25 @@ sm_flags_fini(struct sm_flags *fs)
 	memset(fs, 0, sizeof(*fs));
 }
 
+/* The decimal number s starts with into *v, *end past it: SM_EINVAL
+ * when s is NULL or empty, has no digits or overflows. */
+static int
+parse_ll(const char *s, long long *v, char **end)
+{
+	if (s == NULL || *s == '\0')
+		return (SM_EINVAL);
+	errno = 0;
+	*v = strtoll(s, end, 10);
+	return (errno != 0 || *end == s ? SM_EINVAL : 0);
+}
+
 int
 sm_parse_int(const char *s, int64_t *out)
 {
 	char *end;
 	long long v;
 
-	if (s == NULL || *s == '\0')
-		return (SM_EINVAL);
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0')
+	if (parse_ll(s, &v, &end) != 0 || *end != '\0')
 		return (SM_EINVAL);
 	*out = v;
 	return (0);
@@ -131,11 +139,7 @@ sm_parse_bytes(const char *s, int64_t *out)
 	char *end;
 	long long v;
 
-	if (s == NULL || *s == '\0')
-		return (SM_EINVAL);
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || v < 0)
+	if (parse_ll(s, &v, &end) != 0 || v < 0)
 		return (SM_EINVAL);
 	if (*end == '\0') {
 		*out = v;
@@ -161,6 +165,13 @@ flag_owned(struct sm_flags *fs, char *p)
 	return (0);
 }
 
+/* The parsers of the flag types stored as an int64_t. */
+static int (*const parse_i64[])(const char *, int64_t *) = {
+	[SM_FLAG_INT] = sm_parse_int,
+	[SM_FLAG_DURATION] = sm_parse_duration_ms,
+	[SM_FLAG_BYTES] = sm_parse_bytes,
+};
+
 static int
 flag_set(struct sm_flags *fs, const struct sm_flag_ent *e, const char *val)
 {
@@ -180,23 +191,15 @@ flag_set(struct sm_flags *fs, const struct sm_flag_ent *e, const char *val)
 		}
 		*(char **)e->ptr = sv;
 		return (0);
-	case SM_FLAG_INT:
-		if ((rv = sm_parse_int(val, &iv)) != 0)
-			return (rv);
-		*(int64_t *)e->ptr = iv;
-		return (0);
 	case SM_FLAG_BOOL:
 		if ((rv = sm_parse_bool(val, &bv)) != 0)
 			return (rv);
 		*(bool *)e->ptr = bv;
 		return (0);
+	case SM_FLAG_INT:
 	case SM_FLAG_DURATION:
-		if ((rv = sm_parse_duration_ms(val, &iv)) != 0)
-			return (rv);
-		*(int64_t *)e->ptr = iv;
-		return (0);
 	case SM_FLAG_BYTES:
-		if ((rv = sm_parse_bytes(val, &iv)) != 0)
+		if ((rv = parse_i64[f->type](val, &iv)) != 0)
 			return (rv);
 		*(int64_t *)e->ptr = iv;
 		return (0);

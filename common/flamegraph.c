@@ -363,6 +363,78 @@ sm_fg_fini(struct sm_fg *fg)
 	memset(fg, 0, sizeof(*fg));
 }
 
+/*
+ * The output name index in *slot, assigning the next one to (p, len) when
+ * *slot is still FG_NONE.  At most u + 2 names are assigned: fg->names
+ * was sized for that.
+ */
+static uint32_t
+fg_slot_name(struct sm_fg *fg, uint32_t *slot, const char *p, uint32_t len)
+{
+	if (*slot == FG_NONE) {
+		*slot = fg->nnames++;
+		fg->names[*slot] = p;
+		fg->name_len[*slot] = len;
+	}
+	return (*slot);
+}
+
+/*
+ * Size fg->levels for levels 0..maxlevel: width values per record, each
+ * record's level read at level0 + i * stride (the walks' record types
+ * differ).  *fillp gets a zeroed per-level cursor for the caller to free.
+ * Returns 0 or SM_ENOMEM (fg then holds partial arrays).
+ */
+static int
+fg_levels_alloc(struct sm_fg *fg, uint32_t maxlevel, const uint32_t *level0,
+    size_t stride, uint32_t nrec, uint32_t width, uint32_t **fillp)
+{
+	fg->nlevels = maxlevel + 1;
+	fg->levels = sm_calloc(fg->nlevels, sizeof(*fg->levels));
+	fg->level_len = sm_calloc(fg->nlevels, sizeof(*fg->level_len));
+	if (fg->levels == NULL || fg->level_len == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0; i < nrec; i++) {
+		uint32_t l = *(const uint32_t *)(const void *)
+		    ((const char *)level0 + (size_t)i * stride);
+
+		fg->level_len[l] += width;
+	}
+	for (uint32_t l = 0; l < fg->nlevels; l++) {
+		fg->levels[l] = sm_malloc((size_t)SM_MAX(fg->level_len[l], 1) *
+		    sizeof(int64_t));
+		if (fg->levels[l] == NULL)
+			return (SM_ENOMEM);
+	}
+	if ((*fillp = sm_calloc(fg->nlevels, sizeof(**fillp))) == NULL)
+		return (SM_ENOMEM);
+	return (0);
+}
+
+/*
+ * Size fg's name arrays for v's u names plus "total" and "other", give
+ * index 0 to the root, and set *by_rankp (the caller frees it) to a
+ * per-rank output index, all FG_NONE (unassigned).  Returns 0 or
+ * SM_ENOMEM (fg then holds partial arrays).
+ */
+static int
+fg_names_init(struct sm_fg *fg, const struct fg_view *v, uint32_t **by_rankp)
+{
+	uint32_t *by_rank;
+
+	fg->names = sm_malloc(((size_t)v->u + 2) * sizeof(*fg->names));
+	fg->name_len = sm_malloc(((size_t)v->u + 2) * sizeof(*fg->name_len));
+	*by_rankp = by_rank = sm_malloc(((size_t)v->u + 1) * sizeof(*by_rank));
+	if (fg->names == NULL || fg->name_len == NULL || by_rank == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t r = 0; r < v->u; r++)
+		by_rank[r] = FG_NONE;
+	fg->names[0] = FG_ROOT_NAME;
+	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
+	fg->nnames = 1;
+	return (0);
+}
+
 /* State of the flamebearer walk. */
 struct fg_walk {
 	const struct fg_view *v;
@@ -400,13 +472,7 @@ fg_name_index(struct fg_walk *w, uint32_t node)
 		p = w->v->names[r].p;
 		len = w->v->names[r].len;
 	}
-	if (*slot == FG_NONE) {
-		/* At most u + 2 names: the arrays were sized for that. */
-		*slot = fg->nnames++;
-		fg->names[*slot] = p;
-		fg->name_len[*slot] = len;
-	}
-	return (*slot);
+	return (fg_slot_name(fg, slot, p, len));
 }
 
 static int
@@ -478,22 +544,11 @@ fg_place(struct sm_fg *fg, const struct fg_rec *rec, uint32_t nrec,
     uint32_t maxlevel)
 {
 	uint32_t *fill;
+	int rv;
 
-	fg->nlevels = maxlevel + 1;
-	fg->levels = sm_calloc(fg->nlevels, sizeof(*fg->levels));
-	fg->level_len = sm_calloc(fg->nlevels, sizeof(*fg->level_len));
-	if (fg->levels == NULL || fg->level_len == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < nrec; i++)
-		fg->level_len[rec[i].level] += 4;
-	for (uint32_t l = 0; l < fg->nlevels; l++) {
-		fg->levels[l] = sm_malloc((size_t)fg->level_len[l] *
-		    sizeof(int64_t));
-		if (fg->levels[l] == NULL)
-			return (SM_ENOMEM);
-	}
-	if ((fill = sm_calloc(fg->nlevels, sizeof(*fill))) == NULL)
-		return (SM_ENOMEM);
+	if ((rv = fg_levels_alloc(fg, maxlevel, &rec[0].level, sizeof(*rec),
+	    nrec, 4, &fill)) != 0)
+		return (rv);
 	for (uint32_t i = nrec; i-- > 0;) {
 		const struct fg_rec *r = &rec[i];
 		int64_t *d = fg->levels[r->level] + fill[r->level];
@@ -539,17 +594,8 @@ sm_fg_build(const struct sm_tree *t, const struct sm_strtab *names,
 	w.other_idx = FG_NONE;
 	if ((rv = fg_min_total(&v, max_nodes, &w.min_total)) != 0)
 		goto out;
-	rv = SM_ENOMEM;
-	fg->names = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->names));
-	fg->name_len = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->name_len));
-	w.by_rank = sm_malloc(((size_t)v.u + 1) * sizeof(*w.by_rank));
-	if (fg->names == NULL || fg->name_len == NULL || w.by_rank == NULL)
+	if ((rv = fg_names_init(fg, &v, &w.by_rank)) != 0)
 		goto out;
-	for (uint32_t r = 0; r < v.u; r++)
-		w.by_rank[r] = FG_NONE;
-	fg->names[0] = FG_ROOT_NAME;
-	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
-	fg->nnames = 1;
 	if (v.rank_total != FG_NONE)
 		w.by_rank[v.rank_total] = 0;  /* a frame named "total" */
 	if ((rv = fg_walk_run(&w)) != 0 ||
@@ -871,12 +917,7 @@ fg_dname(struct fg_dwalk *w, uint32_t node)
 	} else {
 		slot = &w->other_idx;
 	}
-	if (*slot == FG_NONE) {
-		*slot = fg->nnames++;
-		fg->names[*slot] = p;
-		fg->name_len[*slot] = len;
-	}
-	return (*slot);
+	return (fg_slot_name(fg, slot, p, len));
 }
 
 static int
@@ -952,22 +993,11 @@ fg_dplace(struct sm_fg *fg, const struct fg_drec *rec, uint32_t nrec,
     uint32_t maxlevel)
 {
 	uint32_t *fill;
+	int rv;
 
-	fg->nlevels = maxlevel + 1;
-	fg->levels = sm_calloc(fg->nlevels, sizeof(*fg->levels));
-	fg->level_len = sm_calloc(fg->nlevels, sizeof(*fg->level_len));
-	if (fg->levels == NULL || fg->level_len == NULL)
-		return (SM_ENOMEM);
-	for (uint32_t i = 0; i < nrec; i++)
-		fg->level_len[rec[i].level] += 7;
-	for (uint32_t l = 0; l < fg->nlevels; l++) {
-		fg->levels[l] = sm_malloc((size_t)SM_MAX(fg->level_len[l], 1) *
-		    sizeof(int64_t));
-		if (fg->levels[l] == NULL)
-			return (SM_ENOMEM);
-	}
-	if ((fill = sm_calloc(fg->nlevels, sizeof(*fill))) == NULL)
-		return (SM_ENOMEM);
+	if ((rv = fg_levels_alloc(fg, maxlevel, &rec[0].level, sizeof(*rec),
+	    nrec, 7, &fill)) != 0)
+		return (rv);
 	for (uint32_t i = nrec; i-- > 0;) {
 		const struct fg_drec *r = &rec[i];
 		int64_t *d = fg->levels[r->level] + fill[r->level];
@@ -1047,7 +1077,6 @@ sm_fg_build_diff(const struct sm_tree *lt, const struct sm_strtab *ln,
 			v.total = vt;
 			if (rv != 0)
 				goto out;
-			rv = SM_ENOMEM;
 		}
 	}
 	w.v = &v;
@@ -1057,16 +1086,8 @@ sm_fg_build_diff(const struct sm_tree *lt, const struct sm_strtab *ln,
 	w.total[0] = tot[0];
 	w.total[1] = tot[1];
 	w.other_idx = FG_NONE;
-	fg->names = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->names));
-	fg->name_len = sm_malloc(((size_t)v.u + 2) * sizeof(*fg->name_len));
-	w.by_rank = sm_malloc(((size_t)v.u + 1) * sizeof(*w.by_rank));
-	if (fg->names == NULL || fg->name_len == NULL || w.by_rank == NULL)
+	if ((rv = fg_names_init(fg, &v, &w.by_rank)) != 0)
 		goto out;
-	for (uint32_t r = 0; r < v.u; r++)
-		w.by_rank[r] = FG_NONE;
-	fg->names[0] = FG_ROOT_NAME;
-	fg->name_len[0] = sizeof(FG_ROOT_NAME) - 1;
-	fg->nnames = 1;
 	if ((rv = fg_dwalk_run(&w)) != 0 ||
 	    (rv = fg_dplace(fg, w.rec, w.nrec, w.maxlevel)) != 0)
 		goto out;

@@ -150,21 +150,6 @@ count_keys(struct sm_kv *kv, enum sm_kv_cf cf)
 	return (n);
 }
 
-/* Deterministic filler bytes (xorshift), so values are not trivially
- * compressible and corrupting them changes checksums. */
-static void
-fill(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (uint8_t)x;
-	}
-}
-
 /* --- child roles (run before main in a re-executed copy) ------------------ */
 
 /* Open with sync=false, write, then die without closing. */
@@ -183,7 +168,7 @@ child_write(const char *dir)
 		_exit(2);
 	for (uint64_t i = 0; i < CHILD_KEYS; i++) {
 		tkey(&k, "crash", i);
-		fill(val, sizeof(val), i);
+		sm_test_fill(val, sizeof(val), i);
 		if (sm_kv_put(kv, SM_KV_HEAD, k.b, k.n, val, sizeof(val),
 		    NULL) != 0)
 			_exit(3);
@@ -828,7 +813,7 @@ test_crash_wal(void)
 	kv = kv_open_ok(d.path);
 	for (uint64_t i = 0; i < CHILD_KEYS; i++) {
 		tkey(&k, "crash", i);
-		fill(want, sizeof(want), i);
+		sm_test_fill(want, sizeof(want), i);
 		sm_buf_reset(&v);
 		if (sm_kv_get(kv, SM_KV_HEAD, k.b, k.n, &v, &err) != 0 ||
 		    v.len != sizeof(want) || memcmp(v.b, want, v.len) != 0)
@@ -971,7 +956,7 @@ read_all_corrupt(struct sm_kv *kv)
 
 	for (uint64_t i = 0; i < CORRUPT_KEYS; i++) {
 		tkey(&k, "c", i);
-		fill(want, sizeof(want), i);
+		sm_test_fill(want, sizeof(want), i);
 		sm_buf_reset(&v);
 		rv = sm_kv_get(kv, SM_KV_BLOCKS, k.b, k.n, &v, &err);
 		if (rv == SM_ECORRUPT) {
@@ -1008,7 +993,7 @@ test_corruption(void)
 	SM_REQUIRE((b = sm_kv_batch_create()) != NULL);
 	for (uint64_t i = 0; i < CORRUPT_KEYS; i++) {
 		tkey(&k, "c", i);
-		fill(val, sizeof(val), i);
+		sm_test_fill(val, sizeof(val), i);
 		sm_kv_batch_put(b, SM_KV_BLOCKS, k.b, k.n, val, sizeof(val));
 		if (sm_kv_batch_count(b) == 500) {
 			SM_REQUIRE(sm_kv_write(kv, b, false, &err) == 0);
@@ -1072,7 +1057,7 @@ test_compact(void)
 	SM_CHECK_EQ(sm_kv_compact(kv, SM_KV_INDEX, "a", 1, "b", 1, &err), 0);
 	SM_REQUIRE((b = sm_kv_batch_create()) != NULL);
 	for (uint64_t i = 0; i < 2000; i++) {
-		fill(val, sizeof(val), i);
+		sm_test_fill(val, sizeof(val), i);
 		tkey(&k, i % 2 ? "old" : "new", i);
 		sm_kv_batch_put(b, SM_KV_INDEX, k.b, k.n, val, sizeof(val));
 	}
@@ -1124,7 +1109,7 @@ test_property_disk_bytes(void)
 	SM_CHECK_EQ(n, 0);
 	for (uint64_t i = 0; i < 1000; i++) {
 		tkey(&k, "p", i);
-		fill(val, sizeof(val), i);
+		sm_test_fill(val, sizeof(val), i);
 		SM_REQUIRE(sm_kv_put(kv, SM_KV_HEAD, k.b, k.n, val, sizeof(val),
 		    &err) == 0);
 	}

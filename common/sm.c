@@ -352,15 +352,18 @@ sm_grow_to(void *arrp, size_t ncap, size_t elsize)
 	return (0);
 }
 
-int
-sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
+/* sm_grow with the capacity kept at most `max` (a uint32_t's for
+ * sm_grow32). */
+static int
+sm_grow_max(void *arrp, size_t *cap, size_t need, size_t elsize,
+    size_t mincap, size_t max)
 {
 	size_t ncap;
 	int rv;
 
 	if (need <= *cap)
 		return (0);
-	ncap = sm_grow_cap(*cap, need, mincap, SIZE_MAX);
+	ncap = sm_grow_cap(*cap, need, mincap, max);
 	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
 		return (rv);
 	*cap = ncap;
@@ -368,19 +371,22 @@ sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
 }
 
 int
+sm_grow(void *arrp, size_t *cap, size_t need, size_t elsize, size_t mincap)
+{
+	return (sm_grow_max(arrp, cap, need, elsize, mincap, SIZE_MAX));
+}
+
+int
 sm_grow32(void *arrp, uint32_t *cap, size_t need, size_t elsize,
     uint32_t mincap)
 {
-	size_t ncap;
+	size_t c = *cap;
 	int rv;
 
-	if (need <= *cap)
-		return (0);
-	ncap = sm_grow_cap(*cap, need, mincap, UINT32_MAX);
-	if ((rv = sm_grow_to(arrp, ncap, elsize)) != 0)
-		return (rv);
-	*cap = (uint32_t)ncap;
-	return (0);
+	if ((rv = sm_grow_max(arrp, &c, need, elsize, mincap,
+	    UINT32_MAX)) == 0)
+		*cap = (uint32_t)c;
+	return (rv);
 }
 
 static int64_t
@@ -543,17 +549,19 @@ sm_u64_cmp(const void *a, const void *b)
 uint32_t
 sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x)
 {
-	uint32_t lo = 0, hi = n;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (a[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, n, mid, a[mid] < x);
 	return (lo);
+}
+
+bool
+sm_u64_has(const uint64_t *a, size_t n, uint64_t x)
+{
+	size_t lo;
+
+	SM_LOWER_BOUND(lo, n, mid, a[mid] < x);
+	return (lo < n && a[lo] == x);
 }
 
 int

@@ -282,12 +282,38 @@ static inline int64_t sm_add_sat(int64_t a, int64_t b)
 	return (b > 0 ? INT64_MAX : INT64_MIN);
 }
 
+/*
+ * Binary search, the one loop: sets lo (an unsigned lvalue) to the first
+ * index in [0, n) at which `before`, an expression in the index variable
+ * named by i, is false; n when there is none.  `before` must hold on a
+ * prefix of the range only (the elements sorted by what it tests):
+ *
+ *     SM_LOWER_BOUND(k, t->nblocks, mid, t->blocks[mid].gen < gen);
+ *     found = k < t->nblocks && t->blocks[k].gen == gen;
+ */
+#define SM_LOWER_BOUND(lo, n, i, before) do {                                 \
+	size_t sm_lb_hi_ = (n);                                               \
+									      \
+	(lo) = 0;                                                             \
+	while ((lo) < sm_lb_hi_) {                                            \
+		size_t i = (lo) + (sm_lb_hi_ - (lo)) / 2;                     \
+									      \
+		if (before)                                                   \
+			(lo) = i + 1;                                         \
+		else                                                          \
+			sm_lb_hi_ = i;                                        \
+	}                                                                     \
+} while (0)
+
 /* Sorted uint64_t arrays: the one comparator (qsort, bsearch) and the
  * one search. */
 int sm_u64_cmp(const void *a, const void *b);
 
 /* The first i in sorted a[0..n) with a[i] >= x; n when there is none. */
 uint32_t sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x);
+
+/* Whether sorted a[0..n) holds x. */
+bool sm_u64_has(const uint64_t *a, size_t n, uint64_t x);
 
 /* Hex: the one decoder (ids, hashes, span ids, escapes). */
 

@@ -466,34 +466,30 @@ sm_tls_handshake(void *session, bool *want_write, struct sm_err *err)
 	    gnutls_strerror(g)));
 }
 
+/* A record call's result as read(2)/write(2) give it: bytes, or -1 with
+ * errno EAGAIN (retry when the socket is ready) or EIO. */
+static long
+tls_io_result(ssize_t g)
+{
+	if (g >= 0)
+		return ((long)g);
+	errno = g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED ? EAGAIN :
+	    EIO;
+	return (-1);
+}
+
 long
 sm_tls_recv(void *session, void *buf, size_t n)
 {
-	ssize_t g = gnutls_record_recv((gnutls_session_t)session, buf, n);
-
-	if (g >= 0)
-		return ((long)g);
-	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
-		errno = EAGAIN;
-		return (-1);
-	}
-	errno = EIO;
-	return (-1);
+	return (tls_io_result(gnutls_record_recv((gnutls_session_t)session,
+	    buf, n)));
 }
 
 long
 sm_tls_send(void *session, const void *buf, size_t n)
 {
-	ssize_t g = gnutls_record_send((gnutls_session_t)session, buf, n);
-
-	if (g >= 0)
-		return ((long)g);
-	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
-		errno = EAGAIN;
-		return (-1);
-	}
-	errno = EIO;
-	return (-1);
+	return (tls_io_result(gnutls_record_send((gnutls_session_t)session,
+	    buf, n)));
 }
 
 size_t

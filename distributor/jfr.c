@@ -966,17 +966,10 @@ pe_cmp(const void *x, const void *y)
 static int
 pool_find(struct jr *R, uint32_t cls, uint64_t key, uint32_t *off)
 {
-	uint32_t lo = 0, hi = R->npe;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct jpe *e = &R->pe[mid];
-
-		if (e->cls < cls || (e->cls == cls && e->key < key))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, R->npe, mid, R->pe[mid].cls < cls ||
+	    (R->pe[mid].cls == cls && R->pe[mid].key < key));
 	if (lo < R->npe && R->pe[lo].cls == cls && R->pe[lo].key == key) {
 		*off = R->pe[lo].off;
 		return (0);

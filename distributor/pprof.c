@@ -649,20 +649,13 @@ pp_idmap_build(struct pp *st, struct pp_idmap *m, const uint64_t *ids,
 static inline uint32_t
 pp_idmap_get(const struct pp_idmap *m, uint64_t id)
 {
-	uint32_t lo = 0, hi = m->nsorted;
+	uint32_t lo;
 
 	if (id == 0)
 		return (PP_NONE);
 	if (m->direct != NULL)
 		return (id < m->ndirect ? m->direct[id] - 1 : PP_NONE);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (m->sorted[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, m->nsorted, mid, m->sorted[mid].id < id);
 	if (lo < m->nsorted && m->sorted[lo].id == id)
 		return (m->sorted[lo].idx);
 	return (PP_NONE);

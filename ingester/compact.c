@@ -727,19 +727,12 @@ bucket_merge(struct build *b, struct ing_series *osr, int64_t tt,
 	static const struct ing_bucket none;
 	struct ing_bucket *bk = NULL, nb;
 	struct ing_pair_cur c;
-	uint32_t lo = 0, hi = osr->nb, k = 0, cn = 0;
+	uint32_t lo, k = 0, cn = 0;
 	int64_t cv = 0, total = 0;
 	size_t j = 0, cap;
 	bool more;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (osr->b[mid].t < tt)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, osr->nb, mid, osr->b[mid].t < tt);
 	if (lo < osr->nb && osr->b[lo].t == tt)
 		bk = &osr->b[lo];
 	else if (SM_GROW(osr->b, osr->cap, (size_t)osr->nb + 1, 4) != 0)

@@ -117,17 +117,11 @@ static void
 write_at(struct ing_db *db, int64_t t, struct want *w)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
 
 	mkwrite(t, w, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	SM_REQUIRE(ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write,
-	    &res, &err) == 0);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
+	SM_REQUIRE(disk_write_raw(db, &raw, 0, &res, &err) == 0);
 }
 
 /* --- a db over a temp dir ------------------------------------------------ */
@@ -905,24 +899,6 @@ test_concurrent_cuts(void)
 	free(raw);
 }
 
-/* Damage one stored value of a block through the kv layer. */
-static void
-damage(struct disk *d, uint64_t gen, char kind, uint32_t series)
-{
-	struct sm_kv *kv = ing_store_kv(d->store);
-	struct sm_buf v = SM_BUF_INIT;
-	struct sm_key k;
-	struct sm_err err;
-	enum sm_kv_cf cf = kind == 'I' || kind == 'M' ? SM_KV_INDEX :
-	    SM_KV_BLOCKS;
-
-	ing_key_part(&k, "t", gen, kind, series);
-	SM_REQUIRE(sm_kv_get(kv, cf, k.b, k.n, &v, &err) == 0);
-	v.b[v.len / 2 + 6] ^= 0x40;
-	SM_REQUIRE(sm_kv_put(kv, cf, k.b, k.n, v.b, v.len, &err) == 0);
-	sm_buf_fini(&v);
-}
-
 static void
 test_corrupt_input_and_retention(void)
 {
@@ -948,7 +924,7 @@ test_corrupt_input_and_retention(void)
 	first_raw = m[0].gen;
 	SM_REQUIRE(m[0].tier_ms == 0 && m[0].min_t < T0 + DAY);
 	free(m);
-	damage(&d, first_raw, 'D', 1);
+	disk_damage(&d, first_raw, 'D', 1);
 	scan(d.store, &before);
 	SM_CHECK_EQ(ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
 	    &err), SM_ECORRUPT);

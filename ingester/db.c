@@ -110,23 +110,11 @@ tenant_free(struct ing_tenant *t)
 static uint32_t
 tenant_pos(const struct ing_db *db, const char *id, int *found)
 {
-	uint32_t lo = 0, hi = db->n;
+	uint32_t lo;
 
 	ING_ASSERT_HELD(&db->lock);
-	*found = 0;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		int c = strcmp(db->t[mid]->id, id);
-
-		if (c == 0) {
-			*found = 1;
-			return (mid);
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, db->n, mid, strcmp(db->t[mid]->id, id) < 0);
+	*found = lo < db->n && strcmp(db->t[lo]->id, id) == 0;
 	return (lo);
 }
 
@@ -466,16 +454,9 @@ ing_db_blocks(struct ing_db *db, bool all, struct ing_db_block **out,
 static uint32_t
 block_find(const struct ing_tenant *t, uint64_t gen)
 {
-	uint32_t lo = 0, hi = t->nblocks;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (t->blocks[mid].gen < gen)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, t->nblocks, mid, t->blocks[mid].gen < gen);
 	return (lo < t->nblocks && t->blocks[lo].gen == gen ? lo :
 	    t->nblocks);
 }

@@ -85,19 +85,14 @@ write_one(struct ing_db *db, const char *tenant, const char *service,
     const char *env, int64_t t, const char *stacks)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct sm_err err;
 	struct ing_write_result res;
 	int rv;
 
 	mkwrite(tenant, service, env, t, stacks, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
+	rv = disk_write_raw(db, &raw, 0, &res, &err);
 	if (rv == 0 && res.duplicate)
 		rv = 1;   /* tests see duplicates as 1 */
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	return (rv);
 }
 
@@ -108,29 +103,10 @@ collapse_select(struct ing_db *db, const struct ing_query *q,
 {
 	Smolder__V1__MergeResponse mr;
 	struct sm_arena *a = sm_arena_create(0);
-	struct sm_mtree qm;
-	struct sm_buf out = SM_BUF_INIT;
 	struct sm_err err;
-	char *text;
-	int rv;
 
-	if ((rv = ing_db_merge(db, q, a, &mr, &err)) != 0) {
-		char e[32];
-
-		snprintf(e, sizeof(e), "ERR %d", rv);
-		sm_arena_destroy(a);
-		return (strdup(e));
-	}
-	if (sm_mtree_init(&qm) != 0 || sm_mtree_add_pb(&qm, &mr, &err) != 0)
-		abort();
-	if (profiles != NULL)
-		*profiles = mr.profiles;
-	sm_fg_write_collapsed(&qm.tree, &qm.names, qm.self, &out);
-	text = strdup(out.b != NULL ? out.b : "");
-	sm_mtree_fini(&qm);
-	sm_buf_fini(&out);
-	sm_arena_destroy(a);
-	return (text);
+	return (disk_collapsed(ing_db_merge(db, q, a, &mr, &err), &mr, a,
+	    profiles));
 }
 
 /* Merge {lname op lvalue} over [start, end) (see collapse_select). */
@@ -902,24 +878,6 @@ test_cut_blocks_and_reopen(void)
 	disk_fini(&d);
 }
 
-/* Damage one stored value of a block through the kv layer. */
-static void
-damage(struct disk *d, uint64_t gen, char kind, uint32_t series)
-{
-	struct sm_kv *kv = ing_store_kv(d->store);
-	struct sm_buf v = SM_BUF_INIT;
-	struct sm_key k;
-	struct sm_err err;
-	enum sm_kv_cf cf = kind == 'I' || kind == 'M' ? SM_KV_INDEX :
-	    SM_KV_BLOCKS;
-
-	ing_key_part(&k, "t", gen, kind, series);
-	SM_REQUIRE(sm_kv_get(kv, cf, k.b, k.n, &v, &err) == 0);
-	v.b[v.len / 2 + 6] ^= 0x40;
-	SM_REQUIRE(sm_kv_put(kv, cf, k.b, k.n, v.b, v.len, &err) == 0);
-	sm_buf_fini(&v);
-}
-
 /* A write whose stack tree repeats a child (nodes 1 and 2 are both "a"
  * under the root) is summed into one pair, and its block reads back
  * (fuzz_rpc: the two pairs were kept apart and the block was rejected as
@@ -973,7 +931,7 @@ test_corruption_stays_in_its_block(void)
 		disk_close(&d);
 		disk_open(&d, 3600 * SEC);
 		/* Block A is generation 1 (the first head). */
-		damage(&d, 1, kinds[i], 0);
+		disk_damage(&d, 1, kinds[i], 0);
 		disk_close(&d);
 		disk_open(&d, 3600 * SEC);
 		check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL,
@@ -999,7 +957,7 @@ test_damaged_meta(void)
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 100 * SEC, "b=2"), 0);
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
-	damage(&d, 1, 'M', 0);
+	disk_damage(&d, 1, 'M', 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 10 * SEC,
@@ -1010,7 +968,7 @@ test_damaged_meta(void)
 	 * tenant can be complete -- they fail instead of under-counting;
 	 * other tenants are untouched. */
 	SM_CHECK_EQ(write_one(d.db, "u", "app", NULL, 0, "x=3"), 0);
-	damage(&d, 1, 'I', 0);
+	disk_damage(&d, 1, 'I', 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 100 * SEC,
@@ -1808,7 +1766,6 @@ write_services(struct ing_db *db, const char *tenant, const char *svcs,
 	struct ing_write_result res;
 	struct dist_limits lim;
 	struct dist_batch b;
-	Smolder__V1__Request *req;
 	struct sm_err err;
 	uint8_t id[16] = { 0 };
 	uint64_t idv = atomic_fetch_add(&next_id, 1);
@@ -1842,14 +1799,10 @@ write_services(struct ing_db *db, const char *tenant, const char *svcs,
 	if (dist_batch_finish(&b) != 0 || dist_batch_encode(&b, tenant, id,
 	    NULL, 0, use_max_series, &raw) != 0)
 		abort();
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
+	rv = disk_write_raw(db, &raw, 0, &res, &err);
 	if (rv == SM_ELIMIT && strstr(err.msg, "Maximum active series limit "
 	    "exceeded (") == NULL)
 		rv = -1;        /* not Pyroscope's message: fails the caller */
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	dist_batch_fini(&b);
 	sm_arena_destroy(a);
 	return (rv);
@@ -2372,22 +2325,14 @@ db_write_spec(struct ing_db *db, const struct wspec *sp, size_t n,
     uint64_t idv, long fault)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
 	int rv;
 
 	mkmulti(sp, n, idv, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	sm_fault_alloc_after(fault);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
-	sm_fault_alloc_after(0);
+	rv = disk_write_raw(db, &raw, fault, &res, &err);
 	if (rv == 0 && res.duplicate)
 		rv = 1;
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 	return (rv);
 }
 

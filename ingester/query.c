@@ -23,16 +23,9 @@
 static const struct ing_pick *
 pick_find(const struct ing_select *sel, uint64_t fp)
 {
-	size_t lo = 0, hi = sel->npicks;
+	size_t lo;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (sel->picks[mid].fp < fp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, sel->npicks, mid, sel->picks[mid].fp < fp);
 	return (lo < sel->npicks && sel->picks[lo].fp == fp ?
 	    &sel->picks[lo] : NULL);
 }
@@ -40,16 +33,9 @@ pick_find(const struct ing_select *sel, uint64_t fp)
 static bool
 times_have(const int64_t *v, size_t n, int64_t t)
 {
-	size_t lo = 0, hi = n;
+	size_t lo;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, n, mid, v[mid] < t);
 	return (lo < n && v[lo] == t);
 }
 
@@ -1184,23 +1170,6 @@ bucket_mix(int64_t t)
 	return (sm_hash_u64((uint64_t)t) | 1);
 }
 
-/* Whether sorted v[0..n) holds fp. */
-static bool
-fp_in(const uint64_t *v, size_t n, uint64_t fp)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < fp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && v[lo] == fp);
-}
-
 static struct stat_acc *
 stats_get(struct stats_acc *x, uint64_t fp)
 {
@@ -1227,7 +1196,7 @@ stats_get(struct stats_acc *x, uint64_t fp)
 	}
 	memset(&x->v[x->n], 0, sizeof(x->v[x->n]));
 	x->v[x->n].fp = fp;
-	x->v[x->n].detail = fp_in(x->q->detail, x->q->ndetail, fp);
+	x->v[x->n].detail = sm_u64_has(x->q->detail, x->q->ndetail, fp);
 	k = (uint32_t)sm_oatab_insert(&x->tab, &it, x->n);   /* reserved: 0 */
 	SM_ASSERT(k == 0);
 	x->n++;
@@ -1268,7 +1237,7 @@ stats_ids(struct stats_acc *x, const struct visit_src *src,
     struct stat_acc *st, uint64_t fp, int64_t t, int64_t bucket_ms,
     uint32_t profiles, bool *known, struct sm_err *err)
 {
-	uint32_t lo = 0, hi, k, got = 0;
+	uint32_t lo, k, got = 0;
 	int rv;
 
 	*known = false;
@@ -1285,16 +1254,9 @@ stats_ids(struct stats_acc *x, const struct visit_src *src,
 		if (rv != 0)
 			return (rv);
 	}
-	hi = x->nrec;
-	while (lo < hi) {       /* the first record at or after (fp, t) */
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (x->rec[mid].fp < fp || (x->rec[mid].fp == fp &&
-		    x->rec[mid].t < t))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* the first record at or after (fp, t) */
+	SM_LOWER_BOUND(lo, x->nrec, mid, x->rec[mid].fp < fp ||
+	    (x->rec[mid].fp == fp && x->rec[mid].t < t));
 	for (k = lo; k < x->nrec && x->rec[k].fp == fp &&
 	    x->rec[k].t < t + bucket_ms; k++) {
 		if (st->nids == st->idcap) {
@@ -2366,7 +2328,7 @@ prof_finish(void *arg, const struct visit_src *src, int rv,
 		for (uint32_t i = 0; i < x->nrec && rv == 0; i++) {
 			if (x->rec[i].t < sel->start_ms ||
 			    x->rec[i].t >= sel->end_ms ||
-			    !fp_in(x->fp, x->nf, x->rec[i].fp))
+			    !sm_u64_has(x->fp, x->nf, x->rec[i].fp))
 				continue;
 			rv = prof_push(x, &x->rec[i], src->bucket_ms, err);
 		}

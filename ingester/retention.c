@@ -83,22 +83,10 @@ static uint32_t
 floor_find(const struct db_floor *f, uint32_t n, const char *tenant,
     bool *found)
 {
-	uint32_t lo = 0, hi = n;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(f[mid].tenant, tenant);
-
-		if (c == 0) {
-			*found = true;
-			return (mid);
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = false;
+	SM_LOWER_BOUND(lo, n, mid, strcmp(f[mid].tenant, tenant) < 0);
+	*found = lo < n && strcmp(f[lo].tenant, tenant) == 0;
 	return (lo);
 }
 

@@ -58,6 +58,25 @@ setting_decode(const uint8_t *v, size_t n, const char *name, size_t namelen,
 	return (0);
 }
 
+/*
+ * The array v of n elements (capacity *cap) with room for one more: v
+ * itself, or a copy twice as large from `a` (*cap updated).  NULL when
+ * the arena refuses.
+ */
+static void *
+settings_room(struct sm_arena *a, void *v, size_t n, size_t *cap,
+    size_t elem)
+{
+	size_t ncap = *cap == 0 ? 16 : *cap * 2;
+	void *nv;
+
+	if (n < *cap)
+		return (v);
+	if ((nv = sm_arena_grow(a, v, n, ncap, elem)) != NULL)
+		*cap = ncap;
+	return (nv);
+}
+
 static int
 settings_list(struct sm_kv *kv, const char *tenant, struct sm_arena *a,
     Smolder__V1__SettingsResponse *out, struct sm_err *err)
@@ -84,16 +103,11 @@ settings_list(struct sm_kv *kv, const char *tenant, struct sm_arena *a,
 		if (sm_key_get_str(k, kn, &off, &name, &namelen) != 0 ||
 		    off != kn)
 			continue;
-		if (n == cap) {
-			cap = cap == 0 ? 16 : cap * 2;
-			if ((nv = sm_arena_alloc(a, cap * sizeof(*nv))) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				break;
-			}
-			if (n > 0)
-				memcpy(nv, v, n * sizeof(*nv));
-			v = nv;
+		if ((nv = settings_room(a, v, n, &cap, sizeof(*v))) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
 		}
+		v = nv;
 		val = sm_kv_iter_value(it, &vn);
 		if ((rv = setting_decode(val, vn, name, namelen, a, &v[n],
 		    err)) != 0)
@@ -201,16 +215,11 @@ settings_tenants(struct sm_kv *kv, const char *prefix, struct sm_arena *a,
 		if (n > 0 && strlen(v[n - 1]) == tl &&
 		    memcmp(v[n - 1], t, tl) == 0)
 			continue;
-		if (n == cap) {
-			cap = cap == 0 ? 16 : cap * 2;
-			if ((nv = sm_arena_alloc(a, cap * sizeof(*nv))) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				break;
-			}
-			if (n > 0)
-				memcpy(nv, v, n * sizeof(*nv));
-			v = nv;
+		if ((nv = settings_room(a, v, n, &cap, sizeof(*v))) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
 		}
+		v = nv;
 		if ((v[n] = sm_arena_strndup(a, t, tl)) == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			break;

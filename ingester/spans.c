@@ -74,22 +74,6 @@ ing_spans_sorted(const struct ing_spans *s, struct ing_span_rec **out,
 	return (0);
 }
 
-static bool
-id_in(const uint64_t *ids, size_t n, uint64_t id)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && ids[lo] == id);
-}
-
 uint64_t
 ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
     const uint64_t *ids, size_t nids, ing_span_want_fn want, void *arg,
@@ -101,7 +85,7 @@ ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
 		for (uint32_t i = 0; i < n; i++) {
 			int sg;
 
-			if (!id_in(ids, nids, v[i].span) ||
+			if (!sm_u64_has(ids, nids, v[i].span) ||
 			    (sg = want(arg, v[i].fp, v[i].t)) == 0)
 				continue;
 			acc[v[i].node] = sm_add_sat(acc[v[i].node],
@@ -111,16 +95,9 @@ ing_spans_sum(const struct ing_span_rec *v, uint32_t n, bool sorted,
 		return (added);
 	}
 	for (size_t k = 0; k < nids; k++) {
-		uint32_t lo = 0, hi = n;
+		uint32_t lo;
 
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-
-			if (v[mid].span < ids[k])
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
+		SM_LOWER_BOUND(lo, n, mid, v[mid].span < ids[k]);
 		for (uint32_t i = lo; i < n && v[i].span == ids[k]; i++) {
 			int sg;
 

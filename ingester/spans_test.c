@@ -80,18 +80,11 @@ static int
 write_one(struct ing_db *db, const char *env, int64_t t, const char *stacks)
 {
 	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_write_result res;
 	struct sm_err err;
-	int rv;
 
 	mkwrite(env, t, stacks, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	rv = ing_db_write(db, (uint8_t *)raw.b, raw.len, req->write, &res,
-	    &err);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
-	return (rv);
+	return (disk_write_raw(db, &raw, 0, &res, &err));
 }
 
 /*
@@ -107,11 +100,7 @@ span_collapsed(struct ing_db *db, const uint64_t *spans, size_t nspans,
 	struct ing_query req = { 0 };
 	Smolder__V1__MergeResponse mr;
 	struct sm_arena *a = sm_arena_create(0);
-	struct sm_buf out = SM_BUF_INIT;
-	struct sm_mtree qm;
 	struct sm_err err;
-	char *text;
-	int rv;
 
 	req.sel.tenant = "t";
 	req.sel.nmatchers = env != NULL ? 1 : 0;
@@ -123,21 +112,8 @@ span_collapsed(struct ing_db *db, const uint64_t *spans, size_t nspans,
 	req.sel.npicks = npicks;
 	req.span_ids = spans;
 	req.nspan_ids = nspans;
-	if ((rv = ing_db_span_merge(db, &req, a, &mr, &err)) != 0) {
-		char e[32];
-
-		snprintf(e, sizeof(e), "ERR %d", rv);
-		sm_arena_destroy(a);
-		return (strdup(e));
-	}
-	if (sm_mtree_init(&qm) != 0 || sm_mtree_add_pb(&qm, &mr, &err) != 0)
-		abort();
-	sm_fg_write_collapsed(&qm.tree, &qm.names, qm.self, &out);
-	text = strdup(out.b != NULL ? out.b : "");
-	sm_mtree_fini(&qm);
-	sm_buf_fini(&out);
-	sm_arena_destroy(a);
-	return (text);
+	return (disk_collapsed(ing_db_span_merge(db, &req, a, &mr, &err), &mr,
+	    a, NULL));
 }
 
 static void

@@ -387,6 +387,29 @@ tenant_sys_key(struct sm_key *k, uint8_t kind, const char *tenant)
 }
 
 /*
+ * The 8-byte big-endian value of index key k into *v: 0, SM_ENOTFOUND, a
+ * read error, or SM_ECORRUPT for another length (`what` names the record
+ * in the error).
+ */
+static int
+index_u64_get(struct ing_store *s, const struct sm_key *k, const char *what,
+    uint64_t *v, struct sm_err *err)
+{
+	struct sm_buf b = SM_BUF_INIT;
+	int rv;
+
+	if ((rv = sm_kv_get(s->kv, SM_KV_INDEX, k->b, k->n, &b, err)) == 0) {
+		if (b.len != 8)
+			rv = sm_err_set(err, SM_ECORRUPT, "%s: %zu bytes, "
+			    "want 8", what, b.len);
+		else
+			*v = sm_get_be64((uint8_t *)b.b);
+	}
+	sm_buf_fini(&b);
+	return (rv);
+}
+
+/*
  * Every system key `str("") kind str(tenant)` with its 8-byte value:
  * fn(arg, tenant, value) for each, in key order.  `what` names the keys in
  * errors.  A bad key or value is SM_ECORRUPT; fn's non-zero return stops
@@ -861,19 +884,13 @@ left_key(struct sm_key *k)
 int
 ing_store_left_get(struct ing_store *s, int64_t *ms, struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
 	struct sm_key k;
+	uint64_t v;
 	int rv;
 
 	left_key(&k);
-	if ((rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err)) == 0) {
-		if (v.len != 8)
-			rv = sm_err_set(err, SM_ECORRUPT, "left record: %zu "
-			    "bytes, want 8", v.len);
-		else
-			*ms = (int64_t)sm_get_be64((uint8_t *)v.b);
-	}
-	sm_buf_fini(&v);
+	if ((rv = index_u64_get(s, &k, "left record", &v, err)) == 0)
+		*ms = (int64_t)v;
 	return (rv);
 }
 
@@ -1369,23 +1386,17 @@ int
 ing_store_floor_get(struct ing_store *s, int64_t *floor_ms,
     struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
 	struct sm_key k;
+	uint64_t v;
 	int rv;
 
 	*floor_ms = INT64_MIN;
 	tenant_sys_key(&k, 'R', NULL);   /* the default floor */
-	rv = sm_kv_get(s->kv, SM_KV_INDEX, k.b, k.n, &v, err);
-	if (rv == SM_ENOTFOUND) {
+	rv = index_u64_get(s, &k, "retention floor", &v, err);
+	if (rv == SM_ENOTFOUND)
 		rv = 0;
-	} else if (rv == 0) {
-		if (v.len != 8)
-			rv = sm_err_set(err, SM_ECORRUPT, "retention floor: "
-			    "%zu bytes, want 8", v.len);
-		else
-			*floor_ms = (int64_t)sm_get_be64((uint8_t *)v.b);
-	}
-	sm_buf_fini(&v);
+	else if (rv == 0)
+		*floor_ms = (int64_t)v;
 	return (rv);
 }
 
@@ -1430,15 +1441,23 @@ floors_scan_one(void *arg, const char *tenant, uint64_t v)
 	return (fs->fn(fs->arg, tenant, (int64_t)v));
 }
 
-int
-ing_store_floors_scan(struct ing_store *s,
+/* The floors of system keys `kind` (named `what` in errors) to fn. */
+static int
+floors_scan(struct ing_store *s, uint8_t kind, const char *what,
     int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
     struct sm_err *err)
 {
 	struct floors_scan fs = { fn, arg };
 
-	return (tenant_u64_scan(s, 'F', "tenant retention floor",
-	    floors_scan_one, &fs, err));
+	return (tenant_u64_scan(s, kind, what, floors_scan_one, &fs, err));
+}
+
+int
+ing_store_floors_scan(struct ing_store *s,
+    int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
+    struct sm_err *err)
+{
+	return (floors_scan(s, 'F', "tenant retention floor", fn, arg, err));
 }
 
 int
@@ -1459,10 +1478,7 @@ ing_store_local_floors_scan(struct ing_store *s,
     int (*fn)(void *arg, const char *tenant, int64_t floor_ms), void *arg,
     struct sm_err *err)
 {
-	struct floors_scan fs = { fn, arg };
-
-	return (tenant_u64_scan(s, 'G', "tenant local floor",
-	    floors_scan_one, &fs, err));
+	return (floors_scan(s, 'G', "tenant local floor", fn, arg, err));
 }
 
 int

@@ -128,16 +128,9 @@ ing_res_fini(struct ing_res *res)
 static ssize_t
 res_piece(const struct ing_res *res, int64_t t)
 {
-	size_t lo = 0, hi = res->np;
+	size_t lo;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (res->p[mid].end_ms <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, res->np, mid, res->p[mid].end_ms <= t);
 	if (lo < res->np && res->p[lo].start_ms <= t)
 		return ((ssize_t)lo);
 	return (-1);
@@ -155,17 +148,10 @@ ing_res_width(const struct ing_res *res, int64_t t)
 static const struct ing_res_win *
 res_win(const struct ing_res *res, int64_t r, int64_t t)
 {
-	uint32_t lo = 0, hi = res->nw;
+	uint32_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct ing_res_win *w = &res->w[mid];
-
-		if (w->r < r || (w->r == r && w->end <= t))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, res->nw, mid, res->w[mid].r < r ||
+	    (res->w[mid].r == r && res->w[mid].end <= t));
 	if (lo < res->nw && res->w[lo].r == r && res->w[lo].start <= t &&
 	    t < res->w[lo].end)
 		return (&res->w[lo]);

@@ -594,16 +594,9 @@ ex_series_keys(struct sm_arena *a,
 static Types__V1__Point *
 ex_point(const Types__V1__Series *s, int64_t ts)
 {
-	size_t lo = 0, hi = s->n_points;
+	size_t lo;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->points[mid]->timestamp < ts)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	SM_LOWER_BOUND(lo, s->n_points, mid, s->points[mid]->timestamp < ts);
 	if (lo == s->n_points || s->points[lo]->timestamp != ts)
 		return (NULL);
 	return (s->points[lo]);

@@ -313,70 +313,6 @@ test_agreeing_replicas(void)
 }
 
 static void
-test_lost_replica(void)
-{
-	struct fk_set fs;
-	struct qry_plan p;
-	Smolder__V1__Select sel;
-	int dup;
-
-	fk_init(&fs, 3, 5);
-	fs.ing[1].lost = 1;
-	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
-	SM_CHECK(qry_plan_select(&p, 1) == NULL);
-	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 5 * 300);
-	SM_CHECK_EQ(dup, 0);
-	qry_plan_fini(&p);
-	sm_arena_destroy(fs.a);
-}
-
-static void
-test_divergent_replicas(void)
-{
-	struct fk_set fs;
-	struct qry_plan p;
-	Smolder__V1__Select sel;
-	uint64_t fp = 2 * 0x100000001ULL;
-	int dup;
-
-	/* Each of two replicas missed a different upload of one series;
-	 * the third missed one in the same bucket as the first. */
-	fk_init(&fs, 3, 4);
-	fk_miss(&fs.ing[0], fp, 10);
-	fk_miss(&fs.ing[1], fp, 30);
-	fk_miss(&fs.ing[2], fp, 10);
-	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
-	SM_CHECK_EQ(fs.detail_rounds, 1);
-	SM_CHECK_EQ(p.ndivergent, 1);
-	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 4 * 300);
-	SM_CHECK_EQ(dup, 0);
-	qry_plan_fini(&p);
-	sm_arena_destroy(fs.a);
-}
-
-static void
-test_lost_and_divergent(void)
-{
-	struct fk_set fs;
-	struct qry_plan p;
-	Smolder__V1__Select sel;
-	uint64_t fp = 3 * 0x100000001ULL;
-	int dup;
-
-	/* One replica down, one of the two left missed an upload: the
-	 * other one has the bucket whole. */
-	fk_init(&fs, 3, 4);
-	fs.ing[2].lost = 1;
-	fk_miss(&fs.ing[0], fp, 20);
-	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
-	SM_CHECK_EQ(p.ndivergent, 1);
-	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 4 * 300);
-	SM_CHECK_EQ(dup, 0);
-	qry_plan_fini(&p);
-	sm_arena_destroy(fs.a);
-}
-
-static void
 test_detail_failure_again(void)
 {
 	struct fk_set fs;
@@ -434,53 +370,118 @@ fk_ids_all(struct fk_set *fs)
 				    fs->ing[i].s[k].b[b].t, both, 2);
 }
 
+/*
+ * RF 3 cases that differ only in how the replicas' holdings differ: which
+ * replica is lost, which uploads each missed (fk_miss) or holds by id
+ * (fk_ids, over fk_ids_all), and what the plan and the merge must give.
+ */
+struct fk_edit {
+	uint32_t ing;
+	uint64_t fp;
+	int64_t t;
+	const uint64_t *ids;        /* NULL: fk_miss; else fk_ids, nids */
+	uint32_t nids;
+};
+
+struct replica_case {
+	const char *name;
+	uint32_t nseries;
+	int lost;                   /* the replica lost, -1: none */
+	bool with_ids;              /* fk_ids_all before the edits */
+	struct fk_edit edit[3];
+	uint32_t nedit;
+	int64_t total;              /* the merge's */
+	int ndivergent, ncombined;  /* -1: not checked */
+	int detail_rounds;          /* -1: not checked */
+	bool lost_unasked;          /* the lost replica gets no select */
+	bool once;                  /* no (series, bucket) merged twice */
+};
+
+#define FP(k) ((k) * 0x100000001ULL)
+
+static const uint64_t ids_1[] = { 1 }, ids_2[] = { 2 };
+static const uint64_t ids_12[] = { 1, 2 }, ids_23[] = { 2, 3 };
+
+static const struct replica_case replica_cases[] = {
+	{ "RF 3, a lost replica: complete without it", .nseries = 5,
+	    .lost = 1, .total = 5 * 300, .ndivergent = -1, .ncombined = -1,
+	    .detail_rounds = -1, .lost_unasked = true, .once = true },
+	/* Each of two replicas missed a different upload of one series;
+	 * the third missed one in the same bucket as the first. */
+	{ "RF 3, divergent replicas: bucket by bucket, largest count",
+	    .nseries = 4, .lost = -1, .edit = { { 0, FP(2), 10, NULL, 0 },
+	    { 1, FP(2), 30, NULL, 0 }, { 2, FP(2), 10, NULL, 0 } },
+	    .nedit = 3, .total = 4 * 300, .ndivergent = 1, .ncombined = -1,
+	    .detail_rounds = 1, .once = true },
+	/* One replica down, one of the two left missed an upload: the
+	 * other one has the bucket whole. */
+	{ "RF 3, lost and divergent at once", .nseries = 4, .lost = 2,
+	    .edit = { { 0, FP(3), 20, NULL, 0 } }, .nedit = 1,
+	    .total = 4 * 300, .ndivergent = 1, .ncombined = -1,
+	    .detail_rounds = -1, .once = true },
+	/* Bucket 20 of one series: uploads 1, 2, 3; no replica holds all
+	 * three (the one that did has left), but A + B - C is exact. */
+	{ "no replica holds a bucket whole: A + B - C from the uploads' ids",
+	    .nseries = 3, .lost = -1, .with_ids = true,
+	    .edit = { { 0, FP(2), 20, ids_12, 2 }, { 1, FP(2), 20, ids_23, 2 },
+	    { 2, FP(2), 20, ids_2, 1 } }, .nedit = 3, .total = 3 * 300 + 50,
+	    .ndivergent = 1, .ncombined = 1, .detail_rounds = -1 },
+	/* One replica lost; the other two hold different uploads of
+	 * bucket 10, {1} and {2, 3}: A + B. */
+	{ "two replicas hold different uploads of a bucket: A + B",
+	    .nseries = 2, .lost = 2, .with_ids = true,
+	    .edit = { { 0, FP(1), 10, ids_1, 1 }, { 1, FP(1), 10, ids_23, 2 } },
+	    .nedit = 2, .total = 2 * 300 + 50, .ndivergent = -1,
+	    .ncombined = 1, .detail_rounds = -1 },
+};
+
 static void
-test_combination(void)
+replica_case_run(const struct replica_case *c)
 {
-	static const uint64_t a[] = { 1, 2 }, b[] = { 2, 3 }, c[] = { 2 };
 	struct fk_set fs;
 	struct qry_plan p;
 	Smolder__V1__Select sel;
-	uint64_t fp = 2 * 0x100000001ULL;
 	int dup;
 
-	/* Bucket 20 of one series: uploads 1, 2, 3; no replica holds all
-	 * three (the one that did has left), but A + B - C is exact. */
-	fk_init(&fs, 3, 3);
-	fk_ids_all(&fs);
-	fk_ids(&fs.ing[0], fp, 20, a, 2);
-	fk_ids(&fs.ing[1], fp, 20, b, 2);
-	fk_ids(&fs.ing[2], fp, 20, c, 1);
+	fk_init(&fs, 3, c->nseries);
+	if (c->with_ids)
+		fk_ids_all(&fs);
+	if (c->lost >= 0)
+		fs.ing[c->lost].lost = 1;
+	for (uint32_t i = 0; i < c->nedit; i++) {
+		const struct fk_edit *e = &c->edit[i];
+
+		if (e->ids == NULL)
+			fk_miss(&fs.ing[e->ing], e->fp, e->t);
+		else
+			fk_ids(&fs.ing[e->ing], e->fp, e->t, e->ids, e->nids);
+	}
 	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
-	SM_CHECK_EQ(p.ndivergent, 1);
-	SM_CHECK_EQ(p.ncombined, 1);
-	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 300 + 50);
+	if (c->lost_unasked)
+		SM_CHECK(qry_plan_select(&p, (uint32_t)c->lost) == NULL);
+	if (c->detail_rounds >= 0)
+		SM_CHECK_EQ(fs.detail_rounds, c->detail_rounds);
+	if (c->ndivergent >= 0)
+		SM_CHECK_EQ(p.ndivergent, c->ndivergent);
+	if (c->ncombined >= 0)
+		SM_CHECK_EQ(p.ncombined, c->ncombined);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), c->total);
+	if (c->once)
+		SM_CHECK_EQ(dup, 0);
 	qry_plan_fini(&p);
 	sm_arena_destroy(fs.a);
 }
 
 static void
-test_union_of_two(void)
+test_replica_cases(void)
 {
-	static const uint64_t a[] = { 1 }, b[] = { 2, 3 };
-	struct fk_set fs;
-	struct qry_plan p;
-	Smolder__V1__Select sel;
-	uint64_t fp = 1 * 0x100000001ULL;
-	int dup;
+	for (size_t i = 0; i < SM_ARRAY_LEN(replica_cases); i++) {
+		int failed = sm_test_st.failed;
 
-	/* One replica lost; the other two hold different uploads of
-	 * bucket 10, {1} and {2, 3}: A + B. */
-	fk_init(&fs, 3, 2);
-	fk_ids_all(&fs);
-	fs.ing[2].lost = 1;
-	fk_ids(&fs.ing[0], fp, 10, a, 1);
-	fk_ids(&fs.ing[1], fp, 10, b, 2);
-	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
-	SM_CHECK_EQ(p.ncombined, 1);
-	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 2 * 300 + 50);
-	qry_plan_fini(&p);
-	sm_arena_destroy(fs.a);
+		replica_case_run(&replica_cases[i]);
+		if (sm_test_st.failed != failed)
+			printf("  in case: %s\n", replica_cases[i].name);
+	}
 }
 
 static void
@@ -568,12 +569,8 @@ test_restrict(void)
 SM_TEST_MAIN(
 	{ "RF 1: no plan, every target sums its own series", test_rf1_no_plan },
 	{ "RF 3, agreeing replicas: each series once, one Stats round", test_agreeing_replicas },
-	{ "RF 3, a lost replica: complete without it", test_lost_replica },
-	{ "RF 3, divergent replicas: bucket by bucket, largest count", test_divergent_replicas },
-	{ "RF 3, lost and divergent at once", test_lost_and_divergent },
+	{ "RF 3: lost, divergent and partial replicas (replica_cases)", test_replica_cases },
 	{ "a failure in the detail round asks for a retry", test_detail_failure_again },
-	{ "no replica holds a bucket whole: A + B - C from the uploads' ids", test_combination },
-	{ "two replicas hold different uploads of a bucket: A + B", test_union_of_two },
 	{ "no replica nor combination holds a bucket whole: 503, not short", test_unresolved_is_an_error },
 	{ "a plan narrowed to some buckets takes each once", test_restrict },
 )

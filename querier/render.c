@@ -402,19 +402,53 @@ str_eq(const char *a, const char *b)
 }
 
 /*
- * The two sides of /render-diff and /api/top-changes: leftQuery,
- * leftFrom, leftUntil, rightQuery, rightFrom, rightUntil parsed into p,
- * one profile type on both, merged in one fan-out of x into m[0] and
- * m[1] (*have_m once they need sm_mtree_fini) with selects in *a (the
- * caller destroys it).  `what` names the route in a format error: its
+ * The two sides of /render-diff and /api/top-changes: the parsed queries,
+ * their merge trees (have_m once they need sm_mtree_fini), the fan-out
+ * and the arena their selects live in.  two_sides_init before anything
+ * can fail, two_sides_fini on every path.
+ */
+struct two_sides {
+	struct render_params p[2];
+	struct sm_mtree m[2];
+	struct qry_query x;
+	struct sm_arena *a;
+	int have_m;
+};
+
+static void
+two_sides_init(struct two_sides *t, struct querier *qr)
+{
+	memset(t, 0, sizeof(*t));
+	qry_query_init(&t->x, qr);
+	sm_query_init(&t->p[0].q);
+	sm_query_init(&t->p[1].q);
+}
+
+static void
+two_sides_fini(struct two_sides *t)
+{
+	if (t->have_m) {
+		sm_mtree_fini(&t->m[0]);
+		sm_mtree_fini(&t->m[1]);
+	}
+	qry_query_fini(&t->x);
+	sm_arena_destroy(t->a);
+	sm_query_fini(&t->p[0].q);
+	sm_query_fini(&t->p[1].q);
+}
+
+/*
+ * Parse leftQuery, leftFrom, leftUntil, rightQuery, rightFrom, rightUntil
+ * into t->p, one profile type on both, and merge them in one fan-out into
+ * t->m[0] and t->m[1].  `what` names the route in a format error: its
  * answers are JSON only.
  */
 static int
-two_sides(struct querier *qr, struct sm_http_req *r, const char *what,
-    struct render_params p[2], struct qry_query *x, struct sm_arena **a,
-    struct sm_mtree m[2], int *have_m, struct sm_err *err)
+two_sides_merge(struct two_sides *t, struct querier *qr,
+    struct sm_http_req *r, const char *what, struct sm_err *err)
 {
-	struct sm_mtree *mp[2] = { &m[0], &m[1] };
+	struct render_params *p = t->p;
+	struct sm_mtree *m = t->m, *mp[2] = { &t->m[0], &t->m[1] };
 	Smolder__V1__Select sel[2];
 	const Smolder__V1__Select *selp[2] = { &sel[0], &sel[1] };
 	int rv;
@@ -430,15 +464,15 @@ two_sides(struct querier *qr, struct sm_http_req *r, const char *what,
 	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit))
 		return (sm_err_set(err, SM_EINVAL, "left and right queries "
 		    "must have the same profile type"));
-	if ((*a = sm_arena_create(0)) == NULL ||
-	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end, *a,
-	    &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
-	    p[1].start, p[1].end, *a, &sel[1]) != 0 ||
+	if ((t->a = sm_arena_create(0)) == NULL ||
+	    qry_select_pb(&p[0].q.sel, p[0].tenant, p[0].start, p[0].end,
+	    t->a, &sel[0]) != 0 || qry_select_pb(&p[1].q.sel, p[1].tenant,
+	    p[1].start, p[1].end, t->a, &sel[1]) != 0 ||
 	    sm_mtree_init(&m[0]) != 0 || (sm_mtree_init(&m[1]) != 0 &&
 	    (sm_mtree_fini(&m[0]), 1)))
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	*have_m = 1;
-	return (qry_merge_lanes(x, selp, mp, 2, err));
+	t->have_m = 1;
+	return (qry_merge_lanes(&t->x, selp, mp, 2, err));
 }
 
 /*
@@ -454,27 +488,21 @@ static void
 render_diff_handler(struct sm_http_req *r, void *arg)
 {
 	struct querier *qr = arg;
-	struct render_params p[2];
-	struct sm_mtree m[2];
-	struct qry_query x;
+	struct two_sides t;
+	struct sm_mtree *m = t.m;
 	struct sm_fg fg;
 	struct sm_buf out = SM_BUF_INIT;
-	struct sm_arena *a = NULL;
 	struct sm_err err;
 	const char *spy = "";
-	int rv, have_m = 0, have_fg = 0;
+	int rv, have_fg = 0;
 
 	sm_err_clear(&err);
-	qry_query_init(&x, qr);
-	memset(p, 0, sizeof(p));
+	two_sides_init(&t, qr);
 	memset(&fg, 0, sizeof(fg));
-	sm_query_init(&p[0].q);
-	sm_query_init(&p[1].q);
-	if ((rv = two_sides(qr, r, "/render-diff", p, &x, &a, m, &have_m,
-	    &err)) != 0)
+	if ((rv = two_sides_merge(&t, qr, r, "/render-diff", &err)) != 0)
 		goto reply;
 	if ((rv = sm_fg_build_diff(&m[0].tree, &m[0].names, m[0].self,
-	    &m[1].tree, &m[1].names, m[1].self, p[0].max_nodes, &fg)) != 0) {
+	    &m[1].tree, &m[1].names, m[1].self, t.p[0].max_nodes, &fg)) != 0) {
 		sm_err_set(&err, rv, "out of memory");
 		goto reply;
 	}
@@ -488,7 +516,7 @@ render_diff_handler(struct sm_http_req *r, void *arg)
 	sm_buf_puts(&out, "{\"version\":1,\"flamebearer\":");
 	sm_fg_write_json(&fg, &out);
 	sm_buf_putc(&out, ',');
-	write_metadata(&out, "double", spy, &p[0].q);
+	write_metadata(&out, "double", spy, &t.p[0].q);
 	sm_buf_puts(&out, ",\"timeline\":null,\"groups\":null,"
 	    "\"heatmap\":null");
 	if (fg.left_ticks != 0) {
@@ -504,14 +532,7 @@ reply:
 	render_reply(r, &out, rv, &err, "render-diff");
 	if (have_fg)
 		sm_fg_fini(&fg);
-	if (have_m) {
-		sm_mtree_fini(&m[0]);
-		sm_mtree_fini(&m[1]);
-	}
-	qry_query_fini(&x);
-	sm_arena_destroy(a);
-	sm_query_fini(&p[0].q);
-	sm_query_fini(&p[1].q);
+	two_sides_fini(&t);
 	sm_buf_fini(&out);
 }
 
@@ -528,21 +549,15 @@ static void
 changes_handler(struct sm_http_req *r, void *arg)
 {
 	struct querier *qr = arg;
-	struct render_params p[2];
-	struct sm_mtree m[2];
-	struct qry_query x;
+	struct two_sides t;
 	struct sm_buf out = SM_BUF_INIT;
-	struct sm_arena *a = NULL;
 	struct sm_err err;
 	const char *by, *v;
 	int64_t limit = 20;
-	int rv, have_m = 0;
+	int rv;
 
 	sm_err_clear(&err);
-	qry_query_init(&x, qr);
-	memset(p, 0, sizeof(p));
-	sm_query_init(&p[0].q);
-	sm_query_init(&p[1].q);
+	two_sides_init(&t, qr);
 	by = sm_http_query(r, "by");
 	if (by != NULL && by[0] != '\0' && strcmp(by, "self") != 0 &&
 	    strcmp(by, "total") != 0) {
@@ -554,21 +569,13 @@ changes_handler(struct sm_http_req *r, void *arg)
 		rv = sm_err_set(&err, SM_EINVAL, "limit must be 1 to 10000");
 		goto reply;
 	}
-	if ((rv = two_sides(qr, r, "/api/top-changes", p, &x, &a, m, &have_m,
-	    &err)) != 0)
+	if ((rv = two_sides_merge(&t, qr, r, "/api/top-changes", &err)) != 0)
 		goto reply;
-	rv = qry_changes_json(&m[0], &m[1], by != NULL && strcmp(by, "self") ==
-	    0, (uint32_t)limit, &out, &err);
+	rv = qry_changes_json(&t.m[0], &t.m[1], by != NULL &&
+	    strcmp(by, "self") == 0, (uint32_t)limit, &out, &err);
 reply:
 	render_reply(r, &out, rv, &err, "top-changes");
-	if (have_m) {
-		sm_mtree_fini(&m[0]);
-		sm_mtree_fini(&m[1]);
-	}
-	qry_query_fini(&x);
-	sm_arena_destroy(a);
-	sm_query_fini(&p[0].q);
-	sm_query_fini(&p[1].q);
+	two_sides_fini(&t);
 	sm_buf_fini(&out);
 }
 

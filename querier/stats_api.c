@@ -84,6 +84,13 @@ analyze_fan(struct querier *q, struct qry_fan *f, Smolder__V1__Select *sel,
 	return (0);
 }
 
+/* Target i's answer to analyze_fan, or NULL when its call failed. */
+static const Smolder__V1__AnalyzeResponse *
+fan_analyze(const struct qry_fan *f, uint32_t i)
+{
+	return (f->calls[i].rv == 0 ? f->calls[i].resp->analyze : NULL);
+}
+
 /* --- GetProfileStats ------------------------------------------------------ */
 
 static int
@@ -110,11 +117,10 @@ m_get_profile_stats(void *arg, struct sm_connect_call *call,
 	if ((rv = analyze_fan(q, &f, &sel, true, err)) != 0)
 		goto out;
 	for (uint32_t i = 0; i < f.n; i++) {
-		const Smolder__V1__AnalyzeResponse *a;
+		const Smolder__V1__AnalyzeResponse *a = fan_analyze(&f, i);
 
-		if (f.calls[i].rv != 0)
+		if (a == NULL)
 			continue;
-		a = f.calls[i].resp->analyze;
 		if (!a->any)
 			continue;
 		if (!out->data_ingested || a->min_t < out->oldest_profile_time)
@@ -238,11 +244,10 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 	if (!empty && (rv = analyze_fan(q, &f, &sel, false, err)) != 0)
 		goto out;
 	for (uint32_t i = 0; i < f.n; i++) {
-		const Smolder__V1__AnalyzeResponse *a;
+		const Smolder__V1__AnalyzeResponse *a = fan_analyze(&f, i);
 
-		if (f.calls[i].rv != 0)
+		if (a == NULL)
 			continue;
-		a = f.calls[i].resp->analyze;
 		answered++;
 		ch += a->n_head_series;
 		cb += a->n_block_series;
@@ -260,11 +265,10 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	for (uint32_t i = 0; i < f.n; i++) {
-		const Smolder__V1__AnalyzeResponse *a;
+		const Smolder__V1__AnalyzeResponse *a = fan_analyze(&f, i);
 
-		if (f.calls[i].rv != 0)
+		if (a == NULL)
 			continue;
-		a = f.calls[i].resp->analyze;
 		hs->block_count += a->heads;
 		hs->profile_bytes += a->head_bytes;
 		bs->block_count += a->blocks;

@@ -202,6 +202,24 @@ sm_test_replace_file(const char *path, const char *body)
 	return (0);
 }
 
+/*
+ * Deterministic filler bytes (xorshift) from seed, different per seed and
+ * offset: not trivially compressible, and corrupting them changes
+ * checksums.
+ */
+static inline void
+sm_test_fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
 /* A free loopback TCP port (racy in theory, fine for tests). */
 static inline int
 sm_test_free_port(void)

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FUZZ_CHECK(cond, ...) do {                                       \
 	if (!(cond)) {                                                   \
@@ -37,5 +38,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 #define FUZZ_CHECK_ERR(rv, err) FUZZ_CHECK((err)->code == (rv) &&         \
 	(err)->msg[0] != '\0', "rv %d but err {%d, \"%s\"}", (rv),       \
 	(err)->code, (err)->msg)
+
+/* Longest input a string target parses (the size of its stack buffer). */
+#define FUZZ_STR_MAX 4096
+
+/*
+ * The first FUZZ_STR_MAX bytes of the input as a C string in s (of
+ * FUZZ_STR_MAX + 1 bytes), for targets whose parser takes one.
+ */
+static inline void
+fuzz_cstring(char *s, const uint8_t *data, size_t size)
+{
+	if (size > FUZZ_STR_MAX)
+		size = FUZZ_STR_MAX;
+	memcpy(s, data, size);
+	s[size] = '\0';
+}
 
 #endif /* SM_FUZZ_H */

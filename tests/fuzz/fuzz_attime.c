@@ -17,15 +17,12 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const int64_t now_ms = 1700000000123;
-	char s[4097];
+	char s[FUZZ_STR_MAX + 1];
 	int64_t v1 = 0, v2 = 0;
 	struct sm_err err;
 	int rv;
 
-	if (size > 4096)
-		size = 4096;
-	memcpy(s, data, size);
-	s[size] = '\0';
+	fuzz_cstring(s, data, size);
 	sm_err_clear(&err);
 	rv = sm_attime_parse(s, now_ms, &v1, &err);
 	if (rv != 0) {

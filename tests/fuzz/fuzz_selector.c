@@ -25,17 +25,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		{ "service_name", "api" },
 		{ "env", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" },
 	};
-	char s[4097];
+	char s[FUZZ_STR_MAX + 1];
 	struct sm_query q;
 	struct sm_selector sel;
 	struct sm_buf f1, f2;
 	struct sm_err err;
 	int rv;
 
-	if (size > 4096)
-		size = 4096;
-	memcpy(s, data, size);
-	s[size] = '\0';
+	fuzz_cstring(s, data, size);
 	sm_query_init(&q);
 	sm_err_clear(&err);
 	rv = sm_query_parse(&q, s, &err);

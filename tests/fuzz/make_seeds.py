@@ -14,12 +14,18 @@ import gzip
 import os
 import shutil
 import struct
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(ROOT, "tests", "data")
 SEEDS = os.path.join(HERE, "seeds")
 MAX_PROFILE = 16 * 1024
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from pbwire import _uv as varint  # noqa: E402
+from pbwire import pb_int as f_varint  # noqa: E402
+from pbwire import pb_str as f_bytes  # noqa: E402
 
 
 def put(target, name, data):
@@ -32,30 +38,7 @@ def put(target, name, data):
 
 
 # --- protobuf wire helpers ----------------------------------------------
-def varint(v):
-    if v < 0:
-        v += 1 << 64
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def f_varint(n, v):
-    return varint(n << 3) + varint(v)
-
-
-def f_bytes(n, b):
-    if isinstance(b, str):
-        b = b.encode()
-    return varint((n << 3) | 2) + varint(len(b)) + b
-
-
+# Varints and tagged fields come from the integration tests' encoder.
 def f_zigzag(n, v):
     return f_varint(n, (v << 1) ^ (v >> 63))
 

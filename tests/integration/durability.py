@@ -295,6 +295,13 @@ def flush(srv, timeout=120):
     return operate(srv, "POST", "/ingester/flush", timeout=timeout)
 
 
+def flush_ok(r, srv):
+    """flush(srv), recorded as the check that it answered 200."""
+    resp = flush(srv)
+    r.check(resp.status == 200, "POST /ingester/flush -> 200",
+            resp.describe())
+
+
 def metrics(srv):
     """(Response, parsed or None)."""
     r = srv.request("GET", "/metrics", timeout=30)
@@ -312,6 +319,14 @@ def start_or_fail(r, data, log_dir, flags, name, what="server starts"):
     except ServerError as e:
         r.fail(what, str(e))
         return None
+
+
+def restart_or_fail(r, srv, data, log_dir, flags):
+    """Stop srv (recorded as the check that it exits 0) and start a
+    server on the same data: it, or None as start_or_fail gives it."""
+    srv.check_stopped(r, "server exits 0 on SIGTERM")
+    return start_or_fail(r, data, log_dir, flags, "smolder(restart)",
+                         "server restarts")
 
 
 def wait_metric(srv, name, pred, timeout, interval=0.2):

@@ -92,12 +92,8 @@ def body(r):
     # 1. real profiles in, SelectMergeProfile out
     cases, jobs = [], []
     for i, path in enumerate(pprof_files()):
-        try:
-            exp = oracle.expected_for(path, workdir=ws.root)
-        except oracle.OracleError as e:
-            r.skip(os.path.basename(path), "pprof cannot read it: %s" % e)
-            continue
-        if exp.notes or not exp.type_ids:
+        exp = oracle.expected_or_skip(r, path, workdir=ws.root)
+        if exp is None or exp.notes or not exp.type_ids:
             continue
         svc, t = "ot%02d" % i, BASE + 60 * i
         job = {"file": path, "service": svc, "time_ms": t * 1000,

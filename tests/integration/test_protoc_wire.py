@@ -310,10 +310,8 @@ def run(r, ws, ref, c):
     eligible = 0
     for i, path in enumerate(pprof_files()):
         name = os.path.basename(path)
-        try:
-            exp = oracle.expected_for(path, workdir=ws.root)
-        except oracle.OracleError as e:
-            r.skip(name, "pprof cannot read it: %s" % e)
+        exp = oracle.expected_or_skip(r, path, workdir=ws.root)
+        if exp is None:
             continue
         # drop_frames/keep_frames are ignored on ingest (as Pyroscope does),
         # and the oracle's stacks are those of the stripped profile: such

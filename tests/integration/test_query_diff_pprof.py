@@ -251,12 +251,8 @@ def run(r, ws, ref, c):
     if diff is not None:
         paths.append(diff)
     for i, path in enumerate(paths):
-        try:
-            exp = oracle.expected_for(path, workdir=ws.root)
-        except oracle.OracleError as e:
-            r.skip(os.path.basename(path), "pprof cannot read it: %s" % e)
-            continue
-        if exp.notes or not exp.type_ids:
+        exp = oracle.expected_or_skip(r, path, workdir=ws.root)
+        if exp is None or exp.notes or not exp.type_ids:
             continue     # transformations are the ingest oracle's job
         if path == diff:
             neg = sum(1 for st in exp.stacks for v in st.values() if v < 0)

@@ -35,7 +35,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from durability import (Workspace, connect, fg_total,  # noqa
-                        flush, limit_flags, start_or_fail)
+                        flush_ok, limit_flags, restart_or_fail,
+                        start_or_fail)
 from smolder import run_script  # noqa: E402
 
 BUDGET_S = 170
@@ -239,16 +240,11 @@ def main(r):
         assert expected('env!~".*"', "AB") == {}
         ingest_phase(r, srv, "A")
         check_all(r, srv, "A", frm, until, "head only")
-        resp = flush(srv)
-        r.check(resp.status == 200, "POST /ingester/flush -> 200",
-                resp.describe())
+        flush_ok(r, srv)
         check_all(r, srv, "A", frm, until, "after flush (block)")
         ingest_phase(r, srv, "B")
         check_all(r, srv, "AB", frm, until, "block + head")
-        srv.check_stopped(r, "server exits 0 on SIGTERM")
-        srv = None
-        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
-                            "server restarts")
+        srv = restart_or_fail(r, srv, data, ws.log_dir("restart"), flags)
         if srv is None:
             return
         check_all(r, srv, "AB", frm, until, "after restart")

@@ -34,8 +34,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 from durability import (Workspace, connect, fg_total,  # noqa
-                        flush, json_or_none, limit_flags,
-                        series_points, start_or_fail)
+                        flush_ok, json_or_none, limit_flags,
+                        restart_or_fail, series_points, start_or_fail)
 from smolder import run_script, data_dir  # noqa
 
 BUDGET_S = 170
@@ -178,16 +178,11 @@ def main(r):
                 f["path"]), resp.describe())
         head = answers(srv, files, start, end)
         check_answers(r, head, files, "head")
-        resp = flush(srv)
-        r.check(resp.status == 200, "POST /ingester/flush -> 200",
-                resp.describe())
+        flush_ok(r, srv)
         blk = answers(srv, files, start, end)
         check_answers(r, blk, files, "block")
         same(r, head, blk, "head vs block")
-        srv.check_stopped(r, "server exits 0 on SIGTERM")
-        srv = None
-        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
-                            "server restarts")
+        srv = restart_or_fail(r, srv, data, ws.log_dir("restart"), flags)
         if srv is None:
             return
         again = answers(srv, files, start, end)

@@ -39,20 +39,27 @@ DEADLINE_S = 2.0
 MIN_RATE = 100                   # bytes a second a body keeps up
 
 
-def trickler(port, src, closed_after, stop):
-    """Open a connection from address `src` and trickle a header byte
-    every 0.3 s; record the seconds until the server closed it."""
+HEADER_HEAD = b"GET /ready HTTP/1.1\r\nHost: x\r\nX-Slow: "
+BODY_HEAD = (b"POST /ingest?name=trickle.cpu HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 100000\r\n\r\n")
+
+
+def trickler(port, src, closed_after, stop, head=HEADER_HEAD, byte=b"a",
+             every=0.3):
+    """Open a connection from address `src`, send `head` and trickle
+    `byte` every `every` s (a header byte by default); record the seconds
+    until the server closed it."""
     t0 = time.monotonic()
     try:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.bind((src, 0))
         s.settimeout(5)
         s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /ready HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-        s.settimeout(0.3)
+        s.sendall(head)
+        s.settimeout(every)
         while not stop.is_set() and time.monotonic() - t0 < 15:
             try:
-                s.sendall(b"a")
+                s.sendall(byte)
                 if s.recv(1024) == b"":
                     break
             except socket.timeout:
@@ -132,32 +139,10 @@ def body(r):
     base = metric(srv, "smolder_http_body_timeouts_total")
     closed = []
 
-    def body_trickler(src):
-        t0 = time.monotonic()
-        try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((src, 0))
-            s.settimeout(5)
-            s.connect(("127.0.0.1", port))
-            s.sendall(b"POST /ingest?name=trickle.cpu HTTP/1.1\r\nHost: x\r\n"
-                      b"Content-Length: 100000\r\n\r\n")
-            s.settimeout(0.2)
-            while time.monotonic() - t0 < 15:
-                try:
-                    s.sendall(b"m")
-                    if s.recv(1024) == b"":
-                        break
-                except socket.timeout:
-                    continue
-                except OSError:
-                    break
-            closed.append(time.monotonic() - t0)
-            s.close()
-        except OSError as e:
-            closed.append(("error", str(e)))
-
-    threads = [threading.Thread(target=body_trickler, args=(
-        "127.0.1.%d" % (2 + i),)) for i in range(8)]
+    never = threading.Event()
+    threads = [threading.Thread(target=trickler, args=(
+        port, "127.0.1.%d" % (2 + i), closed, never, BODY_HEAD, b"m", 0.2))
+        for i in range(8)]
     for t in threads:
         t.start()
     time.sleep(0.5)

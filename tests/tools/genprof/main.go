@@ -142,10 +142,8 @@ func serveLoop(deadline time.Time, fibN int) {
 	keep(s)
 }
 
-func servicePhase(dir string, d time.Duration, fibN int) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+// cpuProfile writes dir/cpu.pb.gz: the CPU profile of body.
+func cpuProfile(dir string, body func()) error {
 	f, err := os.Create(filepath.Join(dir, "cpu.pb.gz"))
 	if err != nil {
 		return err
@@ -154,9 +152,16 @@ func servicePhase(dir string, d time.Duration, fibN int) error {
 		f.Close()
 		return err
 	}
-	serveLoop(time.Now().Add(d), fibN)
+	body()
 	pprof.StopCPUProfile()
 	return f.Close()
+}
+
+func servicePhase(dir string, d time.Duration, fibN int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return cpuProfile(dir, func() { serveLoop(time.Now().Add(d), fibN) })
 }
 
 func cpuPhase(d time.Duration) {
@@ -300,17 +305,7 @@ func run(dir string, cpu time.Duration) error {
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(1)
 
-	f, err := os.Create(filepath.Join(dir, "cpu.pb.gz"))
-	if err != nil {
-		return err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return err
-	}
-	cpuPhase(cpu)
-	pprof.StopCPUProfile()
-	if err := f.Close(); err != nil {
+	if err := cpuProfile(dir, func() { cpuPhase(cpu) }); err != nil {
 		return err
 	}
 
@@ -339,7 +334,7 @@ func run(dir string, cpu time.Duration) error {
 		}(g)
 	}
 	time.Sleep(20 * time.Millisecond)
-	err = writeProfile(dir, "goroutine.pb.gz", "goroutine")
+	err := writeProfile(dir, "goroutine.pb.gz", "goroutine")
 	close(release)
 	wg.Wait()
 	return err
