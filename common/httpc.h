@@ -1,12 +1,12 @@
 /*
- * httpc.h -- the HTTP client: the only module that includes <curl/curl.h>
- * (docs/style.md §11).  It serves every outbound HTTP request of the
- * process: the recording rules' Prometheus remote write (querier/rules.c,
- * common/prw.c), the scraper's fetches and uploads (scraper/scraper.c,
- * scraper/k8s.c), the distributor's remote write (distributor/
- * remote_write.c), the S3 bucket (common/bucket_s3.c), the etcd ring KV
- * with its watch streams (common/etcd.c) and the peer probes
- * (common/peers.c).
+ * httpc.h -- the HTTP client: httpc.c is the only file that includes
+ * libcurl's header (docs/style.md §11).  It serves every outbound HTTP
+ * request of the process: the recording rules' Prometheus remote write
+ * (querier/rules.c, common/prw.c), the scraper's fetches and uploads
+ * (scraper/scraper.c, scraper/k8s.c), the distributor's remote write
+ * (distributor/remote_write.c), the S3 bucket (common/bucket_s3.c), the
+ * etcd ring KV with its watch streams (common/etcd.c) and the peer
+ * probes (common/peers.c).
  *
  * Two ways in.  sm_httpc_post() and sm_httpc_get() are the short forms:
  * a body and headers out, a status and the start of the answer back.
