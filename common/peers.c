@@ -312,11 +312,14 @@ peers_header(void *arg, const char *name, const char *value)
 		    value);
 }
 
-/* The outcome of `e`'s finished probe: rv and resp from sm_httpc_many. */
+/* The outcome of `e`'s finished probe: rv, resp and err from
+ * sm_httpc_many.  A transport failure is logged in libcurl's short words
+ * (resp->reason), anything else with its message. */
 static void
 probe_done(struct sm_peers *p, struct peer *e, int rv,
-    const struct sm_httpc_resp *resp)
+    const struct sm_httpc_resp *resp, const struct sm_err *err)
 {
+	const char *why = resp->reason != NULL ? resp->reason : err->msg;
 	bool ok;
 
 	ok = rv == 0 && resp->status == 200 && e->hdr_id[0] != '\0';
@@ -330,8 +333,7 @@ probe_done(struct sm_peers *p, struct peer *e, int rv,
 		sm_counter_inc(sm_metric_child0(p->m_fail));
 		if (e->ok)
 			sm_info(p->component, "peer unhealthy\turl=%s "
-			    "err=\"%s\"", e->url, rv != 0 ? (resp->reason !=
-			    NULL ? resp->reason : sm_strerror(rv)) :
+			    "err=\"%s\"", e->url, rv != 0 ? why :
 			    "not ready");
 	} else {
 		if (!e->ok && strcmp(e->hdr_id, p->self_id) != 0)
@@ -380,7 +382,7 @@ peers_probe(struct sm_peers *p)
 	}
 	(void)sm_httpc_many(rq, rs, rvs, errs, n);
 	for (uint32_t i = 0; i < n; i++)
-		probe_done(p, &p->p[i], rvs[i], &rs[i]);
+		probe_done(p, &p->p[i], rvs[i], &rs[i], &errs[i]);
 out:
 	sm_free(rq);
 	sm_free(rs);
