@@ -25,6 +25,9 @@ static bool httpc_ok;
  * keeps connections alive (httpc.h "Connections").  Freed when the
  * thread exits. */
 static pthread_key_t httpc_key;
+/* This thread is inside a transfer on its handle (a callback is running
+ * and asked for another request). */
+static _Thread_local bool httpc_busy;
 
 struct httpc_xfer {
 	const struct sm_httpc_req *req;
@@ -360,13 +363,23 @@ httpc_run(const struct sm_httpc_req *req, struct sm_httpc_resp *resp,
 	struct httpc_xfer x;
 	int rv;
 
+	bool own = httpc_busy;
+
 	httpc_xfer_init(&x, req, resp, answer, full);
-	if (sm_httpc_init() != 0 || (x.c = httpc_handle()) == NULL)
+	if (sm_httpc_init() != 0 || (x.c = own ? curl_easy_init() :
+	    httpc_handle()) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "libcurl: cannot start"));
+	httpc_busy = true;
 	if ((rv = httpc_setup(&x, err)) == 0)
 		rv = httpc_finish(&x, curl_easy_perform(x.c), err);
-	/* Options point into this frame: drop them, keep the connections. */
-	curl_easy_reset(x.c);
+	if (own) {
+		curl_easy_cleanup(x.c);
+	} else {
+		httpc_busy = false;
+		/* Options point into this frame: drop them, keep the
+		 * connections. */
+		curl_easy_reset(x.c);
+	}
 	curl_slist_free_all(x.hl);
 	return (rv);
 }

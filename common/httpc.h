@@ -22,9 +22,13 @@
  * reader the same store, the remote-write sender the same receiver, and a
  * new connection (TLS above all) per request cost more than the request.
  * libcurl's global state is set up once, thread-safely, on first use.
- * A callback must not start another request on its own thread (that
- * thread's handle is busy).  sm_httpc_many() uses handles of its own,
- * freed before it returns.
+ * A request made from inside a callback (the thread's handle is busy)
+ * and sm_httpc_many()'s requests run on handles of their own, freed
+ * before the call returns.
+ *
+ * Ownership: a request and everything it points to are borrowed for the
+ * call only; nothing is kept after it returns.  `answer` belongs to the
+ * caller and is only appended to.
  *
  * Blocking: a call runs for at most its timeout_ms (and is cut short by
  * `cancel`); no signals (CURLOPT_NOSIGNAL).  Locking: none is needed;

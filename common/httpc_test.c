@@ -231,6 +231,53 @@ test_methods(void)
 	}
 }
 
+/* A request from inside a callback of another on the same thread. */
+struct nested {
+	int status;
+	int rv;
+	bool done;
+};
+
+static bool
+nested_body(void *arg, int status, const void *p, size_t n)
+{
+	struct nested *ns = arg;
+	struct sm_httpc_req rq = { .timeout_ms = 5000 };
+	struct sm_err err;
+	char url[128];
+
+	(void)status;
+	(void)p;
+	(void)n;
+	if (!ns->done) {
+		snprintf(url, sizeof(url), "%s/echo", base);
+		rq.url = url;
+		ns->rv = sm_httpc_get(&rq, &ns->status, NULL, &err);
+		ns->done = true;
+	}
+	return (true);
+}
+
+static void
+test_nested(void)
+{
+	struct nested ns = { 0 };
+	char url[128];
+	struct sm_httpc_req rq = { .url = url, .method = "GET",
+	    .timeout_ms = 5000, .cb_arg = &ns, .on_body = nested_body };
+	struct sm_httpc_resp resp;
+	struct sm_err err;
+
+	snprintf(url, sizeof(url), "%s/echo", base);
+	SM_CHECK_EQ(sm_httpc_do(&rq, &resp, NULL, &err), 0);
+	SM_CHECK_EQ(resp.status, 200);
+	SM_CHECK(ns.done);
+	SM_CHECK_EQ(ns.rv, 0);
+	SM_CHECK_EQ(ns.status, 200);
+	/* and the thread's own handle works again afterwards */
+	SM_CHECK_EQ(sm_httpc_do(&rq, &resp, NULL, &err), 0);
+}
+
 static void
 test_stop_timeout(void)
 {
@@ -360,6 +407,7 @@ test_many(void)
 SM_TEST_MAIN(
 	{ "post and get: status, answer, bounds", test_short },
 	{ "every method, headers, body and sending callbacks", test_methods },
+	{ "a request from inside a callback", test_nested },
 	{ "on_body stops a stream; a timeout mid-body keeps the status",
 	    test_stop_timeout },
 	{ "cancel from another thread ends a transfer", test_cancel },
