@@ -11,13 +11,13 @@
  *               crash or a power loss.  bucket_fs.c.
  *   s3          any S3-compatible store: AWS S3, GCS's S3 interoperability
  *               (HMAC keys), MinIO, Ceph RGW, OpenStack Swift's s3api.
- *               libcurl signs with SigV4 (CURLOPT_AWS_SIGV4), libxml2
+ *               libcurl signs with SigV4 (httpc.h's aws_sigv4), libxml2
  *               parses ListObjectsV2.  Path-style or virtual-hosted
  *               addressing, https with a CA bundle or plain http, per
  *               request timeouts, retries with jittered exponential
  *               backoff on 5xx, 429 (SlowDown) and transport errors.
- *               bucket_s3.c is the only file that includes <curl/curl.h>
- *               for S3 and <libxml/...>.
+ *               bucket_s3.c is the only file that includes <libxml/...>;
+ *               its HTTP goes through common/httpc.h.
  *
  * What the interface promises (and the acceptance suite common/
  * bucket_test.c checks on both backends, the S3 one against a real
@@ -68,7 +68,8 @@
  * ("s3 GET t/1/block: 503 SlowDown after 4 tries").
  *
  * Locking: an sm_bucket is thread-safe; each call is independent (the s3
- * backend keeps a small pool of curl handles so connections are reused).
+ * backend's calls run on their thread's httpc handle, so each thread's
+ * connections to the store are reused).
  * Blocking: every call blocks for its I/O, bounded by the timeout times
  * the retries plus the backoff.
  */

@@ -1,10 +1,10 @@
 /*
  * bucket_s3.c -- the S3 backend of bucket.h: any S3-compatible store (AWS
- * S3, GCS with HMAC keys, MinIO, Ceph RGW, Swift's s3api) over libcurl,
- * listings parsed with libxml2.  The only file that includes <curl/curl.h>
- * for S3 and <libxml/...> (docs/style.md §11).
+ * S3, GCS with HMAC keys, MinIO, Ceph RGW, Swift's s3api) over httpc.h
+ * (libcurl), listings parsed with libxml2.  The only file that includes
+ * <libxml/...> (docs/style.md §11).
  *
- * Signing.  libcurl 7.88 signs SigV4 itself (CURLOPT_AWS_SIGV4 =
+ * Signing.  libcurl 7.88 signs SigV4 itself (httpc's aws_sigv4 =
  * "aws:amz:<region>:s3"); three rules found by trying it
  * on this machine:
  *   1. it does not add x-amz-content-sha256, and S3-compatible servers
@@ -16,8 +16,9 @@
  *      unreserved kept: A-Z a-z 0-9 - . _ ~), e.g. ?list-type=2&prefix=
  *      t1%2F.  Object keys in the path are encoded the same way except
  *      '/' (bucket.h's key set needs no escaping; we encode anyway).
- *   3. the keys go in CURLOPT_USERNAME / CURLOPT_PASSWORD: an access key
- *      may contain ':' (Swift's "test:tester"), which "user:pass" splits.
+ *   3. the keys go in separately (httpc's key_id and secret, libcurl's
+ *      CURLOPT_USERNAME / CURLOPT_PASSWORD): an access key may contain
+ *      ':' (Swift's "test:tester"), which "user:pass" splits.
  * And a fourth: never pass an empty header to drop one of curl's own
  * ("Expect:"): 7.88 signs it yet does not send it, and the store answers
  * 403 SignatureDoesNotMatch.  So a large PUT keeps curl's "Expect:
@@ -70,10 +71,10 @@
  * credentials" message, which names the flags.
  * The region: the flag, AWS_REGION, AWS_DEFAULT_REGION, "us-east-1".
  *
- * Locking: calls may come from many threads.  Each call takes a curl easy
- * handle from a pool of idle ones (mu; at most S3_POOL_MAX kept) and puts
- * it back, so keep-alive connections are reused; nothing else is shared.
- * curl_global_init and xmlInitParser run once (pthread_once).
+ * Locking: calls may come from many threads; nothing is shared between
+ * them.  Each runs on its thread's httpc handle, whose keep-alive
+ * connections stay open between that thread's calls (httpc.h
+ * "Connections").  xmlInitParser runs once (pthread_once).
  */
 #include "bucket.h"
 
@@ -89,12 +90,12 @@
 #include <strings.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <openssl/evp.h>
 
-#define S3_POOL_MAX 8                   /* idle curl handles kept */
+#include "httpc.h"
+
 #define S3_BODY_MAX ((size_t)4 << 20)   /* error body, listing page */
 #define S3_CONNECT_MAX_MS 5000
 #define S3_BACKOFF_MS 100
@@ -116,9 +117,6 @@ struct s3 {
 	bool skip_verify;
 	long timeout_ms;
 	uint32_t max_retries;
-	pthread_mutex_t mu;             /* protects idle, nidle */
-	CURL *idle[S3_POOL_MAX];
-	uint32_t nidle;
 };
 
 /* Credentials being resolved (each NULL or sm_malloc'ed). */
@@ -133,13 +131,12 @@ struct s3_req {
 	const char *url;
 	const char *range;              /* "bytes=..." or NULL */
 	const uint8_t *body;            /* PUT payload */
-	size_t nbody, sent;
+	size_t nbody;
 	struct sm_buf *out;             /* a 2xx body goes here, or NULL */
 	uint64_t want;                  /* bound on it; UINT64_MAX: the
 	                                 * answer's Content-Length */
 	const char *too_long;           /* the message past the bound */
 	/* per try */
-	CURL *easy;
 	uint64_t bound;                 /* want, or the Content-Length */
 	size_t out_start;
 	uint64_t got;
@@ -149,16 +146,13 @@ struct s3_req {
 	int cb_rv;                      /* a callback's abort: SM_EIO, ... */
 	const char *cb_why;
 	struct sm_buf ebody;            /* a non-2xx (or unwanted) body */
-	char cerr[CURL_ERROR_SIZE];
 };
 
 static pthread_once_t s3_once = PTHREAD_ONCE_INIT;
-static bool s3_curl_ok;
 
 static void
 s3_init_once(void)
 {
-	s3_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 	xmlInitParser();
 }
 
@@ -248,65 +242,7 @@ s3_backoff(struct s3 *s, uint32_t attempt)
 	}
 }
 
-/* curl's progress callback: a non-zero return aborts the transfer
- * (CURLE_ABORTED_BY_CALLBACK) once the bucket is cancelled. */
-static int
-s3_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-    curl_off_t ultotal, curl_off_t ulnow)
-{
-	const struct s3 *s = arg;
-
-	(void)dltotal;
-	(void)dlnow;
-	(void)ultotal;
-	(void)ulnow;
-	return (atomic_load(&s->b.cancelled) ? 1 : 0);
-}
-
-/* ---- the handle pool ------------------------------------------------ */
-
-static CURL *
-s3_easy_get(struct s3 *s)
-{
-	CURL *c = NULL;
-
-	pthread_mutex_lock(&s->mu);
-	if (s->nidle > 0)
-		c = s->idle[--s->nidle];
-	pthread_mutex_unlock(&s->mu);
-	return (c != NULL ? c : curl_easy_init());
-}
-
-static void
-s3_easy_put(struct s3 *s, CURL *c)
-{
-	if (c == NULL)
-		return;
-	/* Options (pointers into the caller's stack) go, connections stay. */
-	curl_easy_reset(c);
-	pthread_mutex_lock(&s->mu);
-	if (s->nidle < S3_POOL_MAX) {
-		s->idle[s->nidle++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (c != NULL)
-		curl_easy_cleanup(c);
-}
-
 /* ---- one transfer ---------------------------------------------------- */
-
-static size_t
-s3_read(char *p, size_t size, size_t nmemb, void *arg)
-{
-	struct s3_req *r = arg;
-	size_t n = SM_MIN(size * nmemb, r->nbody - r->sent);
-
-	if (n > 0)
-		memcpy(p, r->body + r->sent, n);
-	r->sent += n;
-	return (n);
-}
 
 /* The first 2xx bytes of a try: bound them, reserve room.  0 or abort. */
 static int
@@ -327,160 +263,128 @@ s3_write_start(struct s3_req *r)
 	return (0);
 }
 
-static size_t
-s3_write(char *p, size_t size, size_t nmemb, void *arg)
+/* The body as it arrives; false (with cb_rv set) stops the transfer. */
+static bool
+s3_write(void *arg, int status, const void *p, size_t n)
 {
 	struct s3_req *r = arg;
-	size_t n = size * nmemb;
 
-	if (r->status == 0)
-		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+	r->status = status;
 	if (r->out != NULL && r->status >= 200 && r->status <= 299) {
 		if (r->got == 0 && (r->cb_rv = s3_write_start(r)) != 0)
-			return (0);
+			return (false);
 		if (n > r->bound - r->got) {
 			r->cb_rv = SM_EIO;
 			r->cb_why = r->too_long != NULL ? r->too_long :
 			    "answer longer than asked for";
-			return (0);
+			return (false);
 		}
 		sm_buf_append(r->out, p, n);
 		if ((r->cb_rv = sm_buf_error(r->out)) != 0)
-			return (0);
+			return (false);
 		r->got += n;
-		return (n);
+		return (true);
 	}
 	if (n > S3_BODY_MAX - r->ebody.len) {
 		r->cb_rv = SM_EIO;
 		r->cb_why = "answer body over 4 MiB";
-		return (0);
+		return (false);
 	}
 	sm_buf_append(&r->ebody, p, n);
 	if ((r->cb_rv = sm_buf_error(&r->ebody)) != 0)
-		return (0);
-	return (n);
+		return (false);
+	return (true);
 }
 
-/* A header's decimal value ("name: 123" or "bytes a-b/123"), or -1. */
+/* A header value's decimal number ("123", or the N of "bytes a-b/N"), or
+ * -1. */
 static int64_t
-s3_hdr_num(const char *p, size_t n)
+s3_hdr_num(const char *value)
 {
-	char line[256], *end;
-	const char *v;
+	const char *v = strrchr(value, '/');
+	char *end;
 	unsigned long long x;
 
-	if (n >= sizeof(line))
-		return (-1);
-	memcpy(line, p, n);
-	line[n] = '\0';
-	if ((v = strrchr(line, '/')) == NULL && (v = strchr(line, ':')) == NULL)
-		return (-1);
-	v++;
+	v = v != NULL ? v + 1 : value;
 	while (*v == ' ' || *v == '\t')
 		v++;
 	errno = 0;
 	x = strtoull(v, &end, 10);
 	if (errno != 0 || end == v || x > INT64_MAX || *v == '-')
 		return (-1);
-	while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
-		end++;
 	return (*end == '\0' ? (int64_t)x : -1);
 }
 
 /* Keep Content-Length and Content-Range's total ("bytes a-b/N", "* /N"). */
-static size_t
-s3_header(char *p, size_t size, size_t nmemb, void *arg)
+static void
+s3_header(void *arg, const char *name, const char *value)
 {
 	struct s3_req *r = arg;
-	size_t n = size * nmemb;
 
-	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+	if (name == NULL) {
 		r->clen = -1;           /* a new answer (after a 100) */
 		r->cr_total = -1;
-	} else if (n > 15 && strncasecmp(p, "content-length:", 15) == 0) {
-		r->clen = s3_hdr_num(p, n);
-	} else if (n > 14 && strncasecmp(p, "content-range:", 14) == 0) {
-		r->cr_total = s3_hdr_num(p, n);
+	} else if (strcasecmp(name, "content-length") == 0) {
+		r->clen = s3_hdr_num(value);
+	} else if (strcasecmp(name, "content-range") == 0) {
+		r->cr_total = s3_hdr_num(value);
 	}
-	return (n);
 }
+
+/* The request's own header lines (libcurl signs them with the rest). */
+#define S3_HDRS_MAX 6
+struct s3_hdrs {
+	char *line[S3_HDRS_MAX + 1];    /* sm_malloc'ed, NULL-terminated */
+	int n;
+};
 
 static void
-s3_setopts(struct s3 *s, struct s3_req *r, struct curl_slist *hdrs)
+s3_hdrs_fini(struct s3_hdrs *h)
 {
-	CURL *c = r->easy;
-
-	curl_easy_setopt(c, CURLOPT_URL, r->url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
-	curl_easy_setopt(c, CURLOPT_USERNAME, s->akid);
-	curl_easy_setopt(c, CURLOPT_PASSWORD, s->secret);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-	    SM_MIN(s->timeout_ms, (long)S3_CONNECT_MAX_MS));
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, s->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s3_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, s3_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->cerr);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "smolder/" SM_VERSION);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s3_progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, s);
-	if (s->ca_path != NULL)
-		curl_easy_setopt(c, CURLOPT_CAINFO, s->ca_path);
-	if (s->skip_verify) {
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	if (strcmp(r->method, "HEAD") == 0) {
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	} else if (strcmp(r->method, "PUT") == 0) {
-		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(c, CURLOPT_READFUNCTION, s3_read);
-		curl_easy_setopt(c, CURLOPT_READDATA, r);
-		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE,
-		    (curl_off_t)r->nbody);
-	} else if (strcmp(r->method, "GET") != 0) {
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
-	}
+	/* one of them may carry the session token */
+	for (int i = 0; i < h->n; i++)
+		s3_free_secret(h->line[i]);
+	memset(h, 0, sizeof(*h));
 }
 
-/* Append one printf-formatted header line to *h.  0 or SM_ENOMEM. */
+/* Append one printf-formatted header line to h.  0 or SM_ENOMEM. */
 static int
-s3_hdr_add(struct curl_slist **h, const char *fmt, ...)
+s3_hdr_add(struct s3_hdrs *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int
-s3_hdr_add(struct curl_slist **h, const char *fmt, ...)
+s3_hdr_add(struct s3_hdrs *h, const char *fmt, ...)
 {
-	struct sm_buf line = SM_BUF_INIT;
-	struct curl_slist *t = NULL;
 	va_list ap;
+	char *line;
+	int n;
 
+	if (h->n >= S3_HDRS_MAX)
+		return (SM_EINTERNAL);
 	va_start(ap, fmt);
-	sm_buf_vprintf(&line, fmt, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (sm_buf_error(&line) == 0 &&
-	    (t = curl_slist_append(*h, line.b)) != NULL)
-		*h = t;
-	sm_buf_fini(&line);
-	return (t != NULL ? 0 : SM_ENOMEM);
+	if (n < 0)
+		return (SM_EINTERNAL);
+	if ((line = sm_malloc((size_t)n + 1)) == NULL)
+		return (SM_ENOMEM);
+	va_start(ap, fmt);
+	(void)vsnprintf(line, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	h->line[h->n++] = line;
+	return (0);
 }
 
-/* The request's own headers (curl signs them with the rest) into *h. */
+/* The request's own headers into h. */
 static int
-s3_headers(struct s3 *s, struct s3_req *r, struct curl_slist **h)
+s3_headers(struct s3 *s, struct s3_req *r, struct s3_hdrs *h)
 {
 	char hex[65];
 	int rv;
 
-	*h = NULL;
+	memset(h, 0, sizeof(*h));
 	if ((rv = s3_sha256_hex(r->body, r->nbody, hex)) != 0 ||
 	    (rv = s3_hdr_add(h, "x-amz-content-sha256: %s", hex)) != 0)
 		goto out;
-	/* A PUT must not wait for a "100 Continue" (curl: a second). */
 	if (r->range != NULL && (rv = s3_hdr_add(h, "Range: %s",
 	    r->range)) != 0)
 		goto out;
@@ -493,10 +397,8 @@ s3_headers(struct s3 *s, struct s3_req *r, struct curl_slist **h)
 		    s->sse[i])) != 0)
 			goto out;
 out:
-	if (rv != 0) {
-		curl_slist_free_all(*h);
-		*h = NULL;
-	}
+	if (rv != 0)
+		s3_hdrs_fini(h);
 	return (rv);
 }
 
@@ -561,28 +463,14 @@ s3_fail(struct s3_req *r, struct sm_err *err, int code, const char *fmt,
 	    msg));
 }
 
-/* Is a failed transfer (cc) not worth retrying (a setup problem)? */
-static bool
-s3_curl_final(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_URL_MALFORMAT:
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_OUT_OF_MEMORY:
-		return (true);
-	default:
-		return (false);
-	}
-}
-
-/* One try: 0 and r->status set, or a callback/transport error in *cc. */
+/*
+ * One try of rq: 0 and r->status set, or the try's error: a callback's
+ * (in r->cb_rv) before httpc's (*hrv, *resp and herr describe that).
+ */
 static int
-s3_try(struct s3_req *r, CURLcode *cc)
+s3_try(struct s3_req *r, const struct sm_httpc_req *rq,
+    struct sm_httpc_resp *resp, int *hrv, struct sm_err *herr)
 {
-	r->sent = 0;
 	r->bound = r->want;
 	r->got = 0;
 	r->status = 0;
@@ -590,15 +478,14 @@ s3_try(struct s3_req *r, CURLcode *cc)
 	r->cr_total = -1;
 	r->cb_rv = 0;
 	r->cb_why = NULL;
-	r->cerr[0] = '\0';
 	sm_buf_reset(&r->ebody);
 	if (r->out != NULL)
 		sm_buf_truncate(r->out, r->out_start);
-	*cc = curl_easy_perform(r->easy);
+	*hrv = sm_httpc_do(rq, resp, NULL, herr);
 	if (r->cb_rv != 0)
 		return (r->cb_rv);
-	if (*cc == CURLE_OK)
-		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+	if (*hrv == 0)
+		r->status = resp->status;
 	return (0);
 }
 
@@ -610,25 +497,38 @@ s3_try(struct s3_req *r, CURLcode *cc)
 static int
 s3_do(struct s3 *s, struct s3_req *r, struct sm_err *err)
 {
-	struct curl_slist *hdrs = NULL;
+	struct s3_hdrs hdrs = { 0 };
+	struct sm_httpc_req rq = { 0 };
+	struct sm_httpc_resp resp = { 0 };
+	struct sm_err herr = { 0 };
 	uint32_t tries = 0;
-	CURLcode cc = CURLE_OK;
 	char code[80];
-	int rv;
+	int rv, hrv = 0;
 
 	sm_buf_init(&r->ebody);
 	if (r->out != NULL && (rv = sm_buf_error(r->out)) != 0)
 		return (s3_fail(r, err, rv, "output buffer in error"));
 	r->out_start = r->out != NULL ? r->out->len : 0;
-	if ((r->easy = s3_easy_get(s)) == NULL)
-		rv = SM_ENOMEM;
-	else
-		rv = s3_headers(s, r, &hdrs);
-	if (rv != 0) {
+	if ((rv = s3_headers(s, r, &hdrs)) != 0) {
 		rv = s3_fail(r, err, rv, "cannot set up the request");
 		goto out;
 	}
-	s3_setopts(s, r, hdrs);
+	rq.method = r->method;
+	rq.url = r->url;
+	rq.headers = (const char *const *)hdrs.line;
+	rq.body = r->body;
+	rq.len = r->nbody;
+	rq.aws_sigv4 = s->sigv4;
+	rq.key_id = s->akid;
+	rq.secret = s->secret;
+	rq.connect_timeout_ms = SM_MIN(s->timeout_ms, (long)S3_CONNECT_MAX_MS);
+	rq.timeout_ms = s->timeout_ms;
+	rq.ca_file = s->ca_path;
+	rq.insecure = s->skip_verify;
+	rq.cancel = &s->b.cancelled;
+	rq.cb_arg = r;
+	rq.on_header = s3_header;
+	rq.on_body = s3_write;
 	for (;;) {
 		if (tries > 0)
 			s3_backoff(s, tries);
@@ -637,39 +537,39 @@ s3_do(struct s3 *s, struct s3_req *r, struct sm_err *err)
 			goto out;
 		}
 		tries++;
-		if ((rv = s3_try(r, &cc)) != 0) {
+		if ((rv = s3_try(r, &rq, &resp, &hrv, &herr)) != 0) {
 			rv = s3_fail(r, err, rv, "%s", r->cb_why != NULL ?
 			    r->cb_why : sm_strerror(rv));
 			goto out;
 		}
-		if (cc == CURLE_OK && r->status != 429 && r->status < 500)
+		if (hrv == 0 && r->status != 429 && r->status < 500)
 			goto out;       /* rv = 0: a final answer */
-		if (cc == CURLE_ABORTED_BY_CALLBACK &&
-		    atomic_load(&s->b.cancelled)) {
+		if (hrv == SM_ECLOSED && atomic_load(&s->b.cancelled)) {
 			rv = s3_fail(r, err, SM_ECLOSED, "shutting down");
 			goto out;
 		}
-		if (tries > s->max_retries || (cc != CURLE_OK &&
-		    s3_curl_final(cc)))
+		if (hrv != 0 && resp.reason == NULL) {
+			/* httpc could not start the request */
+			rv = s3_fail(r, err, hrv, "cannot set up the request");
+			goto out;
+		}
+		if (tries > s->max_retries || (hrv != 0 && resp.final))
 			break;
 	}
-	if (cc == CURLE_OK) {
+	if (hrv == 0) {
 		s3_err_code(&r->ebody, code, sizeof(code));
 		rv = s3_fail(r, err, SM_EUNAVAIL, "%ld %s after %u tr%s",
 		    r->status, code[0] != '\0' ? code : "(no code)", tries,
 		    tries == 1 ? "y" : "ies");
 	} else {
-		rv = s3_fail(r, err, cc == CURLE_OPERATION_TIMEDOUT ?
-		    SM_ETIMEDOUT : SM_EUNAVAIL, "%s after %u tr%s",
-		    r->cerr[0] != '\0' ? r->cerr : curl_easy_strerror(cc),
-		    tries, tries == 1 ? "y" : "ies");
+		rv = s3_fail(r, err, hrv == SM_ETIMEDOUT ? SM_ETIMEDOUT :
+		    SM_EUNAVAIL, "%s after %u tr%s", herr.msg, tries,
+		    tries == 1 ? "y" : "ies");
 	}
 out:
 	if (rv != 0 && r->out != NULL && r->out->len > r->out_start)
 		sm_buf_truncate(r->out, r->out_start);
-	curl_slist_free_all(hdrs);
-	s3_easy_put(s, r->easy);
-	r->easy = NULL;
+	s3_hdrs_fini(&hdrs);
 	return (rv);
 }
 
@@ -1042,9 +942,6 @@ s3_list(struct sm_bucket *b, const char *prefix,
 static void
 s3_free(struct s3 *s)
 {
-	for (uint32_t i = 0; i < s->nidle; i++)
-		curl_easy_cleanup(s->idle[i]);
-	pthread_mutex_destroy(&s->mu);
 	sm_free(s->base);
 	sm_free(s->sigv4);
 	s3_free_secret(s->akid);
@@ -1431,12 +1328,11 @@ sm_bucket_s3_open(const struct sm_bucket_cfg *c, struct sm_bucket **out,
 
 	*out = NULL;
 	pthread_once(&s3_once, s3_init_once);
-	if (!s3_curl_ok)
+	if (sm_httpc_init() != 0)
 		return (sm_err_set(err, SM_EINTERNAL, "s3: libcurl failed to "
 		    "initialise"));
 	if ((s = sm_calloc(1, sizeof(*s))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	pthread_mutex_init(&s->mu, NULL);
 	s->b.ops = &s3_ops;
 	if ((rv = s3_open_addr(s, c, err)) != 0 ||
 	    (rv = s3_open_creds(s, c, err)) != 0 ||

@@ -1,5 +1,5 @@
 /*
- * etcd.c -- etcd.h over libcurl and jansson.  Every call is one POST of a
+ * etcd.c -- etcd.h over httpc and jansson.  Every call is one POST of a
  * JSON body to /v3/... on the first endpoint that answers; the answer is
  * parsed with jansson.  etcd's gateway spells 64-bit integers as JSON
  * strings ("revision": "12") and leaves out fields at their zero value,
@@ -7,7 +7,6 @@
  */
 #include "etcd.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "httpc.h"
 #include "json.h"
 #include "log.h"
 
@@ -29,20 +29,11 @@ struct sm_etcd {
 	atomic_bool cancelled;
 };
 
-static pthread_once_t etcd_once = PTHREAD_ONCE_INIT;
-static bool etcd_curl_ok;
-
 /* The process's TLS to etcd (sm_etcd_tls_set); set before any handle. */
 static struct {
 	bool on;
 	char *cert, *key, *ca;
 } etcd_tls;
-
-static void
-etcd_init_once(void)
-{
-	etcd_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
 
 /* --- base64 (common/buf.h) -------------------------------------------------- */
 
@@ -125,6 +116,7 @@ jint(const struct sm_json *o, const char *name)
 struct body {
 	struct sm_buf b;
 	bool over;
+	bool nomem;
 	/* watch: messages are newline-separated JSON; on_line returns
 	 * false to end the transfer */
 	bool (*on_line)(void *arg, const char *line, size_t len);
@@ -132,19 +124,21 @@ struct body {
 	bool stopped;
 };
 
-static size_t
-body_cb(char *p, size_t sz, size_t nm, void *arg)
+static bool
+body_cb(void *arg, int status, const void *p, size_t n)
 {
 	struct body *b = arg;
-	size_t n = sz * nm;
 
+	(void)status;
 	if (b->b.len + n > ETCD_BODY_MAX) {
 		b->over = true;
-		return (0);
+		return (false);
 	}
 	sm_buf_append(&b->b, p, n);
-	if (sm_buf_error(&b->b) != 0)
-		return (0);
+	if (sm_buf_error(&b->b) != 0) {
+		b->nomem = true;
+		return (false);
+	}
 	if (b->on_line != NULL) {
 		char *nl;
 
@@ -154,25 +148,13 @@ body_cb(char *p, size_t sz, size_t nm, void *arg)
 			*nl = '\0';
 			if (!b->on_line(b->arg, b->b.b, ll)) {
 				b->stopped = true;
-				return (0);
+				return (false);
 			}
 			memmove(b->b.b, nl + 1, b->b.len - ll - 1);
 			b->b.len -= ll + 1;
 		}
 	}
-	return (n);
-}
-
-static int
-cancel_cb(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-	struct sm_etcd *e = arg;
-
-	(void)a;
-	(void)b;
-	(void)c;
-	(void)d;
-	return (atomic_load(&e->cancelled) ? 1 : 0);
+	return (true);
 }
 
 /*
@@ -185,73 +167,63 @@ etcd_call(struct sm_etcd *e, const char *path, const struct sm_json *req,
     int64_t wait_ms, bool (*on_line)(void *, const char *, size_t), void *arg,
     struct sm_json **out, struct sm_err *err)
 {
-	char *payload = NULL, url[600], cerr[CURL_ERROR_SIZE];
-	struct curl_slist *hdr = NULL;
+	static const char *const hdr[] = { "Content-Type: application/json",
+	    NULL };
+	char *payload = NULL, url[600];
 	uint32_t first = atomic_load(&e->last);
 	int rv = SM_EUNAVAIL;
 
 	*out = NULL;
 	if (atomic_load(&e->cancelled))
 		return (sm_err_set(err, SM_ECLOSED, "etcd: closing"));
-	if (!etcd_curl_ok)
+	if (sm_httpc_init() != 0)
 		return (sm_err_set(err, SM_EINTERNAL, "etcd: curl did not "
 		    "initialise"));
 	if ((payload = sm_json_dumps(req, 0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	hdr = curl_slist_append(NULL, "Content-Type: application/json");
 	for (uint32_t k = 0; k < e->nep; k++) {
 		uint32_t i = (first + k) % e->nep;
 		struct body b = { .b = SM_BUF_INIT, .on_line = on_line,
 		    .arg = arg };
-		CURL *c = curl_easy_init();
-		long code = 0;
-		CURLcode cc;
+		struct sm_httpc_req rq = { 0 };
+		struct sm_httpc_resp resp;
+		struct sm_err herr = { 0 };
+		long code;
+		int hrv;
 
-		if (c == NULL || hdr == NULL) {
-			if (c != NULL)
-				curl_easy_cleanup(c);
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			break;
-		}
 		(void)snprintf(url, sizeof(url), "%s%s", e->ep[i], path);
-		cerr[0] = '\0';
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-		if (etcd_tls.cert != NULL) {
-			curl_easy_setopt(c, CURLOPT_SSLCERT, etcd_tls.cert);
-			curl_easy_setopt(c, CURLOPT_SSLKEY, etcd_tls.key);
-		}
-		if (etcd_tls.ca != NULL)
-			curl_easy_setopt(c, CURLOPT_CAINFO, etcd_tls.ca);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-		    (long)SM_MIN(e->timeout_ms, 5000));
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(on_line != NULL ?
-		    wait_ms : e->timeout_ms));
-		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, cancel_cb);
-		curl_easy_setopt(c, CURLOPT_XFERINFODATA, e);
-		cc = curl_easy_perform(c);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-		curl_easy_cleanup(c);
+		rq.url = url;
+		rq.headers = hdr;
+		rq.body = payload;
+		rq.len = strlen(payload);
+		rq.tls_cert = etcd_tls.cert;
+		rq.tls_key = etcd_tls.key;
+		rq.ca_file = etcd_tls.ca;
+		rq.connect_timeout_ms = SM_MIN(e->timeout_ms, 5000);
+		rq.timeout_ms = on_line != NULL ? wait_ms : e->timeout_ms;
+		rq.cancel = &e->cancelled;
+		rq.cb_arg = &b;
+		rq.on_body = body_cb;
+		hrv = sm_httpc_do(&rq, &resp, NULL, &herr);
+		code = resp.status;
 		if (atomic_load(&e->cancelled)) {
 			sm_buf_fini(&b.b);
 			rv = sm_err_set(err, SM_ECLOSED, "etcd: closing");
 			break;
 		}
+		if (hrv == SM_ENOMEM) {
+			sm_buf_fini(&b.b);
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
+		}
 		if (on_line != NULL && code == 200 && (b.stopped ||
-		    cc == CURLE_OPERATION_TIMEDOUT)) {
+		    hrv == SM_ETIMEDOUT)) {
 			sm_buf_fini(&b.b);
 			atomic_store(&e->last, i);
 			rv = 0;
 			break;
 		}
-		if (cc == CURLE_OPERATION_TIMEDOUT) {
+		if (hrv == SM_ETIMEDOUT) {
 			sm_buf_fini(&b.b);
 			rv = sm_err_set(err, SM_ETIMEDOUT, "etcd %s%s: timed "
 			    "out", e->ep[i], path);
@@ -263,11 +235,11 @@ etcd_call(struct sm_etcd *e, const char *path, const struct sm_json *req,
 			    "%zu bytes", e->ep[i], path, ETCD_BODY_MAX);
 			break;
 		}
-		if (cc != CURLE_OK) {
+		if (hrv != 0 || b.nomem) {
 			sm_buf_fini(&b.b);
 			rv = sm_err_set(err, SM_EUNAVAIL, "etcd %s%s: %s",
-			    e->ep[i], path, cerr[0] ? cerr :
-			    curl_easy_strerror(cc));
+			    e->ep[i], path, hrv != 0 ? herr.msg :
+			    "out of memory");
 			continue;
 		}
 		if (code != 200) {
@@ -308,7 +280,6 @@ etcd_call(struct sm_etcd *e, const char *path, const struct sm_json *req,
 		sm_buf_fini(&b.b);
 		break;
 	}
-	curl_slist_free_all(hdr);
 	sm_free(payload);
 	return (rv);
 }
@@ -323,7 +294,6 @@ sm_etcd_open(const char *endpoints, int64_t timeout_ms, struct sm_etcd **out,
 	const char *p = endpoints;
 
 	*out = NULL;
-	pthread_once(&etcd_once, etcd_init_once);
 	if (timeout_ms <= 0)
 		return (sm_err_set(err, SM_EINVAL, "-ring.etcd.dial-timeout "
 		    "must be positive"));

@@ -4,7 +4,7 @@
  * lock need, nothing more.  etcd 3.4 (Debian 12's etcd-server) serves the gateway on
  * its client port: POST /v3/kv/put, /v3/kv/range, /v3/kv/deleterange,
  * /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke and
- * the streaming /v3/watch, with keys and values in base64.  libcurl does
+ * the streaming /v3/watch, with keys and values in base64.  httpc.h does
  * the HTTP, jansson the JSON; this file and etcd.c are the only ones that
  * speak to etcd.
  *
@@ -25,7 +25,8 @@
  * a 4xx: etcd's own message is in err), SM_ENOTFOUND (a lease that is
  * gone), SM_ECLOSED (sm_etcd_cancel), SM_ENOMEM.
  *
- * Locking: an sm_etcd is thread-safe; each call uses its own curl handle.
+ * Locking: an sm_etcd is thread-safe; a call runs on its thread's own
+ * httpc connection (kept open between that thread's calls).
  * sm_etcd_cancel ends every call in flight (a watch at once) and makes
  * later ones fail with SM_ECLOSED.
  */

@@ -11,8 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
-
+#include "httpc.h"
 #include "log.h"
 #include "metrics.h"
 #include "ring.h"
@@ -28,7 +27,6 @@ struct peer {
 	bool warned;                    /* "not a <component>" logged */
 	char id[SM_PEER_ID_LEN + 1];  /* from the last good answer */
 	/* One probe round. */
-	CURL *easy;
 	char hdr_id[SM_PEER_ID_LEN + 1];
 };
 
@@ -56,15 +54,6 @@ struct sm_peers {
 	pthread_cond_t cv;
 	bool stopping;
 };
-
-static pthread_once_t peers_once = PTHREAD_ONCE_INIT;
-static bool peers_curl_ok;
-
-static void
-peers_init_once(void)
-{
-	peers_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
 
 uint32_t
 sm_peers_count(const char *self, const char *const *ids, uint32_t n)
@@ -213,7 +202,6 @@ sm_peers_create(const struct sm_peers_cfg *cfg, struct sm_peers **out,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&peers_once, peers_init_once);
 	sm_gauge_set(sm_metric_child0(sm_metric_register(SM_METRIC_GAUGE,
 	    cfg->m_healthy, cfg->m_healthy_help, NULL, NULL, 0)), 1);
 	if (cfg->period_ms < 10 || cfg->timeout_ms < 1 ||
@@ -225,7 +213,7 @@ sm_peers_create(const struct sm_peers_cfg *cfg, struct sm_peers **out,
 		;
 	if (*s == '\0')
 		return (0);
-	if (!peers_curl_ok)
+	if (sm_httpc_init() != 0)
 		return (sm_err_set(err, SM_EINTERNAL, "%s: libcurl failed to "
 		    "initialise", cfg->flag));
 	if ((p = sm_calloc(1, sizeof(*p))) == NULL)
@@ -313,81 +301,29 @@ peers_dns(struct sm_peers *p)
 	}
 }
 
-static size_t
-peers_discard(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-	(void)ptr;
-	(void)arg;
-	return (size * nmemb);
-}
-
 /* Keep the component header's value. */
-static size_t
-peers_header(char *ptr, size_t size, size_t nmemb, void *arg)
+static void
+peers_header(void *arg, const char *name, const char *value)
 {
 	struct peer *e = arg;
-	size_t len = size * nmemb, hl = strlen(e->header);
 
-	if (len > hl + 1 && strncasecmp(ptr, e->header, hl) == 0 &&
-	    ptr[hl] == ':') {
-		const char *v = ptr + hl + 1;
-		size_t vl = len - hl - 1;
-
-		while (vl > 0 && (*v == ' ' || *v == '\t')) {
-			v++;
-			vl--;
-		}
-		while (vl > 0 && isspace((unsigned char)v[vl - 1]))
-			vl--;
-		if (vl > SM_PEER_ID_LEN)
-			vl = SM_PEER_ID_LEN;
-		memcpy(e->hdr_id, v, vl);
-		e->hdr_id[vl] = '\0';
-	}
-	return (len);
+	if (name != NULL && strcasecmp(name, e->header) == 0)
+		snprintf(e->hdr_id, sizeof(e->hdr_id), "%.*s", SM_PEER_ID_LEN,
+		    value);
 }
 
-/* Start a probe of `e` on `mh`.  False when it cannot be started. */
-static bool
-probe_start(struct sm_peers *p, CURLM *mh, struct peer *e)
-{
-	char url[SM_DNS_URL_MAX + 512];
-
-	e->hdr_id[0] = '\0';
-	if ((e->easy = curl_easy_init()) == NULL)
-		return (false);
-	snprintf(url, sizeof(url), "%s/ready", e->url);
-	curl_easy_setopt(e->easy, CURLOPT_URL, url);
-	curl_easy_setopt(e->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e->easy, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(e->easy, CURLOPT_TIMEOUT_MS, (long)p->cfg.timeout_ms);
-	curl_easy_setopt(e->easy, CURLOPT_CONNECTTIMEOUT_MS,
-	    (long)p->cfg.timeout_ms);
-	curl_easy_setopt(e->easy, CURLOPT_WRITEFUNCTION, peers_discard);
-	curl_easy_setopt(e->easy, CURLOPT_HEADERFUNCTION, peers_header);
-	curl_easy_setopt(e->easy, CURLOPT_HEADERDATA, e);
-	curl_easy_setopt(e->easy, CURLOPT_PRIVATE, e);
-	curl_easy_setopt(e->easy, CURLOPT_USERAGENT, "smolder/" SM_VERSION
-	    " peers");
-	if (curl_multi_add_handle(mh, e->easy) != CURLM_OK) {
-		curl_easy_cleanup(e->easy);
-		e->easy = NULL;
-		return (false);
-	}
-	return (true);
-}
-
-/* The outcome of `e`'s finished probe (`cc`). */
+/* The outcome of `e`'s finished probe: rv, resp and err from
+ * sm_httpc_many.  A transport failure is logged in libcurl's short words
+ * (resp->reason), anything else with its message. */
 static void
-probe_done(struct sm_peers *p, struct peer *e, CURLcode cc)
+probe_done(struct sm_peers *p, struct peer *e, int rv,
+    const struct sm_httpc_resp *resp, const struct sm_err *err)
 {
-	long status = 0;
+	const char *why = resp->reason != NULL ? resp->reason : err->msg;
 	bool ok;
 
-	if (cc == CURLE_OK)
-		curl_easy_getinfo(e->easy, CURLINFO_RESPONSE_CODE, &status);
-	ok = cc == CURLE_OK && status == 200 && e->hdr_id[0] != '\0';
-	if (cc == CURLE_OK && status == 200 && !ok && !e->warned) {
+	ok = rv == 0 && resp->status == 200 && e->hdr_id[0] != '\0';
+	if (rv == 0 && resp->status == 200 && !ok && !e->warned) {
 		sm_warn(p->component, "%s entry is not a %s (no %s in "
 		    "/ready), not counted\turl=%s", p->flag, p->component,
 		    p->header, e->url);
@@ -397,8 +333,8 @@ probe_done(struct sm_peers *p, struct peer *e, CURLcode cc)
 		sm_counter_inc(sm_metric_child0(p->m_fail));
 		if (e->ok)
 			sm_info(p->component, "peer unhealthy\turl=%s "
-			    "err=\"%s\"", e->url, cc != CURLE_OK ?
-			    curl_easy_strerror(cc) : "not ready");
+			    "err=\"%s\"", e->url, rv != 0 ? why :
+			    "not ready");
 	} else {
 		if (!e->ok && strcmp(e->hdr_id, p->self_id) != 0)
 			sm_info(p->component, "peer healthy\turl=%s", e->url);
@@ -408,51 +344,61 @@ probe_done(struct sm_peers *p, struct peer *e, CURLcode cc)
 	e->ok = ok;
 }
 
+/* Probe every peer's /ready concurrently. */
+static void
+peers_probe(struct sm_peers *p)
+{
+	struct sm_httpc_req *rq;
+	struct sm_httpc_resp *rs;
+	struct sm_err *errs;
+	char (*urls)[SM_DNS_URL_MAX + 512];
+	int *rvs;
+	uint32_t n = p->np;
+
+	if (n == 0)
+		return;
+	rq = sm_calloc(n, sizeof(*rq));
+	rs = sm_calloc(n, sizeof(*rs));
+	errs = sm_calloc(n, sizeof(*errs));
+	urls = sm_calloc(n, sizeof(*urls));
+	rvs = sm_calloc(n, sizeof(*rvs));
+	if (rq == NULL || rs == NULL || errs == NULL || urls == NULL ||
+	    rvs == NULL) {
+		for (uint32_t i = 0; i < n; i++) {
+			p->p[i].ok = false;
+			sm_counter_inc(sm_metric_child0(p->m_fail));
+		}
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct peer *e = &p->p[i];
+
+		e->hdr_id[0] = '\0';
+		snprintf(urls[i], sizeof(urls[i]), "%s/ready", e->url);
+		rq[i] = (struct sm_httpc_req){ .url = urls[i],
+		    .method = "GET", .timeout_ms = p->cfg.timeout_ms,
+		    .no_proxy = true, .user_agent = "smolder/" SM_VERSION
+		    " peers", .cb_arg = e, .on_header = peers_header };
+	}
+	(void)sm_httpc_many(rq, rs, rvs, errs, n);
+	for (uint32_t i = 0; i < n; i++)
+		probe_done(p, &p->p[i], rvs[i], &rs[i], &errs[i]);
+out:
+	sm_free(rq);
+	sm_free(rs);
+	sm_free(errs);
+	sm_free(urls);
+	sm_free(rvs);
+}
+
 /* One round: resolve, probe every peer concurrently, publish N. */
 static void
 peers_round(struct sm_peers *p)
 {
 	const char **ids;
-	CURLM *mh;
-	int running = 0;
 
 	peers_dns(p);
-	if ((mh = curl_multi_init()) == NULL)
-		return;
-	for (uint32_t i = 0; i < p->np; i++) {
-		if (!probe_start(p, mh, &p->p[i])) {
-			p->p[i].ok = false;
-			sm_counter_inc(sm_metric_child0(p->m_fail));
-		}
-	}
-	do {
-		CURLMsg *msg;
-		int left;
-
-		if (curl_multi_perform(mh, &running) != CURLM_OK)
-			break;
-		while ((msg = curl_multi_info_read(mh, &left)) != NULL) {
-			struct peer *e = NULL;
-
-			if (msg->msg != CURLMSG_DONE)
-				continue;
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
-			    (char **)&e);
-			probe_done(p, e, msg->data.result);
-		}
-		if (running > 0)
-			curl_multi_poll(mh, NULL, 0, 100, NULL);
-	} while (running > 0);
-	for (uint32_t i = 0; i < p->np; i++) {
-		struct peer *e = &p->p[i];
-
-		if (e->easy == NULL)
-			continue;
-		curl_multi_remove_handle(mh, e->easy);
-		curl_easy_cleanup(e->easy);
-		e->easy = NULL;
-	}
-	curl_multi_cleanup(mh);
+	peers_probe(p);
 	if ((ids = sm_calloc(p->np + 1, sizeof(*ids))) != NULL) {
 		char (*h)[SM_PEER_ID_LEN + 1] = sm_calloc(p->np + 1,
 		    sizeof(*h));

@@ -13,9 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
 #include "common/buf.h"
+#include "common/httpc.h"
 #include "common/log.h"
 #include "common/metrics.h"
 
@@ -66,12 +65,12 @@ struct remote_write {
 static pthread_once_t rw_once = PTHREAD_ONCE_INIT;
 static struct sm_metric *m_qlen, *m_qbytes, *m_sent, *m_retries, *m_dropped,
     *m_corrupt;
-static bool rw_curl_ok;
+static bool rw_http_ok;
 
 static void
 rw_init_once(void)
 {
-	rw_curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	rw_http_ok = sm_httpc_init() == 0;
 	m_qlen = sm_metric_register(SM_METRIC_GAUGE,
 	    "smolder_remote_write_queue_length", "Accepted writes waiting "
 	    "in the remote-write queue (on disk).", NULL, NULL, 0);
@@ -261,107 +260,79 @@ rw_decode(struct remote_write *rw, void *rec, size_t n, struct rw_entry *e)
 	return (e->url != NULL);
 }
 
-static size_t
-rw_discard(char *p, size_t size, size_t n, void *arg)
-{
-	(void)p;
-	(void)arg;
-	return (size * n);
-}
-
 /*
- * libcurl calls this once the connection is up, right before the request
+ * httpc calls this once the connection is up, right before the request
  * goes out: from here on an /ingest entry may reach the receiver, so the
  * queue remembers it (rwq_mark) in case the process dies mid-request.
  */
-static int
-rw_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip,
-    int conn_primary_port, int conn_local_port)
+static void
+rw_on_send(void *arg)
 {
 	struct remote_write *rw = arg;
 
-	(void)conn_primary_ip;
-	(void)conn_local_ip;
-	(void)conn_primary_port;
-	(void)conn_local_port;
 	if (!rw->marked && rwq_mark(rw->q, true) == 0)
 		rw->marked = true;
-	return (CURL_PREREQFUNC_OK);
 }
 
 enum rw_outcome { RW_SENT, RW_RETRY, RW_REJECTED, RW_AMBIGUOUS };
 
 /* One attempt.  `status` gets the HTTP status (0 when none). */
 static enum rw_outcome
-rw_send(struct remote_write *rw, CURL *c, const struct rw_entry *e,
-    long *status, char *why, size_t whysz)
+rw_send(struct remote_write *rw, const struct rw_entry *e, long *status,
+    char *why, size_t whysz)
 {
-	struct curl_slist *h = NULL, *nh;
-	char line[512];
-	CURLcode cc;
-	bool hdr_ok = true;
+	char ctype[512], tenant[512];
+	const char *h[5];
+	size_t nh = 0;
+	struct sm_httpc_req rq = { 0 };
+	struct sm_httpc_resp resp;
+	struct sm_err err = { 0 };
+	int rv;
 
 	*status = 0;
 	why[0] = '\0';
 	/* "Expect:" off: no 100-continue round trip for large bodies. */
-	if ((nh = curl_slist_append(h, "Expect:")) == NULL)
-		hdr_ok = false;
-	else
-		h = nh;
-	if (hdr_ok && e->ctype != NULL) {
-		snprintf(line, sizeof(line), "Content-Type: %s", e->ctype);
-		if ((nh = curl_slist_append(h, line)) == NULL)
-			hdr_ok = false;
-		else
-			h = nh;
+	h[nh++] = "Expect:";
+	if (e->ctype != NULL) {
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s", e->ctype);
+		h[nh++] = ctype;
 	}
-	if (hdr_ok && e->tenant != NULL) {
-		snprintf(line, sizeof(line), "X-Scope-OrgID: %s", e->tenant);
-		if ((nh = curl_slist_append(h, line)) == NULL)
-			hdr_ok = false;
-		else
-			h = nh;
+	if (e->tenant != NULL) {
+		snprintf(tenant, sizeof(tenant), "X-Scope-OrgID: %s",
+		    e->tenant);
+		h[nh++] = tenant;
 	}
-	if (hdr_ok && rw->auth_hdr != NULL) {
-		if ((nh = curl_slist_append(h, rw->auth_hdr)) == NULL)
-			hdr_ok = false;
-		else
-			h = nh;
-	}
-	if (!hdr_ok) {
-		curl_slist_free_all(h);
-		snprintf(why, whysz, "out of memory");
-		return (RW_RETRY);
-	}
-	curl_easy_setopt(c, CURLOPT_URL, e->url);
-	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, e->body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)e->len);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	if (rw->auth_hdr != NULL)
+		h[nh++] = rw->auth_hdr;
+	h[nh] = NULL;
+	rq.url = e->url;
+	rq.headers = h;
+	rq.body = e->body;
+	rq.len = e->len;
+	rq.timeout_ms = rw->cfg.timeout_ms;
+	rq.connect_timeout_ms = SM_MIN(rw->cfg.timeout_ms, 5000);
+	rq.user_agent = "smolder/" SM_VERSION " remote-write";
+	/* https receivers: a private CA, and a client certificate for one
+	 * that wants mutual TLS. */
+	rq.ca_file = rw->cfg.tls_ca;
+	rq.tls_cert = rw->cfg.tls_cert;
+	rq.tls_key = rw->cfg.tls_key;
 	/* Idempotent entries are re-sent anyway: no need to mark them. */
-	curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, (e->flags & RW_IDEMPOTENT)
-	    ? NULL : rw_prereq);
-	curl_easy_setopt(c, CURLOPT_PREREQDATA, rw);
-	cc = curl_easy_perform(c);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(h);
-	switch (cc) {
-	case CURLE_OK:
-		break;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_OUT_OF_MEMORY:
-		/* Nothing reached the receiver. */
-		snprintf(why, whysz, "%s", curl_easy_strerror(cc));
-		return (RW_RETRY);
-	default:
-		snprintf(why, whysz, "%s", curl_easy_strerror(cc));
-		/* A push.v1 entry carries its IDs: a re-send is harmless. */
+	if (!(e->flags & RW_IDEMPOTENT)) {
+		rq.on_send = rw_on_send;
+		rq.cb_arg = rw;
+	}
+	if ((rv = sm_httpc_do(&rq, &resp, NULL, &err)) != 0) {
+		snprintf(why, whysz, "%s", resp.reason != NULL ? resp.reason :
+		    err.msg);
+		/* Nothing reached the receiver (or nothing was sent); else
+		 * only a push.v1 entry, which carries its IDs, is harmless
+		 * to send again. */
+		if (resp.unsent || resp.reason == NULL)
+			return (RW_RETRY);
 		return ((e->flags & RW_IDEMPOTENT) ? RW_RETRY : RW_AMBIGUOUS);
 	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	*status = resp.status;
 	if (*status >= 200 && *status < 300)
 		return (RW_SENT);
 	snprintf(why, whysz, "HTTP %ld", *status);
@@ -395,27 +366,9 @@ rw_main(void *arg)
 {
 	struct remote_write *rw = arg;
 	int64_t backoff = RW_MIN_BACKOFF_MS, drain_until = 0;
-	char why[CURL_ERROR_SIZE + 64];
-	CURL *c = curl_easy_init();
+	char why[SM_ERR_MSG_MAX + 64];
 	bool first = true;
 
-	if (c != NULL) {
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rw->cfg.timeout_ms);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-		    (long)SM_MIN(rw->cfg.timeout_ms, 5000));
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, rw_discard);
-		curl_easy_setopt(c, CURLOPT_USERAGENT, "smolder/"
-		    SM_VERSION " remote-write");
-		/* https receivers: a private CA, and a client certificate
-		 * for one that wants mutual TLS. */
-		if (rw->cfg.tls_ca != NULL && rw->cfg.tls_ca[0] != '\0')
-			curl_easy_setopt(c, CURLOPT_CAINFO, rw->cfg.tls_ca);
-		if (rw->cfg.tls_cert != NULL && rw->cfg.tls_cert[0] != '\0') {
-			curl_easy_setopt(c, CURLOPT_SSLCERT, rw->cfg.tls_cert);
-			curl_easy_setopt(c, CURLOPT_SSLKEY, rw->cfg.tls_key);
-		}
-	}
 	pthread_mutex_lock(&rw->mu);
 	for (;;) {
 		struct rw_entry e;
@@ -475,12 +428,8 @@ rw_main(void *arg)
 			status = 0;
 			snprintf(why, sizeof(why), "in flight when the process "
 			    "stopped");
-		} else if (c == NULL) {
-			o = RW_RETRY;
-			status = 0;
-			snprintf(why, sizeof(why), "curl_easy_init failed");
 		} else {
-			o = rw_send(rw, c, &e, &status, why, sizeof(why));
+			o = rw_send(rw, &e, &status, why, sizeof(why));
 		}
 		first = false;
 		pthread_mutex_lock(&rw->mu);
@@ -535,8 +484,6 @@ rw_main(void *arg)
 		    b);
 	}
 	pthread_mutex_unlock(&rw->mu);
-	if (c != NULL)
-		curl_easy_cleanup(c);
 	return (NULL);
 }
 
@@ -580,7 +527,7 @@ rw_create(const struct rw_config *cfg, struct remote_write **out,
 		return (sm_err_set(err, SM_EINVAL, "remote-write: its queue "
 		    "needs -data.dir"));
 	pthread_once(&rw_once, rw_init_once);
-	if (!rw_curl_ok)
+	if (!rw_http_ok)
 		return (sm_err_set(err, SM_EINTERNAL, "remote-write: libcurl "
 		    "initialisation failed"));
 	if ((rw = sm_calloc(1, sizeof(*rw))) == NULL)

@@ -45,8 +45,8 @@
  * (smolder_remote_write_dropped_total{reason="queue_full"}, logged) --
  * the local write already succeeded and the client is never made to wait
  * for the remote side.  Entries are sent in order by one thread with one
- * keep-alive connection (libcurl).  The queue directory is flock()ed: one
- * process per data dir.
+ * keep-alive connection (common/httpc.h).  The queue directory is
+ * flock()ed: one process per data dir.
  *
  * Retries and "nothing acknowledged twice".  /ingest has no idempotency
  * id, so an /ingest entry the receiver may have stored is never sent
@@ -62,7 +62,7 @@
  *     receiver may have stored it; dropped (at most once), reason
  *     "ambiguous", logged;
  *   - across a restart: once the connection is up and just before the
- *     request goes out (libcurl's pre-request callback), the commit file
+ *     request goes out (httpc's on_send callback), the commit file
  *     marks the entry "in flight"; the mark is cleared when the attempt
  *     ends without reaching the receiver.  An /ingest entry found marked
  *     at the next start was being sent when the process died: dropped as
