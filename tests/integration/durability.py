@@ -219,6 +219,23 @@ def admin(*args, timeout=120):
         return AdminResult(argv, None, "", "%s: %s" % (type(e).__name__, e))
 
 
+
+def admin_verify(r, data, rc, what):
+    """smolder-admin verify over the data dir `data` must exit rc; its
+    result."""
+    a = admin("verify", "-data.dir=%s" % data)
+    r.check(a.rc == rc, what, a.describe())
+    return a
+
+
+def run_query(srv, kind, args):
+    """One query of a captured list: ("get", (path, params)) over HTTP,
+    else ("connect", (method, message))."""
+    if kind == "get":
+        return srv.request("GET", args[0], args[1])
+    return connect(srv, args[0], args[1])
+
+
 BLOCK_LINE = re.compile(
     r"^tenant=(\S*) block=(\S+) min=(-?\d+) max=(-?\d+) series=(\d+) "
     r"nodes=(\d+) bytes=(\d+)"
