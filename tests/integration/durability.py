@@ -83,9 +83,12 @@ def copy_tree(src, dst):
     shutil.copytree(src, dst, symlinks=True)
 
 
-def tree_bytes(path):
+def tree_bytes(path, skip=()):
+    """Bytes of the files under path, leaving out directories named in
+    skip."""
     n = 0
-    for d, _, files in os.walk(path):
+    for d, dirs, files in os.walk(path):
+        dirs[:] = [x for x in dirs if x not in skip]
         for f in files:
             try:
                 n += os.path.getsize(os.path.join(d, f))
