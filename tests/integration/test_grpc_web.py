@@ -47,7 +47,6 @@ import node_clients  # noqa: E402
 from durability import DataServer, Workspace  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import data_dir, free_port, in_ci, run_script  # noqa: E402
-from smolder import source_dir  # noqa: E402
 
 CLIENT_DIR = node_clients.CLIENT_DIR
 PROTOS = ["querier/v1/querier.proto", "push/v1/push.proto",
@@ -195,12 +194,8 @@ def body(r):
     ws = Workspace("grpc-web")
     r.at_end(lambda: ws.cleanup(r))
     dset = ws.path("services.pb")
-    p = subprocess.run([protoc, "--include_imports",
-                        "--descriptor_set_out=" + dset,
-                        "-I", os.path.join(source_dir(), "proto")] + PROTOS,
-                       capture_output=True, text=True, timeout=60)
-    r.check(p.returncode == 0, "protoc wrote the services' descriptors",
-            p.stderr[-500:])
+    node_clients.descriptor_set(
+        r, protoc, dset, PROTOS, "protoc wrote the services' descriptors")
     gport = free_port()
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-validation.reject-older-than=0",
