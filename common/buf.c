@@ -288,8 +288,8 @@ sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n)
 	}
 }
 
-static int
-buf_b64_val(unsigned char c)
+int
+sm_base64_digit(unsigned char c, bool url)
 {
 	if (c >= 'A' && c <= 'Z')
 		return (c - 'A');
@@ -297,9 +297,9 @@ buf_b64_val(unsigned char c)
 		return (c - 'a' + 26);
 	if (c >= '0' && c <= '9')
 		return (c - '0' + 52);
-	if (c == '+')
+	if (c == (url ? '-' : '+'))
 		return (62);
-	if (c == '/')
+	if (c == (url ? '_' : '/'))
 		return (63);
 	return (-1);
 }
@@ -325,7 +325,7 @@ sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n)
 			v = 0;
 			continue;
 		}
-		if ((d = buf_b64_val((unsigned char)s[i])) < 0)
+		if ((d = sm_base64_digit((unsigned char)s[i], false)) < 0)
 			return (SM_EINVAL);
 		v = v << 6 | (uint32_t)d;
 		k++;

@@ -85,6 +85,10 @@ void sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n);
  */
 int sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n);
 
+/* The value of base64 digit c, or -1: the standard alphabet, or with url
+ * the URL one ('-' and '_' for 62 and 63, RFC 4648 section 5). */
+int sm_base64_digit(unsigned char c, bool url);
+
 /*
  * Append `s` as a JSON string literal, quotes included.  Escaping matches
  * Go's encoding/json byte for byte (Pyroscope's responses): invalid UTF-8

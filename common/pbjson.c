@@ -904,27 +904,6 @@ pbjson_dec_float(struct pbjson_dec *dc, ProtobufCType t,
 	return (0);
 }
 
-static int
-pbjson_b64_val(unsigned char c, bool url)
-{
-	if (c >= 'A' && c <= 'Z')
-		return (c - 'A');
-	if (c >= 'a' && c <= 'z')
-		return (c - 'a' + 26);
-	if (c >= '0' && c <= '9')
-		return (c - '0' + 52);
-	if (c == (url ? '-' : '+'))
-		return (62);
-	if (c == (url ? '_' : '/'))
-		return (63);
-	return (-1);
-}
-
-/*
- * Base64 as Go's protojson reads bytes: the URL alphabet when the text
- * has '-' or '_', else the standard one; padding is required to be
- * complete when the length is a multiple of 4 and absent otherwise.
- */
 /* OTLP's ids: a hex string (either case), "" for none. */
 static int
 pbjson_dec_hex(struct pbjson_dec *dc, const struct sm_json *v,
@@ -955,6 +934,11 @@ pbjson_dec_hex(struct pbjson_dec *dc, const struct sm_json *v,
 	return (0);
 }
 
+/*
+ * Base64 as Go's protojson reads bytes: the URL alphabet when the text
+ * has '-' or '_', else the standard one; padding is required to be
+ * complete when the length is a multiple of 4 and absent otherwise.
+ */
 static int
 pbjson_dec_bytes(struct pbjson_dec *dc, const struct sm_json *v,
     ProtobufCBinaryData *dst)
@@ -986,7 +970,7 @@ pbjson_dec_bytes(struct pbjson_dec *dc, const struct sm_json *v,
 	if ((p = sm_arena_alloc(dc->a, n / 4 * 3 + 3)) == NULL)
 		return (pbjson_oom(dc));
 	for (size_t i = 0; i < n; i++) {
-		int c = pbjson_b64_val(s[i], url);
+		int c = sm_base64_digit(s[i], url);
 
 		if (c < 0)
 			goto bad;

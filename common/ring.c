@@ -534,23 +534,26 @@ sm_ring_snap_build_ids(const char *const *ids, uint32_t n, uint32_t tokens,
 	return (0);
 }
 
+/* The first token at or after h (wrapping); s has tokens. */
+static uint32_t
+tok_at(const struct sm_ring_snap *s, uint32_t h)
+{
+	size_t lo;
+
+	SM_LOWER_BOUND(lo, s->ntok, mid, s->tok[mid] < h);
+	return ((uint32_t)(lo % s->ntok));
+}
+
 /* The token owners of key from its successor on, healthy only or all. */
 static uint32_t
 ring_walk(const struct sm_ring_snap *s, uint32_t key, bool healthy_only,
     const uint8_t *shard, uint32_t *out)
 {
-	uint32_t lo = 0, hi = s->ntok, k = 0;
+	uint32_t lo, k = 0;
 
 	if (s->ntok == 0)
 		return (0);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (s->tok[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = tok_at(s, key);
 	/* Zone-aware: one replica per zone, so the set ends when every
 	 * zone that can take one has one. */
 	uint32_t most = s->zone_aware ? SM_MIN(s->rf, healthy_only ?
@@ -622,23 +625,6 @@ sm_ring_owners_settling(const struct sm_ring_snap *s, uint32_t key,
 			out[n++] = extra[i];
 	}
 	return (n);
-}
-
-/* The first token at or after h (wrapping). */
-static uint32_t
-tok_at(const struct sm_ring_snap *s, uint32_t h)
-{
-	uint32_t lo = 0, hi = s->ntok;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (s->tok[mid] < h)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo % s->ntok);
 }
 
 uint32_t
@@ -2065,6 +2051,19 @@ reg_main(void *arg)
 	return (NULL);
 }
 
+/* Frees what sm_ring_reg_start built; its thread is not running. */
+static void
+reg_free(struct sm_ring_reg *g)
+{
+	sm_etcd_destroy(g->etcd);
+	sm_free(g->key);
+	free(g->val);
+	pthread_mutex_destroy(&g->mu);
+	pthread_mutex_destroy(&g->io);
+	pthread_cond_destroy(&g->cv);
+	sm_free(g);
+}
+
 int
 sm_ring_reg_start(const char *endpoints, int64_t timeout_ms,
     const char *prefix, const char *id, const char *addr, const char *zone,
@@ -2097,13 +2096,7 @@ sm_ring_reg_start(const char *endpoints, int64_t timeout_ms,
 	*out = g;
 	return (0);
 fail:
-	sm_etcd_destroy(g->etcd);
-	sm_free(g->key);
-	free(g->val);
-	pthread_mutex_destroy(&g->mu);
-	pthread_mutex_destroy(&g->io);
-	pthread_cond_destroy(&g->cv);
-	sm_free(g);
+	reg_free(g);
 	return (rv);
 }
 
@@ -2135,11 +2128,5 @@ sm_ring_reg_stop(struct sm_ring_reg *g)
 	pthread_mutex_unlock(&g->mu);
 	sm_etcd_cancel(g->etcd);
 	pthread_join(g->thr, NULL);
-	sm_etcd_destroy(g->etcd);
-	sm_free(g->key);
-	free(g->val);
-	pthread_mutex_destroy(&g->mu);
-	pthread_mutex_destroy(&g->io);
-	pthread_cond_destroy(&g->cv);
-	sm_free(g);
+	reg_free(g);
 }

@@ -24,6 +24,7 @@
 
 #include "common/gz.h"
 #include "sm_test.h"
+#include "sm_test_batch.h"
 
 static const char *const data_dirs[] = { "tests/data",
     "../shared/testdata/profiles" };
@@ -69,22 +70,8 @@ run_go(struct run *r, const uint8_t *p, size_t n)
 {
 	sm_err_clear(&r->err);
 	r->rv = dist_jfr_ingest(p, n, &r->in, &r->b, &r->err);
-	if (r->rv != 0)
-		SM_CHECKF(r->err.code == r->rv && r->err.msg[0] != '\0',
-		    "rv %d without a message", r->rv);
-	if (r->rv == 0)
-		SM_REQUIRE(dist_batch_finish(&r->b) == 0);
-	return (r->rv);
+	return (batch_ingested(r->rv, &r->err, &r->b));
 }
-
-#define CHECK_FAIL(r, code, needle)                                         \
-	do {                                                                \
-		SM_CHECKF((r)->rv == (code), "rv %d (%s), want %s; msg: %s",\
-		    (r)->rv, sm_strerror((r)->rv), sm_strerror(code),       \
-		    (r)->err.msg);                                          \
-		SM_CHECKF(strstr((r)->err.msg, (needle)) != NULL,           \
-		    "message \"%s\" lacks \"%s\"", (r)->err.msg, (needle)); \
-	} while (0)
 
 /* Read a data file (any of the data dirs); malloc'd, NULL if absent. */
 static uint8_t *
@@ -127,94 +114,6 @@ gunzip_all(const uint8_t *p, size_t n, size_t *outn)
 
 /* --- collapsed text --------------------------------------------------------- */
 
-struct cline {
-	char *s;
-	int64_t v;
-};
-
-static int
-cline_cmp(const void *x, const void *y)
-{
-	return (strcmp(((const struct cline *)x)->s,
-	    ((const struct cline *)y)->s));
-}
-
-static char *
-stack_str(const struct dist_batch *b, uint32_t leaf)
-{
-	uint32_t depth = 0, i = 0, *path;
-	size_t len = 1;
-	char *s, *o;
-
-	for (uint32_t nd = leaf; nd != 0; nd = b->tree.parent[nd]) {
-		depth++;
-		len += b->strings.strs[b->tree.name[nd]].len + 1;
-	}
-	path = malloc((SM_MAX(depth, 1)) * sizeof(*path));
-	s = o = malloc(len);
-	SM_REQUIRE(path != NULL && s != NULL);
-	for (uint32_t nd = leaf; nd != 0; nd = b->tree.parent[nd])
-		path[i++] = nd;
-	*o = '\0';
-	while (i-- > 0) {
-		const struct sm_str *e = &b->strings.strs[b->tree.name[path[i]]];
-
-		memcpy(o, e->p, e->len);
-		o += e->len;
-		if (i != 0)
-			*o++ = ';';
-		*o = '\0';
-	}
-	free(path);
-	return (s);
-}
-
-/* Sort, sum equal stacks, drop sums <= 0, render "stack v\n" lines. */
-static char *
-render(struct cline *v, size_t n, size_t *nlines)
-{
-	size_t out = 0, len = 1;
-	char *txt, *o;
-
-	if (n != 0)
-		qsort(v, n, sizeof(*v), cline_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (out > 0 && strcmp(v[out - 1].s, v[i].s) == 0) {
-			v[out - 1].v += v[i].v;
-			free(v[i].s);
-			continue;
-		}
-		v[out++] = v[i];
-	}
-	for (size_t i = 0; i < out; i++)
-		len += strlen(v[i].s) + 24;
-	txt = o = malloc(len);
-	SM_REQUIRE(txt != NULL);
-	*o = '\0';
-	*nlines = 0;
-	for (size_t i = 0; i < out; i++) {
-		if (v[i].v > 0) {
-			o += sprintf(o, "%s %lld\n", v[i].s, (long long)v[i].v);
-			(*nlines)++;
-		}
-		free(v[i].s);
-	}
-	return (txt);
-}
-
-static void
-cl_push(struct cline **v, size_t *n, size_t *cap, char *s, int64_t val)
-{
-	if (*n == *cap) {
-		*cap = *cap ? 2 * *cap : 64;
-		*v = realloc(*v, *cap * sizeof(**v));
-		SM_REQUIRE(*v != NULL);
-	}
-	(*v)[*n].s = s;
-	(*v)[(*n)++].v = val;
-}
-
-/* The batch's series of __name__ `metric` and __type__ `type`, collapsed. */
 /* Whether series s is of __name__ `metric` and __type__ `type`. */
 static bool
 series_is(const struct dist_series *s, const char *metric, const char *type)
@@ -243,7 +142,7 @@ collapse(const struct dist_batch *b, const char *metric, const char *type,
 			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
 			    s->value[j]);
 	}
-	txt = render(v, n, nlines);
+	txt = cl_render(v, n, false, nlines);
 	free(v);
 	return (txt);
 }
@@ -288,7 +187,7 @@ golden_column(const uint8_t *g, size_t gn, int col, size_t *nlines,
 		cl_push(&v, &n, &cap, strdup(line), vals[col]);
 		free(line);
 	}
-	txt = render(v, n, nlines);
+	txt = cl_render(v, n, false, nlines);
 	free(v);
 	return (txt);
 }

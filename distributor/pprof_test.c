@@ -20,6 +20,7 @@
 #include "common/gz.h"
 #include "google/v1/profile.pb-c.h"
 #include "sm_test.h"
+#include "sm_test_batch.h"
 
 /* --- profile builder ------------------------------------------------------ */
 
@@ -387,12 +388,7 @@ run_go(struct run *r, const uint8_t *p, size_t n)
 {
 	sm_err_clear(&r->err);
 	r->rv = dist_pprof_ingest(p, n, &r->in, &r->b, &r->err);
-	if (r->rv != 0)
-		SM_CHECKF(r->err.code == r->rv && r->err.msg[0] != '\0',
-		    "rv %d without a message", r->rv);
-	if (r->rv == 0)
-		SM_REQUIRE(dist_batch_finish(&r->b) == 0);
-	return (r->rv);
+	return (batch_ingested(r->rv, &r->err, &r->b));
 }
 
 static int
@@ -404,59 +400,7 @@ run_tb(struct run *r, struct tb *t)
 	return (run_go(r, p, n));
 }
 
-/* Expect failure with `code` and `needle` in the message. */
-#define CHECK_FAIL(r, code, needle)                                         \
-	do {                                                                \
-		SM_CHECKF((r)->rv == (code), "rv %d (%s), want %s; msg: %s",\
-		    (r)->rv, sm_strerror((r)->rv), sm_strerror(code),       \
-		    (r)->err.msg);                                          \
-		SM_CHECKF(strstr((r)->err.msg, (needle)) != NULL,           \
-		    "message \"%s\" lacks \"%s\"", (r)->err.msg, (needle)); \
-	} while (0)
-
 /* --- reading the batch back -------------------------------------------------- */
-
-struct cline {
-	char *s;
-	int64_t v;
-};
-
-static int
-cline_cmp(const void *x, const void *y)
-{
-	return (strcmp(((const struct cline *)x)->s,
-	    ((const struct cline *)y)->s));
-}
-
-static char *
-stack_str(const struct dist_batch *b, uint32_t leaf)
-{
-	uint32_t depth = 0, i = 0, *path;
-	size_t len = 1;
-	char *s, *o;
-
-	for (uint32_t nd = leaf; nd != 0; nd = b->tree.parent[nd]) {
-		depth++;
-		len += b->strings.strs[b->tree.name[nd]].len + 1;
-	}
-	path = malloc((SM_MAX(depth, 1)) * sizeof(*path));
-	s = o = malloc(len);
-	SM_REQUIRE(path != NULL && s != NULL);
-	for (uint32_t nd = leaf; nd != 0; nd = b->tree.parent[nd])
-		path[i++] = nd;
-	*o = '\0';
-	while (i-- > 0) {
-		const struct sm_str *e = &b->strings.strs[b->tree.name[path[i]]];
-
-		memcpy(o, e->p, e->len);
-		o += e->len;
-		if (i != 0)
-			*o++ = ';';
-		*o = '\0';
-	}
-	free(path);
-	return (s);
-}
 
 /*
  * Collapsed text of the series whose __type__ is `type` (all of them when
@@ -468,8 +412,8 @@ collapse(const struct dist_batch *b, const char *type, int only,
     size_t *nlines)
 {
 	struct cline *v = NULL;
-	size_t n = 0, cap = 0, len = 1, out = 0;
-	char *txt, *o;
+	size_t n = 0, cap = 0;
+	char *txt;
 
 	for (uint32_t k = 0; k < b->nseries; k++) {
 		const struct dist_series *s = &b->series[k];
@@ -479,38 +423,12 @@ collapse(const struct dist_batch *b, const char *type, int only,
 		if ((only >= 0 && (uint32_t)only != k) ||
 		    (type != NULL && (ty == NULL || strcmp(ty, type) != 0)))
 			continue;
-		for (uint32_t j = 0; j < s->n; j++) {
-			if (n == cap) {
-				cap = cap ? 2 * cap : 64;
-				v = realloc(v, cap * sizeof(*v));
-				SM_REQUIRE(v != NULL);
-			}
-			v[n].s = stack_str(b, s->node[j]);
-			v[n++].v = s->value[j];
-		}
+		for (uint32_t j = 0; j < s->n; j++)
+			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
+			    s->value[j]);
 	}
-	if (n != 0)
-		qsort(v, n, sizeof(*v), cline_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (out > 0 && strcmp(v[out - 1].s, v[i].s) == 0) {
-			v[out - 1].v += v[i].v;
-			free(v[i].s);
-			continue;
-		}
-		v[out++] = v[i];
-	}
-	for (size_t i = 0; i < out; i++)
-		len += strlen(v[i].s) + 24;
-	txt = o = malloc(len);
-	SM_REQUIRE(txt != NULL);
-	*o = '\0';
-	for (size_t i = 0; i < out; i++) {
-		o += sprintf(o, "%s %lld\n", v[i].s, (long long)v[i].v);
-		free(v[i].s);
-	}
+	txt = cl_render(v, n, true, nlines);
 	free(v);
-	if (nlines != NULL)
-		*nlines = out;
 	return (txt);
 }
 

@@ -429,6 +429,29 @@ add_windows(int64_t lo, int64_t hi, int64_t window_ms, int64_t **ws,
 	return (0);
 }
 
+/*
+ * A new job at the end of jobs[0..*n) for tenant's window [w0, w0 +
+ * window_ms) of tier tier_ms (0: a merge), zeroed but for those; *n
+ * counts it only once the caller has filled it in.  NULL: out of memory.
+ */
+static struct ing_compact_job *
+job_add(struct ing_compact_job **jobs, uint32_t *n, uint32_t *cap,
+    const char *tenant, int64_t tier_ms, int64_t w0, int64_t window_ms)
+{
+	struct ing_compact_job *j;
+
+	if (SM_GROW(*jobs, *cap, (size_t)*n + 1, 16) != 0)
+		return (NULL);
+	j = &(*jobs)[*n];
+	memset(j, 0, sizeof(*j));
+	if ((j->tenant = sm_strdup(tenant)) == NULL)
+		return (NULL);
+	j->tier_ms = tier_ms;
+	j->window_start = w0;
+	j->window_ms = window_ms;
+	return (j);
+}
+
 static int
 plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
     uint32_t nwidths, int64_t window_ms, int64_t now_ms,
@@ -483,20 +506,11 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 			struct ing_compact_job *j;
 
 			if (nm > 0) {
-				if (SM_GROW(*jobs, *cap, (size_t)*n + 1, 16) !=
-				    0) {
+				if ((j = job_add(jobs, n, cap, t->id, 0, w0,
+				    window_ms)) == NULL) {
 					rv = SM_ENOMEM;
 					goto out;
 				}
-				j = &(*jobs)[*n];
-				memset(j, 0, sizeof(*j));
-				if ((j->tenant = sm_strdup(t->id)) == NULL) {
-					rv = SM_ENOMEM;
-					goto out;
-				}
-				j->tier_ms = 0;
-				j->window_start = w0;
-				j->window_ms = window_ms;
 				j->due = true;
 				j->nblocks = nm;
 				j->bytes = mbytes;
@@ -515,19 +529,11 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 				v.due = false;
 			if (!v.due && v.superseded == 0)
 				continue;
-			if (SM_GROW(*jobs, *cap, (size_t)*n + 1, 16) != 0) {
+			if ((j = job_add(jobs, n, cap, t->id, widths[k], w0,
+			    window_ms)) == NULL) {
 				rv = SM_ENOMEM;
 				goto out;
 			}
-			j = &(*jobs)[*n];
-			memset(j, 0, sizeof(*j));
-			if ((j->tenant = sm_strdup(t->id)) == NULL) {
-				rv = SM_ENOMEM;
-				goto out;
-			}
-			j->tier_ms = widths[k];
-			j->window_start = w0;
-			j->window_ms = window_ms;
 			j->due = v.due;
 			j->superseded = v.superseded;
 			j->nblocks = v.nraw;
@@ -1108,6 +1114,34 @@ retire_superseded(struct ing_db *db, struct ing_tenant *t, int64_t w,
 	return (n);
 }
 
+/*
+ * Slots in t->blocks for a new meta, taken before the block is stored so
+ * publishing it cannot fail (write.c's cut_commit reserves the same way).
+ */
+static int
+meta_slots(struct ing_tenant *t, struct sm_err *err)
+{
+	int rv;
+
+	ING_LOCK(&t->mu);
+	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
+	ING_UNLOCK(&t->mu);
+	if (rv != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	return (0);
+}
+
+/* The job built (and stored) block m. */
+static void
+stats_built(struct ing_compact_stats *st, const struct ing_block_meta *m)
+{
+	st->built = true;
+	st->gen = m->gen;
+	st->series = m->nseries;
+	st->nnodes = m->nnodes;
+	st->bytes_written = m->bytes;
+}
+
 static int
 compact_run(struct ing_db *db, struct ing_tenant *t, int64_t w, int64_t ws,
     int64_t we, struct ing_compact_stats *st, struct sm_err *err)
@@ -1159,22 +1193,10 @@ compact_run(struct ing_db *db, struct ing_tenant *t, int64_t w, int64_t ws,
 		st->empty = true;
 		goto cleanup;
 	}
-	/* Slots for the new meta, so publishing it cannot fail (above;
-	 * write.c's cut_commit reserves the same way). */
-	ING_LOCK(&t->mu);
-	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
-	ING_UNLOCK(&t->mu);
-	if (rv != 0) {
-		rv = sm_err_set(err, rv, "out of memory");
+	if ((rv = meta_slots(t, err)) != 0 ||
+	    (rv = ing_store_block_put(db->store, t->id, &e, err)) != 0)
 		goto out;
-	}
-	if ((rv = ing_store_block_put(db->store, t->id, &e, err)) != 0)
-		goto out;
-	st->built = true;
-	st->gen = e.meta.gen;
-	st->series = e.meta.nseries;
-	st->nnodes = e.meta.nnodes;
-	st->bytes_written = e.meta.bytes;
+	stats_built(st, &e.meta);
 	ING_LOCK(&t->mu);
 	published = ing_tenant_add_block(t, &e.meta) == 0;
 	ING_UNLOCK(&t->mu);
@@ -1264,23 +1286,11 @@ merge_run(struct ing_db *db, struct ing_tenant *t, int64_t ws, int64_t we,
 		st->empty = true;
 		goto out;
 	}
-	/* A slot for the new meta, so publishing it cannot fail (as for a
-	 * tier block). */
-	ING_LOCK(&t->mu);
-	rv = SM_GROW(t->blocks, t->blocks_cap, (size_t)t->nblocks + 2, 8);
-	ING_UNLOCK(&t->mu);
-	if (rv != 0) {
-		rv = sm_err_set(err, rv, "out of memory");
-		goto out;
-	}
-	if ((rv = ing_store_block_merge(db->store, t->id, &e, gens, ni,
+	if ((rv = meta_slots(t, err)) != 0 ||
+	    (rv = ing_store_block_merge(db->store, t->id, &e, gens, ni,
 	    err)) != 0)
 		goto out;
-	st->built = true;
-	st->gen = e.meta.gen;
-	st->series = e.meta.nseries;
-	st->nnodes = e.meta.nnodes;
-	st->bytes_written = e.meta.bytes;
+	stats_built(st, &e.meta);
 	/* The swap: queries copy metas under t->mu, so each sees the inputs
 	 * or the merged block, never both.  An input that fails to enter the
 	 * retire list stays on disk with its tombstone: the next open

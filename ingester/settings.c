@@ -6,23 +6,9 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "common/setting.h"
+
 static pthread_mutex_t settings_mu = PTHREAD_MUTEX_INITIALIZER;
-
-int
-ing_setting_cmp(const Smolder__V1__TenantSetting *a,
-    const Smolder__V1__TenantSetting *b)
-{
-	const char *av = a->value != NULL ? a->value : "";
-	const char *bv = b->value != NULL ? b->value : "";
-	int c;
-
-	if (a->modified_at != b->modified_at)
-		return (a->modified_at > b->modified_at ? 1 : -1);
-	if (a->deleted != b->deleted)
-		return (a->deleted ? 1 : -1);
-	c = strcmp(av, bv);
-	return (c > 0 ? 1 : c < 0 ? -1 : 0);
-}
 
 static void
 setting_key(struct sm_key *k, const char *tenant, const char *name)
@@ -154,7 +140,7 @@ settings_write(struct sm_kv *kv, const char *tenant,
 		sm_err_clear(err);
 		rv = 0;
 	}
-	if (rv == 0 && (cur == NULL || ing_setting_cmp(s, cur) > 0)) {
+	if (rv == 0 && (cur == NULL || sm_setting_cmp(s, cur) > 0)) {
 		v.len = 0;
 		sm_put_be64(hdr, (uint64_t)s->modified_at);
 		hdr[8] = s->deleted ? 1 : 0;

@@ -8,9 +8,10 @@
  * (an empty tenant string: no block key, no tenant range delete and no
  * block scan ever matches it), value
  *     be64 modified_at_ms | u8 deleted | value bytes.
- * A write replaces the stored register only when it is newer (modified_at,
- * then a tombstone over a value, then the larger value bytewise, so every
- * replica settles on the same winner whatever order writes arrive in).
+ * A write replaces the stored register only when it is newer by
+ * sm_setting_cmp (common/setting.h: modified_at, then a tombstone over a
+ * value, then the larger value bytewise, so every replica settles on the
+ * same winner whatever order writes arrive in).
  * Deletes are tombstones and are kept: a replica that missed a delete
  * cannot bring the value back through read repair.
  *
@@ -36,9 +37,5 @@
 int ing_settings_serve(struct sm_kv *kv, const Smolder__V1__SettingsRequest *req,
     struct sm_arena *a, Smolder__V1__SettingsResponse *out,
     struct sm_err *err);
-
-/* Which of two registers wins (> 0: a, < 0: b, 0: identical). */
-int ing_setting_cmp(const Smolder__V1__TenantSetting *a,
-    const Smolder__V1__TenantSetting *b);
 
 #endif /* ING_SETTINGS_H */

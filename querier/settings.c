@@ -55,6 +55,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/rpc.h"
+#include "common/setting.h"
 #include "common/tenant.h"
 
 #include "capabilities/v1/feature_flags.pb-c.h"
@@ -66,23 +67,6 @@
 
 #define SETTING_NAME_MAX 256
 #define SETTING_VALUE_MAX (256u << 10)
-
-/* The ingester's register order (ingester/settings.c ing_setting_cmp). */
-static int
-setting_cmp(const Smolder__V1__TenantSetting *a,
-    const Smolder__V1__TenantSetting *b)
-{
-	const char *av = a->value != NULL ? a->value : "";
-	const char *bv = b->value != NULL ? b->value : "";
-	int c;
-
-	if (a->modified_at != b->modified_at)
-		return (a->modified_at > b->modified_at ? 1 : -1);
-	if (a->deleted != b->deleted)
-		return (a->deleted ? 1 : -1);
-	c = strcmp(av, bv);
-	return (c > 0 ? 1 : c < 0 ? -1 : 0);
-}
 
 /* One round: the same request to every healthy member. */
 struct set_round {
@@ -189,7 +173,7 @@ qry_settings_put(struct querier *q, const char *tenant,
 	rv = round_run(q, &sr, a, &r, err);
 	for (uint32_t i = 0; rv == 0 && i < r.n; i++) {
 		if (r.resp[i] != NULL && r.resp[i]->n_settings == 1 &&
-		    setting_cmp(r.resp[i]->settings[0], *winner) > 0)
+		    sm_setting_cmp(r.resp[i]->settings[0], *winner) > 0)
 			*winner = r.resp[i]->settings[0];
 	}
 	round_fini(&r);
@@ -251,7 +235,7 @@ qry_settings_list(struct querier *q, const char *tenant, struct sm_arena *a,
 	qsort(all, nall, sizeof(*all), name_cmp);
 	for (size_t i = 0; i < nall; i++) {
 		if (nw > 0 && strcmp(w[nw - 1]->name, all[i]->name) == 0) {
-			if (setting_cmp(all[i], w[nw - 1]) > 0)
+			if (sm_setting_cmp(all[i], w[nw - 1]) > 0)
 				w[nw - 1] = all[i];
 		} else {
 			w[nw++] = all[i];
@@ -269,7 +253,7 @@ qry_settings_list(struct querier *q, const char *tenant, struct sm_arena *a,
 				    r.resp[i]->settings[j];
 
 				if (strcmp(s->name, w[k]->name) == 0 &&
-				    setting_cmp(s, w[k]) == 0)
+				    sm_setting_cmp(s, w[k]) == 0)
 					has = true;
 			}
 			if (!has) {
@@ -441,7 +425,7 @@ m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	    req->setting->modifiedat : sm_now_ms();
 	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
 		return (rv);
-	if (setting_cmp(win, &s) != 0)
+	if (sm_setting_cmp(win, &s) != 0)
 		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
 		    "is already stored (modifiedAt %lld)", s.name,
 		    (long long)win->modified_at));
@@ -476,7 +460,7 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	s.modified_at = sm_now_ms();
 	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
 		return (rv);
-	if (setting_cmp(win, &s) != 0 && !win->deleted)
+	if (sm_setting_cmp(win, &s) != 0 && !win->deleted)
 		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
 		    "is already stored (modifiedAt %lld)", s.name,
 		    (long long)win->modified_at));

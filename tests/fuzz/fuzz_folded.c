@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "fuzz_batch.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -21,13 +22,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		{ "service_name", "fuzz" },
 		{ "__name__", "process_cpu" },
 	};
-	struct sm_arena *a;
-	struct dist_limits lim;
-	struct dist_batch b;
+	struct fuzz_batch f;
 	struct sm_err err;
 	const char *txt;
 	size_t txtlen;
-	uint32_t series, i, j;
+	uint32_t series;
 	int64_t scale;
 	int rv, which;
 
@@ -37,18 +36,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	scale = data[0] >= 0x80 ? 10000000 : 1;
 	data++;
 	size--;
-	if ((a = sm_arena_create(256u << 20)) == NULL)
+	if (fuzz_batch_open(&f, 256u << 20) != 0)
 		return (0);
-	dist_limits_default(&lim);
-	if (dist_batch_init(&b, a, &lim) != 0) {
-		sm_arena_destroy(a);
-		return (0);
-	}
 	sm_err_clear(&err);
-	FUZZ_CHECK(dist_batch_series(&b, ls, 2, 1000, &series, &err) == 0,
+	FUZZ_CHECK(dist_batch_series(&f.b, ls, 2, 1000, &series, &err) == 0,
 	    "series: %s", err.msg);
 
-	rv = dist_text_decode(data, size, a, &txt, &txtlen, &err);
+	rv = dist_text_decode(data, size, f.a, &txt, &txtlen, &err);
 	if (rv != 0)
 		FUZZ_CHECK_ERR(rv, &err);
 	else
@@ -58,25 +52,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	switch (which) {
 	case 0:
-		rv = dist_folded_parse(data, size, &b, series, scale, &err);
+		rv = dist_folded_parse(data, size, &f.b, series, scale, &err);
 		break;
 	case 1:
-		rv = dist_lines_parse(data, size, &b, series, scale, &err);
+		rv = dist_lines_parse(data, size, &f.b, series, scale, &err);
 		break;
 	default:
-		rv = dist_trie_parse(data, size, &b, series, scale, &err);
+		rv = dist_trie_parse(data, size, &f.b, series, scale, &err);
 		break;
 	}
 	if (rv != 0) {
 		FUZZ_CHECK_ERR(rv, &err);
-	} else if (dist_batch_finish(&b) == 0) {
-		for (i = 0; i < b.nseries; i++)
-			for (j = 0; j < b.series[i].n; j++)
-				FUZZ_CHECK(b.series[i].value[j] > 0,
-				    "value %lld",
-				    (long long)b.series[i].value[j]);
+	} else if (dist_batch_finish(&f.b) == 0) {
+		fuzz_batch_check_positive(&f.b);
 	}
-	dist_batch_fini(&b);
-	sm_arena_destroy(a);
+	fuzz_batch_close(&f);
 	return (0);
 }

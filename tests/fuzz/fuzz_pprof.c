@@ -12,6 +12,7 @@
 #include "distributor/pprof.h"
 
 #include "fuzz.h"
+#include "fuzz_batch.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -21,39 +22,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sm_label base[1] = { { "service_name", "fuzz" } };
 	struct dist_pprof_in in = { base, 1, spies[size % 4], NULL, 0, NULL,
 	    1700000000000 };
-	struct sm_arena *a;
-	struct dist_limits lim;
-	struct dist_batch b;
+	struct fuzz_batch f;
 	struct sm_err err;
-	uint32_t i, j;
 	int rv;
 
 	/* Every 7th input runs on a tight budget to reach SM_ENOMEM. */
-	if ((a = sm_arena_create(size % 7 == 3 ? 64 * 1024 :
-	    256u << 20)) == NULL)
+	if (fuzz_batch_open(&f, size % 7 == 3 ? 64 * 1024 : 256u << 20) != 0)
 		return (0);
-	dist_limits_default(&lim);
-	if (dist_batch_init(&b, a, &lim) != 0) {
-		sm_arena_destroy(a);
-		return (0);
-	}
 	sm_err_clear(&err);
-	rv = dist_pprof_ingest(data, size, &in, &b, &err);
+	rv = dist_pprof_ingest(data, size, &in, &f.b, &err);
 	if (rv != 0) {
 		FUZZ_CHECK_ERR(rv, &err);
 		FUZZ_CHECK(rv == SM_EMALFORMED || rv == SM_ELIMIT ||
 		    rv == SM_EINVAL || rv == SM_ENOMEM || rv == SM_ETOOBIG,
 		    "unexpected code %d (%s)", rv, err.msg);
-	} else if ((rv = dist_batch_finish(&b)) == 0) {
-		for (i = 0; i < b.nseries; i++)
-			for (j = 0; j < b.series[i].n; j++)
-				FUZZ_CHECK(b.series[i].value[j] > 0,
-				    "series %u value %u is %lld", i, j,
-				    (long long)b.series[i].value[j]);
+	} else if ((rv = dist_batch_finish(&f.b)) == 0) {
+		fuzz_batch_check_positive(&f.b);
 	} else {
 		FUZZ_CHECK(rv == SM_ENOMEM, "finish: %d", rv);
 	}
-	dist_batch_fini(&b);
-	sm_arena_destroy(a);
+	fuzz_batch_close(&f);
 	return (0);
 }

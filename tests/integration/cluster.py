@@ -257,6 +257,13 @@ class Cluster:
                       "\n".join("%s: %s" % (k, "\n".join(v))
                                 for k, v in bad.items()))
 
+    def check_stopped_after_kills(self, results):
+        """check_stopped for a test that SIGKILLs members (kill9_*): what
+        the killed ones left is the test's doing, not a failure."""
+        bad = {k: v for k, v in self.stop().items() if "killed" not in k}
+        results.check(not bad, "every cluster process exits cleanly",
+                      str(bad)[:2000])
+
     # -- the ring ------------------------------------------------------------------
 
     def ring(self, server=None, path="/ring"):

@@ -83,9 +83,12 @@ def copy_tree(src, dst):
     shutil.copytree(src, dst, symlinks=True)
 
 
-def tree_bytes(path):
+def tree_bytes(path, skip=()):
+    """Bytes of the files under path, leaving out directories named in
+    skip."""
     n = 0
-    for d, _, files in os.walk(path):
+    for d, dirs, files in os.walk(path):
+        dirs[:] = [x for x in dirs if x not in skip]
         for f in files:
             try:
                 n += os.path.getsize(os.path.join(d, f))
@@ -217,6 +220,23 @@ def admin(*args, timeout=120):
                            p.stderr.decode("utf-8", "replace"))
     except (OSError, subprocess.TimeoutExpired) as e:
         return AdminResult(argv, None, "", "%s: %s" % (type(e).__name__, e))
+
+
+
+def admin_verify(r, data, rc, what):
+    """smolder-admin verify over the data dir `data` must exit rc; its
+    result."""
+    a = admin("verify", "-data.dir=%s" % data)
+    r.check(a.rc == rc, what, a.describe())
+    return a
+
+
+def run_query(srv, kind, args):
+    """One query of a captured list: ("get", (path, params)) over HTTP,
+    else ("connect", (method, message))."""
+    if kind == "get":
+        return srv.request("GET", args[0], args[1])
+    return connect(srv, args[0], args[1])
 
 
 BLOCK_LINE = re.compile(

@@ -43,3 +43,13 @@ def ensure(r):
         finally:
             fcntl.flock(lk, fcntl.LOCK_UN)
     return node, protoc
+
+
+def descriptor_set(r, protoc, out, protos, what):
+    """protoc compiles protos (paths under proto/) and their imports into
+    the descriptor set `out` the clients read; checked as `what`."""
+    p = subprocess.run([protoc, "--include_imports",
+                        "--descriptor_set_out=" + out,
+                        "-I", os.path.join(source_dir(), "proto")] + protos,
+                       capture_output=True, text=True, timeout=60)
+    r.check(p.returncode == 0, what, p.stderr[-500:])

@@ -48,9 +48,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (Workspace, admin, connect,  # noqa: E402
+from durability import (Workspace, admin, admin_verify,  # noqa: E402
                         flush, have_admin, limit_flags, metric_value,
-                        metrics, missing_flags, parse_blocks,
+                        metrics, missing_flags, parse_blocks, run_query,
                         start_or_fail, wait_metric)
 from smolder import run_script, data_dir  # noqa
 
@@ -165,12 +165,6 @@ def queries():
                               labelNames=["env", "service_name",
                                           "__profile_type__"]))))
     return q
-
-
-def run_query(srv, kind, args):
-    if kind == "get":
-        return srv.request("GET", args[0], args[1])
-    return connect(srv, args[0], args[1])
 
 
 def capture(srv):
@@ -428,9 +422,8 @@ def main(r):
                         "not covered: %s\n%s" % (unc, a.out))
                 ids = [b["block"] for b in blocks]
                 r.eq(len(set(ids)), len(ids), "block ids are unique")
-            a = admin("verify", "-data.dir=%s" % data)
-            r.check(a.rc == 0, "smolder-admin verify exits 0 on intact data",
-                    a.describe())
+            admin_verify(r, data, 0,
+                         "smolder-admin verify exits 0 on intact data")
 
         srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
                             "server restarts on the same data dir")
@@ -454,9 +447,8 @@ def main(r):
         srv.check_stopped(r, "restarted server exits 0 on SIGTERM")
         srv = None
         if have_admin():
-            a = admin("verify", "-data.dir=%s" % data)
-            r.check(a.rc == 0, "smolder-admin verify exits 0 after the "
-                    "second run", a.describe())
+            admin_verify(r, data, 0, "smolder-admin verify exits 0 after "
+                         "the second run")
     finally:
         if srv is not None:
             srv.check_stopped(r)

@@ -99,6 +99,14 @@ def m(srv, name):
     return metric_value(p, name)
 
 
+def bucket_whole(r, flags, nblocks, what):
+    """smolder-admin bucket verify finds nblocks whole blocks and no
+    problem."""
+    ver = admin("bucket", "verify", *flags)
+    r.check(ver.rc == 0 and "%d blocks, 0 problems" % nblocks in ver.out,
+            what, ver.describe())
+
+
 def body(r):
     ws = Workspace("bucket-ship")
     r.at_end(lambda: ws.cleanup(r))
@@ -345,9 +353,8 @@ def body(r):
     r.eq(resp.status, 200, "one flush ships every tenant's block")
     r.eq(m(srv, "smolder_ingester_ship_blocks_total"), 24,
          "24 blocks shipped")
-    ver = admin("bucket", "verify", *mflags)
-    r.check(ver.rc == 0 and "24 blocks, 0 problems" in ver.out,
-            "every tenant's block is whole in the bucket", ver.describe())
+    bucket_whole(r, mflags, 24, "every tenant's block is whole in the "
+                 "bucket")
     srv.stop()
     srv.check_stopped(r, "the multi-tenant server")
 
@@ -380,9 +387,7 @@ def body(r):
             "the damaged block counts as a failure")
     r.check("damaged block not shipped" in srv.stderr_text(),
             "the damaged block is logged")
-    ver = admin("bucket", "verify", *oflags)
-    r.check(ver.rc == 0 and "1 blocks, 0 problems" in ver.out,
-            "the bucket holds the whole block only", ver.describe())
+    bucket_whole(r, oflags, 1, "the bucket holds the whole block only")
     srv.stop()
     srv.check_stopped(r, "the server shipping an old data dir")
 

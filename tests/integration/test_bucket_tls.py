@@ -34,17 +34,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from durability import (DataServer, Workspace, admin, flush,  # noqa: E402
+from durability import (DataServer, admin, flush,  # noqa: E402
                         have_admin, wait_metric)
 from smolder import in_ci, run_script  # noqa: E402
-from test_tls import Certs  # noqa: E402
+from test_tls import certs_workspace  # noqa: E402
 
 
 def body(r):
-    ws = Workspace("bucket-tls")
-    r.at_end(lambda: ws.cleanup(r))
-    certs = Certs(ws.path("certs"))
-    os.makedirs(certs.d, exist_ok=True)
+    ws, certs = certs_workspace(r, "bucket-tls")
     if certs.openssl is None or not have_admin():
         (r.fail if in_ci() else r.skip)("bucket over TLS",
                                         "openssl or smolder-admin missing")

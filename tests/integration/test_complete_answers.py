@@ -146,17 +146,27 @@ def unit_of(r, front, w, frm, until):
     return u
 
 
-def phase_a(r, ws):
-    c = Cluster(ws, ingesters=5, distributors=0, queriers=0, rf=3,
-                name="a", extra=["-validation.reject-older-than=0",
-                                 "-compactor.downsample-tiers=none"])
+EXTRA = ["-validation.reject-older-than=0",
+         "-compactor.downsample-tiers=none"]
+
+
+def start(r, ws, c, front, seconds, what, **kw):
+    """Start c and write `seconds` from 20 minutes ago through a front
+    over all its ingesters: (w, base, f, unit)."""
     r.at_end(lambda: c.stop())
     c.start()
     w = Writes()
     base = int(time.time()) - 1200
-    f = Front(r, ws, c, [0, 1, 2, 3, 4], "a5")
-    w.batch(r, f, base, 120, "A: 5 ingesters")
+    f = Front(r, ws, c, list(range(len(c.ingesters))), front, **kw)
+    w.batch(r, f, base, seconds, what)
     unit = unit_of(r, f, w, base - 60, base + 600)
+    return w, base, f, unit
+
+
+def phase_a(r, ws):
+    c = Cluster(ws, ingesters=5, distributors=0, queriers=0, rf=3,
+                name="a", extra=EXTRA)
+    w, base, f, unit = start(r, ws, c, "a5", 120, "A: 5 ingesters")
     expect(r, f, w, base - 60, base + 600, unit, "A: 5 ingesters")
     f.stop()
     # one leaves (no bucket: its copy is gone), the ring is changed
@@ -181,26 +191,25 @@ def phase_a(r, ws):
     w.batch(r, f, after, 60, "A: 3 ingesters")
     expect(r, f, w, after, after + 200, unit,
            "A: the range written after the scale-in")
+    one_more_down(r, c, f, w, (base - 60, base + 600), (after, after + 200),
+                  unit, "A: and one more down")
+    f.stop()
+
+
+def one_more_down(r, c, f, w, old, new, unit, what):
+    """Ingester 2 killed too: the old range (frm, until), which needed it,
+    answers 503; the new one, written after the change, still 200."""
     c.kill9_ingester(2)
     time.sleep(1.5)
-    expect(r, f, w, base - 60, base + 600, unit,
-           "A: and one more down, the old range", status=503)
-    expect(r, f, w, after, after + 200, unit,
-           "A: and one more down, the new range")
-    f.stop()
+    expect(r, f, w, old[0], old[1], unit, "%s, the old range" % what,
+           status=503)
+    expect(r, f, w, new[0], new[1], unit, "%s, the new range" % what)
 
 
 def phase_b(r, ws):
     c = Cluster(ws, ingesters=3, distributors=0, queriers=0, rf=3,
-                name="b", extra=["-validation.reject-older-than=0",
-                                 "-compactor.downsample-tiers=none"])
-    r.at_end(lambda: c.stop())
-    c.start()
-    w = Writes()
-    base = int(time.time()) - 1200
-    f = Front(r, ws, c, [0, 1, 2], "b")
-    w.batch(r, f, base, 90, "B: before the lost disks")
-    unit = unit_of(r, f, w, base - 60, base + 600)
+                name="b", extra=EXTRA)
+    w, base, f, unit = start(r, ws, c, "b", 90, "B: before the lost disks")
     def incarnation(i):
         j = c.ring(f.q) or {"members": []}
         return {m["id"]: m.get("incarnation")
@@ -224,12 +233,8 @@ def phase_b(r, ws):
     after = base + 400
     w.batch(r, f, after, 60, "B: after the lost disks")
     expect(r, f, w, after, after + 200, unit, "B: the new range")
-    c.kill9_ingester(2)
-    time.sleep(1.5)
-    expect(r, f, w, base - 60, base + 200, unit,
-           "B: a third ingester down, the old range", status=503)
-    expect(r, f, w, after, after + 200, unit,
-           "B: a third ingester down, the new range")
+    one_more_down(r, c, f, w, (base - 60, base + 200), (after, after + 200),
+                  unit, "B: a third ingester down")
     f.stop()
 
 
@@ -241,17 +246,11 @@ def phase_c(r, ws):
     c = Cluster(ws, ingesters=5, distributors=0, queriers=0, rf=3,
                 name="c", gateways=2, gateway_rf=2,
                 gateway_extra=flags + ["-store-gateway.sync-interval=300ms"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"])
+                extra=EXTRA)
     c.ingester_extra = flags + c.gateway_flags() + [
         "-ingester.ship-interval=1s", "-ingester.leave-timeout=20s"]
-    r.at_end(lambda: c.stop())
-    c.start()
-    w = Writes()
-    base = int(time.time()) - 1200
-    f = Front(r, ws, c, [0, 1, 2, 3, 4], "c5", gateways=True)
-    w.batch(r, f, base, 120, "C: 5 ingesters")
-    unit = unit_of(r, f, w, base - 60, base + 600)
+    w, base, f, unit = start(r, ws, c, "c5", 120, "C: 5 ingesters",
+                             gateways=True)
     left = [0, 1, 2, 3, 4]
     for i in (4, 3):
         resp = c.ingesters[i].request("POST", "/ingester/shutdown",

@@ -44,10 +44,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
-from durability import (DataServer, Workspace, admin, connect,  # noqa: E402
-                        copy_tree, flush, have_admin, limit_flags,
-                        metric_value, metrics, names_block,
-                        parse_blocks, start_or_fail)
+from durability import (DataServer, Workspace, admin,  # noqa: E402
+                        admin_verify, copy_tree, flush, have_admin,
+                        limit_flags, metric_value, metrics, names_block,
+                        parse_blocks, run_query, start_or_fail)
 from smolder import run_script, ServerError  # noqa: E402
 
 BUDGET_S = 175
@@ -139,12 +139,6 @@ def queries():
     return q
 
 
-def run_query(srv, kind, args):
-    if kind == "get":
-        return srv.request("GET", args[0], args[1])
-    return connect(srv, args[0], args[1])
-
-
 def capture(srv):
     return {label: run_query(srv, kind, args)
             for label, _, _, kind, args in queries()}
@@ -222,9 +216,8 @@ def main(r):
             return
         blk = b1[0]
         r.eq(blk["series"], 3, "block 1 has the 3 W1 series")
-        a = admin("verify", "-data.dir=%s" % pristine)
-        r.check(a.rc == 0, "smolder-admin verify exits 0 on pristine data",
-                a.describe())
+        admin_verify(r, pristine, 0,
+                     "smolder-admin verify exits 0 on pristine data")
 
         # control: a restart on an untouched copy answers the same
         ctl = ws.path("control")
@@ -258,9 +251,8 @@ def main(r):
             if not r.check(a.rc == 0, "%s: smolder-admin corrupt exits 0" %
                            what, a.describe()):
                 continue
-            a = admin("verify", "-data.dir=%s" % d)
-            r.check(a.rc == 1, "%s: smolder-admin verify exits 1" % what,
-                    a.describe())
+            a = admin_verify(r, d, 1,
+                             "%s: smolder-admin verify exits 1" % what)
             badl = [ln for ln in (a.out + "\n" + a.err).split("\n")
                     if names_block(ln, blk["block"]) and
                     "checked" not in ln]
@@ -326,12 +318,10 @@ def main(r):
                     "ready" % what)
             srv.check_stopped(r, "%s: server exits 0 on SIGTERM" % what)
             srv = None
-            a = admin("verify", "-data.dir=%s" % d)
-            r.check(a.rc == 1, "%s: smolder-admin verify still exits 1 after"
-                    " the server ran" % what, a.describe())
-        a = admin("verify", "-data.dir=%s" % pristine)
-        r.check(a.rc == 0, "smolder-admin verify exits 0 on the pristine "
-                "copy at the end", a.describe())
+            admin_verify(r, d, 1, "%s: smolder-admin verify still exits 1 "
+                         "after the server ran" % what)
+        admin_verify(r, pristine, 0, "smolder-admin verify exits 0 on the "
+                     "pristine copy at the end")
     finally:
         if srv is not None:
             srv.check_stopped(r)

@@ -25,19 +25,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace  # noqa: E402
+from durability import DataServer  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import in_ci, run_script  # noqa: E402
-from test_tls import Certs  # noqa: E402
+from test_tls import certs_workspace  # noqa: E402
 
 UPLOADS = 20
 
 
 def body(r):
-    ws = Workspace("etcd-tls")
-    r.at_end(lambda: ws.cleanup(r))
-    certs = Certs(ws.path("certs"))
-    os.makedirs(certs.d, exist_ok=True)
+    ws, certs = certs_workspace(r, "etcd-tls")
     if certs.openssl is None or shutil.which("etcd") is None:
         (r.fail if in_ci() else r.skip)("etcd over TLS", "openssl or etcd "
                                         "missing (make deps installs them)")

@@ -107,6 +107,33 @@ class Load:
             k += 1
             time.sleep(0.1)
 
+    def outage(self, r, stop, resume, seconds, what):
+        """Run the load 3 s, then stop() `what` for `seconds` (phase
+        "frozen"), resume() it and run 3 s more ("after"); end with the
+        threads joined."""
+        th = [threading.Thread(target=self.writer, daemon=True),
+              threading.Thread(target=self.reader, daemon=True)]
+        for t in th:
+            t.start()
+        time.sleep(3)
+        stop()
+        self.phase = "frozen"
+        print("# %s stopped for %d s" % (what, seconds), flush=True)
+        time.sleep(seconds)
+        resume()
+        self.phase = "after"
+        time.sleep(3)
+        self.stop.set()
+        for t in th:
+            t.join(timeout=120)
+        r.check(not any(t.is_alive() for t in th), "the load threads end")
+
+    def phases(self):
+        """(phase, write seconds, query seconds) for each phase."""
+        for ph in ("before", "frozen", "after"):
+            yield (ph, [x[3] for x in self.writes if x[1] == ph],
+                   [x[3] for x in self.queries if x[1] == ph])
+
 
 def main(r):
     ws = Workspace("frozen-replica")
@@ -121,32 +148,18 @@ def main(r):
         c.start()
         t0 = int(time.time())
         load = Load(c.distributors[0], c.queriers[0], t0)
-        th = [threading.Thread(target=load.writer, daemon=True),
-              threading.Thread(target=load.reader, daemon=True)]
-        for t in th:
-            t.start()
-        time.sleep(3)
         frozen = c.ingesters[1].proc
-        freeze(frozen.pid)
-        load.phase = "frozen"
-        print("# ingester-1 (pid %d) stopped for %d s" % (frozen.pid,
-                                                          FREEZE_S),
-              flush=True)
-        time.sleep(FREEZE_S)
-        os.kill(frozen.pid, signal.SIGCONT)
-        frozen = None
-        load.phase = "after"
-        time.sleep(3)
-        load.stop.set()
-        for t in th:
-            t.join(timeout=120)
-        r.check(not any(t.is_alive() for t in th), "the load threads end")
+
+        def resume():
+            nonlocal frozen
+            os.kill(frozen.pid, signal.SIGCONT)
+            frozen = None
+        load.outage(r, lambda: freeze(frozen.pid), resume, FREEZE_S,
+                    "ingester-1 (pid %d)" % frozen.pid)
 
         w = list(load.writes)
         q = list(load.queries)
-        for ph in ("before", "frozen", "after"):
-            wl = [x[3] for x in w if x[1] == ph]
-            ql = [x[3] for x in q if x[1] == ph]
+        for ph, wl, ql in load.phases():
             print("# %-6s writes %4d p50 %6.1f ms p99 %6.1f ms max %6.1f "
                   "ms | queries %4d p50 %6.1f ms p99 %6.1f ms max %6.1f ms"
                   % (ph, len(wl), 1e3 * pct(wl, 50), 1e3 * pct(wl, 99),

@@ -47,7 +47,6 @@ import node_clients  # noqa: E402
 from durability import DataServer, Workspace  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import data_dir, free_port, in_ci, run_script  # noqa: E402
-from smolder import source_dir  # noqa: E402
 
 CLIENT_DIR = node_clients.CLIENT_DIR
 PROTOS = ["querier/v1/querier.proto", "push/v1/push.proto",
@@ -98,6 +97,14 @@ RECV_MAX = 1 << 20
 SYS_PYTHON = "/usr/bin/python3"
 
 
+def client_rows(r, what, argv):
+    """Run a client over the calls file: its answers' rows, None when it
+    failed."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    r.check(p.returncode == 0, "the %s client ran" % what, p.stderr[-1500:])
+    return json.loads(p.stdout) if p.returncode == 0 else None
+
+
 def grpcio_calls(r, srv, gport, dset, cfile, calls):
     """Each call with gRPC's C core (grpcio) and as a Connect binary POST
     of the same bytes: the same answer bytes, or the same error."""
@@ -109,14 +116,12 @@ def grpcio_calls(r, srv, gport, dset, cfile, calls):
             "grpcio", "/usr/bin/python3 lacks python3-grpcio or "
             "python3-protobuf (make deps installs them)")
         return
-    p = subprocess.run([SYS_PYTHON, os.path.join(CLIENT_DIR, "grpc_client.py"),
-                        "http://127.0.0.1:%d" % srv.port,
-                        "127.0.0.1:%d" % gport, dset, cfile],
-                       capture_output=True, text=True, timeout=120)
-    r.check(p.returncode == 0, "the grpcio client ran", p.stderr[-1500:])
-    if p.returncode != 0:
+    rows = client_rows(r, "grpcio", [
+        SYS_PYTHON, os.path.join(CLIENT_DIR, "grpc_client.py"),
+        "http://127.0.0.1:%d" % srv.port, "127.0.0.1:%d" % gport, dset,
+        cfile])
+    if rows is None:
         return
-    rows = json.loads(p.stdout)
     same = 0
     for call, row in zip(calls, rows):
         if row["grpc"] == row["connect"]:
@@ -189,12 +194,8 @@ def body(r):
     ws = Workspace("grpc-web")
     r.at_end(lambda: ws.cleanup(r))
     dset = ws.path("services.pb")
-    p = subprocess.run([protoc, "--include_imports",
-                        "--descriptor_set_out=" + dset,
-                        "-I", os.path.join(source_dir(), "proto")] + PROTOS,
-                       capture_output=True, text=True, timeout=60)
-    r.check(p.returncode == 0, "protoc wrote the services' descriptors",
-            p.stderr[-500:])
+    node_clients.descriptor_set(
+        r, protoc, dset, PROTOS, "protoc wrote the services' descriptors")
     gport = free_port()
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-validation.reject-older-than=0",
@@ -219,14 +220,12 @@ def body(r):
     cfile = ws.path("calls.json")
     with open(cfile, "w") as f:
         json.dump(calls, f)
-    p = subprocess.run([node, os.path.join(CLIENT_DIR, "client.mjs"),
-                        "http://127.0.0.1:%d" % srv.port, dset, cfile,
-                        "http://127.0.0.1:%d" % gport],
-                       capture_output=True, text=True, timeout=120)
-    r.check(p.returncode == 0, "the connect-es client ran", p.stderr[-1500:])
-    if p.returncode != 0:
+    rows = client_rows(r, "connect-es", [
+        node, os.path.join(CLIENT_DIR, "client.mjs"),
+        "http://127.0.0.1:%d" % srv.port, dset, cfile,
+        "http://127.0.0.1:%d" % gport])
+    if rows is None:
         return
-    rows = json.loads(p.stdout)
     same = 0
     for call, row in zip(calls, rows):
         what = "%s/%s%s" % (call["service"], call["method"],

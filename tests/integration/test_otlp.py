@@ -43,7 +43,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 import node_clients  # noqa: E402
 from durability import DataServer, Workspace, connect, limit_flags  # noqa
-from smolder import data_dir, free_port, run_script, source_dir  # noqa
+from smolder import data_dir, free_port, run_script  # noqa
 from test_query_diff_pprof import (merge_req_pb, pprof_files,  # noqa: E402
                                    proto_call, raw_stacks)
 
@@ -77,12 +77,8 @@ def body(r):
     ws = Workspace("otlp")
     r.at_end(lambda: ws.cleanup(r))
     dset = ws.path("otlp.pb")
-    p = subprocess.run([protoc, "--include_imports",
-                        "--descriptor_set_out=" + dset,
-                        "-I", os.path.join(source_dir(), "proto")] + PROTOS,
-                       capture_output=True, text=True, timeout=60)
-    r.check(p.returncode == 0, "protoc compiled the upstream OTLP protos",
-            p.stderr[-500:])
+    node_clients.descriptor_set(
+        r, protoc, dset, PROTOS, "protoc compiled the upstream OTLP protos")
     gport = free_port()
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=COMMON + [
         "-grpc.listen-address=127.0.0.1:%d" % gport]).start()

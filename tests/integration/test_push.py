@@ -275,10 +275,7 @@ def check_cluster(r):
                 "cluster: two of three ingesters down: 503 unavailable",
                 p.describe())
     finally:
-        bad = c.stop()
-        bad = {k: v for k, v in bad.items() if "killed" not in k}
-        r.check(not bad, "every cluster process exits cleanly",
-                str(bad)[:2000])
+        c.check_stopped_after_kills(r)
         ws.cleanup(r)
 
 

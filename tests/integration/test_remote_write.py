@@ -84,6 +84,16 @@ def start_on_port(data, logdir, port, flags, name):
                       port=port).start()
 
 
+def render_hour(srv, query):
+    """The collapsed stacks of query over the last and the next hour, read
+    with the reader's key."""
+    now = int(time.time())
+    return srv.request("GET", "/render", {
+        "query": query, "from": str(now - 3600), "until": str(now + 3600),
+        "format": "collapsed"},
+        headers={"Authorization": "Bearer " + RD})
+
+
 class Writer:
     def __init__(self, rng, apps=("fa", "fb", "fc")):
         self.rng = rng
@@ -119,12 +129,8 @@ class Writer:
 
     def matches(self, srv):
         for app, want in self.want.items():
-            resp = srv.request("GET", "/render", {
-                "query": '%s{service_name="%s",env="a b&c"}' % (TYPE, app),
-                "from": str(int(time.time()) - 3600),
-                "until": str(int(time.time()) + 3600),
-                "format": "collapsed"},
-                headers={"Authorization": "Bearer " + RD})
+            resp = render_hour(srv, '%s{service_name="%s",env="a b&c"}'
+                               % (TYPE, app))
             if resp.status != 200 or parse_collapsed(resp.text()) != want:
                 return False
         return True
@@ -132,12 +138,7 @@ class Writer:
     def nothing(self, srv):
         """The receiver has none of this writer's apps."""
         for app in self.want:
-            resp = srv.request("GET", "/render", {
-                "query": '%s{service_name="%s"}' % (TYPE, app),
-                "from": str(int(time.time()) - 3600),
-                "until": str(int(time.time()) + 3600),
-                "format": "collapsed"},
-                headers={"Authorization": "Bearer " + RD})
+            resp = render_hour(srv, '%s{service_name="%s"}' % (TYPE, app))
             if resp.status != 200 or parse_collapsed(resp.text()):
                 return False
         return True
@@ -145,12 +146,7 @@ class Writer:
     def diff(self, srv):
         out = []
         for app, want in self.want.items():
-            resp = srv.request("GET", "/render", {
-                "query": '%s{service_name="%s"}' % (TYPE, app),
-                "from": str(int(time.time()) - 3600),
-                "until": str(int(time.time()) + 3600),
-                "format": "collapsed"},
-                headers={"Authorization": "Bearer " + RD})
+            resp = render_hour(srv, '%s{service_name="%s"}' % (TYPE, app))
             out.append("%s: want %r got %s %r" % (
                 app, want, resp.status, resp.text()[:300]))
         return "\n".join(out)
@@ -204,12 +200,7 @@ class Pusher:
         return body, add
 
     def got(self, srv):
-        now = int(time.time())
-        resp = srv.request("GET", "/render", {
-            "query": '%s{service_name="pa"}' % CPU,
-            "from": str(now - 3600), "until": str(now + 3600),
-            "format": "collapsed"},
-            headers={"Authorization": "Bearer " + RD})
+        resp = render_hour(srv, '%s{service_name="pa"}' % CPU)
         return parse_collapsed(resp.text()) if resp.status == 200 else None
 
     def matches(self, srv):

@@ -112,6 +112,20 @@ def local_folded(path):
     return parse_collapsed(text.replace("\r\n", "\n"))
 
 
+def alloc_stacks(r, srv, path, app):
+    """Ingest the folded file at path as app.alloc_objects: its stacks as
+    rendered back ({} when the render fails), None when the ingest does."""
+    with open(path, "rb") as f:
+        body = f.read()
+    resp = srv.ingest({"name": app + ".alloc_objects"}, body)
+    if not r.check(resp.status == 200, "ingest " + os.path.basename(path),
+                   resp.describe()):
+        return None
+    resp = srv.render('memory:alloc_objects:count::{service_name="%s"}'
+                      % app, fmt="collapsed")
+    return parse_collapsed(resp.text()) if resp.status == 200 else {}
+
+
 def fb_of(resp):
     j = resp.json()
     return j, j.get("flamebearer") or {}
@@ -300,16 +314,9 @@ def main(r):
                                    "speedscope__simple-crlf.txt",
                                    "speedscope__simple-utf16-le.txt",
                                    "speedscope__simple-utf16-be.txt"]):
-            with open(os.path.join(d, fname), "rb") as f:
-                body = f.read()
-            app = "ss%d" % i
-            resp = srv.ingest({"name": app + ".alloc_objects"}, body)
-            if not r.check(resp.status == 200, "ingest " + fname,
-                           resp.describe()):
+            got = alloc_stacks(r, srv, os.path.join(d, fname), "ss%d" % i)
+            if got is None:
                 continue
-            resp = srv.render('memory:alloc_objects:count::{service_name="%s"}'
-                              % app, fmt="collapsed")
-            got = parse_collapsed(resp.text()) if resp.status == 200 else {}
             r.eq(frame_totals(got), SIMPLE_TOTALS,
                  "%s frame totals (SOURCES.md: a 14, b 14/self 5, c 5, d 4)"
                  % fname)
@@ -329,16 +336,9 @@ def main(r):
                 ("speedscope__alternating.txt", 182),
                 ("speedscope__tall.txt", 1)]):
             path = os.path.join(d, fname)
-            with open(path, "rb") as f:
-                body = f.read()
-            app = "ssx%d" % i
-            resp = srv.ingest({"name": app + ".alloc_objects"}, body)
-            if not r.check(resp.status == 200, "ingest " + fname,
-                           resp.describe()):
+            got = alloc_stacks(r, srv, path, "ssx%d" % i)
+            if got is None:
                 continue
-            resp = srv.render('memory:alloc_objects:count::{service_name="%s"}'
-                              % app, fmt="collapsed")
-            got = parse_collapsed(resp.text()) if resp.status == 200 else {}
             r.eq(sum(got.values()), total, "%s total %d (SOURCES.md)" % (
                 fname, total))
             r.eq(got, local_folded(path), "%s stacks" % fname)

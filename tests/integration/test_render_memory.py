@@ -53,7 +53,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from durability import limit_flags  # noqa: E402
+from durability import limit_flags, tree_bytes  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from pbwire import packed, pb_decode, pb_int, pb_str  # noqa: E402
 from smolder import Server, run_script  # noqa: E402
@@ -122,18 +122,6 @@ def reset_hwm(pid):
         return True
     except OSError:
         return False
-
-
-def dir_bytes(path, skip=("wal",)):
-    tot = 0
-    for root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if d not in skip]
-        for fn in files:
-            try:
-                tot += os.path.getsize(os.path.join(root, fn))
-            except OSError:
-                pass
-    return tot
 
 
 def measure(pid, fn):
@@ -264,7 +252,7 @@ def main(r):
                   "(+%.1f), after %6.1f (+%.1f)" % (
                       where, kind, CONC, b / MIB, pk / MIB, (pk - b) / MIB,
                       a / MIB, (a - b) / MIB), flush=True)
-    stored = dir_bytes(s.data)
+    stored = tree_bytes(s.data, skip=("wal",))
     print("# stored size (data dir after flush, no WAL): %.2f MiB; "
           "bound: 4 x stored + %d MiB = %.1f MiB" % (
               stored / MIB, BUDGET // MIB, (4 * stored + BUDGET) / MIB),

@@ -29,8 +29,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, admin, admin_listener,  # noqa
-                        flush, limit_flags, metric_value, metrics, operate)
+from durability import (DataServer, Workspace, admin_listener,  # noqa
+                        admin_verify, flush, limit_flags, metric_value,
+                        metrics, operate)
 from smolder import run_script  # noqa: E402
 
 NOW = int(time.time())
@@ -173,9 +174,8 @@ def tenants_part(r, ws):
                 "flag: the pass has no retention to do", "%s %s" % (st, j))
     finally:
         s.check_stopped(r)
-    a = admin("verify", "-data.dir=%s" % data)
-    r.check(a.rc == 0, "tenants: smolder-admin verify passes over the "
-            "tenant floor keys", a.describe())
+    admin_verify(r, data, 0, "tenants: smolder-admin verify passes over "
+                 "the tenant floor keys")
 
 
 def main(r):

@@ -29,11 +29,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, flush,  # noqa: E402
+from durability import (DataServer, flush,  # noqa: E402
                         gateway_sync, metrics, wait_metric)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import in_ci, run_script  # noqa: E402
-from test_tls import Certs  # noqa: E402
+from test_tls import certs_workspace  # noqa: E402
 
 UPLOADS = 30
 
@@ -69,10 +69,7 @@ def outsider(r, ws, c, name, flags, now):
 
 
 def body(r):
-    ws = Workspace("rpc-tls")
-    r.at_end(lambda: ws.cleanup(r))
-    certs = Certs(ws.path("certs"))
-    os.makedirs(certs.d, exist_ok=True)
+    ws, certs = certs_workspace(r, "rpc-tls")
     if certs.openssl is None or shutil.which("openssl") is None:
         (r.fail if in_ci() else r.skip)("RPC TLS", "openssl missing")
         return

@@ -66,7 +66,6 @@ def presented(certs, port):
 def body(r):
     ws = Workspace("rpc-tls-rotation")
     certs = Certs(ws.path("certs"))
-    os.makedirs(certs.d, exist_ok=True)
     if certs.openssl is None:
         (r.fail if in_ci() else r.skip)("RPC TLS rotation", "openssl missing")
         return

@@ -67,11 +67,31 @@ ALLOC_OBJ = "memory:alloc_objects:count:space:bytes"
 ALLOC_SPACE = "memory:alloc_space:bytes:space:bytes"
 
 
-def build_app(r, tmp):
+# The pprof_config that turns off the default profiles: the target is
+# asked only for what the job adds.
+DEFAULTS_OFF = """    profiling_config:
+      pprof_config:
+        process_cpu: { enabled: false }
+        memory: { enabled: false }
+        mutex: { enabled: false }
+        block: { enabled: false }
+"""
+
+
+def pprofapp(r, name):
+    """Workspace `name` and the pprofapp service built in it: (ws, exe),
+    exe None when it does not build.  Without Go the script is skipped."""
+    if not oracle.have_go():
+        r.skip_all("go is not installed (make deps installs it): no real "
+                   "Go service to scrape")
+    ws = Workspace(name)
+    r.at_end(lambda: ws.cleanup(r))
+    tmp = ws.path("build")
+    os.makedirs(tmp, exist_ok=True)
     exe, why = oracle.build_go_tool("pprofapp", tmp)
     if exe is None:
         r.fail("pprofapp builds", why)
-    return exe
+    return ws, exe
 
 
 class App:
@@ -290,14 +310,7 @@ def write_config(path, port, cpu=True, extra=""):
 
 
 def body(r):
-    if not oracle.have_go():
-        r.skip_all("go is not installed (make deps installs it): no real "
-                   "Go service to scrape")
-    ws = Workspace("scrape")
-    r.at_end(lambda: ws.cleanup(r))
-    tmp = ws.path("build")
-    os.makedirs(tmp, exist_ok=True)
-    exe = build_app(r, tmp)
+    ws, exe = pprofapp(r, "scrape")
     if exe is None:
         return
     tee = ws.path("tee")
@@ -587,15 +600,9 @@ def body(r):
   - job_name: keyed
     scrape_interval: %ds
     scrape_timeout: 2s
-    profiling_config:
-      pprof_config:
-        process_cpu: { enabled: false }
-        memory: { enabled: false }
-        mutex: { enabled: false }
-        block: { enabled: false }
-    static_configs:
+%s    static_configs:
       - targets: ["127.0.0.1:%d"]
-""" % (INTERVAL, port))
+""" % (INTERVAL, DEFAULTS_OFF, port))
     k = DataServer(ws.data_dir("k"), ws.log_dir("k"), name="keyed",
                    extra_flags=["-scrape.config-file=%s" % kcfg,
                                 "-auth.multitenancy-enabled",

@@ -28,21 +28,14 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import oracle  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from durability import DataServer, Workspace  # noqa: E402
+from durability import DataServer  # noqa: E402
 from smolder import free_port, run_script  # noqa: E402
+from test_scrape import DEFAULTS_OFF, pprofapp  # noqa: E402
 
 N = 50
 INTERVAL = 2.0
 PATH = "/debug/pprof/goroutine"
-
-
-def build_app(r, tmp):
-    exe, why = oracle.build_go_tool("pprofapp", tmp)
-    if exe is None:
-        r.fail("pprofapp builds", why)
-    return exe
 
 
 def stats(port):
@@ -70,14 +63,7 @@ def owned(srv):
 
 
 def body(r):
-    if not oracle.have_go():
-        r.skip_all("go is not installed (make deps installs it): no real "
-                   "Go service to scrape")
-    ws = Workspace("scrape-shared")
-    r.at_end(lambda: ws.cleanup(r))
-    tmp = ws.path("build")
-    os.makedirs(tmp, exist_ok=True)
-    exe = build_app(r, tmp)
+    ws, exe = pprofapp(r, "scrape-shared")
     if exe is None:
         return
     app_port = free_port()
@@ -109,15 +95,9 @@ def body(r):
   - job_name: shared
     scrape_interval: 2s
     scrape_timeout: 1s
-    profiling_config:
-      pprof_config:
-        process_cpu: { enabled: false }
-        memory: { enabled: false }
-        mutex: { enabled: false }
-        block: { enabled: false }
-    static_configs:
+%s    static_configs:
       - targets: [%s]
-""" % ", ".join('"127.0.0.1:%s"' % p for p in ports))
+""" % (DEFAULTS_OFF, ", ".join('"127.0.0.1:%s"' % p for p in ports)))
     sp = [free_port(), free_port()]
     peers = ",".join("http://127.0.0.1:%d" % p for p in sp)
     dist = "http://127.0.0.1:%d" % c.distributors[0].port

@@ -78,6 +78,7 @@ class Certs:
 
     def __init__(self, d):
         self.d = d
+        os.makedirs(d, exist_ok=True)
         self.openssl = shutil.which("openssl")
 
     def path(self, name):
@@ -108,6 +109,13 @@ class Certs:
                  self.path(ca + ".crt"), "-CAkey", self.path(ca + ".key"),
                  "-CAcreateserial", "-days", "2", "-extfile", ext,
                  "-out", self.path(name + ".crt"))
+
+
+def certs_workspace(r, name):
+    """Workspace `name`, removed at the end, and a Certs in its certs/."""
+    ws = Workspace(name)
+    r.at_end(lambda: ws.cleanup(r))
+    return ws, Certs(ws.path("certs"))
 
 
 def ctx_for(certs, ca="ca", client=None, max_version=None, min_version=None):
@@ -181,10 +189,7 @@ def grpc_call(target, certs, client, secure=True):
 
 
 def body(r):
-    ws = Workspace("tls")
-    r.at_end(lambda: ws.cleanup(r))
-    certs = Certs(ws.path("certs"))
-    os.makedirs(certs.d, exist_ok=True)
+    ws, certs = certs_workspace(r, "tls")
     if certs.openssl is None:
         (r.fail if in_ci() else r.skip)("TLS", "openssl missing")
         return

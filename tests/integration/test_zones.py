@@ -29,7 +29,6 @@ SIGCONTed, and the load runs 3 s more.  Checks:
 import os
 import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -109,31 +108,17 @@ def main(r):
 
     t0 = int(time.time())
     load = Load(d, q, t0)
-    th = [threading.Thread(target=load.writer, daemon=True),
-          threading.Thread(target=load.reader, daemon=True)]
-    for t in th:
-        t.start()
-    time.sleep(3)
-    for i in (4, 5):
-        stopped.append(c.ingesters[i].proc)
-        freeze(c.ingesters[i].proc.pid)
-    load.phase = "frozen"
-    print("# zone c (ingester-4, ingester-5) stopped for %d s"
-          % ZONE_DOWN_S, flush=True)
-    time.sleep(ZONE_DOWN_S)
-    thaw()
-    load.phase = "after"
-    time.sleep(3)
-    load.stop.set()
-    for t in th:
-        t.join(timeout=120)
-    r.check(not any(t.is_alive() for t in th), "the load threads end")
+
+    def stop_zone_c():
+        for i in (4, 5):
+            stopped.append(c.ingesters[i].proc)
+            freeze(c.ingesters[i].proc.pid)
+    load.outage(r, stop_zone_c, thaw, ZONE_DOWN_S,
+                "zone c (ingester-4, ingester-5)")
 
     w = list(load.writes)
     qs = list(load.queries)
-    for ph in ("before", "frozen", "after"):
-        wl = [x[3] for x in w if x[1] == ph]
-        ql = [x[3] for x in qs if x[1] == ph]
+    for ph, wl, ql in load.phases():
         print("# %-6s writes %4d p99 %6.1f ms | queries %4d p50 %6.1f ms "
               "p99 %6.1f ms max %6.1f ms" % (
                   ph, len(wl), 1e3 * pct(wl, 99), len(ql),
