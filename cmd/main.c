@@ -1367,35 +1367,12 @@ register_flags(struct app *app, struct sm_flags *fs, struct sm_err *err)
 	return (cpt_flags_add(fs, &app->cpt_cfg, err));
 }
 
-/* mkdir -p: every missing directory of `dir`.  0 or -1 with errno. */
-static int
-mkdir_p(const char *dir)
-{
-	char p[4096];
-	size_t n = strlen(dir);
-
-	if (n == 0 || n >= sizeof(p)) {
-		errno = ENAMETOOLONG;
-		return (-1);
-	}
-	memcpy(p, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (mkdir(p, 0755) != 0 && errno != EEXIST)
-			return (-1);
-		p[i] = i < n ? '/' : '\0';
-	}
-	return (0);
-}
-
 static int
 data_dir_lock(struct app *app, struct sm_err *err)
 {
 	char path[4096];
 
-	if (mkdir_p(app->data_dir) != 0)
+	if (sm_mkdir_p(app->data_dir) != 0)
 		return (sm_err_set(err, SM_EIO, "data dir %s: %s",
 		    app->data_dir, strerror(errno)));
 	snprintf(path, sizeof(path), "%s/LOCK", app->data_dir);

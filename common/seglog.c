@@ -33,29 +33,6 @@ struct sm_seglog {
 	struct sm_seglog_pos synced;   /* under sync_mu */
 };
 
-/* mkdir -p.  0 or -1 with errno. */
-static int
-mkdir_p(const char *dir)
-{
-	char p[4096];
-	size_t n = strlen(dir);
-
-	if (n == 0 || n >= sizeof(p)) {
-		errno = ENAMETOOLONG;
-		return (-1);
-	}
-	memcpy(p, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (mkdir(p, 0755) != 0 && errno != EEXIST)
-			return (-1);
-		p[i] = dir[i];
-	}
-	return (0);
-}
-
 static uint32_t
 rec_check(const uint8_t lenb[4], const struct iovec *iov, int niov)
 {
@@ -81,25 +58,25 @@ sm_seglog_dir(const struct sm_seglog *l)
 }
 
 int
-sm_seglog_list(struct sm_seglog *l, uint64_t **nos, size_t *nout,
-    struct sm_err *err)
+sm_seglog_numbers(const char *dir, const char *suffix, uint64_t **nos,
+    size_t *nout, struct sm_err *err)
 {
+	size_t sl = strlen(suffix), n = 0, cap = 0;
 	uint64_t *v = NULL;
-	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
 
 	*nos = NULL;
 	*nout = 0;
-	if ((d = opendir(l->dir)) == NULL)
-		return (sm_err_set(err, SM_EIO, "%s: opendir %s: %s", l->name,
-		    l->dir, strerror(errno)));
+	if ((d = opendir(dir)) == NULL)
+		return (sm_err_set(err, SM_EIO, "opendir %s: %s", dir,
+		    strerror(errno)));
 	while ((de = readdir(d)) != NULL) {
 		const char *s = de->d_name;
 		uint64_t no;
 
-		if (strlen(s) != 16 + strlen(SUFFIX) ||
-		    strcmp(s + 16, SUFFIX) != 0 || !sm_hex_u64(s, 16, &no))
+		if (strlen(s) != 16 + sl || strcmp(s + 16, suffix) != 0 ||
+		    !sm_hex_u64(s, 16, &no))
 			continue;
 		if (SM_GROW(v, cap, n + 1, 16) != 0) {
 			closedir(d);
@@ -117,6 +94,13 @@ sm_seglog_list(struct sm_seglog *l, uint64_t **nos, size_t *nout,
 }
 
 int
+sm_seglog_list(struct sm_seglog *l, uint64_t **nos, size_t *nout,
+    struct sm_err *err)
+{
+	return (sm_seglog_numbers(l->dir, SUFFIX, nos, nout, err));
+}
+
+int
 sm_seglog_open(const struct sm_seglog_cfg *cfg, struct sm_seglog **out,
     struct sm_err *err)
 {
@@ -129,7 +113,7 @@ sm_seglog_open(const struct sm_seglog_cfg *cfg, struct sm_seglog **out,
 	if (strlen(cfg->dir) > 4000)
 		return (sm_err_set(err, SM_EINVAL, "%s: directory name too "
 		    "long", cfg->name));
-	if (mkdir_p(cfg->dir) != 0)
+	if (sm_mkdir_p(cfg->dir) != 0)
 		return (sm_err_set(err, SM_EIO, "%s: mkdir %s: %s", cfg->name,
 		    cfg->dir, strerror(errno)));
 	if ((l = sm_calloc(1, sizeof(*l))) == NULL ||
@@ -488,37 +472,12 @@ sm_seglog_read(struct sm_seglog *l, uint64_t no, uint8_t **buf, size_t *len,
     struct sm_err *err)
 {
 	char p[4200];
-	struct stat st;
-	uint8_t *b;
-	int fd, e;
+	int rv;
 
-	*buf = NULL;
-	*len = 0;
 	sm_seglog_path(l, no, p, sizeof(p));
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-		return (sm_err_set(err, errno == ENOENT ? SM_ENOTFOUND : SM_EIO,
-		    "%s: open %s: %s", l->name, p, strerror(errno)));
-	if (fstat(fd, &st) != 0) {
-		e = errno;
-		close(fd);
-		return (sm_err_set(err, SM_EIO, "%s: stat %s: %s", l->name, p,
-		    strerror(e)));
-	}
-	if ((b = sm_malloc(SM_MAX((size_t)st.st_size, 1))) == NULL) {
-		close(fd);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	}
-	if (full_pread(fd, b, (size_t)st.st_size, 0) != 0) {
-		e = errno;
-		close(fd);
-		sm_free(b);
-		return (sm_err_set(err, SM_EIO, "%s: read %s: %s", l->name, p,
-		    strerror(e)));
-	}
-	close(fd);
-	*buf = b;
-	*len = (size_t)st.st_size;
-	return (0);
+	if ((rv = sm_read_file(p, buf, len, err)) != 0)
+		sm_err_prefix(err, "%s", l->name);
+	return (rv);
 }
 
 void

@@ -90,6 +90,13 @@ void sm_seglog_path(const struct sm_seglog *l, uint64_t no, char *buf,
 /* The segment numbers on disk, sorted; *nos is the caller's to free. */
 int sm_seglog_list(struct sm_seglog *l, uint64_t **nos, size_t *n,
     struct sm_err *err);
+/*
+ * The numbers of the files NNNNNNNNNNNNNNNN<suffix> in dir, sorted; *nos
+ * is the caller's to free.  For owners that also read files of an older
+ * format beside their segments.
+ */
+int sm_seglog_numbers(const char *dir, const char *suffix, uint64_t **nos,
+    size_t *n, struct sm_err *err);
 /* New segments get numbers >= no (an owner's older files sort first). */
 void sm_seglog_number_from(struct sm_seglog *l, uint64_t no);
 

@@ -6,12 +6,14 @@
 #include "sm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __GLIBC__
@@ -536,6 +538,72 @@ sm_hex_u64(const char *s, size_t n, uint64_t *out)
 	}
 	*out = v;
 	return (true);
+}
+
+int
+sm_mkdir_p(const char *dir)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return (-1);
+	}
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			return (-1);
+		p[i] = dir[i];
+	}
+	return (0);
+}
+
+int
+sm_read_file(const char *path, uint8_t **buf, size_t *len,
+    struct sm_err *err)
+{
+	struct stat st;
+	size_t got = 0;
+	uint8_t *b;
+	int fd, e;
+
+	*buf = NULL;
+	*len = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return (sm_err_set(err, errno == ENOENT ? SM_ENOTFOUND : SM_EIO,
+		    "open %s: %s", path, strerror(errno)));
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		close(fd);
+		return (sm_err_set(err, SM_EIO, "stat %s: %s", path,
+		    strerror(e)));
+	}
+	if ((b = sm_malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL) {
+		close(fd);
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			e = r < 0 ? errno : EIO;   /* shorter than fstat said */
+			close(fd);
+			sm_free(b);
+			return (sm_err_set(err, SM_EIO, "read %s: %s", path,
+			    strerror(e)));
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	*buf = b;
+	*len = got;
+	return (0);
 }
 
 int

@@ -305,6 +305,16 @@ static inline int64_t sm_add_sat(int64_t a, int64_t b)
 	}                                                                     \
 } while (0)
 
+/* mkdir -p: every missing directory of `dir` (mode 0755).  0, or -1
+ * with errno. */
+int sm_mkdir_p(const char *dir);
+
+/* The file at `path` read whole into *buf (sm_malloc()ed, *len bytes;
+ * the caller frees).  0; SM_ENOTFOUND (no such file), SM_EIO naming the
+ * path, SM_ENOMEM. */
+int sm_read_file(const char *path, uint8_t **buf, size_t *len,
+    struct sm_err *err);
+
 /* Sorted uint64_t arrays: the one comparator (qsort, bsearch) and the
  * one search. */
 int sm_u64_cmp(const void *a, const void *b);

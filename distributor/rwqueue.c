@@ -4,7 +4,6 @@
  */
 #include "rwqueue.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -159,42 +158,6 @@ commit_read(struct rwq *q, uint64_t *seq, uint64_t *off, uint32_t *flags)
  * writes the segment log) and copies again.  Kept so an upgrade loses no
  * queued record (docs/architecture.md, "On-disk formats").
  */
-static int
-legacy_list(const char *dir, uint64_t **out, size_t *n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	uint64_t *v = NULL;
-	size_t cap = 0;
-	int rv = 0;
-
-	*out = NULL;
-	*n = 0;
-	if (d == NULL)
-		return (SM_EIO);
-	while ((de = readdir(d)) != NULL) {
-		const char *s = de->d_name;
-		uint64_t seq;
-
-		if (strlen(s) != 20 || strcmp(s + 16, ".seg") != 0 ||
-		    !sm_hex_u64(s, 16, &seq))
-			continue;
-		if ((rv = SM_GROW(v, cap, *n + 1, 16)) != 0)
-			break;
-		v[(*n)++] = seq;
-	}
-	closedir(d);
-	if (rv != 0) {
-		sm_free(v);
-		*n = 0;
-		return (rv);
-	}
-	if (*n > 1)
-		qsort(v, *n, sizeof(*v), sm_u64_cmp);
-	*out = v;
-	return (0);
-}
-
 static void
 legacy_path(const struct rwq *q, uint64_t seq, char *buf, size_t sz)
 {
@@ -209,32 +172,12 @@ legacy_copy(struct rwq *q, uint64_t seq, uint64_t off, bool *first_copied,
 	char path[4096];
 	uint8_t *b = NULL;
 	size_t len = 0;
-	FILE *f;
 	int rv = 0;
 
 	legacy_path(q, seq, path, sizeof(path));
-	if ((f = fopen(path, "rb")) == NULL)
-		return (errno == ENOENT ? 0 : sm_err_set(err, SM_EIO,
-		    "remote-write queue: open %s: %s", path, strerror(errno)));
-	for (;;) {
-		size_t cap = len + 65536;
-		uint8_t *nb = sm_realloc(b, cap);
-		size_t k;
-
-		if (nb == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out;
-		}
-		b = nb;
-		if ((k = fread(b + len, 1, cap - len, f)) == 0)
-			break;
-		len += k;
-	}
-	if (ferror(f)) {
-		rv = sm_err_set(err, SM_EIO, "remote-write queue: read %s",
-		    path);
-		goto out;
-	}
+	if ((rv = sm_read_file(path, &b, &len, err)) != 0)
+		return (rv == SM_ENOTFOUND ? 0 : sm_err_prefix(err,
+		    "remote-write queue"));
 	while (off < len) {
 		uint64_t rl;
 		struct iovec v;
@@ -265,7 +208,6 @@ legacy_copy(struct rwq *q, uint64_t seq, uint64_t off, bool *first_copied,
 		info->corrupt_segments++;
 	}
 out:
-	fclose(f);
 	sm_free(b);
 	return (rv);
 }
@@ -280,9 +222,8 @@ legacy_upgrade(struct rwq *q, struct rwq_open_info *info, struct sm_err *err)
 	char path[4096];
 	int rv;
 
-	if ((rv = legacy_list(q->dir, &old, &nold)) != 0)
-		return (sm_err_set(err, rv, "remote-write queue: cannot list "
-		    "%s", q->dir));
+	if ((rv = sm_seglog_numbers(q->dir, ".seg", &old, &nold, err)) != 0)
+		return (sm_err_prefix(err, "remote-write queue"));
 	if (nold == 0)
 		return (0);
 	/* A partial copy of an interrupted upgrade. */

@@ -4,14 +4,11 @@
  */
 #include "headlog.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -468,34 +465,14 @@ static int
 legacy_list(struct ing_headlog *l, uint64_t **out, uint32_t *nout,
     struct sm_err *err)
 {
-	const char *dir = sm_seglog_dir(l->sl);
-	uint64_t *v = NULL;
-	uint32_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
+	size_t n = 0;
+	int rv;
 
-	if ((d = opendir(dir)) == NULL)
-		return (sm_err_set(err, SM_EIO, "head log: opendir %s: %s",
-		    dir, strerror(errno)));
-	while ((de = readdir(d)) != NULL) {
-		uint64_t no;
-
-		if (strlen(de->d_name) != 20 ||
-		    strcmp(de->d_name + 16, ".log") != 0 ||
-		    !sm_hex_u64(de->d_name, 16, &no))
-			continue;
-		if (n == cap && SM_GROW(v, cap, (size_t)n + 1, 16) != 0) {
-			closedir(d);
-			sm_free(v);
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		}
-		v[n++] = no;
-	}
-	closedir(d);
-	if (n > 1)
-		qsort(v, n, sizeof(*v), sm_u64_cmp);
-	*out = v;
-	*nout = n;
+	*nout = 0;
+	if ((rv = sm_seglog_numbers(sm_seglog_dir(l->sl), ".log", out, &n,
+	    err)) != 0)
+		return (sm_err_prefix(err, "head log"));
+	*nout = (uint32_t)n;
 	return (0);
 }
 
@@ -505,44 +482,12 @@ seg_read(struct ing_headlog *l, const struct seg *s, uint8_t **buf,
     size_t *len, struct sm_err *err)
 {
 	char p[4200];
-	struct stat st;
-	size_t got = 0;
-	uint8_t *b;
-	int fd;
 
 	if (!s->legacy)
 		return (sm_seglog_read(l->sl, s->no, buf, len, err));
 	seg_path(l, s, p, sizeof(p));
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
-		int e = errno;
-
-		if (fd >= 0)
-			close(fd);
-		return (sm_err_set(err, SM_EIO, "head log: open %s: %s", p,
-		    strerror(e)));
-	}
-	if ((b = sm_malloc(SM_MAX((size_t)st.st_size, 1))) == NULL) {
-		close(fd);
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-
-			close(fd);
-			sm_free(b);
-			return (sm_err_set(err, SM_EIO, "head log: read %s: "
-			    "%s", p, strerror(e)));
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	*buf = b;
-	*len = got;
+	if (sm_read_file(p, buf, len, err) != 0)
+		return (sm_err_prefix(err, "head log"));
 	return (0);
 }
 
