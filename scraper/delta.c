@@ -263,6 +263,174 @@ dl_index(struct dl_ctx *c, struct sm_arena *a)
 	return (0);
 }
 
+/*
+ * One scrape's working set: the profile's samples summed per identity
+ * (keys sorted, vals[i * ncum + k] the k-th cumulative value of key i,
+ * rep[i] the sample that carries key i's sums).  keys and vals are heap
+ * arrays the state takes over; the rest lives in the arena.
+ */
+struct dl_sums {
+	uint32_t *cum, ncum;     /* the cumulative sample types */
+	uint64_t *keys;
+	int64_t *vals;
+	uint32_t *rep, nuniq;
+};
+
+/* The cumulative types of p into s->cum; 0 or SM_ENOMEM. */
+static int
+dl_cumulative(const struct dl_ctx *c, struct sm_arena *a,
+    struct dl_sums *s)
+{
+	const Google__V1__Profile *p = c->p;
+
+	if ((s->cum = sm_arena_alloc(a, (p->n_sample_type + 1) *
+	    sizeof(*s->cum))) == NULL)
+		return (SM_ENOMEM);
+	for (size_t t = 0; t < p->n_sample_type; t++)
+		if (is_cumulative(dl_str(c, p->sample_type[t]->type)))
+			s->cum[s->ncum++] = (uint32_t)t;
+	return (0);
+}
+
+/* Every sample's identity, sorted (ties in sample order); *out in the
+ * arena.  0, SM_ENOMEM, or SM_EMALFORMED (a sample's value count). */
+static int
+dl_sample_keys(struct dl_ctx *c, struct sm_arena *a, struct dl_smp **out,
+    struct sm_err *err)
+{
+	const Google__V1__Profile *p = c->p;
+	struct dl_smp *sm;
+	const char **lab;
+	size_t maxlab = 0;
+
+	for (size_t i = 0; i < p->n_sample; i++)
+		maxlab = SM_MAX(maxlab, p->sample[i]->n_label);
+	if ((sm = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*sm))) ==
+	    NULL || (lab = sm_arena_alloc(a, (2 * maxlab + 2) *
+	    sizeof(*lab))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (size_t i = 0; i < p->n_sample; i++) {
+		if (p->sample[i]->n_value != p->n_sample_type)
+			return (sm_err_set(err, SM_EMALFORMED, "sample %zu "
+			    "has %zu values, the profile %zu types", i,
+			    p->sample[i]->n_value, p->n_sample_type));
+		sm[i] = (struct dl_smp){ sample_key(c, p->sample[i], lab),
+		    (uint32_t)i };
+	}
+	if (sm_buf_error(&c->kb) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	qsort(sm, p->n_sample, sizeof(*sm), smp_cmp);
+	*out = sm;
+	return (0);
+}
+
+/* Sum the samples of each identity (sorted sm[]) onto its first sample,
+ * into s; 0 or SM_ENOMEM. */
+static int
+dl_sum(const Google__V1__Profile *p, const struct dl_smp *sm,
+    struct sm_arena *a, struct dl_sums *s)
+{
+	const uint32_t ncum = s->ncum;
+
+	s->keys = sm_malloc((p->n_sample + 1) * sizeof(*s->keys));
+	s->vals = sm_malloc(((size_t)p->n_sample + 1) * ncum *
+	    sizeof(*s->vals));
+	s->rep = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*s->rep));
+	if (s->keys == NULL || s->vals == NULL || s->rep == NULL)
+		return (SM_ENOMEM);
+	for (size_t i = 0; i < p->n_sample; i++) {
+		Google__V1__Sample *x = p->sample[sm[i].idx];
+		int64_t *v;
+
+		if (s->nuniq > 0 && s->keys[s->nuniq - 1] == sm[i].key) {
+			Google__V1__Sample *r = p->sample[s->rep[s->nuniq -
+			    1]];
+
+			for (size_t t = 0; t < p->n_sample_type; t++)
+				r->value[t] = sm_add_sat(r->value[t],
+				    x->value[t]);
+			x = r;
+			v = &s->vals[(size_t)(s->nuniq - 1) * ncum];
+		} else {
+			s->keys[s->nuniq] = sm[i].key;
+			s->rep[s->nuniq] = sm[i].idx;
+			v = &s->vals[(size_t)s->nuniq++ * ncum];
+		}
+		for (uint32_t k = 0; k < ncum; k++)
+			v[k] = x->value[s->cum[k]];
+	}
+	return (0);
+}
+
+/* A counter lower than the state's: the process restarted. */
+static bool
+dl_fell(const struct scr_delta *d, const struct dl_sums *s)
+{
+	const uint32_t ncum = s->ncum;
+
+	for (uint32_t i = 0, j = 0; i < s->nuniq && j < d->nkeys;) {
+		if (s->keys[i] < d->keys[j]) {
+			i++;
+		} else if (s->keys[i] > d->keys[j]) {
+			j++;
+		} else {
+			for (uint32_t k = 0; k < ncum; k++)
+				if (s->vals[(size_t)i * ncum + k] <
+				    d->vals[(size_t)j * ncum + k])
+					return (true);
+			i++;
+			j++;
+		}
+	}
+	return (false);
+}
+
+/* The delta profile into out: cumulative values minus the state's,
+ * snapshots as they are, samples left all zero dropped, placed from the
+ * previous scrape to now.  0 or SM_ENOMEM. */
+static int
+dl_emit(Google__V1__Profile *p, const struct scr_delta *d,
+    const struct dl_sums *s, int64_t now_ns, struct sm_arena *a,
+    struct sm_buf *out)
+{
+	const uint32_t ncum = s->ncum;
+	Google__V1__Sample **kept;
+	uint32_t nkept = 0;
+	size_t n;
+
+	if ((kept = sm_arena_alloc(a, (s->nuniq + 1) * sizeof(*kept))) ==
+	    NULL)
+		return (SM_ENOMEM);
+	for (uint32_t i = 0, j = 0; i < s->nuniq; i++) {
+		Google__V1__Sample *x = p->sample[s->rep[i]];
+		bool any = false;
+
+		while (j < d->nkeys && d->keys[j] < s->keys[i])
+			j++;
+		for (uint32_t k = 0; k < ncum; k++) {
+			int64_t prev = j < d->nkeys && d->keys[j] ==
+			    s->keys[i] ? d->vals[(size_t)j * ncum + k] : 0;
+
+			x->value[s->cum[k]] = s->vals[(size_t)i * ncum + k] -
+			    prev;
+		}
+		for (size_t t = 0; t < p->n_sample_type; t++)
+			any |= x->value[t] != 0;
+		if (any)
+			kept[nkept++] = x;
+	}
+	p->sample = kept;
+	p->n_sample = nkept;
+	p->duration_nanos = now_ns - d->last_ns;
+	p->time_nanos = d->last_ns;
+	n = google__v1__profile__get_packed_size(p);
+	if (sm_buf_reserve(out, n) != 0)
+		return (SM_ENOMEM);
+	out->len += google__v1__profile__pack(p, (uint8_t *)out->b + out->len);
+	out->b[out->len] = '\0';
+	return (0);
+}
+
 int
 scr_delta_apply(struct scr_delta *d, const uint8_t *raw, size_t len,
     int64_t now_ns, enum scr_delta_out *what, bool *rebased,
@@ -272,14 +440,8 @@ scr_delta_apply(struct scr_delta *d, const uint8_t *raw, size_t len,
 	ProtobufCAllocator al;
 	Google__V1__Profile *p;
 	struct dl_ctx c;
+	struct dl_sums s = { .ncum = 0 };
 	struct dl_smp *sm = NULL;
-	uint32_t *cum = NULL, ncum = 0, nuniq = 0, nkept = 0;
-	uint64_t *keys = NULL;
-	int64_t *vals = NULL;
-	uint32_t *rep = NULL;
-	Google__V1__Sample **kept;
-	const char **lab = NULL;
-	size_t maxlab = 0;
 	bool fall = false;
 	int rv = 0;
 
@@ -295,136 +457,49 @@ scr_delta_apply(struct scr_delta *d, const uint8_t *raw, size_t len,
 		goto out;
 	}
 	c.p = p;
-	if ((cum = sm_arena_alloc(a, (p->n_sample_type + 1) *
-	    sizeof(*cum))) == NULL)
+	if (dl_cumulative(&c, a, &s) != 0)
 		goto oom;
-	for (size_t t = 0; t < p->n_sample_type; t++)
-		if (is_cumulative(dl_str(&c, p->sample_type[t]->type)))
-			cum[ncum++] = (uint32_t)t;
-	if (ncum == 0) {
+	if (s.ncum == 0) {
 		*what = SCR_DELTA_PASS;
 		sm_buf_append(out, raw, len);
 		goto out;
 	}
-	if ((rv = dl_index(&c, a)) != 0)
+	if (dl_index(&c, a) != 0)
 		goto oom;
-	for (size_t i = 0; i < p->n_sample; i++)
-		maxlab = SM_MAX(maxlab, p->sample[i]->n_label);
-	if ((sm = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*sm))) ==
-	    NULL || (lab = sm_arena_alloc(a, (2 * maxlab + 2) *
-	    sizeof(*lab))) == NULL)
-		goto oom;
-	for (size_t i = 0; i < p->n_sample; i++) {
-		if (p->sample[i]->n_value != p->n_sample_type) {
-			rv = sm_err_set(err, SM_EMALFORMED, "sample %zu has "
-			    "%zu values, the profile %zu types", i,
-			    p->sample[i]->n_value, p->n_sample_type);
-			goto out;
-		}
-		sm[i] = (struct dl_smp){ sample_key(&c, p->sample[i], lab),
-		    (uint32_t)i };
+	if ((rv = dl_sample_keys(&c, a, &sm, err)) != 0) {
+		if (rv == SM_ENOMEM)
+			scr_delta_reset(d);
+		goto out;
 	}
-	if (sm_buf_error(&c.kb) != 0)
+	if (dl_sum(p, sm, a, &s) != 0)
 		goto oom;
-	qsort(sm, p->n_sample, sizeof(*sm), smp_cmp);
-	/* per key: summed values (all types) on its first sample */
-	keys = sm_malloc((p->n_sample + 1) * sizeof(*keys));
-	vals = sm_malloc(((size_t)p->n_sample + 1) * ncum * sizeof(*vals));
-	rep = sm_arena_alloc(a, (p->n_sample + 1) * sizeof(*rep));
-	if (keys == NULL || vals == NULL || rep == NULL)
-		goto oom;
-	for (size_t i = 0; i < p->n_sample; i++) {
-		Google__V1__Sample *s = p->sample[sm[i].idx];
-
-		if (nuniq > 0 && keys[nuniq - 1] == sm[i].key) {
-			Google__V1__Sample *r = p->sample[rep[nuniq - 1]];
-
-			for (size_t t = 0; t < p->n_sample_type; t++)
-				r->value[t] = sm_add_sat(r->value[t],
-				    s->value[t]);
-			for (uint32_t k = 0; k < ncum; k++)
-				vals[(size_t)(nuniq - 1) * ncum + k] =
-				    r->value[cum[k]];
-			continue;
-		}
-		keys[nuniq] = sm[i].key;
-		rep[nuniq] = sm[i].idx;
-		for (uint32_t k = 0; k < ncum; k++)
-			vals[(size_t)nuniq * ncum + k] = s->value[cum[k]];
-		nuniq++;
-	}
-	/* a counter lower than before: the process restarted */
-	if (d->last_ns != 0 && d->ncum == ncum) {
-		for (uint32_t i = 0, j = 0; i < nuniq && j < d->nkeys && !fall;) {
-			if (keys[i] < d->keys[j]) {
-				i++;
-			} else if (keys[i] > d->keys[j]) {
-				j++;
-			} else {
-				for (uint32_t k = 0; k < ncum; k++)
-					fall |= vals[(size_t)i * ncum + k] <
-					    d->vals[(size_t)j * ncum + k];
-				i++;
-				j++;
-			}
-		}
-	}
-	if (d->last_ns == 0 || d->ncum != ncum || fall) {
+	if (d->last_ns != 0 && d->ncum == s.ncum)
+		fall = dl_fell(d, &s);
+	if (d->last_ns == 0 || d->ncum != s.ncum || fall) {
 		*rebased = fall;
 		*what = SCR_DELTA_PRIMED;
-		goto swap;
-	}
-	/* emit: cumulative values minus the state's, snapshots as they are */
-	if ((kept = sm_arena_alloc(a, (nuniq + 1) * sizeof(*kept))) == NULL)
-		goto oom;
-	for (uint32_t i = 0, j = 0; i < nuniq; i++) {
-		Google__V1__Sample *s = p->sample[rep[i]];
-		bool any = false;
-
-		while (j < d->nkeys && d->keys[j] < keys[i])
-			j++;
-		for (uint32_t k = 0; k < ncum; k++) {
-			int64_t prev = j < d->nkeys && d->keys[j] == keys[i] ?
-			    d->vals[(size_t)j * ncum + k] : 0;
-
-			s->value[cum[k]] = vals[(size_t)i * ncum + k] - prev;
-		}
-		for (size_t t = 0; t < p->n_sample_type; t++)
-			any |= s->value[t] != 0;
-		if (any)
-			kept[nkept++] = s;
-	}
-	p->sample = kept;
-	p->n_sample = nkept;
-	p->duration_nanos = now_ns - d->last_ns;
-	p->time_nanos = d->last_ns;
-	{
-		size_t n = google__v1__profile__get_packed_size(p);
-
-		if (sm_buf_reserve(out, n) != 0)
+	} else {
+		if (dl_emit(p, d, &s, now_ns, a, out) != 0)
 			goto oom;
-		out->len += google__v1__profile__pack(p, (uint8_t *)out->b +
-		    out->len);
-		out->b[out->len] = '\0';
+		*what = SCR_DELTA_EMIT;
 	}
-	*what = SCR_DELTA_EMIT;
-swap:
+	/* the state takes this scrape's sums */
 	sm_free(d->keys);
 	sm_free(d->vals);
-	d->keys = keys;
-	d->vals = vals;
-	d->nkeys = nuniq;
-	d->ncum = ncum;
+	d->keys = s.keys;
+	d->vals = s.vals;
+	d->nkeys = s.nuniq;
+	d->ncum = s.ncum;
 	d->last_ns = now_ns;
-	keys = NULL;
-	vals = NULL;
+	s.keys = NULL;
+	s.vals = NULL;
 	goto out;
 oom:
 	scr_delta_reset(d);
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
-	sm_free(keys);
-	sm_free(vals);
+	sm_free(s.keys);
+	sm_free(s.vals);
 	sm_buf_fini(&c.kb);
 	sm_arena_destroy(a);
 	return (rv);
