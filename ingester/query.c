@@ -957,6 +957,140 @@ group_cmp(const void *a, const void *b, void *arg)
 	return (0);
 }
 
+/* The query's checks and x's window; 0, SM_EINVAL or SM_ENOMEM (x.cs). */
+static int
+series_setup(const struct ing_query *q, struct series_acc *x,
+    struct sm_err *err)
+{
+	const struct ing_select *sel = &q->sel;
+
+	x->step = q->step_ms;
+	x->first = sm_floor_to(sel->start_ms, x->step);
+	x->nsteps = (sel->end_ms - x->first + x->step - 1) / x->step;
+	if (x->nsteps > SERIES_MAX_STEPS)
+		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
+		    "the limit of %d", (long long)x->nsteps, SERIES_MAX_STEPS));
+	if (q->ncall_site > 0 && q->function != NULL && q->function[0] != '\0')
+		return (sm_err_set(err, SM_EINVAL, "series: a call site or a "
+		    "function, not both"));
+	for (size_t k = 0; k < q->ncall_site; k++) {
+		if (q->call_site[k] == NULL)
+			return (sm_err_set(err, SM_EINVAL, "series: call site "
+			    "frame %zu missing", k));
+	}
+	x->ncs = q->ncall_site > 0 ? (uint32_t)SM_MIN(q->ncall_site,
+	    UINT32_MAX) : 1;
+	if (series_filtered(q) && (x->cs = sm_calloc(x->ncs,
+	    sizeof(*x->cs))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
+/* Visit the sources of the query into x's groups, then free x's
+ * per-visit buffers; 0 or an error named in err. */
+static int
+series_collect(struct ing_db *db, const struct ing_query *q,
+    struct sm_selector *ss, struct series_acc *x, struct sm_err *err)
+{
+	const struct ing_select *sel = &q->sel;
+	struct ing_sources src;
+	struct ing_res res;
+	struct visitor v;
+	int rv;
+
+	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
+	    sel->end_ms, 0, &src, err)) != 0)
+		return (rv);
+	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
+		v = (struct visitor){ .db = db, .tenant = sel->tenant,
+			.ss = ss, .picks = sel, .res = &res,
+			.start = sel->start_ms, .end = sel->end_ms,
+			.begin = series_begin, .each = series_each,
+			.finish = series_finish, .arg = x };
+		rv = visit(&v, &src, err);
+		ing_res_fini(&res);
+	}
+	ing_sources_put(&src);
+	sm_free(x->depth);
+	sm_free(x->in);
+	sm_arena_destroy(x->scratch);
+	ing_spill_cur_fini(&x->cur);
+	x->depth = NULL;
+	x->in = NULL;
+	x->scratch = NULL;
+	if (rv == SM_ELIMIT && x->ng == SERIES_MAX_GROUPS)
+		sm_err_set(err, rv, "series: more than %d groups",
+		    SERIES_MAX_GROUPS);
+	else if (rv == SM_ELIMIT)
+		sm_err_set(err, rv, "series: more than %d points (%u groups "
+		    "of %lld steps); use a longer step or fewer group-by "
+		    "labels", SERIES_MAX_POINTS, x->ng + 1,
+		    (long long)x->nsteps);
+	else if (rv == SM_ENOMEM)
+		sm_err_set(err, rv, "out of memory");
+	return (rv);
+}
+
+/*
+ * Group g as a series (its group-by labels and a point per step that has
+ * profiles: a step whose values cancel out, signed samples, is a point
+ * still, AVERAGE needs it) and its profile counts, in the arena.
+ */
+static int
+series_render(const struct ing_query *q, const struct series_acc *x,
+    const struct series_group *g, struct sm_arena *a, Types__V1__Series **sep,
+    Smolder__V1__SeriesCounts **scp)
+{
+	uint32_t ngb = (uint32_t)q->ngroup_by;
+	Types__V1__Series *se = sm_arena_alloc(a, sizeof(*se));
+	Smolder__V1__SeriesCounts *sc = sm_arena_alloc(a, sizeof(*sc));
+	size_t np = 0;
+
+	if (se == NULL || sc == NULL)
+		return (SM_ENOMEM);
+	types__v1__series__init(se);
+	smolder__v1__series_counts__init(sc);
+	for (int64_t i = 0; i < x->nsteps; i++)
+		np += g->points[i] != 0 || g->profiles[i] != 0;
+	se->n_labels = ngb;
+	se->labels = sm_arena_alloc(a, (size_t)SM_MAX(ngb, 1) *
+	    sizeof(*se->labels));
+	se->points = sm_arena_alloc(a, SM_MAX(np, 1) * sizeof(*se->points));
+	sc->profiles = sm_arena_alloc(a, SM_MAX(np, 1) *
+	    sizeof(*sc->profiles));
+	if (se->labels == NULL || se->points == NULL || sc->profiles == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t j = 0; j < ngb; j++) {
+		Types__V1__LabelPair *lp = sm_arena_alloc(a, sizeof(*lp));
+
+		if (lp == NULL)
+			return (SM_ENOMEM);
+		types__v1__label_pair__init(lp);
+		lp->name = (char *)q->group_by[j];
+		lp->value = g->values[j];
+		se->labels[j] = lp;
+	}
+	np = 0;
+	for (int64_t i = 0; i < x->nsteps; i++) {
+		Types__V1__Point *pt;
+
+		if (g->points[i] == 0 && g->profiles[i] == 0)
+			continue;
+		if ((pt = sm_arena_alloc(a, sizeof(*pt))) == NULL)
+			return (SM_ENOMEM);
+		types__v1__point__init(pt);
+		pt->timestamp = x->first + i * x->step;
+		pt->value = g->points[i];
+		sc->profiles[np] = g->profiles[i];
+		se->points[np++] = pt;
+	}
+	se->n_points = np;
+	sc->n_profiles = np;
+	*sep = se;
+	*scp = sc;
+	return (0);
+}
+
 int
 ing_db_series(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__SeriesResponse *out, struct sm_err *err)
@@ -965,9 +1099,6 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 	const struct ing_select *sel = &fq.sel;
 	struct series_acc x;
 	struct sm_selector ss;
-	struct ing_res res;
-	struct visitor v;
-	struct ing_sources src;
 	uint32_t ngb;
 	int rv = 0;
 
@@ -987,69 +1118,19 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 	x.q = q;
 	x.a = a;
 	x.db = db;
-	x.step = q->step_ms;
-	x.first = sm_floor_to(sel->start_ms, x.step);
-	x.nsteps = (sel->end_ms - x.first + x.step - 1) / x.step;
-	if (x.nsteps > SERIES_MAX_STEPS)
-		return (sm_err_set(err, SM_EINVAL, "series: %lld steps exceed "
-		    "the limit of %d", (long long)x.nsteps, SERIES_MAX_STEPS));
-	ngb = (uint32_t)q->ngroup_by;
-	if (q->ncall_site > 0 && q->function != NULL && q->function[0] != '\0')
-		return (sm_err_set(err, SM_EINVAL, "series: a call site or a "
-		    "function, not both"));
-	x.ncs = q->ncall_site > 0 ? (uint32_t)SM_MIN(q->ncall_site,
-	    UINT32_MAX) : 1;
-	if (series_filtered(q) && (x.cs = sm_calloc(x.ncs,
-	    sizeof(*x.cs))) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	for (size_t k = 0; k < q->ncall_site; k++) {
-		if (q->call_site[k] == NULL) {
-			sm_free(x.cs);
-			return (sm_err_set(err, SM_EINVAL, "series: call site "
-			    "frame %zu missing", k));
-		}
-	}
-	if ((rv = selector_from_select(sel, &ss, err)) != 0) {
+	if ((rv = series_setup(q, &x, err)) != 0 ||
+	    (rv = selector_from_select(sel, &ss, err)) != 0) {
 		sm_free(x.cs);
 		return (rv);
 	}
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
-	    sel->end_ms, 0, &src, err)) != 0)
-		goto out_sel;
-	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
-		v = (struct visitor){ .db = db, .tenant = sel->tenant,
-			.ss = &ss, .picks = sel, .res = &res,
-			.start = sel->start_ms, .end = sel->end_ms,
-			.begin = series_begin, .each = series_each,
-			.finish = series_finish, .arg = &x };
-		rv = visit(&v, &src, err);
-		ing_res_fini(&res);
-	}
-	ing_sources_put(&src);
+	rv = series_collect(db, q, &ss, &x, err);
 	sm_free(x.cs);
-	sm_free(x.depth);
-	sm_free(x.in);
-	sm_arena_destroy(x.scratch);
-	ing_spill_cur_fini(&x.cur);
 	x.cs = NULL;
-	x.depth = NULL;
-	x.in = NULL;
-	x.scratch = NULL;
-	if (rv != 0) {
-		if (rv == SM_ELIMIT && x.ng == SERIES_MAX_GROUPS)
-			sm_err_set(err, rv, "series: more than %d groups",
-			    SERIES_MAX_GROUPS);
-		else if (rv == SM_ELIMIT)
-			sm_err_set(err, rv, "series: more than %d points "
-			    "(%u groups of %lld steps); use a longer step or "
-			    "fewer group-by labels", SERIES_MAX_POINTS,
-			    x.ng + 1, (long long)x.nsteps);
-		else if (rv == SM_ENOMEM)
-			sm_err_set(err, rv, "out of memory");
+	if (rv != 0)
 		goto out_sel;
-	}
 	/* Groups in a stable order (by their label values), whatever the
 	 * order the sources were read in. */
+	ngb = (uint32_t)q->ngroup_by;
 	if (x.ng > 1)
 		qsort_r(x.g, x.ng, sizeof(*x.g), group_cmp, &ngb);
 	out->n_series = x.ng;
@@ -1063,65 +1144,11 @@ ing_db_series(struct ing_db *db, const struct ing_query *q,
 		goto out_sel;
 	}
 	for (uint32_t gi = 0; gi < x.ng; gi++) {
-		Types__V1__Series *se = sm_arena_alloc(a, sizeof(*se));
-		Smolder__V1__SeriesCounts *sc = sm_arena_alloc(a, sizeof(*sc));
-		size_t np = 0;
-
-		if (se == NULL || sc == NULL) {
+		if (series_render(q, &x, &x.g[gi], a, &out->series[gi],
+		    &out->counts[gi]) != 0) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out_sel;
 		}
-		types__v1__series__init(se);
-		smolder__v1__series_counts__init(sc);
-		/* A step with profiles is a point even if its values cancel
-		 * out (signed samples): AVERAGE needs it. */
-		for (int64_t i = 0; i < x.nsteps; i++)
-			np += x.g[gi].points[i] != 0 || x.g[gi].profiles[i] != 0;
-		se->n_labels = ngb;
-		se->labels = sm_arena_alloc(a, (size_t)SM_MAX(ngb, 1) *
-		    sizeof(*se->labels));
-		se->n_points = np;
-		se->points = sm_arena_alloc(a, SM_MAX(np, 1) *
-		    sizeof(*se->points));
-		sc->profiles = sm_arena_alloc(a, SM_MAX(np, 1) *
-		    sizeof(*sc->profiles));
-		if (se->labels == NULL || se->points == NULL ||
-		    sc->profiles == NULL) {
-			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-			goto out_sel;
-		}
-		for (uint32_t j = 0; j < ngb; j++) {
-			Types__V1__LabelPair *lp = sm_arena_alloc(a,
-			    sizeof(*lp));
-
-			if (lp == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out_sel;
-			}
-			types__v1__label_pair__init(lp);
-			lp->name = (char *)q->group_by[j];
-			lp->value = x.g[gi].values[j];
-			se->labels[j] = lp;
-		}
-		np = 0;
-		for (int64_t i = 0; i < x.nsteps; i++) {
-			Types__V1__Point *pt;
-
-			if (x.g[gi].points[i] == 0 && x.g[gi].profiles[i] == 0)
-				continue;
-			if ((pt = sm_arena_alloc(a, sizeof(*pt))) == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-				goto out_sel;
-			}
-			types__v1__point__init(pt);
-			pt->timestamp = x.first + i * x.step;
-			pt->value = x.g[gi].points[i];
-			sc->profiles[np] = x.g[gi].profiles[i];
-			se->points[np++] = pt;
-		}
-		sc->n_profiles = np;
-		out->series[gi] = se;
-		out->counts[gi] = sc;
 	}
 out_sel:
 	sm_oatab_fini(&x.tab);
