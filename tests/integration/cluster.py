@@ -37,6 +37,11 @@ HEARTBEAT = "100ms"
 # the rings have seen it when a test goes on.
 MIN_READY = "300ms"
 HEARTBEAT_TIMEOUT = "1s"
+# Uploads of any age are taken, and blocks keep raw buckets only (no
+# downsampling tiers): what the tests that read shipped data back compare
+# with their uploads.
+RAW_ANY_AGE = ["-validation.reject-older-than=0",
+               "-compactor.downsample-tiers=none"]
 
 
 class Cluster:
@@ -304,6 +309,20 @@ class Cluster:
                 return True
             time.sleep(0.05)
         return False
+
+
+def shipping_cluster(ws, storage, ingester_extra, gateway_extra=(),
+                     extra=(), **kw):
+    """A Cluster (the counts and the rest in kw) whose ingesters ship to the
+    bucket that `storage` (its -storage.* flags) names and find its
+    store-gateways, which sync every 500 ms; RAW_ANY_AGE and `extra` for
+    every process, ingester_extra and gateway_extra for the ingesters and
+    the gateways.  Not started."""
+    c = Cluster(ws, extra=RAW_ANY_AGE + list(extra),
+                gateway_extra=storage + ["-store-gateway.sync-interval=500ms"]
+                + list(gateway_extra), **kw)
+    c.ingester_extra = storage + c.gateway_flags() + list(ingester_extra)
+    return c
 
 
 def reference_and_rf3(r, ws, extra, run):

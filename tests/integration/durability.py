@@ -76,6 +76,14 @@ class Workspace:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def workspace_for(r, name):
+    """Workspace(name) for a test: its cleanup is queued on Results r
+    (at_end), so it is kept exactly when the test failed."""
+    ws = Workspace(name)
+    r.at_end(lambda: ws.cleanup(r))
+    return ws
+
+
 def copy_tree(src, dst):
     """Copy a (stopped server's) data dir."""
     if os.path.exists(dst):
@@ -581,6 +589,11 @@ def gateway_sync(r, gw, what):
         return resp.json()
     except ValueError:
         return {}
+
+
+# The stacks the cluster tests upload, one server's worth.
+SERVER_STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
+                 "main;serve;db;query", "main;idle"]
 
 
 def collapsed_stacks(text):

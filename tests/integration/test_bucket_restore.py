@@ -31,18 +31,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (Workspace, admin, collapsed_stacks,  # noqa: E402
-                        flush, metrics, wait_metric)
+from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
+from durability import (SERVER_STACKS, admin, collapsed_stacks,  # noqa: E402
+                        flush, metrics, wait_metric, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
-
-
-def s3_flags(sw):
-    return swift_s3.smolder_flags(sw, timeout="5s", retries=2)
+STACKS = SERVER_STACKS
 
 
 class Writer:
@@ -120,17 +115,14 @@ def flush_all(r, c, what):
 
 
 def body(r):
-    ws = Workspace("bucket-restore")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = s3_flags(sw)
+    ws = workspace_for(r, "bucket-restore")
+    _, flags = swift_s3.start_in(r, ws)
     # Raw buckets only (no downsampling tiers): at a 1 h resolution the
     # plan cannot tell apart replicas that each lost a different batch of
     # one hour (docs/reliability.md §4.4), which is not what this tests.
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 compactors=1, compactor_extra=flags,
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"],
+                extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1s"])
     r.at_end(lambda: c.stop())
     c.start()

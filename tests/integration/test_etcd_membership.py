@@ -40,13 +40,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import UploadWriter, Workspace, leave_for_good  # noqa: E402
+from cluster import shipping_cluster  # noqa: E402
+from durability import (SERVER_STACKS, UploadWriter,  # noqa: E402
+                        leave_for_good, workspace_for)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import run_script  # noqa: E402
 
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 SHARDS = 16
 
 
@@ -71,27 +71,22 @@ def etcd_keys(c, kind="ingesters"):
 
 
 def body(r):
-    ws = Workspace("etcd-membership")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "etcd-membership")
     et_dir = ws.path("etcd")
     et = etcd_server.start_for(r, et_dir)
     bucket = ws.path("bucket")
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % bucket]
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                compactors=2, gateways=2, gateway_rf=2, etcd=et["endpoint"],
-                gateway_store="etcd",
-                gateway_extra=storage + [
-                    "-store-gateway.sync-interval=500ms",
-                    "-store-gateway.sharding-ring.unregister-on-shutdown="
-                    "true"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"])
     # as deploy/kubernetes runs them: SIGTERM is a restart that keeps its
     # claim; leaving for good is POST /ingester/shutdown
-    c.ingester_extra = storage + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.leave-timeout=15s",
-        "-ingester.leave-on-shutdown=false"]
+    c = shipping_cluster(
+        ws, storage, ["-ingester.ship-interval=1s",
+                      "-ingester.leave-timeout=15s",
+                      "-ingester.leave-on-shutdown=false"],
+        gateway_extra=[
+            "-store-gateway.sharding-ring.unregister-on-shutdown=true"],
+        ingesters=3, distributors=1, queriers=1, rf=3, compactors=2,
+        gateways=2, gateway_rf=2, etcd=et["endpoint"], gateway_store="etcd")
     r.at_end(lambda: c.stop())
 
     # A. three ingesters, found in etcd

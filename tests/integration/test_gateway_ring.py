@@ -38,10 +38,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (Workspace, admin_listener, flush,  # noqa: E402
-                        local_blocks_dropped,
-                        metrics)
+from cluster import shipping_cluster  # noqa: E402
+from durability import (admin_listener, flush,  # noqa: E402
+                        local_blocks_dropped, metrics, workspace_for)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
@@ -62,25 +61,20 @@ def answer(q, tenant):
 
 
 def body(r):
-    ws = Workspace("gateway-ring")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "gateway-ring")
     et = etcd_server.start_for(r, ws.path("etcd"))
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % ws.path("bucket")]
-    c = Cluster(ws, ingesters=1, distributors=1, queriers=1, rf=1,
-                gateways=2, gateway_rf=1, etcd=et["endpoint"],
-                gateway_store="etcd",
-                gateway_extra=storage + [
-                    "-store-gateway.sync-interval=500ms",
-                    "-store-gateway.sharding-ring.unregister-on-shutdown="
-                    "true"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none",
-                       "-auth.multitenancy-enabled=true"])
     # one ingester: its flush goes to its admin listener (header mode)
-    c.ingester_extra = admin_listener(storage + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
-        "-ingester.leave-on-shutdown=false"])
+    c = shipping_cluster(
+        ws, storage, admin_listener([
+            "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
+            "-ingester.leave-on-shutdown=false"]),
+        gateway_extra=[
+            "-store-gateway.sharding-ring.unregister-on-shutdown=true"],
+        extra=["-auth.multitenancy-enabled=true"],
+        ingesters=1, distributors=1, queriers=1, rf=1, gateways=2,
+        gateway_rf=1, etcd=et["endpoint"], gateway_store="etcd")
     r.at_end(lambda: c.stop())
     c.start()
     d, q, ing = c.distributors[0], c.queriers[0], c.ingesters[0]

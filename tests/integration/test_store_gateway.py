@@ -46,14 +46,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, collapsed_answer,  # noqa: E402
-                        flush, gateway_sync, metrics, wait_metric)
+from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
+from durability import (SERVER_STACKS, DataServer,  # noqa: E402
+                        collapsed_answer, flush, gateway_sync, metrics,
+                        wait_metric, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 SHARDS = 16
 
 
@@ -127,16 +127,13 @@ def wait_answer(q, want, timeout=15):
 
 
 def body(r):
-    ws = Workspace("store-gateway")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
+    ws = workspace_for(r, "store-gateway")
+    sw, flags = swift_s3.start_in(r, ws)
     c = Cluster(ws, ingesters=4, distributors=1, queriers=1, rf=2,
                 gateways=2, gateway_rf=2, gateway_extra=flags +
                 ["-store-gateway.sync-interval=1h",
                  "-store-gateway.data-page-bytes=4KiB"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"],
+                extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1h"])
     r.at_end(lambda: c.stop())
     c.start()
