@@ -24,6 +24,8 @@
 
 #include "common/gz.h"
 #include "sm_test.h"
+#define BATCH_RUN_IN struct dist_jfr_in
+#define BATCH_RUN_INGEST dist_jfr_ingest
 #include "sm_test_batch.h"
 
 static const char *const data_dirs[] = { "tests/data",
@@ -31,46 +33,15 @@ static const char *const data_dirs[] = { "tests/data",
 
 /* --- running the reader ----------------------------------------------------- */
 
-struct run {
-	struct sm_arena *a;
-	struct dist_limits lim;
-	struct dist_batch b;
-	struct sm_err err;
-	struct sm_label base[2];
-	struct dist_jfr_in in;
-	int rv;
-};
-
+/* A run (sm_test_batch.h) with no per-type sample cap, at 100 Hz, with
+ * line numbers. */
 static void
 run_init(struct run *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->a = sm_arena_create(0);
-	SM_REQUIRE(r->a != NULL);
-	dist_limits_default(&r->lim);
+	run_open(r);
 	r->lim.max_samples = 0;
-	SM_REQUIRE(dist_batch_init(&r->b, r->a, &r->lim) == 0);
-	r->base[0] = (struct sm_label){ "service_name", "app" };
-	r->in.base = r->base;
-	r->in.nbase = 1;
 	r->in.sample_rate = 100;
-	r->in.time_ms = 1700000000000;
 	r->in.line_numbers = true;
-}
-
-static void
-run_fini(struct run *r)
-{
-	dist_batch_fini(&r->b);
-	sm_arena_destroy(r->a);
-}
-
-static int
-run_go(struct run *r, const uint8_t *p, size_t n)
-{
-	sm_err_clear(&r->err);
-	r->rv = dist_jfr_ingest(p, n, &r->in, &r->b, &r->err);
-	return (batch_ingested(r->rv, &r->err, &r->b));
 }
 
 /* Read a data file (any of the data dirs); malloc'd, NULL if absent. */
@@ -605,34 +576,19 @@ test_malformed(void)
 	static const uint8_t junk[] = "not a flight recording at all....";
 
 	SM_REQUIRE(cp != NULL);
-	run_init(&r);
-	run_go(&r, junk, 0);
-	CHECK_FAIL(&r, SM_EMALFORMED, "empty");
-	run_fini(&r);
+	CHECK_RUN_FAILS(junk, 0, SM_EMALFORMED, "empty");
 
-	run_init(&r);
-	run_go(&r, junk, sizeof(junk));
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
+	CHECK_RUN_FAILS(junk, sizeof(junk), SM_EMALFORMED, "invalid JFR");
 
 	/* truncated header, truncated body */
-	run_init(&r);
-	run_go(&r, raw, 40);
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
-	run_init(&r);
-	run_go(&r, raw, n - 100);
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
+	CHECK_RUN_FAILS(raw, 40, SM_EMALFORMED, "invalid JFR");
+	CHECK_RUN_FAILS(raw, n - 100, SM_EMALFORMED, "invalid JFR");
 
 	/* major version 3 */
 	memcpy(cp, raw, n);
 	cp[4] = 0;
 	cp[5] = 3;
-	run_init(&r);
-	run_go(&r, cp, n);
-	CHECK_FAIL(&r, SM_EUNSUPPORTED, "version");
-	run_fini(&r);
+	CHECK_RUN_FAILS(cp, n, SM_EUNSUPPORTED, "version");
 
 	/* a truncated gzip stream */
 	{

@@ -12,6 +12,12 @@
  * carries its code and a message, a success finishes the batch.
  * CHECK_FAIL expects a run (anything with `rv` and `err`) to have
  * failed with `code` and `needle` in its message.
+ *
+ * A test that defines BATCH_RUN_IN (its parser's input struct) and
+ * BATCH_RUN_INGEST (the parser's ingest function) before including this
+ * header gets `struct run` -- one parse into a batch of its own -- with
+ * run_open, run_fini and run_go; the parsers take the same arguments, so
+ * only the input differs.
  */
 #ifndef SM_TEST_BATCH_H
 #define SM_TEST_BATCH_H
@@ -140,5 +146,64 @@ batch_ingested(int rv, const struct sm_err *err, struct dist_batch *b)
 		SM_CHECKF(strstr((r)->err.msg, (needle)) != NULL,           \
 		    "message \"%s\" lacks \"%s\"", (r)->err.msg, (needle)); \
 	} while (0)
+
+#ifdef BATCH_RUN_IN
+struct run {
+	struct sm_arena *a;
+	struct dist_limits lim;
+	struct dist_batch b;
+	struct sm_err err;
+	struct sm_label base[4];
+	BATCH_RUN_IN in;
+	int rv;
+};
+
+/*
+ * A fresh run under the default limits (the batch reads them from r->lim,
+ * so a test may change them before it parses), at 1700000000000 ms with
+ * the one base label service_name="app".
+ */
+static inline void
+run_open(struct run *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->a = sm_arena_create(0);
+	SM_REQUIRE(r->a != NULL);
+	dist_limits_default(&r->lim);
+	SM_REQUIRE(dist_batch_init(&r->b, r->a, &r->lim) == 0);
+	r->base[0] = (struct sm_label){ "service_name", "app" };
+	r->in.base = r->base;
+	r->in.nbase = 1;
+	r->in.time_ms = 1700000000000;
+}
+
+static inline void
+run_fini(struct run *r)
+{
+	dist_batch_fini(&r->b);
+	sm_arena_destroy(r->a);
+}
+
+/* Ingest and, on success, finish the batch.  Returns the parser's rv. */
+static inline int
+run_go(struct run *r, const uint8_t *p, size_t n)
+{
+	sm_err_clear(&r->err);
+	r->rv = BATCH_RUN_INGEST(p, n, &r->in, &r->b, &r->err);
+	return (batch_ingested(r->rv, &r->err, &r->b));
+}
+
+/* A run of the test's run_init() on p[0..n) that must fail as CHECK_FAIL
+ * says (a macro, so a failure names the caller's line). */
+#define CHECK_RUN_FAILS(p, n, code, needle)                                 \
+	do {                                                                \
+		struct run run_;                                            \
+									    \
+		run_init(&run_);                                            \
+		run_go(&run_, (p), (n));                                    \
+		CHECK_FAIL(&run_, code, needle);                            \
+		run_fini(&run_);                                            \
+	} while (0)
+#endif /* BATCH_RUN_IN */
 
 #endif
