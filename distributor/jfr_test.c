@@ -96,26 +96,27 @@ series_is(const struct dist_series *s, const char *metric, const char *type)
 	    strcmp(ty, type) == 0);
 }
 
+struct series_sel {
+	const char *metric, *type;
+};
+
+static bool
+series_selected(const struct dist_series *s, uint32_t k, const void *arg)
+{
+	const struct series_sel *sel = arg;
+
+	(void)k;
+	return (series_is(s, sel->metric, sel->type));
+}
+
+/* The collapsed text of the series metric/type, as a golden has it. */
 static char *
 collapse(const struct dist_batch *b, const char *metric, const char *type,
     size_t *nlines)
 {
-	struct cline *v = NULL;
-	size_t n = 0, cap = 0;
-	char *txt;
+	struct series_sel sel = { metric, type };
 
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
-
-		if (!series_is(s, metric, type))
-			continue;
-		for (uint32_t j = 0; j < s->n; j++)
-			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
-			    s->value[j]);
-	}
-	txt = cl_render(v, n, false, nlines);
-	free(v);
-	return (txt);
+	return (batch_collapse(b, series_selected, &sel, false, nlines));
 }
 
 /*
@@ -356,6 +357,18 @@ load_raw(const char *name, size_t *n)
 	return (raw);
 }
 
+/* The example recording: decompressed (n bytes, returned) and as stored
+ * (*gz, *gn bytes); skips when absent.  Both malloc'd. */
+static uint8_t *
+load_example(size_t *n, uint8_t **gz, size_t *gn)
+{
+	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", n);
+
+	*gz = read_data("tests/data", "jfrparser__example.jfr.gz", gn);
+	SM_REQUIRE(*gz != NULL);
+	return (raw);
+}
+
 static int64_t
 type_total(const struct dist_batch *b, const char *metric, const char *type,
     uint32_t *nseries)
@@ -376,10 +389,9 @@ type_total(const struct dist_batch *b, const char *metric, const char *type,
 static void
 test_raw_equals_gzip(void)
 {
-	size_t n, gn;
-	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", &n);
-	uint8_t *gz = read_data("tests/data", "jfrparser__example.jfr.gz", &gn);
 	struct run a, b;
+	size_t n, gn;
+	uint8_t *gz, *raw = load_example(&n, &gz, &gn);
 	uint32_t ns;
 	char *x, *y;
 	size_t xl, yl;
@@ -523,10 +535,9 @@ test_span_name(void)
 static void
 test_limits(void)
 {
-	size_t n, gn;
-	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", &n);
-	uint8_t *gz = read_data("tests/data", "jfrparser__example.jfr.gz", &gn);
 	struct run r;
+	size_t n, gn;
+	uint8_t *gz, *raw = load_example(&n, &gz, &gn);
 
 	run_init(&r);
 	r.in.max_bytes = n - 1;

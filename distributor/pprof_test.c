@@ -385,29 +385,28 @@ run_tb(struct run *r, struct tb *t)
  * type is NULL, or only series `only` when only >= 0): sorted lines
  * "root;...;leaf value\n", equal stacks summed.  Caller frees.
  */
+struct series_sel {
+	const char *type;
+	int only;
+};
+
+static bool
+series_selected(const struct dist_series *s, uint32_t k, const void *arg)
+{
+	const struct series_sel *sel = arg;
+	const char *ty = sm_labels_get(s->labels, s->nlabels, SM_LABEL_TYPE);
+
+	return (!((sel->only >= 0 && (uint32_t)sel->only != k) ||
+	    (sel->type != NULL && (ty == NULL || strcmp(ty, sel->type) != 0))));
+}
+
 static char *
 collapse(const struct dist_batch *b, const char *type, int only,
     size_t *nlines)
 {
-	struct cline *v = NULL;
-	size_t n = 0, cap = 0;
-	char *txt;
+	struct series_sel sel = { type, only };
 
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
-		const char *ty = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_TYPE);
-
-		if ((only >= 0 && (uint32_t)only != k) ||
-		    (type != NULL && (ty == NULL || strcmp(ty, type) != 0)))
-			continue;
-		for (uint32_t j = 0; j < s->n; j++)
-			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
-			    s->value[j]);
-	}
-	txt = cl_render(v, n, true, nlines);
-	free(v);
-	return (txt);
+	return (batch_collapse(b, series_selected, &sel, true, nlines));
 }
 
 #define CHECK_COLLAPSED(b, type, want)                                      \

@@ -125,6 +125,33 @@ cl_render(struct cline *v, size_t n, bool keep_nonpositive, size_t *nlines)
 	return (txt);
 }
 
+/*
+ * cl_render of the samples of b's series k for which keep(series, k, arg)
+ * holds, one line per stack.  Malloc'd.
+ */
+static inline char *
+batch_collapse(const struct dist_batch *b,
+    bool (*keep)(const struct dist_series *, uint32_t, const void *),
+    const void *arg, bool keep_nonpositive, size_t *nlines)
+{
+	struct cline *v = NULL;
+	size_t n = 0, cap = 0;
+	char *txt;
+
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		const struct dist_series *s = &b->series[k];
+
+		if (!keep(s, k, arg))
+			continue;
+		for (uint32_t j = 0; j < s->n; j++)
+			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
+			    s->value[j]);
+	}
+	txt = cl_render(v, n, keep_nonpositive, nlines);
+	free(v);
+	return (txt);
+}
+
 /* A parser's ingest answered rv into b: check and finish.  Returns rv. */
 static inline int
 batch_ingested(int rv, const struct sm_err *err, struct dist_batch *b)
