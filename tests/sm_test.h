@@ -237,6 +237,48 @@ sm_test_free_port(void)
 	return (port);
 }
 
+/*
+ * Run `init(obj)` with its f-th allocation failing (common/sm.h's
+ * sm_fault_alloc_after), for f = 1 .. nfaults - 1 until it succeeds (then
+ * fini(obj)); after every failure `held_nothing` must hold: a failed init
+ * leaves nothing behind (LeakSanitizer checks the rest).
+ */
+#define SM_CHECK_INIT_FAULTS(obj, init, fini, nfaults, held_nothing)        \
+	do {                                                                \
+		for (long sm_f_ = 1; sm_f_ < (nfaults); sm_f_++) {          \
+			sm_fault_alloc_after(sm_f_);                        \
+			if (init(obj) == 0) {                               \
+				sm_fault_alloc_after(0);                    \
+				fini(obj);                                  \
+				break;                                      \
+			}                                                   \
+			sm_fault_alloc_after(0);                            \
+			SM_CHECK(held_nothing);                             \
+		}                                                           \
+	} while (0)
+
+/*
+ * Evaluate `op` (an int expression) with its f-th allocation failing, for
+ * f = 1, 2, ... until it returns 0.  Each failure must be SM_ENOMEM; it
+ * adds one to `failures` and runs `checks` (statements: what a failed
+ * call must have left as it was).
+ */
+#define SM_RETRY_FAULTS(op, failures, checks)                               \
+	do {                                                                \
+		for (long sm_f_ = 1;; sm_f_++) {                            \
+			int sm_rv_;                                         \
+									    \
+			sm_fault_alloc_after(sm_f_);                        \
+			sm_rv_ = (op);                                      \
+			sm_fault_alloc_after(0);                            \
+			if (sm_rv_ == 0)                                    \
+				break;                                      \
+			(failures)++;                                       \
+			SM_REQUIRE(sm_rv_ == SM_ENOMEM);                    \
+			checks;                                             \
+		}                                                           \
+	} while (0)
+
 /* setjmp lives in its own frame so the caller's counters are never
  * clobbered by longjmp. */
 static inline void
