@@ -419,6 +419,16 @@ def _ephemeral_low():
         return 32768
 
 
+def recv_to_close(sock, chunk=65536):
+    """Everything `sock` receives until the peer closes it."""
+    data = b""
+    while True:
+        got = sock.recv(chunk)
+        if not got:
+            return data
+        data += got
+
+
 def free_port():
     """A loopback port for a server this process starts.  A port the
     kernel hands out (bind to 0) can be taken again, before the server

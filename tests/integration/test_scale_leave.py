@@ -57,7 +57,8 @@ def body(r):
     # a Cluster object for ports, ids and the gateways; the distributors
     # and queriers of each stage are made here
     c = shipping_cluster(
-        ws, flags, ["-ingester.ship-interval=1s", "-ingester.leave-timeout=8s"],
+        ws, flags, ["-ingester.ship-interval=1s",
+                    "-ingester.leave-timeout=8s"],
         ingesters=5, distributors=0, queriers=0, rf=3, gateways=2,
         gateway_rf=2)
     r.at_end(lambda: c.stop())
