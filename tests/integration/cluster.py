@@ -130,34 +130,36 @@ class Cluster:
 
     # -- processes ---------------------------------------------------------------
 
-    def _ingester(self, i):
-        if i >= len(self.rpc_ports):      # one that joins later
-            self.rpc_ports.append(free_port())
+    def _server(self, kind, i, target, flags, port=None):
+        """Process i of `kind`, with the data and log dirs of that name."""
         return DataServer(
-            self.ws.data_dir("%s-ingester-%d" % (self.name, i)),
-            self.ws.log_dir("%s-ingester-%d" % (self.name, i)),
-            name="ingester-%d" % i,
-            target="ingester", log_level=self.log_level, extra_flags=[
-                "-instance.id=ingester-%d" % i,
-                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i],
-                "-ingester.min-ready-duration=%s" % MIN_READY]
-            + (["-instance.zone=%s" % self.ingester_zones[i]]
-               if self.ingester_zones else [])
+            self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
+            self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
+            name="%s-%d" % (kind, i), target=target,
+            log_level=self.log_level, extra_flags=flags, port=port)
+
+    def _ring_member(self, kind, i, ports, target, flags):
+        """_server for a member of a ring, whose id and RPC port (ports[i],
+        picked when it joins later) stay the same across restarts."""
+        if i >= len(ports):
+            ports.append(free_port())
+        return self._server(kind, i, target, [
+            "-instance.id=%s-%d" % (kind, i),
+            "-rpc.listen-address=tcp://127.0.0.1:%d" % ports[i],
+            "-ingester.min-ready-duration=%s" % MIN_READY] + flags)
+
+    def _ingester(self, i):
+        return self._ring_member(
+            "ingester", i, self.rpc_ports, "ingester",
+            (["-instance.zone=%s" % self.ingester_zones[i]]
+             if self.ingester_zones else [])
             + (self.etcd_flags() if self.etcd else [])
             + self.extra + self.ingester_extra + self.admin_flags())
 
     def _gateway(self, i):
-        if i >= len(self.gw_ports):       # one that joins later
-            self.gw_ports.append(free_port())
-        return DataServer(
-            self.ws.data_dir("%s-gateway-%d" % (self.name, i)),
-            self.ws.log_dir("%s-gateway-%d" % (self.name, i)),
-            name="gateway-%d" % i,
-            target="store-gateway", log_level=self.log_level, extra_flags=[
-                "-instance.id=gateway-%d" % i,
-                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.gw_ports[i],
-                "-ring.heartbeat-period=%s" % HEARTBEAT,
-                "-ingester.min-ready-duration=%s" % MIN_READY]
+        return self._ring_member(
+            "gateway", i, self.gw_ports, "store-gateway",
+            ["-ring.heartbeat-period=%s" % HEARTBEAT]
             + (self.etcd_flags() if self.gateway_store == "etcd" else [])
             + self.gateway_flags() + self.extra + self.gateway_extra)
 
@@ -188,13 +190,8 @@ class Cluster:
             if self.distributor_ports is not None:
                 port = self.distributor_ports[i]
                 extra.append(self.peers_flag())
-        return DataServer(
-            self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
-            self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
-            name="%s-%d" % (kind, i),
-            target=kind, log_level=self.log_level,
-            extra_flags=self.ring_flags() + self.extra + extra +
-            self.admin_flags(), port=port)
+        return self._server(kind, i, kind, self.ring_flags() + self.extra +
+                            extra + self.admin_flags(), port=port)
 
     def start(self):
         ni, nd, nq, nc = self.counts

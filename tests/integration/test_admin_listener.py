@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 import http.client  # noqa: E402
 
 from durability import DataServer, Workspace  # noqa: E402
-from smolder import Response, free_port, run_script  # noqa: E402
+from smolder import free_port, http_exchange, run_script  # noqa: E402
 
 ORG = {"X-Scope-OrgID": "team-a"}
 
@@ -38,17 +38,8 @@ class At:
         self.port = port
 
     def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            c.request(method, path, body=body, headers=dict(headers or {}))
-            resp = c.getresponse()
-            data = resp.read()
-            return Response(resp.status, {k.lower(): v for k, v in
-                                          resp.getheaders()}, data)
-        except (OSError, http.client.HTTPException) as e:
-            return Response(0, {}, str(e).encode())
-        finally:
-            c.close()
+        return http_exchange(http.client.HTTPConnection(
+            "127.0.0.1", self.port, timeout=60), method, path, body, headers)
 
 
 def server(ws, name, flags):
