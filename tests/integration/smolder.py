@@ -419,6 +419,14 @@ def _ephemeral_low():
         return 32768
 
 
+def run_seed():
+    """This run's random seed: SM_SEED, or else the time; printed, so that
+    SM_SEED can repeat a failed run."""
+    seed = int(os.environ.get("SM_SEED", str(int(time.time()))))
+    print("# seed %d (SM_SEED to repeat)" % seed, flush=True)
+    return seed
+
+
 def recv_to_close(sock, chunk=65536):
     """Everything `sock` receives until the peer closes it."""
     data = b""
