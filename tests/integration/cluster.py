@@ -193,6 +193,12 @@ class Cluster:
         return self._server(kind, i, kind, self.ring_flags() + self.extra +
                             extra + self.admin_flags(), port=port)
 
+    def start_for(self, r):
+        """start(), with stop() queued on Results r (at_end), so the
+        cluster goes whichever way the test ends."""
+        r.at_end(lambda: self.stop())
+        self.start()
+
     def start(self):
         ni, nd, nq, nc = self.counts
         for i in range(ni):

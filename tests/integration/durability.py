@@ -462,6 +462,39 @@ def series_points(j):
     return out
 
 
+class StackUploads:
+    """Uploads of one sample each, stacks[n % len(stacks)] for upload n;
+    what was acknowledged, per stack (acked) and as (t, stack) in order
+    (log)."""
+
+    def __init__(self, stacks):
+        self.stacks = stacks
+        self.acked = {s: 0 for s in stacks}
+        self.log = []
+        self.n = 0
+
+    def upload(self, r, dist, count, place,
+               what="every upload of the batch acknowledged"):
+        """`count` uploads through dist, upload k of them (n overall) to
+        the series and time place(k, n) gives; every one acknowledged."""
+        ok = 0
+        for k in range(count):
+            stack = self.stacks[self.n % len(self.stacks)]
+            name, t = place(k, self.n)
+            self.n += 1
+            resp = dist.ingest({"name": name, "from": t, "until": t + 1},
+                               ("%s 1\n" % stack).encode())
+            if resp.status == 200:
+                self.acked[stack] += 1
+                self.log.append((t, stack))
+                ok += 1
+        r.eq(ok, count, what)
+
+    def expected(self, unit):
+        """{stack: value} of what was acknowledged, at `unit` an upload."""
+        return {s: c * unit for s, c in self.acked.items() if c > 0}
+
+
 class UploadWriter(threading.Thread):
     """Uploads one at a time, `gap` s apart, through the distributor
     target(n) names (by default whichever is current, `dist`; None waits

@@ -32,15 +32,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
 from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
-from durability import (SERVER_STACKS, admin, collapsed_stacks,  # noqa: E402
-                        flush, metrics, wait_metric, workspace_for)
+from durability import (SERVER_STACKS, StackUploads, admin,  # noqa: E402
+                        collapsed_stacks, flush, metrics, wait_metric,
+                        workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
 STACKS = SERVER_STACKS
 
 
-class Writer:
+class Writer(StackUploads):
     """Uploads with known stacks; what was acknowledged, per stack.  Each
     batch has a time window of its own (20 s, two 10 s buckets): a
     replica that lost one batch's copy (its disk) shares no bucket with
@@ -50,29 +51,17 @@ class Writer:
     not change)."""
 
     def __init__(self, c):
+        super().__init__(STACKS)
         self.c = c
         self.dist = c.distributors[0]
-        self.acked = {s: 0 for s in STACKS}
-        self.n = 0
         self.batches = 0
         self.base = int(time.time()) - 900
         self.applied = [0] * len(c.ingesters)   # since each one's start
 
     def batch(self, r, count):
-        ok = 0
         t0 = self.base + 20 * self.batches
         self.batches += 1
-        for k in range(count):
-            stack = STACKS[self.n % len(STACKS)]
-            t = t0 + k % 20
-            resp = self.dist.ingest({"name": "rs.cpu", "from": t,
-                                     "until": t + 1},
-                                    ("%s 1\n" % stack).encode())
-            self.n += 1
-            if resp.status == 200:
-                self.acked[stack] += 1
-                ok += 1
-        r.eq(ok, count, "every upload of the batch acknowledged")
+        self.upload(r, self.dist, count, lambda k, n: ("rs.cpu", t0 + k % 20))
         # acknowledged at quorum: wait for the third replica too
         for i, ing in enumerate(self.c.ingesters):
             self.applied[i] += count
@@ -105,7 +94,7 @@ def answer(q, patience=10):
 
 
 def expected(w, unit):
-    return {s: c * unit for s, c in w.acked.items() if c > 0}
+    return w.expected(unit)
 
 
 def flush_all(r, c, what):
@@ -124,8 +113,7 @@ def body(r):
                 compactors=1, compactor_extra=flags,
                 extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writer(c)
     q = c.queriers[0]
     w.batch(r, 10)

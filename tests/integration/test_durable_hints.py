@@ -110,8 +110,7 @@ def body(r):
     ws = workspace_for(r, "durable-hints")
     c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
                 extra=RAW_ANY_AGE + ["-distributor.push.timeout=2s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writer(c)
     r.at_end(w.halt.set)
     w.start()

@@ -75,8 +75,7 @@ def body(r):
         extra=["-auth.multitenancy-enabled=true"],
         ingesters=1, distributors=1, queriers=1, rf=1, gateways=2,
         gateway_rf=1, etcd=et["endpoint"], gateway_store="etcd")
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     d, q, ing = c.distributors[0], c.queriers[0], c.ingesters[0]
 
     # 8 tenants' old uploads, shipped, then only in the bucket

@@ -67,8 +67,7 @@ def body(r):
                     "-ingester.leave-on-shutdown=false"],
         ingesters=3, distributors=1, queriers=1, rf=3, gateways=2,
         gateway_rf=1)
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     d, q = c.distributors[0], c.queriers[0]
     acked = {}
 

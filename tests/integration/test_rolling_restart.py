@@ -57,8 +57,7 @@ def rollout(r, ws, extra, rounds, before_round=None, after=None):
                 extra=COMMON + extra, ingester_extra=[
                     # a reconnect (up to 500 ms) and a few probes
                     "-ingester.min-ready-duration=1s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     t0 = int(time.time())
     stop = threading.Event()
     writes, reads = [], []

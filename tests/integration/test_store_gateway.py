@@ -48,8 +48,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import swift_s3  # noqa: E402
 from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
 from durability import (SERVER_STACKS, DataServer,  # noqa: E402
-                        collapsed_answer, flush, gateway_sync, metrics,
-                        wait_metric, workspace_for)
+                        StackUploads, collapsed_answer, flush, gateway_sync,
+                        metrics, wait_metric, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -57,28 +57,16 @@ STACKS = SERVER_STACKS
 SHARDS = 16
 
 
-class Writer:
+class Writer(StackUploads):
     def __init__(self, c):
+        super().__init__(STACKS)
         self.dist = c.distributors[0]
-        self.acked = {s: 0 for s in STACKS}
-        self.n = 0
         self.base = int(time.time()) - 900
         self.unit = 0            # one upload's value (the spy's rate)
 
     def batch(self, r, count):
-        ok = 0
-        for k in range(count):
-            stack = STACKS[self.n % len(STACKS)]
-            t = self.base + self.n % 600
-            resp = self.dist.ingest({"name": "gw.cpu{shard=s%d}" %
-                                     (self.n % SHARDS), "from": t,
-                                     "until": t + 1},
-                                    ("%s 1\n" % stack).encode())
-            self.n += 1
-            if resp.status == 200:
-                self.acked[stack] += 1
-                ok += 1
-        r.eq(ok, count, "every upload of the batch acknowledged")
+        self.upload(r, self.dist, count, lambda k, n: (
+            "gw.cpu{shard=s%d}" % (n % SHARDS), self.base + n % 600))
 
 
 def answer(q):
@@ -87,7 +75,7 @@ def answer(q):
 
 
 def expected(w):
-    return {s: c * w.unit for s, c in w.acked.items() if c > 0}
+    return w.expected(w.unit)
 
 
 def wait_applied(r, c, idx, want):
@@ -135,8 +123,7 @@ def body(r):
                  "-store-gateway.data-page-bytes=4KiB"],
                 extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1h"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writer(c)
     q = c.queriers[0]
 
