@@ -34,6 +34,34 @@ static uint64_t use_id;      /* non-zero: the next mkwrite's profile id */
 static uint32_t use_max_series;  /* mkwrite's WriteRequest.max_series */
 
 /*
+ * Add the stacks "a;b=3,a;c=1" to series s of b, every sample with
+ * `span` when it is not 0.
+ */
+static void
+add_stacks(struct dist_batch *b, uint32_t s, const char *stacks,
+    uint64_t span)
+{
+	char buf[1024], *save = NULL, *item;
+
+	snprintf(buf, sizeof(buf), "%s", stacks);
+	for (item = strtok_r(buf, ",", &save); item != NULL;
+	    item = strtok_r(NULL, ",", &save)) {
+		char *eq = strrchr(item, '='), *save2 = NULL, *f;
+		uint32_t node = 0, name;
+
+		*eq = '\0';
+		for (f = strtok_r(item, ";", &save2); f != NULL;
+		    f = strtok_r(NULL, ";", &save2)) {
+			dist_batch_frame(b, f, strlen(f), &name);
+			dist_batch_node(b, node, name, &node);
+		}
+		dist_batch_add(b, s, node, atoll(eq + 1));
+		if (span != 0)
+			dist_batch_span(b, s, node, atoll(eq + 1), span);
+	}
+}
+
+/*
  * Encode one upload with the given stacks ("a;b=3,a;c=1") for a series.
  * Every upload gets a fresh profile id unless use_id is set.
  */
@@ -48,7 +76,6 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 		{ "service_name", service }, { "env", env } };
 	struct sm_err err;
 	uint8_t id[16] = { 0 };
-	char buf[1024], *save = NULL, *item;
 	uint32_t s;
 	uint64_t idv = use_id != 0 ? use_id : atomic_fetch_add(&next_id, 1);
 
@@ -58,20 +85,7 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 	    dist_batch_series(&b, ls, env ? 3 : 2, t, &s, &err) != 0)
 		abort();
 	b.meta.spy_name = "gospy";
-	snprintf(buf, sizeof(buf), "%s", stacks);
-	for (item = strtok_r(buf, ",", &save); item != NULL;
-	    item = strtok_r(NULL, ",", &save)) {
-		char *eq = strrchr(item, '='), *save2 = NULL, *f;
-		uint32_t node = 0, name;
-
-		*eq = '\0';
-		for (f = strtok_r(item, ";", &save2); f != NULL;
-		    f = strtok_r(NULL, ";", &save2)) {
-			dist_batch_frame(&b, f, strlen(f), &name);
-			dist_batch_node(&b, node, name, &node);
-		}
-		dist_batch_add(&b, s, node, atoll(eq + 1));
-	}
+	add_stacks(&b, s, stacks, 0);
 	if (dist_batch_finish(&b) != 0 ||
 	    dist_batch_encode(&b, tenant, id, NULL, 0, use_max_series,
 	    out) != 0)
@@ -2036,29 +2050,12 @@ mkmulti(const struct wspec *sp, size_t nsp, uint64_t idv, struct sm_buf *out)
 		struct sm_label ls[3] = { { "__name__", "process_cpu" },
 			{ "service_name", sp[k].service },
 			{ sp[k].lname, sp[k].lvalue } };
-		char buf[256], *save = NULL, *item;
 		uint32_t s;
 
 		if (dist_batch_series(&b, ls, sp[k].lname ? 3 : 2, sp[k].t, &s,
 		    &err) != 0)
 			abort();
-		snprintf(buf, sizeof(buf), "%s", sp[k].stacks);
-		for (item = strtok_r(buf, ",", &save); item != NULL;
-		    item = strtok_r(NULL, ",", &save)) {
-			char *eq = strrchr(item, '='), *save2 = NULL, *f;
-			uint32_t node = 0, name;
-
-			*eq = '\0';
-			for (f = strtok_r(item, ";", &save2); f != NULL;
-			    f = strtok_r(NULL, ";", &save2)) {
-				dist_batch_frame(&b, f, strlen(f), &name);
-				dist_batch_node(&b, node, name, &node);
-			}
-			dist_batch_add(&b, s, node, atoll(eq + 1));
-			if (sp[k].span != 0)
-				dist_batch_span(&b, s, node, atoll(eq + 1),
-				    sp[k].span);
-		}
+		add_stacks(&b, s, sp[k].stacks, sp[k].span);
 	}
 	if (dist_batch_finish(&b) != 0 ||
 	    dist_batch_encode(&b, "t", id, NULL, 0, 0, out) != 0)
@@ -2405,6 +2402,24 @@ db_answers(struct ing_db *db)
 	return (text);
 }
 
+/* aon_base into the store-backed `disk` and the memory-only `mem`, then
+ * aon_write into mem (and into disk too when `both`). */
+static void
+aon_prepare(struct ing_db *disk, struct ing_db *mem, bool both)
+{
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
+		SM_REQUIRE(db_write_spec(disk, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	}
+	if (both)
+		SM_REQUIRE(db_write_spec(disk, aon_write,
+		    SM_ARRAY_LEN(aon_write), 7, 0) == 0);
+	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+}
+
 /*
  * The same over a RocksDB store: a write whose n-th allocation fails is
  * not acknowledged, its log record is deleted, and the answers -- before
@@ -2419,19 +2434,12 @@ test_db_write_all_or_nothing_replay(void)
 {
 	struct ing_db *mem = mem_db();
 	struct disk d;
-	char *before, *want, *got;
+	char *before, *want;
 	long n;
 	int rv = -1, failures = 0;
 
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, false);
 	want = db_answers(mem);
 	before = db_answers(d.db);
 	SM_CHECK(strcmp(want, before) != 0);
@@ -2441,31 +2449,21 @@ test_db_write_all_or_nothing_replay(void)
 		if (rv == 0)
 			break;
 		failures++;
-		got = db_answers(d.db);
-		SM_CHECK_STR(got, before);
-		free(got);
+		check_collapsed(db_answers(d.db), before);
 		/* Replay brings back only what was acknowledged. */
 		disk_close(&d);
 		disk_open(&d, 3600 * SEC);
-		got = db_answers(d.db);
-		SM_CHECK_STR(got, before);
-		free(got);
+		check_collapsed(db_answers(d.db), before);
 	}
 	SM_CHECK_EQ(rv, 0);
 	SM_CHECK(failures >= 20);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
 	    0), 1);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	free(before);
 	free(want);
 	disk_fini(&d);
@@ -2475,14 +2473,7 @@ test_db_write_all_or_nothing_replay(void)
 	 * replayed whole. */
 	mem = mem_db();
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, false);
 	want = db_answers(mem);
 	{
 		struct sm_buf raw = SM_BUF_INIT;
@@ -2495,9 +2486,7 @@ test_db_write_all_or_nothing_replay(void)
 	}
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	/* The client's retry with the same profile id is a duplicate. */
 	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
 	    0), 1);
@@ -2634,16 +2623,7 @@ test_spill_answers(void)
 	long n;
 
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, true);
 	want = db_answers(mem);
 	(void)head_series(d.db, &before_bytes);
 	SM_CHECK_EQ(spilled_count(d.db, &resident), 0);
