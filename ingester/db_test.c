@@ -144,6 +144,15 @@ check_collapsed(char *got, const char *want)
 	free(got);
 }
 
+/* Every series of `tenant` merged over [0, end) is `want`. */
+static void
+check_merged(struct ing_db *db, const char *tenant, int64_t end,
+    const char *want)
+{
+	check_collapsed(merge_collapsed(db, tenant, NULL, 0, NULL, 0, end,
+	    NULL), want);
+}
+
 static struct ing_db *
 mem_db(void)
 {
@@ -411,8 +420,7 @@ test_bucket_ranges(void)
 	    20 * SEC, NULL), "y 3\n");
 	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 5 * SEC,
 	    11 * SEC, NULL), "x 1\ny 3\n");
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 1\ny 3\nz 4\n");
+	check_merged(db, "t", 60 * SEC, "x 1\ny 3\nz 4\n");
 	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 30 * SEC,
 	    60 * SEC, NULL), "");
 	/* Negative times floor correctly. */
@@ -448,10 +456,8 @@ test_selectors_and_tenants(void)
 	check_collapsed(merge_collapsed(db, "t", "env",
 	    SM_MATCH_EQ, "", 0, SEC, NULL), "w 4\n");
 	/* Tenants never see each other. */
-	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, SEC, NULL),
-	    "other 8\n");
-	check_collapsed(merge_collapsed(db, "nobody", NULL, 0, NULL, 0, SEC,
-	    NULL), "");
+	check_merged(db, "u", SEC, "other 8\n");
+	check_merged(db, "nobody", SEC, "");
 	ing_db_close(db);
 }
 
@@ -594,8 +600,7 @@ test_malformed_writes(void)
 	BAD();
 #undef BAD
 	/* None of it reached the data. */
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, SEC, NULL),
-	    "");
+	check_merged(db, "t", SEC, "");
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&raw);
 	ing_db_close(db);
@@ -837,16 +842,13 @@ test_replay_after_reopen(void)
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, SEC, "a;b=1"), 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\n");
-	check_collapsed(merge_collapsed(d.db, "u", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 5\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\n");
+	check_merged(d.db, "u", 60 * SEC, "x 5\n");
 	/* Writes after a replay go on, and replay again. */
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "c=2"), 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 3\n");
 	disk_fini(&d);
 }
 
@@ -866,8 +868,7 @@ test_cut_blocks_and_reopen(void)
 	SM_CHECK_EQ(st.series, 0);   /* the new head is empty */
 	/* After the cut the block answers. */
 	SM_CHECK_EQ(write_one(d.db, "t", "app", "prod", 5 * SEC, "a;b=1"), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	check_collapsed(merge_collapsed(d.db, "t", "env",
 	    SM_MATCH_EQ, "prod", 0, 60 * SEC, NULL),
 	    "a;b 4\nc 1\n");
@@ -879,16 +880,14 @@ test_cut_blocks_and_reopen(void)
 	disk_open(&d, 3600 * SEC);
 	ing_db_stats(d.db, &st);
 	SM_CHECK_EQ(st.blocks, 1);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	/* A second cut after the replay; reopen again. */
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
 	ing_db_stats(d.db, &st);
 	SM_CHECK_EQ(st.blocks, 2);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	disk_fini(&d);
 }
 
@@ -915,11 +914,9 @@ test_repeated_tree_child(void)
 	re.len = smolder__v1__request__pack(req, (uint8_t *)re.b);
 	SM_CHECK_EQ(ing_db_write(d.db, (uint8_t *)re.b, re.len, req->write,
 	    &res, &err), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a 3\n");
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a 3\n");
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&raw);
 	sm_buf_fini(&re);
@@ -974,10 +971,8 @@ test_damaged_meta(void)
 	disk_damage(&d, 1, 'M', 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 10 * SEC,
-	    NULL), "a 1\n");
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0,
-	    200 * SEC, NULL), "a 1\nb 2\n");
+	check_merged(d.db, "t", 10 * SEC, "a 1\n");
+	check_merged(d.db, "t", 200 * SEC, "a 1\nb 2\n");
 	/* Meta and index damaged: the range is unknown, so no query of the
 	 * tenant can be complete -- they fail instead of under-counting;
 	 * other tenants are untouched. */
@@ -987,8 +982,7 @@ test_damaged_meta(void)
 	disk_open(&d, 3600 * SEC);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 100 * SEC,
 	    200 * SEC, NULL), "ERR -30997");
-	check_collapsed(merge_collapsed(d.db, "u", NULL, 0, NULL, 0, 10 * SEC,
-	    NULL), "x 3\n");
+	check_merged(d.db, "u", 10 * SEC, "x 3\n");
 	disk_fini(&d);
 }
 
@@ -1006,10 +1000,8 @@ test_duplicate_profile_ids(void)
 	SM_CHECK_EQ(write_one(db, "u", "app", NULL, 0, "a;b=3"), 0);
 	use_id = 0;
 	SM_CHECK_EQ(write_one(db, "t", "app", NULL, 0, "a;b=3"), 0);
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 6\n");
-	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 3\n");
+	check_merged(db, "t", 60 * SEC, "a;b 6\n");
+	check_merged(db, "u", 60 * SEC, "a;b 3\n");
 	ing_db_close(db);
 }
 
@@ -1026,8 +1018,7 @@ test_duplicate_after_replay(void)
 	disk_open(&d, 3600 * SEC);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "x=5"), 1);
 	use_id = 0;
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 5\n");
+	check_merged(d.db, "t", 60 * SEC, "x 5\n");
 	disk_fini(&d);
 }
 
@@ -1271,26 +1262,21 @@ test_retention(void)
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 20 * SEC, "mid=4"), 0);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 100 * SEC, "new=8"), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "mid 4\nnew 8\nold 3\n");
+	check_merged(d.db, "t", 200 * SEC, "mid 4\nnew 8\nold 3\n");
 	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);
 	/* The block is out; the head's bucket at 20 s is hidden too. */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 25 * SEC,
-	    NULL), "");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
+	check_merged(d.db, "t", 25 * SEC, "");
 	/* A lower floor changes nothing. */
 	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
 	/* Restart: the floor holds; the retired block is deleted on the
 	 * first tick after the open. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(block_part_exists(&d, 1), 0);
@@ -1387,8 +1373,7 @@ test_memory_bound(void)
 			n += (size_t)snprintf(want + n, sizeof(want) - n,
 			    "main;f%04d 1\n", i);
 		snprintf(want + n, sizeof(want) - n, "main;g 2\nmain;h 8\n");
-		check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0,
-		    7000 * SEC, NULL), want);
+		check_merged(d.db, "t", 7000 * SEC, want);
 		if (k == 0) {
 			disk_close(&d);
 			rss = 0;
@@ -1457,17 +1442,14 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\nold 2\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
 	check_collapsed(services_all_time(d.db, "b"), "app,oldb");
 	/* c was named before it had data here: its own floor holds. */
 	SM_CHECK_EQ(write_one(d.db, "c", "early", NULL, 40 * SEC, "e=1"), 0);
 	SM_CHECK_EQ(write_one(d.db, "c", "app", NULL, 60 * SEC, "l=2"), 0);
-	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "l 2\n");
+	check_merged(d.db, "c", 200 * SEC, "l 2\n");
 	check_collapsed(services_all_time(d.db, "c"), "app");
 	/* Lower floors change nothing, named or default. */
 	tf[0] = (struct ing_tenant_floor){ "a", 1 * SEC };
@@ -1478,8 +1460,7 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	/* Reopen: every floor holds; a's retired block goes on the first
 	 * tick, b's stays. */
 	disk_close(&d);
@@ -1488,13 +1469,10 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\nold 2\n");
-	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "l 2\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
+	check_merged(d.db, "c", 200 * SEC, "l 2\n");
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 0);
 	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
@@ -1504,8 +1482,7 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(n, 1);
 	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\n");
 	check_collapsed(services_all_time(d.db, "b"), "app");
 	/* A name given twice gets the higher floor; a default of "keep"
 	 * leaves the default and the unnamed b as they are. */
@@ -1592,8 +1569,7 @@ test_retention_disk(void)
 	    (unsigned long long)after);
 	SM_CHECK(after < before * 3 / 4);
 	SM_CHECK(after > before / 4);       /* b's block is still there */
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0,
-	    3000 * SEC, NULL), "");
+	check_merged(d.db, "a", 3000 * SEC, "");
 	free(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 3000 * SEC, &pb));
 	SM_CHECK_EQ(pb, 200);
 	disk_fini(&d);
@@ -1863,8 +1839,7 @@ test_series_limit(void)
 	}
 	SM_CHECK_EQ(head_series(d.db, &bytes2), 3);
 	SM_CHECK_EQ(bytes2, bytes);     /* nothing allocated that lasts */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "old 3\n");
+	check_merged(d.db, "t", 60 * SEC, "old 3\n");
 	/* Existing series keep taking writes, together or alone. */
 	SM_CHECK_EQ(write_services(d.db, "t", "s0,s1,s2", "old"), 0);
 	SM_CHECK_EQ(write_services(d.db, "t", "s2", "more"), 0);
@@ -1876,13 +1851,11 @@ test_series_limit(void)
 	use_max_series = 0;
 	SM_CHECK_EQ(write_services(d.db, "v", "a,b,c,d,e", "v"), 0);
 	use_max_series = 3;
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "more 1\nold 6\n");
+	check_merged(d.db, "t", 60 * SEC, "more 1\nold 6\n");
 	/* Replay: the refused writes were not kept in the log. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "more 1\nold 6\n");
+	check_merged(d.db, "t", 60 * SEC, "more 1\nold 6\n");
 	SM_CHECK_EQ(write_services(d.db, "t", "s3", "fresh"), SM_ELIMIT);
 	/* A cut: the head is empty, its series no longer active. */
 	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
@@ -1892,8 +1865,7 @@ test_series_limit(void)
 	SM_CHECK_EQ(write_services(d.db, "t", "s5", "fresh"), SM_ELIMIT);
 	SM_CHECK_EQ(write_services(d.db, "t", "s4", "fresh"), 0);
 	/* The block and the new head together serve everything taken. */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "fresh 3\nmore 1\nold 7\n");
+	check_merged(d.db, "t", 60 * SEC, "fresh 3\nmore 1\nold 7\n");
 	use_max_series = 0;
 	disk_fini(&d);
 }
@@ -1949,8 +1921,7 @@ test_series_limit_concurrent(void)
 	SM_CHECK_EQ(atomic_load(&ok), 50);
 	SM_CHECK_EQ(atomic_load(&refused), 350);
 	SM_CHECK_EQ(head_series(db, NULL), 50);
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 50\n");
+	check_merged(db, "t", 60 * SEC, "x 50\n");
 	ing_db_close(db);
 }
 
