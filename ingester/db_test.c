@@ -433,28 +433,28 @@ test_bucket_ranges(void)
 static void
 test_selectors_and_tenants(void)
 {
+	static const struct {
+		const char *lname;
+		enum sm_match_type op;
+		const char *lvalue, *want;
+	} sel[] = {
+		{ "env", SM_MATCH_EQ, "prod", "p 1\n" },
+		{ "env", SM_MATCH_NEQ, "prod", "d 2\nw 4\n" },
+		{ "service_name", SM_MATCH_RE, "a.*", "d 2\np 1\n" },
+		{ "service_name", SM_MATCH_RE, "a", "" },
+		{ "env", SM_MATCH_NRE, "p.*", "d 2\nw 4\n" },
+		/* env="" selects series without env. */
+		{ "env", SM_MATCH_EQ, "", "w 4\n" },
+	};
 	struct ing_db *db = mem_db();
 
 	SM_CHECK_EQ(write_one(db, "t", "api", "prod", 0, "p=1"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "api", "dev", 0, "d=2"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "web", NULL, 0, "w=4"), 0);
 	SM_CHECK_EQ(write_one(db, "u", "api", "prod", 0, "other=8"), 0);
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_EQ, "prod", 0, SEC, NULL), "p 1\n");
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_NEQ, "prod", 0, SEC, NULL),
-	    "d 2\nw 4\n");
-	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SM_MATCH_RE, "a.*", 0, SEC, NULL),
-	    "d 2\np 1\n");
-	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SM_MATCH_RE, "a", 0, SEC, NULL), "");
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_NRE, "p.*", 0, SEC, NULL),
-	    "d 2\nw 4\n");
-	/* env="" selects series without env. */
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_EQ, "", 0, SEC, NULL), "w 4\n");
+	for (size_t i = 0; i < SM_ARRAY_LEN(sel); i++)
+		check_collapsed(merge_collapsed(db, "t", sel[i].lname,
+		    sel[i].op, sel[i].lvalue, 0, SEC, NULL), sel[i].want);
 	/* Tenants never see each other. */
 	check_merged(db, "u", SEC, "other 8\n");
 	check_merged(db, "nobody", SEC, "");
@@ -1410,6 +1410,17 @@ services_all_time(struct ing_db *db, const char *tenant)
 	return (text);
 }
 
+/* The floors test_retention_tenants sets: a's and the default 30 s, b
+ * none, c 50 s. */
+static void
+check_tenant_floors(struct ing_db *db)
+{
+	SM_CHECK_EQ(ing_db_floor(db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(db, "later"), 30 * SEC);
+}
+
 /*
  * Retention per tenant: a named tenant gets a floor of its own ("keep"
  * for b, 50 s for c before c has any data), every other tenant the
@@ -1438,10 +1449,7 @@ test_retention_tenants(void)
 	tf[1] = (struct ing_tenant_floor){ "c", 50 * SEC };
 	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, tf, 2, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);                            /* a's block */
-	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
-	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_tenant_floors(d.db);
 	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
 	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
@@ -1465,10 +1473,7 @@ test_retention_tenants(void)
 	 * tick, b's stays. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
-	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
+	check_tenant_floors(d.db);
 	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
 	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
