@@ -704,6 +704,44 @@ test_head_holds_window(void)
 	disk_fini(&d);
 }
 
+/*
+ * ing_db_compact_run of tenant t's day 0 at `tier` (0: a merge) with its
+ * 1st, 2nd, ... allocation failing until a run succeeds (its stats in
+ * *st).  Every failed run is SM_ENOMEM and builds nothing: the db still
+ * serves its n0 blocks and the store holds before's (none of them marked
+ * merged, when `unmerged`).  Returns how many runs failed.
+ */
+static uint32_t
+compact_under_faults(struct disk *d, int64_t tier, int64_t now, uint32_t n0,
+    const struct scan *before, bool unmerged, struct ing_compact_stats *st)
+{
+	struct scan after;
+	struct sm_err err;
+	uint32_t n, failures = 0;
+	int rv = -1;
+
+	for (long fault = 1; fault < 200000; fault++) {
+		sm_fault_alloc_after(fault);
+		rv = ing_db_compact_run(d->db, "t", tier, T0, DAY, now, st,
+		    &err);
+		sm_fault_alloc_after(0);
+		if (rv == 0)
+			break;
+		failures++;
+		SM_CHECK_EQ(rv, SM_ENOMEM);
+		SM_CHECK(!st->built);
+		free(blocks(d->db, &n));
+		SM_CHECK_EQ(n, n0);
+		scan(d->store, &after);
+		SM_CHECK_EQ(after.n, before->n);
+		for (uint32_t i = 0; unmerged && i < after.n; i++)
+			SM_CHECK(!after.m[i].merged);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(st->built);
+	return (failures);
+}
+
 static void
 test_faults_and_reopen(void)
 {
@@ -714,10 +752,8 @@ test_faults_and_reopen(void)
 	struct sm_err err;
 	int64_t now = T0 + DAY;
 	struct scan before, after;
-	uint32_t n0, n, nb, failures = 0;
+	uint32_t n0, n, nb;
 	struct ing_block_meta *m;
-	long fault;
-	int rv = -1;
 
 	SM_REQUIRE(w != NULL);
 	disk_init(&d);
@@ -729,24 +765,8 @@ test_faults_and_reopen(void)
 	flush(d.db);
 	free(blocks(d.db, &n0));
 	scan(d.store, &before);
-	for (fault = 1; fault < 200000; fault++) {
-		sm_fault_alloc_after(fault);
-		rv = ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
-		    &err);
-		sm_fault_alloc_after(0);
-		if (rv == 0)
-			break;
-		failures++;
-		SM_CHECK_EQ(rv, SM_ENOMEM);
-		SM_CHECK(!st.built);
-		free(blocks(d.db, &n));
-		SM_CHECK_EQ(n, n0);
-		scan(d.store, &after);
-		SM_CHECK_EQ(after.n, before.n);
-	}
-	SM_CHECK_EQ(rv, 0);
-	SM_CHECK(st.built);
-	SM_CHECK(failures > 20);
+	SM_CHECK(compact_under_faults(&d, HOUR, now, n0, &before, false,
+	    &st) > 20);
 	/* Nothing failed half-way: one tier block, exact. */
 	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 1);
 	SM_CHECK_EQ(nb, NSER * 24);
@@ -1341,15 +1361,12 @@ test_merge_faults_and_reopen(void)
 	struct disk d;
 	struct want *w = calloc(1, sizeof(*w));
 	struct ing_compact_stats st;
-	struct sm_err err;
 	struct digest g0, g1;
 	struct answers a0, a1;
 	struct scan before, after;
 	int64_t now = T0 + 2 * DAY;
-	uint32_t n0, n, failures = 0, nmerged = 0;
+	uint32_t n0, n, nmerged = 0;
 	struct ing_block_meta *m;
-	long fault;
-	int rv = -1;
 
 	SM_REQUIRE(w != NULL);
 	merge_max = 16 << 20;
@@ -1360,25 +1377,8 @@ test_merge_faults_and_reopen(void)
 	scan(d.store, &before);
 	digest_raw(&d, &g0);
 	answers(d.db, &a0);
-	for (fault = 1; fault < 200000; fault++) {
-		sm_fault_alloc_after(fault);
-		rv = ing_db_compact_run(d.db, "t", 0, T0, DAY, now, &st, &err);
-		sm_fault_alloc_after(0);
-		if (rv == 0)
-			break;
-		failures++;
-		SM_CHECK_EQ(rv, SM_ENOMEM);
-		SM_CHECK(!st.built);
-		free(blocks(d.db, &n));
-		SM_CHECK_EQ(n, n0);
-		scan(d.store, &after);
-		SM_CHECK_EQ(after.n, before.n);
-		for (uint32_t i = 0; i < after.n; i++)
-			SM_CHECK(!after.m[i].merged);
-	}
-	SM_CHECK_EQ(rv, 0);
-	SM_CHECK(st.built);
-	SM_CHECK(failures > 20);
+	SM_CHECK(compact_under_faults(&d, 0, now, n0, &before, true,
+	    &st) > 20);
 	answers(d.db, &a1);
 	answers_same(&a0, &a1);
 	free(blocks(d.db, &n));
