@@ -288,6 +288,23 @@ class Cluster:
         j = self.ring(server, path)
         return {m["id"]: m["state"] for m in j["members"]} if j else {}
 
+    def poll_until_active(self, q, path, want, timeout, interval, probe):
+        """Call probe() every `interval` s until the ring at `path`, as the
+        server q sees it, is `want`, all ACTIVE, and for 2 s more (the
+        store-gateways' 1.5 s grace for tenants they no longer own); at
+        most `timeout` s.  Returns (settled, the seconds that took)."""
+        t0, settled = time.monotonic(), None
+        while time.monotonic() < t0 + timeout:
+            probe()
+            st = self.states(q, path)
+            if settled is None and sorted(st) == want and \
+                    all(v == "ACTIVE" for v in st.values()):
+                settled = time.monotonic()
+            if settled is not None and time.monotonic() > settled + 2:
+                break
+            time.sleep(interval)
+        return settled is not None, (settled or time.monotonic()) - t0
+
     def wait_writes(self, n, timeout=60):
         """Wait until every running ingester has applied `n` writes
         (smolder_ingester_writes_total; with RF = the number of ingesters

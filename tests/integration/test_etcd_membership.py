@@ -170,28 +170,22 @@ def body(r):
         answer compared with the acknowledged uploads."""
         acked = w.snapshot()
         expect = {s: n * unit[0] for s, n in acked.items() if n > 0}
-        bad, n, t0 = [], 0, time.monotonic()
-        settled = None
-        while time.monotonic() < t0 + 40:
+        bad, answers = [], []
+
+        def probe():
             got = answer(q)
-            n += 1
+            answers.append(got)
             if got != expect:
                 bad.append(got if not isinstance(got, dict) else
                            "200 with %d of %d" % (sum(got.values()),
                                                    sum(expect.values())))
-            st = c.states(q, gw_path)
-            if settled is None and sorted(st) == want and \
-                    all(v == "ACTIVE" for v in st.values()):
-                settled = time.monotonic()
-            if settled is not None and time.monotonic() > settled + 2:
-                break
-            time.sleep(0.1)
-        r.check(settled is not None, "%s: the querier's store-gateway ring "
-                "is %s, all ACTIVE, without a restart (%.1f s)"
-                % (what, want, (settled or time.monotonic()) - t0),
+
+        settled, took = c.poll_until_active(q, gw_path, want, 40, 0.1, probe)
+        r.check(settled, "%s: the querier's store-gateway ring is %s, all "
+                "ACTIVE, without a restart (%.1f s)" % (what, want, took),
                 str(c.states(q, gw_path)))
         r.eq(bad[:5], [], "%s: every one of %d answers meanwhile is exact"
-             % (what, n))
+             % (what, len(answers)))
         w.paused.clear()
 
     c.gateways.append(c._gateway(2).start(wait=False))

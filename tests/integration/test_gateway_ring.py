@@ -110,25 +110,22 @@ def body(r):
         """Poll every tenant until the querier's gateway ring is
         `want_ring`, all ACTIVE, and 2 s more (the gateways' 1.5 s grace
         for tenants they no longer own)."""
-        short, refused, n, t0, settled = [], 0, 0, time.monotonic(), None
-        while time.monotonic() < t0 + 60:
+        short, count = [], {"answers": 0, "refused": 0}
+
+        def probe():
             for t in TENANTS:
                 got = answer(q, t)
-                n += 1
+                count["answers"] += 1
                 if isinstance(got, dict) and got != want[t]:
                     short.append("%s: 200 with %s" % (t, got))
                 elif not isinstance(got, dict):
-                    refused += 1
-            st = c.states(q, GW_PATH)
-            if settled is None and sorted(st) == want_ring and \
-                    all(v == "ACTIVE" for v in st.values()):
-                settled = time.monotonic()
-            if settled is not None and time.monotonic() > settled + 2:
-                break
-            time.sleep(0.05)
-        r.check(settled is not None, "%s: the querier's gateway ring is %s, "
-                "all ACTIVE, with no restart (%.1f s)" % (
-                    what, want_ring, (settled or time.monotonic()) - t0),
+                    count["refused"] += 1
+
+        settled, took = c.poll_until_active(q, GW_PATH, want_ring, 60, 0.05,
+                                            probe)
+        n, refused = count["answers"], count["refused"]
+        r.check(settled, "%s: the querier's gateway ring is %s, all ACTIVE, "
+                "with no restart (%.1f s)" % (what, want_ring, took),
                 str(c.states(q, GW_PATH)))
         r.eq(short[:5], [], "%s: none of %d answers is a short 200 (%d "
              "refused while the owners changed)" % (what, n, refused))
