@@ -179,6 +179,21 @@ sm_test_read_file(const char *path, size_t *len)
 }
 
 /*
+ * Create the empty file the mkstemp template `tmpl` names (its XXXXXX
+ * filled in place).  Returns 0 or -1 (errno set).
+ */
+static inline int
+sm_test_temp_file(char *tmpl)
+{
+	int fd = mkstemp(tmpl);
+
+	if (fd < 0)
+		return (-1);
+	close(fd);
+	return (0);
+}
+
+/*
  * Replace the file at `path` with `body` as an operator should: write
  * path.new and rename it over (a fresh inode, never a half-written file).
  * Returns 0 or -1 (errno set).
