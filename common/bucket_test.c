@@ -1097,20 +1097,8 @@ hostile_start(struct hostile *h)
 static void
 hostile_cfg(const struct hostile *h, struct sm_bucket_cfg *c)
 {
-	memset(c, 0, sizeof(*c));
-	c->backend = (char *)"s3";
-	c->prefix = (char *)"";
-	c->fs_dir = (char *)"";
-	c->s3_endpoint = (char *)h->endpoint;
-	c->s3_bucket = (char *)"hostile";
-	c->s3_region = (char *)"us-east-1";
-	c->s3_access_key_id = (char *)"any-key";
-	c->s3_secret_access_key = (char *)"any-secret";
-	c->s3_session_token = (char *)"";
-	c->s3_credentials_file = (char *)"";
-	c->s3_lookup = (char *)"path";
-	c->s3_ca_path = (char *)"";
-	c->s3_insecure = true;
+	s3_test_cfg(c, h->endpoint, "hostile", "us-east-1", "any-key",
+	    "any-secret");
 	c->s3_timeout_ms = 2000;
 	c->s3_max_retries = 3;
 }

@@ -18,6 +18,7 @@
 #include "common/log.h"
 
 #include "sm_test.h"
+#include "sm_test_httpd.h"
 
 static struct sm_http *srv;
 static char base[64];
@@ -67,48 +68,18 @@ drip(struct sm_http_req *r, void *arg)
 static bool
 srv_start(void)
 {
-	struct sm_http_cfg cfg;
-	struct sm_err err;
+	static const struct sm_test_route routes[] = {
+		{ NULL, "/echo", echo, NULL },
+		{ "GET", "/drip", drip, NULL },
+	};
 
 	sm_log_set_level(SM_LOG_ERROR);
-	sm_http_cfg_default(&cfg);
-	cfg.listen = "127.0.0.1:0";
-	cfg.threads = 4;
-	cfg.conn_limit = 64;
-	cfg.conn_timeout_s = 5;
-	sm_err_clear(&err);
-	if (sm_http_create(&cfg, &srv, &err) != 0)
+	srv = sm_test_httpd_start(4, routes, SM_ARRAY_LEN(routes));
+	if (srv == NULL)
 		return (false);
-	if (sm_http_route_as(srv, SM_SCOPE_PUBLIC, NULL, "/echo", echo, NULL,
-	    0) != 0 || sm_http_route_as(srv, SM_SCOPE_PUBLIC, "GET", "/drip",
-	    drip, NULL, 0) != 0 || sm_http_start(srv, &err) != 0) {
-		sm_http_destroy(srv);
-		srv = NULL;
-		return (false);
-	}
 	snprintf(base, sizeof(base), "http://127.0.0.1:%u",
 	    sm_http_port(srv));
 	return (true);
-}
-
-/* A loopback port nobody listens on (bound, then closed). */
-static unsigned
-dead_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	unsigned port = 1;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return (port);
 }
 
 static void
@@ -366,7 +337,8 @@ test_bad(void)
 	rq.method = "GET\r\nX: y";
 	SM_CHECK_EQ(sm_httpc_do(&rq, &resp, NULL, &err), SM_EINVAL);
 	/* nobody listening: unavailable, and nothing was sent */
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/x", dead_port());
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x",
+	    sm_test_free_port());
 	rq.method = "POST";
 	SM_CHECK_EQ(sm_httpc_do(&rq, &resp, NULL, &err), SM_EUNAVAIL);
 	SM_CHECK(resp.unsent && resp.reason != NULL && resp.status == 0);
@@ -384,8 +356,8 @@ test_many(void)
 	int rv[3];
 
 	snprintf(url[0], sizeof(url[0]), "%s/echo", base);
-	snprintf(url[1], sizeof(url[1]), "http://127.0.0.1:%u/",
-	    dead_port());
+	snprintf(url[1], sizeof(url[1]), "http://127.0.0.1:%d/",
+	    sm_test_free_port());
 	snprintf(url[2], sizeof(url[2]), "%s/echo", base);
 	for (int i = 0; i < 3; i++)
 		rq[i] = (struct sm_httpc_req){ .url = url[i], .method = "GET",

@@ -255,6 +255,22 @@ run_child(const char *role, const char *dir)
 	return (st);
 }
 
+/* A fresh temporary directory d with a store open in it. */
+static struct sm_kv *
+tdir_kv_open(struct tdir *d)
+{
+	tdir_make(d);
+	return (kv_open_ok(d->path));
+}
+
+/* Close kv and remove its directory d. */
+static void
+tdir_kv_close(struct sm_kv *kv, struct tdir *d)
+{
+	sm_kv_close(kv);
+	tdir_remove(d);
+}
+
 /* --- tests ---------------------------------------------------------------- */
 
 static void
@@ -268,8 +284,7 @@ test_put_get(void)
 	struct sm_kv *kv;
 	char got[64];
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	for (size_t i = 0; i < SM_ARRAY_LEN(cfs); i++) {
 		SM_CHECK_EQ(get_str(kv, cfs[i], "k", got, sizeof(got)),
 		    SM_ENOTFOUND);
@@ -310,10 +325,8 @@ static void
 test_cf_isolation(void)
 {
 	struct tdir d;
-	struct sm_kv *kv;
+	struct sm_kv *kv = tdir_kv_open(&d);
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
 	put_str(kv, SM_KV_HEAD, "same", "head");
 	put_str(kv, SM_KV_BLOCKS, "same", "blocks");
 	put_str(kv, SM_KV_HEAD, "only-head", "h");
@@ -328,8 +341,7 @@ test_cf_isolation(void)
 	SM_CHECK_EQ(sm_kv_flush(kv, NULL), 0);
 	check_get(kv, SM_KV_INDEX, "same", NULL);
 	check_get(kv, SM_KV_BLOCKS, "same", "blocks");
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -343,8 +355,7 @@ test_batch_atomic(void)
 	size_t bytes;
 
 	SM_REQUIRE(b != NULL);
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	put_str(kv, SM_KV_HEAD, "h1", "old");
 	put_str(kv, SM_KV_HEAD, "h2", "old");
 	put_str(kv, SM_KV_HEAD, "r1", "x");
@@ -406,8 +417,7 @@ test_batch_atomic(void)
 	SM_CHECK_EQ(sm_kv_write(kv, b, false, &err), 0);
 	sm_kv_batch_destroy(b);
 	sm_kv_batch_destroy(NULL);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 /* A batch that ran out of memory while being built writes nothing. */
@@ -421,8 +431,7 @@ test_batch_enomem(void)
 	char got[64];
 
 	SM_REQUIRE(b != NULL);
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	sm_kv_batch_put(b, SM_KV_INDEX, "first", 5, "1", 1);
 	sm_fault_alloc_after(1);
 	{
@@ -442,8 +451,7 @@ test_batch_enomem(void)
 	SM_CHECK_EQ(sm_kv_write(kv, b, false, &err), 0);
 	SM_CHECK_EQ(get_str(kv, SM_KV_INDEX, "first", got, sizeof(got)), 0);
 	sm_kv_batch_destroy(b);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 /* The successor of a key prefix: the smallest key greater than every key
@@ -470,8 +478,7 @@ test_delete_range_prefix(void)
 	 * ["a", "b"), so a raw prefix range for "a" would eat tenant "ab". */
 	SM_CHECK(memcmp("ab", "a", 1) == 0 && memcmp("ab", "b", 1) < 0);
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	for (size_t t = 0; t < SM_ARRAY_LEN(tenants); t++)
 		for (uint64_t i = 0; i < 50; i++) {
 			tkey(&k, tenants[t], i * 1000003u);
@@ -511,8 +518,7 @@ test_delete_range_prefix(void)
 	/* Still true after compaction drops the covered keys for good. */
 	SM_CHECK_EQ(sm_kv_compact(kv, SM_KV_HEAD, NULL, 0, NULL, 0, &err), 0);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_HEAD), 3 * 50);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -530,8 +536,7 @@ test_iter_order(void)
 	struct sm_kv *kv;
 	uint64_t prev = 0;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	/* Insert in a scrambled order, some flushed and some not. */
 	for (size_t i = 0; i < n; i++) {
 		size_t j = (i * 7) % n;
@@ -570,8 +575,7 @@ test_iter_order(void)
 	SM_CHECK_EQ(prev, UINT64_MAX);
 	SM_CHECK_EQ(sm_kv_iter_status(it, &err), 0);
 	sm_kv_iter_destroy(it);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -588,8 +592,7 @@ test_iter_seek(void)
 	const char *s;
 	size_t sl;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	for (uint64_t i = 10; i <= 100; i += 10) {
 		tkey(&k, "t", i);
 		SM_REQUIRE(sm_kv_put(kv, SM_KV_BLOCKS, k.b, k.n, "", 0,
@@ -635,8 +638,7 @@ test_iter_seek(void)
 	sm_kv_iter_seek_first(it);
 	SM_CHECK(sm_kv_iter_valid(it));
 	sm_kv_iter_destroy(it);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 /* From the first key on, it yields exactly the "key=value" of want. */
@@ -672,10 +674,8 @@ test_iter_snapshot(void)
 	struct sm_kv_iter *it, *it2;
 	struct sm_err err;
 	struct tdir d;
-	struct sm_kv *kv;
+	struct sm_kv *kv = tdir_kv_open(&d);
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
 	put_str(kv, SM_KV_HEAD, "k1", "old");
 	put_str(kv, SM_KV_HEAD, "k2", "old");
 	put_str(kv, SM_KV_HEAD, "k3", "old");
@@ -698,8 +698,7 @@ test_iter_snapshot(void)
 	sm_kv_iter_destroy(it);
 	sm_kv_iter_destroy(it2);
 	sm_kv_iter_destroy(NULL);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -709,10 +708,8 @@ test_reopen(void)
 	struct sm_kv_opts o;
 	struct sm_err err;
 	struct tdir d;
-	struct sm_kv *kv;
+	struct sm_kv *kv = tdir_kv_open(&d);
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
 	put_str(kv, SM_KV_HEAD, "unsynced", "1");
 	put_str(kv, SM_KV_INDEX, "flushed", "2");
 	SM_CHECK_EQ(sm_kv_flush(kv, &err), 0);
@@ -739,8 +736,7 @@ test_reopen(void)
 	check_get(kv, SM_KV_HEAD, "synced", "4");
 	check_get(kv, SM_KV_HEAD, "unsynced", NULL);
 	SM_CHECK_EQ(count_keys(kv, SM_KV_BLOCKS), 1);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 /* The spill family: unlogged batches are read back like any write, also
@@ -754,8 +750,7 @@ test_spill_family(void)
 	struct sm_kv *kv;
 	char got[64];
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	SM_REQUIRE((b = sm_kv_batch_create()) != NULL);
 	sm_kv_batch_put(b, SM_KV_SPILL, "s1", 2, "one", 3);
 	sm_kv_batch_put(b, SM_KV_SPILL, "s2", 2, "two", 3);
@@ -826,8 +821,7 @@ test_crash_wal(void)
 	SM_CHECK_EQ(get_str(kv, SM_KV_BLOCKS, "batch-blk", got, sizeof(got)),
 	    0);
 	sm_buf_fini(&v);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -839,8 +833,7 @@ test_second_open(void)
 	struct tdir d;
 	int st;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	put_str(kv, SM_KV_HEAD, "k", "v");
 	/* Same process. */
 	test_opts(&o);
@@ -855,8 +848,7 @@ test_second_open(void)
 	sm_kv_close(kv);
 	/* Released on close. */
 	kv = kv_open_ok(d.path);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 /* Open failures return a code and a message, set *out to NULL and leak
@@ -988,8 +980,7 @@ test_corruption(void)
 	off_t size;
 	int rv, n = 0;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	SM_REQUIRE((b = sm_kv_batch_create()) != NULL);
 	for (uint64_t i = 0; i < CORRUPT_KEYS; i++) {
 		tkey(&k, "c", i);
@@ -1035,8 +1026,7 @@ test_corruption(void)
 	SM_CHECKF(strstr(err.msg, "kv: compact blocks: Corruption") != NULL,
 	    "%s", err.msg);
 	SM_CHECK(sm_kv_put(kv, SM_KV_INDEX, "k", 1, "v", 1, &err) != 0);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -1050,8 +1040,7 @@ test_compact(void)
 	struct sm_kv *kv;
 	uint64_t before, after, keys;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	/* Compacting an empty family, with and without bounds, is fine. */
 	SM_CHECK_EQ(sm_kv_compact(kv, SM_KV_INDEX, NULL, 0, NULL, 0, &err), 0);
 	SM_CHECK_EQ(sm_kv_compact(kv, SM_KV_INDEX, "a", 1, "b", 1, &err), 0);
@@ -1086,8 +1075,7 @@ test_compact(void)
 	SM_REQUIRE(sm_kv_property(kv, SM_KV_INDEX, "rocksdb.estimate-num-keys",
 	    &keys) == 0);
 	SM_CHECK_EQ(keys, 1000);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -1100,8 +1088,7 @@ test_property_disk_bytes(void)
 	struct sm_kv *kv;
 	uint64_t n = 99, empty_bytes, full_bytes;
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	empty_bytes = sm_kv_disk_bytes(kv);
 	SM_CHECK(empty_bytes > 0);     /* MANIFEST, OPTIONS, LOG, WAL */
 	SM_CHECK_EQ(sm_kv_property(kv, SM_KV_HEAD, "rocksdb.estimate-num-keys",
@@ -1135,8 +1122,7 @@ test_property_disk_bytes(void)
 	SM_CHECK_EQ(sm_kv_property(kv, SM_KV_HEAD, "rocksdb.no-such-property",
 	    &n), SM_ENOTFOUND);
 	SM_CHECK_EQ(n, 0);
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 static void
@@ -1262,8 +1248,7 @@ test_free_space_reserve(void)
 	struct sm_kv *kv;
 	char why[512];
 
-	tdir_make(&d);
-	kv = kv_open_ok(d.path);
+	kv = tdir_kv_open(&d);
 	why[0] = '\0';
 	SM_CHECK(sm_kv_writable(kv, why, sizeof(why)));
 	sm_kv_set_reserve(kv, UINT64_MAX / 2);
@@ -1274,8 +1259,7 @@ test_free_space_reserve(void)
 	SM_CHECK(sm_kv_writable(kv, why, sizeof(why)));
 	sm_kv_set_reserve(kv, 0);
 	SM_CHECK(sm_kv_writable(kv, NULL, 0));
-	sm_kv_close(kv);
-	tdir_remove(&d);
+	tdir_kv_close(kv, &d);
 }
 
 SM_TEST_MAIN(

@@ -37,13 +37,25 @@ write_file(const char *body)
 	SM_CHECK_EQ(sm_test_replace_file(ov_path, body), 0);
 }
 
+/* The overrides of a file holding `body`, reloaded every second; NULL
+ * (the failure recorded) when they do not load. */
+static struct sm_overrides *
+ov_load(const char *body)
+{
+	struct sm_overrides *o = NULL;
+	struct sm_err err;
+
+	write_file(body);
+	SM_CHECK_EQ(sm_overrides_create(ov_path, 1000, &o, &err), 0);
+	if (o == NULL)
+		SM_TEST_FAILF("%s", err.msg);
+	return (o);
+}
+
 static void
 test_setup(void)
 {
-	int fd = mkstemp(ov_path);
-
-	SM_CHECK(fd >= 0);
-	close(fd);
+	SM_CHECK(sm_test_temp_file(ov_path) == 0);
 }
 
 static void
@@ -68,7 +80,7 @@ test_good_file(void)
 	struct sm_limits l;
 	struct sm_err err;
 
-	write_file("# Pyroscope's runtime config\n"
+	o = ov_load("# Pyroscope's runtime config\n"
 	    "multi_kv_config:\n  primary: consul\n"
 	    "overrides:\n"
 	    "  tenant-a:\n"
@@ -85,11 +97,8 @@ test_good_file(void)
 	    "    max_profile_size_bytes: 1000\n"
 	    "    max_profile_stacktrace_samples: 0\n"
 	    "  c:\n");
-	SM_CHECK_EQ(sm_overrides_create(ov_path, 1000, &o, &err), 0);
-	if (o == NULL) {
-		SM_TEST_FAILF("%s", err.msg);
+	if (o == NULL)
 		return;
-	}
 	SM_CHECK_EQ(sm_overrides_ntenants(o), 3);
 	sm_overrides_get(o, "tenant-a", &def, &l);
 	SM_CHECK(l.ingestion_rate_mb == 0.5 && l.ingestion_burst_size_mb == 1);
@@ -140,18 +149,15 @@ test_retention_tenants(void)
 
 	SM_CHECK_EQ(sm_overrides_tenants(NULL, &ids, &n), 0);
 	SM_CHECK(ids == NULL && n == 0);
-	write_file("overrides:\n"
+	o = ov_load("overrides:\n"
 	    "  zed:\n"
 	    "    compactor_blocks_retention_period: 720h\n"
 	    "  keep:\n"
 	    "    compactor_blocks_retention_period: 0\n"
 	    "  other:\n"
 	    "    max_query_length: 1h\n");
-	SM_CHECK_EQ(sm_overrides_create(ov_path, 1000, &o, &err), 0);
-	if (o == NULL) {
-		SM_TEST_FAILF("%s", err.msg);
+	if (o == NULL)
 		return;
-	}
 	d.compactor_blocks_retention_period_ms = -1;
 	sm_overrides_get(o, "zed", &d, &l);
 	SM_CHECK_EQ(l.compactor_blocks_retention_period_ms,

@@ -18,6 +18,7 @@
 #include "common/log.h"
 
 #include "sm_test.h"
+#include "sm_test_httpd.h"
 
 static void
 test_count(void)
@@ -96,46 +97,14 @@ fake_ready(struct sm_http_req *r, void *arg)
 static bool
 fake_start(struct fake *f, const char *id)
 {
-	struct sm_http_cfg cfg;
-	struct sm_err err;
+	const struct sm_test_route routes[] = {
+		{ "GET", "/ready", fake_ready, f },
+	};
 
 	f->id = id;
 	atomic_init(&f->status, 200);
-	sm_http_cfg_default(&cfg);
-	cfg.listen = "127.0.0.1:0";
-	cfg.threads = 1;
-	cfg.conn_limit = 64;
-	cfg.conn_timeout_s = 5;
-	sm_err_clear(&err);
-	if (sm_http_create(&cfg, &f->h, &err) != 0)
-		return (false);
-	if (sm_http_route_as(f->h, SM_SCOPE_PUBLIC, "GET", "/ready",
-	    fake_ready, f, 0) != 0 || sm_http_start(f->h, &err) != 0) {
-		sm_http_destroy(f->h);
-		f->h = NULL;
-		return (false);
-	}
-	return (true);
-}
-
-/* A loopback port nobody listens on (bound, then closed). */
-static unsigned
-dead_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	unsigned port = 1;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return (port);
+	f->h = sm_test_httpd_start(1, routes, SM_ARRAY_LEN(routes));
+	return (f->h != NULL);
 }
 
 /* Wait up to 5 s for sm_peers_healthy(p) == want. */
@@ -166,8 +135,8 @@ test_live(void)
 	 * non-distributor, a dead port. */
 	snprintf(spec, sizeof(spec), "http://127.0.0.1:%u,"
 	    "http://127.0.0.1:%u,http://localhost:%u/,http://127.0.0.1:%u,"
-	    "http://127.0.0.1:%u", sm_http_port(self.h), sm_http_port(a.h),
-	    sm_http_port(a.h), sm_http_port(notdist.h), dead_port());
+	    "http://127.0.0.1:%d", sm_http_port(self.h), sm_http_port(a.h),
+	    sm_http_port(a.h), sm_http_port(notdist.h), sm_test_free_port());
 	SM_REQUIRE(create(spec, 50, 40, &p) == 0 && p != NULL);
 	sm_err_clear(&err);
 	SM_REQUIRE(sm_peers_start(p, &err) == 0);

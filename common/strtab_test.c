@@ -185,21 +185,11 @@ test_alloc_failures(void)
 	for (uint32_t i = 1; i < 3000; i++) {
 		int len = snprintf(buf, sizeof(buf), "s%u", i);
 
-		for (long f = 1;; f++) {
-			int rv;
-
-			n = t.n;
-			sm_fault_alloc_after(f);
-			rv = sm_strtab_intern(&t, buf, (size_t)len, &id);
-			sm_fault_alloc_after(0);
-			if (rv == 0)
-				break;
-			failures++;
-			SM_REQUIRE(rv == SM_ENOMEM);
-			SM_CHECK_EQ(t.n, n);
-			SM_CHECK_EQ(sm_strtab_find(&t, buf, (size_t)len, &id),
-			    SM_ENOTFOUND);
-		}
+		n = t.n;
+		SM_RETRY_FAULTS(sm_strtab_intern(&t, buf, (size_t)len, &id),
+		    failures, SM_CHECK_EQ(t.n, n);
+		    SM_CHECK_EQ(sm_strtab_find(&t, buf, (size_t)len, &id),
+			SM_ENOTFOUND));
 		SM_CHECK_EQ(id, i);
 	}
 	SM_CHECK(failures > 3);
@@ -211,18 +201,8 @@ test_alloc_failures(void)
 	}
 	sm_strtab_fini(&t);
 
-	for (long f = 1; f < 6; f++) {
-		sm_fault_alloc_after(f);
-		if (sm_strtab_init(&t) == 0) {
-			sm_fault_alloc_after(0);
-			sm_strtab_fini(&t);
-			break;
-		}
-		sm_fault_alloc_after(0);
-		/* A failed init holds nothing (LeakSanitizer checks). */
-		SM_CHECK(t.strs == NULL && t.tab.slots == NULL &&
-		    t.chunks == NULL);
-	}
+	SM_CHECK_INIT_FAULTS(&t, sm_strtab_init, sm_strtab_fini, 6,
+	    t.strs == NULL && t.tab.slots == NULL && t.chunks == NULL);
 }
 
 SM_TEST_MAIN(

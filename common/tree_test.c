@@ -175,21 +175,11 @@ test_alloc_failures(void)
 	SM_REQUIRE(sm_tree_init(&t) == 0);
 	for (uint32_t k = 1; k < 5000; k++) {
 		/* Fail the 1st, then the 2nd, ... allocation of this call. */
-		for (long f = 1;; f++) {
-			int rv;
-
-			n = t.n;
-			sm_fault_alloc_after(f);
-			rv = sm_tree_child(&t, k / 2, k, &id);
-			sm_fault_alloc_after(0);
-			if (rv == 0)
-				break;
-			failures++;
-			SM_REQUIRE(rv == SM_ENOMEM);
-			SM_CHECK_EQ(t.n, n);
-			SM_CHECK_EQ(sm_tree_find(&t, k / 2, k, &id),
-			    SM_ENOTFOUND);
-		}
+		n = t.n;
+		SM_RETRY_FAULTS(sm_tree_child(&t, k / 2, k, &id), failures,
+		    SM_CHECK_EQ(t.n, n);
+		    SM_CHECK_EQ(sm_tree_find(&t, k / 2, k, &id),
+			SM_ENOTFOUND));
 		SM_CHECK_EQ(id, k);
 	}
 	SM_CHECK(failures > 3);
@@ -197,17 +187,8 @@ test_alloc_failures(void)
 		SM_CHECK(sm_tree_find(&t, k / 2, k, &id) == 0 && id == k);
 	sm_tree_fini(&t);
 
-	for (long f = 1; f < 5; f++) {
-		sm_fault_alloc_after(f);
-		if (sm_tree_init(&t) == 0) {
-			sm_fault_alloc_after(0);
-			sm_tree_fini(&t);
-			break;
-		}
-		sm_fault_alloc_after(0);
-		SM_CHECK(t.parent == NULL && t.name == NULL &&
-		    t.tab.slots == NULL);
-	}
+	SM_CHECK_INIT_FAULTS(&t, sm_tree_init, sm_tree_fini, 5,
+	    t.parent == NULL && t.name == NULL && t.tab.slots == NULL);
 }
 
 /* Reserved room: creating that many nodes moves nothing and cannot fail

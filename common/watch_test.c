@@ -84,10 +84,7 @@ seen_init(struct seen *s)
 static void
 test_setup(void)
 {
-	int fd = mkstemp(w_path);
-
-	SM_CHECK(fd >= 0);
-	close(fd);
+	SM_CHECK(sm_test_temp_file(w_path) == 0);
 }
 
 static void

@@ -24,6 +24,8 @@
 
 #include "common/gz.h"
 #include "sm_test.h"
+#define BATCH_RUN_IN struct dist_jfr_in
+#define BATCH_RUN_INGEST dist_jfr_ingest
 #include "sm_test_batch.h"
 
 static const char *const data_dirs[] = { "tests/data",
@@ -31,46 +33,15 @@ static const char *const data_dirs[] = { "tests/data",
 
 /* --- running the reader ----------------------------------------------------- */
 
-struct run {
-	struct sm_arena *a;
-	struct dist_limits lim;
-	struct dist_batch b;
-	struct sm_err err;
-	struct sm_label base[2];
-	struct dist_jfr_in in;
-	int rv;
-};
-
+/* A run (sm_test_batch.h) with no per-type sample cap, at 100 Hz, with
+ * line numbers. */
 static void
 run_init(struct run *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->a = sm_arena_create(0);
-	SM_REQUIRE(r->a != NULL);
-	dist_limits_default(&r->lim);
+	run_open(r);
 	r->lim.max_samples = 0;
-	SM_REQUIRE(dist_batch_init(&r->b, r->a, &r->lim) == 0);
-	r->base[0] = (struct sm_label){ "service_name", "app" };
-	r->in.base = r->base;
-	r->in.nbase = 1;
 	r->in.sample_rate = 100;
-	r->in.time_ms = 1700000000000;
 	r->in.line_numbers = true;
-}
-
-static void
-run_fini(struct run *r)
-{
-	dist_batch_fini(&r->b);
-	sm_arena_destroy(r->a);
-}
-
-static int
-run_go(struct run *r, const uint8_t *p, size_t n)
-{
-	sm_err_clear(&r->err);
-	r->rv = dist_jfr_ingest(p, n, &r->in, &r->b, &r->err);
-	return (batch_ingested(r->rv, &r->err, &r->b));
 }
 
 /* Read a data file (any of the data dirs); malloc'd, NULL if absent. */
@@ -125,26 +96,27 @@ series_is(const struct dist_series *s, const char *metric, const char *type)
 	    strcmp(ty, type) == 0);
 }
 
+struct series_sel {
+	const char *metric, *type;
+};
+
+static bool
+series_selected(const struct dist_series *s, uint32_t k, const void *arg)
+{
+	const struct series_sel *sel = arg;
+
+	(void)k;
+	return (series_is(s, sel->metric, sel->type));
+}
+
+/* The collapsed text of the series metric/type, as a golden has it. */
 static char *
 collapse(const struct dist_batch *b, const char *metric, const char *type,
     size_t *nlines)
 {
-	struct cline *v = NULL;
-	size_t n = 0, cap = 0;
-	char *txt;
+	struct series_sel sel = { metric, type };
 
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
-
-		if (!series_is(s, metric, type))
-			continue;
-		for (uint32_t j = 0; j < s->n; j++)
-			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
-			    s->value[j]);
-	}
-	txt = cl_render(v, n, false, nlines);
-	free(v);
-	return (txt);
+	return (batch_collapse(b, series_selected, &sel, false, nlines));
 }
 
 /*
@@ -385,6 +357,18 @@ load_raw(const char *name, size_t *n)
 	return (raw);
 }
 
+/* The example recording: decompressed (n bytes, returned) and as stored
+ * (*gz, *gn bytes); skips when absent.  Both malloc'd. */
+static uint8_t *
+load_example(size_t *n, uint8_t **gz, size_t *gn)
+{
+	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", n);
+
+	*gz = read_data("tests/data", "jfrparser__example.jfr.gz", gn);
+	SM_REQUIRE(*gz != NULL);
+	return (raw);
+}
+
 static int64_t
 type_total(const struct dist_batch *b, const char *metric, const char *type,
     uint32_t *nseries)
@@ -405,10 +389,9 @@ type_total(const struct dist_batch *b, const char *metric, const char *type,
 static void
 test_raw_equals_gzip(void)
 {
-	size_t n, gn;
-	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", &n);
-	uint8_t *gz = read_data("tests/data", "jfrparser__example.jfr.gz", &gn);
 	struct run a, b;
+	size_t n, gn;
+	uint8_t *gz, *raw = load_example(&n, &gz, &gn);
 	uint32_t ns;
 	char *x, *y;
 	size_t xl, yl;
@@ -552,10 +535,9 @@ test_span_name(void)
 static void
 test_limits(void)
 {
-	size_t n, gn;
-	uint8_t *raw = load_raw("jfrparser__example.jfr.gz", &n);
-	uint8_t *gz = read_data("tests/data", "jfrparser__example.jfr.gz", &gn);
 	struct run r;
+	size_t n, gn;
+	uint8_t *gz, *raw = load_example(&n, &gz, &gn);
 
 	run_init(&r);
 	r.in.max_bytes = n - 1;
@@ -605,34 +587,19 @@ test_malformed(void)
 	static const uint8_t junk[] = "not a flight recording at all....";
 
 	SM_REQUIRE(cp != NULL);
-	run_init(&r);
-	run_go(&r, junk, 0);
-	CHECK_FAIL(&r, SM_EMALFORMED, "empty");
-	run_fini(&r);
+	CHECK_RUN_FAILS(junk, 0, SM_EMALFORMED, "empty");
 
-	run_init(&r);
-	run_go(&r, junk, sizeof(junk));
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
+	CHECK_RUN_FAILS(junk, sizeof(junk), SM_EMALFORMED, "invalid JFR");
 
 	/* truncated header, truncated body */
-	run_init(&r);
-	run_go(&r, raw, 40);
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
-	run_init(&r);
-	run_go(&r, raw, n - 100);
-	CHECK_FAIL(&r, SM_EMALFORMED, "invalid JFR");
-	run_fini(&r);
+	CHECK_RUN_FAILS(raw, 40, SM_EMALFORMED, "invalid JFR");
+	CHECK_RUN_FAILS(raw, n - 100, SM_EMALFORMED, "invalid JFR");
 
 	/* major version 3 */
 	memcpy(cp, raw, n);
 	cp[4] = 0;
 	cp[5] = 3;
-	run_init(&r);
-	run_go(&r, cp, n);
-	CHECK_FAIL(&r, SM_EUNSUPPORTED, "version");
-	run_fini(&r);
+	CHECK_RUN_FAILS(cp, n, SM_EUNSUPPORTED, "version");
 
 	/* a truncated gzip stream */
 	{

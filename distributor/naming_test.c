@@ -37,6 +37,30 @@ tags_str(const struct dist_key *k)
 	return (buf);
 }
 
+/* `name` parses, with the tags `want` (as tags_str gives them). */
+static void
+check_tags(const char *name, const char *want)
+{
+	struct dist_key k;
+	struct sm_err err;
+	int rv = kparse(name, &k, &err);
+
+	SM_CHECKF(rv == 0, "%s: %s", name, err.msg);
+	if (rv == 0)
+		SM_CHECK_STR(tags_str(&k), want);
+}
+
+/* `name` is refused, SM_EINVAL with the message `msg`. */
+static void
+check_refused(const char *name, const char *msg)
+{
+	struct dist_key k;
+	struct sm_err err;
+
+	SM_CHECK_EQ(kparse(name, &k, &err), SM_EINVAL);
+	SM_CHECK_STR(err.msg, msg);
+}
+
 /* Sorted labels as {a="b", ...} for compact checks. */
 static const char *
 labels_str(struct sm_label *v, uint32_t n)
@@ -90,8 +114,7 @@ test_parse_basic(void)
 	SM_CHECK_STR(tags_str(&k), "bar=1,baz=2");
 
 	/* Input order is kept (not sorted). */
-	SM_REQUIRE(kparse("foo{baz=1,bar=2}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "baz=1,bar=2");
+	check_tags("foo{baz=1,bar=2}", "baz=1,bar=2");
 }
 
 static void
@@ -105,28 +128,23 @@ test_parse_characters(void)
 	SM_CHECK_STR(tags_str(&k), "k8s.pod_name=web-1");
 
 	/* Values may hold anything but ',' and '}'. */
-	SM_REQUIRE(kparse("a{v= x{y=z w \xc3\xa9 }", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "v=x{y=z w \xc3\xa9");
+	check_tags("a{v= x{y=z w \xc3\xa9 }", "v=x{y=z w \xc3\xa9");
 
 	SM_CHECK_EQ(kparse("my app{a=b}", &k, &err), SM_EINVAL);
 	SM_CHECK_STR(err.msg, "invalid service name: my app: character is not "
 	    "allowed: ' '");
 	SM_CHECK(k.app == NULL && k.tags == NULL && k.ntags == 0);
-	SM_CHECK_EQ(kparse("caf\xc3\xa9.cpu", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "invalid service name: caf\xc3\xa9.cpu: "
+	check_refused("caf\xc3\xa9.cpu",
+	    "invalid service name: caf\xc3\xa9.cpu: "
 	    "character is not allowed: '\xc3\xa9'");
-	SM_CHECK_EQ(kparse("app\x01", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "invalid service name: app\x01: character is "
+	check_refused("app\x01", "invalid service name: app\x01: character is "
 	    "not allowed: '\\x01'");
-	SM_CHECK_EQ(kparse("app{a-b=1}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "invalid label name: a-b: character is not "
+	check_refused("app{a-b=1}", "invalid label name: a-b: character is not "
 	    "allowed: '-'");
-	SM_CHECK_EQ(kparse("app{a b=1}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "invalid label name: a b: character is not "
+	check_refused("app{a b=1}", "invalid label name: a b: character is not "
 	    "allowed: ' '");
 	/* A key runs to '=': "a,b" is one (bad) key, as in Pyroscope. */
-	SM_CHECK_EQ(kparse("app{a,b=1}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "invalid label name: a,b: character is not "
+	check_refused("app{a,b=1}", "invalid label name: a,b: character is not "
 	    "allowed: ','");
 }
 
@@ -136,20 +154,13 @@ test_parse_required_and_reserved(void)
 	struct dist_key k;
 	struct sm_err err;
 
-	SM_CHECK_EQ(kparse("", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "service name is required");
-	SM_CHECK_EQ(kparse("   ", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "service name is required");
-	SM_CHECK_EQ(kparse("{env=prod}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "service name is required");
-	SM_CHECK_EQ(kparse(" {env=prod}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "service name is required");
-	SM_CHECK_EQ(kparse("app{=v}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "label name is required");
-	SM_CHECK_EQ(kparse("app{ =v}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "label name is required");
-	SM_CHECK_EQ(kparse("app{__name__=x}", &k, &err), SM_EINVAL);
-	SM_CHECK_STR(err.msg, "label name is reserved: __name__");
+	check_refused("", "service name is required");
+	check_refused("   ", "service name is required");
+	check_refused("{env=prod}", "service name is required");
+	check_refused(" {env=prod}", "service name is required");
+	check_refused("app{=v}", "label name is required");
+	check_refused("app{ =v}", "label name is required");
+	check_refused("app{__name__=x}", "label name is reserved: __name__");
 	SM_CHECK_EQ(kparse("app{a=1, __name__ = x}", &k, &err), SM_EINVAL);
 	SM_CHECK_STR(err.msg, "label name is reserved: __name__");
 	SM_CHECK(k.ntags == 0 && k.app == NULL);
@@ -160,30 +171,19 @@ test_parse_required_and_reserved(void)
 static void
 test_parse_dunder_tags(void)
 {
-	struct dist_key k;
-	struct sm_err err;
-
-	SM_REQUIRE(kparse("app{__session_id__=abc,__x__=1,__delta__=true,"
-	    "_single=2,__=3}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "__session_id__=abc,_single=2");
+	check_tags("app{__session_id__=abc,__x__=1,__delta__=true,"
+	    "_single=2,__=3}", "__session_id__=abc,_single=2");
 }
 
 static void
 test_parse_duplicates_and_empty(void)
 {
-	struct dist_key k;
-	struct sm_err err;
-
 	/* Decision: last value wins, at the first key's position. */
-	SM_REQUIRE(kparse("app{a=1,b=2,a=3}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "a=3,b=2");
+	check_tags("app{a=1,b=2,a=3}", "a=3,b=2");
 	/* An empty value removes the tag. */
-	SM_REQUIRE(kparse("app{a=,b=2}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "b=2");
-	SM_REQUIRE(kparse("app{a=1,b=2,a= }", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "b=2");
-	SM_REQUIRE(kparse("app{a=1,b=2,a=,a=4}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "b=2,a=4");
+	check_tags("app{a=,b=2}", "b=2");
+	check_tags("app{a=1,b=2,a= }", "b=2");
+	check_tags("app{a=1,b=2,a=,a=4}", "b=2,a=4");
 }
 
 static void
@@ -194,17 +194,13 @@ test_parse_edges(void)
 
 	/* Trailing comma; text after '}' ignored; a key without '='
 	 * dropped (all as Pyroscope). */
-	SM_REQUIRE(kparse("app{a=1,}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "a=1");
-	SM_REQUIRE(kparse("app{a=1}junk{b=2}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "a=1");
-	SM_REQUIRE(kparse("app{a=1,b}", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "a=1");
+	check_tags("app{a=1,}", "a=1");
+	check_tags("app{a=1}junk{b=2}", "a=1");
+	check_tags("app{a=1,b}", "a=1");
 	SM_REQUIRE(kparse("app{b", &k, &err) == 0);
 	SM_CHECK_EQ(k.ntags, 0);
 	/* Decision: a name ending inside a value keeps the tag. */
-	SM_REQUIRE(kparse("app{a=1,env=prod", &k, &err) == 0);
-	SM_CHECK_STR(tags_str(&k), "a=1,env=prod");
+	check_tags("app{a=1,env=prod", "a=1,env=prod");
 	/* The app name may not contain '}' and such. */
 	SM_CHECK_EQ(kparse("app}{a=1}", &k, &err), SM_EINVAL);
 }
@@ -267,18 +263,27 @@ legacy(const char *name, uint32_t rate, struct dist_legacy *l,
 	return (dist_key_legacy(&k, rate, "gospy", arena, l, err));
 }
 
+/* `name` at `rate` Hz maps, into *l, to valid labels that labels_str
+ * renders as `want`, with values scaled by `scale`. */
+static void
+check_legacy(struct dist_legacy *l, const char *name, uint32_t rate,
+    int64_t scale, const char *want)
+{
+	struct sm_err err;
+
+	SM_REQUIRE(legacy(name, rate, l, &err) == 0);
+	SM_CHECK_EQ(l->scale, scale);
+	SM_CHECK_STR(labels_str(l->labels, l->nlabels), want);
+	check_valid(l->labels, l->nlabels);
+}
+
 static void
 test_legacy_cpu(void)
 {
 	struct dist_legacy l;
 	struct sm_err err;
 
-	SM_REQUIRE(legacy("myapp.cpu{env=prod}", 100, &l, &err) == 0);
-	SM_CHECK_EQ(l.scale, 10000000);
-	SM_CHECK_STR(l.type.name, "process_cpu");
-	SM_CHECK_STR(l.type.sample_type, "cpu");
-	SM_CHECK_STR(l.type.period_type, "cpu");
-	SM_CHECK_STR(labels_str(l.labels, l.nlabels), "{"
+	check_legacy(&l, "myapp.cpu{env=prod}", 100, 10000000, "{"
 	    "__name__=\"process_cpu\", "
 	    "__period_type__=\"cpu\", "
 	    "__period_unit__=\"nanoseconds\", "
@@ -289,12 +294,12 @@ test_legacy_cpu(void)
 	    "env=\"prod\", "
 	    "pyroscope_spy=\"gospy\", "
 	    "service_name=\"myapp\"}");
-	check_valid(l.labels, l.nlabels);
+	SM_CHECK_STR(l.type.name, "process_cpu");
+	SM_CHECK_STR(l.type.sample_type, "cpu");
+	SM_CHECK_STR(l.type.period_type, "cpu");
 
 	/* sampleRate 0: samples:count, no period, scale 1. */
-	SM_REQUIRE(legacy("myapp.cpu", 0, &l, &err) == 0);
-	SM_CHECK_EQ(l.scale, 1);
-	SM_CHECK_STR(labels_str(l.labels, l.nlabels), "{"
+	check_legacy(&l, "myapp.cpu", 0, 1, "{"
 	    "__name__=\"process_cpu\", "
 	    "__profile_type__=\"process_cpu:samples:count::\", "
 	    "__service_name__=\"myapp\", "
@@ -302,7 +307,6 @@ test_legacy_cpu(void)
 	    "__unit__=\"count\", "
 	    "pyroscope_spy=\"gospy\", "
 	    "service_name=\"myapp\"}");
-	check_valid(l.labels, l.nlabels);
 
 	/* No dot: cpu, the whole name is the service. */
 	SM_REQUIRE(legacy("myapp", 100, &l, &err) == 0);
@@ -323,9 +327,7 @@ test_legacy_other_types(void)
 	struct dist_legacy l;
 	struct sm_err err;
 
-	SM_REQUIRE(legacy("myapp.alloc_space", 100, &l, &err) == 0);
-	SM_CHECK_EQ(l.scale, 1);
-	SM_CHECK_STR(labels_str(l.labels, l.nlabels), "{"
+	check_legacy(&l, "myapp.alloc_space", 100, 1, "{"
 	    "__name__=\"memory\", "
 	    "__profile_type__=\"memory:alloc_space:bytes::\", "
 	    "__service_name__=\"myapp\", "
@@ -333,7 +335,6 @@ test_legacy_other_types(void)
 	    "__unit__=\"bytes\", "
 	    "pyroscope_spy=\"gospy\", "
 	    "service_name=\"myapp\"}");
-	check_valid(l.labels, l.nlabels);
 
 	SM_REQUIRE(legacy("myapp.wall", 100, &l, &err) == 0);
 	SM_CHECK_EQ(l.scale, 10000000);

@@ -20,6 +20,8 @@
 #include "common/gz.h"
 #include "google/v1/profile.pb-c.h"
 #include "sm_test.h"
+#define BATCH_RUN_IN struct dist_pprof_in
+#define BATCH_RUN_INGEST dist_pprof_ingest
 #include "sm_test_batch.h"
 
 /* --- profile builder ------------------------------------------------------ */
@@ -350,45 +352,12 @@ uf_all(struct tb *t, ProtobufCMessage *m)
 
 /* --- running the decoder ------------------------------------------------------ */
 
-struct run {
-	struct sm_arena *a;
-	struct dist_limits lim;
-	struct dist_batch b;
-	struct sm_err err;
-	struct sm_label base[4];
-	struct dist_pprof_in in;
-	int rv;
-};
-
+/* A run (sm_test_batch.h) from the Go spy. */
 static void
 run_init(struct run *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->a = sm_arena_create(0);
-	SM_REQUIRE(r->a != NULL);
-	dist_limits_default(&r->lim);
-	SM_REQUIRE(dist_batch_init(&r->b, r->a, &r->lim) == 0);
-	r->base[0] = (struct sm_label){ "service_name", "app" };
-	r->in.base = r->base;
-	r->in.nbase = 1;
+	run_open(r);
 	r->in.spy_name = "gospy";
-	r->in.time_ms = 1700000000000;
-}
-
-static void
-run_fini(struct run *r)
-{
-	dist_batch_fini(&r->b);
-	sm_arena_destroy(r->a);
-}
-
-/* Ingest and, on success, finish the batch.  Returns the decoder's rv. */
-static int
-run_go(struct run *r, const uint8_t *p, size_t n)
-{
-	sm_err_clear(&r->err);
-	r->rv = dist_pprof_ingest(p, n, &r->in, &r->b, &r->err);
-	return (batch_ingested(r->rv, &r->err, &r->b));
 }
 
 static int
@@ -400,6 +369,15 @@ run_tb(struct run *r, struct tb *t)
 	return (run_go(r, p, n));
 }
 
+/* CHECK_RUN_FAILS on the profile t builds. */
+#define CHECK_TB_FAILS(t, code, needle)                                     \
+	do {                                                                \
+		size_t tb_n_;                                               \
+		uint8_t *tb_p_ = tb_pack((t), &tb_n_);                      \
+									    \
+		CHECK_RUN_FAILS(tb_p_, tb_n_, code, needle);                \
+	} while (0)
+
 /* --- reading the batch back -------------------------------------------------- */
 
 /*
@@ -407,29 +385,28 @@ run_tb(struct run *r, struct tb *t)
  * type is NULL, or only series `only` when only >= 0): sorted lines
  * "root;...;leaf value\n", equal stacks summed.  Caller frees.
  */
+struct series_sel {
+	const char *type;
+	int only;
+};
+
+static bool
+series_selected(const struct dist_series *s, uint32_t k, const void *arg)
+{
+	const struct series_sel *sel = arg;
+	const char *ty = sm_labels_get(s->labels, s->nlabels, SM_LABEL_TYPE);
+
+	return (!((sel->only >= 0 && (uint32_t)sel->only != k) ||
+	    (sel->type != NULL && (ty == NULL || strcmp(ty, sel->type) != 0))));
+}
+
 static char *
 collapse(const struct dist_batch *b, const char *type, int only,
     size_t *nlines)
 {
-	struct cline *v = NULL;
-	size_t n = 0, cap = 0;
-	char *txt;
+	struct series_sel sel = { type, only };
 
-	for (uint32_t k = 0; k < b->nseries; k++) {
-		const struct dist_series *s = &b->series[k];
-		const char *ty = sm_labels_get(s->labels, s->nlabels,
-		    SM_LABEL_TYPE);
-
-		if ((only >= 0 && (uint32_t)only != k) ||
-		    (type != NULL && (ty == NULL || strcmp(ty, type) != 0)))
-			continue;
-		for (uint32_t j = 0; j < s->n; j++)
-			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
-			    s->value[j]);
-	}
-	txt = cl_render(v, n, true, nlines);
-	free(v);
-	return (txt);
+	return (batch_collapse(b, series_selected, &sel, true, nlines));
 }
 
 #define CHECK_COLLAPSED(b, type, want)                                      \
@@ -1132,18 +1109,11 @@ static void
 test_bad_empty_profile(void)
 {
 	struct tb t;
-	struct run r;
 
 	tb_init(&t);
 	tb_stack(&t, "main", 0, 0);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "empty profile");
-	run_fini(&r);
-	run_init(&r);
-	run_go(&r, NULL, 0);
-	CHECK_FAIL(&r, SM_EMALFORMED, "empty profile");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "empty profile");
+	CHECK_RUN_FAILS(NULL, 0, SM_EMALFORMED, "empty profile");
 	tb_fini(&t);
 }
 
@@ -1151,7 +1121,6 @@ static void
 test_bad_location_id_zero(void)
 {
 	struct tb t;
-	struct run r;
 	uint64_t f;
 
 	tb_init(&t);
@@ -1159,10 +1128,7 @@ test_bad_location_id_zero(void)
 	tb_stack(&t, "main;a", 1, 1);
 	f = tb_func(&t, 50, "z", "", "");
 	tb_loc(&t, 0, 0, 0, &f, 1);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "location[2] has id 0");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "location[2] has id 0");
 	tb_fini(&t);
 }
 
@@ -1170,16 +1136,12 @@ static void
 test_bad_function_id_zero(void)
 {
 	struct tb t;
-	struct run r;
 
 	tb_init(&t);
 	tb_cpu(&t);
 	tb_stack(&t, "main;a", 1, 1);
 	tb_func(&t, 0, "z", "", "");
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "function[2] has id 0");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "function[2] has id 0");
 	tb_fini(&t);
 }
 
@@ -1187,7 +1149,6 @@ static void
 test_bad_value_count(void)
 {
 	struct tb t;
-	struct run r;
 	uint64_t l;
 
 	tb_init(&t);
@@ -1195,16 +1156,10 @@ test_bad_value_count(void)
 	tb_stack(&t, "main;a", 1, 1);
 	l = tb_frame(&t, "main");
 	tb_sample_ids(&t, &l, 1, (int64_t[]){ 1, 2, 3 }, 3);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED,
+	CHECK_TB_FAILS(&t, SM_EMALFORMED,
 	    "sample[1] has 3 values but the profile has 2 sample types");
-	run_fini(&r);
 	t.smp[1]->n_value = 1;
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "sample[1] has 1 values");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "sample[1] has 1 values");
 	tb_fini(&t);
 }
 
@@ -1212,21 +1167,14 @@ static void
 test_bad_string_table_zero(void)
 {
 	struct tb t;
-	struct run r;
 
 	tb_init(&t);
 	tb_cpu(&t);
 	tb_stack(&t, "main;a", 1, 1);
 	t.str[0] = "nonempty";
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "string_table[0] must be \"\"");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "string_table[0] must be \"\"");
 	t.p.n_string_table = 0;
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "string_table is empty");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "string_table is empty");
 	tb_fini(&t);
 }
 
@@ -1283,23 +1231,16 @@ static void
 test_bad_unknown_location(void)
 {
 	struct tb t;
-	struct run r;
 	int64_t v[2] = { 1, 1 };
 
 	tb_init(&t);
 	tb_cpu(&t);
 	tb_stack(&t, "main;a", 1, 1);
 	tb_sample_ids(&t, (uint64_t[]){ 1, 77 }, 2, v, 2);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED,
+	CHECK_TB_FAILS(&t, SM_EMALFORMED,
 	    "sample[1] references unknown location id 77");
-	run_fini(&r);
 	t.smp[1]->location_id[1] = 0;
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED, "unknown location id 0");
-	run_fini(&r);
+	CHECK_TB_FAILS(&t, SM_EMALFORMED, "unknown location id 0");
 	tb_fini(&t);
 }
 
@@ -1307,17 +1248,13 @@ static void
 test_bad_unknown_function(void)
 {
 	struct tb t;
-	struct run r;
 
 	tb_init(&t);
 	tb_cpu(&t);
 	tb_stack(&t, "main;a", 1, 1);
 	tb_loc(&t, 40, 0, 0, (uint64_t[]){ 1, 99 }, 2);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED,
+	CHECK_TB_FAILS(&t, SM_EMALFORMED,
 	    "location[2] (id 40) line[1] references unknown function id 99");
-	run_fini(&r);
 	tb_fini(&t);
 }
 
@@ -1325,16 +1262,12 @@ static void
 test_bad_sample_type_dash(void)
 {
 	struct tb t;
-	struct run r;
 
 	tb_init(&t);
 	tb_type(&t, "alloc-space", "bytes");
 	tb_stack(&t, "main;a", 1, 0);
-	run_init(&r);
-	run_tb(&r, &t);
-	CHECK_FAIL(&r, SM_EMALFORMED,
+	CHECK_TB_FAILS(&t, SM_EMALFORMED,
 	    "sample_type[0] \"alloc-space\" contains '-'");
-	run_fini(&r);
 	tb_fini(&t);
 }
 
@@ -1352,10 +1285,7 @@ test_bad_utf8(void)
 		tb_cpu(&t);
 		tb_stack(&t, "main;a", 1, 1);
 		tb_str(&t, bad[i]);   /* unused by any sample: still checked */
-		run_init(&r);
-		run_tb(&r, &t);
-		CHECK_FAIL(&r, SM_EMALFORMED, "is not valid UTF-8");
-		run_fini(&r);
+		CHECK_TB_FAILS(&t, SM_EMALFORMED, "is not valid UTF-8");
 		tb_fini(&t);
 	}
 	tb_init(&t);
@@ -1428,7 +1358,6 @@ static void
 test_bad_wire(void)
 {
 	struct tb t;
-	struct run r;
 	uint8_t *p, *q;
 	size_t n;
 	static const struct {
@@ -1457,20 +1386,15 @@ test_bad_wire(void)
 	};
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(raw); i++) {
-		run_init(&r);
-		run_go(&r, raw[i].b, raw[i].n);
-		CHECK_FAIL(&r, SM_EMALFORMED, raw[i].msg);
-		run_fini(&r);
+		CHECK_RUN_FAILS(raw[i].b, raw[i].n, SM_EMALFORMED, raw[i].msg);
 	}
 	/* A valid profile cut anywhere inside a field is malformed. */
 	tb_init(&t);
 	tb_cpu(&t);
 	tb_stack(&t, "main;a", 1, 1);
 	p = tb_pack(&t, &n);
-	run_init(&r);
-	run_go(&r, p, n - 1);
-	CHECK_FAIL(&r, SM_EMALFORMED, "malformed profile: Profile: ");
-	run_fini(&r);
+	CHECK_RUN_FAILS(p, n - 1, SM_EMALFORMED,
+	    "malformed profile: Profile: ");
 	/* Corrupt a nested message: a location whose line is cut. */
 	q = malloc(n + 16);
 	SM_REQUIRE(q != NULL);
@@ -1489,10 +1413,8 @@ test_bad_wire(void)
 		*o++ = (uint8_t)(ln - 1);
 		memcpy(o, lb, ln - 1);
 		o += ln - 1;
-		run_init(&r);
-		run_go(&r, q, (size_t)(o - q));
-		CHECK_FAIL(&r, SM_EMALFORMED, "location[2]");
-		run_fini(&r);
+		CHECK_RUN_FAILS(q, (size_t)(o - q), SM_EMALFORMED,
+		    "location[2]");
 		free(lb);
 	}
 	free(q);
@@ -1752,16 +1674,12 @@ static void
 test_file_invalid_utf8(void)
 {
 	struct sm_arena *fa = sm_arena_create(0);
-	struct run r;
 	uint8_t *p;
 	size_t n;
 
 	SM_REQUIRE(fa != NULL);
 	LOAD_OR_SKIP(fa, "pyroscope__invalid_utf8.pb.gz", &n, p);
-	run_init(&r);
-	run_go(&r, p, n);
-	CHECK_FAIL(&r, SM_EMALFORMED, "is not valid UTF-8");
-	run_fini(&r);
+	CHECK_RUN_FAILS(p, n, SM_EMALFORMED, "is not valid UTF-8");
 	sm_arena_destroy(fa);
 }
 
@@ -1776,10 +1694,7 @@ test_file_dotnet(void)
 	SM_REQUIRE(fa != NULL);
 	LOAD_OR_SKIP(fa, "pyroscope__dotnet-pprof-3.pb.gz", &n, p);
 	SM_CHECK(!sm_is_gzip(p, n));   /* raw despite its name */
-	run_init(&r);
-	run_go(&r, p, n);
-	CHECK_FAIL(&r, SM_EMALFORMED, "function[0] has id 0");
-	run_fini(&r);
+	CHECK_RUN_FAILS(p, n, SM_EMALFORMED, "function[0] has id 0");
 	run_init(&r);
 	r.in.spy_name = "dotnetspy";
 	SM_REQUIRE(run_go(&r, p, n) == 0);
@@ -1888,16 +1803,12 @@ test_file_legacy_rejected(void)
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(files); i++) {
 		struct sm_arena *fa = sm_arena_create(0);
-		struct run r;
 		uint8_t *p;
 		size_t n;
 
 		SM_REQUIRE(fa != NULL);
 		LOAD_OR_SKIP(fa, files[i], &n, p);
-		run_init(&r);
-		run_go(&r, p, n);
-		CHECK_FAIL(&r, SM_EMALFORMED, "malformed profile");
-		run_fini(&r);
+		CHECK_RUN_FAILS(p, n, SM_EMALFORMED, "malformed profile");
 		sm_arena_destroy(fa);
 	}
 }

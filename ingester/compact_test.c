@@ -442,6 +442,18 @@ stats_profiles(struct ing_db *db, int64_t width)
 	return (n);
 }
 
+/* A day and an hour of uploads every minute, cut every 6 hours. */
+static void
+day_of_minutes(struct disk *d, struct want *w)
+{
+	for (int64_t t = 0; t < DAY + HOUR; t += 60 * SEC) {
+		write_at(d->db, t, w);
+		if (t % (6 * HOUR) == 6 * HOUR - 60 * SEC)
+			flush(d->db);
+	}
+	flush(d->db);
+}
+
 static void
 history(struct disk *d, struct want *w, int64_t until)
 {
@@ -532,12 +544,7 @@ test_late_data_rebuild(void)
 
 	SM_REQUIRE(w != NULL);
 	disk_init(&d);
-	for (int64_t t = 0; t < DAY + HOUR; t += 60 * SEC) {
-		write_at(d.db, t, w);
-		if (t % (6 * HOUR) == 6 * HOUR - 60 * SEC)
-			flush(d.db);
-	}
-	flush(d.db);
+	day_of_minutes(&d, w);
 	SM_CHECK_EQ(run_all(d.db, now), 2);
 	m = blocks(d.db, &n);
 	for (uint32_t i = 0; i < n; i++)
@@ -621,12 +628,7 @@ test_local_floor(void)
 
 	SM_REQUIRE(w != NULL);
 	disk_init(&d);
-	for (int64_t t = 0; t < DAY + HOUR; t += 60 * SEC) {
-		write_at(d.db, t, w);
-		if (t % (6 * HOUR) == 6 * HOUR - 60 * SEC)
-			flush(d.db);
-	}
-	flush(d.db);
+	day_of_minutes(&d, w);
 	m = blocks(d.db, &n);
 	SM_REQUIRE(n >= 2);
 	gen = m[0].gen;
@@ -702,6 +704,44 @@ test_head_holds_window(void)
 	disk_fini(&d);
 }
 
+/*
+ * ing_db_compact_run of tenant t's day 0 at `tier` (0: a merge) with its
+ * 1st, 2nd, ... allocation failing until a run succeeds (its stats in
+ * *st).  Every failed run is SM_ENOMEM and builds nothing: the db still
+ * serves its n0 blocks and the store holds before's (none of them marked
+ * merged, when `unmerged`).  Returns how many runs failed.
+ */
+static uint32_t
+compact_under_faults(struct disk *d, int64_t tier, int64_t now, uint32_t n0,
+    const struct scan *before, bool unmerged, struct ing_compact_stats *st)
+{
+	struct scan after;
+	struct sm_err err;
+	uint32_t n, failures = 0;
+	int rv = -1;
+
+	for (long fault = 1; fault < 200000; fault++) {
+		sm_fault_alloc_after(fault);
+		rv = ing_db_compact_run(d->db, "t", tier, T0, DAY, now, st,
+		    &err);
+		sm_fault_alloc_after(0);
+		if (rv == 0)
+			break;
+		failures++;
+		SM_CHECK_EQ(rv, SM_ENOMEM);
+		SM_CHECK(!st->built);
+		free(blocks(d->db, &n));
+		SM_CHECK_EQ(n, n0);
+		scan(d->store, &after);
+		SM_CHECK_EQ(after.n, before->n);
+		for (uint32_t i = 0; unmerged && i < after.n; i++)
+			SM_CHECK(!after.m[i].merged);
+	}
+	SM_CHECK_EQ(rv, 0);
+	SM_CHECK(st->built);
+	return (failures);
+}
+
 static void
 test_faults_and_reopen(void)
 {
@@ -712,10 +752,8 @@ test_faults_and_reopen(void)
 	struct sm_err err;
 	int64_t now = T0 + DAY;
 	struct scan before, after;
-	uint32_t n0, n, nb, failures = 0;
+	uint32_t n0, n, nb;
 	struct ing_block_meta *m;
-	long fault;
-	int rv = -1;
 
 	SM_REQUIRE(w != NULL);
 	disk_init(&d);
@@ -727,24 +765,8 @@ test_faults_and_reopen(void)
 	flush(d.db);
 	free(blocks(d.db, &n0));
 	scan(d.store, &before);
-	for (fault = 1; fault < 200000; fault++) {
-		sm_fault_alloc_after(fault);
-		rv = ing_db_compact_run(d.db, "t", HOUR, T0, DAY, now, &st,
-		    &err);
-		sm_fault_alloc_after(0);
-		if (rv == 0)
-			break;
-		failures++;
-		SM_CHECK_EQ(rv, SM_ENOMEM);
-		SM_CHECK(!st.built);
-		free(blocks(d.db, &n));
-		SM_CHECK_EQ(n, n0);
-		scan(d.store, &after);
-		SM_CHECK_EQ(after.n, before.n);
-	}
-	SM_CHECK_EQ(rv, 0);
-	SM_CHECK(st.built);
-	SM_CHECK(failures > 20);
+	SM_CHECK(compact_under_faults(&d, HOUR, now, n0, &before, false,
+	    &st) > 20);
 	/* Nothing failed half-way: one tier block, exact. */
 	SM_CHECK_EQ(check_all_tiers(&d, w, &nb), 1);
 	SM_CHECK_EQ(nb, NSER * 24);
@@ -1271,6 +1293,20 @@ test_merge_exact(void)
 	free(w);
 }
 
+/* small_blocks in a fresh d, then their tiers only (merging is off while
+ * they are built); *a0 is what the db answers then. */
+static void
+tiered_small_blocks(struct disk *d, struct want *w, int64_t now,
+    struct answers *a0)
+{
+	disk_init(d);
+	(void)small_blocks(d, w);
+	d->db->cfg.merge_max_bytes = 0;
+	SM_CHECK_EQ(run_all(d->db, now), 4);
+	d->db->cfg.merge_max_bytes = merge_max;
+	answers(d->db, a0);
+}
+
 /* Tiers built BEFORE the merge cover the merged block (no double count);
  * a raw block above a tier's cover_gen keeps the merge out until the
  * tier is rebuilt. */
@@ -1287,13 +1323,7 @@ test_merge_after_tiers(void)
 
 	SM_REQUIRE(w != NULL);
 	merge_max = 16 << 20;
-	disk_init(&d);
-	(void)small_blocks(&d, w);
-	/* Tiers only (merging is off while they are built). */
-	d.db->cfg.merge_max_bytes = 0;
-	SM_CHECK_EQ(run_all(d.db, now), 4);
-	d.db->cfg.merge_max_bytes = merge_max;
-	answers(d.db, &a0);
+	tiered_small_blocks(&d, w, now, &a0);
 	/* Late data for hour 2 of day 0 above the tiers' cover_gen: the
 	 * inputs straddle it, so no merge is planned and a forced run is a
 	 * no-op. */
@@ -1308,12 +1338,7 @@ test_merge_after_tiers(void)
 	SM_CHECK(!st.built);
 	/* Without the late block the merge proceeds (a fresh db). */
 	disk_fini(&d);
-	disk_init(&d);
-	(void)small_blocks(&d, w);
-	d.db->cfg.merge_max_bytes = 0;
-	SM_CHECK_EQ(run_all(d.db, now), 4);
-	d.db->cfg.merge_max_bytes = merge_max;
-	answers(d.db, &a0);
+	tiered_small_blocks(&d, w, now, &a0);
 	merge_day0(&d, now, &st);
 	SM_CHECK(st.built);
 	answers(d.db, &a1);
@@ -1336,15 +1361,12 @@ test_merge_faults_and_reopen(void)
 	struct disk d;
 	struct want *w = calloc(1, sizeof(*w));
 	struct ing_compact_stats st;
-	struct sm_err err;
 	struct digest g0, g1;
 	struct answers a0, a1;
 	struct scan before, after;
 	int64_t now = T0 + 2 * DAY;
-	uint32_t n0, n, failures = 0, nmerged = 0;
+	uint32_t n0, n, nmerged = 0;
 	struct ing_block_meta *m;
-	long fault;
-	int rv = -1;
 
 	SM_REQUIRE(w != NULL);
 	merge_max = 16 << 20;
@@ -1355,25 +1377,8 @@ test_merge_faults_and_reopen(void)
 	scan(d.store, &before);
 	digest_raw(&d, &g0);
 	answers(d.db, &a0);
-	for (fault = 1; fault < 200000; fault++) {
-		sm_fault_alloc_after(fault);
-		rv = ing_db_compact_run(d.db, "t", 0, T0, DAY, now, &st, &err);
-		sm_fault_alloc_after(0);
-		if (rv == 0)
-			break;
-		failures++;
-		SM_CHECK_EQ(rv, SM_ENOMEM);
-		SM_CHECK(!st.built);
-		free(blocks(d.db, &n));
-		SM_CHECK_EQ(n, n0);
-		scan(d.store, &after);
-		SM_CHECK_EQ(after.n, before.n);
-		for (uint32_t i = 0; i < after.n; i++)
-			SM_CHECK(!after.m[i].merged);
-	}
-	SM_CHECK_EQ(rv, 0);
-	SM_CHECK(st.built);
-	SM_CHECK(failures > 20);
+	SM_CHECK(compact_under_faults(&d, 0, now, n0, &before, true,
+	    &st) > 20);
 	answers(d.db, &a1);
 	answers_same(&a0, &a1);
 	free(blocks(d.db, &n));
@@ -1414,6 +1419,27 @@ test_merge_faults_and_reopen(void)
 	free(w);
 }
 
+/* A head of generation 9 with `bucket_ms` buckets, holding one write at
+ * 5 h 20 s. */
+static struct ing_head *
+head_of_one_write(int64_t bucket_ms)
+{
+	struct sm_buf raw = SM_BUF_INIT;
+	Smolder__V1__Request *req;
+	struct ing_head *h;
+	struct sm_err err;
+	uint32_t ns, np;
+
+	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
+	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
+	SM_REQUIRE(req != NULL);
+	SM_REQUIRE(ing_head_create(9, bucket_ms, &h) == 0);
+	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
+	smolder__v1__request__free_unpacked(req, NULL);
+	sm_buf_fini(&raw);
+	return (h);
+}
+
 /* The encoders over a head, through its encoder input (block.h). */
 static int
 enc_tier(struct ing_head *h, int64_t ws, int64_t we, uint64_t cover_gen,
@@ -1447,19 +1473,11 @@ enc_merged(struct ing_head *h, uint64_t cover_gen, struct ing_block_enc *e,
 static void
 test_encode_tier_rules(void)
 {
-	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_block_enc e;
 	struct ing_block_meta m;
-	struct ing_head *h;
+	struct ing_head *h = head_of_one_write(HOUR);
 	struct sm_err err;
-	uint32_t ns, np;
 
-	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	SM_REQUIRE(ing_head_create(9, HOUR, &h) == 0);
-	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
 	/* A head from writes carries profile records: not a tier block. */
 	SM_CHECK_EQ(enc_tier(h, T0, T0 + DAY, 4, &e, &err),
 	    SM_EINVAL);
@@ -1478,8 +1496,6 @@ test_encode_tier_rules(void)
 	    m.cover_gen == 4);
 	ing_block_enc_fini(&e);
 	ing_head_unref(h);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 }
 
 /* ing_block_encode_merged: a raw block whose cover_gen (> 0, below its
@@ -1487,19 +1503,11 @@ test_encode_tier_rules(void)
 static void
 test_encode_merged_rules(void)
 {
-	struct sm_buf raw = SM_BUF_INIT;
-	Smolder__V1__Request *req;
 	struct ing_block_enc e;
 	struct ing_block_meta m;
-	struct ing_head *h;
+	struct ing_head *h = head_of_one_write(10 * SEC);
 	struct sm_err err;
-	uint32_t ns, np;
 
-	mkwrite(5 * HOUR + 20 * SEC, NULL, &raw);
-	req = smolder__v1__request__unpack(NULL, raw.len, (uint8_t *)raw.b);
-	SM_REQUIRE(req != NULL);
-	SM_REQUIRE(ing_head_create(9, 10 * SEC, &h) == 0);
-	SM_REQUIRE(ing_head_write(h, req->write, 0, &ns, &np, &err) == 0);
 	SM_CHECK_EQ(enc_merged(h, 0, &e, &err), SM_EINVAL);
 	SM_CHECK_EQ(enc_merged(h, 9, &e, &err), SM_EINVAL);
 	SM_CHECK_EQ(enc_merged(h, 4, &e, &err), 0);
@@ -1520,8 +1528,6 @@ test_encode_merged_rules(void)
 	SM_CHECK_EQ(ing_block_cov_gen(&m), 9);
 	ing_block_enc_fini(&e);
 	ing_head_unref(h);
-	smolder__v1__request__free_unpacked(req, NULL);
-	sm_buf_fini(&raw);
 }
 
 /* Queries running while merges swap blocks: every answer is the same. */

@@ -34,6 +34,34 @@ static uint64_t use_id;      /* non-zero: the next mkwrite's profile id */
 static uint32_t use_max_series;  /* mkwrite's WriteRequest.max_series */
 
 /*
+ * Add the stacks "a;b=3,a;c=1" to series s of b, every sample with
+ * `span` when it is not 0.
+ */
+static void
+add_stacks(struct dist_batch *b, uint32_t s, const char *stacks,
+    uint64_t span)
+{
+	char buf[1024], *save = NULL, *item;
+
+	snprintf(buf, sizeof(buf), "%s", stacks);
+	for (item = strtok_r(buf, ",", &save); item != NULL;
+	    item = strtok_r(NULL, ",", &save)) {
+		char *eq = strrchr(item, '='), *save2 = NULL, *f;
+		uint32_t node = 0, name;
+
+		*eq = '\0';
+		for (f = strtok_r(item, ";", &save2); f != NULL;
+		    f = strtok_r(NULL, ";", &save2)) {
+			dist_batch_frame(b, f, strlen(f), &name);
+			dist_batch_node(b, node, name, &node);
+		}
+		dist_batch_add(b, s, node, atoll(eq + 1));
+		if (span != 0)
+			dist_batch_span(b, s, node, atoll(eq + 1), span);
+	}
+}
+
+/*
  * Encode one upload with the given stacks ("a;b=3,a;c=1") for a series.
  * Every upload gets a fresh profile id unless use_id is set.
  */
@@ -48,7 +76,6 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 		{ "service_name", service }, { "env", env } };
 	struct sm_err err;
 	uint8_t id[16] = { 0 };
-	char buf[1024], *save = NULL, *item;
 	uint32_t s;
 	uint64_t idv = use_id != 0 ? use_id : atomic_fetch_add(&next_id, 1);
 
@@ -58,20 +85,7 @@ mkwrite(const char *tenant, const char *service, const char *env, int64_t t,
 	    dist_batch_series(&b, ls, env ? 3 : 2, t, &s, &err) != 0)
 		abort();
 	b.meta.spy_name = "gospy";
-	snprintf(buf, sizeof(buf), "%s", stacks);
-	for (item = strtok_r(buf, ",", &save); item != NULL;
-	    item = strtok_r(NULL, ",", &save)) {
-		char *eq = strrchr(item, '='), *save2 = NULL, *f;
-		uint32_t node = 0, name;
-
-		*eq = '\0';
-		for (f = strtok_r(item, ";", &save2); f != NULL;
-		    f = strtok_r(NULL, ";", &save2)) {
-			dist_batch_frame(&b, f, strlen(f), &name);
-			dist_batch_node(&b, node, name, &node);
-		}
-		dist_batch_add(&b, s, node, atoll(eq + 1));
-	}
+	add_stacks(&b, s, stacks, 0);
 	if (dist_batch_finish(&b) != 0 ||
 	    dist_batch_encode(&b, tenant, id, NULL, 0, use_max_series,
 	    out) != 0)
@@ -128,6 +142,15 @@ check_collapsed(char *got, const char *want)
 {
 	SM_CHECK_STR(got, want);
 	free(got);
+}
+
+/* Every series of `tenant` merged over [0, end) is `want`. */
+static void
+check_merged(struct ing_db *db, const char *tenant, int64_t end,
+    const char *want)
+{
+	check_collapsed(merge_collapsed(db, tenant, NULL, 0, NULL, 0, end,
+	    NULL), want);
 }
 
 static struct ing_db *
@@ -397,8 +420,7 @@ test_bucket_ranges(void)
 	    20 * SEC, NULL), "y 3\n");
 	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 5 * SEC,
 	    11 * SEC, NULL), "x 1\ny 3\n");
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 1\ny 3\nz 4\n");
+	check_merged(db, "t", 60 * SEC, "x 1\ny 3\nz 4\n");
 	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 30 * SEC,
 	    60 * SEC, NULL), "");
 	/* Negative times floor correctly. */
@@ -411,33 +433,31 @@ test_bucket_ranges(void)
 static void
 test_selectors_and_tenants(void)
 {
+	static const struct {
+		const char *lname;
+		enum sm_match_type op;
+		const char *lvalue, *want;
+	} sel[] = {
+		{ "env", SM_MATCH_EQ, "prod", "p 1\n" },
+		{ "env", SM_MATCH_NEQ, "prod", "d 2\nw 4\n" },
+		{ "service_name", SM_MATCH_RE, "a.*", "d 2\np 1\n" },
+		{ "service_name", SM_MATCH_RE, "a", "" },
+		{ "env", SM_MATCH_NRE, "p.*", "d 2\nw 4\n" },
+		/* env="" selects series without env. */
+		{ "env", SM_MATCH_EQ, "", "w 4\n" },
+	};
 	struct ing_db *db = mem_db();
 
 	SM_CHECK_EQ(write_one(db, "t", "api", "prod", 0, "p=1"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "api", "dev", 0, "d=2"), 0);
 	SM_CHECK_EQ(write_one(db, "t", "web", NULL, 0, "w=4"), 0);
 	SM_CHECK_EQ(write_one(db, "u", "api", "prod", 0, "other=8"), 0);
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_EQ, "prod", 0, SEC, NULL), "p 1\n");
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_NEQ, "prod", 0, SEC, NULL),
-	    "d 2\nw 4\n");
-	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SM_MATCH_RE, "a.*", 0, SEC, NULL),
-	    "d 2\np 1\n");
-	check_collapsed(merge_collapsed(db, "t", "service_name",
-	    SM_MATCH_RE, "a", 0, SEC, NULL), "");
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_NRE, "p.*", 0, SEC, NULL),
-	    "d 2\nw 4\n");
-	/* env="" selects series without env. */
-	check_collapsed(merge_collapsed(db, "t", "env",
-	    SM_MATCH_EQ, "", 0, SEC, NULL), "w 4\n");
+	for (size_t i = 0; i < SM_ARRAY_LEN(sel); i++)
+		check_collapsed(merge_collapsed(db, "t", sel[i].lname,
+		    sel[i].op, sel[i].lvalue, 0, SEC, NULL), sel[i].want);
 	/* Tenants never see each other. */
-	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, SEC, NULL),
-	    "other 8\n");
-	check_collapsed(merge_collapsed(db, "nobody", NULL, 0, NULL, 0, SEC,
-	    NULL), "");
+	check_merged(db, "u", SEC, "other 8\n");
+	check_merged(db, "nobody", SEC, "");
 	ing_db_close(db);
 }
 
@@ -580,8 +600,7 @@ test_malformed_writes(void)
 	BAD();
 #undef BAD
 	/* None of it reached the data. */
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, SEC, NULL),
-	    "");
+	check_merged(db, "t", SEC, "");
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&raw);
 	ing_db_close(db);
@@ -823,16 +842,13 @@ test_replay_after_reopen(void)
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, SEC, "a;b=1"), 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\n");
-	check_collapsed(merge_collapsed(d.db, "u", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 5\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\n");
+	check_merged(d.db, "u", 60 * SEC, "x 5\n");
 	/* Writes after a replay go on, and replay again. */
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "c=2"), 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 3\n");
 	disk_fini(&d);
 }
 
@@ -852,8 +868,7 @@ test_cut_blocks_and_reopen(void)
 	SM_CHECK_EQ(st.series, 0);   /* the new head is empty */
 	/* After the cut the block answers. */
 	SM_CHECK_EQ(write_one(d.db, "t", "app", "prod", 5 * SEC, "a;b=1"), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	check_collapsed(merge_collapsed(d.db, "t", "env",
 	    SM_MATCH_EQ, "prod", 0, 60 * SEC, NULL),
 	    "a;b 4\nc 1\n");
@@ -865,16 +880,14 @@ test_cut_blocks_and_reopen(void)
 	disk_open(&d, 3600 * SEC);
 	ing_db_stats(d.db, &st);
 	SM_CHECK_EQ(st.blocks, 1);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	/* A second cut after the replay; reopen again. */
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
 	ing_db_stats(d.db, &st);
 	SM_CHECK_EQ(st.blocks, 2);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 4\nc 1\nw 7\n");
+	check_merged(d.db, "t", 60 * SEC, "a;b 4\nc 1\nw 7\n");
 	disk_fini(&d);
 }
 
@@ -901,11 +914,9 @@ test_repeated_tree_child(void)
 	re.len = smolder__v1__request__pack(req, (uint8_t *)re.b);
 	SM_CHECK_EQ(ing_db_write(d.db, (uint8_t *)re.b, re.len, req->write,
 	    &res, &err), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a 3\n");
 	SM_REQUIRE(ing_db_flush(d.db, &err) == 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a 3\n");
+	check_merged(d.db, "t", 60 * SEC, "a 3\n");
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&raw);
 	sm_buf_fini(&re);
@@ -960,10 +971,8 @@ test_damaged_meta(void)
 	disk_damage(&d, 1, 'M', 0);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 10 * SEC,
-	    NULL), "a 1\n");
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0,
-	    200 * SEC, NULL), "a 1\nb 2\n");
+	check_merged(d.db, "t", 10 * SEC, "a 1\n");
+	check_merged(d.db, "t", 200 * SEC, "a 1\nb 2\n");
 	/* Meta and index damaged: the range is unknown, so no query of the
 	 * tenant can be complete -- they fail instead of under-counting;
 	 * other tenants are untouched. */
@@ -973,8 +982,7 @@ test_damaged_meta(void)
 	disk_open(&d, 3600 * SEC);
 	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 100 * SEC,
 	    200 * SEC, NULL), "ERR -30997");
-	check_collapsed(merge_collapsed(d.db, "u", NULL, 0, NULL, 0, 10 * SEC,
-	    NULL), "x 3\n");
+	check_merged(d.db, "u", 10 * SEC, "x 3\n");
 	disk_fini(&d);
 }
 
@@ -992,10 +1000,8 @@ test_duplicate_profile_ids(void)
 	SM_CHECK_EQ(write_one(db, "u", "app", NULL, 0, "a;b=3"), 0);
 	use_id = 0;
 	SM_CHECK_EQ(write_one(db, "t", "app", NULL, 0, "a;b=3"), 0);
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 6\n");
-	check_collapsed(merge_collapsed(db, "u", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "a;b 3\n");
+	check_merged(db, "t", 60 * SEC, "a;b 6\n");
+	check_merged(db, "u", 60 * SEC, "a;b 3\n");
 	ing_db_close(db);
 }
 
@@ -1012,8 +1018,7 @@ test_duplicate_after_replay(void)
 	disk_open(&d, 3600 * SEC);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 0, "x=5"), 1);
 	use_id = 0;
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 5\n");
+	check_merged(d.db, "t", 60 * SEC, "x 5\n");
 	disk_fini(&d);
 }
 
@@ -1257,26 +1262,21 @@ test_retention(void)
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 20 * SEC, "mid=4"), 0);
 	SM_CHECK_EQ(write_one(d.db, "t", "app", NULL, 100 * SEC, "new=8"), 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "mid 4\nnew 8\nold 3\n");
+	check_merged(d.db, "t", 200 * SEC, "mid 4\nnew 8\nold 3\n");
 	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);
 	/* The block is out; the head's bucket at 20 s is hidden too. */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 25 * SEC,
-	    NULL), "");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
+	check_merged(d.db, "t", 25 * SEC, "");
 	/* A lower floor changes nothing. */
 	SM_CHECK_EQ(ing_db_retention(d.db, 5 * SEC, NULL, 0, &n, &err), 0);
 	SM_CHECK_EQ(n, 0);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
 	/* Restart: the floor holds; the retired block is deleted on the
 	 * first tick after the open. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "t", 200 * SEC, "new 8\n");
 	SM_CHECK_EQ(block_part_exists(&d, 1), 1);
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(block_part_exists(&d, 1), 0);
@@ -1373,8 +1373,7 @@ test_memory_bound(void)
 			n += (size_t)snprintf(want + n, sizeof(want) - n,
 			    "main;f%04d 1\n", i);
 		snprintf(want + n, sizeof(want) - n, "main;g 2\nmain;h 8\n");
-		check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0,
-		    7000 * SEC, NULL), want);
+		check_merged(d.db, "t", 7000 * SEC, want);
 		if (k == 0) {
 			disk_close(&d);
 			rss = 0;
@@ -1411,6 +1410,17 @@ services_all_time(struct ing_db *db, const char *tenant)
 	return (text);
 }
 
+/* The floors test_retention_tenants sets: a's and the default 30 s, b
+ * none, c 50 s. */
+static void
+check_tenant_floors(struct ing_db *db)
+{
+	SM_CHECK_EQ(ing_db_floor(db, "a"), 30 * SEC);
+	SM_CHECK_EQ(ing_db_floor(db, "b"), INT64_MIN);
+	SM_CHECK_EQ(ing_db_floor(db, "c"), 50 * SEC);
+	SM_CHECK_EQ(ing_db_floor(db, "later"), 30 * SEC);
+}
+
 /*
  * Retention per tenant: a named tenant gets a floor of its own ("keep"
  * for b, 50 s for c before c has any data), every other tenant the
@@ -1439,21 +1449,15 @@ test_retention_tenants(void)
 	tf[1] = (struct ing_tenant_floor){ "c", 50 * SEC };
 	SM_CHECK_EQ(ing_db_retention(d.db, 30 * SEC, tf, 2, &n, &err), 0);
 	SM_CHECK_EQ(n, 1);                            /* a's block */
-	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
-	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_tenant_floors(d.db);
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\nold 2\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
 	check_collapsed(services_all_time(d.db, "b"), "app,oldb");
 	/* c was named before it had data here: its own floor holds. */
 	SM_CHECK_EQ(write_one(d.db, "c", "early", NULL, 40 * SEC, "e=1"), 0);
 	SM_CHECK_EQ(write_one(d.db, "c", "app", NULL, 60 * SEC, "l=2"), 0);
-	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "l 2\n");
+	check_merged(d.db, "c", 200 * SEC, "l 2\n");
 	check_collapsed(services_all_time(d.db, "c"), "app");
 	/* Lower floors change nothing, named or default. */
 	tf[0] = (struct ing_tenant_floor){ "a", 1 * SEC };
@@ -1464,23 +1468,16 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	/* Reopen: every floor holds; a's retired block goes on the first
 	 * tick, b's stays. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "a"), 30 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "b"), INT64_MIN);
-	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	SM_CHECK_EQ(ing_db_floor(d.db, "later"), 30 * SEC);
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 8\n");
+	check_tenant_floors(d.db);
+	check_merged(d.db, "a", 200 * SEC, "new 8\n");
 	check_collapsed(services_all_time(d.db, "a"), "app");
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\nold 2\n");
-	check_collapsed(merge_collapsed(d.db, "c", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "l 2\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\nold 2\n");
+	check_merged(d.db, "c", 200 * SEC, "l 2\n");
 	ing_db_tick(d.db, sm_now_ms());
 	SM_CHECK_EQ(tenant_block_exists(&d, "a", 1), 0);
 	SM_CHECK_EQ(tenant_block_exists(&d, "b", 2), 1);
@@ -1490,8 +1487,7 @@ test_retention_tenants(void)
 	SM_CHECK_EQ(n, 1);
 	SM_CHECK_EQ(ing_db_floor(d.db, "b"), 40 * SEC);
 	SM_CHECK_EQ(ing_db_floor(d.db, "c"), 50 * SEC);
-	check_collapsed(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 200 * SEC,
-	    NULL), "new 16\n");
+	check_merged(d.db, "b", 200 * SEC, "new 16\n");
 	check_collapsed(services_all_time(d.db, "b"), "app");
 	/* A name given twice gets the higher floor; a default of "keep"
 	 * leaves the default and the unnamed b as they are. */
@@ -1578,8 +1574,7 @@ test_retention_disk(void)
 	    (unsigned long long)after);
 	SM_CHECK(after < before * 3 / 4);
 	SM_CHECK(after > before / 4);       /* b's block is still there */
-	check_collapsed(merge_collapsed(d.db, "a", NULL, 0, NULL, 0,
-	    3000 * SEC, NULL), "");
+	check_merged(d.db, "a", 3000 * SEC, "");
 	free(merge_collapsed(d.db, "b", NULL, 0, NULL, 0, 3000 * SEC, &pb));
 	SM_CHECK_EQ(pb, 200);
 	disk_fini(&d);
@@ -1849,8 +1844,7 @@ test_series_limit(void)
 	}
 	SM_CHECK_EQ(head_series(d.db, &bytes2), 3);
 	SM_CHECK_EQ(bytes2, bytes);     /* nothing allocated that lasts */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "old 3\n");
+	check_merged(d.db, "t", 60 * SEC, "old 3\n");
 	/* Existing series keep taking writes, together or alone. */
 	SM_CHECK_EQ(write_services(d.db, "t", "s0,s1,s2", "old"), 0);
 	SM_CHECK_EQ(write_services(d.db, "t", "s2", "more"), 0);
@@ -1862,13 +1856,11 @@ test_series_limit(void)
 	use_max_series = 0;
 	SM_CHECK_EQ(write_services(d.db, "v", "a,b,c,d,e", "v"), 0);
 	use_max_series = 3;
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "more 1\nold 6\n");
+	check_merged(d.db, "t", 60 * SEC, "more 1\nold 6\n");
 	/* Replay: the refused writes were not kept in the log. */
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "more 1\nold 6\n");
+	check_merged(d.db, "t", 60 * SEC, "more 1\nold 6\n");
 	SM_CHECK_EQ(write_services(d.db, "t", "s3", "fresh"), SM_ELIMIT);
 	/* A cut: the head is empty, its series no longer active. */
 	SM_CHECK_EQ(ing_db_flush(d.db, &err), 0);
@@ -1878,8 +1870,7 @@ test_series_limit(void)
 	SM_CHECK_EQ(write_services(d.db, "t", "s5", "fresh"), SM_ELIMIT);
 	SM_CHECK_EQ(write_services(d.db, "t", "s4", "fresh"), 0);
 	/* The block and the new head together serve everything taken. */
-	check_collapsed(merge_collapsed(d.db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "fresh 3\nmore 1\nold 7\n");
+	check_merged(d.db, "t", 60 * SEC, "fresh 3\nmore 1\nold 7\n");
 	use_max_series = 0;
 	disk_fini(&d);
 }
@@ -1935,8 +1926,7 @@ test_series_limit_concurrent(void)
 	SM_CHECK_EQ(atomic_load(&ok), 50);
 	SM_CHECK_EQ(atomic_load(&refused), 350);
 	SM_CHECK_EQ(head_series(db, NULL), 50);
-	check_collapsed(merge_collapsed(db, "t", NULL, 0, NULL, 0, 60 * SEC,
-	    NULL), "x 50\n");
+	check_merged(db, "t", 60 * SEC, "x 50\n");
 	ing_db_close(db);
 }
 
@@ -2036,29 +2026,12 @@ mkmulti(const struct wspec *sp, size_t nsp, uint64_t idv, struct sm_buf *out)
 		struct sm_label ls[3] = { { "__name__", "process_cpu" },
 			{ "service_name", sp[k].service },
 			{ sp[k].lname, sp[k].lvalue } };
-		char buf[256], *save = NULL, *item;
 		uint32_t s;
 
 		if (dist_batch_series(&b, ls, sp[k].lname ? 3 : 2, sp[k].t, &s,
 		    &err) != 0)
 			abort();
-		snprintf(buf, sizeof(buf), "%s", sp[k].stacks);
-		for (item = strtok_r(buf, ",", &save); item != NULL;
-		    item = strtok_r(NULL, ",", &save)) {
-			char *eq = strrchr(item, '='), *save2 = NULL, *f;
-			uint32_t node = 0, name;
-
-			*eq = '\0';
-			for (f = strtok_r(item, ";", &save2); f != NULL;
-			    f = strtok_r(NULL, ";", &save2)) {
-				dist_batch_frame(&b, f, strlen(f), &name);
-				dist_batch_node(&b, node, name, &node);
-			}
-			dist_batch_add(&b, s, node, atoll(eq + 1));
-			if (sp[k].span != 0)
-				dist_batch_span(&b, s, node, atoll(eq + 1),
-				    sp[k].span);
-		}
+		add_stacks(&b, s, sp[k].stacks, sp[k].span);
 	}
 	if (dist_batch_finish(&b) != 0 ||
 	    dist_batch_encode(&b, "t", id, NULL, 0, 0, out) != 0)
@@ -2405,6 +2378,24 @@ db_answers(struct ing_db *db)
 	return (text);
 }
 
+/* aon_base into the store-backed `disk` and the memory-only `mem`, then
+ * aon_write into mem (and into disk too when `both`). */
+static void
+aon_prepare(struct ing_db *disk, struct ing_db *mem, bool both)
+{
+	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
+		SM_REQUIRE(db_write_spec(disk, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
+		    0);
+	}
+	if (both)
+		SM_REQUIRE(db_write_spec(disk, aon_write,
+		    SM_ARRAY_LEN(aon_write), 7, 0) == 0);
+	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
+	    0) == 0);
+}
+
 /*
  * The same over a RocksDB store: a write whose n-th allocation fails is
  * not acknowledged, its log record is deleted, and the answers -- before
@@ -2419,19 +2410,12 @@ test_db_write_all_or_nothing_replay(void)
 {
 	struct ing_db *mem = mem_db();
 	struct disk d;
-	char *before, *want, *got;
+	char *before, *want;
 	long n;
 	int rv = -1, failures = 0;
 
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, false);
 	want = db_answers(mem);
 	before = db_answers(d.db);
 	SM_CHECK(strcmp(want, before) != 0);
@@ -2441,31 +2425,21 @@ test_db_write_all_or_nothing_replay(void)
 		if (rv == 0)
 			break;
 		failures++;
-		got = db_answers(d.db);
-		SM_CHECK_STR(got, before);
-		free(got);
+		check_collapsed(db_answers(d.db), before);
 		/* Replay brings back only what was acknowledged. */
 		disk_close(&d);
 		disk_open(&d, 3600 * SEC);
-		got = db_answers(d.db);
-		SM_CHECK_STR(got, before);
-		free(got);
+		check_collapsed(db_answers(d.db), before);
 	}
 	SM_CHECK_EQ(rv, 0);
 	SM_CHECK(failures >= 20);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
 	    0), 1);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	free(before);
 	free(want);
 	disk_fini(&d);
@@ -2475,14 +2449,7 @@ test_db_write_all_or_nothing_replay(void)
 	 * replayed whole. */
 	mem = mem_db();
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, false);
 	want = db_answers(mem);
 	{
 		struct sm_buf raw = SM_BUF_INIT;
@@ -2495,9 +2462,7 @@ test_db_write_all_or_nothing_replay(void)
 	}
 	disk_close(&d);
 	disk_open(&d, 3600 * SEC);
-	got = db_answers(d.db);
-	SM_CHECK_STR(got, want);
-	free(got);
+	check_collapsed(db_answers(d.db), want);
 	/* The client's retry with the same profile id is a duplicate. */
 	SM_CHECK_EQ(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
 	    0), 1);
@@ -2634,16 +2599,7 @@ test_spill_answers(void)
 	long n;
 
 	disk_init(&d, 3600 * SEC);
-	for (size_t i = 0; i < SM_ARRAY_LEN(aon_base); i++) {
-		SM_REQUIRE(db_write_spec(d.db, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-		SM_REQUIRE(db_write_spec(mem, &aon_base[i], 1, 100 + i, 0) ==
-		    0);
-	}
-	SM_REQUIRE(db_write_spec(d.db, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
-	SM_REQUIRE(db_write_spec(mem, aon_write, SM_ARRAY_LEN(aon_write), 7,
-	    0) == 0);
+	aon_prepare(d.db, mem, true);
 	want = db_answers(mem);
 	(void)head_series(d.db, &before_bytes);
 	SM_CHECK_EQ(spilled_count(d.db, &resident), 0);

@@ -179,6 +179,21 @@ sm_test_read_file(const char *path, size_t *len)
 }
 
 /*
+ * Create the empty file the mkstemp template `tmpl` names (its XXXXXX
+ * filled in place).  Returns 0 or -1 (errno set).
+ */
+static inline int
+sm_test_temp_file(char *tmpl)
+{
+	int fd = mkstemp(tmpl);
+
+	if (fd < 0)
+		return (-1);
+	close(fd);
+	return (0);
+}
+
+/*
  * Replace the file at `path` with `body` as an operator should: write
  * path.new and rename it over (a fresh inode, never a half-written file).
  * Returns 0 or -1 (errno set).
@@ -236,6 +251,48 @@ sm_test_free_port(void)
 		close(fd);
 	return (port);
 }
+
+/*
+ * Run `init(obj)` with its f-th allocation failing (common/sm.h's
+ * sm_fault_alloc_after), for f = 1 .. nfaults - 1 until it succeeds (then
+ * fini(obj)); after every failure `held_nothing` must hold: a failed init
+ * leaves nothing behind (LeakSanitizer checks the rest).
+ */
+#define SM_CHECK_INIT_FAULTS(obj, init, fini, nfaults, held_nothing)        \
+	do {                                                                \
+		for (long sm_f_ = 1; sm_f_ < (nfaults); sm_f_++) {          \
+			sm_fault_alloc_after(sm_f_);                        \
+			if (init(obj) == 0) {                               \
+				sm_fault_alloc_after(0);                    \
+				fini(obj);                                  \
+				break;                                      \
+			}                                                   \
+			sm_fault_alloc_after(0);                            \
+			SM_CHECK(held_nothing);                             \
+		}                                                           \
+	} while (0)
+
+/*
+ * Evaluate `op` (an int expression) with its f-th allocation failing, for
+ * f = 1, 2, ... until it returns 0.  Each failure must be SM_ENOMEM; it
+ * adds one to `failures` and runs `checks` (statements: what a failed
+ * call must have left as it was).
+ */
+#define SM_RETRY_FAULTS(op, failures, checks)                               \
+	do {                                                                \
+		for (long sm_f_ = 1;; sm_f_++) {                            \
+			int sm_rv_;                                         \
+									    \
+			sm_fault_alloc_after(sm_f_);                        \
+			sm_rv_ = (op);                                      \
+			sm_fault_alloc_after(0);                            \
+			if (sm_rv_ == 0)                                    \
+				break;                                      \
+			(failures)++;                                       \
+			SM_REQUIRE(sm_rv_ == SM_ENOMEM);                    \
+			checks;                                             \
+		}                                                           \
+	} while (0)
 
 /* setjmp lives in its own frame so the caller's counters are never
  * clobbered by longjmp. */

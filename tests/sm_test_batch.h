@@ -12,6 +12,12 @@
  * carries its code and a message, a success finishes the batch.
  * CHECK_FAIL expects a run (anything with `rv` and `err`) to have
  * failed with `code` and `needle` in its message.
+ *
+ * A test that defines BATCH_RUN_IN (its parser's input struct) and
+ * BATCH_RUN_INGEST (the parser's ingest function) before including this
+ * header gets `struct run` -- one parse into a batch of its own -- with
+ * run_open, run_fini and run_go; the parsers take the same arguments, so
+ * only the input differs.
  */
 #ifndef SM_TEST_BATCH_H
 #define SM_TEST_BATCH_H
@@ -119,6 +125,33 @@ cl_render(struct cline *v, size_t n, bool keep_nonpositive, size_t *nlines)
 	return (txt);
 }
 
+/*
+ * cl_render of the samples of b's series k for which keep(series, k, arg)
+ * holds, one line per stack.  Malloc'd.
+ */
+static inline char *
+batch_collapse(const struct dist_batch *b,
+    bool (*keep)(const struct dist_series *, uint32_t, const void *),
+    const void *arg, bool keep_nonpositive, size_t *nlines)
+{
+	struct cline *v = NULL;
+	size_t n = 0, cap = 0;
+	char *txt;
+
+	for (uint32_t k = 0; k < b->nseries; k++) {
+		const struct dist_series *s = &b->series[k];
+
+		if (!keep(s, k, arg))
+			continue;
+		for (uint32_t j = 0; j < s->n; j++)
+			cl_push(&v, &n, &cap, stack_str(b, s->node[j]),
+			    s->value[j]);
+	}
+	txt = cl_render(v, n, keep_nonpositive, nlines);
+	free(v);
+	return (txt);
+}
+
 /* A parser's ingest answered rv into b: check and finish.  Returns rv. */
 static inline int
 batch_ingested(int rv, const struct sm_err *err, struct dist_batch *b)
@@ -140,5 +173,64 @@ batch_ingested(int rv, const struct sm_err *err, struct dist_batch *b)
 		SM_CHECKF(strstr((r)->err.msg, (needle)) != NULL,           \
 		    "message \"%s\" lacks \"%s\"", (r)->err.msg, (needle)); \
 	} while (0)
+
+#ifdef BATCH_RUN_IN
+struct run {
+	struct sm_arena *a;
+	struct dist_limits lim;
+	struct dist_batch b;
+	struct sm_err err;
+	struct sm_label base[4];
+	BATCH_RUN_IN in;
+	int rv;
+};
+
+/*
+ * A fresh run under the default limits (the batch reads them from r->lim,
+ * so a test may change them before it parses), at 1700000000000 ms with
+ * the one base label service_name="app".
+ */
+static inline void
+run_open(struct run *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->a = sm_arena_create(0);
+	SM_REQUIRE(r->a != NULL);
+	dist_limits_default(&r->lim);
+	SM_REQUIRE(dist_batch_init(&r->b, r->a, &r->lim) == 0);
+	r->base[0] = (struct sm_label){ "service_name", "app" };
+	r->in.base = r->base;
+	r->in.nbase = 1;
+	r->in.time_ms = 1700000000000;
+}
+
+static inline void
+run_fini(struct run *r)
+{
+	dist_batch_fini(&r->b);
+	sm_arena_destroy(r->a);
+}
+
+/* Ingest and, on success, finish the batch.  Returns the parser's rv. */
+static inline int
+run_go(struct run *r, const uint8_t *p, size_t n)
+{
+	sm_err_clear(&r->err);
+	r->rv = BATCH_RUN_INGEST(p, n, &r->in, &r->b, &r->err);
+	return (batch_ingested(r->rv, &r->err, &r->b));
+}
+
+/* A run of the test's run_init() on p[0..n) that must fail as CHECK_FAIL
+ * says (a macro, so a failure names the caller's line). */
+#define CHECK_RUN_FAILS(p, n, code, needle)                                 \
+	do {                                                                \
+		struct run run_;                                            \
+									    \
+		run_init(&run_);                                            \
+		run_go(&run_, (p), (n));                                    \
+		CHECK_FAIL(&run_, code, needle);                            \
+		run_fini(&run_);                                            \
+	} while (0)
+#endif /* BATCH_RUN_IN */
 
 #endif

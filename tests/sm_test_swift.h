@@ -98,19 +98,26 @@ swift_stop(struct swift *s)
 	s->up = 0;
 }
 
-/* An S3 bucket config for s (path-style over http, short timeouts). */
+/*
+ * An S3 bucket config for a loopback server at `endpoint`: path-style
+ * over http with the given bucket and keys, no session token or
+ * credentials file, 5 s timeouts and 2 retries.  The strings are
+ * borrowed.
+ */
 static inline void
-swift_cfg(const struct swift *s, struct sm_bucket_cfg *c)
+s3_test_cfg(struct sm_bucket_cfg *c, const char *endpoint,
+    const char *bucket, const char *region, const char *access,
+    const char *secret)
 {
 	memset(c, 0, sizeof(*c));
 	c->backend = (char *)"s3";
 	c->prefix = (char *)"";
 	c->fs_dir = (char *)"";
-	c->s3_endpoint = (char *)s->endpoint;
-	c->s3_bucket = (char *)s->bucket;
-	c->s3_region = (char *)s->region;
-	c->s3_access_key_id = (char *)s->access;
-	c->s3_secret_access_key = (char *)s->secret;
+	c->s3_endpoint = (char *)endpoint;
+	c->s3_bucket = (char *)bucket;
+	c->s3_region = (char *)region;
+	c->s3_access_key_id = (char *)access;
+	c->s3_secret_access_key = (char *)secret;
 	c->s3_session_token = (char *)"";
 	c->s3_credentials_file = (char *)"";
 	c->s3_lookup = (char *)"path";
@@ -118,6 +125,14 @@ swift_cfg(const struct swift *s, struct sm_bucket_cfg *c)
 	c->s3_insecure = true;
 	c->s3_timeout_ms = 5000;
 	c->s3_max_retries = 2;
+}
+
+/* An S3 bucket config for s (s3_test_cfg). */
+static inline void
+swift_cfg(const struct swift *s, struct sm_bucket_cfg *c)
+{
+	s3_test_cfg(c, s->endpoint, s->bucket, s->region, s->access,
+	    s->secret);
 }
 
 #endif /* SM_TEST_SWIFT_H */

@@ -134,12 +134,10 @@ churn(unsigned nchurn)
 	CHECK_TOTAL_RANGE(c, "ch.cpu{writer=\"w2\"}", t - 60, t + 600,
 	    w[2].acked, w[2].lost);
 	for (unsigned i = 0; i < 3; i++) {
-		smc_ingester_stop(c, i);
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_down(c, i));
 		CHECK_TOTAL_RANGE(c, "ch.cpu{}", t - 60, t + 600, acked,
 		    lost);
-		SM_REQUIRE(smc_test_ingester_start(c, i));
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_back(c, i));
 	}
 	fprintf(stderr, "    %u writes, %lld samples acknowledged\n",
 	    w[0].writes + w[1].writes + w[2].writes + w[3].writes,

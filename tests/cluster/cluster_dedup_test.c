@@ -67,16 +67,12 @@ divergent_history(const char *const *flags, int64_t t)
 	if ((c = smc_test_cluster(3, 3, flags)) == NULL)
 		return (NULL);
 	SM_CHECK_EQ(smc_put(c, "dv.cpu", t, "a", 1000), 200);
-	smc_ingester_stop(c, 0);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_down(c, 0));
 	SM_CHECK_EQ(smc_put(c, "dv.cpu", t, "b", 200), 200);
-	SM_REQUIRE(smc_test_ingester_start(c, 0));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	smc_ingester_stop(c, 1);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, 0));
+	SM_REQUIRE(smc_test_ingester_down(c, 1));
 	SM_CHECK_EQ(smc_put(c, "dv.cpu", t, "c", 30), 200);
-	SM_REQUIRE(smc_test_ingester_start(c, 1));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, 1));
 	return (c);
 }
 
@@ -97,8 +93,7 @@ test_divergent_replicas(void)
 	/* With ing-2 (the only complete replica) down the bucket is
 	 * answered by a replica with 2 of 3 uploads: what hints repair
 	 * (below).  Only its bound is checked. */
-	smc_ingester_stop(c, 2);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_down(c, 2));
 	{
 		int st;
 		int64_t v = smc_total(c, "dv.cpu{}", t - 60, t + 60, &st);
@@ -125,12 +120,10 @@ test_hints_repair_replicas(void)
 	    del0 + 2, "both missed uploads were handed over");
 	SMC_CHECK_TOTAL(c, "dv.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * 1230);
 	for (unsigned i = 0; i < 3; i++) {
-		smc_ingester_stop(c, i);
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_down(c, i));
 		SMC_CHECK_TOTAL(c, "dv.cpu{}", t - 60, t + 60,
 		    SMC_CPU_UNIT * 1230);
-		SM_REQUIRE(smc_test_ingester_start(c, i));
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_back(c, i));
 	}
 	smc_destroy(c);
 }

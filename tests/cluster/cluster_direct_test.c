@@ -16,31 +16,45 @@ struct pair {
 	struct smc *rpc, *direct;
 };
 
+/*
+ * `method` `target` (with `body`, or none when NULL) to both clusters:
+ * their statuses in *s1 (RPC) and *s2 (direct); their bodies must agree,
+ * and not be empty when `nonempty`.  `what` names the request in a
+ * failure.
+ */
+static void
+both_http(struct pair *p, const char *method, const char *target,
+    const char *body, bool nonempty, const char *what, int *s1, int *s2)
+{
+	struct sm_buf b1 = SM_BUF_INIT, b2 = SM_BUF_INIT;
+	size_t len = body != NULL ? strlen(body) : 0;
+
+	*s1 = smc_http(p->rpc, method, target, body, len, &b1);
+	*s2 = smc_http(p->direct, method, target, body, len, &b2);
+	SM_CHECKF((!nonempty || b1.len > 0) && b1.len == b2.len &&
+	    (b1.len == 0 || memcmp(b1.b, b2.b, b1.len) == 0), "%s: rpc "
+	    "\"%.*s\", direct \"%.*s\"", what, (int)b1.len,
+	    b1.b != NULL ? b1.b : "", (int)b2.len, b2.b != NULL ? b2.b : "");
+	sm_buf_fini(&b1);
+	sm_buf_fini(&b2);
+}
+
 /* POST one folded upload to both; statuses and bodies must agree.
  * Returns the status (-2 when they differ). */
 static int
 both_ingest(struct pair *p, const char *app, int64_t t, const char *folded)
 {
 	struct sm_buf target = SM_BUF_INIT, q = SM_BUF_INIT;
-	struct sm_buf b1 = SM_BUF_INIT, b2 = SM_BUF_INIT;
 	int s1, s2;
 
 	smc_escape(&q, app);
 	sm_buf_printf(&target, "/ingest?name=%.*s&from=%lld&until=%lld"
 	    "&format=folded", (int)q.len, q.b, (long long)t, (long long)t);
 	SM_REQUIRE(sm_buf_error(&target) == 0);
-	s1 = smc_http(p->rpc, "POST", target.b, folded, strlen(folded), &b1);
-	s2 = smc_http(p->direct, "POST", target.b, folded, strlen(folded),
-	    &b2);
+	both_http(p, "POST", target.b, folded, false, app, &s1, &s2);
 	SM_CHECKF(s1 == s2, "%s: rpc %d, direct %d", app, s1, s2);
-	SM_CHECKF(b1.len == b2.len && (b1.len == 0 ||
-	    memcmp(b1.b, b2.b, b1.len) == 0), "%s: rpc \"%.*s\", direct "
-	    "\"%.*s\"", app, (int)b1.len, b1.b != NULL ? b1.b : "",
-	    (int)b2.len, b2.b != NULL ? b2.b : "");
 	sm_buf_fini(&target);
 	sm_buf_fini(&q);
-	sm_buf_fini(&b1);
-	sm_buf_fini(&b2);
 	return (s1 == s2 ? s1 : -2);
 }
 
@@ -49,7 +63,6 @@ static void
 both_render(struct pair *p, const char *query, int64_t from, int64_t until)
 {
 	struct sm_buf target = SM_BUF_INIT, q = SM_BUF_INIT;
-	struct sm_buf b1 = SM_BUF_INIT, b2 = SM_BUF_INIT;
 	int s1, s2;
 
 	smc_escape(&q, query);
@@ -57,18 +70,11 @@ both_render(struct pair *p, const char *query, int64_t from, int64_t until)
 	    "&format=collapsed", (int)q.len, q.b, (long long)from,
 	    (long long)until);
 	SM_REQUIRE(sm_buf_error(&target) == 0);
-	s1 = smc_http(p->rpc, "GET", target.b, NULL, 0, &b1);
-	s2 = smc_http(p->direct, "GET", target.b, NULL, 0, &b2);
+	both_http(p, "GET", target.b, NULL, true, query, &s1, &s2);
 	SM_CHECKF(s1 == 200 && s2 == 200, "%s: rpc %d, direct %d", query,
 	    s1, s2);
-	SM_CHECKF(b1.len > 0 && b1.len == b2.len &&
-	    memcmp(b1.b, b2.b, b1.len) == 0, "%s: rpc \"%.*s\", direct "
-	    "\"%.*s\"", query, (int)b1.len, b1.b != NULL ? b1.b : "",
-	    (int)b2.len, b2.b != NULL ? b2.b : "");
 	sm_buf_fini(&target);
 	sm_buf_fini(&q);
-	sm_buf_fini(&b1);
-	sm_buf_fini(&b2);
 }
 
 /* One write to the RPC cluster alone, then to the direct one alone: the

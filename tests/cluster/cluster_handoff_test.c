@@ -22,14 +22,12 @@ test_handoff_five(void)
 	ok = smc_test_missed_round(c, "h.cpu", 10, t, 3, "first", 1,
 	    "second", 20);
 	for (unsigned down = 0; down < 5; down++) {
-		smc_ingester_stop(c, down);
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_down(c, down));
 		SMC_CHECK_TOTAL(c, "h.cpu{}", t - 60, t + 60,
 		    SMC_CPU_UNIT * ok);
 		SMC_CHECK_TOTAL(c, "h.cpu{pod=\"p7\"}", t - 60, t + 60,
 		    SMC_CPU_UNIT * (1 + 7 + 20 + 7));
-		SM_REQUIRE(smc_test_ingester_start(c, down));
-		SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+		SM_REQUIRE(smc_test_ingester_back(c, down));
 	}
 	smc_destroy(c);
 }

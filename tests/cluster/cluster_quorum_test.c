@@ -68,11 +68,9 @@ test_replica_loss_and_rejoin(void)
 
 	/* Now lose a replica that has everything: the rejoined one (which
 	 * does not) and the third still answer in full. */
-	smc_ingester_stop(c, 1);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_down(c, 1));
 	SMC_CHECK_TOTAL(c, "r.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
-	SM_REQUIRE(smc_test_ingester_start(c, 1));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, 1));
 	SMC_CHECK_TOTAL(c, "r.cpu{}", t - 60, t + 60, SMC_CPU_UNIT * ok);
 	smc_destroy(c);
 }

@@ -40,26 +40,22 @@ test_retention(void)
 	SMC_CHECK_TOTAL(c, "ret.cpu{}", now - 4 * 3600, now, SMC_CPU_UNIT * 42);
 
 	/* A pass with one ingester down covers the other two. */
-	smc_ingester_stop(c, 2);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_down(c, 2));
 	SM_CHECK(retention_pass(c, 2));
 	SMC_CHECK_TOTAL(c, "ret.cpu{}", now - 4 * 3600, now, SMC_CPU_UNIT * 2);
 	SMC_CHECK_TOTAL(c, "ret.cpu{}", now - 4 * 3600, now - 2 * 3600, 0);
 
 	/* The missed ingester rejoins with the old data: the next pass
 	 * (idempotent on the others) completes the job. */
-	SM_REQUIRE(smc_test_ingester_start(c, 2));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, 2));
 	SM_CHECK(retention_pass(c, 3));
 	SMC_CHECK_TOTAL(c, "ret.cpu{}", now - 4 * 3600, now, SMC_CPU_UNIT * 2);
 
 	/* The floor is persisted: a restarted ingester does not serve the
 	 * old data again, whichever replicas answer. */
 	smc_ingester_stop(c, 0);
-	SM_REQUIRE(smc_test_ingester_start(c, 0));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
-	smc_ingester_stop(c, 1);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, 0));
+	SM_REQUIRE(smc_test_ingester_down(c, 1));
 	SMC_CHECK_TOTAL(c, "ret.cpu{}", now - 4 * 3600, now, SMC_CPU_UNIT * 2);
 	smc_destroy(c);
 }

@@ -70,6 +70,33 @@ smc_test_ingester_start(struct smc *c, unsigned i)
 	return (true);
 }
 
+/* Stop ingester i and wait for the ring to see it gone; false (and why)
+ * when it does not. */
+static inline bool
+smc_test_ingester_down(struct smc *c, unsigned i)
+{
+	smc_ingester_stop(c, i);
+	if (!smc_wait_ring(c, SMC_TIMEOUT_MS)) {
+		SM_TEST_FAILF("the ring did not settle without ingester %u", i);
+		return (false);
+	}
+	return (true);
+}
+
+/* Start ingester i again and wait for the ring to see it; false (and
+ * why) when either fails. */
+static inline bool
+smc_test_ingester_back(struct smc *c, unsigned i)
+{
+	if (!smc_test_ingester_start(c, i))
+		return (false);
+	if (!smc_wait_ring(c, SMC_TIMEOUT_MS)) {
+		SM_TEST_FAILF("the ring did not settle with ingester %u", i);
+		return (false);
+	}
+	return (true);
+}
+
 /* Write `count` samples of main;work;<leaf> at t; returns the status. */
 static inline int
 smc_put(struct smc *c, const char *app, int64_t t, const char *leaf,
@@ -143,12 +170,10 @@ smc_test_missed_round(struct smc *c, const char *name, unsigned n,
 
 	snprintf(q, sizeof(q), "%s{}", name);
 	ok += smc_put_pods(c, name, n, t, leaf1, base1);
-	smc_ingester_stop(c, down);
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_down(c, down));
 	ok += smc_put_pods(c, name, n, t, leaf2, base2);
 	SMC_CHECK_TOTAL(c, q, t - 60, t + 60, SMC_CPU_UNIT * ok);
-	SM_REQUIRE(smc_test_ingester_start(c, down));
-	SM_REQUIRE(smc_wait_ring(c, SMC_TIMEOUT_MS));
+	SM_REQUIRE(smc_test_ingester_back(c, down));
 	SMC_CHECK_TOTAL(c, q, t - 60, t + 60, SMC_CPU_UNIT * ok);
 	return (ok);
 }

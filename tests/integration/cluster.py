@@ -37,6 +37,11 @@ HEARTBEAT = "100ms"
 # the rings have seen it when a test goes on.
 MIN_READY = "300ms"
 HEARTBEAT_TIMEOUT = "1s"
+# Uploads of any age are taken, and blocks keep raw buckets only (no
+# downsampling tiers): what the tests that read shipped data back compare
+# with their uploads.
+RAW_ANY_AGE = ["-validation.reject-older-than=0",
+               "-compactor.downsample-tiers=none"]
 
 
 class Cluster:
@@ -125,34 +130,36 @@ class Cluster:
 
     # -- processes ---------------------------------------------------------------
 
-    def _ingester(self, i):
-        if i >= len(self.rpc_ports):      # one that joins later
-            self.rpc_ports.append(free_port())
+    def _server(self, kind, i, target, flags, port=None):
+        """Process i of `kind`, with the data and log dirs of that name."""
         return DataServer(
-            self.ws.data_dir("%s-ingester-%d" % (self.name, i)),
-            self.ws.log_dir("%s-ingester-%d" % (self.name, i)),
-            name="ingester-%d" % i,
-            target="ingester", log_level=self.log_level, extra_flags=[
-                "-instance.id=ingester-%d" % i,
-                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.rpc_ports[i],
-                "-ingester.min-ready-duration=%s" % MIN_READY]
-            + (["-instance.zone=%s" % self.ingester_zones[i]]
-               if self.ingester_zones else [])
+            self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
+            self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
+            name="%s-%d" % (kind, i), target=target,
+            log_level=self.log_level, extra_flags=flags, port=port)
+
+    def _ring_member(self, kind, i, ports, target, flags):
+        """_server for a member of a ring, whose id and RPC port (ports[i],
+        picked when it joins later) stay the same across restarts."""
+        if i >= len(ports):
+            ports.append(free_port())
+        return self._server(kind, i, target, [
+            "-instance.id=%s-%d" % (kind, i),
+            "-rpc.listen-address=tcp://127.0.0.1:%d" % ports[i],
+            "-ingester.min-ready-duration=%s" % MIN_READY] + flags)
+
+    def _ingester(self, i):
+        return self._ring_member(
+            "ingester", i, self.rpc_ports, "ingester",
+            (["-instance.zone=%s" % self.ingester_zones[i]]
+             if self.ingester_zones else [])
             + (self.etcd_flags() if self.etcd else [])
             + self.extra + self.ingester_extra + self.admin_flags())
 
     def _gateway(self, i):
-        if i >= len(self.gw_ports):       # one that joins later
-            self.gw_ports.append(free_port())
-        return DataServer(
-            self.ws.data_dir("%s-gateway-%d" % (self.name, i)),
-            self.ws.log_dir("%s-gateway-%d" % (self.name, i)),
-            name="gateway-%d" % i,
-            target="store-gateway", log_level=self.log_level, extra_flags=[
-                "-instance.id=gateway-%d" % i,
-                "-rpc.listen-address=tcp://127.0.0.1:%d" % self.gw_ports[i],
-                "-ring.heartbeat-period=%s" % HEARTBEAT,
-                "-ingester.min-ready-duration=%s" % MIN_READY]
+        return self._ring_member(
+            "gateway", i, self.gw_ports, "store-gateway",
+            ["-ring.heartbeat-period=%s" % HEARTBEAT]
             + (self.etcd_flags() if self.gateway_store == "etcd" else [])
             + self.gateway_flags() + self.extra + self.gateway_extra)
 
@@ -183,13 +190,14 @@ class Cluster:
             if self.distributor_ports is not None:
                 port = self.distributor_ports[i]
                 extra.append(self.peers_flag())
-        return DataServer(
-            self.ws.data_dir("%s-%s-%d" % (self.name, kind, i)),
-            self.ws.log_dir("%s-%s-%d" % (self.name, kind, i)),
-            name="%s-%d" % (kind, i),
-            target=kind, log_level=self.log_level,
-            extra_flags=self.ring_flags() + self.extra + extra +
-            self.admin_flags(), port=port)
+        return self._server(kind, i, kind, self.ring_flags() + self.extra +
+                            extra + self.admin_flags(), port=port)
+
+    def start_for(self, r):
+        """start(), with stop() queued on Results r (at_end), so the
+        cluster goes whichever way the test ends."""
+        r.at_end(lambda: self.stop())
+        self.start()
 
     def start(self):
         ni, nd, nq, nc = self.counts
@@ -280,6 +288,23 @@ class Cluster:
         j = self.ring(server, path)
         return {m["id"]: m["state"] for m in j["members"]} if j else {}
 
+    def poll_until_active(self, q, path, want, timeout, interval, probe):
+        """Call probe() every `interval` s until the ring at `path`, as the
+        server q sees it, is `want`, all ACTIVE, and for 2 s more (the
+        store-gateways' 1.5 s grace for tenants they no longer own); at
+        most `timeout` s.  Returns (settled, the seconds that took)."""
+        t0, settled = time.monotonic(), None
+        while time.monotonic() < t0 + timeout:
+            probe()
+            st = self.states(q, path)
+            if settled is None and sorted(st) == want and \
+                    all(v == "ACTIVE" for v in st.values()):
+                settled = time.monotonic()
+            if settled is not None and time.monotonic() > settled + 2:
+                break
+            time.sleep(interval)
+        return settled is not None, (settled or time.monotonic()) - t0
+
     def wait_writes(self, n, timeout=60):
         """Wait until every running ingester has applied `n` writes
         (smolder_ingester_writes_total; with RF = the number of ingesters
@@ -304,6 +329,20 @@ class Cluster:
                 return True
             time.sleep(0.05)
         return False
+
+
+def shipping_cluster(ws, storage, ingester_extra, gateway_extra=(),
+                     extra=(), **kw):
+    """A Cluster (the counts and the rest in kw) whose ingesters ship to the
+    bucket that `storage` (its -storage.* flags) names and find its
+    store-gateways, which sync every 500 ms; RAW_ANY_AGE and `extra` for
+    every process, ingester_extra and gateway_extra for the ingesters and
+    the gateways.  Not started."""
+    c = Cluster(ws, extra=RAW_ANY_AGE + list(extra),
+                gateway_extra=storage + ["-store-gateway.sync-interval=500ms"]
+                + list(gateway_extra), **kw)
+    c.ingester_extra = storage + c.gateway_flags() + list(ingester_extra)
+    return c
 
 
 def reference_and_rf3(r, ws, extra, run):

@@ -76,6 +76,14 @@ class Workspace:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def workspace_for(r, name):
+    """Workspace(name) for a test: its cleanup is queued on Results r
+    (at_end), so it is kept exactly when the test failed."""
+    ws = Workspace(name)
+    r.at_end(lambda: ws.cleanup(r))
+    return ws
+
+
 def copy_tree(src, dst):
     """Copy a (stopped server's) data dir."""
     if os.path.exists(dst):
@@ -454,6 +462,39 @@ def series_points(j):
     return out
 
 
+class StackUploads:
+    """Uploads of one sample each, stacks[n % len(stacks)] for upload n;
+    what was acknowledged, per stack (acked) and as (t, stack) in order
+    (log)."""
+
+    def __init__(self, stacks):
+        self.stacks = stacks
+        self.acked = {s: 0 for s in stacks}
+        self.log = []
+        self.n = 0
+
+    def upload(self, r, dist, count, place,
+               what="every upload of the batch acknowledged"):
+        """`count` uploads through dist, upload k of them (n overall) to
+        the series and time place(k, n) gives; every one acknowledged."""
+        ok = 0
+        for k in range(count):
+            stack = self.stacks[self.n % len(self.stacks)]
+            name, t = place(k, self.n)
+            self.n += 1
+            resp = dist.ingest({"name": name, "from": t, "until": t + 1},
+                               ("%s 1\n" % stack).encode())
+            if resp.status == 200:
+                self.acked[stack] += 1
+                self.log.append((t, stack))
+                ok += 1
+        r.eq(ok, count, what)
+
+    def expected(self, unit):
+        """{stack: value} of what was acknowledged, at `unit` an upload."""
+        return {s: c * unit for s, c in self.acked.items() if c > 0}
+
+
 class UploadWriter(threading.Thread):
     """Uploads one at a time, `gap` s apart, through the distributor
     target(n) names (by default whichever is current, `dist`; None waits
@@ -581,6 +622,11 @@ def gateway_sync(r, gw, what):
         return resp.json()
     except ValueError:
         return {}
+
+
+# The stacks the cluster tests upload, one server's worth.
+SERVER_STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
+                 "main;serve;db;query", "main;idle"]
 
 
 def collapsed_stacks(text):

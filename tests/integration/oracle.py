@@ -211,6 +211,27 @@ def build_profile(strings, sample_types, samples, locations, functions,
     return bytes(out) + extra
 
 
+def cpu_pprof(stacks, time_nanos=0):
+    """A CPU pprof (10 ms period; time_nanos when not 0): stacks is
+    [(["main", "work"] root first, value)]."""
+    strings = ["", "cpu", "nanoseconds"]
+    funcs = {}
+    samples = []
+    for frames, v in stacks:
+        locs = []
+        for f in frames:
+            if f not in funcs:
+                strings.append(f)
+                funcs[f] = (len(funcs) + 1, len(strings) - 1)
+            locs.append(funcs[f][0])
+        samples.append((list(reversed(locs)), [v]))
+    locations = [(fid, 0, 0, [(fid, 1)]) for fid, _ in funcs.values()]
+    functions = [(fid, si, si, 0) for fid, si in funcs.values()]
+    extra = field_bytes(9, 0, time_nanos) if time_nanos else b""
+    return build_profile(strings, [(1, 2)], samples, locations, functions,
+                         period_type=(1, 2), period=10000000, extra=extra)
+
+
 def decompress(data):
     """Gunzip when the bytes start with the gzip magic (never by name)."""
     if data[:2] == b"\x1f\x8b":

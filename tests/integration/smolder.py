@@ -419,6 +419,45 @@ def _ephemeral_low():
         return 32768
 
 
+def run_seed():
+    """This run's random seed: SM_SEED, or else the time; printed, so that
+    SM_SEED can repeat a failed run."""
+    seed = int(os.environ.get("SM_SEED", str(int(time.time()))))
+    print("# seed %d (SM_SEED to repeat)" % seed, flush=True)
+    return seed
+
+
+def recv_to_close(sock, chunk=65536):
+    """Everything `sock` receives until the peer closes it."""
+    data = b""
+    while True:
+        got = sock.recv(chunk)
+        if not got:
+            return data
+        data += got
+
+
+def http_exchange(conn, method, path, body=None, headers=None):
+    """One request on the http.client connection `conn`, which it closes.
+    A connection failure (refused, reset, closed without a response,
+    timeout, TLS) is returned as status 0 with the error in the body, so
+    a check fails instead of the script."""
+    try:
+        hdrs = dict(headers or {})
+        if body is not None and "Content-Length" not in hdrs:
+            hdrs["Content-Length"] = str(len(body))
+        conn.request(method, path, body=body, headers=hdrs)
+        r = conn.getresponse()
+        data = r.read()
+        return Response(r.status, {k.lower(): v for k, v in
+                                   r.getheaders()}, data)
+    except (OSError, http.client.HTTPException) as e:
+        return Response(0, {}, ("connection error: %s: %s" % (
+            type(e).__name__, e)).encode())
+    finally:
+        conn.close()
+
+
 def free_port():
     """A loopback port for a server this process starts.  A port the
     kernel hands out (bind to 0) can be taken again, before the server
@@ -749,22 +788,13 @@ class Server:
         error in the body, so a check fails instead of the script."""
         if query:
             path = path + "?" + urllib.parse.urlencode(query, doseq=True)
-        conn = http.client.HTTPConnection("127.0.0.1", self.port,
+        return http_exchange(self.connection(timeout), method, path, body,
+                             headers)
+
+    def connection(self, timeout):
+        """An http.client connection to the server (plain HTTP here)."""
+        return http.client.HTTPConnection("127.0.0.1", self.port,
                                           timeout=timeout)
-        try:
-            hdrs = dict(headers or {})
-            if body is not None and "Content-Length" not in hdrs:
-                hdrs["Content-Length"] = str(len(body))
-            conn.request(method, path, body=body, headers=hdrs)
-            r = conn.getresponse()
-            data = r.read()
-            return Response(r.status, {k.lower(): v for k, v in
-                                       r.getheaders()}, data)
-        except (OSError, http.client.HTTPException) as e:
-            return Response(0, {}, ("connection error: %s: %s" % (
-                type(e).__name__, e)).encode())
-        finally:
-            conn.close()
 
     def ready(self):
         return self.request("GET", "/ready", timeout=5).status == 200

@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 import http.client  # noqa: E402
 
 from durability import DataServer, Workspace  # noqa: E402
-from smolder import Response, free_port, run_script  # noqa: E402
+from smolder import free_port, http_exchange, run_script  # noqa: E402
 
 ORG = {"X-Scope-OrgID": "team-a"}
 
@@ -38,23 +38,23 @@ class At:
         self.port = port
 
     def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            c.request(method, path, body=body, headers=dict(headers or {}))
-            resp = c.getresponse()
-            data = resp.read()
-            return Response(resp.status, {k.lower(): v for k, v in
-                                          resp.getheaders()}, data)
-        except (OSError, http.client.HTTPException) as e:
-            return Response(0, {}, str(e).encode())
-        finally:
-            c.close()
+        return http_exchange(http.client.HTTPConnection(
+            "127.0.0.1", self.port, timeout=60), method, path, body, headers)
 
 
 def server(ws, name, flags):
     return DataServer(ws.data_dir(name), ws.log_dir(name), name=name,
                       extra_flags=["-validation.reject-older-than=0"] +
                       flags).start()
+
+
+def admin_server(ws, name, flags):
+    """server() with an admin listener too; it and a client of that
+    listener."""
+    aport = free_port()
+    srv = server(ws, name, flags + ["-server.admin-listen-address="
+                                    "127.0.0.1:%d" % aport])
+    return srv, At(aport)
 
 
 def body(r):
@@ -82,12 +82,8 @@ def body(r):
     srv.check_stopped(r)
 
     # 1b. header mode with an admin listener
-    aport = free_port()
-    srv = server(ws, "header-admin", ["-auth.multitenancy-enabled",
-                                      "-server.admin-listen-address="
-                                      "127.0.0.1:%d" % aport,
-                                      "-server.metrics-on-admin-listener"])
-    adm = At(aport)
+    srv, adm = admin_server(ws, "header-admin", [
+        "-auth.multitenancy-enabled", "-server.metrics-on-admin-listener"])
     resp = srv.request("POST", "/ingester/flush", body=b"", headers=ORG)
     r.eq(resp.status, 403, "with an admin listener: flush on the API port "
          "is 403")
@@ -105,12 +101,10 @@ def body(r):
     srv.check_stopped(r)
 
     # 2. single tenant
-    aport = free_port()
-    srv = server(ws, "open-admin", ["-server.admin-listen-address="
-                                    "127.0.0.1:%d" % aport])
+    srv, adm = admin_server(ws, "open-admin", [])
     r.eq(srv.request("POST", "/ingester/flush", body=b"").status, 403,
          "single tenant with an admin listener: flush on the API port 403")
-    r.eq(At(aport).request("POST", "/ingester/flush", body=b"").status, 200,
+    r.eq(adm.request("POST", "/ingester/flush", body=b"").status, 200,
          "and 200 on the admin listener")
     r.eq(srv.request("GET", "/metrics").status, 200, "without "
          "-server.metrics-on-admin-listener /metrics stays on the API port")
@@ -129,12 +123,8 @@ def body(r):
                                     ("writekey", "team-a", "write")):
             f.write("sha256:%s %s %s\n" % (
                 hashlib.sha256(key.encode()).hexdigest(), tenant, scopes))
-    aport = free_port()
-    srv = server(ws, "keys-admin", ["-auth.multitenancy-enabled",
-                                    "-auth.keys-file=" + keys,
-                                    "-server.admin-listen-address="
-                                    "127.0.0.1:%d" % aport])
-    adm = At(aport)
+    srv, adm = admin_server(ws, "keys-admin", ["-auth.multitenancy-enabled",
+                                               "-auth.keys-file=" + keys])
     resp = adm.request("POST", "/ingester/flush", body=b"",
                        headers={"Authorization": "Bearer writekey"})
     r.eq(resp.status, 403, "keys: a write key on the admin listener: 403")

@@ -59,7 +59,8 @@ from test_span_profile import make_pprof  # noqa: E402
 from durability import (DataServer, Workspace, fg_total,  # noqa: E402
                         limit_flags)
 from oracle import parse_collapsed  # noqa: E402
-from smolder import Results, install_timeout, smolder_bin  # noqa: E402
+from smolder import (Results, install_timeout, recv_to_close,  # noqa: E402
+                     run_seed, smolder_bin)
 
 BUDGET_S = 540
 TYPE = "memory:alloc_objects:count::"
@@ -463,12 +464,7 @@ def raw_get(port, path, headers):
     try:
         s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n"
                    "\r\n" % (path, headers)).encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
+        data = recv_to_close(s)
     finally:
         s.close()
     try:
@@ -650,9 +646,7 @@ def main():
     r = Results("test_auth")
     install_timeout(BUDGET_S)
     ws = Workspace("auth")
-    seed = int(os.environ.get("SM_SEED", str(int(time.time()))))
-    print("# seed %d (SM_SEED to repeat)" % seed, flush=True)
-    rng = random.Random(seed)
+    rng = random.Random(run_seed())
     keys_path = ws.path("keys.txt")
     write_keys_atomic(keys_path, ["a", "ab", "a_ro", "a_wo", "ops"])
     kflags = ["-auth.multitenancy-enabled", "-auth.keys-file=%s" % keys_path,

@@ -31,21 +31,17 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (Workspace, admin, collapsed_stacks,  # noqa: E402
-                        flush, metrics, wait_metric)
+from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
+from durability import (SERVER_STACKS, StackUploads, admin,  # noqa: E402
+                        collapsed_stacks, flush, metrics, wait_metric,
+                        workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 
 
-def s3_flags(sw):
-    return swift_s3.smolder_flags(sw, timeout="5s", retries=2)
-
-
-class Writer:
+class Writer(StackUploads):
     """Uploads with known stacks; what was acknowledged, per stack.  Each
     batch has a time window of its own (20 s, two 10 s buckets): a
     replica that lost one batch's copy (its disk) shares no bucket with
@@ -55,29 +51,17 @@ class Writer:
     not change)."""
 
     def __init__(self, c):
+        super().__init__(STACKS)
         self.c = c
         self.dist = c.distributors[0]
-        self.acked = {s: 0 for s in STACKS}
-        self.n = 0
         self.batches = 0
         self.base = int(time.time()) - 900
         self.applied = [0] * len(c.ingesters)   # since each one's start
 
     def batch(self, r, count):
-        ok = 0
         t0 = self.base + 20 * self.batches
         self.batches += 1
-        for k in range(count):
-            stack = STACKS[self.n % len(STACKS)]
-            t = t0 + k % 20
-            resp = self.dist.ingest({"name": "rs.cpu", "from": t,
-                                     "until": t + 1},
-                                    ("%s 1\n" % stack).encode())
-            self.n += 1
-            if resp.status == 200:
-                self.acked[stack] += 1
-                ok += 1
-        r.eq(ok, count, "every upload of the batch acknowledged")
+        self.upload(r, self.dist, count, lambda k, n: ("rs.cpu", t0 + k % 20))
         # acknowledged at quorum: wait for the third replica too
         for i, ing in enumerate(self.c.ingesters):
             self.applied[i] += count
@@ -110,7 +94,7 @@ def answer(q, patience=10):
 
 
 def expected(w, unit):
-    return {s: c * unit for s, c in w.acked.items() if c > 0}
+    return w.expected(unit)
 
 
 def flush_all(r, c, what):
@@ -120,20 +104,16 @@ def flush_all(r, c, what):
 
 
 def body(r):
-    ws = Workspace("bucket-restore")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = s3_flags(sw)
+    ws = workspace_for(r, "bucket-restore")
+    _, flags = swift_s3.start_in(r, ws)
     # Raw buckets only (no downsampling tiers): at a 1 h resolution the
     # plan cannot tell apart replicas that each lost a different batch of
     # one hour (docs/reliability.md §4.4), which is not what this tests.
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 compactors=1, compactor_extra=flags,
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"],
+                extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writer(c)
     q = c.queriers[0]
     w.batch(r, 10)

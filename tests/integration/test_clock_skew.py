@@ -39,8 +39,7 @@ def body(r):
                 extra=["-validation.reject-older-than=0",
                        "-validation.reject-newer-than=0",
                        "-querier.timeout=3s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     # ingester-1 ahead: restarted under a moved clock
     c.stop_ingester(1)
     os.environ["SMOLDER_TEST_CLOCK_SKEW_MS"] = str(SKEW["ingester-1"])

@@ -33,8 +33,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
-from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
-                        metrics)
+from durability import (limit_flags, metric_value, metrics,  # noqa: E402
+                        workspace_for)
 from smolder import run_script  # noqa: E402
 
 SCALE = 10000000          # a folded sample of a .cpu app is 10 ms in ns
@@ -154,8 +154,7 @@ def check_set(r, c, load, base, what):
 
 
 def main(r):
-    ws = Workspace("cluster-kill9")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "cluster-kill9")
     base = int(time.time()) - 900
     c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
                 extra=COMMON)

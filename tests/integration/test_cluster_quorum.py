@@ -26,8 +26,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cluster import Cluster  # noqa: E402
-from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
-                        metrics)
+from durability import (limit_flags, metric_value, metrics,  # noqa: E402
+                        workspace_for)
 from smolder import run_script  # noqa: E402
 
 COMMON = ["-validation.reject-older-than=0",
@@ -127,8 +127,7 @@ def frame_2p60(r, c):
 
 
 def main(r):
-    ws = Workspace("cluster-quorum")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "cluster-quorum")
     base = int(time.time()) - 900
     c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
                 extra=COMMON)

@@ -353,8 +353,7 @@ def fold_cluster(r, ws, extra):
         "-compactor.compaction-interval=1h",
         "-compactor.deletion-delay=%s" % DELETION_DELAY,
         "-compactor.fold-delay=0s"]
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     return c, bucket
 
 

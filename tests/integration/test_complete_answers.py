@@ -31,8 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, collapsed_stacks,  # noqa: E402
-                        metrics)
+from durability import (DataServer, StackUploads, Workspace,  # noqa: E402
+                        collapsed_stacks, metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -68,32 +68,21 @@ class Front:
                          "\n".join(probs))
 
 
-class Writes:
+class Writes(StackUploads):
     """Uploads with known stacks at known data times; what was
     acknowledged, per stack and per time."""
 
     def __init__(self):
-        self.acked = []          # (t, stack)
-        self.n = 0
+        super().__init__(STACKS)
 
     def batch(self, r, front, t0, count, what):
-        ok = 0
-        for k in range(count):
-            stack = STACKS[self.n % len(STACKS)]
-            t = t0 + k
-            resp = front.d.ingest({"name": "ca.cpu{shard=s%d}" %
-                                   (self.n % SHARDS),
-                                   "from": t, "until": t + 1},
-                                  ("%s 1\n" % stack).encode())
-            self.n += 1
-            if resp.status == 200:
-                self.acked.append((t, stack))
-                ok += 1
-        r.eq(ok, count, "%s: every upload acknowledged" % what)
+        self.upload(r, front.d, count, lambda k, n: (
+            "ca.cpu{shard=s%d}" % (n % SHARDS), t0 + k),
+            "%s: every upload acknowledged" % what)
 
     def want(self, frm, until, unit):
         out = {}
-        for t, s in self.acked:
+        for t, s in self.log:
             if frm <= t < until:
                 out[s] = out.get(s, 0) + unit
         return out
@@ -140,7 +129,7 @@ def wait_active(c, front, n, timeout=30):
 
 def unit_of(r, front, w, frm, until):
     st, got = render(front, frm, until)
-    n = sum(1 for _, s in w.acked if s == STACKS[0])
+    n = sum(1 for _, s in w.log if s == STACKS[0])
     u = got.get(STACKS[0], 0) // n if st == 200 and n else 0
     r.check(u > 0, "one upload's value is known (%d)" % u)
     return u
@@ -153,8 +142,7 @@ EXTRA = ["-validation.reject-older-than=0",
 def start(r, ws, c, front, seconds, what, **kw):
     """Start c and write `seconds` from 20 minutes ago through a front
     over all its ingesters: (w, base, f, unit)."""
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writes()
     base = int(time.time()) - 1200
     f = Front(r, ws, c, list(range(len(c.ingesters))), front, **kw)

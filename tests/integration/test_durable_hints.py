@@ -44,9 +44,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import netpart  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (UploadWriter, Workspace,  # noqa: E402
-                        collapsed_stacks, metrics, wait_metric)
+from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
+from durability import (UploadWriter, collapsed_stacks,  # noqa: E402
+                        metrics, wait_metric, workspace_for)
 from smolder import freeze, in_ci, metric_value, run_script  # noqa: E402
 
 # SMOLDER_HINTS_FREEZE_S=600 runs the ten-minute partition (the long tier).
@@ -107,14 +107,10 @@ def partition(r, c, w):
 
 
 def body(r):
-    ws = Workspace("durable-hints")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "durable-hints")
     c = Cluster(ws, ingesters=3, distributors=2, queriers=1, rf=3,
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none",
-                       "-distributor.push.timeout=2s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+                extra=RAW_ANY_AGE + ["-distributor.push.timeout=2s"])
+    c.start_for(r)
     w = Writer(c)
     r.at_end(w.halt.set)
     w.start()

@@ -40,13 +40,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import UploadWriter, Workspace, leave_for_good  # noqa: E402
+from cluster import shipping_cluster  # noqa: E402
+from durability import (SERVER_STACKS, UploadWriter,  # noqa: E402
+                        leave_for_good, workspace_for)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import run_script  # noqa: E402
 
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 SHARDS = 16
 
 
@@ -71,27 +71,22 @@ def etcd_keys(c, kind="ingesters"):
 
 
 def body(r):
-    ws = Workspace("etcd-membership")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "etcd-membership")
     et_dir = ws.path("etcd")
     et = etcd_server.start_for(r, et_dir)
     bucket = ws.path("bucket")
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % bucket]
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                compactors=2, gateways=2, gateway_rf=2, etcd=et["endpoint"],
-                gateway_store="etcd",
-                gateway_extra=storage + [
-                    "-store-gateway.sync-interval=500ms",
-                    "-store-gateway.sharding-ring.unregister-on-shutdown="
-                    "true"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"])
     # as deploy/kubernetes runs them: SIGTERM is a restart that keeps its
     # claim; leaving for good is POST /ingester/shutdown
-    c.ingester_extra = storage + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.leave-timeout=15s",
-        "-ingester.leave-on-shutdown=false"]
+    c = shipping_cluster(
+        ws, storage, ["-ingester.ship-interval=1s",
+                      "-ingester.leave-timeout=15s",
+                      "-ingester.leave-on-shutdown=false"],
+        gateway_extra=[
+            "-store-gateway.sharding-ring.unregister-on-shutdown=true"],
+        ingesters=3, distributors=1, queriers=1, rf=3, compactors=2,
+        gateways=2, gateway_rf=2, etcd=et["endpoint"], gateway_store="etcd")
     r.at_end(lambda: c.stop())
 
     # A. three ingesters, found in etcd
@@ -175,28 +170,22 @@ def body(r):
         answer compared with the acknowledged uploads."""
         acked = w.snapshot()
         expect = {s: n * unit[0] for s, n in acked.items() if n > 0}
-        bad, n, t0 = [], 0, time.monotonic()
-        settled = None
-        while time.monotonic() < t0 + 40:
+        bad, answers = [], []
+
+        def probe():
             got = answer(q)
-            n += 1
+            answers.append(got)
             if got != expect:
                 bad.append(got if not isinstance(got, dict) else
                            "200 with %d of %d" % (sum(got.values()),
                                                    sum(expect.values())))
-            st = c.states(q, gw_path)
-            if settled is None and sorted(st) == want and \
-                    all(v == "ACTIVE" for v in st.values()):
-                settled = time.monotonic()
-            if settled is not None and time.monotonic() > settled + 2:
-                break
-            time.sleep(0.1)
-        r.check(settled is not None, "%s: the querier's store-gateway ring "
-                "is %s, all ACTIVE, without a restart (%.1f s)"
-                % (what, want, (settled or time.monotonic()) - t0),
+
+        settled, took = c.poll_until_active(q, gw_path, want, 40, 0.1, probe)
+        r.check(settled, "%s: the querier's store-gateway ring is %s, all "
+                "ACTIVE, without a restart (%.1f s)" % (what, want, took),
                 str(c.states(q, gw_path)))
         r.eq(bad[:5], [], "%s: every one of %d answers meanwhile is exact"
-             % (what, n))
+             % (what, len(answers)))
         w.paused.clear()
 
     c.gateways.append(c._gateway(2).start(wait=False))

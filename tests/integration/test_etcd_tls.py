@@ -55,8 +55,7 @@ def body(r):
     c = Cluster(ws, ingesters=2, distributors=1, queriers=1, rf=2,
                 etcd=et["endpoint"],
                 extra=tls + ["-validation.reject-older-than=0"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     r.check(True, "members registered in etcd over TLS: both rings see 2 "
             "ingesters ACTIVE")
     now = int(time.time())

@@ -38,10 +38,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import etcd_server  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (Workspace, admin_listener, flush,  # noqa: E402
-                        local_blocks_dropped,
-                        metrics)
+from cluster import shipping_cluster  # noqa: E402
+from durability import (admin_listener, flush,  # noqa: E402
+                        local_blocks_dropped, metrics, workspace_for)
 from oracle import parse_collapsed  # noqa: E402
 from smolder import metric_value, run_script  # noqa: E402
 
@@ -62,27 +61,21 @@ def answer(q, tenant):
 
 
 def body(r):
-    ws = Workspace("gateway-ring")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "gateway-ring")
     et = etcd_server.start_for(r, ws.path("etcd"))
     storage = ["-storage.backend=filesystem",
                "-storage.filesystem.dir=%s" % ws.path("bucket")]
-    c = Cluster(ws, ingesters=1, distributors=1, queriers=1, rf=1,
-                gateways=2, gateway_rf=1, etcd=et["endpoint"],
-                gateway_store="etcd",
-                gateway_extra=storage + [
-                    "-store-gateway.sync-interval=500ms",
-                    "-store-gateway.sharding-ring.unregister-on-shutdown="
-                    "true"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none",
-                       "-auth.multitenancy-enabled=true"])
     # one ingester: its flush goes to its admin listener (header mode)
-    c.ingester_extra = admin_listener(storage + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
-        "-ingester.leave-on-shutdown=false"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c = shipping_cluster(
+        ws, storage, admin_listener([
+            "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
+            "-ingester.leave-on-shutdown=false"]),
+        gateway_extra=[
+            "-store-gateway.sharding-ring.unregister-on-shutdown=true"],
+        extra=["-auth.multitenancy-enabled=true"],
+        ingesters=1, distributors=1, queriers=1, rf=1, gateways=2,
+        gateway_rf=1, etcd=et["endpoint"], gateway_store="etcd")
+    c.start_for(r)
     d, q, ing = c.distributors[0], c.queriers[0], c.ingesters[0]
 
     # 8 tenants' old uploads, shipped, then only in the bucket
@@ -117,25 +110,22 @@ def body(r):
         """Poll every tenant until the querier's gateway ring is
         `want_ring`, all ACTIVE, and 2 s more (the gateways' 1.5 s grace
         for tenants they no longer own)."""
-        short, refused, n, t0, settled = [], 0, 0, time.monotonic(), None
-        while time.monotonic() < t0 + 60:
+        short, count = [], {"answers": 0, "refused": 0}
+
+        def probe():
             for t in TENANTS:
                 got = answer(q, t)
-                n += 1
+                count["answers"] += 1
                 if isinstance(got, dict) and got != want[t]:
                     short.append("%s: 200 with %s" % (t, got))
                 elif not isinstance(got, dict):
-                    refused += 1
-            st = c.states(q, GW_PATH)
-            if settled is None and sorted(st) == want_ring and \
-                    all(v == "ACTIVE" for v in st.values()):
-                settled = time.monotonic()
-            if settled is not None and time.monotonic() > settled + 2:
-                break
-            time.sleep(0.05)
-        r.check(settled is not None, "%s: the querier's gateway ring is %s, "
-                "all ACTIVE, with no restart (%.1f s)" % (
-                    what, want_ring, (settled or time.monotonic()) - t0),
+                    count["refused"] += 1
+
+        settled, took = c.poll_until_active(q, GW_PATH, want_ring, 60, 0.05,
+                                            probe)
+        n, refused = count["answers"], count["refused"]
+        r.check(settled, "%s: the querier's gateway ring is %s, all ACTIVE, "
+                "with no restart (%.1f s)" % (what, want_ring, took),
                 str(c.states(q, GW_PATH)))
         r.eq(short[:5], [], "%s: none of %d answers is a short 200 (%d "
              "refused while the owners changed)" % (what, n, refused))

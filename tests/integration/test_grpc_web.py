@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import node_clients  # noqa: E402
-from durability import DataServer, Workspace  # noqa: E402
+from durability import DataServer, workspace_for  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import data_dir, free_port, in_ci, run_script  # noqa: E402
 
@@ -191,11 +191,10 @@ def push_call():
 
 def body(r):
     node, protoc = node_clients.ensure(r)
-    ws = Workspace("grpc-web")
-    r.at_end(lambda: ws.cleanup(r))
-    dset = ws.path("services.pb")
-    node_clients.descriptor_set(
-        r, protoc, dset, PROTOS, "protoc wrote the services' descriptors")
+    ws = workspace_for(r, "grpc-web")
+    dset = node_clients.descriptor_set(
+        r, protoc, ws.path("services.pb"), PROTOS,
+        "protoc wrote the services' descriptors")
     gport = free_port()
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=[
         "-validation.reject-older-than=0",

@@ -29,8 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from durability import DataServer, Workspace, flush  # noqa: E402
-from oracle import (build_profile, collapse_raw, have_go,  # noqa: E402
-                    parse_collapsed, parse_raw, run_pprof_raw)
+from oracle import (build_profile, collapse_raw, cpu_pprof,  # noqa: E402
+                    have_go, parse_collapsed, parse_raw, run_pprof_raw)
 from smolder import Results, Server, install_timeout  # noqa: E402
 
 
@@ -74,24 +74,6 @@ def check_drain(r, s):
                 "%s %s with a 512 KiB body: %d, then the connection is "
                 "reused" % (method, path, want),
                 "status %s / %s, error %s" % (st1, st2, e))
-
-
-def cpu_pprof(stacks):
-    strings = ["", "cpu", "nanoseconds"]
-    ids = {}
-    samples = []
-    for frames, v in stacks:
-        locs = []
-        for f in frames:
-            if f not in ids:
-                strings.append(f)
-                ids[f] = (len(ids) + 1, len(strings) - 1)
-            locs.append(ids[f][0])
-        samples.append((list(reversed(locs)), [v]))
-    return build_profile(strings, [(1, 2)], samples,
-                         [(i, 0, 0, [(i, 1)]) for i, _ in ids.values()],
-                         [(i, si, si, 0) for i, si in ids.values()],
-                         period_type=(1, 2), period=10000000)
 
 
 def collapsed(s, q):

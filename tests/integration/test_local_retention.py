@@ -29,9 +29,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, collapsed_answer,  # noqa: E402
-                        flush, local_blocks_dropped, metrics)
+from cluster import shipping_cluster  # noqa: E402
+from durability import (DataServer, collapsed_answer, flush,  # noqa: E402
+                        local_blocks_dropped, metrics, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -59,20 +59,15 @@ def answer(q):
 
 
 def body(r):
-    ws = Workspace("local-retention")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
-    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                gateways=2, gateway_rf=1, gateway_extra=flags +
-                ["-store-gateway.sync-interval=500ms"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"])
-    c.ingester_extra = flags + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.local-retention=1m",
-        "-ingester.leave-on-shutdown=false"]
-    r.at_end(lambda: c.stop())
-    c.start()
+    ws = workspace_for(r, "local-retention")
+    _, flags = swift_s3.start_in(r, ws)
+    c = shipping_cluster(
+        ws, flags, ["-ingester.ship-interval=1s",
+                    "-ingester.local-retention=1m",
+                    "-ingester.leave-on-shutdown=false"],
+        ingesters=3, distributors=1, queriers=1, rf=3, gateways=2,
+        gateway_rf=1)
+    c.start_for(r)
     d, q = c.distributors[0], c.queriers[0]
     acked = {}
 

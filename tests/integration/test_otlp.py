@@ -42,7 +42,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 import node_clients  # noqa: E402
-from durability import DataServer, Workspace, connect, limit_flags  # noqa
+from durability import (DataServer, connect, limit_flags,  # noqa: E402
+                        workspace_for)
 from smolder import data_dir, free_port, run_script  # noqa
 from test_query_diff_pprof import (merge_req_pb, pprof_files,  # noqa: E402
                                    proto_call, raw_stacks)
@@ -74,11 +75,10 @@ def body(r):
     node, protoc = node_clients.ensure(r)
     if not oracle.have_go():
         r.skip_all("go is not installed (go tool pprof is the oracle)")
-    ws = Workspace("otlp")
-    r.at_end(lambda: ws.cleanup(r))
-    dset = ws.path("otlp.pb")
-    node_clients.descriptor_set(
-        r, protoc, dset, PROTOS, "protoc compiled the upstream OTLP protos")
+    ws = workspace_for(r, "otlp")
+    dset = node_clients.descriptor_set(
+        r, protoc, ws.path("otlp.pb"), PROTOS,
+        "protoc compiled the upstream OTLP protos")
     gport = free_port()
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s"), extra_flags=COMMON + [
         "-grpc.listen-address=127.0.0.1:%d" % gport]).start()

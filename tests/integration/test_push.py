@@ -36,32 +36,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import Workspace, limit_flags  # noqa: E402
 from oracle import build_profile, field_bytes, parse_collapsed  # noqa: E402
+from oracle import cpu_pprof as pprof  # noqa: E402
 from smolder import Results, Server, install_timeout  # noqa: E402
 
 PATH = "/push.v1.PusherService/Push"
 CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 PROTO = {"Content-Type": "application/proto"}
 JSON = {"Content-Type": "application/json"}
-
-
-def pprof(stacks, time_nanos=0):
-    """A CPU pprof: stacks is [(["main", "work"] root first, value)]."""
-    strings = ["", "cpu", "nanoseconds"]
-    funcs = {}
-    samples = []
-    for frames, v in stacks:
-        locs = []
-        for f in frames:
-            if f not in funcs:
-                strings.append(f)
-                funcs[f] = (len(funcs) + 1, len(strings) - 1)
-            locs.append(funcs[f][0])
-        samples.append((list(reversed(locs)), [v]))
-    locations = [(fid, 0, 0, [(fid, 1)]) for fid, _ in funcs.values()]
-    functions = [(fid, si, si, 0) for fid, si in funcs.values()]
-    extra = field_bytes(9, 0, time_nanos) if time_nanos else b""
-    return build_profile(strings, [(1, 2)], samples, locations, functions,
-                         period_type=(1, 2), period=10000000, extra=extra)
 
 
 def push_proto(series):

@@ -60,8 +60,7 @@ def main(r):
     r.at_end(lambda: ws.cleanup(r))
     c = Ingesters(ws, ingesters=4, distributors=1, queriers=1, rf=3,
                   extra=COMMON)
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     d, q, ro = c.distributors[0], c.queriers[0], c.ingesters[3]
     resp = None
     deadline = time.monotonic() + 20

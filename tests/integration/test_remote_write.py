@@ -55,7 +55,8 @@ sys.path.insert(0, HERE)
 
 from durability import DataServer, Workspace, limit_flags  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
-from smolder import Results, ServerError, install_timeout, metric  # noqa: E402
+from smolder import (Results, ServerError, install_timeout, metric,  # noqa: E402
+                     run_seed)
 from test_push import PATH as PUSH_PATH, pprof, push_proto  # noqa: E402
 
 BUDGET_S = 420
@@ -261,8 +262,7 @@ def main():
     r = Results("test_remote_write")
     install_timeout(BUDGET_S)
     ws = Workspace("rw")
-    seed = int(os.environ.get("SM_SEED", str(int(time.time()))))
-    print("# seed %d" % seed, flush=True)
+    seed = run_seed()
     rng = random.Random(seed)
     keys = ws.path("keys.txt")
     with open(keys, "w") as f:

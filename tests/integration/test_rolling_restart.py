@@ -57,8 +57,7 @@ def rollout(r, ws, extra, rounds, before_round=None, after=None):
                 extra=COMMON + extra, ingester_extra=[
                     # a reconnect (up to 500 ms) and a few probes
                     "-ingester.min-ready-duration=1s"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     t0 = int(time.time())
     stop = threading.Event()
     writes, reads = [], []
@@ -92,58 +91,52 @@ def rollout(r, ws, extra, rounds, before_round=None, after=None):
             time.sleep(0.02)
         return None
 
-    def writer():
-        i = 0
-        while not stop.is_set():
-            t = int(time.time())
-            d = pick("distributor", i)
-            if d is None:
-                writes.append((i, 0, "no distributor ready"))
-                i += 1
-                continue
-            resp = d.ingest({"name": APP, "from": str(t),
-                             "until": str(t + 1)},
-                            ("main;w%d 1\n" % i).encode())
-            writes.append((i, resp.status, resp.describe()
-                           if resp.status != 200 else ""))
-            i += 1
-            time.sleep(0.01)
-
-    def reader():
-        k = 0
+    def load(kind, log, call, gap):
+        """Until stop, request n (0, 1, ...) is call(srv, n, now) on a
+        ready `kind`, gap s after the one before it answered; each is
+        logged as (n, status, what went wrong)."""
+        n = 0
         while not stop.is_set():
             now = int(time.time())
-            q = pick("querier", k)
-            if q is None:
-                reads.append((k, 0, "no querier ready"))
-                k += 1
+            srv = pick(kind, n)
+            if srv is None:
+                log.append((n, 0, "no %s ready" % kind))
+                n += 1
                 continue
-            if k % 3 == 0:
-                resp = q.render(APP + "{}", frm=t0 - 60, until=now + 60,
-                                fmt="collapsed")
-            elif k % 3 == 1:
-                resp = q.request("GET", "/pyroscope/label-values", {
-                    "label": "service_name", "start": str(t0 - 60),
-                    "end": str(now + 60)})
-            else:
-                resp = q.request(
-                    "POST", "/querier.v1.QuerierService/SelectSeries",
-                    body=json.dumps({
-                        "profileTypeID": "process_cpu:cpu:nanoseconds:cpu:"
-                                         "nanoseconds",
-                        "labelSelector": '{service_name="roll"}',
-                        "start": str((t0 - 60) * 1000),
-                        "end": str((now + 60) * 1000),
-                        "step": 10}).encode(),
-                    headers={"Content-Type": "application/json"})
-            reads.append((k, resp.status, resp.describe()
-                          if resp.status != 200 else ""))
-            k += 1
-            time.sleep(0.05)
+            resp = call(srv, n, now)
+            log.append((n, resp.status, resp.describe()
+                        if resp.status != 200 else ""))
+            n += 1
+            time.sleep(gap)
+
+    def write(d, i, t):
+        return d.ingest({"name": APP, "from": str(t), "until": str(t + 1)},
+                        ("main;w%d 1\n" % i).encode())
+
+    def read(q, k, now):
+        if k % 3 == 0:
+            return q.render(APP + "{}", frm=t0 - 60, until=now + 60,
+                            fmt="collapsed")
+        if k % 3 == 1:
+            return q.request("GET", "/pyroscope/label-values", {
+                "label": "service_name", "start": str(t0 - 60),
+                "end": str(now + 60)})
+        return q.request(
+            "POST", "/querier.v1.QuerierService/SelectSeries",
+            body=json.dumps({
+                "profileTypeID": "process_cpu:cpu:nanoseconds:cpu:"
+                                 "nanoseconds",
+                "labelSelector": '{service_name="roll"}',
+                "start": str((t0 - 60) * 1000),
+                "end": str((now + 60) * 1000),
+                "step": 10}).encode(),
+            headers={"Content-Type": "application/json"})
 
     th = [threading.Thread(target=endpoints, daemon=True),
-          threading.Thread(target=writer, daemon=True),
-          threading.Thread(target=reader, daemon=True)]
+          threading.Thread(target=load, daemon=True,
+                           args=("distributor", writes, write, 0.01)),
+          threading.Thread(target=load, daemon=True,
+                           args=("querier", reads, read, 0.05))]
     for t in th:
         t.start()
     time.sleep(1)

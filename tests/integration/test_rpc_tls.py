@@ -85,8 +85,7 @@ def body(r):
                 ["-validation.reject-older-than=0"],
                 ingester_extra=bucket, gateways=1, gateway_rf=1,
                 gateway_extra=bucket)
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     r.check(True, "a cluster with mutual TLS on its RPC started: 3 "
             "ingesters ACTIVE in both rings")
     now = int(time.time())

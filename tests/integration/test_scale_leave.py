@@ -36,14 +36,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, UploadWriter, Workspace,  # noqa: E402
-                        collapsed_answer, leave_for_good, metrics)
+from cluster import shipping_cluster  # noqa: E402
+from durability import (SERVER_STACKS, DataServer,  # noqa: E402
+                        UploadWriter, collapsed_answer, leave_for_good,
+                        metrics, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 SHARDS = 16
 
 
@@ -52,19 +52,15 @@ def answer(q):
 
 
 def body(r):
-    ws = Workspace("scale-leave")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
+    ws = workspace_for(r, "scale-leave")
+    _, flags = swift_s3.start_in(r, ws)
     # a Cluster object for ports, ids and the gateways; the distributors
     # and queriers of each stage are made here
-    c = Cluster(ws, ingesters=5, distributors=0, queriers=0, rf=3,
-                gateways=2, gateway_rf=2, gateway_extra=flags +
-                ["-store-gateway.sync-interval=500ms"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"])
-    c.ingester_extra = flags + c.gateway_flags() + [
-        "-ingester.ship-interval=1s", "-ingester.leave-timeout=8s"]
+    c = shipping_cluster(
+        ws, flags, ["-ingester.ship-interval=1s",
+                    "-ingester.leave-timeout=8s"],
+        ingesters=5, distributors=0, queriers=0, rf=3, gateways=2,
+        gateway_rf=2)
     r.at_end(lambda: c.stop())
     members = c.members.split(",")
     for g in range(2):

@@ -189,8 +189,7 @@ def main(r):
                        "-runtime-config.file=%s" % path,
                        "-runtime-config.reload-period=200ms"] +
                 limit_flags())
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     d, q = c.distributors[0], c.queriers[0]
     now = int(time.time())
     acked = {"flood": {}, "quiet": {}}

@@ -32,8 +32,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from durability import DataServer, Workspace  # noqa: E402
-from smolder import run_script  # noqa: E402
+from durability import DataServer, workspace_for  # noqa: E402
+from smolder import recv_to_close, run_script  # noqa: E402
 
 WANT = 10000
 PER_ADDR = 200
@@ -51,12 +51,7 @@ def ready_latencies(port, n):
             c.connect(("127.0.0.1", port))
             c.sendall(b"GET /ready HTTP/1.1\r\nHost: x\r\n"
                       b"Connection: close\r\n\r\n")
-            got = b""
-            while True:
-                x = c.recv(4096)
-                if not x:
-                    break
-                got += x
+            got = recv_to_close(c, 4096)
             c.close()
             if not got.startswith(b"HTTP/1.1 200"):
                 bad.append(got[:60])
@@ -66,6 +61,18 @@ def ready_latencies(port, n):
         time.sleep(0.003)
     out.sort()
     return out[int(len(out) * 0.99) - 1], statistics.median(out), bad
+
+
+def send_each(socks, data):
+    """Send `data` on every socket that takes it; how many did."""
+    ok = 0
+    for s in socks:
+        try:
+            s.send(data)
+            ok += 1
+        except OSError:
+            pass
+    return ok
 
 
 def rss_kb(pid):
@@ -80,8 +87,7 @@ def body(r):
     n = WANT if hard >= WANT + 2500 else max(1000, hard - 2500)
     r.check(True, "%d trickling connections (RLIMIT_NOFILE hard %d%s)" % (
         n, hard, "" if n == WANT else ": SCALED DOWN from %d" % WANT))
-    ws = Workspace("slowloris_scale")
-    r.at_end(lambda: ws.cleanup(r))
+    ws = workspace_for(r, "slowloris_scale")
     srv = DataServer(ws.data_dir("s"), ws.log_dir("s")).start()
     port = srv.port
     sanitized = os.environ.get("SM_SANITIZE") == "ON"
@@ -108,13 +114,7 @@ def body(r):
         if i % 500 == 499:
             time.sleep(0.05)          # within the listen backlog
     time.sleep(1.0)
-    sent = 0
-    for s in socks:
-        try:
-            s.send(b"GET /ready HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-            sent += 1
-        except OSError:
-            pass
+    sent = send_each(socks, b"GET /ready HTTP/1.1\r\nHost: x\r\nX-Slow: ")
     r.check(failed == 0 and sent == n, "%d connections from %d addresses "
             "open and sending in %.1f s" % (sent, (n + PER_ADDR - 1) //
                                               PER_ADDR, time.monotonic() - t0),
@@ -124,14 +124,7 @@ def body(r):
 
     def trickle():
         while not stop.is_set():
-            ok = 0
-            for s in socks:
-                try:
-                    s.send(b"a")
-                    ok += 1
-                except OSError:
-                    pass
-            alive[0] = ok
+            alive[0] = send_each(socks, b"a")
             stop.wait(2.0)
 
     th = threading.Thread(target=trickle)

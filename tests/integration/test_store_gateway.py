@@ -46,39 +46,27 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import swift_s3  # noqa: E402
-from cluster import Cluster  # noqa: E402
-from durability import (DataServer, Workspace, collapsed_answer,  # noqa: E402
-                        flush, gateway_sync, metrics, wait_metric)
+from cluster import RAW_ANY_AGE, Cluster  # noqa: E402
+from durability import (SERVER_STACKS, DataServer,  # noqa: E402
+                        StackUploads, collapsed_answer, flush, gateway_sync,
+                        metrics, wait_metric, workspace_for)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
-STACKS = ["main;serve;parse", "main;serve;encode", "main;gc",
-          "main;serve;db;query", "main;idle"]
+STACKS = SERVER_STACKS
 SHARDS = 16
 
 
-class Writer:
+class Writer(StackUploads):
     def __init__(self, c):
+        super().__init__(STACKS)
         self.dist = c.distributors[0]
-        self.acked = {s: 0 for s in STACKS}
-        self.n = 0
         self.base = int(time.time()) - 900
         self.unit = 0            # one upload's value (the spy's rate)
 
     def batch(self, r, count):
-        ok = 0
-        for k in range(count):
-            stack = STACKS[self.n % len(STACKS)]
-            t = self.base + self.n % 600
-            resp = self.dist.ingest({"name": "gw.cpu{shard=s%d}" %
-                                     (self.n % SHARDS), "from": t,
-                                     "until": t + 1},
-                                    ("%s 1\n" % stack).encode())
-            self.n += 1
-            if resp.status == 200:
-                self.acked[stack] += 1
-                ok += 1
-        r.eq(ok, count, "every upload of the batch acknowledged")
+        self.upload(r, self.dist, count, lambda k, n: (
+            "gw.cpu{shard=s%d}" % (n % SHARDS), self.base + n % 600))
 
 
 def answer(q):
@@ -87,7 +75,7 @@ def answer(q):
 
 
 def expected(w):
-    return {s: c * w.unit for s, c in w.acked.items() if c > 0}
+    return w.expected(w.unit)
 
 
 def wait_applied(r, c, idx, want):
@@ -127,19 +115,15 @@ def wait_answer(q, want, timeout=15):
 
 
 def body(r):
-    ws = Workspace("store-gateway")
-    r.at_end(lambda: ws.cleanup(r))
-    sw = swift_s3.start_for(r, ws.path("swift"))
-    flags = swift_s3.smolder_flags(sw, timeout="5s", retries=2)
+    ws = workspace_for(r, "store-gateway")
+    sw, flags = swift_s3.start_in(r, ws)
     c = Cluster(ws, ingesters=4, distributors=1, queriers=1, rf=2,
                 gateways=2, gateway_rf=2, gateway_extra=flags +
                 ["-store-gateway.sync-interval=1h",
                  "-store-gateway.data-page-bytes=4KiB"],
-                extra=["-validation.reject-older-than=0",
-                       "-compactor.downsample-tiers=none"],
+                extra=RAW_ANY_AGE,
                 ingester_extra=flags + ["-ingester.ship-interval=1h"])
-    r.at_end(lambda: c.stop())
-    c.start()
+    c.start_for(r)
     w = Writer(c)
     q = c.queriers[0]
 

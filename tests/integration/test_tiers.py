@@ -235,6 +235,14 @@ def run_pass(s):
     return resp.status, json_or_none(resp) or resp.text()[:300]
 
 
+def check_pass(r, s, what, **want):
+    """A compactor pass on s answers 200 with the fields `want`."""
+    st, j = run_pass(s)
+    r.check(st == 200 and isinstance(j, dict) and
+            all(j.get(k) == v for k, v in want.items()), what,
+            "%s %s" % (st, j))
+
+
 def bytes_read(s):
     _, m = metrics(s)
     return sum(metric_value(m, "smolder_ingester_block_bytes_read_total",
@@ -242,10 +250,22 @@ def bytes_read(s):
                                                    "symbols"))
 
 
+def cold_collapsed(s):
+    """The 3-day flamegraph of the fresh server s, and the block bytes it
+    read for it."""
+    b0 = bytes_read(s)
+    got = collapsed(s, D0, D0 + 3 * DAY)
+    return got, bytes_read(s) - b0
+
+
 def single(r, ws, ups):
     data = ws.data_dir("single")
-    raw = DataServer(data, ws.log_dir("raw"), name="raw",
-                     extra_flags=COMMON + RAW).start()
+
+    def start(name, flags=COMMON):
+        return DataServer(data, ws.log_dir(name), name=name,
+                          extra_flags=flags).start()
+
+    raw = start("raw", COMMON + RAW)
     try:
         # A block about every 8 hours of history, the rest in the head.
         push_all(r, raw, ups, cut_every=96)
@@ -270,12 +290,9 @@ def single(r, ws, ups):
     finally:
         raw.check_stopped(r)
     # Cold bytes of a 3-day flamegraph on raw blocks.
-    s = DataServer(data, ws.log_dir("cold-raw"), name="cold-raw",
-                   extra_flags=COMMON).start()
+    s = start("cold-raw")
     try:
-        b0 = bytes_read(s)
-        collapsed(s, D0, D0 + 3 * DAY)
-        raw_bytes = bytes_read(s) - b0
+        _, raw_bytes = cold_collapsed(s)
         st, j = run_pass(s)
         # Merge jobs (tier "raw": an hour's small raw blocks become one)
         # count as built jobs too.
@@ -301,18 +318,13 @@ def single(r, ws, ups):
              "smolder_compactor_jobs_total{tier=1d,status=built}")
         compare(r, answers(s, tid), oracle, "after compaction every answer "
                 "equals the raw oracle's")
-        st, j = run_pass(s)
-        r.check(st == 200 and isinstance(j, dict) and
-                j.get("tier_jobs_built") == 0,
-                "a second pass has nothing to build", "%s %s" % (st, j))
+        check_pass(r, s, "a second pass has nothing to build",
+                   tier_jobs_built=0)
     finally:
         s.check_stopped(r)
-    s = DataServer(data, ws.log_dir("cold-tier"), name="cold-tier",
-                   extra_flags=COMMON).start()
+    s = start("cold-tier")
     try:
-        b0 = bytes_read(s)
-        got = collapsed(s, D0, D0 + 3 * DAY)
-        tier_bytes = bytes_read(s) - b0
+        got, tier_bytes = cold_collapsed(s)
         r.eq(got, oracle["render 3 days, aligned"], "the cold 3-day "
              "flamegraph is the oracle's")
         r.check(tier_bytes * 2 < raw_bytes, "a cold 3-day flamegraph reads "
@@ -325,15 +337,13 @@ def single(r, ws, ups):
         r.check(flush(s).status == 200, "late data cut into a raw block")
     finally:
         s.check_stopped(r)
-    raw = DataServer(data, ws.log_dir("raw-late"), name="raw-late",
-                     extra_flags=COMMON + RAW).start()
+    raw = start("raw-late", COMMON + RAW)
     try:
         oracle2 = answers(raw, tid)
         r.check(oracle2 != oracle, "the late data changes the oracle")
     finally:
         raw.check_stopped(r)
-    s = DataServer(data, ws.log_dir("late"), name="late",
-                   extra_flags=COMMON).start()
+    s = start("late")
     try:
         compare(r, answers(s, tid), oracle2, "late data into compacted days "
                 "is served exactly before the next pass")
@@ -347,22 +357,15 @@ def single(r, ws, ups):
     finally:
         if s.alive():
             s.check_stopped(r)
-    s = DataServer(data, ws.log_dir("rerun"), name="rerun",
-                   extra_flags=COMMON).start()
+    s = start("rerun")
     try:
         compare(r, answers(s, tid), oracle2, "after kill -9 during a pass, "
                 "every answer equals the oracle's")
-        st, j = run_pass(s)
-        r.check(st == 200 and isinstance(j, dict) and
-                j.get("tier_jobs_failed") == 0,
-                "the rerun pass completes", "%s %s" % (st, j))
+        check_pass(r, s, "the rerun pass completes", tier_jobs_failed=0)
         compare(r, answers(s, tid), oracle2, "after the rerun (late data "
                 "folded into rebuilt tiers) every answer equals the "
                 "oracle's")
-        st, j = run_pass(s)
-        r.check(st == 200 and isinstance(j, dict) and
-                j.get("tier_jobs_built") == 0,
-                "then nothing is left to build", "%s %s" % (st, j))
+        check_pass(r, s, "then nothing is left to build", tier_jobs_built=0)
     finally:
         s.check_stopped(r)
     return tid, oracle

@@ -45,8 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from durability import DataServer, Workspace  # noqa: E402
-from smolder import (Response, free_port, in_ci, metric,  # noqa: E402
-                     run_script)
+from smolder import free_port, in_ci, metric, run_script  # noqa: E402
 
 
 class TLSServer(DataServer):
@@ -57,20 +56,9 @@ class TLSServer(DataServer):
         self.ctx = ctx
         super().__init__(*args, **kw)
 
-    def request(self, method, path, query=None, body=None, headers=None,
-                timeout=60):
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port,
+    def connection(self, timeout):
+        return http.client.HTTPSConnection("127.0.0.1", self.port,
                                            context=self.ctx, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=dict(headers or {}))
-            resp = conn.getresponse()
-            data = resp.read()
-            return Response(resp.status, {k.lower(): v for k, v in
-                                          resp.getheaders()}, data)
-        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
-            return Response(0, {}, str(e).encode())
-        finally:
-            conn.close()
 
 
 class Certs:

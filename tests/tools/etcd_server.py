@@ -149,8 +149,7 @@ def stop(d):
 
 def main(argv):
     return loopback.main(argv, "etcd_server", start, stop, EtcdError,
-                         lambda info: {"endpoint": info["endpoint"],
-                                       "pid": info["pid"]})
+                         ("endpoint", "pid"))
 
 
 if __name__ == "__main__":

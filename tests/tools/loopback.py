@@ -90,9 +90,10 @@ def kill(pid, timeout):
         pass
 
 
-def main(argv, prog, start, stop, error, facts=lambda info: info):
+def main(argv, prog, start, stop, error, facts=None):
     """`start DIR` or `stop DIR`: start(dir) may raise `error` or OSError
-    (exit 1, the reason on stderr); facts(info) is what is printed."""
+    (exit 1, the reason on stderr); the keys `facts` of its info (all of
+    them when None) are what is printed."""
     if len(argv) != 3 or argv[1] not in ("start", "stop"):
         sys.stderr.write("usage: %s start|stop DIR\n" % argv[0])
         return 2
@@ -104,6 +105,8 @@ def main(argv, prog, start, stop, error, facts=lambda info: info):
     except (error, OSError) as e:
         sys.stderr.write("%s: %s\n" % (prog, e))
         return 1
-    sys.stdout.write(json.dumps(facts(info)) + "\n")
+    if facts is not None:
+        info = {k: info[k] for k in facts}
+    sys.stdout.write(json.dumps(info) + "\n")
     sys.stdout.flush()
     return 0

@@ -110,8 +110,7 @@ def query(url, promql, at):
 
 def main(argv):
     return loopback.main(argv, "prometheus_server", start, stop, PromError,
-                         lambda info: {"port": info["port"],
-                                       "pid": info["pid"]})
+                         ("port", "pid"))
 
 
 if __name__ == "__main__":

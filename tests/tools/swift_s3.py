@@ -395,6 +395,14 @@ def start_for(r, d, tls=None, encryption=False):
     return info
 
 
+def start_in(r, ws):
+    """start_for(r) in the Workspace ws's swift/ directory, for a cluster
+    test: the server's info and the -storage.* flags for it, with the 5 s
+    timeout and 2 retries a cluster of processes needs."""
+    info = start_for(r, ws.path("swift"))
+    return info, smolder_flags(info, timeout="5s", retries=2)
+
+
 def stop(d):
     """Stop the Swift started in directory d (a no-op if none)."""
     d = os.path.abspath(d)
