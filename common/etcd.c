@@ -726,6 +726,7 @@ struct sm_etcd_lock {
 	struct sm_etcd *e;
 	char *key, *holder;
 	int64_t ttl_s;
+	const struct sm_clock *clock;
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -737,6 +738,13 @@ struct sm_etcd_lock {
 	char who[256];
 	bool warned;
 };
+
+/* The lock's monotonic clock, in ms. */
+static int64_t
+lock_now_ms(const struct sm_etcd_lock *l)
+{
+	return (sm_clock_mono_ns(l->clock) / 1000000);
+}
 
 static void
 lock_round(struct sm_etcd_lock *l)
@@ -757,8 +765,8 @@ lock_round(struct sm_etcd_lock *l)
 		rv = sm_etcd_lease_keepalive(l->e, lease, &ttl, &err);
 		pthread_mutex_lock(&l->mu);
 		if (rv == 0) {
-			l->kept_ms = sm_mono_ns() / 1000000;
-		} else if (rv == SM_ENOTFOUND || sm_mono_ns() / 1000000 -
+			l->kept_ms = lock_now_ms(l);
+		} else if (rv == SM_ENOTFOUND || lock_now_ms(l) -
 		    l->kept_ms >= (l->ttl_s - 1) * 1000) {
 			if (l->held)
 				sm_warn("etcd", "lock lost\tkey=%s err=\"%s\"",
@@ -777,7 +785,7 @@ lock_round(struct sm_etcd_lock *l)
 			goto fail;
 		pthread_mutex_lock(&l->mu);
 		l->lease = lease;
-		l->kept_ms = sm_mono_ns() / 1000000;
+		l->kept_ms = lock_now_ms(l);
 		pthread_mutex_unlock(&l->mu);
 	}
 	if ((rv = sm_etcd_create(l->e, l->key, l->holder, strlen(l->holder),
@@ -825,8 +833,8 @@ lock_main(void *arg)
 		lock_round(l);
 		pthread_mutex_lock(&l->mu);
 		if (!l->stopping)
-			sm_cond_wait_ms(&l->cv, &l->mu, SM_MAX(l->ttl_s * 1000 /
-			    3, 100));
+			sm_clock_wait_ms(l->clock, &l->cv, &l->mu,
+			    SM_MAX(l->ttl_s * 1000 / 3, 100));
 	}
 	pthread_mutex_unlock(&l->mu);
 	return (NULL);
@@ -835,7 +843,8 @@ lock_main(void *arg)
 int
 sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
     const char *key, const char *holder, int64_t ttl_s,
-    struct sm_etcd_lock **out, struct sm_err *err)
+    const struct sm_clock *clock, struct sm_etcd_lock **out,
+    struct sm_err *err)
 {
 	struct sm_etcd_lock *l;
 	int rv;
@@ -849,6 +858,7 @@ sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
 	pthread_mutex_init(&l->mu, NULL);
 	sm_cond_init(&l->cv);
 	l->ttl_s = ttl_s;
+	l->clock = clock;
 	if ((l->key = sm_strdup(key)) == NULL ||
 	    (l->holder = sm_strdup(holder)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -880,7 +890,7 @@ sm_etcd_lock_held(struct sm_etcd_lock *l, char *who, size_t wholen)
 	pthread_mutex_lock(&l->mu);
 	/* past the margin without a keepalive: not ours any more, even if
 	 * the thread has not noticed yet */
-	if (l->held && sm_mono_ns() / 1000000 - l->kept_ms >= (l->ttl_s - 1) *
+	if (l->held && lock_now_ms(l) - l->kept_ms >= (l->ttl_s - 1) *
 	    1000)
 		l->held = false;
 	held = l->held;

@@ -273,36 +273,48 @@ test_cancel(void)
 	sm_etcd_destroy(w.e);
 }
 
+/*
+ * The lock: a takes it (on the real clock, so its keepalives run as in
+ * production); b, on a manual clock, sees a holding it; once a stops, b
+ * takes the key at its next try, which a step of its clock by its retry
+ * period (ttl/3) starts at once.
+ */
 static void
 test_lock(void)
 {
 	struct sm_etcd_lock *a = NULL, *b = NULL;
+	struct sm_clock clk;
 	struct sm_err err;
 	char who[64] = "";
 	int i;
 
 	sm_err_clear(&err);
-	SM_REQUIRE(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "a", 3, &a,
-	    &err) == 0);
-	for (i = 0; i < 200 && !sm_etcd_lock_held(a, NULL, 0); i++)
+	sm_clock_manual_init(&clk, 1000000000LL, sm_now_ms());
+	SM_REQUIRE(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "a", 3, NULL,
+	    &a, &err) == 0);
+	for (i = 0; i < 500 && !sm_etcd_lock_held(a, NULL, 0); i++)
 		usleep(10000);
 	SM_CHECK(sm_etcd_lock_held(a, NULL, 0));
-	SM_REQUIRE(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "b", 3, &b,
-	    &err) == 0);
-	for (i = 0; i < 200 && who[0] == '\0'; i++) {
+	SM_REQUIRE(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "b", 3, &clk,
+	    &b, &err) == 0);
+	for (i = 0; i < 500 && who[0] == '\0'; i++) {
 		(void)sm_etcd_lock_held(b, who, sizeof(who));
 		usleep(10000);
 	}
 	SM_CHECK(!sm_etcd_lock_held(b, who, sizeof(who)));
 	SM_CHECK_STR(who, "a");
-	/* the holder stops: its lease is revoked and b takes the key within
-	 * its retry period (ttl/3 = 1 s) */
+	/* the holder stops: its lease is revoked and the key is free; b's
+	 * clock moves by its retry period (again after 0.5 s without the
+	 * lock, should the step have come while b was between tries) */
 	sm_etcd_lock_stop(a);
-	for (i = 0; i < 300 && !sm_etcd_lock_held(b, NULL, 0); i++)
+	for (i = 0; i < 500 && !sm_etcd_lock_held(b, NULL, 0); i++) {
+		if (i % 50 == 0)
+			sm_clock_manual_advance(&clk, 1000000000LL);
 		usleep(10000);
+	}
 	SM_CHECKF(sm_etcd_lock_held(b, NULL, 0), "b waited %d ms", i * 10);
-	SM_CHECK_EQ(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "c", 1, &a,
-	    &err), SM_EINVAL);
+	SM_CHECK_EQ(sm_etcd_lock_start(e_endpoint, 2000, "t/L", "c", 1, NULL,
+	    &a, &err), SM_EINVAL);
 	sm_etcd_lock_stop(b);
 }
 
