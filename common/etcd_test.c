@@ -176,7 +176,8 @@ test_watch(void)
 	sm_err_clear(&err);
 	SM_CHECK_EQ(sm_etcd_range(e, "t/w/", &kvs, &n, &rev, &err), 0);
 	sm_etcd_kvs_free(kvs, n);
-	/* nothing changes: the wait ends without a change */
+	/* nothing changes: the wait ends without a change, and not before
+	 * most of it passed (a lower bound: load only adds) */
 	t0 = sm_mono_ns();
 	SM_CHECK_EQ(sm_etcd_watch(e, "t/w/", rev + 1, 300, &changed, &err),
 	    0);
@@ -187,15 +188,12 @@ test_watch(void)
 	SM_CHECK_EQ(sm_etcd_watch(e, "t/w/", rev + 1, 300, &changed, &err),
 	    0);
 	SM_CHECK(!changed);
-	/* a put while watching ends the watch at once */
+	/* a put while watching ends the watch (changed: not its 10 s) */
 	SM_REQUIRE(pthread_create(&t, NULL, put_later, &pu) == 0);
-	t0 = sm_mono_ns();
 	SM_CHECK_EQ(sm_etcd_watch(e, "t/w/", rev + 1, 10000, &changed, &err),
 	    0);
 	pthread_join(t, NULL);
 	SM_CHECK(changed);
-	SM_CHECKF((sm_mono_ns() - t0) / 1000000 < 5000, "%lld ms",
-	    (long long)((sm_mono_ns() - t0) / 1000000));
 	/* a change before the watch, at or after from_rev, is seen too */
 	SM_CHECK_EQ(sm_etcd_watch(e, "t/w/", rev + 1, 5000, &changed, &err),
 	    0);
@@ -255,20 +253,16 @@ test_cancel(void)
 	struct watcher w = { open_e(e_endpoint), 0, false };
 	struct sm_err err;
 	pthread_t t;
-	int64_t t0;
-	int i;
 
 	SM_REQUIRE(pthread_create(&t, NULL, watch_long, &w) == 0);
+	/* let the watch get in flight, so the cancel ends one that waits
+	 * (20 s) rather than one yet to start; nothing is timed from here:
+	 * SM_ECLOSED is what only the cancel gives */
 	usleep(300000);
 	SM_CHECK(!atomic_load(&w.done));
-	t0 = sm_mono_ns();
 	sm_etcd_cancel(w.e);
-	for (i = 0; i < 400 && !atomic_load(&w.done); i++)
-		usleep(10000);
 	pthread_join(t, NULL);
 	SM_CHECK_EQ(atomic_load(&w.rv), SM_ECLOSED);
-	SM_CHECKF((sm_mono_ns() - t0) / 1000000 < 3000, "cancel took %lld ms",
-	    (long long)((sm_mono_ns() - t0) / 1000000));
 	SM_CHECK_EQ(sm_etcd_put(w.e, "t/x", "1", 1, 0, &err), SM_ECLOSED);
 	sm_etcd_destroy(w.e);
 }
