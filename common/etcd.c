@@ -734,6 +734,8 @@ struct sm_etcd_lock {
 	/* under mu */
 	int64_t lease;
 	bool held;
+	bool lapsed;                /* held given up past the margin by
+				       sm_etcd_lock_held, lease kept */
 	int64_t kept_ms;            /* last successful grant or keepalive */
 	char who[256];
 	bool warned;
@@ -762,9 +764,21 @@ lock_round(struct sm_etcd_lock *l)
 	held = l->held;
 	pthread_mutex_unlock(&l->mu);
 	if (lease != 0) {
+		int64_t drop = 0;
+
 		rv = sm_etcd_lease_keepalive(l->e, lease, &ttl, &err);
 		pthread_mutex_lock(&l->mu);
-		if (rv == 0) {
+		if (rv == 0 && l->lapsed) {
+			/* The lock was given up past the margin, yet etcd kept
+			 * the lease: the key is still ours under it, and
+			 * creating it would fail for as long as we keep the
+			 * lease alive.  Start over: revoking frees the key. */
+			sm_warn("etcd", "lock lapsed (keepalive too late), "
+			    "taking it anew\tkey=%s", l->key);
+			drop = lease;
+			l->lease = lease = 0;
+			l->lapsed = false;
+		} else if (rv == 0) {
 			l->kept_ms = lock_now_ms(l);
 		} else if (rv == SM_ENOTFOUND || lock_now_ms(l) -
 		    l->kept_ms >= (l->ttl_s - 1) * 1000) {
@@ -772,10 +786,13 @@ lock_round(struct sm_etcd_lock *l)
 				sm_warn("etcd", "lock lost\tkey=%s err=\"%s\"",
 				    l->key, err.msg);
 			l->held = false;
+			l->lapsed = false;
 			l->lease = lease = 0;
 		}
 		held = l->held;
 		pthread_mutex_unlock(&l->mu);
+		if (drop != 0)
+			(void)sm_etcd_lease_revoke(l->e, drop, &err);
 		if (held || rv != 0)
 			return;
 	}
@@ -891,8 +908,10 @@ sm_etcd_lock_held(struct sm_etcd_lock *l, char *who, size_t wholen)
 	/* past the margin without a keepalive: not ours any more, even if
 	 * the thread has not noticed yet */
 	if (l->held && lock_now_ms(l) - l->kept_ms >= (l->ttl_s - 1) *
-	    1000)
+	    1000) {
 		l->held = false;
+		l->lapsed = true;
+	}
 	held = l->held;
 	if (!held && who != NULL && wholen > 0)
 		(void)snprintf(who, wholen, "%s", l->who);

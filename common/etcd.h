@@ -116,7 +116,11 @@ int sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err);
  * keepalive finds the lease gone, or none has succeeded for ttl_s - 1 s
  * (etcd may have expired it meanwhile), so sm_etcd_lock_held never says
  * true after etcd could have given the key to someone else, barring a
- * pause longer than that margin between the check and the work.  Stop
+ * pause longer than that margin between the check and the work.  A
+ * keepalive that succeeds after the margin passed finds the key still
+ * ours under a lease we gave up on: the holder revokes that lease and
+ * takes the key anew (else creating it would fail for as long as it
+ * kept the lease alive, and nobody would hold the lock).  Stop
  * revokes the lease, which frees the key at once.
  *
  * Time: the pace and the margin are on `clock` (common/clock.h; NULL =

@@ -8,6 +8,7 @@
 #include "common/json.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 static char e_dir[64];
 static char e_endpoint[64];
+static pid_t e_pid;             /* the etcd server's */
 
 static void
 test_setup(void)
@@ -40,6 +42,7 @@ test_setup(void)
 	SM_REQUIRE(sm_json_str(sm_json_get(j, "endpoint")) != NULL);
 	snprintf(e_endpoint, sizeof(e_endpoint), "%s",
 	    sm_json_str(sm_json_get(j, "endpoint")));
+	e_pid = (pid_t)sm_json_int(sm_json_get(j, "pid"));
 	sm_json_free(j);
 	SM_REQUIRE(e_endpoint[0] != '\0');
 }
@@ -312,6 +315,46 @@ test_lock(void)
 	sm_etcd_lock_stop(b);
 }
 
+/*
+ * A holder told "not held" because its keepalive came too late (past the
+ * margin, etcd not answering) must not stay locked out when that
+ * keepalive then succeeds: the key is still its own under the lease it
+ * keeps alive, so creating it fails for ever unless the holder starts
+ * over with a fresh lease.  etcd is stopped (SIGSTOP) across the clock
+ * step, so the margin surely passes before the keepalive gets through.
+ */
+static void
+test_lock_lapse(void)
+{
+	struct sm_etcd_lock *l = NULL;
+	struct sm_clock clk;
+	struct sm_err err;
+	char who[64] = "";
+	int i;
+
+	SM_REQUIRE(e_pid > 0);
+	sm_err_clear(&err);
+	sm_clock_manual_init(&clk, 1000000000LL, sm_now_ms());
+	SM_REQUIRE(sm_etcd_lock_start(e_endpoint, 2000, "t/lapse", "z", 3,
+	    &clk, &l, &err) == 0);
+	for (i = 0; i < 500 && !sm_etcd_lock_held(l, NULL, 0); i++)
+		usleep(10000);
+	SM_REQUIRE(sm_etcd_lock_held(l, NULL, 0));
+	SM_REQUIRE(kill(e_pid, SIGSTOP) == 0);
+	sm_clock_manual_advance(&clk, 2000000000LL);     /* ttl - 1 s */
+	SM_CHECK(!sm_etcd_lock_held(l, who, sizeof(who)));
+	SM_REQUIRE(kill(e_pid, SIGCONT) == 0);
+	/* held again within a few tries (each a clock step of ttl/3) */
+	for (i = 0; i < 300 && !sm_etcd_lock_held(l, NULL, 0); i++) {
+		if (i % 10 == 0)
+			sm_clock_manual_advance(&clk, 1000000000LL);
+		usleep(10000);
+	}
+	(void)sm_etcd_lock_held(l, who, sizeof(who));
+	SM_CHECKF(sm_etcd_lock_held(l, NULL, 0), "holder now \"%s\"", who);
+	sm_etcd_lock_stop(l);
+}
+
 static void
 test_cleanup(void)
 {
@@ -337,5 +380,7 @@ SM_TEST_MAIN(
 	    test_endpoints },
 	{ "cancel: a watch in flight ends with SM_ECLOSED", test_cancel },
 	{ "lock: one holder; the next takes over when it stops", test_lock },
+	{ "lock: a holder past its margin takes the lock again once etcd "
+	    "answers", test_lock_lapse },
 	{ "cleanup", test_cleanup },
 )
