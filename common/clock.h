@@ -9,11 +9,12 @@
  * there, instead of sleeping and asserting how long something took.
  *
  * Decision: injection per component, not a process-wide hook.  The clock
- * is a field of the component's config struct (sm_ring_cfg.clock,
- * sm_peers_cfg.clock, sm_log_limit.clock) or an argument of its
- * constructor where it has none (dist_ratelim_create); NULL means the
- * real clock, so every existing designated initializer keeps its
- * behaviour and production code never names a clock.  Why not one global
+ * is a field of the component's config struct (sm_ring_cfg, sm_peers_cfg,
+ * sm_watch_conf, dist_config; sm_log_limit, which has no other) or an
+ * argument of its constructor where it has none (dist_ratelim_create,
+ * sm_etcd_lock_start); NULL means the real clock, so every existing
+ * designated initializer keeps its behaviour and production code never
+ * names a clock.  Why not one global
  * test hook: a test process runs servers, clients and probers at once
  * (an in-process cluster, libcurl's and nng's own timeouts), and moving
  * time for all of them would fire every timeout in the process; per
