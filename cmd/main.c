@@ -874,8 +874,8 @@ mod_compactor_start(void *p, struct sm_err *err)
 		(void)snprintf(who, sizeof(who), "%s pid %d on %s",
 		    app->instance_id, (int)getpid(), host);
 		if ((rv = sm_etcd_lock_start(app->ring_etcd_endpoints,
-		    app->ring_etcd_timeout_ms, key, who, 15, &app->cpt_lock,
-		    err)) != 0)
+		    app->ring_etcd_timeout_ms, key, who, 15, NULL,
+		    &app->cpt_lock, err)) != 0)
 			return (rv);
 		cpt_set_lock(app->cpt, app->cpt_lock);
 	}

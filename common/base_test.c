@@ -737,16 +737,18 @@ test_mem_tidy(void)
 }
 
 /* sm_log_limit: per_sec lines a second, the rest counted and reported
- * with the next line written (a second boundary may fall inside the
- * loop: then up to twice as many pass, and what was dropped is still
- * all reported). */
+ * with the next line written, on a manual clock (common/clock.h) that
+ * stands still inside a second and moves to the next one at once. */
 static void
 test_log_limit(void)
 {
-	static struct sm_log_limit l;
+	struct sm_log_limit l = { 0 };
+	struct sm_clock clk;
 	uint64_t sup, reported = 0;
 	int ok = 0, dropped = 0;
 
+	sm_clock_manual_init(&clk, 10 * 1000000000LL, 0);
+	l.clock = &clk;
 	for (int i = 0; i < 100; i++) {
 		if (sm_log_limit_ok(&l, 3, &sup)) {
 			ok++;
@@ -755,12 +757,26 @@ test_log_limit(void)
 			dropped++;
 		}
 	}
-	SM_CHECK(ok >= 3 && ok <= 6);
-	SM_CHECK_EQ(ok + dropped, 100);
-	/* A second later the first line carries every drop not yet told. */
-	sleep(1);
+	SM_CHECK_EQ(ok, 3);
+	SM_CHECK_EQ(reported, 0);
+	SM_CHECK_EQ(dropped, 97);
+	/* Later in the same second: still dropped, still counted. */
+	sm_clock_manual_advance(&clk, 999999999);
+	SM_CHECK(!sm_log_limit_ok(&l, 3, &sup));
+	dropped++;
+	/* The next second: its first line carries every drop not yet told,
+	 * the next ones none, and the cap starts again. */
+	sm_clock_manual_advance(&clk, 1);
 	SM_CHECK(sm_log_limit_ok(&l, 3, &sup));
-	SM_CHECK_EQ(reported + sup, (uint64_t)dropped);
+	SM_CHECK_EQ(sup, (uint64_t)dropped);
+	SM_CHECK(sm_log_limit_ok(&l, 3, &sup));
+	SM_CHECK_EQ(sup, 0);
+	SM_CHECK(sm_log_limit_ok(&l, 3, &sup));
+	SM_CHECK(!sm_log_limit_ok(&l, 3, &sup));
+	/* A second with no line at all: the one drop is told after it. */
+	sm_clock_manual_advance(&clk, 2 * 1000000000LL);
+	SM_CHECK(sm_log_limit_ok(&l, 3, &sup));
+	SM_CHECK_EQ(sup, 1);
 }
 
 /* RFC 4648's test vectors (section 10) both ways; padded chunks laid end to end (as

@@ -726,6 +726,7 @@ struct sm_etcd_lock {
 	struct sm_etcd *e;
 	char *key, *holder;
 	int64_t ttl_s;
+	const struct sm_clock *clock;
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -733,10 +734,19 @@ struct sm_etcd_lock {
 	/* under mu */
 	int64_t lease;
 	bool held;
+	bool lapsed;                /* held given up past the margin by
+				       sm_etcd_lock_held, lease kept */
 	int64_t kept_ms;            /* last successful grant or keepalive */
 	char who[256];
 	bool warned;
 };
+
+/* The lock's monotonic clock, in ms. */
+static int64_t
+lock_now_ms(const struct sm_etcd_lock *l)
+{
+	return (sm_clock_mono_ns(l->clock) / 1000000);
+}
 
 static void
 lock_round(struct sm_etcd_lock *l)
@@ -754,20 +764,35 @@ lock_round(struct sm_etcd_lock *l)
 	held = l->held;
 	pthread_mutex_unlock(&l->mu);
 	if (lease != 0) {
+		int64_t drop = 0;
+
 		rv = sm_etcd_lease_keepalive(l->e, lease, &ttl, &err);
 		pthread_mutex_lock(&l->mu);
-		if (rv == 0) {
-			l->kept_ms = sm_mono_ns() / 1000000;
-		} else if (rv == SM_ENOTFOUND || sm_mono_ns() / 1000000 -
+		if (rv == 0 && l->lapsed) {
+			/* The lock was given up past the margin, yet etcd kept
+			 * the lease: the key is still ours under it, and
+			 * creating it would fail for as long as we keep the
+			 * lease alive.  Start over: revoking frees the key. */
+			sm_warn("etcd", "lock lapsed (keepalive too late), "
+			    "taking it anew\tkey=%s", l->key);
+			drop = lease;
+			l->lease = lease = 0;
+			l->lapsed = false;
+		} else if (rv == 0) {
+			l->kept_ms = lock_now_ms(l);
+		} else if (rv == SM_ENOTFOUND || lock_now_ms(l) -
 		    l->kept_ms >= (l->ttl_s - 1) * 1000) {
 			if (l->held)
 				sm_warn("etcd", "lock lost\tkey=%s err=\"%s\"",
 				    l->key, err.msg);
 			l->held = false;
+			l->lapsed = false;
 			l->lease = lease = 0;
 		}
 		held = l->held;
 		pthread_mutex_unlock(&l->mu);
+		if (drop != 0)
+			(void)sm_etcd_lease_revoke(l->e, drop, &err);
 		if (held || rv != 0)
 			return;
 	}
@@ -777,7 +802,7 @@ lock_round(struct sm_etcd_lock *l)
 			goto fail;
 		pthread_mutex_lock(&l->mu);
 		l->lease = lease;
-		l->kept_ms = sm_mono_ns() / 1000000;
+		l->kept_ms = lock_now_ms(l);
 		pthread_mutex_unlock(&l->mu);
 	}
 	if ((rv = sm_etcd_create(l->e, l->key, l->holder, strlen(l->holder),
@@ -825,8 +850,8 @@ lock_main(void *arg)
 		lock_round(l);
 		pthread_mutex_lock(&l->mu);
 		if (!l->stopping)
-			sm_cond_wait_ms(&l->cv, &l->mu, SM_MAX(l->ttl_s * 1000 /
-			    3, 100));
+			sm_clock_wait_ms(l->clock, &l->cv, &l->mu,
+			    SM_MAX(l->ttl_s * 1000 / 3, 100));
 	}
 	pthread_mutex_unlock(&l->mu);
 	return (NULL);
@@ -835,7 +860,8 @@ lock_main(void *arg)
 int
 sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
     const char *key, const char *holder, int64_t ttl_s,
-    struct sm_etcd_lock **out, struct sm_err *err)
+    const struct sm_clock *clock, struct sm_etcd_lock **out,
+    struct sm_err *err)
 {
 	struct sm_etcd_lock *l;
 	int rv;
@@ -849,6 +875,7 @@ sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
 	pthread_mutex_init(&l->mu, NULL);
 	sm_cond_init(&l->cv);
 	l->ttl_s = ttl_s;
+	l->clock = clock;
 	if ((l->key = sm_strdup(key)) == NULL ||
 	    (l->holder = sm_strdup(holder)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -880,9 +907,11 @@ sm_etcd_lock_held(struct sm_etcd_lock *l, char *who, size_t wholen)
 	pthread_mutex_lock(&l->mu);
 	/* past the margin without a keepalive: not ours any more, even if
 	 * the thread has not noticed yet */
-	if (l->held && sm_mono_ns() / 1000000 - l->kept_ms >= (l->ttl_s - 1) *
-	    1000)
+	if (l->held && lock_now_ms(l) - l->kept_ms >= (l->ttl_s - 1) *
+	    1000) {
 		l->held = false;
+		l->lapsed = true;
+	}
 	held = l->held;
 	if (!held && who != NULL && wholen > 0)
 		(void)snprintf(who, wholen, "%s", l->who);

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "sm.h"
 
 #define SM_ETCD_KEY_MAX 1024
@@ -115,14 +116,24 @@ int sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err);
  * keepalive finds the lease gone, or none has succeeded for ttl_s - 1 s
  * (etcd may have expired it meanwhile), so sm_etcd_lock_held never says
  * true after etcd could have given the key to someone else, barring a
- * pause longer than that margin between the check and the work.  Stop
+ * pause longer than that margin between the check and the work.  A
+ * keepalive that succeeds after the margin passed finds the key still
+ * ours under a lease we gave up on: the holder revokes that lease and
+ * takes the key anew (else creating it would fail for as long as it
+ * kept the lease alive, and nobody would hold the lock).  Stop
  * revokes the lease, which frees the key at once.
+ *
+ * Time: the pace and the margin are on `clock` (common/clock.h; NULL =
+ * the real clock, a manual one must outlive the lock), so a test moves a
+ * manual clock to make a waiting holder try again at once.  The lease's
+ * own expiry is etcd's, on its real clock.
  */
 struct sm_etcd_lock;
 
 int sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
     const char *key, const char *holder, int64_t ttl_s,
-    struct sm_etcd_lock **out, struct sm_err *err);
+    const struct sm_clock *clock, struct sm_etcd_lock **out,
+    struct sm_err *err);
 /* Held by us now?  If not, the current holder's name (or "") in who. */
 bool sm_etcd_lock_held(struct sm_etcd_lock *l, char *who, size_t wholen);
 void sm_etcd_lock_stop(struct sm_etcd_lock *l);

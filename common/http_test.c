@@ -1245,6 +1245,12 @@ test_per_ip_limit(void)
 	sm_http_destroy(h);
 }
 
+/*
+ * The idle timeout (1 s) is libmicrohttpd's, on the real clock: each case
+ * checks that the connection is closed (waiting up to 10 s for it) and
+ * not before most of the timeout passed -- a lower bound, which a loaded
+ * machine cannot break.
+ */
 static void
 test_idle_timeout(void)
 {
@@ -1260,9 +1266,8 @@ test_idle_timeout(void)
 
 	/* A connection that never sends anything. */
 	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
-	waited = cli_wait_closed(fd, 4000);
-	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
-	    (long long)waited);
+	waited = cli_wait_closed(fd, 10000);
+	SM_CHECKF(waited >= 700, "waited %lld ms", (long long)waited);
 	close(fd);
 
 	/* A kept-alive connection after one request. */
@@ -1270,9 +1275,8 @@ test_idle_timeout(void)
 	SM_CHECK(cli_sends(fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
 	SM_REQUIRE(sm_test_read_resp(fd, &rs) == 0);
 	sm_test_resp_free(&rs);
-	waited = cli_wait_closed(fd, 4000);
-	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
-	    (long long)waited);
+	waited = cli_wait_closed(fd, 10000);
+	SM_CHECKF(waited >= 700, "waited %lld ms", (long long)waited);
 	close(fd);
 
 	/* Slowloris: headers started, never finished. */
@@ -1281,18 +1285,16 @@ test_idle_timeout(void)
 	    == 0);
 	sleep_ms(300);
 	SM_CHECK(cli_sends(fd, "c") == 0);
-	waited = cli_wait_closed(fd, 4000);
-	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
-	    (long long)waited);
+	waited = cli_wait_closed(fd, 10000);
+	SM_CHECKF(waited >= 700, "waited %lld ms", (long long)waited);
 	close(fd);
 
 	/* Body started, never finished. */
 	SM_REQUIRE((fd = sm_test_connect(sm_http_port(h), 5000)) >= 0);
 	SM_CHECK(cli_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\n"
 	    "Content-Length: 100\r\n\r\nabc") == 0);
-	waited = cli_wait_closed(fd, 4000);
-	SM_CHECKF(waited >= 700 && waited <= 3000, "waited %lld ms",
-	    (long long)waited);
+	waited = cli_wait_closed(fd, 10000);
+	SM_CHECKF(waited >= 700, "waited %lld ms", (long long)waited);
 	close(fd);
 	check_healthy(sm_http_port(h));
 	sm_http_destroy(h);
@@ -1356,8 +1358,8 @@ test_stop_in_flight(void)
 	SM_CHECK_EQ(f.rs.status, 200);
 	SM_CHECK_STR((char *)f.rs.body, "slow");
 	sm_test_resp_free(&f.rs);
-	SM_CHECKF(took >= 200 && took < 2000, "stop took %lld ms",
-	    (long long)took);
+	/* it waited for the handler (a lower bound: load only adds) */
+	SM_CHECKF(took >= 200, "stop took %lld ms", (long long)took);
 	/* No longer listening; stop is idempotent. */
 	fd = sm_test_connect(f.port, 5000);
 	SM_CHECK(fd < 0);

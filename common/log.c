@@ -95,7 +95,7 @@ bool
 sm_log_limit_ok(struct sm_log_limit *l, uint32_t per_sec,
     uint64_t *suppressed)
 {
-	int64_t now = sm_mono_ns() / 1000000000;
+	int64_t now = sm_clock_mono_ns(l->clock) / 1000000000;
 
 	*suppressed = 0;
 	if (atomic_load_explicit(&l->sec, memory_order_relaxed) != now) {

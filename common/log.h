@@ -11,6 +11,7 @@
 #ifndef SM_LOG_H
 #define SM_LOG_H
 
+#include "clock.h"
 #include "sm.h"
 
 enum sm_log_level {
@@ -47,13 +48,16 @@ void sm_log(enum sm_log_level lvl, const char *component, const char *fmt, ...)
  * memory bound, every failed write behind it): the first `per_sec` lines
  * of each second are written, the rest counted, and the next line written
  * carries the count as suppressed=N.  Zero-initialised static storage is
- * ready to use.  Thread-safe (atomics; a line may slip past the cap when
- * two threads cross a second together).
+ * ready to use and reads the real clock; `clock` (common/clock.h), set
+ * before first use, makes it read another (a test's manual clock, which
+ * must outlive it).  Thread-safe (atomics; a line may slip past the cap
+ * when two threads cross a second together).
  */
 struct sm_log_limit {
 	_Atomic int64_t sec;
 	_Atomic uint32_t n;
 	_Atomic uint64_t dropped;
+	const struct sm_clock *clock;   /* NULL: the real clock */
 };
 /* true: write this line (with *suppressed lines dropped since the last
  * written one); false: drop it. */

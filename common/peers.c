@@ -43,6 +43,7 @@ struct sm_peers {
 	struct dns_entry *dns;
 	uint32_t ndns;
 	atomic_uint nhealthy;
+	_Atomic uint64_t rounds;
 	/* the healthy ids, sorted, this one's included: under mu */
 	char (*hids)[SM_PEER_ID_LEN + 1];
 	uint32_t nhids;
@@ -73,6 +74,12 @@ sm_peers_count(const char *self, const char *const *ids, uint32_t n)
 			count++;
 	}
 	return (count);
+}
+
+uint64_t
+sm_peers_rounds(const struct sm_peers *p)
+{
+	return (p == NULL ? 0 : atomic_load((_Atomic uint64_t *)&p->rounds));
 }
 
 uint32_t
@@ -438,6 +445,7 @@ peers_round(struct sm_peers *p)
 		atomic_store(&p->nhealthy, n);
 		sm_gauge_set(sm_metric_child0(p->m_healthy), n);
 	}
+	atomic_fetch_add(&p->rounds, 1);
 }
 
 static void *
@@ -458,7 +466,7 @@ peers_main(void *arg)
 			iv = SM_MIN(iv, PEERS_STARTING_MS);
 		pthread_mutex_lock(&p->mu);
 		if (!p->stopping)
-			sm_cond_wait_ms(&p->cv, &p->mu, iv);
+			sm_clock_wait_ms(p->cfg.clock, &p->cv, &p->mu, iv);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return (NULL);

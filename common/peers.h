@@ -36,6 +36,11 @@
  * Probes use libcurl, with no proxy: peers are in-cluster addresses, and
  * http_proxy from the environment must not route them elsewhere.
  *
+ * Time: the period is waited on cfg.clock (common/clock.h; NULL = the
+ * real clock), so a test with a manual clock runs a round exactly when it
+ * moves the clock, and counts them (sm_peers_rounds) instead of sleeping.
+ * The probes' own timeout is libcurl's, on the real clock.
+ *
  * Metrics (names from the configuration): a gauge of N and a counter of
  * failed probes.  Locking: the prober thread owns the entries; N is an
  * atomic read without a lock, the healthy ids a copy under a mutex.
@@ -45,6 +50,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "sm.h"
 
 #define SM_PEER_ID_LEN 32               /* hex digits of a process id */
@@ -57,6 +63,9 @@ struct sm_peers_cfg {
 	const char *self_id;            /* this process's id */
 	int64_t period_ms;
 	int64_t timeout_ms;
+	/* The clock the period is waited on; NULL = the real clock.  A
+	 * manual one must outlive the view. */
+	const struct sm_clock *clock;
 	/* The metrics' names and help texts. */
 	const char *m_healthy, *m_healthy_help;
 	const char *m_failures, *m_failures_help;
@@ -81,6 +90,13 @@ void sm_peers_destroy(struct sm_peers *p);
 
 /* Healthy peers, this one included (>= 1).  Lock-free. */
 uint32_t sm_peers_healthy(const struct sm_peers *p);
+
+/*
+ * Probe rounds completed since the start (0 for a NULL view), counted
+ * after each round has published N: a test that moved a manual clock
+ * waits for it to grow.  Lock-free.
+ */
+uint64_t sm_peers_rounds(const struct sm_peers *p);
 
 /*
  * The healthy peers' ids, this one's included, sorted and unique, into

@@ -2,6 +2,9 @@
  * peers_test.c -- a component's peer view (peers.h): counting
  * answers, parsing -distributor.peers, and the prober against live HTTP
  * servers (a peer, a non-distributor, a dead port, this process itself).
+ * The prober waits on a manual clock (common/clock.h): the test runs
+ * rounds by moving it and counts them, so every check is of what a
+ * whole round saw, never of how long something took.
  */
 #include "common/peers.h"
 
@@ -34,13 +37,14 @@ test_count(void)
 }
 
 static int
-create(const char *spec, int64_t period, int64_t timeout,
-    struct sm_peers **p)
+create_clock(const char *spec, int64_t period, int64_t timeout,
+    const struct sm_clock *clock, struct sm_peers **p)
 {
 	struct sm_peers_cfg c = {
 		.spec = spec, .flag = "-test.peers", .component = "test",
 		.header = TEST_HEADER, .self_id = "self", .period_ms = period,
-		.timeout_ms = timeout, .m_healthy = "smolder_test_healthy_peers",
+		.timeout_ms = timeout, .clock = clock,
+		.m_healthy = "smolder_test_healthy_peers",
 		.m_healthy_help = "test", .m_failures =
 		    "smolder_test_peer_probe_failures_total",
 		.m_failures_help = "test",
@@ -49,6 +53,13 @@ create(const char *spec, int64_t period, int64_t timeout,
 
 	sm_err_clear(&err);
 	return (sm_peers_create(&c, p, &err));
+}
+
+static int
+create(const char *spec, int64_t period, int64_t timeout,
+    struct sm_peers **p)
+{
+	return (create_clock(spec, period, timeout, NULL, p));
 }
 
 static void
@@ -107,14 +118,26 @@ fake_start(struct fake *f, const char *id)
 	return (f->h != NULL);
 }
 
-/* Wait up to 5 s for sm_peers_healthy(p) == want. */
+#define PERIOD_MS 1000
+
+/*
+ * Let n more probe rounds run and wait (at most 10 s) until they have:
+ * the clock moves one period whenever the prober has not finished a round
+ * for a few ms (an advance that came while a round was still running is
+ * spent on nothing, so it is repeated).  The last of the n rounds started
+ * after this call did, so with n >= 2 it saw whatever changed before it.
+ */
 static bool
-wait_healthy(struct sm_peers *p, uint32_t want)
+rounds(struct sm_peers *p, struct sm_clock *clk, uint64_t n)
 {
-	for (int i = 0; i < 500; i++) {
-		if (sm_peers_healthy(p) == want)
+	uint64_t want = sm_peers_rounds(p) + n;
+
+	for (int i = 0; i < 10000; i++) {
+		if (sm_peers_rounds(p) >= want)
 			return (true);
-		usleep(10000);
+		if (i % 5 == 0)
+			sm_clock_manual_advance(clk, PERIOD_MS * 1000000LL);
+		usleep(1000);
 	}
 	return (false);
 }
@@ -124,10 +147,12 @@ test_live(void)
 {
 	struct fake self, a, notdist;
 	struct sm_peers *p = NULL;
+	struct sm_clock clk;
 	char spec[512];
 	struct sm_err err;
 
 	sm_log_set_level(SM_LOG_ERROR);
+	sm_clock_manual_init(&clk, 1000000000LL, 0);
 	SM_REQUIRE(fake_start(&self, "self"));
 	SM_REQUIRE(fake_start(&a, "peer-a"));
 	SM_REQUIRE(fake_start(&notdist, NULL));
@@ -137,10 +162,15 @@ test_live(void)
 	    "http://127.0.0.1:%u,http://localhost:%u/,http://127.0.0.1:%u,"
 	    "http://127.0.0.1:%d", sm_http_port(self.h), sm_http_port(a.h),
 	    sm_http_port(a.h), sm_http_port(notdist.h), sm_test_free_port());
-	SM_REQUIRE(create(spec, 50, 40, &p) == 0 && p != NULL);
+	SM_REQUIRE(create_clock(spec, PERIOD_MS, PERIOD_MS, &clk, &p) == 0 &&
+	    p != NULL);
+	SM_CHECK_EQ(sm_peers_rounds(p), 0u);
 	sm_err_clear(&err);
 	SM_REQUIRE(sm_peers_start(p, &err) == 0);
-	SM_CHECK(wait_healthy(p, 2));
+	/* the first round runs at once, without the clock moving */
+	for (int i = 0; i < 10000 && sm_peers_rounds(p) == 0; i++)
+		usleep(1000);
+	SM_CHECK_EQ(sm_peers_healthy(p), 2u);
 	{
 		/* the healthy ids, sorted, ours among them, once each */
 		char ids[8][SM_PEER_ID_LEN + 1];
@@ -154,15 +184,19 @@ test_live(void)
 	}
 	/* a not ready (503): only this one is left, at the next round. */
 	atomic_store(&a.status, 503);
-	SM_CHECK(wait_healthy(p, 1));
+	SM_REQUIRE(rounds(p, &clk, 2));
+	SM_CHECK_EQ(sm_peers_healthy(p), 1u);
 	/* Back, and counted again. */
 	atomic_store(&a.status, 200);
-	SM_CHECK(wait_healthy(p, 2));
+	SM_REQUIRE(rounds(p, &clk, 2));
+	SM_CHECK_EQ(sm_peers_healthy(p), 2u);
 	/* a gone: its connection is refused. */
 	sm_http_destroy(a.h);
-	SM_CHECK(wait_healthy(p, 1));
-	/* Never more than 1 + the distinct ids: stays 1. */
-	usleep(200000);
+	SM_REQUIRE(rounds(p, &clk, 2));
+	SM_CHECK_EQ(sm_peers_healthy(p), 1u);
+	/* Never more than 1 + the distinct ids: stays 1, round after
+	 * round. */
+	SM_REQUIRE(rounds(p, &clk, 3));
 	SM_CHECK_EQ(sm_peers_healthy(p), 1u);
 	sm_peers_destroy(p);
 	sm_http_destroy(notdist.h);

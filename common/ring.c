@@ -63,7 +63,15 @@ struct sm_ring {
 	int64_t next_etcd_ms;
 	pthread_t watch_thr;
 	bool watching;
+	_Atomic uint64_t rounds;     /* probe rounds done (sm_ring_rounds) */
 };
+
+/* The ring's wall clock (cfg.clock; the real one in production). */
+static int64_t
+ring_now_ms(const struct sm_ring *r)
+{
+	return (sm_clock_unix_ms(r->cfg.clock));
+}
 
 static struct sm_metric *m_members, *m_probe_fail, *m_skew;
 
@@ -831,7 +839,7 @@ probe_add(struct sm_ring *r, const char *id, const char *url,
 	memset(p, 0, sizeof(*p));
 	if ((rv = member_create(url, r->cfg.recv_max, &p->m, err)) != 0)
 		return (rv);
-	p->added_ms = sm_now_ms();
+	p->added_ms = ring_now_ms(r);
 	if (id != NULL) {
 		if ((p->id = sm_strdup(id)) == NULL) {
 			member_unref(p->m);
@@ -1246,7 +1254,7 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 	n = 0;
 	/* A snapshot from the start (every member PENDING), so readers
 	 * never see none. */
-	if ((s0 = snap_from_probes(r, sm_now_ms())) == NULL) {
+	if ((s0 = snap_from_probes(r, ring_now_ms(r))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -1655,21 +1663,22 @@ probe_round(struct sm_ring *r)
 {
 	struct sm_rpc_multi *mc;
 	struct sm_ring_snap *s;
-	int64_t now, sent = sm_now_ms(), sent_ns = sm_mono_ns();
+	int64_t now, sent = ring_now_ms(r);
+	int64_t sent_ns = sm_clock_mono_ns(r->cfg.clock);
 
 	mc = probe_ask(r);
-	now = sm_now_ms();
+	now = ring_now_ms(r);
 	for (uint32_t i = 0; mc != NULL && i < r->np; i++)
 		probe_reply(r, mc, i, sent, sent_ns, now);
 	sm_rpc_multi_destroy(mc);
 	probe_replace(r);
-	if ((s = snap_from_probes(r, now)) == NULL)
-		return;
-	if (snap_same(s, r->cur)) {
-		snap_free(s);
-		return;
+	if ((s = snap_from_probes(r, now)) != NULL) {
+		if (snap_same(s, r->cur))
+			snap_free(s);
+		else
+			publish(r, s);
 	}
-	publish(r, s);
+	atomic_fetch_add(&r->rounds, 1);
 }
 
 static void
@@ -1679,13 +1688,13 @@ ring_tick(struct sm_ring *r)
 	 * period in any case (a watch can miss nothing, but a listing that
 	 * failed must be retried) */
 	if (r->etcd != NULL && (atomic_exchange(&r->etcd_dirty, false) ||
-	    sm_now_ms() >= r->next_etcd_ms)) {
-		r->next_etcd_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+	    ring_now_ms(r) >= r->next_etcd_ms)) {
+		r->next_etcd_ms = ring_now_ms(r) + r->cfg.dns_refresh_ms;
 		etcd_refresh(r);
 	}
-	if (r->dns_host != NULL && sm_now_ms() >= r->next_dns_ms) {
+	if (r->dns_host != NULL && ring_now_ms(r) >= r->next_dns_ms) {
 		dns_refresh(r);
-		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+		r->next_dns_ms = ring_now_ms(r) + r->cfg.dns_refresh_ms;
 	}
 	probe_round(r);
 }
@@ -1720,7 +1729,7 @@ ring_main(void *arg)
 		iv = ring_interval(r);
 		pthread_mutex_lock(&r->mu);
 		if (!r->stopping)
-			sm_cond_wait_ms(&r->cv, &r->mu, iv);
+			sm_clock_wait_ms(r->cfg.clock, &r->cv, &r->mu, iv);
 	}
 	pthread_mutex_unlock(&r->mu);
 	return (NULL);
@@ -1783,7 +1792,7 @@ ring_handler(struct sm_http_req *req, void *arg)
 	struct sm_buf out = SM_BUF_INIT;
 	double *own = sm_calloc(SM_MAX(s->n, 1), sizeof(*own));
 	uint32_t *ntok = sm_calloc(SM_MAX(s->n, 1), sizeof(*ntok));
-	int64_t now = sm_now_ms();
+	int64_t now = ring_now_ms(r);
 
 	if (own == NULL || ntok == NULL) {
 		sm_http_reply_error(req, 500, "internal", "out of memory");
@@ -1892,11 +1901,11 @@ sm_ring_start(struct sm_ring *r, struct sm_err *err)
 	 * tcp to a live peer takes a round trip). */
 	if (r->dns_host != NULL) {
 		dns_refresh(r);
-		r->next_dns_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+		r->next_dns_ms = ring_now_ms(r) + r->cfg.dns_refresh_ms;
 	}
 	if (r->etcd != NULL) {
 		etcd_refresh(r);
-		r->next_etcd_ms = sm_now_ms() + r->cfg.dns_refresh_ms;
+		r->next_etcd_ms = ring_now_ms(r) + r->cfg.dns_refresh_ms;
 	}
 	for (int i = 0; i < 20; i++) {
 		uint32_t up = 0;
@@ -1964,6 +1973,12 @@ sm_ring_destroy(struct sm_ring *r)
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
 	sm_free(r);
+}
+
+uint64_t
+sm_ring_rounds(const struct sm_ring *r)
+{
+	return (atomic_load((_Atomic uint64_t *)&r->rounds));
 }
 
 struct sm_ring_snap *

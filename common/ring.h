@@ -73,6 +73,18 @@
  * from the records whether an answer can be complete
  * (querier/complete.c).
  *
+ * Time: the prober reads cfg.clock (common/clock.h; NULL = the real
+ * clock) for everything it decides from elapsed time -- a member's last
+ * good answer against -ring.heartbeat-timeout, the redial of a silent
+ * member, the DNS and etcd refresh periods -- and waits its probe period
+ * on it, so a test with a manual clock runs a round when it moves the
+ * clock and makes a member miss its heartbeats without waiting for them.
+ * The readings the ring hands out (last_heartbeat_ms, the tenants'
+ * sm_mono_ns time for sm_ring_member_lacks) are on that clock too.  The
+ * Health calls' own timeouts are nng's, and the etcd watcher's back-off
+ * and the registration thread pace calls to etcd: those stay on the
+ * real clock.
+ *
  * The same code keeps the store-gateways' ring (cfg.name, ingester/
  * gateway.h): its members answer the same Health RPC.
  *
@@ -92,6 +104,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "clock.h"
 #include "http.h"
 #include "labels.h"
 #include "rpc.h"
@@ -119,6 +132,9 @@ struct sm_ring_cfg {
 	const char *etcd_endpoints;
 	const char *etcd_prefix;
 	int64_t etcd_timeout_ms;
+	/* The clock of health and of the probe period (above, "Time");
+	 * NULL = the real clock.  A manual one must outlive the ring. */
+	const struct sm_clock *clock;
 };
 
 enum sm_member_state {
@@ -299,6 +315,13 @@ int sm_ring_start(struct sm_ring *r, struct sm_err *err);
 
 /* Stop the prober (close -> stop).  Blocks for at most one probe. */
 void sm_ring_stop(struct sm_ring *r);
+
+/*
+ * Probe rounds done since sm_ring_start() (its own first round included),
+ * counted after each round published its snapshot: a test that moved a
+ * manual clock waits for it to grow.  Lock-free.
+ */
+uint64_t sm_ring_rounds(const struct sm_ring *r);
 void sm_ring_destroy(struct sm_ring *r);
 
 /*

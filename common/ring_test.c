@@ -2,7 +2,9 @@
  * ring_test.c -- the ring: balance of token placement, replica sets and
  * unhealthy members, consistency when a member joins, member lists, and
  * live health probing of in-process members (ACTIVE, JOINING, missed
- * heartbeats, id conflicts, DNS discovery).
+ * heartbeats, id conflicts, DNS discovery).  The live rings wait on a
+ * manual clock (common/clock.h): the test runs probe rounds by moving it,
+ * so a missed heartbeat is a clock step, not a wait for the timeout.
  */
 #include "sm_test.h"
 
@@ -323,36 +325,81 @@ fake_start(struct fake *f, const char *url)
 	return (sm_rpc_server_start(&cfg, fake_serve, f, &f->srv, &err));
 }
 
+#define HB_MS 1000                      /* heartbeat period */
+#define HB_TIMEOUT_MS 10000             /* heartbeat timeout */
+#define MS 1000000LL
+
 static void
-ring_cfg(struct sm_ring_cfg *c, const char *members, const char *dns)
+ring_cfg(struct sm_ring_cfg *c, const char *members, const char *dns,
+    struct sm_clock *clk)
 {
 	memset(c, 0, sizeof(*c));
 	c->members = members;
 	c->dns = dns;
 	c->tokens = 32;
-	c->heartbeat_ms = 50;
-	c->heartbeat_timeout_ms = 300;
+	c->heartbeat_ms = HB_MS;
+	c->heartbeat_timeout_ms = HB_TIMEOUT_MS;
 	c->dns_refresh_ms = 100;
 	c->rf = 3;
 	c->recv_max = 1 << 20;
+	c->clock = clk;
+	/* the wall reading near the real one: members' skew stays sane */
+	if (clk != NULL)
+		sm_clock_manual_init(clk, 1000 * MS, sm_now_ms());
 }
 
-/* Wait (bounded) until member `id` has state `want`. */
-static int
-wait_state(struct sm_ring *r, const char *id, enum sm_member_state want)
+/*
+ * Let n more probe rounds run, moving the clock by `step` ns at a time,
+ * and wait (at most 10 s) until they have.  A step that came while a round
+ * was still running is spent on nothing, so it is repeated after 200 ms
+ * without a round; the clock moves at most n steps otherwise.  The last
+ * of the n >= 2 rounds started after this call did.
+ */
+static bool
+rounds(struct sm_ring *r, struct sm_clock *clk, uint64_t n, int64_t step)
 {
-	for (int t = 0; t < 300; t++) {
-		struct sm_ring_snap *s = sm_ring_acquire(r);
-		int ok = 0;
+	uint64_t want = sm_ring_rounds(r) + n, seen = sm_ring_rounds(r);
 
-		for (uint32_t i = 0; i < s->n; i++) {
-			if (s->id[i] != NULL && strcmp(s->id[i], id) == 0 &&
-			    s->state[i] == want)
-				ok = 1;
+	sm_clock_manual_advance(clk, step);
+	for (int i = 0, idle = 0; i < 10000; i++, idle++) {
+		uint64_t now = sm_ring_rounds(r);
+
+		if (now >= want)
+			return (true);
+		if (now != seen || idle == 200) {
+			seen = now;
+			idle = 0;
+			sm_clock_manual_advance(clk, step);
 		}
-		sm_ring_release(s);
-		if (ok)
+		usleep(1000);
+	}
+	return (false);
+}
+
+/* Member `id`'s state in the current snapshot; -1 when it has none. */
+static int
+state_of(struct sm_ring *r, const char *id)
+{
+	struct sm_ring_snap *s = sm_ring_acquire(r);
+	int st = -1;
+
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->id[i] != NULL && strcmp(s->id[i], id) == 0)
+			st = (int)s->state[i];
+	sm_ring_release(s);
+	return (st);
+}
+
+/* Run rounds one heartbeat apart (at most 10 s) until member `id` has
+ * state `want`: for what takes real time (a tcp connection). */
+static int
+wait_state(struct sm_ring *r, struct sm_clock *clk, const char *id,
+    enum sm_member_state want)
+{
+	for (int t = 0; t < 1000; t++) {
+		if (state_of(r, id) == (int)want)
 			return (1);
+		sm_clock_manual_advance(clk, HB_MS * MS);
 		usleep(10000);
 	}
 	return (0);
@@ -367,6 +414,7 @@ test_live_probes(void)
 	struct sm_ring_cfg cfg;
 	struct sm_ring *r = NULL;
 	struct sm_ring_snap *s;
+	struct sm_clock clk;
 	struct sm_err err;
 
 	SM_REQUIRE(fake_start(&f[0], "inproc://ring-a") == 0);
@@ -374,9 +422,10 @@ test_live_probes(void)
 	SM_REQUIRE(fake_start(&f[2], "inproc://ring-c") == 0);
 	/* ing-c is registered as "ing-x": it answers with another id. */
 	ring_cfg(&cfg, "ing-b=inproc://ring-b,ing-a=inproc://ring-a,"
-	    "ing-x=inproc://ring-c", "");
+	    "ing-x=inproc://ring-c", "", &clk);
 	SM_REQUIRE(sm_ring_create(&cfg, NULL, &r, &err) == 0);
 	SM_REQUIRE(sm_ring_start(r, &err) == 0);
+	SM_CHECK_EQ(sm_ring_rounds(r), 1u);     /* the start's own round */
 	s = sm_ring_acquire(r);
 	SM_CHECK_EQ(s->n, 3);
 	SM_CHECK_STR(s->id[0], "ing-a");    /* sorted by id */
@@ -389,21 +438,29 @@ test_live_probes(void)
 	SM_CHECK_EQ(atomic_load(&s->m[0]->series), 7);
 	sm_ring_release(s);
 
-	/* Replaying: not healthy; then back. */
+	/* Replaying: not healthy at the next round; then back. */
 	atomic_store(&f[0].state, SMOLDER__V1__MEMBER_STATE__MEMBER_JOINING);
-	SM_CHECK(wait_state(r, "ing-a", SM_MEMBER_JOINING));
+	SM_REQUIRE(rounds(r, &clk, 2, HB_MS * MS));
+	SM_CHECK_EQ(state_of(r, "ing-a"), SM_MEMBER_JOINING);
 	atomic_store(&f[0].state, SMOLDER__V1__MEMBER_STATE__MEMBER_ACTIVE);
-	SM_CHECK(wait_state(r, "ing-a", SM_MEMBER_ACTIVE));
+	SM_REQUIRE(rounds(r, &clk, 2, HB_MS * MS));
+	SM_CHECK_EQ(state_of(r, "ing-a"), SM_MEMBER_ACTIVE);
 
-	/* Gone: unhealthy after the heartbeat timeout; back when it is. */
+	/* Gone: still healthy while its last answer is younger than the
+	 * heartbeat timeout (a few missed heartbeats)... */
 	sm_rpc_server_stop(f[1].srv);
-	SM_CHECK(wait_state(r, "ing-b", SM_MEMBER_UNHEALTHY));
+	SM_REQUIRE(rounds(r, &clk, 2, HB_MS * MS));
+	SM_CHECK_EQ(state_of(r, "ing-b"), SM_MEMBER_ACTIVE);
+	/* ...unhealthy at the first round past it... */
+	SM_REQUIRE(rounds(r, &clk, 1, HB_TIMEOUT_MS * MS));
+	SM_CHECK_EQ(state_of(r, "ing-b"), SM_MEMBER_UNHEALTHY);
 	s = sm_ring_acquire(r);
 	SM_CHECK_EQ(s->nhealthy, 1);
 	SM_CHECK(!sm_ring_writable(s));
 	sm_ring_release(s);
+	/* ...and back when it is. */
 	SM_REQUIRE(fake_start(&f[1], "inproc://ring-b") == 0);
-	SM_CHECK(wait_state(r, "ing-b", SM_MEMBER_ACTIVE));
+	SM_CHECK(wait_state(r, &clk, "ing-b", SM_MEMBER_ACTIVE));
 
 	sm_ring_destroy(r);
 	for (int i = 0; i < 3; i++)
@@ -417,6 +474,7 @@ test_dns_discovery(void)
 	struct fake f = { "ing-dns", 0, NULL };
 	struct sm_ring_cfg cfg;
 	struct sm_ring *r = NULL;
+	struct sm_clock clk;
 	char url[64], dns[64];
 	struct sm_err err;
 	int port = sm_test_free_port();
@@ -424,16 +482,16 @@ test_dns_discovery(void)
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	snprintf(dns, sizeof(dns), "127.0.0.1:%d", port);
 	SM_REQUIRE(fake_start(&f, url) == 0);
-	ring_cfg(&cfg, "", dns);
+	ring_cfg(&cfg, "", dns, &clk);
 	SM_REQUIRE(sm_ring_create(&cfg, NULL, &r, &err) == 0);
 	SM_REQUIRE(sm_ring_start(r, &err) == 0);
-	SM_CHECK(wait_state(r, "ing-dns", SM_MEMBER_ACTIVE));
+	SM_CHECK(wait_state(r, &clk, "ing-dns", SM_MEMBER_ACTIVE));
 	sm_ring_destroy(r);
 	sm_rpc_server_stop(f.srv);
 
-	ring_cfg(&cfg, "", "no-port-here");
+	ring_cfg(&cfg, "", "no-port-here", NULL);
 	SM_CHECK_EQ(sm_ring_create(&cfg, NULL, &r, &err), SM_EINVAL);
-	ring_cfg(&cfg, "a=tcp://x:1", "x:1");
+	ring_cfg(&cfg, "a=tcp://x:1", "x:1", NULL);
 	SM_CHECK_EQ(sm_ring_create(&cfg, NULL, &r, &err), SM_EINVAL);
 }
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,7 @@ struct sm_watch {
 	bool w_stop;
 	bool w_thread_started;
 	pthread_t w_thread;
+	_Atomic uint64_t w_polls;     /* sm_watch_polls */
 };
 
 static int
@@ -99,6 +101,12 @@ sm_watch_check(struct sm_watch *w, struct sm_err *err)
 	return (watch_run(w, false, err));
 }
 
+uint64_t
+sm_watch_polls(const struct sm_watch *w)
+{
+	return (atomic_load((_Atomic uint64_t *)&w->w_polls));
+}
+
 static void *
 watch_main(void *arg)
 {
@@ -109,7 +117,7 @@ watch_main(void *arg)
 
 	pthread_mutex_lock(&w->w_mu);
 	while (!w->w_stop) {
-		sm_cond_wait_ms(&w->w_cv, &w->w_mu, ms);
+		sm_clock_wait_ms(w->w_conf.clock, &w->w_cv, &w->w_mu, ms);
 		if (w->w_stop)
 			break;
 		pthread_mutex_unlock(&w->w_mu);
@@ -123,6 +131,7 @@ watch_main(void *arg)
 		} else {
 			last[0] = '\0';
 		}
+		atomic_fetch_add(&w->w_polls, 1);
 		pthread_mutex_lock(&w->w_mu);
 	}
 	pthread_mutex_unlock(&w->w_mu);

@@ -24,8 +24,13 @@
  * result function is called after every attempt that got as far as
  * stat() (0 or the error, not for "unchanged"), for the owner's metrics.
  *
+ * Time: the period is waited on conf.clock (common/clock.h; NULL = the
+ * real clock), so a test with a manual clock makes the thread poll when it
+ * moves the clock and counts the polls (sm_watch_polls) instead of
+ * sleeping.
+ *
  * Ownership: the watch copies the path; component, what and keeping must
- * outlive it (string literals).
+ * outlive it (string literals), and so must a manual clock.
  * Locking: every function is thread-safe; loads are serialized per watch.
  */
 #ifndef SM_WATCH_H
@@ -33,6 +38,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "sm.h"
 
 struct sm_watch;
@@ -50,6 +56,7 @@ struct sm_watch_conf {
 	sm_watch_load_fn load;
 	sm_watch_result_fn result; /* NULL: none */
 	void *arg;
+	const struct sm_clock *clock; /* NULL: the real clock */
 };
 
 /*
@@ -68,5 +75,11 @@ void sm_watch_destroy(struct sm_watch *w);
  * Returns 0 (loaded or unchanged) or the stat or load error.
  */
 int sm_watch_check(struct sm_watch *w, struct sm_err *err);
+
+/*
+ * Polls the thread has finished (each one's load, if any, done): a test
+ * that moved a manual clock waits for it to grow.  Lock-free.
+ */
+uint64_t sm_watch_polls(const struct sm_watch *w);
 
 #endif /* SM_WATCH_H */

@@ -2,7 +2,8 @@
  * watch_test.c -- the rules of watch.h: a first load at create (its error
  * returned), a check that loads only a change, each change tried once
  * whatever the outcome, a thread that waits for a change to settle, and
- * the result function seeing every attempt.
+ * the result function seeing every attempt.  The thread polls on a manual
+ * clock (common/clock.h): the test counts its polls, not milliseconds.
  */
 #include "common/watch.h"
 
@@ -171,31 +172,63 @@ test_check(void)
 	pthread_mutex_destroy(&s.mu);
 }
 
+/*
+ * Let n more polls run, moving the clock one period at a time, and wait
+ * (at most 10 s) until they have: exactly n polls, unless a poll takes
+ * over 200 ms (a step that came while the thread was between its poll
+ * and its wait is spent on nothing and repeated then).
+ */
+static bool
+polls(struct sm_watch *w, struct sm_clock *clk, int64_t period_ms,
+    uint64_t n)
+{
+	uint64_t want = sm_watch_polls(w) + n, seen = sm_watch_polls(w);
+
+	sm_clock_manual_advance(clk, period_ms * 1000000);
+	for (int i = 0, idle = 0; i < 10000; i++, idle++) {
+		uint64_t now = sm_watch_polls(w);
+
+		if (now >= want)
+			return (true);
+		if (now != seen || idle == 200) {
+			seen = now;
+			idle = 0;
+			sm_clock_manual_advance(clk, period_ms * 1000000);
+		}
+		usleep(1000);
+	}
+	return (false);
+}
+
 static void
 test_thread(void)
 {
 	struct seen s;
 	struct sm_watch *w = NULL;
+	struct sm_clock clk;
 	struct sm_err err = { 0 };
 	struct sm_watch_conf c = {
-		.path = w_path, .period_ms = 10, .load = load, .arg = &s,
+		.path = w_path, .period_ms = 1000, .load = load, .arg = &s,
+		.clock = &clk,
 	};
-	int i;
 
 	seen_init(&s);
+	sm_clock_manual_init(&clk, 1000000000LL, 0);
 	write_file("one\n");
 	SM_REQUIRE(sm_watch_create(&c, &w, &err) == 0);
 	write_file("two\n");
-	/* Picked up after it settles: a few periods; bounded at 10 s. */
-	for (i = 0; i < 1000 && !body_is(&s, "two\n"); i++)
-		usleep(10000);
-	SM_CHECKF(body_is(&s, "two\n"), "not reloaded after %d ms", i * 10);
+	/* The first poll sees the change, the next one loads it once it
+	 * stayed the same (settled). */
+	SM_REQUIRE(polls(w, &clk, c.period_ms, 1));
+	SM_CHECK(body_is(&s, "one\n"));
+	SM_REQUIRE(polls(w, &clk, c.period_ms, 1));
+	SM_CHECK(body_is(&s, "two\n"));
+	SM_CHECK_EQ(atomic_load(&s.loads), 2);
 	/* A bad file is tried once, not at every poll. */
 	write_file("bad 3\n");
-	for (i = 0; i < 1000 && atomic_load(&s.loads) < 3; i++)
-		usleep(10000);
+	SM_REQUIRE(polls(w, &clk, c.period_ms, 2));
 	SM_CHECK_EQ(atomic_load(&s.loads), 3);
-	usleep(100000);
+	SM_REQUIRE(polls(w, &clk, c.period_ms, 3));
 	SM_CHECK_EQ(atomic_load(&s.loads), 3);
 	SM_CHECK(body_is(&s, "two\n"));
 	sm_watch_destroy(w);

@@ -43,6 +43,7 @@
 
 #include <stdbool.h>
 
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/overrides.h"
@@ -79,6 +80,10 @@ struct dist_config {
 	int64_t hold_after_change_ms;   /* main: sm_ring_confine_settle_ms;
 					 * push.c holds every tenant's new
 					 * writes this long after a reload */
+	const struct sm_clock *clock;   /* the rate limiter's and the peer
+					 * prober's (common/clock.h); NULL =
+					 * the real clock, a test's manual
+					 * one must outlive the distributor */
 };
 
 int dist_flags_add(struct sm_flags *fs, struct dist_config *cfg,

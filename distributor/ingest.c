@@ -899,7 +899,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 	    (uint32_t)SM_MAX(cfg->max_label_value_len, 0);
 	if ((rv = dist_limits_flags(cfg, &d->deflim, err)) != 0)
 		goto fail;
-	if ((rv = dist_ratelim_create(&d->ratelim)) != 0) {
+	if ((rv = dist_ratelim_create(cfg->clock, &d->ratelim)) != 0) {
 		sm_err_set(err, rv, "out of memory");
 		goto fail;
 	}
@@ -915,6 +915,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 			.self_id = d->peer_id,
 			.period_ms = cfg->peers_period_ms,
 			.timeout_ms = cfg->peers_timeout_ms,
+			.clock = cfg->clock,
 			.m_healthy = "smolder_distributor_healthy_peers",
 			.m_healthy_help = "Healthy distributors sharing each "
 			    "tenant's ingestion rate, this one included (the "

@@ -21,6 +21,7 @@ struct rl_entry {
 };
 
 struct dist_ratelim {
+	const struct sm_clock *rl_clock;
 	pthread_mutex_t rl_mu;        /* protects rl_tab and every bucket */
 	struct rl_entry *rl_tab[RL_BUCKETS];
 };
@@ -51,13 +52,14 @@ dist_bucket_take(struct dist_bucket *b, double rate, double burst,
 }
 
 int
-dist_ratelim_create(struct dist_ratelim **out)
+dist_ratelim_create(const struct sm_clock *clock, struct dist_ratelim **out)
 {
 	struct dist_ratelim *rl;
 
 	*out = NULL;
 	if ((rl = sm_calloc(1, sizeof(*rl))) == NULL)
 		return (SM_ENOMEM);
+	rl->rl_clock = clock;
 	pthread_mutex_init(&rl->rl_mu, NULL);
 	*out = rl;
 	return (0);
@@ -104,21 +106,14 @@ dist_ratelim_take(struct dist_ratelim *rl, const char *tenant,
     double rate_mb, double burst_mb, uint32_t ndist, size_t n,
     struct sm_err *err)
 {
-	return (dist_ratelim_take_at(rl, tenant, rate_mb, burst_mb, ndist, n,
-	    sm_mono_ns(), err));
-}
-
-int
-dist_ratelim_take_at(struct dist_ratelim *rl, const char *tenant,
-    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
-    int64_t now_ns, struct sm_err *err)
-{
 	struct rl_entry *e;
+	int64_t now_ns;
 	uint64_t h;
 	bool ok;
 
 	if (rate_mb <= 0)
 		return (0);
+	now_ns = sm_clock_mono_ns(rl->rl_clock);
 	h = sm_hash(tenant, strlen(tenant)) % RL_BUCKETS;
 	pthread_mutex_lock(&rl->rl_mu);
 	for (e = rl->rl_tab[h]; e != NULL; e = e->e_next)

@@ -47,6 +47,11 @@
  *     tenant gets only rate / N.  This is the global strategy's known
  *     trade, not a bug.
  *
+ * Time: the table reads the clock it was created with (common/clock.h;
+ * NULL = the real one), so the unit test puts the buckets at any instant
+ * with a manual clock instead of sleeping; dist_bucket_take takes the
+ * time as an argument and reads no clock at all.
+ *
  * Memory: one small bucket per tenant seen, kept for the life of the
  * process (tenants are bounded by the keys file or the gateway).
  * Locking: one mutex over the table; a check is O(1) and takes it once.
@@ -57,6 +62,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/sm.h"
 
 struct dist_bucket {
@@ -76,8 +82,10 @@ bool dist_bucket_take(struct dist_bucket *b, double rate, double burst,
 
 struct dist_ratelim;
 
-/* Create an empty table.  0 or SM_ENOMEM. */
-int dist_ratelim_create(struct dist_ratelim **out);
+/* Create an empty table reading `clock` (NULL: the real clock; a manual
+ * one must outlive the table).  0 or SM_ENOMEM. */
+int dist_ratelim_create(const struct sm_clock *clock,
+    struct dist_ratelim **out);
 void dist_ratelim_destroy(struct dist_ratelim *rl);
 
 /*
@@ -92,11 +100,6 @@ void dist_ratelim_destroy(struct dist_ratelim *rl);
 int dist_ratelim_take(struct dist_ratelim *rl, const char *tenant,
     double rate_mb, double burst_mb, uint32_t ndist, size_t n,
     struct sm_err *err);
-
-/* The same at monotonic time `now_ns` (> 0): the unit tests' clock. */
-int dist_ratelim_take_at(struct dist_ratelim *rl, const char *tenant,
-    double rate_mb, double burst_mb, uint32_t ndist, size_t n,
-    int64_t now_ns, struct sm_err *err);
 
 /* Pyroscope's humanize.IBytes: "512 B", "1.5 KiB", "4.0 MiB", "12 MiB". */
 void dist_ibytes(uint64_t n, char *out, size_t outlen);

@@ -501,22 +501,28 @@ def part_reload(r, srv, keys_path):
         r.eq(srv.request("GET", "/api/apps", headers=bearer("new")).status,
              401, "reload: the key to be added is unknown before")
         write_keys_atomic(keys_path, base + ["new"])
+        # Conditions with a generous deadline, not durations: a loaded
+        # machine only makes them take longer.
         t0 = time.monotonic()
         st = 0
-        while time.monotonic() - t0 < 5:
+        while time.monotonic() - t0 < 10:
             st = srv.request("GET", "/api/apps", headers=bearer("new")).status
             if st == 200:
                 break
             time.sleep(0.02)
         took = time.monotonic() - t0
-        r.check(st == 200 and took < 2.0, "reload: a key added (mv over "
-                "the file) works within 2 s without a restart",
-                "status %d after %.2fs" % (st, took))
+        r.check(st == 200, "reload: a key added (mv over the file) works "
+                "without a restart", "status %d after %.2fs" % (st, took))
         print("# reload: new key accepted after %.2f s (period 100ms)" %
               took, flush=True)
+        kept = srv.stderr_text().count("keeping the previous keys")
         write_keys_atomic(keys_path, text=keys_text(base) +
                           "sha256:1234 broken line\n")
-        time.sleep(0.6)
+        # The reload of the invalid file has happened once it is logged.
+        t0 = time.monotonic()
+        while (time.monotonic() - t0 < 10 and srv.stderr_text().count(
+                "keeping the previous keys") == kept):
+            time.sleep(0.02)
         r.eq(srv.request("GET", "/api/apps", headers=bearer("new")).status,
              200, "reload: an invalid file keeps the old keys")
         log = srv.stderr_text()
