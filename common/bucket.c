@@ -18,18 +18,20 @@
 static struct sm_metric *m_req, *m_req_fail;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_req, SM_METRIC_COUNTER, "smolder_bucket_requests_total",
+	    "Object storage calls by operation (put, get, stat, delete, "
+	    "list).", SM_METRIC_LABELS("op"), NULL, 0 },
+	{ &m_req_fail, SM_METRIC_COUNTER,
+	    "smolder_bucket_request_failures_total", "Object storage calls "
+	    "that failed (after the backend's retries), by operation; a "
+	    "missing key is not a failure.", SM_METRIC_LABELS("op"), NULL, 0 },
+};
+
 static void
 metrics_register(void)
 {
-	m_req = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_requests_total", "Object storage calls by "
-	    "operation (put, get, stat, delete, list).",
-	    (const char *const[]){ "op", NULL }, NULL, 0);
-	m_req_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_request_failures_total", "Object storage calls "
-	    "that failed (after the backend's retries), by operation; a "
-	    "missing key is not a failure.",
-	    (const char *const[]){ "op", NULL }, NULL, 0);
+	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
 }
 
 static int

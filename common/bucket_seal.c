@@ -130,19 +130,23 @@ struct seal_bucket {
 static struct sm_metric *m_hdr_gets, *m_sealed, *m_opened;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_hdr_gets, SM_METRIC_COUNTER,
+	    "smolder_bucket_seal_header_fetches_total", "Ranged GETs of a "
+	    "sealed object's header (once per object, then cached): the "
+	    "requests encryption at rest adds.", NULL, NULL, 0 },
+	{ &m_sealed, SM_METRIC_COUNTER, "smolder_bucket_sealed_bytes_total",
+	    "Plaintext bytes sealed (encrypted) into the bucket.", NULL,
+	    NULL, 0 },
+	{ &m_opened, SM_METRIC_COUNTER, "smolder_bucket_opened_bytes_total",
+	    "Plaintext bytes opened (decrypted) from the bucket.", NULL,
+	    NULL, 0 },
+};
+
 static void
 metrics_register(void)
 {
-	m_hdr_gets = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_seal_header_fetches_total", "Ranged GETs of a "
-	    "sealed object's header (once per object, then cached): the "
-	    "requests encryption at rest adds.", NULL, NULL, 0);
-	m_sealed = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_sealed_bytes_total", "Plaintext bytes sealed "
-	    "(encrypted) into the bucket.", NULL, NULL, 0);
-	m_opened = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_opened_bytes_total", "Plaintext bytes opened "
-	    "(decrypted) from the bucket.", NULL, NULL, 0);
+	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
 }
 
 static void

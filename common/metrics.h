@@ -51,6 +51,33 @@ struct sm_metric *sm_metric_register(enum sm_metric_kind kind,
     const char *name, const char *help, const char *const *labels,
     const double *buckets, uint32_t nbuckets);
 
+/*
+ * One family of a module's metrics, as a row of a const table: the module
+ * lists its families once, with the variable each is kept in, and
+ * registers them all with sm_metrics_register_table().  The fields are
+ * sm_metric_register()'s arguments.
+ */
+struct sm_metric_def {
+	struct sm_metric **md_metric;      /* where the family is kept */
+	enum sm_metric_kind md_kind;
+	const char *md_name;
+	const char *md_help;
+	const char *const *md_labels;      /* NULL-terminated, or NULL */
+	const double *md_buckets;          /* histograms; NULL = default */
+	uint32_t md_nbuckets;
+};
+
+/* Label names for a sm_metric_def row: SM_METRIC_LABELS("tenant"). */
+#define SM_METRIC_LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/*
+ * Register every family of `defs` (n rows) in order, storing each in
+ * *md_metric.  Call it once per module (from pthread_once or an init
+ * function); registering again returns the same families.
+ * Locking/Blocking: as sm_metric_register.
+ */
+void sm_metrics_register_table(const struct sm_metric_def *defs, size_t n);
+
 /* The child for these label values (as many as the family has labels). */
 struct sm_metric_child *sm_metric_child(struct sm_metric *m, ...);
 

@@ -51,16 +51,21 @@ struct sm_overrides {
 static struct sm_metric *m_fail, *m_ok;
 static pthread_once_t ov_metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def ov_metric_defs[] = {
+	{ &m_ok, SM_METRIC_COUNTER, "smolder_runtime_config_reloads_total",
+	    "Runtime config (-runtime-config.file) loads that succeeded.",
+	    NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER,
+	    "smolder_runtime_config_reload_failures_total",
+	    "Runtime config loads that failed (the previous overrides were "
+	    "kept).", NULL, NULL, 0 },
+};
+
 static void
 ov_metrics_register(void)
 {
-	m_ok = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_runtime_config_reloads_total", "Runtime config "
-	    "(-runtime-config.file) loads that succeeded.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_runtime_config_reload_failures_total", "Runtime config "
-	    "loads that failed (the previous overrides were kept).", NULL,
-	    NULL, 0);
+	sm_metrics_register_table(ov_metric_defs,
+	    SM_ARRAY_LEN(ov_metric_defs));
 }
 
 static void

@@ -1042,20 +1042,22 @@ struct sm_rpc_multi {
 
 static struct sm_metric *m_rpc_lat, *m_rpc_direct;
 
+static const struct sm_metric_def rpc_metric_defs[] = {
+	{ &m_rpc_lat, SM_METRIC_HISTOGRAM,
+	    "smolder_rpc_client_duration_seconds", "Internal RPC calls as "
+	    "seen by the caller: time from send to reply, by method and "
+	    "outcome.", SM_METRIC_LABELS("method", "status"), NULL, 0 },
+	{ &m_rpc_direct, SM_METRIC_COUNTER, "smolder_rpc_direct_calls_total",
+	    "Internal RPC calls served in the caller's thread by a server of "
+	    "the same process (-target=all writes), not over nng.", NULL,
+	    NULL, 0 },
+};
+
 static void
 rpc_metrics_register(void)
 {
-	static const char *const labels[] = { "method", "status", NULL };
-
-	m_rpc_lat = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "smolder_rpc_client_duration_seconds",
-	    "Internal RPC calls as seen by the caller: time from send to "
-	    "reply, by method and outcome.", labels, NULL, 0);
-	m_rpc_direct = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_rpc_direct_calls_total",
-	    "Internal RPC calls served in the caller's thread by a server "
-	    "of the same process (-target=all writes), not over nng.",
-	    NULL, NULL, 0);
+	sm_metrics_register_table(rpc_metric_defs,
+	    SM_ARRAY_LEN(rpc_metric_defs));
 }
 
 static void

@@ -89,32 +89,34 @@ static struct sm_metric *m_loaded, *m_disk_fail;
 static void hints_free(struct dist_hints *h, bool report);
 static pthread_once_t hints_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def hints_metric_defs[] = {
+	{ &m_hints, SM_METRIC_GAUGE, "smolder_distributor_hints",
+	    "Writes waiting to be handed to a replica that missed them.", NULL,
+	    NULL, 0 },
+	{ &m_hint_bytes, SM_METRIC_GAUGE, "smolder_distributor_hints_bytes",
+	    "Bytes of the waiting hints.", NULL, NULL, 0 },
+	{ &m_delivered, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_delivered_total", "Missed writes "
+	    "handed to their replica (or found applied after all).", NULL,
+	    NULL, 0 },
+	{ &m_dropped, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_dropped_total", "Hints given up: "
+	    "expired, queue full, rejected by the ingester, shutdown.",
+	    SM_METRIC_LABELS("reason"), NULL, 0 },
+	{ &m_loaded, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_loaded_total", "Hints found on disk at "
+	    "start (kept across a restart).", NULL, NULL, 0 },
+	{ &m_disk_fail, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_disk_failures_total",
+	    "Hints kept in memory only because writing them to disk failed (a "
+	    "restart would lose them).", NULL, NULL, 0 },
+};
+
 static void
 hints_metrics(void)
 {
-	static const char *const reason[] = { "reason", NULL };
-
-	m_hints = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_distributor_hints", "Writes waiting to be handed to a "
-	    "replica that missed them.", NULL, NULL, 0);
-	m_hint_bytes = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_distributor_hints_bytes", "Bytes of the waiting hints.",
-	    NULL, NULL, 0);
-	m_delivered = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_delivered_total", "Missed writes "
-	    "handed to their replica (or found applied after all).", NULL,
-	    NULL, 0);
-	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_dropped_total", "Hints given up: "
-	    "expired, queue full, rejected by the ingester, shutdown.",
-	    reason, NULL, 0);
-	m_loaded = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_loaded_total", "Hints found on disk "
-	    "at start (kept across a restart).", NULL, NULL, 0);
-	m_disk_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_disk_failures_total", "Hints kept in "
-	    "memory only because writing them to disk failed (a restart "
-	    "would lose them).", NULL, NULL, 0);
+	sm_metrics_register_table(hints_metric_defs,
+	    SM_ARRAY_LEN(hints_metric_defs));
 }
 
 /* Queue accounting (under mu) and its gauges. */

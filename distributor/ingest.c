@@ -249,25 +249,29 @@ reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
 static struct sm_metric *m_bytes, *m_profiles, *m_series, *m_discarded;
 static pthread_once_t dist_metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def dist_metric_defs[] = {
+	{ &m_bytes, SM_METRIC_COUNTER,
+	    "smolder_distributor_received_bytes_total", "Request body bytes "
+	    "of accepted uploads, as received (compressed), by tenant.",
+	    SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_profiles, SM_METRIC_COUNTER, "smolder_distributor_profiles_total",
+	    "Uploads acknowledged (written to a quorum of replicas), by "
+	    "tenant.", SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_series, SM_METRIC_COUNTER,
+	    "smolder_distributor_series_written_total", "Series written by "
+	    "acknowledged uploads (one per sample type and label set), by "
+	    "tenant.", SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_discarded, SM_METRIC_COUNTER,
+	    "smolder_distributor_discarded_profiles_total",
+	    "Uploads refused or failed, by reason and tenant.",
+	    SM_METRIC_LABELS("reason", "tenant"), NULL, 0 },
+};
+
 static void
 dist_metrics_register(void)
 {
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_received_bytes_total", "Request body bytes "
-	    "of accepted uploads, as received (compressed), by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_profiles = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_profiles_total", "Uploads acknowledged "
-	    "(written to a quorum of replicas), by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_series = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_series_written_total", "Series written by "
-	    "acknowledged uploads (one per sample type and label set), by "
-	    "tenant.", (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_discarded = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_discarded_profiles_total", "Uploads refused "
-	    "or failed, by reason and tenant.",
-	    (const char *const[]){ "reason", "tenant", NULL }, NULL, 0);
+	sm_metrics_register_table(dist_metric_defs,
+	    SM_ARRAY_LEN(dist_metric_defs));
 }
 
 /*

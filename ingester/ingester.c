@@ -350,40 +350,42 @@ g_ready(void *arg)
 	return (atomic_load(&ing->ready) ? 1 : 0);
 }
 
+static const struct sm_metric_def ing_metric_defs[] = {
+	{ &m_writes, SM_METRIC_COUNTER, "smolder_ingester_writes_total",
+	    "Writes (uploads) made durable and applied.", NULL, NULL, 0 },
+	{ &m_write_fail, SM_METRIC_COUNTER,
+	    "smolder_ingester_write_failures_total", "Writes refused or "
+	    "failed (not acknowledged).", NULL, NULL, 0 },
+	{ &m_write_dup, SM_METRIC_COUNTER,
+	    "smolder_ingester_duplicate_writes_total", "Writes whose profile "
+	    "id was already written (resends, retries): acknowledged, not "
+	    "applied again.", NULL, NULL, 0 },
+	{ &m_expired, SM_METRIC_COUNTER,
+	    "smolder_ingester_requests_expired_total", "Queries dropped or "
+	    "stopped because their caller's deadline had passed, by method.",
+	    SM_METRIC_LABELS("method"), NULL, 0 },
+	{ &m_restored, SM_METRIC_COUNTER,
+	    "smolder_ingester_restored_blocks_total", "Blocks restored from "
+	    "the bucket into an empty data directory.", NULL, NULL, 0 },
+	{ &m_restore_fail, SM_METRIC_COUNTER,
+	    "smolder_ingester_restore_failures_total", "Restores from the "
+	    "bucket that failed (the ingester started with what it had "
+	    "restored).", NULL, NULL, 0 },
+	{ &m_local_dropped, SM_METRIC_COUNTER,
+	    "smolder_ingester_local_blocks_dropped_total",
+	    "Blocks dropped from the local disk by -ingester.local-retention "
+	    "once the store-gateways served them.", NULL, NULL, 0 },
+	{ &m_rpc_dur, SM_METRIC_HISTOGRAM,
+	    "smolder_ingester_rpc_duration_seconds", "Internal RPCs served by "
+	    "the ingester, by method and outcome.",
+	    SM_METRIC_LABELS("method", "status"), NULL, 0 },
+};
+
 static void
 ing_metrics_init(struct ingester *ing)
 {
-	m_writes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_writes_total",
-	    "Writes (uploads) made durable and applied.", NULL, NULL, 0);
-	m_write_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_write_failures_total",
-	    "Writes refused or failed (not acknowledged).", NULL, NULL, 0);
-	m_write_dup = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_duplicate_writes_total",
-	    "Writes whose profile id was already written (resends, "
-	    "retries): acknowledged, not applied again.", NULL, NULL, 0);
-	m_expired = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_requests_expired_total",
-	    "Queries dropped or stopped because their caller's deadline "
-	    "had passed, by method.",
-	    (const char *const[]){ "method", NULL }, NULL, 0);
-	m_restored = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_restored_blocks_total",
-	    "Blocks restored from the bucket into an empty data directory.",
-	    NULL, NULL, 0);
-	m_restore_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_restore_failures_total",
-	    "Restores from the bucket that failed (the ingester started with "
-	    "what it had restored).", NULL, NULL, 0);
-	m_local_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_local_blocks_dropped_total", "Blocks dropped "
-	    "from the local disk by -ingester.local-retention once the "
-	    "store-gateways served them.", NULL, NULL, 0);
-	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "smolder_ingester_rpc_duration_seconds",
-	    "Internal RPCs served by the ingester, by method and outcome.",
-	    (const char *const[]){ "method", "status", NULL }, NULL, 0);
+	sm_metrics_register_table(ing_metric_defs,
+	    SM_ARRAY_LEN(ing_metric_defs));
 	sm_metric_gauge_fn("smolder_ingester_head_series",
 	    "Series in the ingester's heads.", g_series, ing);
 	sm_metric_gauge_fn("smolder_ingester_head_bytes",

@@ -32,25 +32,31 @@ struct page {
 static struct sm_metric *m_hits, *m_misses, *m_gets, *m_bytes, *m_fail;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_hits, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_cache_hits_total",
+	    "Block object pages a query found in the data cache.", NULL,
+	    NULL, 0 },
+	{ &m_misses, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_cache_misses_total",
+	    "Block object pages a query had to fetch from the bucket.", NULL,
+	    NULL, 0 },
+	{ &m_gets, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_fetches_total", "Ranged GETs of data "
+	    "parts (one per run of missing pages).", NULL, NULL, 0 },
+	{ &m_bytes, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_fetched_bytes_total",
+	    "Bytes of data parts fetched by ranged GET.", NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_fetch_failures_total",
+	    "Ranged GETs of data parts that failed (the query that needed "
+	    "them failed).", NULL, NULL, 0 },
+};
+
 static void
 metrics_init(void)
 {
-	m_hits = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_cache_hits_total", "Block object "
-	    "pages a query found in the data cache.", NULL, NULL, 0);
-	m_misses = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_cache_misses_total", "Block object "
-	    "pages a query had to fetch from the bucket.", NULL, NULL, 0);
-	m_gets = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_fetches_total", "Ranged GETs of data "
-	    "parts (one per run of missing pages).", NULL, NULL, 0);
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_fetched_bytes_total", "Bytes of data "
-	    "parts fetched by ranged GET.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_fetch_failures_total", "Ranged GETs "
-	    "of data parts that failed (the query that needed them failed).",
-	    NULL, NULL, 0);
+	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
 }
 
 static double

@@ -38,22 +38,24 @@ struct ing_ship {
 
 static struct sm_metric *m_shipped, *m_bytes, *m_fail;
 
+static const struct sm_metric_def ship_metric_defs[] = {
+	{ &m_shipped, SM_METRIC_COUNTER, "smolder_ingester_ship_blocks_total",
+	    "Blocks uploaded to the bucket (meta.json stored).", NULL,
+	    NULL, 0 },
+	{ &m_bytes, SM_METRIC_COUNTER, "smolder_ingester_ship_bytes_total",
+	    "Bytes of block objects uploaded to the bucket.", NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER, "smolder_ingester_ship_failures_total",
+	    "Block uploads that failed (retried at the next pass).", NULL,
+	    NULL, 0 },
+};
+
 static void
 ship_metrics_init(void)
 {
 	if (m_shipped != NULL)
 		return;
-	m_shipped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_blocks_total",
-	    "Blocks uploaded to the bucket (meta.json stored).", NULL, NULL,
-	    0);
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_bytes_total",
-	    "Bytes of block objects uploaded to the bucket.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_failures_total",
-	    "Block uploads that failed (retried at the next pass).", NULL,
-	    NULL, 0);
+	sm_metrics_register_table(ship_metric_defs,
+	    SM_ARRAY_LEN(ship_metric_defs));
 }
 
 static double

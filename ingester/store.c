@@ -27,21 +27,24 @@ static int log_floors_load(struct ing_store *s, struct sm_err *err);
 
 static struct sm_metric *corruptions, *bytes_read;
 
+static const struct sm_metric_def store_metric_defs[] = {
+	{ &corruptions, SM_METRIC_COUNTER, "smolder_ingester_corruptions_total",
+	    "Stored values found damaged (checksum, decode or RocksDB "
+	    "corruption), by part.", SM_METRIC_LABELS("part"), NULL, 0 },
+	{ &bytes_read, SM_METRIC_COUNTER,
+	    "smolder_ingester_block_bytes_read_total",
+	    "Bytes of block parts read from RocksDB (cache misses: what a "
+	    "query costs in I/O), by part.", SM_METRIC_LABELS("part"), NULL,
+	    0 },
+};
+
 static void
 store_metrics_init(void)
 {
-	static const char *const lbl[] = { "part", NULL };
-
-	if (corruptions == NULL)
-		corruptions = sm_metric_register(SM_METRIC_COUNTER,
-		    "smolder_ingester_corruptions_total",
-		    "Stored values found damaged (checksum, decode or RocksDB "
-		    "corruption), by part.", lbl, NULL, 0);
+	/* bytes_read is the last row: set once the whole table is. */
 	if (bytes_read == NULL)
-		bytes_read = sm_metric_register(SM_METRIC_COUNTER,
-		    "smolder_ingester_block_bytes_read_total",
-		    "Bytes of block parts read from RocksDB (cache misses: "
-		    "what a query costs in I/O), by part.", lbl, NULL, 0);
+		sm_metrics_register_table(store_metric_defs,
+		    SM_ARRAY_LEN(store_metric_defs));
 }
 
 static const char *

@@ -15,28 +15,32 @@ static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
 static struct sm_metric *m_confined;
 static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def fan_metric_defs[] = {
+	{ &m_incomplete, SM_METRIC_COUNTER, "smolder_querier_incomplete_total",
+	    "Queries refused with 503 because replicas that left the ring or "
+	    "lost their disk held data of the range that no answering member "
+	    "or bucket source holds (querier/complete.c).", NULL, NULL, 0 },
+	{ &m_stragglers, SM_METRIC_COUNTER,
+	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
+	    "answered without an ingester still silent after "
+	    "-querier.straggler-wait.", NULL, NULL, 0 },
+	{ &m_skipped, SM_METRIC_COUNTER,
+	    "smolder_querier_ingesters_skipped_total", "Ingesters not asked "
+	    "by a query over a range older than "
+	    "-querier.query-ingesters-within because they hold no data from "
+	    "before its end.", NULL, NULL, 0 },
+	{ &m_confined, SM_METRIC_COUNTER,
+	    "smolder_querier_ingesters_confined_total", "Ingesters not asked "
+	    "by a shuffle-sharded tenant's query because they hold nothing of "
+	    "the tenant (-querier.shuffle-sharding-ingesters-enabled).", NULL,
+	    NULL, 0 },
+};
+
 static void
 fan_metrics_register(void)
 {
-	m_incomplete = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_incomplete_total", "Queries refused with 503 "
-	    "because replicas that left the ring or lost their disk held "
-	    "data of the range that no answering member or bucket source "
-	    "holds (querier/complete.c).", NULL, NULL, 0);
-	m_stragglers = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
-	    "answered without an ingester still silent after "
-	    "-querier.straggler-wait.", NULL, NULL, 0);
-	m_skipped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_ingesters_skipped_total", "Ingesters not asked "
-	    "by a query over a range older than "
-	    "-querier.query-ingesters-within because they hold no data "
-	    "from before its end.", NULL, NULL, 0);
-	m_confined = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_ingesters_confined_total", "Ingesters not "
-	    "asked by a shuffle-sharded tenant's query because they hold "
-	    "nothing of the tenant (-querier.shuffle-sharding-ingesters-"
-	    "enabled).", NULL, NULL, 0);
+	sm_metrics_register_table(fan_metric_defs,
+	    SM_ARRAY_LEN(fan_metric_defs));
 }
 
 /* Memory one ingester's answer may take once decoded. */

@@ -80,17 +80,22 @@ static void rules_kick(struct querier *q);
 static struct sm_metric *m_evals, *m_samples;
 static pthread_once_t rules_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-rules_metrics_register(void)
-{
-	m_evals = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def rules_metric_defs[] = {
+	{ &m_evals, SM_METRIC_COUNTER,
 	    "smolder_recording_rules_requests_total", "Remote-write requests "
 	    "of recording rules' samples, by result (ok, refused: a 4xx, the "
 	    "samples skipped; failed: retried at the next evaluation).",
-	    (const char *const[]){ "result", NULL }, NULL, 0);
-	m_samples = sm_metric_register(SM_METRIC_COUNTER,
+	    SM_METRIC_LABELS("result"), NULL, 0 },
+	{ &m_samples, SM_METRIC_COUNTER,
 	    "smolder_recording_rules_samples_total", "Samples of recording "
-	    "rules accepted by the remote-write endpoint.", NULL, NULL, 0);
+	    "rules accepted by the remote-write endpoint.", NULL, NULL, 0 },
+};
+
+static void
+rules_metrics_register(void)
+{
+	sm_metrics_register_table(rules_metric_defs,
+	    SM_ARRAY_LEN(rules_metric_defs));
 }
 
 /* --- rules as registers ---------------------------------------------------- */

@@ -103,28 +103,27 @@ struct scraper {
 static struct sm_metric *m_targets, *m_scrapes, *m_uploads, *m_state;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_targets, SM_METRIC_GAUGE, "smolder_scraper_targets",
+	    "Targets the scraper scrapes, per job.", SM_METRIC_LABELS("job"),
+	    NULL, 0 },
+	{ &m_scrapes, SM_METRIC_COUNTER, "smolder_scraper_scrapes_total",
+	    "Scrapes by job, profile and result (ok, primed: a first or "
+	    "re-based cumulative profile, nothing stored; failed; skipped: "
+	    "the previous still ran).",
+	    SM_METRIC_LABELS("job", "profile", "result"), NULL, 0 },
+	{ &m_uploads, SM_METRIC_COUNTER, "smolder_scraper_uploads_total",
+	    "Uploads of scraped profiles to the distributor, by result.",
+	    SM_METRIC_LABELS("result"), NULL, 0 },
+	{ &m_state, SM_METRIC_GAUGE, "smolder_scraper_delta_state_bytes",
+	    "Bytes of delta state the scraper keeps for its targets' "
+	    "cumulative profiles.", NULL, NULL, 0 },
+};
+
 static void
 metrics_register(void)
 {
-	static const char *const job[] = { "job", NULL };
-	static const char *const jpr[] = { "job", "profile", "result", NULL };
-	static const char *const res[] = { "result", NULL };
-
-	m_targets = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_scraper_targets", "Targets the scraper scrapes, per "
-	    "job.", job, NULL, 0);
-	m_scrapes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_scraper_scrapes_total", "Scrapes by job, profile and "
-	    "result (ok, primed: a first or re-based cumulative profile, "
-	    "nothing stored; failed; skipped: the previous still ran).", jpr,
-	    NULL, 0);
-	m_uploads = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_scraper_uploads_total", "Uploads of scraped profiles to "
-	    "the distributor, by result.", res, NULL, 0);
-	m_state = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_scraper_delta_state_bytes", "Bytes of delta state the "
-	    "scraper keeps for its targets' cumulative profiles.", NULL,
-	    NULL, 0);
+	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
 }
 
 static int64_t
