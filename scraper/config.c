@@ -215,12 +215,25 @@ get_pconf(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 	return (0);
 }
 
+static const struct sm_name_val rl_actions[] = {
+	{ "replace", SCR_RL_REPLACE },
+	{ "keep", SCR_RL_KEEP },
+	{ "drop", SCR_RL_DROP },
+	{ "labelmap", SCR_RL_LABELMAP },
+};
+
+static const struct sm_name_val dns_types[] = {
+	{ "SRV", SCR_DNS_SRV },
+	{ "A", SCR_DNS_A },
+	{ "AAAA", SCR_DNS_AAAA },
+};
+
 static int
 get_relabel(struct cf *c, const struct sm_yaml_node *m, struct scr_relabel *r)
 {
 	const char *regex = "(.*)";
 	char *action = NULL;
-	int rv = 0;
+	int rv = 0, val;
 
 	if (!sm_yaml_is_map(m))
 		return (bad(c, m, "relabel_configs: want mappings"));
@@ -248,19 +261,12 @@ get_relabel(struct cf *c, const struct sm_yaml_node *m, struct scr_relabel *r)
 			    "(source_labels, separator, target_label, regex, "
 			    "replacement, action)", k);
 	}
-	if (rv == 0) {
-		if (action == NULL || strcmp(action, "replace") == 0)
-			r->action = SCR_RL_REPLACE;
-		else if (strcmp(action, "keep") == 0)
-			r->action = SCR_RL_KEEP;
-		else if (strcmp(action, "drop") == 0)
-			r->action = SCR_RL_DROP;
-		else if (strcmp(action, "labelmap") == 0)
-			r->action = SCR_RL_LABELMAP;
-		else
-			rv = bad(c, m, "relabel_configs: action \"%s\" is not "
-			    "served (replace, keep, drop, labelmap)", action);
-	}
+	if (rv == 0 && sm_name_lookup(rl_actions, SM_ARRAY_LEN(rl_actions),
+	    action != NULL ? action : "replace", &val) != 0)
+		rv = bad(c, m, "relabel_configs: action \"%s\" is not "
+		    "served (replace, keep, drop, labelmap)", action);
+	if (rv == 0)
+		r->action = (enum scr_rl_action)val;
 	sm_free(action);
 	if (rv != 0)
 		return (rv);
@@ -281,7 +287,7 @@ static int
 get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 {
 	char *type = NULL;
-	int rv = 0;
+	int rv = 0, val;
 
 	d->refresh_ms = 30000;
 	if (!sm_yaml_is_map(m))
@@ -312,17 +318,12 @@ get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 			    "dns_server)", k != NULL ? k : "?");
 		}
 	}
-	if (rv == 0) {
-		if (type == NULL || strcmp(type, "SRV") == 0)
-			d->type = SCR_DNS_SRV;
-		else if (strcmp(type, "A") == 0)
-			d->type = SCR_DNS_A;
-		else if (strcmp(type, "AAAA") == 0)
-			d->type = SCR_DNS_AAAA;
-		else
-			rv = bad(c, m, "dns_sd_configs: type \"%s\" (SRV, A, "
-			    "AAAA)", type);
-	}
+	if (rv == 0 && sm_name_lookup(dns_types, SM_ARRAY_LEN(dns_types),
+	    type != NULL ? type : "SRV", &val) != 0)
+		rv = bad(c, m, "dns_sd_configs: type \"%s\" (SRV, A, "
+		    "AAAA)", type);
+	if (rv == 0)
+		d->type = (enum scr_dns_type)val;
 	sm_free(type);
 	if (rv != 0)
 		return (rv);
