@@ -472,27 +472,6 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
 
-/* Percent-encode for a query string (RFC 3986 unreserved kept). */
-static void
-qs_escape(struct sm_buf *b, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-		    c == '.' || c == '~') {
-			sm_buf_putc(b, (char)c);
-		} else {
-			sm_buf_putc(b, '%');
-			sm_buf_putc(b, hex[c >> 4]);
-			sm_buf_putc(b, hex[c & 15]);
-		}
-	}
-}
-
 static int
 qs_add(void *arg, const char *key, const char *value)
 {
@@ -503,9 +482,9 @@ qs_add(void *arg, const char *key, const char *value)
 		return (0);
 	if (b->len != 0)
 		sm_buf_putc(b, '&');
-	qs_escape(b, key);
+	sm_buf_put_pct(b, key, false);
 	sm_buf_putc(b, '=');
-	qs_escape(b, value != NULL ? value : "");
+	sm_buf_put_pct(b, value != NULL ? value : "", false);
 	return (0);
 }
 
