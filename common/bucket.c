@@ -16,7 +16,6 @@
 /* Requests by operation: what a SaaS pays its store for (a list counts
  * once however many pages it took). */
 static struct sm_metric *m_req, *m_req_fail;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def metric_defs[] = {
 	{ &m_req, SM_METRIC_COUNTER, "smolder_bucket_requests_total",
@@ -28,11 +27,7 @@ static const struct sm_metric_def metric_defs[] = {
 	    "missing key is not a failure.", SM_METRIC_LABELS("op"), NULL, 0 },
 };
 
-static void
-metrics_register(void)
-{
-	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
-}
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static int
 counted(const char *op, int rv)
@@ -237,7 +232,7 @@ sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if (!sm_bucket_cfg_enabled(c))
 		return (sm_err_set(err, SM_EINVAL, "-storage.backend: none "
 		    "configured"));

@@ -128,7 +128,6 @@ struct seal_bucket {
 };
 
 static struct sm_metric *m_hdr_gets, *m_sealed, *m_opened;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def metric_defs[] = {
 	{ &m_hdr_gets, SM_METRIC_COUNTER,
@@ -143,11 +142,7 @@ static const struct sm_metric_def metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-metrics_register(void)
-{
-	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
-}
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static void
 keys_wipe(struct seal_keys *k)
@@ -810,7 +805,7 @@ sm_bucket_seal_open(struct sm_bucket *in, const char *key_file,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if ((s = sm_calloc(1, sizeof(*s))) == NULL ||
 	    (s->path = sm_strdup(key_file)) == NULL) {
 		sm_free(s);

@@ -346,8 +346,7 @@ struct sm_http_req {
 
 static const char http_empty[1] = "";
 
-static pthread_once_t http_metrics_once;
-static void http_metrics_register(void);
+static struct sm_metric_set http_metric_set;
 static struct sm_metric *m_http_waiting, *m_http_hdr_timeouts,
     *m_http_body_timeouts;
 static void http_observe(const struct sm_http_req *r);
@@ -648,7 +647,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&http_metrics_once, http_metrics_register);
+	sm_metrics_register_once(&http_metric_set);
 	if ((rv = sm_http_parse_listen(cfg->listen, &sa, err)) != 0)
 		return (rv);
 	if (cfg->threads == 0 || cfg->conn_timeout_s == 0 ||
@@ -2158,7 +2157,6 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* --- metrics --------------------------------------------------------------- */
 
 static struct sm_metric *m_http_req, *m_http_dur;
-static pthread_once_t http_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def http_metric_defs[] = {
 	{ &m_http_req, SM_METRIC_COUNTER, "smolder_http_requests_total",
@@ -2182,12 +2180,7 @@ static const struct sm_metric_def http_metric_defs[] = {
 	    "(-server.http-*-workers).", SM_METRIC_LABELS("pool"), NULL, 0 },
 };
 
-static void
-http_metrics_register(void)
-{
-	sm_metrics_register_table(http_metric_defs,
-	    SM_ARRAY_LEN(http_metric_defs));
-}
+static struct sm_metric_set http_metric_set = SM_METRIC_SET(http_metric_defs);
 
 /* Count a finished request (labels are bounded: routes are ours). */
 static void

@@ -26,6 +26,8 @@
 #include "buf.h"
 #include "sm.h"
 
+#include <stdatomic.h>
+
 #define SM_METRIC_MAX_LABELS 3
 #define SM_METRIC_MAX_CHILDREN 1000
 
@@ -77,6 +79,28 @@ struct sm_metric_def {
  * Locking/Blocking: as sm_metric_register.
  */
 void sm_metrics_register_table(const struct sm_metric_def *defs, size_t n);
+
+/*
+ * A module's table with the flag that it is registered, so the module
+ * registers it from wherever it first needs its metrics:
+ *
+ *	static struct sm_metric_set x_metric_set = SM_METRIC_SET(x_defs);
+ *	...
+ *	sm_metrics_register_once(&x_metric_set);
+ */
+struct sm_metric_set {
+	const struct sm_metric_def *ms_defs;
+	size_t ms_n;
+	_Atomic bool ms_done;
+};
+#define SM_METRIC_SET(defs) { (defs), SM_ARRAY_LEN(defs), false }
+
+/*
+ * Register the set's table the first time any thread calls this; other
+ * callers wait until it is done, later calls return at once.
+ * Locking: a process-wide mutex the first time.  Blocking: no.
+ */
+void sm_metrics_register_once(struct sm_metric_set *s);
 
 /* The child for these label values (as many as the family has labels). */
 struct sm_metric_child *sm_metric_child(struct sm_metric *m, ...);

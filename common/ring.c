@@ -69,7 +69,6 @@ static struct sm_metric *m_members, *m_probe_fail, *m_skew;
 
 /* A member clock further off than this is logged (every 10 min). */
 #define SKEW_WARN_MS 10000
-static pthread_once_t ring_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def ring_metric_defs[] = {
 	{ &m_members, SM_METRIC_GAUGE, "smolder_ring_members",
@@ -86,12 +85,7 @@ static const struct sm_metric_def ring_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-ring_metrics_register(void)
-{
-	sm_metrics_register_table(ring_metric_defs,
-	    SM_ARRAY_LEN(ring_metric_defs));
-}
+static struct sm_metric_set ring_metric_set = SM_METRIC_SET(ring_metric_defs);
 
 const char *
 sm_member_state_name(enum sm_member_state s)
@@ -1184,7 +1178,7 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 		    "-ring.dns and -ring.etcd.endpoints"));
 	if ((r = sm_calloc(1, sizeof(*r))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	pthread_once(&ring_metrics_once, ring_metrics_register);
+	sm_metrics_register_once(&ring_metric_set);
 	r->cfg = *cfg;
 	if (r->cfg.name == NULL || r->cfg.name[0] == '\0')
 		r->cfg.name = "ingesters";

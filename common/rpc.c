@@ -1053,20 +1053,7 @@ static const struct sm_metric_def rpc_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-rpc_metrics_register(void)
-{
-	sm_metrics_register_table(rpc_metric_defs,
-	    SM_ARRAY_LEN(rpc_metric_defs));
-}
-
-static void
-rpc_metrics_init(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	(void)pthread_once(&once, rpc_metrics_register);
-}
+static struct sm_metric_set rpc_metric_set = SM_METRIC_SET(rpc_metric_defs);
 
 /*
  * The code of a smolder.v1.Response without unpacking it: field 1 (code,
@@ -1207,7 +1194,7 @@ sm_rpc_multi_create(uint32_t n, const char *method, struct sm_rpc_multi **out)
 {
 	struct sm_rpc_multi *m;
 
-	rpc_metrics_init();
+	sm_metrics_register_once(&rpc_metric_set);
 	*out = NULL;
 	if ((m = sm_calloc(1, sizeof(*m))) == NULL ||
 	    (m->r = sm_calloc(SM_MAX(n, 1), sizeof(*m->r))) == NULL) {

@@ -69,7 +69,6 @@ static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
 static struct sm_metric *m_bk_partial, *m_bk_fail;
 static struct sm_metric *m_fold, *m_fold_read, *m_fold_written;
 static struct sm_metric *m_fold_tiers, *m_lock_held;
-static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def cpt_metric_defs[] = {
 	{ &m_lock_held, SM_METRIC_GAUGE, "smolder_compactor_lock_held",
@@ -135,12 +134,7 @@ static const struct sm_metric_def cpt_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-cpt_metrics_register(void)
-{
-	sm_metrics_register_table(cpt_metric_defs,
-	    SM_ARRAY_LEN(cpt_metric_defs));
-}
+static struct sm_metric_set cpt_metric_set = SM_METRIC_SET(cpt_metric_defs);
 
 #define SM_FLAG_STRUCT struct cpt_config
 static const struct sm_flag cpt_flag_tab[] = {
@@ -857,7 +851,7 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 		    "be >= 0, the interval >= 1s, the deletion delay >= 0, "
 		    "the timeout > 0, the "
 		    "concurrency 1..16 and the job retries >= 1"));
-	pthread_once(&cpt_metrics_once, cpt_metrics_register);
+	sm_metrics_register_once(&cpt_metric_set);
 	if ((c = sm_calloc(1, sizeof(*c))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	c->cfg = *cfg;

@@ -87,7 +87,6 @@ static struct sm_metric *m_hints, *m_hint_bytes, *m_delivered, *m_dropped;
 static struct sm_metric *m_loaded, *m_disk_fail;
 
 static void hints_free(struct dist_hints *h, bool report);
-static pthread_once_t hints_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def hints_metric_defs[] = {
 	{ &m_hints, SM_METRIC_GAUGE, "smolder_distributor_hints",
@@ -112,12 +111,7 @@ static const struct sm_metric_def hints_metric_defs[] = {
 	    "restart would lose them).", NULL, NULL, 0 },
 };
 
-static void
-hints_metrics(void)
-{
-	sm_metrics_register_table(hints_metric_defs,
-	    SM_ARRAY_LEN(hints_metric_defs));
-}
+static struct sm_metric_set hints_metric_set = SM_METRIC_SET(hints_metric_defs);
 
 /* Queue accounting (under mu) and its gauges. */
 static void
@@ -671,7 +665,7 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 	struct dist_hints *h;
 
 	*out = NULL;
-	pthread_once(&hints_once, hints_metrics);
+	sm_metrics_register_once(&hints_metric_set);
 	if (cfg->max_bytes < 0 || cfg->max_age_ms < 0 || cfg->timeout_ms <= 0)
 		return (sm_err_set(err, SM_EINVAL, "distributor: hints sizes "
 		    "and ages must be >= 0"));

@@ -247,7 +247,6 @@ reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
 /* --- metrics ----------------------------------------------------------------- */
 
 static struct sm_metric *m_bytes, *m_profiles, *m_series, *m_discarded;
-static pthread_once_t dist_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def dist_metric_defs[] = {
 	{ &m_bytes, SM_METRIC_COUNTER,
@@ -267,12 +266,7 @@ static const struct sm_metric_def dist_metric_defs[] = {
 	    SM_METRIC_LABELS("reason", "tenant"), NULL, 0 },
 };
 
-static void
-dist_metrics_register(void)
-{
-	sm_metrics_register_table(dist_metric_defs,
-	    SM_ARRAY_LEN(dist_metric_defs));
-}
+static struct sm_metric_set dist_metric_set = SM_METRIC_SET(dist_metric_defs);
 
 /*
  * The reason label of a refused upload: Pyroscope's discard reason
@@ -337,7 +331,7 @@ void
 dist_observe(const char *tenant, int st, size_t len, uint32_t nseries,
     const char *reason, const char *msg)
 {
-	pthread_once(&dist_metrics_once, dist_metrics_register);
+	sm_metrics_register_once(&dist_metric_set);
 	if (tenant == NULL)
 		tenant = "";
 	if (st == 200) {
@@ -864,7 +858,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		    "profile size limit and push timeout must be > 0"));
 	if ((d = sm_calloc(1, sizeof(*d))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	pthread_once(&dist_metrics_once, dist_metrics_register);
+	sm_metrics_register_once(&dist_metric_set);
 	d->cfg = *cfg;
 	d->http = http;
 	d->ring = ring;

@@ -158,13 +158,13 @@ static const struct sm_metric_def ing_compact_metric_defs[] = {
 	    NULL, 0 },
 };
 
+static struct sm_metric_set ing_compact_metric_set =
+    SM_METRIC_SET(ing_compact_metric_defs);
+
 void
 ing_compact_metrics_init(void)
 {
-	if (m_jobs != NULL)
-		return;
-	sm_metrics_register_table(ing_compact_metric_defs,
-	    SM_ARRAY_LEN(ing_compact_metric_defs));
+	sm_metrics_register_once(&ing_compact_metric_set);
 }
 
 static void

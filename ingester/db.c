@@ -45,14 +45,7 @@ static const struct sm_metric_def db_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-db_metrics_init(void)
-{
-	if (ing_m_cuts != NULL)
-		return;
-	sm_metrics_register_table(db_metric_defs,
-	    SM_ARRAY_LEN(db_metric_defs));
-}
+static struct sm_metric_set db_metric_set = SM_METRIC_SET(db_metric_defs);
 
 /* --- lock assertions (db_int.h) ------------------------------------------ */
 
@@ -226,7 +219,7 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	struct ing_db *db;
 	int rv;
 
-	db_metrics_init();
+	sm_metrics_register_once(&db_metric_set);
 	ing_compact_metrics_init();
 	*out = NULL;
 	if ((db = sm_calloc(1, sizeof(*db))) == NULL)

@@ -106,7 +106,6 @@ gw_folds_add(struct gw_folds *f, const struct ing_bucket_block *bk)
 
 static struct sm_metric *m_passes, *m_pass_fail, *m_adopted, *m_dropped;
 static struct sm_metric *m_bad, *m_bytes, *m_gets;
-static pthread_once_t gw_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def gw_metric_defs[] = {
 	{ &m_passes, SM_METRIC_COUNTER,
@@ -135,12 +134,7 @@ static const struct sm_metric_def gw_metric_defs[] = {
 	    "to load blocks.", NULL, NULL, 0 },
 };
 
-static void
-gw_metrics_init(void)
-{
-	sm_metrics_register_table(gw_metric_defs,
-	    SM_ARRAY_LEN(gw_metric_defs));
-}
+static struct sm_metric_set gw_metric_set = SM_METRIC_SET(gw_metric_defs);
 
 int
 ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
@@ -148,7 +142,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 {
 	struct ing_gateway *gw;
 
-	pthread_once(&gw_metrics_once, gw_metrics_init);
+	sm_metrics_register_once(&gw_metric_set);
 	*out = NULL;
 	if ((gw = sm_calloc(1, sizeof(*gw))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));

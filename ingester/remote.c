@@ -30,7 +30,6 @@ struct page {
 };
 
 static struct sm_metric *m_hits, *m_misses, *m_gets, *m_bytes, *m_fail;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def metric_defs[] = {
 	{ &m_hits, SM_METRIC_COUNTER,
@@ -53,11 +52,7 @@ static const struct sm_metric_def metric_defs[] = {
 	    "them failed).", NULL, NULL, 0 },
 };
 
-static void
-metrics_init(void)
-{
-	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
-}
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static double
 gauge_bytes(void *arg)
@@ -71,7 +66,7 @@ ing_remote_create(struct sm_bucket *bucket, uint64_t budget, uint64_t page,
 {
 	struct ing_remote *r;
 
-	pthread_once(&metrics_once, metrics_init);
+	sm_metrics_register_once(&metric_set);
 	*out = NULL;
 	if (page < ING_REMOTE_PAGE_MIN || page > UINT32_MAX)
 		return (sm_err_set(err, SM_EINVAL, "data page size %llu: not "

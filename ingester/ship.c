@@ -49,14 +49,8 @@ static const struct sm_metric_def ship_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-ship_metrics_init(void)
-{
-	if (m_shipped != NULL)
-		return;
-	sm_metrics_register_table(ship_metric_defs,
-	    SM_ARRAY_LEN(ship_metric_defs));
-}
+static struct sm_metric_set ship_metric_set =
+    SM_METRIC_SET(ship_metric_defs);
 
 static double
 gauge_pending(void *arg)
@@ -472,7 +466,7 @@ ing_ship_put(struct sm_bucket *bucket, struct ing_store *store,
 	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0, err };
 	int rv;
 
-	ship_metrics_init();
+	sm_metrics_register_once(&ship_metric_set);
 	if ((rv = ing_store_block_parts(store, local_tenant, m->gen,
 	    obj_part, &ob, err)) != 0)
 		goto out;
@@ -720,7 +714,7 @@ ing_ship_create(struct ing_db *db, struct ing_store *store,
 		    "(SIGKILL) after its first block object, before its "
 		    "meta.json (SMOLDER_TEST_FAULTS)");
 	}
-	ship_metrics_init();
+	sm_metrics_register_once(&ship_metric_set);
 	sm_metric_gauge_fn("smolder_ingester_ship_blocks_pending",
 	    "Blocks committed here and not yet in the bucket (last pass).",
 	    gauge_pending, sh);

@@ -38,14 +38,8 @@ static const struct sm_metric_def store_metric_defs[] = {
 	    0 },
 };
 
-static void
-store_metrics_init(void)
-{
-	/* bytes_read is the last row: set once the whole table is. */
-	if (bytes_read == NULL)
-		sm_metrics_register_table(store_metric_defs,
-		    SM_ARRAY_LEN(store_metric_defs));
-}
+static struct sm_metric_set store_metric_set =
+    SM_METRIC_SET(store_metric_defs);
 
 static const char *
 part_name(char kind)
@@ -336,7 +330,7 @@ ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
 	char path[4096];
 	int rv;
 
-	store_metrics_init();
+	sm_metrics_register_once(&store_metric_set);
 	*out = NULL;
 	if ((s = sm_calloc(1, sizeof(*s))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));

@@ -13,7 +13,6 @@
 
 static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
 static struct sm_metric *m_confined;
-static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def fan_metric_defs[] = {
 	{ &m_incomplete, SM_METRIC_COUNTER, "smolder_querier_incomplete_total",
@@ -36,12 +35,7 @@ static const struct sm_metric_def fan_metric_defs[] = {
 	    NULL, 0 },
 };
 
-static void
-fan_metrics_register(void)
-{
-	sm_metrics_register_table(fan_metric_defs,
-	    SM_ARRAY_LEN(fan_metric_defs));
-}
+static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);
 
 /* Memory one ingester's answer may take once decoded. */
 #define QRY_CALL_BUDGET (1024u << 20)
@@ -522,7 +516,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 			skipped--;
 	}
 	if (skipped > 0 || confined > 0) {
-		pthread_once(&fan_metrics_once, fan_metrics_register);
+		sm_metrics_register_once(&fan_metric_set);
 		sm_counter_add(sm_metric_child0(m_skipped), skipped);
 		sm_counter_add(sm_metric_child0(m_confined), confined);
 	}
@@ -548,7 +542,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 		f->down = qry_gaps_units(s, f->lost, f->gaps, f->ngaps, why,
 		    sizeof(why));
 		if (f->down > sm_ring_max_read_errors(s)) {
-			pthread_once(&fan_metrics_once, fan_metrics_register);
+			sm_metrics_register_once(&fan_metric_set);
 			sm_counter_inc(sm_metric_child0(m_incomplete));
 		}
 		if (f->down > sm_ring_max_read_errors(s))
@@ -807,7 +801,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	int rv = 0, first = 0, first_answer = 0;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
-	pthread_once(&fan_metrics_once, fan_metrics_register);
+	sm_metrics_register_once(&fan_metric_set);
 	calls_free(f);
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	SM_ASSERT(nreqs == 1 ? nlanes == 1 : nreqs == nlanes * f->n);

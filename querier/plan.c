@@ -54,7 +54,6 @@
 #include "common/metrics.h"
 
 static struct sm_metric *m_plans, *m_divergent, *m_combined, *m_unresolved;
-static pthread_once_t plan_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def plan_metric_defs[] = {
 	{ &m_plans, SM_METRIC_COUNTER, "smolder_querier_dedup_plans_total",
@@ -74,12 +73,7 @@ static const struct sm_metric_def plan_metric_defs[] = {
 	    "answered 503.", NULL, NULL, 0 },
 };
 
-static void
-plan_metrics_register(void)
-{
-	sm_metrics_register_table(plan_metric_defs,
-	    SM_ARRAY_LEN(plan_metric_defs));
-}
+static struct sm_metric_set plan_metric_set = SM_METRIC_SET(plan_metric_defs);
 
 /* One target's stat of one series. */
 struct plan_ent {
@@ -615,7 +609,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	p->n = io->n;
 	if (io->rf <= 1 || io->n <= 1)
 		return (0);
-	pthread_once(&plan_metrics_once, plan_metrics_register);
+	sm_metrics_register_once(&plan_metric_set);
 	if ((p->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	a = p->arena;

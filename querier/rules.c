@@ -78,7 +78,6 @@ typedef Settings__V1__RecordingRule rule_t;
 static void rules_kick(struct querier *q);
 
 static struct sm_metric *m_evals, *m_samples;
-static pthread_once_t rules_metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def rules_metric_defs[] = {
 	{ &m_evals, SM_METRIC_COUNTER,
@@ -91,12 +90,7 @@ static const struct sm_metric_def rules_metric_defs[] = {
 	    "rules accepted by the remote-write endpoint.", NULL, NULL, 0 },
 };
 
-static void
-rules_metrics_register(void)
-{
-	sm_metrics_register_table(rules_metric_defs,
-	    SM_ARRAY_LEN(rules_metric_defs));
-}
+static struct sm_metric_set rules_metric_set = SM_METRIC_SET(rules_metric_defs);
 
 /* --- rules as registers ---------------------------------------------------- */
 
@@ -787,7 +781,7 @@ qry_rules_start(struct querier *q, struct qry_rules **out, struct sm_err *err)
 	struct qry_rules *rr;
 
 	*out = NULL;
-	pthread_once(&rules_metrics_once, rules_metrics_register);
+	sm_metrics_register_once(&rules_metric_set);
 	if (q->cfg.rr_url == NULL || q->cfg.rr_url[0] == '\0')
 		return (0);
 	if (q->cfg.rr_interval_ms < 1000 || q->cfg.rr_delay_ms < 0 ||

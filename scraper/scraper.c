@@ -101,7 +101,6 @@ struct scraper {
 #define SCR_MAX_PEERS 256
 
 static struct sm_metric *m_targets, *m_scrapes, *m_uploads, *m_state;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static const struct sm_metric_def metric_defs[] = {
 	{ &m_targets, SM_METRIC_GAUGE, "smolder_scraper_targets",
@@ -120,11 +119,7 @@ static const struct sm_metric_def metric_defs[] = {
 	    "cumulative profiles.", NULL, NULL, 0 },
 };
 
-static void
-metrics_register(void)
-{
-	sm_metrics_register_table(metric_defs, SM_ARRAY_LEN(metric_defs));
-}
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static int64_t
 mono_ms(void)
@@ -553,7 +548,7 @@ apply(struct scraper *s, const struct scr_config *conf,
 	c->n = 0;
 	if (s->nt > 1)
 		qsort(s->t, s->nt, sizeof(*s->t), target_id_cmp);
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	for (uint32_t j = 0; j < conf->njobs; j++) {
 		uint32_t n = 0;
 
@@ -845,7 +840,7 @@ out:
 	sm_free(body);
 	sm_buf_fini(&url);
 	sm_buf_fini(&ans);
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	sm_counter_inc(sm_metric_child(m_uploads, rv == 0 ? "ok" : "failed"));
 	return (rv);
 }
@@ -1009,7 +1004,7 @@ worker_main(void *arg)
 		} else {
 			ps->err[0] = '\0';
 		}
-		pthread_once(&metrics_once, metrics_register);
+		sm_metrics_register_once(&metric_set);
 		sm_counter_inc(sm_metric_child(m_scrapes, k->job,
 		    scr_kind_name[k->kind], res));
 		sm_gauge_set(sm_metric_child0(m_state), (double)s->state_bytes);
@@ -1073,8 +1068,7 @@ sched_main(void *arg)
 				next = SM_MIN(next, ps->next_ms);
 				if (ps->running) {
 					ps->skipped++;
-					pthread_once(&metrics_once,
-					    metrics_register);
+					sm_metrics_register_once(&metric_set);
 					sm_counter_inc(sm_metric_child(
 					    m_scrapes, t->job,
 					    scr_kind_name[kd], "skipped"));
@@ -1328,7 +1322,7 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 	sm_cond_init(&s->cv_sched);
 	pthread_cond_init(&s->cv_work, NULL);
 	s->next_discovery_ms = INT64_MAX;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if (cfg->push_key_file != NULL && cfg->push_key_file[0] != '\0') {
 		char key[4096];
 		FILE *fp = fopen(cfg->push_key_file, "re");
