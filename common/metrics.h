@@ -69,13 +69,14 @@ struct sm_metric_def {
 	uint32_t md_nbuckets;
 };
 
-/* Label names for a sm_metric_def row: SM_METRIC_LABELS("tenant"). */
+/* Label names for a sm_metric_def row: SM_METRIC_LABELS("tenant").  At
+ * file scope the array it makes has static storage. */
 #define SM_METRIC_LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 /*
  * Register every family of `defs` (n rows) in order, storing each in
- * *md_metric.  Call it once per module (from pthread_once or an init
- * function); registering again returns the same families.
+ * *md_metric; registering again returns the same families.  Modules
+ * usually go through sm_metrics_register_once() below.
  * Locking/Blocking: as sm_metric_register.
  */
 void sm_metrics_register_table(const struct sm_metric_def *defs, size_t n);
@@ -96,9 +97,10 @@ struct sm_metric_set {
 #define SM_METRIC_SET(defs) { (defs), SM_ARRAY_LEN(defs), false }
 
 /*
- * Register the set's table the first time any thread calls this; other
- * callers wait until it is done, later calls return at once.
- * Locking: a process-wide mutex the first time.  Blocking: no.
+ * Register the set's table the first time any thread calls this; later
+ * calls return at once.
+ * Locking: a process-wide mutex until the set is registered.  Blocking:
+ * only while another thread registers a set.
  */
 void sm_metrics_register_once(struct sm_metric_set *s);
 

@@ -118,8 +118,8 @@ void sm_assert_fail(const char *expr, const char *file, int line,
 
 /*
  * A row of a const table mapping a configuration word to an enum value,
- * so that parsing (and naming) a setting is one lookup in the table
- * rather than a chain of strcmp()s.
+ * so that parsing a setting is one lookup in the table rather than a
+ * chain of strcmp()s.
  */
 struct sm_name_val {
 	const char *nv_name;
