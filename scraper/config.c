@@ -335,6 +335,29 @@ get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 	return (0);
 }
 
+/* A tls_config mapping (of a scrape config or of kubernetes_sd_configs). */
+static int
+get_tls(struct cf *c, const struct sm_yaml_node *m, char **ca_file,
+    bool *insecure)
+{
+	int rv = 0;
+
+	for (size_t i = 0; i < sm_yaml_len(m) && rv == 0; i++) {
+		const char *k = sm_yaml_scalar(sm_yaml_key(c->y, m, i));
+		const struct sm_yaml_node *v = sm_yaml_value(c->y, m, i);
+
+		if (k != NULL && strcmp(k, "ca_file") == 0)
+			rv = get_str(c, k, v, ca_file);
+		else if (k != NULL && strcmp(k, "insecure_skip_verify") == 0)
+			rv = get_bool(c, k, v, insecure);
+		else
+			rv = bad(c, v, "tls_config: unknown key \"%s\" "
+			    "(ca_file, insecure_skip_verify)",
+			    k != NULL ? k : "?");
+	}
+	return (rv);
+}
+
 static int
 get_k8s(struct cf *c, const struct sm_yaml_node *m, struct scr_k8ssd *k)
 {
@@ -375,21 +398,7 @@ get_k8s(struct cf *c, const struct sm_yaml_node *m, struct scr_k8ssd *k)
 				rv = get_strs(c, "names", nm, &k->namespaces,
 				    &k->nnamespaces);
 		} else if (strcmp(key, "tls_config") == 0) {
-			for (size_t q = 0; q < sm_yaml_len(v) && rv == 0; q++) {
-				const char *tk = sm_yaml_scalar(sm_yaml_key(
-				    c->y, v, q));
-				const struct sm_yaml_node *tv = sm_yaml_value(
-				    c->y, v, q);
-
-				if (tk != NULL && strcmp(tk, "ca_file") == 0)
-					rv = get_str(c, tk, tv, &k->ca_file);
-				else if (tk != NULL && strcmp(tk,
-				    "insecure_skip_verify") == 0)
-					rv = get_bool(c, tk, tv, &k->insecure);
-				else
-					rv = bad(c, tv, "tls_config: unknown "
-					    "key \"%s\"", tk != NULL ? tk : "?");
-			}
+			rv = get_tls(c, v, &k->ca_file, &k->insecure);
 		} else {
 			rv = bad(c, v, "kubernetes_sd_configs: unknown key "
 			    "\"%s\" (role, api_server, kubeconfig_file, "
@@ -522,23 +531,7 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 			}
 			sm_free(path);
 		} else if (strcmp(k, "tls_config") == 0) {
-			for (size_t q = 0; q < sm_yaml_len(v) && rv == 0; q++) {
-				const char *tk = sm_yaml_scalar(sm_yaml_key(
-				    c->y, v, q));
-				const struct sm_yaml_node *tv = sm_yaml_value(
-				    c->y, v, q);
-
-				if (tk != NULL && strcmp(tk, "ca_file") == 0)
-					rv = get_str(c, tk, tv, &j->ca_file);
-				else if (tk != NULL && strcmp(tk,
-				    "insecure_skip_verify") == 0)
-					rv = get_bool(c, tk, tv, &j->insecure);
-				else
-					rv = bad(c, tv, "tls_config: unknown "
-					    "key \"%s\" (ca_file, "
-					    "insecure_skip_verify)",
-					    tk != NULL ? tk : "?");
-			}
+			rv = get_tls(c, v, &j->ca_file, &j->insecure);
 		} else if (strcmp(k, "profiling_config") == 0) {
 			rv = get_pconf(c, v, j);
 		} else if (strcmp(k, "static_configs") == 0) {
