@@ -16,21 +16,18 @@
 /* Requests by operation: what a SaaS pays its store for (a list counts
  * once however many pages it took). */
 static struct sm_metric *m_req, *m_req_fail;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-metrics_register(void)
-{
-	m_req = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_requests_total", "Object storage calls by "
-	    "operation (put, get, stat, delete, list).",
-	    (const char *const[]){ "op", NULL }, NULL, 0);
-	m_req_fail = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_req, SM_METRIC_COUNTER, "smolder_bucket_requests_total",
+	    "Object storage calls by operation (put, get, stat, delete, "
+	    "list).", SM_METRIC_LABELS("op"), NULL, 0 },
+	{ &m_req_fail, SM_METRIC_COUNTER,
 	    "smolder_bucket_request_failures_total", "Object storage calls "
 	    "that failed (after the backend's retries), by operation; a "
-	    "missing key is not a failure.",
-	    (const char *const[]){ "op", NULL }, NULL, 0);
-}
+	    "missing key is not a failure.", SM_METRIC_LABELS("op"), NULL, 0 },
+};
+
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static int
 counted(const char *op, int rv)
@@ -235,7 +232,7 @@ sm_bucket_open(const struct sm_bucket_cfg *c, const char *data_dir,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if (!sm_bucket_cfg_enabled(c))
 		return (sm_err_set(err, SM_EINVAL, "-storage.backend: none "
 		    "configured"));

@@ -166,27 +166,6 @@ s3_free_secret(char *p)
 	}
 }
 
-/* Append s percent-encoded (RFC 3986 unreserved kept; '/' if keep_slash). */
-static void
-s3_pct(struct sm_buf *b, const char *s, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~' || (keep_slash && c == '/')) {
-			sm_buf_putc(b, (char)c);
-		} else {
-			sm_buf_putc(b, '%');
-			sm_buf_putc(b, hex[c >> 4]);
-			sm_buf_putc(b, hex[c & 15]);
-		}
-	}
-}
-
 /* Hex SHA-256 of p[0..n) into hex[65].  Returns 0 or SM_EINTERNAL. */
 static int
 s3_sha256_hex(const void *p, size_t n, char hex[65])
@@ -609,8 +588,21 @@ s3_url(struct s3 *s, const char *key, struct sm_buf *u)
 	sm_buf_puts(u, s->base);
 	sm_buf_putc(u, '/');
 	if (key != NULL)
-		s3_pct(u, key, true);
+		sm_buf_put_pct(u, key, true);
 	return (sm_buf_error(u));
+}
+
+/* Send r to the URL of key, built in u (r->url points into it). */
+static int
+s3_key_do(struct s3 *s, const char *key, struct sm_buf *u, struct s3_req *r,
+    struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = s3_url(s, key, u)) != 0)
+		return (s3_fail(r, err, rv, "out of memory"));
+	r->url = u->b;
+	return (s3_do(s, r, err));
 }
 
 /* ---- the operations -------------------------------------------------- */
@@ -625,12 +617,7 @@ s3_put(struct sm_bucket *b, const char *key, const void *p, size_t n,
 	    .nbody = n };
 	int rv;
 
-	if ((rv = s3_url(s, key, &u)) != 0) {
-		rv = s3_fail(&r, err, rv, "out of memory");
-		goto out;
-	}
-	r.url = u.b;
-	if ((rv = s3_do(s, &r, err)) != 0)
+	if ((rv = s3_key_do(s, key, &u, &r, err)) != 0)
 		goto out;
 	if (r.status != 200 && r.status != 201 && r.status != 204)
 		rv = s3_status_err(&r, err);
@@ -650,12 +637,7 @@ s3_stat(struct sm_bucket *b, const char *key, uint64_t *size,
 	int rv;
 
 	*size = 0;
-	if ((rv = s3_url(s, key, &u)) != 0) {
-		rv = s3_fail(&r, err, rv, "out of memory");
-		goto out;
-	}
-	r.url = u.b;
-	if ((rv = s3_do(s, &r, err)) != 0)
+	if ((rv = s3_key_do(s, key, &u, &r, err)) != 0)
 		goto out;
 	if (r.status != 200)
 		rv = s3_status_err(&r, err);
@@ -728,12 +710,7 @@ s3_get(struct sm_bucket *b, const char *key, uint64_t off, uint64_t len,
 		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-", off);
 		r.range = range;
 	}
-	if ((rv = s3_url(s, key, &u)) != 0) {
-		rv = s3_fail(&r, err, rv, "out of memory");
-		goto out;
-	}
-	r.url = u.b;
-	if ((rv = s3_do(s, &r, err)) != 0)
+	if ((rv = s3_key_do(s, key, &u, &r, err)) != 0)
 		goto out;
 	/* From the very end: S3 says 416 (Swift without Content-Range). */
 	if (r.status == 416 && len == SM_BUCKET_WHOLE && r.cr_total < 0 &&
@@ -757,12 +734,7 @@ s3_del(struct sm_bucket *b, const char *key, struct sm_err *err)
 	char code[80] = "";
 	int rv;
 
-	if ((rv = s3_url(s, key, &u)) != 0) {
-		rv = s3_fail(&r, err, rv, "out of memory");
-		goto out;
-	}
-	r.url = u.b;
-	if ((rv = s3_do(s, &r, err)) != 0)
+	if ((rv = s3_key_do(s, key, &u, &r, err)) != 0)
 		goto out;
 	/* A missing key is 0 (S3's semantics); a missing bucket is not. */
 	if (r.status == 404)
@@ -879,14 +851,14 @@ s3_list_url(struct s3 *s, const char *prefix, const char *token,
 	sm_buf_putc(u, '/');
 	if (token != NULL) {
 		sm_buf_puts(u, "?continuation-token=");
-		s3_pct(u, token, false);
+		sm_buf_put_pct(u, token, false);
 		sm_buf_puts(u, "&list-type=2");
 	} else {
 		sm_buf_puts(u, "?list-type=2");
 	}
 	if (prefix[0] != '\0') {
 		sm_buf_puts(u, "&prefix=");
-		s3_pct(u, prefix, false);
+		sm_buf_put_pct(u, prefix, false);
 	}
 	return (sm_buf_error(u));
 }
@@ -1032,13 +1004,13 @@ s3_open_addr(struct s3 *s, const struct sm_bucket_cfg *c, struct sm_err *err)
 		    lookup));
 	sm_buf_puts(&u, https ? "https://" : "http://");
 	if (vhost) {
-		s3_pct(&u, c->s3_bucket, false);
+		sm_buf_put_pct(&u, c->s3_bucket, false);
 		sm_buf_putc(&u, '.');
 	}
 	sm_buf_append(&u, ep, n);
 	if (!vhost) {
 		sm_buf_putc(&u, '/');
-		s3_pct(&u, c->s3_bucket, false);
+		sm_buf_put_pct(&u, c->s3_bucket, false);
 	}
 	if (sm_buf_error(&u) == 0)
 		s->base = sm_strdup(u.b);

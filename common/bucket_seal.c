@@ -128,22 +128,21 @@ struct seal_bucket {
 };
 
 static struct sm_metric *m_hdr_gets, *m_sealed, *m_opened;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-metrics_register(void)
-{
-	m_hdr_gets = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_hdr_gets, SM_METRIC_COUNTER,
 	    "smolder_bucket_seal_header_fetches_total", "Ranged GETs of a "
 	    "sealed object's header (once per object, then cached): the "
-	    "requests encryption at rest adds.", NULL, NULL, 0);
-	m_sealed = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_sealed_bytes_total", "Plaintext bytes sealed "
-	    "(encrypted) into the bucket.", NULL, NULL, 0);
-	m_opened = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_bucket_opened_bytes_total", "Plaintext bytes opened "
-	    "(decrypted) from the bucket.", NULL, NULL, 0);
-}
+	    "requests encryption at rest adds.", NULL, NULL, 0 },
+	{ &m_sealed, SM_METRIC_COUNTER, "smolder_bucket_sealed_bytes_total",
+	    "Plaintext bytes sealed (encrypted) into the bucket.", NULL,
+	    NULL, 0 },
+	{ &m_opened, SM_METRIC_COUNTER, "smolder_bucket_opened_bytes_total",
+	    "Plaintext bytes opened (decrypted) from the bucket.", NULL,
+	    NULL, 0 },
+};
+
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static void
 keys_wipe(struct seal_keys *k)
@@ -806,7 +805,7 @@ sm_bucket_seal_open(struct sm_bucket *in, const char *key_file,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if ((s = sm_calloc(1, sizeof(*s))) == NULL ||
 	    (s->path = sm_strdup(key_file)) == NULL) {
 		sm_free(s);

@@ -274,6 +274,26 @@ static const char buf_b64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void
+sm_buf_put_pct(struct sm_buf *b, const char *s, bool keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~' || (keep_slash && c == '/')) {
+			sm_buf_putc(b, (char)c);
+		} else {
+			sm_buf_putc(b, '%');
+			sm_buf_putc(b, hex[c >> 4]);
+			sm_buf_putc(b, hex[c & 15]);
+		}
+	}
+}
+
+void
 sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i += 3) {

@@ -73,6 +73,13 @@ void sm_buf_vprintf(struct sm_buf *b, const char *fmt, va_list ap);
 void sm_buf_put_i64(struct sm_buf *b, int64_t v);   /* decimal */
 void sm_buf_put_u64(struct sm_buf *b, uint64_t v);  /* decimal */
 
+/*
+ * The string s percent-encoded (RFC 3986): the unreserved characters
+ * (letters, digits, "-._~") as they are, and '/' too when keep_slash
+ * (an object key's path); every other byte as %XX in upper case.
+ */
+void sm_buf_put_pct(struct sm_buf *b, const char *s, bool keep_slash);
+
 /* Standard base64 (RFC 4648, section 4, with padding) of p[0..n). */
 void sm_buf_put_base64(struct sm_buf *b, const uint8_t *p, size_t n);
 

@@ -346,8 +346,7 @@ struct sm_http_req {
 
 static const char http_empty[1] = "";
 
-static pthread_once_t http_metrics_once;
-static void http_metrics_register(void);
+static struct sm_metric_set http_metric_set;
 static struct sm_metric *m_http_waiting, *m_http_hdr_timeouts,
     *m_http_body_timeouts;
 static void http_observe(const struct sm_http_req *r);
@@ -648,7 +647,7 @@ sm_http_create(const struct sm_http_cfg *cfg, struct sm_http **out,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&http_metrics_once, http_metrics_register);
+	sm_metrics_register_once(&http_metric_set);
 	if ((rv = sm_http_parse_listen(cfg->listen, &sa, err)) != 0)
 		return (rv);
 	if (cfg->threads == 0 || cfg->conn_timeout_s == 0 ||
@@ -2158,33 +2157,30 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* --- metrics --------------------------------------------------------------- */
 
 static struct sm_metric *m_http_req, *m_http_dur;
-static pthread_once_t http_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-http_metrics_register(void)
-{
-	m_http_req = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_http_requests_total", "HTTP requests by route and status "
-	    "(route \"unmatched\" for unknown paths).",
-	    (const char *const[]){ "route", "status", NULL }, NULL, 0);
-	m_http_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
+static const struct sm_metric_def http_metric_defs[] = {
+	{ &m_http_req, SM_METRIC_COUNTER, "smolder_http_requests_total",
+	    "HTTP requests by route and status (route \"unmatched\" for "
+	    "unknown paths).", SM_METRIC_LABELS("route", "status"), NULL, 0 },
+	{ &m_http_dur, SM_METRIC_HISTOGRAM,
 	    "smolder_http_request_duration_seconds", "HTTP request latency "
 	    "from headers to the last byte sent, by route.",
-	    (const char *const[]){ "route", NULL }, NULL, 0);
-	m_http_body_timeouts = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_http_body_timeouts_total", "Connections closed because "
-	    "a request body fell behind -server.http-body-min-rate.", NULL,
-	    NULL, 0);
-	m_http_hdr_timeouts = sm_metric_register(SM_METRIC_COUNTER,
+	    SM_METRIC_LABELS("route"), NULL, 0 },
+	{ &m_http_body_timeouts, SM_METRIC_COUNTER,
+	    "smolder_http_body_timeouts_total", "Connections closed because a "
+	    "request body fell behind -server.http-body-min-rate.", NULL,
+	    NULL, 0 },
+	{ &m_http_hdr_timeouts, SM_METRIC_COUNTER,
 	    "smolder_http_header_timeouts_total", "Connections closed because "
 	    "a request's headers did not arrive in time "
 	    "(-server.http-header-timeout), however they trickled.", NULL,
-	    NULL, 0);
-	m_http_waiting = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_http_requests_waiting", "Requests waiting for a worker "
-	    "of the write or query pool (-server.http-*-workers).",
-	    (const char *const[]){ "pool", NULL }, NULL, 0);
-}
+	    NULL, 0 },
+	{ &m_http_waiting, SM_METRIC_GAUGE, "smolder_http_requests_waiting",
+	    "Requests waiting for a worker of the write or query pool "
+	    "(-server.http-*-workers).", SM_METRIC_LABELS("pool"), NULL, 0 },
+};
+
+static struct sm_metric_set http_metric_set = SM_METRIC_SET(http_metric_defs);
 
 /* Count a finished request (labels are bounded: routes are ours). */
 static void

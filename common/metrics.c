@@ -386,6 +386,34 @@ out:
 	return (f);
 }
 
+void
+sm_metrics_register_table(const struct sm_metric_def *defs, size_t n)
+{
+	SM_ASSERT(defs != NULL || n == 0);
+	for (size_t i = 0; i < n; i++) {
+		SM_ASSERT(defs[i].md_metric != NULL);
+		*defs[i].md_metric = sm_metric_register(defs[i].md_kind,
+		    defs[i].md_name, defs[i].md_help, defs[i].md_labels,
+		    defs[i].md_buckets, defs[i].md_nbuckets);
+	}
+}
+
+void
+sm_metrics_register_once(struct sm_metric_set *s)
+{
+	static pthread_mutex_t once_mu = PTHREAD_MUTEX_INITIALIZER;
+
+	if (atomic_load_explicit(&s->ms_done, memory_order_acquire))
+		return;
+	metrics_lock(&once_mu);
+	if (!atomic_load_explicit(&s->ms_done, memory_order_relaxed)) {
+		sm_metrics_register_table(s->ms_defs, s->ms_n);
+		atomic_store_explicit(&s->ms_done, true,
+		    memory_order_release);
+	}
+	metrics_unlock(&once_mu);
+}
+
 /* Label-by-label comparison of `values` with a child's. */
 static int
 metrics_values_cmp(const struct sm_metric *f, const char *const *values,

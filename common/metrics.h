@@ -26,6 +26,8 @@
 #include "buf.h"
 #include "sm.h"
 
+#include <stdatomic.h>
+
 #define SM_METRIC_MAX_LABELS 3
 #define SM_METRIC_MAX_CHILDREN 1000
 
@@ -50,6 +52,57 @@ struct sm_metric_child;   /* one label combination */
 struct sm_metric *sm_metric_register(enum sm_metric_kind kind,
     const char *name, const char *help, const char *const *labels,
     const double *buckets, uint32_t nbuckets);
+
+/*
+ * One family of a module's metrics, as a row of a const table: the module
+ * lists its families once, with the variable each is kept in, and
+ * registers them all with sm_metrics_register_table().  The fields are
+ * sm_metric_register()'s arguments.
+ */
+struct sm_metric_def {
+	struct sm_metric **md_metric;      /* where the family is kept */
+	enum sm_metric_kind md_kind;
+	const char *md_name;
+	const char *md_help;
+	const char *const *md_labels;      /* NULL-terminated, or NULL */
+	const double *md_buckets;          /* histograms; NULL = default */
+	uint32_t md_nbuckets;
+};
+
+/* Label names for a sm_metric_def row: SM_METRIC_LABELS("tenant").  At
+ * file scope the array it makes has static storage. */
+#define SM_METRIC_LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/*
+ * Register every family of `defs` (n rows) in order, storing each in
+ * *md_metric; registering again returns the same families.  Modules
+ * usually go through sm_metrics_register_once() below.
+ * Locking/Blocking: as sm_metric_register.
+ */
+void sm_metrics_register_table(const struct sm_metric_def *defs, size_t n);
+
+/*
+ * A module's table with the flag that it is registered, so the module
+ * registers it from wherever it first needs its metrics:
+ *
+ *	static struct sm_metric_set x_metric_set = SM_METRIC_SET(x_defs);
+ *	...
+ *	sm_metrics_register_once(&x_metric_set);
+ */
+struct sm_metric_set {
+	const struct sm_metric_def *ms_defs;
+	size_t ms_n;
+	_Atomic bool ms_done;
+};
+#define SM_METRIC_SET(defs) { (defs), SM_ARRAY_LEN(defs), false }
+
+/*
+ * Register the set's table the first time any thread calls this; later
+ * calls return at once.
+ * Locking: a process-wide mutex until the set is registered.  Blocking:
+ * only while another thread registers a set.
+ */
+void sm_metrics_register_once(struct sm_metric_set *s);
 
 /* The child for these label values (as many as the family has labels). */
 struct sm_metric_child *sm_metric_child(struct sm_metric *m, ...);

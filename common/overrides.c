@@ -49,19 +49,18 @@ struct sm_overrides {
 };
 
 static struct sm_metric *m_fail, *m_ok;
-static pthread_once_t ov_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-ov_metrics_register(void)
-{
-	m_ok = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_runtime_config_reloads_total", "Runtime config "
-	    "(-runtime-config.file) loads that succeeded.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_runtime_config_reload_failures_total", "Runtime config "
-	    "loads that failed (the previous overrides were kept).", NULL,
-	    NULL, 0);
-}
+static const struct sm_metric_def ov_metric_defs[] = {
+	{ &m_ok, SM_METRIC_COUNTER, "smolder_runtime_config_reloads_total",
+	    "Runtime config (-runtime-config.file) loads that succeeded.",
+	    NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER,
+	    "smolder_runtime_config_reload_failures_total",
+	    "Runtime config loads that failed (the previous overrides were "
+	    "kept).", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set ov_metric_set = SM_METRIC_SET(ov_metric_defs);
 
 static void
 ov_tab_free(struct ov_tab *t)
@@ -344,7 +343,7 @@ sm_overrides_create(const char *path, int64_t reload_ms,
 	int rv;
 
 	*out = NULL;
-	pthread_once(&ov_metrics_once, ov_metrics_register);
+	sm_metrics_register_once(&ov_metric_set);
 	if (path != NULL && path[0] == '\0')
 		path = NULL;
 	if (path != NULL && reload_ms <= 0)

@@ -77,26 +77,23 @@ static struct sm_metric *m_members, *m_probe_fail, *m_skew;
 
 /* A member clock further off than this is logged (every 10 min). */
 #define SKEW_WARN_MS 10000
-static pthread_once_t ring_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-ring_metrics_register(void)
-{
-	static const char *const st[] = { "ring", "state", NULL };
-	static const char *const mem[] = { "member", NULL };
-
-	m_members = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_ring_members", "Ring members by ring (ingesters, "
-	    "store-gateways) and state, as this process sees them.", st, NULL,
-	    0);
-	m_probe_fail = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def ring_metric_defs[] = {
+	{ &m_members, SM_METRIC_GAUGE, "smolder_ring_members",
+	    "Ring members by ring (ingesters, store-gateways) and state, as "
+	    "this process sees them.", SM_METRIC_LABELS("ring", "state"),
+	    NULL, 0 },
+	{ &m_probe_fail, SM_METRIC_COUNTER,
 	    "smolder_ring_probe_failures_total", "Health probes that got no "
-	    "good answer, by member address.", mem, NULL, 0);
-	m_skew = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_ring_member_clock_skew_seconds", "The member's clock "
-	    "minus this process's, from its last health answer, by member "
-	    "address.", mem, NULL, 0);
-}
+	    "good answer, by member address.", SM_METRIC_LABELS("member"),
+	    NULL, 0 },
+	{ &m_skew, SM_METRIC_GAUGE, "smolder_ring_member_clock_skew_seconds",
+	    "The member's clock minus this process's, from its last health "
+	    "answer, by member address.", SM_METRIC_LABELS("member"),
+	    NULL, 0 },
+};
+
+static struct sm_metric_set ring_metric_set = SM_METRIC_SET(ring_metric_defs);
 
 const char *
 sm_member_state_name(enum sm_member_state s)
@@ -1189,7 +1186,7 @@ sm_ring_create(const struct sm_ring_cfg *cfg, struct sm_http *http,
 		    "-ring.dns and -ring.etcd.endpoints"));
 	if ((r = sm_calloc(1, sizeof(*r))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	pthread_once(&ring_metrics_once, ring_metrics_register);
+	sm_metrics_register_once(&ring_metric_set);
 	r->cfg = *cfg;
 	if (r->cfg.name == NULL || r->cfg.name[0] == '\0')
 		r->cfg.name = "ingesters";

@@ -1053,29 +1053,18 @@ struct sm_rpc_multi {
 
 static struct sm_metric *m_rpc_lat, *m_rpc_direct;
 
-static void
-rpc_metrics_register(void)
-{
-	static const char *const labels[] = { "method", "status", NULL };
+static const struct sm_metric_def rpc_metric_defs[] = {
+	{ &m_rpc_lat, SM_METRIC_HISTOGRAM,
+	    "smolder_rpc_client_duration_seconds", "Internal RPC calls as "
+	    "seen by the caller: time from send to reply, by method and "
+	    "outcome.", SM_METRIC_LABELS("method", "status"), NULL, 0 },
+	{ &m_rpc_direct, SM_METRIC_COUNTER, "smolder_rpc_direct_calls_total",
+	    "Internal RPC calls served in the caller's thread by a server of "
+	    "the same process (-target=all writes), not over nng.", NULL,
+	    NULL, 0 },
+};
 
-	m_rpc_lat = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "smolder_rpc_client_duration_seconds",
-	    "Internal RPC calls as seen by the caller: time from send to "
-	    "reply, by method and outcome.", labels, NULL, 0);
-	m_rpc_direct = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_rpc_direct_calls_total",
-	    "Internal RPC calls served in the caller's thread by a server "
-	    "of the same process (-target=all writes), not over nng.",
-	    NULL, NULL, 0);
-}
-
-static void
-rpc_metrics_init(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	(void)pthread_once(&once, rpc_metrics_register);
-}
+static struct sm_metric_set rpc_metric_set = SM_METRIC_SET(rpc_metric_defs);
 
 /*
  * The code of a smolder.v1.Response without unpacking it: field 1 (code,
@@ -1216,7 +1205,7 @@ sm_rpc_multi_create(uint32_t n, const char *method, struct sm_rpc_multi **out)
 {
 	struct sm_rpc_multi *m;
 
-	rpc_metrics_init();
+	sm_metrics_register_once(&rpc_metric_set);
 	*out = NULL;
 	if ((m = sm_calloc(1, sizeof(*m))) == NULL ||
 	    (m->r = sm_calloc(SM_MAX(n, 1), sizeof(*m->r))) == NULL) {

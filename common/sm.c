@@ -126,6 +126,19 @@ sm_err_prefix(struct sm_err *err, const char *fmt, ...)
 	return (err->code);
 }
 
+int
+sm_name_lookup(const struct sm_name_val *tab, size_t n, const char *name,
+    int *val)
+{
+	SM_ASSERT(name != NULL && (tab != NULL || n == 0));
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(tab[i].nv_name, name) == 0) {
+			*val = tab[i].nv_val;
+			return (0);
+		}
+	return (-1);
+}
+
 void
 sm_assert_fail(const char *expr, const char *file, int line, const char *func)
 {

@@ -117,6 +117,23 @@ void sm_assert_fail(const char *expr, const char *file, int line,
 #define SM_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /*
+ * A row of a const table mapping a configuration word to an enum value,
+ * so that parsing a setting is one lookup in the table rather than a
+ * chain of strcmp()s.
+ */
+struct sm_name_val {
+	const char *nv_name;
+	int nv_val;
+};
+
+/*
+ * The value named `name` (compared exactly) in tab[0..n) into *val.
+ * Returns: 0, or -1 (*val untouched) when no row has that name.
+ */
+int sm_name_lookup(const struct sm_name_val *tab, size_t n, const char *name,
+    int *val);
+
+/*
  * Allocation wrappers.  They return NULL on failure like malloc; the only
  * thing they add is a fault-injection hook for tests (docs/style.md §18): when
  * sm_fault_countdown reaches zero the allocation fails.

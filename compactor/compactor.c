@@ -69,75 +69,72 @@ static struct sm_metric *m_bk_blocks, *m_bk_marked, *m_bk_deleted;
 static struct sm_metric *m_bk_partial, *m_bk_fail;
 static struct sm_metric *m_fold, *m_fold_read, *m_fold_written;
 static struct sm_metric *m_fold_tiers, *m_lock_held;
-static pthread_once_t cpt_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-cpt_metrics_register(void)
-{
-	m_lock_held = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_compactor_lock_held", "1 while this compactor holds the "
-	    "compactor lock in etcd (its passes run), 0 while another does; "
-	    "absent without etcd.", NULL, NULL, 0);
-	m_runs = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_runs_total", "Retention passes by outcome: ok "
-	    "(every ingester done), partial, failed.",
-	    (const char *const[]){ "status", NULL }, NULL, 0);
-	m_retired = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def cpt_metric_defs[] = {
+	{ &m_lock_held, SM_METRIC_GAUGE, "smolder_compactor_lock_held",
+	    "1 while this compactor holds the compactor lock in etcd (its "
+	    "passes run), 0 while another does; absent without etcd.", NULL,
+	    NULL, 0 },
+	{ &m_runs, SM_METRIC_COUNTER, "smolder_compactor_runs_total",
+	    "Retention passes by outcome: ok (every ingester done), partial, "
+	    "failed.", SM_METRIC_LABELS("status"), NULL, 0 },
+	{ &m_retired, SM_METRIC_COUNTER,
 	    "smolder_compactor_blocks_retired_total", "Blocks ingesters "
-	    "retired past the retention period.", NULL, NULL, 0);
-	m_last_ok = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_compactor_last_success_timestamp_seconds", "When the "
-	    "last pass that reached every ingester ended (unix seconds).",
-	    NULL, NULL, 0);
-	m_jobs = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_jobs_total", "Downsampling jobs by tier width "
-	    "and outcome: built, noop (no longer due), failed (after "
-	    "retries).", (const char *const[]){ "tier", "status", NULL },
-	    NULL, 0);
-	m_pending = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_compactor_jobs_pending", "Downsampling jobs planned and "
-	    "not yet run in the current pass (0 between passes).", NULL,
-	    NULL, 0);
-	m_fold = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_fold_hours_total", "Tenant-hours of the bucket "
-	    "the de-duplication tried, by outcome: folded, unresolved (no "
-	    "exact fold: the replicas' blocks stay), failed.",
-	    (const char *const[]){ "status", NULL }, NULL, 0);
-	m_fold_tiers = sm_metric_register(SM_METRIC_COUNTER,
+	    "retired past the retention period.", NULL, NULL, 0 },
+	{ &m_last_ok, SM_METRIC_GAUGE,
+	    "smolder_compactor_last_success_timestamp_seconds",
+	    "When the last pass that reached every ingester ended (unix "
+	    "seconds).", NULL, NULL, 0 },
+	{ &m_jobs, SM_METRIC_COUNTER, "smolder_compactor_jobs_total",
+	    "Downsampling jobs by tier width and outcome: built, noop (no "
+	    "longer due), failed (after retries).",
+	    SM_METRIC_LABELS("tier", "status"), NULL, 0 },
+	{ &m_pending, SM_METRIC_GAUGE, "smolder_compactor_jobs_pending",
+	    "Downsampling jobs planned and not yet run in the current pass (0 "
+	    "between passes).", NULL, NULL, 0 },
+	{ &m_fold, SM_METRIC_COUNTER, "smolder_compactor_fold_hours_total",
+	    "Tenant-hours of the bucket the de-duplication tried, by outcome: "
+	    "folded, unresolved (no exact fold: the replicas' blocks stay), "
+	    "failed.", SM_METRIC_LABELS("status"), NULL, 0 },
+	{ &m_fold_tiers, SM_METRIC_COUNTER,
 	    "smolder_compactor_fold_tiers_total", "Tier blocks of the fold "
-	    "source built in the bucket (per width and day).", NULL, NULL, 0);
-	m_fold_read = sm_metric_register(SM_METRIC_COUNTER,
+	    "source built in the bucket (per width and day).", NULL, NULL, 0 },
+	{ &m_fold_read, SM_METRIC_COUNTER,
 	    "smolder_compactor_fold_bytes_read_total", "Bytes of block "
 	    "objects the de-duplication fetched from the bucket.", NULL,
-	    NULL, 0);
-	m_fold_written = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_fold_bytes_written_total", "Bytes of folded "
-	    "block objects uploaded to the bucket.", NULL, NULL, 0);
-	m_bytes_read = sm_metric_register(SM_METRIC_COUNTER,
+	    NULL, 0 },
+	{ &m_fold_written, SM_METRIC_COUNTER,
+	    "smolder_compactor_fold_bytes_written_total",
+	    "Bytes of folded block objects uploaded to the bucket.", NULL,
+	    NULL, 0 },
+	{ &m_bytes_read, SM_METRIC_COUNTER,
 	    "smolder_compactor_bytes_read_total", "Stored bytes of the raw "
-	    "blocks downsampling jobs read.", NULL, NULL, 0);
-	m_bytes_written = sm_metric_register(SM_METRIC_COUNTER,
+	    "blocks downsampling jobs read.", NULL, NULL, 0 },
+	{ &m_bytes_written, SM_METRIC_COUNTER,
 	    "smolder_compactor_bytes_written_total", "Stored bytes of the "
-	    "tier blocks downsampling jobs wrote.", NULL, NULL, 0);
-	m_bk_blocks = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_compactor_bucket_blocks", "Complete blocks in the "
-	    "bucket at the last bucket pass.", NULL, NULL, 0);
-	m_bk_marked = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_bucket_blocks_marked_total", "Bucket blocks "
-	    "marked for deletion (retention).", NULL, NULL, 0);
-	m_bk_deleted = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_bucket_blocks_deleted_total", "Bucket blocks "
-	    "deleted once their deletion mark was older than "
-	    "-compactor.deletion-delay.", NULL, NULL, 0);
-	m_bk_partial = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_bucket_partial_deleted_total", "Unfinished "
-	    "uploads (a block object without meta.json) deleted.", NULL,
-	    NULL, 0);
-	m_bk_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_compactor_bucket_pass_failures_total", "Bucket passes "
-	    "that could not list the bucket, plus tenants whose part of a "
-	    "pass failed (retried at the next pass).", NULL, NULL, 0);
-}
+	    "tier blocks downsampling jobs wrote.", NULL, NULL, 0 },
+	{ &m_bk_blocks, SM_METRIC_GAUGE, "smolder_compactor_bucket_blocks",
+	    "Complete blocks in the bucket at the last bucket pass.", NULL,
+	    NULL, 0 },
+	{ &m_bk_marked, SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_blocks_marked_total",
+	    "Bucket blocks marked for deletion (retention).", NULL, NULL, 0 },
+	{ &m_bk_deleted, SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_blocks_deleted_total",
+	    "Bucket blocks deleted once their deletion mark was older than "
+	    "-compactor.deletion-delay.", NULL, NULL, 0 },
+	{ &m_bk_partial, SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_partial_deleted_total",
+	    "Unfinished uploads (a block object without meta.json) deleted.",
+	    NULL, NULL, 0 },
+	{ &m_bk_fail, SM_METRIC_COUNTER,
+	    "smolder_compactor_bucket_pass_failures_total",
+	    "Bucket passes that could not list the bucket, plus tenants whose "
+	    "part of a pass failed (retried at the next pass).", NULL,
+	    NULL, 0 },
+};
+
+static struct sm_metric_set cpt_metric_set = SM_METRIC_SET(cpt_metric_defs);
 
 #define SM_FLAG_STRUCT struct cpt_config
 static const struct sm_flag cpt_flag_tab[] = {
@@ -854,7 +851,7 @@ cpt_create(const struct cpt_config *cfg, struct sm_http *http,
 		    "be >= 0, the interval >= 1s, the deletion delay >= 0, "
 		    "the timeout > 0, the "
 		    "concurrency 1..16 and the job retries >= 1"));
-	pthread_once(&cpt_metrics_once, cpt_metrics_register);
+	sm_metrics_register_once(&cpt_metric_set);
 	if ((c = sm_calloc(1, sizeof(*c))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	c->cfg = *cfg;

@@ -87,35 +87,31 @@ static struct sm_metric *m_hints, *m_hint_bytes, *m_delivered, *m_dropped;
 static struct sm_metric *m_loaded, *m_disk_fail;
 
 static void hints_free(struct dist_hints *h, bool report);
-static pthread_once_t hints_once = PTHREAD_ONCE_INIT;
 
-static void
-hints_metrics(void)
-{
-	static const char *const reason[] = { "reason", NULL };
-
-	m_hints = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_distributor_hints", "Writes waiting to be handed to a "
-	    "replica that missed them.", NULL, NULL, 0);
-	m_hint_bytes = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_distributor_hints_bytes", "Bytes of the waiting hints.",
-	    NULL, NULL, 0);
-	m_delivered = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def hints_metric_defs[] = {
+	{ &m_hints, SM_METRIC_GAUGE, "smolder_distributor_hints",
+	    "Writes waiting to be handed to a replica that missed them.", NULL,
+	    NULL, 0 },
+	{ &m_hint_bytes, SM_METRIC_GAUGE, "smolder_distributor_hints_bytes",
+	    "Bytes of the waiting hints.", NULL, NULL, 0 },
+	{ &m_delivered, SM_METRIC_COUNTER,
 	    "smolder_distributor_hints_delivered_total", "Missed writes "
 	    "handed to their replica (or found applied after all).", NULL,
-	    NULL, 0);
-	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
+	    NULL, 0 },
+	{ &m_dropped, SM_METRIC_COUNTER,
 	    "smolder_distributor_hints_dropped_total", "Hints given up: "
 	    "expired, queue full, rejected by the ingester, shutdown.",
-	    reason, NULL, 0);
-	m_loaded = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_loaded_total", "Hints found on disk "
-	    "at start (kept across a restart).", NULL, NULL, 0);
-	m_disk_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_hints_disk_failures_total", "Hints kept in "
-	    "memory only because writing them to disk failed (a restart "
-	    "would lose them).", NULL, NULL, 0);
-}
+	    SM_METRIC_LABELS("reason"), NULL, 0 },
+	{ &m_loaded, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_loaded_total", "Hints found on disk at "
+	    "start (kept across a restart).", NULL, NULL, 0 },
+	{ &m_disk_fail, SM_METRIC_COUNTER,
+	    "smolder_distributor_hints_disk_failures_total",
+	    "Hints kept in memory only because writing them to disk failed (a "
+	    "restart would lose them).", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set hints_metric_set = SM_METRIC_SET(hints_metric_defs);
 
 /* Queue accounting (under mu) and its gauges. */
 static void
@@ -669,7 +665,7 @@ dist_hints_create(const struct dist_hints_cfg *cfg, struct sm_ring *ring,
 	struct dist_hints *h;
 
 	*out = NULL;
-	pthread_once(&hints_once, hints_metrics);
+	sm_metrics_register_once(&hints_metric_set);
 	if (cfg->max_bytes < 0 || cfg->max_age_ms < 0 || cfg->timeout_ms <= 0)
 		return (sm_err_set(err, SM_EINVAL, "distributor: hints sizes "
 		    "and ages must be >= 0"));

@@ -247,28 +247,26 @@ reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
 /* --- metrics ----------------------------------------------------------------- */
 
 static struct sm_metric *m_bytes, *m_profiles, *m_series, *m_discarded;
-static pthread_once_t dist_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-dist_metrics_register(void)
-{
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def dist_metric_defs[] = {
+	{ &m_bytes, SM_METRIC_COUNTER,
 	    "smolder_distributor_received_bytes_total", "Request body bytes "
 	    "of accepted uploads, as received (compressed), by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_profiles = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_profiles_total", "Uploads acknowledged "
-	    "(written to a quorum of replicas), by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_series = sm_metric_register(SM_METRIC_COUNTER,
+	    SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_profiles, SM_METRIC_COUNTER, "smolder_distributor_profiles_total",
+	    "Uploads acknowledged (written to a quorum of replicas), by "
+	    "tenant.", SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_series, SM_METRIC_COUNTER,
 	    "smolder_distributor_series_written_total", "Series written by "
 	    "acknowledged uploads (one per sample type and label set), by "
-	    "tenant.", (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_discarded = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_discarded_profiles_total", "Uploads refused "
-	    "or failed, by reason and tenant.",
-	    (const char *const[]){ "reason", "tenant", NULL }, NULL, 0);
-}
+	    "tenant.", SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_discarded, SM_METRIC_COUNTER,
+	    "smolder_distributor_discarded_profiles_total",
+	    "Uploads refused or failed, by reason and tenant.",
+	    SM_METRIC_LABELS("reason", "tenant"), NULL, 0 },
+};
+
+static struct sm_metric_set dist_metric_set = SM_METRIC_SET(dist_metric_defs);
 
 /*
  * The reason label of a refused upload: Pyroscope's discard reason
@@ -333,7 +331,7 @@ void
 dist_observe(const char *tenant, int st, size_t len, uint32_t nseries,
     const char *reason, const char *msg)
 {
-	pthread_once(&dist_metrics_once, dist_metrics_register);
+	sm_metrics_register_once(&dist_metric_set);
 	if (tenant == NULL)
 		tenant = "";
 	if (st == 200) {
@@ -468,27 +466,6 @@ ingest_pprof(struct distributor *d, const uint8_t *data, size_t len,
 	return (dist_pprof_ingest(raw, rawlen, in, b, err));
 }
 
-/* Percent-encode for a query string (RFC 3986 unreserved kept). */
-static void
-qs_escape(struct sm_buf *b, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-		    c == '.' || c == '~') {
-			sm_buf_putc(b, (char)c);
-		} else {
-			sm_buf_putc(b, '%');
-			sm_buf_putc(b, hex[c >> 4]);
-			sm_buf_putc(b, hex[c & 15]);
-		}
-	}
-}
-
 static int
 qs_add(void *arg, const char *key, const char *value)
 {
@@ -499,9 +476,9 @@ qs_add(void *arg, const char *key, const char *value)
 		return (0);
 	if (b->len != 0)
 		sm_buf_putc(b, '&');
-	qs_escape(b, key);
+	sm_buf_put_pct(b, key, false);
 	sm_buf_putc(b, '=');
-	qs_escape(b, value != NULL ? value : "");
+	sm_buf_put_pct(b, value != NULL ? value : "", false);
 	return (0);
 }
 
@@ -881,7 +858,7 @@ dist_create(const struct dist_config *cfg, struct sm_http *http,
 		    "profile size limit and push timeout must be > 0"));
 	if ((d = sm_calloc(1, sizeof(*d))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	pthread_once(&dist_metrics_once, dist_metrics_register);
+	sm_metrics_register_once(&dist_metric_set);
 	d->cfg = *cfg;
 	d->http = http;
 	d->ring = ring;

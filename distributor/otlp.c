@@ -204,6 +204,29 @@ wire_bad(struct otlp_conv *c, const struct sm_pbw *r, const char *what)
 	    (size_t)(r->p - c->base)));
 }
 
+/*
+ * Step `r` to its next field `want` (a message or bytes), skipping the
+ * others: *q and *qn are its body, or *q is NULL at the end of `r`.
+ * Returns: 0, or wire_bad()'s error naming `what`.
+ */
+static int
+next_field(struct otlp_conv *c, struct sm_pbw *r, uint32_t want,
+    const char *what, const uint8_t **q, size_t *qn)
+{
+	uint32_t f, wt;
+
+	*q = NULL;
+	while (r->p < r->end) {
+		if (sm_pbw_key(r, &f, &wt) != 0 || (f != want &&
+		    sm_pbw_skip(r, f, wt) != 0) || (f == want &&
+		    sm_pbw_bytes(r, q, qn) != 0))
+			return (wire_bad(c, r, what));
+		if (f == want)
+			return (0);
+	}
+	return (0);
+}
+
 static int
 bad_index(struct otlp_conv *c, const char *what, int64_t i, size_t n)
 {
@@ -1360,26 +1383,18 @@ emit_samples(struct otlp_conv *c, const struct otlp_prof *grp, size_t ng)
 		return (nomem(c));
 	for (size_t g = 0; g < ng; g++) {
 		struct sm_pbw r = SM_PBW(grp[g].m.p, grp[g].m.n, os_profile);
-		uint32_t f, wt, pos = 0;
+		const uint8_t *q;
+		size_t qn;
+		uint32_t pos = 0;
 
-		while (r.p < r.end) {
-			const uint8_t *q;
-			size_t qn;
+		/* framing was checked by read_profile */
+		while ((rv = next_field(c, &r, 2, "Profile", &q, &qn)) == 0 &&
+		    q != NULL) {
 			struct otlp_rec s;
 			struct sm_oatab_it it;
 			uint32_t idx, from = c->nibuf;
 			int64_t v;
 
-			/* framing was checked by read_profile */
-			if (sm_pbw_key(&r, &f, &wt) != 0)
-				return (wire_bad(c, &r, "Profile"));
-			if (f != 2) {
-				if (sm_pbw_skip(&r, f, wt) != 0)
-					return (wire_bad(c, &r, "Profile"));
-				continue;
-			}
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r, "Profile"));
 			if ((rv = read_sample(c, q, qn, &s, &v)) != 0)
 				return (rv);
 			if (ng == 1) {
@@ -1421,6 +1436,8 @@ emit_samples(struct otlp_conv *c, const struct otlp_prof *grp, size_t ng)
 			s.val[g] = v;
 			recs[nrec++] = s;
 		}
+		if (rv != 0)
+			return (rv);
 	}
 	for (uint32_t i = 0; i < nrec; i++)
 		if ((rv = emit_sample(c, &recs[i], recs[i].val, ng)) != 0)
@@ -1570,22 +1587,13 @@ convert_scope(struct otlp_conv *c, const uint8_t *p, size_t n,
 {
 	struct sm_pbw r = SM_PBW(p, n, os_scopeprof);
 	struct otlp_prof *profs = NULL;
-	uint32_t f, wt, np = 0, pcap = 0;
+	const uint8_t *q;
+	size_t qn;
+	uint32_t np = 0, pcap = 0;
 	int rv;
 
-	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "ScopeProfiles"));
-		if (f != 2) {
-			if (sm_pbw_skip(&r, f, wt) != 0)
-				return (wire_bad(c, &r, "ScopeProfiles"));
-			continue;
-		}
-		if (sm_pbw_bytes(&r, &q, &qn) != 0)
-			return (wire_bad(c, &r, "ScopeProfiles"));
+	while ((rv = next_field(c, &r, 2, "ScopeProfiles", &q, &qn)) == 0 &&
+	    q != NULL) {
 		if (np == pcap) {
 			uint32_t nc = pcap != 0 ? pcap * 2 : 8;
 			struct otlp_prof *nv = sm_arena_grow(c->a, profs, np,
@@ -1600,6 +1608,8 @@ convert_scope(struct otlp_conv *c, const uint8_t *p, size_t n,
 			return (rv);
 		np++;
 	}
+	if (rv != 0)
+		return (rv);
 	for (uint32_t m = 0, ng; m < np; m += ng) {
 		struct otlp_labels ls = { NULL, 0, 0 };
 		bool svc = false;
@@ -1610,8 +1620,8 @@ convert_scope(struct otlp_conv *c, const uint8_t *p, size_t n,
 		    (rv = labels_from_attrs(c, profs[m].attrs,
 		    profs[m].nattrs, &ls)) != 0)
 			return (rv);
-		for (size_t q = 0; q < ls.n; q++)
-			svc |= strcmp(ls.v[q]->name, SM_LABEL_SERVICE_NAME) == 0;
+		for (size_t k = 0; k < ls.n; k++)
+			svc |= strcmp(ls.v[k]->name, SM_LABEL_SERVICE_NAME) == 0;
 		if (!svc && (rv = add_label(c, &ls, SM_LABEL_SERVICE_NAME,
 		    "unknown_service", 15)) != 0)
 			return (rv);
@@ -1637,16 +1647,14 @@ convert_resource(struct otlp_conv *c, const uint8_t *p, size_t n, size_t ri,
 {
 	struct sm_pbw r = SM_PBW(p, n, os_resprof);
 	struct otlp_msg res[8];
+	const uint8_t *q;
+	size_t qn, si = 0;
 	uint32_t f, wt, nres = 0;
-	size_t si = 0;
 	int rv;
 
 	/* the Resource first (it may follow its scopes on the wire; a
 	 * repeated one merges, its attributes appended) */
 	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (wire_bad(c, &r, "ResourceProfiles"));
 		if (f == 1 && wt == SM_PBW_LEN) {
@@ -1662,21 +1670,12 @@ convert_resource(struct otlp_conv *c, const uint8_t *p, size_t n, size_t ri,
 		}
 	}
 	r = (struct sm_pbw)SM_PBW(p, n, os_resprof);
-	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0 || (f != 2 &&
-		    sm_pbw_skip(&r, f, wt) != 0) || (f == 2 &&
-		    sm_pbw_bytes(&r, &q, &qn) != 0))
-			return (wire_bad(c, &r, "ResourceProfiles"));
-		if (f != 2)
-			continue;
+	while ((rv = next_field(c, &r, 2, "ResourceProfiles", &q, &qn)) == 0 &&
+	    q != NULL)
 		if ((rv = convert_scope(c, q, qn, res, nres, ri, si++, out,
 		    cap)) != 0)
 			return (rv);
-	}
-	return (0);
+	return (rv);
 }
 
 /* Count the Profiles of a request (an upper bound of its series) and
@@ -1750,8 +1749,8 @@ convert(struct otlp_conv *c, const uint8_t *body, size_t len,
     Push__V1__PushRequest *out)
 {
 	struct sm_pbw r = SM_PBW(body, len, os_request);
-	size_t nprof, ri = 0;
-	uint32_t f, wt;
+	const uint8_t *q;
+	size_t qn, nprof, ri = 0;
 	int rv;
 
 	if ((rv = request_index(c, body, len, &nprof)) != 0)
@@ -1768,20 +1767,11 @@ convert(struct otlp_conv *c, const uint8_t *body, size_t len,
 		return (nomem(c));
 	if ((rv = emit_tables(c)) != 0)
 		return (rv);
-	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0 || (f != 1 &&
-		    sm_pbw_skip(&r, f, wt) != 0) || (f == 1 &&
-		    sm_pbw_bytes(&r, &q, &qn) != 0))
-			return (wire_bad(c, &r, "ExportProfilesServiceRequest"));
-		if (f != 1)
-			continue;
+	while ((rv = next_field(c, &r, 1, "ExportProfilesServiceRequest", &q,
+	    &qn)) == 0 && q != NULL)
 		if ((rv = convert_resource(c, q, qn, ri++, out, nprof)) != 0)
 			return (rv);
-	}
-	return (0);
+	return (rv);
 }
 
 /* The protobuf bytes of a request as the PushRequest they become. */

@@ -69,17 +69,16 @@
 #define PUSH_HOLD_MAX_MS 60000
 
 static struct sm_metric *m_held;
-static pthread_once_t push_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-push_metrics_register(void)
-{
-	m_held = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_distributor_held_writes_total", "Acknowledged writes "
-	    "that waited for a replica new to their tenant to be heard of by "
-	    "the queriers (a shuffle-sharded tenant's first writes to an "
-	    "ingester).", NULL, NULL, 0);
-}
+static const struct sm_metric_def push_metric_defs[] = {
+	{ &m_held, SM_METRIC_COUNTER, "smolder_distributor_held_writes_total",
+	    "Acknowledged writes that waited for a replica new to their "
+	    "tenant to be heard of by the queriers (a shuffle-sharded "
+	    "tenant's first writes to an ingester).", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set push_metric_set =
+    SM_METRIC_SET(push_metric_defs);
 
 /*
  * Cortex's "global limit converted to local": series spread evenly over
@@ -657,7 +656,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 		    p.slot_member, p.enc, p.enc_of, max_series, &p.pr);
 	/* 6. A tenant new to its replicas waits for the queriers. */
 	if (rv == 0 && (hold = push_hold_ms(d, snap, b, mc, &p, ns)) > 0) {
-		pthread_once(&push_metrics_once, push_metrics_register);
+		sm_metrics_register_once(&push_metric_set);
 		sm_counter_inc(sm_metric_child0(m_held));
 		sm_sleep_ms(hold);
 	}

@@ -67,35 +67,39 @@ static struct sm_metric *m_qlen, *m_qbytes, *m_sent, *m_retries, *m_dropped,
     *m_corrupt;
 static bool rw_http_ok;
 
+static const struct sm_metric_def rw_metric_defs[] = {
+	{ &m_qlen, SM_METRIC_GAUGE, "smolder_remote_write_queue_length",
+	    "Accepted writes waiting in the remote-write queue (on disk).",
+	    NULL, NULL, 0 },
+	{ &m_qbytes, SM_METRIC_GAUGE, "smolder_remote_write_queue_bytes",
+	    "Bytes of the remote-write queue records waiting to be forwarded "
+	    "(on disk).", NULL, NULL, 0 },
+	{ &m_sent, SM_METRIC_COUNTER, "smolder_remote_write_sent_total",
+	    "Writes the remote-write receiver acknowledged (2xx).", NULL,
+	    NULL, 0 },
+	{ &m_retries, SM_METRIC_COUNTER, "smolder_remote_write_retries_total",
+	    "Remote-write attempts that failed and will be retried (no "
+	    "connection, 429, 5xx; and timeouts of push.v1 entries).", NULL,
+	    NULL, 0 },
+	{ &m_dropped, SM_METRIC_COUNTER, "smolder_remote_write_dropped_total",
+	    "Writes not forwarded, by reason: queue_full, rejected (4xx), "
+	    "ambiguous (an /ingest upload that may have reached the receiver: "
+	    "timeout after sending, or in flight when the process stopped), "
+	    "corrupt (unreadable queue record).", SM_METRIC_LABELS("reason"),
+	    NULL, 0 },
+	{ &m_corrupt, SM_METRIC_COUNTER,
+	    "smolder_remote_write_queue_corrupt_bytes_total",
+	    "Bytes of torn or corrupt remote-write queue records cut off "
+	    "(crash in the middle of an append, disk damage).", NULL,
+	    NULL, 0 },
+};
+
 static void
 rw_init_once(void)
 {
 	rw_http_ok = sm_httpc_init() == 0;
-	m_qlen = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_remote_write_queue_length", "Accepted writes waiting "
-	    "in the remote-write queue (on disk).", NULL, NULL, 0);
-	m_qbytes = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_remote_write_queue_bytes", "Bytes of the remote-write "
-	    "queue records waiting to be forwarded (on disk).", NULL, NULL,
-	    0);
-	m_sent = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_sent_total", "Writes the remote-write "
-	    "receiver acknowledged (2xx).", NULL, NULL, 0);
-	m_retries = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_retries_total", "Remote-write attempts "
-	    "that failed and will be retried (no connection, 429, 5xx; "
-	    "and timeouts of push.v1 entries).", NULL, NULL, 0);
-	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_dropped_total", "Writes not forwarded, by "
-	    "reason: queue_full, rejected (4xx), ambiguous (an /ingest "
-	    "upload that may have reached the receiver: timeout after "
-	    "sending, or in flight when the process stopped), corrupt "
-	    "(unreadable queue record).",
-	    (const char *const[]){ "reason", NULL }, NULL, 0);
-	m_corrupt = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_remote_write_queue_corrupt_bytes_total", "Bytes of torn "
-	    "or corrupt remote-write queue records cut off (crash in the "
-	    "middle of an append, disk damage).", NULL, NULL, 0);
+	sm_metrics_register_table(rw_metric_defs,
+	    SM_ARRAY_LEN(rw_metric_defs));
 }
 
 static void

@@ -139,27 +139,32 @@
 
 static struct sm_metric *m_jobs, *m_read, *m_written, *m_tier_reads;
 
+static const struct sm_metric_def ing_compact_metric_defs[] = {
+	{ &m_tier_reads, SM_METRIC_COUNTER,
+	    "smolder_ingester_tier_blocks_read_total", "Tier blocks queries "
+	    "read at a downsampling resolution (instead of raw buckets).",
+	    NULL, NULL, 0 },
+	{ &m_jobs, SM_METRIC_COUNTER, "smolder_ingester_compaction_jobs_total",
+	    "Tier and merge jobs run, by tier width (raw: merges) and outcome "
+	    "(built, noop, skipped, empty, failed).",
+	    SM_METRIC_LABELS("tier", "status"), NULL, 0 },
+	{ &m_read, SM_METRIC_COUNTER,
+	    "smolder_ingester_compaction_bytes_read_total",
+	    "Stored bytes of the raw blocks read by tier and merge jobs.",
+	    NULL, NULL, 0 },
+	{ &m_written, SM_METRIC_COUNTER,
+	    "smolder_ingester_compaction_bytes_written_total",
+	    "Stored bytes of the tier and merged blocks written.", NULL,
+	    NULL, 0 },
+};
+
+static struct sm_metric_set ing_compact_metric_set =
+    SM_METRIC_SET(ing_compact_metric_defs);
+
 void
 ing_compact_metrics_init(void)
 {
-	if (m_jobs != NULL)
-		return;
-	m_tier_reads = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_tier_blocks_read_total", "Tier blocks queries "
-	    "read at a downsampling resolution (instead of raw buckets).",
-	    NULL, NULL, 0);
-	m_jobs = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_compaction_jobs_total", "Tier and merge jobs "
-	    "run, by tier width (raw: merges) and outcome (built, noop, "
-	    "skipped, empty, failed).",
-	    (const char *const[]){ "tier", "status", NULL }, NULL, 0);
-	m_read = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_compaction_bytes_read_total",
-	    "Stored bytes of the raw blocks read by tier and merge jobs.", NULL, NULL,
-	    0);
-	m_written = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_compaction_bytes_written_total",
-	    "Stored bytes of the tier and merged blocks written.", NULL, NULL, 0);
+	sm_metrics_register_once(&ing_compact_metric_set);
 }
 
 static void

@@ -13,45 +13,39 @@ struct sm_metric *ing_m_spilled, *ing_m_spill_fail;
 struct sm_metric *ing_m_mem_refused, *ing_m_mem_cuts;
 static struct sm_metric *m_active, *m_refused;
 
-static void
-db_metrics_init(void)
-{
-	if (ing_m_cuts != NULL)
-		return;
-	ing_m_cuts = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_block_cuts_total",
-	    "Heads cut into blocks.", NULL, NULL, 0);
-	ing_m_cut_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_block_cut_failures_total",
-	    "Block cuts that failed and will be retried.", NULL, NULL, 0);
-	ing_m_spilled = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_head_spilled_bytes_total",
-	    "Packed pair bytes of sealed head buckets written to the store "
-	    "and dropped from memory (-ingester.head-spill-interval).",
-	    NULL, NULL, 0);
-	ing_m_spill_fail = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def db_metric_defs[] = {
+	{ &ing_m_cuts, SM_METRIC_COUNTER, "smolder_ingester_block_cuts_total",
+	    "Heads cut into blocks.", NULL, NULL, 0 },
+	{ &ing_m_cut_fail, SM_METRIC_COUNTER,
+	    "smolder_ingester_block_cut_failures_total", "Block cuts that "
+	    "failed and will be retried.", NULL, NULL, 0 },
+	{ &ing_m_spilled, SM_METRIC_COUNTER,
+	    "smolder_ingester_head_spilled_bytes_total", "Packed pair bytes "
+	    "of sealed head buckets written to the store and dropped from "
+	    "memory (-ingester.head-spill-interval).", NULL, NULL, 0 },
+	{ &ing_m_spill_fail, SM_METRIC_COUNTER,
 	    "smolder_ingester_head_spill_failures_total",
 	    "Spills of sealed head buckets that failed (the buckets stay in "
-	    "memory; the next tick retries).", NULL, NULL, 0);
-	ing_m_mem_refused = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_memory_refusals_total",
-	    "Writes refused with 503 because the process was over "
-	    "-ingester.head-max-bytes (measured RSS).", NULL, NULL, 0);
-	ing_m_mem_cuts = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_memory_cuts_total",
-	    "Ticks that cut every head for -ingester.head-max-bytes "
-	    "(memory plus what the cut takes over 80% of it).", NULL, NULL,
-	    0);
-	m_active = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_ingester_active_series", "Series in the tenant's head "
-	    "(what the active-series limit counts), by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-	m_refused = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_series_limit_refusals_total", "Writes refused "
-	    "because they would take the tenant's head past its "
-	    "active-series limit, by tenant.",
-	    (const char *const[]){ "tenant", NULL }, NULL, 0);
-}
+	    "memory; the next tick retries).", NULL, NULL, 0 },
+	{ &ing_m_mem_refused, SM_METRIC_COUNTER,
+	    "smolder_ingester_memory_refusals_total", "Writes refused with "
+	    "503 because the process was over -ingester.head-max-bytes "
+	    "(measured RSS).", NULL, NULL, 0 },
+	{ &ing_m_mem_cuts, SM_METRIC_COUNTER,
+	    "smolder_ingester_memory_cuts_total", "Ticks that cut every head "
+	    "for -ingester.head-max-bytes (memory plus what the cut takes "
+	    "over 80% of it).", NULL, NULL, 0 },
+	{ &m_active, SM_METRIC_GAUGE, "smolder_ingester_active_series",
+	    "Series in the tenant's head (what the active-series limit "
+	    "counts), by tenant.", SM_METRIC_LABELS("tenant"), NULL, 0 },
+	{ &m_refused, SM_METRIC_COUNTER,
+	    "smolder_ingester_series_limit_refusals_total",
+	    "Writes refused because they would take the tenant's head past "
+	    "its active-series limit, by tenant.", SM_METRIC_LABELS("tenant"),
+	    NULL, 0 },
+};
+
+static struct sm_metric_set db_metric_set = SM_METRIC_SET(db_metric_defs);
 
 /* --- lock assertions (db_int.h) ------------------------------------------ */
 
@@ -225,7 +219,7 @@ ing_db_open(const struct ing_db_cfg *cfg, struct ing_store *store,
 	struct ing_db *db;
 	int rv;
 
-	db_metrics_init();
+	sm_metrics_register_once(&db_metric_set);
 	ing_compact_metrics_init();
 	*out = NULL;
 	if ((db = sm_calloc(1, sizeof(*db))) == NULL)

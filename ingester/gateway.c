@@ -106,36 +106,35 @@ gw_folds_add(struct gw_folds *f, const struct ing_bucket_block *bk)
 
 static struct sm_metric *m_passes, *m_pass_fail, *m_adopted, *m_dropped;
 static struct sm_metric *m_bad, *m_bytes, *m_gets;
-static pthread_once_t gw_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-gw_metrics_init(void)
-{
-	m_passes = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def gw_metric_defs[] = {
+	{ &m_passes, SM_METRIC_COUNTER,
 	    "smolder_store_gateway_sync_passes_total", "Sync passes over the "
-	    "bucket that completed.", NULL, NULL, 0);
-	m_pass_fail = sm_metric_register(SM_METRIC_COUNTER,
+	    "bucket that completed.", NULL, NULL, 0 },
+	{ &m_pass_fail, SM_METRIC_COUNTER,
 	    "smolder_store_gateway_sync_failures_total", "Sync passes ended "
-	    "by a bucket or store error.", NULL, NULL, 0);
-	m_adopted = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_blocks_loaded_total", "Blocks fetched "
-	    "from the bucket and served.", NULL, NULL, 0);
-	m_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_blocks_dropped_total", "Blocks no longer "
-	    "served (marked, deleted, merged away or no longer owned).", NULL,
-	    NULL, 0);
-	m_bad = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_block_load_failures_total", "Blocks that "
-	    "failed their checks (size, checksums) or could not be fetched.",
-	    NULL, NULL, 0);
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
+	    "by a bucket or store error.", NULL, NULL, 0 },
+	{ &m_adopted, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_blocks_loaded_total", "Blocks fetched from "
+	    "the bucket and served.", NULL, NULL, 0 },
+	{ &m_dropped, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_blocks_dropped_total",
+	    "Blocks no longer served (marked, deleted, merged away or no "
+	    "longer owned).", NULL, NULL, 0 },
+	{ &m_bad, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_block_load_failures_total",
+	    "Blocks that failed their checks (size, checksums) or could not "
+	    "be fetched.", NULL, NULL, 0 },
+	{ &m_bytes, SM_METRIC_COUNTER,
 	    "smolder_store_gateway_loaded_bytes_total", "Bytes of block "
 	    "objects fetched by the sync (whole small objects; the parts but "
-	    "the data of larger ones).", NULL, NULL, 0);
-	m_gets = sm_metric_register(SM_METRIC_COUNTER,
+	    "the data of larger ones).", NULL, NULL, 0 },
+	{ &m_gets, SM_METRIC_COUNTER,
 	    "smolder_store_gateway_load_fetches_total", "GETs the sync made "
-	    "to load blocks.", NULL, NULL, 0);
-}
+	    "to load blocks.", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set gw_metric_set = SM_METRIC_SET(gw_metric_defs);
 
 int
 ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
@@ -143,7 +142,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 {
 	struct ing_gateway *gw;
 
-	pthread_once(&gw_metrics_once, gw_metrics_init);
+	sm_metrics_register_once(&gw_metric_set);
 	*out = NULL;
 	if ((gw = sm_calloc(1, sizeof(*gw))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));

@@ -350,40 +350,42 @@ g_ready(void *arg)
 	return (atomic_load(&ing->ready) ? 1 : 0);
 }
 
+static const struct sm_metric_def ing_metric_defs[] = {
+	{ &m_writes, SM_METRIC_COUNTER, "smolder_ingester_writes_total",
+	    "Writes (uploads) made durable and applied.", NULL, NULL, 0 },
+	{ &m_write_fail, SM_METRIC_COUNTER,
+	    "smolder_ingester_write_failures_total", "Writes refused or "
+	    "failed (not acknowledged).", NULL, NULL, 0 },
+	{ &m_write_dup, SM_METRIC_COUNTER,
+	    "smolder_ingester_duplicate_writes_total", "Writes whose profile "
+	    "id was already written (resends, retries): acknowledged, not "
+	    "applied again.", NULL, NULL, 0 },
+	{ &m_expired, SM_METRIC_COUNTER,
+	    "smolder_ingester_requests_expired_total", "Queries dropped or "
+	    "stopped because their caller's deadline had passed, by method.",
+	    SM_METRIC_LABELS("method"), NULL, 0 },
+	{ &m_restored, SM_METRIC_COUNTER,
+	    "smolder_ingester_restored_blocks_total", "Blocks restored from "
+	    "the bucket into an empty data directory.", NULL, NULL, 0 },
+	{ &m_restore_fail, SM_METRIC_COUNTER,
+	    "smolder_ingester_restore_failures_total", "Restores from the "
+	    "bucket that failed (the ingester started with what it had "
+	    "restored).", NULL, NULL, 0 },
+	{ &m_local_dropped, SM_METRIC_COUNTER,
+	    "smolder_ingester_local_blocks_dropped_total",
+	    "Blocks dropped from the local disk by -ingester.local-retention "
+	    "once the store-gateways served them.", NULL, NULL, 0 },
+	{ &m_rpc_dur, SM_METRIC_HISTOGRAM,
+	    "smolder_ingester_rpc_duration_seconds", "Internal RPCs served by "
+	    "the ingester, by method and outcome.",
+	    SM_METRIC_LABELS("method", "status"), NULL, 0 },
+};
+
 static void
 ing_metrics_init(struct ingester *ing)
 {
-	m_writes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_writes_total",
-	    "Writes (uploads) made durable and applied.", NULL, NULL, 0);
-	m_write_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_write_failures_total",
-	    "Writes refused or failed (not acknowledged).", NULL, NULL, 0);
-	m_write_dup = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_duplicate_writes_total",
-	    "Writes whose profile id was already written (resends, "
-	    "retries): acknowledged, not applied again.", NULL, NULL, 0);
-	m_expired = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_requests_expired_total",
-	    "Queries dropped or stopped because their caller's deadline "
-	    "had passed, by method.",
-	    (const char *const[]){ "method", NULL }, NULL, 0);
-	m_restored = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_restored_blocks_total",
-	    "Blocks restored from the bucket into an empty data directory.",
-	    NULL, NULL, 0);
-	m_restore_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_restore_failures_total",
-	    "Restores from the bucket that failed (the ingester started with "
-	    "what it had restored).", NULL, NULL, 0);
-	m_local_dropped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_local_blocks_dropped_total", "Blocks dropped "
-	    "from the local disk by -ingester.local-retention once the "
-	    "store-gateways served them.", NULL, NULL, 0);
-	m_rpc_dur = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "smolder_ingester_rpc_duration_seconds",
-	    "Internal RPCs served by the ingester, by method and outcome.",
-	    (const char *const[]){ "method", "status", NULL }, NULL, 0);
+	sm_metrics_register_table(ing_metric_defs,
+	    SM_ARRAY_LEN(ing_metric_defs));
 	sm_metric_gauge_fn("smolder_ingester_head_series",
 	    "Series in the ingester's heads.", g_series, ing);
 	sm_metric_gauge_fn("smolder_ingester_head_bytes",
@@ -1842,6 +1844,18 @@ role_check(struct ingester *ing, const Smolder__V1__Request *req,
 	return (0);
 }
 
+/*
+ * Once a method's handler succeeded, point the response's oneof at its
+ * result (the union member and its case must agree, so they are set
+ * together).
+ */
+#define REPLY_IF_OK(rcase, member, val) do {				\
+	if (rv == 0) {							\
+		r->result_case = SMOLDER__V1__RESPONSE__RESULT_##rcase;	\
+		r->member = (val);					\
+	}								\
+} while (0)
+
 static int
 ing_dispatch(struct ing_call *c)
 {
@@ -1860,10 +1874,7 @@ ing_dispatch(struct ing_call *c)
 	case SMOLDER__V1__REQUEST__METHOD_SOURCES:
 		rv = ing_gateway_sources(ing->gw, req->sources, a, &c->srcr,
 		    err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SOURCES;
-			r->sources = &c->srcr;
-		}
+		REPLY_IF_OK(SOURCES, sources, &c->srcr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_WRITE: {
 		struct ing_write_result res;
@@ -1912,61 +1923,35 @@ ing_dispatch(struct ing_call *c)
 	}
 	case SMOLDER__V1__REQUEST__METHOD_MERGE:
 		rv = ing_db_merge(ing->db, &q, a, &c->mr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_MERGE;
-			r->merge = &c->mr;
-		}
+		REPLY_IF_OK(MERGE, merge, &c->mr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SERIES:
 		rv = ing_db_series(ing->db, &q, a, &c->sr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SERIES;
-			r->series = &c->sr;
-		}
+		REPLY_IF_OK(SERIES, series, &c->sr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_LABELS:
 		rv = ing_db_labels(ing->db, &q, a, &c->lr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_LABELS;
-			r->labels = &c->lr;
-		}
+		REPLY_IF_OK(LABELS, labels, &c->lr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_STATS:
 		rv = ing_db_series_stats(ing->db, &q, a, &c->str, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
-			r->stats = &c->str;
-		}
+		REPLY_IF_OK(STATS, stats, &c->str);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
 		rv = ing_db_analyze(ing->db, &q, a, &c->anr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_ANALYZE;
-			r->analyze = &c->anr;
-		}
+		REPLY_IF_OK(ANALYZE, analyze, &c->anr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
 		rv = ing_db_span_merge(ing->db, &q, a, &c->mr, err);
-		if (rv == 0) {
-			r->result_case =
-			    SMOLDER__V1__RESPONSE__RESULT_SPAN_MERGE;
-			r->span_merge = &c->mr;
-		}
+		REPLY_IF_OK(SPAN_MERGE, span_merge, &c->mr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
 		rv = ing_db_profiles(ing->db, &q, a, &c->pfr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_PROFILES;
-			r->profiles = &c->pfr;
-		}
+		REPLY_IF_OK(PROFILES, profiles, &c->pfr);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_RETENTION:
 		rv = serve_retention(c, err);
-		if (rv == 0) {
-			r->result_case =
-			    SMOLDER__V1__RESPONSE__RESULT_RETENTION;
-			r->retention = &c->ret;
-		}
+		REPLY_IF_OK(RETENTION, retention, &c->ret);
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_COMPACT_PLAN:
 		rv = serve_compact_plan(c);
@@ -1977,10 +1962,7 @@ ing_dispatch(struct ing_call *c)
 	case SMOLDER__V1__REQUEST__METHOD_SETTINGS:
 		rv = ing_settings_serve(ing_store_kv(ing->store), req->settings,
 		    a, &c->setr, err);
-		if (rv == 0) {
-			r->result_case = SMOLDER__V1__RESPONSE__RESULT_SETTINGS;
-			r->settings = &c->setr;
-		}
+		REPLY_IF_OK(SETTINGS, settings, &c->setr);
 		break;
 	default:
 		rv = sm_err_set(err, SM_EUNSUPPORTED, "unsupported method %d",
@@ -1989,6 +1971,8 @@ ing_dispatch(struct ing_call *c)
 	}
 	return (rv);
 }
+
+#undef REPLY_IF_OK
 
 int
 ing_serve(void *arg, const uint8_t *data, size_t len, struct sm_buf *resp)

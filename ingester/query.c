@@ -882,6 +882,19 @@ series_cs_buckets(struct series_acc *x, const struct visit_src *src,
 	return (0);
 }
 
+/* Add `sg` times one bucket (floored to `ft`) of `total` over
+ * `profiles` uploads to the group's step holding ft. */
+static void
+series_add(struct series_acc *x, struct series_group *gr, int64_t ft,
+    int sg, double total, uint32_t profiles)
+{
+	int64_t slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
+
+	slot = SM_MIN(SM_MAX(slot, 0), x->nsteps - 1);
+	gr->points[slot] += (double)sg * total;
+	gr->profiles[slot] += sg > 0 ? profiles : -(uint64_t)profiles;
+}
+
 /* Add the bucket totals of one selected series to its group (through
  * the call site: the sums of its stacks). */
 static int
@@ -909,35 +922,26 @@ series_each(void *arg, const struct visit_src *src, uint32_t id,
 		for (uint32_t k = ing_buckets_first(cb, nb, bucket_ms,
 		    sel->start_ms); k < nb && ing_bucket_overlaps(&cb[k],
 		    bucket_ms, sel->start_ms, sel->end_ms); k++) {
-			int64_t slot, ft;
+			int64_t ft;
 			int sg;
 
-			if (!ing_res_bucket(src->res, src->m, cb[k].t, &ft) ||
-			    (sg = pick_sign(pk, ft)) == 0)
-				continue;
-			slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
-			slot = SM_MIN(SM_MAX(slot, 0), x->nsteps - 1);
-			gr->points[slot] += (double)sg *
-			    (double)series_cs_sum(x, &cb[k]);
-			gr->profiles[slot] += sg > 0 ? cb[k].profiles :
-			    -(uint64_t)cb[k].profiles;
+			if (ing_res_bucket(src->res, src->m, cb[k].t, &ft) &&
+			    (sg = pick_sign(pk, ft)) != 0)
+				series_add(x, gr, ft, sg,
+				    (double)series_cs_sum(x, &cb[k]),
+				    cb[k].profiles);
 		}
 		return (0);
 	}
 	ing_bucket_it_init(&it, sr, bucket_ms, sel->start_ms, sel->end_ms);
 	while ((b = ing_bucket_it_next(&it)) != NULL) {
-		int64_t slot, ft;
+		int64_t ft;
 		int sg;
 
-		if (!ing_res_bucket(src->res, src->m, b->t, &ft) ||
-		    (sg = pick_sign(pk, ft)) == 0)
-			continue;
-		slot = (sm_floor_to(ft, x->step) - x->first) / x->step;
-		slot = SM_MAX(slot, 0);
-		slot = SM_MIN(slot, x->nsteps - 1);
-		gr->points[slot] += (double)sg * (double)b->total;
-		gr->profiles[slot] += sg > 0 ? b->profiles :
-		    -(uint64_t)b->profiles;
+		if (ing_res_bucket(src->res, src->m, b->t, &ft) &&
+		    (sg = pick_sign(pk, ft)) != 0)
+			series_add(x, gr, ft, sg, (double)b->total,
+			    b->profiles);
 	}
 	return (0);
 }

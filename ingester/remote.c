@@ -30,28 +30,29 @@ struct page {
 };
 
 static struct sm_metric *m_hits, *m_misses, *m_gets, *m_bytes, *m_fail;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-metrics_init(void)
-{
-	m_hits = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_cache_hits_total", "Block object "
-	    "pages a query found in the data cache.", NULL, NULL, 0);
-	m_misses = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_cache_misses_total", "Block object "
-	    "pages a query had to fetch from the bucket.", NULL, NULL, 0);
-	m_gets = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_hits, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_cache_hits_total",
+	    "Block object pages a query found in the data cache.", NULL,
+	    NULL, 0 },
+	{ &m_misses, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_cache_misses_total",
+	    "Block object pages a query had to fetch from the bucket.", NULL,
+	    NULL, 0 },
+	{ &m_gets, SM_METRIC_COUNTER,
 	    "smolder_store_gateway_data_fetches_total", "Ranged GETs of data "
-	    "parts (one per run of missing pages).", NULL, NULL, 0);
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_fetched_bytes_total", "Bytes of data "
-	    "parts fetched by ranged GET.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_store_gateway_data_fetch_failures_total", "Ranged GETs "
-	    "of data parts that failed (the query that needed them failed).",
-	    NULL, NULL, 0);
-}
+	    "parts (one per run of missing pages).", NULL, NULL, 0 },
+	{ &m_bytes, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_fetched_bytes_total",
+	    "Bytes of data parts fetched by ranged GET.", NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER,
+	    "smolder_store_gateway_data_fetch_failures_total",
+	    "Ranged GETs of data parts that failed (the query that needed "
+	    "them failed).", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static double
 gauge_bytes(void *arg)
@@ -65,7 +66,7 @@ ing_remote_create(struct sm_bucket *bucket, uint64_t budget, uint64_t page,
 {
 	struct ing_remote *r;
 
-	pthread_once(&metrics_once, metrics_init);
+	sm_metrics_register_once(&metric_set);
 	*out = NULL;
 	if (page < ING_REMOTE_PAGE_MIN || page > UINT32_MAX)
 		return (sm_err_set(err, SM_EINVAL, "data page size %llu: not "

@@ -38,23 +38,19 @@ struct ing_ship {
 
 static struct sm_metric *m_shipped, *m_bytes, *m_fail;
 
-static void
-ship_metrics_init(void)
-{
-	if (m_shipped != NULL)
-		return;
-	m_shipped = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_blocks_total",
-	    "Blocks uploaded to the bucket (meta.json stored).", NULL, NULL,
-	    0);
-	m_bytes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_bytes_total",
-	    "Bytes of block objects uploaded to the bucket.", NULL, NULL, 0);
-	m_fail = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_ingester_ship_failures_total",
+static const struct sm_metric_def ship_metric_defs[] = {
+	{ &m_shipped, SM_METRIC_COUNTER, "smolder_ingester_ship_blocks_total",
+	    "Blocks uploaded to the bucket (meta.json stored).", NULL,
+	    NULL, 0 },
+	{ &m_bytes, SM_METRIC_COUNTER, "smolder_ingester_ship_bytes_total",
+	    "Bytes of block objects uploaded to the bucket.", NULL, NULL, 0 },
+	{ &m_fail, SM_METRIC_COUNTER, "smolder_ingester_ship_failures_total",
 	    "Block uploads that failed (retried at the next pass).", NULL,
-	    NULL, 0);
-}
+	    NULL, 0 },
+};
+
+static struct sm_metric_set ship_metric_set =
+    SM_METRIC_SET(ship_metric_defs);
 
 static double
 gauge_pending(void *arg)
@@ -470,7 +466,7 @@ ing_ship_put(struct sm_bucket *bucket, struct ing_store *store,
 	struct obj_build ob = { SM_BUF_INIT, SM_BUF_INIT, 0, err };
 	int rv;
 
-	ship_metrics_init();
+	sm_metrics_register_once(&ship_metric_set);
 	if ((rv = ing_store_block_parts(store, local_tenant, m->gen,
 	    obj_part, &ob, err)) != 0)
 		goto out;
@@ -718,7 +714,7 @@ ing_ship_create(struct ing_db *db, struct ing_store *store,
 		    "(SIGKILL) after its first block object, before its "
 		    "meta.json (SMOLDER_TEST_FAULTS)");
 	}
-	ship_metrics_init();
+	sm_metrics_register_once(&ship_metric_set);
 	sm_metric_gauge_fn("smolder_ingester_ship_blocks_pending",
 	    "Blocks committed here and not yet in the bucket (last pass).",
 	    gauge_pending, sh);

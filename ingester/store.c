@@ -27,22 +27,19 @@ static int log_floors_load(struct ing_store *s, struct sm_err *err);
 
 static struct sm_metric *corruptions, *bytes_read;
 
-static void
-store_metrics_init(void)
-{
-	static const char *const lbl[] = { "part", NULL };
+static const struct sm_metric_def store_metric_defs[] = {
+	{ &corruptions, SM_METRIC_COUNTER, "smolder_ingester_corruptions_total",
+	    "Stored values found damaged (checksum, decode or RocksDB "
+	    "corruption), by part.", SM_METRIC_LABELS("part"), NULL, 0 },
+	{ &bytes_read, SM_METRIC_COUNTER,
+	    "smolder_ingester_block_bytes_read_total",
+	    "Bytes of block parts read from RocksDB (cache misses: what a "
+	    "query costs in I/O), by part.", SM_METRIC_LABELS("part"), NULL,
+	    0 },
+};
 
-	if (corruptions == NULL)
-		corruptions = sm_metric_register(SM_METRIC_COUNTER,
-		    "smolder_ingester_corruptions_total",
-		    "Stored values found damaged (checksum, decode or RocksDB "
-		    "corruption), by part.", lbl, NULL, 0);
-	if (bytes_read == NULL)
-		bytes_read = sm_metric_register(SM_METRIC_COUNTER,
-		    "smolder_ingester_block_bytes_read_total",
-		    "Bytes of block parts read from RocksDB (cache misses: "
-		    "what a query costs in I/O), by part.", lbl, NULL, 0);
-}
+static struct sm_metric_set store_metric_set =
+    SM_METRIC_SET(store_metric_defs);
 
 static const char *
 part_name(char kind)
@@ -333,7 +330,7 @@ ing_store_open(const char *dir, const struct sm_kv_opts *kvo,
 	char path[4096];
 	int rv;
 
-	store_metrics_init();
+	sm_metrics_register_once(&store_metric_set);
 	*out = NULL;
 	if ((s = sm_calloc(1, sizeof(*s))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));

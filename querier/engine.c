@@ -249,16 +249,16 @@ qry_series_fits(const struct qry_query *x, uint32_t lane, int64_t step)
 #define QRY_DIVERGED_POLL_MS 100
 
 static struct sm_metric *m_waits;
-static pthread_once_t waits_once = PTHREAD_ONCE_INIT;
 
-static void
-waits_register(void)
-{
-	m_waits = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def waits_metric_defs[] = {
+	{ &m_waits, SM_METRIC_COUNTER,
 	    "smolder_querier_divergence_waits_total", "Plans made again "
 	    "because replicas diverged with no exact combination (hints "
-	    "still on their way).", NULL, NULL, 0);
-}
+	    "still on their way).", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set waits_metric_set =
+    SM_METRIC_SET(waits_metric_defs);
 
 static int
 plan_waiting(struct qry_plan *p, const struct qry_plan_io *io,
@@ -273,7 +273,7 @@ plan_waiting(struct qry_plan *p, const struct qry_plan_io *io,
 		if (rv != SM_EUNAVAIL || p->nunresolved == 0 ||
 		    sm_now_ms() >= until)
 			return (rv);
-		pthread_once(&waits_once, waits_register);
+		sm_metrics_register_once(&waits_metric_set);
 		sm_counter_inc(sm_metric_child0(m_waits));
 		sm_sleep_ms(QRY_DIVERGED_POLL_MS);
 	}

@@ -191,6 +191,16 @@ int qry_span_merge(struct qry_query *x, const Smolder__V1__Select *sel,
 int qry_profile_merge(struct qry_query *x, const Smolder__V1__Select *sel,
     char *const *ids, size_t nids, struct sm_mtree *m, struct sm_err *err);
 
+/* One upload as a Profiles answer lists it (profile_sel.c, heatmap). */
+struct qry_pref {
+	uint64_t fp;            /* its series */
+	int64_t t;              /* bucket start or sample time, ms */
+	const uint8_t *id;      /* 16 bytes, borrowed from the answer */
+};
+
+/* qsort order of struct qry_pref: by series, time, then id. */
+int qry_pref_cmp(const void *a, const void *b);
+
 struct sm_ptype;
 
 /*

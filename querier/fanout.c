@@ -13,31 +13,29 @@
 
 static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
 static struct sm_metric *m_confined;
-static pthread_once_t fan_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-fan_metrics_register(void)
-{
-	m_incomplete = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_incomplete_total", "Queries refused with 503 "
-	    "because replicas that left the ring or lost their disk held "
-	    "data of the range that no answering member or bucket source "
-	    "holds (querier/complete.c).", NULL, NULL, 0);
-	m_stragglers = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def fan_metric_defs[] = {
+	{ &m_incomplete, SM_METRIC_COUNTER, "smolder_querier_incomplete_total",
+	    "Queries refused with 503 because replicas that left the ring or "
+	    "lost their disk held data of the range that no answering member "
+	    "or bucket source holds (querier/complete.c).", NULL, NULL, 0 },
+	{ &m_stragglers, SM_METRIC_COUNTER,
 	    "smolder_querier_straggler_rounds_total", "Fan-out rounds that "
 	    "answered without an ingester still silent after "
-	    "-querier.straggler-wait.", NULL, NULL, 0);
-	m_skipped = sm_metric_register(SM_METRIC_COUNTER,
+	    "-querier.straggler-wait.", NULL, NULL, 0 },
+	{ &m_skipped, SM_METRIC_COUNTER,
 	    "smolder_querier_ingesters_skipped_total", "Ingesters not asked "
 	    "by a query over a range older than "
-	    "-querier.query-ingesters-within because they hold no data "
-	    "from before its end.", NULL, NULL, 0);
-	m_confined = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_ingesters_confined_total", "Ingesters not "
-	    "asked by a shuffle-sharded tenant's query because they hold "
-	    "nothing of the tenant (-querier.shuffle-sharding-ingesters-"
-	    "enabled).", NULL, NULL, 0);
-}
+	    "-querier.query-ingesters-within because they hold no data from "
+	    "before its end.", NULL, NULL, 0 },
+	{ &m_confined, SM_METRIC_COUNTER,
+	    "smolder_querier_ingesters_confined_total", "Ingesters not asked "
+	    "by a shuffle-sharded tenant's query because they hold nothing of "
+	    "the tenant (-querier.shuffle-sharding-ingesters-enabled).", NULL,
+	    NULL, 0 },
+};
+
+static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);
 
 /* Memory one ingester's answer may take once decoded. */
 #define QRY_CALL_BUDGET (1024u << 20)
@@ -518,7 +516,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 			skipped--;
 	}
 	if (skipped > 0 || confined > 0) {
-		pthread_once(&fan_metrics_once, fan_metrics_register);
+		sm_metrics_register_once(&fan_metric_set);
 		sm_counter_add(sm_metric_child0(m_skipped), skipped);
 		sm_counter_add(sm_metric_child0(m_confined), confined);
 	}
@@ -544,7 +542,7 @@ qry_fan_open(struct querier *q, struct qry_fan *f, const char *tenant,
 		f->down = qry_gaps_units(s, f->lost, f->gaps, f->ngaps, why,
 		    sizeof(why));
 		if (f->down > sm_ring_max_read_errors(s)) {
-			pthread_once(&fan_metrics_once, fan_metrics_register);
+			sm_metrics_register_once(&fan_metric_set);
 			sm_counter_inc(sm_metric_child0(m_incomplete));
 		}
 		if (f->down > sm_ring_max_read_errors(s))
@@ -803,7 +801,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	int rv = 0, first = 0, first_answer = 0;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
-	pthread_once(&fan_metrics_once, fan_metrics_register);
+	sm_metrics_register_once(&fan_metric_set);
 	calls_free(f);
 	SM_ASSERT(nlanes >= 1 && nlanes <= QRY_MAX_LANES);
 	SM_ASSERT(nreqs == 1 ? nlanes == 1 : nreqs == nlanes * f->n);

@@ -58,10 +58,8 @@
 
 /* One profile of the union, with its group. */
 struct hm_prof {
-	uint64_t fp;
-	int64_t t;
+	struct qry_pref ref;    /* first: qry_pref_cmp sorts these */
 	int64_t total;
-	const uint8_t *id;
 	uint32_t group;
 };
 
@@ -71,18 +69,6 @@ struct hm_group {
 	uint64_t count;
 	uint32_t out;                      /* output index, or UINT32_MAX */
 };
-
-static int
-hm_prof_cmp(const void *a, const void *b)
-{
-	const struct hm_prof *x = a, *y = b;
-
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	if (x->t != y->t)
-		return (x->t < y->t ? -1 : 1);
-	return (memcmp(x->id, y->id, 16));
-}
 
 static int
 labels_cmp(Types__V1__LabelPair *const *a, size_t na,
@@ -118,9 +104,9 @@ hm_cell_cmp(const void *a, const void *b)
 	/* The exemplar first: largest total, earliest, smallest id. */
 	if (x->p->total != y->p->total)
 		return (x->p->total > y->p->total ? -1 : 1);
-	if (x->p->t != y->p->t)
-		return (x->p->t < y->p->t ? -1 : 1);
-	return (memcmp(x->p->id, y->p->id, 16));
+	if (x->p->ref.t != y->p->ref.t)
+		return (x->p->ref.t < y->p->ref.t ? -1 : 1);
+	return (memcmp(x->p->ref.id, y->p->ref.id, 16));
 }
 
 static char *
@@ -181,7 +167,7 @@ hm_series(struct sm_arena *a, const struct hm_group *g, struct hm_prof *const *p
 	rows = mx > mn ? HEATMAP_ROWS : 1;
 	width = mx > mn ? ((double)mx - (double)mn) / HEATMAP_ROWS : 1;
 	for (uint32_t i = 0; i < n; i++) {
-		int64_t t = p[i]->t, s = t / step_ms * step_ms;
+		int64_t t = p[i]->ref.t, s = t / step_ms * step_ms;
 		double r;
 
 		if (s > t)
@@ -232,9 +218,9 @@ hm_series(struct sm_arena *a, const struct hm_group *g, struct hm_prof *const *p
 				if (e == NULL)
 					goto fail;
 				types__v1__exemplar__init(e);
-				e->timestamp = c[k].p->t;
+				e->timestamp = c[k].p->ref.t;
 				e->value = c[k].p->total;
-				if ((e->profile_id = uuid_str(a, c[k].p->id)) ==
+				if ((e->profile_id = uuid_str(a, c[k].p->ref.id)) ==
 				    NULL || (e->labels = copy_labels(a,
 				    g->labels, g->nlabels)) == NULL)
 					goto fail;
@@ -382,8 +368,8 @@ hm_collect(const struct qry_fan *f, struct hm_prof **ps, size_t *np,
 			}
 			last_sg = sg;
 			last_g = g;
-			(*ps)[(*np)++] = (struct hm_prof){ x->fp, x->time_ms,
-			    x->total, x->id.data, (uint32_t)g };
+			(*ps)[(*np)++] = (struct hm_prof){ { x->fp,
+			    x->time_ms, x->id.data }, x->total, (uint32_t)g };
 		}
 	}
 	return (0);
@@ -447,9 +433,9 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 	if ((rv = hm_collect(&f, &ps, &np, &gs, &ng, err)) != 0)
 		goto out;
 	if (np > 0)    /* qsort(NULL, 0) is undefined */
-		qsort(ps, np, sizeof(*ps), hm_prof_cmp);
+		qsort(ps, np, sizeof(*ps), qry_pref_cmp);
 	for (size_t i = 0; i < np; i++) {
-		if (w > 0 && hm_prof_cmp(&ps[w - 1], &ps[i]) == 0)
+		if (w > 0 && qry_pref_cmp(&ps[w - 1].ref, &ps[i].ref) == 0)
 			continue;    /* a replica's copy */
 		ps[w++] = ps[i];
 		gs[ps[i].group].count++;

@@ -54,27 +54,26 @@
 #include "common/metrics.h"
 
 static struct sm_metric *m_plans, *m_divergent, *m_combined, *m_unresolved;
-static pthread_once_t plan_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-plan_metrics_register(void)
-{
-	m_plans = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_querier_dedup_plans_total", "Queries whose replicas were "
-	    "de-duplicated with a stats plan.", NULL, NULL, 0);
-	m_divergent = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def plan_metric_defs[] = {
+	{ &m_plans, SM_METRIC_COUNTER, "smolder_querier_dedup_plans_total",
+	    "Queries whose replicas were de-duplicated with a stats plan.",
+	    NULL, NULL, 0 },
+	{ &m_divergent, SM_METRIC_COUNTER,
 	    "smolder_querier_divergent_series_total", "Series on which "
 	    "replicas disagreed (one missed writes) and were picked bucket by "
-	    "bucket.", NULL, NULL, 0);
-	m_combined = sm_metric_register(SM_METRIC_COUNTER,
+	    "bucket.", NULL, NULL, 0 },
+	{ &m_combined, SM_METRIC_COUNTER,
 	    "smolder_querier_combined_buckets_total", "Buckets no replica "
 	    "held whole, answered exactly by a combination of replicas (A + "
-	    "B, A + B - C) from their uploads' ids.", NULL, NULL, 0);
-	m_unresolved = sm_metric_register(SM_METRIC_COUNTER,
+	    "B, A + B - C) from their uploads' ids.", NULL, NULL, 0 },
+	{ &m_unresolved, SM_METRIC_COUNTER,
 	    "smolder_querier_unresolved_buckets_total", "Buckets no replica "
 	    "nor exact combination of replicas held whole: their queries "
-	    "answered 503.", NULL, NULL, 0);
-}
+	    "answered 503.", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set plan_metric_set = SM_METRIC_SET(plan_metric_defs);
 
 /* One target's stat of one series. */
 struct plan_ent {
@@ -610,7 +609,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	p->n = io->n;
 	if (io->rf <= 1 || io->n <= 1)
 		return (0);
-	pthread_once(&plan_metrics_once, plan_metrics_register);
+	sm_metrics_register_once(&plan_metric_set);
 	if ((p->arena = sm_arena_create(0)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	a = p->arena;

@@ -25,17 +25,10 @@
 
 #include <string.h>
 
-/* One upload's record, as a Profiles answer gives it. */
-struct ps_ref {
-	uint64_t fp;
-	int64_t t;          /* bucket start */
-	const uint8_t *id;  /* 16 bytes, in the answer */
-};
-
-static int
-ps_ref_cmp(const void *a, const void *b)
+int
+qry_pref_cmp(const void *a, const void *b)
 {
-	const struct ps_ref *x = a, *y = b;
+	const struct qry_pref *x = a, *y = b;
 
 	if (x->fp != y->fp)
 		return (x->fp < y->fp ? -1 : 1);
@@ -86,16 +79,16 @@ ps_wanted(const uint8_t *ids, size_t n, const uint8_t *id)
 /* The records of every answer of a Profiles round, sorted by (series,
  * bucket, id), replicas' copies dropped.  *refs is heap memory. */
 static int
-ps_collect(const struct qry_fan *f, struct ps_ref **refs, size_t *nrefs,
+ps_collect(const struct qry_fan *f, struct qry_pref **refs, size_t *nrefs,
     struct sm_err *err)
 {
-	struct ps_ref *v = NULL;
+	struct qry_pref *v = NULL;
 	size_t n = 0, w = 0;
 
 	for (uint32_t i = 0; i < f->n; i++) {
 		const struct qry_call *c = &f->calls[i];
 		const Smolder__V1__ProfilesResponse *pr;
-		struct ps_ref *nv;
+		struct qry_pref *nv;
 
 		if (c->rv != 0)
 			continue;
@@ -119,14 +112,14 @@ ps_collect(const struct qry_fan *f, struct ps_ref **refs, size_t *nrefs,
 
 			if (x->id.len != 16)
 				continue;
-			v[n++] = (struct ps_ref){ x->fp, x->bucket_t,
+			v[n++] = (struct qry_pref){ x->fp, x->bucket_t,
 			    x->id.data };
 		}
 	}
 	if (n > 0)
-		qsort(v, n, sizeof(*v), ps_ref_cmp);
+		qsort(v, n, sizeof(*v), qry_pref_cmp);
 	for (size_t i = 0; i < n; i++)
-		if (w == 0 || ps_ref_cmp(&v[w - 1], &v[i]) != 0)
+		if (w == 0 || qry_pref_cmp(&v[w - 1], &v[i]) != 0)
 			v[w++] = v[i];
 	*refs = v;
 	*nrefs = w;
@@ -141,7 +134,7 @@ qry_profile_merge(struct qry_query *x, const Smolder__V1__Select *sel,
 	Smolder__V1__ProfilesRequest pr = SMOLDER__V1__PROFILES_REQUEST__INIT;
 	Smolder__V1__Select lsel = *sel, nsel;
 	struct qry_bucket *w = NULL;
-	struct ps_ref *refs = NULL;
+	struct qry_pref *refs = NULL;
 	struct qry_fan f;
 	uint8_t *want = NULL;
 	size_t nwant = 0, nrefs = 0, nw = 0;

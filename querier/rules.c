@@ -78,20 +78,19 @@ typedef Settings__V1__RecordingRule rule_t;
 static void rules_kick(struct querier *q);
 
 static struct sm_metric *m_evals, *m_samples;
-static pthread_once_t rules_metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-rules_metrics_register(void)
-{
-	m_evals = sm_metric_register(SM_METRIC_COUNTER,
+static const struct sm_metric_def rules_metric_defs[] = {
+	{ &m_evals, SM_METRIC_COUNTER,
 	    "smolder_recording_rules_requests_total", "Remote-write requests "
 	    "of recording rules' samples, by result (ok, refused: a 4xx, the "
 	    "samples skipped; failed: retried at the next evaluation).",
-	    (const char *const[]){ "result", NULL }, NULL, 0);
-	m_samples = sm_metric_register(SM_METRIC_COUNTER,
+	    SM_METRIC_LABELS("result"), NULL, 0 },
+	{ &m_samples, SM_METRIC_COUNTER,
 	    "smolder_recording_rules_samples_total", "Samples of recording "
-	    "rules accepted by the remote-write endpoint.", NULL, NULL, 0);
-}
+	    "rules accepted by the remote-write endpoint.", NULL, NULL, 0 },
+};
+
+static struct sm_metric_set rules_metric_set = SM_METRIC_SET(rules_metric_defs);
 
 /* --- rules as registers ---------------------------------------------------- */
 
@@ -782,7 +781,7 @@ qry_rules_start(struct querier *q, struct qry_rules **out, struct sm_err *err)
 	struct qry_rules *rr;
 
 	*out = NULL;
-	pthread_once(&rules_metrics_once, rules_metrics_register);
+	sm_metrics_register_once(&rules_metric_set);
 	if (q->cfg.rr_url == NULL || q->cfg.rr_url[0] == '\0')
 		return (0);
 	if (q->cfg.rr_interval_ms < 1000 || q->cfg.rr_delay_ms < 0 ||

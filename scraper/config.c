@@ -215,12 +215,25 @@ get_pconf(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 	return (0);
 }
 
+static const struct sm_name_val rl_actions[] = {
+	{ "replace", SCR_RL_REPLACE },
+	{ "keep", SCR_RL_KEEP },
+	{ "drop", SCR_RL_DROP },
+	{ "labelmap", SCR_RL_LABELMAP },
+};
+
+static const struct sm_name_val dns_types[] = {
+	{ "SRV", SCR_DNS_SRV },
+	{ "A", SCR_DNS_A },
+	{ "AAAA", SCR_DNS_AAAA },
+};
+
 static int
 get_relabel(struct cf *c, const struct sm_yaml_node *m, struct scr_relabel *r)
 {
 	const char *regex = "(.*)";
 	char *action = NULL;
-	int rv = 0;
+	int rv = 0, val;
 
 	if (!sm_yaml_is_map(m))
 		return (bad(c, m, "relabel_configs: want mappings"));
@@ -248,19 +261,12 @@ get_relabel(struct cf *c, const struct sm_yaml_node *m, struct scr_relabel *r)
 			    "(source_labels, separator, target_label, regex, "
 			    "replacement, action)", k);
 	}
-	if (rv == 0) {
-		if (action == NULL || strcmp(action, "replace") == 0)
-			r->action = SCR_RL_REPLACE;
-		else if (strcmp(action, "keep") == 0)
-			r->action = SCR_RL_KEEP;
-		else if (strcmp(action, "drop") == 0)
-			r->action = SCR_RL_DROP;
-		else if (strcmp(action, "labelmap") == 0)
-			r->action = SCR_RL_LABELMAP;
-		else
-			rv = bad(c, m, "relabel_configs: action \"%s\" is not "
-			    "served (replace, keep, drop, labelmap)", action);
-	}
+	if (rv == 0 && sm_name_lookup(rl_actions, SM_ARRAY_LEN(rl_actions),
+	    action != NULL ? action : "replace", &val) != 0)
+		rv = bad(c, m, "relabel_configs: action \"%s\" is not "
+		    "served (replace, keep, drop, labelmap)", action);
+	if (rv == 0)
+		r->action = (enum scr_rl_action)val;
 	sm_free(action);
 	if (rv != 0)
 		return (rv);
@@ -281,7 +287,7 @@ static int
 get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 {
 	char *type = NULL;
-	int rv = 0;
+	int rv = 0, val;
 
 	d->refresh_ms = 30000;
 	if (!sm_yaml_is_map(m))
@@ -312,17 +318,12 @@ get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 			    "dns_server)", k != NULL ? k : "?");
 		}
 	}
-	if (rv == 0) {
-		if (type == NULL || strcmp(type, "SRV") == 0)
-			d->type = SCR_DNS_SRV;
-		else if (strcmp(type, "A") == 0)
-			d->type = SCR_DNS_A;
-		else if (strcmp(type, "AAAA") == 0)
-			d->type = SCR_DNS_AAAA;
-		else
-			rv = bad(c, m, "dns_sd_configs: type \"%s\" (SRV, A, "
-			    "AAAA)", type);
-	}
+	if (rv == 0 && sm_name_lookup(dns_types, SM_ARRAY_LEN(dns_types),
+	    type != NULL ? type : "SRV", &val) != 0)
+		rv = bad(c, m, "dns_sd_configs: type \"%s\" (SRV, A, "
+		    "AAAA)", type);
+	if (rv == 0)
+		d->type = (enum scr_dns_type)val;
 	sm_free(type);
 	if (rv != 0)
 		return (rv);
@@ -332,6 +333,29 @@ get_dns(struct cf *c, const struct sm_yaml_node *m, struct scr_dnssd *d)
 		return (bad(c, m, "dns_sd_configs: type A and AAAA need "
 		    "port"));
 	return (0);
+}
+
+/* A tls_config mapping (of a scrape config or of kubernetes_sd_configs). */
+static int
+get_tls(struct cf *c, const struct sm_yaml_node *m, char **ca_file,
+    bool *insecure)
+{
+	int rv = 0;
+
+	for (size_t i = 0; i < sm_yaml_len(m) && rv == 0; i++) {
+		const char *k = sm_yaml_scalar(sm_yaml_key(c->y, m, i));
+		const struct sm_yaml_node *v = sm_yaml_value(c->y, m, i);
+
+		if (k != NULL && strcmp(k, "ca_file") == 0)
+			rv = get_str(c, k, v, ca_file);
+		else if (k != NULL && strcmp(k, "insecure_skip_verify") == 0)
+			rv = get_bool(c, k, v, insecure);
+		else
+			rv = bad(c, v, "tls_config: unknown key \"%s\" "
+			    "(ca_file, insecure_skip_verify)",
+			    k != NULL ? k : "?");
+	}
+	return (rv);
 }
 
 static int
@@ -374,21 +398,7 @@ get_k8s(struct cf *c, const struct sm_yaml_node *m, struct scr_k8ssd *k)
 				rv = get_strs(c, "names", nm, &k->namespaces,
 				    &k->nnamespaces);
 		} else if (strcmp(key, "tls_config") == 0) {
-			for (size_t q = 0; q < sm_yaml_len(v) && rv == 0; q++) {
-				const char *tk = sm_yaml_scalar(sm_yaml_key(
-				    c->y, v, q));
-				const struct sm_yaml_node *tv = sm_yaml_value(
-				    c->y, v, q);
-
-				if (tk != NULL && strcmp(tk, "ca_file") == 0)
-					rv = get_str(c, tk, tv, &k->ca_file);
-				else if (tk != NULL && strcmp(tk,
-				    "insecure_skip_verify") == 0)
-					rv = get_bool(c, tk, tv, &k->insecure);
-				else
-					rv = bad(c, tv, "tls_config: unknown "
-					    "key \"%s\"", tk != NULL ? tk : "?");
-			}
+			rv = get_tls(c, v, &k->ca_file, &k->insecure);
 		} else {
 			rv = bad(c, v, "kubernetes_sd_configs: unknown key "
 			    "\"%s\" (role, api_server, kubeconfig_file, "
@@ -521,23 +531,7 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 			}
 			sm_free(path);
 		} else if (strcmp(k, "tls_config") == 0) {
-			for (size_t q = 0; q < sm_yaml_len(v) && rv == 0; q++) {
-				const char *tk = sm_yaml_scalar(sm_yaml_key(
-				    c->y, v, q));
-				const struct sm_yaml_node *tv = sm_yaml_value(
-				    c->y, v, q);
-
-				if (tk != NULL && strcmp(tk, "ca_file") == 0)
-					rv = get_str(c, tk, tv, &j->ca_file);
-				else if (tk != NULL && strcmp(tk,
-				    "insecure_skip_verify") == 0)
-					rv = get_bool(c, tk, tv, &j->insecure);
-				else
-					rv = bad(c, tv, "tls_config: unknown "
-					    "key \"%s\" (ca_file, "
-					    "insecure_skip_verify)",
-					    tk != NULL ? tk : "?");
-			}
+			rv = get_tls(c, v, &j->ca_file, &j->insecure);
 		} else if (strcmp(k, "profiling_config") == 0) {
 			rv = get_pconf(c, v, j);
 		} else if (strcmp(k, "static_configs") == 0) {

@@ -101,31 +101,25 @@ struct scraper {
 #define SCR_MAX_PEERS 256
 
 static struct sm_metric *m_targets, *m_scrapes, *m_uploads, *m_state;
-static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
-static void
-metrics_register(void)
-{
-	static const char *const job[] = { "job", NULL };
-	static const char *const jpr[] = { "job", "profile", "result", NULL };
-	static const char *const res[] = { "result", NULL };
+static const struct sm_metric_def metric_defs[] = {
+	{ &m_targets, SM_METRIC_GAUGE, "smolder_scraper_targets",
+	    "Targets the scraper scrapes, per job.", SM_METRIC_LABELS("job"),
+	    NULL, 0 },
+	{ &m_scrapes, SM_METRIC_COUNTER, "smolder_scraper_scrapes_total",
+	    "Scrapes by job, profile and result (ok, primed: a first or "
+	    "re-based cumulative profile, nothing stored; failed; skipped: "
+	    "the previous still ran).",
+	    SM_METRIC_LABELS("job", "profile", "result"), NULL, 0 },
+	{ &m_uploads, SM_METRIC_COUNTER, "smolder_scraper_uploads_total",
+	    "Uploads of scraped profiles to the distributor, by result.",
+	    SM_METRIC_LABELS("result"), NULL, 0 },
+	{ &m_state, SM_METRIC_GAUGE, "smolder_scraper_delta_state_bytes",
+	    "Bytes of delta state the scraper keeps for its targets' "
+	    "cumulative profiles.", NULL, NULL, 0 },
+};
 
-	m_targets = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_scraper_targets", "Targets the scraper scrapes, per "
-	    "job.", job, NULL, 0);
-	m_scrapes = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_scraper_scrapes_total", "Scrapes by job, profile and "
-	    "result (ok, primed: a first or re-based cumulative profile, "
-	    "nothing stored; failed; skipped: the previous still ran).", jpr,
-	    NULL, 0);
-	m_uploads = sm_metric_register(SM_METRIC_COUNTER,
-	    "smolder_scraper_uploads_total", "Uploads of scraped profiles to "
-	    "the distributor, by result.", res, NULL, 0);
-	m_state = sm_metric_register(SM_METRIC_GAUGE,
-	    "smolder_scraper_delta_state_bytes", "Bytes of delta state the "
-	    "scraper keeps for its targets' cumulative profiles.", NULL,
-	    NULL, 0);
-}
+static struct sm_metric_set metric_set = SM_METRIC_SET(metric_defs);
 
 static int64_t
 mono_ms(void)
@@ -554,7 +548,7 @@ apply(struct scraper *s, const struct scr_config *conf,
 	c->n = 0;
 	if (s->nt > 1)
 		qsort(s->t, s->nt, sizeof(*s->t), target_id_cmp);
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	for (uint32_t j = 0; j < conf->njobs; j++) {
 		uint32_t n = 0;
 
@@ -846,7 +840,7 @@ out:
 	sm_free(body);
 	sm_buf_fini(&url);
 	sm_buf_fini(&ans);
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	sm_counter_inc(sm_metric_child(m_uploads, rv == 0 ? "ok" : "failed"));
 	return (rv);
 }
@@ -1010,7 +1004,7 @@ worker_main(void *arg)
 		} else {
 			ps->err[0] = '\0';
 		}
-		pthread_once(&metrics_once, metrics_register);
+		sm_metrics_register_once(&metric_set);
 		sm_counter_inc(sm_metric_child(m_scrapes, k->job,
 		    scr_kind_name[k->kind], res));
 		sm_gauge_set(sm_metric_child0(m_state), (double)s->state_bytes);
@@ -1074,8 +1068,7 @@ sched_main(void *arg)
 				next = SM_MIN(next, ps->next_ms);
 				if (ps->running) {
 					ps->skipped++;
-					pthread_once(&metrics_once,
-					    metrics_register);
+					sm_metrics_register_once(&metric_set);
 					sm_counter_inc(sm_metric_child(
 					    m_scrapes, t->job,
 					    scr_kind_name[kd], "skipped"));
@@ -1329,7 +1322,7 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 	sm_cond_init(&s->cv_sched);
 	pthread_cond_init(&s->cv_work, NULL);
 	s->next_discovery_ms = INT64_MAX;
-	pthread_once(&metrics_once, metrics_register);
+	sm_metrics_register_once(&metric_set);
 	if (cfg->push_key_file != NULL && cfg->push_key_file[0] != '\0') {
 		char key[4096];
 		FILE *fp = fopen(cfg->push_key_file, "re");
