@@ -396,16 +396,7 @@ out:
 void
 smc_escape(struct sm_buf *out, const char *s)
 {
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
-		    ch == '.' || ch == '~')
-			sm_buf_putc(out, (char)ch);
-		else
-			sm_buf_printf(out, "%%%02X", ch);
-	}
+	sm_buf_put_pct(out, s, false);
 }
 
 int
