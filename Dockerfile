@@ -19,7 +19,7 @@ RUN apt-get update \
       build-essential cmake pkg-config \
       protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
       libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
-      libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
+      libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev \
       libcurl4-openssl-dev libxml2-dev libnghttp2-dev libgnutls28-dev \
       libsnappy-dev \
  && rm -rf /var/lib/apt/lists/*
@@ -38,7 +38,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libnng1 librocksdb7.8 libzstd1 libmicrohttpd12 liburcu8 libdeflate0 \
       libpcre2-8-0 libxxhash0 libjansson4 libprotobuf-c1 libyaml-0-2 zlib1g \
-      libssl3 libcurl4 libxml2 libnghttp2-14 libgnutls30 libsnappy1v5 \
+      libcurl4 libxml2 libnghttp2-14 libgnutls30 libsnappy1v5 \
       ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 smolder \

@@ -19,7 +19,7 @@
 DEBIAN_PACKAGES := build-essential cmake pkg-config \
 	protobuf-c-compiler libprotobuf-c-dev libnng-dev librocksdb-dev \
 	libzstd-dev libmicrohttpd-dev liburcu-dev libdeflate-dev libpcre2-dev \
-	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev libssl-dev \
+	libxxhash-dev libjansson-dev libyaml-dev zlib1g-dev \
 	libcurl4-openssl-dev libxml2-dev libnghttp2-dev libgnutls28-dev \
 	libsnappy-dev prometheus \
 	swift-proxy swift-object swift-container swift-account \

@@ -12,13 +12,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-
+#include "buf.h"
 #include "log.h"
+#include "tls.h"
 #include "watch.h"
 
-#define AUTH_HASH_LEN 32
+#define AUTH_HASH_LEN SM_SHA256_LEN
 #define AUTH_LINE_MAX 4096
 #define AUTH_FILE_MAX (64u << 20)
 
@@ -53,17 +52,6 @@ auth_tab_free(struct auth_tab *t)
 	sm_free(t);
 }
 
-static int
-auth_sha256(const void *p, size_t n, unsigned char out[AUTH_HASH_LEN])
-{
-	unsigned int olen = 0;
-
-	if (EVP_Digest(p, n, out, &olen, EVP_sha256(), NULL) != 1 ||
-	    olen != AUTH_HASH_LEN)
-		return (SM_EINTERNAL);
-	return (0);
-}
-
 int
 sm_auth_hash_key(const char *key, size_t len, char *out, struct sm_err *err)
 {
@@ -74,7 +62,7 @@ sm_auth_hash_key(const char *key, size_t len, char *out, struct sm_err *err)
 	if (len == 0 || len > SM_AUTH_KEY_MAX)
 		return (sm_err_set(err, SM_EINVAL, "key must be 1..%d bytes",
 		    SM_AUTH_KEY_MAX));
-	if (auth_sha256(key, len, h) != 0)
+	if (sm_sha256(key, len, h) != 0)
 		return (sm_err_set(err, SM_EINTERNAL, "SHA-256 failed"));
 	memcpy(p, "sha256:", 7);
 	p += 7;
@@ -356,17 +344,16 @@ auth_key_from_header(const char *h, char *buf, size_t bufsz, size_t *len,
 		return (0);
 	}
 	if (strncasecmp(h, "Basic ", 6) == 0) {
-		unsigned char dec[(SM_AUTH_KEY_MAX + 256) / 3 * 4];
+		struct sm_buf dec;
 		const char *colon;
-		size_t pad = 0;
-		int dn;
+		int rv = SM_EAUTH;
 
 		for (v = h + 6; *v == ' '; v++)
 			;
 		n = strlen(v);
 		while (n > 0 && v[n - 1] == ' ')
 			n--;
-		if (n == 0 || n % 4 != 0 || n / 4 * 3 >= sizeof(dec))
+		if (n == 0 || n % 4 != 0 || n / 4 * 3 > SM_AUTH_KEY_MAX + 256)
 			return (sm_err_set(err, SM_EAUTH, "invalid basic "
 			    "auth credentials"));
 		for (size_t i = 0; i < n; i++) {
@@ -379,29 +366,30 @@ auth_key_from_header(const char *h, char *buf, size_t bufsz, size_t *len,
 				return (sm_err_set(err, SM_EAUTH, "invalid "
 				    "basic auth credentials"));
 		}
-		if (v[n - 1] == '=')
-			pad++;
-		if (v[n - 2] == '=')
-			pad++;
-		dn = EVP_DecodeBlock(dec, (const unsigned char *)v, (int)n);
-		if (dn < 0 || (size_t)dn < pad)
-			return (sm_err_set(err, SM_EAUTH, "invalid basic "
-			    "auth credentials"));
-		dn -= (int)pad;
-		colon = memchr(dec, ':', (size_t)dn);
-		if (colon == NULL)
-			return (sm_err_set(err, SM_EAUTH, "invalid basic "
-			    "auth credentials: no ':'"));
-		colon++;
-		n = (size_t)dn - (size_t)(colon - (const char *)dec);
-		if (n == 0 || n > SM_AUTH_KEY_MAX || n >= bufsz)
-			return (sm_err_set(err, SM_EAUTH, "invalid basic "
-			    "auth credentials: empty password"));
-		memcpy(buf, colon, n);
-		buf[n] = '\0';
-		*len = n;
-		OPENSSL_cleanse(dec, sizeof(dec));
-		return (0);
+		/* Reserved whole first, so the decoded secret is never left
+		 * behind in a buffer a growth freed; wiped before it is. */
+		sm_buf_init(&dec);
+		if (sm_buf_reserve(&dec, n / 4 * 3) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		if (sm_buf_put_unbase64(&dec, v, n) != 0)
+			(void)sm_err_set(err, SM_EAUTH, "invalid basic auth "
+			    "credentials");
+		else if ((colon = memchr(dec.b, ':', dec.len)) == NULL)
+			(void)sm_err_set(err, SM_EAUTH, "invalid basic auth "
+			    "credentials: no ':'");
+		else if ((n = dec.len - (size_t)(colon + 1 - dec.b)) == 0 ||
+		    n > SM_AUTH_KEY_MAX || n >= bufsz)
+			(void)sm_err_set(err, SM_EAUTH, "invalid basic auth "
+			    "credentials: empty password");
+		else {
+			memcpy(buf, colon + 1, n);
+			buf[n] = '\0';
+			*len = n;
+			rv = 0;
+		}
+		sm_wipe(dec.b, dec.cap);
+		sm_buf_fini(&dec);
+		return (rv);
 	}
 	return (sm_err_set(err, SM_EAUTH, "unsupported authorization "
 	    "scheme (use Bearer or Basic)"));
@@ -424,8 +412,8 @@ auth_check_key(struct sm_auth *a, unsigned scope, const char *authz,
 	if ((rv = auth_key_from_header(authz, key, sizeof(key), &klen,
 	    err)) != 0)
 		return (rv);
-	rv = auth_sha256(key, klen, h);
-	OPENSSL_cleanse(key, sizeof(key));
+	rv = sm_sha256(key, klen, h);
+	sm_wipe(key, sizeof(key));
 	if (rv != 0)
 		return (sm_err_set(err, SM_EINTERNAL, "SHA-256 failed"));
 	pthread_rwlock_rdlock(&a->a_lock);
@@ -434,7 +422,7 @@ auth_check_key(struct sm_auth *a, unsigned scope, const char *authz,
 		for (size_t i = 0; i < a->a_tab->t_n; i++) {
 			const struct auth_key *k = &a->a_tab->t_keys[i];
 
-			if (CRYPTO_memcmp(k->k_hash, h, AUTH_HASH_LEN) == 0)
+			if (sm_memeq_ct(k->k_hash, h, AUTH_HASH_LEN))
 				hit = k;
 		}
 	}

@@ -57,14 +57,12 @@
  * (tenant.h); an unknown scope, a bad hash or a duplicate hash makes the
  * whole file invalid.
  *
- * Hash library.  OpenSSL's libcrypto (Debian libssl-dev): EVP SHA-256,
- * CRYPTO_memcmp for the constant-time comparison and EVP_DecodeBlock for
- * Basic auth's base64.  nettle would do as well; libcrypto was chosen
- * because it is already on every Debian host (libssl3 is a dependency of
- * curl and of most of the system) and it gives all three primitives.
+ * Primitives.  SHA-256, the constant-time comparison and wiping come
+ * from tls.h, the one wrapper of the one crypto library (GnuTLS); Basic
+ * auth's base64 from buf.h.
  *
  * Lookup.  The presented key is hashed once, then compared with every
- * entry with CRYPTO_memcmp, without stopping at a match, so the time taken
+ * entry with sm_memeq_ct, without stopping at a match, so the time taken
  * does not depend on which entry matched or how many bytes agree.
  *
  * Reload (common/watch.h).  A thread stats the file every reload period

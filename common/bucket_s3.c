@@ -9,8 +9,8 @@
  * on this machine:
  *   1. it does not add x-amz-content-sha256, and S3-compatible servers
  *      answer 400 without it: we send the hex SHA-256 of the payload (the
- *      empty string's for GET, HEAD and DELETE), computed with libcrypto's
- *      EVP.  A session token goes in x-amz-security-token (signed too).
+ *      empty string's for GET, HEAD and DELETE), computed by sm_sha256
+ *      (tls.h).  A session token goes in x-amz-security-token (signed too).
  *   2. it signs the query string as given, so we build it canonical:
  *      parameters sorted by name, values fully percent-encoded (RFC 3986
  *      unreserved kept: A-Z a-z 0-9 - . _ ~), e.g. ?list-type=2&prefix=
@@ -92,9 +92,9 @@
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
-#include <openssl/evp.h>
 
 #include "httpc.h"
+#include "tls.h"
 
 #define S3_BODY_MAX ((size_t)4 << 20)   /* error body, listing page */
 #define S3_CONNECT_MAX_MS 5000
@@ -170,17 +170,15 @@ s3_free_secret(char *p)
 static int
 s3_sha256_hex(const void *p, size_t n, char hex[65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	uint8_t md[SM_SHA256_LEN];
 
 	if (n == 0) {
 		memcpy(hex, S3_EMPTY_SHA256, 65);
 		return (0);
 	}
-	if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 ||
-	    mdlen != 32)
+	if (sm_sha256(p, n, md) != 0)
 		return (SM_EINTERNAL);
-	for (unsigned int i = 0; i < mdlen; i++)
+	for (unsigned int i = 0; i < SM_SHA256_LEN; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 	return (0);
 }

@@ -589,3 +589,27 @@ sm_random_nonce(void *p, size_t n)
 {
 	return (gnutls_rnd(GNUTLS_RND_NONCE, p, n) < 0 ? SM_EINTERNAL : 0);
 }
+
+int
+sm_sha256(const void *p, size_t n, uint8_t out[SM_SHA256_LEN])
+{
+	return (gnutls_hash_fast(GNUTLS_DIG_SHA256, p, n, out) < 0 ?
+	    SM_EINTERNAL : 0);
+}
+
+bool
+sm_memeq_ct(const void *a, const void *b, size_t n)
+{
+	const volatile uint8_t *x = a, *y = b;
+	uint8_t d = 0;
+
+	for (size_t i = 0; i < n; i++)
+		d |= x[i] ^ y[i];
+	return (d == 0);
+}
+
+void
+sm_wipe(void *p, size_t n)
+{
+	explicit_bzero(p, n);
+}

@@ -33,10 +33,12 @@
  * consistent set.  Errors: SM_EINVAL (bad flag values, unreadable or
  * unparsable files, a key that does not match), SM_ENOMEM.
  *
- * The same library serves encryption at rest (common/bucket_seal.c, at
- * the end of this file): AES-256-GCM and random keys and nonces, so the
- * binary carries one crypto library (GnuTLS, AES-NI where the CPU has
- * it) rather than GnuTLS for TLS and OpenSSL beside it.
+ * The same library serves every other cryptographic need (at the end of
+ * this file): AES-256-GCM and random keys and nonces for encryption at
+ * rest (common/bucket_seal.c), SHA-256 for API keys (common/auth.c) and
+ * S3 request signing (common/bucket_s3.c), so the binary carries one
+ * crypto library (GnuTLS, AES-NI where the CPU has it) rather than GnuTLS
+ * for TLS and OpenSSL beside it.
  */
 #ifndef SM_TLS_H
 #define SM_TLS_H
@@ -159,5 +161,19 @@ int sm_aead_open(struct sm_aead *h, const uint8_t nonce[SM_AEAD_NONCE],
     const void *aad, size_t naad, const void *in, size_t n, void *out);
 int sm_random_key(void *p, size_t n);
 int sm_random_nonce(void *p, size_t n);
+
+/*
+ * sm_sha256: out gets the SHA-256 digest of p[0..n); 0, or SM_EINTERNAL
+ *   when the library fails (callers answer 500 or retry; never a match).
+ * sm_memeq_ct: whether a[0..n) and b[0..n) are equal, in a time that
+ *   depends on n only (no early exit), for comparing secrets' hashes.
+ * sm_wipe: zero p[0..n) in a way the compiler may not drop, for secrets
+ *   on the stack or about to be freed.
+ */
+#define SM_SHA256_LEN 32
+
+int sm_sha256(const void *p, size_t n, uint8_t out[SM_SHA256_LEN]);
+bool sm_memeq_ct(const void *a, const void *b, size_t n);
+void sm_wipe(void *p, size_t n);
 
 #endif /* SM_TLS_H */
