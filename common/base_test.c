@@ -569,6 +569,54 @@ test_add_sat(void)
 	SM_CHECK_EQ(sm_sat_count(), n0 + 4);
 }
 
+/* SM_CMP: -1/0/1 where a - b would overflow or wrap. */
+static void
+test_cmp(void)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	uint64_t ubig = UINT64_MAX, uzero = 0;    /* variables: a constant 0 */
+	uint32_t u0 = 0, u1 = 1;                   /* trips -Wtype-limits */
+
+	SM_CHECK_EQ(SM_CMP(1, 2), -1);
+	SM_CHECK_EQ(SM_CMP(2, 1), 1);
+	SM_CHECK_EQ(SM_CMP(-3, -3), 0);
+	SM_CHECK_EQ(SM_CMP(-1, 1), -1);
+	SM_CHECK_EQ(SM_CMP(u0, u1), -1);        /* u0 - u1 wraps to > 0 */
+	SM_CHECK_EQ(SM_CMP(u1, u0), 1);
+	SM_CHECK_EQ(SM_CMP(ubig, uzero), 1);
+	SM_CHECK_EQ(SM_CMP(uzero, ubig), -1);
+	SM_CHECK_EQ(SM_CMP(ubig, ubig), 0);
+	SM_CHECK_EQ(SM_CMP(lo, hi), -1);        /* lo - hi overflows */
+	SM_CHECK_EQ(SM_CMP(hi, lo), 1);
+	SM_CHECK_EQ(SM_CMP(lo, lo), 0);
+	SM_CHECK_EQ(SM_CMP(hi, hi), 0);
+	SM_CHECK_EQ(SM_CMP(lo, (int64_t)0), -1);
+	SM_CHECK_EQ(SM_CMP(1.5, 0.5), 1);
+}
+
+/* The shared qsort comparators built on it, and the bytewise order. */
+static void
+test_cmp_sorts(void)
+{
+	int64_t v[] = { 3, INT64_MIN, INT64_MAX, -1, 3 };
+	uint32_t u[] = { UINT32_MAX, 0, 7 };
+
+	qsort(v, SM_ARRAY_LEN(v), sizeof(v[0]), sm_i64_cmp);
+	SM_CHECK(v[0] == INT64_MIN && v[1] == -1 && v[2] == 3 && v[3] == 3 &&
+	    v[4] == INT64_MAX);
+	qsort(v, SM_ARRAY_LEN(v), sizeof(v[0]), sm_i64_desc_cmp);
+	SM_CHECK(v[0] == INT64_MAX && v[1] == 3 && v[2] == 3 && v[3] == -1 &&
+	    v[4] == INT64_MIN);
+	qsort(u, SM_ARRAY_LEN(u), sizeof(u[0]), sm_u32_cmp);
+	SM_CHECK(u[0] == 0 && u[1] == 7 && u[2] == UINT32_MAX);
+	SM_CHECK_EQ(sm_bytes_cmp("ab", 2, "ab", 2), 0);
+	SM_CHECK_EQ(sm_bytes_cmp("ab", 2, "abc", 3), -1);   /* prefix first */
+	SM_CHECK_EQ(sm_bytes_cmp("abc", 3, "ab", 2), 1);
+	SM_CHECK(sm_bytes_cmp("abd", 3, "abc", 3) > 0);
+	SM_CHECK(sm_bytes_cmp("b", 1, "abc", 3) > 0);       /* bytes first */
+	SM_CHECK_EQ(sm_bytes_cmp("", 0, "", 0), 0);
+}
+
 static void
 test_utf8_repair(void)
 {
@@ -823,6 +871,9 @@ SM_TEST_MAIN(
 	{ "grow: mincap, doubling, uint32_t and size_t capacities", test_grow_policy },
 	{ "grow: failure and overflow leave the array untouched", test_grow_failure },
 	{ "sums saturate toward their sign and are counted", test_add_sat },
+	{ "three-way compare: signed, unsigned, int64 extremes, equal",
+	  test_cmp },
+	{ "comparators: int64 both ways, uint32, bytes", test_cmp_sorts },
 	{ "UTF-8 repair: U+FFFD per invalid byte", test_utf8_repair },
 	{ "arena: alignment, big blocks, reset", test_arena_alloc },
 	{ "arena: budget refuses over-allocation", test_arena_budget },

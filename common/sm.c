@@ -622,9 +622,33 @@ sm_read_file(const char *path, uint8_t **buf, size_t *len,
 int
 sm_u64_cmp(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (SM_CMP(*(const uint64_t *)a, *(const uint64_t *)b));
+}
 
-	return (x < y ? -1 : x > y);
+int
+sm_u32_cmp(const void *a, const void *b)
+{
+	return (SM_CMP(*(const uint32_t *)a, *(const uint32_t *)b));
+}
+
+int
+sm_i64_cmp(const void *a, const void *b)
+{
+	return (SM_CMP(*(const int64_t *)a, *(const int64_t *)b));
+}
+
+int
+sm_i64_desc_cmp(const void *a, const void *b)
+{
+	return (SM_CMP(*(const int64_t *)b, *(const int64_t *)a));
+}
+
+int
+sm_bytes_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+	int c = memcmp(a, b, SM_MIN(na, nb));
+
+	return (c != 0 ? c : SM_CMP(na, nb));
 }
 
 uint32_t
