@@ -354,9 +354,8 @@ tok_cmp(const void *a, const void *b)
 {
 	const struct tok_ent *x = a, *y = b;
 
-	if (x->tok != y->tok)
-		return (x->tok < y->tok ? -1 : 1);
-	return (x->member < y->member ? -1 : x->member > y->member);
+	return (x->tok != y->tok ? SM_CMP(x->tok, y->tok) :
+	    SM_CMP(x->member, y->member));
 }
 
 /*
@@ -1288,7 +1287,7 @@ snap_member_cmp(const void *a, const void *b, void *arg)
 	/* One id at several addresses (a dual-stack name, a pod that
 	 * moved): the one heard from last comes first and keeps the id. */
 	if (p[i].last_ok_ms != p[j].last_ok_ms)
-		return (p[i].last_ok_ms > p[j].last_ok_ms ? -1 : 1);
+		return (SM_CMP(p[j].last_ok_ms, p[i].last_ok_ms));
 	return (strcmp(p[i].m->url, p[j].m->url));
 }
 
