@@ -712,6 +712,38 @@ cond_signal_main(void *arg)
 	return (NULL);
 }
 
+/* A thread asleep until p->go, as a stopping background thread waits. */
+static void *
+cond_flag_main(void *arg)
+{
+	struct cond_pair *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->go)
+		(void)sm_cond_wait_until(&p->cv, &p->mu, INT64_MAX);
+	pthread_mutex_unlock(&p->mu);
+	return (NULL);
+}
+
+/* sm_cond_set_flag sets the flag and wakes the waiter (the join would
+ * hang otherwise). */
+static void
+test_cond_set_flag(void)
+{
+	struct cond_pair p = { .go = false };
+	pthread_t th;
+
+	pthread_mutex_init(&p.mu, NULL);
+	sm_cond_init(&p.cv);
+	SM_REQUIRE(pthread_create(&th, NULL, cond_flag_main, &p) == 0);
+	sm_sleep_ms(10);        /* likely asleep by now; either way works */
+	sm_cond_set_flag(&p.mu, &p.cv, &p.go);
+	SM_CHECK(p.go);
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
+}
+
 static void
 test_cond_wait(void)
 {
@@ -867,6 +899,7 @@ SM_TEST_MAIN(
 	{ "memory: measured RSS and heap, tidy gives free pages back",
 	  test_mem_tidy },
 	{ "monotonic timed waits", test_cond_wait },
+	{ "a flag set under the lock wakes its waiter", test_cond_set_flag },
 	{ "error codes: one mapping to HTTP and Connect", test_err_wire },
 	{ "grow: mincap, doubling, uint32_t and size_t capacities", test_grow_policy },
 	{ "grow: failure and overflow leave the array untouched", test_grow_failure },

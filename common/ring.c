@@ -1932,10 +1932,7 @@ sm_ring_stop(struct sm_ring *r)
 {
 	if (r == NULL || !r->started)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stopping = true;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	sm_cond_set_flag(&r->mu, &r->cv, &r->stopping);
 	if (r->watching) {
 		sm_etcd_cancel(r->etcd);   /* ends the watch in flight */
 		pthread_join(r->watch_thr, NULL);
@@ -2133,10 +2130,7 @@ sm_ring_reg_stop(struct sm_ring_reg *g)
 {
 	if (g == NULL)
 		return;
-	pthread_mutex_lock(&g->mu);
-	g->stopping = true;
-	pthread_cond_broadcast(&g->cv);
-	pthread_mutex_unlock(&g->mu);
+	sm_cond_set_flag(&g->mu, &g->cv, &g->stopping);
 	sm_etcd_cancel(g->etcd);
 	pthread_join(g->thr, NULL);
 	reg_free(g);

@@ -507,6 +507,15 @@ sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 	    SM_MAX(ms, 0) * 1000000));
 }
 
+void
+sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag)
+{
+	pthread_mutex_lock(mu);
+	*flag = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(mu);
+}
+
 static _Thread_local int64_t sm_deadline_ms;
 
 void

@@ -437,6 +437,14 @@ bool sm_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
 bool sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 
 /*
+ * Set *flag to true with mu held and wake every thread waiting on cv: the
+ * one way a stop (or a kick) reaches a background thread that sleeps in
+ * sm_cond_wait_* and tests the flag under mu.  Takes and releases mu, so
+ * the caller must not hold it.
+ */
+void sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
+
+/*
  * The deadline of the request the calling thread serves (unix ms, 0 =
  * none).  A server sets it around one request (the ingester, from the
  * deadline its caller sent: ingester.c) and clears it after; long loops
