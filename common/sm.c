@@ -628,29 +628,19 @@ sm_read_file(const char *path, uint8_t **buf, size_t *len,
 	return (0);
 }
 
-int
-sm_u64_cmp(const void *a, const void *b)
-{
-	return (SM_CMP(*(const uint64_t *)a, *(const uint64_t *)b));
-}
+/* The typed qsort comparators are one body: `first` and `second` name
+ * the arguments in the order compared (b, a sorts largest first). */
+#define SM_TYPED_CMP(name, T, first, second)                                  \
+	int                                                                   \
+	name(const void *a, const void *b)                                    \
+	{                                                                     \
+		return (SM_CMP(*(const T *)(first), *(const T *)(second)));   \
+	}
 
-int
-sm_u32_cmp(const void *a, const void *b)
-{
-	return (SM_CMP(*(const uint32_t *)a, *(const uint32_t *)b));
-}
-
-int
-sm_i64_cmp(const void *a, const void *b)
-{
-	return (SM_CMP(*(const int64_t *)a, *(const int64_t *)b));
-}
-
-int
-sm_i64_desc_cmp(const void *a, const void *b)
-{
-	return (SM_CMP(*(const int64_t *)b, *(const int64_t *)a));
-}
+SM_TYPED_CMP(sm_u64_cmp, uint64_t, a, b)
+SM_TYPED_CMP(sm_u32_cmp, uint32_t, a, b)
+SM_TYPED_CMP(sm_i64_cmp, int64_t, a, b)
+SM_TYPED_CMP(sm_i64_desc_cmp, int64_t, b, a)
 
 int
 sm_bytes_cmp(const void *a, size_t na, const void *b, size_t nb)
