@@ -1471,7 +1471,8 @@ sstr_cmp(const void *x, const void *y)
 {
 	const struct jsstr *a = x, *b = y;
 
-	return (a->id != b->id ? SM_CMP(a->id, b->id) : SM_CMP(a->s, b->s));
+	return (a->id != b->id ? SM_CMP(a->id, b->id) :
+	    SM_CMP((uintptr_t)a->s, (uintptr_t)b->s));
 }
 
 static int
