@@ -569,6 +569,54 @@ test_add_sat(void)
 	SM_CHECK_EQ(sm_sat_count(), n0 + 4);
 }
 
+/* SM_CMP: -1/0/1 where a - b would overflow or wrap. */
+static void
+test_cmp(void)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX;
+	uint64_t ubig = UINT64_MAX, uzero = 0;    /* variables: a constant 0 */
+	uint32_t u0 = 0, u1 = 1;                   /* trips -Wtype-limits */
+
+	SM_CHECK_EQ(SM_CMP(1, 2), -1);
+	SM_CHECK_EQ(SM_CMP(2, 1), 1);
+	SM_CHECK_EQ(SM_CMP(-3, -3), 0);
+	SM_CHECK_EQ(SM_CMP(-1, 1), -1);
+	SM_CHECK_EQ(SM_CMP(u0, u1), -1);        /* u0 - u1 wraps to > 0 */
+	SM_CHECK_EQ(SM_CMP(u1, u0), 1);
+	SM_CHECK_EQ(SM_CMP(ubig, uzero), 1);
+	SM_CHECK_EQ(SM_CMP(uzero, ubig), -1);
+	SM_CHECK_EQ(SM_CMP(ubig, ubig), 0);
+	SM_CHECK_EQ(SM_CMP(lo, hi), -1);        /* lo - hi overflows */
+	SM_CHECK_EQ(SM_CMP(hi, lo), 1);
+	SM_CHECK_EQ(SM_CMP(lo, lo), 0);
+	SM_CHECK_EQ(SM_CMP(hi, hi), 0);
+	SM_CHECK_EQ(SM_CMP(lo, (int64_t)0), -1);
+	SM_CHECK_EQ(SM_CMP(1.5, 0.5), 1);
+}
+
+/* The shared qsort comparators built on it, and the bytewise order. */
+static void
+test_cmp_sorts(void)
+{
+	int64_t v[] = { 3, INT64_MIN, INT64_MAX, -1, 3 };
+	uint32_t u[] = { UINT32_MAX, 0, 7 };
+
+	qsort(v, SM_ARRAY_LEN(v), sizeof(v[0]), sm_i64_cmp);
+	SM_CHECK(v[0] == INT64_MIN && v[1] == -1 && v[2] == 3 && v[3] == 3 &&
+	    v[4] == INT64_MAX);
+	qsort(v, SM_ARRAY_LEN(v), sizeof(v[0]), sm_i64_desc_cmp);
+	SM_CHECK(v[0] == INT64_MAX && v[1] == 3 && v[2] == 3 && v[3] == -1 &&
+	    v[4] == INT64_MIN);
+	qsort(u, SM_ARRAY_LEN(u), sizeof(u[0]), sm_u32_cmp);
+	SM_CHECK(u[0] == 0 && u[1] == 7 && u[2] == UINT32_MAX);
+	SM_CHECK_EQ(sm_bytes_cmp("ab", 2, "ab", 2), 0);
+	SM_CHECK_EQ(sm_bytes_cmp("ab", 2, "abc", 3), -1);   /* prefix first */
+	SM_CHECK_EQ(sm_bytes_cmp("abc", 3, "ab", 2), 1);
+	SM_CHECK(sm_bytes_cmp("abd", 3, "abc", 3) > 0);
+	SM_CHECK(sm_bytes_cmp("b", 1, "abc", 3) > 0);       /* bytes first */
+	SM_CHECK_EQ(sm_bytes_cmp("", 0, "", 0), 0);
+}
+
 static void
 test_utf8_repair(void)
 {
@@ -662,6 +710,38 @@ cond_signal_main(void *arg)
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	return (NULL);
+}
+
+/* A thread asleep until p->go, as a stopping background thread waits. */
+static void *
+cond_flag_main(void *arg)
+{
+	struct cond_pair *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->go)
+		(void)sm_cond_wait_until(&p->cv, &p->mu, INT64_MAX);
+	pthread_mutex_unlock(&p->mu);
+	return (NULL);
+}
+
+/* sm_cond_set_flag sets the flag and wakes the waiter (the join would
+ * hang otherwise). */
+static void
+test_cond_set_flag(void)
+{
+	struct cond_pair p = { .go = false };
+	pthread_t th;
+
+	pthread_mutex_init(&p.mu, NULL);
+	sm_cond_init(&p.cv);
+	SM_REQUIRE(pthread_create(&th, NULL, cond_flag_main, &p) == 0);
+	sm_sleep_ms(10);        /* likely asleep by now; either way works */
+	sm_cond_set_flag(&p.mu, &p.cv, &p.go);
+	SM_CHECK(p.go);
+	pthread_join(th, NULL);
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
 }
 
 static void
@@ -819,10 +899,14 @@ SM_TEST_MAIN(
 	{ "memory: measured RSS and heap, tidy gives free pages back",
 	  test_mem_tidy },
 	{ "monotonic timed waits", test_cond_wait },
+	{ "a flag set under the lock wakes its waiter", test_cond_set_flag },
 	{ "error codes: one mapping to HTTP and Connect", test_err_wire },
 	{ "grow: mincap, doubling, uint32_t and size_t capacities", test_grow_policy },
 	{ "grow: failure and overflow leave the array untouched", test_grow_failure },
 	{ "sums saturate toward their sign and are counted", test_add_sat },
+	{ "three-way compare: signed, unsigned, int64 extremes, equal",
+	  test_cmp },
+	{ "comparators: int64 both ways, uint32, bytes", test_cmp_sorts },
 	{ "UTF-8 repair: U+FFFD per invalid byte", test_utf8_repair },
 	{ "arena: alignment, big blocks, reset", test_arena_alloc },
 	{ "arena: budget refuses over-allocation", test_arena_budget },

@@ -926,10 +926,7 @@ sm_etcd_lock_stop(struct sm_etcd_lock *l)
 
 	if (l == NULL)
 		return;
-	pthread_mutex_lock(&l->mu);
-	l->stopping = true;
-	pthread_cond_broadcast(&l->cv);
-	pthread_mutex_unlock(&l->mu);
+	sm_cond_set_flag(&l->mu, &l->cv, &l->stopping);
 	pthread_join(l->thr, NULL);
 	/* free the key for the next holder at once, not after the TTL */
 	sm_err_clear(&err);

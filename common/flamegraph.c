@@ -74,11 +74,8 @@ static int
 fg_name_cmp(const void *a, const void *b)
 {
 	const struct fg_name *x = a, *y = b;
-	int c = memcmp(x->p, y->p, SM_MIN(x->len, y->len));
 
-	if (c != 0)
-		return (c);
-	return (x->len < y->len ? -1 : x->len > y->len);
+	return (sm_bytes_cmp(x->p, x->len, y->p, y->len));
 }
 
 static inline int

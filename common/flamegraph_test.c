@@ -552,14 +552,6 @@ rng(void)
 	return ((uint32_t)(rng_state >> 11));
 }
 
-static int
-i64_desc(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x < y ? 1 : x > y ? -1 : 0);
-}
-
 /* Check the structural invariants of any rendering of f. */
 static void
 check_invariants(struct fx *f, const struct sm_fg *fg, int64_t max_nodes,
@@ -578,7 +570,7 @@ check_invariants(struct fx *f, const struct sm_fg *fg, int64_t max_nodes,
 		if (total[i] > 0)
 			sorted[m++] = total[i];
 	}
-	qsort(sorted, m, sizeof(*sorted), i64_desc);
+	qsort(sorted, m, sizeof(*sorted), sm_i64_desc_cmp);
 	if (max_nodes >= 1 && (uint64_t)m > (uint64_t)max_nodes)
 		min_total = sorted[max_nodes - 1];
 

@@ -986,10 +986,7 @@ sm_http_stop(struct sm_http *h)
 		MHD_stop_daemon(h->h_admin);
 	h->h_admin = NULL;
 	if (h->h_reaper_on) {
-		pthread_mutex_lock(&h->h_cmu);
-		h->h_reaper_stop = true;
-		pthread_cond_broadcast(&h->h_reaper_cv);
-		pthread_mutex_unlock(&h->h_cmu);
+		sm_cond_set_flag(&h->h_cmu, &h->h_reaper_cv, &h->h_reaper_stop);
 		pthread_join(h->h_reaper, NULL);
 		h->h_reaper_on = false;
 	}

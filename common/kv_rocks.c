@@ -697,23 +697,13 @@ sm_kv_batch_delete(struct sm_kv_batch *b, enum sm_kv_cf cf, const void *key,
 	kv_batch_add(b, KV_OP_DELETE, cf, key, klen, NULL, 0);
 }
 
-/* Bytewise comparison, RocksDB's default comparator. */
-static int
-kv_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	int c = memcmp(a, b, SM_MIN(alen, blen));
-
-	if (c != 0)
-		return (c);
-	return (alen < blen ? -1 : alen > blen ? 1 : 0);
-}
-
 void
 sm_kv_batch_delete_range(struct sm_kv_batch *b, enum sm_kv_cf cf,
     const void *begin, size_t blen, const void *end, size_t elen)
 {
-	/* [begin, end) with end <= begin is empty: nothing to delete. */
-	if (kv_cmp(begin, blen, end, elen) >= 0)
+	/* [begin, end) with end <= begin is empty: nothing to delete
+	 * (bytewise, RocksDB's default comparator). */
+	if (sm_bytes_cmp(begin, blen, end, elen) >= 0)
 		return;
 	kv_batch_add(b, KV_OP_DELETE_RANGE, cf, begin, blen, end, elen);
 }

@@ -489,10 +489,7 @@ sm_peers_stop(struct sm_peers *p)
 {
 	if (p == NULL || !p->started)
 		return;
-	pthread_mutex_lock(&p->mu);
-	p->stopping = true;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
+	sm_cond_set_flag(&p->mu, &p->cv, &p->stopping);
 	pthread_join(p->thr, NULL);
 	p->started = false;
 }

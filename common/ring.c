@@ -354,9 +354,8 @@ tok_cmp(const void *a, const void *b)
 {
 	const struct tok_ent *x = a, *y = b;
 
-	if (x->tok != y->tok)
-		return (x->tok < y->tok ? -1 : 1);
-	return (x->member < y->member ? -1 : x->member > y->member);
+	return (x->tok != y->tok ? SM_CMP(x->tok, y->tok) :
+	    SM_CMP(x->member, y->member));
 }
 
 /*
@@ -1288,7 +1287,7 @@ snap_member_cmp(const void *a, const void *b, void *arg)
 	/* One id at several addresses (a dual-stack name, a pod that
 	 * moved): the one heard from last comes first and keeps the id. */
 	if (p[i].last_ok_ms != p[j].last_ok_ms)
-		return (p[i].last_ok_ms > p[j].last_ok_ms ? -1 : 1);
+		return (SM_CMP(p[j].last_ok_ms, p[i].last_ok_ms));
 	return (strcmp(p[i].m->url, p[j].m->url));
 }
 
@@ -1933,10 +1932,7 @@ sm_ring_stop(struct sm_ring *r)
 {
 	if (r == NULL || !r->started)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stopping = true;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	sm_cond_set_flag(&r->mu, &r->cv, &r->stopping);
 	if (r->watching) {
 		sm_etcd_cancel(r->etcd);   /* ends the watch in flight */
 		pthread_join(r->watch_thr, NULL);
@@ -2134,10 +2130,7 @@ sm_ring_reg_stop(struct sm_ring_reg *g)
 {
 	if (g == NULL)
 		return;
-	pthread_mutex_lock(&g->mu);
-	g->stopping = true;
-	pthread_cond_broadcast(&g->cv);
-	pthread_mutex_unlock(&g->mu);
+	sm_cond_set_flag(&g->mu, &g->cv, &g->stopping);
 	sm_etcd_cancel(g->etcd);
 	pthread_join(g->thr, NULL);
 	reg_free(g);

@@ -507,6 +507,15 @@ sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 	    SM_MAX(ms, 0) * 1000000));
 }
 
+void
+sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag)
+{
+	pthread_mutex_lock(mu);
+	*flag = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(mu);
+}
+
 static _Thread_local int64_t sm_deadline_ms;
 
 void
@@ -619,12 +628,26 @@ sm_read_file(const char *path, uint8_t **buf, size_t *len,
 	return (0);
 }
 
-int
-sm_u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* The typed qsort comparators are one body: `first` and `second` name
+ * the arguments in the order compared (b, a sorts largest first). */
+#define SM_TYPED_CMP(name, T, first, second)                                  \
+	int                                                                   \
+	name(const void *a, const void *b)                                    \
+	{                                                                     \
+		return (SM_CMP(*(const T *)(first), *(const T *)(second)));   \
+	}
 
-	return (x < y ? -1 : x > y);
+SM_TYPED_CMP(sm_u64_cmp, uint64_t, a, b)
+SM_TYPED_CMP(sm_u32_cmp, uint32_t, a, b)
+SM_TYPED_CMP(sm_i64_cmp, int64_t, a, b)
+SM_TYPED_CMP(sm_i64_desc_cmp, int64_t, b, a)
+
+int
+sm_bytes_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+	int c = memcmp(a, b, SM_MIN(na, nb));
+
+	return (c != 0 ? c : SM_CMP(na, nb));
 }
 
 uint32_t

@@ -117,6 +117,18 @@ void sm_assert_fail(const char *expr, const char *file, int line,
 #define SM_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /*
+ * Three-way comparison: -1, 0 or 1 as a < b, a == b or a > b, for any
+ * arithmetic type, the one way comparators (qsort, bsearch) order a key.
+ * Not `a - b`, which overflows (int64, uint64) or wraps (unsigned).  Both
+ * operands should have the same type: mixed signedness converts as `<`
+ * does.  Each argument is evaluated twice, so no side effects.  A
+ * descending order swaps the arguments:
+ *
+ *     return (x->fp != y->fp ? SM_CMP(x->fp, y->fp) : SM_CMP(y->t, x->t));
+ */
+#define SM_CMP(a, b) (((a) > (b)) - ((a) < (b)))
+
+/*
  * A row of a const table mapping a configuration word to an enum value,
  * so that parsing a setting is one lookup in the table rather than a
  * chain of strcmp()s.
@@ -336,6 +348,19 @@ int sm_read_file(const char *path, uint8_t **buf, size_t *len,
  * one search. */
 int sm_u64_cmp(const void *a, const void *b);
 
+/* The same comparator for uint32_t and int64_t arrays, and int64_t
+ * largest first. */
+int sm_u32_cmp(const void *a, const void *b);
+int sm_i64_cmp(const void *a, const void *b);
+int sm_i64_desc_cmp(const void *a, const void *b);
+
+/*
+ * Bytewise order of a[0..na) and b[0..nb), a prefix first (memcmp's
+ * order, then the shorter): names and keys that are not NUL-terminated.
+ * Returns memcmp's value where the bytes differ, else SM_CMP(na, nb).
+ */
+int sm_bytes_cmp(const void *a, size_t na, const void *b, size_t nb);
+
 /* The first i in sorted a[0..n) with a[i] >= x; n when there is none. */
 uint32_t sm_u64_lower_bound(const uint64_t *a, uint32_t n, uint64_t x);
 
@@ -410,6 +435,14 @@ void sm_cond_init(pthread_cond_t *cv);
 bool sm_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
     int64_t deadline_ns);
 bool sm_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
+
+/*
+ * Set *flag to true with mu held and wake every thread waiting on cv: the
+ * one way a stop (or a kick) reaches a background thread that sleeps in
+ * sm_cond_wait_* and tests the flag under mu.  Takes and releases mu, so
+ * the caller must not hold it.
+ */
+void sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 
 /*
  * The deadline of the request the calling thread serves (unix ms, 0 =

@@ -188,10 +188,7 @@ sm_watch_destroy(struct sm_watch *w)
 	if (w == NULL)
 		return;
 	if (w->w_thread_started) {
-		pthread_mutex_lock(&w->w_mu);
-		w->w_stop = true;
-		pthread_cond_broadcast(&w->w_cv);
-		pthread_mutex_unlock(&w->w_mu);
+		sm_cond_set_flag(&w->w_mu, &w->w_cv, &w->w_stop);
 		pthread_join(w->w_thread, NULL);
 	}
 	pthread_cond_destroy(&w->w_cv);

@@ -367,27 +367,22 @@ rrec_cmp(const void *a, const void *b)
 	const struct rrec *x = a, *y = b;
 	int c;
 
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	if (x->bt != y->bt)
-		return (x->bt < y->bt ? -1 : 1);
-	if (x->t != y->t)
-		return (x->t < y->t ? -1 : 1);
-	if ((c = memcmp(x->id, y->id, 16)) != 0)
+	if ((c = SM_CMP(x->fp, y->fp)) != 0 ||
+	    (c = SM_CMP(x->bt, y->bt)) != 0 || (c = SM_CMP(x->t, y->t)) != 0 ||
+	    (c = memcmp(x->id, y->id, 16)) != 0)
 		return (c);
-	return (x->src < y->src ? -1 : x->src > y->src);
+	return (SM_CMP(x->src, y->src));
 }
 
 static int
 rcnt_cmp(const void *a, const void *b)
 {
 	const struct rcnt *x = a, *y = b;
+	int c;
 
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	if (x->t != y->t)
-		return (x->t < y->t ? -1 : 1);
-	return (x->src < y->src ? -1 : x->src > y->src);
+	if ((c = SM_CMP(x->fp, y->fp)) != 0 || (c = SM_CMP(x->t, y->t)) != 0)
+		return (c);
+	return (SM_CMP(x->src, y->src));
 }
 
 static int
@@ -395,9 +390,7 @@ cell_cmp(const void *a, const void *b)
 {
 	const struct cell *x = a, *y = b;
 
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	return (x->t < y->t ? -1 : x->t > y->t);
+	return (x->fp != y->fp ? SM_CMP(x->fp, y->fp) : SM_CMP(x->t, y->t));
 }
 
 static struct cell *
@@ -893,14 +886,6 @@ fold_tiers(struct tenant_ctx *c, const struct sm_tiers *tiers,
 
 /* --- the pass ------------------------------------------------------------------ */
 
-static int
-i64_cmp(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 /* Is replica tier b's data in a fold tier of the same width and window
  * and in folds only (no raw block of its source left there)? */
 static bool
@@ -1020,7 +1005,7 @@ fold_tenant(struct cpt_fold *f, struct ing_bucket_block *v, uint32_t n,
 		}
 	}
 	if (ndue > 1)
-		qsort(due, ndue, sizeof(*due), i64_cmp);
+		qsort(due, ndue, sizeof(*due), sm_i64_cmp);
 	if ((c.a = sm_arena_create(0)) == NULL) {
 		sm_free(due);
 		st->failed++;

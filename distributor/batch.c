@@ -262,9 +262,8 @@ span_trip_cmp(const void *a, const void *b)
 {
 	const struct span_trip *x = a, *y = b;
 
-	if (x->span != y->span)
-		return (x->span < y->span ? -1 : 1);
-	return (x->node < y->node ? -1 : x->node > y->node);
+	return (x->span != y->span ? SM_CMP(x->span, y->span) :
+	    SM_CMP(x->node, y->node));
 }
 
 /* Sort a series' span samples by (span, node) and sum duplicates. */
@@ -300,14 +299,6 @@ spans_finish(struct dist_series *s)
 	s->ns = w;
 	sm_free(t);
 	return (0);
-}
-
-static int
-u32_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x < y ? -1 : x > y);
 }
 
 int
@@ -358,7 +349,7 @@ dist_batch_finish(struct dist_batch *b)
 				seen[nd] = 0;
 			}
 		} else {
-			qsort(touched, nt, sizeof(*touched), u32_cmp);
+			qsort(touched, nt, sizeof(*touched), sm_u32_cmp);
 			for (uint32_t j = 0; j < nt; j++) {
 				uint32_t nd = touched[j];
 

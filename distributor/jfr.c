@@ -681,7 +681,7 @@ cls_cmp(const void *x, const void *y)
 {
 	const struct jclass *a = x, *b = y;
 
-	return (a->id < b->id ? -1 : a->id > b->id);
+	return (SM_CMP(a->id, b->id));
 }
 
 static uint32_t
@@ -955,12 +955,12 @@ static int
 pe_cmp(const void *x, const void *y)
 {
 	const struct jpe *a = x, *b = y;
+	int c;
 
-	if (a->cls != b->cls)
-		return (a->cls < b->cls ? -1 : 1);
-	if (a->key != b->key)
-		return (a->key < b->key ? -1 : 1);
-	return (a->off < b->off ? -1 : a->off > b->off);
+	if ((c = SM_CMP(a->cls, b->cls)) != 0 ||
+	    (c = SM_CMP(a->key, b->key)) != 0)
+		return (c);
+	return (SM_CMP(a->off, b->off));
 }
 
 static int
@@ -1463,9 +1463,7 @@ ctx_cmp(const void *x, const void *y)
 {
 	const struct jctx *a = x, *b = y;
 
-	if (a->id != b->id)
-		return (a->id < b->id ? -1 : 1);
-	return (a->off < b->off ? -1 : a->off > b->off);
+	return (a->id != b->id ? SM_CMP(a->id, b->id) : SM_CMP(a->off, b->off));
 }
 
 static int
@@ -1473,9 +1471,8 @@ sstr_cmp(const void *x, const void *y)
 {
 	const struct jsstr *a = x, *b = y;
 
-	if (a->id != b->id)
-		return (a->id < b->id ? -1 : 1);
-	return (a->s < b->s ? -1 : a->s > b->s);
+	return (a->id != b->id ? SM_CMP(a->id, b->id) :
+	    SM_CMP((uintptr_t)a->s, (uintptr_t)b->s));
 }
 
 static int

@@ -605,9 +605,7 @@ pp_ident_cmp(const void *x, const void *y)
 {
 	const struct pp_ident *a = x, *b = y;
 
-	if (a->id != b->id)
-		return (a->id < b->id ? -1 : 1);
-	return (a->idx < b->idx ? -1 : a->idx > b->idx);
+	return (a->id != b->id ? SM_CMP(a->id, b->id) : SM_CMP(a->idx, b->idx));
 }
 
 /*
@@ -1161,11 +1159,8 @@ pp_str_cmp(const struct pp *st, uint32_t a, uint32_t b)
 {
 	uint32_t na, nb;
 	const char *sa = pp_s(st, a, &na), *sb = pp_s(st, b, &nb);
-	int c = memcmp(sa, sb, SM_MIN(na, nb));
 
-	if (c != 0)
-		return (c);
-	return (na < nb ? -1 : na > nb);
+	return (sm_bytes_cmp(sa, na, sb, nb));
 }
 
 static int
@@ -1174,9 +1169,7 @@ pp_lab_cmp(const void *x, const void *y, void *arg)
 	const struct pp_lab *a = x, *b = y;
 	int c = a->key == b->key ? 0 : pp_str_cmp(arg, a->key, b->key);
 
-	if (c != 0)
-		return (c);
-	return (a->pos < b->pos ? -1 : a->pos > b->pos);
+	return (c != 0 ? c : SM_CMP(a->pos, b->pos));
 }
 
 /*

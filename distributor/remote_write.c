@@ -608,10 +608,7 @@ rw_destroy(struct remote_write *rw)
 {
 	if (rw == NULL)
 		return;
-	pthread_mutex_lock(&rw->mu);
-	rw->stop = true;
-	pthread_cond_broadcast(&rw->cv);
-	pthread_mutex_unlock(&rw->mu);
+	sm_cond_set_flag(&rw->mu, &rw->cv, &rw->stop);
 	if (rw->started)
 		pthread_join(rw->thread, NULL);
 	rwq_close(rw->q);

@@ -405,14 +405,6 @@ merge_pick(const struct ing_block_meta *m, uint32_t n, int64_t bucket_ms,
 
 /* --- plan ----------------------------------------------------------------- */
 
-static int
-i64_cmp(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 /* Add the windows [lo, hi) touches to *ws (see ING_COMPACT_MAX_SPAN). */
 static int
 add_windows(int64_t lo, int64_t hi, int64_t window_ms, int64_t **ws,
@@ -492,7 +484,7 @@ plan_tenant(struct ing_db *db, struct ing_tenant *t, const int64_t *widths,
 	if (rv != 0)
 		goto out;
 	if (nws > 0)
-		qsort(ws, nws, sizeof(*ws), i64_cmp);
+		qsort(ws, nws, sizeof(*ws), sm_i64_cmp);
 	for (uint32_t i = 0; i < nws; i++) {
 		int64_t w0 = ws[i], w1;
 
@@ -603,14 +595,6 @@ struct pair {
 	uint32_t node;
 	int64_t value;
 };
-
-static int
-u32_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
 
 /* One builder node's sum in the tier bucket being gathered. */
 struct slot {
@@ -811,7 +795,7 @@ flush_group(struct build *b, struct ing_series *osr, int64_t tt,
 		return (0);
 	if (SM_GROW(b->p, b->pcap, SM_MAX(n, 1), 64) != 0)
 		return (SM_ENOMEM);
-	qsort(b->touched, n, sizeof(*b->touched), u32_cmp);
+	qsort(b->touched, n, sizeof(*b->touched), sm_u32_cmp);
 	for (size_t i = 0; i < n; i++) {
 		b->p[i].node = b->touched[i];
 		b->p[i].value = b->slot[b->touched[i]].v;

@@ -300,9 +300,7 @@ held_cmp(const void *a, const void *b)
 	const struct held *x = a, *y = b;
 	int c = strcmp(x->tenant, y->tenant);
 
-	if (c != 0)
-		return (c);
-	return (x->gen < y->gen ? -1 : x->gen > y->gen);
+	return (c != 0 ? c : SM_CMP(x->gen, y->gen));
 }
 
 static struct held *

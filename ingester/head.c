@@ -889,12 +889,12 @@ went_cmp(const void *a, const void *b)
 {
 	const struct went *x = *(struct went *const *)a;
 	const struct went *y = *(struct went *const *)b;
+	int c;
 
-	if (x->s != y->s)
-		return ((uintptr_t)x->s < (uintptr_t)y->s ? -1 : 1);
-	if (x->bt != y->bt)
-		return (x->bt < y->bt ? -1 : 1);
-	return (x->k < y->k ? -1 : x->k > y->k);
+	if ((c = SM_CMP((uintptr_t)x->s, (uintptr_t)y->s)) != 0 ||
+	    (c = SM_CMP(x->bt, y->bt)) != 0)
+		return (c);
+	return (SM_CMP(x->k, y->k));
 }
 
 static void

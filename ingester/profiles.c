@@ -39,11 +39,10 @@ int
 ing_prof_cmp(const void *a, const void *b)
 {
 	const struct ing_prof_rec *x = a, *y = b;
+	int c;
 
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	if (x->t != y->t)
-		return (x->t < y->t ? -1 : 1);
+	if ((c = SM_CMP(x->fp, y->fp)) != 0 || (c = SM_CMP(x->t, y->t)) != 0)
+		return (c);
 	return (memcmp(x->id, y->id, 16));
 }
 

@@ -1370,7 +1370,7 @@ stat_cmp(const void *a, const void *b)
 {
 	const struct stat_acc *x = a, *y = b;
 
-	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+	return (SM_CMP(x->fp, y->fp));
 }
 
 static int
@@ -1378,7 +1378,7 @@ tc_cmp(const void *a, const void *b)
 {
 	const struct stat_tc *x = a, *y = b;
 
-	return (x->t < y->t ? -1 : x->t > y->t);
+	return (SM_CMP(x->t, y->t));
 }
 
 
@@ -1680,7 +1680,7 @@ lset_cmp(const void *a, const void *b, void *arg)
 		if (c != 0)
 			return (c);
 	}
-	return (x->n < y->n ? -1 : x->n > y->n);
+	return (SM_CMP(x->n, y->n));
 }
 
 static int
@@ -1856,7 +1856,7 @@ an_cmp(const void *a, const void *b)
 {
 	const struct an_ser *x = a, *y = b;
 
-	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+	return (SM_CMP(x->fp, y->fp));
 }
 
 /* Sorted by fp, equal fps summed, as response entries in `a`. */
@@ -2044,14 +2044,6 @@ struct span_sel {
 	struct sm_mtree *mt;
 };
 
-static int
-span_fp_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 static void
 span_sel_fini(struct span_sel *x)
 {
@@ -2121,7 +2113,7 @@ span_finish(void *arg, const struct visit_src *src, int rv,
 
 	if (rv != 0)
 		return (rv);
-	qsort(x->fp, x->n, sizeof(*x->fp), span_fp_cmp);
+	qsort(x->fp, x->n, sizeof(*x->fp), sm_u64_cmp);
 	for (uint32_t i = 0; i < x->n; i++) {
 		const struct ing_pick *pk;
 
@@ -2355,7 +2347,7 @@ prof_finish(void *arg, const struct visit_src *src, int rv,
 	const struct ing_select *sel = x->sel;
 
 	if (rv == 0) {
-		qsort(x->fp, x->nf, sizeof(*x->fp), span_fp_cmp);
+		qsort(x->fp, x->nf, sizeof(*x->fp), sm_u64_cmp);
 		for (uint32_t i = 0; i < x->nrec && rv == 0; i++) {
 			if (x->rec[i].t < sel->start_ms ||
 			    x->rec[i].t >= sel->end_ms ||
@@ -2377,7 +2369,7 @@ group_fp_cmp(const void *a, const void *b)
 	const Smolder__V1__SeriesGroup *x = *(Smolder__V1__SeriesGroup *const *)a;
 	const Smolder__V1__SeriesGroup *y = *(Smolder__V1__SeriesGroup *const *)b;
 
-	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+	return (SM_CMP(x->fp, y->fp));
 }
 
 int

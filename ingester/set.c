@@ -403,9 +403,8 @@ rsv_key_cmp(const void *a, const void *b)
 {
 	const struct rsv_key *x = a, *y = b;
 
-	if (x->key != y->key)
-		return (x->key < y->key ? -1 : 1);
-	return (x->pos < y->pos ? -1 : x->pos > y->pos);
+	return (x->key != y->key ? SM_CMP(x->key, y->key) :
+	    SM_CMP(x->pos, y->pos));
 }
 
 static int
@@ -413,7 +412,7 @@ rsv_pos_cmp(const void *a, const void *b)
 {
 	const struct rsv_key *x = a, *y = b;
 
-	return (x->pos < y->pos ? -1 : x->pos > y->pos);
+	return (SM_CMP(x->pos, y->pos));
 }
 
 /* A label name that gets new values in a reservation. */
@@ -572,14 +571,6 @@ ing_buckets_first(const struct ing_bucket *b, uint32_t nb, int64_t bucket_ms,
 	return (lo);
 }
 
-static int
-u32_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 /*
  * One matcher's verdicts over one set's strings, for one query: v[id] is 0
  * (not asked yet), 1 (no) or 2 (yes) for the value with lstr id `id`, so
@@ -647,7 +638,7 @@ select_union(const struct ing_set *s, struct sel_eval *e, uint32_t **out,
 		k += p->n;
 	}
 	/* A series has one value per name, so the lists are disjoint. */
-	qsort(u, k, sizeof(*u), u32_cmp);
+	qsort(u, k, sizeof(*u), sm_u32_cmp);
 	for (uint32_t i = 0; i < k; i++) {
 		if (w == 0 || u[w - 1] != u[i])
 			u[w++] = u[i];

@@ -798,12 +798,9 @@ blk_cmp(const void *a, const void *b)
 	const struct ing_bucket_block *x = a, *y = b;
 	int c = strcmp(x->tenant, y->tenant);
 
-	if (c != 0)
+	if (c != 0 || (c = strcmp(x->inc, y->inc)) != 0 ||
+	    (c = SM_CMP(x->gen, y->gen)) != 0)
 		return (c);
-	if ((c = strcmp(x->inc, y->inc)) != 0)
-		return (c);
-	if (x->gen != y->gen)
-		return (x->gen < y->gen ? -1 : 1);
 	return (memcmp(y->ulid, x->ulid, 16));   /* newest ULID first */
 }
 
@@ -820,11 +817,9 @@ rep_cmp(const void *a, const void *b)
 	const struct scan_rep *x = a, *y = b;
 	int c = strcmp(x->tenant, y->tenant);
 
-	if (c != 0)
+	if (c != 0 || (c = strcmp(x->inc, y->inc)) != 0)
 		return (c);
-	if ((c = strcmp(x->inc, y->inc)) != 0)
-		return (c);
-	return (x->gen < y->gen ? -1 : x->gen > y->gen);
+	return (SM_CMP(x->gen, y->gen));
 }
 
 struct scan {
@@ -914,14 +909,6 @@ nomem:
 	return (SM_ENOMEM);
 }
 
-static int
-gen_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x < y ? -1 : x > y);
-}
-
 /* A fold's "fold" object (ship.h) into bk; a malformed one makes the
  * block no fold (logged).  0 or SM_ENOMEM. */
 static int
@@ -966,7 +953,7 @@ scan_fold(struct ing_bucket_block *bk, const struct sm_json *f,
 			bk->covers[bk->ncovers++] = (uint64_t)sm_json_int(
 			    sm_json_at(in, i));
 	if (bk->ncovers > 1)
-		qsort(bk->covers, bk->ncovers, sizeof(*bk->covers), gen_cmp);
+		qsort(bk->covers, bk->ncovers, sizeof(*bk->covers), sm_u64_cmp);
 	bk->fold_start = sm_json_int(sm_json_get(f, "start"));
 	bk->fold_end = sm_json_int(sm_json_get(f, "end"));
 	return (0);
@@ -1183,7 +1170,7 @@ scan_fold_flag(struct ing_bucket_scan *o)
 			    f->fold_start < t->fold_end &&
 			    f->gen <= t->cover_gen &&
 			    bsearch(&f->gen, t->covers, t->ncovers,
-			    sizeof(*t->covers), gen_cmp) == NULL;
+			    sizeof(*t->covers), sm_u64_cmp) == NULL;
 		}
 		t->replaced = stale;
 	}
@@ -1513,10 +1500,8 @@ rst_cmp(const void *a, const void *b)
 	    const *)b;
 	int c = strcmp(x->tenant, y->tenant);
 
-	if (c != 0)
+	if (c != 0 || (c = SM_CMP(x->gen, y->gen)) != 0)
 		return (c);
-	if (x->gen != y->gen)
-		return (x->gen < y->gen ? -1 : 1);
 	return (memcmp(y->ulid, x->ulid, 16));
 }
 

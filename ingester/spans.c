@@ -33,14 +33,12 @@ static int
 rec_cmp(const void *a, const void *b)
 {
 	const struct ing_span_rec *x = a, *y = b;
+	int c;
 
-	if (x->span != y->span)
-		return (x->span < y->span ? -1 : 1);
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	if (x->t != y->t)
-		return (x->t < y->t ? -1 : 1);
-	return (x->node < y->node ? -1 : x->node > y->node);
+	if ((c = SM_CMP(x->span, y->span)) != 0 ||
+	    (c = SM_CMP(x->fp, y->fp)) != 0 || (c = SM_CMP(x->t, y->t)) != 0)
+		return (c);
+	return (SM_CMP(x->node, y->node));
 }
 
 int

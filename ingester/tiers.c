@@ -30,9 +30,7 @@ win_cmp(const void *a, const void *b)
 {
 	const struct ing_res_win *x = a, *y = b;
 
-	if (x->r != y->r)
-		return (x->r < y->r ? -1 : 1);
-	return (x->start < y->start ? -1 : x->start > y->start);
+	return (x->r != y->r ? SM_CMP(x->r, y->r) : SM_CMP(x->start, y->start));
 }
 
 /* Does tier block m beat the chosen `w` (same r and window)? */

@@ -176,14 +176,12 @@ fn_cmp(const void *a, const void *b, void *arg)
 	const struct fn_stat *x = a, *y = b;
 	double dx = change_of(c, x), dy = change_of(c, y);
 	const struct sm_str *nx, *ny;
-	int r;
 
 	if (dx != dy)
 		return (dx > dy ? -1 : 1);
 	nx = &c->names.strs[x->name];
 	ny = &c->names.strs[y->name];
-	r = memcmp(nx->p, ny->p, SM_MIN(nx->len, ny->len));
-	return (r != 0 ? r : (nx->len > ny->len) - (nx->len < ny->len));
+	return (sm_bytes_cmp(nx->p, nx->len, ny->p, ny->len));
 }
 
 static void

@@ -42,7 +42,7 @@ cov_cmp(const void *a, const void *b)
 {
 	const struct cov *x = a, *y = b;
 
-	return (x->min < y->min ? -1 : x->min > y->min);
+	return (SM_CMP(x->min, y->min));
 }
 
 /* The read unit of member id `id` in zone `zone` ("" none). */

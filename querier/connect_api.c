@@ -841,19 +841,10 @@ static int
 series_sum_desc(const void *a, const void *b)
 {
 	const struct qry_series *x = a, *y = b;
-	uint32_t n = SM_MIN(x->nlabels, y->nlabels);
 
 	if (x->sum != y->sum)
 		return (x->sum > y->sum ? -1 : 1);
-	for (uint32_t i = 0; i < n; i++) {
-		int c = strcmp(x->labels[i]->name, y->labels[i]->name);
-
-		if (c == 0)
-			c = strcmp(x->labels[i]->value, y->labels[i]->value);
-		if (c != 0)
-			return (c);
-	}
-	return (x->nlabels < y->nlabels ? -1 : x->nlabels > y->nlabels);
+	return (qry_labels_cmp(x->labels, x->nlabels, y->labels, y->nlabels));
 }
 
 /* Check SelectSeries' aggregation, limit, stack selector and step; the

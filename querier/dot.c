@@ -52,9 +52,7 @@ by_cum_desc(const void *a, const void *b, void *arg)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	int64_t mx = mag(c->cum[x]), my = mag(c->cum[y]);
 
-	if (mx != my)
-		return (mx > my ? -1 : 1);
-	return (x < y ? -1 : x > y);
+	return (mx != my ? SM_CMP(my, mx) : SM_CMP(x, y));
 }
 
 /* A DOT quoted string's body: '"' and '\' escaped, control bytes as

@@ -563,25 +563,30 @@ pt_cmp(const void *a, const void *b)
 {
 	const struct series_pt *x = a, *y = b;
 
-	if (x->group != y->group)
-		return (x->group < y->group ? -1 : 1);
-	return (x->ts < y->ts ? -1 : x->ts > y->ts);
+	return (x->group != y->group ? SM_CMP(x->group, y->group) :
+	    SM_CMP(x->ts, y->ts));
+}
+
+int
+qry_labels_cmp(Types__V1__LabelPair *const *a, size_t na,
+    Types__V1__LabelPair *const *b, size_t nb)
+{
+	for (size_t i = 0; i < na && i < nb; i++) {
+		int c = strcmp(a[i]->name, b[i]->name);
+
+		if (c == 0)
+			c = strcmp(a[i]->value, b[i]->value);
+		if (c != 0)
+			return (c);
+	}
+	return (SM_CMP(na, nb));
 }
 
 static int
 labels_cmp(const Types__V1__Series *x, const Types__V1__Series *y)
 {
-	size_t n = SM_MIN(x->n_labels, y->n_labels);
-
-	for (size_t i = 0; i < n; i++) {
-		int c = strcmp(x->labels[i]->name, y->labels[i]->name);
-
-		if (c == 0)
-			c = strcmp(x->labels[i]->value, y->labels[i]->value);
-		if (c != 0)
-			return (c);
-	}
-	return (x->n_labels < y->n_labels ? -1 : x->n_labels > y->n_labels);
+	return (qry_labels_cmp(x->labels, x->n_labels, y->labels,
+	    y->n_labels));
 }
 
 /* An ingester's series with its per-point profile counts (or NULL). */

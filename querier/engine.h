@@ -201,6 +201,11 @@ struct qry_pref {
 /* qsort order of struct qry_pref: by series, time, then id. */
 int qry_pref_cmp(const void *a, const void *b);
 
+/* The order of two sorted label sets (an answer's series): pair by pair,
+ * name then value (strcmp), then the shorter first. */
+int qry_labels_cmp(Types__V1__LabelPair *const *a, size_t na,
+    Types__V1__LabelPair *const *b, size_t nb);
+
 struct sm_ptype;
 
 /*

@@ -70,21 +70,6 @@ struct hm_group {
 	uint32_t out;                      /* output index, or UINT32_MAX */
 };
 
-static int
-labels_cmp(Types__V1__LabelPair *const *a, size_t na,
-    Types__V1__LabelPair *const *b, size_t nb)
-{
-	for (size_t i = 0; i < na && i < nb; i++) {
-		int c = strcmp(a[i]->name, b[i]->name);
-
-		if (c == 0)
-			c = strcmp(a[i]->value, b[i]->value);
-		if (c != 0)
-			return (c);
-	}
-	return (na < nb ? -1 : na > nb);
-}
-
 /* Within a group: by slot, then row (precomputed into t / total order). */
 struct hm_cell {
 	int64_t slot;
@@ -96,16 +81,15 @@ static int
 hm_cell_cmp(const void *a, const void *b)
 {
 	const struct hm_cell *x = a, *y = b;
+	int c;
 
-	if (x->slot != y->slot)
-		return (x->slot < y->slot ? -1 : 1);
-	if (x->row != y->row)
-		return (x->row < y->row ? -1 : 1);
+	if ((c = SM_CMP(x->slot, y->slot)) != 0 ||
+	    (c = SM_CMP(x->row, y->row)) != 0)
+		return (c);
 	/* The exemplar first: largest total, earliest, smallest id. */
-	if (x->p->total != y->p->total)
-		return (x->p->total > y->p->total ? -1 : 1);
-	if (x->p->ref.t != y->p->ref.t)
-		return (x->p->ref.t < y->p->ref.t ? -1 : 1);
+	if ((c = SM_CMP(y->p->total, x->p->total)) != 0 ||
+	    (c = SM_CMP(x->p->ref.t, y->p->ref.t)) != 0)
+		return (c);
 	return (memcmp(x->p->ref.id, y->p->ref.id, 16));
 }
 
@@ -244,7 +228,7 @@ grp_order_cmp(const void *a, const void *b, void *arg)
 	const struct hm_group *g = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	return (labels_cmp(g[x].labels, g[x].nlabels, g[y].labels,
+	return (qry_labels_cmp(g[x].labels, g[x].nlabels, g[y].labels,
 	    g[y].nlabels));
 }
 
@@ -255,8 +239,8 @@ grp_count_cmp(const void *a, const void *b, void *arg)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	if (g[x].count != g[y].count)
-		return (g[x].count > g[y].count ? -1 : 1);
-	return (labels_cmp(g[x].labels, g[x].nlabels, g[y].labels,
+		return (SM_CMP(g[y].count, g[x].count));
+	return (qry_labels_cmp(g[x].labels, g[x].nlabels, g[y].labels,
 	    g[y].nlabels));
 }
 
@@ -349,7 +333,7 @@ hm_collect(const struct qry_fan *f, struct hm_prof **ps, size_t *np,
 				g = last_g;
 			} else {
 				for (g = 0; g < *ng; g++) {
-					if (labels_cmp((*gs)[g].labels,
+					if (qry_labels_cmp((*gs)[g].labels,
 					    (*gs)[g].nlabels, sg->labels,
 					    sg->n_labels) == 0)
 						break;

@@ -190,7 +190,7 @@ labelset_cmp(const void *a, const void *b)
 		if (c != 0)
 			return (c);
 	}
-	return (x->n < y->n ? -1 : x->n > y->n);
+	return (SM_CMP(x->n, y->n));
 }
 
 void

@@ -88,9 +88,8 @@ ent_cmp(const void *a, const void *b)
 {
 	const struct plan_ent *x = a, *y = b;
 
-	if (x->fp != y->fp)
-		return (x->fp < y->fp ? -1 : 1);
-	return (x->target < y->target ? -1 : x->target > y->target);
+	return (x->fp != y->fp ? SM_CMP(x->fp, y->fp) :
+	    SM_CMP(x->target, y->target));
 }
 
 static int
@@ -99,7 +98,7 @@ pick_cmp(const void *a, const void *b)
 	const Smolder__V1__Pick *x = *(Smolder__V1__Pick *const *)a;
 	const Smolder__V1__Pick *y = *(Smolder__V1__Pick *const *)b;
 
-	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+	return (SM_CMP(x->fp, y->fp));
 }
 
 /* Per-target picks under construction. */

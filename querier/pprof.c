@@ -26,14 +26,6 @@
 
 #define PP_OTHER "other"
 
-static int
-i64_desc(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y ? -1 : x < y);
-}
-
 struct pp_state {
 	const struct sm_mtree *m;
 	struct sm_arena *a;
@@ -203,7 +195,7 @@ qry_pprof_build(const struct sm_mtree *m, const struct sm_ptype *pt,
 		for (uint32_t i = 1, j = 0; i < n; i++)
 			if (nz[i])
 				sorted[j++] = tot[i] < 0 ? -tot[i] : tot[i];
-		qsort(sorted, nexist, sizeof(*sorted), i64_desc);
+		qsort(sorted, nexist, sizeof(*sorted), sm_i64_desc_cmp);
 		min = sorted[max_nodes - 1];
 	}
 	/* Kept: exists, a total at least min in size, parent kept.  A cut

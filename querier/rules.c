@@ -504,10 +504,7 @@ rules_kick(struct querier *q)
 
 	if (rr == NULL)
 		return;
-	pthread_mutex_lock(&rr->mu);
-	rr->kicked = true;
-	pthread_cond_broadcast(&rr->cv);
-	pthread_mutex_unlock(&rr->mu);
+	sm_cond_set_flag(&rr->mu, &rr->cv, &rr->kicked);
 }
 
 static bool
@@ -814,10 +811,7 @@ qry_rules_stop(struct qry_rules *rr)
 {
 	if (rr == NULL)
 		return;
-	pthread_mutex_lock(&rr->mu);
-	rr->stop = true;
-	pthread_cond_broadcast(&rr->cv);
-	pthread_mutex_unlock(&rr->mu);
+	sm_cond_set_flag(&rr->mu, &rr->cv, &rr->stop);
 	(void)pthread_join(rr->thr, NULL);
 	pthread_cond_destroy(&rr->cv);
 	pthread_mutex_destroy(&rr->mu);

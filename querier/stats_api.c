@@ -147,7 +147,7 @@ an_ent_cmp(const void *a, const void *b)
 {
 	const struct an_ent *x = a, *y = b;
 
-	return (x->fp < y->fp ? -1 : x->fp > y->fp);
+	return (SM_CMP(x->fp, y->fp));
 }
 
 /*

@@ -51,14 +51,6 @@ struct tb_state {
 };
 
 static int
-i64_desc(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y ? -1 : x < y);
-}
-
-static int
 child_cmp(const void *a, const void *b, void *arg)
 {
 	const struct sm_mtree *m = arg;
@@ -66,11 +58,8 @@ child_cmp(const void *a, const void *b, void *arg)
 	uint32_t lx, ly;
 	const char *sx = sm_strtab_str(&m->names, m->tree.name[x], &lx);
 	const char *sy = sm_strtab_str(&m->names, m->tree.name[y], &ly);
-	int c = memcmp(sx, sy, SM_MIN(lx, ly));
 
-	if (c != 0)
-		return (c);
-	return (lx < ly ? -1 : lx > ly);
+	return (sm_bytes_cmp(sx, lx, sy, ly));
 }
 
 static void
@@ -190,7 +179,7 @@ tb_threshold(struct tb_state *st, int64_t max_nodes)
 	for (uint32_t i = 1; i < st->n; i++)
 		if (st->nz[i])
 			sorted[k++] = st->total[i];
-	qsort(sorted, k, sizeof(*sorted), i64_desc);
+	qsort(sorted, k, sizeof(*sorted), sm_i64_desc_cmp);
 	st->min_val = sorted[max_nodes - 1];
 	sm_free(sorted);
 	return (0);

@@ -84,7 +84,7 @@ ent_cmp(const void *a, const void *b)
 {
 	const struct dl_ent *x = a, *y = b;
 
-	return (x->id < y->id ? -1 : x->id > y->id);
+	return (SM_CMP(x->id, y->id));
 }
 
 static const void *
@@ -212,9 +212,8 @@ smp_cmp(const void *a, const void *b)
 {
 	const struct dl_smp *x = a, *y = b;
 
-	if (x->key != y->key)
-		return (x->key < y->key ? -1 : 1);
-	return (x->idx < y->idx ? -1 : x->idx > y->idx);
+	return (x->key != y->key ? SM_CMP(x->key, y->key) :
+	    SM_CMP(x->idx, y->idx));
 }
 
 /* The id tables of p, in the arena. */
