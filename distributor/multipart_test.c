@@ -108,6 +108,28 @@ check_malformed(struct parsed *p, const char *want)
 	SM_CHECKF(strstr(p->err.msg, want) != NULL, "message: %s", p->err.msg);
 }
 
+/* A body the parser refuses, and a word of the message it must give. */
+struct bad {
+	const char *body, *want;
+};
+
+/* Each body of t (boundary b) is refused as malformed with its message;
+ * a row that fails is named. */
+static void
+check_bad(const struct bad *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct parsed p;
+		int failed = sm_test_st.failed;
+
+		parse(&p, t[i].body);
+		check_malformed(&p, t[i].want);
+		done(&p);
+		if (sm_test_st.failed != failed)
+			fprintf(stderr, "      row %zu: %s\n", i, t[i].body);
+	}
+}
+
 static void
 test_pyroscope_go_body(void)
 {
@@ -193,41 +215,35 @@ test_content_type_forms(void)
 static void
 test_content_type_errors(void)
 {
+	static const struct {
+		const char *ct, *want;
+	} bad[] = {
+		{ "multipart/form-data", "has no boundary parameter" },
+		{ "multipart/form-data; charset=utf-8",
+		    "has no boundary parameter" },
+		{ "multipart/mixed; boundary=b",
+		    "is not multipart/form-data" },
+		{ "application/octet-stream", "is not multipart/form-data" },
+		{ NULL, "no Content-Type" },
+		{ "multipart/form-data; boundary=", "malformed Content-Type" },
+		{ "multipart/form-data; boundary=\"\"",
+		    "boundary is 0 bytes" },
+		{ "multipart/form-data; boundary=\"b",
+		    "malformed Content-Type" },
+		{ "multipart/form-data; boundary=a:b",
+		    "malformed Content-Type" },
+		{ "multipart/form-data; boundary=b; boundary=c",
+		    "malformed Content-Type" },
+	};
 	struct parsed p;
 	const char *body = "--b\r\n\r\nv\r\n--b--\r\n";
 	char ct[200], bnd[80];
 
-	parse_n(&p, "multipart/form-data", body, strlen(body));
-	check_malformed(&p, "has no boundary parameter");
-	done(&p);
-	parse_n(&p, "multipart/form-data; charset=utf-8", body, strlen(body));
-	check_malformed(&p, "has no boundary parameter");
-	done(&p);
-	parse_n(&p, "multipart/mixed; boundary=b", body, strlen(body));
-	check_malformed(&p, "is not multipart/form-data");
-	done(&p);
-	parse_n(&p, "application/octet-stream", body, strlen(body));
-	check_malformed(&p, "is not multipart/form-data");
-	done(&p);
-	parse_n(&p, NULL, body, strlen(body));
-	check_malformed(&p, "no Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=\"\"", body, strlen(body));
-	check_malformed(&p, "boundary is 0 bytes");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=\"b", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=a:b", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=b; boundary=c", body,
-	    strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
+	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
+		parse_n(&p, bad[i].ct, body, strlen(body));
+		check_malformed(&p, bad[i].want);
+		done(&p);
+	}
 
 	/* 70 bytes is the most RFC 2046 allows. */
 	memset(bnd, 'x', 71);
@@ -252,84 +268,66 @@ test_content_type_errors(void)
 static void
 test_body_structure_errors(void)
 {
-	struct parsed p;
+	static const struct bad bad[] = {
+		{ "", "no boundary line \"--b\"" },
+		{ "just some text\r\nwithout delimiters\r\n",
+		    "no boundary line" },
+		/* "--bx" is not the boundary "b". */
+		{ "--bx\r\n\r\nv\r\n--bx--\r\n", "no boundary line" },
+		/* No closing delimiter at all. */
+		{ "--b\r\nContent-Disposition: form-data; name=a\r\n\r\ndata",
+		    "part 0: body ends before the closing delimiter" },
+		/* A delimiter cut short at the end of the body. */
+		{ "--b\r\n\r\ndata\r\n--b",
+		    "part 0: body ends inside a delimiter" },
+		{ "--b\r\n\r\ndata\r\n--b\r\n\r\nmore\r\n--b-",
+		    "part 1: body ends" },
+		/* Headers never finished. */
+		{ "--b\r\nContent-Type: text/plain\r\n",
+		    "part 0: body ends inside the headers" },
+		/* Junk after a delimiter or after the close delimiter (Go
+		 * errors too, after returning the part). */
+		{ "--b\r\n\r\ndata\r\n--b junk\r\n",
+		    "part 0: malformed delimiter line" },
+		{ "--b\r\n\r\ndata\r\n--b--junk\r\n",
+		    "part 0: garbage after the closing delimiter" },
+		/* In CRLF mode a delimiter line must end in CRLF. */
+		{ "--b\r\n\r\ndata\r\n--b\nx\r\n--b--",
+		    "part 0: malformed delimiter line" },
+	};
 
-	parse_n(&p, "multipart/form-data; boundary=b", "", 0);
-	check_malformed(&p, "no boundary line \"--b\"");
-	done(&p);
-	parse(&p, "just some text\r\nwithout delimiters\r\n");
-	check_malformed(&p, "no boundary line");
-	done(&p);
-	/* "--bx" is not the boundary "b". */
-	parse(&p, "--bx\r\n\r\nv\r\n--bx--\r\n");
-	check_malformed(&p, "no boundary line");
-	done(&p);
-	/* No closing delimiter at all. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=a\r\n\r\ndata");
-	check_malformed(&p, "part 0: body ends before the closing delimiter");
-	done(&p);
-	/* A delimiter cut short at the end of the body. */
-	parse(&p, "--b\r\n\r\ndata\r\n--b");
-	check_malformed(&p, "part 0: body ends inside a delimiter");
-	done(&p);
-	parse(&p, "--b\r\n\r\ndata\r\n--b\r\n\r\nmore\r\n--b-");
-	check_malformed(&p, "part 1: body ends");
-	done(&p);
-	/* Headers never finished. */
-	parse(&p, "--b\r\nContent-Type: text/plain\r\n");
-	check_malformed(&p, "part 0: body ends inside the headers");
-	done(&p);
-	/* Junk after a delimiter or after the close delimiter (Go errors
-	 * too, after returning the part). */
-	parse(&p, "--b\r\n\r\ndata\r\n--b junk\r\n");
-	check_malformed(&p, "part 0: malformed delimiter line");
-	done(&p);
-	parse(&p, "--b\r\n\r\ndata\r\n--b--junk\r\n");
-	check_malformed(&p, "part 0: garbage after the closing delimiter");
-	done(&p);
-	/* In CRLF mode a delimiter line must end in CRLF. */
-	parse(&p, "--b\r\n\r\ndata\r\n--b\nx\r\n--b--");
-	check_malformed(&p, "part 0: malformed delimiter line");
-	done(&p);
+	check_bad(bad, SM_ARRAY_LEN(bad));
 }
 
 static void
 test_header_errors(void)
 {
+	static const struct bad bad[] = {
+		{ "--b\r\nno colon here\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header line" },
+		{ "--b\r\n: empty name\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header line" },
+		{ "--b\r\nBad Name: x\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header name" },
+		{ "--b\r\n folded: first\r\n\r\nv\r\n--b--",
+		    "starts with a continuation line" },
+		{ "--b\r\n\r\nv\r\n--b\r\nContent-Disposition: form-data; "
+		    "name=\"a\r\n\r\nv\r\n--b--",
+		    "part 1: malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name=a; name=b"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name=\"a\" junk"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+	};
 	struct parsed p;
 	struct sm_buf b = SM_BUF_INIT;
 
-	parse(&p, "--b\r\nno colon here\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header line");
-	done(&p);
-	parse(&p, "--b\r\n: empty name\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header line");
-	done(&p);
-	parse(&p, "--b\r\nBad Name: x\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header name");
-	done(&p);
-	parse(&p, "--b\r\n folded: first\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "starts with a continuation line");
-	done(&p);
+	check_bad(bad, SM_ARRAY_LEN(bad));
 	parse_n(&p, "multipart/form-data; boundary=b",
 	    "--b\r\nX-A: a\0b\r\n\r\nv\r\n--b--", 27);
 	check_malformed(&p, "NUL byte in a header");
-	done(&p);
-	parse(&p, "--b\r\n\r\nv\r\n--b\r\nContent-Disposition: form-data; "
-	    "name=\"a\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 1: malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=a; name=b"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"a\" junk"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
 	done(&p);
 
 	/* 8 KiB of headers per part: a 9000-byte line is too long... */
