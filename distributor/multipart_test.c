@@ -130,6 +130,31 @@ check_bad(const struct bad *t, size_t n)
 	}
 }
 
+/* A body of one part (boundary b) and what that part must be. */
+struct one {
+	const char *body, *name, *fname, *ctype, *data;
+};
+
+/* Each body of t parses to its one part; a row that fails is named. */
+static void
+check_one(const struct one *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct parsed p;
+		int failed = sm_test_st.failed;
+
+		parse(&p, t[i].body);
+		if (p.rv != 0 || p.n != 1)
+			fprintf(stderr, "      row %zu: %s\n", i, p.err.msg);
+		SM_REQUIRE(p.rv == 0 && p.n == 1);
+		check_part(&p.parts[0], t[i].name, t[i].fname, t[i].ctype,
+		    t[i].data, strlen(t[i].data));
+		done(&p);
+		if (sm_test_st.failed != failed)
+			fprintf(stderr, "      row %zu: %s\n", i, t[i].body);
+	}
+}
+
 static void
 test_pyroscope_go_body(void)
 {
@@ -389,6 +414,15 @@ test_too_many_parts(void)
 static void
 test_bare_lf(void)
 {
+	static const struct one one[] = {
+		/* In CRLF mode a bare "\n--b" is data. */
+		{ "--b\r\n\r\ndata\n--b\r\nx\r\n--b--",
+		    "", NULL, NULL, "data\n--b\r\nx" },
+		/* Header lines may end in a bare LF in CRLF mode too
+		 * (textproto). */
+		{ "--b\r\nContent-Type: text/plain\n\nv\r\n--b--",
+		    "", NULL, "text/plain", "v" },
+	};
 	struct parsed p;
 
 	/* Go: LF mode is chosen by the first delimiter line. */
@@ -401,17 +435,7 @@ test_bare_lf(void)
 	check_part(&p.parts[1], "c", NULL, NULL, "x\r", 2);
 	done(&p);
 
-	/* In CRLF mode a bare "\n--b" is data. */
-	parse(&p, "--b\r\n\r\ndata\n--b\r\nx\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "data\n--b\r\nx", 11);
-	done(&p);
-
-	/* Header lines may end in a bare LF in CRLF mode too (textproto). */
-	parse(&p, "--b\r\nContent-Type: text/plain\n\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, "text/plain", "v", 1);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 }
 
 static void
@@ -446,6 +470,14 @@ test_preamble_padding_epilogue(void)
 static void
 test_empty_parts(void)
 {
+	static const struct one one[] = {
+		/* No headers at all. */
+		{ "--b\r\n\r\nv\r\n--b--",
+		    "", NULL, NULL, "v" },
+		/* "--bX" right at the start of the data is data. */
+		{ "--b\r\n\r\n--bX\r\n--b--",
+		    "", NULL, NULL, "--bX" },
+	};
 	struct parsed p;
 
 	/* Empty data, once with the NL and once with the delimiter right
@@ -458,46 +490,42 @@ test_empty_parts(void)
 	check_part(&p.parts[1], "c", NULL, NULL, "", 0);
 	done(&p);
 
-	/* No headers at all. */
-	parse(&p, "--b\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "v", 1);
-	done(&p);
-
-	/* "--bX" right at the start of the data is data. */
-	parse(&p, "--b\r\n\r\n--bX\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "--bX", 4);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 }
 
 static void
 test_disposition_params(void)
 {
+	static const struct one one[] = {
+		/* Escapes: \" and \\ are unescaped; a backslash before an
+		 * ordinary character stays (Go's MSIE rule). */
+		{ "--b\r\nContent-Disposition: form-data; "
+		    "name=\"a\\\"b\\\\c\"; filename=\"C:\\dir\\f.txt\"\r\n\r\n"
+		    "v\r\n--b--",
+		    "a\"b\\c", "C:\\dir\\f.txt", NULL, "v" },
+		/* Case-insensitive names, white space, unknown parameters. */
+		{ "--b\r\ncontent-disposition: Form-Data ; NAME = \"jfr\" ; "
+		    "size=12; FileName= f.jfr\r\nCONTENT-TYPE:  "
+		    "application/x-jfr  \r\n\r\nv\r\n--b--",
+		    "jfr", "f.jfr", "application/x-jfr", "v" },
+		/* Folded header line, joined with a space. */
+		{ "--b\r\nContent-Disposition: form-data;\r\n\t name=a;\r\n "
+		    "filename=\"x y\"\r\n\r\nv\r\n--b--",
+		    "a", "x y", NULL, "v" },
+		/* The first of repeated headers wins, as with Go's
+		 * Header.Get. */
+		{ "--b\r\nContent-Disposition: form-data; name=first\r\n"
+		    "Content-Type: a/b\r\nContent-Disposition: form-data; "
+		    "name=second\r\nContent-Type: c/d\r\n\r\nv\r\n--b--",
+		    "first", NULL, "a/b", "v" },
+		/* Empty quoted name. */
+		{ "--b\r\nContent-Disposition: form-data; name=\"\"\r\n\r\n"
+		    "v\r\n--b--",
+		    "", NULL, NULL, "v" },
+	};
 	struct parsed p;
 
-	/* Escapes: \" and \\ are unescaped; a backslash before an ordinary
-	 * character stays (Go's MSIE rule). */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"a\\\"b\\\\c\"; "
-	    "filename=\"C:\\dir\\f.txt\"\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "a\"b\\c", "C:\\dir\\f.txt", NULL, "v", 1);
-	done(&p);
-
-	/* Case-insensitive names, white space, unknown parameters. */
-	parse(&p, "--b\r\ncontent-disposition: Form-Data ; NAME = \"jfr\" ; "
-	    "size=12; FileName= f.jfr\r\nCONTENT-TYPE:  application/x-jfr  "
-	    "\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "jfr", "f.jfr", "application/x-jfr", "v", 1);
-	done(&p);
-
-	/* Folded header line, joined with a space. */
-	parse(&p, "--b\r\nContent-Disposition: form-data;\r\n\t name=a;\r\n "
-	    "filename=\"x y\"\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "a", "x y", NULL, "v", 1);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 
 	/* No Content-Disposition; a non-form-data one has no name. */
 	parse(&p, "--b\r\nContent-Type: text/plain\r\n\r\nv\r\n--b\r\n"
@@ -506,21 +534,6 @@ test_disposition_params(void)
 	SM_REQUIRE(p.rv == 0 && p.n == 2);
 	check_part(&p.parts[0], "", NULL, "text/plain", "v", 1);
 	check_part(&p.parts[1], "", "f", NULL, "w", 1);
-	done(&p);
-
-	/* The first of repeated headers wins, as with Go's Header.Get. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=first\r\n"
-	    "Content-Type: a/b\r\nContent-Disposition: form-data; name=second"
-	    "\r\nContent-Type: c/d\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "first", NULL, "a/b", "v", 1);
-	done(&p);
-
-	/* Empty quoted name. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"\"\r\n\r\n"
-	    "v\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "v", 1);
 	done(&p);
 }
 
