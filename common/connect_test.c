@@ -347,8 +347,7 @@ test_proto_call(void)
 	r.label_selector = "{service_name=\"a\"}";
 	r.start = 1000;
 	r.end = 2000;
-	r.n_group_by = 2;
-	r.group_by = gb;
+	SM_PB_REPEATED(r, group_by, gb);
 	r.step = 15;
 	r.limit = 3;
 	body = pack(&r.base, &len);
