@@ -151,6 +151,17 @@ fx_folded(struct fx *f, const char *s, int64_t scale)
 	fx_finish(f);
 }
 
+/* A fresh fx with the len bytes of s parsed as lines (required) and
+ * finished. */
+static void
+fx_lines(struct fx *f, const char *s, size_t len, int64_t scale)
+{
+	fx_init(f);
+	SM_REQUIRE(dist_lines_parse((const uint8_t *)s, len, &f->b, f->series,
+	    scale, &f->err) == 0);
+	fx_finish(f);
+}
+
 /* The finished fx's total and its number of stacks. */
 static void
 check_counts(struct fx *f, int64_t total, uint32_t stacks)
@@ -485,10 +496,7 @@ test_lines(void)
 	static const char body[] = "a;b\na;b\r\nc\n\n\r\na;b;c\nc";
 	struct fx f;
 
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)body, sizeof(body) - 1,
-	    &f.b, f.series, 1, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, body, sizeof(body) - 1, 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 2);
 	SM_CHECK_EQ(fx_stack_value(&f, "c"), 2);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b;c"), 1);
@@ -496,18 +504,12 @@ test_lines(void)
 	fx_fini(&f);
 
 	/* Scaled; counts are not parsed ("x 5" is a frame). */
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)"x 5\nx 5\n", 8, &f.b,
-	    f.series, 10, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, "x 5\nx 5\n", 8, 10);
 	SM_CHECK_EQ(fx_stack_value(&f, "x 5"), 20);
 	fx_fini(&f);
 
 	/* UTF-16 works for lines too. */
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)"\xff\xfe" "a\0;\0b\0",
-	    8, &f.b, f.series, 1, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, "\xff\xfe" "a\0;\0b\0", 8, 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 1);
 	fx_fini(&f);
 }
