@@ -296,8 +296,8 @@ sm_test_free_port(void)
 
 /*
  * Point the protobuf-c repeated field `f` of message m at all of the
- * array arr: m.n_f = its length, m.f = arr (the count cannot drift from
- * the array).
+ * array arr (an array, not a pointer): m.n_f = its length, m.f = arr, so
+ * the count cannot drift from the array.
  */
 #define SM_PB_REPEATED(m, f, arr)                                           \
 	((m).n_##f = sizeof(arr) / sizeof((arr)[0]), (m).f = (arr))
