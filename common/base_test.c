@@ -3,6 +3,7 @@
  * buf, labels, gz, flags, module, tenant.
  */
 #include "sm_test.h"
+#include "sm_test_errwire.h"
 
 #include <errno.h>
 
@@ -646,27 +647,6 @@ test_utf8_repair(void)
 static void
 test_err_wire(void)
 {
-	static const struct {
-		int rv, status;
-		const char *code;
-	} want[] = {
-		{ SM_EINVAL, 400, "invalid_argument" },
-		{ SM_ETOOBIG, 413, "invalid_argument" },
-		{ SM_ELIMIT, 429, "resource_exhausted" },
-		{ SM_EAUTH, 401, "unauthenticated" },
-		{ SM_EFORBIDDEN, 403, "permission_denied" },
-		{ SM_ENOTFOUND, 404, "not_found" },
-		{ SM_EEXIST, 409, "already_exists" },
-		{ SM_EUNAVAIL, 503, "unavailable" },
-		{ SM_ECLOSED, 503, "unavailable" },
-		{ SM_ETIMEDOUT, 504, "deadline_exceeded" },
-		{ SM_EUNSUPPORTED, 415, "unimplemented" },
-		{ SM_ECORRUPT, 500, "data_loss" },
-		{ SM_EINTERNAL, 500, "internal" },
-		{ -ENOENT, 500, "internal" },
-		{ 12345, 500, "internal" },
-	};
-
 	for (int rv = SM_ENOMEM; rv < SM_E_LAST_; rv++) {
 		const struct sm_err_wire *w = sm_err_wire(rv);
 
@@ -682,10 +662,11 @@ test_err_wire(void)
 	}
 	SM_CHECK_STR(sm_err_wire(SM_ENOMEM)->connect_code,
 	    "resource_exhausted");
-	for (size_t i = 0; i < SM_ARRAY_LEN(want); i++) {
-		SM_CHECK_EQ(sm_err_wire(want[i].rv)->http_status,
-		    want[i].status);
-		SM_CHECK_STR(sm_err_wire(want[i].rv)->http_code, want[i].code);
+	for (size_t i = 0; i < SM_ARRAY_LEN(sm_test_err_wire); i++) {
+		const struct sm_test_err_wire *e = &sm_test_err_wire[i];
+
+		SM_CHECK_EQ(sm_err_wire(e->rv)->http_status, e->status);
+		SM_CHECK_STR(sm_err_wire(e->rv)->http_code, e->code);
 	}
 }
 

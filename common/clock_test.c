@@ -127,6 +127,24 @@ waiter_end(struct waiter *w)
 	return (atomic_load(&w->state));
 }
 
+/* A waiter on c with this deadline ends at a signal, signalled (1). */
+static void
+check_signal_ends_wait(const struct sm_clock *c, int64_t deadline)
+{
+	struct waiter w;
+	pthread_t th;
+
+	waiter_init(&w, c, deadline);
+	SM_REQUIRE(pthread_create(&th, NULL, wait_main, &w) == 0);
+	pthread_mutex_lock(&w.mu);
+	w.go = true;
+	pthread_cond_signal(&w.cv);
+	pthread_mutex_unlock(&w.mu);
+	SM_CHECK_EQ(waiter_end(&w), 1);
+	pthread_join(th, NULL);
+	waiter_fini(&w);
+}
+
 /*
  * A manual clock's wait ends when the clock reaches its deadline, however
  * little real time passed, and never before; a signal ends it early.
@@ -160,15 +178,7 @@ test_manual_wait(void)
 	waiter_fini(&w);
 
 	/* a signal ends it with the clock standing still */
-	waiter_init(&w, &c, sm_clock_mono_ns(&c) + 1000 * MS);
-	SM_REQUIRE(pthread_create(&th, NULL, wait_main, &w) == 0);
-	pthread_mutex_lock(&w.mu);
-	w.go = true;
-	pthread_cond_signal(&w.cv);
-	pthread_mutex_unlock(&w.mu);
-	SM_CHECK_EQ(waiter_end(&w), 1);
-	pthread_join(th, NULL);
-	waiter_fini(&w);
+	check_signal_ends_wait(&c, sm_clock_mono_ns(&c) + 1000 * MS);
 }
 
 /* The real clock's wait is sm_cond_wait_until's: a past deadline is false
@@ -177,7 +187,6 @@ static void
 test_real_wait(void)
 {
 	struct waiter w;
-	pthread_t th;
 
 	waiter_init(&w, NULL, sm_mono_ns() - 1);
 	pthread_mutex_lock(&w.mu);
@@ -186,15 +195,7 @@ test_real_wait(void)
 	pthread_mutex_unlock(&w.mu);
 	waiter_fini(&w);
 
-	waiter_init(&w, &sm_clock_real, INT64_MAX);
-	SM_REQUIRE(pthread_create(&th, NULL, wait_main, &w) == 0);
-	pthread_mutex_lock(&w.mu);
-	w.go = true;
-	pthread_cond_signal(&w.cv);
-	pthread_mutex_unlock(&w.mu);
-	SM_CHECK_EQ(waiter_end(&w), 1);
-	pthread_join(th, NULL);
-	waiter_fini(&w);
+	check_signal_ends_wait(&sm_clock_real, INT64_MAX);
 }
 
 SM_TEST_MAIN(

@@ -347,8 +347,7 @@ test_proto_call(void)
 	r.label_selector = "{service_name=\"a\"}";
 	r.start = 1000;
 	r.end = 2000;
-	r.n_group_by = 2;
-	r.group_by = gb;
+	SM_PB_REPEATED(r, group_by, gb);
 	r.step = 15;
 	r.limit = 3;
 	body = pack(&r.base, &len);
@@ -941,48 +940,63 @@ test_malformed(void)
 	static const uint8_t junk[] = { 0x0a, 0x05, 'a', 'b' };   /* short */
 	static const uint8_t badwire[] = { 0x0f, 0x01 };           /* type 7 */
 	static const uint8_t cut[] = { 0x18, 0x01, 0x0a, 0x01 };   /* no data */
+#define BYTES(b) b, sizeof(b)
+#define TEXT(s) s, sizeof(s) - 1
+	/* Each is a 400 invalid_argument with this in its message. */
+	static const struct {
+		const char *ct;
+		const void *body;
+		size_t len;
+		const char *msg;
+	} bad[] = {
+		{ CT_PROTO, BYTES(junk), "unmarshal into "
+		    "querier.v1.SelectSeriesRequest: malformed protobuf data" },
+		{ CT_PROTO, BYTES(badwire), "malformed protobuf" },
+		{ CT_PROTO, BYTES(cut), "malformed protobuf" },
+		{ CT_JSON, TEXT("{"),
+		    "invalid querier.v1.SelectSeriesRequest JSON: " },
+		{ CT_JSON, TEXT("[]"), "not an object" },
+		{ CT_JSON, TEXT("{\"start\":\"soon\"}"),
+		    "field \\\"start\\\": invalid int64 \\\"soon\\\"" },
+		/* Proto bytes under the JSON content type, and the reverse. */
+		{ CT_JSON, BYTES(junk), "JSON" },
+		{ CT_PROTO, TEXT("{\"start\":1}"), "malformed protobuf" },
+	};
+#undef BYTES
+#undef TEXT
 	struct sm_http *h;
 	struct sm_test_resp rs;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, junk,
-	    sizeof(junk), &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "unmarshal into "
-	    "querier.v1.SelectSeriesRequest: malformed protobuf data");
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, badwire,
-	    sizeof(badwire), &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO, cut,
-	    sizeof(cut), &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	sm_test_resp_free(&rs);
-
-	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON, "{",
-	    &rs) == 0);
-	check_error(&rs, 400, "invalid_argument",
-	    "invalid querier.v1.SelectSeriesRequest JSON: ");
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON, "[]",
-	    &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "not an object");
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_JSON,
-	    "{\"start\":\"soon\"}", &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "field \\\"start\\\": "
-	    "invalid int64 \\\"soon\\\"");
-	sm_test_resp_free(&rs);
-	/* Proto bytes under the JSON content type, and the reverse. */
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_JSON, junk,
-	    sizeof(junk), &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "JSON");
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post_str(sm_http_port(h), PATH_SERIES, CT_PROTO,
-	    "{\"start\":1}", &rs) == 0);
-	check_error(&rs, 400, "invalid_argument", "malformed protobuf");
-	sm_test_resp_free(&rs);
+	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
+		SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, bad[i].ct,
+		    bad[i].body, bad[i].len, &rs) == 0);
+		check_error(&rs, 400, "invalid_argument", bad[i].msg);
+		sm_test_resp_free(&rs);
+	}
 	sm_http_destroy(h);
+}
+
+/* The "deadline" label (ms left) of a call with this Connect-Timeout-Ms. */
+static long long
+deadline_left(struct sm_http *h, const char *timeout_ms)
+{
+	Querier__V1__SelectSeriesResponse *out;
+	struct sm_test_resp rs;
+	char hdrs[128];
+	long long left;
+
+	snprintf(hdrs, sizeof(hdrs), CT_PROTO "Connect-Timeout-Ms: %s\r\n",
+	    timeout_ms);
+	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, hdrs, "", 0,
+	    &rs) == 0);
+	SM_CHECK_EQ(rs.status, 200);
+	out = unpack_resp(&rs);
+	SM_REQUIRE(label(out, "deadline") != NULL);
+	left = atoll(label(out, "deadline"));
+	querier__v1__select_series_response__free_unpacked(out, NULL);
+	sm_test_resp_free(&rs);
+	return (left);
 }
 
 static void
@@ -992,38 +1006,17 @@ test_headers(void)
 		"12345678901", "abc", "-1", "+5", "1.5", "5 0", "0x10",
 		"99999999999999999999",
 	};
-	Querier__V1__SelectSeriesResponse *out;
 	struct sm_http *h;
 	struct sm_test_resp rs;
 	char hdrs[128];
 	long long left;
 
 	SM_REQUIRE((h = srv_start()) != NULL);
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
-	    "Connect-Timeout-Ms: 5000\r\n", "", 0, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 200);
-	out = unpack_resp(&rs);
-	SM_REQUIRE(label(out, "deadline") != NULL);
-	left = atoll(label(out, "deadline"));
+	left = deadline_left(h, "5000");
 	SM_CHECKF(left > 3000 && left <= 5000, "%lld ms left", left);
-	querier__v1__select_series_response__free_unpacked(out, NULL);
-	sm_test_resp_free(&rs);
-
 	/* 10 digits is the most Connect allows. */
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
-	    "Connect-Timeout-Ms: 9999999999\r\n", "", 0, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 200);
-	out = unpack_resp(&rs);
-	SM_CHECK(atoll(label(out, "deadline")) > 9999990000LL);
-	querier__v1__select_series_response__free_unpacked(out, NULL);
-	sm_test_resp_free(&rs);
-	SM_REQUIRE(cli_post(sm_http_port(h), PATH_SERIES, CT_PROTO
-	    "Connect-Timeout-Ms: 0\r\n", "", 0, &rs) == 0);
-	SM_CHECK_EQ(rs.status, 200);
-	out = unpack_resp(&rs);
-	SM_CHECK(atoll(label(out, "deadline")) <= 0);
-	querier__v1__select_series_response__free_unpacked(out, NULL);
-	sm_test_resp_free(&rs);
+	SM_CHECK(deadline_left(h, "9999999999") > 9999990000LL);
+	SM_CHECK(deadline_left(h, "0") <= 0);
 
 	for (size_t i = 0; i < SM_ARRAY_LEN(bad_tmo); i++) {
 		snprintf(hdrs, sizeof(hdrs), CT_PROTO

@@ -6,6 +6,7 @@
  * status lines, headers, JSON error bodies, when connections are closed.
  */
 #include "sm_test.h"
+#include "sm_test_errwire.h"
 #include "sm_test_http.h"
 
 #include <arpa/inet.h>
@@ -1397,32 +1398,13 @@ test_stop_idle_and_unstarted(void)
 static void
 test_status_for(void)
 {
-	static const struct {
-		int rv, status;
-		const char *code;
-	} cases[] = {
-		{ SM_EINVAL, 400, "invalid_argument" },
-		{ SM_EMALFORMED, 400, "invalid_argument" },
-		{ SM_ETOOBIG, 413, "invalid_argument" },
-		{ SM_ELIMIT, 429, "resource_exhausted" },
-		{ SM_EAUTH, 401, "unauthenticated" },
-		{ SM_ENOTFOUND, 404, "not_found" },
-		{ SM_EUNAVAIL, 503, "unavailable" },
-		{ SM_ETIMEDOUT, 504, "deadline_exceeded" },
-		{ SM_EUNSUPPORTED, 415, "unimplemented" },
-		{ SM_ENOMEM, 500, "internal" },
-		{ SM_EIO, 500, "internal" },
-		{ SM_EINTERNAL, 500, "internal" },
-		{ -5, 500, "internal" },
-	};
-
-	for (size_t i = 0; i < SM_ARRAY_LEN(cases); i++) {
+	for (size_t i = 0; i < SM_ARRAY_LEN(sm_test_err_wire); i++) {
 		int status = 0;
 		const char *code = NULL;
 
-		sm_http_status_for(cases[i].rv, &status, &code);
-		SM_CHECK_EQ(status, cases[i].status);
-		SM_CHECK_STR(code, cases[i].code);
+		sm_http_status_for(sm_test_err_wire[i].rv, &status, &code);
+		SM_CHECK_EQ(status, sm_test_err_wire[i].status);
+		SM_CHECK_STR(code, sm_test_err_wire[i].code);
 	}
 }
 

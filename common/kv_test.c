@@ -17,7 +17,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "sm_test.h"
+#include "sm_test_rmtree.h"
 
 #define KV_TEST_CHILD "KV_TEST_CHILD"
 #define CHILD_KEYS 2000
@@ -42,19 +42,10 @@ tdir_make(struct tdir *d)
 	SM_REQUIRE(mkdtemp(d->path) != NULL);
 }
 
-static int
-tdir_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return (remove(p));
-}
-
 static void
 tdir_remove(struct tdir *d)
 {
-	SM_CHECK(nftw(d->path, tdir_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0);
+	SM_CHECK(sm_test_rm_tree(d->path) == 0);
 }
 
 /* Small memtables and cache: tests are about behaviour, not speed. */

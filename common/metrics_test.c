@@ -58,6 +58,23 @@ scrape_family(const char *name)
 		sm_free(got_);                                              \
 	} while (0)
 
+/* The exposition of a family without labels: HELP, TYPE, its one sample. */
+#define CHECK_UNLABELLED(name, help, type, value)                           \
+	CHECK_FAMILY(name, "# HELP " name " " help "\n# TYPE " name " "    \
+	    type "\n" name " " value "\n")
+
+/* Register a family without labels; its one child (required). */
+static struct sm_metric_child *
+unlabelled(enum sm_metric_kind kind, const char *name, const char *help,
+    const double *bounds, size_t nbounds)
+{
+	struct sm_metric_child *c = sm_metric_child0(sm_metric_register(kind,
+	    name, help, NULL, bounds, nbounds));
+
+	SM_REQUIRE(c != NULL);
+	return (c);
+}
+
 static void
 test_counter(void)
 {
@@ -66,23 +83,15 @@ test_counter(void)
 	struct sm_metric_child *c = sm_metric_child0(m);
 
 	SM_REQUIRE(m != NULL && c != NULL);
-	CHECK_FAMILY("t_counter_total",
-	    "# HELP t_counter_total Things done.\n"
-	    "# TYPE t_counter_total counter\n"
-	    "t_counter_total 0\n");
+	CHECK_UNLABELLED("t_counter_total", "Things done.", "counter", "0");
 	sm_counter_inc(c);
 	sm_counter_add(c, 41);
 	SM_CHECK(sm_metric_value(c) == 42);
-	CHECK_FAMILY("t_counter_total",
-	    "# HELP t_counter_total Things done.\n"
-	    "# TYPE t_counter_total counter\n"
-	    "t_counter_total 42\n");
+	CHECK_UNLABELLED("t_counter_total", "Things done.", "counter", "42");
 	/* Integers stay integers past 2^53, where a double would round. */
 	sm_counter_add(c, (UINT64_C(1) << 53) - 41);
-	CHECK_FAMILY("t_counter_total",
-	    "# HELP t_counter_total Things done.\n"
-	    "# TYPE t_counter_total counter\n"
-	    "t_counter_total 9007199254740993\n");
+	CHECK_UNLABELLED("t_counter_total", "Things done.", "counter",
+	    "9007199254740993");
 	/* sm_metric_child on an unlabelled family is its only child. */
 	SM_CHECK(sm_metric_child(m) == c);
 }
@@ -120,43 +129,26 @@ test_counter_labels(void)
 static void
 test_gauge(void)
 {
-	struct sm_metric *m = sm_metric_register(SM_METRIC_GAUGE,
-	    "t_gauge_celsius", "Temperature.", NULL, NULL, 0);
-	struct sm_metric_child *c = sm_metric_child0(m);
+	struct sm_metric_child *c = unlabelled(SM_METRIC_GAUGE,
+	    "t_gauge_celsius", "Temperature.", NULL, 0);
 
-	SM_REQUIRE(c != NULL);
-	CHECK_FAMILY("t_gauge_celsius",
-	    "# HELP t_gauge_celsius Temperature.\n"
-	    "# TYPE t_gauge_celsius gauge\n"
-	    "t_gauge_celsius 0\n");
+	CHECK_UNLABELLED("t_gauge_celsius", "Temperature.", "gauge", "0");
 	sm_gauge_set(c, 3.5);
 	sm_gauge_add(c, -5);
 	SM_CHECK(sm_metric_value(c) == -1.5);
-	CHECK_FAMILY("t_gauge_celsius",
-	    "# HELP t_gauge_celsius Temperature.\n"
-	    "# TYPE t_gauge_celsius gauge\n"
-	    "t_gauge_celsius -1.5\n");
+	CHECK_UNLABELLED("t_gauge_celsius", "Temperature.", "gauge", "-1.5");
 	sm_gauge_set(c, -0.25);
 	sm_gauge_add(c, -0.5);
 	SM_CHECK(sm_metric_value(c) == -0.75);
 	sm_gauge_add(c, 0.75);
 	SM_CHECK(sm_metric_value(c) == 0);
 	sm_gauge_set(c, INFINITY);
-	CHECK_FAMILY("t_gauge_celsius",
-	    "# HELP t_gauge_celsius Temperature.\n"
-	    "# TYPE t_gauge_celsius gauge\n"
-	    "t_gauge_celsius +Inf\n");
+	CHECK_UNLABELLED("t_gauge_celsius", "Temperature.", "gauge", "+Inf");
 	sm_gauge_set(c, -INFINITY);
-	CHECK_FAMILY("t_gauge_celsius",
-	    "# HELP t_gauge_celsius Temperature.\n"
-	    "# TYPE t_gauge_celsius gauge\n"
-	    "t_gauge_celsius -Inf\n");
+	CHECK_UNLABELLED("t_gauge_celsius", "Temperature.", "gauge", "-Inf");
 	sm_gauge_set(c, NAN);
 	SM_CHECK(isnan(sm_metric_value(c)));
-	CHECK_FAMILY("t_gauge_celsius",
-	    "# HELP t_gauge_celsius Temperature.\n"
-	    "# TYPE t_gauge_celsius gauge\n"
-	    "t_gauge_celsius NaN\n");
+	CHECK_UNLABELLED("t_gauge_celsius", "Temperature.", "gauge", "NaN");
 }
 
 /* Gauge values print as Go's strconv.FormatFloat(v, 'g', -1, 64). */
@@ -208,11 +200,9 @@ static void
 test_histogram(void)
 {
 	static const double bounds[] = { 0.25, 0.5, 1 };
-	struct sm_metric *m = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "t_latency_seconds", "Latency.", NULL, bounds, 3);
-	struct sm_metric_child *c = sm_metric_child0(m);
+	struct sm_metric_child *c = unlabelled(SM_METRIC_HISTOGRAM,
+	    "t_latency_seconds", "Latency.", bounds, 3);
 
-	SM_REQUIRE(c != NULL);
 	CHECK_FAMILY("t_latency_seconds",
 	    "# HELP t_latency_seconds Latency.\n"
 	    "# TYPE t_latency_seconds histogram\n"
@@ -274,12 +264,10 @@ static void
 test_histogram_bounds(void)
 {
 	static const double bounds[] = { 0.005, 0.01 };
-	struct sm_metric *m = sm_metric_register(SM_METRIC_HISTOGRAM,
-	    "t_bounds_seconds", "Bounds.", NULL, bounds, 2);
-	struct sm_metric_child *c = sm_metric_child0(m);
+	struct sm_metric_child *c = unlabelled(SM_METRIC_HISTOGRAM,
+	    "t_bounds_seconds", "Bounds.", bounds, 2);
 	char *got;
 
-	SM_REQUIRE(c != NULL);
 	sm_histogram_observe(c, 0.005);
 	sm_histogram_observe(c, nextafter(0.005, 0));
 	sm_histogram_observe(c, nextafter(0.005, 1));
@@ -406,10 +394,7 @@ test_idempotent_registration(void)
 	/* A NULL help is the empty help. */
 	SM_REQUIRE(sm_metric_register(SM_METRIC_GAUGE, "t_idem_nohelp", NULL,
 	    NULL, NULL, 0) != NULL);
-	CHECK_FAMILY("t_idem_nohelp",
-	    "# HELP t_idem_nohelp \n"
-	    "# TYPE t_idem_nohelp gauge\n"
-	    "t_idem_nohelp 0\n");
+	CHECK_UNLABELLED("t_idem_nohelp", "", "gauge", "0");
 }
 
 static void
@@ -511,42 +496,24 @@ test_gauge_fn(void)
 	double a = 2.5, b = 4;
 
 	sm_metric_gauge_fn("t_fn_bytes", "Bytes.", fn_read, &a);
-	CHECK_FAMILY("t_fn_bytes",
-	    "# HELP t_fn_bytes Bytes.\n"
-	    "# TYPE t_fn_bytes gauge\n"
-	    "t_fn_bytes 2.5\n");
+	CHECK_UNLABELLED("t_fn_bytes", "Bytes.", "gauge", "2.5");
 	a = -3;         /* evaluated at scrape, not at registration */
-	CHECK_FAMILY("t_fn_bytes",
-	    "# HELP t_fn_bytes Bytes.\n"
-	    "# TYPE t_fn_bytes gauge\n"
-	    "t_fn_bytes -3\n");
+	CHECK_UNLABELLED("t_fn_bytes", "Bytes.", "gauge", "-3");
 	/* Two bindings of one name add up; the same binding twice does not. */
 	sm_metric_gauge_fn("t_fn_bytes", "Ignored.", fn_read, &b);
 	sm_metric_gauge_fn("t_fn_bytes", "Ignored.", fn_read, &b);
 	sm_metric_gauge_fn("t_fn_other", "Other.", fn_twice, &b);
-	CHECK_FAMILY("t_fn_bytes",
-	    "# HELP t_fn_bytes Bytes.\n"
-	    "# TYPE t_fn_bytes gauge\n"
-	    "t_fn_bytes 1\n");
-	CHECK_FAMILY("t_fn_other",
-	    "# HELP t_fn_other Other.\n"
-	    "# TYPE t_fn_other gauge\n"
-	    "t_fn_other 8\n");
+	CHECK_UNLABELLED("t_fn_bytes", "Bytes.", "gauge", "1");
+	CHECK_UNLABELLED("t_fn_other", "Other.", "gauge", "8");
 	/* Removal by arg, under every name. */
 	sm_metric_gauge_fn_remove(&b);
-	CHECK_FAMILY("t_fn_bytes",
-	    "# HELP t_fn_bytes Bytes.\n"
-	    "# TYPE t_fn_bytes gauge\n"
-	    "t_fn_bytes -3\n");
+	CHECK_UNLABELLED("t_fn_bytes", "Bytes.", "gauge", "-3");
 	CHECK_FAMILY("t_fn_other", "");
 	sm_metric_gauge_fn_remove(&a);
 	CHECK_FAMILY("t_fn_bytes", "");
 	sm_metric_gauge_fn_remove(&a);          /* nothing left: a no-op */
 	sm_metric_gauge_fn("t_fn_bytes", "Bytes.", fn_read, &b);
-	CHECK_FAMILY("t_fn_bytes",
-	    "# HELP t_fn_bytes Bytes.\n"
-	    "# TYPE t_fn_bytes gauge\n"
-	    "t_fn_bytes 4\n");
+	CHECK_UNLABELLED("t_fn_bytes", "Bytes.", "gauge", "4");
 	sm_metric_gauge_fn_remove(&b);
 	CHECK_FAMILY("t_fn_bytes", "");
 }
@@ -570,10 +537,7 @@ test_gauge_fn_may_update(void)
 
 	SM_REQUIRE(m != NULL);
 	sm_metric_gauge_fn("t_fn_calls", "Calls.", fn_counts_calls, m);
-	CHECK_FAMILY("t_fn_calls",
-	    "# HELP t_fn_calls Calls.\n"
-	    "# TYPE t_fn_calls gauge\n"
-	    "t_fn_calls 1\n");
+	CHECK_UNLABELLED("t_fn_calls", "Calls.", "gauge", "1");
 	/* Second scrape: functions run before the walk, so it shows 2. */
 	CHECK_FAMILY("t_fn_calls_total",
 	    "# HELP t_fn_calls_total Calls.\n"

@@ -342,8 +342,7 @@ test_select_series_exact(void)
 	    "\"{service_name=\\\"a\\\"}\",\"start\":\"1000\",\"end\":\"2000\","
 	    "\"step\":15}");
 
-	r.n_group_by = 2;
-	r.group_by = gb;
+	SM_PB_REPEATED(r, group_by, gb);
 	r.step = 0.5;
 	r.aggregation = 1;      /* TIME_SERIES_AGGREGATION_TYPE_AVERAGE */
 	r.limit = 10;
@@ -409,19 +408,16 @@ test_merge_stacktraces_round_trip(void)
 	r.format = QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE;
 	l1.name = "main";
 	l2.name = "runtime.gcBgMarkWorker";
-	sts.n_call_site = 2;
-	sts.call_site = locs;
+	SM_PB_REPEATED(sts, call_site, locs);
 	pgo.keep_locations = 5;
 	pgo.aggregate_callees = 1;
 	sts.go_pgo = &pgo;
 	r.stack_trace_selector = &sts;
-	r.n_profile_id_selector = 2;
-	r.profile_id_selector = pids;
+	SM_PB_REPEATED(r, profile_id_selector, pids);
 	aq.request_id = "rq";
 	aq.type = -2;
 	r.async = &aq;
-	r.n_trace_id_selector = 1;
-	r.trace_id_selector = tids;
+	SM_PB_REPEATED(r, trace_id_selector, tids);
 	round_trip(&r.base, "{\"profileTypeID\":\"memory:inuse_space:bytes:"
 	    "space:bytes\",\"labelSelector\":\"{}\",\"start\":\"1700000000000\","
 	    "\"end\":\"1700003600000\",\"maxNodes\":\"16384\","
@@ -448,14 +444,10 @@ test_flamegraph(void)
 	Querier__V1__SelectMergeStacktracesResponse *back;
 
 	SM_REQUIRE(a != NULL);
-	l0.n_values = 4;
-	l0.values = v0;
-	l1.n_values = 8;
-	l1.values = v1;
-	fg.n_names = 3;
-	fg.names = names;
-	fg.n_levels = 2;
-	fg.levels = lv;
+	SM_PB_REPEATED(l0, values, v0);
+	SM_PB_REPEATED(l1, values, v1);
+	SM_PB_REPEATED(fg, names, names);
+	SM_PB_REPEATED(fg, levels, lv);
 	fg.total = 100;
 	fg.max_self = 60;
 	resp.flamegraph = &fg;
@@ -496,8 +488,7 @@ test_profile_types(void)
 	t2.name = "memory";
 	t2.sample_type = "alloc_objects";
 	t2.sample_unit = "count";
-	r.n_profile_types = 2;
-	r.profile_types = ts;
+	SM_PB_REPEATED(r, profile_types, ts);
 	round_trip(&r.base, "{\"profileTypes\":[{\"ID\":\"process_cpu:cpu:"
 	    "nanoseconds:cpu:nanoseconds\",\"name\":\"process_cpu\","
 	    "\"sampleType\":\"cpu\",\"sampleUnit\":\"nanoseconds\","
@@ -528,12 +519,9 @@ test_series_points(void)
 	p[2].value = 123456789012.25;
 	p[2].timestamp = -3000;
 	p[3].value = 1e-9;
-	s.n_labels = 1;
-	s.labels = lps;
-	s.n_points = 4;
-	s.points = ps;
-	r.n_series = 1;
-	r.series = ss;
+	SM_PB_REPEATED(s, labels, lps);
+	SM_PB_REPEATED(s, points, ps);
+	SM_PB_REPEATED(r, series, ss);
 	round_trip(&r.base, "{\"series\":[{\"labels\":[{\"name\":"
 	    "\"service_name\",\"value\":\"a\\\"b\\u003cc\\u003e\"}],"
 	    "\"points\":[{\"value\":1.5,\"timestamp\":\"1000\"},"
@@ -567,12 +555,9 @@ test_push_request_bytes(void)
 	sm[1].raw_profile.len = 1;
 	sm[2].raw_profile.data = two;
 	sm[2].raw_profile.len = 2;
-	s.n_labels = 1;
-	s.labels = lps;
-	s.n_samples = 3;
-	s.samples = sms;
-	r.n_series = 1;
-	r.series = ss;
+	SM_PB_REPEATED(s, labels, lps);
+	SM_PB_REPEATED(s, samples, sms);
+	SM_PB_REPEATED(r, series, ss);
 	round_trip(&r.base, "{\"series\":[{\"labels\":[{\"name\":"
 	    "\"__name__\",\"value\":\"process_cpu\"}],\"samples\":["
 	    "{\"rawProfile\":\"H4sIAP/+Pg==\",\"ID\":"
@@ -701,16 +686,11 @@ test_all_types(void)
 	x.has_opt_i32 = 1;              /* proto2 presence: 0 is written */
 	x.opt_i32 = 0;
 	x.opt_s = "";                   /* not the default pointer: set */
-	x.n_r_f = 3;
-	x.r_f = rf;
-	x.n_r_u64 = 2;
-	x.r_u64 = ru;
-	x.n_r_b = 2;
-	x.r_b = rb;
-	x.n_r_e = 3;
-	x.r_e = re;
-	x.n_r_by = 2;
-	x.r_by = rby;
+	SM_PB_REPEATED(x, r_f, rf);
+	SM_PB_REPEATED(x, r_u64, ru);
+	SM_PB_REPEATED(x, r_b, rb);
+	SM_PB_REPEATED(x, r_e, re);
+	SM_PB_REPEATED(x, r_by, rby);
 	x.pick_case = 25;               /* oneof: 0 is written when set */
 	x.pick_i64 = 0;
 	x.has_opt_by = 1;

@@ -7,6 +7,7 @@
  * so a missed heartbeat is a clock step, not a wait for the timeout.
  */
 #include "sm_test.h"
+#include "sm_test_clock.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -348,32 +349,21 @@ ring_cfg(struct sm_ring_cfg *c, const char *members, const char *dns,
 		sm_clock_manual_init(clk, 1000 * MS, sm_now_ms());
 }
 
+static uint64_t
+count_rounds(const void *r)
+{
+	return (sm_ring_rounds(r));
+}
+
 /*
- * Let n more probe rounds run, moving the clock by `step` ns at a time,
- * and wait (at most 10 s) until they have.  A step that came while a round
- * was still running is spent on nothing, so it is repeated after 200 ms
- * without a round; the clock moves at most n steps otherwise.  The last
- * of the n >= 2 rounds started after this call did.
+ * Let n more probe rounds run, moving the clock by `step` ns at a time
+ * (sm_test_clock_steps).  The last of the n >= 2 rounds started after
+ * this call did.
  */
 static bool
 rounds(struct sm_ring *r, struct sm_clock *clk, uint64_t n, int64_t step)
 {
-	uint64_t want = sm_ring_rounds(r) + n, seen = sm_ring_rounds(r);
-
-	sm_clock_manual_advance(clk, step);
-	for (int i = 0, idle = 0; i < 10000; i++, idle++) {
-		uint64_t now = sm_ring_rounds(r);
-
-		if (now >= want)
-			return (true);
-		if (now != seen || idle == 200) {
-			seen = now;
-			idle = 0;
-			sm_clock_manual_advance(clk, step);
-		}
-		usleep(1000);
-	}
-	return (false);
+	return (sm_test_clock_steps(clk, step, n, count_rounds, r));
 }
 
 /* Member `id`'s state in the current snapshot; -1 when it has none. */

@@ -39,11 +39,18 @@ gate_init(void)
 	sm_cond_init(&gate.cv);
 }
 
+/* Lock the gate, initialised on first use. */
 static void
-gate_close(void)
+gate_lock(void)
 {
 	pthread_once(&gate.once, gate_init);
 	pthread_mutex_lock(&gate.mu);
+}
+
+static void
+gate_close(void)
+{
+	gate_lock();
 	gate.closed = true;
 	gate.entered = gate.inside = gate.inside_max = 0;
 	pthread_mutex_unlock(&gate.mu);
@@ -52,8 +59,7 @@ gate_close(void)
 static void
 gate_open(void)
 {
-	pthread_once(&gate.once, gate_init);
-	pthread_mutex_lock(&gate.mu);
+	gate_lock();
 	gate.closed = false;
 	pthread_cond_broadcast(&gate.cv);
 	pthread_mutex_unlock(&gate.mu);
@@ -64,8 +70,7 @@ gate_pass(void)
 {
 	int64_t deadline = sm_mono_ns() + 10000 * 1000000LL;
 
-	pthread_once(&gate.once, gate_init);
-	pthread_mutex_lock(&gate.mu);
+	gate_lock();
 	gate.entered++;
 	gate.inside++;
 	gate.inside_max = SM_MAX(gate.inside_max, gate.inside);
@@ -83,8 +88,7 @@ gate_wait_entered(int n)
 	int64_t deadline = sm_mono_ns() + 10000 * 1000000LL;
 	bool ok;
 
-	pthread_once(&gate.once, gate_init);
-	pthread_mutex_lock(&gate.mu);
+	gate_lock();
 	while (gate.entered < n && sm_cond_wait_until(&gate.cv, &gate.mu,
 	    deadline))
 		;
@@ -98,8 +102,7 @@ gate_get(const int *field)
 {
 	int v;
 
-	pthread_once(&gate.once, gate_init);
-	pthread_mutex_lock(&gate.mu);
+	gate_lock();
 	v = *field;
 	pthread_mutex_unlock(&gate.mu);
 	return (v);

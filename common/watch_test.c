@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sm_test.h"
+#include "sm_test_clock.h"
 
 static char w_path[] = "/tmp/smolder-watch-test-XXXXXX";
 
@@ -172,32 +173,22 @@ test_check(void)
 	pthread_mutex_destroy(&s.mu);
 }
 
+static uint64_t
+count_polls(const void *w)
+{
+	return (sm_watch_polls(w));
+}
+
 /*
- * Let n more polls run, moving the clock one period at a time, and wait
- * (at most 10 s) until they have: exactly n polls, unless a poll takes
- * over 200 ms (a step that came while the thread was between its poll
- * and its wait is spent on nothing and repeated then).
+ * Let n more polls run, moving the clock one period at a time
+ * (sm_test_clock_steps): exactly n polls, unless a poll takes over 200 ms.
  */
 static bool
 polls(struct sm_watch *w, struct sm_clock *clk, int64_t period_ms,
     uint64_t n)
 {
-	uint64_t want = sm_watch_polls(w) + n, seen = sm_watch_polls(w);
-
-	sm_clock_manual_advance(clk, period_ms * 1000000);
-	for (int i = 0, idle = 0; i < 10000; i++, idle++) {
-		uint64_t now = sm_watch_polls(w);
-
-		if (now >= want)
-			return (true);
-		if (now != seen || idle == 200) {
-			seen = now;
-			idle = 0;
-			sm_clock_manual_advance(clk, period_ms * 1000000);
-		}
-		usleep(1000);
-	}
-	return (false);
+	return (sm_test_clock_steps(clk, period_ms * 1000000, n, count_polls,
+	    w));
 }
 
 static void

@@ -142,6 +142,34 @@ parse_folded(struct fx *f, const char *s, int64_t scale)
 	    f->series, scale, &f->err));
 }
 
+/* A fresh fx with the folded text s parsed (required) and finished. */
+static void
+fx_folded(struct fx *f, const char *s, int64_t scale)
+{
+	fx_init(f);
+	SM_REQUIRE(parse_folded(f, s, scale) == 0);
+	fx_finish(f);
+}
+
+/* A fresh fx with the len bytes of s parsed as lines (required) and
+ * finished. */
+static void
+fx_lines(struct fx *f, const char *s, size_t len, int64_t scale)
+{
+	fx_init(f);
+	SM_REQUIRE(dist_lines_parse((const uint8_t *)s, len, &f->b, f->series,
+	    scale, &f->err) == 0);
+	fx_finish(f);
+}
+
+/* The finished fx's total and its number of stacks. */
+static void
+check_counts(struct fx *f, int64_t total, uint32_t stacks)
+{
+	SM_CHECK_EQ(fx_total(f), total);
+	SM_CHECK_EQ(fx_stacks(f), stacks);
+}
+
 /* Read tests/data/<name>, else ../shared/testdata/profiles/<name>. */
 static unsigned char *
 read_fixture(const char *name, size_t *len)
@@ -186,8 +214,7 @@ check_simple(const char *name)
 	check_frame(&f, "b", 14, 5);
 	check_frame(&f, "c", 5, 5);
 	check_frame(&f, "d", 4, 4);
-	SM_CHECK_EQ(fx_total(&f), 14);
-	SM_CHECK_EQ(fx_stacks(&f), 3);
+	check_counts(&f, 14, 3);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b;c"), 5);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b;d"), 4);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 5);
@@ -226,8 +253,7 @@ test_speedscope_recursion(void)
 	struct fx f;
 
 	fx_fixture(&f, "speedscope__recursion.txt");
-	SM_CHECK_EQ(fx_total(&f), 10);
-	SM_CHECK_EQ(fx_stacks(&f), 7);
+	check_counts(&f, 10, 7);
 	/* Recursive frames count once per stack in a frame's total. */
 	check_frame(&f, "a", 9, 1);
 	check_frame(&f, "b", 9, 5);
@@ -243,8 +269,7 @@ test_speedscope_alternating(void)
 	struct fx f;
 
 	fx_fixture(&f, "speedscope__alternating.txt");
-	SM_CHECK_EQ(fx_total(&f), 182);
-	SM_CHECK_EQ(fx_stacks(&f), 2);
+	check_counts(&f, 182, 2);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b") + fx_stack_value(&f, "c;d"),
 	    182);
 	fx_fini(&f);
@@ -370,10 +395,8 @@ test_count_syntax(void)
 {
 	struct fx f;
 
-	fx_init(&f);
-	SM_REQUIRE(parse_folded(&f, "a +3\nb -3\nc 0\nd -0\ne 007\n"
-	    "f 9223372036854775807\ng -9223372036854775808\n", 1) == 0);
-	fx_finish(&f);
+	fx_folded(&f, "a +3\nb -3\nc 0\nd -0\ne 007\n"
+	    "f 9223372036854775807\ng -9223372036854775808\n", 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "a"), 3);
 	SM_CHECK_EQ(fx_stack_value(&f, "e"), 7);
 	SM_CHECK_EQ(fx_stack_value(&f, "f"), INT64_MAX);
@@ -387,10 +410,8 @@ test_folded_lines_and_frames(void)
 {
 	struct fx f;
 
-	fx_init(&f);
-	SM_REQUIRE(parse_folded(&f, "# comment 12\n\nno_space_here\r\n"
-	    "a;b 2\r\na;;b 3\n 4\na;b 5\r\n;x; 6\r\n\r\nlast 7", 1) == 0);
-	fx_finish(&f);
+	fx_folded(&f, "# comment 12\n\nno_space_here\r\n"
+	    "a;b 2\r\na;;b 3\n 4\na;b 5\r\n;x; 6\r\n\r\nlast 7", 1);
 	SM_CHECK_EQ(fx_total(&f), 2 + 3 + 4 + 5 + 6 + 7);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 7);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;;b"), 3);
@@ -399,9 +420,7 @@ test_folded_lines_and_frames(void)
 	SM_CHECK_EQ(fx_stack_value(&f, "last"), 7);
 	/* Frames with spaces: the count is after the LAST space. */
 	fx_fini(&f);
-	fx_init(&f);
-	SM_REQUIRE(parse_folded(&f, "main;do work 10\n", 1) == 0);
-	fx_finish(&f);
+	fx_folded(&f, "main;do work 10\n", 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "main;do work"), 10);
 	fx_fini(&f);
 	/* Empty body: nothing, no error. */
@@ -418,9 +437,7 @@ test_scale(void)
 {
 	struct fx f;
 
-	fx_init(&f);
-	SM_REQUIRE(parse_folded(&f, "a;b 3\na 1\n", 10000000) == 0);
-	fx_finish(&f);
+	fx_folded(&f, "a;b 3\na 1\n", 10000000);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 30000000);
 	SM_CHECK_EQ(fx_total(&f), 40000000);
 	fx_fini(&f);
@@ -433,9 +450,7 @@ test_scale(void)
 	fx_fini(&f);
 
 	/* Exactly INT64_MAX is fine. */
-	fx_init(&f);
-	SM_REQUIRE(parse_folded(&f, "a 7\n", INT64_MAX / 7) == 0);
-	fx_finish(&f);
+	fx_folded(&f, "a 7\n", INT64_MAX / 7);
 	SM_CHECK_EQ(fx_stack_value(&f, "a"), INT64_MAX / 7 * 7);
 	fx_fini(&f);
 }
@@ -464,9 +479,7 @@ test_depth_cap(void)
 			sm_buf_printf(&s, "%sf%d", i ? ";" : "", i);
 		sm_buf_puts(&s, " 1\n");
 		SM_REQUIRE(sm_buf_error(&s) == 0);
-		fx_init(&f);
-		SM_REQUIRE(parse_folded(&f, s.b, 1) == 0);
-		fx_finish(&f);
+		fx_folded(&f, s.b, 1);
 		SM_REQUIRE(fx_stacks(&f) == 1);
 		nd = f.b.series[0].node[0];
 		SM_CHECK_EQ(sm_tree_depth(&f.b.tree, nd), 1000);
@@ -483,10 +496,7 @@ test_lines(void)
 	static const char body[] = "a;b\na;b\r\nc\n\n\r\na;b;c\nc";
 	struct fx f;
 
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)body, sizeof(body) - 1,
-	    &f.b, f.series, 1, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, body, sizeof(body) - 1, 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 2);
 	SM_CHECK_EQ(fx_stack_value(&f, "c"), 2);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b;c"), 1);
@@ -494,18 +504,12 @@ test_lines(void)
 	fx_fini(&f);
 
 	/* Scaled; counts are not parsed ("x 5" is a frame). */
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)"x 5\nx 5\n", 8, &f.b,
-	    f.series, 10, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, "x 5\nx 5\n", 8, 10);
 	SM_CHECK_EQ(fx_stack_value(&f, "x 5"), 20);
 	fx_fini(&f);
 
 	/* UTF-16 works for lines too. */
-	fx_init(&f);
-	SM_REQUIRE(dist_lines_parse((const uint8_t *)"\xff\xfe" "a\0;\0b\0",
-	    8, &f.b, f.series, 1, &f.err) == 0);
-	fx_finish(&f);
+	fx_lines(&f, "\xff\xfe" "a\0;\0b\0", 8, 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 1);
 	fx_fini(&f);
 }
@@ -625,8 +629,7 @@ test_trie(void)
 	SM_CHECK_EQ(fx_stack_value(&f, "a"), 1);
 	SM_CHECK_EQ(fx_stack_value(&f, "main.f;g"), 300);
 	SM_CHECK_EQ(fx_stack_value(&f, "x"), 5);
-	SM_CHECK_EQ(fx_stacks(&f), 5);
-	SM_CHECK_EQ(fx_total(&f), 311);
+	check_counts(&f, 311, 5);
 	check_frame(&f, "a", 6, 1);
 	fx_fini(&f);
 

@@ -108,6 +108,50 @@ check_malformed(struct parsed *p, const char *want)
 	SM_CHECKF(strstr(p->err.msg, want) != NULL, "message: %s", p->err.msg);
 }
 
+/* A body the parser refuses, and a word of the message it must give. */
+struct bad {
+	const char *body, *want;
+};
+
+/* Each body of t (boundary b) is refused as malformed with its message;
+ * a row that fails is named. */
+static void
+check_bad(const struct bad *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct parsed p;
+		int failed = sm_test_st.failed;
+
+		parse(&p, t[i].body);
+		check_malformed(&p, t[i].want);
+		done(&p);
+		if (sm_test_st.failed != failed)
+			fprintf(stderr, "      row %zu: %s\n", i, t[i].body);
+	}
+}
+
+/* A body of one part (boundary b) and what that part must be. */
+struct one {
+	const char *body, *name, *fname, *ctype, *data;
+};
+
+/* Each body of t parses to its one part (check_part names what differs). */
+static void
+check_one(const struct one *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct parsed p;
+
+		parse(&p, t[i].body);
+		if (p.rv != 0 || p.n != 1)
+			fprintf(stderr, "      row %zu: %s\n", i, p.err.msg);
+		SM_REQUIRE(p.rv == 0 && p.n == 1);
+		check_part(&p.parts[0], t[i].name, t[i].fname, t[i].ctype,
+		    t[i].data, strlen(t[i].data));
+		done(&p);
+	}
+}
+
 static void
 test_pyroscope_go_body(void)
 {
@@ -193,41 +237,35 @@ test_content_type_forms(void)
 static void
 test_content_type_errors(void)
 {
+	static const struct {
+		const char *ct, *want;
+	} bad[] = {
+		{ "multipart/form-data", "has no boundary parameter" },
+		{ "multipart/form-data; charset=utf-8",
+		    "has no boundary parameter" },
+		{ "multipart/mixed; boundary=b",
+		    "is not multipart/form-data" },
+		{ "application/octet-stream", "is not multipart/form-data" },
+		{ NULL, "no Content-Type" },
+		{ "multipart/form-data; boundary=", "malformed Content-Type" },
+		{ "multipart/form-data; boundary=\"\"",
+		    "boundary is 0 bytes" },
+		{ "multipart/form-data; boundary=\"b",
+		    "malformed Content-Type" },
+		{ "multipart/form-data; boundary=a:b",
+		    "malformed Content-Type" },
+		{ "multipart/form-data; boundary=b; boundary=c",
+		    "malformed Content-Type" },
+	};
 	struct parsed p;
 	const char *body = "--b\r\n\r\nv\r\n--b--\r\n";
 	char ct[200], bnd[80];
 
-	parse_n(&p, "multipart/form-data", body, strlen(body));
-	check_malformed(&p, "has no boundary parameter");
-	done(&p);
-	parse_n(&p, "multipart/form-data; charset=utf-8", body, strlen(body));
-	check_malformed(&p, "has no boundary parameter");
-	done(&p);
-	parse_n(&p, "multipart/mixed; boundary=b", body, strlen(body));
-	check_malformed(&p, "is not multipart/form-data");
-	done(&p);
-	parse_n(&p, "application/octet-stream", body, strlen(body));
-	check_malformed(&p, "is not multipart/form-data");
-	done(&p);
-	parse_n(&p, NULL, body, strlen(body));
-	check_malformed(&p, "no Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=\"\"", body, strlen(body));
-	check_malformed(&p, "boundary is 0 bytes");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=\"b", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=a:b", body, strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
-	parse_n(&p, "multipart/form-data; boundary=b; boundary=c", body,
-	    strlen(body));
-	check_malformed(&p, "malformed Content-Type");
-	done(&p);
+	for (size_t i = 0; i < SM_ARRAY_LEN(bad); i++) {
+		parse_n(&p, bad[i].ct, body, strlen(body));
+		check_malformed(&p, bad[i].want);
+		done(&p);
+	}
 
 	/* 70 bytes is the most RFC 2046 allows. */
 	memset(bnd, 'x', 71);
@@ -252,84 +290,66 @@ test_content_type_errors(void)
 static void
 test_body_structure_errors(void)
 {
-	struct parsed p;
+	static const struct bad bad[] = {
+		{ "", "no boundary line \"--b\"" },
+		{ "just some text\r\nwithout delimiters\r\n",
+		    "no boundary line" },
+		/* "--bx" is not the boundary "b". */
+		{ "--bx\r\n\r\nv\r\n--bx--\r\n", "no boundary line" },
+		/* No closing delimiter at all. */
+		{ "--b\r\nContent-Disposition: form-data; name=a\r\n\r\ndata",
+		    "part 0: body ends before the closing delimiter" },
+		/* A delimiter cut short at the end of the body. */
+		{ "--b\r\n\r\ndata\r\n--b",
+		    "part 0: body ends inside a delimiter" },
+		{ "--b\r\n\r\ndata\r\n--b\r\n\r\nmore\r\n--b-",
+		    "part 1: body ends" },
+		/* Headers never finished. */
+		{ "--b\r\nContent-Type: text/plain\r\n",
+		    "part 0: body ends inside the headers" },
+		/* Junk after a delimiter or after the close delimiter (Go
+		 * errors too, after returning the part). */
+		{ "--b\r\n\r\ndata\r\n--b junk\r\n",
+		    "part 0: malformed delimiter line" },
+		{ "--b\r\n\r\ndata\r\n--b--junk\r\n",
+		    "part 0: garbage after the closing delimiter" },
+		/* In CRLF mode a delimiter line must end in CRLF. */
+		{ "--b\r\n\r\ndata\r\n--b\nx\r\n--b--",
+		    "part 0: malformed delimiter line" },
+	};
 
-	parse_n(&p, "multipart/form-data; boundary=b", "", 0);
-	check_malformed(&p, "no boundary line \"--b\"");
-	done(&p);
-	parse(&p, "just some text\r\nwithout delimiters\r\n");
-	check_malformed(&p, "no boundary line");
-	done(&p);
-	/* "--bx" is not the boundary "b". */
-	parse(&p, "--bx\r\n\r\nv\r\n--bx--\r\n");
-	check_malformed(&p, "no boundary line");
-	done(&p);
-	/* No closing delimiter at all. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=a\r\n\r\ndata");
-	check_malformed(&p, "part 0: body ends before the closing delimiter");
-	done(&p);
-	/* A delimiter cut short at the end of the body. */
-	parse(&p, "--b\r\n\r\ndata\r\n--b");
-	check_malformed(&p, "part 0: body ends inside a delimiter");
-	done(&p);
-	parse(&p, "--b\r\n\r\ndata\r\n--b\r\n\r\nmore\r\n--b-");
-	check_malformed(&p, "part 1: body ends");
-	done(&p);
-	/* Headers never finished. */
-	parse(&p, "--b\r\nContent-Type: text/plain\r\n");
-	check_malformed(&p, "part 0: body ends inside the headers");
-	done(&p);
-	/* Junk after a delimiter or after the close delimiter (Go errors
-	 * too, after returning the part). */
-	parse(&p, "--b\r\n\r\ndata\r\n--b junk\r\n");
-	check_malformed(&p, "part 0: malformed delimiter line");
-	done(&p);
-	parse(&p, "--b\r\n\r\ndata\r\n--b--junk\r\n");
-	check_malformed(&p, "part 0: garbage after the closing delimiter");
-	done(&p);
-	/* In CRLF mode a delimiter line must end in CRLF. */
-	parse(&p, "--b\r\n\r\ndata\r\n--b\nx\r\n--b--");
-	check_malformed(&p, "part 0: malformed delimiter line");
-	done(&p);
+	check_bad(bad, SM_ARRAY_LEN(bad));
 }
 
 static void
 test_header_errors(void)
 {
+	static const struct bad bad[] = {
+		{ "--b\r\nno colon here\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header line" },
+		{ "--b\r\n: empty name\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header line" },
+		{ "--b\r\nBad Name: x\r\n\r\nv\r\n--b--",
+		    "part 0: malformed header name" },
+		{ "--b\r\n folded: first\r\n\r\nv\r\n--b--",
+		    "starts with a continuation line" },
+		{ "--b\r\n\r\nv\r\n--b\r\nContent-Disposition: form-data; "
+		    "name=\"a\r\n\r\nv\r\n--b--",
+		    "part 1: malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name=a; name=b"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name=\"a\" junk"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+		{ "--b\r\nContent-Disposition: form-data; name"
+		    "\r\n\r\nv\r\n--b--", "malformed Content-Disposition" },
+	};
 	struct parsed p;
 	struct sm_buf b = SM_BUF_INIT;
 
-	parse(&p, "--b\r\nno colon here\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header line");
-	done(&p);
-	parse(&p, "--b\r\n: empty name\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header line");
-	done(&p);
-	parse(&p, "--b\r\nBad Name: x\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 0: malformed header name");
-	done(&p);
-	parse(&p, "--b\r\n folded: first\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "starts with a continuation line");
-	done(&p);
+	check_bad(bad, SM_ARRAY_LEN(bad));
 	parse_n(&p, "multipart/form-data; boundary=b",
 	    "--b\r\nX-A: a\0b\r\n\r\nv\r\n--b--", 27);
 	check_malformed(&p, "NUL byte in a header");
-	done(&p);
-	parse(&p, "--b\r\n\r\nv\r\n--b\r\nContent-Disposition: form-data; "
-	    "name=\"a\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "part 1: malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=a; name=b"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"a\" junk"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
-	done(&p);
-	parse(&p, "--b\r\nContent-Disposition: form-data; name"
-	    "\r\n\r\nv\r\n--b--");
-	check_malformed(&p, "malformed Content-Disposition");
 	done(&p);
 
 	/* 8 KiB of headers per part: a 9000-byte line is too long... */
@@ -391,6 +411,15 @@ test_too_many_parts(void)
 static void
 test_bare_lf(void)
 {
+	static const struct one one[] = {
+		/* In CRLF mode a bare "\n--b" is data. */
+		{ "--b\r\n\r\ndata\n--b\r\nx\r\n--b--",
+		    "", NULL, NULL, "data\n--b\r\nx" },
+		/* Header lines may end in a bare LF in CRLF mode too
+		 * (textproto). */
+		{ "--b\r\nContent-Type: text/plain\n\nv\r\n--b--",
+		    "", NULL, "text/plain", "v" },
+	};
 	struct parsed p;
 
 	/* Go: LF mode is chosen by the first delimiter line. */
@@ -403,17 +432,7 @@ test_bare_lf(void)
 	check_part(&p.parts[1], "c", NULL, NULL, "x\r", 2);
 	done(&p);
 
-	/* In CRLF mode a bare "\n--b" is data. */
-	parse(&p, "--b\r\n\r\ndata\n--b\r\nx\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "data\n--b\r\nx", 11);
-	done(&p);
-
-	/* Header lines may end in a bare LF in CRLF mode too (textproto). */
-	parse(&p, "--b\r\nContent-Type: text/plain\n\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, "text/plain", "v", 1);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 }
 
 static void
@@ -448,6 +467,14 @@ test_preamble_padding_epilogue(void)
 static void
 test_empty_parts(void)
 {
+	static const struct one one[] = {
+		/* No headers at all. */
+		{ "--b\r\n\r\nv\r\n--b--",
+		    "", NULL, NULL, "v" },
+		/* "--bX" right at the start of the data is data. */
+		{ "--b\r\n\r\n--bX\r\n--b--",
+		    "", NULL, NULL, "--bX" },
+	};
 	struct parsed p;
 
 	/* Empty data, once with the NL and once with the delimiter right
@@ -460,46 +487,42 @@ test_empty_parts(void)
 	check_part(&p.parts[1], "c", NULL, NULL, "", 0);
 	done(&p);
 
-	/* No headers at all. */
-	parse(&p, "--b\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "v", 1);
-	done(&p);
-
-	/* "--bX" right at the start of the data is data. */
-	parse(&p, "--b\r\n\r\n--bX\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "--bX", 4);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 }
 
 static void
 test_disposition_params(void)
 {
+	static const struct one one[] = {
+		/* Escapes: \" and \\ are unescaped; a backslash before an
+		 * ordinary character stays (Go's MSIE rule). */
+		{ "--b\r\nContent-Disposition: form-data; "
+		    "name=\"a\\\"b\\\\c\"; filename=\"C:\\dir\\f.txt\"\r\n\r\n"
+		    "v\r\n--b--",
+		    "a\"b\\c", "C:\\dir\\f.txt", NULL, "v" },
+		/* Case-insensitive names, white space, unknown parameters. */
+		{ "--b\r\ncontent-disposition: Form-Data ; NAME = \"jfr\" ; "
+		    "size=12; FileName= f.jfr\r\nCONTENT-TYPE:  "
+		    "application/x-jfr  \r\n\r\nv\r\n--b--",
+		    "jfr", "f.jfr", "application/x-jfr", "v" },
+		/* Folded header line, joined with a space. */
+		{ "--b\r\nContent-Disposition: form-data;\r\n\t name=a;\r\n "
+		    "filename=\"x y\"\r\n\r\nv\r\n--b--",
+		    "a", "x y", NULL, "v" },
+		/* The first of repeated headers wins, as with Go's
+		 * Header.Get. */
+		{ "--b\r\nContent-Disposition: form-data; name=first\r\n"
+		    "Content-Type: a/b\r\nContent-Disposition: form-data; "
+		    "name=second\r\nContent-Type: c/d\r\n\r\nv\r\n--b--",
+		    "first", NULL, "a/b", "v" },
+		/* Empty quoted name. */
+		{ "--b\r\nContent-Disposition: form-data; name=\"\"\r\n\r\n"
+		    "v\r\n--b--",
+		    "", NULL, NULL, "v" },
+	};
 	struct parsed p;
 
-	/* Escapes: \" and \\ are unescaped; a backslash before an ordinary
-	 * character stays (Go's MSIE rule). */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"a\\\"b\\\\c\"; "
-	    "filename=\"C:\\dir\\f.txt\"\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "a\"b\\c", "C:\\dir\\f.txt", NULL, "v", 1);
-	done(&p);
-
-	/* Case-insensitive names, white space, unknown parameters. */
-	parse(&p, "--b\r\ncontent-disposition: Form-Data ; NAME = \"jfr\" ; "
-	    "size=12; FileName= f.jfr\r\nCONTENT-TYPE:  application/x-jfr  "
-	    "\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "jfr", "f.jfr", "application/x-jfr", "v", 1);
-	done(&p);
-
-	/* Folded header line, joined with a space. */
-	parse(&p, "--b\r\nContent-Disposition: form-data;\r\n\t name=a;\r\n "
-	    "filename=\"x y\"\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "a", "x y", NULL, "v", 1);
-	done(&p);
+	check_one(one, SM_ARRAY_LEN(one));
 
 	/* No Content-Disposition; a non-form-data one has no name. */
 	parse(&p, "--b\r\nContent-Type: text/plain\r\n\r\nv\r\n--b\r\n"
@@ -508,21 +531,6 @@ test_disposition_params(void)
 	SM_REQUIRE(p.rv == 0 && p.n == 2);
 	check_part(&p.parts[0], "", NULL, "text/plain", "v", 1);
 	check_part(&p.parts[1], "", "f", NULL, "w", 1);
-	done(&p);
-
-	/* The first of repeated headers wins, as with Go's Header.Get. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=first\r\n"
-	    "Content-Type: a/b\r\nContent-Disposition: form-data; name=second"
-	    "\r\nContent-Type: c/d\r\n\r\nv\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "first", NULL, "a/b", "v", 1);
-	done(&p);
-
-	/* Empty quoted name. */
-	parse(&p, "--b\r\nContent-Disposition: form-data; name=\"\"\r\n\r\n"
-	    "v\r\n--b--");
-	SM_REQUIRE(p.rv == 0 && p.n == 1);
-	check_part(&p.parts[0], "", NULL, NULL, "v", 1);
 	done(&p);
 }
 

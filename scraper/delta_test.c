@@ -64,22 +64,16 @@ build(bool heap, const struct smp *s, size_t n, struct sm_buf *out)
 		ids[i][1] = s[i].root;
 		vals[i][0] = s[i].v0;
 		vals[i][1] = s[i].v1;
-		smp[i].location_id = ids[i];
-		smp[i].n_location_id = 2;
-		smp[i].value = vals[i];
-		smp[i].n_value = 2;
+		SM_PB_REPEATED(smp[i], location_id, ids[i]);
+		SM_PB_REPEATED(smp[i], value, vals[i]);
 		smpp[i] = &smp[i];
 	}
-	p.sample_type = vtp;
-	p.n_sample_type = 2;
-	p.function = fnp;
-	p.n_function = 3;
-	p.location = locp;
-	p.n_location = 3;
+	SM_PB_REPEATED(p, sample_type, vtp);
+	SM_PB_REPEATED(p, function, fnp);
+	SM_PB_REPEATED(p, location, locp);
 	p.sample = smpp;
 	p.n_sample = n;
-	p.string_table = strs;
-	p.n_string_table = SM_ARRAY_LEN(strs);
+	SM_PB_REPEATED(p, string_table, strs);
 	len = google__v1__profile__get_packed_size(&p);
 	sm_buf_reset(out);
 	SM_REQUIRE(sm_buf_reserve(out, len) == 0);

@@ -294,6 +294,14 @@ sm_test_free_port(void)
 		}                                                           \
 	} while (0)
 
+/*
+ * Point the protobuf-c repeated field `f` of message m at all of the
+ * array arr (an array, not a pointer): m.n_f = its length, m.f = arr, so
+ * the count cannot drift from the array.
+ */
+#define SM_PB_REPEATED(m, f, arr)                                           \
+	((m).n_##f = sizeof(arr) / sizeof((arr)[0]), (m).f = (arr))
+
 /* setjmp lives in its own frame so the caller's counters are never
  * clobbered by longjmp. */
 static inline void

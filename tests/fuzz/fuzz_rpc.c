@@ -11,7 +11,6 @@
  */
 #include "ingester/ingester.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,18 +18,10 @@
 #include "common/log.h"
 #include "common/rpc.h"
 #include "fuzz.h"
+#include "tests/sm_test_rmtree.h"
 
 static struct ingester *ing;
 static char dir[64];
-
-static int
-rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return (remove(p));
-}
 
 static void
 teardown(void)
@@ -38,7 +29,7 @@ teardown(void)
 	ing_destroy(ing);
 	ing = NULL;
 	if (dir[0] != '\0')
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		(void)sm_test_rm_tree(dir);
 }
 
 int

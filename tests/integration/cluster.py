@@ -29,7 +29,7 @@ uploads run both through single_then_cluster or reference_and_rf3.
 import time
 
 from durability import (DataServer, Workspace, admin_listener, limit_flags,
-                        wait_metric)
+                        wait_metric, workspace_for)
 from smolder import Results, free_port, install_timeout
 
 HEARTBEAT = "100ms"
@@ -344,6 +344,16 @@ def shipping_cluster(ws, storage, ingester_extra, gateway_extra=(),
     c.ingester_extra = storage + c.gateway_flags() + list(ingester_extra)
     return c
 
+
+
+def swift_shipping_cluster(r, name, ingester_extra, **kw):
+    """workspace_for(r, name), a Swift S3 server in it (swift_s3.start_in,
+    tests/tools on the caller's path) and a shipping_cluster (kw) whose
+    ingesters ship to its bucket: (ws, c), c not started."""
+    import swift_s3
+    ws = workspace_for(r, name)
+    _, flags = swift_s3.start_in(r, ws)
+    return ws, shipping_cluster(ws, flags, ingester_extra, **kw)
 
 def reference_and_rf3(r, ws, extra, run):
     """run(ref, c) with a single binary (the reference) and a cluster of 3

@@ -494,6 +494,18 @@ class StackUploads:
         """{stack: value} of what was acknowledged, at `unit` an upload."""
         return {s: c * unit for s, c in self.acked.items() if c > 0}
 
+    def first_unit(self, r, got):
+        """One upload's value, learned from the first answer `got` (a
+        {stack: value}, or anything else when the query failed): checked
+        to have every stack, and the value checked to be known (> 0)."""
+        ok = isinstance(got, dict)
+        r.check(ok and len(got) == len(self.stacks),
+                "the first answer has every stack", str(got))
+        unit = (got.get(self.stacks[0], 0) if ok else 0) \
+            // max(self.acked[self.stacks[0]], 1)
+        r.check(unit > 0, "one upload's value is known (%d)" % unit)
+        return unit
+
 
 class UploadWriter(threading.Thread):
     """Uploads one at a time, `gap` s apart, through the distributor

@@ -28,6 +28,7 @@ is a failure.  Only 127.0.0.1 is used.  Stdlib only.
 """
 
 import atexit
+import contextlib
 import ctypes
 import fcntl
 import http.client
@@ -114,6 +115,17 @@ def freeze(pid, timeout=10.0):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.005)
+
+
+@contextlib.contextmanager
+def frozen(pid, timeout=10.0):
+    """freeze(pid) for the length of a with block, whose value is
+    freeze's answer; SIGCONT when the block ends, however it ends."""
+    ok = freeze(pid, timeout)
+    try:
+        yield ok
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def source_dir():

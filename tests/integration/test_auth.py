@@ -56,11 +56,11 @@ sys.path.insert(0, HERE)
 
 from cluster import Cluster  # noqa: E402
 from test_span_profile import make_pprof  # noqa: E402
-from durability import (DataServer, Workspace, fg_total,  # noqa: E402
-                        limit_flags)
+from durability import (DataServer, fg_total, limit_flags,  # noqa: E402
+                        workspace_for)
 from oracle import parse_collapsed  # noqa: E402
-from smolder import (Results, install_timeout, recv_to_close,  # noqa: E402
-                     run_seed, smolder_bin)
+from smolder import (recv_to_close, run_script, run_seed,  # noqa: E402
+                     smolder_bin)
 
 BUDGET_S = 540
 TYPE = "memory:alloc_objects:count::"
@@ -648,72 +648,59 @@ def part_push_tenant(r, srv):
             repr(got))
 
 
-def main():
-    r = Results("test_auth")
-    install_timeout(BUDGET_S)
-    ws = Workspace("auth")
+def main(r):
+    ws = workspace_for(r, "auth")
     rng = random.Random(run_seed())
     keys_path = ws.path("keys.txt")
     write_keys_atomic(keys_path, ["a", "ab", "a_ro", "a_wo", "ops"])
     kflags = ["-auth.multitenancy-enabled", "-auth.keys-file=%s" % keys_path,
               "-auth.keys-reload-period=100ms"] + limit_flags()
     srvs = []
-    c = None
-    try:
-        part_hash_key(r)
+    part_hash_key(r)
 
-        hsrv = DataServer(ws.data_dir("hdr"), ws.log_dir("hdr"), name="hdr",
-                          extra_flags=["-auth.multitenancy-enabled"] +
-                          limit_flags()).start()
-        srvs.append(hsrv)
-        orc = ingest_all(r, hsrv, make_data(rng), by_header, "by header")
-        check_isolation(r, hsrv, orc, by_header, "by header")
+    hsrv = DataServer(ws.data_dir("hdr"), ws.log_dir("hdr"), name="hdr",
+                      extra_flags=["-auth.multitenancy-enabled"] +
+                      limit_flags()).start()
+    srvs.append(hsrv)
+    orc = ingest_all(r, hsrv, make_data(rng), by_header, "by header")
+    check_isolation(r, hsrv, orc, by_header, "by header")
 
-        ksrv = DataServer(ws.data_dir("key"), ws.log_dir("key"), name="key",
-                          extra_flags=kflags).start()
-        srvs.append(ksrv)
-        orc = ingest_all(r, ksrv, make_data(rng), by_key, "by key")
-        check_isolation(r, ksrv, orc, by_key, "by key")
-        part_push_tenant(r, ksrv)
+    ksrv = DataServer(ws.data_dir("key"), ws.log_dir("key"), name="key",
+                      extra_flags=kflags).start()
+    srvs.append(ksrv)
+    orc = ingest_all(r, ksrv, make_data(rng), by_key, "by key")
+    check_isolation(r, ksrv, orc, by_key, "by key")
+    part_push_tenant(r, ksrv)
 
-        part_auth_cases(r, ksrv, hsrv)
-        part_reload(r, ksrv, keys_path)
-        write_keys_atomic(keys_path, ["a", "ab", "a_ro", "a_wo", "ops"])
+    part_auth_cases(r, ksrv, hsrv)
+    part_reload(r, ksrv, keys_path)
+    write_keys_atomic(keys_path, ["a", "ab", "a_ro", "a_wo", "ops"])
 
-        for s in srvs:
-            s.check_stopped(r)
-        srvs = []
+    for s in srvs:
+        s.check_stopped(r)
 
-        c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
-                    extra=kflags, name="auth")
-        cluster_ring_with_key(c)
-        c.start()
-        orc = ingest_all(r, c.distributors[0], make_data(rng), by_key,
-                         "cluster by key")
-        check_isolation(r, c.queriers[0], orc, by_key, "cluster by key")
-        resp = c.queriers[0].render('%s{service_name="shared"}' % TYPE)
-        r.eq(resp.status, 401, "cluster: the querier refuses a request "
-             "without a key")
-        resp = c.distributors[0].request("POST", "/ingest",
-                                         {"name": "x.alloc_objects"},
-                                         b"a;b 1\n", bearer("a_ro"))
-        r.eq(resp.status, 403, "cluster: the distributor refuses a read key")
-        resp = c.ingesters[0].request("POST", "/ingester/flush",
-                                      headers=bearer("a"))
-        r.eq(resp.status, 403, "cluster: an ingester's /ingester/flush "
-             "needs the admin scope")
-        c.check_stopped(r)
-        c = None
+    c = Cluster(ws, ingesters=3, distributors=1, queriers=1, rf=3,
+                extra=kflags, name="auth")
+    cluster_ring_with_key(c)
+    c.start()
+    orc = ingest_all(r, c.distributors[0], make_data(rng), by_key,
+                     "cluster by key")
+    check_isolation(r, c.queriers[0], orc, by_key, "cluster by key")
+    resp = c.queriers[0].render('%s{service_name="shared"}' % TYPE)
+    r.eq(resp.status, 401, "cluster: the querier refuses a request "
+         "without a key")
+    resp = c.distributors[0].request("POST", "/ingest",
+                                     {"name": "x.alloc_objects"},
+                                     b"a;b 1\n", bearer("a_ro"))
+    r.eq(resp.status, 403, "cluster: the distributor refuses a read key")
+    resp = c.ingesters[0].request("POST", "/ingester/flush",
+                                  headers=bearer("a"))
+    r.eq(resp.status, 403, "cluster: an ingester's /ingester/flush "
+         "needs the admin scope")
+    c.check_stopped(r)
 
-        part_errors(r, ws)
-    finally:
-        for s in srvs:
-            s.stop()
-        if c is not None:
-            c.stop()
-    ws.cleanup(r)
-    r.finish()
+    part_errors(r, ws)
 
 
 if __name__ == "__main__":
-    main()
+    run_script("test_auth", BUDGET_S, main)

@@ -342,116 +342,109 @@ def main(r):
     heap_ids = oracle.profile_type_ids(heap.sample_types, heap.period_type)
     heap_space = sum(oracle.collapse_pb(heap)[heap_ids.index(
         "memory:alloc_space:bytes:space:bytes")].values())
-    srv = None
-    try:
-        srv = start_or_fail(r, data, ws.log_dir("first"), flags, "smolder(first)")
-        if srv is None:
-            return
-        flushed_ts = []
-        ingest_all(r, srv, [(n, e, W1[0] + t, b) for n, e, t, b in FOLDED],
-                   "W1")
-        flushed_ts += [W1[0] + t for _, _, t, _ in FOLDED]
-        for fname, t in ((FIB, W2[0] + 5), (HEAP, W2[0] + 20)):
-            with open(os.path.join(data_dir(), fname), "rb") as f:
-                body = f.read()
-            resp = srv.ingest({"name": "brgo", "format": "pprof",
-                               "spyName": "gospy", "from": str(t),
-                               "until": str(t)}, body)
-            r.check(resp.status == 200, "W2: ingest %s" % fname,
-                    resp.describe())
-            flushed_ts.append(t)
-        v = wait_metric(srv, "smolder_ingester_block_cuts_total",
-                        lambda x: x >= 1, timeout=20)
-        r.check(v is not None and v >= 1, "smolder_ingester_block_cuts_total "
-                ">= 1 within 20 s with -ingester.block-duration=2s",
-                "last value %r" % v)
-        resp = flush(srv)
-        r.check(resp.status == 200, "POST /ingester/flush -> 200",
+    srv = start_or_fail(r, data, ws.log_dir("first"), flags, "smolder(first)")
+    if srv is None:
+        return
+    flushed_ts = []
+    ingest_all(r, srv, [(n, e, W1[0] + t, b) for n, e, t, b in FOLDED],
+               "W1")
+    flushed_ts += [W1[0] + t for _, _, t, _ in FOLDED]
+    for fname, t in ((FIB, W2[0] + 5), (HEAP, W2[0] + 20)):
+        with open(os.path.join(data_dir(), fname), "rb") as f:
+            body = f.read()
+        resp = srv.ingest({"name": "brgo", "format": "pprof",
+                           "spyName": "gospy", "from": str(t),
+                           "until": str(t)}, body)
+        r.check(resp.status == 200, "W2: ingest %s" % fname,
                 resp.describe())
-        _, m = metrics(srv)
-        nb = metric_value(m, "smolder_ingester_blocks")
-        r.check(nb is not None and nb >= 1, "smolder_ingester_blocks >= 1",
-                repr(nb))
-        ingest_all(r, srv, FOLDED_MORE, "more")
-        cap1 = capture(srv)
-        content_checks(r, cap1, fib_total, heap_space, "before restart")
-        # the same answers a second time in the same process
-        compare(r, cap1, capture(srv), "same process, again")
-        if have_admin():
-            a = admin("blocks", "-data.dir=%s" % data, timeout=30)
-            print("# smolder-admin blocks while the server runs: exit %s "
-                  "(%s)" % (a.rc, (a.err or a.out).strip()[:200]),
-                  flush=True)
-            r.check(a.rc not in (0, None), "smolder-admin refuses a data "
-                    "dir a running server holds (RocksDB lock)",
-                    a.describe())
-            r.check(srv.alive() and srv.ready(), "server unaffected by "
-                    "smolder-admin run against its data dir")
-        srv.check_stopped(r, "first server exits 0 on SIGTERM")
-        srv = None
+        flushed_ts.append(t)
+    v = wait_metric(srv, "smolder_ingester_block_cuts_total",
+                    lambda x: x >= 1, timeout=20)
+    r.check(v is not None and v >= 1, "smolder_ingester_block_cuts_total "
+            ">= 1 within 20 s with -ingester.block-duration=2s",
+            "last value %r" % v)
+    resp = flush(srv)
+    r.check(resp.status == 200, "POST /ingester/flush -> 200",
+            resp.describe())
+    _, m = metrics(srv)
+    nb = metric_value(m, "smolder_ingester_blocks")
+    r.check(nb is not None and nb >= 1, "smolder_ingester_blocks >= 1",
+            repr(nb))
+    ingest_all(r, srv, FOLDED_MORE, "more")
+    cap1 = capture(srv)
+    content_checks(r, cap1, fib_total, heap_space, "before restart")
+    # the same answers a second time in the same process
+    compare(r, cap1, capture(srv), "same process, again")
+    if have_admin():
+        a = admin("blocks", "-data.dir=%s" % data, timeout=30)
+        print("# smolder-admin blocks while the server runs: exit %s "
+              "(%s)" % (a.rc, (a.err or a.out).strip()[:200]),
+              flush=True)
+        r.check(a.rc not in (0, None), "smolder-admin refuses a data "
+                "dir a running server holds (RocksDB lock)",
+                a.describe())
+        r.check(srv.alive() and srv.ready(), "server unaffected by "
+                "smolder-admin run against its data dir")
+    srv.check_stopped(r, "first server exits 0 on SIGTERM")
 
-        if not have_admin():
-            r.fail("smolder-admin exists", "set SMOLDER_ADMIN")
-        else:
-            a = admin("blocks", "-data.dir=%s" % data)
-            if r.check(a.rc == 0, "smolder-admin blocks exits 0",
-                       a.describe()):
-                blocks, bad = parse_blocks(a.out)
-                r.check(not bad, "every blocks line has the documented "
-                        "format", "\n".join(bad[:10]))
-                r.check(len(blocks) >= 1, "at least one block listed",
-                        a.out)
-                r.check(all(b["tenant"] == "anonymous" for b in blocks),
-                        "blocks belong to tenant anonymous", a.out)
-                r.check(all(b["min"] <= b["max"] and b["series"] > 0 and
-                            b["nodes"] > 0 and b["bytes"] > 0
-                            for b in blocks),
-                        "min <= max and series, nodes, bytes > 0", a.out)
-                lo = ms(W1[0] // BUCKET_S * BUCKET_S)
-                hi = ms(W2[1] + BUCKET_S)
-                r.check(all(lo <= b["min"] and b["max"] <= hi
-                            for b in blocks),
-                        "block ranges lie within the ingested data "
-                        "[%d, %d] ms" % (lo, hi), a.out)
-                unc = [t for t in flushed_ts
-                       if not any(b["min"] <= ms(t // BUCKET_S * BUCKET_S)
-                                  and ms(t) <= b["max"] + ms(BUCKET_S)
-                                  for b in blocks)]
-                r.check(not unc, "every profile flushed before the stop "
-                        "lies in a listed block's range",
-                        "not covered: %s\n%s" % (unc, a.out))
-                ids = [b["block"] for b in blocks]
-                r.eq(len(set(ids)), len(ids), "block ids are unique")
-            admin_verify(r, data, 0,
-                         "smolder-admin verify exits 0 on intact data")
+    if not have_admin():
+        r.fail("smolder-admin exists", "set SMOLDER_ADMIN")
+    else:
+        a = admin("blocks", "-data.dir=%s" % data)
+        if r.check(a.rc == 0, "smolder-admin blocks exits 0",
+                   a.describe()):
+            blocks, bad = parse_blocks(a.out)
+            r.check(not bad, "every blocks line has the documented "
+                    "format", "\n".join(bad[:10]))
+            r.check(len(blocks) >= 1, "at least one block listed",
+                    a.out)
+            r.check(all(b["tenant"] == "anonymous" for b in blocks),
+                    "blocks belong to tenant anonymous", a.out)
+            r.check(all(b["min"] <= b["max"] and b["series"] > 0 and
+                        b["nodes"] > 0 and b["bytes"] > 0
+                        for b in blocks),
+                    "min <= max and series, nodes, bytes > 0", a.out)
+            lo = ms(W1[0] // BUCKET_S * BUCKET_S)
+            hi = ms(W2[1] + BUCKET_S)
+            r.check(all(lo <= b["min"] and b["max"] <= hi
+                        for b in blocks),
+                    "block ranges lie within the ingested data "
+                    "[%d, %d] ms" % (lo, hi), a.out)
+            unc = [t for t in flushed_ts
+                   if not any(b["min"] <= ms(t // BUCKET_S * BUCKET_S)
+                              and ms(t) <= b["max"] + ms(BUCKET_S)
+                              for b in blocks)]
+            r.check(not unc, "every profile flushed before the stop "
+                    "lies in a listed block's range",
+                    "not covered: %s\n%s" % (unc, a.out))
+            ids = [b["block"] for b in blocks]
+            r.eq(len(set(ids)), len(ids), "block ids are unique")
+        admin_verify(r, data, 0,
+                     "smolder-admin verify exits 0 on intact data")
 
-        srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
-                            "server restarts on the same data dir")
-        if srv is None:
-            return
-        cap2 = capture(srv)
-        compare(r, cap1, cap2, "after restart")
-        content_checks(r, cap2, fib_total, heap_space, "after restart")
-        v = wait_metric(srv, "smolder_ingester_block_cuts_total",
-                        lambda x: x >= 1, timeout=20)
-        if v is not None and v >= 1:
-            compare(r, cap1, capture(srv), "after restart and a new cut")
-        else:
-            print("# NOTE no block cut in the restarted process within 20 s "
-                  "(last %r); flushing instead" % v, flush=True)
-            resp = flush(srv)
-            r.check(resp.status == 200, "flush after restart -> 200",
-                    resp.describe())
-            compare(r, cap1, capture(srv), "after restart and a flush")
-        cut_consistency(r, srv)
-        srv.check_stopped(r, "restarted server exits 0 on SIGTERM")
-        srv = None
-        if have_admin():
-            admin_verify(r, data, 0, "smolder-admin verify exits 0 after "
-                         "the second run")
-    finally:
-        if srv is not None:
-            srv.check_stopped(r)
+    srv = start_or_fail(r, data, ws.log_dir("restart"), flags, "smolder(restart)",
+                        "server restarts on the same data dir")
+    if srv is None:
+        return
+    cap2 = capture(srv)
+    compare(r, cap1, cap2, "after restart")
+    content_checks(r, cap2, fib_total, heap_space, "after restart")
+    v = wait_metric(srv, "smolder_ingester_block_cuts_total",
+                    lambda x: x >= 1, timeout=20)
+    if v is not None and v >= 1:
+        compare(r, cap1, capture(srv), "after restart and a new cut")
+    else:
+        print("# NOTE no block cut in the restarted process within 20 s "
+              "(last %r); flushing instead" % v, flush=True)
+        resp = flush(srv)
+        r.check(resp.status == 200, "flush after restart -> 200",
+                resp.describe())
+        compare(r, cap1, capture(srv), "after restart and a flush")
+    cut_consistency(r, srv)
+    srv.check_stopped(r, "restarted server exits 0 on SIGTERM")
+    if have_admin():
+        admin_verify(r, data, 0, "smolder-admin verify exits 0 after "
+                     "the second run")
 
 
 if __name__ == "__main__":

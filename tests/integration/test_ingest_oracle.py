@@ -265,112 +265,107 @@ def main(r):
     shared = shared_profiles_dir()
     tmp = tempfile.mkdtemp(prefix="smolder-oracle-")
     r.at_end(lambda: shutil.rmtree(tmp, ignore_errors=True))
-    srv = None
     try:
-        try:
-            srv = start_server(r)
-        except ServerError as e:
-            r.fail("server starts", str(e))
-            return
-        idx = 0
+        srv = start_server(r)
+    except ServerError as e:
+        r.fail("server starts", str(e))
+        return
+    idx = 0
 
-        # -- tests/data ------------------------------------------------------
-        d = data_dir()
-        for fname in sorted(os.listdir(d)):
-            path = os.path.join(d, fname)
-            if not os.path.isfile(path):
-                continue
-            if fname in LEGACY_NON_PROTOBUF or fname.endswith(".string"):
-                check_reject(r, srv, "%s (not a protobuf pprof)" % fname,
-                             path, {"name": app_name("reject", fname, idx)},
-                             422)
-                idx += 1
-                continue
-            if fname.startswith("jfrparser__") or fname.endswith(
-                    (".md", ".txt", ".jfr", ".json")):
-                continue
-            if not oracle.looks_like_pprof(path):
-                continue
-            if fname == "parca__normalizer__profile.pb.gz":
-                check_reject(r, srv, "%s (empty sample type names: empty "
-                             "metric)" % fname, path,
-                             {"name": app_name("reject", fname, idx)}, 422)
-                idx += 1
-                continue
-            check_round_trip(r, srv, Case(path), idx, tmp)
+    # -- tests/data ------------------------------------------------------
+    d = data_dir()
+    for fname in sorted(os.listdir(d)):
+        path = os.path.join(d, fname)
+        if not os.path.isfile(path):
+            continue
+        if fname in LEGACY_NON_PROTOBUF or fname.endswith(".string"):
+            check_reject(r, srv, "%s (not a protobuf pprof)" % fname,
+                         path, {"name": app_name("reject", fname, idx)},
+                         422)
             idx += 1
+            continue
+        if fname.startswith("jfrparser__") or fname.endswith(
+                (".md", ".txt", ".jfr", ".json")):
+            continue
+        if not oracle.looks_like_pprof(path):
+            continue
+        if fname == "parca__normalizer__profile.pb.gz":
+            check_reject(r, srv, "%s (empty sample type names: empty "
+                         "metric)" % fname, path,
+                         {"name": app_name("reject", fname, idx)}, 422)
+            idx += 1
+            continue
+        check_round_trip(r, srv, Case(path), idx, tmp)
+        idx += 1
 
-        # -- ../shared TestIngest list ---------------------------------------
-        if shared is None:
-            r.skip_corpus("../shared TestIngest profiles",
-                          "../shared/testdata/profiles is absent")
-        else:
-            for fname, spy, st, ids in SHARED_ROUND_TRIP:
-                path = os.path.join(shared, fname)
-                if not os.path.exists(path):
-                    r.fail("%s present in ../shared" % fname)
-                    continue
-                case = Case(path, spy=spy, upstream_ids=ids,
-                            st_config_path=os.path.join(shared, st)
-                            if st else None)
-                check_round_trip(r, srv, case, idx, tmp)
-                idx += 1
-            # The dotnet fix without a sample_type_config, as a raw body.
-            case = Case(os.path.join(shared, "pyroscope__dotnet-pprof-3.pb.gz"),
-                        spy="dotnetspy", form="raw",
-                        upstream_ids=["process_cpu:cpu:nanoseconds::"
-                                      "nanoseconds"],
-                        label="pyroscope__dotnet-pprof-3.pb.gz (raw)")
+    # -- ../shared TestIngest list ---------------------------------------
+    if shared is None:
+        r.skip_corpus("../shared TestIngest profiles",
+                      "../shared/testdata/profiles is absent")
+    else:
+        for fname, spy, st, ids in SHARED_ROUND_TRIP:
+            path = os.path.join(shared, fname)
+            if not os.path.exists(path):
+                r.fail("%s present in ../shared" % fname)
+                continue
+            case = Case(path, spy=spy, upstream_ids=ids,
+                        st_config_path=os.path.join(shared, st)
+                        if st else None)
             check_round_trip(r, srv, case, idx, tmp)
             idx += 1
-            cpu = os.path.join(shared, "pyroscope__cpu.pb.gz")
-            check_reject(r, srv, "pyroscope__cpu.pb.gz as profile + "
-                         "prev_profile", cpu,
-                         {"name": app_name("reject", "prev", idx),
-                          "spyName": "gospy"}, 422, form="multipart",
-                         prev=True, message_has="unsupported client version")
-            idx += 1
-            check_reject(r, srv, "pyroscope__invalid_utf8.pb.gz",
-                         os.path.join(shared, "pyroscope__invalid_utf8.pb.gz"),
-                         {"name": app_name("reject", "utf8", idx)}, 422)
-            idx += 1
-            check_reject(r, srv, "pyroscope__dotnet-pprof-3.pb.gz without "
-                         "spyName=dotnetspy",
-                         os.path.join(shared,
-                                      "pyroscope__dotnet-pprof-3.pb.gz"),
-                         {"name": app_name("reject", "dotnet", idx)}, 422)
+        # The dotnet fix without a sample_type_config, as a raw body.
+        case = Case(os.path.join(shared, "pyroscope__dotnet-pprof-3.pb.gz"),
+                    spy="dotnetspy", form="raw",
+                    upstream_ids=["process_cpu:cpu:nanoseconds::"
+                                  "nanoseconds"],
+                    label="pyroscope__dotnet-pprof-3.pb.gz (raw)")
+        check_round_trip(r, srv, case, idx, tmp)
+        idx += 1
+        cpu = os.path.join(shared, "pyroscope__cpu.pb.gz")
+        check_reject(r, srv, "pyroscope__cpu.pb.gz as profile + "
+                     "prev_profile", cpu,
+                     {"name": app_name("reject", "prev", idx),
+                      "spyName": "gospy"}, 422, form="multipart",
+                     prev=True, message_has="unsupported client version")
+        idx += 1
+        check_reject(r, srv, "pyroscope__invalid_utf8.pb.gz",
+                     os.path.join(shared, "pyroscope__invalid_utf8.pb.gz"),
+                     {"name": app_name("reject", "utf8", idx)}, 422)
+        idx += 1
+        check_reject(r, srv, "pyroscope__dotnet-pprof-3.pb.gz without "
+                     "spyName=dotnetspy",
+                     os.path.join(shared,
+                                  "pyroscope__dotnet-pprof-3.pb.gz"),
+                     {"name": app_name("reject", "dotnet", idx)}, 422)
+        idx += 1
+
+    # -- genprof ---------------------------------------------------------
+    out = genprof_dir(r, tmp)
+    if out:
+        gen = [
+            Case(os.path.join(out, "cpu.pb.gz"), spy="gospy",
+                 upstream_ids=GO_CPU, label="genprof cpu", form="raw"),
+            Case(os.path.join(out, "heap.pb.gz"), spy="gospy",
+                 upstream_ids=GO_HEAP, label="genprof heap",
+                 form="multipart"),
+            Case(os.path.join(out, "mutex.pb.gz"), spy="gospy",
+                 upstream_ids=["mutex:contentions:count:contentions:count",
+                               "mutex:delay:nanoseconds:contentions:count"],
+                 label="genprof mutex", form="raw"),
+            Case(os.path.join(out, "block.pb.gz"), spy="gospy",
+                 st_config=GO_BLOCK_CONFIG,
+                 upstream_ids=["block:contentions:count:contentions:count",
+                               "block:delay:nanoseconds:contentions:count"],
+                 label="genprof block", form="multipart"),
+            Case(os.path.join(out, "goroutine.pb.gz"), spy="gospy",
+                 upstream_ids=["goroutines:goroutine:count:goroutine:count"],
+                 label="genprof goroutine", form="raw"),
+        ]
+        for case in gen:
+            check_round_trip(r, srv, case, idx, tmp)
             idx += 1
 
-        # -- genprof ---------------------------------------------------------
-        out = genprof_dir(r, tmp)
-        if out:
-            gen = [
-                Case(os.path.join(out, "cpu.pb.gz"), spy="gospy",
-                     upstream_ids=GO_CPU, label="genprof cpu", form="raw"),
-                Case(os.path.join(out, "heap.pb.gz"), spy="gospy",
-                     upstream_ids=GO_HEAP, label="genprof heap",
-                     form="multipart"),
-                Case(os.path.join(out, "mutex.pb.gz"), spy="gospy",
-                     upstream_ids=["mutex:contentions:count:contentions:count",
-                                   "mutex:delay:nanoseconds:contentions:count"],
-                     label="genprof mutex", form="raw"),
-                Case(os.path.join(out, "block.pb.gz"), spy="gospy",
-                     st_config=GO_BLOCK_CONFIG,
-                     upstream_ids=["block:contentions:count:contentions:count",
-                                   "block:delay:nanoseconds:contentions:count"],
-                     label="genprof block", form="multipart"),
-                Case(os.path.join(out, "goroutine.pb.gz"), spy="gospy",
-                     upstream_ids=["goroutines:goroutine:count:goroutine:count"],
-                     label="genprof goroutine", form="raw"),
-            ]
-            for case in gen:
-                check_round_trip(r, srv, case, idx, tmp)
-                idx += 1
-
-        r.check(srv.ready(), "server still ready after all uploads")
-    finally:
-        if srv is not None:
-            srv.check_stopped(r)
+    r.check(srv.ready(), "server still ready after all uploads")
 
 
 if __name__ == "__main__":

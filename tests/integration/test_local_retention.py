@@ -28,10 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
-import swift_s3  # noqa: E402
-from cluster import shipping_cluster  # noqa: E402
+from cluster import swift_shipping_cluster  # noqa: E402
 from durability import (DataServer, collapsed_answer, flush,  # noqa: E402
-                        local_blocks_dropped, metrics, workspace_for)
+                        local_blocks_dropped, metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 240
@@ -59,12 +58,10 @@ def answer(q):
 
 
 def body(r):
-    ws = workspace_for(r, "local-retention")
-    _, flags = swift_s3.start_in(r, ws)
-    c = shipping_cluster(
-        ws, flags, ["-ingester.ship-interval=1s",
-                    "-ingester.local-retention=1m",
-                    "-ingester.leave-on-shutdown=false"],
+    ws, c = swift_shipping_cluster(
+        r, "local-retention", ["-ingester.ship-interval=1s",
+                               "-ingester.local-retention=1m",
+                               "-ingester.leave-on-shutdown=false"],
         ingesters=3, distributors=1, queriers=1, rf=3, gateways=2,
         gateway_rf=1)
     c.start_for(r)

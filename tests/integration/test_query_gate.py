@@ -22,7 +22,6 @@ until the timeout, deterministically.  Then:
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from durability import (Workspace, limit_flags, metric_value,  # noqa: E402
                         parse_metrics, wait_metric)
-from smolder import freeze, run_script  # noqa: E402
+from smolder import frozen, run_script  # noqa: E402
 
 PTYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 SEL = '{service_name="gate"}'
@@ -98,7 +97,6 @@ def main(r):
                        "-querier.max-concurrent-queries-per-tenant=1",
                        "-querier.timeout=3s",
                        "-querier.straggler-wait=0"] + limit_flags())
-    frozen = None
     try:
         c.start()
         d, q = c.distributors[0], c.queriers[0]
@@ -117,52 +115,50 @@ def main(r):
         r.check(g.status == 200, "a's query before the freeze -> 200",
                 g.describe())
 
-        frozen = c.ingesters[0].proc
-        r.check(freeze(frozen.pid), "the ingester is stopped")
-        held = {}
+        with frozen(c.ingesters[0].proc.pid) as ok:
+            r.check(ok, "the ingester is stopped")
+            held = {}
 
-        def hold(tenant):
-            held[tenant] = merge(q, tenant, now_ms)
-        ta = threading.Thread(target=hold, args=("a",))
-        ta.start()
-        # Let the held query's connection be dispatched before /metrics
-        # polls start taking the event threads (quick() says why).
-        time.sleep(0.5)
-        v = wait_inflight(q, lambda x: x >= 1)
-        r.check(v == 1, "a's first query is in flight", "in flight %r" % v)
+            def hold(tenant):
+                held[tenant] = merge(q, tenant, now_ms)
+            ta = threading.Thread(target=hold, args=("a",))
+            ta.start()
+            # Let the held query's connection be dispatched before /metrics
+            # polls start taking the event threads (quick() says why).
+            time.sleep(0.5)
+            v = wait_inflight(q, lambda x: x >= 1)
+            r.check(v == 1, "a's first query is in flight", "in flight %r" % v)
 
-        g, took = quick(lambda t: merge(q, "a", now_ms, timeout=t))
-        r.check(g.status == 429 and "too many concurrent queries" in
-                g.text() and "resource_exhausted" in g.text(),
-                "a's second Connect query -> 429 resource_exhausted",
-                g.describe())
-        r.check(took < 1.0, "refused at once, not after the timeout",
-                "%.2f s" % took)
-        g, _ = quick(lambda t: q.request(
-            "GET", "/render", {"query": PTYPE + SEL, "from": "now-1h",
-                               "until": "now", "format": "json"},
-            headers={"X-Scope-OrgID": "a"}, timeout=t))
-        r.check(g.status == 429 and "too many concurrent queries" in
-                g.text(), "a's /render -> 429", g.describe())
+            g, took = quick(lambda t: merge(q, "a", now_ms, timeout=t))
+            r.check(g.status == 429 and "too many concurrent queries" in
+                    g.text() and "resource_exhausted" in g.text(),
+                    "a's second Connect query -> 429 resource_exhausted",
+                    g.describe())
+            r.check(took < 1.0, "refused at once, not after the timeout",
+                    "%.2f s" % took)
+            g, _ = quick(lambda t: q.request(
+                "GET", "/render", {"query": PTYPE + SEL, "from": "now-1h",
+                                   "until": "now", "format": "json"},
+                headers={"X-Scope-OrgID": "a"}, timeout=t))
+            r.check(g.status == 429 and "too many concurrent queries" in
+                    g.text(), "a's /render -> 429", g.describe())
 
-        mr, _ = quick(lambda t: q.request("GET", "/metrics", timeout=t))
-        m = parse_metrics(mr.text())
-        # (Not /metrics while b runs: the HTTP pool may have no thread
-        # left for it; b's own answer shows it was admitted.)
-        tb = threading.Thread(target=hold, args=("b",))
-        tb.start()
-        # At least two: a try abandoned behind the held query may also
-        # have been refused when its turn came.
-        v = metric_value(m, "smolder_querier_queries_refused_total",
-                         tenant="a")
-        r.check(v is not None and v >= 2, "a's refusals counted",
-                "refused %r" % v)
-        r.check(metric_value(m, "smolder_querier_queries_refused_total",
-                             tenant="b") in (None, 0.0),
-                "no refusal for b")
+            mr, _ = quick(lambda t: q.request("GET", "/metrics", timeout=t))
+            m = parse_metrics(mr.text())
+            # (Not /metrics while b runs: the HTTP pool may have no thread
+            # left for it; b's own answer shows it was admitted.)
+            tb = threading.Thread(target=hold, args=("b",))
+            tb.start()
+            # At least two: a try abandoned behind the held query may also
+            # have been refused when its turn came.
+            v = metric_value(m, "smolder_querier_queries_refused_total",
+                             tenant="a")
+            r.check(v is not None and v >= 2, "a's refusals counted",
+                    "refused %r" % v)
+            r.check(metric_value(m, "smolder_querier_queries_refused_total",
+                                 tenant="b") in (None, 0.0),
+                    "no refusal for b")
 
-        os.kill(frozen.pid, signal.SIGCONT)
-        frozen = None
         ta.join(30)
         tb.join(30)
         r.check(not ta.is_alive() and not tb.is_alive(),
@@ -185,18 +181,16 @@ def main(r):
 
         # Deadlines reach the ingester.
         ing = c.ingesters[0]
-        frozen = ing.proc
-        r.check(freeze(frozen.pid), "the ingester is stopped again")
-        t_sent = time.time()
-        g = merge(q, "b", now_ms)
-        r.check(g.status >= 500, "a query with the ingester frozen fails "
-                "after the querier's timeout", g.describe())
-        # Its calls' deadlines (sent + 3 s) plus the skew allowance (1 s)
-        # must have passed before the ingester reads them.
-        while time.time() < t_sent + 3 + 1 + 0.5:
-            time.sleep(0.1)
-        os.kill(frozen.pid, signal.SIGCONT)
-        frozen = None
+        with frozen(ing.proc.pid) as ok:
+            r.check(ok, "the ingester is stopped again")
+            t_sent = time.time()
+            g = merge(q, "b", now_ms)
+            r.check(g.status >= 500, "a query with the ingester frozen fails "
+                    "after the querier's timeout", g.describe())
+            # Its calls' deadlines (sent + 3 s) plus the skew allowance (1 s)
+            # must have passed before the ingester reads them.
+            while time.time() < t_sent + 3 + 1 + 0.5:
+                time.sleep(0.1)
         v = wait_metric(ing, "smolder_ingester_requests_expired_total",
                         lambda x: x is not None and x >= 1, timeout=10)
         r.check(v is not None and v >= 1, "the ingester dropped the "
@@ -208,8 +202,6 @@ def main(r):
                 "b's next query -> 200 with b's data (5 samples of 10 ms)",
                 g.describe())
     finally:
-        if frozen is not None:
-            os.kill(frozen.pid, signal.SIGCONT)
         c.check_stopped(r)
 
 

@@ -35,11 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
-import swift_s3  # noqa: E402
-from cluster import shipping_cluster  # noqa: E402
+from cluster import swift_shipping_cluster  # noqa: E402
 from durability import (SERVER_STACKS, DataServer,  # noqa: E402
                         UploadWriter, collapsed_answer, leave_for_good,
-                        metrics, workspace_for)
+                        metrics)
 from smolder import metric_value, run_script  # noqa: E402
 
 BUDGET_S = 300
@@ -52,13 +51,11 @@ def answer(q):
 
 
 def body(r):
-    ws = workspace_for(r, "scale-leave")
-    _, flags = swift_s3.start_in(r, ws)
     # a Cluster object for ports, ids and the gateways; the distributors
     # and queriers of each stage are made here
-    c = shipping_cluster(
-        ws, flags, ["-ingester.ship-interval=1s",
-                    "-ingester.leave-timeout=8s"],
+    ws, c = swift_shipping_cluster(
+        r, "scale-leave", ["-ingester.ship-interval=1s",
+                           "-ingester.leave-timeout=8s"],
         ingesters=5, distributors=0, queriers=0, rf=3, gateways=2,
         gateway_rf=2)
     r.at_end(lambda: c.stop())

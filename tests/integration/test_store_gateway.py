@@ -129,12 +129,7 @@ def body(r):
 
     # 1. shipped and loaded: every upload once
     w.batch(r, 60)
-    first = answer(q)
-    r.check(isinstance(first, dict) and len(first) == len(STACKS),
-            "the first answer has every stack", str(first))
-    w.unit = (first.get(STACKS[0], 0) if isinstance(first, dict) else 0) \
-        // max(w.acked[STACKS[0]], 1)
-    r.check(w.unit > 0, "one upload's value is known (%d)" % w.unit)
+    w.unit = w.first_unit(r, answer(q))
     per_ing = {}
     for i, ing in enumerate(c.ingesters):
         _, p = metrics(ing)
