@@ -417,8 +417,9 @@ int qry_heatmap_register(struct querier *q);
  *                  a profile type id (either may be NULL or empty);
  * qry_fg_levels    a flamegraph's names and levels as querier.v1 messages
  *                  in arena `a` (0 or SM_ENOMEM);
- * qry_fg_pb        a flamegraph as a querier.v1.FlameGraph in arena `a`
- *                  (NULL: out of memory);
+ * qry_fg_pb        the flamegraph of merged tree `m` cut to `max_nodes`,
+ *                  as a querier.v1.FlameGraph in arena `a` (0, or
+ *                  SM_ENOMEM set in `err`);
  * qry_max_nodes    a request's max flamegraph nodes `mn` checked against
  *                  the tenant's limits into *out (0: the tenant's
  *                  default); SM_EINVAL with Pyroscope's words.
@@ -431,8 +432,9 @@ int qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err);
 int qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
     size_t *nnames, struct Querier__V1__Level ***levels, size_t *nlevels);
-struct Querier__V1__FlameGraph *qry_fg_pb(const struct sm_fg *fg,
-    struct sm_arena *a);
+int qry_fg_pb(const struct sm_mtree *m, int64_t max_nodes,
+    struct sm_arena *a, struct Querier__V1__FlameGraph **out,
+    struct sm_err *err);
 int qry_max_nodes(struct querier *q, const char *tenant, int64_t mn,
     int64_t *out, struct sm_err *err);
 
