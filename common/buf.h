@@ -97,6 +97,13 @@ int sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n);
 int sm_base64_digit(unsigned char c, bool url);
 
 /*
+ * The five escapes JSON and Go's strconv.Quote write alike (\" \\ \n \r
+ * \t): append the escape of `c` and return true, or return false (nothing
+ * appended) when `c` is none of them, for the caller's own rule.
+ */
+bool sm_buf_put_escape(struct sm_buf *b, unsigned char c);
+
+/*
  * Append `s` as a JSON string literal, quotes included.  Escaping matches
  * Go's encoding/json byte for byte (Pyroscope's responses): invalid UTF-8
  * becomes \ufffd, and U+2028, U+2029, <, > and & are escaped, so the output

@@ -173,28 +173,12 @@ label_quote(struct sm_buf *out, const char *s)
 {
 	sm_buf_putc(out, '"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			sm_buf_puts(out, "\\\"");
-			break;
-		case '\\':
-			sm_buf_puts(out, "\\\\");
-			break;
-		case '\n':
-			sm_buf_puts(out, "\\n");
-			break;
-		case '\t':
-			sm_buf_puts(out, "\\t");
-			break;
-		case '\r':
-			sm_buf_puts(out, "\\r");
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				sm_buf_printf(out, "\\x%02x", *p);
-			else
-				sm_buf_putc(out, (char)*p);
-		}
+		if (sm_buf_put_escape(out, *p))
+			continue;
+		if (*p < 0x20 || *p == 0x7f)
+			sm_buf_printf(out, "\\x%02x", *p);
+		else
+			sm_buf_putc(out, (char)*p);
 	}
 	sm_buf_putc(out, '"');
 }
