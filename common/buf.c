@@ -133,12 +133,8 @@ sm_buf_put_i64(struct sm_buf *b, int64_t v)
 	}
 }
 
-/*
- * Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not valid
- * (overlong forms, surrogates and values past U+10FFFF are invalid).
- */
-static size_t
-utf8_seq_len(const unsigned char *s, size_t n)
+size_t
+sm_utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned c = s[0];
 
@@ -205,7 +201,7 @@ sm_buf_json_str(struct sm_buf *b, const char *s, size_t n)
 			run = 0;
 		}
 		if (c >= 0x80) {
-			l = utf8_seq_len(p + i, n - i);
+			l = sm_utf8_seq_len(p + i, n - i);
 			if (l == 0) {
 				/* As Go: the escape, not the raw U+FFFD. */
 				sm_buf_puts(b, "\\ufffd");

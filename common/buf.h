@@ -97,6 +97,13 @@ int sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n);
 int sm_base64_digit(unsigned char c, bool url);
 
 /*
+ * Length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 if it is
+ * not valid (overlong forms, surrogates and values past U+10FFFF are
+ * invalid).
+ */
+size_t sm_utf8_seq_len(const unsigned char *s, size_t n);
+
+/*
  * The five escapes JSON and Go's strconv.Quote write alike (\" \\ \n \r
  * \t): append the escape of `c` and return true, or return false (nothing
  * appended) when `c` is none of them, for the caller's own rule.
