@@ -1078,12 +1078,16 @@ qry_connect_register(struct querier *q)
 		{ "SelectMergeProfile",
 		    &querier__v1__select_merge_profile_request__descriptor,
 		    m_merge_profile },
+		{ "SelectMergeSpanProfile",
+		    &querier__v1__select_merge_span_profile_request__descriptor,
+		    qry_merge_span_profile },
+		{ "SelectHeatmap",
+		    &querier__v1__select_heatmap_request__descriptor,
+		    qry_select_heatmap },
 	};
 	int rv;
 
-	if ((rv = qry_route_methods(q, methods, SM_ARRAY_LEN(methods))) != 0 ||
-	    (rv = qry_span_register(q)) != 0 ||
-	    (rv = qry_heatmap_register(q)) != 0)
+	if ((rv = qry_route_methods(q, methods, SM_ARRAY_LEN(methods))) != 0)
 		return (rv);
 	return (qry_stats_register(q));
 }

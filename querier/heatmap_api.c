@@ -375,8 +375,8 @@ hm_collect(const struct qry_fan *f, struct hm_prof **ps, size_t *np,
 	return (0);
 }
 
-static int
-m_select_heatmap(void *arg, struct sm_connect_call *call,
+int
+qry_select_heatmap(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	struct querier *q = arg;
@@ -513,15 +513,6 @@ out:
 	qry_fan_close(&f, true);
 	sm_selector_fini(&s);
 	return (rv);
-}
-
-int
-qry_heatmap_register(struct querier *q)
-{
-	return (qry_route_connect(q,
-	    "/querier.v1.QuerierService/SelectHeatmap",
-	    &querier__v1__select_heatmap_request__descriptor,
-	    m_select_heatmap, q, 0));
 }
 
 /* --- SelectSeries exemplars ------------------------------------------------ */

@@ -404,10 +404,13 @@ int qry_connect_register(struct querier *q);
 int qry_webui_register(struct querier *q);
 /* GetProfileStats, AnalyzeQuery (stats_api.c). */
 int qry_stats_register(struct querier *q);
-/* SelectMergeSpanProfile (span_api.c). */
-int qry_span_register(struct querier *q);
-/* SelectHeatmap (heatmap_api.c). */
-int qry_heatmap_register(struct querier *q);
+/* The Connect handlers (sm_connect_fn) of SelectMergeSpanProfile
+ * (span_api.c) and SelectHeatmap (heatmap_api.c), routed with the others
+ * by qry_connect_register. */
+int qry_merge_span_profile(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err);
+int qry_select_heatmap(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err);
 
 /*
  * Shared by the Connect handlers (defined in connect_api.c):

@@ -135,8 +135,8 @@ qry_span_ids(char *const *sel, size_t n, struct sm_arena *a, uint64_t **out,
 	return (0);
 }
 
-static int
-m_merge_span_profile(void *arg, struct sm_connect_call *call,
+int
+qry_merge_span_profile(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	struct querier *q = arg;
@@ -198,13 +198,4 @@ out:
 	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);
-}
-
-int
-qry_span_register(struct querier *q)
-{
-	return (qry_route_connect(q,
-	    "/querier.v1.QuerierService/SelectMergeSpanProfile",
-	    &querier__v1__select_merge_span_profile_request__descriptor,
-	    m_merge_span_profile, q, 0));
 }
