@@ -79,8 +79,8 @@
 
 #include "querier/v1/querier.pb-c.h"
 
-static int
-call_tenant(struct querier *q, struct sm_connect_call *call,
+int
+qry_call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err)
 {
 	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
@@ -257,7 +257,7 @@ label_list(struct querier *q, struct sm_connect_call *call, char **matchers,
 	char *out;
 	int rv;
 
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(q, tenant, matchers, nmatchers, start, end, kind,
 	    name, NULL, 0, call->arena, &res, err)) != 0)
 		return (rv);
@@ -306,7 +306,7 @@ m_profile_types(void *arg, struct sm_connect_call *call,
 	size_t n, k = 0;
 	int rv;
 
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(arg, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(arg, tenant, NULL, 0, in->start, in->end,
 	    SMOLDER__V1__LABELS_KIND__LABEL_VALUES, SM_LABEL_PROFILE_TYPE,
 	    NULL, 0, call->arena, &res, err)) != 0)
@@ -357,7 +357,7 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	size_t w = 0;
 	int rv;
 
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(arg, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(arg, tenant, in->matchers, in->n_matchers,
 	    in->start, in->end, SMOLDER__V1__LABELS_KIND__SERIES_LABELS, NULL,
 	    in->label_names, in->n_label_names, call->arena, &res, err)) != 0)
@@ -575,7 +575,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_format(in->format, err)) != 0 ||
 	    (rv = qry_max_nodes(q, tenant, in->max_nodes, &mn, err)) != 0 ||
 	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
@@ -699,7 +699,7 @@ m_diff(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	sm_selector_init(&s[1]);
 	side[0] = in->left;
 	side[1] = in->right;
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if (side[0] == NULL || side[1] == NULL) {
 		rv = sm_err_set(err, SM_EINVAL, "left and right are required");
@@ -785,7 +785,7 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if (in->max_nodes < 0) {
 		rv = sm_err_set(err, SM_EINVAL, "max_nodes must not be "
@@ -1016,7 +1016,7 @@ m_select_series(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = qry_check_range(in->start, in->end, err)) != 0 ||
 	    (rv = series_check(in, &step_ms, err)) != 0 ||
 	    (rv = qry_build_selector(in->profile_typeid, in->label_selector,

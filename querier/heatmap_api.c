@@ -398,8 +398,7 @@ qry_select_heatmap(void *arg, struct sm_connect_call *call,
 
 	qry_fan_init(&f);
 	sm_selector_init(&s);
-	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
-	    err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	start_ms = in->start;
 	end_ms = in->end;

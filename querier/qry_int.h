@@ -414,6 +414,8 @@ int qry_select_heatmap(void *arg, struct sm_connect_call *call,
 
 /*
  * Shared by the Connect handlers (defined in connect_api.c):
+ * qry_call_tenant  the tenant of a Connect call (sm_http_tenant under the
+ *                  querier's multitenancy setting);
  * qry_check_range  start and end (ms) present, inside attime.h's window,
  *                  start <= end; else SM_EINVAL with Pyroscope's words;
  * qry_build_selector  `s` (initialised here) from a label selector text and
@@ -430,6 +432,8 @@ int qry_select_heatmap(void *arg, struct sm_connect_call *call,
 struct Querier__V1__Level;
 struct Querier__V1__FlameGraph;
 struct sm_fg;
+int qry_call_tenant(struct querier *q, struct sm_connect_call *call,
+    const char **tenant, struct sm_err *err);
 int qry_check_range(int64_t start, int64_t end, struct sm_err *err);
 int qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err);

@@ -155,8 +155,7 @@ qry_merge_span_profile(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
-	    err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
 		goto out;
