@@ -105,6 +105,17 @@ print_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	return (0);
 }
 
+/* A failed check (rv != 0) printed and counted; returns rv. */
+static int
+bad(struct admin *ad, int rv, const struct sm_err *err)
+{
+	if (rv != 0) {
+		printf("BAD %s\n", err->msg);
+		ad->problems++;
+	}
+	return (rv);
+}
+
 static int
 verify_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 {
@@ -116,16 +127,11 @@ verify_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 	struct sm_err err;
 
 	sm_err_clear(&err);
-	if (ing_store_block_tree(ad->store, tenant, m, &tree, &te, &err) != 0) {
-		printf("BAD %s\n", err.msg);
-		ad->problems++;
-	}
+	(void)bad(ad, ing_store_block_tree(ad->store, tenant, m, &tree, &te,
+	    &err), &err);
 	sm_err_clear(&err);
-	if (ing_store_block_index(ad->store, tenant, m, &idx, &ie,
-	    &err) != 0) {
-		printf("BAD %s\n", err.msg);
-		ad->problems++;
-	} else {
+	if (bad(ad, ing_store_block_index(ad->store, tenant, m, &idx, &ie,
+	    &err), &err) == 0) {
 		for (uint32_t s = 0; s < idx->nseries; s++) {
 			struct ing_bucket *b;
 
@@ -145,18 +151,12 @@ verify_block(void *arg, const char *tenant, const struct ing_block_meta *m)
 		uint32_t n;
 
 		sm_err_clear(&err);
-		if (ing_store_block_spans(ad->store, tenant, m, &sp, &n,
-		    &err) != 0) {
-			printf("BAD %s\n", err.msg);
-			ad->problems++;
-		}
+		(void)bad(ad, ing_store_block_spans(ad->store, tenant, m, &sp,
+		    &n, &err), &err);
 		sm_free(sp);
 		sm_err_clear(&err);
-		if (ing_store_block_profiles(ad->store, tenant, m, &pr, &n,
-		    &err) != 0) {
-			printf("BAD %s\n", err.msg);
-			ad->problems++;
-		}
+		(void)bad(ad, ing_store_block_profiles(ad->store, tenant, m,
+		    &pr, &n, &err), &err);
 		sm_free(pr);
 	}
 	if (te != NULL)

@@ -133,12 +133,8 @@ sm_buf_put_i64(struct sm_buf *b, int64_t v)
 	}
 }
 
-/*
- * Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not valid
- * (overlong forms, surrogates and values past U+10FFFF are invalid).
- */
-static size_t
-utf8_seq_len(const unsigned char *s, size_t n)
+size_t
+sm_utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned c = s[0];
 
@@ -168,6 +164,20 @@ utf8_seq_len(const unsigned char *s, size_t n)
 	return (0);
 }
 
+bool
+sm_buf_put_escape(struct sm_buf *b, unsigned char c)
+{
+	static const char *const esc[] = {
+		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\r'] = "\\r",
+		['\t'] = "\\t",
+	};
+
+	if (c >= SM_ARRAY_LEN(esc) || esc[c] == NULL)
+		return (false);
+	sm_buf_puts(b, esc[c]);
+	return (true);
+}
+
 void
 sm_buf_json_str(struct sm_buf *b, const char *s, size_t n)
 {
@@ -191,7 +201,7 @@ sm_buf_json_str(struct sm_buf *b, const char *s, size_t n)
 			run = 0;
 		}
 		if (c >= 0x80) {
-			l = utf8_seq_len(p + i, n - i);
+			l = sm_utf8_seq_len(p + i, n - i);
 			if (l == 0) {
 				/* As Go: the escape, not the raw U+FFFD. */
 				sm_buf_puts(b, "\\ufffd");
@@ -208,29 +218,11 @@ sm_buf_json_str(struct sm_buf *b, const char *s, size_t n)
 			}
 			continue;
 		}
-		switch (c) {
-		case '"':
-			sm_buf_puts(b, "\\\"");
-			break;
-		case '\\':
-			sm_buf_puts(b, "\\\\");
-			break;
-		case '\n':
-			sm_buf_puts(b, "\\n");
-			break;
-		case '\r':
-			sm_buf_puts(b, "\\r");
-			break;
-		case '\t':
-			sm_buf_puts(b, "\\t");
-			break;
-		default: {
+		if (!sm_buf_put_escape(b, (unsigned char)c)) {
 			/* Control bytes, and <, >, & escaped as Go does. */
 			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4],
 				hex[c & 15] };
 			sm_buf_append(b, e, sizeof(e));
-			break;
-		}
 		}
 		i++;
 	}

@@ -97,6 +97,20 @@ int sm_buf_put_unbase64(struct sm_buf *b, const char *s, size_t n);
 int sm_base64_digit(unsigned char c, bool url);
 
 /*
+ * Length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 if it is
+ * not valid (overlong forms, surrogates and values past U+10FFFF are
+ * invalid).
+ */
+size_t sm_utf8_seq_len(const unsigned char *s, size_t n);
+
+/*
+ * The five escapes JSON and Go's strconv.Quote write alike (\" \\ \n \r
+ * \t): append the escape of `c` and return true, or return false (nothing
+ * appended) when `c` is none of them, for the caller's own rule.
+ */
+bool sm_buf_put_escape(struct sm_buf *b, unsigned char c);
+
+/*
  * Append `s` as a JSON string literal, quotes included.  Escaping matches
  * Go's encoding/json byte for byte (Pyroscope's responses): invalid UTF-8
  * becomes \ufffd, and U+2028, U+2029, <, > and & are escaped, so the output

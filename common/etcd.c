@@ -284,6 +284,26 @@ etcd_call(struct sm_etcd *e, const char *path, const struct sm_json *req,
 	return (rv);
 }
 
+/* etcd_call of request `req`, which it frees (NULL: out of memory); the
+ * answer in *ans on 0, or dropped when `ans` is NULL. */
+static int
+etcd_post(struct sm_etcd *e, const char *path, struct sm_json *req,
+    struct sm_json **ans, struct sm_err *err)
+{
+	struct sm_json *a = NULL;
+	int rv;
+
+	if (req == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	rv = etcd_call(e, path, req, 0, NULL, NULL, &a, err);
+	sm_json_free(req);
+	if (ans != NULL && rv == 0)
+		*ans = a;
+	else
+		sm_json_free(a);
+	return (rv);
+}
+
 /* --- the handle -------------------------------------------------------------- */
 
 int
@@ -441,33 +461,23 @@ int
 sm_etcd_put(struct sm_etcd *e, const char *key, const char *val, size_t vlen,
     int64_t lease, struct sm_err *err)
 {
-	struct sm_json *req, *ans = NULL;
 	int rv;
 
 	if ((rv = key_check(key, err)) != 0)
 		return (rv);
-	if ((req = put_req(key, val, vlen, lease)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, "/v3/kv/put", req, 0, NULL, NULL, &ans, err);
-	sm_json_free(req);
-	sm_json_free(ans);
-	return (rv);
+	return (etcd_post(e, "/v3/kv/put", put_req(key, val, vlen, lease),
+	    NULL, err));
 }
 
 int
 sm_etcd_delete(struct sm_etcd *e, const char *key, struct sm_err *err)
 {
-	struct sm_json *req, *ans = NULL;
 	int rv;
 
 	if ((rv = key_check(key, err)) != 0)
 		return (rv);
-	if ((req = key_req(key, false)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, "/v3/kv/deleterange", req, 0, NULL, NULL, &ans, err);
-	sm_json_free(req);
-	sm_json_free(ans);
-	return (rv);
+	return (etcd_post(e, "/v3/kv/deleterange", key_req(key, false), NULL,
+	    err));
 }
 
 void
@@ -484,7 +494,7 @@ int
 sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
     size_t *nout, int64_t *rev, struct sm_err *err)
 {
-	struct sm_json *req, *ans = NULL, *arr;
+	struct sm_json *ans = NULL, *arr;
 	struct sm_etcd_kv *kvs = NULL;
 	size_t n = 0, i;
 	int rv;
@@ -494,11 +504,8 @@ sm_etcd_range(struct sm_etcd *e, const char *prefix, struct sm_etcd_kv **out,
 	*rev = 0;
 	if ((rv = key_check(prefix, err)) != 0)
 		return (rv);
-	if ((req = key_req(prefix, true)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	rv = etcd_call(e, "/v3/kv/range", req, 0, NULL, NULL, &ans, err);
-	sm_json_free(req);
-	if (rv != 0)
+	if ((rv = etcd_post(e, "/v3/kv/range", key_req(prefix, true), &ans,
+	    err)) != 0)
 		return (rv);
 	*rev = jint(sm_json_get(ans, "header"), "revision");
 	arr = sm_json_get(ans, "kvs");
@@ -656,22 +663,25 @@ sm_etcd_watch(struct sm_etcd *e, const char *prefix, int64_t from_rev,
 }
 
 /* POST {field: "v"} (etcd spells 64-bit integers as strings) to a lease
- * path; *ans is the answer on 0. */
+ * path; on 0, *out (when not NULL) is the integer `key` of the answer's
+ * object `obj` (NULL: of the answer itself), 0 when it has none. */
 static int
 lease_call(struct sm_etcd *e, const char *path, const char *field, int64_t v,
-    struct sm_json **ans, struct sm_err *err)
+    const char *obj, const char *key, int64_t *out, struct sm_err *err)
 {
-	struct sm_json *req = sm_json_object();
+	struct sm_json *req = sm_json_object(), *ans = NULL;
 	char num[24];
 	int rv;
 
-	*ans = NULL;
 	(void)snprintf(num, sizeof(num), "%lld", (long long)v);
 	if (sm_json_set_str(req, field, num) != 0)
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 	else
-		rv = etcd_call(e, path, req, 0, NULL, NULL, ans, err);
+		rv = etcd_call(e, path, req, 0, NULL, NULL, &ans, err);
+	if (rv == 0 && out != NULL)
+		*out = jint(obj != NULL ? sm_json_get(ans, obj) : ans, key);
 	sm_json_free(req);
+	sm_json_free(ans);
 	return (rv);
 }
 
@@ -679,15 +689,14 @@ int
 sm_etcd_lease_grant(struct sm_etcd *e, int64_t ttl_s, int64_t *id,
     struct sm_err *err)
 {
-	struct sm_json *ans = NULL;
 	int rv;
 
 	*id = 0;
-	rv = lease_call(e, "/v3/lease/grant", "TTL", ttl_s, &ans, err);
-	if (rv == 0 && (*id = jint(ans, "ID")) == 0)
+	rv = lease_call(e, "/v3/lease/grant", "TTL", ttl_s, NULL, "ID", id,
+	    err);
+	if (rv == 0 && *id == 0)
 		rv = sm_err_set(err, SM_EIO, "etcd lease grant: no ID in the "
 		    "answer");
-	sm_json_free(ans);
 	return (rv);
 }
 
@@ -695,28 +704,25 @@ int
 sm_etcd_lease_keepalive(struct sm_etcd *e, int64_t id, int64_t *ttl_s,
     struct sm_err *err)
 {
-	struct sm_json *ans = NULL;
 	int rv;
 
 	*ttl_s = 0;
 	/* the gateway streams keepalive answers; one is all we read */
-	rv = lease_call(e, "/v3/lease/keepalive", "ID", id, &ans, err);
-	if (rv == 0 && (*ttl_s = jint(sm_json_get(ans, "result"),
-	    "TTL")) <= 0)
+	rv = lease_call(e, "/v3/lease/keepalive", "ID", id, "result", "TTL",
+	    ttl_s, err);
+	if (rv == 0 && *ttl_s <= 0)
 		rv = sm_err_set(err, SM_ENOTFOUND, "etcd lease %lld expired",
 		    (long long)id);
-	sm_json_free(ans);
 	return (rv);
 }
 
 int
 sm_etcd_lease_revoke(struct sm_etcd *e, int64_t id, struct sm_err *err)
 {
-	struct sm_json *ans = NULL;
 	int rv;
 
-	rv = lease_call(e, "/v3/lease/revoke", "ID", id, &ans, err);
-	sm_json_free(ans);
+	rv = lease_call(e, "/v3/lease/revoke", "ID", id, NULL, NULL, NULL,
+	    err);
 	return (rv == SM_ENOTFOUND ? 0 : rv);
 }
 
@@ -857,6 +863,18 @@ lock_main(void *arg)
 	return (NULL);
 }
 
+/* Free a lock whose thread has not started or has been joined. */
+static void
+lock_free(struct sm_etcd_lock *l)
+{
+	sm_etcd_destroy(l->e);
+	sm_free(l->key);
+	sm_free(l->holder);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	sm_free(l);
+}
+
 int
 sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
     const char *key, const char *holder, int64_t ttl_s,
@@ -890,12 +908,7 @@ sm_etcd_lock_start(const char *endpoints, int64_t timeout_ms,
 	*out = l;
 	return (0);
 fail:
-	sm_etcd_destroy(l->e);
-	sm_free(l->key);
-	sm_free(l->holder);
-	pthread_mutex_destroy(&l->mu);
-	pthread_cond_destroy(&l->cv);
-	sm_free(l);
+	lock_free(l);
 	return (rv);
 }
 
@@ -932,12 +945,7 @@ sm_etcd_lock_stop(struct sm_etcd_lock *l)
 	sm_err_clear(&err);
 	if (l->lease != 0)
 		(void)sm_etcd_lease_revoke(l->e, l->lease, &err);
-	sm_etcd_destroy(l->e);
-	sm_free(l->key);
-	sm_free(l->holder);
-	pthread_mutex_destroy(&l->mu);
-	pthread_cond_destroy(&l->cv);
-	sm_free(l);
+	lock_free(l);
 }
 
 /* --- TLS ---------------------------------------------------------------------- */

@@ -69,38 +69,6 @@ sm_labels_fingerprint(const struct sm_label *v, uint32_t n)
 	return (XXH3_64bits_digest(&st));
 }
 
-/* Length of the valid UTF-8 sequence at p[i] (i < n), 0 when invalid. */
-static size_t
-utf8_seq_len(const unsigned char *p, size_t i, size_t n)
-{
-	unsigned c = p[i];
-
-	if (c < 0x80)
-		return (1);
-	if (c >= 0xC2 && c <= 0xDF)
-		return (i + 1 < n && (p[i + 1] & 0xC0) == 0x80 ? 2 : 0);
-	if (c >= 0xE0 && c <= 0xEF) {
-		if (i + 2 >= n || (p[i + 1] & 0xC0) != 0x80 ||
-		    (p[i + 2] & 0xC0) != 0x80)
-			return (0);
-		if ((c == 0xE0 && p[i + 1] < 0xA0) ||
-		    (c == 0xED && p[i + 1] >= 0xA0))
-			return (0);
-		return (3);
-	}
-	if (c >= 0xF0 && c <= 0xF4) {
-		if (i + 3 >= n || (p[i + 1] & 0xC0) != 0x80 ||
-		    (p[i + 2] & 0xC0) != 0x80 ||
-		    (p[i + 3] & 0xC0) != 0x80)
-			return (0);
-		if ((c == 0xF0 && p[i + 1] < 0x90) ||
-		    (c == 0xF4 && p[i + 1] >= 0x90))
-			return (0);
-		return (4);
-	}
-	return (0);
-}
-
 /*
  * Eight bytes at a time while they are ASCII (frame names and label
  * values nearly always are): the pprof decoder checks every string of
@@ -122,7 +90,7 @@ sm_utf8_valid(const char *s, size_t n)
 		}
 		if (i >= n)
 			break;
-		if ((k = utf8_seq_len(p, i, n)) == 0)
+		if ((k = sm_utf8_seq_len(p + i, n - i)) == 0)
 			return (false);
 		i += k;
 	}
@@ -136,7 +104,7 @@ sm_utf8_repair(const char *s, size_t n, char *out)
 	size_t i = 0, o = 0, k;
 
 	while (i < n) {
-		if ((k = utf8_seq_len(p, i, n)) != 0) {
+		if ((k = sm_utf8_seq_len(p + i, n - i)) != 0) {
 			memcpy(out + o, s + i, k);
 			o += k;
 			i += k;
@@ -173,28 +141,12 @@ label_quote(struct sm_buf *out, const char *s)
 {
 	sm_buf_putc(out, '"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			sm_buf_puts(out, "\\\"");
-			break;
-		case '\\':
-			sm_buf_puts(out, "\\\\");
-			break;
-		case '\n':
-			sm_buf_puts(out, "\\n");
-			break;
-		case '\t':
-			sm_buf_puts(out, "\\t");
-			break;
-		case '\r':
-			sm_buf_puts(out, "\\r");
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				sm_buf_printf(out, "\\x%02x", *p);
-			else
-				sm_buf_putc(out, (char)*p);
-		}
+		if (sm_buf_put_escape(out, *p))
+			continue;
+		if (*p < 0x20 || *p == 0x7f)
+			sm_buf_printf(out, "\\x%02x", *p);
+		else
+			sm_buf_putc(out, (char)*p);
 	}
 	sm_buf_putc(out, '"');
 }

@@ -153,39 +153,45 @@ pbjson_find_field(const ProtobufCMessageDescriptor *d, const char *key)
 
 /* --- field storage -------------------------------------------------------- */
 
+/* Each field type's name (for messages) and its size in a message. */
+static const struct {
+	const char *name;
+	size_t size;
+} pbjson_types[] = {
+	[PROTOBUF_C_TYPE_INT32] = { "int32", sizeof(int32_t) },
+	[PROTOBUF_C_TYPE_SINT32] = { "sint32", sizeof(int32_t) },
+	[PROTOBUF_C_TYPE_SFIXED32] = { "sfixed32", sizeof(int32_t) },
+	[PROTOBUF_C_TYPE_INT64] = { "int64", sizeof(int64_t) },
+	[PROTOBUF_C_TYPE_SINT64] = { "sint64", sizeof(int64_t) },
+	[PROTOBUF_C_TYPE_SFIXED64] = { "sfixed64", sizeof(int64_t) },
+	[PROTOBUF_C_TYPE_UINT32] = { "uint32", sizeof(uint32_t) },
+	[PROTOBUF_C_TYPE_FIXED32] = { "fixed32", sizeof(uint32_t) },
+	[PROTOBUF_C_TYPE_UINT64] = { "uint64", sizeof(uint64_t) },
+	[PROTOBUF_C_TYPE_FIXED64] = { "fixed64", sizeof(uint64_t) },
+	[PROTOBUF_C_TYPE_FLOAT] = { "float", sizeof(float) },
+	[PROTOBUF_C_TYPE_DOUBLE] = { "double", sizeof(double) },
+	[PROTOBUF_C_TYPE_BOOL] = { "bool", sizeof(protobuf_c_boolean) },
+	[PROTOBUF_C_TYPE_ENUM] = { "enum", sizeof(int) },
+	[PROTOBUF_C_TYPE_STRING] = { "string", sizeof(char *) },
+	[PROTOBUF_C_TYPE_BYTES] = { "bytes", sizeof(ProtobufCBinaryData) },
+	[PROTOBUF_C_TYPE_MESSAGE] = { "message", sizeof(ProtobufCMessage *) },
+};
+
 static size_t
 pbjson_type_size(ProtobufCType t)
 {
-	switch (t) {
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_UINT32:
-	case PROTOBUF_C_TYPE_FIXED32:
-		return (sizeof(uint32_t));
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-		return (sizeof(uint64_t));
-	case PROTOBUF_C_TYPE_FLOAT:
-		return (sizeof(float));
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return (sizeof(double));
-	case PROTOBUF_C_TYPE_BOOL:
-		return (sizeof(protobuf_c_boolean));
-	case PROTOBUF_C_TYPE_ENUM:
-		return (sizeof(int));
-	case PROTOBUF_C_TYPE_STRING:
-		return (sizeof(char *));
-	case PROTOBUF_C_TYPE_BYTES:
-		return (sizeof(ProtobufCBinaryData));
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return (sizeof(ProtobufCMessage *));
-	}
-	SM_ASSERT(!"unknown protobuf-c field type");
-	return (0);
+	SM_ASSERT((size_t)t < SM_ARRAY_LEN(pbjson_types) &&
+	    pbjson_types[t].name != NULL);
+	return (pbjson_types[t].size);
+}
+
+static const char *
+pbjson_type_name(ProtobufCType t)
+{
+	if ((size_t)t < SM_ARRAY_LEN(pbjson_types) &&
+	    pbjson_types[t].name != NULL)
+		return (pbjson_types[t].name);
+	return ("?");
 }
 
 static void *
@@ -580,34 +586,6 @@ pbjson_kind(const struct sm_json *v)
 	case SM_JSON_NONE:
 		break;
 	}
-	return ("?");
-}
-
-static const char *
-pbjson_type_name(ProtobufCType t)
-{
-	static const char *const names[] = {
-		[PROTOBUF_C_TYPE_INT32] = "int32",
-		[PROTOBUF_C_TYPE_SINT32] = "sint32",
-		[PROTOBUF_C_TYPE_SFIXED32] = "sfixed32",
-		[PROTOBUF_C_TYPE_INT64] = "int64",
-		[PROTOBUF_C_TYPE_SINT64] = "sint64",
-		[PROTOBUF_C_TYPE_SFIXED64] = "sfixed64",
-		[PROTOBUF_C_TYPE_UINT32] = "uint32",
-		[PROTOBUF_C_TYPE_FIXED32] = "fixed32",
-		[PROTOBUF_C_TYPE_UINT64] = "uint64",
-		[PROTOBUF_C_TYPE_FIXED64] = "fixed64",
-		[PROTOBUF_C_TYPE_FLOAT] = "float",
-		[PROTOBUF_C_TYPE_DOUBLE] = "double",
-		[PROTOBUF_C_TYPE_BOOL] = "bool",
-		[PROTOBUF_C_TYPE_ENUM] = "enum",
-		[PROTOBUF_C_TYPE_STRING] = "string",
-		[PROTOBUF_C_TYPE_BYTES] = "bytes",
-		[PROTOBUF_C_TYPE_MESSAGE] = "message",
-	};
-
-	if ((size_t)t < SM_ARRAY_LEN(names) && names[t] != NULL)
-		return (names[t]);
 	return ("?");
 }
 

@@ -130,6 +130,29 @@ sm_pbw_fixed64(struct sm_pbw *r, uint64_t *v)
 /* Skip the value of a field whose key was just read. */
 int sm_pbw_skip(struct sm_pbw *r, uint32_t field, uint32_t wt);
 
+/*
+ * The next length-delimited field of `r`, its number in *field and its
+ * bytes in (*p)[0..*n), every other field skipped on the way: 1, 0 at
+ * the end of the message, -1 on a wire error (`why` set, the cursor where
+ * it failed).  For the readers that want only a message's LEN fields.
+ */
+static inline int
+sm_pbw_next_len(struct sm_pbw *r, uint32_t *field, const uint8_t **p,
+    size_t *n)
+{
+	uint32_t wt;
+
+	while (r->p < r->end) {
+		if (sm_pbw_key(r, field, &wt) != 0)
+			return (-1);
+		if (wt == SM_PBW_LEN)
+			return (sm_pbw_bytes(r, p, n) != 0 ? -1 : 1);
+		if (sm_pbw_skip(r, *field, wt) != 0)
+			return (-1);
+	}
+	return (0);
+}
+
 /* --- writer --------------------------------------------------------------- */
 
 static inline void

@@ -207,9 +207,14 @@ dist_text_decode(const uint8_t *body, size_t len, struct sm_arena *a,
 	return (0);
 }
 
-int
-dist_folded_parse(const uint8_t *body, size_t len, struct dist_batch *b,
-    uint32_t series, int64_t scale, struct sm_err *err)
+/*
+ * Folded stacks (`counted`: "a;b;c 12", a trailing sample count, '#'
+ * lines skipped) or one stack a line, each counting 1 (`scale` once
+ * scaled), into `b`.
+ */
+static int
+stacks_parse(const uint8_t *body, size_t len, struct dist_batch *b,
+    uint32_t series, int64_t scale, bool counted, struct sm_err *err)
 {
 	const char *t, *line;
 	size_t n, pos = 0, l;
@@ -223,7 +228,15 @@ dist_folded_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 		int64_t count, v;
 
 		lineno++;
-		if (l == 0 || line[0] == '#')
+		if (l == 0)
+			continue;
+		if (!counted) {
+			if ((rv = folded_stack(b, series, line, l, scale,
+			    err)) != 0)
+				return (rv);
+			continue;
+		}
+		if (line[0] == '#')
 			continue;
 		if ((sp = memrchr(line, ' ', l)) == NULL)
 			continue;
@@ -246,23 +259,17 @@ dist_folded_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 }
 
 int
+dist_folded_parse(const uint8_t *body, size_t len, struct dist_batch *b,
+    uint32_t series, int64_t scale, struct sm_err *err)
+{
+	return (stacks_parse(body, len, b, series, scale, true, err));
+}
+
+int
 dist_lines_parse(const uint8_t *body, size_t len, struct dist_batch *b,
     uint32_t series, int64_t scale, struct sm_err *err)
 {
-	const char *t, *line;
-	size_t n, pos = 0, l;
-	int rv;
-
-	if ((rv = dist_text_decode(body, len, b->arena, &t, &n, err)) != 0)
-		return (rv);
-	while (folded_line(t, n, &pos, &line, &l)) {
-		/* Each line counts 1, i.e. `scale` once scaled. */
-		if (l == 0)
-			continue;
-		if ((rv = folded_stack(b, series, line, l, scale, err)) != 0)
-			return (rv);
-	}
-	return (0);
+	return (stacks_parse(body, len, b, series, scale, false, err));
 }
 
 /* Go's binary.Uvarint: at most 10 bytes, no overflow.  0, -1 short, -2 bad. */

@@ -276,7 +276,7 @@ static struct sm_metric_set dist_metric_set = SM_METRIC_SET(dist_metric_defs);
  */
 static const struct {
 	int status;                 /* 0: any */
-	const char *words;
+	const char *words;          /* NULL: any message */
 	const char *reason;
 } discard_words[] = {
 	{ 429, "max_profile_stacktrace_samples", "samples_limit" },
@@ -293,38 +293,29 @@ static const struct {
 	{ 0, "label value too long", "label_value_too_long" },
 	{ 0, "duplicate label name", "duplicate_label_names" },
 	{ 0, "invalid labels", "invalid_labels" },
+	/* no words matched: by status alone */
+	{ 400, NULL, "invalid_request" },
+	{ 401, NULL, "unauthenticated" },
+	{ 413, NULL, "too_large" },
+	{ 415, NULL, "unsupported_format" },
+	{ 422, NULL, "malformed_profile" },
+	{ 429, NULL, "rate_limited" },
+	{ 503, NULL, "ingesters_unavailable" },
+	{ 504, NULL, "ingesters_timeout" },
 };
 
 static const char *
 discard_reason(int status, const char *msg)
 {
-	for (size_t i = 0; msg != NULL && i < SM_ARRAY_LEN(discard_words);
-	    i++) {
+	for (size_t i = 0; i < SM_ARRAY_LEN(discard_words); i++) {
+		const char *w = discard_words[i].words;
+
 		if ((discard_words[i].status == 0 ||
-		    discard_words[i].status == status) &&
-		    strstr(msg, discard_words[i].words) != NULL)
+		    discard_words[i].status == status) && (w == NULL ||
+		    (msg != NULL && strstr(msg, w) != NULL)))
 			return (discard_words[i].reason);
 	}
-	switch (status) {
-	case 400:
-		return ("invalid_request");
-	case 401:
-		return ("unauthenticated");
-	case 413:
-		return ("too_large");
-	case 415:
-		return ("unsupported_format");
-	case 422:
-		return ("malformed_profile");
-	case 429:
-		return ("rate_limited");
-	case 503:
-		return ("ingesters_unavailable");
-	case 504:
-		return ("ingesters_timeout");
-	default:
-		return (status >= 500 ? "internal" : "other");
-	}
+	return (status >= 500 ? "internal" : "other");
 }
 
 void

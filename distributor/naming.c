@@ -92,19 +92,21 @@ rune_desc(const char *s, size_t n, char *buf, size_t bufn)
 	return (buf);
 }
 
+/* A service or label name (`what`), non-empty and of `ok` characters. */
 static int
-check_app(const char *b, const char *e, struct sm_err *err)
+check_chars(const char *b, const char *e, const char *what,
+    bool (*ok)(unsigned char), struct sm_err *err)
 {
-	char what[16];
+	char desc[16];
 
 	if (b == e)
-		return (sm_err_set(err, SM_EINVAL, "service name is required"));
+		return (sm_err_set(err, SM_EINVAL, "%s is required", what));
 	for (const char *p = b; p < e; p++) {
-		if (!app_char((unsigned char)*p))
-			return (sm_err_set(err, SM_EINVAL, "invalid service name: "
-			    "%.*s: character is not allowed: %s",
+		if (!ok((unsigned char)*p))
+			return (sm_err_set(err, SM_EINVAL, "invalid %s: "
+			    "%.*s: character is not allowed: %s", what,
 			    (int)SM_MIN(e - b, 256), b,
-			    rune_desc(p, (size_t)(e - p), what, sizeof(what))));
+			    rune_desc(p, (size_t)(e - p), desc, sizeof(desc))));
 	}
 	return (0);
 }
@@ -112,17 +114,10 @@ check_app(const char *b, const char *e, struct sm_err *err)
 static int
 check_key(const char *b, const char *e, struct sm_err *err)
 {
-	char what[16];
+	int rv;
 
-	if (b == e)
-		return (sm_err_set(err, SM_EINVAL, "label name is required"));
-	for (const char *p = b; p < e; p++) {
-		if (!key_char((unsigned char)*p))
-			return (sm_err_set(err, SM_EINVAL, "invalid label name: "
-			    "%.*s: character is not allowed: %s",
-			    (int)SM_MIN(e - b, 256), b,
-			    rune_desc(p, (size_t)(e - p), what, sizeof(what))));
-	}
+	if ((rv = check_chars(b, e, "label name", key_char, err)) != 0)
+		return (rv);
 	if ((size_t)(e - b) == strlen(SM_LABEL_NAME) &&
 	    memcmp(b, SM_LABEL_NAME, (size_t)(e - b)) == 0)
 		return (sm_err_set(err, SM_EINVAL, "label name is reserved: "
@@ -182,7 +177,8 @@ dist_key_parse(const char *name, struct sm_arena *a, struct dist_key *out,
 		ae = name + strlen(name);
 	p = ae;
 	trim(&ab, &ae);
-	if ((rv = check_app(ab, ae, err)) != 0)
+	if ((rv = check_chars(ab, ae, "service name", app_char,
+	    err)) != 0)
 		goto out;
 	if ((k.app = sm_arena_strndup(a, ab, (size_t)(ae - ab))) == NULL)
 		goto nomem;

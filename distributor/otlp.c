@@ -816,25 +816,19 @@ labels_from_resource(struct otlp_conv *c, const struct otlp_msg *res,
 {
 	for (uint32_t k = 0; k < nres; k++) {
 		struct sm_pbw r = SM_PBW(res[k].p, res[k].n, os_resource);
+		const uint8_t *q;
+		size_t qn;
 		uint32_t f, wt;
 		int rv;
 
-		while (r.p < r.end) {
+		while ((rv = next_field(c, &r, 1, "Resource", &q, &qn)) == 0 &&
+		    q != NULL) {
 			struct sm_pbw kv;
-			const uint8_t *q, *kp = NULL, *vp = NULL;
-			size_t qn, kn = 0, vn = 0;
+			const uint8_t *kp = NULL, *vp = NULL;
+			size_t kn = 0, vn = 0;
 			int32_t ks = 0;
 			uint64_t v;
 
-			if (sm_pbw_key(&r, &f, &wt) != 0)
-				return (wire_bad(c, &r, "Resource"));
-			if (f != 1 || wt != SM_PBW_LEN) {
-				if (sm_pbw_skip(&r, f, wt) != 0)
-					return (wire_bad(c, &r, "Resource"));
-				continue;
-			}
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r, "Resource"));
 			kv = (struct sm_pbw)SM_PBW(q, qn, os_kv);
 			while (kv.p < kv.end) {
 				if (sm_pbw_key(&kv, &f, &wt) != 0)
@@ -869,6 +863,8 @@ labels_from_resource(struct otlp_conv *c, const struct otlp_msg *res,
 			    vn)) != 0)
 				return (rv);
 		}
+		if (rv != 0)
+			return (rv);
 	}
 	return (0);
 }
@@ -1101,29 +1097,20 @@ link_str(struct otlp_conv *c, int32_t li, int64_t *out)
 {
 	const struct otlp_msg *m = &c->tab[OD_LINK][li];
 	struct sm_pbw r;
-	const uint8_t *span = NULL;
-	size_t sn = 0;
-	uint32_t f, wt;
+	const uint8_t *span = NULL, *q;
+	size_t sn = 0, qn;
 	char hx[16];
+	int rv;
 
 	if ((*out = c->link[li]) != 0)
 		return (0);
 	r = (struct sm_pbw)SM_PBW(m->p, m->n, os_link);
-	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "Link"));
-		if (f == 2 && wt == SM_PBW_LEN) {
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r, "Link"));
-			span = q;
-			sn = qn;
-		} else if (sm_pbw_skip(&r, f, wt) != 0) {
-			return (wire_bad(c, &r, "Link"));
-		}
+	while ((rv = next_field(c, &r, 2, "Link", &q, &qn)) == 0 && q != NULL) {
+		span = q;       /* the last one, as protobuf reads it */
+		sn = qn;
 	}
+	if (rv != 0)
+		return (rv);
 	if (sn != 8)
 		return (sm_err_set(c->err, SM_EINVAL, "Link %d: span_id is "
 		    "%zu bytes, not 8", li, sn));
@@ -1649,26 +1636,21 @@ convert_resource(struct otlp_conv *c, const uint8_t *p, size_t n, size_t ri,
 	struct otlp_msg res[8];
 	const uint8_t *q;
 	size_t qn, si = 0;
-	uint32_t f, wt, nres = 0;
+	uint32_t nres = 0;
 	int rv;
 
 	/* the Resource first (it may follow its scopes on the wire; a
 	 * repeated one merges, its attributes appended) */
-	while (r.p < r.end) {
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "ResourceProfiles"));
-		if (f == 1 && wt == SM_PBW_LEN) {
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r, "ResourceProfiles"));
-			if (nres == SM_ARRAY_LEN(res))
-				return (sm_err_set(c->err, SM_EINVAL,
-				    "resource %zu: Resource repeated more "
-				    "than %zu times", ri, SM_ARRAY_LEN(res)));
-			res[nres++] = (struct otlp_msg){ q, qn };
-		} else if (sm_pbw_skip(&r, f, wt) != 0) {
-			return (wire_bad(c, &r, "ResourceProfiles"));
-		}
+	while ((rv = next_field(c, &r, 1, "ResourceProfiles", &q, &qn)) == 0 &&
+	    q != NULL) {
+		if (nres == SM_ARRAY_LEN(res))
+			return (sm_err_set(c->err, SM_EINVAL, "resource %zu: "
+			    "Resource repeated more than %zu times", ri,
+			    SM_ARRAY_LEN(res)));
+		res[nres++] = (struct otlp_msg){ q, qn };
 	}
+	if (rv != 0)
+		return (rv);
 	r = (struct sm_pbw)SM_PBW(p, n, os_resprof);
 	while ((rv = next_field(c, &r, 2, "ResourceProfiles", &q, &qn)) == 0 &&
 	    q != NULL)
@@ -1685,63 +1667,34 @@ request_index(struct otlp_conv *c, const uint8_t *body, size_t len,
     size_t *nprof)
 {
 	struct sm_pbw r = SM_PBW(body, len, os_request);
-	uint32_t f, wt;
-	int rv;
+	const uint8_t *q, *sp, *pp;
+	size_t qn, sn, pn;
+	uint32_t f;
+	int rv = 0, got;
 
 	*nprof = 0;
-	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
+	while ((got = sm_pbw_next_len(&r, &f, &q, &qn)) > 0) {
+		struct sm_pbw rp = SM_PBW(q, qn, os_resprof);
 
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (wire_bad(c, &r, "ExportProfilesServiceRequest"));
-		if (f == 2 && wt == SM_PBW_LEN) {
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r,
-				    "ExportProfilesServiceRequest"));
-			if ((rv = dict_index(c, q, qn)) != 0)
+		if (f == 2 && (rv = dict_index(c, q, qn)) != 0)
+			return (rv);
+		if (f != 1)
+			continue;
+		while ((rv = next_field(c, &rp, 2, "ResourceProfiles", &sp,
+		    &sn)) == 0 && sp != NULL) {
+			struct sm_pbw s = SM_PBW(sp, sn, os_scopeprof);
+
+			while ((rv = next_field(c, &s, 2, "ScopeProfiles", &pp,
+			    &pn)) == 0 && pp != NULL)
+				(*nprof)++;
+			if (rv != 0)
 				return (rv);
-		} else if (f == 1 && wt == SM_PBW_LEN) {
-			struct sm_pbw rp;
-
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r,
-				    "ExportProfilesServiceRequest"));
-			rp = (struct sm_pbw)SM_PBW(q, qn, os_resprof);
-			while (rp.p < rp.end) {
-				const uint8_t *sp;
-				size_t sn;
-
-				if (sm_pbw_key(&rp, &f, &wt) != 0)
-					return (wire_bad(c, &rp,
-					    "ResourceProfiles"));
-				if (f != 2) {
-					if (sm_pbw_skip(&rp, f, wt) != 0)
-						return (wire_bad(c, &rp,
-						    "ResourceProfiles"));
-					continue;
-				}
-				if (sm_pbw_bytes(&rp, &sp, &sn) != 0)
-					return (wire_bad(c, &rp,
-					    "ResourceProfiles"));
-				struct sm_pbw s = SM_PBW(sp, sn, os_scopeprof);
-
-				while (s.p < s.end) {
-					if (sm_pbw_key(&s, &f, &wt) != 0)
-						return (wire_bad(c, &s,
-						    "ScopeProfiles"));
-					if (f == 2 && wt == SM_PBW_LEN)
-						(*nprof)++;
-					if (sm_pbw_skip(&s, f, wt) != 0)
-						return (wire_bad(c, &s,
-						    "ScopeProfiles"));
-				}
-			}
-		} else if (sm_pbw_skip(&r, f, wt) != 0) {
-			return (wire_bad(c, &r, "ExportProfilesServiceRequest"));
 		}
+		if (rv != 0)
+			return (rv);
 	}
-	return (0);
+	return (got < 0 ? wire_bad(c, &r, "ExportProfilesServiceRequest") :
+	    0);
 }
 
 static int

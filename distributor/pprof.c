@@ -315,21 +315,12 @@ static int
 pp_count(struct pp *st)
 {
 	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
-	uint32_t f, wt;
+	const uint8_t *p;
+	size_t n;
+	uint32_t f;
+	int got;
 
-	while (r.p < r.end) {
-		const uint8_t *p;
-		size_t n;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (wt != SM_PBW_LEN || f < 1 || (f > 6 && f != 11)) {
-			if (sm_pbw_skip(&r, f, wt) != 0)
-				return (pp_wire(st, &r, "Profile", PP_NONE));
-			continue;
-		}
-		if (sm_pbw_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
+	while ((got = sm_pbw_next_len(&r, &f, &p, &n)) > 0) {
 		switch (f) {
 		case 1: st->ntypes++; break;
 		case 2: st->nsamples++; break;
@@ -355,7 +346,7 @@ pp_count(struct pp *st)
 		}
 		}
 	}
-	return (0);
+	return (got < 0 ? pp_wire(st, &r, "Profile", PP_NONE) : 0);
 }
 
 /* --- pass B: index -------------------------------------------------------- */
@@ -561,25 +552,17 @@ static int
 pp_index(struct pp *st)
 {
 	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
-	uint32_t f, wt, ni[7] = { 0 }, line_next = 0;
-	int rv;
+	uint32_t f, ni[7] = { 0 }, line_next = 0;
+	const uint8_t *p;
+	size_t n;
+	int rv, got;
 
 	if ((rv = pp_index_alloc(st)) != 0)
 		return (rv);
 	/* Pass A validated the top-level framing; the checks stay anyway. */
-	while (r.p < r.end) {
-		const uint8_t *p;
-		size_t n;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (wt != SM_PBW_LEN || f < 1 || f > 6 || f == 2) {
-			if (sm_pbw_skip(&r, f, wt) != 0)
-				return (pp_wire(st, &r, "Profile", PP_NONE));
+	while ((got = sm_pbw_next_len(&r, &f, &p, &n)) > 0) {
+		if (f < 1 || f > 6 || f == 2)
 			continue;
-		}
-		if (sm_pbw_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
 		rv = 0;
 		switch (f) {
 		case 1: rv = pp_sample_type(st, p, n, ni[f]); break;
@@ -592,6 +575,8 @@ pp_index(struct pp *st)
 			return (rv);
 		ni[f]++;
 	}
+	if (got < 0)
+		return (pp_wire(st, &r, "Profile", PP_NONE));
 	SM_ASSERT(ni[1] == st->ntypes && ni[3] == st->nmaps &&
 	    ni[4] == st->nlocs && ni[5] == st->nfuncs && ni[6] == st->nstr &&
 	    line_next == st->nlines);
@@ -1557,8 +1542,10 @@ pp_samples(struct pp *st)
 {
 	struct sm_pbw r = { st->raw, st->raw + st->len, NULL, PB_SCHEMA(pb_s_profile) };
 	struct sm_oatab_it it;
-	uint32_t f, wt, si = 0, g0;
-	int rv;
+	const uint8_t *p;
+	size_t n;
+	uint32_t f, si = 0, g0;
+	int rv, got;
 
 	st->sval = pp_alloc(st, st->ntypes, sizeof(*st->sval));
 	sm_oatab_init_arena(&st->gtab, 16, st->a);
@@ -1569,23 +1556,11 @@ pp_samples(struct pp *st)
 	(void)sm_oatab_next(&st->gtab, &it);
 	if ((rv = pp_group_add(st, NULL, 0, 0, &it, &g0)) != 0)
 		return (rv);
-	while (r.p < r.end) {
-		const uint8_t *p;
-		size_t n;
-
-		if (sm_pbw_key(&r, &f, &wt) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if (f != 2 || wt != SM_PBW_LEN) {
-			if (sm_pbw_skip(&r, f, wt) != 0)
-				return (pp_wire(st, &r, "Profile", PP_NONE));
-			continue;
-		}
-		if (sm_pbw_bytes(&r, &p, &n) != 0)
-			return (pp_wire(st, &r, "Profile", PP_NONE));
-		if ((rv = pp_sample(st, p, n, si++)) != 0)
+	while ((got = sm_pbw_next_len(&r, &f, &p, &n)) > 0) {
+		if (f == 2 && (rv = pp_sample(st, p, n, si++)) != 0)
 			return (rv);
 	}
-	return (0);
+	return (got < 0 ? pp_wire(st, &r, "Profile", PP_NONE) : 0);
 }
 
 /* --- entry point ---------------------------------------------------------- */

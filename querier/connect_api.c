@@ -79,8 +79,8 @@
 
 #include "querier/v1/querier.pb-c.h"
 
-static int
-call_tenant(struct querier *q, struct sm_connect_call *call,
+int
+qry_call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err)
 {
 	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
@@ -241,23 +241,33 @@ uniq(char **v, size_t n)
 /*
  * The sorted, unique label names (kind LABEL_NAMES) or values of `name`
  * (LABEL_VALUES) of the caller's tenant over the OR of `matchers`: what
- * LabelNames and LabelValues answer.
+ * LabelNames and LabelValues answer.  Their answers have the one shape
+ * `repeated string names = 1`, so the message of descriptor `d` is filled
+ * through that field's descriptor.
  */
 static int
 label_list(struct querier *q, struct sm_connect_call *call, char **matchers,
     size_t nmatchers, int64_t start, int64_t end, Smolder__V1__LabelsKind kind,
-    const char *name, char ***names, size_t *n, struct sm_err *err)
+    const char *name, const ProtobufCMessageDescriptor *d,
+    ProtobufCMessage **resp, struct sm_err *err)
 {
+	const ProtobufCFieldDescriptor *f = &d->fields[0];
 	struct qry_labels_result res;
 	const char *tenant;
+	char *out;
 	int rv;
 
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(q, tenant, matchers, nmatchers, start, end, kind,
 	    name, NULL, 0, call->arena, &res, err)) != 0)
 		return (rv);
-	*names = res.names;
-	*n = uniq(res.names, res.nnames);
+	if ((out = sm_arena_alloc(call->arena, d->sizeof_message)) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	protobuf_c_message_init(d, out);
+	*(char ***)(void *)(out + f->offset) = res.names;
+	*(size_t *)(void *)(out + f->quantifier_offset) = uniq(res.names,
+	    res.nnames);
+	*resp = (ProtobufCMessage *)(void *)out;
 	return (0);
 }
 
@@ -266,22 +276,10 @@ m_label_names(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	const Types__V1__LabelNamesRequest *in = (const void *)req;
-	Types__V1__LabelNamesResponse *out;
-	char **names;
-	size_t n;
-	int rv;
 
-	if ((rv = label_list(arg, call, in->matchers, in->n_matchers,
-	    in->start, in->end, SMOLDER__V1__LABELS_KIND__LABEL_NAMES, NULL,
-	    &names, &n, err)) != 0)
-		return (rv);
-	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	types__v1__label_names_response__init(out);
-	out->names = names;
-	out->n_names = n;
-	*resp = &out->base;
-	return (0);
+	return (label_list(arg, call, in->matchers, in->n_matchers, in->start,
+	    in->end, SMOLDER__V1__LABELS_KIND__LABEL_NAMES, NULL,
+	    &types__v1__label_names_response__descriptor, resp, err));
 }
 
 static int
@@ -289,24 +287,12 @@ m_label_values(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	const Types__V1__LabelValuesRequest *in = (const void *)req;
-	Types__V1__LabelValuesResponse *out;
-	char **names;
-	size_t n;
-	int rv;
 
 	if (in->name == NULL || in->name[0] == '\0')
 		return (sm_err_set(err, SM_EINVAL, "name is required"));
-	if ((rv = label_list(arg, call, in->matchers, in->n_matchers,
-	    in->start, in->end, SMOLDER__V1__LABELS_KIND__LABEL_VALUES,
-	    in->name, &names, &n, err)) != 0)
-		return (rv);
-	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	types__v1__label_values_response__init(out);
-	out->names = names;
-	out->n_names = n;
-	*resp = &out->base;
-	return (0);
+	return (label_list(arg, call, in->matchers, in->n_matchers, in->start,
+	    in->end, SMOLDER__V1__LABELS_KIND__LABEL_VALUES, in->name,
+	    &types__v1__label_values_response__descriptor, resp, err));
 }
 
 static int
@@ -320,7 +306,7 @@ m_profile_types(void *arg, struct sm_connect_call *call,
 	size_t n, k = 0;
 	int rv;
 
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(arg, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(arg, tenant, NULL, 0, in->start, in->end,
 	    SMOLDER__V1__LABELS_KIND__LABEL_VALUES, SM_LABEL_PROFILE_TYPE,
 	    NULL, 0, call->arena, &res, err)) != 0)
@@ -371,7 +357,7 @@ m_series(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	size_t w = 0;
 	int rv;
 
-	if ((rv = call_tenant(arg, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(arg, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(arg, tenant, in->matchers, in->n_matchers,
 	    in->start, in->end, SMOLDER__V1__LABELS_KIND__SERIES_LABELS, NULL,
 	    in->label_names, in->n_label_names, call->arena, &res, err)) != 0)
@@ -457,6 +443,20 @@ merge_select(const char *tenant, const char *type_id, const char *label_sel,
 	return (0);
 }
 
+/* End a merge handler: its query and selector, and its merged tree `m`
+ * (NULL when not made), whose bytes count to the call's heap. */
+static void
+merge_fini(struct sm_connect_call *call, struct qry_query *x,
+    struct sm_selector *s, struct sm_mtree *m)
+{
+	if (m != NULL) {
+		call->heap_used += qry_mtree_bytes(m);
+		sm_mtree_fini(m);
+	}
+	qry_query_fini(x);
+	sm_selector_fini(s);
+}
+
 /* The format values SelectMergeStacktraces serves. */
 #define FMT_TREE QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE
 #define FMT_DOT QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_DOT
@@ -507,20 +507,33 @@ qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
 	return (0);
 }
 
-Querier__V1__FlameGraph *
-qry_fg_pb(const struct sm_fg *fg, struct sm_arena *a)
+int
+qry_fg_pb(const struct sm_mtree *m, int64_t max_nodes, struct sm_arena *a,
+    Querier__V1__FlameGraph **out, struct sm_err *err)
 {
-	Querier__V1__FlameGraph *g = sm_arena_alloc(a, sizeof(*g));
+	Querier__V1__FlameGraph *g;
+	struct sm_fg fg;
+	int rv;
 
-	if (g == NULL)
-		return (NULL);
-	querier__v1__flame_graph__init(g);
-	g->total = fg->total;
-	g->max_self = fg->max_self;
-	if (qry_fg_levels(a, fg, &g->names, &g->n_names, &g->levels,
-	    &g->n_levels) != 0)
-		return (NULL);
-	return (g);
+	if ((rv = sm_fg_build(&m->tree, &m->names, m->self, max_nodes,
+	    &fg)) != 0)
+		return (sm_err_set(err, rv, "out of memory"));
+	rv = 0;
+	if ((g = sm_arena_alloc(a, sizeof(*g))) == NULL)
+		rv = SM_ENOMEM;
+	else {
+		querier__v1__flame_graph__init(g);
+		g->total = fg.total;
+		g->max_self = fg.max_self;
+		rv = qry_fg_levels(a, &fg, &g->names, &g->n_names, &g->levels,
+		    &g->n_levels);
+	}
+	/* The levels and names are copies in `a`: fg may go now. */
+	sm_fg_fini(&fg);
+	if (rv != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	*out = g;
+	return (0);
 }
 
 /*
@@ -556,14 +569,13 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 	struct qry_query x;
 	struct sm_selector s;
 	struct sm_mtree m;
-	struct sm_fg fg;
 	const char *tenant;
 	int64_t mn = 0;
-	int rv, have_m = 0, have_fg = 0;
+	int rv, have_m = 0;
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_format(in->format, err)) != 0 ||
 	    (rv = qry_max_nodes(q, tenant, in->max_nodes, &mn, err)) != 0 ||
 	    (rv = merge_select(tenant, in->profile_typeid, in->label_selector,
@@ -641,30 +653,18 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 		*resp = &out->base;
 		goto out;
 	}
-	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
-		sm_err_set(err, rv, "out of memory");
-		goto out;
-	}
-	have_fg = 1;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		goto oom;
 	querier__v1__select_merge_stacktraces_response__init(out);
-	if ((out->flamegraph = qry_fg_pb(&fg, call->arena)) == NULL)
-		goto oom;
+	if ((rv = qry_fg_pb(&m, mn, call->arena, &out->flamegraph, err)) != 0)
+		goto out;
 	*resp = &out->base;
 	rv = 0;
 	goto out;
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
-	if (have_fg)
-		sm_fg_fini(&fg);
-	if (have_m) {
-		call->heap_used += qry_mtree_bytes(&m);
-		sm_mtree_fini(&m);
-	}
-	qry_query_fini(&x);
-	sm_selector_fini(&s);
+	merge_fini(call, &x, &s, have_m ? &m : NULL);
 	return (rv);
 }
 
@@ -699,7 +699,7 @@ m_diff(void *arg, struct sm_connect_call *call, const ProtobufCMessage *req,
 	sm_selector_init(&s[1]);
 	side[0] = in->left;
 	side[1] = in->right;
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if (side[0] == NULL || side[1] == NULL) {
 		rv = sm_err_set(err, SM_EINVAL, "left and right are required");
@@ -785,7 +785,7 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if (in->max_nodes < 0) {
 		rv = sm_err_set(err, SM_EINVAL, "max_nodes must not be "
@@ -819,12 +819,7 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 	*resp = &out->base;
 	rv = 0;
 out:
-	if (have_m) {
-		call->heap_used += qry_mtree_bytes(&m);
-		sm_mtree_fini(&m);
-	}
-	qry_query_fini(&x);
-	sm_selector_fini(&s);
+	merge_fini(call, &x, &s, have_m ? &m : NULL);
 	return (rv);
 }
 
@@ -1012,7 +1007,7 @@ m_select_series(void *arg, struct sm_connect_call *call,
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = qry_check_range(in->start, in->end, err)) != 0 ||
 	    (rv = series_check(in, &step_ms, err)) != 0 ||
 	    (rv = qry_build_selector(in->profile_typeid, in->label_selector,
@@ -1074,12 +1069,16 @@ qry_connect_register(struct querier *q)
 		{ "SelectMergeProfile",
 		    &querier__v1__select_merge_profile_request__descriptor,
 		    m_merge_profile },
+		{ "SelectMergeSpanProfile",
+		    &querier__v1__select_merge_span_profile_request__descriptor,
+		    qry_merge_span_profile },
+		{ "SelectHeatmap",
+		    &querier__v1__select_heatmap_request__descriptor,
+		    qry_select_heatmap },
 	};
 	int rv;
 
-	if ((rv = qry_route_methods(q, methods, SM_ARRAY_LEN(methods))) != 0 ||
-	    (rv = qry_span_register(q)) != 0 ||
-	    (rv = qry_heatmap_register(q)) != 0)
+	if ((rv = qry_route_methods(q, methods, SM_ARRAY_LEN(methods))) != 0)
 		return (rv);
 	return (qry_stats_register(q));
 }

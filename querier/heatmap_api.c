@@ -359,8 +359,8 @@ hm_collect(const struct qry_fan *f, struct hm_prof **ps, size_t *np,
 	return (0);
 }
 
-static int
-m_select_heatmap(void *arg, struct sm_connect_call *call,
+int
+qry_select_heatmap(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	struct querier *q = arg;
@@ -382,8 +382,7 @@ m_select_heatmap(void *arg, struct sm_connect_call *call,
 
 	qry_fan_init(&f);
 	sm_selector_init(&s);
-	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
-	    err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	start_ms = in->start;
 	end_ms = in->end;
@@ -497,15 +496,6 @@ out:
 	qry_fan_close(&f, true);
 	sm_selector_fini(&s);
 	return (rv);
-}
-
-int
-qry_heatmap_register(struct querier *q)
-{
-	return (qry_route_connect(q,
-	    "/querier.v1.QuerierService/SelectHeatmap",
-	    &querier__v1__select_heatmap_request__descriptor,
-	    m_select_heatmap, q, 0));
 }
 
 /* --- SelectSeries exemplars ------------------------------------------------ */

@@ -404,21 +404,27 @@ int qry_connect_register(struct querier *q);
 int qry_webui_register(struct querier *q);
 /* GetProfileStats, AnalyzeQuery (stats_api.c). */
 int qry_stats_register(struct querier *q);
-/* SelectMergeSpanProfile (span_api.c). */
-int qry_span_register(struct querier *q);
-/* SelectHeatmap (heatmap_api.c). */
-int qry_heatmap_register(struct querier *q);
+/* The Connect handlers (sm_connect_fn) of SelectMergeSpanProfile
+ * (span_api.c) and SelectHeatmap (heatmap_api.c), routed with the others
+ * by qry_connect_register. */
+int qry_merge_span_profile(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err);
+int qry_select_heatmap(void *arg, struct sm_connect_call *call,
+    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err);
 
 /*
  * Shared by the Connect handlers (defined in connect_api.c):
+ * qry_call_tenant  the tenant of a Connect call (sm_http_tenant under the
+ *                  querier's multitenancy setting);
  * qry_check_range  start and end (ms) present, inside attime.h's window,
  *                  start <= end; else SM_EINVAL with Pyroscope's words;
  * qry_build_selector  `s` (initialised here) from a label selector text and
  *                  a profile type id (either may be NULL or empty);
  * qry_fg_levels    a flamegraph's names and levels as querier.v1 messages
  *                  in arena `a` (0 or SM_ENOMEM);
- * qry_fg_pb        a flamegraph as a querier.v1.FlameGraph in arena `a`
- *                  (NULL: out of memory);
+ * qry_fg_pb        the flamegraph of merged tree `m` cut to `max_nodes`,
+ *                  as a querier.v1.FlameGraph in arena `a` (0, or
+ *                  SM_ENOMEM set in `err`);
  * qry_max_nodes    a request's max flamegraph nodes `mn` checked against
  *                  the tenant's limits into *out (0: the tenant's
  *                  default); SM_EINVAL with Pyroscope's words.
@@ -426,13 +432,16 @@ int qry_heatmap_register(struct querier *q);
 struct Querier__V1__Level;
 struct Querier__V1__FlameGraph;
 struct sm_fg;
+int qry_call_tenant(struct querier *q, struct sm_connect_call *call,
+    const char **tenant, struct sm_err *err);
 int qry_check_range(int64_t start, int64_t end, struct sm_err *err);
 int qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err);
 int qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,
     size_t *nnames, struct Querier__V1__Level ***levels, size_t *nlevels);
-struct Querier__V1__FlameGraph *qry_fg_pb(const struct sm_fg *fg,
-    struct sm_arena *a);
+int qry_fg_pb(const struct sm_mtree *m, int64_t max_nodes,
+    struct sm_arena *a, struct Querier__V1__FlameGraph **out,
+    struct sm_err *err);
 int qry_max_nodes(struct querier *q, const char *tenant, int64_t mn,
     int64_t *out, struct sm_err *err);
 

@@ -291,13 +291,6 @@ rule_store(struct querier *q, const char *tenant, const rule_t *r,
 
 /* --- the API ---------------------------------------------------------------- */
 
-static int
-rules_tenant(struct querier *q, struct sm_connect_call *call,
-    const char **tenant, struct sm_err *err)
-{
-	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
-}
-
 /* The calling tenant and its rules. */
 static int
 call_rules(struct querier *q, struct sm_connect_call *call,
@@ -307,7 +300,7 @@ call_rules(struct querier *q, struct sm_connect_call *call,
 	size_t nregs;
 	int rv;
 
-	if ((rv = rules_tenant(q, call, tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, tenant, err)) != 0)
 		return (rv);
 	return (rules_load(q, *tenant, call->arena, v, n, &regs, &nregs,
 	    err));
@@ -402,7 +395,7 @@ m_upsert(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	int rv;
 
 	sm_selector_init(&s);
-	if ((rv = rules_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		return (rv);
 	if ((rv = rule_check(in, &s, &ptype, err)) != 0)
 		goto out;

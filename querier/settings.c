@@ -326,13 +326,6 @@ out:
 	return (rv);
 }
 
-static int
-call_tenant(struct querier *q, struct sm_connect_call *call,
-    const char **tenant, struct sm_err *err)
-{
-	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
-}
-
 static Settings__V1__Setting *
 setting_out(struct sm_arena *a, const Smolder__V1__TenantSetting *s)
 {
@@ -359,7 +352,7 @@ m_get(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	int rv;
 
 	(void)msg;
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = qry_settings_list(q, tenant, call->arena, &w, &nw, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
@@ -410,7 +403,7 @@ m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	const char *tenant;
 	int rv;
 
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		return (rv);
 	if (req->setting == NULL)
 		return (sm_err_set(err, SM_EINVAL, "setting is required"));
@@ -451,7 +444,7 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	const char *tenant;
 	int rv;
 
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0 ||
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = check_name(req->name, err)) != 0)
 		return (rv);
 	s.name = req->name;
@@ -494,7 +487,7 @@ m_feature_flags(void *arg, struct sm_connect_call *call,
 	int rv;
 
 	(void)msg;
-	if ((rv = call_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		return (rv);
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));

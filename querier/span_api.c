@@ -135,8 +135,8 @@ qry_span_ids(char *const *sel, size_t n, struct sm_arena *a, uint64_t **out,
 	return (0);
 }
 
-static int
-m_merge_span_profile(void *arg, struct sm_connect_call *call,
+int
+qry_merge_span_profile(void *arg, struct sm_connect_call *call,
     const ProtobufCMessage *req, ProtobufCMessage **resp, struct sm_err *err)
 {
 	struct querier *q = arg;
@@ -147,17 +147,15 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 	struct qry_query x;
 	struct sm_selector s;
 	struct sm_mtree m;
-	struct sm_fg fg;
 	const char *tenant;
 	int64_t mn = in->max_nodes;
 	uint64_t *ids = NULL;
 	size_t nids = 0;
-	int rv, have_m = 0, have_fg = 0;
+	int rv, have_m = 0;
 
 	qry_query_init(&x, q);
 	sm_selector_init(&s);
-	if ((rv = sm_http_tenant(call->http, q->cfg.multitenancy, &tenant,
-	    err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
 		goto out;
@@ -184,37 +182,19 @@ m_merge_span_profile(void *arg, struct sm_connect_call *call,
 	if (nids > 0 && (rv = qry_span_merge(&x, &sel, ids, nids, &m,
 	    err)) != 0)
 		goto out;
-	if ((rv = sm_fg_build(&m.tree, &m.names, m.self, mn, &fg)) != 0) {
-		sm_err_set(err, rv, "out of memory");
-		goto out;
-	}
-	have_fg = 1;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	querier__v1__select_merge_span_profile_response__init(out);
-	if ((out->flamegraph = qry_fg_pb(&fg, call->arena)) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	if ((rv = qry_fg_pb(&m, mn, call->arena, &out->flamegraph, err)) != 0)
 		goto out;
-	}
 	*resp = &out->base;
 	rv = 0;
 out:
-	if (have_fg)
-		sm_fg_fini(&fg);
 	if (have_m)
 		sm_mtree_fini(&m);
 	qry_query_fini(&x);
 	sm_selector_fini(&s);
 	return (rv);
-}
-
-int
-qry_span_register(struct querier *q)
-{
-	return (qry_route_connect(q,
-	    "/querier.v1.QuerierService/SelectMergeSpanProfile",
-	    &querier__v1__select_merge_span_profile_request__descriptor,
-	    m_merge_span_profile, q, 0));
 }

@@ -53,13 +53,6 @@
 
 #include "querier/v1/querier.pb-c.h"
 
-static int
-st_tenant(struct querier *q, struct sm_connect_call *call,
-    const char **tenant, struct sm_err *err)
-{
-	return (sm_http_tenant(call->http, q->cfg.multitenancy, tenant, err));
-}
-
 /* Fan an Analyze request out to every healthy ingester (f is open after). */
 static int
 analyze_fan(struct querier *q, struct qry_fan *f, Smolder__V1__Select *sel,
@@ -106,7 +99,7 @@ m_get_profile_stats(void *arg, struct sm_connect_call *call,
 
 	(void)req;
 	qry_fan_init(&f);
-	if ((rv = st_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
@@ -210,7 +203,7 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 
 	qry_fan_init(&f);
 	sm_query_init(&qq);
-	if ((rv = st_tenant(q, call, &tenant, err)) != 0)
+	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
 		goto out;
 	start = in->start;
 	end = in->end;
