@@ -224,13 +224,7 @@ static const struct sm_flag ing_flag_tab[] = {
 };
 #undef SM_FLAG_STRUCT
 
-int
-ing_flags_add(struct sm_flags *fs, struct ing_config *cfg,
-    struct sm_err *err)
-{
-	return (sm_flags_add(fs, ing_flag_tab, SM_ARRAY_LEN(ing_flag_tab),
-	    cfg, err));
-}
+SM_FLAGS_ADD_FN(ing_flags_add, struct ing_config, ing_flag_tab)
 
 /* --- metrics -------------------------------------------------------------- */
 
