@@ -556,9 +556,7 @@ out:
 void
 ing_compact_jobs_free(struct ing_compact_job *jobs, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
-		sm_free(jobs[i].tenant);
-	sm_free(jobs);
+	ING_TENANT_RECS_FREE(jobs, n);
 }
 
 int
@@ -580,10 +578,7 @@ ing_db_compact_plan(struct ing_db *db, const int64_t *widths,
 		struct ing_tenant *t;
 
 		/* Tenants are never freed before close (db_int.h). */
-		ING_RDLOCK(&db->lock);
-		t = i < db->n ? db->t[i] : NULL;
-		ING_RWUNLOCK(&db->lock);
-		if (t == NULL)
+		if ((t = ing_tenant_at(db, i)) == NULL)
 			break;
 		if ((rv = plan_tenant(db, t, widths, nwidths, window_ms,
 		    now_ms, &v, &nv, &cap)) != 0) {
