@@ -829,18 +829,6 @@ fail:
 
 /* --- packed buckets ------------------------------------------------------- */
 
-static uint64_t
-gcd64(uint64_t a, uint64_t b)
-{
-	while (b != 0) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return (a);
-}
-
 static uint8_t *
 put_packed_uv(uint8_t *p, uint64_t v)
 {
@@ -856,11 +844,8 @@ ing_bucket_pack(struct ing_bucket *b)
 
 	if (b->packed != NULL || b->spilled)
 		return (0);
-	for (uint32_t j = 0; j < b->n && g != 1; j++) {
-		int64_t v = b->value[j];
-
-		g = gcd64(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, g);
-	}
+	for (uint32_t j = 0; j < b->n && g != 1; j++)
+		g = sm_gcd64(sm_abs64(b->value[j]), g);
 	/* INT64_MIN / g must stay representable as int64 * g: keep g an
 	 * int64. */
 	if (g > INT64_MAX)
