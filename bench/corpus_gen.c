@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "common/sm.h"
 #include "google/v1/profile.pb-c.h"
 
 typedef Google__V1__Profile Profile;
@@ -243,22 +244,6 @@ flags_for(struct variant_ctx *c, size_t n)
 	return (c->flags);
 }
 
-/*
- * One variant of the seed (see the file comment).  On success returns the
- * gzipped length (the bytes are in c->out) and sets *rawlen.
- */
-static int64_t
-gcd64(int64_t a, int64_t b)
-{
-	while (b != 0) {
-		int64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return (a < 0 ? -a : a);
-}
-
 /* c->unit[k] = gcd of value k over the seed's samples (0: all zero). */
 static void
 seed_units(struct variant_ctx *c, const Profile *p)
@@ -267,9 +252,14 @@ seed_units(struct variant_ctx *c, const Profile *p)
 	for (size_t i = 0; i < p->n_sample; i++)
 		for (size_t k = 0; k < p->sample[i]->n_value &&
 		    k < MAX_VALUES; k++)
-			c->unit[k] = gcd64(c->unit[k], p->sample[i]->value[k]);
+			c->unit[k] = (int64_t)sm_gcd64((uint64_t)c->unit[k],
+			    sm_abs64(p->sample[i]->value[k]));
 }
 
+/*
+ * One variant of the seed (see the file comment).  On success returns the
+ * gzipped length (the bytes are in c->out) and sets *rawlen.
+ */
 static long
 make_variant(struct variant_ctx *c, const unsigned char *seed,
     size_t seedlen, uint64_t key, uint64_t idx, int64_t t_ns, int64_t dur_ns,

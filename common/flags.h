@@ -94,6 +94,19 @@ int sm_flags_add(struct sm_flags *fs, const struct sm_flag *tab, size_t n,
     void *base, struct sm_err *err);
 
 /*
+ * Define `int name(struct sm_flags *fs, cfgtype *cfg, struct sm_err *err)`,
+ * a component's registration of its static table `tab` against its config
+ * (ing_flags_add, dist_flags_add, ...): one definition instead of the same
+ * three-line wrapper in every component.
+ */
+#define SM_FLAGS_ADD_FN(name, cfgtype, tab)				\
+int									\
+name(struct sm_flags *fs, cfgtype *cfg, struct sm_err *err)		\
+{									\
+	return (sm_flags_add(fs, (tab), SM_ARRAY_LEN(tab), cfg, err));	\
+}
+
+/*
  * Parse argv[1..argc).  Positional arguments are refused.  "-help" and
  * "-h" set *help.  Returns 0 or SM_EINVAL ("flag provided but not
  * defined: -x", "invalid value ... for flag -x: ...").

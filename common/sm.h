@@ -406,6 +406,25 @@ static inline int64_t sm_floor_to(int64_t t, int64_t step)
 	return (r < 0 ? t - r - step : t - r);
 }
 
+/* Greatest common divisor (Euclid); gcd(0, 0) = 0.  The one for a
+ * bucket's value unit (set.c) and the corpus generator's (bench/). */
+static inline uint64_t sm_gcd64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return (a);
+}
+
+/* |v| as uint64_t, INT64_MIN included. */
+static inline uint64_t sm_abs64(int64_t v)
+{
+	return (v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
 /* Monotonic and wall clocks. */
 int64_t sm_now_ms(void);      /* unix time, milliseconds */
 void sm_sleep_ms(int64_t ms); /* sleep, resumed after signals */

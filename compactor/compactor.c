@@ -173,13 +173,7 @@ static const struct sm_flag cpt_flag_tab[] = {
 };
 #undef SM_FLAG_STRUCT
 
-int
-cpt_flags_add(struct sm_flags *fs, struct cpt_config *cfg,
-    struct sm_err *err)
-{
-	return (sm_flags_add(fs, cpt_flag_tab, SM_ARRAY_LEN(cpt_flag_tab),
-	    cfg, err));
-}
+SM_FLAGS_ADD_FN(cpt_flags_add, struct cpt_config, cpt_flag_tab)
 
 /*
  * The tenants with their own retention (compactor_blocks_retention_period

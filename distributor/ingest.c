@@ -225,13 +225,7 @@ static const struct sm_flag dist_flag_tab[] = {
 };
 #undef SM_FLAG_STRUCT
 
-int
-dist_flags_add(struct sm_flags *fs, struct dist_config *cfg,
-    struct sm_err *err)
-{
-	return (sm_flags_add(fs, dist_flag_tab, SM_ARRAY_LEN(dist_flag_tab),
-	    cfg, err));
-}
+SM_FLAGS_ADD_FN(dist_flags_add, struct dist_config, dist_flag_tab)
 
 static void
 reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)

@@ -1036,32 +1036,51 @@ out:
 	return (rv);
 }
 
+/*
+ * The frame of a record part ('P' spans, 'X' profiles): unwrap it into
+ * *raw, start r on it (named `what`), check that nrec records of at
+ * least minlen bytes each fit, and allocate them (elsize each).  The
+ * array, or NULL with *rv set (SM_ECORRUPT, SM_ENOMEM) and *raw freed.
+ */
+static void *
+recs_begin(const uint8_t *v, size_t n, char kind, const char *what,
+    uint32_t nrec, size_t minlen, size_t elsize, uint8_t **raw,
+    struct rd *r, int *rv, struct sm_err *err)
+{
+	size_t rawlen;
+	void *recs;
+
+	if ((*rv = block_unwrap(v, n, kind, raw, &rawlen, err)) != 0)
+		return (NULL);
+	*r = (struct rd){ *raw, *raw + rawlen, *raw, what, err, 0 };
+	if (nrec == 0 || nrec > rawlen / minlen)
+		*rv = rd_fail(r, "record count does not fit the data");
+	else if ((recs = sm_malloc((size_t)nrec * elsize)) == NULL)
+		*rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	else
+		return (recs);
+	sm_free(*raw);
+	*raw = NULL;
+	return (NULL);
+}
+
 int
 ing_block_spans_decode(const uint8_t *v, size_t n,
     const struct ing_block_meta *m, struct ing_span_rec **out,
     struct sm_err *err)
 {
-	struct ing_span_rec *sp = NULL;
+	struct ing_span_rec *sp;
 	uint8_t *raw = NULL;
-	size_t rawlen;
 	uint64_t span = 0;
 	int64_t t = 0;
 	struct rd r;
 	int rv;
 
 	*out = NULL;
-	if ((rv = block_unwrap(v, n, 'P', &raw, &rawlen, err)) != 0)
-		return (rv);
-	r = (struct rd){ raw, raw + rawlen, raw, "spans", err, 0 };
 	/* Every record takes at least 12 bytes. */
-	if (m->nspans == 0 || m->nspans > rawlen / 12) {
-		rv = rd_fail(&r, "record count does not fit the data");
-		goto out;
-	}
-	if ((sp = sm_malloc((size_t)m->nspans * sizeof(*sp))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
+	if ((sp = recs_begin(v, n, 'P', "spans", m->nspans, 12, sizeof(*sp),
+	    &raw, &r, &rv, err)) == NULL)
+		return (rv);
 	for (uint32_t i = 0; i < m->nspans; i++) {
 		uint64_t d = get_uv(&r), node;
 		int64_t x;
@@ -1115,26 +1134,17 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
     const struct ing_block_meta *m, struct ing_prof_rec **out,
     struct sm_err *err)
 {
-	struct ing_prof_rec *pr = NULL;
+	struct ing_prof_rec *pr;
 	uint8_t *raw = NULL;
-	size_t rawlen;
 	int64_t t = 0;
 	struct rd r;
 	int rv;
 
 	*out = NULL;
-	if ((rv = block_unwrap(v, n, 'X', &raw, &rawlen, err)) != 0)
-		return (rv);
-	r = (struct rd){ raw, raw + rawlen, raw, "profiles", err, 0 };
 	/* Every record takes at least 26 bytes. */
-	if (m->nprofiles == 0 || m->nprofiles > rawlen / 26) {
-		rv = rd_fail(&r, "record count does not fit the data");
-		goto out;
-	}
-	if ((pr = sm_malloc((size_t)m->nprofiles * sizeof(*pr))) == NULL) {
-		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
-		goto out;
-	}
+	if ((pr = recs_begin(v, n, 'X', "profiles", m->nprofiles, 26,
+	    sizeof(*pr), &raw, &r, &rv, err)) == NULL)
+		return (rv);
 	for (uint32_t i = 0; i < m->nprofiles; i++) {
 		struct ing_prof_rec *c = &pr[i];
 		uint64_t x;

@@ -548,9 +548,7 @@ out:
 void
 ing_compact_jobs_free(struct ing_compact_job *jobs, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
-		sm_free(jobs[i].tenant);
-	sm_free(jobs);
+	ING_TENANT_RECS_FREE(jobs, n);
 }
 
 int
@@ -572,10 +570,7 @@ ing_db_compact_plan(struct ing_db *db, const int64_t *widths,
 		struct ing_tenant *t;
 
 		/* Tenants are never freed before close (db_int.h). */
-		ING_RDLOCK(&db->lock);
-		t = i < db->n ? db->t[i] : NULL;
-		ING_RWUNLOCK(&db->lock);
-		if (t == NULL)
+		if ((t = ing_tenant_at(db, i)) == NULL)
 			break;
 		if ((rv = plan_tenant(db, t, widths, nwidths, window_ms,
 		    now_ms, &v, &nv, &cap)) != 0) {
@@ -982,6 +977,22 @@ out:
 }
 
 /* Free a builder's gathering state and its head. */
+/* Start builder b of window [ws, we) on an empty head of bucket width
+ * `width`, with *e and *empty cleared.  0 or SM_ENOMEM. */
+static int
+build_init(struct build *b, int64_t ws, int64_t we, int64_t width,
+    struct ing_block_enc *e, bool *empty, struct sm_err *err)
+{
+	memset(b, 0, sizeof(*b));
+	memset(e, 0, sizeof(*e));
+	*empty = false;
+	b->ws = ws;
+	b->we = we;
+	if (ing_head_create(0, width, &b->h) != 0)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	return (0);
+}
+
 static void
 build_fini(struct build *b)
 {
@@ -1006,16 +1017,12 @@ tier_build(struct ing_store *st, const char *tenant,
     struct sm_err *err)
 {
 	struct build b;
-	int rv = 0;
+	int rv;
 
-	memset(&b, 0, sizeof(b));
-	memset(e, 0, sizeof(*e));
-	*empty = false;
+	if ((rv = build_init(&b, ws, we, w > 0 ? w : bucket_ms, e, empty,
+	    err)) != 0)
+		return (rv);
 	b.w = w;
-	b.ws = ws;
-	b.we = we;
-	if (ing_head_create(0, w > 0 ? w : bucket_ms, &b.h) != 0)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n && rv == 0; i++)
 		rv = merge_block(st, tenant, &inputs[i], &b, err);
 	if (rv == 0 && b.h->set.nseries == 0)
@@ -1382,16 +1389,11 @@ ing_fold_build(struct ing_store *st, const struct ing_fold_input *in,
     struct sm_err *err)
 {
 	struct build b;
-	int rv = 0;
+	int rv;
 
-	memset(&b, 0, sizeof(b));
-	memset(e, 0, sizeof(*e));
-	*empty = false;
-	b.ws = ws;
-	b.we = we;
+	if ((rv = build_init(&b, ws, we, bucket_ms, e, empty, err)) != 0)
+		return (rv);
 	b.fold = sel;
-	if (ing_head_create(0, bucket_ms, &b.h) != 0)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < n && rv == 0; i++) {
 		if (in[i].meta.bucket_ms != bucket_ms) {
 			rv = sm_err_set(err, SM_EINVAL, "block %s/%llu: bucket "

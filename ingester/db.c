@@ -127,6 +127,17 @@ ing_tenant_find(struct ing_db *db, const char *id)
 	return (t);
 }
 
+struct ing_tenant *
+ing_tenant_at(struct ing_db *db, uint32_t i)
+{
+	struct ing_tenant *t;
+
+	ING_RDLOCK(&db->lock);
+	t = i < db->n ? db->t[i] : NULL;
+	ING_RWUNLOCK(&db->lock);
+	return (t);
+}
+
 int
 ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 {
@@ -403,9 +414,7 @@ ing_db_stats(struct ing_db *db, struct ing_db_stats *st)
 void
 ing_db_blocks_free(struct ing_db_block *v, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
-		sm_free(v[i].tenant);
-	sm_free(v);
+	ING_TENANT_RECS_FREE(v, n);
 }
 
 int

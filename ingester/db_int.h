@@ -190,6 +190,18 @@ bool ing_lock_held(const void *l);
 /* The tenant `id`, or NULL (takes db->lock shared). */
 struct ing_tenant *ing_tenant_find(struct ing_db *db, const char *id);
 
+/* The i-th tenant in id order, or NULL past the last (takes db->lock
+ * shared): a walk over every tenant that holds no lock between them. */
+struct ing_tenant *ing_tenant_at(struct ing_db *db, uint32_t i);
+
+/* Free each of the n records of v (a heap array of structs with a heap
+ * `tenant` string: block lists, job lists, floors), then v. */
+#define ING_TENANT_RECS_FREE(v, n) do {					\
+	for (uint32_t i_ = 0; i_ < (n); i_++)				\
+		sm_free((v)[i_].tenant);				\
+	sm_free(v);							\
+} while (0)
+
 /* The tenant `id`, created with an empty head when new.  0 or SM_ENOMEM. */
 int ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out);
 

@@ -224,13 +224,7 @@ static const struct sm_flag ing_flag_tab[] = {
 };
 #undef SM_FLAG_STRUCT
 
-int
-ing_flags_add(struct sm_flags *fs, struct ing_config *cfg,
-    struct sm_err *err)
-{
-	return (sm_flags_add(fs, ing_flag_tab, SM_ARRAY_LEN(ing_flag_tab),
-	    cfg, err));
-}
+SM_FLAGS_ADD_FN(ing_flags_add, struct ing_config, ing_flag_tab)
 
 /* --- metrics -------------------------------------------------------------- */
 
@@ -1111,6 +1105,17 @@ gw_main(void *arg)
 	return (NULL);
 }
 
+/* Storage could not start: log why (`what: err`), mark the ingester
+ * failed and stop the process as SIGTERM does (main shuts down). */
+static void
+start_failed(struct ingester *ing, const char *comp, const char *what,
+    const struct sm_err *err)
+{
+	sm_error(comp, "%s: %s", what, err->msg);
+	atomic_store(&ing->failed, true);
+	kill(getpid(), SIGTERM);
+}
+
 static void *
 replay_main(void *arg)
 {
@@ -1129,15 +1134,11 @@ replay_main(void *arg)
 
 	sm_err_clear(&err);
 	if (!ing->cfg.gateway && restore(ing, &err) != 0) {
-		sm_error("ingester", "cannot start: %s", err.msg);
-		atomic_store(&ing->failed, true);
-		kill(getpid(), SIGTERM);
+		start_failed(ing, "ingester", "cannot start", &err);
 		return (NULL);
 	}
 	if (ing_db_open(&dc, ing->store, &ing->db, &err) != 0) {
-		sm_error("ingester", "cannot load storage: %s", err.msg);
-		atomic_store(&ing->failed, true);
-		kill(getpid(), SIGTERM);
+		start_failed(ing, "ingester", "cannot load storage", &err);
 		return (NULL);
 	}
 	if (ing->cfg.gateway) {
@@ -1152,9 +1153,7 @@ replay_main(void *arg)
 
 		if (ing_gateway_create(&gc, ing->db, ing->store, &ing->gw,
 		    &err) != 0) {
-			sm_error("store-gateway", "cannot start: %s", err.msg);
-			atomic_store(&ing->failed, true);
-			kill(getpid(), SIGTERM);
+			start_failed(ing, "store-gateway", "cannot start", &err);
 			return (NULL);
 		}
 		pthread_mutex_lock(&ing->mu);
@@ -1173,9 +1172,7 @@ replay_main(void *arg)
 	if (ing->cfg.bucket != NULL && ing_ship_create(ing->db, ing->store,
 	    ing->cfg.bucket, ing->cfg.instance_id,
 	    (uint32_t)ing->cfg.ship_workers, &ing->ship, &err) != 0) {
-		sm_error("ingester", "cannot start shipping: %s", err.msg);
-		atomic_store(&ing->failed, true);
-		kill(getpid(), SIGTERM);
+		start_failed(ing, "ingester", "cannot start shipping", &err);
 		return (NULL);
 	}
 	pthread_mutex_lock(&ing->mu);

@@ -137,9 +137,7 @@ out:
 void
 ing_floors_free(struct ing_db *db)
 {
-	for (uint32_t i = 0; i < db->nfloors; i++)
-		sm_free(db->floors[i].tenant);
-	sm_free(db->floors);
+	ING_TENANT_RECS_FREE(db->floors, db->nfloors);
 	db->floors = NULL;
 	db->nfloors = db->floors_cap = 0;
 }

@@ -98,23 +98,37 @@ index_grow(struct ing_index *x)
 	return (0);
 }
 
+/* Reallocate the array at arrp (a T **, cap elements of elsize bytes) to
+ * ncap > cap elements, the new ones zeroed.  0 or SM_ENOMEM (unchanged). */
+static int
+realloc_zeroed(void *arrp, uint32_t cap, uint32_t ncap, size_t elsize)
+{
+	void *p;
+
+	/* memcpy: arrp points to a T *, not to a void * (as sm_grow). */
+	memcpy(&p, arrp, sizeof(p));
+	if ((p = sm_reallocarray(p, ncap, elsize)) == NULL)
+		return (SM_ENOMEM);
+	memset((char *)p + (size_t)cap * elsize, 0, (size_t)(ncap - cap) *
+	    elsize);
+	memcpy(arrp, &p, sizeof(p));
+	return (0);
+}
+
 /* Room for ncap names; the new values[] entries are zeroed (empty). */
 static int
 index_names_grow(struct ing_index *x, uint32_t ncap)
 {
 	uint32_t *nn;
-	struct ing_posting *nv;
 
 	if (ncap <= x->names_cap)
 		return (0);
 	if ((nn = sm_reallocarray(x->names, ncap, sizeof(*nn))) == NULL)
 		return (SM_ENOMEM);
 	x->names = nn;
-	if ((nv = sm_reallocarray(x->values, ncap, sizeof(*nv))) == NULL)
+	if (realloc_zeroed(&x->values, x->names_cap, ncap,
+	    sizeof(*x->values)) != 0)
 		return (SM_ENOMEM);
-	memset(&nv[x->names_cap], 0, (size_t)(ncap - x->names_cap) *
-	    sizeof(*nv));
-	x->values = nv;
 	x->names_cap = ncap;
 	return (0);
 }
@@ -123,15 +137,11 @@ index_names_grow(struct ing_index *x, uint32_t ncap)
 static int
 index_lists_grow(struct ing_index *x, uint32_t ncap)
 {
-	struct ing_posting *nl;
-
 	if (ncap <= x->lists_cap)
 		return (0);
-	if ((nl = sm_reallocarray(x->lists, ncap, sizeof(*nl))) == NULL)
+	if (realloc_zeroed(&x->lists, x->lists_cap, ncap,
+	    sizeof(*x->lists)) != 0)
 		return (SM_ENOMEM);
-	memset(&nl[x->lists_cap], 0, (size_t)(ncap - x->lists_cap) *
-	    sizeof(*nl));
-	x->lists = nl;
 	x->lists_cap = ncap;
 	return (0);
 }
@@ -820,18 +830,6 @@ fail:
 
 /* --- packed buckets ------------------------------------------------------- */
 
-static uint64_t
-gcd64(uint64_t a, uint64_t b)
-{
-	while (b != 0) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return (a);
-}
-
 static uint8_t *
 put_packed_uv(uint8_t *p, uint64_t v)
 {
@@ -847,11 +845,8 @@ ing_bucket_pack(struct ing_bucket *b)
 
 	if (b->packed != NULL || b->spilled)
 		return (0);
-	for (uint32_t j = 0; j < b->n && g != 1; j++) {
-		int64_t v = b->value[j];
-
-		g = gcd64(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, g);
-	}
+	for (uint32_t j = 0; j < b->n && g != 1; j++)
+		g = sm_gcd64(sm_abs64(b->value[j]), g);
 	/* INT64_MIN / g must stay representable as int64 * g: keep g an
 	 * int64. */
 	if (g > INT64_MAX)

@@ -1278,22 +1278,63 @@ ing_store_release(struct ing_store *s, struct ing_cache_ent *ent)
 	ing_cache_release(s->cache, ent);
 }
 
+/*
+ * Part `kind` of block m read and decoded into *out (a pointer of the
+ * decoder's type): 'D' series `series`' buckets (sr, into arena a), 'P'
+ * its spans, 'X' its profile records.  A part that does not decode is
+ * reported corrupt as part_get's are.
+ */
+static int
+part_decode(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, char kind, uint32_t series,
+    const struct ing_series *sr, struct sm_arena *a, void *out,
+    struct sm_err *err)
+{
+	struct sm_buf v = SM_BUF_INIT;
+	const uint8_t *b;
+	int rv;
+
+	if ((rv = part_get(s, tenant, m->gen, kind, series, &v, err)) != 0)
+		goto out;
+	b = (const uint8_t *)v.b;
+	if (kind == 'D')
+		rv = ing_block_data_decode(b, v.len, sr, m->nnodes, a, out,
+		    err);
+	else if (kind == 'P')
+		rv = ing_block_spans_decode(b, v.len, m, out, err);
+	else
+		rv = ing_block_profiles_decode(b, v.len, m, out, err);
+	if (rv == SM_ECORRUPT)
+		store_corrupt(tenant, m->gen, kind, series, err);
+out:
+	sm_buf_fini(&v);
+	return (rv);
+}
+
 int
 ing_store_block_data(struct ing_store *s, const char *tenant,
     const struct ing_block_meta *m, uint32_t series,
     const struct ing_series *sr, struct sm_arena *a,
     struct ing_bucket **out, struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
+	return (part_decode(s, tenant, m, 'D', series, sr, a, out, err));
+}
+
+/* The nrec records of part 'P' (spans) or 'X' (profiles) into *out (set
+ * to NULL by the caller) and *n; none without reading when nrec is 0. */
+static int
+recs_get(struct ing_store *s, const char *tenant,
+    const struct ing_block_meta *m, char kind, uint32_t nrec, void *out,
+    uint32_t *n, struct sm_err *err)
+{
 	int rv;
 
-	if ((rv = part_get(s, tenant, m->gen, 'D', series, &v, err)) != 0)
-		goto out;
-	if ((rv = ing_block_data_decode((uint8_t *)v.b, v.len, sr, m->nnodes,
-	    a, out, err)) == SM_ECORRUPT)
-		store_corrupt(tenant, m->gen, 'D', series, err);
-out:
-	sm_buf_fini(&v);
+	*n = 0;
+	if (nrec == 0)
+		return (0);
+	if ((rv = part_decode(s, tenant, m, kind, 0, NULL, NULL, out,
+	    err)) == 0)
+		*n = nrec;
 	return (rv);
 }
 
@@ -1302,23 +1343,8 @@ ing_store_block_spans(struct ing_store *s, const char *tenant,
     const struct ing_block_meta *m, struct ing_span_rec **out, uint32_t *n,
     struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
-	int rv;
-
 	*out = NULL;
-	*n = 0;
-	if (m->nspans == 0)
-		return (0);
-	if ((rv = part_get(s, tenant, m->gen, 'P', 0, &v, err)) != 0)
-		goto out;
-	if ((rv = ing_block_spans_decode((uint8_t *)v.b, v.len, m, out,
-	    err)) == SM_ECORRUPT)
-		store_corrupt(tenant, m->gen, 'P', 0, err);
-	if (rv == 0)
-		*n = m->nspans;
-out:
-	sm_buf_fini(&v);
-	return (rv);
+	return (recs_get(s, tenant, m, 'P', m->nspans, out, n, err));
 }
 
 int
@@ -1326,23 +1352,8 @@ ing_store_block_profiles(struct ing_store *s, const char *tenant,
     const struct ing_block_meta *m, struct ing_prof_rec **out, uint32_t *n,
     struct sm_err *err)
 {
-	struct sm_buf v = SM_BUF_INIT;
-	int rv;
-
 	*out = NULL;
-	*n = 0;
-	if (m->nprofiles == 0)
-		return (0);
-	if ((rv = part_get(s, tenant, m->gen, 'X', 0, &v, err)) != 0)
-		goto out;
-	if ((rv = ing_block_profiles_decode((uint8_t *)v.b, v.len, m, out,
-	    err)) == SM_ECORRUPT)
-		store_corrupt(tenant, m->gen, 'X', 0, err);
-	if (rv == 0)
-		*n = m->nprofiles;
-out:
-	sm_buf_fini(&v);
-	return (rv);
+	return (recs_get(s, tenant, m, 'X', m->nprofiles, out, n, err));
 }
 
 uint64_t

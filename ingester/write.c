@@ -318,10 +318,7 @@ db_cut(struct ing_db *db, int64_t now_ms, int force, bool over,
 		struct ing_head *retry = NULL;
 		int due, rv = 0;
 
-		ING_RDLOCK(&db->lock);
-		t = i < db->n ? db->t[i] : NULL;
-		ING_RWUNLOCK(&db->lock);
-		if (t == NULL)
+		if ((t = ing_tenant_at(db, i)) == NULL)
 			break;
 		ING_LOCK(&t->mu);
 		if (t->ncutting > 0) {
@@ -381,10 +378,7 @@ db_spill(struct ing_db *db, int64_t now_ms, bool all, struct sm_err *err)
 		uint64_t bytes = 0;
 		bool due;
 
-		ING_RDLOCK(&db->lock);
-		t = i < db->n ? db->t[i] : NULL;
-		ING_RWUNLOCK(&db->lock);
-		if (t == NULL)
+		if ((t = ing_tenant_at(db, i)) == NULL)
 			break;
 		ING_LOCK(&t->mu);
 		h = t->head;
@@ -520,28 +514,30 @@ ing_db_mem_refusing(struct ing_db *db)
 	return (atomic_load(&db->mem_refuse));
 }
 
-int
-ing_db_spill(struct ing_db *db, struct sm_err *err)
+/* Spill every head's sealed buckets, or (cut) cut every head, now, under
+ * cut_mu; nothing to do without a store. */
+static int
+db_spill_or_cut(struct ing_db *db, bool cut, struct sm_err *err)
 {
 	int rv;
 
 	if (db->store == NULL)
 		return (0);
 	ING_LOCK(&db->cut_mu);
-	rv = db_spill(db, sm_now_ms(), true, err);
+	rv = cut ? db_cut(db, sm_now_ms(), 1, false, err) :
+	    db_spill(db, sm_now_ms(), true, err);
 	ING_UNLOCK(&db->cut_mu);
 	return (rv);
 }
 
 int
+ing_db_spill(struct ing_db *db, struct sm_err *err)
+{
+	return (db_spill_or_cut(db, false, err));
+}
+
+int
 ing_db_flush(struct ing_db *db, struct sm_err *err)
 {
-	int rv;
-
-	if (db->store == NULL)
-		return (0);
-	ING_LOCK(&db->cut_mu);
-	rv = db_cut(db, sm_now_ms(), 1, false, err);
-	ING_UNLOCK(&db->cut_mu);
-	return (rv);
+	return (db_spill_or_cut(db, true, err));
 }

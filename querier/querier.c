@@ -92,13 +92,7 @@ static const struct sm_flag qry_flag_tab[] = {
 };
 #undef SM_FLAG_STRUCT
 
-int
-qry_flags_add(struct sm_flags *fs, struct qry_config *cfg,
-    struct sm_err *err)
-{
-	return (sm_flags_add(fs, qry_flag_tab, SM_ARRAY_LEN(qry_flag_tab),
-	    cfg, err));
-}
+SM_FLAGS_ADD_FN(qry_flags_add, struct qry_config, qry_flag_tab)
 
 void
 qry_tenant_limits(struct querier *q, const char *tenant,
