@@ -737,9 +737,11 @@ server_fin(void *p)
 	for (unsigned i = 0; i < s->nw; i++) {
 		struct rpc_worker *w = &s->w[i];
 
+		/* aio first: freeing it waits out an expiry still using
+		 * the context (see "Retiring a call"). */
 		if (w->aio != NULL) {
-			nng_ctx_close(w->ctx);
 			nng_aio_free(w->aio);
+			nng_ctx_close(w->ctx);
 		}
 	}
 	/* parked requests never answered: the callers time out (the
@@ -1121,7 +1123,94 @@ multi_unref_locked(struct sm_rpc_multi *m)
 	sm_free(m);
 }
 
-/* Record call op's outcome; frees the op (from its own callback). */
+/*
+ * Retiring a call.  nng 1.5.2's expiry thread takes an expired aio's
+ * cancel function and its argument (the call's context) under its lock,
+ * then calls the function with the lock released.  If the reply lands in
+ * that window, the aio completes, and a callback that closed the context
+ * at once would free it under the expiry thread, which then locks a mutex
+ * inside freed memory (a distributor died so in the nng:aio:expire thread
+ * under a write burst whose calls ran close to their deadline).  Freeing
+ * the aio waits for an expiry in progress (nni_aio_fini waits while the
+ * aio is "expiring"), so a call is retired in that order -- aio freed,
+ * then context closed -- and not from its own callback, which freeing the
+ * aio would wait for: a thread of this module's does it.  The client
+ * counts the call as live until then, so sm_rpc_client_destroy still
+ * closes the socket only after every context of it.
+ */
+static pthread_mutex_t retire_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t retire_cv = PTHREAD_COND_INITIALIZER;
+static pthread_once_t retire_once = PTHREAD_ONCE_INIT;
+static struct rpc_op *retire_head;
+static bool retire_running;
+
+static void
+op_unlive(struct sm_rpc_client *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (--c->live == 0)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void *
+retire_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&retire_mu);
+	for (;;) {
+		struct rpc_op *op;
+
+		while (retire_head == NULL)
+			pthread_cond_wait(&retire_cv, &retire_mu);
+		op = retire_head;
+		retire_head = op->next;
+		pthread_mutex_unlock(&retire_mu);
+		nng_aio_free(op->aio);          /* waits out an expiry */
+		nng_ctx_close(op->ctx);
+		op_unlive(op->c);
+		sm_free(op);
+		pthread_mutex_lock(&retire_mu);
+	}
+	return (NULL);
+}
+
+static void
+retire_start(void)
+{
+	pthread_t t;
+	pthread_attr_t at;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	retire_running = pthread_create(&t, &at, retire_main, NULL) == 0;
+	pthread_attr_destroy(&at);
+}
+
+/* Retire op (aio and context); from its callback, so not here. */
+static void
+op_retire(struct rpc_op *op)
+{
+	pthread_once(&retire_once, retire_start);
+	if (!retire_running) {
+		/* No thread: the old order, the race left open rather than
+		 * a call that never ends. */
+		nng_ctx_close(op->ctx);
+		nng_aio_reap(op->aio);
+		op_unlive(op->c);
+		sm_free(op);
+		return;
+	}
+	pthread_mutex_lock(&retire_mu);
+	op->next = retire_head;
+	retire_head = op;
+	pthread_cond_signal(&retire_cv);
+	pthread_mutex_unlock(&retire_mu);
+}
+
+/* Record call op's outcome; the op is retired (from its own callback). */
 static void
 op_finish(struct rpc_op *op, int transport, nng_msg *msg)
 {
@@ -1144,19 +1233,6 @@ op_finish(struct rpc_op *op, int transport, nng_msg *msg)
 			op->next->prevp = op->prevp;
 		pthread_mutex_unlock(&op->c->mu);
 	}
-	if (op->aio != NULL) {
-		nng_ctx_close(op->ctx);
-		nng_aio_reap(op->aio);
-	}
-	if (op->c != NULL) {
-		struct sm_rpc_client *c = op->c;
-
-		pthread_mutex_lock(&c->mu);
-		if (--c->live == 0)
-			pthread_cond_broadcast(&c->cv);
-		pthread_mutex_unlock(&c->mu);
-	}
-	sm_free(op);
 	pthread_mutex_lock(&m->mu);
 	r->transport = transport;
 	r->msg = msg;
@@ -1164,6 +1240,12 @@ op_finish(struct rpc_op *op, int transport, nng_msg *msg)
 	m->done++;
 	pthread_cond_broadcast(&m->cv);
 	multi_unref_locked(m);
+	if (op->aio != NULL)
+		op_retire(op);
+	else {
+		op_unlive(op->c);
+		sm_free(op);
+	}
 }
 
 static void
