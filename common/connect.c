@@ -61,6 +61,7 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "byteorder.h"
 #include "gz.h"
 #include "log.h"
 #include "pbjson.h"
@@ -693,8 +694,7 @@ grpcweb_unframe(struct connect_how how, bool gzipped, const uint8_t *body,
 		return (sm_err_set(err, SM_EINVAL, "gRPC-web frame header cut "
 		    "short: %zu bytes", len));
 	flags = body[0];
-	n = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 |
-	    (uint32_t)body[3] << 8 | body[4];
+	n = sm_get_be32(body + 1);
 	if (flags & GRPC_FLAG_TRAILER)
 		return (sm_err_set(err, SM_EINVAL, "a request cannot carry a "
 		    "trailer frame"));

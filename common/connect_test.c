@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/arena.h"
+#include "common/byteorder.h"
 #include "common/buf.h"
 #include "common/connect.h"
 #include "common/gz.h"
@@ -462,10 +463,7 @@ static size_t
 grpc_frame(uint8_t *out, uint8_t flags, const void *p, size_t n)
 {
 	out[0] = flags;
-	out[1] = (uint8_t)(n >> 24);
-	out[2] = (uint8_t)(n >> 16);
-	out[3] = (uint8_t)(n >> 8);
-	out[4] = (uint8_t)n;
+	sm_put_be32(out + 1, (uint32_t)n);
 	memcpy(out + 5, p, n);
 	return (n + 5);
 }

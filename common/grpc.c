@@ -43,6 +43,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "buf.h"
+#include "byteorder.h"
 #include "connect.h"
 #include "log.h"
 #include "tls.h"
@@ -485,8 +486,7 @@ grpc_unweb(struct grpc_stream *st, const uint8_t *b, size_t len)
 
 		if (len - off < GRPC_FRAME_HDR)
 			return (false);
-		n = (uint32_t)b[off + 1] << 24 | (uint32_t)b[off + 2] << 16 |
-		    (uint32_t)b[off + 3] << 8 | b[off + 4];
+		n = sm_get_be32(b + off + 1);
 		if (n > len - off - GRPC_FRAME_HDR)
 			return (false);
 		if ((b[off] & GRPC_FLAG_TRAILER) == 0)

@@ -46,6 +46,8 @@
 #include "buf.h"
 #include "sm.h"
 
+#include "byteorder.h"   /* sm_put_be32 ...: the values' byte order */
+
 enum sm_kv_cf {
 	SM_KV_HEAD = 0,
 	SM_KV_BLOCKS = 1,
@@ -229,31 +231,5 @@ int sm_key_get_str(const uint8_t *k, size_t n, size_t *off, const char **s,
 int sm_key_get_u8(const uint8_t *k, size_t n, size_t *off, uint8_t *v);
 int sm_key_get_u32(const uint8_t *k, size_t n, size_t *off, uint32_t *v);
 int sm_key_get_u64(const uint8_t *k, size_t n, size_t *off, uint64_t *v);
-
-/* Big-endian helpers for values. */
-static inline void sm_put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline uint32_t sm_get_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | p[3]);
-}
-
-static inline void sm_put_be64(uint8_t *p, uint64_t v)
-{
-	sm_put_be32(p, (uint32_t)(v >> 32));
-	sm_put_be32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t sm_get_be64(const uint8_t *p)
-{
-	return ((uint64_t)sm_get_be32(p) << 32 | sm_get_be32(p + 4));
-}
 
 #endif /* SM_KV_H */

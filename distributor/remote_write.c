@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/byteorder.h"
 #include "common/httpc.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -126,20 +127,6 @@ rw_drop(const char *reason)
 	sm_counter_inc(sm_metric_child(m_dropped, reason));
 }
 
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	    (uint32_t)p[3] << 24);
-}
-
 int
 rw_enqueue(struct remote_write *rw, const char *path, const char *query,
     const char *ctype, const char *tenant, unsigned flags, const void *body,
@@ -155,18 +142,18 @@ rw_enqueue(struct remote_write *rw, const char *path, const char *query,
 	sm_buf_putc(&h, (int)(flags & RW_IDEMPOTENT));
 	sm_buf_putc(&h, 0);
 	sm_buf_putc(&h, 0);
-	put_u32(w, (uint32_t)(pl + (ql != 0 ? ql + 1 : 0)));
+	sm_put_le32(w, (uint32_t)(pl + (ql != 0 ? ql + 1 : 0)));
 	sm_buf_append(&h, w, 4);
 	sm_buf_append(&h, path, pl);
 	if (ql != 0) {
 		sm_buf_putc(&h, '?');
 		sm_buf_append(&h, query, ql);
 	}
-	put_u32(w, ctype != NULL ? (uint32_t)strlen(ctype) : RW_NONE);
+	sm_put_le32(w, ctype != NULL ? (uint32_t)strlen(ctype) : RW_NONE);
 	sm_buf_append(&h, w, 4);
 	if (ctype != NULL)
 		sm_buf_append(&h, ctype, strlen(ctype));
-	put_u32(w, tenant != NULL ? (uint32_t)strlen(tenant) : RW_NONE);
+	sm_put_le32(w, tenant != NULL ? (uint32_t)strlen(tenant) : RW_NONE);
 	sm_buf_append(&h, w, 4);
 	if (tenant != NULL)
 		sm_buf_append(&h, tenant, strlen(tenant));
@@ -224,7 +211,7 @@ rw_decode(struct remote_write *rw, void *rec, size_t n, struct rw_entry *e)
 
 		if (end - p < 4)
 			return (false);
-		l = get_u32(p);
+		l = sm_get_le32(p);
 		p += 4;
 		if (l == RW_NONE && i > 0)
 			continue;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 
+#include "common/byteorder.h"
 #include "common/gz.h"
 #include "common/log.h"
 #include "common/seglog.h"
@@ -40,33 +41,6 @@ struct rwq {
 	uint64_t gen;                 /* of the last commit slot written */
 	uint64_t lowseq;              /* lowest segment that may exist */
 };
-
-static void
-put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void
-put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t
-get32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	    (uint32_t)p[3] << 24);
-}
-
-static uint64_t
-get64(const uint8_t *p)
-{
-	return ((uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32);
-}
 
 static uint32_t
 rec_crc(const uint8_t *lenb, const void *p, size_t n)
@@ -101,12 +75,12 @@ commit_write(struct rwq *q, uint64_t seq, uint64_t off, uint32_t flags)
 	uint64_t g = q->gen + 1;
 
 	memset(s, 0, sizeof(s));
-	put32(s, RWQ_MAGIC);
-	put64(s + 4, g);
-	put64(s + 12, seq);
-	put64(s + 20, off);
-	put32(s + 28, flags);
-	put32(s + 32, sm_crc32(0, s, 32));
+	sm_put_le32(s, RWQ_MAGIC);
+	sm_put_le64(s + 4, g);
+	sm_put_le64(s + 12, seq);
+	sm_put_le64(s + 20, off);
+	sm_put_le32(s + 28, flags);
+	sm_put_le32(s + 32, sm_crc32(0, s, 32));
 	if (full_pwrite(q->cfd, s, sizeof(s), (g & 1) * RWQ_SLOT) != 0) {
 		sm_error("remote-write", "queue commit write failed\tdir=%s "
 		    "err=\"%s\"", q->dir, strerror(errno));
@@ -129,16 +103,16 @@ commit_read(struct rwq *q, uint64_t *seq, uint64_t *off, uint32_t *flags)
 
 		if (k < (i + 1) * RWQ_SLOT_USED + i * (RWQ_SLOT - RWQ_SLOT_USED))
 			continue;
-		if (get32(p) != RWQ_MAGIC || get32(p + 32) !=
+		if (sm_get_le32(p) != RWQ_MAGIC || sm_get_le32(p + 32) !=
 		    sm_crc32(0, p, 32))
 			continue;
-		if (found && get64(p + 4) <= q->gen)
+		if (found && sm_get_le64(p + 4) <= q->gen)
 			continue;
 		found = true;
-		q->gen = get64(p + 4);
-		*seq = get64(p + 12);
-		*off = get64(p + 20);
-		*flags = get32(p + 28);
+		q->gen = sm_get_le64(p + 4);
+		*seq = sm_get_le64(p + 12);
+		*off = sm_get_le64(p + 20);
+		*flags = sm_get_le32(p + 28);
 	}
 	return (found);
 }
@@ -185,10 +159,10 @@ legacy_copy(struct rwq *q, uint64_t seq, uint64_t off, bool *first_copied,
 
 		if (len - off < LEGACY_HDR)
 			break;
-		rl = get32(b + off);
+		rl = sm_get_le32(b + off);
 		if (rl > RWQ_MAX_RECORD || rl > len - off - LEGACY_HDR ||
 		    rec_crc(b + off, b + off + LEGACY_HDR, rl) !=
-		    get32(b + off + 4))
+		    sm_get_le32(b + off + 4))
 			break;
 		v = (struct iovec){ b + off + LEGACY_HDR, rl };
 		if ((rv = sm_seglog_reserve(q->sl, rl, &no, err)) != 0 ||

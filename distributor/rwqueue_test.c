@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "common/gz.h"
 #include "sm_test.h"
 
@@ -374,20 +375,6 @@ test_lock(void)
 	tmp_remove();
 }
 
-static void
-le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void
-le64(uint8_t *p, uint64_t v)
-{
-	le32(p, (uint32_t)v);
-	le32(p + 4, (uint32_t)(v >> 32));
-}
-
 /* A segment in the older framing (rwqueue.c); the offset after each
  * record in ends[]. */
 static void
@@ -404,8 +391,8 @@ legacy_segment(uint64_t seq, const char *const *recs, int n, uint64_t *ends)
 		uint8_t h[8];
 		size_t len = strlen(recs[i]);
 
-		le32(h, (uint32_t)len);
-		le32(h + 4, sm_crc32(sm_crc32(0, h, 4), recs[i], len));
+		sm_put_le32(h, (uint32_t)len);
+		sm_put_le32(h + 4, sm_crc32(sm_crc32(0, h, 4), recs[i], len));
 		SM_REQUIRE(fwrite(h, 1, 8, f) == 8);
 		SM_REQUIRE(fwrite(recs[i], 1, len, f) == len);
 		off += 8 + len;
@@ -424,12 +411,12 @@ legacy_commit(uint64_t seq, uint64_t off, uint32_t flags)
 	FILE *f;
 
 	memset(s, 0, sizeof(s));
-	le32(s + 64, 0x43515752u);
-	le64(s + 68, 1);
-	le64(s + 76, seq);
-	le64(s + 84, off);
-	le32(s + 92, flags);
-	le32(s + 96, sm_crc32(0, s + 64, 32));
+	sm_put_le32(s + 64, 0x43515752u);
+	sm_put_le64(s + 68, 1);
+	sm_put_le64(s + 76, seq);
+	sm_put_le64(s + 84, off);
+	sm_put_le32(s + 92, flags);
+	sm_put_le32(s + 96, sm_crc32(0, s + 64, 32));
 	snprintf(path, sizeof(path), "%s/commit", tdir);
 	SM_REQUIRE((f = fopen(path, "wb")) != NULL);
 	SM_REQUIRE(fwrite(s, 1, sizeof(s), f) == sizeof(s));
