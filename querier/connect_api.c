@@ -257,6 +257,9 @@ label_list(struct querier *q, struct sm_connect_call *call, char **matchers,
 	char *out;
 	int rv;
 
+	SM_ASSERT(d->n_fields == 1 && f->id == 1 &&
+	    f->label == PROTOBUF_C_LABEL_REPEATED &&
+	    f->type == PROTOBUF_C_TYPE_STRING);
 	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0 ||
 	    (rv = labels_or(q, tenant, matchers, nmatchers, start, end, kind,
 	    name, NULL, 0, call->arena, &res, err)) != 0)
