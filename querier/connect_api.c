@@ -446,10 +446,8 @@ merge_select(const char *tenant, const char *type_id, const char *label_sel,
 	return (0);
 }
 
-/* End a merge handler: its query and selector, and its merged tree `m`
- * (NULL when not made), whose bytes count to the call's heap. */
-static void
-merge_fini(struct sm_connect_call *call, struct qry_query *x,
+void
+qry_merge_fini(struct sm_connect_call *call, struct qry_query *x,
     struct sm_selector *s, struct sm_mtree *m)
 {
 	if (m != NULL) {
@@ -667,7 +665,7 @@ m_merge_stacktraces(void *arg, struct sm_connect_call *call,
 oom:
 	rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 out:
-	merge_fini(call, &x, &s, have_m ? &m : NULL);
+	qry_merge_fini(call, &x, &s, have_m ? &m : NULL);
 	return (rv);
 }
 
@@ -822,7 +820,7 @@ m_merge_profile(void *arg, struct sm_connect_call *call,
 	*resp = &out->base;
 	rv = 0;
 out:
-	merge_fini(call, &x, &s, have_m ? &m : NULL);
+	qry_merge_fini(call, &x, &s, have_m ? &m : NULL);
 	return (rv);
 }
 

@@ -427,7 +427,11 @@ int qry_select_heatmap(void *arg, struct sm_connect_call *call,
  *                  SM_ENOMEM set in `err`);
  * qry_max_nodes    a request's max flamegraph nodes `mn` checked against
  *                  the tenant's limits into *out (0: the tenant's
- *                  default); SM_EINVAL with Pyroscope's words.
+ *                  default); SM_EINVAL with Pyroscope's words;
+ * qry_merge_fini   the end of a merge handler: its query and selector,
+ *                  and its merged tree `m` (NULL when not made), whose
+ *                  bytes count to the call's heap (sm_mem_release after
+ *                  a large call).
  */
 struct Querier__V1__Level;
 struct Querier__V1__FlameGraph;
@@ -444,6 +448,8 @@ int qry_fg_pb(const struct sm_mtree *m, int64_t max_nodes,
     struct sm_err *err);
 int qry_max_nodes(struct querier *q, const char *tenant, int64_t mn,
     int64_t *out, struct sm_err *err);
+void qry_merge_fini(struct sm_connect_call *call, struct qry_query *x,
+    struct sm_selector *s, struct sm_mtree *m);
 
 struct Querier__V1__SelectSeriesResponse;
 

@@ -192,9 +192,6 @@ qry_merge_span_profile(void *arg, struct sm_connect_call *call,
 	*resp = &out->base;
 	rv = 0;
 out:
-	if (have_m)
-		sm_mtree_fini(&m);
-	qry_query_fini(&x);
-	sm_selector_fini(&s);
+	qry_merge_fini(call, &x, &s, have_m ? &m : NULL);
 	return (rv);
 }
