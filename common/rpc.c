@@ -1203,10 +1203,14 @@ op_retire(struct rpc_op *op)
 		sm_free(op);
 		return;
 	}
+	/* The thread drains the list before it waits again: only a push
+	 * onto an empty list needs to wake it (one wake-up per burst of
+	 * calls, not per call). */
 	pthread_mutex_lock(&retire_mu);
+	if (retire_head == NULL)
+		pthread_cond_signal(&retire_cv);
 	op->next = retire_head;
 	retire_head = op;
-	pthread_cond_signal(&retire_cv);
 	pthread_mutex_unlock(&retire_mu);
 }
 
