@@ -2,7 +2,7 @@
  * otlp.c -- OpenTelemetry profiles in: OTLP/HTTP, POST /v1development/profiles
  * (what the Collector's otlphttp exporter, the OpenTelemetry eBPF
  * profiler and async-profiler send), in the alpha format of
- * opentelemetry-proto v1.10.0 and later (proto/opentelemetry/README.md).
+ * opentelemetry-proto v1.10.0 and later (third_party/opentelemetry-proto/README.md).
  *
  * Request: Content-Type application/x-protobuf or application/protobuf
  * (an ExportProfilesServiceRequest), or application/json (OTLP's JSON

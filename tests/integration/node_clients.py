@@ -46,12 +46,15 @@ def ensure(r):
 
 
 def descriptor_set(r, protoc, out, protos, what):
-    """protoc compiles protos (paths under proto/) and their imports into
-    the descriptor set `out` the clients read; checked as `what`.
+    """protoc compiles protos (paths under proto/ or
+    third_party/opentelemetry-proto/) and their imports into the
+    descriptor set `out` the clients read; checked as `what`.
     Returns out."""
     p = subprocess.run([protoc, "--include_imports",
                         "--descriptor_set_out=" + out,
-                        "-I", os.path.join(source_dir(), "proto")] + protos,
+                        "-I", os.path.join(source_dir(), "proto"),
+                        "-I", os.path.join(source_dir(), "third_party",
+                                           "opentelemetry-proto")] + protos,
                        capture_output=True, text=True, timeout=60)
     r.check(p.returncode == 0, what, p.stderr[-500:])
     return out

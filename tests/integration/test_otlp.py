@@ -5,7 +5,7 @@ test_otlp.py -- OpenTelemetry profiles in (OTLP/HTTP, POST
 -grpc.listen-address), sent by a client built from the upstream
 opentelemetry-proto files: tests/clients/otlp_client.mjs encodes with
 protobuf-es over the descriptor set Debian's protoc compiles from
-proto/opentelemetry (v1.11.0's files, v1.10.0's wire format), and sends
+third_party/opentelemetry-proto (v1.11.0's files, v1.10.0's wire format), and sends
 gRPC with connect-es's gRPC transport -- no code of ours builds the
 requests' bytes.
 
