@@ -2,9 +2,9 @@
 """
 test_bench_smoke.py -- the benchmark suite still runs.
 
-Runs `bench/run --quick --out <tmp>` (CI smoke sizes: about a minute on
-a 2-core box, well under the 5-minute budget) against the build under
-test, then checks what it wrote:
+Runs `bench/run --quick --out <tmp>` (CI smoke sizes: 3-4 minutes on a
+2-core box beside the other tests, under ctest's 10-minute bound) against
+the build under test, then checks what it wrote:
 
   - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7f,
     B11a..B11c, B17a, B17b, B18, B12a, B12b, B8, B9, B10a, B10b, B13a..B13c,
