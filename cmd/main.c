@@ -500,10 +500,14 @@ bucket_open(struct app *app, struct sm_err *err)
 
 /* --- ingester ------------------------------------------------------------- */
 
+/*
+ * Creates app->ing, for an ingester or a store-gateway (an ingester that
+ * serves the bucket's blocks): the settings both take from this process,
+ * then the bucket.  The caller has set the ones of its own role.
+ */
 static int
-mod_ingester_init(void *p, struct sm_err *err)
+ing_open(struct app *app, struct sm_err *err)
 {
-	struct app *app = p;
 	int rv;
 
 	app->ing_cfg.rpc_url = app->rpc_listen;
@@ -511,16 +515,24 @@ mod_ingester_init(void *p, struct sm_err *err)
 	app->ing_cfg.instance_id = app->instance_id;
 	app->ing_cfg.instance_zone = app->instance_zone;
 	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
-	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
-	    "distributor");
-	app->ing_cfg.gw_ring = app->gw_ring;          /* a leave waits */
+	app->ing_cfg.gw_ring = app->gw_ring;  /* an ingester's leave waits */
 	app->ing_cfg.ring_tokens = app->ring_tokens;
-	app->ing_cfg.tenant_hold_ms = sm_ring_tenant_hold_ms(
-	    app->ring_heartbeat_ms);
 	if ((rv = bucket_open(app, err)) != 0)
 		return (rv);
 	app->ing_cfg.bucket = app->bucket;
 	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
+}
+
+static int
+mod_ingester_init(void *p, struct sm_err *err)
+{
+	struct app *app = p;
+
+	app->ing_cfg.rpc_direct = sm_modules_has(app->order, app->norder,
+	    "distributor");
+	app->ing_cfg.tenant_hold_ms = sm_ring_tenant_hold_ms(
+	    app->ring_heartbeat_ms);
+	return (ing_open(app, err));
 }
 
 /*
@@ -612,7 +624,6 @@ static int
 mod_gateway_init(void *p, struct sm_err *err)
 {
 	struct app *app = p;
-	int rv;
 
 	if (sm_modules_has(app->order, app->norder, "ingester"))
 		return (sm_err_set(err, SM_EINVAL, "store-gateway and "
@@ -621,22 +632,12 @@ mod_gateway_init(void *p, struct sm_err *err)
 	if (!sm_bucket_cfg_enabled(&app->bucket_cfg))
 		return (sm_err_set(err, SM_EINVAL, "store-gateway: set "
 		    "-storage.backend (it serves the bucket's blocks)"));
-	app->ing_cfg.rpc_url = app->rpc_listen;
-	app->ing_cfg.data_dir = app->data_dir;
-	app->ing_cfg.instance_id = app->instance_id;
-	app->ing_cfg.instance_zone = app->instance_zone;
-	app->ing_cfg.rpc_max_conns = app->rpc_max_conns;
 	app->ing_cfg.gateway = true;
-	app->ing_cfg.gw_ring = app->gw_ring;
 	app->ing_cfg.gw_sync_ms = app->gw_sync_ms;
 	app->ing_cfg.gw_cache_bytes = app->gw_cache_bytes;
 	app->ing_cfg.gw_page_bytes = app->gw_page_bytes;
 	app->ing_cfg.gw_workers = app->gw_workers;
-	app->ing_cfg.ring_tokens = app->ring_tokens;
-	if ((rv = bucket_open(app, err)) != 0)
-		return (rv);
-	app->ing_cfg.bucket = app->bucket;
-	return (ing_create(&app->ing_cfg, app->http, &app->ing, err));
+	return (ing_open(app, err));
 }
 
 /* --- ring ------------------------------------------------------------------ */
@@ -665,22 +666,30 @@ mod_ring_init(void *p, struct sm_err *err)
 	return (sm_ring_create(&cfg, app->http, &app->ring, err));
 }
 
-static int
-mod_ring_start(void *p, struct sm_err *err)
-{
-	struct app *app = p;
+/*
+ * mod_<mod>_start and mod_<mod>_stop for a module whose start and stop
+ * are its component's own, called on app-><field> and nothing more.
+ */
+#define MOD_START_STOP(mod, field, start_fn, stop_fn)                       \
+	static int                                                          \
+	mod_##mod##_start(void *p, struct sm_err *err)                      \
+	{                                                                   \
+		struct app *app = p;                                        \
+									    \
+		return (start_fn(app->field, err));                         \
+	}                                                                   \
+									    \
+	static void                                                         \
+	mod_##mod##_stop(void *p)                                           \
+	{                                                                   \
+		struct app *app = p;                                        \
+									    \
+		stop_fn(app->field);                                        \
+	}
 
-	return (sm_ring_start(app->ring, err));
-}
+MOD_START_STOP(ring, ring, sm_ring_start, sm_ring_stop)
 
-static void
-mod_ring_stop(void *p)
-{
-	struct app *app = p;
-
-	sm_ring_stop(app->ring);
-}
-
+/* Also the init of "all", which only names its dependencies. */
 static int
 mod_noop_start(void *p, struct sm_err *err)
 {
@@ -711,21 +720,7 @@ mod_distributor_init(void *p, struct sm_err *err)
 	    err));
 }
 
-static int
-mod_distributor_start(void *p, struct sm_err *err)
-{
-	struct app *app = p;
-
-	return (dist_start(app->dist, err));
-}
-
-static void
-mod_distributor_stop(void *p)
-{
-	struct app *app = p;
-
-	dist_stop(app->dist);
-}
+MOD_START_STOP(distributor, dist, dist_start, dist_stop)
 
 static int
 mod_querier_init(void *p, struct sm_err *err)
@@ -940,29 +935,7 @@ mod_scraper_init(void *p, struct sm_err *err)
 	return (scraper_create(&sc, app->http, &app->scr, err));
 }
 
-static int
-mod_scraper_start(void *p, struct sm_err *err)
-{
-	struct app *app = p;
-
-	return (scraper_start(app->scr, err));
-}
-
-static void
-mod_scraper_stop(void *p)
-{
-	struct app *app = p;
-
-	scraper_stop(app->scr);
-}
-
-static int
-mod_all_init(void *p, struct sm_err *err)
-{
-	(void)p;
-	(void)err;
-	return (0);
-}
+MOD_START_STOP(scraper, scr, scraper_start, scraper_stop)
 
 static const struct sm_module modules[] = {
 	{ "server", { NULL }, false, mod_server_init, mod_server_start,
@@ -987,7 +960,7 @@ static const struct sm_module modules[] = {
 	    mod_scraper_init, mod_scraper_start, mod_scraper_stop },
 	{ "all", { "ingester", "distributor", "querier", "compactor",
 	    "scraper", NULL },
-	    true, mod_all_init, mod_noop_start, mod_noop_stop },
+	    true, mod_noop_start, mod_noop_start, mod_noop_stop },
 };
 
 /* --- flags ---------------------------------------------------------------- */

@@ -136,32 +136,27 @@ sm_buf_put_i64(struct sm_buf *b, int64_t v)
 size_t
 sm_utf8_seq_len(const unsigned char *s, size_t n)
 {
-	unsigned c = s[0];
+	unsigned c = s[0], lo, hi;
+	size_t len;
 
 	if (c < 0x80)
 		return (1);
-	if (c >= 0xC2 && c <= 0xDF)
-		return (n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0);
-	if (c >= 0xE0 && c <= 0xEF) {
-		if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
+	/* A continuation byte, a lead of an overlong 2-byte form, or one
+	 * past U+10FFFF. */
+	if (c < 0xC2 || c > 0xF4)
+		return (0);
+	len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+	/* The second byte's range (the Unicode standard's table 3-7) also
+	 * refuses the overlong 3- and 4-byte forms (E0, F0), the
+	 * surrogates (ED) and what lies past U+10FFFF (F4). */
+	lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+	hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+	if (n < len || s[1] < lo || s[1] > hi)
+		return (0);
+	for (size_t i = 2; i < len; i++)
+		if ((s[i] & 0xC0) != 0x80)
 			return (0);
-		if (c == 0xE0 && s[1] < 0xA0)
-			return (0);
-		if (c == 0xED && s[1] >= 0xA0)
-			return (0);
-		return (3);
-	}
-	if (c >= 0xF0 && c <= 0xF4) {
-		if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
-		    (s[3] & 0xC0) != 0x80)
-			return (0);
-		if (c == 0xF0 && s[1] < 0x90)
-			return (0);
-		if (c == 0xF4 && s[1] >= 0x90)
-			return (0);
-		return (4);
-	}
-	return (0);
+	return (len);
 }
 
 bool

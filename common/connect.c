@@ -523,6 +523,16 @@ connect_body_cap(const struct connect_route *cr)
 	return (cfg.default_body_max);
 }
 
+/* Whether a content encoding (the header's value, or NULL when absent)
+ * is one we read: none or identity, or gzip (*gzipped). */
+static bool
+connect_encoding_ok(const char *enc, bool *gzipped)
+{
+	*gzipped = enc != NULL && strcasecmp(enc, "gzip") == 0;
+	return (*gzipped || enc == NULL || enc[0] == '\0' ||
+	    strcasecmp(enc, "identity") == 0);
+}
+
 /* gRPC-web's headers: grpc-timeout, grpc-encoding (of compressed
  * frames).  0, or the reply was given. */
 static int
@@ -543,13 +553,8 @@ grpcweb_check_headers(struct sm_http_req *r, struct connect_how how,
 		}
 		*deadline_ns = sm_mono_ns() + ns;
 	}
-	*gzipped = false;
-	if (ge == NULL || ge[0] == '\0' || strcasecmp(ge, "identity") == 0)
+	if (connect_encoding_ok(ge, gzipped))
 		return (0);
-	if (strcasecmp(ge, "gzip") == 0) {
-		*gzipped = true;
-		return (0);
-	}
 	sm_http_set_header(r, "grpc-accept-encoding", "gzip");
 	grpcweb_fail(r, how, "unimplemented", "unknown grpc-encoding: "
 	    "supported encodings are gzip");
@@ -598,13 +603,8 @@ connect_check_headers(struct sm_http_req *r, struct connect_how *how,
 		}
 		*deadline_ns = sm_mono_ns() + ms * 1000000;
 	}
-	*gzipped = false;
-	if (ce == NULL || ce[0] == '\0' || strcasecmp(ce, "identity") == 0)
+	if (connect_encoding_ok(ce, gzipped))
 		return (0);
-	if (strcasecmp(ce, "gzip") == 0) {
-		*gzipped = true;
-		return (0);
-	}
 	sm_http_set_header(r, "Accept-Encoding", "gzip");
 	sm_http_reply_error(r, 501, "unimplemented", "unknown compression "
 	    "\"%.32s\": supported encodings are gzip", ce);

@@ -93,27 +93,22 @@ sm_json_copy(const struct sm_json *v)
 enum sm_json_kind
 sm_json_kind(const struct sm_json *v)
 {
+	static const enum sm_json_kind kinds[] = {
+		[JSON_OBJECT] = SM_JSON_OBJECT,
+		[JSON_ARRAY] = SM_JSON_ARRAY,
+		[JSON_STRING] = SM_JSON_STRING,
+		[JSON_INTEGER] = SM_JSON_INTEGER,
+		[JSON_REAL] = SM_JSON_REAL,
+		[JSON_TRUE] = SM_JSON_TRUE,
+		[JSON_FALSE] = SM_JSON_FALSE,
+		[JSON_NULL] = SM_JSON_NULL,
+	};
+	json_type t;
+
 	if (v == NULL)
 		return (SM_JSON_NONE);
-	switch (json_typeof(J(v))) {
-	case JSON_OBJECT:
-		return (SM_JSON_OBJECT);
-	case JSON_ARRAY:
-		return (SM_JSON_ARRAY);
-	case JSON_STRING:
-		return (SM_JSON_STRING);
-	case JSON_INTEGER:
-		return (SM_JSON_INTEGER);
-	case JSON_REAL:
-		return (SM_JSON_REAL);
-	case JSON_TRUE:
-		return (SM_JSON_TRUE);
-	case JSON_FALSE:
-		return (SM_JSON_FALSE);
-	case JSON_NULL:
-		return (SM_JSON_NULL);
-	}
-	return (SM_JSON_NONE);
+	t = json_typeof(J(v));
+	return ((size_t)t < SM_ARRAY_LEN(kinds) ? kinds[t] : SM_JSON_NONE);
 }
 
 bool

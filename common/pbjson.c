@@ -392,14 +392,15 @@ pbjson_enc_value(struct sm_buf *b, const ProtobufCFieldDescriptor *f,
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		sm_buf_putc(b, '"');
-		sm_buf_put_i64(b, *(const int64_t *)p);
-		sm_buf_putc(b, '"');
-		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
+		/* 64-bit integers are JSON strings (proto3's JSON mapping). */
 		sm_buf_putc(b, '"');
-		sm_buf_put_u64(b, *(const uint64_t *)p);
+		if (f->type == PROTOBUF_C_TYPE_UINT64 ||
+		    f->type == PROTOBUF_C_TYPE_FIXED64)
+			sm_buf_put_u64(b, *(const uint64_t *)p);
+		else
+			sm_buf_put_i64(b, *(const int64_t *)p);
 		sm_buf_putc(b, '"');
 		break;
 	case PROTOBUF_C_TYPE_FLOAT:

@@ -117,11 +117,13 @@ static const struct sm_legacy_type legacy_aliases[] = {
 	{ "goroutines", "goroutines", "goroutine", "count", false },
 };
 
-const struct sm_legacy_type *
-sm_legacy_alias_lookup(const char *suffix, size_t n)
+/* The entry of tab[0..ntab) whose suffix is suffix[0..n), or NULL. */
+static const struct sm_legacy_type *
+legacy_find(const struct sm_legacy_type *tab, size_t ntab,
+    const char *suffix, size_t n)
 {
-	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_aliases); i++) {
-		const struct sm_legacy_type *lt = &legacy_aliases[i];
+	for (size_t i = 0; i < ntab; i++) {
+		const struct sm_legacy_type *lt = &tab[i];
 
 		if (strlen(lt->suffix) == n && memcmp(lt->suffix, suffix, n) == 0)
 			return (lt);
@@ -130,15 +132,17 @@ sm_legacy_alias_lookup(const char *suffix, size_t n)
 }
 
 const struct sm_legacy_type *
+sm_legacy_alias_lookup(const char *suffix, size_t n)
+{
+	return (legacy_find(legacy_aliases, SM_ARRAY_LEN(legacy_aliases),
+	    suffix, n));
+}
+
+const struct sm_legacy_type *
 sm_legacy_type_lookup(const char *suffix, size_t n)
 {
-	for (size_t i = 0; i < SM_ARRAY_LEN(legacy_types); i++) {
-		const struct sm_legacy_type *lt = &legacy_types[i];
-
-		if (strlen(lt->suffix) == n && memcmp(lt->suffix, suffix, n) == 0)
-			return (lt);
-	}
-	return (NULL);
+	return (legacy_find(legacy_types, SM_ARRAY_LEN(legacy_types), suffix,
+	    n));
 }
 
 /* strcpy into a part buffer; every table string is far below the max. */

@@ -466,6 +466,44 @@ check_matcher(const struct sm_query *q, uint32_t i, const char *name,
 	SM_CHECK_STR(q->sel.m[i].value, value);
 }
 
+/* The profile type q names (a type id, not a legacy app name). */
+static void
+check_qtype(const struct sm_query *q, const char *type_id,
+    const char *metric, const char *sample_type, const char *sample_unit)
+{
+	SM_CHECK_STR(q->type_id, type_id);
+	SM_CHECK_STR(q->metric, metric);
+	SM_CHECK_STR(q->sample_type, sample_type);
+	SM_CHECK_STR(q->sample_unit, sample_unit);
+	SM_CHECK(q->app == NULL);
+}
+
+/* The matchers a legacy query <app>.<suffix> begins its selector with. */
+static void
+check_legacy_matchers(const struct sm_query *q, const char *app,
+    const char *name, const char *type, const char *unit)
+{
+	check_matcher(q, 0, "service_name", SM_MATCH_EQ, app);
+	check_matcher(q, 1, "__name__", SM_MATCH_EQ, name);
+	check_matcher(q, 2, "__type__", SM_MATCH_EQ, type);
+	check_matcher(q, 3, "__unit__", SM_MATCH_EQ, unit);
+}
+
+/* text is refused with SM_EINVAL and, unless msg is NULL, a message
+ * containing msg. */
+static void
+check_qerr(const char *text, const char *msg)
+{
+	struct sm_query q;
+	struct sm_err err;
+
+	SM_CHECK_EQ(qparse(&q, text, &err), SM_EINVAL);
+	if (msg != NULL)
+		SM_CHECKF(strstr(err.msg, msg) != NULL, "%s: %s", text,
+		    err.msg);
+	sm_query_fini(&q);
+}
+
 static void
 test_query_id_form(void)
 {
@@ -474,11 +512,8 @@ test_query_id_form(void)
 
 	SM_REQUIRE(qparse(&q, "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
 	    "{service_name=\"api\", env=~\"prod|staging\"}", &err) == 0);
-	SM_CHECK_STR(q.type_id, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
-	SM_CHECK_STR(q.metric, "process_cpu");
-	SM_CHECK_STR(q.sample_type, "cpu");
-	SM_CHECK_STR(q.sample_unit, "nanoseconds");
-	SM_CHECK(q.app == NULL);
+	check_qtype(&q, "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+	    "process_cpu", "cpu", "nanoseconds");
 	SM_CHECK_EQ(q.sel.n, 3);
 	check_matcher(&q, 0, "__profile_type__", SM_MATCH_EQ,
 	    "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
@@ -508,8 +543,7 @@ test_query_id_form(void)
 	SM_CHECK(q.sel.n == 0 && q.type_id == NULL && q.metric == NULL);
 	sm_query_fini(&q);
 
-	SM_CHECK_EQ(qparse(&q, "a:b:c:d:e:f", &err), SM_EINVAL);
-	sm_query_fini(&q);
+	check_qerr("a:b:c:d:e:f", NULL);
 }
 
 static void
@@ -525,10 +559,7 @@ test_query_legacy_form(void)
 	SM_CHECK_STR(q.sample_type, "cpu");
 	SM_CHECK_STR(q.sample_unit, "nanoseconds");
 	SM_CHECK_EQ(q.sel.n, 5);
-	check_matcher(&q, 0, "service_name", SM_MATCH_EQ, "myapp");
-	check_matcher(&q, 1, "__name__", SM_MATCH_EQ, "process_cpu");
-	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "cpu");
-	check_matcher(&q, 3, "__unit__", SM_MATCH_EQ, "nanoseconds");
+	check_legacy_matchers(&q, "myapp", "process_cpu", "cpu", "nanoseconds");
 	check_matcher(&q, 4, "env", SM_MATCH_EQ, "prod");
 	sm_query_fini(&q);
 
@@ -536,10 +567,8 @@ test_query_legacy_form(void)
 	SM_REQUIRE(qparse(&q, "pyroscope.server.alloc_space", &err) == 0);
 	SM_CHECK_STR(q.app, "pyroscope.server");
 	SM_CHECK_EQ(q.sel.n, 4);
-	check_matcher(&q, 0, "service_name", SM_MATCH_EQ, "pyroscope.server");
-	check_matcher(&q, 1, "__name__", SM_MATCH_EQ, "memory");
-	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "alloc_space");
-	check_matcher(&q, 3, "__unit__", SM_MATCH_EQ, "bytes");
+	check_legacy_matchers(&q, "pyroscope.server", "memory", "alloc_space",
+	    "bytes");
 	sm_query_fini(&q);
 
 	/* No dot: the type is cpu. */
@@ -550,9 +579,7 @@ test_query_legacy_form(void)
 
 	/* wall and its aliases query wall:wall:nanoseconds. */
 	SM_REQUIRE(qparse(&q, "svc.wall", &err) == 0);
-	check_matcher(&q, 1, "__name__", SM_MATCH_EQ, "wall");
-	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "wall");
-	check_matcher(&q, 3, "__unit__", SM_MATCH_EQ, "nanoseconds");
+	check_legacy_matchers(&q, "svc", "wall", "wall", "nanoseconds");
 	sm_query_fini(&q);
 	SM_REQUIRE(qparse(&q, "svc.seconds", &err) == 0);
 	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "wall");
@@ -562,9 +589,7 @@ test_query_legacy_form(void)
 	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "cpu");
 	sm_query_fini(&q);
 	SM_REQUIRE(qparse(&q, "svc.mutex_count", &err) == 0);
-	check_matcher(&q, 1, "__name__", SM_MATCH_EQ, "mutex");
-	check_matcher(&q, 2, "__type__", SM_MATCH_EQ, "contentions");
-	check_matcher(&q, 3, "__unit__", SM_MATCH_EQ, "count");
+	check_legacy_matchers(&q, "svc", "mutex", "contentions", "count");
 	sm_query_fini(&q);
 }
 
@@ -580,18 +605,10 @@ test_query_legacy_errors(void)
 	SM_CHECK(q.sel.n == 0 && q.app == NULL);
 	sm_query_fini(&q);
 
-	SM_CHECK_EQ(qparse(&q, "myapp.", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "unknown profile type: ") != NULL);
-	sm_query_fini(&q);
-
-	SM_CHECK_EQ(qparse(&q, ".cpu", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "app name is required") != NULL);
-	sm_query_fini(&q);
-
-	SM_CHECK_EQ(qparse(&q, "my$app.cpu", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "position 2: invalid app name \"my$app.cpu\""
-	    ": character is not allowed: '$'") != NULL);
-	sm_query_fini(&q);
+	check_qerr("myapp.", "unknown profile type: ");
+	check_qerr(".cpu", "app name is required");
+	check_qerr("my$app.cpu", "position 2: invalid app name \"my$app.cpu\""
+	    ": character is not allowed: '$'");
 
 	/* A selector error after a valid prefix: positions are absolute. */
 	SM_CHECK_EQ(qparse(&q, "myapp.cpu{env=prod}", &err), SM_EINVAL);
@@ -600,16 +617,10 @@ test_query_legacy_errors(void)
 	SM_CHECK(q.sel.n == 0 && q.app == NULL && q.metric == NULL);
 	sm_query_fini(&q);
 
-	SM_CHECK_EQ(qparse(&q, "myapp.cpu junk", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "position 10: expected '{' or end of input, "
-	    "got 'j'") != NULL);
-	sm_query_fini(&q);
-
-	SM_CHECK_EQ(qparse(&q, "", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "empty query") != NULL);
-	sm_query_fini(&q);
-	SM_CHECK_EQ(qparse(&q, "   ", &err), SM_EINVAL);
-	sm_query_fini(&q);
+	check_qerr("myapp.cpu junk", "position 10: expected '{' or end of "
+	    "input, got 'j'");
+	check_qerr("", "empty query");
+	check_qerr("   ", NULL);
 }
 
 static void
@@ -620,11 +631,8 @@ test_query_bare_selector(void)
 
 	SM_REQUIRE(qparse(&q, "{service_name=\"api\", __profile_type__="
 	    "\"wall:wall:nanoseconds:cpu:nanoseconds\"}", &err) == 0);
-	SM_CHECK_STR(q.type_id, "wall:wall:nanoseconds:cpu:nanoseconds");
-	SM_CHECK_STR(q.metric, "wall");
-	SM_CHECK_STR(q.sample_type, "wall");
-	SM_CHECK_STR(q.sample_unit, "nanoseconds");
-	SM_CHECK(q.app == NULL);
+	check_qtype(&q, "wall:wall:nanoseconds:cpu:nanoseconds", "wall", "wall",
+	    "nanoseconds");
 	SM_CHECK_EQ(q.sel.n, 2);
 	check_matcher(&q, 0, "service_name", SM_MATCH_EQ, "api");
 	sm_query_fini(&q);
@@ -646,10 +654,7 @@ test_query_bare_selector(void)
 	SM_CHECK(q.type_id == NULL);
 	sm_query_fini(&q);
 
-	SM_CHECK_EQ(qparse(&q, "{a=~\"(\"}", &err), SM_EINVAL);
-	SM_CHECK(strstr(err.msg, "position 4: invalid regular expression") !=
-	    NULL);
-	sm_query_fini(&q);
+	check_qerr("{a=~\"(\"}", "position 4: invalid regular expression");
 }
 
 /* Every allocation failure ends in SM_ENOMEM (or success) without leaks;

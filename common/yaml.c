@@ -165,22 +165,32 @@ sm_yaml_item(const struct sm_yaml *y, const struct sm_yaml_node *seq,
 	return (node_at(y, N(seq)->data.sequence.items.start[i]));
 }
 
+/* The key or the value of map's i-th pair (NULL past the end or for a
+ * node that is not a mapping). */
+static const struct sm_yaml_node *
+pair_node(const struct sm_yaml *y, const struct sm_yaml_node *map,
+    size_t i, bool value)
+{
+	const yaml_node_pair_t *p;
+
+	if (!sm_yaml_is_map(map) || i >= sm_yaml_len(map))
+		return (NULL);
+	p = &N(map)->data.mapping.pairs.start[i];
+	return (node_at(y, value ? p->value : p->key));
+}
+
 const struct sm_yaml_node *
 sm_yaml_key(const struct sm_yaml *y, const struct sm_yaml_node *map,
     size_t i)
 {
-	if (!sm_yaml_is_map(map) || i >= sm_yaml_len(map))
-		return (NULL);
-	return (node_at(y, N(map)->data.mapping.pairs.start[i].key));
+	return (pair_node(y, map, i, false));
 }
 
 const struct sm_yaml_node *
 sm_yaml_value(const struct sm_yaml *y, const struct sm_yaml_node *map,
     size_t i)
 {
-	if (!sm_yaml_is_map(map) || i >= sm_yaml_len(map))
-		return (NULL);
-	return (node_at(y, N(map)->data.mapping.pairs.start[i].value));
+	return (pair_node(y, map, i, true));
 }
 
 const struct sm_yaml_node *
