@@ -394,6 +394,29 @@ cands_groups(struct scr_cands *c, const struct scr_job *j,
 }
 
 /*
+ * One discovery's answer into c: when its resolver succeeded (`found`
+ * is 0) the targets of its groups g[0..ng), which are freed here; when
+ * it failed a warning and nothing, so one failed discovery keeps the
+ * rest of the job's targets.
+ */
+static int
+cands_found(struct scr_cands *c, const struct scr_job *j, const char *what,
+    int found, struct scr_group *g, uint32_t ng, const char *source,
+    const struct sm_err *err)
+{
+	int rv;
+
+	if (found != 0) {
+		sm_warn("scraper", "%s discovery\tjob=%s err=\"%s\"", what,
+		    j->name, err->msg);
+		return (0);
+	}
+	rv = cands_groups(c, j, g, ng, source);
+	scr_groups_free(g, ng);
+	return (rv);
+}
+
+/*
  * Every target of `conf` (static, file and DNS discovery), read with no
  * lock held: files and DNS answers take their time, and scrapes and the
  * API must not wait for them.  `conf` stays alive by its reference.
@@ -401,7 +424,10 @@ cands_groups(struct scr_cands *c, const struct scr_job *j,
 static int
 gather(const struct scr_config *conf, struct scr_cands *c)
 {
-	int rv;
+	struct scr_group *g;
+	struct sm_err err;
+	uint32_t ng;
+	int rv, found;
 
 	c->refresh_ms = INT64_MAX;
 	for (uint32_t j = 0; j < conf->njobs; j++) {
@@ -420,22 +446,11 @@ gather(const struct scr_config *conf, struct scr_cands *c)
 				    &gl) != 0)
 					continue;
 				for (size_t q = 0; q < gl.gl_pathc; q++) {
-					struct scr_group *g;
-					uint32_t ng;
-					struct sm_err err;
-
-					if (scr_filesd_read(gl.gl_pathv[q], &g,
-					    &ng, &err) != 0) {
-						sm_warn("scraper", "file "
-						    "discovery\tjob=%s "
-						    "err=\"%s\"", jc->name,
-						    err.msg);
-						continue;
-					}
-					rv = cands_groups(c, jc, g, ng,
-					    gl.gl_pathv[q]);
-					scr_groups_free(g, ng);
-					if (rv != 0) {
+					found = scr_filesd_read(gl.gl_pathv[q],
+					    &g, &ng, &err);
+					if ((rv = cands_found(c, jc, "file",
+					    found, g, ng, gl.gl_pathv[q],
+					    &err)) != 0) {
 						globfree(&gl);
 						return (rv);
 					}
@@ -444,37 +459,19 @@ gather(const struct scr_config *conf, struct scr_cands *c)
 			}
 		}
 		for (uint32_t d = 0; d < jc->nk8s; d++) {
-			struct scr_group *g;
-			uint32_t ng;
-			struct sm_err err;
-
 			c->refresh_ms = SM_MIN(c->refresh_ms,
 			    jc->k8s[d].refresh_ms);
-			if (scr_k8s_resolve(&jc->k8s[d], &g, &ng, &err) != 0) {
-				sm_warn("scraper", "Kubernetes discovery\t"
-				    "job=%s err=\"%s\"", jc->name, err.msg);
-				continue;
-			}
-			rv = cands_groups(c, jc, g, ng, NULL);
-			scr_groups_free(g, ng);
-			if (rv != 0)
+			found = scr_k8s_resolve(&jc->k8s[d], &g, &ng, &err);
+			if ((rv = cands_found(c, jc, "Kubernetes", found, g, ng,
+			    NULL, &err)) != 0)
 				return (rv);
 		}
 		for (uint32_t d = 0; d < jc->ndns; d++) {
-			struct scr_group *g;
-			uint32_t ng;
-			struct sm_err err;
-
 			c->refresh_ms = SM_MIN(c->refresh_ms,
 			    jc->dns[d].refresh_ms);
-			if (scr_dns_resolve(&jc->dns[d], &g, &ng, &err) != 0) {
-				sm_warn("scraper", "DNS discovery\tjob=%s "
-				    "err=\"%s\"", jc->name, err.msg);
-				continue;
-			}
-			rv = cands_groups(c, jc, g, ng, NULL);
-			scr_groups_free(g, ng);
-			if (rv != 0)
+			found = scr_dns_resolve(&jc->dns[d], &g, &ng, &err);
+			if ((rv = cands_found(c, jc, "DNS", found, g, ng, NULL,
+			    &err)) != 0)
 				return (rv);
 		}
 	}
