@@ -663,6 +663,39 @@ scr_groups_free(struct scr_group *g, uint32_t n)
 	sm_free(g);
 }
 
+struct scr_group *
+scr_group_add(struct scr_group **gs, uint32_t *n)
+{
+	struct scr_group *nv = sm_reallocarray(*gs, (size_t)*n + 1,
+	    sizeof(*nv));
+
+	if (nv == NULL)
+		return (NULL);
+	*gs = nv;
+	memset(&nv[*n], 0, sizeof(nv[*n]));
+	return (&nv[(*n)++]);
+}
+
+int
+scr_group_label(struct scr_group *g, const char *name, const char *value)
+{
+	struct sm_label *nv = sm_reallocarray(g->labels, g->nlabels + 1,
+	    sizeof(*nv));
+
+	if (nv == NULL)
+		return (SM_ENOMEM);
+	g->labels = nv;
+	nv[g->nlabels].name = sm_strdup(name);
+	nv[g->nlabels].value = sm_strdup(value);
+	if (nv[g->nlabels].name == NULL || nv[g->nlabels].value == NULL) {
+		sm_free((char *)nv[g->nlabels].name);
+		sm_free((char *)nv[g->nlabels].value);
+		return (SM_ENOMEM);
+	}
+	g->nlabels++;
+	return (0);
+}
+
 void
 scr_config_free(struct scr_config *c)
 {
