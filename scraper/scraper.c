@@ -161,13 +161,6 @@ target_release(struct scraper *s, struct scr_target *t)
 	target_free(t);
 }
 
-static int
-label_cmp(const void *a, const void *b)
-{
-	return (strcmp(((const struct sm_label *)a)->name,
-	    ((const struct sm_label *)b)->name));
-}
-
 /* A discovered target's final labels and identity, or *out NULL when
  * relabeling dropped it. */
 static int
@@ -245,8 +238,7 @@ target_make(const struct scr_job *j, const char *addr,
 		ls.v[w++] = ls.v[i];
 	}
 	ls.n = w;
-	if (ls.n > 1)
-		qsort(ls.v, ls.n, sizeof(*ls.v), label_cmp);
+	sm_labels_sort(ls.v, ls.n);
 	sm_buf_printf(&id, "%s\x1f%s", j->name, t->address);
 	for (uint32_t i = 0; i < ls.n; i++)
 		sm_buf_printf(&id, "\x1f%s=%s", ls.v[i].name, ls.v[i].value);
