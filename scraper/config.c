@@ -509,21 +509,13 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 			rv = get_str(c, k, v, &j->bearer);
 		} else if (strcmp(k, "bearer_token_file") == 0) {
 			char *path = NULL, tok[4096];
-			FILE *fp;
-			size_t n;
 
 			if ((rv = get_str(c, k, v, &path)) != 0)
 				break;
-			if ((fp = fopen(path, "r")) == NULL) {
+			if (scr_read_secret(path, tok, sizeof(tok), false) < 0) {
 				rv = bad(c, v, "bearer_token_file %s: %s", path,
 				    strerror(errno));
 			} else {
-				n = fread(tok, 1, sizeof(tok) - 1, fp);
-				fclose(fp);
-				while (n > 0 && (tok[n - 1] == '\n' ||
-				    tok[n - 1] == '\r'))
-					n--;
-				tok[n] = '\0';
 				sm_free(j->bearer);
 				if ((j->bearer = dup(tok)) == NULL)
 					rv = sm_err_set(c->err, SM_ENOMEM,
@@ -694,6 +686,23 @@ scr_group_label(struct scr_group *g, const char *name, const char *value)
 	}
 	g->nlabels++;
 	return (0);
+}
+
+long
+scr_read_secret(const char *path, char *buf, size_t size, bool spaces)
+{
+	FILE *fp = fopen(path, "re");
+	size_t n;
+
+	if (fp == NULL)
+		return (-1);
+	n = fread(buf, 1, size - 1, fp);
+	fclose(fp);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+	    (spaces && buf[n - 1] == ' ')))
+		n--;
+	buf[n] = '\0';
+	return ((long)n);
 }
 
 void

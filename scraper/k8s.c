@@ -47,18 +47,10 @@ static int
 read_token(const char *path, char **out, struct sm_err *err)
 {
 	char buf[8192];
-	FILE *fp = fopen(path, "r");
-	size_t n;
 
-	if (fp == NULL)
+	if (scr_read_secret(path, buf, sizeof(buf), true) < 0)
 		return (sm_err_set(err, SM_EIO, "token %s: %s", path,
 		    strerror(errno)));
-	n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-	    buf[n - 1] == ' '))
-		n--;
-	buf[n] = '\0';
 	if ((*out = sm_strdup(buf)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	return (0);

@@ -223,6 +223,14 @@ int scr_group_label(struct scr_group *g, const char *name,
     const char *value);
 
 /*
+ * Read a small file (a token, a key) into buf[0..size), NUL-terminated
+ * and cut to fit, without its trailing line ends, and trailing spaces
+ * too when `spaces`: its length, or -1 with errno set when it does not
+ * open.
+ */
+long scr_read_secret(const char *path, char *buf, size_t size, bool spaces);
+
+/*
  * A target's labels through the job's relabel_configs.  `ls` (heap
  * strings, *n of them, room for cap) is rewritten in place; *keep false
  * when a keep or drop rule dropped the target.  0, SM_ENOMEM, SM_ELIMIT

@@ -1314,23 +1314,14 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 	sm_metrics_register_once(&metric_set);
 	if (cfg->push_key_file != NULL && cfg->push_key_file[0] != '\0') {
 		char key[4096];
-		FILE *fp = fopen(cfg->push_key_file, "re");
+		long n = scr_read_secret(cfg->push_key_file, key, sizeof(key),
+		    true);
 		int e = errno;
-		size_t n = 0;
 
-		if (fp != NULL) {
-			n = fread(key, 1, sizeof(key) - 1, fp);
-			fclose(fp);
-		}
-		while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' ||
-		    key[n - 1] == ' '))
-			n--;
-		key[n] = '\0';
-		if (fp == NULL || n == 0) {
+		if (n <= 0) {
 			rv = sm_err_set(err, SM_EINVAL, "scraper: "
 			    "-scraper.push-api-key-file %s: %s",
-			    cfg->push_key_file, fp == NULL ? strerror(e) :
-			    "empty");
+			    cfg->push_key_file, n < 0 ? strerror(e) : "empty");
 			scraper_free(s);
 			return (rv);
 		}
