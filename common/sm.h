@@ -473,4 +473,22 @@ void sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 void sm_deadline_set(int64_t unix_ms);
 bool sm_deadline_passed(void);
 
+/*
+ * Define `name`, a static qsort/bsearch comparator of `type` elements
+ * ordered by field f, then by field g, each with SM_CMP: the two-key
+ * comparator SM_CMP's comment shows, written once.  At file scope, with
+ * no semicolon after it:
+ *
+ *     SM_CMP_FN2(ent_cmp, struct plan_ent, fp, target)
+ */
+#define SM_CMP_FN2(name, type, f, g)                                         \
+	static int                                                           \
+	name(const void *a_, const void *b_)                                 \
+	{                                                                    \
+		const type *x_ = a_, *y_ = b_;                               \
+									     \
+		return (x_->f != y_->f ? SM_CMP(x_->f, y_->f) :              \
+		    SM_CMP(x_->g, y_->g));                                   \
+	}
+
 #endif /* SM_H */

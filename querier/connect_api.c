@@ -103,6 +103,22 @@ qry_check_range(int64_t start, int64_t end, struct sm_err *err)
 }
 
 int
+qry_call_range(struct querier *q, struct sm_connect_call *call,
+    int64_t start, int64_t end, const char **tenant, int64_t *startp,
+    int64_t *endp, bool *empty, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = qry_call_tenant(q, call, tenant, err)) != 0)
+		return (rv);
+	*startp = start;
+	*endp = end;
+	if ((rv = qry_check_range(start, end, err)) != 0)
+		return (rv);
+	return (qry_limit_range(q, *tenant, startp, endp, NULL, empty, err));
+}
+
+int
 qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err)
 {

@@ -558,14 +558,7 @@ struct series_pt {
 	double v;
 };
 
-static int
-pt_cmp(const void *a, const void *b)
-{
-	const struct series_pt *x = a, *y = b;
-
-	return (x->group != y->group ? SM_CMP(x->group, y->group) :
-	    SM_CMP(x->ts, y->ts));
-}
+SM_CMP_FN2(pt_cmp, struct series_pt, group, ts)
 
 int
 qry_labels_cmp(Types__V1__LabelPair *const *a, size_t na,

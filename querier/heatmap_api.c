@@ -382,13 +382,8 @@ qry_select_heatmap(void *arg, struct sm_connect_call *call,
 
 	qry_fan_init(&f);
 	sm_selector_init(&s);
-	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
-		goto out;
-	start_ms = in->start;
-	end_ms = in->end;
-	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
-	    (rv = qry_limit_range(q, tenant, &start_ms, &end_ms, NULL, &empty,
-	    err)) != 0)
+	if ((rv = qry_call_range(q, call, in->start, in->end, &tenant,
+	    &start_ms, &end_ms, &empty, err)) != 0)
 		goto out;
 	if ((rv = hm_check(in, &step_ms, &exemplars, err)) != 0)
 		goto out;

@@ -418,6 +418,23 @@ label_values_v1_h(struct sm_http_req *r, void *arg)
 	label_handler(r, arg, 0, 1);
 }
 
+/* One application of /api/apps: its name and a label set that has it. */
+struct app {
+	char *name;
+	const struct qry_labelset *ls;
+};
+
+/* By name; the sets of one name stay in their order (ls points into one
+ * array), so the first set of each name still comes first. */
+static int
+app_cmp(const void *a, const void *b)
+{
+	const struct app *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return (c != 0 ? c : SM_CMP(x->ls, y->ls));
+}
+
 /* GET /api/apps: [{"name","spyName","sampleRate","units"}] by name. */
 static void
 apps_handler(struct sm_http_req *r, void *arg)
@@ -433,10 +450,7 @@ apps_handler(struct sm_http_req *r, void *arg)
 	const char *tenant;
 	char *names[] = { SM_LABEL_SERVICE_NAME, SM_LABEL_NAME, SM_LABEL_TYPE,
 		SM_LABEL_UNIT };
-	struct app {
-		char *name;
-		const struct qry_labelset *ls;
-	} *apps = NULL;
+	struct app *apps = NULL;
 	uint32_t napps = 0;
 	bool all_time = true, empty;
 	int rv;
@@ -481,16 +495,7 @@ apps_handler(struct sm_http_req *r, void *arg)
 		apps[napps++].ls = &res.sets[i];
 	}
 	/* Sort by name; the first set of each name gives its metadata. */
-	for (uint32_t i = 1; i < napps; i++) {
-		struct app x = apps[i];
-		uint32_t j = i;
-
-		while (j > 0 && strcmp(apps[j - 1].name, x.name) > 0) {
-			apps[j] = apps[j - 1];
-			j--;
-		}
-		apps[j] = x;
-	}
+	qsort(apps, napps, sizeof(*apps), app_cmp);
 	sm_buf_putc(&out, '[');
 	for (uint32_t i = 0; i < napps; i++) {
 		const struct qry_labelset *ls = apps[i].ls;

@@ -83,14 +83,7 @@ struct plan_ent {
 	const Smolder__V1__SeriesStat *st;
 };
 
-static int
-ent_cmp(const void *a, const void *b)
-{
-	const struct plan_ent *x = a, *y = b;
-
-	return (x->fp != y->fp ? SM_CMP(x->fp, y->fp) :
-	    SM_CMP(x->target, y->target));
-}
+SM_CMP_FN2(ent_cmp, struct plan_ent, fp, target)
 
 static int
 pick_cmp(const void *a, const void *b)

@@ -418,6 +418,10 @@ int qry_select_heatmap(void *arg, struct sm_connect_call *call,
  *                  querier's multitenancy setting);
  * qry_check_range  start and end (ms) present, inside attime.h's window,
  *                  start <= end; else SM_EINVAL with Pyroscope's words;
+ * qry_call_range   qry_call_tenant, then [start, end] checked
+ *                  (qry_check_range) and cut to the tenant's range limits
+ *                  (qry_limit_range) into *startp and *endp; *empty when
+ *                  nothing of it is left to read;
  * qry_build_selector  `s` (initialised here) from a label selector text and
  *                  a profile type id (either may be NULL or empty);
  * qry_fg_levels    a flamegraph's names and levels as querier.v1 messages
@@ -439,6 +443,9 @@ struct sm_fg;
 int qry_call_tenant(struct querier *q, struct sm_connect_call *call,
     const char **tenant, struct sm_err *err);
 int qry_check_range(int64_t start, int64_t end, struct sm_err *err);
+int qry_call_range(struct querier *q, struct sm_connect_call *call,
+    int64_t start, int64_t end, const char **tenant, int64_t *startp,
+    int64_t *endp, bool *empty, struct sm_err *err);
 int qry_build_selector(const char *type_id, const char *label_selector,
     struct sm_selector *s, struct sm_err *err);
 int qry_fg_levels(struct sm_arena *a, const struct sm_fg *fg, char ***names,

@@ -328,18 +328,12 @@ qry_create(const struct qry_config *cfg, struct sm_http *http,
 	    (rv = qry_settings_register(q)) != 0 ||
 	    (rv = qry_rules_register(q)) != 0 ||
 	    (rv = qry_webui_register(q)) != 0) {
-		sm_metric_gauge_fn_remove(q);
-		routes_free(q);
-		qry_gate_fini(&q->gate);
-		sm_free(q);
+		qry_destroy(q);         /* no rules thread yet: q->rules NULL */
 		return (sm_err_set(err, rv, "querier: registering routes: %s",
 		    sm_strerror(rv)));
 	}
 	if ((rv = qry_rules_start(q, &q->rules, err)) != 0) {
-		sm_metric_gauge_fn_remove(q);
-		routes_free(q);
-		qry_gate_fini(&q->gate);
-		sm_free(q);
+		qry_destroy(q);         /* qry_rules_start left q->rules NULL */
 		return (rv);
 	}
 	*out = q;

@@ -390,6 +390,28 @@ check_name(const char *name, struct sm_err *err)
 	return (0);
 }
 
+/*
+ * Store s (an update or a tombstone) for the tenant: SM_EEXIST when a
+ * newer update is already stored; a delete that meets a newer tombstone
+ * has nothing left to do, so that is not a conflict.
+ */
+static int
+setting_store(struct querier *q, const char *tenant,
+    Smolder__V1__TenantSetting *s, struct sm_arena *a,
+    struct sm_err *err)
+{
+	const Smolder__V1__TenantSetting *win;
+	int rv;
+
+	if ((rv = qry_settings_put(q, tenant, s, a, &win, err)) != 0)
+		return (rv);
+	if (sm_setting_cmp(win, s) != 0 && !(s->deleted && win->deleted))
+		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
+		    "is already stored (modifiedAt %lld)", s->name,
+		    (long long)win->modified_at));
+	return (0);
+}
+
 static int
 m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
     ProtobufCMessage **resp, struct sm_err *err)
@@ -399,7 +421,6 @@ m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	struct querier *q = arg;
 	Settings__V1__SetSettingsResponse *out;
 	Smolder__V1__TenantSetting s = SMOLDER__V1__TENANT_SETTING__INIT;
-	const Smolder__V1__TenantSetting *win;
 	const char *tenant;
 	int rv;
 
@@ -416,12 +437,8 @@ m_set(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 		    "limit %u", strlen(s.value), SETTING_VALUE_MAX));
 	s.modified_at = req->setting->modifiedat > 0 ?
 	    req->setting->modifiedat : sm_now_ms();
-	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
+	if ((rv = setting_store(q, tenant, &s, call->arena, err)) != 0)
 		return (rv);
-	if (sm_setting_cmp(win, &s) != 0)
-		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
-		    "is already stored (modifiedAt %lld)", s.name,
-		    (long long)win->modified_at));
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	settings__v1__set_settings_response__init(out);
@@ -440,7 +457,6 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	struct querier *q = arg;
 	Settings__V1__DeleteSettingsResponse *out;
 	Smolder__V1__TenantSetting s = SMOLDER__V1__TENANT_SETTING__INIT;
-	const Smolder__V1__TenantSetting *win;
 	const char *tenant;
 	int rv;
 
@@ -451,12 +467,8 @@ m_delete(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	s.value = "";
 	s.deleted = true;
 	s.modified_at = sm_now_ms();
-	if ((rv = qry_settings_put(q, tenant, &s, call->arena, &win, err)) != 0)
+	if ((rv = setting_store(q, tenant, &s, call->arena, err)) != 0)
 		return (rv);
-	if (sm_setting_cmp(win, &s) != 0 && !win->deleted)
-		return (sm_err_set(err, SM_EEXIST, "setting %s: a newer update "
-		    "is already stored (modifiedAt %lld)", s.name,
-		    (long long)win->modified_at));
 	if ((out = sm_arena_alloc(call->arena, sizeof(*out))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	settings__v1__delete_settings_response__init(out);

@@ -203,13 +203,8 @@ m_analyze_query(void *arg, struct sm_connect_call *call,
 
 	qry_fan_init(&f);
 	sm_query_init(&qq);
-	if ((rv = qry_call_tenant(q, call, &tenant, err)) != 0)
-		goto out;
-	start = in->start;
-	end = in->end;
-	if ((rv = qry_check_range(in->start, in->end, err)) != 0 ||
-	    (rv = qry_limit_range(q, tenant, &start, &end, NULL, &empty,
-	    err)) != 0)
+	if ((rv = qry_call_range(q, call, in->start, in->end, &tenant,
+	    &start, &end, &empty, err)) != 0)
 		goto out;
 	if (in->query == NULL || in->query[0] == '\0') {
 		rv = sm_err_set(err, SM_EINVAL, "query is required");

@@ -509,21 +509,13 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 			rv = get_str(c, k, v, &j->bearer);
 		} else if (strcmp(k, "bearer_token_file") == 0) {
 			char *path = NULL, tok[4096];
-			FILE *fp;
-			size_t n;
 
 			if ((rv = get_str(c, k, v, &path)) != 0)
 				break;
-			if ((fp = fopen(path, "r")) == NULL) {
+			if (scr_read_secret(path, tok, sizeof(tok), false) < 0) {
 				rv = bad(c, v, "bearer_token_file %s: %s", path,
 				    strerror(errno));
 			} else {
-				n = fread(tok, 1, sizeof(tok) - 1, fp);
-				fclose(fp);
-				while (n > 0 && (tok[n - 1] == '\n' ||
-				    tok[n - 1] == '\r'))
-					n--;
-				tok[n] = '\0';
 				sm_free(j->bearer);
 				if ((j->bearer = dup(tok)) == NULL)
 					rv = sm_err_set(c->err, SM_ENOMEM,
@@ -661,6 +653,56 @@ scr_groups_free(struct scr_group *g, uint32_t n)
 		sm_free(g[i].labels);
 	}
 	sm_free(g);
+}
+
+struct scr_group *
+scr_group_add(struct scr_group **gs, uint32_t *n)
+{
+	struct scr_group *nv = sm_reallocarray(*gs, (size_t)*n + 1,
+	    sizeof(*nv));
+
+	if (nv == NULL)
+		return (NULL);
+	*gs = nv;
+	memset(&nv[*n], 0, sizeof(nv[*n]));
+	return (&nv[(*n)++]);
+}
+
+int
+scr_group_label(struct scr_group *g, const char *name, const char *value)
+{
+	struct sm_label *nv = sm_reallocarray(g->labels, g->nlabels + 1,
+	    sizeof(*nv));
+
+	if (nv == NULL)
+		return (SM_ENOMEM);
+	g->labels = nv;
+	nv[g->nlabels].name = sm_strdup(name);
+	nv[g->nlabels].value = sm_strdup(value);
+	if (nv[g->nlabels].name == NULL || nv[g->nlabels].value == NULL) {
+		sm_free((char *)nv[g->nlabels].name);
+		sm_free((char *)nv[g->nlabels].value);
+		return (SM_ENOMEM);
+	}
+	g->nlabels++;
+	return (0);
+}
+
+long
+scr_read_secret(const char *path, char *buf, size_t size, bool spaces)
+{
+	FILE *fp = fopen(path, "re");
+	size_t n;
+
+	if (fp == NULL)
+		return (-1);
+	n = fread(buf, 1, size - 1, fp);
+	fclose(fp);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+	    (spaces && buf[n - 1] == ' ')))
+		n--;
+	buf[n] = '\0';
+	return ((long)n);
 }
 
 void

@@ -187,8 +187,32 @@ test_filesd(void)
 	free(path);
 }
 
+/* bearer_token_file: the file's token without its line end (a trailing
+ * space is the token's own); a file that does not open names itself. */
+static void
+test_bearer_file(void)
+{
+	char *tok = write_tmp("s3cret \r\n"), text[256];
+	struct scr_config *c;
+	struct sm_err err;
+
+	(void)snprintf(text, sizeof(text), "scrape_configs:\n"
+	    "  - job_name: a\n"
+	    "    bearer_token_file: %s\n", tok);
+	SM_REQUIRE(load(text, &c, &err) == 0);
+	SM_CHECK_STR(c->jobs[0].bearer, "s3cret ");
+	scr_config_free(c);
+	unlink(tok);
+	SM_CHECK(load(text, &c, &err) == SM_EINVAL);
+	SM_CHECKF(strstr(err.msg, "bearer_token_file") != NULL &&
+	    strstr(err.msg, tok) != NULL &&
+	    strstr(err.msg, "No such file") != NULL, "%s", err.msg);
+	free(tok);
+}
+
 SM_TEST_MAIN(
 	{ "defaults, every key, profiles and discovery", test_defaults_and_keys },
+	{ "bearer_token_file: read, line end cut", test_bearer_file },
 	{ "errors name the key, the line or the rule", test_errors },
 	{ "relabel: replace with groups, labelmap, keep, drop", test_relabel },
 	{ "file discovery: JSON groups, a bad file refused", test_filesd },

@@ -207,14 +207,7 @@ struct dl_smp {
 	uint32_t idx;
 };
 
-static int
-smp_cmp(const void *a, const void *b)
-{
-	const struct dl_smp *x = a, *y = b;
-
-	return (x->key != y->key ? SM_CMP(x->key, y->key) :
-	    SM_CMP(x->idx, y->idx));
-}
+SM_CMP_FN2(smp_cmp, struct dl_smp, key, idx)
 
 /* The id tables of p, in the arena. */
 static int

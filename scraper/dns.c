@@ -44,27 +44,6 @@ add_target(struct scr_group *g, const char *host, long port)
 	return (0);
 }
 
-static int
-add_label(struct scr_group *g, const char *name, const char *value)
-{
-	struct sm_label *nv = sm_reallocarray(g->labels, g->nlabels + 1,
-	    sizeof(*nv));
-
-	if (nv == NULL)
-		return (SM_ENOMEM);
-	g->labels = nv;
-	g->labels[g->nlabels].name = sm_strdup(name);
-	g->labels[g->nlabels].value = sm_strdup(value);
-	if (g->labels[g->nlabels].name == NULL ||
-	    g->labels[g->nlabels].value == NULL) {
-		sm_free((char *)g->labels[g->nlabels].name);
-		sm_free((char *)g->labels[g->nlabels].value);
-		return (SM_ENOMEM);
-	}
-	g->nlabels++;
-	return (0);
-}
-
 /* The resolver state: the system's, or one server. */
 static int
 res_setup(struct __res_state *st, const char *server, struct sm_err *err)
@@ -104,6 +83,36 @@ res_setup(struct __res_state *st, const char *server, struct sm_err *err)
 	return (0);
 }
 
+/*
+ * Ask for the records of `type` (ns_t_a, ns_t_aaaa or ns_t_srv) of name
+ * into ans (DNS_ANSWER_MAX bytes) and parse the answer into *msg; *none
+ * when there are none (NXDOMAIN or no records of that type: an empty
+ * answer, not a failure).  0 or SM_EUNAVAIL.
+ */
+static int
+query(struct __res_state *st, const char *name, int type,
+    unsigned char *ans, ns_msg *msg, bool *none, struct sm_err *err)
+{
+	int n = res_nquery(st, name, ns_c_in, type, ans, DNS_ANSWER_MAX);
+
+	*none = false;
+	if (n < 0) {
+		if (st->res_h_errno == HOST_NOT_FOUND ||
+		    st->res_h_errno == NO_DATA) {
+			*none = true;
+			return (0);
+		}
+		return (sm_err_set(err, SM_EUNAVAIL, "DNS %s %s: %s",
+		    type == ns_t_srv ? "SRV" : type == ns_t_a ? "A" : "AAAA",
+		    name, hstrerror(st->res_h_errno)));
+	}
+	/* The A and AAAA message has never named the type; kept as is. */
+	if (ns_initparse(ans, n, msg) != 0)
+		return (sm_err_set(err, SM_EUNAVAIL, "DNS %s%s: an answer that "
+		    "does not parse", type == ns_t_srv ? "SRV " : "", name));
+	return (0);
+}
+
 /* The A or AAAA records of one name into group g. */
 static int
 lookup(struct __res_state *st, const struct scr_dnssd *d, const char *name,
@@ -112,29 +121,17 @@ lookup(struct __res_state *st, const struct scr_dnssd *d, const char *name,
 	int type = d->type == SCR_DNS_A ? ns_t_a : ns_t_aaaa;
 	unsigned char *ans = sm_malloc(DNS_ANSWER_MAX);
 	ns_msg msg;
-	int n, rv = 0;
+	bool none;
+	int rv = 0;
 
 	if (ans == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	if (add_label(g, "__meta_dns_name", name) != 0) {
+	if (scr_group_label(g, "__meta_dns_name", name) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
-	n = res_nquery(st, name, ns_c_in, type, ans, DNS_ANSWER_MAX);
-	if (n < 0) {
-		if (st->res_h_errno == HOST_NOT_FOUND ||
-		    st->res_h_errno == NO_DATA)
-			goto out;       /* no records: an empty group */
-		rv = sm_err_set(err, SM_EUNAVAIL, "DNS %s %s: %s",
-		    d->type == SCR_DNS_A ? "A" : "AAAA", name,
-		    hstrerror(st->res_h_errno));
-		goto out;
-	}
-	if (ns_initparse(ans, n, &msg) != 0) {
-		rv = sm_err_set(err, SM_EUNAVAIL, "DNS %s: an answer that does "
-		    "not parse", name);
-		goto out;
-	}
+	if ((rv = query(st, name, type, ans, &msg, &none, err)) != 0 || none)
+		goto out;       /* none: an empty group */
 	for (int i = 0; i < ns_msg_count(msg, ns_s_an) && rv == 0; i++) {
 		ns_rr rr;
 		char host[NS_MAXDNAME];
@@ -163,26 +160,17 @@ lookup_srv(struct __res_state *st, const struct scr_dnssd *d,
 {
 	unsigned char *ans = sm_malloc(DNS_ANSWER_MAX);
 	ns_msg msg;
-	int n, rv = 0;
+	bool none;
+	int rv = 0;
 
 	(void)d;
 	if (ans == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	n = res_nquery(st, name, ns_c_in, ns_t_srv, ans, DNS_ANSWER_MAX);
-	if (n < 0) {
-		if (st->res_h_errno != HOST_NOT_FOUND &&
-		    st->res_h_errno != NO_DATA)
-			rv = sm_err_set(err, SM_EUNAVAIL, "DNS SRV %s: %s",
-			    name, hstrerror(st->res_h_errno));
+	if ((rv = query(st, name, ns_t_srv, ans, &msg, &none, err)) != 0 ||
+	    none)
 		goto out;
-	}
-	if (ns_initparse(ans, n, &msg) != 0) {
-		rv = sm_err_set(err, SM_EUNAVAIL, "DNS SRV %s: an answer that "
-		    "does not parse", name);
-		goto out;
-	}
 	for (int i = 0; i < ns_msg_count(msg, ns_s_an) && rv == 0; i++) {
-		struct scr_group *nv, *g;
+		struct scr_group *g;
 		const unsigned char *rd;
 		char host[NS_MAXDNAME], pbuf[16];
 		long port;
@@ -198,18 +186,15 @@ lookup_srv(struct __res_state *st, const struct scr_dnssd *d,
 			continue;
 		port = (long)rd[4] << 8 | rd[5];
 		(void)snprintf(pbuf, sizeof(pbuf), "%ld", port);
-		if ((nv = sm_reallocarray(*gs, *ng + 1, sizeof(*nv))) ==
-		    NULL) {
+		if ((g = scr_group_add(gs, ng)) == NULL) {
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			break;
 		}
-		*gs = nv;
-		g = &nv[(*ng)++];
-		memset(g, 0, sizeof(*g));
 		if (add_target(g, host, port) != 0 ||
-		    add_label(g, "__meta_dns_name", name) != 0 ||
-		    add_label(g, "__meta_dns_srv_record_target", host) != 0 ||
-		    add_label(g, "__meta_dns_srv_record_port", pbuf) != 0)
+		    scr_group_label(g, "__meta_dns_name", name) != 0 ||
+		    scr_group_label(g, "__meta_dns_srv_record_target",
+		    host) != 0 ||
+		    scr_group_label(g, "__meta_dns_srv_record_port", pbuf) != 0)
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 	}
 out:
@@ -222,7 +207,7 @@ scr_dns_resolve(const struct scr_dnssd *d, struct scr_group **out,
     uint32_t *n, struct sm_err *err)
 {
 	struct __res_state st;
-	struct scr_group *gs = NULL;
+	struct scr_group *gs = NULL, *g;
 	uint32_t ng = 0;
 	int rv;
 
@@ -235,20 +220,11 @@ scr_dns_resolve(const struct scr_dnssd *d, struct scr_group **out,
 			rv = lookup_srv(&st, d, d->names[i], &gs, &ng, err);
 			continue;
 		}
-		{
-			struct scr_group *nv = sm_reallocarray(gs, ng + 1,
-			    sizeof(*nv));
-
-			if (nv == NULL) {
-				rv = sm_err_set(err, SM_ENOMEM,
-				    "out of memory");
-				break;
-			}
-			gs = nv;
-			memset(&gs[ng], 0, sizeof(gs[ng]));
-			ng++;
-			rv = lookup(&st, d, d->names[i], &gs[ng - 1], err);
+		if ((g = scr_group_add(&gs, &ng)) == NULL) {
+			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+			break;
 		}
+		rv = lookup(&st, d, d->names[i], g, err);
 	}
 	res_nclose(&st);
 	if (rv != 0) {

@@ -47,18 +47,10 @@ static int
 read_token(const char *path, char **out, struct sm_err *err)
 {
 	char buf[8192];
-	FILE *fp = fopen(path, "r");
-	size_t n;
 
-	if (fp == NULL)
+	if (scr_read_secret(path, buf, sizeof(buf), true) < 0)
 		return (sm_err_set(err, SM_EIO, "token %s: %s", path,
 		    strerror(errno)));
-	n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-	    buf[n - 1] == ' '))
-		n--;
-	buf[n] = '\0';
 	if ((*out = sm_strdup(buf)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	return (0);
@@ -170,26 +162,6 @@ api_of(const struct scr_k8ssd *k, struct k8s_api *a, struct sm_err *err)
 
 /* --- pods to groups ------------------------------------------------------- */
 
-static int
-glabel(struct scr_group *g, const char *name, const char *value)
-{
-	struct sm_label *nv = sm_reallocarray(g->labels, g->nlabels + 1,
-	    sizeof(*nv));
-
-	if (nv == NULL)
-		return (SM_ENOMEM);
-	g->labels = nv;
-	nv[g->nlabels].name = sm_strdup(name);
-	nv[g->nlabels].value = sm_strdup(value);
-	if (nv[g->nlabels].name == NULL || nv[g->nlabels].value == NULL) {
-		sm_free((char *)nv[g->nlabels].name);
-		sm_free((char *)nv[g->nlabels].value);
-		return (SM_ENOMEM);
-	}
-	g->nlabels++;
-	return (0);
-}
-
 /* prefix + name with bytes other than letters, digits and '_' as '_'. */
 static int
 glabel_meta(struct scr_group *g, const char *prefix, const char *name,
@@ -208,7 +180,7 @@ glabel_meta(struct scr_group *g, const char *prefix, const char *name,
 		    (c >= '0' && c <= '9') || c == '_' ? c : '_';
 	}
 	buf[o] = '\0';
-	return (glabel(g, buf, value));
+	return (scr_group_label(g, buf, value));
 }
 
 static const char *
@@ -250,7 +222,7 @@ pod(const struct sm_yaml *y, const struct sm_yaml_node *it,
 	const char *py = annot(y, ann, "pyroscope.io/scrape");
 	const char *co = annot(y, ann, "coroot.com/profile-scrape");
 	const char *port = NULL, *svc;
-	struct scr_group *nv, *g;
+	struct scr_group *g;
 	char target[300], sbuf[512];
 	int rv = 0;
 
@@ -268,11 +240,8 @@ pod(const struct sm_yaml *y, const struct sm_yaml_node *it,
 		    sm_yaml_get(y, c0, "ports"), 0), "containerPort"));
 	if (port == NULL)
 		return (0);             /* nowhere to scrape */
-	if ((nv = sm_reallocarray(*gs, *ng + 1, sizeof(*nv))) == NULL)
+	if ((g = scr_group_add(gs, ng)) == NULL)
 		return (SM_ENOMEM);
-	*gs = nv;
-	g = &nv[(*ng)++];
-	memset(g, 0, sizeof(*g));
 	(void)snprintf(target, sizeof(target), strchr(ip, ':') != NULL ?
 	    "[%s]:%s" : "%s:%s", ip, port);
 	if ((g->targets = sm_calloc(2, sizeof(*g->targets))) == NULL ||
@@ -285,14 +254,16 @@ pod(const struct sm_yaml *y, const struct sm_yaml_node *it,
 		    cname != NULL ? cname : name);
 		svc = sbuf;
 	}
-	rv |= glabel(g, "service_name", svc);
-	rv |= glabel(g, "__meta_kubernetes_namespace", ns);
-	rv |= glabel(g, "__meta_kubernetes_pod_name", name);
-	rv |= glabel(g, "__meta_kubernetes_pod_ip", ip);
+	rv |= scr_group_label(g, "service_name", svc);
+	rv |= scr_group_label(g, "__meta_kubernetes_namespace", ns);
+	rv |= scr_group_label(g, "__meta_kubernetes_pod_name", name);
+	rv |= scr_group_label(g, "__meta_kubernetes_pod_ip", ip);
 	if (node != NULL)
-		rv |= glabel(g, "__meta_kubernetes_pod_node_name", node);
+		rv |= scr_group_label(g, "__meta_kubernetes_pod_node_name",
+		    node);
 	if (cname != NULL)
-		rv |= glabel(g, "__meta_kubernetes_pod_container_name", cname);
+		rv |= scr_group_label(g,
+		    "__meta_kubernetes_pod_container_name", cname);
 	for (size_t i = 0; i < sm_yaml_len(lab); i++) {
 		const char *k = sm_yaml_scalar(sm_yaml_key(y, lab, i));
 		const char *v = sm_yaml_scalar(sm_yaml_value(y, lab, i));
@@ -317,7 +288,7 @@ pod(const struct sm_yaml *y, const struct sm_yaml_node *it,
 			if (strcmp(k, want) == 0) {
 				(void)snprintf(lname, sizeof(lname),
 				    "__profile_path_%s", pprofiles[p].name);
-				rv |= glabel(g, lname, v);
+				rv |= scr_group_label(g, lname, v);
 			}
 			(void)snprintf(want, sizeof(want),
 			    "pyroscope.io/profile-%s-enabled",
@@ -325,7 +296,7 @@ pod(const struct sm_yaml *y, const struct sm_yaml_node *it,
 			if (strcmp(k, want) == 0) {
 				(void)snprintf(lname, sizeof(lname),
 				    "__profile_enabled_%s", pprofiles[p].name);
-				rv |= glabel(g, lname, v);
+				rv |= scr_group_label(g, lname, v);
 			}
 		}
 	}

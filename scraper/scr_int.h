@@ -213,6 +213,23 @@ int scr_filesd_read(const char *path, struct scr_group **out, uint32_t *n,
     struct sm_err *err);
 void scr_groups_free(struct scr_group *g, uint32_t n);
 
+/* A new empty group at the end of gs[0..*n), as discovery builds its
+ * answer: NULL when out of memory, with *gs and *n as they were. */
+struct scr_group *scr_group_add(struct scr_group **gs, uint32_t *n);
+
+/* Append the label name=value (both copied) to g: 0 or SM_ENOMEM, with
+ * g as it was. */
+int scr_group_label(struct scr_group *g, const char *name,
+    const char *value);
+
+/*
+ * Read a small file (a token, a key) into buf[0..size), NUL-terminated
+ * and cut to fit, without its trailing line ends, and trailing spaces
+ * too when `spaces`: its length, or -1 with errno set when it does not
+ * open.
+ */
+long scr_read_secret(const char *path, char *buf, size_t size, bool spaces);
+
 /*
  * A target's labels through the job's relabel_configs.  `ls` (heap
  * strings, *n of them, room for cap) is rewritten in place; *keep false

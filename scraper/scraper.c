@@ -161,13 +161,6 @@ target_release(struct scraper *s, struct scr_target *t)
 	target_free(t);
 }
 
-static int
-label_cmp(const void *a, const void *b)
-{
-	return (strcmp(((const struct sm_label *)a)->name,
-	    ((const struct sm_label *)b)->name));
-}
-
 /* A discovered target's final labels and identity, or *out NULL when
  * relabeling dropped it. */
 static int
@@ -245,8 +238,7 @@ target_make(const struct scr_job *j, const char *addr,
 		ls.v[w++] = ls.v[i];
 	}
 	ls.n = w;
-	if (ls.n > 1)
-		qsort(ls.v, ls.n, sizeof(*ls.v), label_cmp);
+	sm_labels_sort(ls.v, ls.n);
 	sm_buf_printf(&id, "%s\x1f%s", j->name, t->address);
 	for (uint32_t i = 0; i < ls.n; i++)
 		sm_buf_printf(&id, "\x1f%s=%s", ls.v[i].name, ls.v[i].value);
@@ -394,6 +386,29 @@ cands_groups(struct scr_cands *c, const struct scr_job *j,
 }
 
 /*
+ * One discovery's answer into c: when its resolver succeeded (`found`
+ * is 0) the targets of its groups g[0..ng), which are freed here; when
+ * it failed a warning and nothing, so one failed discovery keeps the
+ * rest of the job's targets.
+ */
+static int
+cands_found(struct scr_cands *c, const struct scr_job *j, const char *what,
+    int found, struct scr_group *g, uint32_t ng, const char *source,
+    const struct sm_err *err)
+{
+	int rv;
+
+	if (found != 0) {
+		sm_warn("scraper", "%s discovery\tjob=%s err=\"%s\"", what,
+		    j->name, err->msg);
+		return (0);
+	}
+	rv = cands_groups(c, j, g, ng, source);
+	scr_groups_free(g, ng);
+	return (rv);
+}
+
+/*
  * Every target of `conf` (static, file and DNS discovery), read with no
  * lock held: files and DNS answers take their time, and scrapes and the
  * API must not wait for them.  `conf` stays alive by its reference.
@@ -401,7 +416,10 @@ cands_groups(struct scr_cands *c, const struct scr_job *j,
 static int
 gather(const struct scr_config *conf, struct scr_cands *c)
 {
-	int rv;
+	struct scr_group *g;
+	struct sm_err err;
+	uint32_t ng;
+	int rv, found;
 
 	c->refresh_ms = INT64_MAX;
 	for (uint32_t j = 0; j < conf->njobs; j++) {
@@ -420,22 +438,11 @@ gather(const struct scr_config *conf, struct scr_cands *c)
 				    &gl) != 0)
 					continue;
 				for (size_t q = 0; q < gl.gl_pathc; q++) {
-					struct scr_group *g;
-					uint32_t ng;
-					struct sm_err err;
-
-					if (scr_filesd_read(gl.gl_pathv[q], &g,
-					    &ng, &err) != 0) {
-						sm_warn("scraper", "file "
-						    "discovery\tjob=%s "
-						    "err=\"%s\"", jc->name,
-						    err.msg);
-						continue;
-					}
-					rv = cands_groups(c, jc, g, ng,
-					    gl.gl_pathv[q]);
-					scr_groups_free(g, ng);
-					if (rv != 0) {
+					found = scr_filesd_read(gl.gl_pathv[q],
+					    &g, &ng, &err);
+					if ((rv = cands_found(c, jc, "file",
+					    found, g, ng, gl.gl_pathv[q],
+					    &err)) != 0) {
 						globfree(&gl);
 						return (rv);
 					}
@@ -444,37 +451,19 @@ gather(const struct scr_config *conf, struct scr_cands *c)
 			}
 		}
 		for (uint32_t d = 0; d < jc->nk8s; d++) {
-			struct scr_group *g;
-			uint32_t ng;
-			struct sm_err err;
-
 			c->refresh_ms = SM_MIN(c->refresh_ms,
 			    jc->k8s[d].refresh_ms);
-			if (scr_k8s_resolve(&jc->k8s[d], &g, &ng, &err) != 0) {
-				sm_warn("scraper", "Kubernetes discovery\t"
-				    "job=%s err=\"%s\"", jc->name, err.msg);
-				continue;
-			}
-			rv = cands_groups(c, jc, g, ng, NULL);
-			scr_groups_free(g, ng);
-			if (rv != 0)
+			found = scr_k8s_resolve(&jc->k8s[d], &g, &ng, &err);
+			if ((rv = cands_found(c, jc, "Kubernetes", found, g, ng,
+			    NULL, &err)) != 0)
 				return (rv);
 		}
 		for (uint32_t d = 0; d < jc->ndns; d++) {
-			struct scr_group *g;
-			uint32_t ng;
-			struct sm_err err;
-
 			c->refresh_ms = SM_MIN(c->refresh_ms,
 			    jc->dns[d].refresh_ms);
-			if (scr_dns_resolve(&jc->dns[d], &g, &ng, &err) != 0) {
-				sm_warn("scraper", "DNS discovery\tjob=%s "
-				    "err=\"%s\"", jc->name, err.msg);
-				continue;
-			}
-			rv = cands_groups(c, jc, g, ng, NULL);
-			scr_groups_free(g, ng);
-			if (rv != 0)
+			found = scr_dns_resolve(&jc->dns[d], &g, &ng, &err);
+			if ((rv = cands_found(c, jc, "DNS", found, g, ng, NULL,
+			    &err)) != 0)
 				return (rv);
 		}
 	}
@@ -1325,23 +1314,14 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 	sm_metrics_register_once(&metric_set);
 	if (cfg->push_key_file != NULL && cfg->push_key_file[0] != '\0') {
 		char key[4096];
-		FILE *fp = fopen(cfg->push_key_file, "re");
+		long n = scr_read_secret(cfg->push_key_file, key, sizeof(key),
+		    true);
 		int e = errno;
-		size_t n = 0;
 
-		if (fp != NULL) {
-			n = fread(key, 1, sizeof(key) - 1, fp);
-			fclose(fp);
-		}
-		while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' ||
-		    key[n - 1] == ' '))
-			n--;
-		key[n] = '\0';
-		if (fp == NULL || n == 0) {
+		if (n <= 0) {
 			rv = sm_err_set(err, SM_EINVAL, "scraper: "
 			    "-scraper.push-api-key-file %s: %s",
-			    cfg->push_key_file, fp == NULL ? strerror(e) :
-			    "empty");
+			    cfg->push_key_file, n < 0 ? strerror(e) : "empty");
 			scraper_free(s);
 			return (rv);
 		}
