@@ -1716,16 +1716,18 @@ ring_main(void *arg)
 {
 	struct sm_ring *r = arg;
 
+	/* sm_ring_start ran the first round: the next is one interval
+	 * later (or sooner when woken: an etcd change, a stop), not at
+	 * once, which would probe every member twice in a row. */
 	pthread_mutex_lock(&r->mu);
 	while (!r->stopping) {
-		int64_t iv;
-
+		sm_clock_wait_ms(r->cfg.clock, &r->cv, &r->mu,
+		    ring_interval(r));
+		if (r->stopping)
+			break;
 		pthread_mutex_unlock(&r->mu);
 		ring_tick(r);
-		iv = ring_interval(r);
 		pthread_mutex_lock(&r->mu);
-		if (!r->stopping)
-			sm_clock_wait_ms(r->cfg.clock, &r->cv, &r->mu, iv);
 	}
 	pthread_mutex_unlock(&r->mu);
 	return (NULL);

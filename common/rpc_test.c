@@ -348,11 +348,11 @@ test_2p60_frame_dropped_without_allocation(void)
 	sm_rpc_server_stop(s);
 }
 
-/* Wait (bounded) until the client has a pipe. */
+/* Wait (bounded: 10 s, for a loaded machine) until the client has a pipe. */
 static int
 wait_connected(struct sm_rpc_client *c)
 {
-	for (int i = 0; i < 300 && !sm_rpc_client_connected(c); i++)
+	for (int i = 0; i < 1000 && !sm_rpc_client_connected(c); i++)
 		usleep(10000);
 	return (sm_rpc_client_connected(c));
 }
@@ -957,7 +957,7 @@ test_direct_calls(void)
 	    &r1), 0);
 	SM_CHECK(pthread_equal(direct_thr, pthread_self()));
 	SM_CHECK(r1.len == 2 && memcmp(r1.b, "hi", 2) == 0);
-	for (int i = 0; i < 100 && !sm_rpc_client_connected(c); i++)
+	for (int i = 0; i < 1000 && !sm_rpc_client_connected(c); i++)
 		usleep(10 * 1000);
 	for (size_t i = 0; i < SM_ARRAY_LEN(reqs); i++) {
 		size_t n = strlen(reqs[i]);
@@ -987,7 +987,7 @@ test_direct_calls(void)
 	SM_CHECK_EQ(one_call(c, big, sizeof(big), 0, &r2), st);
 	/* Stopped: no direct call; FAILFAST on the dead pipe fails. */
 	sm_rpc_server_stop(s);
-	for (int i = 0; i < 100 && sm_rpc_client_connected(c); i++)
+	for (int i = 0; i < 1000 && sm_rpc_client_connected(c); i++)
 		usleep(10 * 1000);
 	st = one_call(c, "hi", 2, SM_RPC_FAILFAST | SM_RPC_DIRECT, &r1);
 	SM_CHECK_EQ(st, SM_EUNAVAIL);
