@@ -473,4 +473,12 @@ void sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 void sm_deadline_set(int64_t unix_ms);
 bool sm_deadline_passed(void);
 
+/*
+ * True when the test-only fault injection SMOLDER_TEST_FAULTS names
+ * exactly `name` (e.g. "ship-kill"): the one reading of the variable
+ * that the components with a kill-after fault share.  Unset or another
+ * name: false.
+ */
+bool sm_test_fault(const char *name);
+
 #endif /* SM_H */
