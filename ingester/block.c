@@ -71,6 +71,22 @@ get_zz(struct rd *r)
 	return (sm_zigzag_dec(get_uv(r)));
 }
 
+/* A big-endian 8-byte fingerprint; 0 with r failed when fewer bytes are
+ * left. */
+static uint64_t
+get_fp(struct rd *r)
+{
+	uint64_t v;
+
+	if (r->end - r->p < 8) {
+		rd_fail(r, "truncated fingerprint");
+		return (0);
+	}
+	v = sm_get_be64(r->p);
+	r->p += 8;
+	return (v);
+}
+
 /* A count that must fit the remaining bytes at `min` bytes per item. */
 static uint32_t
 get_count(struct rd *r, size_t min)
@@ -1094,13 +1110,8 @@ ing_block_spans_decode(const uint8_t *v, size_t n,
 			goto out;
 		}
 		span += d;
-		if (r.end - r.p < 8) {
-			rv = rd_fail(&r, "truncated fingerprint");
-			goto out;
-		}
 		c->span = span;
-		c->fp = sm_get_be64(r.p);
-		r.p += 8;
+		c->fp = get_fp(&r);
 		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
 		node = get_uv(&r);
 		x = get_zz(&r);
@@ -1149,12 +1160,7 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
 		struct ing_prof_rec *c = &pr[i];
 		uint64_t x;
 
-		if (r.end - r.p < 8) {
-			rv = rd_fail(&r, "truncated fingerprint");
-			goto out;
-		}
-		c->fp = sm_get_be64(r.p);
-		r.p += 8;
+		c->fp = get_fp(&r);
 		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
 		if (r.bad || r.end - r.p < 16) {
 			rv = rd_fail(&r, "truncated record");
