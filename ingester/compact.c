@@ -762,9 +762,7 @@ bucket_merge(struct build *b, struct ing_series *osr, int64_t tt,
 	if (bk != NULL) {
 		nb.profiles = bk->profiles > UINT32_MAX - profiles ?
 		    UINT32_MAX : bk->profiles + profiles;
-		sm_free(bk->node);
-		sm_free(bk->value);
-		sm_free(bk->packed);
+		ing_bucket_pairs_free(bk);
 	} else {
 		memmove(&osr->b[lo + 1], &osr->b[lo], (size_t)(osr->nb - lo) *
 		    sizeof(*osr->b));
