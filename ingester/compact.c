@@ -974,7 +974,6 @@ out:
 	return (rv);
 }
 
-/* Free a builder's gathering state and its head. */
 /* Start builder b of window [ws, we) on an empty head of bucket width
  * `width`, with *e and *empty cleared.  0 or SM_ENOMEM. */
 static int
@@ -991,6 +990,7 @@ build_init(struct build *b, int64_t ws, int64_t we, int64_t width,
 	return (0);
 }
 
+/* Free a builder's gathering state and its head. */
 static void
 build_fini(struct build *b)
 {
