@@ -720,3 +720,11 @@ sm_uuid_format(const uint8_t id[16], char out[37])
 	}
 	out[k] = '\0';
 }
+
+bool
+sm_test_fault(const char *name)
+{
+	const char *v = getenv("SMOLDER_TEST_FAULTS");
+
+	return (v != NULL && strcmp(v, name) == 0);
+}

@@ -491,4 +491,12 @@ bool sm_deadline_passed(void);
 		    SM_CMP(x_->g, y_->g));                                   \
 	}
 
+/*
+ * True when the test-only fault injection SMOLDER_TEST_FAULTS names
+ * exactly `name` (e.g. "ship-kill"): the one reading of the variable
+ * that the components with a kill-after fault share.  Unset or another
+ * name: false.
+ */
+bool sm_test_fault(const char *name);
+
 #endif /* SM_H */

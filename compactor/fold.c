@@ -70,8 +70,7 @@ cpt_fold_create(struct sm_bucket *bucket, const char *scratch,
 		return (rv);
 	}
 	f->bucket = bucket;
-	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
-	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "fold-kill") == 0) {
+	if (sm_test_fault("fold-kill")) {
 		f->kill_after_object = true;
 		sm_warn("compactor", "fault injection: SIGKILL once the first "
 		    "fold's object is stored, before its meta.json "

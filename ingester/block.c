@@ -45,6 +45,13 @@ rd_fail(struct rd *r, const char *why)
 	return (SM_ECORRUPT);
 }
 
+/* The end of a part: 0 when r read all of it, else rd_fail's error. */
+static int
+rd_end(struct rd *r)
+{
+	return (r->p != r->end ? rd_fail(r, "trailing bytes") : 0);
+}
+
 static uint64_t
 get_uv(struct rd *r)
 {
@@ -62,6 +69,22 @@ static int64_t
 get_zz(struct rd *r)
 {
 	return (sm_zigzag_dec(get_uv(r)));
+}
+
+/* A big-endian 8-byte fingerprint; 0 with r failed when fewer bytes are
+ * left. */
+static uint64_t
+get_fp(struct rd *r)
+{
+	uint64_t v;
+
+	if (r->end - r->p < 8) {
+		rd_fail(r, "truncated fingerprint");
+		return (0);
+	}
+	v = sm_get_be64(r->p);
+	r->p += 8;
+	return (v);
 }
 
 /* A count that must fit the remaining bytes at `min` bytes per item. */
@@ -306,6 +329,20 @@ enc_part(char kind, const struct sm_buf *raw, int level, struct sm_buf *out,
 	return (0);
 }
 
+/* enc_part, adding the part's size to the meta (the data and record
+ * parts, which the meta counts one by one). */
+static int
+enc_part_counted(char kind, const struct sm_buf *raw, int level,
+    struct sm_buf *out, struct ing_block_enc *e, struct sm_err *err)
+{
+	int rv;
+
+	if ((rv = enc_part(kind, raw, level, out, err)) != 0)
+		return (rv);
+	e->meta.bytes += out->len;
+	return (0);
+}
+
 /* Fill e->meta from src and the tier fields (`tier` NULL for a raw
  * block), all but `bytes`; 0 or SM_EINVAL with the tier rule broken. */
 static int
@@ -439,9 +476,9 @@ enc_data(const struct ing_block_src *src, int level, struct sm_buf *raw,
 		sm_buf_reset(raw);
 		for (uint32_t b = 0; b < sr->nb; b++)
 			enc_bucket_pairs(raw, &sr->b[b]);
-		if ((rv = enc_part('D', raw, level, &e->data[k], err)) != 0)
+		if ((rv = enc_part_counted('D', raw, level, &e->data[k], e,
+		    err)) != 0)
 			return (rv);
-		e->meta.bytes += e->data[k].len;
 	}
 	return (0);
 }
@@ -456,7 +493,6 @@ enc_spans(const struct ing_block_src *src, int level, struct sm_buf *raw,
 	uint64_t pspan = 0;
 	int64_t pt = 0;
 	uint8_t fb[8];
-	int rv;
 
 	if (src->nspans == 0)
 		return (0);
@@ -471,10 +507,7 @@ enc_spans(const struct ing_block_src *src, int level, struct sm_buf *raw,
 		put_uv(raw, sp[i].node);
 		put_zz(raw, sp[i].value);
 	}
-	if ((rv = enc_part('P', raw, level, &e->spans, err)) != 0)
-		return (rv);
-	e->meta.bytes += e->spans.len;
-	return (0);
+	return (enc_part_counted('P', raw, level, &e->spans, e, err));
 }
 
 /* Encode the 'X' part of profile records, if any, adding its size to the
@@ -486,7 +519,6 @@ enc_profiles(const struct ing_block_src *src, int level, struct sm_buf *raw,
 	const struct ing_prof_rec *pr = src->profs;
 	int64_t pt = 0;
 	uint8_t fb[8];
-	int rv;
 
 	if (src->nprofs == 0)
 		return (0);
@@ -499,10 +531,7 @@ enc_profiles(const struct ing_block_src *src, int level, struct sm_buf *raw,
 		sm_buf_append(raw, pr[i].id, 16);
 		put_uv(raw, (uint64_t)pr[i].total);
 	}
-	if ((rv = enc_part('X', raw, level, &e->profiles, err)) != 0)
-		return (rv);
-	e->meta.bytes += e->profiles.len;
-	return (0);
+	return (enc_part_counted('X', raw, level, &e->profiles, e, err));
 }
 
 /* Encode src; `tier` (NULL for a raw block) carries the tier fields. */
@@ -697,10 +726,8 @@ ing_block_tree_decode(const uint8_t *sym, size_t nsym, const uint8_t *tree,
 	if ((rv = get_strings(&r, m->nframes, &t->frames, &t->nframes,
 	    &t->strbuf)) != 0)
 		goto fail;
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto fail;
-	}
 	sm_free(raw);
 	raw = NULL;
 
@@ -730,10 +757,8 @@ ing_block_tree_decode(const uint8_t *sym, size_t nsym, const uint8_t *tree,
 		t->parent[i] = i - (uint32_t)d;
 		t->name[i] = (uint32_t)nm;
 	}
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto fail;
-	}
 	sm_free(raw);
 	t->bytes = sizeof(*t) + (size_t)n * 8 + (size_t)t->nframes *
 	    sizeof(struct sm_str) + rawlen;
@@ -931,15 +956,12 @@ ing_block_index_decode(const uint8_t *v, size_t n,
 		if ((rv = index_series_get(&r, s, nstrs, signed_v, m)) != 0)
 			goto out;
 	}
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto out;
-	}
 	*bytes = rawlen * 3 + sm_strtab_mem(&s->lstr) +
 	    (size_t)nseries * 128;
 	*out = s;
 	s = NULL;
-	rv = 0;
 out:
 	if (s != NULL) {
 		ing_set_fini(s);
@@ -1025,12 +1047,9 @@ ing_block_data_decode(const uint8_t *v, size_t n,
 			goto out;
 		}
 	}
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto out;
-	}
 	*out = bk;
-	rv = 0;
 out:
 	sm_free(raw);
 	return (rv);
@@ -1091,13 +1110,8 @@ ing_block_spans_decode(const uint8_t *v, size_t n,
 			goto out;
 		}
 		span += d;
-		if (r.end - r.p < 8) {
-			rv = rd_fail(&r, "truncated fingerprint");
-			goto out;
-		}
 		c->span = span;
-		c->fp = sm_get_be64(r.p);
-		r.p += 8;
+		c->fp = get_fp(&r);
 		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
 		node = get_uv(&r);
 		x = get_zz(&r);
@@ -1116,13 +1130,10 @@ ing_block_spans_decode(const uint8_t *v, size_t n,
 			goto out;
 		}
 	}
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto out;
-	}
 	*out = sp;
 	sp = NULL;
-	rv = 0;
 out:
 	sm_free(sp);
 	sm_free(raw);
@@ -1149,12 +1160,7 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
 		struct ing_prof_rec *c = &pr[i];
 		uint64_t x;
 
-		if (r.end - r.p < 8) {
-			rv = rd_fail(&r, "truncated fingerprint");
-			goto out;
-		}
-		c->fp = sm_get_be64(r.p);
-		r.p += 8;
+		c->fp = get_fp(&r);
 		t = (int64_t)((uint64_t)t + (uint64_t)get_zz(&r));
 		if (r.bad || r.end - r.p < 16) {
 			rv = rd_fail(&r, "truncated record");
@@ -1176,13 +1182,10 @@ ing_block_profiles_decode(const uint8_t *v, size_t n,
 			goto out;
 		}
 	}
-	if (r.p != r.end) {
-		rv = rd_fail(&r, "trailing bytes");
+	if ((rv = rd_end(&r)) != 0)
 		goto out;
-	}
 	*out = pr;
 	pr = NULL;
-	rv = 0;
 out:
 	sm_free(pr);
 	sm_free(raw);

@@ -762,9 +762,7 @@ bucket_merge(struct build *b, struct ing_series *osr, int64_t tt,
 	if (bk != NULL) {
 		nb.profiles = bk->profiles > UINT32_MAX - profiles ?
 		    UINT32_MAX : bk->profiles + profiles;
-		sm_free(bk->node);
-		sm_free(bk->value);
-		sm_free(bk->packed);
+		ing_bucket_pairs_free(bk);
 	} else {
 		memmove(&osr->b[lo + 1], &osr->b[lo], (size_t)(osr->nb - lo) *
 		    sizeof(*osr->b));
@@ -976,7 +974,6 @@ out:
 	return (rv);
 }
 
-/* Free a builder's gathering state and its head. */
 /* Start builder b of window [ws, we) on an empty head of bucket width
  * `width`, with *e and *empty cleared.  0 or SM_ENOMEM. */
 static int
@@ -993,6 +990,7 @@ build_init(struct build *b, int64_t ws, int64_t we, int64_t width,
 	return (0);
 }
 
+/* Free a builder's gathering state and its head. */
 static void
 build_fini(struct build *b)
 {

@@ -153,8 +153,7 @@ ing_gateway_create(const struct ing_gateway_cfg *cfg, struct ing_db *db,
 	gw->workers = (uint32_t)SM_MIN(SM_MAX(cfg->workers, 1), 64);
 	gw->changed_ms = sm_now_ms();
 	gw->unowned_grace_ms = cfg->unowned_grace_ms;
-	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
-	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "gateway-kill") == 0) {
+	if (sm_test_fault("gateway-kill")) {
 		gw->kill_after_import = true;
 		sm_warn("store-gateway", "fault injection: SIGKILL after the "
 		    "first block imported, before it is served "

@@ -1096,11 +1096,7 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		if (b->packed != NULL)
 			atomic_fetch_sub_explicit(&h->sealed_bytes,
 			    b->packed_len, memory_order_relaxed);
-		sm_free(b->node);
-		sm_free(b->value);
-		sm_free(b->packed);
-		b->packed = NULL;
-		b->packed_len = 0;
+		ing_bucket_pairs_free(b);
 	}
 	if (bk->has_sums) {
 		/* Taken back into b[] (above, or by a later bucket of this

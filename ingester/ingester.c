@@ -725,7 +725,7 @@ fault_config(struct ingester *ing)
 	char *end;
 	unsigned long p;
 
-	if (v == NULL || v[0] == '\0' || strcmp(v, "ship-kill") == 0)
+	if (v == NULL || v[0] == '\0' || sm_test_fault("ship-kill"))
 		return;     /* ship-kill is ship.h's */
 	if (strncmp(v, "write:", 6) != 0 ||
 	    (p = strtoul(v + 6, &end, 10)) == 0 || *end != '\0' ||

@@ -204,6 +204,35 @@ visit(const struct visitor *v, const struct ing_sources *src,
 	return (rv);
 }
 
+/*
+ * Take v->tenant's sources of [start, end) (all_time: every block, as
+ * ing_sources_get) and visit them with v: at the resolutions of `res_sel`
+ * (ing_res_init), or raw only when it is NULL.  The sources are put back
+ * (and v->res cleared) before it returns; 0 or an error named in err.
+ */
+static int
+visit_sources(struct visitor *v, const struct ing_select *res_sel,
+    int64_t start, int64_t end, int all_time, struct sm_err *err)
+{
+	struct ing_sources src;
+	struct ing_res res;
+	int rv;
+
+	if ((rv = ing_sources_get(v->db, v->tenant, start, end, all_time,
+	    &src, err)) != 0)
+		return (rv);
+	if (res_sel == NULL) {
+		rv = visit(v, &src, err);
+	} else if ((rv = ing_res_init(&res, res_sel, &src, err)) == 0) {
+		v->res = &res;
+		rv = visit(v, &src, err);
+		v->res = NULL;
+		ing_res_fini(&res);
+	}
+	ing_sources_put(&src);
+	return (rv);
+}
+
 /* --- merge ---------------------------------------------------------------- */
 
 static void
@@ -458,10 +487,8 @@ ing_db_merge(struct ing_db *db, const struct ing_query *q,
 	struct ing_select fsel = q->sel;
 	const struct ing_select *sel = &fsel;
 	struct sm_selector ss;
-	struct ing_sources src;
 	struct sm_mtree mt;
 	struct merge_acc x;
-	struct ing_res res;
 	struct visitor v;
 	int rv;
 
@@ -473,22 +500,13 @@ ing_db_merge(struct ing_db *db, const struct ing_query *q,
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
-	    sel->end_ms, 0, &src, err)) != 0)
-		goto out;
-	if ((rv = ing_res_init(&res, sel, &src, err)) != 0) {
-		ing_sources_put(&src);
-		goto out;
-	}
 	x = (struct merge_acc){ .db = db, .tenant = sel->tenant, .sel = sel,
 		.mt = &mt, .a = a };
 	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
-		.picks = sel, .res = &res, .start = sel->start_ms,
-		.end = sel->end_ms, .begin = merge_begin, .each = merge_each,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.begin = merge_begin, .each = merge_each,
 		.finish = merge_finish, .arg = &x };
-	rv = visit(&v, &src, err);
-	ing_res_fini(&res);
-	ing_sources_put(&src);
+	rv = visit_sources(&v, sel, sel->start_ms, sel->end_ms, 0, err);
 	sm_free(x.acc);
 	sm_arena_destroy(x.scratch);
 	ing_spill_cur_fini(&x.cur);
@@ -997,24 +1015,13 @@ series_collect(struct ing_db *db, const struct ing_query *q,
     struct sm_selector *ss, struct series_acc *x, struct sm_err *err)
 {
 	const struct ing_select *sel = &q->sel;
-	struct ing_sources src;
-	struct ing_res res;
-	struct visitor v;
+	struct visitor v = { .db = db, .tenant = sel->tenant, .ss = ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.begin = series_begin, .each = series_each,
+		.finish = series_finish, .arg = x };
 	int rv;
 
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
-	    sel->end_ms, 0, &src, err)) != 0)
-		return (rv);
-	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
-		v = (struct visitor){ .db = db, .tenant = sel->tenant,
-			.ss = ss, .picks = sel, .res = &res,
-			.start = sel->start_ms, .end = sel->end_ms,
-			.begin = series_begin, .each = series_each,
-			.finish = series_finish, .arg = x };
-		rv = visit(&v, &src, err);
-		ing_res_fini(&res);
-	}
-	ing_sources_put(&src);
+	rv = visit_sources(&v, sel, sel->start_ms, sel->end_ms, 0, err);
 	sm_free(x->depth);
 	sm_free(x->in);
 	sm_arena_destroy(x->scratch);
@@ -1453,9 +1460,7 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 	const struct ing_select *sel = &fq.sel;
 	struct stats_acc x;
 	struct sm_selector ss;
-	struct ing_res res;
 	struct visitor v;
-	struct ing_sources src;
 	int rv = 0;
 
 	smolder__v1__stats_response__init(out);
@@ -1476,20 +1481,12 @@ ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
 	x.a = a;
 	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms,
-	    sel->end_ms, 0, &src, err)) != 0)
-		goto out;
-	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
-		v = (struct visitor){ .db = db, .tenant = sel->tenant,
-			.ss = &ss, .picks = sel, .res = &res,
-			.start = sel->start_ms, .end = sel->end_ms,
-			.begin = stats_begin, .each = stats_each,
-			.finish = stats_finish, .arg = &x };
-		rv = visit(&v, &src, err);
-		ing_res_fini(&res);
-	}
-	ing_sources_put(&src);
-	if (rv != 0) {
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
+		.begin = stats_begin, .each = stats_each,
+		.finish = stats_finish, .arg = &x };
+	if ((rv = visit_sources(&v, sel, sel->start_ms, sel->end_ms, 0,
+	    err)) != 0) {
 		if (rv == SM_ENOMEM)
 			sm_err_set(err, rv, "out of memory");
 		goto out;
@@ -1777,7 +1774,6 @@ ing_db_labels(struct ing_db *db, const struct ing_query *q,
 	struct labels_acc x;
 	struct sm_selector ss;
 	struct visitor v;
-	struct ing_sources src;
 	int rv;
 
 	smolder__v1__labels_response__init(out);
@@ -1799,21 +1795,17 @@ ing_db_labels(struct ing_db *db, const struct ing_query *q,
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		goto out_names;
-	if ((rv = ing_sources_get(db, sel->tenant, sel->start_ms, sel->end_ms,
-	    q->all_time, &src, err)) != 0)
-		goto out_sel;
 	/* Picks are ignored; all_time: no time filter (start > end). */
 	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
 		.start = q->all_time ? 1 : sel->start_ms,
 		.end = q->all_time ? 0 : sel->end_ms,
 		.each = labels_each, .arg = &x };
-	rv = visit(&v, &src, err);
-	ing_sources_put(&src);
+	rv = visit_sources(&v, NULL, sel->start_ms, sel->end_ms, q->all_time,
+	    err);
 	if (rv == 0)
 		rv = labels_output(&x, a, out);
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");
-out_sel:
 	sm_selector_fini(&ss);
 out_names:
 	for (uint32_t i = 0; i < x.nsets; i++)
@@ -1974,10 +1966,8 @@ ing_db_analyze(struct ing_db *db, const struct ing_query *q,
 	struct ing_select fsel = q->sel;
 	const struct ing_select *sel = &fsel;
 	struct an_ctx x = { 0 };
-	struct ing_res res;
 	struct visitor v;
 	struct sm_selector ss;
-	struct ing_sources src;
 	int64_t start, end;
 	int rv;
 
@@ -1999,27 +1989,19 @@ ing_db_analyze(struct ing_db *db, const struct ing_query *q,
 	}
 	if ((rv = selector_from_select(sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, sel->tenant, start, end,
-	    q->all_time, &src, err)) != 0)
-		goto out_sel;
 	x.start = start;
 	x.end = end;
 	x.out = out;
-	if ((rv = ing_res_init(&res, sel, &src, err)) == 0) {
-		v = (struct visitor){ .db = db, .tenant = sel->tenant,
-			.ss = &ss, .res = &res, .start = start, .end = end,
-			.each = an_each, .finish = an_finish, .arg = &x };
-		rv = visit(&v, &src, err);
-		ing_res_fini(&res);
-	}
-	ing_sources_put(&src);
+	v = (struct visitor){ .db = db, .tenant = sel->tenant, .ss = &ss,
+		.start = start, .end = end, .each = an_each,
+		.finish = an_finish, .arg = &x };
+	rv = visit_sources(&v, sel, start, end, q->all_time, err);
 	if (rv == 0 && ((rv = an_output(&x.heads, a, &out->head_series,
 	    &out->n_head_series)) != 0 || (rv = an_output(&x.blocks, a,
 	    &out->block_series, &out->n_block_series)) != 0))
 		rv = SM_ENOMEM;
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");
-out_sel:
 	sm_selector_fini(&ss);
 	sm_free(x.heads.v);
 	sm_free(x.blocks.v);
@@ -2163,7 +2145,6 @@ ing_db_span_merge(struct ing_db *db, const struct ing_query *q,
 	struct ing_select fsel = q->sel;
 	const struct ing_select *sel = &fsel;
 	struct sm_selector ss;
-	struct ing_sources src;
 	struct sm_mtree mt;
 	struct span_sel x;
 	struct visitor v;
@@ -2182,8 +2163,7 @@ ing_db_span_merge(struct ing_db *db, const struct ing_query *q,
 		sm_selector_fini(&ss);
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	}
-	if (q->nspan_ids == 0 || (rv = ing_sources_get(db, sel->tenant,
-	    sel->start_ms, sel->end_ms, 0, &src, err)) != 0)
+	if (q->nspan_ids == 0)
 		goto done;
 	x = (struct span_sel){ .start = sel->start_ms, .end = sel->end_ms,
 		.db = db, .tenant = sel->tenant, .q = q, .sel = sel,
@@ -2193,9 +2173,8 @@ ing_db_span_merge(struct ing_db *db, const struct ing_query *q,
 		.picks = sel, .start = sel->start_ms, .end = sel->end_ms,
 		.no_yield = true, .skip = span_skip, .begin = span_begin,
 		.each = span_each, .finish = span_finish, .arg = &x };
-	rv = visit(&v, &src, err);
+	rv = visit_sources(&v, NULL, sel->start_ms, sel->end_ms, 0, err);
 	span_sel_fini(&x);
-	ing_sources_put(&src);
 	if (rv == SM_ENOMEM)
 		sm_err_set(err, rv, "out of memory");
 done:
@@ -2381,7 +2360,6 @@ ing_db_profiles(struct ing_db *db, const struct ing_query *q,
 	struct prof_acc x;
 	struct visitor v;
 	struct sm_selector ss;
-	struct ing_sources src;
 	uint32_t w = 0;
 	int rv;
 
@@ -2395,18 +2373,14 @@ ing_db_profiles(struct ing_db *db, const struct ing_query *q,
 	x.sel = &fsel;
 	if ((rv = selector_from_select(x.sel, &ss, err)) != 0)
 		return (rv);
-	if ((rv = ing_sources_get(db, x.sel->tenant, x.sel->start_ms,
-	    x.sel->end_ms, 0, &src, err)) != 0)
-		goto done;
 	/* Picks are ignored.  No yield (the visitor's comment). */
 	v = (struct visitor){ .db = db, .tenant = x.sel->tenant, .ss = &ss,
 		.start = x.sel->start_ms, .end = x.sel->end_ms,
 		.no_yield = true,
 		.begin = prof_begin, .each = prof_each, .finish = prof_finish,
 		.arg = &x };
-	rv = visit(&v, &src, err);
-	ing_sources_put(&src);
-	if (rv != 0)
+	if ((rv = visit_sources(&v, NULL, x.sel->start_ms, x.sel->end_ms, 0,
+	    err)) != 0)
 		goto done;
 	if (x.n > 0)    /* qsort(NULL, 0) is undefined */
 		qsort(x.v, x.n, sizeof(*x.v), prof_out_cmp);

@@ -325,11 +325,8 @@ ing_series_free(struct ing_series *sr)
 {
 	if (sr == NULL)
 		return;
-	for (uint32_t k = 0; k < sr->nb; k++) {
-		sm_free(sr->b[k].node);
-		sm_free(sr->b[k].value);
-		sm_free(sr->b[k].packed);
-	}
+	for (uint32_t k = 0; k < sr->nb; k++)
+		ing_bucket_pairs_free(&sr->b[k]);
 	sm_free(sr->b);
 	sm_free(sr->sp.p);
 	sm_free(sr->labels);
@@ -900,6 +897,18 @@ ing_bucket_unpack(struct ing_bucket *b)
 	b->node = nn;
 	b->value = nv;
 	return (0);
+}
+
+void
+ing_bucket_pairs_free(struct ing_bucket *b)
+{
+	sm_free(b->node);
+	sm_free(b->value);
+	sm_free(b->packed);
+	b->node = NULL;
+	b->value = NULL;
+	b->packed = NULL;
+	b->packed_len = 0;
 }
 
 /* --- spilled summaries (set.h) ----------------------------------------- */

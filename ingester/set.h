@@ -362,6 +362,10 @@ bool ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
 int ing_bucket_pack(struct ing_bucket *b);
 int ing_bucket_unpack(struct ing_bucket *b);
 
+/* Free b's pairs, in either form, leaving it none: node, value and packed
+ * NULL, packed_len 0 (the other fields are the caller's). */
+void ing_bucket_pairs_free(struct ing_bucket *b);
+
 /* Memory a bucket's pairs hold (bytes), in either form; 0 spilled. */
 static inline uint64_t ing_bucket_pair_bytes(const struct ing_bucket *b)
 {

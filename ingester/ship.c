@@ -707,8 +707,7 @@ ing_ship_create(struct ing_db *db, struct ing_store *store,
 	sh->bucket = bucket;
 	sh->workers = SM_MAX(1, SM_MIN(workers, ING_SHIP_WORKERS_MAX));
 	pthread_mutex_init(&sh->mu, NULL);
-	if (getenv("SMOLDER_TEST_FAULTS") != NULL &&
-	    strcmp(getenv("SMOLDER_TEST_FAULTS"), "ship-kill") == 0) {
+	if (sm_test_fault("ship-kill")) {
 		sh->kill_after_object = true;
 		sm_warn("ship", "TEST FAULT INJECTION: the process kills itself "
 		    "(SIGKILL) after its first block object, before its "
