@@ -1267,16 +1267,6 @@ pp_group(struct pp *st, uint32_t *gi)
 	return (pp_group_add(st, pairs, n, h, &it, gi));
 }
 
-static bool
-pp_has_label(const struct sm_label *v, uint32_t n, const char *name)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if (strcmp(v[i].name, name) == 0)
-			return (true);
-	}
-	return (false);
-}
-
 /*
  * Create the series of group gi for type t.  Label priority on a name
  * conflict: the type labels (they define the series' profile type), then
@@ -1297,7 +1287,7 @@ pp_series(struct pp *st, uint32_t gi, uint32_t t, uint32_t *idx)
 	memcpy(ls, &st->tlab[t * PP_NTYPE_LABELS],
 	    PP_NTYPE_LABELS * sizeof(*ls));
 	for (uint32_t i = 0; i < in->nbase; i++) {
-		if (!pp_has_label(ls, n, in->base[i].name))
+		if (sm_labels_get(ls, n, in->base[i].name) == NULL)
 			ls[n++] = in->base[i];
 	}
 	for (uint32_t i = 0; i < g->n; i++) {
@@ -1306,7 +1296,7 @@ pp_series(struct pp *st, uint32_t gi, uint32_t t, uint32_t *idx)
 
 		if (k == NULL || v == NULL)
 			return (pp_nomem(st));
-		if (!pp_has_label(ls, n, k))
+		if (sm_labels_get(ls, n, k) == NULL)
 			ls[n++] = (struct sm_label){ k, v };
 	}
 	rv = dist_batch_series(st->b, ls, n, in->time_ms, idx, st->err);
