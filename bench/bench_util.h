@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/hash.h"
+
 static inline double
 bench_now_s(void)
 {
@@ -157,17 +159,6 @@ struct bench_map {
 	uint32_t zero_val;
 };
 
-static inline uint64_t
-bench_mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return (x);
-}
-
 static inline void
 bench_map_clear(struct bench_map *m)
 {
@@ -219,7 +210,7 @@ bench_map_put(struct bench_map *m, uint64_t k, uint32_t v)
 	}
 	if ((m->n + 1) * 2 > m->cap)
 		bench_map_grow(m);
-	for (i = bench_mix64(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (i = sm_hash_u64(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == k) {
 			m->vals[i] = v;
 			return;
@@ -244,7 +235,7 @@ bench_map_get(const struct bench_map *m, uint64_t k, uint32_t *v)
 	}
 	if (m->cap == 0)
 		return (0);
-	for (size_t i = bench_mix64(k) & (m->cap - 1);;
+	for (size_t i = sm_hash_u64(k) & (m->cap - 1);;
 	    i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == k) {
 			*v = m->vals[i];
