@@ -85,7 +85,7 @@ bench_read_file(const char *path, unsigned char **bufp, size_t *capp)
 /*
  * Append the paths listed one per line in `listfile` to the growable
  * array *pathsp (count in *np).  Returns 0, or -1 when the list cannot be
- * read.
+ * read (said on stderr: the callers only exit).
  */
 static inline int
 bench_read_list(const char *listfile, char ***pathsp, size_t *np)
@@ -94,8 +94,10 @@ bench_read_list(const char *listfile, char ***pathsp, size_t *np)
 	char line[4096];
 	size_t cap = *np;
 
-	if (f == NULL)
+	if (f == NULL) {
+		fprintf(stderr, "cannot read %s\n", listfile);
 		return (-1);
+	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		size_t l = strcspn(line, "\r\n");
 
