@@ -98,11 +98,8 @@ sm_err_set(struct sm_err *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err == NULL)
-		return (code);
-	err->code = code;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	(void)sm_err_setv(err, code, fmt, ap);
 	va_end(ap);
 	return (code);
 }
@@ -719,4 +716,14 @@ sm_uuid_format(const uint8_t id[16], char out[37])
 		out[k++] = hex[id[i] & 15];
 	}
 	out[k] = '\0';
+}
+
+int
+sm_err_setv(struct sm_err *err, int code, const char *fmt, va_list ap)
+{
+	if (err == NULL)
+		return (code);
+	err->code = code;
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	return (code);
 }

@@ -473,4 +473,12 @@ void sm_cond_set_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 void sm_deadline_set(int64_t unix_ms);
 bool sm_deadline_passed(void);
 
+/*
+ * sm_err_set() with its arguments in `ap`: for a module's own failure
+ * helper, which sets the message with this and then adds its context with
+ * sm_err_prefix().
+ */
+int sm_err_setv(struct sm_err *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 #endif /* SM_H */
