@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/hash.h"
+
 static inline double
 bench_now_s(void)
 {
@@ -83,7 +85,7 @@ bench_read_file(const char *path, unsigned char **bufp, size_t *capp)
 /*
  * Append the paths listed one per line in `listfile` to the growable
  * array *pathsp (count in *np).  Returns 0, or -1 when the list cannot be
- * read.
+ * read (said on stderr: the callers only exit).
  */
 static inline int
 bench_read_list(const char *listfile, char ***pathsp, size_t *np)
@@ -92,8 +94,10 @@ bench_read_list(const char *listfile, char ***pathsp, size_t *np)
 	char line[4096];
 	size_t cap = *np;
 
-	if (f == NULL)
+	if (f == NULL) {
+		fprintf(stderr, "cannot read %s\n", listfile);
 		return (-1);
+	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		size_t l = strcspn(line, "\r\n");
 
@@ -157,17 +161,6 @@ struct bench_map {
 	uint32_t zero_val;
 };
 
-static inline uint64_t
-bench_mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return (x);
-}
-
 static inline void
 bench_map_clear(struct bench_map *m)
 {
@@ -219,7 +212,7 @@ bench_map_put(struct bench_map *m, uint64_t k, uint32_t v)
 	}
 	if ((m->n + 1) * 2 > m->cap)
 		bench_map_grow(m);
-	for (i = bench_mix64(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (i = sm_hash_u64(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == k) {
 			m->vals[i] = v;
 			return;
@@ -244,7 +237,7 @@ bench_map_get(const struct bench_map *m, uint64_t k, uint32_t *v)
 	}
 	if (m->cap == 0)
 		return (0);
-	for (size_t i = bench_mix64(k) & (m->cap - 1);;
+	for (size_t i = sm_hash_u64(k) & (m->cap - 1);;
 	    i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == k) {
 			*v = m->vals[i];

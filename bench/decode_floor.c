@@ -68,10 +68,8 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "-t") == 0)
 			secs = atof(argv[i + 1]);
 		else if (strcmp(argv[i], "-l") == 0 &&
-		    bench_read_list(argv[i + 1], &paths, &npaths) != 0) {
-			fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+		    bench_read_list(argv[i + 1], &paths, &npaths) != 0)
 			return (1);
-		}
 	}
 	for (; i < argc; i++) {
 		paths = bench_xrealloc(paths, (npaths + 1) * sizeof(*paths));

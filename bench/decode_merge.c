@@ -338,10 +338,8 @@ main(int argc, char **argv)
 		} else if (strcmp(argv[i], "-o") == 0) {
 			collapsed = argv[i + 1];
 		} else if (strcmp(argv[i], "-l") == 0) {
-			if (bench_read_list(argv[i + 1], &paths, &npaths)) {
-				fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+			if (bench_read_list(argv[i + 1], &paths, &npaths) != 0)
 				return (1);
-			}
 		} else {
 			fprintf(stderr, "usage: decode_merge [-T type:unit] "
 			    "[-o collapsed] [-l list]... [file...]\n");

@@ -349,10 +349,8 @@ main(int argc, char **argv)
 		} else if (strcmp(argv[i], "-m") == 0) {
 			manifest = argv[i + 1];
 		} else if (strcmp(argv[i], "-l") == 0) {
-			if (bench_read_list(argv[i + 1], &paths, &npaths)) {
-				fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+			if (bench_read_list(argv[i + 1], &paths, &npaths) != 0)
 				return (1);
-			}
 		} else if (strcmp(argv[i], "-a") == 0) {
 			static char h[256];
 			char *c;

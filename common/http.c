@@ -2546,3 +2546,14 @@ sm_http_status_for(int rv, int *status, const char **code)
 	*status = w->http_status;
 	*code = w->http_code;
 }
+
+void
+sm_http_reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
+{
+	const char *code;
+	int status;
+
+	sm_http_status_for(rv, &status, &code);
+	sm_http_reply_error(r, status, code, "%s", err->msg[0] ? err->msg :
+	    sm_strerror(rv));
+}

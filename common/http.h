@@ -296,4 +296,12 @@ int sm_http_status(const struct sm_http_req *r);
  */
 void sm_http_status_for(int rv, int *status, const char **code);
 
+/*
+ * Answer the failure `rv` (an SM_E* code) with its status and code
+ * (sm_http_status_for) and err's message, or sm_strerror(rv) when err
+ * has none: the one reply of handlers whose helpers return SM_E* codes.
+ */
+void sm_http_reply_rv(struct sm_http_req *r, int rv,
+    const struct sm_err *err);
+
 #endif /* SM_HTTP_H */

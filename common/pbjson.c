@@ -518,14 +518,14 @@ pbjson_fail(struct pbjson_dec *dc, int code, const char *fmt, ...)
 static int
 pbjson_fail(struct pbjson_dec *dc, int code, const char *fmt, ...)
 {
-	char what[SM_ERR_MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	(void)sm_err_setv(dc->err, code, fmt, ap);
 	va_end(ap);
-	return (sm_err_set(dc->err, code, "invalid %s JSON: field \"%s\": %s",
-	    dc->top->name, dc->path, what));
+	(void)sm_err_prefix(dc->err, "invalid %s JSON: field \"%s\"",
+	    dc->top->name, dc->path);
+	return (code);
 }
 
 static int

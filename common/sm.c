@@ -98,11 +98,8 @@ sm_err_set(struct sm_err *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err == NULL)
-		return (code);
-	err->code = code;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	(void)sm_err_setv(err, code, fmt, ap);
 	va_end(ap);
 	return (code);
 }
@@ -727,4 +724,14 @@ sm_test_fault(const char *name)
 	const char *v = getenv("SMOLDER_TEST_FAULTS");
 
 	return (v != NULL && strcmp(v, name) == 0);
+}
+
+int
+sm_err_setv(struct sm_err *err, int code, const char *fmt, va_list ap)
+{
+	if (err == NULL)
+		return (code);
+	err->code = code;
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	return (code);
 }

@@ -499,4 +499,12 @@ bool sm_deadline_passed(void);
  */
 bool sm_test_fault(const char *name);
 
+/*
+ * sm_err_set() with its arguments in `ap`: for a module's own failure
+ * helper, which sets the message with this and then adds its context with
+ * sm_err_prefix().
+ */
+int sm_err_setv(struct sm_err *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 #endif /* SM_H */

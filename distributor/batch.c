@@ -177,6 +177,24 @@ dist_batch_series(struct dist_batch *b, const struct sm_label *ls,
 	return (0);
 }
 
+/*
+ * Grow the (node, value) arrays of n pairs to ncap in `a`; both or
+ * neither are replaced.  0 or SM_ENOMEM.
+ */
+static int
+grow_pairs(struct sm_arena *a, uint32_t **node, int64_t **value, uint32_t n,
+    uint32_t ncap)
+{
+	uint32_t *nn = sm_arena_grow(a, *node, n, ncap, sizeof(*nn));
+	int64_t *nv = sm_arena_grow(a, *value, n, ncap, sizeof(*nv));
+
+	if (nn == NULL || nv == NULL)
+		return (SM_ENOMEM);
+	*node = nn;
+	*value = nv;
+	return (0);
+}
+
 int
 dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
     int64_t value)
@@ -190,19 +208,10 @@ dist_batch_add(struct dist_batch *b, uint32_t idx, uint32_t node,
 	s = &b->series[idx];
 	if (s->n == s->cap) {
 		uint32_t ncap = s->cap ? s->cap * 2 : 16;
-		uint32_t *nn;
-		int64_t *nv;
 
-		if (ncap < s->cap)
+		if (ncap < s->cap || grow_pairs(b->arena, &s->node, &s->value,
+		    s->n, ncap) != 0)
 			return (SM_ENOMEM);
-		nn = sm_arena_grow(b->arena, s->node, s->n, ncap,
-		    sizeof(*nn));
-		nv = sm_arena_grow(b->arena, s->value, s->n, ncap,
-		    sizeof(*nv));
-		if (nn == NULL || nv == NULL)
-			return (SM_ENOMEM);
-		s->node = nn;
-		s->value = nv;
 		s->cap = ncap;
 	}
 	s->node[s->n] = node;
@@ -226,22 +235,17 @@ dist_batch_span(struct dist_batch *b, uint32_t idx, uint32_t node,
 	if (s->ns == s->scap) {
 		uint32_t ncap = s->scap ? s->scap * 2 : 16;
 		uint64_t *nsp;
-		uint32_t *nn;
-		int64_t *nv;
 
 		if (ncap < s->scap)
 			return (SM_ENOMEM);
+		/* All three are tried even when one fails: the caller's
+		 * out-of-memory message reports the arena's use. */
 		nsp = sm_arena_grow(b->arena, s->span, s->ns, ncap,
 		    sizeof(*nsp));
-		nn = sm_arena_grow(b->arena, s->snode, s->ns, ncap,
-		    sizeof(*nn));
-		nv = sm_arena_grow(b->arena, s->svalue, s->ns, ncap,
-		    sizeof(*nv));
-		if (nsp == NULL || nn == NULL || nv == NULL)
+		if (grow_pairs(b->arena, &s->snode, &s->svalue, s->ns,
+		    ncap) != 0 || nsp == NULL)
 			return (SM_ENOMEM);
 		s->span = nsp;
-		s->snode = nn;
-		s->svalue = nv;
 		s->scap = ncap;
 	}
 	s->span[s->ns] = span;

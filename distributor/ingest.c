@@ -227,17 +227,6 @@ static const struct sm_flag dist_flag_tab[] = {
 
 SM_FLAGS_ADD_FN(dist_flags_add, struct dist_config, dist_flag_tab)
 
-static void
-reply_rv(struct sm_http_req *r, int rv, const struct sm_err *err)
-{
-	const char *code;
-	int status;
-
-	sm_http_status_for(rv, &status, &code);
-	sm_http_reply_error(r, status, code, "%s", err->msg[0] ? err->msg :
-	    sm_strerror(rv));
-}
-
 /* --- metrics ----------------------------------------------------------------- */
 
 static struct sm_metric *m_bytes, *m_profiles, *m_series, *m_discarded;
@@ -344,7 +333,7 @@ reply_pprof_err(struct sm_http_req *r, int rv, const struct sm_err *err)
 {
 	if (rv == SM_EUNAVAIL || rv == SM_ETIMEDOUT || rv == SM_ENOMEM ||
 	    rv == SM_EINTERNAL || rv == SM_EPROTO) {
-		reply_rv(r, rv, err);
+		sm_http_reply_rv(r, rv, err);
 		return;
 	}
 	if (rv == SM_ELIMIT) {
@@ -568,7 +557,7 @@ ingest_decode_pprof(struct distributor *d, struct sm_http_req *r,
 
 /*
  * A folded, lines or trie body into b, as one series named by the key.
- * 0, or an SM_E* with err set, for reply_rv.
+ * 0, or an SM_E* with err set, for sm_http_reply_rv.
  */
 static int
 ingest_decode_text(enum ingest_format fmt, const unsigned char *body,
@@ -621,13 +610,13 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	body = sm_http_body(r, &len);
 	if ((rv = sm_http_tenant(r, d->cfg.multitenancy, &tenant,
 	    &err)) != 0) {
-		reply_rv(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		ingest_observe(r, "", len, 0, NULL, &err);
 		return;
 	}
 	dist_tenant_limits(d, tenant, &sl, &lim);
 	if ((rv = dist_rate_check(d, tenant, &sl, len, &err)) != 0) {
-		reply_rv(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		ingest_observe(r, tenant, len, 0, NULL, &err);
 		return;
 	}
@@ -702,7 +691,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 			goto fail_pprof;
 	} else if ((rv = ingest_decode_text(fmt, body, len, &key, from, a, &b,
 	    &err)) != 0) {
-		reply_rv(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto done;
 	}
 	if ((rv = dist_batch_finish(&b)) != 0) {
@@ -729,7 +718,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 				    tenant, err.msg,
 				    (unsigned long long)dropped);
 		}
-		reply_rv(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto done;
 	}
 	if (d->rw != NULL)

@@ -1986,16 +1986,6 @@ src_next(struct jr *R, struct jsrc *s, const uint8_t **p, size_t *n)
 
 /* --- series ------------------------------------------------------------- */
 
-static bool
-has_label(const struct sm_label *v, uint32_t n, const char *name)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if (strcmp(v[i].name, name) == 0)
-			return (true);
-	}
-	return (false);
-}
-
 static int
 group_series(struct jr *R, struct jgroup *g)
 {
@@ -2036,11 +2026,11 @@ group_series(struct jr *R, struct jgroup *g)
 			    T->pu };
 		ls[n++] = (struct sm_label){ SM_LABEL_PROFILE_TYPE, pt };
 		for (uint32_t i = 0; i < in->nbase; i++) {
-			if (!has_label(ls, n, in->base[i].name))
+			if (sm_labels_get(ls, n, in->base[i].name) == NULL)
 				ls[n++] = in->base[i];
 		}
 		if (R->event != NULL && *R->event != '\0' &&
-		    !has_label(ls, n, "jfr_event"))
+		    sm_labels_get(ls, n, "jfr_event") == NULL)
 			ls[n++] = (struct sm_label){ "jfr_event", R->event };
 		for (uint32_t i = 0; i < nctx; i++) {
 			const int64_t *kv = &R->lpairs[(size_t)
@@ -2059,10 +2049,10 @@ group_series(struct jr *R, struct jgroup *g)
 			if ((k = sm_arena_strndup(a, ks->s, ks->n)) == NULL ||
 			    (v = sm_arena_strndup(a, vs->s, vs->n)) == NULL)
 				return (jnomem(R));
-			if (!has_label(ls, n, k))
+			if (sm_labels_get(ls, n, k) == NULL)
 				ls[n++] = (struct sm_label){ k, v };
 		}
-		if (g->span != 0 && !has_label(ls, n, "span_name")) {
+		if (g->span != 0 && sm_labels_get(ls, n, "span_name") == NULL) {
 			const struct jsstr *s = &R->lstrs[g->span - 1];
 			char *v = sm_arena_strndup(a, s->s, s->n);
 

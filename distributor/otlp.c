@@ -458,17 +458,24 @@ emit_function(struct otlp_conv *c, uint32_t i)
 	return (0);
 }
 
-/* A Line's function index (checked) and line number. */
+/*
+ * The Line (field 3) at loc's cursor, its function index checked, as a
+ * pprof Line {function_id 1, line 2} in c->tmp; none for function 0.
+ */
 static int
-read_line(struct otlp_conv *c, const uint8_t *p, size_t n, int32_t *fn,
-    uint64_t *line)
+emit_line(struct otlp_conv *c, struct sm_pbw *loc)
 {
-	struct sm_pbw r = SM_PBW(p, n, os_line);
+	struct sm_pbw r;
+	const uint8_t *q;
+	size_t qn, k = 0;
 	uint32_t f, wt, nfn = SM_MAX(c->ntab[OD_FUNCTION], 1);
-	uint64_t v;
+	int32_t fn = 0;
+	uint64_t line = 0, v;
+	uint8_t ln[2 * (1 + SM_UVARINT_MAX)];
 
-	*fn = 0;
-	*line = 0;
+	if (sm_pbw_bytes(loc, &q, &qn) != 0)
+		return (wire_bad(c, loc, "Location"));
+	r = (struct sm_pbw)SM_PBW(q, qn, os_line);
 	while (r.p < r.end) {
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (wire_bad(c, &r, "Line"));
@@ -476,16 +483,25 @@ read_line(struct otlp_conv *c, const uint8_t *p, size_t n, int32_t *fn,
 			if (sm_pbw_varint(&r, &v) != 0)
 				return (wire_bad(c, &r, "Line"));
 			if (f == 1)
-				*fn = as_i32(v);
+				fn = as_i32(v);
 			else
-				*line = v;
+				line = v;
 		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (wire_bad(c, &r, "Line"));
 		}
 	}
-	if (*fn < 0 || (uint32_t)*fn >= nfn)
-		return (bad_index(c, "Line.function_index", *fn,
+	if (fn < 0 || (uint32_t)fn >= nfn)
+		return (bad_index(c, "Line.function_index", fn,
 		    c->ntab[OD_FUNCTION]));
+	if (fn == 0)
+		return (0);
+	ln[k++] = 0x08;
+	k += sm_uvarint_put(ln + k, (uint64_t)fn);
+	if (line != 0) {
+		ln[k++] = 0x10;
+		k += sm_uvarint_put(ln + k, line);
+	}
+	sm_pbw_put_bytes(&c->tmp, 4, ln, k);
 	return (0);
 }
 
@@ -495,8 +511,8 @@ emit_location(struct otlp_conv *c, uint32_t i)
 	const struct otlp_msg *m = &c->tab[OD_LOCATION][i];
 	struct sm_pbw r = SM_PBW(m->p, m->n, os_location);
 	uint32_t f, wt, nmap = SM_MAX(c->ntab[OD_MAPPING], 1);
-	int32_t mapping = 0;
-	uint64_t addr = 0, v;
+	uint64_t fv[3] = { 0 };  /* by field: mapping_index 1, address 2 */
+	int32_t mapping;
 	size_t lines_at;
 	int rv;
 
@@ -505,41 +521,19 @@ emit_location(struct otlp_conv *c, uint32_t i)
 	 * fields after them (field order is free in protobuf) */
 	sm_buf_reset(&c->tmp);
 	while (r.p < r.end) {
-		const uint8_t *q;
-		size_t qn;
-
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (wire_bad(c, &r, "Location"));
 		if ((f == 1 || f == 2) && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
+			if (sm_pbw_varint(&r, &fv[f]) != 0)
 				return (wire_bad(c, &r, "Location"));
-			if (f == 1)
-				mapping = as_i32(v);
-			else
-				addr = v;
 		} else if (f == 3 && wt == SM_PBW_LEN) {
-			int32_t fn;
-			uint64_t line;
-			uint8_t ln[2 * (1 + SM_UVARINT_MAX)];
-			size_t k = 0;
-
-			if (sm_pbw_bytes(&r, &q, &qn) != 0)
-				return (wire_bad(c, &r, "Location"));
-			if ((rv = read_line(c, q, qn, &fn, &line)) != 0)
+			if ((rv = emit_line(c, &r)) != 0)
 				return (rv);
-			if (fn == 0)
-				continue;
-			ln[k++] = 0x08;
-			k += sm_uvarint_put(ln + k, (uint64_t)fn);
-			if (line != 0) {
-				ln[k++] = 0x10;
-				k += sm_uvarint_put(ln + k, line);
-			}
-			sm_pbw_put_bytes(&c->tmp, 4, ln, k);
 		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (wire_bad(c, &r, "Location"));
 		}
 	}
+	mapping = as_i32(fv[1]);
 	if (mapping < 0 || (uint32_t)mapping >= nmap)
 		return (bad_index(c, "Location.mapping_index", mapping,
 		    c->ntab[OD_MAPPING]));
@@ -547,8 +541,8 @@ emit_location(struct otlp_conv *c, uint32_t i)
 	sm_pbw_put_varint(&c->tmp, 1, i);
 	if (mapping != 0)
 		sm_pbw_put_varint(&c->tmp, 2, (uint64_t)mapping);
-	if (addr != 0)
-		sm_pbw_put_varint(&c->tmp, 3, addr);
+	if (fv[2] != 0)
+		sm_pbw_put_varint(&c->tmp, 3, fv[2]);
 	sm_pbw_put_len(&c->dict, 4, c->tmp.len);
 	sm_buf_append(&c->dict, c->tmp.b + lines_at, c->tmp.len - lines_at);
 	sm_buf_append(&c->dict, c->tmp.b, lines_at);
@@ -671,41 +665,55 @@ any_text(struct otlp_conv *c, const uint8_t *p, size_t n, const char **out,
 	return (0);
 }
 
-/* Attribute-table entry ai (checked by the caller) as a pprof label. */
+/*
+ * Attribute-table entry ai (checked by the caller): its key's string
+ * index (checked) and its AnyValue's bytes (*vp NULL when it has none).
+ */
 static int
-attr_label(struct otlp_conv *c, int32_t ai, const struct otlp_label **out)
+read_kvu(struct otlp_conv *c, int32_t ai, int32_t *key, const uint8_t **vp,
+    size_t *vn)
 {
-	struct otlp_label *L = &c->attr[ai];
 	const struct otlp_msg *m = &c->tab[OD_ATTRIBUTE][ai];
-	struct sm_pbw r;
-	const uint8_t *vp = NULL;
-	size_t vn = 0, tn;
-	const char *txt;
+	struct sm_pbw r = SM_PBW(m->p, m->n, os_kvu);
 	uint32_t f, wt;
-	int32_t key = 0;
 	uint64_t v;
-	bool is_int;
-	int rv;
 
-	*out = L;
-	if (L->state != 0)
-		return (0);
-	r = (struct sm_pbw)SM_PBW(m->p, m->n, os_kvu);
+	*key = 0;
+	*vp = NULL;
+	*vn = 0;
 	while (r.p < r.end) {
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (wire_bad(c, &r, "KeyValueAndUnit"));
 		if (f == 1 && wt == SM_PBW_VARINT) {
 			if (sm_pbw_varint(&r, &v) != 0)
 				return (wire_bad(c, &r, "KeyValueAndUnit"));
-			key = as_i32(v);
+			*key = as_i32(v);
 		} else if (f == 2 && wt == SM_PBW_LEN) {
-			if (sm_pbw_bytes(&r, &vp, &vn) != 0)
+			if (sm_pbw_bytes(&r, vp, vn) != 0)
 				return (wire_bad(c, &r, "KeyValueAndUnit"));
 		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (wire_bad(c, &r, "KeyValueAndUnit"));
 		}
 	}
-	if ((rv = str_check(c, "attribute key_strindex", key)) != 0)
+	return (str_check(c, "attribute key_strindex", *key));
+}
+
+/* Attribute-table entry ai (checked by the caller) as a pprof label. */
+static int
+attr_label(struct otlp_conv *c, int32_t ai, const struct otlp_label **out)
+{
+	struct otlp_label *L = &c->attr[ai];
+	const uint8_t *vp;
+	size_t vn, tn;
+	const char *txt;
+	int32_t key;
+	bool is_int;
+	int rv;
+
+	*out = L;
+	if (L->state != 0)
+		return (0);
+	if ((rv = read_kvu(c, ai, &key, &vp, &vn)) != 0)
 		return (rv);
 	L->key = key;
 	L->state = 3;
@@ -875,13 +883,10 @@ labels_from_attrs(struct otlp_conv *c, const int32_t *idx, uint32_t n,
     struct otlp_labels *ls)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		const struct otlp_msg *m, *ks;
-		struct sm_pbw r;
-		const uint8_t *vp = NULL;
-		size_t vn = 0;
-		uint32_t f, wt;
-		int32_t key = 0;
-		uint64_t v;
+		const struct otlp_msg *ks;
+		const uint8_t *vp;
+		size_t vn;
+		int32_t key;
 		int rv;
 
 		if (idx[i] < 0 || (uint32_t)idx[i] >= c->ntab[OD_ATTRIBUTE])
@@ -889,25 +894,7 @@ labels_from_attrs(struct otlp_conv *c, const int32_t *idx, uint32_t n,
 			    idx[i], c->ntab[OD_ATTRIBUTE]));
 		if (idx[i] == 0)
 			continue;
-		m = &c->tab[OD_ATTRIBUTE][idx[i]];
-		r = (struct sm_pbw)SM_PBW(m->p, m->n, os_kvu);
-		while (r.p < r.end) {
-			if (sm_pbw_key(&r, &f, &wt) != 0)
-				return (wire_bad(c, &r, "KeyValueAndUnit"));
-			if (f == 1 && wt == SM_PBW_VARINT) {
-				if (sm_pbw_varint(&r, &v) != 0)
-					return (wire_bad(c, &r,
-					    "KeyValueAndUnit"));
-				key = as_i32(v);
-			} else if (f == 2 && wt == SM_PBW_LEN) {
-				if (sm_pbw_bytes(&r, &vp, &vn) != 0)
-					return (wire_bad(c, &r,
-					    "KeyValueAndUnit"));
-			} else if (sm_pbw_skip(&r, f, wt) != 0) {
-				return (wire_bad(c, &r, "KeyValueAndUnit"));
-			}
-		}
-		if ((rv = str_check(c, "attribute key_strindex", key)) != 0)
+		if ((rv = read_kvu(c, idx[i], &key, &vp, &vn)) != 0)
 			return (rv);
 		ks = &c->tab[OD_STRING][key];
 		if ((rv = label_from(c, ls, (const char *)ks->p, ks->n, vp,

@@ -392,7 +392,7 @@ static int
 pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
 	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_mapping) };
-	uint64_t id = 0, file = 0, build = 0, v;
+	uint64_t fv[7] = { 0 };  /* by field: id 1, filename 5, build_id 6 */
 	uint32_t f, wt, tmp;
 	int rv;
 
@@ -400,30 +400,26 @@ pp_mapping(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "mapping", i));
 		if ((f == 1 || f == 5 || f == 6) && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
+			if (sm_pbw_varint(&r, &fv[f]) != 0)
 				return (pp_wire(st, &r, "mapping", i));
-			if (f == 1)
-				id = v;
-			else if (f == 5)
-				file = v;
-			else
-				build = v;
 		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (pp_wire(st, &r, "mapping", i));
 		}
 	}
-	st->map_id[i] = id;
-	if ((rv = pp_stridx(st, file, "mapping", i, "filename",
+	st->map_id[i] = fv[1];
+	if ((rv = pp_stridx(st, fv[5], "mapping", i, "filename",
 	    &st->map_file[i])) != 0)
 		return (rv);
-	return (pp_stridx(st, build, "mapping", i, "build_id", &tmp));
+	return (pp_stridx(st, fv[6], "mapping", i, "build_id", &tmp));
 }
 
 static int
 pp_function(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 {
 	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_function) };
-	uint64_t id = 0, v, s[3] = { 0, 0, 0 };
+	/* by field: id 1, then the string indices name 2, system_name 3,
+	 * filename 4 */
+	uint64_t fv[5] = { 0 };
 	static const char *const names[3] = { "name", "system_name",
 	    "filename" };
 	uint32_t f, wt, idx[3];
@@ -433,22 +429,18 @@ pp_function(struct pp *st, const uint8_t *p, size_t n, uint32_t i)
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "function", i));
 		if (f >= 1 && f <= 4 && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
+			if (sm_pbw_varint(&r, &fv[f]) != 0)
 				return (pp_wire(st, &r, "function", i));
-			if (f == 1)
-				id = v;
-			else
-				s[f - 2] = v;
 		} else if (sm_pbw_skip(&r, f, wt) != 0) {
 			return (pp_wire(st, &r, "function", i));
 		}
 	}
 	for (int k = 0; k < 3; k++) {
-		if ((rv = pp_stridx(st, s[k], "function", i, names[k],
+		if ((rv = pp_stridx(st, fv[k + 2], "function", i, names[k],
 		    &idx[k])) != 0)
 			return (rv);
 	}
-	st->func_id[i] = id;
+	st->func_id[i] = fv[1];
 	st->func[i].name = idx[0];
 	st->func[i].sysname = idx[1];
 	st->func[i].filename = idx[2];
@@ -486,7 +478,7 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 {
 	struct sm_pbw r = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
 	struct pp_loc *L = &st->loc[i];
-	uint64_t id = 0, mapping = 0, v;
+	uint64_t fv[4] = { 0 };  /* by field: id 1, mapping_id 2, address 3 */
 	uint32_t f, wt;
 	int rv;
 
@@ -500,14 +492,8 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 		if (sm_pbw_key(&r, &f, &wt) != 0)
 			return (pp_wire(st, &r, "location", i));
 		if (f >= 1 && f <= 3 && wt == SM_PBW_VARINT) {
-			if (sm_pbw_varint(&r, &v) != 0)
+			if (sm_pbw_varint(&r, &fv[f]) != 0)
 				return (pp_wire(st, &r, "location", i));
-			if (f == 1)
-				id = v;
-			else if (f == 2)
-				mapping = v;
-			else
-				L->address = v;
 		} else if (f == 4 && wt == SM_PBW_LEN) {
 			if (sm_pbw_bytes(&r, &lp, &ln) != 0)
 				return (pp_wire(st, &r, "location", i));
@@ -522,8 +508,9 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 			return (pp_wire(st, &r, "location", i));
 		}
 	}
-	st->loc_id[i] = id;
-	L->mapping_id = mapping;   /* resolved by pp_link */
+	st->loc_id[i] = fv[1];
+	L->mapping_id = fv[2];     /* resolved by pp_link */
+	L->address = fv[3];
 	return (0);
 }
 
@@ -1267,16 +1254,6 @@ pp_group(struct pp *st, uint32_t *gi)
 	return (pp_group_add(st, pairs, n, h, &it, gi));
 }
 
-static bool
-pp_has_label(const struct sm_label *v, uint32_t n, const char *name)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if (strcmp(v[i].name, name) == 0)
-			return (true);
-	}
-	return (false);
-}
-
 /*
  * Create the series of group gi for type t.  Label priority on a name
  * conflict: the type labels (they define the series' profile type), then
@@ -1297,7 +1274,7 @@ pp_series(struct pp *st, uint32_t gi, uint32_t t, uint32_t *idx)
 	memcpy(ls, &st->tlab[t * PP_NTYPE_LABELS],
 	    PP_NTYPE_LABELS * sizeof(*ls));
 	for (uint32_t i = 0; i < in->nbase; i++) {
-		if (!pp_has_label(ls, n, in->base[i].name))
+		if (sm_labels_get(ls, n, in->base[i].name) == NULL)
 			ls[n++] = in->base[i];
 	}
 	for (uint32_t i = 0; i < g->n; i++) {
@@ -1306,7 +1283,7 @@ pp_series(struct pp *st, uint32_t gi, uint32_t t, uint32_t *idx)
 
 		if (k == NULL || v == NULL)
 			return (pp_nomem(st));
-		if (!pp_has_label(ls, n, k))
+		if (sm_labels_get(ls, n, k) == NULL)
 			ls[n++] = (struct sm_label){ k, v };
 	}
 	rv = dist_batch_series(st->b, ls, n, in->time_ms, idx, st->err);

@@ -294,6 +294,20 @@ scan_segment(struct rwq *q, uint64_t seq, uint64_t off,
 	    "segment %016" PRIx64 " in %s", seq, q->dir));
 }
 
+/* Open (creating it) the queue's file `name` read-write into *fd (-1 on
+ * failure).  The directory name is at most 3000 bytes (rwq_open). */
+static int
+queue_file_open(struct rwq *q, const char *name, int *fd, struct sm_err *err)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", q->dir, name);
+	if ((*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		return (sm_err_set(err, SM_EIO, "remote-write queue: %s: %s",
+		    path, strerror(errno)));
+	return (0);
+}
+
 int
 rwq_open(const struct rwq_config *cfg, struct rwq **out,
     struct rwq_open_info *info, struct sm_err *err)
@@ -301,7 +315,6 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 	struct sm_seglog_cfg scfg = { .dir = cfg->dir,
 	    .name = "remote-write queue", .seg_bytes = cfg->seg_bytes };
 	struct rwq *q;
-	char path[4096];
 	uint64_t *segs = NULL, cseq = 0, coff = 0, no;
 	uint32_t cflags = 0;
 	size_t nsegs = 0;
@@ -328,23 +341,15 @@ rwq_open(const struct rwq_config *cfg, struct rwq **out,
 	pthread_mutex_init(&q->mu, NULL);
 	if ((rv = sm_seglog_open(&scfg, &q->sl, err)) != 0)
 		goto fail;
-	snprintf(path, sizeof(path), "%s/LOCK", q->dir);
-	if ((q->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-		rv = sm_err_set(err, SM_EIO, "remote-write queue: %s: %s",
-		    path, strerror(errno));
+	if ((rv = queue_file_open(q, "LOCK", &q->lockfd, err)) != 0)
 		goto fail;
-	}
 	if (flock(q->lockfd, LOCK_EX | LOCK_NB) != 0) {
 		rv = sm_err_set(err, SM_EIO, "remote-write queue: %s is in use "
 		    "by another process", q->dir);
 		goto fail;
 	}
-	snprintf(path, sizeof(path), "%s/commit", q->dir);
-	if ((q->cfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-		rv = sm_err_set(err, SM_EIO, "remote-write queue: %s: %s",
-		    path, strerror(errno));
+	if ((rv = queue_file_open(q, "commit", &q->cfd, err)) != 0)
 		goto fail;
-	}
 	if ((rv = legacy_upgrade(q, info, err)) != 0 ||
 	    (rv = sm_seglog_list(q->sl, &segs, &nsegs, err)) != 0)
 		goto fail;

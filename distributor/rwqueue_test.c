@@ -62,6 +62,19 @@ put(struct rwq *q, const char *s)
 	return (rwq_append(q, iov, 2));
 }
 
+/* A queue opened with the defaults, the records `recs` (NULL-terminated)
+ * appended to it in order. */
+static struct rwq *
+qopen_with(const char *const *recs)
+{
+	struct rwq *q;
+
+	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
+	for (; *recs != NULL; recs++)
+		SM_CHECK(put(q, *recs) == 0);
+	return (q);
+}
+
 /* Peek the head and compare; commit when `commit`. */
 static bool
 head_is(struct rwq *q, const char *want, bool commit)
@@ -170,9 +183,7 @@ test_in_flight_mark(void)
 	struct rwq *q;
 
 	tmp_make();
-	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
-	SM_CHECK(put(q, "one") == 0);
-	SM_CHECK(put(q, "two") == 0);
+	q = qopen_with((const char *[]){ "one", "two", NULL });
 	SM_CHECK(head_is(q, "one", false));
 	SM_CHECK(rwq_mark(q, true) == 0);
 	rwq_close(q);               /* "crash" while "one" was in flight */
@@ -199,10 +210,8 @@ test_torn_tail(void)
 	int fd;
 
 	tmp_make();
-	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
-	SM_CHECK(put(q, "kept-1") == 0);
-	SM_CHECK(put(q, "kept-2") == 0);
-	SM_CHECK(put(q, "torn-record-payload") == 0);
+	q = qopen_with((const char *[]){ "kept-1", "kept-2",
+	    "torn-record-payload", NULL });
 	rwq_close(q);
 	/* Cut the last record in the middle: a crash mid-append. */
 	last_segment(seg, sizeof(seg));
@@ -220,9 +229,7 @@ test_torn_tail(void)
 	rwq_close(q);
 
 	/* A flipped byte in the last record: CRC, cut. */
-	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
-	SM_CHECK(put(q, "good") == 0);
-	SM_CHECK(put(q, "flipped") == 0);
+	q = qopen_with((const char *[]){ "good", "flipped", NULL });
 	rwq_close(q);
 	last_segment(seg, sizeof(seg));
 	SM_REQUIRE((fd = open(seg, O_RDWR)) >= 0);
@@ -235,8 +242,7 @@ test_torn_tail(void)
 	rwq_close(q);
 
 	/* Garbage length (bigger than the file) and a lone half header. */
-	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
-	SM_CHECK(put(q, "x1") == 0);
+	q = qopen_with((const char *[]){ "x1", NULL });
 	rwq_close(q);
 	last_segment(seg, sizeof(seg));
 	SM_REQUIRE((fd = open(seg, O_WRONLY | O_APPEND)) >= 0);
@@ -258,10 +264,7 @@ test_corrupt_commit(void)
 	int fd;
 
 	tmp_make();
-	SM_REQUIRE((q = qopen(1 << 20, 100, 0, NULL)) != NULL);
-	SM_CHECK(put(q, "a") == 0);
-	SM_CHECK(put(q, "b") == 0);
-	SM_CHECK(put(q, "c") == 0);
+	q = qopen_with((const char *[]){ "a", "b", "c", NULL });
 	SM_CHECK(head_is(q, "a", true));
 	SM_CHECK(head_is(q, "b", true));
 	rwq_close(q);

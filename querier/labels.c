@@ -101,17 +101,6 @@ reply_strset(struct sm_http_req *r, const struct strset *s)
 	sm_http_reply_buf(r, 200, "application/json", &out);
 }
 
-static void
-reply_err(struct sm_http_req *r, int rv, const struct sm_err *err)
-{
-	const char *code;
-	int status;
-
-	sm_http_status_for(rv, &status, &code);
-	sm_http_reply_error(r, status, code, "%s", err->msg[0] ? err->msg :
-	    sm_strerror(rv));
-}
-
 /*
  * The selection of a label request: tenant, optional query, optional
  * range.  Fills `sel` (matchers in `a`) and *all_time, with the tenant's
@@ -335,7 +324,7 @@ label_handler(struct sm_http_req *r, struct querier *q, int names_only,
 	}
 	if ((rv = label_select(q, r, &qq, a, &sel, &all_time, &empty,
 	    &err)) != 0) {
-		reply_err(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto done;
 	}
 	lr.select = &sel;
@@ -355,7 +344,7 @@ label_handler(struct sm_http_req *r, struct querier *q, int names_only,
 	}
 	memset(&res, 0, sizeof(res));
 	if (!empty && (rv = qry_labels(q, &lr, a, &res, &err)) != 0) {
-		reply_err(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto done;
 	}
 	for (uint32_t i = 0; i < res.nnames && !apps; i++) {
@@ -462,14 +451,14 @@ apps_handler(struct sm_http_req *r, void *arg)
 	}
 	if ((rv = sm_http_tenant(r, q->cfg.multitenancy, &tenant,
 	    &err)) != 0) {
-		reply_err(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto out;
 	}
 	sel.tenant = (char *)tenant;
 	/* All time, which max_query_lookback narrows (qry_limit_range). */
 	if ((rv = qry_limit_range(q, tenant, &sel.start_ms, &sel.end_ms,
 	    &all_time, &empty, &err)) != 0) {
-		reply_err(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto out;
 	}
 	lr.select = &sel;
@@ -478,7 +467,7 @@ apps_handler(struct sm_http_req *r, void *arg)
 	lr.n_label_names = SM_ARRAY_LEN(names);
 	lr.label_names = names;
 	if ((rv = qry_labels(q, &lr, a, &res, &err)) != 0) {
-		reply_err(r, rv, &err);
+		sm_http_reply_rv(r, rv, &err);
 		goto out;
 	}
 	if ((apps = sm_arena_alloc(a, (size_t)SM_MAX(res.nsets, 1) *
