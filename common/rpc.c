@@ -1022,6 +1022,29 @@ sm_rpc_pack_error(int code, const char *msg, struct sm_buf *out)
 	sm_rpc_pack_response(&r, out);
 }
 
+Smolder__V1__Select *
+sm_rpc_req_select(const Smolder__V1__Request *req)
+{
+	switch (req->method_case) {
+	case SMOLDER__V1__REQUEST__METHOD_MERGE:
+		return (req->merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_SERIES:
+		return (req->series->select);
+	case SMOLDER__V1__REQUEST__METHOD_LABELS:
+		return (req->labels->select);
+	case SMOLDER__V1__REQUEST__METHOD_STATS:
+		return (req->stats->select);
+	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
+		return (req->analyze->select);
+	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
+		return (req->span_merge->select);
+	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
+		return (req->profiles->select);
+	default:
+		return (NULL);
+	}
+}
+
 /* --- concurrent calls ------------------------------------------------------ */
 
 enum { OP_SEND, OP_RECV };

@@ -298,6 +298,13 @@ void sm_rpc_pack_response(const Smolder__V1__Response *resp,
 void sm_rpc_pack_error(int code, const char *msg, struct sm_buf *out);
 
 /*
+ * The Select of a read request (Merge, Series, Labels, Stats, Analyze,
+ * SpanMerge, Profiles), or NULL for any other method: the ingester reads
+ * the selection from it, the querier writes the source into it.
+ */
+Smolder__V1__Select *sm_rpc_req_select(const Smolder__V1__Request *req);
+
+/*
  * Mutual TLS for every tcp:// listener and dialer of the process: once
  * set, tcp://host:port is listened on and dialed as nng's
  * tls+tcp://host:port (mbedTLS, TLS 1.2 or 1.3), each side presenting

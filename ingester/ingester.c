@@ -1780,30 +1780,6 @@ query_of(const Smolder__V1__Request *req, struct sm_arena *a,
 	}
 }
 
-/* The select of a read request, or NULL. */
-static const Smolder__V1__Select *
-req_select(const Smolder__V1__Request *req)
-{
-	switch (req->method_case) {
-	case SMOLDER__V1__REQUEST__METHOD_MERGE:
-		return (req->merge->select);
-	case SMOLDER__V1__REQUEST__METHOD_SERIES:
-		return (req->series->select);
-	case SMOLDER__V1__REQUEST__METHOD_LABELS:
-		return (req->labels->select);
-	case SMOLDER__V1__REQUEST__METHOD_STATS:
-		return (req->stats->select);
-	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
-		return (req->analyze->select);
-	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
-		return (req->span_merge->select);
-	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
-		return (req->profiles->select);
-	default:
-		return (NULL);
-	}
-}
-
 /*
  * What each role serves (ingester.h): a store-gateway reads one source
  * per request, under its local tenant (gateway.h), and takes no writes
@@ -1813,7 +1789,7 @@ static int
 role_check(struct ingester *ing, const Smolder__V1__Request *req,
     struct sm_arena *a, struct ing_query *q, struct sm_err *err)
 {
-	const Smolder__V1__Select *sel = req_select(req);
+	const Smolder__V1__Select *sel = sm_rpc_req_select(req);
 	Smolder__V1__Request__MethodCase mc = req->method_case;
 
 	if (!ing->cfg.gateway) {

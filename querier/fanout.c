@@ -577,37 +577,13 @@ request_error(int rv)
 	    rv == SM_ETOOBIG || rv == SM_EUNSUPPORTED || rv == SM_EAUTH);
 }
 
-/* The select of a read request (the source goes in it), or NULL. */
-static Smolder__V1__Select *
-req_select(Smolder__V1__Request *r)
-{
-	switch (r->method_case) {
-	case SMOLDER__V1__REQUEST__METHOD_MERGE:
-		return (r->merge->select);
-	case SMOLDER__V1__REQUEST__METHOD_SERIES:
-		return (r->series->select);
-	case SMOLDER__V1__REQUEST__METHOD_LABELS:
-		return (r->labels->select);
-	case SMOLDER__V1__REQUEST__METHOD_STATS:
-		return (r->stats->select);
-	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
-		return (r->analyze->select);
-	case SMOLDER__V1__REQUEST__METHOD_SPAN_MERGE:
-		return (r->span_merge->select);
-	case SMOLDER__V1__REQUEST__METHOD_PROFILES:
-		return (r->profiles->select);
-	default:
-		return (NULL);
-	}
-}
-
 /* Pack `r` with the deadline, and the source when one is given. */
 static int
 pack_req(const Smolder__V1__Request *r, const char *source,
     int64_t deadline, struct sm_buf *b)
 {
 	Smolder__V1__Request rd = *r;
-	Smolder__V1__Select *sel = req_select(&rd);
+	Smolder__V1__Select *sel = sm_rpc_req_select(&rd);
 	char *keep = NULL;
 	size_t sz;
 
@@ -903,7 +879,7 @@ qry_fanout_same(struct querier *q, struct qry_fan *f,
 	Smolder__V1__Request *one = (Smolder__V1__Request *)req;
 	int rv;
 
-	const Smolder__V1__Select *sel = req_select(one);
+	const Smolder__V1__Select *sel = sm_rpc_req_select(one);
 	bool all = one->method_case == SMOLDER__V1__REQUEST__METHOD_LABELS &&
 	    one->labels->all_time;
 
