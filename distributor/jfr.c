@@ -687,19 +687,10 @@ cls_cmp(const void *x, const void *y)
 static uint32_t
 cls_find(const struct jr *R, uint64_t id)
 {
-	uint32_t lo = 0, hi = R->ncls;
+	size_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (R->cls[mid].id < id)
-			lo = mid + 1;
-		else if (R->cls[mid].id > id)
-			hi = mid;
-		else
-			return (mid);
-	}
-	return (J_NONE);
+	SM_LOWER_BOUND(lo, R->ncls, mid, R->cls[mid].id < id);
+	return (lo < R->ncls && R->cls[lo].id == id ? (uint32_t)lo : J_NONE);
 }
 
 struct jmeta {
@@ -1592,37 +1583,19 @@ labels_read(struct jr *R)
 static uint32_t
 ctx_find(const struct jr *R, int64_t id)
 {
-	uint32_t lo = 0, hi = R->nctxs;
+	size_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (R->ctxs[mid].id < id)
-			lo = mid + 1;
-		else if (R->ctxs[mid].id > id)
-			hi = mid;
-		else
-			return (mid + 1);
-	}
-	return (0);
+	SM_LOWER_BOUND(lo, R->nctxs, mid, R->ctxs[mid].id < id);
+	return (lo < R->nctxs && R->ctxs[lo].id == id ? (uint32_t)lo + 1 : 0);
 }
 
 static uint32_t
 lstr_find(const struct jr *R, int64_t id)
 {
-	uint32_t lo = 0, hi = R->nlstrs;
+	size_t lo;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (R->lstrs[mid].id < id)
-			lo = mid + 1;
-		else if (R->lstrs[mid].id > id)
-			hi = mid;
-		else
-			return (mid + 1);
-	}
-	return (0);
+	SM_LOWER_BOUND(lo, R->nlstrs, mid, R->lstrs[mid].id < id);
+	return (lo < R->nlstrs && R->lstrs[lo].id == id ? (uint32_t)lo + 1 : 0);
 }
 
 /* --- accumulation --------------------------------------------------------- */
