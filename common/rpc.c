@@ -1368,9 +1368,21 @@ rpc_request_msg(nng_msg **out, const void *req, size_t len)
  * transport, which drops it as it would from any peer.  Returns false
  * (op untouched) when the call is not direct.
  */
+/* The direct call running on this thread: its bytes and their message. */
+static _Thread_local struct {
+	const void *req, *msg;
+} rpc_direct_cur;
+
+const void *
+sm_rpc_direct_msg(const void *req)
+{
+	return (req != NULL && req == rpc_direct_cur.req ?
+	    rpc_direct_cur.msg : NULL);
+}
+
 static bool
 rpc_direct_call(struct rpc_op *op, struct sm_rpc_client *c, const void *req,
-    size_t len)
+    size_t len, const void *msg)
 {
 	struct sm_rpc_server *s;
 	struct sm_buf resp = SM_BUF_INIT;
@@ -1386,7 +1398,10 @@ rpc_direct_call(struct rpc_op *op, struct sm_rpc_client *c, const void *req,
 		pthread_rwlock_unlock(&rpc_direct_lock);
 		return (false);
 	}
+	rpc_direct_cur.req = msg != NULL ? req : NULL;
+	rpc_direct_cur.msg = msg;
 	rpc_handle(s, req, len, &resp);
+	rpc_direct_cur.req = rpc_direct_cur.msg = NULL;
 	pthread_rwlock_unlock(&rpc_direct_lock);
 	if (m_rpc_direct != NULL)
 		sm_counter_inc(sm_metric_child0(m_rpc_direct));
@@ -1404,6 +1419,14 @@ void
 sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
     struct sm_rpc_client *c, const void *req, size_t len, int timeout_ms,
     int flags)
+{
+	sm_rpc_multi_start_msg(m, i, c, req, len, NULL, timeout_ms, flags);
+}
+
+void
+sm_rpc_multi_start_msg(struct sm_rpc_multi *m, uint32_t i,
+    struct sm_rpc_client *c, const void *req, size_t len, const void *decoded,
+    int timeout_ms, int flags)
 {
 	struct rpc_op *op;
 	nng_msg *msg = NULL;
@@ -1429,7 +1452,7 @@ sm_rpc_multi_start(struct sm_rpc_multi *m, uint32_t i,
 	op->i = i;
 	op->start_ns = sm_mono_ns();
 	op->deadline_ns = op->start_ns + (int64_t)timeout_ms * 1000000;
-	if ((flags & SM_RPC_DIRECT) && rpc_direct_call(op, c, req, len))
+	if ((flags & SM_RPC_DIRECT) && rpc_direct_call(op, c, req, len, decoded))
 		return;
 	if ((flags & SM_RPC_FAILFAST) && !sm_rpc_client_connected(c)) {
 		op_finish(op, SM_EUNAVAIL, NULL);

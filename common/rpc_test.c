@@ -891,14 +891,33 @@ test_stop_during_handler_tcp(void)
 	sm_rpc_client_destroy(c);
 }
 
-/* Records the handler's thread, then echoes (see echo). */
+/* Records the handler's thread and the message it was handed (rpc.h,
+ * sm_rpc_direct_msg), then echoes (see echo). */
 static pthread_t direct_thr;
+static const void *direct_seen;
 
 static int
 echo_thread(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 {
 	direct_thr = pthread_self();
+	direct_seen = sm_rpc_direct_msg(req);
 	return (echo(arg, req, len, resp));
+}
+
+/* one_call with a message handed along. */
+static int
+one_call_msg(struct sm_rpc_client *c, const void *req, size_t len,
+    const void *msg, int flags)
+{
+	struct sm_rpc_multi *m;
+	int st;
+
+	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
+	sm_rpc_multi_start_msg(m, 0, c, req, len, msg, 3000, flags);
+	sm_rpc_multi_wait(m);
+	st = sm_rpc_multi_status(m, 0);
+	sm_rpc_multi_destroy(m);
+	return (st);
 }
 
 /* Call i of a fresh multi: status and reply bytes. */
@@ -974,6 +993,23 @@ test_direct_calls(void)
 		    memcmp(r1.b, r2.b, r1.len) == 0));
 	}
 	SM_CHECK_EQ(one_call(c, "fail", 4, SM_RPC_DIRECT, &r1), SM_ELIMIT);
+	/* A message handed along reaches a direct call's handler, for its
+	 * own request bytes only, and nothing else: not a call without one,
+	 * not one over nng, not the thread after the call. */
+	{
+		static const int msg = 7;
+
+		direct_seen = NULL;
+		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, SM_RPC_DIRECT), 0);
+		SM_CHECK(direct_seen == &msg);
+		SM_CHECK(sm_rpc_direct_msg("hi") == NULL);
+		SM_CHECK_EQ(one_call(c, "hi", 2, SM_RPC_DIRECT, &r1), 0);
+		SM_CHECK(direct_seen == NULL);
+		direct_seen = &msg;
+		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, 0), 0);
+		SM_CHECK(!pthread_equal(direct_thr, pthread_self()));
+		SM_CHECK(direct_seen == NULL);
+	}
 	/* Not a direct server: the flag is ignored. */
 	direct_thr = (pthread_t)0;
 	SM_CHECK_EQ(one_call(cp, "hi", 2, SM_RPC_DIRECT, &r1), 0);

@@ -401,27 +401,42 @@ dist_batch_encode(const struct dist_batch *b, const char *tenant,
     uint32_t max_series, struct sm_buf *out)
 {
 	return (dist_batch_encode_rep(b, tenant, profile_id, which, nwhich,
-	    max_series, NULL, 0, out));
+	    max_series, NULL, 0, out, NULL));
+}
+
+static inline const char *
+batch_str(const char *s)
+{
+	return (s != NULL ? s : "");
 }
 
 int
 dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
     uint32_t max_series, Smolder__V1__Replica *const *replicas,
-    uint32_t nreplicas, struct sm_buf *out)
+    uint32_t nreplicas, struct sm_buf *out, Smolder__V1__Request **msg)
 {
-	Smolder__V1__WriteRequest req = SMOLDER__V1__WRITE_REQUEST__INIT;
-	Smolder__V1__StackTree tree = SMOLDER__V1__STACK_TREE__INIT;
-	Smolder__V1__Request env = SMOLDER__V1__REQUEST__INIT;
-	Smolder__V1__SeriesMeta meta = SMOLDER__V1__SERIES_META__INIT;
+	/* In the arena, not on the stack: *msg outlives this call. */
+	struct sm_arena *a = b->arena;
+	Smolder__V1__WriteRequest *rq = sm_arena_alloc(a, sizeof(*rq));
+	Smolder__V1__StackTree *tr = sm_arena_alloc(a, sizeof(*tr));
+	Smolder__V1__Request *env = sm_arena_alloc(a, sizeof(*env));
+	Smolder__V1__SeriesMeta *meta = sm_arena_alloc(a, sizeof(*meta));
 	uint32_t nnodes = b->tree.n, nstr = b->strings.n;
 	uint32_t *node_map = NULL, *str_map = NULL;
 	uint32_t kept = 0, kstr = 0;
-	struct sm_arena *a = b->arena;
 	size_t sz;
 	int rv = SM_ENOMEM;
 
 	SM_ASSERT(b->finished);
+	if (msg != NULL)
+		*msg = NULL;
+	if (rq == NULL || tr == NULL || env == NULL || meta == NULL)
+		return (SM_ENOMEM);
+	smolder__v1__write_request__init(rq);
+	smolder__v1__stack_tree__init(tr);
+	smolder__v1__request__init(env);
+	smolder__v1__series_meta__init(meta);
 	node_map = sm_calloc(nnodes, sizeof(*node_map));
 	str_map = sm_calloc(nstr, sizeof(*str_map));
 	if (node_map == NULL || str_map == NULL)
@@ -451,44 +466,45 @@ dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
 		if (str_map[i] != 0)
 			str_map[i] = ++kstr;
 	}
-	tree.n_strings = kstr;
-	tree.strings = sm_arena_alloc(a, (size_t)kstr * sizeof(char *));
-	tree.n_parent = tree.n_name = kept;
-	tree.parent = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
+	tr->n_strings = kstr;
+	tr->strings = sm_arena_alloc(a, (size_t)kstr * sizeof(char *));
+	tr->n_parent = tr->n_name = kept;
+	tr->parent = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
 	    sizeof(uint32_t));
-	tree.name = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
+	tr->name = sm_arena_alloc(a, (size_t)SM_MAX(kept, 1) *
 	    sizeof(uint32_t));
-	if (tree.strings == NULL || tree.parent == NULL || tree.name == NULL)
+	if (tr->strings == NULL || tr->parent == NULL || tr->name == NULL)
 		goto out;
 	for (uint32_t i = 0; i < nstr; i++) {
 		if (str_map[i] != 0)
-			tree.strings[str_map[i] - 1] = (char *)b->strings.strs[i].p;
+			tr->strings[str_map[i] - 1] = (char *)b->strings.strs[i].p;
 	}
 	for (uint32_t nd = 1; nd < nnodes; nd++) {
 		uint32_t m = node_map[nd];
 
 		if (m == 0)
 			continue;
-		tree.parent[m - 1] = node_map[b->tree.parent[nd]];
-		tree.name[m - 1] = str_map[b->tree.name[nd]] - 1;
+		tr->parent[m - 1] = node_map[b->tree.parent[nd]];
+		tr->name[m - 1] = str_map[b->tree.name[nd]] - 1;
 	}
 
-	meta.spy_name = (char *)b->meta.spy_name;
-	meta.sample_rate = b->meta.sample_rate;
-	meta.units = (char *)b->meta.units;
-	meta.aggregation = (char *)b->meta.aggregation;
+	/* protobuf-c unpacks an absent string as "", never NULL (*msg). */
+	meta->spy_name = (char *)batch_str(b->meta.spy_name);
+	meta->sample_rate = b->meta.sample_rate;
+	meta->units = (char *)batch_str(b->meta.units);
+	meta->aggregation = (char *)batch_str(b->meta.aggregation);
 
-	req.tenant = (char *)tenant;
-	req.profile_id.data = (uint8_t *)profile_id;
-	req.profile_id.len = 16;
-	req.max_series = max_series;
-	req.n_replicas = nreplicas;
-	req.replicas = (Smolder__V1__Replica **)replicas;
-	req.tree = &tree;
-	req.n_series = nwhich;
-	req.series = sm_arena_alloc(a, (size_t)SM_MAX(nwhich, 1) *
-	    sizeof(*req.series));
-	if (req.series == NULL)
+	rq->tenant = (char *)tenant;
+	rq->profile_id.data = (uint8_t *)profile_id;
+	rq->profile_id.len = 16;
+	rq->max_series = max_series;
+	rq->n_replicas = nreplicas;
+	rq->replicas = (Smolder__V1__Replica **)replicas;
+	rq->tree = tr;
+	rq->n_series = nwhich;
+	rq->series = sm_arena_alloc(a, (size_t)SM_MAX(nwhich, 1) *
+	    sizeof(*rq->series));
+	if (rq->series == NULL)
 		goto out;
 	for (uint32_t k = 0; k < nwhich; k++) {
 		const struct dist_series *s = &b->series[which != NULL ?
@@ -532,17 +548,19 @@ dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
 			for (uint32_t j = 0; j < s->ns; j++)
 				w->span_node[j] = node_map[s->snode[j]];
 		}
-		w->meta = &meta;
-		req.series[k] = w;
+		w->meta = meta;
+		rq->series[k] = w;
 	}
-	env.method_case = SMOLDER__V1__REQUEST__METHOD_WRITE;
-	env.write = &req;
-	sz = protobuf_c_message_get_packed_size(&env.base);
+	env->method_case = SMOLDER__V1__REQUEST__METHOD_WRITE;
+	env->write = rq;
+	sz = protobuf_c_message_get_packed_size(&env->base);
 	if (sm_buf_reserve(out, sz) != 0)
 		goto out;
-	protobuf_c_message_pack(&env.base, (uint8_t *)out->b + out->len);
+	protobuf_c_message_pack(&env->base, (uint8_t *)out->b + out->len);
 	out->len += sz;
 	out->b[out->len] = '\0';
+	if (msg != NULL)
+		*msg = env;
 	rv = 0;
 out:
 	sm_free(node_map);

@@ -180,10 +180,13 @@ int dist_batch_encode(const struct dist_batch *b, const char *tenant,
     uint32_t max_series, struct sm_buf *out);
 
 /* The same, naming the write's replicas (WriteRequest.replicas: every
- * ingester the distributor sends these series to, push.c). */
+ * ingester the distributor sends these series to, push.c).  With `msg`,
+ * *msg is the Request the bytes were packed from, in b's arena, for a
+ * direct call to hand along (common/rpc.h, "Direct calls"): as unpacking
+ * them would give it, no string NULL. */
 int dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
     const uint8_t profile_id[16], const uint32_t *which, uint32_t nwhich,
     uint32_t max_series, Smolder__V1__Replica *const *replicas,
-    uint32_t nreplicas, struct sm_buf *out);
+    uint32_t nreplicas, struct sm_buf *out, Smolder__V1__Request **msg);
 
 #endif /* DIST_BATCH_H */

@@ -176,6 +176,32 @@ test_encode_prunes_and_roundtrips(void)
 	SM_CHECK_EQ(w->series[0]->value[0], 7);
 	SM_CHECK_STR(w->series[0]->meta->spy_name, "gospy");
 	SM_CHECK_STR(w->tree->strings[w->tree->name[2]], "leaf");
+	/* The message the bytes were packed from (for a direct call,
+	 * common/rpc.h): it packs to the same bytes, and a string the batch
+	 * never set is "" as unpacking gives it, not NULL. */
+	{
+		struct sm_buf again = SM_BUF_INIT;
+		Smolder__V1__Request *m = NULL;
+		const Smolder__V1__SeriesMeta *mm;
+		uint8_t *p2;
+		size_t n2;
+
+		SM_REQUIRE(dist_batch_encode_rep(&b, "tenant-x", id, NULL, 0, 0,
+		    NULL, 0, &again, &m) == 0 && m != NULL);
+		SM_CHECK(again.len == out.len &&
+		    memcmp(again.b, out.b, out.len) == 0);
+		n2 = protobuf_c_message_get_packed_size(&m->base);
+		SM_REQUIRE((p2 = malloc(n2 + 1)) != NULL);
+		SM_CHECK_EQ(protobuf_c_message_pack(&m->base, p2), n2);
+		SM_CHECK(n2 == out.len && memcmp(p2, out.b, n2) == 0);
+		free(p2);
+		mm = m->write->series[0]->meta;
+		SM_CHECK(mm->units != NULL && mm->aggregation != NULL);
+		SM_CHECK_STR(mm->units, w->series[0]->meta->units);
+		SM_CHECK_STR(mm->aggregation, w->series[0]->meta->aggregation);
+		SM_CHECK_STR(mm->spy_name, "gospy");
+		sm_buf_fini(&again);
+	}
 	smolder__v1__request__free_unpacked(req, NULL);
 	sm_buf_fini(&out);
 	dist_batch_fini(&b);

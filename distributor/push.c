@@ -244,7 +244,7 @@ push_hints(struct distributor *d, const char *tenant, struct dist_batch *b,
 			continue;
 		if (dist_batch_encode_rep(b, tenant, id, nsub == b->nseries ?
 		    NULL : sub, nsub, max_series, pr->reps,
-		    push_replicas(pr, sub, nsub), &e) == 0 &&
+		    push_replicas(pr, sub, nsub), &e, NULL) == 0 &&
 		    sm_buf_error(&e) == 0)
 			dist_hints_add(d->hints, snap->id[m], e.b, e.len,
 			    NULL, 0, false);
@@ -284,7 +284,8 @@ static int
 push_encode(struct dist_batch *b, const char *tenant, const uint8_t *id,
     uint32_t max_series, struct push_reps *pr, const uint32_t *series_of,
     const uint32_t *off, const uint32_t *nser, uint32_t nslots,
-    struct sm_buf *enc, uint32_t *enc_of, uint32_t *nenc, struct sm_err *err)
+    struct sm_buf *enc, Smolder__V1__Request **msg, uint32_t *enc_of,
+    uint32_t *nenc, struct sm_err *err)
 {
 	uint32_t ns = b->nseries;
 
@@ -304,7 +305,8 @@ push_encode(struct dist_batch *b, const char *tenant, const uint8_t *id,
 		enc_of[sl] = *nenc;
 		if (dist_batch_encode_rep(b, tenant, id, nser[sl] == ns ? NULL :
 		    mine, nser[sl], max_series, pr->reps, push_replicas(pr,
-		    nser[sl] == ns ? NULL : mine, nser[sl]), &enc[*nenc]) != 0 ||
+		    nser[sl] == ns ? NULL : mine, nser[sl]), &enc[*nenc],
+		    &msg[*nenc]) != 0 ||
 		    sm_buf_error(&enc[*nenc]) != 0) {
 			sm_buf_fini(&enc[*nenc]);
 			return (sm_err_set(err, SM_ENOMEM, "out of memory "
@@ -402,6 +404,7 @@ struct push_plan {
 	uint32_t *slot, *goff, *member_slot, *slot_member, nslots;
 	uint32_t *series_of, *nser, *off;
 	struct sm_buf *enc;
+	Smolder__V1__Request **msg;   /* per encoding: what it was packed from */
 	uint32_t *enc_of, nenc;
 	struct push_reps pr;
 };
@@ -424,6 +427,7 @@ push_plan_alloc(struct push_plan *p, const struct sm_ring_snap *snap,
 	p->series_of = sm_malloc((size_t)SM_MAX(ns, 1) * rf *
 	    sizeof(*p->series_of));
 	p->enc = sm_calloc(nm, sizeof(*p->enc));
+	p->msg = sm_calloc(nm, sizeof(*p->msg));
 	p->enc_of = sm_malloc(nm * sizeof(*p->enc_of));
 	p->pr.seen = sm_malloc(nm);
 	p->pr.rep = sm_malloc(nm * sizeof(*p->pr.rep));
@@ -432,7 +436,7 @@ push_plan_alloc(struct push_plan *p, const struct sm_ring_snap *snap,
 	    p->slot_member == NULL || p->nser == NULL || p->off == NULL ||
 	    p->series_of == NULL || p->pr.seen == NULL ||
 	    p->pr.rep == NULL || p->pr.reps == NULL ||
-	    p->enc == NULL || p->enc_of == NULL)
+	    p->enc == NULL || p->msg == NULL || p->enc_of == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < snap->n; i++)
 		p->member_slot[i] = UINT32_MAX;
@@ -449,6 +453,7 @@ push_plan_free(struct push_plan *p)
 	for (uint32_t e = 0; p->enc != NULL && e < p->nenc; e++)
 		sm_buf_fini(&p->enc[e]);
 	sm_free(p->enc);
+	sm_free(p->msg);
 	sm_free(p->enc_of);
 	sm_free(p->slot);
 	sm_free(p->goff);
@@ -590,9 +595,11 @@ push_send(struct distributor *d, const struct sm_ring_snap *snap,
 	for (uint32_t sl = 0; sl < p->nslots; sl++) {
 		const struct sm_buf *x = &p->enc[p->enc_of[sl]];
 
-		sm_rpc_multi_start(*mcp, sl,
+		/* The message too: an ingester of this process then need
+		 * not unpack the bytes (common/rpc.h, "Direct calls"). */
+		sm_rpc_multi_start_msg(*mcp, sl,
 		    snap->m[p->slot_member[sl]]->client, x->b, x->len,
-		    (int)d->cfg.push_timeout_ms,
+		    p->msg[p->enc_of[sl]], (int)d->cfg.push_timeout_ms,
 		    SM_RPC_FAILFAST | SM_RPC_DIRECT);
 	}
 	qw = (struct sm_quorum){ .nvoters = p->nslots, .ngroups = ns,
@@ -642,7 +649,7 @@ dist_push(struct distributor *d, const char *tenant, struct dist_batch *b,
 	/* 2. One encoding per distinct series subset. */
 	push_profile_id(id, profile_id, b);
 	if ((rv = push_encode(b, tenant, id, max_series, &p.pr, p.series_of,
-	    p.off, p.nser, p.nslots, p.enc, p.enc_of, &p.nenc, err)) != 0)
+	    p.off, p.nser, p.nslots, p.enc, p.msg, p.enc_of, &p.nenc, err)) != 0)
 		goto out;
 	/* 3. Send and wait for quorum. */
 	if ((rv = push_send(d, snap, &p, ns, q, &mc, err)) != 0)
