@@ -372,18 +372,20 @@ server_conn_limit(int64_t want)
 
 /*
  * -server.http-write-workers -1 (the default): the write handlers run on
- * the event thread that read the request when this process also hosts the
- * ingester they write to and the head log is not synced per write.  Such
- * a write is then the caller's own CPU time to the end (the distributor
- * calls the ingester directly, common/rpc.h): nothing in it waits on the
- * network or the disk, so it cannot hold an event thread for longer than
- * its own decode.  Handing it to a pool worker and back cost about 15 %
+ * the event thread that read the request in single-binary mode (a
+ * distributor whose ring is this process's own ingester: no -ring.members,
+ * -ring.dns or -ring.etcd.endpoints) when the head log is not synced per
+ * write.  Such a write is then the caller's own CPU time to the end (the
+ * distributor calls the ingester directly, common/rpc.h): nothing in it
+ * waits on the network or the disk, so it cannot hold an event thread for
+ * longer than its own decode.  Handing it to a pool worker and back cost about 15 %
  * of the single binary's ingest CPU (bench B1: 545 against 465 us per
  * profile on one core, the same with 1 or 8 workers).  The price: at most
- * -server.http-threads writes run at once.  A distributor that sends to
- * other processes waits on them, and -ingester.wal-sync waits on
- * fdatasync; both keep a pool of 8, so probes never wait behind them and
- * a group commit gathers more than the event threads' writes.
+ * -server.http-threads writes run at once.  A distributor with a ring of
+ * other processes waits on them (a -target=all member of a cluster too),
+ * and -ingester.wal-sync waits on fdatasync; both keep a pool of 8, so
+ * probes never wait behind them and a group commit gathers more than the
+ * event threads' writes.
  */
 static unsigned
 server_write_workers(const struct app *app)
@@ -392,7 +394,8 @@ server_write_workers(const struct app *app)
 		return ((unsigned)app->http_write_workers);
 	if (sm_modules_has(app->order, app->norder, "distributor") &&
 	    sm_modules_has(app->order, app->norder, "ingester") &&
-	    !app->ing_cfg.wal_sync)
+	    *app->ring_members == '\0' && *app->ring_dns == '\0' &&
+	    *app->ring_etcd_endpoints == '\0' && !app->ing_cfg.wal_sync)
 		return (0);
 	return (8);
 }
@@ -1253,9 +1256,10 @@ static const struct sm_flag app_flag_tab[] = {
 	    "-1",
 	    "Threads that run write handlers (/ingest, push.v1): writes "
 	    "never wait behind a query (0 = on the event threads).  -1: "
-	    "0 when this process also runs the ingester and "
-	    "-ingester.wal-sync is off (a write then never waits on "
-	    "another process or the disk), else 8."),
+	    "0 in single-binary mode (-target=all with no -ring.members, "
+	    "-ring.dns or -ring.etcd.endpoints) with -ingester.wal-sync "
+	    "off, where a write never waits on another process or the "
+	    "disk; else 8."),
 	SM_FLAG_I64("server.http-query-workers",
 	    SM_FLAG_INT, http_query_workers,
 	    "4",

@@ -79,7 +79,20 @@ def main():
                 "a second process on the same -data.dir is refused",
                 "exit %d, stderr: %s" % (code, err))
         r.check(s.ready(), "the first server still serves")
+        # -server.http-write-workers -1 (the default) chooses: the event
+        # threads in single-binary mode, the pool with -ingester.wal-sync
+        # (a write then waits on fdatasync).
+        r.check(' msg="listening" ' in s.stderr_text() and
+                " write_workers=0 " in s.stderr_text(),
+                "single-binary mode: writes run on the event threads",
+                s.stderr_tail())
     s.check_stopped(r)
+    with Server(["-ingester.wal-sync"]) as s2:
+        r.check(' msg="listening" ' in s2.stderr_text() and
+                " write_workers=8 " in s2.stderr_text(),
+                "-ingester.wal-sync: writes run on a pool of 8",
+                s2.stderr_tail())
+    s2.check_stopped(r)
     r.finish()
 
 
