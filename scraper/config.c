@@ -516,11 +516,13 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 				rv = bad(c, v, "bearer_token_file %s: %s", path,
 				    strerror(errno));
 			} else {
+				scr_wipe_str(j->bearer);
 				sm_free(j->bearer);
 				if ((j->bearer = dup(tok)) == NULL)
 					rv = sm_err_set(c->err, SM_ENOMEM,
 					    "out of memory");
 			}
+			explicit_bzero(tok, sizeof(tok));
 			sm_free(path);
 		} else if (strcmp(k, "tls_config") == 0) {
 			rv = get_tls(c, v, &j->ca_file, &j->insecure);
@@ -696,6 +698,7 @@ scr_read_secret(const char *path, char *buf, size_t size, bool spaces)
 
 	if (fp == NULL)
 		return (-1);
+	setvbuf(fp, NULL, _IONBF, 0);
 	n = fread(buf, 1, size - 1, fp);
 	fclose(fp);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
@@ -703,6 +706,13 @@ scr_read_secret(const char *path, char *buf, size_t size, bool spaces)
 		n--;
 	buf[n] = '\0';
 	return ((long)n);
+}
+
+void
+scr_wipe_str(char *s)
+{
+	if (s != NULL)
+		explicit_bzero(s, strlen(s));
 }
 
 void
@@ -716,6 +726,7 @@ scr_config_free(struct scr_config *c)
 		sm_free(j->name);
 		sm_free(j->scheme);
 		sm_free(j->tenant);
+		scr_wipe_str(j->bearer);
 		sm_free(j->bearer);
 		sm_free(j->ca_file);
 		for (int t = 0; t < SCR_NKINDS; t++) {

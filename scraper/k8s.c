@@ -38,6 +38,7 @@ static void
 api_fini(struct k8s_api *a)
 {
 	sm_free(a->server);
+	scr_wipe_str(a->token);
 	sm_free(a->token);
 	sm_free(a->ca_file);
 	memset(a, 0, sizeof(*a));
@@ -51,7 +52,9 @@ read_token(const char *path, char **out, struct sm_err *err)
 	if (scr_read_secret(path, buf, sizeof(buf), true) < 0)
 		return (sm_err_set(err, SM_EIO, "token %s: %s", path,
 		    strerror(errno)));
-	if ((*out = sm_strdup(buf)) == NULL)
+	*out = sm_strdup(buf);
+	explicit_bzero(buf, sizeof(buf));
+	if (*out == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	return (0);
 }

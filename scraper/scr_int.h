@@ -226,9 +226,15 @@ int scr_group_label(struct scr_group *g, const char *name,
  * Read a small file (a token, a key) into buf[0..size), NUL-terminated
  * and cut to fit, without its trailing line ends, and trailing spaces
  * too when `spaces`: its length, or -1 with errno set when it does not
- * open.
+ * open.  Unbuffered: no copy of the secret is left in a stdio buffer.
+ * The caller wipes buf (scr_wipe_str, explicit_bzero) once it has copied
+ * it, and wipes its heap copy before freeing it.
  */
 long scr_read_secret(const char *path, char *buf, size_t size, bool spaces);
+
+/* Zero a NUL-terminated secret (NULL: nothing) where the compiler may not
+ * drop it, before it is freed. */
+void scr_wipe_str(char *s);
 
 /*
  * A target's labels through the job's relabel_configs.  `ls` (heap

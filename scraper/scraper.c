@@ -612,6 +612,7 @@ task_free(struct scr_task *k)
 		return;
 	sm_free(k->url);
 	sm_free(k->delta_url);
+	scr_wipe_str(k->bearer);
 	sm_free(k->bearer);
 	sm_free(k->ca_file);
 	sm_free(k->tenant);
@@ -714,7 +715,10 @@ fetch(const struct scr_task *k, const struct scraper *s, const char *url,
 	rq.insecure = k->insecure;
 	rq.max_answer = (size_t)s->cfg.max_profile_bytes;
 	sm_buf_reset(body);
-	if ((rv = sm_httpc_get(&rq, status, body, err)) != 0)
+	rv = sm_httpc_get(&rq, status, body, err);
+	if (hdr[0] != NULL)
+		explicit_bzero(auth, sizeof(auth));   /* the target's token */
+	if (rv != 0)
 		return (rv);
 	if (*status != 200)
 		return (0);
@@ -824,6 +828,7 @@ upload(const struct scraper *s, const struct scr_task *k, const uint8_t *prof,
 			    "%.200s", status, ans.b != NULL ? ans.b : "");
 	}
 out:
+	explicit_bzero(auth, sizeof(auth));   /* the push key */
 	sm_free(lp);
 	sm_free(lpp);
 	sm_free(body);
@@ -1325,7 +1330,9 @@ scraper_create(const struct scraper_cfg *cfg, struct sm_http *http,
 			scraper_free(s);
 			return (rv);
 		}
-		if ((s->push_key = sm_strdup(key)) == NULL) {
+		s->push_key = sm_strdup(key);
+		explicit_bzero(key, sizeof(key));
+		if (s->push_key == NULL) {
 			scraper_free(s);
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		}
@@ -1467,6 +1474,7 @@ scraper_free(struct scraper *s)
 	sm_free(s->workers);
 	sm_free(s->config_file);
 	sm_free(s->push_url);
+	scr_wipe_str(s->push_key);
 	sm_free(s->push_key);
 	if (s->http != NULL) {
 		pthread_mutex_destroy(&s->mu);
