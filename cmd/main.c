@@ -378,9 +378,10 @@ server_conn_limit(int64_t want)
  * write.  Such a write is then the caller's own CPU time to the end (the
  * distributor calls the ingester directly, common/rpc.h): nothing in it
  * waits on the network or the disk, so it cannot hold an event thread for
- * longer than its own decode.  Handing it to a pool worker and back cost about 15 %
- * of the single binary's ingest CPU (bench B1: 545 against 465 us per
- * profile on one core, the same with 1 or 8 workers).  The price: at most
+ * longer than its own decode.  Handing it to a pool worker and back cost
+ * about 15 % of a fresh single binary's ingest CPU (bench B1's files: 545
+ * against 465 us per profile on one core, the same with 1 or 8 workers;
+ * about 6 % once the server has run a minute).  The price: at most
  * -server.http-threads writes run at once.  A distributor with a ring of
  * other processes waits on them (a -target=all member of a cluster too),
  * and -ingester.wal-sync waits on fdatasync; both keep a pool of 8, so

@@ -1361,13 +1361,6 @@ rpc_request_msg(nng_msg **out, const void *req, size_t len)
 	return (0);
 }
 
-/*
- * Call op in this thread when c's URL names a direct server of this
- * process: the server's handler, its reply as an nng message, op
- * finished.  A request above the server's recv_max is left to the
- * transport, which drops it as it would from any peer.  Returns false
- * (op untouched) when the call is not direct.
- */
 /* The direct call running on this thread: its bytes and their message. */
 static _Thread_local struct {
 	const void *req, *msg;
@@ -1380,6 +1373,13 @@ sm_rpc_direct_msg(const void *req)
 	    rpc_direct_cur.msg : NULL);
 }
 
+/*
+ * Call op in this thread when c's URL names a direct server of this
+ * process: the server's handler, its reply as an nng message, op
+ * finished.  A request above the server's recv_max is left to the
+ * transport, which drops it as it would from any peer.  Returns false
+ * (op untouched) when the call is not direct.
+ */
 static bool
 rpc_direct_call(struct rpc_op *op, struct sm_rpc_client *c, const void *req,
     size_t len, const void *msg)

@@ -904,18 +904,26 @@ echo_thread(void *arg, const uint8_t *req, size_t len, struct sm_buf *resp)
 	return (echo(arg, req, len, resp));
 }
 
-/* one_call with a message handed along. */
+/* Call i of a fresh multi, with message `msg` handed along (NULL: none):
+ * status, and the reply bytes when `reply` is not NULL. */
 static int
 one_call_msg(struct sm_rpc_client *c, const void *req, size_t len,
-    const void *msg, int flags)
+    const void *msg, int flags, struct sm_buf *reply)
 {
 	struct sm_rpc_multi *m;
+	const uint8_t *d;
+	size_t n;
 	int st;
 
 	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
 	sm_rpc_multi_start_msg(m, 0, c, req, len, msg, 3000, flags);
 	sm_rpc_multi_wait(m);
 	st = sm_rpc_multi_status(m, 0);
+	if (reply != NULL) {
+		sm_buf_reset(reply);
+		if (sm_rpc_multi_reply(m, 0, &d, &n) == 0)
+			sm_buf_append(reply, d, n);
+	}
 	sm_rpc_multi_destroy(m);
 	return (st);
 }
@@ -925,20 +933,7 @@ static int
 one_call(struct sm_rpc_client *c, const void *req, size_t len, int flags,
     struct sm_buf *reply)
 {
-	struct sm_rpc_multi *m;
-	const uint8_t *d;
-	size_t n;
-	int st;
-
-	SM_REQUIRE(sm_rpc_multi_create(1, "test", &m) == 0);
-	sm_rpc_multi_start(m, 0, c, req, len, 3000, flags);
-	sm_rpc_multi_wait(m);
-	st = sm_rpc_multi_status(m, 0);
-	sm_buf_reset(reply);
-	if (sm_rpc_multi_reply(m, 0, &d, &n) == 0)
-		sm_buf_append(reply, d, n);
-	sm_rpc_multi_destroy(m);
-	return (st);
+	return (one_call_msg(c, req, len, NULL, flags, reply));
 }
 
 /*
@@ -1000,13 +995,14 @@ test_direct_calls(void)
 		static const int msg = 7;
 
 		direct_seen = NULL;
-		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, SM_RPC_DIRECT), 0);
+		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, SM_RPC_DIRECT,
+		    NULL), 0);
 		SM_CHECK(direct_seen == &msg);
 		SM_CHECK(sm_rpc_direct_msg("hi") == NULL);
 		SM_CHECK_EQ(one_call(c, "hi", 2, SM_RPC_DIRECT, &r1), 0);
 		SM_CHECK(direct_seen == NULL);
 		direct_seen = &msg;
-		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, 0), 0);
+		SM_CHECK_EQ(one_call_msg(c, "hi", 2, &msg, 0, NULL), 0);
 		SM_CHECK(!pthread_equal(direct_thr, pthread_self()));
 		SM_CHECK(direct_seen == NULL);
 	}

@@ -477,7 +477,8 @@ dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
 		goto out;
 	for (uint32_t i = 0; i < nstr; i++) {
 		if (str_map[i] != 0)
-			tr->strings[str_map[i] - 1] = (char *)b->strings.strs[i].p;
+			tr->strings[str_map[i] - 1] =
+			    (char *)b->strings.strs[i].p;
 	}
 	for (uint32_t nd = 1; nd < nnodes; nd++) {
 		uint32_t m = node_map[nd];
