@@ -289,6 +289,7 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 	struct qry_plan_io io = {
 		.n = x->fan.n,
 		.rf = qry_fan_rf(&x->fan),
+		.nlocal = x->fan.ni,
 		.round = fan_plan_round,
 		.arg = x,
 	};

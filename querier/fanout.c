@@ -12,7 +12,7 @@
 #include "common/metrics.h"
 
 static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
-static struct sm_metric *m_confined;
+static struct sm_metric *m_confined, *m_src_skipped;
 
 static const struct sm_metric_def fan_metric_defs[] = {
 	{ &m_incomplete, SM_METRIC_COUNTER, "smolder_querier_incomplete_total",
@@ -33,6 +33,11 @@ static const struct sm_metric_def fan_metric_defs[] = {
 	    "by a shuffle-sharded tenant's query because they hold nothing of "
 	    "the tenant (-querier.shuffle-sharding-ingesters-enabled).", NULL,
 	    NULL, 0 },
+	{ &m_src_skipped, SM_METRIC_COUNTER,
+	    "smolder_querier_store_sources_skipped_total", "Store-gateway "
+	    "sources (a shipping ingester's incarnation, or the compactor's "
+	    "folds) not asked by a query because none of their blocks "
+	    "overlaps its range.", NULL, NULL, 0 },
 };
 
 static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);
@@ -146,14 +151,26 @@ fan_bad_note(struct fan_bad **bad, uint32_t *nbad,
 	return (0);
 }
 
-/* Add the sources gateway m lists as targets of the fan. */
+/*
+ * Add the sources gateway m lists as targets of the fan, but those whose
+ * blocks all lie outside [start, end] (Source.min_t and max_t span every
+ * block the gateway serves of it): they would answer nothing, so a query
+ * of the recent window asks only the sources shipped in it, and the
+ * ingesters (plan.c, "Local first").  *skipped counts them.
+ */
 static int
 fan_src_take(struct qry_fan *f, uint32_t *cap, uint32_t m,
-    const Smolder__V1__SourcesResponse *sr)
+    const Smolder__V1__SourcesResponse *sr, int64_t start, int64_t end,
+    uint32_t *skipped)
 {
 	for (size_t k = 0; k < sr->n_sources; k++) {
 		const Smolder__V1__Source *so = sr->sources[k];
 		struct qry_fan_src *fs;
+
+		if (so->max_t < start || so->min_t > end) {
+			(*skipped)++;
+			continue;
+		}
 
 		if (SM_GROW(f->src, *cap, f->n - f->ni + 1, 8) != 0)
 			return (SM_ENOMEM);
@@ -232,6 +249,7 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 	uint8_t *owner = NULL;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 	uint32_t own[128], no, asked = 0, owners_answered = 0, cap = 0;
+	uint32_t skipped = 0;
 	int rv = 0;
 
 	f->gsnap = g = sm_ring_acquire(q->cfg.gw_ring);
@@ -318,12 +336,17 @@ fan_sources(struct querier *q, struct qry_fan *f, const char *tenant,
 		owners_answered += owner[m];
 		if ((owner[m] && fan_bad_note(&bad, &nbad, resp->sources, m,
 		    start, end) != 0) ||
-		    fan_src_take(f, &cap, m, resp->sources) != 0) {
+		    fan_src_take(f, &cap, m, resp->sources, start, end,
+		    &skipped) != 0) {
 			sm_arena_destroy(a);
 			rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 			goto out;
 		}
 		sm_arena_destroy(a);
+	}
+	if (skipped > 0) {
+		sm_metrics_register_once(&fan_metric_set);
+		sm_counter_add(sm_metric_child0(m_src_skipped), skipped);
 	}
 	if (owners_answered == 0)
 		rv = sm_err_set(err, SM_EUNAVAIL, "history unavailable: no "

@@ -12,12 +12,13 @@
  *      profile count in range and a digest linear in the per-bucket counts
  *      (ingester/query.c), cheap: block indexes and heads only, no stacks.
  *   2. Series on which all reporting targets agree (same count and digest)
- *      are given whole to one of them, spread by fingerprint.
+ *      are given whole to one of them, spread by fingerprint over the
+ *      local ones (below) when any agrees.
  *   3. Series on which they disagree get a second Stats round for their
  *      per-bucket counts and the hashes of each bucket's upload ids
  *      (StatsRequest.ids); each bucket goes to a target holding every
- *      upload of the union (the one that merged the most, ties spread by
- *      time), else to an exact combination of targets (common/combo.h:
+ *      upload of the union (the one that merged the most, ties to a local
+ *      one, then spread by time), else to an exact combination of targets (common/combo.h:
  *      A + B, A + B - C; a subtracted target gets the bucket in its
  *      pick's `neg` and negates it), else the plan fails with SM_EUNAVAIL
  *      saying so (plan_buckets).  A bucket whose ids some target cannot
@@ -37,6 +38,17 @@
  *
  * RF 1 (every write on one ingester) and single-target fans need no plan:
  * summing all answers is exact.
+ *
+ * Local first.  Where an ingester and a store-gateway's source hold the
+ * same uploads (a block an ingester shipped and still keeps), either is
+ * exact; the ingester is picked (qry_plan_io.nlocal): it reads its own
+ * disk and head, where the gateway reads data parts from the bucket by
+ * ranged GET.  So the recent window, which ingesters keep
+ * (-ingester.local-retention), is read from ingesters and what only the
+ * bucket holds from the gateways -- the querier's time split, decided
+ * per bucket by what each target holds rather than by an age, so a
+ * source whose ingester left or lost its disk is read from the bucket
+ * whatever its age.
  *
  * The plan is its own state (struct qry_plan, qry_int.h) and reaches the
  * ingesters only through a qry_plan_io round function: the engine wires
@@ -214,12 +226,13 @@ bucket_ids(const struct plan_ent *e, size_t pos, const size_t *id_off,
  * target, from the detail round, with the ids of each bucket's uploads).
  * For each bucket: the union of the targets' uploads, and for each
  * upload the targets holding it; a target holding all of them is taken
- * alone (the one that merged the most, ties spread by time); when none
- * does, an exact integer combination of targets (common/combo.h: A + B,
- * A + B - C); when none exists, the bucket is unresolved (st->unresolved
- * and the first one's place): the query will say so rather than answer
- * short.  A bucket whose ids some target does not know is taken from the
- * target that merged the most, as before ids were kept.
+ * alone (the one that merged the most, ties to a local one, then spread
+ * by time); when none does, an exact integer combination of targets
+ * (common/combo.h: A + B, A + B - C); when none exists, the bucket is
+ * unresolved (st->unresolved and the first one's place): the query will
+ * say so rather than answer short.  A bucket whose ids some target does
+ * not know is taken from the target that merged the most, as before ids
+ * were kept.
  */
 struct plan_st {
 	size_t unresolved, combined, unverified;
@@ -232,7 +245,8 @@ struct plan_st {
 
 static int
 plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
-    const struct plan_ent *ent, size_t n, struct plan_st *ps)
+    const struct plan_ent *ent, size_t n, uint32_t nlocal,
+    struct plan_st *ps)
 {
 	size_t pos[32], *idoff[32];
 	struct pick_b pb[32];
@@ -284,11 +298,14 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 			here |= 1u << i;
 			c = pos[i] < ent[i].st->n_count ?
 			    ent[i].st->count[pos[i]] : 0;
-			if (nbest == 0 || c > best) {
+			if (nbest == 0 || c > best || (c == best &&
+			    ent[i].target < nlocal && ent[win].target >=
+			    nlocal)) {
 				best = c;
 				nbest = 1;
 				win = i;
-			} else if (c == best) {
+			} else if (c == best && (ent[i].target < nlocal) ==
+			    (ent[win].target < nlocal)) {
 				/* Spread ties: the k-th tied by hash of t. */
 				nbest++;
 				if (sm_hash_u64((uint64_t)t ^ ent[i].fp) %
@@ -411,7 +428,7 @@ picks_sorted(const struct plan_tgt *tg, uint32_t n)
  */
 static int
 plan_agree(struct qry_plan *p, struct plan_tgt *tg, const struct plan_ent *e,
-    size_t ne, uint64_t **divp, size_t *ndivp)
+    size_t ne, uint32_t nlocal, uint64_t **divp, size_t *ndivp)
 {
 	struct sm_arena *a = p->arena;
 	uint64_t *div = NULL;
@@ -422,13 +439,19 @@ plan_agree(struct qry_plan *p, struct plan_tgt *tg, const struct plan_ent *e,
 		size_t j = i + 1;
 		bool same = true;
 
-		for (; j < ne && e[j].fp == e[i].fp; j++)
+		size_t nl = e[i].target < nlocal;
+
+		for (; j < ne && e[j].fp == e[i].fp; j++) {
 			same &= e[j].profiles == e[i].profiles &&
 			    e[j].digest == e[i].digest;
+			nl += e[j].target < nlocal;
+		}
 		p->nseries++;
 		if (same) {
+			/* entries are sorted by target: the local ones
+			 * come first */
 			const struct plan_ent *w = &e[i + (e[i].fp >> 17) %
-			    (j - i)];
+			    (nl > 0 ? nl : j - i)];
 
 			if (pick_add(a, &tg[w->target], w->fp, NULL) != 0)
 				return (SM_ENOMEM);
@@ -512,7 +535,7 @@ plan_divergent(struct qry_plan *p, const struct qry_plan_io *io,
 
 		while (j < *nep && e[j].fp == e[i].fp)
 			j++;
-		if (plan_buckets(a, tg, &e[i], j - i, ps) != 0)
+		if (plan_buckets(a, tg, &e[i], j - i, io->nlocal, ps) != 0)
 			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 		i = j;
 	}
@@ -615,7 +638,7 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 		return (rv);
 	tg = sm_arena_calloc(a, io->n, sizeof(*tg));
 	if (tg == NULL || plan_entries(ans, io->n, &e, &ne) != 0 ||
-	    plan_agree(p, tg, e, ne, &div, &ndiv) != 0) {
+	    plan_agree(p, tg, e, ne, io->nlocal, &div, &ndiv) != 0) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}

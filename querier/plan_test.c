@@ -5,8 +5,9 @@
  * the plan's picks.  Every case checks that each (series, bucket) is
  * counted exactly once and that the merged total equals the truth (the
  * value of a replica that saw every upload): RF 1, agreeing replicas, a
- * lost replica, divergent replicas, both at once, and a replica that
- * fails in the detail round (SM_EAGAIN).
+ * lost replica, divergent replicas, both at once, a replica that
+ * fails in the detail round (SM_EAGAIN), and ingesters picked before
+ * store-gateway sources holding the same uploads.
  */
 #include "sm_test.h"
 
@@ -246,12 +247,14 @@ fk_init(struct fk_set *fs, uint32_t n, uint32_t nseries)
 			fk_add_series(&fs->ing[i], s * 0x100000001ULL);
 }
 
+/* Plan with targets [0, nlocal) local (ingesters), the rest bucket
+ * sources. */
 static int
-fk_plan(struct fk_set *fs, uint32_t rf, struct qry_plan *p,
-    Smolder__V1__Select *sel)
+fk_plan_local(struct fk_set *fs, uint32_t rf, uint32_t nlocal,
+    struct qry_plan *p, Smolder__V1__Select *sel)
 {
-	struct qry_plan_io io = { .n = fs->n, .rf = rf, .round = fk_round,
-	    .arg = fs };
+	struct qry_plan_io io = { .n = fs->n, .rf = rf, .nlocal = nlocal,
+	    .round = fk_round, .arg = fs };
 	struct sm_err err;
 
 	smolder__v1__select__init(sel);
@@ -260,6 +263,13 @@ fk_plan(struct fk_set *fs, uint32_t rf, struct qry_plan *p,
 	sel->end_ms = 100;
 	qry_plan_init(p);
 	return (qry_plan_make(p, &io, sel, &err));
+}
+
+static int
+fk_plan(struct fk_set *fs, uint32_t rf, struct qry_plan *p,
+    Smolder__V1__Select *sel)
+{
+	return (fk_plan_local(fs, rf, 0, p, sel));
 }
 
 static void
@@ -566,6 +576,98 @@ test_restrict(void)
 	sm_arena_destroy(fs.a);
 }
 
+/* Replica `ing` no longer holds bucket t of any series (local retention
+ * dropped its block after the bucket got it). */
+static void
+fk_drop(struct fk_ing *ing, int64_t t)
+{
+	for (uint32_t k = 0; k < ing->ns; k++) {
+		struct fk_series *s = &ing->s[k];
+
+		for (uint32_t b = 0; b < s->nb; b++) {
+			if (s->b[b].t != t)
+				continue;
+			memmove(&s->b[b], &s->b[b + 1], (s->nb - b - 1) *
+			    sizeof(s->b[b]));
+			s->nb--;
+			break;
+		}
+	}
+}
+
+/* Does every pick of target i take only bucket t (no whole series)? */
+static bool
+fk_only_bucket(const struct qry_plan *p, uint32_t i, int64_t t)
+{
+	const Smolder__V1__Select *sel = qry_plan_select(p, i);
+
+	if (sel == NULL)
+		return (true);
+	for (size_t k = 0; k < sel->n_picks; k++) {
+		const Smolder__V1__Pick *pk = sel->picks[k];
+
+		if (pk->n_t == 0 || pk->n_neg != 0)
+			return (false);
+		for (size_t j = 0; j < pk->n_t; j++)
+			if (pk->t[j] != t)
+				return (false);
+	}
+	return (true);
+}
+
+static void
+test_local_first(void)
+{
+	struct fk_set fs;
+	struct qry_plan p;
+	Smolder__V1__Select sel;
+	uint8_t must[FK_MAX_ING];
+	int dup;
+
+	/* An ingester (target 0) and two gateways' copies of its source
+	 * (1, 2) agree on every series: the ingester reads them all, the
+	 * gateways are not asked for data. */
+	fk_init(&fs, 3, 6);
+	SM_REQUIRE(fk_plan_local(&fs, 2, 1, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ndivergent, 0);
+	qry_plan_must(&p, must);
+	SM_CHECK(must[0] && !must[1] && !must[2]);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 6 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+
+	/* The ingester's local retention dropped the oldest bucket: only
+	 * that bucket is read from a gateway, the rest from the ingester --
+	 * with and without the uploads' ids. */
+	for (int ids = 0; ids < 2; ids++) {
+		fk_init(&fs, 3, 6);
+		fs.with_ids = ids;
+		fk_drop(&fs.ing[0], 10);
+		SM_REQUIRE(fk_plan_local(&fs, 2, 1, &p, &sel) == 0);
+		SM_CHECK_EQ(p.ndivergent, 6);
+		qry_plan_must(&p, must);
+		SM_CHECK(must[0] && (must[1] || must[2]));
+		SM_CHECK(fk_only_bucket(&p, 1, 10) && fk_only_bucket(&p, 2, 10));
+		SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 6 * 300);
+		SM_CHECK_EQ(dup, 0);
+		qry_plan_fini(&p);
+		sm_arena_destroy(fs.a);
+	}
+
+	/* No local target holds it (the ingester that shipped it left):
+	 * the gateways' copies are read, as replicas are. */
+	fk_init(&fs, 3, 6);
+	fs.ing[0].ns = 0;
+	SM_REQUIRE(fk_plan_local(&fs, 2, 1, &p, &sel) == 0);
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 6 * 300);
+	SM_CHECK_EQ(dup, 0);
+	qry_plan_must(&p, must);
+	SM_CHECK(!must[0] && (must[1] || must[2]));
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+}
+
 SM_TEST_MAIN(
 	{ "RF 1: no plan, every target sums its own series", test_rf1_no_plan },
 	{ "RF 3, agreeing replicas: each series once, one Stats round", test_agreeing_replicas },
@@ -573,4 +675,5 @@ SM_TEST_MAIN(
 	{ "a failure in the detail round asks for a retry", test_detail_failure_again },
 	{ "no replica nor combination holds a bucket whole: 503, not short", test_unresolved_is_an_error },
 	{ "a plan narrowed to some buckets takes each once", test_restrict },
+	{ "local first: ingesters read what they hold, gateways the rest", test_local_first },
 )

@@ -294,6 +294,12 @@ int qry_fanout_same(struct querier *q, struct qry_fan *f,
 struct qry_plan_io {
 	uint32_t n;                      /* targets */
 	uint32_t rf;                     /* replication factor */
+	uint32_t nlocal;                 /* targets [0, nlocal) read their
+					  * own disks (ingesters), the rest
+					  * the bucket (store-gateway
+					  * sources): among targets that
+					  * hold the same uploads, a local
+					  * one is picked (0: none) */
 	int (*round)(void *arg, Smolder__V1__Request *const *reqs,
 	    uint32_t nreqs, const uint8_t *must,
 	    const Smolder__V1__Response **ans, struct sm_err *err);

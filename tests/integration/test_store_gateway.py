@@ -10,7 +10,9 @@ server (OpenStack Swift's s3api on loopback, tests/tools/swift_s3.py).
      alone) are written and shipped; the gateways load the blocks
      (POST /store-gateway/sync) and the querier's answer -- every stack,
      exact -- counts each upload once although RF ingesters and RF
-     gateways' sources hold it.
+     gateways' sources hold it.  The ingesters still hold what they
+     shipped, so no gateway reads a data part for it (the querier's time
+     split: local first); a range before every block asks no source.
   1b. The bucket down for 60 s during writes (Swift's proxy stopped):
      every upload acknowledged and the answer exact throughout, a
      gateway's sync 503 naming the bucket, the backlog drained after.
@@ -103,6 +105,17 @@ def querier(c, ws, name, members, gateways):
     return s
 
 
+def gateway_data_reads(c):
+    """Data pages the gateways' queries read (cache hits and misses)."""
+    n = 0
+    for gw in c.gateways:
+        _, p = metrics(gw)
+        n += (metric_value(p, "smolder_store_gateway_data_cache_hits_total")
+              or 0) + (metric_value(
+                  p, "smolder_store_gateway_data_cache_misses_total") or 0)
+    return n
+
+
 def wait_answer(q, want, timeout=15):
     deadline = time.monotonic() + timeout
     got = None
@@ -147,6 +160,24 @@ def body(r):
     _, p = metrics(q)
     r.check((metric_value(p, "smolder_querier_dedup_plans_total") or 0) > 0,
             "the querier planned over ingesters and sources")
+    # the time split: the ingesters still hold every block they shipped,
+    # so the gateways give stats and no data (the plan's local first);
+    # a range before any block skips the sources altogether
+    reads = gateway_data_reads(c)
+    r.eq(answer(q), expected(w), "the same answer again")
+    r.eq(gateway_data_reads(c), reads, "the ingesters hold what they "
+         "shipped: no gateway read a data part (local first)")
+    _, p = metrics(q)
+    skipped = metric_value(p, "smolder_querier_store_sources_skipped_total") \
+        or 0
+    resp = q.render("gw.cpu{}", frm=w.base - 7200, until=w.base - 3600,
+                    fmt="collapsed")
+    r.eq((resp.status, resp.text().strip()), (200, ""), "a range before "
+         "any upload: empty")
+    _, p = metrics(q)
+    r.check((metric_value(p, "smolder_querier_store_sources_skipped_total")
+             or 0) >= skipped + 4, "... and no source whose blocks lie "
+            "outside it is asked")
 
     # 1b. the bucket down for 60 s (Swift's proxy stopped) during
     # writes: every upload acknowledged, answers exact throughout (the
@@ -206,8 +237,11 @@ def body(r):
                     m.startswith("ingester-1="))
     q_in = querier(c, ws, "querier-scaled", left, gateways=True)
     q_no = querier(c, ws, "querier-nogw", left, gateways=False)
+    reads = gateway_data_reads(c)
     r.eq(answer(q_in), expected(w), "after the scale-in every acknowledged "
          "upload counts once (ingesters 0-1 and the bucket)")
+    r.check(gateway_data_reads(c) > reads, "what only the ingesters that "
+            "left held is read from the bucket, whatever its age")
     short = answer(q_no)
     r.check(isinstance(short, tuple) and short[0] == 503 and
             "incomplete" in short[1] and "ingester-2" in short[1] and
