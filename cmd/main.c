@@ -15,10 +15,15 @@
  *   all           every component in one process            (target)
  *
  * -target=all runs no store-gateway: a single binary's ingester keeps
- * every block it shipped (there is no local retention to drop them yet),
- * so a gateway there would only hold a second copy of the same blocks.
- * A store-gateway never shares a process with an ingester: both are the
- * ingester component in different roles, on one RPC address.
+ * every block it shipped (local retention drops a block only once
+ * store-gateways serve it), so a gateway there would only hold a second
+ * copy of the same blocks, and its bucket is a copy to restore from
+ * after a lost disk (-ingester.restore-from-bucket).  A store-gateway
+ * never shares a process with an ingester: both are the ingester
+ * component in different roles, each with one RPC address and one data
+ * directory.  A single binary that should keep its history in the
+ * bucket only runs a store-gateway beside it (docs/operations.md,
+ * "Object storage").
  *
  * The ring's members come from -ring.members or -ring.dns; with neither,
  * the ring is this process's own ingester (-instance.id at

@@ -7,7 +7,7 @@ Runs `bench/run --quick --out <tmp>` (CI smoke sizes: 3-4 minutes on a
 the build under test, then checks what it wrote:
 
   - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7f,
-    B11a..B11c, B17a, B17b, B18, B12a, B12b, B8, B9, B10a, B10b, B13a..B13c,
+    B11a..B11c, B17a, B17b, B18, B12a, B12b, B8, B9, B10a, B10b, B13a..B13d,
     B14a, B14b, B16, B15,
     each
     with the keys id, figure, unit, value, baseline,
@@ -43,7 +43,7 @@ from smolder import Results, smolder_bin, source_dir  # noqa: E402
 WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B7a", "B7b",
             "B7c", "B7d", "B7e", "B7f", "B11a", "B11b", "B11c", "B17a", "B17b", "B18", "B12a",
             "B12b", "B8", "B9",
-            "B10a", "B10b", "B13a", "B13b", "B13c", "B14a", "B14b", "B16",
+            "B10a", "B10b", "B13a", "B13b", "B13c", "B13d", "B14a", "B14b", "B16",
             "B19a", "B19b", "B15"]
 KEYS = ["id", "figure", "unit", "value", "baseline", "baseline_value", "ratio",
         "goal", "met"]
