@@ -171,7 +171,6 @@ fan_src_take(struct qry_fan *f, uint32_t *cap, uint32_t m,
 			(*skipped)++;
 			continue;
 		}
-
 		if (SM_GROW(f->src, *cap, f->n - f->ni + 1, 8) != 0)
 			return (SM_ENOMEM);
 		fs = &f->src[f->n - f->ni];

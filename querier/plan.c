@@ -18,10 +18,10 @@
  *      per-bucket counts and the hashes of each bucket's upload ids
  *      (StatsRequest.ids); each bucket goes to a target holding every
  *      upload of the union (the one that merged the most, ties to a local
- *      one, then spread by time), else to an exact combination of targets (common/combo.h:
- *      A + B, A + B - C; a subtracted target gets the bucket in its
- *      pick's `neg` and negates it), else the plan fails with SM_EUNAVAIL
- *      saying so (plan_buckets).  A bucket whose ids some target cannot
+ *      one, then spread by time), else to an exact combination of targets
+ *      (common/combo.h: A + B, A + B - C; a subtracted target gets the
+ *      bucket in its pick's `neg` and negates it), else the plan fails
+ *      with SM_EUNAVAIL saying so (plan_buckets).  A bucket whose ids some target cannot
  *      give goes to the one that merged the most.
  *   4. Each target's merge or series request carries its picks
  *      (smolder.v1.Select.picks); a target with none is not asked.
