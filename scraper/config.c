@@ -516,8 +516,7 @@ get_job(struct cf *c, const struct sm_yaml_node *m, struct scr_job *j)
 				rv = bad(c, v, "bearer_token_file %s: %s", path,
 				    strerror(errno));
 			} else {
-				scr_wipe_str(j->bearer);
-				sm_free(j->bearer);
+				scr_free_secret(j->bearer);
 				if ((j->bearer = dup(tok)) == NULL)
 					rv = sm_err_set(c->err, SM_ENOMEM,
 					    "out of memory");
@@ -709,10 +708,11 @@ scr_read_secret(const char *path, char *buf, size_t size, bool spaces)
 }
 
 void
-scr_wipe_str(char *s)
+scr_free_secret(char *s)
 {
 	if (s != NULL)
 		explicit_bzero(s, strlen(s));
+	sm_free(s);
 }
 
 void
@@ -726,8 +726,7 @@ scr_config_free(struct scr_config *c)
 		sm_free(j->name);
 		sm_free(j->scheme);
 		sm_free(j->tenant);
-		scr_wipe_str(j->bearer);
-		sm_free(j->bearer);
+		scr_free_secret(j->bearer);
 		sm_free(j->ca_file);
 		for (int t = 0; t < SCR_NKINDS; t++) {
 			sm_free(j->prof[t].path);

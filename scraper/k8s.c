@@ -38,8 +38,7 @@ static void
 api_fini(struct k8s_api *a)
 {
 	sm_free(a->server);
-	scr_wipe_str(a->token);
-	sm_free(a->token);
+	scr_free_secret(a->token);
 	sm_free(a->ca_file);
 	memset(a, 0, sizeof(*a));
 }

@@ -227,14 +227,14 @@ int scr_group_label(struct scr_group *g, const char *name,
  * and cut to fit, without its trailing line ends, and trailing spaces
  * too when `spaces`: its length, or -1 with errno set when it does not
  * open.  Unbuffered: no copy of the secret is left in a stdio buffer.
- * The caller wipes buf (scr_wipe_str, explicit_bzero) once it has copied
- * it, and wipes its heap copy before freeing it.
+ * The caller wipes buf (explicit_bzero) once it has copied it, and frees
+ * its heap copy with scr_free_secret.
  */
 long scr_read_secret(const char *path, char *buf, size_t size, bool spaces);
 
-/* Zero a NUL-terminated secret (NULL: nothing) where the compiler may not
- * drop it, before it is freed. */
-void scr_wipe_str(char *s);
+/* Zero a NUL-terminated heap secret where the compiler may not drop it,
+ * then free it (NULL: nothing). */
+void scr_free_secret(char *s);
 
 /*
  * A target's labels through the job's relabel_configs.  `ls` (heap

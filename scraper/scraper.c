@@ -612,8 +612,7 @@ task_free(struct scr_task *k)
 		return;
 	sm_free(k->url);
 	sm_free(k->delta_url);
-	scr_wipe_str(k->bearer);
-	sm_free(k->bearer);
+	scr_free_secret(k->bearer);
 	sm_free(k->ca_file);
 	sm_free(k->tenant);
 	sm_free(k->job);
@@ -1474,8 +1473,7 @@ scraper_free(struct scraper *s)
 	sm_free(s->workers);
 	sm_free(s->config_file);
 	sm_free(s->push_url);
-	scr_wipe_str(s->push_key);
-	sm_free(s->push_key);
+	scr_free_secret(s->push_key);
 	if (s->http != NULL) {
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->cv_work);
