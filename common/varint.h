@@ -41,6 +41,13 @@ sm_uvarint_get(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 		*pp = p + 1;
 		return (0);
 	}
+	if (SM_LIKELY(end - p >= 2 && p[1] < 0x80)) {
+		/* Two bytes: ids and counts below 16384, most of a pprof's
+		 * multi-byte varints. */
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		*pp = p + 2;
+		return (0);
+	}
 	for (unsigned s = 0; s < 64; s += 7) {
 		uint8_t c;
 

@@ -53,6 +53,7 @@ test_errors(void)
 	static const uint8_t eleven[] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
 	    0x80, 0x80, 0x80, 0x80, 0x00 };
 	static const uint8_t nonmin[] = { 0x81, 0x00 };
+	static const uint8_t two[] = { 0xac, 0x02 };
 	const uint8_t *p;
 	uint64_t v = 7;
 
@@ -70,6 +71,10 @@ test_errors(void)
 	    SM_UVARINT_OVERFLOW);
 	SM_CHECK(strcmp(sm_uvarint_why(SM_UVARINT_SHORT),
 	    "truncated varint") == 0);
+	p = two;                 /* two bytes, `end` after the first */
+	SM_CHECK_EQ(sm_uvarint_get(&p, two + 1, &v), SM_UVARINT_SHORT);
+	SM_CHECK(sm_uvarint_get(&p, two + 2, &v) == 0 && v == 300 &&
+	    p == two + 2);
 	p = nonmin;                              /* accepted, as protobuf */
 	SM_CHECK(sm_uvarint_get(&p, nonmin + 2, &v) == 0 && v == 1);
 }
