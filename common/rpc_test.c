@@ -446,6 +446,13 @@ test_replies_race_deadlines(void)
 		sm_rpc_multi_destroy(m);
 	}
 	SM_CHECK_EQ(answered + timed_out, 150 * 8);
+	/* Let the late replies land before the pipes go: a pipe torn down
+	 * while a reply is being sent on it can wedge nng 1.5's reaper for
+	 * the rest of the process ("Closing a socket, bounded" in rpc.c),
+	 * and every later test's close would then wait its 5 s and find
+	 * its connections never freed.  A handler holds a call 2.5 ms at
+	 * most; 300 ms leaves room for a sanitizer build on a busy box. */
+	usleep(300 * 1000);
 	pairs_stop(2, s, c);
 }
 
