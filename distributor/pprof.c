@@ -1407,6 +1407,46 @@ pp_push_loc(struct pp *st, uint64_t id, uint32_t si)
 	return (0);
 }
 
+/*
+ * A packed run of location ids (Sample field 1): room for all of them
+ * first (each takes at least a byte), then one tight loop.  0; 1 for a
+ * bad varint, with r->p and r->why where it failed; or the error code
+ * set in st->err (an unknown id, out of memory).
+ */
+static int
+pp_push_locs(struct pp *st, struct sm_pbw *r, uint32_t si)
+{
+	uint32_t *out, li;
+	size_t room = (size_t)(r->end - r->p);
+	uint64_t id;
+
+	if (SM_UNLIKELY(st->nsloc + room > st->sloc_cap)) {
+		size_t cap = SM_MAX(st->nsloc + room, 2 * (size_t)st->sloc_cap);
+
+		if (cap > UINT32_MAX)
+			return (pp_nomem(st));
+		st->sloc = sm_arena_grow(st->a, st->sloc, st->nsloc, cap,
+		    sizeof(*st->sloc));
+		if (st->sloc == NULL)
+			return (pp_nomem(st));
+		st->sloc_cap = (uint32_t)cap;
+	}
+	out = st->sloc + st->nsloc;
+	while (r->p < r->end) {
+		if (sm_pbw_varint(r, &id) != 0) {
+			st->nsloc = (uint32_t)(out - st->sloc);
+			return (1);
+		}
+		if (SM_UNLIKELY((li = pp_idmap_get(&st->lmap, id)) ==
+		    PP_NONE))
+			return (pp_malformed(st, "sample[%" PRIu32 "] "
+			    "references unknown location id %" PRIu64, si, id));
+		*out++ = li;
+	}
+	st->nsloc = (uint32_t)(out - st->sloc);
+	return (0);
+}
+
 static inline void
 pp_push_val(struct pp *st, uint64_t v)
 {
@@ -1438,6 +1478,15 @@ pp_sample_decode(struct pp *st, const uint8_t *p, size_t n, uint32_t si)
 			if (sm_pbw_bytes(&r, &q, &qn) != 0)
 				goto bad;
 			s = (struct sm_pbw){ q, q + qn, NULL, NULL, 0 };
+			if (f == 1) {
+				if ((rv = pp_push_locs(st, &s, si)) == 1) {
+					r = s;
+					goto bad;
+				}
+				if (rv != 0)
+					return (rv);
+				continue;
+			}
 			while (s.p < s.end) {
 				if (sm_pbw_varint(&s, &v) != 0) {
 					r = s;
