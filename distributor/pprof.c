@@ -1420,6 +1420,8 @@ pp_push_locs(struct pp *st, struct sm_pbw *r, uint32_t si)
 	size_t room = (size_t)(r->end - r->p);
 	uint64_t id;
 
+	if (room == 0)
+		return (0);     /* sloc may still be NULL: no pointer to form */
 	if (SM_UNLIKELY(st->nsloc + room > st->sloc_cap)) {
 		size_t cap = SM_MAX(st->nsloc + room, 2 * (size_t)st->sloc_cap);
 
