@@ -21,10 +21,9 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "common/arena.h"
 #include "common/buf.h"
 #include "common/gz.h"
@@ -32,40 +31,6 @@
 #include "distributor/pprof.h"
 
 #define MAX_RAW (256u << 20)
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((double)ts.tv_sec + ts.tv_nsec / 1e9);
-}
-
-static uint8_t *
-slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p = NULL;
-	size_t cap = 0, n = 0, r;
-
-	if (f == NULL) {
-		perror(path);
-		exit(1);
-	}
-	do {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 65536;
-			if ((p = realloc(p, cap)) == NULL)
-				exit(1);
-		}
-		r = fread(p + n, 1, cap - n, f);
-		n += r;
-	} while (r > 0);
-	fclose(f);
-	*len = n;
-	return (p);
-}
 
 /* One file through `stage` (0 gunzip, 1 decode, 2 encode); the request
  * tree's node count in *nodes. */
@@ -122,10 +87,9 @@ main(int argc, char **argv)
 	const char *list = NULL;
 	double secs = 5;
 	int only = -1;
-	uint8_t **files = NULL;
-	size_t *lens = NULL, nfiles = 0, cap = 0;
-	char line[4096];
-	FILE *f;
+	char **paths = NULL;
+	uint8_t **files;
+	size_t *lens, nfiles = 0;
 	int c;
 
 	while ((c = getopt(argc, argv, "t:s:l:")) != -1) {
@@ -138,29 +102,24 @@ main(int argc, char **argv)
 		else
 			goto usage;
 	}
-	if (list == NULL)
+	if (list == NULL || bench_read_list(list, &paths, &nfiles) != 0 ||
+	    nfiles == 0)
 		goto usage;
-	if ((f = fopen(list, "r")) == NULL) {
-		perror(list);
-		return (1);
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		line[strcspn(line, "\n")] = '\0';
-		if (line[0] == '\0')
-			continue;
-		if (nfiles == cap) {
-			cap = cap ? cap * 2 : 64;
-			files = realloc(files, cap * sizeof(*files));
-			lens = realloc(lens, cap * sizeof(*lens));
-			if (files == NULL || lens == NULL)
-				return (1);
+	files = bench_xmalloc(nfiles * sizeof(*files));
+	lens = bench_xmalloc(nfiles * sizeof(*lens));
+	for (size_t i = 0; i < nfiles; i++) {
+		size_t cap = 0;
+		long n;
+
+		files[i] = NULL;
+		if ((n = bench_read_file(paths[i], &files[i], &cap)) < 0) {
+			perror(paths[i]);
+			return (1);
 		}
-		files[nfiles] = slurp(line, &lens[nfiles]);
-		nfiles++;
+		lens[i] = (size_t)n;
+		/* Down from the reader's 1 MiB start: the list may be long. */
+		files[i] = bench_xrealloc(files[i], SM_MAX(lens[i], 1));
 	}
-	fclose(f);
-	if (nfiles == 0)
-		goto usage;
 	/* Keep freed memory: the server's request arenas come from a warm
 	 * heap (its threads' malloc arenas), where this one thread would
 	 * otherwise give every arena's blocks back to the kernel and fault
@@ -169,7 +128,7 @@ main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	for (int stage = 0; stage < 3; stage++) {
 		uint64_t n = 0, nodes = 0;
-		double t0 = now_s(), t;
+		double t0 = bench_now_s(), t;
 
 		if (only >= 0 && stage != only)
 			continue;
@@ -177,7 +136,7 @@ main(int argc, char **argv)
 			for (size_t i = 0; i < nfiles; i++)
 				one(files[i], lens[i], stage, &nodes);
 			n += nfiles;
-		} while ((t = now_s() - t0) < (only >= 0 ? secs : secs / 3));
+		} while ((t = bench_now_s() - t0) < (only >= 0 ? secs : secs / 3));
 		printf("%s profiles=%llu seconds=%.3f profiles_per_s=%.1f "
 		    "us_per_profile=%.1f", names[stage], (unsigned long long)n,
 		    t, n / t, t * 1e6 / n);
