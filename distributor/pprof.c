@@ -1386,14 +1386,20 @@ bad:
 	    "%s (byte %zu)", si, li, r.why, (size_t)(r.p - st->raw)));
 }
 
+static int
+pp_unknown_loc(struct pp *st, uint32_t si, uint64_t id)
+{
+	return (pp_malformed(st, "sample[%" PRIu32 "] references unknown "
+	    "location id %" PRIu64, si, id));
+}
+
 static inline int
 pp_push_loc(struct pp *st, uint64_t id, uint32_t si)
 {
 	uint32_t li = pp_idmap_get(&st->lmap, id);
 
 	if (SM_UNLIKELY(li == PP_NONE))
-		return (pp_malformed(st, "sample[%" PRIu32 "] references "
-		    "unknown location id %" PRIu64, si, id));
+		return (pp_unknown_loc(st, si, id));
 	if (SM_UNLIKELY(st->nsloc == st->sloc_cap)) {
 		uint32_t cap = st->sloc_cap ? st->sloc_cap * 2 : 64;
 
@@ -1441,8 +1447,7 @@ pp_push_locs(struct pp *st, struct sm_pbw *r, uint32_t si)
 		}
 		if (SM_UNLIKELY((li = pp_idmap_get(&st->lmap, id)) ==
 		    PP_NONE))
-			return (pp_malformed(st, "sample[%" PRIu32 "] "
-			    "references unknown location id %" PRIu64, si, id));
+			return (pp_unknown_loc(st, si, id));
 		*out++ = li;
 	}
 	st->nsloc = (uint32_t)(out - st->sloc);
