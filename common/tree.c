@@ -37,6 +37,7 @@ sm_tree_init(struct sm_tree *t)
 	t->parent[0] = 0;
 	t->name[0] = 0;
 	t->n = 1;
+	t->nidx = 1;
 	return (0);
 }
 
@@ -56,8 +57,14 @@ sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,
 	struct sm_oatab_it it;
 	uint32_t v;
 
-	if ((v = tree_lookup(t, parent, name, &it)) == SM_OATAB_NONE)
-		return (SM_ENOTFOUND);
+	if ((v = tree_lookup(t, parent, name, &it)) == SM_OATAB_NONE) {
+		/* A const find does not index the appended tail: scan it. */
+		for (v = SM_MAX(t->nidx, 1); v < t->n; v++)
+			if (t->parent[v] == parent && t->name[v] == name)
+				break;
+		if (v >= t->n)
+			return (SM_ENOTFOUND);
+	}
 	*out = v;
 	return (0);
 }
@@ -77,18 +84,64 @@ tree_grow(struct sm_tree *t, uint32_t ncap)
 	return (0);
 }
 
+/* Index the appended nodes [nidx, n).  0 or SM_ENOMEM (nothing lost:
+ * the tail stays unindexed and the next call tries again). */
+static int
+tree_index_tail(struct sm_tree *t)
+{
+	struct sm_oatab_it it;
+
+	/* The load rule, as in sm_tree_child: the root counts. */
+	if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
+		return (SM_ENOMEM);
+	for (uint32_t i = SM_MAX(t->nidx, 1); i < t->n; i++) {
+		uint32_t v = tree_lookup(t, t->parent[i], t->name[i], &it);
+
+		SM_ASSERT(v == SM_OATAB_NONE);   /* sm_tree_append's promise */
+		(void)v;
+		(void)sm_oatab_insert(&t->tab, &it, i);  /* reserved above */
+	}
+	t->nidx = t->n;
+	return (0);
+}
+
+int
+sm_tree_reserve_nodes(struct sm_tree *t, uint32_t n)
+{
+	if (n > (1u << 31))
+		return (SM_ETOOBIG);
+	if (n > t->cap)
+		return (tree_grow(t, n));
+	return (0);
+}
+
 int
 sm_tree_reserve(struct sm_tree *t, uint32_t n)
 {
 	int rv;
 
-	if (n > (1u << 31))
-		return (SM_ETOOBIG);
-	if (n > t->cap && (rv = tree_grow(t, n)) != 0)
+	if ((rv = sm_tree_reserve_nodes(t, n)) != 0)
+		return (rv);
+	if (t->nidx < t->n && (rv = tree_index_tail(t)) != 0)
 		return (rv);
 	/* The index's load rule, as in sm_tree_child: node count * 2 <=
 	 * slots. */
 	return (sm_oatab_reserve(&t->tab, n));
+}
+
+int
+sm_tree_append(struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint32_t *out)
+{
+	SM_ASSERT(parent < t->n);
+	if (t->n >= (1u << 31))
+		return (SM_ETOOBIG);
+	if (t->n == t->cap && tree_grow(t, t->cap * 2) != 0)
+		return (SM_ENOMEM);
+	t->parent[t->n] = parent;
+	t->name[t->n] = name;
+	*out = t->n++;
+	return (0);
 }
 
 int
@@ -99,6 +152,8 @@ sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
 	uint32_t v;
 
 	SM_ASSERT(parent < t->n);
+	if (SM_UNLIKELY(t->nidx < t->n) && tree_index_tail(t) != 0)
+		return (SM_ENOMEM);
 	if ((v = tree_lookup(t, parent, name, &it)) != SM_OATAB_NONE) {
 		*out = v;
 		return (0);
@@ -119,6 +174,7 @@ sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
 	t->parent[t->n] = parent;
 	t->name[t->n] = name;
 	*out = t->n++;
+	t->nidx = t->n;
 	return (0);
 }
 

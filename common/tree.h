@@ -16,7 +16,11 @@
  * Children of a node are distinct frames by construction, so a tree never
  * needs sibling merging.  The interning index is an sm_oatab (oatab.h;
  * linear probing, load <= 1/2) of node ids keyed by hash(parent, name); the
- * root is not in it.
+ * root is not in it.  A builder with its own proof that a node is new (the
+ * pprof decoder's path table) appends it with sm_tree_append() and skips
+ * the index: nodes [nidx, n) are then not indexed yet, and the next
+ * sm_tree_child() or sm_tree_reserve() indexes them first, so lookups
+ * never miss a node.
  *
  * Memory: 8 bytes per node (parent, name) plus the index's 2 to 4 slots of
  * 8 bytes (id and hash tag, so a probe rarely reads parent[] and name[]).
@@ -34,6 +38,7 @@ struct sm_tree {
 	uint32_t *parent;
 	uint32_t *name;
 	uint32_t n, cap;
+	uint32_t nidx;       /* nodes [1, nidx) are in tab; [nidx, n) not yet */
 	struct sm_oatab tab; /* node ids 1.. by hash(parent, name) */
 };
 
@@ -55,6 +60,22 @@ void sm_tree_fini(struct sm_tree *t);
  */
 int sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out);
+
+/*
+ * Append the child of `parent` whose frame is `name`, which the caller
+ * knows the tree does not hold (a duplicate would break the uniqueness
+ * every reader relies on), without probing or filling the index; its id
+ * is stored in *out.  SM_ENOMEM or SM_ETOOBIG as sm_tree_child.
+ */
+int sm_tree_append(struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint32_t *out);
+
+/*
+ * Room for `n` nodes in all in the node arrays only: for a builder that
+ * appends (sm_tree_append), whose nodes are indexed only if a lookup ever
+ * follows.  0 or SM_ENOMEM; SM_ETOOBIG past 2^31.
+ */
+int sm_tree_reserve_nodes(struct sm_tree *t, uint32_t n);
 
 /*
  * Make room for `n` nodes in all (the root included), so that creating

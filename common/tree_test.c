@@ -226,7 +226,54 @@ test_reserve(void)
 	sm_tree_fini(&t);
 }
 
+/*
+ * Appended nodes skip the index; the next sm_tree_child (or reserve)
+ * indexes them, so lookups and creates after appends see every node, and
+ * a failed catch-up loses nothing.
+ */
+static void
+test_append(void)
+{
+	struct sm_tree t;
+	uint32_t id, a, b, c, n;
+	int failures = 0;
+
+	SM_REQUIRE(sm_tree_init(&t) == 0);
+	SM_CHECK_EQ(sm_tree_reserve_nodes(&t, (1u << 31) + 1), SM_ETOOBIG);
+	SM_REQUIRE(sm_tree_reserve_nodes(&t, 3000) == 0);
+	SM_CHECK(t.cap >= 3000 && t.tab.nslots < 3000);
+	SM_REQUIRE(sm_tree_append(&t, 0, 5, &a) == 0);
+	SM_REQUIRE(sm_tree_append(&t, a, 6, &b) == 0);
+	SM_CHECK(a == 1 && b == 2 && t.nidx == 1);
+	/* A const find scans the unindexed tail. */
+	SM_CHECK(sm_tree_find(&t, a, 6, &id) == 0 && id == b);
+	SM_CHECK_EQ(sm_tree_find(&t, a, 7, &id), SM_ENOTFOUND);
+	/* A create finds the appended node instead of making a twin. */
+	SM_REQUIRE(sm_tree_child(&t, a, 6, &id) == 0);
+	SM_CHECK(id == b && t.nidx == t.n && sm_tree_size(&t) == 3);
+	SM_REQUIRE(sm_tree_child(&t, b, 7, &c) == 0);
+	SM_CHECK_EQ(c, 3);
+
+	/* Many appends, then one create whose catch-up fails and is
+	 * retried: every node is found once it succeeds. */
+	for (uint32_t k = 4; k < 3000; k++)
+		SM_REQUIRE(sm_tree_append(&t, k / 2, k, &id) == 0 && id == k);
+	n = t.n;
+	SM_RETRY_FAULTS(sm_tree_child(&t, 0, 99999, &id), failures,
+	    SM_CHECK_EQ(t.n, n));
+	SM_CHECK(failures >= 1 && id == n && t.nidx == t.n);
+	for (uint32_t k = 4; k < 3000; k++)
+		SM_CHECK(sm_tree_find(&t, k / 2, k, &id) == 0 && id == k);
+	/* sm_tree_reserve indexes a tail too. */
+	SM_REQUIRE(sm_tree_append(&t, 0, 100000, &a) == 0);
+	SM_REQUIRE(sm_tree_reserve(&t, t.n + 10) == 0);
+	SM_CHECK_EQ(t.nidx, t.n);
+	SM_CHECK(sm_tree_find(&t, 0, 100000, &id) == 0 && id == a);
+	sm_tree_fini(&t);
+}
+
 SM_TEST_MAIN(
+	{ "append, then the index catches up", test_append },
 	{ "root node", test_root },
 	{ "reserve and prefetch", test_reserve },
 	{ "child and find", test_child_find },

@@ -94,7 +94,7 @@ dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more)
 
 	more = SM_MIN(more, DIST_BATCH_RESERVE_MAX);
 	if (n <= UINT32_MAX - more)
-		(void)sm_tree_reserve(&b->tree, n + more);
+		(void)sm_tree_reserve_nodes(&b->tree, n + more);
 }
 
 int
@@ -102,6 +102,13 @@ dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node)
 {
 	return (sm_tree_child(&b->tree, parent, name, node));
+}
+
+int
+dist_batch_append(struct dist_batch *b, uint32_t parent, uint32_t name,
+    uint32_t *node)
+{
+	return (sm_tree_append(&b->tree, parent, name, node));
 }
 
 static inline uint64_t

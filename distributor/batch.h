@@ -113,16 +113,22 @@ int dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
     uint32_t *name);
 
 /*
- * Room for about `more` new nodes (sm_tree_reserve), from a decoder that
- * knows its input's size (the pprof decoder: twice its location count,
- * at most DIST_BATCH_RESERVE_MAX, so a hostile count costs little).  A
- * hint: failure is not an error, the tree grows as it goes.
+ * Room for about `more` new nodes (sm_tree_reserve_nodes: the node
+ * arrays; the index is built only if a lookup follows appends), from a
+ * decoder that knows its input's size (the pprof decoder: twice its
+ * location and sample counts, at most DIST_BATCH_RESERVE_MAX, so a
+ * hostile count costs little).  A hint: failure is not an error, the
+ * tree grows as it goes.
  */
 #define DIST_BATCH_RESERVE_MAX 65536u
 void dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more);
 
 /* Child of `parent` (0 = root) for frame `name`; see sm_tree_child. */
 int dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
+    uint32_t *node);
+
+/* A new child the caller knows the tree lacks; see sm_tree_append. */
+int dist_batch_append(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node);
 
 /*

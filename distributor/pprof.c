@@ -25,18 +25,18 @@
  *
  * Hot loop (C), per sample: resolve location ids (direct array), find the
  * label group (empty set: no work; otherwise one hash probe), then walk the
- * locations root first.  Three caches keep that cheap:
+ * frames root first.  What keeps that cheap:
  *   - per location, the frame name ids in root-to-leaf order (inline
  *     expansion, address naming and the scripting rename happen once per
  *     location, on first use), plus a 4-byte view (pp.lf) holding the
  *     frame itself for the usual one-frame location;
  *   - per function, its interned frame name;
- *   - (parent node, location) -> node for locations that expand to more
- *     than one frame (one probe instead of one per inlined frame; a
- *     one-frame location costs one sm_tree_child probe either way), and
- *     the previous sample's root-side path: samples usually share their
+ *   - the path table (pp_walk): a node is found by the hash of its frame
+ *     path from the root, so a stack's probes do not wait on each other,
+ *     and a node it does not hold is new and appended to the batch tree
+ *     without a probe of the tree's own index;
+ *   - the previous sample's root-side path: samples often share their
  *     root frames, so the walk starts where the two stacks diverge.
- * What remains is dominated by sm_tree_child creating the nodes.
  *
  * Wire format facts used (docs/wire-formats.md §1): a key is a varint (field << 3 | wire
  * type); wire types 0 varint, 1 fixed64, 2 length-delimited, 3/4 group
@@ -173,10 +173,10 @@ struct pp {
 	uint32_t *gpairs;
 	uint32_t ngpairs, gpairs_cap;
 
-	/* (parent node, location) -> node, for multi-frame locations. */
-	uint64_t *ckey;
-	uint32_t *cval;       /* node; 0 = empty slot */
-	uint32_t ncache, ncslots;
+	/* The walk's path table (pp_walk) and the batch's node count
+	 * before this decode. */
+	struct sm_oatab path;
+	uint32_t tree_base;
 
 	/* Per-sample scratch. */
 	uint32_t *sloc;       /* location indices, leaf first */
@@ -192,6 +192,7 @@ struct pp {
 	int span_from;
 	/* The previous sample's stack, root first, complete locations only. */
 	uint32_t *ploc, *pnode, *pdepth;
+	uint64_t *phash;      /* pp_walk's path hash after each location */
 	uint32_t npath, path_cap;
 
 	char **cstr;          /* NUL-terminated copies by string index */
@@ -955,89 +956,81 @@ pp_loc_frames(struct pp *st, uint32_t li)
 
 /* --- stacks --------------------------------------------------------------- */
 
-static int
-pp_node(struct pp *st, uint32_t parent, uint32_t name, uint32_t *node)
-{
-	int rv = dist_batch_node(st->b, parent, name, node);
+/*
+ * The walk's path table: the frame path from the root to a node, hashed
+ * frame by frame (pp_path_step, an ALU chain that reads no memory), maps
+ * to that node.  A probe's address so depends on the frames alone, not on
+ * the node found one frame up, and the probes of a stack overlap their
+ * cache misses, where sm_tree_child's (parent, name) key makes each probe
+ * wait for the one before.  It is an sm_oatab keyed by the hash's high
+ * half (the multiply leaves the low bits weak), and a tag match is
+ * confirmed against the tree itself (the node's frame and parent), so a
+ * collision costs a probe, never a wrong node.
+ *
+ * Every node this decode walks to is in the table, so a miss proves the
+ * node new unless it may predate the decode: only a child of a node that
+ * predates it (id < tree_base, the batch's size at the start) and only
+ * when the batch held more than the root.  Such a child goes through
+ * sm_tree_child; every other is appended without touching the tree's
+ * index (sm_tree_append), which is built only if a lookup ever follows.
+ */
+#define PP_PATH_SEED 0x9e3779b97f4a7c15ULL
+#define PP_PATH_MUL 0xff51afd7ed558ccdULL
 
-	if (rv == SM_ENOMEM)
-		return (pp_nomem(st));
-	if (rv != 0)
-		return (sm_err_set(st->err, rv, "stack tree too large"));
-	return (0);
+static inline uint64_t
+pp_path_step(uint64_t h, uint32_t name)
+{
+	return ((h ^ name) * PP_PATH_MUL);
 }
 
-static inline uint32_t
-pp_cache_hash(uint64_t key)
+/* The miss path: create (or, when it may predate the decode, find) the
+ * child of `parent` and record it under h.  Returns the node, or 0 with
+ * the error code in *rv. */
+static uint32_t __attribute__((noinline))
+pp_path_add(struct pp *st, uint64_t h, uint32_t name, uint32_t parent,
+    int *rv)
 {
-	return ((uint32_t)sm_hash_u64(key));
-}
+	struct sm_oatab_it it;
+	uint32_t nd;
 
-static int
-pp_cache_grow(struct pp *st)
-{
-	uint32_t nslots = st->ncslots ? st->ncslots * 2 : 1024, mask;
-	uint64_t *keys = pp_alloc(st, nslots, sizeof(*keys));
-	uint32_t *vals = sm_arena_calloc(st->a, nslots, sizeof(*vals));
-
-	if (nslots == 0 || keys == NULL || vals == NULL)
-		return (pp_nomem(st));
-	mask = nslots - 1;
-	for (uint32_t i = 0; i < st->ncslots; i++) {
-		uint32_t j;
-
-		if (st->cval[i] == 0)
-			continue;
-		for (j = pp_cache_hash(st->ckey[i]) & mask; vals[j] != 0;
-		    j = (j + 1) & mask)
-			;
-		keys[j] = st->ckey[i];
-		vals[j] = st->cval[i];
+	/* Room first, so that no node is made that the table then lacks
+	 * (a later walk would append its twin). */
+	if (sm_oatab_reserve(&st->path, st->path.n + 1) != 0) {
+		*rv = pp_nomem(st);
+		return (0);
 	}
-	st->ckey = keys;
-	st->cval = vals;
-	st->ncslots = nslots;
-	return (0);
-}
-
-/* Node reached from `parent` through all frames of location li (which
- * has more than one). */
-static int
-pp_loc_node(struct pp *st, uint32_t parent, uint32_t li, uint32_t *node)
-{
-	const struct pp_loc *L = &st->loc[li];
-	const uint32_t *fr = &st->frames[L->frame_off];
-	uint64_t key = (uint64_t)parent << 32 | li;
-	uint32_t mask, i, v, nd = parent;
-	int rv;
-
-	SM_ASSERT(L->nframes > 1);
-	if (st->ncslots != 0) {
-		mask = st->ncslots - 1;
-		for (i = pp_cache_hash(key) & mask; (v = st->cval[i]) != 0;
-		    i = (i + 1) & mask) {
-			if (st->ckey[i] == key) {
-				*node = v;
-				return (0);
-			}
-		}
-	}
-	for (uint32_t k = 0; k < L->nframes; k++) {
-		if ((rv = pp_node(st, nd, fr[k], &nd)) != 0)
-			return (rv);
-	}
-	if ((uint64_t)(st->ncache + 1) * 2 > st->ncslots &&
-	    (rv = pp_cache_grow(st)) != 0)
-		return (rv);
-	mask = st->ncslots - 1;
-	for (i = pp_cache_hash(key) & mask; st->cval[i] != 0;
-	    i = (i + 1) & mask)
+	/* Probe again to the empty slot (cached now): passing the hot
+	 * loop's iterator out would keep it in memory there. */
+	sm_oatab_probe(&st->path, h >> 32, &it);
+	while (sm_oatab_next(&st->path, &it) != SM_OATAB_NONE)
 		;
-	st->ckey[i] = key;
-	st->cval[i] = nd;
-	st->ncache++;
-	*node = nd;
-	return (0);
+	if (parent >= st->tree_base || st->tree_base == 1)
+		*rv = dist_batch_append(st->b, parent, name, &nd);
+	else
+		*rv = dist_batch_node(st->b, parent, name, &nd);
+	if (*rv != 0) {
+		*rv = *rv == SM_ENOMEM ? pp_nomem(st) :
+		    sm_err_set(st->err, *rv, "stack tree too large");
+		return (0);
+	}
+	(void)sm_oatab_insert(&st->path, &it, nd);   /* reserved above */
+	return (nd);
+}
+
+/* The child of `parent` for frame `name`, whose path hashes to h; 0 with
+ * the error code in *rv. */
+static inline uint32_t
+pp_walk(struct pp *st, uint64_t h, uint32_t name, uint32_t parent, int *rv)
+{
+	const uint32_t *tp = st->b->tree.parent, *tn = st->b->tree.name;
+	struct sm_oatab_it it;
+	uint32_t nd;
+
+	for (sm_oatab_probe(&st->path, h >> 32, &it);
+	    (nd = sm_oatab_next(&st->path, &it)) != SM_OATAB_NONE;)
+		if (tn[nd] == name && tp[nd] == parent)
+			return (nd);
+	return (pp_path_add(st, h, name, parent, rv));
 }
 
 static int
@@ -1054,7 +1047,10 @@ pp_path_reserve(struct pp *st, uint32_t n)
 	    sizeof(uint32_t));
 	st->pdepth = sm_arena_grow(st->a, st->pdepth, st->npath, cap,
 	    sizeof(uint32_t));
-	if (st->ploc == NULL || st->pnode == NULL || st->pdepth == NULL)
+	st->phash = sm_arena_grow(st->a, st->phash, st->npath, cap,
+	    sizeof(uint64_t));
+	if (st->ploc == NULL || st->pnode == NULL || st->pdepth == NULL ||
+	    st->phash == NULL)
 		return (pp_nomem(st));
 	st->path_cap = cap;
 	return (0);
@@ -1069,6 +1065,7 @@ pp_stack(struct pp *st, uint32_t *leaf)
 {
 	uint32_t n = st->nsloc, max = st->lim->max_depth;
 	uint32_t k = 0, node = 0, depth = 0;
+	uint64_t h = PP_PATH_SEED;
 	int rv;
 
 	if ((rv = pp_path_reserve(st, n)) != 0)
@@ -1079,10 +1076,10 @@ pp_stack(struct pp *st, uint32_t *leaf)
 	if (k > 0) {
 		node = st->pnode[k - 1];
 		depth = st->pdepth[k - 1];
+		h = st->phash[k - 1];
 	}
 	for (; k < n; k++) {
 		uint32_t li = st->sloc[n - 1 - k], f = st->lf[li];
-		const struct pp_loc *L;
 
 		if (SM_UNLIKELY(f == PP_NONE)) {
 			if ((rv = pp_loc_frames(st, li)) != 0)
@@ -1093,31 +1090,33 @@ pp_stack(struct pp *st, uint32_t *leaf)
 			/* One frame: the common case. */
 			if (max != 0 && depth >= max)
 				break;
-			if ((rv = pp_node(st, node, f, &node)) != 0)
+			h = pp_path_step(h, f);
+			if ((node = pp_walk(st, h, f, node, &rv)) == 0)
 				return (rv);
 			depth++;
-			st->ploc[k] = li;
-			st->pnode[k] = node;
-			st->pdepth[k] = depth;
-			continue;
-		}
-		L = &st->loc[li];
-		if (max != 0 && depth + L->nframes > max) {
+		} else {
+			const struct pp_loc *L = &st->loc[li];
 			const uint32_t *fr = &st->frames[L->frame_off];
+			uint32_t m = L->nframes;
+			bool partial = max != 0 && depth + m > max;
 
-			/* Partial location: not recorded in the path. */
-			for (uint32_t j = 0; depth < max; j++, depth++) {
-				if ((rv = pp_node(st, node, fr[j], &node)) != 0)
+			if (partial)
+				m = max - depth;
+			for (uint32_t j = 0; j < m; j++) {
+				h = pp_path_step(h, fr[j]);
+				if ((node = pp_walk(st, h, fr[j], node,
+				    &rv)) == 0)
 					return (rv);
 			}
-			break;
+			depth += m;
+			/* A partial location is not recorded in the path. */
+			if (partial)
+				break;
 		}
-		if ((rv = pp_loc_node(st, node, li, &node)) != 0)
-			return (rv);
-		depth += L->nframes;
 		st->ploc[k] = li;
 		st->pnode[k] = node;
 		st->pdepth[k] = depth;
+		st->phash[k] = h;
 	}
 	st->npath = k;
 	*leaf = node;
@@ -1680,5 +1679,11 @@ dist_pprof_ingest(const uint8_t *raw, size_t len,
 	 * samples branch most. */
 	dist_batch_reserve_nodes(b, (uint32_t)SM_MIN((uint64_t)st.nlocs * 2 +
 	    (uint64_t)st.nsamples * 2, DIST_BATCH_RESERVE_MAX));
+	/* The path table: about one node per location and per sample
+	 * (half the reserve above, which allows for more), at half load;
+	 * it grows if the stacks branch more.  Larger costs cache misses. */
+	sm_oatab_init_arena(&st.path, (uint32_t)SM_MIN((uint64_t)st.nlocs *
+	    2 + (uint64_t)st.nsamples * 2, DIST_BATCH_RESERVE_MAX), st.a);
+	st.tree_base = sm_tree_size(&b->tree);
 	return (pp_samples(&st));
 }

@@ -521,6 +521,56 @@ test_basic(void)
 	tb_fini(&t);
 }
 
+/*
+ * Two profiles into one batch (a multipart or Connect upload): the second
+ * decode's walk must find the nodes the first made (it appends only what
+ * it can prove new), and a later sm_tree_child user of the same batch
+ * sees every node; the tree never holds two equal (parent, frame) nodes.
+ */
+static void
+test_two_profiles_one_batch(void)
+{
+	struct tb t1, t2;
+	struct run r;
+	uint8_t *p;
+	size_t n;
+	uint32_t nd, work;
+
+	tb_init(&t1);
+	tb_cpu(&t1);
+	tb_stack(&t1, "main;work;leaf", 2, 20);
+	tb_stack(&t1, "main;idle", 1, 10);
+	tb_init(&t2);
+	tb_cpu(&t2);
+	t2.id_base = 40;   /* other location ids for the same frames */
+	tb_stack(&t2, "main;work;other", 4, 40);
+	tb_stack(&t2, "main;work;leaf", 1, 10);
+	tb_stack(&t2, "gc;work", 1, 10);
+	run_init(&r);
+	p = tb_pack(&t1, &n);
+	SM_REQUIRE(dist_pprof_ingest(p, n, &r.in, &r.b, &r.err) == 0);
+	p = tb_pack(&t2, &n);
+	SM_REQUIRE(dist_pprof_ingest(p, n, &r.in, &r.b, &r.err) == 0);
+	/* root, main, work, leaf, idle, other, gc, gc;work */
+	SM_CHECK_EQ(sm_tree_size(&r.b.tree), 8);
+	for (uint32_t i = 1; i < sm_tree_size(&r.b.tree); i++)
+		for (uint32_t j = i + 1; j < sm_tree_size(&r.b.tree); j++)
+			SM_CHECK(r.b.tree.parent[i] != r.b.tree.parent[j] ||
+			    r.b.tree.name[i] != r.b.tree.name[j]);
+	/* A lookup after the appends finds them (the index catches up). */
+	SM_REQUIRE(sm_tree_find(&r.b.tree, 0, r.b.tree.name[1], &nd) == 0);
+	SM_CHECK_EQ(nd, 1);
+	SM_REQUIRE(dist_batch_node(&r.b, 1, r.b.tree.name[2], &work) == 0);
+	SM_CHECK_EQ(work, 2);
+	SM_CHECK_EQ(sm_tree_size(&r.b.tree), 8);
+	SM_REQUIRE(dist_batch_finish(&r.b) == 0);
+	CHECK_COLLAPSED(&r.b, "cpu", "gc;work 10\nmain;idle 10\n"
+	    "main;work;leaf 30\nmain;work;other 40\n");
+	run_fini(&r);
+	tb_fini(&t1);
+	tb_fini(&t2);
+}
+
 static void
 test_inline_order(void)
 {
@@ -2040,6 +2090,8 @@ test_alloc_faults(void)
 
 SM_TEST_MAIN(
 	{ "basic profile: two types, collapsed stacks", test_basic },
+	{ "two profiles into one batch: one tree, no twins",
+	    test_two_profiles_one_batch },
 	{ "inline lines expand last to first", test_inline_order },
 	{ "address-only frames with and without mapping", test_address_frames },
 	{ "function name falls back to system_name", test_function_names },
