@@ -1670,8 +1670,9 @@ dist_pprof_ingest(const uint8_t *raw, size_t len,
 	if ((rv = pp_index(&st)) != 0 || (rv = pp_link(&st)) != 0 ||
 	    (rv = pp_types(&st)) != 0)
 		return (rv);
-	/* The stack tree's nodes, sized once instead of doubling from 64
-	 * (oatab rehashes were 2% of ingest CPU, B1).  Twice the
+	/* The stack tree's node arrays, sized once instead of doubling
+	 * from 64 (the walk appends, so the tree's index is not built;
+	 * the path table below is sized the same way).  Twice the
 	 * location count plus twice the sample count: the B1 corpus's
 	 * profiles have 0.3x to 4.8x as many nodes as locations, most
 	 * between 1x and 1.5x; the 4.8x one (a heap profile of 1,700
