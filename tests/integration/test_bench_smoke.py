@@ -8,7 +8,7 @@ the build under test, then checks what it wrote:
 
   - one JSON row per figure: B1, B2a, B2b, B3, B4a, B4b, B5, B6, B7a..B7f,
     B11a..B11c, B17a, B17b, B18, B12a, B12b, B8, B9, B10a, B10b, B13a..B13d,
-    B14a, B14b, B16, B15,
+    B14a, B14b, B16, B19a, B19b, B20, B15,
     each
     with the keys id, figure, unit, value, baseline,
     baseline_value, ratio, goal, met;
@@ -44,7 +44,7 @@ WANT_IDS = ["B1", "B2a", "B2b", "B3", "B4a", "B4b", "B5", "B6", "B7a", "B7b",
             "B7c", "B7d", "B7e", "B7f", "B11a", "B11b", "B11c", "B17a", "B17b", "B18", "B12a",
             "B12b", "B8", "B9",
             "B10a", "B10b", "B13a", "B13b", "B13c", "B13d", "B14a", "B14b", "B16",
-            "B19a", "B19b", "B15"]
+            "B19a", "B19b", "B20", "B15"]
 KEYS = ["id", "figure", "unit", "value", "baseline", "baseline_value", "ratio",
         "goal", "met"]
 
@@ -110,7 +110,7 @@ def main():
             if not ok:
                 continue
             if x.get("per_round_ratios"):
-                # B1: the median of its rounds' own ratios (bench/README).
+                # B1, B16, B20: the median of its rounds' own ratios (bench/README).
                 pr = sorted(x["per_round_ratios"])
                 mid = (pr[len(pr) // 2] if len(pr) % 2 else
                        (pr[len(pr) // 2 - 1] + pr[len(pr) // 2]) / 2)
