@@ -1301,6 +1301,84 @@ test_idle_timeout(void)
 	sm_http_destroy(h);
 }
 
+/*
+ * The header deadline with many connections at once, opened in three
+ * waves: every trickler is cut, none before its own deadline (a lower
+ * bound, which a loaded machine cannot break); connections closed by
+ * the client before their deadline, and one whose request completed (it
+ * now has the 30 s idle deadline), are left alone; the server stays
+ * healthy.  This drives the deadline heap through inserts, removals from
+ * its middle, a deadline cleared and set again, and pops in order.
+ */
+#define DL_WAVES 3
+#define DL_PER 30
+#define DL_MS 600
+
+static void
+test_header_deadline_many(void)
+{
+	struct sm_http_cfg cfg;
+	struct sm_http *h;
+	struct sm_test_resp rs;
+	int fd[DL_WAVES][DL_PER];
+	int64_t opened[DL_WAVES][DL_PER];
+	int cut = 0;
+	char c;
+
+	srv_cfg(&cfg);
+	cfg.conn_limit = 256;
+	cfg.per_ip_limit = 0;
+	cfg.conn_timeout_s = 30;
+	cfg.header_timeout_ms = DL_MS;
+	SM_REQUIRE((h = srv_start_cfg(&cfg)) != NULL);
+	for (int w = 0; w < DL_WAVES; w++) {
+		for (int i = 0; i < DL_PER; i++) {
+			opened[w][i] = now_ms();
+			SM_REQUIRE((fd[w][i] = sm_test_connect(sm_http_port(h),
+			    5000)) >= 0);
+			SM_CHECK(cli_sends(fd[w][i], "GET /hello HTTP/1.1\r\n"
+			    "Host: t\r\nX-A: b") == 0);
+		}
+		sleep_ms(150);
+	}
+	/* Before wave 0's deadline: a third of waves 0 and 1 go away, and
+	 * wave 0's first connection completes its request. */
+	for (int w = 0; w < 2; w++)
+		for (int i = 1 + w; i < DL_PER; i += 3) {
+			close(fd[w][i]);
+			fd[w][i] = -1;
+		}
+	SM_CHECK(cli_sends(fd[0][0], "\r\n\r\n") == 0);
+	SM_REQUIRE(sm_test_read_resp(fd[0][0], &rs) == 0);
+	SM_CHECK(rs.status == 200);
+	sm_test_resp_free(&rs);
+	for (int w = 0; w < DL_WAVES; w++)
+		for (int i = 0; i < DL_PER; i++) {
+			int64_t waited;
+
+			if (fd[w][i] < 0 || (w == 0 && i == 0))
+				continue;
+			waited = cli_wait_closed(fd[w][i], 10000);
+			SM_CHECKF(waited >= 0 && now_ms() - opened[w][i] >=
+			    DL_MS, "wave %d conn %d: closed after %lld ms "
+			    "(waited %lld)", w, i,
+			    (long long)(now_ms() - opened[w][i]),
+			    (long long)waited);
+			cut += waited >= 0;
+			close(fd[w][i]);
+		}
+	SM_CHECKF(cut == DL_WAVES * DL_PER - 2 * (DL_PER / 3) - 1,
+	    "%d cut", cut);
+	/* The served connection is idle now, with 30 s to send more. */
+	sm_test_sock_timeout(fd[0][0], 200);
+	SM_CHECK(recv(fd[0][0], &c, 1, 0) < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK));
+	exchange(fd[0][0], "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", 200);
+	close(fd[0][0]);
+	check_healthy(sm_http_port(h));
+	sm_http_destroy(h);
+}
+
 static void
 test_slow_handler_beats_timeout(void)
 {
@@ -1554,6 +1632,7 @@ SM_TEST_MAIN(
 	{ "connection limit: 5th of 4 waits, others work", test_connection_limit },
 	{ "per-IP connection limit", test_per_ip_limit },
 	{ "idle timeout: idle, kept-alive, slowloris, stalled body", test_idle_timeout },
+	{ "header deadline: 90 connections in waves, each cut at its own", test_header_deadline_many },
 	{ "handler slower than the idle timeout still replies", test_slow_handler_beats_timeout },
 	{ "stop waits for the in-flight handler", test_stop_in_flight },
 	{ "stop: idle connections, unstarted server, idempotent", test_stop_idle_and_unstarted },
