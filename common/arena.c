@@ -210,3 +210,38 @@ sm_arena_pbc(struct sm_arena *a)
 	};
 	return (al);
 }
+
+void
+sm_arena_pbc_drop_unknown(ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	char *base = (char *)m;
+
+	m->n_unknown_fields = 0;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)(base +
+			    f->quantifier_offset);
+			ProtobufCMessage **v = *(ProtobufCMessage ***)(base +
+			    f->offset);
+
+			for (size_t k = 0; k < n; k++)
+				if (v[k] != NULL)
+					sm_arena_pbc_drop_unknown(v[k]);
+		} else {
+			ProtobufCMessage *sub;
+
+			if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0 &&
+			    *(const uint32_t *)(base + f->quantifier_offset) !=
+			    f->id)
+				continue;
+			if ((sub = *(ProtobufCMessage **)(base + f->offset)) !=
+			    NULL)
+				sm_arena_pbc_drop_unknown(sub);
+		}
+	}
+}

@@ -68,4 +68,14 @@ size_t sm_arena_budget(const struct sm_arena *a);
  */
 ProtobufCAllocator sm_arena_pbc(struct sm_arena *a);
 
+/*
+ * Drop the unknown fields of m and of every message under it, before a
+ * message unpacked with sm_arena_pbc() is packed again (the memory is the
+ * arena's: nothing is freed).  protobuf-c keeps unknown fields to
+ * re-encode them canonically, and that can turn an input it accepted into
+ * one no decoder accepts: a field numbered 0 behind a non-minimal key
+ * (0x81 0x00) unpacks as an unknown field but packs as the key 0x01.
+ */
+void sm_arena_pbc_drop_unknown(ProtobufCMessage *m);
+
 #endif /* SM_ARENA_H */

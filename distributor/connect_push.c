@@ -227,11 +227,13 @@ push_decode(struct distributor *d, const struct dist_limits *lim,
  * Queue the accepted request for remote-write (remote_write.h): packed
  * again as protobuf, every sample with its ID -- the one the client sent,
  * or the random one its local write used -- so a re-send is idempotent.
- * The copies are shallow, in the call's arena.
+ * The copies are shallow, in the call's arena.  The request's unknown
+ * fields are dropped first (sm_arena_pbc_drop_unknown): packed again,
+ * one could make the forwarded request one the remote refuses.
  */
 static void
 push_forward(struct distributor *d, struct sm_connect_call *call,
-    const Push__V1__PushRequest *req, const struct push_item *items,
+    Push__V1__PushRequest *req, const struct push_item *items,
     const char *tenant)
 {
 	Push__V1__PushRequest fr;
@@ -239,6 +241,7 @@ push_forward(struct distributor *d, struct sm_connect_call *call,
 	uint8_t *buf;
 	size_t k = 0, len;
 
+	sm_arena_pbc_drop_unknown(&req->base);
 	push__v1__push_request__init(&fr);
 	if (req->n_series > 0 && (ss = sm_arena_calloc(call->arena,
 	    req->n_series, sizeof(*ss))) == NULL)
@@ -380,7 +383,9 @@ m_push(void *arg, struct sm_connect_call *call, const ProtobufCMessage *msg,
 	push__v1__push_response__init(out);
 	*resp = &out->base;
 	if (d->rw != NULL && k > 0)
-		push_forward(d, call, req, items, tenant);
+		/* The request is the call's, in its arena (connect.h). */
+		push_forward(d, call, (Push__V1__PushRequest *)req, items,
+		    tenant);
 out:
 	if (rv == 0)
 		status = 200;

@@ -415,6 +415,9 @@ dl_emit(Google__V1__Profile *p, const struct scr_delta *d,
 	p->n_sample = nkept;
 	p->duration_nanos = now_ns - d->last_ns;
 	p->time_nanos = d->last_ns;
+	/* Packed again: an unknown field can make it unreadable (arena.h;
+	 * found by fuzz_scrape).  Nothing reads them. */
+	sm_arena_pbc_drop_unknown(&p->base);
 	n = google__v1__profile__get_packed_size(p);
 	if (sm_buf_reserve(out, n) != 0)
 		return (SM_ENOMEM);
