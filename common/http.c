@@ -1588,16 +1588,8 @@ http_conn_requeue(struct sm_http *h, struct http_conn *c)
 		return;
 	}
 	if (c->hi == HTTP_NOT_DUE) {
-		if (h->h_ndue == h->h_due_cap) {
-			size_t cap = h->h_due_cap ? 2 * h->h_due_cap : 256;
-			struct http_conn **d = sm_realloc(h->h_due,
-			    cap * sizeof(*d));
-
-			if (d == NULL)
-				return;
-			h->h_due = d;
-			h->h_due_cap = cap;
-		}
+		if (SM_GROW(h->h_due, h->h_due_cap, h->h_ndue + 1, 256) != 0)
+			return;
 		c->due = due;
 		due_set(h, h->h_ndue++, c);
 		due_up(h, c->hi);
