@@ -226,8 +226,12 @@ int ing_db_spill(struct ing_db *db, struct sm_err *err);
  * select takes and, when nt or nneg > 0, the bucket starts it takes
  * (t: added) and those it subtracts (neg: values and profile counts
  * negated, so the querier's sum of replicas A + B - C is exact where no
- * replica holds a bucket whole); both sorted, unique, disjoint.  A
- * resolution (tiers.h) reads [start_ms, end_ms) at width_ms.
+ * replica holds a bucket whole); both sorted, unique, disjoint.  count
+ * and neg_count, when set (as long as t and neg), are the uploads the
+ * querier's plan saw in each bucket, 0 for one not checked: a read whose
+ * checked bucket holds another number fails with SM_EAGAIN
+ * (ing_db_picks_check).  A resolution (tiers.h) reads [start_ms, end_ms)
+ * at width_ms.
  */
 struct ing_pick {
 	uint64_t fp;
@@ -235,6 +239,8 @@ struct ing_pick {
 	size_t nt;
 	const int64_t *neg;
 	size_t nneg;
+	const uint32_t *count;          /* NULL or nt of them */
+	const uint32_t *neg_count;      /* NULL or nneg of them */
 };
 
 struct ing_resolution {
@@ -328,6 +334,18 @@ int ing_db_series(struct ing_db *db, const struct ing_query *q,
  */
 int ing_db_series_stats(struct ing_db *db, const struct ing_query *q,
     struct sm_arena *a, Smolder__V1__StatsResponse *out, struct sm_err *err);
+
+/*
+ * After a read of q: whether every bucket its picks check (count,
+ * neg_count non-zero) still holds the number of uploads the plan saw.
+ * Buckets only gain uploads (a write, a hint) or are dropped whole
+ * (retention), so the same number after the read means the read saw what
+ * the plan saw.  0 when they all do (or none is checked); SM_EAGAIN
+ * naming the first that does not; SM_ENOMEM.  Reads heads and block
+ * indexes of the checked series only.
+ */
+int ing_db_picks_check(struct ing_db *db, const struct ing_query *q,
+    struct sm_err *err);
 
 /*
  * Index statistics of a selection (smolder.v1.AnalyzeRequest): per matched

@@ -1105,6 +1105,67 @@ test_picks(void)
 	ing_db_close(db);
 }
 
+/* ing_db_picks_check of the select over tenant t with picks v[0..n). */
+static int
+picks_check(struct ing_db *db, const struct ing_pick *v, size_t n,
+    struct sm_err *err)
+{
+	struct ing_query q = { 0 };
+
+	q.sel.tenant = "t";
+	q.sel.start_ms = 0;
+	q.sel.end_ms = 60 * SEC;
+	q.sel.picked = 1;
+	q.sel.picks = v;
+	q.sel.npicks = n;
+	sm_err_clear(err);
+	return (ing_db_picks_check(db, &q, err));
+}
+
+/* The counts a combination's picks check (db.h, ing_db_picks_check):
+ * unchanged passes, an upload more or a bucket gone is SM_EAGAIN, a 0
+ * is not checked, nor is a pick without counts. */
+static void
+test_picks_check(void)
+{
+	struct ing_db *db = mem_db();
+	int64_t t2[2] = { 0, 10 * SEC }, t0[1] = { 0 }, t1[1] = { 10 * SEC };
+	int64_t t3[1] = { 20 * SEC };
+	uint32_t c11[2] = { 1, 1 }, c12[2] = { 1, 2 }, c10[2] = { 1, 0 };
+	uint32_t c1[1] = { 1 };
+	struct ing_pick pk = { .fp = fp_of("a"), .t = t2, .nt = 2 };
+	struct sm_err err;
+
+	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 0, "x=1"), 0);
+	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 10 * SEC, "x=2"), 0);
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), 0);   /* no counts */
+	pk.count = c11;
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), 0);
+	pk.count = c12;
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), SM_EAGAIN);
+	SM_CHECKF(strstr(err.msg, "changed since the plan") != NULL &&
+	    strstr(err.msg, "holds 1 uploads") != NULL, "%s", err.msg);
+	pk.count = c10;
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), 0);
+	/* A's part in A + B - C: bucket 0 added, bucket 10 subtracted. */
+	pk = (struct ing_pick){ .fp = fp_of("a"), .t = t0, .nt = 1,
+		.neg = t1, .nneg = 1, .count = c1, .neg_count = c1 };
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), 0);
+	/* An upload lands in the subtracted bucket after the plan. */
+	SM_CHECK_EQ(write_one(db, "t", "a", NULL, 10 * SEC, "x=4"), 0);
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), SM_EAGAIN);
+	/* A checked bucket the target no longer holds. */
+	pk = (struct ing_pick){ .fp = fp_of("a"), .t = t3, .nt = 1,
+		.count = c1 };
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), SM_EAGAIN);
+	SM_CHECKF(strstr(err.msg, "holds 0 uploads") != NULL, "%s", err.msg);
+	/* A series the target does not hold at all. */
+	pk.fp = fp_of("zz");
+	pk.t = t0;
+	SM_CHECK_EQ(picks_check(db, &pk, 1, &err), SM_EAGAIN);
+	ing_db_close(db);
+}
+
 static bool stats_with_ids;    /* stats_of asks for the uploads' ids */
 
 static Smolder__V1__StatsResponse *
@@ -2779,6 +2840,8 @@ SM_TEST_MAIN(
 	{ "a profile id is written once per tenant", test_duplicate_profile_ids },
 	{ "a duplicate is recognised after a restart", test_duplicate_after_replay },
 	{ "picks restrict series and buckets, and subtract some", test_picks },
+	{ "picks' checked counts: a changed bucket is SM_EAGAIN",
+	    test_picks_check },
 	{ "stats: digests match across splits, detail per bucket, ids", test_stats_digest },
 	{ "retention: a floor hides, retires and deletes old data", test_retention },
 	{ "retention per tenant: own floors, default, reopen, never lower",

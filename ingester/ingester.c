@@ -1698,10 +1698,19 @@ query_from_rpc(const Smolder__V1__Select *in, const char *what,
 		m[i] = (struct ing_matcher){
 			(enum sm_match_type)in->matchers[i]->type,
 			in->matchers[i]->name, in->matchers[i]->value };
-	for (size_t i = 0; i < in->n_picks; i++)
-		pk[i] = (struct ing_pick){ in->picks[i]->fp, in->picks[i]->t,
-			in->picks[i]->n_t, in->picks[i]->neg,
-			in->picks[i]->n_neg };
+	for (size_t i = 0; i < in->n_picks; i++) {
+		const Smolder__V1__Pick *p = in->picks[i];
+
+		if ((p->n_count != 0 && p->n_count != p->n_t) ||
+		    (p->n_neg_count != 0 && p->n_neg_count != p->n_neg))
+			return (sm_err_set(err, SM_EMALFORMED, "%s: pick %zu: "
+			    "%zu counts for %zu buckets, %zu for %zu "
+			    "subtracted", what, i, p->n_count, p->n_t,
+			    p->n_neg_count, p->n_neg));
+		pk[i] = (struct ing_pick){ p->fp, p->t, p->n_t, p->neg,
+			p->n_neg, p->n_count != 0 ? p->count : NULL,
+			p->n_neg_count != 0 ? p->neg_count : NULL };
+	}
 	for (size_t i = 0; i < in->n_resolution; i++)
 		res[i] = (struct ing_resolution){ in->resolution[i]->start_ms,
 			in->resolution[i]->end_ms, in->resolution[i]->width_ms };
@@ -1942,6 +1951,10 @@ ing_dispatch(struct ing_call *c)
 		    (int)req->method_case);
 		break;
 	}
+	/* Buckets the plan answers with a combination of replicas: exact
+	 * only if none changed since it was made (db.h, ing_db_picks_check). */
+	if (rv == 0 && q.sel.picked)
+		rv = ing_db_picks_check(ing->db, &q, err);
 	return (rv);
 }
 

@@ -1526,6 +1526,102 @@ out:
 	return (rv);
 }
 
+/* Whether stat st (detail: t and count, sorted by t) has `want` uploads
+ * at t; *got what it has. */
+static bool
+check_bucket(const Smolder__V1__SeriesStat *st, int64_t t, uint32_t want,
+    uint32_t *got)
+{
+	size_t lo;
+
+	*got = 0;
+	if (st != NULL) {
+		SM_LOWER_BOUND(lo, st->n_t, mid, st->t[mid] < t);
+		if (lo < st->n_t && st->t[lo] == t && lo < st->n_count)
+			*got = st->count[lo];
+	}
+	return (*got == want);
+}
+
+int
+ing_db_picks_check(struct ing_db *db, const struct ing_query *q,
+    struct sm_err *err)
+{
+	Smolder__V1__StatsResponse out;
+	struct ing_query cq;
+	struct ing_pick *pk = NULL;
+	uint64_t *fps = NULL;
+	struct sm_arena *a = NULL;
+	size_t n = 0;
+	int rv = 0;
+
+	for (size_t i = 0; i < q->sel.npicks; i++)
+		n += q->sel.picks[i].count != NULL ||
+		    q->sel.picks[i].neg_count != NULL;
+	if (n == 0)
+		return (0);
+	if ((pk = sm_malloc(n * sizeof(*pk))) == NULL ||
+	    (fps = sm_malloc(n * sizeof(*fps))) == NULL ||
+	    (a = sm_arena_create(0)) == NULL) {
+		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+		goto out;
+	}
+	n = 0;
+	for (size_t i = 0; i < q->sel.npicks; i++) {
+		if (q->sel.picks[i].count == NULL &&
+		    q->sel.picks[i].neg_count == NULL)
+			continue;
+		pk[n] = q->sel.picks[i];
+		fps[n] = pk[n].fp;
+		n++;
+	}
+	/* The same select over the checked series only, read as the plan's
+	 * stats round read them (per-bucket counts at the query's
+	 * resolutions). */
+	memset(&cq, 0, sizeof(cq));
+	cq.sel = q->sel;
+	cq.sel.picked = true;
+	cq.sel.picks = pk;
+	cq.sel.npicks = n;
+	cq.detail = fps;
+	cq.ndetail = n;
+	if ((rv = ing_db_series_stats(db, &cq, a, &out, err)) != 0)
+		goto out;
+	for (size_t i = 0, j = 0; i < n && rv == 0; i++) {
+		const Smolder__V1__SeriesStat *st;
+		char ts[32];
+		uint32_t got = 0;
+
+		while (j < out.n_series && out.series[j]->fp < pk[i].fp)
+			j++;
+		st = j < out.n_series && out.series[j]->fp == pk[i].fp ?
+		    out.series[j] : NULL;
+		for (size_t k = 0; k < pk[i].nt + pk[i].nneg; k++) {
+			bool neg = k >= pk[i].nt;
+			size_t x = neg ? k - pk[i].nt : k;
+			const uint32_t *want = neg ? pk[i].neg_count :
+			    pk[i].count;
+			int64_t t = neg ? pk[i].neg[x] : pk[i].t[x];
+
+			if (want == NULL || want[x] == 0 ||
+			    check_bucket(st, t, want[x], &got))
+				continue;
+			rv = sm_err_set(err, SM_EAGAIN, "changed since the "
+			    "plan: series %016llx holds %u uploads in its "
+			    "bucket at %s where the plan counted %u (a write "
+			    "or a hint landed meanwhile); plan again",
+			    (unsigned long long)pk[i].fp, got,
+			    sm_time_utc(t, ts, sizeof(ts)), want[x]);
+			break;
+		}
+	}
+out:
+	sm_arena_destroy(a);
+	sm_free(fps);
+	sm_free(pk);
+	return (rv);
+}
+
 /* --- labels --------------------------------------------------------------- */
 
 /*

@@ -322,6 +322,8 @@ query_plan(struct qry_query *x, uint32_t lane, struct sm_err *err)
 	if (rv == 0 && x->only != NULL && qry_plan_restrict(p, x->only,
 	    x->nonly) != 0)
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
+	if (rv == 0 && x->q->cfg.after_plan != NULL)
+		x->q->cfg.after_plan(x->q->cfg.after_plan_arg);
 	return (rv);
 }
 
@@ -394,8 +396,9 @@ attempt_end(int rv, int attempt, struct sm_err *err)
 	if (rv == SM_EAGAIN && attempt >= QRY_MAX_ATTEMPTS) {
 		/* Prefix the message in place (formatting err->msg into
 		 * itself would read what it writes). */
-		(void)sm_err_prefix(err, "ingesters kept failing during the "
-		    "query");
+		(void)sm_err_prefix(err, "the query started over %d times "
+		    "(targets failing, or replicas changing under its plan)",
+		    attempt);
 		err->code = SM_EUNAVAIL;
 		return (SM_EUNAVAIL);
 	}

@@ -12,7 +12,7 @@
 #include "common/metrics.h"
 
 static struct sm_metric *m_stragglers, *m_incomplete, *m_skipped;
-static struct sm_metric *m_confined, *m_src_skipped;
+static struct sm_metric *m_confined, *m_src_skipped, *m_changed;
 
 static const struct sm_metric_def fan_metric_defs[] = {
 	{ &m_incomplete, SM_METRIC_COUNTER, "smolder_querier_incomplete_total",
@@ -38,6 +38,12 @@ static const struct sm_metric_def fan_metric_defs[] = {
 	    "sources (a shipping ingester's incarnation, or the compactor's "
 	    "folds) not asked by a query because none of their blocks "
 	    "overlaps its range.", NULL, NULL, 0 },
+	{ &m_changed, SM_METRIC_COUNTER,
+	    "smolder_querier_plan_changed_total", "Data rounds started over "
+	    "because a bucket the plan answers with a combination of "
+	    "replicas changed on one of them between the plan and the read "
+	    "(a write or a hint landed meanwhile; querier/plan.c).", NULL,
+	    NULL, 0 },
 };
 
 static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);
@@ -796,7 +802,7 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 	struct sm_buf *cbufs = NULL;
 	uint8_t *tfail = NULL, *asked = NULL;
 	uint32_t failed = 0, mustfail = 0, nc, nasked = 0, lost_units = 0;
-	int rv = 0, first = 0, first_answer = 0;
+	int rv = 0, first = 0, first_answer = 0, changed = 0;
 	int64_t deadline = sm_now_ms() + q->cfg.timeout_ms;
 
 	sm_metrics_register_once(&fan_metric_set);
@@ -831,6 +837,13 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 		    &c->err);
 		if (c->rv == 0)
 			continue;
+		/* A checked bucket changed since the plan (plan.c): the
+		 * target is fine, the plan is stale. */
+		if (c->rv == SM_EAGAIN) {
+			if (changed == 0)
+				changed = (int)i + 1;
+			continue;
+		}
 		round_warn(f, c, t, method);
 		/* The request's own fault: every replica would say so. */
 		if (request_error(c->rv)) {
@@ -864,6 +877,15 @@ qry_fan_round(struct querier *q, struct qry_fan *f,
 			first_answer = (int)i + 1;
 		if (must != NULL && must[i])
 			mustfail++;
+	}
+	if (changed != 0) {
+		/* Start over with the same targets, none excluded. */
+		sm_counter_inc(sm_metric_child0(m_changed));
+		sm_debug("querier", "plan changed\tmethod=%s err=\"%s\"",
+		    method, f->calls[changed - 1].err.msg);
+		*err = f->calls[changed - 1].err;
+		rv = SM_EAGAIN;
+		goto out;
 	}
 	if (first_answer != 0)
 		first = first_answer;

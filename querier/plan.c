@@ -26,6 +26,16 @@
  *   4. Each target's merge or series request carries its picks
  *      (smolder.v1.Select.picks); a target with none is not asked.
  *
+ * A combination is exact for the uploads this plan saw only: one that
+ * lands on a member before the read (a write; a hint delivered to a
+ * replica that was down) would count twice, or not at all.  So the picks
+ * of a combined bucket carry the count each member held there
+ * (Pick.count, neg_count); the member refuses the read with SM_EAGAIN
+ * when its count differs afterwards (ingester/db.h, ing_db_picks_check)
+ * and the query is planned again (fanout.c: no target is excluded for
+ * it).  A bucket one target holds whole is not checked: what lands on it
+ * meanwhile is newer than the plan and counted once.
+ *
  * Complete when, for every bucket, some answering replica or combination
  * of replicas saw every acknowledged upload of that bucket: true with one
  * replica down, since a write acknowledged by a quorum of RF is on a
@@ -172,36 +182,57 @@ plan_entries(const Smolder__V1__Response **ans, uint32_t n,
 	return (0);
 }
 
-/* A pick under construction: its added and subtracted bucket lists. */
+/* A pick under construction: its added and subtracted bucket lists, and
+ * the counts checked in each (Pick.count, neg_count; 0: not checked),
+ * kept as long as the lists and dropped by pick_b_done when all are 0. */
 struct pick_b {
 	Smolder__V1__Pick *pk;
 	uint32_t cap, ncap;
+	bool checked;
 };
 
 static int
 pick_time(struct sm_arena *a, struct plan_tgt *tg, uint64_t fp,
-    struct pick_b *pb, int64_t t, bool neg)
+    struct pick_b *pb, int64_t t, bool neg, uint32_t check)
 {
 	int64_t **v;
-	size_t *n;
+	uint32_t **c;
+	size_t *n, *nc;
 	uint32_t *cap;
 
 	if (pb->pk == NULL && pick_add(a, tg, fp, &pb->pk) != 0)
 		return (SM_ENOMEM);
 	v = neg ? &pb->pk->neg : &pb->pk->t;
 	n = neg ? &pb->pk->n_neg : &pb->pk->n_t;
+	c = neg ? &pb->pk->neg_count : &pb->pk->count;
+	nc = neg ? &pb->pk->n_neg_count : &pb->pk->n_count;
 	cap = neg ? &pb->ncap : &pb->cap;
 	if (*n == *cap) {
-		uint32_t nc = *cap ? *cap * 2 : 16;
-		int64_t *nv = sm_arena_grow(a, *v, *n, nc, sizeof(*nv));
+		uint32_t ncap = *cap ? *cap * 2 : 16;
+		int64_t *nv = sm_arena_grow(a, *v, *n, ncap, sizeof(*nv));
+		uint32_t *cv = sm_arena_grow(a, *c, *n, ncap, sizeof(*cv));
 
-		if (nv == NULL)
+		if (nv == NULL || cv == NULL)
 			return (SM_ENOMEM);
 		*v = nv;
-		*cap = nc;
+		*c = cv;
+		*cap = ncap;
 	}
+	(*c)[*n] = check;
 	(*v)[(*n)++] = t;
+	*nc = *n;
+	pb->checked |= check != 0;
 	return (0);
+}
+
+/* A pick with no checked bucket carries no counts. */
+static void
+pick_b_done(struct pick_b *pb)
+{
+	if (pb->pk != NULL && !pb->checked) {
+		pb->pk->n_count = pb->pk->n_neg_count = 0;
+		pb->pk->count = pb->pk->neg_count = NULL;
+	}
 }
 
 /* Entry i's ids of its bucket at position pos: *ids and *n, false when
@@ -280,8 +311,9 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 	for (;;) {
 		int64_t t = INT64_MAX;
 		uint32_t best = 0, nbest = 0, nu = 0, here = 0, pos_m, neg_m;
+		uint32_t cnt[32] = { 0 };
 		size_t win = 0;
-		bool known = true;
+		bool known = true, combo;
 		int prefer = -1;
 
 		for (size_t i = 0; i < n; i++) {
@@ -298,6 +330,7 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 			here |= 1u << i;
 			c = pos[i] < ent[i].st->n_count ?
 			    ent[i].st->count[pos[i]] : 0;
+			cnt[i] = c;
 			if (nbest == 0 || c > best || (c == best &&
 			    ent[i].target < nlocal && ent[win].target >=
 			    nlocal)) {
@@ -364,16 +397,27 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 			if ((here >> i) & 1)
 				pos[i]++;
 		}
+		/*
+		 * A combination is exact for the uploads seen here only: each
+		 * of its targets is told how many it held, and refuses the
+		 * read if that changed meanwhile (rpc.proto, Pick.count).  A
+		 * bucket one target holds whole is not checked: what lands
+		 * on it meanwhile is newer, and counted once.
+		 */
+		combo = (pos_m & (pos_m - 1)) != 0 || neg_m != 0;
 		for (size_t i = 0; i < n; i++) {
 			bool neg = (neg_m >> i) & 1;
 
 			if (!((pos_m >> i) & 1) && !neg)
 				continue;
 			if ((rv = pick_time(a, &tg[ent[i].target], ent[i].fp,
-			    &pb[i], t, neg)) != 0)
+			    &pb[i], t, neg, combo && cnt[i] > 0 ? cnt[i] :
+			    0)) != 0)
 				goto out;
 		}
 	}
+	for (size_t i = 0; i < n; i++)
+		pick_b_done(&pb[i]);
 out:
 	sm_free(u);
 	sm_free(masks);
@@ -660,18 +704,21 @@ out:
 /* --- narrowing to buckets ------------------------------------------------- */
 
 /* The times of w[lo..hi) that are also in v[0..n) (both sorted), into
- * out; their count. */
+ * out, with their checked counts (vc, parallel to v, or NULL) into outc;
+ * how many. */
 static size_t
 times_and(const struct qry_bucket *w, size_t lo, size_t hi, const int64_t *v,
-    size_t n, int64_t *out)
+    const uint32_t *vc, size_t n, int64_t *out, uint32_t *outc)
 {
 	size_t k = 0, j = 0;
 
 	for (size_t i = lo; i < hi; i++) {
 		while (j < n && v[j] < w[i].t)
 			j++;
-		if (j < n && v[j] == w[i].t)
+		if (j < n && v[j] == w[i].t) {
+			outc[k] = vc != NULL ? vc[j] : 0;
 			out[k++] = w[i].t;
+		}
 	}
 	return (k);
 }
@@ -706,6 +753,7 @@ qry_plan_restrict(struct qry_plan *p, const struct qry_bucket *w, size_t nw)
 			const Smolder__V1__Pick *op = NULL;
 			Smolder__V1__Pick *np;
 			int64_t *t, *neg;
+			uint32_t *tc, *negc;
 			size_t nt, nneg;
 
 			for (hi = lo + 1; hi < nw && w[hi].fp == w[lo].fp; hi++)
@@ -729,8 +777,12 @@ qry_plan_restrict(struct qry_plan *p, const struct qry_bucket *w, size_t nw)
 			if ((np = sm_arena_alloc(p->arena, sizeof(*np))) == NULL ||
 			    (t = sm_arena_alloc(p->arena, (hi - lo) *
 			    sizeof(*t))) == NULL || (neg = sm_arena_alloc(
-			    p->arena, (hi - lo) * sizeof(*neg))) == NULL)
+			    p->arena, (hi - lo) * sizeof(*neg))) == NULL ||
+			    (tc = sm_arena_alloc(p->arena, (hi - lo) *
+			    sizeof(*tc))) == NULL || (negc = sm_arena_alloc(
+			    p->arena, (hi - lo) * sizeof(*negc))) == NULL)
 				return (SM_ENOMEM);
+			smolder__v1__pick__init(np);
 			if (op == NULL || (op->n_t == 0 && op->n_neg == 0)) {
 				/* every bucket of the series: the wanted */
 				for (size_t k = lo; k < hi; k++)
@@ -738,13 +790,21 @@ qry_plan_restrict(struct qry_plan *p, const struct qry_bucket *w, size_t nw)
 				nt = hi - lo;
 				nneg = 0;
 			} else {
-				nt = times_and(w, lo, hi, op->t, op->n_t, t);
-				nneg = times_and(w, lo, hi, op->neg, op->n_neg,
-				    neg);
+				nt = times_and(w, lo, hi, op->t, op->n_count ?
+				    op->count : NULL, op->n_t, t, tc);
+				nneg = times_and(w, lo, hi, op->neg,
+				    op->n_neg_count ? op->neg_count : NULL,
+				    op->n_neg, neg, negc);
 				if (nt == 0 && nneg == 0)
 					continue;   /* (empty would mean all) */
+				/* the checked counts of the buckets kept */
+				if (op->n_count != 0 || op->n_neg_count != 0) {
+					np->count = tc;
+					np->n_count = nt;
+					np->neg_count = negc;
+					np->n_neg_count = nneg;
+				}
 			}
-			smolder__v1__pick__init(np);
 			np->fp = w[lo].fp;
 			np->t = t;
 			np->n_t = nt;

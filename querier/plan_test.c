@@ -445,6 +445,63 @@ static const struct replica_case replica_cases[] = {
 	    .ncombined = 1, .detail_rounds = -1 },
 };
 
+/* What replica ing holds in bucket t of series fp (0: nothing). */
+static uint32_t
+fk_count(const struct fk_ing *ing, uint64_t fp, int64_t t)
+{
+	for (uint32_t k = 0; k < ing->ns; k++) {
+		if (ing->s[k].fp != fp)
+			continue;
+		for (uint32_t b = 0; b < ing->s[k].nb; b++)
+			if (ing->s[k].b[b].t == t)
+				return (ing->s[k].b[b].count);
+	}
+	return (0);
+}
+
+/*
+ * The counts plan p's picks check (Pick.count, neg_count: what the plan
+ * saw, so a target can refuse a read after a change): as long as t and
+ * neg when set, each non-zero one what its target holds there.  Returns
+ * how many picks check some bucket, -1 when one is wrong.
+ */
+static int
+fk_checked_picks(const struct fk_set *fs, const struct qry_plan *p)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; i < fs->n; i++) {
+		const Smolder__V1__Select *sel = qry_plan_select(p, i);
+
+		for (size_t k = 0; sel != NULL && k < sel->n_picks; k++) {
+			const Smolder__V1__Pick *pk = sel->picks[k];
+			bool any = false;
+
+			if ((pk->n_count != 0 && pk->n_count != pk->n_t) ||
+			    (pk->n_neg_count != 0 &&
+			    pk->n_neg_count != pk->n_neg))
+				return (-1);
+			for (size_t j = 0; j < pk->n_count + pk->n_neg_count;
+			    j++) {
+				bool neg = j >= pk->n_count;
+				uint32_t want = neg ?
+				    pk->neg_count[j - pk->n_count] :
+				    pk->count[j];
+				int64_t t = neg ? pk->neg[j - pk->n_count] :
+				    pk->t[j];
+
+				if (want == 0)
+					continue;
+				if (want != fk_count(&fs->ing[i], pk->fp, t))
+					return (-1);
+				any = true;
+			}
+			n += any;
+		}
+	}
+	return (n);
+}
+
 static void
 replica_case_run(const struct replica_case *c)
 {
@@ -475,6 +532,13 @@ replica_case_run(const struct replica_case *c)
 		SM_CHECK_EQ(p.ndivergent, c->ndivergent);
 	if (c->ncombined >= 0)
 		SM_CHECK_EQ(p.ncombined, c->ncombined);
+	/* A combination's members (two or three picks) check their
+	 * counts; a plan with none checks nothing. */
+	if (p.ncombined > 0)
+		SM_CHECKF(fk_checked_picks(&fs, &p) >= 2, "%d checked picks",
+		    fk_checked_picks(&fs, &p));
+	else
+		SM_CHECK_EQ(fk_checked_picks(&fs, &p), 0);
 	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), c->total);
 	if (c->once)
 		SM_CHECK_EQ(dup, 0);
@@ -534,6 +598,7 @@ test_restrict(void)
 	uint64_t f1 = 0x100000001ULL, f2 = 2 * 0x100000001ULL;
 	const struct qry_bucket w[] = { { f1, 20 }, { f2, 10 }, { f2, 30 },
 	    { 9 * 0x100000001ULL, 10 } };      /* a series nobody holds */
+	const struct qry_bucket w2[] = { { f2, 10 }, { f2, 20 } };
 	struct fk_set fs;
 	struct qry_plan p;
 	Smolder__V1__Select sel;
@@ -558,6 +623,22 @@ test_restrict(void)
 	SM_REQUIRE(qry_plan_restrict(&p, w, SM_ARRAY_LEN(w)) == 0);
 	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 3 * 100);
 	SM_CHECK_EQ(dup, 0);
+	qry_plan_fini(&p);
+	sm_arena_destroy(fs.a);
+
+	/* A + B - C in bucket 20 of f2 (as in replica_cases): the
+	 * narrowed picks keep the counts they check */
+	fk_init(&fs, 3, 3);
+	fk_ids_all(&fs);
+	fk_ids(&fs.ing[0], f2, 20, ids_12, 2);
+	fk_ids(&fs.ing[1], f2, 20, ids_23, 2);
+	fk_ids(&fs.ing[2], f2, 20, ids_2, 1);
+	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
+	SM_CHECK_EQ(p.ncombined, 1);
+	SM_REQUIRE(qry_plan_restrict(&p, w2, SM_ARRAY_LEN(w2)) == 0);
+	SM_CHECKF(fk_checked_picks(&fs, &p) >= 2, "%d checked picks",
+	    fk_checked_picks(&fs, &p));
+	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 100 + 150);
 	qry_plan_fini(&p);
 	sm_arena_destroy(fs.a);
 

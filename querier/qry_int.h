@@ -133,7 +133,10 @@ struct qry_call {
  * (sm_ring_max_read_errors: RF - quorum).  A target that fails after the
  * plan gave it data to contribute makes the round return SM_EAGAIN; the
  * query then starts over without it (engine.c), at most
- * QRY_MAX_ATTEMPTS times.
+ * QRY_MAX_ATTEMPTS times.  A target that answers SM_EAGAIN itself (a
+ * bucket the plan combined changed under it, plan.c) is not failing:
+ * the round returns SM_EAGAIN with nobody excluded, and the query starts
+ * over with a new plan, within the same attempts.
  *
  * With store-gateways (cfg.gw_ring), the fan has more targets after the
  * ingesters: one per (gateway, source) that the healthy gateways that

@@ -95,6 +95,12 @@ struct qry_config {
 	struct sm_tiers tiers;        /* -compactor.downsample-tiers (main) */
 	struct sm_ring *gw_ring;      /* the store-gateways (main; borrowed,
 				       * NULL: none) */
+	/* NULL in the binary.  The in-process cluster tier's seam
+	 * (tests/cluster/sm_cluster.h): called on the query's thread after
+	 * each plan is made and before its data round, so a test can land
+	 * a write between the two. */
+	void (*after_plan)(void *arg);
+	void *after_plan_arg;
 };
 
 int qry_flags_add(struct sm_flags *fs, struct qry_config *cfg,

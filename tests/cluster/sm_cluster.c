@@ -233,6 +233,8 @@ smc_start(const struct smc_cfg *cfg, struct smc **out, struct sm_err *err)
 	if ((rv = dist_create(&c->dist_cfg, c->http, c->ring, &c->dist,
 	    err)) != 0)
 		goto fail;
+	c->qry_cfg.after_plan = cfg->after_plan;
+	c->qry_cfg.after_plan_arg = cfg->after_plan_arg;
 	if ((rv = qry_create(&c->qry_cfg, c->http, c->ring, &c->qry,
 	    err)) != 0)
 		goto fail;

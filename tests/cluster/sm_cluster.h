@@ -54,6 +54,10 @@ struct smc_cfg {
 				     * ingesters' handler directly, as in
 				     * -target=all (common/rpc.h, Direct
 				     * calls); false: over inproc:// */
+	/* Called on the query's thread after each plan and before its data
+	 * round (querier.h, qry_config.after_plan); NULL: none. */
+	void (*after_plan)(void *arg);
+	void *after_plan_arg;
 };
 
 struct smc;
