@@ -635,8 +635,18 @@ test_local_floor(void)
 	end = m[0].max_t;
 	free(m);
 	SM_CHECK_EQ(ing_db_local_floor(d.db, "t"), INT64_MIN);
+	/* A read planned before the drop (floor 0 then) passes until it. */
+	SM_CHECK_EQ(ing_db_floor_check(d.db, "t", T0, 0, &err), 0);
 	SM_CHECK_EQ(ing_db_local_drop(d.db, "t", &gen, 1, end, &err), 0);
 	SM_CHECK_EQ(ing_db_local_floor(d.db, "t"), end);
+	/* ... and is refused after it: the plan counted on the block; one
+	 * planned after it, or reading above the floor, passes. */
+	SM_CHECK_EQ(ing_db_floor_check(d.db, "t", T0, 0, &err), SM_EAGAIN);
+	SM_CHECKF(strstr(err.msg, "changed since the plan") != NULL, "%s",
+	    err.msg);
+	SM_CHECK_EQ(ing_db_floor_check(d.db, "t", T0, end, &err), 0);
+	SM_CHECK_EQ(ing_db_floor_check(d.db, "t", end + 1, 0, &err), 0);
+	SM_CHECK_EQ(ing_db_floor_check(d.db, "u", T0, 0, &err), 0);
 	m = blocks(d.db, &n);
 	for (uint32_t i = 0; i < n; i++)
 		SM_CHECK(m[i].gen != gen);

@@ -575,3 +575,18 @@ ing_db_local_floor(struct ing_db *db, const char *tenant)
 
 	return (t == NULL ? INT64_MIN : atomic_load(&t->local_floor_ms));
 }
+
+int
+ing_db_floor_check(struct ing_db *db, const char *tenant, int64_t start_ms,
+    int64_t plan_floor_ms, struct sm_err *err)
+{
+	int64_t now = ing_db_local_floor(db, tenant);
+	char ts[32];
+
+	if (now == INT64_MIN || now <= plan_floor_ms || now < start_ms)
+		return (0);
+	return (sm_err_set(err, SM_EAGAIN, "changed since the plan: blocks "
+	    "up to %s were dropped from this ingester's disk (local "
+	    "retention; the store-gateways serve them); plan again",
+	    sm_time_utc(now, ts, sizeof(ts))));
+}

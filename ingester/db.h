@@ -567,6 +567,18 @@ int ing_db_local_drop(struct ing_db *db, const char *tenant,
     const uint64_t *gens, uint32_t n, int64_t floor_ms, struct sm_err *err);
 int64_t ing_db_local_floor(struct ing_db *db, const char *tenant);
 
+/*
+ * After a read of tenant's [start_ms, ...) planned when its local floor
+ * was plan_floor_ms (0: none; the Stats answer's): SM_EAGAIN, "changed
+ * since the plan", when local drops raised the floor since, to start_ms
+ * or above -- blocks the plan counted on here left service, and the
+ * querier must take their buckets from the store-gateways.  Checked
+ * after the read: the floor rises before the blocks leave service.
+ * Else 0.
+ */
+int ing_db_floor_check(struct ing_db *db, const char *tenant,
+    int64_t start_ms, int64_t plan_floor_ms, struct sm_err *err);
+
 /* Is block gen of tenant waiting for its deletion from disk?  A caller
  * that would import it again waits until it is gone (the deletion would
  * take the new copy with it). */

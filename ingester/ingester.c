@@ -1846,6 +1846,7 @@ ing_dispatch(struct ing_call *c)
 	Smolder__V1__Response *r = c->r;
 	struct sm_arena *a = c->a;
 	struct sm_err *err = c->err;
+	const Smolder__V1__Select *sel;
 	struct ing_query q;
 	int rv;
 
@@ -1915,10 +1916,16 @@ ing_dispatch(struct ing_call *c)
 		rv = ing_db_labels(ing->db, &q, a, &c->lr, err);
 		REPLY_IF_OK(LABELS, labels, &c->lr);
 		break;
-	case SMOLDER__V1__REQUEST__METHOD_STATS:
+	case SMOLDER__V1__REQUEST__METHOD_STATS: {
+		/* Read before the series: a drop during the stats shows as
+		 * a rise at the read (ing_db_floor_check). */
+		int64_t lf = ing_db_local_floor(ing->db, q.sel.tenant);
+
 		rv = ing_db_series_stats(ing->db, &q, a, &c->str, err);
+		c->str.local_floor_ms = lf == INT64_MIN ? 0 : lf;
 		REPLY_IF_OK(STATS, stats, &c->str);
 		break;
+	}
 	case SMOLDER__V1__REQUEST__METHOD_ANALYZE:
 		rv = ing_db_analyze(ing->db, &q, a, &c->anr, err);
 		REPLY_IF_OK(ANALYZE, analyze, &c->anr);
@@ -1955,6 +1962,13 @@ ing_dispatch(struct ing_call *c)
 	 * only if none changed since it was made (db.h, ing_db_picks_check). */
 	if (rv == 0 && q.sel.picked)
 		rv = ing_db_picks_check(ing->db, &q, err);
+	/* Blocks the plan counted on here, dropped since (db.h,
+	 * ing_db_floor_check; rpc.proto, Select.floor_checked). */
+	if (rv == 0 && req->method_case !=
+	    SMOLDER__V1__REQUEST__METHOD_STATS &&
+	    (sel = sm_rpc_req_select(req)) != NULL && sel->floor_checked)
+		rv = ing_db_floor_check(ing->db, q.sel.tenant, q.sel.start_ms,
+		    sel->local_floor_ms, err);
 	return (rv);
 }
 

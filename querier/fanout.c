@@ -40,10 +40,10 @@ static const struct sm_metric_def fan_metric_defs[] = {
 	    "overlaps its range.", NULL, NULL, 0 },
 	{ &m_changed, SM_METRIC_COUNTER,
 	    "smolder_querier_plan_changed_total", "Data rounds started over "
-	    "because a bucket the plan answers with a combination of "
-	    "replicas changed on one of them between the plan and the read "
-	    "(a write or a hint landed meanwhile; querier/plan.c).", NULL,
-	    NULL, 0 },
+	    "because what the plan counted on changed before the read: a "
+	    "bucket answered by a combination of replicas gained an upload "
+	    "on one of them, or an ingester dropped blocks of the range "
+	    "(local retention; querier/plan.c).", NULL, NULL, 0 },
 };
 
 static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);

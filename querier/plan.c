@@ -26,6 +26,13 @@
  *   4. Each target's merge or series request carries its picks
  *      (smolder.v1.Select.picks); a target with none is not asked.
  *
+ * What the plan counted on may also shrink before the read: local
+ * retention drops an ingester's shipped blocks, whose buckets the plan
+ * took from it (local first, below).  Each target's select carries its
+ * local floor as the Stats round reported it (Select.floor_checked); an
+ * ingester whose floor rose since, into the range, refuses the read the
+ * same way, and the new plan takes those buckets from the gateways.
+ *
  * A combination is exact for the uploads this plan saw only: one that
  * lands on a member before the read (a write; a hint delivered to a
  * replica that was down) would count twice, or not at all.  So the picks
@@ -642,6 +649,9 @@ plan_selects(struct qry_plan *p, const Smolder__V1__Select *sel,
 		s->picked = 1;
 		s->picks = tg[t].v;
 		s->n_picks = tg[t].n;
+		/* what the target held may not shrink before the read */
+		s->floor_checked = 1;
+		s->local_floor_ms = p->floor[t];
 		p->sel[t] = s;
 	}
 	return (0);
@@ -680,6 +690,12 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	req.stats = &sr;
 	if ((rv = io->round(io->arg, &one, 1, NULL, ans, err)) != 0)
 		return (rv);
+	if ((p->floor = sm_arena_calloc(a, io->n, sizeof(*p->floor))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	for (uint32_t i = 0; i < io->n; i++)
+		if (ans[i] != NULL && ans[i]->result_case ==
+		    SMOLDER__V1__RESPONSE__RESULT_STATS)
+			p->floor[i] = ans[i]->stats->local_floor_ms;
 	tg = sm_arena_calloc(a, io->n, sizeof(*tg));
 	if (tg == NULL || plan_entries(ans, io->n, &e, &ne) != 0 ||
 	    plan_agree(p, tg, e, ne, io->nlocal, &div, &ndiv) != 0) {

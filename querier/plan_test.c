@@ -36,6 +36,7 @@ struct fk_ing {
 	uint32_t ns;
 	int lost;                            /* 1: never answers */
 	int fail_detail;                     /* 1: fails a detail round */
+	int64_t floor;                       /* its local floor (0: none) */
 };
 
 struct fk_set {
@@ -106,6 +107,7 @@ fk_round(void *arg, Smolder__V1__Request *const *reqs, uint32_t nreqs,
 		smolder__v1__stats_response__init(st);
 		resp->result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
 		resp->stats = st;
+		st->local_floor_ms = ing->floor;
 		st->series = sm_arena_calloc(fs->a, FK_MAX_SERIES,
 		    sizeof(*st->series));
 		for (uint32_t k = 0; k < ing->ns; k++) {
@@ -308,6 +310,7 @@ test_agreeing_replicas(void)
 	int dup;
 
 	fk_init(&fs, 3, 6);
+	fs.ing[1].floor = 5000;             /* it dropped blocks locally */
 	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
 	SM_CHECK_EQ(fs.rounds, 1);          /* no detail round */
 	SM_CHECK_EQ(p.nseries, 6);
@@ -315,8 +318,17 @@ test_agreeing_replicas(void)
 	SM_CHECK_EQ(fk_merge(&fs, &p, &dup), 6 * 300);
 	SM_CHECK_EQ(dup, 0);
 	qry_plan_must(&p, must);
-	for (uint32_t i = 0; i < 3; i++)
+	for (uint32_t i = 0; i < 3; i++) {
+		const Smolder__V1__Select *s = qry_plan_select(&p, i);
+
 		asked += must[i];
+		/* each select carries its target's floor back (the target
+		 * refuses the read if it rose meanwhile) */
+		if (s != NULL) {
+			SM_CHECK(s->floor_checked);
+			SM_CHECK_EQ(s->local_floor_ms, i == 1 ? 5000 : 0);
+		}
+	}
 	SM_CHECK(asked >= 2);               /* work is spread */
 	qry_plan_fini(&p);
 	sm_arena_destroy(fs.a);

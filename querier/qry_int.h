@@ -323,6 +323,10 @@ struct qry_plan {
 	size_t ncombined;                /* buckets from a combination */
 	size_t nunresolved;              /* buckets none could answer: the
 					  * plan failed (SM_EUNAVAIL) */
+	int64_t *floor;                  /* per target, its local floor as
+					  * the Stats round saw it: each
+					  * select carries it back
+					  * (Select.floor_checked) */
 };
 
 void qry_plan_init(struct qry_plan *p);
