@@ -165,6 +165,9 @@ ing_tenant_get(struct ing_db *db, const char *id, struct ing_tenant **out)
 	pthread_cond_init(&t->cv, NULL);
 	t->listed_ns = sm_mono_ns();
 	atomic_init(&t->local_floor_ms, INT64_MIN);
+	/* From the database's random start (tenants_ver): a plan made
+	 * before a restart never matches the epoch after it. */
+	atomic_init(&t->drop_epoch, atomic_load(&db->tenants_ver));
 	t->m_active = sm_metric_child(m_active, t->id);
 	t->m_refused = sm_metric_child(m_refused, t->id);
 	ing_ids_init(&t->ids, db->cfg.idempotency_window_ms > 0 ?
@@ -543,6 +546,8 @@ ing_db_block_drop(struct ing_db *db, const char *tenant, uint64_t gen)
 		return (false);
 	ING_LOCK(&t->mu);
 	n = blocks_take(db, t, &gen, 1, sm_now_ms());
+	if (n > 0)
+		atomic_fetch_add(&t->drop_epoch, 1);
 	ING_UNLOCK(&t->mu);
 	return (n > 0);
 }
@@ -563,7 +568,8 @@ ing_db_local_drop(struct ing_db *db, const char *tenant, const uint64_t *gens,
 		atomic_store(&t->local_floor_ms, floor_ms);
 	}
 	ING_LOCK(&t->mu);
-	(void)blocks_take(db, t, gens, n, sm_now_ms());
+	if (blocks_take(db, t, gens, n, sm_now_ms()) > 0)
+		atomic_fetch_add(&t->drop_epoch, 1);
 	ING_UNLOCK(&t->mu);
 	return (0);
 }
@@ -576,17 +582,25 @@ ing_db_local_floor(struct ing_db *db, const char *tenant)
 	return (t == NULL ? INT64_MIN : atomic_load(&t->local_floor_ms));
 }
 
-int
-ing_db_floor_check(struct ing_db *db, const char *tenant, int64_t start_ms,
-    int64_t plan_floor_ms, struct sm_err *err)
+uint64_t
+ing_db_drop_epoch(struct ing_db *db, const char *tenant)
 {
-	int64_t now = ing_db_local_floor(db, tenant);
-	char ts[32];
+	struct ing_tenant *t = ing_tenant_find(db, tenant);
 
-	if (now == INT64_MIN || now <= plan_floor_ms || now < start_ms)
+	return (t == NULL ? 0 : atomic_load(&t->drop_epoch));
+}
+
+int
+ing_db_drop_check(struct ing_db *db, const char *tenant, uint64_t planned,
+    struct sm_err *err)
+{
+	uint64_t now = ing_db_drop_epoch(db, tenant);
+
+	if (now == planned)
 		return (0);
 	return (sm_err_set(err, SM_EAGAIN, "changed since the plan: blocks "
-	    "up to %s were dropped from this ingester's disk (local "
-	    "retention; the store-gateways serve them); plan again",
-	    sm_time_utc(now, ts, sizeof(ts))));
+	    "of the tenant left this target's service meanwhile (local "
+	    "retention, or a compactor fold now standing for them; drop "
+	    "epoch %llu, planned at %llu); plan again",
+	    (unsigned long long)now, (unsigned long long)planned));
 }

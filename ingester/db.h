@@ -568,16 +568,21 @@ int ing_db_local_drop(struct ing_db *db, const char *tenant,
 int64_t ing_db_local_floor(struct ing_db *db, const char *tenant);
 
 /*
- * After a read of tenant's [start_ms, ...) planned when its local floor
- * was plan_floor_ms (0: none; the Stats answer's): SM_EAGAIN, "changed
- * since the plan", when local drops raised the floor since, to start_ms
- * or above -- blocks the plan counted on here left service, and the
- * querier must take their buckets from the store-gateways.  Checked
- * after the read: the floor rises before the blocks leave service.
- * Else 0.
+ * The tenant's drop epoch: how many times its blocks left service with
+ * no replacement here -- ing_db_local_drop (local retention) and
+ * ing_db_block_drop (a store-gateway's blocks no longer wanted: marked,
+ * folded into another source, not owned) -- as opposed to a merge or an
+ * adoption, whose block stands for the ones it takes.  It starts at a
+ * random value per process (a restart between a plan and its read
+ * shows as a move); 0 for a tenant not held.  The querier's plan (querier/plan.c) reads it with its
+ * stats, before the series, and hands it back with the read;
+ * ing_db_drop_check after the read: 0 when it has not moved, else
+ * SM_EAGAIN "changed since the plan" -- buckets the plan took from here
+ * may have left before the read, and the querier plans again.
  */
-int ing_db_floor_check(struct ing_db *db, const char *tenant,
-    int64_t start_ms, int64_t plan_floor_ms, struct sm_err *err);
+uint64_t ing_db_drop_epoch(struct ing_db *db, const char *tenant);
+int ing_db_drop_check(struct ing_db *db, const char *tenant,
+    uint64_t planned, struct sm_err *err);
 
 /* Is block gen of tenant waiting for its deletion from disk?  A caller
  * that would import it again waits until it is gone (the deletion would

@@ -90,6 +90,7 @@ struct ing_tenant {
 					   * table (the tenant list) */
 	_Atomic int64_t local_floor_ms;   /* db.h "Local retention";
 					   * INT64_MIN = none */
+	_Atomic uint64_t drop_epoch;      /* db.h, ing_db_drop_epoch */
 	int64_t last_spill_ms;            /* write.c db_spill (cut_mu) */
 	struct ing_head **cutting;
 	uint32_t ncutting, cutting_cap;

@@ -1918,11 +1918,11 @@ ing_dispatch(struct ing_call *c)
 		break;
 	case SMOLDER__V1__REQUEST__METHOD_STATS: {
 		/* Read before the series: a drop during the stats shows as
-		 * a rise at the read (ing_db_floor_check). */
-		int64_t lf = ing_db_local_floor(ing->db, q.sel.tenant);
+		 * a move at the read (ing_db_drop_check). */
+		uint64_t de = ing_db_drop_epoch(ing->db, q.sel.tenant);
 
 		rv = ing_db_series_stats(ing->db, &q, a, &c->str, err);
-		c->str.local_floor_ms = lf == INT64_MIN ? 0 : lf;
+		c->str.drop_epoch = de;
 		REPLY_IF_OK(STATS, stats, &c->str);
 		break;
 	}
@@ -1962,13 +1962,14 @@ ing_dispatch(struct ing_call *c)
 	 * only if none changed since it was made (db.h, ing_db_picks_check). */
 	if (rv == 0 && q.sel.picked)
 		rv = ing_db_picks_check(ing->db, &q, err);
-	/* Blocks the plan counted on here, dropped since (db.h,
-	 * ing_db_floor_check; rpc.proto, Select.floor_checked). */
+	/* Blocks the plan may have counted on here, dropped since (db.h,
+	 * ing_db_drop_check; rpc.proto, Select.drop_checked).  After the
+	 * read: a drop before it has moved the epoch by then. */
 	if (rv == 0 && req->method_case !=
 	    SMOLDER__V1__REQUEST__METHOD_STATS &&
-	    (sel = sm_rpc_req_select(req)) != NULL && sel->floor_checked)
-		rv = ing_db_floor_check(ing->db, q.sel.tenant, q.sel.start_ms,
-		    sel->local_floor_ms, err);
+	    (sel = sm_rpc_req_select(req)) != NULL && sel->drop_checked)
+		rv = ing_db_drop_check(ing->db, q.sel.tenant, sel->drop_epoch,
+		    err);
 	return (rv);
 }
 

@@ -42,8 +42,9 @@ static const struct sm_metric_def fan_metric_defs[] = {
 	    "smolder_querier_plan_changed_total", "Data rounds started over "
 	    "because what the plan counted on changed before the read: a "
 	    "bucket answered by a combination of replicas gained an upload "
-	    "on one of them, or an ingester dropped blocks of the range "
-	    "(local retention; querier/plan.c).", NULL, NULL, 0 },
+	    "on one of them, or a target took blocks out of service "
+	    "meanwhile (local retention, a compactor fold; querier/plan.c).",
+	    NULL, NULL, 0 },
 };
 
 static struct sm_metric_set fan_metric_set = SM_METRIC_SET(fan_metric_defs);

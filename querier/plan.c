@@ -26,12 +26,15 @@
  *   4. Each target's merge or series request carries its picks
  *      (smolder.v1.Select.picks); a target with none is not asked.
  *
- * What the plan counted on may also shrink before the read: local
- * retention drops an ingester's shipped blocks, whose buckets the plan
- * took from it (local first, below).  Each target's select carries its
- * local floor as the Stats round reported it (Select.floor_checked); an
- * ingester whose floor rose since, into the range, refuses the read the
- * same way, and the new plan takes those buckets from the gateways.
+ * What the plan counted on may also leave a target before the read:
+ * local retention drops an ingester's shipped blocks, whose buckets the
+ * plan took from it (local first, below); a store-gateway drops a
+ * source's blocks once a compactor fold, a source the Sources round may
+ * not have listed, stands for them.  Each target's select carries the
+ * drop epoch its Stats answer reported (Select.drop_checked;
+ * ingester/db.h, ing_db_drop_epoch); a target whose epoch moved since
+ * refuses the read the same way, and the new plan (with a new Sources
+ * round) takes those buckets from where they are now.
  *
  * A combination is exact for the uploads this plan saw only: one that
  * lands on a member before the read (a write; a hint delivered to a
@@ -650,8 +653,8 @@ plan_selects(struct qry_plan *p, const Smolder__V1__Select *sel,
 		s->picks = tg[t].v;
 		s->n_picks = tg[t].n;
 		/* what the target held may not shrink before the read */
-		s->floor_checked = 1;
-		s->local_floor_ms = p->floor[t];
+		s->drop_checked = 1;
+		s->drop_epoch = p->drop_epoch[t];
 		p->sel[t] = s;
 	}
 	return (0);
@@ -690,12 +693,13 @@ qry_plan_make(struct qry_plan *p, const struct qry_plan_io *io,
 	req.stats = &sr;
 	if ((rv = io->round(io->arg, &one, 1, NULL, ans, err)) != 0)
 		return (rv);
-	if ((p->floor = sm_arena_calloc(a, io->n, sizeof(*p->floor))) == NULL)
+	if ((p->drop_epoch = sm_arena_calloc(a, io->n,
+	    sizeof(*p->drop_epoch))) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
 	for (uint32_t i = 0; i < io->n; i++)
 		if (ans[i] != NULL && ans[i]->result_case ==
 		    SMOLDER__V1__RESPONSE__RESULT_STATS)
-			p->floor[i] = ans[i]->stats->local_floor_ms;
+			p->drop_epoch[i] = ans[i]->stats->drop_epoch;
 	tg = sm_arena_calloc(a, io->n, sizeof(*tg));
 	if (tg == NULL || plan_entries(ans, io->n, &e, &ne) != 0 ||
 	    plan_agree(p, tg, e, ne, io->nlocal, &div, &ndiv) != 0) {

@@ -36,7 +36,7 @@ struct fk_ing {
 	uint32_t ns;
 	int lost;                            /* 1: never answers */
 	int fail_detail;                     /* 1: fails a detail round */
-	int64_t floor;                       /* its local floor (0: none) */
+	uint64_t drop_epoch;                 /* its Stats answer's */
 };
 
 struct fk_set {
@@ -107,7 +107,7 @@ fk_round(void *arg, Smolder__V1__Request *const *reqs, uint32_t nreqs,
 		smolder__v1__stats_response__init(st);
 		resp->result_case = SMOLDER__V1__RESPONSE__RESULT_STATS;
 		resp->stats = st;
-		st->local_floor_ms = ing->floor;
+		st->drop_epoch = ing->drop_epoch;
 		st->series = sm_arena_calloc(fs->a, FK_MAX_SERIES,
 		    sizeof(*st->series));
 		for (uint32_t k = 0; k < ing->ns; k++) {
@@ -310,7 +310,7 @@ test_agreeing_replicas(void)
 	int dup;
 
 	fk_init(&fs, 3, 6);
-	fs.ing[1].floor = 5000;             /* it dropped blocks locally */
+	fs.ing[1].drop_epoch = 5;           /* it dropped blocks 5 times */
 	SM_REQUIRE(fk_plan(&fs, 3, &p, &sel) == 0);
 	SM_CHECK_EQ(fs.rounds, 1);          /* no detail round */
 	SM_CHECK_EQ(p.nseries, 6);
@@ -322,11 +322,11 @@ test_agreeing_replicas(void)
 		const Smolder__V1__Select *s = qry_plan_select(&p, i);
 
 		asked += must[i];
-		/* each select carries its target's floor back (the target
-		 * refuses the read if it rose meanwhile) */
+		/* each select carries its target's drop epoch back (the
+		 * target refuses the read if it moved meanwhile) */
 		if (s != NULL) {
-			SM_CHECK(s->floor_checked);
-			SM_CHECK_EQ(s->local_floor_ms, i == 1 ? 5000 : 0);
+			SM_CHECK(s->drop_checked);
+			SM_CHECK_EQ(s->drop_epoch, i == 1 ? 5 : 0);
 		}
 	}
 	SM_CHECK(asked >= 2);               /* work is spread */

@@ -323,10 +323,9 @@ struct qry_plan {
 	size_t ncombined;                /* buckets from a combination */
 	size_t nunresolved;              /* buckets none could answer: the
 					  * plan failed (SM_EUNAVAIL) */
-	int64_t *floor;                  /* per target, its local floor as
-					  * the Stats round saw it: each
-					  * select carries it back
-					  * (Select.floor_checked) */
+	uint64_t *drop_epoch;            /* per target, as the Stats round
+					  * saw it: each select carries it
+					  * back (Select.drop_checked) */
 };
 
 void qry_plan_init(struct qry_plan *p);
