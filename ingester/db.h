@@ -574,11 +574,12 @@ int64_t ing_db_local_floor(struct ing_db *db, const char *tenant);
  * folded into another source, not owned) -- as opposed to a merge or an
  * adoption, whose block stands for the ones it takes.  It starts at a
  * random value per process (a restart between a plan and its read
- * shows as a move); 0 for a tenant not held.  The querier's plan (querier/plan.c) reads it with its
- * stats, before the series, and hands it back with the read;
- * ing_db_drop_check after the read: 0 when it has not moved, else
- * SM_EAGAIN "changed since the plan" -- buckets the plan took from here
- * may have left before the read, and the querier plans again.
+ * shows as a move); 0 for a tenant not held.  The querier's plan
+ * (querier/plan.c) reads it with its stats, before the series, and
+ * hands it back with the read; ing_db_drop_check after the read: 0 when
+ * it has not moved, else SM_EAGAIN "changed since the plan" -- buckets
+ * the plan took from here may have left before the read, and the
+ * querier plans again.
  */
 uint64_t ing_db_drop_epoch(struct ing_db *db, const char *tenant);
 int ing_db_drop_check(struct ing_db *db, const char *tenant,
