@@ -398,11 +398,11 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 				}
 				pos_m = 1u << win;   /* planned, not used */
 				neg_m = 0;
-			} else if (pos_m != 1u << win || neg_m != 0) {
-				if ((pos_m & (pos_m - 1)) != 0 || neg_m != 0)
-					ps->combined++;
 			}
 		}
+		/* a combination: more than one target, or one subtracted */
+		combo = (pos_m & (pos_m - 1)) != 0 || neg_m != 0;
+		ps->combined += combo;
 		for (size_t i = 0; i < n; i++) {
 			if ((here >> i) & 1)
 				pos[i]++;
@@ -414,7 +414,6 @@ plan_buckets(struct sm_arena *a, struct plan_tgt *tg,
 		 * bucket one target holds whole is not checked: what lands
 		 * on it meanwhile is newer, and counted once.
 		 */
-		combo = (pos_m & (pos_m - 1)) != 0 || neg_m != 0;
 		for (size_t i = 0; i < n; i++) {
 			bool neg = (neg_m >> i) & 1;
 
