@@ -171,8 +171,11 @@ def answers(s, tid):
             "profileTypeID": tid, "labelSelector": svc_sel,
             "start": frm * 1000, "end": until * 1000, "step": 3600,
             "stackTraceSelector": sts}))
+        # A step whose profiles never pass the call site is a point of
+        # value 0, which protojson leaves out: the last, partial hour of
+        # "4 days to now" in the first minutes after midnight (UTC).
         out["series through a call site " + name] = [
-            (p.get("timestamp"), p.get("value")) for se in
+            (p.get("timestamp"), p.get("value", 0)) for se in
             (j or {}).get("series", []) for p in se.get("points", [])] \
             if j else None
         j = json_or_none(connect(s, "SelectMergeStacktraces", {
