@@ -111,6 +111,9 @@ struct sm_bucket_cfg {
 	bool s3_skip_verify;       /* accept any certificate (tests only) */
 	int64_t s3_timeout_ms;     /* per request */
 	int64_t s3_max_retries;    /* tries after the first */
+	int64_t s3_list_max_keys;  /* ListObjectsV2 page size; 0 = the
+	                            * store's (1000).  No flag: the tests page
+	                            * small to reach continuation cheaply */
 	char *seal_key_file;       /* -storage.encryption.key-file; "" = none */
 	char *s3_sse_type;         /* "", "SSE-S3" or "SSE-KMS" */
 	char *s3_sse_kms_key_id;

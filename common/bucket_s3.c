@@ -117,6 +117,7 @@ struct s3 {
 	bool skip_verify;
 	long timeout_ms;
 	uint32_t max_retries;
+	uint32_t list_max_keys;         /* 0: the store's page size */
 };
 
 /* Credentials being resolved (each NULL or sm_malloc'ed). */
@@ -854,6 +855,8 @@ s3_list_url(struct s3 *s, const char *prefix, const char *token,
 	} else {
 		sm_buf_puts(u, "?list-type=2");
 	}
+	if (s->list_max_keys > 0)
+		sm_buf_printf(u, "&max-keys=%u", s->list_max_keys);
 	if (prefix[0] != '\0') {
 		sm_buf_puts(u, "&prefix=");
 		sm_buf_put_pct(u, prefix, false);
@@ -1218,11 +1221,14 @@ s3_open_rest(struct s3 *s, const struct sm_bucket_cfg *c, struct sm_err *err)
 		return (sm_err_set(err, SM_EINVAL, "-storage.s3.region: "
 		    "\"%.64s\" is not a region name", region));
 	if (c->s3_timeout_ms <= 0 || c->s3_timeout_ms > LONG_MAX ||
-	    c->s3_max_retries < 0)
+	    c->s3_max_retries < 0 || c->s3_list_max_keys < 0 ||
+	    c->s3_list_max_keys > 1000)
 		return (sm_err_set(err, SM_EINVAL, "-storage.s3.timeout must "
-		    "be > 0 and -storage.s3.max-retries >= 0"));
+		    "be > 0, -storage.s3.max-retries >= 0 and the list page "
+		    "size 0..1000"));
 	s->timeout_ms = (long)c->s3_timeout_ms;
 	s->max_retries = (uint32_t)SM_MIN(c->s3_max_retries, (int64_t)100);
+	s->list_max_keys = (uint32_t)c->s3_list_max_keys;
 	s->skip_verify = c->s3_skip_verify;
 	sm_buf_printf(&b, "aws:amz:%s:s3", region);
 	if (sm_buf_error(&b) == 0 && (s->sigv4 = sm_strdup(b.b)) != NULL) {
