@@ -3,15 +3,16 @@
 run_tiers.py -- run a build directory's tests tier by tier, then say how
 long each tier took, what it skipped and what failed.
 
-    tests/tools/run_tiers.py BUILD_DIR [--jobs N] [--tiers unit,cluster,...]
-                             [--summary FILE]
+    tests/tools/run_tiers.py BUILD_DIR [--jobs N] [--tier-jobs TIER=N ...]
+                             [--tiers unit,cluster,...] [--summary FILE]
 
 The tiers are ctest labels (CMakeLists.txt): unit (each component's
 *_test.c), cluster (in-process clusters, tests/cluster), integration
 (real processes, tests/integration), fuzz (the fuzz corpora replayed)
 and long (the ten-minute partition and such; registered only with
 -DSM_LONG_TESTS=ON, and run by `make test-long`).  Each tier is one
-`ctest -L ^tier$ -j N --output-on-failure`; every tier runs even when one
+`ctest -L ^tier$ -j N --output-on-failure` (N from --tier-jobs for that
+tier, else --jobs); every tier runs even when one
 fails, and the exit status is non-zero if any did.
 
 What a tier skipped is read from ctest's log: a whole test that exited
@@ -64,9 +65,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--tier-jobs", action="append", default=[],
+                    metavar="TIER=N", help="another -j for one tier")
     ap.add_argument("--tiers", default=",".join(TIERS))
     ap.add_argument("--summary")
     a = ap.parse_args()
+    tier_jobs = {}
+    for tj in a.tier_jobs:
+        tier, _, n = tj.partition("=")
+        if not n.isdigit() or int(n) < 1:
+            ap.error("--tier-jobs %s: want TIER=N with N >= 1" % tj)
+        tier_jobs[tier] = int(n)
     rows, skipped, failed_tiers = [], [], []
     for tier in a.tiers.split(","):
         n = count_tests(a.build, tier)
@@ -76,7 +85,8 @@ def main():
         print("=== tier %s: %d tests" % (tier, n), flush=True)
         t0 = time.monotonic()
         rc = subprocess.run(["ctest", "-L", "^%s$" % tier, "-j",
-                             str(a.jobs), "--output-on-failure"],
+                             str(tier_jobs.get(tier, a.jobs)),
+                             "--output-on-failure"],
                             cwd=a.build).returncode
         dt = time.monotonic() - t0
         rows.append((tier, n, dt, "passed" if rc == 0 else "FAILED"))
