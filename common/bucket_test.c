@@ -314,7 +314,8 @@ test_list(void)
 		    "%s", err.msg);
 		SM_CHECK_EQ(l.n, 2 * BK_PAGE + 5);
 		SM_CHECK_STR(l.keys[0], "many/k00000");
-		SM_CHECK_STR(l.keys[2 * BK_PAGE + 4], "many/k00024");
+		snprintf(key, sizeof(key), "many/k%05d", 2 * BK_PAGE + 4);
+		SM_CHECK_STR(l.keys[2 * BK_PAGE + 4], key);
 		/* deleted keys leave the listing */
 		for (size_t k = 0; k < SM_ARRAY_LEN(keys); k++)
 			SM_CHECK(sm_bucket_delete(b, keys[k], &err) == 0);
