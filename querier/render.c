@@ -7,7 +7,8 @@
  * Parameters: query (FlameQL app.cpu{...}, the profile-type id form, or a
  * bare selector; og's `name` is accepted when query is absent), from and
  * until (attime; default now-1h .. now, as og Pyroscope), maxNodes or
- * max-nodes (0 = the default, 8192), format = json (default) | collapsed.
+ * max-nodes (0 = the default, 8192), format = json (default) | collapsed |
+ * dot | pprof.
  *
  * The JSON body is the flamebearer profile exactly as Pyroscope v1's shim
  * encodes it (field order and escaping of Go's encoding/json, trailing
@@ -33,11 +34,23 @@
  *     backfilled timeline;
  *   - format=collapsed is streamed (collapsed_reply below): a failure
  *     after the 200 line can only cut the body short;
+ *   - format=dot is Pyroscope v1's: the merged profile as a Graphviz
+ *     call graph in the shape `go tool pprof -dot` draws (dot.c), of the
+ *     max-nodes functions of largest cum value, 100 when max-nodes is
+ *     absent or 0 (v1's default for dot, not the flamegraph's 8192),
+ *     text/plain;
+ *   - format=pprof is og Pyroscope's: the merged profile as an
+ *     uncompressed google.v1.Profile (pprof.c, the whole tree: what
+ *     SelectMergeProfile answers for the same selection), as an
+ *     attachment named <app>.pprof, application/octet-stream.  A legacy
+ *     query names no period, so its period type and unit are empty;
+ *   - /render-diff and the function timeline answer JSON only;
  *   - after a large query the freed heap is given back (sm_mem_release,
  *     common/sm.h), from the handler or, for a stream, when it ends.
  */
 #include "qry_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,13 +90,18 @@ render_reply(struct sm_http_req *r, struct sm_buf *out, int rv,
 	reply_err(r, rv, err->msg[0] ? err->msg : sm_strerror(rv));
 }
 
+/* The /render answer formats. */
+enum render_fmt { RF_JSON, RF_COLLAPSED, RF_DOT, RF_PPROF };
+
 /* Parsed and validated /render parameters. */
 struct render_params {
 	struct sm_query q;
 	const char *tenant;
 	int64_t start, end;
-	int64_t max_nodes;
-	int collapsed;
+	int64_t max_nodes;         /* the flamegraph's, clamped */
+	int64_t asked_nodes;       /* as asked (0: not given) */
+	enum render_fmt fmt;
+	const char *fmt_name;      /* as asked, for an error */
 };
 
 static int
@@ -136,14 +154,20 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 		mn = x;
 	if ((rv = qry_max_nodes(qr, p->tenant, mn, &p->max_nodes, err)) != 0)
 		return (rv);
+	p->asked_nodes = mn;
 	fmt = sm_http_query(r, "format");
-	if (fmt == NULL || fmt[0] == '\0' || strcmp(fmt, "json") == 0)
-		p->collapsed = 0;
+	p->fmt_name = fmt != NULL && fmt[0] != '\0' ? fmt : "json";
+	if (strcmp(p->fmt_name, "json") == 0)
+		p->fmt = RF_JSON;
 	else if (strcmp(fmt, "collapsed") == 0)
-		p->collapsed = 1;
+		p->fmt = RF_COLLAPSED;
+	else if (strcmp(fmt, "dot") == 0)
+		p->fmt = RF_DOT;
+	else if (strcmp(fmt, "pprof") == 0)
+		p->fmt = RF_PPROF;
 	else
 		return (sm_err_set(err, SM_EUNSUPPORTED, "format \"%s\" is not "
-		    "supported by /render (json, collapsed)", fmt));
+		    "supported by /render (json, collapsed, dot, pprof)", fmt));
 	return (0);
 }
 
@@ -277,6 +301,71 @@ collapsed_reply(struct sm_http_req *r, struct sm_mtree *m,
 	return (0);
 }
 
+/* The profile type of p's query for the dot and pprof answers. */
+static int
+render_ptype(const struct render_params *p, struct sm_ptype *pt,
+    struct sm_err *err)
+{
+	const struct sm_query *q = &p->q;
+
+	if (q->type_id != NULL) {
+		if (sm_ptype_parse(q->type_id, pt) != 0)
+			return (sm_err_set(err, SM_EINVAL, "invalid profile "
+			    "type id \"%s\"", q->type_id));
+		return (0);
+	}
+	memset(pt, 0, sizeof(*pt));
+	snprintf(pt->name, sizeof(pt->name), "%s", q->metric ? q->metric : "");
+	snprintf(pt->sample_type, sizeof(pt->sample_type), "%s",
+	    q->sample_type ? q->sample_type : "");
+	snprintf(pt->sample_unit, sizeof(pt->sample_unit), "%s",
+	    q->sample_unit ? q->sample_unit : "");
+	return (0);
+}
+
+/* Answer format=dot or format=pprof from the merged tree m (arena a). */
+static int
+render_export(struct sm_http_req *r, const struct render_params *p,
+    const struct sm_mtree *m, struct sm_arena *a, struct sm_err *err)
+{
+	Google__V1__Profile *prof;
+	struct sm_ptype pt;
+	char disp[160], *dot;
+	const char *app;
+	uint8_t *bytes;
+	size_t len, k;
+	int rv;
+
+	if ((rv = render_ptype(p, &pt, err)) != 0)
+		return (rv);
+	if (p->fmt == RF_DOT) {
+		if (qry_dot_build(m, &pt, p->asked_nodes > 0 ? p->asked_nodes :
+		    100, a, &dot, &len) != 0)
+			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+		sm_http_reply(r, 200, "text/plain; charset=utf-8", dot, len);
+		return (0);
+	}
+	if ((rv = qry_pprof_build(m, &pt, p->start, p->end, 0, a, &prof,
+	    err)) != 0)
+		return (rv);
+	len = protobuf_c_message_get_packed_size(&prof->base);
+	if ((bytes = sm_arena_alloc(a, SM_MAX(len, 1))) == NULL)
+		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
+	(void)protobuf_c_message_pack(&prof->base, bytes);
+	/* The file name from the app, reduced to characters no header
+	 * or file system minds. */
+	app = p->q.app != NULL && p->q.app[0] != '\0' ? p->q.app :
+	    pt.name[0] != '\0' ? pt.name : "profile";
+	k = (size_t)snprintf(disp, sizeof(disp), "attachment; filename=");
+	for (const char *c = app; *c != '\0' && k + 7 < sizeof(disp); c++)
+		disp[k++] = (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+		    "OPQRSTUVWXYZ0123456789._-", *c) != NULL) ? *c : '_';
+	memcpy(disp + k, ".pprof", 7);
+	sm_http_set_header(r, "Content-Disposition", disp);
+	sm_http_reply(r, 200, "application/octet-stream", bytes, len);
+	return (0);
+}
+
 static void
 render_handler(struct sm_http_req *r, void *arg)
 {
@@ -320,11 +409,16 @@ render_handler(struct sm_http_req *r, void *arg)
 	have_merge = 1;
 	if ((rv = qry_merge(&x, &sel, m, &err)) != 0)
 		goto reply;
-	if (p.collapsed) {
+	if (p.fmt == RF_COLLAPSED) {
 		if ((rv = collapsed_reply(r, m, &err)) != 0)
 			goto reply;
 		m = NULL;	/* the stream owns it */
 		have_merge = 0;
+		goto done;
+	}
+	if (p.fmt == RF_DOT || p.fmt == RF_PPROF) {
+		if ((rv = render_export(r, &p, m, a, &err)) != 0)
+			goto reply;
 		goto done;
 	}
 	if ((rv = sm_fg_build(&m->tree, &m->names, m->self, p.max_nodes,
@@ -457,9 +551,9 @@ two_sides_merge(struct two_sides *t, struct querier *qr,
 	    "leftUntil", err)) != 0 || (rv = render_parse(qr, r, &p[1],
 	    "rightQuery", "rightFrom", "rightUntil", err)) != 0)
 		return (rv);
-	if (p[0].collapsed)
-		return (sm_err_set(err, SM_EUNSUPPORTED, "format \"collapsed\" "
-		    "is not supported by %s (json)", what));
+	if (p[0].fmt != RF_JSON)
+		return (sm_err_set(err, SM_EUNSUPPORTED, "format \"%s\" "
+		    "is not supported by %s (json)", p[0].fmt_name, what));
 	if (!str_eq(p[0].q.sample_type, p[1].q.sample_type) ||
 	    !str_eq(p[0].q.sample_unit, p[1].q.sample_unit))
 		return (sm_err_set(err, SM_EINVAL, "left and right queries "

@@ -466,6 +466,55 @@ def run(r, ws, ref, c):
         r.check(ndot == len(cases), "SelectMergeStacktraces format DOT: "
                 "Graphviz's dot draws each of %d profiles, their top "
                 "function in it" % ndot)
+    # The legacy API's exports: og's /render?format=pprof is what
+    # SelectMergeProfile answers (uncompressed, as an attachment); v1's
+    # /pyroscope/render?format=dot a graph `dot` draws.
+    nrp = nrd = 0
+    for svc, t, exp, name in cases:
+        tid_k, sel_k = exp.type_ids[0], '{service_name="%s"}' % svc
+        q = {"query": tid_k + sel_k, "from": str(t), "until": str(t + 10)}
+        rp = qry.request("GET", "/render", dict(q, format="pprof"))
+        mp = proto_call(qry, "SelectMergeProfile", merge_req_pb(
+            tid_k, sel_k, t * 1000, (t + 10) * 1000))
+        if rp.status != 200 or mp.status != 200 or \
+                rp.headers.get("content-type") != "application/octet-stream" or \
+                "attachment" not in rp.headers.get("content-disposition", "") or \
+                rp.body[:2] == b"\x1f\x8b" or \
+                raw_stacks(rp.body, ws.root) != raw_stacks(mp.body, ws.root):
+            r.fail("/render format=pprof equals SelectMergeProfile: %s %s"
+                   % (name, tid_k), rp.describe())
+        else:
+            nrp += 1
+        if not have_dot:
+            continue
+        rd = qry.request("GET", "/pyroscope/render", dict(q, format="dot"))
+        drawn = subprocess.run(["dot", "-Tsvg"], input=rd.body,
+                               capture_output=True, timeout=60)
+        top = max(exp.stacks[0].items(), key=lambda kv: abs(kv[1]))[0]
+        if rd.status != 200 or drawn.returncode != 0 or \
+                b"<svg" not in drawn.stdout or \
+                top.split(";")[-1].encode() not in rd.body:
+            r.fail("/pyroscope/render format=dot drawn by Graphviz: %s %s"
+                   % (name, tid_k), "%s %s" % (rd.describe(),
+                                               drawn.stderr[-300:]))
+        else:
+            nrd += 1
+    r.check(nrp == len(cases), "/render format=pprof equals "
+            "SelectMergeProfile for %d of %d profiles" % (nrp, len(cases)))
+    if have_dot:
+        r.check(nrd == len(cases), "/pyroscope/render format=dot: "
+                "Graphviz's dot draws each of %d profiles, their top "
+                "function in it" % nrd)
+    bad = qry.request("GET", "/render", {"query": tid + "{}",
+                                         "format": "html"})
+    r.check(bad.status == 415 and "json, collapsed, dot, pprof" in
+            bad.text(), "/render format=html -> 415 naming the formats "
+            "served", bad.describe())
+    bad = qry.request("GET", "/render-diff", {
+        "leftQuery": tid + "{}", "rightQuery": tid + "{}",
+        "format": "dot"})
+    r.check(bad.status == 415, "/render-diff format=dot -> 415 (JSON "
+            "only)", bad.describe())
     u = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
         tid, "{}", t1 * 1000, (t1 + 10) * 1000, fmt=9))
     r.check(u.status == 501 and u.error_code() == "unimplemented",

@@ -28,12 +28,14 @@ test_render.py -- folded/lines ingest and /render output, node by node.
 
 import os
 import sys
+import tempfile
 import time
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import oracle  # noqa: E402
 from oracle import parse_collapsed  # noqa: E402
 from smolder import (Server, ServerError, data_dir,  # noqa: E402
                      run_script)
@@ -205,6 +207,28 @@ def main(r):
                  want, "until in unix ms")
         check_fb(r, srv.render(q_new, extra={"format": "json"}), want,
                  "format=json")
+        # og's format=pprof on a legacy query (no period named), read
+        # back by `go tool pprof` (test_query_diff_pprof compares it with
+        # SelectMergeProfile on real profiles).
+        resp = srv.render("ex.alloc_objects{}", fmt="pprof")
+        if r.check(resp.status == 200 and resp.headers.get(
+                "content-disposition") == "attachment; filename=ex.pprof",
+                "format=pprof of a legacy query: an attachment ex.pprof",
+                resp.describe()):
+            if oracle.have_go():
+                fd, path = tempfile.mkstemp(suffix=".pprof")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(resp.body)
+                try:
+                    st = oracle.collapse_raw(oracle.parse_raw(
+                        oracle.run_pprof_raw(path)))
+                finally:
+                    os.unlink(path)
+                r.eq(st, [{"a;b": 3, "a;c": 1, "d": 2}], "format=pprof "
+                     "read by go tool pprof: the worked example's stacks")
+            else:
+                r.skip("format=pprof read by go tool pprof",
+                       "go is not installed")
         resp = srv.render(q_new, fmt="collapsed")
         if r.check(resp.status == 200, "collapsed render", resp.describe()):
             r.check(resp.headers.get("content-type", "").startswith(
