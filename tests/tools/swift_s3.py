@@ -12,7 +12,8 @@ of its own and stops it again:
 ports, starts swift-object-server, swift-container-server,
 swift-account-server and swift-proxy-server as four processes (each in
 its own session, logs in DIR/<name>.log, pids in DIR/pids), waits at most
-30 s until a SigV4-signed PUT of the bucket succeeds, and prints
+60 s until the three backends listen and then a SigV4-signed PUT of the
+bucket through the proxy succeeds, and prints
 
     {"endpoint": "127.0.0.1:PORT", "region": "us-east-1",
      "access_key": "test:tester", "secret_key": "testing",
@@ -55,6 +56,7 @@ import hmac
 import os
 import pwd
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -68,7 +70,7 @@ REGION = "us-east-1"
 ACCESS_KEY = "test:tester"
 SECRET_KEY = "testing"
 BUCKET = "smolder-test"
-START_TIMEOUT = 30.0
+START_TIMEOUT = 60.0
 STOP_TIMEOUT = 5.0
 
 SERVERS = [  # (name, script, conf)
@@ -343,7 +345,21 @@ def _spawn(d):
     return procs
 
 
-def _wait_ready(d, procs, endpoint, tls=None):
+def _listening(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_ready(d, procs, ports, endpoint, tls=None):
+    """Wait until the object, container and account servers listen on
+    ports[0..3), then until the bucket is created through the proxy.  The
+    proxy is not asked before the others listen: ten refused connections
+    to a node in a row make it skip that node for a minute
+    (error_suppression_limit, _interval), so a backend slow to start
+    under load (seen with four tests at a time) failed the whole start."""
     deadline = time.monotonic() + START_TIMEOUT
     why = "not started"
     while time.monotonic() < deadline:
@@ -351,6 +367,12 @@ def _wait_ready(d, procs, endpoint, tls=None):
             if p.poll() is not None:
                 raise SwiftError("swift %s server exited with %d" %
                                  (name, p.returncode))
+        down = [name for (name, _, _), port in zip(SERVERS[:3], ports)
+                if not _listening(port)]
+        if down:
+            why = "not listening yet: " + ", ".join(down)
+            time.sleep(0.2)
+            continue
         why = _create_bucket(endpoint, tls)
         if why == 0:
             return
@@ -375,7 +397,7 @@ def start(d, tls=None, encryption=False):
     procs = _spawn(d)
     endpoint = "127.0.0.1:%d" % ports[3]
     try:
-        _wait_ready(d, procs, endpoint, tls)
+        _wait_ready(d, procs, ports, endpoint, tls)
     except BaseException as e:
         _kill([p.pid for p in procs])
         os.unlink(os.path.join(d, "pids"))
