@@ -6,7 +6,7 @@ in DIR/data, its log in DIR/etcd.log, its pid in DIR/pid.
 
     etcd_server.py start DIR   prints {"endpoint": "127.0.0.1:PORT",
                                "pid": N} once etcd answers /health
-                               (at most 20 s), leaving it running
+                               (at most 60 s), leaving it running
     etcd_server.py stop DIR    SIGTERM, 5 s, then SIGKILL
 
 Importable: start(dir) -> dict (raises EtcdError), stop(dir),
@@ -34,7 +34,7 @@ import urllib.request
 import loopback
 
 STOP_TIMEOUT = 5.0
-READY_TIMEOUT = 20.0
+READY_TIMEOUT = 60.0
 
 
 class EtcdError(Exception):

@@ -6,7 +6,7 @@ loopback for tests: its remote-write receiver on, old samples accepted
 a random port, its data and log in DIR, its pid in DIR/pid.
 
     prometheus_server.py start DIR   prints {"port": N, "pid": N} once
-                                     /-/ready answers (at most 30 s)
+                                     /-/ready answers (at most 60 s)
     prometheus_server.py stop DIR    SIGTERM, 10 s, then SIGKILL
 
 Importable: start(dir) -> {"port", "pid", "url"} (raises PromError),
@@ -28,7 +28,7 @@ import urllib.request
 import loopback
 
 STOP_TIMEOUT = 10.0
-READY_TIMEOUT = 30.0
+READY_TIMEOUT = 60.0
 CONFIG = """global:
   scrape_interval: 1h
 storage:
