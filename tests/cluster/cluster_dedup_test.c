@@ -159,14 +159,25 @@ struct plan_race {
 	int plans, status;
 };
 
+/* Write c once, after the first plan, and wait until all three of its
+ * owners applied it: the put returns at a quorum of two, and a third copy
+ * landing after the second plan would be caught too -- a third plan, a
+ * correct answer, but not the race this test sets up. */
 static void
 plan_race_write(void *arg)
 {
 	struct plan_race *r = arg;
+	double w0;
+	int64_t end;
 
 	if (r->c == NULL || r->plans++ > 0)
 		return;
+	w0 = smc_counter("smolder_ingester_writes_total");
 	r->status = smc_put(r->c, "ef.cpu", r->t, "c", 7);
+	end = sm_mono_ns() + (int64_t)SMC_TIMEOUT_MS * 1000000;
+	while (smc_counter("smolder_ingester_writes_total") < w0 + 3 &&
+	    sm_mono_ns() < end)
+		usleep(2000);
 }
 
 static void
