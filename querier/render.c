@@ -8,7 +8,8 @@
  * bare selector; og's `name` is accepted when query is absent), from and
  * until (attime; default now-1h .. now, as og Pyroscope), maxNodes or
  * max-nodes (0 = the default, 8192), format = json (default) | collapsed |
- * dot | pprof.
+ * dot | pprof, and v1's groupBy and aggregation (sum | avg) for the
+ * timeline (render_timeline).
  *
  * The JSON body is the flamebearer profile exactly as Pyroscope v1's shim
  * encodes it (field order and escaping of Go's encoding/json, trailing
@@ -17,6 +18,7 @@
  *    "spyName":..,"sampleRate":..,"units":..,"name":<sample type>},
  *    "timeline":{"startTime":..,"samples":[..],"durationDelta":..,
  *    "watermarks":null},"groups":null,"heatmap":null}
+ * ("groups" is an object of timelines with groupBy).
  * Decisions where Pyroscope v1 is silent or odd, and why:
  *   - metadata.spyName is the spy of the matched series when they all
  *     agree (v1 leaves it empty; the og UI uses it to colour frames);
@@ -44,6 +46,11 @@
  *     SelectMergeProfile answers for the same selection), as an
  *     attachment named <app>.pprof, application/octet-stream.  A legacy
  *     query names no period, so its period type and unit are empty;
+ *   - groupBy keys groups by the first label given, as v1's keys are,
+ *     and adds up the series that share a key (v1 asks for every
+ *     groupBy label and lets the last such series overwrite the
+ *     others); the main timeline stays the whole selection's (v1
+ *     answers zeros in it when more than one group comes back);
  *   - /render-diff and the function timeline answer JSON only;
  *   - after a large query the freed heap is given back (sm_mem_release,
  *     common/sm.h), from the handler or, for a stream, when it ends.
@@ -102,6 +109,8 @@ struct render_params {
 	int64_t asked_nodes;       /* as asked (0: not given) */
 	enum render_fmt fmt;
 	const char *fmt_name;      /* as asked, for an error */
+	const char *group_by;      /* the first groupBy, NULL when none */
+	bool avg;                  /* aggregation=avg */
 };
 
 static int
@@ -155,6 +164,11 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	if ((rv = qry_max_nodes(qr, p->tenant, mn, &p->max_nodes, err)) != 0)
 		return (rv);
 	p->asked_nodes = mn;
+	/* v1: groupBy and aggregation (sum, avg; anything else sums). */
+	v = sm_http_query(r, "groupBy");
+	p->group_by = v != NULL && v[0] != '\0' ? v : NULL;
+	v = sm_http_query(r, "aggregation");
+	p->avg = v != NULL && strcmp(v, "avg") == 0;
 	fmt = sm_http_query(r, "format");
 	p->fmt_name = fmt != NULL && fmt[0] != '\0' ? fmt : "json";
 	if (strcmp(p->fmt_name, "json") == 0)
@@ -171,10 +185,88 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 	return (0);
 }
 
-/* Append "timeline":{...} built from a per-step series fan-out that uses
- * the merge's plan in f. */
+/* Append one timeline object {"startTime":..,"samples":[..],
+ * "durationDelta":..,"watermarks":null}: n steps of `step` ms from
+ * `first`. */
+static void
+timeline_json(struct sm_buf *out, int64_t first, int64_t step, int64_t n,
+    const uint64_t *samples)
+{
+	sm_buf_puts(out, "{\"startTime\":");
+	sm_buf_put_i64(out, first / 1000);
+	sm_buf_puts(out, ",\"samples\":[");
+	for (int64_t i = 0; i < n; i++) {
+		if (i > 0)
+			sm_buf_putc(out, ',');
+		sm_buf_put_u64(out, samples[i]);
+	}
+	sm_buf_puts(out, "],\"durationDelta\":");
+	sm_buf_put_i64(out, step / 1000);
+	sm_buf_puts(out, ",\"watermarks\":null}");
+}
+
+/*
+ * The per-step samples of series gs[0..ng) into samples[0..n), with
+ * sums and counts as scratch: the sum of their points in each step or,
+ * with avg, that sum over the profiles behind it (0 for a step without
+ * profiles), truncated to an integer as v1 does.
+ */
+static void
+timeline_fill(const struct qry_series *gs, uint32_t ng, int64_t first,
+    int64_t step, int64_t n, bool avg, double *sums, uint64_t *counts,
+    uint64_t *samples)
+{
+	memset(samples, 0, (size_t)n * sizeof(*samples));
+	memset(sums, 0, (size_t)n * sizeof(*sums));
+	memset(counts, 0, (size_t)n * sizeof(*counts));
+	for (uint32_t g = 0; g < ng; g++) {
+		for (uint32_t k = 0; k < gs[g].n; k++) {
+			int64_t idx = (gs[g].ts[k] - first) / step;
+
+			if (idx < 0 || idx >= n)
+				continue;
+			if (!avg) {
+				samples[idx] += (uint64_t)gs[g].v[k];
+				continue;
+			}
+			sums[idx] += gs[g].v[k];
+			if (gs[g].cnt != NULL)
+				counts[idx] += gs[g].cnt[k];
+		}
+	}
+	for (int64_t i = 0; avg && i < n; i++)
+		samples[i] = counts[i] > 0 && sums[i] > 0 ?
+		    (uint64_t)(sums[i] / (double)counts[i]) : 0;
+}
+
+/* A group's key in "groups": its group-by value, "*" without one (as
+ * Pyroscope v1). */
+static const char *
+group_key(const struct qry_series *g)
+{
+	if (g->nlabels > 0 && g->labels[0]->value != NULL &&
+	    g->labels[0]->value[0] != '\0')
+		return (g->labels[0]->value);
+	return ("*");
+}
+
 static int
-render_timeline(struct qry_query *x,
+group_key_cmp(const void *a, const void *b)
+{
+	return (strcmp(group_key(a), group_key(b)));
+}
+
+/*
+ * Append "timeline":{...} and "groups":..., built from a per-step series
+ * fan-out that uses the merge's plan in x when it fits.  The timeline is
+ * the whole selection's; with groupBy, "groups" holds one timeline per
+ * value of that label ("*": series without it), keys in byte order as
+ * Go's encoding/json writes a map, else null.  With aggregation=avg
+ * each point is the mean over the profiles of its step (the sum over
+ * the count of uploads behind it), truncated as v1 does.
+ */
+static int
+render_timeline(struct qry_query *x, const struct render_params *p,
     const Smolder__V1__Select *sel, struct sm_buf *out, struct sm_err *err)
 {
 	Smolder__V1__SeriesRequest sr = SMOLDER__V1__SERIES_REQUEST__INIT;
@@ -182,24 +274,33 @@ render_timeline(struct qry_query *x,
 	int64_t first = sm_floor_to(sel->start_ms, step);
 	int64_t n = sel->end_ms > first ? (sel->end_ms - first + step - 1) /
 	    step : 0;
-	uint64_t *samples = NULL;
+	uint64_t *samples = NULL, *counts = NULL;
+	double *sums = NULL;
 	struct sm_arena *a = NULL;
 	struct qry_query y;
-	struct qry_series *gs;
-	uint32_t ng;
+	struct qry_series *gs = NULL;
+	uint32_t ng = 0;
+	char *gb[1];
 	int rv = 0;
 
 	if (n > 1000000)
 		return (sm_err_set(err, SM_EINVAL, "timeline too long"));
 	qry_query_init(&y, x->q);
 	if ((samples = sm_calloc((size_t)SM_MAX(n, 1), sizeof(*samples))) ==
-	    NULL || (a = sm_arena_create(0)) == NULL) {
+	    NULL || (counts = sm_calloc((size_t)SM_MAX(n, 1),
+	    sizeof(*counts))) == NULL || (sums = sm_calloc((size_t)SM_MAX(n,
+	    1), sizeof(*sums))) == NULL || (a = sm_arena_create(0)) == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
 	if (n > 0) {
 		sr.select = (Smolder__V1__Select *)sel;
 		sr.step_ms = step;
+		if (p->group_by != NULL) {
+			gb[0] = (char *)p->group_by;
+			sr.group_by = gb;
+			sr.n_group_by = 1;
+		}
 		/* The merge's plan when its resolutions suit the step, else
 		 * a plan of its own (engine.h, qry_series_fits). */
 		if (qry_series_fits(x, 0, step))
@@ -215,30 +316,49 @@ render_timeline(struct qry_query *x,
 			goto out;
 		}
 		for (uint32_t g = 0; g < ng; g++) {
-			for (uint32_t k = 0; k < gs[g].n; k++) {
-				int64_t idx = (gs[g].ts[k] - first) / step;
-
-				if (idx >= 0 && idx < n)
-					samples[idx] += (uint64_t)gs[g].v[k];
+			if (p->avg && gs[g].n > 0 && gs[g].cnt == NULL) {
+				rv = sm_err_set(err, SM_EUNAVAIL, "an ingester "
+				    "answered without profile counts (older "
+				    "version): aggregation=avg unavailable");
+				goto out;
 			}
 		}
 	}
-	sm_buf_puts(out, "\"timeline\":{\"startTime\":");
-	sm_buf_put_i64(out, first / 1000);
-	sm_buf_puts(out, ",\"samples\":[");
-	for (int64_t i = 0; i < n; i++) {
-		if (i > 0)
-			sm_buf_putc(out, ',');
-		sm_buf_put_u64(out, samples[i]);
+	timeline_fill(gs, ng, first, step, n, p->avg, sums, counts, samples);
+	sm_buf_puts(out, "\"timeline\":");
+	timeline_json(out, first, step, n, samples);
+	sm_buf_puts(out, ",\"groups\":");
+	if (p->group_by == NULL) {
+		sm_buf_puts(out, "null");
+	} else {
+		/* One key per value: a series whose value is "*" and one
+		 * without the label share "*", and their points add up. */
+		if (ng > 1)
+			qsort(gs, ng, sizeof(*gs), group_key_cmp);
+		sm_buf_putc(out, '{');
+		for (uint32_t g = 0, h; g < ng; g = h) {
+			const char *key = group_key(&gs[g]);
+
+			for (h = g + 1; h < ng && strcmp(group_key(&gs[h]),
+			    key) == 0; h++)
+				;
+			timeline_fill(&gs[g], h - g, first, step, n, p->avg,
+			    sums, counts, samples);
+			if (g > 0)
+				sm_buf_putc(out, ',');
+			sm_buf_json_str(out, key, strlen(key));
+			sm_buf_putc(out, ':');
+			timeline_json(out, first, step, n, samples);
+		}
+		sm_buf_putc(out, '}');
 	}
-	sm_buf_puts(out, "],\"durationDelta\":");
-	sm_buf_put_i64(out, step / 1000);
-	sm_buf_puts(out, ",\"watermarks\":null}");
 	rv = 0;
 out:
 	qry_query_fini(&y);
 	sm_arena_destroy(a);
 	sm_free(samples);
+	sm_free(counts);
+	sm_free(sums);
 	return (rv);
 }
 
@@ -443,9 +563,9 @@ render_handler(struct sm_http_req *r, void *arg)
 	sm_buf_json_str(&out, p.q.sample_type != NULL ? p.q.sample_type : "",
 	    p.q.sample_type != NULL ? strlen(p.q.sample_type) : 0);
 	sm_buf_puts(&out, "},");
-	if ((rv = render_timeline(&x, &sel, &out, &err)) != 0)
+	if ((rv = render_timeline(&x, &p, &sel, &out, &err)) != 0)
 		goto reply;
-	sm_buf_puts(&out, ",\"groups\":null,\"heatmap\":null}\n");
+	sm_buf_puts(&out, ",\"heatmap\":null}\n");
 reply:
 	render_reply(r, &out, rv, &err, "render");
 done:

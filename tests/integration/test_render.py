@@ -8,6 +8,10 @@ test_render.py -- folded/lines ingest and /render output, node by node.
     [0,3,3,4,0,1,1,3]], numTicks 6, maxSelf 3; metadata format "single",
     name "alloc_objects", units "objects", sampleRate 100; timeline adds up
     to 6; groups and heatmap null; collapsed gives the three stacks back.
+  - v1's groupBy and aggregation: one timeline per value of the label
+    ('*' for series without it, keys sorted), the main timeline still the
+    whole selection's; aggregation=avg makes each step the mean over its
+    profiles (truncated), per group and overall.
   - Query forms: the legacy `ex.alloc_objects{}` and
     `memory:alloc_objects:count::{service_name="ex"}` and /pyroscope/render
     give the same flamebearer; tags select series.
@@ -266,6 +270,67 @@ def main(r):
             got = parse_collapsed(resp.text()) if resp.status == 200 else None
             r.check(got == stacks, "selector %s" % sel,
                     "%r %s" % (got, resp.describe()))
+
+        # -- groupBy and aggregation (v1) -------------------------------------------
+        # Four uploads in one step: region=eu totals 2 and 4, region=us 5,
+        # and one without the label, 7.
+        for tags, body in (("{region=eu}", b"g;h 2\n"),
+                           ("{region=eu}", b"g;i 4\n"),
+                           ("{region=us}", b"g;h 5\n"),
+                           ("", b"k 7\n")):
+            resp = srv.ingest({"name": "grp.alloc_objects" + tags,
+                               "from": str(now), "until": str(now)}, body)
+            r.check(resp.status == 200, "ingest grp %s" % tags,
+                    resp.describe())
+        qg = 'memory:alloc_objects:count::{service_name="grp"}'
+
+        def timelines(extra, what):
+            resp = srv.render(qg, extra=extra)
+            if not r.check(resp.status == 200, what, resp.describe()):
+                return None, None
+            j = resp.json()
+            return j.get("timeline") or {}, j.get("groups")
+
+        tl, groups = timelines({"groupBy": "region"}, "render groupBy=region")
+        if tl is not None:
+            r.eq(sum(tl.get("samples") or []), 18, "groupBy: the timeline "
+                 "is still the whole selection's")
+            r.check(isinstance(groups, dict), "groupBy: groups is an "
+                    "object", repr(groups))
+            if isinstance(groups, dict):
+                r.eq(list(groups), ["*", "eu", "us"], "groupBy: one group "
+                     "per value, '*' without the label, keys sorted")
+                r.eq({k: sum(g.get("samples") or []) for k, g in
+                      groups.items()}, {"*": 7, "eu": 6, "us": 5},
+                     "groupBy: each group's total")
+                r.check(all(g.get("startTime") == tl.get("startTime") and
+                            g.get("durationDelta") == tl.get(
+                                "durationDelta") and
+                            len(g.get("samples") or []) == len(
+                                tl.get("samples") or []) and
+                            "watermarks" in g for g in groups.values()),
+                        "groupBy: every group has the timeline's steps",
+                        repr(groups))
+        tl, groups = timelines({"groupBy": "region", "aggregation": "avg"},
+                               "render groupBy=region aggregation=avg")
+        if tl is not None:
+            r.eq(sum(tl.get("samples") or []), 4, "aggregation=avg: the "
+                 "timeline's step is the mean of its 4 profiles, 18/4, "
+                 "truncated")
+            r.eq({k: sum(g.get("samples") or []) for k, g in
+                  (groups or {}).items()}, {"*": 7, "eu": 3, "us": 5},
+                 "aggregation=avg: each group's mean (eu: (2+4)/2)")
+        tl, groups = timelines({"aggregation": "sum"}, "aggregation=sum")
+        if tl is not None:
+            r.eq(sum(tl.get("samples") or []), 18, "aggregation=sum")
+            r.check(groups is None, "no groupBy: groups is null",
+                    repr(groups))
+        tl, groups = timelines({"groupBy": "nolabel"}, "groupBy a label "
+                               "no series has")
+        if tl is not None:
+            r.eq({k: sum(g.get("samples") or []) for k, g in
+                  (groups or {}).items()}, {"*": 18}, "groupBy a label no "
+                 "series has: one group '*'")
 
         # -- maxNodes --------------------------------------------------------------
         resp = srv.ingest({"name": "mx.alloc_objects"}, MX_BODY)
