@@ -91,7 +91,7 @@ test-asan: build-asan
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(TIERS_RUN) $(BUILD_ASAN) --summary $(TIER_SUMMARY)
 
-# Each fuzz target for FUZZ_SECONDS (11 targets: ~2 min); fails on a
+# Each fuzz target for FUZZ_SECONDS (12 targets: ~2 min); fails on a
 # crash, leak, timeout or OOM and prints the input (tests/fuzz/README.md).
 test-fuzz: build-fuzz
 	@start=$$(date +%s); ./tests/fuzz/run.sh $(BUILD_FUZZ) $(FUZZ_SECONDS); rc=$$?; \

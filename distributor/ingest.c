@@ -19,8 +19,12 @@
  *     time_nanos is unreliable in the wild (pyspy writes milliseconds);
  *   - the ingestion window (-validation.reject-older-than/newer-than)
  *     applies to that time;
- *   - format=tree and speedscope are refused with 415 and a message
- *     saying so, instead of being misread as folded text;
+ *   - format=tree is refused with 415 and a message saying so, instead
+ *     of being misread as folded text;
+ *   - format=speedscope (speedscope.h) may be gzipped (v1 reads it raw
+ *     only); inflated, it may be as large as the request body limit, as
+ *     a JFR recording, and its errors are 400 as the other text
+ *     formats';
  *   - format=jfr (jfr.h): the decompressed recording may be as large as
  *     the request body limit (Pyroscope applies max_profile_size_bytes to
  *     each converted profile, not to the recording); its labels part is
@@ -50,6 +54,7 @@
 #include "multipart.h"
 #include "naming.h"
 #include "pprof.h"
+#include "speedscope.h"
 
 
 /* Per-request memory: the body is already bounded; decoding may take a
@@ -63,6 +68,7 @@ enum ingest_format {
 	FMT_PPROF,          /* raw body */
 	FMT_PPROF_FORM,     /* multipart/form-data */
 	FMT_JFR,            /* raw or multipart (jfr.h) */
+	FMT_SPEEDSCOPE,     /* speedscope JSON (speedscope.h) */
 	FMT_UNSUPPORTED,
 };
 
@@ -363,7 +369,7 @@ ingest_format(const char *fmt, const char *ctype, const char **what)
 	if (fmt != NULL && strcmp(fmt, "jfr") == 0)
 		return (FMT_JFR);
 	if (fmt != NULL && strcmp(fmt, "speedscope") == 0)
-		return (FMT_UNSUPPORTED);
+		return (FMT_SPEEDSCOPE);
 	if (fmt != NULL && strcmp(fmt, "pprof") == 0)
 		return (FMT_PPROF);
 	if (ctype != NULL && strstr(ctype, "multipart/form-data") != NULL)
@@ -555,6 +561,23 @@ ingest_decode_pprof(struct distributor *d, struct sm_http_req *r,
 	return (ingest_pprof(d, pdata, plen, &in, b, err));
 }
 
+/* A speedscope body (gzipped or not) into b: one series per profile. */
+static int
+ingest_speedscope(struct distributor *d, const unsigned char *body,
+    size_t len, const struct dist_key *key, int64_t from, struct sm_arena *a,
+    struct dist_batch *b, struct sm_err *err)
+{
+	uint8_t *raw = (uint8_t *)body;
+	size_t rawlen = len;
+	int rv;
+
+	if (sm_is_gzip(body, len) && (rv = sm_gunzip(body, len,
+	    (size_t)d->cfg.body_limit_mb << 20, a, &raw, &rawlen, err)) != 0)
+		return (rv == SM_EMALFORMED ? SM_EINVAL : rv);
+	return (dist_speedscope_ingest(raw, rawlen, key, b->meta.sample_rate,
+	    b->meta.spy_name, from, a, b, err));
+}
+
 /*
  * A folded, lines or trie body into b, as one series named by the key.
  * 0, or an SM_E* with err set, for sm_http_reply_rv.
@@ -689,8 +712,9 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		if ((rv = ingest_decode_pprof(d, r, fmt, body, len, &key, &lim,
 		    from, a, &b, &err)) != 0)
 			goto fail_pprof;
-	} else if ((rv = ingest_decode_text(fmt, body, len, &key, from, a, &b,
-	    &err)) != 0) {
+	} else if ((rv = fmt == FMT_SPEEDSCOPE ? ingest_speedscope(d, body,
+	    len, &key, from, a, &b, &err) : ingest_decode_text(fmt, body, len,
+	    &key, from, a, &b, &err)) != 0) {
 		sm_http_reply_rv(r, rv, &err);
 		goto done;
 	}

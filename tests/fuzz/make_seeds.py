@@ -121,7 +121,8 @@ def pprof_seeds():
 
 def folded_seeds():
     for name in sorted(os.listdir(DATA)):
-        if not name.startswith("speedscope__") or name.endswith(".jfr"):
+        if not name.startswith("speedscope__") or name.endswith(".jfr") \
+                or name.endswith(".json"):
             continue
         with open(os.path.join(DATA, name), "rb") as f:
             raw = f.read()
@@ -138,6 +139,28 @@ def folded_seeds():
                          node(b"x", 1, [])])
     put("folded", "trie-1", b"\x02" + trie)
     put("folded", "trie-truncated", b"\x02" + trie[:-3])
+
+
+def speedscope_seeds():
+    schema = b'"$schema":"https://www.speedscope.app/file-format-schema.json"'
+    for name in sorted(os.listdir(DATA)):
+        if not name.endswith(".speedscope.json"):
+            continue
+        with open(os.path.join(DATA, name), "rb") as f:
+            raw = f.read()
+        put("speedscope", name, b"\x00" + raw)
+        put("speedscope", "alloc-" + name, b"\x01" + raw)
+    put("speedscope", "evented-ms",
+        b"\x02{" + schema + b',"shared":{"frames":[{"name":"m"},'
+        b'{"name":"w\\u00e9"}]},"profiles":[{"type":"evented","name":"t",'
+        b'"unit":"milliseconds","startValue":1,"events":[{"type":"O",'
+        b'"at":1,"frame":0},{"type":"O","at":1.5,"frame":1},{"type":"C",'
+        b'"at":2,"frame":1},{"type":"C","at":3.25,"frame":0}]}]}')
+    put("speedscope", "bytes-two",
+        b"\x04{" + schema + b',"shared":{"frames":[{"name":"f"}]},'
+        b'"profiles":[{"type":"sampled","name":"p","unit":"bytes",'
+        b'"samples":[[0],[0,0]],"weights":[1,2e3]},{"type":"sampled",'
+        b'"name":"q","unit":"bytes","samples":[[0]],"weights":[0.5]}]}')
 
 
 def multipart_seeds():
@@ -275,6 +298,7 @@ def main():
         shutil.rmtree(SEEDS)
     pprof_seeds()
     folded_seeds()
+    speedscope_seeds()
     multipart_seeds()
     text_seeds()
     pbjson_seeds()

@@ -24,6 +24,10 @@ test_render.py -- folded/lines ingest and /render output, node by node.
     (process_cpu:cpu:nanoseconds:cpu:nanoseconds), sampleRate=0 keeps counts
     (process_cpu:samples:count::), app.wall, format=lines, a dotted app
     name, duplicate stacks summed, lines without a count skipped.
+  - format=speedscope: speedscope's own sample files (evented, sampled, one
+    profile and two, gzipped or not) give simple.txt's stacks, unit none at
+    10 ms a sample, seconds in nanoseconds, two profiles as wall series
+    labelled profile_name; bad documents are 400 with the reason.
   - The speedscope folded files in tests/data: simple (LF, CRLF, UTF-16 LE
     and BE with BOM, no trailing newline) give a=14 (self 0), b=14 (self 5),
     c=5, d=4 (SOURCES.md); recursion gives total 10, alternating 182, tall
@@ -438,6 +442,64 @@ def main(r):
             if fname == "speedscope__tall.txt":
                 r.eq(list(got), [";".join(chr(97 + k) for k in range(26))],
                      "tall: one 26-frame stack a..z")
+
+        # -- speedscope's file format (format=speedscope) ---------------------
+        simple = {"a;b;c": 5, "a;b;d": 4, "a;b": 5}
+        for i, (fname, name, query, scale) in enumerate([
+                # unit none as cpu: a sample is 10 ms (100 Hz)
+                ("speedscope__simple.speedscope.json", "sse0",
+                 'process_cpu:cpu:nanoseconds:cpu:nanoseconds'
+                 '{service_name="sse0",profile_name="simple.txt"}',
+                 10000000),
+                ("speedscope__simple-no-pretty-print.speedscope.json",
+                 "sse1.alloc_objects", 'memory:alloc_objects:count::'
+                 '{service_name="sse1"}', 1),
+                # unit seconds: nanoseconds
+                ("speedscope__simple-sampled.speedscope.json", "sse2",
+                 'process_cpu:cpu:nanoseconds:cpu:nanoseconds'
+                 '{service_name="sse2"}', 1000000000),
+                # two profiles: named by unit, seconds is wall (as v1)
+                ("speedscope__two-sampled.speedscope.json", "sse3",
+                 'wall:wall:nanoseconds:cpu:nanoseconds'
+                 '{service_name="sse3",profile_name="two"}', 1000000000)]):
+            with open(os.path.join(d, fname), "rb") as f:
+                body = f.read()
+            if i == 3:
+                import gzip
+                body = gzip.compress(body)
+            resp = srv.ingest({"name": name, "format": "speedscope"}, body)
+            if not r.check(resp.status == 200, "format=speedscope: ingest "
+                           "%s%s" % (fname, " gzipped" if i == 3 else ""),
+                           resp.describe()):
+                continue
+            resp = srv.render(query, fmt="collapsed")
+            got = parse_collapsed(resp.text()) if resp.status == 200 else None
+            r.eq(got, {k: v * scale for k, v in simple.items()},
+                 "format=speedscope: %s as %s" % (fname, query))
+        resp = srv.render('wall:wall:nanoseconds:cpu:nanoseconds'
+                          '{service_name="sse3"}', fmt="collapsed")
+        got = parse_collapsed(resp.text()) if resp.status == 200 else None
+        r.eq(got, {k: 2 * v * 1000000000 for k, v in simple.items()},
+             "format=speedscope: both profiles of two-sampled, one series "
+             "each (profile_name one and two)")
+        resp = srv.request("GET", "/label-values", {"label": "profile_name"})
+        r.check(resp.status == 200 and {"one", "two", "simple.txt"} <=
+                set(resp.json()), "profile_name label values",
+                resp.describe())
+        for body, what, msg in (
+                (b'{"$schema":"x"}', "another schema",
+                 "speedscope: unknown schema: x"),
+                (b"{", "truncated JSON", "speedscope: unexpected end at "
+                 "byte 1"),
+                (b'{"$schema":"https://www.speedscope.app/file-format-'
+                 b'schema.json","profiles":[{"type":"sampled","unit":"none",'
+                 b'"samples":[[0]],"weights":[1]}]}', "a frame index out of "
+                 "range", "speedscope: invalid frame 0 (the file has 0)")):
+            resp = srv.ingest({"name": "ssbad", "format": "speedscope"},
+                              body)
+            r.check(resp.status == 400 and resp.json().get("message") ==
+                    msg, "format=speedscope, %s: 400 %s" % (what, msg),
+                    resp.describe())
 
         r.check(srv.ready(), "server still ready")
     finally:
