@@ -4,7 +4,8 @@
  * module's init/start/stop below only calls its component's API.
  *
  * Modules (dependencies first):
- *   server        HTTP listener, /ready, /metrics           (internal)
+ *   server        HTTP listener, /ready, /metrics, the      (internal)
+ *                 status routes (common/status.h)
  *   ingester      head + RPC server                         (target)
  *   ring          the ingester ring, /ring                  (internal)
  *   distributor   /ingest, replication                      (target)
@@ -66,6 +67,7 @@
 #include "common/flags.h"
 #include "common/auth.h"
 #include "common/overrides.h"
+#include "common/status.h"
 #include "common/etcd.h"
 #include "common/grpc.h"
 #include "common/http.h"
@@ -161,6 +163,7 @@ struct app {
 	int data_lock_fd;
 	struct sm_auth *auth;
 	struct sm_overrides *overrides; /* -runtime-config.file; NULL = none */
+	struct sm_status_cfg status;     /* common/status.h routes */
 	struct sm_http *http;
 	struct sm_grpc *grpc;          /* NULL: no -grpc.listen-address */
 	struct sm_tls *tls;            /* NULL: plain HTTP */
@@ -463,6 +466,10 @@ mod_server_init(void *p, struct sm_err *err)
 	metrics_mem_init(app);
 	if ((rv = sm_http_route_as(app->http, SM_SCOPE_PUBLIC, "GET",
 	    "/metrics", metrics_handler, app, 0)) != 0)
+		return (rv);
+	app->status.overrides = app->overrides;
+	app->status.multitenancy = app->multitenancy;
+	if ((rv = sm_status_routes(app->http, &app->status, err)) != 0)
 		return (rv);
 	return (sm_http_route_as(app->http, SM_SCOPE_PUBLIC, "GET", "/ready",
 	    ready_handler, app, 0));
@@ -1560,6 +1567,7 @@ main(int argc, char **argv)
 		usage(&fs);
 		goto out_flags;
 	}
+	app.status.flags = &fs;
 	if (help) {
 		usage(&fs);
 		rc = 0;

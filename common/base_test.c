@@ -434,6 +434,75 @@ test_hex(void)
 	SM_CHECK(!sm_hex_u64(NULL, 16, &v));
 }
 
+/* Values as text: Go's durations, secrets masked, defaults parsed. */
+static void
+test_flag_text(void)
+{
+	static const struct {
+		int64_t ms;
+		const char *want;
+	} d[] = {
+		{ 0, "0s" }, { 1, "1ms" }, { 999, "999ms" }, { 1000, "1s" },
+		{ 1500, "1.5s" }, { 1250, "1.25s" }, { 1001, "1.001s" },
+		{ 60000, "1m0s" }, { 90500, "1m30.5s" }, { 3600000, "1h0m0s" },
+		{ 5400000, "1h30m0s" }, { 172800000, "48h0m0s" },
+		{ -1500, "-1.5s" },
+	};
+	struct cfg {
+		char *s, *k;
+		int64_t i, dur;
+		bool b;
+	} c = { "x", "sekrit", 7, 1500, true };
+	struct cfg empty = { "", "", 0, 0, false };
+	char buf[64];
+
+	for (size_t i = 0; i < SM_ARRAY_LEN(d); i++) {
+		int64_t back;
+
+		SM_CHECK_EQ(sm_format_duration_ms(d[i].ms, buf, sizeof(buf)),
+		    strlen(d[i].want));
+		SM_CHECK_STR(buf, d[i].want);
+		/* what is written reads back */
+		if (d[i].ms >= 0) {
+			SM_CHECK(sm_parse_duration_ms(buf, &back) == 0);
+			SM_CHECK_EQ(back, d[i].ms);
+		}
+	}
+	{
+#define SM_FLAG_STRUCT struct cfg
+		static const struct sm_flag tab[] = {
+			SM_FLAG_STR("s", s, "dflt", ""),
+			SM_FLAG_SECRET("k", k, "", ""),
+			SM_FLAG_I64("i", SM_FLAG_INT, i, "3", ""),
+			SM_FLAG_I64("d", SM_FLAG_DURATION, dur, "1h", ""),
+			SM_FLAG_I64("by", SM_FLAG_BYTES, i, "4MiB", ""),
+			SM_FLAG_SWITCH("b", b, "false", ""),
+		};
+#undef SM_FLAG_STRUCT
+		static const char *cur[] = { "x", "********", "7", "1.5s", "7",
+		    "true" };
+		static const char *def[] = { "dflt", "", "3", "1h0m0s",
+		    "4194304", "false" };
+
+		for (size_t i = 0; i < SM_ARRAY_LEN(tab); i++) {
+			const void *p = (const char *)&c + tab[i].off;
+
+			SM_CHECK(sm_flag_text(&tab[i], p, buf, sizeof(buf)) >= 0);
+			SM_CHECK_STR(buf, cur[i]);
+			SM_CHECK(sm_flag_text(&tab[i], NULL, buf, sizeof(buf)) >=
+			    0);
+			SM_CHECK_STR(buf, def[i]);
+		}
+		/* an empty secret is shown empty; text is cut to fit */
+		SM_CHECK(sm_flag_text(&tab[1], (const char *)&empty + tab[1].off,
+		    buf, sizeof(buf)) == 0);
+		SM_CHECK_STR(buf, "");
+		SM_CHECK_EQ(sm_flag_text(&tab[1], (const char *)&c + tab[1].off,
+		    buf, 4), 3);
+		SM_CHECK_STR(buf, "***");
+	}
+}
+
 static void
 test_flags(void)
 {
@@ -899,6 +968,8 @@ SM_TEST_MAIN(
 	{ "gz: roundtrip, cap, corrupt, multi-member", test_gz_roundtrip_and_bounds },
 	{ "gz: a 64 MiB bomb is refused within the cap", test_gz_bomb },
 	{ "flags: forms, types, errors", test_flags },
+	{ "flags: values as text, Go durations, secrets masked",
+	  test_flag_text },
 	{ "module: dependency order and targets", test_modules },
 	{ "tenant: resolution and id rules", test_tenant },
 )

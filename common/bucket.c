@@ -66,11 +66,11 @@ static const struct sm_flag bucket_flag_tab[] = {
 	    "",
 	    "S3 access key (empty: AWS_ACCESS_KEY_ID, else the credentials "
 	    "file)."),
-	SM_FLAG_STR("storage.s3.secret-access-key", s3_secret_access_key,
+	SM_FLAG_SECRET("storage.s3.secret-access-key", s3_secret_access_key,
 	    "",
 	    "S3 secret key (empty: AWS_SECRET_ACCESS_KEY, else the "
 	    "credentials file).  Never logged."),
-	SM_FLAG_STR("storage.s3.session-token", s3_session_token,
+	SM_FLAG_SECRET("storage.s3.session-token", s3_session_token,
 	    "",
 	    "S3 session token of temporary credentials given by the "
 	    "flags (keys from the environment or the credentials file "

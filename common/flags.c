@@ -120,7 +120,9 @@ sm_parse_duration_ms(const char *s, int64_t *out)
 	}
 	if (total > 9.2e18)
 		return (SM_EINVAL);
-	*out = (int64_t)total;
+	/* Whole milliseconds, what is below one dropped; the nudge keeps a
+	 * decimal such as 1.001s (1000.9999... in binary) at 1001. */
+	*out = (int64_t)(total + 1e-6);
 	return (0);
 }
 
@@ -338,4 +340,109 @@ sm_flags_usage(const struct sm_flags *fs, FILE *out)
 			fprintf(out, " (default %s)\n", f->def);
 	}
 	sm_free(v);
+}
+
+const struct sm_flag_ent *
+sm_flags_find(const struct sm_flags *fs, const char *name)
+{
+	for (uint32_t i = 0; i < fs->n; i++)
+		if (strcmp(fs->v[i].f->name, name) == 0)
+			return (&fs->v[i]);
+	return (NULL);
+}
+
+int
+sm_format_duration_ms(int64_t ms, char *buf, size_t n)
+{
+	uint64_t u = ms < 0 ? (uint64_t)0 - (uint64_t)ms : (uint64_t)ms;
+	const char *sign = ms < 0 ? "-" : "";
+	uint64_t h = u / 3600000, m = u / 60000 % 60, s = u / 1000 % 60,
+	    frac = u % 1000;
+	char sec[32];
+	int k;
+
+	if (u == 0)
+		return (snprintf(buf, n, "0s"));
+	if (u < 1000)
+		return (snprintf(buf, n, "%s%llums", sign,
+		    (unsigned long long)u));
+	/* Seconds with the fraction's trailing zeros dropped, as Go. */
+	if (frac == 0)
+		(void)snprintf(sec, sizeof(sec), "%llu", (unsigned long long)s);
+	else if (frac % 100 == 0)
+		(void)snprintf(sec, sizeof(sec), "%llu.%llu",
+		    (unsigned long long)s, (unsigned long long)(frac / 100));
+	else if (frac % 10 == 0)
+		(void)snprintf(sec, sizeof(sec), "%llu.%02llu",
+		    (unsigned long long)s, (unsigned long long)(frac / 10));
+	else
+		(void)snprintf(sec, sizeof(sec), "%llu.%03llu",
+		    (unsigned long long)s, (unsigned long long)frac);
+	if (h > 0)
+		k = snprintf(buf, n, "%s%lluh%llum%ss", sign,
+		    (unsigned long long)h, (unsigned long long)m, sec);
+	else if (m > 0)
+		k = snprintf(buf, n, "%s%llum%ss", sign, (unsigned long long)m,
+		    sec);
+	else
+		k = snprintf(buf, n, "%s%ss", sign, sec);
+	return (k);
+}
+
+int
+sm_flag_text(const struct sm_flag *f, const void *ptr, char *buf, size_t n)
+{
+	int64_t iv = 0;
+	bool bv = false;
+	const char *sv = "";
+	int k;
+
+	if (ptr == NULL) {
+		/* The default, parsed as a value given on the line is. */
+		switch (f->type) {
+		case SM_FLAG_STRING:
+			sv = f->def;
+			break;
+		case SM_FLAG_INT:
+			if (sm_parse_int(f->def, &iv) != 0)
+				return (-1);
+			break;
+		case SM_FLAG_BOOL:
+			if (sm_parse_bool(f->def, &bv) != 0)
+				return (-1);
+			break;
+		case SM_FLAG_DURATION:
+			if (sm_parse_duration_ms(f->def, &iv) != 0)
+				return (-1);
+			break;
+		case SM_FLAG_BYTES:
+			if (sm_parse_bytes(f->def, &iv) != 0)
+				return (-1);
+			break;
+		}
+	} else if (f->type == SM_FLAG_STRING) {
+		sv = *(char *const *)ptr != NULL ? *(char *const *)ptr : "";
+	} else if (f->type == SM_FLAG_BOOL) {
+		bv = *(const bool *)ptr;
+	} else {
+		iv = *(const int64_t *)ptr;
+	}
+	switch (f->type) {
+	case SM_FLAG_STRING:
+		k = snprintf(buf, n, "%s", f->secret && sv[0] != '\0' ?
+		    "********" : sv);
+		break;
+	case SM_FLAG_BOOL:
+		k = snprintf(buf, n, "%s", bv ? "true" : "false");
+		break;
+	case SM_FLAG_DURATION:
+		k = sm_format_duration_ms(iv, buf, n);
+		break;
+	default:
+		k = snprintf(buf, n, "%lld", (long long)iv);
+		break;
+	}
+	if (k < 0)
+		return (-1);
+	return ((size_t)k >= n ? (int)n - 1 : k);
 }

@@ -52,6 +52,7 @@ struct sm_flag {
 	size_t off;         /* char *, int64_t or bool, by type */
 	const char *def;    /* default, as text ("" for an empty string) */
 	const char *help;
+	bool secret;        /* a credential: never shown (sm_flag_text) */
 };
 
 /* The offset of SM_FLAG_STRUCT's `field`, which must be of C type T. */
@@ -60,13 +61,17 @@ struct sm_flag {
 	    0 * sizeof(&((SM_FLAG_STRUCT *)0)->field == (T *)0))
 /* A string flag (char *). */
 #define SM_FLAG_STR(name, field, def, help)				\
-	{ name, SM_FLAG_STRING, SM_FLAG_OFF(field, char *), def, help }
+	{ name, SM_FLAG_STRING, SM_FLAG_OFF(field, char *), def, help, false }
 /* An int, duration (ms) or bytes flag (int64_t). */
 #define SM_FLAG_I64(name, type, field, def, help)			\
-	{ name, type, SM_FLAG_OFF(field, int64_t), def, help }
+	{ name, type, SM_FLAG_OFF(field, int64_t), def, help, false }
+/* A string flag holding a credential (a key, a token), masked
+ * wherever flag values are shown (/api/v1/status/config). */
+#define SM_FLAG_SECRET(name, field, def, help)				\
+	{ name, SM_FLAG_STRING, SM_FLAG_OFF(field, char *), def, help, true }
 /* A bool flag. */
 #define SM_FLAG_SWITCH(name, field, def, help)				\
-	{ name, SM_FLAG_BOOL, SM_FLAG_OFF(field, bool), def, help }
+	{ name, SM_FLAG_BOOL, SM_FLAG_OFF(field, bool), def, help, false }
 
 struct sm_flag_ent {
 	const struct sm_flag *f;
@@ -119,6 +124,25 @@ bool sm_flags_was_set(const struct sm_flags *fs, const char *name);
 
 /* Print usage: every flag sorted by name with type, default and help. */
 void sm_flags_usage(const struct sm_flags *fs, FILE *out);
+
+/* The registered flag `name`, or NULL. */
+const struct sm_flag_ent *sm_flags_find(const struct sm_flags *fs,
+    const char *name);
+
+/*
+ * A flag's value as text, as a flag would take it: strings as they are,
+ * ints and bytes in decimal, bools true/false, durations as Go prints a
+ * time.Duration ("1h30m0s", "1.5s", "500ms", "0s").  ptr NULL: the
+ * flag's default.  A secret that is not empty reads "********".
+ * Returns the text's length, truncated to fit buf (n > 0), or -1 for
+ * a default that does not parse (not possible for a registered flag).
+ */
+int sm_flag_text(const struct sm_flag *f, const void *ptr, char *buf,
+    size_t n);
+
+/* Milliseconds as Go's time.Duration.String() writes them; returns the
+ * length (truncated to fit buf, n > 0). */
+int sm_format_duration_ms(int64_t ms, char *buf, size_t n);
 
 /* Parsers shared with config and query code. */
 int sm_parse_duration_ms(const char *s, int64_t *out);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "buf.h"
 #include "flags.h"
 #include "log.h"
 #include "metrics.h"
@@ -88,34 +89,53 @@ ov_empty(const struct sm_yaml_node *n)
 }
 
 /* The keys known, where they go, and how they parse. */
+/* The keys known, where they go, how they parse, and the flag that
+ * gives their default (sm_limits_from_flags). */
 static const struct ov_key {
 	const char *k_name;
 	size_t k_off;
 	enum { OV_MB, OV_INT, OV_INT_POS, OV_DURATION } k_kind;
+	const char *k_flag;
 } ov_keys[] = {
-#define OV_K(name, kind) { #name, offsetof(struct sm_limits, name), kind }
-	OV_K(ingestion_rate_mb, OV_MB),
-	OV_K(ingestion_burst_size_mb, OV_MB),
-	OV_K(max_label_name_length, OV_INT),
-	OV_K(max_label_value_length, OV_INT),
-	OV_K(max_label_names_per_series, OV_INT),
-	OV_K(max_profile_size_bytes, OV_INT_POS),
-	OV_K(max_profile_stacktrace_samples, OV_INT),
-	OV_K(max_profile_stacktrace_sample_labels, OV_INT),
-	OV_K(max_profile_stacktrace_depth, OV_INT),
-	OV_K(max_profile_symbol_value_length, OV_INT),
+#define OV_K(name, kind, flag) \
+	{ #name, offsetof(struct sm_limits, name), kind, flag }
+	OV_K(ingestion_rate_mb, OV_MB, "distributor.ingestion-rate-limit-mb"),
+	OV_K(ingestion_burst_size_mb, OV_MB,
+	    "distributor.ingestion-burst-size-mb"),
+	OV_K(max_label_name_length, OV_INT, "validation.max-length-label-name"),
+	OV_K(max_label_value_length, OV_INT,
+	    "validation.max-length-label-value"),
+	OV_K(max_label_names_per_series, OV_INT,
+	    "validation.max-label-names-per-series"),
+	OV_K(max_profile_size_bytes, OV_INT_POS,
+	    "validation.max-profile-size-bytes"),
+	OV_K(max_profile_stacktrace_samples, OV_INT,
+	    "validation.max-profile-stacktrace-samples"),
+	OV_K(max_profile_stacktrace_sample_labels, OV_INT,
+	    "validation.max-profile-stacktrace-sample-labels"),
+	OV_K(max_profile_stacktrace_depth, OV_INT,
+	    "validation.max-profile-stacktrace-depth"),
+	OV_K(max_profile_symbol_value_length, OV_INT,
+	    "validation.max-profile-symbol-value-length"),
 	{ "max_query_length", offsetof(struct sm_limits, max_query_length_ms),
-	    OV_DURATION },
+	    OV_DURATION, "querier.max-query-length" },
 	{ "max_query_lookback", offsetof(struct sm_limits,
-	    max_query_lookback_ms), OV_DURATION },
+	    max_query_lookback_ms), OV_DURATION, "querier.max-query-lookback" },
 	{ "compactor_blocks_retention_period", offsetof(struct sm_limits,
-	    compactor_blocks_retention_period_ms), OV_DURATION },
-	OV_K(max_flamegraph_nodes_default, OV_INT_POS),
-	OV_K(max_flamegraph_nodes_max, OV_INT),
-	OV_K(max_concurrent_queries, OV_INT),
-	OV_K(max_global_series_per_tenant, OV_INT),
-	OV_K(max_local_series_per_tenant, OV_INT),
-	OV_K(ingestion_tenant_shard_size, OV_INT),
+	    compactor_blocks_retention_period_ms), OV_DURATION,
+	    "compactor.blocks-retention-period" },
+	OV_K(max_flamegraph_nodes_default, OV_INT_POS,
+	    "querier.max-flamegraph-nodes-default"),
+	OV_K(max_flamegraph_nodes_max, OV_INT,
+	    "querier.max-flamegraph-nodes-max"),
+	OV_K(max_concurrent_queries, OV_INT,
+	    "querier.max-concurrent-queries-per-tenant"),
+	OV_K(max_global_series_per_tenant, OV_INT,
+	    "ingester.max-global-series-per-tenant"),
+	OV_K(max_local_series_per_tenant, OV_INT,
+	    "ingester.max-local-series-per-tenant"),
+	OV_K(ingestion_tenant_shard_size, OV_INT,
+	    "distributor.ingestion-tenant-shard-size"),
 #undef OV_K
 };
 
@@ -475,4 +495,120 @@ sm_overrides_ntenants(struct sm_overrides *o)
 	n = o->o_tab != NULL ? o->o_tab->t_n : 0;
 	pthread_rwlock_unlock(&o->o_lock);
 	return (n);
+}
+
+/* --- showing limits ------------------------------------------------------ */
+
+void
+sm_limits_from_flags(const struct sm_flags *fs, struct sm_limits *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++) {
+		const struct ov_key *d = &ov_keys[j];
+		const struct sm_flag_ent *e = sm_flags_find(fs, d->k_flag);
+		char *p = (char *)out + d->k_off;
+
+		if (e == NULL)
+			continue;
+		if (d->k_kind == OV_MB) {
+			const char *v = *(char *const *)e->ptr;
+
+			*(double *)(void *)p = v != NULL ? strtod(v, NULL) : 0;
+		} else if (e->f->type != SM_FLAG_STRING &&
+		    e->f->type != SM_FLAG_BOOL) {
+			*(int64_t *)(void *)p = *(const int64_t *)e->ptr;
+		}
+	}
+}
+
+/* One limit's value as text: MiB as %g, durations as Go writes them. */
+static void
+ov_value_text(const struct ov_key *d, const struct sm_limits *l, char *buf,
+    size_t n)
+{
+	const char *p = (const char *)l + d->k_off;
+
+	if (d->k_kind == OV_MB)
+		(void)snprintf(buf, n, "%.17g", *(const double *)(const void *)p);
+	else if (d->k_kind == OV_DURATION)
+		(void)sm_format_duration_ms(*(const int64_t *)(const void *)p,
+		    buf, n);
+	else
+		(void)snprintf(buf, n, "%lld",
+		    (long long)*(const int64_t *)(const void *)p);
+}
+
+void
+sm_limits_write_json(const struct sm_limits *l, struct sm_buf *out)
+{
+	char v[64];
+
+	/* Pyroscope's three first, as its /api/v1/tenant_limits names
+	 * them; then every limit under its runtime-config key. */
+	(void)snprintf(v, sizeof(v), "%.17g", l->ingestion_rate_mb);
+	sm_buf_printf(out, "{\"ingestion_rate\":%s,\"ingestion_burst_size\":"
+	    "%lld,\"max_global_series_per_user\":%lld", v,
+	    (long long)l->ingestion_burst_size_mb,
+	    (long long)l->max_global_series_per_tenant);
+	for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++) {
+		const struct ov_key *d = &ov_keys[j];
+
+		ov_value_text(d, l, v, sizeof(v));
+		if (d->k_kind == OV_DURATION)
+			sm_buf_printf(out, ",\"%s\":\"%s\"", d->k_name, v);
+		else
+			sm_buf_printf(out, ",\"%s\":%s", d->k_name, v);
+	}
+	sm_buf_puts(out, "}\n");
+}
+
+static bool
+ov_differs(const struct ov_key *d, const struct sm_limits *a,
+    const struct sm_limits *b)
+{
+	const char *x = (const char *)a + d->k_off, *y = (const char *)b +
+	    d->k_off;
+
+	if (d->k_kind == OV_MB)
+		return (*(const double *)(const void *)x !=
+		    *(const double *)(const void *)y);
+	return (*(const int64_t *)(const void *)x !=
+	    *(const int64_t *)(const void *)y);
+}
+
+int
+sm_overrides_write_yaml(struct sm_overrides *o, const struct sm_limits *def,
+    bool diff, struct sm_buf *out)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	int rv;
+
+	if ((rv = sm_overrides_tenants(o, &ids, &n)) != 0)
+		return (rv);
+	sm_buf_puts(out, n == 0 ? "overrides: {}\n" : "overrides:\n");
+	for (size_t i = 0; i < n; i++) {
+		struct sm_limits l;
+		bool any = false;
+
+		sm_overrides_get(o, ids[i], def, &l);
+		/* Tenant ids may hold YAML's indicators (tenant.h allows
+		 * !*'()): a JSON string is a YAML double-quoted key. */
+		sm_buf_puts(out, "  ");
+		sm_buf_json_str(out, ids[i], strlen(ids[i]));
+		sm_buf_puts(out, ":");
+		for (size_t j = 0; j < SM_ARRAY_LEN(ov_keys); j++) {
+			const struct ov_key *d = &ov_keys[j];
+			char v[64];
+
+			if (diff && !ov_differs(d, &l, def))
+				continue;
+			ov_value_text(d, &l, v, sizeof(v));
+			sm_buf_printf(out, "\n    %s: %s", d->k_name, v);
+			any = true;
+		}
+		sm_buf_puts(out, any ? "\n" : " {}\n");
+	}
+	sm_overrides_tenants_free(ids, n);
+	return (0);
 }

@@ -117,6 +117,7 @@
 #ifndef SM_OVERRIDES_H
 #define SM_OVERRIDES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -195,6 +196,24 @@ void sm_overrides_tenants_free(char **ids, size_t n);
  * shuffle-sharding reads from it (ring.h, "Confined reads").  Lock-free.
  */
 int64_t sm_overrides_changed_ns(struct sm_overrides *o);
+
+/*
+ * Showing limits (common/status.h): the defaults the -flags of `fs` give
+ * every limit (each key's flag is in overrides.c's table), into *out;
+ * one tenant's limits as JSON -- Pyroscope's /api/v1/tenant_limits
+ * fields (ingestion_rate, ingestion_burst_size,
+ * max_global_series_per_user) first, then every limit by its key above,
+ * durations as Go writes them ("24h0m0s"); and the runtime config as
+ * loaded, as YAML: every tenant the file lists with all its limits
+ * (defaults `def` filled in), or with `diff` only those that differ
+ * from `def`.  sm_overrides_write_yaml: 0 or SM_ENOMEM.
+ */
+struct sm_flags;
+struct sm_buf;
+void sm_limits_from_flags(const struct sm_flags *fs, struct sm_limits *out);
+void sm_limits_write_json(const struct sm_limits *l, struct sm_buf *out);
+int sm_overrides_write_yaml(struct sm_overrides *o,
+    const struct sm_limits *def, bool diff, struct sm_buf *out);
 
 /* Number of tenants with overrides (tests, log). */
 size_t sm_overrides_ntenants(struct sm_overrides *o);

@@ -129,7 +129,7 @@ static const struct sm_flag dist_flag_tab[] = {
 	    "base URL (POST <url>/ingest, <url>/push.v1.PusherService/Push)"
 	    " through a queue on disk in <data.dir>/remote-write; empty = "
 	    "off."),
-	SM_FLAG_STR("remote-write.key", rw.key,
+	SM_FLAG_SECRET("remote-write.key", rw.key,
 	    "",
 	    "API key sent to -remote-write.url as Authorization: Bearer."),
 	SM_FLAG_I64("remote-write.queue-size", SM_FLAG_INT, rw.queue_size,

@@ -11,8 +11,8 @@ serves: the headers are the doors a newcomer opens first
 (b) HTTP routes: each target is started alone (-log.level=debug: the HTTP
     server logs every route it serves once it listens, common/http.c) and
     each of its routes must be named in its component's header, or, for
-    the routes every process or every ring serves, in cmd/main.c's or
-    common/ring.h's:
+    the routes every process or every ring serves, in cmd/main.c's,
+    common/ring.h's or common/status.h's:
       distributor -> distributor/distributor.h
       querier     -> querier/querier.h
       ingester    -> ingester/ingester.h
@@ -45,7 +45,7 @@ HEADERS = {
     "scraper": ["scraper/scraper.h"],
     "store-gateway": ["ingester/gateway.h", "ingester/ingester.h"],
 }
-SHARED = ["cmd/main.c", "common/ring.h"]
+SHARED = ["cmd/main.c", "common/ring.h", "common/status.h"]
 ROUTE = re.compile(r'msg="route" method=(\S+) path=(\S+)')
 
 
