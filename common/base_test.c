@@ -493,6 +493,16 @@ test_flag_text(void)
 			    0);
 			SM_CHECK_STR(buf, def[i]);
 		}
+		/* a URL's password is masked in any string */
+		c.s = "https://user:pw@host:9/p?q=a:b@c";
+		SM_CHECK(sm_flag_text(&tab[0], (const char *)&c + tab[0].off,
+		    buf, sizeof(buf)) > 0);
+		SM_CHECK_STR(buf, "https://user:********@host:9/p?q=a:b@c");
+		c.s = "http://host:9/x@y";
+		SM_CHECK(sm_flag_text(&tab[0], (const char *)&c + tab[0].off,
+		    buf, sizeof(buf)) > 0);
+		SM_CHECK_STR(buf, "http://host:9/x@y");
+		c.s = "x";
 		/* an empty secret is shown empty; text is cut to fit */
 		SM_CHECK(sm_flag_text(&tab[1], (const char *)&empty + tab[1].off,
 		    buf, sizeof(buf)) == 0);

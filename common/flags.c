@@ -428,10 +428,28 @@ sm_flag_text(const struct sm_flag *f, const void *ptr, char *buf, size_t n)
 		iv = *(const int64_t *)ptr;
 	}
 	switch (f->type) {
-	case SM_FLAG_STRING:
-		k = snprintf(buf, n, "%s", f->secret && sv[0] != '\0' ?
-		    "********" : sv);
+	case SM_FLAG_STRING: {
+		const char *sch = strstr(sv, "://"), *at = NULL, *colon = NULL;
+
+		if (f->secret && sv[0] != '\0') {
+			k = snprintf(buf, n, "********");
+			break;
+		}
+		/* A URL's password (scheme://user:password@host) too. */
+		if (sch != NULL) {
+			size_t hl = strcspn(sch + 3, "/?#");
+
+			at = memchr(sch + 3, '@', hl);
+			colon = at != NULL ? memchr(sch + 3, ':',
+			    (size_t)(at - (sch + 3))) : NULL;
+		}
+		if (colon != NULL)
+			k = snprintf(buf, n, "%.*s********%s",
+			    (int)(colon + 1 - sv), sv, at);
+		else
+			k = snprintf(buf, n, "%s", sv);
 		break;
+	}
 	case SM_FLAG_BOOL:
 		k = snprintf(buf, n, "%s", bv ? "true" : "false");
 		break;

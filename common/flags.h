@@ -133,7 +133,8 @@ const struct sm_flag_ent *sm_flags_find(const struct sm_flags *fs,
  * A flag's value as text, as a flag would take it: strings as they are,
  * ints and bytes in decimal, bools true/false, durations as Go prints a
  * time.Duration ("1h30m0s", "1.5s", "500ms", "0s").  ptr NULL: the
- * flag's default.  A secret that is not empty reads "********".
+ * flag's default.  A secret that is not empty reads "********", and so
+ * does the password of a URL in any string (scheme://user:pw@host).
  * Returns the text's length, truncated to fit buf (n > 0), or -1 for
  * a default that does not parse (not possible for a registered flag).
  */

@@ -28,7 +28,8 @@
  * operator passes on the command line; strings are double-quoted.
  * Credentials (flags declared SM_FLAG_SECRET: the S3 secret key and
  * session token, the remote-write key) read "********" when set, as
- * Mimir's secrets do.  Values are what the process runs with, after
+ * Mimir's secrets do, and so does the password of a URL in any flag.
+ * Values are what the process runs with, after
  * start-up settled the flags that depend on others.
  *
  * Ownership: the flag set and the overrides are main's and must outlive
