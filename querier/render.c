@@ -45,7 +45,9 @@
  *     uncompressed google.v1.Profile (pprof.c, the whole tree: what
  *     SelectMergeProfile answers for the same selection), as an
  *     attachment named <app>.pprof, application/octet-stream.  A legacy
- *     query names no period, so its period type and unit are empty;
+ *     query names no period: cpu and wall in nanoseconds get
+ *     cpu/nanoseconds (what a sample rate gives their series), other
+ *     types none;
  *   - groupBy keys groups by the first label given, as v1's keys are,
  *     and adds up the series that share a key (v1 asks for every
  *     groupBy label and lets the last such series overwrite the
@@ -440,6 +442,16 @@ render_ptype(const struct render_params *p, struct sm_ptype *pt,
 	    q->sample_type ? q->sample_type : "");
 	snprintf(pt->sample_unit, sizeof(pt->sample_unit), "%s",
 	    q->sample_unit ? q->sample_unit : "");
+	/* A legacy cpu or wall query in nanoseconds reads the series that
+	 * a sample rate made (common/ptype.h, sm_legacy_type_resolve):
+	 * their period is cpu/nanoseconds. */
+	if (strcmp(pt->sample_unit, "nanoseconds") == 0 &&
+	    (strcmp(pt->name, "process_cpu") == 0 ||
+	    strcmp(pt->name, "wall") == 0)) {
+		snprintf(pt->period_type, sizeof(pt->period_type), "cpu");
+		snprintf(pt->period_unit, sizeof(pt->period_unit),
+		    "nanoseconds");
+	}
 	return (0);
 }
 

@@ -393,6 +393,25 @@ def main(r):
             got = parse_collapsed(resp.text()) if resp.status == 200 else None
             r.check(got == stacks, what, "want %r\ngot  %r %s" % (
                 stacks, got, resp.describe()))
+        # og's pprof of a legacy cpu query carries the cpu period its
+        # series have, as SelectMergeProfile of the type id does
+        legacy = srv.render("sc100.cpu{}", fmt="pprof")
+        typed = srv.render('process_cpu:cpu:nanoseconds:cpu:nanoseconds'
+                           '{service_name="sc100"}', fmt="pprof")
+        r.check(legacy.status == 200 and legacy.body == typed.body,
+                "format=pprof of sc100.cpu{} is the type id query's, "
+                "byte for byte", legacy.describe())
+        if oracle.have_go() and legacy.status == 200:
+            fd, path = tempfile.mkstemp(suffix=".pprof")
+            with os.fdopen(fd, "wb") as f:
+                f.write(legacy.body)
+            try:
+                raw = oracle.run_pprof_raw(path)
+            finally:
+                os.unlink(path)
+            r.check("PeriodType: cpu nanoseconds" in raw, "format=pprof "
+                    "of a legacy cpu query: period cpu/nanoseconds "
+                    "(go tool pprof -raw)", raw[:300])
         resp = srv.render('process_cpu:cpu:nanoseconds:cpu:nanoseconds'
                           '{service_name="sc100"}')
         if resp.status == 200:
