@@ -214,6 +214,20 @@ def total(stacks):
     return sum(stacks.values())
 
 
+
+def dot_draws(resp, text, exp):
+    """Why the DOT `text` of answer `resp` fails -- not 200, not drawn by
+    Graphviz's `dot -Tsvg`, or without the leaf of the profile's largest
+    stack -- or "" when it passes."""
+    drawn = subprocess.run(["dot", "-Tsvg"], input=text,
+                           capture_output=True, timeout=60)
+    top = max(exp.stacks[0].items(), key=lambda kv: abs(kv[1]))[0]
+    if resp.status != 200 or drawn.returncode != 0 or \
+            b"<svg" not in drawn.stdout or \
+            top.split(";")[-1].encode() not in text:
+        return "%s %s" % (resp.describe(), drawn.stderr[-300:])
+    return ""
+
 def main():
     r = Results("test_query_diff_pprof")
     install_timeout(580)
@@ -450,16 +464,11 @@ def run(r, ws, ref, c):
                 continue
             d = proto_call(qry, "SelectMergeStacktraces", merge_req_pb(
                 tid_k, sel_k, t * 1000, (t + 10) * 1000, fmt=3))
-            text = pb_bytes_field(d.body, 3) if d.status == 200 else b""
-            drawn = subprocess.run(["dot", "-Tsvg"], input=text,
-                                   capture_output=True, timeout=60)
-            top = max(exp.stacks[0].items(), key=lambda kv: abs(kv[1]))[0]
-            leaf = top.split(";")[-1].encode()
-            if d.status != 200 or drawn.returncode != 0 or \
-                    b"<svg" not in drawn.stdout or leaf not in text:
+            why = dot_draws(d, pb_bytes_field(d.body, 3)
+                            if d.status == 200 else b"", exp)
+            if why:
                 r.fail("SelectMergeStacktraces DOT drawn by Graphviz: %s %s"
-                       % (name, tid_k), "%s %s" % (
-                           d.describe(), drawn.stderr[-300:]))
+                       % (name, tid_k), why)
             else:
                 ndot += 1
     r.check(npp == ntypes, "SelectMergeStacktraces format PPROF equals "
@@ -491,15 +500,10 @@ def run(r, ws, ref, c):
         if not have_dot:
             continue
         rd = qry.request("GET", "/pyroscope/render", dict(q, format="dot"))
-        drawn = subprocess.run(["dot", "-Tsvg"], input=rd.body,
-                               capture_output=True, timeout=60)
-        top = max(exp.stacks[0].items(), key=lambda kv: abs(kv[1]))[0]
-        if rd.status != 200 or drawn.returncode != 0 or \
-                b"<svg" not in drawn.stdout or \
-                top.split(";")[-1].encode() not in rd.body:
+        why = dot_draws(rd, rd.body, exp)
+        if why:
             r.fail("/pyroscope/render format=dot drawn by Graphviz: %s %s"
-                   % (name, tid_k), "%s %s" % (rd.describe(),
-                                               drawn.stderr[-300:]))
+                   % (name, tid_k), why)
         else:
             nrd += 1
     r.check(nrp == len(cases), "/render format=pprof is SelectMerge"
