@@ -1,6 +1,6 @@
 /*
- * folded.h -- the text ingest formats of /ingest: folded (collapsed), lines
- * and trie (docs/wire-formats.md §2).  Each parser adds values to ONE series of a batch
+ * folded.h -- the text ingest formats of /ingest: folded (collapsed), lines,
+ * trie and tree (docs/wire-formats.md §2).  Each parser adds values to ONE series of a batch
  * (the series is created by the caller from the /ingest name).
  *
  * Text decoding, shared by folded and lines: a UTF-8 BOM is skipped; a
@@ -22,6 +22,14 @@
  *   node's key is the concatenation of the names on its path and value > 0
  *   emits it (then split at ';').  Depth of nesting and sizes are bounded
  *   by the input; truncated input is SM_EMALFORMED.
+ * tree:    og Pyroscope's dictionary-free tree (binary/octet-stream+tree):
+ *   the same node encoding as trie, but a node's name is one path
+ *   component: a node's key is the names below the root joined with
+ *   ';' (the root's own name is not a frame), and its value > 0 emits
+ *   it.  The body is the root's subtree; bytes after it are ignored
+ *   and the values of the root and of a nameless first-level node are
+ *   not counted, as Pyroscope's reader (DeserializeNoDict, Iterate) has
+ *   it.  Truncated input is SM_EMALFORMED.
  *
  * Every value is multiplied by `scale` (the period for cpu/wall with a
  * sample rate, else 1); an overflow is SM_EMALFORMED.  Stacks deeper than
@@ -39,6 +47,9 @@ int dist_lines_parse(const uint8_t *body, size_t len, struct dist_batch *b,
     uint32_t series, int64_t scale, struct sm_err *err);
 
 int dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
+    uint32_t series, int64_t scale, struct sm_err *err);
+
+int dist_tree_parse(const uint8_t *body, size_t len, struct dist_batch *b,
     uint32_t series, int64_t scale, struct sm_err *err);
 
 /*

@@ -673,6 +673,102 @@ test_trie(void)
 	fx_fini(&f);
 }
 
+/*
+ * The same stacks as og's dictionary-free tree: one path component a
+ * node, root "" (its value 7 is not counted):
+ *   "" =7 {a=1 {b=3, c=2}, main.f {g=300}, x=5, "" =4 {y=6}}
+ * The nameless first-level node's own 4 is not counted either, its
+ * child is the stack ";y" (an empty frame, then y), as Pyroscope reads.
+ */
+static void
+tb_tree(struct tbuf *t)
+{
+	t->n = 0;
+	tb_node(t, "", 7, 4);
+	tb_node(t, "a", 1, 2);
+	tb_node(t, "b", 3, 0);
+	tb_node(t, "c", 2, 0);
+	tb_node(t, "main.f", 0, 1);
+	tb_node(t, "g", 300, 0);
+	tb_node(t, "x", 5, 0);
+	tb_node(t, "", 4, 1);
+	tb_node(t, "y", 6, 0);
+}
+
+static void
+test_tree(void)
+{
+	struct tbuf t;
+	struct fx f;
+
+	tb_tree(&t);
+	fx_init(&f);
+	SM_REQUIRE(dist_tree_parse(t.b, t.n, &f.b, f.series, 1, &f.err) == 0);
+	fx_finish(&f);
+	SM_CHECK_EQ(fx_stack_value(&f, "a;b"), 3);
+	SM_CHECK_EQ(fx_stack_value(&f, "a;c"), 2);
+	SM_CHECK_EQ(fx_stack_value(&f, "a"), 1);
+	SM_CHECK_EQ(fx_stack_value(&f, "main.f;g"), 300);
+	SM_CHECK_EQ(fx_stack_value(&f, "x"), 5);
+	SM_CHECK_EQ(fx_stack_value(&f, ";y"), 6);
+	SM_CHECK_EQ(fx_total(&f), 317);
+	fx_fini(&f);
+
+	/* Scaled; bytes after the root's subtree ignored. */
+	t.b[t.n++] = 0x05;
+	fx_init(&f);
+	SM_REQUIRE(dist_tree_parse(t.b, t.n, &f.b, f.series, 10, &f.err) ==
+	    0);
+	fx_finish(&f);
+	SM_CHECK_EQ(fx_total(&f), 3170);
+	fx_fini(&f);
+
+	/* A name holding ';' is several frames; a depth cap keeps the
+	 * root side. */
+	t.n = 0;
+	tb_node(&t, "root", 0, 1);
+	tb_node(&t, "p;q", 0, 1);
+	tb_node(&t, "r", 9, 0);
+	fx_init(&f);
+	f.lim.max_depth = 2;
+	SM_REQUIRE(dist_tree_parse(t.b, t.n, &f.b, f.series, 1, &f.err) == 0);
+	fx_finish(&f);
+	SM_CHECK_EQ(fx_stack_value(&f, "p;q"), 9);
+	fx_fini(&f);
+
+	/* An empty body is malformed; a lone root is an empty profile. */
+	fx_init(&f);
+	SM_CHECK(dist_tree_parse(t.b, 0, &f.b, f.series, 1, &f.err) ==
+	    SM_EMALFORMED);
+	fx_fini(&f);
+	t.n = 0;
+	tb_node(&t, "", 5, 0);
+	fx_init(&f);
+	SM_CHECK(dist_tree_parse(t.b, t.n, &f.b, f.series, 1, &f.err) == 0);
+	fx_finish(&f);
+	SM_CHECK_EQ(fx_total(&f), 0);
+	fx_fini(&f);
+
+	/* Every proper prefix is truncated. */
+	tb_tree(&t);
+	for (size_t n = 1; n < t.n; n++) {
+		fx_init(&f);
+		SM_CHECKF(dist_tree_parse(t.b, n, &f.b, f.series, 1, &f.err) ==
+		    SM_EMALFORMED, "prefix of %zu/%zu bytes accepted", n, t.n);
+		SM_CHECK(strstr(f.err.msg, "tree") != NULL);
+		fx_fini(&f);
+	}
+	/* More children than the bytes left can hold. */
+	t.n = 0;
+	tb_node(&t, "", 0, 1000);
+	tb_node(&t, "a", 1, 0);
+	fx_init(&f);
+	SM_CHECK(dist_tree_parse(t.b, t.n, &f.b, f.series, 1, &f.err) ==
+	    SM_EMALFORMED);
+	SM_CHECK(strstr(f.err.msg, "cannot fit") != NULL);
+	fx_fini(&f);
+}
+
 /* Every proper prefix of a trie is truncated; none may be accepted. */
 static void
 test_trie_truncated(void)
@@ -779,7 +875,7 @@ test_random_bodies(void)
 		uint8_t body[96];
 		size_t n;
 		struct fx f;
-		int rv[3];
+		int rv[4];
 
 		st ^= st << 13;
 		st ^= st >> 7;
@@ -806,7 +902,8 @@ test_random_bodies(void)
 		rv[0] = dist_folded_parse(body, n, &f.b, f.series, 3, &f.err);
 		rv[1] = dist_lines_parse(body, n, &f.b, f.series, 3, &f.err);
 		rv[2] = dist_trie_parse(body, n, &f.b, f.series, 3, &f.err);
-		for (int k = 0; k < 3; k++)
+		rv[3] = dist_tree_parse(body, n, &f.b, f.series, 3, &f.err);
+		for (int k = 0; k < 4; k++)
 			SM_CHECKF(rv[k] == 0 || rv[k] == SM_EMALFORMED,
 			    "iteration %d parser %d: %d", it, k, rv[k]);
 		fx_finish(&f);
@@ -836,5 +933,6 @@ SM_TEST_MAIN(
 	{ "trie: every truncation fails", test_trie_truncated },
 	{ "trie: malformed nodes", test_trie_malformed },
 	{ "trie: 20k deep", test_trie_deep },
+	{ "tree format (og, dictionary-free)", test_tree },
 	{ "random and mutated bodies", test_random_bodies },
 )

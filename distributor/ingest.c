@@ -19,8 +19,6 @@
  *     time_nanos is unreliable in the wild (pyspy writes milliseconds);
  *   - the ingestion window (-validation.reject-older-than/newer-than)
  *     applies to that time;
- *   - format=tree is refused with 415 and a message saying so, instead
- *     of being misread as folded text;
  *   - format=speedscope (speedscope.h) may be gzipped (v1 reads it raw
  *     only); inflated, it may be as large as the request body limit, as
  *     a JFR recording, and its errors are 400 as the other text
@@ -65,11 +63,11 @@ enum ingest_format {
 	FMT_FOLDED,
 	FMT_LINES,
 	FMT_TRIE,
+	FMT_TREE,           /* og's dictionary-free tree (folded.h) */
 	FMT_PPROF,          /* raw body */
 	FMT_PPROF_FORM,     /* multipart/form-data */
 	FMT_JFR,            /* raw or multipart (jfr.h) */
 	FMT_SPEEDSCOPE,     /* speedscope JSON (speedscope.h) */
-	FMT_UNSUPPORTED,
 };
 
 #define SM_FLAG_STRUCT struct dist_config
@@ -353,17 +351,14 @@ reply_pprof_err(struct sm_http_req *r, int rv, const struct sm_err *err)
 }
 
 static enum ingest_format
-ingest_format(const char *fmt, const char *ctype, const char **what)
+ingest_format(const char *fmt, const char *ctype)
 {
-	*what = fmt;
 	if ((fmt != NULL && strcmp(fmt, "trie") == 0) ||
 	    (ctype != NULL && strcmp(ctype, "binary/octet-stream+trie") == 0))
 		return (FMT_TRIE);
 	if ((fmt != NULL && strcmp(fmt, "tree") == 0) ||
-	    (ctype != NULL && strcmp(ctype, "binary/octet-stream+tree") == 0)) {
-		*what = "tree";
-		return (FMT_UNSUPPORTED);
-	}
+	    (ctype != NULL && strcmp(ctype, "binary/octet-stream+tree") == 0))
+		return (FMT_TREE);
 	if (fmt != NULL && strcmp(fmt, "lines") == 0)
 		return (FMT_LINES);
 	if (fmt != NULL && strcmp(fmt, "jfr") == 0)
@@ -603,6 +598,9 @@ ingest_decode_text(enum ingest_format fmt, const unsigned char *body,
 	case FMT_TRIE:
 		rv = dist_trie_parse(body, len, b, series, lg.scale, err);
 		break;
+	case FMT_TREE:
+		rv = dist_tree_parse(body, len, b, series, lg.scale, err);
+		break;
 	default:
 		rv = dist_folded_parse(body, len, b, series, lg.scale, err);
 		break;
@@ -621,7 +619,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	struct dist_limits lim;
 	struct sm_limits sl;
 	struct sm_err err;
-	const char *tenant = NULL, *name, *v, *fmt_name;
+	const char *tenant = NULL, *name, *v;
 	const unsigned char *body;
 	enum ingest_format fmt;
 	int64_t now = sm_now_ms(), from, until, sr;
@@ -644,7 +642,7 @@ ingest_handler(struct sm_http_req *r, void *arg)
 		return;
 	}
 	fmt = ingest_format(sm_http_query(r, "format"),
-	    sm_http_header(r, "Content-Type"), &fmt_name);
+	    sm_http_header(r, "Content-Type"));
 	pprof_path = fmt == FMT_PPROF || fmt == FMT_PPROF_FORM ||
 	    fmt == FMT_JFR;
 	/* Arena budget: a generous multiple of what this request may
@@ -670,11 +668,6 @@ ingest_handler(struct sm_http_req *r, void *arg)
 	if (dist_key_has_profile_id(&key)) {
 		/* Pyroscope drops these silently. */
 		sm_http_reply(r, 200, NULL, NULL, 0);
-		goto done;
-	}
-	if (fmt == FMT_UNSUPPORTED) {
-		sm_http_reply_error(r, 415, "unimplemented", "format %s is not "
-		    "supported by this server yet", fmt_name);
 		goto done;
 	}
 	if ((d->cfg.reject_older_ms > 0 && from < now - d->cfg.reject_older_ms) ||

@@ -1,8 +1,8 @@
 /*
  * fuzz_folded.c -- the text ingest formats (distributor/folded.c): folded,
- * lines and trie, plus the BOM / UTF-16 text decoding they share.
+ * lines, trie and tree, plus the BOM / UTF-16 text decoding they share.
  *
- * Input: byte 0 picks the parser (mod 3: folded, lines, trie) and the
+ * Input: byte 0 picks the parser (mod 4: folded, lines, trie, tree) and the
  * scale (byte 0 >= 0x80: 10000000, the cpu period, so overflow checks are
  * reached); the rest is the body.  Properties: a failure carries its code
  * and a message; a success yields a batch that finishes with positive
@@ -32,7 +32,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return (0);
-	which = data[0] % 3;
+	which = data[0] % 4;
 	scale = data[0] >= 0x80 ? 10000000 : 1;
 	data++;
 	size--;
@@ -57,8 +57,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 1:
 		rv = dist_lines_parse(data, size, &f.b, series, scale, &err);
 		break;
-	default:
+	case 2:
 		rv = dist_trie_parse(data, size, &f.b, series, scale, &err);
+		break;
+	default:
+		rv = dist_tree_parse(data, size, &f.b, series, scale, &err);
 		break;
 	}
 	if (rv != 0) {

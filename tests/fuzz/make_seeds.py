@@ -3,7 +3,8 @@
 inputs.  The output is committed (small: real profiles up to 16 KiB); run
 this again after changing the input layout of a target.
 
-Layouts (see each fuzz_<t>.c): folded's byte 0 picks folded/lines/trie;
+Layouts (see each fuzz_<t>.c): folded's byte 0 picks folded/lines/trie/
+tree;
 multipart's first line is the Content-Type; pbjson's byte 0 picks the
 message type (index into fuzz_pbjson.c's table); rpc seeds are packed
 smolder.v1.Request messages, encoded here by hand (field numbers from
@@ -139,6 +140,12 @@ def folded_seeds():
                          node(b"x", 1, [])])
     put("folded", "trie-1", b"\x02" + trie)
     put("folded", "trie-truncated", b"\x02" + trie[:-3])
+    tree = node(b"", 0, [node(b"a", 1, [node(b"b", 3, []),
+                                         node(b"c;d", 2, [])]),
+                         node(b"x", 5, [])])
+    put("folded", "tree-1", b"\x03" + tree)
+    put("folded", "tree-scaled", b"\x83" + tree)
+    put("folded", "tree-truncated", b"\x03" + tree[:-2])
 
 
 def speedscope_seeds():

@@ -24,6 +24,8 @@ test_render.py -- folded/lines ingest and /render output, node by node.
     (process_cpu:cpu:nanoseconds:cpu:nanoseconds), sampleRate=0 keeps counts
     (process_cpu:samples:count::), app.wall, format=lines, a dotted app
     name, duplicate stacks summed, lines without a count skipped.
+  - format=tree (og's dictionary-free tree), by parameter and by
+    Content-Type, gives the worked example's stacks; truncated is 400.
   - format=speedscope: speedscope's own sample files (evented, sampled, one
     profile and two, gzipped or not) give simple.txt's stacks, unit none at
     10 ms a sample, seconds in nanoseconds, two profiles as wall series
@@ -461,6 +463,37 @@ def main(r):
             if fname == "speedscope__tall.txt":
                 r.eq(list(got), [";".join(chr(97 + k) for k in range(26))],
                      "tall: one 26-frame stack a..z")
+
+        # -- og's dictionary-free tree (format=tree) --------------------------
+        def tnode(name, value, kids=()):
+            def uv(v):
+                out = b""
+                while v >= 0x80:
+                    out += bytes([v & 0x7f | 0x80])
+                    v >>= 7
+                return out + bytes([v])
+            return uv(len(name)) + name + uv(value) + uv(len(kids)) + \
+                b"".join(kids)
+        tree = tnode(b"", 0, [tnode(b"a", 0, [tnode(b"b", 3),
+                                              tnode(b"c", 1)]),
+                              tnode(b"d", 2)])
+        for i, (q, ctype) in enumerate((
+                ({"format": "tree"}, None),
+                ({}, "binary/octet-stream+tree"))):
+            q = dict(q, name="tree%d.alloc_objects" % i)
+            resp = srv.ingest(q, tree, content_type=ctype)
+            if r.check(resp.status == 200, "tree ingest (%s)" % (
+                    ctype or "format=tree"), resp.describe()):
+                resp = srv.render('memory:alloc_objects:count::'
+                                  '{service_name="tree%d"}' % i,
+                                  fmt="collapsed")
+                got = parse_collapsed(resp.text()) \
+                    if resp.status == 200 else None
+                r.eq(got, {"a;b": 3, "a;c": 1, "d": 2}, "tree: the worked "
+                     "example's stacks (%s)" % (ctype or "format=tree"))
+        resp = srv.ingest({"name": "treebad", "format": "tree"}, tree[:-2])
+        r.check(resp.status == 400 and "tree" in resp.text(),
+                "a truncated tree is 400", resp.describe())
 
         # -- speedscope's file format (format=speedscope) ---------------------
         simple = {"a;b;c": 5, "a;b;d": 4, "a;b": 5}
