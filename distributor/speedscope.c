@@ -598,7 +598,7 @@ ss_prof_scan(struct ss *s, struct js *j, struct ss_prof *p)
 	return (0);
 }
 
-/* Profiles that v1 merges compare equal. */
+/* Profiles that v1 merges compare equal (0). */
 static int
 ss_prof_cmp(const void *x, const void *y)
 {
@@ -857,10 +857,9 @@ dist_speedscope_ingest(const uint8_t *body, size_t len,
     struct sm_err *err)
 {
 	struct ss s;
-	struct ss_prof *profs = NULL, *sorted;
 	const char *k, *schema = NULL, *shared = NULL, *profiles = NULL;
-	size_t kn, schemalen = 0, np = 0, ndistinct;
-	bool first = true;
+	size_t kn, schemalen = 0;
+	bool first = true, multi = false;
 	int r, rv;
 
 	memset(&s, 0, sizeof(s));
@@ -912,44 +911,41 @@ dist_speedscope_ingest(const uint8_t *body, size_t len,
 		return (sm_err_set(err, SM_EINVAL, "speedscope: \"profiles\" "
 		    "is not an array"));
 
-	/* Walk 2: each profile's members. */
+	/* Walk 2: each profile's members, checked.  v1 names series by
+	 * unit when more than one profile is left after merging equal
+	 * ones: when they are not all equal to the first. */
 	{
 		struct js c = s.j;
+		struct ss_prof p0, p;
+		bool f1 = true;
+
+		c.p = profiles + 1;
+		for (size_t i = 0; (r = js_item(&c, &f1)) == 1; i++) {
+			if ((rv = ss_prof_scan(&s, &c, i == 0 ? &p0 : &p)) != 0)
+				return (rv);
+			if (i > 0 && ss_prof_cmp(&p0, &p) != 0)
+				multi = true;
+		}
+	}
+
+	/* Walk 3: the stacks, profile by profile. */
+	{
+		struct js c = s.j;
+		struct ss_prof p;
 		bool f1 = true;
 
 		c.p = profiles + 1;
 		while ((r = js_item(&c, &f1)) == 1) {
-			np++;
-			(void)js_skip(&c, SS_MAX_NEST);
-		}
-		if ((profs = sm_arena_calloc(a, np + 1, sizeof(*profs))) ==
-		    NULL || (sorted = sm_arena_calloc(a, np + 1,
-		    sizeof(*sorted))) == NULL)
-			return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-		c.p = profiles + 1;
-		f1 = true;
-		for (size_t i = 0; (r = js_item(&c, &f1)) == 1; i++)
-			if ((rv = ss_prof_scan(&s, &c, &profs[i])) != 0)
+			if ((rv = ss_prof_scan(&s, &c, &p)) != 0 ||
+			    (rv = ss_series(&s, &p, multi)) != 0)
 				return (rv);
-	}
-	/* v1 names series by unit when more than one profile is left
-	 * after merging equal ones. */
-	memcpy(sorted, profs, np * sizeof(*profs));
-	qsort(sorted, np, sizeof(*sorted), ss_prof_cmp);
-	ndistinct = np > 0;
-	for (size_t i = 1; i < np; i++)
-		ndistinct += ss_prof_cmp(&sorted[i - 1], &sorted[i]) != 0;
-
-	/* Walk 3: the stacks, profile by profile. */
-	for (size_t i = 0; i < np; i++) {
-		if ((rv = ss_series(&s, &profs[i], ndistinct > 1)) != 0)
-			return (rv);
-		if (key_is(profs[i].type, profs[i].typen, "evented"))
-			rv = ss_evented(&s, &profs[i]);
-		else
-			rv = ss_sampled(&s, &profs[i]);
-		if (rv != 0)
-			return (rv);
+			if (key_is(p.type, p.typen, "evented"))
+				rv = ss_evented(&s, &p);
+			else
+				rv = ss_sampled(&s, &p);
+			if (rv != 0)
+				return (rv);
+		}
 	}
 	return (0);
 }
