@@ -8,7 +8,7 @@
  * bare selector; og's `name` is accepted when query is absent), from and
  * until (attime; default now-1h .. now, as og Pyroscope), maxNodes or
  * max-nodes (0 = the default, 8192), format = json (default) | collapsed |
- * dot | pprof, and v1's groupBy and aggregation (sum | avg) for the
+ * dot | pprof | html, and v1's groupBy and aggregation (sum | avg) for the
  * timeline (render_timeline).
  *
  * The JSON body is the flamebearer profile exactly as Pyroscope v1's shim
@@ -53,11 +53,14 @@
  *     groupBy label and lets the last such series overwrite the
  *     others); the main timeline stays the whole selection's (v1
  *     answers zeros in it when more than one group comes back);
+ *   - format=html is og Pyroscope's export: one self-contained page,
+ *     the web UI with the JSON answer inside (render_html below);
  *   - /render-diff and the function timeline answer JSON only;
  *   - after a large query the freed heap is given back (sm_mem_release,
  *     common/sm.h), from the handler or, for a stream, when it ends.
  */
 #include "qry_int.h"
+#include "webui.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +73,7 @@
 #include "common/selector.h"
 #include "common/auth.h"
 #include "common/tenant.h"
+#include "common/tls.h"
 
 static void
 reply_err(struct sm_http_req *r, int rv, const char *msg)
@@ -100,7 +104,7 @@ render_reply(struct sm_http_req *r, struct sm_buf *out, int rv,
 }
 
 /* The /render answer formats. */
-enum render_fmt { RF_JSON, RF_COLLAPSED, RF_DOT, RF_PPROF };
+enum render_fmt { RF_JSON, RF_COLLAPSED, RF_DOT, RF_PPROF, RF_HTML };
 
 /* Parsed and validated /render parameters. */
 struct render_params {
@@ -111,6 +115,7 @@ struct render_params {
 	int64_t asked_nodes;       /* as asked (0: not given) */
 	enum render_fmt fmt;
 	const char *fmt_name;      /* as asked, for an error */
+	const char *query;         /* the query as given */
 	const char *group_by;      /* the first groupBy, NULL when none */
 	bool avg;                  /* aggregation=avg */
 };
@@ -134,6 +139,7 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 		return (sm_err_set(err, SM_EINVAL, "'%s' is required", qn));
 	if ((rv = sm_query_parse(&p->q, query, err)) != 0)
 		return (rv);
+	p->query = query;
 	v = sm_http_query(r, fn);
 	if ((rv = sm_attime_parse(v != NULL && *v ? v : "now-1h", now,
 	    &p->start, err)) != 0)
@@ -181,9 +187,12 @@ render_parse(struct querier *qr, struct sm_http_req *r,
 		p->fmt = RF_DOT;
 	else if (strcmp(fmt, "pprof") == 0)
 		p->fmt = RF_PPROF;
+	else if (strcmp(fmt, "html") == 0)
+		p->fmt = RF_HTML;
 	else
 		return (sm_err_set(err, SM_EUNSUPPORTED, "format \"%s\" is not "
-		    "supported by /render (json, collapsed, dot, pprof)", fmt));
+		    "supported by /render (json, collapsed, dot, pprof, html)",
+		    fmt));
 	return (0);
 }
 
@@ -498,6 +507,151 @@ render_export(struct sm_http_req *r, const struct render_params *p,
 	return (0);
 }
 
+/* The embedded UI file `name` (webui.h), or NULL. */
+static const struct qry_ui_asset *
+ui_asset(const char *name)
+{
+	for (size_t i = 0; i < qry_ui_nassets; i++)
+		if (strcmp(qry_ui_assets[i].name, name) == 0)
+			return (&qry_ui_assets[i]);
+	return (NULL);
+}
+
+/* Append a[0..n) with `from` replaced by `to` (once); 0, or -1 when
+ * `from` is not there. */
+static int
+put_replaced(struct sm_buf *b, const char *a, size_t n, const char *from,
+    const char *to, size_t tolen)
+{
+	const char *hit = memmem(a, n, from, strlen(from));
+
+	if (hit == NULL)
+		return (-1);
+	sm_buf_append(b, a, (size_t)(hit - a));
+	sm_buf_append(b, to, tolen);
+	sm_buf_append(b, hit + strlen(from), n - (size_t)(hit - a) -
+	    strlen(from));
+	return (0);
+}
+
+/* 'sha256-<base64>' of lead followed by the file's bytes, into b. */
+static int
+csp_hash(struct sm_buf *b, const char *lead, const struct qry_ui_asset *f)
+{
+	struct sm_buf t = SM_BUF_INIT;
+	uint8_t d[SM_SHA256_LEN];
+	int rv;
+
+	sm_buf_puts(&t, lead);
+	sm_buf_append(&t, (const char *)f->data, f->len);
+	if ((rv = sm_buf_error(&t)) == 0 &&
+	    (rv = sm_sha256(t.b, t.len, d)) == 0) {
+		sm_buf_puts(b, "sha256-");
+		sm_buf_put_base64(b, d, sizeof(d));
+		rv = sm_buf_error(b);
+	}
+	sm_buf_fini(&t);
+	return (rv);
+}
+
+/*
+ * format=html (og Pyroscope's export): one self-contained page, the web
+ * UI (index.html with app.css and app.js inlined) and the answer `json`
+ * (what format=json gives: flamebearer, metadata, timeline) in a JSON
+ * island the UI opens instead of asking a server (ui/app.js,
+ * "Standalone pages").  It opens from a file with no network, which is
+ * what an export is for.  Strings in the JSON are escaped as Go escapes
+ * them (<, > and & as \u00XX), so no frame name can end the script;
+ * served, the page carries a Content-Security-Policy that runs only the
+ * inlined app.js and app.css (by their hashes) and fetches nothing.
+ */
+static int
+render_html(struct sm_http_req *r, const struct render_params *p,
+    const struct sm_buf *json, struct sm_err *err)
+{
+	const struct qry_ui_asset *idx = ui_asset("index.html"),
+	    *css = ui_asset("app.css"), *js = ui_asset("app.js");
+	const char *unit = p->q.sample_unit != NULL ? p->q.sample_unit : "";
+	struct sm_buf style = SM_BUF_INIT, script = SM_BUF_INIT,
+	    page = SM_BUF_INIT, mid = SM_BUF_INIT, csp = SM_BUF_INIT,
+	    hjs = SM_BUF_INIT, hdr = SM_BUF_INIT;
+	char title[512];
+	int rv = 0;
+
+	if (idx == NULL || css == NULL || js == NULL)
+		return (sm_err_set(err, SM_EINTERNAL, "the web UI is not "
+		    "embedded in this binary"));
+	/* An og query by its app and type, as og titled it; any other by
+	 * the query itself. */
+	if (p->q.app != NULL && p->q.app[0] != '\0')
+		(void)snprintf(title, sizeof(title), "%s %s", p->q.app,
+		    p->q.sample_type != NULL ? p->q.sample_type : "");
+	else
+		(void)snprintf(title, sizeof(title), "%s", p->query);
+	/* What the page's own Content-Security-Policy lets run: the two
+	 * inlined files, by their SHA-256 (a frame name cannot be one). */
+	if (csp_hash(&csp, "\n", css) != 0 || csp_hash(&hjs, "\n", js) != 0)
+		return (sm_err_set(err, SM_EINTERNAL, "sha256 failed"));
+	sm_buf_puts(&style, "<style>\n");
+	sm_buf_append(&style, (const char *)css->data, css->len);
+	sm_buf_puts(&style, "</style>");
+	sm_buf_puts(&script, "<script type=\"application/json\" "
+	    "id=\"smolder-profile\">{\"title\":");
+	sm_buf_json_str(&script, title, strlen(title));
+	sm_buf_puts(&script, ",\"unit\":");
+	sm_buf_puts(&script, strcmp(unit, "nanoseconds") == 0 ? "\"ns\"" :
+	    strcmp(unit, "bytes") == 0 ? "\"bytes\"" : "\"count\"");
+	sm_buf_puts(&script, ",\"render\":");
+	sm_buf_append(&script, json->b, json->len);
+	sm_buf_puts(&script, "}</script>\n<script>\n");
+	sm_buf_append(&script, (const char *)js->data, js->len);
+	sm_buf_puts(&script, "</script>");
+	/* index.html's two links become the inlined files; the icon,
+	 * which a file cannot fetch, goes. */
+	if (put_replaced(&mid, (const char *)idx->data, idx->len,
+	    "<link rel=\"stylesheet\" href=\"/ui/app.css\">", style.b,
+	    style.len) != 0 ||
+	    put_replaced(&page, mid.b, mid.len,
+	    "<script src=\"/ui/app.js\"></script>", script.b,
+	    script.len) != 0) {
+		rv = sm_err_set(err, SM_EINTERNAL, "the web UI's index.html "
+		    "does not link app.css and app.js as expected");
+		goto out;
+	}
+	sm_buf_fini(&mid);
+	sm_buf_init(&mid);
+	if (put_replaced(&mid, page.b, page.len, "<link rel=\"icon\" "
+	    "href=\"/ui/favicon.svg\" type=\"image/svg+xml\">", "", 0) != 0)
+		sm_buf_append(&mid, page.b, page.len);
+	if ((rv = sm_buf_error(&mid)) != 0 || (rv = sm_buf_error(&style)) !=
+	    0 || (rv = sm_buf_error(&script)) != 0) {
+		rv = sm_err_set(err, rv, "response too large or out of memory");
+		goto out;
+	}
+	sm_buf_printf(&hdr, "default-src 'none'; script-src '%s'; "
+	    "style-src '%s'; img-src data:; object-src 'none'; base-uri "
+	    "'none'; form-action 'none'; frame-ancestors 'none'", hjs.b,
+	    csp.b);
+	if ((rv = sm_buf_error(&hdr)) != 0) {
+		rv = sm_err_set(err, rv, "out of memory");
+		goto out;
+	}
+	sm_http_set_header(r, "Content-Security-Policy", hdr.b);
+	sm_http_set_header(r, "X-Content-Type-Options", "nosniff");
+	sm_http_set_header(r, "X-Frame-Options", "DENY");
+	sm_http_set_header(r, "Referrer-Policy", "no-referrer");
+	sm_http_reply_buf(r, 200, "text/html; charset=utf-8", &mid);
+out:
+	sm_buf_fini(&csp);
+	sm_buf_fini(&hjs);
+	sm_buf_fini(&hdr);
+	sm_buf_fini(&style);
+	sm_buf_fini(&script);
+	sm_buf_fini(&page);
+	sm_buf_fini(&mid);
+	return (rv);
+}
+
 static void
 render_handler(struct sm_http_req *r, void *arg)
 {
@@ -578,6 +732,11 @@ render_handler(struct sm_http_req *r, void *arg)
 	if ((rv = render_timeline(&x, &p, &sel, &out, &err)) != 0)
 		goto reply;
 	sm_buf_puts(&out, ",\"heatmap\":null}\n");
+	if (p.fmt == RF_HTML) {
+		if ((rv = render_html(r, &p, &out, &err)) != 0)
+			goto reply;
+		goto done;
+	}
 reply:
 	render_reply(r, &out, rv, &err, "render");
 done:

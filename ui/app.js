@@ -43,6 +43,11 @@
  *   its side's total (red = grew, green = shrank, legend shown).
  * - Units come from the profile type's sample unit: nanoseconds are shown
  *   as time, bytes as KiB/MiB/GiB, anything else as a count.
+ * - A page /render?format=html exported carries the /render answer in a
+ *   JSON island (#smolder-profile): the UI then shows it with no server
+ *   (showStandalone) -- it may have been opened from a file -- without the
+ *   pickers, timeline, comparison, adhoc files and pprof export, and
+ *   leaves the URL alone.
  * - pprof export asks the server's SelectMergeProfile (proto codec: the
  *   answer body is the google.v1.Profile itself) for the selected service,
  *   type, filters and range, and gzips it as `go tool pprof` files usually
@@ -63,6 +68,8 @@ const DEFAULTS = {
   fn: '',
 };
 let S = readURL();
+/* A page /render?format=html wrote: no server behind it (showStandalone). */
+let STANDALONE = false;
 
 function readURL() {
   const p = new URLSearchParams(location.search);
@@ -72,6 +79,7 @@ function readURL() {
 }
 
 function writeURL(push) {
+  if (STANDALONE) return; /* a file's URL is not the view's */
   const p = new URLSearchParams();
   for (const k of Object.keys(DEFAULTS)) if (S[k] !== DEFAULTS[k]) p.set(k, S[k]);
   const qs = p.toString();
@@ -1117,6 +1125,7 @@ function setTabs() {
   $('timelineBox').hidden = S.view === 'adhoc';
   $('filters').hidden = S.view === 'adhoc';
   $('exPprof').disabled = S.view === 'adhoc' || S.view === 'diff';
+  if (STANDALONE) { $('timelineBox').hidden = true; $('filters').hidden = true; }
 }
 
 function showView() {
@@ -1460,9 +1469,26 @@ function wire() {
   timelineEvents();
 }
 
+/* ---------------------------------------------------- standalone pages */
+
+/* A page /render?format=html wrote (querier/render.c): the /render answer
+ * is in the page and no server is behind it, so the pickers, the
+ * timeline, the comparison, adhoc files and the pprof export go (CSS
+ * .standalone); the flamegraph, table and sandwich views work as ever. */
+function showStandalone(j) {
+  STANDALONE = true;
+  document.body.classList.add('standalone');
+  document.title = j.title + ' - Smolder';
+  const f = decodeFlamebearer(j.render.flamebearer, j.render.metadata);
+  f.unit = j.unit;
+  f.title = j.title;
+  if (!['flame', 'table', 'both', 'sandwich'].includes(S.view)) S.view = 'flame';
+  setFlame(f, j.render);
+}
+
 /* For tests and the curious: the live state. */
-window.smolder = { get state() { return S; }, TL, cur, main, second, left, right, decodeFlamebearer, toFlamebearer, toCollapsed, trieToFlame, parseFolded, parsePprof };
+window.smolder = { get state() { return S; }, get standalone() { return STANDALONE; }, TL, cur, main, second, left, right, decodeFlamebearer, toFlamebearer, toCollapsed, trieToFlame, parseFolded, parsePprof };
 
 wire();
-showTenant();
-loadView();
+if ($('smolder-profile')) showStandalone(JSON.parse($('smolder-profile').textContent));
+else { showTenant(); loadView(); }

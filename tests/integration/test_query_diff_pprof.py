@@ -27,7 +27,8 @@ cluster (3 ingesters, RF=3) given the same uploads.
      the top function; an unknown format is 501 unimplemented.  The
      legacy API's exports: /render format=pprof is SelectMergeProfile's
      answer byte for byte, /pyroscope/render format=dot is drawn by `dot`;
-     format=html is 415, and /render-diff answers JSON only.
+     an unknown format is 415, and /render-diff answers JSON only
+     (format=html is test_webui's).
   3b. SelectMergeStacktraces format TREE: the tree bytes, decoded here
      (Pyroscope's encoding: depth-first, uvarint name length, name,
      uvarint self, uvarint child count, from a virtual root), give exactly
@@ -514,9 +515,9 @@ def run(r, ws, ref, c):
                 "Graphviz's dot draws each of %d profiles, their top "
                 "function in it" % nrd)
     bad = qry.request("GET", "/render", {"query": tid + "{}",
-                                         "format": "html"})
-    r.check(bad.status == 415 and "json, collapsed, dot, pprof" in
-            bad.text(), "/render format=html -> 415 naming the formats "
+                                         "format": "svg"})
+    r.check(bad.status == 415 and "json, collapsed, dot, pprof, html" in
+            bad.text(), "/render format=svg -> 415 naming the formats "
             "served", bad.describe())
     bad = qry.request("GET", "/render-diff", {
         "leftQuery": tid + "{}", "rightQuery": tid + "{}",

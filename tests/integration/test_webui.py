@@ -8,7 +8,9 @@ profile, the second half render 300), a flamegraph of more than 8,192
 nodes (service "big") and a real pprof (tests/data), then runs
 tests/webui/webui_test.js (playwright-core driving Debian's chromium),
 which prints one JSON line per check or measurement (the comparison view's
-top changes put render first, and a click draws its timeline).  Screenshots of every
+top changes put render first, and a click draws its timeline; the
+page /render?format=html exports opens from a file with no server).
+Screenshots of every
 view go to <build dir>/webui-artifacts/.  A second server with
 multitenancy on checks that the tenant is asked once.
 

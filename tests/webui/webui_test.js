@@ -368,6 +368,39 @@ async function main() {
     await kc.close();
   }
 
+  /* 16. /render?format=html: the export opens from a file, no server. */
+  {
+    const q = new URLSearchParams({ query: 'process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="shop"}', from: 'now-1h', until: 'now', format: 'html' });
+    const res = await fetch(URL0 + '/render?' + q);
+    const html = await res.text();
+    const file = require('path').join(ART || require('os').tmpdir(), 'export.html');
+    require('fs').writeFileSync(file, html);
+    const hc = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const hp = await hc.newPage();
+    const herr = [], reqs = [];
+    hp.on('pageerror', (e) => herr.push(e.message));
+    hp.on('request', (rq) => reqs.push(rq.url()));
+    await hp.goto('file://' + file);
+    await settled(hp);
+    const st = await hp.evaluate(() => ({ sa: smolder.standalone, total: smolder.cur.flame.total[0], title: document.title, hdr: getComputedStyle(document.getElementById('service').parentElement).display }));
+    const painted = await canvasInfo(hp, 'flame');
+    await hp.click('#tabs button[data-view="table"]');
+    const rows = await hp.$$eval('#table tbody tr', (t) => t.length);
+    check(res.status === 200 && /text\/html/.test(res.headers.get('content-type')) &&
+      st.sa && st.total === 60e9 && /shop/.test(st.title) && st.hdr === 'none' &&
+      painted.painted > painted.area * 0.04 && rows > 0 &&
+      reqs.every((u) => u.startsWith('file:')) && herr.length === 0,
+      '/render?format=html opens from a file with no server: the flamegraph (60 s) drawn, the table works, nothing fetched',
+      JSON.stringify({ status: res.status, st, painted: painted.painted, rows, reqs: reqs.filter((u) => !u.startsWith('file:')), herr }));
+    await hp.goto(URL0 + '/render?' + q);
+    await settled(hp);
+    const served = await hp.evaluate(() => smolder.standalone && smolder.cur.flame.total[0]);
+    check(served === 60e9 && herr.length === 0 && /sha256-/.test(res.headers.get('content-security-policy') || ''),
+      '/render?format=html served by the server runs under its own Content-Security-Policy (the inlined files by hash)',
+      JSON.stringify({ served, herr, csp: res.headers.get('content-security-policy') }));
+    await hc.close();
+  }
+
   check(errors.length === 0, 'no JavaScript errors', errors.join('\n'));
   const csp = cspViolations;
   check(csp.length === 0, 'no Content-Security-Policy violation in any view', csp.join('\n'));
