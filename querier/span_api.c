@@ -24,9 +24,10 @@
  *     merge.
  *   - max_nodes: 0 = -querier.max-flamegraph-nodes-default, above
  *     -querier.max-flamegraph-nodes-max is invalid_argument.
- *   - format FLAMEGRAPH (or unset) answers the flamegraph; TREE and the
- *     others answer 501 unimplemented (clients fall back on that), never
- *     400.
+ *   - format FLAMEGRAPH (or unset) answers the flamegraph, TREE
+ *     Pyroscope's tree bytes (`tree`, no flamegraph, max_nodes applied as
+ *     for SelectMergeStacktraces TREE); the others answer 501
+ *     unimplemented (clients fall back on that), never 400.
  */
 #include "qry_int.h"
 
@@ -160,9 +161,10 @@ qry_merge_span_profile(void *arg, struct sm_connect_call *call,
 	if ((rv = qry_check_range(in->start, in->end, err)) != 0)
 		goto out;
 	if (in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_UNSPECIFIED &&
-	    in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH) {
+	    in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_FLAMEGRAPH &&
+	    in->format != QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
 		rv = sm_err_set(err, SM_EUNSUPPORTED, "SelectMergeSpanProfile "
-		    "serves only the flamegraph format");
+		    "serves the flamegraph and tree formats");
 		goto out;
 	}
 	if ((rv = qry_max_nodes(q, tenant, mn, &mn, err)) != 0)
@@ -187,8 +189,20 @@ qry_merge_span_profile(void *arg, struct sm_connect_call *call,
 		goto out;
 	}
 	querier__v1__select_merge_span_profile_response__init(out);
-	if ((rv = qry_fg_pb(&m, mn, call->arena, &out->flamegraph, err)) != 0)
+	if (in->format == QUERIER__V1__PROFILE_FORMAT__PROFILE_FORMAT_TREE) {
+		/* Pyroscope's tree bytes alone, as SelectMergeStacktraces
+		 * answers TREE (treebytes.c); what Pyroscope's own query
+		 * frontend asks its queriers for. */
+		if ((rv = qry_tree_bytes(&m, mn, call->arena, &out->tree.data,
+		    &out->tree.len)) != 0) {
+			sm_err_set(err, rv, rv == SM_ENOMEM ? "out of memory" :
+			    "merged tree too large");
+			goto out;
+		}
+	} else if ((rv = qry_fg_pb(&m, mn, call->arena, &out->flamegraph,
+	    err)) != 0) {
 		goto out;
+	}
 	*resp = &out->base;
 	rv = 0;
 out:

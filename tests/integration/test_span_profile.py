@@ -17,13 +17,15 @@ splits the series.  Then:
     stacks equal the sum of exactly the samples carrying those span ids,
     in both codecs; the whole-selection merge still counts every sample;
   - bad requests: a malformed span id and a missing range are
-    invalid_argument, format TREE is unimplemented;
+    invalid_argument, format DOT is unimplemented; format TREE answers
+    Pyroscope's tree bytes, decoded to exactly the span samples;
   - the same answers after the heads are cut into blocks, after a restart
     (single: span samples replayed from the head log, then read from
     blocks), and from the cluster (RF=3, replicas de-duplicated) before
     and after its flush, and with one ingester down.
 """
 
+import base64
 import json
 import os
 import sys
@@ -35,6 +37,7 @@ from cluster import (CPU, PAST_HOUR, ingest_spread,  # noqa: E402
 from durability import check_code, connect, connect_proto, flush  # noqa: E402
 from oracle import build_profile  # noqa: E402
 from pbwire import _read_uv, _uv, packed, pb_decode, pb_int, pb_str  # noqa: E402
+from test_query_diff_pprof import decode_tree  # noqa: E402
 
 BASE = PAST_HOUR
 COMMON = open_flags()
@@ -240,10 +243,28 @@ def check_bad(r, srv, tag):
              "invalid_argument"),
             ("no range", [S[0]], {"start": "0", "end": "0"}, 400,
              "invalid_argument"),
-            ("format TREE", [S[0]], {"format": "PROFILE_FORMAT_TREE"}, 501,
+            ("format DOT", [S[0]], {"format": "PROFILE_FORMAT_DOT"}, 501,
              "unimplemented")):
         resp, _ = span_json(srv, spans, "{}", extra=extra)
         check_code(r, resp, status, code, "%s: %s is %s" % (tag, what, code))
+
+
+def check_tree(r, srv, tag):
+    """format TREE: Pyroscope's tree bytes alone, as its query frontend
+    asks its queriers, decoded: exactly the span samples."""
+    spans = [S[0], S[1]]
+    resp, _ = span_json(srv, spans, "{}",
+                        extra={"format": "PROFILE_FORMAT_TREE"})
+    j = resp.json() if resp.status == 200 else {}
+    try:
+        got = decode_tree(base64.b64decode(j.get("tree") or ""))
+    except ValueError as e:
+        got = "undecodable: %s" % e
+    want = expect(spans)
+    r.check(resp.status == 200 and "flamegraph" not in j and want and
+            got == want, "%s: format TREE answers the tree bytes of "
+            "exactly the span samples" % tag, "%s %r" % (resp.describe(),
+                                                          got))
 
 
 def check_no_series_label(r, srv, tag):
@@ -302,6 +323,7 @@ def single_phase(r, one):
     check_bad(r, srv, "single")
     ingest(r, [srv], "single")
     check_no_series_label(r, srv, "single")
+    check_tree(r, srv, "single")
     heads = check_spans(r, srv, "single heads")
     # Restart with the data still in the head log: replay.
     srv = one.restart(r)
@@ -323,6 +345,7 @@ def cluster_phase(r, c, heads):
     r.eq(check_spans(r, q, "cluster heads"), heads,
          "cluster heads: the single binary's answers")
     check_bad(r, q, "cluster")
+    check_tree(r, q, "cluster")
     for i in range(3):
         r.check(flush(c.ingesters[i]).status == 200,
                 "cluster: ingester-%d cuts its heads" % i)
