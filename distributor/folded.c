@@ -285,17 +285,25 @@ trie_uvarint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
 	return (0);
 }
 
-/* An open trie node: children still to read, key length before it. */
+/* An open node: children still to read, key length before it. */
 struct trie_open {
 	uint64_t left;
 	size_t base;
 };
 
-int
-dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
-    uint32_t series, int64_t scale, struct sm_err *err)
+/*
+ * The trie and the tree share their node encoding (folded.h) and this
+ * walk; `tree` picks the tree's reading: a name is one path component
+ * joined with ';' below the first level, the root's name and value and a
+ * nameless first-level node's value do not count, and the body is one
+ * root's subtree (the trie's is any number of roots, to the end).
+ */
+static int
+prefix_tree_parse(const uint8_t *body, size_t len, struct dist_batch *b,
+    uint32_t series, int64_t scale, bool tree, struct sm_err *err)
 {
 	static const char *field[] = { "name length", "value", "child count" };
+	const char *what = tree ? "tree" : "trie";
 	struct trie_open *stk = NULL;
 	uint32_t top = 0, cap = 0;
 	char *key = NULL;
@@ -303,18 +311,21 @@ dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 	uint64_t nodes = 0;
 	int rv = 0;
 
-	if (len != 0 && (key = sm_malloc(len)) == NULL)
+	/* A path holds each name once, and for a tree a ';' per node (each
+	 * node is at least 3 bytes). */
+	if ((key = sm_malloc(len + len / 3 + 1)) == NULL)
 		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	while (off < len || top > 0) {
+	while (tree ? (nodes == 0 || top > 0) : (off < len || top > 0)) {
 		uint64_t f[3];
 		size_t at = off, base = keylen;
 		int64_t v;
 
 		if (off >= len) {
-			rv = sm_err_set(err, SM_EMALFORMED,
-			    "trie: truncated: %llu more child node(s) "
-			    "expected at byte %zu",
-			    (unsigned long long)stk[top - 1].left, off);
+			rv = sm_err_set(err, SM_EMALFORMED, nodes == 0 ?
+			    "%s: empty body" : "%s: truncated: %llu more "
+			    "child node(s) expected at byte %zu", what,
+			    (unsigned long long)(top > 0 ? stk[top - 1].left :
+			    0), off);
 			goto out;
 		}
 		nodes++;
@@ -324,7 +335,7 @@ dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 
 			if (r != 0) {
 				rv = sm_err_set(err, SM_EMALFORMED,
-				    "trie: node %llu at byte %zu: %s %s",
+				    "%s: node %llu at byte %zu: %s %s", what,
 				    (unsigned long long)nodes, at, field[k],
 				    r == -1 ? "truncated" : "overflows");
 				goto out;
@@ -333,35 +344,41 @@ dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 				continue;
 			if (f[0] > len - off) {
 				rv = sm_err_set(err, SM_EMALFORMED,
-				    "trie: node %llu at byte %zu: name of %llu "
-				    "bytes truncated", (unsigned long long)nodes,
-				    at, (unsigned long long)f[0]);
+				    "%s: node %llu at byte %zu: name of %llu "
+				    "bytes truncated", what,
+				    (unsigned long long)nodes, at,
+				    (unsigned long long)f[0]);
 				goto out;
 			}
-			/* The path's names were all read once: fits in len. */
-			memcpy(key + keylen, body + off, (size_t)f[0]);
-			keylen += (size_t)f[0];
+			if (!tree || nodes > 1) {
+				if (tree && top >= 2)
+					key[keylen++] = ';';
+				/* The path's names were all read once. */
+				memcpy(key + keylen, body + off, (size_t)f[0]);
+				keylen += (size_t)f[0];
+			}
 			off += (size_t)f[0];
 		}
-		if (f[1] > 0) {
+		if (f[1] > 0 && (!tree || (nodes > 1 && keylen > 0))) {
 			if (f[1] > (uint64_t)INT64_MAX) {
 				rv = sm_err_set(err, SM_EMALFORMED,
-				    "trie: node %llu at byte %zu: value %llu "
-				    "overflows int64", (unsigned long long)nodes,
-				    at, (unsigned long long)f[1]);
+				    "%s: node %llu at byte %zu: value %llu "
+				    "overflows int64", what,
+				    (unsigned long long)nodes, at,
+				    (unsigned long long)f[1]);
 				goto out;
 			}
 			if ((rv = folded_scale((int64_t)f[1], scale, &v,
-			    "trie node", nodes, err)) != 0 ||
-			    (rv = folded_stack(b, series, key, keylen, v,
+			    tree ? "tree node" : "trie node", nodes, err)) !=
+			    0 || (rv = folded_stack(b, series, key, keylen, v,
 			    err)) != 0)
 				goto out;
 		}
 		if (f[2] > 0) {
 			if (f[2] > (len - off) / 3) {
 				rv = sm_err_set(err, SM_EMALFORMED,
-				    "trie: node %llu at byte %zu: %llu children "
-				    "cannot fit in the %zu bytes left",
+				    "%s: node %llu at byte %zu: %llu children "
+				    "cannot fit in the %zu bytes left", what,
 				    (unsigned long long)nodes, at,
 				    (unsigned long long)f[2], len - off);
 				goto out;
@@ -380,6 +397,8 @@ dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
 		while (top > 0 && --stk[top - 1].left == 0)
 			keylen = stk[--top].base;
 	}
+	/* A tree's bytes after the root's subtree are ignored, as
+	 * Pyroscope's reader stops there. */
 out:
 	sm_free(key);
 	sm_free(stk);
@@ -387,105 +406,15 @@ out:
 }
 
 int
+dist_trie_parse(const uint8_t *body, size_t len, struct dist_batch *b,
+    uint32_t series, int64_t scale, struct sm_err *err)
+{
+	return (prefix_tree_parse(body, len, b, series, scale, false, err));
+}
+
+int
 dist_tree_parse(const uint8_t *body, size_t len, struct dist_batch *b,
     uint32_t series, int64_t scale, struct sm_err *err)
 {
-	static const char *field[] = { "name length", "value", "child count" };
-	struct trie_open *stk = NULL;
-	uint32_t top = 0, cap = 0;
-	char *key = NULL;
-	size_t off = 0, keylen = 0;
-	uint64_t nodes = 0;
-	int rv = 0;
-
-	/* A path holds each name once and a ';' per node (>= 3 bytes). */
-	if ((key = sm_malloc(len + len / 3 + 1)) == NULL)
-		return (sm_err_set(err, SM_ENOMEM, "out of memory"));
-	do {
-		uint64_t f[3];
-		size_t at = off, base = keylen;
-		int64_t v;
-
-		if (off >= len) {
-			rv = sm_err_set(err, SM_EMALFORMED, nodes == 0 ?
-			    "tree: empty body" : "tree: truncated: %llu more "
-			    "child node(s) expected at byte %zu",
-			    (unsigned long long)(top > 0 ? stk[top - 1].left :
-			    0), off);
-			goto out;
-		}
-		nodes++;
-		for (int k = 0; k < 3; k++) {
-			int r = trie_uvarint(body, len, &off, &f[k]);
-
-			if (r != 0) {
-				rv = sm_err_set(err, SM_EMALFORMED,
-				    "tree: node %llu at byte %zu: %s %s",
-				    (unsigned long long)nodes, at, field[k],
-				    r == -1 ? "truncated" : "overflows");
-				goto out;
-			}
-			if (k != 0)
-				continue;
-			if (f[0] > len - off) {
-				rv = sm_err_set(err, SM_EMALFORMED,
-				    "tree: node %llu at byte %zu: name of %llu "
-				    "bytes truncated", (unsigned long long)nodes,
-				    at, (unsigned long long)f[0]);
-				goto out;
-			}
-			/* The root's name is not a frame; below the first
-			 * level, names join with ';'. */
-			if (nodes > 1) {
-				if (top >= 2)
-					key[keylen++] = ';';
-				memcpy(key + keylen, body + off, (size_t)f[0]);
-				keylen += (size_t)f[0];
-			}
-			off += (size_t)f[0];
-		}
-		/* The root's value, and a first-level node's without a
-		 * name, are not counted (Pyroscope's Iterate skips them). */
-		if (f[1] > 0 && nodes > 1 && keylen > 0) {
-			if (f[1] > (uint64_t)INT64_MAX) {
-				rv = sm_err_set(err, SM_EMALFORMED,
-				    "tree: node %llu at byte %zu: value %llu "
-				    "overflows int64", (unsigned long long)nodes,
-				    at, (unsigned long long)f[1]);
-				goto out;
-			}
-			if ((rv = folded_scale((int64_t)f[1], scale, &v,
-			    "tree node", nodes, err)) != 0 ||
-			    (rv = folded_stack(b, series, key, keylen, v,
-			    err)) != 0)
-				goto out;
-		}
-		if (f[2] > 0) {
-			if (f[2] > (len - off) / 3) {
-				rv = sm_err_set(err, SM_EMALFORMED,
-				    "tree: node %llu at byte %zu: %llu children "
-				    "cannot fit in the %zu bytes left",
-				    (unsigned long long)nodes, at,
-				    (unsigned long long)f[2], len - off);
-				goto out;
-			}
-			if (SM_GROW(stk, cap, top + 1, 64) != 0) {
-				rv = sm_err_set(err, SM_ENOMEM,
-				    "out of memory");
-				goto out;
-			}
-			stk[top].left = f[2];
-			stk[top++].base = base;
-			continue;
-		}
-		keylen = base;
-		while (top > 0 && --stk[top - 1].left == 0)
-			keylen = stk[--top].base;
-	} while (top > 0);
-	/* Bytes after the root's subtree are ignored, as Pyroscope's
-	 * reader stops there. */
-out:
-	sm_free(key);
-	sm_free(stk);
-	return (rv);
+	return (prefix_tree_parse(body, len, b, series, scale, true, err));
 }

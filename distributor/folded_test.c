@@ -673,6 +673,25 @@ test_trie(void)
 	fx_fini(&f);
 }
 
+/* Every proper prefix of t is refused by `parse` as malformed, naming
+ * the format `what`. */
+static void
+check_prefixes(const struct tbuf *t, int (*parse)(const uint8_t *, size_t,
+    struct dist_batch *, uint32_t, int64_t, struct sm_err *),
+    const char *what)
+{
+	for (size_t n = 1; n < t->n; n++) {
+		struct fx f;
+
+		fx_init(&f);
+		SM_CHECKF(parse(t->b, n, &f.b, f.series, 1, &f.err) ==
+		    SM_EMALFORMED, "%s: prefix of %zu/%zu bytes accepted", what,
+		    n, t->n);
+		SM_CHECK(strstr(f.err.msg, what) != NULL);
+		fx_fini(&f);
+	}
+}
+
 /*
  * The same stacks as og's dictionary-free tree: one path component a
  * node, root "" (its value 7 is not counted):
@@ -751,13 +770,7 @@ test_tree(void)
 
 	/* Every proper prefix is truncated. */
 	tb_tree(&t);
-	for (size_t n = 1; n < t.n; n++) {
-		fx_init(&f);
-		SM_CHECKF(dist_tree_parse(t.b, n, &f.b, f.series, 1, &f.err) ==
-		    SM_EMALFORMED, "prefix of %zu/%zu bytes accepted", n, t.n);
-		SM_CHECK(strstr(f.err.msg, "tree") != NULL);
-		fx_fini(&f);
-	}
+	check_prefixes(&t, dist_tree_parse, "tree");
 	/* More children than the bytes left can hold. */
 	t.n = 0;
 	tb_node(&t, "", 0, 1000);
@@ -776,15 +789,7 @@ test_trie_truncated(void)
 	struct tbuf t;
 
 	tb_sample(&t);
-	for (size_t n = 1; n < t.n; n++) {
-		struct fx f;
-
-		fx_init(&f);
-		SM_CHECKF(parse_trie(&f, &t, n, 1) == SM_EMALFORMED,
-		    "prefix of %zu/%zu bytes accepted", n, t.n);
-		SM_CHECK(strstr(f.err.msg, "trie") != NULL);
-		fx_fini(&f);
-	}
+	check_prefixes(&t, dist_trie_parse, "trie");
 }
 
 static void
