@@ -396,10 +396,13 @@ def main(r):
             r.check(got == stacks, what, "want %r\ngot  %r %s" % (
                 stacks, got, resp.describe()))
         # og's pprof of a legacy cpu query carries the cpu period its
-        # series have, as SelectMergeProfile of the type id does
-        legacy = srv.render("sc100.cpu{}", fmt="pprof")
+        # series have, as SelectMergeProfile of the type id does (one
+        # range for both: the profile's time is the range's)
+        legacy = srv.render("sc100.cpu{}", fmt="pprof", frm=now - 3600,
+                            until=now + 3600)
         typed = srv.render('process_cpu:cpu:nanoseconds:cpu:nanoseconds'
-                           '{service_name="sc100"}', fmt="pprof")
+                           '{service_name="sc100"}', fmt="pprof",
+                           frm=now - 3600, until=now + 3600)
         r.check(legacy.status == 200 and legacy.body == typed.body,
                 "format=pprof of sc100.cpu{} is the type id query's, "
                 "byte for byte", legacy.describe())
