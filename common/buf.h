@@ -103,6 +103,33 @@ int sm_base64_digit(unsigned char c, bool url);
  */
 size_t sm_utf8_seq_len(const unsigned char *s, size_t n);
 
+/* Code point cp (<= 0x10FFFF) as UTF-8 at dst (room for 4 bytes);
+ * returns the bytes written. */
+static inline size_t
+sm_utf8_put(char *dst, uint32_t cp)
+{
+	if (cp < 0x80) {
+		dst[0] = (char)cp;
+		return (1);
+	}
+	if (cp < 0x800) {
+		dst[0] = (char)(0xC0 | cp >> 6);
+		dst[1] = (char)(0x80 | (cp & 0x3F));
+		return (2);
+	}
+	if (cp < 0x10000) {
+		dst[0] = (char)(0xE0 | cp >> 12);
+		dst[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+		dst[2] = (char)(0x80 | (cp & 0x3F));
+		return (3);
+	}
+	dst[0] = (char)(0xF0 | cp >> 18);
+	dst[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+	dst[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+	dst[3] = (char)(0x80 | (cp & 0x3F));
+	return (4);
+}
+
 /*
  * The five escapes JSON and Go's strconv.Quote write alike (\" \\ \n \r
  * \t): append the escape of `c` and return true, or return false (nothing

@@ -185,21 +185,7 @@ dist_text_decode(const uint8_t *body, size_t len, struct sm_arena *a,
 				c = 0xFFFD;     /* unpaired surrogate */
 			}
 		}
-		if (c < 0x80) {
-			dst[o++] = (uint8_t)c;
-		} else if (c < 0x800) {
-			dst[o++] = (uint8_t)(0xC0 | c >> 6);
-			dst[o++] = (uint8_t)(0x80 | (c & 0x3F));
-		} else if (c < 0x10000) {
-			dst[o++] = (uint8_t)(0xE0 | c >> 12);
-			dst[o++] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-			dst[o++] = (uint8_t)(0x80 | (c & 0x3F));
-		} else {
-			dst[o++] = (uint8_t)(0xF0 | c >> 18);
-			dst[o++] = (uint8_t)(0x80 | (c >> 12 & 0x3F));
-			dst[o++] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-			dst[o++] = (uint8_t)(0x80 | (c & 0x3F));
-		}
+		o += sm_utf8_put((char *)dst + o, c);
 	}
 	dst[o] = '\0';
 	*out = (const char *)dst;

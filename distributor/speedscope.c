@@ -96,31 +96,6 @@ js_hex4(const char *s, uint32_t *out)
 	return (0);
 }
 
-static size_t
-js_utf8(char *dst, uint32_t cp)
-{
-	if (cp < 0x80) {
-		dst[0] = (char)cp;
-		return (1);
-	}
-	if (cp < 0x800) {
-		dst[0] = (char)(0xC0 | cp >> 6);
-		dst[1] = (char)(0x80 | (cp & 0x3F));
-		return (2);
-	}
-	if (cp < 0x10000) {
-		dst[0] = (char)(0xE0 | cp >> 12);
-		dst[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-		dst[2] = (char)(0x80 | (cp & 0x3F));
-		return (3);
-	}
-	dst[0] = (char)(0xF0 | cp >> 18);
-	dst[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-	dst[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-	dst[3] = (char)(0x80 | (cp & 0x3F));
-	return (4);
-}
-
 /*
  * A string: *s and *n its bytes, pointing into the body when it has no
  * escapes, else decoded into the arena (a lone surrogate becomes U+FFFD,
@@ -205,7 +180,7 @@ js_string(struct js *j, const char **s, size_t *n)
 			} else if (cp >= 0xD800 && cp <= 0xDFFF) {
 				cp = 0xFFFD;
 			}
-			m = js_utf8(tmp, cp);
+			m = sm_utf8_put(tmp, cp);
 			break;
 		default:
 			return (js_fail(j, "bad escape in a string"));
