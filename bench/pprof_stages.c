@@ -12,8 +12,13 @@
  *   decode  -- gunzip + dist_pprof_ingest into a fresh batch +
  *              dist_batch_finish (the distributor's work up to the push);
  *   encode  -- decode + dist_batch_encode_rep (the internal request as
- *              the head log records it).
- * -s runs only that stage (0, 1 or 2), for a profiler.  Prints, per stage, profiles/s and microseconds per profile, and the
+ *              the head log records it);
+ *   apply   -- encode + ing_head_write of the message (the single
+ *              binary's direct call) into one head kept for the whole
+ *              run, as a server's head is between cuts: the ingester's
+ *              share of an upload without HTTP, the head log or locks
+ *              waited on.
+ * -s runs only that stage (0 to 3), for a profiler.  Prints, per stage, profiles/s and microseconds per profile, and the
  * request trees' mean node count and the decoder's stack-tree probes.
  * Use it to see what a change to the decoder buys before B1 sees it
  * through HTTP and the head (bench/README.md).
@@ -29,11 +34,15 @@
 #include "common/gz.h"
 #include "distributor/batch.h"
 #include "distributor/pprof.h"
+#include "ingester/head.h"
 
 #define MAX_RAW (256u << 20)
 
-/* One file through `stage` (0 gunzip, 1 decode, 2 encode); the request
- * tree's node count in *nodes. */
+/* The apply stage's head: one for the run, as a server's between cuts. */
+static struct ing_head *head;
+
+/* One file through `stage` (0 gunzip, 1 decode, 2 encode, 3 apply); the
+ * request tree's node count in *nodes. */
 static void
 one(const uint8_t *gz, size_t len, int stage, uint64_t *nodes)
 {
@@ -65,12 +74,19 @@ one(const uint8_t *gz, size_t len, int stage, uint64_t *nodes)
 		}
 		*nodes += b.tree.n;
 		if (stage >= 2) {
+			Smolder__V1__Request *msg = NULL;
 			struct sm_buf out;
+			uint32_t ns, np;
 
 			sm_buf_init(&out);
 			if (dist_batch_encode_rep(&b, "bench", pid, NULL, 0, 0,
-			    NULL, 0, &out, NULL) != 0) {
+			    NULL, 0, &out, stage >= 3 ? &msg : NULL) != 0) {
 				fprintf(stderr, "encode failed\n");
+				exit(1);
+			}
+			if (stage >= 3 && ing_head_write(head, msg->write, 0,
+			    &ns, &np, &err) != 0) {
+				fprintf(stderr, "apply: %s\n", err.msg);
 				exit(1);
 			}
 			sm_buf_fini(&out);
@@ -83,7 +99,8 @@ one(const uint8_t *gz, size_t len, int stage, uint64_t *nodes)
 int
 main(int argc, char **argv)
 {
-	static const char *const names[] = { "gunzip", "decode", "encode" };
+	static const char *const names[] = { "gunzip", "decode", "encode",
+	    "apply" };
 	const char *list = NULL;
 	double secs = 5;
 	int only = -1;
@@ -126,7 +143,10 @@ main(int argc, char **argv)
 	 * them in again, about a tenth of the time measured. */
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
-	for (int stage = 0; stage < 3; stage++) {
+	/* Ten-second buckets, as the server's default. */
+	if (ing_head_create(1, 10000, &head) != 0)
+		return (1);
+	for (int stage = 0; stage < 4; stage++) {
 		uint64_t n = 0, nodes = 0;
 		double t0 = bench_now_s(), t;
 
@@ -136,7 +156,7 @@ main(int argc, char **argv)
 			for (size_t i = 0; i < nfiles; i++)
 				one(files[i], lens[i], stage, &nodes);
 			n += nfiles;
-		} while ((t = bench_now_s() - t0) < (only >= 0 ? secs : secs / 3));
+		} while ((t = bench_now_s() - t0) < (only >= 0 ? secs : secs / 4));
 		printf("%s profiles=%llu seconds=%.3f profiles_per_s=%.1f "
 		    "us_per_profile=%.1f", names[stage], (unsigned long long)n,
 		    t, n / t, t * 1e6 / n);
@@ -144,6 +164,7 @@ main(int argc, char **argv)
 			printf(" tree_nodes=%.1f", (double)nodes / n);
 		printf("\n");
 	}
+	ing_head_unref(head);
 	return (0);
 usage:
 	fprintf(stderr, "usage: pprof_stages [-t seconds] [-s stage] "

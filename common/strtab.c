@@ -128,8 +128,14 @@ sm_strtab_find(const struct sm_strtab *t, const char *s, size_t n,
 int
 sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n, uint32_t *id)
 {
+	return (sm_strtab_intern_hashed(t, s, n, sm_hash(s, n), id));
+}
+
+int
+sm_strtab_intern_hashed(struct sm_strtab *t, const char *s, size_t n,
+    uint64_t h, uint32_t *id)
+{
 	struct sm_oatab_it it;
-	uint64_t h;
 	uint32_t v;
 	char *p;
 
@@ -138,7 +144,6 @@ sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n, uint32_t *id)
 	/* Room first: once the string is stored, inserting cannot fail. */
 	if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
 		return (SM_ENOMEM);
-	h = sm_hash(s, n);
 	if ((v = strtab_lookup(t, s, n, h, &it)) != SM_OATAB_NONE) {
 		*id = v;
 		return (0);

@@ -47,6 +47,19 @@ void sm_strtab_fini(struct sm_strtab *t);
 int sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n,
     uint32_t *id);
 
+/* The same, given h = sm_hash(s, n) (a caller that needs the hash
+ * itself, or hashes a batch ahead to prefetch: sm_strtab_prefetch). */
+int sm_strtab_intern_hashed(struct sm_strtab *t, const char *s, size_t n,
+    uint64_t h, uint32_t *id);
+
+/* A hint: start loading the index slot of hash h. */
+static inline void
+sm_strtab_prefetch(const struct sm_strtab *t, uint64_t h)
+{
+	if (t->tab.slots != NULL)
+		__builtin_prefetch(&t->tab.slots[(uint32_t)h & t->tab.mask]);
+}
+
 /* Look up without inserting: 0 and *id, or SM_ENOTFOUND. */
 int sm_strtab_find(const struct sm_strtab *t, const char *s, size_t n,
     uint32_t *id);

@@ -41,6 +41,16 @@ sm_tree_init(struct sm_tree *t)
 	return (0);
 }
 
+int
+sm_tree_init_paths(struct sm_tree *t)
+{
+	int rv;
+
+	if ((rv = sm_tree_init(t)) == 0)
+		t->by_path = true;
+	return (rv);
+}
+
 void
 sm_tree_fini(struct sm_tree *t)
 {
@@ -57,6 +67,7 @@ sm_tree_find(const struct sm_tree *t, uint32_t parent, uint32_t name,
 	struct sm_oatab_it it;
 	uint32_t v;
 
+	SM_ASSERT(!t->by_path);
 	if ((v = tree_lookup(t, parent, name, &it)) == SM_OATAB_NONE) {
 		/* A const find does not index the appended tail: scan it. */
 		for (v = SM_MAX(t->nidx, 1); v < t->n; v++)
@@ -120,6 +131,7 @@ sm_tree_reserve(struct sm_tree *t, uint32_t n)
 {
 	int rv;
 
+	SM_ASSERT(!t->by_path);
 	if ((rv = sm_tree_reserve_nodes(t, n)) != 0)
 		return (rv);
 	if (t->nidx < t->n && (rv = tree_index_tail(t)) != 0)
@@ -133,10 +145,41 @@ int
 sm_tree_append(struct sm_tree *t, uint32_t parent, uint32_t name,
     uint32_t *out)
 {
-	SM_ASSERT(parent < t->n);
+	SM_ASSERT(parent < t->n && !t->by_path);
 	if (t->n >= (1u << 31))
 		return (SM_ETOOBIG);
 	if (t->n == t->cap && tree_grow(t, t->cap * 2) != 0)
+		return (SM_ENOMEM);
+	t->parent[t->n] = parent;
+	t->name[t->n] = name;
+	*out = t->n++;
+	return (0);
+}
+
+/* Add the node (parent, name) the probe `it` (of hash h) missed, at the
+ * slot it rests on.  0, SM_ENOMEM or SM_ETOOBIG. */
+static int
+tree_insert(struct sm_tree *t, uint32_t parent, uint32_t name, uint64_t h,
+    struct sm_oatab_it *it, uint32_t *out)
+{
+	uint32_t v;
+
+	if (t->n >= (1u << 31))
+		return (SM_ETOOBIG);
+	if (t->n == t->cap && tree_grow(t, t->cap * 2) != 0)
+		return (SM_ENOMEM);
+	/* The root is not in the index but counts toward its load (node
+	 * count * 2 <= slots, as before the index was an sm_oatab). */
+	if ((uint64_t)(t->n + 1) * 2 > t->tab.nslots) {
+		if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
+			return (SM_ENOMEM);
+		/* Slots moved: probe again to the (still missing) node's
+		 * empty slot. */
+		for (sm_oatab_probe(&t->tab, h, it);
+		    (v = sm_oatab_next(&t->tab, it)) != SM_OATAB_NONE;)
+			;
+	}
+	if (sm_oatab_insert(&t->tab, it, t->n) != 0)
 		return (SM_ENOMEM);
 	t->parent[t->n] = parent;
 	t->name[t->n] = name;
@@ -150,30 +193,39 @@ sm_tree_child(struct sm_tree *t, uint32_t parent, uint32_t name,
 {
 	struct sm_oatab_it it;
 	uint32_t v;
+	int rv;
 
-	SM_ASSERT(parent < t->n);
+	SM_ASSERT(parent < t->n && !t->by_path);
 	if (SM_UNLIKELY(t->nidx < t->n) && tree_index_tail(t) != 0)
 		return (SM_ENOMEM);
 	if ((v = tree_lookup(t, parent, name, &it)) != SM_OATAB_NONE) {
 		*out = v;
 		return (0);
 	}
-	if (t->n >= (1u << 31))
-		return (SM_ETOOBIG);
-	if (t->n == t->cap && tree_grow(t, t->cap * 2) != 0)
-		return (SM_ENOMEM);
-	/* The root is not in the index but counts toward its load (node
-	 * count * 2 <= slots, as before the index was an sm_oatab). */
-	if ((uint64_t)(t->n + 1) * 2 > t->tab.nslots) {
-		if (sm_oatab_reserve(&t->tab, t->n + 1) != 0)
-			return (SM_ENOMEM);
-		tree_lookup(t, parent, name, &it);   /* slots moved: probe again */
-	}
-	if (sm_oatab_insert(&t->tab, &it, t->n) != 0)
-		return (SM_ENOMEM);
-	t->parent[t->n] = parent;
-	t->name[t->n] = name;
-	*out = t->n++;
+	if ((rv = tree_insert(t, parent, name, sm_tree_hash(parent, name), &it,
+	    out)) != 0)
+		return (rv);
+	t->nidx = t->n;
+	return (0);
+}
+
+int
+sm_tree_child_path(struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint64_t path, uint32_t *out)
+{
+	struct sm_oatab_it it;
+	uint32_t v;
+	int rv;
+
+	SM_ASSERT(parent < t->n && t->by_path);
+	for (sm_oatab_probe(&t->tab, path, &it);
+	    (v = sm_oatab_next(&t->tab, &it)) != SM_OATAB_NONE;)
+		if (t->parent[v] == parent && t->name[v] == name) {
+			*out = v;
+			return (0);
+		}
+	if ((rv = tree_insert(t, parent, name, path, &it, out)) != 0)
+		return (rv);
 	t->nidx = t->n;
 	return (0);
 }

@@ -22,6 +22,19 @@
  * sm_tree_child() or sm_tree_reserve() indexes them first, so lookups
  * never miss a node.
  *
+ * Path-indexed trees (the ingester heads').  A tree made with
+ * sm_tree_init_paths() keys its index by the hash of each node's frame
+ * path from the root instead: sm_tree_path() folds the content hashes of
+ * the frames (sm_hash of their bytes), so a caller holding a whole stack
+ * tree to map in (a write) knows every node's slot before it knows a
+ * single node id, and can start every probe's cache miss ahead instead of
+ * waiting for the parent's probe to return (with (parent, name) keys a
+ * chain of new frames probes one miss at a time).  The index costs what
+ * the (parent, name) one does; a tag match is still confirmed against the
+ * node's parent and name, so a collision costs a probe, never a wrong
+ * node.  Such a tree is grown only by sm_tree_child_path(): the other
+ * builders would put nodes under keys its lookups never probe.
+ *
  * Memory: 8 bytes per node (parent, name) plus the index's 2 to 4 slots of
  * 8 bytes (id and hash tag, so a probe rarely reads parent[] and name[]).
  * Ownership: the tree owns its arrays.  Locking: none; the owner serialises
@@ -29,6 +42,8 @@
  */
 #ifndef SM_TREE_H
 #define SM_TREE_H
+
+#include <stdbool.h>
 
 #include "hash.h"
 #include "oatab.h"
@@ -39,7 +54,9 @@ struct sm_tree {
 	uint32_t *name;
 	uint32_t n, cap;
 	uint32_t nidx;       /* nodes [1, nidx) are in tab; [nidx, n) not yet */
-	struct sm_oatab tab; /* node ids 1.. by hash(parent, name) */
+	struct sm_oatab tab; /* node ids 1.. by hash(parent, name), or by
+			      * path hash when by_path */
+	bool by_path;        /* sm_tree_init_paths() */
 };
 
 /* The index's hash of (parent, name). */
@@ -51,6 +68,36 @@ sm_tree_hash(uint32_t parent, uint32_t name)
 
 /* Initialise with the root node 0.  Returns 0 or SM_ENOMEM. */
 int sm_tree_init(struct sm_tree *t);
+
+/* The same, indexed by frame path (above).  0 or SM_ENOMEM. */
+int sm_tree_init_paths(struct sm_tree *t);
+
+/* The root's path hash, and the path hash of the child of a node whose
+ * path hashes to `parent` for a frame whose bytes sm_hash() to `frame`.
+ * Fixed for good only within one process: nothing stores them. */
+#define SM_TREE_PATH_ROOT 0x9e3779b97f4a7c15ULL
+static inline uint64_t
+sm_tree_path(uint64_t parent, uint64_t frame)
+{
+	return (sm_hash_u64(parent * 0xc2b2ae3d27d4eb4fULL ^ frame));
+}
+
+/*
+ * In a path-indexed tree: find or create the child of `parent` whose frame
+ * is `name`, where `path` is sm_tree_path(parent's path, the frame's
+ * sm_hash).  As sm_tree_child otherwise.
+ */
+int sm_tree_child_path(struct sm_tree *t, uint32_t parent, uint32_t name,
+    uint64_t path, uint32_t *out);
+
+/* A hint, as sm_tree_prefetch: start loading the slot of `path`. */
+static inline void
+sm_tree_prefetch_path(const struct sm_tree *t, uint64_t path)
+{
+	if (t->tab.slots != NULL)
+		__builtin_prefetch(&t->tab.slots[(uint32_t)path &
+		    t->tab.mask]);
+}
 void sm_tree_fini(struct sm_tree *t);
 
 /*

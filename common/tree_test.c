@@ -4,6 +4,9 @@
  */
 #include "common/tree.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "sm_test.h"
 
 static void
@@ -272,7 +275,87 @@ test_append(void)
 	sm_tree_fini(&t);
 }
 
+/* The path of node k of a path-indexed tree built as (k-1)/8, (k-1)%8+1
+ * below, or a constant (every node's probe starting at one slot: each
+ * tag match confirmed against parent and name). */
+static uint64_t
+path_of(const uint64_t *ph, uint32_t k, int collide)
+{
+	uint32_t name = (k - 1) % 8 + 1;
+
+	return (collide ? 42 : sm_tree_path(ph[(k - 1) / 8], sm_hash(&name,
+	    sizeof(name))));
+}
+
+/* A path-indexed tree holds the same nodes as a (parent, name) one, ids
+ * in creation order, across rehashes; a path that collides still finds
+ * exactly its node; a failed allocation leaves it unchanged. */
+static void
+test_paths(void)
+{
+	enum { N = 200000 };
+	struct sm_tree t, u;
+	uint64_t *ph = malloc((size_t)N * sizeof(*ph));
+	uint32_t id, n;
+	int bad = 0, failures = 0;
+
+	SM_REQUIRE(ph != NULL);
+	for (int collide = 0; collide < 2; collide++) {
+		uint32_t nn = collide ? 3000 : N;
+
+		SM_REQUIRE(sm_tree_init_paths(&t) == 0 && sm_tree_init(&u) == 0);
+		SM_CHECK(t.by_path && !u.by_path);
+		ph[0] = SM_TREE_PATH_ROOT;
+		for (uint32_t k = 1; k < nn && !bad; k++) {
+			uint32_t p = (k - 1) / 8, nm = (k - 1) % 8 + 1, v;
+
+			ph[k] = path_of(ph, k, collide);
+			if (sm_tree_child_path(&t, p, nm, ph[k], &id) != 0 ||
+			    sm_tree_child(&u, p, nm, &v) != 0 || id != k ||
+			    v != k || (uint64_t)t.n * 2 > t.tab.nslots)
+				bad++;
+		}
+		SM_CHECK_EQ(bad, 0);
+		SM_CHECK_EQ(t.n, nn);
+		SM_CHECK(memcmp(t.parent, u.parent, nn * sizeof(uint32_t)) == 0);
+		SM_CHECK(memcmp(t.name, u.name, nn * sizeof(uint32_t)) == 0);
+		/* Every node is found again, nothing created. */
+		for (uint32_t k = nn - 1; k > 0 && !bad; k--)
+			if (sm_tree_child_path(&t, (k - 1) / 8, (k - 1) % 8 + 1,
+			    ph[k], &id) != 0 || id != k)
+				bad++;
+		SM_CHECK_EQ(bad, 0);
+		SM_CHECK_EQ(t.n, nn);
+		/* A child under a path no node has is new. */
+		SM_REQUIRE(sm_tree_child_path(&t, 5, 9, collide ? 42 :
+		    sm_tree_path(ph[5], 99), &id) == 0);
+		SM_CHECK_EQ(id, nn);
+		sm_tree_fini(&u);
+		sm_tree_fini(&t);
+	}
+
+	/* Allocation failures: nothing changes, and the retry succeeds. */
+	SM_REQUIRE(sm_tree_init_paths(&t) == 0);
+	ph[0] = SM_TREE_PATH_ROOT;
+	for (uint32_t k = 1; k < 5000; k++) {
+		n = t.n;
+		ph[k] = path_of(ph, k, 0);
+		SM_RETRY_FAULTS(sm_tree_child_path(&t, (k - 1) / 8,
+		    (k - 1) % 8 + 1, ph[k], &id), failures,
+		    SM_CHECK_EQ(t.n, n));
+		SM_CHECK_EQ(id, k);
+	}
+	SM_CHECK(failures > 3);
+	for (uint32_t k = 1; k < 5000; k++)
+		SM_CHECK(sm_tree_child_path(&t, (k - 1) / 8, (k - 1) % 8 + 1,
+		    ph[k], &id) == 0 && id == k);
+	SM_CHECK_EQ(t.n, 5000);
+	sm_tree_fini(&t);
+	free(ph);
+}
+
 SM_TEST_MAIN(
+	{ "path-indexed: same tree, collisions, failures", test_paths },
 	{ "append, then the index catches up", test_append },
 	{ "root node", test_root },
 	{ "reserve and prefetch", test_reserve },

@@ -47,7 +47,7 @@
  *      cache, every series with a bucket in W mapped by labels onto the
  *      builder's series (metadata of the first input that has it), its
  *      data decoded into an arena freed as soon as the series is merged.
- *      A node is mapped lazily, ancestors first, by sm_tree_child with its
+ *      A node is mapped lazily, ancestors first, by sm_tree_child_path with its
  *      frame interned into the builder's frames, so only stacks with data
  *      in W enter the tier's tree.  Consecutive buckets of a series that
  *      floor (sm_floor_to) to one tier bucket are summed into a dense
@@ -604,7 +604,12 @@ struct build {
 	/* the current input block */
 	const struct ing_block_tree *tree;
 	uint32_t *map;                  /* input node -> builder node + 1 */
+	uint64_t *pmap;                 /* input node -> its path hash, where
+					 * mapped (the builder's tree is a
+					 * head's: path-indexed) */
 	uint32_t *fmap;                 /* input frame -> builder frame + 1 */
+	uint64_t *fhash;                /* input frame -> sm_hash, where
+					 * fmap is set */
 	uint32_t *stack;                /* for map_node */
 	/* the tier bucket being gathered: a dense sum over builder nodes
 	 * and the nodes touched */
@@ -653,20 +658,32 @@ map_node(struct build *b, uint32_t i, uint32_t *out)
 	}
 	while (depth > 0) {
 		uint32_t k = b->stack[--depth], name = t->name[k], parent;
+		uint64_t path;
 
 		if (b->fmap[name] == 0) {
 			uint32_t id;
 
-			if ((rv = sm_strtab_intern(&b->h->frames,
-			    t->frames[name].p, t->frames[name].len, &id)) != 0)
+			b->fhash[name] = sm_hash(t->frames[name].p,
+			    t->frames[name].len);
+			if ((rv = sm_strtab_intern_hashed(&b->h->frames,
+			    t->frames[name].p, t->frames[name].len,
+			    b->fhash[name], &id)) != 0)
 				return (rv);
 			b->fmap[name] = id + 1;
 		}
-		parent = t->parent[k] == 0 ? 0 : b->map[t->parent[k]] - 1;
-		if ((rv = sm_tree_child(&b->h->tree, parent,
-		    b->fmap[name] - 1, &cur)) != 0)
+		if (t->parent[k] == 0) {
+			parent = 0;
+			path = SM_TREE_PATH_ROOT;
+		} else {
+			parent = b->map[t->parent[k]] - 1;
+			path = b->pmap[t->parent[k]];
+		}
+		path = sm_tree_path(path, b->fhash[name]);
+		if ((rv = sm_tree_child_path(&b->h->tree, parent,
+		    b->fmap[name] - 1, path, &cur)) != 0)
 			return (rv);
 		b->map[k] = cur + 1;
+		b->pmap[k] = path;
 	}
 	*out = i == 0 ? 0 : b->map[i] - 1;
 	return (0);
@@ -951,9 +968,13 @@ merge_block(struct ing_store *st, const char *tenant,
 	    err)) != 0)
 		goto out;
 	b->map = sm_calloc(b->tree->n, sizeof(*b->map));
+	b->pmap = sm_malloc((size_t)b->tree->n * sizeof(*b->pmap));
 	b->stack = sm_malloc((size_t)b->tree->n * sizeof(*b->stack));
 	b->fmap = sm_calloc(SM_MAX(b->tree->nframes, 1), sizeof(*b->fmap));
-	if (b->map == NULL || b->stack == NULL || b->fmap == NULL) {
+	b->fhash = sm_malloc(SM_MAX(b->tree->nframes, 1) *
+	    sizeof(*b->fhash));
+	if (b->map == NULL || b->pmap == NULL || b->stack == NULL ||
+	    b->fmap == NULL || b->fhash == NULL) {
 		rv = sm_err_set(err, SM_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -963,9 +984,12 @@ merge_block(struct ing_store *st, const char *tenant,
 		rv = merge_records(st, tenant, m, b, err);
 out:
 	sm_free(b->map);
+	sm_free(b->pmap);
 	sm_free(b->stack);
 	sm_free(b->fmap);
+	sm_free(b->fhash);
 	b->map = b->stack = b->fmap = NULL;
+	b->pmap = b->fhash = NULL;
 	b->tree = NULL;
 	if (ient != NULL)
 		ing_store_release(st, ient);

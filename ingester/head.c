@@ -25,7 +25,7 @@ ing_head_create(uint64_t gen, int64_t bucket_ms, struct ing_head **out)
 		goto fail_set;
 	if (sm_strtab_init(&h->frames) != 0)
 		goto fail_frames;
-	if (sm_tree_init(&h->tree) != 0)
+	if (sm_tree_init_paths(&h->tree) != 0)
 		goto fail_tree;
 	{
 		pthread_rwlockattr_t la;
@@ -882,6 +882,8 @@ struct wstage {
 	struct sm_arena *scratch;   /* spilled buckets read back */
 	uint32_t *smap;         /* the write's strings -> head frames */
 	uint32_t *nmap;         /* the write's nodes -> head nodes (0: root) */
+	uint64_t *fhash;        /* the write's strings' sm_hash */
+	uint64_t *phash;        /* the write's nodes' path hashes (0: root) */
 };
 
 static int
@@ -918,6 +920,8 @@ wstage_fini(struct wstage *st)
 	sm_arena_destroy(st->scratch);
 	sm_free(st->smap);
 	sm_free(st->nmap);
+	sm_free(st->fhash);
+	sm_free(st->phash);
 }
 
 /*
@@ -1131,22 +1135,37 @@ wstage_alloc(struct wstage *st, const Smolder__V1__WriteRequest *req,
 	}
 	st->smap = sm_malloc((size_t)nstr * sizeof(*st->smap));
 	st->nmap = sm_malloc(((size_t)nnodes + 1) * sizeof(*st->nmap));
+	st->fhash = sm_malloc(SM_MAX(nstr, 1) * sizeof(*st->fhash));
+	st->phash = sm_malloc(((size_t)nnodes + 1) * sizeof(*st->phash));
 	st->e = sm_malloc(ns * sizeof(*st->e));
 	st->ord = sm_malloc(ns * sizeof(*st->ord));
 	st->bk = sm_malloc(ns * sizeof(*st->bk));
 	st->pairs = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st->pairs));
 	st->ptmp = sm_malloc(SM_MAX(npairs_all, 1) * sizeof(*st->ptmp));
 	st->ls = sm_malloc(SM_MAX(nls, 1) * sizeof(*st->ls));
-	if (st->smap == NULL || st->nmap == NULL || st->e == NULL ||
+	if (st->smap == NULL || st->nmap == NULL || st->fhash == NULL ||
+	    st->phash == NULL || st->e == NULL ||
 	    st->ord == NULL || st->bk == NULL || st->pairs == NULL ||
 	    st->ptmp == NULL || st->ls == NULL)
 		return (SM_ENOMEM);
 	return (0);
 }
 
-/* Reserve the write's frames and tree nodes (head.h, "All or nothing")
+/*
+ * Reserve the write's frames and tree nodes (head.h, "All or nothing")
  * into st->smap and st->nmap, checking each node; call with h->lock
- * held for writing. */
+ * held for writing.
+ *
+ * The head's tree is indexed by frame path (common/tree.h), so every
+ * node's slot is known from the write alone, before any node is mapped:
+ * the frames are hashed first, then every node's path, and each probe's
+ * slot is loaded ING_MAP_AHEAD nodes before it is needed.  With
+ * (parent, name) keys a node's slot waited for its parent's probe, and
+ * the write's new stacks arrive as chains of new frames, each probe a
+ * cache miss after the one before (sm_tree_child was 9 % of the CPU of
+ * B1's decode-and-apply).  The frames are interned the same way, their
+ * hashes first.
+ */
 static int
 map_tree(struct ing_head *h, const Smolder__V1__StackTree *rt,
     struct wstage *st, struct sm_err *err)
@@ -1154,38 +1173,40 @@ map_tree(struct ing_head *h, const Smolder__V1__StackTree *rt,
 	const uint32_t nnodes = (uint32_t)rt->n_parent;
 	const uint32_t nstr = (uint32_t)rt->n_strings;
 	uint32_t *smap = st->smap, *nmap = st->nmap;
+	uint64_t *fh = st->fhash, *ph = st->phash;
 	int rv;
 
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
 
-		if ((rv = sm_strtab_intern(&h->frames, s, strlen(s),
-		    &smap[i])) != 0)
+		fh[i] = sm_hash(s, strlen(s));
+	}
+	for (uint32_t i = 0; i < nstr; i++) {
+		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
+
+		if (i + ING_MAP_AHEAD < nstr)
+			sm_strtab_prefetch(&h->frames, fh[i + ING_MAP_AHEAD]);
+		if ((rv = sm_strtab_intern_hashed(&h->frames, s, strlen(s),
+		    fh[i], &smap[i])) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
 	}
-	nmap[0] = 0;
+	ph[0] = SM_TREE_PATH_ROOT;
 	for (uint32_t i = 0; i < nnodes; i++) {
 		uint32_t p = rt->parent[i], nm = rt->name[i];
-
-		/* The head tree is large and each lookup a cache miss or
-		 * two: start the one ING_MAP_AHEAD nodes on now when its
-		 * parent is mapped already (it usually is: parents come
-		 * first, siblings together).  Was 7% of ingest CPU (B1). */
-		if (i + ING_MAP_AHEAD < nnodes) {
-			uint32_t p2 = rt->parent[i + ING_MAP_AHEAD];
-			uint32_t nm2 = rt->name[i + ING_MAP_AHEAD];
-
-			if (p2 <= i && nm2 < nstr)
-				sm_tree_prefetch(&h->tree, nmap[p2],
-				    smap[nm2]);
-		}
 
 		if (p > i || nm >= nstr)
 			return (sm_err_set(err, SM_EMALFORMED, "write: stack "
 			    "tree node %u has parent %u / name %u out of "
 			    "range", i + 1, p, nm));
-		if ((rv = sm_tree_child(&h->tree, nmap[p], smap[nm],
-		    &nmap[i + 1])) != 0)
+		ph[i + 1] = sm_tree_path(ph[p], fh[nm]);
+	}
+	nmap[0] = 0;
+	for (uint32_t i = 0; i < nnodes; i++) {
+		if (i + ING_MAP_AHEAD < nnodes)
+			sm_tree_prefetch_path(&h->tree,
+			    ph[i + 1 + ING_MAP_AHEAD]);
+		if ((rv = sm_tree_child_path(&h->tree, nmap[rt->parent[i]],
+		    smap[rt->name[i]], ph[i + 1], &nmap[i + 1])) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
 	}
 	return (0);
