@@ -2261,6 +2261,47 @@ head_write_spec(struct ing_head *h, const struct wspec *sp, size_t n,
 	return (rv);
 }
 
+/*
+ * A series' newest bucket written again stays unpacked (a hot bucket:
+ * many uploads a bucket would otherwise unpack and pack it every time)
+ * until a later bucket opens; a bucket written once, or late, is packed.
+ * The pairs are the same either way.
+ */
+static void
+test_hot_bucket_unpacked(void)
+{
+	static const struct wspec w[] = {
+		{ "a", NULL, NULL, 0, "main;work=1", 0 },
+		{ "a", NULL, NULL, 2 * SEC, "main;work=2", 0 },
+		{ "a", NULL, NULL, 3 * SEC, "main;x=1", 0 },
+		{ "a", NULL, NULL, 12 * SEC, "main;work=4", 0 },
+		{ "a", NULL, NULL, 5 * SEC, "main;late=1", 0 },
+	};
+	static const char *const want[] = {
+		"t=0 profiles=1 total=1 packed=1: main;work=1\n",
+		"t=0 profiles=2 total=3 packed=0: main;work=3\n",
+		"t=0 profiles=3 total=4 packed=0: main;work=3 main;x=1\n",
+		"t=0 profiles=3 total=4 packed=1: main;work=3 main;x=1\n"
+		"  t=10000 profiles=1 total=4 packed=1: main;work=4\n",
+		"t=0 profiles=4 total=5 packed=1: main;work=3 main;x=1 "
+		"main;late=1\n  t=10000 profiles=1 total=4 packed=1",
+	};
+	struct ing_head *h;
+
+	SM_REQUIRE(ing_head_create(1, 10 * SEC, &h) == 0);
+	for (size_t i = 0; i < SM_ARRAY_LEN(w); i++) {
+		char *d;
+
+		SM_REQUIRE(head_write_spec(h, &w[i], 1, 200 + i, 0) == 0);
+		d = head_dump(h, true);
+		if (strstr(d, want[i]) == NULL)
+			SM_TEST_FAILF("write %zu: want \"%s\" in\n%s", i, want[i],
+			    d);
+		free(d);
+	}
+	ing_head_unref(h);
+}
+
 static struct ing_head *
 aon_base_head(void)
 {
@@ -2819,6 +2860,7 @@ SM_TEST_MAIN(
 	{ "memory bound: cut at 80%, refuse at 95%, resume under 85%",
 	  test_memory_bound },
 	{ "two uploads in one bucket merge", test_write_merge_same_bucket },
+	{ "a hot newest bucket stays unpacked", test_hot_bucket_unpacked },
 	{ "the tenant list: sorted hashes, a version per add", test_tenant_list },
 	{ "packed buckets read back the same pairs", test_bucket_pack },
 	{ "bucket ranges, out-of-order and negative times", test_bucket_ranges },

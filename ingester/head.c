@@ -598,18 +598,27 @@ pack(struct ing_head *h, struct ing_bucket *b)
 
 /*
  * After a write into bucket i, it is packed, the newest too: a series
- * gets about one upload per bucket, so its open bucket is seldom written
+ * usually gets one upload per bucket, so its open bucket is seldom written
  * again, and left unpacked it held 12 bytes a pair for every series (a
  * fifth of B5's head once the sealed buckets were spilled).  A second
  * write into it merges through the cursor, as into any packed bucket.
  * The one before the newest is packed too (it is already, unless packing
- * it failed).  The newest is never spilled (ing_head_spill): the next
- * write into it would read it back.
+ * it failed, or it was hot).  The newest is never spilled
+ * (ing_head_spill): the next write into it would read it back.
+ *
+ * Except a hot bucket: the newest, written again (`again`: this write
+ * did not create it).  A series that gets many uploads a bucket (many
+ * agents sending one label set; B1 sends hundreds) would otherwise read
+ * its whole bucket back from varints, merge and pack it again for every
+ * upload.  It stays unpacked until a later bucket opens and packs it as
+ * the one before the newest, so only series written more than once a
+ * bucket hold one unpacked bucket each.
  */
 static void
-seal(struct ing_head *h, struct ing_series *s, uint32_t i)
+seal(struct ing_head *h, struct ing_series *s, uint32_t i, bool again)
 {
-	pack(h, &s->b[i]);
+	if (!(again && i + 1 == s->nb))
+		pack(h, &s->b[i]);
 	if (i + 1 == s->nb && i > 0)
 		pack(h, &s->b[i - 1]);
 }
@@ -1119,7 +1128,7 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 	h->pair_bytes += (uint64_t)bk->n * 12;
 	bk->node = NULL;
 	bk->value = NULL;
-	seal(h, s, lo);
+	seal(h, s, lo, !bk->fresh);
 }
 
 /* Size the write's scratch in st, before the lock is taken. */
