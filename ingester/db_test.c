@@ -2265,7 +2265,9 @@ head_write_spec(struct ing_head *h, const struct wspec *sp, size_t n,
  * A series' newest bucket written again stays unpacked (a hot bucket:
  * many uploads a bucket would otherwise unpack and pack it every time)
  * until a later bucket opens; a bucket written once, or late, is packed.
- * The pairs are the same either way.
+ * A write into a hot bucket that holds all its nodes adds in place, one
+ * that brings a new node merges.  The pairs are the same either way (a
+ * pair that sums to 0 stays, as a merge keeps it).
  */
 static void
 test_hot_bucket_unpacked(void)
@@ -2274,6 +2276,11 @@ test_hot_bucket_unpacked(void)
 		{ "a", NULL, NULL, 0, "main;work=1", 0 },
 		{ "a", NULL, NULL, 2 * SEC, "main;work=2", 0 },
 		{ "a", NULL, NULL, 3 * SEC, "main;x=1", 0 },
+		/* every node there: added in place */
+		{ "a", NULL, NULL, 4 * SEC, "main;work=5,main;x=2", 0 },
+		{ "a", NULL, NULL, 4 * SEC, "main;x=-3", 0 },
+		/* one node new: merged */
+		{ "a", NULL, NULL, 6 * SEC, "main;work=1,main;y=1", 0 },
 		{ "a", NULL, NULL, 12 * SEC, "main;work=4", 0 },
 		{ "a", NULL, NULL, 5 * SEC, "main;late=1", 0 },
 	};
@@ -2281,10 +2288,14 @@ test_hot_bucket_unpacked(void)
 		"t=0 profiles=1 total=1 packed=1: main;work=1\n",
 		"t=0 profiles=2 total=3 packed=0: main;work=3\n",
 		"t=0 profiles=3 total=4 packed=0: main;work=3 main;x=1\n",
-		"t=0 profiles=3 total=4 packed=1: main;work=3 main;x=1\n"
-		"  t=10000 profiles=1 total=4 packed=1: main;work=4\n",
-		"t=0 profiles=4 total=5 packed=1: main;work=3 main;x=1 "
-		"main;late=1\n  t=10000 profiles=1 total=4 packed=1",
+		"t=0 profiles=4 total=11 packed=0: main;work=8 main;x=3\n",
+		"t=0 profiles=5 total=8 packed=0: main;work=8 main;x=0\n",
+		"t=0 profiles=6 total=10 packed=0: main;work=9 main;x=0 "
+		"main;y=1\n",
+		"t=0 profiles=6 total=10 packed=1: main;work=9 main;x=0 "
+		"main;y=1\n  t=10000 profiles=1 total=4 packed=1: main;work=4\n",
+		"t=0 profiles=7 total=11 packed=1: main;work=9 main;x=0 "
+		"main;y=1 main;late=1\n  t=10000 profiles=1 total=4 packed=1",
 	};
 	struct ing_head *h;
 

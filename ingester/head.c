@@ -873,6 +873,12 @@ struct wbkt {
 	uint32_t base_bytes;    /* its packed_len, read back (unspill) */
 	bool has_sums;          /* the series' first: its new sp in `sums` */
 	struct ing_sums sums;
+	/* In place (stage_inplace): node and value stay NULL; the write's
+	 * pairs wp[0..nwp) are added at pos[] in the bucket's own arrays. */
+	bool inplace;
+	uint32_t *pos;
+	const struct pair *wp;
+	uint32_t nwp;
 };
 
 /* Everything a write reserved and has not published. */
@@ -914,6 +920,7 @@ wstage_fini(struct wstage *st)
 	for (uint32_t i = 0; i < st->nbk; i++) {
 		sm_free(st->bk[i].node);
 		sm_free(st->bk[i].value);
+		sm_free(st->bk[i].pos);
 		sm_free(st->bk[i].sums.p);
 	}
 	for (uint32_t i = 0; i < st->nnew; i++)
@@ -977,6 +984,64 @@ stage_series(struct ing_head *h, struct wstage *st,
  * array for its new buckets.  0 or SM_ENOMEM (capacities may have grown;
  * nothing else changed).
  */
+/*
+ * A write's pairs p[0..n) added where they are, when its one entry for
+ * bucket b finds every node already there and the bucket unpacked (a hot
+ * bucket, seal()): then merging would copy the whole bucket into new
+ * arrays to add n values.  Sets bk->inplace and the positions, or leaves
+ * the bucket to pairs_merge.  Nothing changes until bucket_publish.
+ * 0 or SM_ENOMEM.
+ */
+static int
+stage_inplace(const struct ing_bucket *b, const struct pair *p, uint32_t n,
+    struct wbkt *bk)
+{
+	uint32_t lo = 0, *pos;
+	int64_t sum = 0;
+
+	if (b->packed != NULL || b->spilled || b->n < n || n == 0)
+		return (0);
+	if ((pos = sm_malloc((size_t)n * sizeof(*pos))) == NULL)
+		return (SM_ENOMEM);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t hi = lo, step = 1;
+
+		/* p[] ascends, so each search gallops on from the last
+		 * (a write's nodes are a good part of its hot bucket's: the
+		 * gaps are short, and a search over the whole bucket missed
+		 * the cache at every step). */
+		while (hi < b->n && b->node[hi] < p[k].node) {
+			lo = hi + 1;
+			hi += step;
+			step *= 2;
+		}
+		if (hi > b->n)
+			hi = b->n;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (b->node[mid] < p[k].node)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == b->n || b->node[lo] != p[k].node) {
+			sm_free(pos);
+			return (0);
+		}
+		pos[k] = lo++;
+		sum = sm_add_sat(sum, p[k].value);
+	}
+	bk->inplace = true;
+	bk->pos = pos;
+	bk->wp = p;
+	bk->nwp = n;
+	bk->n = b->n;
+	bk->sum = sum;
+	bk->profiles = 1;
+	return (0);
+}
+
 static int
 stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 {
@@ -1023,6 +1088,14 @@ stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 			bk->base_profiles = lb->profiles;
 			bk->base_total = lb->total;
 		}
+		j = i + 1;
+		if ((j == st->ne || st->ord[j]->s != sr ||
+		    st->ord[j]->bt != e0->bt) && !bk->fresh &&
+		    (rv = stage_inplace(&cur, st->pairs + e0->off, e0->n,
+		    bk)) != 0)
+			return (sm_err_set(err, rv, "out of memory"));
+		if (bk->inplace)
+			continue;
 		for (j = i; j < st->ne && st->ord[j]->s == sr &&
 		    st->ord[j]->bt == e0->bt; j++) {
 			const struct went *e = st->ord[j];
@@ -1102,6 +1175,13 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		s->nb++;
 		h->set.min_t = SM_MIN(h->set.min_t, bk->bt);
 		h->set.max_t = SM_MAX(h->set.max_t, bk->bt);
+	} else if (bk->inplace) {
+		b = &s->b[lo];
+		SM_ASSERT(b->t == bk->bt && b->packed == NULL &&
+		    b->n == bk->n);
+		for (uint32_t k = 0; k < bk->nwp; k++)
+			b->value[bk->pos[k]] = sm_add_sat(b->value[bk->pos[k]],
+			    bk->wp[k].value);
 	} else {
 		b = &s->b[lo];
 		SM_ASSERT(b->t == bk->bt);
@@ -1120,14 +1200,16 @@ bucket_publish(struct ing_head *h, struct wbkt *bk)
 		memset(&bk->sums, 0, sizeof(bk->sums));
 	}
 	s->wseq++;
-	b->node = bk->node;
-	b->value = bk->value;
-	b->n = bk->n;
+	if (!bk->inplace) {
+		b->node = bk->node;
+		b->value = bk->value;
+		b->n = bk->n;
+		h->pair_bytes += (uint64_t)bk->n * 12;
+		bk->node = NULL;
+		bk->value = NULL;
+	}
 	b->profiles += bk->profiles;
 	b->total = sm_add_sat(b->total, bk->sum);
-	h->pair_bytes += (uint64_t)bk->n * 12;
-	bk->node = NULL;
-	bk->value = NULL;
 	seal(h, s, lo, !bk->fresh);
 }
 
