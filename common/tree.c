@@ -3,7 +3,9 @@
  */
 #include "tree.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "hash.h"
 
@@ -39,6 +41,26 @@ sm_tree_init(struct sm_tree *t)
 	t->n = 1;
 	t->nidx = 1;
 	return (0);
+}
+
+static uint64_t path_root;
+static pthread_once_t path_root_once = PTHREAD_ONCE_INIT;
+
+static void
+path_root_init(void)
+{
+	/* Without entropy (never, past early boot) a fixed root is still a
+	 * correct one: only the flooding defence is lost. */
+	if (getrandom(&path_root, sizeof(path_root), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(path_root))
+		path_root = 0x9e3779b97f4a7c15ULL;
+}
+
+uint64_t
+sm_tree_path_root(void)
+{
+	(void)pthread_once(&path_root_once, path_root_init);
+	return (path_root);
 }
 
 int

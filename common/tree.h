@@ -72,10 +72,17 @@ int sm_tree_init(struct sm_tree *t);
 /* The same, indexed by frame path (above).  0 or SM_ENOMEM. */
 int sm_tree_init_paths(struct sm_tree *t);
 
-/* The root's path hash, and the path hash of the child of a node whose
- * path hashes to `parent` for a frame whose bytes sm_hash() to `frame`.
- * Fixed for good only within one process: nothing stores them. */
-#define SM_TREE_PATH_ROOT 0x9e3779b97f4a7c15ULL
+/*
+ * The root's path hash: random, once per process.  Frame names are the
+ * senders' bytes and sm_hash is not keyed, so with a fixed root a sender
+ * could make names whose paths share one stretch of the index and turn
+ * every probe into a scan; keyed by a secret root, they cannot aim.
+ * Nothing stores a path hash, so it need not outlive the process.
+ */
+uint64_t sm_tree_path_root(void);
+
+/* The path hash of the child of a node whose path hashes to `parent`,
+ * for a frame whose bytes sm_hash() to `frame`. */
 static inline uint64_t
 sm_tree_path(uint64_t parent, uint64_t frame)
 {

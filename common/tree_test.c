@@ -305,7 +305,7 @@ test_paths(void)
 
 		SM_REQUIRE(sm_tree_init_paths(&t) == 0 && sm_tree_init(&u) == 0);
 		SM_CHECK(t.by_path && !u.by_path);
-		ph[0] = SM_TREE_PATH_ROOT;
+		ph[0] = sm_tree_path_root();
 		for (uint32_t k = 1; k < nn && !bad; k++) {
 			uint32_t p = (k - 1) / 8, nm = (k - 1) % 8 + 1, v;
 
@@ -336,7 +336,7 @@ test_paths(void)
 
 	/* Allocation failures: nothing changes, and the retry succeeds. */
 	SM_REQUIRE(sm_tree_init_paths(&t) == 0);
-	ph[0] = SM_TREE_PATH_ROOT;
+	ph[0] = sm_tree_path_root();
 	for (uint32_t k = 1; k < 5000; k++) {
 		n = t.n;
 		ph[k] = path_of(ph, k, 0);

@@ -673,7 +673,7 @@ map_node(struct build *b, uint32_t i, uint32_t *out)
 		}
 		if (t->parent[k] == 0) {
 			parent = 0;
-			path = SM_TREE_PATH_ROOT;
+			path = sm_tree_path_root();
 		} else {
 			parent = b->map[t->parent[k]] - 1;
 			path = b->pmap[t->parent[k]];

@@ -979,12 +979,6 @@ stage_series(struct ing_head *h, struct wstage *st,
 }
 
 /*
- * Merge the write's pairs of each (series, bucket) with the bucket's
- * pairs into new arrays (st->bk), and make room in every series' bucket
- * array for its new buckets.  0 or SM_ENOMEM (capacities may have grown;
- * nothing else changed).
- */
-/*
  * A write's pairs p[0..n) added where they are, when its one entry for
  * bucket b finds every node already there and the bucket unpacked (a hot
  * bucket, seal()): then merging would copy the whole bucket into new
@@ -1042,6 +1036,12 @@ stage_inplace(const struct ing_bucket *b, const struct pair *p, uint32_t n,
 	return (0);
 }
 
+/*
+ * Merge the write's pairs of each (series, bucket) with the bucket's
+ * pairs into new arrays (st->bk), or stage them in place (stage_inplace),
+ * and make room in every series' bucket array for its new buckets.  0 or SM_ENOMEM (capacities may have grown;
+ * nothing else changed).
+ */
 static int
 stage_buckets(struct ing_head *h, struct wstage *st, struct sm_err *err)
 {
@@ -1281,7 +1281,7 @@ map_tree(struct ing_head *h, const Smolder__V1__StackTree *rt,
 		    fh[i], &smap[i])) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
 	}
-	ph[0] = SM_TREE_PATH_ROOT;
+	ph[0] = sm_tree_path_root();
 	for (uint32_t i = 0; i < nnodes; i++) {
 		uint32_t p = rt->parent[i], nm = rt->name[i];
 

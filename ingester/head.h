@@ -12,10 +12,14 @@
  *                the block it becomes is named by it
  *
  * A write maps the request's stack tree onto the head's tree in one pass
- * (parents before children), then adds each series' (node, value) pairs to
- * the bucket holding its timestamp with a sorted merge.  Every bucket is
- * kept packed, a series' newest too (set.h, "Packed buckets"): a write
- * into a bucket merges through the cursor and packs the result again.
+ * (parents before children; the tree is indexed by frame path, tree.h, so
+ * every node's probe starts ahead), then adds each series' (node, value)
+ * pairs to the bucket holding its timestamp with a sorted merge.  Every
+ * bucket is kept packed, a series' newest too (set.h, "Packed buckets"):
+ * a write into a bucket merges through the cursor and packs the result
+ * again.  Except a hot bucket, a series' newest written again: it stays
+ * unpacked until a later bucket opens, and a write whose nodes it all
+ * holds adds its values in place (head.c, seal and stage_inplace).
  *
  * Lifetime and locking: `lock` (rwlock) guards the contents: writes hold it
  * exclusively, queries and the block encoder shared.  `writers` counts

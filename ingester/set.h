@@ -353,7 +353,10 @@ bool ing_sums_get(const struct ing_series *sr, int64_t bucket_ms, int64_t t,
  * carry negatives).  CPU values are count x period, so value / g is the
  * sample count: a pair takes 2-3 bytes instead of 12 (node[] + value[]),
  * which is most of the head's memory (bench B5).  A write into a packed
- * bucket merges through the cursor and packs the result again.
+ * bucket merges through the cursor and packs the result again.  A series
+ * written several times a bucket (many agents under one label set) keeps
+ * its newest bucket unpacked instead, until the next one opens (head.c,
+ * seal).
  *
  * pack/unpack: 0 or SM_ENOMEM (the bucket is then unchanged); a spilled
  * bucket is left as it is.  Readers go through the cursor, which reads
