@@ -63,21 +63,21 @@ dist_batch_fini(struct dist_batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
-int
-dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
+static int
+batch_frame(struct dist_batch *b, const char *s, size_t n, bool utf8,
     uint32_t *name)
 {
 	size_t max = b->limits->max_symbol_len;
-
 	char *fixed;
 
 	if (max != 0 && n > max) {
 		s += n - max;
 		n = max;
+		utf8 = false;   /* the cut may split a sequence */
 	}
 	if (memchr(s, '\0', n) != NULL)
 		return (SM_EMALFORMED);
-	if (!sm_utf8_valid(s, n)) {
+	if (!utf8 && !sm_utf8_valid(s, n)) {
 		if (n > SIZE_MAX / 3 || (fixed = sm_arena_alloc(b->arena,
 		    3 * n)) == NULL)
 			return (SM_ENOMEM);
@@ -85,6 +85,20 @@ dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
 		s = fixed;
 	}
 	return (sm_strtab_intern(&b->strings, s, n, name));
+}
+
+int
+dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
+    uint32_t *name)
+{
+	return (batch_frame(b, s, n, false, name));
+}
+
+int
+dist_batch_frame_utf8(struct dist_batch *b, const char *s, size_t n,
+    uint32_t *name)
+{
+	return (batch_frame(b, s, n, true, name));
 }
 
 void

@@ -113,6 +113,15 @@ int dist_batch_frame(struct dist_batch *b, const char *s, size_t n,
     uint32_t *name);
 
 /*
+ * dist_batch_frame for a name the caller has already checked to be valid
+ * UTF-8 (the pprof decoder checks its whole string table once, and builds
+ * names only from those strings and ASCII): the same rules, without the
+ * second UTF-8 pass.  A name cut to max_symbol_len is checked again.
+ */
+int dist_batch_frame_utf8(struct dist_batch *b, const char *s, size_t n,
+    uint32_t *name);
+
+/*
  * Room for about `more` new nodes (sm_tree_reserve_nodes: the node
  * arrays; the index is built only if a lookup follows appends), from a
  * decoder that knows its input's size (the pprof decoder: twice its

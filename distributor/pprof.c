@@ -8,12 +8,13 @@
  * and nothing is allocated per sample:
  *
  *   A. count   -- walk the top-level fields of Profile and count each
- *                 repeated message (and the Line entries of every
- *                 Location); read period_type.  Every array below is sized
- *                 from these counts, and every counted element occupies at
- *                 least two input bytes, so memory is linear in the input
- *                 and never follows an attacker-chosen number (an id, a
- *                 declared length).
+ *                 repeated message; read period_type.  Every array below
+ *                 is sized from these counts (the Line entries, which
+ *                 would need a walk into every Location, grow by doubling
+ *                 in pass B instead), and every counted element occupies
+ *                 at least two input bytes, so memory is linear in the
+ *                 input and never follows an attacker-chosen number (an
+ *                 id, a declared length).
  *   B. index   -- the string table (offset + length into the input, UTF-8
  *                 checked), sample types, mappings, functions, locations
  *                 and their lines into arena arrays.  Then the dotnet fix,
@@ -144,7 +145,8 @@ struct pp {
 	bool scripting, dotnet;
 
 	/* Pass A counts. */
-	uint32_t nstr, ntypes, nsamples, nmaps, nlocs, nfuncs, nlines;
+	uint32_t nstr, ntypes, nsamples, nmaps, nlocs, nfuncs;
+	uint32_t nlines, lines_cap;   /* pass B: lines[] grows */
 	uint64_t ptype, punit;   /* period_type string indices */
 
 	/* Pass B tables. */
@@ -295,23 +297,6 @@ pp_value_type(struct sm_pbw *r, uint64_t *type, uint64_t *unit)
 	return (0);
 }
 
-/* Count the Line entries of one Location message. */
-static int
-pp_count_lines(struct sm_pbw *r, uint32_t *nlines)
-{
-	uint32_t f, wt;
-
-	while (r->p < r->end) {
-		if (sm_pbw_key(r, &f, &wt) != 0)
-			return (-1);
-		if (f == 4 && wt == SM_PBW_LEN)
-			(*nlines)++;
-		if (sm_pbw_skip(r, f, wt) != 0)
-			return (-1);
-	}
-	return (0);
-}
-
 static int
 pp_count(struct pp *st)
 {
@@ -328,15 +313,7 @@ pp_count(struct pp *st)
 		case 3: st->nmaps++; break;
 		case 5: st->nfuncs++; break;
 		case 6: st->nstr++; break;
-		case 4: {
-			struct sm_pbw s = { p, p + n, NULL, PB_SCHEMA(pb_s_location) };
-
-			if (pp_count_lines(&s, &st->nlines) != 0)
-				return (pp_wire(st, &s, "location",
-				    st->nlocs));
-			st->nlocs++;
-			break;
-		}
+		case 4: st->nlocs++; break;
 		case 11: {
 			struct sm_pbw s = { p, p + n, NULL, PB_SCHEMA(pb_s_valuetype) };
 
@@ -473,6 +450,20 @@ bad:
 	    "%s (byte %zu)", li, k, r.why, (size_t)(r.p - st->raw)));
 }
 
+/* Room for more Line entries: each takes at least two input bytes, so
+ * doubling keeps the array linear in the input. */
+static int __attribute__((noinline))
+pp_lines_grow(struct pp *st)
+{
+	uint32_t cap = st->lines_cap * 2;
+
+	if (cap < st->lines_cap || (st->lines = sm_arena_grow(st->a,
+	    st->lines, st->lines_cap, cap, sizeof(uint64_t))) == NULL)
+		return (pp_nomem(st));
+	st->lines_cap = cap;
+	return (0);
+}
+
 static int
 pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
     uint32_t *line_next)
@@ -498,8 +489,9 @@ pp_location(struct pp *st, const uint8_t *p, size_t n, uint32_t i,
 		} else if (f == 4 && wt == SM_PBW_LEN) {
 			if (sm_pbw_bytes(&r, &lp, &ln) != 0)
 				return (pp_wire(st, &r, "location", i));
-			/* Pass A counted exactly these lines. */
-			SM_ASSERT(*line_next < st->nlines);
+			if (SM_UNLIKELY(*line_next == st->lines_cap) &&
+			    (rv = pp_lines_grow(st)) != 0)
+				return (rv);
 			if ((rv = pp_line(st, lp, ln, i, L->nlines,
 			    &st->lines[*line_next])) != 0)
 				return (rv);
@@ -527,7 +519,9 @@ pp_index_alloc(struct pp *st)
 	st->func = pp_alloc(st, st->nfuncs, sizeof(*st->func));
 	st->loc_id = pp_alloc(st, st->nlocs, sizeof(uint64_t));
 	st->loc = pp_alloc(st, st->nlocs, sizeof(*st->loc));
-	st->lines = pp_alloc(st, st->nlines, sizeof(uint64_t));
+	/* Most locations have one line (Go's inlined calls add more). */
+	st->lines_cap = st->nlocs + st->nlocs / 4 + 16;
+	st->lines = pp_alloc(st, st->lines_cap, sizeof(uint64_t));
 	if (st->str == NULL || st->st_type == NULL || st->st_unit == NULL ||
 	    st->map_id == NULL || st->map_file == NULL ||
 	    st->func_id == NULL || st->func == NULL || st->loc_id == NULL ||
@@ -566,8 +560,8 @@ pp_index(struct pp *st)
 	if (got < 0)
 		return (pp_wire(st, &r, "Profile", PP_NONE));
 	SM_ASSERT(ni[1] == st->ntypes && ni[3] == st->nmaps &&
-	    ni[4] == st->nlocs && ni[5] == st->nfuncs && ni[6] == st->nstr &&
-	    line_next == st->nlines);
+	    ni[4] == st->nlocs && ni[5] == st->nfuncs && ni[6] == st->nstr);
+	st->nlines = line_next;
 	return (0);
 }
 
@@ -849,7 +843,9 @@ pp_tmp(struct pp *st, size_t n)
 static int
 pp_intern(struct pp *st, const char *s, size_t n, uint32_t *id)
 {
-	int rv = dist_batch_frame(st->b, s, n, id);
+	/* Every frame name here is made of string_table entries (checked
+	 * in pass B) and ASCII. */
+	int rv = dist_batch_frame_utf8(st->b, s, n, id);
 
 	if (rv == SM_ENOMEM)
 		return (pp_nomem(st));

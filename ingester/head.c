@@ -1267,17 +1267,21 @@ map_tree(struct ing_head *h, const Smolder__V1__StackTree *rt,
 	uint64_t *fh = st->fhash, *ph = st->phash;
 	int rv;
 
+	/* smap[i] holds string i's length until it is interned (a write's
+	 * strings are bounded by the message, far below 4 GiB). */
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
+		size_t n = strlen(s);
 
-		fh[i] = sm_hash(s, strlen(s));
+		fh[i] = sm_hash(s, n);
+		smap[i] = (uint32_t)n;
 	}
 	for (uint32_t i = 0; i < nstr; i++) {
 		const char *s = rt->strings[i] != NULL ? rt->strings[i] : "";
 
 		if (i + ING_MAP_AHEAD < nstr)
 			sm_strtab_prefetch(&h->frames, fh[i + ING_MAP_AHEAD]);
-		if ((rv = sm_strtab_intern_hashed(&h->frames, s, strlen(s),
+		if ((rv = sm_strtab_intern_hashed(&h->frames, s, smap[i],
 		    fh[i], &smap[i])) != 0)
 			return (sm_err_set(err, rv, "out of memory"));
 	}
