@@ -126,6 +126,22 @@ sm_strtab_find(const struct sm_strtab *t, const char *s, size_t n,
 }
 
 int
+sm_strtab_reserve(struct sm_strtab *t, uint32_t n)
+{
+	struct sm_str *ns;
+
+	if (sm_oatab_reserve(&t->tab, n) != 0)
+		return (SM_ENOMEM);
+	if (n <= t->cap)
+		return (0);
+	if ((ns = sm_reallocarray(t->strs, n, sizeof(*ns))) == NULL)
+		return (SM_ENOMEM);
+	t->strs = ns;
+	t->cap = n;
+	return (0);
+}
+
+int
 sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n, uint32_t *id)
 {
 	return (sm_strtab_intern_hashed(t, s, n, sm_hash(s, n), id));

@@ -52,6 +52,12 @@ int sm_strtab_intern(struct sm_strtab *t, const char *s, size_t n,
 int sm_strtab_intern_hashed(struct sm_strtab *t, const char *s, size_t n,
     uint64_t h, uint32_t *id);
 
+/* Room for n strings in all (the index and the id array), so a caller
+ * that knows about how many it will intern (a decoder, from its input's
+ * function count) does not rehash on the way.  A hint: returns 0 or
+ * SM_ENOMEM, and the table is usable either way. */
+int sm_strtab_reserve(struct sm_strtab *t, uint32_t n);
+
 /* A hint: start loading the index slot of hash h. */
 static inline void
 sm_strtab_prefetch(const struct sm_strtab *t, uint64_t h)

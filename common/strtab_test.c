@@ -205,6 +205,40 @@ test_alloc_failures(void)
 	    t.strs == NULL && t.tab.slots == NULL && t.chunks == NULL);
 }
 
+/* Reserved room: n strings intern without growing the index or the id
+ * array; a failed reserve leaves the table as it was. */
+static void
+test_reserve(void)
+{
+	struct sm_strtab t;
+	const void *slots, *strs;
+	char buf[32];
+	uint32_t id;
+	int failures = 0;
+
+	SM_REQUIRE(sm_strtab_init(&t) == 0);
+	SM_REQUIRE(sm_strtab_intern(&t, "a", 1, &id) == 0 && id == 1);
+	SM_REQUIRE(sm_strtab_reserve(&t, 1000) == 0);
+	SM_CHECK(t.cap >= 1000 && (uint64_t)t.tab.nslots >= 2000);
+	slots = t.tab.slots;
+	strs = t.strs;
+	for (uint32_t i = 2; i < 1000; i++) {
+		int len = snprintf(buf, sizeof(buf), "r%u", i);
+
+		SM_REQUIRE(sm_strtab_intern(&t, buf, (size_t)len, &id) == 0);
+		SM_CHECK_EQ(id, i);
+	}
+	SM_CHECK(t.tab.slots == slots && t.strs == strs);
+	/* Less than it holds: nothing to do. */
+	SM_CHECK_EQ(sm_strtab_reserve(&t, 10), 0);
+	SM_RETRY_FAULTS(sm_strtab_reserve(&t, 50000), failures,
+	    SM_CHECK_EQ(t.n, 1000));
+	SM_CHECK(t.cap >= 50000);
+	SM_CHECK(sm_strtab_find(&t, "a", 1, &id) == 0 && id == 1);
+	SM_CHECK(sm_strtab_find(&t, "r999", 4, &id) == 0 && id == 999);
+	sm_strtab_fini(&t);
+}
+
 SM_TEST_MAIN(
 	{ "id 0 is the empty string", test_empty_is_zero },
 	{ "interning and lookup", test_intern },
@@ -213,4 +247,5 @@ SM_TEST_MAIN(
 	{ "growth to 200k, stable ids and pointers",
 	    test_growth_and_stability },
 	{ "allocation failures", test_alloc_failures },
+	{ "reserved room", test_reserve },
 )

@@ -111,6 +111,16 @@ dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more)
 		(void)sm_tree_reserve_nodes(&b->tree, n + more);
 }
 
+void
+dist_batch_reserve_frames(struct dist_batch *b, uint32_t more)
+{
+	uint32_t n = sm_strtab_count(&b->strings);
+
+	more = SM_MIN(more, DIST_BATCH_RESERVE_MAX);
+	if (n <= UINT32_MAX - more)
+		(void)sm_strtab_reserve(&b->strings, n + more);
+}
+
 int
 dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node)

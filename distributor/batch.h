@@ -132,6 +132,10 @@ int dist_batch_frame_utf8(struct dist_batch *b, const char *s, size_t n,
 #define DIST_BATCH_RESERVE_MAX 65536u
 void dist_batch_reserve_nodes(struct dist_batch *b, uint32_t more);
 
+/* Likewise for about `more` new frame names (at most
+ * DIST_BATCH_RESERVE_MAX). */
+void dist_batch_reserve_frames(struct dist_batch *b, uint32_t more);
+
 /* Child of `parent` (0 = root) for frame `name`; see sm_tree_child. */
 int dist_batch_node(struct dist_batch *b, uint32_t parent, uint32_t name,
     uint32_t *node);

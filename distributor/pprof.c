@@ -1682,5 +1682,9 @@ dist_pprof_ingest(const uint8_t *raw, size_t len,
 	sm_oatab_init_arena(&st.path, (uint32_t)SM_MIN((uint64_t)st.nlocs *
 	    2 + (uint64_t)st.nsamples * 2, DIST_BATCH_RESERVE_MAX), st.a);
 	st.tree_base = sm_tree_size(&b->tree);
+	/* Frame names: about one per function, or per location when the
+	 * locations have no lines (address-only profiles). */
+	dist_batch_reserve_frames(b, (uint32_t)SM_MIN((uint64_t)st.nfuncs +
+	    (st.nfuncs == 0 ? st.nlocs : 0), DIST_BATCH_RESERVE_MAX));
 	return (pp_samples(&st));
 }
