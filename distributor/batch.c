@@ -15,6 +15,7 @@
 #include "common/hash.h"
 #include "common/labels.h"
 #include "smolder/v1/rpc.pb-c.h"
+#include "wpack.h"
 
 void
 dist_limits_default(struct dist_limits *l)
@@ -456,7 +457,6 @@ dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
 	uint32_t nnodes = b->tree.n, nstr = b->strings.n;
 	uint32_t *node_map = NULL, *str_map = NULL;
 	uint32_t kept = 0, kstr = 0;
-	size_t sz;
 	int rv = SM_ENOMEM;
 
 	SM_ASSERT(b->finished);
@@ -585,12 +585,8 @@ dist_batch_encode_rep(const struct dist_batch *b, const char *tenant,
 	}
 	env->method_case = SMOLDER__V1__REQUEST__METHOD_WRITE;
 	env->write = rq;
-	sz = protobuf_c_message_get_packed_size(&env->base);
-	if (sm_buf_reserve(out, sz) != 0)
+	if (dist_wpack_request(env, out) != 0)
 		goto out;
-	protobuf_c_message_pack(&env->base, (uint8_t *)out->b + out->len);
-	out->len += sz;
-	out->b[out->len] = '\0';
 	if (msg != NULL)
 		*msg = env;
 	rv = 0;
